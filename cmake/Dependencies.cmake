@@ -1,0 +1,27 @@
+# Every dependency comes from Debian packages, PyPI (installed by scripts/setup.sh) or the CUDA toolkit.
+find_package(CUDAToolkit 13 REQUIRED)
+find_package(GTest REQUIRED)
+find_package(Threads REQUIRED)
+
+# yaml-cpp: the static archive, because the GPU machine has no yaml-cpp shared library.
+find_path(YAML_CPP_INCLUDE_DIR yaml-cpp/yaml.h REQUIRED)
+find_library(YAML_CPP_STATIC NAMES libyaml-cpp.a REQUIRED)
+add_library(sg_yaml_cpp INTERFACE)
+target_include_directories(sg_yaml_cpp SYSTEM INTERFACE ${YAML_CPP_INCLUDE_DIR})
+target_link_libraries(sg_yaml_cpp INTERFACE ${YAML_CPP_STATIC})
+
+find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+find_path(NLOHMANN_JSON_INCLUDE_DIR nlohmann/json.hpp REQUIRED)
+add_library(sg_header_deps INTERFACE)
+target_include_directories(sg_header_deps SYSTEM INTERFACE ${CLI11_INCLUDE_DIR} ${NLOHMANN_JSON_INCLUDE_DIR})
+
+# cuDNN runtime from the toolkit; the cudnn-frontend C++ headers from PyPI (scripts/setup.sh puts them in .deps/).
+find_library(CUDNN_LIBRARY NAMES cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
+  HINTS ${CMAKE_SOURCE_DIR}/.deps/pip/include REQUIRED
+  DOC "cudnn_frontend.h from PyPI nvidia-cudnn-frontend: run scripts/setup.sh")
+add_library(sg_cudnn INTERFACE)
+target_include_directories(sg_cudnn SYSTEM INTERFACE ${CUDNN_FRONTEND_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+target_link_libraries(sg_cudnn INTERFACE ${CUDNN_LIBRARY})
+
+set(SG_WARNINGS -Wall -Wextra)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything stepgraph needs to build and test. Idempotent: a second run changes nothing.
+#   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest
+#   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), safetensors + numpy (checkpoint tests)
+#   CUDA 13 toolkit is expected in /usr/local/cuda (nvcc, cuBLASLt, cuDNN, NCCL, CUPTI, NVTX).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CUDNN_FRONTEND_VERSION=1.32.0
+debs=(cmake ninja-build g++ libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev python3-pip)
+missing=()
+for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [[ ! -f .deps/pip/include/cudnn_frontend.h ]] || \
+   [[ "$(cat .deps/pip/.version 2>/dev/null)" != "$CUDNN_FRONTEND_VERSION" ]]; then
+  echo "setup: installing nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION headers into .deps/pip"
+  rm -rf .deps/pip
+  python3 -m pip install -q --disable-pip-version-check --no-deps --target .deps/pip \
+    "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION"
+  echo "$CUDNN_FRONTEND_VERSION" > .deps/pip/.version
+fi
+
+if ! python3 -c "import safetensors, numpy" >/dev/null 2>&1; then
+  echo "setup: installing safetensors and numpy from PyPI"
+  python3 -m pip install -q --disable-pip-version-check safetensors numpy
+fi
+
+if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "setup: error: no CUDA toolkit at /usr/local/cuda (need CUDA 13 with nvcc, cuBLASLt, cuDNN)" >&2
+  exit 1
+fi
+echo "setup: ok"

@@ -1,0 +1,41 @@
+// stepgraph: train Llama-style models with the training step as CUDA graphs.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+
+#include "cli/command.h"
+#include "core/error.h"
+
+namespace sg::cli {
+std::vector<CommandInfo>& command_registry() {
+  static std::vector<CommandInfo> registry;
+  return registry;
+}
+}  // namespace sg::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "stepgraph: trains Llama-style transformers (dense, MoE, hybrid Mamba) with the training step "
+      "captured as CUDA graphs.\nConfiguration speaks Megatron-Bridge: recipes/<family>/<name>.yaml "
+      "plus dotted overrides such as model.cuda_graph_impl=local train.train_iters=50."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "stepgraph 0.1.0");
+  int exit_code = 0;
+  auto& registry = sg::cli::command_registry();
+  std::sort(registry.begin(), registry.end(),
+            [](const auto& a, const auto& b) { return a.order < b.order; });
+  for (auto& command : registry) command.setup(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  } catch (const sg::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return exit_code != 0 ? exit_code : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}

@@ -1,0 +1,31 @@
+#pragma once
+// CUDA error checking that names the call, the file:line and a hint for the usual causes.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/error.h"
+
+namespace sg::cuda {
+
+// A short, actionable hint for common error codes ("" when there is nothing useful to add).
+const char* error_hint(cudaError_t err);
+
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line);
+
+}  // namespace sg::cuda
+
+// SG_CUDA_CHECK(cudaMalloc(...)): throws sg::Error "cudaMalloc(...) failed: <name>: <text> at f:l. hint".
+#define SG_CUDA_CHECK(call)                                                          \
+  do {                                                                               \
+    const cudaError_t sg_err_ = (call);                                              \
+    if (sg_err_ != cudaSuccess) ::sg::cuda::throw_cuda_error(sg_err_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+// After every kernel launch: catches bad launch configurations immediately (does not synchronise).
+#define SG_CUDA_CHECK_LAUNCH(kernel_name)                                                 \
+  do {                                                                                    \
+    const cudaError_t sg_err_ = cudaGetLastError();                                       \
+    if (sg_err_ != cudaSuccess)                                                           \
+      ::sg::cuda::throw_cuda_error(sg_err_, "launch of " kernel_name, __FILE__, __LINE__); \
+  } while (0)

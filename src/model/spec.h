@@ -1,0 +1,43 @@
+#pragma once
+// The model's shapes and options, independent of how the config was written (train/ builds it from
+// the Megatron-Bridge style config). Everything the model plans memory from is here.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sg::model {
+
+enum class LayerKind : uint8_t { attention, mlp, moe, mamba };  // Megatron pattern: * - E M
+
+struct ModelSpec {
+  int64_t vocab_size = 8192;
+  int64_t num_layers = 4;   // transformer blocks (each: attention + MLP) for a dense Llama
+  int64_t hidden_size = 256;
+  int64_t ffn_hidden_size = 704;
+  int64_t num_attention_heads = 4;
+  int64_t num_query_groups = 4;  // KV heads (GQA)
+  int64_t seq_length = 256;
+  double rotary_base = 10000.0;
+  double layernorm_epsilon = 1e-5;
+  bool share_embeddings_and_output_weights = false;
+  double init_method_std = 0.02;
+  float attention_dropout = 0.0f;
+  float hidden_dropout = 0.0f;
+  // MoE (tiny_moe): 0 experts means dense.
+  int64_t num_moe_experts = 0;
+  int64_t moe_router_topk = 2;
+  int64_t moe_ffn_hidden_size = 0;
+
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t kv_dim() const { return head_dim() * num_query_groups; }
+  int64_t qkv_dim() const { return hidden_size + 2 * kv_dim(); }
+};
+
+// Batch shapes of one step.
+struct BatchSpec {
+  int64_t micro_batch_size = 4;
+  int64_t num_microbatches = 1;  // global_batch_size / micro_batch_size
+  int64_t tokens_per_microbatch(const ModelSpec& m) const { return micro_batch_size * m.seq_length; }
+};
+
+}  // namespace sg::model
