@@ -1,0 +1,43 @@
+#pragma once
+// Shared by CPU and GPU tests: seeded random inputs and error metrics with stated tolerances.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace sg::test {
+
+inline std::vector<float> random_normal(size_t n, uint64_t seed, float stddev = 1.0f) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> dist(0.0f, stddev);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+inline std::vector<int32_t> random_tokens(size_t n, int32_t vocab, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
+  std::vector<int32_t> v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+// ||a - b|| / ||b|| (b is the reference). NaN anywhere gives +inf so it never passes.
+inline double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    const double d = static_cast<double>(a[i]) - b[i];
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  if (a.size() != b.size()) return INFINITY;
+  return den == 0.0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+// Tolerances used across the GPU tests (issue 4): bf16 compute vs the fp32 CPU reference, and fp32.
+inline constexpr double kBf16RelTol = 1e-2;
+inline constexpr double kFp32RelTol = 1e-5;
+
+}  // namespace sg::test
