@@ -20,16 +20,25 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   T* get() const { return p_; }
   size_t size() const { return n_; }
+  // Every transfer synchronises the whole device first and last: kernels under test run on
+  // non-blocking streams, which the legacy default stream of cudaMemcpy/cudaMemset does not wait for.
   void upload(const std::vector<T>& host) {
+    SG_CUDA_CHECK(cudaDeviceSynchronize());
     SG_CUDA_CHECK(cudaMemcpy(p_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    SG_CUDA_CHECK(cudaDeviceSynchronize());
   }
   std::vector<T> download() const {
     std::vector<T> host(n_);
+    SG_CUDA_CHECK(cudaDeviceSynchronize());
     SG_CUDA_CHECK(cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
     return host;
   }
   // Fill with 0xFF bytes: NaN for float and bf16, so an element a kernel forgot to write fails.
-  void poison() { SG_CUDA_CHECK(cudaMemset(p_, 0xFF, n_ * sizeof(T))); }
+  void poison() {
+    SG_CUDA_CHECK(cudaDeviceSynchronize());
+    SG_CUDA_CHECK(cudaMemset(p_, 0xFF, n_ * sizeof(T)));
+    SG_CUDA_CHECK(cudaDeviceSynchronize());
+  }
 
  private:
   T* p_ = nullptr;
@@ -40,7 +49,7 @@ inline std::vector<bf16> to_bf16(const std::vector<float>& v) {
   std::vector<bf16> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) {
     const uint16_t bits = float_to_bf16_bits(v[i]);
-    std::memcpy(&out[i], &bits, 2);
+    std::memcpy(static_cast<void*>(&out[i]), &bits, 2);
   }
   return out;
 }

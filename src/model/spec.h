@@ -40,4 +40,21 @@ struct BatchSpec {
   int64_t tokens_per_microbatch(const ModelSpec& m) const { return micro_batch_size * m.seq_length; }
 };
 
+// Optimizer and LR schedule of the training step (Megatron-Bridge optimizer.* / scheduler.* keys).
+// Plan-time constants of the step: only the lr (from the device step counter) changes between steps.
+enum class LrDecayStyle : uint8_t { constant, linear, cosine };
+
+struct OptimizerSpec {
+  double lr = 3e-4;         // optimizer.lr: peak, after warmup
+  double min_lr = 0.0;      // optimizer.min_lr: reached at lr_decay_iters (linear, cosine)
+  int64_t lr_warmup_iters = 0;  // scheduler.lr_warmup_iters
+  int64_t lr_decay_iters = 0;   // scheduler.lr_decay_iters: absolute step where the decay ends
+  LrDecayStyle lr_decay_style = LrDecayStyle::constant;  // scheduler.lr_decay_style
+  double weight_decay = 0.01;  // optimizer.weight_decay (matrices only, see model/param_layout.h)
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.95;
+  double adam_eps = 1e-8;
+  double clip_grad = 1.0;  // optimizer.clip_grad: max global grad norm; <= 0 turns clipping off
+};
+
 }  // namespace sg::model

@@ -1,0 +1,147 @@
+// The graph runtime's payoff on the toy step (tests/graph/toy_step.cuh, > 300 launches per step):
+// step time eagerly, as one full-iteration graph and as region graphs, and the cost per launch.
+// Each step is timed with CUDA events after warmup (and after the capture step); the table shows
+// medians. Usage: build/bench/graph_runtime_bench [--steps N] [--warmup N]. Prints a table; writes nothing.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../tests/graph/toy_step.cuh"
+#include "core/error.h"
+#include "cuda/device.h"
+#include "cuda/stream.h"
+#include "graph/full_iteration_runner.h"
+#include "graph/registry.h"
+#include "graph/scope_plan.h"
+#include "graph/scoped_runner.h"
+
+namespace {
+
+using namespace sg;
+using namespace sg::graph;
+
+struct ModeResult {
+  std::string name;
+  double step_ms = 0.0;   // median device time per step (events)
+  double host_ms = 0.0;   // median host time to enqueue one step
+  int launches = 0;
+  GraphStats stats;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Times `steps` steps after `warmup` untimed ones; step() enqueues one step and returns its launches.
+template <class StepFn>
+ModeResult time_mode(const std::string& name, int warmup, int steps, cuda::Stream& stream, StepFn&& step) {
+  ModeResult r;
+  r.name = name;
+  cuda::Event start(true), stop(true);
+  for (int i = 0; i < warmup; ++i) r.launches = step();
+  stream.synchronize();
+  std::vector<double> device_ms, host_ms;
+  for (int i = 0; i < steps; ++i) {
+    start.record(stream);
+    const auto t0 = std::chrono::steady_clock::now();
+    r.launches = step();
+    const auto t1 = std::chrono::steady_clock::now();
+    stop.record(stream);
+    device_ms.push_back(cuda::Event::elapsed_ms(start, stop));
+    host_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  r.step_ms = median(device_ms);
+  r.host_ms = median(host_ms);
+  return r;
+}
+
+int run(int argc, char** argv) {
+  int steps = 200, warmup = 10;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
+      steps = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) {
+      warmup = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--steps N] [--warmup N]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (steps < 1 || warmup < 2) {
+    std::fprintf(stderr, "--steps must be >= 1 and --warmup >= 2 (one eager step, then the capture)\n");
+    return 2;
+  }
+  if (cuda::device_count() == 0) {
+    std::fprintf(stderr, "graph_runtime_bench needs a CUDA GPU\n");
+    return 1;
+  }
+
+  toy::ToyConfig cfg;
+  toy::ToyStep toy(cfg);
+  cuda::Stream stream;
+  EagerRegionRunner eager;
+  std::vector<ModeResult> results;
+
+  toy.reset();
+  results.push_back(time_mode("eager", warmup, steps, stream, [&] { return toy.enqueue(stream, eager); }));
+
+  toy.reset();
+  {
+    GraphRegistry registry;
+    FullIterationRunner runner(registry, 1);  // step 0 eager, step 1 captures: both in the warmup
+    int launches = 0;
+    auto step = [&] {
+      runner.run_step(stream, [&](cudaStream_t s) { launches = toy.enqueue(s, eager); });
+      return launches;
+    };
+    results.push_back(time_mode("full-iteration graph", warmup, steps, stream, step));
+    results.back().stats = registry.stats();
+  }
+
+  toy.reset();
+  {
+    GraphRegistry registry;
+    ScopedGraphRunner runner(
+        plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mlp}, toy.layer_regions()),
+        registry, 1);
+    auto step = [&] {
+      runner.begin_step();
+      const int launches = toy.enqueue(stream, runner);
+      runner.end_step(stream);
+      return launches;
+    };
+    results.push_back(time_mode("region graphs [attn,mlp]", warmup, steps, stream, step));
+    results.back().stats = registry.stats();
+  }
+
+  const cuda::DeviceProperties& dev = cuda::device_properties();
+  std::printf("toy step: %d layers x %d microbatches, %d launches/step, [%d x %d] fp32, %s\n", cfg.layers,
+              cfg.microbatches, results[0].launches, cfg.rows, cfg.features, dev.summary().c_str());
+  std::printf("median of %d steps after %d warmup steps (CUDA events per step)\n\n", steps, warmup);
+  std::printf("%-26s %14s %14s %14s %10s\n", "mode", "step (ms)", "enqueue (ms)", "us/launch", "vs eager");
+  for (const ModeResult& r : results) {
+    std::printf("%-26s %14.3f %14.3f %14.3f %9.2fx\n", r.name.c_str(), r.step_ms, r.host_ms,
+                1000.0 * r.step_ms / std::max(r.launches, 1), results[0].step_ms / r.step_ms);
+  }
+  std::printf("\n");
+  for (size_t i = 1; i < results.size(); ++i) {
+    std::printf("%s: %s\n", results[i].name.c_str(), results[i].stats.summary().c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const sg::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,724 @@
+#!/usr/bin/env python3
+"""The PyTorch side of `stepgraph bench`: stepgraph's Llama training step in plain PyTorch, timed the ways a
+PyTorch user would run it, on the same shapes and batch.
+
+The step (stepgraph's math): embedding -> N x [RMSNorm -> fused QKV -> RoPE (HF rotate-half) -> causal SDPA (GQA)
+-> o_proj -> +residual -> RMSNorm -> fused gate|up -> silu(gate)*up -> down_proj -> +residual] -> RMSNorm ->
+LM head (untied unless the recipe ties it) -> masked mean cross-entropy per microbatch, the step loss being the mean
+over global_batch_size / micro_batch_size microbatches. fp32 master parameters and gradients (accumulated over the
+microbatches), bf16 autocast with bf16 activations (the embedding output is cast to bf16, so the residual stream is
+bf16 as in stepgraph), global-norm clipping (clip_grad_norm_), fused AdamW with decoupled weight decay on matrices
+only (norm weights get none, as in stepgraph's parameter layout). Left out, as negligible for timing: the LR
+schedule (a constant optimizer.lr; stepgraph computes it in one tiny kernel) and dropout (the Llama recipes have none).
+
+Modes: eager; cuda_graph (the whole step in one torch.cuda.graph, capturable fused AdamW, warmed up on a side
+stream); graphed_callables (torch.cuda.make_graphed_callables per transformer block); compile;
+compile_reduce_overhead. Each mode runs in a child process of its own, so its memory figures are its own and a crash
+or a sticky CUDA error cannot take the other modes down.
+
+Timing: CUDA events around each step (the copy of the next batch into the static inputs is outside them), read after
+a synchronize. The first step (it includes torch.compile's compilation), the --warmup steps after it and, for
+cuda_graph, the side-stream warmup are excluded from the statistics; capture and first-step times are reported apart.
+
+  python3 bench/torch_reference.py --recipe recipes/llama/tiny.yaml --steps 50 --warmup 10 --json out.json
+  python3 bench/torch_reference.py --device cpu --shrink --steps 3 --warmup 1   # smoke test of the logic, no GPU
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections import deque
+from contextlib import nullcontext
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MODES = ("eager", "cuda_graph", "graphed_callables", "compile", "compile_reduce_overhead")
+CUDA_ONLY_MODES = {"cuda_graph", "graphed_callables", "compile_reduce_overhead"}
+CUDA_GRAPH_SIDE_WARMUP_STEPS = 3  # as the PyTorch docs' whole-network capture example
+DATA_POOL_BATCHES = 4  # distinct batches, cycled: every mode sees the same batch at the same global step
+GIB = float(1 << 30)
+
+
+# ----------------------------------------------------------------------------------------------- configuration
+def _key(section: str, default):
+    return dataclasses.field(default=default, metadata={"section": section})
+
+
+@dataclasses.dataclass
+class BenchConfig:
+    """The recipe keys read (Megatron-Bridge names, recipe key = section.field); defaults as stepgraph's."""
+    vocab_size: int = _key("model", 8192)
+    num_layers: int = _key("model", 4)
+    hidden_size: int = _key("model", 256)
+    ffn_hidden_size: int = _key("model", None)  # None: 4 * hidden_size (Megatron)
+    num_attention_heads: int = _key("model", 4)
+    num_query_groups: int = _key("model", None)  # None: num_attention_heads (no GQA)
+    seq_length: int = _key("model", 256)
+    rotary_base: float = _key("model", 10000.0)
+    layernorm_epsilon: float = _key("model", 1e-5)
+    share_embeddings_and_output_weights: bool = _key("model", False)
+    micro_batch_size: int = _key("train", 4)
+    global_batch_size: int = _key("train", None)  # None: micro_batch_size (one microbatch)
+    lr: float = _key("optimizer", 3e-4)
+    weight_decay: float = _key("optimizer", 0.01)
+    adam_beta1: float = _key("optimizer", 0.9)
+    adam_beta2: float = _key("optimizer", 0.95)
+    adam_eps: float = _key("optimizer", 1e-8)
+    clip_grad: float = _key("optimizer", 1.0)  # <= 0: no clipping (Megatron)
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.head_dim * self.num_query_groups
+
+    @property
+    def num_microbatches(self) -> int:
+        return self.global_batch_size // self.micro_batch_size
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch_size * self.seq_length
+
+
+RECIPE_KEYS = {f"{f.metadata['section']}.{f.name}": f for f in dataclasses.fields(BenchConfig)}
+# --shrink: small enough for a CPU smoke run, still with GQA and two microbatches.
+SHRINK_OVERRIDES = {"model.vocab_size": 512, "model.num_layers": 2, "model.hidden_size": 64,
+                    "model.num_attention_heads": 4, "model.num_query_groups": 2, "model.ffn_hidden_size": 176,
+                    "model.seq_length": 32, "train.micro_batch_size": 2, "train.global_batch_size": 4}
+
+
+def _coerce(value, kind: str, where: str):
+    """PyYAML reads `1e-5` (no dot) as a string, so numbers are converted here, with an error naming the key."""
+    try:
+        if kind == "bool":
+            if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+                return value.strip().lower() == "true"
+            if not isinstance(value, bool):
+                raise ValueError
+            return value
+        if isinstance(value, bool):
+            raise ValueError
+        if kind == "int":
+            number = float(value)
+            if number != int(number):
+                raise ValueError
+            return int(number)
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise SystemExit(f"torch_reference: {where}: expected {kind}, got {value!r}") from None
+
+
+def load_config(recipe: str | None, overrides: dict[str, object]) -> BenchConfig:
+    cfg, doc = BenchConfig(), {}
+    if recipe:
+        import yaml  # only needed with a recipe
+        try:
+            with open(recipe, encoding="utf-8") as f:
+                doc = yaml.safe_load(f) or {}
+        except OSError as e:
+            raise SystemExit(f"torch_reference: cannot read recipe {recipe}: {e.strerror}") from None
+        if not isinstance(doc, dict):
+            raise SystemExit(f"torch_reference: {recipe}: expected a mapping at the top level")
+    model_section = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+    for key in ("attention_dropout", "hidden_dropout"):
+        if model_section.get(key):
+            print(f"torch_reference: warning: {recipe}: model.{key} {model_section[key]} is ignored (no dropout here)",
+                  file=sys.stderr)
+    values = {}
+    for key in RECIPE_KEYS:
+        section = doc.get(key.split(".")[0])
+        if isinstance(section, dict) and section.get(key.split(".")[1]) is not None:
+            values[key] = (section[key.split(".")[1]], f"{recipe}: {key}")
+    for key, value in overrides.items():
+        if key not in RECIPE_KEYS:
+            raise SystemExit(f"torch_reference: --set {key}: unknown key; known: {', '.join(RECIPE_KEYS)}")
+        values[key] = (value, f"--set {key}")
+    for key, (value, where) in values.items():
+        field = RECIPE_KEYS[key]
+        setattr(cfg, field.name, _coerce(value, field.type, where))
+    if cfg.ffn_hidden_size is None:
+        cfg.ffn_hidden_size = 4 * cfg.hidden_size
+    if cfg.num_query_groups is None:
+        cfg.num_query_groups = cfg.num_attention_heads
+    if cfg.global_batch_size is None:
+        cfg.global_batch_size = cfg.micro_batch_size
+    problems = []
+    if min(cfg.vocab_size, cfg.num_layers, cfg.hidden_size, cfg.ffn_hidden_size, cfg.num_attention_heads,
+           cfg.num_query_groups, cfg.seq_length, cfg.micro_batch_size, cfg.global_batch_size) <= 0:
+        problems.append("sizes must be positive")
+    elif cfg.hidden_size % cfg.num_attention_heads or cfg.head_dim % 2:
+        problems.append(f"hidden_size {cfg.hidden_size} / num_attention_heads {cfg.num_attention_heads} must be an "
+                        "even head_dim (RoPE)")
+    elif cfg.num_attention_heads % cfg.num_query_groups:
+        problems.append(f"num_attention_heads {cfg.num_attention_heads} is not a multiple of num_query_groups "
+                        f"{cfg.num_query_groups}")
+    elif cfg.global_batch_size % cfg.micro_batch_size:
+        problems.append(f"global_batch_size {cfg.global_batch_size} is not a multiple of micro_batch_size "
+                        f"{cfg.micro_batch_size} (one GPU, no data parallelism)")
+    if problems:
+        raise SystemExit(f"torch_reference: {recipe or 'config'}: " + "; ".join(problems))
+    return cfg
+
+
+def model_flops_per_step(cfg: BenchConfig) -> int:
+    """Model FLOPs of one step: 3 x forward (backward = 2 x forward); forward = 2 x tokens x matmul parameters (LM
+    head included, embedding lookup not) + causal attention, QK^T and PV over the lower triangle: 2 x batch x seq^2
+    x hidden per layer. Attention recompute in the backward is not counted."""
+    h = cfg.hidden_size
+    per_layer = h * (h + 2 * cfg.kv_dim) + h * h + 3 * h * cfg.ffn_hidden_size
+    forward = 2 * cfg.tokens_per_step * (cfg.num_layers * per_layer + h * cfg.vocab_size)
+    forward += cfg.num_layers * 2 * cfg.global_batch_size * cfg.seq_length ** 2 * h
+    return 3 * forward
+
+
+# ----------------------------------------------------------------------------------------------------- model
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """y = w * (x * rsqrt(mean(x^2) + eps)) in fp32, returned in x's dtype (stepgraph's RMSNorm). Autocast is off
+    here so that its policy for rms_norm cannot move the computation to bf16."""
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        return F.rms_norm(x.float(), (x.shape[-1],), weight, eps).to(x.dtype)
+
+
+def rope_tables(cfg: BenchConfig, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [seq, 1, head_dim]: angle = pos * base^(-2i/d) for i < d/2, repeated for the second half."""
+    d = cfg.head_dim
+    inv_freq = cfg.rotary_base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = torch.outer(torch.arange(cfg.seq_length, dtype=torch.float64), inv_freq)
+    angle = torch.cat((angle, angle), dim=-1)[:, None, :]
+    return angle.cos().to(device=device, dtype=dtype), angle.sin().to(device=device, dtype=dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """HF rotate-half on x [batch, seq, heads, head_dim]: out = x cos + rotate_half(x) sin (in x's dtype, as HF)."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: BenchConfig, cos: torch.Tensor, sin: torch.Tensor, fused: bool):
+        super().__init__()
+        h, kv, f = cfg.hidden_size, cfg.kv_dim, cfg.ffn_hidden_size
+        self.cfg, self.fused = cfg, fused
+        self.input_layernorm = nn.Parameter(torch.ones(h))
+        self.post_attention_layernorm = nn.Parameter(torch.ones(h))
+        if fused:  # stepgraph's GEMM shapes: weight rows q|k|v and gate|up
+            self.qkv_proj = nn.Linear(h, h + 2 * kv, bias=False)
+            self.gate_up_proj = nn.Linear(h, 2 * f, bias=False)
+        else:  # Hugging Face's separate projections
+            self.q_proj, self.k_proj, self.v_proj = (nn.Linear(h, n, bias=False) for n in (h, kv, kv))
+            self.gate_proj, self.up_proj = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False)
+        self.o_proj = nn.Linear(h, h, bias=False)
+        self.down_proj = nn.Linear(f, h, bias=False)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def hf_views(self, prefix: str) -> list[tuple[str, torch.Tensor, bool]]:
+        """(Hugging Face name, view into a parameter of this block, is an output projection)."""
+        h, kv, f = self.cfg.hidden_size, self.cfg.kv_dim, self.cfg.ffn_hidden_size
+        if self.fused:
+            w, gu = self.qkv_proj.weight, self.gate_up_proj.weight
+            q, k, v, gate, up = w[:h], w[h:h + kv], w[h + kv:], gu[:f], gu[f:]
+        else:
+            q, k, v = self.q_proj.weight, self.k_proj.weight, self.v_proj.weight
+            gate, up = self.gate_proj.weight, self.up_proj.weight
+        views = [("self_attn.q_proj", q, False), ("self_attn.k_proj", k, False), ("self_attn.v_proj", v, False),
+                 ("self_attn.o_proj", self.o_proj.weight, True), ("mlp.gate_proj", gate, False),
+                 ("mlp.up_proj", up, False), ("mlp.down_proj", self.down_proj.weight, True),
+                 ("input_layernorm", self.input_layernorm, False),
+                 ("post_attention_layernorm", self.post_attention_layernorm, False)]
+        return [(f"{prefix}{name}.weight", view, out) for name, view, out in views]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cfg = self.cfg
+        b, s, h = x.shape
+        nh, ng, d, kv = cfg.num_attention_heads, cfg.num_query_groups, cfg.head_dim, cfg.kv_dim
+        n1 = rms_norm(x, self.input_layernorm, cfg.layernorm_epsilon)
+        if self.fused:
+            q, k, v = self.qkv_proj(n1).split((h, kv, kv), dim=-1)
+        else:
+            q, k, v = self.q_proj(n1), self.k_proj(n1), self.v_proj(n1)
+        q = apply_rope(q.reshape(b, s, nh, d), self.cos, self.sin).transpose(1, 2)
+        k = apply_rope(k.reshape(b, s, ng, d), self.cos, self.sin).transpose(1, 2)
+        v = v.reshape(b, s, ng, d).transpose(1, 2)
+        gqa = {"enable_gqa": True} if ng != nh else {}
+        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
+        x = x + self.o_proj(attn.transpose(1, 2).reshape(b, s, h))
+        n2 = rms_norm(x, self.post_attention_layernorm, cfg.layernorm_epsilon)
+        if self.fused:
+            gate, up = self.gate_up_proj(n2).chunk(2, dim=-1)
+        else:
+            gate, up = self.gate_proj(n2), self.up_proj(n2)
+        return x + self.down_proj(F.silu(gate) * up)
+
+
+class Llama(nn.Module):
+    def __init__(self, cfg: BenchConfig, device, act_dtype=torch.bfloat16, fused: bool = True):
+        super().__init__()
+        self.cfg, self.act_dtype = cfg, act_dtype
+        cos, sin = rope_tables(cfg, device, act_dtype)
+        with torch.device(device):
+            self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+            self.layers = nn.ModuleList(Block(cfg, cos, sin, fused) for _ in range(cfg.num_layers))
+            self.norm = nn.Parameter(torch.ones(cfg.hidden_size))
+            self.lm_head = None if cfg.share_embeddings_and_output_weights else nn.Linear(
+                cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.graphed_layers = None  # the graphed_callables mode's replacements of self.layers
+
+    def hf_views(self) -> list[tuple[str, torch.Tensor, bool]]:
+        views = [("model.embed_tokens.weight", self.embed_tokens.weight, False)]
+        for i, layer in enumerate(self.layers):
+            views += layer.hf_views(f"model.layers.{i}.")
+        views.append(("model.norm.weight", self.norm, False))
+        if self.lm_head is not None:
+            views.append(("lm_head.weight", self.lm_head.weight, False))
+        return views
+
+    @torch.no_grad()
+    def init_weights(self, seed: int, std: float = 0.02) -> None:
+        """stepgraph's scheme: matrices ~ normal(0, std), o_proj/down_proj with std / sqrt(2 L), norms 1; drawn per
+        Hugging Face tensor in a fixed order, so fused and separate projections start from the same values."""
+        gen = torch.Generator(device=self.embed_tokens.weight.device).manual_seed(seed)
+        scaled_std = std / math.sqrt(2 * self.cfg.num_layers)
+        for _, view, output_projection in self.hf_views():
+            if view.dim() == 1:
+                view.fill_(1.0)
+            else:
+                view.normal_(0.0, scaled_std if output_projection else std, generator=gen)
+
+    @torch.no_grad()
+    def load_hf_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        for name, view, _ in self.hf_views():
+            view.copy_(state[name])
+
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed_tokens(tokens).to(self.act_dtype)  # a bf16 residual stream, as stepgraph's activations
+        for layer in self.graphed_layers or self.layers:
+            x = layer(x)
+        head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(rms_norm(x, self.norm, self.cfg.layernorm_epsilon), head)
+
+    def forward(self, tokens: torch.Tensor, labels: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
+        """Masked mean cross-entropy of one microbatch, sum(mask * ce) / max(sum(mask), 1), in fp32."""
+        logits = self.logits(tokens)
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), reduction="none")
+        mask = loss_mask.reshape(-1)
+        return (ce * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def build_optimizer(model: Llama, cfg: BenchConfig, capturable: bool) -> torch.optim.Optimizer:
+    params = list(model.parameters())  # a tied embedding appears once
+    groups = [{"params": [p for p in params if p.dim() == 2], "weight_decay": cfg.weight_decay},
+              {"params": [p for p in params if p.dim() != 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
+                             fused=True, capturable=capturable)
+
+
+class TrainStep:
+    """One optimizer step, as stepgraph's: zero the grads; per microbatch forward (autocast bf16) and backward of
+    loss / num_microbatches; global-norm clipping; fused AdamW. It reads static per-microbatch input buffers that
+    feed() fills from a seeded pool of batches. A call returns the step loss (the mean of the microbatch losses) as a
+    device tensor, without a host sync."""
+
+    def __init__(self, model: Llama, cfg: BenchConfig, mode: str, seed: int):
+        device = model.embed_tokens.weight.device
+        self.model, self.cfg, self.mode, self.nmb = model, cfg, mode, cfg.num_microbatches
+        self.opt = build_optimizer(model, cfg, capturable=(mode == "cuda_graph"))
+        self.params = list(model.parameters())
+        self.foreach_clip = True if device.type == "cuda" else None
+        # graphed_callables and compile_reduce_overhead return parameter gradients in CUDA-graph memory that the
+        # next replay overwrites, and autograd's first accumulation into a None .grad steals (aliases) it: with two
+        # microbatches .grad would end as 2 g2 instead of g1 + g2. Persistent .grad buffers, zeroed at the start of
+        # each step and added into (stepgraph's own scheme), avoid that; with one microbatch the default is safe.
+        self.persistent_grads = self.nmb > 1 and mode in ("graphed_callables", "compile_reduce_overhead")
+        if self.persistent_grads:
+            for param in self.params:
+                param.grad = torch.zeros_like(param)
+        shape = (cfg.micro_batch_size, cfg.seq_length)
+        self.tokens = [torch.zeros(shape, dtype=torch.long, device=device) for _ in range(self.nmb)]
+        self.labels = [torch.zeros(shape, dtype=torch.long, device=device) for _ in range(self.nmb)]
+        self.masks = [torch.ones(shape, dtype=torch.float32, device=device) for _ in range(self.nmb)]
+        gen = torch.Generator().manual_seed(seed + 1)
+        self.pool = torch.randint(0, cfg.vocab_size, (DATA_POOL_BATCHES, self.nmb, cfg.micro_batch_size,
+                                                      cfg.seq_length + 1), generator=gen).to(device)
+        self.forward = model
+        if mode == "compile":
+            self.forward = torch.compile(model)
+        elif mode == "compile_reduce_overhead":
+            self.forward = torch.compile(model, mode="reduce-overhead")
+
+    def autocast(self):
+        """One context per microbatch forward, the backward outside it (the AMP docs' pattern). The weight-cast
+        cache is off: make_graphed_callables requires that, and with one forward per context it saves nothing."""
+        return torch.autocast(device_type=self.model.embed_tokens.weight.device.type, dtype=torch.bfloat16,
+                              enabled=self.model.act_dtype == torch.bfloat16, cache_enabled=False)
+
+    def feed(self, global_step: int) -> None:
+        batch = self.pool[global_step % DATA_POOL_BATCHES]
+        for m in range(self.nmb):
+            self.tokens[m].copy_(batch[m, :, :-1])
+            self.labels[m].copy_(batch[m, :, 1:])
+
+    def __call__(self) -> torch.Tensor:
+        if self.mode == "compile_reduce_overhead":
+            torch.compiler.cudagraph_mark_step_begin()
+        # set_to_none is PyTorch's default; inside the whole-step capture it is host-only, the captured backward
+        # allocates the grads from the graph's pool and every replay overwrites them.
+        self.opt.zero_grad(set_to_none=not self.persistent_grads)
+        total = None
+        for m in range(self.nmb):
+            with self.autocast():
+                loss = self.forward(self.tokens[m], self.labels[m], self.masks[m])
+            (loss / self.nmb).backward()
+            total = loss.detach().clone() if total is None else total + loss.detach()  # not graph-owned memory
+            del loss
+        if self.cfg.clip_grad > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_grad, foreach=self.foreach_clip)
+        self.opt.step()
+        return total / self.nmb
+
+
+# ------------------------------------------------------------------------------------------------ one mode
+def _brief(e: BaseException) -> str:
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    pos = (len(sorted_values) - 1) * q  # linear interpolation, as numpy's default
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _sdpa_context(backend: str):
+    if backend == "auto":
+        return nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel([{"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                         "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[backend]])
+
+
+def run_mode(cfg: BenchConfig, args, mode: str) -> dict:
+    device = torch.device(args.device)
+    result = {"mode": mode, "status": "ok"}
+    if mode in CUDA_ONLY_MODES and device.type != "cuda":
+        return {**result, "status": "skipped", "error": "needs a CUDA device"}
+    try:
+        with _sdpa_context(args.sdpa_backend):
+            result.update(_run_mode(cfg, args, mode, device))
+    except Exception as e:  # a failed mode is reported, never fatal to the others
+        traceback.print_exc(file=sys.stderr)
+        result.update(status="failed", error=_brief(e))
+    if device.type == "cuda" and "peak_allocated_bytes" not in result:
+        try:  # a failed mode's memory so far; after a sticky CUDA error even this may fail
+            result["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        except Exception:
+            pass
+    return result
+
+
+def _run_mode(cfg: BenchConfig, args, mode: str, device: torch.device) -> dict:
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    model = Llama(cfg, device, torch.bfloat16, fused=not args.separate_projections)
+    model.init_weights(args.seed)
+    train_step = TrainStep(model, cfg, mode, args.seed)
+    total_steps = (CUDA_GRAPH_SIDE_WARMUP_STEPS if mode == "cuda_graph" else 0) + 1 + args.warmup + args.steps
+    loss_log = torch.zeros(total_steps, dtype=torch.float32, device=device)
+    out: dict = {"persistent_grads": train_step.persistent_grads}
+    gc.collect()
+    if cuda:  # the mode's memory from here on; the parameters are allocated already and counted
+        sync()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    step_index, step = 0, train_step
+
+    setup_start = time.perf_counter()
+    if mode == "cuda_graph":
+        # The PyTorch docs' whole-network capture: warm up on a side stream (real, logged steps), then capture.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(CUDA_GRAPH_SIDE_WARMUP_STEPS):
+                train_step.feed(step_index)
+                loss_log[step_index].copy_(train_step())
+                step_index += 1
+        torch.cuda.current_stream().wait_stream(side)
+        sync()
+        capture_start = time.perf_counter()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_loss = train_step()  # recorded, not run
+        sync()
+        out["capture_s"] = time.perf_counter() - capture_start
+
+        def replay() -> torch.Tensor:
+            graph.replay()
+            return static_loss
+        step = replay
+    elif mode == "graphed_callables":
+        # A sample input per block: each graph's static input is saved for its backward, so none may be shared.
+        samples = tuple((torch.randn(cfg.micro_batch_size, cfg.seq_length, cfg.hidden_size, device=device,
+                                     dtype=torch.bfloat16, requires_grad=True),) for _ in model.layers)
+        capture_start = time.perf_counter()
+        with train_step.autocast():
+            model.graphed_layers = torch.cuda.make_graphed_callables(tuple(model.layers), samples)
+        sync()
+        out["capture_s"] = time.perf_counter() - capture_start
+        del samples
+    sync()
+    out["setup_s"] = time.perf_counter() - setup_start
+
+    def run(global_step: int, start=None, end=None) -> None:
+        train_step.feed(global_step)  # outside the timed region, in every mode
+        if start is not None:
+            start.record()
+        loss = step()
+        if end is not None:
+            end.record()
+        loss_log[global_step].copy_(loss)
+
+    t = time.perf_counter()  # the first step includes torch.compile's compilation and lazy initialisation
+    run(step_index)
+    step_index += 1
+    sync()
+    out["first_step_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    for _ in range(args.warmup):
+        run(step_index)
+        step_index += 1
+    sync()
+    out["warmup_s"] = time.perf_counter() - t
+    if cuda:
+        out["setup_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        torch.cuda.reset_peak_memory_stats()  # steady state from here; the mode's peak is the max of both
+
+    step_ms = []
+    wall_start = time.perf_counter()
+    if cuda:
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(args.steps)]
+        for start, end in events:
+            run(step_index, start, end)
+            step_index += 1
+        sync()  # before any elapsed_time is read
+        step_ms = [start.elapsed_time(end) for start, end in events]
+    else:
+        for _ in range(args.steps):
+            t = time.perf_counter()
+            run(step_index)
+            step_ms.append((time.perf_counter() - t) * 1e3)
+            step_index += 1
+    wall_s = time.perf_counter() - wall_start
+
+    ordered = sorted(step_ms)
+    median_s = _percentile(ordered, 0.5) / 1e3
+    out.update(median_ms=median_s * 1e3, p90_ms=_percentile(ordered, 0.9), min_ms=ordered[0],
+               mean_ms=sum(step_ms) / len(step_ms), wall_ms_per_step=wall_s * 1e3 / args.steps,
+               tokens_per_s=cfg.tokens_per_step / median_s, wall_tokens_per_s=cfg.tokens_per_step * args.steps / wall_s,
+               tflops=model_flops_per_step(cfg) / median_s / 1e12)
+    out["mfu"] = out["tflops"] / args.peak_tflops if cuda and args.peak_tflops > 0 else None
+    if cuda:
+        free, total = torch.cuda.mem_get_info()
+        out.update(steady_peak_allocated_bytes=torch.cuda.max_memory_allocated(),
+                   peak_allocated_bytes=max(out["setup_peak_allocated_bytes"], torch.cuda.max_memory_allocated()),
+                   reserved_bytes=torch.cuda.memory_reserved(), device_used_bytes=total - free)
+    if mode.startswith("compile"):  # what torch.compile did not cover, or ran without CUDA graphs
+        from torch._dynamo.utils import counters
+        out["graph_breaks"] = sum(counters["graph_break"].values())
+        if mode == "compile_reduce_overhead":
+            out["cudagraph_skips"] = counters["inductor"]["cudagraph_skips"]
+    out["losses"] = loss_log.tolist()
+    out["step_ms"] = step_ms
+    return out
+
+
+# ------------------------------------------------------------------------------------------- driver, output
+def environment(args, with_device: bool) -> dict:
+    env = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+           "device": args.device}
+    if with_device and torch.device(args.device).type == "cuda":  # creates a CUDA context: not in the parent
+        env.update(device_name=torch.cuda.get_device_name(), cudnn=torch.backends.cudnn.version())
+    return env
+
+
+def prepare_device(args) -> None:
+    if torch.device(args.device).type == "cuda":
+        torch.cuda.set_device(torch.device(args.device))
+        # fp32 accumulation throughout, as stepgraph's cuBLASLt GEMMs (no reduced-precision split-K reductions).
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+
+
+def run_mode_in_child(args, mode: str) -> dict:
+    """The mode in a fresh process: its own memory figures; a crash or a hang is reported, not inherited."""
+    fd, path = tempfile.mkstemp(prefix=f"torch_reference_{mode}_", suffix=".json")
+    os.close(fd)
+    cmd = [sys.executable, os.path.abspath(__file__), "--modes", mode, "--steps", str(args.steps), "--warmup",
+           str(args.warmup), "--device", args.device, "--seed", str(args.seed), "--sdpa-backend", args.sdpa_backend,
+           "--peak-tflops", str(args.peak_tflops), "--child-result", path]
+    cmd += (["--recipe", args.recipe] if args.recipe else []) + (["--shrink"] if args.shrink else [])
+    cmd += ["--separate-projections"] if args.separate_projections else []
+    for item in args.set or []:
+        cmd += ["--set", item]
+    tail: deque[str] = deque(maxlen=20)
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        timer = threading.Timer(args.mode_timeout, proc.kill)
+        timer.start()
+        for line in proc.stdout:
+            sys.stderr.write(f"  [{mode}] {line}")
+            tail.append(line.rstrip())
+        rc = proc.wait()
+        timer.cancel()
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if rc == 0 and text:
+            return json.loads(text)
+        why = f"killed after --mode-timeout {args.mode_timeout:g} s" if rc == -9 else f"exit code {rc}"
+        last = next((line.strip() for line in reversed(tail) if line.strip()), "")
+        return {"mode": mode, "status": "failed", "error": f"child process {why}{': ' + last if last else ''}"[:300]}
+    finally:
+        os.unlink(path)
+
+
+def print_table(report: dict) -> None:
+    def fmt(value, spec: str, scale: float = 1.0) -> str:
+        return "-" if value is None else format(value / scale, spec)
+
+    cols = ["mode", "status", "median ms", "p90 ms", "tokens/s", "TFLOP/s", "MFU", "peak GiB", "steady GiB",
+            "device used GiB", "capture s", "1st step s", "loss diff"]
+    rows = [[r["mode"], r["status"], fmt(r.get("median_ms"), ".3f"), fmt(r.get("p90_ms"), ".3f"),
+             fmt(r.get("tokens_per_s"), ",.0f"), fmt(r.get("tflops"), ".1f"),
+             fmt(None if r.get("mfu") is None else 100 * r["mfu"], ".1f"),
+             fmt(r.get("peak_allocated_bytes"), ".2f", GIB), fmt(r.get("steady_peak_allocated_bytes"), ".2f", GIB),
+             fmt(r.get("device_used_bytes"), ".2f", GIB), fmt(r.get("capture_s"), ".2f"),
+             fmt(r.get("first_step_s"), ".2f"), fmt(r.get("loss_rel_diff_vs_eager"), ".1e")]
+            for r in report["modes"]]
+    widths = [max(len(name), *(len(row[i]) for row in rows)) for i, name in enumerate(cols)]
+    c, env = report["config"], report["environment"]
+    print(f"\nPyTorch reference: {report['recipe'] or 'built-in defaults'}: {c['num_layers']} layers, hidden "
+          f"{c['hidden_size']}, heads {c['num_attention_heads']} (query groups {c['num_query_groups']}), ffn "
+          f"{c['ffn_hidden_size']}, vocab {c['vocab_size']}, seq {c['seq_length']}, micro batch "
+          f"{c['micro_batch_size']} x {report['num_microbatches']} microbatches = {report['tokens_per_step']} "
+          f"tokens/step; {report['steps']} timed steps after {report['warmup']} warmup; torch {env['torch']} on "
+          f"{env.get('device_name', env['device'])}")
+    for row in [cols] + rows:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    print("median/p90: CUDA-event time per step (wall time on CPU); MFU in % of --peak-tflops; peak GiB: "
+          "max_memory_allocated over setup and steps, steady GiB: over the timed steps; device used: whole GPU "
+          "(mem_get_info); capture s: torch.cuda.graph / make_graphed_callables; 1st step s includes torch.compile's "
+          "compilation; loss diff: max relative difference of the per-step losses from eager's")
+    for r in report["modes"]:
+        if r.get("error"):
+            print(f"{r['mode']}: {r['status']}: {r['error']}")
+        if r.get("graph_breaks") or r.get("cudagraph_skips"):
+            print(f"{r['mode']}: note: {r.get('graph_breaks', 0)} graph breaks, {r.get('cudagraph_skips', 0)} "
+                  "CUDA-graph skips by inductor (TORCH_LOGS=graph_breaks,perf_hints tells why)")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--recipe", help="Megatron-Bridge style YAML (model.*, train.*, optimizer.* keys)")
+    p.add_argument("--steps", type=int, default=50, help="timed steps (default 50)")
+    p.add_argument("--warmup", type=int, default=10, help="untimed steps after the first step (default 10)")
+    p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, from {','.join(MODES)} (default all)")
+    p.add_argument("--json", help="also write the report (with per-step times and losses) to this file")
+    p.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu (CUDA-only modes are skipped)")
+    p.add_argument("--shrink", action="store_true", help="a tiny model for a CPU smoke run (overrides the recipe)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a recipe key: model.num_layers=2")
+    p.add_argument("--separate-projections", action="store_true",
+                   help="separate q/k/v and gate/up linears (Hugging Face) instead of stepgraph's fused ones")
+    p.add_argument("--sdpa-backend", default="auto", choices=("auto", "flash", "cudnn", "efficient", "math"),
+                   help="restrict scaled_dot_product_attention to one backend (default: PyTorch's choice)")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak for MFU (H200 SXM: 989)")
+    p.add_argument("--in-process", action="store_true", help="run every mode in this process (no isolation)")
+    p.add_argument("--mode-timeout", type=float, default=1800.0, help="seconds before a mode's process is killed")
+    p.add_argument("--child-result", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or any(m not in MODES for m in modes):
+        p.error(f"--modes {args.modes}: choose from {','.join(MODES)}")
+    if args.steps < 1 or args.warmup < 0:
+        p.error("--steps must be >= 1 and --warmup >= 0")
+    overrides = dict(SHRINK_OVERRIDES) if args.shrink else {}
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            p.error(f"--set {item}: expected KEY=VALUE")
+        import yaml
+        overrides[key.strip()] = yaml.safe_load(value)
+    cfg = load_config(args.recipe, overrides)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():  # this check creates no CUDA context
+        print("torch_reference: no CUDA device visible to PyTorch; use --device cpu for a smoke run", file=sys.stderr)
+        return 1
+
+    if args.child_result:  # one mode; the result goes to a file for the parent
+        prepare_device(args)
+        result = run_mode(cfg, args, modes[0])
+        result["environment"] = environment(args, with_device=True)
+        with open(args.child_result, "w", encoding="utf-8") as f:
+            json.dump(result, f)
+        return 0
+    if args.in_process:
+        prepare_device(args)
+
+    print(f"torch_reference: {cfg}", file=sys.stderr)
+    results = []
+    for i, mode in enumerate(modes):
+        print(f"torch_reference: mode {mode} ({i + 1}/{len(modes)})", file=sys.stderr, flush=True)
+        if args.in_process or (mode in CUDA_ONLY_MODES and device.type != "cuda"):
+            result = run_mode(cfg, args, mode)
+            gc.collect()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            from torch import _dynamo
+            _dynamo.reset()  # the next mode compiles from scratch, as it would in a process of its own
+        else:
+            result = run_mode_in_child(args, mode)
+        results.append(result)
+        print(f"torch_reference: mode {mode}: {result['status']}"
+              + (f", median {result['median_ms']:.3f} ms" if "median_ms" in result else "")
+              + (f" ({result['error']})" if result.get("error") else ""), file=sys.stderr, flush=True)
+
+    eager = next((r for r in results if r["mode"] == "eager" and r["status"] == "ok"), None)
+    for r in results:  # every mode trains from the same weights on the same batches: the losses should agree
+        if eager is not None and r["status"] == "ok":
+            pairs = list(zip(eager["losses"], r["losses"]))
+            r["loss_rel_diff_vs_eager"] = max(abs(b - a) / max(abs(a), 1e-12) for a, b in pairs)
+    child_env = next((r["environment"] for r in results if "environment" in r), None)
+    for r in results:
+        r.pop("environment", None)
+    report = {"tool": "bench/torch_reference.py", "recipe": args.recipe, "config": dataclasses.asdict(cfg),
+              "num_microbatches": cfg.num_microbatches, "tokens_per_step": cfg.tokens_per_step,
+              "model_flops_per_step": model_flops_per_step(cfg), "steps": args.steps, "warmup": args.warmup,
+              "sdpa_backend": args.sdpa_backend, "fused_projections": not args.separate_projections,
+              "peak_tflops": args.peak_tflops,
+              "environment": child_env or environment(args, with_device=args.in_process), "modes": results}
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
+    print_table(report)
+    return 0 if any(r["status"] == "ok" for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+// stepgraph bench -m FAMILY -mr NAME [Megatron-Bridge run_script.py flags] [--compare MODES] [--steps N]
+//                 [--warmup N] [--floor-steps N] [--json FILE] [--trace FILE] [section.key=value ...]
+// Measures the training step of one recipe in one or several CUDA-graph modes (train/benchmark/).
+// Exit 0 measured (or --dryrun planned), 1 the request failed (rule violations, not implemented, no GPU,
+// a CUDA error), 2 usage error, 128+signal when stopped by SIGINT/SIGTERM.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/strings.h"
+#include "cuda/device.h"
+#include "graph/registry.h"
+#include "train/benchmark/bench_options.h"
+#include "train/benchmark/bench_plan.h"
+#include "train/benchmark/bench_runner.h"
+#include "train/benchmark/chrome_trace.h"
+#include "train/benchmark/report.h"
+#include "train/config.h"
+#include "train/progress.h"
+
+namespace sg::cli {
+namespace {
+
+void write_text_file(const std::string& path, const std::string& text, const char* what) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  SG_CHECK(out.good(), strprintf("cannot write the %s to %s: %s", what, path.c_str(), std::strerror(errno)));
+  out << text << "\n";
+  out.close();
+  SG_CHECK(!out.fail(), strprintf("writing the %s to %s failed: %s", what, path.c_str(), std::strerror(errno)));
+}
+
+int run_bench_command(const std::vector<std::string>& args) {
+  using namespace train::bench;
+  const BenchOptions options = parse_bench_args(args);
+  const BenchPlan plan = plan_bench(options);  // every rule checked before any GPU work
+  if (options.dryrun) {
+    std::printf("%s", describe_plan(plan).c_str());
+    return 0;
+  }
+  if (cuda::device_count() == 0) {
+    std::fprintf(stderr, "error: %s\n", no_gpu_message().c_str());
+    return 1;
+  }
+
+  const int64_t total_steps = static_cast<int64_t>(plan.modes.size()) * plan.steps_per_mode();
+  train::Progress progress("bench", total_steps, !options.plain && train::Progress::stderr_is_terminal());
+  BenchProgress callbacks;
+  callbacks.line = [&progress](const std::string& text) { progress.line(text); };
+  callbacks.update = [&progress](int64_t done, const std::string& status) { progress.update(done, status); };
+  const BenchResults results = run_bench(plan, callbacks);
+  progress.finish();
+
+  const BenchReport report = summarize(plan, results);
+  std::printf("%s", format_report(plan, results, report).c_str());
+  std::fflush(stdout);
+  if (!options.json_path.empty()) {
+    write_text_file(options.json_path, report_json(plan, results, report), "bench JSON");
+    std::fprintf(stderr, "wrote %s\n", options.json_path.c_str());
+  }
+  if (!options.trace_path.empty()) {
+    std::vector<TraceProcess> processes;
+    for (const ModeResult& m : results.modes) processes.push_back({m.label, m.trace});
+    const nlohmann::json metadata = {{"recipe", plan.recipe},
+                                     {"device", results.env.device_name},
+                                     {"what", "one steady-state step per mode: the first CUPTI floor step"}};
+    write_chrome_trace(options.trace_path, processes, metadata.dump());
+    std::fprintf(stderr, "wrote %s (open it in https://ui.perfetto.dev)\n", options.trace_path.c_str());
+  }
+  return 0;
+}
+
+const CommandRegistration kRegistration{"bench", 15, [](CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Measure the training step on the GPU in one or several CUDA-graph modes: step time (median, p90), "
+      "tokens/s, TFLOP/s, MFU, host launch time, the CUPTI kernel-time floor and step/floor, capture time, "
+      "graphs, and device memory against eager. Flags follow Megatron-Bridge's "
+      "scripts/performance/run_script.py; trailing section.key=value are recipe overrides.");
+  // Bridge's -mr/-ng/-mb/-gb/-sl are multi-letter single-dash flags, which CLI11 cannot declare: the
+  // arguments are collected unparsed and read by train::bench::parse_bench_args.
+  cmd->allow_extras();
+  cmd->footer("Flags:\n" + train::bench::bench_flags_help() +
+              "\nExamples:\n"
+              "  stepgraph bench -m llama -mr tiny -g h200 -c bf16 -ng 1 "
+              "--compare none,local,transformer_engine:attn,transformer_engine:attn+mlp --json tiny.json\n"
+              "  stepgraph bench -m llama -mr 1b --task pretrain -g h200 -c bf16 -ng 1 "
+              "--cuda_graph_impl transformer_engine --cuda_graph_scope attn,mlp\n"
+              "  stepgraph bench -m llama -mr small --compare none,local --trace small_trace.json "
+              "train.micro_batch_size=4\n"
+              "  stepgraph bench -m llama -mr tiny --compare none,local --dryrun\n"
+              "Exit 0 done, 1 the request failed (rule violations, not implemented yet, no GPU), 2 usage "
+              "error, 130/143 stopped by SIGINT/SIGTERM. See docs/performance.md.");
+  cmd->callback([cmd, &exit_code] {
+    try {
+      exit_code = run_bench_command(cmd->remaining());
+    } catch (const train::ConfigError& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      exit_code = e.exit_code();
+    } catch (const train::bench::BenchInterrupted& e) {
+      std::fprintf(stderr, "%s; no report written\n", e.what());
+      exit_code = graph::exit_code_for_stop();
+    } catch (const sg::Error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      exit_code = 1;
+    }
+  });
+}};
+
+}  // namespace
+}  // namespace sg::cli

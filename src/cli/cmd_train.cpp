@@ -1,0 +1,70 @@
+// stepgraph train RECIPE [overrides...]
+#include <filesystem>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/strings.h"
+#include "graph/registry.h"
+#include "train/config.h"
+#include "train/progress.h"
+#include "train/trainer.h"
+
+namespace sg::cli {
+namespace {
+
+struct TrainArgs {
+  std::string recipe = train::kDefaultRecipe;
+  std::vector<std::string> overrides;
+  std::string run_dir;
+  bool cpu = false;
+  bool plain = false;
+};
+
+int run_train(const TrainArgs& args) {
+  std::vector<std::string> overrides = args.overrides;
+  std::string recipe = args.recipe;
+  // `stepgraph train model.x=1` (no recipe) trains the default recipe with the override.
+  if (train::looks_like_override(recipe)) {
+    overrides.insert(overrides.begin(), recipe);
+    recipe = train::kDefaultRecipe;
+  }
+  train::Config config;
+  try {
+    config = train::load_config(recipe, overrides);
+  } catch (const train::ConfigError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return e.exit_code();
+  }
+  train::TrainOptions options;
+  options.run_dir = args.run_dir.empty()
+                        ? (std::filesystem::path("runs") / std::filesystem::path(train::find_recipe(recipe).name)
+                                                               .filename())
+                              .string()
+                        : args.run_dir;
+  options.force_cpu = args.cpu;
+  options.interactive = !args.plain && train::Progress::stderr_is_terminal();
+  const train::TrainSummary summary = train::train(config, options);
+  std::fprintf(stderr, "trained %lld steps: loss %.4f -> %.4f; metrics in %s\n",
+               static_cast<long long>(summary.steps_done), summary.first_loss, summary.last_loss,
+               summary.metrics_path.c_str());
+  return summary.stopped_by_signal ? graph::exit_code_for_stop() : 0;
+}
+
+const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Train a model. On a GPU: bf16 with CUDA graphs as model.cuda_graph_impl says; without one: the CPU "
+      "fp32 reference backend (graphs off). SIGINT/SIGTERM finish the current step, save a checkpoint "
+      "when checkpoint.save is set, and exit (status 130/143).");
+  cmd->add_option("recipe", args->recipe,
+                  "recipe name (llama/tiny, llama/demo, ...) or a YAML path; default llama/demo");
+  cmd->add_option("overrides", args->overrides, "dotted overrides: train.train_iters=50 model.cuda_graph_impl=local");
+  cmd->add_option("--run-dir", args->run_dir, "where metrics.jsonl goes (default runs/<recipe>)");
+  cmd->add_flag("--cpu", args->cpu, "use the CPU reference backend even when a GPU is present");
+  cmd->add_flag("--plain", args->plain, "plain log lines instead of a progress bar");
+  cmd->callback([args, &exit_code] { exit_code = run_train(*args); });
+}};
+
+}  // namespace
+}  // namespace sg::cli

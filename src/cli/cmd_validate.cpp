@@ -1,0 +1,239 @@
+// stepgraph validate [RECIPE] [section.key=value ...] [--json] [--all]
+// One recipe: every rule violation (rule, keys = values, fix) and the notes. No recipe, or --all:
+// every shipped recipe, as a summary table. Exit 0 valid (notes allowed), 1 rule violations,
+// 2 usage or parse error.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "cli/command.h"
+#include "core/strings.h"
+#include "train/config.h"
+#include "train/model_config.h"
+#include "train/validate.h"
+
+namespace sg::cli {
+namespace {
+
+bool is_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+struct Outcome {
+  std::string name;
+  std::string source;
+  std::optional<train::ValidationReport> report;  // empty when the config did not parse
+  std::string error;
+  int exit_code() const { return !report ? 2 : report->ok() ? 0 : 1; }
+};
+
+Outcome evaluate(const std::string& recipe, const std::vector<std::string>& overrides) {
+  Outcome outcome;
+  outcome.name = recipe;
+  try {
+    const train::RecipeText text = train::find_recipe(recipe);
+    outcome.name = text.name;
+    outcome.source = text.source;
+    train::Config config = train::load_config_yaml(text.text, text.source);
+    train::apply_overrides(config, overrides);
+    outcome.report = train::validate(config);
+  } catch (const train::ConfigError& e) {
+    outcome.error = e.what();
+  }
+  return outcome;
+}
+
+nlohmann::json to_json(const std::vector<train::KeyValue>& values) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& kv : values) out.push_back({{"key", kv.key}, {"value", kv.value}});
+  return out;
+}
+
+nlohmann::json to_json(const Outcome& o) {
+  nlohmann::json out = {{"recipe", o.name}, {"source", o.source}};
+  if (!o.report) {
+    out["valid"] = false;
+    out["error"] = o.error;
+    return out;
+  }
+  out["valid"] = o.report->ok();
+  out["violations"] = nlohmann::json::array();
+  for (const auto& v : o.report->violations) {
+    out["violations"].push_back({{"rule", v.rule},
+                                 {"rule_summary", train::rule_summary(v.rule)},
+                                 {"message", v.message},
+                                 {"values", to_json(v.values)},
+                                 {"fix", v.fix}});
+  }
+  out["notes"] = nlohmann::json::array();
+  for (const auto& n : o.report->notes) {
+    out["notes"].push_back(
+        {{"rule", n.rule}, {"message", n.message}, {"values", to_json(n.values)}});
+  }
+  out["unimplemented"] = train::unimplemented_features(o.report->config);
+  return out;
+}
+
+std::string plural(size_t n, const char* word) {
+  return strprintf("%zu %s%s", n, word, n == 1 ? "" : "s");
+}
+
+std::string result_text(const Outcome& o) {
+  if (!o.report) return "ERROR (does not parse)";
+  const size_t notes = o.report->notes.size();
+  if (o.report->ok()) return notes ? "valid (" + plural(notes, "note") + ")" : "valid";
+  return "INVALID: " + plural(o.report->violations.size(), "violation");
+}
+
+int validate_one(const std::string& recipe, const std::vector<std::string>& overrides, bool json) {
+  const Outcome o = evaluate(recipe, overrides);
+  if (json) {
+    std::printf("%s\n", to_json(o).dump(2).c_str());
+    if (!o.report) std::fprintf(stderr, "error: %s\n", o.error.c_str());
+    return o.exit_code();
+  }
+  if (!o.report) {
+    std::fprintf(stderr, "error: %s\n", o.error.c_str());
+    return 2;
+  }
+  std::printf("%s (%s): %s\n", o.name.c_str(), o.source.c_str(), result_text(o).c_str());
+  for (const auto& v : o.report->violations)
+    std::printf("\n%s", train::format_violation(v).c_str());
+  if (!o.report->notes.empty()) std::printf("\n");
+  for (const auto& n : o.report->notes) std::printf("%s", train::format_note(n).c_str());
+  return o.exit_code();
+}
+
+std::string model_text(const train::Config& c) {
+  const auto spec = train::model_spec(c);
+  std::string kind =
+      spec.num_moe_experts > 0
+          ? strprintf("MoE %lldx top-%lld", static_cast<long long>(spec.num_moe_experts),
+                      static_cast<long long>(spec.moe_router_topk))
+          : std::string("dense");
+  if (c.model.hybrid_override_pattern) kind = "hybrid " + *c.model.hybrid_override_pattern;
+  return strprintf("%s, %lld layers, hidden %lld, seq %lld", kind.c_str(),
+                   static_cast<long long>(spec.num_layers),
+                   static_cast<long long>(spec.hidden_size),
+                   static_cast<long long>(spec.seq_length));
+}
+
+std::string graphs_text(const train::Config& c) {
+  if (c.model.cuda_graph_impl == "none") return "none";
+  return c.model.cuda_graph_impl + " " + train::format_value(c, "model.cuda_graph_scope");
+}
+
+int validate_all(const std::vector<std::string>& overrides, bool json) {
+  std::vector<Outcome> outcomes;
+  for (const auto& name : train::shipped_recipe_names())
+    outcomes.push_back(evaluate(name, overrides));
+  int exit_code = 0;
+  for (const auto& o : outcomes) exit_code = std::max(exit_code, o.exit_code());
+  if (json) {
+    nlohmann::json out = {
+        {"valid", exit_code == 0}, {"overrides", overrides}, {"recipes", nlohmann::json::array()}};
+    for (const auto& o : outcomes) out["recipes"].push_back(to_json(o));
+    std::printf("%s\n", out.dump(2).c_str());
+    return exit_code;
+  }
+
+  std::vector<std::vector<std::string>> rows = {{"recipe", "model", "cuda graphs", "result"}};
+  for (const auto& o : outcomes) {
+    if (o.report) {
+      rows.push_back(
+          {o.name, model_text(o.report->config), graphs_text(o.report->config), result_text(o)});
+    } else {
+      rows.push_back({o.name, "-", "-", result_text(o)});
+    }
+  }
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::printf("stepgraph validate: %s%s\n\n", plural(outcomes.size(), "shipped recipe").c_str(),
+              overrides.empty() ? "" : (" with " + join(overrides, " ")).c_str());
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
+    }
+    std::printf("  %s\n", line.c_str());
+  }
+
+  size_t valid = 0;
+  for (const auto& o : outcomes) {
+    if (!o.report) {
+      std::printf("\n%s: error: %s\n", o.name.c_str(), o.error.c_str());
+      continue;
+    }
+    if (o.report->ok()) ++valid;
+    if (!o.report->ok()) std::printf("\n%s:\n", o.name.c_str());
+    for (const auto& v : o.report->violations)
+      std::printf("%s", train::format_violation(v).c_str());
+  }
+  bool any_notes = false;
+  for (const auto& o : outcomes) {
+    if (!o.report) continue;
+    for (const auto& n : o.report->notes) {
+      if (!any_notes) std::printf("\nnotes:\n");
+      any_notes = true;
+      std::printf("  %s: %s", o.name.c_str(), train::format_note(n).c_str());
+    }
+  }
+  std::printf("\n%zu of %zu valid. Details of one recipe: stepgraph validate RECIPE [--json]\n",
+              valid, outcomes.size());
+  return exit_code;
+}
+
+int run_validate(const std::vector<std::string>& args, bool json, bool all) {
+  // A first argument without '=' is the recipe (so is an existing file whose name has one).
+  const bool has_recipe =
+      !args.empty() && (!train::looks_like_override(args[0]) || is_file(args[0]));
+  if (all && has_recipe) {
+    throw train::ConfigError("--all validates every shipped recipe; give overrides only, not '" +
+                             args[0] + "'");
+  }
+  if (all || !has_recipe) return validate_all(args, json);
+  return validate_one(args[0], std::vector<std::string>(args.begin() + 1, args.end()), json);
+}
+
+const CommandRegistration registration("validate", 30, [](CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "validate",
+      "Check a configuration against every rule (CUDA-graph rules included) before any GPU work. "
+      "Exit 0 valid (notes allowed), 1 rule violations, 2 usage or parse error. Without RECIPE (or "
+      "with --all): every shipped recipe, as a table.");
+  auto args = std::make_shared<std::vector<std::string>>();
+  auto json = std::make_shared<bool>(false);
+  auto all = std::make_shared<bool>(false);
+  cmd->add_option(
+      "args", *args,
+      "[RECIPE] [section.key=value ...]: a .yaml path or shipped name (llama/tiny, tiny), "
+      "then Megatron-Bridge style overrides");
+  cmd->add_flag("--json", *json, "machine-readable report on stdout");
+  cmd->add_flag("--all", *all, "validate every shipped recipe (the overrides apply to each)");
+  cmd->footer(
+      "Examples:\n  stepgraph validate\n  stepgraph validate llama/tiny "
+      "model.cuda_graph_impl=local\n"
+      "  stepgraph validate moe/tiny_moe model.cuda_graph_impl=transformer_engine "
+      "model.cuda_graph_scope=attn,moe_router,moe_preprocess --json");
+  cmd->callback([args, json, all, &exit_code] {
+    try {
+      exit_code = run_validate(*args, *json, *all);
+    } catch (const train::ConfigError& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      exit_code = e.exit_code();
+    } catch (const sg::Error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      exit_code = 1;
+    }
+  });
+});
+
+}  // namespace
+}  // namespace sg::cli

@@ -1,0 +1,122 @@
+#include "graph/graph_exec.h"
+
+#include <chrono>
+#include <vector>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "cuda/check.h"
+
+namespace sg::graph {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+const char* instantiate_result_name(cudaGraphInstantiateResult r) {
+  switch (r) {
+    case cudaGraphInstantiateSuccess: return "success";
+    case cudaGraphInstantiateError: return "error";
+    case cudaGraphInstantiateInvalidStructure: return "invalid structure (e.g. a cycle)";
+    case cudaGraphInstantiateNodeOperationNotSupported: return "a node operation is not supported";
+    case cudaGraphInstantiateMultipleDevicesNotSupported: return "nodes on several devices";
+    default: return "unknown";
+  }
+}
+
+// Destroys the captured graph on every path out of install().
+struct GraphOwner {
+  cudaGraph_t graph;
+  ~GraphOwner() {
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  }
+};
+
+}  // namespace
+
+void count_graph_nodes(cudaGraph_t graph, uint64_t& nodes, uint64_t& kernel_nodes) {
+  size_t count = 0;
+  SG_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> list(count);
+  if (count > 0) SG_CUDA_CHECK(cudaGraphGetNodes(graph, list.data(), &count));
+  nodes = count;
+  kernel_nodes = 0;
+  for (size_t i = 0; i < count; ++i) {
+    cudaGraphNodeType type{};
+    SG_CUDA_CHECK(cudaGraphNodeGetType(list[i], &type));
+    if (type == cudaGraphNodeTypeKernel) ++kernel_nodes;
+  }
+}
+
+void GraphExec::instantiate(cudaGraph_t graph, cudaStream_t stream) {
+  cudaGraphInstantiateParams params{};
+  // Upload at instantiation: the first replay then costs what every later one costs.
+  params.flags = cudaGraphInstantiateFlagUpload;
+  params.uploadStream = stream;
+  const cudaError_t err = cudaGraphInstantiateWithParams(&exec_, graph, &params);
+  if (err != cudaSuccess) {
+    exec_ = nullptr;
+    (void)cudaGetLastError();
+    throw Error(strprintf("instantiating the CUDA graph of %s failed: %s: %s (result: %s)", info_.name.c_str(),
+                          cudaGetErrorName(err), cudaGetErrorString(err),
+                          instantiate_result_name(params.result_out)));
+  }
+  ++info_.instantiations;
+}
+
+bool GraphExec::install(cudaGraph_t graph, cudaStream_t stream, double capture_ms) {
+  GraphOwner owner{graph};
+  SG_CHECK(graph != nullptr, strprintf("GraphExec::install(%s): null graph", info_.name.c_str()));
+  count_graph_nodes(graph, info_.nodes, info_.kernel_nodes);
+  info_.capture_ms = capture_ms;
+  info_.total_capture_ms += capture_ms;
+
+  const auto t0 = Clock::now();
+  bool updated = false;
+  if (exec_ != nullptr) {
+    cudaGraphExecUpdateResultInfo result{};
+    const cudaError_t err = cudaGraphExecUpdate(exec_, graph, &result);
+    if (err == cudaSuccess) {
+      // Keep the "first replay is not slower" property of instantiation with upload.
+      SG_CUDA_CHECK(cudaGraphUpload(exec_, stream));
+      updated = true;
+      ++info_.updates;
+    } else {
+      // Topology or node kinds changed: expected to be rare (a region whose launches changed).
+      (void)cudaGetLastError();
+      log::debug(strprintf("graph %s: cudaGraphExecUpdate not possible (%s, result %d); re-instantiating",
+                           info_.name.c_str(), cudaGetErrorName(err), static_cast<int>(result.result)));
+      destroy();
+    }
+  }
+  if (!updated) instantiate(graph, stream);
+  info_.instantiate_ms = ms_since(t0);
+  info_.total_instantiate_ms += info_.instantiate_ms;
+  return updated;
+}
+
+void GraphExec::launch(cudaStream_t stream) {
+  SG_CHECK(exec_ != nullptr, strprintf("graph %s launched before it was captured", info_.name.c_str()));
+  const cudaError_t err = cudaGraphLaunch(exec_, stream);
+  if (err != cudaSuccess) {
+    throw Error(strprintf("cudaGraphLaunch of %s failed: %s: %s%s%s", info_.name.c_str(), cudaGetErrorName(err),
+                          cudaGetErrorString(err), *cuda::error_hint(err) ? "\n  hint: " : "",
+                          cuda::error_hint(err)));
+  }
+  ++info_.launches;
+}
+
+void GraphExec::destroy() noexcept {
+  if (exec_ == nullptr) return;
+  // On a healthy context this returns at once (in-flight launches finish first); on a broken one
+  // (sticky error) it returns the error, which we ignore: the process is going down anyway.
+  (void)cudaGraphExecDestroy(exec_);
+  exec_ = nullptr;
+}
+
+}  // namespace sg::graph

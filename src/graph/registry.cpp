@@ -1,0 +1,232 @@
+#include "graph/registry.h"
+
+#include <semaphore.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "cuda/device.h"
+#include "graph/capture.h"
+
+namespace sg::graph {
+
+// ---------------------------------------------------------------------------------------------
+// Live registries, for the atexit cleanup
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// Heap objects that are never destroyed: usable from atexit handlers in any teardown order.
+std::mutex& live_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::vector<GraphRegistry*>& live_registries() {
+  static auto* v = new std::vector<GraphRegistry*>;
+  return *v;
+}
+
+void destroy_live_registries_at_exit() {
+  // try_lock: if exit() was called while another thread holds the lock, skip (the driver reclaims
+  // everything at process end) rather than risk a hang.
+  std::unique_lock<std::mutex> lock(live_mutex(), std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  for (GraphRegistry* r : live_registries()) r->destroy_all();
+}
+
+void register_atexit_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Initialise the CUDA runtime first so its own teardown is registered before ours; atexit runs
+    // in reverse order, so our handler then runs while the runtime is still usable.
+    (void)cuda::device_count();
+    std::atexit(destroy_live_registries_at_exit);
+  });
+}
+
+}  // namespace
+
+GraphRegistry::GraphRegistry() {
+  register_atexit_once();
+  std::lock_guard<std::mutex> lock(live_mutex());
+  live_registries().push_back(this);
+}
+
+GraphRegistry::~GraphRegistry() {
+  destroy_all();
+  std::lock_guard<std::mutex> lock(live_mutex());
+  auto& v = live_registries();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == this) {
+      v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  }
+}
+
+GraphExec& GraphRegistry::capture(const std::string& name, cudaStream_t stream, const RegionBody& body) {
+  CapturedGraph captured = capture_graph(stream, name, body);
+  GraphExec* exec = find(name);
+  if (exec == nullptr) {
+    execs_.push_back(std::make_unique<GraphExec>(name));
+    index_[name] = execs_.size() - 1;
+    exec = execs_.back().get();
+  }
+  exec->install(captured.graph, stream, captured.capture_ms);  // takes ownership of the graph
+  return *exec;
+}
+
+GraphExec* GraphRegistry::find(const std::string& name) {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : execs_[it->second].get();
+}
+
+void GraphRegistry::launch(GraphExec& exec, cudaStream_t stream) { exec.launch(stream); }
+
+void GraphRegistry::destroy_all() noexcept {
+  for (auto& e : execs_) e->destroy();
+}
+
+std::vector<GraphInfo> GraphRegistry::graphs() const {
+  std::vector<GraphInfo> out;
+  out.reserve(execs_.size());
+  for (const auto& e : execs_) out.push_back(e->info());
+  return out;
+}
+
+GraphStats GraphRegistry::stats() const {
+  GraphStats s;
+  for (const auto& e : execs_) {
+    const GraphInfo& g = e->info();
+    s.graphs_created += g.instantiations;
+    s.graphs_updated += g.updates;
+    s.capture_ms += g.total_capture_ms;
+    s.instantiate_ms += g.total_instantiate_ms;
+    s.replays += g.launches;
+    if (e->valid()) {
+      ++s.graphs_live;
+      s.nodes += g.nodes;
+      s.kernel_nodes += g.kernel_nodes;
+    }
+  }
+  s.graphable_regions = graphable_regions_;
+  s.capture_step_ms = capture_step_ms_;
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stop handling
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// Lock-free atomics only: these are touched from the signal handler.
+std::atomic<int> g_stop_signal{0};
+std::atomic<int> g_signal_count{0};
+std::atomic<long long> g_grace_ms{1500};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<long long>::is_always_lock_free);
+
+sem_t g_watchdog_sem;  // posted by the handler (sem_post is async-signal-safe); never destroyed
+std::mutex g_install_mutex;
+bool g_installed = false;
+bool g_watchdog_started = false;
+struct sigaction g_previous_int {};
+struct sigaction g_previous_term {};
+
+void write_stderr(const char* text, size_t length) {
+  ssize_t ignored = ::write(STDERR_FILENO, text, length);
+  (void)ignored;
+}
+
+extern "C" void stepgraph_stop_handler(int signal_number) {
+  const int count = g_signal_count.fetch_add(1) + 1;
+  if (count == 1) {
+    g_stop_signal.store(signal_number);
+    static const char kMessage[] =
+        "\nstepgraph: stop requested; finishing the current step and cleaning up (signal again to exit "
+        "now)\n";
+    write_stderr(kMessage, sizeof(kMessage) - 1);
+    sem_post(&g_watchdog_sem);
+  } else {
+    static const char kMessage[] = "\nstepgraph: second signal; exiting now\n";
+    write_stderr(kMessage, sizeof(kMessage) - 1);
+    _exit(128 + signal_number);
+  }
+}
+
+// Ends the process if a requested stop has not completed within the grace period.
+void watchdog_main() {
+  for (;;) {
+    while (sem_wait(&g_watchdog_sem) != 0) {
+      if (errno != EINTR) return;  // cannot wait: no watchdog (the stop flag still works)
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(g_grace_ms.load());
+    while (std::chrono::steady_clock::now() < deadline && g_stop_signal.load() != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const int signal_number = g_stop_signal.load();
+    if (signal_number == 0) continue;  // the stop was withdrawn (tests)
+    static const char kMessage[] =
+        "\nstepgraph: the run did not stop within the grace period after the signal; exiting now\n";
+    write_stderr(kMessage, sizeof(kMessage) - 1);
+    _exit(128 + signal_number);
+  }
+}
+
+}  // namespace
+
+void install_stop_handlers(double grace_seconds) {
+  SG_CHECK(grace_seconds > 0.0, strprintf("stop grace period must be positive, got %g s", grace_seconds));
+  std::lock_guard<std::mutex> lock(g_install_mutex);
+  g_grace_ms.store(static_cast<long long>(grace_seconds * 1000.0));
+  if (!g_watchdog_started) {
+    SG_CHECK(sem_init(&g_watchdog_sem, 0, 0) == 0, "sem_init for the stop watchdog failed");
+    std::thread(watchdog_main).detach();  // never joined: it must not keep the process alive or block exit
+    g_watchdog_started = true;
+  }
+  if (g_installed) return;
+  struct sigaction action {};
+  action.sa_handler = stepgraph_stop_handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  SG_CHECK(sigaction(SIGINT, &action, &g_previous_int) == 0, "installing the SIGINT handler failed");
+  SG_CHECK(sigaction(SIGTERM, &action, &g_previous_term) == 0, "installing the SIGTERM handler failed");
+  g_installed = true;
+}
+
+void uninstall_stop_handlers() {
+  std::lock_guard<std::mutex> lock(g_install_mutex);
+  if (!g_installed) return;
+  (void)sigaction(SIGINT, &g_previous_int, nullptr);
+  (void)sigaction(SIGTERM, &g_previous_term, nullptr);
+  g_installed = false;
+}
+
+bool stop_requested() { return g_stop_signal.load(std::memory_order_relaxed) != 0; }
+
+int stop_signal() { return g_stop_signal.load(); }
+
+int exit_code_for_stop() {
+  const int s = g_stop_signal.load();
+  return s == 0 ? 0 : 128 + s;
+}
+
+void request_stop(int signal_number) {
+  // No watchdog here: only a real signal arms it.
+  g_stop_signal.store(signal_number);
+}
+
+void clear_stop_request() {
+  g_stop_signal.store(0);
+  g_signal_count.store(0);
+}
+
+}  // namespace sg::graph

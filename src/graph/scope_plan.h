@@ -1,0 +1,64 @@
+#pragma once
+// Which regions of the step get CUDA graphs, decided once from the config and the model's layer
+// pattern. Pure CPU (unit-tested in CI). Megatron-Bridge semantics:
+//   cuda_graph_impl none                 -> no graphs (scopes ignored)
+//   cuda_graph_impl local                -> one graph of the whole iteration; cuda_graph_scope must be
+//                                           [] or [full_iteration]
+//   cuda_graph_impl transformer_engine   -> one graph per (layer, module, phase) region whose module is
+//                                           in cuda_graph_scope (attn, mlp, moe, moe_router,
+//                                           moe_preprocess, mamba); [] means every module the model
+//                                           marks (whole layers). full_iteration is not allowed;
+//                                           moe excludes moe_router; moe_preprocess needs moe_router.
+// Scope -> region modules: attn->attn, mlp->mlp (dense MLP), moe->moe+moe_router+moe_preprocess
+// (the whole MoE layer), moe_router->moe_router, moe_preprocess->moe_preprocess, mamba->mamba.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/region.h"
+
+namespace sg::graph {
+
+enum class GraphImpl : uint8_t { none, local, transformer_engine };
+enum class GraphScope : uint8_t { full_iteration, attn, mlp, moe, moe_router, moe_preprocess, mamba };
+
+const char* graph_impl_name(GraphImpl impl);     // "none", "local", "transformer_engine"
+const char* graph_scope_name(GraphScope scope);  // "full_iteration", "attn", ...
+// Parse config spellings; throw sg::Error listing the valid values (and the closest one).
+GraphImpl parse_graph_impl(std::string_view text);
+GraphScope parse_graph_scope(std::string_view text);
+std::vector<GraphScope> parse_graph_scopes(const std::vector<std::string>& texts);
+
+// The regions one layer of the model marks, in step order (the model exposes this; graph/ never
+// includes model/). E.g. a dense Llama layer: {i, {attn, mlp}}; a MoE layer: {i, {attn, moe_router,
+// moe_preprocess, moe}}; a Mamba layer: {i, {mamba}}. Every module has a forward and a backward region.
+struct LayerRegions {
+  int layer = 0;
+  std::vector<Module> modules;
+};
+
+struct ScopePlan {
+  GraphImpl impl = GraphImpl::none;
+  std::vector<GraphScope> scopes;  // normalised: defaults filled in, duplicates removed
+  bool full_iteration = false;     // impl local: the whole step is one graph
+  std::vector<RegionKey> graphed_regions;  // scoped: forward regions in layer order, then backward
+                                           // regions in reverse layer order (the order they run)
+  int graphable_layers = 0;  // layers with at least one graphed region
+  int total_layers = 0;
+
+  // Graphs the run will create: 1 (full iteration), graphed_regions.size() (scoped) or 0.
+  int num_graphs() const;
+  bool graphs_region(const RegionKey& key) const;
+  // "transformer_engine [attn, mlp]: 16 region graphs, 4 graphable layers of 4"
+  std::string describe() const;
+};
+
+// Modules a scope covers (see the table above); empty for full_iteration.
+std::vector<Module> scope_modules(GraphScope scope);
+
+// Throws sg::Error naming the rule, the values and the fix for an invalid impl/scope combination,
+// or for a layer list with duplicate layer indices.
+ScopePlan plan_graph_scopes(GraphImpl impl, const std::vector<GraphScope>& scopes,
+                            const std::vector<LayerRegions>& layers);
+
+}  // namespace sg::graph

@@ -1,0 +1,249 @@
+#include "kernels/gemm.h"
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "cuda/check.h"
+#include "kernels/cublaslt_check.h"
+
+namespace sg::kernels {
+namespace {
+
+const char* dtype_name(GemmDtype t) { return t == GemmDtype::kBF16 ? "bf16" : "fp32"; }
+
+cudaDataType_t cuda_dtype(GemmDtype t) { return t == GemmDtype::kBF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+bool aligned(const void* p, uint32_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
+
+template <class T>
+void set_desc_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
+  SG_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+}
+
+template <class T>
+void set_pref_attr(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const T& value) {
+  SG_CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+}
+
+void validate(const GemmDesc& d) {
+  const std::string what = "GEMM plan (" + d.describe() + "): ";
+  SG_CHECK(d.m > 0 && d.n > 0 && d.k > 0, what + "m, n and k must be positive");
+  const int64_t a_rows = d.transpose_a ? d.k : d.m;
+  const int64_t b_rows = d.transpose_b ? d.n : d.k;
+  SG_CHECK(d.lda >= a_rows, what + strprintf("lda %lld < %lld rows of A", (long long)d.lda, (long long)a_rows));
+  SG_CHECK(d.ldb >= b_rows, what + strprintf("ldb %lld < %lld rows of B", (long long)d.ldb, (long long)b_rows));
+  SG_CHECK(d.ldd >= d.m, what + strprintf("ldd %lld < m %lld", (long long)d.ldd, (long long)d.m));
+  SG_CHECK(d.a_type == d.b_type, what + "A and B must have the same dtype");
+  SG_CHECK(!(d.a_type == GemmDtype::kFP32 && d.d_type == GemmDtype::kBF16),
+           what + "fp32 A/B with a bf16 D is not a supported cuBLASLt combination");
+  SG_CHECK(d.min_alignment_bytes >= 1 && (d.min_alignment_bytes & (d.min_alignment_bytes - 1)) == 0 &&
+               d.min_alignment_bytes <= 256,
+           what + "min_alignment_bytes must be a power of two <= 256");
+}
+
+}  // namespace
+
+std::string GemmDesc::describe() const {
+  return strprintf("m=%lld n=%lld k=%lld opA=%s opB=%s lda=%lld ldb=%lld ldd=%lld A=%s B=%s D=%s alpha=%g beta=%g "
+                   "epilogue=%s align=%u",
+                   (long long)m, (long long)n, (long long)k, transpose_a ? "T" : "N", transpose_b ? "T" : "N",
+                   (long long)lda, (long long)ldb, (long long)ldd, dtype_name(a_type), dtype_name(b_type),
+                   dtype_name(d_type), alpha, beta, epilogue == GemmEpilogue::kBias ? "bias" : "none",
+                   min_alignment_bytes);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// GemmPlan
+
+GemmPlan::GemmPlan(const Blas& blas, const GemmDesc& desc) : blas_(blas), desc_(desc) {
+  validate(desc_);
+  // A throw half-way means ~GemmPlan never runs: the guard releases what was created so far.
+  struct Guard {
+    GemmPlan* plan;
+    ~Guard() {
+      if (plan) plan->destroy_descriptors();
+    }
+  } guard{this};
+
+  SG_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_a = desc_.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = desc_.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set_desc_attr(op_, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
+  set_desc_attr(op_, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
+  // alpha/beta are host scalars (plan-time constants): the default host pointer mode.
+  const cublasLtPointerMode_t pointer_mode = CUBLASLT_POINTER_MODE_HOST;
+  set_desc_attr(op_, CUBLASLT_MATMUL_DESC_POINTER_MODE, pointer_mode);
+  if (desc_.epilogue == GemmEpilogue::kBias) {
+    set_desc_attr(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    const cudaDataType_t bias_type = cuda_dtype(desc_.d_type);
+    set_desc_attr(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+  } else {
+    set_desc_attr(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_DEFAULT);
+  }
+
+  const uint64_t a_rows = desc_.transpose_a ? desc_.k : desc_.m, a_cols = desc_.transpose_a ? desc_.m : desc_.k;
+  const uint64_t b_rows = desc_.transpose_b ? desc_.n : desc_.k, b_cols = desc_.transpose_b ? desc_.k : desc_.n;
+  SG_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&a_layout_, cuda_dtype(desc_.a_type), a_rows, a_cols, desc_.lda));
+  SG_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&b_layout_, cuda_dtype(desc_.b_type), b_rows, b_cols, desc_.ldb));
+  SG_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&d_layout_, cuda_dtype(desc_.d_type), desc_.m, desc_.n, desc_.ldd));
+
+  // The one heuristic query of this GEMM's life.
+  cublasLtMatmulPreference_t pref = nullptr;
+  SG_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  cublasLtMatmulHeuristicResult_t result{};
+  int count = 0;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  try {
+    const uint64_t max_ws = blas_.workspace_bytes();
+    set_pref_attr(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, max_ws);
+    const uint32_t align = desc_.min_alignment_bytes;
+    set_pref_attr(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align);
+    set_pref_attr(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align);
+    set_pref_attr(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align);
+    set_pref_attr(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align);
+    status = cublasLtMatmulAlgoGetHeuristic(blas_.handle(), op_, a_layout_, b_layout_, d_layout_, d_layout_, pref, 1,
+                                            &result, &count);
+  } catch (...) {
+    cublasLtMatmulPreferenceDestroy(pref);
+    throw;
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && count == 0)) {
+    throw Error("cuBLASLt has no algorithm for the GEMM " + desc_.describe() +
+                " (fp32 compute) within a " + human_bytes(blas_.workspace_bytes()) +
+                " workspace. Check the dtypes, leading dimensions (multiples of 8 elements help) and alignment.");
+  }
+  SG_CUBLASLT_CHECK(status);
+  algo_ = result.algo;
+  algo_workspace_bytes_ = result.workspaceSize;
+  guard.plan = nullptr;
+}
+
+GemmPlan::~GemmPlan() { destroy_descriptors(); }
+
+void GemmPlan::destroy_descriptors() {
+  // Destroy calls only fail on invalid handles; this runs in destructors and must not throw.
+  if (d_layout_) cublasLtMatrixLayoutDestroy(d_layout_);
+  if (b_layout_) cublasLtMatrixLayoutDestroy(b_layout_);
+  if (a_layout_) cublasLtMatrixLayoutDestroy(a_layout_);
+  if (op_) cublasLtMatmulDescDestroy(op_);
+  d_layout_ = b_layout_ = a_layout_ = nullptr;
+  op_ = nullptr;
+}
+
+void GemmPlan::run(cudaStream_t stream, const void* a, const void* b, void* d, const void* bias) const {
+  const uint32_t align = desc_.min_alignment_bytes;
+  if (a == nullptr || b == nullptr || d == nullptr || !aligned(a, align) || !aligned(b, align) || !aligned(d, align)) {
+    throw Error(strprintf("GEMM run (%s): pointers A=%p B=%p D=%p must be non-null and %u-byte aligned",
+                          desc_.describe().c_str(), a, b, d, align));
+  }
+  if (desc_.epilogue == GemmEpilogue::kBias) {
+    if (bias == nullptr || !aligned(bias, align)) {
+      throw Error(strprintf("GEMM run (%s): bias pointer %p must be non-null and %u-byte aligned",
+                            desc_.describe().c_str(), bias, align));
+    }
+    set_desc_attr(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  } else if (bias != nullptr) {
+    throw Error("GEMM run (" + desc_.describe() + "): a bias was given but the plan has no bias epilogue");
+  }
+  SG_CUBLASLT_CHECK(cublasLtMatmul(blas_.handle(), op_, &desc_.alpha, a, a_layout_, b, b_layout_, &desc_.beta, d,
+                                   d_layout_, d, d_layout_, &algo_, blas_.workspace(), blas_.workspace_bytes(),
+                                   stream));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Blas
+
+Blas::Blas(void* workspace, size_t workspace_bytes) : workspace_(workspace), workspace_bytes_(workspace_bytes) {
+  SG_CHECK(workspace_bytes_ > 0, "Blas: workspace_bytes must be positive");
+  if (workspace_ == nullptr) {
+    SG_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+    owns_workspace_ = true;
+  } else if (!aligned(workspace_, 256)) {
+    throw Error(strprintf("Blas: the cuBLASLt workspace %p must be 256-byte aligned", workspace_));
+  }
+  const cublasStatus_t status = cublasLtCreate(&handle_);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    if (owns_workspace_) cudaFree(workspace_);
+    throw_cublaslt_error(status, "cublasLtCreate(&handle_)", __FILE__, __LINE__);
+  }
+}
+
+Blas::~Blas() {
+  plans_.clear();  // descriptors before the handle
+  if (handle_) cublasLtDestroy(handle_);
+  if (owns_workspace_) cudaFree(workspace_);
+}
+
+const GemmPlan& Blas::plan(const GemmDesc& desc) {
+  const auto key = desc.key();
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    std::unique_ptr<GemmPlan> plan(new GemmPlan(*this, desc));
+    it = plans_.emplace(key, std::move(plan)).first;
+  }
+  return *it->second;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Row-major linear helpers. A row-major [R, C] matrix (leading dimension C) is, to cuBLASLt, the
+// column-major [C, R] matrix with ld C: its transpose. Each product is rewritten on the transposes.
+
+// y[T,N] = x[T,K] W^T  <=>  y^T[N,T] = W[N,K] x^T[K,T].
+// A = W: col-major [K,N] ld K, op(A) = A^T = [N,K]. B = x: col-major [K,T] ld K, op(B) = B.
+// D = y: col-major [N,T] ld N. m = N, n = T, k = K.
+LinearForward::LinearForward(Blas& blas, int64_t T, int64_t K, int64_t N, bool with_bias) : with_bias_(with_bias) {
+  GemmDesc d;
+  d.transpose_a = true;
+  d.transpose_b = false;
+  d.m = N, d.n = T, d.k = K;
+  d.lda = K, d.ldb = K, d.ldd = N;
+  d.d_type = GemmDtype::kBF16;
+  d.epilogue = with_bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
+  plan_ = &blas.plan(d);
+}
+
+void LinearForward::run(cudaStream_t stream, bf16* y, const bf16* x, const bf16* w, const bf16* bias) const {
+  plan_->run(stream, w, x, y, bias);  // throws if bias is given without the bias epilogue, or missing with it
+}
+
+// dx[T,K] = dy[T,N] W[N,K]  <=>  dx^T[K,T] = W^T[K,N] dy^T[N,T].
+// A = W: col-major [K,N] ld K = W^T, op(A) = A. B = dy: col-major [N,T] ld N = dy^T, op(B) = B.
+// D = dx: col-major [K,T] ld K. m = K, n = T, k = N.
+LinearBackwardInput::LinearBackwardInput(Blas& blas, int64_t T, int64_t K, int64_t N, bool accumulate) {
+  GemmDesc d;
+  d.transpose_a = false;
+  d.transpose_b = false;
+  d.m = K, d.n = T, d.k = N;
+  d.lda = K, d.ldb = N, d.ldd = K;
+  d.d_type = GemmDtype::kBF16;
+  d.beta = accumulate ? 1.0f : 0.0f;
+  plan_ = &blas.plan(d);
+}
+
+void LinearBackwardInput::run(cudaStream_t stream, bf16* dx, const bf16* dy, const bf16* w) const {
+  plan_->run(stream, w, dy, dx);
+}
+
+// dW[N,K] += dy^T[N,T] x[T,K]  <=>  dW^T[K,N] += x^T[K,T] dy[T,N].
+// A = x: col-major [K,T] ld K = x^T, op(A) = A. B = dy: col-major [N,T] ld N = dy^T, op(B) = B^T = dy.
+// D = dW (fp32): col-major [K,N] ld K. m = K, n = N, k = T. beta = 1 (accumulate into main_grad).
+LinearBackwardWeight::LinearBackwardWeight(Blas& blas, int64_t T, int64_t K, int64_t N) {
+  GemmDesc d;
+  d.transpose_a = false;
+  d.transpose_b = true;
+  d.m = K, d.n = N, d.k = T;
+  d.lda = K, d.ldb = N, d.ldd = K;
+  d.d_type = GemmDtype::kFP32;
+  d.beta = 1.0f;
+  plan_ = &blas.plan(d);
+}
+
+void LinearBackwardWeight::run(cudaStream_t stream, float* dw, const bf16* dy, const bf16* x) const {
+  plan_->run(stream, x, dy, dw);
+}
+
+}  // namespace sg::kernels

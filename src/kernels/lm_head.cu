@@ -1,0 +1,137 @@
+#include "kernels/lm_head.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "kernels/cross_entropy.h"
+
+namespace sg::kernels {
+namespace {
+
+constexpr size_t kWorkspaceAlignment = 256;
+
+size_t align_up(size_t bytes) { return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; }
+
+bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+}  // namespace
+
+LmHeadLayout lm_head_layout(const LmHeadShape& s, size_t chunk_budget_bytes) {
+  SG_CHECK(s.T > 0 && s.H > 0 && s.V > 0,
+           strprintf("lm_head: T=%lld, H=%lld and V=%lld must be positive", (long long)s.T, (long long)s.H,
+                     (long long)s.V));
+  SG_CHECK(s.H % 8 == 0, strprintf("lm_head: hidden_size %lld must be a multiple of 8 (16-byte rows for "
+                                   "cuBLASLt); choose a hidden_size divisible by 8",
+                                   (long long)s.H));
+  LmHeadLayout L;
+  L.padded_vocab = (s.V + 7) / 8 * 8;
+  const size_t row_bytes = static_cast<size_t>(L.padded_vocab) * (sizeof(float) + sizeof(bf16));
+  int64_t rows = static_cast<int64_t>(chunk_budget_bytes / row_bytes);
+  SG_CHECK(rows >= 1, strprintf("lm_head: the chunk budget %s is smaller than one row of logits+dlogits (%s for "
+                                "V=%lld); raise it",
+                                human_bytes(chunk_budget_bytes).c_str(), human_bytes(row_bytes).c_str(),
+                                (long long)s.V));
+  if (rows >= s.T) {
+    rows = s.T;
+  } else if (rows >= 64) {
+    rows = rows / 64 * 64;
+  }
+  L.chunk_rows = rows;
+  L.num_chunks = (s.T + rows - 1) / rows;
+  L.logits_offset = 0;
+  L.dlogits_offset = align_up(static_cast<size_t>(rows) * L.padded_vocab * sizeof(float));
+  L.row_loss_offset = align_up(L.dlogits_offset + static_cast<size_t>(rows) * L.padded_vocab * sizeof(bf16));
+  L.token_count_offset = align_up(L.row_loss_offset + static_cast<size_t>(s.T) * sizeof(float));
+  L.workspace_bytes = align_up(L.token_count_offset + sizeof(float));
+  return L;
+}
+
+LmHeadPlan::LmHeadPlan(Blas& blas, const LmHeadShape& shape, float loss_scale, size_t chunk_budget_bytes)
+    : shape_(shape), layout_(lm_head_layout(shape, chunk_budget_bytes)), loss_scale_(loss_scale) {
+  full_ = plan_chunk(blas, layout_.chunk_rows);
+  tail_rows_ = shape_.T % layout_.chunk_rows;
+  if (tail_rows_ != 0) tail_ = plan_chunk(blas, tail_rows_);
+}
+
+// Row-major operands seen column-major by cuBLASLt (see kernels/gemm.h): h_c [R,H] is col-major [H,R]
+// ld H; W [V,H] is col-major [H,V] ld H; logits/dlogits [R,V] (row stride Vp) are col-major [V,R] ld Vp.
+LmHeadPlan::ChunkGemms LmHeadPlan::plan_chunk(Blas& blas, int64_t rows) const {
+  const int64_t H = shape_.H, V = shape_.V, Vp = layout_.padded_vocab;
+  ChunkGemms g;
+  {  // logits^T [V,R] = (W col-major [H,V])^T * h_c col-major [H,R]: m=V, n=R, k=H, fp32 out.
+    GemmDesc d;
+    d.transpose_a = true;
+    d.transpose_b = false;
+    d.m = V, d.n = rows, d.k = H;
+    d.lda = H, d.ldb = H, d.ldd = Vp;
+    d.d_type = GemmDtype::kFP32;
+    d.beta = 0.0f;
+    g.logits = &blas.plan(d);
+  }
+  {  // dh_c^T [H,R] = W col-major [H,V] * dlogits col-major [V,R]: m=H, n=R, k=V, bf16 out (overwrite).
+    GemmDesc d;
+    d.transpose_a = false;
+    d.transpose_b = false;
+    d.m = H, d.n = rows, d.k = V;
+    d.lda = H, d.ldb = Vp, d.ldd = H;
+    d.d_type = GemmDtype::kBF16;
+    d.beta = 0.0f;
+    g.dhidden = &blas.plan(d);
+  }
+  {  // dW^T [H,V] += h_c col-major [H,R] * (dlogits col-major [V,R])^T: m=H, n=V, k=R, fp32, beta 1.
+    GemmDesc d;
+    d.transpose_a = false;
+    d.transpose_b = true;
+    d.m = H, d.n = V, d.k = rows;
+    d.lda = H, d.ldb = Vp, d.ldd = H;
+    d.d_type = GemmDtype::kFP32;
+    d.beta = 1.0f;
+    g.dweight = &blas.plan(d);
+  }
+  return g;
+}
+
+void LmHeadPlan::execute(cudaStream_t stream, const LmHeadBuffers& b) const {
+  SG_CHECK(b.hidden && b.weight && b.targets && b.loss_mask && b.dhidden && b.dweight && b.loss_accumulator &&
+               b.workspace,
+           "lm_head execute: hidden, weight, targets, loss_mask, dhidden, dweight, loss_accumulator and "
+           "workspace must all be device pointers");
+  SG_CHECK(aligned_to(b.workspace, kWorkspaceAlignment),
+           strprintf("lm_head execute: workspace %p must be 256-byte aligned", b.workspace));
+  const int64_t T = shape_.T, H = shape_.H, V = shape_.V;
+  char* ws = static_cast<char*>(b.workspace);
+  float* logits = reinterpret_cast<float*>(ws + layout_.logits_offset);
+  bf16* dlogits = reinterpret_cast<bf16*>(ws + layout_.dlogits_offset);
+  float* row_loss = reinterpret_cast<float*>(ws + layout_.row_loss_offset);
+  float* token_count = reinterpret_cast<float*>(ws + layout_.token_count_offset);
+
+  loss_token_count(stream, {b.loss_mask, T, token_count});
+  for (int64_t r0 = 0; r0 < T; r0 += layout_.chunk_rows) {
+    const int64_t rows = std::min(layout_.chunk_rows, T - r0);
+    const ChunkGemms& g = rows == layout_.chunk_rows ? full_ : tail_;
+    const bf16* h_c = b.hidden + r0 * H;
+    g.logits->run(stream, b.weight, h_c, logits);
+
+    CrossEntropyParams ce;
+    ce.logits = logits;
+    ce.logits_dtype = LogitsDtype::fp32;
+    ce.targets = b.targets + r0;
+    ce.loss_mask = b.loss_mask + r0;
+    ce.dlogits = dlogits;
+    ce.row_loss = row_loss + r0;
+    ce.rows = rows;
+    ce.V = V;
+    ce.logits_stride = layout_.padded_vocab;
+    ce.dlogits_stride = layout_.padded_vocab;
+    ce.token_count = token_count;
+    ce.loss_scale = loss_scale_;
+    cross_entropy_forward_backward(stream, ce);
+
+    g.dhidden->run(stream, b.weight, dlogits, b.dhidden + r0 * H);
+    g.dweight->run(stream, h_c, dlogits, b.dweight);
+  }
+  cross_entropy_loss_reduce(stream, {row_loss, T, token_count, loss_scale_, b.loss_accumulator});
+}
+
+}  // namespace sg::kernels

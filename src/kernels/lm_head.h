@@ -1,0 +1,94 @@
+#pragma once
+// The LM head fused with the cross-entropy loss, chunked over rows so the fp32 logits of all T tokens
+// are never in memory at once. For each chunk c of rows (one stream, in order):
+//   logits_c  = h_c W^T                 GEMM, fp32 out  -> workspace [chunk_rows, Vp]
+//   cross_entropy(logits_c)             dlogits_c (bf16) -> workspace [chunk_rows, Vp]; row_loss_c
+//   dh_c      = dlogits_c W             GEMM, bf16 out, OVERWRITES dhidden rows of the chunk
+//   dW       += dlogits_c^T h_c         GEMM, fp32 main_grad, beta = 1
+// plus loss_token_count before the chunks and cross_entropy_loss_reduce after them (kernels/cross_entropy.h),
+// which ADDS loss_scale * mean-over-masked-tokens into the device loss accumulator.
+//
+// Plan time (once): lm_head_layout() sizes the workspace (pure CPU, so the model can plan its arena
+// first); LmHeadPlan then plans the cuBLASLt GEMMs (full chunk and, if T is not a multiple of the
+// chunk, the tail chunk). Step time: LmHeadPlan::execute only launches (capturable).
+// Vp = V rounded up to a multiple of 8, so every workspace row starts 16-byte aligned for cuBLASLt;
+// the padding columns are never read or written.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/bf16.h"
+#include "kernels/gemm.h"
+
+namespace sg::kernels {
+
+struct LmHeadShape {
+  int64_t T = 0;  // tokens of one microbatch (micro_batch_size * seq_length)
+  int64_t H = 0;  // hidden size, a multiple of 8
+  int64_t V = 0;  // vocabulary size (any)
+};
+
+// Workspace carve-up. All offsets are from the workspace base (256-byte aligned) and 256-byte aligned.
+struct LmHeadLayout {
+  int64_t chunk_rows = 0;     // rows per chunk (the last chunk may be shorter)
+  int64_t num_chunks = 0;
+  int64_t padded_vocab = 0;   // Vp: row stride of the logits/dlogits workspaces
+  size_t logits_offset = 0;   // fp32 [chunk_rows, Vp]
+  size_t dlogits_offset = 0;  // bf16 [chunk_rows, Vp]
+  size_t row_loss_offset = 0;     // fp32 [T]
+  size_t token_count_offset = 0;  // fp32 [1]
+  size_t workspace_bytes = 0;     // what the model reserves (workspaces category, 256-byte aligned)
+};
+
+// Default cap on the chunk's logits + dlogits (6 bytes per element): 512 MiB, e.g. 696 rows of a
+// 128256-token vocabulary, 2730 rows of a 32768 one.
+inline constexpr size_t kLmHeadDefaultChunkBudgetBytes = size_t{512} << 20;
+
+// chunk_rows = min(T, floor(chunk_budget_bytes / (6 Vp))) rounded down to a multiple of 64 when >= 64
+// (GEMM-friendly); at least 1. Throws sg::Error for a bad shape (H not a multiple of 8, T/H/V <= 0).
+LmHeadLayout lm_head_layout(const LmHeadShape& shape, size_t chunk_budget_bytes = kLmHeadDefaultChunkBudgetBytes);
+
+struct LmHeadBuffers {
+  const bf16* hidden = nullptr;      // [T, H] final-norm output
+  const bf16* weight = nullptr;      // [V, H] LM head (or the tied embedding)
+  const int32_t* targets = nullptr;  // [T], in [0, V) where loss_mask != 0
+  const float* loss_mask = nullptr;  // [T]
+  bf16* dhidden = nullptr;           // [T, H] OVERWRITTEN
+  float* dweight = nullptr;          // [V, H] fp32 main_grad, ADDED into
+  float* loss_accumulator = nullptr; // device scalar, += loss_scale * sum(mask*ce) / max(sum(mask), 1)
+  void* workspace = nullptr;         // layout().workspace_bytes, 256-byte aligned, not shared with
+                                     // anything live across the LM head
+};
+
+class LmHeadPlan {
+ public:
+  // Plans the GEMMs in `blas` (which must outlive this plan; execute() must use blas's stream).
+  // loss_scale = 1 / num_microbatches.
+  LmHeadPlan(Blas& blas, const LmHeadShape& shape, float loss_scale,
+             size_t chunk_budget_bytes = kLmHeadDefaultChunkBudgetBytes);
+
+  const LmHeadShape& shape() const { return shape_; }
+  const LmHeadLayout& layout() const { return layout_; }
+
+  // Only launches (token count, per chunk: 3 GEMMs + cross-entropy, loss reduction). Checks pointers
+  // on the host (non-null, 16-byte alignment) and throws sg::Error naming the buffer.
+  void execute(cudaStream_t stream, const LmHeadBuffers& buffers) const;
+
+ private:
+  struct ChunkGemms {
+    const GemmPlan* logits = nullptr;   // logits_c = h_c W^T
+    const GemmPlan* dhidden = nullptr;  // dh_c = dlogits_c W
+    const GemmPlan* dweight = nullptr;  // dW += dlogits_c^T h_c
+  };
+  ChunkGemms plan_chunk(Blas& blas, int64_t rows) const;
+
+  LmHeadShape shape_;
+  LmHeadLayout layout_;
+  float loss_scale_;
+  ChunkGemms full_;
+  ChunkGemms tail_;  // set when T % chunk_rows != 0
+  int64_t tail_rows_ = 0;
+};
+
+}  // namespace sg::kernels

@@ -1,0 +1,76 @@
+#pragma once
+// RMSNorm (HF Llama): y = w * (x * rsqrt(mean(x^2) + eps)), statistics in fp32; bf16 activations and
+// weights, fp32 rstd, fp32 weight gradient. CPU twin: reference/rmsnorm.h.
+//
+// Layout: one thread block per row (16-byte bf16 vectors when H % 8 == 0 and every bf16 pointer is
+// 16-byte aligned, scalar otherwise).
+//
+// Deterministic dweight (no float atomics): the backward runs a fixed number of blocks
+// P = rmsnorm_backward_num_partials(T) (a function of T only); block b owns rows b, b+P, b+2P, ... and
+// writes its partial sums of dout * x * rstd to row b of a caller-provided fp32 scratch [P, H]; a second
+// kernel sums the P rows per column in a fixed order and ADDS the result into the fp32 dweight. Plan the
+// scratch with rmsnorm_backward_scratch_bytes(T, H) (the model's arena); it holds nothing between calls.
+//
+// Graph-safe: no allocation, no sync, no host reads of device memory. (For H > 12288 the backward's
+// shared memory exceeds 48 KiB; the launcher then raises the kernel's limit with cudaFuncSetAttribute, a
+// host-side function attribute, not a stream operation.)
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/bf16.h"
+
+namespace sg::kernels {
+
+struct RmsNormForwardParams {
+  bf16* out = nullptr;           // [T, H]
+  float* rstd = nullptr;         // [T]: rsqrt(mean(x^2) + eps), saved for the backward
+  const bf16* in = nullptr;      // [T, H]
+  const bf16* weight = nullptr;  // [H]
+  int64_t T = 0, H = 0;
+  float eps = 1e-5f;
+};
+void rmsnorm_forward(cudaStream_t stream, const RmsNormForwardParams& p);
+
+// The block's "add & norm" in one pass: residual_out = bf16(residual_in + delta) (sum in fp32, rounded
+// once); norm_out = rmsnorm(residual_out) computed from the ROUNDED residual_out, i.e. exactly what
+// rmsnorm_forward on the stored residual stream gives, so the backward (which reads residual_out as `in`)
+// is consistent. residual_out may alias residual_in (in-place residual stream); nothing else may alias.
+struct ResidualRmsNormForwardParams {
+  bf16* residual_out = nullptr;      // [T, H]
+  bf16* norm_out = nullptr;          // [T, H]
+  float* rstd = nullptr;             // [T]
+  const bf16* residual_in = nullptr; // [T, H]
+  const bf16* delta = nullptr;       // [T, H] (the sublayer output added to the residual stream)
+  const bf16* weight = nullptr;      // [H]
+  int64_t T = 0, H = 0;
+  float eps = 1e-5f;
+};
+void residual_rmsnorm_forward(cudaStream_t stream, const ResidualRmsNormForwardParams& p);
+
+// din = rmsnorm_backward(dout) [+ dresidual]; dweight += sum_t dout * x * rstd.
+// The optional dresidual fuses the residual-stream gradient add (d residual_in = d residual_out + d norm
+// input) into this pass; din may alias dresidual (each element is read before it is written by the same
+// thread). Nothing else may alias.
+struct RmsNormBackwardParams {
+  bf16* din = nullptr;               // [T, H], overwritten
+  float* dweight = nullptr;          // [H] fp32 main_grad, ADDED into
+  float* scratch = nullptr;          // fp32 [rmsnorm_backward_num_partials(T), H]: partial dweight sums
+  size_t scratch_bytes = 0;          // size of `scratch` (checked >= rmsnorm_backward_scratch_bytes)
+  const bf16* dout = nullptr;        // [T, H]
+  const bf16* in = nullptr;          // [T, H], the forward input
+  const bf16* weight = nullptr;      // [H]
+  const float* rstd = nullptr;       // [T], from the forward
+  const bf16* dresidual = nullptr;   // [T, H] or nullptr: added to din
+  int64_t T = 0, H = 0;
+};
+void rmsnorm_backward(cudaStream_t stream, const RmsNormBackwardParams& p);
+
+// Number of partial-sum rows of the backward's scratch: min(T, 512) (depends on T only, so the order of
+// the dweight sums — hence its bits — is fixed for a given shape).
+int64_t rmsnorm_backward_num_partials(int64_t T);
+// Bytes of fp32 scratch the backward needs: num_partials(T) * H * 4.
+size_t rmsnorm_backward_scratch_bytes(int64_t T, int64_t H);
+
+}  // namespace sg::kernels

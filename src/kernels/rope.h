@@ -1,0 +1,32 @@
+#pragma once
+// Rotary position embedding (HF rotate-half), in place on bf16 activations. CPU twin: reference/rope.h.
+// For head dim d and pair i < d/2: freq_i = base^(-2i/d), angle = pos * freq_i with pos = t % S;
+// out[i] = x1 cos - x2 sin, out[i + d/2] = x2 cos + x1 sin (x1 = x[i], x2 = x[i + d/2]); math in fp32.
+// cos/sin are computed in the kernel from the position in fp64 (like the reference, then rounded to
+// fp32), once per (row, pair) and reused across the heads, so no table has to be planned.
+//
+// Use on the fused QKV activation: point x at the row's first q head with num_heads = nq + nkv (q and k
+// heads are contiguous), row_stride = the QKV row width; the v heads are not touched.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/bf16.h"
+
+namespace sg::kernels {
+
+struct RopeParams {
+  bf16* x = nullptr;          // first head of row 0; rows row_stride elements apart; updated in place
+  int64_t T = 0;              // rows (tokens)
+  int64_t S = 0;              // sequence length: row t is at position t % S
+  int64_t num_heads = 0;      // consecutive heads rotated per row
+  int64_t head_dim = 0;       // even
+  int64_t row_stride = 0;     // elements, >= num_heads * head_dim
+  double base = 10000.0;      // rotary_base (rope_theta)
+};
+// Rotates by +angle (forward).
+void rope_forward(cudaStream_t stream, const RopeParams& p);
+// Rotates by -angle: the gradient of rope_forward, applied in place to dx (p.x).
+void rope_backward(cudaStream_t stream, const RopeParams& p);
+
+}  // namespace sg::kernels

@@ -1,0 +1,54 @@
+#pragma once
+// The dropout call sites of the dense Llama step, defined once for the CPU reference and the GPU step so
+// both draw the same masks. A site id is Philox counter word 2 (see cuda/philox.h): a fixed function of
+// (layer, which dropout), a plan-time constant of each launch. The per-microbatch variation comes from
+// RngState::offset, which advances by kRngOffsetPerMicrobatch after every microbatch (on the device in
+// the GPU step, on the host in the CPU model), so microbatch k of the run (0-based, counting over all
+// steps) draws with offset = initial_offset + k * kRngOffsetPerMicrobatch.
+#include <cstdint>
+
+#include "cuda/philox.h"
+
+namespace sg::model {
+
+enum class DropoutKind : uint32_t {
+  attention_probs = 0,   // attention_dropout, on the softmax probabilities (inside attention)
+  attention_output = 1,  // hidden_dropout, after the o_proj GEMM, before the residual add
+  mlp_output = 2,        // hidden_dropout, after the down_proj GEMM, before the residual add
+};
+inline constexpr uint32_t kDropoutKindsPerLayer = 3;
+
+constexpr uint32_t dropout_site(int64_t layer, DropoutKind kind) {
+  return static_cast<uint32_t>(layer) * kDropoutKindsPerLayer + static_cast<uint32_t>(kind);
+}
+
+inline constexpr uint64_t kRngOffsetPerMicrobatch = 1;
+
+// RNG state of microbatch `microbatch` (0-based) of optimizer step `step` (0-based), for a run that
+// started at `initial`.
+constexpr rng::RngState microbatch_rng_state(rng::RngState initial, int64_t step, int64_t num_microbatches,
+                                             int64_t microbatch) {
+  return rng::RngState{initial.seed, initial.offset + static_cast<uint64_t>(step * num_microbatches + microbatch) *
+                                                          kRngOffsetPerMicrobatch};
+}
+
+// cuDNN's fused attention draws its dropout mask from its own Philox stream, keyed by an int64 seed and
+// offset in device memory (kernels/attention.h). Each layer gets its own seed (a hash of the generator's
+// seed and the layer's attention_probs site) so layers draw independent masks, and the microbatch's RNG
+// offset is spread by 2^32 so the counter ranges of consecutive microbatches never overlap (cuDNN
+// advances its counter within one call by far less than that). Written on the device once per
+// microbatch from the RngState (model/attention_dropout_seeds.h); both values stay non-negative.
+constexpr uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+constexpr int64_t attention_dropout_seed(uint64_t seed, uint32_t site) {
+  return static_cast<int64_t>(splitmix64(seed ^ (static_cast<uint64_t>(site) << 32 | 0xA77Eu)) >> 1);
+}
+constexpr int64_t attention_dropout_offset(uint64_t offset) {
+  return static_cast<int64_t>((offset & 0x7FFFFFFFull) << 32);
+}
+
+}  // namespace sg::model

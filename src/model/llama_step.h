@@ -1,0 +1,216 @@
+#pragma once
+// The GPU training step of the dense Llama, written once as launches on one stream, so it runs eagerly,
+// captured whole (cuda_graph_impl local) or with per-(layer, module, phase) regions graphed
+// (transformer_engine) — and every execution touches the same addresses and reads the same device
+// scalars.
+//
+// Plan time (the constructor): EVERY buffer is declared in one cuda::MemoryPlan and backed by one Arena:
+//   parameters      bf16 compute weights (flat, model/param_layout.h offsets)
+//   main_weights    fp32 master weights
+//   gradients       fp32 main_grad, accumulated over microbatches
+//   optimizer_state Adam moments, StepScalars, RNG generator states, cuDNN dropout seeds/offsets
+//   activations     ONE microbatch's saved activations (per layer) + shared backward scratch: the
+//                   microbatches run forward+backward one after the other and reuse them
+//   workspaces      cuBLASLt (32 MiB), cuDNN attention, chunked LM head, rmsnorm/embedding/grad-norm scratch
+//   inputs          tokens, targets, loss_mask of the WHOLE global batch (microbatch m at rows m T ..)
+// and every GEMM and the attention graphs are planned. After that nothing is allocated or planned.
+//
+// Step time: enqueue_step() enqueues the complete step: zero the gradients and the step's loss and
+// flags; for each microbatch: [attention dropout seeds], embedding, layer 0's input norm, per layer the
+// attn and mlp forward regions, the chunked LM head + cross-entropy (adds loss/M into the device loss),
+// per layer in reverse the mlp and attn backward regions, layer 0's input-norm backward, embedding
+// backward, RNG advance; then loss NaN flag, grad norm + clip coefficient + grad NaN flag, lr from the
+// device step counter, AdamW (writes the bf16 weights), step counter + 1. No host sync, no allocation,
+// no host-side per-step scalar.
+//
+// Region boundaries (each region reads and writes only static buffers, so it can be replayed for every
+// microbatch and every step). With x_l the residual stream entering layer l and n_l = input_layernorm_l(x_l):
+//   attn forward  l: qkv = n_l Wqkv^T; rope; attention; y = drop(a Wo^T);
+//                    h_l = x_l + y, m_l = post_attention_layernorm_l(h_l)          (one fused add & norm)
+//   mlp forward   l: z = drop(down(silu(gate(m_l)) * up(m_l)));
+//                    x_{l+1} = h_l + z, n_{l+1} = NEXT norm(x_{l+1})               (one fused add & norm)
+//                    where NEXT norm is layer l+1's input_layernorm, or model.norm after the last layer.
+// So the final norm lives in the last mlp region and only layer 0's input norm runs outside a region
+// (after the embedding). The backward mirrors it; between backward regions the gradient travels as the
+// pair (d n, d residual) in two shared buffers, summed by the norm backward's fused residual input:
+//   mlp backward  l: d x_{l+1} = NEXT norm'(d n_{l+1}) + d h_{l+1}; down/swiglu/gate_up backward -> d m_l
+//   attn backward l: d h_l = post norm'(d m_l) + d x_{l+1}; o_proj/attention/rope/qkv backward -> d n_l
+//
+// Dropout: hidden_dropout after o_proj and down_proj (before the residual add) with our Philox from the
+// "default" generator (the same masks as the CPU model); attention_dropout inside cuDNN attention with
+// per-layer seeds derived from the "model-parallel-rng" generator (as Megatron forks it for attention).
+// Site ids and offsets: model/dropout_sites.h. Every generator's offset advances by
+// kRngOffsetPerMicrobatch after each microbatch, on the device.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/arena.h"
+#include "cuda/philox.h"
+#include "cuda/rng_tracker.h"
+#include "graph/region.h"
+#include "graph/scope_plan.h"
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "kernels/lm_head.h"
+#include "model/batch.h"
+#include "model/param_layout.h"
+#include "model/spec.h"
+
+namespace sg::model {
+
+// The step's device-resident scalars, one struct in device memory so the trainer can copy them all with
+// one cudaMemcpyAsync after the step. loss and both flags are zeroed at the start of every step, so after
+// the step they describe that step only.
+struct StepScalars {
+  int64_t steps_done = 0;      // optimizer steps done (the lr schedule's step; AdamW's t - 1)
+  float lr = 0.0f;             // lr of the last update
+  float grad_norm = 0.0f;      // global L2 norm of the last step's gradients (before clipping)
+  float clip_coef = 1.0f;      // gradient scale applied by the last update
+  float loss = 0.0f;           // the last step's loss: mean over microbatches of the masked mean CE
+  int32_t loss_nonfinite = 0;  // 1: the step loss was NaN/inf (rerun_state_machine.check_for_nan_in_loss)
+  int32_t grad_nonfinite = 0;  // 1: the grad norm was NaN/inf (ddp.check_for_nan_in_grad)
+};
+
+struct LlamaStepOptions {
+  // Bytes of one LM-head chunk's fp32 logits + bf16 dlogits (kernels/lm_head.h).
+  size_t lm_head_chunk_budget_bytes = kernels::kLmHeadDefaultChunkBudgetBytes;
+};
+
+class LlamaStep {
+ public:
+  // Plans all memory and every GEMM/attention plan on the current device; the arena starts zeroed
+  // (upload the initial weights with upload_parameters). `seed` is rng.seed: the RNG tracker's
+  // "default" generator gets it (hidden dropout), "model-parallel-rng" seed + 2718 (attention dropout).
+  LlamaStep(const ModelSpec& model, const BatchSpec& batch, const OptimizerSpec& optimizer, uint64_t seed,
+            const LlamaStepOptions& options = {});
+  ~LlamaStep();
+  LlamaStep(const LlamaStep&) = delete;
+  LlamaStep& operator=(const LlamaStep&) = delete;
+
+  const ParamLayout& layout() const { return layout_; }
+  const ModelSpec& model_spec() const { return layout_.spec(); }
+  const BatchSpec& batch_spec() const { return batch_; }
+  int64_t tokens_per_microbatch() const { return T_; }
+  int64_t tokens_per_step() const { return T_ * batch_.num_microbatches; }
+
+  // ---- the step ----
+  // Enqueues one complete training step on `stream` (see the file comment). Region bodies go through
+  // `regions`; everything else is launched directly. The batch must already be in the input buffers.
+  void enqueue_step(cudaStream_t stream, graph::RegionRunner& regions);
+
+  // ---- setup and inspection (synchronous on `stream`; never inside a step) ----
+  // fp32 weights (layout().total() floats) into the main weights and their bf16 copy; zeroes the Adam
+  // moments and the step counter.
+  void upload_parameters(cudaStream_t stream, const std::vector<float>& weights);
+  // A checkpointed state: weights, moments, steps done and the "default" generator's RngState (the
+  // other generators keep their seeds and take the same offset).
+  void load_state(cudaStream_t stream, const std::vector<float>& weights, const std::vector<float>& exp_avg,
+                  const std::vector<float>& exp_avg_sq, int64_t steps_done, rng::RngState rng);
+  std::vector<float> download_main_weights(cudaStream_t stream) const;
+  std::vector<float> download_compute_weights(cudaStream_t stream) const;  // the bf16 copy, widened
+  std::vector<float> download_grads(cudaStream_t stream) const;
+  std::vector<float> download_exp_avg(cudaStream_t stream) const;
+  std::vector<float> download_exp_avg_sq(cudaStream_t stream) const;
+  StepScalars download_scalars(cudaStream_t stream) const;
+  rng::RngState download_rng_state(cudaStream_t stream);  // the "default" generator
+  // Copies a host batch into the input buffers (tests, tools; the trainer copies asynchronously into
+  // tokens()/targets()/loss_mask() from pinned memory instead).
+  void upload_batch(cudaStream_t stream, const HostBatch& batch);
+
+  // ---- device pointers ----
+  int32_t* tokens() const;     // [tokens_per_step()]
+  int32_t* targets() const;    // [tokens_per_step()]
+  float* loss_mask() const;    // [tokens_per_step()]
+  const StepScalars* scalars() const;  // device
+  const float* loss() const { return &scalars_device()->loss; }
+  const float* grad_norm() const { return &scalars_device()->grad_norm; }
+  const float* lr() const { return &scalars_device()->lr; }
+  const int32_t* loss_nonfinite() const { return &scalars_device()->loss_nonfinite; }
+  const int32_t* grad_nonfinite() const { return &scalars_device()->grad_nonfinite; }
+  const int64_t* step_counter() const { return &scalars_device()->steps_done; }
+  cuda::RngTracker& rng_tracker() { return rng_; }
+
+  // The regions the step marks, per layer in step order (for graph::plan_graph_scopes).
+  std::vector<graph::LayerRegions> layer_regions() const;
+  const cuda::Arena& arena() const { return *arena_; }
+  std::string memory_breakdown() const { return arena_->breakdown(); }
+
+ private:
+  struct LayerBuffers {
+    bf16* qkv = nullptr;      // [T, qkv_dim] after RoPE
+    bf16* attn = nullptr;     // [T, H] attention output
+    float* lse = nullptr;     // [B, heads, S]
+    bf16* h = nullptr;        // [T, H] residual stream after attention
+    bf16* m = nullptr;        // [T, H] post_attention_layernorm(h)
+    float* rstd_m = nullptr;  // [T]
+    bf16* gate_up = nullptr;  // [T, 2F]
+    bf16* act = nullptr;      // [T, F] silu(gate) * up
+  };
+  struct Gemms;  // the planned GEMMs (llama_step.cpp)
+
+  void plan_memory();  // declares every buffer, creates the arena and binds the pointers below
+  void microbatch(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb);
+  void attn_forward(cudaStream_t stream, int64_t l);
+  void mlp_forward(cudaStream_t stream, int64_t l);
+  void mlp_backward(cudaStream_t stream, int64_t l);
+  void attn_backward(cudaStream_t stream, int64_t l);
+  StepScalars* scalars_device() const;
+  void download_floats(cudaStream_t stream, const float* src, std::vector<float>& out) const;
+  void check_setup_allowed(const char* what) const;
+
+  ParamLayout layout_;
+  BatchSpec batch_;
+  OptimizerSpec optimizer_;
+  int64_t T_ = 0;
+
+  std::unique_ptr<kernels::CudnnContext> cudnn_;
+  std::unique_ptr<kernels::AttentionPlan> attention_;
+  kernels::LmHeadLayout lm_head_layout_;
+  size_t embedding_scratch_bytes_ = 0, rmsnorm_scratch_bytes_ = 0;
+  cuda::RngTracker rng_;
+
+  std::unique_ptr<cuda::Arena> arena_;
+  std::unique_ptr<kernels::Blas> blas_;
+  std::unique_ptr<Gemms> gemms_;
+  std::unique_ptr<kernels::LmHeadPlan> lm_head_;
+
+  // Bound pointers (arena addresses; fixed for the life of the step).
+  bf16* params_ = nullptr;
+  float* main_weights_ = nullptr;
+  float* grads_ = nullptr;
+  float* exp_avg_ = nullptr;
+  float* exp_avg_sq_ = nullptr;
+  StepScalars* scalars_ = nullptr;
+  int64_t* dropout_seeds_ = nullptr;
+  int64_t* dropout_offsets_ = nullptr;
+  std::vector<bf16*> resid_;      // [L+1] x_l; x_L enters the final norm
+  std::vector<bf16*> norm_in_;    // [L+1] n_l; n_L = final norm output (the LM head input)
+  std::vector<float*> rstd_in_;   // [L+1]
+  std::vector<LayerBuffers> layers_;
+  bf16* delta_ = nullptr;         // [T, H] forward scratch: o_proj / down_proj output, dropped in place
+  bf16* d_resid_a_ = nullptr;     // [T, H] d x_{l+1}
+  bf16* d_resid_b_ = nullptr;     // [T, H] d h_l
+  bf16* d_delta_ = nullptr;       // [T, H] dropout backward output
+  bf16* d_norm_ = nullptr;        // [T, H] d n (and d m)
+  bf16* d_attn_ = nullptr;        // [T, H]
+  bf16* d_qkv_ = nullptr;         // [T, qkv_dim]
+  bf16* d_gate_up_ = nullptr;     // [T, 2F]
+  bf16* d_act_ = nullptr;         // [T, F]
+  const rng::RngState* hidden_rng_ = nullptr;     // "default" generator (hidden dropout)
+  const rng::RngState* attention_rng_ = nullptr;  // "model-parallel-rng" (cuDNN attention dropout seeds)
+  void* cublas_workspace_ = nullptr;
+  void* cudnn_workspace_ = nullptr;
+  void* lm_head_workspace_ = nullptr;
+  float* rmsnorm_scratch_ = nullptr;
+  void* embedding_scratch_ = nullptr;
+  double* grad_norm_partials_ = nullptr;
+  int32_t* tokens_ = nullptr;
+  int32_t* targets_ = nullptr;
+  float* loss_mask_ = nullptr;
+};
+
+}  // namespace sg::model

@@ -1,0 +1,24 @@
+#include "reference/adamw.h"
+
+#include <cmath>
+
+namespace sg::ref {
+
+void adamw_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq, int64_t n, float lr,
+                float grad_scale, int64_t step, const AdamWConfig& config, bool apply_weight_decay) {
+  const double t = static_cast<double>(step);
+  const float step_size = static_cast<float>(lr / (1.0 - std::pow(static_cast<double>(config.beta1), t)));
+  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(config.beta2), t)));
+  const float decay_factor = apply_weight_decay ? 1.0f - lr * config.weight_decay : 1.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grads[i] * grad_scale;
+    const float m = config.beta1 * exp_avg[i] + (1.0f - config.beta1) * g;
+    const float v = config.beta2 * exp_avg_sq[i] + (1.0f - config.beta2) * g * g;
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+    const float p = params[i] * decay_factor;
+    params[i] = p - step_size * m / (std::sqrt(v) / bc2_sqrt + config.eps);
+  }
+}
+
+}  // namespace sg::ref

@@ -1,0 +1,25 @@
+#pragma once
+// CPU fp32 twin of src/kernels/adamw: one AdamW step (PyTorch torch.optim.AdamW semantics, decoupled
+// weight decay, bias correction).
+#include <cstdint>
+
+namespace sg::ref {
+
+struct AdamWConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+};
+
+// One step on n params, in place. step is the 1-based optimizer step t (this update is the t-th).
+// Per element, in fp32 (bias corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t computed in fp64):
+//   g  = grads[i] * grad_scale                       (grad_scale = the clip coefficient, 1 = no clipping)
+//   m  = beta1 * m + (1 - beta1) * g
+//   v  = beta2 * v + (1 - beta2) * g * g
+//   p  = p * (1 - lr * weight_decay)                 (only when apply_weight_decay)
+//   p  = p - (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
+void adamw_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq, int64_t n, float lr,
+                float grad_scale, int64_t step, const AdamWConfig& config, bool apply_weight_decay);
+
+}  // namespace sg::ref

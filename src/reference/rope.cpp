@@ -1,0 +1,64 @@
+#include "reference/rope.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace sg::ref {
+namespace {
+
+// direction +1: forward rotation by +angle; -1: the inverse (the gradient, since the rotation is orthogonal).
+template <class Real>
+void rope_rotate(Real* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
+                 double base, double direction) {
+  SG_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim must be positive and even");
+  SG_CHECK(S > 0, "rope: seq_length must be positive");
+  const int64_t half = head_dim / 2;
+  for (int64_t t = 0; t < T; ++t) {
+    const double pos = static_cast<double>(t % S);
+    for (int64_t i = 0; i < half; ++i) {
+      // Angles in double, then cos/sin rounded to the working type: accurate even at large positions.
+      const double freq = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      const double angle = pos * freq;
+      const Real c = static_cast<Real>(std::cos(angle));
+      const Real s = static_cast<Real>(direction * std::sin(angle));
+      for (int64_t h = 0; h < num_heads; ++h) {
+        Real* head = x + t * row_stride + h * head_dim;
+        const Real x1 = head[i], x2 = head[i + half];
+        head[i] = x1 * c - x2 * s;
+        head[i + half] = x2 * c + x1 * s;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <class Real>
+void rope_forward_generic(Real* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
+                          double base) {
+  rope_rotate<Real>(x, T, S, num_heads, head_dim, row_stride, base, 1.0);
+}
+
+template <class Real>
+void rope_backward_generic(Real* dx, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim,
+                           int64_t row_stride, double base) {
+  rope_rotate<Real>(dx, T, S, num_heads, head_dim, row_stride, base, -1.0);
+}
+
+template void rope_forward_generic<float>(float*, int64_t, int64_t, int64_t, int64_t, int64_t, double);
+template void rope_forward_generic<double>(double*, int64_t, int64_t, int64_t, int64_t, int64_t, double);
+template void rope_backward_generic<float>(float*, int64_t, int64_t, int64_t, int64_t, int64_t, double);
+template void rope_backward_generic<double>(double*, int64_t, int64_t, int64_t, int64_t, int64_t, double);
+
+void rope_forward(float* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
+                  double base) {
+  rope_forward_generic<float>(x, T, S, num_heads, head_dim, row_stride, base);
+}
+
+void rope_backward(float* dx, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
+                   double base) {
+  rope_backward_generic<float>(dx, T, S, num_heads, head_dim, row_stride, base);
+}
+
+}  // namespace sg::ref

@@ -1,0 +1,63 @@
+#pragma once
+// Where the training step runs. The trainer loop (train/trainer.h) is written once against this
+// interface; GpuBackend runs the bf16 step with CUDA graphs, CpuBackend the fp32 reference model.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cuda/philox.h"
+#include "model/batch.h"
+#include "model/param_layout.h"
+
+namespace sg::train {
+
+// What one finished optimizer step reports.
+struct StepResult {
+  int64_t step = 0;  // 1-based optimizer step
+  float loss = 0.0f;
+  float grad_norm = 0.0f;
+  float lr = 0.0f;
+  bool loss_finite = true;
+  bool grads_finite = true;
+  double step_ms = 0.0;      // device time between the step's start and end events (CPU: wall time)
+  bool capture_step = false; // this step captured graphs (its time includes capture; reported apart)
+};
+
+// Everything a checkpoint needs to resume bit-exactly, on the host.
+struct TrainingState {
+  std::vector<float> main_weights;  // fp32, ParamLayout::total() elements
+  std::vector<float> exp_avg;
+  std::vector<float> exp_avg_sq;
+  int64_t steps_done = 0;
+  rng::RngState rng{};  // the generator state the next step starts from
+};
+
+class TrainingBackend {
+ public:
+  virtual ~TrainingBackend() = default;
+  virtual std::string description() const = 0;  // one line: device, precision, graph mode
+  virtual std::string memory_plan() const = 0;   // bytes per category (GPU) or host buffers (CPU)
+  virtual const model::ParamLayout& layout() const = 0;
+
+  // Starts the next optimizer step on `batch`. The GPU backend copies the batch asynchronously into
+  // its static input buffers and enqueues the step, returning at once.
+  virtual void submit(const model::HostBatch& batch) = 0;
+  // Results of finished steps, oldest first, leaving at most `in_flight` submitted steps unread:
+  // collect(1) right after submit() reads the previous step while the current one runs.
+  virtual std::vector<StepResult> collect(int in_flight) = 0;
+
+  virtual TrainingState state() = 0;  // waits for the device; copies the state to the host
+  virtual void load_state(const TrainingState& state) = 0;
+
+  // Lines for the user at start (what will be graphed) and at the end (replays, graph memory).
+  virtual std::vector<std::string> start_report() const { return {}; }
+  virtual std::vector<std::string> end_report() const { return {}; }
+  virtual uint64_t device_memory_used() const { return 0; }
+  virtual std::string device_name() const { return "cpu"; }
+
+  // Messages the backend emits while running (e.g. "captured 1 graph in 84 ms"); set by the trainer.
+  std::function<void(const std::string&)> notify = [](const std::string&) {};
+};
+
+}  // namespace sg::train

@@ -1,0 +1,52 @@
+#include "train/backend_factory.h"
+
+#include "core/log.h"
+#include "core/strings.h"
+#include "cuda/device.h"
+#include "train/cpu_backend.h"
+#include "train/gpu_backend.h"
+#include "train/model_config.h"
+
+namespace sg::train {
+
+model::OptimizerSpec optimizer_spec(const Config& config) {
+  model::OptimizerSpec o;
+  o.lr = config.optimizer.lr.value_or(o.lr);
+  o.min_lr = config.optimizer.min_lr;
+  o.weight_decay = config.optimizer.weight_decay;
+  o.adam_beta1 = config.optimizer.adam_beta1;
+  o.adam_beta2 = config.optimizer.adam_beta2;
+  o.adam_eps = config.optimizer.adam_eps;
+  o.clip_grad = config.optimizer.clip_grad;
+  o.lr_warmup_iters = config.scheduler.lr_warmup_iters;
+  o.lr_decay_iters = config.scheduler.lr_decay_iters.value_or(config.train.train_iters.value_or(0));
+  const std::string& style = config.scheduler.lr_decay_style;
+  if (style == "constant") {
+    o.lr_decay_style = model::LrDecayStyle::constant;
+  } else if (style == "linear") {
+    o.lr_decay_style = model::LrDecayStyle::linear;
+  } else if (style == "cosine") {
+    o.lr_decay_style = model::LrDecayStyle::cosine;
+  } else {
+    throw Error(strprintf("scheduler.lr_decay_style = %s is not implemented yet; use constant, linear or cosine",
+                          style.c_str()));
+  }
+  return o;
+}
+
+std::unique_ptr<TrainingBackend> make_backend(const Config& config, bool force_cpu) {
+  const model::ModelSpec model = model_spec(config);
+  const model::BatchSpec batch = batch_spec(config);
+  const rng::RngState rng{static_cast<uint64_t>(config.rng.seed), 0};
+  const int gpus = cuda::device_count();
+  if (gpus > 0 && !force_cpu) return make_gpu_backend(config, model, batch, optimizer_spec(config), rng);
+  if (gpus == 0) {
+    log::info("no GPU found: training on the CPU with the fp32 reference backend, CUDA graphs off "
+              "(slow; use it for tiny models)");
+  } else {
+    log::info("--cpu: training on the CPU with the fp32 reference backend, CUDA graphs off");
+  }
+  return std::make_unique<CpuBackend>(model, batch, optimizer_spec(config), rng);
+}
+
+}  // namespace sg::train

@@ -1,0 +1,16 @@
+#pragma once
+// Picks the backend: the GPU (bf16, CUDA graphs per model.cuda_graph_impl) when one is present,
+// otherwise the CPU fp32 reference with graphs off — said in one line, never silently.
+#include <memory>
+
+#include "train/backend.h"
+#include "train/config.h"
+
+namespace sg::train {
+
+model::OptimizerSpec optimizer_spec(const Config& config);
+
+// `config` must be validated. force_cpu selects the CPU backend even when a GPU is present.
+std::unique_ptr<TrainingBackend> make_backend(const Config& config, bool force_cpu);
+
+}  // namespace sg::train

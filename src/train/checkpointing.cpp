@@ -1,0 +1,117 @@
+#include "train/checkpointing.h"
+
+#include <cstring>
+
+#include "core/log.h"
+#include "core/strings.h"
+#include "cuda/bf16.h"
+#include "train/checkpoint/checkpoint_dir.h"
+#include "train/checkpoint/hf_config.h"
+
+namespace sg::train {
+namespace {
+
+using checkpoint::TensorDest;
+using checkpoint::TensorDtype;
+using checkpoint::TensorRef;
+
+// Identifies what decides the numbers: model, optimizer, schedule, data. Keys that may change on
+// resume without changing a bit are left out: train_iters, checkpoint, logging, NaN checks, and the
+// CUDA-graph settings (graphs are bitwise equal to eager).
+std::string canonical_config(const Config& config) {
+  Config c = config;
+  c.train.train_iters.reset();
+  c.checkpoint = {};
+  c.logger = {};
+  c.rerun_state_machine = {};
+  c.ddp = {};
+  c.model.cuda_graph_impl = "none";
+  c.model.cuda_graph_scope.clear();
+  c.model.cuda_graph_warmup_steps = 0;
+  c.model.use_te_rng_tracker = false;
+  c.rng.te_rng_tracker = false;
+  c.source.clear();
+  return emit_yaml(c);
+}
+
+template <class Ref, class Ptr>
+std::vector<Ref> tensors_of(const model::ParamLayout& layout, Ptr base, TensorDtype dtype, size_t element_size) {
+  std::vector<Ref> out;
+  for (const auto& t : layout.tensors()) {
+    Ref r;
+    r.name = t.name;
+    r.dtype = dtype;
+    r.shape = t.shape;
+    r.data = base + static_cast<size_t>(t.offset) * element_size;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
+  std::vector<uint8_t> b(sizeof(s));
+  std::memcpy(b.data(), &s, sizeof(s));
+  return b;
+}
+
+}  // namespace
+
+std::string save_checkpoint(const std::string& dir, const Config& config, const model::ParamLayout& layout,
+                            const TrainingState& state, const data::DataPosition& position) {
+  const auto n = static_cast<size_t>(layout.total());
+  SG_CHECK(state.main_weights.size() == n && state.exp_avg.size() == n && state.exp_avg_sq.size() == n,
+           "training state does not match the parameter layout");
+  // Hugging Face weights in bf16: exactly the compute copy the GPU step uses (round to nearest even).
+  std::vector<uint16_t> bf16(n);
+  for (size_t i = 0; i < n; ++i) bf16[i] = float_to_bf16_bits(state.main_weights[i]);
+
+  checkpoint::TrainingCheckpoint ckpt;
+  const auto* bf16_base = reinterpret_cast<const uint8_t*>(bf16.data());
+  ckpt.model = tensors_of<TensorRef>(layout, bf16_base, TensorDtype::BF16, 2);
+  ckpt.model_config = checkpoint::hf_llama_config(layout.spec(), "bfloat16");
+  ckpt.main_params = tensors_of<TensorRef>(layout, reinterpret_cast<const uint8_t*>(state.main_weights.data()),
+                                           TensorDtype::F32, 4);
+  ckpt.exp_avg = tensors_of<TensorRef>(layout, reinterpret_cast<const uint8_t*>(state.exp_avg.data()),
+                                       TensorDtype::F32, 4);
+  ckpt.exp_avg_sq = tensors_of<TensorRef>(layout, reinterpret_cast<const uint8_t*>(state.exp_avg_sq.data()),
+                                          TensorDtype::F32, 4);
+  ckpt.state.iteration = state.steps_done;
+  ckpt.state.data_position = position;
+  ckpt.state.rng_state = rng_bytes(state.rng);
+  ckpt.state.config_hash = checkpoint::config_hash_hex(canonical_config(config));
+  return checkpoint::save_checkpoint(dir, state.steps_done, checkpoint::training_checkpoint_contents(ckpt));
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path, const Config& config, const model::ParamLayout& layout) {
+  const auto n = static_cast<size_t>(layout.total());
+  LoadedCheckpoint out;
+  out.path = checkpoint::resolve_checkpoint(path);
+  out.state.main_weights.assign(n, 0.0f);
+  out.state.exp_avg.assign(n, 0.0f);
+  out.state.exp_avg_sq.assign(n, 0.0f);
+  // The bf16 weights are derived from the fp32 main weights; they are only checked (names, shapes).
+  std::vector<uint16_t> bf16(n);
+  checkpoint::TrainingCheckpointDest dest;
+  dest.model = tensors_of<TensorDest>(layout, reinterpret_cast<uint8_t*>(bf16.data()), TensorDtype::BF16, 2);
+  dest.main_params = tensors_of<TensorDest>(layout, reinterpret_cast<uint8_t*>(out.state.main_weights.data()),
+                                            TensorDtype::F32, 4);
+  dest.exp_avg = tensors_of<TensorDest>(layout, reinterpret_cast<uint8_t*>(out.state.exp_avg.data()),
+                                        TensorDtype::F32, 4);
+  dest.exp_avg_sq = tensors_of<TensorDest>(layout, reinterpret_cast<uint8_t*>(out.state.exp_avg_sq.data()),
+                                           TensorDtype::F32, 4);
+  const checkpoint::TrainState ts = checkpoint::load_training_checkpoint(out.path, dest);
+  SG_CHECK(ts.rng_state.size() == sizeof(rng::RngState),
+           strprintf("%s/train_state.json: rng_state has %zu bytes, expected %zu", out.path.c_str(),
+                     ts.rng_state.size(), sizeof(rng::RngState)));
+  std::memcpy(&out.state.rng, ts.rng_state.data(), sizeof(rng::RngState));
+  out.state.steps_done = ts.iteration;
+  out.position = ts.data_position;
+  if (ts.config_hash != checkpoint::config_hash_hex(canonical_config(config))) {
+    log::warn(strprintf("%s was saved with a different configuration (model, optimizer, schedule or data "
+                        "settings changed); resuming anyway, but the run will not match an uninterrupted one",
+                        out.path.c_str()));
+  }
+  return out;
+}
+
+}  // namespace sg::train

@@ -1,0 +1,28 @@
+#pragma once
+// The trainer's side of checkpoints: TrainingState + parameter layout <-> the checkpoint folder of
+// train/checkpoint (model weights under Hugging Face names, fp32 main weights and Adam moments under
+// the same names, train_state.json with step, data position and RNG state).
+#include <string>
+
+#include "model/param_layout.h"
+#include "train/backend.h"
+#include "train/config.h"
+#include "train/data/blended_dataset.h"
+
+namespace sg::train {
+
+// Saves under config.checkpoint.save-style root `dir` as iter_<steps_done>; returns the folder.
+std::string save_checkpoint(const std::string& dir, const Config& config, const model::ParamLayout& layout,
+                            const TrainingState& state, const data::DataPosition& position);
+
+struct LoadedCheckpoint {
+  std::string path;  // the iteration folder that was loaded
+  TrainingState state;
+  data::DataPosition position;
+};
+
+// Loads DIR (its latest iteration) or an iteration folder. Refuses, listing every tensor name and
+// shape that differs, a checkpoint that does not match `layout`; warns when the config differs.
+LoadedCheckpoint load_checkpoint(const std::string& path, const Config& config, const model::ParamLayout& layout);
+
+}  // namespace sg::train

@@ -1,0 +1,29 @@
+#pragma once
+// The CPU fallback: the fp32 reference model (model/cpu_model.h), graphs off. Slow but complete, so a
+// machine without a GPU (CI) trains a tiny model end to end.
+#include <deque>
+
+#include "model/cpu_model.h"
+#include "train/backend.h"
+
+namespace sg::train {
+
+class CpuBackend final : public TrainingBackend {
+ public:
+  CpuBackend(const model::ModelSpec& model, const model::BatchSpec& batch,
+             const model::OptimizerSpec& optimizer, rng::RngState rng);
+
+  std::string description() const override;
+  std::string memory_plan() const override;
+  const model::ParamLayout& layout() const override { return model_.layout(); }
+  void submit(const model::HostBatch& batch) override;
+  std::vector<StepResult> collect(int in_flight) override;
+  TrainingState state() override;
+  void load_state(const TrainingState& state) override;
+
+ private:
+  model::CpuModel model_;
+  std::deque<StepResult> done_;
+};
+
+}  // namespace sg::train

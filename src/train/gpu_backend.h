@@ -1,0 +1,68 @@
+#pragma once
+// The GPU backend: the bf16 LlamaStep run in the configured CUDA-graph mode, with an input pipeline
+// that never stalls the device:
+//   submit(batch):  host batch -> pinned slot (double buffered) -> cudaMemcpyAsync into the step's
+//                   static input buffers -> the step (eager, capture or replay) -> cudaMemcpyAsync of
+//                   the step's device scalars into a pinned ring slot, bracketed by timing events
+//   collect(1):     waits only for the steps before the last one, so reading step N-1's loss happens
+//                   while step N runs.
+#include <deque>
+#include <memory>
+
+#include "cuda/stream.h"
+#include "model/llama_step.h"
+#include "train/backend.h"
+#include "train/config.h"
+#include "train/graphed_step.h"
+
+namespace sg::train {
+
+class GpuBackend final : public TrainingBackend {
+ public:
+  GpuBackend(const Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
+             const model::OptimizerSpec& optimizer, rng::RngState rng);
+  ~GpuBackend() override;
+
+  std::string description() const override;
+  std::string memory_plan() const override;
+  const model::ParamLayout& layout() const override { return step_->layout(); }
+  void submit(const model::HostBatch& batch) override;
+  std::vector<StepResult> collect(int in_flight) override;
+  TrainingState state() override;
+  void load_state(const TrainingState& state) override;
+  std::vector<std::string> start_report() const override;
+  std::vector<std::string> end_report() const override;
+  uint64_t device_memory_used() const override;
+  std::string device_name() const override;
+
+ private:
+  struct InputSlot {
+    int32_t* tokens = nullptr;  // pinned
+    int32_t* targets = nullptr;
+    float* loss_mask = nullptr;
+    cuda::Event copied;  // the H2D copy out of this slot finished
+    bool used = false;
+  };
+  struct InFlight {
+    cuda::Event start{true}, end{true}, done;
+    model::StepScalars* scalars = nullptr;  // pinned
+    bool capture = false;
+  };
+  static constexpr int kRing = 4;
+
+  cuda::Stream stream_;
+  std::unique_ptr<model::LlamaStep> step_;
+  std::unique_ptr<GraphedStep> graphed_;
+  InputSlot inputs_[2];
+  InFlight ring_[kRing];
+  std::deque<int> pending_;  // ring indices of submitted, not yet collected steps
+  int64_t submitted_ = 0;
+  size_t tokens_per_step_ = 0;
+};
+
+// Factory used by make_backend (train/backend_factory.h).
+std::unique_ptr<TrainingBackend> make_gpu_backend(const Config& config, const model::ModelSpec& model,
+                                                  const model::BatchSpec& batch,
+                                                  const model::OptimizerSpec& optimizer, rng::RngState rng);
+
+}  // namespace sg::train

@@ -1,0 +1,48 @@
+#include "train/metrics.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace sg::train {
+
+double training_flops_per_step(const model::ModelSpec& m, const model::BatchSpec& b) {
+  const double H = static_cast<double>(m.hidden_size);
+  const double L = static_cast<double>(m.num_layers);
+  const double S = static_cast<double>(m.seq_length);
+  const double per_layer_matmul =
+      H * static_cast<double>(m.qkv_dim()) + H * H + 3.0 * H * static_cast<double>(m.ffn_hidden_size);
+  const double matmul_params = L * per_layer_matmul + static_cast<double>(m.vocab_size) * H;
+  const double per_token = 6.0 * matmul_params + 12.0 * L * S * H;
+  const double tokens = static_cast<double>(b.micro_batch_size * b.num_microbatches) * S;
+  return per_token * tokens;
+}
+
+double peak_bf16_tflops(const std::string& device_name) {
+  if (device_name.find("H200") != std::string::npos) return 989.0;
+  if (device_name.find("H100") != std::string::npos) return 989.0;
+  if (device_name.find("A100") != std::string::npos) return 312.0;
+  return 0.0;
+}
+
+MetricsLog::MetricsLog(const std::string& path) : path_(path) {
+  file_ = std::fopen(path.c_str(), "a");
+  SG_CHECK(file_ != nullptr, strprintf("cannot open metrics file %s: %s", path.c_str(), std::strerror(errno)));
+}
+
+MetricsLog::~MetricsLog() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsLog::write(const StepMetrics& m) {
+  std::fprintf(file_,
+               "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"step_ms\": %.4f, "
+               "\"tokens_per_s\": %.1f, \"tflops_per_gpu\": %.3f, \"mfu\": %.5f, \"device_memory_used\": %llu}\n",
+               static_cast<long long>(m.step), m.loss, m.grad_norm, m.lr, m.step_ms, m.tokens_per_s,
+               m.tflops_per_gpu, m.mfu, static_cast<unsigned long long>(m.device_memory_used));
+  std::fflush(file_);
+}
+
+}  // namespace sg::train

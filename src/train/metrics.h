@@ -1,0 +1,46 @@
+#pragma once
+// What a training step reports, and the arithmetic that turns it into throughput figures.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "model/spec.h"
+
+namespace sg::train {
+
+// Model FLOPs per training step: 6 x (matmul parameters) per token for forward+backward, plus the
+// attention score and value products, 12 x layers x seq x hidden per token (PaLM appendix B; causal
+// masking is not discounted, as in Megatron's MFU). Embedding lookups are not counted.
+double training_flops_per_step(const model::ModelSpec& model, const model::BatchSpec& batch);
+
+// Dense bf16 peak of the device in TFLOP/s, from its name (H100/H200 SXM: 989); 0 when unknown.
+double peak_bf16_tflops(const std::string& device_name);
+
+struct StepMetrics {
+  int64_t step = 0;  // 1-based optimizer step
+  float loss = 0.0f;
+  float grad_norm = 0.0f;
+  float lr = 0.0f;
+  double step_ms = 0.0;
+  double tokens_per_s = 0.0;
+  double tflops_per_gpu = 0.0;
+  double mfu = 0.0;  // fraction of peak, 0 when the peak is unknown
+  uint64_t device_memory_used = 0;
+};
+
+// Appends one JSON object per line; flushed after every record so a crash loses nothing written.
+class MetricsLog {
+ public:
+  explicit MetricsLog(const std::string& path);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+  void write(const StepMetrics& m);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace sg::train

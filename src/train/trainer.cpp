@@ -1,0 +1,195 @@
+#include "train/trainer.h"
+
+#include <filesystem>
+#include <memory>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "graph/registry.h"
+#include "train/backend_factory.h"
+#include "train/checkpointing.h"
+#include "train/data/batch.h"
+#include "train/data/blended_dataset.h"
+#include "train/metrics.h"
+#include "train/model_config.h"
+#include "train/progress.h"
+#include "train/validate.h"
+
+namespace sg::train {
+namespace {
+
+std::string violations_text(const ValidationReport& report) {
+  std::string text = strprintf("the configuration breaks %zu rule(s); nothing was run:\n",
+                               report.violations.size());
+  for (const auto& v : report.violations) text += format_violation(v);
+  return text;
+}
+
+// Owns the host side of the input pipeline: the loader and the batch it fills.
+class BatchSource {
+ public:
+  BatchSource(const Config& config, const model::ModelSpec& model, const model::BatchSpec& batch)
+      : loader_(make_options(config, model)), model_(model), batch_(batch) {
+    const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
+    host_.tokens.resize(n);
+    host_.targets.resize(n);
+    host_.loss_mask.resize(n);
+  }
+  const model::HostBatch& next() {
+    data::HostBatchView view{host_.tokens.data(), host_.targets.data(), host_.loss_mask.data(),
+                             batch_.num_microbatches * batch_.micro_batch_size, model_.seq_length};
+    data::fill_batch(loader_, view);
+    return host_;
+  }
+  data::DataLoader& loader() { return loader_; }
+
+ private:
+  static data::DataLoaderOptions make_options(const Config& config, const model::ModelSpec& model) {
+    data::DataLoaderOptions o;
+    o.data_path = config.dataset.data_path;
+    o.mock = config.dataset.mock;
+    o.seq_length = model.seq_length;
+    o.vocab_size = model.vocab_size;
+    o.seed = static_cast<uint64_t>(config.rng.seed);
+    return o;
+  }
+  data::DataLoader loader_;
+  model::ModelSpec model_;
+  model::BatchSpec batch_;
+  model::HostBatch host_;
+};
+
+StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, double tokens,
+                       uint64_t memory_used) {
+  StepMetrics m;
+  m.step = r.step;
+  m.loss = r.loss;
+  m.grad_norm = r.grad_norm;
+  m.lr = r.lr;
+  m.step_ms = r.step_ms;
+  const double seconds = r.step_ms / 1e3;
+  m.tokens_per_s = seconds > 0 ? tokens / seconds : 0.0;
+  m.tflops_per_gpu = seconds > 0 ? flops / seconds / 1e12 : 0.0;
+  m.mfu = peak_tflops > 0 ? m.tflops_per_gpu / peak_tflops : 0.0;
+  m.device_memory_used = memory_used;
+  return m;
+}
+
+}  // namespace
+
+TrainSummary train(const Config& raw_config, const TrainOptions& options) {
+  const ValidationReport report = validate(raw_config);
+  if (!report.ok()) throw Error(violations_text(report));
+  const Config& config = report.config;
+  if (const auto missing = unimplemented_features(config); !missing.empty()) {
+    throw Error("stepgraph train does not implement yet: " + join(missing, "; ") +
+                ". Remove these settings (stepgraph validate lists them as notes).");
+  }
+  const model::ModelSpec model = model_spec(config);
+  const model::BatchSpec batch = batch_spec(config);
+  const int64_t train_iters = config.train.train_iters.value_or(0);
+  SG_CHECK(train_iters > 0, "train.train_iters must be set to a positive number of steps");
+
+  std::filesystem::create_directories(options.run_dir);
+  BatchSource data(config, model, batch);
+  log::info(data.loader().describe());
+
+  std::unique_ptr<TrainingBackend> backend = make_backend(config, options.force_cpu);
+  log::info(backend->description());
+  log::info(backend->memory_plan());
+  for (const auto& line : backend->start_report()) log::info(line);
+
+  TrainSummary summary;
+  int64_t start_step = 0;
+  if (config.checkpoint.load) {
+    LoadedCheckpoint loaded = load_checkpoint(*config.checkpoint.load, config, backend->layout());
+    backend->load_state(loaded.state);
+    data.loader().seek(loaded.position);
+    start_step = loaded.state.steps_done;
+    summary.steps_done = start_step;
+    log::info(strprintf("resumed from %s at step %lld", loaded.path.c_str(),
+                        static_cast<long long>(start_step)));
+  }
+
+  MetricsLog metrics((std::filesystem::path(options.run_dir) / "metrics.jsonl").string());
+  summary.metrics_path = metrics.path();
+  const double flops = training_flops_per_step(model, batch);
+  const double peak = peak_bf16_tflops(backend->device_name());
+  const double tokens = static_cast<double>(batch.num_microbatches * batch.tokens_per_microbatch(model));
+  const int64_t log_interval = std::max<int64_t>(1, config.logger.log_interval);
+  const int64_t save_interval = config.checkpoint.save_interval.value_or(0);
+
+  Progress progress("train", train_iters, options.interactive);
+  backend->notify = [&progress](const std::string& text) { progress.line(text); };
+
+  // A checkpoint is taken only after collect(0): every submitted step is finished, so the loader's
+  // position is exactly the data the saved state has consumed.
+  bool have_first = false;
+  int64_t last_saved = -1;
+
+  auto save = [&](int64_t step) {
+    if (!config.checkpoint.save || step == last_saved) return;
+    TrainingState state = backend->state();
+    const data::DataPosition& position = data.loader().position();
+    const std::string dir = save_checkpoint(*config.checkpoint.save, config, backend->layout(), state, position);
+    progress.line(strprintf("saved checkpoint %s", dir.c_str()));
+    last_saved = step;
+  };
+
+  auto handle = [&](const StepResult& r) {
+    if (!have_first) {
+      summary.first_loss = r.loss;
+      have_first = true;
+    }
+    summary.last_loss = r.loss;
+    summary.steps_done = r.step;
+    if (config.rerun_state_machine.check_for_nan_in_loss && !r.loss_finite) {
+      throw Error(strprintf("step %lld: the loss is NaN or infinite (rerun_state_machine.check_for_nan_in_loss); "
+                            "the run stopped. Lower optimizer.lr or check the data.",
+                            static_cast<long long>(r.step)));
+    }
+    if (config.ddp.check_for_nan_in_grad && !r.grads_finite) {
+      throw Error(strprintf("step %lld: a gradient is NaN or infinite (ddp.check_for_nan_in_grad); "
+                            "the run stopped. Lower optimizer.lr or check the data.",
+                            static_cast<long long>(r.step)));
+    }
+    const StepMetrics m = to_metrics(r, flops, peak, tokens, backend->device_memory_used());
+    metrics.write(m);
+    if (r.capture_step) {
+      progress.line(strprintf("step %lld captured the CUDA graphs (%.1f ms including capture; not in the averages)",
+                              static_cast<long long>(r.step), r.step_ms));
+    }
+    if (r.step % log_interval == 0 || r.step == train_iters) {
+      progress.line(strprintf("step %6lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %.2f ms | "
+                              "%.0f tok/s | %.1f TFLOP/s | MFU %.1f%% | mem %s",
+                              static_cast<long long>(r.step), static_cast<long long>(train_iters), m.loss,
+                              m.grad_norm, m.lr, m.step_ms, m.tokens_per_s, m.tflops_per_gpu, m.mfu * 100,
+                              human_bytes(m.device_memory_used).c_str()));
+    }
+    progress.update(r.step, strprintf("loss %.4f", r.loss));
+  };
+
+  graph::install_stop_handlers(config.checkpoint.save ? 120.0 : 1.5);
+  for (int64_t step = start_step + 1; step <= train_iters; ++step) {
+    backend->submit(data.next());
+    for (const StepResult& r : backend->collect(1)) handle(r);
+    if (graph::stop_requested()) {
+      summary.stopped_by_signal = true;
+      progress.line(strprintf("stop requested: finishing step %lld", static_cast<long long>(step)));
+      break;
+    }
+    if (save_interval > 0 && step % save_interval == 0) {
+      for (const StepResult& r : backend->collect(0)) handle(r);
+      save(step);
+    }
+  }
+  for (const StepResult& r : backend->collect(0)) handle(r);
+  save(summary.steps_done);
+  progress.finish();
+  for (const auto& line : backend->end_report()) log::info(line);
+  graph::uninstall_stop_handlers();
+  return summary;
+}
+
+}  // namespace sg::train

@@ -1,0 +1,311 @@
+// `stepgraph validate` and `stepgraph config show` as a user runs them: exit codes 0 (valid), 1
+// (rule violations), 2 (usage or parse error), and messages that name the rule and the key.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;
+};
+
+std::string quote(const std::string& arg) {
+  std::string out = "'";
+  for (const char ch : arg) out.append(ch == '\'' ? std::string("'\\''") : std::string(1, ch));
+  out.push_back('\'');
+  return out;
+}
+
+// Runs the stepgraph binary with `args`; stdout (and stderr when merge_stderr) captured.
+Result run(const std::vector<std::string>& args, bool merge_stderr = true,
+           const std::string& cwd = "") {
+  std::string command;
+  if (!cwd.empty()) {
+    command.append("cd ").append(quote(cwd)).append(" && ");
+  }
+  command.append(quote(STEPGRAPH_BIN));
+  for (const auto& a : args) command.append(" ").append(quote(a));
+  command += merge_stderr ? " 2>&1" : " 2>/dev/null";
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return result;
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+struct CliRuleCase {
+  int rule;
+  std::string recipe;
+  std::vector<std::string> breaks;
+  std::string key;
+  std::vector<std::string> passes;
+};
+
+const std::vector<CliRuleCase> kRuleCases = {
+    {1,
+     "llama/tiny",
+     {"model.cuda_graph_impl=cuda"},
+     "model.cuda_graph_impl",
+     {"model.cuda_graph_impl=local"}},
+    {3,
+     "llama/tiny",
+     {"model.cuda_graph_impl=local", "model.use_te_rng_tracker=false"},
+     "rng.te_rng_tracker",
+     {"model.cuda_graph_impl=local"}},
+    {4,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=full_iteration,attn"},
+     "model.cuda_graph_scope",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn"}},
+    {5,
+     "llama/tiny",
+     {"model.cuda_graph_impl=local", "rerun_state_machine.check_for_nan_in_loss=true"},
+     "rerun_state_machine.check_for_nan_in_loss",
+     {"model.cuda_graph_impl=local"}},
+    {6,
+     "moe/tiny_moe",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe_preprocess"},
+     "model.cuda_graph_scope",
+     {"model.cuda_graph_impl=transformer_engine",
+      "model.cuda_graph_scope=moe_router,moe_preprocess"}},
+    {7,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe_router"},
+     "model.num_moe_experts",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=mlp"}},
+    {8,
+     "moe/tiny_moe",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=[attn, moe]"},
+     "model.moe_pad_expert_input_to_capacity",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=[attn, moe]",
+      "model.moe_expert_capacity_factor=1.25", "model.moe_pad_expert_input_to_capacity=true"}},
+    {9,
+     "llama/tiny",
+     {"model.cuda_graph_impl=local", "dataset.packed_sequence=true"},
+     "dataset.pad_cu_seqlens",
+     {"model.cuda_graph_impl=none", "dataset.packed_sequence=true"}},
+    {10,
+     "llama/tiny",
+     {"model.cuda_graph_impl=local", "model.cpu_offloading=true"},
+     "model.cpu_offloading",
+     {"model.cpu_offloading=true"}},
+    {11,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,mlp",
+      "model.recompute_granularity=full"},
+     "model.recompute_granularity",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,mlp",
+      "model.recompute_granularity=selective", "model.recompute_modules=core_attn"}},
+    {12,
+     "moe/tiny_moe",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe_router",
+      "model.recompute_granularity=selective", "model.recompute_modules=[core_attn, moe]"},
+     "model.recompute_modules",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+      "model.recompute_granularity=selective", "model.recompute_modules=[core_attn, moe]"}},
+    {13,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+      "model.recompute_granularity=selective", "model.attention_dropout=0.1"},
+     "model.attention_dropout",
+     {"model.cuda_graph_impl=none", "model.recompute_granularity=selective",
+      "model.attention_dropout=0.1"}},
+    {14,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+      "model.delay_wgrad_compute=true", "model.add_qkv_bias=true"},
+     "model.add_qkv_bias",
+     {"model.delay_wgrad_compute=true", "model.add_qkv_bias=true"}},
+    {15,
+     "llama/tiny",
+     {"model.cuda_graph_warmup_steps=-1"},
+     "model.cuda_graph_warmup_steps",
+     {"model.cuda_graph_warmup_steps=0"}},
+    {16,
+     "llama/tiny",
+     {"model.num_attention_heads=5"},
+     "model.num_attention_heads",
+     {"model.num_attention_heads=8"}},
+};
+
+TEST(ValidateCli, EveryRuleExitsOneNamingTheKeyAndANearbyConfigPasses) {
+  for (const auto& c : kRuleCases) {
+    SCOPED_TRACE("rule " + std::to_string(c.rule));
+    const Result broken = run(concat({"validate", c.recipe}, c.breaks));
+    EXPECT_EQ(broken.exit_code, 1) << broken.output;
+    EXPECT_NE(broken.output.find("[rule " + std::to_string(c.rule) + "]"), std::string::npos)
+        << broken.output;
+    EXPECT_NE(broken.output.find(c.key + " = "), std::string::npos) << broken.output;
+    EXPECT_NE(broken.output.find("fix: "), std::string::npos) << broken.output;
+    const Result passing = run(concat({"validate", c.recipe}, c.passes));
+    EXPECT_EQ(passing.exit_code, 0) << passing.output;
+  }
+}
+
+TEST(ValidateCli, Rule2IsANoteNotAnError) {
+  const Result r = run({"validate", "llama/tiny", "model.cuda_graph_scope=attn"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("note [rule 2]"), std::string::npos) << r.output;
+  const Result shown = run({"config", "show", "llama/tiny", "model.cuda_graph_scope=attn"}, false);
+  EXPECT_NE(shown.output.find("  cuda_graph_scope: []\n"), std::string::npos) << shown.output;
+}
+
+TEST(ValidateCli, ParseAndUsageErrorsExitTwo) {
+  const auto dir = std::filesystem::temp_directory_path() / "sg_validate_cli_test";
+  std::filesystem::create_directories(dir);
+  const std::string bad_yaml = (dir / "bad.yaml").string();
+  std::ofstream(bad_yaml) << "model:\n  hidden_size: [256\n";
+  Result r = run({"validate", bad_yaml});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(bad_yaml + ":"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("invalid YAML"), std::string::npos) << r.output;
+
+  const std::string unknown_key = (dir / "unknown.yaml").string();
+  std::ofstream(unknown_key) << "# test\nmodel:\n  num_layers: 2\n  cuda_graph_scop: attn\n";
+  r = run({"validate", unknown_key});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(unknown_key + ":4:3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("did you mean 'model.cuda_graph_scope'"), std::string::npos) << r.output;
+
+  const std::string wrong_type = (dir / "type.yaml").string();
+  std::ofstream(wrong_type) << "train:\n  micro_batch_size: four\n";
+  r = run({"validate", wrong_type});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(wrong_type + ":2:21: train.micro_batch_size: expected an integer"),
+            std::string::npos)
+      << r.output;
+
+  r = run({"validate", "llama/tiny", "model.hidden_size=wide"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("model.hidden_size: expected an integer"), std::string::npos) << r.output;
+  r = run({"validate", "llama/tiny", "model.num_layers"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("section.key=value"), std::string::npos) << r.output;
+  r = run({"validate", "llama/tiny", "model.cuda_graph_imp=local"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("did you mean 'model.cuda_graph_impl'"), std::string::npos) << r.output;
+  r = run({"validate", "llama/tiyn"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("did you mean 'llama/tiny'"), std::string::npos) << r.output;
+  r = run({"validate", "--all", "llama/tiny"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = run({"validate", "--no-such-flag"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = run({"config", "show", "llama/tiny", "train.train_iters=1.5"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ValidateCli, NoRecipeValidatesEveryShippedRecipeAsATable) {
+  const auto names = sg::train::shipped_recipe_names();
+  for (const auto& args :
+       {std::vector<std::string>{"validate"}, std::vector<std::string>{"validate", "--all"}}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    for (const auto& name : names)
+      EXPECT_NE(r.output.find(name), std::string::npos) << name << "\n" << r.output;
+    EXPECT_NE(r.output.find("recipe"), std::string::npos);
+    EXPECT_NE(r.output.find("cuda graphs"), std::string::npos);
+    const std::string summary =
+        std::to_string(names.size()) + " of " + std::to_string(names.size()) + " valid";
+    EXPECT_NE(r.output.find(summary), std::string::npos) << r.output;
+  }
+  // Overrides apply to every recipe.
+  Result r = run({"validate", "model.cuda_graph_impl=local"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("local [full_iteration]"), std::string::npos) << r.output;
+  r = run({"validate", "--all", "model.cuda_graph_impl=transformer_engine",
+           "model.cuda_graph_scope=mlp"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;  // tiny_moe has no dense MLP: rule 7
+  EXPECT_NE(r.output.find("moe/tiny_moe"), std::string::npos);
+  EXPECT_NE(r.output.find("INVALID"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rule 7]"), std::string::npos) << r.output;
+}
+
+TEST(ValidateCli, JsonReport) {
+  Result r = run({"validate", "llama/tiny", "model.cuda_graph_impl=transformer_engine",
+                  "model.cuda_graph_scope=full_iteration,attn", "--json"},
+                 false);
+  EXPECT_EQ(r.exit_code, 1);
+  nlohmann::json j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["recipe"], "llama/tiny");
+  EXPECT_EQ(j["valid"], false);
+  ASSERT_EQ(j["violations"].size(), 1u) << r.output;
+  EXPECT_EQ(j["violations"][0]["rule"], 4);
+  EXPECT_EQ(j["violations"][0]["values"][1]["key"], "model.cuda_graph_scope");
+  EXPECT_EQ(j["violations"][0]["values"][1]["value"], "[full_iteration, attn]");
+  EXPECT_FALSE(j["violations"][0]["fix"].get<std::string>().empty());
+
+  r = run({"validate", "moe/tiny_moe", "--json"}, false);
+  EXPECT_EQ(r.exit_code, 0);
+  j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["valid"], true);
+  EXPECT_FALSE(j["unimplemented"].empty()) << "MoE layers are not implemented yet";
+
+  r = run({"validate", "--json"}, false);
+  EXPECT_EQ(r.exit_code, 0);
+  j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["recipes"].size(), sg::train::shipped_recipe_names().size());
+  EXPECT_EQ(j["valid"], true);
+
+  r = run({"validate", "llama/tiny", "model.hidden_size=x", "--json"}, false);
+  EXPECT_EQ(r.exit_code, 2);
+  j = nlohmann::json::parse(r.output);
+  EXPECT_NE(j["error"].get<std::string>().find("model.hidden_size"), std::string::npos);
+}
+
+TEST(ConfigShowCli, PrintsResolvedYamlThatValidates) {
+  const auto dir = std::filesystem::temp_directory_path() / "sg_config_show_test";
+  std::filesystem::create_directories(dir);
+  // From an unrelated working directory: shipped recipes are built into the binary.
+  Result r =
+      run({"config", "show", "llama/tiny", "model.cuda_graph_impl=local", "train.train_iters=50"},
+          false, dir.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("# stepgraph config show", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("  cuda_graph_impl: local\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  cuda_graph_scope: [full_iteration]\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  cuda_graph_warmup_steps: 3\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  train_iters: 50\n"), std::string::npos) << r.output;
+  const std::string resolved = (dir / "resolved.yaml").string();
+  std::ofstream(resolved) << r.output;
+  r = run({"validate", resolved});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run({"config", "show", resolved}, false);
+  std::ifstream in(resolved);
+  const std::string first((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(r.output.substr(r.output.find("model:")), first.substr(first.find("model:")))
+      << "showing a resolved config again changes nothing";
+
+  r = run({"config", "show"}, false);  // the default recipe: llama/demo
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("  vocab_size: 256\n"), std::string::npos) << r.output;
+  r = run({"config", "show", "no/such"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = run({"config", "show", "tiny", "model.cuda_graph_impl=local", "rng.te_rng_tracker=false"});
+  EXPECT_EQ(r.exit_code, 0) << "show prints even an invalid config";
+  EXPECT_NE(r.output.find("warning: this configuration breaks 1 rule"), std::string::npos)
+      << r.output;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace

@@ -1,0 +1,163 @@
+// Which regions get graphs for each impl, scope list and model pattern (pure CPU).
+#include "graph/scope_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "core/error.h"
+
+namespace sg::graph {
+namespace {
+
+std::string thrown_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<LayerRegions> dense(int n) {
+  std::vector<LayerRegions> layers;
+  for (int i = 0; i < n; ++i) layers.push_back({i, {Module::attn, Module::mlp}});
+  return layers;
+}
+
+// Megatron hybrid pattern "M*-E": mamba, attention, dense MLP, MoE (router, preprocess, experts).
+std::vector<LayerRegions> hybrid() {
+  return {{0, {Module::mamba}},
+          {1, {Module::attn}},
+          {2, {Module::mlp}},
+          {3, {Module::moe_router, Module::moe_preprocess, Module::moe}}};
+}
+
+TEST(ScopePlan, NoneMakesNoGraphs) {
+  const ScopePlan p = plan_graph_scopes(GraphImpl::none, {GraphScope::attn}, dense(4));
+  EXPECT_EQ(p.num_graphs(), 0);
+  EXPECT_FALSE(p.full_iteration);
+  EXPECT_TRUE(p.graphed_regions.empty());
+  EXPECT_EQ(p.graphable_layers, 0);
+  EXPECT_TRUE(p.scopes.empty());
+}
+
+TEST(ScopePlan, LocalIsOneFullIterationGraph) {
+  for (const auto& scopes : {std::vector<GraphScope>{}, std::vector<GraphScope>{GraphScope::full_iteration}}) {
+    const ScopePlan p = plan_graph_scopes(GraphImpl::local, scopes, dense(4));
+    EXPECT_TRUE(p.full_iteration);
+    EXPECT_EQ(p.num_graphs(), 1);
+    EXPECT_TRUE(p.graphed_regions.empty());
+    EXPECT_EQ(p.scopes, std::vector<GraphScope>{GraphScope::full_iteration});
+    EXPECT_NE(p.describe().find("1 graph of the whole step"), std::string::npos) << p.describe();
+  }
+  const std::string msg = thrown_message([] { plan_graph_scopes(GraphImpl::local, {GraphScope::attn}, dense(2)); });
+  EXPECT_NE(msg.find("cuda_graph_impl local"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[attn]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("transformer_engine"), std::string::npos) << msg;  // the fix
+}
+
+TEST(ScopePlan, AttnOnlyGraphsAttentionForwardAndBackward) {
+  const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn}, dense(3));
+  ASSERT_EQ(p.num_graphs(), 6);
+  EXPECT_EQ(p.graphable_layers, 3);
+  // Run order: forward ascending, then backward descending.
+  const std::vector<RegionKey> expected = {
+      {0, Module::attn, Phase::forward},  {1, Module::attn, Phase::forward},  {2, Module::attn, Phase::forward},
+      {2, Module::attn, Phase::backward}, {1, Module::attn, Phase::backward}, {0, Module::attn, Phase::backward}};
+  EXPECT_EQ(p.graphed_regions, expected);
+  EXPECT_TRUE(p.graphs_region({1, Module::attn, Phase::backward}));
+  EXPECT_FALSE(p.graphs_region({1, Module::mlp, Phase::forward}));
+  EXPECT_NE(p.describe().find("6 region graphs, 3 graphable layers of 3"), std::string::npos) << p.describe();
+}
+
+TEST(ScopePlan, AttnAndMlpGraphWholeDenseLayers) {
+  const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mlp}, dense(4));
+  EXPECT_EQ(p.num_graphs(), 16);
+  EXPECT_EQ(p.graphable_layers, 4);
+  // Backward of a layer runs mlp before attn.
+  EXPECT_EQ(p.graphed_regions[8], (RegionKey{3, Module::mlp, Phase::backward}));
+  EXPECT_EQ(p.graphed_regions[9], (RegionKey{3, Module::attn, Phase::backward}));
+}
+
+TEST(ScopePlan, EmptyScopeWithTransformerEngineGraphsEveryMarkedModule) {
+  const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {}, hybrid());
+  EXPECT_EQ(p.num_graphs(), 2 * 6);  // mamba, attn, mlp, router, preprocess, moe
+  EXPECT_EQ(p.graphable_layers, 4);
+}
+
+TEST(ScopePlan, HybridPatternPicksOnlyMatchingLayers) {
+  const auto layers = hybrid();
+  {
+    const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mamba}, layers);
+    EXPECT_EQ(p.num_graphs(), 2);
+    EXPECT_EQ(p.graphable_layers, 1);
+    EXPECT_TRUE(p.graphs_region({0, Module::mamba, Phase::forward}));
+  }
+  {
+    // moe covers the whole MoE layer: router, preprocess and experts.
+    const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::moe}, layers);
+    EXPECT_EQ(p.num_graphs(), 6);
+    EXPECT_EQ(p.graphable_layers, 1);
+    EXPECT_TRUE(p.graphs_region({3, Module::moe_router, Phase::backward}));
+  }
+  {
+    const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine,
+                                          {GraphScope::attn, GraphScope::moe_router, GraphScope::moe_preprocess},
+                                          layers);
+    EXPECT_EQ(p.num_graphs(), 6);  // attn (layer 1) + router + preprocess (layer 3), fwd and bwd
+    EXPECT_EQ(p.graphable_layers, 2);
+    EXPECT_FALSE(p.graphs_region({3, Module::moe, Phase::forward}));
+    EXPECT_TRUE(p.graphs_region({3, Module::moe_preprocess, Phase::forward}));
+  }
+  {
+    // mlp does not graph MoE layers, and a scope the model lacks graphs nothing.
+    const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mlp}, dense(0));
+    EXPECT_EQ(p.num_graphs(), 0);
+    const ScopePlan q = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mamba}, dense(2));
+    EXPECT_EQ(q.num_graphs(), 0);
+    EXPECT_EQ(q.graphable_layers, 0);
+  }
+}
+
+TEST(ScopePlan, DuplicateScopesAreNormalised) {
+  const ScopePlan p =
+      plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::attn}, dense(2));
+  EXPECT_EQ(p.scopes, std::vector<GraphScope>{GraphScope::attn});
+  EXPECT_EQ(p.num_graphs(), 4);
+}
+
+TEST(ScopePlan, RejectsInvalidCombinations) {
+  const auto layers = hybrid();
+  std::string msg = thrown_message(
+      [&] { plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::full_iteration}, layers); });
+  EXPECT_NE(msg.find("full_iteration is not allowed"), std::string::npos) << msg;
+  msg = thrown_message(
+      [&] { plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::moe, GraphScope::moe_router}, layers); });
+  EXPECT_NE(msg.find("moe and moe_router cannot both be set"), std::string::npos) << msg;
+  msg = thrown_message([&] { plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::moe_preprocess}, layers); });
+  EXPECT_NE(msg.find("moe_preprocess requires moe_router"), std::string::npos) << msg;
+  msg = thrown_message([] {
+    plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn}, {{0, {Module::attn}}, {0, {Module::mlp}}});
+  });
+  EXPECT_NE(msg.find("layer 0 is listed twice"), std::string::npos) << msg;
+}
+
+TEST(ScopePlan, ParsesConfigSpellings) {
+  EXPECT_EQ(parse_graph_impl("transformer_engine"), GraphImpl::transformer_engine);
+  EXPECT_EQ(parse_graph_impl("local"), GraphImpl::local);
+  EXPECT_EQ(parse_graph_scopes({"attn", " mlp", "moe_router "}),
+            (std::vector<GraphScope>{GraphScope::attn, GraphScope::mlp, GraphScope::moe_router}));
+  std::string msg = thrown_message([] { parse_graph_impl("transformer-engine"); });
+  EXPECT_NE(msg.find("did you mean 'transformer_engine'"), std::string::npos) << msg;
+  msg = thrown_message([] { parse_graph_scope("atn"); });
+  EXPECT_NE(msg.find("did you mean 'attn'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.cuda_graph_scope"), std::string::npos) << msg;
+  for (GraphScope s : {GraphScope::full_iteration, GraphScope::attn, GraphScope::mlp, GraphScope::moe,
+                       GraphScope::moe_router, GraphScope::moe_preprocess, GraphScope::mamba}) {
+    EXPECT_EQ(parse_graph_scope(graph_scope_name(s)), s);
+  }
+}
+
+}  // namespace
+}  // namespace sg::graph

@@ -1,0 +1,210 @@
+// GPU AdamW against reference/adamw on fresh random inputs; plus the whole optimizer tail
+// (grad norm -> clip, lr schedule, AdamW, step increment) captured in a CUDA graph and replayed,
+// against the CPU reference run step by step.
+// Tolerances: fp32 master weights and moments < kFp32RelTol (1e-5) relative error; the bf16 compute
+// copy must equal bf16(GPU master) exactly. Outputs are poisoned; a second run is bitwise identical.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cuda/stream.h"
+#include "gpu_test_util.h"
+#include "kernels/adamw.h"
+#include "kernels/grad_norm.h"
+#include "kernels/lr_schedule.h"
+#include "reference/adamw.h"
+#include "reference/grad_norm.h"
+#include "reference/lr_schedule.h"
+
+namespace {
+
+using namespace sg;
+using namespace sg::test;
+
+std::vector<float> random_positive(size_t n, uint64_t seed, float stddev) {
+  std::vector<float> v = random_normal(n, seed, stddev);
+  for (auto& x : v) x = x * x;
+  return v;
+}
+
+void expect_bf16_copy_of(const std::vector<bf16>& compute, const std::vector<float>& master) {
+  ASSERT_EQ(compute.size(), master.size());
+  const std::vector<bf16> expected = to_bf16(master);
+  EXPECT_EQ(std::memcmp(compute.data(), expected.data(), compute.size() * sizeof(bf16)), 0)
+      << "bf16 compute weights are not bf16(master)";
+}
+
+struct AdamWCase {
+  int64_t n, n_decay;
+  bool with_grad_scale;
+};
+
+class AdamWGpu : public ::testing::TestWithParam<AdamWCase> {};
+
+TEST_P(AdamWGpu, MatchesReferenceAndDeterministic) {
+  const AdamWCase c = GetParam();
+  const int64_t n = c.n;
+  const uint64_t seed = 77 + n;
+  const std::vector<float> master0 = random_normal(n, seed, 0.05f);
+  const std::vector<float> grads = random_normal(n, seed + 1, 1e-2f);
+  const std::vector<float> m0 = random_normal(n, seed + 2, 1e-3f);
+  const std::vector<float> v0 = random_positive(n, seed + 3, 1e-3f);
+  const float lr = 3e-4f, grad_scale = c.with_grad_scale ? 0.37f : 1.0f;
+  const int64_t steps_done = 4;  // this update is t = 5
+  const kernels::AdamWHyperparams hyper{0.9f, 0.95f, 1e-8f, 0.1f};
+
+  std::vector<float> ref_p = master0, ref_m = m0, ref_v = v0;
+  const ref::AdamWConfig config{hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay};
+  ref::adamw_step(ref_p.data(), grads.data(), ref_m.data(), ref_v.data(), c.n_decay, lr, grad_scale,
+                  steps_done + 1, config, true);
+  ref::adamw_step(ref_p.data() + c.n_decay, grads.data() + c.n_decay, ref_m.data() + c.n_decay,
+                  ref_v.data() + c.n_decay, n - c.n_decay, lr, grad_scale, steps_done + 1, config, false);
+
+  DeviceBuffer<float> d_master(n), d_grads(n), d_m(n), d_v(n), d_lr(1), d_scale(1);
+  DeviceBuffer<bf16> d_compute(n);
+  DeviceBuffer<int64_t> d_step(1);
+  d_grads.upload(grads);
+  d_lr.upload({lr});
+  d_scale.upload({grad_scale});
+  d_step.upload({steps_done});
+  cuda::Stream stream;
+
+  auto run_once = [&]() {
+    d_master.upload(master0);
+    d_m.upload(m0);
+    d_v.upload(v0);
+    d_compute.poison();
+    kernels::AdamWParams p;
+    p.master_weights = d_master.get();
+    p.compute_weights = d_compute.get();
+    p.grads = d_grads.get();
+    p.exp_avg = d_m.get();
+    p.exp_avg_sq = d_v.get();
+    p.n = n;
+    p.n_decay = c.n_decay;
+    p.lr = d_lr.get();
+    p.step_counter = d_step.get();
+    p.grad_scale = c.with_grad_scale ? d_scale.get() : nullptr;
+    p.hyper = hyper;
+    kernels::adamw_step(stream, p);
+    SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  };
+
+  run_once();
+  const std::vector<float> master = d_master.download(), m = d_m.download(), v = d_v.download();
+  const std::vector<bf16> compute = d_compute.download();
+  EXPECT_LT(relative_error(master, ref_p), kFp32RelTol);
+  EXPECT_LT(relative_error(m, ref_m), kFp32RelTol);
+  EXPECT_LT(relative_error(v, ref_v), kFp32RelTol);
+  // The update itself (not just the weights, which barely move) must match too.
+  std::vector<float> gpu_delta(n), ref_delta(n);
+  for (int64_t i = 0; i < n; ++i) {
+    gpu_delta[i] = master[i] - master0[i];
+    ref_delta[i] = ref_p[i] - master0[i];
+  }
+  EXPECT_LT(relative_error(gpu_delta, ref_delta), 1e-4);  // differences of nearby fp32 values
+  expect_bf16_copy_of(compute, master);
+  EXPECT_EQ(d_step.download()[0], steps_done) << "adamw_step must not advance the step counter";
+
+  run_once();
+  EXPECT_EQ(std::memcmp(master.data(), d_master.download().data(), n * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(m.data(), d_m.download().data(), n * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(v.data(), d_v.download().data(), n * sizeof(float)), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, AdamWGpu,
+                         ::testing::Values(AdamWCase{1, 1, true}, AdamWCase{1003, 0, true},
+                                           AdamWCase{1003, 1003, false}, AdamWCase{1003, 517, true},
+                                           AdamWCase{(1 << 20) + 7, (1 << 19) + 3, true},
+                                           AdamWCase{(1 << 22) + 1, (1 << 22) - 100, false}));
+
+// The optimizer tail of a training step, captured once and replayed: every replay must read the
+// device-side step counter, lr and clip coefficient, exactly like the CPU reference run step by step.
+TEST(OptimizerTailGraph, ReplaysMatchReferenceSteps) {
+  const int64_t n = 100003, n_decay = 60001, replays = 4;
+  const float max_norm = 1.0f;
+  const kernels::AdamWHyperparams hyper{0.9f, 0.999f, 1e-8f, 0.01f};
+  kernels::LrScheduleConfig sched;
+  sched.lr = 1e-3f;
+  sched.min_lr = 1e-5f;
+  sched.warmup_iters = 2;
+  sched.decay_iters = 6;
+  sched.style = kernels::LrScheduleConfig::Style::cosine;
+  const std::vector<float> master0 = random_normal(n, 901, 0.05f);
+  const std::vector<float> grads = random_normal(n, 902, 0.02f);  // norm ~6.3: clipping active
+
+  DeviceBuffer<float> d_master(n), d_grads(n), d_m(n), d_v(n), d_lr(1), d_norm(1), d_clip(1);
+  DeviceBuffer<bf16> d_compute(n);
+  DeviceBuffer<int64_t> d_step(1);
+  DeviceBuffer<double> d_partials(kernels::kGradNormPartials);
+  DeviceBuffer<int> d_flag(1);
+  d_master.upload(master0);
+  d_grads.upload(grads);
+  d_m.upload(std::vector<float>(n, 0.0f));
+  d_v.upload(std::vector<float>(n, 0.0f));
+  d_step.upload({0});
+  d_flag.upload({0});
+  d_compute.poison();
+  cuda::Stream stream;
+
+  cudaGraph_t graph = nullptr;
+  SG_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  kernels::grad_global_norm(stream, {d_grads.get(), n, d_partials.get(), d_norm.get(), d_clip.get(), d_flag.get(),
+                                     max_norm});
+  kernels::lr_schedule_update(stream, {sched, d_step.get(), d_lr.get()});
+  kernels::AdamWParams p;
+  p.master_weights = d_master.get();
+  p.compute_weights = d_compute.get();
+  p.grads = d_grads.get();
+  p.exp_avg = d_m.get();
+  p.exp_avg_sq = d_v.get();
+  p.n = n;
+  p.n_decay = n_decay;
+  p.lr = d_lr.get();
+  p.step_counter = d_step.get();
+  p.grad_scale = d_clip.get();
+  p.hyper = hyper;
+  kernels::adamw_step(stream, p);
+  kernels::increment_step_counter(stream, d_step.get());
+  SG_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  SG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int64_t r = 0; r < replays; ++r) SG_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  SG_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  SG_CUDA_CHECK(cudaGraphDestroy(graph));
+
+  ref::LrSchedule ref_sched;
+  ref_sched.lr = sched.lr;
+  ref_sched.min_lr = sched.min_lr;
+  ref_sched.warmup_iters = sched.warmup_iters;
+  ref_sched.decay_iters = sched.decay_iters;
+  ref_sched.style = ref::LrSchedule::Style::cosine;
+  const ref::AdamWConfig config{hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay};
+  std::vector<float> ref_p = master0, ref_m(n, 0.0f), ref_v(n, 0.0f);
+  const double ref_norm = ref::grad_global_norm(grads.data(), n);
+  const float ref_clip = ref::clip_coefficient(ref_norm, max_norm);
+  ASSERT_LT(ref_clip, 1.0f) << "test setup: clipping should be active";
+  float ref_lr = 0.0f;
+  for (int64_t step = 0; step < replays; ++step) {
+    ref_lr = ref::lr_at(ref_sched, step);
+    ref::adamw_step(ref_p.data(), grads.data(), ref_m.data(), ref_v.data(), n_decay, ref_lr, ref_clip, step + 1,
+                    config, true);
+    ref::adamw_step(ref_p.data() + n_decay, grads.data() + n_decay, ref_m.data() + n_decay,
+                    ref_v.data() + n_decay, n - n_decay, ref_lr, ref_clip, step + 1, config, false);
+  }
+  EXPECT_EQ(d_step.download()[0], replays);
+  EXPECT_NEAR(d_lr.download()[0], ref_lr, 1e-6 * ref_lr);
+  EXPECT_NEAR(d_norm.download()[0], ref_norm, 1e-6 * ref_norm);
+  EXPECT_NEAR(d_clip.download()[0], ref_clip, 1e-6 * ref_clip);
+  EXPECT_EQ(d_flag.download()[0], 0);
+  const std::vector<float> master = d_master.download();
+  EXPECT_LT(relative_error(master, ref_p), kFp32RelTol);
+  EXPECT_LT(relative_error(d_m.download(), ref_m), kFp32RelTol);
+  EXPECT_LT(relative_error(d_v.download(), ref_v), kFp32RelTol);
+  expect_bf16_copy_of(d_compute.download(), master);
+}
+
+}  // namespace

@@ -1,0 +1,197 @@
+// GPU cross-entropy (token count, chunked loss+dlogits, loss reduction) against reference/cross_entropy.
+// Tolerances: dlogits are bf16 outputs -> relative error < kBf16RelTol (1e-2) vs the fp32 reference;
+// row losses, token count and the accumulated loss are fp32 -> < kFp32RelTol (1e-5). Outputs are
+// poisoned before each run; a second run must be bitwise identical.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cuda/stream.h"
+#include "gpu_test_util.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/grad_norm.h"
+#include "reference/cross_entropy.h"
+
+namespace {
+
+using namespace sg;
+using namespace sg::test;
+
+struct CeCase {
+  int64_t T, V, chunk_rows;
+  kernels::LogitsDtype dtype;
+  int64_t dlogits_pad;  // extra columns per dlogits row (must stay untouched)
+};
+
+std::vector<float> random_mask(int64_t T, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::bernoulli_distribution keep(0.8);
+  std::vector<float> m(T);
+  for (auto& x : m) x = keep(gen) ? 1.0f : 0.0f;
+  if (T > 0) m[0] = 1.0f;  // at least one active token
+  return m;
+}
+
+bool bitwise_equal(const void* a, const void* b, size_t bytes) { return std::memcmp(a, b, bytes) == 0; }
+
+class CrossEntropyGpu : public ::testing::TestWithParam<CeCase> {};
+
+TEST_P(CrossEntropyGpu, MatchesReferenceChunkedAndDeterministic) {
+  const CeCase c = GetParam();
+  const int64_t T = c.T, V = c.V, ld = V + c.dlogits_pad;
+  const float loss_scale = 0.5f;  // 2 microbatches
+  const float initial_accumulator = 0.25f;
+  const uint64_t seed = 1000 + T * 7 + V;
+
+  std::vector<float> logits = random_normal(T * V, seed, 2.0f);
+  if (c.dtype == kernels::LogitsDtype::bf16) logits = round_bf16(logits);  // what the GPU sees
+  std::vector<int32_t> targets = random_tokens(T, static_cast<int32_t>(V), seed + 1);
+  std::vector<float> mask = random_mask(T, seed + 2);
+  for (int64_t t = 0; t < T; ++t)
+    if (mask[t] == 0.0f && t % 2 == 1) targets[t] = -100;  // masked rows may carry an ignore index
+
+  // Reference: token count, dlogits with scale = loss_scale / max(count, 1), per-row losses.
+  const double ref_count = ref::loss_token_count(mask.data(), T);
+  const float scale = loss_scale / std::max(static_cast<float>(ref_count), 1.0f);
+  std::vector<float> ref_dlogits(T * V);
+  const double ref_sum = ref::cross_entropy_forward_backward(ref_dlogits.data(), logits.data(), targets.data(),
+                                                             mask.data(), T, V, scale);
+  std::vector<float> ref_row_loss(T);
+  for (int64_t t = 0; t < T; ++t)
+    ref_row_loss[t] = static_cast<float>(ref::cross_entropy_forward_backward(
+        nullptr, logits.data() + t * V, targets.data() + t, mask.data() + t, 1, V, 1.0f));
+  const double ref_accumulator =
+      initial_accumulator + static_cast<double>(loss_scale) * ref_sum / std::max(ref_count, 1.0);
+
+  DeviceBuffer<float> d_logits32(c.dtype == kernels::LogitsDtype::fp32 ? T * V : 0);
+  DeviceBuffer<bf16> d_logits16(c.dtype == kernels::LogitsDtype::bf16 ? T * V : 0);
+  if (c.dtype == kernels::LogitsDtype::fp32) d_logits32.upload(logits);
+  else d_logits16.upload(to_bf16(logits));
+  const void* logits_ptr = c.dtype == kernels::LogitsDtype::fp32 ? static_cast<const void*>(d_logits32.get())
+                                                                  : static_cast<const void*>(d_logits16.get());
+  const size_t elem = c.dtype == kernels::LogitsDtype::fp32 ? 4 : 2;
+  DeviceBuffer<int32_t> d_targets(T);
+  d_targets.upload(targets);
+  DeviceBuffer<float> d_mask(T);
+  d_mask.upload(mask);
+  DeviceBuffer<bf16> d_dlogits(T * ld);
+  DeviceBuffer<float> d_row_loss(T), d_count(1), d_acc(1);
+  cuda::Stream stream;
+
+  auto run_once = [&]() {
+    d_dlogits.poison();
+    d_row_loss.poison();
+    d_count.poison();
+    d_acc.upload({initial_accumulator});
+    kernels::loss_token_count(stream, {d_mask.get(), T, d_count.get()});
+    for (int64_t r0 = 0; r0 < T; r0 += c.chunk_rows) {
+      kernels::CrossEntropyParams p;
+      p.logits = static_cast<const char*>(logits_ptr) + r0 * V * elem;
+      p.logits_dtype = c.dtype;
+      p.targets = d_targets.get() + r0;
+      p.loss_mask = d_mask.get() + r0;
+      p.dlogits = d_dlogits.get() + r0 * ld;
+      p.row_loss = d_row_loss.get() + r0;
+      p.rows = std::min(c.chunk_rows, T - r0);
+      p.V = V;
+      p.logits_stride = V;
+      p.dlogits_stride = ld;
+      p.token_count = d_count.get();
+      p.loss_scale = loss_scale;
+      kernels::cross_entropy_forward_backward(stream, p);
+    }
+    kernels::cross_entropy_loss_reduce(stream, {d_row_loss.get(), T, d_count.get(), loss_scale, d_acc.get()});
+    SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  };
+
+  run_once();
+  const std::vector<bf16> dl_raw = d_dlogits.download();
+  const std::vector<float> row_loss = d_row_loss.download();
+  const float count = d_count.download()[0];
+  const float acc = d_acc.download()[0];
+
+  EXPECT_EQ(count, static_cast<float>(ref_count));
+  // Valid columns vs the reference; padding columns still hold the poison (0xFFFF).
+  std::vector<float> dl(T * V);
+  const std::vector<float> dl_all = to_float(dl_raw);
+  int64_t pad_written = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t v = 0; v < V; ++v) dl[t * V + v] = dl_all[t * ld + v];
+    for (int64_t v = V; v < ld; ++v) {
+      uint16_t bits;
+      std::memcpy(&bits, &dl_raw[t * ld + v], 2);
+      pad_written += bits != 0xFFFF;
+    }
+  }
+  EXPECT_EQ(pad_written, 0) << "dlogits padding columns were written";
+  const double dl_err = relative_error(dl, ref_dlogits);
+  EXPECT_LT(dl_err, kBf16RelTol) << "dlogits T=" << T << " V=" << V;
+  const double loss_err = relative_error(row_loss, ref_row_loss);
+  EXPECT_LT(loss_err, kFp32RelTol) << "row_loss T=" << T << " V=" << V;
+  EXPECT_NEAR(acc, ref_accumulator, kFp32RelTol * std::abs(ref_accumulator));
+  for (int64_t t = 0; t < T; ++t) {
+    if (mask[t] != 0.0f) continue;
+    EXPECT_EQ(row_loss[t], 0.0f) << "masked row " << t;
+    for (int64_t v = 0; v < V; ++v) ASSERT_EQ(dl[t * V + v], 0.0f) << "masked row " << t << " col " << v;
+  }
+
+  run_once();
+  const std::vector<bf16> dl_raw2 = d_dlogits.download();
+  const std::vector<float> row_loss2 = d_row_loss.download();
+  const float acc2 = d_acc.download()[0];
+  EXPECT_TRUE(bitwise_equal(dl_raw.data(), dl_raw2.data(), dl_raw.size() * sizeof(bf16)));
+  EXPECT_TRUE(bitwise_equal(row_loss.data(), row_loss2.data(), row_loss.size() * sizeof(float)));
+  EXPECT_TRUE(bitwise_equal(&acc, &acc2, sizeof(float)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CrossEntropyGpu,
+    ::testing::Values(CeCase{1, 8192, 1, kernels::LogitsDtype::fp32, 0},
+                      CeCase{37, 1003, 10, kernels::LogitsDtype::fp32, 5},
+                      CeCase{37, 32768, 37, kernels::LogitsDtype::bf16, 0},
+                      CeCase{1024, 8192, 300, kernels::LogitsDtype::fp32, 8},
+                      CeCase{1024, 1003, 1024, kernels::LogitsDtype::bf16, 0},
+                      CeCase{1024, 32768, 256, kernels::LogitsDtype::fp32, 0}));
+
+// An unmasked row with a target outside the vocabulary gets a NaN loss, which flag_if_nonfinite
+// (check_for_nan_in_loss) reports after the reduction.
+TEST(CrossEntropyGpuErrors, OutOfRangeTargetGivesNanLossAndFlag) {
+  const int64_t T = 3, V = 100;
+  const std::vector<float> logits = random_normal(T * V, 5);
+  const std::vector<int32_t> targets = {4, 100, 7};  // row 1: target == V, out of range
+  const std::vector<float> mask = {1.0f, 1.0f, 1.0f};
+  DeviceBuffer<float> d_logits(T * V), d_mask(T), d_row_loss(T), d_count(1), d_acc(1);
+  DeviceBuffer<int32_t> d_targets(T);
+  DeviceBuffer<bf16> d_dlogits(T * V);
+  DeviceBuffer<int> d_flag(1);
+  d_logits.upload(logits);
+  d_mask.upload(mask);
+  d_targets.upload(targets);
+  d_acc.upload({0.0f});
+  d_flag.upload({0});
+  cuda::Stream stream;
+  kernels::loss_token_count(stream, {d_mask.get(), T, d_count.get()});
+  kernels::CrossEntropyParams p;
+  p.logits = d_logits.get();
+  p.targets = d_targets.get();
+  p.loss_mask = d_mask.get();
+  p.dlogits = d_dlogits.get();
+  p.row_loss = d_row_loss.get();
+  p.rows = T;
+  p.V = V;
+  p.token_count = d_count.get();
+  kernels::cross_entropy_forward_backward(stream, p);
+  kernels::cross_entropy_loss_reduce(stream, {d_row_loss.get(), T, d_count.get(), 1.0f, d_acc.get()});
+  kernels::flag_if_nonfinite(stream, {d_acc.get(), 1, d_flag.get()});
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<float> row_loss = d_row_loss.download();
+  EXPECT_TRUE(std::isfinite(row_loss[0]));
+  EXPECT_TRUE(std::isnan(row_loss[1]));
+  EXPECT_TRUE(std::isfinite(row_loss[2]));
+  EXPECT_EQ(d_flag.download()[0], 1);
+}
+
+}  // namespace

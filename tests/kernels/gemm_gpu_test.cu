@@ -1,0 +1,232 @@
+// cuBLASLt GEMM helpers against reference/linear on fresh random inputs.
+// Inputs are rounded to bf16 on the host so the CPU reference sees exactly what the GPU sees.
+// Tolerances: bf16 outputs (LinearForward, LinearBackwardInput) relative error < kBf16RelTol (1e-2)
+// against the fp32 reference (the bf16 rounding of the output alone is ~2e-3); the fp32 weight gradient
+// < 1e-4 (products of bf16 values are exact in fp32; only the fp32 summation order differs).
+// Outputs are poisoned (NaN) before each run, so an unwritten element fails; second runs are bitwise equal.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda/stream.h"
+#include "gpu_test_util.h"
+#include "kernels/gemm.h"
+#include "reference/linear.h"
+
+namespace {
+
+using namespace sg;
+using namespace sg::test;
+
+struct LinearCase {
+  int64_t T, K, N;  // K, N multiples of 8 (what the model uses); T arbitrary
+};
+
+// DeviceBuffer upload/poison run on the legacy default stream, which does not order against the
+// non-blocking test stream: finish them before launching on `stream`.
+void device_sync() { SG_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+template <class T>
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+class GemmGpu : public ::testing::TestWithParam<LinearCase> {
+ protected:
+  cuda::Stream stream;
+  kernels::Blas blas;  // owns its 32 MiB workspace
+};
+
+TEST_P(GemmGpu, LinearForwardMatchesReference) {
+  const auto [T, K, N] = GetParam();
+  const auto x = round_bf16(random_normal(T * K, 100 + T));
+  const auto w = round_bf16(random_normal(N * K, 200 + N, 0.05f));
+  std::vector<float> expected(T * N);
+  ref::linear_forward(expected.data(), x.data(), w.data(), T, K, N);
+
+  DeviceBuffer<bf16> dx(T * K), dw(N * K), dy(T * N);
+  dx.upload(to_bf16(x));
+  dw.upload(to_bf16(w));
+  kernels::LinearForward fwd(blas, T, K, N);
+  dy.poison();
+  device_sync();
+  fwd.run(stream, dy.get(), dx.get(), dw.get());
+  stream.synchronize();
+  const auto y1 = dy.download();
+  EXPECT_LT(relative_error(to_float(y1), expected), kBf16RelTol);
+
+  dy.poison();
+  device_sync();
+  fwd.run(stream, dy.get(), dx.get(), dw.get());
+  stream.synchronize();
+  EXPECT_TRUE(bitwise_equal(y1, dy.download())) << "second run differs";
+}
+
+TEST_P(GemmGpu, LinearForwardBiasEpilogue) {
+  const auto [T, K, N] = GetParam();
+  const auto x = round_bf16(random_normal(T * K, 110 + T));
+  const auto w = round_bf16(random_normal(N * K, 210 + N, 0.05f));
+  const auto bias = round_bf16(random_normal(N, 310 + N));
+  std::vector<float> expected(T * N);
+  ref::linear_forward(expected.data(), x.data(), w.data(), T, K, N);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n) expected[t * N + n] += bias[n];
+
+  DeviceBuffer<bf16> dx(T * K), dw(N * K), db(N), dy(T * N);
+  dx.upload(to_bf16(x));
+  dw.upload(to_bf16(w));
+  db.upload(to_bf16(bias));
+  kernels::LinearForward fwd(blas, T, K, N, /*with_bias=*/true);
+  dy.poison();
+  device_sync();
+  fwd.run(stream, dy.get(), dx.get(), dw.get(), db.get());
+  stream.synchronize();
+  EXPECT_LT(relative_error(to_float(dy.download()), expected), kBf16RelTol);
+  EXPECT_THROW(fwd.run(stream, dy.get(), dx.get(), dw.get()), Error);  // bias plan without a bias
+}
+
+TEST_P(GemmGpu, LinearBackwardInputMatchesReferenceAndAccumulates) {
+  const auto [T, K, N] = GetParam();
+  const auto dy = round_bf16(random_normal(T * N, 120 + T));
+  const auto w = round_bf16(random_normal(N * K, 220 + N, 0.05f));
+  const auto dx0 = round_bf16(random_normal(T * K, 320 + T));
+  std::vector<float> expected(T * K);
+  ref::linear_backward_input(expected.data(), dy.data(), w.data(), T, K, N);
+
+  DeviceBuffer<bf16> d_dy(T * N), d_w(N * K), d_dx(T * K);
+  d_dy.upload(to_bf16(dy));
+  d_w.upload(to_bf16(w));
+  kernels::LinearBackwardInput bwd(blas, T, K, N);
+  d_dx.poison();
+  device_sync();
+  bwd.run(stream, d_dx.get(), d_dy.get(), d_w.get());
+  stream.synchronize();
+  const auto r1 = d_dx.download();
+  EXPECT_LT(relative_error(to_float(r1), expected), kBf16RelTol);
+  d_dx.poison();
+  device_sync();
+  bwd.run(stream, d_dx.get(), d_dy.get(), d_w.get());
+  stream.synchronize();
+  EXPECT_TRUE(bitwise_equal(r1, d_dx.download())) << "second run differs";
+
+  // accumulate = true: dx = dx0 + dy W (beta = 1).
+  kernels::LinearBackwardInput bwd_acc(blas, T, K, N, /*accumulate=*/true);
+  d_dx.upload(to_bf16(dx0));
+  device_sync();
+  bwd_acc.run(stream, d_dx.get(), d_dy.get(), d_w.get());
+  stream.synchronize();
+  std::vector<float> expected_acc(T * K);
+  for (int64_t i = 0; i < T * K; ++i) expected_acc[i] = dx0[i] + expected[i];
+  EXPECT_LT(relative_error(to_float(d_dx.download()), expected_acc), kBf16RelTol);
+}
+
+TEST_P(GemmGpu, LinearBackwardWeightAccumulatesInFp32) {
+  const auto [T, K, N] = GetParam();
+  const auto dy = round_bf16(random_normal(T * N, 130 + T));
+  const auto x = round_bf16(random_normal(T * K, 230 + T));
+  const auto dw0 = random_normal(N * K, 330 + N);  // fp32 main_grad already holding a previous microbatch
+  std::vector<float> once = dw0, twice = dw0;
+  ref::linear_backward_weight(once.data(), dy.data(), x.data(), T, K, N);
+  ref::linear_backward_weight(twice.data(), dy.data(), x.data(), T, K, N);
+  ref::linear_backward_weight(twice.data(), dy.data(), x.data(), T, K, N);
+
+  DeviceBuffer<bf16> d_dy(T * N), d_x(T * K);
+  DeviceBuffer<float> d_dw(N * K);
+  d_dy.upload(to_bf16(dy));
+  d_x.upload(to_bf16(x));
+  kernels::LinearBackwardWeight wgrad(blas, T, K, N);
+  d_dw.upload(dw0);
+  device_sync();
+  wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get());
+  stream.synchronize();
+  const auto r1 = d_dw.download();
+  EXPECT_LT(relative_error(r1, once), 1e-4);
+  device_sync();
+  wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get());  // second microbatch adds again
+  stream.synchronize();
+  EXPECT_LT(relative_error(d_dw.download(), twice), 1e-4);
+
+  d_dw.upload(dw0);
+  device_sync();
+  wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get());
+  stream.synchronize();
+  EXPECT_TRUE(bitwise_equal(r1, d_dw.download())) << "second run differs";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmGpu,
+                         ::testing::Values(LinearCase{1, 64, 128}, LinearCase{37, 256, 96},
+                                           LinearCase{1000, 512, 1024}, LinearCase{1024, 2048, 256},
+                                           LinearCase{333, 136, 8}));
+
+TEST(GemmGpuPlan, PlansAreCachedByShape) {
+  kernels::Blas blas;
+  kernels::LinearForward a(blas, 64, 128, 256);
+  const size_t after_one = blas.num_plans();
+  kernels::LinearForward b(blas, 64, 128, 256);
+  EXPECT_EQ(blas.num_plans(), after_one);
+  kernels::LinearForward c(blas, 65, 128, 256);
+  EXPECT_EQ(blas.num_plans(), after_one + 1);
+  kernels::GemmDesc d;
+  d.transpose_a = true;
+  d.m = 256, d.n = 64, d.k = 128, d.lda = 128, d.ldb = 128, d.ldd = 256;
+  EXPECT_EQ(&blas.plan(d), &blas.plan(d));
+  EXPECT_LE(blas.plan(d).algo_workspace_bytes(), kernels::Blas::kWorkspaceBytes);
+}
+
+TEST(GemmGpuPlan, RejectsInvalidDescriptionsAndMisalignedPointers) {
+  kernels::Blas blas;
+  kernels::GemmDesc bad;
+  bad.m = 16, bad.n = 16, bad.k = 16, bad.lda = 8, bad.ldb = 16, bad.ldd = 16;  // lda < m
+  EXPECT_THROW(blas.plan(bad), Error);
+  kernels::LinearForward fwd(blas, 16, 64, 64);
+  DeviceBuffer<bf16> x(16 * 64 + 8), w(64 * 64), y(16 * 64);
+  cuda::Stream stream;
+  EXPECT_THROW(fwd.run(stream, y.get(), x.get() + 1, w.get()), Error);  // 2-byte offset: misaligned
+  EXPECT_THROW(fwd.run(stream, y.get(), nullptr, w.get()), Error);
+}
+
+TEST(GemmGpuGraph, CapturedReplayEqualsEager) {
+  const int64_t T = 128, K = 256, N = 512;
+  kernels::Blas blas;
+  kernels::LinearForward fwd(blas, T, K, N);
+  kernels::LinearBackwardWeight wgrad(blas, T, K, N);
+  DeviceBuffer<bf16> x(T * K), w(N * K), y(T * N), dy(T * N);
+  DeviceBuffer<float> dw(N * K);
+  x.upload(to_bf16(random_normal(T * K, 1)));
+  w.upload(to_bf16(random_normal(N * K, 2, 0.05f)));
+  dy.upload(to_bf16(random_normal(T * N, 3)));
+  cuda::Stream stream;
+  device_sync();
+
+  SG_CUDA_CHECK(cudaMemsetAsync(dw.get(), 0, N * K * sizeof(float), stream));
+  fwd.run(stream, y.get(), x.get(), w.get());
+  wgrad.run(stream, dw.get(), dy.get(), x.get());
+  stream.synchronize();
+  const auto y_eager = y.download();
+  const auto dw_eager = dw.download();
+
+  y.poison();
+  device_sync();
+  cudaGraph_t graph = nullptr;
+  SG_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  SG_CUDA_CHECK(cudaMemsetAsync(dw.get(), 0, N * K * sizeof(float), stream));
+  fwd.run(stream, y.get(), x.get(), w.get());
+  wgrad.run(stream, dw.get(), dy.get(), x.get());
+  SG_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  SG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    y.poison();
+    device_sync();
+    SG_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    stream.synchronize();
+    EXPECT_TRUE(bitwise_equal(y_eager, y.download())) << "replay " << replay;
+    EXPECT_TRUE(bitwise_equal(dw_eager, dw.download())) << "replay " << replay;
+  }
+  SG_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  SG_CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
+}  // namespace

@@ -1,0 +1,235 @@
+// GPU RMSNorm (forward, fused residual add + norm, backward with deterministic dweight) against
+// reference/rmsnorm on the same bf16-rounded inputs.
+// Tolerances: bf16 outputs (out, norm_out, din) relative error < kBf16RelTol (1e-2) vs the fp32
+// reference; fp32 outputs computed from identical inputs (rstd, dweight) < kFp32RelTol (1e-5).
+// residual_out of the fused kernel must be bitwise bf16(residual_in + delta). Outputs and the dweight
+// scratch are poisoned (NaN) before each run; runs repeat bitwise identically.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/strings.h"
+#include "cuda/stream.h"
+#include "gpu_test_util.h"
+#include "kernels/rmsnorm.h"
+#include "reference/rmsnorm.h"
+
+namespace {
+
+using namespace sg;
+using namespace sg::test;
+
+constexpr float kEps = 1e-5f;
+
+struct Shape {
+  int64_t T, H;
+};
+// Non-multiples of the vector width (100), of the block (257 rows, 2056), the 1b shape (8192 x 2048)
+// and one H whose backward needs more than 48 KiB of shared memory (12800).
+const Shape kShapes[] = {{1, 64}, {7, 100}, {257, 256}, {1000, 768}, {3, 2056}, {8192, 2048}, {5, 12800}};
+
+void sync() { SG_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+std::vector<float> weights(int64_t H, uint64_t seed) {
+  auto w = random_normal(H, seed, 0.2f);
+  for (auto& x : w) x += 1.0f;
+  return round_bf16(w);
+}
+
+class RmsNormGpu : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(RmsNormGpu, ForwardMatchesReference) {
+  const auto [T, H] = GetParam();
+  const auto x = round_bf16(random_normal(T * H, 1000 + T + H, 2.0f));
+  const auto w = weights(H, 2000 + H);
+  std::vector<float> out_ref(T * H), rstd_ref(T);
+  ref::rmsnorm_forward(out_ref.data(), rstd_ref.data(), x.data(), w.data(), T, H, kEps);
+
+  DeviceBuffer<bf16> d_x(T * H), d_w(H), d_out(T * H);
+  DeviceBuffer<float> d_rstd(T);
+  d_x.upload(to_bf16(x));
+  d_w.upload(to_bf16(w));
+  d_out.poison();
+  d_rstd.poison();
+  sync();
+  cuda::Stream stream;
+  kernels::rmsnorm_forward(stream, {d_out.get(), d_rstd.get(), d_x.get(), d_w.get(), T, H, kEps});
+  sync();
+  const auto out = d_out.download();
+  EXPECT_LT(relative_error(to_float(out), out_ref), kBf16RelTol) << "T=" << T << " H=" << H;
+  EXPECT_LT(relative_error(d_rstd.download(), rstd_ref), kFp32RelTol) << "T=" << T << " H=" << H;
+
+  d_out.poison();
+  sync();
+  kernels::rmsnorm_forward(stream, {d_out.get(), d_rstd.get(), d_x.get(), d_w.get(), T, H, kEps});
+  sync();
+  EXPECT_TRUE(same_bits(d_out.download(), out)) << "second run differs";
+}
+
+TEST_P(RmsNormGpu, ResidualAddAndNormMatchesReference) {
+  const auto [T, H] = GetParam();
+  const auto res = round_bf16(random_normal(T * H, 3000 + T + H, 3.0f));
+  const auto delta = round_bf16(random_normal(T * H, 4000 + T + H));
+  const auto w = weights(H, 5000 + H);
+  std::vector<float> sum(T * H);
+  for (int64_t i = 0; i < T * H; ++i) sum[i] = res[i] + delta[i];
+  const auto sum_bf16 = to_bf16(sum);  // what the kernel must store, bit for bit
+
+  DeviceBuffer<bf16> d_res(T * H), d_delta(T * H), d_w(H), d_res_out(T * H), d_norm(T * H);
+  DeviceBuffer<float> d_rstd(T);
+  d_res.upload(to_bf16(res));
+  d_delta.upload(to_bf16(delta));
+  d_w.upload(to_bf16(w));
+  d_res_out.poison();
+  d_norm.poison();
+  d_rstd.poison();
+  sync();
+  cuda::Stream stream;
+  kernels::residual_rmsnorm_forward(
+      stream, {d_res_out.get(), d_norm.get(), d_rstd.get(), d_res.get(), d_delta.get(), d_w.get(), T, H, kEps});
+  sync();
+  const auto res_out = d_res_out.download();
+  const auto norm = d_norm.download();
+  EXPECT_TRUE(same_bits(res_out, sum_bf16)) << "residual_out != bf16(residual_in + delta)";
+  // The norm is of the stored (rounded) residual: the reference gets exactly those values.
+  const auto stored = to_float(res_out);
+  std::vector<float> norm_ref(T * H), rstd_ref(T);
+  ref::rmsnorm_forward(norm_ref.data(), rstd_ref.data(), stored.data(), w.data(), T, H, kEps);
+  EXPECT_LT(relative_error(to_float(norm), norm_ref), kBf16RelTol);
+  EXPECT_LT(relative_error(d_rstd.download(), rstd_ref), kFp32RelTol);
+  // And against the fp32 add & norm reference as a whole (bf16 tolerance: the sum is rounded).
+  std::vector<float> res_ref(T * H), norm_ref32(T * H), rstd_ref32(T);
+  ref::residual_rmsnorm_forward(res_ref.data(), norm_ref32.data(), rstd_ref32.data(), res.data(), delta.data(),
+                                w.data(), T, H, kEps);
+  EXPECT_LT(relative_error(to_float(norm), norm_ref32), kBf16RelTol);
+
+  // In place on the residual stream (residual_out == residual_in): the same bits.
+  d_norm.poison();
+  sync();
+  kernels::residual_rmsnorm_forward(
+      stream, {d_res.get(), d_norm.get(), d_rstd.get(), d_res.get(), d_delta.get(), d_w.get(), T, H, kEps});
+  sync();
+  EXPECT_TRUE(same_bits(d_res.download(), sum_bf16));
+  EXPECT_TRUE(same_bits(d_norm.download(), norm));
+}
+
+TEST_P(RmsNormGpu, BackwardMatchesReferenceAndIsDeterministic) {
+  const auto [T, H] = GetParam();
+  const auto x = round_bf16(random_normal(T * H, 6000 + T + H, 2.0f));
+  const auto w = weights(H, 7000 + H);
+  const auto dy = round_bf16(random_normal(T * H, 8000 + T + H));
+  const auto dres = round_bf16(random_normal(T * H, 9000 + T + H));
+  const auto dw0 = random_normal(H, 9500 + H);  // dweight accumulates into existing values
+  std::vector<float> y(T * H), rstd(T), din_ref(T * H), dw_ref = dw0;
+  ref::rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), T, H, kEps);
+  ref::rmsnorm_backward(din_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), rstd.data(), T, H);
+  std::vector<float> din_res_ref(T * H);
+  for (int64_t i = 0; i < T * H; ++i) din_res_ref[i] = din_ref[i] + dres[i];
+
+  DeviceBuffer<bf16> d_x(T * H), d_w(H), d_dy(T * H), d_dres(T * H), d_din(T * H);
+  DeviceBuffer<float> d_rstd(T), d_dw(H);
+  const size_t scratch_bytes = kernels::rmsnorm_backward_scratch_bytes(T, H);
+  ASSERT_EQ(scratch_bytes, static_cast<size_t>(kernels::rmsnorm_backward_num_partials(T) * H) * sizeof(float));
+  DeviceBuffer<float> d_scratch(scratch_bytes / sizeof(float));
+  d_x.upload(to_bf16(x));
+  d_w.upload(to_bf16(w));
+  d_dy.upload(to_bf16(dy));
+  d_rstd.upload(rstd);  // the same rstd the reference used
+  cuda::Stream stream;
+
+  auto run = [&](const bf16* dresidual, bf16* din) {
+    d_dw.upload(dw0);
+    if (din != d_dres.get()) d_din.poison();
+    d_scratch.poison();
+    sync();
+    kernels::RmsNormBackwardParams p;
+    p.din = din;
+    p.dweight = d_dw.get();
+    p.scratch = d_scratch.get();
+    p.scratch_bytes = scratch_bytes;
+    p.dout = d_dy.get();
+    p.in = d_x.get();
+    p.weight = d_w.get();
+    p.rstd = d_rstd.get();
+    p.dresidual = dresidual;
+    p.T = T;
+    p.H = H;
+    kernels::rmsnorm_backward(stream, p);
+    sync();
+  };
+
+  run(nullptr, d_din.get());
+  const auto din = d_din.download();
+  const auto dw = d_dw.download();
+  EXPECT_LT(relative_error(to_float(din), din_ref), kBf16RelTol) << "T=" << T << " H=" << H;
+  EXPECT_LT(relative_error(dw, dw_ref), kFp32RelTol) << "T=" << T << " H=" << H;
+
+  run(nullptr, d_din.get());
+  EXPECT_TRUE(same_bits(d_din.download(), din)) << "din differs run to run";
+  EXPECT_TRUE(same_bits(d_dw.download(), dw)) << "dweight differs run to run";
+
+  // Fused residual-gradient add, into a separate buffer and in place on dresidual.
+  d_dres.upload(to_bf16(dres));
+  run(d_dres.get(), d_din.get());
+  const auto din_res = d_din.download();
+  EXPECT_LT(relative_error(to_float(din_res), din_res_ref), kBf16RelTol);
+  EXPECT_TRUE(same_bits(d_dw.download(), dw)) << "dresidual must not change dweight";
+  run(d_dres.get(), d_dres.get());
+  EXPECT_TRUE(same_bits(d_dres.download(), din_res)) << "in-place din == dresidual differs";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormGpu, ::testing::ValuesIn(kShapes), [](const auto& info) {
+  return strprintf("T%lld_H%lld", static_cast<long long>(info.param.T), static_cast<long long>(info.param.H));
+});
+
+// 16-byte-misaligned pointers with H % 8 == 0 take the scalar path and give the same answer.
+TEST(RmsNormGpuMisc, MisalignedPointersUseScalarPath) {
+  const int64_t T = 9, H = 256;
+  const auto x = round_bf16(random_normal(T * H, 11));
+  const auto w = weights(H, 12);
+  std::vector<float> out_ref(T * H), rstd_ref(T);
+  ref::rmsnorm_forward(out_ref.data(), rstd_ref.data(), x.data(), w.data(), T, H, kEps);
+  DeviceBuffer<bf16> d_x(T * H + 1), d_w(H + 1), d_out(T * H + 1);
+  DeviceBuffer<float> d_rstd(T);
+  std::vector<float> x_shift(T * H + 1, 0.0f), w_shift(H + 1, 0.0f);
+  std::copy(x.begin(), x.end(), x_shift.begin() + 1);
+  std::copy(w.begin(), w.end(), w_shift.begin() + 1);
+  d_x.upload(to_bf16(x_shift));
+  d_w.upload(to_bf16(w_shift));
+  d_out.poison();
+  d_rstd.poison();
+  sync();
+  cuda::Stream stream;
+  kernels::rmsnorm_forward(stream, {d_out.get() + 1, d_rstd.get(), d_x.get() + 1, d_w.get() + 1, T, H, kEps});
+  sync();
+  auto out = to_float(d_out.download());
+  out.erase(out.begin());
+  EXPECT_LT(relative_error(out, out_ref), kBf16RelTol);
+  EXPECT_LT(relative_error(d_rstd.download(), rstd_ref), kFp32RelTol);
+}
+
+TEST(RmsNormGpuMisc, BackwardRejectsSmallScratch) {
+  DeviceBuffer<float> d_scratch(16), d_dw(64), d_rstd(4);
+  DeviceBuffer<bf16> d_a(4 * 64);
+  kernels::RmsNormBackwardParams p;
+  p.din = d_a.get();
+  p.dweight = d_dw.get();
+  p.scratch = d_scratch.get();
+  p.scratch_bytes = 16 * sizeof(float);
+  p.dout = d_a.get();
+  p.in = d_a.get();
+  p.weight = d_a.get();
+  p.rstd = d_rstd.get();
+  p.T = 4;
+  p.H = 64;
+  cuda::Stream stream;
+  EXPECT_THROW(kernels::rmsnorm_backward(stream, p), Error);
+}
+
+}  // namespace

@@ -1,0 +1,91 @@
+// RoPE reference: the HF rotate-half convention on a hand-computed case, backward = inverse and against
+// fp64 finite differences, strided heads leave the rest of the row untouched.
+#include "reference/rope.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "test_util.h"
+
+namespace sg {
+namespace {
+
+TEST(RopeReference, RotateHalfConventionKnownValues) {
+  // head_dim 4, base 100: freq_0 = 1, freq_1 = 100^(-1/2) = 0.1. Row t=3 with S=2 is position 1.
+  const int64_t T = 4, S = 2, d = 4;
+  std::vector<float> x(T * d, 0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    x[t * d + 0] = 1.0f;  // x1 of pair 0
+    x[t * d + 3] = 2.0f;  // x2 of pair 1
+  }
+  ref::rope_forward(x.data(), T, S, 1, d, d, 100.0);
+  // Position 0 (rows 0, 2): identity.
+  for (int64_t i = 0; i < d; ++i) EXPECT_EQ(x[2 * d + i], (i == 0 ? 1.0f : i == 3 ? 2.0f : 0.0f));
+  // Position 1 (row 3): out[i] = x1 cos - x2 sin, out[i+2] = x2 cos + x1 sin.
+  const float* r = x.data() + 3 * d;
+  EXPECT_NEAR(r[0], std::cos(1.0), 1e-6);
+  EXPECT_NEAR(r[2], std::sin(1.0), 1e-6);
+  EXPECT_NEAR(r[1], -2.0 * std::sin(0.1), 1e-6);
+  EXPECT_NEAR(r[3], 2.0 * std::cos(0.1), 1e-6);
+}
+
+TEST(RopeReference, BackwardInvertsForwardAndStridedHeadsStayInPlace) {
+  // A fused QKV-like row: 3 q heads, 1 k head, 1 v head of 8; rotate q and k (4 heads), not v.
+  const int64_t T = 37, S = 16, d = 8, heads = 4, stride = 5 * d;
+  const auto x0 = test::random_normal(T * stride, 61);
+  auto x = x0;
+  ref::rope_forward(x.data(), T, S, heads, d, stride, 10000.0);
+  double moved = 0.0;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t j = 0; j < stride; ++j) {
+      const int64_t i = t * stride + j;
+      if (j >= heads * d) {
+        EXPECT_EQ(x[i], x0[i]) << "v head must not be touched";
+      }
+      moved += std::fabs(x[i] - x0[i]);
+    }
+    // A rotation keeps each pair's norm.
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < d / 2; ++i) {
+        const int64_t a = t * stride + h * d + i, b = a + d / 2;
+        EXPECT_NEAR(x[a] * x[a] + x[b] * x[b], x0[a] * x0[a] + x0[b] * x0[b], 1e-4);
+      }
+  }
+  EXPECT_GT(moved, 1.0);
+  ref::rope_backward(x.data(), T, S, heads, d, stride, 10000.0);
+  EXPECT_LT(test::relative_error(x, x0), 1e-6);
+}
+
+TEST(RopeReference, BackwardMatchesFiniteDifferencesFp64) {
+  const int64_t T = 5, S = 3, d = 6, heads = 2, stride = 13;
+  const auto xf = test::random_normal(T * stride, 71);
+  const auto gf = test::random_normal(T * stride, 72);
+  const std::vector<double> x(xf.begin(), xf.end()), g(gf.begin(), gf.end());
+  auto loss = [&](std::vector<double> v) {
+    ref::rope_forward_generic<double>(v.data(), T, S, heads, d, stride, 500.0);
+    double l = 0.0;
+    for (size_t i = 0; i < v.size(); ++i) l += g[i] * v[i];
+    return l;
+  };
+  auto dx = g;
+  ref::rope_backward_generic<double>(dx.data(), T, S, heads, d, stride, 500.0);
+  const double step = 1e-5;
+  for (size_t i = 0; i < x.size(); ++i) {
+    auto p = x, m = x;
+    p[i] += step;
+    m[i] -= step;
+    const double fd = (loss(p) - loss(m)) / (2 * step);
+    EXPECT_NEAR(dx[i], fd, 1e-8 * (1.0 + std::fabs(fd))) << "dx[" << i << "]";
+  }
+}
+
+TEST(RopeReference, RejectsOddHeadDim) {
+  std::vector<float> x(10);
+  EXPECT_THROW(ref::rope_forward(x.data(), 2, 2, 1, 5, 5, 10000.0), Error);
+}
+
+}  // namespace
+}  // namespace sg

@@ -1,0 +1,99 @@
+// `stepgraph bench` as a user runs it, on any machine: the help text, --dryrun, and the exit codes of
+// everything that must be refused before GPU work (rule violations 1, not implemented 1, usage 2),
+// plus the no-GPU error where there is no GPU.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cuda/device.h"
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+std::string quote(const std::string& arg) {
+  std::string out = "'";
+  for (const char ch : arg) out.append(ch == '\'' ? std::string("'\\''") : std::string(1, ch));
+  out.push_back('\'');
+  return out;
+}
+
+Result bench(const std::vector<std::string>& args) {
+  std::string command = quote(STEPGRAPH_BIN) + " bench";
+  for (const auto& a : args) command.append(" ").append(quote(a));
+  command += " 2>&1";
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return result;
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+bool has(const Result& r, const std::string& text) { return r.output.find(text) != std::string::npos; }
+
+TEST(BenchCli, HelpDocumentsTheBridgeFlagsAndExamples) {
+  const Result r = bench({"--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text : {"-mr, --model_recipe_name NAME", "-ng, --num_gpus N", "--cuda_graph_scope A,B", "--compare MODES",
+                           "--floor-steps N", "--trace FILE", "--json FILE", "Examples:", "docs/performance.md"}) {
+    EXPECT_TRUE(has(r, text)) << text << "\n" << r.output;
+  }
+}
+
+TEST(BenchCli, DryrunPrintsThePlanWithoutAGpu) {
+  const Result r = bench({"-m", "llama", "-mr", "tiny", "-g", "h200", "-c", "bf16", "-ng", "1", "--compare",
+                          "none,local,transformer_engine:attn+mlp", "--steps", "5", "--dryrun"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r, "stepgraph bench llama/tiny: 4 layers")) << r.output;
+  EXPECT_TRUE(has(r, "mode local:\n  model.cuda_graph_impl = local\n  model.cuda_graph_scope = [full_iteration]"))
+      << r.output;
+  EXPECT_TRUE(has(r, "mode transformer_engine:attn+mlp:")) << r.output;
+  EXPECT_TRUE(has(r, "5 measured steps")) << r.output;
+}
+
+TEST(BenchCli, ValidatorRefusalsExitOneBeforeAnyGpuWork) {
+  const Result r = bench({"-m", "llama", "-mr", "tiny", "--cuda_graph_impl", "local", "--cuda_graph_scope", "attn"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(has(r, "[rule 4]")) << r.output;
+  EXPECT_TRUE(has(r, "nothing was run")) << r.output;
+  EXPECT_FALSE(has(r, "needs a GPU")) << r.output;  // refused by the validator, not by the device check
+  const Result moe = bench({"-m", "moe", "-mr", "tiny_moe"});
+  EXPECT_EQ(moe.exit_code, 1) << moe.output;
+  EXPECT_TRUE(has(moe, "not implemented yet")) << moe.output;
+}
+
+TEST(BenchCli, UnimplementedBridgeValuesExitOneUsageErrorsExitTwo) {
+  const Result fp8 = bench({"-m", "llama", "-mr", "tiny", "-c", "fp8_cs"});
+  EXPECT_EQ(fp8.exit_code, 1) << fp8.output;
+  EXPECT_TRUE(has(fp8, "-c fp8_cs is not implemented yet")) << fp8.output;
+  const Result gpus = bench({"-m", "llama", "-mr", "tiny", "-ng", "8"});
+  EXPECT_EQ(gpus.exit_code, 1) << gpus.output;
+  EXPECT_TRUE(has(gpus, "-ng 8 is not implemented yet")) << gpus.output;
+  const Result flag = bench({"-m", "llama", "-mr", "tiny", "--stepz", "3"});
+  EXPECT_EQ(flag.exit_code, 2) << flag.output;
+  EXPECT_TRUE(has(flag, "did you mean '--steps'")) << flag.output;
+  const Result recipe = bench({"-m", "llama", "-mr", "huge"});
+  EXPECT_EQ(recipe.exit_code, 2) << recipe.output;
+  EXPECT_TRUE(has(recipe, "llama/tiny")) << recipe.output;  // names the shipped recipes
+  const Result mode = bench({"-m", "llama", "-mr", "tiny", "--compare", "none,graphs"});
+  EXPECT_EQ(mode.exit_code, 2) << mode.output;
+}
+
+TEST(BenchCli, WithoutAGpuItSaysSo) {
+  if (sg::cuda::device_count() > 0) GTEST_SKIP() << "a GPU is present; tests/train/bench_gpu_test.cpp runs the bench";
+  const Result r = bench({"-m", "llama", "-mr", "tiny", "--compare", "none,local"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(has(r, "stepgraph bench needs a GPU")) << r.output;
+}
+
+}  // namespace
