@@ -560,7 +560,8 @@ def environment(args, with_device: bool) -> dict:
 
 def prepare_device(args) -> None:
     if torch.device(args.device).type == "cuda":
-        torch.cuda.set_device(torch.device(args.device))
+        device = torch.device(args.device)
+        torch.cuda.set_device(device.index if device.index is not None else 0)
         # fp32 accumulation throughout, as stepgraph's cuBLASLt GEMMs (no reduced-precision split-K reductions).
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 

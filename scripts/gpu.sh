@@ -5,11 +5,11 @@
 #   bash scripts/gpu.sh [tests|bench|torch|parity|all]...      (default: all)
 #
 # Expects a build made for sm_90 in ${BUILD_DIR:-build} (scripts/build.sh here, or on the GPU machine:
-# the binaries link only CUDA libraries dynamically). Logs and JSON go to ${OUT:-gpu-results}.
+# the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
-OUT=${OUT:-gpu-results}
+OUT=${RESULTS:-gpu-results}
 mkdir -p "$OUT"
 SG="$B/src/stepgraph"
 parts=("$@")
@@ -36,15 +36,19 @@ if want bench; then
     record "toy step bench" "see bench_graph_runtime.txt"
   fi
   for r in tiny small 1b; do
-    "$SG" bench -m llama -mr "$r" --compare none,local,transformer_engine:attn,transformer_engine:attn+mlp \
-      --json "$OUT/bench_$r.json" 2>&1 | tee "$OUT/bench_$r.txt" | tail -8
-    record "stepgraph bench $r" "rc=${PIPESTATUS[0]}"
+    "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 1 --plain \
+      --compare none,local,transformer_engine:attn,transformer_engine:attn+mlp \
+      --json "$OUT/bench_$r.json" --trace "$OUT/trace_$r.json" >"$OUT/bench_$r.txt" 2>&1
+    record "stepgraph bench $r" "rc=$?"
+    sed -n '/^mode /,$p' "$OUT/bench_$r.txt"
   done
+  python3 bench/kernel_table.py "$OUT/trace_1b.json" --mode none --markdown >"$OUT/kernels_1b.md" 2>&1
+  record "kernel table 1b" "rc=$? (kernels_1b.md)"
 fi
 
 if want torch; then
   for r in tiny small 1b; do
-    timeout 400 python3 bench/torch_reference.py --recipe "recipes/llama/$r.yaml" --steps 30 --warmup 10 \
+    PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-420}" python3 bench/torch_reference.py --recipe "recipes/llama/$r.yaml" --steps "${TORCH_STEPS:-30}" --warmup 10 ${TORCH_MODES:+--modes $TORCH_MODES} \
       --json "$OUT/torch_$r.json" >"$OUT/torch_$r.txt" 2>&1
     record "torch reference $r" "rc=$?"
     tail -10 "$OUT/torch_$r.txt"
@@ -53,7 +57,7 @@ fi
 
 if want parity; then
   if [[ -f tests/model/hf_parity.py ]]; then
-    python3 tests/model/hf_parity.py --stepgraph "$SG" --out "$OUT/hf_parity" 2>&1 | tee "$OUT/hf_parity.txt" | tail -8
+    python3 tests/model/hf_parity.py --stepgraph "$SG" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}" 2>&1 | tee "$OUT/hf_parity.txt" | tail -8
     record "HF transformers parity" "rc=${PIPESTATUS[0]}"
   fi
 fi

@@ -18,6 +18,7 @@ struct TrainArgs {
   std::string run_dir;
   bool cpu = false;
   bool plain = false;
+  std::string dump_batches;
 };
 
 int run_train(const TrainArgs& args) {
@@ -42,6 +43,7 @@ int run_train(const TrainArgs& args) {
                               .string()
                         : args.run_dir;
   options.force_cpu = args.cpu;
+  options.dump_batches_dir = args.dump_batches;
   options.interactive = !args.plain && train::Progress::stderr_is_terminal();
   const train::TrainSummary summary = train::train(config, options);
   std::fprintf(stderr, "trained %lld steps: loss %.4f -> %.4f; metrics in %s\n",
@@ -63,6 +65,8 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
   cmd->add_option("--run-dir", args->run_dir, "where metrics.jsonl goes (default runs/<recipe>)");
   cmd->add_flag("--cpu", args->cpu, "use the CPU reference backend even when a GPU is present");
   cmd->add_flag("--plain", args->plain, "plain log lines instead of a progress bar");
+  cmd->add_option("--dump-batches", args->dump_batches,
+                  "write every step's batch to DIR/batch_<step>.safetensors (tokens, targets, loss_mask)");
   cmd->callback([args, &exit_code] { exit_code = run_train(*args); });
 }};
 

@@ -13,6 +13,8 @@
 #include <functional>
 #include <string>
 
+#include "cuda/nvtx.h"
+
 namespace sg::graph {
 
 enum class Module : uint8_t { attn, mlp, moe, moe_router, moe_preprocess, mamba };
@@ -40,10 +42,13 @@ class RegionRunner {
 };
 
 // Runs every region eagerly: impl none, warmup steps, and whole-step capture (where the enclosing
-// capture records the launches).
+// capture records the launches). The NVTX range gives Nsight Systems the layer/module structure.
 class EagerRegionRunner final : public RegionRunner {
  public:
-  void run(const RegionKey&, cudaStream_t stream, const RegionBody& body) override { body(stream); }
+  void run(const RegionKey& key, cudaStream_t stream, const RegionBody& body) override {
+    const cuda::NvtxRange range(region_name(key));
+    body(stream);
+  }
 };
 
 }  // namespace sg::graph

@@ -143,6 +143,7 @@ ScopePlan plan_graph_scopes(GraphImpl impl, const std::vector<GraphScope>& scope
                            scope_list(plan.scopes).c_str()));
     plan.scopes = {GraphScope::full_iteration};
     plan.full_iteration = true;
+    plan.graphable_layers = plan.total_layers;  // the whole step's graph holds every layer
     return plan;
   }
 

@@ -57,6 +57,7 @@
 #include "kernels/gemm.h"
 #include "kernels/lm_head.h"
 #include "model/batch.h"
+#include "model/dropout_sites.h"
 #include "model/param_layout.h"
 #include "model/spec.h"
 
@@ -158,6 +159,16 @@ class LlamaStep {
   void mlp_forward(cudaStream_t stream, int64_t l);
   void mlp_backward(cudaStream_t stream, int64_t l);
   void attn_backward(cudaStream_t stream, int64_t l);
+  // Shared pieces of the region bodies: hidden dropout in place on delta_ (forward) and its backward
+  // (returns the gradient to use: d_delta_, or `dout` when dropout is off); the fused
+  // "residual_out = residual_in + delta_, norm_out = norm(residual_out)"; and the norm backward
+  // "din = norm'(d_norm_) + dresidual" adding into the norm weight's gradient.
+  void hidden_dropout_forward(cudaStream_t stream, int64_t l, DropoutKind kind);
+  const bf16* hidden_dropout_backward(cudaStream_t stream, int64_t l, DropoutKind kind, const bf16* dout);
+  void add_and_norm(cudaStream_t stream, bf16* residual_out, bf16* norm_out, float* rstd, const bf16* residual_in,
+                    int64_t norm_offset);
+  void norm_backward(cudaStream_t stream, bf16* din, int64_t norm_offset, const bf16* in, const float* rstd,
+                     const bf16* dresidual);
   StepScalars* scalars_device() const;
   void download_floats(cudaStream_t stream, const float* src, std::vector<float>& out) const;
   void check_setup_allowed(const char* what) const;

@@ -3,7 +3,9 @@
 // constants: no allocation, no host synchronisation, nothing read from the device.
 #include <cstddef>
 
+#include "core/strings.h"
 #include "cuda/check.h"
+#include "cuda/nvtx.h"
 #include "kernels/adamw.h"
 #include "kernels/dropout.h"
 #include "kernels/embedding.h"
@@ -95,6 +97,7 @@ void LlamaStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
 }
 
 void LlamaStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb) {
+  const cuda::NvtxRange range(strprintf("microbatch %lld", static_cast<long long>(mb)));
   const ModelSpec& m = layout_.spec();
   const int64_t T = T_, H = m.hidden_size, L = m.num_layers;
   const int64_t row0 = mb * T;
@@ -157,19 +160,7 @@ void LlamaStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
   }
 
   // Layer 0's input norm: d x_0 = input_layernorm_0'(d n_0) + d h_0.
-  kernels::RmsNormBackwardParams nb;
-  nb.din = d_resid_a_;
-  nb.dweight = grads_ + layout_.layer(0).input_norm;
-  nb.scratch = rmsnorm_scratch_;
-  nb.scratch_bytes = rmsnorm_scratch_bytes_;
-  nb.dout = d_norm_;
-  nb.in = resid_[0];
-  nb.weight = params_ + layout_.layer(0).input_norm;
-  nb.rstd = rstd_in_[0];
-  nb.dresidual = d_resid_b_;
-  nb.T = T;
-  nb.H = H;
-  kernels::rmsnorm_backward(stream, nb);
+  norm_backward(stream, d_resid_a_, layout_.layer(0).input_norm, resid_[0], rstd_in_[0], d_resid_b_);
 
   kernels::EmbeddingBackwardParams eb;
   eb.dtable = grads_ + layout_.embedding();
@@ -187,7 +178,7 @@ void LlamaStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
 
 void LlamaStep::attn_forward(cudaStream_t stream, int64_t l) {
   const ModelSpec& m = layout_.spec();
-  const int64_t T = T_, H = m.hidden_size;
+  const int64_t T = T_;
   const LayerParamOffsets& o = layout_.layer(l);
   const LayerBuffers& b = layers_[static_cast<size_t>(l)];
 
@@ -215,33 +206,15 @@ void LlamaStep::attn_forward(cudaStream_t stream, int64_t l) {
   attention_->forward(stream, ap);
 
   gemms_->o_proj.run(stream, delta_, b.attn, params_ + o.o_proj);
-  if (m.hidden_dropout > 0.0f) {
-    kernels::DropoutForwardParams dp;
-    dp.out = delta_;
-    dp.in = delta_;
-    dp.state = hidden_rng_;
-    dp.n = T * H;
-    dp.p = m.hidden_dropout;
-    dp.site = dropout_site(l, DropoutKind::attention_output);
-    kernels::dropout_forward(stream, dp);
-  }
+  hidden_dropout_forward(stream, l, DropoutKind::attention_output);
 
-  kernels::ResidualRmsNormForwardParams rn;  // h = x + y, m = post_attention_layernorm(h)
-  rn.residual_out = b.h;
-  rn.norm_out = b.m;
-  rn.rstd = b.rstd_m;
-  rn.residual_in = resid_[static_cast<size_t>(l)];
-  rn.delta = delta_;
-  rn.weight = params_ + o.post_norm;
-  rn.T = T;
-  rn.H = H;
-  rn.eps = static_cast<float>(m.layernorm_epsilon);
-  kernels::residual_rmsnorm_forward(stream, rn);
+  // h = x + y, m = post_attention_layernorm(h)
+  add_and_norm(stream, b.h, b.m, b.rstd_m, resid_[static_cast<size_t>(l)], o.post_norm);
 }
 
 void LlamaStep::mlp_forward(cudaStream_t stream, int64_t l) {
   const ModelSpec& m = layout_.spec();
-  const int64_t T = T_, H = m.hidden_size, F = m.ffn_hidden_size;
+  const int64_t T = T_, F = m.ffn_hidden_size;
   const LayerParamOffsets& o = layout_.layer(l);
   const LayerBuffers& b = layers_[static_cast<size_t>(l)];
   const size_t next = static_cast<size_t>(l + 1);
@@ -257,33 +230,15 @@ void LlamaStep::mlp_forward(cudaStream_t stream, int64_t l) {
   kernels::swiglu_forward(stream, sw);
 
   gemms_->down.run(stream, delta_, b.act, params_ + o.down_proj);
-  if (m.hidden_dropout > 0.0f) {
-    kernels::DropoutForwardParams dp;
-    dp.out = delta_;
-    dp.in = delta_;
-    dp.state = hidden_rng_;
-    dp.n = T * H;
-    dp.p = m.hidden_dropout;
-    dp.site = dropout_site(l, DropoutKind::mlp_output);
-    kernels::dropout_forward(stream, dp);
-  }
+  hidden_dropout_forward(stream, l, DropoutKind::mlp_output);
 
-  kernels::ResidualRmsNormForwardParams rn;  // x_{l+1} = h + z, n_{l+1} = next norm(x_{l+1})
-  rn.residual_out = resid_[next];
-  rn.norm_out = norm_in_[next];
-  rn.rstd = rstd_in_[next];
-  rn.residual_in = b.h;
-  rn.delta = delta_;
-  rn.weight = params_ + next_norm;
-  rn.T = T;
-  rn.H = H;
-  rn.eps = static_cast<float>(m.layernorm_epsilon);
-  kernels::residual_rmsnorm_forward(stream, rn);
+  // x_{l+1} = h + z, n_{l+1} = next norm(x_{l+1})
+  add_and_norm(stream, resid_[next], norm_in_[next], rstd_in_[next], b.h, next_norm);
 }
 
 void LlamaStep::mlp_backward(cudaStream_t stream, int64_t l) {
   const ModelSpec& m = layout_.spec();
-  const int64_t T = T_, H = m.hidden_size, F = m.ffn_hidden_size;
+  const int64_t T = T_, F = m.ffn_hidden_size;
   const LayerParamOffsets& o = layout_.layer(l);
   const LayerBuffers& b = layers_[static_cast<size_t>(l)];
   const size_t next = static_cast<size_t>(l + 1);
@@ -291,32 +246,9 @@ void LlamaStep::mlp_backward(cudaStream_t stream, int64_t l) {
   const int64_t next_norm = last ? layout_.final_norm() : layout_.layer(l + 1).input_norm;
 
   // d x_{l+1} = next norm'(d n_{l+1}) + d h_{l+1} (the last layer's output only feeds the final norm).
-  kernels::RmsNormBackwardParams nb;
-  nb.din = d_resid_a_;
-  nb.dweight = grads_ + next_norm;
-  nb.scratch = rmsnorm_scratch_;
-  nb.scratch_bytes = rmsnorm_scratch_bytes_;
-  nb.dout = d_norm_;
-  nb.in = resid_[next];
-  nb.weight = params_ + next_norm;
-  nb.rstd = rstd_in_[next];
-  nb.dresidual = last ? nullptr : d_resid_b_;
-  nb.T = T;
-  nb.H = H;
-  kernels::rmsnorm_backward(stream, nb);
+  norm_backward(stream, d_resid_a_, next_norm, resid_[next], rstd_in_[next], last ? nullptr : d_resid_b_);
 
-  const bf16* dz = d_resid_a_;
-  if (m.hidden_dropout > 0.0f) {
-    kernels::DropoutBackwardParams dp;
-    dp.din = d_delta_;
-    dp.dout = d_resid_a_;
-    dp.state = hidden_rng_;
-    dp.n = T * H;
-    dp.p = m.hidden_dropout;
-    dp.site = dropout_site(l, DropoutKind::mlp_output);
-    kernels::dropout_backward(stream, dp);
-    dz = d_delta_;
-  }
+  const bf16* dz = hidden_dropout_backward(stream, l, DropoutKind::mlp_output, d_resid_a_);
   gemms_->down_dx.run(stream, d_act_, dz, params_ + o.down_proj);
   gemms_->down_dw.run(stream, grads_ + o.down_proj, dz, b.act);
 
@@ -334,37 +266,14 @@ void LlamaStep::mlp_backward(cudaStream_t stream, int64_t l) {
 
 void LlamaStep::attn_backward(cudaStream_t stream, int64_t l) {
   const ModelSpec& m = layout_.spec();
-  const int64_t T = T_, H = m.hidden_size;
+  const int64_t T = T_;
   const LayerParamOffsets& o = layout_.layer(l);
   const LayerBuffers& b = layers_[static_cast<size_t>(l)];
 
   // d h_l = post_attention_layernorm'(d m_l) + d x_{l+1}.
-  kernels::RmsNormBackwardParams nb;
-  nb.din = d_resid_b_;
-  nb.dweight = grads_ + o.post_norm;
-  nb.scratch = rmsnorm_scratch_;
-  nb.scratch_bytes = rmsnorm_scratch_bytes_;
-  nb.dout = d_norm_;
-  nb.in = b.h;
-  nb.weight = params_ + o.post_norm;
-  nb.rstd = b.rstd_m;
-  nb.dresidual = d_resid_a_;
-  nb.T = T;
-  nb.H = H;
-  kernels::rmsnorm_backward(stream, nb);
+  norm_backward(stream, d_resid_b_, o.post_norm, b.h, b.rstd_m, d_resid_a_);
 
-  const bf16* dy = d_resid_b_;
-  if (m.hidden_dropout > 0.0f) {
-    kernels::DropoutBackwardParams dp;
-    dp.din = d_delta_;
-    dp.dout = d_resid_b_;
-    dp.state = hidden_rng_;
-    dp.n = T * H;
-    dp.p = m.hidden_dropout;
-    dp.site = dropout_site(l, DropoutKind::attention_output);
-    kernels::dropout_backward(stream, dp);
-    dy = d_delta_;
-  }
+  const bf16* dy = hidden_dropout_backward(stream, l, DropoutKind::attention_output, d_resid_b_);
   gemms_->o_proj_dx.run(stream, d_attn_, dy, params_ + o.o_proj);
   gemms_->o_proj_dw.run(stream, grads_ + o.o_proj, dy, b.attn);
 
@@ -393,6 +302,68 @@ void LlamaStep::attn_backward(cudaStream_t stream, int64_t l) {
 
   gemms_->qkv_dx.run(stream, d_norm_, d_qkv_, params_ + o.qkv);  // d n_l
   gemms_->qkv_dw.run(stream, grads_ + o.qkv, d_qkv_, norm_in_[static_cast<size_t>(l)]);
+}
+
+// ---- shared pieces of the region bodies ----
+
+void LlamaStep::hidden_dropout_forward(cudaStream_t stream, int64_t l, DropoutKind kind) {
+  const ModelSpec& m = layout_.spec();
+  if (m.hidden_dropout <= 0.0f) return;
+  kernels::DropoutForwardParams dp;
+  dp.out = delta_;
+  dp.in = delta_;
+  dp.state = hidden_rng_;
+  dp.n = T_ * m.hidden_size;
+  dp.p = m.hidden_dropout;
+  dp.site = dropout_site(l, kind);
+  kernels::dropout_forward(stream, dp);
+}
+
+const bf16* LlamaStep::hidden_dropout_backward(cudaStream_t stream, int64_t l, DropoutKind kind, const bf16* dout) {
+  const ModelSpec& m = layout_.spec();
+  if (m.hidden_dropout <= 0.0f) return dout;
+  kernels::DropoutBackwardParams dp;
+  dp.din = d_delta_;
+  dp.dout = dout;
+  dp.state = hidden_rng_;
+  dp.n = T_ * m.hidden_size;
+  dp.p = m.hidden_dropout;
+  dp.site = dropout_site(l, kind);
+  kernels::dropout_backward(stream, dp);
+  return d_delta_;
+}
+
+void LlamaStep::add_and_norm(cudaStream_t stream, bf16* residual_out, bf16* norm_out, float* rstd,
+                             const bf16* residual_in, int64_t norm_offset) {
+  const ModelSpec& m = layout_.spec();
+  kernels::ResidualRmsNormForwardParams rn;
+  rn.residual_out = residual_out;
+  rn.norm_out = norm_out;
+  rn.rstd = rstd;
+  rn.residual_in = residual_in;
+  rn.delta = delta_;
+  rn.weight = params_ + norm_offset;
+  rn.T = T_;
+  rn.H = m.hidden_size;
+  rn.eps = static_cast<float>(m.layernorm_epsilon);
+  kernels::residual_rmsnorm_forward(stream, rn);
+}
+
+void LlamaStep::norm_backward(cudaStream_t stream, bf16* din, int64_t norm_offset, const bf16* in, const float* rstd,
+                              const bf16* dresidual) {
+  kernels::RmsNormBackwardParams nb;
+  nb.din = din;
+  nb.dweight = grads_ + norm_offset;
+  nb.scratch = rmsnorm_scratch_;
+  nb.scratch_bytes = rmsnorm_scratch_bytes_;
+  nb.dout = d_norm_;
+  nb.in = in;
+  nb.weight = params_ + norm_offset;
+  nb.rstd = rstd;
+  nb.dresidual = dresidual;
+  nb.T = T_;
+  nb.H = layout_.spec().hidden_size;
+  kernels::rmsnorm_backward(stream, nb);
 }
 
 }  // namespace sg::model

@@ -90,6 +90,7 @@ void GpuBackend::submit(const model::HostBatch& batch) {
     SG_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
     const graph::GraphStats s = graphed_->stats();
     const long long delta = static_cast<long long>(free_before) - static_cast<long long>(free_after);
+    graph_memory_bytes_ = delta;
     notify(strprintf("captured %d CUDA graph%s at step %lld: capture %.1f ms, instantiate %.1f ms; the graphs took "
                      "%s of device memory (%.3f%% of the planned %s)",
                      s.graphs_live, s.graphs_live == 1 ? "" : "s", static_cast<long long>(submitted_ + 1),

@@ -35,6 +35,12 @@ class GpuBackend final : public TrainingBackend {
   uint64_t device_memory_used() const override;
   std::string device_name() const override;
 
+  graph::GraphStats graph_stats() const { return graphed_->stats(); }
+  // Device memory the graphs took at capture (cudaMemGetInfo before and after the capture step); -1
+  // before the capture.
+  int64_t graph_memory_bytes() const { return graph_memory_bytes_; }
+  const model::LlamaStep& step() const { return *step_; }
+
  private:
   struct InputSlot {
     int32_t* tokens = nullptr;  // pinned
@@ -58,6 +64,7 @@ class GpuBackend final : public TrainingBackend {
   std::deque<int> pending_;  // ring indices of submitted, not yet collected steps
   int64_t submitted_ = 0;
   size_t tokens_per_step_ = 0;
+  int64_t graph_memory_bytes_ = -1;
 };
 
 // Factory used by make_backend (train/backend_factory.h).

@@ -1,6 +1,7 @@
 #include "train/metrics.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -27,8 +28,8 @@ double peak_bf16_tflops(const std::string& device_name) {
   return 0.0;
 }
 
-MetricsLog::MetricsLog(const std::string& path) : path_(path) {
-  file_ = std::fopen(path.c_str(), "a");
+MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
   SG_CHECK(file_ != nullptr, strprintf("cannot open metrics file %s: %s", path.c_str(), std::strerror(errno)));
 }
 
@@ -36,12 +37,18 @@ MetricsLog::~MetricsLog() {
   if (file_) std::fclose(file_);
 }
 
+namespace {
+// JSON has no NaN or infinity: a non-finite value (NaN checks off) is written as null.
+std::string json_number(double v) { return std::isfinite(v) ? strprintf("%.9g", v) : std::string("null"); }
+}  // namespace
+
 void MetricsLog::write(const StepMetrics& m) {
   std::fprintf(file_,
-               "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"step_ms\": %.4f, "
+               "{\"step\": %lld, \"loss\": %s, \"grad_norm\": %s, \"lr\": %s, \"step_ms\": %.4f, "
                "\"tokens_per_s\": %.1f, \"tflops_per_gpu\": %.3f, \"mfu\": %.5f, \"device_memory_used\": %llu}\n",
-               static_cast<long long>(m.step), m.loss, m.grad_norm, m.lr, m.step_ms, m.tokens_per_s,
-               m.tflops_per_gpu, m.mfu, static_cast<unsigned long long>(m.device_memory_used));
+               static_cast<long long>(m.step), json_number(m.loss).c_str(), json_number(m.grad_norm).c_str(),
+               json_number(m.lr).c_str(), m.step_ms, m.tokens_per_s, m.tflops_per_gpu, m.mfu,
+               static_cast<unsigned long long>(m.device_memory_used));
   std::fflush(file_);
 }
 

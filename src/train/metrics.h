@@ -28,10 +28,11 @@ struct StepMetrics {
   uint64_t device_memory_used = 0;
 };
 
-// Appends one JSON object per line; flushed after every record so a crash loses nothing written.
+// One JSON object per line; flushed after every record so a crash loses nothing written. A fresh run
+// starts the file anew; a resumed run (append) continues it.
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::string& path);
+  MetricsLog(const std::string& path, bool append);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;

@@ -2,12 +2,14 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "graph/registry.h"
 #include "train/backend_factory.h"
+#include "train/checkpoint/safetensors.h"
 #include "train/checkpointing.h"
 #include "train/data/batch.h"
 #include "train/data/blended_dataset.h"
@@ -60,6 +62,28 @@ class BatchSource {
   model::HostBatch host_;
 };
 
+void dump_batch(const std::string& dir, int64_t step, const model::HostBatch& batch, int64_t sequences,
+                int64_t seq_length) {
+  using checkpoint::TensorDtype;
+  const std::vector<int64_t> shape = {sequences, seq_length};
+  const checkpoint::TensorRef tensors[] = {
+      {"tokens", TensorDtype::I32, shape, batch.tokens.data()},
+      {"targets", TensorDtype::I32, shape, batch.targets.data()},
+      {"loss_mask", TensorDtype::F32, shape, batch.loss_mask.data()},
+  };
+  checkpoint::write_safetensors(
+      (std::filesystem::path(dir) / strprintf("batch_%07lld.safetensors", static_cast<long long>(step))).string(),
+      tensors);
+}
+
+// SIGINT/SIGTERM handling for the duration of a run, on every way out.
+struct StopHandlers {
+  explicit StopHandlers(double grace_seconds) { graph::install_stop_handlers(grace_seconds); }
+  ~StopHandlers() { graph::uninstall_stop_handlers(); }
+  StopHandlers(const StopHandlers&) = delete;
+  StopHandlers& operator=(const StopHandlers&) = delete;
+};
+
 StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, double tokens,
                        uint64_t memory_used) {
   StepMetrics m;
@@ -91,28 +115,33 @@ TrainSummary train(const Config& raw_config, const TrainOptions& options) {
   const int64_t train_iters = config.train.train_iters.value_or(0);
   SG_CHECK(train_iters > 0, "train.train_iters must be set to a positive number of steps");
 
-  std::filesystem::create_directories(options.run_dir);
+  // Data and checkpoint are checked before any device memory is planned: bad input fails fast.
   BatchSource data(config, model, batch);
   log::info(data.loader().describe());
+  std::optional<LoadedCheckpoint> loaded;
+  if (config.checkpoint.load) loaded = load_checkpoint(*config.checkpoint.load, config, model::ParamLayout(model));
 
+  TrainSummary summary;
+  const int64_t start_step = loaded ? loaded->state.steps_done : 0;
+  summary.steps_done = start_step;
+  if (start_step >= train_iters) {
+    log::info(strprintf("%s is at step %lld and train.train_iters = %lld: nothing to train",
+                        loaded->path.c_str(), static_cast<long long>(start_step), static_cast<long long>(train_iters)));
+    return summary;
+  }
+
+  std::filesystem::create_directories(options.run_dir);
   std::unique_ptr<TrainingBackend> backend = make_backend(config, options.force_cpu);
   log::info(backend->description());
   log::info(backend->memory_plan());
   for (const auto& line : backend->start_report()) log::info(line);
-
-  TrainSummary summary;
-  int64_t start_step = 0;
-  if (config.checkpoint.load) {
-    LoadedCheckpoint loaded = load_checkpoint(*config.checkpoint.load, config, backend->layout());
-    backend->load_state(loaded.state);
-    data.loader().seek(loaded.position);
-    start_step = loaded.state.steps_done;
-    summary.steps_done = start_step;
-    log::info(strprintf("resumed from %s at step %lld", loaded.path.c_str(),
-                        static_cast<long long>(start_step)));
+  if (loaded) {
+    backend->load_state(loaded->state);
+    data.loader().seek(loaded->position);
+    log::info(strprintf("resumed from %s at step %lld", loaded->path.c_str(), static_cast<long long>(start_step)));
   }
 
-  MetricsLog metrics((std::filesystem::path(options.run_dir) / "metrics.jsonl").string());
+  MetricsLog metrics((std::filesystem::path(options.run_dir) / "metrics.jsonl").string(), /*append=*/loaded.has_value());
   summary.metrics_path = metrics.path();
   const double flops = training_flops_per_step(model, batch);
   const double peak = peak_bf16_tflops(backend->device_name());
@@ -170,9 +199,16 @@ TrainSummary train(const Config& raw_config, const TrainOptions& options) {
     progress.update(r.step, strprintf("loss %.4f", r.loss));
   };
 
-  graph::install_stop_handlers(config.checkpoint.save ? 120.0 : 1.5);
+  // A stop finishes the current step and saves: the watchdog's grace covers a checkpoint write.
+  const StopHandlers stop_handlers(config.checkpoint.save ? 120.0 : 1.5);
+  if (!options.dump_batches_dir.empty()) std::filesystem::create_directories(options.dump_batches_dir);
   for (int64_t step = start_step + 1; step <= train_iters; ++step) {
-    backend->submit(data.next());
+    const model::HostBatch& host_batch = data.next();
+    if (!options.dump_batches_dir.empty()) {
+      dump_batch(options.dump_batches_dir, step, host_batch, batch.num_microbatches * batch.micro_batch_size,
+                 model.seq_length);
+    }
+    backend->submit(host_batch);
     for (const StepResult& r : backend->collect(1)) handle(r);
     if (graph::stop_requested()) {
       summary.stopped_by_signal = true;
@@ -188,7 +224,6 @@ TrainSummary train(const Config& raw_config, const TrainOptions& options) {
   save(summary.steps_done);
   progress.finish();
   for (const auto& line : backend->end_report()) log::info(line);
-  graph::uninstall_stop_handlers();
   return summary;
 }
 

@@ -12,6 +12,9 @@ struct TrainOptions {
   std::string run_dir;       // metrics.jsonl goes here; default runs/<recipe name>
   bool force_cpu = false;    // use the CPU backend even when a GPU is present
   bool interactive = false;  // progress bar (stderr is a terminal)
+  // When set, every step's batch is written there as batch_<step>.safetensors (tokens, targets,
+  // loss_mask as [global_batch_size, seq_length]): to see what the model saw, or to replay it elsewhere.
+  std::string dump_batches_dir;
 };
 
 struct TrainSummary {

@@ -49,6 +49,7 @@ TEST(ScopePlan, LocalIsOneFullIterationGraph) {
     EXPECT_EQ(p.num_graphs(), 1);
     EXPECT_TRUE(p.graphed_regions.empty());
     EXPECT_EQ(p.scopes, std::vector<GraphScope>{GraphScope::full_iteration});
+    EXPECT_EQ(p.graphable_layers, 4);  // every layer is inside the one graph
     EXPECT_NE(p.describe().find("1 graph of the whole step"), std::string::npos) << p.describe();
   }
   const std::string msg = thrown_message([] { plan_graph_scopes(GraphImpl::local, {GraphScope::attn}, dense(2)); });

@@ -3,11 +3,13 @@
 // against a hand computation).
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "core/strings.h"
 #include "train/benchmark/bench_options.h"
 #include "train/benchmark/bench_plan.h"
 #include "train/benchmark/bench_stats.h"

@@ -261,8 +261,20 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress) {
   StopHandlers stop_handlers;
 
   // CUPTI attaches before any graph exists, so graphs instantiated later are traced like eager kernels.
+  // An empty window proves it works; when it does not (another CUPTI client such as Nsight Systems is
+  // attached, or no libcupti), the bench runs on without the floor and says why.
   std::unique_ptr<KernelTimer> timer;
-  if (plan.floor_steps > 0) timer = std::make_unique<KernelTimer>();
+  std::string cupti_error;
+  if (plan.floor_steps > 0) {
+    try {
+      timer = std::make_unique<KernelTimer>();
+      timer->begin(false);
+      timer->end();
+    } catch (const Error& e) {
+      timer.reset();
+      cupti_error = e.what();
+    }
+  }
 
   BenchResults results;
   const cuda::DeviceProperties& device = cuda::device_properties();
@@ -273,6 +285,8 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress) {
   SG_CUDA_CHECK(cudaDriverGetVersion(&results.env.driver_version));
   SG_CUDA_CHECK(cudaRuntimeGetVersion(&results.env.runtime_version));
   if (timer) results.env.cupti_version = KernelTimer::version();
+  results.env.cupti_error = cupti_error;
+  if (!cupti_error.empty() && progress.line) progress.line("no kernel-time floor: " + cupti_error);
 
   Tracker tracker(plan, progress);
   cuda::Stream stream;

@@ -128,6 +128,9 @@ BenchReport summarize(const BenchPlan& plan, const BenchResults& results) {
   }
 
   if (plan.floor_steps == 0) report.notes.push_back("no kernel-time floor: --floor-steps 0");
+  if (plan.floor_steps > 0 && !results.env.cupti_error.empty()) {
+    report.notes.push_back("no kernel-time floor (and no --trace): " + results.env.cupti_error);
+  }
   if (eager == nullptr && !results.modes.empty()) {
     report.notes.push_back("no 'vs eager' memory column: add none to --compare to measure against eager");
   }
@@ -238,7 +241,8 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
                  {"peak_bf16_tflops", env.peak_tflops},
                  {"driver_version", env.driver_version},
                  {"runtime_version", env.runtime_version},
-                 {"cupti_version", env.cupti_version}};
+                 {"cupti_version", env.cupti_version},
+                 {"cupti_error", env.cupti_error}};
   j["arena_bytes"] = env.arena_bytes;
   j["losses_agree"] = report.losses_agree;
   j["notes"] = report.notes;

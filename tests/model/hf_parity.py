@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""stepgraph vs Hugging Face transformers: the same weights and the same batch give the same loss.
+
+Steps (issue 4 "against PyTorch", issue 5 "transformers loads the saved checkpoint"):
+  (a) `stepgraph data synth` writes a synthetic corpus to OUT/corpus;
+  (b) `stepgraph train RECIPE` trains K+1 steps on it, saving a checkpoint at step K and dumping every
+      step's batch (--dump-batches); a second, 2-step run saves at step 1 (the early check);
+  (c) transformers.LlamaForCausalLM.from_pretrained loads OUT/ckpt/iter_000000K, in bfloat16 and in
+      float32 (no missing or unexpected tensor is allowed);
+  (d) the loss of batch K+1 is computed as stepgraph defines it: the global batch is split into
+      global/micro microbatches of micro_batch_size sequences; per microbatch the mean cross-entropy
+      over tokens with loss_mask 1 (sum(mask*ce) / max(sum(mask), 1)); the step loss is the mean over
+      microbatches. The targets come from the batch file (already shifted: no shifting here);
+  (e) that loss is compared with metrics.jsonl's loss at step K+1 (the loss stepgraph computed with the
+      weights after step K, i.e. the checkpoint's weights). Same for step 2 vs iter_0000001.
+
+Tolerance: relative difference |hf - stepgraph| / |stepgraph| <= 1e-2 for both dtypes (bf16 compute on
+either side rounds activations to 8 bits of mantissa; the checkpoint's bf16 weights are exactly the
+GPU step's compute weights). On the CPU backend (fp32 compute with the fp32 master weights, while the
+checkpoint holds them rounded to bf16) the float32 row is expected within about 1e-3.
+
+Prints a table; exit status 0 when every row passes, 1 when one fails, 2 for a usage/setup problem.
+
+GPU machine:  python3 tests/model/hf_parity.py --stepgraph build/stepgraph --out /tmp/hf_parity
+CPU check of the script itself (small model, no graphs):
+  python3 tests/model/hf_parity.py --stepgraph build/stepgraph --out /tmp/hf_parity_cpu --steps 3 \
+      --graphs none --cpu --override model.num_layers=2 model.hidden_size=64 model.ffn_hidden_size=128 \
+      model.seq_length=32 dataset.seq_length=32
+"""
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the GPU machine has no network; nothing is downloaded
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+try:
+    import torch
+    import torch.nn.functional as F
+    import transformers
+    from safetensors.torch import load_file
+except ImportError as e:
+    print(f"error: {e}: needs torch, transformers and safetensors", file=sys.stderr)
+    sys.exit(2)
+
+
+def run(cmd, log_path):
+    """Runs cmd, teeing nothing: output goes to log_path; raises with its tail on failure."""
+    print("+ " + " ".join(cmd), flush=True)
+    start = time.time()
+    with open(log_path, "w") as log:
+        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+    with open(log_path) as log:
+        text = log.read()
+    if rc != 0:
+        raise SystemExit(f"error: exit status {rc} after {time.time() - start:.1f} s from: {' '.join(cmd)}\n"
+                         f"--- {log_path} (tail):\n{text[-4000:]}")
+    return text
+
+
+def resolved_value(config_yaml, key):
+    """The value of `key:` in `stepgraph config show` output (keys used here are unique)."""
+    m = re.search(r"^\s*" + re.escape(key) + r":\s*([^\s#]+)", config_yaml, re.MULTILINE)
+    if not m:
+        raise SystemExit(f"error: `stepgraph config show` printed no {key}")
+    return m.group(1)
+
+
+def metrics_losses(path):
+    """step -> loss from metrics.jsonl (tolerates nan/inf, which strict JSON does not allow)."""
+    losses = {}
+    with open(path) as f:
+        for line in f:
+            step = re.search(r'"step":\s*(-?\d+)', line)
+            loss = re.search(r'"loss":\s*([^,}\s]+)', line)
+            if step and loss:
+                losses[int(step.group(1))] = float(loss.group(1))
+    return losses
+
+
+def stepgraph_loss(model, batch, micro_batch_size, device):
+    """The step loss exactly as stepgraph defines it (see the module docstring)."""
+    tokens = batch["tokens"].long()
+    targets = batch["targets"].long()
+    mask = batch["loss_mask"].float()
+    sequences, seq_length = tokens.shape
+    if sequences % micro_batch_size != 0:
+        raise SystemExit(f"error: the batch has {sequences} sequences, not a multiple of micro_batch_size "
+                         f"{micro_batch_size}")
+    per_microbatch = []
+    with torch.no_grad():
+        for m in range(sequences // micro_batch_size):
+            rows = slice(m * micro_batch_size, (m + 1) * micro_batch_size)
+            logits = model(input_ids=tokens[rows].to(device)).logits.float()  # [mbs, L, V], fp32 softmax
+            ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets[rows].reshape(-1).to(device),
+                                 reduction="none")
+            mb_mask = mask[rows].reshape(-1).to(device)
+            per_microbatch.append(float((ce.double() * mb_mask.double()).sum() / max(float(mb_mask.sum()), 1.0)))
+    return sum(per_microbatch) / len(per_microbatch), per_microbatch
+
+
+def load_hf(folder, dtype, device, attn):
+    model, info = transformers.LlamaForCausalLM.from_pretrained(
+        folder, dtype=dtype, attn_implementation=attn, output_loading_info=True)
+    problems = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    if problems:
+        raise SystemExit(f"error: transformers loaded {folder} with {problems}")
+    return model.to(device).eval()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--stepgraph", required=True, help="the stepgraph binary")
+    p.add_argument("--out", required=True, help="output folder (corpus, checkpoints, batches, runs, logs)")
+    p.add_argument("--recipe", default="llama/tiny")
+    p.add_argument("--steps", type=int, default=100,
+                   help="K: compare step K+1 with the step-K checkpoint (trained enough that the loss is "
+                        "clearly below the corpus's unigram entropy, so the model uses the context)")
+    p.add_argument("--lr", default="3e-3", help="optimizer.lr (the demo recipe's; tiny's 3e-4 learns slowly)")
+    p.add_argument("--tokens", type=int, default=200000, help="synthetic corpus size")
+    p.add_argument("--micro-batch-size", type=int, default=2)
+    p.add_argument("--global-batch-size", type=int, default=4, help="2 microbatches of 2 by default")
+    p.add_argument("--graphs", default="local", choices=["local", "none"],
+                   help="model.cuda_graph_impl for the training run (local: the whole step as one graph)")
+    p.add_argument("--cpu", action="store_true", help="train with `stepgraph train --cpu`")
+    p.add_argument("--override", nargs="*", default=[], help="more dotted overrides for stepgraph train")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device")
+    p.add_argument("--attn", default="eager", help="transformers attn_implementation (eager, sdpa)")
+    p.add_argument("--tol-bf16", type=float, default=1e-2, help="relative tolerance, transformers in bfloat16")
+    p.add_argument("--tol-fp32", type=float, default=1e-2, help="relative tolerance, transformers in float32")
+    p.add_argument("--skip-train", action="store_true", help="reuse OUT from a previous run (compare only)")
+    args = p.parse_args()
+    if args.steps < 1:
+        p.error("--steps must be >= 1")
+
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    corpus = os.path.join(out, "corpus")
+    K = args.steps
+    overrides = [
+        "dataset.mock=false", f"dataset.data_path=[{corpus}]", "model.vocab_size=256",
+        f"train.micro_batch_size={args.micro_batch_size}", f"train.global_batch_size={args.global_batch_size}",
+        f"model.cuda_graph_impl={args.graphs}", f"optimizer.lr={args.lr}",
+    ] + args.override
+    flags = ["--plain"] + (["--cpu"] if args.cpu else [])
+
+    # What the runs use, resolved by stepgraph itself: batch split and dropout (dropout would make the
+    # training-mode loss differ from transformers' eval-mode forward).
+    shown = subprocess.run([args.stepgraph, "config", "show", args.recipe] + overrides,
+                           capture_output=True, text=True)
+    if shown.returncode != 0:
+        raise SystemExit(f"error: stepgraph config show failed:\n{shown.stderr}")
+    micro_batch_size = int(resolved_value(shown.stdout, "micro_batch_size"))
+    # One schedule for both runs (lr_decay_iters otherwise follows train_iters), valid for any K.
+    warmup = int(resolved_value(shown.stdout, "lr_warmup_iters"))
+    overrides.append(f"scheduler.lr_decay_iters={max(K + 1, warmup + 1)}")
+    for key in ("attention_dropout", "hidden_dropout"):
+        if float(resolved_value(shown.stdout, key)) != 0.0:
+            raise SystemExit(f"error: model.{key} is not 0: the training loss then includes dropout, which "
+                             "transformers' eval forward does not; compare without dropout")
+
+    # (early, K) runs: (checkpoint step, compared step, train_iters, save_interval, folder tag)
+    checks = [(1, 2, 2, 1, "early"), (K, K + 1, K + 1, K, "main")]
+    if K == 1:
+        checks = checks[1:]
+    if not args.skip_train:
+        run([args.stepgraph, "data", "synth", "--out", corpus, "--tokens", str(args.tokens), "--json"],
+            os.path.join(out, "synth.log"))
+    with open(os.path.join(out, "synth.log")) as f:
+        entropy = json.loads(f.read())["unigram_entropy_nats"]
+    print(f"corpus unigram entropy: {entropy:.4f} nats/token")
+    if not args.skip_train:
+        for _, _, iters, interval, tag in checks:
+            run([args.stepgraph, "train", args.recipe] + overrides + [
+                f"train.train_iters={iters}", f"checkpoint.save={out}/ckpt_{tag}",
+                f"checkpoint.save_interval={interval}", "--dump-batches", f"{out}/batches_{tag}",
+                "--run-dir", f"{out}/run_{tag}"] + flags, os.path.join(out, f"train_{tag}.log"))
+
+    transformers.utils.logging.disable_progress_bar()  # keep the log to the table
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}, device {args.device}, "
+          f"attention {args.attn}, micro_batch_size {micro_batch_size}")
+    rows = []
+    for ckpt_step, step, _, _, tag in checks:
+        folder = os.path.join(out, f"ckpt_{tag}", f"iter_{ckpt_step:07d}")
+        batch = load_file(os.path.join(out, f"batches_{tag}", f"batch_{step:07d}.safetensors"))
+        reference = metrics_losses(os.path.join(out, f"run_{tag}", "metrics.jsonl")).get(step)
+        if reference is None:
+            raise SystemExit(f"error: run_{tag}/metrics.jsonl has no step {step}")
+        for name, dtype, tol in (("bfloat16", torch.bfloat16, args.tol_bf16), ("float32", torch.float32, args.tol_fp32)):
+            model = load_hf(folder, dtype, args.device, args.attn)
+            loss, per_mb = stepgraph_loss(model, batch, micro_batch_size, args.device)
+            rel = abs(loss - reference) / abs(reference) if reference != 0 else abs(loss)
+            ok = math.isfinite(loss) and math.isfinite(reference) and rel <= tol
+            rows.append((f"step {step} (weights iter_{ckpt_step:07d})", name, reference, loss, rel, tol, ok,
+                         " ".join(f"{x:.6f}" for x in per_mb)))
+            del model
+
+    # A model that ignores the context (loss near the unigram entropy) would hide attention/RoPE bugs:
+    # the main comparison must be made on a trained model.
+    # Single batches vary by +-0.5 nats (the corpus mixes tasks), so the last 10 steps' mean decides.
+    main_losses = metrics_losses(os.path.join(out, "run_main", "metrics.jsonl"))
+    last = [main_losses.get(s, float("nan")) for s in range(max(1, K - 8), K + 2)]
+    main_loss = sum(last) / len(last)
+    trained = main_loss < entropy
+    rows.append((f"mean loss of steps {max(1, K - 8)}-{K + 1} < unigram entropy", "-", main_loss, entropy,
+                 0.0 if trained else float("inf"), 0.0, trained, "2nd loss column: unigram entropy"))
+
+    # Same config, same seed: the first steps of both runs must be bitwise equal (as printed, %.9g).
+    if len(checks) == 2:
+        early = metrics_losses(os.path.join(out, "run_early", "metrics.jsonl"))
+        main_run = metrics_losses(os.path.join(out, "run_main", "metrics.jsonl"))
+        same = all(early.get(s) == main_run.get(s) and early.get(s) is not None for s in (1, 2))
+        rows.append(("steps 1-2 of both runs bitwise equal", "-", early.get(2, float("nan")),
+                     main_run.get(2, float("nan")), 0.0 if same else float("inf"), 0.0, same, "determinism"))
+
+    header = ("check", "transformers dtype", "stepgraph loss", "transformers loss", "rel diff", "tol", "result",
+              "per-microbatch (transformers)")
+    table = [header] + [(r[0], r[1], f"{r[2]:.6f}", f"{r[3]:.6f}", f"{r[4]:.2e}", f"{r[5]:.0e}",
+                         "PASS" if r[6] else "FAIL", r[7]) for r in rows]
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+    for i, row in enumerate(table):
+        print(" | ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+        if i == 0:
+            print("-+-".join("-" * w for w in widths))
+    failed = [r for r in rows if not r[6]]
+    print(f"{len(rows) - len(failed)}/{len(rows)} comparisons within tolerance")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
