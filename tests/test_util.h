@@ -1,9 +1,13 @@
 #pragma once
 // Shared by CPU and GPU tests: seeded random inputs and error metrics with stated tolerances.
 #include <cmath>
+#include <functional>
+#include <string>
 #include <cstdint>
 #include <random>
 #include <vector>
+
+#include "core/error.h"
 
 namespace sg::test {
 
@@ -39,5 +43,15 @@ inline double relative_error(const std::vector<float>& a, const std::vector<floa
 // Tolerances used across the GPU tests (issue 4): bf16 compute vs the fp32 CPU reference, and fp32.
 inline constexpr double kBf16RelTol = 1e-2;
 inline constexpr double kFp32RelTol = 1e-5;
+
+// The message of the sg::Error `f` throws, or "" when it throws none.
+inline std::string thrown_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 }  // namespace sg::test

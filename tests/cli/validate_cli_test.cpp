@@ -1,6 +1,8 @@
 // `stepgraph validate` and `stepgraph config show` as a user runs them: exit codes 0 (valid), 1
 // (rule violations), 2 (usage or parse error), and messages that name the rule and the key.
 #include <gtest/gtest.h>
+
+#include "process_util.h"
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -14,37 +16,10 @@
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
+using Result = sg::test::CommandResult;
 
-std::string quote(const std::string& arg) {
-  std::string out = "'";
-  for (const char ch : arg) out.append(ch == '\'' ? std::string("'\\''") : std::string(1, ch));
-  out.push_back('\'');
-  return out;
-}
-
-// Runs the stepgraph binary with `args`; stdout (and stderr when merge_stderr) captured.
-Result run(const std::vector<std::string>& args, bool merge_stderr = true,
-           const std::string& cwd = "") {
-  std::string command;
-  if (!cwd.empty()) {
-    command.append("cd ").append(quote(cwd)).append(" && ");
-  }
-  command.append(quote(STEPGRAPH_BIN));
-  for (const auto& a : args) command.append(" ").append(quote(a));
-  command += merge_stderr ? " 2>&1" : " 2>/dev/null";
-  Result result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return result;
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+Result run(const std::vector<std::string>& args, bool merge_stderr = true, const std::string& cwd = "") {
+  return sg::test::run_stepgraph(args, merge_stderr, cwd);
 }
 
 std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {

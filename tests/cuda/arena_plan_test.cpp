@@ -1,6 +1,8 @@
 // The memory planner (pure CPU) and the allocation guard, without a GPU.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <algorithm>
 #include <functional>
 #include <thread>
@@ -12,14 +14,7 @@
 namespace sg::cuda {
 namespace {
 
-std::string thrown_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::thrown_message;
 
 MemoryPlan sample_plan() {
   MemoryPlan plan;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <functional>
 
 #include "core/error.h"
@@ -11,14 +13,7 @@
 namespace sg::cuda {
 namespace {
 
-std::string thrown_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::thrown_message;
 
 TEST(RngTracker, DefaultGeneratorsAndSeeds) {
   RngTracker t(1234);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <functional>
 
 #include "core/error.h"
@@ -10,14 +12,7 @@
 namespace sg::graph {
 namespace {
 
-std::string thrown_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::thrown_message;
 
 std::vector<LayerRegions> dense(int n) {
   std::vector<LayerRegions> layers;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "graph/registry.h"
+#include "signal_child.h"
 
 extern char** environ;
 
@@ -49,81 +50,17 @@ TEST(StopSignalHelper, Run) {
   std::exit(exit_code_for_stop());
 }
 
-struct ChildResult {
-  bool exited = false;
-  int status = 0;
-  double seconds = 0.0;
-  std::string output;
-};
+using test::ChildResult;
 
 ChildResult run_child(const std::string& mode, int signals, int signal_number, std::chrono::milliseconds gap) {
-  ChildResult result;
-  int out_pipe[2];
-  if (pipe(out_pipe) != 0) {
-    ADD_FAILURE() << "pipe failed";
-    return result;
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
-  const std::string env_entry = std::string(kHelperEnv) + "=" + mode;
-  std::vector<char*> env;
-  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
-  env.push_back(const_cast<char*>(env_entry.c_str()));
-  env.push_back(nullptr);
-  std::string exe = "/proc/self/exe";
-  std::string filter = "--gtest_filter=StopSignalHelper.Run";
-  char* argv[] = {exe.data(), filter.data(), nullptr};
-  pid_t pid = -1;
-  const int spawn_err = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, env.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(out_pipe[1]);
-  if (spawn_err != 0) {
-    ADD_FAILURE() << "posix_spawn failed: " << spawn_err;
-    close(out_pipe[0]);
-    return result;
-  }
-  char buffer[4096];
-  const auto ready_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (result.output.find("READY") == std::string::npos && std::chrono::steady_clock::now() < ready_deadline) {
-    pollfd p{out_pipe[0], POLLIN, 0};
-    if (poll(&p, 1, 100) > 0) {
-      const ssize_t n = read(out_pipe[0], buffer, sizeof(buffer));
-      if (n <= 0) break;
-      result.output.append(buffer, static_cast<size_t>(n));
-    }
-  }
-  if (result.output.find("READY") == std::string::npos) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &result.status, 0);
-    close(out_pipe[0]);
-    ADD_FAILURE() << "the helper never became ready; output:\n" << result.output;
-    return result;
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < signals; ++i) {
-    if (i > 0) std::this_thread::sleep_for(gap);
-    kill(pid, signal_number);
-  }
-  fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)) {
-    const pid_t w = waitpid(pid, &result.status, WNOHANG);
-    ssize_t n;
-    while ((n = read(out_pipe[0], buffer, sizeof(buffer))) > 0) result.output.append(buffer, static_cast<size_t>(n));
-    if (w == pid) {
-      result.exited = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!result.exited) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &result.status, 0);
-  }
-  close(out_pipe[0]);
-  return result;
+  test::SignalledChild c;
+  c.helper_test = "StopSignalHelper.Run";
+  c.env_name = kHelperEnv;
+  c.mode = mode;
+  c.signals = signals;
+  c.signal_number = signal_number;
+  c.gap = gap;
+  return test::run_signalled_child(c);
 }
 
 TEST(StopSignal, SigintStopsThePollingLoopCleanly) {

@@ -2,6 +2,8 @@
 // everything that must be refused before GPU work (rule violations 1, not implemented 1, usage 2),
 // plus the no-GPU error where there is no GPU.
 #include <gtest/gtest.h>
+
+#include "process_util.h"
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -12,31 +14,12 @@
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-std::string quote(const std::string& arg) {
-  std::string out = "'";
-  for (const char ch : arg) out.append(ch == '\'' ? std::string("'\\''") : std::string(1, ch));
-  out.push_back('\'');
-  return out;
-}
+using Result = sg::test::CommandResult;
 
 Result bench(const std::vector<std::string>& args) {
-  std::string command = quote(STEPGRAPH_BIN) + " bench";
-  for (const auto& a : args) command.append(" ").append(quote(a));
-  command += " 2>&1";
-  Result result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return result;
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  std::vector<std::string> all = {"bench"};
+  all.insert(all.end(), args.begin(), args.end());
+  return sg::test::run_stepgraph(all);
 }
 
 bool has(const Result& r, const std::string& text) { return r.output.find(text) != std::string::npos; }

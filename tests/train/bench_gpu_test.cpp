@@ -4,6 +4,8 @@
 // step time not below the floor, the expected graphs, memory fields, and that all modes ended at the
 // same loss (they ran the same steps from the same state).
 #include <gtest/gtest.h>
+
+#include "process_util.h"
 #include <sys/wait.h>
 
 #include <cmath>
@@ -27,24 +29,10 @@ constexpr int kFloorSteps = 3;
 // clocks differ between the passes, never far.
 constexpr double kMinEfficiency = 0.95;
 
-std::string quote(const std::string& arg) {
-  std::string out = "'";
-  for (const char ch : arg) out.append(ch == '\'' ? std::string("'\\''") : std::string(1, ch));
-  out.push_back('\'');
-  return out;
-}
-
 int run(const std::vector<std::string>& args, std::string& output) {
-  std::string command = quote(STEPGRAPH_BIN);
-  for (const auto& a : args) command.append(" ").append(quote(a));
-  command += " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return -1;
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const sg::test::CommandResult r = sg::test::run_stepgraph(args);
+  output += r.output;
+  return r.exit_code;
 }
 
 nlohmann::json read_json(const std::filesystem::path& path) {

@@ -2,6 +2,8 @@
 // tests/train/safetensors_read.py: Hugging Face Llama names, shapes, dtype, values. python3 with
 // safetensors and numpy is a requirement (scripts/setup.sh installs them): if missing, this FAILS.
 #include <gtest/gtest.h>
+
+#include "process_util.h"
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -14,23 +16,11 @@
 namespace sg::train::checkpoint {
 namespace {
 
-struct RunResult {
-  int rc = -1;
-  std::string output;
-};
+using RunResult = sg::test::CommandResult;
 
 RunResult run_script(const std::string& folder, const std::string& args = "") {
-  const std::string cmd = std::string("python3 ") + STEPGRAPH_SOURCE_DIR +
-                          "/tests/train/safetensors_read.py '" + folder + "' " + args + " 2>&1";
-  RunResult r;
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return sg::test::run_command(std::string("python3 ") + STEPGRAPH_SOURCE_DIR + "/tests/train/safetensors_read.py " +
+                           sg::test::shell_quote(folder) + " " + args + " 2>&1");
 }
 
 // Saves a training checkpoint whose model tensors come from `model_spec_for_tensors` while
@@ -59,7 +49,7 @@ TEST(SafetensorsPython, ReadsF32CheckpointWithLlamaNames) {
   const auto spec = test::tiny_llama_spec(false);
   const std::string folder = save(dir.str(), spec, spec, TensorDtype::F32, 0.0f);
   const RunResult r = run_script(folder, "--pattern");
-  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("ok: 21 tensors"), std::string::npos)
       << r.output;  // 1 + 2*9 + norm + lm_head
 }
@@ -69,7 +59,7 @@ TEST(SafetensorsPython, ReadsBf16TiedCheckpoint) {
   const auto spec = test::tiny_llama_spec(true);
   const std::string folder = save(dir.str(), spec, spec, TensorDtype::BF16, 2.0f);
   const RunResult r = run_script(folder, "--pattern --salt 2.0");
-  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("ok: 20 tensors"), std::string::npos) << r.output;
 }
 
@@ -81,7 +71,7 @@ TEST(SafetensorsPython, ScriptCatchesWrongShapesNamesAndValues) {
   auto wide = spec;
   wide.ffn_hidden_size = 80;
   RunResult r = run_script(save(dir.str() + "/shape", spec, wide, TensorDtype::F32, 0.0f));
-  EXPECT_EQ(r.rc, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("shape model.layers.0.mlp.gate_proj.weight: file (80, 32)"),
             std::string::npos)
       << r.output;
@@ -89,12 +79,12 @@ TEST(SafetensorsPython, ScriptCatchesWrongShapesNamesAndValues) {
   auto tied = spec;
   tied.share_embeddings_and_output_weights = true;
   r = run_script(save(dir.str() + "/names", spec, tied, TensorDtype::F32, 0.0f));
-  EXPECT_EQ(r.rc, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("missing lm_head.weight"), std::string::npos) << r.output;
 
   r = run_script(save(dir.str() + "/values", spec, spec, TensorDtype::F32, 0.0f, true),
                  "--pattern");
-  EXPECT_EQ(r.rc, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("values "), std::string::npos) << r.output;
 }
 

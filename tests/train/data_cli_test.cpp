@@ -1,6 +1,8 @@
 // `stepgraph data synth` and `stepgraph data inspect` through the real binary: output, JSON, exit
 // codes.
 #include <gtest/gtest.h>
+
+#include "process_util.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,17 +23,10 @@ struct RunResult {
   std::string out;  // stdout and stderr
 };
 
+// `args` is a shell fragment (the tests pass paths they made themselves).
 RunResult run(const std::string& args) {
-  const std::string cmd = std::string(STEPGRAPH_BIN) + " " + args + " 2>&1";
-  RunResult r;
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  const sg::test::CommandResult r = sg::test::run_command(std::string(STEPGRAPH_BIN) + " " + args + " 2>&1");
+  return {r.exit_code, r.output};
 }
 
 class DataCliTest : public ::testing::Test {

@@ -1,0 +1,50 @@
+#pragma once
+// Tests that run the stepgraph binary (or a script) as a user would: a shell command, its exit status
+// and its output.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace sg::test {
+
+struct CommandResult {
+  int exit_code = -1;  // -1: did not start or did not exit normally
+  std::string output;  // stdout, plus stderr when the command merges it
+};
+
+// 'arg' with single quotes escaped, for /bin/sh.
+inline std::string shell_quote(const std::string& arg) {
+  std::string out = "'";
+  for (const char ch : arg) out.append(ch == '\'' ? std::string("'\\''") : std::string(1, ch));
+  out.push_back('\'');
+  return out;
+}
+
+// Runs `command` with /bin/sh and collects its stdout.
+inline CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return result;
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+// Runs the stepgraph binary with `args` (each quoted); stderr merged into the output unless
+// merge_stderr is false (then discarded); from `cwd` when given.
+inline CommandResult run_stepgraph(const std::vector<std::string>& args, bool merge_stderr = true,
+                                   const std::string& cwd = "") {
+  std::string command;
+  if (!cwd.empty()) command.append("cd ").append(shell_quote(cwd)).append(" && ");
+  command.append(shell_quote(STEPGRAPH_BIN));
+  for (const auto& a : args) command.append(" ").append(shell_quote(a));
+  command += merge_stderr ? " 2>&1" : " 2>/dev/null";
+  return run_command(command);
+}
+
+}  // namespace sg::test
