@@ -1,7 +1,9 @@
 // The graph runtime's payoff on the toy step (tests/graph/toy_step.cuh, > 300 launches per step):
 // step time eagerly, as one full-iteration graph and as region graphs, and the cost per launch.
 // Each step is timed with CUDA events after warmup (and after the capture step); the table shows
-// medians. Usage: build/bench/graph_runtime_bench [--steps N] [--warmup N]. Prints a table; writes nothing.
+// medians. Then the same for memset nodes: one graph of small kernels with a memset after every few,
+// replayed with its memset nodes kept and lowered to fill kernels (graph/memset_nodes.h).
+// Usage: build/bench/graph_runtime_bench [--steps N] [--warmup N]. Prints tables; writes nothing.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,7 +16,9 @@
 #include "core/error.h"
 #include "cuda/device.h"
 #include "cuda/stream.h"
+#include "cuda/check.h"
 #include "graph/full_iteration_runner.h"
+#include "graph/memset_nodes.h"
 #include "graph/registry.h"
 #include "graph/scope_plan.h"
 #include "graph/scoped_runner.h"
@@ -58,6 +62,62 @@ ModeResult time_mode(const std::string& name, int warmup, int steps, cuda::Strea
   r.step_ms = median(device_ms);
   r.host_ms = median(host_ms);
   return r;
+}
+
+__global__ void scale_by_two(float* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= 2.0f;
+}
+
+// Median replay time of `exec` over `steps` launches after `warmup`, CUDA events around each launch.
+double median_replay_ms(cudaGraphExec_t exec, cuda::Stream& stream, int warmup, int steps) {
+  for (int i = 0; i < warmup; ++i) SG_CUDA_CHECK(cudaGraphLaunch(exec, stream.get()));
+  stream.synchronize();
+  cuda::Event start(true), stop(true);
+  std::vector<double> ms;
+  for (int i = 0; i < steps; ++i) {
+    start.record(stream);
+    SG_CUDA_CHECK(cudaGraphLaunch(exec, stream.get()));
+    stop.record(stream);
+    ms.push_back(cuda::Event::elapsed_ms(start, stop));
+  }
+  return median(ms);
+}
+
+// A graph of `kernels` small kernels with a 4-byte memset (like cuDNN's) after every `every`-th one,
+// replayed as captured and with its memset nodes lowered; prints one line per variant.
+void memset_node_table(cuda::Stream& stream, int warmup, int steps) {
+  constexpr int kKernels = 128, kEvery = 8, kElements = 4096;
+  float* x = nullptr;
+  int* counter = nullptr;
+  SG_CUDA_CHECK(cudaMalloc(&x, kElements * sizeof(float)));
+  SG_CUDA_CHECK(cudaMalloc(&counter, sizeof(int)));
+  SG_CUDA_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+  for (int k = 0; k < kKernels; ++k) {
+    scale_by_two<<<(kElements + 255) / 256, 256, 0, stream.get()>>>(x, kElements);
+    if (k % kEvery == kEvery - 1) SG_CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(int), stream.get()));
+  }
+  cudaGraph_t kept = nullptr, lowered = nullptr;
+  SG_CUDA_CHECK(cudaStreamEndCapture(stream.get(), &kept));
+  SG_CUDA_CHECK(cudaGraphClone(&lowered, kept));
+  const int memsets = lower_memset_nodes(lowered);
+  cudaGraphExec_t kept_exec = nullptr, lowered_exec = nullptr;
+  SG_CUDA_CHECK(cudaGraphInstantiate(&kept_exec, kept, 0));
+  SG_CUDA_CHECK(cudaGraphInstantiate(&lowered_exec, lowered, 0));
+  const double kept_ms = median_replay_ms(kept_exec, stream, warmup, steps);
+  const double lowered_ms = median_replay_ms(lowered_exec, stream, warmup, steps);
+  std::printf("\nmemset nodes: %d kernels + %d 4-byte memsets in one graph, median replay of %d\n", kKernels, memsets,
+              steps);
+  std::printf("%-26s %14s %14s\n", "variant", "replay (ms)", "vs kept");
+  std::printf("%-26s %14.4f %13.2fx\n", "memset nodes kept", kept_ms, 1.0);
+  std::printf("%-26s %14.4f %13.2fx\n", "lowered to fill kernels", lowered_ms, kept_ms / lowered_ms);
+  std::printf("lowering saves %.2f us per memset node\n", 1000.0 * (kept_ms - lowered_ms) / std::max(memsets, 1));
+  SG_CUDA_CHECK(cudaGraphExecDestroy(kept_exec));
+  SG_CUDA_CHECK(cudaGraphExecDestroy(lowered_exec));
+  SG_CUDA_CHECK(cudaGraphDestroy(kept));
+  SG_CUDA_CHECK(cudaGraphDestroy(lowered));
+  SG_CUDA_CHECK(cudaFree(x));
+  SG_CUDA_CHECK(cudaFree(counter));
 }
 
 int run(int argc, char** argv) {
@@ -132,6 +192,7 @@ int run(int argc, char** argv) {
   for (size_t i = 1; i < results.size(); ++i) {
     std::printf("%s: %s\n", results[i].name.c_str(), results[i].stats.summary().c_str());
   }
+  memset_node_table(stream, warmup, steps);
   return 0;
 }
 

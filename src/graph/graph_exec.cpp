@@ -1,12 +1,15 @@
 #include "graph/graph_exec.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "cuda/check.h"
+#include "graph/memset_nodes.h"
 
 namespace sg::graph {
 
@@ -27,6 +30,16 @@ const char* instantiate_result_name(cudaGraphInstantiateResult r) {
     case cudaGraphInstantiateMultipleDevicesNotSupported: return "nodes on several devices";
     default: return "unknown";
   }
+}
+
+// STEPGRAPH_KEEP_MEMSET_NODES=1 keeps captured memset nodes as they are: to measure what lowering
+// them gains (docs/graph-runtime.md), or to rule it out when chasing a problem.
+bool keep_memset_nodes() {
+  static const bool keep = [] {
+    const char* v = std::getenv("STEPGRAPH_KEEP_MEMSET_NODES");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return keep;
 }
 
 // Destroys the captured graph on every path out of install().
@@ -72,6 +85,7 @@ void GraphExec::instantiate(cudaGraph_t graph, cudaStream_t stream) {
 bool GraphExec::install(cudaGraph_t graph, cudaStream_t stream, double capture_ms) {
   GraphOwner owner{graph};
   SG_CHECK(graph != nullptr, strprintf("GraphExec::install(%s): null graph", info_.name.c_str()));
+  info_.memset_nodes_lowered = keep_memset_nodes() ? 0 : static_cast<uint64_t>(lower_memset_nodes(graph));
   count_graph_nodes(graph, info_.nodes, info_.kernel_nodes);
   info_.capture_ms = capture_ms;
   info_.total_capture_ms += capture_ms;

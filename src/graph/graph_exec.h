@@ -13,6 +13,7 @@ struct GraphInfo {
   std::string name;
   uint64_t nodes = 0;         // of the latest capture
   uint64_t kernel_nodes = 0;
+  uint64_t memset_nodes_lowered = 0;  // of the latest capture, now kernel nodes (graph/memset_nodes.h)
   double capture_ms = 0.0;      // latest capture
   double instantiate_ms = 0.0;  // latest instantiate+upload or update
   double total_capture_ms = 0.0;
@@ -32,7 +33,8 @@ class GraphExec {
   GraphExec(const GraphExec&) = delete;
   GraphExec& operator=(const GraphExec&) = delete;
 
-  // Takes ownership of `graph` (always destroyed here, also on error). Without an executable yet:
+  // Takes ownership of `graph` (always destroyed here, also on error); lowers its memset nodes to
+  // kernel nodes first (graph/memset_nodes.h). Without an executable yet:
   // instantiates with cudaGraphInstantiateFlagUpload on `stream`. With one: tries
   // cudaGraphExecUpdate; on a topology mismatch destroys the old executable and instantiates anew.
   // Returns true when the executable was updated in place.

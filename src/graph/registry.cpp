@@ -115,6 +115,7 @@ GraphStats GraphRegistry::stats() const {
       ++s.graphs_live;
       s.nodes += g.nodes;
       s.kernel_nodes += g.kernel_nodes;
+      s.memset_nodes_lowered += g.memset_nodes_lowered;
     }
   }
   s.graphable_regions = graphable_regions_;

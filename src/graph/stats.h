@@ -17,15 +17,18 @@ struct GraphStats {
   double instantiate_ms = 0.0;   // host time spent instantiating + uploading / updating, summed
   uint64_t replays = 0;          // graph launches
   uint64_t nodes = 0;            // nodes of the live graphs
-  uint64_t kernel_nodes = 0;     // kernel nodes of the live graphs
+  uint64_t kernel_nodes = 0;     // kernel nodes of the live graphs (memset nodes lowered included)
+  uint64_t memset_nodes_lowered = 0;  // captured memset nodes replaced by fill kernels (graph/memset_nodes.h)
   double capture_step_ms = -1.0; // wall time of the step that captured (< 0: no capture yet)
 
   std::string summary() const {
     std::string s = strprintf(
-        "graphs: %d created, %d updated, %d live, %d graphable regions; %llu nodes (%llu kernels); "
+        "graphs: %d created, %d updated, %d live, %d graphable regions; %llu nodes (%llu kernels, %llu of them "
+        "lowered memsets); "
         "capture %.2f ms, instantiate %.2f ms; %llu replays",
         graphs_created, graphs_updated, graphs_live, graphable_regions,
-        static_cast<unsigned long long>(nodes), static_cast<unsigned long long>(kernel_nodes), capture_ms,
+        static_cast<unsigned long long>(nodes), static_cast<unsigned long long>(kernel_nodes),
+        static_cast<unsigned long long>(memset_nodes_lowered), capture_ms,
         instantiate_ms, static_cast<unsigned long long>(replays));
     if (capture_step_ms >= 0.0) s += strprintf("; capture step %.2f ms", capture_step_ms);
     return s;
