@@ -25,8 +25,8 @@ namespace {
 constexpr int kSteps = 8;
 constexpr int kWarmup = 2;
 constexpr int kFloorSteps = 3;
-// The floor comes from separate (CUPTI-traced) steps; the timed median may dip slightly below it when
-// clocks differ between the passes, never far.
+// The floor comes from CUPTI-traced steps among the timed ones; the timed median may dip slightly below
+// it (tracing adds a little to each kernel), never far.
 constexpr double kMinEfficiency = 0.95;
 
 int run(const std::vector<std::string>& args, std::string& output) {

@@ -203,6 +203,25 @@ TEST(BenchReport, DerivedFiguresMatchAHandComputation) {
   EXPECT_TRUE(r.notes.empty());
 }
 
+TEST(BenchReport, FloorIsTheMedianOfTheTracedSteps) {
+  Fixture f = fixture();
+  ModeResult& local = f.results.modes[1];
+  local.floor_step_ms = {2.0, 2.0, 6.0, 2.0};  // one traced step ran slow
+  local.floor.busy_ns = 12'000'000;
+  const BenchReport r = summarize(f.plan, f.results);
+  EXPECT_NEAR(*r.modes[1].floor_ms, 2.0, 1e-12);
+  EXPECT_NEAR(*r.modes[1].floor_mean_ms, 3.0, 1e-12);
+  EXPECT_NEAR(*r.modes[1].efficiency, 2.045 / 2.0, 1e-12);
+  const nlohmann::json j = nlohmann::json::parse(report_json(f.plan, f.results, r));
+  EXPECT_NEAR(j["modes"][1]["floor"]["ms_per_step"].get<double>(), 2.0, 1e-12);
+  EXPECT_NEAR(j["modes"][1]["floor"]["mean_ms_per_step"].get<double>(), 3.0, 1e-12);
+  EXPECT_EQ(j["modes"][1]["floor"]["per_step_ms"].size(), 4u);
+  EXPECT_TRUE(j["modes"][1]["graphs"].contains("memset_nodes_lowered"));
+  // Without one busy time per floor step (older results), the mean is all there is.
+  local.floor_step_ms.pop_back();
+  EXPECT_NEAR(*summarize(f.plan, f.results).modes[1].floor_ms, 3.0, 1e-12);
+}
+
 TEST(BenchReport, NotesSayWhatIsMissingOrWrong) {
   Fixture f = fixture();
   f.results.modes[1].final_loss = 9.000001;

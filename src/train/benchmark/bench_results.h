@@ -21,7 +21,8 @@ struct ModeResult {
   // The measured steps, after warmup and the capture step.
   std::vector<double> step_ms;  // per step: CUDA events recorded just before and after run()
   std::vector<double> host_ms;  // per step: host wall time of run() (enqueueing, no sync inside)
-  double window_ms = kNotMeasured;  // first step's start event to the last step's end event
+  // Sum over the runs of measured steps between floor steps of first start event to last end event.
+  double window_ms = kNotMeasured;
 
   // The capture step (the step after warmup; for impl none just one more eager step, not reported).
   bool captured = false;
@@ -38,11 +39,14 @@ struct ModeResult {
   int total_layers = 0;
   uint64_t graph_nodes = 0;
   uint64_t graph_kernel_nodes = 0;
+  uint64_t graph_memset_nodes_lowered = 0;  // of those kernel nodes, captured memsets (graph/memset_nodes.h)
   uint64_t replays = 0;
 
-  // Kernel-time floor: floor_steps steps, each in its own CUPTI window after the measured steps.
+  // Kernel-time floor: floor_steps extra steps spread among the measured ones, each alone in its own
+  // CUPTI window (the device drained before and after it).
   int floor_steps = 0;
   ActivitySummary floor;  // summed over the floor steps
+  std::vector<double> floor_step_ms;  // per floor step: its busy time (the floor is their median)
   uint64_t dropped_records = 0;
 
   // Device memory in use (cudaMemGetInfo total - free), bytes.

@@ -179,8 +179,12 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
                                .c_str()));
   }
 
-  {  // 3. measured steps
+  {  // 3. measured steps, and the floor steps (CUPTI) spread evenly among them
     const int n = plan.steps;
+    const int floor_steps = shared.timer != nullptr ? plan.floor_steps : 0;
+    // Floor step j runs just before measured step (j+1)*n/(floor_steps+1): the floor is measured in
+    // the same stretch of time (clocks, temperature) as the steps it is compared with.
+    const auto floor_position = [&](int j) { return static_cast<int>((int64_t{j} + 1) * n / (floor_steps + 1)); };
     std::vector<cuda::Event> starts, ends;
     starts.reserve(static_cast<size_t>(n));
     ends.reserve(static_cast<size_t>(n));
@@ -189,9 +193,32 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
       ends.emplace_back(true);
     }
     r.host_ms.assign(static_cast<size_t>(n), 0.0);
+    const uint64_t dropped_before = floor_steps > 0 ? shared.timer->dropped_records() : 0;
+    int floor_done = 0;
+    int segment_start = 0;  // first measured step since the last floor step
+    double window_ms = 0.0;
     cuda::NvtxRange range("measured steps");
     for (int i = 0; i < n; ++i) {
-      if (i >= kMaxStepsInFlight) ends[static_cast<size_t>(i - kMaxStepsInFlight)].synchronize();
+      while (floor_done < floor_steps && floor_position(floor_done) == i) {
+        // The traced step runs alone: drain the timed steps in flight, trace one step, synchronise.
+        stream.synchronize();
+        if (i > segment_start) window_ms += cuda::Event::elapsed_ms(starts[static_cast<size_t>(segment_start)],
+                                                                    ends[static_cast<size_t>(i - 1)]);
+        segment_start = i;
+        cuda::NvtxRange floor_range("floor step (CUPTI)");
+        const bool keep = plan.trace && floor_done == 0;
+        shared.timer->begin(keep);
+        const graph::StepMode mode = graphed.run(stream);
+        std::vector<ActivityRecord> records = shared.timer->end();  // synchronises the device
+        expect_mode(mode, steady, r.label, "floor", floor_done);
+        const ActivitySummary summary = summarize_activity(records);
+        r.floor += summary;
+        r.floor_step_ms.push_back(static_cast<double>(summary.busy_ns) / 1e6);
+        if (keep) r.trace = std::move(records);
+        ++floor_done;
+        tracker.step_done("floor", floor_done, floor_steps, true, stream);
+      }
+      if (i >= segment_start + kMaxStepsInFlight) ends[static_cast<size_t>(i - kMaxStepsInFlight)].synchronize();
       starts[static_cast<size_t>(i)].record(stream);
       const auto t0 = Clock::now();
       const graph::StepMode mode = graphed.run(stream);
@@ -203,25 +230,12 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
     }
     r.step_ms.resize(static_cast<size_t>(n));
     for (size_t i = 0; i < static_cast<size_t>(n); ++i) r.step_ms[i] = cuda::Event::elapsed_ms(starts[i], ends[i]);
-    r.window_ms = cuda::Event::elapsed_ms(starts.front(), ends.back());
-  }
-  sample_memory();
-
-  if (shared.timer != nullptr && plan.floor_steps > 0) {  // 4. floor steps, CUPTI on
-    cuda::NvtxRange range("floor steps (CUPTI)");
-    const uint64_t dropped_before = shared.timer->dropped_records();
-    for (int i = 0; i < plan.floor_steps; ++i) {
-      const bool keep = plan.trace && i == 0;
-      shared.timer->begin(keep);
-      const graph::StepMode mode = graphed.run(stream);
-      std::vector<ActivityRecord> records = shared.timer->end();  // synchronises the device
-      expect_mode(mode, steady, r.label, "floor", i);
-      r.floor += summarize_activity(records);
-      if (keep) r.trace = std::move(records);
-      tracker.step_done("floor", i + 1, plan.floor_steps, false, stream);
+    if (n > segment_start) {
+      window_ms += cuda::Event::elapsed_ms(starts[static_cast<size_t>(segment_start)], ends.back());
     }
-    r.floor_steps = plan.floor_steps;
-    r.dropped_records = shared.timer->dropped_records() - dropped_before;
+    r.window_ms = window_ms;
+    r.floor_steps = floor_done;
+    if (floor_steps > 0) r.dropped_records = shared.timer->dropped_records() - dropped_before;
   }
 
   stream.synchronize();
@@ -235,6 +249,7 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
   r.graphable_regions = stats.graphable_regions;
   r.graph_nodes = stats.nodes;
   r.graph_kernel_nodes = stats.kernel_nodes;
+  r.graph_memset_nodes_lowered = stats.memset_nodes_lowered;
   r.replays = stats.replays;
   r.graphable_layers = graphed.plan().graphable_layers;
   r.total_layers = graphed.plan().total_layers;

@@ -11,8 +11,10 @@
 //      steps are in flight — the host waits for step i-2 before enqueueing step i, outside both
 //      timers — so a GPU-bound mode never waits on the host while host times stay free of launch-queue
 //      back-pressure;
-//   4. floor steps: each step alone in a CUPTI window (kernel_timer.h). CUPTI is off during 1-3, so
-//      tracing never perturbs the timed steps; the floor comes from its own pass of the same steps.
+//   4. floor steps, spread evenly among the measured ones: each step alone in a CUPTI window
+//      (kernel_timer.h), the device drained before and after it. CUPTI records nothing outside those
+//      windows, so tracing never perturbs the timed steps, and the floor is measured in the same
+//      stretch of time (clocks, temperature) as the steps it is compared with.
 // Memory is sampled (cudaMemGetInfo) after warmup, after capture and at the end of each phase.
 #include <cstdint>
 #include <functional>

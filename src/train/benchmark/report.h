@@ -32,7 +32,8 @@ struct ModeSummary {
   double tokens_per_s = 0.0;
   double tflops = 0.0;
   double mfu = 0.0;                       // fraction; 0 when the peak is unknown
-  std::optional<double> floor_ms;         // busy time per floor step
+  std::optional<double> floor_ms;         // busy time per floor step: the median over the floor steps
+  std::optional<double> floor_mean_ms;    // and the mean (one slow traced step moves it)
   std::optional<double> floor_sum_ms;     // sum of durations per floor step (== floor_ms on one stream)
   std::optional<double> efficiency;       // median step / floor
   std::optional<double> capture_total_ms; // capture + instantiate (modes that captured)
