@@ -36,7 +36,8 @@ StepMode FullIterationRunner::run_step(cudaStream_t stream, const RegionBody& st
   const StepMode mode = next_mode();
   const auto t0 = std::chrono::steady_clock::now();
   {
-    const std::string step_name = strprintf("step %lld", static_cast<long long>(steps_run_));
+    // 1-based, like the trainer's iterations and GraphedStep's scoped steps.
+    const std::string step_name = strprintf("step %lld", static_cast<long long>(steps_run_ + 1));
     cuda::NvtxRange range(strprintf("%s [%s]", step_name.c_str(), step_mode_name(mode)));
     cuda::StepGuard guard(step_name);
     switch (mode) {

@@ -133,6 +133,7 @@ void LlamaStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
 
   for (int64_t l = 0; l < L; ++l) {
     const int layer = static_cast<int>(l);
+    const cuda::NvtxRange layer_range(strprintf("layer %d forward", layer));  // around its module regions
     regions.run({layer, graph::Module::attn, graph::Phase::forward}, stream,
                 [this, l](cudaStream_t s) { attn_forward(s, l); });
     regions.run({layer, graph::Module::mlp, graph::Phase::forward}, stream,
@@ -153,6 +154,7 @@ void LlamaStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
 
   for (int64_t l = L - 1; l >= 0; --l) {
     const int layer = static_cast<int>(l);
+    const cuda::NvtxRange layer_range(strprintf("layer %d backward", layer));
     regions.run({layer, graph::Module::mlp, graph::Phase::backward}, stream,
                 [this, l](cudaStream_t s) { mlp_backward(s, l); });
     regions.run({layer, graph::Module::attn, graph::Phase::backward}, stream,
