@@ -181,7 +181,10 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
 
   {  // 3. measured steps, and the floor steps (CUPTI) spread evenly among them
     const int n = plan.steps;
-    const int floor_steps = shared.timer != nullptr ? plan.floor_steps : 0;
+    // Without CUPTI (another profiler attached) the floor steps still run, untraced: every mode runs
+    // plan.steps_per_mode() steps either way, so the progress total and the loss comparison hold.
+    const int floor_steps = plan.floor_steps;
+    const bool traced = shared.timer != nullptr;
     // Floor step j runs just before measured step (j+1)*n/(floor_steps+1): the floor is measured in
     // the same stretch of time (clocks, temperature) as the steps it is compared with.
     const auto floor_position = [&](int j) { return static_cast<int>((int64_t{j} + 1) * n / (floor_steps + 1)); };
@@ -193,7 +196,7 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
       ends.emplace_back(true);
     }
     r.host_ms.assign(static_cast<size_t>(n), 0.0);
-    const uint64_t dropped_before = floor_steps > 0 ? shared.timer->dropped_records() : 0;
+    const uint64_t dropped_before = traced ? shared.timer->dropped_records() : 0;
     int floor_done = 0;
     int segment_start = 0;  // first measured step since the last floor step
     double window_ms = 0.0;
@@ -205,16 +208,21 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
         if (i > segment_start) window_ms += cuda::Event::elapsed_ms(starts[static_cast<size_t>(segment_start)],
                                                                     ends[static_cast<size_t>(i - 1)]);
         segment_start = i;
-        cuda::NvtxRange floor_range("floor step (CUPTI)");
-        const bool keep = plan.trace && floor_done == 0;
-        shared.timer->begin(keep);
-        const graph::StepMode mode = graphed.run(stream);
-        std::vector<ActivityRecord> records = shared.timer->end();  // synchronises the device
-        expect_mode(mode, steady, r.label, "floor", floor_done);
-        const ActivitySummary summary = summarize_activity(records);
-        r.floor += summary;
-        r.floor_step_ms.push_back(static_cast<double>(summary.busy_ns) / 1e6);
-        if (keep) r.trace = std::move(records);
+        cuda::NvtxRange floor_range(traced ? "floor step (CUPTI)" : "floor step (no CUPTI)");
+        if (traced) {
+          const bool keep = plan.trace && floor_done == 0;
+          shared.timer->begin(keep);
+          const graph::StepMode mode = graphed.run(stream);
+          std::vector<ActivityRecord> records = shared.timer->end();  // synchronises the device
+          expect_mode(mode, steady, r.label, "floor", floor_done);
+          const ActivitySummary summary = summarize_activity(records);
+          r.floor += summary;
+          r.floor_step_ms.push_back(static_cast<double>(summary.busy_ns) / 1e6);
+          if (keep) r.trace = std::move(records);
+        } else {
+          expect_mode(graphed.run(stream), steady, r.label, "floor", floor_done);
+          stream.synchronize();
+        }
         ++floor_done;
         tracker.step_done("floor", floor_done, floor_steps, true, stream);
       }
@@ -234,8 +242,8 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
       window_ms += cuda::Event::elapsed_ms(starts[static_cast<size_t>(segment_start)], ends.back());
     }
     r.window_ms = window_ms;
-    r.floor_steps = floor_done;
-    if (floor_steps > 0) r.dropped_records = shared.timer->dropped_records() - dropped_before;
+    r.floor_steps = traced ? floor_done : 0;
+    if (traced) r.dropped_records = shared.timer->dropped_records() - dropped_before;
   }
 
   stream.synchronize();
