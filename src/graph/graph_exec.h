@@ -15,7 +15,7 @@ struct GraphInfo {
   uint64_t kernel_nodes = 0;
   uint64_t memset_nodes_lowered = 0;  // of the latest capture, now kernel nodes (graph/memset_nodes.h)
   double capture_ms = 0.0;      // latest capture
-  double instantiate_ms = 0.0;  // latest instantiate+upload or update
+  double instantiate_ms = 0.0;  // latest memset lowering + instantiate+upload or update
   double total_capture_ms = 0.0;
   double total_instantiate_ms = 0.0;
   int instantiations = 0;
