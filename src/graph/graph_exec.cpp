@@ -52,16 +52,22 @@ struct GraphOwner {
 
 }  // namespace
 
-void count_graph_nodes(cudaGraph_t graph, uint64_t& nodes, uint64_t& kernel_nodes) {
+std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph) {
   size_t count = 0;
   SG_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
   std::vector<cudaGraphNode_t> list(count);
   if (count > 0) SG_CUDA_CHECK(cudaGraphGetNodes(graph, list.data(), &count));
-  nodes = count;
+  list.resize(count);
+  return list;
+}
+
+void count_graph_nodes(cudaGraph_t graph, uint64_t& nodes, uint64_t& kernel_nodes) {
+  const std::vector<cudaGraphNode_t> list = graph_nodes(graph);
+  nodes = list.size();
   kernel_nodes = 0;
-  for (size_t i = 0; i < count; ++i) {
+  for (cudaGraphNode_t node : list) {
     cudaGraphNodeType type{};
-    SG_CUDA_CHECK(cudaGraphNodeGetType(list[i], &type));
+    SG_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
     if (type == cudaGraphNodeTypeKernel) ++kernel_nodes;
   }
 }

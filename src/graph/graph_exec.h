@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sg::graph {
 
@@ -23,7 +24,8 @@ struct GraphInfo {
   uint64_t launches = 0;
 };
 
-// Counts a graph's nodes and kernel nodes.
+// A graph's top-level nodes, and its node and kernel-node counts.
+std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph);
 void count_graph_nodes(cudaGraph_t graph, uint64_t& nodes, uint64_t& kernel_nodes);
 
 class GraphExec {

@@ -6,6 +6,7 @@
 
 #include "core/strings.h"
 #include "cuda/check.h"
+#include "graph/graph_exec.h"
 
 namespace sg::graph {
 
@@ -78,27 +79,22 @@ MemsetFillJob memset_fill_job(const cudaMemsetParams& params) {
   MemsetFillJob job;
   job.dst = static_cast<unsigned char*>(params.dst);
   job.row_bytes = params.width * es;
-  job.rows = std::max<size_t>(params.height, 1);
+  job.rows = params.height;  // 0 rows: nothing to write (the node still orders its neighbours)
   job.pitch = job.rows > 1 ? params.pitch : job.row_bytes;
   job.word_pattern = word_pattern(params.value, es);
   return job;
 }
 
 void launch_memset_fill(cudaStream_t stream, const MemsetFillJob& job) {
-  if (job.row_bytes == 0) return;
+  if (job.row_bytes == 0 || job.rows == 0) return;
   const LaunchShape shape = launch_shape(job);
   memset_fill_kernel<<<shape.grid, shape.block, 0, stream>>>(job);
   SG_CUDA_CHECK_LAUNCH("memset_fill_kernel");
 }
 
 int lower_memset_nodes(cudaGraph_t graph) {
-  size_t count = 0;
-  SG_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  if (count > 0) SG_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-
   int lowered = 0;
-  for (cudaGraphNode_t node : nodes) {
+  for (cudaGraphNode_t node : graph_nodes(graph)) {
     cudaGraphNodeType type{};
     SG_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
     if (type != cudaGraphNodeTypeMemset) continue;

@@ -60,6 +60,7 @@ TEST_F(MemsetNodes, FillKernelMatchesReferenceAndWritesNothingElse) {
       {1, 1, 0x42, 33, 9, 50},
       {4, 4, 0xCAFEF00D, 3, 70000, 16},            // more rows than gridDim.y
       {6, 2, 0x1234, 1000, 7, 2050},
+      {5, 1, 0x77, 40, 0, 64},                    // zero rows: nothing written
   };
   cuda::Stream stream;
   uint32_t seed = 1;
@@ -100,12 +101,8 @@ __global__ void add_to_bytes(unsigned char* x, size_t n, unsigned char by) {
 }
 
 int count_nodes_of(cudaGraph_t graph, cudaGraphNodeType want) {
-  size_t n = 0;
-  SG_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
-  std::vector<cudaGraphNode_t> nodes(n);
-  if (n > 0) SG_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
   int count = 0;
-  for (cudaGraphNode_t node : nodes) {
+  for (cudaGraphNode_t node : graph_nodes(graph)) {
     cudaGraphNodeType t{};
     SG_CUDA_CHECK(cudaGraphNodeGetType(node, &t));
     count += t == want;
