@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CUDNN_FRONTEND_VERSION=1.32.0
-debs=(cmake ninja-build g++ libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev python3-pip)
+debs=(cmake ninja-build g++ ccache libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev python3-pip)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
