@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "model/layer_kind.h"
 #include "model/spec.h"
 #include "train/config.h"
 
@@ -16,12 +17,9 @@ model::ModelSpec model_spec(const Config& config);
 // micro_batch_size and num_microbatches = global_batch_size / micro_batch_size (data parallel 1).
 model::BatchSpec batch_spec(const Config& config);
 
-// The layer sequence: one entry per character of hybrid_override_pattern (M mamba, * attention,
-// - mlp, E moe), or, without a pattern, num_layers blocks of attention followed by an MLP (MoE when
-// num_moe_experts > 0). Throws ConfigError for a character outside M*-E.
+// The layer sequence (model/stack.h): one entry per character of hybrid_override_pattern (M mamba,
+// * attention, - mlp, E moe), or, without a pattern, num_layers blocks of attention followed by an MLP
+// (MoE when num_moe_experts > 0). Throws ConfigError for a character outside M*-E.
 std::vector<model::LayerKind> layer_pattern(const Config& config);
-
-// "attention" / "mlp" / "moe" / "mamba".
-const char* layer_kind_name(model::LayerKind kind);
 
 }  // namespace sg::train

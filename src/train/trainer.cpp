@@ -14,6 +14,7 @@
 #include "train/data/batch.h"
 #include "train/data/blended_dataset.h"
 #include "train/metrics.h"
+#include "model/layer_registry.h"
 #include "train/model_config.h"
 #include "train/progress.h"
 #include "train/validate.h"
@@ -119,7 +120,7 @@ TrainSummary train(const Config& raw_config, const TrainOptions& options) {
   BatchSource data(config, model, batch);
   log::info(data.loader().describe());
   std::optional<LoadedCheckpoint> loaded;
-  if (config.checkpoint.load) loaded = load_checkpoint(*config.checkpoint.load, config, model::ParamLayout(model));
+  if (config.checkpoint.load) loaded = load_checkpoint(*config.checkpoint.load, config, model::model_layout(model));
 
   TrainSummary summary;
   const int64_t start_step = loaded ? loaded->state.steps_done : 0;
