@@ -1,0 +1,56 @@
+#include "config/model_config.h"
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "model/stack.h"
+
+namespace sg::config {
+
+model::ModelSpec model_spec(const Config& config) {
+  const ModelConfig& m = config.model;
+  model::ModelSpec spec;
+  spec.vocab_size = m.vocab_size.value_or(0);
+  spec.num_layers = m.num_layers;
+  spec.hybrid_layer_pattern = m.hybrid_override_pattern.value_or("");
+  spec.hidden_size = m.hidden_size;
+  spec.ffn_hidden_size = m.ffn_hidden_size.value_or(4 * m.hidden_size);
+  spec.num_attention_heads = m.num_attention_heads;
+  spec.num_query_groups = m.num_query_groups.value_or(m.num_attention_heads);
+  spec.seq_length = m.seq_length;
+  spec.rotary_base = m.rotary_base;
+  spec.layernorm_epsilon = m.layernorm_epsilon;
+  spec.share_embeddings_and_output_weights = m.share_embeddings_and_output_weights;
+  spec.init_method_std = m.init_method_std;
+  spec.attention_dropout = static_cast<float>(m.attention_dropout);
+  spec.hidden_dropout = static_cast<float>(m.hidden_dropout);
+  spec.num_moe_experts = m.num_moe_experts.value_or(0);
+  spec.moe_router_topk = m.moe_router_topk;
+  spec.moe_ffn_hidden_size =
+      spec.num_moe_experts > 0 ? m.moe_ffn_hidden_size.value_or(spec.ffn_hidden_size) : 0;
+  return spec;
+}
+
+model::BatchSpec batch_spec(const Config& config) {
+  model::BatchSpec batch;
+  batch.micro_batch_size = config.train.micro_batch_size.value_or(0);
+  const int64_t global = config.train.global_batch_size.value_or(batch.micro_batch_size);
+  batch.num_microbatches = batch.micro_batch_size > 0 ? global / batch.micro_batch_size : 0;
+  return batch;
+}
+
+std::vector<model::LayerKind> layer_pattern(const Config& config) {
+  const ModelConfig& m = config.model;
+  if (!m.hybrid_override_pattern.value_or("").empty()) {
+    try {
+      return model::parse_layer_pattern(*m.hybrid_override_pattern);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ConfigError(e.what());
+    }
+  }
+  if (m.num_layers <= 0) return {};  // reported by validation (rule 16)
+  return model::stack_layer_kinds(model_spec(config));
+}
+
+}  // namespace sg::config
