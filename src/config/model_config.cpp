@@ -53,4 +53,12 @@ std::vector<model::LayerKind> layer_pattern(const Config& config) {
   return model::stack_layer_kinds(model_spec(config));
 }
 
+std::string describe_layers(const Config& config) {
+  try {
+    return model::describe_stack(model_spec(config));
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 }  // namespace sg::config

@@ -22,4 +22,9 @@ model::BatchSpec batch_spec(const Config& config);
 // (MoE when num_moe_experts > 0). Throws ConfigError for a character outside M*-E.
 std::vector<model::LayerKind> layer_pattern(const Config& config);
 
+// The layer stack as `config show`, `validate` and the start of a run print it (model/stack.h):
+// "8 layers: (*-)x4 as 4 GPT blocks", "6 layers: (M*-)x2 (hybrid pattern)"; empty when the config
+// does not describe a valid stack (validation says why).
+std::string describe_layers(const Config& config);
+
 }  // namespace sg::config

@@ -53,15 +53,16 @@ const Registration& require(LayerKind kind) {
 
 bool layer_kind_implemented(LayerKind kind) { return find(kind) != nullptr; }
 
-std::string layer_kind_missing_message(LayerKind kind) {
+std::string missing_layer_kind_text(LayerKind kind) {
   const LayerKindInfo& info = layer_kind_info(kind);
   std::string where;
   for (const Planned& p : kPlanned) {
     if (p.kind == kind) where = std::string("; ") + p.where;
   }
-  return strprintf("not implemented yet: %s layer kind (%c in the pattern%s)", info.description, info.letter,
-                   where.c_str());
+  return strprintf("%s layer kind (%c in the pattern%s)", info.description, info.letter, where.c_str());
 }
+
+std::string layer_kind_missing_message(LayerKind kind) { return "not implemented yet: " + missing_layer_kind_text(kind); }
 
 std::vector<LayerKind> missing_layer_kinds(const ModelSpec& spec) {
   std::vector<LayerKind> missing;

@@ -13,7 +13,9 @@
 namespace sg::model {
 
 bool layer_kind_implemented(LayerKind kind);
-// "not implemented yet: MoE layer kind (E in the pattern; issue 11)".
+// What is missing: "MoE layer kind (E in the pattern; issue 11)".
+std::string missing_layer_kind_text(LayerKind kind);
+// The error for building it: "not implemented yet: MoE layer kind (E in the pattern; issue 11)".
 std::string layer_kind_missing_message(LayerKind kind);
 // The kinds of this model that are not registered (empty: the model can be built).
 std::vector<LayerKind> missing_layer_kinds(const ModelSpec& spec);

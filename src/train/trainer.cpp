@@ -134,6 +134,14 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   std::filesystem::create_directories(options.run_dir);
   std::unique_ptr<TrainingBackend> backend = make_backend(config, options.force_cpu);
   log::info(backend->description());
+  {
+    const model::ModelLayout& layout = backend->layout();
+    std::string why_no_hf;
+    const std::string hf = model::hf_architecture(layout.spec, &why_no_hf);
+    log::info(strprintf("model: %s; %lld parameters; checkpoints load as %s",
+                        model::describe_stack(layout.spec).c_str(), static_cast<long long>(layout.num_parameters()),
+                        hf.empty() ? ("nothing yet (no config.json: " + why_no_hf + ")").c_str() : hf.c_str()));
+  }
   log::info(backend->memory_plan());
   for (const auto& line : backend->start_report()) log::info(line);
   if (loaded) {

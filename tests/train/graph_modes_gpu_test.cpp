@@ -147,9 +147,10 @@ TEST_F(GraphModesGpu, EveryModeIsBitwiseEqualToEager) {
 // projections by 1/sqrt(2 num_layers)), with dropout and two microbatches, every graph mode of the
 // hybrid spelling gives the GPT spelling's eager losses, weights and moments bit for bit.
 TEST_F(GraphModesGpu, HybridStarDashPatternTrainsBitwiseLikeGptBlocks) {
-  const Config gpt_config = tiny_with({"model.cuda_graph_impl=none"});
+  const config::Config gpt_config = tiny_with({"model.cuda_graph_impl=none"});
   const std::vector<float> initial =
-      model::initial_parameters(model::model_layout(model_spec(gpt_config)), static_cast<uint64_t>(gpt_config.rng.seed));
+      model::initial_parameters(model::model_layout(config::model_spec(gpt_config)),
+                                 static_cast<uint64_t>(gpt_config.rng.seed));
   const RunResult gpt = run_mode(gpt_config, &initial);
   ASSERT_EQ(gpt.losses.size(), static_cast<size_t>(kSteps));
   const std::vector<std::string> hybrid = {"model.hybrid_override_pattern=*-*-*-*-", "model.num_layers=8"};
