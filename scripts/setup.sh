@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs everything stepgraph needs to build and test. Idempotent: a second run changes nothing.
 #   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest
-#   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), safetensors + numpy (checkpoint tests)
+#   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), nvidia-cutlass (CUTLASS/CuTe C++ headers, into
+#           .deps/cutlass), safetensors + numpy (checkpoint tests)
 #   CUDA 13 toolkit is expected in /usr/local/cuda (nvcc, cuBLASLt, cuDNN, NCCL, CUPTI, NVTX).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CUDNN_FRONTEND_VERSION=1.32.0
+CUTLASS_VERSION=4.2.0.0
 debs=(cmake ninja-build g++ ccache libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev python3-pip)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -23,6 +25,17 @@ if [[ ! -f .deps/pip/include/cudnn_frontend.h ]] || \
   python3 -m pip install -q --disable-pip-version-check --no-deps --target .deps/pip \
     "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION"
   echo "$CUDNN_FRONTEND_VERSION" > .deps/pip/.version
+fi
+
+# CUTLASS 3.x headers (the sm_90 grouped GEMM of the MoE experts). The wheel carries the C++ include trees under
+# cutlass_library/source/{include,tools/util/include}; its Python dependencies are not needed (--no-deps).
+if [[ ! -f .deps/cutlass/cutlass_library/source/include/cutlass/cutlass.h ]] || \
+   [[ "$(cat .deps/cutlass/.version 2>/dev/null)" != "$CUTLASS_VERSION" ]]; then
+  echo "setup: installing nvidia-cutlass==$CUTLASS_VERSION headers into .deps/cutlass"
+  rm -rf .deps/cutlass
+  python3 -m pip install -q --disable-pip-version-check --no-deps --target .deps/cutlass \
+    "nvidia-cutlass==$CUTLASS_VERSION"
+  echo "$CUTLASS_VERSION" > .deps/cutlass/.version
 fi
 
 if ! python3 -c "import safetensors, numpy" >/dev/null 2>&1; then
