@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -142,32 +143,36 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, in
   kernels::LinearBackwardInput d_dgrad(blas, T, K, N);
   kernels::LinearBackwardWeight d_wgrad(blas, T, K, N);
 
-  const double flop = 2.0 * double(T) * double(N) * double(K);
-  auto add = [&](const char* op, double grouped_ms, double dense_ms) {
-    rows.push_back({s.name, layer, op, N, K, grouped_ms, dense_ms, flop});
-  };
   auto c = [](int i) { return i % kCopies; };
-  add("forward",
-      median_ms(stream, warmup, iters,
-                [&](int i) {
-                  g_fwd.run(stream, {.y = y.p, .x = x[c(i)]->p, .w = w[c(i)]->p, .counts = counts.p,
-                                     .offsets = offsets.p});
-                }),
-      median_ms(stream, warmup, iters, [&](int i) { d_fwd.run(stream, y.p, x[c(i)]->p, w[c(i)]->p); }));
-  add("backward_input",
-      median_ms(stream, warmup, iters,
-                [&](int i) {
-                  g_dgrad.run(stream, {.dx = dx.p, .dy = dy[c(i)]->p, .w = w[c(i)]->p, .counts = counts.p,
-                                       .offsets = offsets.p});
-                }),
-      median_ms(stream, warmup, iters, [&](int i) { d_dgrad.run(stream, dx.p, dy[c(i)]->p, w[c(i)]->p); }));
-  add("backward_weight",
-      median_ms(stream, warmup, iters,
-                [&](int i) {
-                  g_wgrad.run(stream, {.dw = dw[c(i)]->p, .dy = dy[c(i)]->p, .x = x[c(i)]->p, .counts = counts.p,
-                                       .offsets = offsets.p});
-                }),
-      median_ms(stream, warmup, iters, [&](int i) { d_wgrad.run(stream, dw[c(i)]->p, dy[c(i)]->p, x[c(i)]->p); }));
+  struct OpLaunches {
+    const char* op;
+    std::function<void(int)> grouped, dense;
+  };
+  const OpLaunches ops[] = {
+      {"forward",
+       [&](int i) {
+         g_fwd.run(stream, {.y = y.p, .x = x[c(i)]->p, .w = w[c(i)]->p, .counts = counts.p, .offsets = offsets.p});
+       },
+       [&](int i) { d_fwd.run(stream, y.p, x[c(i)]->p, w[c(i)]->p); }},
+      {"backward_input",
+       [&](int i) {
+         g_dgrad.run(stream,
+                     {.dx = dx.p, .dy = dy[c(i)]->p, .w = w[c(i)]->p, .counts = counts.p, .offsets = offsets.p});
+       },
+       [&](int i) { d_dgrad.run(stream, dx.p, dy[c(i)]->p, w[c(i)]->p); }},
+      {"backward_weight",
+       [&](int i) {
+         g_wgrad.run(stream,
+                     {.dw = dw[c(i)]->p, .dy = dy[c(i)]->p, .x = x[c(i)]->p, .counts = counts.p, .offsets = offsets.p});
+       },
+       [&](int i) { d_wgrad.run(stream, dw[c(i)]->p, dy[c(i)]->p, x[c(i)]->p); }},
+  };
+  const double flop = 2.0 * double(T) * double(N) * double(K);
+  for (const OpLaunches& o : ops) {
+    const double grouped_ms = median_ms(stream, warmup, iters, o.grouped);
+    const double dense_ms = median_ms(stream, warmup, iters, o.dense);
+    rows.push_back({s.name, layer, o.op, N, K, grouped_ms, dense_ms, flop});
+  }
 }
 
 int run(int argc, char** argv) {
@@ -197,11 +202,12 @@ int run(int argc, char** argv) {
     bench_linear(s, "fc2", s.hidden, s.ffn, warmup, iters, rows);
   }
   SG_CHECK(!rows.empty(), "grouped_gemm_bench: --case must be small_moe, a3b_proxy or all, not '" + which + "'");
-  {
-    kernels::GroupedLinearForward probe({.num_groups = 1, .max_total_rows = 8, .N = 8, .K = 8});
-    std::printf("grouped: %s (+ one-block setup kernel); dense: cuBLASLt, one [rows, K] x [K, N] GEMM\n",
-                probe.kernel_name().c_str());
-  }
+  const kernels::GroupedGemmDims probe{.num_groups = 1, .max_total_rows = 8, .N = 8, .K = 8};
+  std::printf("grouped (+ a one-block setup kernel each):\n  forward          %s\n  backward_input   %s\n"
+              "  backward_weight  %s\ndense: cuBLASLt, one GEMM over all rows with one [N, K] weight\n",
+              kernels::GroupedLinearForward(probe).kernel_name().c_str(),
+              kernels::GroupedLinearBackwardInput(probe).kernel_name().c_str(),
+              kernels::GroupedLinearBackwardWeight(probe).kernel_name().c_str());
   std::printf("median of %d launches after %d warmup, inputs rotated over %d copies, balanced routing\n\n", iters,
               warmup, kCopies);
   std::printf("%-10s %-5s %-16s %6s %6s %12s %9s %12s %9s %7s\n", "model", "layer", "op", "N", "K", "grouped ms",

@@ -18,25 +18,21 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [[ ! -f .deps/pip/include/cudnn_frontend.h ]] || \
-   [[ "$(cat .deps/pip/.version 2>/dev/null)" != "$CUDNN_FRONTEND_VERSION" ]]; then
-  echo "setup: installing nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION headers into .deps/pip"
-  rm -rf .deps/pip
-  python3 -m pip install -q --disable-pip-version-check --no-deps --target .deps/pip \
-    "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION"
-  echo "$CUDNN_FRONTEND_VERSION" > .deps/pip/.version
-fi
-
-# CUTLASS 3.x headers (the sm_90 grouped GEMM of the MoE experts). The wheel carries the C++ include trees under
+# Header-only PyPI wheels, each pinned in its own .deps/ folder (reinstalled when the pinned version changes):
+#   pip_headers DIR PACKAGE VERSION FILE   (FILE: a header that proves the install, relative to DIR)
+pip_headers() {
+  local dir=$1 package=$2 version=$3 file=$4
+  if [[ ! -f "$dir/$file" ]] || [[ "$(cat "$dir/.version" 2>/dev/null)" != "$version" ]]; then
+    echo "setup: installing $package==$version headers into $dir"
+    rm -rf "$dir"
+    python3 -m pip install -q --disable-pip-version-check --no-deps --target "$dir" "$package==$version"
+    echo "$version" > "$dir/.version"
+  fi
+}
+pip_headers .deps/pip nvidia-cudnn-frontend "$CUDNN_FRONTEND_VERSION" include/cudnn_frontend.h
+# CUTLASS 3.x (the sm_90 grouped GEMM of the MoE experts): the wheel carries the C++ include trees under
 # cutlass_library/source/{include,tools/util/include}; its Python dependencies are not needed (--no-deps).
-if [[ ! -f .deps/cutlass/cutlass_library/source/include/cutlass/cutlass.h ]] || \
-   [[ "$(cat .deps/cutlass/.version 2>/dev/null)" != "$CUTLASS_VERSION" ]]; then
-  echo "setup: installing nvidia-cutlass==$CUTLASS_VERSION headers into .deps/cutlass"
-  rm -rf .deps/cutlass
-  python3 -m pip install -q --disable-pip-version-check --no-deps --target .deps/cutlass \
-    "nvidia-cutlass==$CUTLASS_VERSION"
-  echo "$CUTLASS_VERSION" > .deps/cutlass/.version
-fi
+pip_headers .deps/cutlass nvidia-cutlass "$CUTLASS_VERSION" cutlass_library/source/include/cutlass/cutlass.h
 
 if ! python3 -c "import safetensors, numpy" >/dev/null 2>&1; then
   echo "setup: installing safetensors and numpy from PyPI"

@@ -12,6 +12,9 @@
 //   GroupedLinearBackwardWeight dW_g[N, K]  += dy_g^T x_g                  fp32 main_grad (beta = 1)
 // An expert with no rows writes nothing: its y/dx segment is empty and its dW is left bit-for-bit
 // unchanged (it contributes zero). Rows outside every segment (token-drop padding) are not written.
+// Segments must not overlap. A malformed one (negative, or reaching past max_total_rows: an upstream bug)
+// is clamped into [0, max_total_rows) on the device, so the kernels never touch memory outside the
+// buffers; the CPU twin throws on it instead.
 //
 // Life cycle (static memory, docs/architecture.md):
 //   plan time   construct with GroupedGemmDims -> workspace_bytes() (before the arena exists)

@@ -4,9 +4,15 @@
 // those files only (they are built for sm_90a alone, with -DNDEBUG).
 //
 // Kernel: KernelPtrArrayTmaWarpSpecializedCooperative (persistent, one CTA per SM, TMA loads with
-// per-group descriptors rewritten on the device, wgmma, fp32 accumulators), tile 128x256x64, cluster
-// 2x1x1 (two CTAs on adjacent M tiles of one expert share its B tile through TMA multicast; the
-// GroupScheduler rounds each expert's M tiles up to the cluster, so an odd tile count costs one idle tile).
+// per-group descriptors rewritten on the device, wgmma, fp32 accumulators), cluster 2x1x1: two CTAs on
+// adjacent M tiles of one expert share its B tile through TMA multicast, which halves the L2 traffic of B.
+// The GroupScheduler rounds each expert's M tiles up to the cluster, so an odd M tile count costs one idle
+// tile: for forward/backward_input (M = the expert's rows) with unbalanced routing, for backward_weight
+// (M = N) never at the issue's shapes (N / 128 is even).
+// Tiles: 128x256x64 for forward/backward_input (M = rows: many tiles at the MoE shapes, the largest tile
+// has the least operand traffic); 128x128x64 for backward_weight, whose tile count is fixed by N x K per
+// expert: at small_moe (8 experts, N, K <= 1536) 128x256 tiles would fill 132 SMs for only 1.1 to 2.2
+// waves.
 // Problem shapes only in device memory (host_problem_shapes = nullptr): the grid is the SM count and
 // the scheduler walks the groups' tiles on the device.
 //
@@ -47,15 +53,12 @@ using ElementAB = cutlass::bfloat16_t;
 using ElementAccumulator = float;
 using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
 using GroupShape = ProblemShape::UnderlyingProblemShape;
-using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
 using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
 using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
 using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
-inline constexpr const char* kKernelName =
-    "cutlass sm90a ptr-array grouped gemm, warp-specialized cooperative, tile 128x256x64, cluster 2x1x1";
 inline constexpr int kSetupThreads = 256;
 
-// Per-op layouts (CUTLASS tags: A is [M, K], B is [K, N] in the tag's sense, D is [M, N]) and output.
+// Per-op layouts (CUTLASS tags: A is [M, K], B is [K, N] in the tag's sense, D is [M, N]), output and tile.
 template <GroupedGemmOp Op>
 struct OpTraits;
 template <>
@@ -64,6 +67,8 @@ struct OpTraits<GroupedGemmOp::kForward> {
   using LayoutB = cutlass::layout::ColumnMajor;  // W [N, K] row-major: K-major
   using ElementC = void;                         // no source: D = acc
   using ElementD = cutlass::bfloat16_t;
+  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
+  static constexpr const char* kTile = "128x256x64";
 };
 template <>
 struct OpTraits<GroupedGemmOp::kBackwardInput> {
@@ -71,6 +76,8 @@ struct OpTraits<GroupedGemmOp::kBackwardInput> {
   using LayoutB = cutlass::layout::RowMajor;  // W seen as B(k=n_out, n=k_in): N-major
   using ElementC = void;
   using ElementD = cutlass::bfloat16_t;
+  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
+  static constexpr const char* kTile = "128x256x64";
 };
 template <>
 struct OpTraits<GroupedGemmOp::kBackwardWeight> {
@@ -78,11 +85,14 @@ struct OpTraits<GroupedGemmOp::kBackwardWeight> {
   using LayoutB = cutlass::layout::RowMajor;     // x seen as B(k=row, n=k_in): N-major
   using ElementC = float;                        // C = D = dW, beta = 1
   using ElementD = float;
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  static constexpr const char* kTile = "128x128x64";
 };
 
 template <GroupedGemmOp Op>
 struct Kernel {
   using Traits = OpTraits<Op>;
+  using TileShape = typename Traits::TileShape;
   using ElementC = typename Traits::ElementC;
   using ElementD = typename Traits::ElementD;
   using LayoutD = cutlass::layout::RowMajor;
@@ -117,7 +127,9 @@ struct SetupArgs {
   const int32_t* counts;
   const int32_t* offsets;
   int num_groups;
-  int64_t max_rows, N, K;
+  int64_t max_rows;
+  int64_t N;
+  int64_t K;
   const ElementAB* a;
   const ElementAB* b;
   StoredElementD* d;
@@ -198,7 +210,10 @@ class Backend final : public GroupedGemmBackend {
   }
 
   size_t workspace_bytes() const override { return total_bytes_; }
-  std::string kernel_name() const override { return kKernelName; }
+  std::string kernel_name() const override {
+    return std::string("cutlass sm90a ptr-array grouped gemm, warp-specialized cooperative, tile ") +
+           OpTraits<Op>::kTile + ", cluster 2x1x1";
+  }
 
   void initialize(void* workspace) override {
     base_ = static_cast<unsigned char*>(workspace);
@@ -226,7 +241,7 @@ class Backend final : public GroupedGemmBackend {
     upload_repeated(stride_d, stride_d_at_);
 
     const typename Gemm::Arguments args = arguments(base_);
-    const std::string what = std::string("grouped GEMM ") + grouped_gemm_op_name(Op) + " (" + kKernelName + ")";
+    const std::string what = std::string("grouped GEMM ") + grouped_gemm_op_name(Op) + " (" + kernel_name() + ")";
     cutlass::Status status = gemm_.can_implement(args);
     if (status != cutlass::Status::kSuccess) {
       throw Error(what + ": CUTLASS can_implement refused the arguments: " + cutlassGetStatusString(status));
@@ -240,20 +255,19 @@ class Backend final : public GroupedGemmBackend {
   }
 
   void run(cudaStream_t stream, const GroupedGemmOperands& o) override {
-    SetupArgs<ElementD> s{};
-    s.counts = o.counts;
-    s.offsets = o.offsets;
-    s.num_groups = dims_.num_groups;
-    s.max_rows = dims_.max_total_rows;
-    s.N = dims_.N;
-    s.K = dims_.K;
-    s.a = static_cast<const ElementAB*>(o.a);
-    s.b = static_cast<const ElementAB*>(o.b);
-    s.d = static_cast<ElementD*>(o.d);
-    s.shapes = at<GroupShape>(shapes_at_);
-    s.ptr_a = at<const ElementAB*>(ptr_a_at_);
-    s.ptr_b = at<const ElementAB*>(ptr_b_at_);
-    s.ptr_d = at<ElementD*>(ptr_d_at_);
+    const SetupArgs<ElementD> s{.counts = o.counts,
+                                .offsets = o.offsets,
+                                .num_groups = dims_.num_groups,
+                                .max_rows = dims_.max_total_rows,
+                                .N = dims_.N,
+                                .K = dims_.K,
+                                .a = static_cast<const ElementAB*>(o.a),
+                                .b = static_cast<const ElementAB*>(o.b),
+                                .d = static_cast<ElementD*>(o.d),
+                                .shapes = at<GroupShape>(shapes_at_),
+                                .ptr_a = at<const ElementAB*>(ptr_a_at_),
+                                .ptr_b = at<const ElementAB*>(ptr_b_at_),
+                                .ptr_d = at<ElementD*>(ptr_d_at_)};
     grouped_gemm_setup_kernel<Op, ElementD><<<1, kSetupThreads, 0, stream>>>(s);
     SG_CUDA_CHECK_LAUNCH("grouped_gemm_setup_kernel");
     const cutlass::Status status = gemm_.run(stream);
@@ -280,7 +294,7 @@ class Backend final : public GroupedGemmBackend {
   typename Gemm::Arguments arguments(unsigned char* base) const {
     auto ptr = [base](size_t offset) -> void* { return base == nullptr ? nullptr : base + offset; };
     cutlass::KernelHardwareInfo hw_info;
-    cudaGetDevice(&hw_info.device_id);
+    SG_CUDA_CHECK(cudaGetDevice(&hw_info.device_id));
     hw_info.sm_count = sm_count_;
     if (base != nullptr) {
       hw_info.max_active_clusters =

@@ -128,6 +128,30 @@ struct Plans {
   DeviceBuffer<unsigned char> ws_fwd, ws_dgrad, ws_wgrad;
 };
 
+// Runs a bf16-output op twice, each time on a poisoned output: the segment rows match `expected`, no row
+// outside the segments is written, and the second run is bitwise equal to the first.
+template <class Launch>
+void check_bf16_op(const char* op, Launch&& launch, DeviceBuffer<bf16>& out, const std::vector<float>& expected,
+                   const std::vector<bool>& covered, int64_t width, cuda::Stream& stream) {
+  std::vector<bf16> first;
+  for (int run = 0; run < 2; ++run) {
+    out.poison();
+    device_sync();
+    launch();
+    stream.synchronize();
+    const auto got = out.download();
+    if (run == 1) {
+      EXPECT_TRUE(bitwise_equal(first, got)) << op << ": second run differs";
+      break;
+    }
+    EXPECT_LT(relative_error(segment_rows(to_float(got), covered, width), segment_rows(expected, covered, width)),
+              kBf16RelTol)
+        << op;
+    EXPECT_EQ(written_outside_segments(got, covered, width), 0) << op;
+    first = got;
+  }
+}
+
 GroupedGemmDims dims_of(const Routing& r) {
   return {.num_groups = static_cast<int>(r.counts.size()), .max_total_rows = r.total_rows, .N = r.N, .K = r.K};
 }
@@ -164,44 +188,12 @@ TEST_P(GroupedGemmGpu, AllOpsMatchReferenceAndAreDeterministic) {
   d_counts.upload(r.counts);
   d_offsets.upload(r.offsets);
 
-  // forward, twice
   const kernels::GroupedLinearForwardParams fp{
       .y = d_y.get(), .x = d_x.get(), .w = d_w.get(), .counts = d_counts.get(), .offsets = d_offsets.get()};
-  std::vector<bf16> y1;
-  for (int run = 0; run < 2; ++run) {
-    d_y.poison();
-    device_sync();
-    plans.fwd.run(stream, fp);
-    stream.synchronize();
-    const auto y = d_y.download();
-    if (run == 0) {
-      EXPECT_LT(relative_error(segment_rows(to_float(y), covered, N), segment_rows(y_ref, covered, N)), kBf16RelTol);
-      EXPECT_EQ(written_outside_segments(y, covered, N), 0);
-      y1 = y;
-    } else {
-      EXPECT_TRUE(bitwise_equal(y1, y)) << "forward: second run differs";
-    }
-  }
-
-  // backward_input, twice
+  check_bf16_op("forward", [&] { plans.fwd.run(stream, fp); }, d_y, y_ref, covered, N, stream);
   const kernels::GroupedLinearBackwardInputParams bp{
       .dx = d_dx.get(), .dy = d_dy.get(), .w = d_w.get(), .counts = d_counts.get(), .offsets = d_offsets.get()};
-  std::vector<bf16> dx1;
-  for (int run = 0; run < 2; ++run) {
-    d_dx.poison();
-    device_sync();
-    plans.dgrad.run(stream, bp);
-    stream.synchronize();
-    const auto dx = d_dx.download();
-    if (run == 0) {
-      EXPECT_LT(relative_error(segment_rows(to_float(dx), covered, K), segment_rows(dx_ref, covered, K)),
-                kBf16RelTol);
-      EXPECT_EQ(written_outside_segments(dx, covered, K), 0);
-      dx1 = dx;
-    } else {
-      EXPECT_TRUE(bitwise_equal(dx1, dx)) << "backward_input: second run differs";
-    }
-  }
+  check_bf16_op("backward_input", [&] { plans.dgrad.run(stream, bp); }, d_dx, dx_ref, covered, K, stream);
 
   // backward_weight: accumulates into a non-zero fp32 dW; a second microbatch adds again.
   const kernels::GroupedLinearBackwardWeightParams wp{
