@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "core/strings.h"
 #include "cuda/bf16.h"
 #include "kernels/ssd_scan_host.cuh"
 #include "reference/ssd_scan.h"
@@ -115,8 +116,9 @@ const Case kCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SsdScanEmulated, ::testing::ValuesIn(kCases), [](const auto& info) {
   const SsdShape& s = info.param.shape;
-  return "B" + std::to_string(s.batch) + "_S" + std::to_string(s.seqlen) + "_H" + std::to_string(s.nheads) + "_G" +
-         std::to_string(s.ngroups) + "_N" + std::to_string(s.dstate);
+  return strprintf("B%lld_S%lld_H%lld_G%lld_N%lld", static_cast<long long>(s.batch), static_cast<long long>(s.seqlen),
+                   static_cast<long long>(s.nheads), static_cast<long long>(s.ngroups),
+                   static_cast<long long>(s.dstate));
 });
 
 }  // namespace
