@@ -98,21 +98,13 @@ SG_KERNEL(kChunkThreads) ssd_chunk_backward_dx_kernel(SsdArgs a) {
     // Inter-chunk output term, rows t: v_t = exp(cum_t) dy_t . (C_t H_c^T).
     if (c > 0) {
       uint32_t cf[N / 16][4];
-#pragma unroll
+SG_UNROLL
       for (int kk = 0; kk < N / 16; ++kk) load_a(cf[kk], Cs, kPN, r0, kk * 16);
       float yoff[P / 8][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < N / 16; ++kk) {
-#pragma unroll
-        for (int np = 0; np < P / 16; ++np) {
-          uint32_t bf[4];
-          load_b_pair(bf, Hs, kPN, np * 16, kk * 16);
-          mma_bf16(yoff[2 * np], cf[kk], bf[0], bf[1]);
-          mma_bf16(yoff[2 * np + 1], cf[kk], bf[2], bf[3]);
-        }
-      }
+SG_UNROLL
+      for (int kk = 0; kk < N / 16; ++kk) mma_k_step<P / 16, false>(yoff, cf[kk], Hs, kPN, 0, kk * 16);
       float v_lo = 0.0f, v_hi = 0.0f;
-#pragma unroll
+SG_UNROLL
       for (int nt = 0; nt < P / 8; ++nt) {
         const int p = nt * 8 + c_col(0);
         const float2 dlo = load_bf16x2(DYs + lo * kPP + p), dhi = load_bf16x2(DYs + hi * kPP + p);
@@ -123,26 +115,18 @@ SG_KERNEL(kChunkThreads) ssd_chunk_backward_dx_kernel(SsdArgs a) {
       if ((lane & 3) == 0) rowv[lo] = fast_exp(cum[lo]) * v_lo, rowv[hi] = fast_exp(cum[hi]) * v_hi;
     }
     uint32_t bfr[N / 16][4], xf[P / 16][4];
-#pragma unroll
+SG_UNROLL
     for (int kk = 0; kk < N / 16; ++kk) load_a(bfr[kk], Bs, kPN, r0, kk * 16);
-#pragma unroll
+SG_UNROLL
     for (int kp = 0; kp < P / 16; ++kp) load_a(xf[kp], Xs, kPP, r0, kp * 16);
     float acc[P / 8][4] = {};
     // State term, rows s: exp(cum_last - cum_s) B_s G_c^T (G of the last chunk is 0: skipped).
     if (c + 1 < a.nchunks) {
-#pragma unroll
-      for (int kk = 0; kk < N / 16; ++kk) {
-#pragma unroll
-        for (int np = 0; np < P / 16; ++np) {
-          uint32_t bf[4];
-          load_b_pair(bf, Gs, kPN, np * 16, kk * 16);
-          mma_bf16(acc[2 * np], bfr[kk], bf[0], bf[1]);
-          mma_bf16(acc[2 * np + 1], bfr[kk], bf[2], bf[3]);
-        }
-      }
+SG_UNROLL
+      for (int kk = 0; kk < N / 16; ++kk) mma_k_step<P / 16, false>(acc, bfr[kk], Gs, kPN, 0, kk * 16);
       const float e_lo = fast_exp(cum_last - cum[lo]), e_hi = fast_exp(cum_last - cum[hi]);
       float w_lo = 0.0f, w_hi = 0.0f;
-#pragma unroll
+SG_UNROLL
       for (int nt = 0; nt < P / 8; ++nt) {
         acc[nt][0] *= e_lo, acc[nt][1] *= e_lo, acc[nt][2] *= e_hi, acc[nt][3] *= e_hi;
         const int p = nt * 8 + c_col(0);
@@ -158,24 +142,14 @@ SG_KERNEL(kChunkThreads) ssd_chunk_backward_dx_kernel(SsdArgs a) {
     float wrow_lo = 0.0f, wrow_hi = 0.0f;
     for (int j = rb; j < kQ / 16 && j * 16 < L; ++j) {
       float mt[2][4] = {}, dm[2][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < N / 16; ++kk) {
-        uint32_t bf[4];
-        load_b_pair(bf, Cs, kPN, j * 16, kk * 16);
-        mma_bf16(mt[0], bfr[kk], bf[0], bf[1]);
-        mma_bf16(mt[1], bfr[kk], bf[2], bf[3]);
-      }
-#pragma unroll
-      for (int kp = 0; kp < P / 16; ++kp) {
-        uint32_t bf[4];
-        load_b_pair(bf, DYs, kPP, j * 16, kp * 16);
-        mma_bf16(dm[0], xf[kp], bf[0], bf[1]);
-        mma_bf16(dm[1], xf[kp], bf[2], bf[3]);
-      }
+SG_UNROLL
+      for (int kk = 0; kk < N / 16; ++kk) mma_k_step<1, false>(mt, bfr[kk], Cs, kPN, j * 16, kk * 16);
+SG_UNROLL
+      for (int kp = 0; kp < P / 16; ++kp) mma_k_step<1, false>(dm, xf[kp], DYs, kPP, j * 16, kp * 16);
       float col[2][2] = {};
-#pragma unroll
+SG_UNROLL
       for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
+SG_UNROLL
         for (int i = 0; i < 4; ++i) {
           const int s = r0 + c_row(i), t = j * 16 + nt * 8 + c_col(i);
           const float m = t >= s ? mt[nt][i] * fast_exp(cum[t] - cum[s]) : 0.0f;
@@ -187,16 +161,10 @@ SG_KERNEL(kChunkThreads) ssd_chunk_backward_dx_kernel(SsdArgs a) {
       }
       uint32_t am[4];
       pack_c_to_a(am, mt[0], mt[1]);
-#pragma unroll
-      for (int np = 0; np < P / 16; ++np) {
-        uint32_t bf[4];
-        load_b_pair_trans(bf, DYs, kPP, np * 16, j * 16);
-        mma_bf16(acc[2 * np], am, bf[0], bf[1]);
-        mma_bf16(acc[2 * np + 1], am, bf[2], bf[3]);
-      }
-#pragma unroll
+      mma_k_step<P / 16, true>(acc, am, DYs, kPP, 0, j * 16);
+SG_UNROLL
       for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
+SG_UNROLL
         for (int q = 0; q < 2; ++q) {
           const float v = column_sum(col[nt][q]);
           if (lane < 4) colsum[warp * kQ + j * 16 + nt * 8 + lane * 2 + q] += v;
@@ -206,12 +174,12 @@ SG_KERNEL(kChunkThreads) ssd_chunk_backward_dx_kernel(SsdArgs a) {
     wrow_lo = quad_sum(wrow_lo), wrow_hi = quad_sum(wrow_hi);
     if ((lane & 3) == 0) wrow[lo] = wrow_lo, wrow[hi] = wrow_hi;
     // Rows s: dx = dt_s acc + D dy; ddt_direct = <acc_s, x_s>.
-#pragma unroll
+SG_UNROLL
     for (int half = 0; half < 2; ++half) {
       const int s = half == 0 ? lo : hi;
       float dd = 0.0f;
       bf16* dxrow = a.dx + a.token(b, t0 + s) * a.dx_stride + h * P;
-#pragma unroll
+SG_UNROLL
       for (int nt = 0; nt < P / 8; ++nt) {
         const int p = nt * 8 + c_col(0);
         const float2 xv = load_bf16x2(Xs + s * kPP + p), dyv = load_bf16x2(DYs + s * kPP + p);
@@ -311,7 +279,7 @@ SG_KERNEL(kGroupThreads) ssd_chunk_backward_dbc_kernel(SsdArgs a) {
     }
     block_sync();
     // dCB tiles (t block i, s block j <= i), tile k of the warp = warp + 8 k: dCB += (dy_t . x_s) decay dt_s.
-#pragma unroll
+SG_UNROLL
     for (int k = 0; k < kDcbTilesPerWarp; ++k) {
       const int tile = warp + k * (kGroupThreads / 32);
       if (tile >= kDcbTiles) break;
@@ -319,17 +287,15 @@ SG_KERNEL(kGroupThreads) ssd_chunk_backward_dbc_kernel(SsdArgs a) {
       lower_tile(tile, i, j);
       if (i * 16 >= L) continue;
       float dm[2][4] = {};
-#pragma unroll
+SG_UNROLL
       for (int kp = 0; kp < P / 16; ++kp) {
-        uint32_t af[4], bf[4];
+        uint32_t af[4];
         load_a(af, DYs, kPP, i * 16, kp * 16);
-        load_b_pair(bf, Xs, kPP, j * 16, kp * 16);
-        mma_bf16(dm[0], af, bf[0], bf[1]);
-        mma_bf16(dm[1], af, bf[2], bf[3]);
+        mma_k_step<1, false>(dm, af, Xs, kPP, j * 16, kp * 16);
       }
-#pragma unroll
+SG_UNROLL
       for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
+SG_UNROLL
         for (int e = 0; e < 4; ++e) {
           const int t = i * 16 + c_row(e), s = j * 16 + nt * 8 + c_col(e);
           if (s <= t) dcb[k][nt][e] += dm[nt][e] * fast_exp(cum[t] - cum[s]) * dts[s];
@@ -337,43 +303,31 @@ SG_KERNEL(kGroupThreads) ssd_chunk_backward_dbc_kernel(SsdArgs a) {
       }
     }
     if (r0 < L) {
-#pragma unroll
+SG_UNROLL
       for (int kp = 0; kp < P / 16; ++kp) {
         uint32_t af[4];
         if (c > 0) {  // dC_t += exp(cum_t) dy_t H_c
           load_a(af, DYs, kPP, r0, kp * 16);
           scale_a_rows(af, ecum[lo], ecum[hi]);
-#pragma unroll
-          for (int nn = 0; nn < N / 16; ++nn) {
-            uint32_t bf[4];
-            load_b_pair_trans(bf, Hs, kPN, nn * 16, kp * 16);
-            mma_bf16(acc_c[2 * nn], af, bf[0], bf[1]);
-            mma_bf16(acc_c[2 * nn + 1], af, bf[2], bf[3]);
-          }
+          mma_k_step<N / 16, true>(acc_c, af, Hs, kPN, 0, kp * 16);
         }
         if (c + 1 < a.nchunks) {  // dB_s += exp(cum_last - cum_s) dt_s x_s G_c
           load_a(af, Xs, kPP, r0, kp * 16);
           scale_a_rows(af, estate[lo], estate[hi]);
-#pragma unroll
-          for (int nn = 0; nn < N / 16; ++nn) {
-            uint32_t bf[4];
-            load_b_pair_trans(bf, Gs, kPN, nn * 16, kp * 16);
-            mma_bf16(acc_b[2 * nn], af, bf[0], bf[1]);
-            mma_bf16(acc_b[2 * nn + 1], af, bf[2], bf[3]);
-          }
+          mma_k_step<N / 16, true>(acc_b, af, Gs, kPN, 0, kp * 16);
         }
       }
     }
   }
-#pragma unroll
+SG_UNROLL
   for (int k = 0; k < kDcbTilesPerWarp; ++k) {
     const int tile = warp + k * (kGroupThreads / 32);
     if (tile >= kDcbTiles) break;
     int i, j;
     lower_tile(tile, i, j);
-#pragma unroll
+SG_UNROLL
     for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
+SG_UNROLL
       for (int half = 0; half < 2; ++half) {
         const int row = i * 16 + c_row(2 * half), col = j * 16 + nt * 8 + c_col(0);
         store_bf16x2(dCBs + row * kPQ + col, dcb[k][nt][2 * half], dcb[k][nt][2 * half + 1]);
@@ -386,31 +340,19 @@ SG_KERNEL(kGroupThreads) ssd_chunk_backward_dbc_kernel(SsdArgs a) {
   for (int j = 0; j <= warp; ++j) {
     uint32_t af[4];
     load_a(af, dCBs, kPQ, r0, j * 16);
-#pragma unroll
-    for (int nn = 0; nn < N / 16; ++nn) {
-      uint32_t bf[4];
-      load_b_pair_trans(bf, Bs, kPN, nn * 16, j * 16);
-      mma_bf16(acc_c[2 * nn], af, bf[0], bf[1]);
-      mma_bf16(acc_c[2 * nn + 1], af, bf[2], bf[3]);
-    }
+    mma_k_step<N / 16, true>(acc_c, af, Bs, kPN, 0, j * 16);
   }
   for (int i = warp; i < kQ / 16 && i * 16 < L; ++i) {
     uint32_t af[4];
     load_a_trans(af, dCBs, kPQ, r0, i * 16);
-#pragma unroll
-    for (int nn = 0; nn < N / 16; ++nn) {
-      uint32_t bf[4];
-      load_b_pair_trans(bf, Cs, kPN, nn * 16, i * 16);
-      mma_bf16(acc_b[2 * nn], af, bf[0], bf[1]);
-      mma_bf16(acc_b[2 * nn + 1], af, bf[2], bf[3]);
-    }
+    mma_k_step<N / 16, true>(acc_b, af, Cs, kPN, 0, i * 16);
   }
-#pragma unroll
+SG_UNROLL
   for (int half = 0; half < 2; ++half) {
     const int r = half == 0 ? lo : hi;
     if (r >= L) continue;
     const int64_t tok = a.token(b, t0 + r);
-#pragma unroll
+SG_UNROLL
     for (int nt = 0; nt < N / 8; ++nt) {
       const int n = nt * 8 + c_col(0);
       if (a.hsplit == 1) {

@@ -127,7 +127,7 @@ SG_DEVICE void stage_rows(bf16* dst, const bf16* src, int64_t row_stride, int ro
       if (row_scale != nullptr) {
         uint32_t* w = reinterpret_cast<uint32_t*>(&val);
         const float s = row_scale[r];
-#pragma unroll
+SG_UNROLL
         for (int k = 0; k < 4; ++k) {
           const float2 f = detail::unpack_bf16(w[k]);
           w[k] = detail::pack_bf16(f.x * s, f.y * s);
@@ -142,13 +142,13 @@ SG_DEVICE void stage_rows(bf16* dst, const bf16* src, int64_t row_stride, int ro
 // order); every thread gets the total. scratch: NTHREADS / 32 floats of shared memory. Synchronises.
 template <int NTHREADS>
 SG_DEVICE float block_sum(float v, float* scratch) {
-#pragma unroll
+SG_UNROLL
   for (int o = 16; o > 0; o >>= 1) v += detail::shfl_xor(v, o);
   block_sync();
   if (lane_id() == 0) scratch[warp_id()] = v;
   block_sync();
   float total = 0.0f;
-#pragma unroll
+SG_UNROLL
   for (int w = 0; w < NTHREADS / 32; ++w) total += scratch[w];
   return total;
 }
@@ -157,7 +157,7 @@ SG_DEVICE float block_sum(float v, float* scratch) {
 // scratch: 4 floats. Synchronises.
 SG_DEVICE float chunk_inclusive_scan(float v, float* scratch) {
   const int lane = static_cast<int>(lane_id()), warp = static_cast<int>(warp_id());
-#pragma unroll
+SG_UNROLL
   for (int d = 1; d < 32; d <<= 1) {
     const float o = detail::shfl_up(v, d);
     if (lane >= d) v += o;
@@ -172,7 +172,7 @@ SG_DEVICE float chunk_inclusive_scan(float v, float* scratch) {
 // Suffix sum: thread i gets sum_{j >= i} v_j. scratch: 4 floats. Synchronises.
 SG_DEVICE float chunk_reverse_inclusive_scan(float v, float* scratch) {
   const int lane = static_cast<int>(lane_id()), warp = static_cast<int>(warp_id());
-#pragma unroll
+SG_UNROLL
   for (int d = 1; d < 32; d <<= 1) {
     const float o = detail::shfl_down(v, d);
     if (lane + d < 32) v += o;

@@ -21,6 +21,7 @@ using detail::load_a_trans;
 using detail::load_b_pair;
 using detail::load_b_pair_trans;
 using detail::mma_bf16;
+using detail::mma_k_step;
 using detail::smem_pitch;
 
 template <int P, int N>
@@ -71,17 +72,11 @@ SG_KERNEL(kChunkThreads) ssd_chunk_state_kernel(SsdArgs a) {
     for (int kk = 0; kk * 16 < L; ++kk) {
       uint32_t af[4];
       load_a_trans(af, Xs, kPP, rb * 16, kk * 16);
-#pragma unroll
-      for (int nn = 0; nn < N / 16; ++nn) {
-        uint32_t bf[4];
-        load_b_pair_trans(bf, Ys, kPN, nn * 16, kk * 16);
-        mma_bf16(acc[2 * nn], af, bf[0], bf[1]);
-        mma_bf16(acc[2 * nn + 1], af, bf[2], bf[3]);
-      }
+      mma_k_step<N / 16, true>(acc, af, Ys, kPN, 0, kk * 16);
     }
-#pragma unroll
+SG_UNROLL
     for (int nt = 0; nt < N / 8; ++nt) {
-#pragma unroll
+SG_UNROLL
       for (int half = 0; half < 2; ++half) {
         const int row = rb * 16 + c_row(2 * half), col = nt * 8 + c_col(0);
         *reinterpret_cast<float2*>(out + row * N + col) = make_float2(acc[nt][2 * half], acc[nt][2 * half + 1]);
@@ -143,23 +138,15 @@ SG_KERNEL(kChunkThreads) ssd_chunk_scan_kernel(SsdArgs a) {
     const int rb = pass == 0 ? warp : 7 - warp;  // rows t in [16 rb, 16 rb + 16)
     if (rb * 16 >= L) continue;
     uint32_t cf[N / 16][4];
-#pragma unroll
+SG_UNROLL
     for (int kk = 0; kk < N / 16; ++kk) load_a(cf[kk], Cs, kPN, rb * 16, kk * 16);
     float acc[P / 8][4] = {};
     // Inter-chunk: exp(cum_t) C_t H_c^T (H_0 = 0: skipped).
     if (c > 0) {
-#pragma unroll
-      for (int kk = 0; kk < N / 16; ++kk) {
-#pragma unroll
-        for (int np = 0; np < P / 16; ++np) {
-          uint32_t bf[4];
-          load_b_pair(bf, Hs, kPN, np * 16, kk * 16);
-          mma_bf16(acc[2 * np], cf[kk], bf[0], bf[1]);
-          mma_bf16(acc[2 * np + 1], cf[kk], bf[2], bf[3]);
-        }
-      }
+SG_UNROLL
+      for (int kk = 0; kk < N / 16; ++kk) mma_k_step<P / 16, false>(acc, cf[kk], Hs, kPN, 0, kk * 16);
       const float e_lo = fast_exp(cum[rb * 16 + c_row(0)]), e_hi = fast_exp(cum[rb * 16 + c_row(2)]);
-#pragma unroll
+SG_UNROLL
       for (int nt = 0; nt < P / 8; ++nt) {
         acc[nt][0] *= e_lo, acc[nt][1] *= e_lo;
         acc[nt][2] *= e_hi, acc[nt][3] *= e_hi;
@@ -168,16 +155,11 @@ SG_KERNEL(kChunkThreads) ssd_chunk_scan_kernel(SsdArgs a) {
     // Intra-chunk: for each source block j <= rb, M = (C B_j^T) o exp(cum_t - cum_s) dt_s (s <= t), acc += M x_j.
     for (int j = 0; j <= rb; ++j) {
       float sc[2][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < N / 16; ++kk) {
-        uint32_t bf[4];
-        load_b_pair(bf, Bs, kPN, j * 16, kk * 16);
-        mma_bf16(sc[0], cf[kk], bf[0], bf[1]);
-        mma_bf16(sc[1], cf[kk], bf[2], bf[3]);
-      }
-#pragma unroll
+SG_UNROLL
+      for (int kk = 0; kk < N / 16; ++kk) mma_k_step<1, false>(sc, cf[kk], Bs, kPN, j * 16, kk * 16);
+SG_UNROLL
       for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
+SG_UNROLL
         for (int i = 0; i < 4; ++i) {
           const int t = rb * 16 + c_row(i), s = j * 16 + nt * 8 + c_col(i);
           sc[nt][i] = s <= t ? sc[nt][i] * fast_exp(cum[t] - cum[s]) * dts[s] : 0.0f;
@@ -185,21 +167,15 @@ SG_KERNEL(kChunkThreads) ssd_chunk_scan_kernel(SsdArgs a) {
       }
       uint32_t am[4];
       detail::pack_c_to_a(am, sc[0], sc[1]);
-#pragma unroll
-      for (int np = 0; np < P / 16; ++np) {
-        uint32_t bf[4];
-        load_b_pair_trans(bf, Xs, kPP, np * 16, j * 16);
-        mma_bf16(acc[2 * np], am, bf[0], bf[1]);
-        mma_bf16(acc[2 * np + 1], am, bf[2], bf[3]);
-      }
+      mma_k_step<P / 16, true>(acc, am, Xs, kPP, 0, j * 16);
     }
     // y = acc + D x, rows t < L.
-#pragma unroll
+SG_UNROLL
     for (int half = 0; half < 2; ++half) {
       const int t = rb * 16 + c_row(2 * half);
       if (t >= L) continue;
       bf16* yrow = a.y + a.token(b, t0 + t) * a.y_stride + h * P;
-#pragma unroll
+SG_UNROLL
       for (int nt = 0; nt < P / 8; ++nt) {
         const int p = nt * 8 + c_col(0);
         const float2 xv = load_bf16x2(Xs + t * kPP + p);

@@ -24,7 +24,9 @@
 #include "simt_emulator.h"
 #define SG_DEVICE inline
 #define SG_KERNEL(max_threads) inline void
+#define SG_UNROLL
 #else
+#define SG_UNROLL _Pragma("unroll")
 #define SG_DEVICE __device__ __forceinline__
 #define SG_KERNEL(max_threads) __global__ void __launch_bounds__(max_threads)
 #endif
@@ -95,7 +97,7 @@ SG_DEVICE uint32_t pack_bf16(float lo, float hi) {
 }
 SG_DEVICE float2 unpack_bf16(uint32_t r) {
   __nv_bfloat162 v;
-  __builtin_memcpy(&v, &r, 4);
+  __builtin_memcpy(static_cast<void*>(&v), &r, 4);
   return __bfloat1622float2(v);
 }
 
@@ -130,6 +132,24 @@ SG_DEVICE void pack_c_to_a(uint32_t (&a)[4], const float (&c0)[4], const float (
   a[1] = pack_bf16(c0[2], c0[3]);
   a[2] = pack_bf16(c1[0], c1[1]);
   a[3] = pack_bf16(c1[2], c1[3]);
+}
+
+// acc (2 NP n8 tiles from column n0) += a (one 16x16 A fragment at k step k0) * B[k0 .. k0+16][n0 .. n0+16 NP],
+// B read from a shared tile stored [N][pitch] (kBTrans false) or [K][pitch] (kBTrans true).
+template <int NP, bool kBTrans>
+SG_DEVICE void mma_k_step(float (&acc)[2 * NP][4], const uint32_t (&a)[4], const __nv_bfloat16* b_tile, int pitch,
+                          int n0, int k0) {
+SG_UNROLL
+  for (int np = 0; np < NP; ++np) {
+    uint32_t b[4];
+    if constexpr (kBTrans) {
+      load_b_pair_trans(b, b_tile, pitch, n0 + np * 16, k0);
+    } else {
+      load_b_pair(b, b_tile, pitch, n0 + np * 16, k0);
+    }
+    mma_bf16(acc[2 * np], a, b[0], b[1]);
+    mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+  }
 }
 
 // Multiplies the two rows an A fragment holds (group, group + 8) by s_lo and s_hi.

@@ -5,7 +5,6 @@
 // Tolerances as in tests/kernels/ssd_scan_gpu_test.cu: relative L2 error < 1e-2 for y, dx, dB, dC, ddt, dA
 // (bf16 operands and outputs); < 1e-4 for dD (fp32 sums of the bf16 inputs).
 #define SG_SIMT_EMULATION 1
-#pragma GCC diagnostic ignored "-Wunknown-pragmas"  // the kernels' #pragma unroll
 #include <gtest/gtest.h>
 
 #include <random>
@@ -13,6 +12,7 @@
 
 #include "core/strings.h"
 #include "cuda/bf16.h"
+#include "gpu_test_util.h"  // bf16 conversions only: nothing here touches a GPU
 #include "kernels/ssd_scan_host.cuh"
 #include "reference/ssd_scan.h"
 #include "test_util.h"
@@ -22,24 +22,9 @@ namespace {
 
 using kernels::SsdShape;
 
-std::vector<bf16> to_bf16(const std::vector<float>& v) {
-  std::vector<bf16> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const uint16_t bits = float_to_bf16_bits(v[i]);
-    std::memcpy(static_cast<void*>(&out[i]), &bits, 2);
-  }
-  return out;
-}
-std::vector<float> to_float(const std::vector<bf16>& v) {
-  std::vector<float> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    uint16_t bits;
-    std::memcpy(&bits, &v[i], 2);
-    out[i] = bf16_bits_to_float(bits);
-  }
-  return out;
-}
-std::vector<float> round_bf16(const std::vector<float>& v) { return to_float(to_bf16(v)); }
+using test::round_bf16;
+using test::to_bf16;
+using test::to_float;
 
 struct Case {
   SsdShape shape;
