@@ -171,6 +171,17 @@ inline void fiber_entry() {
   b->fibers[b->current].done = true;
 }
 
+// Prepares a fiber to run fiber_entry and return to `link`. Kept out of line: getcontext returns twice, and
+// the launch loop's variables must not live in its frame.
+__attribute__((noinline)) inline void init_fiber(Block::Fiber& f, ucontext_t* link, size_t stack_bytes) {
+  f.stack.reset(new char[stack_bytes]);
+  getcontext(&f.ctx);
+  f.ctx.uc_stack.ss_sp = f.stack.get();
+  f.ctx.uc_stack.ss_size = stack_bytes;
+  f.ctx.uc_link = link;
+  makecontext(&f.ctx, fiber_entry, 0);
+}
+
 // Runs `body` as every thread of every block of the grid (blocks in order, x fastest).
 inline void launch(dim3 grid, int threads, size_t smem_bytes, const std::function<void()>& body) {
   if (threads % 32 != 0) throw std::runtime_error("emulator: block size must be a multiple of 32");
@@ -188,25 +199,15 @@ inline void launch(dim3 grid, int threads, size_t smem_bytes, const std::functio
         b.body = body;
         b.fibers.resize(threads);
         current_block() = &b;
-        for (auto& f : b.fibers) {
-          f.stack.reset(new char[kStack]);
-          getcontext(&f.ctx);
-          f.ctx.uc_stack.ss_sp = f.stack.get();
-          f.ctx.uc_stack.ss_size = kStack;
-          f.ctx.uc_link = &b.scheduler;
-          makecontext(&f.ctx, fiber_entry, 0);
-        }
+        for (auto& f : b.fibers) init_fiber(f, &b.scheduler, kStack);
         for (bool running = true; running;) {
           running = false;
-          bool progressed = false;
           for (int t = 0; t < threads; ++t) {
             if (b.fibers[t].done) continue;
             running = true;
             b.current = t;
             swapcontext(&b.scheduler, &b.fibers[t].ctx);
-            progressed = true;
           }
-          (void)progressed;
         }
         current_block() = nullptr;
       }
