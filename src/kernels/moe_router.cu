@@ -64,20 +64,30 @@ __device__ void warp_topk(const float* vals, int E, int k, int* ids) {
   __syncwarp();
 }
 
-// Max and softmax normaliser of one row, every lane gets both.
+// Max and softmax normaliser of n values, every lane of the warp gets both.
 struct RowSoftmax {
   float max, sum;
   __device__ float prob(float x) const { return expf(x - max) / sum; }
   __device__ float logsumexp() const { return max + logf(sum); }
 };
-__device__ RowSoftmax row_softmax(const float* x, int E) {
+// value(i) for i < n: lane l reads i = l, l + 32, ...
+template <class Value>
+__device__ RowSoftmax warp_softmax(int n, Value value) {
   const int lane = threadIdx.x & 31;
   float m = -INFINITY;
-  for (int e = lane; e < E; e += 32) m = fmaxf(m, x[e]);
+  for (int i = lane; i < n; i += 32) m = fmaxf(m, value(i));
   m = warp_reduce_max(m);
   float s = 0.0f;
-  for (int e = lane; e < E; e += 32) s += expf(x[e] - m);
+  for (int i = lane; i < n; i += 32) s += expf(value(i) - m);
   return {m, warp_reduce_sum(s)};
+}
+// Over a token's E logits.
+__device__ RowSoftmax row_softmax(const float* x, int E) {
+  return warp_softmax(E, [x](int e) { return x[e]; });
+}
+// Over the logits of its k chosen experts (the post-softmax probs).
+__device__ RowSoftmax chosen_softmax(const float* x, const int32_t* ids, int k) {
+  return warp_softmax(k, [x, ids](int j) { return x[ids[j]]; });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -111,13 +121,8 @@ __global__ void moe_router_forward_kernel(MoeRouterForwardParams p, int warps_pe
       const RowSoftmax all = row_softmax(x, E);
       for (int j = lane; j < k; j += 32) probs[j] = sf * all.prob(x[ids[j]]);
     } else {
-      float m = -INFINITY;
-      for (int j = lane; j < k; j += 32) m = fmaxf(m, x[ids[j]]);
-      m = warp_reduce_max(m);
-      float sum = 0.0f;
-      for (int j = lane; j < k; j += 32) sum += expf(x[ids[j]] - m);
-      sum = warp_reduce_sum(sum);
-      for (int j = lane; j < k; j += 32) probs[j] = sf * (expf(x[ids[j]] - m) / sum);
+      const RowSoftmax chosen = chosen_softmax(x, ids, k);
+      for (int j = lane; j < k; j += 32) probs[j] = sf * chosen.prob(x[ids[j]]);
     }
     for (int j = lane; j < k; j += 32) p.routing_map[t * k + j] = ids[j];
     if (p.aux_routing_map != nullptr) {
@@ -308,16 +313,12 @@ __global__ void moe_router_backward_kernel(MoeRouterBackwardParams p, int warps_
       }
       pre_dot = warp_reduce_sum(pre_dot);
     } else {
-      float m = -INFINITY;
-      for (int j = lane; j < k; j += 32) m = fmaxf(m, x[ids[j]]);
-      m = warp_reduce_max(m);
-      float sum = 0.0f;
-      for (int j = lane; j < k; j += 32) sum += expf(x[ids[j]] - m);
-      sum = warp_reduce_sum(sum);
+      // q = softmax over the chosen logits: dx[id_j] = q_j (sf dp_j - sum_i q_i sf dp_i)
+      const RowSoftmax q = chosen_softmax(x, ids, k);
       float qd = 0.0f;
-      for (int j = lane; j < k; j += 32) qd += expf(x[ids[j]] - m) / sum * sf * dp[j];
+      for (int j = lane; j < k; j += 32) qd += q.prob(x[ids[j]]) * sf * dp[j];
       qd = warp_reduce_sum(qd);
-      for (int j = lane; j < k; j += 32) chosen[ids[j]] = expf(x[ids[j]] - m) / sum * (sf * dp[j] - qd);
+      for (int j = lane; j < k; j += 32) chosen[ids[j]] = q.prob(x[ids[j]]) * (sf * dp[j] - qd);
     }
     // Sums the load-balancing gradient needs: <g, scores> (softmax) or sum sig and <g, sig> (sigmoid).
     float aux_dot = 0.0f, sig_sum = 0.0f;

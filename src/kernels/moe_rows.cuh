@@ -105,7 +105,15 @@ inline bool use_vectors(int64_t H, std::initializer_list<const void*> pointers) 
   return std::all_of(pointers.begin(), pointers.end(), [](const void* q) { return !q || detail::is_aligned(q, 16); });
 }
 
+// Shape and pointer checks of both directions; op names the public launcher.
+inline void check_args(const char* op, int64_t rows_or_tokens, int64_t k, int64_t H, bool pointers_set) {
+  SG_CHECK(rows_or_tokens >= 0 && k >= 1 && H > 0, strprintf("%s: bad shape rows/tokens=%lld k=%lld H=%lld", op,
+                                                             (long long)rows_or_tokens, (long long)k, (long long)H));
+  SG_CHECK(pointers_set, strprintf("%s: null pointer in params", op));
+}
+
 inline void launch_expand(cudaStream_t stream, const ExpandArgs& a, const char* op) {
+  check_args(op, a.rows, a.k, a.H, a.dst && a.tokens && a.row_to_slot && (!a.other || (a.dots && a.slot_to_row)));
   const bool vec = use_vectors(a.H, {a.dst, a.tokens, a.other});
   const int vec_width = vec ? detail::kBf16PerVec : 1;
   const int threads = detail::row_block_threads(a.H, vec_width, kMaxThreads);
@@ -122,6 +130,7 @@ inline void launch_expand(cudaStream_t stream, const ExpandArgs& a, const char* 
 }
 
 inline void launch_gather(cudaStream_t stream, const GatherArgs& a, const char* op) {
+  check_args(op, a.T, a.k, a.H, a.dst && a.rows && a.slot_to_row);
   SG_CHECK(a.T < (int64_t{1} << 31), strprintf("%s: %lld tokens exceed the grid limit", op, (long long)a.T));
   if (a.T == 0) return;
   const bool vec = use_vectors(a.H, {a.dst, a.rows});

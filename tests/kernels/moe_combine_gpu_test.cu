@@ -27,44 +27,16 @@ using ref::MoeDropPolicy;
 
 constexpr double kDotRelTol = 1e-5;
 
-void sync() { SG_CUDA_CHECK(cudaDeviceSynchronize()); }
-
-struct CombineCase {
-  const char* name;
-  int64_t T, E, k, H;
-  double capacity_factor;  // 0: dropless
-  MoeDropPolicy policy;
-  bool pad;
-  MoeLogitsOptions logits;
-};
-
-const CombineCase kCases[] = {
-    {"single_expert", 1, 1, 1, 8, 0.0, MoeDropPolicy::probs, false, {}},
-    {"dropless_E3_k2_odd_H", 7, 3, 2, 37, 0.0, MoeDropPolicy::probs, false, {}},
-    {"drop_probs_E8_k2", 33, 8, 2, 64, 0.75, MoeDropPolicy::probs, false, {.skew = 2.0f}},
-    {"drop_position_pad_k8", 257, 8, 8, 24, 0.5, MoeDropPolicy::position, true, {}},
-    {"dropless_E128_k8", 1001, 128, 8, 200, 0.0, MoeDropPolicy::probs, false, {.skew = 2.0f}},
-    {"pad_all_on_one_expert", 129, 128, 1, 136, 1.0, MoeDropPolicy::probs, true, {.one_expert = 77}},
-    {"drop_position_odd_H", 515, 128, 2, 99, 1.25, MoeDropPolicy::position, false, {.skew = 1.0f}},
-    {"dropless_wide", 301, 8, 2, 2056, 0.0, MoeDropPolicy::probs, false, {}},
-};
-
-class MoeCombineGpu : public ::testing::TestWithParam<CombineCase> {};
+class MoeCombineGpu : public ::testing::TestWithParam<MoeDispatchCase> {};
 
 TEST_P(MoeCombineGpu, ForwardAndBackwardMatchReference) {
-  const CombineCase& c = GetParam();
+  const MoeDispatchCase& c = GetParam();
   const uint64_t seed = 9000 + c.T * 7 + c.E * 3 + c.k;
-  const MoeDispatch d{.T = c.T,
-                      .E = c.E,
-                      .k = c.k,
-                      .capacity = c.capacity_factor > 0 ? ref::moe_expert_capacity(c.T, c.k, c.E, c.capacity_factor) : 0,
-                      .drop_policy = c.policy,
-                      .pad_to_capacity = c.pad};
+  const MoeDispatch d = c.dispatch();
   const int64_t slots = c.T * c.k, rows = d.permuted_rows(), H = c.H;
-  std::vector<int32_t> map(slots);
-  std::vector<float> probs(slots);
-  const auto logits = separated_logits(c.T, c.E, seed, c.logits);
-  ref::moe_router_forward(map.data(), probs.data(), logits.data(), nullptr, {.T = c.T, .E = c.E, .k = c.k});
+  std::vector<int32_t> map;
+  std::vector<float> probs;
+  c.route(seed, map, probs);
   const auto perm = ref::moe_preprocess(map.data(), probs.data(), d);
 
   auto expert_out = round_bf16(random_normal(rows * H, seed + 1));
@@ -109,7 +81,7 @@ TEST_P(MoeCombineGpu, ForwardAndBackwardMatchReference) {
                                            .k = c.k,
                                            .H = H,
                                            .rows = rows});
-    sync();
+    device_sync();
   };
   run();
   const auto out = d_out.download();
@@ -137,7 +109,7 @@ TEST_P(MoeCombineGpu, ForwardAndBackwardMatchReference) {
   EXPECT_TRUE(same_bits(d_dprobs.download(), dprobs));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, MoeCombineGpu, ::testing::ValuesIn(kCases),
+INSTANTIATE_TEST_SUITE_P(Cases, MoeCombineGpu, ::testing::ValuesIn(kMoeDispatchCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -24,31 +24,6 @@ using namespace sg::test;
 using ref::MoeDispatch;
 using ref::MoeDropPolicy;
 
-void sync() { SG_CUDA_CHECK(cudaDeviceSynchronize()); }
-
-struct PermuteCase {
-  const char* name;
-  int64_t T, E, k, H;
-  double capacity_factor;  // 0: dropless
-  MoeDropPolicy policy;
-  bool pad;
-  MoeLogitsOptions logits;
-};
-
-const PermuteCase kCases[] = {
-    {"single_expert", 1, 1, 1, 8, 0.0, MoeDropPolicy::probs, false, {}},
-    {"dropless_E3_k2_odd_H", 7, 3, 2, 37, 0.0, MoeDropPolicy::probs, false, {}},
-    {"drop_probs_E8", 33, 8, 2, 64, 1.0, MoeDropPolicy::probs, false, {.skew = 2.0f}},
-    {"drop_position_pad_k_equals_E", 257, 8, 8, 24, 0.5, MoeDropPolicy::position, true, {}},
-    {"dropless_E128_k8_skewed", 1001, 128, 8, 200, 0.0, MoeDropPolicy::probs, false, {.skew = 2.0f}},
-    {"drop_probs_pad_all_on_one_expert", 129, 128, 1, 136, 1.0, MoeDropPolicy::probs, true, {.one_expert = 77}},
-    {"drop_position_E128", 515, 128, 2, 99, 1.25, MoeDropPolicy::position, false, {.skew = 1.0f}},
-    {"dropless_one_expert_many_chunks", 4097, 8, 2, 512, 0.0, MoeDropPolicy::probs, false, {.one_expert = 0}},
-    {"mostly_empty_experts", 2, 128, 2, 16, 0.0, MoeDropPolicy::probs, false, {}},
-    {"dropless_large_sort", 20001, 128, 8, 16, 0.0, MoeDropPolicy::probs, false, {.skew = 1.0f}},
-    {"drop_probs_pad_large", 8191, 128, 8, 8, 1.0, MoeDropPolicy::probs, true, {.skew = 1.0f}},
-};
-
 struct DeviceDispatch {
   DeviceBuffer<int32_t> counts, kept, rows, offsets, slot_to_row, row_to_slot, step_counts;
   DeviceBuffer<char> workspace;
@@ -83,23 +58,17 @@ void expect_maps(DeviceDispatch& dev, const ref::MoePermutation& p, const std::s
   EXPECT_EQ(dev.row_to_slot.download(), p.row_to_slot) << what;
 }
 
-class MoePermuteGpu : public ::testing::TestWithParam<PermuteCase> {};
+class MoePermuteGpu : public ::testing::TestWithParam<MoeDispatchCase> {};
 
 TEST_P(MoePermuteGpu, MatchesReference) {
-  const PermuteCase& c = GetParam();
+  const MoeDispatchCase& c = GetParam();
   const uint64_t seed = 5000 + c.T * 7 + c.E * 3 + c.k;
-  const MoeDispatch d{.T = c.T,
-                      .E = c.E,
-                      .k = c.k,
-                      .capacity = c.capacity_factor > 0 ? ref::moe_expert_capacity(c.T, c.k, c.E, c.capacity_factor) : 0,
-                      .drop_policy = c.policy,
-                      .pad_to_capacity = c.pad};
+  const MoeDispatch d = c.dispatch();
   const int64_t slots = c.T * c.k, rows = d.permuted_rows(), H = c.H;
   // The routing comes from the CPU router (top-k of distinct experts); the probs are a tie-rich grid.
-  std::vector<int32_t> map(slots);
-  std::vector<float> router_probs(slots);
-  const auto logits = separated_logits(c.T, c.E, seed, c.logits);
-  ref::moe_router_forward(map.data(), router_probs.data(), logits.data(), nullptr, {.T = c.T, .E = c.E, .k = c.k});
+  std::vector<int32_t> map;
+  std::vector<float> router_probs;
+  c.route(seed, map, router_probs);
   const auto probs = tied_probs(slots, seed + 1);
   const auto perm = ref::moe_preprocess(map.data(), probs.data(), d);
   std::vector<int32_t> counts_ref(c.E), step_ref(c.E);
@@ -136,7 +105,7 @@ TEST_P(MoePermuteGpu, MatchesReference) {
     kernels::moe_permute_backward(
         stream, {.dhidden = d_dhidden.get(), .dpermuted = d_dpermuted.get(), .slot_to_row = dev.slot_to_row.get(),
                  .T = c.T, .k = c.k, .H = H});
-    sync();
+    device_sync();
   };
   run();
   EXPECT_EQ(dev.counts.download(), counts_ref);
@@ -160,13 +129,13 @@ TEST_P(MoePermuteGpu, MatchesReference) {
   SG_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   SG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   SG_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  sync();
+  device_sync();
   expect_maps(dev, perm, "graph replay");
   SG_CUDA_CHECK(cudaGraphExecDestroy(exec));
   SG_CUDA_CHECK(cudaGraphDestroy(graph));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, MoePermuteGpu, ::testing::ValuesIn(kCases),
+INSTANTIATE_TEST_SUITE_P(Cases, MoePermuteGpu, ::testing::ValuesIn(kMoeDispatchCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -24,8 +24,6 @@ using ref::MoeScoreFunction;
 
 constexpr double kRouterRelTol = 1e-5;
 
-void sync() { SG_CUDA_CHECK(cudaDeviceSynchronize()); }
-
 struct RouterCase {
   const char* name;
   MoeRouting routing;
@@ -33,6 +31,8 @@ struct RouterCase {
   MoeLogitsOptions logits;
   MoeRouterLosses losses;
 };
+
+void PrintTo(const RouterCase& c, std::ostream* os) { *os << c.name; }
 
 const RouterCase kCases[] = {
     {"one_expert", {.T = 1, .E = 1, .k = 1}, false, {}, {.aux_coeff = 0.01f, .z_coeff = 0.001f}},
@@ -137,7 +137,7 @@ TEST_P(MoeRouterGpu, MatchesReference) {
                                           .routing = r,
                                           .losses = l,
                                           .loss_grad_scale = grad_scale});
-    sync();
+    device_sync();
     Outputs o{d_map.download(), d_aux_map.download(), d_counts.download(), d_aux_counts.download(),
               d_probs.download(), d_dlogits.download(), d_sums.download()};
     return o;
@@ -177,7 +177,7 @@ TEST(MoeCountExpertsGpu, ManyChunksAndOneHotBin) {
     fill_bytes(d_counts, kPoisonIntByte);
     kernels::moe_count_experts(stream,
                                {.routing_map = d_map.get(), .counts = d_counts.get(), .T = T, .E = E, .k = k, .group_tokens = group});
-    sync();
+    device_sync();
     EXPECT_EQ(d_counts.download(), ref_counts);
   }
 }
@@ -196,7 +196,7 @@ TEST(MoeExpertBiasUpdateGpu, MatchesReferenceAndZeroesCounts) {
     d_counts.upload(counts);
     cuda::Stream stream;
     kernels::moe_expert_bias_update(stream, {.expert_bias = d_bias.get(), .step_counts = d_counts.get(), .E = E, .rate = 1e-3f});
-    sync();
+    device_sync();
     EXPECT_TRUE(same_bits(d_bias.download(), bias_ref)) << "E=" << E;
     EXPECT_EQ(d_counts.download(), std::vector<int32_t>(E, 0));
   }

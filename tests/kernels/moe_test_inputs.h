@@ -4,11 +4,15 @@
 // reorder a top-k), optionally skewed towards low experts or forced onto one expert; and byte fills.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
+#include <ostream>
 #include <random>
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "reference/moe_permute.h"
+#include "reference/moe_router.h"
 
 namespace sg::test {
 
@@ -55,6 +59,53 @@ void fill_bytes(DeviceBuffer<T>& buffer, int byte) {
   SG_CUDA_CHECK(cudaDeviceSynchronize());
 }
 inline constexpr int kPoisonIntByte = 0x5A;
+
+inline void device_sync() { SG_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+// One dispatch shape for the permute and combine tests (odd T and H, E in {1, 3, 8, 128}, k in
+// {1, 2, 8}, dropless and both drop policies, with and without padding).
+struct MoeDispatchCase {
+  const char* name;
+  int64_t T, E, k, H;
+  double capacity_factor;  // 0: dropless
+  ref::MoeDropPolicy policy;
+  bool pad;
+  MoeLogitsOptions logits;
+
+  ref::MoeDispatch dispatch() const {
+    return {.T = T,
+            .E = E,
+            .k = k,
+            .capacity = capacity_factor > 0 ? ref::moe_expert_capacity(T, k, E, capacity_factor) : 0,
+            .drop_policy = policy,
+            .pad_to_capacity = pad};
+  }
+  // The CPU router's top-k (softmax) of separated logits: routing map and probs [T, k].
+  void route(uint64_t seed, std::vector<int32_t>& map, std::vector<float>& probs) const {
+    map.resize(T * k);
+    probs.resize(T * k);
+    const auto x = separated_logits(T, E, seed, logits);
+    ref::moe_router_forward(map.data(), probs.data(), x.data(), nullptr, {.T = T, .E = E, .k = k});
+  }
+};
+
+// gtest prints the case by name (not as bytes) in listings and failures.
+inline void PrintTo(const MoeDispatchCase& c, std::ostream* os) { *os << c.name; }
+
+inline const MoeDispatchCase kMoeDispatchCases[] = {
+    {"single_expert", 1, 1, 1, 8, 0.0, ref::MoeDropPolicy::probs, false, {}},
+    {"dropless_E3_k2_odd_H", 7, 3, 2, 37, 0.0, ref::MoeDropPolicy::probs, false, {}},
+    {"drop_probs_E8", 33, 8, 2, 64, 0.75, ref::MoeDropPolicy::probs, false, {.skew = 2.0f}},
+    {"drop_position_pad_k_equals_E", 257, 8, 8, 24, 0.5, ref::MoeDropPolicy::position, true, {}},
+    {"dropless_E128_k8_skewed", 1001, 128, 8, 200, 0.0, ref::MoeDropPolicy::probs, false, {.skew = 2.0f}},
+    {"drop_probs_pad_all_on_one_expert", 129, 128, 1, 136, 1.0, ref::MoeDropPolicy::probs, true, {.one_expert = 77}},
+    {"drop_position_E128", 515, 128, 2, 99, 1.25, ref::MoeDropPolicy::position, false, {.skew = 1.0f}},
+    {"dropless_one_expert_many_chunks", 4097, 8, 2, 512, 0.0, ref::MoeDropPolicy::probs, false, {.one_expert = 0}},
+    {"mostly_empty_experts", 2, 128, 2, 16, 0.0, ref::MoeDropPolicy::probs, false, {}},
+    {"dropless_wide_H", 301, 8, 2, 2056, 0.0, ref::MoeDropPolicy::probs, false, {}},
+    {"dropless_large_sort", 20001, 128, 8, 16, 0.0, ref::MoeDropPolicy::probs, false, {.skew = 1.0f}},
+    {"drop_probs_pad_large", 8191, 128, 8, 8, 1.0, ref::MoeDropPolicy::probs, true, {.skew = 1.0f}},
+};
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {

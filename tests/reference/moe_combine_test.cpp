@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "finite_differences.h"
 #include "test_util.h"
 
 namespace sg {
@@ -41,21 +42,10 @@ TEST(MoeCombineReference, BackwardMatchesFiniteDifferencesFp64) {
   std::vector<double> dexpert(rows * H, 99.0), dprobs(T * k, 99.0);
   ref::moe_combine_backward<double>(dexpert.data(), dprobs.data(), g.data(), expert_out.data(), probs.data(),
                                     slot_to_row.data(), row_to_slot.data(), T, k, H, rows);
-  const double step = 1e-6;
-  for (int64_t i = 0; i < rows * H; ++i) {
-    auto p = expert_out, m = expert_out;
-    p[i] += step;
-    m[i] -= step;
-    const double fd = (loss(p, probs) - loss(m, probs)) / (2 * step);
-    EXPECT_NEAR(dexpert[i], fd, 1e-7 * (1.0 + std::fabs(fd))) << "dexpert_out[" << i << "]";
-  }
-  for (int64_t i = 0; i < T * k; ++i) {
-    auto p = probs, m = probs;
-    p[i] += step;
-    m[i] -= step;
-    const double fd = (loss(expert_out, p) - loss(expert_out, m)) / (2 * step);
-    EXPECT_NEAR(dprobs[i], fd, 1e-7 * (1.0 + std::fabs(fd))) << "dprobs[" << i << "]";
-  }
+  test::expect_matches_finite_differences([&](const std::vector<double>& e) { return loss(e, probs); }, expert_out,
+                                          dexpert, "dexpert_out");
+  test::expect_matches_finite_differences([&](const std::vector<double>& p) { return loss(expert_out, p); }, probs,
+                                          dprobs, "dprobs");
   EXPECT_EQ(dprobs[4], 0.0);  // dropped slots get an exact zero
   for (int64_t h = 0; h < H; ++h) EXPECT_EQ(dexpert[4 * H + h], 0.0);  // padding row
 }

@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <vector>
 
+#include "finite_differences.h"
 #include "test_util.h"
 
 namespace sg {
@@ -112,19 +112,6 @@ const MoeRouting kRouters[] = {
     {.T = 5, .E = 6, .k = 1, .score_function = MoeScoreFunction::sigmoid},
 };
 
-// Central differences of f at x, one coordinate at a time, against the analytic gradient.
-void expect_gradient(const std::function<double(const std::vector<double>&)>& f, const std::vector<double>& x,
-                     const std::vector<double>& grad, const char* what) {
-  const double step = 1e-6;
-  for (size_t i = 0; i < x.size(); ++i) {
-    auto p = x, m = x;
-    p[i] += step;
-    m[i] -= step;
-    const double fd = (f(p) - f(m)) / (2 * step);
-    EXPECT_NEAR(grad[i], fd, 1e-7 * (1.0 + std::fabs(fd))) << what << "[" << i << "]";
-  }
-}
-
 TEST(MoeRouterReference, ProbsBackwardMatchesFiniteDifferencesFp64) {
   for (const MoeRouting& r : kRouters) {
     SCOPED_TRACE(testing::Message() << ref::moe_score_function_name(r.score_function) << " k=" << r.k
@@ -145,7 +132,7 @@ TEST(MoeRouterReference, ProbsBackwardMatchesFiniteDifferencesFp64) {
     };
     std::vector<double> dlogits(r.T * r.E, 99.0);
     ref::moe_router_backward_generic<double>(dlogits.data(), g.data(), logits.data(), map.data(), r);
-    expect_gradient(loss, logits, dlogits, "dlogits");
+    test::expect_matches_finite_differences(loss, logits, dlogits, "dlogits");
   }
 }
 
@@ -225,7 +212,7 @@ TEST(MoeRouterReference, AuxLossBackwardMatchesFiniteDifferencesFp64) {
       std::vector<double> dlogits(r.T * r.E, 0.25);  // backward adds: start from a known offset
       ref::moe_aux_loss_backward<double>(dlogits.data(), logits.data(), counts.data(), r, l, grad_scale);
       for (auto& d : dlogits) d -= 0.25;
-      expect_gradient(loss, logits, dlogits, "dlogits");
+      test::expect_matches_finite_differences(loss, logits, dlogits, "dlogits");
     }
   }
 }
@@ -239,7 +226,7 @@ TEST(MoeRouterReference, ZLossHandValueAndBackward) {
   auto loss = [&](const std::vector<double>& x) { return 0.25 * ref::moe_z_loss<double>(x.data(), r, l); };
   std::vector<double> dlogits(r.T * r.E, 0.0);
   ref::moe_z_loss_backward<double>(dlogits.data(), logits.data(), r, l, 0.25);
-  expect_gradient(loss, logits, dlogits, "dlogits");
+  test::expect_matches_finite_differences(loss, logits, dlogits, "dlogits");
 }
 
 TEST(MoeRouterReference, LossGroupMustDivideTheTokens) {
