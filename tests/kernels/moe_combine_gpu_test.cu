@@ -31,12 +31,13 @@ class MoeCombineGpu : public ::testing::TestWithParam<MoeDispatchCase> {};
 
 TEST_P(MoeCombineGpu, ForwardAndBackwardMatchReference) {
   const MoeDispatchCase& c = GetParam();
-  const uint64_t seed = 9000 + c.T * 7 + c.E * 3 + c.k;
-  const MoeDispatch d = c.dispatch();
-  const int64_t slots = c.T * c.k, rows = d.permuted_rows(), H = c.H;
-  std::vector<int32_t> map;
-  std::vector<float> probs;
-  c.route(seed, map, probs);
+  const uint64_t seed = c.seed(9000);
+  const auto routed = c.route(seed);
+  const MoeDispatch& d = routed.dispatch;
+  const int64_t slots = routed.slots, rows = routed.rows;
+  const std::vector<int32_t>& map = routed.map;
+  const std::vector<float>& probs = routed.probs;
+  const int64_t H = c.H;
   const auto perm = ref::moe_preprocess(map.data(), probs.data(), d);
 
   auto expert_out = round_bf16(random_normal(rows * H, seed + 1));

@@ -62,13 +62,13 @@ class MoePermuteGpu : public ::testing::TestWithParam<MoeDispatchCase> {};
 
 TEST_P(MoePermuteGpu, MatchesReference) {
   const MoeDispatchCase& c = GetParam();
-  const uint64_t seed = 5000 + c.T * 7 + c.E * 3 + c.k;
-  const MoeDispatch d = c.dispatch();
-  const int64_t slots = c.T * c.k, rows = d.permuted_rows(), H = c.H;
+  const uint64_t seed = c.seed(5000);
   // The routing comes from the CPU router (top-k of distinct experts); the probs are a tie-rich grid.
-  std::vector<int32_t> map;
-  std::vector<float> router_probs;
-  c.route(seed, map, router_probs);
+  const auto routed = c.route(seed);
+  const MoeDispatch& d = routed.dispatch;
+  const int64_t slots = routed.slots, rows = routed.rows;
+  const std::vector<int32_t>& map = routed.map;
+  const int64_t H = c.H;
   const auto probs = tied_probs(slots, seed + 1);
   const auto perm = ref::moe_preprocess(map.data(), probs.data(), d);
   std::vector<int32_t> counts_ref(c.E), step_ref(c.E);

@@ -80,13 +80,22 @@ struct MoeDispatchCase {
             .drop_policy = policy,
             .pad_to_capacity = pad};
   }
-  // The CPU router's top-k (softmax) of separated logits: routing map and probs [T, k].
-  void route(uint64_t seed, std::vector<int32_t>& map, std::vector<float>& probs) const {
-    map.resize(T * k);
-    probs.resize(T * k);
+  // The CPU router's top-k (softmax) of separated logits drawn from `seed`: routing map and probs [T, k].
+  struct Routed {
+    ref::MoeDispatch dispatch;
+    int64_t slots, rows;  // T k, permuted rows
+    std::vector<int32_t> map;
+    std::vector<float> probs;
+  };
+  Routed route(uint64_t seed) const {
+    Routed r{.dispatch = dispatch(), .slots = T * k, .rows = dispatch().permuted_rows(), .map = {}, .probs = {}};
+    r.map.resize(T * k);
+    r.probs.resize(T * k);
     const auto x = separated_logits(T, E, seed, logits);
-    ref::moe_router_forward(map.data(), probs.data(), x.data(), nullptr, {.T = T, .E = E, .k = k});
+    ref::moe_router_forward(r.map.data(), r.probs.data(), x.data(), nullptr, {.T = T, .E = E, .k = k});
+    return r;
   }
+  uint64_t seed(uint64_t base) const { return base + static_cast<uint64_t>(T * 7 + E * 3 + k); }
 };
 
 // gtest prints the case by name (not as bytes) in listings and failures.
