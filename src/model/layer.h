@@ -17,6 +17,7 @@
 // its arena -> bind (pointers, GEMM plans) -> forward / backward per module, every microbatch.
 #include <cuda_runtime.h>
 
+#include <utility>
 #include <vector>
 
 #include "cuda/bf16.h"

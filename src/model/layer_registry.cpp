@@ -91,4 +91,17 @@ ModelLayout model_layout(const ModelSpec& spec) {
   return declare_model(spec, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
 }
 
+std::vector<SavedActivationBytes> saved_activation_bytes(const ModelSpec& model, const BatchSpec& batch) {
+  std::vector<std::unique_ptr<Layer>> layers = make_layers(model);
+  const ModelLayout layout = declare_model(model, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
+  cuda::MemoryPlan plan;
+  SharedBuffers shared;
+  LayerPlanContext context(layout.spec, batch, plan, shared);
+  for (auto& layer : layers) {
+    context.set_layer(layer->index());
+    layer->plan(context);
+  }
+  return context.saved_bytes();
+}
+
 }  // namespace sg::model

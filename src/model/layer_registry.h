@@ -27,4 +27,9 @@ std::vector<std::unique_ptr<CpuLayer>> make_cpu_layers(const ModelSpec& spec);
 // The model's declarations without building a backend (checkpoint loading, `config show`).
 ModelLayout model_layout(const ModelSpec& spec);
 
+// One microbatch's saved activation bytes per (layer, module), planned exactly as the GPU step plans
+// them but without a GPU (Layer::plan is pure CPU): what activation recompute could give back. The
+// residual stream and the pre-norm outputs at the layer boundaries are the step's and not included.
+std::vector<SavedActivationBytes> saved_activation_bytes(const ModelSpec& model, const BatchSpec& batch);
+
 }  // namespace sg::model

@@ -154,6 +154,25 @@ TEST(Stack, RegionsAndScopePlanningComeFromTheLayers) {
   EXPECT_EQ(mixed[3].modules, (std::vector<Module>{Module::moe_router, Module::moe_preprocess, Module::moe}));
 }
 
+TEST(LayerRegistry, SavedActivationsArePlannedPerLayerAndModuleWithoutAGpu) {
+  const ModelSpec s = test::tiny_model_spec();  // T = 2 x 8, H 16, qkv_dim 32, F 24, 4 heads
+  BatchSpec b;
+  b.micro_batch_size = 2;
+  const int64_t T = 16;
+  const std::vector<SavedActivationBytes> saved = saved_activation_bytes(s, b);
+  ASSERT_EQ(saved.size(), 4u);
+  for (size_t i = 0; i < saved.size(); ++i) {
+    EXPECT_EQ(saved[i].layer, static_cast<int>(i));
+    if (i % 2 == 0) {  // attention: qkv (bf16), attention output (bf16), softmax statistics (fp32)
+      EXPECT_EQ(saved[i].module, Module::attn);
+      EXPECT_EQ(saved[i].bytes, static_cast<size_t>(T * 32 * 2 + T * 16 * 2 + 2 * 4 * 8 * 4));
+    } else {  // MLP: gate_up and the SwiGLU output (bf16)
+      EXPECT_EQ(saved[i].module, Module::mlp);
+      EXPECT_EQ(saved[i].bytes, static_cast<size_t>(T * 48 * 2 + T * 24 * 2));
+    }
+  }
+}
+
 TEST(LayerRegistry, RefusesKindsNotBuiltYet) {
   EXPECT_TRUE(layer_kind_implemented(LayerKind::attention));
   EXPECT_TRUE(layer_kind_implemented(LayerKind::mlp));
