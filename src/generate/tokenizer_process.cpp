@@ -100,11 +100,21 @@ TokenizerProcess::TokenizerProcess(const std::string& tokenizer_dir) : dir_(toke
   socket_ = ends[0];
   if (rc != 0) {
     pid_ = -1;
+    stop();
     throw Error(
         strprintf("cannot run %s for the tokenizer (%s): install Python 3 with `tokenizers` "
                   "(bash scripts/setup.sh), or set STEPGRAPH_PYTHON",
                   python.c_str(), std::strerror(rc)));
   }
+  try {
+    read_ready_line(server, tokenizer_dir);
+  } catch (...) {
+    stop();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+void TokenizerProcess::read_ready_line(const std::string& server, const std::string& tokenizer_dir) {
   nlohmann::json ready;
   std::string line;
   try {
@@ -121,13 +131,17 @@ TokenizerProcess::TokenizerProcess(const std::string& tokenizer_dir) : dir_(toke
   if (ready.contains("eos_id") && ready["eos_id"].is_number_integer()) eos_id_ = ready["eos_id"].get<int32_t>();
 }
 
-TokenizerProcess::~TokenizerProcess() {
+TokenizerProcess::~TokenizerProcess() { stop(); }
+
+void TokenizerProcess::stop() noexcept {
   if (socket_ >= 0) ::close(socket_);  // end of input: the server exits
+  socket_ = -1;
   if (pid_ > 0) {
     int status = 0;
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
   }
+  pid_ = -1;
 }
 
 std::string TokenizerProcess::request(const std::string& json_line) {

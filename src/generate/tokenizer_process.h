@@ -40,6 +40,8 @@ class TokenizerProcess {
 
  private:
   std::string request(const std::string& json_line);  // one line out, one line back
+  void read_ready_line(const std::string& server, const std::string& tokenizer_dir);
+  void stop() noexcept;  // closes our end (the server then exits) and reaps it
 
   std::string dir_;
   pid_t pid_ = -1;

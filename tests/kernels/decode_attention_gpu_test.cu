@@ -6,6 +6,7 @@
 // gives NaN and writes nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
