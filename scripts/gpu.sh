@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything GPU in one call, for the H200 machine: the GPU tests, the graph-mode exactness check,
-# the benchmarks and the PyTorch comparison; prints a short table last.
+# the benchmarks, the PyTorch comparison and the Hugging Face parity checks (training loss and greedy
+# generation); prints a short table last.
 #
 #   bash scripts/gpu.sh [tests|bench|torch|parity|all]...      (default: all)
 #
@@ -63,6 +64,11 @@ if want parity; then
   if [[ -f tests/model/hf_parity.py ]]; then
     python3 tests/model/hf_parity.py --stepgraph "$SG" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}" 2>&1 | tee "$OUT/hf_parity.txt" | tail -8
     record "HF transformers parity" "rc=${PIPESTATUS[0]}"
+  fi
+  if [[ -f tests/model/hf_generate_parity.py ]]; then
+    python3 tests/model/hf_generate_parity.py --stepgraph "$SG" --out "${GENERATE_PARITY_DIR:-/tmp/stepgraph_hf_generate}" 2>&1 \
+      | tee "$OUT/hf_generate_parity.txt" | tail -30
+    record "HF generate greedy parity" "rc=${PIPESTATUS[0]}"
   fi
 fi
 

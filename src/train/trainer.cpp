@@ -15,6 +15,7 @@
 #include "data/blended_dataset.h"
 #include "train/metrics.h"
 #include "config/model_config.h"
+#include "train/pretrained.h"
 #include "train/progress.h"
 #include "config/validate.h"
 
@@ -103,7 +104,9 @@ StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, do
 }  // namespace
 
 TrainSummary train(const config::Config& raw_config, const TrainOptions& options) {
-  const config::ValidationReport report = config::validate(raw_config);
+  // checkpoint.pretrained_checkpoint fills unset shape keys from the folder's config.json (or refuses a
+  // mismatch) before the configuration is validated.
+  const config::ValidationReport report = config::validate(apply_pretrained_shapes(raw_config));
   if (!report.ok()) throw Error(violations_text(report));
   const config::Config& config = report.config;
   if (const auto missing = config::unimplemented_features(config); !missing.empty()) {
@@ -119,7 +122,12 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   BatchSource data(config, model, batch);
   log::info(data.loader().describe());
   std::optional<LoadedCheckpoint> loaded;
-  if (config.checkpoint.load) loaded = load_checkpoint(*config.checkpoint.load, config, model::ParamLayout(model));
+  std::optional<TrainingState> pretrained;
+  if (config.checkpoint.load && (!config.checkpoint.pretrained_checkpoint || has_checkpoint_to_resume(config))) {
+    loaded = load_checkpoint(*config.checkpoint.load, config, model::ParamLayout(model));
+  } else if (config.checkpoint.pretrained_checkpoint) {
+    pretrained = pretrained_state(config, model::ParamLayout(model));
+  }
 
   TrainSummary summary;
   const int64_t start_step = loaded ? loaded->state.steps_done : 0;
@@ -139,6 +147,9 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
     backend->load_state(loaded->state);
     data.loader().seek(loaded->position);
     log::info(strprintf("resumed from %s at step %lld", loaded->path.c_str(), static_cast<long long>(start_step)));
+  } else if (pretrained) {
+    backend->load_state(*pretrained);
+    pretrained.reset();  // the host copy of the weights is no longer needed
   }
 
   MetricsLog metrics((std::filesystem::path(options.run_dir) / "metrics.jsonl").string(), /*append=*/loaded.has_value());
