@@ -35,7 +35,10 @@ double peak_bf16_tflops(const std::string& device_name) {
 
 MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
-  SG_CHECK(file_ != nullptr, strprintf("cannot open metrics file %s: %s", path.c_str(), std::strerror(errno)));
+  if (file_ == nullptr) {
+    throw Error(strprintf("cannot open metrics file %s: %s; choose a writable --run-dir", path.c_str(),
+                          std::strerror(errno)));
+  }
 }
 
 MetricsLog::~MetricsLog() {
