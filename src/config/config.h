@@ -108,6 +108,9 @@ struct CheckpointConfig {
   // A Hugging Face Llama folder (or a stepgraph checkpoint) whose weights start the run at step 0 with a
   // fresh optimizer, when `load` holds no checkpoint to resume (train/pretrained.h).
   std::optional<std::string> pretrained_checkpoint;
+  // stepgraph's: what to do when checkpoint.save already holds checkpoints (train refuses otherwise).
+  bool auto_resume = false;  // with load unset: resume from checkpoint.save's latest iteration
+  bool overwrite = false;    // delete them and start over
 };
 
 struct LoggerConfig {
@@ -224,13 +227,17 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("checkpoint", "save_interval", c.checkpoint.save_interval, "steps between saves");
   v("checkpoint", "pretrained_checkpoint", c.checkpoint.pretrained_checkpoint,
     "HF Llama folder or checkpoint to start from (step 0, fresh optimizer)");
+  v("checkpoint", "auto_resume", c.checkpoint.auto_resume,
+    "resume from checkpoint.save when it holds checkpoints and load is unset");
+  v("checkpoint", "overwrite", c.checkpoint.overwrite,
+    "delete the checkpoints already in checkpoint.save and start over");
   v("logger", "log_interval", c.logger.log_interval, "steps between log lines");
   v("rng", "seed", c.rng.seed, "seed of every random stream");
   v("rng", "te_rng_tracker", c.rng.te_rng_tracker, "graph-safe RNG tracker (rng side)");
   v("rerun_state_machine", "check_for_nan_in_loss", c.rerun_state_machine.check_for_nan_in_loss,
-    "host-side NaN check of the loss");
+    "stop on a NaN/Inf loss (device flag, read with the step's metrics)");
   v("ddp", "check_for_nan_in_grad", c.ddp.check_for_nan_in_grad,
-    "host-side NaN check of gradients");
+    "stop on a NaN/Inf gradient norm (device flag, read with the step's metrics)");
 }
 
 // Every dotted key ("model.hidden_size"), in emission order.

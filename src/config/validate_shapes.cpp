@@ -249,6 +249,13 @@ class ShapeChecker {
       fail("checkpoint.pretrained_checkpoint is an empty path", {"checkpoint.pretrained_checkpoint"},
            "set a Hugging Face Llama folder or a checkpoint directory, or null");
     }
+    if (ck.overwrite && (ck.auto_resume || (ck.load && ck.save && *ck.load == *ck.save))) {
+      fail("checkpoint.overwrite deletes the checkpoints in checkpoint.save, but the run is asked to resume "
+           "from them",
+           {"checkpoint.overwrite", "checkpoint.auto_resume", "checkpoint.load", "checkpoint.save"},
+           "choose one: checkpoint.overwrite=true to start over, or checkpoint.auto_resume=true (or "
+           "checkpoint.load=<checkpoint.save>) to continue");
+    }
     size("logger.log_interval", c_.logger.log_interval, std::numeric_limits<int64_t>::max());
     in_range("rng.seed", c_.rng.seed, 0, std::numeric_limits<int64_t>::max());
   }
