@@ -113,7 +113,8 @@ __global__ void __launch_bounds__(kForwardThreads) conv_forward_kernel(CausalCon
 // pre-activation, din(s - 3) = sum_k w[k] dpre(s - k) once s - 3 >= t0, and for s < t1 the dweight/dbias
 // contributions. The block's 8 slots are then added in order (shared memory) into partial row blockIdx.y.
 template <int VEC>
-__global__ void __launch_bounds__(kVecsPerBlock* kSlotsPerBlock) conv_backward_kernel(CausalConv1dBackwardParams p) {
+__global__ void __launch_bounds__(kVecsPerBlock * kSlotsPerBlock)
+    conv_backward_kernel(CausalConv1dBackwardParams p) {
   __shared__ float slot_sums[kSlotsPerBlock][kVecsPerBlock * VEC];
   const int64_t nvec = p.C / VEC;
   const int64_t cv = static_cast<int64_t>(blockIdx.x) * kVecsPerBlock + threadIdx.x;

@@ -33,7 +33,8 @@ __global__ void __launch_bounds__(kThreads) dt_forward_kernel(MambaDtForwardPara
   }
 }
 
-__global__ void __launch_bounds__(kHeadsPerBlock* kSlotsPerBlock) dt_backward_kernel(MambaDtBackwardParams p) {
+__global__ void __launch_bounds__(kHeadsPerBlock * kSlotsPerBlock)
+    dt_backward_kernel(MambaDtBackwardParams p) {
   __shared__ float slot_sums[kSlotsPerBlock][kHeadsPerBlock];
   const int64_t h = static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock + threadIdx.x;
   const int64_t num_slots = static_cast<int64_t>(gridDim.y) * kSlotsPerBlock;
