@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs everything stepgraph needs to build and test. Idempotent: a second run changes nothing.
 #   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest
-#   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), safetensors + numpy (checkpoint tests)
+#   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), safetensors + numpy (checkpoint tests),
+#           tokenizers (tools/train_tokenizer.py, tools/preprocess_data.py);
+#           transformers only with SG_SETUP_TRANSFORMERS=1 (tokenizer-folder check in tests/tools; ~300 MB)
 #   CUDA 13 toolkit is expected in /usr/local/cuda (nvcc, cuBLASLt, cuDNN, NCCL, CUPTI, NVTX).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CUDNN_FRONTEND_VERSION=1.32.0
+TOKENIZERS_VERSION=0.23.3
+TRANSFORMERS_VERSION=5.24.0
 debs=(cmake ninja-build g++ ccache libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev python3-pip)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -28,6 +32,23 @@ fi
 if ! python3 -c "import safetensors, numpy" >/dev/null 2>&1; then
   echo "setup: installing safetensors and numpy from PyPI"
   python3 -m pip install -q --disable-pip-version-check safetensors numpy
+fi
+
+# tokenizers needs huggingface_hub only to download from the Hub; the tools work offline from local
+# files, so it is installed alone (seconds instead of a minute of dependencies).
+if [[ "$(python3 -c 'import tokenizers; print(tokenizers.__version__)' 2>/dev/null)" != "$TOKENIZERS_VERSION" ]]; then
+  echo "setup: installing tokenizers==$TOKENIZERS_VERSION from PyPI"
+  python3 -m pip install -q --disable-pip-version-check --no-deps "tokenizers==$TOKENIZERS_VERSION"
+fi
+
+# transformers (no torch) with its dependencies is ~300 MB, ~30 packages and took 5.5 min on a fresh
+# machine; tests/tools only uses it to check that AutoTokenizer loads a trained folder and skips that
+# check with a notice without it. Opt in with SG_SETUP_TRANSFORMERS=1.
+if [[ "${SG_SETUP_TRANSFORMERS:-0}" == 1 ]] && \
+   [[ "$(python3 -c 'import transformers; print(transformers.__version__)' 2>/dev/null)" != "$TRANSFORMERS_VERSION" ]]; then
+  echo "setup: installing transformers==$TRANSFORMERS_VERSION from PyPI (SG_SETUP_TRANSFORMERS=1)"
+  python3 -m pip install -q --disable-pip-version-check "transformers==$TRANSFORMERS_VERSION" \
+    "tokenizers==$TOKENIZERS_VERSION"
 fi
 
 if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then

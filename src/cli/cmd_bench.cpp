@@ -1,6 +1,6 @@
 // stepgraph bench -m FAMILY -mr NAME [Megatron-Bridge run_script.py flags] [--compare MODES] [--steps N]
 //                 [--warmup N] [--floor-steps N] [--json FILE] [--trace FILE] [section.key=value ...]
-// Measures the training step of one recipe in one or several CUDA-graph modes (train/benchmark/).
+// Measures the training step of one recipe in one or several CUDA-graph modes (bench/).
 // Exit 0 measured (or --dryrun planned), 1 the request failed (rule violations, not implemented, no GPU,
 // a CUDA error), 2 usage error, 128+signal when stopped by SIGINT/SIGTERM.
 #include <cerrno>
@@ -15,12 +15,12 @@
 #include "core/strings.h"
 #include "cuda/device.h"
 #include "graph/registry.h"
-#include "train/benchmark/bench_options.h"
-#include "train/benchmark/bench_plan.h"
-#include "train/benchmark/bench_runner.h"
-#include "train/benchmark/chrome_trace.h"
-#include "train/benchmark/report.h"
-#include "train/config.h"
+#include "bench/bench_options.h"
+#include "bench/bench_plan.h"
+#include "bench/bench_runner.h"
+#include "bench/chrome_trace.h"
+#include "bench/report.h"
+#include "config/config.h"
 #include "train/progress.h"
 
 namespace sg::cli {
@@ -35,7 +35,7 @@ void write_text_file(const std::string& path, const std::string& text, const cha
 }
 
 int run_bench_command(const std::vector<std::string>& args) {
-  using namespace train::bench;
+  using namespace bench;
   const BenchOptions options = parse_bench_args(args);
   const BenchPlan plan = plan_bench(options);  // every rule checked before any GPU work
   if (options.dryrun) {
@@ -82,9 +82,9 @@ const CommandRegistration kRegistration{"bench", 15, [](CLI::App& app, int& exit
       "graphs, and device memory against eager. Flags follow Megatron-Bridge's "
       "scripts/performance/run_script.py; trailing section.key=value are recipe overrides.");
   // Bridge's -mr/-ng/-mb/-gb/-sl are multi-letter single-dash flags, which CLI11 cannot declare: the
-  // arguments are collected unparsed and read by train::bench::parse_bench_args.
+  // arguments are collected unparsed and read by bench::parse_bench_args.
   cmd->allow_extras();
-  cmd->footer("Flags:\n" + train::bench::bench_flags_help() +
+  cmd->footer("Flags:\n" + bench::bench_flags_help() +
               "\nExamples:\n"
               "  stepgraph bench -m llama -mr tiny -g h200 -c bf16 -ng 1 "
               "--compare none,local,transformer_engine:attn,transformer_engine:attn+mlp --json tiny.json\n"
@@ -98,10 +98,10 @@ const CommandRegistration kRegistration{"bench", 15, [](CLI::App& app, int& exit
   cmd->callback([cmd, &exit_code] {
     try {
       exit_code = run_bench_command(cmd->remaining());
-    } catch (const train::ConfigError& e) {
+    } catch (const config::ConfigError& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       exit_code = e.exit_code();
-    } catch (const train::bench::BenchInterrupted& e) {
+    } catch (const bench::BenchInterrupted& e) {
       std::fprintf(stderr, "%s; no report written\n", e.what());
       exit_code = graph::exit_code_for_stop();
     } catch (const sg::Error& e) {

@@ -5,8 +5,8 @@
 
 #include "cli/command.h"
 #include "core/strings.h"
-#include "train/config.h"
-#include "train/validate.h"
+#include "config/config.h"
+#include "config/validate.h"
 
 namespace sg::cli {
 namespace {
@@ -17,23 +17,23 @@ bool is_file(const std::string& path) {
 }
 
 int config_show(const std::vector<std::string>& args) {
-  std::string recipe = train::kDefaultRecipe;
+  std::string recipe = config::kDefaultRecipe;
   std::vector<std::string> overrides = args;
   // A first argument without '=' is the recipe (so is an existing file whose name has one).
-  if (!args.empty() && (!train::looks_like_override(args[0]) || is_file(args[0]))) {
+  if (!args.empty() && (!config::looks_like_override(args[0]) || is_file(args[0]))) {
     recipe = args[0];
     overrides.erase(overrides.begin());
   }
-  const train::RecipeText text = train::find_recipe(recipe);
-  train::Config config = train::load_config_yaml(text.text, text.source);
-  train::apply_overrides(config, overrides);
-  const train::ValidationReport report = train::validate(config);
+  const config::RecipeText text = config::find_recipe(recipe);
+  config::Config config = config::load_config_yaml(text.text, text.source);
+  config::apply_overrides(config, overrides);
+  const config::ValidationReport report = config::validate(config);
 
   std::string header =
       "stepgraph config show " + join(args.empty() ? std::vector<std::string>{recipe} : args, " ");
   header += "\nresolved from " + text.source + (text.embedded ? " (built into stepgraph)" : "");
   header += "\ndefaults filled in and normalized as `stepgraph validate` does";
-  std::fputs(train::emit_yaml(report.config, header).c_str(), stdout);
+  std::fputs(config::emit_yaml(report.config, header).c_str(), stdout);
   if (!report.ok()) {
     std::fprintf(
         stderr,
@@ -51,7 +51,7 @@ const CommandRegistration registration("config", 20, [](CLI::App& app, int& exit
       "show",
       "Print the resolved configuration (recipe + overrides, defaults filled in, normalized) as "
       "YAML. RECIPE is a .yaml path or a shipped recipe name (llama/tiny, tiny); default " +
-          std::string(train::kDefaultRecipe) + ".");
+          std::string(config::kDefaultRecipe) + ".");
   auto args = std::make_shared<std::vector<std::string>>();
   show->add_option("args", *args, "[RECIPE] [section.key=value ...]");
   show->footer(
@@ -59,7 +59,7 @@ const CommandRegistration registration("config", 20, [](CLI::App& app, int& exit
   show->callback([args, &exit_code] {
     try {
       exit_code = config_show(*args);
-    } catch (const train::ConfigError& e) {
+    } catch (const config::ConfigError& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       exit_code = e.exit_code();
     } catch (const sg::Error& e) {

@@ -7,16 +7,16 @@
 
 #include "cli/command.h"
 #include "core/strings.h"
-#include "train/data/indexed_dataset.h"
-#include "train/data/synth_corpus.h"
+#include "data/indexed_dataset.h"
+#include "data/synth_corpus.h"
 
 namespace sg::cli {
 namespace {
 
 struct SynthArgs {
   std::string out;
-  uint64_t tokens = train::data::SynthOptions{}.num_tokens;
-  uint64_t seed = train::data::SynthOptions{}.seed;
+  uint64_t tokens = data::SynthOptions{}.num_tokens;
+  uint64_t seed = data::SynthOptions{}.seed;
   bool json = false;
 };
 
@@ -29,10 +29,10 @@ struct InspectArgs {
 };
 
 int run_synth(const SynthArgs& args) {
-  train::data::SynthOptions options;
+  data::SynthOptions options;
   options.num_tokens = args.tokens;
   options.seed = args.seed;
-  const auto summary = train::data::write_synth_corpus(args.out, options);
+  const auto summary = data::write_synth_corpus(args.out, options);
   if (args.json) {
     nlohmann::json j = summary.to_json();
     j["prefix"] = args.out;
@@ -46,7 +46,7 @@ int run_synth(const SynthArgs& args) {
 }
 
 int run_inspect(const InspectArgs& args) {
-  const auto ds = train::data::IndexedDataset::open(args.prefix, args.vocab_size);
+  const auto ds = data::IndexedDataset::open(args.prefix, args.vocab_size);
   nlohmann::json docs = nlohmann::json::array();
   const auto doc_index = ds.document_index();
   const uint64_t shown = std::min<uint64_t>(
@@ -64,7 +64,7 @@ int run_inspect(const InspectArgs& args) {
   }
   if (args.json) {
     const nlohmann::json j{
-        {"prefix", args.prefix},           {"dtype", train::data::token_dtype_name(ds.dtype())},
+        {"prefix", args.prefix},           {"dtype", data::token_dtype_name(ds.dtype())},
         {"sequences", ds.num_sequences()}, {"documents", ds.num_documents()},
         {"tokens", ds.num_tokens()},       {"min_token", ds.min_token()},
         {"max_token", ds.max_token()},     {"first_documents", docs}};
@@ -72,7 +72,7 @@ int run_inspect(const InspectArgs& args) {
     return 0;
   }
   std::printf("%s (.bin/.idx)\n", args.prefix.c_str());
-  std::printf("  dtype:      %s\n", train::data::token_dtype_name(ds.dtype()));
+  std::printf("  dtype:      %s\n", data::token_dtype_name(ds.dtype()));
   std::printf("  sequences:  %llu\n", static_cast<unsigned long long>(ds.num_sequences()));
   std::printf("  documents:  %llu\n", static_cast<unsigned long long>(ds.num_documents()));
   std::printf("  tokens:     %llu\n", static_cast<unsigned long long>(ds.num_tokens()));

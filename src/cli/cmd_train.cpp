@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "graph/registry.h"
-#include "train/config.h"
+#include "config/config.h"
 #include "train/progress.h"
 #include "train/trainer.h"
 
@@ -13,7 +13,7 @@ namespace sg::cli {
 namespace {
 
 struct TrainArgs {
-  std::string recipe = train::kDefaultRecipe;
+  std::string recipe = config::kDefaultRecipe;
   std::vector<std::string> overrides;
   std::string run_dir;
   bool cpu = false;
@@ -25,20 +25,20 @@ int run_train(const TrainArgs& args) {
   std::vector<std::string> overrides = args.overrides;
   std::string recipe = args.recipe;
   // `stepgraph train model.x=1` (no recipe) trains the default recipe with the override.
-  if (train::looks_like_override(recipe)) {
+  if (config::looks_like_override(recipe)) {
     overrides.insert(overrides.begin(), recipe);
-    recipe = train::kDefaultRecipe;
+    recipe = config::kDefaultRecipe;
   }
-  train::Config config;
+  config::Config config;
   try {
-    config = train::load_config(recipe, overrides);
-  } catch (const train::ConfigError& e) {
+    config = config::load_config(recipe, overrides);
+  } catch (const config::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return e.exit_code();
   }
   train::TrainOptions options;
   options.run_dir = args.run_dir.empty()
-                        ? (std::filesystem::path("runs") / std::filesystem::path(train::find_recipe(recipe).name)
+                        ? (std::filesystem::path("runs") / std::filesystem::path(config::find_recipe(recipe).name)
                                                                .filename())
                               .string()
                         : args.run_dir;

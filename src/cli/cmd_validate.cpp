@@ -11,9 +11,9 @@
 
 #include "cli/command.h"
 #include "core/strings.h"
-#include "train/config.h"
-#include "train/model_config.h"
-#include "train/validate.h"
+#include "config/config.h"
+#include "config/model_config.h"
+#include "config/validate.h"
 
 namespace sg::cli {
 namespace {
@@ -26,7 +26,7 @@ bool is_file(const std::string& path) {
 struct Outcome {
   std::string name;
   std::string source;
-  std::optional<train::ValidationReport> report;  // empty when the config did not parse
+  std::optional<config::ValidationReport> report;  // empty when the config did not parse
   std::string error;
   int exit_code() const { return !report ? 2 : report->ok() ? 0 : 1; }
 };
@@ -35,19 +35,19 @@ Outcome evaluate(const std::string& recipe, const std::vector<std::string>& over
   Outcome outcome;
   outcome.name = recipe;
   try {
-    const train::RecipeText text = train::find_recipe(recipe);
+    const config::RecipeText text = config::find_recipe(recipe);
     outcome.name = text.name;
     outcome.source = text.source;
-    train::Config config = train::load_config_yaml(text.text, text.source);
-    train::apply_overrides(config, overrides);
-    outcome.report = train::validate(config);
-  } catch (const train::ConfigError& e) {
+    config::Config config = config::load_config_yaml(text.text, text.source);
+    config::apply_overrides(config, overrides);
+    outcome.report = config::validate(config);
+  } catch (const config::ConfigError& e) {
     outcome.error = e.what();
   }
   return outcome;
 }
 
-nlohmann::json to_json(const std::vector<train::KeyValue>& values) {
+nlohmann::json to_json(const std::vector<config::KeyValue>& values) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& kv : values) out.push_back({{"key", kv.key}, {"value", kv.value}});
   return out;
@@ -64,7 +64,7 @@ nlohmann::json to_json(const Outcome& o) {
   out["violations"] = nlohmann::json::array();
   for (const auto& v : o.report->violations) {
     out["violations"].push_back({{"rule", v.rule},
-                                 {"rule_summary", train::rule_summary(v.rule)},
+                                 {"rule_summary", config::rule_summary(v.rule)},
                                  {"message", v.message},
                                  {"values", to_json(v.values)},
                                  {"fix", v.fix}});
@@ -74,7 +74,7 @@ nlohmann::json to_json(const Outcome& o) {
     out["notes"].push_back(
         {{"rule", n.rule}, {"message", n.message}, {"values", to_json(n.values)}});
   }
-  out["unimplemented"] = train::unimplemented_features(o.report->config);
+  out["unimplemented"] = config::unimplemented_features(o.report->config);
   return out;
 }
 
@@ -102,14 +102,14 @@ int validate_one(const std::string& recipe, const std::vector<std::string>& over
   }
   std::printf("%s (%s): %s\n", o.name.c_str(), o.source.c_str(), result_text(o).c_str());
   for (const auto& v : o.report->violations)
-    std::printf("\n%s", train::format_violation(v).c_str());
+    std::printf("\n%s", config::format_violation(v).c_str());
   if (!o.report->notes.empty()) std::printf("\n");
-  for (const auto& n : o.report->notes) std::printf("%s", train::format_note(n).c_str());
+  for (const auto& n : o.report->notes) std::printf("%s", config::format_note(n).c_str());
   return o.exit_code();
 }
 
-std::string model_text(const train::Config& c) {
-  const auto spec = train::model_spec(c);
+std::string model_text(const config::Config& c) {
+  const auto spec = config::model_spec(c);
   std::string kind =
       spec.num_moe_experts > 0
           ? strprintf("MoE %lldx top-%lld", static_cast<long long>(spec.num_moe_experts),
@@ -122,14 +122,14 @@ std::string model_text(const train::Config& c) {
                    static_cast<long long>(spec.seq_length));
 }
 
-std::string graphs_text(const train::Config& c) {
+std::string graphs_text(const config::Config& c) {
   if (c.model.cuda_graph_impl == "none") return "none";
-  return c.model.cuda_graph_impl + " " + train::format_value(c, "model.cuda_graph_scope");
+  return c.model.cuda_graph_impl + " " + config::format_value(c, "model.cuda_graph_scope");
 }
 
 int validate_all(const std::vector<std::string>& overrides, bool json) {
   std::vector<Outcome> outcomes;
-  for (const auto& name : train::shipped_recipe_names())
+  for (const auto& name : config::shipped_recipe_names())
     outcomes.push_back(evaluate(name, overrides));
   int exit_code = 0;
   for (const auto& o : outcomes) exit_code = std::max(exit_code, o.exit_code());
@@ -174,7 +174,7 @@ int validate_all(const std::vector<std::string>& overrides, bool json) {
     if (o.report->ok()) ++valid;
     if (!o.report->ok()) std::printf("\n%s:\n", o.name.c_str());
     for (const auto& v : o.report->violations)
-      std::printf("%s", train::format_violation(v).c_str());
+      std::printf("%s", config::format_violation(v).c_str());
   }
   bool any_notes = false;
   for (const auto& o : outcomes) {
@@ -182,7 +182,7 @@ int validate_all(const std::vector<std::string>& overrides, bool json) {
     for (const auto& n : o.report->notes) {
       if (!any_notes) std::printf("\nnotes:\n");
       any_notes = true;
-      std::printf("  %s: %s", o.name.c_str(), train::format_note(n).c_str());
+      std::printf("  %s: %s", o.name.c_str(), config::format_note(n).c_str());
     }
   }
   std::printf("\n%zu of %zu valid. Details of one recipe: stepgraph validate RECIPE [--json]\n",
@@ -193,9 +193,9 @@ int validate_all(const std::vector<std::string>& overrides, bool json) {
 int run_validate(const std::vector<std::string>& args, bool json, bool all) {
   // A first argument without '=' is the recipe (so is an existing file whose name has one).
   const bool has_recipe =
-      !args.empty() && (!train::looks_like_override(args[0]) || is_file(args[0]));
+      !args.empty() && (!config::looks_like_override(args[0]) || is_file(args[0]));
   if (all && has_recipe) {
-    throw train::ConfigError("--all validates every shipped recipe; give overrides only, not '" +
+    throw config::ConfigError("--all validates every shipped recipe; give overrides only, not '" +
                              args[0] + "'");
   }
   if (all || !has_recipe) return validate_all(args, json);
@@ -225,7 +225,7 @@ const CommandRegistration registration("validate", 30, [](CLI::App& app, int& ex
   cmd->callback([args, json, all, &exit_code] {
     try {
       exit_code = run_validate(*args, *json, *all);
-    } catch (const train::ConfigError& e) {
+    } catch (const config::ConfigError& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       exit_code = e.exit_code();
     } catch (const sg::Error& e) {

@@ -5,11 +5,11 @@
 #include "cuda/device.h"
 #include "train/cpu_backend.h"
 #include "train/gpu_backend.h"
-#include "train/model_config.h"
+#include "config/model_config.h"
 
 namespace sg::train {
 
-model::OptimizerSpec optimizer_spec(const Config& config) {
+model::OptimizerSpec optimizer_spec(const config::Config& config) {
   model::OptimizerSpec o;
   o.lr = config.optimizer.lr.value_or(o.lr);
   o.min_lr = config.optimizer.min_lr;
@@ -34,9 +34,9 @@ model::OptimizerSpec optimizer_spec(const Config& config) {
   return o;
 }
 
-std::unique_ptr<TrainingBackend> make_backend(const Config& config, bool force_cpu) {
-  const model::ModelSpec model = model_spec(config);
-  const model::BatchSpec batch = batch_spec(config);
+std::unique_ptr<TrainingBackend> make_backend(const config::Config& config, bool force_cpu) {
+  const model::ModelSpec model = config::model_spec(config);
+  const model::BatchSpec batch = config::batch_spec(config);
   const rng::RngState rng{static_cast<uint64_t>(config.rng.seed), 0};
   const int gpus = cuda::device_count();
   if (gpus > 0 && !force_cpu) return make_gpu_backend(config, model, batch, optimizer_spec(config), rng);

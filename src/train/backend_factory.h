@@ -4,13 +4,13 @@
 #include <memory>
 
 #include "train/backend.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace sg::train {
 
-model::OptimizerSpec optimizer_spec(const Config& config);
+model::OptimizerSpec optimizer_spec(const config::Config& config);
 
 // `config` must be validated. force_cpu selects the CPU backend even when a GPU is present.
-std::unique_ptr<TrainingBackend> make_backend(const Config& config, bool force_cpu);
+std::unique_ptr<TrainingBackend> make_backend(const config::Config& config, bool force_cpu);
 
 }  // namespace sg::train

@@ -5,8 +5,8 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "cuda/bf16.h"
-#include "train/checkpoint/checkpoint_dir.h"
-#include "train/checkpoint/hf_config.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/hf_config.h"
 
 namespace sg::train {
 namespace {
@@ -18,8 +18,8 @@ using checkpoint::TensorRef;
 // Identifies what decides the numbers: model, optimizer, schedule, data. Keys that may change on
 // resume without changing a bit are left out: train_iters, checkpoint, logging, NaN checks, and the
 // CUDA-graph settings (graphs are bitwise equal to eager).
-std::string canonical_config(const Config& config) {
-  Config c = config;
+std::string canonical_config(const config::Config& config) {
+  config::Config c = config;
   c.train.train_iters.reset();
   c.checkpoint = {};
   c.logger = {};
@@ -31,7 +31,7 @@ std::string canonical_config(const Config& config) {
   c.model.use_te_rng_tracker = false;
   c.rng.te_rng_tracker = false;
   c.source.clear();
-  return emit_yaml(c);
+  return config::emit_yaml(c);
 }
 
 template <class Ref, class Ptr>
@@ -56,7 +56,7 @@ std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
 
 }  // namespace
 
-std::string save_checkpoint(const std::string& dir, const Config& config, const model::ParamLayout& layout,
+std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ParamLayout& layout,
                             const TrainingState& state, const data::DataPosition& position) {
   const auto n = static_cast<size_t>(layout.total());
   SG_CHECK(state.main_weights.size() == n && state.exp_avg.size() == n && state.exp_avg_sq.size() == n,
@@ -82,7 +82,7 @@ std::string save_checkpoint(const std::string& dir, const Config& config, const 
   return checkpoint::save_checkpoint(dir, state.steps_done, checkpoint::training_checkpoint_contents(ckpt));
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& path, const Config& config, const model::ParamLayout& layout) {
+LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& config, const model::ParamLayout& layout) {
   const auto n = static_cast<size_t>(layout.total());
   LoadedCheckpoint out;
   out.path = checkpoint::resolve_checkpoint(path);

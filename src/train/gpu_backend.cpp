@@ -10,7 +10,7 @@
 
 namespace sg::train {
 
-GpuBackend::GpuBackend(const Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
+GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
                        const model::OptimizerSpec& optimizer, rng::RngState rng) {
   step_ = std::make_unique<model::LlamaStep>(model, batch, optimizer, rng.seed);
   step_->upload_parameters(stream_, model::initial_parameters(step_->layout(), rng.seed));
@@ -152,7 +152,7 @@ std::vector<std::string> GpuBackend::end_report() const {
   return {"CUDA " + graphed_->stats().summary()};
 }
 
-std::unique_ptr<TrainingBackend> make_gpu_backend(const Config& config, const model::ModelSpec& model,
+std::unique_ptr<TrainingBackend> make_gpu_backend(const config::Config& config, const model::ModelSpec& model,
                                                   const model::BatchSpec& batch,
                                                   const model::OptimizerSpec& optimizer, rng::RngState rng) {
   return std::make_unique<GpuBackend>(config, model, batch, optimizer, rng);

@@ -12,14 +12,14 @@
 #include "cuda/stream.h"
 #include "model/llama_step.h"
 #include "train/backend.h"
-#include "train/config.h"
+#include "config/config.h"
 #include "train/graphed_step.h"
 
 namespace sg::train {
 
 class GpuBackend final : public TrainingBackend {
  public:
-  GpuBackend(const Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
+  GpuBackend(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
              const model::OptimizerSpec& optimizer, rng::RngState rng);
   ~GpuBackend() override;
 
@@ -68,7 +68,7 @@ class GpuBackend final : public TrainingBackend {
 };
 
 // Factory used by make_backend (train/backend_factory.h).
-std::unique_ptr<TrainingBackend> make_gpu_backend(const Config& config, const model::ModelSpec& model,
+std::unique_ptr<TrainingBackend> make_gpu_backend(const config::Config& config, const model::ModelSpec& model,
                                                   const model::BatchSpec& batch,
                                                   const model::OptimizerSpec& optimizer, rng::RngState rng);
 

@@ -9,29 +9,29 @@
 #include "core/strings.h"
 #include "graph/registry.h"
 #include "train/backend_factory.h"
-#include "train/checkpoint/safetensors.h"
+#include "checkpoint/safetensors.h"
 #include "train/checkpointing.h"
-#include "train/data/batch.h"
-#include "train/data/blended_dataset.h"
+#include "data/batch.h"
+#include "data/blended_dataset.h"
 #include "train/metrics.h"
-#include "train/model_config.h"
+#include "config/model_config.h"
 #include "train/progress.h"
-#include "train/validate.h"
+#include "config/validate.h"
 
 namespace sg::train {
 namespace {
 
-std::string violations_text(const ValidationReport& report) {
+std::string violations_text(const config::ValidationReport& report) {
   std::string text = strprintf("the configuration breaks %zu rule(s); nothing was run:\n",
                                report.violations.size());
-  for (const auto& v : report.violations) text += format_violation(v);
+  for (const auto& v : report.violations) text += config::format_violation(v);
   return text;
 }
 
 // Owns the host side of the input pipeline: the loader and the batch it fills.
 class BatchSource {
  public:
-  BatchSource(const Config& config, const model::ModelSpec& model, const model::BatchSpec& batch)
+  BatchSource(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch)
       : loader_(make_options(config, model)), model_(model), batch_(batch) {
     const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
     host_.tokens.resize(n);
@@ -47,7 +47,7 @@ class BatchSource {
   data::DataLoader& loader() { return loader_; }
 
  private:
-  static data::DataLoaderOptions make_options(const Config& config, const model::ModelSpec& model) {
+  static data::DataLoaderOptions make_options(const config::Config& config, const model::ModelSpec& model) {
     data::DataLoaderOptions o;
     o.data_path = config.dataset.data_path;
     o.mock = config.dataset.mock;
@@ -102,16 +102,16 @@ StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, do
 
 }  // namespace
 
-TrainSummary train(const Config& raw_config, const TrainOptions& options) {
-  const ValidationReport report = validate(raw_config);
+TrainSummary train(const config::Config& raw_config, const TrainOptions& options) {
+  const config::ValidationReport report = config::validate(raw_config);
   if (!report.ok()) throw Error(violations_text(report));
-  const Config& config = report.config;
-  if (const auto missing = unimplemented_features(config); !missing.empty()) {
+  const config::Config& config = report.config;
+  if (const auto missing = config::unimplemented_features(config); !missing.empty()) {
     throw Error("stepgraph train does not implement yet: " + join(missing, "; ") +
                 ". Remove these settings (stepgraph validate lists them as notes).");
   }
-  const model::ModelSpec model = model_spec(config);
-  const model::BatchSpec batch = batch_spec(config);
+  const model::ModelSpec model = config::model_spec(config);
+  const model::BatchSpec batch = config::batch_spec(config);
   const int64_t train_iters = config.train.train_iters.value_or(0);
   SG_CHECK(train_iters > 0, "train.train_iters must be set to a positive number of steps");
 

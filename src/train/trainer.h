@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace sg::train {
 
@@ -29,6 +29,6 @@ struct TrainSummary {
 // yet, then trains. Throws sg::Error for anything the user must fix; a NaN found by
 // rerun_state_machine.check_for_nan_in_loss / ddp.check_for_nan_in_grad stops the run with an error
 // naming the step and the check.
-TrainSummary train(const Config& config, const TrainOptions& options);
+TrainSummary train(const config::Config& config, const TrainOptions& options);
 
 }  // namespace sg::train

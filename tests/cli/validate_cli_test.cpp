@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace {
 
@@ -191,7 +191,7 @@ TEST(ValidateCli, ParseAndUsageErrorsExitTwo) {
 }
 
 TEST(ValidateCli, NoRecipeValidatesEveryShippedRecipeAsATable) {
-  const auto names = sg::train::shipped_recipe_names();
+  const auto names = sg::config::shipped_recipe_names();
   for (const auto& args :
        {std::vector<std::string>{"validate"}, std::vector<std::string>{"validate", "--all"}}) {
     const Result r = run(args);
@@ -239,7 +239,7 @@ TEST(ValidateCli, JsonReport) {
   r = run({"validate", "--json"}, false);
   EXPECT_EQ(r.exit_code, 0);
   j = nlohmann::json::parse(r.output);
-  EXPECT_EQ(j["recipes"].size(), sg::train::shipped_recipe_names().size());
+  EXPECT_EQ(j["recipes"].size(), sg::config::shipped_recipe_names().size());
   EXPECT_EQ(j["valid"], true);
 
   r = run({"validate", "llama/tiny", "model.hidden_size=x", "--json"}, false);

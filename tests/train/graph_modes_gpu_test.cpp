@@ -12,27 +12,27 @@
 
 #include "cuda/device.h"
 #include "train/backend_factory.h"
-#include "train/config.h"
-#include "train/data/batch.h"
-#include "train/data/blended_dataset.h"
+#include "config/config.h"
+#include "data/batch.h"
+#include "data/blended_dataset.h"
 #include "train/gpu_backend.h"
-#include "train/model_config.h"
+#include "config/model_config.h"
 #include "train/trainer.h"
-#include "train/validate.h"
+#include "config/validate.h"
 
 namespace sg::train {
 namespace {
 
 constexpr int64_t kSteps = 30;
 
-Config tiny_with(const std::vector<std::string>& extra) {
+config::Config tiny_with(const std::vector<std::string>& extra) {
   std::vector<std::string> overrides = {"model.attention_dropout=0.1", "model.hidden_dropout=0.1",
                                         "train.global_batch_size=8",  // two microbatches of 4
                                         "train.train_iters=30",       "dataset.mock=true",
                                         "model.cuda_graph_warmup_steps=2"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  const ValidationReport report = validate(load_config("llama/tiny", overrides));
-  EXPECT_TRUE(report.ok()) << (report.violations.empty() ? "" : format_violation(report.violations[0]));
+  const config::ValidationReport report = config::validate(config::load_config("llama/tiny", overrides));
+  EXPECT_TRUE(report.ok()) << (report.violations.empty() ? "" : config::format_violation(report.violations[0]));
   return report.config;
 }
 
@@ -44,9 +44,9 @@ struct RunResult {
   size_t arena_bytes = 0;
 };
 
-RunResult run_mode(const Config& config) {
-  const model::ModelSpec model = model_spec(config);
-  const model::BatchSpec batch = batch_spec(config);
+RunResult run_mode(const config::Config& config) {
+  const model::ModelSpec model = config::model_spec(config);
+  const model::BatchSpec batch = config::batch_spec(config);
   GpuBackend backend(config, model, batch, optimizer_spec(config), {static_cast<uint64_t>(config.rng.seed), 0});
   data::DataLoaderOptions o;
   o.mock = true;
@@ -141,7 +141,7 @@ void expect_nan_stop(const std::vector<std::string>& mode, const std::vector<std
   overrides.push_back("optimizer.lr=1e30");
   overrides.push_back("scheduler.lr_warmup_iters=0");
   overrides.push_back("train.train_iters=8");
-  const Config config = tiny_with(overrides);
+  const config::Config config = tiny_with(overrides);
   TrainOptions options;
   options.run_dir = ::testing::TempDir() + "/nan_run_" + std::to_string(run++);
   try {

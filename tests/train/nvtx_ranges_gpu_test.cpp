@@ -15,10 +15,10 @@
 #include "nvtx_recorder.h"
 #include "test_util.h"
 #include "train/backend_factory.h"
-#include "train/config.h"
+#include "config/config.h"
 #include "train/graphed_step.h"
-#include "train/model_config.h"
-#include "train/validate.h"
+#include "config/model_config.h"
+#include "config/validate.h"
 
 namespace sg::train {
 namespace {
@@ -27,13 +27,13 @@ using test::NvtxRangeEvent;
 
 constexpr int kWarmup = 1;
 
-Config two_microbatches(const std::string& impl, const std::string& scope) {
+config::Config two_microbatches(const std::string& impl, const std::string& scope) {
   std::vector<std::string> overrides = {"train.global_batch_size=8", "model.num_layers=2", "dataset.mock=true",
                                         "model.cuda_graph_impl=" + impl,
                                         "model.cuda_graph_warmup_steps=" + std::to_string(kWarmup)};
   if (!scope.empty()) overrides.push_back("model.cuda_graph_scope=" + scope);
-  const ValidationReport report = validate(load_config("llama/tiny", overrides));
-  EXPECT_TRUE(report.ok()) << (report.violations.empty() ? "" : format_violation(report.violations[0]));
+  const config::ValidationReport report = config::validate(config::load_config("llama/tiny", overrides));
+  EXPECT_TRUE(report.ok()) << (report.violations.empty() ? "" : config::format_violation(report.violations[0]));
   return report.config;
 }
 
@@ -44,9 +44,9 @@ int depth_of(const std::vector<NvtxRangeEvent>& events, const std::string& name)
 }
 
 // The ranges of the step that runs after `steps_before` steps of `impl`/`scope`.
-std::vector<NvtxRangeEvent> ranges_of_step(const Config& config, int steps_before) {
-  const model::ModelSpec model = model_spec(config);
-  const model::BatchSpec batch = batch_spec(config);
+std::vector<NvtxRangeEvent> ranges_of_step(const config::Config& config, int steps_before) {
+  const model::ModelSpec model = config::model_spec(config);
+  const model::BatchSpec batch = config::batch_spec(config);
   model::LlamaStep step(model, batch, optimizer_spec(config), static_cast<uint64_t>(config.rng.seed));
   cuda::Stream stream;
   const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));

@@ -25,14 +25,14 @@
 #include <vector>
 
 #include "cuda/device.h"
-#include "train/checkpoint/safetensors.h"
-#include "train/data/indexed_dataset.h"
+#include "checkpoint/safetensors.h"
+#include "data/indexed_dataset.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using sg::train::checkpoint::SafetensorsFile;
-using sg::train::checkpoint::TensorDtype;
+using sg::checkpoint::SafetensorsFile;
+using sg::checkpoint::TensorDtype;
 
 // ---- processes ----
 
@@ -500,7 +500,7 @@ TEST_F(TrainerCliTest, DumpBatchesWritesWhatTheModelSaw) {
   std::memcpy(tgt.data(), targets->data, tgt.size() * 4);
   std::memcpy(msk.data(), mask->data, msk.size() * 4);
 
-  const auto corpus = sg::train::data::IndexedDataset::open(corpus_, 256);
+  const auto corpus = sg::data::IndexedDataset::open(corpus_, 256);
   std::vector<int32_t> stream(corpus.num_tokens());
   corpus.read_tokens(0, stream.size(), stream.data());
   for (int64_t s = 0; s < kSequences; ++s) {

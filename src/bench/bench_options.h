@@ -1,0 +1,97 @@
+#pragma once
+// `stepgraph bench` flags, compatible with Megatron-Bridge's scripts/performance/run_script.py
+//   -m llama -mr 1b --task pretrain -g h200 -c bf16 -ng 1 --cuda_graph_impl transformer_engine
+//   --cuda_graph_scope attn,mlp [-mb N] [-gb N] [-sl N] [section.key=value ...]
+// and what they mean for the config, in Bridge's order: the recipe recipes/<-m>/<-mr>.yaml, then the
+// trailing overrides (Bridge's Hydra-style overrides), then the flags (Bridge's set_user_overrides: flags
+// win), then the benchmark's own settings (mock data; --warmup as model.cuda_graph_warmup_steps).
+//
+// The CUDA-graph flags follow Bridge's _set_cuda_graph_overrides:
+//   * --cuda_graph_impl sets model.cuda_graph_impl; any impl other than none turns model.use_te_rng_tracker
+//     and rng.te_rng_tracker on. When the resulting impl is none both trackers are turned off and the
+//     scope flag is ignored (Bridge returns early there).
+//   * --cuda_graph_scope sets model.cuda_graph_scope.
+//   * a full-iteration graph sets rerun_state_machine.check_for_nan_in_loss false. In stepgraph that is
+//     impl local with scope [full_iteration] or no scope (the validator reads local + no scope as
+//     full_iteration, rule 4).
+// Whatever the result, validate() judges it afterwards: an invalid combination is refused there.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "bench/mode_list.h"
+
+namespace sg::bench {
+
+struct BenchOptions {
+  // Megatron-Bridge run_script.py flags.
+  std::string model_family;             // -m / --model_family_name (lower-cased, as Bridge does)
+  std::string model_recipe;             // -mr / --model_recipe_name
+  std::string task = "pretrain";        // --task: pretrain (sft, lora: not implemented yet)
+  std::string gpu;                      // -g / --gpu: recorded; the peak comes from the device name
+  std::string compute_dtype = "bf16";   // -c / --compute_dtype: bf16 (fp8_*, nvfp4: not implemented yet)
+  int num_gpus = 1;                     // -ng / --num_gpus: 1 (more: not implemented yet)
+  std::optional<std::string> cuda_graph_impl;   // --cuda_graph_impl
+  std::optional<std::string> cuda_graph_scope;  // --cuda_graph_scope a,b
+  std::optional<int64_t> micro_batch_size;      // -mb
+  std::optional<int64_t> global_batch_size;     // -gb
+  std::optional<int64_t> seq_length;            // -sl (model.seq_length and dataset.seq_length)
+  bool dryrun = false;                          // -d / --dryrun: validate and print the plan only
+  std::vector<std::string> overrides;           // trailing section.key=value
+
+  // The benchmark's own.
+  std::optional<std::string> compare;  // --compare none,local,...
+  int steps = 50;                      // --steps: measured steps per mode
+  std::optional<int> warmup;           // --warmup: eager steps before capture (default: the recipe's)
+  int floor_steps = 10;                // --floor-steps: steps traced with CUPTI for the kernel-time floor
+  std::string json_path;               // --json FILE
+  std::string trace_path;              // --trace FILE
+  bool plain = false;                  // --plain: progress as lines, not a redrawn bar
+};
+
+// Parses the arguments after `stepgraph bench`. CLI11 cannot declare Bridge's multi-letter single-dash
+// flags (-mr, -ng, -mb, -gb, -sl), so the command hands its arguments over unparsed. Every flag takes
+// "FLAG VALUE" or "FLAG=VALUE"; an argument with '=' that is not a flag is a section.key=value override.
+// Throws ConfigError (usage error, exit 2) for an unknown flag (with the closest one), a missing or
+// malformed value, or a stray argument. Does not check the values (check_bench_options does).
+BenchOptions parse_bench_args(const std::vector<std::string>& args);
+
+// The flag reference printed by `stepgraph bench --help`, one flag per line, every parse_bench_args flag.
+std::string bench_flags_help();
+
+// The CUDA-graph part of the flags (one mode of --compare, or --cuda_graph_impl/--cuda_graph_scope).
+struct CudaGraphFlags {
+  std::optional<std::string> impl;
+  std::optional<std::vector<std::string>> scope;
+};
+
+// Checks the values of the Bridge flags that stepgraph reads:
+//   * a value Bridge does not know either (--task foo, -c fp4, -ng 0, an unknown -mr) -> ConfigError
+//     (usage error, exit 2) naming the valid values;
+//   * a value Bridge knows that stepgraph does not do yet (--task sft, -c fp8_cs, -ng 8) -> sg::Error
+//     "... is not implemented yet" (exit 1).
+// Also the bench settings: --steps >= 1, --floor-steps >= 0, --trace needs a floor step, and --compare
+// excludes --cuda_graph_impl/--cuda_graph_scope and model.cuda_graph_impl/scope overrides.
+void check_bench_options(const BenchOptions& options);
+
+// "llama/1b" from -m llama -mr 1b.
+std::string recipe_name(const BenchOptions& options);
+
+// Bridge's _set_cuda_graph_overrides on `config` (see the file comment).
+void apply_cuda_graph_overrides(config::Config& config, const CudaGraphFlags& flags);
+
+// --cuda_graph_scope "attn,mlp" -> {"attn", "mlp"}; ConfigError for an unknown scope.
+std::vector<std::string> parse_scope_flag(const std::string& text);
+
+// The config of one benchmark run: recipe + overrides + flags (with `graph` as the CUDA-graph flags) +
+// dataset.mock true + --warmup. Not validated yet (plan_bench does that).
+config::Config bench_config(const BenchOptions& options, const CudaGraphFlags& graph);
+
+// The CUDA-graph flags of a --compare mode: impl and an explicit scope (possibly empty).
+CudaGraphFlags graph_flags(const GraphMode& mode);
+// The CUDA-graph flags given as --cuda_graph_impl / --cuda_graph_scope (either may be absent).
+CudaGraphFlags graph_flags(const BenchOptions& options);
+
+}  // namespace sg::bench

@@ -1,0 +1,345 @@
+#include "bench/bench_runner.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "core/strings.h"
+#include "cuda/check.h"
+#include "cuda/device.h"
+#include "cuda/nvtx.h"
+#include "cuda/stream.h"
+#include "graph/registry.h"
+#include "model/init.h"
+#include "model/llama_step.h"
+#include "bench/bench_stats.h"
+#include "bench/kernel_timer.h"
+#include "bench/report.h"
+#include "data/batch.h"
+#include "train/graphed_step.h"
+#include "train/metrics.h"
+
+namespace sg::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kMaxStepsInFlight = 2;
+constexpr double kProgressIntervalSeconds = 0.25;  // redraws inside the measured loop, at most this often
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+uint64_t device_memory_used() {
+  size_t free_bytes = 0, total_bytes = 0;
+  SG_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return total_bytes - free_bytes;
+}
+
+// Uninstalls the stop handlers on every way out.
+struct StopHandlers {
+  StopHandlers() { graph::install_stop_handlers(); }
+  ~StopHandlers() { graph::uninstall_stop_handlers(); }
+};
+
+// One global mock batch, the same for every step of every mode (dataset.mock: seeded random tokens).
+model::HostBatch mock_batch(const BenchPlan& plan) {
+  data::DataLoaderOptions options;
+  options.mock = true;
+  options.seq_length = plan.model.seq_length;
+  options.vocab_size = plan.model.vocab_size;
+  options.seed = plan.seed;
+  data::DataLoader loader(options);
+  const size_t n = static_cast<size_t>(plan.batch.num_microbatches * plan.batch.tokens_per_microbatch(plan.model));
+  model::HostBatch batch;
+  batch.tokens.resize(n);
+  batch.targets.resize(n);
+  batch.loss_mask.resize(n);
+  data::HostBatchView view{batch.tokens.data(), batch.targets.data(), batch.loss_mask.data(),
+                           plan.batch.num_microbatches * plan.batch.micro_batch_size, plan.model.seq_length};
+  data::fill_batch(loader, view);
+  return batch;
+}
+
+// Progress over all modes' steps, and the stop check between steps.
+class Tracker {
+ public:
+  Tracker(const BenchPlan& plan, const BenchProgress& progress) : plan_(plan), progress_(progress) {}
+
+  void set_mode(size_t index, const std::string& label) {
+    prefix_ = strprintf("[%zu/%zu] %s", index + 1, plan_.modes.size(), label.c_str());
+  }
+  void line(const std::string& text) const {
+    if (progress_.line) progress_.line(prefix_ + ": " + text);
+  }
+  // After every step; `throttled` (inside the measured loop) redraws at most every kProgressIntervalSeconds.
+  void step_done(const std::string& phase, int done, int total, bool throttled, cudaStream_t stream) {
+    ++steps_done_;
+    const auto now = Clock::now();
+    if (progress_.update && (!throttled || done == total ||
+                             std::chrono::duration<double>(now - last_update_).count() >= kProgressIntervalSeconds)) {
+      progress_.update(steps_done_, strprintf("%s: %s %d/%d", prefix_.c_str(), phase.c_str(), done, total));
+      last_update_ = now;
+    }
+    if (graph::stop_requested()) {
+      // Let the enqueued work finish so the graphs and the arena are released from an idle device.
+      cudaStreamSynchronize(stream);
+      throw BenchInterrupted(strprintf("stepgraph bench stopped by signal %d during %s", graph::stop_signal(),
+                                       prefix_.c_str()));
+    }
+  }
+
+ private:
+  const BenchPlan& plan_;
+  const BenchProgress& progress_;
+  std::string prefix_;
+  int64_t steps_done_ = 0;
+  Clock::time_point last_update_{};
+};
+
+void expect_mode(graph::StepMode got, graph::StepMode want, const std::string& label, const char* phase, int index) {
+  SG_CHECK(got == want, strprintf("mode %s: %s step %d ran as %s, expected %s (the graph schedule and the bench "
+                                  "disagree on model.cuda_graph_warmup_steps)",
+                                  label.c_str(), phase, index + 1, graph::step_mode_name(got),
+                                  graph::step_mode_name(want)));
+}
+
+struct SharedState {
+  model::LlamaStep& step;
+  cuda::Stream& stream;
+  const std::vector<float>& weights;
+  const std::vector<float>& zeros;
+  KernelTimer* timer;  // null when --floor-steps 0
+};
+
+ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedState& shared, Tracker& tracker) {
+  model::LlamaStep& step = shared.step;
+  cuda::Stream& stream = shared.stream;
+  ModeResult r;
+  r.label = planned.label;
+  r.impl = planned.config.model.cuda_graph_impl;
+  r.scope = planned.config.model.cuda_graph_scope;
+  const bool graphs = r.impl != "none";
+  const graph::StepMode steady = graphs ? graph::StepMode::replay : graph::StepMode::eager;
+  cuda::NvtxRange mode_range("bench mode " + r.label);
+
+  // Every mode starts from the same state, so all of them run the very same training steps.
+  step.load_state(stream, shared.weights, shared.zeros, shared.zeros, 0, rng::RngState{plan.seed, 0});
+  train::GraphedStep graphed(step, r.impl, r.scope, plan.warmup_steps);
+  r.description = graphed.describe();
+  tracker.line(r.description);
+
+  uint64_t peak = device_memory_used();
+  const auto sample_memory = [&peak]() {
+    const uint64_t used = device_memory_used();
+    peak = std::max(peak, used);
+    return used;
+  };
+
+  {  // 1. warmup
+    cuda::NvtxRange range("warmup");
+    for (int i = 0; i < plan.warmup_steps; ++i) {
+      expect_mode(graphed.run(stream), graph::StepMode::eager, r.label, "warmup", i);
+      tracker.step_done("warmup", i + 1, plan.warmup_steps, false, stream);
+    }
+    stream.synchronize();
+  }
+  r.memory_before_capture = sample_memory();
+
+  {  // 2. the capture step
+    SG_CHECK(graphed.next_step_captures() == graphs,
+             strprintf("mode %s: the step after %d warmup steps %s capture", r.label.c_str(), plan.warmup_steps,
+                       graphs ? "does not" : "would"));
+    cuda::NvtxRange range("capture step");
+    cuda::Event start(true), end(true);
+    start.record(stream);
+    const auto t0 = Clock::now();
+    const graph::StepMode mode = graphed.run(stream);
+    const auto t1 = Clock::now();
+    end.record(stream);
+    const double event_ms = cuda::Event::elapsed_ms(start, end);
+    expect_mode(mode, graphs ? graph::StepMode::capture : graph::StepMode::eager, r.label, "capture", 0);
+    r.captured = mode == graph::StepMode::capture;
+    if (r.captured) {
+      r.capture_step_ms = event_ms;
+      r.capture_step_host_ms = ms_between(t0, t1);
+    }
+    tracker.step_done("capture", 1, 1, false, stream);
+  }
+  r.memory_after_capture = sample_memory();
+  if (r.captured) {
+    const graph::GraphStats s = graphed.stats();
+    tracker.line(strprintf("captured %d graph%s: capture %.1f ms + instantiate %.1f ms; device memory %s",
+                           s.graphs_live, s.graphs_live == 1 ? "" : "s", s.capture_ms, s.instantiate_ms,
+                           signed_bytes(static_cast<int64_t>(r.memory_after_capture) -
+                                        static_cast<int64_t>(r.memory_before_capture))
+                               .c_str()));
+  }
+
+  {  // 3. measured steps, and the floor steps (CUPTI) spread evenly among them
+    const int n = plan.steps;
+    // Without CUPTI (another profiler attached) the floor steps still run, untraced: every mode runs
+    // plan.steps_per_mode() steps either way, so the progress total and the loss comparison hold.
+    const int floor_steps = plan.floor_steps;
+    const bool traced = shared.timer != nullptr;
+    // Floor step j runs just before measured step (j+1)*n/(floor_steps+1): the floor is measured in
+    // the same stretch of time (clocks, temperature) as the steps it is compared with.
+    const auto floor_position = [&](int j) { return static_cast<int>((int64_t{j} + 1) * n / (floor_steps + 1)); };
+    std::vector<cuda::Event> starts, ends;
+    starts.reserve(static_cast<size_t>(n));
+    ends.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      starts.emplace_back(true);
+      ends.emplace_back(true);
+    }
+    r.host_ms.assign(static_cast<size_t>(n), 0.0);
+    const uint64_t dropped_before = traced ? shared.timer->dropped_records() : 0;
+    int floor_done = 0;
+    int segment_start = 0;  // first measured step since the last floor step
+    double window_ms = 0.0;
+    cuda::NvtxRange range("measured steps");
+    for (int i = 0; i < n; ++i) {
+      while (floor_done < floor_steps && floor_position(floor_done) == i) {
+        // The traced step runs alone: drain the timed steps in flight, trace one step, synchronise.
+        stream.synchronize();
+        if (i > segment_start) window_ms += cuda::Event::elapsed_ms(starts[static_cast<size_t>(segment_start)],
+                                                                    ends[static_cast<size_t>(i - 1)]);
+        segment_start = i;
+        cuda::NvtxRange floor_range(traced ? "floor step (CUPTI)" : "floor step (no CUPTI)");
+        if (traced) {
+          const bool keep = plan.trace && floor_done == 0;
+          shared.timer->begin(keep);
+          const graph::StepMode mode = graphed.run(stream);
+          std::vector<ActivityRecord> records = shared.timer->end();  // synchronises the device
+          expect_mode(mode, steady, r.label, "floor", floor_done);
+          const ActivitySummary summary = summarize_activity(records);
+          r.floor += summary;
+          r.floor_step_ms.push_back(static_cast<double>(summary.busy_ns) / 1e6);
+          if (keep) r.trace = std::move(records);
+        } else {
+          expect_mode(graphed.run(stream), steady, r.label, "floor", floor_done);
+          stream.synchronize();
+        }
+        ++floor_done;
+        tracker.step_done("floor", floor_done, floor_steps, true, stream);
+      }
+      if (i >= segment_start + kMaxStepsInFlight) ends[static_cast<size_t>(i - kMaxStepsInFlight)].synchronize();
+      starts[static_cast<size_t>(i)].record(stream);
+      const auto t0 = Clock::now();
+      const graph::StepMode mode = graphed.run(stream);
+      const auto t1 = Clock::now();
+      ends[static_cast<size_t>(i)].record(stream);
+      r.host_ms[static_cast<size_t>(i)] = ms_between(t0, t1);
+      expect_mode(mode, steady, r.label, "measured", i);
+      tracker.step_done("measure", i + 1, n, true, stream);
+    }
+    r.step_ms.resize(static_cast<size_t>(n));
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) r.step_ms[i] = cuda::Event::elapsed_ms(starts[i], ends[i]);
+    if (n > segment_start) {
+      window_ms += cuda::Event::elapsed_ms(starts[static_cast<size_t>(segment_start)], ends.back());
+    }
+    r.window_ms = window_ms;
+    r.floor_steps = traced ? floor_done : 0;
+    if (traced) r.dropped_records = shared.timer->dropped_records() - dropped_before;
+  }
+
+  stream.synchronize();
+  sample_memory();
+  r.memory_peak = peak;
+  const graph::GraphStats stats = graphed.stats();
+  r.capture_ms = stats.capture_ms;
+  r.instantiate_ms = stats.instantiate_ms;
+  r.graphs_created = stats.graphs_created;
+  r.graphs_live = stats.graphs_live;
+  r.graphable_regions = stats.graphable_regions;
+  r.graph_nodes = stats.nodes;
+  r.graph_kernel_nodes = stats.kernel_nodes;
+  r.graph_memset_nodes_lowered = stats.memset_nodes_lowered;
+  r.replays = stats.replays;
+  r.graphable_layers = graphed.plan().graphable_layers;
+  r.total_layers = graphed.plan().total_layers;
+
+  const model::StepScalars scalars = step.download_scalars(stream);
+  r.final_loss = scalars.loss;
+  r.optimizer_steps = scalars.steps_done;
+  SG_CHECK(r.optimizer_steps == plan.steps_per_mode(),
+           strprintf("mode %s: the device step counter says %lld optimizer steps after %d steps run", r.label.c_str(),
+                     static_cast<long long>(r.optimizer_steps), plan.steps_per_mode()));
+  return r;  // `graphed` is destroyed here: this mode's graphs are gone before the next mode starts
+}
+
+}  // namespace
+
+std::string no_gpu_message() {
+  return "stepgraph bench needs a GPU: no CUDA device is visible (check nvidia-smi, the driver and "
+         "CUDA_VISIBLE_DEVICES). `stepgraph bench ... --dryrun` validates the configuration without one.";
+}
+
+BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress) {
+  if (cuda::device_count() == 0) throw Error(no_gpu_message());
+  SG_CHECK(!plan.modes.empty(), "stepgraph bench: no mode to run");
+  StopHandlers stop_handlers;
+
+  // CUPTI attaches before any graph exists, so graphs instantiated later are traced like eager kernels.
+  // An empty window proves it works; when it does not (another CUPTI client such as Nsight Systems is
+  // attached, or no libcupti), the bench runs on without the floor and says why.
+  std::unique_ptr<KernelTimer> timer;
+  std::string cupti_error;
+  if (plan.floor_steps > 0) {
+    try {
+      timer = std::make_unique<KernelTimer>();
+      timer->begin(false);
+      timer->end();
+    } catch (const Error& e) {
+      timer.reset();
+      cupti_error = e.what();
+    }
+  }
+
+  BenchResults results;
+  const cuda::DeviceProperties& device = cuda::device_properties();
+  results.env.device_name = device.name;
+  results.env.device_summary = device.summary();
+  results.env.device_total_memory = device.total_memory;
+  results.env.peak_tflops = train::peak_bf16_tflops(device.name);
+  SG_CUDA_CHECK(cudaDriverGetVersion(&results.env.driver_version));
+  SG_CUDA_CHECK(cudaRuntimeGetVersion(&results.env.runtime_version));
+  if (timer) results.env.cupti_version = KernelTimer::version();
+  results.env.cupti_error = cupti_error;
+  if (!cupti_error.empty() && progress.line) progress.line("no kernel-time floor: " + cupti_error);
+
+  Tracker tracker(plan, progress);
+  cuda::Stream stream;
+  model::LlamaStep step(plan.model, plan.batch, plan.optimizer, plan.seed);
+  results.env.arena_bytes = step.arena().total_bytes();
+  if (progress.line) {
+    progress.line(strprintf("stepgraph bench %s on %s: arena %s planned once for %zu mode%s", plan.recipe.c_str(),
+                            results.env.device_summary.c_str(), human_bytes(results.env.arena_bytes).c_str(),
+                            plan.modes.size(), plan.modes.size() == 1 ? "" : "s"));
+  }
+  const std::vector<float> weights = model::initial_parameters(step.layout(), plan.seed);
+  const std::vector<float> zeros(weights.size(), 0.0f);
+  step.upload_batch(stream, mock_batch(plan));
+
+  SharedState shared{step, stream, weights, zeros, timer.get()};
+  for (size_t i = 0; i < plan.modes.size(); ++i) {
+    tracker.set_mode(i, plan.modes[i].label);
+    results.modes.push_back(run_mode(plan, plan.modes[i], shared, tracker));
+    const ModeResult& m = results.modes.back();
+    const SampleStats step_ms = sample_stats(m.step_ms);
+    const SampleStats host_ms = sample_stats(m.host_ms);
+    std::string floor;
+    if (m.floor_steps > 0 && m.floor.busy_ns > 0) {
+      const double floor_ms = static_cast<double>(m.floor.busy_ns) / 1e6 / m.floor_steps;
+      floor = strprintf("; floor %.3f ms (step/floor %.3fx)", floor_ms, step_ms.median / floor_ms);
+    }
+    tracker.line(strprintf("median step %.3f ms (p90 %.3f) over %zu steps; host %.3f ms per step%s", step_ms.median,
+                           step_ms.p90, step_ms.count, host_ms.median, floor.c_str()));
+  }
+  return results;
+}
+
+}  // namespace sg::bench

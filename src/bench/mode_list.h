@@ -1,0 +1,43 @@
+#pragma once
+// The CUDA-graph modes `stepgraph bench --compare` runs, one after the other on the same model and data:
+//   --compare none,local,transformer_engine:attn,transformer_engine:attn+mlp
+// Each entry is IMPL[:SCOPE[+SCOPE...]] with IMPL one of none, local, transformer_engine and SCOPE one of
+// Megatron-Bridge's cuda_graph_scope values ('+' joins scopes because ',' separates modes). A mode
+// always sets its scope explicitly ("local" = no scope = the whole iteration in stepgraph;
+// "transformer_engine" = no scope = every module of every layer), so a recipe's own cuda_graph_scope
+// never leaks into a compared mode. Only the spelling is checked here: whether a combination is
+// allowed (local:attn, transformer_engine:full_iteration) is the validator's call, like any config.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sg::bench {
+
+inline const std::vector<std::string>& graph_impl_names() {
+  static const std::vector<std::string> names = {"none", "local", "transformer_engine"};
+  return names;
+}
+// Megatron-Bridge's VALID_CUDA_GRAPH_SCOPES (scripts/performance/argument_parser.py).
+inline const std::vector<std::string>& graph_scope_names() {
+  static const std::vector<std::string> names = {"full_iteration", "attn",           "mlp",  "moe",
+                                                 "moe_router",     "moe_preprocess", "mamba"};
+  return names;
+}
+
+struct GraphMode {
+  std::string impl;                // none, local, transformer_engine
+  std::vector<std::string> scope;  // as written, in order; empty: the impl's default
+
+  // "none", "local", "transformer_engine:attn+mlp" (parse_graph_mode(label()) gives the mode back).
+  std::string label() const;
+  bool operator==(const GraphMode&) const = default;
+};
+
+// One entry. Throws train::ConfigError (a usage error, exit 2) for an unknown impl or scope (with the
+// closest valid spelling), an empty scope between '+', or a scope on impl none.
+GraphMode parse_graph_mode(std::string_view text);
+
+// The comma-separated list. Throws train::ConfigError for an empty list or entry, or a mode listed twice.
+std::vector<GraphMode> parse_mode_list(std::string_view text);
+
+}  // namespace sg::bench

@@ -1,0 +1,98 @@
+#pragma once
+// Checkpoint directories, Megatron style:
+//   DIR/iter_0000100/model.safetensors                   model weights, Hugging Face Llama names
+//   DIR/iter_0000100/config.json                         LlamaConfig: transformers loads the folder
+//   DIR/iter_0000100/optimizer_main_params.safetensors   fp32 main weights   (same names)
+//   DIR/iter_0000100/optimizer_exp_avg.safetensors       Adam first moment   (same names)
+//   DIR/iter_0000100/optimizer_exp_avg_sq.safetensors    Adam second moment  (same names)
+//   DIR/iter_0000100/train_state.json                    step, data position, RNG, config hash
+//   DIR/latest_checkpointed_iteration.txt                "100\n": the newest whole save
+// Saving is atomic: files go into DIR/iter_0000100.tmp-<pid>, each fsynced, the folder fsynced,
+// renamed to iter_0000100 (swapped atomically if it exists), DIR fsynced, and only then is `latest`
+// replaced (temporary + fsync + rename). A crash at any point leaves `latest` naming a whole
+// checkpoint.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/safetensors.h"
+#include "checkpoint/train_state.h"
+
+namespace sg::checkpoint {
+
+inline constexpr const char* kModelFile = "model.safetensors";
+inline constexpr const char* kConfigFile = "config.json";
+inline constexpr const char* kOptimizerMainParamsFile = "optimizer_main_params.safetensors";
+inline constexpr const char* kOptimizerExpAvgFile = "optimizer_exp_avg.safetensors";
+inline constexpr const char* kOptimizerExpAvgSqFile = "optimizer_exp_avg_sq.safetensors";
+inline constexpr const char* kTrainStateFile = "train_state.json";
+inline constexpr const char* kLatestFile = "latest_checkpointed_iteration.txt";
+
+// Generic contents of one checkpoint folder.
+struct TensorFile {
+  std::string filename;
+  std::vector<TensorRef> tensors;
+  std::map<std::string, std::string> metadata;
+};
+struct JsonFile {
+  std::string filename;
+  nlohmann::json content;
+};
+struct CheckpointContents {
+  std::vector<TensorFile> tensor_files;
+  std::vector<JsonFile> json_files;
+};
+
+// Test hooks: on_write runs after each written chunk of each file, on_stage after "files_written"
+// (folder complete, not yet renamed), "renamed" (iter folder in place, latest not yet updated) and
+// "latest_written". A hook may kill the process to simulate a crash.
+struct SaveHooks {
+  WriteProgressHook on_write;
+  std::function<void(const std::string& stage)> on_stage;
+};
+
+std::string iteration_dir_name(int64_t iteration);  // "iter_0000100"
+
+// Saves `contents` as DIR/iter_NNNNNNN atomically and points `latest` at it; returns the folder
+// path. Leftover DIR/iter_*.tmp-* folders of crashed saves are removed first.
+std::string save_checkpoint(const std::string& dir, int64_t iteration,
+                            const CheckpointContents& contents, const SaveHooks& hooks = {});
+
+// The iteration `latest` names, or nullopt when DIR has no latest file. sg::Error when it is
+// malformed.
+std::optional<int64_t> read_latest_iteration(const std::string& dir);
+
+// A folder to load from: DIR/iter_N named by DIR's latest file, or DIR itself when it is an
+// iteration folder (holds train_state.json or model.safetensors). sg::Error naming DIR otherwise.
+std::string resolve_checkpoint(const std::string& path);
+
+// ---- The training checkpoint: the standard files above, from generic tensor lists ----
+
+struct TrainingCheckpoint {
+  std::vector<TensorRef> model;  // Hugging Face names (model.layers.0.self_attn.q_proj.weight ...)
+  nlohmann::json model_config;   // hf_llama_config(spec, dtype)
+  std::vector<TensorRef> main_params;  // fp32, same names
+  std::vector<TensorRef> exp_avg;
+  std::vector<TensorRef> exp_avg_sq;
+  TrainState state;
+};
+CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkpoint);
+
+// Where a loaded checkpoint goes. An empty optimizer list skips that file (e.g. weights-only load).
+struct TrainingCheckpointDest {
+  std::vector<TensorDest> model;
+  std::vector<TensorDest> main_params;
+  std::vector<TensorDest> exp_avg;
+  std::vector<TensorDest> exp_avg_sq;
+};
+
+// Loads the folder resolve_checkpoint(path) names. Every file is validated against `dest` before
+// any byte is copied, so a refused checkpoint leaves the buffers untouched; the sg::Error lists
+// every tensor whose name, shape or dtype differs, per file. Returns the train state.
+TrainState load_training_checkpoint(const std::string& path, const TrainingCheckpointDest& dest);
+
+}  // namespace sg::checkpoint

@@ -1,0 +1,55 @@
+#include "checkpoint/hf_config.h"
+
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace sg::checkpoint {
+
+nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
+  if (spec.num_moe_experts > 0) {
+    throw Error(
+        strprintf("config.json: model.num_moe_experts = %lld; LlamaForCausalLM is dense, so a "
+                  "Hugging Face config for MoE models is not written",
+                  static_cast<long long>(spec.num_moe_experts)));
+  }
+  if (spec.num_attention_heads <= 0 || spec.hidden_size % spec.num_attention_heads != 0 ||
+      spec.num_query_groups <= 0 || spec.num_attention_heads % spec.num_query_groups != 0) {
+    throw Error(strprintf(
+        "config.json: hidden_size %lld, num_attention_heads %lld, num_query_groups %lld "
+        "do not describe a Llama attention (heads must divide hidden_size, groups must "
+        "divide heads)",
+        static_cast<long long>(spec.hidden_size), static_cast<long long>(spec.num_attention_heads),
+        static_cast<long long>(spec.num_query_groups)));
+  }
+  if (torch_dtype != "bfloat16" && torch_dtype != "float32") {
+    throw Error("config.json: torch_dtype must be \"bfloat16\" or \"float32\", got \"" +
+                torch_dtype + "\"");
+  }
+  return nlohmann::json{
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"vocab_size", spec.vocab_size},
+      {"hidden_size", spec.hidden_size},
+      {"intermediate_size", spec.ffn_hidden_size},
+      {"num_hidden_layers", spec.num_layers},
+      {"num_attention_heads", spec.num_attention_heads},
+      {"num_key_value_heads", spec.num_query_groups},
+      {"head_dim", spec.head_dim()},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", spec.seq_length},
+      {"rms_norm_eps", spec.layernorm_epsilon},
+      {"rope_theta", spec.rotary_base},
+      {"rope_scaling", nullptr},
+      {"tie_word_embeddings", spec.share_embeddings_and_output_weights},
+      {"attention_bias", false},
+      {"mlp_bias", false},
+      {"attention_dropout",
+       std::stod(strprintf("%g", spec.attention_dropout))},  // 0.1, not 0.100000001
+      {"initializer_range", spec.init_method_std},
+      {"pretraining_tp", 1},
+      {"use_cache", true},
+      {"torch_dtype", torch_dtype},
+  };
+}
+
+}  // namespace sg::checkpoint

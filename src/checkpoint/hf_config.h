@@ -1,0 +1,16 @@
+#pragma once
+// config.json for Hugging Face transformers (LlamaConfig), so a checkpoint folder loads with
+// LlamaForCausalLM.from_pretrained(folder).
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/spec.h"
+
+namespace sg::checkpoint {
+
+// `torch_dtype` names the dtype of the saved model weights ("bfloat16" or "float32").
+// sg::Error for specs LlamaForCausalLM cannot express (MoE, hidden_size not divisible by heads).
+nlohmann::json hf_llama_config(const model::ModelSpec& spec,
+                               const std::string& torch_dtype = "bfloat16");
+
+}  // namespace sg::checkpoint

@@ -1,0 +1,101 @@
+#include "checkpoint/train_state.h"
+
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace sg::checkpoint {
+
+namespace {
+constexpr const char* kFormat = "stepgraph-train-state";
+constexpr int kVersion = 1;
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+}  // namespace
+
+std::string bytes_to_hex(const std::vector<uint8_t>& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (const uint8_t b : bytes) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+std::vector<uint8_t> hex_to_bytes(std::string_view hex) {
+  if (hex.size() % 2 != 0) throw Error(strprintf("hex string has odd length %zu", hex.size()));
+  std::vector<uint8_t> out(hex.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0)
+      throw Error(strprintf("hex string has a non-hex character near offset %zu", 2 * i));
+    out[i] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  return out;
+}
+
+std::string config_hash_hex(std::string_view canonical_config) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char c : canonical_config) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ull;
+  }
+  return strprintf("%016llx", static_cast<unsigned long long>(h));
+}
+
+nlohmann::json TrainState::to_json() const {
+  return nlohmann::json{
+      {"format", kFormat},
+      {"version", kVersion},
+      {"iteration", iteration},
+      {"consumed_samples", data_position.consumed_samples},
+      {"data_position", data_position.to_json()},
+      {"rng_state", bytes_to_hex(rng_state)},
+      {"config_hash", config_hash},
+      {"extra", extra},
+  };
+}
+
+TrainState TrainState::from_json(const nlohmann::json& j, const std::string& source) {
+  auto fail = [&](const std::string& what) -> Error {
+    return Error(strprintf("train state %s: %s", source.c_str(), what.c_str()));
+  };
+  if (!j.is_object()) throw fail("not a JSON object");
+  if (j.value("format", std::string()) != kFormat) {
+    throw fail(strprintf("\"format\" is not \"%s\"; not a stepgraph train state", kFormat));
+  }
+  if (!j.contains("version") || !j["version"].is_number_integer() ||
+      j["version"].get<int>() != kVersion) {
+    throw fail(strprintf("unsupported \"version\" %s (this build reads version %d)",
+                         j.contains("version") ? j["version"].dump().c_str() : "(missing)",
+                         kVersion));
+  }
+  for (const char* key : {"iteration", "data_position", "rng_state", "config_hash"}) {
+    if (!j.contains(key)) throw fail(strprintf("missing key \"%s\"", key));
+  }
+  if (!j["iteration"].is_number_integer() || j["iteration"].get<int64_t>() < 0) {
+    throw fail("\"iteration\" must be a non-negative integer, got " + j["iteration"].dump());
+  }
+  if (!j["rng_state"].is_string() || !j["config_hash"].is_string()) {
+    throw fail("\"rng_state\" and \"config_hash\" must be strings");
+  }
+  TrainState s;
+  s.iteration = j["iteration"].get<int64_t>();
+  try {
+    s.data_position = data::DataPosition::from_json(j["data_position"]);
+    s.rng_state = hex_to_bytes(j["rng_state"].get<std::string>());
+  } catch (const Error& e) {
+    throw fail(e.what());
+  }
+  s.config_hash = j["config_hash"].get<std::string>();
+  if (j.contains("extra")) s.extra = j["extra"];
+  return s;
+}
+
+}  // namespace sg::checkpoint

@@ -1,0 +1,281 @@
+#pragma once
+// The run configuration, in Megatron-Bridge's language: the sections and key names of Bridge's
+// ConfigContainer (model, train, optimizer, scheduler, dataset, checkpoint, logger, rng,
+// rerun_state_machine, ddp), so a Bridge user's dotted overrides work unchanged.
+//
+// Flow: a recipe (YAML file or shipped recipe name) -> load_config -> apply_overrides ->
+// validate() (config/validate.h, which also normalizes) -> emit_yaml / model_spec.
+// Defaults are Bridge's (GPTModelProvider with the Llama provider's choices: no biases, no dropout,
+// untied embeddings); keys Bridge leaves unset (None) are std::optional here and print as null.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+
+namespace sg::config {
+
+// A configuration the user must fix before anything runs: bad YAML, unknown key, wrong type,
+// malformed override, unknown recipe. The CLI exits with exit_code() (2: usage/parse error), unlike
+// rule violations found by validate() (exit 1).
+class ConfigError : public sg::Error {
+ public:
+  explicit ConfigError(const std::string& message) : sg::Error(message) {}
+  int exit_code() const { return 2; }
+};
+
+struct ModelConfig {
+  int64_t num_layers = 0;  // Megatron leaves shapes unset (0): a recipe must give them
+  int64_t hidden_size = 0;
+  std::optional<int64_t> ffn_hidden_size;  // null: 4 * hidden_size
+  int64_t num_attention_heads = 0;
+  std::optional<int64_t> num_query_groups;  // null: num_attention_heads (no GQA)
+  int64_t seq_length = 1024;
+  std::optional<int64_t> vocab_size;  // Bridge takes it from the tokenizer; stepgraph needs it set
+  double rotary_base = 10000.0;
+  double layernorm_epsilon = 1e-5;
+  bool share_embeddings_and_output_weights = false;
+  double init_method_std = 0.02;
+  double attention_dropout = 0.0;
+  double hidden_dropout = 0.0;
+  bool add_bias_linear = false;
+  bool add_qkv_bias = false;
+  // Mixture of Experts: null or 0 experts is a dense model.
+  std::optional<int64_t> num_moe_experts;
+  int64_t moe_router_topk = 2;
+  std::optional<int64_t> moe_ffn_hidden_size;        // null: ffn_hidden_size
+  std::optional<double> moe_expert_capacity_factor;  // null: token-dropless
+  bool moe_pad_expert_input_to_capacity = false;
+  std::string moe_token_dispatcher_type = "allgather";
+  double moe_aux_loss_coeff = 0.0;
+  // Megatron's per-layer pattern: M = Mamba, * = attention, - = MLP, E = MoE. null: num_layers
+  // blocks of attention followed by MLP (or MoE when num_moe_experts > 0).
+  std::optional<std::string> hybrid_override_pattern;
+  std::optional<std::string> recompute_granularity;            // null, full, selective
+  std::vector<std::string> recompute_modules = {"core_attn"};  // used with selective granularity
+  std::optional<int64_t> recompute_num_layers;
+  bool cpu_offloading = false;
+  bool delay_wgrad_compute = false;
+  bool gradient_accumulation_fusion = true;
+  int64_t tensor_model_parallel_size = 1;
+  int64_t pipeline_model_parallel_size = 1;
+  int64_t expert_model_parallel_size = 1;
+  std::string cuda_graph_impl = "none";       // none, local, transformer_engine
+  std::vector<std::string> cuda_graph_scope;  // YAML list or "attn,mlp"
+  int64_t cuda_graph_warmup_steps = 3;
+  bool use_te_rng_tracker = false;
+};
+
+struct TrainConfig {
+  std::optional<int64_t> micro_batch_size;
+  std::optional<int64_t> global_batch_size;  // null: micro_batch_size (one microbatch)
+  std::optional<int64_t> train_iters;
+};
+
+struct OptimizerConfig {
+  std::optional<double> lr;
+  double min_lr = 0.0;
+  double weight_decay = 0.01;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double clip_grad = 1.0;
+};
+
+struct SchedulerConfig {
+  int64_t lr_warmup_iters = 0;
+  std::optional<int64_t> lr_decay_iters;  // null: train_iters
+  std::string lr_decay_style = "linear";  // constant, linear, cosine, inverse-square-root
+};
+
+struct DatasetConfig {
+  std::vector<std::string> data_path;  // Megatron indexed dataset prefixes (.bin/.idx)
+  bool mock = false;
+  std::optional<int64_t> seq_length;  // null: model.seq_length
+  bool pad_to_max_length = false;
+  bool packed_sequence = false;
+  bool pad_cu_seqlens = false;
+};
+
+struct CheckpointConfig {
+  std::optional<std::string> save;
+  std::optional<std::string> load;
+  std::optional<int64_t> save_interval;
+};
+
+struct LoggerConfig {
+  int64_t log_interval = 100;
+};
+
+struct RngConfig {
+  int64_t seed = 1234;
+  bool te_rng_tracker = false;
+};
+
+struct RerunStateMachineConfig {
+  bool check_for_nan_in_loss = true;
+};
+
+struct DdpConfig {
+  bool check_for_nan_in_grad = false;
+};
+
+struct Config {
+  ModelConfig model;
+  TrainConfig train;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  DatasetConfig dataset;
+  CheckpointConfig checkpoint;
+  LoggerConfig logger;
+  RngConfig rng;
+  RerunStateMachineConfig rerun_state_machine;
+  DdpConfig ddp;
+  // Where the config came from (file path or shipped recipe), for messages. Not a key.
+  std::string source;
+};
+
+// Calls visitor(section, key, member, doc) for every key in emission order. The member type is one
+// of bool, int64_t, double, std::string, std::optional<int64_t|double|std::string>,
+// std::vector<std::string>. One table serves the YAML loader, overrides, the emitter and the docs.
+template <class ConfigT, class Visitor>
+void visit_fields(ConfigT& c, Visitor&& v) {
+  auto& m = c.model;
+  v("model", "num_layers", m.num_layers, "transformer layers (blocks)");
+  v("model", "hidden_size", m.hidden_size, "model width");
+  v("model", "ffn_hidden_size", m.ffn_hidden_size, "MLP width; null = 4 * hidden_size");
+  v("model", "num_attention_heads", m.num_attention_heads, "query heads");
+  v("model", "num_query_groups", m.num_query_groups, "KV heads (GQA); null = num_attention_heads");
+  v("model", "seq_length", m.seq_length, "tokens per sequence");
+  v("model", "vocab_size", m.vocab_size, "vocabulary size (must be set)");
+  v("model", "rotary_base", m.rotary_base, "RoPE base");
+  v("model", "layernorm_epsilon", m.layernorm_epsilon, "RMSNorm epsilon");
+  v("model", "share_embeddings_and_output_weights", m.share_embeddings_and_output_weights,
+    "tie the output layer to the embedding");
+  v("model", "init_method_std", m.init_method_std, "std of the normal weight init");
+  v("model", "attention_dropout", m.attention_dropout, "dropout on attention probabilities");
+  v("model", "hidden_dropout", m.hidden_dropout, "dropout before each residual add");
+  v("model", "add_bias_linear", m.add_bias_linear, "biases in linear layers");
+  v("model", "add_qkv_bias", m.add_qkv_bias, "bias in the QKV projection");
+  v("model", "num_moe_experts", m.num_moe_experts, "experts per MoE layer; null/0 = dense");
+  v("model", "moe_router_topk", m.moe_router_topk, "experts per token");
+  v("model", "moe_ffn_hidden_size", m.moe_ffn_hidden_size,
+    "expert MLP width; null = ffn_hidden_size");
+  v("model", "moe_expert_capacity_factor", m.moe_expert_capacity_factor,
+    "expert capacity factor; null = token-dropless");
+  v("model", "moe_pad_expert_input_to_capacity", m.moe_pad_expert_input_to_capacity,
+    "pad every expert's input to its capacity (static shapes)");
+  v("model", "moe_token_dispatcher_type", m.moe_token_dispatcher_type, "allgather, alltoall, flex");
+  v("model", "moe_aux_loss_coeff", m.moe_aux_loss_coeff, "load-balancing loss weight");
+  v("model", "hybrid_override_pattern", m.hybrid_override_pattern,
+    "per-layer pattern: M Mamba, * attention, - MLP, E MoE");
+  v("model", "recompute_granularity", m.recompute_granularity, "null, full, selective");
+  v("model", "recompute_modules", m.recompute_modules,
+    "with selective: core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts");
+  v("model", "recompute_num_layers", m.recompute_num_layers,
+    "layers recomputed with full granularity");
+  v("model", "cpu_offloading", m.cpu_offloading, "offload activations to host memory");
+  v("model", "delay_wgrad_compute", m.delay_wgrad_compute, "delay weight-gradient GEMMs");
+  v("model", "gradient_accumulation_fusion", m.gradient_accumulation_fusion,
+    "weight-gradient GEMMs accumulate into the fp32 main_grad");
+  v("model", "tensor_model_parallel_size", m.tensor_model_parallel_size, "tensor parallel size");
+  v("model", "pipeline_model_parallel_size", m.pipeline_model_parallel_size,
+    "pipeline parallel size");
+  v("model", "expert_model_parallel_size", m.expert_model_parallel_size, "expert parallel size");
+  v("model", "cuda_graph_impl", m.cuda_graph_impl, "none, local, transformer_engine");
+  v("model", "cuda_graph_scope", m.cuda_graph_scope,
+    "full_iteration, attn, mlp, moe, moe_router, moe_preprocess, mamba (list or a,b)");
+  v("model", "cuda_graph_warmup_steps", m.cuda_graph_warmup_steps, "eager steps before capture");
+  v("model", "use_te_rng_tracker", m.use_te_rng_tracker, "graph-safe RNG tracker (model side)");
+  v("train", "micro_batch_size", c.train.micro_batch_size, "sequences per microbatch");
+  v("train", "global_batch_size", c.train.global_batch_size,
+    "sequences per step; null = micro_batch_size");
+  v("train", "train_iters", c.train.train_iters, "optimizer steps");
+  v("optimizer", "lr", c.optimizer.lr, "peak learning rate (must be set)");
+  v("optimizer", "min_lr", c.optimizer.min_lr, "learning rate at the end of decay");
+  v("optimizer", "weight_decay", c.optimizer.weight_decay, "AdamW decoupled weight decay");
+  v("optimizer", "adam_beta1", c.optimizer.adam_beta1, "Adam beta1");
+  v("optimizer", "adam_beta2", c.optimizer.adam_beta2, "Adam beta2");
+  v("optimizer", "adam_eps", c.optimizer.adam_eps, "Adam epsilon");
+  v("optimizer", "clip_grad", c.optimizer.clip_grad, "global gradient-norm clip; 0 = off");
+  v("scheduler", "lr_warmup_iters", c.scheduler.lr_warmup_iters, "linear warmup steps");
+  v("scheduler", "lr_decay_iters", c.scheduler.lr_decay_iters, "decay steps; null = train_iters");
+  v("scheduler", "lr_decay_style", c.scheduler.lr_decay_style,
+    "constant, linear, cosine, inverse-square-root");
+  v("dataset", "data_path", c.dataset.data_path, "indexed dataset prefixes (list or a,b)");
+  v("dataset", "mock", c.dataset.mock, "random tokens instead of data_path");
+  v("dataset", "seq_length", c.dataset.seq_length, "must equal model.seq_length; null = that");
+  v("dataset", "pad_to_max_length", c.dataset.pad_to_max_length,
+    "pad every sequence to seq_length");
+  v("dataset", "packed_sequence", c.dataset.packed_sequence,
+    "several documents per sequence (THD)");
+  v("dataset", "pad_cu_seqlens", c.dataset.pad_cu_seqlens, "pad cu_seqlens to a static length");
+  v("checkpoint", "save", c.checkpoint.save, "directory to save checkpoints to");
+  v("checkpoint", "load", c.checkpoint.load, "directory to resume from");
+  v("checkpoint", "save_interval", c.checkpoint.save_interval, "steps between saves");
+  v("logger", "log_interval", c.logger.log_interval, "steps between log lines");
+  v("rng", "seed", c.rng.seed, "seed of every random stream");
+  v("rng", "te_rng_tracker", c.rng.te_rng_tracker, "graph-safe RNG tracker (rng side)");
+  v("rerun_state_machine", "check_for_nan_in_loss", c.rerun_state_machine.check_for_nan_in_loss,
+    "host-side NaN check of the loss");
+  v("ddp", "check_for_nan_in_grad", c.ddp.check_for_nan_in_grad,
+    "host-side NaN check of gradients");
+}
+
+// Every dotted key ("model.hidden_size"), in emission order.
+std::vector<std::string> config_keys();
+// The sections, in emission order.
+std::vector<std::string> config_sections();
+
+// The value of a dotted key as it prints in YAML ("[attn, mlp]", "null", "3e-05"). Throws
+// ConfigError for an unknown key.
+std::string format_value(const Config& config, std::string_view dotted_key);
+
+// ---- YAML in (config_yaml.cpp) -------------------------------------------------------------------
+// Parses a recipe. `source` names it in messages ("recipes/llama/tiny.yaml:12:3: ..."). Missing keys
+// keep their defaults. Throws ConfigError on bad YAML, unknown section/key (with a suggestion), wrong
+// type, duplicate key.
+Config load_config_yaml(std::string_view text, const std::string& source);
+
+// ---- Overrides (config_overrides.cpp) -------------------------------------------------------------
+// Applies "section.key=value"; value is a YAML scalar or flow list ("attn,mlp" and "[attn, mlp]" are
+// the same list; an empty value or null unsets an optional key). Throws ConfigError when malformed.
+void apply_override(Config& config, std::string_view override_text);
+void apply_overrides(Config& config, const std::vector<std::string>& overrides);
+// True when the text has the shape of an override (contains '=') rather than a recipe name/path.
+bool looks_like_override(std::string_view text);
+
+// ---- YAML out (config_emit.cpp) -------------------------------------------------------------------
+// The config as YAML that load_config_yaml reads back to the same config. `header` becomes leading
+// comment lines.
+std::string emit_yaml(const Config& config, const std::string& header = "");
+
+// ---- Recipes (config_recipes.cpp) ----------------------------------------------------------------
+// recipes/**/*.yaml are embedded at build time (cmake/EmbedRecipes.cmake), so a shipped recipe loads
+// from any working directory.
+struct EmbeddedRecipe {
+  const char* name;  // "llama/tiny" (path under recipes/, without .yaml)
+  const char* text;
+};
+const std::vector<EmbeddedRecipe>& embedded_recipes();  // generated: sg_embedded_recipes.cpp
+
+inline constexpr const char* kDefaultRecipe = "llama/demo";
+
+struct RecipeText {
+  std::string name;    // "llama/tiny" for a shipped recipe, else the path as given
+  std::string source;  // for messages: the file path, or "recipes/llama/tiny.yaml" when embedded
+  std::string text;
+  bool embedded = false;  // read from the copy built into the binary
+};
+
+// Names of the shipped recipes, sorted.
+std::vector<std::string> shipped_recipe_names();
+// Resolves RECIPE: an existing file path wins; otherwise a shipped name ("llama/tiny", "tiny",
+// "recipes/llama/tiny.yaml"). Throws ConfigError naming the shipped recipes when nothing matches.
+RecipeText find_recipe(std::string_view name_or_path);
+// find_recipe + load_config_yaml + apply_overrides (not yet validated or normalized).
+Config load_config(std::string_view name_or_path, const std::vector<std::string>& overrides = {});
+
+}  // namespace sg::config

@@ -1,0 +1,41 @@
+#pragma once
+// Internal to src/train/config*.cpp: typed conversion between YAML nodes and config members, and
+// the value formatting the emitter and validation messages share. Not part of the train/ interface.
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+
+namespace sg::config::detail {
+
+// Sets section.key from `value`. `where` prefixes error messages ("file:3:5" or "override '...'").
+// Returns false when the key does not exist (the caller reports it with a suggestion); throws
+// ConfigError when the value has the wrong type.
+bool assign_key(Config& config, std::string_view section, std::string_view key,
+                const YAML::Node& value, const std::string& where);
+
+// "unknown key 'model.hiden_size'; did you mean 'model.hidden_size'?" (no suggestion when nothing
+// is close), and the same for a section.
+std::string unknown_key_message(std::string_view section, std::string_view key);
+std::string unknown_section_message(std::string_view section);
+
+// "file:line:column" of a node (1-based), for messages.
+std::string position(const std::string& source, const YAML::Mark& mark);
+
+// YAML text of one value, as emit_yaml prints it.
+std::string format_yaml(bool v);
+std::string format_yaml(int64_t v);
+std::string format_yaml(double v);
+std::string format_yaml(const std::string& v);
+std::string format_yaml(const std::vector<std::string>& v);
+template <class T>
+std::string format_yaml(const std::optional<T>& v) {
+  return v ? format_yaml(*v) : std::string("null");
+}
+
+}  // namespace sg::config::detail

@@ -1,0 +1,136 @@
+// Dotted command-line overrides, Megatron-Bridge style: model.cuda_graph_scope=attn,mlp
+// train.train_iters=50 checkpoint.save=null. The value is read as a YAML scalar or flow list.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+#include "core/strings.h"
+#include "config/config.h"
+#include "config/config_detail.h"
+
+namespace sg::config {
+namespace {
+
+constexpr size_t kMaxOverrideLength = 4096;
+constexpr int kMaxBrackets = 16;  // a real value has at most one [..]; this bounds parser recursion
+
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char ch : text.substr(0, 200)) {
+    const auto u = static_cast<unsigned char>(ch);
+    out += (u < 0x20 || u == 0x7f) ? strprintf("\\x%02x", u) : std::string(1, ch);
+  }
+  if (text.size() > 200) out += "...";
+  return out;
+}
+
+bool is_key_char(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         ch == '_' || ch == '-';
+}
+
+// Index of the quote that closes the quoted scalar starting at value[0] ('' escapes ' in single
+// quotes, \ escapes in double quotes), or npos.
+size_t closing_quote(const std::string& value) {
+  const char quote = value[0];
+  for (size_t i = 1; i < value.size(); ++i) {
+    if (quote == '"' && value[i] == '\\') {
+      ++i;
+    } else if (value[i] == quote) {
+      if (quote == '\'' && i + 1 < value.size() && value[i + 1] == '\'') {
+        ++i;
+      } else {
+        return i;
+      }
+    }
+  }
+  return std::string::npos;
+}
+
+// yaml-cpp stops at the end of the first value and ignores the rest ("[a] b" reads as [a], "a #b"
+// as a), and reads a leading ',' as null: accept only a parse that covers the whole text.
+bool whole_value_read(const YAML::Node& node, const std::string& value) {
+  const char first = value.front();
+  const char last = value.back();
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return value == "null" || value == "Null" || value == "NULL" || value == "~";
+    case YAML::NodeType::Scalar:
+      if (first == '\'' || first == '"') return closing_quote(value) == value.size() - 1;
+      return node.Scalar() == value;
+    case YAML::NodeType::Sequence:
+      return first == '[' && last == ']';
+    case YAML::NodeType::Map:
+      return first == '{' && last == '}';
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool looks_like_override(std::string_view text) { return text.find('=') != std::string_view::npos; }
+
+void apply_override(Config& config, std::string_view override_text) {
+  const std::string shown = printable(override_text);
+  const std::string where = "override '" + shown + "'";
+  const auto malformed = [&](const std::string& why) {
+    return ConfigError(where + ": " + why +
+                       "; write section.key=value, e.g. model.cuda_graph_scope=attn,mlp or "
+                       "train.train_iters=50");
+  };
+  if (override_text.size() > kMaxOverrideLength) throw malformed("too long");
+  const size_t eq = override_text.find('=');
+  if (eq == std::string_view::npos) throw malformed("no '='");
+  const std::string key = trim(override_text.substr(0, eq));
+  const std::string value = trim(override_text.substr(eq + 1));
+  if (key.empty()) throw malformed("no key before '='");
+  if (!std::all_of(key.begin(), key.end(), [](char ch) { return is_key_char(ch) || ch == '.'; })) {
+    throw malformed("the key '" + printable(key) +
+                    "' has characters other than letters, digits, _ and .");
+  }
+  const auto parts = split(key, '.');
+  if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
+    throw malformed("the key '" + key + "' is not of the form section.key");
+  }
+  const auto sections = config_sections();
+  if (std::find(sections.begin(), sections.end(), parts[0]) == sections.end()) {
+    throw ConfigError(where + ": " + detail::unknown_section_message(parts[0]));
+  }
+  const int brackets = static_cast<int>(
+      std::count_if(value.begin(), value.end(), [](char ch) { return ch == '[' || ch == '{'; }));
+  if (brackets > kMaxBrackets) throw malformed("the value nests too deeply");
+
+  YAML::Node node;  // an empty value is null: it unsets an optional key or empties a list
+  if (!value.empty()) {
+    if (value.find('\n') != std::string::npos || value.find('\r') != std::string::npos) {
+      throw malformed("the value spans several lines");
+    }
+    try {
+      // YAML::Load, not LoadAll: yaml-cpp 0.7's LoadAll never returns on some inputs (a leading
+      // ',').
+      node = YAML::Load(value);
+    } catch (const YAML::Exception& e) {
+      throw ConfigError(strprintf("%s: the value '%s' is not a YAML value: %s", where.c_str(),
+                                  printable(value).c_str(), e.msg.c_str()));
+    }
+    if (!whole_value_read(node, value)) {
+      throw malformed("the value '" + printable(value) +
+                      "' is not one YAML value (a scalar, or a list written [a, b] or a,b; quote "
+                      "strings that hold # or trailing text)");
+    }
+  }
+  try {
+    if (!detail::assign_key(config, parts[0], parts[1], node, where)) {
+      throw ConfigError(where + ": " + detail::unknown_key_message(parts[0], parts[1]));
+    }
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(strprintf("%s: %s", where.c_str(), e.msg.c_str()));
+  }
+}
+
+void apply_overrides(Config& config, const std::vector<std::string>& overrides) {
+  for (const auto& o : overrides) apply_override(config, o);
+}
+
+}  // namespace sg::config

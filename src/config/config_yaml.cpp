@@ -1,0 +1,319 @@
+// YAML -> Config: every value is type-checked and every key must exist, with errors that name the
+// file, line and column, the key, what was expected and (for unknown keys) the closest valid key.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+#include "core/strings.h"
+#include "config/config.h"
+#include "config/config_detail.h"
+
+namespace sg::config::detail {
+namespace {
+
+// Quoted scalars carry the non-specific tag "!": '5' is a string, never an integer.
+bool is_quoted(const YAML::Node& n) { return n.Tag() == "!"; }
+
+std::string describe(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Scalar:
+      return "'" + n.Scalar() + "'";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    default:
+      return "nothing";
+  }
+}
+
+[[noreturn]] void type_error(const std::string& where, const YAML::Node& n, const char* expected) {
+  throw ConfigError(
+      strprintf("%s: expected %s, got %s", where.c_str(), expected, describe(n).c_str()));
+}
+
+std::string lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+void convert(const YAML::Node& n, bool& out, const std::string& where) {
+  if (!n.IsScalar() || is_quoted(n)) type_error(where, n, "true or false");
+  const std::string s = lower(n.Scalar());
+  if (s == "true" || s == "yes" || s == "on") {
+    out = true;
+  } else if (s == "false" || s == "no" || s == "off") {
+    out = false;
+  } else {
+    type_error(where, n, "true or false");
+  }
+}
+
+void convert(const YAML::Node& n, int64_t& out, const std::string& where) {
+  if (!n.IsScalar() || is_quoted(n)) type_error(where, n, "an integer");
+  std::string s = n.Scalar();
+  if (!s.empty() && s[0] == '+') s.erase(0, 1);
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
+    if (ec == std::errc::result_out_of_range) type_error(where, n, "an integer in the int64 range");
+    type_error(where, n, "an integer");
+  }
+  out = v;
+}
+
+void convert(const YAML::Node& n, double& out, const std::string& where) {
+  if (!n.IsScalar() || is_quoted(n)) type_error(where, n, "a number");
+  const std::string s = n.Scalar();
+  const std::string l = lower(s);
+  if (l == ".inf" || l == "+.inf") {
+    out = INFINITY;
+    return;
+  }
+  if (l == "-.inf") {
+    out = -INFINITY;
+    return;
+  }
+  if (l == ".nan") {
+    out = NAN;
+    return;
+  }
+  // Digits, sign, point and exponent only: strtod alone would also take hex floats and "infinity".
+  const bool number_chars = !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
+    return std::isdigit(static_cast<unsigned char>(ch)) || ch == '+' || ch == '-' || ch == '.' ||
+           ch == 'e' || ch == 'E';
+  });
+  char* end = nullptr;
+  errno = 0;
+  const double v = number_chars ? std::strtod(s.c_str(), &end) : 0.0;
+  if (!number_chars || end != s.c_str() + s.size()) type_error(where, n, "a number");
+  if (errno == ERANGE && std::isinf(v)) type_error(where, n, "a number in the double range");
+  out = v;
+}
+
+void convert(const YAML::Node& n, std::string& out, const std::string& where) {
+  if (!n.IsScalar()) type_error(where, n, "a string");
+  out = n.Scalar();
+}
+
+// A YAML list of scalars, or one scalar holding a comma-separated list ("attn,mlp"); null and ""
+// are the empty list.
+void convert(const YAML::Node& n, std::vector<std::string>& out, const std::string& where) {
+  std::vector<std::string> items;
+  if (n.IsNull()) {
+    out.clear();
+    return;
+  }
+  if (n.IsSequence()) {
+    for (const auto& item : n) {
+      if (!item.IsScalar()) type_error(where, item, "a list of strings");
+      items.push_back(trim(item.Scalar()));
+    }
+  } else if (n.IsScalar()) {
+    if (!trim(n.Scalar()).empty()) {
+      for (const auto& part : split(n.Scalar(), ',')) items.push_back(trim(part));
+    }
+  } else {
+    type_error(where, n, "a list of strings or a comma-separated string");
+  }
+  for (const auto& item : items) {
+    if (item.empty()) {
+      throw ConfigError(strprintf("%s: empty item in list %s", where.c_str(), describe(n).c_str()));
+    }
+  }
+  out = std::move(items);
+}
+
+template <class T>
+void convert(const YAML::Node& n, std::optional<T>& out, const std::string& where) {
+  if (n.IsNull()) {
+    out.reset();
+    return;
+  }
+  T v{};
+  convert(n, v, where);
+  out = std::move(v);
+}
+
+}  // namespace
+
+std::string position(const std::string& source, const YAML::Mark& mark) {
+  if (mark.is_null()) return source;
+  return strprintf("%s:%d:%d", source.c_str(), mark.line + 1, mark.column + 1);
+}
+
+bool assign_key(Config& config, std::string_view section, std::string_view key,
+                const YAML::Node& value, const std::string& where) {
+  bool found = false;
+  visit_fields(config, [&](std::string_view s, std::string_view k, auto& member, const char*) {
+    if (found || s != section || k != key) return;
+    found = true;
+    convert(value, member,
+            strprintf("%s: %.*s.%.*s", where.c_str(), static_cast<int>(s.size()), s.data(),
+                      static_cast<int>(k.size()), k.data()));
+  });
+  return found;
+}
+
+std::string unknown_key_message(std::string_view section, std::string_view key) {
+  std::vector<std::string> same_section;
+  std::vector<std::string> elsewhere;  // the same key name under another section
+  const Config defaults;
+  visit_fields(defaults, [&](std::string_view s, std::string_view k, const auto&, const char*) {
+    if (s == section) same_section.emplace_back(k);
+    if (s != section && k == key) elsewhere.push_back(std::string(s) + "." + std::string(k));
+  });
+  std::string message = strprintf("unknown key '%.*s.%.*s'", static_cast<int>(section.size()),
+                                  section.data(), static_cast<int>(key.size()), key.data());
+  const std::string close = closest_match(key, same_section);
+  if (!close.empty()) {
+    message += strprintf("; did you mean '%.*s.%s'?", static_cast<int>(section.size()),
+                         section.data(), close.c_str());
+  } else if (!elsewhere.empty()) {
+    message += "; did you mean '" + join(elsewhere, "' or '") + "'?";
+  } else {
+    message += strprintf("; the keys of section '%.*s' are listed in docs/configuration.md",
+                         static_cast<int>(section.size()), section.data());
+  }
+  return message;
+}
+
+std::string unknown_section_message(std::string_view section) {
+  std::string message =
+      strprintf("unknown section '%.*s'", static_cast<int>(section.size()), section.data());
+  const std::string close = closest_match(section, config_sections());
+  std::vector<std::string> as_key;  // a key written without its section
+  const Config defaults;
+  visit_fields(defaults, [&](std::string_view s, std::string_view k, const auto&, const char*) {
+    if (k == section) as_key.push_back(std::string(s) + "." + std::string(k));
+  });
+  if (!close.empty()) {
+    message += "; did you mean '" + close + "'?";
+  } else if (!as_key.empty()) {
+    message += "; did you mean '" + join(as_key, "' or '") + "'? (keys go under their section)";
+  } else {
+    message += "; the sections are " + join(config_sections(), ", ");
+  }
+  return message;
+}
+
+}  // namespace sg::config::detail
+
+namespace sg::config {
+namespace {
+
+// 1-based line of a "---" document marker that follows content, or 0. A recipe is one document;
+// yaml-cpp's Load would silently read only the first.
+int second_document_line(std::string_view text) {
+  bool content = false;
+  int line_number = 0;
+  for (const auto& raw : split(text, '\n')) {
+    ++line_number;
+    const std::string line = trim(raw);
+    const bool marker = raw.rfind("---", 0) == 0 &&
+                        (raw.size() == 3 || raw[3] == ' ' || raw[3] == '\t' || raw[3] == '\r');
+    if (marker && content) return line_number;
+    if (!marker && !line.empty() && line[0] != '#' && line[0] != '%') content = true;
+  }
+  return 0;
+}
+
+// True when the text holds nothing but comments, blank lines, document markers and a null: the only
+// texts that may load as a null document (yaml-cpp also returns null for some unreadable input).
+bool only_comments(std::string_view text) {
+  for (const auto& raw : split(text, '\n')) {
+    const std::string line = trim(raw);
+    if (line.empty() || line[0] == '#' || line[0] == '%' || line == "---" || line == "..." ||
+        line == "null" || line == "~") {
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Config load_config_yaml(std::string_view text, const std::string& source) {
+  using detail::position;
+  if (const int line = second_document_line(text); line > 0) {
+    throw ConfigError(
+        strprintf("%s:%d: a second YAML document starts here; a recipe is one document",
+                  source.c_str(), line));
+  }
+  YAML::Node root;
+  try {
+    // YAML::Load, not LoadAll: yaml-cpp 0.7's LoadAll never returns on some inputs (a leading ',').
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(
+        strprintf("%s: invalid YAML: %s", position(source, e.mark).c_str(), e.msg.c_str()));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(strprintf("%s: invalid YAML: %s", source.c_str(), e.what()));
+  }
+  Config config;
+  config.source = source;
+  if (root.IsNull()) {
+    if (!only_comments(text)) {
+      throw ConfigError(source +
+                        ": invalid YAML: no document could be read (check the first lines)");
+    }
+    return config;
+  }
+  if (!root.IsMap()) {
+    throw ConfigError(strprintf("%s: a recipe is a map of sections (model:, train:, ...), got %s",
+                                position(source, root.Mark()).c_str(),
+                                root.IsSequence() ? "a list" : "a single value"));
+  }
+  try {
+    std::set<std::string> seen_sections;
+    for (const auto& section_entry : root) {
+      const YAML::Node& section_key = section_entry.first;
+      const YAML::Node& section_value = section_entry.second;
+      const std::string where = position(source, section_key.Mark());
+      if (!section_key.IsScalar())
+        throw ConfigError(where + ": a section name must be a plain word");
+      const std::string section = section_key.Scalar();
+      const auto sections = config_sections();
+      if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
+        throw ConfigError(where + ": " + detail::unknown_section_message(section));
+      }
+      if (!seen_sections.insert(section).second) {
+        throw ConfigError(where + ": section '" + section + "' appears twice");
+      }
+      if (section_value.IsNull()) continue;
+      if (!section_value.IsMap()) {
+        throw ConfigError(strprintf("%s: section '%s' must be a map of keys, got %s",
+                                    position(source, section_value.Mark()).c_str(), section.c_str(),
+                                    section_value.IsSequence() ? "a list" : "a single value"));
+      }
+      std::set<std::string> seen_keys;
+      for (const auto& entry : section_value) {
+        const std::string key_where = position(source, entry.first.Mark());
+        if (!entry.first.IsScalar()) throw ConfigError(key_where + ": a key must be a plain word");
+        const std::string key = entry.first.Scalar();
+        if (!seen_keys.insert(key).second) {
+          throw ConfigError(strprintf("%s: key '%s.%s' appears twice", key_where.c_str(),
+                                      section.c_str(), key.c_str()));
+        }
+        const std::string value_where = position(source, entry.second.Mark());
+        if (!detail::assign_key(config, section, key, entry.second, value_where)) {
+          throw ConfigError(key_where + ": " + detail::unknown_key_message(section, key));
+        }
+      }
+    }
+  } catch (const YAML::Exception& e) {  // yaml-cpp's own conversions; not expected, kept clear
+    throw ConfigError(strprintf("%s: %s", position(source, e.mark).c_str(), e.msg.c_str()));
+  }
+  return config;
+}
+
+}  // namespace sg::config

@@ -1,0 +1,27 @@
+#pragma once
+// Config (Megatron-Bridge keys) -> the model layer's ModelSpec / BatchSpec and per-layer pattern.
+#include <string>
+#include <vector>
+
+#include "model/spec.h"
+#include "config/config.h"
+
+namespace sg::config {
+
+// Shapes of the model. Unset optional keys take their Bridge meaning (ffn_hidden_size null:
+// 4 * hidden_size; num_query_groups null: num_attention_heads; moe_ffn_hidden_size null:
+// ffn_hidden_size). Expects a config that validate() accepted.
+model::ModelSpec model_spec(const Config& config);
+
+// micro_batch_size and num_microbatches = global_batch_size / micro_batch_size (data parallel 1).
+model::BatchSpec batch_spec(const Config& config);
+
+// The layer sequence: one entry per character of hybrid_override_pattern (M mamba, * attention,
+// - mlp, E moe), or, without a pattern, num_layers blocks of attention followed by an MLP (MoE when
+// num_moe_experts > 0). Throws ConfigError for a character outside M*-E.
+std::vector<model::LayerKind> layer_pattern(const Config& config);
+
+// "attention" / "mlp" / "moe" / "mamba".
+const char* layer_kind_name(model::LayerKind kind);
+
+}  // namespace sg::config

@@ -1,0 +1,544 @@
+// The 16 configuration rules (docs/configuration.md). Rules 1-15 are Megatron's CUDA-graph
+// restrictions; rule 16 is shape consistency plus "not implemented yet" notes. Normalization
+// happens here too, so `config show` prints exactly what validate accepted.
+#include "config/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/strings.h"
+#include "config/model_config.h"
+
+namespace sg::config {
+namespace {
+
+const std::vector<std::string> kImpls = {"none", "local", "transformer_engine"};
+const std::vector<std::string> kScopes = {"full_iteration", "attn",           "mlp",  "moe",
+                                          "moe_router",     "moe_preprocess", "mamba"};
+
+const char* const kRuleSummaries[kNumRules] = {
+    "cuda_graph_impl is none, local or transformer_engine; every scope is a known scope",
+    "cuda_graph_impl none clears cuda_graph_scope (a note)",
+    "graphs need model.use_te_rng_tracker and rng.te_rng_tracker both true; the two stay in sync",
+    "full_iteration only with local and alone; local only with full_iteration (empty = "
+    "full_iteration); scoped graphs use transformer_engine",
+    "local full_iteration needs check_for_nan_in_loss and check_for_nan_in_grad false",
+    "moe and moe_router are mutually exclusive; moe_preprocess requires moe_router",
+    "each scope needs its layers: moe scopes an MoE model, mlp dense MLPs, mamba Mamba layers, "
+    "attn "
+    "attention",
+    "the moe scope needs token-drop MoE (capacity factor set, padded to capacity)",
+    "graphs need static shapes: packed sequences need pad_to_max_length and pad_cu_seqlens",
+    "cpu_offloading is incompatible with CUDA graphs",
+    "full recompute only with local full_iteration, not with transformer_engine scopes",
+    "transformer_engine with moe recompute and moe_router in the scope is rejected",
+    "a graphed module that is recomputed cannot draw random numbers (dropout)",
+    "delay_wgrad_compute with attn or moe_router graphed needs gradient_accumulation_fusion and "
+    "no linear biases",
+    "cuda_graph_warmup_steps is an integer >= 0",
+    "shapes are consistent; unimplemented features are noted (train refuses them)",
+};
+
+bool contains(const std::vector<std::string>& list, std::string_view item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
+  const std::string close = closest_match(word, candidates);
+  return close.empty() ? std::string() : "; did you mean '" + close + "'?";
+}
+
+struct Unimplemented {
+  std::string what;
+  std::vector<std::string> keys;
+};
+
+std::vector<Unimplemented> find_unimplemented(const Config& c) {
+  const ModelConfig& m = c.model;
+  std::vector<Unimplemented> out;
+  if (m.tensor_model_parallel_size > 1) {
+    out.push_back({"tensor parallelism", {"model.tensor_model_parallel_size"}});
+  }
+  if (m.pipeline_model_parallel_size > 1) {
+    out.push_back({"pipeline parallelism", {"model.pipeline_model_parallel_size"}});
+  }
+  if (m.expert_model_parallel_size > 1) {
+    out.push_back({"expert parallelism", {"model.expert_model_parallel_size"}});
+  }
+  if (m.recompute_granularity) {
+    out.push_back(
+        {"activation recompute", {"model.recompute_granularity", "model.recompute_modules"}});
+  } else if (m.recompute_num_layers) {
+    out.push_back({"activation recompute", {"model.recompute_num_layers"}});
+  }
+  if (m.cpu_offloading) out.push_back({"activation CPU offloading", {"model.cpu_offloading"}});
+  if (m.delay_wgrad_compute) {
+    out.push_back({"delayed weight-gradient compute", {"model.delay_wgrad_compute"}});
+  }
+  const std::string pattern = m.hybrid_override_pattern.value_or("");
+  if (m.num_moe_experts.value_or(0) > 0 || pattern.find('E') != std::string::npos) {
+    std::vector<std::string> keys = {"model.num_moe_experts"};
+    if (!pattern.empty()) keys.push_back("model.hybrid_override_pattern");
+    out.push_back({"MoE layers", keys});
+  }
+  if (pattern.find('M') != std::string::npos) {
+    out.push_back({"Mamba layers", {"model.hybrid_override_pattern"}});
+  }
+  if (m.add_bias_linear || m.add_qkv_bias) {
+    out.push_back({"linear-layer biases", {"model.add_bias_linear", "model.add_qkv_bias"}});
+  }
+  if (c.dataset.packed_sequence) out.push_back({"packed sequences", {"dataset.packed_sequence"}});
+  if (c.scheduler.lr_decay_style == "inverse-square-root") {
+    out.push_back({"inverse-square-root lr decay", {"scheduler.lr_decay_style"}});
+  }
+  return out;
+}
+
+class Validator {
+ public:
+  explicit Validator(const Config& config) { report_.config = config; }
+
+  ValidationReport run() {
+    resolve_defaults();
+    count_layers();
+    rule1_known_values();
+    rule2_impl_none();
+    rule3_rng_tracker();
+    rule4_impl_and_scope();
+    rules5_to_15();
+    detail::check_shapes(report_.config, report_.violations);
+    rule16_unimplemented();
+    // Report in rule order; within a rule, in the order found.
+    std::stable_sort(report_.violations.begin(), report_.violations.end(),
+                     [](const Violation& a, const Violation& b) { return a.rule < b.rule; });
+    std::stable_sort(report_.notes.begin(), report_.notes.end(),
+                     [](const Note& a, const Note& b) { return a.rule < b.rule; });
+    return std::move(report_);
+  }
+
+ private:
+  Config& c() { return report_.config; }
+  ModelConfig& m() { return report_.config.model; }
+
+  std::vector<KeyValue> values(const std::vector<std::string>& keys) {
+    std::vector<KeyValue> out;
+    for (const auto& key : keys) out.push_back({key, format_value(c(), key)});
+    return out;
+  }
+  void violation(int rule, std::string message, const std::vector<std::string>& keys,
+                 std::string fix) {
+    report_.violations.push_back({rule, std::move(message), values(keys), std::move(fix)});
+  }
+  void note(int rule, std::string message, const std::vector<std::string>& keys) {
+    report_.notes.push_back({rule, std::move(message), values(keys)});
+  }
+  bool has_scope(std::string_view scope) const {
+    return contains(report_.config.model.cuda_graph_scope, scope);
+  }
+  bool impl_is(std::string_view impl) const { return report_.config.model.cuda_graph_impl == impl; }
+
+  // Bridge's meaning of unset keys, written out so `config show` prints the values that run.
+  void resolve_defaults() {
+    if (!m().ffn_hidden_size && m().hidden_size > 0 && m().hidden_size <= kMaxSize) {
+      m().ffn_hidden_size = 4 * m().hidden_size;
+    }
+    if (!m().num_query_groups && m().num_attention_heads > 0) {
+      m().num_query_groups = m().num_attention_heads;
+    }
+    if (m().num_moe_experts.value_or(0) > 0 && !m().moe_ffn_hidden_size) {
+      m().moe_ffn_hidden_size = m().ffn_hidden_size;
+    }
+    if (m().hybrid_override_pattern && m().hybrid_override_pattern->empty()) {
+      m().hybrid_override_pattern.reset();
+    }
+    if (!c().train.global_batch_size) c().train.global_batch_size = c().train.micro_batch_size;
+    if (!c().scheduler.lr_decay_iters) c().scheduler.lr_decay_iters = c().train.train_iters;
+    if (!c().dataset.seq_length) c().dataset.seq_length = m().seq_length;
+  }
+
+  void count_layers() {
+    if (m().num_layers > kMaxLayers) return;  // reported by rule 16; no pattern to build
+    try {
+      for (const auto kind : layer_pattern(c())) {
+        switch (kind) {
+          case model::LayerKind::attention:
+            ++attention_layers_;
+            break;
+          case model::LayerKind::mlp:
+            ++mlp_layers_;
+            break;
+          case model::LayerKind::moe:
+            ++moe_layers_;
+            break;
+          case model::LayerKind::mamba:
+            ++mamba_layers_;
+            break;
+        }
+      }
+      layers_known_ = true;
+    } catch (const ConfigError& e) {
+      violation(16, e.what(), {"model.hybrid_override_pattern"},
+                "use only M (Mamba), * (attention), - (MLP) and E (MoE), one character per layer");
+    }
+  }
+
+  void rule1_known_values() {
+    if (!contains(kImpls, m().cuda_graph_impl)) {
+      violation(
+          1, "unknown cuda_graph_impl '" + m().cuda_graph_impl + "'", {"model.cuda_graph_impl"},
+          "use one of: none, local, transformer_engine" + suggestion(m().cuda_graph_impl, kImpls));
+    }
+    impl_known_ = contains(kImpls, m().cuda_graph_impl);
+    graphs_on_ = impl_known_ && !impl_is("none");
+    std::vector<std::string> unique;
+    for (const auto& scope : m().cuda_graph_scope) {
+      if (!contains(kScopes, scope)) {
+        violation(1, "unknown cuda_graph_scope value '" + scope + "'", {"model.cuda_graph_scope"},
+                  "use scopes from: " + join(kScopes, ", ") + suggestion(scope, kScopes));
+      }
+      if (!contains(unique, scope)) unique.push_back(scope);
+    }
+    if (unique.size() != m().cuda_graph_scope.size()) {
+      note(1, "repeated cuda_graph_scope entries are listed once", {"model.cuda_graph_scope"});
+      m().cuda_graph_scope = unique;
+    }
+  }
+
+  void rule2_impl_none() {
+    if (impl_is("none") && !m().cuda_graph_scope.empty()) {
+      note(2, "cuda_graph_impl none graphs nothing: cuda_graph_scope cleared",
+           {"model.cuda_graph_impl", "model.cuda_graph_scope"});
+      m().cuda_graph_scope.clear();
+    }
+  }
+
+  void rule3_rng_tracker() {
+    const std::vector<std::string> keys = {"model.cuda_graph_impl", "model.use_te_rng_tracker",
+                                           "rng.te_rng_tracker"};
+    if (graphs_on_) {
+      if (!m().use_te_rng_tracker || !c().rng.te_rng_tracker) {
+        violation(3, "cuda_graph_impl " + m().cuda_graph_impl + " needs the graph-safe RNG tracker",
+                  keys,
+                  "set model.use_te_rng_tracker=true rng.te_rng_tracker=true (one setting, kept in "
+                  "two places; both must be true), or model.cuda_graph_impl=none");
+      }
+    } else if (m().use_te_rng_tracker != c().rng.te_rng_tracker) {
+      note(3, "model.use_te_rng_tracker and rng.te_rng_tracker are one setting: both set to true",
+           {"model.use_te_rng_tracker", "rng.te_rng_tracker"});
+      m().use_te_rng_tracker = true;
+      c().rng.te_rng_tracker = true;
+    }
+  }
+
+  // The module scopes that graph whole layers of this model, for transformer_engine with no scope.
+  std::vector<std::string> whole_layer_scopes() {
+    std::vector<std::string> scopes;
+    if (attention_layers_ > 0) scopes.push_back("attn");
+    if (mlp_layers_ > 0) scopes.push_back("mlp");
+    if (moe_layers_ > 0) {
+      if (token_drop_moe()) {
+        scopes.push_back("moe");
+      } else {
+        scopes.push_back("moe_router");
+        scopes.push_back("moe_preprocess");
+      }
+    }
+    if (mamba_layers_ > 0) scopes.push_back("mamba");
+    return scopes;
+  }
+
+  bool token_drop_moe() {
+    return m().moe_expert_capacity_factor.has_value() && m().moe_pad_expert_input_to_capacity;
+  }
+
+  void rule4_impl_and_scope() {
+    const std::vector<std::string> keys = {"model.cuda_graph_impl", "model.cuda_graph_scope"};
+    std::vector<std::string> known;
+    for (const auto& scope : m().cuda_graph_scope) {
+      if (contains(kScopes, scope)) known.push_back(scope);
+    }
+    const bool full = has_scope("full_iteration");
+    if (impl_is("local")) {
+      if (m().cuda_graph_scope.empty()) {
+        m().cuda_graph_scope = {"full_iteration"};
+        note(4, "cuda_graph_impl local with no scope means full_iteration", keys);
+      } else if (full && known.size() > 1) {
+        violation(4, "full_iteration must be the only scope", keys,
+                  "use model.cuda_graph_scope=full_iteration (the whole step as one graph), or "
+                  "model.cuda_graph_impl=transformer_engine with the module scopes alone");
+      } else if (!full && !known.empty()) {
+        violation(4, "cuda_graph_impl local accepts only full_iteration", keys,
+                  "use model.cuda_graph_scope=full_iteration for a whole-step graph, or "
+                  "model.cuda_graph_impl=transformer_engine for per-module graphs of " +
+                      join(known, ","));
+      }
+    } else if (impl_is("transformer_engine")) {
+      if (full) {
+        violation(4, "full_iteration is only valid with cuda_graph_impl local", keys,
+                  "for a whole-step graph use model.cuda_graph_impl=local "
+                  "model.cuda_graph_scope=full_iteration; for per-module graphs remove "
+                  "full_iteration from model.cuda_graph_scope");
+      } else if (m().cuda_graph_scope.empty() && layers_known_) {
+        m().cuda_graph_scope = whole_layer_scopes();
+        note(4,
+             "cuda_graph_impl transformer_engine with no scope graphs whole layers: scope set to " +
+                 format_value(c(), "model.cuda_graph_scope"),
+             keys);
+      }
+    }
+  }
+
+  void rules5_to_15();
+
+  void rule16_unimplemented() {
+    for (const auto& item : find_unimplemented(c())) {
+      note(16,
+           "not implemented yet: " + item.what + "; validate checks the rules, train refuses it",
+           item.keys);
+    }
+    if (!m().gradient_accumulation_fusion) {
+      note(16,
+           "gradient_accumulation_fusion false has no effect: weight gradients always accumulate "
+           "into the fp32 main_grad",
+           {"model.gradient_accumulation_fusion"});
+    }
+    if (!m().recompute_granularity && m().recompute_modules != ModelConfig{}.recompute_modules) {
+      note(16, "recompute_modules applies only with recompute_granularity selective",
+           {"model.recompute_granularity", "model.recompute_modules"});
+    }
+    if (c().dataset.mock && !c().dataset.data_path.empty()) {
+      note(16, "dataset.mock is true: data_path is not read",
+           {"dataset.mock", "dataset.data_path"});
+    }
+    if (c().checkpoint.save_interval && !c().checkpoint.save) {
+      note(16, "checkpoint.save_interval without checkpoint.save: no checkpoints are written",
+           {"checkpoint.save", "checkpoint.save_interval"});
+    }
+  }
+
+  static constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
+  static constexpr int64_t kMaxLayers = 100000;
+
+  ValidationReport report_;
+  bool impl_known_ = false;
+  bool graphs_on_ = false;
+  bool layers_known_ = false;
+  int64_t attention_layers_ = 0, mlp_layers_ = 0, moe_layers_ = 0, mamba_layers_ = 0;
+};
+
+void Validator::rules5_to_15() {
+  const std::string scope_key = "model.cuda_graph_scope";
+  // Rule 5: a whole-step graph never returns to the host mid-step, so host-side NaN checks cannot
+  // run.
+  if (impl_is("local") && has_scope("full_iteration") &&
+      (c().rerun_state_machine.check_for_nan_in_loss || c().ddp.check_for_nan_in_grad)) {
+    std::vector<std::string> keys = {"model.cuda_graph_impl", scope_key};
+    if (c().rerun_state_machine.check_for_nan_in_loss) {
+      keys.push_back("rerun_state_machine.check_for_nan_in_loss");
+    }
+    if (c().ddp.check_for_nan_in_grad) keys.push_back("ddp.check_for_nan_in_grad");
+    violation(
+        5, "a whole-step graph (local, full_iteration) cannot run host-side NaN checks", keys,
+        "set rerun_state_machine.check_for_nan_in_loss=false ddp.check_for_nan_in_grad=false, "
+        "or graph per module with model.cuda_graph_impl=transformer_engine");
+  }
+
+  // Rule 6.
+  if (has_scope("moe") && has_scope("moe_router")) {
+    violation(6, "moe and moe_router are mutually exclusive", {scope_key},
+              "graph the whole MoE layer with moe (token-drop MoE) or only its router with "
+              "moe_router,moe_preprocess, not both");
+  }
+  if (has_scope("moe_preprocess") && !has_scope("moe_router")) {
+    violation(6, "moe_preprocess requires moe_router", {scope_key},
+              "add moe_router to model.cuda_graph_scope, or remove moe_preprocess");
+  }
+
+  // Rule 7: a scope must have layers to graph.
+  if (layers_known_) {
+    std::vector<std::string> pattern_keys = {scope_key};
+    if (m().hybrid_override_pattern) pattern_keys.push_back("model.hybrid_override_pattern");
+    std::vector<std::string> moe_scopes;
+    for (const char* s : {"moe", "moe_router", "moe_preprocess"}) {
+      if (has_scope(s)) moe_scopes.push_back(s);
+    }
+    if (!moe_scopes.empty() && (m().num_moe_experts.value_or(0) <= 0 || moe_layers_ == 0)) {
+      auto keys = pattern_keys;
+      keys.push_back("model.num_moe_experts");
+      violation(
+          7,
+          "scope " + join(moe_scopes, ",") +
+              " needs an MoE model, and this model has no MoE layers",
+          keys,
+          "remove " + join(moe_scopes, ", ") +
+              " from model.cuda_graph_scope, or make the model MoE (model.num_moe_experts > 0)");
+    }
+    if (has_scope("mlp") && mlp_layers_ == 0) {
+      auto keys = pattern_keys;
+      keys.push_back("model.num_moe_experts");
+      violation(
+          7, "scope mlp needs dense MLP layers, and this model has none (its MLPs are MoE)", keys,
+          "remove mlp from model.cuda_graph_scope; graph MoE layers with moe_router,moe_preprocess "
+          "(or moe for token-drop MoE)");
+    }
+    if (has_scope("mamba") && mamba_layers_ == 0) {
+      auto keys = pattern_keys;
+      if (!m().hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
+      violation(7, "scope mamba needs Mamba layers, and this model has none", keys,
+                "remove mamba from model.cuda_graph_scope, or add M layers to "
+                "model.hybrid_override_pattern");
+    }
+    if (has_scope("attn") && attention_layers_ == 0) {
+      auto keys = pattern_keys;
+      if (!m().hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
+      violation(7, "scope attn needs attention layers, and this model has none", keys,
+                "remove attn from model.cuda_graph_scope, or add * layers to "
+                "model.hybrid_override_pattern");
+    }
+  }
+
+  // Rule 8: dropless routing gives data-dependent expert sizes, which one graph cannot replay.
+  if (has_scope("moe") && !token_drop_moe()) {
+    violation(
+        8,
+        "scope moe needs token-drop MoE; with token-dropless routing only moe_router and "
+        "moe_preprocess can be graphed",
+        {scope_key, "model.moe_expert_capacity_factor", "model.moe_pad_expert_input_to_capacity"},
+        "use moe_router,moe_preprocess instead of moe, or make the MoE token-drop: "
+        "model.moe_expert_capacity_factor=1.0 model.moe_pad_expert_input_to_capacity=true");
+  }
+
+  // Rule 9.
+  const DatasetConfig& d = c().dataset;
+  if (graphs_on_ && d.packed_sequence && (!d.pad_to_max_length || !d.pad_cu_seqlens)) {
+    violation(9, "CUDA graphs need static shapes, and packed sequences vary in length",
+              {"model.cuda_graph_impl", "dataset.packed_sequence", "dataset.pad_to_max_length",
+               "dataset.pad_cu_seqlens"},
+              "set dataset.pad_to_max_length=true dataset.pad_cu_seqlens=true, or "
+              "model.cuda_graph_impl=none");
+  }
+
+  // Rule 10.
+  if (graphs_on_ && m().cpu_offloading) {
+    violation(10, "cpu_offloading is incompatible with CUDA graphs",
+              {"model.cuda_graph_impl", "model.cpu_offloading"},
+              "set model.cpu_offloading=false, or model.cuda_graph_impl=none");
+  }
+
+  const bool scoped = impl_is("transformer_engine");
+  const std::string granularity = m().recompute_granularity.value_or("");
+  const auto& modules = m().recompute_modules;
+  // Rule 11.
+  if (scoped && granularity == "full") {
+    violation(
+        11, "full activation recompute cannot run with transformer_engine scoped graphs",
+        {"model.cuda_graph_impl", scope_key, "model.recompute_granularity"},
+        "(1) recompute selectively: model.recompute_granularity=selective "
+        "model.recompute_modules=core_attn (or other modules); (2) turn graphs off: "
+        "model.cuda_graph_impl=none; or (3) graph the whole step: model.cuda_graph_impl=local "
+        "model.cuda_graph_scope=full_iteration");
+  }
+  // Rule 12.
+  if (scoped && granularity == "selective" && contains(modules, "moe") && has_scope("moe_router")) {
+    violation(
+        12, "recomputing the MoE layer (recompute_modules moe) conflicts with a graphed moe_router",
+        {"model.cuda_graph_impl", scope_key, "model.recompute_modules"},
+        "remove moe from model.recompute_modules (moe_act recomputes only the expert "
+        "activation), or remove moe_router and moe_preprocess from model.cuda_graph_scope");
+  }
+  // Rule 13: replaying a recomputed graph must not redraw dropout masks.
+  if (scoped && granularity == "selective") {
+    if (m().attention_dropout != 0.0 && contains(modules, "core_attn") && has_scope("attn")) {
+      violation(13,
+                "attention is graphed (attn) and recomputed (core_attn), so it cannot draw random "
+                "numbers, but attention_dropout is not 0",
+                {"model.attention_dropout", "model.recompute_modules", scope_key},
+                "set model.attention_dropout=0, remove core_attn from model.recompute_modules, or "
+                "remove attn from model.cuda_graph_scope");
+    }
+    std::vector<std::string> both;
+    for (const char* s : {"mlp", "moe"}) {
+      if (contains(modules, s) && has_scope(s)) both.push_back(s);
+    }
+    if (m().hidden_dropout != 0.0 && !both.empty()) {
+      violation(13,
+                join(both, ",") +
+                    " is graphed and recomputed, so it cannot draw random numbers, "
+                    "but hidden_dropout is not 0",
+                {"model.hidden_dropout", "model.recompute_modules", scope_key},
+                "set model.hidden_dropout=0, remove " + join(both, ",") +
+                    " from model.recompute_modules, or from model.cuda_graph_scope");
+    }
+  }
+  // Rule 14.
+  if (m().delay_wgrad_compute && (has_scope("attn") || has_scope("moe_router")) &&
+      (!m().gradient_accumulation_fusion || m().add_bias_linear || m().add_qkv_bias)) {
+    std::vector<std::string> keys = {"model.delay_wgrad_compute", scope_key};
+    std::vector<std::string> fixes;
+    if (!m().gradient_accumulation_fusion) {
+      keys.push_back("model.gradient_accumulation_fusion");
+      fixes.push_back("model.gradient_accumulation_fusion=true");
+    }
+    if (m().add_bias_linear) {
+      keys.push_back("model.add_bias_linear");
+      fixes.push_back("model.add_bias_linear=false");
+    }
+    if (m().add_qkv_bias) {
+      keys.push_back("model.add_qkv_bias");
+      fixes.push_back("model.add_qkv_bias=false");
+    }
+    violation(
+        14,
+        "delay_wgrad_compute with attn or moe_router graphed needs gradient_accumulation_fusion "
+        "and no linear biases",
+        keys, "set " + join(fixes, " ") + ", or model.delay_wgrad_compute=false");
+  }
+  // Rule 15.
+  if (m().cuda_graph_warmup_steps < 0) {
+    violation(
+        15, "cuda_graph_warmup_steps must be an integer >= 0", {"model.cuda_graph_warmup_steps"},
+        "set model.cuda_graph_warmup_steps to 0 or more (default 3: eager steps before capture)");
+  }
+}
+
+}  // namespace
+
+const char* rule_summary(int rule) {
+  return rule >= 1 && rule <= kNumRules ? kRuleSummaries[rule - 1] : "unknown rule";
+}
+
+ValidationReport validate(const Config& config) { return Validator(config).run(); }
+
+std::vector<std::string> unimplemented_features(const Config& config) {
+  std::vector<std::string> out;
+  for (const auto& item : find_unimplemented(config)) {
+    std::vector<std::string> shown;
+    for (const auto& key : item.keys) shown.push_back(key + " = " + format_value(config, key));
+    out.push_back(item.what + " (" + join(shown, ", ") + ")");
+  }
+  return out;
+}
+
+namespace {
+std::string format_values(const std::vector<KeyValue>& values) {
+  std::vector<std::string> parts;
+  for (const auto& kv : values) parts.push_back(kv.key + " = " + kv.value);
+  return join(parts, ", ");
+}
+}  // namespace
+
+std::string format_violation(const Violation& v) {
+  std::string out = strprintf("[rule %d] %s\n", v.rule, v.message.c_str());
+  if (!v.values.empty()) out += "  " + format_values(v.values) + "\n";
+  out += "  fix: " + v.fix + "\n";
+  return out;
+}
+
+std::string format_note(const Note& n) {
+  std::string out = strprintf("note [rule %d]: %s", n.rule, n.message.c_str());
+  if (!n.values.empty()) out += " (" + format_values(n.values) + ")";
+  return out + "\n";
+}
+
+}  // namespace sg::config

@@ -1,0 +1,261 @@
+// Rule 16: shapes and values are consistent (Megatron's own asserts, plus what stepgraph's kernels
+// need, such as an even head dimension for RoPE). Every failure names the keys, values and a fix.
+#include <cmath>
+#include <limits>
+
+#include "core/strings.h"
+#include "config/validate.h"
+
+namespace sg::config::detail {
+namespace {
+
+constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxLayers = 100000;
+
+class ShapeChecker {
+ public:
+  ShapeChecker(const Config& config, std::vector<Violation>& out) : c_(config), out_(out) {}
+
+  void run() {
+    check_model();
+    check_moe();
+    check_layers_and_recompute();
+    check_batch_and_optimizer();
+    check_data_and_io();
+  }
+
+ private:
+  void fail(const std::string& message, const std::vector<std::string>& keys,
+            const std::string& fix) {
+    Violation v{16, message, {}, fix};
+    for (const auto& key : keys) v.values.push_back({key, format_value(c_, key)});
+    out_.push_back(std::move(v));
+  }
+
+  // An integer in [min, max]; false (and reported) otherwise.
+  bool in_range(const std::string& key, int64_t value, int64_t min, int64_t max) {
+    if (value >= min && value <= max) return true;
+    const std::string range = max == std::numeric_limits<int64_t>::max()
+                                  ? strprintf(">= %lld", static_cast<long long>(min))
+                                  : strprintf("between %lld and %lld", static_cast<long long>(min),
+                                              static_cast<long long>(max));
+    fail(key + " must be " + range, {key}, "set " + key + " to a value " + range);
+    return false;
+  }
+  bool size(const std::string& key, int64_t value, int64_t max = kMaxSize) {
+    return in_range(key, value, 1, max);
+  }
+  bool size(const std::string& key, const std::optional<int64_t>& value) {
+    if (!value) {
+      fail(key + " must be set", {key}, "set " + key + " to a positive integer");
+      return false;
+    }
+    return size(key, *value);
+  }
+  void real(const std::string& key, double value, double min, bool min_inclusive, double max,
+            bool max_inclusive) {
+    const bool ok = std::isfinite(value) && (min_inclusive ? value >= min : value > min) &&
+                    (max_inclusive ? value <= max : value < max);
+    if (ok) return;
+    const std::string range = strprintf("%s%g, %s%s", min_inclusive ? "[" : "(", min,
+                                        std::isinf(max) ? "inf" : strprintf("%g", max).c_str(),
+                                        max_inclusive ? "]" : ")");
+    fail(key + " must be a finite number in " + range, {key}, "set " + key + " within " + range);
+  }
+  void positive(const std::string& key, double value) {
+    real(key, value, 0.0, false, INFINITY, false);
+  }
+  void non_negative(const std::string& key, double value) {
+    real(key, value, 0.0, true, INFINITY, false);
+  }
+  void one_of(const std::string& key, const std::string& value,
+              const std::vector<std::string>& valid) {
+    for (const auto& v : valid) {
+      if (v == value) return;
+    }
+    const std::string close = closest_match(value, valid);
+    fail("unknown " + key + " '" + value + "'", {key},
+         "use one of: " + join(valid, ", ") +
+             (close.empty() ? "" : "; did you mean '" + close + "'?"));
+  }
+
+  void check_model() {
+    const ModelConfig& m = c_.model;
+    size("model.num_layers", m.num_layers, kMaxLayers);
+    const bool hidden_ok = size("model.hidden_size", m.hidden_size);
+    const bool heads_ok = size("model.num_attention_heads", m.num_attention_heads);
+    if (hidden_ok && heads_ok) {
+      if (m.hidden_size % m.num_attention_heads != 0) {
+        fail("hidden_size must be divisible by num_attention_heads",
+             {"model.hidden_size", "model.num_attention_heads"},
+             "choose num_attention_heads dividing hidden_size (head_dim = hidden_size / heads)");
+      } else if ((m.hidden_size / m.num_attention_heads) % 2 != 0) {
+        fail(strprintf("the head dimension hidden_size / num_attention_heads = %lld must be even "
+                       "(RoPE rotates pairs of channels)",
+                       static_cast<long long>(m.hidden_size / m.num_attention_heads)),
+             {"model.hidden_size", "model.num_attention_heads"},
+             "choose hidden_size and num_attention_heads with an even quotient");
+      }
+    }
+    if (heads_ok && size("model.num_query_groups", m.num_query_groups) &&
+        m.num_attention_heads % *m.num_query_groups != 0) {
+      fail("num_attention_heads must be divisible by num_query_groups",
+           {"model.num_attention_heads", "model.num_query_groups"},
+           "choose num_query_groups dividing num_attention_heads (null = one group per head)");
+    }
+    if (hidden_ok || m.ffn_hidden_size) size("model.ffn_hidden_size", m.ffn_hidden_size);
+    size("model.seq_length", m.seq_length);
+    size("model.vocab_size", m.vocab_size);
+    positive("model.rotary_base", m.rotary_base);
+    positive("model.layernorm_epsilon", m.layernorm_epsilon);
+    positive("model.init_method_std", m.init_method_std);
+    real("model.attention_dropout", m.attention_dropout, 0.0, true, 1.0, false);
+    real("model.hidden_dropout", m.hidden_dropout, 0.0, true, 1.0, false);
+    size("model.tensor_model_parallel_size", m.tensor_model_parallel_size);
+    size("model.pipeline_model_parallel_size", m.pipeline_model_parallel_size);
+    size("model.expert_model_parallel_size", m.expert_model_parallel_size);
+  }
+
+  void check_moe() {
+    const ModelConfig& m = c_.model;
+    const int64_t experts = m.num_moe_experts.value_or(0);
+    if (m.num_moe_experts && !in_range("model.num_moe_experts", *m.num_moe_experts, 0, 1 << 20))
+      return;
+    if (experts > 0) {
+      if (m.moe_router_topk < 1 || m.moe_router_topk > experts) {
+        fail("moe_router_topk must be between 1 and num_moe_experts",
+             {"model.moe_router_topk", "model.num_moe_experts"},
+             "set model.moe_router_topk to at most model.num_moe_experts");
+      }
+      size("model.moe_ffn_hidden_size", m.moe_ffn_hidden_size);
+    }
+    if (m.moe_expert_capacity_factor)
+      positive("model.moe_expert_capacity_factor", *m.moe_expert_capacity_factor);
+    if (m.moe_pad_expert_input_to_capacity && !m.moe_expert_capacity_factor) {
+      fail("moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor",
+           {"model.moe_pad_expert_input_to_capacity", "model.moe_expert_capacity_factor"},
+           "set model.moe_expert_capacity_factor (e.g. 1.0), or "
+           "model.moe_pad_expert_input_to_capacity=false");
+    }
+    one_of("model.moe_token_dispatcher_type", m.moe_token_dispatcher_type,
+           {"allgather", "alltoall", "flex"});
+    non_negative("model.moe_aux_loss_coeff", m.moe_aux_loss_coeff);
+  }
+
+  void check_layers_and_recompute() {
+    const ModelConfig& m = c_.model;
+    if (m.hybrid_override_pattern) {
+      const std::string& pattern = *m.hybrid_override_pattern;
+      if (static_cast<int64_t>(pattern.size()) != m.num_layers) {
+        fail(strprintf("hybrid_override_pattern has %zu layers but num_layers is %lld",
+                       pattern.size(), static_cast<long long>(m.num_layers)),
+             {"model.hybrid_override_pattern", "model.num_layers"},
+             strprintf("set model.num_layers=%zu (one layer per pattern character)",
+                       pattern.size()));
+      }
+      if (pattern.find('E') != std::string::npos && m.num_moe_experts.value_or(0) <= 0) {
+        fail("hybrid_override_pattern has MoE layers (E) but num_moe_experts is not set",
+             {"model.hybrid_override_pattern", "model.num_moe_experts"},
+             "set model.num_moe_experts > 0, or use - (dense MLP) instead of E");
+      }
+    }
+    if (m.recompute_granularity) {
+      one_of("model.recompute_granularity", *m.recompute_granularity, {"full", "selective"});
+    }
+    const std::vector<std::string> modules = {
+        "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"};
+    for (const auto& module : m.recompute_modules)
+      one_of("model.recompute_modules", module, modules);
+    if (m.recompute_num_layers) {
+      in_range("model.recompute_num_layers", *m.recompute_num_layers, 1,
+               std::max<int64_t>(1, m.num_layers));
+    }
+  }
+
+  void check_batch_and_optimizer() {
+    const auto& t = c_.train;
+    const bool mbs_ok = size("train.micro_batch_size", t.micro_batch_size);
+    const bool gbs_ok = size("train.global_batch_size", t.global_batch_size);
+    if (mbs_ok && gbs_ok && *t.global_batch_size % *t.micro_batch_size != 0) {
+      fail("global_batch_size must be a multiple of micro_batch_size",
+           {"train.global_batch_size", "train.micro_batch_size"},
+           strprintf("set train.global_batch_size to a multiple of %lld (e.g. %lld)",
+                     static_cast<long long>(*t.micro_batch_size),
+                     static_cast<long long>(
+                         *t.micro_batch_size *
+                         std::max<int64_t>(1, *t.global_batch_size / *t.micro_batch_size))));
+    }
+    size("train.train_iters", t.train_iters);
+
+    const auto& o = c_.optimizer;
+    if (!o.lr) {
+      fail("optimizer.lr must be set", {"optimizer.lr"}, "set optimizer.lr (e.g. 3e-4)");
+    } else {
+      non_negative("optimizer.lr", *o.lr);
+    }
+    non_negative("optimizer.min_lr", o.min_lr);
+    if (o.lr && std::isfinite(*o.lr) && o.min_lr > *o.lr) {
+      fail("min_lr must not exceed lr", {"optimizer.min_lr", "optimizer.lr"},
+           "set optimizer.min_lr <= optimizer.lr");
+    }
+    non_negative("optimizer.weight_decay", o.weight_decay);
+    real("optimizer.adam_beta1", o.adam_beta1, 0.0, true, 1.0, false);
+    real("optimizer.adam_beta2", o.adam_beta2, 0.0, true, 1.0, false);
+    positive("optimizer.adam_eps", o.adam_eps);
+    non_negative("optimizer.clip_grad", o.clip_grad);
+
+    const auto& s = c_.scheduler;
+    in_range("scheduler.lr_warmup_iters", s.lr_warmup_iters, 0,
+             std::numeric_limits<int64_t>::max());
+    if (s.lr_decay_iters &&
+        size("scheduler.lr_decay_iters", *s.lr_decay_iters, std::numeric_limits<int64_t>::max()) &&
+        s.lr_warmup_iters >= *s.lr_decay_iters) {
+      fail("lr_warmup_iters must be less than lr_decay_iters",
+           {"scheduler.lr_warmup_iters", "scheduler.lr_decay_iters"},
+           "shorten the warmup or lengthen the decay (lr_decay_iters null = train.train_iters)");
+    }
+    one_of("scheduler.lr_decay_style", s.lr_decay_style,
+           {"constant", "linear", "cosine", "inverse-square-root"});
+  }
+
+  void check_data_and_io() {
+    const auto& d = c_.dataset;
+    if (!d.mock && d.data_path.empty()) {
+      fail("dataset.data_path is empty and dataset.mock is false",
+           {"dataset.data_path", "dataset.mock"},
+           "set dataset.data_path=[prefix] (a Megatron .bin/.idx prefix), or dataset.mock=true");
+    }
+    if (d.seq_length && *d.seq_length != c_.model.seq_length) {
+      fail("dataset.seq_length must equal model.seq_length",
+           {"dataset.seq_length", "model.seq_length"},
+           "set dataset.seq_length to model.seq_length (or null)");
+    }
+    if (d.pad_cu_seqlens && !d.pad_to_max_length) {
+      fail("pad_cu_seqlens needs pad_to_max_length",
+           {"dataset.pad_cu_seqlens", "dataset.pad_to_max_length"},
+           "set dataset.pad_to_max_length=true, or dataset.pad_cu_seqlens=false");
+    }
+    const auto& ck = c_.checkpoint;
+    if (ck.save_interval)
+      size("checkpoint.save_interval", *ck.save_interval, std::numeric_limits<int64_t>::max());
+    if (ck.save && ck.save->empty()) {
+      fail("checkpoint.save is an empty path", {"checkpoint.save"}, "set a directory, or null");
+    }
+    if (ck.load && ck.load->empty()) {
+      fail("checkpoint.load is an empty path", {"checkpoint.load"}, "set a directory, or null");
+    }
+    size("logger.log_interval", c_.logger.log_interval, std::numeric_limits<int64_t>::max());
+    in_range("rng.seed", c_.rng.seed, 0, std::numeric_limits<int64_t>::max());
+  }
+
+  const Config& c_;
+  std::vector<Violation>& out_;
+};
+
+}  // namespace
+
+void check_shapes(const Config& config, std::vector<Violation>& violations) {
+  ShapeChecker(config, violations).run();
+}
+
+}  // namespace sg::config::detail

@@ -1,0 +1,226 @@
+#include "data/blended_dataset.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "data/mock_dataset.h"
+#include "data/shuffle.h"
+
+namespace sg::data {
+
+namespace {
+
+bool parse_number(const std::string& text, double& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  value = std::strtod(text.c_str(), &end);
+  return errno == 0 && end == text.c_str() + text.size() && std::isfinite(value);
+}
+
+}  // namespace
+
+std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data_path) {
+  if (data_path.empty()) {
+    throw Error(
+        "dataset.data_path is empty: give a list of indexed-dataset prefixes (PREFIX for "
+        "PREFIX.bin/PREFIX.idx), optionally weighted [\"0.3\", \"a\", \"0.7\", \"b\"], or set "
+        "dataset.mock: true");
+  }
+  std::vector<WeightedPrefix> out;
+  double first = 0.0;
+  if (data_path.size() == 1 || !parse_number(data_path[0], first)) {
+    for (const auto& prefix : data_path) {
+      double ignored = 0.0;
+      if (data_path.size() > 1 && parse_number(prefix, ignored)) {
+        throw Error(
+            strprintf("dataset.data_path mixes prefixes and weights: entry \"%s\" is a number "
+                      "but the list does not start with a weight; write [\"w1\", \"prefix1\", "
+                      "\"w2\", \"prefix2\", ...] or prefixes only",
+                      prefix.c_str()));
+      }
+      out.push_back({prefix, -1.0});
+    }
+    if (out.size() == 1) out[0].weight = 1.0;
+    return out;
+  }
+  if (data_path.size() % 2 != 0) {
+    throw Error(
+        strprintf("dataset.data_path starts with a weight (\"%s\") but has %zu entries; a "
+                  "weighted blend is pairs [\"w1\", \"prefix1\", \"w2\", \"prefix2\", ...]",
+                  data_path[0].c_str(), data_path.size()));
+  }
+  double total = 0.0;
+  for (size_t i = 0; i < data_path.size(); i += 2) {
+    double w = 0.0;
+    if (!parse_number(data_path[i], w) || w < 0.0) {
+      throw Error(
+          strprintf("dataset.data_path[%zu] = \"%s\" should be a non-negative weight (pairs "
+                    "[\"w1\", \"prefix1\", ...])",
+                    i, data_path[i].c_str()));
+    }
+    double ignored = 0.0;
+    if (parse_number(data_path[i + 1], ignored)) {
+      throw Error(
+          strprintf("dataset.data_path[%zu] = \"%s\" should be a dataset prefix, not a number "
+                    "(pairs [\"w1\", \"prefix1\", ...])",
+                    i + 1, data_path[i + 1].c_str()));
+    }
+    total += w;
+    out.push_back({data_path[i + 1], w});
+  }
+  if (!(total > 0.0))
+    throw Error("dataset.data_path: the blend weights sum to 0; give a positive weight");
+  return out;
+}
+
+nlohmann::json DataPosition::to_json() const {
+  return nlohmann::json{{"consumed_samples", consumed_samples}, {"per_source", per_source}};
+}
+
+DataPosition DataPosition::from_json(const nlohmann::json& j) {
+  const bool ok = j.is_object() && j.contains("consumed_samples") &&
+                  j["consumed_samples"].is_number_unsigned() && j.contains("per_source") &&
+                  j["per_source"].is_array();
+  if (!ok) {
+    throw Error(
+        "data position is malformed: expected {\"consumed_samples\": N, \"per_source\": [..]}, "
+        "got " +
+        j.dump());
+  }
+  DataPosition p;
+  p.consumed_samples = j["consumed_samples"].get<uint64_t>();
+  for (const auto& v : j["per_source"]) {
+    if (!v.is_number_unsigned())
+      throw Error("data position per_source holds a non-count: " + j.dump());
+    p.per_source.push_back(v.get<uint64_t>());
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+IndexedSampleSource::IndexedSampleSource(IndexedDataset dataset, int64_t seq_length, uint64_t seed,
+                                         uint64_t source_id)
+    : dataset_(std::move(dataset)), seq_length_(seq_length), seed_(seed), source_id_(source_id) {
+  const uint64_t tokens = dataset_.num_tokens();
+  const uint64_t needed = static_cast<uint64_t>(seq_length) + 1;
+  if (tokens < needed) {
+    throw Error(
+        strprintf("dataset %s has %llu tokens; one sample needs seq_length + 1 = %llu. Use a "
+                  "larger corpus or a shorter model.seq_length",
+                  dataset_.prefix().c_str(), static_cast<unsigned long long>(tokens),
+                  static_cast<unsigned long long>(needed)));
+  }
+  windows_ = (tokens - 1) / static_cast<uint64_t>(seq_length);
+}
+
+std::string IndexedSampleSource::describe() const {
+  return strprintf("%s: %llu documents, %llu tokens (%s), %llu samples per epoch",
+                   dataset_.prefix().c_str(),
+                   static_cast<unsigned long long>(dataset_.num_documents()),
+                   static_cast<unsigned long long>(dataset_.num_tokens()),
+                   token_dtype_name(dataset_.dtype()), static_cast<unsigned long long>(windows_));
+}
+
+void IndexedSampleSource::sample(uint64_t index, int32_t* out) {
+  const uint64_t epoch = index / windows_;
+  if (epoch != cached_epoch_) {
+    order_ = seeded_permutation(windows_, mix_seed(seed_, source_id_, epoch));
+    cached_epoch_ = epoch;
+  }
+  const uint64_t window = order_[index % windows_];
+  dataset_.read_tokens(window * static_cast<uint64_t>(seq_length_),
+                       static_cast<uint64_t>(seq_length_) + 1, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+DataLoader::DataLoader(const DataLoaderOptions& options) : seq_length_(options.seq_length) {
+  if (options.seq_length <= 0) {
+    throw Error(strprintf("data: seq_length must be positive (got %lld)",
+                          static_cast<long long>(options.seq_length)));
+  }
+  if (options.vocab_size <= 0 || options.vocab_size > INT32_MAX) {
+    throw Error(strprintf("data: vocab_size must be in [1, 2^31) (got %lld)",
+                          static_cast<long long>(options.vocab_size)));
+  }
+  if (options.mock) {
+    sources_.push_back(
+        std::make_unique<MockSampleSource>(options.vocab_size, options.seq_length, options.seed));
+    weights_ = {1.0};
+  } else {
+    const auto blend = parse_data_path(options.data_path);
+    for (size_t i = 0; i < blend.size(); ++i) {
+      auto dataset = IndexedDataset::open(blend[i].prefix, options.vocab_size);
+      auto source = std::make_unique<IndexedSampleSource>(std::move(dataset), options.seq_length,
+                                                          options.seed, i);
+      // Unweighted blends follow each dataset's size.
+      weights_.push_back(blend[i].weight >= 0.0 ? blend[i].weight
+                                                : static_cast<double>(source->num_tokens()));
+      sources_.push_back(std::move(source));
+    }
+  }
+  const double total = std::accumulate(weights_.begin(), weights_.end(), 0.0);
+  for (double& w : weights_) w /= total;
+  position_.per_source.assign(sources_.size(), 0);
+}
+
+DataLoader::~DataLoader() = default;
+DataLoader::DataLoader(DataLoader&&) noexcept = default;
+DataLoader& DataLoader::operator=(DataLoader&&) noexcept = default;
+
+std::string DataLoader::describe() const {
+  std::string out;
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (!out.empty()) out += "\n";
+    out += strprintf("weight %.4f  %s", weights_[i], sources_[i]->describe().c_str());
+  }
+  return out;
+}
+
+size_t DataLoader::choose_source() const {
+  const double k1 = static_cast<double>(position_.consumed_samples + 1);
+  size_t best = 0;
+  double best_error = -INFINITY;
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    const double error = weights_[i] * k1 - static_cast<double>(position_.per_source[i]);
+    if (error > best_error) {  // strict: ties go to the lowest index
+      best_error = error;
+      best = i;
+    }
+  }
+  return best;
+}
+
+void DataLoader::next(int32_t* out) {
+  const size_t s = choose_source();
+  sources_[s]->sample(position_.per_source[s], out);
+  ++position_.per_source[s];
+  ++position_.consumed_samples;
+}
+
+void DataLoader::seek(const DataPosition& position) {
+  if (position.per_source.size() != sources_.size()) {
+    throw Error(
+        strprintf("data position has %zu sources but the data config has %zu; the checkpoint "
+                  "was saved with a different dataset.data_path / dataset.mock",
+                  position.per_source.size(), sources_.size()));
+  }
+  uint64_t sum = 0;
+  for (const uint64_t c : position.per_source) sum += c;
+  if (sum != position.consumed_samples) {
+    throw Error(
+        strprintf("data position is inconsistent: per-source counts sum to %llu but "
+                  "consumed_samples is %llu",
+                  static_cast<unsigned long long>(sum),
+                  static_cast<unsigned long long>(position.consumed_samples)));
+  }
+  position_ = position;
+}
+
+}  // namespace sg::data

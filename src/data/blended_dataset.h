@@ -1,0 +1,113 @@
+#pragma once
+// The training sample stream: dataset.data_path (one or more Megatron indexed datasets, optionally
+// weighted) or dataset.mock, cut into windows of seq_length+1 tokens, in a seeded shuffled order,
+// with a position that a checkpoint saves so that a resumed run reads exactly the same samples.
+//
+// Sampling (documented in docs/data-and-checkpoints.md):
+// - Each indexed dataset is one token stream (its sequences concatenated in file order, across
+//   document boundaries). Window i covers tokens [i*L, i*L + L + 1) with L = seq_length, so there
+//   are (tokens - 1) / L windows per epoch; consecutive windows share one token, as in Megatron.
+// - Epoch e of source s visits its windows in seeded_permutation(windows, mix(seed, s, e)).
+// - Blending picks, for global sample k, the source whose share lags its weight most
+//   (argmax_i weight_i * (k+1) - taken_i, ties to the lowest index): Megatron's greedy blend, which
+//   is exact and needs no precomputed table.
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "data/indexed_dataset.h"
+
+namespace sg::data {
+
+struct WeightedPrefix {
+  std::string prefix;
+  double weight = 1.0;  // unnormalised; < 0 means "unweighted" before resolution
+};
+
+// Parses dataset.data_path the Megatron way: ["a"], ["a", "b"] (weights proportional to each
+// dataset's size, as Megatron concatenates unweighted blends) or ["0.3", "a", "0.7", "b"].
+// Errors (sg::Error) name the entry: odd-length weighted lists, negative or non-numeric weights,
+// all-zero weights, an empty list.
+std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data_path);
+
+// Where the stream stands: how many samples it has produced in total and from each source.
+struct DataPosition {
+  uint64_t consumed_samples = 0;
+  std::vector<uint64_t> per_source;  // samples taken from each source; sums to consumed_samples
+
+  nlohmann::json to_json() const;
+  static DataPosition from_json(const nlohmann::json& j);  // sg::Error on a malformed value
+  bool operator==(const DataPosition&) const = default;
+};
+
+// One source of windows (an indexed dataset or the mock generator).
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  virtual std::string describe() const = 0;
+  virtual uint64_t num_tokens() const = 0;  // for unweighted blends; 0 for mock
+  // Writes the tokens of this source's `index`-th sample (seq_length + 1 of them) into `out`.
+  virtual void sample(uint64_t index, int32_t* out) = 0;
+};
+
+// Windows of an indexed dataset, reshuffled every epoch.
+class IndexedSampleSource : public SampleSource {
+ public:
+  IndexedSampleSource(IndexedDataset dataset, int64_t seq_length, uint64_t seed,
+                      uint64_t source_id);
+  std::string describe() const override;
+  uint64_t num_tokens() const override { return dataset_.num_tokens(); }
+  void sample(uint64_t index, int32_t* out) override;
+  uint64_t windows_per_epoch() const { return windows_; }
+  const IndexedDataset& dataset() const { return dataset_; }
+
+ private:
+  IndexedDataset dataset_;
+  int64_t seq_length_;
+  uint64_t seed_;
+  uint64_t source_id_;
+  uint64_t windows_;
+  uint64_t cached_epoch_ = UINT64_MAX;
+  std::vector<uint64_t> order_;  // permutation of the cached epoch
+};
+
+struct DataLoaderOptions {
+  std::vector<std::string> data_path;  // dataset.data_path
+  bool mock = false;                   // dataset.mock: seeded random tokens, data_path ignored
+  int64_t seq_length = 0;
+  int64_t vocab_size = 0;  // every token id is checked against it at open
+  uint64_t seed = 1234;    // dataset / rng seed
+};
+
+class DataLoader {
+ public:
+  explicit DataLoader(const DataLoaderOptions& options);
+  ~DataLoader();
+  DataLoader(DataLoader&&) noexcept;
+  DataLoader& operator=(DataLoader&&) noexcept;
+
+  int64_t seq_length() const { return seq_length_; }
+  size_t num_sources() const { return sources_.size(); }
+  const std::vector<double>& weights() const { return weights_; }  // normalised, sum 1
+  // One line per source (prefix, weight, tokens, windows) for the trainer's startup log.
+  std::string describe() const;
+
+  // Writes the next sample (seq_length + 1 tokens) into `out` and advances the position.
+  void next(int32_t* out);
+  const DataPosition& position() const { return position_; }
+  // Continues from a saved position. sg::Error when it does not fit this loader (source count,
+  // per-source counts inconsistent with the blend).
+  void seek(const DataPosition& position);
+
+ private:
+  size_t choose_source() const;
+
+  int64_t seq_length_;
+  std::vector<std::unique_ptr<SampleSource>> sources_;
+  std::vector<double> weights_;
+  DataPosition position_;
+};
+
+}  // namespace sg::data

@@ -1,0 +1,476 @@
+#include "data/indexed_dataset.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace sg::data {
+
+static_assert(std::endian::native == std::endian::little, "indexed datasets are little-endian");
+
+size_t token_dtype_size(TokenDtype dtype) {
+  switch (dtype) {
+    case TokenDtype::uint8:
+    case TokenDtype::int8:
+      return 1;
+    case TokenDtype::int16:
+    case TokenDtype::uint16:
+      return 2;
+    case TokenDtype::int32:
+    case TokenDtype::float32:
+      return 4;
+    case TokenDtype::int64:
+    case TokenDtype::float64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* token_dtype_name(TokenDtype dtype) {
+  switch (dtype) {
+    case TokenDtype::uint8:
+      return "uint8";
+    case TokenDtype::int8:
+      return "int8";
+    case TokenDtype::int16:
+      return "int16";
+    case TokenDtype::int32:
+      return "int32";
+    case TokenDtype::int64:
+      return "int64";
+    case TokenDtype::float64:
+      return "float64";
+    case TokenDtype::float32:
+      return "float32";
+    case TokenDtype::uint16:
+      return "uint16";
+  }
+  return "unknown";
+}
+
+TokenDtype token_dtype_for_vocab(int64_t vocab_size) {
+  return vocab_size < 65500 ? TokenDtype::uint16 : TokenDtype::int32;
+}
+
+std::string index_path(const std::string& prefix) { return prefix + ".idx"; }
+std::string bin_path(const std::string& prefix) { return prefix + ".bin"; }
+
+namespace {
+
+template <typename T>
+T load_le(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// Calls fn(token) for `count` tokens of `dtype` starting at `p` (integer dtypes only).
+template <typename Fn>
+void for_each_token(TokenDtype dtype, const uint8_t* p, uint64_t count, Fn&& fn) {
+  switch (dtype) {
+    case TokenDtype::uint8:
+      for (uint64_t i = 0; i < count; ++i) fn(int64_t{p[i]});
+      break;
+    case TokenDtype::int8:
+      for (uint64_t i = 0; i < count; ++i) fn(int64_t{load_le<int8_t>(p + i)});
+      break;
+    case TokenDtype::int16:
+      for (uint64_t i = 0; i < count; ++i) fn(int64_t{load_le<int16_t>(p + 2 * i)});
+      break;
+    case TokenDtype::uint16:
+      for (uint64_t i = 0; i < count; ++i) fn(int64_t{load_le<uint16_t>(p + 2 * i)});
+      break;
+    case TokenDtype::int32:
+      for (uint64_t i = 0; i < count; ++i) fn(int64_t{load_le<int32_t>(p + 4 * i)});
+      break;
+    case TokenDtype::int64:
+      for (uint64_t i = 0; i < count; ++i) fn(load_le<int64_t>(p + 8 * i));
+      break;
+    case TokenDtype::float32:
+    case TokenDtype::float64:
+      break;  // refused at open
+  }
+}
+
+}  // namespace
+
+IndexedDataset IndexedDataset::open(const std::string& prefix, int64_t vocab_size) {
+  IndexedDataset ds;
+  ds.prefix_ = prefix;
+  MappedFile idx(index_path(prefix), "index file");
+  ds.bin_ = MappedFile(bin_path(prefix), "data file");
+  ds.validate_index(idx);
+  ds.scan_tokens(vocab_size);
+  return ds;
+}
+
+void IndexedDataset::validate_index(const MappedFile& idx) {
+  const char* path = idx.path().c_str();
+  const size_t size = idx.size();
+  const uint8_t* p = idx.data();
+  if (size < kIndexHeaderBytes) {
+    throw Error(
+        strprintf("index file %s is truncated: %zu bytes, but the header alone is %zu bytes", path,
+                  size, kIndexHeaderBytes));
+  }
+  if (std::memcmp(p, kIndexMagic, sizeof(kIndexMagic)) != 0) {
+    std::string got;
+    for (size_t i = 0; i < sizeof(kIndexMagic); ++i) got += strprintf("%02x", p[i]);
+    throw Error(
+        strprintf("index file %s has the wrong magic bytes (%s; expected \"MMIDIDX\\x00\\x00\"): "
+                  "not a Megatron indexed dataset",
+                  path, got.c_str()));
+  }
+  const uint64_t version = load_le<uint64_t>(p + 9);
+  if (version != kIndexVersion) {
+    throw Error(
+        strprintf("index file %s has version %llu; only version 1 (Megatron MMIDIDX) is "
+                  "supported",
+                  path, static_cast<unsigned long long>(version)));
+  }
+  const uint8_t code = p[17];
+  if (code < 1 || code > 8) {
+    throw Error(
+        strprintf("index file %s has unknown token dtype code %u (known: 1 uint8, 2 int8, "
+                  "3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16)",
+                  path, unsigned{code}));
+  }
+  dtype_ = static_cast<TokenDtype>(code);
+  if (dtype_ == TokenDtype::float32 || dtype_ == TokenDtype::float64) {
+    throw Error(
+        strprintf("index file %s stores tokens as %s (code %u); token ids must be an integer "
+                  "dtype",
+                  path, token_dtype_name(dtype_), unsigned{code}));
+  }
+  num_sequences_ = load_le<uint64_t>(p + 18);
+  const uint64_t doc_entries = load_le<uint64_t>(p + 26);
+  const uint64_t body = size - kIndexHeaderBytes;
+  // Checked before multiplying so absurd counts cannot overflow.
+  const bool fits = num_sequences_ <= body / 12 && doc_entries <= (body - num_sequences_ * 12) / 8;
+  if (!fits) {
+    throw Error(strprintf(
+        "index file %s is truncated or its counts are wrong: the header says %llu sequences and "
+        "%llu "
+        "document index entries (%s bytes of arrays) but only %zu bytes follow the header",
+        path, static_cast<unsigned long long>(num_sequences_),
+        static_cast<unsigned long long>(doc_entries),
+        num_sequences_ <= body && doc_entries <= body
+            ? std::to_string(num_sequences_ * 12 + doc_entries * 8).c_str()
+            : "more",
+        static_cast<size_t>(body)));
+  }
+  if (doc_entries == 0) {
+    throw Error(
+        strprintf("index file %s is inconsistent: the document index is empty (it must hold "
+                  "at least the leading 0 and the sequence count)",
+                  path));
+  }
+  const uint64_t S = num_sequences_;
+  sequence_lengths_.resize(S);
+  sequence_offsets_.resize(S);
+  document_index_.resize(doc_entries);
+  const uint8_t* arrays = p + kIndexHeaderBytes;
+  if (S > 0) {
+    std::memcpy(sequence_lengths_.data(), arrays, S * 4);
+    std::memcpy(sequence_offsets_.data(), arrays + S * 4, S * 8);
+  }
+  std::memcpy(document_index_.data(), arrays + S * 12, doc_entries * 8);
+
+  const uint64_t item = token_dtype_size(dtype_);
+  const uint64_t bin_size = bin_.size();
+  token_starts_.assign(S + 1, 0);
+  for (uint64_t s = 0; s < S; ++s) {
+    const int64_t length = sequence_lengths_[s];
+    const int64_t offset = sequence_offsets_[s];
+    if (length < 0) {
+      throw Error(strprintf("index file %s is inconsistent: sequence %llu has negative length %lld",
+                            path, static_cast<unsigned long long>(s),
+                            static_cast<long long>(length)));
+    }
+    if (offset < 0 ||
+        (s > 0 && offset < sequence_offsets_[s - 1] +
+                               sequence_lengths_[s - 1] * static_cast<int64_t>(item))) {
+      throw Error(strprintf(
+          "index file %s is inconsistent: byte offset %lld of sequence %llu is %s; offsets must "
+          "increase and sequences must not overlap",
+          path, static_cast<long long>(offset), static_cast<unsigned long long>(s),
+          offset < 0 ? "negative"
+                     : strprintf("before the end of sequence %llu (%lld)",
+                                 static_cast<unsigned long long>(s - 1),
+                                 static_cast<long long>(sequence_offsets_[s - 1] +
+                                                        sequence_lengths_[s - 1] *
+                                                            static_cast<int64_t>(item)))
+                           .c_str()));
+    }
+    const uint64_t end = static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) * item;
+    if (end > bin_size) {
+      throw Error(strprintf(
+          "data file %s is truncated: sequence %llu (%lld tokens of %s at byte "
+          "%lld) ends at byte %llu, but the file has %llu bytes",
+          bin_.path().c_str(), static_cast<unsigned long long>(s), static_cast<long long>(length),
+          token_dtype_name(dtype_), static_cast<long long>(offset),
+          static_cast<unsigned long long>(end), static_cast<unsigned long long>(bin_size)));
+    }
+    token_starts_[s + 1] = token_starts_[s] + static_cast<uint64_t>(length);
+  }
+  if (document_index_.front() != 0) {
+    throw Error(
+        strprintf("index file %s is inconsistent: the document index starts at %lld; it must "
+                  "start at 0",
+                  path, static_cast<long long>(document_index_.front())));
+  }
+  for (uint64_t d = 1; d < doc_entries; ++d) {
+    if (document_index_[d] < document_index_[d - 1]) {
+      throw Error(strprintf(
+          "index file %s is inconsistent: document index entry %llu (%lld) is less "
+          "than entry %llu (%lld); it must not decrease",
+          path, static_cast<unsigned long long>(d), static_cast<long long>(document_index_[d]),
+          static_cast<unsigned long long>(d - 1), static_cast<long long>(document_index_[d - 1])));
+    }
+  }
+  if (static_cast<uint64_t>(document_index_.back()) != S) {
+    throw Error(strprintf(
+        "index file %s is inconsistent: the document index ends at %lld; it must end "
+        "at the sequence count %llu",
+        path, static_cast<long long>(document_index_.back()), static_cast<unsigned long long>(S)));
+  }
+}
+
+void IndexedDataset::scan_tokens(int64_t vocab_size) {
+  int64_t lo = std::numeric_limits<int64_t>::max();
+  int64_t hi = std::numeric_limits<int64_t>::min();
+  const uint64_t item = token_dtype_size(dtype_);
+  for (uint64_t s = 0; s < num_sequences_; ++s) {
+    const uint8_t* p = bin_.data() + sequence_offsets_[s];
+    int64_t seq_lo = lo, seq_hi = hi;
+    for_each_token(dtype_, p, static_cast<uint64_t>(sequence_lengths_[s]), [&](int64_t t) {
+      seq_lo = std::min(seq_lo, t);
+      seq_hi = std::max(seq_hi, t);
+    });
+    const bool bad_high = vocab_size > 0 ? seq_hi >= vocab_size : seq_hi > INT32_MAX;
+    const bool bad_low = vocab_size > 0 ? seq_lo < 0 : seq_lo < INT32_MIN;
+    if (bad_high || bad_low) {
+      // Find the first offending token so the message points at it.
+      for (int64_t i = 0; i < sequence_lengths_[s]; ++i) {
+        int64_t t = 0;
+        for_each_token(dtype_, p + i * item, 1, [&](int64_t v) { t = v; });
+        const bool bad =
+            vocab_size > 0 ? (t < 0 || t >= vocab_size) : (t < INT32_MIN || t > INT32_MAX);
+        if (!bad) continue;
+        const std::string limit = vocab_size > 0
+                                      ? strprintf(
+                                            "outside [0, vocab_size=%lld); check the tokenizer and "
+                                            "model.vocab_size",
+                                            static_cast<long long>(vocab_size))
+                                      : std::string("does not fit int32");
+        throw Error(
+            strprintf("data file %s: token id %lld at sequence %llu, position %lld (byte %lld) "
+                      "is %s",
+                      bin_.path().c_str(), static_cast<long long>(t),
+                      static_cast<unsigned long long>(s), static_cast<long long>(i),
+                      static_cast<long long>(sequence_offsets_[s] + i * static_cast<int64_t>(item)),
+                      limit.c_str()));
+      }
+    }
+    lo = seq_lo;
+    hi = seq_hi;
+  }
+  if (num_tokens() == 0) lo = hi = 0;
+  min_token_ = lo;
+  max_token_ = hi;
+}
+
+int64_t IndexedDataset::token_at(uint64_t sequence, uint64_t position) const {
+  int64_t t = 0;
+  for_each_token(dtype_,
+                 bin_.data() + sequence_offsets_[sequence] + position * token_dtype_size(dtype_), 1,
+                 [&](int64_t v) { t = v; });
+  return t;
+}
+
+std::vector<int32_t> IndexedDataset::sequence(uint64_t s) const {
+  SG_CHECK(s < num_sequences_, strprintf("%s: sequence %llu out of range (%llu sequences)",
+                                         prefix_.c_str(), static_cast<unsigned long long>(s),
+                                         static_cast<unsigned long long>(num_sequences_)));
+  std::vector<int32_t> out(static_cast<size_t>(sequence_lengths_[s]));
+  if (!out.empty()) read_tokens(token_starts_[s], out.size(), out.data());
+  return out;
+}
+
+void IndexedDataset::read_tokens(uint64_t start, uint64_t count, int32_t* out) const {
+  SG_CHECK(start <= num_tokens() && count <= num_tokens() - start,
+           strprintf("%s: token range [%llu, %llu) is beyond the %llu tokens of the corpus",
+                     prefix_.c_str(), static_cast<unsigned long long>(start),
+                     static_cast<unsigned long long>(start + count),
+                     static_cast<unsigned long long>(num_tokens())));
+  // The sequence holding `start`: the last s with token_starts_[s] <= start (skipping empty ones).
+  uint64_t s =
+      static_cast<uint64_t>(std::upper_bound(token_starts_.begin(), token_starts_.end(), start) -
+                            token_starts_.begin() - 1);
+  uint64_t pos = start - token_starts_[s];
+  uint64_t written = 0;
+  while (written < count) {
+    const uint64_t available = static_cast<uint64_t>(sequence_lengths_[s]) - pos;
+    const uint64_t n = std::min(available, count - written);
+    const uint8_t* p = bin_.data() + sequence_offsets_[s] + pos * token_dtype_size(dtype_);
+    int32_t* dst = out + written;
+    uint64_t i = 0;
+    for_each_token(dtype_, p, n, [&](int64_t t) { dst[i++] = static_cast<int32_t>(t); });
+    written += n;
+    ++s;
+    pos = 0;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, TokenDtype dtype)
+    : prefix_(prefix), dtype_(dtype) {
+  SG_CHECK(dtype != TokenDtype::float32 && dtype != TokenDtype::float64,
+           "IndexedDatasetWriter: token dtype must be an integer type");
+  const std::filesystem::path parent = std::filesystem::path(prefix).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);  // fopen reports failures
+  const std::string tmp = bin_path(prefix) + ".tmp";
+  bin_ = std::fopen(tmp.c_str(), "wb");
+  if (bin_ == nullptr) {
+    throw Error(strprintf("cannot create data file %s: %s", tmp.c_str(), std::strerror(errno)));
+  }
+}
+
+IndexedDatasetWriter::~IndexedDatasetWriter() {
+  if (bin_ != nullptr) {
+    std::fclose(bin_);
+    std::remove((bin_path(prefix_) + ".tmp").c_str());
+  }
+}
+
+void IndexedDatasetWriter::add_sequence(std::span<const int32_t> tokens) {
+  SG_CHECK(!finalized_, "IndexedDatasetWriter: add after finalize()");
+  int64_t lo = 0, hi = 0;
+  switch (dtype_) {
+    case TokenDtype::uint8:
+      lo = 0;
+      hi = UINT8_MAX;
+      break;
+    case TokenDtype::int8:
+      lo = INT8_MIN;
+      hi = INT8_MAX;
+      break;
+    case TokenDtype::int16:
+      lo = INT16_MIN;
+      hi = INT16_MAX;
+      break;
+    case TokenDtype::uint16:
+      lo = 0;
+      hi = UINT16_MAX;
+      break;
+    default:
+      lo = INT32_MIN;
+      hi = INT32_MAX;
+      break;
+  }
+  const size_t item = token_dtype_size(dtype_);
+  scratch_.resize(tokens.size() * item);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int64_t t = tokens[i];
+    if (t < lo || t > hi) {
+      throw Error(strprintf("%s: token id %lld does not fit the dataset dtype %s", prefix_.c_str(),
+                            static_cast<long long>(t), token_dtype_name(dtype_)));
+    }
+    uint8_t* dst = scratch_.data() + i * item;
+    switch (dtype_) {
+      case TokenDtype::uint8:
+      case TokenDtype::int8:
+        dst[0] = static_cast<uint8_t>(t);
+        break;
+      case TokenDtype::int16:
+      case TokenDtype::uint16: {
+        const uint16_t v = static_cast<uint16_t>(t);
+        std::memcpy(dst, &v, 2);
+        break;
+      }
+      case TokenDtype::int32: {
+        const int32_t v = static_cast<int32_t>(t);
+        std::memcpy(dst, &v, 4);
+        break;
+      }
+      default:
+        std::memcpy(dst, &t, 8);
+        break;
+    }
+  }
+  if (!scratch_.empty() &&
+      std::fwrite(scratch_.data(), 1, scratch_.size(), bin_) != scratch_.size()) {
+    throw Error(strprintf("cannot write data file %s.tmp: %s", bin_path(prefix_).c_str(),
+                          std::strerror(errno)));
+  }
+  sequence_lengths_.push_back(static_cast<int32_t>(tokens.size()));
+  num_tokens_ += tokens.size();
+}
+
+void IndexedDatasetWriter::end_document() {
+  document_index_.push_back(static_cast<int64_t>(sequence_lengths_.size()));
+}
+
+void IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {
+  add_sequence(tokens);
+  end_document();
+}
+
+void IndexedDatasetWriter::finalize() {
+  SG_CHECK(!finalized_, "IndexedDatasetWriter: finalize() called twice");
+  finalized_ = true;
+  const std::string bin_tmp = bin_path(prefix_) + ".tmp";
+  const bool bin_ok = std::fclose(bin_) == 0;
+  bin_ = nullptr;
+  if (!bin_ok) throw Error(strprintf("cannot write data file %s", bin_tmp.c_str()));
+
+  std::vector<uint8_t> idx;
+  auto put = [&idx](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    idx.insert(idx.end(), b, b + n);
+  };
+  const uint64_t version = kIndexVersion;
+  const uint8_t code = static_cast<uint8_t>(dtype_);
+  const uint64_t seq_count = sequence_lengths_.size();
+  const uint64_t doc_entries = document_index_.size();
+  put(kIndexMagic, sizeof(kIndexMagic));
+  put(&version, 8);
+  put(&code, 1);
+  put(&seq_count, 8);
+  put(&doc_entries, 8);
+  put(sequence_lengths_.data(), seq_count * 4);
+  int64_t offset = 0;
+  for (const int32_t length : sequence_lengths_) {
+    put(&offset, 8);
+    offset += static_cast<int64_t>(length) * static_cast<int64_t>(token_dtype_size(dtype_));
+  }
+  put(document_index_.data(), doc_entries * 8);
+
+  const std::string idx_tmp = index_path(prefix_) + ".tmp";
+  std::FILE* f = std::fopen(idx_tmp.c_str(), "wb");
+  if (f == nullptr) {
+    throw Error(
+        strprintf("cannot create index file %s: %s", idx_tmp.c_str(), std::strerror(errno)));
+  }
+  const bool idx_ok = std::fwrite(idx.data(), 1, idx.size(), f) == idx.size();
+  if (std::fclose(f) != 0 || !idx_ok) {
+    throw Error(strprintf("cannot write index file %s", idx_tmp.c_str()));
+  }
+  if (std::rename(bin_tmp.c_str(), bin_path(prefix_).c_str()) != 0 ||
+      std::rename(idx_tmp.c_str(), index_path(prefix_).c_str()) != 0) {
+    throw Error(strprintf("cannot rename %s.{bin,idx}.tmp into place: %s", prefix_.c_str(),
+                          std::strerror(errno)));
+  }
+}
+
+}  // namespace sg::data

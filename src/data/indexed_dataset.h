@@ -1,0 +1,120 @@
+#pragma once
+// Megatron-LM indexed datasets: PREFIX.bin holds the tokens, PREFIX.idx describes them.
+//
+// .idx layout (version 1, little-endian), as megatron/core/datasets/indexed_dataset.py writes it:
+//   9 bytes   magic "MMIDIDX\0\0"
+//   uint64    version = 1
+//   uint8     token dtype code (1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32,
+//             8 uint16)
+//   uint64    sequence count S
+//   uint64    document index count D (= number of documents + 1)
+//   int32[S]  sequence lengths in tokens
+//   int64[S]  byte offset of each sequence in .bin
+//   int64[D]  document index: sequence indices of document boundaries, 0 first and S last
+//   (multimodal files add int8[S] sequence modes after this; they are ignored here.)
+// Everything is validated at open, so bad data is an sg::Error naming the file before any kernel
+// runs.
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "data/mapped_file.h"
+
+namespace sg::data {
+
+enum class TokenDtype : uint8_t {
+  uint8 = 1,
+  int8 = 2,
+  int16 = 3,
+  int32 = 4,
+  int64 = 5,
+  float64 = 6,
+  float32 = 7,
+  uint16 = 8
+};
+
+inline constexpr char kIndexMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
+inline constexpr uint64_t kIndexVersion = 1;
+inline constexpr size_t kIndexHeaderBytes = 9 + 8 + 1 + 8 + 8;  // 34
+
+size_t token_dtype_size(TokenDtype dtype);
+const char* token_dtype_name(TokenDtype dtype);
+// Megatron's choice for a tokenizer: uint16 when the vocabulary is below 65500, else int32.
+TokenDtype token_dtype_for_vocab(int64_t vocab_size);
+
+std::string index_path(const std::string& prefix);  // PREFIX.idx
+std::string bin_path(const std::string& prefix);    // PREFIX.bin
+
+class IndexedDataset {
+ public:
+  // Opens and validates PREFIX.idx / PREFIX.bin and scans every token once (min/max id). With
+  // vocab_size > 0, a token id outside [0, vocab_size) is an error naming the file and position.
+  static IndexedDataset open(const std::string& prefix, int64_t vocab_size = 0);
+
+  const std::string& prefix() const { return prefix_; }
+  TokenDtype dtype() const { return dtype_; }
+  uint64_t num_sequences() const { return num_sequences_; }
+  uint64_t num_documents() const { return document_index_.size() - 1; }
+  uint64_t num_tokens() const { return token_starts_.back(); }
+  int64_t min_token() const { return min_token_; }  // 0 when the corpus is empty
+  int64_t max_token() const { return max_token_; }
+
+  std::span<const int32_t> sequence_lengths() const { return sequence_lengths_; }
+  std::span<const int64_t> sequence_offsets() const { return sequence_offsets_; }
+  std::span<const int64_t> document_index() const { return document_index_; }
+
+  // Tokens of sequence `s`, converted to int32 (validated to fit at open).
+  std::vector<int32_t> sequence(uint64_t s) const;
+  // Tokens of the corpus as one stream (sequences concatenated in file order):
+  // out[i] = stream[start + i] for i < count. Requires start + count <= num_tokens().
+  void read_tokens(uint64_t start, uint64_t count, int32_t* out) const;
+
+ private:
+  IndexedDataset() = default;
+  void validate_index(const MappedFile& idx);
+  void scan_tokens(int64_t vocab_size);
+  int64_t token_at(uint64_t sequence, uint64_t position) const;
+
+  std::string prefix_;
+  TokenDtype dtype_ = TokenDtype::uint16;
+  uint64_t num_sequences_ = 0;
+  std::vector<int32_t> sequence_lengths_;
+  std::vector<int64_t> sequence_offsets_;
+  std::vector<int64_t> document_index_;
+  std::vector<uint64_t> token_starts_;  // [S+1]: stream position of each sequence's first token
+  MappedFile bin_;
+  int64_t min_token_ = 0;
+  int64_t max_token_ = 0;
+};
+
+// Writes an indexed dataset the way Megatron's IndexedDatasetBuilder does (one sequence per
+// document unless add_sequence/end_document are used). Files appear under their final names only
+// at finalize() (written as *.tmp, then renamed), so a reader never sees a half-written corpus.
+class IndexedDatasetWriter {
+ public:
+  IndexedDatasetWriter(const std::string& prefix, TokenDtype dtype);
+  ~IndexedDatasetWriter();
+  IndexedDatasetWriter(const IndexedDatasetWriter&) = delete;
+  IndexedDatasetWriter& operator=(const IndexedDatasetWriter&) = delete;
+
+  void add_document(std::span<const int32_t> tokens);  // one sequence + end_document()
+  void add_sequence(std::span<const int32_t> tokens);
+  void end_document();
+  void finalize();
+
+  uint64_t num_tokens() const { return num_tokens_; }
+
+ private:
+  std::string prefix_;
+  TokenDtype dtype_;
+  std::FILE* bin_ = nullptr;
+  std::vector<int32_t> sequence_lengths_;
+  std::vector<int64_t> document_index_{0};
+  uint64_t num_tokens_ = 0;
+  std::vector<uint8_t> scratch_;
+  bool finalized_ = false;
+};
+
+}  // namespace sg::data

@@ -1,0 +1,284 @@
+// `stepgraph bench` flags -> config, without a GPU: Megatron-Bridge's run_script.py flags, its
+// _set_cuda_graph_overrides semantics, the recipe/override/flag order, and the plan that validates
+// every compared mode before any GPU work.
+#include "bench/bench_options.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bench/bench_plan.h"
+#include "config/config.h"
+
+namespace sg::bench {
+namespace {
+
+// What `f` throws: "config: <message>" for a ConfigError (usage, exit 2), "error: <message>" for any
+// other sg::Error (exit 1), "" when it does not throw.
+template <class F>
+std::string thrown(F&& f) {
+  try {
+    f();
+  } catch (const config::ConfigError& e) {
+    return std::string("config: ") + e.what();
+  } catch (const Error& e) {
+    return std::string("error: ") + e.what();
+  }
+  return "";
+}
+
+BenchOptions tiny(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"-m", "llama", "-mr", "tiny"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return parse_bench_args(args);
+}
+
+TEST(BenchArgs, ParsesTheBridgeCommandLine) {
+  const BenchOptions o = parse_bench_args({"-m", "llama", "-mr", "1b", "--task", "pretrain", "-g", "h200", "-c",
+                                           "bf16", "-ng", "1", "--cuda_graph_impl", "transformer_engine",
+                                           "--cuda_graph_scope", "attn,mlp", "-mb", "2", "-gb", "8", "-sl", "512",
+                                           "optimizer.lr=1e-4", "--steps", "20", "--warmup", "2", "--floor-steps",
+                                           "5", "--json", "out.json", "--trace", "t.json", "--plain", "-d"});
+  EXPECT_EQ(o.model_family, "llama");
+  EXPECT_EQ(o.model_recipe, "1b");
+  EXPECT_EQ(o.task, "pretrain");
+  EXPECT_EQ(o.gpu, "h200");
+  EXPECT_EQ(o.compute_dtype, "bf16");
+  EXPECT_EQ(o.num_gpus, 1);
+  EXPECT_EQ(o.cuda_graph_impl.value_or(""), "transformer_engine");
+  EXPECT_EQ(o.cuda_graph_scope.value_or(""), "attn,mlp");
+  EXPECT_EQ(o.micro_batch_size.value_or(0), 2);
+  EXPECT_EQ(o.global_batch_size.value_or(0), 8);
+  EXPECT_EQ(o.seq_length.value_or(0), 512);
+  EXPECT_EQ(o.overrides, std::vector<std::string>{"optimizer.lr=1e-4"});
+  EXPECT_EQ(o.steps, 20);
+  EXPECT_EQ(o.warmup.value_or(-1), 2);
+  EXPECT_EQ(o.floor_steps, 5);
+  EXPECT_EQ(o.json_path, "out.json");
+  EXPECT_EQ(o.trace_path, "t.json");
+  EXPECT_TRUE(o.plain);
+  EXPECT_TRUE(o.dryrun);
+  EXPECT_FALSE(o.compare.has_value());
+}
+
+TEST(BenchArgs, LongNamesEqualsFormAndDefaults) {
+  const BenchOptions o = parse_bench_args({"--model_family_name=LLAMA", "--model_recipe_name=Tiny", "--steps=7",
+                                           "--num_gpus=1", "--compare=none,local"});
+  EXPECT_EQ(o.model_family, "llama");  // lower-cased, as Bridge's lower_str does
+  EXPECT_EQ(o.model_recipe, "tiny");
+  EXPECT_EQ(o.steps, 7);
+  EXPECT_EQ(o.compare.value_or(""), "none,local");
+  const BenchOptions d = parse_bench_args({});
+  EXPECT_EQ(d.steps, 50);
+  EXPECT_EQ(d.floor_steps, 10);
+  EXPECT_FALSE(d.warmup.has_value());
+  EXPECT_EQ(d.task, "pretrain");
+  EXPECT_EQ(d.compute_dtype, "bf16");
+  EXPECT_EQ(d.num_gpus, 1);
+}
+
+TEST(BenchArgs, UsageErrorsNameTheProblem) {
+  EXPECT_NE(thrown([] { parse_bench_args({"--floor_steps", "3"}); }).find("did you mean '--floor-steps'"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { parse_bench_args({"-m"}); }).find("config: -m needs a value"), std::string::npos);
+  EXPECT_NE(thrown([] { parse_bench_args({"--json", "--plain"}); }).find("--json needs a value"), std::string::npos);
+  EXPECT_NE(thrown([] { parse_bench_args({"--steps", "ten"}); }).find("expects an integer, got 'ten'"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { parse_bench_args({"tiny"}); }).find("unexpected argument 'tiny'"), std::string::npos);
+  EXPECT_NE(thrown([] { parse_bench_args({"--plain=yes"}); }).find("takes no value"), std::string::npos);
+}
+
+TEST(BenchArgs, HelpListsEveryFlag) {
+  const std::string help = bench_flags_help();
+  for (const char* flag : {"-m, --model_family_name FAMILY", "-mr, --model_recipe_name NAME", "--task TASK",
+                           "-g, --gpu GPU", "-c, --compute_dtype DTYPE", "-ng, --num_gpus N", "--cuda_graph_impl IMPL",
+                           "--cuda_graph_scope A,B", "-mb, --micro_batch_size N", "-gb, --global_batch_size N",
+                           "-sl, --seq_length N", "-d, --dryrun", "--compare MODES", "--steps N", "--warmup N",
+                           "--floor-steps N", "--json FILE", "--trace FILE", "--plain"}) {
+    EXPECT_NE(help.find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(BenchOptionsCheck, UnknownValuesAreUsageErrorsKnownButUnimplementedAreNot) {
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--task", "finetune"})); }).find("config: --task finetune"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--task", "sft"})); }).find("error: --task sft is not implemented yet"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"-c", "fp4"})); }).find("config: -c fp4"), std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"-c", "fp8_cs"})); }).find("error: -c fp8_cs is not implemented yet"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"-ng", "0"})); }).find("config: -ng 0"), std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"-ng", "8"})); }).find("error: -ng 8 is not implemented yet"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--cuda_graph_impl", "full"})); }).find("config:"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--cuda_graph_scope", "attn,mpl"})); }).find("did you mean 'mlp'"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(parse_bench_args({"-m", "llama"})); }).find("llama/tiny"),
+            std::string::npos);  // names the shipped recipes
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--steps", "0"})); }).find("config: --steps 0"), std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--trace", "t.json", "--floor-steps", "0"})); }).find("--floor-steps"),
+            std::string::npos);
+  EXPECT_EQ(thrown([] { check_bench_options(tiny({"-g", "h200", "-c", "BF16", "-ng", "1"})); }), "");
+}
+
+TEST(BenchOptionsCheck, CompareExcludesTheSingleModeFlagsAndGraphOverrides) {
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--compare", "none,local", "--cuda_graph_impl", "local"})); })
+                .find("config: --compare sets the CUDA-graph mode"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--compare", "none,local", "model.cuda_graph_scope=attn"})); })
+                .find("model.cuda_graph_scope=attn"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--compare", "none,lokal"})); }).find("did you mean 'local'"),
+            std::string::npos);
+  EXPECT_EQ(thrown([] { check_bench_options(tiny({"--compare", "none,local", "optimizer.lr=1e-4"})); }), "");
+}
+
+// Bridge's _set_cuda_graph_overrides, case by case.
+TEST(BridgeCudaGraphOverrides, AnImplOtherThanNoneTurnsBothRngTrackersOn) {
+  for (const char* impl : {"local", "transformer_engine"}) {
+    config::Config c;
+    apply_cuda_graph_overrides(c, {std::string(impl), std::nullopt});
+    EXPECT_EQ(c.model.cuda_graph_impl, impl);
+    EXPECT_TRUE(c.model.use_te_rng_tracker) << impl;
+    EXPECT_TRUE(c.rng.te_rng_tracker) << impl;
+  }
+}
+
+TEST(BridgeCudaGraphOverrides, ImplNoneTurnsTheTrackersOffAndIgnoresTheScope) {
+  config::Config c;
+  c.model.use_te_rng_tracker = c.rng.te_rng_tracker = true;
+  c.model.cuda_graph_impl = "local";
+  apply_cuda_graph_overrides(c, {std::string("none"), std::vector<std::string>{"attn"}});
+  EXPECT_EQ(c.model.cuda_graph_impl, "none");
+  EXPECT_FALSE(c.model.use_te_rng_tracker);
+  EXPECT_FALSE(c.rng.te_rng_tracker);
+  EXPECT_TRUE(c.model.cuda_graph_scope.empty());
+  // No flag at all on a recipe whose impl is none: the same normalisation (newer Bridge does it too).
+  config::Config d;
+  d.model.use_te_rng_tracker = d.rng.te_rng_tracker = true;
+  apply_cuda_graph_overrides(d, {});
+  EXPECT_FALSE(d.model.use_te_rng_tracker);
+  EXPECT_FALSE(d.rng.te_rng_tracker);
+}
+
+TEST(BridgeCudaGraphOverrides, FullIterationTurnsTheHostLossNanCheckOff) {
+  const std::vector<std::optional<std::vector<std::string>>> full_scopes = {
+      std::nullopt, std::vector<std::string>{}, std::vector<std::string>{"full_iteration"}};
+  for (const auto& scope : full_scopes) {
+    config::Config c;
+    ASSERT_TRUE(c.rerun_state_machine.check_for_nan_in_loss);
+    apply_cuda_graph_overrides(c, {std::string("local"), scope});
+    EXPECT_FALSE(c.rerun_state_machine.check_for_nan_in_loss);
+    EXPECT_FALSE(c.ddp.check_for_nan_in_grad);  // untouched (default false): Bridge changes only the loss check
+  }
+  config::Config scoped;
+  apply_cuda_graph_overrides(scoped, {std::string("transformer_engine"), std::vector<std::string>{"attn", "mlp"}});
+  EXPECT_TRUE(scoped.rerun_state_machine.check_for_nan_in_loss);
+  EXPECT_EQ(scoped.model.cuda_graph_scope, (std::vector<std::string>{"attn", "mlp"}));
+  // local with a module scope is not a full iteration: the check stays (and validate() refuses it).
+  config::Config invalid;
+  apply_cuda_graph_overrides(invalid, {std::string("local"), std::vector<std::string>{"attn"}});
+  EXPECT_TRUE(invalid.rerun_state_machine.check_for_nan_in_loss);
+}
+
+TEST(BridgeCudaGraphOverrides, ScopeFlagAloneKeepsTheRecipeImpl) {
+  config::Config c;
+  c.model.cuda_graph_impl = "transformer_engine";
+  c.model.use_te_rng_tracker = c.rng.te_rng_tracker = true;
+  apply_cuda_graph_overrides(c, {std::nullopt, std::vector<std::string>{"mlp"}});
+  EXPECT_EQ(c.model.cuda_graph_impl, "transformer_engine");
+  EXPECT_EQ(c.model.cuda_graph_scope, std::vector<std::string>{"mlp"});
+  EXPECT_TRUE(c.model.use_te_rng_tracker);
+}
+
+TEST(BenchConfig, RecipeThenOverridesThenFlagsThenMockData) {
+  BenchOptions o = tiny({"-mb", "2", "-gb", "4", "-sl", "128", "--warmup", "5", "train.micro_batch_size=8",
+                         "dataset.mock=false", "optimizer.lr=1e-4"});
+  const config::Config c = bench_config(o, graph_flags(o));
+  EXPECT_EQ(c.train.micro_batch_size.value_or(0), 2);  // the flag wins over the override, as in Bridge
+  EXPECT_EQ(c.train.global_batch_size.value_or(0), 4);
+  EXPECT_EQ(c.model.seq_length, 128);
+  EXPECT_EQ(c.dataset.seq_length.value_or(0), 128);
+  EXPECT_EQ(c.model.cuda_graph_warmup_steps, 5);
+  EXPECT_TRUE(c.dataset.mock);  // the bench always measures on mock data
+  EXPECT_DOUBLE_EQ(c.optimizer.lr.value_or(0), 1e-4);
+  EXPECT_EQ(c.model.num_layers, 4);  // from recipes/llama/tiny.yaml
+  EXPECT_NE(thrown([] { BenchOptions u = tiny(); u.model_recipe = "huge"; bench_config(u, {}); }).find("config:"),
+            std::string::npos);  // unknown recipe: a usage error naming the shipped ones
+}
+
+TEST(BenchPlan, CompareBuildsOneValidatedConfigPerModeOnOneModel) {
+  const BenchPlan plan = plan_bench(tiny({"--compare", "none,local,transformer_engine:attn,transformer_engine:attn+mlp",
+                                          "--steps", "20", "--floor-steps", "4", "--warmup", "2",
+                                          "rerun_state_machine.check_for_nan_in_loss=true"}));
+  ASSERT_EQ(plan.modes.size(), 4u);
+  EXPECT_EQ(plan.recipe, "llama/tiny");
+  EXPECT_EQ(plan.modes[0].label, "none");
+  EXPECT_EQ(plan.modes[1].label, "local");
+  EXPECT_EQ(plan.modes[2].label, "transformer_engine:attn");
+  EXPECT_EQ(plan.modes[3].label, "transformer_engine:attn+mlp");
+  const config::Config& none = plan.modes[0].config;
+  const config::Config& local = plan.modes[1].config;
+  const config::Config& te = plan.modes[3].config;
+  EXPECT_EQ(none.model.cuda_graph_impl, "none");
+  EXPECT_FALSE(none.model.use_te_rng_tracker);
+  EXPECT_TRUE(none.rerun_state_machine.check_for_nan_in_loss);  // the override stands where graphs allow it
+  EXPECT_EQ(local.model.cuda_graph_impl, "local");
+  EXPECT_EQ(local.model.cuda_graph_scope, std::vector<std::string>{"full_iteration"});  // normalized
+  EXPECT_FALSE(local.rerun_state_machine.check_for_nan_in_loss);  // Bridge's full-iteration rule
+  EXPECT_TRUE(local.model.use_te_rng_tracker && local.rng.te_rng_tracker);
+  EXPECT_EQ(te.model.cuda_graph_scope, (std::vector<std::string>{"attn", "mlp"}));
+  EXPECT_TRUE(te.rerun_state_machine.check_for_nan_in_loss);
+  EXPECT_EQ(plan.model.num_layers, 4);
+  EXPECT_EQ(plan.model.hidden_size, 256);
+  EXPECT_EQ(plan.batch.micro_batch_size, 4);
+  EXPECT_EQ(plan.warmup_steps, 2);
+  EXPECT_EQ(plan.steps_per_mode(), 2 + 1 + 20 + 4);
+  EXPECT_FALSE(plan.trace);
+  const std::string text = describe_plan(plan);
+  EXPECT_NE(text.find("mode transformer_engine:attn+mlp:"), std::string::npos);
+  EXPECT_NE(text.find("model.cuda_graph_scope = [attn, mlp]"), std::string::npos);
+  EXPECT_NE(text.find("rerun_state_machine.check_for_nan_in_loss = false"), std::string::npos);
+}
+
+TEST(BenchPlan, SingleModeFromTheBridgeFlags) {
+  const BenchPlan plan =
+      plan_bench(tiny({"--cuda_graph_impl", "transformer_engine", "--cuda_graph_scope", "attn,mlp"}));
+  ASSERT_EQ(plan.modes.size(), 1u);
+  EXPECT_EQ(plan.modes[0].label, "transformer_engine:attn+mlp");
+  EXPECT_TRUE(plan.modes[0].config.rng.te_rng_tracker);
+  const BenchPlan recipe_default = plan_bench(tiny());
+  EXPECT_EQ(recipe_default.modes[0].label, "none");
+  EXPECT_EQ(recipe_default.warmup_steps, 3);  // the recipe's (Bridge's default) cuda_graph_warmup_steps
+}
+
+TEST(BenchPlan, InvalidCombinationsAreRefusedByTheValidatorWithEveryViolation) {
+  const std::string scope = thrown([] { plan_bench(tiny({"--compare", "none,local:attn,transformer_engine:full_iteration"})); });
+  EXPECT_EQ(scope.rfind("error: ", 0), 0u) << scope;  // exit 1, not a usage error
+  EXPECT_NE(scope.find("mode local:attn"), std::string::npos) << scope;
+  EXPECT_NE(scope.find("mode transformer_engine:full_iteration"), std::string::npos) << scope;
+  EXPECT_NE(scope.find("[rule 4]"), std::string::npos) << scope;
+  EXPECT_NE(scope.find("nothing was run"), std::string::npos) << scope;
+  const std::string nan = thrown([] { plan_bench(tiny({"--compare", "none,local", "ddp.check_for_nan_in_grad=true"})); });
+  EXPECT_NE(nan.find("mode local"), std::string::npos) << nan;
+  EXPECT_NE(nan.find("[rule 5]"), std::string::npos) << nan;
+  EXPECT_EQ(nan.find("mode none"), std::string::npos) << nan;  // eager may check gradients on the host
+  const std::string moe = thrown([] { plan_bench(parse_bench_args({"-m", "moe", "-mr", "tiny_moe"})); });
+  EXPECT_NE(moe.find("not implemented yet: MoE layers"), std::string::npos) << moe;
+}
+
+TEST(BenchPlan, ModeLabelFromANormalizedConfig) {
+  config::Config c;
+  EXPECT_EQ(mode_label(c), "none");
+  c.model.cuda_graph_impl = "local";
+  c.model.cuda_graph_scope = {"full_iteration"};
+  EXPECT_EQ(mode_label(c), "local");
+  c.model.cuda_graph_impl = "transformer_engine";
+  c.model.cuda_graph_scope = {"attn", "mlp"};
+  EXPECT_EQ(mode_label(c), "transformer_engine:attn+mlp");
+}
+
+}  // namespace
+}  // namespace sg::bench

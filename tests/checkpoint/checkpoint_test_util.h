@@ -1,0 +1,131 @@
+#pragma once
+// Tiny Hugging Face Llama tensor lists for the checkpoint tests, built here (not from src/model) so
+// the checkpoint code is tested through its generic API. Values follow a pattern that
+// tests/checkpoint/safetensors_read.py recomputes: value(name, j) = ((7 j + len(name)) % 13) * 0.25
+// - 1.5.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/spec.h"
+#include "checkpoint/checkpoint_dir.h"
+
+namespace sg::test {
+
+inline model::ModelSpec tiny_llama_spec(bool tied = false) {
+  model::ModelSpec s;
+  s.vocab_size = 256;
+  s.num_layers = 2;
+  s.hidden_size = 32;
+  s.ffn_hidden_size = 64;
+  s.num_attention_heads = 4;
+  s.num_query_groups = 2;
+  s.seq_length = 64;
+  s.share_embeddings_and_output_weights = tied;
+  return s;
+}
+
+// Hugging Face LlamaForCausalLM parameter names and shapes.
+inline std::vector<std::pair<std::string, std::vector<int64_t>>> hf_llama_shapes(
+    const model::ModelSpec& s) {
+  const int64_t H = s.hidden_size, F = s.ffn_hidden_size, V = s.vocab_size;
+  const int64_t Q = s.num_attention_heads * s.head_dim(), KV = s.kv_dim();
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  out.push_back({"model.embed_tokens.weight", {V, H}});
+  for (int64_t l = 0; l < s.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    out.push_back({p + "input_layernorm.weight", {H}});
+    out.push_back({p + "self_attn.q_proj.weight", {Q, H}});
+    out.push_back({p + "self_attn.k_proj.weight", {KV, H}});
+    out.push_back({p + "self_attn.v_proj.weight", {KV, H}});
+    out.push_back({p + "self_attn.o_proj.weight", {H, Q}});
+    out.push_back({p + "post_attention_layernorm.weight", {H}});
+    out.push_back({p + "mlp.gate_proj.weight", {F, H}});
+    out.push_back({p + "mlp.up_proj.weight", {F, H}});
+    out.push_back({p + "mlp.down_proj.weight", {H, F}});
+  }
+  out.push_back({"model.norm.weight", {H}});
+  if (!s.share_embeddings_and_output_weights) out.push_back({"lm_head.weight", {V, H}});
+  return out;
+}
+
+inline float pattern_value(const std::string& name, int64_t j) {
+  return static_cast<float>(((7 * j + static_cast<int64_t>(name.size())) % 13) * 0.25 - 1.5);
+}
+
+inline uint16_t bf16_bits(float f) {  // exact for the pattern's values (multiples of 0.25)
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// Host storage for a list of named tensors; refs()/dests() give the generic API's views.
+struct HostTensors {
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::vector<uint8_t>> bytes;
+  checkpoint::TensorDtype dtype = checkpoint::TensorDtype::F32;
+
+  std::vector<checkpoint::TensorRef> refs() const {
+    std::vector<checkpoint::TensorRef> r;
+    for (size_t i = 0; i < names.size(); ++i)
+      r.push_back({names[i], dtype, shapes[i], bytes[i].data()});
+    return r;
+  }
+  std::vector<checkpoint::TensorDest> dests() {
+    std::vector<checkpoint::TensorDest> d;
+    for (size_t i = 0; i < names.size(); ++i)
+      d.push_back({names[i], dtype, shapes[i], bytes[i].data()});
+    return d;
+  }
+  void fill(uint8_t byte) {
+    for (auto& b : bytes) std::fill(b.begin(), b.end(), byte);
+  }
+};
+
+// The tiny Llama's tensors, pattern-filled (plus `salt` added to every float, so the optimizer
+// files differ from the model file), in `dtype` (F32 or BF16).
+inline HostTensors tiny_llama_tensors(
+    const model::ModelSpec& spec,
+    checkpoint::TensorDtype dtype = checkpoint::TensorDtype::F32, float salt = 0.0f) {
+  HostTensors t;
+  t.dtype = dtype;
+  for (const auto& [name, shape] : hf_llama_shapes(spec)) {
+    int64_t n = 1;
+    for (const int64_t d : shape) n *= d;
+    std::vector<uint8_t> b(static_cast<size_t>(n) * checkpoint::dtype_size(dtype));
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = pattern_value(name, j) + salt;
+      if (dtype == checkpoint::TensorDtype::BF16) {
+        const uint16_t h = bf16_bits(v);
+        std::memcpy(b.data() + 2 * j, &h, 2);
+      } else {
+        std::memcpy(b.data() + 4 * j, &v, 4);
+      }
+    }
+    t.names.push_back(name);
+    t.shapes.push_back(shape);
+    t.bytes.push_back(std::move(b));
+  }
+  return t;
+}
+
+// A scratch directory removed at scope exit.
+struct ScratchDir {
+  std::filesystem::path path;
+  explicit ScratchDir(const std::string& tag) {
+    path =
+        std::filesystem::temp_directory_path() / ("sg_" + tag + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() { std::filesystem::remove_all(path); }
+  std::string str() const { return path.string(); }
+};
+
+}  // namespace sg::test

@@ -1,0 +1,418 @@
+// Every validation rule: a config that breaks it (the violation names the rule and the key) and a
+// nearby config that passes; normalization; reporting everything at once.
+#include "config/validate.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "config/config.h"
+
+namespace sg::config {
+namespace {
+
+config::ValidationReport check(const char* recipe, const std::vector<std::string>& overrides) {
+  return config::validate(config::load_config(recipe, overrides));
+}
+
+bool names_key(const config::Violation& v, const std::string& key) {
+  return std::any_of(v.values.begin(), v.values.end(),
+                     [&](const config::KeyValue& kv) { return kv.key == key; });
+}
+
+std::string describe(const config::ValidationReport& r) {
+  std::string out;
+  for (const auto& v : r.violations) out += config::format_violation(v);
+  for (const auto& n : r.notes) out += config::format_note(n);
+  return out;
+}
+
+struct RuleCase {
+  int rule;
+  const char* recipe;
+  std::vector<std::string> breaks;  // overrides that break the rule
+  const char* key;                  // a key the violation must name
+  std::vector<std::string> passes;  // a nearby config with no violation at all
+};
+
+// Base recipes are graph-ready (RNG trackers on, host NaN check off), so one override switches
+// graphs on.
+const std::vector<RuleCase> kCases = {
+    {1,
+     "llama/tiny",
+     {"model.cuda_graph_impl=cuda"},
+     "model.cuda_graph_impl",
+     {"model.cuda_graph_impl=local"}},
+    {1,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,mlpp"},
+     "model.cuda_graph_scope",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,mlp"}},
+    {3,
+     "llama/tiny",
+     {"model.cuda_graph_impl=local", "model.use_te_rng_tracker=false"},
+     "model.use_te_rng_tracker",
+     {"model.cuda_graph_impl=local"}},
+    {3,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+      "rng.te_rng_tracker=false"},
+     "rng.te_rng_tracker",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn"}},
+    {4,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=full_iteration,attn"},
+     "model.cuda_graph_scope",
+     {"model.cuda_graph_impl=local", "model.cuda_graph_scope=full_iteration"}},
+    {4,
+     "llama/tiny",
+     {"model.cuda_graph_impl=local", "model.cuda_graph_scope=attn"},
+     "model.cuda_graph_impl",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn"}},
+    {4,
+     "llama/tiny",
+     {"model.cuda_graph_impl=local", "model.cuda_graph_scope=full_iteration,mlp"},
+     "model.cuda_graph_scope",
+     {"model.cuda_graph_impl=local", "model.cuda_graph_scope=[]"}},
+    {5,
+     "llama/tiny",
+     {"model.cuda_graph_impl=local", "rerun_state_machine.check_for_nan_in_loss=true"},
+     "rerun_state_machine.check_for_nan_in_loss",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+      "rerun_state_machine.check_for_nan_in_loss=true"}},
+    {5,
+     "llama/tiny",
+     {"model.cuda_graph_impl=local", "ddp.check_for_nan_in_grad=true"},
+     "ddp.check_for_nan_in_grad",
+     {"model.cuda_graph_impl=none", "ddp.check_for_nan_in_grad=true"}},
+    {6,
+     "moe/tiny_moe",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe_router,moe"},
+     "model.cuda_graph_scope",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe_router"}},
+    {6,
+     "moe/tiny_moe",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,moe_preprocess"},
+     "model.cuda_graph_scope",
+     {"model.cuda_graph_impl=transformer_engine",
+      "model.cuda_graph_scope=attn,moe_router,moe_preprocess"}},
+    {7,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe_router"},
+     "model.num_moe_experts",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=mlp"}},
+    {7,
+     "moe/tiny_moe",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=mlp"},
+     "model.num_moe_experts",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe_router"}},
+    {7,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=mamba"},
+     "model.hybrid_override_pattern",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn"}},
+    {7,
+     "llama/tiny",
+     {"model.hybrid_override_pattern=-M-M", "model.cuda_graph_impl=transformer_engine",
+      "model.cuda_graph_scope=attn"},
+     "model.hybrid_override_pattern",
+     {"model.hybrid_override_pattern=-M-M", "model.cuda_graph_impl=transformer_engine",
+      "model.cuda_graph_scope=mamba"}},
+    {8,
+     "moe/tiny_moe",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe"},
+     "model.moe_expert_capacity_factor",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe",
+      "model.moe_expert_capacity_factor=1.0", "model.moe_pad_expert_input_to_capacity=true"}},
+    {9,
+     "llama/tiny",
+     {"model.cuda_graph_impl=local", "dataset.packed_sequence=true"},
+     "dataset.pad_to_max_length",
+     {"model.cuda_graph_impl=local", "dataset.packed_sequence=true",
+      "dataset.pad_to_max_length=true", "dataset.pad_cu_seqlens=true"}},
+    {10,
+     "llama/tiny",
+     {"model.cuda_graph_impl=local", "model.cpu_offloading=true"},
+     "model.cpu_offloading",
+     {"model.cuda_graph_impl=none", "model.cpu_offloading=true"}},
+    {11,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+      "model.recompute_granularity=full"},
+     "model.recompute_granularity",
+     {"model.cuda_graph_impl=local", "model.recompute_granularity=full"}},
+    {12,
+     "moe/tiny_moe",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe_router",
+      "model.recompute_granularity=selective", "model.recompute_modules=moe"},
+     "model.recompute_modules",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe_router",
+      "model.recompute_granularity=selective", "model.recompute_modules=moe_act"}},
+    {13,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+      "model.recompute_granularity=selective", "model.recompute_modules=core_attn",
+      "model.attention_dropout=0.1"},
+     "model.attention_dropout",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+      "model.recompute_granularity=selective", "model.recompute_modules=core_attn",
+      "model.attention_dropout=0.0"}},
+    {13,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=mlp",
+      "model.recompute_granularity=selective", "model.recompute_modules=mlp",
+      "model.hidden_dropout=0.1"},
+     "model.hidden_dropout",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+      "model.recompute_granularity=selective", "model.recompute_modules=mlp",
+      "model.hidden_dropout=0.1"}},
+    {14,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+      "model.delay_wgrad_compute=true", "model.add_bias_linear=true"},
+     "model.add_bias_linear",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+      "model.delay_wgrad_compute=true"}},
+    {14,
+     "llama/tiny",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+      "model.delay_wgrad_compute=true", "model.gradient_accumulation_fusion=false"},
+     "model.gradient_accumulation_fusion",
+     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=mlp",
+      "model.delay_wgrad_compute=true", "model.gradient_accumulation_fusion=false"}},
+    {15,
+     "llama/tiny",
+     {"model.cuda_graph_warmup_steps=-1"},
+     "model.cuda_graph_warmup_steps",
+     {"model.cuda_graph_warmup_steps=0"}},
+    {16,
+     "llama/tiny",
+     {"model.num_attention_heads=3"},
+     "model.num_attention_heads",
+     {"model.num_attention_heads=8"}},
+    {16,
+     "llama/tiny",
+     {"model.num_query_groups=3"},
+     "model.num_query_groups",
+     {"model.num_query_groups=2"}},
+    {16,
+     "llama/tiny",
+     {"train.global_batch_size=6"},
+     "train.global_batch_size",
+     {"train.global_batch_size=8"}},
+    {16,
+     "llama/tiny",
+     {"model.hidden_size=264", "model.num_attention_heads=8"},
+     "model.hidden_size",
+     {"model.hidden_size=272", "model.num_attention_heads=8"}},
+    {16,
+     "llama/tiny",
+     {"dataset.seq_length=512"},
+     "dataset.seq_length",
+     {"dataset.seq_length=null"}},
+    {16, "llama/tiny", {"model.vocab_size=null"}, "model.vocab_size", {"model.vocab_size=32000"}},
+    {16, "llama/tiny", {"optimizer.min_lr=1.0"}, "optimizer.min_lr", {"optimizer.min_lr=1e-5"}},
+    {16,
+     "llama/tiny",
+     {"scheduler.lr_decay_style=WSD"},
+     "scheduler.lr_decay_style",
+     {"scheduler.lr_decay_style=constant"}},
+    {16,
+     "llama/tiny",
+     {"model.hybrid_override_pattern=M*-"},
+     "model.num_layers",
+     {"model.hybrid_override_pattern=M*-*"}},
+    {16,
+     "llama/tiny",
+     {"model.hybrid_override_pattern=M*-x"},
+     "model.hybrid_override_pattern",
+     {"model.hybrid_override_pattern=M*-E", "model.num_moe_experts=4"}},
+    {16,
+     "moe/tiny_moe",
+     {"model.moe_router_topk=9"},
+     "model.moe_router_topk",
+     {"model.moe_router_topk=8"}},
+    {16,
+     "llama/tiny",
+     {"dataset.mock=false"},
+     "dataset.data_path",
+     {"dataset.mock=false", "dataset.data_path=data/x"}},
+    {16,
+     "llama/tiny",
+     {"model.tensor_model_parallel_size=0"},
+     "model.tensor_model_parallel_size",
+     {"model.tensor_model_parallel_size=2"}},
+};
+
+TEST(Validate, EveryRuleHasABreakingAndAPassingConfig) {
+  std::vector<bool> covered(config::kNumRules + 1, false);
+  for (const auto& c : kCases) {
+    std::string trace = std::string(c.recipe) + " rule " + std::to_string(c.rule) + ":";
+    for (const auto& o : c.breaks) trace += " " + o;
+    SCOPED_TRACE(trace);
+    const config::ValidationReport broken = check(c.recipe, c.breaks);
+    const auto it =
+        std::find_if(broken.violations.begin(), broken.violations.end(),
+                     [&](const config::Violation& v) { return v.rule == c.rule && names_key(v, c.key); });
+    EXPECT_NE(it, broken.violations.end())
+        << "expected rule " << c.rule << " naming " << c.key << ", got:\n"
+        << describe(broken);
+    if (it != broken.violations.end()) {
+      EXPECT_FALSE(it->message.empty());
+      EXPECT_FALSE(it->fix.empty());
+      EXPECT_NE(config::format_violation(*it).find("[rule " + std::to_string(c.rule) + "]"),
+                std::string::npos);
+      EXPECT_NE(config::format_violation(*it).find(c.key), std::string::npos);
+    }
+    const config::ValidationReport passing = check(c.recipe, c.passes);
+    EXPECT_TRUE(passing.ok()) << "the nearby config should pass:\n" << describe(passing);
+    covered[c.rule] = true;
+  }
+  for (int rule = 1; rule <= config::kNumRules; ++rule) {
+    if (rule == 2) continue;  // rule 2 is a normalization with a note: it cannot be broken
+    EXPECT_TRUE(covered[rule]) << "no case breaks rule " << rule;
+  }
+}
+
+TEST(Validate, ShippedRecipesAreValid) {
+  for (const auto& name : config::shipped_recipe_names()) {
+    const config::ValidationReport r = check(name.c_str(), {});
+    EXPECT_TRUE(r.ok()) << name << ":\n" << describe(r);
+  }
+}
+
+TEST(Validate, Rule2ImplNoneClearsTheScopeWithANote) {
+  const config::ValidationReport r = check("llama/tiny", {"model.cuda_graph_scope=attn,mlp"});
+  EXPECT_TRUE(r.ok()) << describe(r);
+  EXPECT_TRUE(r.config.model.cuda_graph_scope.empty());
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_EQ(r.notes[0].rule, 2);
+  EXPECT_NE(config::format_note(r.notes[0]).find("model.cuda_graph_scope = [attn, mlp]"),
+            std::string::npos);
+}
+
+TEST(Validate, Rule3KeepsTheTrackersInSync) {
+  config::ValidationReport r =
+      check("llama/tiny", {"model.use_te_rng_tracker=false"});  // impl none: sync, note
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.config.model.use_te_rng_tracker);
+  EXPECT_TRUE(r.config.rng.te_rng_tracker);
+  EXPECT_TRUE(
+      std::any_of(r.notes.begin(), r.notes.end(), [](const config::Note& n) { return n.rule == 3; }));
+  // With graphs on, either false is an error naming both keys.
+  r = check("llama/tiny", {"model.cuda_graph_impl=local", "rng.te_rng_tracker=false"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.violations[0].rule, 3);
+  EXPECT_TRUE(names_key(r.violations[0], "model.use_te_rng_tracker"));
+  EXPECT_TRUE(names_key(r.violations[0], "rng.te_rng_tracker"));
+  // Bridge defaults (both false) with graphs: rule 3, and rule 5 for the default NaN check.
+  config::Config bare =
+      config::load_config("llama/tiny", {"model.use_te_rng_tracker=false", "rng.te_rng_tracker=false"});
+  bare.model.cuda_graph_impl = "local";
+  bare.rerun_state_machine.check_for_nan_in_loss = true;
+  r = config::validate(bare);
+  ASSERT_EQ(r.violations.size(), 2u) << describe(r);
+  EXPECT_EQ(r.violations[0].rule, 3);
+  EXPECT_EQ(r.violations[1].rule, 5);
+}
+
+TEST(Validate, Rule4NormalizesEmptyScopes) {
+  config::ValidationReport r = check("llama/tiny", {"model.cuda_graph_impl=local"});
+  EXPECT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r.config.model.cuda_graph_scope, std::vector<std::string>{"full_iteration"});
+  // transformer_engine without a scope graphs whole layers: every module scope the model has.
+  r = check("llama/tiny", {"model.cuda_graph_impl=transformer_engine"});
+  EXPECT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r.config.model.cuda_graph_scope, (std::vector<std::string>{"attn", "mlp"}));
+  r = check("moe/tiny_moe", {"model.cuda_graph_impl=transformer_engine"});
+  EXPECT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r.config.model.cuda_graph_scope,
+            (std::vector<std::string>{"attn", "moe_router", "moe_preprocess"}));
+  r = check("moe/tiny_moe",
+            {"model.cuda_graph_impl=transformer_engine", "model.moe_expert_capacity_factor=1",
+             "model.moe_pad_expert_input_to_capacity=true"});
+  EXPECT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r.config.model.cuda_graph_scope, (std::vector<std::string>{"attn", "moe"}));
+  // The exact message of the brief's example.
+  r = check("llama/tiny", {"model.cuda_graph_impl=transformer_engine",
+                           "model.cuda_graph_scope=full_iteration,attn"});
+  ASSERT_EQ(r.violations.size(), 1u) << describe(r);
+  EXPECT_EQ(config::format_violation(r.violations[0])
+                .rfind("[rule 4] full_iteration is only valid with cuda_graph_impl local\n"
+                       "  model.cuda_graph_impl = transformer_engine, model.cuda_graph_scope = "
+                       "[full_iteration, attn]\n"
+                       "  fix: ",
+                       0),
+            0u)
+      << config::format_violation(r.violations[0]);
+}
+
+TEST(Validate, ReportsEveryViolationAtOnceInRuleOrder) {
+  const config::ValidationReport r =
+      check("llama/tiny", {"model.cuda_graph_impl=local", "model.cuda_graph_scope=attn",
+                           "model.cpu_offloading=true", "model.cuda_graph_warmup_steps=-2",
+                           "model.num_attention_heads=3", "model.num_query_groups=null",
+                           "train.global_batch_size=5"});
+  std::vector<int> rules;
+  for (const auto& v : r.violations) rules.push_back(v.rule);
+  EXPECT_EQ(rules, (std::vector<int>{4, 10, 15, 16, 16})) << describe(r);
+}
+
+TEST(Validate, UnknownValuesListTheValidOnes) {
+  const config::ValidationReport r = check(
+      "llama/tiny", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=atn"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.violations[0].rule, 1);
+  EXPECT_NE(
+      r.violations[0].fix.find("full_iteration, attn, mlp, moe, moe_router, moe_preprocess, mamba"),
+      std::string::npos);
+  EXPECT_NE(r.violations[0].fix.find("did you mean 'attn'"), std::string::npos);
+  const config::ValidationReport impl = check("llama/tiny", {"model.cuda_graph_impl=TE"});
+  EXPECT_NE(impl.violations.at(0).fix.find("none, local, transformer_engine"), std::string::npos);
+}
+
+TEST(Validate, Rule16NotesUnimplementedFeaturesAndTrainCanRefuseThem) {
+  EXPECT_TRUE(config::unimplemented_features(config::load_config("llama/tiny")).empty());
+  const config::Config c = config::load_config(
+      "llama/tiny", {"model.tensor_model_parallel_size=2", "model.pipeline_model_parallel_size=2",
+                     "model.expert_model_parallel_size=2", "model.recompute_granularity=full",
+                     "model.cpu_offloading=true", "model.delay_wgrad_compute=true",
+                     "model.hybrid_override_pattern=M*-E", "model.num_moe_experts=4"});
+  const auto features = config::unimplemented_features(c);
+  const std::string all = [&] {
+    std::string s;
+    for (const auto& f : features) s += f + "\n";
+    return s;
+  }();
+  for (const char* expected :
+       {"tensor parallelism (model.tensor_model_parallel_size = 2)", "pipeline parallelism",
+        "expert parallelism", "activation recompute", "CPU offloading", "delayed weight-gradient",
+        "MoE layers", "Mamba layers"}) {
+    EXPECT_NE(all.find(expected), std::string::npos) << expected << " in\n" << all;
+  }
+  const config::ValidationReport r = config::validate(c);
+  EXPECT_TRUE(r.ok()) << describe(r);  // notes, not errors
+  const auto unimplemented_notes = std::count_if(r.notes.begin(), r.notes.end(), [](const config::Note& n) {
+    return n.rule == 16 && n.message.find("not implemented yet") != std::string::npos;
+  });
+  EXPECT_EQ(static_cast<size_t>(unimplemented_notes), features.size());
+  EXPECT_FALSE(config::unimplemented_features(config::load_config("moe/tiny_moe")).empty());
+}
+
+TEST(Validate, ResolvesBridgeDefaults) {
+  config::Config c = config::load_config("llama/tiny", {"model.ffn_hidden_size=null", "model.num_query_groups=null",
+                                        "train.global_batch_size=null"});
+  const config::ValidationReport r = config::validate(c);
+  EXPECT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r.config.model.ffn_hidden_size, 1024);
+  EXPECT_EQ(r.config.model.num_query_groups, 4);
+  EXPECT_EQ(r.config.train.global_batch_size, 4);
+  EXPECT_EQ(r.config.scheduler.lr_decay_iters, r.config.train.train_iters);
+  EXPECT_EQ(r.config.dataset.seq_length, 256);
+  // Validating the normalized config changes nothing more.
+  const config::ValidationReport again = config::validate(r.config);
+  EXPECT_EQ(config::emit_yaml(again.config), config::emit_yaml(r.config));
+}
+
+}  // namespace
+}  // namespace sg::config

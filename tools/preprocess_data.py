@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Tokenize text into a Megatron indexed dataset (.bin/.idx) that stepgraph and Megatron-LM train on.
+
+  python3 tools/preprocess_data.py --input corpus.jsonl --json-keys text --output-prefix data/corpus \\
+      --tokenizer-type HuggingFaceTokenizer --tokenizer-model tok/ --append-eod --workers 4
+
+writes data/corpus_text_document.bin and data/corpus_text_document.idx (one pair per --json-keys key,
+named PREFIX_<key>_document as Megatron-LM's tools/preprocess_data.py names them); train on them with
+dataset.data_path=[data/corpus_text_document]. Check them with
+`build/src/stepgraph data inspect data/corpus_text_document`.
+
+Flags and output follow Megatron-LM's tools/preprocess_data.py; the files are Megatron's MMIDIDX format
+(uint16 tokens below a vocabulary of 65500, else int32; docs/data-and-checkpoints.md), one sequence per
+document (one per list item for a key holding a list of strings). Documents stay in input order with
+any number of workers. Documents that encode to no tokens are skipped.
+
+Inputs: .jsonl (one JSON object per line) or, as a convenience, .txt: one document per paragraph
+(lines up to a blank line), or one per file with --txt-document-per-file (give several files). Either
+may be gzipped (.gz).
+
+--tokenizer-model is a folder with tokenizer.json (tools/train_tokenizer.py writes one; any Hugging Face
+fast-tokenizer folder works). --append-eod appends its eos_token (from tokenizer_config.json) to every
+document: the EOD token, id 0 for tokenizers from train_tokenizer.py.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import deque
+
+import numpy as np
+
+from sgtools import ToolError, run_tool
+from sgtools.corpus import Record, check_inputs, check_txt_keys, document_texts, read_records
+from sgtools.indexed_dataset import IndexedDatasetWriter, output_prefix, token_dtype_for_vocab
+from sgtools.progress import Progress, human_bytes, human_seconds
+from sgtools.tokenizer_files import TOKENIZER_FILE, load_tokenizer_folder
+
+SUPPORTED_TOKENIZER_TYPES = ("HuggingFaceTokenizer",)
+BATCH_DOCUMENTS = 256        # documents per task sent to a worker
+BATCH_BYTES = 1 << 20        # ... or fewer, once they hold this much text
+TASKS_IN_FLIGHT_PER_WORKER = 4
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="preprocess_data.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("tokenizer")
+    g.add_argument("--tokenizer-type", required=True, metavar="TYPE",
+                   help="HuggingFaceTokenizer (the only type here; Megatron-LM's tool has the others)")
+    g.add_argument("--tokenizer-model", required=True, metavar="DIR",
+                   help=f"tokenizer folder with {TOKENIZER_FILE} (from tools/train_tokenizer.py or Hugging Face)")
+    g = p.add_argument_group("input data")
+    g.add_argument("--input", nargs="+", required=True, metavar="FILE",
+                   help=".jsonl or .txt file(s), optionally .gz, processed in the order given")
+    g.add_argument("--json-keys", nargs="+", default=["text"], metavar="KEY",
+                   help="keys to tokenize, one output dataset each (default: text); for .txt the one key "
+                        "names the output")
+    g.add_argument("--split-sentences", action="store_true",
+                   help="Megatron's NLTK sentence splitting: not supported here (refused with a message)")
+    g.add_argument("--txt-document-per-file", action="store_true",
+                   help=".txt inputs: each file is one document (default: each blank-line-separated paragraph)")
+    g = p.add_argument_group("tokenization process")
+    g.add_argument("--append-eod", action="store_true",
+                   help="append the tokenizer's eos token (EOD) to every document")
+    g = p.add_argument_group("output data")
+    g.add_argument("--output-prefix", required=True, metavar="PREFIX",
+                   help="path prefix of the outputs: writes PREFIX_<key>_document.{bin,idx}")
+    g = p.add_argument_group("runtime")
+    g.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="tokenizer processes (default: 1); output order does not depend on it")
+    g.add_argument("--log-interval", type=int, default=1000, metavar="N",
+                   help="documents between progress lines when stderr is not a terminal (default: 1000)")
+    g.add_argument("--documents-per-task", type=int, default=BATCH_DOCUMENTS, metavar="N",
+                   help=f"documents a worker encodes at a time (default: {BATCH_DOCUMENTS}; fewer when they "
+                        f"exceed {BATCH_BYTES >> 20} MiB)")
+    return p.parse_args(argv)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    if args.tokenizer_type not in SUPPORTED_TOKENIZER_TYPES:
+        raise ToolError(f"--tokenizer-type {args.tokenizer_type} is not supported here; use HuggingFaceTokenizer "
+                        f"with a tokenizer folder (tools/train_tokenizer.py makes one), or Megatron-LM's "
+                        f"tools/preprocess_data.py, whose .bin/.idx stepgraph reads as they are")
+    if args.split_sentences:
+        raise ToolError("--split-sentences is not supported (it needs NLTK and writes sentence-level datasets); "
+                        "stepgraph trains on document-level datasets: drop the flag")
+    if args.workers < 1:
+        raise ToolError(f"--workers must be at least 1 (got {args.workers})")
+    for flag in ("log_interval", "documents_per_task"):
+        if getattr(args, flag) < 1:
+            raise ToolError(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
+    if not os.path.basename(args.output_prefix):
+        raise ToolError(f"--output-prefix {args.output_prefix} names a folder; give a file prefix inside it, "
+                        f"e.g. {os.path.join(args.output_prefix, 'corpus')}")
+    if len(set(args.json_keys)) != len(args.json_keys):
+        raise ToolError(f"--json-keys lists a key twice: {' '.join(args.json_keys)}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Worker side: a process-global encoder, set up once per worker by init_worker.
+
+_encoder: dict = {}
+
+
+def init_worker(tokenizer_json: str, json_keys: list[str], eod_id: int | None) -> None:
+    from tokenizers import Tokenizer
+    _encoder.update(tokenizer=Tokenizer.from_file(tokenizer_json), keys=json_keys, eod=eod_id)
+
+
+def init_pool_worker(*init_args) -> None:
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (it stops the pool)
+    init_worker(*init_args)
+
+
+def encode_batch(records: list[Record]) -> tuple[int, int, dict]:
+    """Tokenizes a batch of documents. Returns (documents, bytes, {key: (tokens, lengths, empty)}) where
+    tokens are the non-empty documents' tokens back to back, lengths[i] their sequence lengths, and
+    empty the number of documents skipped for having no tokens."""
+    tokenizer, keys, eod = _encoder["tokenizer"], _encoder["keys"], _encoder["eod"]
+    docs = [document_texts(r, keys) for r in records]
+    out = {}
+    for key in keys:
+        texts = [t for d in docs for t in d[key]]
+        encodings = iter(tokenizer.encode_batch(texts, add_special_tokens=True)) if texts else iter(())
+        ids: list[int] = []
+        lengths: list[list[int]] = []
+        empty = 0
+        for d in docs:
+            seq_lengths = []
+            for _ in d[key]:
+                seq = next(encodings).ids
+                if seq:  # as Megatron: empty sequences are dropped
+                    ids.extend(seq)
+                    seq_lengths.append(len(seq))
+            if not seq_lengths:
+                empty += 1
+                continue
+            if eod is not None:
+                ids.append(eod)
+                seq_lengths[-1] += 1
+            lengths.append(seq_lengths)
+        out[key] = (np.asarray(ids, dtype=np.int64), lengths, empty)  # the writer checks the dtype fits
+    return len(records), sum(len(r.payload) for r in records), out
+
+
+def batches(records, max_documents: int, max_bytes: int = BATCH_BYTES):
+    batch, size = [], 0
+    for r in records:
+        batch.append(r)
+        size += len(r.payload)
+        if len(batch) >= max_documents or size >= max_bytes:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def encoded_batches(args: argparse.Namespace, init_args: tuple):
+    """Encoded batches in input order; with several workers at most workers * 4 tasks are queued, so
+    memory stays bounded however large the input."""
+    tasks = batches(read_records(args.input, args.txt_document_per_file), args.documents_per_task)
+    if args.workers == 1:
+        init_worker(*init_args)
+        yield from map(encode_batch, tasks)
+        return
+    import multiprocessing
+    with multiprocessing.Pool(args.workers, initializer=init_pool_worker, initargs=init_args) as pool:
+        pending = deque()
+        for batch in tasks:
+            pending.append(pool.apply_async(encode_batch, (batch,)))
+            if len(pending) >= args.workers * TASKS_IN_FLIGHT_PER_WORKER:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+# ---------------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    check_args(args)
+    total_bytes = check_inputs(args.input)
+    check_txt_keys(args.input, args.json_keys)
+    # One process per --workers, each encoding on one thread (tokenizers' own thread pool off).
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    folder = load_tokenizer_folder(args.tokenizer_model)
+    if args.append_eod and folder.eod_id is None:
+        raise ToolError(f"--append-eod needs an end-of-document token, but {args.tokenizer_model} names no "
+                        f"eos_token in tokenizer_config.json; add one or drop --append-eod")
+    dtype = token_dtype_for_vocab(folder.vocab_size)
+    eod = folder.eod_id if args.append_eod else None
+
+    print(f"preprocess_data: {len(args.input)} input file(s), {human_bytes(total_bytes)}; tokenizer "
+          f"{args.tokenizer_model} (vocabulary {folder.vocab_size:,}, {dtype.name} tokens); "
+          f"{args.workers} worker(s)", file=sys.stderr)
+    writers = {key: IndexedDatasetWriter(output_prefix(args.output_prefix, key), dtype) for key in args.json_keys}
+    stats = {key: {"documents": 0, "sequences": 0, "empty": 0} for key in args.json_keys}
+    progress = Progress(total_bytes, args.log_interval)
+    init_args = (os.path.join(args.tokenizer_model, TOKENIZER_FILE), args.json_keys, eod)
+    results = encoded_batches(args, init_args)
+    try:
+        for documents, nbytes, per_key in results:
+            tokens = 0
+            for key, (ids, lengths, empty) in per_key.items():
+                writers[key].add_documents(ids, lengths)
+                stats[key]["documents"] += len(lengths)
+                stats[key]["sequences"] += sum(len(x) for x in lengths)
+                stats[key]["empty"] += empty
+                tokens += ids.size
+            progress.update(documents, nbytes, tokens)
+        for writer in writers.values():
+            writer.finalize()
+    except BaseException:
+        results.close()  # stops the worker pool now
+        for writer in writers.values():
+            writer.abort()
+        raise
+    progress.finish()
+    report(args, folder, dtype, writers, stats, progress)
+    return 0
+
+
+def report(args, folder, dtype, writers, stats, progress: Progress) -> None:
+    seconds = progress.elapsed()
+    total_tokens = sum(w.num_tokens for w in writers.values())
+    print(f"preprocess_data: done in {human_seconds(seconds)}")
+    print(f"  input:      {progress.documents:,} documents, {human_bytes(progress.bytes)} from "
+          f"{', '.join(args.input)}")
+    for key, writer in writers.items():
+        s = stats[key]
+        skipped = f", {s['empty']:,} empty skipped" if s["empty"] else ""
+        print(f"  {key + ':':<11} {s['documents']:,} documents{skipped}, {s['sequences']:,} "
+              f"sequences, {writer.num_tokens:,} tokens")
+    print(f"  speed:      {total_tokens / seconds:,.0f} tokens/s, {progress.bytes / seconds / 1e6:.2f} MB/s "
+          f"({args.workers} worker(s))")
+    eod = f"EOD id {folder.eod_id} ({folder.eos_token}) appended" if args.append_eod else \
+        "no EOD appended (documents run into each other; --append-eod separates them)"
+    print(f"  tokens:     {dtype.name}, vocabulary {folder.vocab_size:,}; {eod}")
+    for key, writer in writers.items():
+        print(f"  wrote:      {writer.bin_path} ({os.path.getsize(writer.bin_path):,} bytes), "
+              f"{writer.idx_path} ({os.path.getsize(writer.idx_path):,} bytes)")
+    first = output_prefix(args.output_prefix, args.json_keys[0])
+    print(f"  next:       build/src/stepgraph data inspect {first} --vocab-size {folder.vocab_size}")
+
+
+if __name__ == "__main__":
+    run_tool(main, "interrupted: no output written")
