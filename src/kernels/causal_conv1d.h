@@ -4,12 +4,13 @@
 // PyTorch's Conv1d(C, C, 4, groups=C, padding=3)[..., :S] then SiLU (Megatron's conv1d_weight [C, 1, 4]).
 // bf16 activations and weights, fp32 arithmetic, bf16 out rounded once. CPU twin: reference/causal_conv1d.h.
 //
-// `in` is a strided view so it can be the xBC slice of the in_proj output row [z | xBC | dt]: token
-// (b, t) starts at in + (b * S + t) * in_stride. The backward writes d in into the same kind of view (the
-// in_proj output gradient) and touches only its C columns.
+// `in` may be a strided view so it can be the xBC slice of the in_proj output row [z | xBC | dt]: token
+// (b, t) starts at in + (b * S + t) * in_row_stride (0 = packed, C). The backward writes d in into the same
+// kind of view (the in_proj output gradient) and touches only its C columns.
 //
 // Layout: a thread owns 8 channels (16-byte vectors when C, the strides and the pointers allow; 1 channel
-// otherwise) and a tile of consecutive tokens, sliding a 4-token window in registers.
+// otherwise) and a tile of consecutive tokens, sliding a 4-token window in registers. Kernels:
+// causal_conv1d.cuh (also run by the CPU emulator of the tests).
 //
 // Deterministic weight gradients (no float atomics): the backward recomputes the pre-activation, and each
 // of a fixed number of token slots (a function of B and S only) sums its dweight/dbias contributions in
@@ -30,30 +31,30 @@ namespace sg::kernels {
 inline constexpr int64_t kCausalConv1dWidth = 4;
 
 struct CausalConv1dForwardParams {
-  bf16* out = nullptr;           // [B, S, C], contiguous
-  const bf16* in = nullptr;      // token (b, t) at in + (b * S + t) * in_stride; C columns read
+  bf16* out = nullptr;           // [B, S, C], packed
+  const bf16* in = nullptr;      // token (b, t) at in + (b * S + t) * in_row_stride; C columns read
   const bf16* weight = nullptr;  // [C, 4]
   const bf16* bias = nullptr;    // [C]
   int64_t B = 0, S = 0, C = 0;
-  int64_t in_stride = 0;         // elements between consecutive tokens of `in`, >= C
+  int64_t in_row_stride = 0;     // elements between consecutive tokens of `in`: 0 (packed, C) or >= C
 };
 void causal_conv1d_silu_forward(cudaStream_t stream, const CausalConv1dForwardParams& p);
 
 // din = d in (its C columns of every token OVERWRITTEN, other columns untouched); dweight, dbias ADDED into.
 // din must not alias in or dout.
 struct CausalConv1dBackwardParams {
-  bf16* din = nullptr;           // token (b, t) at din + (b * S + t) * din_stride
+  bf16* din = nullptr;           // token (b, t) at din + (b * S + t) * din_row_stride
   float* dweight = nullptr;      // [C, 4] fp32 main_grad, ADDED into
   float* dbias = nullptr;        // [C] fp32 main_grad, ADDED into
   float* scratch = nullptr;      // fp32 [causal_conv1d_backward_num_partials(B, S), 5C]
   size_t scratch_bytes = 0;      // size of `scratch` (checked >= causal_conv1d_backward_scratch_bytes)
-  const bf16* dout = nullptr;    // [B, S, C], contiguous
-  const bf16* in = nullptr;      // the forward input (strided, in_stride)
+  const bf16* dout = nullptr;    // [B, S, C], packed
+  const bf16* in = nullptr;      // the forward input (strided, in_row_stride)
   const bf16* weight = nullptr;  // [C, 4]
   const bf16* bias = nullptr;    // [C]
   int64_t B = 0, S = 0, C = 0;
-  int64_t in_stride = 0;         // >= C
-  int64_t din_stride = 0;        // >= C
+  int64_t in_row_stride = 0;     // 0 (packed) or >= C
+  int64_t din_row_stride = 0;    // 0 (packed) or >= C
 };
 void causal_conv1d_silu_backward(cudaStream_t stream, const CausalConv1dBackwardParams& p);
 

@@ -5,10 +5,12 @@
 
 namespace sg::kernels::detail {
 
-void check_row_stride(const char* op, const char* name, int64_t stride, int64_t width) {
-  SG_CHECK(stride >= width, strprintf("%s: %s = %lld is smaller than the view's %lld columns (it is the distance "
-                                      "between consecutive tokens of the strided view, >= the width)",
+int64_t resolve_row_stride(const char* op, const char* name, int64_t stride, int64_t width) {
+  if (stride == 0) return width;
+  SG_CHECK(stride >= width, strprintf("%s: %s = %lld is smaller than the view's %lld columns (the elements "
+                                      "between consecutive tokens: 0 for packed rows, else >= the width)",
                                       op, name, static_cast<long long>(stride), static_cast<long long>(width)));
+  return stride;
 }
 
 bool bf16_vector_path_ok(int64_t width, std::initializer_list<int64_t> strides,

@@ -9,8 +9,9 @@
 
 namespace sg::kernels::detail {
 
-// `stride` (the distance between consecutive tokens of a view named `name`) must be >= `width`.
-void check_row_stride(const char* op, const char* name, int64_t stride, int64_t width);
+// The row stride of a view named `name` (the elements between consecutive tokens): 0 means packed and
+// gives `width`; otherwise it must be >= width.
+int64_t resolve_row_stride(const char* op, const char* name, int64_t stride, int64_t width);
 
 // The 16-byte (8 x bf16) vector path applies: width and every stride a multiple of 8 and every pointer
 // 16-byte aligned (null pointers are skipped).

@@ -1,5 +1,5 @@
-// Host-side launcher checks (no GPU needed): the 16-byte vector-path test and the stride / scratch errors
-// that name the launcher, the value and the planner to call.
+// Host-side launcher checks (no GPU needed): the 16-byte vector-path test, row strides (0 = packed) and
+// the stride / scratch errors that name the launcher, the value and the planner to call.
 #include "kernels/launch_checks.h"
 
 #include <gtest/gtest.h>
@@ -26,10 +26,11 @@ TEST(LaunchChecks, VectorPathNeedsWidthStridesAndPointersAligned) {
 
 TEST(LaunchChecks, StrideAndScratchErrorsNameTheFix) {
   const std::string stride_msg =
-      test::thrown_message([] { kernels::detail::check_row_stride("my_op", "z_stride", 100, 128); });
+      test::thrown_message([] { kernels::detail::resolve_row_stride("my_op", "z_row_stride", 100, 128); });
   EXPECT_NE(stride_msg.find("my_op"), std::string::npos) << stride_msg;
-  EXPECT_NE(stride_msg.find("z_stride = 100"), std::string::npos) << stride_msg;
-  EXPECT_NO_THROW(kernels::detail::check_row_stride("my_op", "z_stride", 128, 128));
+  EXPECT_NE(stride_msg.find("z_row_stride = 100"), std::string::npos) << stride_msg;
+  EXPECT_EQ(kernels::detail::resolve_row_stride("my_op", "z_row_stride", 0, 128), 128) << "0 means packed";
+  EXPECT_EQ(kernels::detail::resolve_row_stride("my_op", "z_row_stride", 6176, 128), 6176);
 
   float scratch[4];
   const std::string scratch_msg = test::thrown_message(

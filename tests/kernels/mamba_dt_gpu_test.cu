@@ -1,83 +1,55 @@
 // GPU dt = clamp(softplus(dt_raw + dt_bias)) and A = -exp(A_log), forward and backward, against
 // reference/mamba_dt on the same bf16-rounded inputs; dt_raw and its gradient are the strided dt slice of
-// in_proj rows.
-// Tolerances: fp32 outputs from identical inputs (dt, ddt_bias, A, dA_log) relative error < kFp32RelTol
-// (1e-5); bf16 ddt_raw < kBf16RelTol (1e-2). Outputs are poisoned before every run, the gradient rows hold
-// a sentinel outside the view that must survive; a second eager run and a CUDA-graph replay are bitwise
-// identical.
+// in_proj rows. Cases and tolerances: mamba_dt_case.h (A, dA_log: fp32, < kFp32RelTol). Outputs are
+// poisoned before every run; a second eager run and a CUDA-graph replay are bitwise identical.
 #include <gtest/gtest.h>
 
-#include <limits>
 #include <vector>
 
 #include "core/strings.h"
 #include "cuda/stream.h"
 #include "gpu_test_util.h"
-#include "kernels/mamba_dt.h"
-#include "reference/mamba_dt.h"
 #include "kernel_gpu_test_util.h"
+#include "kernels/mamba_dt.h"
+#include "kernels/mamba_dt_case.h"
+#include "reference/mamba_dt.h"
 
 namespace {
 
 using namespace sg;
 using namespace sg::test;
 
-constexpr float kSentinel = -3.0f;
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-// T tokens whose rows have `stride` elements with the H-wide dt view at column `offset`; dt_limit.
-struct Case {
-  int64_t T, H, stride, offset;
-  float dt_min, dt_max;
-};
-const Case kCases[] = {
-    {1, 1, 1, 0, 0.0f, kInf},
-    {3, 8, 392, 384, 0.0f, kInf},       // a tiny in_proj row [z 128 | xBC 256 | dt 8]
-    {257, 33, 40, 7, 0.0f, kInf},       // more heads than a block's 32, odd offset
-    {1000, 5, 5, 0, 0.05f, 1.0f},       // contiguous, clipped on both sides
-    {8192, 32, 6176, 6144, 0.0f, kInf}, // small_hybrid: B * S = 4 * 2048 tokens, dt at the row's end
+const DtShape kShapes[] = {
+    {1, 1, 1, 0},
+    {3, 8, 392, 384},                   // a tiny in_proj row [z 128 | xBC 256 | dt 8]
+    {257, 33, 40, 7},                   // more heads than a block's 32, odd offset
+    {1000, 5, 5, 0, 0.05f, 1.0f},       // packed, clipped on both sides
+    {8192, 32, 6176, 6144},             // small_hybrid: B * S = 4 * 2048 tokens, dt at the row's end
     {4099, 128, 130, 1, 0.001f, 0.1f},  // Nemotron-H 8B's 128 heads, Megatron's dt range as a limit
 };
 
-class MambaDtGpu : public ::testing::TestWithParam<Case> {};
+class MambaDtGpu : public ::testing::TestWithParam<DtShape> {};
 
 TEST_P(MambaDtGpu, ForwardAndBackwardMatchReferenceAndAreDeterministic) {
-  const auto [T, H, stride, offset, lo, hi] = GetParam();
-  const uint64_t seed = static_cast<uint64_t>(T * 131 + H);
-  const auto rows = round_bf16(random_normal(T * stride, seed + 1, 2.0f));
-  auto bias = random_normal(H, seed + 2);
-  for (auto& b : bias) b -= 3.0f;  // softplus(bias) ~ 0.05: dt's usual scale
-  const auto ddt = random_normal(T * H, seed + 3);
-  const auto dbias0 = random_normal(H, seed + 4);
-
-  std::vector<float> dt_ref(T * H), draw_ref_rows(T * stride, 0.0f), dbias_ref = dbias0;
-  ref::mamba_dt_forward(dt_ref.data(), rows.data() + offset, stride, bias.data(), T, H, lo, hi);
-  ref::mamba_dt_backward(draw_ref_rows.data() + offset, stride, dbias_ref.data(), ddt.data(), rows.data() + offset,
-                         stride, bias.data(), T, H, lo, hi);
-  const auto draw_ref = view_columns(draw_ref_rows, T, stride, offset, H);
-
-  DeviceBuffer<bf16> d_rows(T * stride), d_draw(T * stride);
-  DeviceBuffer<float> d_bias(H), d_dt(T * H), d_ddt(T * H), d_dbias(H);
-  const size_t scratch_bytes = kernels::mamba_dt_backward_scratch_bytes(T, H);
-  DeviceBuffer<float> d_scratch(scratch_bytes / sizeof(float));
-  d_rows.upload(to_bf16(rows));
-  d_bias.upload(bias);
-  d_ddt.upload(ddt);
-  const auto draw_poisoned = poisoned_view_rows(T, stride, offset, H, kSentinel);
+  const DtCase c = make_dt_case(GetParam());
+  const DtShape& s = c.s;
+  DeviceBuffer<bf16> d_rows(s.T * s.stride), d_draw(s.T * s.stride);
+  DeviceBuffer<float> d_bias(s.H), d_dt(s.T * s.H), d_ddt(s.T * s.H), d_dbias(s.H);
+  DeviceBuffer<float> d_scratch(c.scratch_bytes() / sizeof(float));
+  d_rows.upload(c.rows);
+  d_bias.upload(c.bias);
+  d_ddt.upload(c.ddt);
   auto prepare = [&] {
     d_dt.poison();
-    d_draw.upload(draw_poisoned);
-    d_dbias.upload(dbias0);
+    d_draw.upload(c.draw_poisoned);
+    d_dbias.upload(c.dbias0);
     d_scratch.poison();
     sync_device();
   };
-  auto enqueue = [&](cudaStream_t s) {
-    kernels::mamba_dt_forward(s, {.dt = d_dt.get(), .dt_raw = d_rows.get() + offset, .dt_bias = d_bias.get(), .T = T,
-                                  .H = H, .raw_stride = stride, .dt_min = lo, .dt_max = hi});
-    kernels::mamba_dt_backward(s, {.ddt_raw = d_draw.get() + offset, .ddt_bias = d_dbias.get(),
-                                   .scratch = d_scratch.get(), .scratch_bytes = scratch_bytes, .ddt = d_ddt.get(),
-                                   .dt_raw = d_rows.get() + offset, .dt_bias = d_bias.get(), .T = T, .H = H,
-                                   .raw_stride = stride, .draw_stride = stride, .dt_min = lo, .dt_max = hi});
+  auto enqueue = [&](cudaStream_t st) {
+    kernels::mamba_dt_forward(st, c.forward(d_dt.get(), d_rows.get(), d_bias.get()));
+    kernels::mamba_dt_backward(
+        st, c.backward(d_draw.get(), d_dbias.get(), d_scratch.get(), d_ddt.get(), d_rows.get(), d_bias.get()));
   };
   auto snapshot = [&] {
     return Snapshot{named_bytes("dt", d_dt.download()), named_bytes("ddt_raw", d_draw.download()),
@@ -87,27 +59,16 @@ TEST_P(MambaDtGpu, ForwardAndBackwardMatchReferenceAndAreDeterministic) {
   prepare();
   enqueue(stream);
   sync_device();
-  const auto dt = d_dt.download();
-  const auto draw = d_draw.download();
-  const auto dbias = d_dbias.download();
-  EXPECT_LT(relative_error(dt, dt_ref), kFp32RelTol);
-  EXPECT_LT(relative_error(to_float(view_columns(draw, T, stride, offset, H)), draw_ref), kBf16RelTol);
-  EXPECT_EQ(count_changed_outside_view(draw, T, stride, offset, H, kSentinel), 0) << "ddt_raw written outside its view";
-  EXPECT_LT(relative_error(dbias, dbias_ref), kFp32RelTol);
-  for (float v : dt) {
-    ASSERT_GE(v, lo);
-    ASSERT_LE(v, hi);
-  }
-  expect_bitwise_repeatable(
-      stream, prepare, enqueue, snapshot,
-      Snapshot{named_bytes("dt", dt), named_bytes("ddt_raw", draw), named_bytes("ddt_bias", dbias)});
+  const Snapshot first = snapshot();
+  expect_dt_results(c, d_dt.download(), d_draw.download(), d_dbias.download());
+  expect_bitwise_repeatable(stream, prepare, enqueue, snapshot, first);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, MambaDtGpu, ::testing::ValuesIn(kCases), [](const auto& info) {
-  const Case& c = info.param;
-  return strprintf("T%lld_H%lld_stride%lld_at%lld%s", static_cast<long long>(c.T), static_cast<long long>(c.H),
-                   static_cast<long long>(c.stride), static_cast<long long>(c.offset),
-                   c.dt_max < kInf ? "_clamped" : "");
+INSTANTIATE_TEST_SUITE_P(Shapes, MambaDtGpu, ::testing::ValuesIn(kShapes), [](const auto& info) {
+  const DtShape& s = info.param;
+  return strprintf("T%lld_H%lld_stride%lld_at%lld%s", static_cast<long long>(s.T), static_cast<long long>(s.H),
+                   static_cast<long long>(s.stride), static_cast<long long>(s.offset),
+                   s.dt_max < std::numeric_limits<float>::infinity() ? "_clamped" : "");
 });
 
 TEST(MambaAGpu, ForwardAndBackwardMatchReference) {
@@ -138,14 +99,15 @@ TEST(MambaDtGpuMisc, RejectsBadLimitStrideAndScratch) {
   DeviceBuffer<float> d_f(64);
   cuda::Stream stream;
   kernels::MambaDtForwardParams f{.dt = d_f.get(), .dt_raw = d_a.get(), .dt_bias = d_f.get(), .T = 4, .H = 8,
-                                  .raw_stride = 8, .dt_min = 1.0f, .dt_max = 0.5f};
+                                  .dt_min = 1.0f, .dt_max = 0.5f};
   EXPECT_NE(thrown_message([&] { kernels::mamba_dt_forward(stream, f); }).find("dt_limit"), std::string::npos);
   f.dt_min = 0.0f;
-  f.raw_stride = 7;
-  EXPECT_NE(thrown_message([&] { kernels::mamba_dt_forward(stream, f); }).find("raw_stride"), std::string::npos);
+  f.dt_raw_row_stride = 7;
+  EXPECT_NE(thrown_message([&] { kernels::mamba_dt_forward(stream, f); }).find("dt_raw_row_stride"),
+            std::string::npos);
   kernels::MambaDtBackwardParams b{.ddt_raw = d_a.get(), .ddt_bias = d_f.get(), .scratch = d_f.get(),
                                    .scratch_bytes = 0, .ddt = d_f.get(), .dt_raw = d_a.get(), .dt_bias = d_f.get(),
-                                   .T = 4, .H = 8, .raw_stride = 8, .draw_stride = 8};
+                                   .T = 4, .H = 8};
   EXPECT_NE(thrown_message([&] { kernels::mamba_dt_backward(stream, b); }).find("scratch"), std::string::npos);
 }
 
