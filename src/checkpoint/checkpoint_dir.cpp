@@ -318,9 +318,7 @@ void check_iteration_matches_folder(const std::string& dir, int64_t iteration) {
 }
 
 void check_all_finite(const SafetensorsFile& file) {
-  std::vector<TensorRef> refs;
-  for (const auto& e : file.tensors()) refs.push_back({e.name, e.dtype, e.shape, e.data});
-  if (const auto bad = find_nonfinite(refs)) {
+  if (const auto bad = find_nonfinite(file)) {
     throw Error(strprintf("checkpoint file %s holds non-finite values: %s. stepgraph never saves a "
                           "non-finite state, so the file is damaged or comes from a diverged run; load an "
                           "earlier iteration",

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/strings.h"
 
@@ -41,6 +42,12 @@ std::optional<NonFiniteValue> find_nonfinite(std::span<const TensorRef> tensors)
   }
   if (first) first->count = count;
   return first;
+}
+
+std::optional<NonFiniteValue> find_nonfinite(const SafetensorsFile& file) {
+  std::vector<TensorRef> refs;
+  for (const auto& e : file.tensors()) refs.push_back({e.name, e.dtype, e.shape, e.data});
+  return find_nonfinite(refs);
 }
 
 std::string describe(const NonFiniteValue& v) {

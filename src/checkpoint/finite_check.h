@@ -23,6 +23,9 @@ struct NonFiniteValue {
 // are finite.
 std::optional<NonFiniteValue> find_nonfinite(std::span<const TensorRef> tensors);
 
+// The same over every tensor of a (memory-mapped) safetensors file.
+std::optional<NonFiniteValue> find_nonfinite(const SafetensorsFile& file);
+
 // "tensor model.layers.0.mlp.up_proj.weight element 17 is nan (3 non-finite values in all)".
 std::string describe(const NonFiniteValue& v);
 

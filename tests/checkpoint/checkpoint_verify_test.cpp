@@ -26,31 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Saved {
-  test::HostTensors model, main_params, exp_avg, exp_avg_sq;
-  TrainState state;
-  explicit Saved(int64_t iteration) {
-    const auto spec = test::tiny_llama_spec();
-    model = test::tiny_llama_tensors(spec, TensorDtype::BF16);
-    main_params = test::tiny_llama_tensors(spec, TensorDtype::F32);
-    exp_avg = test::tiny_llama_tensors(spec, TensorDtype::F32, 0.5f);
-    exp_avg_sq = test::tiny_llama_tensors(spec, TensorDtype::F32, 2.0f);
-    state.iteration = iteration;
-    state.data_position = {static_cast<uint64_t>(iteration) * 4, {static_cast<uint64_t>(iteration) * 4}};
-    state.rng_state = {1, 2, 3, 4};
-    state.config_hash = config_hash_hex("verify");
-  }
-  CheckpointContents contents() const {
-    TrainingCheckpoint c;
-    c.model = model.refs();
-    c.model_config = hf_llama_config(test::tiny_llama_spec(), "bfloat16");
-    c.main_params = main_params.refs();
-    c.exp_avg = exp_avg.refs();
-    c.exp_avg_sq = exp_avg_sq.refs();
-    c.state = state;
-    return training_checkpoint_contents(c);
-  }
-};
+using test::Fixture;
 
 // Loads `path` into fresh buffers filled with 0x11; returns the sg::Error message ("" when it loaded)
 // and whether the buffers were left untouched.
@@ -59,7 +35,7 @@ struct LoadOutcome {
   bool untouched = true;
 };
 LoadOutcome try_load(const std::string& path) {
-  Saved into(1);
+  Fixture into(1);
   for (auto* t : {&into.model, &into.main_params, &into.exp_avg, &into.exp_avg_sq}) t->fill(0x11);
   LoadOutcome out;
   try {
@@ -93,7 +69,7 @@ TEST(FileChecksum, Crc32IsZlibsAndPythonsCrc32) {
 
 TEST(CheckpointVerify, SaveRecordsEveryFilesSizeAndCrc) {
   test::ScratchDir dir("verify_record");
-  const std::string folder = save_checkpoint(dir.str(), 5, Saved(5).contents());
+  const std::string folder = save_checkpoint(dir.str(), 5, Fixture(5).contents());
   const auto state = nlohmann::json::parse(read_all(folder + "/" + kTrainStateFile));
   ASSERT_TRUE(state.contains(kFileChecksumsKey)) << state.dump(2);
   const auto& sums = state[kFileChecksumsKey];
@@ -110,7 +86,7 @@ TEST(CheckpointVerify, SaveRecordsEveryFilesSizeAndCrc) {
 
 TEST(CheckpointVerify, ABitFlipIsRefusedNamingTheFile) {
   test::ScratchDir dir("verify_flip");
-  const std::string folder = save_checkpoint(dir.str(), 5, Saved(5).contents());
+  const std::string folder = save_checkpoint(dir.str(), 5, Fixture(5).contents());
   const std::string victim = folder + "/" + kOptimizerExpAvgFile;
   std::string bytes = read_all(victim);
   bytes[bytes.size() - 100] ^= 0x04;  // one bit of a float in the last tensor: still finite, still valid
@@ -124,7 +100,7 @@ TEST(CheckpointVerify, ABitFlipIsRefusedNamingTheFile) {
 
 TEST(CheckpointVerify, NonFiniteValuesAreRefusedNamingTheTensor) {
   test::ScratchDir dir("verify_nan");
-  Saved saved(5);
+  Fixture saved(5);
   // A NaN and an infinity in the second moment, saved with consistent checksums (another tool's
   // diverged run): the checksum passes, the finite check refuses.
   float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
@@ -141,7 +117,7 @@ TEST(CheckpointVerify, NonFiniteValuesAreRefusedNamingTheTensor) {
 
 TEST(CheckpointVerify, IterationMustMatchTheFolderName) {
   test::ScratchDir dir("verify_iteration");
-  const std::string folder = save_checkpoint(dir.str(), 5, Saved(5).contents());
+  const std::string folder = save_checkpoint(dir.str(), 5, Fixture(5).contents());
   auto state = nlohmann::json::parse(read_all(folder + "/" + kTrainStateFile));
   state["iteration"] = 3;
   write_all(folder + "/" + kTrainStateFile, state.dump(2));
@@ -153,7 +129,7 @@ TEST(CheckpointVerify, IterationMustMatchTheFolderName) {
 TEST(CheckpointVerify, ACheckpointWithoutChecksumsStillLoads) {
   // Saved by a stepgraph before checksums: loads (with a warning), still shape- and finite-checked.
   test::ScratchDir dir("verify_old");
-  const std::string folder = save_checkpoint(dir.str(), 5, Saved(5).contents());
+  const std::string folder = save_checkpoint(dir.str(), 5, Fixture(5).contents());
   auto state = nlohmann::json::parse(read_all(folder + "/" + kTrainStateFile));
   state.erase(kFileChecksumsKey);
   write_all(folder + "/" + kTrainStateFile, state.dump(2));
@@ -166,12 +142,12 @@ TEST(CheckpointVerify, ACheckpointWithoutChecksumsStillLoads) {
 
 TEST(CheckpointVerify, AFailedSaveLeavesNoTemporaryFolder) {
   test::ScratchDir dir("verify_failed_save");
-  save_checkpoint(dir.str(), 5, Saved(5).contents());
+  save_checkpoint(dir.str(), 5, Fixture(5).contents());
   SaveHooks hooks;
   hooks.on_write = [](const std::string& path, uint64_t, uint64_t) {
     if (path.find(kOptimizerExpAvgFile) != std::string::npos) throw Error("cannot write: No space left on device");
   };
-  EXPECT_THROW(save_checkpoint(dir.str(), 10, Saved(10).contents(), hooks), Error);
+  EXPECT_THROW(save_checkpoint(dir.str(), 10, Fixture(10).contents(), hooks), Error);
   for (const auto& e : fs::directory_iterator(dir.path)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
   }
@@ -215,8 +191,8 @@ TEST(CheckpointDirContents, ListHoldAndRemoveCheckpoints) {
   test::ScratchDir dir("verify_contents");
   EXPECT_FALSE(holds_checkpoints(dir.str()));
   EXPECT_TRUE(list_iterations(dir.str() + "/missing").empty());
-  save_checkpoint(dir.str(), 10, Saved(10).contents());
-  save_checkpoint(dir.str(), 5, Saved(5).contents());
+  save_checkpoint(dir.str(), 10, Fixture(10).contents());
+  save_checkpoint(dir.str(), 5, Fixture(5).contents());
   fs::create_directories(dir.path / "iter_0000020.tmp-1");  // an interrupted save
   write_all(dir.str() + "/notes.txt", "keep me");
   EXPECT_EQ(list_iterations(dir.str()), (std::vector<int64_t>{5, 10}));
