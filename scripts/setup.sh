@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything stepgraph needs to build and test. Idempotent: a second run changes nothing.
-#   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest
+#   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest, zlib (static)
 #   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), nvidia-cutlass (CUTLASS/CuTe C++ headers, into
 #           .deps/cutlass), safetensors + numpy (checkpoint tests),
 #           tokenizers (tools/train_tokenizer.py, tools/preprocess_data.py);
@@ -13,7 +13,7 @@ CUDNN_FRONTEND_VERSION=1.32.0
 CUTLASS_VERSION=4.2.0.0
 TOKENIZERS_VERSION=0.23.3
 TRANSFORMERS_VERSION=5.24.0
-debs=(cmake ninja-build g++ ccache libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev python3-pip)
+debs=(cmake ninja-build g++ ccache libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev python3-pip)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

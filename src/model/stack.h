@@ -81,6 +81,8 @@ struct ModelLayout {
   int64_t num_decay() const { return params.num_decay(); }
   int64_t num_parameters() const { return params.num_parameters(); }
   const std::vector<ParamTensor>& tensors() const { return params.tensors(); }
+  const ParamTensor& find(const std::string& name) const { return params.find(name); }
+  std::string describe() const { return params.describe(); }
   int64_t offset(ParamRef block) const { return params.offset(block); }
   // The norm applied to the residual stream entering layer i (i == layers: the final norm).
   ParamRef norm_before(int64_t i) const;

@@ -111,6 +111,7 @@ kernels::RopeParams rope_params(const ModelSpec& m, bf16* x, int64_t T) {
   rope.head_dim = m.head_dim();
   rope.row_stride = m.qkv_dim();
   rope.base = m.rotary_base;
+  rope.scaling = m.rope_scaling;
   return rope;
 }
 }  // namespace
