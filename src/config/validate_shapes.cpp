@@ -189,23 +189,24 @@ class ShapeChecker {
       fail("mamba_chunk_size must be 128 (the SSD scan kernels' chunk)", {"model.mamba_chunk_size"},
            "set model.mamba_chunk_size=128");
     }
-    positive("model.mamba_dt_min", m.mamba_dt_min);
-    positive("model.mamba_dt_max", m.mamba_dt_max);
-    if (m.mamba_dt_min > m.mamba_dt_max) {
-      fail("mamba_dt_min must not exceed mamba_dt_max", {"model.mamba_dt_min", "model.mamba_dt_max"},
-           "set 0 < mamba_dt_min <= mamba_dt_max (Megatron: 0.001, 0.1)");
-    }
+    positive_range("mamba_dt_min", m.mamba_dt_min, "mamba_dt_max", m.mamba_dt_max, "Megatron: 0.001, 0.1");
     non_negative("model.mamba_dt_init_floor", m.mamba_dt_init_floor);
     non_negative("model.mamba_dt_limit_min", m.mamba_dt_limit_min);
     if (m.mamba_dt_limit_max && !(*m.mamba_dt_limit_max > m.mamba_dt_limit_min)) {
       fail("mamba_dt_limit_max must exceed mamba_dt_limit_min", {"model.mamba_dt_limit_min", "model.mamba_dt_limit_max"},
            "raise model.mamba_dt_limit_max, or null for no upper limit");
     }
-    positive("model.mamba_A_init_min", m.mamba_A_init_min);
-    positive("model.mamba_A_init_max", m.mamba_A_init_max);
-    if (m.mamba_A_init_min > m.mamba_A_init_max) {
-      fail("mamba_A_init_min must not exceed mamba_A_init_max", {"model.mamba_A_init_min", "model.mamba_A_init_max"},
-           "set 0 < mamba_A_init_min <= mamba_A_init_max (Megatron's A_init_range: 1, 16)");
+    positive_range("mamba_A_init_min", m.mamba_A_init_min, "mamba_A_init_max", m.mamba_A_init_max,
+                   "Megatron's A_init_range: 1, 16");
+  }
+  // 0 < lo <= hi for the model keys lo_key, hi_key.
+  void positive_range(const std::string& lo_key, double lo, const std::string& hi_key, double hi,
+                      const std::string& defaults) {
+    positive("model." + lo_key, lo);
+    positive("model." + hi_key, hi);
+    if (lo > hi) {
+      fail(lo_key + " must not exceed " + hi_key, {"model." + lo_key, "model." + hi_key},
+           "set 0 < " + lo_key + " <= " + hi_key + " (" + defaults + ")");
     }
   }
 

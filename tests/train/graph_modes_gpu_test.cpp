@@ -92,6 +92,13 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// A graph mode: its overrides and the number of graphs it must create.
+struct Mode {
+  const char* name;
+  std::vector<std::string> overrides;
+  int graphs;
+};
+
 // A graph mode's run against the eager one: every loss, the final weights and moments bit for bit; the
 // expected number of graphs, replayed; graph memory within 1% of the arena.
 void expect_mode_bitwise_equal_to_eager(const char* name, const RunResult& r, const RunResult& eager, int graphs) {
@@ -131,11 +138,6 @@ TEST_F(GraphModesGpu, EveryModeIsBitwiseEqualToEager) {
   EXPECT_EQ(eager.stats.graphs_created, 0);
   EXPECT_LT(eager.losses.back(), eager.losses.front());  // it trains
 
-  struct Mode {
-    const char* name;
-    std::vector<std::string> overrides;
-    int graphs;
-  };
   const std::vector<Mode> modes = {
       {"local", {"model.cuda_graph_impl=local"}, 1},
       {"transformer_engine attn", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn"}, 8},
@@ -161,11 +163,6 @@ TEST_F(GraphModesGpu, HybridMambaPatternEveryModeIsBitwiseEqualToEager) {
   const RunResult eager = run_mode(with({"model.cuda_graph_impl=none"}));
   ASSERT_EQ(eager.losses.size(), static_cast<size_t>(kSteps));
   EXPECT_LT(eager.losses.back(), eager.losses.front());  // it trains
-  struct Mode {
-    const char* name;
-    std::vector<std::string> overrides;
-    int graphs;
-  };
   // M*-M*-M-: 3 Mamba, 2 attention, 3 MLP layers; a region graph per layer, module and phase.
   const std::vector<Mode> modes = {
       {"local", {"model.cuda_graph_impl=local"}, 1},

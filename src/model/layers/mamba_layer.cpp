@@ -213,10 +213,25 @@ void MambaLayer::bind(LayerBindContext& ctx) {
   gemms_ = std::make_unique<Gemms>(ctx.blas(), dims_);
 }
 
+template <class ScanParams>
+void MambaLayer::scan_inputs(ScanParams& p) const {
+  const MambaDims& d = dims_;
+  const int64_t bc = d.groups * d.state;
+  p.x = xbc_;  // x, B and C: column slices of the conv output row [x | B | C]
+  p.Bm = xbc_ + d.inner;
+  p.Cm = xbc_ + d.inner + bc;
+  p.x_row_stride = p.bm_row_stride = p.cm_row_stride = d.conv;
+  p.dt = dt_;
+  p.A = A_;
+  p.D = D_;
+  p.workspace = ssd_ws_;
+  p.workspace_bytes = ssd_ws_bytes_;
+  p.shape = {d.batch, d.seq, d.heads, d.head_dim, d.groups, d.state};
+}
+
 void MambaLayer::forward(graph::Module /*module: mamba*/, cudaStream_t stream, const LayerIO& io) {
   const MambaDims& d = dims_;
   const MambaSpec& m = model_.mamba;
-  const int64_t bc = d.groups * d.state;
   bf16* xbc_in = zxbcdt_ + d.inner;
   bf16* dt_raw = zxbcdt_ + d.inner + d.conv;
   gemms_->in_proj.run(stream, zxbcdt_, io.input, w_in_);
@@ -238,17 +253,8 @@ void MambaLayer::forward(graph::Module /*module: mamba*/, cudaStream_t stream, c
                                      .dt_max = static_cast<float>(m.dt_limit_max)});
   kernels::mamba_a_forward(stream, {.A = A_, .A_log = A_log_, .H = d.heads});
   kernels::SsdScanForwardParams scan;
+  scan_inputs(scan);
   scan.y = y_;
-  scan.x = xbc_;
-  scan.dt = dt_;
-  scan.A = A_;
-  scan.Bm = xbc_ + d.inner;
-  scan.Cm = xbc_ + d.inner + bc;
-  scan.D = D_;
-  scan.workspace = ssd_ws_;
-  scan.workspace_bytes = ssd_ws_bytes_;
-  scan.shape = {d.batch, d.seq, d.heads, d.head_dim, d.groups, d.state};
-  scan.x_row_stride = scan.bm_row_stride = scan.cm_row_stride = d.conv;
   kernels::ssd_scan_forward(stream, scan);
   kernels::gated_rmsnorm_forward(stream, {.out = normed_,
                                           .rstd = rstd_,
@@ -287,6 +293,7 @@ void MambaLayer::backward(graph::Module /*module: mamba*/, cudaStream_t stream, 
                                            .dz_row_stride = d.in_proj});
   // dx, dB, dC straight into the columns of d conv_out.
   kernels::SsdScanBackwardParams scan;
+  scan_inputs(scan);
   scan.dx = d_xbc_;
   scan.ddt = ddt_;
   scan.dA = dA_;
@@ -294,16 +301,6 @@ void MambaLayer::backward(graph::Module /*module: mamba*/, cudaStream_t stream, 
   scan.dCm = d_xbc_ + d.inner + bc;
   scan.dD = dD_;
   scan.dy = d_normed_;
-  scan.x = xbc_;
-  scan.dt = dt_;
-  scan.A = A_;
-  scan.Bm = xbc_ + d.inner;
-  scan.Cm = xbc_ + d.inner + bc;
-  scan.D = D_;
-  scan.workspace = ssd_ws_;
-  scan.workspace_bytes = ssd_ws_bytes_;
-  scan.shape = {d.batch, d.seq, d.heads, d.head_dim, d.groups, d.state};
-  scan.x_row_stride = scan.bm_row_stride = scan.cm_row_stride = d.conv;
   scan.dx_row_stride = scan.dbm_row_stride = scan.dcm_row_stride = d.conv;
   kernels::ssd_scan_backward(stream, scan);
   kernels::mamba_dt_backward(stream, {.ddt_raw = d_zxbcdt_ + d.inner + d.conv,

@@ -50,6 +50,9 @@ class MambaLayer final : public Layer {
 
  private:
   struct Gemms;  // mamba_layer.cpp
+  // The scan's inputs, shape and workspace, common to its forward and backward parameters.
+  template <class ScanParams>
+  void scan_inputs(ScanParams& p) const;
 
   MambaDeclarations decl_;
   MambaDims dims_;
