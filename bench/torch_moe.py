@@ -126,12 +126,12 @@ class MoEMLP(nn.Module):
 
     def _grouped(self, permuted: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         offsets = torch.cumsum(counts, dim=0, dtype=torch.int32)  # each expert's end row, on the device
-        dtype = torch.get_autocast_dtype(permuted.device.type) if torch.is_autocast_enabled(permuted.device.type) \
-            else self.fc1.dtype
-        with torch.autocast(device_type=permuted.device.type, enabled=False):  # _grouped_mm has no autocast rule
-            gate_up = torch._grouped_mm(permuted.to(dtype), self.fc1.to(dtype).transpose(-2, -1), offs=offsets)
+        bf16 = torch.bfloat16  # _grouped_mm takes bf16 only and has no autocast rule: cast as autocast would
+        with torch.autocast(device_type=permuted.device.type, enabled=False):
+            gate_up = torch._grouped_mm(permuted.to(bf16), self.fc1.to(bf16).transpose(-2, -1), offs=offsets)
             gate, up = gate_up.chunk(2, dim=-1)
-            return torch._grouped_mm(F.silu(gate) * up, self.fc2.to(dtype).transpose(-2, -1), offs=offsets)
+            y = torch._grouped_mm(F.silu(gate) * up, self.fc2.to(bf16).transpose(-2, -1), offs=offsets)
+        return y.to(permuted.dtype)
 
     def _loop(self, permuted: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         outputs = []

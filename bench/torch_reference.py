@@ -124,8 +124,11 @@ def build_model(cfg: BenchConfig, args, impl: str, device: torch.device, act_dty
 def _capture(what: str, capture):
     try:
         return capture()
-    except Exception as e:
-        raise CaptureFailed(f"{what}: {_brief(e)}") from e
+    except Exception as e:  # the first error in the chain names the cause; ending the capture raises another
+        root = e
+        while root.__context__ is not None and root.__context__ is not root:
+            root = root.__context__
+        raise CaptureFailed(f"{what}: {_brief(root)}" + ("" if root is e else f" (then {_brief(e)})")) from e
 
 
 def _run_mode(cfg: BenchConfig, args, mode: str, impl: str, device: torch.device) -> dict:
@@ -343,6 +346,9 @@ def print_table(report: dict) -> None:
     for r in report["modes"]:
         if r.get("error"):
             print(f"{label(r)}: {r['status']}: {r['error']}")
+        if r.get("loss_rel_diff_vs_first_impl") is not None:
+            print(f"{label(r)}: losses differ from {report['impls'][0]}/eager's by at most "
+                  f"{r['loss_rel_diff_vs_first_impl']:.1e} (relative)")
         if r.get("graph_breaks") or r.get("cudagraph_skips"):
             print(f"{label(r)}: note: {r.get('graph_breaks', 0)} graph breaks, {r.get('cudagraph_skips', 0)} "
                   "CUDA-graph skips by inductor (TORCH_LOGS=graph_breaks,perf_hints tells why)")
@@ -436,6 +442,12 @@ def main(argv=None) -> int:
             if eager is not None and r["impl"] == impl and r["status"] == "ok":
                 pairs = list(zip(eager["losses"], r["losses"]))
                 r["loss_rel_diff_vs_eager"] = max(abs(b - a) / max(abs(a), 1e-12) for a, b in pairs)
+    # Every impl starts from the same weights (torch_stack's init): their eager losses should agree too.
+    first = next((r for r in results if r["impl"] == impls[0] and r["mode"] == "eager" and r["status"] == "ok"), None)
+    for r in results:
+        if first is not None and r is not first and r["mode"] == "eager" and r["status"] == "ok":
+            pairs = list(zip(first["losses"], r["losses"]))
+            r["loss_rel_diff_vs_first_impl"] = max(abs(b - a) / max(abs(a), 1e-12) for a, b in pairs)
     child_env = next((r["environment"] for r in results if "environment" in r), None)
     for r in results:
         r.pop("environment", None)
