@@ -26,7 +26,7 @@ class BenchConfig:
     num_query_groups: int = _key("model", None)  # None: num_attention_heads (no GQA)
     kv_channels: int = _key("model", None)  # head dim; None: hidden_size / num_attention_heads
     qk_layernorm: bool = _key("model", False)  # RMSNorm over each query and key head (Qwen3)
-    position_embedding_type: str = _key("model", "rope")  # rope or none (Megatron's hybrid models: none)
+    position_embedding_type: str = _key("model", None)  # rope or none; None: rope, none for hybrid (Megatron's)
     seq_length: int = _key("model", 256)
     rotary_base: float = _key("model", 10000.0)
     layernorm_epsilon: float = _key("model", 1e-5)
@@ -109,8 +109,7 @@ SHRINK_FAMILY_OVERRIDES = {
     "moe": {"model.num_moe_experts": 4, "model.moe_router_topk": 2, "model.moe_ffn_hidden_size": 32,
             "model.moe_aux_loss_coeff": 0.01, "model.moe_z_loss_coeff": 0.001},
     "hybrid": {"model.hybrid_override_pattern": "M*-M", "model.num_layers": 4, "model.mamba_state_dim": 16,
-               "model.mamba_head_dim": 16, "model.mamba_num_groups": 2, "model.mamba_chunk_size": 8,
-               "model.position_embedding_type": "none"},
+               "model.mamba_head_dim": 16, "model.mamba_num_groups": 2, "model.mamba_chunk_size": 8},
 }
 
 
@@ -196,6 +195,8 @@ def load_config(recipe: str | None, overrides: dict[str, object], shrink: str | 
         cfg.global_batch_size = cfg.micro_batch_size
     if cfg.moe_ffn_hidden_size is None:
         cfg.moe_ffn_hidden_size = cfg.ffn_hidden_size
+    if cfg.position_embedding_type is None:
+        cfg.position_embedding_type = "none" if cfg.hybrid_override_pattern else "rope"
     if cfg.mamba_num_heads is None and cfg.mamba_head_dim > 0:
         cfg.mamba_num_heads = 2 * cfg.hidden_size // cfg.mamba_head_dim
     problems = _problems(cfg)
@@ -213,6 +214,8 @@ def _problems(cfg: BenchConfig) -> list[str]:
                 "(or set model.kv_channels)"]
     if cfg.position_embedding_type not in ("rope", "none"):
         return [f"model.position_embedding_type {cfg.position_embedding_type!r}: rope or none"]
+    if cfg.position_embedding_type == "none" and cfg.family == "llama":
+        return ["model.position_embedding_type none: the Llama models here always use RoPE"]
     if cfg.position_embedding_type == "rope" and cfg.head_dim % 2:
         return [f"head dim {cfg.head_dim} must be even (RoPE)"]
     if cfg.num_attention_heads % cfg.num_query_groups:

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_config import SHRINK_OVERRIDES, BenchConfig, load_config, model_flops_per_step  # noqa: F401 (re-exported)
+from torch_config import BenchConfig
 
 DATA_POOL_BATCHES = 4  # distinct batches, cycled: every mode sees the same batch at the same global step
 

@@ -61,10 +61,12 @@ CUDA_GRAPH_SIDE_WARMUP_STEPS = 3  # as the PyTorch docs' whole-network capture e
 GIB = float(1 << 30)
 
 
-# The model and step live in bench/torch_llama.py (this script's folder is on sys.path).
-from torch_llama import (  # noqa: E402,F401  (BenchConfig, Llama, SHRINK_OVERRIDES: used by the smoke test)
-    SHRINK_OVERRIDES, BenchConfig, Llama, TrainStep, load_config, model_flops_per_step,
+# The recipe reader lives in bench/torch_config.py, the Llama model and the step in bench/torch_llama.py, the MoE and
+# hybrid models in bench/torch_stack.py (this script's folder is on sys.path).
+from torch_config import (  # noqa: E402,F401  (SHRINK_OVERRIDES: used by the smoke test)
+    SHRINK_OVERRIDES, BenchConfig, load_config, model_flops_per_step,
 )
+from torch_llama import Llama, TrainStep  # noqa: E402
 from torch_stack import IMPLS, StackLM  # noqa: E402
 
 

@@ -8,7 +8,8 @@ checks need scripts/fetch_mamba_ssm.sh's third_party/mamba_ssm-2.3.2, else they 
      grouped B/C), and mamba_ssm's own ssd_minimal_discrete;
   2. the gated grouped RMSNorm equals mamba_ssm's rms_norm_ref (norm after the gate);
   3. the pure-PyTorch mixer equals mamba_ssm's Mamba2 module (same state dict, its Triton calls replaced by
-     mamba_ssm's pure-PyTorch references): split order, conv, dt, D, norm, projections;
+     mamba_ssm's pure-PyTorch references): split order, conv, dt, D, norm, projections; and transformers'
+     NemotronH Mamba2 mixer (its PyTorch path), when transformers is installed;
   4. MoE: routing and aux/z losses against Megatron's formulas written out; the aux loss reaches the gradients with
      the microbatch's weight but not the loss; loop and grouped_mm experts give the same outputs and gradients, also
      with an expert that gets no token;
@@ -37,19 +38,9 @@ from torch_config import load_config  # noqa: E402
 from torch_llama import Llama  # noqa: E402
 from torch_mamba2 import TorchMamba2, gated_rms_norm, init_mixer, mamba_ssm_mixer, ssd_chunked  # noqa: E402
 from torch_stack import StackLM  # noqa: E402
+from smoke_util import check, finish, rel_err  # noqa: E402  (this folder is on sys.path: the script's own)
 
-FAILURES = []
 HAVE_MAMBA_SRC = os.path.isdir(os.path.join(mamba_ssm_src.DEFAULT_SRC, "mamba_ssm"))
-
-
-def check(ok: bool, what: str) -> None:
-    print(("PASS " if ok else "FAIL ") + what)
-    if not ok:
-        FAILURES.append(what)
-
-
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a.double() - b.double()).norm() / b.double().norm().clamp(min=1e-30)).item()
 
 
 def ssd_recurrence(x, dt, A, B, C):
@@ -141,6 +132,31 @@ def check_mixers_agree() -> None:
     finally:
         module.mamba_chunk_scan_combined, norm_module.rmsnorm_fn = saved
     check(err < 1e-5, f"TorchMamba2 equals mamba_ssm's Mamba2 (use_mem_eff_path=False, conv fallback): rel err {err:.1e}")
+
+
+def check_nemotronh_mixer() -> None:
+    """The pure-PyTorch mixer against transformers' NemotronH Mamba2 mixer (its PyTorch path), same state dict."""
+    try:
+        from transformers import NemotronHConfig
+        from transformers.models.nemotron_h.modeling_nemotron_h import NemotronHMamba2Mixer
+    except ImportError:
+        print("SKIP TorchMamba2 vs transformers' NemotronHMamba2Mixer (transformers with NemotronH not installed)")
+        return
+    cfg = load_config(None, {"model.seq_length": 20}, shrink="hybrid")
+    hf_cfg = NemotronHConfig(hidden_size=cfg.hidden_size, mamba_num_heads=cfg.mamba_num_heads,
+                             mamba_head_dim=cfg.mamba_head_dim, ssm_state_size=cfg.mamba_state_dim,
+                             n_groups=cfg.mamba_num_groups, chunk_size=cfg.mamba_chunk_size, conv_kernel=4,
+                             use_conv_bias=True, use_bias=False, mamba_hidden_act="silu", time_step_min=0.0,
+                             layer_norm_epsilon=1e-5, hybrid_override_pattern="M", num_hidden_layers=1)
+    hf = NemotronHMamba2Mixer(hf_cfg, layer_idx=0)
+    ours = TorchMamba2(cfg)
+    init_mixer(ours, torch.Generator().manual_seed(2), 0.02, 0.01)
+    hf.load_state_dict(ours.state_dict(), strict=True)
+    u = torch.randn(2, cfg.seq_length, cfg.hidden_size, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        theirs = hf(u)
+        err = rel_err(ours(u), theirs[0] if isinstance(theirs, tuple) else theirs)
+    check(err < 1e-5, f"TorchMamba2 equals transformers' NemotronHMamba2Mixer: rel err {err:.1e}")
 
 
 def moe_config(**changes):
@@ -270,24 +286,23 @@ def check_config() -> None:
     check(cfg.family == "moe" and cfg.layer_pattern == "*E*E" and cfg.q_dim == 128 and cfg.kv_dim == 64,
           "moe family, GPT pattern *E per block, kv_channels sets the head dim")
     cfg = load_config(None, {}, shrink="hybrid")
-    check(cfg.family == "hybrid" and cfg.mamba_num_heads == 8 and cfg.mamba_d_inner == 128,
-          "hybrid family: mamba heads from expand 2 x hidden / head dim")
-    for bad, expect in (({"model.moe_expert_capacity_factor": 1.0}, "dropless"),
-                        ({"model.moe_router_score_function": "sigmoid"}, "only softmax"),
-                        ({"model.moe_router_topk": 9}, "moe_router_topk")):
+    check(cfg.family == "hybrid" and cfg.mamba_num_heads == 8 and cfg.mamba_d_inner == 128
+          and cfg.position_embedding_type == "none",
+          "hybrid family: mamba heads from expand 2 x hidden / head dim, no RoPE by default (Megatron's)")
+    cfg = load_config(None, {"model.position_embedding_type": "rope"}, shrink="hybrid")
+    check(cfg.position_embedding_type == "rope", "hybrid family: RoPE when the recipe asks")
+    for family, bad, expect in (("moe", {"model.moe_expert_capacity_factor": 1.0}, "dropless"),
+                                ("moe", {"model.moe_router_score_function": "sigmoid"}, "only softmax"),
+                                ("moe", {"model.moe_router_topk": 9}, "moe_router_topk"),
+                                ("hybrid", {"model.num_layers": 5}, "has 4 layers"),
+                                ("hybrid", {"model.hybrid_override_pattern": "M*X-"}, "letters"),
+                                ("hybrid", {"model.mamba_num_groups": 3}, "multiple of"),
+                                ("llama", {"model.position_embedding_type": "none"}, "always use RoPE")):
         try:
-            load_config(None, bad, shrink="moe")
-            check(False, f"{bad} refused")
+            load_config(None, bad, shrink=family)
+            check(False, f"{family}: {bad} refused")
         except SystemExit as e:
-            check(expect in str(e), f"{bad} refused: {e}")
-    for bad, expect in (({"model.num_layers": 5}, "has 4 layers"),
-                        ({"model.hybrid_override_pattern": "M*X-"}, "letters"),
-                        ({"model.mamba_num_groups": 3}, "multiple of")):
-        try:
-            load_config(None, bad, shrink="hybrid")
-            check(False, f"{bad} refused")
-        except SystemExit as e:
-            check(expect in str(e), f"{bad} refused: {e}")
+            check(expect in str(e), f"{family}: {bad} refused: {e}")
 
 
 def run_cli(args: list) -> tuple:
@@ -324,18 +339,13 @@ def main() -> int:
     p.add_argument("--skip-cli", action="store_true", help="leave the CLI runs out (slow on a busy CPU)")
     args = p.parse_args()
     torch.manual_seed(0)
-    check_ssd()
-    check_gated_norm()
-    check_mixers_agree()
-    check_router()
-    check_moe_impls()
-    check_aux_gradient()
-    check_stack_equals_llama()
-    check_config()
-    if not args.skip_cli:
-        check_cli()
-    print(f"{len(FAILURES)} failed" if FAILURES else "all passed")
-    return 1 if FAILURES else 0
+    # NemotronH first: once mamba_ssm's sources are imported, transformers takes mamba_ssm for installed and calls its
+    # fused path (which needs the compiled causal_conv1d).
+    checks = [check_nemotronh_mixer, check_ssd, check_gated_norm, check_mixers_agree, check_router, check_moe_impls,
+              check_aux_gradient, check_stack_equals_llama, check_config] + ([] if args.skip_cli else [check_cli])
+    for run in checks:
+        run()
+    return finish()
 
 
 if __name__ == "__main__":
