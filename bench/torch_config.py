@@ -8,6 +8,7 @@ import dataclasses
 import sys
 
 FAMILIES = ("llama", "moe", "hybrid")
+MLP_ACTIVATIONS = ("silu", "gelu", "squared_relu")
 LAYER_LETTERS = "*-EM"  # Megatron's hybrid pattern: attention, MLP, MoE, Mamba
 
 
@@ -31,6 +32,10 @@ class BenchConfig:
     rotary_base: float = _key("model", 10000.0)
     layernorm_epsilon: float = _key("model", 1e-5)
     share_embeddings_and_output_weights: bool = _key("model", False)
+    # The MLP: Megatron's activation_func / gated_linear_unit pair; stepgraph's default SwiGLU. Other than SwiGLU only
+    # for the MLP layers of hybrid models (Nemotron-H: squared_relu, not gated).
+    activation_func: str = _key("model", "silu")
+    gated_linear_unit: bool = _key("model", True)
     # Mixture of Experts (the MLP of every GPT block, or the 'E' layers of a hybrid pattern); dropless only.
     num_moe_experts: int = _key("model", None)  # None or 0: dense
     moe_router_topk: int = _key("model", 2)
@@ -49,7 +54,8 @@ class BenchConfig:
     mamba_state_dim: int = _key("model", 128)
     mamba_head_dim: int = _key("model", 64)
     mamba_num_groups: int = _key("model", 8)
-    mamba_num_heads: int = _key("model", None)  # None: 2 x hidden_size / mamba_head_dim (expand 2)
+    mamba_num_heads: int = _key("model", None)  # None: mamba_expand x hidden_size / mamba_head_dim
+    mamba_expand: int = _key("model", 2)
     mamba_chunk_size: int = _key("model", 128)
     micro_batch_size: int = _key("train", 4)
     global_batch_size: int = _key("train", None)  # None: micro_batch_size (one microbatch)
@@ -198,7 +204,7 @@ def load_config(recipe: str | None, overrides: dict[str, object], shrink: str | 
     if cfg.position_embedding_type is None:
         cfg.position_embedding_type = "none" if cfg.hybrid_override_pattern else "rope"
     if cfg.mamba_num_heads is None and cfg.mamba_head_dim > 0:
-        cfg.mamba_num_heads = 2 * cfg.hidden_size // cfg.mamba_head_dim
+        cfg.mamba_num_heads = cfg.mamba_expand * cfg.hidden_size // cfg.mamba_head_dim
     problems = _problems(cfg)
     if problems:
         raise SystemExit(f"torch_reference: {recipe or 'config'}: " + "; ".join(problems))
@@ -214,6 +220,11 @@ def _problems(cfg: BenchConfig) -> list[str]:
                 "(or set model.kv_channels)"]
     if cfg.position_embedding_type not in ("rope", "none"):
         return [f"model.position_embedding_type {cfg.position_embedding_type!r}: rope or none"]
+    if cfg.activation_func not in MLP_ACTIVATIONS:
+        return [f"model.activation_func {cfg.activation_func!r}: one of {', '.join(MLP_ACTIVATIONS)}"]
+    if (cfg.activation_func, cfg.gated_linear_unit) != ("silu", True) and cfg.family != "hybrid":
+        return [f"model.activation_func {cfg.activation_func} with gated_linear_unit {cfg.gated_linear_unit}: the "
+                f"{cfg.family} models here are SwiGLU (silu, gated) only; other MLPs only in hybrid models"]
     if cfg.position_embedding_type == "none" and cfg.family == "llama":
         return ["model.position_embedding_type none: the Llama models here always use RoPE"]
     if cfg.position_embedding_type == "rope" and cfg.head_dim % 2:
@@ -285,7 +296,7 @@ def model_flops_per_step(cfg: BenchConfig) -> int:
     layers' scan (_mamba_forward_flops_per_token). Attention recompute in the backward is not counted."""
     h, tokens = cfg.hidden_size, cfg.tokens_per_step
     per_token = {"*": 2 * (h * (cfg.q_dim + 2 * cfg.kv_dim) + cfg.q_dim * h),
-                 "-": 2 * 3 * h * cfg.ffn_hidden_size}
+                 "-": 2 * (3 if cfg.gated_linear_unit else 2) * h * cfg.ffn_hidden_size}
     if cfg.num_moe_experts:
         per_token["E"] = 2 * (h * cfg.num_moe_experts + cfg.moe_router_topk * 3 * h * cfg.moe_ffn_hidden_size)
     if "M" in cfg.layer_pattern:

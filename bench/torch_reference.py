@@ -67,6 +67,7 @@ from torch_config import (  # noqa: E402,F401  (SHRINK_OVERRIDES: used by the sm
     SHRINK_OVERRIDES, BenchConfig, load_config, model_flops_per_step,
 )
 from torch_llama import Llama, TrainStep  # noqa: E402
+from torch_moe import grouped_mm_unavailable  # noqa: E402
 from torch_stack import IMPLS, StackLM  # noqa: E402
 
 
@@ -120,6 +121,10 @@ def run_mode(cfg: BenchConfig, args, mode: str, impl: str) -> dict:
 def build_model(cfg: BenchConfig, args, impl: str, device: torch.device, act_dtype=torch.bfloat16):
     if cfg.family == "llama":
         return Llama(cfg, device, act_dtype, fused=impl == "fused")
+    if "E" in cfg.layer_pattern and (impl == "grouped_mm" or cfg.family == "hybrid"):  # hybrid E layers: grouped_mm
+        reason = grouped_mm_unavailable(device)
+        if reason:
+            raise RuntimeError(f"{reason}; the expert loop is the fallback: --impls loop")
     return StackLM(cfg, device, act_dtype, impl=impl, mamba_src=args.mamba_src)
 
 
@@ -356,6 +361,40 @@ def print_table(report: dict) -> None:
                   "CUDA-graph skips by inductor (TORCH_LOGS=graph_breaks,perf_hints tells why)")
 
 
+def _max_rel_diff(reference: list[float], other: list[float]) -> float:
+    return max(abs(b - a) / max(abs(a), 1e-12) for a, b in zip(reference, other))
+
+
+def make_report(args, cfg: BenchConfig, impls: list[str], results: list[dict]) -> dict:
+    results = [dict(r) for r in results]
+    for impl in impls:  # every mode trains from the same weights on the same batches: the losses should agree
+        eager = next((r for r in results if r["impl"] == impl and r["mode"] == "eager" and r["status"] == "ok"), None)
+        for r in results:
+            if eager is not None and r["impl"] == impl and r["status"] == "ok":
+                r["loss_rel_diff_vs_eager"] = _max_rel_diff(eager["losses"], r["losses"])
+    # Every impl starts from the same weights (torch_stack's init): their eager losses should agree too.
+    first = next((r for r in results if r["impl"] == impls[0] and r["mode"] == "eager" and r["status"] == "ok"), None)
+    for r in results:
+        if first is not None and r is not first and r["mode"] == "eager" and r["status"] == "ok":
+            r["loss_rel_diff_vs_first_impl"] = _max_rel_diff(first["losses"], r["losses"])
+    child_env = next((r["environment"] for r in results if "environment" in r), None)
+    for r in results:
+        r.pop("environment", None)
+    return {"tool": "bench/torch_reference.py", "recipe": args.recipe, "family": cfg.family,
+            "layer_pattern": cfg.layer_pattern, "impls": impls, "config": dataclasses.asdict(cfg),
+            "num_microbatches": cfg.num_microbatches, "tokens_per_step": cfg.tokens_per_step,
+            "model_flops_per_step": model_flops_per_step(cfg), "steps": args.steps, "warmup": args.warmup,
+            "sdpa_backend": args.sdpa_backend,
+            "fused_projections": impls == ["fused"] if cfg.family == "llama" else None,
+            "peak_tflops": args.peak_tflops,
+            "environment": child_env or environment(args, with_device=args.in_process), "modes": results}
+
+
+def write_json(path: str, report: dict) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--recipe", help="Megatron-Bridge style YAML (model.*, train.*, optimizer.* keys)")
@@ -434,35 +473,15 @@ def main(argv=None) -> int:
         else:
             result = run_mode_in_child(args, mode, impl)
         results.append(result)
+        if args.json:  # after every mode: a run cut short (a device time limit) keeps what it measured
+            write_json(args.json, {**make_report(args, cfg, impls, results), "complete": False})
         print(f"torch_reference: mode {name}: {result['status']}"
               + (f", median {result['median_ms']:.3f} ms" if "median_ms" in result else "")
               + (f" ({result['error']})" if result.get("error") else ""), file=sys.stderr, flush=True)
 
-    for impl in impls:  # every mode trains from the same weights on the same batches: the losses should agree
-        eager = next((r for r in results if r["impl"] == impl and r["mode"] == "eager" and r["status"] == "ok"), None)
-        for r in results:
-            if eager is not None and r["impl"] == impl and r["status"] == "ok":
-                pairs = list(zip(eager["losses"], r["losses"]))
-                r["loss_rel_diff_vs_eager"] = max(abs(b - a) / max(abs(a), 1e-12) for a, b in pairs)
-    # Every impl starts from the same weights (torch_stack's init): their eager losses should agree too.
-    first = next((r for r in results if r["impl"] == impls[0] and r["mode"] == "eager" and r["status"] == "ok"), None)
-    for r in results:
-        if first is not None and r is not first and r["mode"] == "eager" and r["status"] == "ok":
-            pairs = list(zip(first["losses"], r["losses"]))
-            r["loss_rel_diff_vs_first_impl"] = max(abs(b - a) / max(abs(a), 1e-12) for a, b in pairs)
-    child_env = next((r["environment"] for r in results if "environment" in r), None)
-    for r in results:
-        r.pop("environment", None)
-    report = {"tool": "bench/torch_reference.py", "recipe": args.recipe, "family": cfg.family,
-              "layer_pattern": cfg.layer_pattern, "impls": impls, "config": dataclasses.asdict(cfg),
-              "num_microbatches": cfg.num_microbatches, "tokens_per_step": cfg.tokens_per_step,
-              "model_flops_per_step": model_flops_per_step(cfg), "steps": args.steps, "warmup": args.warmup,
-              "sdpa_backend": args.sdpa_backend, "fused_projections": impls == ["fused"] if cfg.family == "llama" else None,
-              "peak_tflops": args.peak_tflops,
-              "environment": child_env or environment(args, with_device=args.in_process), "modes": results}
+    report = make_report(args, cfg, impls, results)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=1)
+        write_json(args.json, report)
     print_table(report)
     return 0 if any(r["status"] == "ok" for r in results) else 1
 

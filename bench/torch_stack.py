@@ -45,17 +45,26 @@ class AttentionLayer(nn.Module):
         return x + self.o_proj(attn)
 
 
+ACTIVATIONS = {"silu": F.silu, "gelu": F.gelu, "squared_relu": lambda t: F.relu(t).square()}
+
+
 class MLPLayer(nn.Module):
+    """down(act(gate) * up) when gated (SwiGLU for silu; the rows of gate_up_proj are gate|up), else down(act(up))."""
+
     def __init__(self, cfg: BenchConfig):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.act = cfg, ACTIVATIONS[cfg.activation_func]
         self.norm = nn.Parameter(torch.ones(cfg.hidden_size))
-        self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.ffn_hidden_size, bias=False)
+        width = (2 if cfg.gated_linear_unit else 1) * cfg.ffn_hidden_size
+        self.gate_up_proj = nn.Linear(cfg.hidden_size, width, bias=False)
         self.down_proj = nn.Linear(cfg.ffn_hidden_size, cfg.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(rms_norm(x, self.norm, self.cfg.layernorm_epsilon)).chunk(2, dim=-1)
-        return x + self.down_proj(F.silu(gate) * up)
+        h = self.gate_up_proj(rms_norm(x, self.norm, self.cfg.layernorm_epsilon))
+        if self.cfg.gated_linear_unit:
+            gate, up = h.chunk(2, dim=-1)
+            return x + self.down_proj(self.act(gate) * up)
+        return x + self.down_proj(self.act(h))
 
 
 class ResidualLayer(nn.Module):

@@ -4,7 +4,9 @@
 # generation); prints a short table last.
 #
 #   bash scripts/gpu.sh [tests|bench|torch|parity|sanitize|all]...
-#   TORCH_MODELS="moe hybrid ssd" bash scripts/gpu.sh torch    # only these PyTorch references (default: all four)
+#   TORCH_MODELS="small_moe hybrid ssd" bash scripts/gpu.sh torch   # only these PyTorch references: families
+#   (llama moe hybrid ssd, the default all four) or recipe names; TORCH_MODES, TORCH_STEPS, TORCH_MODE_TIMEOUT,
+#   TORCH_MOE_IMPLS, TORCH_HYBRID_IMPLS narrow them further
 #
 # Default: all = tests bench torch parity. sanitize runs only when named (it takes many minutes).
 # sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
@@ -74,22 +76,29 @@ if want torch; then
     record "torch reference $name" "rc=$?"
     sed -n '/^PyTorch reference/,$p' "$OUT/torch_$name.txt"
   }
-  # TORCH_MODELS picks the families: llama (tiny, small, 1b), moe (small_moe, a3b_proxy: experts as a loop and as
-  # torch._grouped_mm), hybrid (small_hybrid: mamba_ssm's Triton Mamba2 and pure PyTorch), ssd (mamba_ssm's SSD scan
-  # alone, as build/bench/ssd_scan_bench). mamba_ssm's sources: bash scripts/fetch_mamba_ssm.sh GIT_DIR beforehand,
-  # and carry third_party to the GPU machine.
-  for model in ${TORCH_MODELS:-llama moe hybrid ssd}; do
-    case $model in
-      llama)
-        for r in tiny small 1b; do
-          torch_ref "$r" "recipes/llama/$r.yaml" eager,cuda_graph,graphed_callables,compile,compile_reduce_overhead
-        done ;;
-      moe)
+  # TORCH_MODELS picks what runs: families (llama = tiny small 1b; moe = small_moe a3b_proxy: experts as a loop and as
+  # torch._grouped_mm; hybrid = small_hybrid: mamba_ssm's Triton Mamba2 and pure PyTorch; ssd = mamba_ssm's SSD scan
+  # alone, as build/bench/ssd_scan_bench) or single recipe names. mamba_ssm's sources: bash scripts/fetch_mamba_ssm.sh
+  # GIT_DIR beforehand, and carry third_party to the GPU machine.
+  torch_items=()
+  for item in ${TORCH_MODELS:-llama moe hybrid ssd}; do
+    case $item in
+      llama) torch_items+=(tiny small 1b) ;;
+      moe) torch_items+=(small_moe a3b_proxy) ;;
+      hybrid) torch_items+=(small_hybrid) ;;
+      *) torch_items+=("$item") ;;
+    esac
+  done
+  for item in "${torch_items[@]}"; do
+    case $item in
+      tiny|small|1b)
+        torch_ref "$item" "recipes/llama/$item.yaml" eager,cuda_graph,graphed_callables,compile,compile_reduce_overhead ;;
+      small_moe)
         torch_ref small_moe recipes/moe/small_moe.yaml eager,cuda_graph,compile,compile_reduce_overhead \
-          --impls "${TORCH_MOE_IMPLS:-loop,grouped_mm}"
-        torch_ref a3b_proxy recipes/moe/a3b_proxy.yaml eager,cuda_graph,compile \
           --impls "${TORCH_MOE_IMPLS:-loop,grouped_mm}" ;;
-      hybrid)
+      a3b_proxy)
+        torch_ref a3b_proxy recipes/moe/a3b_proxy.yaml eager,cuda_graph,compile --impls "${TORCH_MOE_IMPLS:-loop,grouped_mm}" ;;
+      small_hybrid)
         torch_ref small_hybrid recipes/hybrid/small_hybrid.yaml eager,cuda_graph,compile \
           --impls "${TORCH_HYBRID_IMPLS:-mamba_ssm,torch}" ;;
       ssd)
@@ -97,7 +106,7 @@ if want torch; then
           --json "$OUT/mamba_ssd_reference.json" >"$OUT/mamba_ssd_reference.txt" 2>&1
         record "mamba_ssm SSD scan reference" "rc=$? (mamba_ssd_reference.txt)"
         tail -4 "$OUT/mamba_ssd_reference.txt" ;;
-      *) record "torch reference $model" "unknown TORCH_MODELS entry (llama moe hybrid ssd)" ;;
+      *) record "torch reference $item" "unknown TORCH_MODELS entry: llama moe hybrid ssd or a recipe name" ;;
     esac
   done
 fi

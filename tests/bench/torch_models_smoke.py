@@ -237,6 +237,22 @@ def check_moe_impls() -> None:
         check(g is not None and torch.count_nonzero(g).item() == 0, f"{impl}: an expert with no token gets zero grads")
 
 
+def check_grouped_mm_missing() -> None:
+    """Without torch._grouped_mm the grouped_mm rows fail with the reason and point at the loop."""
+    import torch_reference
+    saved = torch._grouped_mm
+    del torch._grouped_mm
+    try:
+        torch_reference.build_model(moe_config(), argparse.Namespace(mamba_src=None), "grouped_mm",
+                                    torch.device("cpu"))
+        check(False, "grouped_mm without torch._grouped_mm is refused")
+    except RuntimeError as e:
+        check("no torch._grouped_mm" in str(e) and "--impls loop" in str(e),
+              f"grouped_mm without torch._grouped_mm is refused: {e}")
+    finally:
+        torch._grouped_mm = saved
+
+
 def check_aux_gradient() -> None:
     cfg = moe_config(**{"model.moe_z_loss_coeff": 0.0})
     layer = torch_moe.MoEMLP(cfg, "loop")
@@ -281,6 +297,22 @@ def check_stack_equals_llama() -> None:
           f"a GPT-layout stack of attention and MLP layers equals Llama: rel err {err:.1e}")
 
 
+def check_mlp_activations() -> None:
+    """Nemotron-H's MLP (squared ReLU, not gated) and SwiGLU, written out."""
+    from torch_stack import MLPLayer
+    x = torch.randn(2, 3, 64, generator=torch.Generator().manual_seed(14))
+    for act, gated in (("squared_relu", False), ("silu", True)):
+        cfg = load_config(None, {"model.activation_func": act, "model.gated_linear_unit": gated}, shrink="hybrid")
+        layer = MLPLayer(cfg)
+        with torch.no_grad():
+            n = F.rms_norm(x, (64,), layer.norm, cfg.layernorm_epsilon)
+            h = F.linear(n, layer.gate_up_proj.weight)
+            inner = F.silu(h[..., :cfg.ffn_hidden_size]) * h[..., cfg.ffn_hidden_size:] if gated else F.relu(h) ** 2
+            err = rel_err(layer(x), x + F.linear(inner, layer.down_proj.weight))
+        check(err < 1e-6 and layer.gate_up_proj.weight.shape[0] == (2 if gated else 1) * cfg.ffn_hidden_size,
+              f"MLP layer {act} gated={gated}: rel err {err:.1e}")
+
+
 def check_config() -> None:
     cfg = load_config(None, {"model.kv_channels": 32, "model.num_moe_experts": 8}, shrink="llama")
     check(cfg.family == "moe" and cfg.layer_pattern == "*E*E" and cfg.q_dim == 128 and cfg.kv_dim == 64,
@@ -297,7 +329,9 @@ def check_config() -> None:
                                 ("hybrid", {"model.num_layers": 5}, "has 4 layers"),
                                 ("hybrid", {"model.hybrid_override_pattern": "M*X-"}, "letters"),
                                 ("hybrid", {"model.mamba_num_groups": 3}, "multiple of"),
-                                ("llama", {"model.position_embedding_type": "none"}, "always use RoPE")):
+                                ("llama", {"model.position_embedding_type": "none"}, "always use RoPE"),
+                                ("moe", {"model.activation_func": "squared_relu"}, "SwiGLU (silu, gated) only"),
+                                ("hybrid", {"model.activation_func": "relu2"}, "one of")):
         try:
             load_config(None, bad, shrink=family)
             check(False, f"{family}: {bad} refused")
@@ -342,7 +376,7 @@ def main() -> int:
     # NemotronH first: once mamba_ssm's sources are imported, transformers takes mamba_ssm for installed and calls its
     # fused path (which needs the compiled causal_conv1d).
     checks = [check_nemotronh_mixer, check_ssd, check_gated_norm, check_mixers_agree, check_router, check_moe_impls,
-              check_aux_gradient, check_stack_equals_llama, check_config] + ([] if args.skip_cli else [check_cli])
+              check_grouped_mm_missing, check_aux_gradient, check_stack_equals_llama, check_mlp_activations, check_config] + ([] if args.skip_cli else [check_cli])
     for run in checks:
         run()
     return finish()
