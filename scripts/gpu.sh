@@ -4,6 +4,9 @@
 # generation); prints a short table last.
 #
 #   bash scripts/gpu.sh [tests|bench|torch|parity|sanitize|all]...
+#   TORCH_MODELS="small_moe hybrid ssd" bash scripts/gpu.sh torch   # only these PyTorch references: families
+#   (llama moe hybrid ssd, the default all four) or recipe names; TORCH_MODES, TORCH_STEPS, TORCH_MODE_TIMEOUT,
+#   TORCH_MOE_IMPLS, TORCH_HYBRID_IMPLS narrow them further
 #
 # Default: all = tests bench torch parity. sanitize runs only when named (it takes many minutes).
 # sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
@@ -59,11 +62,53 @@ if want bench; then
 fi
 
 if want torch; then
-  for r in tiny small 1b; do
-    PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-420}" python3 bench/torch_reference.py --recipe "recipes/llama/$r.yaml" --steps "${TORCH_STEPS:-30}" --warmup 10 ${TORCH_MODES:+--modes $TORCH_MODES} \
-      --json "$OUT/torch_$r.json" >"$OUT/torch_$r.txt" 2>&1
-    record "torch reference $r" "rc=$?"
-    tail -10 "$OUT/torch_$r.txt"
+  # torch_ref NAME RECIPE DEFAULT_MODES [args...]: bench/torch_reference.py on one recipe -> $OUT/torch_NAME.{json,txt}.
+  # TORCH_MODES overrides every recipe's modes; each mode runs in its own process, killed after TORCH_MODE_TIMEOUT s.
+  torch_ref() {
+    local name=$1 recipe=$2 modes=$3
+    shift 3
+    if [[ ! -f $recipe ]]; then
+      record "torch reference $name" "skipped: $recipe missing"
+      return
+    fi
+    PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" python3 bench/torch_reference.py --recipe "$recipe" \
+      --steps "${TORCH_STEPS:-30}" --warmup 10 --modes "${TORCH_MODES:-$modes}" --mode-timeout "${TORCH_MODE_TIMEOUT:-300}" \
+      "$@" --json "$OUT/torch_$name.json" >"$OUT/torch_$name.txt" 2>&1
+    record "torch reference $name" "rc=$?"
+    sed -n '/^PyTorch reference/,$p' "$OUT/torch_$name.txt"
+  }
+  # TORCH_MODELS picks what runs: families (llama = tiny small 1b; moe = small_moe a3b_proxy: experts as a loop and as
+  # torch._grouped_mm; hybrid = small_hybrid: mamba_ssm's Triton Mamba2 and pure PyTorch; ssd = mamba_ssm's SSD scan
+  # alone, as build/bench/ssd_scan_bench) or single recipe names. mamba_ssm's sources: bash scripts/fetch_mamba_ssm.sh
+  # GIT_DIR beforehand, and carry third_party to the GPU machine.
+  torch_items=()
+  for item in ${TORCH_MODELS:-llama moe hybrid ssd}; do
+    case $item in
+      llama) torch_items+=(tiny small 1b) ;;
+      moe) torch_items+=(small_moe a3b_proxy) ;;
+      hybrid) torch_items+=(small_hybrid) ;;
+      *) torch_items+=("$item") ;;
+    esac
+  done
+  for item in "${torch_items[@]}"; do
+    case $item in
+      tiny|small|1b)
+        torch_ref "$item" "recipes/llama/$item.yaml" eager,cuda_graph,graphed_callables,compile,compile_reduce_overhead ;;
+      small_moe)
+        torch_ref small_moe recipes/moe/small_moe.yaml eager,cuda_graph,compile,compile_reduce_overhead \
+          --impls "${TORCH_MOE_IMPLS:-loop,grouped_mm}" ;;
+      a3b_proxy)
+        torch_ref a3b_proxy recipes/moe/a3b_proxy.yaml eager,cuda_graph,compile --impls "${TORCH_MOE_IMPLS:-loop,grouped_mm}" ;;
+      small_hybrid)
+        torch_ref small_hybrid recipes/hybrid/small_hybrid.yaml eager,cuda_graph,compile \
+          --impls "${TORCH_HYBRID_IMPLS:-mamba_ssm,torch}" ;;
+      ssd)
+        PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" python3 bench/mamba_ssd_reference.py \
+          --json "$OUT/mamba_ssd_reference.json" >"$OUT/mamba_ssd_reference.txt" 2>&1
+        record "mamba_ssm SSD scan reference" "rc=$? (mamba_ssd_reference.txt)"
+        tail -4 "$OUT/mamba_ssd_reference.txt" ;;
+      *) record "torch reference $item" "unknown TORCH_MODELS entry: llama moe hybrid ssd or a recipe name" ;;
+    esac
   done
 fi
 
