@@ -12,6 +12,7 @@
 #include <random>
 
 #include "graph/scope_plan.h"
+#include "model/decoder.h"
 #include "model/init.h"
 #include "model/layer_registry.h"
 #include "model/layers/mamba_layer.h"
@@ -283,6 +284,11 @@ TEST(MambaLayer, HybridModelsPickNemotronHOnlyInItsShape) {
   EXPECT_EQ(hf_architecture(gpt), "LlamaForCausalLM");
   gpt.mlp_activation = MlpActivation::squared_relu;
   EXPECT_EQ(hf_architecture(gpt, &why), "");
+  // generate's decoders are Llama's: a hybrid model is refused, naming what it is.
+  const ModelSpec hybrid = test::tiny_hybrid_spec("M*-M");
+  const std::string refused = test::thrown_message([&] { decoder_offsets(hybrid, model_layout(hybrid)); });
+  EXPECT_NE(refused.find("this model is NemotronHForCausalLM (4 layers: M*-M (hybrid pattern))"), std::string::npos)
+      << refused;
 }
 
 }  // namespace
