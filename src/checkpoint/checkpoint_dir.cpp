@@ -100,6 +100,12 @@ std::string save_checkpoint(const std::string& dir, int64_t iteration,
     writer.write(text.data(), text.size());
     writer.close();
   }
+  for (const CopiedFile& f : contents.copied_files) {
+    const std::string text = read_text_file(f.source);
+    DurableFileWriter writer(tmp + "/" + f.filename, text.size(), hooks.on_write);
+    writer.write(text.data(), text.size());
+    writer.close();
+  }
   fsync_directory(tmp);
   stage(hooks, "files_written");
 
@@ -155,6 +161,9 @@ CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkp
   c.tensor_files.push_back({kOptimizerExpAvgSqFile, checkpoint.exp_avg_sq, {}});
   c.json_files.push_back({kConfigFile, checkpoint.model_config});
   c.json_files.push_back({kTrainStateFile, checkpoint.state.to_json()});
+  for (const std::string& path : checkpoint.extra_files) {
+    c.copied_files.push_back({path, fs::path(path).filename().string()});
+  }
   return c;
 }
 

@@ -42,9 +42,16 @@ struct JsonFile {
   std::string filename;
   nlohmann::json content;
 };
+// A file copied byte for byte into the folder (e.g. the tokenizer's files, so that
+// transformers.AutoTokenizer.from_pretrained(checkpoint) works next to AutoModelForCausalLM).
+struct CopiedFile {
+  std::string source;    // path to read
+  std::string filename;  // name inside the checkpoint folder
+};
 struct CheckpointContents {
   std::vector<TensorFile> tensor_files;
   std::vector<JsonFile> json_files;
+  std::vector<CopiedFile> copied_files;
 };
 
 // Test hooks: on_write runs after each written chunk of each file, on_stage after "files_written"
@@ -79,6 +86,7 @@ struct TrainingCheckpoint {
   std::vector<TensorRef> exp_avg;
   std::vector<TensorRef> exp_avg_sq;
   TrainState state;
+  std::vector<std::string> extra_files;  // copied in under their own names (the tokenizer's files)
 };
 CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkpoint);
 

@@ -8,14 +8,14 @@
 #include <limits>
 
 #include "core/strings.h"
+#include "config/graph_flags.h"
 #include "config/model_config.h"
 
 namespace sg::config {
 namespace {
 
-const std::vector<std::string> kImpls = {"none", "local", "transformer_engine"};
-const std::vector<std::string> kScopes = {"full_iteration", "attn",           "mlp",  "moe",
-                                          "moe_router",     "moe_preprocess", "mamba"};
+const std::vector<std::string>& kImpls = cuda_graph_impl_names();
+const std::vector<std::string>& kScopes = cuda_graph_scope_names();
 
 const char* const kRuleSummaries[kNumRules] = {
     "cuda_graph_impl is none, local or transformer_engine; every scope is a known scope",
@@ -101,6 +101,7 @@ class Validator {
 
   ValidationReport run() {
     resolve_defaults();
+    detail::resolve_tokenizer(report_.config, report_.violations, report_.notes);
     count_layers();
     rule1_known_values();
     rule2_impl_none();
@@ -108,6 +109,7 @@ class Validator {
     rule4_impl_and_scope();
     rules5_to_15();
     detail::check_shapes(report_.config, report_.violations);
+    detail::check_user_data(report_.config, report_.violations, report_.notes);
     rule16_unimplemented();
     // Report in rule order; within a rule, in the order found.
     std::stable_sort(report_.violations.begin(), report_.violations.end(),

@@ -122,10 +122,12 @@ void CpuModel::forward_layer(int64_t l, float* x_out, rng::RngState rng) {
   ref::linear_forward(a.qkv.data(), a.n1.data(), W + o.qkv, T, H, QKV);
   ref::rope_forward(a.qkv.data(), T, S, heads, d, QKV, m.rotary_base);
   ref::rope_forward(a.qkv.data() + H, T, S, kv_heads, d, QKV, m.rotary_base);
+  const float attention_p = dropout_on_ ? m.attention_dropout : 0.0f;
+  const float hidden_p = dropout_on_ ? m.hidden_dropout : 0.0f;
   ref::attention_forward(a.attn.data(), a.lse.data(), a.qkv.data(), batch_.micro_batch_size, S, heads, kv_heads,
-                         d, m.attention_dropout, rng, dropout_site(l, DropoutKind::attention_probs));
+                         d, attention_p, rng, dropout_site(l, DropoutKind::attention_probs));
   ref::linear_forward(tmp_a_.data(), a.attn.data(), W + o.o_proj, T, H, H);
-  ref::dropout_forward(tmp_b_.data(), tmp_a_.data(), T * H, m.hidden_dropout, rng,
+  ref::dropout_forward(tmp_b_.data(), tmp_a_.data(), T * H, hidden_p, rng,
                        dropout_site(l, DropoutKind::attention_output));
   ref::residual_rmsnorm_forward(a.h.data(), a.n2.data(), a.rstd2.data(), a.x.data(), tmp_b_.data(),
                                 W + o.post_norm, T, H, eps);
@@ -133,7 +135,7 @@ void CpuModel::forward_layer(int64_t l, float* x_out, rng::RngState rng) {
   ref::linear_forward(a.gate_up.data(), a.n2.data(), W + o.gate_up, T, H, 2 * F);
   ref::swiglu_forward(a.act.data(), a.gate_up.data(), T, F);
   ref::linear_forward(tmp_a_.data(), a.act.data(), W + o.down_proj, T, F, H);
-  ref::dropout_forward(tmp_b_.data(), tmp_a_.data(), T * H, m.hidden_dropout, rng,
+  ref::dropout_forward(tmp_b_.data(), tmp_a_.data(), T * H, hidden_p, rng,
                        dropout_site(l, DropoutKind::mlp_output));
   for (int64_t i = 0; i < T * H; ++i) x_out[i] = a.h[sz(i)] + tmp_b_[sz(i)];
 }
@@ -242,6 +244,15 @@ double CpuModel::compute_loss(const HostBatch& batch, uint64_t first_offset) {
                        1.0f);
   }
   return loss / static_cast<double>(M);
+}
+
+float CpuModel::evaluate(const HostBatch& batch) {
+  struct DropoutOff {
+    bool& flag;
+    explicit DropoutOff(bool& f) : flag(f) { flag = false; }
+    ~DropoutOff() { flag = true; }
+  } off(dropout_on_);
+  return static_cast<float>(compute_loss(batch, rng_.offset));
 }
 
 CpuStepResult CpuModel::train_step(const HostBatch& batch) {

@@ -2,6 +2,7 @@
 // The step itself is in llama_step_run.cpp.
 #include "model/llama_step.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -36,11 +37,16 @@ LlamaStep::LlamaStep(const ModelSpec& model, const BatchSpec& batch, const Optim
   shape.head_dim = model.head_dim();
   shape.dropout_p = model.attention_dropout;
   attention_ = std::make_unique<kernels::AttentionPlan>(*cudnn_, shape);
+  if (shape.dropout_p > 0.0f) {
+    // Evaluation runs with dropout off (Megatron's model.eval()); cuDNN's dropout is a plan-time constant.
+    shape.dropout_p = 0.0f;
+    eval_attention_ = std::make_unique<kernels::AttentionPlan>(*cudnn_, shape);
+  }
   lm_head_layout_ = kernels::lm_head_layout({T_, model.hidden_size, model.vocab_size}, options.lm_head_chunk_budget_bytes);
   embedding_scratch_bytes_ = kernels::embedding_backward_scratch_bytes(T_, model.vocab_size);
   rmsnorm_scratch_bytes_ = kernels::rmsnorm_backward_scratch_bytes(T_, model.hidden_size);
 
-  plan_memory();
+  plan_memory(options);
 
   blas_ = std::make_unique<kernels::Blas>(cublas_workspace_, kernels::Blas::kWorkspaceBytes);
   gemms_ = std::make_unique<Gemms>(*blas_, T_, model.hidden_size, model.qkv_dim(), model.ffn_hidden_size);
@@ -53,124 +59,139 @@ LlamaStep::LlamaStep(const ModelSpec& model, const BatchSpec& batch, const Optim
 
 LlamaStep::~LlamaStep() = default;
 
-void LlamaStep::plan_memory() {
+cuda::MemoryPlan LlamaStep::plan_memory(const ModelSpec& m, const BatchSpec& batch, const LlamaStepOptions& options,
+                                        const DeviceWorkspaceSizes& device) {
   using cuda::MemoryCategory;
-  using cuda::MemorySlot;
-  const ModelSpec& m = layout_.spec();
-  const int64_t T = T_, H = m.hidden_size, F = m.ffn_hidden_size, QKV = m.qkv_dim(), L = m.num_layers;
-  const int64_t n = layout_.total();
-  const int64_t lse_count = batch_.micro_batch_size * m.num_attention_heads * m.seq_length;
+  const int64_t T = batch.tokens_per_microbatch(m), H = m.hidden_size, F = m.ffn_hidden_size, QKV = m.qkv_dim(),
+                L = m.num_layers;
+  const int64_t n = ParamLayout(m).total();
+  const int64_t lse_count = batch.micro_batch_size * m.num_attention_heads * m.seq_length;
   cuda::MemoryPlan plan;
 
-  const MemorySlot params = plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, sz(n));
-  const MemorySlot master = plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, sz(n));
-  const MemorySlot grads = plan.add_array<float>("gradients.fp32", MemoryCategory::gradients, sz(n));
-  const MemorySlot exp_avg = plan.add_array<float>("optimizer.exp_avg", MemoryCategory::optimizer_state, sz(n));
-  const MemorySlot exp_avg_sq = plan.add_array<float>("optimizer.exp_avg_sq", MemoryCategory::optimizer_state, sz(n));
-  const MemorySlot scalars = plan.add("step.scalars", MemoryCategory::optimizer_state, sizeof(StepScalars));
-  const MemorySlot rng = rng_.plan(plan, "rng.states");
-  const MemorySlot seeds = plan.add_array<int64_t>("attention.dropout_seeds", MemoryCategory::optimizer_state, sz(L));
-  const MemorySlot offsets = plan.add_array<int64_t>("attention.dropout_offsets", MemoryCategory::optimizer_state, sz(L));
+  plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, sz(n));
+  plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, sz(n));
+  plan.add_array<float>("gradients.fp32", MemoryCategory::gradients, sz(n));
+  plan.add_array<float>("optimizer.exp_avg", MemoryCategory::optimizer_state, sz(n));
+  plan.add_array<float>("optimizer.exp_avg_sq", MemoryCategory::optimizer_state, sz(n));
+  plan.add("step.scalars", MemoryCategory::optimizer_state, sizeof(StepScalars));
+  cuda::RngTracker(0).plan(plan, "rng.states");  // the size depends on the generators, not the seed
+  plan.add_array<int64_t>("attention.dropout_seeds", MemoryCategory::optimizer_state, sz(L));
+  plan.add_array<int64_t>("attention.dropout_offsets", MemoryCategory::optimizer_state, sz(L));
 
   // Activations of one microbatch. Residual stream and input norms: L + 1 entries (the last is the final
   // norm's input / output).
-  std::vector<MemorySlot> resid, norm_in, rstd_in;
   for (int64_t l = 0; l <= L; ++l) {
     const long long i = static_cast<long long>(l);
-    resid.push_back(plan.add_array<bf16>(strprintf("act.resid%lld", i), MemoryCategory::activations, sz(T * H)));
-    norm_in.push_back(plan.add_array<bf16>(strprintf("act.norm_in%lld", i), MemoryCategory::activations, sz(T * H)));
-    rstd_in.push_back(plan.add_array<float>(strprintf("act.rstd_in%lld", i), MemoryCategory::activations, sz(T)));
+    plan.add_array<bf16>(strprintf("act.resid%lld", i), MemoryCategory::activations, sz(T * H));
+    plan.add_array<bf16>(strprintf("act.norm_in%lld", i), MemoryCategory::activations, sz(T * H));
+    plan.add_array<float>(strprintf("act.rstd_in%lld", i), MemoryCategory::activations, sz(T));
   }
-  struct LayerSlots {
-    MemorySlot qkv, attn, lse, h, m, rstd_m, gate_up, act;
-  };
-  std::vector<LayerSlots> layer_slots;
   for (int64_t l = 0; l < L; ++l) {
     const std::string p = strprintf("act.layer%lld.", static_cast<long long>(l));
-    LayerSlots s;
-    s.qkv = plan.add_array<bf16>(p + "qkv", MemoryCategory::activations, sz(T * QKV));
-    s.attn = plan.add_array<bf16>(p + "attn_out", MemoryCategory::activations, sz(T * H));
-    s.lse = plan.add_array<float>(p + "softmax_lse", MemoryCategory::activations, sz(lse_count));
-    s.h = plan.add_array<bf16>(p + "resid_mid", MemoryCategory::activations, sz(T * H));
-    s.m = plan.add_array<bf16>(p + "norm_post", MemoryCategory::activations, sz(T * H));
-    s.rstd_m = plan.add_array<float>(p + "rstd_post", MemoryCategory::activations, sz(T));
-    s.gate_up = plan.add_array<bf16>(p + "gate_up", MemoryCategory::activations, sz(T * 2 * F));
-    s.act = plan.add_array<bf16>(p + "swiglu_out", MemoryCategory::activations, sz(T * F));
-    layer_slots.push_back(s);
+    plan.add_array<bf16>(p + "qkv", MemoryCategory::activations, sz(T * QKV));
+    plan.add_array<bf16>(p + "attn_out", MemoryCategory::activations, sz(T * H));
+    plan.add_array<float>(p + "softmax_lse", MemoryCategory::activations, sz(lse_count));
+    plan.add_array<bf16>(p + "resid_mid", MemoryCategory::activations, sz(T * H));
+    plan.add_array<bf16>(p + "norm_post", MemoryCategory::activations, sz(T * H));
+    plan.add_array<float>(p + "rstd_post", MemoryCategory::activations, sz(T));
+    plan.add_array<bf16>(p + "gate_up", MemoryCategory::activations, sz(T * 2 * F));
+    plan.add_array<bf16>(p + "swiglu_out", MemoryCategory::activations, sz(T * F));
   }
   // Scratch shared by every layer (each region uses fixed ones).
-  const MemorySlot delta = plan.add_array<bf16>("act.delta", MemoryCategory::activations, sz(T * H));
-  const MemorySlot d_resid_a = plan.add_array<bf16>("grad.d_resid_a", MemoryCategory::activations, sz(T * H));
-  const MemorySlot d_resid_b = plan.add_array<bf16>("grad.d_resid_b", MemoryCategory::activations, sz(T * H));
-  const MemorySlot d_delta = plan.add_array<bf16>("grad.d_delta", MemoryCategory::activations, sz(T * H));
-  const MemorySlot d_norm = plan.add_array<bf16>("grad.d_norm", MemoryCategory::activations, sz(T * H));
-  const MemorySlot d_attn = plan.add_array<bf16>("grad.d_attn", MemoryCategory::activations, sz(T * H));
-  const MemorySlot d_qkv = plan.add_array<bf16>("grad.d_qkv", MemoryCategory::activations, sz(T * QKV));
-  const MemorySlot d_gate_up = plan.add_array<bf16>("grad.d_gate_up", MemoryCategory::activations, sz(T * 2 * F));
-  const MemorySlot d_act = plan.add_array<bf16>("grad.d_act", MemoryCategory::activations, sz(T * F));
+  plan.add_array<bf16>("act.delta", MemoryCategory::activations, sz(T * H));
+  plan.add_array<bf16>("grad.d_resid_a", MemoryCategory::activations, sz(T * H));
+  plan.add_array<bf16>("grad.d_resid_b", MemoryCategory::activations, sz(T * H));
+  plan.add_array<bf16>("grad.d_delta", MemoryCategory::activations, sz(T * H));
+  plan.add_array<bf16>("grad.d_norm", MemoryCategory::activations, sz(T * H));
+  plan.add_array<bf16>("grad.d_attn", MemoryCategory::activations, sz(T * H));
+  plan.add_array<bf16>("grad.d_qkv", MemoryCategory::activations, sz(T * QKV));
+  plan.add_array<bf16>("grad.d_gate_up", MemoryCategory::activations, sz(T * 2 * F));
+  plan.add_array<bf16>("grad.d_act", MemoryCategory::activations, sz(T * F));
 
-  const MemorySlot cublas = plan.add("workspace.cublaslt", MemoryCategory::workspaces, kernels::Blas::kWorkspaceBytes);
-  const MemorySlot cudnn = plan.add("workspace.cudnn_attention", MemoryCategory::workspaces, attention_->workspace_bytes());
-  const MemorySlot lm_head = plan.add("workspace.lm_head", MemoryCategory::workspaces, lm_head_layout_.workspace_bytes);
-  const MemorySlot rmsnorm = plan.add("workspace.rmsnorm_backward", MemoryCategory::workspaces, rmsnorm_scratch_bytes_);
-  const MemorySlot embedding =
-      plan.add("workspace.embedding_backward", MemoryCategory::workspaces, embedding_scratch_bytes_);
-  const MemorySlot grad_norm = plan.add("workspace.grad_norm", MemoryCategory::workspaces, kernels::kGradNormScratchBytes);
+  plan.add("workspace.cublaslt", MemoryCategory::workspaces, kernels::Blas::kWorkspaceBytes);
+  plan.add("workspace.cudnn_attention", MemoryCategory::workspaces, device.attention);
+  plan.add("workspace.lm_head", MemoryCategory::workspaces,
+           kernels::lm_head_layout({T, H, m.vocab_size}, options.lm_head_chunk_budget_bytes).workspace_bytes);
+  plan.add("workspace.rmsnorm_backward", MemoryCategory::workspaces, kernels::rmsnorm_backward_scratch_bytes(T, H));
+  plan.add("workspace.embedding_backward", MemoryCategory::workspaces, device.embedding_backward);
+  plan.add("workspace.grad_norm", MemoryCategory::workspaces, kernels::kGradNormScratchBytes);
 
-  const size_t batch_tokens = sz(T * batch_.num_microbatches);
-  const MemorySlot tokens = plan.add_array<int32_t>("input.tokens", MemoryCategory::inputs, batch_tokens);
-  const MemorySlot targets = plan.add_array<int32_t>("input.targets", MemoryCategory::inputs, batch_tokens);
-  const MemorySlot loss_mask = plan.add_array<float>("input.loss_mask", MemoryCategory::inputs, batch_tokens);
+  const size_t batch_tokens = sz(T * batch.num_microbatches);
+  plan.add_array<int32_t>("input.tokens", MemoryCategory::inputs, batch_tokens);
+  plan.add_array<int32_t>("input.targets", MemoryCategory::inputs, batch_tokens);
+  plan.add_array<float>("input.loss_mask", MemoryCategory::inputs, batch_tokens);
+  return plan;
+}
+
+void LlamaStep::plan_memory(const LlamaStepOptions& options) {
+  const ModelSpec& m = layout_.spec();
+  const int64_t L = m.num_layers;
+  DeviceWorkspaceSizes device;
+  device.attention = attention_->workspace_bytes();
+  if (eval_attention_) device.attention = std::max(device.attention, eval_attention_->forward_workspace_bytes());
+  device.embedding_backward = embedding_scratch_bytes_;
+  const cuda::MemoryPlan plan = plan_memory(m, batch_, options, device);
 
   arena_ = std::make_unique<cuda::Arena>(plan);
   arena_->zero();
+  const auto at = [&](const std::string& name) {
+    const cuda::MemorySlot slot = plan.find(name);
+    SG_CHECK(slot.valid(), "LlamaStep: no planned buffer named " + name);
+    return arena_->raw(slot);
+  };
+  const auto get = [&]<class T>(const std::string& name, T*& out) { out = static_cast<T*>(at(name)); };
 
-  params_ = arena_->get<bf16>(params);
-  main_weights_ = arena_->get<float>(master);
-  grads_ = arena_->get<float>(grads);
-  exp_avg_ = arena_->get<float>(exp_avg);
-  exp_avg_sq_ = arena_->get<float>(exp_avg_sq);
-  scalars_ = arena_->get<StepScalars>(scalars);
-  dropout_seeds_ = arena_->get<int64_t>(seeds);
-  dropout_offsets_ = arena_->get<int64_t>(offsets);
-  rng_.bind(arena_->get<rng::RngState>(rng));  // uploads the initial generator states
+  get("parameters.bf16", params_);
+  get("main_weights.fp32", main_weights_);
+  get("gradients.fp32", grads_);
+  get("optimizer.exp_avg", exp_avg_);
+  get("optimizer.exp_avg_sq", exp_avg_sq_);
+  get("step.scalars", scalars_);
+  get("attention.dropout_seeds", dropout_seeds_);
+  get("attention.dropout_offsets", dropout_offsets_);
+  rng_.bind(static_cast<rng::RngState*>(at("rng.states")));  // uploads the initial generator states
   hidden_rng_ = rng_.device_state(cuda::kDefaultRng);
   attention_rng_ = rng_.device_state(cuda::kModelParallelRng);
+  resid_.assign(sz(L + 1), nullptr);
+  norm_in_.assign(sz(L + 1), nullptr);
+  rstd_in_.assign(sz(L + 1), nullptr);
   for (int64_t l = 0; l <= L; ++l) {
-    resid_.push_back(arena_->get<bf16>(resid[sz(l)]));
-    norm_in_.push_back(arena_->get<bf16>(norm_in[sz(l)]));
-    rstd_in_.push_back(arena_->get<float>(rstd_in[sz(l)]));
+    const long long i = static_cast<long long>(l);
+    get(strprintf("act.resid%lld", i), resid_[sz(l)]);
+    get(strprintf("act.norm_in%lld", i), norm_in_[sz(l)]);
+    get(strprintf("act.rstd_in%lld", i), rstd_in_[sz(l)]);
   }
-  for (const LayerSlots& s : layer_slots) {
-    LayerBuffers b;
-    b.qkv = arena_->get<bf16>(s.qkv);
-    b.attn = arena_->get<bf16>(s.attn);
-    b.lse = arena_->get<float>(s.lse);
-    b.h = arena_->get<bf16>(s.h);
-    b.m = arena_->get<bf16>(s.m);
-    b.rstd_m = arena_->get<float>(s.rstd_m);
-    b.gate_up = arena_->get<bf16>(s.gate_up);
-    b.act = arena_->get<bf16>(s.act);
-    layers_.push_back(b);
+  layers_.assign(sz(L), LayerBuffers{});
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = strprintf("act.layer%lld.", static_cast<long long>(l));
+    LayerBuffers& b = layers_[sz(l)];
+    get(p + "qkv", b.qkv);
+    get(p + "attn_out", b.attn);
+    get(p + "softmax_lse", b.lse);
+    get(p + "resid_mid", b.h);
+    get(p + "norm_post", b.m);
+    get(p + "rstd_post", b.rstd_m);
+    get(p + "gate_up", b.gate_up);
+    get(p + "swiglu_out", b.act);
   }
-  delta_ = arena_->get<bf16>(delta);
-  d_resid_a_ = arena_->get<bf16>(d_resid_a);
-  d_resid_b_ = arena_->get<bf16>(d_resid_b);
-  d_delta_ = arena_->get<bf16>(d_delta);
-  d_norm_ = arena_->get<bf16>(d_norm);
-  d_attn_ = arena_->get<bf16>(d_attn);
-  d_qkv_ = arena_->get<bf16>(d_qkv);
-  d_gate_up_ = arena_->get<bf16>(d_gate_up);
-  d_act_ = arena_->get<bf16>(d_act);
-  cublas_workspace_ = arena_->raw(cublas);
-  cudnn_workspace_ = arena_->raw(cudnn);
-  lm_head_workspace_ = arena_->raw(lm_head);
-  rmsnorm_scratch_ = arena_->get<float>(rmsnorm);
-  embedding_scratch_ = arena_->raw(embedding);
-  grad_norm_partials_ = arena_->get<double>(grad_norm);
-  tokens_ = arena_->get<int32_t>(tokens);
-  targets_ = arena_->get<int32_t>(targets);
-  loss_mask_ = arena_->get<float>(loss_mask);
+  get("act.delta", delta_);
+  get("grad.d_resid_a", d_resid_a_);
+  get("grad.d_resid_b", d_resid_b_);
+  get("grad.d_delta", d_delta_);
+  get("grad.d_norm", d_norm_);
+  get("grad.d_attn", d_attn_);
+  get("grad.d_qkv", d_qkv_);
+  get("grad.d_gate_up", d_gate_up_);
+  get("grad.d_act", d_act_);
+  cublas_workspace_ = at("workspace.cublaslt");
+  cudnn_workspace_ = at("workspace.cudnn_attention");
+  lm_head_workspace_ = at("workspace.lm_head");
+  get("workspace.rmsnorm_backward", rmsnorm_scratch_);
+  embedding_scratch_ = at("workspace.embedding_backward");
+  get("workspace.grad_norm", grad_norm_partials_);
+  get("input.tokens", tokens_);
+  get("input.targets", targets_);
+  get("input.loss_mask", loss_mask_);
 
   const StepScalars initial;
   SG_CUDA_CHECK(cudaMemcpy(scalars_, &initial, sizeof(initial), cudaMemcpyHostToDevice));
@@ -179,9 +200,9 @@ void LlamaStep::plan_memory() {
   SG_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-std::vector<graph::LayerRegions> LlamaStep::layer_regions() const {
+std::vector<graph::LayerRegions> LlamaStep::layer_regions(const ModelSpec& model) {
   std::vector<graph::LayerRegions> out;
-  for (int64_t l = 0; l < layout_.num_layers(); ++l) {
+  for (int64_t l = 0; l < model.num_layers; ++l) {
     out.push_back({static_cast<int>(l), {graph::Module::attn, graph::Module::mlp}});
   }
   return out;

@@ -74,11 +74,18 @@ struct StepScalars {
   float loss = 0.0f;           // the last step's loss: mean over microbatches of the masked mean CE
   int32_t loss_nonfinite = 0;  // 1: the step loss was NaN/inf (rerun_state_machine.check_for_nan_in_loss)
   int32_t grad_nonfinite = 0;  // 1: the grad norm was NaN/inf (ddp.check_for_nan_in_grad)
+  float eval_loss = 0.0f;      // enqueue_eval's result: the evaluated batch's loss (mean over microbatches)
 };
 
 struct LlamaStepOptions {
   // Bytes of one LM-head chunk's fp32 logits + bf16 dlogits (kernels/lm_head.h).
   size_t lm_head_chunk_budget_bytes = kernels::kLmHeadDefaultChunkBudgetBytes;
+};
+
+// The two workspace sizes only the device can tell; planning without a device leaves them 0.
+struct DeviceWorkspaceSizes {
+  size_t attention = 0;           // cuDNN fused attention (kernels/attention.h), forward and backward
+  size_t embedding_backward = 0;  // the embedding backward's CUB radix-sort scratch
 };
 
 class LlamaStep {
@@ -102,6 +109,21 @@ class LlamaStep {
   // Enqueues one complete training step on `stream` (see the file comment). Region bodies go through
   // `regions`; everything else is launched directly. The batch must already be in the input buffers.
   void enqueue_step(cudaStream_t stream, graph::RegionRunner& regions);
+  // Forward-only evaluation of the batch in the input buffers (Megatron's model.eval() + forward):
+  // every microbatch's forward with dropout off, then the LM head's loss only (no backward GEMMs); the
+  // mean loss over the microbatches lands in StepScalars::eval_loss (zeroed first). It writes only
+  // activations, LM-head workspace and eval_loss — no parameter, gradient, optimizer state, RNG state
+  // or other step scalar — so training gives the same bits with and without evaluation. Region keys
+  // are the forward ones of enqueue_step, but the bodies differ when dropout is on: run it with its own
+  // runner (eager, or inside its own whole capture), never the training step's scoped runner.
+  void enqueue_eval(cudaStream_t stream, graph::RegionRunner& regions);
+  const float* eval_loss() const { return &scalars_device()->eval_loss; }
+
+  // Every buffer the step plans, declared without a device (pure CPU): the constructor plans exactly
+  // this with the device's workspace sizes; `stepgraph validate` and `bench --dryrun` print it with them
+  // unknown (0).
+  static cuda::MemoryPlan plan_memory(const ModelSpec& model, const BatchSpec& batch, const LlamaStepOptions& options,
+                                      const DeviceWorkspaceSizes& device);
 
   // ---- setup and inspection (synchronous on `stream`; never inside a step) ----
   // fp32 weights (layout().total() floats) into the main weights and their bf16 copy; zeroes the Adam
@@ -136,7 +158,8 @@ class LlamaStep {
   cuda::RngTracker& rng_tracker() { return rng_; }
 
   // The regions the step marks, per layer in step order (for graph::plan_graph_scopes).
-  std::vector<graph::LayerRegions> layer_regions() const;
+  std::vector<graph::LayerRegions> layer_regions() const { return layer_regions(layout_.spec()); }
+  static std::vector<graph::LayerRegions> layer_regions(const ModelSpec& model);  // pure CPU
   const cuda::Arena& arena() const { return *arena_; }
   std::string memory_breakdown() const { return arena_->breakdown(); }
 
@@ -153,17 +176,19 @@ class LlamaStep {
   };
   struct Gemms;  // the planned GEMMs (llama_step.cpp)
 
-  void plan_memory();  // declares every buffer, creates the arena and binds the pointers below
+  void plan_memory(const LlamaStepOptions& options);  // plans, creates the arena, binds the pointers below
   void microbatch(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb);
-  void attn_forward(cudaStream_t stream, int64_t l);
-  void mlp_forward(cudaStream_t stream, int64_t l);
+  // A microbatch's forward up to the final norm (n_L); `train` false: dropout off (evaluation).
+  void forward(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb, bool train);
+  void attn_forward(cudaStream_t stream, int64_t l, bool train);
+  void mlp_forward(cudaStream_t stream, int64_t l, bool train);
   void mlp_backward(cudaStream_t stream, int64_t l);
   void attn_backward(cudaStream_t stream, int64_t l);
   // Shared pieces of the region bodies: hidden dropout in place on delta_ (forward) and its backward
   // (returns the gradient to use: d_delta_, or `dout` when dropout is off); the fused
   // "residual_out = residual_in + delta_, norm_out = norm(residual_out)"; and the norm backward
   // "din = norm'(d_norm_) + dresidual" adding into the norm weight's gradient.
-  void hidden_dropout_forward(cudaStream_t stream, int64_t l, DropoutKind kind);
+  void hidden_dropout_forward(cudaStream_t stream, int64_t l, DropoutKind kind, bool train);
   const bf16* hidden_dropout_backward(cudaStream_t stream, int64_t l, DropoutKind kind, const bf16* dout);
   void add_and_norm(cudaStream_t stream, bf16* residual_out, bf16* norm_out, float* rstd, const bf16* residual_in,
                     int64_t norm_offset);
@@ -180,6 +205,7 @@ class LlamaStep {
 
   std::unique_ptr<kernels::CudnnContext> cudnn_;
   std::unique_ptr<kernels::AttentionPlan> attention_;
+  std::unique_ptr<kernels::AttentionPlan> eval_attention_;  // dropout off; only when attention_dropout > 0
   kernels::LmHeadLayout lm_head_layout_;
   size_t embedding_scratch_bytes_ = 0, rmsnorm_scratch_bytes_ = 0;
   cuda::RngTracker rng_;

@@ -96,14 +96,30 @@ void LlamaStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
   kernels::increment_step_counter(stream, &scalars_->steps_done);
 }
 
-void LlamaStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb) {
-  const cuda::NvtxRange range(strprintf("microbatch %lld", static_cast<long long>(mb)));
+void LlamaStep::enqueue_eval(cudaStream_t stream, graph::RegionRunner& regions) {
+  SG_CUDA_CHECK(cudaMemsetAsync(&scalars_->eval_loss, 0, sizeof(float), stream));
+  const int64_t L = layout_.spec().num_layers;
+  for (int64_t mb = 0; mb < batch_.num_microbatches; ++mb) {
+    const cuda::NvtxRange range(strprintf("eval microbatch %lld", static_cast<long long>(mb)));
+    forward(stream, regions, mb, /*train=*/false);
+    // The loss only, scaled by 1/M like the training loss: eval_loss = mean over the microbatches.
+    kernels::LmHeadBuffers head;
+    head.hidden = norm_in_[static_cast<size_t>(L)];
+    head.weight = params_ + layout_.lm_head();
+    head.targets = targets_ + mb * T_;
+    head.loss_mask = loss_mask_ + mb * T_;
+    head.loss_accumulator = &scalars_->eval_loss;
+    head.workspace = lm_head_workspace_;
+    lm_head_->execute_loss(stream, head);
+  }
+}
+
+void LlamaStep::forward(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb, bool train) {
   const ModelSpec& m = layout_.spec();
   const int64_t T = T_, H = m.hidden_size, L = m.num_layers;
-  const int64_t row0 = mb * T;
-  const int32_t* tokens = tokens_ + row0;
+  const int32_t* tokens = tokens_ + mb * T;
 
-  if (m.attention_dropout > 0.0f) {
+  if (train && m.attention_dropout > 0.0f) {
     AttentionDropoutSeedsParams seeds;
     seeds.state = attention_rng_;
     seeds.seeds = dropout_seeds_;
@@ -135,10 +151,20 @@ void LlamaStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
     const int layer = static_cast<int>(l);
     const cuda::NvtxRange layer_range(strprintf("layer %d forward", layer));  // around its module regions
     regions.run({layer, graph::Module::attn, graph::Phase::forward}, stream,
-                [this, l](cudaStream_t s) { attn_forward(s, l); });
+                [this, l, train](cudaStream_t s) { attn_forward(s, l, train); });
     regions.run({layer, graph::Module::mlp, graph::Phase::forward}, stream,
-                [this, l](cudaStream_t s) { mlp_forward(s, l); });
+                [this, l, train](cudaStream_t s) { mlp_forward(s, l, train); });
   }
+}
+
+void LlamaStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb) {
+  const cuda::NvtxRange range(strprintf("microbatch %lld", static_cast<long long>(mb)));
+  const ModelSpec& m = layout_.spec();
+  const int64_t T = T_, H = m.hidden_size, L = m.num_layers;
+  const int64_t row0 = mb * T;
+  const int32_t* tokens = tokens_ + row0;
+
+  forward(stream, regions, mb, /*train=*/true);
 
   // LM head + cross-entropy: d_norm_ = d loss / d n_L; adds loss / M into scalars_->loss.
   kernels::LmHeadBuffers head;
@@ -178,7 +204,7 @@ void LlamaStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
 
 // ---- region bodies: only static buffers of layer l and the shared scratch ----
 
-void LlamaStep::attn_forward(cudaStream_t stream, int64_t l) {
+void LlamaStep::attn_forward(cudaStream_t stream, int64_t l, bool train) {
   const ModelSpec& m = layout_.spec();
   const int64_t T = T_;
   const LayerParamOffsets& o = layout_.layer(l);
@@ -200,21 +226,21 @@ void LlamaStep::attn_forward(cudaStream_t stream, int64_t l) {
   ap.out = b.attn;
   ap.lse = b.lse;
   ap.qkv = b.qkv;
-  if (m.attention_dropout > 0.0f) {
+  if (train && m.attention_dropout > 0.0f) {
     ap.dropout_seed = dropout_seeds_ + l;
     ap.dropout_offset = dropout_offsets_ + l;
   }
   ap.workspace = cudnn_workspace_;
-  attention_->forward(stream, ap);
+  (train || !eval_attention_ ? *attention_ : *eval_attention_).forward(stream, ap);
 
   gemms_->o_proj.run(stream, delta_, b.attn, params_ + o.o_proj);
-  hidden_dropout_forward(stream, l, DropoutKind::attention_output);
+  hidden_dropout_forward(stream, l, DropoutKind::attention_output, train);
 
   // h = x + y, m = post_attention_layernorm(h)
   add_and_norm(stream, b.h, b.m, b.rstd_m, resid_[static_cast<size_t>(l)], o.post_norm);
 }
 
-void LlamaStep::mlp_forward(cudaStream_t stream, int64_t l) {
+void LlamaStep::mlp_forward(cudaStream_t stream, int64_t l, bool train) {
   const ModelSpec& m = layout_.spec();
   const int64_t T = T_, F = m.ffn_hidden_size;
   const LayerParamOffsets& o = layout_.layer(l);
@@ -232,7 +258,7 @@ void LlamaStep::mlp_forward(cudaStream_t stream, int64_t l) {
   kernels::swiglu_forward(stream, sw);
 
   gemms_->down.run(stream, delta_, b.act, params_ + o.down_proj);
-  hidden_dropout_forward(stream, l, DropoutKind::mlp_output);
+  hidden_dropout_forward(stream, l, DropoutKind::mlp_output, train);
 
   // x_{l+1} = h + z, n_{l+1} = next norm(x_{l+1})
   add_and_norm(stream, resid_[next], norm_in_[next], rstd_in_[next], b.h, next_norm);
@@ -308,9 +334,9 @@ void LlamaStep::attn_backward(cudaStream_t stream, int64_t l) {
 
 // ---- shared pieces of the region bodies ----
 
-void LlamaStep::hidden_dropout_forward(cudaStream_t stream, int64_t l, DropoutKind kind) {
+void LlamaStep::hidden_dropout_forward(cudaStream_t stream, int64_t l, DropoutKind kind, bool train) {
   const ModelSpec& m = layout_.spec();
-  if (m.hidden_dropout <= 0.0f) return;
+  if (!train || m.hidden_dropout <= 0.0f) return;
   kernels::DropoutForwardParams dp;
   dp.out = delta_;
   dp.in = delta_;
