@@ -6,6 +6,7 @@
 //   DIR/iter_0000100/optimizer_exp_avg.safetensors       Adam first moment   (same names)
 //   DIR/iter_0000100/optimizer_exp_avg_sq.safetensors    Adam second moment  (same names)
 //   DIR/iter_0000100/train_state.json                    step, data position, RNG, config hash
+//   DIR/iter_0000100/tokenizer.json, ...                 copied files (the tokenizer's), when given
 //   DIR/latest_checkpointed_iteration.txt                "100\n": the newest whole save
 // Saving is atomic: files go into DIR/iter_0000100.tmp-<pid>, each fsynced, the folder fsynced,
 // renamed to iter_0000100 (swapped atomically if it exists), DIR fsynced, and only then is `latest`
