@@ -51,4 +51,14 @@ function(sg_protobuf_sources target proto)
   target_link_libraries(${target} PUBLIC sg_protobuf_lite)
 endfunction()
 
+# CUTLASS/CuTe C++ headers from PyPI nvidia-cutlass (scripts/setup.sh puts the wheel in .deps/cutlass): the
+# include tree and tools/util (packed strides). Only the *_sm90a.cu files use them (cmake/Layers.cmake).
+set(SG_CUTLASS_ROOT ${CMAKE_SOURCE_DIR}/.deps/cutlass/cutlass_library/source)
+find_path(CUTLASS_INCLUDE_DIR cutlass/cutlass.h HINTS ${SG_CUTLASS_ROOT}/include NO_DEFAULT_PATH REQUIRED
+  DOC "cutlass/cutlass.h from PyPI nvidia-cutlass: run scripts/setup.sh")
+find_path(CUTLASS_UTIL_INCLUDE_DIR cutlass/util/packed_stride.hpp HINTS ${SG_CUTLASS_ROOT}/tools/util/include
+  NO_DEFAULT_PATH REQUIRED DOC "cutlass/util/packed_stride.hpp from PyPI nvidia-cutlass: run scripts/setup.sh")
+add_library(sg_cutlass INTERFACE)
+target_include_directories(sg_cutlass SYSTEM INTERFACE ${CUTLASS_INCLUDE_DIR} ${CUTLASS_UTIL_INCLUDE_DIR})
+
 set(SG_WARNINGS -Wall -Wextra)

@@ -35,6 +35,10 @@ if want bench; then
     "$B/bench/graph_runtime_bench" --steps 200 --warmup 10 2>&1 | tee "$OUT/bench_graph_runtime.txt" | tail -12
     record "toy step bench" "see bench_graph_runtime.txt"
   fi
+  if [[ -x "$B/bench/grouped_gemm_bench" ]]; then
+    "$B/bench/grouped_gemm_bench" 2>&1 | tee "$OUT/bench_grouped_gemm.txt" | tail -16
+    record "grouped GEMM bench" "rc=${PIPESTATUS[0]} (bench_grouped_gemm.txt)"
+  fi
   for r in tiny small 1b; do
     "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 1 --plain \
       --compare none,local,transformer_engine:attn,transformer_engine:attn+mlp \

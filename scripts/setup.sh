@@ -2,7 +2,8 @@
 # Installs everything stepgraph needs to build and test. Idempotent: a second run changes nothing.
 #   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest,
 #           protobuf (static protobuf-lite + protoc: TensorBoard event files)
-#   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), safetensors + numpy (checkpoint tests),
+#   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), nvidia-cutlass (CUTLASS/CuTe C++ headers, into
+#           .deps/cutlass), safetensors + numpy (checkpoint tests),
 #           tokenizers (tools/train_tokenizer.py, tools/preprocess_data.py); tensorboard + absl-py +
 #           protobuf without their other dependencies (~8 MB: the tests read our event files with
 #           TensorBoard's own EventAccumulator);
@@ -12,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CUDNN_FRONTEND_VERSION=1.32.0
+CUTLASS_VERSION=4.2.0.0
 TOKENIZERS_VERSION=0.23.3
 TRANSFORMERS_VERSION=5.24.0
 TENSORBOARD_VERSION=2.21.0
@@ -27,14 +29,21 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [[ ! -f .deps/pip/include/cudnn_frontend.h ]] || \
-   [[ "$(cat .deps/pip/.version 2>/dev/null)" != "$CUDNN_FRONTEND_VERSION" ]]; then
-  echo "setup: installing nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION headers into .deps/pip"
-  rm -rf .deps/pip
-  python3 -m pip install -q --disable-pip-version-check --no-deps --target .deps/pip \
-    "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION"
-  echo "$CUDNN_FRONTEND_VERSION" > .deps/pip/.version
-fi
+# Header-only PyPI wheels, each pinned in its own .deps/ folder (reinstalled when the pinned version changes):
+#   pip_headers DIR PACKAGE VERSION FILE   (FILE: a header that proves the install, relative to DIR)
+pip_headers() {
+  local dir=$1 package=$2 version=$3 file=$4
+  if [[ ! -f "$dir/$file" ]] || [[ "$(cat "$dir/.version" 2>/dev/null)" != "$version" ]]; then
+    echo "setup: installing $package==$version headers into $dir"
+    rm -rf "$dir"
+    python3 -m pip install -q --disable-pip-version-check --no-deps --target "$dir" "$package==$version"
+    echo "$version" > "$dir/.version"
+  fi
+}
+pip_headers .deps/pip nvidia-cudnn-frontend "$CUDNN_FRONTEND_VERSION" include/cudnn_frontend.h
+# CUTLASS 3.x (the sm_90 grouped GEMM of the MoE experts): the wheel carries the C++ include trees under
+# cutlass_library/source/{include,tools/util/include}; its Python dependencies are not needed (--no-deps).
+pip_headers .deps/cutlass nvidia-cutlass "$CUTLASS_VERSION" cutlass_library/source/include/cutlass/cutlass.h
 
 if ! python3 -c "import safetensors, numpy" >/dev/null 2>&1; then
   echo "setup: installing safetensors and numpy from PyPI"
