@@ -7,13 +7,12 @@
 namespace sg::config {
 namespace {
 
-bool contains(const std::vector<std::string>& values, const std::string& value) {
-  return std::find(values.begin(), values.end(), value) != values.end();
-}
-
-std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
-  const std::string close = closest_match(word, candidates);
-  return close.empty() ? std::string() : " (did you mean '" + close + "'?)";
+// "--cuda_graph_scope: unknown scope 'mpl' (did you mean 'mlp'?); use ..." with the flag's valid values.
+ConfigError unknown(const std::string& what, const std::string& value, const std::vector<std::string>& valid,
+                    const std::string& use) {
+  const std::string close = closest_match(value, valid);
+  return ConfigError(what + " '" + value + "'" + (close.empty() ? "" : " (did you mean '" + close + "'?)") + "; " +
+                     use + " " + join(valid, ", "));
 }
 
 }  // namespace
@@ -54,10 +53,9 @@ std::vector<std::string> parse_scope_flag(const std::string& text) {
   std::vector<std::string> scopes;
   for (const std::string& raw : split(text, ',')) {
     const std::string scope = trim(raw);
-    if (!contains(cuda_graph_scope_names(), scope)) {
-      throw ConfigError("--cuda_graph_scope: unknown scope '" + scope + "'" +
-                        did_you_mean(scope, cuda_graph_scope_names()) + "; use a comma-separated list of " +
-                        join(cuda_graph_scope_names(), ", "));
+    const auto& names = cuda_graph_scope_names();
+    if (std::find(names.begin(), names.end(), scope) == names.end()) {
+      throw unknown("--cuda_graph_scope: unknown scope", scope, names, "use a comma-separated list of");
     }
     scopes.push_back(scope);
   }
@@ -65,9 +63,9 @@ std::vector<std::string> parse_scope_flag(const std::string& text) {
 }
 
 void check_impl_flag(const std::string& impl) {
-  if (!contains(cuda_graph_impl_names(), impl)) {
-    throw ConfigError("--cuda_graph_impl " + impl + " is not valid" + did_you_mean(impl, cuda_graph_impl_names()) +
-                      "; use one of " + join(cuda_graph_impl_names(), ", "));
+  const auto& names = cuda_graph_impl_names();
+  if (std::find(names.begin(), names.end(), impl) == names.end()) {
+    throw unknown("--cuda_graph_impl: not a valid implementation:", impl, names, "use one of");
   }
 }
 

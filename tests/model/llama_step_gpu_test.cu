@@ -366,6 +366,21 @@ TEST(LlamaStepGpu, RegionsAndMemoryPlan) {
   EXPECT_GE(layout.range(cuda::MemoryCategory::workspaces).bytes(), kernels::Blas::kWorkspaceBytes);
   EXPECT_GE(layout.range(cuda::MemoryCategory::inputs).bytes(), static_cast<size_t>(step.tokens_per_step()) * 12);
   std::printf("%s\n", step.memory_breakdown().c_str());
+
+  // The plan `validate` prints without a device is the arena's, given the two device-sized workspaces.
+  DeviceWorkspaceSizes device;
+  for (const auto& a : layout.allocations) {
+    if (a.name == "workspace.cudnn_attention") device.attention = a.bytes;
+    if (a.name == "workspace.embedding_backward") device.embedding_backward = a.bytes;
+  }
+  EXPECT_GT(device.attention + device.embedding_backward, 0u);
+  const cuda::MemoryLayout cpu = LlamaStep::plan_memory(spec, batch_spec(2), {}, device).layout();
+  EXPECT_EQ(cpu.total_bytes, layout.total_bytes);
+  ASSERT_EQ(cpu.allocations.size(), layout.allocations.size());
+  for (size_t i = 0; i < cpu.allocations.size(); ++i) {
+    EXPECT_EQ(cpu.allocations[i].name, layout.allocations[i].name);
+    EXPECT_EQ(cpu.allocations[i].offset, layout.allocations[i].offset) << layout.allocations[i].name;
+  }
 }
 
 }  // namespace

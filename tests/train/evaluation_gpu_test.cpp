@@ -38,7 +38,7 @@ config::Config tiny_with(const std::vector<std::string>& extra) {
   return report.config;
 }
 
-struct Run {
+struct TrainingRun {
   std::vector<float> losses;
   std::vector<double> val_losses;
   TrainingState state;
@@ -46,7 +46,7 @@ struct Run {
   std::vector<bool> eval_graphed;
 };
 
-Run run(const config::Config& config, bool evaluate) {
+TrainingRun run_training(const config::Config& config, bool evaluate) {
   const model::ModelSpec model = config::model_spec(config);
   const model::BatchSpec batch = config::batch_spec(config);
   GpuBackend backend(config, model, batch, optimizer_spec(config), {static_cast<uint64_t>(config.rng.seed), 0});
@@ -62,7 +62,7 @@ Run run(const config::Config& config, bool evaluate) {
   host.tokens.resize(n);
   host.targets.resize(n);
   host.loss_mask.resize(n);
-  Run out;
+  TrainingRun out;
   for (int64_t step = 1; step <= kSteps; ++step) {
     data::fill_batch(loader, {host.tokens.data(), host.targets.data(), host.loss_mask.data(),
                               batch.num_microbatches * batch.micro_batch_size, model.seq_length});
@@ -107,8 +107,8 @@ TEST_F(EvaluationGpu, NeverChangesTheTrainingAndIsItsOwnGraph) {
     SCOPED_TRACE(mode.name);
     std::vector<std::string> with_eval = mode.overrides;
     with_eval.push_back("train.eval_interval=3");
-    const Run plain = run(tiny_with(mode.overrides), false);
-    const Run evaluated = run(tiny_with(with_eval), true);
+    const TrainingRun plain = run_training(tiny_with(mode.overrides), false);
+    const TrainingRun evaluated = run_training(tiny_with(with_eval), true);
     ASSERT_EQ(plain.losses.size(), static_cast<size_t>(kSteps));
     EXPECT_TRUE(same(plain.losses, evaluated.losses)) << "training losses changed by evaluation";
     EXPECT_TRUE(same(plain.state.main_weights, evaluated.state.main_weights));
