@@ -10,6 +10,13 @@ add_library(sg_yaml_cpp INTERFACE)
 target_include_directories(sg_yaml_cpp SYSTEM INTERFACE ${YAML_CPP_INCLUDE_DIR})
 target_link_libraries(sg_yaml_cpp INTERFACE ${YAML_CPP_STATIC})
 
+# zlib (CRC-32 of checkpoint files): the static archive, for the same reason.
+find_path(ZLIB_INCLUDE_DIR zlib.h REQUIRED)
+find_library(ZLIB_STATIC NAMES libz.a REQUIRED)
+add_library(sg_zlib INTERFACE)
+target_include_directories(sg_zlib SYSTEM INTERFACE ${ZLIB_INCLUDE_DIR})
+target_link_libraries(sg_zlib INTERFACE ${ZLIB_STATIC})
+
 find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
 find_path(NLOHMANN_JSON_INCLUDE_DIR nlohmann/json.hpp REQUIRED)
 add_library(sg_header_deps INTERFACE)

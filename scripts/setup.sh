@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything stepgraph needs to build and test. Idempotent: a second run changes nothing.
-#   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest,
+#   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest, zlib (static),
 #           protobuf (static protobuf-lite + protoc: TensorBoard event files)
 #   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), nvidia-cutlass (CUTLASS/CuTe C++ headers, into
 #           .deps/cutlass), safetensors + numpy (checkpoint tests),
@@ -19,7 +19,7 @@ TRANSFORMERS_VERSION=5.24.0
 TENSORBOARD_VERSION=2.21.0
 ABSL_VERSION=2.5.1
 PROTOBUF_PY_VERSION=7.36.2
-debs=(cmake ninja-build g++ ccache libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev python3-pip
+debs=(cmake ninja-build g++ ccache libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev python3-pip
       libprotobuf-dev protobuf-compiler)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -14,7 +14,7 @@
 #include "cuda/stream.h"
 #include "graph/registry.h"
 #include "model/init.h"
-#include "model/llama_step.h"
+#include "model/train_step.h"
 #include "bench/bench_stats.h"
 #include "bench/kernel_timer.h"
 #include "bench/report.h"
@@ -108,7 +108,7 @@ void expect_mode(graph::StepMode got, graph::StepMode want, const std::string& l
 }
 
 struct SharedState {
-  model::LlamaStep& step;
+  model::TrainStep& step;
   cuda::Stream& stream;
   const std::vector<float>& weights;
   const std::vector<float>& zeros;
@@ -116,7 +116,7 @@ struct SharedState {
 };
 
 ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedState& shared, Tracker& tracker) {
-  model::LlamaStep& step = shared.step;
+  model::TrainStep& step = shared.step;
   cuda::Stream& stream = shared.stream;
   ModeResult r;
   r.label = planned.label;
@@ -313,7 +313,7 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress) {
 
   Tracker tracker(plan, progress);
   cuda::Stream stream;
-  model::LlamaStep step(plan.model, plan.batch, plan.optimizer, plan.seed);
+  model::TrainStep step(plan.model, plan.batch, plan.optimizer, plan.seed);
   results.env.arena_bytes = step.arena().total_bytes();
   if (progress.line) {
     progress.line(strprintf("stepgraph bench %s on %s: arena %s planned once for %zu mode%s", plan.recipe.c_str(),

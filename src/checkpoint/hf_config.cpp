@@ -2,10 +2,21 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/stack.h"
 
 namespace sg::checkpoint {
 
+nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
+  const std::string architecture = model::hf_architecture(spec);
+  if (architecture == "LlamaForCausalLM") return hf_llama_config(spec, torch_dtype);
+  return nullptr;
+}
+
 nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
+  std::string why_not;
+  if (model::hf_architecture(spec, &why_not) != "LlamaForCausalLM") {
+    throw Error("config.json: " + (why_not.empty() ? std::string("not a Llama model") : why_not));
+  }
   if (spec.num_moe_experts > 0) {
     throw Error(
         strprintf("config.json: model.num_moe_experts = %lld; LlamaForCausalLM is dense, so a "
@@ -39,7 +50,14 @@ nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& 
       {"max_position_embeddings", spec.seq_length},
       {"rms_norm_eps", spec.layernorm_epsilon},
       {"rope_theta", spec.rotary_base},
-      {"rope_scaling", nullptr},
+      {"rope_scaling", spec.rope_scaling.enabled()
+                           ? nlohmann::json{{"rope_type", "llama3"},
+                                            {"factor", spec.rope_scaling.factor},
+                                            {"low_freq_factor", spec.rope_scaling.low_freq_factor},
+                                            {"high_freq_factor", spec.rope_scaling.high_freq_factor},
+                                            {"original_max_position_embeddings",
+                                             spec.rope_scaling.original_max_position_embeddings}}
+                           : nlohmann::json(nullptr)},
       {"tie_word_embeddings", spec.share_embeddings_and_output_weights},
       {"attention_bias", false},
       {"mlp_bias", false},

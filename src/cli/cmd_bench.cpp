@@ -29,10 +29,10 @@ namespace {
 
 void write_text_file(const std::string& path, const std::string& text, const char* what) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  SG_CHECK(out.good(), strprintf("cannot write the %s to %s: %s", what, path.c_str(), std::strerror(errno)));
+  if (!out.good()) throw Error(strprintf("cannot write the %s to %s: %s", what, path.c_str(), std::strerror(errno)));
   out << text << "\n";
   out.close();
-  SG_CHECK(!out.fail(), strprintf("writing the %s to %s failed: %s", what, path.c_str(), std::strerror(errno)));
+  if (out.fail()) throw Error(strprintf("writing the %s to %s failed: %s", what, path.c_str(), std::strerror(errno)));
 }
 
 int run_bench_command(const std::vector<std::string>& args) {

@@ -6,7 +6,9 @@
 #include "cli/command.h"
 #include "core/strings.h"
 #include "config/config.h"
+#include "config/model_config.h"
 #include "config/validate.h"
+#include "train/pretrained.h"
 
 namespace sg::cli {
 namespace {
@@ -27,12 +29,15 @@ int config_show(const std::vector<std::string>& args) {
   const config::RecipeText text = config::find_recipe(recipe);
   config::Config config = config::load_config_yaml(text.text, text.source);
   config::apply_overrides(config, overrides);
-  const config::ValidationReport report = config::validate(config);
+  const config::ValidationReport report = config::validate(train::apply_pretrained_shapes(config));
 
   std::string header =
       "stepgraph config show " + join(args.empty() ? std::vector<std::string>{recipe} : args, " ");
   header += "\nresolved from " + text.source + (text.embedded ? " (built into stepgraph)" : "");
   header += "\ndefaults filled in and normalized as `stepgraph validate` does";
+  if (const std::string layers = config::describe_layers(report.config); !layers.empty()) {
+    header += "\nmodel: " + layers;
+  }
   std::fputs(config::emit_yaml(report.config, header).c_str(), stdout);
   if (!report.ok()) {
     std::fprintf(

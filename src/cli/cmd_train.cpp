@@ -62,12 +62,21 @@ int run_train(const TrainArgs& args) {
   options.force_cpu = args.cpu;
   options.dump_batches_dir = args.dump_batches;
   options.interactive = !args.plain && train::Progress::stderr_is_terminal();
-  const train::TrainSummary summary = train::train(config, options);
-  std::string val;
-  if (std::isfinite(summary.last_val_loss)) val = strprintf(", val loss %.4f", summary.last_val_loss);
-  std::fprintf(stderr, "trained %lld steps: loss %.4f -> %.4f%s; metrics in %s, report in %s\n",
-               static_cast<long long>(summary.steps_done), summary.first_loss, summary.last_loss, val.c_str(),
-               summary.metrics_path.c_str(), summary.report_path.c_str());
+  train::TrainSummary summary;
+  try {
+    summary = train::train(config, options);
+  } catch (const train::ReportedError& e) {
+    return e.exit_code();  // already printed, before the device was released
+  }
+  if (summary.steps_run() > 0) {
+    std::string val;
+    if (std::isfinite(summary.last_val_loss)) val = strprintf(", val loss %.4f", summary.last_val_loss);
+    std::fprintf(stderr, "trained %lld step%s (%lld -> %lld): loss %.4f -> %.4f%s; metrics in %s, report in %s\n",
+                 static_cast<long long>(summary.steps_run()), summary.steps_run() == 1 ? "" : "s",
+                 static_cast<long long>(summary.start_step), static_cast<long long>(summary.steps_done),
+                 summary.first_loss, summary.last_loss, val.c_str(), summary.metrics_path.c_str(),
+                 summary.report_path.c_str());
+  }
   return summary.stopped_by_signal ? graph::exit_code_for_stop() : 0;
 }
 
@@ -75,13 +84,18 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Train a dense Llama-style model (MoE and hybrid Mamba layers are validated, not trained yet). On a GPU: "
-      "bf16 with CUDA graphs as model.cuda_graph_impl says; without one: the CPU fp32 reference backend (graphs "
-      "off). Writes runs/<name>/config.yaml, metrics.jsonl (steps and validation) and report.html; TensorBoard "
-      "events with logger.tensorboard_dir. Validation: train.eval_interval with dataset.split or "
-      "dataset.valid_data_path. Your own text: tokenizer.tokenizer_type=HuggingFaceTokenizer "
-      "tokenizer.tokenizer_model=DIR (README \"Your own data\"). SIGINT/SIGTERM finish the current step, save "
-      "a checkpoint when checkpoint.save is set, write the report and exit (status 130/143).");
+      "Train a model of attention and MLP layers (GPT blocks, or a hybrid pattern of * and -; MoE (E) and "
+      "Mamba (M) layers are validated, not trained yet). On a GPU: bf16 with CUDA graphs as "
+      "model.cuda_graph_impl says (or --cuda_graph_impl/--cuda_graph_scope, as in bench); without one: the CPU "
+      "fp32 reference backend (graphs off). Writes runs/<name>/config.yaml, metrics.jsonl (steps and "
+      "validation) and report.html; TensorBoard events with logger.tensorboard_dir. Validation: "
+      "train.eval_interval with dataset.split or dataset.valid_data_path. Your own text: "
+      "tokenizer.tokenizer_type=HuggingFaceTokenizer tokenizer.tokenizer_model=DIR (README \"Your own data\"). "
+      "SIGINT/SIGTERM/SIGHUP finish the current step, save a checkpoint when checkpoint.save is set, write the "
+      "report and exit (status 130/143/129). Exit status: 0 trained, 1 an error (invalid config, bad data or "
+      "checkpoint, ...), 2 usage or parse error, 3 stopped by a NaN/Inf "
+      "(rerun_state_machine.check_for_nan_in_loss, ddp.check_for_nan_in_grad, or a refused save of a "
+      "non-finite state).");
   cmd->add_option("recipe", args->recipe,
                   "recipe name (llama/tiny, llama/demo, ...) or a YAML path; default llama/demo");
   cmd->add_option("overrides", args->overrides, "dotted overrides: train.train_iters=50 model.cuda_graph_impl=local");

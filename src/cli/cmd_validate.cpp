@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "config/model_config.h"
 #include "config/validate.h"
+#include "train/pretrained.h"
 #include "train/run_plan.h"
 
 namespace sg::cli {
@@ -41,7 +42,8 @@ Outcome evaluate(const std::string& recipe, const std::vector<std::string>& over
     outcome.source = text.source;
     config::Config config = config::load_config_yaml(text.text, text.source);
     config::apply_overrides(config, overrides);
-    outcome.report = config::validate(config);
+    // Shape keys a pretrained_checkpoint folder provides are filled in (or checked) as `train` does.
+    outcome.report = config::validate(train::apply_pretrained_shapes(config));
   } catch (const config::ConfigError& e) {
     outcome.error = e.what();
   }
@@ -134,9 +136,10 @@ std::string model_text(const config::Config& c) {
           ? strprintf("MoE %lldx top-%lld", static_cast<long long>(spec.num_moe_experts),
                       static_cast<long long>(spec.moe_router_topk))
           : std::string("dense");
-  if (c.model.hybrid_override_pattern) kind = "hybrid " + *c.model.hybrid_override_pattern;
-  return strprintf("%s, %lld layers, hidden %lld, seq %lld", kind.c_str(),
-                   static_cast<long long>(spec.num_layers),
+  if (c.model.hybrid_override_pattern) kind = "hybrid";
+  std::string layers = config::describe_layers(c);
+  if (layers.empty()) layers = strprintf("num_layers %lld", static_cast<long long>(spec.num_layers));
+  return strprintf("%s, %s, hidden %lld, seq %lld", kind.c_str(), layers.c_str(),
                    static_cast<long long>(spec.hidden_size),
                    static_cast<long long>(spec.seq_length));
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <set>
+#include <type_traits>
 
 #include "core/strings.h"
 #include "config/config.h"
@@ -96,6 +97,13 @@ void convert(const YAML::Node& n, double& out, const std::string& where) {
   const double v = number_chars ? std::strtod(s.c_str(), &end) : 0.0;
   if (!number_chars || end != s.c_str() + s.size()) type_error(where, n, "a number");
   if (errno == ERANGE && std::isinf(v)) type_error(where, n, "a number in the double range");
+  // Underflow: "1e-400" would silently become 0 (and a rate of 0 trains nothing), a denormal loses
+  // its precision. A written zero ("0", "0.0e5") stays 0.
+  const std::string mantissa = s.substr(0, s.find_first_of("eE"));
+  const bool written_zero = mantissa.find_first_of("123456789") == std::string::npos;
+  if ((v == 0.0 && !written_zero) || (v != 0.0 && !std::isnormal(v))) {
+    type_error(where, n, "a number in the double range (magnitude at least 2.2e-308, or 0)");
+  }
   out = v;
 }
 
@@ -124,9 +132,11 @@ void convert(const YAML::Node& n, std::vector<std::string>& out, const std::stri
   } else {
     type_error(where, n, "a list of strings or a comma-separated string");
   }
-  for (const auto& item : items) {
-    if (item.empty()) {
-      throw ConfigError(strprintf("%s: empty item in list %s", where.c_str(), describe(n).c_str()));
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].empty()) {
+      throw ConfigError(strprintf("%s: item %zu of the list is empty (two commas in a row, or a comma at "
+                                  "an end); remove it",
+                                  where.c_str(), i + 1));
     }
   }
   out = std::move(items);
@@ -150,8 +160,37 @@ std::string position(const std::string& source, const YAML::Mark& mark) {
   return strprintf("%s:%d:%d", source.c_str(), mark.line + 1, mark.column + 1);
 }
 
+namespace {
+struct KeyAlias {
+  std::string_view section, alias, key;
+};
+// Megatron renamed hybrid_override_pattern to hybrid_layer_pattern; both spellings are accepted.
+constexpr KeyAlias kKeyAliases[] = {{"model", "hybrid_layer_pattern", "hybrid_override_pattern"}};
+}  // namespace
+
+std::string_view canonical_key(std::string_view section, std::string_view key) {
+  for (const KeyAlias& a : kKeyAliases) {
+    if (a.section == section && a.alias == key) return a.key;
+  }
+  return key;
+}
+
+bool is_string_key(std::string_view section, std::string_view key) {
+  key = canonical_key(section, key);
+  bool string_typed = false;
+  const Config defaults;
+  visit_fields(defaults, [&](std::string_view s, std::string_view k, const auto& member, const char*) {
+    using T = std::decay_t<decltype(member)>;
+    if (s == section && k == key) {
+      string_typed = std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>>;
+    }
+  });
+  return string_typed;
+}
+
 bool assign_key(Config& config, std::string_view section, std::string_view key,
                 const YAML::Node& value, const std::string& where) {
+  key = canonical_key(section, key);
   bool found = false;
   visit_fields(config, [&](std::string_view s, std::string_view k, auto& member, const char*) {
     if (found || s != section || k != key) return;
@@ -226,6 +265,14 @@ int second_document_line(std::string_view text) {
   return 0;
 }
 
+// 1-based line of the first NUL byte, or 0. yaml-cpp reads past a NUL and reports a confusing
+// error far from it (or none), so it is refused first.
+int nul_byte_line(std::string_view text) {
+  const size_t at = text.find('\0');
+  if (at == std::string_view::npos) return 0;
+  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+}
+
 // True when the text holds nothing but comments, blank lines, document markers and a null: the only
 // texts that may load as a null document (yaml-cpp also returns null for some unreadable input).
 bool only_comments(std::string_view text) {
@@ -244,6 +291,11 @@ bool only_comments(std::string_view text) {
 
 Config load_config_yaml(std::string_view text, const std::string& source) {
   using detail::position;
+  if (const int line = nul_byte_line(text); line > 0) {
+    throw ConfigError(strprintf("%s:%d: the file holds a NUL byte (binary data, or a UTF-16 file?); a "
+                                "recipe is UTF-8 text",
+                                source.c_str(), line));
+  }
   if (const int line = second_document_line(text); line > 0) {
     throw ConfigError(
         strprintf("%s:%d: a second YAML document starts here; a recipe is one document",
@@ -300,9 +352,14 @@ Config load_config_yaml(std::string_view text, const std::string& source) {
         const std::string key_where = position(source, entry.first.Mark());
         if (!entry.first.IsScalar()) throw ConfigError(key_where + ": a key must be a plain word");
         const std::string key = entry.first.Scalar();
-        if (!seen_keys.insert(key).second) {
-          throw ConfigError(strprintf("%s: key '%s.%s' appears twice", key_where.c_str(),
-                                      section.c_str(), key.c_str()));
+        const std::string_view canonical = detail::canonical_key(section, key);
+        if (!seen_keys.insert(std::string(canonical)).second) {
+          throw ConfigError(strprintf("%s: key '%s.%s' appears twice%s", key_where.c_str(), section.c_str(),
+                                      key.c_str(),
+                                      canonical == key ? ""
+                                                       : (" (as " + std::string(canonical) + " and " + key +
+                                                          ", two spellings of one key)")
+                                                             .c_str()));
         }
         const std::string value_where = position(source, entry.second.Mark());
         if (!detail::assign_key(config, section, key, entry.second, value_where)) {

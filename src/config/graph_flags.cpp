@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/strings.h"
+#include "graph/scope_plan.h"
 
 namespace sg::config {
 namespace {
@@ -17,14 +18,14 @@ ConfigError unknown(const std::string& what, const std::string& value, const std
 
 }  // namespace
 
+// The graph layer's spellings (graph/scope_plan.h), written once.
 const std::vector<std::string>& cuda_graph_impl_names() {
-  static const std::vector<std::string> names = {"none", "local", "transformer_engine"};
+  static const std::vector<std::string> names = graph::graph_impl_names();
   return names;
 }
 
 const std::vector<std::string>& cuda_graph_scope_names() {
-  static const std::vector<std::string> names = {"full_iteration", "attn",           "mlp",  "moe",
-                                                 "moe_router",     "moe_preprocess", "mamba"};
+  static const std::vector<std::string> names = graph::graph_scope_names();
   return names;
 }
 

@@ -6,9 +6,11 @@
 //     rng.te_rng_tracker on. When the resulting impl is none both trackers are turned off and the
 //     scope flag is ignored (Bridge returns early there).
 //   * a scope sets model.cuda_graph_scope.
-//   * a full-iteration graph turns rerun_state_machine.check_for_nan_in_loss off (a whole-step graph
-//     never returns to the host mid-step; rule 5). In stepgraph that is impl local with scope
-//     [full_iteration] or no scope (validate reads local + no scope as full_iteration, rule 4).
+//   * a full-iteration graph turns rerun_state_machine.check_for_nan_in_loss off, as Bridge does, so a
+//     pasted command line means the same config (stepgraph could keep it: its NaN flags are read after
+//     the graph, rule 5 is a note; ddp.check_for_nan_in_grad stays as configured and still stops a
+//     non-finite run). In stepgraph that is impl local with scope [full_iteration] or no scope
+//     (validate reads local + no scope as full_iteration, rule 4).
 // Whatever the result, validate() judges it afterwards: an invalid combination is refused there.
 #include <optional>
 #include <string>

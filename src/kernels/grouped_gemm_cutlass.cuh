@@ -141,7 +141,7 @@ struct SetupArgs {
 
 // One block: expert g's segment [offsets[g], offsets[g] + counts[g]) -> its problem shape and operand
 // pointers (see grouped_gemm_backend.h for the mapping). A malformed segment (negative, or reaching past
-// max_rows) is clamped into [0, max_rows): the MoE prepress never writes one, and clamping guarantees
+// max_rows) is clamped into [0, max_rows): the MoE preprocess never writes one, and clamping guarantees
 // that a bad count can never make the GEMM touch memory outside the operand buffers.
 template <GroupedGemmOp Op, class StoredElementD>
 __global__ void __launch_bounds__(kSetupThreads) grouped_gemm_setup_kernel(SetupArgs<StoredElementD> s) {

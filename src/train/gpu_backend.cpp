@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/log.h"
 #include "core/strings.h"
 #include "cuda/arena.h"
 #include "cuda/check.h"
@@ -12,7 +13,7 @@ namespace sg::train {
 
 GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
                        const model::OptimizerSpec& optimizer, rng::RngState rng) {
-  step_ = std::make_unique<model::LlamaStep>(model, batch, optimizer, rng.seed);
+  step_ = std::make_unique<model::TrainStep>(model, batch, optimizer, rng.seed);
   step_->upload_parameters(stream_, model::initial_parameters(step_->layout(), rng.seed));
   graphed_ = std::make_unique<GraphedStep>(*step_, config.model.cuda_graph_impl, config.model.cuda_graph_scope,
                                            static_cast<int>(config.model.cuda_graph_warmup_steps));
@@ -32,8 +33,12 @@ GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& mod
 }
 
 GpuBackend::~GpuBackend() {
-  // Never throw from here: the device may be in an error state after a failed step.
-  cudaStreamSynchronize(stream_);
+  // Never throw from here: the device may be in an error state after a failed step. But say so: a
+  // silent release would hide why a run ended.
+  if (const cudaError_t err = cudaStreamSynchronize(stream_); err != cudaSuccess) {
+    log::warn(strprintf("releasing the GPU: the stream reported %s (%s)", cudaGetErrorName(err),
+                        cudaGetErrorString(err)));
+  }
   eval_.reset();
   graphed_.reset();
   for (auto& slot : inputs_) {

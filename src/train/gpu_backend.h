@@ -1,5 +1,5 @@
 #pragma once
-// The GPU backend: the bf16 LlamaStep run in the configured CUDA-graph mode, with an input pipeline
+// The GPU backend: the bf16 TrainStep run in the configured CUDA-graph mode, with an input pipeline
 // that never stalls the device:
 //   submit(batch):  host batch -> pinned slot (double buffered) -> cudaMemcpyAsync into the step's
 //                   static input buffers -> the step (eager, capture or replay) -> cudaMemcpyAsync of
@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "cuda/stream.h"
-#include "model/llama_step.h"
+#include "model/train_step.h"
 #include "train/backend.h"
 #include "config/config.h"
 #include "train/gpu_evaluation.h"
@@ -26,7 +26,7 @@ class GpuBackend final : public TrainingBackend {
 
   std::string description() const override;
   std::string memory_plan() const override;
-  const model::ParamLayout& layout() const override { return step_->layout(); }
+  const model::ModelLayout& layout() const override { return step_->layout(); }
   void submit(const model::HostBatch& batch) override;
   std::vector<StepResult> collect(int in_flight) override;
   void eval_submit(const model::HostBatch& batch) override;
@@ -45,7 +45,7 @@ class GpuBackend final : public TrainingBackend {
   // Device memory the graphs took at capture (cudaMemGetInfo before and after the capture step); -1
   // before the capture.
   int64_t graph_memory_bytes() const { return graph_memory_bytes_; }
-  const model::LlamaStep& step() const { return *step_; }
+  const model::TrainStep& step() const { return *step_; }
 
  private:
   struct InputSlot {
@@ -63,7 +63,7 @@ class GpuBackend final : public TrainingBackend {
   static constexpr int kRing = 4;
 
   cuda::Stream stream_;
-  std::unique_ptr<model::LlamaStep> step_;
+  std::unique_ptr<model::TrainStep> step_;
   std::unique_ptr<GraphedStep> graphed_;
   std::unique_ptr<GpuEvaluation> eval_;  // when train.eval_interval is set
   InputSlot inputs_[2];

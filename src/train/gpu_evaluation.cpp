@@ -9,7 +9,7 @@
 
 namespace sg::train {
 
-GpuEvaluation::GpuEvaluation(model::LlamaStep& step, bool graphs, int64_t max_batches)
+GpuEvaluation::GpuEvaluation(model::TrainStep& step, bool graphs, int64_t max_batches)
     : step_(step), tokens_(static_cast<size_t>(step.tokens_per_step())), max_batches_(max_batches),
       runner_(registry_, /*warmup_steps=*/1, /*enabled=*/graphs, "evaluation") {
   SG_CHECK(max_batches > 0, "GpuEvaluation: train.eval_iters must be positive");

@@ -1,5 +1,5 @@
 #pragma once
-// Evaluation on the GPU (train.eval_interval): LlamaStep::enqueue_eval — every microbatch's forward with
+// Evaluation on the GPU (train.eval_interval): TrainStep::enqueue_eval — every microbatch's forward with
 // dropout off and the LM head's loss only — on the training stream, between steps. With CUDA graphs on
 // (any cuda_graph_impl but none) the evaluation of one batch is its own graph: the first evaluated batch
 // runs eagerly (first use of the no-dropout attention plan), the second is captured, every later one
@@ -16,7 +16,7 @@
 #include "graph/full_iteration_runner.h"
 #include "graph/registry.h"
 #include "model/batch.h"
-#include "model/llama_step.h"
+#include "model/train_step.h"
 #include "train/backend.h"
 
 namespace sg::train {
@@ -24,7 +24,7 @@ namespace sg::train {
 class GpuEvaluation {
  public:
   // `max_batches`: train.eval_iters (the pinned loss array's size).
-  GpuEvaluation(model::LlamaStep& step, bool graphs, int64_t max_batches);
+  GpuEvaluation(model::TrainStep& step, bool graphs, int64_t max_batches);
   ~GpuEvaluation();
   GpuEvaluation(const GpuEvaluation&) = delete;
   GpuEvaluation& operator=(const GpuEvaluation&) = delete;
@@ -41,7 +41,7 @@ class GpuEvaluation {
     cuda::Event copied;
     bool used = false;
   };
-  model::LlamaStep& step_;
+  model::TrainStep& step_;
   size_t tokens_ = 0;
   int64_t max_batches_ = 0;
   graph::GraphRegistry registry_;

@@ -1,22 +1,40 @@
 #include "train/metrics.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/stack.h"
 
 namespace sg::train {
 
 double training_flops_per_step(const model::ModelSpec& m, const model::BatchSpec& b) {
   const double H = static_cast<double>(m.hidden_size);
-  const double L = static_cast<double>(m.num_layers);
   const double S = static_cast<double>(m.seq_length);
-  const double per_layer_matmul =
-      H * static_cast<double>(m.qkv_dim()) + H * H + 3.0 * H * static_cast<double>(m.ffn_hidden_size);
-  const double matmul_params = L * per_layer_matmul + static_cast<double>(m.vocab_size) * H;
-  const double per_token = 6.0 * matmul_params + 12.0 * L * S * H;
+  // Per layer of the stack: its matmul parameters, and the attention products of attention layers.
+  double matmul_params = static_cast<double>(m.vocab_size) * H;  // the LM head
+  double attention_layers = 0.0;
+  for (const model::LayerKind kind : model::stack_layer_kinds(m)) {
+    switch (kind) {
+      case model::LayerKind::attention:
+        matmul_params += H * static_cast<double>(m.qkv_dim()) + H * H;
+        attention_layers += 1.0;
+        break;
+      case model::LayerKind::mlp: matmul_params += 3.0 * H * static_cast<double>(m.ffn_hidden_size); break;
+      case model::LayerKind::moe:
+      case model::LayerKind::mamba:
+        throw Error(strprintf("training FLOPs of %s layers are not counted yet (train/metrics.cpp)",
+                              model::layer_kind_info(kind).description));
+    }
+  }
+  const double per_token = 6.0 * matmul_params + 12.0 * attention_layers * S * H;
   const double tokens = static_cast<double>(b.micro_batch_size * b.num_microbatches) * S;
   return per_token * tokens;
 }
@@ -30,7 +48,10 @@ double peak_bf16_tflops(const std::string& device_name) {
 
 MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
-  SG_CHECK(file_ != nullptr, strprintf("cannot open metrics file %s: %s", path.c_str(), std::strerror(errno)));
+  if (file_ == nullptr) {
+    throw Error(strprintf("cannot open metrics file %s: %s; choose a writable --run-dir", path.c_str(),
+                          std::strerror(errno)));
+  }
 }
 
 MetricsLog::~MetricsLog() {
@@ -43,7 +64,8 @@ std::string json_number(double v) { return std::isfinite(v) ? strprintf("%.9g", 
 }  // namespace
 
 void MetricsLog::write(const StepMetrics& m) {
-  std::fprintf(file_,
+  errno = 0;
+  const int printed = std::fprintf(file_,
                "{\"step\": %lld, \"loss\": %s, \"grad_norm\": %s, \"lr\": %s, \"step_ms\": %.4f, "
                "\"tokens_per_s\": %.1f, \"tflops_per_gpu\": %.3f, \"mfu\": %.5f, \"device_memory_used\": %llu, "
                "\"wall_time_s\": %.3f, \"tokens\": %lld%s}\n",
@@ -51,16 +73,68 @@ void MetricsLog::write(const StepMetrics& m) {
                json_number(m.lr).c_str(), m.step_ms, m.tokens_per_s, m.tflops_per_gpu, m.mfu,
                static_cast<unsigned long long>(m.device_memory_used), m.wall_time_s,
                static_cast<long long>(m.tokens), m.capture ? ", \"capture\": true" : "");
-  std::fflush(file_);
+  check_written(printed, m.step);
 }
 
 void MetricsLog::write(const EvalMetrics& m) {
-  std::fprintf(file_,
+  errno = 0;
+  const int printed = std::fprintf(file_,
                "{\"step\": %lld, \"val_loss\": %s, \"val_ppl\": %s, \"eval_batches\": %lld, \"eval_ms\": %.1f, "
                "\"wall_time_s\": %.3f, \"tokens\": %lld}\n",
                static_cast<long long>(m.step), json_number(m.val_loss).c_str(), json_number(m.val_ppl).c_str(),
                static_cast<long long>(m.batches), m.ms, m.wall_time_s, static_cast<long long>(m.tokens));
-  std::fflush(file_);
+  check_written(printed, m.step);
+}
+
+void MetricsLog::check_written(int printed, int64_t step) {
+  if (printed < 0 || std::fflush(file_) != 0 || std::ferror(file_)) {
+    const int err = errno;
+    throw Error(strprintf("cannot write metrics file %s at step %lld: %s%s", path_.c_str(),
+                          static_cast<long long>(step), err ? std::strerror(err) : "write error",
+                          err == ENOSPC ? " (the disk is full)" : ""));
+  }
+}
+
+MetricsTruncation truncate_metrics_after(const std::string& path, int64_t step) {
+  MetricsTruncation result;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return result;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    int64_t line_step = -1;
+    try {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) line_step = j["step"].get<int64_t>();
+    } catch (const nlohmann::json::exception&) {
+      // a record cut short by a crash: dropped
+    }
+    if (line_step >= 0 && line_step <= step) {
+      kept += line;
+      kept += '\n';
+      ++result.kept;
+    } else {
+      ++result.dropped;
+    }
+  }
+  if (result.dropped == 0) return result;
+  const std::string tmp = strprintf("%s.tmp-%d", path.c_str(), static_cast<int>(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kept;
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw Error(strprintf("cannot rewrite metrics file %s (via %s): %s", path.c_str(), tmp.c_str(),
+                            std::strerror(errno)));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw Error(strprintf("cannot replace metrics file %s: %s", path.c_str(), std::strerror(err)));
+  }
+  return result;
 }
 
 }  // namespace sg::train

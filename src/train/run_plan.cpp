@@ -4,8 +4,9 @@
 #include "core/strings.h"
 #include "cuda/arena.h"
 #include "graph/scope_plan.h"
-#include "model/llama_step.h"
-#include "model/param_layout.h"
+#include "model/layer_registry.h"
+#include "model/stack.h"
+#include "model/train_step.h"
 
 namespace sg::train {
 
@@ -31,16 +32,20 @@ std::string millions(int64_t n) {
 
 std::string describe_model(const config::Config& config) {
   const model::ModelSpec m = config::model_spec(config);
-  const model::ParamLayout layout(m);
-  const int64_t params = layout.num_parameters();
-  const int64_t embeddings = m.vocab_size * m.hidden_size * (layout.tied() ? 1 : 2);
-  return strprintf("model: dense Llama, %lld layers, hidden %lld (%lld heads, %lld KV), ffn %lld, seq %lld, vocab %lld"
-                   "%s: %s parameters (%s in the embedding%s)",
-                   static_cast<long long>(m.num_layers), static_cast<long long>(m.hidden_size),
+  const model::ModelLayout layout = model::model_layout(m);
+  const bool tied = m.share_embeddings_and_output_weights;
+  const int64_t embeddings = m.vocab_size * m.hidden_size * (tied ? 1 : 2);
+  std::string why_no_hf;
+  const std::string hf = model::hf_architecture(m, &why_no_hf);
+  return strprintf("model: %s, hidden %lld (%lld heads, %lld KV), ffn %lld, seq %lld, vocab %lld%s: %s parameters "
+                   "(%s in the embedding%s); checkpoints load as %s",
+                   model::describe_stack(m).c_str(), static_cast<long long>(m.hidden_size),
                    static_cast<long long>(m.num_attention_heads), static_cast<long long>(m.num_query_groups),
                    static_cast<long long>(m.ffn_hidden_size), static_cast<long long>(m.seq_length),
-                   static_cast<long long>(m.vocab_size), layout.tied() ? ", tied embeddings" : "",
-                   millions(params).c_str(), millions(embeddings).c_str(), layout.tied() ? "" : " and the LM head");
+                   static_cast<long long>(m.vocab_size), tied ? ", tied embeddings" : "",
+                   millions(layout.num_parameters()).c_str(), millions(embeddings).c_str(),
+                   tied ? "" : " and the LM head",
+                   hf.empty() ? ("nothing yet (no config.json: " + why_no_hf + ")").c_str() : hf.c_str());
 }
 
 std::string describe_batch(const config::Config& config) {
@@ -60,7 +65,7 @@ std::string describe_batch(const config::Config& config) {
 std::string describe_gpu_memory_plan(const config::Config& config) {
   const model::ModelSpec m = config::model_spec(config);
   const model::BatchSpec b = config::batch_spec(config);
-  const cuda::MemoryLayout layout = model::LlamaStep::plan_memory(m, b, {}, {}).layout();
+  const cuda::MemoryLayout layout = model::TrainStep::plan_memory(m, b).layout();
   std::string text = strprintf("GPU memory plan (one arena, from the config; no device needed): %s",
                                human_bytes(layout.total_bytes).c_str());
   std::vector<std::string> parts;
@@ -80,7 +85,7 @@ std::string describe_graph_plan(const config::Config& config) {
   const model::ModelSpec m = config::model_spec(config);
   const graph::ScopePlan plan = graph::plan_graph_scopes(graph::parse_graph_impl(config.model.cuda_graph_impl),
                                                          graph::parse_graph_scopes(config.model.cuda_graph_scope),
-                                                         model::LlamaStep::layer_regions(m));
+                                                         model::stack_regions(m));
   if (plan.impl == graph::GraphImpl::none) {
     return "CUDA graphs: off (model.cuda_graph_impl = none): every step eager";
   }

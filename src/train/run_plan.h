@@ -1,7 +1,7 @@
 #pragma once
 // What a run will do, computed from a validated config on the CPU, with no device: the model and its
 // parameter count, the tokens per step, the GPU memory plan (the step's own buffer declarations,
-// model::LlamaStep::plan_memory, with the two device-sized workspaces unknown) and the CUDA-graph plan.
+// model::TrainStep::plan_memory, with the device-sized workspaces unknown) and the CUDA-graph plan.
 // `stepgraph train` prints it at start, `stepgraph validate RECIPE` and `stepgraph bench --dryrun` too.
 #include <cstdint>
 #include <string>
@@ -11,7 +11,8 @@
 
 namespace sg::train {
 
-// "model: dense Llama, 4 layers, hidden 256 (4 heads, 4 KV), ffn 704, seq 256, vocab 8192: 7.1 M parameters"
+// "model: 8 layers: (*-)x4 as 4 GPT blocks, hidden 256 (4 heads, 4 KV), ffn 704, seq 256, vocab 8192:
+// 7.1 M parameters (2.1 M in the embedding); checkpoints load as LlamaForCausalLM"
 std::string describe_model(const config::Config& config);
 // "batch: 4 sequences x 256 tokens = 1,024 tokens per step (1 microbatch of 4); 300 steps = 307,200 tokens"
 std::string describe_batch(const config::Config& config);

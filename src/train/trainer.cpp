@@ -16,9 +16,15 @@
 #include "data/batch.h"
 #include "data/blended_dataset.h"
 #include "train/metrics.h"
+#include "model/layer_registry.h"
 #include "config/model_config.h"
+#include "train/host_memory.h"
+#include "train/nonfinite_stop.h"
+#include "train/pretrained.h"
 #include "train/progress.h"
 #include "config/tokenizer_vocab.h"
+#include "train/save_dir_policy.h"
+#include "train/stop_grace.h"
 #include "config/validate.h"
 #include "train/evaluation.h"
 #include "train/progress_lines.h"
@@ -89,13 +95,40 @@ void dump_batch(const std::string& dir, int64_t step, const model::HostBatch& ba
       tensors);
 }
 
-// SIGINT/SIGTERM handling for the duration of a run, on every way out.
-struct StopHandlers {
-  explicit StopHandlers(double grace_seconds) { graph::install_stop_handlers(grace_seconds); }
+// SIGINT/SIGTERM/SIGHUP handling for the duration of a run, on every way out. The watchdog's grace
+// grows with the slowest step and save measured so far (train/stop_grace.h).
+class StopHandlers {
+ public:
+  explicit StopHandlers(const StopGraceInputs& inputs) : inputs_(inputs) { update(); }
   ~StopHandlers() { graph::uninstall_stop_handlers(); }
   StopHandlers(const StopHandlers&) = delete;
   StopHandlers& operator=(const StopHandlers&) = delete;
+  void step_took(double seconds) {
+    if (seconds <= inputs_.step_seconds * 1.25) return;  // re-arm only on a real change
+    inputs_.step_seconds = seconds;
+    update();
+  }
+  void save_took(double seconds) {
+    if (seconds <= inputs_.save_seconds) return;
+    inputs_.save_seconds = seconds;
+    update();
+  }
+
+ private:
+  void update() { graph::install_stop_handlers(stop_grace_seconds(inputs_)); }
+  StopGraceInputs inputs_;
 };
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Prints a failure of the running phase at once, before the backend (and the device) is released,
+// then hands it on as ReportedError.
+[[noreturn]] void report_and_rethrow(const std::exception& e, int exit_code) {
+  log::error(e.what());
+  throw ReportedError(e.what(), exit_code);
+}
 
 StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, double tokens,
                        uint64_t memory_used) {
@@ -115,88 +148,63 @@ StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, do
   return m;
 }
 
-}  // namespace
+// What a run knows before its steps: the tokenizer, the evaluation, the plan lines for the report.
+struct RunContext {
+  std::optional<data::HfTokenizerInfo> tokenizer;
+  Evaluation* evaluation = nullptr;
+  std::chrono::steady_clock::time_point start;
+};
 
-TrainSummary train(const config::Config& raw_config, const TrainOptions& options) {
-  const config::ValidationReport report = config::validate(raw_config);
-  if (!report.ok()) throw Error(violations_text(report));
-  const config::Config& config = report.config;
-  if (const auto missing = config::unimplemented_features(config); !missing.empty()) {
-    throw Error("stepgraph train does not implement yet: " + join(missing, "; ") +
-                ". Remove these settings (stepgraph validate lists them as notes).");
-  }
-  const model::ModelSpec model = config::model_spec(config);
-  const model::BatchSpec batch = config::batch_spec(config);
+// The steps of a run, with progress, metrics, evaluation, checkpoints and stops; fills `summary`.
+void run_steps(const config::Config& config, const TrainOptions& options, const model::ModelSpec& model,
+               const model::BatchSpec& batch, TrainingBackend& backend, BatchSource& data,
+               const std::optional<LoadedCheckpoint>& loaded, std::optional<TrainingState>& pretrained,
+               const RunContext& run, TrainSummary& summary) {
   const int64_t train_iters = config.train.train_iters.value_or(0);
-  SG_CHECK(train_iters > 0, "train.train_iters must be set to a positive number of steps");
-
-  // Tokenizer, data and checkpoint are checked before any device memory is planned: bad input fails fast.
-  const auto run_start = std::chrono::steady_clock::now();
-  const std::optional<data::HfTokenizerInfo> tokenizer = config::load_tokenizer(config);
-  data::BatchOptions batch_options;
-  batch_options.eod_mask_loss = config.dataset.eod_mask_loss;
-  if (tokenizer) batch_options.eod_token = tokenizer->eod_id;
-  if (batch_options.eod_mask_loss && batch_options.eod_token < 0) {
-    throw Error("dataset.eod_mask_loss: the tokenizer in " + (tokenizer ? tokenizer->dir : std::string("(none)")) +
-                " names no eos_token (tokenizer_config.json), so there is no EOD id to mask; set "
-                "dataset.eod_mask_loss=false or use a tokenizer with an eos token");
-  }
-  BatchSource data(config, model, batch, batch_options);
-  Evaluation evaluation(config, model, batch, batch_options);
-  std::optional<LoadedCheckpoint> loaded;
-  if (config.checkpoint.load) loaded = load_checkpoint(*config.checkpoint.load, config, model::ParamLayout(model));
-
-  TrainSummary summary;
-  const int64_t start_step = loaded ? loaded->state.steps_done : 0;
-  summary.steps_done = start_step;
-  if (start_step >= train_iters) {
-    log::info(strprintf("%s is at step %lld and train.train_iters = %lld: nothing to train",
-                        loaded->path.c_str(), static_cast<long long>(start_step), static_cast<long long>(train_iters)));
-    return summary;
-  }
-
-  // What will run, before the (slow) device setup.
-  log::info(describe_model(config));
-  log::info(describe_batch(config));
-  if (tokenizer) {
-    log::info(strprintf("tokenizer: %s; model.vocab_size %lld", tokenizer->describe().c_str(),
-                        static_cast<long long>(model.vocab_size)));
-  }
-  log::info("data: " + data.loader().describe());
-  log::info(evaluation.describe());
-
-  std::filesystem::create_directories(options.run_dir);
-  std::unique_ptr<TrainingBackend> backend = make_backend(config, options.force_cpu);
-  const bool gpu = backend->on_gpu();
-  log::info(backend->description());
+  const int64_t start_step = summary.start_step;
+  Evaluation& evaluation = *run.evaluation;
+  const bool gpu = backend.on_gpu();
+  log::info(backend.description());
   std::vector<std::string> plan_lines = {describe_model(config), describe_batch(config)};
   if (gpu) {
-    plan_lines.push_back("GPU memory plan (the arena, as allocated):\n" + backend->memory_plan());
-    for (const auto& line : backend->start_report()) plan_lines.push_back(line);
+    plan_lines.push_back("GPU memory plan (the arena, as allocated):\n" + backend.memory_plan());
+    for (const auto& line : backend.start_report()) plan_lines.push_back(line);
   } else {
-    plan_lines.push_back(backend->memory_plan());
+    plan_lines.push_back(backend.memory_plan());
     plan_lines.push_back("on a GPU: " + describe_gpu_memory_plan(config));
     plan_lines.push_back("on a GPU: " + describe_graph_plan(config) + "; the CPU backend runs every step eagerly");
   }
   for (size_t i = 2; i < plan_lines.size(); ++i) log::info(plan_lines[i]);
   if (loaded) {
-    backend->load_state(loaded->state);
+    backend.load_state(loaded->state);
     data.loader().seek(loaded->position);
     log::info(strprintf("resumed from %s at step %lld", loaded->path.c_str(), static_cast<long long>(start_step)));
+  } else if (pretrained) {
+    backend.load_state(*pretrained);
+    pretrained.reset();  // the host copy of the weights is no longer needed
   }
 
+  const std::string metrics_path = (std::filesystem::path(options.run_dir) / "metrics.jsonl").string();
+  if (loaded) {
+    // Records after the checkpoint's step belong to a run that went further: they are replaced.
+    const MetricsTruncation cut = truncate_metrics_after(metrics_path, start_step);
+    if (cut.dropped > 0) {
+      log::info(strprintf("%s: removed %zu records after step %lld (a run that went past the checkpoint)",
+                          metrics_path.c_str(), cut.dropped, static_cast<long long>(start_step)));
+    }
+  }
   const double flops = training_flops_per_step(model, batch);
-  const double peak = peak_bf16_tflops(backend->device_name());
+  const double peak = peak_bf16_tflops(backend.device_name());
   const double tokens = static_cast<double>(batch.num_microbatches * batch.tokens_per_microbatch(model));
   RunReportInfo run_report;
   run_report.title = "stepgraph run: " + std::filesystem::path(options.run_dir).filename().string();
   run_report.gpu = gpu;
   run_report.plan = plan_lines;
-  run_report.facts = {{"backend", backend->description()},
-                  {"run folder", options.run_dir},
-                  {"tokens per step", thousands(static_cast<int64_t>(tokens))},
-                  {"FLOPs per step", strprintf("%.4g", flops)}};
-  if (tokenizer) run_report.facts.emplace_back("tokenizer", tokenizer->describe());
+  run_report.facts = {{"backend", backend.description()},
+                      {"run folder", options.run_dir},
+                      {"tokens per step", thousands(static_cast<int64_t>(tokens))},
+                      {"FLOPs per step", strprintf("%.4g", flops)}};
+  if (run.tokenizer) run_report.facts.emplace_back("tokenizer", run.tokenizer->describe());
   if (config.checkpoint.save) run_report.facts.emplace_back("checkpoints", *config.checkpoint.save);
   RunRecorder recorder(config, options.run_dir, /*resumed=*/loaded.has_value(), run_report);
   summary.metrics_path = recorder.metrics_path();
@@ -205,50 +213,56 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   const int64_t log_interval = std::max<int64_t>(1, config.logger.log_interval);
   const int64_t save_interval = config.checkpoint.save_interval.value_or(0);
   std::vector<std::string> tokenizer_files;
-  if (tokenizer) tokenizer_files = tokenizer->files;
+  if (run.tokenizer) tokenizer_files = run.tokenizer->files;
 
-  Progress progress("train", train_iters, options.interactive);
-  backend->notify = [&progress](const std::string& text) { progress.line(text); };
-  const auto seconds_since_start = [&run_start] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-  };
+  Progress progress("train", train_iters, options.interactive, start_step);
+  backend.notify = [&progress](const std::string& text) { progress.line(text); };
+
+  // A stop finishes the current step and saves: the watchdog's grace covers a checkpoint write.
+  StopHandlers stop_handlers({.saves = config.checkpoint.save.has_value(),
+                              .checkpoint_bytes = 14.0 * static_cast<double>(backend.layout().total())});
 
   // A checkpoint is taken only after collect(0): every submitted step is finished, so the loader's
   // position is exactly the data the saved state has consumed.
   bool have_first = false;
   int64_t last_saved = -1;
+  int64_t submitted = start_step;
+  std::string metrics_error;  // a failed metrics write stops the run like a signal (save, then fail)
   std::string val_status;
+  const auto record = [&](const auto& write) {
+    try {
+      write();
+    } catch (const Error& e) {
+      if (metrics_error.empty()) metrics_error = e.what();
+    }
+  };
 
   auto save = [&](int64_t step) {
     if (!config.checkpoint.save || step == last_saved) return;
-    TrainingState state = backend->state();
+    const auto start = std::chrono::steady_clock::now();
+    TrainingState state = backend.state();
     const data::DataPosition& position = data.loader().position();
     const std::string dir =
-        save_checkpoint(*config.checkpoint.save, config, backend->layout(), state, position, tokenizer_files);
-    progress.line(strprintf("saved checkpoint %s", dir.c_str()));
+        save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position, tokenizer_files);
+    const double seconds = seconds_since(start);
+    stop_handlers.save_took(seconds);
+    progress.line(strprintf("saved checkpoint %s (%.1f s)", dir.c_str(), seconds));
     last_saved = step;
+    if (options.on_saved) options.on_saved(step);
   };
 
   auto handle = [&](const StepResult& r) {
+    check_step_finite(r, config, submitted);
     if (!have_first) {
       summary.first_loss = r.loss;
       have_first = true;
     }
     summary.last_loss = r.loss;
     summary.steps_done = r.step;
-    if (config.rerun_state_machine.check_for_nan_in_loss && !r.loss_finite) {
-      throw Error(strprintf("step %lld: the loss is NaN or infinite (rerun_state_machine.check_for_nan_in_loss); "
-                            "the run stopped. Lower optimizer.lr or check the data.",
-                            static_cast<long long>(r.step)));
-    }
-    if (config.ddp.check_for_nan_in_grad && !r.grads_finite) {
-      throw Error(strprintf("step %lld: a gradient is NaN or infinite (ddp.check_for_nan_in_grad); "
-                            "the run stopped. Lower optimizer.lr or check the data.",
-                            static_cast<long long>(r.step)));
-    }
-    StepMetrics m = to_metrics(r, flops, peak, tokens, backend->device_memory_used());
-    m.wall_time_s = seconds_since_start();
-    recorder.step(m);
+    stop_handlers.step_took(r.step_ms / 1e3);
+    StepMetrics m = to_metrics(r, flops, peak, tokens, backend.device_memory_used());
+    m.wall_time_s = seconds_since(run.start);
+    record([&] { recorder.step(m); });
     if (r.capture_step) {
       progress.line(strprintf("step %lld captured the CUDA graphs (%.1f ms including capture; not in the averages)",
                               static_cast<long long>(r.step), r.step_ms));
@@ -260,57 +274,166 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   };
 
   auto evaluate = [&](int64_t step) {
-    for (const StepResult& r : backend->collect(0)) handle(r);
-    const EvalResult e = evaluation.run(*backend);
+    for (const StepResult& r : backend.collect(0)) handle(r);
+    const EvalResult e = evaluation.run(backend);
     EvalMetrics m;
     m.step = step;
     m.val_loss = e.loss;
     m.val_ppl = std::exp(e.loss);
     m.batches = e.batches;
     m.ms = e.ms;
-    m.wall_time_s = seconds_since_start();
+    m.wall_time_s = seconds_since(run.start);
     m.tokens = static_cast<int64_t>(tokens) * step;
-    recorder.eval(m);
+    record([&] { recorder.eval(m); });
     summary.last_val_loss = e.loss;
     val_status = strprintf(" | val %.4f", e.loss);
     if (e.captured) progress.line(strprintf("step %lld: captured the evaluation graph", static_cast<long long>(step)));
     progress.line(format_eval_line(m));
   };
 
-  // A stop finishes the current step and saves: the watchdog's grace covers a checkpoint write.
-  const StopHandlers stop_handlers(config.checkpoint.save ? 120.0 : 1.5);
   if (!options.dump_batches_dir.empty()) std::filesystem::create_directories(options.dump_batches_dir);
+  log::info(strprintf("training steps %lld to %lld", static_cast<long long>(start_step + 1),
+                      static_cast<long long>(train_iters)));
   for (int64_t step = start_step + 1; step <= train_iters; ++step) {
     const model::HostBatch& host_batch = data.next();
     if (!options.dump_batches_dir.empty()) {
       dump_batch(options.dump_batches_dir, step, host_batch, batch.num_microbatches * batch.micro_batch_size,
                  model.seq_length);
     }
-    backend->submit(host_batch);
-    for (const StepResult& r : backend->collect(1)) handle(r);
-    if (graph::stop_requested()) {
-      summary.stopped_by_signal = true;
-      progress.line(strprintf("stop requested: finishing step %lld", static_cast<long long>(step)));
-      break;
-    }
-    if (evaluation.due(step, train_iters)) {
-      evaluate(step);
-    }
+    backend.submit(host_batch);
+    submitted = step;
+    for (const StepResult& r : backend.collect(1)) handle(r);
+    // A stop skips the evaluation (the step still finishes and is saved).
+    if (evaluation.due(step, train_iters) && !graph::stop_requested() && metrics_error.empty()) evaluate(step);
     if (save_interval > 0 && step % save_interval == 0) {
-      for (const StepResult& r : backend->collect(0)) handle(r);
+      for (const StepResult& r : backend.collect(0)) handle(r);
       save(step);
     }
+    // Checked after the periodic save: a signal that arrives during a save ends the run right after
+    // it, instead of running one more step and saving again.
+    if (graph::stop_requested() || !metrics_error.empty()) {
+      summary.stopped_by_signal = graph::stop_requested();
+      progress.line(strprintf("%s: stopping after step %lld",
+                              summary.stopped_by_signal ? "stop requested" : "metrics write failed",
+                              static_cast<long long>(step)));
+      break;
+    }
   }
-  for (const StepResult& r : backend->collect(0)) handle(r);
-  save(summary.steps_done);
+  for (const StepResult& r : backend.collect(0)) handle(r);
+  if (metrics_error.empty()) {
+    save(summary.steps_done);
+  } else if (config.checkpoint.save) {
+    try {
+      save(summary.steps_done);
+    } catch (const Error& e) {
+      throw Error(metrics_error + "; the final checkpoint could not be saved either: " + e.what());
+    }
+  }
   progress.finish();
-  for (const auto& line : backend->end_report()) log::info(line);
+  for (const auto& line : backend.end_report()) log::info(line);
   recorder.finish(summary.stopped_by_signal
                       ? strprintf("stopped by signal %d after step %lld", graph::stop_signal(),
                                   static_cast<long long>(summary.steps_done))
                       : strprintf("finished: step %lld of %lld", static_cast<long long>(summary.steps_done),
                                   static_cast<long long>(train_iters)));
   log::info("report: " + summary.report_path);
+  if (!metrics_error.empty()) {
+    throw Error(metrics_error + (config.checkpoint.save ? strprintf("; the run stopped after saving step %lld",
+                                                                    static_cast<long long>(summary.steps_done))
+                                                        : std::string("; the run stopped")));
+  }
+}
+
+}  // namespace
+
+TrainSummary train(const config::Config& raw_config, const TrainOptions& options) {
+  const auto run_start = std::chrono::steady_clock::now();
+  // checkpoint.pretrained_checkpoint fills unset shape keys from the folder's config.json (or refuses a
+  // mismatch) before the configuration is validated.
+  const config::ValidationReport report = config::validate(apply_pretrained_shapes(raw_config));
+  if (!report.ok()) throw Error(violations_text(report));
+  const config::Config& config = report.config;
+  if (const auto missing = config::unimplemented_features(config); !missing.empty()) {
+    throw Error("stepgraph train does not implement yet: " + join(missing, "; ") +
+                ". Remove these settings (stepgraph validate lists them as notes).");
+  }
+  const model::ModelSpec model = config::model_spec(config);
+  const model::BatchSpec batch = config::batch_spec(config);
+  const int64_t train_iters = config.train.train_iters.value_or(0);
+  if (train_iters <= 0) throw Error("train.train_iters must be set to a positive number of steps");
+
+  // Everything that can be checked before a step is: host memory, tokenizer, data (training and
+  // validation), checkpoint directories and the checkpoint to resume. Bad input fails fast, before any
+  // device memory is planned.
+  const bool cpu_backend = uses_cpu_backend(options.force_cpu);
+  check_host_memory(plan_host_memory(model, batch,
+                                     {.cpu_backend = cpu_backend,
+                                      .checkpoint_staging = config.checkpoint.save || config.checkpoint.load}),
+                    available_host_memory());
+  RunContext run;
+  run.start = run_start;
+  run.tokenizer = config::load_tokenizer(config);
+  data::BatchOptions batch_options;
+  batch_options.eod_mask_loss = config.dataset.eod_mask_loss;
+  if (run.tokenizer) batch_options.eod_token = run.tokenizer->eod_id;
+  if (batch_options.eod_mask_loss && batch_options.eod_token < 0) {
+    throw Error("dataset.eod_mask_loss: the tokenizer in " +
+                (run.tokenizer ? run.tokenizer->dir : std::string("(none)")) +
+                " names no eos_token (tokenizer_config.json), so there is no EOD id to mask; set "
+                "dataset.eod_mask_loss=false or use a tokenizer with an eos token");
+  }
+  std::optional<BatchSource> data;
+  with_host_allocation("the input batch buffers (train.global_batch_size x model.seq_length tokens)",
+                       [&] { data.emplace(config, model, batch, batch_options); });
+  std::optional<Evaluation> evaluation;
+  with_host_allocation("the validation batch buffers",
+                       [&] { evaluation.emplace(config, model, batch, batch_options); });
+  run.evaluation = &*evaluation;
+  const CheckpointDirs dirs = prepare_checkpoint_dirs(config.checkpoint);
+  if (!dirs.note.empty()) log::info(dirs.note);
+  std::optional<LoadedCheckpoint> loaded;
+  if (dirs.resume_from) {
+    with_host_allocation("the checkpoint's weights and optimizer state", [&] {
+      loaded = load_checkpoint(*dirs.resume_from, config, model::model_layout(model));
+    });
+  }
+  // A checkpoint to resume wins; otherwise checkpoint.pretrained_checkpoint starts the run at step 0.
+  std::optional<TrainingState> pretrained;
+  if (!loaded && config.checkpoint.pretrained_checkpoint) {
+    with_host_allocation("the pretrained weights", [&] { pretrained = pretrained_state(config, model::model_layout(model)); });
+  }
+
+  TrainSummary summary;
+  summary.start_step = loaded ? loaded->state.steps_done : 0;
+  summary.steps_done = summary.start_step;
+  if (summary.start_step >= train_iters) {
+    log::info(strprintf("%s is at step %lld and train.train_iters = %lld: nothing to train", loaded->path.c_str(),
+                        static_cast<long long>(summary.start_step), static_cast<long long>(train_iters)));
+    return summary;
+  }
+
+  // What will run, before the (slow) device setup.
+  log::info(describe_model(config));
+  log::info(describe_batch(config));
+  if (run.tokenizer) {
+    log::info(strprintf("tokenizer: %s; model.vocab_size %lld", run.tokenizer->describe().c_str(),
+                        static_cast<long long>(model.vocab_size)));
+  }
+  log::info("data: " + data->loader().describe());
+  log::info(evaluation->describe());
+
+  std::filesystem::create_directories(options.run_dir);
+  std::unique_ptr<TrainingBackend> backend;
+  with_host_allocation(cpu_backend ? "the CPU backend's model (weights, gradients, Adam moments, activations)"
+                                   : "the GPU backend's host buffers",
+                       [&] { backend = make_backend(config, options.force_cpu); });
+  try {
+    run_steps(config, options, model, batch, *backend, *data, loaded, pretrained, run, summary);
+  } catch (const NonFiniteError& e) {
+    report_and_rethrow(e, kExitNonFinite);
+  } catch (const std::exception& e) {
+    report_and_rethrow(e, 1);
+  }
   return summary;
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -49,6 +50,8 @@ struct Routing {
   std::vector<int32_t> counts, offsets;
   int64_t total_rows;
 };
+
+void PrintTo(const Routing& r, std::ostream* os) { *os << r.name; }  // gtest's name for a parameter
 
 // Segments back to back from row 0; total_rows = their sum (dropless).
 Routing packed(std::string name, int64_t N, int64_t K, std::vector<int32_t> counts) {

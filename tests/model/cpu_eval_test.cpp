@@ -1,4 +1,4 @@
-// CpuModel::evaluate, the CPU twin of LlamaStep::enqueue_eval: forward only with dropout off (Megatron's
+// CpuModel::evaluate, the CPU twin of TrainStep::enqueue_eval: forward only with dropout off (Megatron's
 // model.eval()), and nothing the training reads changes — weights, moments, step counter, RNG offset —
 // so interleaving evaluations leaves a training run's losses bit for bit unchanged.
 #include <gtest/gtest.h>

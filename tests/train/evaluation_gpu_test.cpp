@@ -22,6 +22,7 @@
 #include "train/backend_factory.h"
 #include "train/evaluation.h"
 #include "train/gpu_backend.h"
+#include "train/mock_training.h"
 
 namespace sg::train {
 namespace {
@@ -33,9 +34,7 @@ config::Config tiny_with(const std::vector<std::string>& extra) {
                                         "train.global_batch_size=8", "train.train_iters=12", "dataset.mock=true",
                                         "model.cuda_graph_warmup_steps=2", "train.eval_iters=2"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  const config::ValidationReport report = config::validate(config::load_config("llama/tiny", overrides));
-  EXPECT_TRUE(report.ok()) << (report.violations.empty() ? "" : config::format_violation(report.violations[0]));
-  return report.config;
+  return test::validated_tiny(overrides);
 }
 
 struct TrainingRun {
@@ -51,22 +50,10 @@ TrainingRun run_training(const config::Config& config, bool evaluate) {
   const model::BatchSpec batch = config::batch_spec(config);
   GpuBackend backend(config, model, batch, optimizer_spec(config), {static_cast<uint64_t>(config.rng.seed), 0});
   Evaluation evaluation(config, model, batch, {});
-  data::DataLoaderOptions o;
-  o.mock = true;
-  o.seq_length = model.seq_length;
-  o.vocab_size = model.vocab_size;
-  o.seed = static_cast<uint64_t>(config.rng.seed);
-  data::DataLoader loader(o);
-  model::HostBatch host;
-  const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
-  host.tokens.resize(n);
-  host.targets.resize(n);
-  host.loss_mask.resize(n);
+  test::LoaderBatches batches(test::mock_data_options(config, model), model, batch);
   TrainingRun out;
   for (int64_t step = 1; step <= kSteps; ++step) {
-    data::fill_batch(loader, {host.tokens.data(), host.targets.data(), host.loss_mask.data(),
-                              batch.num_microbatches * batch.micro_batch_size, model.seq_length});
-    backend.submit(host);
+    backend.submit(batches.next());
     for (const StepResult& r : backend.collect(1)) out.losses.push_back(r.loss);
     if (evaluate && evaluation.due(step, kSteps)) {
       for (const StepResult& r : backend.collect(0)) out.losses.push_back(r.loss);
@@ -147,17 +134,8 @@ TEST_F(EvaluationGpu, AgreesWithTheCpuTwinAtTheSameWeights) {
   Evaluation evaluation(config, model, batch, {});
   const double gpu_loss = evaluation.run(gpu).loss;
   double cpu_sum = 0.0;
-  data::DataLoader loader(validation_data_options(config, model));
-  model::HostBatch host;
-  const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
-  host.tokens.resize(n);
-  host.targets.resize(n);
-  host.loss_mask.resize(n);
-  for (int64_t i = 0; i < config.train.eval_iters; ++i) {
-    data::fill_batch(loader, {host.tokens.data(), host.targets.data(), host.loss_mask.data(),
-                              batch.num_microbatches * batch.micro_batch_size, model.seq_length});
-    cpu_sum += cpu.evaluate(host);
-  }
+  test::LoaderBatches valid(validation_data_options(config, model), model, batch);
+  for (int64_t i = 0; i < config.train.eval_iters; ++i) cpu_sum += cpu.evaluate(valid.next());
   const double cpu_loss = cpu_sum / static_cast<double>(config.train.eval_iters);
   EXPECT_NEAR(gpu_loss, cpu_loss, test::kBf16RelTol * cpu_loss) << "GPU " << gpu_loss << " vs CPU " << cpu_loss;
 }

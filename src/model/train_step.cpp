@@ -1,0 +1,322 @@
+// TrainStep: planning (memory, layers, GEMMs) and the synchronous setup / inspection calls.
+// The step itself is in train_step_run.cpp.
+#include "model/train_step.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "cuda/check.h"
+#include "kernels/attention.h"
+#include "kernels/embedding.h"
+#include "kernels/grad_norm.h"
+#include "kernels/rmsnorm.h"
+#include "model/layer_registry.h"
+
+namespace sg::model {
+
+namespace {
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
+}  // namespace
+
+TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const OptimizerSpec& optimizer, uint64_t seed,
+                     const TrainStepOptions& options)
+    : layers_(make_layers(model)),
+      layout_(declare_model(model, [this](size_t i, LayerDeclarations& d) { layers_[i]->declare(d); })),
+      batch_(batch),
+      optimizer_(optimizer),
+      rng_(seed) {
+  SG_CHECK(batch.micro_batch_size > 0 && batch.num_microbatches > 0,
+           strprintf("micro_batch_size = %lld and num_microbatches = %lld must be positive",
+                     static_cast<long long>(batch.micro_batch_size), static_cast<long long>(batch.num_microbatches)));
+  T_ = batch.tokens_per_microbatch(model);
+  // Plan-time work that needs the device but not the arena: the layers' kernel plans (cuDNN graphs and
+  // their workspace sizes), CUB's scratch size for the embedding backward, the LM head's chunking.
+  cudnn_ = std::make_unique<kernels::CudnnContext>();
+  lm_head_layout_ = kernels::lm_head_layout({T_, model.hidden_size, model.vocab_size}, options.lm_head_chunk_budget_bytes);
+  embedding_scratch_bytes_ = kernels::embedding_backward_scratch_bytes(T_, model.vocab_size);
+  rmsnorm_scratch_bytes_ = kernels::rmsnorm_backward_scratch_bytes(T_, model.hidden_size);
+
+  plan_memory(options);
+  SG_CHECK(lm_head_->layout().workspace_bytes == lm_head_layout_.workspace_bytes,
+           "LM head workspace differs between lm_head_layout() and LmHeadPlan (kernels/lm_head.h)");
+}
+
+TrainStep::~TrainStep() = default;
+
+TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const ModelLayout& layout,
+                                                const BatchSpec& batch, const TrainStepOptions& options,
+                                                std::vector<std::unique_ptr<Layer>>& layers, SharedBuffers& shared,
+                                                DevicePlanContext* device, size_t embedding_scratch_bytes) {
+  using cuda::MemoryCategory;
+  const ModelSpec& m = layout.spec;
+  const int64_t T = batch.tokens_per_microbatch(m), H = m.hidden_size, N = layout.num_layers();
+  const int64_t n = layout.total();
+
+  plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, sz(n));
+  plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, sz(n));
+  plan.add_array<float>("gradients.fp32", MemoryCategory::gradients, sz(n));
+  plan.add_array<float>("optimizer.exp_avg", MemoryCategory::optimizer_state, sz(n));
+  plan.add_array<float>("optimizer.exp_avg_sq", MemoryCategory::optimizer_state, sz(n));
+  plan.add("step.scalars", MemoryCategory::optimizer_state, sizeof(StepScalars));
+  cuda::RngTracker(0).plan(plan, "rng.states");  // the size depends on the generators, not the seed
+
+  // Activations of one microbatch. The residual stream and the pre-norms: N + 1 boundaries (the last is
+  // the final norm's input / output).
+  for (int64_t i = 0; i <= N; ++i) {
+    const long long k = static_cast<long long>(i);
+    plan.add_array<bf16>(strprintf("act.resid%lld", k), MemoryCategory::activations, sz(T * H));
+    plan.add_array<bf16>(strprintf("act.norm%lld", k), MemoryCategory::activations, sz(T * H));
+    plan.add_array<float>(strprintf("act.rstd%lld", k), MemoryCategory::activations, sz(T));
+  }
+  // Each layer's own saved activations and scratch, then its device plans and workspaces.
+  LayerPlanContext plan_context(m, batch, plan, shared);
+  for (auto& layer : layers) {
+    plan_context.set_layer(layer->index());
+    layer->plan(plan_context);
+  }
+  LayerPlans out{plan_context.saved_bytes(), plan_context.attention_dropout_sites()};
+  if (device != nullptr) {
+    for (auto& layer : layers) layer->plan_device(*device);
+  }
+  shared.plan(plan);
+
+  const size_t slots = out.attention_dropout_sites.size();
+  plan.add_array<uint32_t>("attention.dropout_sites", MemoryCategory::optimizer_state, slots);
+  plan.add_array<int64_t>("attention.dropout_seeds", MemoryCategory::optimizer_state, slots);
+  plan.add_array<int64_t>("attention.dropout_offsets", MemoryCategory::optimizer_state, slots);
+  // The step's scratch between layers (each region uses fixed ones).
+  for (const char* name : {"act.delta", "grad.d_resid_a", "grad.d_resid_b", "grad.d_delta", "grad.d_norm"}) {
+    plan.add_array<bf16>(name, MemoryCategory::activations, sz(T * H));
+  }
+
+  plan.add("workspace.cublaslt", MemoryCategory::workspaces, kernels::Blas::kWorkspaceBytes);
+  plan.add("workspace.lm_head", MemoryCategory::workspaces,
+           kernels::lm_head_layout({T, H, m.vocab_size}, options.lm_head_chunk_budget_bytes).workspace_bytes);
+  plan.add("workspace.rmsnorm_backward", MemoryCategory::workspaces, kernels::rmsnorm_backward_scratch_bytes(T, H));
+  plan.add("workspace.embedding_backward", MemoryCategory::workspaces, embedding_scratch_bytes);
+  plan.add("workspace.grad_norm", MemoryCategory::workspaces, kernels::kGradNormScratchBytes);
+
+  const size_t batch_tokens = sz(T * batch.num_microbatches);
+  plan.add_array<int32_t>("input.tokens", MemoryCategory::inputs, batch_tokens);
+  plan.add_array<int32_t>("input.targets", MemoryCategory::inputs, batch_tokens);
+  plan.add_array<float>("input.loss_mask", MemoryCategory::inputs, batch_tokens);
+  return out;
+}
+
+cuda::MemoryPlan TrainStep::plan_memory(const ModelSpec& model, const BatchSpec& batch,
+                                        const TrainStepOptions& options) {
+  std::vector<std::unique_ptr<Layer>> layers = make_layers(model);
+  const ModelLayout layout = declare_model(model, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
+  cuda::MemoryPlan plan;
+  SharedBuffers shared;
+  declare_memory(plan, layout, batch, options, layers, shared, /*device=*/nullptr, /*embedding_scratch_bytes=*/0);
+  return plan;
+}
+
+void TrainStep::plan_memory(const TrainStepOptions& options) {
+  const ModelSpec& m = layout_.spec;
+  const int64_t N = layout_.num_layers();
+  cuda::MemoryPlan plan;
+  DevicePlanContext device_context(m, batch_, shared_buffers_, shared_objects_, *cudnn_);
+  LayerPlans planned = declare_memory(plan, layout_, batch_, options, layers_, shared_buffers_, &device_context,
+                                      embedding_scratch_bytes_);
+  saved_activations_ = std::move(planned.saved_activations);
+  attention_dropout_sites_ = std::move(planned.attention_dropout_sites);
+  const size_t slots = attention_dropout_sites_.size();
+  const auto slot = [&](const std::string& name) {
+    const cuda::MemorySlot found = plan.find(name);
+    SG_CHECK(found.valid(), "TrainStep: no planned buffer named " + name);
+    return found;
+  };
+
+  arena_ = std::make_unique<cuda::Arena>(plan);
+  arena_->zero();
+
+  params_ = arena_->get<bf16>(slot("parameters.bf16"));
+  main_weights_ = arena_->get<float>(slot("main_weights.fp32"));
+  grads_ = arena_->get<float>(slot("gradients.fp32"));
+  exp_avg_ = arena_->get<float>(slot("optimizer.exp_avg"));
+  exp_avg_sq_ = arena_->get<float>(slot("optimizer.exp_avg_sq"));
+  scalars_ = arena_->get<StepScalars>(slot("step.scalars"));
+  dropout_sites_ = arena_->get<uint32_t>(slot("attention.dropout_sites"));
+  dropout_seeds_ = arena_->get<int64_t>(slot("attention.dropout_seeds"));
+  dropout_offsets_ = arena_->get<int64_t>(slot("attention.dropout_offsets"));
+  rng_.bind(arena_->get<rng::RngState>(slot("rng.states")));  // uploads the initial generator states
+  hidden_rng_ = rng_.device_state(cuda::kDefaultRng);
+  attention_rng_ = rng_.device_state(cuda::kModelParallelRng);
+  for (int64_t i = 0; i <= N; ++i) {
+    const long long k = static_cast<long long>(i);
+    resid_.push_back(arena_->get<bf16>(slot(strprintf("act.resid%lld", k))));
+    norm_.push_back(arena_->get<bf16>(slot(strprintf("act.norm%lld", k))));
+    rstd_.push_back(arena_->get<float>(slot(strprintf("act.rstd%lld", k))));
+  }
+  delta_ = arena_->get<bf16>(slot("act.delta"));
+  d_resid_[0] = arena_->get<bf16>(slot("grad.d_resid_a"));
+  d_resid_[1] = arena_->get<bf16>(slot("grad.d_resid_b"));
+  d_delta_ = arena_->get<bf16>(slot("grad.d_delta"));
+  d_norm_ = arena_->get<bf16>(slot("grad.d_norm"));
+  lm_head_workspace_ = arena_->raw(slot("workspace.lm_head"));
+  rmsnorm_scratch_ = arena_->get<float>(slot("workspace.rmsnorm_backward"));
+  embedding_scratch_ = arena_->raw(slot("workspace.embedding_backward"));
+  grad_norm_partials_ = arena_->get<double>(slot("workspace.grad_norm"));
+  tokens_ = arena_->get<int32_t>(slot("input.tokens"));
+  targets_ = arena_->get<int32_t>(slot("input.targets"));
+  loss_mask_ = arena_->get<float>(slot("input.loss_mask"));
+  shared_buffers_.bind(*arena_);
+
+  blas_ = std::make_unique<kernels::Blas>(arena_->raw(slot("workspace.cublaslt")), kernels::Blas::kWorkspaceBytes);
+  StepPointers pointers;
+  pointers.params = params_;
+  pointers.grads = grads_;
+  pointers.hidden_rng = hidden_rng_;
+  pointers.attention_dropout_seeds = dropout_seeds_;
+  pointers.attention_dropout_offsets = dropout_offsets_;
+  LayerBindContext bind_context(layout_, *arena_, shared_buffers_, shared_objects_, *blas_, pointers);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->bind(bind_context);
+    // Layer i reads n_i; its output goes through the step's dropout (in place on delta_, or into
+    // d_delta_ backward) unless dropout is off; it writes d n_i into d_norm_.
+    LayerIO io;
+    io.input = norm_[i];
+    io.output = delta_;
+    io.d_output = m.hidden_dropout > 0.0f ? d_delta_ : d_resid_[(i + 1) % 2];
+    io.d_input = d_norm_;
+    io_.push_back(io);
+    io.dropout = false;
+    eval_io_.push_back(io);
+  }
+  lm_head_ = std::make_unique<kernels::LmHeadPlan>(*blas_, kernels::LmHeadShape{T_, m.hidden_size, m.vocab_size},
+                                                   1.0f / static_cast<float>(batch_.num_microbatches),
+                                                   options.lm_head_chunk_budget_bytes);
+
+  const StepScalars initial;
+  SG_CUDA_CHECK(cudaMemcpy(scalars_, &initial, sizeof(initial), cudaMemcpyHostToDevice));
+  if (slots > 0) {
+    SG_CUDA_CHECK(cudaMemcpy(dropout_sites_, attention_dropout_sites_.data(), slots * sizeof(uint32_t),
+                             cudaMemcpyHostToDevice));
+  }
+  // Legacy-stream copies from pageable memory may still be in flight when cudaMemcpy returns; the step
+  // runs on a non-blocking stream, which does not wait for them.
+  SG_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+std::vector<graph::LayerRegions> TrainStep::layer_regions() const {
+  std::vector<graph::LayerRegions> out;
+  for (const auto& layer : layers_) out.push_back({layer->index(), layer->modules()});
+  return out;
+}
+
+int32_t* TrainStep::tokens() const { return tokens_; }
+int32_t* TrainStep::targets() const { return targets_; }
+float* TrainStep::loss_mask() const { return loss_mask_; }
+const StepScalars* TrainStep::scalars() const { return scalars_; }
+StepScalars* TrainStep::scalars_device() const { return scalars_; }
+
+// ---- setup and inspection ----
+
+void TrainStep::check_setup_allowed(const char* what) const { cuda::check_host_sync_allowed(what); }
+
+void TrainStep::upload_parameters(cudaStream_t stream, const std::vector<float>& weights) {
+  check_setup_allowed("TrainStep::upload_parameters");
+  const std::vector<float> zeros(sz(layout_.total()), 0.0f);
+  load_state(stream, weights, zeros, zeros, 0, download_rng_state(stream));
+}
+
+void TrainStep::load_state(cudaStream_t stream, const std::vector<float>& weights, const std::vector<float>& exp_avg,
+                           const std::vector<float>& exp_avg_sq, int64_t steps_done, rng::RngState rng) {
+  check_setup_allowed("TrainStep::load_state");
+  const size_t n = sz(layout_.total());
+  const auto check = [&](const char* what, const std::vector<float>& v) {
+    SG_CHECK(v.size() == n, strprintf("%s has %zu values; this model's flat parameter buffer has %zu (a checkpoint "
+                                      "of another model shape?)",
+                                      what, v.size(), n));
+  };
+  check("main weights", weights);
+  check("exp_avg", exp_avg);
+  check("exp_avg_sq", exp_avg_sq);
+  SG_CHECK(steps_done >= 0, "steps_done must not be negative");
+  // bf16 copy rounded on the host exactly as the device's __float2bfloat16 (round to nearest even).
+  std::vector<uint16_t> compute(n);
+  for (size_t i = 0; i < n; ++i) compute[i] = float_to_bf16_bits(weights[i]);
+  StepScalars scalars;
+  scalars.steps_done = steps_done;
+  SG_CUDA_CHECK(cudaMemcpyAsync(main_weights_, weights.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  SG_CUDA_CHECK(cudaMemcpyAsync(params_, compute.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
+  SG_CUDA_CHECK(cudaMemcpyAsync(exp_avg_, exp_avg.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  SG_CUDA_CHECK(cudaMemcpyAsync(exp_avg_sq_, exp_avg_sq.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  SG_CUDA_CHECK(cudaMemcpyAsync(scalars_, &scalars, sizeof(scalars), cudaMemcpyHostToDevice, stream));
+  SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, n * sizeof(float), stream));
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // Every generator keeps its seed and takes the checkpoint's offset (they advance together).
+  for (size_t g = 0; g < rng_.size(); ++g) rng_.host_state(g).offset = rng.offset;
+  rng_.host_state(rng_.index(cuda::kDefaultRng)).seed = rng.seed;
+  rng_.upload();
+  SG_CUDA_CHECK(cudaDeviceSynchronize());  // the tracker's legacy-stream copy, before non-blocking streams use it
+}
+
+void TrainStep::download_floats(cudaStream_t stream, const float* src, std::vector<float>& out) const {
+  check_setup_allowed("TrainStep::download");
+  out.resize(sz(layout_.total()));
+  SG_CUDA_CHECK(cudaMemcpyAsync(out.data(), src, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+std::vector<float> TrainStep::download_main_weights(cudaStream_t stream) const {
+  std::vector<float> out;
+  download_floats(stream, main_weights_, out);
+  return out;
+}
+std::vector<float> TrainStep::download_grads(cudaStream_t stream) const {
+  std::vector<float> out;
+  download_floats(stream, grads_, out);
+  return out;
+}
+std::vector<float> TrainStep::download_exp_avg(cudaStream_t stream) const {
+  std::vector<float> out;
+  download_floats(stream, exp_avg_, out);
+  return out;
+}
+std::vector<float> TrainStep::download_exp_avg_sq(cudaStream_t stream) const {
+  std::vector<float> out;
+  download_floats(stream, exp_avg_sq_, out);
+  return out;
+}
+
+std::vector<float> TrainStep::download_compute_weights(cudaStream_t stream) const {
+  check_setup_allowed("TrainStep::download_compute_weights");
+  const size_t n = sz(layout_.total());
+  std::vector<uint16_t> bits(n);
+  SG_CUDA_CHECK(cudaMemcpyAsync(bits.data(), params_, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream));
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = bf16_bits_to_float(bits[i]);
+  return out;
+}
+
+StepScalars TrainStep::download_scalars(cudaStream_t stream) const {
+  check_setup_allowed("TrainStep::download_scalars");
+  StepScalars out;
+  SG_CUDA_CHECK(cudaMemcpyAsync(&out, scalars_, sizeof(out), cudaMemcpyDeviceToHost, stream));
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return out;
+}
+
+rng::RngState TrainStep::download_rng_state(cudaStream_t stream) {
+  check_setup_allowed("TrainStep::download_rng_state");
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));  // the tracker copies on the legacy stream
+  rng_.download();
+  return rng_.host_state(rng_.index(cuda::kDefaultRng));
+}
+
+void TrainStep::upload_batch(cudaStream_t stream, const HostBatch& batch) {
+  check_setup_allowed("TrainStep::upload_batch");
+  batch.check(layout_.spec, batch_);
+  const size_t n = sz(tokens_per_step());
+  SG_CUDA_CHECK(cudaMemcpyAsync(tokens_, batch.tokens.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  SG_CUDA_CHECK(cudaMemcpyAsync(targets_, batch.targets.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  SG_CUDA_CHECK(cudaMemcpyAsync(loss_mask_, batch.loss_mask.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace sg::model

@@ -1,0 +1,244 @@
+#pragma once
+// The GPU training step, written once as launches on one stream, so it runs eagerly, captured whole
+// (cuda_graph_impl local) or with per-(layer, module, phase) regions graphed (transformer_engine) — and
+// every execution touches the same addresses and reads the same device scalars.
+//
+// The model is a stack of layers (model/stack.h, model/layer.h); the step owns what lies between and
+// around them: the embedding, the residual stream and every pre-norm (fused with the residual add at
+// each layer boundary), the LM head and loss, gradient norm and clipping, the lr schedule and AdamW.
+//
+// Plan time (the constructor): EVERY buffer is declared in one cuda::MemoryPlan and backed by one Arena:
+//   parameters      bf16 compute weights (flat, model/param_builder.h offsets)
+//   main_weights    fp32 master weights
+//   gradients       fp32 main_grad, accumulated over microbatches
+//   optimizer_state Adam moments, StepScalars, RNG generator states, cuDNN dropout seeds/offsets
+//   activations     ONE microbatch's saved activations (the residual stream, each layer's own) +
+//                   scratch shared by all layers: the microbatches run forward+backward one after the
+//                   other and reuse them
+//   workspaces      cuBLASLt (32 MiB), cuDNN attention, chunked LM head, rmsnorm/embedding/grad-norm scratch
+//   inputs          tokens, targets, loss_mask of the WHOLE global batch (microbatch m at rows m T ..)
+// and every GEMM and attention plan is made. After that nothing is allocated or planned.
+//
+// Step time: enqueue_step() enqueues the complete step: zero the gradients and the step's loss and
+// flags; for each microbatch: [attention dropout seeds], embedding, layer 0's pre-norm, per layer its
+// module forward regions, the chunked LM head + cross-entropy (adds loss/M into the device loss), per
+// layer in reverse its module backward regions, layer 0's pre-norm backward, embedding backward, RNG
+// advance; then loss NaN flag, grad norm + clip coefficient + grad NaN flag, lr from the device step
+// counter, AdamW (writes the bf16 weights), step counter + 1. No host sync, no allocation, no host-side
+// per-step scalar.
+//
+// Region boundaries (each region reads and writes only static buffers, so it can be replayed for every
+// microbatch and every step). With x_i the residual stream entering layer i and n_i = norm_i(x_i):
+//   forward, layer i (its last module's region ends with):
+//       delta_i = layer(n_i); x_{i+1} = x_i + drop(delta_i), n_{i+1} = norm_{i+1}(x_{i+1})   (fused)
+//   where norm_{i+1} is layer i+1's pre-norm, or the final norm after the last layer. So the final norm
+//   lives in the last layer's region and only layer 0's pre-norm runs outside a region.
+//   backward, layer i (its last module's region starts with):
+//       d x_{i+1} = norm_{i+1}'(d n_{i+1}) + d x_{i+2};  d delta_i = drop'(d x_{i+1})
+//   and its first module's region ends with d n_i. The pair (d n, d residual) travels between regions
+//   in shared buffers: d_norm_, and d_resid_[k % 2] holding d x_k.
+// For GPT blocks (attention then MLP) this is exactly the structure of the dense Llama step.
+//
+// Dropout: hidden_dropout on every layer's output (before the residual add) with our Philox from the
+// "default" generator (the same masks as the CPU model); attention_dropout inside cuDNN attention with
+// per-layer seeds derived from the "model-parallel-rng" generator (as Megatron forks it for attention).
+// Sites: model/dropout_sites.h. Every generator's offset advances by kRngOffsetPerMicrobatch after each
+// microbatch, on the device.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/arena.h"
+#include "cuda/philox.h"
+#include "cuda/rng_tracker.h"
+#include "graph/region.h"
+#include "graph/scope_plan.h"
+#include "kernels/gemm.h"
+#include "kernels/lm_head.h"
+#include "model/batch.h"
+#include "model/dropout_sites.h"
+#include "model/layer.h"
+#include "model/layer_context.h"
+#include "model/spec.h"
+#include "model/stack.h"
+
+namespace sg::model {
+
+// The step's device-resident scalars, one struct in device memory so the trainer can copy them all with
+// one cudaMemcpyAsync after the step. loss and both flags are zeroed at the start of every step, so after
+// the step they describe that step only.
+struct StepScalars {
+  int64_t steps_done = 0;      // optimizer steps done (the lr schedule's step; AdamW's t - 1)
+  float lr = 0.0f;             // lr of the last update
+  float grad_norm = 0.0f;      // global L2 norm of the last step's gradients (before clipping)
+  float clip_coef = 1.0f;      // gradient scale applied by the last update
+  float loss = 0.0f;           // the last step's loss: mean over microbatches of the masked mean CE
+  int32_t loss_nonfinite = 0;  // 1: the step loss was NaN/inf (rerun_state_machine.check_for_nan_in_loss)
+  int32_t grad_nonfinite = 0;  // 1: the grad norm was NaN/inf (ddp.check_for_nan_in_grad)
+  float eval_loss = 0.0f;      // enqueue_eval's result: the evaluated batch's loss (mean over microbatches)
+};
+
+struct TrainStepOptions {
+  // Bytes of one LM-head chunk's fp32 logits + bf16 dlogits (kernels/lm_head.h).
+  size_t lm_head_chunk_budget_bytes = kernels::kLmHeadDefaultChunkBudgetBytes;
+};
+
+class TrainStep {
+ public:
+  // Plans all memory and every GEMM/attention plan on the current device; the arena starts zeroed
+  // (upload the initial weights with upload_parameters). `seed` is rng.seed: the RNG tracker's
+  // "default" generator gets it (hidden dropout), "model-parallel-rng" seed + 2718 (attention dropout).
+  // Throws sg::Error for a layer kind that is not implemented (model/layer_registry.h).
+  TrainStep(const ModelSpec& model, const BatchSpec& batch, const OptimizerSpec& optimizer, uint64_t seed,
+            const TrainStepOptions& options = {});
+  ~TrainStep();
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
+
+  const ModelLayout& layout() const { return layout_; }
+  const ModelSpec& model_spec() const { return layout_.spec; }
+  const BatchSpec& batch_spec() const { return batch_; }
+  int64_t tokens_per_microbatch() const { return T_; }
+  int64_t tokens_per_step() const { return T_ * batch_.num_microbatches; }
+
+  // ---- the step ----
+  // Enqueues one complete training step on `stream` (see the file comment). Region bodies go through
+  // `regions`; everything else is launched directly. The batch must already be in the input buffers.
+  void enqueue_step(cudaStream_t stream, graph::RegionRunner& regions);
+  // Forward-only evaluation of the batch in the input buffers (Megatron's model.eval() + forward):
+  // every microbatch's forward — the layers' forward modules with their dropout off, no hidden
+  // dropout — then the LM head's loss only (no backward GEMMs); the mean loss over the microbatches
+  // lands in StepScalars::eval_loss (zeroed first). It writes only activations, LM-head workspace and
+  // eval_loss — no parameter, gradient, optimizer state, RNG state or other step scalar — so training
+  // gives the same bits with and without evaluation. Region keys are the forward ones of enqueue_step,
+  // but the bodies differ when dropout is on: run it with its own runner (eager, or inside its own
+  // whole capture), never the training step's scoped runner.
+  void enqueue_eval(cudaStream_t stream, graph::RegionRunner& regions);
+  const float* eval_loss() const { return &scalars_device()->eval_loss; }
+
+  // Every buffer the step plans, declared on the CPU without a device (`stepgraph validate`,
+  // `bench --dryrun`, `train` at start): the same declarations as the constructor's, except the
+  // workspaces only the device can size (the layers' device plans, e.g. cuDNN attention, and the
+  // embedding backward's CUB sort scratch), which are absent or 0 bytes here.
+  static cuda::MemoryPlan plan_memory(const ModelSpec& model, const BatchSpec& batch,
+                                      const TrainStepOptions& options = {});
+
+  // ---- setup and inspection (synchronous on `stream`; never inside a step) ----
+  // fp32 weights (layout().total() floats) into the main weights and their bf16 copy; zeroes the Adam
+  // moments and the step counter.
+  void upload_parameters(cudaStream_t stream, const std::vector<float>& weights);
+  // A checkpointed state: weights, moments, steps done and the "default" generator's RngState (the
+  // other generators keep their seeds and take the same offset).
+  void load_state(cudaStream_t stream, const std::vector<float>& weights, const std::vector<float>& exp_avg,
+                  const std::vector<float>& exp_avg_sq, int64_t steps_done, rng::RngState rng);
+  std::vector<float> download_main_weights(cudaStream_t stream) const;
+  std::vector<float> download_compute_weights(cudaStream_t stream) const;  // the bf16 copy, widened
+  std::vector<float> download_grads(cudaStream_t stream) const;
+  std::vector<float> download_exp_avg(cudaStream_t stream) const;
+  std::vector<float> download_exp_avg_sq(cudaStream_t stream) const;
+  StepScalars download_scalars(cudaStream_t stream) const;
+  rng::RngState download_rng_state(cudaStream_t stream);  // the "default" generator
+  // Copies a host batch into the input buffers (tests, tools; the trainer copies asynchronously into
+  // tokens()/targets()/loss_mask() from pinned memory instead).
+  void upload_batch(cudaStream_t stream, const HostBatch& batch);
+
+  // ---- device pointers ----
+  int32_t* tokens() const;     // [tokens_per_step()]
+  int32_t* targets() const;    // [tokens_per_step()]
+  float* loss_mask() const;    // [tokens_per_step()]
+  const StepScalars* scalars() const;  // device
+  const float* loss() const { return &scalars_device()->loss; }
+  const float* grad_norm() const { return &scalars_device()->grad_norm; }
+  const float* lr() const { return &scalars_device()->lr; }
+  const int32_t* loss_nonfinite() const { return &scalars_device()->loss_nonfinite; }
+  const int32_t* grad_nonfinite() const { return &scalars_device()->grad_nonfinite; }
+  const int64_t* step_counter() const { return &scalars_device()->steps_done; }
+  cuda::RngTracker& rng_tracker() { return rng_; }
+
+  // The regions the step marks, per layer of the stack in step order (for graph::plan_graph_scopes).
+  std::vector<graph::LayerRegions> layer_regions() const;
+  // Saved activation bytes per (layer, module) of one microbatch (what recompute could drop).
+  const std::vector<SavedActivationBytes>& saved_activations() const { return saved_activations_; }
+  const cuda::Arena& arena() const { return *arena_; }
+  std::string memory_breakdown() const { return arena_->breakdown(); }
+
+ private:
+  // What planning yields besides the MemoryPlan (the layers' accounting).
+  struct LayerPlans {
+    std::vector<SavedActivationBytes> saved_activations;
+    std::vector<uint32_t> attention_dropout_sites;  // per cuDNN seed slot
+  };
+  // Declares every buffer into `plan`: the step's own and its layers' (Layer::plan), then `device`
+  // (may be null: no device) runs the layers' device plans, then the shared buffers are planned.
+  // `embedding_scratch_bytes` is the CUB sort scratch (0 without a device).
+  static LayerPlans declare_memory(cuda::MemoryPlan& plan, const ModelLayout& layout, const BatchSpec& batch,
+                                   const TrainStepOptions& options, std::vector<std::unique_ptr<Layer>>& layers,
+                                   SharedBuffers& shared, DevicePlanContext* device, size_t embedding_scratch_bytes);
+  void plan_memory(const TrainStepOptions& options);  // plans every buffer, makes the arena, binds
+  void microbatch(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb);
+  // A microbatch's forward up to the final norm (n_N); `train` false: dropout off (evaluation).
+  void forward(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb, bool train);
+  // The step's side of layer i's regions: the fused dropout + residual add + next norm after its
+  // forward (no dropout when `train` is false), and the next norm's backward + dropout backward before
+  // its backward.
+  void layer_output_forward(cudaStream_t stream, size_t i, bool train);
+  void layer_output_backward(cudaStream_t stream, size_t i);
+  void norm_backward(cudaStream_t stream, bf16* din, int64_t norm_offset, const bf16* in, const float* rstd,
+                     const bf16* dresidual);
+  StepScalars* scalars_device() const;
+  void download_floats(cudaStream_t stream, const float* src, std::vector<float>& out) const;
+  void check_setup_allowed(const char* what) const;
+
+  std::vector<std::unique_ptr<Layer>> layers_;
+  ModelLayout layout_;
+  BatchSpec batch_;
+  OptimizerSpec optimizer_;
+  int64_t T_ = 0;
+
+  std::unique_ptr<kernels::CudnnContext> cudnn_;
+  kernels::LmHeadLayout lm_head_layout_;
+  size_t embedding_scratch_bytes_ = 0, rmsnorm_scratch_bytes_ = 0;
+  cuda::RngTracker rng_;
+  SharedBuffers shared_buffers_;
+  SharedObjects shared_objects_;
+  std::vector<SavedActivationBytes> saved_activations_;
+  std::vector<uint32_t> attention_dropout_sites_;  // per cuDNN seed slot
+
+  std::unique_ptr<cuda::Arena> arena_;
+  std::unique_ptr<kernels::Blas> blas_;
+  std::unique_ptr<kernels::LmHeadPlan> lm_head_;
+
+  // Bound pointers (arena addresses; fixed for the life of the step).
+  bf16* params_ = nullptr;
+  float* main_weights_ = nullptr;
+  float* grads_ = nullptr;
+  float* exp_avg_ = nullptr;
+  float* exp_avg_sq_ = nullptr;
+  StepScalars* scalars_ = nullptr;
+  uint32_t* dropout_sites_ = nullptr;  // [slots] the attention layers' sites (written once)
+  int64_t* dropout_seeds_ = nullptr;   // [slots]
+  int64_t* dropout_offsets_ = nullptr;
+  std::vector<bf16*> resid_;     // [N+1] x_i; x_N enters the final norm
+  std::vector<bf16*> norm_;      // [N+1] n_i; n_N = final norm output (the LM head input)
+  std::vector<float*> rstd_;     // [N+1]
+  std::vector<LayerIO> io_;      // [N] what each layer reads and writes
+  std::vector<LayerIO> eval_io_;  // [N] the same with the layers' dropout off (enqueue_eval)
+  bf16* delta_ = nullptr;        // [T, H] every layer's output, dropped in place
+  bf16* d_resid_[2] = {};        // [T, H] d x_k in d_resid_[k % 2]
+  bf16* d_delta_ = nullptr;      // [T, H] dropout backward output
+  bf16* d_norm_ = nullptr;       // [T, H] d n_i
+  const rng::RngState* hidden_rng_ = nullptr;     // "default" generator (hidden dropout)
+  const rng::RngState* attention_rng_ = nullptr;  // "model-parallel-rng" (cuDNN attention dropout seeds)
+  void* lm_head_workspace_ = nullptr;
+  float* rmsnorm_scratch_ = nullptr;
+  void* embedding_scratch_ = nullptr;
+  double* grad_norm_partials_ = nullptr;
+  int32_t* tokens_ = nullptr;
+  int32_t* targets_ = nullptr;
+  float* loss_mask_ = nullptr;
+};
+
+}  // namespace sg::model
