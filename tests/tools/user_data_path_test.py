@@ -15,7 +15,8 @@ backend, then checks what the run leaves:
   - the TensorBoard event file reads with the tensorboard package's EventAccumulator (else with protobuf's
     parser and the schema compiled by protoc; else only its TFRecord framing is checked) and holds the
     losses of metrics.jsonl;
-  - evaluation does not change training: the same run without validation has bitwise equal losses.
+  - evaluation does not change training: the same run without validation has bitwise equal losses;
+  - `stepgraph generate` on the save directory uses the tokenizer copied into the checkpoint.
 
     python3 tests/tools/user_data_path_test.py --stepgraph build/src/stepgraph [-v]
 """
@@ -226,6 +227,18 @@ class UserDataPath(unittest.TestCase):
         tok = AutoTokenizer.from_pretrained(os.path.join(ckpt, folders[-1]))
         self.assertEqual(tok.eos_token_id, 0)
         self.assertEqual(tok.decode(tok("Call me a reader.").input_ids), "Call me a reader.")
+
+    def test_generate_uses_the_checkpoints_own_tokenizer(self):
+        # The README's step 5: `stepgraph generate` on the save directory (its latest checkpoint) finds the
+        # tokenizer copied into it; the prompt is tokenized as the tokenizer itself does.
+        from tokenizers import Tokenizer
+        out = run(STEPGRAPH, "generate", os.path.join(self.dir, "ckpt_my_run"), "--cpu", "--json", "--ignore-eos",
+                  "--prompt", "The river", "--max-new-tokens", "6").stdout
+        result = json.loads(out)
+        want = Tokenizer.from_file(os.path.join(self.tok, "tokenizer.json")).encode("The river").ids
+        self.assertEqual(result["prompt_tokens"], [want])
+        self.assertEqual(len(result["tokens"][0]), 6)
+        self.assertEqual(len(result["texts"]), 1)
 
     def test_tensorboard_events_hold_the_metrics(self):
         tb = os.path.join(self.dir, "tb_my_run")
