@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/strings.h"
+#include "config/moe_layer_freq.h"
 #include "config/validate.h"
 
 namespace sg::config::detail {
@@ -141,6 +142,59 @@ class ShapeChecker {
     one_of("model.moe_token_dispatcher_type", m.moe_token_dispatcher_type,
            {"allgather", "alltoall", "flex"});
     non_negative("model.moe_aux_loss_coeff", m.moe_aux_loss_coeff);
+    if (experts > 0) check_moe_routing(experts);
+    // kv_channels: the attention layer derives its head dim from hidden_size / num_attention_heads.
+    if (m.kv_channels && m.num_attention_heads > 0 &&
+        *m.kv_channels * m.num_attention_heads != m.hidden_size) {
+      fail("kv_channels different from hidden_size / num_attention_heads is not implemented yet (the attention "
+           "layer's query width is hidden_size)",
+           {"model.kv_channels", "model.hidden_size", "model.num_attention_heads"},
+           "remove model.kv_channels, or set it to hidden_size / num_attention_heads");
+    }
+  }
+
+  // The rest of the MoE keys, for an MoE model (Megatron's own asserts and what the kernels need).
+  void check_moe_routing(int64_t experts) {
+    const ModelConfig& m = c_.model;
+    if (m.moe_token_dispatcher_type != "alltoall") {
+      fail("moe_token_dispatcher_type " + m.moe_token_dispatcher_type +
+               " is not supported: on one GPU stepgraph's dispatch is alltoall's (permute, grouped GEMM, "
+               "unpermute)",
+           {"model.moe_token_dispatcher_type"}, "set model.moe_token_dispatcher_type=alltoall");
+    }
+    one_of("model.moe_router_score_function", m.moe_router_score_function, {"softmax", "sigmoid"});
+    one_of("model.moe_router_load_balancing_type", m.moe_router_load_balancing_type,
+           {"aux_loss", "seq_aux_loss", "none"});
+    one_of("model.moe_token_drop_policy", m.moe_token_drop_policy, {"probs", "position"});
+    if (m.moe_router_pre_softmax && m.moe_router_score_function != "softmax") {
+      fail("moe_router_pre_softmax needs the softmax score function",
+           {"model.moe_router_pre_softmax", "model.moe_router_score_function"},
+           "set model.moe_router_pre_softmax=false, or model.moe_router_score_function=softmax");
+    }
+    if (m.moe_router_topk_scaling_factor) positive("model.moe_router_topk_scaling_factor", *m.moe_router_topk_scaling_factor);
+    if (m.moe_z_loss_coeff) non_negative("model.moe_z_loss_coeff", *m.moe_z_loss_coeff);
+    if (m.moe_router_enable_expert_bias) {
+      if (m.moe_router_score_function != "sigmoid") {
+        fail("moe_router_enable_expert_bias needs the sigmoid score function (as in Megatron)",
+             {"model.moe_router_enable_expert_bias", "model.moe_router_score_function"},
+             "set model.moe_router_score_function=sigmoid, or model.moe_router_enable_expert_bias=false");
+      }
+      positive("model.moe_router_bias_update_rate", m.moe_router_bias_update_rate);
+    }
+    if (m.moe_shared_expert_intermediate_size) {
+      size("model.moe_shared_expert_intermediate_size", *m.moe_shared_expert_intermediate_size);
+    }
+    if (experts > 1024) {
+      fail("num_moe_experts is above the router's 1024 experts", {"model.num_moe_experts"},
+           "set model.num_moe_experts to at most 1024");
+    }
+    try {
+      if (m.num_layers > 0 && m.hybrid_override_pattern.value_or("").empty()) {
+        expand_moe_layer_freq(m.moe_layer_freq, m.num_layers);
+      }
+    } catch (const ConfigError& e) {
+      fail(e.what(), {"model.moe_layer_freq", "model.num_layers"}, "give model.moe_layer_freq one entry per block");
+    }
   }
 
   void check_layers_and_recompute() {

@@ -52,11 +52,14 @@ std::vector<LayerKind> stack_layer_kinds(const ModelSpec& spec) {
   }
   SG_CHECK(spec.num_layers > 0, strprintf("model.num_layers = %lld: must be positive",
                                           static_cast<long long>(spec.num_layers)));
-  const LayerKind mlp = spec.num_moe_experts > 0 ? LayerKind::moe : LayerKind::mlp;
+  const std::vector<int>& freq = spec.moe.layer_freq;
+  SG_CHECK(freq.empty() || static_cast<int64_t>(freq.size()) == spec.num_layers,
+           strprintf("model.moe_layer_freq lists %zu blocks but model.num_layers is %lld: give one 0/1 per block",
+                     freq.size(), static_cast<long long>(spec.num_layers)));
   std::vector<LayerKind> kinds;
   for (int64_t b = 0; b < spec.num_layers; ++b) {
     kinds.push_back(LayerKind::attention);
-    kinds.push_back(mlp);
+    kinds.push_back(spec.num_moe_experts > 0 && spec.moe.is_moe_block(b) ? LayerKind::moe : LayerKind::mlp);
   }
   return kinds;
 }

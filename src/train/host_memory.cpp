@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/layers/moe_layer.h"
 #include "model/stack.h"
 
 namespace sg::train {
@@ -38,7 +39,14 @@ CpuLayerCost cpu_layer_cost(model::LayerKind kind, const model::ModelSpec& m, co
               T * (QKV + H) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S, T * (H + QKV)};
     case model::LayerKind::mlp:  // gate_up, SwiGLU output; their gradients
       return {H + 3.0 * F * H, 3.0 * T * F, 3.0 * T * F};
-    case model::LayerKind::moe:
+    case model::LayerKind::moe: {  // moe_layer_cpu.cpp: router, permuted rows, experts, shared expert
+      const model::MoeShapes s = model::moe_shapes(m, b.micro_batch_size * m.seq_length);
+      const double E = static_cast<double>(s.E), R = static_cast<double>(s.rows), Fe = static_cast<double>(s.F),
+                   Sh = static_cast<double>(s.S), k = static_cast<double>(s.k);
+      return {H + E * H + 3.0 * E * Fe * H + 3.0 * Sh * H + E,
+              T * (E + 2.0 * k) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh,
+              T * (E + k + H) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh};
+    }
     case model::LayerKind::mamba: break;
   }
   throw Error(strprintf("host memory of %s layers is not counted yet (train/host_memory.cpp)",

@@ -28,7 +28,13 @@ double training_flops_per_step(const model::ModelSpec& m, const model::BatchSpec
         attention_layers += 1.0;
         break;
       case model::LayerKind::mlp: matmul_params += 3.0 * H * static_cast<double>(m.ffn_hidden_size); break;
-      case model::LayerKind::moe:
+      case model::LayerKind::moe: {  // router, the k routed experts a token visits, the shared expert
+        const double F = static_cast<double>(m.moe_ffn_hidden_size);
+        const double shared = static_cast<double>(m.moe.shared_expert_intermediate_size);
+        matmul_params += H * static_cast<double>(m.num_moe_experts) +
+                         3.0 * H * (F * static_cast<double>(m.moe_router_topk) + shared);
+        break;
+      }
       case model::LayerKind::mamba:
         throw Error(strprintf("training FLOPs of %s layers are not counted yet (train/metrics.cpp)",
                               model::layer_kind_info(kind).description));
