@@ -18,6 +18,8 @@ struct StepResult {
   float loss = 0.0f;
   float grad_norm = 0.0f;
   float lr = 0.0f;
+  float aux_loss = 0.0f;  // MoE load-balancing and z-loss (model/train_step.h StepScalars), apart from loss
+  float z_loss = 0.0f;
   bool loss_finite = true;
   bool grads_finite = true;
   double step_ms = 0.0;      // device time between the step's start and end events (CPU: wall time)

@@ -120,6 +120,8 @@ std::vector<StepResult> GpuBackend::collect(int in_flight) {
     r.loss = s.loss;
     r.grad_norm = s.grad_norm;
     r.lr = s.lr;
+    r.aux_loss = s.aux_loss;
+    r.z_loss = s.z_loss;
     r.loss_finite = s.loss_nonfinite == 0;
     r.grads_finite = s.grad_nonfinite == 0;
     r.step_ms = cuda::Event::elapsed_ms(f.start, f.end);

@@ -73,10 +73,14 @@ void MetricsLog::write(const StepMetrics& m) {
   errno = 0;
   const int printed = std::fprintf(file_,
                "{\"step\": %lld, \"loss\": %s, \"grad_norm\": %s, \"lr\": %s, \"step_ms\": %.4f, "
-               "\"tokens_per_s\": %.1f, \"tflops_per_gpu\": %.3f, \"mfu\": %.5f, \"device_memory_used\": %llu}\n",
+               "\"tokens_per_s\": %.1f, \"tflops_per_gpu\": %.3f, \"mfu\": %.5f, \"device_memory_used\": %llu%s}\n",
                static_cast<long long>(m.step), json_number(m.loss).c_str(), json_number(m.grad_norm).c_str(),
                json_number(m.lr).c_str(), m.step_ms, m.tokens_per_s, m.tflops_per_gpu, m.mfu,
-               static_cast<unsigned long long>(m.device_memory_used));
+               static_cast<unsigned long long>(m.device_memory_used),
+               m.moe ? strprintf(", \"moe_aux_loss\": %s, \"moe_z_loss\": %s", json_number(m.aux_loss).c_str(),
+                                 json_number(m.z_loss).c_str())
+                           .c_str()
+                     : "");
   if (printed < 0 || std::fflush(file_) != 0 || std::ferror(file_)) {
     const int err = errno;
     throw Error(strprintf("cannot write metrics file %s at step %lld: %s%s", path_.c_str(),

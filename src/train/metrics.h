@@ -27,6 +27,9 @@ struct StepMetrics {
   double tflops_per_gpu = 0.0;
   double mfu = 0.0;  // fraction of peak, 0 when the peak is unknown
   uint64_t device_memory_used = 0;
+  // MoE models: their auxiliary losses (written as moe_aux_loss / moe_z_loss when `moe`).
+  bool moe = false;
+  float aux_loss = 0.0f, z_loss = 0.0f;
 };
 
 // One JSON object per line; flushed after every record so a crash loses nothing written. A fresh run

@@ -214,7 +214,10 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     summary.last_loss = r.loss;
     summary.steps_done = r.step;
     stop_handlers.step_took(r.step_ms / 1e3);
-    const StepMetrics m = to_metrics(r, flops, peak, tokens, backend.device_memory_used());
+    StepMetrics m = to_metrics(r, flops, peak, tokens, backend.device_memory_used());
+    m.moe = model.num_moe_experts > 0;
+    m.aux_loss = r.aux_loss;
+    m.z_loss = r.z_loss;
     try {
       metrics.write(m);
     } catch (const Error& e) {
@@ -229,7 +232,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
                               "%.0f tok/s | %.1f TFLOP/s | MFU %.1f%% | mem %s",
                               static_cast<long long>(r.step), static_cast<long long>(train_iters), m.loss,
                               m.grad_norm, m.lr, m.step_ms, m.tokens_per_s, m.tflops_per_gpu, m.mfu * 100,
-                              human_bytes(m.device_memory_used).c_str()));
+                              human_bytes(m.device_memory_used).c_str()) +
+                    (m.moe ? strprintf(" | moe aux loss %.4g | z loss %.4g", m.aux_loss, m.z_loss) : std::string()));
     }
     progress.update(r.step, strprintf("loss %.4f", r.loss));
   };

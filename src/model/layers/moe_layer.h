@@ -101,6 +101,7 @@ class MoeLayerCpu final : public CpuLayer {
   // The last forward's routing (tests).
   const std::vector<int32_t>& routing_map() const { return routing_map_; }
   const std::vector<int32_t>& kept_counts() const { return perm_.kept_counts; }
+  const std::vector<int32_t>& slot_to_row() const { return perm_.slot_to_row; }
 
  private:
   MoeDeclarations decl_;
