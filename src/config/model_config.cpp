@@ -56,6 +56,7 @@ model::ModelSpec model_spec(const Config& config) {
   spec.ffn_hidden_size = m.ffn_hidden_size.value_or(4 * m.hidden_size);
   spec.num_attention_heads = m.num_attention_heads;
   spec.num_query_groups = m.num_query_groups.value_or(m.num_attention_heads);
+  spec.kv_channels = m.kv_channels.value_or(0);
   spec.seq_length = m.seq_length;
   spec.rotary_base = m.rotary_base;
   // Megatron's apply_rope_scaling: the factor is a key, the rest are the Llama 3.x release constants.
@@ -93,7 +94,12 @@ std::vector<model::LayerKind> layer_pattern(const Config& config) {
     }
   }
   if (m.num_layers <= 0) return {};  // reported by validation (rule 16)
-  return model::stack_layer_kinds(model_spec(config));
+  // Only what the GPT layout's kinds depend on (the other MoE keys are validated apart).
+  model::ModelSpec spec;
+  spec.num_layers = m.num_layers;
+  spec.num_moe_experts = m.num_moe_experts.value_or(0);
+  if (spec.num_moe_experts > 0) spec.moe.layer_freq = expand_moe_layer_freq(m.moe_layer_freq, m.num_layers);
+  return model::stack_layer_kinds(spec);
 }
 
 std::string describe_layers(const Config& config) {

@@ -113,8 +113,11 @@ std::vector<int> expand_moe_layer_freq(const std::vector<std::string>& value, in
     for (int64_t b = 0; b < num_layers; ++b) per_block.push_back(b % every == 0 ? 1 : 0);
     return per_block;
   }
-  if (value.size() == 1) {
-    per_block = ListExpression(value[0]).parse();
+  bool expression = false;
+  for (const std::string& item : value) expression = expression || item.find_first_of("[]()*+") != std::string::npos;
+  if (expression) {
+    // A string with commas inside ("([1,0]*2)") arrives split at them: rejoin it.
+    per_block = ListExpression(join(value, ",")).parse();
   } else {
     for (const std::string& item : value) {
       if (item != "0" && item != "1") fail(text, "list entries must be 0 (dense MLP) or 1 (MoE), got '" + item + "'");

@@ -197,8 +197,13 @@ class Validator {
       }
       layers_known_ = true;
     } catch (const ConfigError& e) {
-      violation(16, e.what(), {"model.hybrid_override_pattern"},
-                "use only M (Mamba), * (attention), - (MLP) and E (MoE), one character per layer");
+      if (std::string_view(e.what()).rfind("model.moe_layer_freq", 0) == 0) {
+        violation(16, e.what(), {"model.moe_layer_freq", "model.num_layers"},
+                  "give model.moe_layer_freq as an integer or one 0/1 per block");
+      } else {
+        violation(16, e.what(), {"model.hybrid_override_pattern"},
+                  "use only M (Mamba), * (attention), - (MLP) and E (MoE), one character per layer");
+      }
     }
   }
   bool has_module(graph::Module module) const {

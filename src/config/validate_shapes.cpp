@@ -4,7 +4,6 @@
 #include <limits>
 
 #include "core/strings.h"
-#include "config/moe_layer_freq.h"
 #include "config/validate.h"
 
 namespace sg::config::detail {
@@ -85,7 +84,12 @@ class ShapeChecker {
     size("model.num_layers", m.num_layers, kMaxLayers);
     const bool hidden_ok = size("model.hidden_size", m.hidden_size);
     const bool heads_ok = size("model.num_attention_heads", m.num_attention_heads);
-    if (hidden_ok && heads_ok) {
+    if (m.kv_channels) {
+      if (size("model.kv_channels", *m.kv_channels) && *m.kv_channels % 2 != 0) {
+        fail("kv_channels (the head dimension) must be even (RoPE rotates pairs of channels)",
+             {"model.kv_channels"}, "set model.kv_channels to an even value");
+      }
+    } else if (hidden_ok && heads_ok) {
       if (m.hidden_size % m.num_attention_heads != 0) {
         fail("hidden_size must be divisible by num_attention_heads",
              {"model.hidden_size", "model.num_attention_heads"},
@@ -143,14 +147,6 @@ class ShapeChecker {
            {"allgather", "alltoall", "flex"});
     non_negative("model.moe_aux_loss_coeff", m.moe_aux_loss_coeff);
     if (experts > 0) check_moe_routing(experts);
-    // kv_channels: the attention layer derives its head dim from hidden_size / num_attention_heads.
-    if (m.kv_channels && m.num_attention_heads > 0 &&
-        *m.kv_channels * m.num_attention_heads != m.hidden_size) {
-      fail("kv_channels different from hidden_size / num_attention_heads is not implemented yet (the attention "
-           "layer's query width is hidden_size)",
-           {"model.kv_channels", "model.hidden_size", "model.num_attention_heads"},
-           "remove model.kv_channels, or set it to hidden_size / num_attention_heads");
-    }
   }
 
   // The rest of the MoE keys, for an MoE model (Megatron's own asserts and what the kernels need).
@@ -187,13 +183,6 @@ class ShapeChecker {
     if (experts > 1024) {
       fail("num_moe_experts is above the router's 1024 experts", {"model.num_moe_experts"},
            "set model.num_moe_experts to at most 1024");
-    }
-    try {
-      if (m.num_layers > 0 && m.hybrid_override_pattern.value_or("").empty()) {
-        expand_moe_layer_freq(m.moe_layer_freq, m.num_layers);
-      }
-    } catch (const ConfigError& e) {
-      fail(e.what(), {"model.moe_layer_freq", "model.num_layers"}, "give model.moe_layer_freq one entry per block");
     }
   }
 

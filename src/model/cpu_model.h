@@ -82,6 +82,7 @@ class CpuModel {
   CpuStepResult train_step(const HostBatch& batch);
 
   int64_t steps_done() const { return steps_done_; }
+  const std::vector<std::unique_ptr<CpuLayer>>& layers() const { return layers_; }
   rng::RngState rng_state() const { return rng_; }
 
  private:

@@ -35,9 +35,14 @@ struct ModelSpec {
   int64_t moe_ffn_hidden_size = 0;
   MoeSpec moe;  // the rest of Megatron's moe_* keys (model/moe_spec.h)
 
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // Megatron's kv_channels: the attention head dim; 0 = hidden_size / num_attention_heads. Real MoE
+  // shapes (Qwen3-30B-A3B: hidden 2048, 32 heads of 128) have query width != hidden_size.
+  int64_t kv_channels = 0;
+
+  int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
+  int64_t q_dim() const { return head_dim() * num_attention_heads; }
   int64_t kv_dim() const { return head_dim() * num_query_groups; }
-  int64_t qkv_dim() const { return hidden_size + 2 * kv_dim(); }
+  int64_t qkv_dim() const { return q_dim() + 2 * kv_dim(); }
 };
 
 // Batch shapes of one step.

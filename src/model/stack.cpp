@@ -116,13 +116,28 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
     return none("no transformers architecture loads hybrid layer patterns yet (NemotronHForCausalLM comes "
                 "with the Mamba layers, issue 12)");
   }
+  bool moe = false, mlp = false;
   for (LayerKind k : stack_layer_kinds(spec)) {
-    if (k != LayerKind::attention && k != LayerKind::mlp) {
+    moe = moe || k == LayerKind::moe;
+    mlp = mlp || k == LayerKind::mlp;
+    if (k != LayerKind::attention && k != LayerKind::mlp && k != LayerKind::moe) {
       return none(strprintf("no transformers architecture for GPT blocks with %s layers yet",
                             layer_kind_info(k).description));
     }
   }
-  return "LlamaForCausalLM";
+  if (!moe) return "LlamaForCausalLM";
+  // Mixtral: every block MoE, softmax over all experts, top-k renormalised (= Megatron's softmax after
+  // top-k), no scaling, no shared expert, no expert bias.
+  const MoeSpec& m = spec.moe;
+  if (mlp) return none("MixtralForCausalLM needs every block MoE (model.moe_layer_freq mixes dense and MoE blocks)");
+  if (m.score_function != ref::MoeScoreFunction::softmax || m.pre_softmax) {
+    return none("MixtralForCausalLM routes with a softmax over the top-k logits (model.moe_router_score_function="
+                "softmax, model.moe_router_pre_softmax=false)");
+  }
+  if (m.topk_scaling_factor != 1.0) return none("MixtralForCausalLM has no model.moe_router_topk_scaling_factor");
+  if (m.shared_expert_intermediate_size > 0) return none("MixtralForCausalLM has no shared expert");
+  if (m.enable_expert_bias) return none("MixtralForCausalLM has no expert bias");
+  return "MixtralForCausalLM";
 }
 
 ParamRef ModelLayout::norm_before(int64_t i) const {

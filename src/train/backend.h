@@ -57,6 +57,9 @@ class TrainingBackend {
   virtual std::vector<std::string> end_report() const { return {}; }
   virtual uint64_t device_memory_used() const { return 0; }
   virtual std::string device_name() const { return "cpu"; }
+  // MoE models: the kept tokens per expert of the last finished step, one row per MoE layer (waits for
+  // the device; call between steps, e.g. at the log interval). Empty for dense models.
+  virtual std::vector<std::vector<int32_t>> moe_token_counts() { return {}; }
 
   // Messages the backend emits while running (e.g. "captured 1 graph in 84 ms"); set by the trainer.
   std::function<void(const std::string&)> notify = [](const std::string&) {};

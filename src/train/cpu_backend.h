@@ -4,6 +4,7 @@
 #include <deque>
 
 #include "model/cpu_model.h"
+#include "model/layers/moe_layer.h"
 #include "train/backend.h"
 
 namespace sg::train {
@@ -20,6 +21,9 @@ class CpuBackend final : public TrainingBackend {
   std::vector<StepResult> collect(int in_flight) override;
   TrainingState state() override;
   void load_state(const TrainingState& state) override;
+  std::vector<std::vector<int32_t>> moe_token_counts() override {
+    return model::moe_step_token_counts(model_.layers());
+  }
 
  private:
   model::CpuModel model_;

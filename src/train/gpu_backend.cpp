@@ -8,6 +8,7 @@
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "model/init.h"
+#include "model/layers/moe_layer.h"
 
 namespace sg::train {
 
@@ -129,6 +130,11 @@ std::vector<StepResult> GpuBackend::collect(int in_flight) {
     out.push_back(r);
   }
   return out;
+}
+
+std::vector<std::vector<int32_t>> GpuBackend::moe_token_counts() {
+  stream_.synchronize();
+  return model::moe_step_token_counts(step_->layers(), stream_);
 }
 
 TrainingState GpuBackend::state() {

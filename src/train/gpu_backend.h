@@ -34,6 +34,7 @@ class GpuBackend final : public TrainingBackend {
   std::vector<std::string> end_report() const override;
   uint64_t device_memory_used() const override;
   std::string device_name() const override;
+  std::vector<std::vector<int32_t>> moe_token_counts() override;
 
   graph::GraphStats graph_stats() const { return graphed_->stats(); }
   // Device memory the graphs took at capture (cudaMemGetInfo before and after the capture step); -1

@@ -24,8 +24,8 @@ double training_flops_per_step(const model::ModelSpec& m, const model::BatchSpec
   for (const model::LayerKind kind : model::stack_layer_kinds(m)) {
     switch (kind) {
       case model::LayerKind::attention:
-        matmul_params += H * static_cast<double>(m.qkv_dim()) + H * H;
-        attention_layers += 1.0;
+        matmul_params += H * static_cast<double>(m.qkv_dim()) + H * static_cast<double>(m.q_dim());
+        attention_layers += static_cast<double>(m.q_dim()) / H;  // in units of H-wide attention
         break;
       case model::LayerKind::mlp: matmul_params += 3.0 * H * static_cast<double>(m.ffn_hidden_size); break;
       case model::LayerKind::moe: {  // router, the k routed experts a token visits, the shared expert
@@ -67,6 +67,18 @@ MetricsLog::~MetricsLog() {
 namespace {
 // JSON has no NaN or infinity: a non-finite value (NaN checks off) is written as null.
 std::string json_number(double v) { return std::isfinite(v) ? strprintf("%.9g", v) : std::string("null"); }
+
+// ', "moe_tokens_per_expert": [[...], ...]' (one row per MoE layer), or nothing.
+std::string moe_tokens_json(const std::vector<std::vector<int32_t>>& rows) {
+  if (rows.empty()) return "";
+  std::string s = ", \"moe_tokens_per_expert\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    s += i ? ", [" : "[";
+    for (size_t e = 0; e < rows[i].size(); ++e) s += (e ? ", " : "") + std::to_string(rows[i][e]);
+    s += "]";
+  }
+  return s + "]";
+}
 }  // namespace
 
 void MetricsLog::write(const StepMetrics& m) {
@@ -77,8 +89,9 @@ void MetricsLog::write(const StepMetrics& m) {
                static_cast<long long>(m.step), json_number(m.loss).c_str(), json_number(m.grad_norm).c_str(),
                json_number(m.lr).c_str(), m.step_ms, m.tokens_per_s, m.tflops_per_gpu, m.mfu,
                static_cast<unsigned long long>(m.device_memory_used),
-               m.moe ? strprintf(", \"moe_aux_loss\": %s, \"moe_z_loss\": %s", json_number(m.aux_loss).c_str(),
-                                 json_number(m.z_loss).c_str())
+               m.moe ? (strprintf(", \"moe_aux_loss\": %s, \"moe_z_loss\": %s", json_number(m.aux_loss).c_str(),
+                                  json_number(m.z_loss).c_str()) +
+                        moe_tokens_json(m.moe_tokens))
                            .c_str()
                      : "");
   if (printed < 0 || std::fflush(file_) != 0 || std::ferror(file_)) {

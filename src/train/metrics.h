@@ -30,6 +30,8 @@ struct StepMetrics {
   // MoE models: their auxiliary losses (written as moe_aux_loss / moe_z_loss when `moe`).
   bool moe = false;
   float aux_loss = 0.0f, z_loss = 0.0f;
+  // At the log interval: kept tokens per expert of the step, one row per MoE layer (moe_tokens_per_expert).
+  std::vector<std::vector<int32_t>> moe_tokens;
 };
 
 // One JSON object per line; flushed after every record so a crash loses nothing written. A fresh run

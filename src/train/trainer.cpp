@@ -118,6 +118,20 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   throw ReportedError(e.what(), exit_code);
 }
 
+// The largest per-expert token count over the mean (1 = balanced), over all MoE layers.
+double max_expert_load(const std::vector<std::vector<int32_t>>& rows) {
+  double worst = 0.0;
+  for (const auto& row : rows) {
+    double sum = 0.0, top = 0.0;
+    for (int32_t n : row) {
+      sum += n;
+      top = std::max(top, static_cast<double>(n));
+    }
+    if (sum > 0) worst = std::max(worst, top * static_cast<double>(row.size()) / sum);
+  }
+  return worst;
+}
+
 StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, double tokens,
                        uint64_t memory_used) {
   StepMetrics m;
@@ -218,6 +232,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     m.moe = model.num_moe_experts > 0;
     m.aux_loss = r.aux_loss;
     m.z_loss = r.z_loss;
+    const bool log_step = r.step % log_interval == 0 || r.step == train_iters;
+    if (m.moe && log_step) m.moe_tokens = backend.moe_token_counts();  // the latest finished step's
     try {
       metrics.write(m);
     } catch (const Error& e) {
@@ -233,7 +249,9 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
                               static_cast<long long>(r.step), static_cast<long long>(train_iters), m.loss,
                               m.grad_norm, m.lr, m.step_ms, m.tokens_per_s, m.tflops_per_gpu, m.mfu * 100,
                               human_bytes(m.device_memory_used).c_str()) +
-                    (m.moe ? strprintf(" | moe aux loss %.4g | z loss %.4g", m.aux_loss, m.z_loss) : std::string()));
+                    (m.moe ? strprintf(" | moe aux loss %.4g | z loss %.4g | expert load max/mean %.2f", m.aux_loss,
+                                       m.z_loss, max_expert_load(m.moe_tokens))
+                           : std::string()));
     }
     progress.update(r.step, strprintf("loss %.4f", r.loss));
   };

@@ -234,7 +234,9 @@ TEST_P(MoeLayerGpu, MatchesTheCpuTwin) {
               aux.z);
   EXPECT_NEAR(losses[0], aux.load_balancing, 1e-4 * std::fabs(aux.load_balancing) + 1e-7) << "aux loss";
   EXPECT_NEAR(losses[1], aux.z, 1e-4 * std::fabs(aux.z) + 1e-7) << "z loss";
-  if (s.losses.aux_coeff > 0.0f) EXPECT_GT(losses[0], 0.0f);
+  if (s.losses.aux_coeff > 0.0f) {
+    EXPECT_GT(losses[0], 0.0f);
+  }
 }
 
 const CaseParam kCases[] = {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda/device.h"
+#include "graph_mode_runs.h"
 #include "model/init.h"
 #include "model/layer_registry.h"
 #include "train/backend_factory.h"
@@ -26,69 +27,12 @@
 namespace sg::train {
 namespace {
 
-constexpr int64_t kSteps = 30;
+using graph_runs::bitwise_equal;
+using graph_runs::kSteps;
+using graph_runs::run_mode;
+using graph_runs::RunResult;
 
-config::Config tiny_with(const std::vector<std::string>& extra) {
-  std::vector<std::string> overrides = {"model.attention_dropout=0.1", "model.hidden_dropout=0.1",
-                                        "train.global_batch_size=8",  // two microbatches of 4
-                                        "train.train_iters=30",       "dataset.mock=true",
-                                        "model.cuda_graph_warmup_steps=2"};
-  overrides.insert(overrides.end(), extra.begin(), extra.end());
-  const config::ValidationReport report = config::validate(config::load_config("llama/tiny", overrides));
-  EXPECT_TRUE(report.ok()) << (report.violations.empty() ? "" : config::format_violation(report.violations[0]));
-  return report.config;
-}
-
-struct RunResult {
-  std::vector<float> losses;
-  TrainingState state;
-  graph::GraphStats stats;
-  int64_t graph_memory = -1;
-  size_t arena_bytes = 0;
-};
-
-// `initial`: start from these weights instead of the model's own initialisation.
-RunResult run_mode(const config::Config& config, const std::vector<float>* initial = nullptr) {
-  const model::ModelSpec model = config::model_spec(config);
-  const model::BatchSpec batch = config::batch_spec(config);
-  GpuBackend backend(config, model, batch, optimizer_spec(config), {static_cast<uint64_t>(config.rng.seed), 0});
-  if (initial != nullptr) {
-    TrainingState start;
-    start.main_weights = *initial;
-    start.exp_avg.assign(initial->size(), 0.0f);
-    start.exp_avg_sq.assign(initial->size(), 0.0f);
-    start.rng = {static_cast<uint64_t>(config.rng.seed), 0};
-    backend.load_state(start);
-  }
-  data::DataLoaderOptions o;
-  o.mock = true;
-  o.seq_length = model.seq_length;
-  o.vocab_size = model.vocab_size;
-  o.seed = static_cast<uint64_t>(config.rng.seed);
-  data::DataLoader loader(o);
-  model::HostBatch host;
-  const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
-  host.tokens.resize(n);
-  host.targets.resize(n);
-  host.loss_mask.resize(n);
-  RunResult out;
-  for (int64_t step = 1; step <= kSteps; ++step) {
-    data::fill_batch(loader, {host.tokens.data(), host.targets.data(), host.loss_mask.data(),
-                              batch.num_microbatches * batch.micro_batch_size, model.seq_length});
-    backend.submit(host);
-    for (const StepResult& r : backend.collect(1)) out.losses.push_back(r.loss);
-  }
-  for (const StepResult& r : backend.collect(0)) out.losses.push_back(r.loss);
-  out.state = backend.state();
-  out.stats = backend.graph_stats();
-  out.graph_memory = backend.graph_memory_bytes();
-  out.arena_bytes = backend.step().arena().total_bytes();
-  return out;
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+config::Config tiny_with(const std::vector<std::string>& extra) { return graph_runs::recipe_with("llama/tiny", extra); }
 
 class GraphModesGpu : public ::testing::Test {
  protected:

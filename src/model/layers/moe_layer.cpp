@@ -499,4 +499,20 @@ void MoeLayer::step_end(cudaStream_t stream) {
   }
 }
 
+std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<Layer>>& layers,
+                                                         cudaStream_t stream) {
+  cuda::check_host_sync_allowed("moe_step_token_counts");
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& layer : layers) {
+    const auto* moe = dynamic_cast<const MoeLayer*>(layer.get());
+    if (moe == nullptr) continue;
+    std::vector<int32_t> counts(sz(moe->shapes().E));
+    SG_CUDA_CHECK(cudaMemcpyAsync(counts.data(), moe->step_token_counts(), counts.size() * sizeof(int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+    SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    out.push_back(std::move(counts));
+  }
+  return out;
+}
+
 }  // namespace sg::model

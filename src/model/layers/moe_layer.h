@@ -98,6 +98,8 @@ class MoeLayerCpu final : public CpuLayer {
   const MoeShapes& shapes() const { return shapes_; }
   // The kept tokens per expert of the microbatches since step_begin (what step_end balances).
   const std::vector<int32_t>& step_token_counts() const { return step_counts_; }
+  // Those of the last finished step (step_end keeps them; logged).
+  const std::vector<int32_t>& last_step_token_counts() const { return logged_counts_; }
   // The last forward's routing (tests).
   const std::vector<int32_t>& routing_map() const { return routing_map_; }
   const std::vector<int32_t>& kept_counts() const { return perm_.kept_counts; }
@@ -113,7 +115,13 @@ class MoeLayerCpu final : public CpuLayer {
   // scratch
   std::vector<float> d_expert_out_, dprobs_, d_act_, d_fc1_, d_permuted_, dlogits_, d_shared_act_,
       d_shared_gate_up_, d_input_part_;
-  std::vector<int32_t> step_counts_;
+  std::vector<int32_t> step_counts_, logged_counts_;
 };
+
+// The kept tokens per expert of the last finished step, one row per MoE layer of `layers` in stack
+// order (GPU: a synchronous copy on `stream`, outside the step; CPU: the twins' own).
+std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<Layer>>& layers,
+                                                         cudaStream_t stream);
+std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<CpuLayer>>& layers);
 
 }  // namespace sg::model

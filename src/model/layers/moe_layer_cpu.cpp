@@ -120,9 +120,18 @@ void MoeLayerCpu::backward(const CpuLayerIO& io) {
 void MoeLayerCpu::step_begin() { std::fill(step_counts_.begin(), step_counts_.end(), 0); }
 
 void MoeLayerCpu::step_end(const ModelLayout& layout, float* weights) {
+  logged_counts_ = step_counts_;
   if (!shapes_.expert_bias) return;
   ref::moe_expert_bias_update(weights + layout.offset(decl_.expert_bias), step_counts_.data(), shapes_.E,
                               shapes_.bias_update_rate);  // zeroes step_counts_
+}
+
+std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<CpuLayer>>& layers) {
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& layer : layers) {
+    if (const auto* moe = dynamic_cast<const MoeLayerCpu*>(layer.get())) out.push_back(moe->last_step_token_counts());
+  }
+  return out;
 }
 
 }  // namespace sg::model
