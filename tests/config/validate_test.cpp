@@ -213,7 +213,8 @@ const std::vector<RuleCase> kCases = {
      "llama/tiny",
      {"model.hybrid_override_pattern=M*-x"},
      "model.hybrid_override_pattern",
-     {"model.hybrid_override_pattern=M*-E", "model.num_moe_experts=4"}},
+     {"model.hybrid_override_pattern=M*-E", "model.num_moe_experts=4",
+                     "model.moe_token_dispatcher_type=alltoall"}},
     {16,
      "moe/tiny_moe",
      {"model.moe_router_topk=9"},
@@ -256,9 +257,9 @@ TEST(Validate, EveryRuleHasABreakingAndAPassingConfig) {
     covered[c.rule] = true;
   }
   for (int rule = 1; rule <= config::kNumRules; ++rule) {
-    // Rule 2 is a normalization and rule 5 a statement (NaN checks work in every mode), each with a
-    // note: neither can be broken.
-    if (rule == 2 || rule == 5) continue;
+    // Rule 2 is a normalization, rules 5 and 8 statements (NaN checks work in every mode; dropless
+    // MoE graphs whole), each with a note: none of them can be broken.
+    if (rule == 2 || rule == 5 || rule == 8) continue;
     EXPECT_TRUE(covered[rule]) << "no case breaks rule " << rule;
   }
 }
@@ -366,7 +367,8 @@ TEST(Validate, Rule16NotesUnimplementedFeaturesAndTrainCanRefuseThem) {
       "llama/tiny", {"model.tensor_model_parallel_size=2", "model.pipeline_model_parallel_size=2",
                      "model.expert_model_parallel_size=2", "model.recompute_granularity=full",
                      "model.cpu_offloading=true", "model.delay_wgrad_compute=true",
-                     "model.hybrid_override_pattern=M*-E", "model.num_moe_experts=4"});
+                     "model.hybrid_override_pattern=M*-E", "model.num_moe_experts=4",
+                     "model.moe_token_dispatcher_type=alltoall"});
   const auto features = config::unimplemented_features(c);
   const std::string all = [&] {
     std::string s;
