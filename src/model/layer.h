@@ -57,6 +57,7 @@ struct LayerIO {
   bf16* output = nullptr;          // delta_i [T, H]
   const bf16* d_output = nullptr;  // d delta_i [T, H]
   bf16* d_input = nullptr;         // d n_i [T, H]
+  bool dropout = true;             // dropout inside the layer; false: evaluation (forward only)
 };
 
 class Layer : public LayerBase {
@@ -91,6 +92,7 @@ struct CpuLayerIO {
   const float* d_output = nullptr;  // d delta_i [T, H]
   float* d_input = nullptr;         // d n_i [T, H]
   rng::RngState rng{};             // the microbatch's generator state (dropout inside the layer)
+  bool dropout = true;             // false: evaluation, the layer's dropout off
   // Auxiliary losses: forward adds loss_scale * value into *aux_losses (may be null); backward adds
   // loss_scale * their gradients (loss_scale = 1 / num_microbatches, as the main loss's).
   AuxLosses* aux_losses = nullptr;

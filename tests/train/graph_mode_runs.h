@@ -15,6 +15,7 @@
 #include "data/blended_dataset.h"
 #include "train/backend_factory.h"
 #include "train/gpu_backend.h"
+#include "train/mock_training.h"
 #include "train/trainer.h"
 
 namespace sg::train::graph_runs {
@@ -62,22 +63,10 @@ inline RunResult run_mode(const config::Config& config, const std::vector<float>
     start.rng = {static_cast<uint64_t>(config.rng.seed), 0};
     backend.load_state(start);
   }
-  data::DataLoaderOptions o;
-  o.mock = true;
-  o.seq_length = model.seq_length;
-  o.vocab_size = model.vocab_size;
-  o.seed = static_cast<uint64_t>(config.rng.seed);
-  data::DataLoader loader(o);
-  model::HostBatch host;
-  const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
-  host.tokens.resize(n);
-  host.targets.resize(n);
-  host.loss_mask.resize(n);
+  sg::test::LoaderBatches batches(sg::test::mock_data_options(config, model), model, batch);
   RunResult out;
   for (int64_t step = 1; step <= kSteps; ++step) {
-    data::fill_batch(loader, {host.tokens.data(), host.targets.data(), host.loss_mask.data(),
-                              batch.num_microbatches * batch.micro_batch_size, model.seq_length});
-    backend.submit(host);
+    backend.submit(batches.next());
     for (const StepResult& r : backend.collect(1)) out.add(r);
   }
   for (const StepResult& r : backend.collect(0)) out.add(r);

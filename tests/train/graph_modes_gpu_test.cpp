@@ -20,6 +20,7 @@
 #include "data/batch.h"
 #include "data/blended_dataset.h"
 #include "train/gpu_backend.h"
+#include "train/mock_training.h"
 #include "config/model_config.h"
 #include "train/trainer.h"
 #include "config/validate.h"

@@ -334,7 +334,7 @@ void MoeLayer::forward(graph::Module module, cudaStream_t stream, const LayerIO&
       pre.expert_row_offsets = b.offsets;
       pre.slot_to_row = b.slot_to_row;
       pre.row_to_slot = b.row_to_slot;
-      pre.step_counts = b.step_counts;
+      pre.step_counts = io.dropout ? b.step_counts : nullptr;  // evaluation leaves the step's counts alone
       kernels::moe_preprocess(stream, pre);
       kernels::moe_permute_forward(stream, {.permuted = b.permuted,
                                             .hidden = io.input,
@@ -390,7 +390,7 @@ void MoeLayer::router_forward(cudaStream_t stream, const LayerIO& io) {
                                         .k = s.k,
                                         .group_tokens = s.losses.group_tokens(s.T)});
   }
-  if (s.any_loss()) {
+  if (s.any_loss() && io.dropout) {  // training only: evaluation writes no step scalar
     kernels::MoeRouterLossParams lp;
     lp.logits = b.logits;
     lp.aux_counts = b.aux_counts;

@@ -10,6 +10,7 @@
 // Backward mirrors it (moe: combine, FC2, SwiGLU, FC1; moe_preprocess: un-permute into d n; moe_router:
 // router and loss gradients through the fp32 gating linear, the shared expert's FC1).
 // After the optimizer update (step_end) the aux-loss-free expert bias moves by the step's token counts.
+// Evaluation (LayerIO::dropout false) runs the same forward but adds no auxiliary loss and no count.
 //
 // Parameters (Mixtral's names under the layer's prefix, "model.layers.b.block_sparse_moe."):
 //   gate.weight [E, H]; experts.j.w1 / w3 [F, H] (one [E, 2F, H] block: expert j's gate then up rows);

@@ -57,7 +57,9 @@ void MoeLayerCpu::forward(const CpuLayerIO& io) {
 
   // Dispatch.
   perm_ = ref::moe_preprocess(routing_map_.data(), probs_.data(), s.dispatch);
-  for (int64_t e = 0; e < s.E; ++e) step_counts_[sz(e)] += perm_.kept_counts[sz(e)];
+  if (io.dropout) {  // training only (evaluation leaves the step's counts alone)
+    for (int64_t e = 0; e < s.E; ++e) step_counts_[sz(e)] += perm_.kept_counts[sz(e)];
+  }
   ref::moe_permute_forward(permuted_.data(), io.input, perm_.row_to_slot.data(), s.rows, s.k, s.H);
 
   // Experts. Rows outside every expert's segment stay zero.
