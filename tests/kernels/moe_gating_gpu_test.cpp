@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cuda/device.h"
 #include "cuda/stream.h"
 #include "gpu_test_util.h"
 #include "kernels/moe_gating.h"
@@ -17,7 +18,12 @@ namespace {
 using namespace sg;
 using namespace sg::test;
 
-class MoeGatingGpu : public ::testing::TestWithParam<int64_t> {};
+class MoeGatingGpu : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU";
+  }
+};
 
 TEST_P(MoeGatingGpu, WidenAndAddGradMatchTheReference) {
   const int64_t n = GetParam();
