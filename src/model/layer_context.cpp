@@ -49,6 +49,10 @@ LayerPlanContext::LayerPlanContext(const ModelSpec& model, const BatchSpec& batc
                                    SharedBuffers& shared)
     : model_(model), batch_(batch), tokens_(batch.tokens_per_microbatch(model)), plan_(plan), shared_(shared) {}
 
+cuda::MemorySlot LayerPlanContext::state(const std::string& name, size_t bytes) {
+  return plan_.add(strprintf("state.layer%d.%s", layer_, name.c_str()), cuda::MemoryCategory::optimizer_state, bytes);
+}
+
 cuda::MemorySlot LayerPlanContext::saved(graph::Module module, const std::string& name, size_t bytes) {
   const cuda::MemorySlot slot =
       plan_.add(strprintf("act.layer%d.%s", layer_, name.c_str()), cuda::MemoryCategory::activations, bytes);

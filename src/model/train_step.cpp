@@ -168,8 +168,10 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   blas_ = std::make_unique<kernels::Blas>(arena_->raw(slot("workspace.cublaslt")), kernels::Blas::kWorkspaceBytes);
   StepPointers pointers;
   pointers.params = params_;
-  pointers.grads = grads_;
   pointers.main_weights = main_weights_;
+  pointers.grads = grads_;
+  pointers.aux_loss = &scalars_->aux_loss;
+  pointers.z_loss = &scalars_->z_loss;
   pointers.hidden_rng = hidden_rng_;
   pointers.attention_dropout_seeds = dropout_seeds_;
   pointers.attention_dropout_offsets = dropout_offsets_;
