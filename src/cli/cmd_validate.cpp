@@ -14,6 +14,8 @@
 #include "config/config.h"
 #include "config/model_config.h"
 #include "config/validate.h"
+#include "model/activation_account.h"
+#include "model/recompute.h"
 #include "train/pretrained.h"
 
 namespace sg::cli {
@@ -55,6 +57,30 @@ nlohmann::json to_json(const std::vector<config::KeyValue>& values) {
   return out;
 }
 
+// Activation bytes of one microbatch, per layer, with and without recompute (no GPU needed); null when
+// the config does not describe a model the engine builds.
+nlohmann::json activations_json(const config::Config& c) {
+  if (c.train.micro_batch_size.value_or(0) <= 0) return nullptr;
+  try {
+    const model::ModelSpec spec = config::model_spec(c);
+    const model::ActivationAccount account = model::activation_account(spec, config::batch_spec(c));
+    nlohmann::json out = {{"recompute", model::describe_recompute(spec.recompute)},
+                          {"bytes", account.without_recompute()},
+                          {"with_recompute_bytes", account.with_recompute()},
+                          {"recompute_buffer_bytes", account.recompute_buffer_bytes},
+                          {"layers", nlohmann::json::array()}};
+    for (const model::LayerActivations& l : account.layers) {
+      out["layers"].push_back({{"layer", l.layer},
+                               {"kind", model::layer_kind_name(l.kind)},
+                               {"bytes", l.bytes},
+                               {"with_recompute_bytes", l.kept()}});
+    }
+    return out;
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
 nlohmann::json to_json(const Outcome& o) {
   nlohmann::json out = {{"recipe", o.name}, {"source", o.source}};
   if (!o.report) {
@@ -77,6 +103,7 @@ nlohmann::json to_json(const Outcome& o) {
         {{"rule", n.rule}, {"message", n.message}, {"values", to_json(n.values)}});
   }
   out["unimplemented"] = config::unimplemented_features(o.report->config);
+  out["activations"] = activations_json(o.report->config);
   return out;
 }
 

@@ -55,6 +55,8 @@ std::string format_note(const Note& note);
 namespace detail {
 // Rule 16's shape and value checks (validate_shapes.cpp), on a config whose defaults are resolved.
 void check_shapes(const Config& config, std::vector<Violation>& violations);
+// Rule 16's recompute checks (validate_recompute.cpp): the keys' own rules, what the layer kinds can recompute.
+void check_recompute(const Config& config, std::vector<Violation>& violations, std::vector<Note>& notes);
 }  // namespace detail
 
 }  // namespace sg::config

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/recompute_spec.h"
 #include "reference/rope_frequencies.h"
 
 namespace sg::model {
@@ -32,6 +33,9 @@ struct ModelSpec {
   int64_t num_moe_experts = 0;
   int64_t moe_router_topk = 2;
   int64_t moe_ffn_hidden_size = 0;
+  // Activation recompute (model/recompute_spec.h): changes the memory plan and the backward's work,
+  // never the numbers.
+  RecomputeSpec recompute;
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t kv_dim() const { return head_dim() * num_query_groups; }

@@ -25,7 +25,8 @@ TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const Optim
       layout_(declare_model(model, [this](size_t i, LayerDeclarations& d) { layers_[i]->declare(d); })),
       batch_(batch),
       optimizer_(optimizer),
-      rng_(seed) {
+      rng_(seed),
+      recompute_(std::make_unique<RecomputeLayout>(model)) {
   SG_CHECK(batch.micro_batch_size > 0 && batch.num_microbatches > 0,
            strprintf("micro_batch_size = %lld and num_microbatches = %lld must be positive",
                      static_cast<long long>(batch.micro_batch_size), static_cast<long long>(batch.num_microbatches)));
@@ -61,16 +62,10 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   const MemorySlot rng = rng_.plan(plan, "rng.states");
 
   // Activations of one microbatch. The residual stream and the pre-norms: N + 1 boundaries (the last is
-  // the final norm's input / output).
-  std::vector<MemorySlot> resid, norm, rstd;
-  for (int64_t i = 0; i <= N; ++i) {
-    const long long k = static_cast<long long>(i);
-    resid.push_back(plan.add_array<bf16>(strprintf("act.resid%lld", k), MemoryCategory::activations, sz(T * H)));
-    norm.push_back(plan.add_array<bf16>(strprintf("act.norm%lld", k), MemoryCategory::activations, sz(T * H)));
-    rstd.push_back(plan.add_array<float>(strprintf("act.rstd%lld", k), MemoryCategory::activations, sz(T)));
-  }
+  // the final norm's input / output); what recompute gives back goes to the recompute buffers.
+  const BoundarySlots boundaries = plan_boundaries(plan, *recompute_, N, T, H);
   // Each layer's own saved activations and scratch, then its device plans and workspaces.
-  LayerPlanContext plan_context(m, batch_, plan, shared_buffers_);
+  LayerPlanContext plan_context(m, batch_, plan, shared_buffers_, recompute_.get());
   for (auto& layer : layers_) {
     plan_context.set_layer(layer->index());
     layer->plan(plan_context);
@@ -80,6 +75,7 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   DevicePlanContext device_context(m, batch_, shared_buffers_, shared_objects_, *cudnn_);
   for (auto& layer : layers_) layer->plan_device(device_context);
   shared_buffers_.plan(plan);
+  recompute_->plan(plan);
 
   const size_t slots = attention_dropout_sites_.size();
   const MemorySlot sites = plan.add_array<uint32_t>("attention.dropout_sites", MemoryCategory::optimizer_state, slots);
@@ -120,10 +116,14 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   rng_.bind(arena_->get<rng::RngState>(rng));  // uploads the initial generator states
   hidden_rng_ = rng_.device_state(cuda::kDefaultRng);
   attention_rng_ = rng_.device_state(cuda::kModelParallelRng);
+  recompute_->bind(*arena_);
+  const auto boundary = [this](MemorySlot slot) {
+    return static_cast<bf16*>(recompute_->owns(slot) ? recompute_->get(slot) : arena_->raw(slot));
+  };
   for (int64_t i = 0; i <= N; ++i) {
-    resid_.push_back(arena_->get<bf16>(resid[sz(i)]));
-    norm_.push_back(arena_->get<bf16>(norm[sz(i)]));
-    rstd_.push_back(arena_->get<float>(rstd[sz(i)]));
+    resid_.push_back(boundary(boundaries.resid[sz(i)]));
+    norm_.push_back(boundary(boundaries.norm[sz(i)]));
+    rstd_.push_back(arena_->get<float>(boundaries.rstd[sz(i)]));
   }
   delta_ = arena_->get<bf16>(delta);
   d_resid_[0] = arena_->get<bf16>(d_resid_a);
@@ -146,7 +146,8 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   pointers.hidden_rng = hidden_rng_;
   pointers.attention_dropout_seeds = dropout_seeds_;
   pointers.attention_dropout_offsets = dropout_offsets_;
-  LayerBindContext bind_context(layout_, *arena_, shared_buffers_, shared_objects_, *blas_, pointers);
+  LayerBindContext bind_context(layout_, *arena_, shared_buffers_, shared_objects_, *blas_, pointers,
+                                recompute_.get());
   for (size_t i = 0; i < layers_.size(); ++i) {
     layers_[i]->bind(bind_context);
     // Layer i reads n_i; its output goes through the step's dropout (in place on delta_, or into

@@ -39,6 +39,10 @@
 //   in shared buffers: d_norm_, and d_resid_[k % 2] holding d x_k.
 // For GPT blocks (attention then MLP) this is exactly the structure of the dense Llama step.
 //
+// Activation recompute (model/recompute_layout.h): what the settings give back lives in shared recompute
+// buffers, and each recompute group reruns at the start of its last layer's backward region, right after
+// the step's side of that boundary — inside the same region, so graphs capture it too.
+//
 // Dropout: hidden_dropout on every layer's output (before the residual add) with our Philox from the
 // "default" generator (the same masks as the CPU model); attention_dropout inside cuDNN attention with
 // per-layer seeds derived from the "model-parallel-rng" generator (as Megatron forks it for attention).
@@ -62,6 +66,7 @@
 #include "model/dropout_sites.h"
 #include "model/layer.h"
 #include "model/layer_context.h"
+#include "model/recompute_layout.h"
 #include "model/spec.h"
 #include "model/stack.h"
 
@@ -142,8 +147,9 @@ class TrainStep {
 
   // The regions the step marks, per layer of the stack in step order (for graph::plan_graph_scopes).
   std::vector<graph::LayerRegions> layer_regions() const;
-  // Saved activation bytes per (layer, module) of one microbatch (what recompute could drop).
+  // Saved activation bytes per (layer, module) of one microbatch (and what recompute gives back).
   const std::vector<SavedActivationBytes>& saved_activations() const { return saved_activations_; }
+  const RecomputeLayout& recompute_layout() const { return *recompute_; }
   const cuda::Arena& arena() const { return *arena_; }
   std::string memory_breakdown() const { return arena_->breakdown(); }
 
@@ -154,6 +160,10 @@ class TrainStep {
   // forward, and the next norm's backward + dropout backward before its backward.
   void layer_output_forward(cudaStream_t stream, size_t i);
   void layer_output_backward(cudaStream_t stream, size_t i);
+  // Activation recompute of one group (model/recompute_layout.h), at the start of its last layer's
+  // backward: the pre-norm outputs it gave back, each layer's rerun modules, and for a full group the
+  // step's dropout + residual add + norm between its layers.
+  void recompute_group(cudaStream_t stream, const RecomputeGroup& group);
   void norm_backward(cudaStream_t stream, bf16* din, int64_t norm_offset, const bf16* in, const float* rstd,
                      const bf16* dresidual);
   StepScalars* scalars_device() const;
@@ -170,6 +180,7 @@ class TrainStep {
   kernels::LmHeadLayout lm_head_layout_;
   size_t embedding_scratch_bytes_ = 0, rmsnorm_scratch_bytes_ = 0;
   cuda::RngTracker rng_;
+  std::unique_ptr<RecomputeLayout> recompute_;
   SharedBuffers shared_buffers_;
   SharedObjects shared_objects_;
   std::vector<SavedActivationBytes> saved_activations_;

@@ -15,6 +15,7 @@
 #include "data/batch.h"
 #include "data/blended_dataset.h"
 #include "train/metrics.h"
+#include "model/activation_account.h"
 #include "model/layer_registry.h"
 #include "config/model_config.h"
 #include "train/host_memory.h"
@@ -149,6 +150,9 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     log::info(strprintf("model: %s; %lld parameters; checkpoints load as %s",
                         model::describe_stack(layout.spec).c_str(), static_cast<long long>(layout.num_parameters()),
                         hf.empty() ? ("nothing yet (no config.json: " + why_no_hf + ")").c_str() : hf.c_str()));
+  }
+  for (const std::string& line : model::describe_activations(model, model::activation_account(model, batch))) {
+    log::info(line);
   }
   log::info(backend.memory_plan());
   for (const auto& line : backend.start_report()) log::info(line);

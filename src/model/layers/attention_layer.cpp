@@ -62,9 +62,10 @@ void AttentionLayer::plan(LayerPlanContext& ctx) {
   T_ = ctx.tokens();
   const int64_t H = model_.hidden_size, QKV = model_.qkv_dim();
   const int64_t lse_count = ctx.batch().micro_batch_size * model_.num_attention_heads * model_.seq_length;
+  full_recompute_ = ctx.full_recompute();
   qkv_slot_ = ctx.saved_array<bf16>(Module::attn, "qkv", sz(T_ * QKV));
-  attn_slot_ = ctx.saved_array<bf16>(Module::attn, "attn_out", sz(T_ * H));
-  lse_slot_ = ctx.saved_array<float>(Module::attn, "softmax_lse", sz(lse_count));
+  attn_slot_ = ctx.saved_array<bf16>(Module::attn, "attn_out", sz(T_ * H), RecomputeModule::core_attn);
+  lse_slot_ = ctx.saved_array<float>(Module::attn, "softmax_lse", sz(lse_count), RecomputeModule::core_attn);
   d_attn_ref_ = ctx.scratch("grad.d_attn", sz(T_ * H) * sizeof(bf16));
   d_qkv_ref_ = ctx.scratch("grad.d_qkv", sz(T_ * QKV) * sizeof(bf16));
   if (model_.attention_dropout > 0.0f) dropout_slot_ = ctx.attention_dropout_slot(decl_.probs_site);
@@ -116,9 +117,7 @@ kernels::RopeParams rope_params(const ModelSpec& m, bf16* x, int64_t T) {
 }
 }  // namespace
 
-void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
-  gemms_->qkv.run(stream, qkv_, io.input, w_qkv_);
-  kernels::rope_forward(stream, rope_params(model_, qkv_, T_));
+void AttentionLayer::attention_forward(cudaStream_t stream) {
   kernels::AttentionForwardParams ap;
   ap.out = attn_;
   ap.lse = lse_;
@@ -127,7 +126,21 @@ void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream
   ap.dropout_offset = dropout_offset_;
   ap.workspace = workspace_;
   attention_->forward(stream, ap);
+}
+
+void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
+  gemms_->qkv.run(stream, qkv_, io.input, w_qkv_);
+  kernels::rope_forward(stream, rope_params(model_, qkv_, T_));
+  attention_forward(stream);
   gemms_->o_proj.run(stream, io.output, attn_, w_o_);
+}
+
+void AttentionLayer::recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) {
+  if (full_recompute_) {
+    forward(module, stream, io);
+  } else {
+    attention_forward(stream);  // core_attn: qkv was kept
+  }
 }
 
 void AttentionLayer::backward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {

@@ -3,6 +3,8 @@
 //   [gate, up] = n Wgate_up^T; act = silu(gate) * up; delta = act Wdown^T.
 // Parameters: gate_proj, up_proj (one fused [2F, H] block), down_proj (output-projection init).
 // No dropout inside (the output dropout is the step's). Module: mlp.
+// Recompute: mlp gives back gate_up and the SwiGLU output (rerun: the gate_up GEMM and SwiGLU from the
+// kept input n); full recompute reruns the down projection too (the next layer of the chunk reads it).
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -21,17 +23,21 @@ class MlpLayer final : public Layer {
  public:
   explicit MlpLayer(LayerPlace place);
   ~MlpLayer() override;
+  static LayerRecompute recompute_support() { return {{RecomputeModule::mlp}, true}; }
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(LayerPlanContext& context) override;
   void bind(LayerBindContext& context) override;
   void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+  void recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
 
  private:
   struct Gemms;  // mlp_layer.cpp
+  void activations_forward(cudaStream_t stream, const LayerIO& io);  // gate_up and SwiGLU
 
   MlpDeclarations decl_;
+  bool full_recompute_ = false;
   int64_t T_ = 0, H_ = 0, F_ = 0;
   cuda::MemorySlot gate_up_slot_, act_slot_;
   SharedBufferRef d_gate_up_ref_, d_act_ref_;
