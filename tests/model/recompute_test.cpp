@@ -14,6 +14,7 @@
 #include "cuda/bf16.h"
 #include "model/activation_account.h"
 #include "model/cpu_model.h"
+#include "model/layer_registry.h"
 #include "model/recompute.h"
 #include "model/recompute_layout.h"
 #include "tiny_model.h"
@@ -183,19 +184,19 @@ TEST(CheckRecompute, ModulesOfMissingKindsAreErrorsNamingTheKind) {
   EXPECT_FALSE(layer_kind_recompute(LayerKind::moe).full);  // not registered yet
 }
 
-struct Run {
+struct TrainedRun {
   std::vector<float> losses, grad_norms;
   std::vector<float> weights, exp_avg, exp_avg_sq;
 };
 
-Run train(const ModelSpec& spec, int steps) {
+TrainedRun train(const ModelSpec& spec, int steps) {
   BatchSpec batch;
   batch.micro_batch_size = 2;
   batch.num_microbatches = 2;
   OptimizerSpec opt;
   opt.lr = 1e-2;
   CpuModel model(spec, batch, opt, rng::RngState{4321, 0});
-  Run r;
+  TrainedRun r;
   for (int step = 0; step < steps; ++step) {
     const CpuStepResult s = model.train_step(test::random_batch(spec, batch, 500 + static_cast<uint64_t>(step)));
     r.losses.push_back(s.loss);
@@ -211,7 +212,7 @@ TEST(CpuRecompute, EverySettingTrainsBitwiseLikeNoRecompute) {
   ModelSpec spec = with({}, 3);
   spec.attention_dropout = 0.1f;
   spec.hidden_dropout = 0.1f;
-  const Run plain = train(spec, 4);
+  const TrainedRun plain = train(spec, 4);
   const std::vector<std::pair<const char*, RecomputeSpec>> settings = {
       {"selective core_attn", selective({M::core_attn})},
       {"selective mlp", selective({M::mlp})},
@@ -225,7 +226,7 @@ TEST(CpuRecompute, EverySettingTrainsBitwiseLikeNoRecompute) {
     SCOPED_TRACE(name);
     ModelSpec s = spec;
     s.recompute = r;
-    const Run got = train(s, 4);
+    const TrainedRun got = train(s, 4);
     EXPECT_EQ(got.losses, plain.losses);
     EXPECT_EQ(got.grad_norms, plain.grad_norms);
     EXPECT_EQ(got.weights, plain.weights);
@@ -236,9 +237,9 @@ TEST(CpuRecompute, EverySettingTrainsBitwiseLikeNoRecompute) {
   ModelSpec hybrid = spec;
   hybrid.hybrid_layer_pattern = "*-*-*-";
   hybrid.num_layers = 6;
-  const Run hybrid_plain = train(hybrid, 3);
+  const TrainedRun hybrid_plain = train(hybrid, 3);
   hybrid.recompute = full(RecomputeMethod::uniform, 4);
-  const Run hybrid_full = train(hybrid, 3);
+  const TrainedRun hybrid_full = train(hybrid, 3);
   EXPECT_EQ(hybrid_full.losses, hybrid_plain.losses);
   EXPECT_EQ(hybrid_full.weights, hybrid_plain.weights);
 }
