@@ -8,7 +8,8 @@
 # Default: all = tests bench torch parity. sanitize runs only when named (it takes many minutes).
 # sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
 # transformer_engine modes, racecheck and synccheck (eager); a summary line each, logs in
-# $OUT/sanitize_<run>.log (docs/reliability.md records the results).
+# $OUT/sanitize_<run>.log, host memory every 5 s in $OUT/sanitize_mem_<run>.log (docs/reliability.md
+# records the results). SANITIZE_ONLY="racecheck synccheck" picks runs by name.
 #
 # Expects a build made for sm_90 in ${BUILD_DIR:-build} (scripts/build.sh here, or on the GPU machine:
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
@@ -85,12 +86,25 @@ if named sanitize; then
   sanitize() {
     local name=$1 tool=$2
     shift 2
+    # SANITIZE_ONLY="racecheck synccheck": just those runs.
+    [[ -z ${SANITIZE_ONLY:-} || " $SANITIZE_ONLY " == *" $name "* ]] || return 0
     local log="$OUT/sanitize_$name.log" start
     start=$(date +%s)
-    timeout "${SANITIZE_TIMEOUT:-1800}" "$CS" --tool "$tool" --error-exitcode 99 --print-limit 200 \
+    # The host memory of the machine and the largest processes every 5 s: a run killed from outside
+    # (status 9 with no message of its own) is most likely the memory limit; this log says.
+    (while true; do
+      echo "$(date +%T) used_mib=$(free -m | awk '/Mem/{print $3}') $(ps -eo rss=,comm= --sort=-rss | head -2 | tr '\n' ' ')"
+      sleep 5
+    done) >"$OUT/sanitize_mem_$name.log" 2>&1 &
+    local sampler=$!
+    local tool_flags=()
+    [[ $tool == synccheck ]] && tool_flags=(--num-cuda-barriers "${SANITIZE_CUDA_BARRIERS:-65536}")
+    timeout "${SANITIZE_TIMEOUT:-1800}" "$CS" --tool "$tool" "${tool_flags[@]}" --error-exitcode 99 --print-limit 200 \
       "$SG" train llama/tiny train.train_iters=6 logger.log_interval=1 --plain \
       --run-dir "$OUT/sanitize_run_$name" "$@" >"$log" 2>&1
     local rc=$?
+    kill "$sampler" 2>/dev/null
+    wait "$sampler" 2>/dev/null
     local tool_line own_line
     tool_line=$(grep -E "(ERROR|RACECHECK|SYNCCHECK) SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
     own_line=$(grep -E "^(trained |error: |stepgraph: )" "$log" | tail -1)
