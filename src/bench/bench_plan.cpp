@@ -1,6 +1,7 @@
 #include "bench/bench_plan.h"
 
 #include "core/strings.h"
+#include "model/activation_account.h"
 #include "model/stack.h"
 #include "train/backend_factory.h"
 #include "config/model_config.h"
@@ -118,6 +119,8 @@ std::string describe_plan(const BenchPlan& plan) {
       "(%d steps)\n",
       plan.warmup_steps, plan.warmup_steps == 1 ? "" : "s", plan.steps, plan.steps == 1 ? "" : "s", plan.floor_steps,
       plan.floor_steps == 1 ? "" : "s", plan.trace ? " (the first one traced)" : "", plan.steps_per_mode());
+  // Activation recompute is a recipe override shared by every compared mode (one memory plan).
+  for (const std::string& line : model::describe_activations(m, model::activation_account(m, b))) text += line + "\n";
   for (const PlannedMode& mode : plan.modes) {
     text += "mode " + mode.label + ":\n";
     for (const char* key : kGraphKeys) text += strprintf("  %s = %s\n", key, config::format_value(mode.config, key).c_str());
