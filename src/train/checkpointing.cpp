@@ -25,6 +25,10 @@ std::string canonical_config(const config::Config& config) {
   c.train.train_iters.reset();
   c.checkpoint = {};
   c.logger = {};
+  // Evaluation reads validation data only: the training's numbers do not depend on it.
+  c.train.eval_interval.reset();
+  c.train.eval_iters = config::TrainConfig{}.eval_iters;
+  c.dataset.valid_data_path.clear();
   c.rerun_state_machine = {};
   c.ddp = {};
   c.model.cuda_graph_impl = "none";
@@ -82,7 +86,8 @@ std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
 }  // namespace
 
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
-                            const TrainingState& state, const data::DataPosition& position) {
+                            const TrainingState& state, const data::DataPosition& position,
+                            const std::vector<std::string>& extra_files) {
   const auto n = static_cast<size_t>(layout.total());
   SG_CHECK(state.main_weights.size() == n && state.exp_avg.size() == n && state.exp_avg_sq.size() == n,
            "training state does not match the parameter layout");
@@ -105,6 +110,7 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   ckpt.state.data_position = position;
   ckpt.state.rng_state = rng_bytes(state.rng);
   ckpt.state.config_hash = checkpoint::config_hash_hex(canonical_config(config));
+  ckpt.extra_files = extra_files;
   return checkpoint::save_checkpoint(dir, state.steps_done, checkpoint::training_checkpoint_contents(ckpt));
 }
 

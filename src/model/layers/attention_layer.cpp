@@ -82,6 +82,13 @@ void AttentionLayer::plan_device(DevicePlanContext& ctx) {
   attention_ = &ctx.objects().get<kernels::AttentionPlan>(
       "attention.cudnn_plan", [&] { return std::make_unique<kernels::AttentionPlan>(ctx.cudnn(), shape); });
   workspace_ref_ = ctx.workspace("workspace.cudnn_attention", attention_->workspace_bytes());
+  if (shape.dropout_p > 0.0f) {
+    // Evaluation runs with dropout off (Megatron's model.eval()); cuDNN's dropout is a plan-time constant.
+    shape.dropout_p = 0.0f;
+    eval_attention_ = &ctx.objects().get<kernels::AttentionPlan>(
+        "attention.cudnn_plan_eval", [&] { return std::make_unique<kernels::AttentionPlan>(ctx.cudnn(), shape); });
+    ctx.workspace("workspace.cudnn_attention", eval_attention_->forward_workspace_bytes());
+  }
 }
 
 void AttentionLayer::bind(LayerBindContext& ctx) {
@@ -117,21 +124,26 @@ kernels::RopeParams rope_params(const ModelSpec& m, bf16* x, int64_t T) {
 }
 }  // namespace
 
-void AttentionLayer::attention_forward(cudaStream_t stream) {
+// `dropout` false: the evaluation forward, with the plan built without dropout (when there is one).
+void AttentionLayer::attention_forward(cudaStream_t stream, bool dropout) {
   kernels::AttentionForwardParams ap;
   ap.out = attn_;
   ap.lse = lse_;
   ap.qkv = qkv_;
-  ap.dropout_seed = dropout_seed_;
-  ap.dropout_offset = dropout_offset_;
   ap.workspace = workspace_;
-  attention_->forward(stream, ap);
+  if (dropout || eval_attention_ == nullptr) {
+    ap.dropout_seed = dropout_seed_;
+    ap.dropout_offset = dropout_offset_;
+    attention_->forward(stream, ap);
+  } else {
+    eval_attention_->forward(stream, ap);
+  }
 }
 
 void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
   gemms_->qkv.run(stream, qkv_, io.input, w_qkv_);
   kernels::rope_forward(stream, rope_params(model_, qkv_, T_));
-  attention_forward(stream);
+  attention_forward(stream, io.dropout);
   gemms_->o_proj.run(stream, io.output, attn_, w_o_);
 }
 
@@ -139,7 +151,7 @@ void AttentionLayer::recompute(graph::Module module, cudaStream_t stream, const 
   if (full_recompute_) {
     forward(module, stream, io);
   } else {
-    attention_forward(stream);  // core_attn: qkv was kept
+    attention_forward(stream, io.dropout);  // core_attn: qkv was kept
   }
 }
 
