@@ -78,6 +78,18 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Losses at every step, and the final fp32 weights and Adam moments, bit for bit.
+void expect_bitwise_same_training(const RunResult& r, const RunResult& reference, const char* reference_name) {
+  ASSERT_EQ(r.losses.size(), reference.losses.size());
+  for (size_t i = 0; i < r.losses.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&r.losses[i], &reference.losses[i], 4), 0)
+        << "step " << i + 1 << ": loss " << r.losses[i] << " vs " << reference_name << " " << reference.losses[i];
+  }
+  EXPECT_TRUE(bitwise_equal(r.state.main_weights, reference.state.main_weights)) << "final fp32 weights differ";
+  EXPECT_TRUE(bitwise_equal(r.state.exp_avg, reference.state.exp_avg)) << "final exp_avg differs";
+  EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, reference.state.exp_avg_sq)) << "final exp_avg_sq differs";
+}
+
 class GraphModesGpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -148,15 +160,7 @@ TEST_F(GraphModesGpu, HybridStarDashPatternTrainsBitwiseLikeGptBlocks) {
     SCOPED_TRACE(mode.front());
     std::vector<std::string> overrides = hybrid;
     overrides.insert(overrides.end(), mode.begin(), mode.end());
-    const RunResult r = run_mode(tiny_with(overrides), &initial);
-    ASSERT_EQ(r.losses.size(), gpt.losses.size());
-    for (size_t i = 0; i < r.losses.size(); ++i) {
-      EXPECT_EQ(std::memcmp(&r.losses[i], &gpt.losses[i], 4), 0)
-          << "step " << i + 1 << ": loss " << r.losses[i] << " vs GPT blocks " << gpt.losses[i];
-    }
-    EXPECT_TRUE(bitwise_equal(r.state.main_weights, gpt.state.main_weights)) << "final fp32 weights differ";
-    EXPECT_TRUE(bitwise_equal(r.state.exp_avg, gpt.state.exp_avg)) << "final exp_avg differs";
-    EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, gpt.state.exp_avg_sq)) << "final exp_avg_sq differs";
+    expect_bitwise_same_training(run_mode(tiny_with(overrides), &initial), gpt, "GPT blocks");
   }
 }
 
@@ -200,14 +204,7 @@ TEST_F(GraphModesGpu, EveryRecomputeSettingInEveryAllowedModeIsBitwiseEqualToEag
     for (const std::string& o : overrides) name += o + " ";
     SCOPED_TRACE(name);
     const RunResult r = run_mode(tiny_with(overrides));
-    ASSERT_EQ(r.losses.size(), eager.losses.size());
-    for (size_t i = 0; i < r.losses.size(); ++i) {
-      EXPECT_EQ(std::memcmp(&r.losses[i], &eager.losses[i], 4), 0)
-          << "step " << i + 1 << ": loss " << r.losses[i] << " vs eager without recompute " << eager.losses[i];
-    }
-    EXPECT_TRUE(bitwise_equal(r.state.main_weights, eager.state.main_weights)) << "final fp32 weights differ";
-    EXPECT_TRUE(bitwise_equal(r.state.exp_avg, eager.state.exp_avg)) << "final exp_avg differs";
-    EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, eager.state.exp_avg_sq)) << "final exp_avg_sq differs";
+    expect_bitwise_same_training(r, eager, "eager without recompute");
     EXPECT_EQ(r.state.rng.offset, eager.state.rng.offset);
     EXPECT_LT(r.arena_bytes, eager.arena_bytes) << "recompute should plan fewer activation bytes";
     if (c.mode != none) {
