@@ -146,7 +146,7 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   hidden_rng_ = rng_.device_state(cuda::kDefaultRng);
   attention_rng_ = rng_.device_state(cuda::kModelParallelRng);
   recompute_->bind(*arena_);
-  const auto boundary = [this](MemorySlot slot) {
+  const auto boundary = [this](cuda::MemorySlot slot) {
     return static_cast<bf16*>(recompute_->owns(slot) ? recompute_->get(slot) : arena_->raw(slot));
   };
   for (int64_t i = 0; i <= N; ++i) {
