@@ -285,7 +285,7 @@ void TrainStep::recompute_group(cudaStream_t stream, const RecomputeGroup& group
     for (const graph::Module module : layer.modules()) {
       if (group.full || recompute_->reruns(i, module)) layer.recompute(module, stream, io_[at]);
     }
-    if (group.full && i + 1 < group.end) layer_output_forward(stream, at);
+    if (group.full && i + 1 < group.end) layer_output_forward(stream, at, /*train=*/true);
   }
 }
 
