@@ -65,7 +65,7 @@ TEST(Config, KeyTableCoversEverySection) {
         "dataset.eod_mask_loss", "train.eval_interval", "train.eval_iters", "logger.tensorboard_dir"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 78u);
+  EXPECT_EQ(keys.size(), 95u);
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {
