@@ -3,12 +3,13 @@
 # the benchmarks, the PyTorch comparison and the Hugging Face parity checks (training loss and greedy
 # generation); prints a short table last.
 #
-#   bash scripts/gpu.sh [tests|bench|torch|parity|sanitize|all]...
+#   bash scripts/gpu.sh [tests|bench|torch|parity|sanitize|recompute|all]...
+#   BENCH_RECIPES="moe/small_moe hybrid/small_hybrid" bash scripts/gpu.sh bench   # family/recipe items; BENCH_MODES overrides the modes
 #   TORCH_MODELS="small_moe hybrid ssd" bash scripts/gpu.sh torch   # only these PyTorch references: families
 #   (llama moe hybrid ssd, the default all four) or recipe names; TORCH_MODES, TORCH_STEPS, TORCH_MODE_TIMEOUT,
 #   TORCH_MOE_IMPLS, TORCH_HYBRID_IMPLS narrow them further
 #
-# Default: all = tests bench torch parity. sanitize runs only when named (it takes many minutes).
+# Default: all = tests bench torch parity. sanitize and recompute run only when named (many minutes).
 # sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
 # transformer_engine modes, racecheck (one block, to fit the tool's host memory) and synccheck (eager,
 # with and without cuDNN's SDPA backward kernel); a summary line each, logs in
@@ -51,15 +52,40 @@ if want bench; then
     "$B/bench/grouped_gemm_bench" 2>&1 | tee "$OUT/bench_grouped_gemm.txt" | tail -16
     record "grouped GEMM bench" "rc=${PIPESTATUS[0]} (bench_grouped_gemm.txt)"
   fi
-  for r in tiny small 1b; do
-    "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 1 --plain \
-      --compare none,local,transformer_engine:attn,transformer_engine:attn+mlp \
+  # BENCH_RECIPES: family/recipe items (default the three dense recipes and the MoE and hybrid small ones);
+  # each family has its own mode list, the graph scopes its layers allow.
+  for item in ${BENCH_RECIPES:-llama/tiny llama/small llama/1b moe/small_moe hybrid/small_hybrid}; do
+    family=${item%%/*} r=${item#*/}
+    case $family in
+      llama) modes=none,local,transformer_engine:attn,transformer_engine:attn+mlp ;;
+      moe) modes=none,local,transformer_engine:attn+moe_router+moe_preprocess,transformer_engine:attn+moe ;;
+      hybrid) modes=none,local,transformer_engine:attn+mamba,transformer_engine:attn+mamba+mlp ;;
+      *) record "stepgraph bench $item" "unknown family: llama moe hybrid"; continue ;;
+    esac
+    "$SG" bench -m "$family" -mr "$r" -g h200 -c bf16 -ng 1 --plain --compare "${BENCH_MODES:-$modes}" \
       --json "$OUT/bench_$r.json" --trace "$OUT/trace_$r.json" >"$OUT/bench_$r.txt" 2>&1
     record "stepgraph bench $r" "rc=$?"
     sed -n '/^mode /,$p' "$OUT/bench_$r.txt"
+    python3 bench/kernel_table.py "$OUT/trace_$r.json" --mode none --markdown >"$OUT/kernels_$r.md" 2>&1
   done
-  python3 bench/kernel_table.py "$OUT/trace_1b.json" --mode none --markdown >"$OUT/kernels_1b.md" 2>&1
-  record "kernel table 1b" "rc=$? (kernels_1b.md)"
+fi
+
+if named recompute; then
+  # Issue 15's acceptance: 1b at micro batch 8, each recompute option against none, in the graph modes it names
+  # (peak memory and step time from the bench's own table; losses are compared by the GPU tests).
+  rc_args=(-m llama -mr 1b -g h200 -c bf16 -ng 1 --plain -mb 8 -gb 8 --steps "${RECOMPUTE_STEPS:-20}")
+  while IFS='|' read -r name modes overrides; do
+    # shellcheck disable=SC2086
+    "$SG" bench "${rc_args[@]}" --compare "$modes" --json "$OUT/recompute_$name.json" $overrides \
+      >"$OUT/recompute_$name.txt" 2>&1
+    record "recompute 1b mb8 $name" "rc=$?"
+    sed -n '/^mode /,$p' "$OUT/recompute_$name.txt"
+  done <<'ROWS'
+none|local,transformer_engine:attn+mlp|
+selective_core_attn|local,transformer_engine:attn+mlp|model.recompute_granularity=selective model.recompute_modules=[core_attn]
+selective_core_attn_mlp|local,transformer_engine:attn+mlp|model.recompute_granularity=selective model.recompute_modules=[core_attn,mlp]
+full_uniform1|local|model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1
+ROWS
 fi
 
 if want torch; then

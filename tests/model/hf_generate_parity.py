@@ -17,8 +17,10 @@ prompt in one batch (--prompt-tokens ... --ignore-eos --json), and transformers 
 (do_sample=False) from each prompt alone, in float32 and in bfloat16 (eager attention).
 
 A row passes when the token lists are equal ("exact"), or when they first differ at a step where the
-float32 transformers logits of the two candidate tokens are within --tie-margin of each other (relative
-to the row's logit range: "near tie", reported with the margin; bf16 rounding decides those). The
+float32 transformers logits of the two candidate tokens are closer than bf16 rounding moves a logit at that
+step (twice the largest |bf16 - fp32| logit difference of transformers on that prefix), or within
+--tie-margin of the row's logit range: a "near tie", reported with both numbers. The random-weight fixtures
+have flat logits, so most of their rows end in such ties; the trained checkpoint's peaked logits rarely tie. The
 float32 rows must be exact or near ties; bf16 rows are reported the same way. Also checked: the
 stepgraph tokens with --no-graphs (eager decoding) are identical to the graphed ones, and the CPU
 decoder (--cpu) agrees with the GPU up to near ties.
@@ -74,8 +76,14 @@ def hf_generate(model, prompt, n, device):
     return out[0, len(prompt):].tolist()
 
 
-def compare(model32, prompt, ours, theirs, tie_margin, device):
-    """'exact', 'near tie (margin m at step i)' or 'FAIL (...)' using the float32 model's logits."""
+def compare(model32, model16, prompt, ours, theirs, tie_margin, device, other="transformers"):
+    """'exact', 'near tie (...)' or 'FAIL (...)' from the transformers logits at the first difference.
+
+    A first difference is a near tie when the float32 logits of the two candidates are closer than either
+    --tie-margin of the logit range or twice the largest change bfloat16 makes to any logit at that very
+    step (transformers bf16 against float32 on the same prefix): two bf16 computations that round at
+    different places can each move a logit that far, so such a gap is for rounding to decide.
+    """
     if ours == theirs:
         return "exact", True
     i = next((k for k, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
@@ -84,11 +92,13 @@ def compare(model32, prompt, ours, theirs, tie_margin, device):
     prefix = torch.tensor([prompt + ours[:i]], device=device)
     with torch.no_grad():
         logits = model32(input_ids=prefix).logits[0, -1].float()
-    spread = float(logits.max() - logits.min())
-    margin = abs(float(logits[ours[i]] - logits[theirs[i]])) / max(spread, 1e-12)
-    ok = margin <= tie_margin
-    return (f"{'near tie' if ok else 'FAIL'} at step {i}: stepgraph {ours[i]}, transformers {theirs[i]}, "
-            f"fp32 logit gap {margin:.2e} of the range"), ok
+        logits16 = model16(input_ids=prefix).logits[0, -1].float()
+    spread = max(float(logits.max() - logits.min()), 1e-12)
+    gap = abs(float(logits[ours[i]] - logits[theirs[i]]))
+    bf16_noise = float((logits16 - logits).abs().max())
+    ok = gap <= max(tie_margin * spread, 2 * bf16_noise)
+    return (f"{'near tie' if ok else 'FAIL'} at step {i}: stepgraph {ours[i]}, {other} {theirs[i]}, fp32 logit gap "
+            f"{gap / spread:.2e} of the range, bf16 moves logits by up to {bf16_noise / spread:.2e}"), ok
 
 
 def load(folder, dtype, device):
@@ -150,15 +160,17 @@ def main():
         if os.path.exists(latest):
             hf_folder = os.path.join(folder, f"iter_{int(open(latest).read()):07d}")
         model32 = load(hf_folder, torch.float32, args.device)
-        for dtype_name, model in (("float32", model32), ("bfloat16", load(hf_folder, torch.bfloat16, args.device))):
+        model16 = load(hf_folder, torch.bfloat16, args.device)
+        for dtype_name, model in (("float32", model32), ("bfloat16", model16)):
             for i, prompt in enumerate(prompts):
                 theirs = hf_generate(model, prompt, args.new_tokens, args.device)
-                verdict, ok = compare(model32, prompt, ours[i], theirs, args.tie_margin, args.device)
+                verdict, ok = compare(model32, model16, prompt, ours[i], theirs, args.tie_margin, args.device)
                 rows.append((name, f"vs transformers {dtype_name}", f"prompt {i}", verdict, ok))
         if not args.cpu:
             cpu, _ = stepgraph_generate(args, folder, prompts, args.new_tokens, ["--cpu"])
             for i, prompt in enumerate(prompts):
-                verdict, ok = compare(model32, prompt, ours[i], cpu[i], args.tie_margin, args.device)
+                verdict, ok = compare(model32, model16, prompt, ours[i], cpu[i], args.tie_margin, args.device,
+                                      other="CPU decoder")
                 rows.append((name, "GPU vs CPU decoder", f"prompt {i}", verdict, ok))
 
     widths = [max(len(str(r[k])) for r in rows) for k in range(4)]

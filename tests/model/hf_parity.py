@@ -126,7 +126,9 @@ def stepgraph_loss(model, batch, micro_batch_size, device, aux=None):
     with torch.no_grad():
         for m in range(sequences // micro_batch_size):
             rows = slice(m * micro_batch_size, (m + 1) * micro_batch_size)
-            moe = getattr(model.config, "num_local_experts", None)
+            # Only Mixtral router logits carry the Megatron aux loss here: NemotronH configs define
+            # num_local_experts too (for their MoE variants), while the hybrid export has no experts.
+            moe = model.config.model_type == "mixtral"
             result = model(input_ids=tokens[rows].to(device), output_router_logits=bool(moe) and aux is not None)
             logits = result.logits.float()  # [mbs, L, V], fp32 softmax
             if moe and aux is not None:
