@@ -49,7 +49,8 @@ const std::vector<FlagSpec>& flag_specs() {
       {{"--task"}, FlagType::text, "TASK", "pretrain (sft, lora: not implemented yet)"},
       {{"-g", "--gpu"}, FlagType::text, "GPU", "target GPU, recorded (h200); the peak comes from the device name"},
       {{"-c", "--compute_dtype"}, FlagType::text, "DTYPE", "bf16 (fp8_cs, fp8_mx, fp8_sc, fp8_ds, nvfp4: not implemented yet)"},
-      {{"-ng", "--num_gpus"}, FlagType::integer, "N", "1 (more: not implemented yet)"},
+      {{"-ng", "--num_gpus"}, FlagType::integer, "N",
+       "GPUs of this node, one data-parallel rank each (global batch = -mb x microbatches x N)"},
       {{"--cuda_graph_impl"}, FlagType::text, "IMPL",
        "none, local, transformer_engine; not none turns both RNG-tracker flags on"},
       {{"--cuda_graph_scope"}, FlagType::text, "A,B",
@@ -220,11 +221,6 @@ void check_bench_options(const BenchOptions& o) {
     throw Error("-c " + dtype + " is not implemented yet: stepgraph computes in bf16 (fp32 main weights); use -c bf16");
   }
   if (o.num_gpus < 1) throw config::ConfigError(strprintf("-ng %d: the number of GPUs must be at least 1", o.num_gpus));
-  if (o.num_gpus > 1) {
-    throw Error(strprintf("-ng %d is not implemented yet: stepgraph bench runs on one GPU (data parallelism is a "
-                          "later issue); use -ng 1",
-                          o.num_gpus));
-  }
   if (o.cuda_graph_impl && !contains(graph_impl_names(), *o.cuda_graph_impl)) {
     throw config::ConfigError("--cuda_graph_impl " + *o.cuda_graph_impl + " is not valid" +
                       did_you_mean(*o.cuda_graph_impl, graph_impl_names()) + "; use one of " +

@@ -1,11 +1,17 @@
 // stepgraph train RECIPE [overrides...]
 #include <filesystem>
 
+#include <cstdlib>
+
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/log.h"
+#include "cuda/device.h"
 #include "core/strings.h"
 #include "graph/registry.h"
 #include "config/config.h"
+#include "dist/world_env.h"
+#include "train/distributed_run.h"
 #include "train/progress.h"
 #include "train/trainer.h"
 
@@ -19,6 +25,7 @@ struct TrainArgs {
   bool cpu = false;
   bool plain = false;
   std::string dump_batches;
+  std::string rendezvous_file;
 };
 
 int run_train(const TrainArgs& args) {
@@ -45,10 +52,40 @@ int run_train(const TrainArgs& args) {
   options.force_cpu = args.cpu;
   options.dump_batches_dir = args.dump_batches;
   options.interactive = !args.plain && train::Progress::stderr_is_terminal();
-  const train::TrainSummary summary = train::train(config, options);
-  std::fprintf(stderr, "trained %lld steps: loss %.4f -> %.4f; metrics in %s\n",
-               static_cast<long long>(summary.steps_done), summary.first_loss, summary.last_loss,
-               summary.metrics_path.c_str());
+
+  // Data parallelism: the launcher's environment (stepgraph launch, torchrun, srun) says who this
+  // process is; joining waits for every rank (docs/distributed.md).
+  if (!args.rendezvous_file.empty()) ::setenv("STEPGRAPH_RENDEZVOUS_FILE", args.rendezvous_file.c_str(), 1);
+  const dist::WorldInfo world = dist::world_from_env(dist::process_environment());
+  if (world.distributed() && world.rank != 0) log::set_level(log::Level::warn);  // rank 0 speaks for the run
+  const std::unique_ptr<train::DistributedRun> distributed = train::DistributedRun::from_environment();
+  if (distributed) {
+    if (cuda::device_count() > 0 && !args.cpu) distributed->select_device();  // before any other CUDA work
+    config.data_parallel_size = distributed->world_size();
+    options.distributed = distributed.get();
+    if (!distributed->is_writer()) {
+      // Rank 0 speaks for the run; the others keep their metrics apart and print only warnings and errors.
+      const std::string rank_dir = strprintf("rank%d", distributed->rank());
+      options.run_dir = (std::filesystem::path(options.run_dir) / rank_dir).string();
+      if (!options.dump_batches_dir.empty()) {
+        options.dump_batches_dir = (std::filesystem::path(options.dump_batches_dir) / rank_dir).string();
+      }
+      options.interactive = false;
+    }
+  }
+  train::TrainSummary summary;
+  try {
+    summary = train::train(config, options);
+    if (distributed) distributed->finish();
+  } catch (const std::exception& e) {
+    if (distributed) distributed->report_failure(e.what());  // the other ranks end now, saying why
+    throw;
+  }
+  if (!distributed || distributed->is_writer()) {
+    std::fprintf(stderr, "trained %lld steps: loss %.4f -> %.4f; metrics in %s\n",
+                 static_cast<long long>(summary.steps_done), summary.first_loss, summary.last_loss,
+                 summary.metrics_path.c_str());
+  }
   return summary.stopped_by_signal ? graph::exit_code_for_stop() : 0;
 }
 
@@ -58,7 +95,8 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
       "train",
       "Train a model. On a GPU: bf16 with CUDA graphs as model.cuda_graph_impl says; without one: the CPU "
       "fp32 reference backend (graphs off). SIGINT/SIGTERM finish the current step, save a checkpoint "
-      "when checkpoint.save is set, and exit (status 130/143).");
+      "when checkpoint.save is set, and exit (status 130/143). Data parallel when started by "
+      "`stepgraph launch -n N -- train ...`, torchrun or srun (one rank per GPU; docs/distributed.md).");
   cmd->add_option("recipe", args->recipe,
                   "recipe name (llama/tiny, llama/demo, ...) or a YAML path; default llama/demo");
   cmd->add_option("overrides", args->overrides, "dotted overrides: train.train_iters=50 model.cuda_graph_impl=local");
@@ -67,6 +105,9 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
   cmd->add_flag("--plain", args->plain, "plain log lines instead of a progress bar");
   cmd->add_option("--dump-batches", args->dump_batches,
                   "write every step's batch to DIR/batch_<step>.safetensors (tokens, targets, loss_mask)");
+  cmd->add_option("--rendezvous-file", args->rendezvous_file,
+                  "data parallel: find rank 0 through this file on a shared filesystem instead of "
+                  "MASTER_ADDR:MASTER_PORT (STEPGRAPH_RENDEZVOUS_FILE)");
   cmd->callback([args, &exit_code] { exit_code = run_train(*args); });
 }};
 

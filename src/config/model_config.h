@@ -13,7 +13,8 @@ namespace sg::config {
 // ffn_hidden_size). Expects a config that validate() accepted.
 model::ModelSpec model_spec(const Config& config);
 
-// micro_batch_size and num_microbatches = global_batch_size / micro_batch_size (data parallel 1).
+// One rank's batch: micro_batch_size, data_parallel_size = config.data_parallel_size and
+// num_microbatches = global_batch_size / (micro_batch_size x data_parallel_size).
 model::BatchSpec batch_spec(const Config& config);
 
 // The layer sequence: one entry per character of hybrid_override_pattern (M mamba, * attention,

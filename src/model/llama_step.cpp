@@ -20,10 +20,20 @@ size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
 LlamaStep::LlamaStep(const ModelSpec& model, const BatchSpec& batch, const OptimizerSpec& optimizer, uint64_t seed,
                      const LlamaStepOptions& options)
-    : layout_(model), batch_(batch), optimizer_(optimizer), rng_(seed) {
+    : layout_(model),
+      reducer_(options.reducer),
+      dp_(options.reducer ? options.reducer->layout() : dist::plan_data_parallel(layout_.total(), 1, 0, false)),
+      batch_(batch),
+      optimizer_(optimizer),
+      rng_(seed) {
   SG_CHECK(batch.micro_batch_size > 0 && batch.num_microbatches > 0,
            strprintf("micro_batch_size = %lld and num_microbatches = %lld must be positive",
                      static_cast<long long>(batch.micro_batch_size), static_cast<long long>(batch.num_microbatches)));
+  SG_CHECK(dp_.num_params == layout_.total() && dp_.world_size == batch.data_parallel_size,
+           strprintf("the data-parallel layout (%lld parameters, world size %d) does not match the model (%lld) and "
+                     "batch (data_parallel_size %lld)",
+                     static_cast<long long>(dp_.num_params), dp_.world_size, static_cast<long long>(layout_.total()),
+                     static_cast<long long>(batch.data_parallel_size)));
   T_ = batch.tokens_per_microbatch(model);
   // Plan-time work that needs the device but not the arena: cuDNN graphs (their workspace size), CUB's
   // scratch size for the embedding backward, the LM head's chunking.
@@ -45,10 +55,11 @@ LlamaStep::LlamaStep(const ModelSpec& model, const BatchSpec& batch, const Optim
   blas_ = std::make_unique<kernels::Blas>(cublas_workspace_, kernels::Blas::kWorkspaceBytes);
   gemms_ = std::make_unique<Gemms>(*blas_, T_, model.hidden_size, model.qkv_dim(), model.ffn_hidden_size);
   lm_head_ = std::make_unique<kernels::LmHeadPlan>(*blas_, kernels::LmHeadShape{T_, model.hidden_size, model.vocab_size},
-                                                   1.0f / static_cast<float>(batch.num_microbatches),
+                                                   1.0f / static_cast<float>(batch.global_microbatches()),
                                                    options.lm_head_chunk_budget_bytes);
   SG_CHECK(lm_head_->layout().workspace_bytes == lm_head_layout_.workspace_bytes,
            "LM head workspace differs between lm_head_layout() and LmHeadPlan (kernels/lm_head.h)");
+  bind_reducer();
 }
 
 LlamaStep::~LlamaStep() = default;
@@ -58,15 +69,17 @@ void LlamaStep::plan_memory() {
   using cuda::MemorySlot;
   const ModelSpec& m = layout_.spec();
   const int64_t T = T_, H = m.hidden_size, F = m.ffn_hidden_size, QKV = m.qkv_dim(), L = m.num_layers;
-  const int64_t n = layout_.total();
   const int64_t lse_count = batch_.micro_batch_size * m.num_attention_heads * m.seq_length;
   cuda::MemoryPlan plan;
 
-  const MemorySlot params = plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, sz(n));
-  const MemorySlot master = plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, sz(n));
-  const MemorySlot grads = plan.add_array<float>("gradients.fp32", MemoryCategory::gradients, sz(n));
-  const MemorySlot exp_avg = plan.add_array<float>("optimizer.exp_avg", MemoryCategory::optimizer_state, sz(n));
-  const MemorySlot exp_avg_sq = plan.add_array<float>("optimizer.exp_avg_sq", MemoryCategory::optimizer_state, sz(n));
+  // Parameters and gradients: the whole (padded) flat buffer; the fp32 optimizer state: what this rank
+  // owns (everything, or its shard with the distributed optimizer).
+  const size_t flat = sz(dp_.padded_params), owned = sz(dp_.owned.size);
+  const MemorySlot params = plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, flat);
+  const MemorySlot master = plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, owned);
+  const MemorySlot grads = plan.add_array<float>("gradients.fp32", MemoryCategory::gradients, flat);
+  const MemorySlot exp_avg = plan.add_array<float>("optimizer.exp_avg", MemoryCategory::optimizer_state, owned);
+  const MemorySlot exp_avg_sq = plan.add_array<float>("optimizer.exp_avg_sq", MemoryCategory::optimizer_state, owned);
   const MemorySlot scalars = plan.add("step.scalars", MemoryCategory::optimizer_state, sizeof(StepScalars));
   const MemorySlot rng = rng_.plan(plan, "rng.states");
   const MemorySlot seeds = plan.add_array<int64_t>("attention.dropout_seeds", MemoryCategory::optimizer_state, sz(L));
@@ -221,15 +234,21 @@ void LlamaStep::load_state(cudaStream_t stream, const std::vector<float>& weight
   for (size_t i = 0; i < n; ++i) compute[i] = float_to_bf16_bits(weights[i]);
   StepScalars scalars;
   scalars.steps_done = steps_done;
-  SG_CUDA_CHECK(cudaMemcpyAsync(main_weights_, weights.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  // The fp32 state of what this rank owns (dist/sharding.h: padding zero); the bf16 weights whole.
+  const std::vector<float> main_owned = dist::owned_slice(weights, dp_);
+  const std::vector<float> avg_owned = dist::owned_slice(exp_avg, dp_);
+  const std::vector<float> avg_sq_owned = dist::owned_slice(exp_avg_sq, dp_);
+  const size_t owned = sz(dp_.owned.size);
+  SG_CUDA_CHECK(cudaMemcpyAsync(main_weights_, main_owned.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
   SG_CUDA_CHECK(cudaMemcpyAsync(params_, compute.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
-  SG_CUDA_CHECK(cudaMemcpyAsync(exp_avg_, exp_avg.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
-  SG_CUDA_CHECK(cudaMemcpyAsync(exp_avg_sq_, exp_avg_sq.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  SG_CUDA_CHECK(cudaMemcpyAsync(exp_avg_, avg_owned.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
+  SG_CUDA_CHECK(cudaMemcpyAsync(exp_avg_sq_, avg_sq_owned.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
   SG_CUDA_CHECK(cudaMemcpyAsync(scalars_, &scalars, sizeof(scalars), cudaMemcpyHostToDevice, stream));
-  SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, n * sizeof(float), stream));
+  SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, sz(dp_.padded_params) * sizeof(float), stream));
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
-  // Every generator keeps its seed and takes the checkpoint's offset (they advance together).
-  for (size_t g = 0; g < rng_.size(); ++g) rng_.host_state(g).offset = rng.offset;
+  // Every generator keeps its seed and takes the checkpoint's offset (they advance together), moved to
+  // where this rank's microbatches start.
+  for (size_t g = 0; g < rng_.size(); ++g) rng_.host_state(g).offset = rng.offset + rank_rng_offset();
   rng_.host_state(rng_.index(cuda::kDefaultRng)).seed = rng.seed;
   rng_.upload();
   SG_CUDA_CHECK(cudaDeviceSynchronize());  // the tracker's legacy-stream copy, before non-blocking streams use it
@@ -243,9 +262,7 @@ void LlamaStep::download_floats(cudaStream_t stream, const float* src, std::vect
 }
 
 std::vector<float> LlamaStep::download_main_weights(cudaStream_t stream) const {
-  std::vector<float> out;
-  download_floats(stream, main_weights_, out);
-  return out;
+  return download_optimizer_state(stream, main_weights_);
 }
 std::vector<float> LlamaStep::download_grads(cudaStream_t stream) const {
   std::vector<float> out;
@@ -253,14 +270,10 @@ std::vector<float> LlamaStep::download_grads(cudaStream_t stream) const {
   return out;
 }
 std::vector<float> LlamaStep::download_exp_avg(cudaStream_t stream) const {
-  std::vector<float> out;
-  download_floats(stream, exp_avg_, out);
-  return out;
+  return download_optimizer_state(stream, exp_avg_);
 }
 std::vector<float> LlamaStep::download_exp_avg_sq(cudaStream_t stream) const {
-  std::vector<float> out;
-  download_floats(stream, exp_avg_sq_, out);
-  return out;
+  return download_optimizer_state(stream, exp_avg_sq_);
 }
 
 std::vector<float> LlamaStep::download_compute_weights(cudaStream_t stream) const {
@@ -286,7 +299,9 @@ rng::RngState LlamaStep::download_rng_state(cudaStream_t stream) {
   check_setup_allowed("LlamaStep::download_rng_state");
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));  // the tracker copies on the legacy stream
   rng_.download();
-  return rng_.host_state(rng_.index(cuda::kDefaultRng));
+  rng::RngState state = rng_.host_state(rng_.index(cuda::kDefaultRng));
+  state.offset -= rank_rng_offset();  // the run's state: where rank 0's microbatches start
+  return state;
 }
 
 void LlamaStep::upload_batch(cudaStream_t stream, const HostBatch& batch) {

@@ -10,7 +10,12 @@ namespace sg::train {
 
 model::OptimizerSpec optimizer_spec(const config::Config& config);
 
-// `config` must be validated. force_cpu selects the CPU backend even when a GPU is present.
-std::unique_ptr<TrainingBackend> make_backend(const config::Config& config, bool force_cpu);
+class DistributedRun;
+
+// `config` must be validated. force_cpu selects the CPU backend even when a GPU is present. With
+// `distributed` (data parallelism) the backend is this rank's GPU backend with NCCL collectives; the CPU
+// backend trains one process only.
+std::unique_ptr<TrainingBackend> make_backend(const config::Config& config, bool force_cpu,
+                                              DistributedRun* distributed = nullptr);
 
 }  // namespace sg::train

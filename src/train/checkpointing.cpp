@@ -25,6 +25,9 @@ std::string canonical_config(const config::Config& config) {
   c.logger = {};
   c.rerun_state_machine = {};
   c.ddp = {};
+  // Sharding the optimizer state only moves it between ranks (and changes the grad norm's fp64 summation
+  // order): a checkpoint resumes with or without it, at any world size (data_parallel_size is no key).
+  c.optimizer.use_distributed_optimizer = false;
   c.model.cuda_graph_impl = "none";
   c.model.cuda_graph_scope.clear();
   c.model.cuda_graph_warmup_steps = 0;

@@ -9,10 +9,12 @@
 #include "core/strings.h"
 #include "graph/registry.h"
 #include "train/backend_factory.h"
+#include "train/distributed_run.h"
 #include "checkpoint/safetensors.h"
 #include "train/checkpointing.h"
 #include "data/batch.h"
 #include "data/blended_dataset.h"
+#include "data/rank_batch.h"
 #include "train/metrics.h"
 #include "config/model_config.h"
 #include "train/progress.h"
@@ -31,8 +33,11 @@ std::string violations_text(const config::ValidationReport& report) {
 // Owns the host side of the input pipeline: the loader and the batch it fills.
 class BatchSource {
  public:
-  BatchSource(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch)
-      : loader_(make_options(config, model)), model_(model), batch_(batch) {
+  // `rank`: this data-parallel rank, which reads its rows of every global batch (data/rank_batch.h).
+  BatchSource(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch, int rank)
+      : loader_(make_options(config, model)), model_(model), batch_(batch),
+        global_sequences_(batch.global_microbatches() * batch.micro_batch_size),
+        rows_(data::rank_rows(global_sequences_, batch.data_parallel_size, rank)) {
     const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
     host_.tokens.resize(n);
     host_.targets.resize(n);
@@ -41,7 +46,7 @@ class BatchSource {
   const model::HostBatch& next() {
     data::HostBatchView view{host_.tokens.data(), host_.targets.data(), host_.loss_mask.data(),
                              batch_.num_microbatches * batch_.micro_batch_size, model_.seq_length};
-    data::fill_batch(loader_, view);
+    data::fill_rank_batch(loader_, view, global_sequences_, rows_);
     return host_;
   }
   data::DataLoader& loader() { return loader_; }
@@ -59,6 +64,8 @@ class BatchSource {
   data::DataLoader loader_;
   model::ModelSpec model_;
   model::BatchSpec batch_;
+  int64_t global_sequences_;
+  data::RankRows rows_;
   model::HostBatch host_;
 };
 
@@ -112,11 +119,21 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   }
   const model::ModelSpec model = config::model_spec(config);
   const model::BatchSpec batch = config::batch_spec(config);
+  DistributedRun* const distributed = options.distributed;
+  const int world_size = distributed ? distributed->world_size() : 1;
+  SG_CHECK(batch.data_parallel_size == world_size,
+           strprintf("the config's data_parallel_size %lld differs from the %d rank(s) running",
+                     static_cast<long long>(batch.data_parallel_size), world_size));
+  const bool writer = distributed == nullptr || distributed->is_writer();
+  // Every rank stops after the same step (a rank that left would leave the others waiting in a collective).
+  const auto stop_after = [distributed](int64_t step) {
+    return distributed ? distributed->stop_everywhere(step, graph::stop_requested()) : graph::stop_requested();
+  };
   const int64_t train_iters = config.train.train_iters.value_or(0);
   SG_CHECK(train_iters > 0, "train.train_iters must be set to a positive number of steps");
 
   // Data and checkpoint are checked before any device memory is planned: bad input fails fast.
-  BatchSource data(config, model, batch);
+  BatchSource data(config, model, batch, distributed ? distributed->rank() : 0);
   log::info(data.loader().describe());
   std::optional<LoadedCheckpoint> loaded;
   if (config.checkpoint.load) loaded = load_checkpoint(*config.checkpoint.load, config, model::ParamLayout(model));
@@ -131,7 +148,7 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   }
 
   std::filesystem::create_directories(options.run_dir);
-  std::unique_ptr<TrainingBackend> backend = make_backend(config, options.force_cpu);
+  std::unique_ptr<TrainingBackend> backend = make_backend(config, options.force_cpu, distributed);
   log::info(backend->description());
   log::info(backend->memory_plan());
   for (const auto& line : backend->start_report()) log::info(line);
@@ -145,7 +162,9 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   summary.metrics_path = metrics.path();
   const double flops = training_flops_per_step(model, batch);
   const double peak = peak_bf16_tflops(backend->device_name());
-  const double tokens = static_cast<double>(batch.num_microbatches * batch.tokens_per_microbatch(model));
+  // Tokens of the whole global batch (every rank's): tok/s is the run's; TFLOP/s and MFU stay per GPU.
+  const double tokens =
+      static_cast<double>(batch.global_microbatches() * batch.tokens_per_microbatch(model));
   const int64_t log_interval = std::max<int64_t>(1, config.logger.log_interval);
   const int64_t save_interval = config.checkpoint.save_interval.value_or(0);
 
@@ -159,7 +178,11 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
 
   auto save = [&](int64_t step) {
     if (!config.checkpoint.save || step == last_saved) return;
-    TrainingState state = backend->state();
+    TrainingState state = backend->state();  // every rank: the sharded state is gathered collectively
+    if (!writer) {                            // rank 0 writes the one checkpoint of the run
+      last_saved = step;
+      return;
+    }
     const data::DataPosition& position = data.loader().position();
     const std::string dir = save_checkpoint(*config.checkpoint.save, config, backend->layout(), state, position);
     progress.line(strprintf("saved checkpoint %s", dir.c_str()));
@@ -210,7 +233,7 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
     }
     backend->submit(host_batch);
     for (const StepResult& r : backend->collect(1)) handle(r);
-    if (graph::stop_requested()) {
+    if (stop_after(step)) {
       summary.stopped_by_signal = true;
       progress.line(strprintf("stop requested: finishing step %lld", static_cast<long long>(step)));
       break;
