@@ -10,6 +10,13 @@ add_library(sg_yaml_cpp INTERFACE)
 target_include_directories(sg_yaml_cpp SYSTEM INTERFACE ${YAML_CPP_INCLUDE_DIR})
 target_link_libraries(sg_yaml_cpp INTERFACE ${YAML_CPP_STATIC})
 
+# zlib (CRC-32 of checkpoint files): the static archive, for the same reason.
+find_path(ZLIB_INCLUDE_DIR zlib.h REQUIRED)
+find_library(ZLIB_STATIC NAMES libz.a REQUIRED)
+add_library(sg_zlib INTERFACE)
+target_include_directories(sg_zlib SYSTEM INTERFACE ${ZLIB_INCLUDE_DIR})
+target_link_libraries(sg_zlib INTERFACE ${ZLIB_STATIC})
+
 find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
 find_path(NLOHMANN_JSON_INCLUDE_DIR nlohmann/json.hpp REQUIRED)
 add_library(sg_header_deps INTERFACE)
@@ -23,6 +30,16 @@ find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
 add_library(sg_cudnn INTERFACE)
 target_include_directories(sg_cudnn SYSTEM INTERFACE ${CUDNN_FRONTEND_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
 target_link_libraries(sg_cudnn INTERFACE ${CUDNN_LIBRARY})
+
+# CUTLASS/CuTe C++ headers from PyPI nvidia-cutlass (scripts/setup.sh puts the wheel in .deps/cutlass): the
+# include tree and tools/util (packed strides). Only the *_sm90a.cu files use them (cmake/Layers.cmake).
+set(SG_CUTLASS_ROOT ${CMAKE_SOURCE_DIR}/.deps/cutlass/cutlass_library/source)
+find_path(CUTLASS_INCLUDE_DIR cutlass/cutlass.h HINTS ${SG_CUTLASS_ROOT}/include NO_DEFAULT_PATH REQUIRED
+  DOC "cutlass/cutlass.h from PyPI nvidia-cutlass: run scripts/setup.sh")
+find_path(CUTLASS_UTIL_INCLUDE_DIR cutlass/util/packed_stride.hpp HINTS ${SG_CUTLASS_ROOT}/tools/util/include
+  NO_DEFAULT_PATH REQUIRED DOC "cutlass/util/packed_stride.hpp from PyPI nvidia-cutlass: run scripts/setup.sh")
+add_library(sg_cutlass INTERFACE)
+target_include_directories(sg_cutlass SYSTEM INTERFACE ${CUTLASS_INCLUDE_DIR} ${CUTLASS_UTIL_INCLUDE_DIR})
 
 set(SG_WARNINGS -Wall -Wextra)
 

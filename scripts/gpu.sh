@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Everything GPU in one call, for the H200 machine: the GPU tests, the graph-mode exactness check,
-# the benchmarks and the PyTorch comparison; prints a short table last.
+# the benchmarks, the PyTorch comparison and the Hugging Face parity checks (training loss and greedy
+# generation); prints a short table last.
 #
-#   bash scripts/gpu.sh [tests|bench|torch|parity|dp|all]...   (default: all)
+#   bash scripts/gpu.sh [tests|bench|torch|parity|dp|sanitize|all]...
 #
-# dp (issue 16) needs 2 GPUs (kind nvidia-h200-x2): world size 1 vs 2 on the same global batch (losses
-# within fp32 summation-order rounding, every graph mode bitwise equal to eager at world size 2, the
-# distributed optimizer, a checkpoint saved at 2 ranks and resumed at 1) and bench -ng 2 against -ng 1
-# (scaling efficiency). On one GPU it says so and skips.
+# Default: all = tests bench torch parity dp. sanitize runs only when named (it takes many minutes).
+# sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
+# transformer_engine modes, racecheck and synccheck (eager); a summary line each, logs in
+# $OUT/sanitize_<run>.log (docs/reliability.md records the results).
+# dp (issue 16) needs 2 GPUs (kind nvidia-h200-x2; on one GPU it says so and skips): world size 1 vs 2
+# on the same global batch (losses within fp32 summation-order rounding, every graph mode bitwise equal
+# to eager at world size 2, the distributed optimizer, a checkpoint saved at 2 ranks and resumed at 1)
+# and bench -ng 2 against -ng 1 (scaling efficiency); docs/distributed.md.
 #
 # Expects a build made for sm_90 in ${BUILD_DIR:-build} (scripts/build.sh here, or on the GPU machine:
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
@@ -20,6 +25,7 @@ SG="$B/src/stepgraph"
 parts=("$@")
 [[ ${#parts[@]} -eq 0 ]] && parts=(all)
 want() { for p in "${parts[@]}"; do [[ $p == all || $p == "$1" ]] && return 0; done; return 1; }
+named() { for p in "${parts[@]}"; do [[ $p == "$1" ]] && return 0; done; return 1; }
 summary=()
 record() { summary+=("$(printf '%-34s %s' "$1" "$2")"); }
 
@@ -39,6 +45,10 @@ if want bench; then
   if [[ -x "$B/bench/graph_runtime_bench" ]]; then
     "$B/bench/graph_runtime_bench" --steps 200 --warmup 10 2>&1 | tee "$OUT/bench_graph_runtime.txt" | tail -12
     record "toy step bench" "see bench_graph_runtime.txt"
+  fi
+  if [[ -x "$B/bench/grouped_gemm_bench" ]]; then
+    "$B/bench/grouped_gemm_bench" 2>&1 | tee "$OUT/bench_grouped_gemm.txt" | tail -16
+    record "grouped GEMM bench" "rc=${PIPESTATUS[0]} (bench_grouped_gemm.txt)"
   fi
   for r in tiny small 1b; do
     "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 1 --plain \
@@ -65,6 +75,36 @@ if want parity; then
     python3 tests/model/hf_parity.py --stepgraph "$SG" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}" 2>&1 | tee "$OUT/hf_parity.txt" | tail -8
     record "HF transformers parity" "rc=${PIPESTATUS[0]}"
   fi
+  if [[ -f tests/model/hf_generate_parity.py ]]; then
+    python3 tests/model/hf_generate_parity.py --stepgraph "$SG" --out "${GENERATE_PARITY_DIR:-/tmp/stepgraph_hf_generate}" 2>&1 \
+      | tee "$OUT/hf_generate_parity.txt" | tail -30
+    record "HF generate greedy parity" "rc=${PIPESTATUS[0]}"
+  fi
+fi
+
+if named sanitize; then
+  CS=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+  # sanitize NAME TOOL [train overrides...]: one run; the tool's SUMMARY line and stepgraph's own last
+  # words (its final "trained"/"error:"/"stepgraph:" line) go into the summary table.
+  sanitize() {
+    local name=$1 tool=$2
+    shift 2
+    local log="$OUT/sanitize_$name.log" start
+    start=$(date +%s)
+    timeout "${SANITIZE_TIMEOUT:-1800}" "$CS" --tool "$tool" --error-exitcode 99 --print-limit 200 \
+      "$SG" train llama/tiny train.train_iters=6 logger.log_interval=1 --plain \
+      --run-dir "$OUT/sanitize_run_$name" "$@" >"$log" 2>&1
+    local rc=$?
+    local tool_line own_line
+    tool_line=$(grep -E "(ERROR|RACECHECK|SYNCCHECK) SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
+    own_line=$(grep -E "^(trained |error: |stepgraph: )" "$log" | tail -1)
+    record "sanitize $name" "rc=$rc $(( $(date +%s) - start )) s | ${tool_line:-no tool summary} | ${own_line:-no stepgraph message}"
+  }
+  sanitize memcheck_none memcheck model.cuda_graph_impl=none
+  sanitize memcheck_local memcheck model.cuda_graph_impl=local model.cuda_graph_scope=full_iteration
+  sanitize memcheck_te memcheck model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=attn,mlp
+  sanitize racecheck racecheck model.cuda_graph_impl=none
+  sanitize synccheck synccheck model.cuda_graph_impl=none
 fi
 
 if want dp; then

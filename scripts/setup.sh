@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything stepgraph needs to build and test. Idempotent: a second run changes nothing.
-#   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest
-#   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), safetensors + numpy (checkpoint tests),
+#   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest, zlib (static)
+#   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), nvidia-cutlass (CUTLASS/CuTe C++ headers, into
+#           .deps/cutlass), safetensors + numpy (checkpoint tests),
 #           tokenizers (tools/train_tokenizer.py, tools/preprocess_data.py);
 #           transformers only with SG_SETUP_TRANSFORMERS=1 (tokenizer-folder check in tests/tools; ~300 MB)
 #   CUDA 13 toolkit is expected in /usr/local/cuda (nvcc, cuBLASLt, cuDNN, NCCL, CUPTI, NVTX).
@@ -9,9 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CUDNN_FRONTEND_VERSION=1.32.0
+CUTLASS_VERSION=4.2.0.0
 TOKENIZERS_VERSION=0.23.3
 TRANSFORMERS_VERSION=5.24.0
-debs=(cmake ninja-build g++ ccache libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev python3-pip)
+debs=(cmake ninja-build g++ ccache libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev python3-pip)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -20,14 +22,21 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [[ ! -f .deps/pip/include/cudnn_frontend.h ]] || \
-   [[ "$(cat .deps/pip/.version 2>/dev/null)" != "$CUDNN_FRONTEND_VERSION" ]]; then
-  echo "setup: installing nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION headers into .deps/pip"
-  rm -rf .deps/pip
-  python3 -m pip install -q --disable-pip-version-check --no-deps --target .deps/pip \
-    "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION"
-  echo "$CUDNN_FRONTEND_VERSION" > .deps/pip/.version
-fi
+# Header-only PyPI wheels, each pinned in its own .deps/ folder (reinstalled when the pinned version changes):
+#   pip_headers DIR PACKAGE VERSION FILE   (FILE: a header that proves the install, relative to DIR)
+pip_headers() {
+  local dir=$1 package=$2 version=$3 file=$4
+  if [[ ! -f "$dir/$file" ]] || [[ "$(cat "$dir/.version" 2>/dev/null)" != "$version" ]]; then
+    echo "setup: installing $package==$version headers into $dir"
+    rm -rf "$dir"
+    python3 -m pip install -q --disable-pip-version-check --no-deps --target "$dir" "$package==$version"
+    echo "$version" > "$dir/.version"
+  fi
+}
+pip_headers .deps/pip nvidia-cudnn-frontend "$CUDNN_FRONTEND_VERSION" include/cudnn_frontend.h
+# CUTLASS 3.x (the sm_90 grouped GEMM of the MoE experts): the wheel carries the C++ include trees under
+# cutlass_library/source/{include,tools/util/include}; its Python dependencies are not needed (--no-deps).
+pip_headers .deps/cutlass nvidia-cutlass "$CUTLASS_VERSION" cutlass_library/source/include/cutlass/cutlass.h
 
 if ! python3 -c "import safetensors, numpy" >/dev/null 2>&1; then
   echo "setup: installing safetensors and numpy from PyPI"

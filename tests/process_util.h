@@ -2,12 +2,30 @@
 // Tests that run the stepgraph binary (or a script) as a user would: a shell command, its exit status
 // and its output.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace sg::test {
+
+// The stepgraph binary of the build this test belongs to: $STEPGRAPH_BIN (ctest sets it), else
+// BUILD/src/stepgraph found from this executable's own path (BUILD/tests/<test>), else the path
+// configured at build time. So a build folder that was copied or moved (the GPU machine runs a copy)
+// still runs its own binary.
+inline std::string stepgraph_binary() {
+  if (const char* env = std::getenv("STEPGRAPH_BIN"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path sibling = self.parent_path().parent_path() / "src" / "stepgraph";
+    if (std::filesystem::is_regular_file(sibling, ec)) return sibling.string();
+  }
+  return STEPGRAPH_BIN;
+}
 
 struct CommandResult {
   int exit_code = -1;  // -1: did not start or did not exit normally
@@ -41,7 +59,7 @@ inline CommandResult run_stepgraph(const std::vector<std::string>& args, bool me
                                    const std::string& cwd = "") {
   std::string command;
   if (!cwd.empty()) command.append("cd ").append(shell_quote(cwd)).append(" && ");
-  command.append(shell_quote(STEPGRAPH_BIN));
+  command.append(shell_quote(stepgraph_binary()));
   for (const auto& a : args) command.append(" ").append(shell_quote(a));
   command += merge_stderr ? " 2>&1" : " 2>/dev/null";
   return run_command(command);

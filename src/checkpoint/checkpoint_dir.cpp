@@ -4,14 +4,18 @@
 #include <stdio.h>  // renameat2 (glibc >= 2.28)
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
+#include "checkpoint/durable_io.h"
+#include "checkpoint/file_checksum.h"
+#include "checkpoint/finite_check.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/strings.h"
-#include "checkpoint/durable_io.h"
 
 namespace sg::checkpoint {
 
@@ -67,6 +71,55 @@ std::string iteration_dir_name(int64_t iteration) {
   return strprintf("iter_%07lld", static_cast<long long>(iteration));
 }
 
+namespace {
+
+// The iteration of an "iter_NNNNNNN" folder name, or -1 for any other name (temporaries included).
+int64_t iteration_of_folder(const std::string& name) {
+  if (name.size() < 6 || name.rfind("iter_", 0) != 0) return -1;
+  int64_t value = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || value > (INT64_MAX - 9) / 10) return -1;
+    value = value * 10 + (name[i] - '0');
+  }
+  return value;
+}
+
+nlohmann::json digest_json(const FileDigest& d) {
+  return nlohmann::json{{"bytes", d.bytes}, {"crc32", crc32_hex(d.crc32)}};
+}
+
+// Writes every file of `contents` into `tmp` (the checksums file last, with the digests of the
+// others) and fsyncs the folder.
+void write_contents(const std::string& tmp, const CheckpointContents& contents, const SaveHooks& hooks) {
+  nlohmann::json digests = nlohmann::json::object();
+  for (const TensorFile& f : contents.tensor_files) {
+    digests[f.filename] = digest_json(write_safetensors(tmp + "/" + f.filename, f.tensors, f.metadata, hooks.on_write));
+  }
+  auto write_json = [&](const JsonFile& f, const nlohmann::json& content) {
+    const std::string text = content.dump(2) + "\n";
+    DurableFileWriter writer(tmp + "/" + f.filename, text.size(), hooks.on_write);
+    writer.write(text.data(), text.size());
+    writer.close();
+    digests[f.filename] = digest_json({writer.written(), writer.crc32()});
+  };
+  const JsonFile* checksums_file = nullptr;
+  for (const JsonFile& f : contents.json_files) {
+    if (f.filename == contents.checksums_into) {
+      checksums_file = &f;
+    } else {
+      write_json(f, f.content);
+    }
+  }
+  if (checksums_file != nullptr) {
+    nlohmann::json content = checksums_file->content;
+    content[kFileChecksumsKey] = digests;
+    write_json(*checksums_file, content);
+  }
+  fsync_directory(tmp);
+}
+
+}  // namespace
+
 std::string save_checkpoint(const std::string& dir, int64_t iteration,
                             const CheckpointContents& contents, const SaveHooks& hooks) {
   SG_CHECK(iteration >= 0, strprintf("save_checkpoint: negative iteration %lld",
@@ -90,17 +143,14 @@ std::string save_checkpoint(const std::string& dir, int64_t iteration,
     throw Error(
         strprintf("cannot create %s: %s", tmp.c_str(), ec ? ec.message().c_str() : "exists"));
   }
-
-  for (const TensorFile& f : contents.tensor_files) {
-    write_safetensors(tmp + "/" + f.filename, f.tensors, f.metadata, hooks.on_write);
+  try {
+    write_contents(tmp, contents, hooks);
+  } catch (...) {
+    // A failed save (disk full, I/O error) leaves nothing behind; `latest` still names the last
+    // whole checkpoint.
+    fs::remove_all(tmp, ec);
+    throw;
   }
-  for (const JsonFile& f : contents.json_files) {
-    const std::string text = f.content.dump(2) + "\n";
-    DurableFileWriter writer(tmp + "/" + f.filename, text.size(), hooks.on_write);
-    writer.write(text.data(), text.size());
-    writer.close();
-  }
-  fsync_directory(tmp);
   stage(hooks, "files_written");
 
   move_into_place(tmp, final_path);
@@ -115,7 +165,12 @@ std::string save_checkpoint(const std::string& dir, int64_t iteration,
 std::optional<int64_t> read_latest_iteration(const std::string& dir) {
   const std::string path = dir + "/" + kLatestFile;
   std::error_code ec;
-  if (!fs::exists(path, ec)) return std::nullopt;
+  if (!fs::exists(fs::symlink_status(path, ec))) return std::nullopt;
+  if (!fs::is_regular_file(path, ec)) {
+    throw Error(strprintf("%s is %s, not the file naming the newest iteration; remove it (the "
+                          "iteration folders iter_NNNNNNN beside it are the checkpoints)",
+                          path.c_str(), fs::is_directory(path, ec) ? "a directory" : "not a regular file"));
+  }
   const std::string text = trim(read_text_file(path));
   char* end = nullptr;
   errno = 0;
@@ -125,6 +180,40 @@ std::optional<int64_t> read_latest_iteration(const std::string& dir) {
                           text.c_str()));
   }
   return value;
+}
+
+std::vector<int64_t> list_iterations(const std::string& dir) {
+  std::vector<int64_t> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const int64_t it = iteration_of_folder(entry.path().filename().string());
+    if (it >= 0 && entry.is_directory(ec)) out.push_back(it);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool holds_checkpoints(const std::string& dir) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(fs::path(dir) / kLatestFile, ec)) || !list_iterations(dir).empty();
+}
+
+std::vector<int64_t> remove_checkpoints(const std::string& dir) {
+  const std::vector<int64_t> iterations = list_iterations(dir);
+  std::error_code ec;
+  // `latest` first: a crash in the middle leaves folders without a latest file, never a latest
+  // file naming a removed folder.
+  fs::remove_all(fs::path(dir) / kLatestFile, ec);
+  if (ec) throw Error(strprintf("cannot remove %s/%s: %s", dir.c_str(), kLatestFile, ec.message().c_str()));
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (iteration_of_folder(name) >= 0 || is_stale_tmp(name)) {
+      fs::remove_all(entry.path(), ec);
+      if (ec) throw Error(strprintf("cannot remove %s: %s", entry.path().c_str(), ec.message().c_str()));
+    }
+  }
+  fsync_directory(dir);
+  return iterations;
 }
 
 std::string resolve_checkpoint(const std::string& path) {
@@ -155,8 +244,89 @@ CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkp
   c.tensor_files.push_back({kOptimizerExpAvgSqFile, checkpoint.exp_avg_sq, {}});
   c.json_files.push_back({kConfigFile, checkpoint.model_config});
   c.json_files.push_back({kTrainStateFile, checkpoint.state.to_json()});
+  c.checksums_into = kTrainStateFile;
   return c;
 }
+
+namespace {
+
+// train_state.json of `dir`, parsed.
+nlohmann::json read_state_json(const std::string& state_path) {
+  try {
+    return nlohmann::json::parse(read_text_file(state_path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(strprintf("train state %s is not valid JSON: %s", state_path.c_str(), e.what()));
+  }
+}
+
+// The recorded digests, by file name; empty when the checkpoint predates checksums.
+std::map<std::string, FileDigest> recorded_digests(const nlohmann::json& state, const std::string& state_path) {
+  std::map<std::string, FileDigest> out;
+  if (!state.is_object() || !state.contains(kFileChecksumsKey)) return out;
+  const nlohmann::json& sums = state[kFileChecksumsKey];
+  auto malformed = [&](const std::string& what) {
+    return Error(strprintf("train state %s: \"%s\" is malformed (%s); the file was edited or damaged",
+                           state_path.c_str(), kFileChecksumsKey, what.c_str()));
+  };
+  if (!sums.is_object()) throw malformed("not an object");
+  for (auto it = sums.begin(); it != sums.end(); ++it) {
+    const nlohmann::json& v = it.value();
+    if (!v.is_object() || !v.contains("bytes") || !v["bytes"].is_number_unsigned() || !v.contains("crc32") ||
+        !v["crc32"].is_string()) {
+      throw malformed("entry " + it.key() + " = " + v.dump());
+    }
+    const std::string hex = v["crc32"].get<std::string>();
+    char* end = nullptr;
+    const unsigned long crc = std::strtoul(hex.c_str(), &end, 16);
+    if (hex.size() != 8 || end != hex.c_str() + hex.size()) throw malformed("crc32 of " + it.key() + " = " + hex);
+    out[it.key()] = FileDigest{v["bytes"].get<uint64_t>(), static_cast<uint32_t>(crc)};
+  }
+  return out;
+}
+
+// The file's size and CRC-32 must be the recorded ones.
+void verify_digest(const std::string& dir, const std::string& filename,
+                   const std::map<std::string, FileDigest>& recorded) {
+  const std::string path = dir + "/" + filename;
+  const auto it = recorded.find(filename);
+  if (it == recorded.end()) {
+    throw Error(strprintf("checkpoint %s: %s/%s records no checksum for %s; the checkpoint is incomplete "
+                          "or was assembled from several saves",
+                          dir.c_str(), dir.c_str(), kTrainStateFile, filename.c_str()));
+  }
+  const FileDigest actual = file_digest(path);
+  if (actual != it->second) {
+    throw Error(strprintf(
+        "checkpoint file %s is corrupt: %llu bytes with CRC-32 %s, but %s recorded %llu bytes with CRC-32 %s "
+        "when it was saved (a bit flip, a truncated copy or an edit). Load an earlier iteration "
+        "(checkpoint.load=<its iter_NNNNNNN folder>) or restore %s from a backup",
+        path.c_str(), static_cast<unsigned long long>(actual.bytes), crc32_hex(actual.crc32).c_str(),
+        kTrainStateFile, static_cast<unsigned long long>(it->second.bytes), crc32_hex(it->second.crc32).c_str(),
+        dir.c_str()));
+  }
+}
+
+// An iter_NNNNNNN folder must hold iteration NNNNNNN.
+void check_iteration_matches_folder(const std::string& dir, int64_t iteration) {
+  const std::string name = fs::path(dir).filename().string();
+  const int64_t folder_iteration = iteration_of_folder(name);
+  if (folder_iteration >= 0 && folder_iteration != iteration) {
+    throw Error(strprintf("checkpoint %s: %s says iteration %lld but the folder is %s; the folder was renamed "
+                          "or holds another iteration's files. Load the folder named after its iteration",
+                          dir.c_str(), kTrainStateFile, static_cast<long long>(iteration), name.c_str()));
+  }
+}
+
+void check_all_finite(const SafetensorsFile& file) {
+  if (const auto bad = find_nonfinite(file)) {
+    throw Error(strprintf("checkpoint file %s holds non-finite values: %s. stepgraph never saves a "
+                          "non-finite state, so the file is damaged or comes from a diverged run; load an "
+                          "earlier iteration",
+                          file.path().c_str(), describe(*bad).c_str()));
+  }
+}
+
+}  // namespace
 
 TrainState load_training_checkpoint(const std::string& path, const TrainingCheckpointDest& dest) {
   const std::string dir = resolve_checkpoint(path);
@@ -168,10 +338,23 @@ TrainState load_training_checkpoint(const std::string& path, const TrainingCheck
                         {kOptimizerMainParamsFile, &dest.main_params},
                         {kOptimizerExpAvgFile, &dest.exp_avg},
                         {kOptimizerExpAvgSqFile, &dest.exp_avg_sq}};
+
+  const std::string state_path = dir + "/" + kTrainStateFile;
+  const nlohmann::json state_json = read_state_json(state_path);
+  TrainState state = TrainState::from_json(state_json, state_path);
+  check_iteration_matches_folder(dir, state.iteration);
+  const std::map<std::string, FileDigest> digests = recorded_digests(state_json, state_path);
+  if (digests.empty()) {
+    log::warn(strprintf("checkpoint %s has no file checksums (saved by an older stepgraph): its files "
+                        "cannot be verified",
+                        dir.c_str()));
+  }
+
   std::vector<std::pair<SafetensorsFile, const std::vector<TensorDest>*>> files;
   std::string errors;
   for (const Part& part : parts) {
     if (part.dest->empty()) continue;
+    if (!digests.empty()) verify_digest(dir, part.filename, digests);
     SafetensorsFile file(dir + "/" + part.filename);
     const auto diffs = file.differences(*part.dest);
     if (!diffs.empty()) {
@@ -181,15 +364,7 @@ TrainState load_training_checkpoint(const std::string& path, const TrainingCheck
     files.emplace_back(std::move(file), part.dest);
   }
   if (!errors.empty()) throw Error(errors);
-
-  const std::string state_path = dir + "/" + kTrainStateFile;
-  nlohmann::json state_json;
-  try {
-    state_json = nlohmann::json::parse(read_text_file(state_path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(strprintf("train state %s is not valid JSON: %s", state_path.c_str(), e.what()));
-  }
-  TrainState state = TrainState::from_json(state_json, state_path);
+  for (const auto& entry : files) check_all_finite(entry.first);
   for (const auto& [file, tensors] : files) file.copy_into(*tensors);
   return state;
 }

@@ -5,12 +5,19 @@
 //   DIR/iter_0000100/optimizer_main_params.safetensors   fp32 main weights   (same names)
 //   DIR/iter_0000100/optimizer_exp_avg.safetensors       Adam first moment   (same names)
 //   DIR/iter_0000100/optimizer_exp_avg_sq.safetensors    Adam second moment  (same names)
-//   DIR/iter_0000100/train_state.json                    step, data position, RNG, config hash
+//   DIR/iter_0000100/train_state.json                    step, data position, RNG, config hash,
+//                                                        CRC-32 and size of every other file
 //   DIR/latest_checkpointed_iteration.txt                "100\n": the newest whole save
+//   DIR/.lock                                            held by the run saving here (save_dir_lock.h)
 // Saving is atomic: files go into DIR/iter_0000100.tmp-<pid>, each fsynced, the folder fsynced,
 // renamed to iter_0000100 (swapped atomically if it exists), DIR fsynced, and only then is `latest`
 // replaced (temporary + fsync + rename). A crash at any point leaves `latest` naming a whole
-// checkpoint.
+// checkpoint. A save that fails (disk full, I/O error) removes its temporary folder before the error
+// propagates.
+//
+// Loading verifies before it copies a byte: every file's CRC-32 against train_state.json, the
+// iteration against the folder name, the tensors' names, shapes and dtypes, and that every float is
+// finite.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -45,7 +52,12 @@ struct JsonFile {
 struct CheckpointContents {
   std::vector<TensorFile> tensor_files;
   std::vector<JsonFile> json_files;
+  // The JSON file (one of json_files, written last) that records the size and CRC-32 of every
+  // file written before it under "file_checksums"; empty for none.
+  std::string checksums_into;
 };
+
+inline constexpr const char* kFileChecksumsKey = "file_checksums";
 
 // Test hooks: on_write runs after each written chunk of each file, on_stage after "files_written"
 // (folder complete, not yet renamed), "renamed" (iter folder in place, latest not yet updated) and
@@ -63,8 +75,17 @@ std::string save_checkpoint(const std::string& dir, int64_t iteration,
                             const CheckpointContents& contents, const SaveHooks& hooks = {});
 
 // The iteration `latest` names, or nullopt when DIR has no latest file. sg::Error when it is
-// malformed.
+// malformed or not a regular file.
 std::optional<int64_t> read_latest_iteration(const std::string& dir);
+
+// The iterations of DIR's iter_NNNNNNN folders (temporaries excluded), ascending; empty when DIR
+// does not exist.
+std::vector<int64_t> list_iterations(const std::string& dir);
+// Whether DIR holds anything of a checkpoint: a latest file or an iteration folder.
+bool holds_checkpoints(const std::string& dir);
+// Removes DIR's iteration folders, its latest file and leftovers of interrupted saves (the folder
+// itself, its lock and any other file stay). Returns the iterations removed.
+std::vector<int64_t> remove_checkpoints(const std::string& dir);
 
 // A folder to load from: DIR/iter_N named by DIR's latest file, or DIR itself when it is an
 // iteration folder (holds train_state.json or model.safetensors). sg::Error naming DIR otherwise.
@@ -90,9 +111,12 @@ struct TrainingCheckpointDest {
   std::vector<TensorDest> exp_avg_sq;
 };
 
-// Loads the folder resolve_checkpoint(path) names. Every file is validated against `dest` before
-// any byte is copied, so a refused checkpoint leaves the buffers untouched; the sg::Error lists
-// every tensor whose name, shape or dtype differs, per file. Returns the train state.
+// Loads the folder resolve_checkpoint(path) names. Every file is validated before any byte is
+// copied, so a refused checkpoint leaves the buffers untouched: its CRC-32 and size against
+// train_state.json (a checkpoint without checksums, from an older stepgraph, loads with a warning),
+// train_state.json's iteration against the folder name, the tensors against `dest` (the sg::Error
+// lists every tensor whose name, shape or dtype differs, per file), and every F32/BF16 value is
+// finite. Returns the train state.
 TrainState load_training_checkpoint(const std::string& path, const TrainingCheckpointDest& dest);
 
 }  // namespace sg::checkpoint

@@ -1,6 +1,7 @@
 #include "checkpoint/durable_io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "checkpoint/file_checksum.h"
 #include "core/strings.h"
 
 namespace sg::checkpoint {
@@ -44,6 +46,7 @@ void DurableFileWriter::write(const void* data, uint64_t size) {
       }
       chunk_done += static_cast<uint64_t>(n);
     }
+    crc32_ = crc32_update(crc32_, p + done, chunk);
     done += chunk;
     written_ += chunk;
     if (hook_) hook_(path_, written_, total_);
@@ -79,10 +82,13 @@ void write_file_atomically(const std::string& path, std::string_view content) {
   const std::string dir =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const std::string tmp = strprintf("%s.tmp-%d", path.c_str(), static_cast<int>(::getpid()));
-  {
+  try {
     DurableFileWriter writer(tmp, content.size());
     writer.write(content.data(), content.size());
     writer.close();
+  } catch (...) {
+    std::remove(tmp.c_str());  // a failed write (disk full) leaves nothing behind
+    throw;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
@@ -94,6 +100,14 @@ void write_file_atomically(const std::string& path, std::string_view content) {
 }
 
 std::string read_text_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw Error(strprintf("cannot open %s: %s", path.c_str(), std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw Error(strprintf("%s is %s, not a regular file", path.c_str(),
+                          S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a special file"));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(strprintf("cannot open %s: %s", path.c_str(), std::strerror(errno)));
   std::ostringstream ss;

@@ -19,12 +19,17 @@ class DurableFileWriter {
 
   void write(const void* data, uint64_t size);  // in chunks; the hook runs after each chunk
   void close();                                 // fsync + close; sg::Error on failure
+  // What was written so far: byte count and CRC-32 (checkpoint/file_checksum.h), computed while
+  // writing so a checkpoint's checksums cost no second pass over the data.
+  uint64_t written() const { return written_; }
+  uint32_t crc32() const { return crc32_; }
 
  private:
   std::string path_;
   int fd_ = -1;
   uint64_t written_ = 0;
   uint64_t total_ = 0;
+  uint32_t crc32_ = 0;
   Hook hook_;
 };
 
@@ -32,6 +37,8 @@ void fsync_directory(const std::string& dir);
 // `path` gets `content` atomically: written to a temporary name beside it, fsynced, renamed over
 // `path`, and the directory fsynced. A reader sees the old or the new content, never a mix.
 void write_file_atomically(const std::string& path, std::string_view content);
-std::string read_text_file(const std::string& path);  // sg::Error naming the path when missing
+// sg::Error naming the path when it is missing or not a regular file (a FIFO would block the read,
+// a directory reads as empty).
+std::string read_text_file(const std::string& path);
 
 }  // namespace sg::checkpoint

@@ -39,7 +39,14 @@ nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& 
       {"max_position_embeddings", spec.seq_length},
       {"rms_norm_eps", spec.layernorm_epsilon},
       {"rope_theta", spec.rotary_base},
-      {"rope_scaling", nullptr},
+      {"rope_scaling", spec.rope_scaling.enabled()
+                           ? nlohmann::json{{"rope_type", "llama3"},
+                                            {"factor", spec.rope_scaling.factor},
+                                            {"low_freq_factor", spec.rope_scaling.low_freq_factor},
+                                            {"high_freq_factor", spec.rope_scaling.high_freq_factor},
+                                            {"original_max_position_embeddings",
+                                             spec.rope_scaling.original_max_position_embeddings}}
+                           : nlohmann::json(nullptr)},
       {"tie_word_embeddings", spec.share_embeddings_and_output_weights},
       {"attention_bias", false},
       {"mlp_bias", false},

@@ -104,7 +104,7 @@ std::string safetensors_header(std::span<const TensorRef> tensors,
   return out + json;
 }
 
-void write_safetensors(const std::string& path, std::span<const TensorRef> tensors,
+FileDigest write_safetensors(const std::string& path, std::span<const TensorRef> tensors,
                        const std::map<std::string, std::string>& metadata,
                        const WriteProgressHook& hook) {
   const std::string header = safetensors_header(tensors, metadata);
@@ -118,6 +118,7 @@ void write_safetensors(const std::string& path, std::span<const TensorRef> tenso
     writer.write(t.data, static_cast<uint64_t>(num_elements(t.shape)) * dtype_size(t.dtype));
   }
   writer.close();
+  return {writer.written(), writer.crc32()};
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/file_checksum.h"
 #include "data/mapped_file.h"
 
 namespace sg::checkpoint {
@@ -52,7 +53,8 @@ std::string safetensors_header(std::span<const TensorRef> tensors,
 
 // Writes `path` (plain write + fsync; atomicity comes from the checkpoint directory protocol).
 // Metadata always includes "format": "pt", which transformers requires. Names must be unique.
-void write_safetensors(const std::string& path, std::span<const TensorRef> tensors,
+// Returns the written file's size and CRC-32.
+FileDigest write_safetensors(const std::string& path, std::span<const TensorRef> tensors,
                        const std::map<std::string, std::string>& metadata = {},
                        const WriteProgressHook& hook = nullptr);
 

@@ -37,10 +37,10 @@ namespace {
 
 void write_text_file(const std::string& path, const std::string& text, const char* what) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  SG_CHECK(out.good(), strprintf("cannot write the %s to %s: %s", what, path.c_str(), std::strerror(errno)));
+  if (!out.good()) throw Error(strprintf("cannot write the %s to %s: %s", what, path.c_str(), std::strerror(errno)));
   out << text << "\n";
   out.close();
-  SG_CHECK(!out.fail(), strprintf("writing the %s to %s failed: %s", what, path.c_str(), std::strerror(errno)));
+  if (out.fail()) throw Error(strprintf("writing the %s to %s failed: %s", what, path.c_str(), std::strerror(errno)));
 }
 
 // -ng N > 1 outside a launcher: this process starts N ranks of the same bench command (dist/local_launcher.h)

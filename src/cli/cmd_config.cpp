@@ -7,6 +7,7 @@
 #include "core/strings.h"
 #include "config/config.h"
 #include "config/validate.h"
+#include "train/pretrained.h"
 
 namespace sg::cli {
 namespace {
@@ -27,7 +28,7 @@ int config_show(const std::vector<std::string>& args) {
   const config::RecipeText text = config::find_recipe(recipe);
   config::Config config = config::load_config_yaml(text.text, text.source);
   config::apply_overrides(config, overrides);
-  const config::ValidationReport report = config::validate(config);
+  const config::ValidationReport report = config::validate(train::apply_pretrained_shapes(config));
 
   std::string header =
       "stepgraph config show " + join(args.empty() ? std::vector<std::string>{recipe} : args, " ");

@@ -1,16 +1,15 @@
 // stepgraph train RECIPE [overrides...]
-#include <filesystem>
-
 #include <cstdlib>
+#include <filesystem>
 
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cuda/device.h"
+#include "dist/world_env.h"
 #include "core/strings.h"
 #include "graph/registry.h"
 #include "config/config.h"
-#include "dist/world_env.h"
 #include "train/distributed_run.h"
 #include "train/progress.h"
 #include "train/trainer.h"
@@ -64,7 +63,7 @@ int run_train(const TrainArgs& args) {
     config.data_parallel_size = distributed->world_size();
     options.distributed = distributed.get();
     if (!distributed->is_writer()) {
-      // Rank 0 speaks for the run; the others keep their metrics apart and print only warnings and errors.
+      // The others keep their metrics (and dumped batches) apart, and print only warnings and errors.
       const std::string rank_dir = strprintf("rank%d", distributed->rank());
       options.run_dir = (std::filesystem::path(options.run_dir) / rank_dir).string();
       if (!options.dump_batches_dir.empty()) {
@@ -77,14 +76,18 @@ int run_train(const TrainArgs& args) {
   try {
     summary = train::train(config, options);
     if (distributed) distributed->finish();
-  } catch (const std::exception& e) {
+  } catch (const train::ReportedError& e) {
     if (distributed) distributed->report_failure(e.what());  // the other ranks end now, saying why
+    return e.exit_code();  // already printed, before the device was released
+  } catch (const std::exception& e) {
+    if (distributed) distributed->report_failure(e.what());
     throw;
   }
-  if (!distributed || distributed->is_writer()) {
-    std::fprintf(stderr, "trained %lld steps: loss %.4f -> %.4f; metrics in %s\n",
-                 static_cast<long long>(summary.steps_done), summary.first_loss, summary.last_loss,
-                 summary.metrics_path.c_str());
+  if (summary.steps_run() > 0 && (!distributed || distributed->is_writer())) {
+    std::fprintf(stderr, "trained %lld step%s (%lld -> %lld): loss %.4f -> %.4f; metrics in %s\n",
+                 static_cast<long long>(summary.steps_run()), summary.steps_run() == 1 ? "" : "s",
+                 static_cast<long long>(summary.start_step), static_cast<long long>(summary.steps_done),
+                 summary.first_loss, summary.last_loss, summary.metrics_path.c_str());
   }
   return summary.stopped_by_signal ? graph::exit_code_for_stop() : 0;
 }
@@ -94,20 +97,23 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
   CLI::App* cmd = app.add_subcommand(
       "train",
       "Train a model. On a GPU: bf16 with CUDA graphs as model.cuda_graph_impl says; without one: the CPU "
-      "fp32 reference backend (graphs off). SIGINT/SIGTERM finish the current step, save a checkpoint "
-      "when checkpoint.save is set, and exit (status 130/143). Data parallel when started by "
-      "`stepgraph launch -n N -- train ...`, torchrun or srun (one rank per GPU; docs/distributed.md).");
+      "fp32 reference backend (graphs off). SIGINT/SIGTERM/SIGHUP finish the current step, save a checkpoint "
+      "when checkpoint.save is set, and exit (status 130/143/129). Exit status: 0 trained, 1 an error "
+      "(invalid config, bad data or checkpoint, ...), 2 usage or parse error, 3 stopped by a NaN/Inf "
+      "(rerun_state_machine.check_for_nan_in_loss, ddp.check_for_nan_in_grad, or a refused save of a "
+      "non-finite state). Data parallel when started by `stepgraph launch -n N -- train ...`, torchrun or srun "
+      "(one rank per GPU; docs/distributed.md).");
   cmd->add_option("recipe", args->recipe,
                   "recipe name (llama/tiny, llama/demo, ...) or a YAML path; default llama/demo");
   cmd->add_option("overrides", args->overrides, "dotted overrides: train.train_iters=50 model.cuda_graph_impl=local");
   cmd->add_option("--run-dir", args->run_dir, "where metrics.jsonl goes (default runs/<recipe>)");
   cmd->add_flag("--cpu", args->cpu, "use the CPU reference backend even when a GPU is present");
   cmd->add_flag("--plain", args->plain, "plain log lines instead of a progress bar");
-  cmd->add_option("--dump-batches", args->dump_batches,
-                  "write every step's batch to DIR/batch_<step>.safetensors (tokens, targets, loss_mask)");
   cmd->add_option("--rendezvous-file", args->rendezvous_file,
                   "data parallel: find rank 0 through this file on a shared filesystem instead of "
                   "MASTER_ADDR:MASTER_PORT (STEPGRAPH_RENDEZVOUS_FILE)");
+  cmd->add_option("--dump-batches", args->dump_batches,
+                  "write every step's batch to DIR/batch_<step>.safetensors (tokens, targets, loss_mask)");
   cmd->callback([args, &exit_code] { exit_code = run_train(*args); });
 }};
 

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "config/model_config.h"
 #include "config/validate.h"
+#include "train/pretrained.h"
 
 namespace sg::cli {
 namespace {
@@ -40,7 +41,8 @@ Outcome evaluate(const std::string& recipe, const std::vector<std::string>& over
     outcome.source = text.source;
     config::Config config = config::load_config_yaml(text.text, text.source);
     config::apply_overrides(config, overrides);
-    outcome.report = config::validate(config);
+    // Shape keys a pretrained_checkpoint folder provides are filled in (or checked) as `train` does.
+    outcome.report = config::validate(train::apply_pretrained_shapes(config));
   } catch (const config::ConfigError& e) {
     outcome.error = e.what();
   }

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "cli/command.h"
+#include "core/crash_report.h"
 #include "core/error.h"
 
 namespace sg::cli {
@@ -14,6 +15,7 @@ std::vector<CommandInfo>& command_registry() {
 }  // namespace sg::cli
 
 int main(int argc, char** argv) {
+  sg::crash::install_crash_reporter("stepgraph");  // no death without a message (docs/reliability.md)
   CLI::App app{
       "stepgraph: trains Llama-style transformers (dense, MoE, hybrid Mamba) with the training step "
       "captured as CUDA graphs.\nConfiguration speaks Megatron-Bridge: recipes/<family>/<name>.yaml "
@@ -35,6 +37,9 @@ int main(int argc, char** argv) {
     return exit_code != 0 ? exit_code : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "error: an exception of unknown type ended the command (a bug; please report it)\n");
     return 1;
   }
   return exit_code;

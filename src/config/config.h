@@ -35,6 +35,8 @@ struct ModelConfig {
   int64_t seq_length = 1024;
   std::optional<int64_t> vocab_size;  // Bridge takes it from the tokenizer; stepgraph needs it set
   double rotary_base = 10000.0;
+  bool rope_scaling = false;          // Llama 3.x RoPE frequency scaling (Bridge's Llama31 provider)
+  double rope_scaling_factor = 8.0;   // its factor (8 for Llama 3.1, 32 for Llama 3.2)
   double layernorm_epsilon = 1e-5;
   bool share_embeddings_and_output_weights = false;
   double init_method_std = 0.02;
@@ -107,6 +109,12 @@ struct CheckpointConfig {
   std::optional<std::string> save;
   std::optional<std::string> load;
   std::optional<int64_t> save_interval;
+  // A Hugging Face Llama folder (or a stepgraph checkpoint) whose weights start the run at step 0 with a
+  // fresh optimizer, when `load` holds no checkpoint to resume (train/pretrained.h).
+  std::optional<std::string> pretrained_checkpoint;
+  // stepgraph's: what to do when checkpoint.save already holds checkpoints (train refuses otherwise).
+  bool auto_resume = false;  // with load unset: resume from checkpoint.save's latest iteration
+  bool overwrite = false;    // delete them and start over
 };
 
 struct LoggerConfig {
@@ -160,6 +168,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("model", "seq_length", m.seq_length, "tokens per sequence");
   v("model", "vocab_size", m.vocab_size, "vocabulary size (must be set)");
   v("model", "rotary_base", m.rotary_base, "RoPE base");
+  v("model", "rope_scaling", m.rope_scaling, "Llama 3 RoPE frequency scaling");
+  v("model", "rope_scaling_factor", m.rope_scaling_factor, "its factor (Llama 3.1: 8, 3.2: 32)");
   v("model", "layernorm_epsilon", m.layernorm_epsilon, "RMSNorm epsilon");
   v("model", "share_embeddings_and_output_weights", m.share_embeddings_and_output_weights,
     "tie the output layer to the embedding");
@@ -226,13 +236,19 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("checkpoint", "save", c.checkpoint.save, "directory to save checkpoints to");
   v("checkpoint", "load", c.checkpoint.load, "directory to resume from");
   v("checkpoint", "save_interval", c.checkpoint.save_interval, "steps between saves");
+  v("checkpoint", "pretrained_checkpoint", c.checkpoint.pretrained_checkpoint,
+    "HF Llama folder or checkpoint to start from (step 0, fresh optimizer)");
+  v("checkpoint", "auto_resume", c.checkpoint.auto_resume,
+    "resume from checkpoint.save when it holds checkpoints and load is unset");
+  v("checkpoint", "overwrite", c.checkpoint.overwrite,
+    "delete the checkpoints already in checkpoint.save and start over");
   v("logger", "log_interval", c.logger.log_interval, "steps between log lines");
   v("rng", "seed", c.rng.seed, "seed of every random stream");
   v("rng", "te_rng_tracker", c.rng.te_rng_tracker, "graph-safe RNG tracker (rng side)");
   v("rerun_state_machine", "check_for_nan_in_loss", c.rerun_state_machine.check_for_nan_in_loss,
-    "host-side NaN check of the loss");
+    "stop on a NaN/Inf loss (device flag, read with the step's metrics)");
   v("ddp", "check_for_nan_in_grad", c.ddp.check_for_nan_in_grad,
-    "host-side NaN check of gradients");
+    "stop on a NaN/Inf gradient norm (device flag, read with the step's metrics)");
   v("ddp", "use_distributed_optimizer", c.ddp.use_distributed_optimizer,
     "same as optimizer.use_distributed_optimizer (kept in sync)");
   v("ddp", "bucket_size", c.ddp.bucket_size, "elements per gradient all-reduce bucket; null = max(40M, 1M x dp)");

@@ -93,7 +93,7 @@ RecipeText find_recipe(std::string_view name_or_path) {
   if (const std::string close = closest_match(name, candidates); !close.empty()) {
     message += ", and no shipped recipe has that name; did you mean '" + close + "'?";
   } else {
-    message += ", and no shipped recipe has that name";
+    message += ", and no shipped recipe has that name.";
   }
   message += " Shipped recipes: " + join(shipped_recipe_names(), ", ") + ".";
   throw ConfigError(message);

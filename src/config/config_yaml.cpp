@@ -96,6 +96,13 @@ void convert(const YAML::Node& n, double& out, const std::string& where) {
   const double v = number_chars ? std::strtod(s.c_str(), &end) : 0.0;
   if (!number_chars || end != s.c_str() + s.size()) type_error(where, n, "a number");
   if (errno == ERANGE && std::isinf(v)) type_error(where, n, "a number in the double range");
+  // Underflow: "1e-400" would silently become 0 (and a rate of 0 trains nothing), a denormal loses
+  // its precision. A written zero ("0", "0.0e5") stays 0.
+  const std::string mantissa = s.substr(0, s.find_first_of("eE"));
+  const bool written_zero = mantissa.find_first_of("123456789") == std::string::npos;
+  if ((v == 0.0 && !written_zero) || (v != 0.0 && !std::isnormal(v))) {
+    type_error(where, n, "a number in the double range (magnitude at least 2.2e-308, or 0)");
+  }
   out = v;
 }
 
@@ -124,9 +131,11 @@ void convert(const YAML::Node& n, std::vector<std::string>& out, const std::stri
   } else {
     type_error(where, n, "a list of strings or a comma-separated string");
   }
-  for (const auto& item : items) {
-    if (item.empty()) {
-      throw ConfigError(strprintf("%s: empty item in list %s", where.c_str(), describe(n).c_str()));
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].empty()) {
+      throw ConfigError(strprintf("%s: item %zu of the list is empty (two commas in a row, or a comma at "
+                                  "an end); remove it",
+                                  where.c_str(), i + 1));
     }
   }
   out = std::move(items);
@@ -226,6 +235,14 @@ int second_document_line(std::string_view text) {
   return 0;
 }
 
+// 1-based line of the first NUL byte, or 0. yaml-cpp reads past a NUL and reports a confusing
+// error far from it (or none), so it is refused first.
+int nul_byte_line(std::string_view text) {
+  const size_t at = text.find('\0');
+  if (at == std::string_view::npos) return 0;
+  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+}
+
 // True when the text holds nothing but comments, blank lines, document markers and a null: the only
 // texts that may load as a null document (yaml-cpp also returns null for some unreadable input).
 bool only_comments(std::string_view text) {
@@ -244,6 +261,11 @@ bool only_comments(std::string_view text) {
 
 Config load_config_yaml(std::string_view text, const std::string& source) {
   using detail::position;
+  if (const int line = nul_byte_line(text); line > 0) {
+    throw ConfigError(strprintf("%s:%d: the file holds a NUL byte (binary data, or a UTF-16 file?); a "
+                                "recipe is UTF-8 text",
+                                source.c_str(), line));
+  }
   if (const int line = second_document_line(text); line > 0) {
     throw ConfigError(
         strprintf("%s:%d: a second YAML document starts here; a recipe is one document",

@@ -17,6 +17,8 @@ model::ModelSpec model_spec(const Config& config) {
   spec.num_query_groups = m.num_query_groups.value_or(m.num_attention_heads);
   spec.seq_length = m.seq_length;
   spec.rotary_base = m.rotary_base;
+  // Megatron's apply_rope_scaling: the factor is a key, the rest are the Llama 3.x release constants.
+  spec.rope_scaling.factor = m.rope_scaling ? m.rope_scaling_factor : 0.0;
   spec.layernorm_epsilon = m.layernorm_epsilon;
   spec.share_embeddings_and_output_weights = m.share_embeddings_and_output_weights;
   spec.init_method_std = m.init_method_std;

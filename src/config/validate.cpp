@@ -23,7 +23,8 @@ const char* const kRuleSummaries[kNumRules] = {
     "graphs need model.use_te_rng_tracker and rng.te_rng_tracker both true; the two stay in sync",
     "full_iteration only with local and alone; local only with full_iteration (empty = "
     "full_iteration); scoped graphs use transformer_engine",
-    "local full_iteration needs check_for_nan_in_loss and check_for_nan_in_grad false",
+    "NaN checks run in every graph mode, local full_iteration included: the flags are computed on "
+    "the device inside the graph (a note; Megatron refuses this combination)",
     "moe and moe_router are mutually exclusive; moe_preprocess requires moe_router",
     "each scope needs its layers: moe scopes an MoE model, mlp dense MLPs, mamba Mamba layers, "
     "attn "
@@ -339,8 +340,9 @@ class Validator {
 
 void Validator::rules5_to_15() {
   const std::string scope_key = "model.cuda_graph_scope";
-  // Rule 5: a whole-step graph never returns to the host mid-step, so host-side NaN checks cannot
-  // run.
+  // Rule 5: Megatron refuses host-side NaN checks with a whole-step graph because its checks read
+  // host values mid-step. stepgraph's checks read non-finite flags that kernels inside the graph
+  // write, copied to the host with the step's metrics, so they work in every mode (a note).
   if (impl_is("local") && has_scope("full_iteration") &&
       (c().rerun_state_machine.check_for_nan_in_loss || c().ddp.check_for_nan_in_grad)) {
     std::vector<std::string> keys = {"model.cuda_graph_impl", scope_key};
@@ -348,10 +350,11 @@ void Validator::rules5_to_15() {
       keys.push_back("rerun_state_machine.check_for_nan_in_loss");
     }
     if (c().ddp.check_for_nan_in_grad) keys.push_back("ddp.check_for_nan_in_grad");
-    violation(
-        5, "a whole-step graph (local, full_iteration) cannot run host-side NaN checks", keys,
-        "set rerun_state_machine.check_for_nan_in_loss=false ddp.check_for_nan_in_grad=false, "
-        "or graph per module with model.cuda_graph_impl=transformer_engine");
+    note(5,
+         "NaN checks with a whole-step graph: the non-finite flags are computed on the device inside the "
+         "graph and read with the step's metrics, so a NaN stops the run within two steps (Megatron "
+         "refuses this combination)",
+         keys);
   }
 
   // Rule 6.

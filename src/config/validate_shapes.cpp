@@ -107,6 +107,7 @@ class ShapeChecker {
     size("model.seq_length", m.seq_length);
     size("model.vocab_size", m.vocab_size);
     positive("model.rotary_base", m.rotary_base);
+    if (m.rope_scaling) positive("model.rope_scaling_factor", m.rope_scaling_factor);
     positive("model.layernorm_epsilon", m.layernorm_epsilon);
     positive("model.init_method_std", m.init_method_std);
     real("model.attention_dropout", m.attention_dropout, 0.0, true, 1.0, false);
@@ -259,6 +260,17 @@ class ShapeChecker {
     }
     if (ck.load && ck.load->empty()) {
       fail("checkpoint.load is an empty path", {"checkpoint.load"}, "set a directory, or null");
+    }
+    if (ck.pretrained_checkpoint && ck.pretrained_checkpoint->empty()) {
+      fail("checkpoint.pretrained_checkpoint is an empty path", {"checkpoint.pretrained_checkpoint"},
+           "set a Hugging Face Llama folder or a checkpoint directory, or null");
+    }
+    if (ck.overwrite && (ck.auto_resume || (ck.load && ck.save && *ck.load == *ck.save))) {
+      fail("checkpoint.overwrite deletes the checkpoints in checkpoint.save, but the run is asked to resume "
+           "from them",
+           {"checkpoint.overwrite", "checkpoint.auto_resume", "checkpoint.load", "checkpoint.save"},
+           "choose one: checkpoint.overwrite=true to start over, or checkpoint.auto_resume=true (or "
+           "checkpoint.load=<checkpoint.save>) to continue");
     }
     size("logger.log_interval", c_.logger.log_interval, std::numeric_limits<int64_t>::max());
     in_range("rng.seed", c_.rng.seed, 0, std::numeric_limits<int64_t>::max());

@@ -1,5 +1,6 @@
 #include "data/blended_dataset.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -14,12 +15,24 @@ namespace sg::data {
 
 namespace {
 
+// True when `text` is a number as a whole (out-of-range values included: "1e-320" and "1e400"
+// are numbers, the caller judges their size); `value` holds what strtod made of it.
 bool parse_number(const std::string& text, double& value) {
   if (text.empty()) return false;
   char* end = nullptr;
-  errno = 0;
   value = std::strtod(text.c_str(), &end);
-  return errno == 0 && end == text.c_str() + text.size() && std::isfinite(value);
+  const bool spelled_as_number = std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.' ||
+                                 text[0] == '-' || text[0] == '+';
+  return spelled_as_number && end == text.c_str() + text.size() && !std::isnan(value);
+}
+
+// A blend weight: finite, >= 0, and either a written zero or a normal double (a weight so small it
+// underflows would silently count as 0 or lose its ratio to the others).
+bool usable_weight(const std::string& text, double w) {
+  if (!std::isfinite(w) || w < 0.0) return false;
+  if (w != 0.0) return std::isnormal(w);
+  const std::string mantissa = text.substr(0, text.find_first_of("eE"));
+  return mantissa.find_first_of("123456789") == std::string::npos;  // "0", "0.0", "0e5"
 }
 
 }  // namespace
@@ -63,6 +76,11 @@ std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data
                     "[\"w1\", \"prefix1\", ...])",
                     i, data_path[i].c_str()));
     }
+    if (!usable_weight(data_path[i], w)) {
+      throw Error(strprintf("dataset.data_path[%zu] = \"%s\" is %s for a double; only the ratios of the "
+                            "weights matter, so scale them all to a range such as 0.001 to 1000",
+                            i, data_path[i].c_str(), std::isfinite(w) ? "too small" : "too large"));
+    }
     double ignored = 0.0;
     if (parse_number(data_path[i + 1], ignored)) {
       throw Error(
@@ -72,6 +90,10 @@ std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data
     }
     total += w;
     out.push_back({data_path[i + 1], w});
+  }
+  if (!std::isfinite(total)) {
+    throw Error("dataset.data_path: the blend weights sum to more than the largest double (1.8e308), so "
+                "they cannot be normalised; only their ratios matter: scale them down (e.g. to 0.3 and 0.7)");
   }
   if (!(total > 0.0))
     throw Error("dataset.data_path: the blend weights sum to 0; give a positive weight");

@@ -220,6 +220,7 @@ void IndexedDataset::validate_index(const MappedFile& idx) {
     }
     token_starts_[s + 1] = token_starts_[s] + static_cast<uint64_t>(length);
   }
+  check_sequences_tile_bin(path);
   if (document_index_.front() != 0) {
     throw Error(
         strprintf("index file %s is inconsistent: the document index starts at %lld; it must "
@@ -240,6 +241,36 @@ void IndexedDataset::validate_index(const MappedFile& idx) {
         "index file %s is inconsistent: the document index ends at %lld; it must end "
         "at the sequence count %llu",
         path, static_cast<long long>(document_index_.back()), static_cast<unsigned long long>(S)));
+  }
+}
+
+void IndexedDataset::check_sequences_tile_bin(const char* index_file) const {
+  // Megatron's writer puts the sequences back to back from byte 0 to the end of the .bin. A gap or
+  // trailing bytes mean the .idx does not describe this .bin; typically its token dtype is not the
+  // one the .bin was written with (uint16 read over int32 data leaves a gap after every sequence),
+  // which would otherwise train silently on garbage.
+  const int64_t item = static_cast<int64_t>(token_dtype_size(dtype_));
+  const auto hint = [&] {
+    return strprintf("Megatron's writer leaves no gaps: is %s (token dtype %s, %lld bytes per token) "
+                     "the index written with %s?",
+                     index_file, token_dtype_name(dtype_), static_cast<long long>(item), bin_.path().c_str());
+  };
+  int64_t end = 0;
+  for (uint64_t s = 0; s < num_sequences_; ++s) {
+    if (sequence_offsets_[s] != end) {
+      throw Error(strprintf("data file %s does not match its index: sequence %llu starts at byte %lld, but the "
+                            "previous data ends at byte %lld. %s",
+                            bin_.path().c_str(), static_cast<unsigned long long>(s),
+                            static_cast<long long>(sequence_offsets_[s]), static_cast<long long>(end),
+                            hint().c_str()));
+    }
+    end = sequence_offsets_[s] + static_cast<int64_t>(sequence_lengths_[s]) * item;
+  }
+  if (static_cast<uint64_t>(end) != bin_.size()) {
+    throw Error(strprintf("data file %s does not match its index: the sequences end at byte %lld but the file "
+                          "has %llu bytes. %s",
+                          bin_.path().c_str(), static_cast<long long>(end),
+                          static_cast<unsigned long long>(bin_.size()), hint().c_str()));
   }
 }
 

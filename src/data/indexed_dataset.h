@@ -13,7 +13,8 @@
 //   int64[D]  document index: sequence indices of document boundaries, 0 first and S last
 //   (multimodal files add int8[S] sequence modes after this; they are ignored here.)
 // Everything is validated at open, so bad data is an sg::Error naming the file before any kernel
-// runs.
+// runs; that includes that the sequences tile the .bin exactly (from byte 0 to its end, without
+// gaps), as Megatron's writer lays them out.
 #include <cstdint>
 #include <cstdio>
 #include <span>
@@ -74,6 +75,7 @@ class IndexedDataset {
  private:
   IndexedDataset() = default;
   void validate_index(const MappedFile& idx);
+  void check_sequences_tile_bin(const char* index_file) const;
   void scan_tokens(int64_t vocab_size);
   int64_t token_at(uint64_t sequence, uint64_t position) const;
 

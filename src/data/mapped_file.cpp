@@ -15,16 +15,28 @@
 namespace sg::data {
 
 MappedFile::MappedFile(const std::string& path, const char* what) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; the type is
+  // checked right after, and a regular file ignores the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     throw Error(strprintf("%s %s: cannot open: %s", what, path.c_str(), std::strerror(errno)));
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    throw Error(strprintf("%s %s: not a regular file%s%s", what, path.c_str(), err ? ": " : "",
-                          err ? std::strerror(err) : ""));
+    throw Error(strprintf("%s %s: cannot stat: %s", what, path.c_str(), std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISFIFO(st.st_mode)  ? "a FIFO (named pipe)"
+                       : S_ISDIR(st.st_mode) ? "a directory"
+                       : S_ISCHR(st.st_mode) ? "a character device"
+                       : S_ISBLK(st.st_mode) ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    throw Error(strprintf("%s %s is %s; it must be a regular file (it is memory-mapped)", what,
+                          path.c_str(), kind));
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

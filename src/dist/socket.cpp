@@ -184,17 +184,22 @@ bool recv_frame(int fd, Frame& out) {
   return n == 0 || recv_all(fd, out.payload.data(), n);
 }
 
+namespace {
+template <class T>
+void append_fixed(std::string& data, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  data.append(b, sizeof(T));
+}
+}  // namespace
+
 PayloadWriter& PayloadWriter::i32(int32_t v) {
-  char b[4];
-  std::memcpy(b, &v, 4);
-  data_.append(b, 4);
+  append_fixed(data_, v);
   return *this;
 }
 
 PayloadWriter& PayloadWriter::i64(int64_t v) {
-  char b[8];
-  std::memcpy(b, &v, 8);
-  data_.append(b, 8);
+  append_fixed(data_, v);
   return *this;
 }
 
@@ -211,21 +216,17 @@ void PayloadReader::need(size_t n) const {
   }
 }
 
-int32_t PayloadReader::i32() {
-  need(4);
-  int32_t v;
-  std::memcpy(&v, data_.data() + pos_, 4);
-  pos_ += 4;
+template <class T>
+T PayloadReader::fixed() {
+  need(sizeof(T));
+  T v;
+  std::memcpy(&v, data_.data() + pos_, sizeof(T));
+  pos_ += sizeof(T);
   return v;
 }
 
-int64_t PayloadReader::i64() {
-  need(8);
-  int64_t v;
-  std::memcpy(&v, data_.data() + pos_, 8);
-  pos_ += 8;
-  return v;
-}
+int32_t PayloadReader::i32() { return fixed<int32_t>(); }
+int64_t PayloadReader::i64() { return fixed<int64_t>(); }
 
 std::string PayloadReader::str() {
   const int32_t n = i32();

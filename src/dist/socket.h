@@ -83,6 +83,8 @@ class PayloadReader {
 
  private:
   void need(size_t n) const;
+  template <class T>
+  T fixed();
   const std::string& data_;
   size_t pos_ = 0;
 };

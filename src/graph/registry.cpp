@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -185,6 +187,7 @@ bool g_installed = false;
 bool g_watchdog_started = false;
 struct sigaction g_previous_int {};
 struct sigaction g_previous_term {};
+struct sigaction g_previous_hup {};
 
 void write_stderr(const char* text, size_t length) {
   ssize_t ignored = ::write(STDERR_FILENO, text, length);
@@ -219,9 +222,14 @@ void watchdog_main() {
     }
     const int signal_number = g_stop_signal.load();
     if (signal_number == 0) continue;  // the stop was withdrawn (tests)
-    static const char kMessage[] =
-        "\nstepgraph: the run did not stop within the grace period after the signal; exiting now\n";
-    write_stderr(kMessage, sizeof(kMessage) - 1);
+    // A thread, not a signal handler: formatting is allowed here.
+    char message[320];
+    const int n = std::snprintf(message, sizeof message,
+                                "\nstepgraph: the run did not stop within %.1f s of signal %d (the grace period covers "
+                                "the step in flight and, with checkpoint.save, one checkpoint save); exiting now "
+                                "with status %d, without a final checkpoint\n",
+                                static_cast<double>(g_grace_ms.load()) / 1000.0, signal_number, 128 + signal_number);
+    write_stderr(message, n > 0 ? std::min(static_cast<size_t>(n), sizeof message - 1) : 0);
     _exit(128 + signal_number);
   }
 }
@@ -244,6 +252,8 @@ void install_stop_handlers(double grace_seconds) {
   action.sa_flags = SA_RESTART;
   SG_CHECK(sigaction(SIGINT, &action, &g_previous_int) == 0, "installing the SIGINT handler failed");
   SG_CHECK(sigaction(SIGTERM, &action, &g_previous_term) == 0, "installing the SIGTERM handler failed");
+  // SIGHUP (the terminal or ssh session went away) ends a run like SIGTERM: finish, save, exit.
+  SG_CHECK(sigaction(SIGHUP, &action, &g_previous_hup) == 0, "installing the SIGHUP handler failed");
   g_installed = true;
 }
 
@@ -252,6 +262,7 @@ void uninstall_stop_handlers() {
   if (!g_installed) return;
   (void)sigaction(SIGINT, &g_previous_int, nullptr);
   (void)sigaction(SIGTERM, &g_previous_term, nullptr);
+  (void)sigaction(SIGHUP, &g_previous_hup, nullptr);
   g_installed = false;
 }
 

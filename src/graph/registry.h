@@ -1,6 +1,6 @@
 #pragma once
 // GraphRegistry: owns every executable graph of a run (region graphs and the full-iteration graph)
-// and destroys them on every way out. Plus the process's stop handling (SIGINT/SIGTERM).
+// and destroys them on every way out. Plus the process's stop handling (SIGINT/SIGTERM/SIGHUP).
 //
 // Cleanup design (never hang at exit):
 //   * normal end / exception: the registry is an ordinary object; its destructor destroys every
@@ -9,7 +9,7 @@
 //   * early exit (std::exit while a registry is alive): an atexit handler, registered after the CUDA
 //     runtime initialised (so it runs before the runtime's own teardown), destroys the graphs of every
 //     live registry. It only try_locks, so an exit from a thread that holds the lock cannot deadlock.
-//   * SIGINT/SIGTERM: the first signal only sets a flag (async-signal-safe) that the training loop
+//   * SIGINT/SIGTERM/SIGHUP: the first signal only sets a flag (async-signal-safe) that the training loop
 //     polls between steps; the loop ends normally and the destructors above run. A second signal
 //     _exit()s at once. A watchdog thread _exit()s if the process is still alive `grace_seconds` after
 //     the first signal (a step that never returns). After _exit the driver reclaims all device memory.
@@ -75,7 +75,7 @@ void destroy_all_live_graphs() noexcept;
 int release_after_graphs_at_exit(std::function<void()> release);
 void cancel_release_after_graphs(int handle) noexcept;
 
-// ---- stop handling (SIGINT / SIGTERM) ----
+// ---- stop handling (SIGINT / SIGTERM / SIGHUP) ----
 
 // Installs the handlers (idempotent; re-installing updates the grace period).
 void install_stop_handlers(double grace_seconds = 1.5);
@@ -83,8 +83,9 @@ void install_stop_handlers(double grace_seconds = 1.5);
 void uninstall_stop_handlers();
 // Polled by the training loop between steps (and by the bench/test loops).
 bool stop_requested();
-int stop_signal();  // the first signal received (SIGINT, SIGTERM) or 0
-// The exit status after a stop: 128 + signal (130 for SIGINT, 143 for SIGTERM), as a shell reports it.
+int stop_signal();  // the first signal received (SIGINT, SIGTERM, SIGHUP) or 0
+// The exit status after a stop: 128 + signal (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP), as a
+// shell reports it.
 int exit_code_for_stop();
 // Tests: pretend a signal arrived / forget it.
 void request_stop(int signal_number);

@@ -6,6 +6,7 @@
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "kernels/common.cuh"
+#include "kernels/partial_sums.h"
 
 namespace sg::kernels {
 namespace {
@@ -152,27 +153,6 @@ __global__ void __launch_bounds__(kMaxRowThreads) rmsnorm_backward_kernel(RmsNor
   }
 }
 
-// dweight[col] += sum_{b < num_partials} partials[b, col], in a fixed order: the 8 thread rows each sum a
-// fixed strided subset of b, then thread row 0 adds the 8 subtotals in order.
-constexpr int kReduceCols = 32, kReduceRows = 8;
-__global__ void __launch_bounds__(kReduceCols * kReduceRows)
-    rmsnorm_dweight_reduce_kernel(float* dweight, const float* partials, int64_t num_partials, int64_t H) {
-  __shared__ float subtotal[kReduceRows][kReduceCols + 1];
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kReduceCols + threadIdx.x;
-  float s = 0.0f;
-  if (col < H) {
-    for (int64_t b = threadIdx.y; b < num_partials; b += kReduceRows) s += partials[b * H + col];
-  }
-  subtotal[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < H) {
-    float total = 0.0f;
-#pragma unroll
-    for (int y = 0; y < kReduceRows; ++y) total += subtotal[y][threadIdx.x];
-    dweight[col] += total;
-  }
-}
-
 void check_shape(const char* op, int64_t T, int64_t H) {
   SG_CHECK(T >= 0 && T <= INT32_MAX, strprintf("%s: T = %lld out of range [0, 2^31)", op, static_cast<long long>(T)));
   SG_CHECK(H > 0, strprintf("%s: H = %lld must be positive", op, static_cast<long long>(H)));
@@ -248,10 +228,7 @@ void rmsnorm_backward(cudaStream_t stream, const RmsNormBackwardParams& p) {
   }
   kernel<<<static_cast<unsigned>(partials), threads, shared_bytes, stream>>>(p);
   SG_CUDA_CHECK_LAUNCH("rmsnorm_backward_kernel");
-  const dim3 reduce_block(kReduceCols, kReduceRows);
-  const auto reduce_grid = static_cast<unsigned>(detail::ceil_div(p.H, kReduceCols));
-  rmsnorm_dweight_reduce_kernel<<<reduce_grid, reduce_block, 0, stream>>>(p.dweight, p.scratch, partials, p.H);
-  SG_CUDA_CHECK_LAUNCH("rmsnorm_dweight_reduce_kernel");
+  add_partial_column_sums(stream, p.scratch, partials, {{p.dweight, p.H}});
 }
 
 }  // namespace sg::kernels

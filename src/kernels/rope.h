@@ -1,6 +1,9 @@
 #pragma once
 // Rotary position embedding (HF rotate-half), in place on bf16 activations. CPU twin: reference/rope.h.
-// For head dim d and pair i < d/2: freq_i = base^(-2i/d), angle = pos * freq_i with pos = t % S;
+// For head dim d and pair i < d/2: freq_i = rope_inv_freq(i, d, base, scaling) (base^(-2i/d), or the
+// Llama 3 scaled frequency: reference/rope_frequencies.h), angle = pos * freq_i with pos = t % S, or
+// pos = positions[t] read from device memory when `positions` is given (decoding: one graph serves
+// every step because the positions are read at run time);
 // out[i] = x1 cos - x2 sin, out[i + d/2] = x2 cos + x1 sin (x1 = x[i], x2 = x[i + d/2]); math in fp32.
 // cos/sin are computed in the kernel from the position in fp64 (like the reference, then rounded to
 // fp32), once per (row, pair) and reused across the heads, so no table has to be planned.
@@ -12,6 +15,7 @@
 #include <cstdint>
 
 #include "cuda/bf16.h"
+#include "reference/rope_frequencies.h"
 
 namespace sg::kernels {
 
@@ -23,6 +27,8 @@ struct RopeParams {
   int64_t head_dim = 0;       // even
   int64_t row_stride = 0;     // elements, >= num_heads * head_dim
   double base = 10000.0;      // rotary_base (rope_theta)
+  ref::RopeScaling scaling{};  // Llama 3 frequency scaling; factor 0 (the default) = none
+  const int32_t* positions = nullptr;  // device [T]: row t's position; nullptr: t % S
 };
 // Rotates by +angle (forward).
 void rope_forward(cudaStream_t stream, const RopeParams& p);

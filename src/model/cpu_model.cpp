@@ -120,8 +120,8 @@ void CpuModel::forward_layer(int64_t l, float* x_out, rng::RngState rng) {
   // Attention sub-block; the layer input is a.x.
   ref::rmsnorm_forward(a.n1.data(), a.rstd1.data(), a.x.data(), W + o.input_norm, T, H, eps);
   ref::linear_forward(a.qkv.data(), a.n1.data(), W + o.qkv, T, H, QKV);
-  ref::rope_forward(a.qkv.data(), T, S, heads, d, QKV, m.rotary_base);
-  ref::rope_forward(a.qkv.data() + H, T, S, kv_heads, d, QKV, m.rotary_base);
+  ref::rope_forward(a.qkv.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
+  ref::rope_forward(a.qkv.data() + H, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
   ref::attention_forward(a.attn.data(), a.lse.data(), a.qkv.data(), batch_.micro_batch_size, S, heads, kv_heads,
                          d, m.attention_dropout, rng, dropout_site(l, DropoutKind::attention_probs));
   ref::linear_forward(tmp_a_.data(), a.attn.data(), W + o.o_proj, T, H, H);
@@ -165,8 +165,8 @@ void CpuModel::backward_layer(int64_t l, std::vector<float>& dx, rng::RngState r
   ref::attention_backward(d_qkv_.data(), d_c_.data(), a.qkv.data(), a.attn.data(), a.lse.data(),
                           batch_.micro_batch_size, S, heads, kv_heads, d, m.attention_dropout, rng,
                           dropout_site(l, DropoutKind::attention_probs));
-  ref::rope_backward(d_qkv_.data(), T, S, heads, d, QKV, m.rotary_base);
-  ref::rope_backward(d_qkv_.data() + H, T, S, kv_heads, d, QKV, m.rotary_base);
+  ref::rope_backward(d_qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
+  ref::rope_backward(d_qkv_.data() + H, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
   ref::linear_backward_input(d_c_.data(), d_qkv_.data(), W + o.qkv, T, H, QKV);
   ref::linear_backward_weight(G + o.qkv, d_qkv_.data(), a.n1.data(), T, H, QKV);
   ref::rmsnorm_backward(dx.data(), G + o.input_norm, d_c_.data(), a.x.data(), W + o.input_norm, a.rstd1.data(), T, H);

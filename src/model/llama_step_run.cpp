@@ -201,6 +201,7 @@ void LlamaStep::attn_forward(cudaStream_t stream, int64_t l) {
   rope.head_dim = m.head_dim();
   rope.row_stride = m.qkv_dim();
   rope.base = m.rotary_base;
+  rope.scaling = m.rope_scaling;
   kernels::rope_forward(stream, rope);
 
   kernels::AttentionForwardParams ap;
@@ -307,6 +308,7 @@ void LlamaStep::attn_backward(cudaStream_t stream, int64_t l) {
   rope.head_dim = m.head_dim();
   rope.row_stride = m.qkv_dim();
   rope.base = m.rotary_base;
+  rope.scaling = m.rope_scaling;
   kernels::rope_backward(stream, rope);
 
   gemms_->qkv_dx.run(stream, d_norm_, d_qkv_, params_ + o.qkv);  // d n_l

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "reference/rope_frequencies.h"
+
 namespace sg::model {
 
 enum class LayerKind : uint8_t { attention, mlp, moe, mamba };  // Megatron pattern: * - E M
@@ -18,6 +20,7 @@ struct ModelSpec {
   int64_t num_query_groups = 4;  // KV heads (GQA)
   int64_t seq_length = 256;
   double rotary_base = 10000.0;
+  ref::RopeScaling rope_scaling;  // Llama 3 RoPE frequency scaling (factor 0: none)
   double layernorm_epsilon = 1e-5;
   bool share_embeddings_and_output_weights = false;
   double init_method_std = 0.02;

@@ -1,26 +1,32 @@
 #pragma once
 // CPU fp32 twin of src/kernels/rope: Hugging Face rotate-half rotary embedding, in place.
-// For head dim d and i < d/2: freq_i = base^(-2i/d), angle = pos * freq_i (pos = t % S);
+// For head dim d and i < d/2: freq_i = rope_inv_freq(i, d, base, scaling) (reference/rope_frequencies.h:
+// base^(-2i/d) unless Llama 3 scaling is on), angle = pos * freq_i;
 // out[i] = x[i] cos - x[i+d/2] sin; out[i+d/2] = x[i+d/2] cos + x[i] sin.
+// Positions: row t is at t % S (training: T = B*S rows of B sequences), or at positions[t] when
+// `positions` is given (decoding: each row its own place in its sequence; S is then unused).
 #include <cstdint>
+
+#include "reference/rope_frequencies.h"
 
 namespace sg::ref {
 
 // Rotates num_heads heads of head_dim starting at x in each of T rows; rows are row_stride floats apart
 // (so q or k inside a fused QKV row can be rotated by pointing x at its first head).
 void rope_forward(float* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
-                  double base);
+                  double base, const RopeScaling& scaling = {}, const int32_t* positions = nullptr);
 
 // The gradient of rope_forward: the inverse (transposed) rotation, in place on dx.
 void rope_backward(float* dx, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
-                   double base);
+                   double base, const RopeScaling& scaling = {}, const int32_t* positions = nullptr);
 
 // Scalar-generic twins (float and double instantiated) for fp64 gradient checks.
 template <class Real>
 void rope_forward_generic(Real* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
-                          double base);
+                          double base, const RopeScaling& scaling = {}, const int32_t* positions = nullptr);
 template <class Real>
 void rope_backward_generic(Real* dx, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim,
-                           int64_t row_stride, double base);
+                           int64_t row_stride, double base, const RopeScaling& scaling = {},
+                           const int32_t* positions = nullptr);
 
 }  // namespace sg::ref

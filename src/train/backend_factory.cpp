@@ -35,6 +35,8 @@ model::OptimizerSpec optimizer_spec(const config::Config& config) {
   return o;
 }
 
+bool uses_cpu_backend(bool force_cpu) { return force_cpu || cuda::device_count() == 0; }
+
 std::unique_ptr<TrainingBackend> make_backend(const config::Config& config, bool force_cpu,
                                               DistributedRun* distributed) {
   const model::ModelSpec model = config::model_spec(config);

@@ -10,6 +10,9 @@ namespace sg::train {
 
 model::OptimizerSpec optimizer_spec(const config::Config& config);
 
+// Whether make_backend(config, force_cpu) will pick the CPU backend (no GPU, or force_cpu).
+bool uses_cpu_backend(bool force_cpu);
+
 class DistributedRun;
 
 // `config` must be validated. force_cpu selects the CPU backend even when a GPU is present. With

@@ -7,6 +7,8 @@
 #include "cuda/bf16.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/hf_config.h"
+#include "config/model_config.h"
+#include "train/nonfinite_stop.h"
 
 namespace sg::train {
 namespace {
@@ -51,6 +53,29 @@ std::vector<Ref> tensors_of(const model::ParamLayout& layout, Ptr base, TensorDt
   return out;
 }
 
+// Every step consumes one global batch, so a checkpoint of the same configuration has consumed
+// exactly iteration x global_batch_size samples; one whose batch size changed since can only be
+// bounded. A counter beyond that is a damaged or hand-edited file (2^64-1 would make the data loader
+// pick windows far outside any epoch).
+void check_consumed_samples(const checkpoint::TrainState& ts, const std::string& state_file,
+                            const model::BatchSpec& batch, bool same_config) {
+  const auto per_step = static_cast<unsigned __int128>(batch.micro_batch_size * batch.num_microbatches);
+  const auto iteration = static_cast<unsigned __int128>(ts.iteration);
+  const auto consumed = static_cast<unsigned __int128>(ts.data_position.consumed_samples);
+  const auto max_per_step = static_cast<unsigned __int128>(INT32_MAX);  // validate's bound on batch sizes
+  const bool ok = same_config ? consumed == iteration * per_step : consumed <= iteration * max_per_step;
+  if (ok) return;
+  throw Error(strprintf(
+      "%s: consumed_samples %llu does not fit iteration %lld%s; the file was edited or damaged. Load another "
+      "iteration",
+      state_file.c_str(), static_cast<unsigned long long>(ts.data_position.consumed_samples),
+      static_cast<long long>(ts.iteration),
+      same_config ? strprintf(" with a global batch of %lld sequences (expected %llu)",
+                              static_cast<long long>(per_step), static_cast<unsigned long long>(iteration * per_step))
+                        .c_str()
+                  : ""));
+}
+
 std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
   std::vector<uint8_t> b(sizeof(s));
   std::memcpy(b.data(), &s, sizeof(s));
@@ -64,6 +89,7 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   const auto n = static_cast<size_t>(layout.total());
   SG_CHECK(state.main_weights.size() == n && state.exp_avg.size() == n && state.exp_avg_sq.size() == n,
            "training state does not match the parameter layout");
+  check_state_finite(state, layout);  // a NaN/Inf state is never saved
   // Hugging Face weights in bf16: exactly the compute copy the GPU step uses (round to nearest even).
   std::vector<uint16_t> bf16(n);
   for (size_t i = 0; i < n; ++i) bf16[i] = float_to_bf16_bits(state.main_weights[i]);
@@ -103,13 +129,18 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& 
   dest.exp_avg_sq = tensors_of<TensorDest>(layout, reinterpret_cast<uint8_t*>(out.state.exp_avg_sq.data()),
                                            TensorDtype::F32, 4);
   const checkpoint::TrainState ts = checkpoint::load_training_checkpoint(out.path, dest);
-  SG_CHECK(ts.rng_state.size() == sizeof(rng::RngState),
-           strprintf("%s/train_state.json: rng_state has %zu bytes, expected %zu", out.path.c_str(),
-                     ts.rng_state.size(), sizeof(rng::RngState)));
+  const std::string state_file = out.path + "/" + checkpoint::kTrainStateFile;
+  if (ts.rng_state.size() != sizeof(rng::RngState)) {
+    throw Error(strprintf("%s: rng_state has %zu bytes, expected %zu; the file was edited or comes from another "
+                          "program",
+                          state_file.c_str(), ts.rng_state.size(), sizeof(rng::RngState)));
+  }
   std::memcpy(&out.state.rng, ts.rng_state.data(), sizeof(rng::RngState));
   out.state.steps_done = ts.iteration;
   out.position = ts.data_position;
-  if (ts.config_hash != checkpoint::config_hash_hex(canonical_config(config))) {
+  const bool same_config = ts.config_hash == checkpoint::config_hash_hex(canonical_config(config));
+  check_consumed_samples(ts, state_file, config::batch_spec(config), same_config);
+  if (!same_config) {
     log::warn(strprintf("%s was saved with a different configuration (model, optimizer, schedule or data "
                         "settings changed); resuming anyway, but the run will not match an uninterrupted one",
                         out.path.c_str()));

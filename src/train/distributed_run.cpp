@@ -99,6 +99,10 @@ bool DistributedRun::stop_everywhere(int64_t step, bool local_stop) {
   return rendezvous_->any_rank(strprintf("stop/%lld", static_cast<long long>(step)), local_stop, 24 * 3600.0);
 }
 
+std::string DistributedRun::broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make) {
+  return rendezvous_->broadcast_from_rank0(key, make);
+}
+
 void DistributedRun::require_same(const std::string& key, const std::string& value, const std::string& what) {
   rendezvous_->require_same(key, value, what);
 }

@@ -10,6 +10,7 @@
 //   destructor   without finish() (an exception): the other ranks are told at once (they end within
 //                seconds), every graph is destroyed, then ncclCommAbort
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -58,6 +59,8 @@ class DistributedRun {
   // True on every rank when any rank was asked to stop (SIGINT/SIGTERM) by step `step`: every rank
   // stops after the same step, so none waits in a collective for one that left.
   bool stop_everywhere(int64_t step, bool local_stop);
+  // Rank 0's value on every rank (rank 0 computes it; e.g. which checkpoint to resume).
+  std::string broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make);
   // Throws sg::Error on every rank unless all ranks pass the same value (e.g. the captured graph's shape).
   void require_same(const std::string& key, const std::string& value, const std::string& what);
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/log.h"
 #include "core/strings.h"
 #include "cuda/arena.h"
 #include "cuda/check.h"
@@ -31,8 +32,12 @@ GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& mod
 }
 
 GpuBackend::~GpuBackend() {
-  // Never throw from here: the device may be in an error state after a failed step.
-  cudaStreamSynchronize(stream_);
+  // Never throw from here: the device may be in an error state after a failed step. But say so: a
+  // silent release would hide why a run ended.
+  if (const cudaError_t err = cudaStreamSynchronize(stream_); err != cudaSuccess) {
+    log::warn(strprintf("releasing the GPU: the stream reported %s (%s)", cudaGetErrorName(err),
+                        cudaGetErrorString(err)));
+  }
   graphed_.reset();
   for (auto& slot : inputs_) {
     cudaFreeHost(slot.tokens);

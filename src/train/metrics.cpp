@@ -1,8 +1,13 @@
 #include "train/metrics.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -30,7 +35,10 @@ double peak_bf16_tflops(const std::string& device_name) {
 
 MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
-  SG_CHECK(file_ != nullptr, strprintf("cannot open metrics file %s: %s", path.c_str(), std::strerror(errno)));
+  if (file_ == nullptr) {
+    throw Error(strprintf("cannot open metrics file %s: %s; choose a writable --run-dir", path.c_str(),
+                          std::strerror(errno)));
+  }
 }
 
 MetricsLog::~MetricsLog() {
@@ -43,13 +51,61 @@ std::string json_number(double v) { return std::isfinite(v) ? strprintf("%.9g", 
 }  // namespace
 
 void MetricsLog::write(const StepMetrics& m) {
-  std::fprintf(file_,
+  errno = 0;
+  const int printed = std::fprintf(file_,
                "{\"step\": %lld, \"loss\": %s, \"grad_norm\": %s, \"lr\": %s, \"step_ms\": %.4f, "
                "\"tokens_per_s\": %.1f, \"tflops_per_gpu\": %.3f, \"mfu\": %.5f, \"device_memory_used\": %llu}\n",
                static_cast<long long>(m.step), json_number(m.loss).c_str(), json_number(m.grad_norm).c_str(),
                json_number(m.lr).c_str(), m.step_ms, m.tokens_per_s, m.tflops_per_gpu, m.mfu,
                static_cast<unsigned long long>(m.device_memory_used));
-  std::fflush(file_);
+  if (printed < 0 || std::fflush(file_) != 0 || std::ferror(file_)) {
+    const int err = errno;
+    throw Error(strprintf("cannot write metrics file %s at step %lld: %s%s", path_.c_str(),
+                          static_cast<long long>(m.step), err ? std::strerror(err) : "write error",
+                          err == ENOSPC ? " (the disk is full)" : ""));
+  }
+}
+
+MetricsTruncation truncate_metrics_after(const std::string& path, int64_t step) {
+  MetricsTruncation result;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return result;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    int64_t line_step = -1;
+    try {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) line_step = j["step"].get<int64_t>();
+    } catch (const nlohmann::json::exception&) {
+      // a record cut short by a crash: dropped
+    }
+    if (line_step >= 0 && line_step <= step) {
+      kept += line;
+      kept += '\n';
+      ++result.kept;
+    } else {
+      ++result.dropped;
+    }
+  }
+  if (result.dropped == 0) return result;
+  const std::string tmp = strprintf("%s.tmp-%d", path.c_str(), static_cast<int>(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kept;
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw Error(strprintf("cannot rewrite metrics file %s (via %s): %s", path.c_str(), tmp.c_str(),
+                            std::strerror(errno)));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw Error(strprintf("cannot replace metrics file %s: %s", path.c_str(), std::strerror(err)));
+  }
+  return result;
 }
 
 }  // namespace sg::train

@@ -29,19 +29,31 @@ struct StepMetrics {
 };
 
 // One JSON object per line; flushed after every record so a crash loses nothing written. A fresh run
-// starts the file anew; a resumed run (append) continues it.
+// starts the file anew; a resumed run (append) continues it, after truncate_metrics_after has cut
+// the records the checkpoint does not include. A failed write (a full disk) is an sg::Error, never
+// a silently short file.
 class MetricsLog {
  public:
   MetricsLog(const std::string& path, bool append);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
-  void write(const StepMetrics& m);
+  void write(const StepMetrics& m);  // sg::Error naming the file and the reason on failure
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
   std::FILE* file_ = nullptr;
 };
+
+struct MetricsTruncation {
+  size_t kept = 0;     // records at or before the step
+  size_t dropped = 0;  // records after it, and unreadable lines (a record cut by a crash)
+};
+
+// Rewrites `path` (atomically: temporary + rename) with only the records whose step is <= `step`,
+// in their order: a run resumed from step 5 after an earlier one reached 8 must not leave steps 6-8
+// in front of its own. A missing file is left missing.
+MetricsTruncation truncate_metrics_after(const std::string& path, int64_t step);
 
 }  // namespace sg::train

@@ -10,9 +10,15 @@
 
 namespace sg::train {
 
-Progress::Progress(std::string label, int64_t total, bool interactive)
-    : label_(std::move(label)), total_(std::max<int64_t>(total, 1)), interactive_(interactive),
-      start_(std::chrono::steady_clock::now()) {}
+Progress::Progress(std::string label, int64_t total, bool interactive, int64_t start)
+    : label_(std::move(label)), total_(std::max<int64_t>(total, 1)), start_step_(std::max<int64_t>(start, 0)),
+      interactive_(interactive), start_(std::chrono::steady_clock::now()) {}
+
+double Progress::eta_seconds(double elapsed, int64_t done, int64_t start, int64_t total) {
+  const int64_t this_run = done - start;
+  if (this_run <= 0) return -1.0;
+  return elapsed / static_cast<double>(this_run) * static_cast<double>(std::max<int64_t>(total - done, 0));
+}
 
 Progress::~Progress() { finish(); }
 
@@ -38,7 +44,7 @@ void Progress::update(int64_t done, const std::string& status) {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double fraction = std::clamp(static_cast<double>(done) / static_cast<double>(total_), 0.0, 1.0);
-  const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_ - done) : -1.0;
+  const double eta = eta_seconds(elapsed, done, start_step_, total_);
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(fraction * kWidth);
   std::string bar(static_cast<size_t>(filled), '#');

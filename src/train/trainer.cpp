@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -17,7 +18,12 @@
 #include "data/rank_batch.h"
 #include "train/metrics.h"
 #include "config/model_config.h"
+#include "train/host_memory.h"
+#include "train/nonfinite_stop.h"
+#include "train/pretrained.h"
 #include "train/progress.h"
+#include "train/save_dir_policy.h"
+#include "train/stop_grace.h"
 #include "config/validate.h"
 
 namespace sg::train {
@@ -30,10 +36,10 @@ std::string violations_text(const config::ValidationReport& report) {
   return text;
 }
 
-// Owns the host side of the input pipeline: the loader and the batch it fills.
+// Owns the host side of the input pipeline: the loader and the batch it fills — this data-parallel rank's
+// rows of every global batch (data/rank_batch.h; all of them at world size 1).
 class BatchSource {
  public:
-  // `rank`: this data-parallel rank, which reads its rows of every global batch (data/rank_batch.h).
   BatchSource(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch, int rank)
       : loader_(make_options(config, model)), model_(model), batch_(batch),
         global_sequences_(batch.global_microbatches() * batch.micro_batch_size),
@@ -83,13 +89,40 @@ void dump_batch(const std::string& dir, int64_t step, const model::HostBatch& ba
       tensors);
 }
 
-// SIGINT/SIGTERM handling for the duration of a run, on every way out.
-struct StopHandlers {
-  explicit StopHandlers(double grace_seconds) { graph::install_stop_handlers(grace_seconds); }
+// SIGINT/SIGTERM/SIGHUP handling for the duration of a run, on every way out. The watchdog's grace
+// grows with the slowest step and save measured so far (train/stop_grace.h).
+class StopHandlers {
+ public:
+  explicit StopHandlers(const StopGraceInputs& inputs) : inputs_(inputs) { update(); }
   ~StopHandlers() { graph::uninstall_stop_handlers(); }
   StopHandlers(const StopHandlers&) = delete;
   StopHandlers& operator=(const StopHandlers&) = delete;
+  void step_took(double seconds) {
+    if (seconds <= inputs_.step_seconds * 1.25) return;  // re-arm only on a real change
+    inputs_.step_seconds = seconds;
+    update();
+  }
+  void save_took(double seconds) {
+    if (seconds <= inputs_.save_seconds) return;
+    inputs_.save_seconds = seconds;
+    update();
+  }
+
+ private:
+  void update() { graph::install_stop_handlers(stop_grace_seconds(inputs_)); }
+  StopGraceInputs inputs_;
 };
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Prints a failure of the running phase at once, before the backend (and the device) is released,
+// then hands it on as ReportedError.
+[[noreturn]] void report_and_rethrow(const std::exception& e, int exit_code) {
+  log::error(e.what());
+  throw ReportedError(e.what(), exit_code);
+}
 
 StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, double tokens,
                        uint64_t memory_used) {
@@ -107,107 +140,91 @@ StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, do
   return m;
 }
 
-}  // namespace
-
-TrainSummary train(const config::Config& raw_config, const TrainOptions& options) {
-  const config::ValidationReport report = config::validate(raw_config);
-  if (!report.ok()) throw Error(violations_text(report));
-  const config::Config& config = report.config;
-  if (const auto missing = config::unimplemented_features(config); !missing.empty()) {
-    throw Error("stepgraph train does not implement yet: " + join(missing, "; ") +
-                ". Remove these settings (stepgraph validate lists them as notes).");
-  }
-  const model::ModelSpec model = config::model_spec(config);
-  const model::BatchSpec batch = config::batch_spec(config);
-  DistributedRun* const distributed = options.distributed;
-  const int world_size = distributed ? distributed->world_size() : 1;
-  SG_CHECK(batch.data_parallel_size == world_size,
-           strprintf("the config's data_parallel_size %lld differs from the %d rank(s) running",
-                     static_cast<long long>(batch.data_parallel_size), world_size));
-  const bool writer = distributed == nullptr || distributed->is_writer();
-  // Every rank stops after the same step (a rank that left would leave the others waiting in a collective).
-  const auto stop_after = [distributed](int64_t step) {
-    return distributed ? distributed->stop_everywhere(step, graph::stop_requested()) : graph::stop_requested();
-  };
+// The steps of a run, with progress, metrics, checkpoints and stops; fills `summary`.
+void run_steps(const config::Config& config, const TrainOptions& options, const model::ModelSpec& model,
+               const model::BatchSpec& batch, TrainingBackend& backend, BatchSource& data,
+               const std::optional<LoadedCheckpoint>& loaded, std::optional<TrainingState>& pretrained,
+               TrainSummary& summary) {
   const int64_t train_iters = config.train.train_iters.value_or(0);
-  SG_CHECK(train_iters > 0, "train.train_iters must be set to a positive number of steps");
-
-  // Data and checkpoint are checked before any device memory is planned: bad input fails fast.
-  BatchSource data(config, model, batch, distributed ? distributed->rank() : 0);
-  log::info(data.loader().describe());
-  std::optional<LoadedCheckpoint> loaded;
-  if (config.checkpoint.load) loaded = load_checkpoint(*config.checkpoint.load, config, model::ParamLayout(model));
-
-  TrainSummary summary;
-  const int64_t start_step = loaded ? loaded->state.steps_done : 0;
-  summary.steps_done = start_step;
-  if (start_step >= train_iters) {
-    log::info(strprintf("%s is at step %lld and train.train_iters = %lld: nothing to train",
-                        loaded->path.c_str(), static_cast<long long>(start_step), static_cast<long long>(train_iters)));
-    return summary;
-  }
-
-  std::filesystem::create_directories(options.run_dir);
-  std::unique_ptr<TrainingBackend> backend = make_backend(config, options.force_cpu, distributed);
-  log::info(backend->description());
-  log::info(backend->memory_plan());
-  for (const auto& line : backend->start_report()) log::info(line);
+  const int64_t start_step = summary.start_step;
+  log::info(backend.description());
+  log::info(backend.memory_plan());
+  for (const auto& line : backend.start_report()) log::info(line);
   if (loaded) {
-    backend->load_state(loaded->state);
+    backend.load_state(loaded->state);
     data.loader().seek(loaded->position);
     log::info(strprintf("resumed from %s at step %lld", loaded->path.c_str(), static_cast<long long>(start_step)));
+  } else if (pretrained) {
+    backend.load_state(*pretrained);
+    pretrained.reset();  // the host copy of the weights is no longer needed
   }
 
-  MetricsLog metrics((std::filesystem::path(options.run_dir) / "metrics.jsonl").string(), /*append=*/loaded.has_value());
+  const std::string metrics_path = (std::filesystem::path(options.run_dir) / "metrics.jsonl").string();
+  if (loaded) {
+    // Records after the checkpoint's step belong to a run that went further: they are replaced.
+    const MetricsTruncation cut = truncate_metrics_after(metrics_path, start_step);
+    if (cut.dropped > 0) {
+      log::info(strprintf("%s: removed %zu records after step %lld (a run that went past the checkpoint)",
+                          metrics_path.c_str(), cut.dropped, static_cast<long long>(start_step)));
+    }
+  }
+  MetricsLog metrics(metrics_path, /*append=*/loaded.has_value());
   summary.metrics_path = metrics.path();
   const double flops = training_flops_per_step(model, batch);
-  const double peak = peak_bf16_tflops(backend->device_name());
+  const double peak = peak_bf16_tflops(backend.device_name());
   // Tokens of the whole global batch (every rank's): tok/s is the run's; TFLOP/s and MFU stay per GPU.
-  const double tokens =
-      static_cast<double>(batch.global_microbatches() * batch.tokens_per_microbatch(model));
+  const double tokens = static_cast<double>(batch.global_microbatches() * batch.tokens_per_microbatch(model));
+  DistributedRun* const distributed = options.distributed;
+  const bool writer = distributed == nullptr || distributed->is_writer();
   const int64_t log_interval = std::max<int64_t>(1, config.logger.log_interval);
   const int64_t save_interval = config.checkpoint.save_interval.value_or(0);
 
-  Progress progress("train", train_iters, options.interactive);
-  backend->notify = [&progress](const std::string& text) { progress.line(text); };
+  Progress progress("train", train_iters, options.interactive, start_step);
+  backend.notify = [&progress](const std::string& text) { progress.line(text); };
+
+  // A stop finishes the current step and saves: the watchdog's grace covers a checkpoint write.
+  StopHandlers stop_handlers({.saves = config.checkpoint.save.has_value(),
+                              .checkpoint_bytes = 14.0 * static_cast<double>(backend.layout().total())});
 
   // A checkpoint is taken only after collect(0): every submitted step is finished, so the loader's
   // position is exactly the data the saved state has consumed.
   bool have_first = false;
   int64_t last_saved = -1;
+  int64_t submitted = start_step;
+  std::string metrics_error;  // a failed metrics write stops the run like a signal (save, then fail)
 
   auto save = [&](int64_t step) {
     if (!config.checkpoint.save || step == last_saved) return;
-    TrainingState state = backend->state();  // every rank: the sharded state is gathered collectively
-    if (!writer) {                            // rank 0 writes the one checkpoint of the run
+    const auto start = std::chrono::steady_clock::now();
+    TrainingState state = backend.state();  // every rank: a sharded optimizer state is gathered collectively
+    if (!writer) {                          // rank 0 writes the run's one checkpoint
       last_saved = step;
       return;
     }
     const data::DataPosition& position = data.loader().position();
-    const std::string dir = save_checkpoint(*config.checkpoint.save, config, backend->layout(), state, position);
-    progress.line(strprintf("saved checkpoint %s", dir.c_str()));
+    const std::string dir = save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position);
+    const double seconds = seconds_since(start);
+    stop_handlers.save_took(seconds);
+    progress.line(strprintf("saved checkpoint %s (%.1f s)", dir.c_str(), seconds));
     last_saved = step;
+    if (options.on_saved) options.on_saved(step);
   };
 
   auto handle = [&](const StepResult& r) {
+    check_step_finite(r, config, submitted);
     if (!have_first) {
       summary.first_loss = r.loss;
       have_first = true;
     }
     summary.last_loss = r.loss;
     summary.steps_done = r.step;
-    if (config.rerun_state_machine.check_for_nan_in_loss && !r.loss_finite) {
-      throw Error(strprintf("step %lld: the loss is NaN or infinite (rerun_state_machine.check_for_nan_in_loss); "
-                            "the run stopped. Lower optimizer.lr or check the data.",
-                            static_cast<long long>(r.step)));
+    stop_handlers.step_took(r.step_ms / 1e3);
+    const StepMetrics m = to_metrics(r, flops, peak, tokens, backend.device_memory_used());
+    try {
+      metrics.write(m);
+    } catch (const Error& e) {
+      if (metrics_error.empty()) metrics_error = e.what();
     }
-    if (config.ddp.check_for_nan_in_grad && !r.grads_finite) {
-      throw Error(strprintf("step %lld: a gradient is NaN or infinite (ddp.check_for_nan_in_grad); "
-                            "the run stopped. Lower optimizer.lr or check the data.",
-                            static_cast<long long>(r.step)));
-    }
-    const StepMetrics m = to_metrics(r, flops, peak, tokens, backend->device_memory_used());
-    metrics.write(m);
     if (r.capture_step) {
       progress.line(strprintf("step %lld captured the CUDA graphs (%.1f ms including capture; not in the averages)",
                               static_cast<long long>(r.step), r.step_ms));
@@ -222,31 +239,134 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
     progress.update(r.step, strprintf("loss %.4f", r.loss));
   };
 
-  // A stop finishes the current step and saves: the watchdog's grace covers a checkpoint write.
-  const StopHandlers stop_handlers(config.checkpoint.save ? 120.0 : 1.5);
   if (!options.dump_batches_dir.empty()) std::filesystem::create_directories(options.dump_batches_dir);
+  log::info(strprintf("training steps %lld to %lld", static_cast<long long>(start_step + 1),
+                      static_cast<long long>(train_iters)));
   for (int64_t step = start_step + 1; step <= train_iters; ++step) {
     const model::HostBatch& host_batch = data.next();
     if (!options.dump_batches_dir.empty()) {
       dump_batch(options.dump_batches_dir, step, host_batch, batch.num_microbatches * batch.micro_batch_size,
                  model.seq_length);
     }
-    backend->submit(host_batch);
-    for (const StepResult& r : backend->collect(1)) handle(r);
-    if (stop_after(step)) {
-      summary.stopped_by_signal = true;
-      progress.line(strprintf("stop requested: finishing step %lld", static_cast<long long>(step)));
-      break;
-    }
+    backend.submit(host_batch);
+    submitted = step;
+    for (const StepResult& r : backend.collect(1)) handle(r);
     if (save_interval > 0 && step % save_interval == 0) {
-      for (const StepResult& r : backend->collect(0)) handle(r);
+      for (const StepResult& r : backend.collect(0)) handle(r);
       save(step);
     }
+    // Checked after the periodic save: a signal that arrives during a save ends the run right after
+    // it, instead of running one more step and saving again.
+    // Data parallel: every rank stops after the same step (one that left would leave the others waiting
+    // in a collective), when any rank was asked to.
+    const bool local_stop = graph::stop_requested() || !metrics_error.empty();
+    if (distributed ? distributed->stop_everywhere(step, local_stop) : local_stop) {
+      summary.stopped_by_signal = graph::stop_requested();
+      progress.line(strprintf("%s: stopping after step %lld",
+                              summary.stopped_by_signal ? "stop requested"
+                              : metrics_error.empty()   ? "another rank stopped"
+                                                        : "metrics write failed",
+                              static_cast<long long>(step)));
+      break;
+    }
   }
-  for (const StepResult& r : backend->collect(0)) handle(r);
-  save(summary.steps_done);
+  for (const StepResult& r : backend.collect(0)) handle(r);
+  if (metrics_error.empty()) {
+    save(summary.steps_done);
+  } else if (config.checkpoint.save) {
+    try {
+      save(summary.steps_done);
+    } catch (const Error& e) {
+      throw Error(metrics_error + "; the final checkpoint could not be saved either: " + e.what());
+    }
+  }
   progress.finish();
-  for (const auto& line : backend->end_report()) log::info(line);
+  for (const auto& line : backend.end_report()) log::info(line);
+  if (!metrics_error.empty()) {
+    throw Error(metrics_error + (config.checkpoint.save ? strprintf("; the run stopped after saving step %lld",
+                                                                    static_cast<long long>(summary.steps_done))
+                                                        : std::string("; the run stopped")));
+  }
+}
+
+}  // namespace
+
+TrainSummary train(const config::Config& raw_config, const TrainOptions& options) {
+  // checkpoint.pretrained_checkpoint fills unset shape keys from the folder's config.json (or refuses a
+  // mismatch) before the configuration is validated.
+  const config::ValidationReport report = config::validate(apply_pretrained_shapes(raw_config));
+  if (!report.ok()) throw Error(violations_text(report));
+  const config::Config& config = report.config;
+  if (const auto missing = config::unimplemented_features(config); !missing.empty()) {
+    throw Error("stepgraph train does not implement yet: " + join(missing, "; ") +
+                ". Remove these settings (stepgraph validate lists them as notes).");
+  }
+  const model::ModelSpec model = config::model_spec(config);
+  const model::BatchSpec batch = config::batch_spec(config);
+  const int64_t train_iters = config.train.train_iters.value_or(0);
+  if (train_iters <= 0) throw Error("train.train_iters must be set to a positive number of steps");
+  DistributedRun* const distributed = options.distributed;
+  const int world_size = distributed ? distributed->world_size() : 1;
+  SG_CHECK(batch.data_parallel_size == world_size,
+           strprintf("the config's data_parallel_size %lld differs from the %d rank(s) running",
+                     static_cast<long long>(batch.data_parallel_size), world_size));
+
+  // Everything that can be checked before a step is: host memory, data, checkpoint directories and
+  // the checkpoint to resume. Bad input fails fast, before any device memory is planned.
+  const bool cpu_backend = uses_cpu_backend(options.force_cpu);
+  check_host_memory(plan_host_memory(model, batch,
+                                     {.cpu_backend = cpu_backend,
+                                      .checkpoint_staging = config.checkpoint.save || config.checkpoint.load}),
+                    available_host_memory());
+  std::optional<BatchSource> data;
+  with_host_allocation("the input batch buffers (train.global_batch_size x model.seq_length tokens)",
+                       [&] { data.emplace(config, model, batch, distributed ? distributed->rank() : 0); });
+  log::info(data->loader().describe());
+  // Data parallel: rank 0 owns checkpoint.save (its lock, its policy) and tells the others what to resume.
+  CheckpointDirs dirs;
+  if (distributed == nullptr || distributed->is_writer()) dirs = prepare_checkpoint_dirs(config.checkpoint);
+  if (distributed) {
+    const std::string resume = distributed->broadcast_from_rank0(
+        "resume_from", [&dirs] { return dirs.resume_from ? "+" + *dirs.resume_from : std::string("-"); });
+    dirs.resume_from = resume.size() > 1 && resume[0] == '+' ? std::optional<std::string>(resume.substr(1))
+                                                             : std::nullopt;
+  }
+  if (!dirs.note.empty()) log::info(dirs.note);
+  std::optional<LoadedCheckpoint> loaded;
+  if (dirs.resume_from) {
+    with_host_allocation("the checkpoint's weights and optimizer state", [&] {
+      loaded = load_checkpoint(*dirs.resume_from, config, model::ParamLayout(model));
+    });
+  }
+  // A checkpoint to resume wins; otherwise checkpoint.pretrained_checkpoint starts the run at step 0.
+  std::optional<TrainingState> pretrained;
+  if (!loaded && config.checkpoint.pretrained_checkpoint) {
+    with_host_allocation("the pretrained weights", [&] { pretrained = pretrained_state(config, model::ParamLayout(model)); });
+  }
+
+  TrainSummary summary;
+  summary.start_step = loaded ? loaded->state.steps_done : 0;
+  summary.steps_done = summary.start_step;
+  if (summary.start_step >= train_iters) {
+    log::info(strprintf("%s is at step %lld and train.train_iters = %lld: nothing to train", loaded->path.c_str(),
+                        static_cast<long long>(summary.start_step), static_cast<long long>(train_iters)));
+    return summary;
+  }
+
+  std::filesystem::create_directories(options.run_dir);
+  std::unique_ptr<TrainingBackend> backend;
+  with_host_allocation(cpu_backend ? "the CPU backend's model (weights, gradients, Adam moments, activations)"
+                                   : "the GPU backend's host buffers",
+                       [&] { backend = make_backend(config, options.force_cpu, distributed); });
+  try {
+    run_steps(config, options, model, batch, *backend, *data, loaded, pretrained, summary);
+  } catch (const NonFiniteError& e) {
+    if (distributed) distributed->report_failure(e.what());  // before the device is released: no rank waits
+    report_and_rethrow(e, kExitNonFinite);
+  } catch (const std::exception& e) {
+    if (distributed) distributed->report_failure(e.what());
+    report_and_rethrow(e, 1);
+  }
   return summary;
 }
 

@@ -2,9 +2,11 @@
 // `stepgraph train`: config -> data -> backend -> steps, with progress, metrics, checkpoints, and a
 // clean stop on SIGINT/SIGTERM (finish the step, save, exit).
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "config/config.h"
+#include "core/error.h"
 
 namespace sg::train {
 
@@ -21,20 +23,40 @@ struct TrainOptions {
   // config's data_parallel_size must be its world size. Every rank trains its slice of each global batch
   // (data/rank_batch.h); only rank 0 writes checkpoints; all stop after the same step.
   DistributedRun* distributed = nullptr;
+  // Called after each checkpoint save with its step (tools and tests observe saves; a stop
+  // requested here ends the run right after this save).
+  std::function<void(int64_t step)> on_saved;
 };
 
 struct TrainSummary {
-  int64_t steps_done = 0;
+  int64_t start_step = 0;  // the resumed checkpoint's step (0 for a fresh run)
+  int64_t steps_done = 0;  // the last finished step
+  int64_t steps_run() const { return steps_done - start_step; }
   float first_loss = 0.0f;
   float last_loss = 0.0f;
   bool stopped_by_signal = false;
-  std::string metrics_path;
+  std::string metrics_path;  // empty when nothing ran
+};
+
+// An error the trainer has already printed: once steps run, it reports a failure before it releases
+// the device, so a crash or hang in the release cannot swallow the message. The CLI only maps it to
+// its exit status.
+class ReportedError : public sg::Error {
+ public:
+  ReportedError(const std::string& message, int exit_code) : sg::Error(message), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
 };
 
 // Validates (an invalid config never reaches the GPU), refuses features the engine does not have
-// yet, then trains. Throws sg::Error for anything the user must fix; a NaN found by
-// rerun_state_machine.check_for_nan_in_loss / ddp.check_for_nan_in_grad stops the run with an error
-// naming the step and the check.
+// yet, checks everything that can be checked before a step (data, checkpoint directories and their
+// lock, the checkpoint to resume, host memory), then trains. Throws sg::Error for anything the user
+// must fix before training; once steps run, a failure is printed at once and thrown as
+// ReportedError. A NaN found by rerun_state_machine.check_for_nan_in_loss /
+// ddp.check_for_nan_in_grad stops the run within two steps naming the step and the check (exit
+// status kExitNonFinite, train/nonfinite_stop.h), and a non-finite state is never saved.
 TrainSummary train(const config::Config& config, const TrainOptions& options);
 
 }  // namespace sg::train

@@ -22,42 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A training checkpoint of the tiny Llama whose values depend on `iteration`, optionally with one
-// large extra tensor (so a save takes long enough to be interrupted inside a file).
-struct Fixture {
-  test::HostTensors model, main_params, exp_avg, exp_avg_sq;
-  std::vector<float> big;
-  TrainState state;
-
-  explicit Fixture(int64_t iteration, size_t big_floats = 0) {
-    const auto spec = test::tiny_llama_spec();
-    const float salt = static_cast<float>(iteration);
-    model = test::tiny_llama_tensors(spec, TensorDtype::BF16, salt);
-    main_params = test::tiny_llama_tensors(spec, TensorDtype::F32, salt);
-    exp_avg = test::tiny_llama_tensors(spec, TensorDtype::F32, salt + 0.5f);
-    exp_avg_sq = test::tiny_llama_tensors(spec, TensorDtype::F32, salt + 0.75f);
-    big.assign(big_floats, salt);
-    state.iteration = iteration;
-    state.data_position = {static_cast<uint64_t>(iteration) * 8,
-                           {static_cast<uint64_t>(iteration) * 8}};
-    state.rng_state = {1, 2, 3, static_cast<uint8_t>(iteration)};
-    state.config_hash = config_hash_hex("tiny");
-  }
-
-  CheckpointContents contents() const {
-    TrainingCheckpoint c;
-    c.model = model.refs();
-    c.model_config = hf_llama_config(test::tiny_llama_spec(), "bfloat16");
-    c.main_params = main_params.refs();
-    c.exp_avg = exp_avg.refs();
-    c.exp_avg_sq = exp_avg_sq.refs();
-    if (!big.empty())
-      c.main_params.push_back(
-          {"zz.big", TensorDtype::F32, {static_cast<int64_t>(big.size())}, big.data()});
-    c.state = state;
-    return training_checkpoint_contents(c);
-  }
-};
+using test::Fixture;
 
 // Loads `path` into fresh buffers and checks every byte against the fixture of `iteration`.
 void expect_loads_iteration(const std::string& path, int64_t iteration, size_t big_floats = 0) {

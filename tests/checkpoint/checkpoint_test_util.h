@@ -14,6 +14,7 @@
 
 #include "model/spec.h"
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/hf_config.h"
 
 namespace sg::test {
 
@@ -114,6 +115,43 @@ inline HostTensors tiny_llama_tensors(
   }
   return t;
 }
+
+// A training checkpoint of the tiny Llama whose values depend on `iteration`, optionally with one
+// large extra tensor (so a save takes long enough to be interrupted inside a file).
+struct Fixture {
+  HostTensors model, main_params, exp_avg, exp_avg_sq;
+  std::vector<float> big;
+  checkpoint::TrainState state;
+
+  explicit Fixture(int64_t iteration, size_t big_floats = 0) {
+    const auto spec = tiny_llama_spec();
+    const float salt = static_cast<float>(iteration);
+    model = tiny_llama_tensors(spec, checkpoint::TensorDtype::BF16, salt);
+    main_params = tiny_llama_tensors(spec, checkpoint::TensorDtype::F32, salt);
+    exp_avg = tiny_llama_tensors(spec, checkpoint::TensorDtype::F32, salt + 0.5f);
+    exp_avg_sq = tiny_llama_tensors(spec, checkpoint::TensorDtype::F32, salt + 0.75f);
+    big.assign(big_floats, salt);
+    state.iteration = iteration;
+    state.data_position = {static_cast<uint64_t>(iteration) * 8,
+                           {static_cast<uint64_t>(iteration) * 8}};
+    state.rng_state = {1, 2, 3, static_cast<uint8_t>(iteration)};
+    state.config_hash = checkpoint::config_hash_hex("tiny");
+  }
+
+  checkpoint::CheckpointContents contents() const {
+    checkpoint::TrainingCheckpoint c;
+    c.model = model.refs();
+    c.model_config = checkpoint::hf_llama_config(tiny_llama_spec(), "bfloat16");
+    c.main_params = main_params.refs();
+    c.exp_avg = exp_avg.refs();
+    c.exp_avg_sq = exp_avg_sq.refs();
+    if (!big.empty())
+      c.main_params.push_back(
+          {"zz.big", checkpoint::TensorDtype::F32, {static_cast<int64_t>(big.size())}, big.data()});
+    c.state = state;
+    return checkpoint::training_checkpoint_contents(c);
+  }
+};
 
 // A scratch directory removed at scope exit.
 struct ScratchDir {

@@ -25,7 +25,7 @@ struct RunResult {
 
 // `args` is a shell fragment (the tests pass paths they made themselves).
 RunResult run(const std::string& args) {
-  const sg::test::CommandResult r = sg::test::run_command(std::string(STEPGRAPH_BIN) + " " + args + " 2>&1");
+  const sg::test::CommandResult r = sg::test::run_command(sg::test::shell_quote(sg::test::stepgraph_binary()) + " " + args + " 2>&1");
   return {r.exit_code, r.output};
 }
 

@@ -51,11 +51,7 @@ const std::vector<CliRuleCase> kRuleCases = {
      {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=full_iteration,attn"},
      "model.cuda_graph_scope",
      {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn"}},
-    {5,
-     "llama/tiny",
-     {"model.cuda_graph_impl=local", "rerun_state_machine.check_for_nan_in_loss=true"},
-     "rerun_state_machine.check_for_nan_in_loss",
-     {"model.cuda_graph_impl=local"}},
+    // Rule 5 is a note now (NaN checks run inside a whole-step graph): no violation to provoke.
     {6,
      "moe/tiny_moe",
      {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe_preprocess"},

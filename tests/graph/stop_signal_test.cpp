@@ -79,6 +79,16 @@ TEST(StopSignal, SigtermToo) {
   EXPECT_EQ(WEXITSTATUS(r.status), 143) << r.output;
 }
 
+// A closed terminal or ssh session (SIGHUP) stops a run like SIGTERM, instead of killing it unsaved.
+TEST(StopSignal, SighupToo) {
+  const ChildResult r = run_child("poll", 1, SIGHUP, std::chrono::milliseconds(0));
+  ASSERT_TRUE(r.exited) << r.output;
+  ASSERT_TRUE(WIFEXITED(r.status)) << "killed by signal " << (WIFSIGNALED(r.status) ? WTERMSIG(r.status) : 0)
+                                   << ":\n" << r.output;
+  EXPECT_EQ(WEXITSTATUS(r.status), 129) << r.output;
+  EXPECT_NE(r.output.find("cleaned up; exiting with 129"), std::string::npos) << r.output;
+}
+
 TEST(StopSignal, WatchdogEndsALoopThatNeverPolls) {
   const ChildResult r = run_child("hang", 1, SIGINT, std::chrono::milliseconds(0));
   ASSERT_TRUE(r.exited) << "a stuck loop hung the process:\n" << r.output;

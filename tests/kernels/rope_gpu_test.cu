@@ -104,6 +104,50 @@ TEST(RopeGpuMisc, LargePositionsElementwise) {
   }
 }
 
+// Decoding: positions read from device memory (arbitrary per row) with Llama 3 frequency scaling (all
+// three regimes at head_dim 128, base 5e5, original context 8192), forward and backward, against the
+// reference with the same positions and scaling.
+TEST(RopeGpuMisc, DevicePositionsAndLlama3ScalingMatchReference) {
+  const int64_t T = 300, heads = 6, d = 128, stride = 8 * d;
+  ref::RopeScaling scaling;
+  scaling.factor = 32.0;
+  const auto x = round_bf16(random_normal(T * stride, 401));
+  const auto pos_values = random_tokens(T, 131072, 402);
+  const std::vector<int32_t> positions(pos_values.begin(), pos_values.end());
+  DeviceBuffer<bf16> d_x(T * stride);
+  DeviceBuffer<int32_t> d_pos(T);
+  d_pos.upload(positions);
+  cuda::Stream stream;
+  kernels::RopeParams params{d_x.get(), T, 1, heads, d, stride, 500000.0};
+  params.scaling = scaling;
+  params.positions = d_pos.get();
+  for (const bool inverse : {false, true}) {
+    auto want = x;
+    if (inverse) {
+      ref::rope_backward(want.data(), T, 1, heads, d, stride, 500000.0, scaling, positions.data());
+    } else {
+      ref::rope_forward(want.data(), T, 1, heads, d, stride, 500000.0, scaling, positions.data());
+    }
+    d_x.upload(to_bf16(x));
+    sync();
+    if (inverse) {
+      kernels::rope_backward(stream, params);
+    } else {
+      kernels::rope_forward(stream, params);
+    }
+    sync();
+    EXPECT_LT(relative_error(to_float(d_x.download()), want), kBf16RelTol) << (inverse ? "backward" : "forward");
+  }
+  // Scaling changes the result (the test would not notice a kernel that ignored it otherwise).
+  auto unscaled = x;
+  ref::rope_forward(unscaled.data(), T, 1, heads, d, stride, 500000.0, {}, positions.data());
+  d_x.upload(to_bf16(x));
+  sync();
+  kernels::rope_forward(stream, params);
+  sync();
+  EXPECT_GT(relative_error(to_float(d_x.download()), unscaled), 0.1);
+}
+
 TEST(RopeGpuMisc, RejectsBadShapes) {
   DeviceBuffer<bf16> d_x(64);
   cuda::Stream stream;

@@ -82,6 +82,48 @@ TEST(RopeReference, BackwardMatchesFiniteDifferencesFp64) {
   }
 }
 
+TEST(RopeReference, ExplicitPositionsEqualModuloPositions) {
+  // Rows at t % S, or the same positions given explicitly (what decoding passes): bitwise equal.
+  const int64_t T = 11, S = 4, d = 8, heads = 3;
+  const auto x = test::random_normal(T * heads * d, 81);
+  auto by_modulo = x, by_positions = x;
+  std::vector<int32_t> positions(T);
+  for (int64_t t = 0; t < T; ++t) positions[t] = static_cast<int32_t>(t % S);
+  ref::rope_forward(by_modulo.data(), T, S, heads, d, heads * d, 10000.0);
+  ref::rope_forward(by_positions.data(), T, 1, heads, d, heads * d, 10000.0, {}, positions.data());
+  EXPECT_EQ(by_modulo, by_positions);
+  ref::rope_backward(by_positions.data(), T, 1, heads, d, heads * d, 10000.0, {}, positions.data());
+  EXPECT_LT(test::relative_error(by_positions, x), 1e-6);
+}
+
+TEST(RopeReference, Llama3ScalingFrequencies) {
+  // head_dim 8, base 10000: unscaled inverse frequencies 1, 0.1, 0.01, 0.001, wavelengths 2 pi / f.
+  // factor 8, low_freq_factor 1, high_freq_factor 4, original context 64: wavelengths below 64/4 = 16
+  // keep their frequency (pair 0), above 64/1 = 64 are divided by 8 (pairs 2, 3), between them (pair 1,
+  // wavelength 62.8) interpolate with s = (64 / wavelength - 1) / (4 - 1).
+  ref::RopeScaling scaling;
+  scaling.factor = 8.0;
+  scaling.low_freq_factor = 1.0;
+  scaling.high_freq_factor = 4.0;
+  scaling.original_max_position_embeddings = 64.0;
+  const double two_pi = 2.0 * M_PI;
+  const double s = (64.0 / (two_pi / 0.1) - 1.0) / 3.0;
+  const double want[4] = {1.0, (1.0 - s) * 0.1 / 8.0 + s * 0.1, 0.01 / 8.0, 0.001 / 8.0};
+  for (int64_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(ref::rope_inv_freq(i, 8, 10000.0, scaling), want[i], 1e-15) << "pair " << i;
+    EXPECT_NEAR(ref::rope_inv_freq(i, 8, 10000.0, {}), std::pow(10000.0, -2.0 * i / 8.0), 1e-15);
+  }
+  // The rotation uses them: pair 2 of a row at position 5 turns by 5 * 0.01 / 8.
+  std::vector<float> x(8, 0.0f);
+  x[2] = 1.0f;
+  const int32_t pos = 5;
+  ref::rope_forward(x.data(), 1, 1, 1, 8, 8, 10000.0, scaling, &pos);
+  EXPECT_NEAR(x[2], std::cos(5 * 0.01 / 8.0), 1e-7);
+  EXPECT_NEAR(x[6], std::sin(5 * 0.01 / 8.0), 1e-7);
+  scaling.high_freq_factor = 0.5;  // not above low_freq_factor
+  EXPECT_THROW(ref::rope_forward(x.data(), 1, 1, 1, 8, 8, 10000.0, scaling, &pos), Error);
+}
+
 TEST(RopeReference, RejectsOddHeadDim) {
   std::vector<float> x(10);
   EXPECT_THROW(ref::rope_forward(x.data(), 2, 2, 1, 5, 5, 10000.0), Error);

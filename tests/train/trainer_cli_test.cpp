@@ -1,6 +1,6 @@
 // `stepgraph train` end to end through the real binary on the CPU fp32 reference backend: the loss
 // falls below the corpus's unigram entropy, resume is bitwise exact, mismatched checkpoints are
-// refused, NaN checks stop the run naming the step, SIGINT saves and exits 130, --dump-batches
+// refused, NaN checks stop the run naming the step (exit 3), SIGINT/SIGHUP save and exit 128 + signal, --dump-batches
 // writes what the model saw, and an invalid config never trains.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -27,210 +27,12 @@
 #include "cuda/device.h"
 #include "checkpoint/safetensors.h"
 #include "data/indexed_dataset.h"
+#include "train_cli_fixture.h"
 
 namespace {
 
+using namespace sg::test::train_cli;
 namespace fs = std::filesystem;
-using sg::checkpoint::SafetensorsFile;
-using sg::checkpoint::TensorDtype;
-
-// ---- processes ----
-
-struct RunResult {
-  int rc = -1;          // exit status, or -1 when killed by a signal / timed out
-  bool timed_out = false;
-  double seconds = 0.0;
-  std::string out, err;
-  std::string all() const { return "--- stdout:\n" + out + "--- stderr:\n" + err; }
-};
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct Child {
-  pid_t pid = -1;
-  fs::path out_path, err_path;
-  std::chrono::steady_clock::time_point start;
-};
-
-// Starts STEPGRAPH_BIN args... with stdout/stderr going to LOG.out / LOG.err.
-Child spawn(const std::vector<std::string>& args, const fs::path& log) {
-  Child c;
-  c.out_path = log.string() + ".out";
-  c.err_path = log.string() + ".err";
-  c.start = std::chrono::steady_clock::now();
-  std::vector<std::string> argv_storage = {STEPGRAPH_BIN};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  c.pid = ::fork();
-  if (c.pid == 0) {
-    const int out = ::open(c.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = ::open(c.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0 || err < 0) ::_exit(126);
-    ::dup2(out, STDOUT_FILENO);
-    ::dup2(err, STDERR_FILENO);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return c;
-}
-
-// Waits up to timeout_s for the child; kills it (SIGKILL) when it takes longer.
-RunResult wait_for(const Child& c, double timeout_s) {
-  RunResult r;
-  if (c.pid < 0) return r;
-  int status = 0;
-  for (;;) {
-    const pid_t done = ::waitpid(c.pid, &status, WNOHANG);
-    if (done == c.pid) break;
-    if (done < 0) {  // not our child (any more): nothing to wait for
-      r.out = read_file(c.out_path);
-      r.err = read_file(c.err_path);
-      return r;
-    }
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - c.start).count();
-    if (elapsed > timeout_s) {
-      ::kill(c.pid, SIGKILL);
-      ::waitpid(c.pid, &status, 0);
-      r.timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c.start).count();
-  r.rc = !r.timed_out && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_file(c.out_path);
-  r.err = read_file(c.err_path);
-  return r;
-}
-
-// ---- metrics.jsonl ----
-
-struct MetricsLine {
-  int64_t step = -1;
-  std::string loss_text;  // exactly as printed (%.9g): equal text <=> equal float
-  double loss = NAN;
-  std::string raw;
-};
-
-std::vector<MetricsLine> read_metrics(const fs::path& path) {
-  std::vector<MetricsLine> out;
-  std::ifstream in(path);
-  std::string line;
-  static const std::regex step_re(R"("step":\s*(-?[0-9]+))");
-  static const std::regex loss_re(R"("loss":\s*([^,}\s]+))");
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    MetricsLine m;
-    m.raw = line;
-    std::smatch match;
-    if (std::regex_search(line, match, step_re)) m.step = std::stoll(match[1]);
-    if (std::regex_search(line, match, loss_re)) {
-      m.loss_text = match[1];
-      m.loss = std::strtod(m.loss_text.c_str(), nullptr);
-    }
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
-size_t count_lines(const fs::path& path) {
-  std::ifstream in(path);
-  std::string line;
-  size_t n = 0;
-  while (std::getline(in, line)) n += line.empty() ? 0 : 1;
-  return n;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
-
-// ---- the fixture: one synthetic corpus for the suite, one scratch folder per test ----
-
-constexpr double kRunTimeout = 300.0;  // seconds per training run (the CI machine may be loaded)
-
-class TrainerCliTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    suite_dir_ = make_temp_dir("trainer_cli_corpus");
-    corpus_ = (suite_dir_ / "corpus").string();
-    const Child c = spawn({"data", "synth", "--out", corpus_, "--tokens", "200000", "--seed", "11", "--json"},
-                          suite_dir_ / "synth");
-    const RunResult r = wait_for(c, kRunTimeout);
-    synth_output_ = r.all();
-    if (r.rc != 0) return;
-    try {
-      unigram_entropy_ = nlohmann::json::parse(r.out).at("unigram_entropy_nats").get<double>();
-    } catch (const std::exception& e) {
-      synth_output_ += std::string("\nparse error: ") + e.what();
-    }
-  }
-  static void TearDownTestSuite() {
-    std::error_code ec;
-    fs::remove_all(suite_dir_, ec);
-  }
-
-  void SetUp() override {
-    ASSERT_TRUE(std::isfinite(unigram_entropy_)) << "stepgraph data synth failed:\n" << synth_output_;
-    dir_ = make_temp_dir("trainer_cli_test");
-  }
-  void TearDown() override {
-    if (HasFailure()) {
-      std::fprintf(stderr, "kept the failed test's files in %s\n", dir_.c_str());
-    } else {
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
-    }
-  }
-
-  // Scratch folders live under the working directory (ctest runs in the build directory).
-  static fs::path make_temp_dir(const std::string& tag) {
-    std::string tmpl = (fs::current_path() / (tag + ".XXXXXX")).string();
-    const char* made = ::mkdtemp(tmpl.data());
-    if (made == nullptr) throw std::runtime_error("mkdtemp failed for " + tmpl);
-    return fs::path(made);
-  }
-
-  // A model the CPU trains in well under a second per step, on the synthetic corpus.
-  static std::vector<std::string> tiny_model(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {
-        "train", "llama/tiny", "--plain", "model.num_layers=2", "model.hidden_size=64",
-        "model.num_attention_heads=4", "model.num_query_groups=4", "model.ffn_hidden_size=128",
-        "model.seq_length=32", "dataset.seq_length=32", "model.vocab_size=256",
-        "train.micro_batch_size=2", "train.global_batch_size=4", "optimizer.lr=3e-3",
-        // lr_warmup_iters must stay below lr_decay_iters (= train_iters unless set): the recipe's 5
-        // would refuse the runs of 2-4 steps here.
-        "scheduler.lr_warmup_iters=1",
-        "dataset.mock=false", "dataset.data_path=[" + corpus_ + "]"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  }
-
-  RunResult train(std::vector<std::string> extra, const std::string& name, bool force_cpu = true) {
-    std::vector<std::string> args = tiny_model(std::move(extra));
-    if (force_cpu) args.push_back("--cpu");
-    return wait_for(spawn(args, dir_ / name), kRunTimeout);
-  }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  static inline fs::path suite_dir_;
-  static inline std::string corpus_;
-  static inline double unigram_entropy_ = NAN;
-  static inline std::string synth_output_;
-  fs::path dir_;
-};
 
 // 1. The loss of a tiny model falls clearly, below what a unigram model can reach.
 TEST_F(TrainerCliTest, TrainsOnTheCpuAndTheLossFalls) {
@@ -374,7 +176,7 @@ TEST_F(TrainerCliTest, RefusesACheckpointWithOtherShapes) {
   EXPECT_TRUE(snapshot(path("ckpt")) == before) << "the refused resume changed the checkpoint folder";
 }
 
-// 4. A NaN loss / gradient stops the run with exit 1, naming the step and the check.
+// 4. A NaN loss / gradient stops the run with exit 3, naming the step and the check.
 TEST_F(TrainerCliTest, NanChecksStopTheRunNamingStepAndCheck) {
   struct Case {
     std::vector<std::string> checks;
@@ -395,7 +197,7 @@ TEST_F(TrainerCliTest, NanChecksStopTheRunNamingStepAndCheck) {
     std::vector<std::string> args = {"optimizer.lr=1e30", "train.train_iters=10", "--run-dir", run};
     args.insert(args.end(), c.checks.begin(), c.checks.end());
     const RunResult r = train(args, "nan" + std::to_string(index++));
-    EXPECT_EQ(r.rc, 1) << r.all();
+    EXPECT_EQ(r.rc, 3) << r.all();
     // The failing step is the one after the last step written to metrics.jsonl.
     const size_t finished = count_lines(run + "/metrics.jsonl");
     EXPECT_GE(finished, 1u) << "the first step (before any update) must be finite";
@@ -415,13 +217,23 @@ TEST_F(TrainerCliTest, NanChecksStopTheRunNamingStepAndCheck) {
   EXPECT_EQ(metrics.back().loss_text, "null") << metrics.back().raw;
 }
 
-// 5. SIGINT finishes the step, saves it, exits 130; the checkpoint resumes.
-TEST_F(TrainerCliTest, SigintSavesTheLastStepAndExits130) {
+// 5. SIGINT and SIGHUP (a closed terminal or ssh session) finish the step, save it and exit 128 +
+// signal; the checkpoint resumes. (SIGTERM: tests/graph/stop_signal_test.cpp.)
+class TrainerSignalTest : public TrainerCliTest {
+ protected:
+  void expect_stop_saves_and_exits(int signal_number, int expected_rc);
+};
+
+TEST_F(TrainerSignalTest, SigintSavesTheLastStepAndExits130) { expect_stop_saves_and_exits(SIGINT, 130); }
+
+TEST_F(TrainerSignalTest, SighupSavesTheLastStepAndExits129) { expect_stop_saves_and_exits(SIGHUP, 129); }
+
+void TrainerSignalTest::expect_stop_saves_and_exits(int signal_number, int expected_rc) {
   const std::string ckpt = path("ckpt"), run = path("run");
   // scheduler.lr_decay_iters is fixed so that the resume (fewer train_iters) keeps the schedule valid.
   std::vector<std::string> args = tiny_model({"train.train_iters=100000", "scheduler.lr_decay_iters=100000",
                                               "checkpoint.save=" + ckpt, "--run-dir", run, "--cpu"});
-  const Child child = spawn(args, dir_ / "sigint");
+  const Child child = spawn(args, dir_ / ("signal" + std::to_string(signal_number)));
   // A failed assertion must not leave a 100000-step training running.
   struct KillOnExit {
     pid_t pid;
@@ -445,12 +257,12 @@ TEST_F(TrainerCliTest, SigintSavesTheLastStepAndExits130) {
                              << read_file(child.err_path);
   ASSERT_GE(count_lines(metrics_path), 2u) << read_file(child.err_path);
   const auto sent = std::chrono::steady_clock::now();
-  ASSERT_EQ(::kill(child.pid, SIGINT), 0);
+  ASSERT_EQ(::kill(child.pid, signal_number), 0);
   const RunResult r = wait_for(child, kRunTimeout);
   guard.pid = -1;  // reaped
   const double stop_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   ASSERT_FALSE(r.timed_out) << r.all();
-  EXPECT_EQ(r.rc, 130) << r.all();
+  EXPECT_EQ(r.rc, expected_rc) << r.all();
   // One tiny step plus one tiny save: a few seconds even on a loaded machine.
   EXPECT_LT(stop_seconds, 10.0) << r.all();
 

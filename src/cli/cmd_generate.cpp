@@ -1,0 +1,134 @@
+// stepgraph generate CHECKPOINT --prompt TEXT [--max-new-tokens N --temperature T --top-k K --top-p P
+//                   --seed S --cpu --no-graphs --ignore-eos --tokenizer DIR --prompt-tokens IDS --json]
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/strings.h"
+#include "generate/generator.h"
+
+namespace sg::cli {
+namespace {
+
+struct GenerateArgs {
+  generate::GenerateOptions options;
+  std::vector<std::string> prompt_tokens;  // "1,2,3" per prompt
+  float temperature = 0.0f;
+  int64_t top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 1234;
+  bool no_graphs = false;
+  bool json = false;
+};
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  for (const auto& part : split(text, ',')) {
+    const std::string t = trim(part);
+    if (t.empty()) continue;
+    char* end = nullptr;
+    const long v = std::strtol(t.c_str(), &end, 10);
+    SG_CHECK(end != nullptr && *end == '\0' && v >= 0 && v <= INT32_MAX,
+             "--prompt-tokens: '" + t + "' is not a token id (give comma-separated non-negative integers)");
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+int run_generate_command(GenerateArgs& args) {
+  generate::GenerateOptions& o = args.options;
+  for (const auto& list : args.prompt_tokens) o.prompt_tokens.push_back(parse_ids(list));
+  o.sampling.temperature = args.temperature;
+  o.sampling.top_k = args.top_k;
+  o.sampling.top_p = args.top_p;
+  o.sampling.seed = args.seed;
+  o.use_graphs = !args.no_graphs;
+  const bool streaming = !args.json && o.prompts.size() == 1;
+  if (streaming) {
+    std::printf("%s", o.prompts[0].c_str());
+    std::fflush(stdout);
+    o.on_text = [](const std::string& text) {
+      std::printf("%s", text.c_str());
+      std::fflush(stdout);
+    };
+  }
+  const generate::GenerateResult r = generate::run_generate(o);
+  if (args.json) {
+    nlohmann::json j;
+    j["model"] = r.model;
+    j["backend"] = r.backend;
+    j["prompt_tokens"] = r.prompt_tokens;
+    j["tokens"] = r.tokens;
+    j["texts"] = r.texts;
+    j["eos_ids"] = r.eos_ids;
+    j["prefill_tokens"] = r.prefill_tokens;
+    j["prefill_ms"] = r.prefill_ms;
+    j["decode_tokens"] = r.decode_tokens;
+    j["decode_ms"] = r.decode_ms;
+    j["decode_tokens_per_s"] = r.decode_tokens_per_s();
+    j["capture_ms"] = r.capture_ms;
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else if (streaming) {
+    std::printf("\n");
+  } else {
+    for (size_t b = 0; b < r.tokens.size(); ++b) {
+      if (r.tokens.size() > 1) std::printf("--- sequence %zu\n", b + 1);
+      if (b < r.texts.size()) {
+        if (b < o.prompts.size()) std::printf("%s", o.prompts[b].c_str());
+        std::printf("%s\n", r.texts[b].c_str());
+      } else {
+        std::vector<std::string> ids;
+        for (int32_t t : r.tokens[b]) ids.push_back(std::to_string(t));
+        std::printf("%s\n", join(ids, ",").c_str());
+      }
+    }
+  }
+  std::fprintf(stderr, "%s\n%s\n", r.model.c_str(), r.backend.c_str());
+  std::fprintf(
+      stderr, "prefill: %lld prompt tokens in %.1f ms | decode: %lld tokens in %.1f ms = %.1f tokens/s%s\n",
+      static_cast<long long>(r.prefill_tokens), r.prefill_ms, static_cast<long long>(r.decode_tokens), r.decode_ms,
+      r.decode_tokens_per_s(),
+      r.capture_ms >= 0 ? strprintf(" (the first step captured the graph: %.1f ms)", r.capture_ms).c_str() : "");
+  return 0;
+}
+
+const CommandRegistration kRegistration{
+    "generate", 35, [](CLI::App& app, int& exit_code) {
+      auto args = std::make_shared<GenerateArgs>();
+      CLI::App* cmd = app.add_subcommand(
+          "generate",
+          "Generate text from a checkpoint (a stepgraph checkpoint folder or a Hugging Face Llama folder) with a KV "
+          "cache: greedy when --temperature is 0, else sampled (top-k, top-p) with a seeded Philox stream. On a GPU "
+          "the decoding step runs as one CUDA graph; without one (or with --cpu) the CPU fp32 reference decoder. The "
+          "tokenizer is the checkpoint's tokenizer.json (Hugging Face tokenizers, through python3). Prints the text "
+          "and tokens/s.");
+      cmd->add_option("checkpoint", args->options.checkpoint,
+                      "checkpoint directory (its latest iteration), an iter_N folder, or a Hugging Face Llama folder")
+          ->required();
+      cmd->add_option("--prompt", args->options.prompts, "prompt text; repeat for a batch of prompts");
+      cmd->add_option("--prompt-tokens", args->prompt_tokens,
+                      "a prompt as comma-separated token ids instead of text; repeat for a batch");
+      cmd->add_option("--max-new-tokens", args->options.max_new_tokens, "tokens to generate per prompt (default 64)");
+      cmd->add_option("--temperature", args->temperature, "0 = greedy (default); > 0 samples");
+      cmd->add_option("--top-k", args->top_k, "sample among the k most likely tokens (0 = all, default)");
+      cmd->add_option("--top-p", args->top_p,
+                      "sample from the smallest set holding this probability (1 = off, default)");
+      cmd->add_option("--seed", args->seed, "seed of the sampling draws (default 1234)");
+      cmd->add_option("--tokenizer", args->options.tokenizer_dir, "tokenizer folder (default: the checkpoint's)");
+      cmd->add_flag("--cpu", args->options.force_cpu, "use the CPU reference decoder even when a GPU is present");
+      cmd->add_flag("--no-graphs", args->no_graphs, "GPU: run every decoding step eagerly");
+      cmd->add_flag("--ignore-eos", args->options.ignore_eos, "always generate --max-new-tokens tokens");
+      cmd->add_flag("--json", args->json, "print the result (token ids, text, timings) as JSON");
+      cmd->callback([args, &exit_code] {
+        if (args->options.prompts.empty() && args->prompt_tokens.empty()) {
+          throw CLI::ValidationError("--prompt", "give a prompt: --prompt TEXT (or --prompt-tokens IDS)");
+        }
+        exit_code = run_generate_command(*args);
+      });
+    }};
+
+}  // namespace
+}  // namespace sg::cli

@@ -1,0 +1,175 @@
+#include "generate/generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "checkpoint/hf_import.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "cuda/device.h"
+#include "generate/tokenizer_process.h"
+#include "model/cpu_decoder.h"
+#include "model/gpu_decoder.h"
+
+namespace sg::generate {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// The tokens up to and including the first EOS.
+size_t length_to_eos(const std::vector<int32_t>& tokens, const std::set<int64_t>& eos) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (eos.count(tokens[i]) != 0) return i + 1;
+  }
+  return tokens.size();
+}
+
+std::vector<int32_t> without_eos(std::vector<int32_t> tokens, const std::set<int64_t>& eos) {
+  if (!tokens.empty() && eos.count(tokens.back()) != 0) tokens.pop_back();
+  return tokens;
+}
+
+// New text of a growing decode, held back while it ends inside a multi-byte character (U+FFFD).
+class TextStream {
+ public:
+  explicit TextStream(std::function<void(const std::string&)> sink) : sink_(std::move(sink)) {}
+  // `final`: the generation is over, print the rest even if it ends in U+FFFD.
+  void update(const std::string& text, bool final = false) {
+    // Only extensions of what was printed are printed (a byte-level BPE decode grows at its end).
+    if (!sink_ || text.size() <= printed_.size() || text.compare(0, printed_.size(), printed_) != 0) return;
+    const std::string fresh = text.substr(printed_.size());
+    static const std::string kReplacement = "\xEF\xBF\xBD";
+    if (!final && fresh.size() >= 3 && fresh.compare(fresh.size() - 3, 3, kReplacement) == 0) return;
+    sink_(fresh);
+    printed_ = text;
+  }
+
+ private:
+  std::function<void(const std::string&)> sink_;
+  std::string printed_;
+};
+
+}  // namespace
+
+GenerateResult run_generate(const GenerateOptions& options) {
+  SG_CHECK(options.prompts.empty() != options.prompt_tokens.empty(),
+           "generate: give the prompt as text (--prompt) or as token ids (--prompt-tokens), not both");
+  SG_CHECK(options.max_new_tokens > 0,
+           strprintf("--max-new-tokens %lld: must be positive", static_cast<long long>(options.max_new_tokens)));
+  SG_CHECK(options.chunk_steps > 0, "generate: chunk_steps must be positive");
+  ref::check_sampling_config(options.sampling);
+  GenerateResult result;
+
+  const std::string folder = checkpoint::resolve_model_folder(options.checkpoint, "generate CHECKPOINT");
+  const checkpoint::HfModelConfig config = checkpoint::read_hf_config(folder);
+  const model::ModelSpec& spec = config.spec;
+  const model::ParamLayout layout(spec);
+  std::vector<float> weights;
+  result.model = folder + ": " + checkpoint::load_hf_weights(folder, layout, weights, checkpoint::WeightSource::model);
+
+  // The tokenizer: required for text prompts, used for the output text whenever one is found.
+  std::unique_ptr<TokenizerProcess> tokenizer;
+  if (!options.prompts.empty() || !options.tokenizer_dir.empty()) {
+    tokenizer = std::make_unique<TokenizerProcess>(find_tokenizer_dir(options.tokenizer_dir, folder));
+  } else {
+    try {
+      tokenizer = std::make_unique<TokenizerProcess>(find_tokenizer_dir("", folder));
+    } catch (const Error&) {
+      log::info(
+          strprintf("no tokenizer.json in %s or its parent: the output is token ids (--tokenizer DIR gives "
+                    "text)",
+                    folder.c_str()));
+    }
+  }
+  if (tokenizer && tokenizer->vocab_size() > spec.vocab_size) {
+    throw Error(
+        strprintf("the tokenizer %s has %lld tokens but the model's vocab_size is %lld: they do not belong "
+                  "together",
+                  tokenizer->dir().c_str(), static_cast<long long>(tokenizer->vocab_size()),
+                  static_cast<long long>(spec.vocab_size)));
+  }
+  result.prompt_tokens = options.prompt_tokens;
+  for (const auto& text : options.prompts) result.prompt_tokens.push_back(tokenizer->encode(text));
+
+  std::set<int64_t> eos;
+  if (!options.ignore_eos) {
+    eos.insert(config.eos_token_ids.begin(), config.eos_token_ids.end());
+    if (tokenizer && tokenizer->eos_id()) eos.insert(*tokenizer->eos_id());
+  }
+  result.eos_ids.assign(eos.begin(), eos.end());
+
+  model::DecodeSpec decode;
+  decode.batch = static_cast<int64_t>(result.prompt_tokens.size());
+  for (const auto& p : result.prompt_tokens) {
+    decode.max_prompt_tokens = std::max<int64_t>(decode.max_prompt_tokens, static_cast<int64_t>(p.size()));
+  }
+  decode.max_new_tokens = options.max_new_tokens;
+  decode.sampling = options.sampling;
+  model::check_decode_request(spec, decode, result.prompt_tokens);
+  if (decode.capacity() > config.max_position_embeddings) {
+    log::warn(
+        strprintf("prompt + --max-new-tokens = %lld positions exceed the model's max_position_embeddings = "
+                  "%lld: the positions past it were never trained",
+                  static_cast<long long>(decode.capacity()), static_cast<long long>(config.max_position_embeddings)));
+  }
+
+  std::unique_ptr<model::Decoder> decoder;
+  model::GpuDecoder* gpu = nullptr;
+  if (cuda::device_count() > 0 && !options.force_cpu) {
+    auto g = std::make_unique<model::GpuDecoder>(spec, weights, decode, options.use_graphs);
+    gpu = g.get();
+    decoder = std::move(g);
+  } else {
+    if (!options.force_cpu) log::info("no GPU found: generating on the CPU with the fp32 reference decoder");
+    decoder = std::make_unique<model::CpuDecoder>(spec, std::move(weights), decode);
+  }
+  weights = {};
+  result.backend = decoder->description();
+
+  const int64_t B = decode.batch;
+  for (const auto& p : result.prompt_tokens) result.prefill_tokens += static_cast<int64_t>(p.size());
+  auto t0 = Clock::now();
+  decoder->start(result.prompt_tokens);
+  std::vector<std::vector<int32_t>> tokens = decoder->generated();
+  result.prefill_ms = ms_since(t0);
+
+  TextStream stream(B == 1 && tokenizer ? options.on_text : nullptr);
+  auto finished = [&] {  // every sequence has produced an EOS
+    for (const auto& t : tokens) {
+      if (std::none_of(t.begin(), t.end(), [&](int32_t id) { return eos.count(id) != 0; })) return false;
+    }
+    return true;
+  };
+  // Decoding in chunks: after each, the host reads the tokens (EOS check, streamed text). Only the
+  // decoder's time counts (not the tokenizer's).
+  int64_t done = 1;
+  while (done < decode.max_new_tokens && !finished()) {
+    if (tokenizer && B == 1 && options.on_text) stream.update(tokenizer->decode(without_eos(tokens[0], eos)));
+    const int64_t n = std::min(options.chunk_steps, decode.max_new_tokens - done);
+    t0 = Clock::now();
+    decoder->decode(n);
+    tokens = decoder->generated();
+    result.decode_ms += ms_since(t0);
+    done += n;
+  }
+  result.decode_tokens = (done - 1) * B;
+  if (gpu != nullptr && gpu->graphs().size() > 0) result.capture_ms = gpu->graphs().stats().capture_step_ms;
+
+  for (auto& t : tokens) t.resize(length_to_eos(t, eos));
+  result.tokens = tokens;
+  if (tokenizer) {
+    for (const auto& t : tokens) result.texts.push_back(tokenizer->decode(without_eos(t, eos)));
+    if (B == 1) stream.update(result.texts[0], /*final=*/true);
+  }
+  return result;
+}
+
+}  // namespace sg::generate

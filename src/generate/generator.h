@@ -1,0 +1,49 @@
+#pragma once
+// `stepgraph generate`: a checkpoint (Hugging Face Llama folder or stepgraph checkpoint) and prompts
+// in, generated text out. Loads config.json and the model weights (checkpoint/hf_import.h), encodes
+// with the checkpoint's tokenizer (generate/tokenizer_process.h), runs a decoder (model/decoder.h: the
+// GPU one with the decoding step as one CUDA graph, or the CPU reference twin), stops each sequence at
+// an end-of-sequence token, and measures the throughput.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "reference/sampling.h"
+
+namespace sg::generate {
+
+struct GenerateOptions {
+  std::string checkpoint;                           // model folder or checkpoint root
+  std::vector<std::string> prompts;                 // text prompts (need a tokenizer) ...
+  std::vector<std::vector<int32_t>> prompt_tokens;  // ... or prompts as token ids
+  std::string tokenizer_dir;                        // "" = the checkpoint's own tokenizer.json
+  int64_t max_new_tokens = 64;
+  ref::SamplingConfig sampling;  // greedy when temperature == 0
+  bool force_cpu = false;        // the CPU reference decoder even with a GPU
+  bool use_graphs = true;        // GPU: capture the decoding step as one graph
+  bool ignore_eos = false;       // always generate max_new_tokens
+  int64_t chunk_steps = 16;      // decoding steps between host checks for EOS
+  // Streams the text of sequence 0 as it grows (single prompt with a tokenizer); may be empty.
+  std::function<void(const std::string& new_text)> on_text;
+};
+
+struct GenerateResult {
+  std::string model;    // "DIR: model.safetensors (BF16)"
+  std::string backend;  // the decoder's description
+  std::vector<std::vector<int32_t>> prompt_tokens;
+  std::vector<std::vector<int32_t>> tokens;  // generated per sequence, up to and including its EOS
+  std::vector<std::string> texts;            // the generated tokens decoded (empty without a tokenizer)
+  std::vector<int64_t> eos_ids;              // what stopped a sequence
+  int64_t prefill_tokens = 0;                // prompt tokens run through the model
+  double prefill_ms = 0.0;                   // prefill and the first token
+  int64_t decode_tokens = 0;                 // tokens produced by decoding steps, all sequences
+  double decode_ms = 0.0;
+  double capture_ms = -1.0;  // the step that captured the decoding graph; < 0: none
+  double decode_tokens_per_s() const { return decode_ms > 0 ? decode_tokens / (decode_ms / 1e3) : 0.0; }
+};
+
+// sg::Error naming the argument for anything the user must fix.
+GenerateResult run_generate(const GenerateOptions& options);
+
+}  // namespace sg::generate

@@ -1,0 +1,181 @@
+#include "generate/tokenizer_process.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/strings.h"
+
+extern char** environ;
+
+namespace sg::generate {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kServer = "tokenizer_server.py";
+
+std::string executable_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.parent_path().string();
+}
+
+// send() with MSG_NOSIGNAL: a server that died gives an error here, not a SIGPIPE for the whole CLI.
+void write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(std::string("tokenizer process: cannot write to it: ") + std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::string find_tokenizer_server() {
+  std::vector<std::string> candidates;
+  if (const char* dir = std::getenv("STEPGRAPH_TOOLS")) candidates.push_back(std::string(dir) + "/" + kServer);
+  const std::string exe = executable_dir();
+  if (!exe.empty()) {
+    for (const char* up : {"/../../tools/", "/../tools/", "/tools/"}) candidates.push_back(exe + up + kServer);
+  }
+#ifdef STEPGRAPH_SOURCE_DIR
+  candidates.push_back(std::string(STEPGRAPH_SOURCE_DIR) + "/tools/" + kServer);
+#endif
+  std::error_code ec;
+  for (const auto& c : candidates) {
+    if (fs::is_regular_file(c, ec)) return fs::weakly_canonical(c, ec).string();
+  }
+  throw Error(
+      strprintf("cannot find tools/%s (looked at: %s); set STEPGRAPH_TOOLS to the tools/ folder of the "
+                "stepgraph checkout",
+                kServer, join(candidates, ", ").c_str()));
+}
+
+std::string find_tokenizer_dir(const std::string& explicit_dir, const std::string& model_folder) {
+  if (!explicit_dir.empty()) return explicit_dir;
+  std::error_code ec;
+  const fs::path folder(model_folder);
+  for (const fs::path& dir : {folder, folder.parent_path()}) {
+    if (!dir.empty() && fs::is_regular_file(dir / "tokenizer.json", ec)) return dir.string();
+  }
+  throw Error(
+      strprintf("no tokenizer.json in %s or %s: pass --tokenizer DIR (a folder written by "
+                "tools/train_tokenizer.py, or the Hugging Face model's folder), or give token ids with "
+                "--prompt-tokens",
+                folder.string().c_str(), folder.parent_path().string().c_str()));
+}
+
+TokenizerProcess::TokenizerProcess(const std::string& tokenizer_dir) : dir_(tokenizer_dir) {
+  const std::string server = find_tokenizer_server();
+  const char* python_env = std::getenv("STEPGRAPH_PYTHON");
+  const std::string python = python_env != nullptr ? python_env : "python3";
+  // One socket pair: the child's end is its stdin and stdout.
+  int ends[2];
+  SG_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) == 0,
+           std::string("tokenizer process: socketpair: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, ends[1], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO);
+  std::vector<std::string> args = {python, "-u", server, tokenizer_dir};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int rc = posix_spawnp(&pid_, python.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(ends[1]);
+  socket_ = ends[0];
+  if (rc != 0) {
+    pid_ = -1;
+    stop();
+    throw Error(
+        strprintf("cannot run %s for the tokenizer (%s): install Python 3 with `tokenizers` "
+                  "(bash scripts/setup.sh), or set STEPGRAPH_PYTHON",
+                  python.c_str(), std::strerror(rc)));
+  }
+  try {
+    read_ready_line(server, tokenizer_dir);
+  } catch (...) {
+    stop();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+void TokenizerProcess::read_ready_line(const std::string& server, const std::string& tokenizer_dir) {
+  nlohmann::json ready;
+  std::string line;
+  try {
+    line = request("");
+    ready = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error&) {
+    throw Error(
+        strprintf("tokenizer process %s printed \"%s\" instead of its ready line", server.c_str(), line.c_str()));
+  }
+  if (ready.contains("error")) {
+    throw Error(strprintf("tokenizer %s: %s", tokenizer_dir.c_str(), ready["error"].get<std::string>().c_str()));
+  }
+  vocab_size_ = ready.value("vocab_size", int64_t{0});
+  if (ready.contains("eos_id") && ready["eos_id"].is_number_integer()) eos_id_ = ready["eos_id"].get<int32_t>();
+}
+
+TokenizerProcess::~TokenizerProcess() { stop(); }
+
+void TokenizerProcess::stop() noexcept {
+  if (socket_ >= 0) ::close(socket_);  // end of input: the server exits
+  socket_ = -1;
+  if (pid_ > 0) {
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_ = -1;
+}
+
+std::string TokenizerProcess::request(const std::string& json_line) {
+  if (!json_line.empty()) write_all(socket_, json_line + "\n");
+  while (true) {
+    const size_t newline = buffered_.find('\n');
+    if (newline != std::string::npos) {
+      std::string line = buffered_.substr(0, newline);
+      buffered_.erase(0, newline + 1);
+      return line;
+    }
+    char chunk[65536];
+    const ssize_t n = ::read(socket_, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      throw Error(strprintf("the tokenizer process (tools/%s %s) ended unexpectedly; run it by hand to see why",
+                            kServer, dir_.c_str()));
+    }
+    buffered_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+std::vector<int32_t> TokenizerProcess::encode(const std::string& text) {
+  const nlohmann::json reply = nlohmann::json::parse(
+      request(nlohmann::json{{"encode", text}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+  if (reply.contains("error")) throw Error("tokenizer: " + reply["error"].get<std::string>());
+  return reply.at("ids").get<std::vector<int32_t>>();
+}
+
+std::string TokenizerProcess::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) {
+  const nlohmann::json reply =
+      nlohmann::json::parse(request(nlohmann::json{{skip_special_tokens ? "decode" : "decode_raw", ids}}.dump()));
+  if (reply.contains("error")) throw Error("tokenizer: " + reply["error"].get<std::string>());
+  return reply.at("text").get<std::string>();
+}
+
+}  // namespace sg::generate

@@ -1,0 +1,136 @@
+#include "kernels/grouped_gemm.h"
+
+#include <climits>
+#include <cstdint>
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "cuda/arena.h"
+#include "cuda/device.h"
+#include "kernels/grouped_gemm_backend.h"
+
+namespace sg::kernels {
+namespace {
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+std::string describe_dims(GroupedGemmOp op, const GroupedGemmDims& d) {
+  return strprintf("grouped GEMM %s (groups=%d rows=%lld N=%lld K=%lld)", grouped_gemm_op_name(op), d.num_groups,
+                   static_cast<long long>(d.max_total_rows), static_cast<long long>(d.N),
+                   static_cast<long long>(d.K));
+}
+
+void validate(GroupedGemmOp op, const GroupedGemmDims& d) {
+  const std::string what = describe_dims(op, d) + ": ";
+  SG_CHECK(d.num_groups >= 1, what + "num_groups must be at least 1");
+  SG_CHECK(d.max_total_rows >= 1 && d.max_total_rows <= INT32_MAX,
+           what + "max_total_rows must be in [1, 2^31) (rows and offsets are int32)");
+  SG_CHECK(d.N >= 8 && d.N <= INT32_MAX && d.K >= 8 && d.K <= INT32_MAX,
+           what + "N and K must be in [8, 2^31)");
+  SG_CHECK(d.N % 8 == 0 && d.K % 8 == 0,
+           what + "N and K must be multiples of 8: the TMA loads need 16-byte aligned rows and segment starts "
+                  "(pad the feature dimensions to a multiple of 8)");
+}
+
+int require_sm90(GroupedGemmOp op, const GroupedGemmDims& d) {
+  cuda::require_device(describe_dims(op, d).c_str());
+  const cuda::DeviceProperties& props = cuda::device_properties();
+  if (props.compute_capability() != 90) {
+    throw Error(describe_dims(op, d) + ": the CUTLASS grouped GEMM is built for sm_90a (Hopper: H100/H200) only, "
+                "but the GPU is " + props.summary());
+  }
+  return props.sm_count;
+}
+
+std::unique_ptr<detail::GroupedGemmBackend> make_backend(GroupedGemmOp op, const GroupedGemmDims& d, int sm_count) {
+  switch (op) {
+    case GroupedGemmOp::kForward:
+      return detail::make_grouped_forward_backend(d, sm_count);
+    case GroupedGemmOp::kBackwardInput:
+      return detail::make_grouped_backward_input_backend(d, sm_count);
+    case GroupedGemmOp::kBackwardWeight:
+      return detail::make_grouped_backward_weight_backend(d, sm_count);
+  }
+  throw Error("grouped GEMM: unknown op");
+}
+
+}  // namespace
+
+const char* grouped_gemm_op_name(GroupedGemmOp op) {
+  switch (op) {
+    case GroupedGemmOp::kForward:
+      return "forward";
+    case GroupedGemmOp::kBackwardInput:
+      return "backward_input";
+    case GroupedGemmOp::kBackwardWeight:
+      return "backward_weight";
+  }
+  return "?";
+}
+
+GroupedGemmPlan::GroupedGemmPlan(GroupedGemmOp op, const GroupedGemmDims& dims) : op_(op), dims_(dims) {
+  validate(op_, dims_);
+  backend_ = make_backend(op_, dims_, require_sm90(op_, dims_));
+}
+
+GroupedGemmPlan::~GroupedGemmPlan() = default;
+
+std::string GroupedGemmPlan::describe() const { return describe_dims(op_, dims_); }
+
+std::string GroupedGemmPlan::kernel_name() const { return backend_->kernel_name(); }
+
+size_t GroupedGemmPlan::workspace_bytes() const { return backend_->workspace_bytes(); }
+
+void GroupedGemmPlan::bind(void* workspace, size_t bytes) {
+  SG_CHECK(workspace != nullptr && reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlignment == 0,
+           describe() + strprintf(": the workspace %p must be non-null and %zu-byte aligned", workspace,
+                                  kWorkspaceAlignment));
+  SG_CHECK(bytes >= workspace_bytes(),
+           describe() + strprintf(": the workspace holds %zu bytes but the plan needs workspace_bytes() = %zu", bytes,
+                                  workspace_bytes()));
+  workspace_ = workspace;
+  initialized_ = false;
+}
+
+void GroupedGemmPlan::initialize() {
+  SG_CHECK(workspace_ != nullptr, describe() + ": initialize() before bind(workspace)");
+  cuda::check_host_sync_allowed("grouped GEMM initialize (plan time only)");
+  backend_->initialize(workspace_);
+  initialized_ = true;
+}
+
+void GroupedGemmPlan::enqueue(cudaStream_t stream, const detail::GroupedGemmOperands& o) const {
+  if (!initialized_) throw Error(describe() + ": run() before bind(workspace) and initialize()");
+  if (o.counts == nullptr || o.offsets == nullptr || o.a == nullptr || o.b == nullptr || o.d == nullptr ||
+      !aligned16(o.a) || !aligned16(o.b) || !aligned16(o.d) || reinterpret_cast<uintptr_t>(o.counts) % 4 != 0 ||
+      reinterpret_cast<uintptr_t>(o.offsets) % 4 != 0) {
+    throw Error(describe() + strprintf(": operands must be non-null, the matrices 16-byte aligned (TMA) and "
+                                       "counts/offsets int32 aligned: a=%p b=%p d=%p counts=%p offsets=%p",
+                                       o.a, o.b, static_cast<const void*>(o.d), static_cast<const void*>(o.counts),
+                                       static_cast<const void*>(o.offsets)));
+  }
+  backend_->run(stream, o);
+}
+
+GroupedLinearForward::GroupedLinearForward(const GroupedGemmDims& dims)
+    : GroupedGemmPlan(GroupedGemmOp::kForward, dims) {}
+
+void GroupedLinearForward::run(cudaStream_t stream, const GroupedLinearForwardParams& p) const {
+  enqueue(stream, {.counts = p.counts, .offsets = p.offsets, .a = p.x, .b = p.w, .d = p.y});
+}
+
+GroupedLinearBackwardInput::GroupedLinearBackwardInput(const GroupedGemmDims& dims)
+    : GroupedGemmPlan(GroupedGemmOp::kBackwardInput, dims) {}
+
+void GroupedLinearBackwardInput::run(cudaStream_t stream, const GroupedLinearBackwardInputParams& p) const {
+  enqueue(stream, {.counts = p.counts, .offsets = p.offsets, .a = p.dy, .b = p.w, .d = p.dx});
+}
+
+GroupedLinearBackwardWeight::GroupedLinearBackwardWeight(const GroupedGemmDims& dims)
+    : GroupedGemmPlan(GroupedGemmOp::kBackwardWeight, dims) {}
+
+void GroupedLinearBackwardWeight::run(cudaStream_t stream, const GroupedLinearBackwardWeightParams& p) const {
+  enqueue(stream, {.counts = p.counts, .offsets = p.offsets, .a = p.dy, .b = p.x, .d = p.dw});
+}
+
+}  // namespace sg::kernels

@@ -1,0 +1,338 @@
+#pragma once
+// Internal to kernels/grouped_gemm: the CUTLASS 3.x Hopper ptr-array grouped GEMM and its one-block setup
+// kernel, as one template that each grouped_gemm_<op>_sm90a.cu instantiates exactly once. Include from
+// those files only (they are built for sm_90a alone, with -DNDEBUG).
+//
+// Kernel: KernelPtrArrayTmaWarpSpecializedCooperative (persistent, one CTA per SM, TMA loads with
+// per-group descriptors rewritten on the device, wgmma, fp32 accumulators), cluster 2x1x1: two CTAs on
+// adjacent M tiles of one expert share its B tile through TMA multicast, which halves the L2 traffic of B.
+// The GroupScheduler rounds each expert's M tiles up to the cluster, so an odd M tile count costs one idle
+// tile: for forward/backward_input (M = the expert's rows) with unbalanced routing, for backward_weight
+// (M = N) never at the issue's shapes (N / 128 is even).
+// Tiles: 128x256x64 for forward/backward_input (M = rows: many tiles at the MoE shapes, the largest tile
+// has the least operand traffic); 128x128x64 for backward_weight, whose tile count is fixed by N x K per
+// expert: at small_moe (8 experts, N, K <= 1536) 128x256 tiles would fill 132 SMs for only 1.1 to 2.2
+// waves.
+// Problem shapes only in device memory (host_problem_shapes = nullptr): the grid is the SM count and
+// the scheduler walks the groups' tiles on the device.
+//
+// Empty experts: an expert with m = 0 gets the problem shape (0, 0, 0), which the GroupScheduler gives
+// zero tiles, so nothing of it is loaded or stored. This matters for backward_weight, where m is the
+// reduction length: CUTLASS's mainloop with k_tile_count == 0 issues no MMA and leaves the accumulators
+// unwritten (sm90_mma_array_tma_gmma_ss_warpspecialized.hpp, mma()), so a (N, K, 0) problem would store
+// alpha * garbage + beta * C into dW. With (0, 0, 0) dW_g is left bit-for-bit unchanged.
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/group_array_problem_shape.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/util/packed_stride.hpp>
+
+#include <climits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "cuda/check.h"
+#include "kernels/grouped_gemm_backend.h"
+
+#if !defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
+#error "the grouped GEMM needs CUDA >= 12.3 (TMA descriptors modified on the device)"
+#endif
+
+namespace sg::kernels::detail {
+
+namespace grouped_cutlass {
+
+using ElementAB = cutlass::bfloat16_t;
+using ElementAccumulator = float;
+using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
+using GroupShape = ProblemShape::UnderlyingProblemShape;
+using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
+using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
+using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+inline constexpr int kSetupThreads = 256;
+
+// Per-op layouts (CUTLASS tags: A is [M, K], B is [K, N] in the tag's sense, D is [M, N]), output and tile.
+template <GroupedGemmOp Op>
+struct OpTraits;
+template <>
+struct OpTraits<GroupedGemmOp::kForward> {
+  using LayoutA = cutlass::layout::RowMajor;     // x: K-major
+  using LayoutB = cutlass::layout::ColumnMajor;  // W [N, K] row-major: K-major
+  using ElementC = void;                         // no source: D = acc
+  using ElementD = cutlass::bfloat16_t;
+  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
+  static constexpr const char* kTile = "128x256x64";
+};
+template <>
+struct OpTraits<GroupedGemmOp::kBackwardInput> {
+  using LayoutA = cutlass::layout::RowMajor;  // dy: K-major
+  using LayoutB = cutlass::layout::RowMajor;  // W seen as B(k=n_out, n=k_in): N-major
+  using ElementC = void;
+  using ElementD = cutlass::bfloat16_t;
+  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
+  static constexpr const char* kTile = "128x256x64";
+};
+template <>
+struct OpTraits<GroupedGemmOp::kBackwardWeight> {
+  using LayoutA = cutlass::layout::ColumnMajor;  // dy^T: M-major
+  using LayoutB = cutlass::layout::RowMajor;     // x seen as B(k=row, n=k_in): N-major
+  using ElementC = float;                        // C = D = dW, beta = 1
+  using ElementD = float;
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  static constexpr const char* kTile = "128x128x64";
+};
+
+template <GroupedGemmOp Op>
+struct Kernel {
+  using Traits = OpTraits<Op>;
+  using TileShape = typename Traits::TileShape;
+  using ElementC = typename Traits::ElementC;
+  using ElementD = typename Traits::ElementD;
+  using LayoutD = cutlass::layout::RowMajor;
+  static constexpr int kAlignAB = 128 / cutlass::sizeof_bits<ElementAB>::value;  // 16 bytes
+  static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAccumulator, ElementAccumulator, ElementC, LayoutD*,
+      kAlignD, ElementD, LayoutD*, kAlignD, EpilogueSchedule,
+      cutlass::epilogue::fusion::LinearCombination<ElementD, ElementAccumulator, ElementC,
+                                                   ElementAccumulator>>::CollectiveOp;
+
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, typename Traits::LayoutA*, kAlignAB, ElementAB,
+      typename Traits::LayoutB*, kAlignAB, ElementAccumulator, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      KernelSchedule>::CollectiveOp;
+
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+  using StrideA = typename GemmKernel::InternalStrideA;
+  using StrideB = typename GemmKernel::InternalStrideB;
+  using StrideD = typename GemmKernel::InternalStrideD;
+  using StoredElementD = typename GemmKernel::ElementD;  // the epilogue's D element (never void here)
+};
+
+// Everything the setup kernel writes, by value.
+template <class StoredElementD>
+struct SetupArgs {
+  const int32_t* counts;
+  const int32_t* offsets;
+  int num_groups;
+  int64_t max_rows;
+  int64_t N;
+  int64_t K;
+  const ElementAB* a;
+  const ElementAB* b;
+  StoredElementD* d;
+  GroupShape* shapes;
+  const ElementAB** ptr_a;
+  const ElementAB** ptr_b;
+  StoredElementD** ptr_d;
+};
+
+// One block: expert g's segment [offsets[g], offsets[g] + counts[g]) -> its problem shape and operand
+// pointers (see grouped_gemm_backend.h for the mapping). A malformed segment (negative, or reaching past
+// max_rows) is clamped into [0, max_rows): the MoE preprocess never writes one, and clamping guarantees
+// that a bad count can never make the GEMM touch memory outside the operand buffers.
+template <GroupedGemmOp Op, class StoredElementD>
+__global__ void __launch_bounds__(kSetupThreads) grouped_gemm_setup_kernel(SetupArgs<StoredElementD> s) {
+  for (int g = threadIdx.x; g < s.num_groups; g += blockDim.x) {
+    int64_t row0 = s.offsets[g];
+    int64_t rows = s.counts[g];
+    if (rows < 0 || row0 < 0 || row0 >= s.max_rows) rows = 0;
+    if (rows > s.max_rows - row0) rows = s.max_rows - row0;
+    if (rows == 0) row0 = 0;  // keep the (unused) pointers inside the buffers
+    const int64_t N = s.N, K = s.K, m = rows;
+    GroupShape shape;
+    const ElementAB* a;
+    const ElementAB* b;
+    StoredElementD* d;
+    if constexpr (Op == GroupedGemmOp::kForward) {
+      shape = GroupShape{int(m), int(N), int(K)};
+      a = s.a + row0 * K;
+      b = s.b + g * N * K;
+      d = s.d + row0 * N;
+    } else if constexpr (Op == GroupedGemmOp::kBackwardInput) {
+      shape = GroupShape{int(m), int(K), int(N)};
+      a = s.a + row0 * N;
+      b = s.b + g * N * K;
+      d = s.d + row0 * K;
+    } else {
+      shape = GroupShape{int(N), int(K), int(m)};
+      a = s.a + row0 * N;
+      b = s.b + row0 * K;
+      d = s.d + g * N * K;
+    }
+    if (m == 0) shape = GroupShape{0, 0, 0};  // zero tiles: nothing loaded, nothing stored
+    s.shapes[g] = shape;
+    s.ptr_a[g] = a;
+    s.ptr_b[g] = b;
+    s.ptr_d[g] = d;
+  }
+}
+
+inline size_t align_up(size_t bytes, size_t alignment) { return (bytes + alignment - 1) / alignment * alignment; }
+
+template <GroupedGemmOp Op>
+class Backend final : public GroupedGemmBackend {
+  using K = Kernel<Op>;
+  using Gemm = typename K::Gemm;
+  using ElementD = typename K::StoredElementD;
+
+ public:
+  Backend(const GroupedGemmDims& dims, int sm_count) : dims_(dims), sm_count_(sm_count) {
+    const size_t groups = static_cast<size_t>(dims.num_groups);
+    size_t at = 0;
+    auto take = [&at](size_t bytes) {
+      const size_t here = at;
+      at = align_up(at + bytes, GroupedGemmPlan::kWorkspaceAlignment);
+      return here;
+    };
+    shapes_at_ = take(groups * sizeof(GroupShape));
+    ptr_a_at_ = take(groups * sizeof(void*));
+    ptr_b_at_ = take(groups * sizeof(void*));
+    ptr_d_at_ = take(groups * sizeof(void*));
+    stride_a_at_ = take(groups * sizeof(typename K::StrideA));
+    stride_b_at_ = take(groups * sizeof(typename K::StrideB));
+    stride_d_at_ = take(groups * sizeof(typename K::StrideD));
+    cutlass_at_ = at;
+    cutlass_bytes_ = Gemm::get_workspace_size(arguments(nullptr));
+    total_bytes_ = cutlass_at_ + align_up(cutlass_bytes_, GroupedGemmPlan::kWorkspaceAlignment);
+  }
+
+  size_t workspace_bytes() const override { return total_bytes_; }
+  std::string kernel_name() const override {
+    return std::string("cutlass sm90a ptr-array grouped gemm, warp-specialized cooperative, tile ") +
+           OpTraits<Op>::kTile + ", cluster 2x1x1";
+  }
+
+  void initialize(void* workspace) override {
+    base_ = static_cast<unsigned char*>(workspace);
+    // Every group has the same strides: leading dimensions are N or K (grouped_gemm_backend.h).
+    const int64_t N = dims_.N, Kd = dims_.K;
+    typename K::StrideA stride_a;
+    typename K::StrideB stride_b;
+    typename K::StrideD stride_d;
+    // make_cute_packed_stride((M, K, 1)): only the leading dimension matters; the row count (1) does not.
+    if constexpr (Op == GroupedGemmOp::kForward) {
+      stride_a = cutlass::make_cute_packed_stride(typename K::StrideA{}, {1, int(Kd), 1});  // x [m, K]
+      stride_b = cutlass::make_cute_packed_stride(typename K::StrideB{}, {int(N), int(Kd), 1});  // W [N, K]
+      stride_d = cutlass::make_cute_packed_stride(typename K::StrideD{}, {1, int(N), 1});   // y [m, N]
+    } else if constexpr (Op == GroupedGemmOp::kBackwardInput) {
+      stride_a = cutlass::make_cute_packed_stride(typename K::StrideA{}, {1, int(N), 1});   // dy [m, N]
+      stride_b = cutlass::make_cute_packed_stride(typename K::StrideB{}, {int(Kd), int(N), 1});  // B (K x N_out)
+      stride_d = cutlass::make_cute_packed_stride(typename K::StrideD{}, {1, int(Kd), 1});  // dx [m, K]
+    } else {
+      stride_a = cutlass::make_cute_packed_stride(typename K::StrideA{}, {int(N), 1, 1});   // dy^T, ld N
+      stride_b = cutlass::make_cute_packed_stride(typename K::StrideB{}, {int(Kd), 1, 1});  // x^T, ld K
+      stride_d = cutlass::make_cute_packed_stride(typename K::StrideD{}, {int(N), int(Kd), 1});  // dW [N, K]
+    }
+    upload_repeated(stride_a, stride_a_at_);
+    upload_repeated(stride_b, stride_b_at_);
+    upload_repeated(stride_d, stride_d_at_);
+
+    const typename Gemm::Arguments args = arguments(base_);
+    const std::string what = std::string("grouped GEMM ") + grouped_gemm_op_name(Op) + " (" + kernel_name() + ")";
+    cutlass::Status status = gemm_.can_implement(args);
+    if (status != cutlass::Status::kSuccess) {
+      throw Error(what + ": CUTLASS can_implement refused the arguments: " + cutlassGetStatusString(status));
+    }
+    status = gemm_.initialize(args, base_ + cutlass_at_);
+    if (status != cutlass::Status::kSuccess) {
+      throw Error(what + ": CUTLASS initialize failed: " + cutlassGetStatusString(status) +
+                  " (shared memory opt-in or TMA descriptor creation; is this an sm_90 GPU?)");
+    }
+    SG_CUDA_CHECK(cudaDeviceSynchronize());  // the stride uploads and any workspace initialisation
+  }
+
+  void run(cudaStream_t stream, const GroupedGemmOperands& o) override {
+    const SetupArgs<ElementD> s{.counts = o.counts,
+                                .offsets = o.offsets,
+                                .num_groups = dims_.num_groups,
+                                .max_rows = dims_.max_total_rows,
+                                .N = dims_.N,
+                                .K = dims_.K,
+                                .a = static_cast<const ElementAB*>(o.a),
+                                .b = static_cast<const ElementAB*>(o.b),
+                                .d = static_cast<ElementD*>(o.d),
+                                .shapes = at<GroupShape>(shapes_at_),
+                                .ptr_a = at<const ElementAB*>(ptr_a_at_),
+                                .ptr_b = at<const ElementAB*>(ptr_b_at_),
+                                .ptr_d = at<ElementD*>(ptr_d_at_)};
+    grouped_gemm_setup_kernel<Op, ElementD><<<1, kSetupThreads, 0, stream>>>(s);
+    SG_CUDA_CHECK_LAUNCH("grouped_gemm_setup_kernel");
+    const cutlass::Status status = gemm_.run(stream);
+    if (status != cutlass::Status::kSuccess) {
+      throw Error(std::string("grouped GEMM ") + grouped_gemm_op_name(Op) + ": CUTLASS run failed to launch: " +
+                  cutlassGetStatusString(status));
+    }
+    SG_CUDA_CHECK_LAUNCH("CUTLASS grouped GEMM");
+  }
+
+ private:
+  template <class T>
+  T* at(size_t offset) const {
+    return reinterpret_cast<T*>(base_ + offset);
+  }
+
+  template <class Stride>
+  void upload_repeated(const Stride& stride, size_t offset) {
+    const std::vector<Stride> host(static_cast<size_t>(dims_.num_groups), stride);
+    SG_CUDA_CHECK(cudaMemcpy(base_ + offset, host.data(), host.size() * sizeof(Stride), cudaMemcpyHostToDevice));
+  }
+
+  // The arguments on the fixed workspace addresses (base == nullptr: only for the workspace size).
+  typename Gemm::Arguments arguments(unsigned char* base) const {
+    auto ptr = [base](size_t offset) -> void* { return base == nullptr ? nullptr : base + offset; };
+    cutlass::KernelHardwareInfo hw_info;
+    SG_CUDA_CHECK(cudaGetDevice(&hw_info.device_id));
+    hw_info.sm_count = sm_count_;
+    if (base != nullptr) {
+      hw_info.max_active_clusters =
+          cutlass::KernelHardwareInfo::query_device_max_active_clusters<typename K::GemmKernel>();
+    }
+    typename Gemm::Arguments args{};
+    args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+    args.problem_shape = ProblemShape{dims_.num_groups, static_cast<GroupShape*>(ptr(shapes_at_)), nullptr};
+    args.mainloop.ptr_A = static_cast<const ElementAB**>(ptr(ptr_a_at_));
+    args.mainloop.dA = static_cast<typename K::StrideA*>(ptr(stride_a_at_));
+    args.mainloop.ptr_B = static_cast<const ElementAB**>(ptr(ptr_b_at_));
+    args.mainloop.dB = static_cast<typename K::StrideB*>(ptr(stride_b_at_));
+    args.epilogue.thread.alpha = 1.0f;
+    if constexpr (std::is_void_v<typename K::ElementC>) {
+      args.epilogue.thread.beta = 0.0f;
+      args.epilogue.ptr_C = nullptr;
+      args.epilogue.dC = nullptr;
+    } else {
+      // C is D (accumulate into the fp32 main_grad): one pointer array, one stride array.
+      args.epilogue.thread.beta = 1.0f;
+      args.epilogue.ptr_C = static_cast<const ElementD**>(ptr(ptr_d_at_));
+      args.epilogue.dC = static_cast<typename K::StrideD*>(ptr(stride_d_at_));
+    }
+    args.epilogue.ptr_D = static_cast<ElementD**>(ptr(ptr_d_at_));
+    args.epilogue.dD = static_cast<typename K::StrideD*>(ptr(stride_d_at_));
+    args.hw_info = hw_info;
+    return args;
+  }
+
+  GroupedGemmDims dims_;
+  int sm_count_;
+  size_t shapes_at_ = 0, ptr_a_at_ = 0, ptr_b_at_ = 0, ptr_d_at_ = 0;
+  size_t stride_a_at_ = 0, stride_b_at_ = 0, stride_d_at_ = 0, cutlass_at_ = 0;
+  size_t cutlass_bytes_ = 0, total_bytes_ = 0;
+  unsigned char* base_ = nullptr;
+  Gemm gemm_;
+};
+
+}  // namespace grouped_cutlass
+
+}  // namespace sg::kernels::detail

@@ -1,0 +1,13 @@
+#include "kernels/partial_sums.h"
+
+#include "kernels/cuda_launch.cuh"
+#include "kernels/partial_sums.cuh"
+
+namespace sg::kernels {
+
+void add_partial_column_sums(cudaStream_t stream, const float* partials, int64_t rows,
+                             std::initializer_list<ColumnSumSegment> segments) {
+  partial_sums::run_column_sums(detail::CudaLaunch{stream}, partials, rows, segments);
+}
+
+}  // namespace sg::kernels

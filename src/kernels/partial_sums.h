@@ -1,0 +1,27 @@
+#pragma once
+// Deterministic weight-gradient reduction shared by the backward kernels: a kernel writes one fp32 row of
+// partial sums per block (or per fixed slot) into a scratch matrix [rows, cols]; this launcher ADDS the
+// column sums into one or more fp32 main-grad arrays, summing the rows in a fixed order (no atomics), so
+// the bits depend on the shape only. The columns of a partial row may feed several destinations
+// (segments, in order): e.g. a conv's [C*4 weight | C bias] row feeds dweight then dbias.
+// Graph-safe: one kernel launch, no allocation, no host reads of device memory.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <initializer_list>
+
+namespace sg::kernels {
+
+// One destination: dst[0, cols) += the next `cols` column sums.
+struct ColumnSumSegment {
+  float* dst = nullptr;
+  int64_t cols = 0;
+};
+inline constexpr int kMaxColumnSumSegments = 4;
+
+// dst_s[j] += sum_{r < rows} partials[r * ld + col_s + j] for each segment s (col_s: the segments' running
+// offset). The row stride `ld` is the sum of the segments' cols. rows may be 0 (nothing is added).
+void add_partial_column_sums(cudaStream_t stream, const float* partials, int64_t rows,
+                             std::initializer_list<ColumnSumSegment> segments);
+
+}  // namespace sg::kernels

@@ -1,0 +1,45 @@
+#pragma once
+// The CPU fp32 twin of the GPU decoder (model/gpu_decoder.h), composed only of sg::ref functions: the
+// same prefill / decode structure, cache layout, positions, sampling draws and step bookkeeping, in
+// fp32 with fp64 accumulation. It is what `stepgraph generate --cpu` runs and the ground truth of the
+// GPU decoder's tests.
+#include <cstdint>
+#include <vector>
+
+#include "model/decoder.h"
+
+namespace sg::model {
+
+class CpuDecoder final : public Decoder {
+ public:
+  // weights: the flat fp32 buffer of ParamLayout(model) (layout().total() floats).
+  CpuDecoder(const ModelSpec& model, std::vector<float> weights, const DecodeSpec& decode);
+
+  std::string description() const override;
+  const DecodeSpec& decode_spec() const override { return decode_; }
+  void start(const std::vector<std::vector<int32_t>>& prompts) override;
+  void decode(int64_t steps) override;
+  std::vector<std::vector<int32_t>> generated() override;
+  std::vector<float> last_logits() override { return logits_; }
+
+ private:
+  // The model on T rows (tokens, positions), rows_per_slot consecutive rows per cache slot starting at
+  // first_slot; the logits of the last `out_rows` rows go to logits_ rows [first_out, first_out+out_rows).
+  void forward(const int32_t* tokens, const int32_t* positions, int64_t T, int64_t rows_per_slot, int64_t first_slot,
+               int64_t out_rows, int64_t first_out);
+  void sample_and_advance();
+
+  ModelSpec model_;
+  ParamLayout layout_;
+  DecoderOffsets offsets_;
+  DecodeSpec decode_;
+  std::vector<float> weights_;
+  std::vector<std::vector<float>> k_cache_, v_cache_;  // [layer][slots * kv_heads * capacity * d]
+  std::vector<float> logits_;                          // [batch, vocab]
+  std::vector<int32_t> tokens_, positions_, history_;  // [batch], [batch], [batch, max_new_tokens]
+  int64_t step_ = 0;
+  // Scratch for up to max(max_prompt_tokens, batch) rows.
+  std::vector<float> x_, n_, rstd_, qkv_, attn_, delta_, h_, gate_up_, act_;
+};
+
+}  // namespace sg::model

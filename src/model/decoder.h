@@ -1,0 +1,75 @@
+#pragma once
+// Text generation with a KV cache: what the GPU decoder (model/gpu_decoder.h) and its CPU twin
+// (model/cpu_decoder.h) share. One generation of `batch` sequences:
+//
+//   start(prompts)   prefill: each prompt runs through the model once (its rows attend within the
+//                    prompt), its keys and values fill its slot of the KV cache, and the last row's
+//                    logits give the sequence's first new token (sampled, step 0)
+//   decode(n)        n decoding steps: every sequence feeds its latest token at its next position,
+//                    appends its k/v to the cache, attends over the cache and samples the next token
+//                    (Philox offset = the step)
+//   generated()      the tokens so far, [batch][1 + steps]
+//
+// The model is the dense Llama of model/param_layout.h (Hugging Face names and flat offsets), run
+// forward only. Per row with input x (as the training step and transformers compute it):
+//   n = rmsnorm(x; input_layernorm)   qkv = n Wqkv^T; RoPE on q and k at the row's position
+//   append k, v to the cache          a = attention over the cache (positions 0..pos)
+//   h = x + a Wo^T                    m = rmsnorm(h; post_attention_layernorm)
+//   x' = h + down(silu(gate(m)) * up(m))
+// then model.norm and lm_head on the rows whose next token is wanted.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/param_layout.h"
+#include "model/spec.h"
+#include "reference/sampling.h"
+
+namespace sg::model {
+
+struct DecodeSpec {
+  int64_t batch = 1;              // sequences generated together (one graph per batch shape)
+  int64_t max_prompt_tokens = 0;  // the longest prompt
+  int64_t max_new_tokens = 0;     // tokens generated per sequence, the first (from the prefill) included
+  ref::SamplingConfig sampling;   // greedy when temperature == 0
+
+  // KV-cache positions per sequence: the prompt and every generated token but the last (which is
+  // sampled, never fed back).
+  int64_t capacity() const { return max_prompt_tokens + max_new_tokens; }
+};
+
+// Throws sg::Error naming the option when the generation cannot run (no prompt, empty prompt, prompt
+// longer than max_prompt_tokens, token id outside the vocabulary, ...).
+void check_decode_request(const ModelSpec& model, const DecodeSpec& decode,
+                          const std::vector<std::vector<int32_t>>& prompts);
+
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  virtual std::string description() const = 0;  // one line: backend, precision, graphs
+  virtual const DecodeSpec& decode_spec() const = 0;
+
+  // Prefills every prompt (prompts.size() == batch) and samples each sequence's first token. Starts a
+  // new generation (the cache and the history are reset).
+  virtual void start(const std::vector<std::vector<int32_t>>& prompts) = 0;
+  // `steps` more tokens per sequence (the GPU enqueues them and returns). Throws when the total would
+  // exceed max_new_tokens.
+  virtual void decode(int64_t steps) = 0;
+  // Waits for the device; the tokens generated so far, per sequence.
+  virtual std::vector<std::vector<int32_t>> generated() = 0;
+  // Waits for the device; fp32 logits [batch, vocab_size] the latest tokens were sampled from (tests).
+  virtual std::vector<float> last_logits() = 0;
+};
+
+// Flat-buffer offsets of the tensors the decoder reads, found by their Hugging Face names (the dense
+// Llama's fused blocks: q_proj|k_proj|v_proj and gate_proj|up_proj are each one contiguous block).
+struct DecoderLayerOffsets {
+  int64_t qkv = 0, o_proj = 0, gate_up = 0, down_proj = 0, input_norm = 0, post_norm = 0;
+};
+struct DecoderOffsets {
+  int64_t embedding = 0, lm_head = 0, final_norm = 0;
+  std::vector<DecoderLayerOffsets> layers;
+};
+DecoderOffsets decoder_offsets(const ModelSpec& model, const ParamLayout& layout);
+
+}  // namespace sg::model

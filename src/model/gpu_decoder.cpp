@@ -1,0 +1,345 @@
+#include "model/gpu_decoder.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "cuda/bf16.h"
+#include "cuda/check.h"
+#include "kernels/decode_attention.h"
+#include "kernels/decode_state.h"
+#include "kernels/embedding.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/sampling.h"
+#include "kernels/swiglu.h"
+
+namespace sg::model {
+
+namespace {
+size_t sz(int64_t n) {
+  return static_cast<size_t>(n);
+}
+}  // namespace
+
+struct GpuDecoder::Buffers {
+  bf16* params = nullptr;
+  std::vector<bf16*> k_cache, v_cache;  // [layer] -> [batch, kv_heads, capacity, head_dim]
+  bf16 *x = nullptr, *n = nullptr, *h = nullptr, *qkv = nullptr, *attn = nullptr, *delta = nullptr;
+  bf16 *gate_up = nullptr, *act = nullptr;
+  float* rstd = nullptr;
+  float* logits = nullptr;              // [batch, padded_vocab]
+  int32_t* prompt_tokens = nullptr;     // [rows]
+  int32_t* prompt_positions = nullptr;  // [rows]
+  int32_t* tokens = nullptr;            // [batch] the latest tokens (decoding input and sampling output)
+  int32_t* positions = nullptr;         // [batch] where each sequence's latest token goes
+  int32_t* history = nullptr;           // [batch, max_new_tokens]
+  int64_t* step = nullptr;              // tokens generated per sequence: the next draw's Philox offset
+  void* sampling_scratch = nullptr;
+  void* cublas_workspace = nullptr;
+};
+
+struct GpuDecoder::Rows {
+  const int32_t* tokens = nullptr;     // device [T]
+  const int32_t* positions = nullptr;  // device [T]
+  int64_t T = 0, rows_per_slot = 1, first_slot = 0;
+  int64_t out_rows = 0, first_out = 0;  // logits of the last out_rows rows -> logits rows first_out..
+};
+
+GpuDecoder::GpuDecoder(const ModelSpec& model, const std::vector<float>& weights, const DecodeSpec& decode,
+                       bool use_graphs)
+    : model_(model),
+      layout_(model),
+      offsets_(decoder_offsets(model, layout_)),
+      decode_(decode),
+      use_graphs_(use_graphs) {
+  SG_CHECK(static_cast<int64_t>(weights.size()) == layout_.total(),
+           strprintf("GpuDecoder: %zu weights for a model whose flat buffer has %lld", weights.size(),
+                     static_cast<long long>(layout_.total())));
+  check_decode_request(model, decode, std::vector<std::vector<int32_t>>(sz(decode.batch), std::vector<int32_t>{0}));
+  SG_CHECK(model.hidden_size % 8 == 0 && model.head_dim() <= kernels::kDecodeAttentionMaxHeadDim,
+           strprintf("GpuDecoder: hidden_size = %lld must be a multiple of 8 and head_dim = %lld at most %lld",
+                     static_cast<long long>(model.hidden_size), static_cast<long long>(model.head_dim()),
+                     static_cast<long long>(kernels::kDecodeAttentionMaxHeadDim)));
+  rows_ = std::max(decode.max_prompt_tokens, decode.batch);
+  padded_vocab_ = (model.vocab_size + 7) / 8 * 8;
+  sampling_scratch_bytes_ =
+      kernels::sample_tokens_scratch_bytes(decode.batch, model.vocab_size, padded_vocab_, decode.sampling);
+  plan_memory();
+  blas_ = std::make_unique<kernels::Blas>(buf_->cublas_workspace, kernels::Blas::kWorkspaceBytes);
+  // The decoding step's GEMMs are planned now, so nothing is planned inside a step or a capture.
+  const int64_t B = decode.batch, H = model.hidden_size, F = model.ffn_hidden_size;
+  kernels::LinearForward(*blas_, B, H, model.qkv_dim());
+  kernels::LinearForward(*blas_, B, H, H);
+  kernels::LinearForward(*blas_, B, H, 2 * F);
+  kernels::LinearForward(*blas_, B, F, H);
+  lm_head_plan(B);
+
+  std::vector<uint16_t> bits(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) bits[i] = float_to_bf16_bits(weights[i]);
+  SG_CUDA_CHECK(cudaMemcpyAsync(buf_->params, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice, stream_));
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  runner_ = std::make_unique<graph::FullIterationRunner>(registry_, /*warmup_steps=*/1, use_graphs_, "decode step");
+}
+
+GpuDecoder::~GpuDecoder() {
+  registry_.destroy_all();
+}
+
+void GpuDecoder::plan_memory() {
+  using cuda::MemoryCategory;
+  const ModelSpec& m = model_;
+  const int64_t R = rows_, B = decode_.batch, H = m.hidden_size, F = m.ffn_hidden_size, L = m.num_layers;
+  const int64_t cache = B * m.num_query_groups * decode_.capacity() * m.head_dim();
+  cuda::MemoryPlan plan;
+  const auto params = plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, sz(layout_.total()));
+  std::vector<cuda::MemorySlot> k_slots, v_slots;
+  for (int64_t l = 0; l < L; ++l) {
+    const long long i = static_cast<long long>(l);
+    k_slots.push_back(
+        plan.add_array<bf16>(strprintf("kv_cache.layer%lld.k", i), MemoryCategory::activations, sz(cache)));
+    v_slots.push_back(
+        plan.add_array<bf16>(strprintf("kv_cache.layer%lld.v", i), MemoryCategory::activations, sz(cache)));
+  }
+  const auto act = [&](const char* name, int64_t width) {
+    return plan.add_array<bf16>(name, MemoryCategory::activations, sz(R * width));
+  };
+  const auto x = act("act.resid", H), n = act("act.norm", H), h = act("act.resid_mid", H);
+  const auto qkv = act("act.qkv", m.qkv_dim()), attn = act("act.attn", H), delta = act("act.delta", H);
+  const auto gate_up = act("act.gate_up", 2 * F), swiglu = act("act.swiglu", F);
+  const auto rstd = plan.add_array<float>("act.rstd", MemoryCategory::activations, sz(R));
+  const auto logits = plan.add_array<float>("act.logits", MemoryCategory::activations, sz(B * padded_vocab_));
+  const auto prompt_tokens = plan.add_array<int32_t>("input.prompt_tokens", MemoryCategory::inputs, sz(R));
+  const auto prompt_positions = plan.add_array<int32_t>("input.prompt_positions", MemoryCategory::inputs, sz(R));
+  const auto tokens = plan.add_array<int32_t>("decode.tokens", MemoryCategory::inputs, sz(B));
+  const auto positions = plan.add_array<int32_t>("decode.positions", MemoryCategory::inputs, sz(B));
+  const auto history =
+      plan.add_array<int32_t>("decode.history", MemoryCategory::inputs, sz(B * decode_.max_new_tokens));
+  const auto step = plan.add_array<int64_t>("decode.step", MemoryCategory::inputs, 1);
+  const auto sampling = plan.add("workspace.sampling", MemoryCategory::workspaces, sampling_scratch_bytes_);
+  const auto cublas = plan.add("workspace.cublaslt", MemoryCategory::workspaces, kernels::Blas::kWorkspaceBytes);
+
+  arena_ = std::make_unique<cuda::Arena>(plan);
+  arena_->zero();
+  buf_ = std::make_unique<Buffers>();
+  Buffers& b = *buf_;
+  b.params = arena_->get<bf16>(params);
+  for (int64_t l = 0; l < L; ++l) {
+    b.k_cache.push_back(arena_->get<bf16>(k_slots[sz(l)]));
+    b.v_cache.push_back(arena_->get<bf16>(v_slots[sz(l)]));
+  }
+  b.x = arena_->get<bf16>(x);
+  b.n = arena_->get<bf16>(n);
+  b.h = arena_->get<bf16>(h);
+  b.qkv = arena_->get<bf16>(qkv);
+  b.attn = arena_->get<bf16>(attn);
+  b.delta = arena_->get<bf16>(delta);
+  b.gate_up = arena_->get<bf16>(gate_up);
+  b.act = arena_->get<bf16>(swiglu);
+  b.rstd = arena_->get<float>(rstd);
+  b.logits = arena_->get<float>(logits);
+  b.prompt_tokens = arena_->get<int32_t>(prompt_tokens);
+  b.prompt_positions = arena_->get<int32_t>(prompt_positions);
+  b.tokens = arena_->get<int32_t>(tokens);
+  b.positions = arena_->get<int32_t>(positions);
+  b.history = arena_->get<int32_t>(history);
+  b.step = arena_->get<int64_t>(step);
+  b.sampling_scratch = sampling_scratch_bytes_ > 0 ? arena_->raw(sampling) : nullptr;
+  b.cublas_workspace = arena_->raw(cublas);
+}
+
+std::string GpuDecoder::description() const {
+  return strprintf("GPU bf16 decoder: %lld sequence(s), KV cache of %lld positions each (%s), decoding step %s",
+                   static_cast<long long>(decode_.batch), static_cast<long long>(decode_.capacity()),
+                   human_bytes(arena_->total_bytes()).c_str(),
+                   use_graphs_ ? "captured as one CUDA graph" : "eager (graphs off)");
+}
+
+const kernels::GemmPlan& GpuDecoder::lm_head_plan(int64_t rows) {
+  // logits[rows, Vp] (fp32) = n[rows, H] W[V, H]^T: LinearForward's GEMM with an fp32 D and row stride Vp.
+  const ModelSpec& m = model_;
+  kernels::GemmDesc d;
+  d.transpose_a = true;
+  d.m = m.vocab_size, d.n = rows, d.k = m.hidden_size;
+  d.lda = m.hidden_size, d.ldb = m.hidden_size, d.ldd = padded_vocab_;
+  d.d_type = kernels::GemmDtype::kFP32;
+  return blas_->plan(d);
+}
+
+void GpuDecoder::enqueue_forward(cudaStream_t stream, const Rows& r) {
+  const ModelSpec& m = model_;
+  const int64_t T = r.T, H = m.hidden_size, F = m.ffn_hidden_size, QKV = m.qkv_dim();
+  const float eps = static_cast<float>(m.layernorm_epsilon);
+  const Buffers& b = *buf_;
+  const bf16* W = b.params;
+  const ref::DecodeAttentionShape shape{.T = T,
+                                        .rows_per_slot = r.rows_per_slot,
+                                        .first_slot = r.first_slot,
+                                        .slots = decode_.batch,
+                                        .capacity = decode_.capacity(),
+                                        .heads = m.num_attention_heads,
+                                        .kv_heads = m.num_query_groups,
+                                        .head_dim = m.head_dim()};
+  const kernels::LinearForward qkv_gemm(*blas_, T, H, QKV), o_gemm(*blas_, T, H, H);
+  const kernels::LinearForward gate_up_gemm(*blas_, T, H, 2 * F), down_gemm(*blas_, T, F, H);
+
+  kernels::embedding_forward(
+      stream,
+      {.out = b.x, .tokens = r.tokens, .table = W + offsets_.embedding, .T = T, .H = H, .vocab_size = m.vocab_size});
+  kernels::rmsnorm_forward(
+      stream,
+      {.out = b.n, .rstd = b.rstd, .in = b.x, .weight = W + offsets_.layers[0].input_norm, .T = T, .H = H, .eps = eps});
+  for (int64_t l = 0; l < m.num_layers; ++l) {
+    const DecoderLayerOffsets& o = offsets_.layers[sz(l)];
+    qkv_gemm.run(stream, b.qkv, b.n, W + o.qkv);
+    kernels::rope_forward(stream, {.x = b.qkv,
+                                   .T = T,
+                                   .S = 1,
+                                   .num_heads = m.num_attention_heads + m.num_query_groups,
+                                   .head_dim = m.head_dim(),
+                                   .row_stride = QKV,
+                                   .base = m.rotary_base,
+                                   .scaling = m.rope_scaling,
+                                   .positions = r.positions});
+    kernels::kv_cache_append(stream, {.k_cache = b.k_cache[sz(l)],
+                                      .v_cache = b.v_cache[sz(l)],
+                                      .qkv = b.qkv,
+                                      .positions = r.positions,
+                                      .shape = shape});
+    kernels::decode_attention_forward(stream, {.out = b.attn,
+                                               .qkv = b.qkv,
+                                               .k_cache = b.k_cache[sz(l)],
+                                               .v_cache = b.v_cache[sz(l)],
+                                               .positions = r.positions,
+                                               .shape = shape});
+    o_gemm.run(stream, b.delta, b.attn, W + o.o_proj);
+    kernels::residual_rmsnorm_forward(stream, {.residual_out = b.h,
+                                               .norm_out = b.n,
+                                               .rstd = b.rstd,
+                                               .residual_in = b.x,
+                                               .delta = b.delta,
+                                               .weight = W + o.post_norm,
+                                               .T = T,
+                                               .H = H,
+                                               .eps = eps});
+    gate_up_gemm.run(stream, b.gate_up, b.n, W + o.gate_up);
+    kernels::swiglu_forward(stream, {.out = b.act, .gate_up = b.gate_up, .T = T, .F = F});
+    down_gemm.run(stream, b.delta, b.act, W + o.down_proj);
+    const int64_t next_norm = l + 1 < m.num_layers ? offsets_.layers[sz(l + 1)].input_norm : offsets_.final_norm;
+    kernels::residual_rmsnorm_forward(stream, {.residual_out = b.x,
+                                               .norm_out = b.n,
+                                               .rstd = b.rstd,
+                                               .residual_in = b.h,
+                                               .delta = b.delta,
+                                               .weight = W + next_norm,
+                                               .T = T,
+                                               .H = H,
+                                               .eps = eps});
+  }
+  lm_head_plan(r.out_rows)
+      .run(stream, W + offsets_.lm_head, b.n + (T - r.out_rows) * H, b.logits + r.first_out * padded_vocab_);
+}
+
+void GpuDecoder::enqueue_sample_and_advance(cudaStream_t stream) {
+  const Buffers& b = *buf_;
+  kernels::sample_tokens(stream, {.tokens = b.tokens,
+                                  .logits = b.logits,
+                                  .B = decode_.batch,
+                                  .V = model_.vocab_size,
+                                  .ld = padded_vocab_,
+                                  .config = decode_.sampling,
+                                  .step = b.step,
+                                  .scratch = b.sampling_scratch,
+                                  .scratch_bytes = sampling_scratch_bytes_});
+  kernels::decode_advance(stream, {.history = b.history,
+                                   .history_stride = decode_.max_new_tokens,
+                                   .tokens = b.tokens,
+                                   .positions = b.positions,
+                                   .step = b.step,
+                                   .B = decode_.batch});
+}
+
+void GpuDecoder::start(const std::vector<std::vector<int32_t>>& prompts) {
+  check_decode_request(model_, decode_, prompts);
+  cuda::check_host_sync_allowed("GpuDecoder::start");
+  const Buffers& b = *buf_;
+  std::vector<int32_t> positions(sz(decode_.max_prompt_tokens));
+  std::iota(positions.begin(), positions.end(), 0);
+  SG_CUDA_CHECK(
+      cudaMemcpyAsync(b.prompt_positions, positions.data(), positions.size() * 4, cudaMemcpyHostToDevice, stream_));
+  std::vector<int32_t> last_positions(sz(decode_.batch));
+  for (int64_t s = 0; s < decode_.batch; ++s) {
+    const auto& prompt = prompts[sz(s)];
+    const auto P = static_cast<int64_t>(prompt.size());
+    // The copy is ordered after the previous prompt's launches, which read the same buffer.
+    SG_CUDA_CHECK(cudaMemcpyAsync(b.prompt_tokens, prompt.data(), sz(P) * 4, cudaMemcpyHostToDevice, stream_));
+    Rows rows;
+    rows.tokens = b.prompt_tokens;
+    rows.positions = b.prompt_positions;
+    rows.T = P;
+    rows.rows_per_slot = P;
+    rows.first_slot = s;
+    rows.out_rows = 1;
+    rows.first_out = s;
+    enqueue_forward(stream_, rows);
+    last_positions[sz(s)] = static_cast<int32_t>(P - 1);  // the advance moves it to P: the first new token's place
+  }
+  const int64_t zero = 0;
+  SG_CUDA_CHECK(
+      cudaMemcpyAsync(b.positions, last_positions.data(), last_positions.size() * 4, cudaMemcpyHostToDevice, stream_));
+  SG_CUDA_CHECK(cudaMemcpyAsync(b.step, &zero, sizeof(zero), cudaMemcpyHostToDevice, stream_));
+  enqueue_sample_and_advance(stream_);
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host vectors above are copied before they go
+  steps_done_ = 1;
+}
+
+void GpuDecoder::decode(int64_t steps) {
+  SG_CHECK(steps_done_ > 0, "GpuDecoder::decode before start()");
+  SG_CHECK(steps >= 0 && steps_done_ + steps <= decode_.max_new_tokens,
+           strprintf("decode: %lld more steps after %lld exceed max_new_tokens = %lld", static_cast<long long>(steps),
+                     static_cast<long long>(steps_done_), static_cast<long long>(decode_.max_new_tokens)));
+  Rows rows;
+  rows.tokens = buf_->tokens;
+  rows.positions = buf_->positions;
+  rows.T = decode_.batch;
+  rows.rows_per_slot = 1;
+  rows.first_slot = 0;
+  rows.out_rows = decode_.batch;
+  rows.first_out = 0;
+  for (int64_t i = 0; i < steps; ++i) {
+    runner_->run_step(stream_, [this, &rows](cudaStream_t s) {
+      enqueue_forward(s, rows);
+      enqueue_sample_and_advance(s);
+    });
+  }
+  steps_done_ += steps;
+}
+
+std::vector<std::vector<int32_t>> GpuDecoder::generated() {
+  cuda::check_host_sync_allowed("GpuDecoder::generated");
+  std::vector<int32_t> history(sz(decode_.batch * decode_.max_new_tokens));
+  SG_CUDA_CHECK(cudaMemcpyAsync(history.data(), buf_->history, history.size() * 4, cudaMemcpyDeviceToHost, stream_));
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<std::vector<int32_t>> out(sz(decode_.batch));
+  for (int64_t s = 0; s < decode_.batch; ++s) {
+    const int32_t* row = history.data() + s * decode_.max_new_tokens;
+    out[sz(s)].assign(row, row + steps_done_);
+  }
+  return out;
+}
+
+std::vector<float> GpuDecoder::last_logits() {
+  cuda::check_host_sync_allowed("GpuDecoder::last_logits");
+  const int64_t V = model_.vocab_size;
+  std::vector<float> padded(sz(decode_.batch * padded_vocab_));
+  SG_CUDA_CHECK(cudaMemcpyAsync(padded.data(), buf_->logits, padded.size() * 4, cudaMemcpyDeviceToHost, stream_));
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<float> out(sz(decode_.batch * V));
+  for (int64_t s = 0; s < decode_.batch; ++s) {
+    std::copy(padded.begin() + s * padded_vocab_, padded.begin() + s * padded_vocab_ + V, out.begin() + s * V);
+  }
+  return out;
+}
+
+}  // namespace sg::model

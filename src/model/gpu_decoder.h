@@ -1,0 +1,75 @@
+#pragma once
+// The GPU decoder: bf16 weights and activations with fp32 accumulation, the same kernels as the
+// training step (embedding, rmsnorm, cuBLASLt GEMMs, RoPE, SwiGLU) plus the KV-cache attention
+// (kernels/decode_attention.h), sampling (kernels/sampling.h) and the step bookkeeping
+// (kernels/decode_state.h). CPU twin: model/cpu_decoder.h; the structure is model/decoder.h's.
+//
+// Memory: planned once in one Arena for the DecodeSpec — the weights, a static KV cache of
+// capacity() positions per sequence and layer, activations for max(max_prompt_tokens, batch) rows,
+// the logits [batch, Vp], the token history, and the device-resident decoding state (the latest
+// tokens, each sequence's position, the step counter).
+// Prefill: eager, one prompt at a time (its GEMMs are planned for its length on first use).
+// Decoding step: one sequence of launches that reads everything that changes (tokens, positions, the
+// step) from device memory, so with graphs on it is captured ONCE (after one eager step, which loads
+// every kernel) and replayed for every later step: one graph per batch shape.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <vector>
+
+#include "cuda/arena.h"
+#include "cuda/stream.h"
+#include "graph/full_iteration_runner.h"
+#include "graph/registry.h"
+#include "kernels/gemm.h"
+#include "model/decoder.h"
+
+namespace sg::model {
+
+class GpuDecoder final : public Decoder {
+ public:
+  // weights: the flat fp32 buffer of ParamLayout(model); uploaded once, rounded to bf16.
+  // use_graphs = false runs every decoding step eagerly (the same launches).
+  GpuDecoder(const ModelSpec& model, const std::vector<float>& weights, const DecodeSpec& decode,
+             bool use_graphs = true);
+  ~GpuDecoder() override;
+
+  std::string description() const override;
+  const DecodeSpec& decode_spec() const override { return decode_; }
+  void start(const std::vector<std::vector<int32_t>>& prompts) override;
+  void decode(int64_t steps) override;
+  std::vector<std::vector<int32_t>> generated() override;
+  std::vector<float> last_logits() override;
+
+  std::string memory_breakdown() const { return arena_->breakdown(); }
+  const graph::GraphRegistry& graphs() const { return registry_; }
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  struct Buffers;
+  struct Rows;  // the row arrangement of one forward (prefill of one prompt, or one decoding step)
+  void plan_memory();
+  // Enqueues the model on `rows` and the logits of its last out_rows rows (no host sync).
+  void enqueue_forward(cudaStream_t stream, const Rows& rows);
+  void enqueue_sample_and_advance(cudaStream_t stream);
+  const kernels::GemmPlan& lm_head_plan(int64_t rows);
+
+  ModelSpec model_;
+  ParamLayout layout_;
+  DecoderOffsets offsets_;
+  DecodeSpec decode_;
+  bool use_graphs_;
+  int64_t rows_ = 0;          // activation rows planned: max(max_prompt_tokens, batch)
+  int64_t padded_vocab_ = 0;  // logits row stride (16-byte aligned rows for cuBLASLt)
+  size_t sampling_scratch_bytes_ = 0;
+  int64_t steps_done_ = 0;  // generated tokens per sequence so far
+
+  cuda::Stream stream_;
+  std::unique_ptr<cuda::Arena> arena_;
+  std::unique_ptr<Buffers> buf_;
+  std::unique_ptr<kernels::Blas> blas_;
+  graph::GraphRegistry registry_;
+  std::unique_ptr<graph::FullIterationRunner> runner_;
+};
+
+}  // namespace sg::model

@@ -1,0 +1,30 @@
+#pragma once
+// CPU fp32 twin of kernels/grouped_gemm.h: the MoE expert linears on a permuted row buffer. Expert g owns
+// rows [offsets[g], offsets[g] + counts[g]) of x/y/dx/dy (row-major, total_rows rows); its weight is the
+// [N, K] matrix at w + g * N * K (PyTorch Linear [out, in]). Rows outside every segment are not touched;
+// an expert with no rows changes nothing (its dW is left bit-for-bit unchanged). Segments must lie inside
+// [0, total_rows) (sg::Error otherwise); they may leave gaps but must not overlap for the outputs to be
+// well defined.
+#include <cstdint>
+
+namespace sg::ref {
+
+struct GroupedRows {
+  const int32_t* counts = nullptr;   // [num_groups]
+  const int32_t* offsets = nullptr;  // [num_groups]
+  int num_groups = 0;
+  int64_t total_rows = 0;
+};
+
+// y_g[m_g, N] = x_g[m_g, K] W_g^T. Overwrites the segments' rows of y.
+void grouped_linear_forward(float* y, const float* x, const float* w, const GroupedRows& rows, int64_t N, int64_t K);
+
+// dx_g[m_g, K] = dy_g[m_g, N] W_g. Overwrites the segments' rows of dx.
+void grouped_linear_backward_input(float* dx, const float* dy, const float* w, const GroupedRows& rows, int64_t N,
+                                   int64_t K);
+
+// dW_g[N, K] += dy_g^T x_g. ACCUMULATES into dw [num_groups, N, K] (the fp32 main_grad convention).
+void grouped_linear_backward_weight(float* dw, const float* dy, const float* x, const GroupedRows& rows, int64_t N,
+                                    int64_t K);
+
+}  // namespace sg::ref

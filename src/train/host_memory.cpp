@@ -1,0 +1,172 @@
+#include "train/host_memory.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <new>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace sg::train {
+
+namespace {
+
+std::string bytes_text(double bytes) {
+  if (!(bytes < 1.8e19)) return strprintf("%.3g EiB", bytes / 1152921504606846976.0);
+  return human_bytes(static_cast<uint64_t>(bytes));
+}
+
+// Parameters of the dense Llama (model/param_layout.h), counted without building the layout.
+double parameter_count(const model::ModelSpec& m) {
+  const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.ffn_hidden_size);
+  const double V = static_cast<double>(m.vocab_size), L = static_cast<double>(m.num_layers);
+  const double Q = static_cast<double>(m.num_attention_heads * m.head_dim());
+  const double per_layer = 2.0 * H + static_cast<double>(m.qkv_dim()) * H + H * Q + 3.0 * F * H;
+  return V * H * (m.share_embeddings_and_output_weights ? 1.0 : 2.0) + L * per_layer + H;
+}
+
+// "key: value" of /proc/meminfo in bytes, or -1.
+double meminfo_bytes(const std::string& key) {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) != 0) continue;
+    std::istringstream fields(line.substr(key.size() + 1));
+    double kib = -1;
+    fields >> kib;
+    return kib >= 0 ? kib * 1024.0 : -1.0;
+  }
+  return -1.0;
+}
+
+// A number from a one-line file ("max" or a missing file: -1).
+double file_number(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text == "max") return -1.0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  return end != text.c_str() ? v : -1.0;
+}
+
+// /proc/self/status "VmSize" (bytes the process maps), or 0.
+double mapped_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmSize:", 0) == 0) return std::strtod(line.c_str() + 7, nullptr) * 1024.0;
+  }
+  return 0.0;
+}
+
+void consider(AvailableHostMemory& best, double bytes, const std::string& source) {
+  if (bytes < 0) return;
+  if (best.source.empty() || bytes < best.bytes) best = {std::max(bytes, 0.0), source};
+}
+
+}  // namespace
+
+double HostMemoryPlan::total() const {
+  double t = 0.0;
+  for (const auto& i : items) t += i.bytes;
+  return t;
+}
+
+std::string HostMemoryPlan::describe() const {
+  std::vector<std::string> parts;
+  for (const auto& i : items) parts.push_back(i.what + " " + bytes_text(i.bytes));
+  return join(parts, ", ");
+}
+
+HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpec& b,
+                                const HostMemoryOptions& options) {
+  HostMemoryPlan plan;
+  const double f32 = 4.0;
+  const double tokens_per_step =
+      static_cast<double>(b.micro_batch_size) * static_cast<double>(b.num_microbatches) * static_cast<double>(m.seq_length);
+  // tokens + targets (int32) and the loss mask (fp32); the GPU backend's pinned copies are two more.
+  plan.items.push_back({"input batch", tokens_per_step * 12.0 * (options.cpu_backend ? 1.0 : 3.0),
+                        "train.global_batch_size, model.seq_length"});
+  if (!options.cpu_backend) return plan;
+
+  const double P = parameter_count(m);
+  const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.ffn_hidden_size);
+  const double QKV = static_cast<double>(m.qkv_dim()), V = static_cast<double>(m.vocab_size);
+  const double S = static_cast<double>(m.seq_length), L = static_cast<double>(m.num_layers);
+  const double T = static_cast<double>(b.micro_batch_size) * S;  // tokens per microbatch
+  const std::string param_keys = "model.num_layers, model.hidden_size, model.ffn_hidden_size, model.vocab_size";
+  plan.items.push_back({strprintf("weights, gradients and Adam moments (fp32, %.3g parameters)", P), 16.0 * P,
+                        param_keys});
+  // Per layer (model/cpu_model.h LayerActivations): x, n1, attn, h, n2 [T,H]; qkv [T,QKV];
+  // gate_up [T,2F]; act [T,F]; two rstd [T]; lse [B, heads, S].
+  const double per_layer = T * (5.0 * H + QKV + 3.0 * F + 2.0) +
+                           static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S;
+  plan.items.push_back({"activations of one microbatch", L * per_layer * f32,
+                        "model.num_layers, train.micro_batch_size, model.seq_length, model.hidden_size"});
+  // Shared scratch: 8 [T,H] buffers, d qkv, d gate_up, d act, the LM-head chunk's logits and
+  // dlogits (128 rows), the attention backward's fp64 rows.
+  const double scratch = T * (8.0 * H + QKV + 3.0 * F) * f32 + 2.0 * std::min(T, 128.0) * V * f32 + S * QKV * 8.0;
+  plan.items.push_back({"scratch", scratch, "train.micro_batch_size, model.seq_length, model.vocab_size"});
+  // The initial weights are built before they are copied in.
+  plan.items.push_back({"initial weights", P * f32, param_keys});
+  if (options.checkpoint_staging) {
+    // A save copies weights and both moments (fp32) and a bf16 copy of the weights; a load the same.
+    plan.items.push_back({"checkpoint copy of the state", 14.0 * P, param_keys});
+  }
+  return plan;
+}
+
+AvailableHostMemory available_host_memory() {
+  AvailableHostMemory best;
+  consider(best, meminfo_bytes("MemAvailable"), "MemAvailable in /proc/meminfo");
+  const double v2_max = file_number("/sys/fs/cgroup/memory.max");
+  if (v2_max >= 0) {
+    consider(best, v2_max - std::max(file_number("/sys/fs/cgroup/memory.current"), 0.0),
+             strprintf("the cgroup limit (memory.max %s minus current usage)", bytes_text(v2_max).c_str()));
+  }
+  const double v1_max = file_number("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+  if (v1_max >= 0 && v1_max < 1e18) {
+    consider(best, v1_max - std::max(file_number("/sys/fs/cgroup/memory/memory.usage_in_bytes"), 0.0),
+             strprintf("the cgroup limit (memory.limit_in_bytes %s minus current usage)", bytes_text(v1_max).c_str()));
+  }
+  for (const auto& [resource, name] : {std::pair{RLIMIT_AS, "RLIMIT_AS (ulimit -v)"}, std::pair{RLIMIT_DATA, "RLIMIT_DATA (ulimit -d)"}}) {
+    rlimit limit{};
+    if (::getrlimit(resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+      consider(best, static_cast<double>(limit.rlim_cur) - mapped_bytes(),
+               strprintf("%s of %s minus what the process maps", name, bytes_text(static_cast<double>(limit.rlim_cur)).c_str()));
+    }
+  }
+  return best;
+}
+
+void check_host_memory(const HostMemoryPlan& plan, const AvailableHostMemory& available) {
+  if (available.source.empty() || plan.total() <= available.bytes) return;
+  const auto largest = std::max_element(plan.items.begin(), plan.items.end(),
+                                        [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
+  throw Error(strprintf(
+      "the run needs about %s of host memory (%s), but only %s is available (%s). Nothing was allocated. "
+      "The largest part is the %s: lower %s, or train on a GPU",
+      bytes_text(plan.total()).c_str(), plan.describe().c_str(), bytes_text(available.bytes).c_str(),
+      available.source.c_str(), largest->what.c_str(), largest->keys.c_str()));
+}
+
+void with_host_allocation(const std::string& what, const std::function<void()>& allocate) {
+  try {
+    allocate();
+  } catch (const std::bad_alloc&) {
+    throw Error(strprintf("out of host memory while allocating %s (std::bad_alloc); the memory plan "
+                          "underestimated it or other processes took the memory. Use a smaller model or batch",
+                          what.c_str()));
+  } catch (const std::length_error&) {
+    throw Error(strprintf("cannot allocate %s: the size exceeds what one host buffer can hold "
+                          "(std::length_error). Use a smaller model or batch",
+                          what.c_str()));
+  }
+}
+
+}  // namespace sg::train

@@ -1,0 +1,56 @@
+#pragma once
+// Host memory before allocating it. The CPU backend holds the whole model in host memory (fp32
+// weights, gradients, Adam moments and one microbatch's activations per layer), so a config that
+// does not fit would grow until the kernel's OOM killer ends it, or fail with a bare
+// std::bad_alloc. The trainer plans the bytes first (as the GPU backend plans device memory),
+// compares them with what the machine and its limits allow, and refuses a plan that does not fit,
+// naming the numbers and the keys that change them.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/spec.h"
+
+namespace sg::train {
+
+struct HostMemoryItem {
+  std::string what;              // "weights, gradients and Adam moments (fp32)"
+  double bytes = 0.0;            // double: absurd configs must not overflow the arithmetic
+  std::string keys;              // the keys that size it: "model.num_layers, model.hidden_size, ..."
+};
+
+struct HostMemoryPlan {
+  std::vector<HostMemoryItem> items;
+  double total() const;
+  std::string describe() const;  // "a 1.2 GiB + b 30 MiB + ..."
+};
+
+struct HostMemoryOptions {
+  bool cpu_backend = true;        // the model lives in host memory
+  bool checkpoint_staging = false;  // a save or load copies the state once more on the host
+};
+
+// What a run needs on the host: the input batches, and with the CPU backend the model, its
+// optimizer state, activations and scratch, plus the checkpoint copies when saving or loading.
+HostMemoryPlan plan_host_memory(const model::ModelSpec& model, const model::BatchSpec& batch,
+                                const HostMemoryOptions& options);
+
+struct AvailableHostMemory {
+  double bytes = 0.0;
+  std::string source;  // which limit decided it: "MemAvailable in /proc/meminfo", "cgroup memory.max", ...
+};
+
+// The least of: MemAvailable, the cgroup's memory limit minus its usage (v2 or v1), and the
+// address-space / data-segment rlimits minus what the process already maps.
+AvailableHostMemory available_host_memory();
+
+// sg::Error when the plan does not fit `available`: both totals, every item, and the keys of the
+// largest item to change.
+void check_host_memory(const HostMemoryPlan& plan, const AvailableHostMemory& available);
+
+// Runs `allocate` and turns an allocation failure (std::bad_alloc, std::length_error) into an
+// sg::Error naming `what` was being allocated and how much memory the plan expected.
+void with_host_allocation(const std::string& what, const std::function<void()>& allocate);
+
+}  // namespace sg::train

@@ -1,0 +1,30 @@
+#pragma once
+// checkpoint.pretrained_checkpoint (Megatron-Bridge's key): start training from the weights of a Hugging
+// Face Llama folder — or of a stepgraph checkpoint, for fine-tuning — at step 0 with a fresh optimizer
+// (zero Adam moments, the lr schedule and the RNG from the start). It is used only when
+// checkpoint.load holds no checkpoint, so an interrupted fine-tuning run resumes from its own saves.
+//
+// Shapes: the model keys a recipe can leave unset (model.num_layers, hidden_size and
+// num_attention_heads at 0; vocab_size, ffn_hidden_size, num_query_groups null) are taken from the
+// folder's config.json; every other shape key (and every set one) must match it. One sg::Error lists
+// each mismatch as (key, folder value, configured value) with the overrides that fix it.
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "model/param_layout.h"
+#include "train/backend.h"
+
+namespace sg::train {
+
+// `config` with the pretrained folder's shapes applied (unchanged when pretrained_checkpoint is unset).
+config::Config apply_pretrained_shapes(const config::Config& config);
+
+// True when checkpoint.load names a folder that holds a checkpoint to resume.
+bool has_checkpoint_to_resume(const config::Config& config);
+
+// The training state of step 0 with the folder's weights: fp32 main weights in `layout`, zero Adam
+// moments, the configured seed at offset 0. Logs which file was read.
+TrainingState pretrained_state(const config::Config& config, const model::ParamLayout& layout);
+
+}  // namespace sg::train

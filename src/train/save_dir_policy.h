@@ -1,0 +1,26 @@
+#pragma once
+// What a run does with checkpoint.save and checkpoint.load, decided before anything trains:
+//   * checkpoint.save is locked for the run (checkpoint/save_dir_lock.h) and probed for writability;
+//   * a checkpoint.save that already holds checkpoints belongs to a run: it is resumed when
+//     checkpoint.load names it (Bridge's "load = save" idiom) or checkpoint.auto_resume is set, wiped
+//     when checkpoint.overwrite is set, and otherwise the run is refused with a message naming the
+//     three options. So a fresh run never replaces another run's iterations, and `latest` never moves
+//     backwards over iterations left behind.
+#include <optional>
+#include <string>
+
+#include "checkpoint/save_dir_lock.h"
+#include "config/config.h"
+
+namespace sg::train {
+
+struct CheckpointDirs {
+  checkpoint::SaveDirLock save_lock;       // held while the run lives (not held without checkpoint.save)
+  std::optional<std::string> resume_from;  // the checkpoint to load, if any
+  std::string note;                        // one line for the log ("" when nothing to say)
+};
+
+// sg::Error for every refusal, naming the directories and the keys that resolve it.
+CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& checkpoint);
+
+}  // namespace sg::train

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Writes a small synthetic Hugging Face Llama folder, as transformers' save_pretrained lays it out:
+config.json and model.safetensors, or shards model-0000i-of-0000N.safetensors with
+model.safetensors.index.json; BF16 or F32 tensors; tied or untied embeddings; optional Llama 3
+rope_scaling (transformers 4 spelling) or rope_parameters (transformers 5 spelling).
+
+Also writes expected.safetensors: every tensor in F32 with exactly the values the model files hold
+(rounded to bf16 first when --dtype bf16), so a loader's result can be compared element by element.
+
+  python3 tests/checkpoint/make_hf_llama.py --out DIR [--dtype bf16|fp32] [--shards N] [--tied]
+      [--vocab 64 --hidden 32 --layers 2 --heads 4 --kv-heads 2 --ffn 48] [--rope-scaling FACTOR]
+      [--rope-parameters] [--std 0.3] [--seed 0] [--break missing|extra|shape|bias|act|yarn|head_dim]
+
+--break writes a folder with one defect, for the loaders' error messages. Needs numpy and safetensors
+(scripts/setup.sh installs both). F32 files are written with safetensors.numpy; numpy has no bfloat16,
+so BF16 files are written by the small writer below in the same format, and every file is read back
+with safetensors.safe_open to check it.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import save_file
+
+
+def bf16_bits(x):
+    """float32 -> bfloat16 bits, round to nearest even (as the C++ side and torch do)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype(np.uint16)
+
+
+def bf16_values(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def write_bf16_safetensors(path, tensors):
+    """tensors: name -> uint16 bits array. The safetensors layout: u64 header length, JSON, data."""
+    header, offset, blobs = {"__metadata__": {"format": "pt"}}, 0, []
+    for name, bits in tensors.items():
+        data = np.ascontiguousarray(bits, dtype="<u2").tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(bits.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+def tensor_specs(a):
+    """(name, shape) in Hugging Face state-dict order."""
+    head_dim = a.hidden // a.heads
+    specs = [("model.embed_tokens.weight", (a.vocab, a.hidden))]
+    for i in range(a.layers):
+        p = f"model.layers.{i}."
+        specs += [
+            (p + "self_attn.q_proj.weight", (a.heads * head_dim, a.hidden)),
+            (p + "self_attn.k_proj.weight", (a.kv_heads * head_dim, a.hidden)),
+            (p + "self_attn.v_proj.weight", (a.kv_heads * head_dim, a.hidden)),
+            (p + "self_attn.o_proj.weight", (a.hidden, a.heads * head_dim)),
+            (p + "mlp.gate_proj.weight", (a.ffn, a.hidden)),
+            (p + "mlp.up_proj.weight", (a.ffn, a.hidden)),
+            (p + "mlp.down_proj.weight", (a.hidden, a.ffn)),
+            (p + "input_layernorm.weight", (a.hidden,)),
+            (p + "post_attention_layernorm.weight", (a.hidden,)),
+        ]
+    specs.append(("model.norm.weight", (a.hidden,)))
+    if not a.tied:
+        specs.append(("lm_head.weight", (a.vocab, a.hidden)))
+    return specs
+
+
+def make_config(a):
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": a.vocab,
+        "hidden_size": a.hidden, "intermediate_size": a.ffn, "num_hidden_layers": a.layers,
+        "num_attention_heads": a.heads, "num_key_value_heads": a.kv_heads, "hidden_act": "silu",
+        "max_position_embeddings": a.max_pos, "rms_norm_eps": 1e-5, "tie_word_embeddings": a.tied,
+        "attention_bias": False, "mlp_bias": False, "initializer_range": 0.02, "use_cache": True,
+        "torch_dtype": "bfloat16" if a.dtype == "bf16" else "float32", "bos_token_id": None,
+        "eos_token_id": a.eos,
+    }
+    scaling = None
+    if a.rope_scaling:
+        scaling = {"rope_type": "llama3", "factor": a.rope_scaling, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": a.original_max_pos}
+    if a.rope_parameters:  # transformers 5
+        config["rope_parameters"] = dict(scaling or {"rope_type": "default"}, rope_theta=a.rope_theta)
+    else:
+        config["rope_theta"] = a.rope_theta
+        config["rope_scaling"] = scaling
+    defect = a.break_
+    if defect == "bias":
+        config["attention_bias"] = True
+    elif defect == "act":
+        config["hidden_act"] = "gelu"
+    elif defect == "yarn":
+        config["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+    elif defect == "head_dim":
+        config["head_dim"] = a.hidden // a.heads * 2
+    return config
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--tied", action="store_true")
+    p.add_argument("--vocab", type=int, default=64)
+    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--ffn", type=int, default=48)
+    p.add_argument("--max-pos", type=int, default=256)
+    p.add_argument("--rope-theta", type=float, default=10000.0)
+    p.add_argument("--rope-scaling", type=float, default=0.0, help="llama3 factor (0: none)")
+    p.add_argument("--original-max-pos", type=int, default=64, help="llama3 original_max_position_embeddings")
+    p.add_argument("--rope-parameters", action="store_true", help="transformers 5 rope_parameters spelling")
+    p.add_argument("--eos", type=int, default=None, help="eos_token_id")
+    p.add_argument("--std", type=float, default=0.3, help="std of the matrices (large: peaked logits)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--break", dest="break_", default=None,
+                   choices=["missing", "extra", "shape", "bias", "act", "yarn", "head_dim"])
+    a = p.parse_args()
+
+    rng = np.random.default_rng(a.seed)
+    values = {}
+    for name, shape in tensor_specs(a):
+        if len(shape) == 1:
+            v = 1.0 + 0.1 * rng.standard_normal(shape)
+        else:
+            v = a.std * rng.standard_normal(shape)
+        values[name] = v.astype(np.float32)
+    if a.break_ == "missing":
+        del values["model.layers.0.mlp.up_proj.weight"]
+    elif a.break_ == "extra":
+        values["model.layers.0.self_attn.q_proj.bias"] = np.zeros((a.hidden,), np.float32)
+    elif a.break_ == "shape":
+        values["model.norm.weight"] = np.ones((a.hidden + 1,), np.float32)
+    if a.dtype == "bf16":
+        bits = {k: bf16_bits(v) for k, v in values.items()}
+        values = {k: bf16_values(b).reshape(values[k].shape) for k, b in bits.items()}
+
+    os.makedirs(a.out, exist_ok=True)
+    names = list(values)
+    shard_names = [names[i::a.shards] for i in range(a.shards)]  # interleaved: every shard holds a bit of all
+    files = []
+    for i, shard in enumerate(shard_names):
+        fname = "model.safetensors" if a.shards == 1 else f"model-{i + 1:05d}-of-{a.shards:05d}.safetensors"
+        path = os.path.join(a.out, fname)
+        if a.dtype == "bf16":
+            write_bf16_safetensors(path, {k: bits[k] for k in shard})
+        else:
+            save_file({k: values[k] for k in shard}, path, metadata={"format": "pt"})
+        files.append((fname, shard))
+    if a.shards > 1:
+        total = int(sum(v.size for v in values.values()) * (2 if a.dtype == "bf16" else 4))
+        index = {"metadata": {"total_size": total}, "weight_map": {k: fname for fname, shard in files for k in shard}}
+        with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
+            json.dump(index, f, indent=2)
+    save_file(values, os.path.join(a.out, "expected.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(a.out, "config.json"), "w") as f:
+        json.dump(make_config(a), f, indent=2)
+    for fname, shard in files:  # read every file back with the safetensors library
+        with safe_open(os.path.join(a.out, fname), framework="numpy") as f:
+            assert sorted(f.keys()) == sorted(shard), fname
+            for k in shard:
+                assert tuple(f.get_slice(k).get_shape()) == values[k].shape, k
+    print(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+// `stepgraph generate` through the real binary on the CPU reference decoder (--cpu): a Hugging Face
+// folder (tests/checkpoint/make_hf_llama.py) with a tokenizer trained by tools/train_tokenizer.py
+// copied in, and a checkpoint trained by `stepgraph train --cpu` on text preprocessed with
+// tools/preprocess_data.py.
+//   * greedy output is deterministic and equals the CPU decoder run in process on the same weights
+//     and prompt tokens; the printed text starts with the prompt and the timing line reports tokens/s;
+//   * sampling repeats with the same --seed and changes with another;
+//   * config.json's eos_token_id stops the generation (the EOS included), --ignore-eos does not;
+//   * --prompt-tokens runs without a tokenizer; errors name what to fix: no tokenizer.json, Python
+//     without `tokenizers`, a bad --temperature, a token outside the vocabulary, a missing folder.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "checkpoint/hf_import.h"
+#include "model/cpu_decoder.h"
+#include "process_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using sg::test::run_command;
+using sg::test::shell_quote;
+
+const std::string kSource = STEPGRAPH_SOURCE_DIR;
+
+struct Result {
+  int rc = -1;
+  std::string out;
+};
+// `args` is a shell fragment; stderr merged unless json (then stdout only).
+Result stepgraph(const std::string& args, bool json = false, const std::string& env = "") {
+  const auto r = run_command(env + " " + shell_quote(STEPGRAPH_BIN) + " " + args + (json ? " 2>/dev/null" : " 2>&1"));
+  return {r.exit_code, r.output};
+}
+
+class GenerateCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("sg_generate_cli_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const auto tok = run_command("python3 " + kSource + "/tools/train_tokenizer.py --input " + kSource +
+                                 "/tests/data/public_domain_sample.jsonl --vocab-size 300 --output " +
+                                 shell_quote((dir_ / "tok").string()) + " 2>&1");
+    ASSERT_EQ(tok.exit_code, 0) << tok.output;
+    make_model("hf", "");
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  // A HF folder with the tokenizer files copied in.
+  static std::string make_model(const std::string& name, const std::string& args) {
+    const std::string out = (dir_ / name).string();
+    const auto r =
+        run_command("python3 " + kSource + "/tests/checkpoint/make_hf_llama.py --vocab 320 --hidden 64 " +
+                    "--heads 4 --kv-heads 2 --ffn 96 --std 0.3 --out " + shell_quote(out) + " " + args + " 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    for (const auto& f : fs::directory_iterator(dir_ / "tok")) fs::copy_file(f.path(), out / f.path().filename());
+    return out;
+  }
+
+  static nlohmann::json generate_json(const std::string& folder, const std::string& flags) {
+    const Result r = stepgraph("generate " + shell_quote(folder) + " --cpu --json " + flags, true);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    return r.rc == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  }
+
+  static fs::path dir_;
+};
+fs::path GenerateCli::dir_;
+
+TEST_F(GenerateCli, GreedyIsDeterministicAndEqualsTheDecoder) {
+  const std::string hf = (dir_ / "hf").string();
+  const auto a = generate_json(hf, "--prompt 'The old river' --max-new-tokens 12 --ignore-eos");
+  const auto b = generate_json(hf, "--prompt 'The old river' --max-new-tokens 12 --ignore-eos");
+  ASSERT_TRUE(a.contains("tokens"));
+  EXPECT_EQ(a["tokens"], b["tokens"]);
+  EXPECT_EQ(a["tokens"][0].size(), 12u);
+  EXPECT_EQ(a["texts"].size(), 1u);
+  EXPECT_GT(a["decode_tokens_per_s"].get<double>(), 0.0);
+
+  const auto prompt = a["prompt_tokens"][0].get<std::vector<int32_t>>();
+  ASSERT_FALSE(prompt.empty());
+  const auto config = sg::checkpoint::read_hf_config(hf);
+  std::vector<float> weights;
+  sg::checkpoint::load_hf_weights(hf, sg::model::ParamLayout(config.spec), weights,
+                                  sg::checkpoint::WeightSource::model);
+  sg::model::DecodeSpec d;
+  d.max_prompt_tokens = static_cast<int64_t>(prompt.size());
+  d.max_new_tokens = 12;
+  sg::model::CpuDecoder decoder(config.spec, weights, d);
+  decoder.start({prompt});
+  decoder.decode(11);
+  EXPECT_EQ(a["tokens"][0].get<std::vector<int32_t>>(), decoder.generated()[0]);
+
+  const Result text = stepgraph("generate " + shell_quote(hf) + " --cpu --prompt 'The old river' --max-new-tokens 5");
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_EQ(text.out.rfind("The old river", 0), 0u) << text.out;
+  EXPECT_NE(text.out.find("tokens/s"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("CPU fp32 reference decoder"), std::string::npos) << text.out;
+}
+
+TEST_F(GenerateCli, SamplingFollowsTheSeed) {
+  const std::string hf = (dir_ / "hf").string();
+  const std::string flags =
+      "--prompt 'A small' --max-new-tokens 16 --ignore-eos --temperature 1.2 --top-k 40 --top-p 0.95";
+  const auto a = generate_json(hf, flags + " --seed 3");
+  EXPECT_EQ(a["tokens"], generate_json(hf, flags + " --seed 3")["tokens"]);
+  EXPECT_NE(a["tokens"], generate_json(hf, flags + " --seed 4")["tokens"]);
+}
+
+TEST_F(GenerateCli, EosFromConfigStopsTheSequence) {
+  const std::string hf = (dir_ / "hf").string();
+  const auto full = generate_json(hf, "--prompt-tokens 5,6,7 --max-new-tokens 10 --ignore-eos");
+  const auto tokens = full["tokens"][0].get<std::vector<int32_t>>();
+  ASSERT_EQ(tokens.size(), 10u);
+  // A folder with the same weights whose eos_token_id is the 4th generated token. The tokenizer's
+  // eos (<|endoftext|>, id 0) stops a sequence too.
+  const std::string eos = make_model("hf_eos", "--eos " + std::to_string(tokens[3]));
+  const auto stopped = generate_json(eos, "--prompt-tokens 5,6,7 --max-new-tokens 10");
+  const auto got = stopped["tokens"][0].get<std::vector<int32_t>>();
+  const size_t first = static_cast<size_t>(
+      std::find_if(tokens.begin(), tokens.end(), [&](int32_t t) { return t == tokens[3] || t == 0; }) - tokens.begin());
+  EXPECT_EQ(got, std::vector<int32_t>(tokens.begin(), tokens.begin() + first + 1));
+  EXPECT_EQ(generate_json(eos, "--prompt-tokens 5,6,7 --max-new-tokens 10 --ignore-eos")["tokens"], full["tokens"]);
+}
+
+TEST_F(GenerateCli, TrainedCheckpointWithItsTokenizer) {
+  // text -> tokenizer -> .bin/.idx -> train --cpu -> generate, as the README's "Your own data" runs it.
+  const std::string data = (dir_ / "sample").string(), ckpt = (dir_ / "ckpt").string();
+  const auto pre = run_command("python3 " + kSource + "/tools/preprocess_data.py --input " + kSource +
+                               "/tests/data/public_domain_sample.jsonl --json-keys text --output-prefix " +
+                               shell_quote(data) + " --tokenizer-type HuggingFaceTokenizer --tokenizer-model " +
+                               shell_quote((dir_ / "tok").string()) + " --append-eod 2>&1");
+  ASSERT_EQ(pre.exit_code, 0) << pre.output;
+  const Result train =
+      stepgraph("train llama/tiny --cpu --plain --run-dir " + shell_quote((dir_ / "run").string()) +
+                " dataset.mock=false dataset.data_path=[" + data + "_text_document]" +
+                " model.vocab_size=320 model.num_layers=2 model.hidden_size=64 "
+                "model.ffn_hidden_size=128 model.seq_length=32 dataset.seq_length=32 "
+                "train.micro_batch_size=2 train.global_batch_size=2 train.train_iters=3 scheduler.lr_warmup_iters=0 "
+                "checkpoint.save=" +
+                ckpt);
+  ASSERT_EQ(train.rc, 0) << train.out;
+  const auto r = generate_json(ckpt, "--tokenizer " + shell_quote((dir_ / "tok").string()) +
+                                         " --prompt 'The river' --max-new-tokens 6 --ignore-eos");
+  EXPECT_EQ(r["tokens"][0].size(), 6u);
+  EXPECT_NE(r["model"].get<std::string>().find("iter_0000003"), std::string::npos) << r.dump();
+}
+
+TEST_F(GenerateCli, ErrorsNameTheFix) {
+  const std::string bare = (dir_ / "bare").string();
+  ASSERT_EQ(run_command("python3 " + kSource + "/tests/checkpoint/make_hf_llama.py --vocab 320 --out " +
+                        shell_quote(bare) + " >/dev/null")
+                .exit_code,
+            0);
+  Result r = stepgraph("generate " + bare + " --cpu --prompt hello");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("no tokenizer.json"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--tokenizer"), std::string::npos) << r.out;
+  r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1,2,3 --max-new-tokens 3");  // no tokenizer needed
+  EXPECT_EQ(r.rc, 0) << r.out;
+  r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1,2,320");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("outside the model's vocabulary"), std::string::npos) << r.out;
+  r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1 --temperature -1");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("--temperature"), std::string::npos) << r.out;
+  r = stepgraph("generate " + (dir_ / "nope").string() + " --cpu --prompt-tokens 1");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("no such directory"), std::string::npos) << r.out;
+  r = stepgraph("generate " + bare + " --cpu");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--prompt"), std::string::npos) << r.out;
+  // Python without site-packages has no `tokenizers`: the server's message comes through.
+  const std::string wrapper = (dir_ / "python_without_packages").string();
+  std::ofstream(wrapper) << "#!/bin/sh\nexec python3 -S \"$@\"\n";
+  fs::permissions(wrapper, fs::perms::owner_all);
+  r = stepgraph("generate " + (dir_ / "hf").string() + " --cpu --prompt hello", false, "STEPGRAPH_PYTHON=" + wrapper);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("tokenizers"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("scripts/setup.sh"), std::string::npos) << r.out;
+  r = stepgraph("generate " + (dir_ / "hf").string() + " --cpu --prompt hello", false,
+                "STEPGRAPH_PYTHON=/nonexistent/python3");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("STEPGRAPH_PYTHON"), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,111 @@
+// Config inputs that used to be misread or reported confusingly (issue 17): numbers that underflow
+// to 0 or a denormal, a NUL byte in a recipe, an empty list item, an unknown recipe name; and the
+// checkpoint-directory keys and the NaN-check note (rule 5) that replaced a refusal.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/validate.h"
+
+namespace sg::config {
+namespace {
+
+std::string config_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string override_error(const std::string& text) {
+  return config_error([&] {
+    Config c;
+    apply_override(c, text);
+  });
+}
+
+TEST(HostileConfig, UnderflowToZeroOrDenormalIsRefused) {
+  // 1e400 was refused while 1e-400 silently became 0.0 (a learning rate of 0 trains nothing).
+  std::string e = override_error("optimizer.lr=1e-400");
+  EXPECT_NE(e.find("optimizer.lr"), std::string::npos) << e;
+  EXPECT_NE(e.find("magnitude at least 2.2e-308, or 0"), std::string::npos) << e;
+  EXPECT_NE(override_error("optimizer.adam_eps=4e-320").find("2.2e-308"), std::string::npos);  // denormal
+  EXPECT_NE(override_error("optimizer.lr=1e400").find("double range"), std::string::npos);
+  e = config_error([] { load_config_yaml("optimizer:\n  lr: 1.0e-999\n", "r.yaml"); });
+  EXPECT_NE(e.find("r.yaml:2:"), std::string::npos) << e;
+  // Zero written as zero, and small normal numbers, stay valid.
+  for (const char* ok : {"optimizer.min_lr=0", "optimizer.min_lr=0.0", "optimizer.min_lr=0e-999",
+                         "optimizer.adam_eps=1e-300", "optimizer.lr=-0.0"}) {
+    EXPECT_EQ(override_error(ok), "") << ok;
+  }
+  Config c;
+  apply_override(c, "optimizer.adam_eps=2.5e-308");
+  EXPECT_DOUBLE_EQ(c.optimizer.adam_eps, 2.5e-308);
+}
+
+TEST(HostileConfig, ANulByteInARecipeIsNamedWithItsLine) {
+  const std::string text = std::string("model:\n  num_layers: 2\n  hidden_size: \"a\\g") + '\0' + "\"\n";
+  const std::string e = config_error([&] { load_config_yaml(text, "nul.yaml"); });
+  EXPECT_NE(e.find("nul.yaml:3: the file holds a NUL byte"), std::string::npos) << e;
+  EXPECT_EQ(e.find("unknown escape"), std::string::npos) << e;
+}
+
+TEST(HostileConfig, AnEmptyListItemSaysWhichItem) {
+  std::string e = override_error("model.cuda_graph_scope=attn,,mlp");
+  EXPECT_NE(e.find("item 2 of the list is empty"), std::string::npos) << e;
+  EXPECT_EQ(e.find("list a list"), std::string::npos) << e;
+  e = config_error([] { load_config_yaml("dataset:\n  data_path: [a, '', b]\n", "r.yaml"); });
+  EXPECT_NE(e.find("item 2 of the list is empty"), std::string::npos) << e;
+}
+
+TEST(HostileConfig, AnUnknownRecipeMessageReadsAsSentences) {
+  const std::string e = config_error([] { find_recipe("zzzz_no_such_recipe"); });
+  EXPECT_NE(e.find("no shipped recipe has that name. Shipped recipes: "), std::string::npos) << e;
+  EXPECT_EQ(e.find("name Shipped"), std::string::npos) << e;
+}
+
+TEST(CheckpointKeys, AutoResumeAndOverwriteAreKeysThatContradictEachOther) {
+  Config c = load_config("llama/tiny", {"checkpoint.save=/tmp/x", "checkpoint.auto_resume=true"});
+  EXPECT_TRUE(c.checkpoint.auto_resume);
+  EXPECT_FALSE(c.checkpoint.overwrite);
+  EXPECT_TRUE(validate(c).ok());
+  for (const std::vector<std::string>& both :
+       {std::vector<std::string>{"checkpoint.save=/tmp/x", "checkpoint.auto_resume=true", "checkpoint.overwrite=true"},
+        std::vector<std::string>{"checkpoint.save=/tmp/x", "checkpoint.load=/tmp/x", "checkpoint.overwrite=true"}}) {
+    const ValidationReport r = validate(load_config("llama/tiny", both));
+    ASSERT_EQ(r.violations.size(), 1u);
+    EXPECT_EQ(r.violations[0].rule, 16);
+    EXPECT_NE(r.violations[0].message.find("checkpoint.overwrite"), std::string::npos);
+  }
+}
+
+TEST(NanChecks, AWholeStepGraphKeepsTheChecksWithANote) {
+  // Rule 5 was a refusal (Megatron's host-side checks cannot run inside a whole-step graph); the
+  // flags are device-side here, so it is a note and the checks stay on.
+  const ValidationReport r =
+      validate(load_config("llama/tiny", {"model.cuda_graph_impl=local", "rerun_state_machine.check_for_nan_in_loss=true",
+                                          "ddp.check_for_nan_in_grad=true"}));
+  EXPECT_TRUE(r.ok()) << (r.violations.empty() ? "" : format_violation(r.violations[0]));
+  EXPECT_TRUE(r.config.rerun_state_machine.check_for_nan_in_loss);
+  EXPECT_TRUE(r.config.ddp.check_for_nan_in_grad);
+  bool noted = false;
+  for (const Note& n : r.notes) noted |= n.rule == 5 && n.message.find("inside the graph") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+TEST(NanChecks, EveryShippedRecipeStopsOnNaN) {
+  for (const auto& name : shipped_recipe_names()) {
+    SCOPED_TRACE(name);
+    const Config c = load_config(name);
+    EXPECT_TRUE(c.rerun_state_machine.check_for_nan_in_loss);
+    EXPECT_TRUE(c.ddp.check_for_nan_in_grad);
+  }
+}
+
+}  // namespace
+}  // namespace sg::config

@@ -1,0 +1,119 @@
+// The CPU decoder (the reference backend of `stepgraph generate --cpu`):
+//   * greedy tokens equal the argmax of the logits recomputed from scratch over the whole sequence at
+//     every step (tests/model/reference_forward.h: training attention, no KV cache), for untied and
+//     tied embeddings, GQA and Llama 3 RoPE scaling, and its logits match that recomputation;
+//   * generation is deterministic (greedy, and sampling with a seed; another seed draws differently);
+//   * a batch of prompts of different lengths gives each prompt's greedy tokens as it alone does;
+//   * a request it cannot serve is refused naming the option.
+#include "model/cpu_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "model/init.h"
+#include "model/reference_forward.h"
+#include "test_util.h"
+
+namespace sg {
+namespace {
+
+model::DecodeSpec decode_spec(int64_t batch, int64_t max_prompt, int64_t max_new, float temperature = 0.0f,
+                              uint64_t seed = 1) {
+  return test::decode_request(batch, max_prompt, max_new, temperature, 0, seed);
+}
+
+std::vector<std::vector<int32_t>> generate(const model::ModelSpec& m, const std::vector<float>& w,
+                                           const model::DecodeSpec& d, const std::vector<std::vector<int32_t>>& prompts,
+                                           std::vector<float>* last_logits = nullptr) {
+  model::CpuDecoder decoder(m, w, d);
+  decoder.start(prompts);
+  decoder.decode(d.max_new_tokens - 1);
+  if (last_logits) *last_logits = decoder.last_logits();
+  return decoder.generated();
+}
+
+void expect_greedy_equals_full_recompute(const model::ModelSpec& m, uint64_t seed) {
+  const auto w = model::initial_parameters(model::ParamLayout(m), seed);
+  const std::vector<int32_t> prompt = {3, 17, 42, 8, 60};
+  const int64_t max_new = 12;
+  std::vector<float> last;
+  const auto out = generate(m, w, decode_spec(1, 5, max_new), {prompt}, &last);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(static_cast<int64_t>(out[0].size()), max_new);
+  std::vector<int32_t> seq = prompt;
+  std::vector<float> logits;
+  for (int64_t i = 0; i < max_new; ++i) {
+    logits = test::full_sequence_logits(m, w, seq);
+    ASSERT_EQ(out[0][i], test::argmax_last_row(logits, m.vocab_size)) << "token " << i;
+    seq.push_back(out[0][i]);
+  }
+  // The logits of the last step (sequence without its last token) agree with the recomputation.
+  seq.pop_back();
+  logits = test::full_sequence_logits(m, w, seq);
+  const std::vector<float> want(logits.end() - m.vocab_size, logits.end());
+  EXPECT_LT(test::relative_error(last, want), 1e-5);
+}
+
+TEST(CpuDecoder, GreedyEqualsArgmaxOfFullRecompute) {
+  expect_greedy_equals_full_recompute(test::decoder_test_spec(), 7);
+}
+
+TEST(CpuDecoder, GreedyEqualsFullRecomputeTiedGqaRopeScaling) {
+  auto m = test::decoder_test_spec();
+  m.share_embeddings_and_output_weights = true;
+  m.num_query_groups = 1;
+  m.rope_scaling.factor = 8.0;
+  m.rope_scaling.original_max_position_embeddings = 64.0;  // head_dim 8, base 1e4: pairs in every regime
+  expect_greedy_equals_full_recompute(m, 8);
+}
+
+TEST(CpuDecoder, DeterministicAndSeeded) {
+  const auto m = test::decoder_test_spec();
+  const auto w = model::initial_parameters(model::ParamLayout(m), 9);
+  const std::vector<std::vector<int32_t>> prompt = {{1, 2, 3}};
+  EXPECT_EQ(generate(m, w, decode_spec(1, 3, 10), prompt), generate(m, w, decode_spec(1, 3, 10), prompt));
+  const auto a = generate(m, w, decode_spec(1, 3, 16, 1.5f, 1), prompt);
+  EXPECT_EQ(a, generate(m, w, decode_spec(1, 3, 16, 1.5f, 1), prompt));
+  EXPECT_NE(a, generate(m, w, decode_spec(1, 3, 16, 1.5f, 2), prompt));
+  // The same decoder restarted gives the same tokens (start() resets the cache and the history).
+  model::CpuDecoder decoder(m, w, decode_spec(1, 3, 16, 1.5f, 1));
+  for (int run = 0; run < 2; ++run) {
+    decoder.start(prompt);
+    decoder.decode(15);
+    EXPECT_EQ(decoder.generated(), a) << "run " << run;
+  }
+}
+
+TEST(CpuDecoder, BatchEqualsEachPromptAlone) {
+  const auto m = test::decoder_test_spec();
+  const auto w = model::initial_parameters(model::ParamLayout(m), 10);
+  const std::vector<std::vector<int32_t>> prompts = {{5, 6, 7}, {9, 1, 1, 2, 33, 4, 0}, {63}};
+  const auto batch = generate(m, w, decode_spec(3, 7, 9), prompts);
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    const auto p = static_cast<int64_t>(prompts[b].size());
+    EXPECT_EQ(batch[b], generate(m, w, decode_spec(1, p, 9), {prompts[b]})[0]) << "prompt " << b;
+  }
+}
+
+TEST(CpuDecoder, RefusesWhatItCannotServe) {
+  const auto m = test::decoder_test_spec();
+  const auto w = model::initial_parameters(model::ParamLayout(m), 11);
+  model::CpuDecoder decoder(m, w, decode_spec(1, 4, 3));
+  EXPECT_NE(test::thrown_message([&] {
+              decoder.start({{1, 2, 3, 4, 5}});
+            }).find("more than the 4 planned"),
+            std::string::npos);
+  EXPECT_NE(test::thrown_message([&] {
+              decoder.start({{1, 64}});
+            }).find("outside the model's vocabulary"),
+            std::string::npos);
+  EXPECT_NE(test::thrown_message([&] { decoder.start({{}}); }).find("no tokens"), std::string::npos);
+  decoder.start({{1, 2}});
+  EXPECT_NE(test::thrown_message([&] { decoder.decode(3); }).find("exceed max_new_tokens"), std::string::npos);
+  auto bad = decode_spec(1, 4, 3, -1.0f);
+  EXPECT_NE(test::thrown_message([&] { model::CpuDecoder(m, w, bad); }).find("--temperature"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sg

@@ -1,0 +1,175 @@
+// checkpoint.pretrained_checkpoint on the CPU backend, in process:
+//   * a Hugging Face folder (tests/checkpoint/make_hf_llama.py) with the recipe's shape keys unset: the
+//     shapes come from its config.json and step 1's loss equals the loss the CPU model computes with
+//     the folder's weights on the batch that step saw (so the weights, not an init, were trained);
+//   * a stepgraph checkpoint folder the same way (its fp32 main weights), at step 0 with a fresh
+//     optimizer;
+//   * set shape keys that disagree are refused, each (key, folder value, configured value) listed
+//     with the override that fixes it;
+//   * checkpoint.load wins when it holds a checkpoint (resume), pretrained_checkpoint otherwise.
+#include "train/pretrained.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "checkpoint/hf_import.h"
+#include "checkpoint/safetensors.h"
+#include "config/model_config.h"
+#include "config/validate.h"
+#include "model/cpu_model.h"
+#include "process_util.h"
+#include "test_util.h"
+#include "train/backend_factory.h"
+#include "train/trainer.h"
+
+namespace sg {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Scratch {
+  fs::path path = fs::temp_directory_path() / ("sg_pretrained_" + std::to_string(::getpid()));
+  Scratch() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~Scratch() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string make_hf_folder(const std::string& dir) {
+  const auto r = test::run_command("python3 " + std::string(STEPGRAPH_SOURCE_DIR) +
+                                   "/tests/checkpoint/make_hf_llama.py --dtype bf16 --shards 2 --std 0.05 --out " +
+                                   test::shell_quote(dir) + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return dir;
+}
+
+// llama/tiny on mock data, 16-token sequences, 2 per step; the shape keys unset unless `overrides` set them.
+config::Config tiny_config(const std::vector<std::string>& overrides) {
+  std::vector<std::string> all = {
+      "model.num_layers=0",          "model.hidden_size=0",        "model.num_attention_heads=0",
+      "model.num_query_groups=null", "model.ffn_hidden_size=null", "model.vocab_size=null",
+      "model.seq_length=16",         "dataset.seq_length=16",      "train.micro_batch_size=2",
+      "train.global_batch_size=2",   "train.train_iters=2",        "logger.log_interval=1",
+      "scheduler.lr_warmup_iters=0"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return config::load_config("llama/tiny", all);
+}
+
+train::TrainSummary run(const config::Config& config, const std::string& run_dir, const std::string& batches = "") {
+  train::TrainOptions o;
+  o.run_dir = run_dir;
+  o.force_cpu = true;
+  o.dump_batches_dir = batches;
+  return train::train(config, o);
+}
+
+model::HostBatch read_batch(const std::string& path) {
+  const checkpoint::SafetensorsFile f(path);
+  model::HostBatch b;
+  auto copy = [&](const char* name, auto& out) {
+    const auto* e = f.find(name);
+    out.resize(e->nbytes / 4);
+    std::memcpy(out.data(), e->data, e->nbytes);
+  };
+  copy("tokens", b.tokens);
+  copy("targets", b.targets);
+  copy("loss_mask", b.loss_mask);
+  return b;
+}
+
+// The loss of step 1 as the CPU model computes it from `folder`'s weights on the dumped batch.
+double expected_first_loss(const config::Config& raw, const std::string& folder, const std::string& batch_file) {
+  const config::Config c = config::validate(train::apply_pretrained_shapes(raw)).config;
+  const model::ModelSpec spec = config::model_spec(c);
+  model::CpuModel cpu(spec, config::batch_spec(c), train::optimizer_spec(c), {static_cast<uint64_t>(c.rng.seed), 0});
+  std::vector<float> weights;
+  checkpoint::load_hf_weights(checkpoint::resolve_model_folder(folder, "test"), cpu.layout(), weights,
+                              checkpoint::WeightSource::main_params);
+  const std::vector<float> zeros(weights.size(), 0.0f);
+  cpu.load_state(weights, zeros, zeros, 0, {static_cast<uint64_t>(c.rng.seed), 0});
+  return cpu.compute_loss(read_batch(batch_file), 0);
+}
+
+TEST(Pretrained, HuggingFaceFolderShapesAndWeights) {
+  Scratch dir;
+  const std::string hf = make_hf_folder(dir / "hf");
+  const config::Config c = tiny_config({"checkpoint.pretrained_checkpoint=" + hf});
+  const config::Config shaped = train::apply_pretrained_shapes(c);
+  EXPECT_EQ(shaped.model.num_layers, 2);
+  EXPECT_EQ(shaped.model.hidden_size, 32);
+  EXPECT_EQ(shaped.model.num_attention_heads, 4);
+  EXPECT_EQ(shaped.model.num_query_groups, 2);
+  EXPECT_EQ(shaped.model.ffn_hidden_size, 48);
+  EXPECT_EQ(shaped.model.vocab_size, 64);
+  const auto summary = run(c, dir / "run", dir / "batches");
+  EXPECT_EQ(summary.steps_done, 2);
+  EXPECT_EQ(summary.first_loss,
+            static_cast<float>(expected_first_loss(c, hf, dir / "batches/batch_0000001.safetensors")));
+  // A from-scratch run of the same shapes starts elsewhere: the weights above were the folder's.
+  config::Config from_scratch = shaped;
+  from_scratch.checkpoint.pretrained_checkpoint.reset();
+  const auto scratch = run(from_scratch, dir / "run_scratch");
+  EXPECT_NE(scratch.first_loss, summary.first_loss);
+}
+
+TEST(Pretrained, OwnCheckpointFolderAtStepZeroWithFreshOptimizer) {
+  Scratch dir;
+  const std::string hf = make_hf_folder(dir / "hf");
+  // Run A: 2 steps from the HF folder, saved at step 2 (a stepgraph checkpoint).
+  run(tiny_config({"checkpoint.pretrained_checkpoint=" + hf, "checkpoint.save=" + (dir / "a")}), dir / "run_a");
+  // Run B: starts from run A's checkpoint at step 0.
+  const config::Config b = tiny_config({"checkpoint.pretrained_checkpoint=" + (dir / "a"), "train.train_iters=1"});
+  const auto summary = run(b, dir / "run_b", dir / "batches_b");
+  EXPECT_EQ(summary.steps_done, 1);
+  EXPECT_EQ(summary.first_loss,
+            static_cast<float>(expected_first_loss(b, dir / "a", dir / "batches_b/batch_0000001.safetensors")));
+}
+
+TEST(Pretrained, MismatchedShapesListEachKeyAndTheFix) {
+  Scratch dir;
+  const std::string hf = make_hf_folder(dir / "hf");
+  const config::Config c = tiny_config({"checkpoint.pretrained_checkpoint=" + hf, "model.hidden_size=48",
+                                        "model.share_embeddings_and_output_weights=true", "model.rotary_base=500000"});
+  const std::string error = test::thrown_message([&] { train::apply_pretrained_shapes(c); });
+  EXPECT_NE(error.find("3 differences"), std::string::npos) << error;
+  EXPECT_NE(error.find("model.hidden_size: config.json hidden_size = 32, configured 48"), std::string::npos) << error;
+  EXPECT_NE(error.find("model.share_embeddings_and_output_weights: config.json tie_word_embeddings = false"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("model.rotary_base: config.json rope_theta = 10000, configured 500000"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("model.hidden_size=32 model.rotary_base=10000 model.share_embeddings_and_output_weights=false"),
+            std::string::npos)
+      << error;
+  // Through train() too, before anything runs.
+  EXPECT_NE(test::thrown_message([&] { run(c, dir / "run"); }).find("checkpoint.pretrained_checkpoint"),
+            std::string::npos);
+}
+
+TEST(Pretrained, LoadWinsWhenItHoldsACheckpoint) {
+  Scratch dir;
+  const std::string hf = make_hf_folder(dir / "hf");
+  const std::string pre = "checkpoint.pretrained_checkpoint=" + hf;
+  // checkpoint.load names an empty folder: the run starts from the pretrained weights and saves there.
+  fs::create_directories(dir / "ckpt");
+  const config::Config first =
+      tiny_config({pre, "checkpoint.load=" + (dir / "ckpt"), "checkpoint.save=" + (dir / "ckpt")});
+  EXPECT_FALSE(train::has_checkpoint_to_resume(first));
+  const auto a = run(first, dir / "run_a", dir / "batches_a");
+  EXPECT_EQ(a.first_loss,
+            static_cast<float>(expected_first_loss(first, hf, dir / "batches_a/batch_0000001.safetensors")));
+  // Now it holds step 2: the same command with more steps resumes there instead.
+  const config::Config again = tiny_config(
+      {pre, "checkpoint.load=" + (dir / "ckpt"), "checkpoint.save=" + (dir / "ckpt"), "train.train_iters=3"});
+  EXPECT_TRUE(train::has_checkpoint_to_resume(again));
+  const auto b = run(again, dir / "run_b");
+  EXPECT_EQ(b.steps_done, 3);
+}
+
+}  // namespace
+}  // namespace sg

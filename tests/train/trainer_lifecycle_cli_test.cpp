@@ -1,0 +1,250 @@
+// `stepgraph train` as a hostile tester drives it (issue 17), through the real binary on the CPU
+// backend: NaN stops that never save a non-finite state, save directories that belong to one run
+// (resume / refuse / overwrite, one run at a time), metrics that agree with the checkpoint, and bad
+// input refused before training: an unusable save path, a config that does not fit in host memory,
+// a damaged train state. Each case failed (or passed silently) before.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "checkpoint/finite_check.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/save_dir_lock.h"
+#include "train_cli_fixture.h"
+
+namespace {
+
+using namespace sg::test::train_cli;
+namespace fs = std::filesystem;
+
+size_t occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// Every float in every safetensors file of an iteration folder is finite.
+void expect_all_finite(const fs::path& folder) {
+  for (const char* file : {"model.safetensors", "optimizer_main_params.safetensors", "optimizer_exp_avg.safetensors",
+                           "optimizer_exp_avg_sq.safetensors"}) {
+    const auto bad = sg::checkpoint::find_nonfinite(sg::checkpoint::SafetensorsFile((folder / file).string()));
+    EXPECT_FALSE(bad.has_value()) << folder / file << ": " << (bad ? describe(*bad) : "");
+  }
+}
+
+using TrainerLifecycleTest = TrainerCliTest;
+
+// lr 1e30: Adam's first update moves every weight by about 1e30, so step 2 overflows.
+const std::vector<std::string> kDiverges = {"optimizer.lr=1e30", "train.train_iters=10", "checkpoint.save_interval=1"};
+
+TEST_F(TrainerLifecycleTest, ANanStopsTheRunWithExit3AndNothingNonFiniteIsSaved) {
+  // The recipe's defaults: both checks on.
+  std::vector<std::string> args = kDiverges;
+  args.insert(args.end(), {"checkpoint.save=" + path("ckpt"), "--run-dir", path("run")});
+  const RunResult r = train(args, "nan");
+  EXPECT_EQ(r.rc, 3) << r.all();
+  const size_t finished = count_lines(path("run") + "/metrics.jsonl");
+  ASSERT_GE(finished, 1u) << r.all();
+  const std::string step = "step " + std::to_string(finished + 1) + ":";
+  EXPECT_NE(r.err.find("error: " + step), std::string::npos) << r.all();
+  EXPECT_EQ(occurrences(r.err, step), 1u) << "reported once, before the backend is released:\n" << r.err;
+  EXPECT_NE(r.err.find("rerun_state_machine.check_for_nan_in_loss"), std::string::npos) << r.err;
+  // Saved: every finished step (save_interval 1), never the non-finite one.
+  EXPECT_EQ(trim(read_file(path("ckpt") + "/latest_checkpointed_iteration.txt")), std::to_string(finished));
+  for (const auto& e : fs::directory_iterator(path("ckpt"))) {
+    if (e.is_directory()) expect_all_finite(e.path());
+  }
+}
+
+TEST_F(TrainerLifecycleTest, WithTheChecksOffANonFiniteStateIsStillNeverSaved) {
+  std::vector<std::string> args = kDiverges;
+  args.insert(args.end(), {"rerun_state_machine.check_for_nan_in_loss=false", "ddp.check_for_nan_in_grad=false",
+                           "checkpoint.save=" + path("ckpt"), "--run-dir", path("run")});
+  const RunResult r = train(args, "nan_unchecked");
+  EXPECT_EQ(r.rc, 3) << r.all();
+  EXPECT_NE(r.err.find("not saving a checkpoint"), std::string::npos) << r.all();
+  EXPECT_NE(r.err.find("non-finite"), std::string::npos) << r.all();
+  const std::string latest = trim(read_file(path("ckpt") + "/latest_checkpointed_iteration.txt"));
+  ASSERT_FALSE(latest.empty()) << r.all();
+  for (const auto& e : fs::directory_iterator(path("ckpt"))) {
+    if (e.is_directory()) expect_all_finite(e.path());
+  }
+}
+
+TEST_F(TrainerLifecycleTest, ASaveDirectoryWithCheckpointsIsResumedRefusedOrOverwritten) {
+  const std::string ow = path("ow");
+  RunResult r = train({"train.train_iters=5", "checkpoint.save=" + ow, "--run-dir", path("run_a")}, "a");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  const std::string first = read_file(ow + "/iter_0000005/model.safetensors");
+
+  // Another run (another shape, too) is refused: nothing in ow changes.
+  r = train({"train.train_iters=2", "model.hidden_size=128", "model.ffn_hidden_size=256", "checkpoint.save=" + ow,
+             "--run-dir", path("run_b")},
+            "b");
+  EXPECT_EQ(r.rc, 1) << r.all();
+  for (const char* option : {"already holds checkpoints", "checkpoint.load=", "checkpoint.auto_resume=true",
+                             "checkpoint.overwrite=true", "latest 5"}) {
+    EXPECT_NE(r.err.find(option), std::string::npos) << option << "\n" << r.err;
+  }
+  EXPECT_FALSE(fs::exists(path("run_b") + "/metrics.jsonl"));
+  EXPECT_TRUE(read_file(ow + "/iter_0000005/model.safetensors") == first);
+  EXPECT_EQ(trim(read_file(ow + "/latest_checkpointed_iteration.txt")), "5");
+
+  // checkpoint.auto_resume continues it; so does Bridge's checkpoint.load = checkpoint.save.
+  r = train({"train.train_iters=6", "checkpoint.save=" + ow, "checkpoint.auto_resume=true", "--run-dir",
+             path("run_c")},
+            "c");
+  EXPECT_EQ(r.rc, 0) << r.all();
+  EXPECT_NE(r.err.find("resumed from " + ow + "/iter_0000005"), std::string::npos) << r.all();
+  r = train({"train.train_iters=7", "checkpoint.save=" + ow, "checkpoint.load=" + ow, "--run-dir", path("run_d")}, "d");
+  EXPECT_EQ(r.rc, 0) << r.all();
+  EXPECT_NE(r.err.find("resumed from " + ow + "/iter_0000006"), std::string::npos) << r.all();
+
+  // An older iteration of the same directory would move `latest` backwards: refused.
+  r = train({"train.train_iters=8", "checkpoint.save=" + ow, "checkpoint.load=" + ow + "/iter_0000005", "--run-dir",
+             path("run_e")},
+            "e");
+  EXPECT_EQ(r.rc, 1) << r.all();
+  EXPECT_NE(r.err.find("older iteration"), std::string::npos) << r.all();
+
+  // checkpoint.overwrite deletes them and starts over.
+  r = train({"train.train_iters=2", "model.hidden_size=128", "model.ffn_hidden_size=256", "checkpoint.save=" + ow,
+             "checkpoint.overwrite=true", "--run-dir", path("run_f")},
+            "f");
+  EXPECT_EQ(r.rc, 0) << r.all();
+  EXPECT_NE(r.err.find("checkpoint.overwrite: removed iterations 5, 6, 7"), std::string::npos) << r.all();
+  EXPECT_EQ(trim(read_file(ow + "/latest_checkpointed_iteration.txt")), "2");
+  std::vector<std::string> folders;
+  for (const auto& e : fs::directory_iterator(ow))
+    if (e.is_directory()) folders.push_back(e.path().filename().string());
+  EXPECT_EQ(folders, std::vector<std::string>{"iter_0000002"});
+}
+
+TEST_F(TrainerLifecycleTest, ASecondRunOnTheSaveDirectoryIsRefusedNamingTheHoldersPid) {
+  // This test process plays the first run: it holds the lock as a run does.
+  const sg::checkpoint::SaveDirLock held = sg::checkpoint::SaveDirLock::acquire(path("ckpt"), "checkpoint.save");
+  const RunResult r = train({"train.train_iters=2", "checkpoint.save=" + path("ckpt"), "--run-dir", path("run")}, "second");
+  EXPECT_EQ(r.rc, 1) << r.all();
+  EXPECT_NE(r.err.find("in use by another stepgraph run (pid " + std::to_string(::getpid()) + " holds"),
+            std::string::npos)
+      << r.all();
+  EXPECT_FALSE(fs::exists(path("run") + "/metrics.jsonl")) << "refused before any step";
+}
+
+TEST_F(TrainerLifecycleTest, AnUnusableSaveDirectoryIsRefusedBeforeTheFirstStep) {
+  std::ofstream(path("a_file")) << "not a directory";
+  const RunResult r = train({"train.train_iters=50", "checkpoint.save=" + path("a_file"), "--run-dir", path("run")},
+                            "file");
+  EXPECT_EQ(r.rc, 1) << r.all();
+  EXPECT_NE(r.err.find("checkpoint.save " + path("a_file") + " is a file, not a directory"), std::string::npos)
+      << r.all();
+  EXPECT_FALSE(fs::exists(path("run") + "/metrics.jsonl")) << "refused before any step";
+}
+
+TEST_F(TrainerLifecycleTest, MetricsAreCutBackToTheCheckpointOnResume) {
+  // A run reaches 8 with checkpoints at 5 and 8; resuming from 5 in the same run directory must
+  // replace steps 6-8, not append them a second time.
+  RunResult r = train({"train.train_iters=8", "checkpoint.save=" + path("ckpt"), "checkpoint.save_interval=5",
+                       "--run-dir", path("run")},
+                      "first");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  r = train({"train.train_iters=8", "checkpoint.load=" + path("ckpt") + "/iter_0000005", "--run-dir", path("run")},
+            "resume");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  EXPECT_NE(r.err.find("removed 3 records after step 5"), std::string::npos) << r.all();
+  EXPECT_NE(r.err.find("trained 3 steps (5 -> 8)"), std::string::npos) << r.all();
+  std::vector<int64_t> steps;
+  for (const auto& m : read_metrics(path("run") + "/metrics.jsonl")) steps.push_back(m.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+
+  // At the end already: nothing to train, and no "trained ... metrics in <empty>" line.
+  r = train({"train.train_iters=8", "checkpoint.load=" + path("ckpt"), "--run-dir", path("run")}, "done");
+  EXPECT_EQ(r.rc, 0) << r.all();
+  EXPECT_NE(r.err.find("nothing to train"), std::string::npos) << r.all();
+  EXPECT_EQ(r.err.find("trained "), std::string::npos) << r.all();
+}
+
+TEST_F(TrainerLifecycleTest, AFullDiskForMetricsFailsTheRunAfterSavingIt) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  fs::create_directories(path("run"));
+  fs::create_symlink("/dev/full", path("run") + "/metrics.jsonl");  // every write: ENOSPC
+  const RunResult r = train({"train.train_iters=20", "checkpoint.save=" + path("ckpt"), "--run-dir", path("run")},
+                            "full");
+  EXPECT_EQ(r.rc, 1) << r.all();
+  EXPECT_NE(r.err.find("cannot write metrics file " + path("run") + "/metrics.jsonl at step 1"), std::string::npos)
+      << r.all();
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.all();
+  EXPECT_NE(r.err.find("the run stopped after saving step 1"), std::string::npos) << r.all();
+  EXPECT_EQ(trim(read_file(path("ckpt") + "/latest_checkpointed_iteration.txt")), "1");
+}
+
+TEST_F(TrainerLifecycleTest, AConfigThatDoesNotFitInHostMemoryIsRefusedWithThePlan) {
+  struct Case {
+    std::vector<std::string> overrides;
+    std::string key;  // the key the message points at
+  };
+  const Case cases[] = {
+      {{"model.num_layers=100000", "model.hidden_size=4096", "model.ffn_hidden_size=11008",
+        "model.num_attention_heads=32", "model.num_query_groups=32"},
+       "model.num_layers"},
+      {{"model.seq_length=65536", "dataset.seq_length=65536", "train.micro_batch_size=65536",
+        "train.global_batch_size=65536"},
+       "train.micro_batch_size"},
+      {{"model.vocab_size=2000000000"}, "model.vocab_size"},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.overrides;
+    args.insert(args.end(), {"train.train_iters=2", "--run-dir", path("run")});
+    const RunResult r = train(args, "memory" + std::to_string(i++));
+    SCOPED_TRACE(c.key);
+    EXPECT_EQ(r.rc, 1) << r.all();
+    EXPECT_NE(r.err.find("of host memory"), std::string::npos) << r.all();
+    EXPECT_NE(r.err.find("is available ("), std::string::npos) << r.all();
+    EXPECT_NE(r.err.find("Nothing was allocated"), std::string::npos) << r.all();
+    EXPECT_NE(r.err.find(c.key), std::string::npos) << r.all();
+    EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.all();
+    EXPECT_LT(r.seconds, 60.0) << "refused before allocating, not after growing";
+  }
+}
+
+TEST_F(TrainerLifecycleTest, ADamagedTrainStateIsRefusedWithoutSourcePaths) {
+  const RunResult saved = train({"train.train_iters=2", "checkpoint.save=" + path("ckpt"), "--run-dir", path("run")},
+                                "save");
+  ASSERT_EQ(saved.rc, 0) << saved.all();
+  const std::string state_path = path("ckpt") + "/iter_0000002/train_state.json";
+  const nlohmann::json good = nlohmann::json::parse(read_file(state_path));
+  struct Damage {
+    std::string key;
+    nlohmann::json value;
+    std::string expected;
+  };
+  const Damage damages[] = {
+      {"rng_state", "00", "rng_state has 1 bytes"},
+      {"consumed_samples", nlohmann::json(UINT64_MAX), "consumed_samples 18446744073709551615 does not fit iteration 2"},
+  };
+  for (const Damage& d : damages) {
+    SCOPED_TRACE(d.key);
+    nlohmann::json bad = good;
+    if (d.key == "consumed_samples") {
+      bad["data_position"]["consumed_samples"] = d.value;
+      bad["data_position"]["per_source"] = nlohmann::json::array({d.value});
+    } else {
+      bad[d.key] = d.value;
+    }
+    std::ofstream(state_path, std::ios::trunc) << bad.dump(2);
+    const RunResult r = train({"train.train_iters=4", "checkpoint.load=" + path("ckpt"), "--run-dir", path("run2")},
+                              "load_" + d.key);
+    EXPECT_EQ(r.rc, 1) << r.all();
+    EXPECT_NE(r.err.find(d.expected), std::string::npos) << r.all();
+    EXPECT_EQ(r.err.find(".cpp:"), std::string::npos) << "a source path in a user-facing error:\n" << r.err;
+  }
+}
+
+}  // namespace
