@@ -3,10 +3,8 @@
 bench/ssd_scan_bench.cu, for the issue-12 table "the SSD scan alone vs mamba_ssm".
 
 mamba_ssm's package __init__ imports its compiled CUDA extension, which the GPU machine does not have, so
-this script registers empty package modules for `mamba_ssm`, `mamba_ssm.ops`, `mamba_ssm.ops.triton` and
-`mamba_ssm.utils` pointing at the source tree, then imports ops/triton/ssd_combined.py (pure Python + Triton)
-directly. Needs torch, triton and einops (a wheel folder may be given with --wheels; see
-scripts/fetch_mamba_ssm.sh).
+bench/mamba_ssm_src.py imports ops/triton/ssd_combined.py (pure Python + Triton) from the source tree directly.
+Needs torch, triton and einops (third_party/wheels or --wheels; see scripts/fetch_mamba_ssm.sh).
 
   python3 bench/mamba_ssd_reference.py --mamba-src third_party/mamba_ssm-2.3.2 [--iters 50] [--warmup 10]
 
@@ -15,24 +13,11 @@ Prints a table like ssd_scan_bench's; --json FILE also writes the numbers.
 """
 import argparse
 import glob
-import importlib
 import json
 import os
 import sys
-import types
 
-
-def import_ssd_combined(src_root):
-    pkg_dir = os.path.join(src_root, "mamba_ssm")
-    if not os.path.isfile(os.path.join(pkg_dir, "ops", "triton", "ssd_combined.py")):
-        sys.exit(f"mamba_ssd_reference: no mamba_ssm/ops/triton/ssd_combined.py under {src_root}; pass the folder "
-                 "that holds the mamba_ssm package (scripts/fetch_mamba_ssm.sh prepares one)")
-    for name, rel in (("mamba_ssm", ""), ("mamba_ssm.ops", "ops"), ("mamba_ssm.ops.triton", "ops/triton"),
-                      ("mamba_ssm.utils", "utils")):
-        module = types.ModuleType(name)
-        module.__path__ = [os.path.join(pkg_dir, rel)]  # a package: submodules load from the source files
-        sys.modules[name] = module
-    return importlib.import_module("mamba_ssm.ops.triton.ssd_combined")
+import mamba_ssm_src
 
 
 def median(values):
@@ -76,7 +61,8 @@ def bench_shape(ssd, torch, batch, seqlen, nheads, ngroups, headdim, dstate, war
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mamba-src", required=True, help="folder holding the mamba_ssm package sources")
+    ap.add_argument("--mamba-src", default=mamba_ssm_src.DEFAULT_SRC,
+                    help="folder holding the mamba_ssm package sources (default third_party/mamba_ssm-2.3.2)")
     ap.add_argument("--wheels", default=None, help="folder of pure-Python wheels to put on sys.path (einops)")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
@@ -87,7 +73,10 @@ def main():
     import torch
     import triton
 
-    ssd = import_ssd_combined(args.mamba_src)
+    try:
+        ssd = mamba_ssm_src.load("ops.triton.ssd_combined", args.mamba_src)
+    except FileNotFoundError as e:
+        sys.exit(f"mamba_ssd_reference: {e}")
     shapes = [(4, 2048, 32, 8, 64, 128), (1, 8192, 32, 8, 64, 128)]
     print(f"SSD scan (mamba_ssm Triton mamba_chunk_scan_combined, torch {torch.__version__}, triton "
           f"{triton.__version__}), chunk 128, median of {args.iters} after {args.warmup} warmup")

@@ -1,152 +1,18 @@
-"""stepgraph's Llama training step in plain PyTorch: the recipe reader, the model and the step that
-bench/torch_reference.py times (see its docstring for the math and the modes).
+"""stepgraph's Llama training step in plain PyTorch: the model and the step that bench/torch_reference.py times (see
+its docstring for the math and the modes), and what the MoE and hybrid models (bench/torch_stack.py) share with it:
+RMSNorm, RoPE, causal attention, the decoder's embedding/head/loss (DecoderLM) and the training step.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from torch_config import BenchConfig
+
 DATA_POOL_BATCHES = 4  # distinct batches, cycled: every mode sees the same batch at the same global step
-
-# ----------------------------------------------------------------------------------------------- configuration
-def _key(section: str, default):
-    return dataclasses.field(default=default, metadata={"section": section})
-
-
-@dataclasses.dataclass
-class BenchConfig:
-    """The recipe keys read (Megatron-Bridge names, recipe key = section.field); defaults as stepgraph's."""
-    vocab_size: int = _key("model", 8192)
-    num_layers: int = _key("model", 4)
-    hidden_size: int = _key("model", 256)
-    ffn_hidden_size: int = _key("model", None)  # None: 4 * hidden_size (Megatron)
-    num_attention_heads: int = _key("model", 4)
-    num_query_groups: int = _key("model", None)  # None: num_attention_heads (no GQA)
-    seq_length: int = _key("model", 256)
-    rotary_base: float = _key("model", 10000.0)
-    layernorm_epsilon: float = _key("model", 1e-5)
-    share_embeddings_and_output_weights: bool = _key("model", False)
-    micro_batch_size: int = _key("train", 4)
-    global_batch_size: int = _key("train", None)  # None: micro_batch_size (one microbatch)
-    lr: float = _key("optimizer", 3e-4)
-    weight_decay: float = _key("optimizer", 0.01)
-    adam_beta1: float = _key("optimizer", 0.9)
-    adam_beta2: float = _key("optimizer", 0.95)
-    adam_eps: float = _key("optimizer", 1e-8)
-    clip_grad: float = _key("optimizer", 1.0)  # <= 0: no clipping (Megatron)
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
-    @property
-    def kv_dim(self) -> int:
-        return self.head_dim * self.num_query_groups
-
-    @property
-    def num_microbatches(self) -> int:
-        return self.global_batch_size // self.micro_batch_size
-
-    @property
-    def tokens_per_step(self) -> int:
-        return self.global_batch_size * self.seq_length
-
-
-RECIPE_KEYS = {f"{f.metadata['section']}.{f.name}": f for f in dataclasses.fields(BenchConfig)}
-# --shrink: small enough for a CPU smoke run, still with GQA and two microbatches.
-SHRINK_OVERRIDES = {"model.vocab_size": 512, "model.num_layers": 2, "model.hidden_size": 64,
-                    "model.num_attention_heads": 4, "model.num_query_groups": 2, "model.ffn_hidden_size": 176,
-                    "model.seq_length": 32, "train.micro_batch_size": 2, "train.global_batch_size": 4}
-
-
-def _coerce(value, kind: str, where: str):
-    """PyYAML reads `1e-5` (no dot) as a string, so numbers are converted here, with an error naming the key."""
-    try:
-        if kind == "bool":
-            if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-                return value.strip().lower() == "true"
-            if not isinstance(value, bool):
-                raise ValueError
-            return value
-        if isinstance(value, bool):
-            raise ValueError
-        if kind == "int":
-            number = float(value)
-            if number != int(number):
-                raise ValueError
-            return int(number)
-        return float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise SystemExit(f"torch_reference: {where}: expected {kind}, got {value!r}") from None
-
-
-def load_config(recipe: str | None, overrides: dict[str, object]) -> BenchConfig:
-    cfg, doc = BenchConfig(), {}
-    if recipe:
-        import yaml  # only needed with a recipe
-        try:
-            with open(recipe, encoding="utf-8") as f:
-                doc = yaml.safe_load(f) or {}
-        except OSError as e:
-            raise SystemExit(f"torch_reference: cannot read recipe {recipe}: {e.strerror}") from None
-        if not isinstance(doc, dict):
-            raise SystemExit(f"torch_reference: {recipe}: expected a mapping at the top level")
-    model_section = doc.get("model") if isinstance(doc.get("model"), dict) else {}
-    for key in ("attention_dropout", "hidden_dropout"):
-        if model_section.get(key):
-            print(f"torch_reference: warning: {recipe}: model.{key} {model_section[key]} is ignored (no dropout here)",
-                  file=sys.stderr)
-    values = {}
-    for key in RECIPE_KEYS:
-        section = doc.get(key.split(".")[0])
-        if isinstance(section, dict) and section.get(key.split(".")[1]) is not None:
-            values[key] = (section[key.split(".")[1]], f"{recipe}: {key}")
-    for key, value in overrides.items():
-        if key not in RECIPE_KEYS:
-            raise SystemExit(f"torch_reference: --set {key}: unknown key; known: {', '.join(RECIPE_KEYS)}")
-        values[key] = (value, f"--set {key}")
-    for key, (value, where) in values.items():
-        field = RECIPE_KEYS[key]
-        setattr(cfg, field.name, _coerce(value, field.type, where))
-    if cfg.ffn_hidden_size is None:
-        cfg.ffn_hidden_size = 4 * cfg.hidden_size
-    if cfg.num_query_groups is None:
-        cfg.num_query_groups = cfg.num_attention_heads
-    if cfg.global_batch_size is None:
-        cfg.global_batch_size = cfg.micro_batch_size
-    problems = []
-    if min(cfg.vocab_size, cfg.num_layers, cfg.hidden_size, cfg.ffn_hidden_size, cfg.num_attention_heads,
-           cfg.num_query_groups, cfg.seq_length, cfg.micro_batch_size, cfg.global_batch_size) <= 0:
-        problems.append("sizes must be positive")
-    elif cfg.hidden_size % cfg.num_attention_heads or cfg.head_dim % 2:
-        problems.append(f"hidden_size {cfg.hidden_size} / num_attention_heads {cfg.num_attention_heads} must be an "
-                        "even head_dim (RoPE)")
-    elif cfg.num_attention_heads % cfg.num_query_groups:
-        problems.append(f"num_attention_heads {cfg.num_attention_heads} is not a multiple of num_query_groups "
-                        f"{cfg.num_query_groups}")
-    elif cfg.global_batch_size % cfg.micro_batch_size:
-        problems.append(f"global_batch_size {cfg.global_batch_size} is not a multiple of micro_batch_size "
-                        f"{cfg.micro_batch_size} (one GPU, no data parallelism)")
-    if problems:
-        raise SystemExit(f"torch_reference: {recipe or 'config'}: " + "; ".join(problems))
-    return cfg
-
-
-def model_flops_per_step(cfg: BenchConfig) -> int:
-    """Model FLOPs of one step: 3 x forward (backward = 2 x forward); forward = 2 x tokens x matmul parameters (LM
-    head included, embedding lookup not) + causal attention, QK^T and PV over the lower triangle: 2 x batch x seq^2
-    x hidden per layer. Attention recompute in the backward is not counted."""
-    h = cfg.hidden_size
-    per_layer = h * (h + 2 * cfg.kv_dim) + h * h + 3 * h * cfg.ffn_hidden_size
-    forward = 2 * cfg.tokens_per_step * (cfg.num_layers * per_layer + h * cfg.vocab_size)
-    forward += cfg.num_layers * 2 * cfg.global_batch_size * cfg.seq_length ** 2 * h
-    return 3 * forward
-
 
 # ----------------------------------------------------------------------------------------------------- model
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -171,30 +37,47 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
 
+def causal_attention(cfg: BenchConfig, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rope, q_norm=None,
+                     k_norm=None) -> torch.Tensor:
+    """q [b, s, heads x d], k, v [b, s, groups x d] -> [b, s, heads x d]: optional per-head RMSNorm of q and k
+    (qk_layernorm), RoPE when rope = (cos, sin), causal SDPA with GQA."""
+    b, s, _ = q.shape
+    nh, ng, d = cfg.num_attention_heads, cfg.num_query_groups, cfg.head_dim
+    q, k, v = q.reshape(b, s, nh, d), k.reshape(b, s, ng, d), v.reshape(b, s, ng, d)
+    if q_norm is not None:
+        q, k = rms_norm(q, q_norm, cfg.layernorm_epsilon), rms_norm(k, k_norm, cfg.layernorm_epsilon)
+    if rope is not None:
+        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+    gqa = {"enable_gqa": True} if ng != nh else {}
+    attn = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
+                                          **gqa)
+    return attn.transpose(1, 2).reshape(b, s, nh * d)
+
+
 class Block(nn.Module):
     def __init__(self, cfg: BenchConfig, cos: torch.Tensor, sin: torch.Tensor, fused: bool):
         super().__init__()
-        h, kv, f = cfg.hidden_size, cfg.kv_dim, cfg.ffn_hidden_size
+        h, q, kv, f = cfg.hidden_size, cfg.q_dim, cfg.kv_dim, cfg.ffn_hidden_size
         self.cfg, self.fused = cfg, fused
         self.input_layernorm = nn.Parameter(torch.ones(h))
         self.post_attention_layernorm = nn.Parameter(torch.ones(h))
         if fused:  # stepgraph's GEMM shapes: weight rows q|k|v and gate|up
-            self.qkv_proj = nn.Linear(h, h + 2 * kv, bias=False)
+            self.qkv_proj = nn.Linear(h, q + 2 * kv, bias=False)
             self.gate_up_proj = nn.Linear(h, 2 * f, bias=False)
         else:  # Hugging Face's separate projections
-            self.q_proj, self.k_proj, self.v_proj = (nn.Linear(h, n, bias=False) for n in (h, kv, kv))
+            self.q_proj, self.k_proj, self.v_proj = (nn.Linear(h, n, bias=False) for n in (q, kv, kv))
             self.gate_proj, self.up_proj = nn.Linear(h, f, bias=False), nn.Linear(h, f, bias=False)
-        self.o_proj = nn.Linear(h, h, bias=False)
+        self.o_proj = nn.Linear(q, h, bias=False)
         self.down_proj = nn.Linear(f, h, bias=False)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
 
     def hf_views(self, prefix: str) -> list[tuple[str, torch.Tensor, bool]]:
         """(Hugging Face name, view into a parameter of this block, is an output projection)."""
-        h, kv, f = self.cfg.hidden_size, self.cfg.kv_dim, self.cfg.ffn_hidden_size
+        q_dim, kv, f = self.cfg.q_dim, self.cfg.kv_dim, self.cfg.ffn_hidden_size
         if self.fused:
             w, gu = self.qkv_proj.weight, self.gate_up_proj.weight
-            q, k, v, gate, up = w[:h], w[h:h + kv], w[h + kv:], gu[:f], gu[f:]
+            q, k, v, gate, up = w[:q_dim], w[q_dim:q_dim + kv], w[q_dim + kv:], gu[:f], gu[f:]
         else:
             q, k, v = self.q_proj.weight, self.k_proj.weight, self.v_proj.weight
             gate, up = self.gate_proj.weight, self.up_proj.weight
@@ -207,19 +90,13 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         cfg = self.cfg
-        b, s, h = x.shape
-        nh, ng, d, kv = cfg.num_attention_heads, cfg.num_query_groups, cfg.head_dim, cfg.kv_dim
+        q_dim, kv = cfg.q_dim, cfg.kv_dim
         n1 = rms_norm(x, self.input_layernorm, cfg.layernorm_epsilon)
         if self.fused:
-            q, k, v = self.qkv_proj(n1).split((h, kv, kv), dim=-1)
+            q, k, v = self.qkv_proj(n1).split((q_dim, kv, kv), dim=-1)
         else:
             q, k, v = self.q_proj(n1), self.k_proj(n1), self.v_proj(n1)
-        q = apply_rope(q.reshape(b, s, nh, d), self.cos, self.sin).transpose(1, 2)
-        k = apply_rope(k.reshape(b, s, ng, d), self.cos, self.sin).transpose(1, 2)
-        v = v.reshape(b, s, ng, d).transpose(1, 2)
-        gqa = {"enable_gqa": True} if ng != nh else {}
-        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
-        x = x + self.o_proj(attn.transpose(1, 2).reshape(b, s, h))
+        x = x + self.o_proj(causal_attention(cfg, q, k, v, (self.cos, self.sin)))
         n2 = rms_norm(x, self.post_attention_layernorm, cfg.layernorm_epsilon)
         if self.fused:
             gate, up = self.gate_up_proj(n2).chunk(2, dim=-1)
@@ -228,18 +105,40 @@ class Block(nn.Module):
         return x + self.down_proj(F.silu(gate) * up)
 
 
-class Llama(nn.Module):
-    def __init__(self, cfg: BenchConfig, device, act_dtype=torch.bfloat16, fused: bool = True):
+class DecoderLM(nn.Module):
+    """embedding -> the layers (each [b, s, hidden] -> same) -> RMSNorm -> LM head -> masked mean cross-entropy. The
+    layers come from make_layers(), called on the target device."""
+
+    def __init__(self, cfg: BenchConfig, device, act_dtype, make_layers):
         super().__init__()
         self.cfg, self.act_dtype = cfg, act_dtype
-        cos, sin = rope_tables(cfg, device, act_dtype)
         with torch.device(device):
             self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-            self.layers = nn.ModuleList(Block(cfg, cos, sin, fused) for _ in range(cfg.num_layers))
+            self.layers = nn.ModuleList(make_layers())
             self.norm = nn.Parameter(torch.ones(cfg.hidden_size))
             self.lm_head = None if cfg.share_embeddings_and_output_weights else nn.Linear(
                 cfg.hidden_size, cfg.vocab_size, bias=False)
         self.graphed_layers = None  # the graphed_callables mode's replacements of self.layers
+
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed_tokens(tokens).to(self.act_dtype)  # a bf16 residual stream, as stepgraph's activations
+        for layer in self.graphed_layers or self.layers:
+            x = layer(x)
+        head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(rms_norm(x, self.norm, self.cfg.layernorm_epsilon), head)
+
+    def forward(self, tokens: torch.Tensor, labels: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
+        """Masked mean cross-entropy of one microbatch, sum(mask * ce) / max(sum(mask), 1), in fp32."""
+        logits = self.logits(tokens)
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), reduction="none")
+        mask = loss_mask.reshape(-1)
+        return (ce * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+class Llama(DecoderLM):
+    def __init__(self, cfg: BenchConfig, device, act_dtype=torch.bfloat16, fused: bool = True):
+        cos, sin = rope_tables(cfg, device, act_dtype)
+        super().__init__(cfg, device, act_dtype, lambda: [Block(cfg, cos, sin, fused) for _ in range(cfg.num_layers)])
 
     def hf_views(self) -> list[tuple[str, torch.Tensor, bool]]:
         views = [("model.embed_tokens.weight", self.embed_tokens.weight, False)]
@@ -267,25 +166,12 @@ class Llama(nn.Module):
         for name, view, _ in self.hf_views():
             view.copy_(state[name])
 
-    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.embed_tokens(tokens).to(self.act_dtype)  # a bf16 residual stream, as stepgraph's activations
-        for layer in self.graphed_layers or self.layers:
-            x = layer(x)
-        head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(rms_norm(x, self.norm, self.cfg.layernorm_epsilon), head)
 
-    def forward(self, tokens: torch.Tensor, labels: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
-        """Masked mean cross-entropy of one microbatch, sum(mask * ce) / max(sum(mask), 1), in fp32."""
-        logits = self.logits(tokens)
-        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), reduction="none")
-        mask = loss_mask.reshape(-1)
-        return (ce * mask).sum() / mask.sum().clamp(min=1.0)
-
-
-def build_optimizer(model: Llama, cfg: BenchConfig, capturable: bool) -> torch.optim.Optimizer:
+def build_optimizer(model: DecoderLM, cfg: BenchConfig, capturable: bool) -> torch.optim.Optimizer:
     params = list(model.parameters())  # a tied embedding appears once
-    groups = [{"params": [p for p in params if p.dim() == 2], "weight_decay": cfg.weight_decay},
-              {"params": [p for p in params if p.dim() != 2], "weight_decay": 0.0}]
+    # Decay on matrices (and the MoE experts' and Mamba conv's stacked ones); none on norms, biases, A_log, D, dt_bias.
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
                              fused=True, capturable=capturable)
 
@@ -296,7 +182,7 @@ class TrainStep:
     feed() fills from a seeded pool of batches. A call returns the step loss (the mean of the microbatch losses) as a
     device tensor, without a host sync."""
 
-    def __init__(self, model: Llama, cfg: BenchConfig, mode: str, seed: int):
+    def __init__(self, model: DecoderLM, cfg: BenchConfig, mode: str, seed: int):
         device = model.embed_tokens.weight.device
         self.model, self.cfg, self.mode, self.nmb = model, cfg, mode, cfg.num_microbatches
         self.opt = build_optimizer(model, cfg, capturable=(mode == "cuda_graph"))

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The PyTorch side of `stepgraph bench`: stepgraph's Llama training step in plain PyTorch, timed the ways a
-PyTorch user would run it, on the same shapes and batch.
+"""The PyTorch side of `stepgraph bench`: stepgraph's training step in plain PyTorch, timed the ways a PyTorch user
+would run it, on the same shapes and batch: the Llama models, and the MoE and hybrid Mamba models (the family follows
+from the recipe: model.hybrid_override_pattern -> hybrid, model.num_moe_experts -> moe, else llama).
 
 The step (stepgraph's math): embedding -> N x [RMSNorm -> fused QKV -> RoPE (HF rotate-half) -> causal SDPA (GQA)
 -> o_proj -> +residual -> RMSNorm -> fused gate|up -> silu(gate)*up -> down_proj -> +residual] -> RMSNorm ->
@@ -10,6 +11,15 @@ microbatches), bf16 autocast with bf16 activations (the embedding output is cast
 bf16 as in stepgraph), global-norm clipping (clip_grad_norm_), fused AdamW with decoupled weight decay on matrices
 only (norm weights get none, as in stepgraph's parameter layout). Left out, as negligible for timing: the LR
 schedule (a constant optimizer.lr; stepgraph computes it in one tiny kernel) and dropout (the Llama recipes have none).
+
+MoE (bench/torch_moe.py) and hybrid (bench/torch_stack.py, bench/torch_mamba2.py) models: the layers of Megatron's
+pattern, each pre-norm residual; the reported loss is the LM loss (the MoE aux and z losses train, as Megatron's, but
+are not added to it). --impls picks the implementations timed, each in every mode: moe: loop (a Python loop over the
+experts, Hugging Face's layout, one host sync per layer) and grouped_mm (torch._grouped_mm over stacked experts);
+hybrid: mamba_ssm (mamba_ssm 2.3.2's Mamba2 module with its Triton SSD and gated-norm kernels, loaded from the source
+tree in --mamba-src, see scripts/fetch_mamba_ssm.sh) and torch (pure PyTorch, as Hugging Face's NemotronH
+torch_forward). A whole-step capture that PyTorch cannot do (a dropless MoE's host-side expert sizes) is reported
+as status "capture fails" with the reason.
 
 Modes: eager; cuda_graph (the whole step in one torch.cuda.graph, capturable fused AdamW, warmed up on a side
 stream); graphed_callables (torch.cuda.make_graphed_callables per transformer block); compile;
@@ -21,7 +31,9 @@ a synchronize. The first step (it includes torch.compile's compilation), the --w
 cuda_graph, the side-stream warmup are excluded from the statistics; capture and first-step times are reported apart.
 
   python3 bench/torch_reference.py --recipe recipes/llama/tiny.yaml --steps 50 --warmup 10 --json out.json
+  python3 bench/torch_reference.py --recipe recipes/moe/small_moe.yaml --impls loop,grouped_mm --json moe.json
   python3 bench/torch_reference.py --device cpu --shrink --steps 3 --warmup 1   # smoke test of the logic, no GPU
+  python3 bench/torch_reference.py --device cpu --shrink hybrid --impls torch --modes eager   # ... of a hybrid model
 """
 from __future__ import annotations
 
@@ -49,10 +61,18 @@ CUDA_GRAPH_SIDE_WARMUP_STEPS = 3  # as the PyTorch docs' whole-network capture e
 GIB = float(1 << 30)
 
 
-# The model and step live in bench/torch_llama.py (this script's folder is on sys.path).
-from torch_llama import (  # noqa: E402,F401  (BenchConfig, Llama, SHRINK_OVERRIDES: used by the smoke test)
-    SHRINK_OVERRIDES, BenchConfig, Llama, TrainStep, load_config, model_flops_per_step,
+# The recipe reader lives in bench/torch_config.py, the Llama model and the step in bench/torch_llama.py, the MoE and
+# hybrid models in bench/torch_stack.py (this script's folder is on sys.path).
+from torch_config import (  # noqa: E402,F401  (SHRINK_OVERRIDES: used by the smoke test)
+    SHRINK_OVERRIDES, BenchConfig, load_config, model_flops_per_step,
 )
+from torch_llama import Llama, TrainStep  # noqa: E402
+from torch_moe import grouped_mm_unavailable  # noqa: E402
+from torch_stack import IMPLS, StackLM  # noqa: E402
+
+
+class CaptureFailed(RuntimeError):
+    """PyTorch could not capture the step (torch.cuda.graph or make_graphed_callables): a result, not a crash."""
 
 
 # ------------------------------------------------------------------------------------------------ one mode
@@ -76,14 +96,17 @@ def _sdpa_context(backend: str):
                          "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[backend]])
 
 
-def run_mode(cfg: BenchConfig, args, mode: str) -> dict:
+def run_mode(cfg: BenchConfig, args, mode: str, impl: str) -> dict:
     device = torch.device(args.device)
-    result = {"mode": mode, "status": "ok"}
+    result = {"mode": mode, "impl": impl, "status": "ok"}
     if mode in CUDA_ONLY_MODES and device.type != "cuda":
         return {**result, "status": "skipped", "error": "needs a CUDA device"}
     try:
         with _sdpa_context(args.sdpa_backend):
-            result.update(_run_mode(cfg, args, mode, device))
+            result.update(_run_mode(cfg, args, mode, impl, device))
+    except CaptureFailed as e:
+        traceback.print_exc(file=sys.stderr)
+        result.update(status="capture fails", error=str(e))
     except Exception as e:  # a failed mode is reported, never fatal to the others
         traceback.print_exc(file=sys.stderr)
         result.update(status="failed", error=_brief(e))
@@ -95,10 +118,30 @@ def run_mode(cfg: BenchConfig, args, mode: str) -> dict:
     return result
 
 
-def _run_mode(cfg: BenchConfig, args, mode: str, device: torch.device) -> dict:
+def build_model(cfg: BenchConfig, args, impl: str, device: torch.device, act_dtype=torch.bfloat16):
+    if cfg.family == "llama":
+        return Llama(cfg, device, act_dtype, fused=impl == "fused")
+    if "E" in cfg.layer_pattern and (impl == "grouped_mm" or cfg.family == "hybrid"):  # hybrid E layers: grouped_mm
+        reason = grouped_mm_unavailable(device)
+        if reason:
+            raise RuntimeError(f"{reason}; the expert loop is the fallback: --impls loop")
+    return StackLM(cfg, device, act_dtype, impl=impl, mamba_src=args.mamba_src)
+
+
+def _capture(what: str, capture):
+    try:
+        return capture()
+    except Exception as e:  # the first error in the chain names the cause; ending the capture raises another
+        root = e
+        while root.__context__ is not None and root.__context__ is not root:
+            root = root.__context__
+        raise CaptureFailed(f"{what}: {_brief(root)}" + ("" if root is e else f" (then {_brief(e)})")) from e
+
+
+def _run_mode(cfg: BenchConfig, args, mode: str, impl: str, device: torch.device) -> dict:
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    model = Llama(cfg, device, torch.bfloat16, fused=not args.separate_projections)
+    model = build_model(cfg, args, impl, device)
     model.init_weights(args.seed)
     train_step = TrainStep(model, cfg, mode, args.seed)
     total_steps = (CUDA_GRAPH_SIDE_WARMUP_STEPS if mode == "cuda_graph" else 0) + 1 + args.warmup + args.steps
@@ -125,9 +168,13 @@ def _run_mode(cfg: BenchConfig, args, mode: str, device: torch.device) -> dict:
         sync()
         capture_start = time.perf_counter()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_loss = train_step()  # recorded, not run
-        sync()
+
+        def record() -> torch.Tensor:
+            with torch.cuda.graph(graph):
+                loss = train_step()  # recorded, not run
+            sync()
+            return loss
+        static_loss = _capture("torch.cuda.graph of the whole step", record)
         out["capture_s"] = time.perf_counter() - capture_start
 
         def replay() -> torch.Tensor:
@@ -139,9 +186,13 @@ def _run_mode(cfg: BenchConfig, args, mode: str, device: torch.device) -> dict:
         samples = tuple((torch.randn(cfg.micro_batch_size, cfg.seq_length, cfg.hidden_size, device=device,
                                      dtype=torch.bfloat16, requires_grad=True),) for _ in model.layers)
         capture_start = time.perf_counter()
-        with train_step.autocast():
-            model.graphed_layers = torch.cuda.make_graphed_callables(tuple(model.layers), samples)
-        sync()
+
+        def record() -> tuple:
+            with train_step.autocast():
+                graphed = torch.cuda.make_graphed_callables(tuple(model.layers), samples)
+            sync()
+            return graphed
+        model.graphed_layers = _capture("make_graphed_callables per layer", record)
         out["capture_s"] = time.perf_counter() - capture_start
         del samples
     sync()
@@ -228,15 +279,15 @@ def prepare_device(args) -> None:
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 
 
-def run_mode_in_child(args, mode: str) -> dict:
+def run_mode_in_child(args, mode: str, impl: str) -> dict:
     """The mode in a fresh process: its own memory figures; a crash or a hang is reported, not inherited."""
     fd, path = tempfile.mkstemp(prefix=f"torch_reference_{mode}_", suffix=".json")
     os.close(fd)
-    cmd = [sys.executable, os.path.abspath(__file__), "--modes", mode, "--steps", str(args.steps), "--warmup",
-           str(args.warmup), "--device", args.device, "--seed", str(args.seed), "--sdpa-backend", args.sdpa_backend,
-           "--peak-tflops", str(args.peak_tflops), "--child-result", path]
-    cmd += (["--recipe", args.recipe] if args.recipe else []) + (["--shrink"] if args.shrink else [])
-    cmd += ["--separate-projections"] if args.separate_projections else []
+    cmd = [sys.executable, os.path.abspath(__file__), "--modes", mode, "--impls", impl, "--steps", str(args.steps),
+           "--warmup", str(args.warmup), "--device", args.device, "--seed", str(args.seed), "--sdpa-backend",
+           args.sdpa_backend, "--peak-tflops", str(args.peak_tflops), "--child-result", path]
+    cmd += (["--recipe", args.recipe] if args.recipe else []) + ([f"--shrink={args.shrink}"] if args.shrink else [])
+    cmd += ["--mamba-src", args.mamba_src] if args.mamba_src else []
     for item in args.set or []:
         cmd += ["--set", item]
     tail: deque[str] = deque(maxlen=20)
@@ -245,7 +296,7 @@ def run_mode_in_child(args, mode: str) -> dict:
         timer = threading.Timer(args.mode_timeout, proc.kill)
         timer.start()
         for line in proc.stdout:
-            sys.stderr.write(f"  [{mode}] {line}")
+            sys.stderr.write(f"  [{impl}/{mode}] {line}")
             tail.append(line.rstrip())
         rc = proc.wait()
         timer.cancel()
@@ -255,7 +306,8 @@ def run_mode_in_child(args, mode: str) -> dict:
             return json.loads(text)
         why = f"killed after --mode-timeout {args.mode_timeout:g} s" if rc == -9 else f"exit code {rc}"
         last = next((line.strip() for line in reversed(tail) if line.strip()), "")
-        return {"mode": mode, "status": "failed", "error": f"child process {why}{': ' + last if last else ''}"[:300]}
+        return {"mode": mode, "impl": impl, "status": "failed",
+                "error": f"child process {why}{': ' + last if last else ''}"[:300]}
     finally:
         os.unlink(path)
 
@@ -264,9 +316,12 @@ def print_table(report: dict) -> None:
     def fmt(value, spec: str, scale: float = 1.0) -> str:
         return "-" if value is None else format(value / scale, spec)
 
+    def label(r: dict) -> str:  # the mode, and the implementation where the family has several
+        return r["mode"] if report["family"] == "llama" else f"{r['impl']}/{r['mode']}"
+
     cols = ["mode", "status", "median ms", "p90 ms", "tokens/s", "TFLOP/s", "MFU", "peak GiB", "steady GiB",
             "device used GiB", "capture s", "1st step s", "loss diff"]
-    rows = [[r["mode"], r["status"], fmt(r.get("median_ms"), ".3f"), fmt(r.get("p90_ms"), ".3f"),
+    rows = [[label(r), r["status"], fmt(r.get("median_ms"), ".3f"), fmt(r.get("p90_ms"), ".3f"),
              fmt(r.get("tokens_per_s"), ",.0f"), fmt(r.get("tflops"), ".1f"),
              fmt(None if r.get("mfu") is None else 100 * r["mfu"], ".1f"),
              fmt(r.get("peak_allocated_bytes"), ".2f", GIB), fmt(r.get("steady_peak_allocated_bytes"), ".2f", GIB),
@@ -281,6 +336,14 @@ def print_table(report: dict) -> None:
           f"{c['micro_batch_size']} x {report['num_microbatches']} microbatches = {report['tokens_per_step']} "
           f"tokens/step; {report['steps']} timed steps after {report['warmup']} warmup; torch {env['torch']} on "
           f"{env.get('device_name', env['device'])}")
+    if report["family"] == "moe" or "E" in report["layer_pattern"]:
+        print(f"MoE: {c['num_moe_experts']} experts top-{c['moe_router_topk']}, expert ffn {c['moe_ffn_hidden_size']}, "
+              f"kv_channels {c['kv_channels'] or 'hidden/heads'}, dropless; aux loss coeff {c['moe_aux_loss_coeff']}, "
+              f"z-loss coeff {c['moe_z_loss_coeff'] or 0}")
+    if report["family"] == "hybrid":
+        print(f"hybrid pattern {report['layer_pattern']}: Mamba2 d_state {c['mamba_state_dim']}, head dim "
+              f"{c['mamba_head_dim']}, {c['mamba_num_heads']} heads, {c['mamba_num_groups']} groups, chunk "
+              f"{c['mamba_chunk_size']}; attention position embedding {c['position_embedding_type']}")
     for row in [cols] + rows:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
     print("median/p90: CUDA-event time per step (wall time on CPU); MFU in % of --peak-tflops; peak GiB: "
@@ -289,10 +352,47 @@ def print_table(report: dict) -> None:
           "compilation; loss diff: max relative difference of the per-step losses from eager's")
     for r in report["modes"]:
         if r.get("error"):
-            print(f"{r['mode']}: {r['status']}: {r['error']}")
+            print(f"{label(r)}: {r['status']}: {r['error']}")
+        if r.get("loss_rel_diff_vs_first_impl") is not None:
+            print(f"{label(r)}: losses differ from {report['impls'][0]}/eager's by at most "
+                  f"{r['loss_rel_diff_vs_first_impl']:.1e} (relative)")
         if r.get("graph_breaks") or r.get("cudagraph_skips"):
-            print(f"{r['mode']}: note: {r.get('graph_breaks', 0)} graph breaks, {r.get('cudagraph_skips', 0)} "
+            print(f"{label(r)}: note: {r.get('graph_breaks', 0)} graph breaks, {r.get('cudagraph_skips', 0)} "
                   "CUDA-graph skips by inductor (TORCH_LOGS=graph_breaks,perf_hints tells why)")
+
+
+def _max_rel_diff(reference: list[float], other: list[float]) -> float:
+    return max(abs(b - a) / max(abs(a), 1e-12) for a, b in zip(reference, other))
+
+
+def make_report(args, cfg: BenchConfig, impls: list[str], results: list[dict]) -> dict:
+    results = [dict(r) for r in results]
+    for impl in impls:  # every mode trains from the same weights on the same batches: the losses should agree
+        eager = next((r for r in results if r["impl"] == impl and r["mode"] == "eager" and r["status"] == "ok"), None)
+        for r in results:
+            if eager is not None and r["impl"] == impl and r["status"] == "ok":
+                r["loss_rel_diff_vs_eager"] = _max_rel_diff(eager["losses"], r["losses"])
+    # Every impl starts from the same weights (torch_stack's init): their eager losses should agree too.
+    first = next((r for r in results if r["impl"] == impls[0] and r["mode"] == "eager" and r["status"] == "ok"), None)
+    for r in results:
+        if first is not None and r is not first and r["mode"] == "eager" and r["status"] == "ok":
+            r["loss_rel_diff_vs_first_impl"] = _max_rel_diff(first["losses"], r["losses"])
+    child_env = next((r["environment"] for r in results if "environment" in r), None)
+    for r in results:
+        r.pop("environment", None)
+    return {"tool": "bench/torch_reference.py", "recipe": args.recipe, "family": cfg.family,
+            "layer_pattern": cfg.layer_pattern, "impls": impls, "config": dataclasses.asdict(cfg),
+            "num_microbatches": cfg.num_microbatches, "tokens_per_step": cfg.tokens_per_step,
+            "model_flops_per_step": model_flops_per_step(cfg), "steps": args.steps, "warmup": args.warmup,
+            "sdpa_backend": args.sdpa_backend,
+            "fused_projections": impls == ["fused"] if cfg.family == "llama" else None,
+            "peak_tflops": args.peak_tflops,
+            "environment": child_env or environment(args, with_device=args.in_process), "modes": results}
+
+
+def write_json(path: str, report: dict) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
 
 
 def main(argv=None) -> int:
@@ -301,12 +401,19 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=50, help="timed steps (default 50)")
     p.add_argument("--warmup", type=int, default=10, help="untimed steps after the first step (default 10)")
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, from {','.join(MODES)} (default all)")
+    p.add_argument("--impls", help="comma-separated implementations to time, each in every mode: "
+                   + "; ".join(f"{family}: {','.join(names)}" for family, names in IMPLS.items())
+                   + " (default: all of the family's; llama: fused, or separate with --separate-projections)")
     p.add_argument("--json", help="also write the report (with per-step times and losses) to this file")
     p.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu (CUDA-only modes are skipped)")
-    p.add_argument("--shrink", action="store_true", help="a tiny model for a CPU smoke run (overrides the recipe)")
+    p.add_argument("--shrink", nargs="?", const="auto", metavar="FAMILY",
+                   help="a tiny model for a CPU smoke run (overrides the recipe's sizes); FAMILY llama, moe or hybrid "
+                        "(default: the recipe's)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a recipe key: model.num_layers=2")
     p.add_argument("--separate-projections", action="store_true",
-                   help="separate q/k/v and gate/up linears (Hugging Face) instead of stepgraph's fused ones")
+                   help="llama: separate q/k/v and gate/up linears (Hugging Face) instead of stepgraph's fused ones")
+    p.add_argument("--mamba-src", help="hybrid, impl mamba_ssm: the folder holding mamba_ssm 2.3.2's package sources "
+                                       "(default third_party/mamba_ssm-2.3.2, from scripts/fetch_mamba_ssm.sh)")
     p.add_argument("--sdpa-backend", default="auto", choices=("auto", "flash", "cudnn", "efficient", "math"),
                    help="restrict scaled_dot_product_attention to one backend (default: PyTorch's choice)")
     p.add_argument("--seed", type=int, default=1234)
@@ -321,14 +428,20 @@ def main(argv=None) -> int:
         p.error(f"--modes {args.modes}: choose from {','.join(MODES)}")
     if args.steps < 1 or args.warmup < 0:
         p.error("--steps must be >= 1 and --warmup >= 0")
-    overrides = dict(SHRINK_OVERRIDES) if args.shrink else {}
+    overrides = {}
     for item in args.set or []:
         key, sep, value = item.partition("=")
         if not sep:
             p.error(f"--set {item}: expected KEY=VALUE")
         import yaml
         overrides[key.strip()] = yaml.safe_load(value)
-    cfg = load_config(args.recipe, overrides)
+    cfg = load_config(args.recipe, overrides, shrink=args.shrink)
+    family_impls = IMPLS[cfg.family]
+    default_impls = ("separate" if args.separate_projections else "fused") if cfg.family == "llama" \
+        else ",".join(family_impls)
+    impls = [i.strip() for i in (args.impls or default_impls).split(",") if i.strip()]
+    if not impls or any(i not in family_impls for i in impls):
+        p.error(f"--impls {args.impls}: the {cfg.family} family has {','.join(family_impls)}")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():  # this check creates no CUDA context
         print("torch_reference: no CUDA device visible to PyTorch; use --device cpu for a smoke run", file=sys.stderr)
@@ -336,7 +449,7 @@ def main(argv=None) -> int:
 
     if args.child_result:  # one mode; the result goes to a file for the parent
         prepare_device(args)
-        result = run_mode(cfg, args, modes[0])
+        result = run_mode(cfg, args, modes[0], impls[0])
         result["environment"] = environment(args, with_device=True)
         with open(args.child_result, "w", encoding="utf-8") as f:
             json.dump(result, f)
@@ -344,41 +457,31 @@ def main(argv=None) -> int:
     if args.in_process:
         prepare_device(args)
 
-    print(f"torch_reference: {cfg}", file=sys.stderr)
+    print(f"torch_reference: {cfg.family} model, pattern {cfg.layer_pattern}: {cfg}", file=sys.stderr)
     results = []
-    for i, mode in enumerate(modes):
-        print(f"torch_reference: mode {mode} ({i + 1}/{len(modes)})", file=sys.stderr, flush=True)
+    runs = [(impl, mode) for impl in impls for mode in modes]
+    for i, (impl, mode) in enumerate(runs):
+        name = mode if cfg.family == "llama" else f"{impl}/{mode}"
+        print(f"torch_reference: mode {name} ({i + 1}/{len(runs)})", file=sys.stderr, flush=True)
         if args.in_process or (mode in CUDA_ONLY_MODES and device.type != "cuda"):
-            result = run_mode(cfg, args, mode)
+            result = run_mode(cfg, args, mode, impl)
             gc.collect()
             if device.type == "cuda":
                 torch.cuda.empty_cache()
             from torch import _dynamo
             _dynamo.reset()  # the next mode compiles from scratch, as it would in a process of its own
         else:
-            result = run_mode_in_child(args, mode)
+            result = run_mode_in_child(args, mode, impl)
         results.append(result)
-        print(f"torch_reference: mode {mode}: {result['status']}"
+        if args.json:  # after every mode: a run cut short (a device time limit) keeps what it measured
+            write_json(args.json, {**make_report(args, cfg, impls, results), "complete": False})
+        print(f"torch_reference: mode {name}: {result['status']}"
               + (f", median {result['median_ms']:.3f} ms" if "median_ms" in result else "")
               + (f" ({result['error']})" if result.get("error") else ""), file=sys.stderr, flush=True)
 
-    eager = next((r for r in results if r["mode"] == "eager" and r["status"] == "ok"), None)
-    for r in results:  # every mode trains from the same weights on the same batches: the losses should agree
-        if eager is not None and r["status"] == "ok":
-            pairs = list(zip(eager["losses"], r["losses"]))
-            r["loss_rel_diff_vs_eager"] = max(abs(b - a) / max(abs(a), 1e-12) for a, b in pairs)
-    child_env = next((r["environment"] for r in results if "environment" in r), None)
-    for r in results:
-        r.pop("environment", None)
-    report = {"tool": "bench/torch_reference.py", "recipe": args.recipe, "config": dataclasses.asdict(cfg),
-              "num_microbatches": cfg.num_microbatches, "tokens_per_step": cfg.tokens_per_step,
-              "model_flops_per_step": model_flops_per_step(cfg), "steps": args.steps, "warmup": args.warmup,
-              "sdpa_backend": args.sdpa_backend, "fused_projections": not args.separate_projections,
-              "peak_tflops": args.peak_tflops,
-              "environment": child_env or environment(args, with_device=args.in_process), "modes": results}
+    report = make_report(args, cfg, impls, results)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=1)
+        write_json(args.json, report)
     print_table(report)
     return 0 if any(r["status"] == "ok" for r in results) else 1
 

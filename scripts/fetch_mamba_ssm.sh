@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Prepares what bench/mamba_ssd_reference.py needs on the GPU machine (which cannot fetch anything):
-# mamba_ssm 2.3.2's Python sources in third_party/mamba_ssm-2.3.2 (the folder holding the mamba_ssm package)
-# and an einops wheel in third_party/wheels. third_party/ is git-ignored; carry it to the GPU run.
+# Prepares what bench/mamba_ssd_reference.py and bench/torch_reference.py (hybrid models, impl mamba_ssm)
+# need on the GPU machine (which cannot fetch anything): mamba_ssm 2.3.2's Python sources in
+# third_party/mamba_ssm-2.3.2 (the folder holding the mamba_ssm package; bench/mamba_ssm_src.py imports them
+# without the package's compiled extension) and einops and packaging wheels in third_party/wheels (used only
+# where the machine lacks them). third_party/ is git-ignored; carry it to the GPU run.
 #
 #   bash scripts/fetch_mamba_ssm.sh [GIT_DIR]
 #
@@ -12,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=third_party/mamba_ssm-2.3.2
 mkdir -p third_party/wheels
-python3 -m pip download -q --no-deps --only-binary=:all: einops==0.8.1 -d third_party/wheels
+python3 -m pip download -q --no-deps --only-binary=:all: einops==0.8.1 packaging==25.0 -d third_party/wheels
 rm -rf "$dest" && mkdir -p "$dest"
 if [[ $# -ge 1 ]]; then
   git -C "$1" archive v2.3.2 mamba_ssm | tar -x -C "$dest"

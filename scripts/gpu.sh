@@ -4,11 +4,15 @@
 # generation); prints a short table last.
 #
 #   bash scripts/gpu.sh [tests|bench|torch|parity|dp|sanitize|all]...
+#   TORCH_MODELS="small_moe hybrid ssd" bash scripts/gpu.sh torch   # only these PyTorch references: families
+#   (llama moe hybrid ssd, the default all four) or recipe names; TORCH_MODES, TORCH_STEPS, TORCH_MODE_TIMEOUT,
+#   TORCH_MOE_IMPLS, TORCH_HYBRID_IMPLS narrow them further
 #
 # Default: all = tests bench torch parity dp. sanitize runs only when named (it takes many minutes).
 # sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
 # transformer_engine modes, racecheck and synccheck (eager); a summary line each, logs in
-# $OUT/sanitize_<run>.log (docs/reliability.md records the results).
+# $OUT/sanitize_<run>.log, host memory every 5 s in $OUT/sanitize_mem_<run>.log (docs/reliability.md
+# records the results). SANITIZE_ONLY="racecheck synccheck" picks runs by name.
 # dp (issue 16) needs 2 GPUs (kind nvidia-h200-x2; on one GPU it says so and skips): world size 1 vs 2
 # on the same global batch (losses within fp32 summation-order rounding, every graph mode bitwise equal
 # to eager at world size 2, the distributed optimizer, a checkpoint saved at 2 ranks and resumed at 1)
@@ -62,11 +66,53 @@ if want bench; then
 fi
 
 if want torch; then
-  for r in tiny small 1b; do
-    PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-420}" python3 bench/torch_reference.py --recipe "recipes/llama/$r.yaml" --steps "${TORCH_STEPS:-30}" --warmup 10 ${TORCH_MODES:+--modes $TORCH_MODES} \
-      --json "$OUT/torch_$r.json" >"$OUT/torch_$r.txt" 2>&1
-    record "torch reference $r" "rc=$?"
-    tail -10 "$OUT/torch_$r.txt"
+  # torch_ref NAME RECIPE DEFAULT_MODES [args...]: bench/torch_reference.py on one recipe -> $OUT/torch_NAME.{json,txt}.
+  # TORCH_MODES overrides every recipe's modes; each mode runs in its own process, killed after TORCH_MODE_TIMEOUT s.
+  torch_ref() {
+    local name=$1 recipe=$2 modes=$3
+    shift 3
+    if [[ ! -f $recipe ]]; then
+      record "torch reference $name" "skipped: $recipe missing"
+      return
+    fi
+    PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" python3 bench/torch_reference.py --recipe "$recipe" \
+      --steps "${TORCH_STEPS:-30}" --warmup 10 --modes "${TORCH_MODES:-$modes}" --mode-timeout "${TORCH_MODE_TIMEOUT:-300}" \
+      "$@" --json "$OUT/torch_$name.json" >"$OUT/torch_$name.txt" 2>&1
+    record "torch reference $name" "rc=$?"
+    sed -n '/^PyTorch reference/,$p' "$OUT/torch_$name.txt"
+  }
+  # TORCH_MODELS picks what runs: families (llama = tiny small 1b; moe = small_moe a3b_proxy: experts as a loop and as
+  # torch._grouped_mm; hybrid = small_hybrid: mamba_ssm's Triton Mamba2 and pure PyTorch; ssd = mamba_ssm's SSD scan
+  # alone, as build/bench/ssd_scan_bench) or single recipe names. mamba_ssm's sources: bash scripts/fetch_mamba_ssm.sh
+  # GIT_DIR beforehand, and carry third_party to the GPU machine.
+  torch_items=()
+  for item in ${TORCH_MODELS:-llama moe hybrid ssd}; do
+    case $item in
+      llama) torch_items+=(tiny small 1b) ;;
+      moe) torch_items+=(small_moe a3b_proxy) ;;
+      hybrid) torch_items+=(small_hybrid) ;;
+      *) torch_items+=("$item") ;;
+    esac
+  done
+  for item in "${torch_items[@]}"; do
+    case $item in
+      tiny|small|1b)
+        torch_ref "$item" "recipes/llama/$item.yaml" eager,cuda_graph,graphed_callables,compile,compile_reduce_overhead ;;
+      small_moe)
+        torch_ref small_moe recipes/moe/small_moe.yaml eager,cuda_graph,compile,compile_reduce_overhead \
+          --impls "${TORCH_MOE_IMPLS:-loop,grouped_mm}" ;;
+      a3b_proxy)
+        torch_ref a3b_proxy recipes/moe/a3b_proxy.yaml eager,cuda_graph,compile --impls "${TORCH_MOE_IMPLS:-loop,grouped_mm}" ;;
+      small_hybrid)
+        torch_ref small_hybrid recipes/hybrid/small_hybrid.yaml eager,cuda_graph,compile \
+          --impls "${TORCH_HYBRID_IMPLS:-mamba_ssm,torch}" ;;
+      ssd)
+        PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" python3 bench/mamba_ssd_reference.py \
+          --json "$OUT/mamba_ssd_reference.json" >"$OUT/mamba_ssd_reference.txt" 2>&1
+        record "mamba_ssm SSD scan reference" "rc=$? (mamba_ssd_reference.txt)"
+        tail -4 "$OUT/mamba_ssd_reference.txt" ;;
+      *) record "torch reference $item" "unknown TORCH_MODELS entry: llama moe hybrid ssd or a recipe name" ;;
+    esac
   done
 fi
 
@@ -89,12 +135,25 @@ if named sanitize; then
   sanitize() {
     local name=$1 tool=$2
     shift 2
+    # SANITIZE_ONLY="racecheck synccheck": just those runs.
+    [[ -z ${SANITIZE_ONLY:-} || " $SANITIZE_ONLY " == *" $name "* ]] || return 0
     local log="$OUT/sanitize_$name.log" start
     start=$(date +%s)
-    timeout "${SANITIZE_TIMEOUT:-1800}" "$CS" --tool "$tool" --error-exitcode 99 --print-limit 200 \
+    # The host memory of the machine and the largest processes every 5 s: a run killed from outside
+    # (status 9 with no message of its own) is most likely the memory limit; this log says.
+    (while true; do
+      echo "$(date +%T) used_mib=$(free -m | awk '/Mem/{print $3}') $(ps -eo rss=,comm= --sort=-rss | head -2 | tr '\n' ' ')"
+      sleep 5
+    done) >"$OUT/sanitize_mem_$name.log" 2>&1 &
+    local sampler=$!
+    local tool_flags=()
+    [[ $tool == synccheck ]] && tool_flags=(--num-cuda-barriers "${SANITIZE_CUDA_BARRIERS:-65536}")
+    timeout "${SANITIZE_TIMEOUT:-1800}" "$CS" --tool "$tool" "${tool_flags[@]}" --error-exitcode 99 --print-limit 200 \
       "$SG" train llama/tiny train.train_iters=6 logger.log_interval=1 --plain \
       --run-dir "$OUT/sanitize_run_$name" "$@" >"$log" 2>&1
     local rc=$?
+    kill "$sampler" 2>/dev/null
+    wait "$sampler" 2>/dev/null
     local tool_line own_line
     tool_line=$(grep -E "(ERROR|RACECHECK|SYNCCHECK) SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
     own_line=$(grep -E "^(trained |error: |stepgraph: )" "$log" | tail -1)

@@ -2,7 +2,7 @@
 # Installs everything stepgraph needs to build and test. Idempotent: a second run changes nothing.
 #   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest, zlib (static)
 #   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), nvidia-cutlass (CUTLASS/CuTe C++ headers, into
-#           .deps/cutlass), safetensors + numpy (checkpoint tests),
+#           .deps/cutlass), safetensors + numpy (checkpoint tests), pyyaml (tests/tools/torch_recipes_test.py),
 #           tokenizers (tools/train_tokenizer.py, tools/preprocess_data.py);
 #           transformers only with SG_SETUP_TRANSFORMERS=1 (tokenizer-folder check in tests/tools; ~300 MB)
 #   CUDA 13 toolkit is expected in /usr/local/cuda (nvcc, cuBLASLt, cuDNN, NCCL, CUPTI, NVTX).
@@ -41,6 +41,12 @@ pip_headers .deps/cutlass nvidia-cutlass "$CUTLASS_VERSION" cutlass_library/sour
 if ! python3 -c "import safetensors, numpy" >/dev/null 2>&1; then
   echo "setup: installing safetensors and numpy from PyPI"
   python3 -m pip install -q --disable-pip-version-check safetensors numpy
+fi
+
+# PyYAML: bench/torch_config.py reads the recipes (tests/tools/torch_recipes_test.py checks every one).
+if ! python3 -c "import yaml" >/dev/null 2>&1; then
+  echo "setup: installing pyyaml from PyPI"
+  python3 -m pip install -q --disable-pip-version-check pyyaml
 fi
 
 # tokenizers needs huggingface_hub only to download from the Hub; the tools work offline from local

@@ -1,6 +1,7 @@
 #include "bench/bench_plan.h"
 
 #include "core/strings.h"
+#include "model/stack.h"
 #include "train/backend_factory.h"
 #include "config/model_config.h"
 
@@ -104,9 +105,9 @@ std::string describe_plan(const BenchPlan& plan) {
   const model::ModelSpec& m = plan.model;
   const model::BatchSpec& b = plan.batch;
   std::string text = strprintf(
-      "stepgraph bench %s: %lld layers, hidden %lld, ffn %lld, %lld heads (%lld KV), seq %lld, vocab %lld; "
+      "stepgraph bench %s: %s, hidden %lld, ffn %lld, %lld heads (%lld KV), seq %lld, vocab %lld; "
       "micro batch %lld x %lld microbatch%s x %lld data-parallel rank%s = %lld tokens per step; mock data, seed %llu\n",
-      plan.recipe.c_str(), static_cast<long long>(m.num_layers), static_cast<long long>(m.hidden_size),
+      plan.recipe.c_str(), model::describe_stack(m).c_str(), static_cast<long long>(m.hidden_size),
       static_cast<long long>(m.ffn_hidden_size), static_cast<long long>(m.num_attention_heads),
       static_cast<long long>(m.num_query_groups), static_cast<long long>(m.seq_length),
       static_cast<long long>(m.vocab_size), static_cast<long long>(b.micro_batch_size),

@@ -1,7 +1,7 @@
 #pragma once
 // What `stepgraph bench` will run, decided on the CPU before any GPU work: one validated config per
 // mode, all describing the same model, batch, optimizer and seed (only the CUDA-graph keys differ), so
-// ONE LlamaStep — one memory plan, one arena — serves every mode.
+// ONE TrainStep — one memory plan, one arena — serves every mode.
 #include <cstdint>
 #include <string>
 #include <vector>

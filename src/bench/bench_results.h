@@ -70,7 +70,7 @@ struct BenchEnvironment {
   int runtime_version = 0;     // cudaRuntimeGetVersion
   std::string cupti_version;   // "" when no floor was measured
   std::string cupti_error;     // why there is no floor although --floor-steps > 0 ("" when there is one)
-  uint64_t arena_bytes = 0;    // the LlamaStep's one allocation, shared by every mode
+  uint64_t arena_bytes = 0;    // the TrainStep's one allocation, shared by every mode
 };
 
 struct BenchResults {

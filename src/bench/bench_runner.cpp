@@ -14,7 +14,8 @@
 #include "cuda/stream.h"
 #include "graph/registry.h"
 #include "model/init.h"
-#include "model/llama_step.h"
+#include "model/layer_registry.h"
+#include "model/train_step.h"
 #include "bench/bench_stats.h"
 #include "bench/kernel_timer.h"
 #include "bench/report.h"
@@ -112,7 +113,7 @@ void expect_mode(graph::StepMode got, graph::StepMode want, const std::string& l
 }
 
 struct SharedState {
-  model::LlamaStep& step;
+  model::TrainStep& step;
   cuda::Stream& stream;
   const std::vector<float>& weights;
   const std::vector<float>& zeros;
@@ -120,7 +121,7 @@ struct SharedState {
 };
 
 ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedState& shared, Tracker& tracker) {
-  model::LlamaStep& step = shared.step;
+  model::TrainStep& step = shared.step;
   cuda::Stream& stream = shared.stream;
   ModeResult r;
   r.label = planned.label;
@@ -322,12 +323,12 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
   if (distributed) {
     bool any_local = false;
     for (const PlannedMode& m : plan.modes) any_local = any_local || m.config.model.cuda_graph_impl == "local";
-    reducer = distributed->make_step_reducer(plan.modes.front().config, model::ParamLayout(plan.model).total(),
+    reducer = distributed->make_step_reducer(plan.modes.front().config, model::model_layout(plan.model).total(),
                                              any_local);
   }
-  model::LlamaStepOptions step_options;
+  model::TrainStepOptions step_options;
   step_options.reducer = reducer.get();
-  model::LlamaStep step(plan.model, plan.batch, plan.optimizer, plan.seed, step_options);
+  model::TrainStep step(plan.model, plan.batch, plan.optimizer, plan.seed, step_options);
   results.env.arena_bytes = step.arena().total_bytes();
   if (progress.line) {
     progress.line(strprintf("stepgraph bench %s on %s: arena %s planned once for %zu mode%s", plan.recipe.c_str(),

@@ -1,7 +1,7 @@
 #pragma once
-// Runs a BenchPlan on the GPU: ONE LlamaStep (one memory plan, one arena) for every mode; per mode a
+// Runs a BenchPlan on the GPU: ONE TrainStep (one memory plan, one arena) for every mode; per mode a
 // fresh GraphedStep (the previous mode's graphs are destroyed first), the same initial state
-// (LlamaStep::load_state: initial weights, zero Adam moments, step 0, RNG offset 0) and the same mock
+// (TrainStep::load_state: initial weights, zero Adam moments, step 0, RNG offset 0) and the same mock
 // batch. Per mode, in order:
 //   1. warmup: model.cuda_graph_warmup_steps eager steps, not measured;
 //   2. the capture step: captures (and launches) the graphs; timed and reported apart (impl none: one

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/strings.h"
+#include "model/stack.h"
 #include "train/metrics.h"
 
 namespace sg::bench {
@@ -157,11 +158,11 @@ std::string format_report(const BenchPlan& plan, const BenchResults& results, co
   const double flops = train::training_flops_per_step(plan.model, plan.batch);
   std::string out = strprintf(
       "stepgraph bench %s on %s\n"
-      "  model: %lld layers, hidden %lld, ffn %lld, %lld heads, seq %lld, vocab %lld; %.0f tokens and %.3g TFLOP "
+      "  model: %s, hidden %lld, ffn %lld, %lld heads, seq %lld, vocab %lld; %.0f tokens and %.3g TFLOP "
       "per step\n"
       "  peak %s; arena %s (one allocation, shared by every mode)\n"
       "  per mode: %d eager warmup, 1 capture, %d measured (CUDA events) with %d floor step%s (CUPTI) among them\n",
-      plan.recipe.c_str(), env.device_summary.c_str(), static_cast<long long>(model.num_layers),
+      plan.recipe.c_str(), env.device_summary.c_str(), model::describe_stack(model).c_str(),
       static_cast<long long>(model.hidden_size), static_cast<long long>(model.ffn_hidden_size),
       static_cast<long long>(model.num_attention_heads), static_cast<long long>(model.seq_length),
       static_cast<long long>(model.vocab_size), tokens_per_step(plan), flops / 1e12,
@@ -224,6 +225,7 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
                 {"compare", optional_json(o.compare)},
                 {"overrides", o.overrides}};
   j["model"] = {{"num_layers", m.num_layers},
+                {"layer_pattern", model::layer_pattern_string(model::stack_layer_kinds(m))},
                 {"hidden_size", m.hidden_size},
                 {"ffn_hidden_size", m.ffn_hidden_size},
                 {"num_attention_heads", m.num_attention_heads},

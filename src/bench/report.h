@@ -11,7 +11,8 @@
 //                      their intervals), measured in separate steps
 //   step/floor         graph efficiency: median step time / floor (1.00x = no launch gaps at all)
 //   capture ms         capture + instantiate of the mode's graphs (the graph runtime's own timers)
-//   graphs, layers     graphs instantiated; graphable layers of all layers
+//   graphs, layers     graphs instantiated; graphable layers of all layers of the stack (a GPT
+//                      block is two layers: attention, MLP)
 //   peak mem           largest device memory in use seen during the mode (cudaMemGetInfo)
 //   vs eager           peak mem minus eager's (impl none) peak, and that as % of eager's peak
 #include <cstdint>

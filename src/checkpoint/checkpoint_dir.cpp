@@ -242,7 +242,7 @@ CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkp
   c.tensor_files.push_back({kOptimizerMainParamsFile, checkpoint.main_params, {}});
   c.tensor_files.push_back({kOptimizerExpAvgFile, checkpoint.exp_avg, {}});
   c.tensor_files.push_back({kOptimizerExpAvgSqFile, checkpoint.exp_avg_sq, {}});
-  c.json_files.push_back({kConfigFile, checkpoint.model_config});
+  if (!checkpoint.model_config.is_null()) c.json_files.push_back({kConfigFile, checkpoint.model_config});
   c.json_files.push_back({kTrainStateFile, checkpoint.state.to_json()});
   c.checksums_into = kTrainStateFile;
   return c;

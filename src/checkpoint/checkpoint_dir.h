@@ -95,7 +95,7 @@ std::string resolve_checkpoint(const std::string& path);
 
 struct TrainingCheckpoint {
   std::vector<TensorRef> model;  // Hugging Face names (model.layers.0.self_attn.q_proj.weight ...)
-  nlohmann::json model_config;   // hf_llama_config(spec, dtype)
+  nlohmann::json model_config;   // hf_model_config(spec, dtype); null: no config.json
   std::vector<TensorRef> main_params;  // fp32, same names
   std::vector<TensorRef> exp_avg;
   std::vector<TensorRef> exp_avg_sq;

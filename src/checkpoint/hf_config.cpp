@@ -2,10 +2,21 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/stack.h"
 
 namespace sg::checkpoint {
 
+nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
+  const std::string architecture = model::hf_architecture(spec);
+  if (architecture == "LlamaForCausalLM") return hf_llama_config(spec, torch_dtype);
+  return nullptr;
+}
+
 nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
+  std::string why_not;
+  if (model::hf_architecture(spec, &why_not) != "LlamaForCausalLM") {
+    throw Error("config.json: " + (why_not.empty() ? std::string("not a Llama model") : why_not));
+  }
   if (spec.num_moe_experts > 0) {
     throw Error(
         strprintf("config.json: model.num_moe_experts = %lld; LlamaForCausalLM is dense, so a "

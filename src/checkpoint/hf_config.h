@@ -13,4 +13,9 @@ namespace sg::checkpoint {
 nlohmann::json hf_llama_config(const model::ModelSpec& spec,
                                const std::string& torch_dtype = "bfloat16");
 
+// config.json for the architecture the model picks (model::hf_architecture): LlamaConfig for GPT blocks
+// of attention and dense MLP; null when no transformers class loads this model yet (the checkpoint
+// folder then has no config.json; it still resumes training).
+nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
+
 }  // namespace sg::checkpoint

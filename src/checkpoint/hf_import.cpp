@@ -229,7 +229,7 @@ std::vector<std::string> weight_files(const std::string& folder, WeightSource so
                 folder.c_str(), kModelFile, kIndexFile));
 }
 
-std::string load_hf_weights(const std::string& folder, const model::ParamLayout& layout, std::vector<float>& weights,
+std::string load_hf_weights(const std::string& folder, const model::ModelLayout& layout, std::vector<float>& weights,
                             WeightSource source) {
   const std::vector<std::string> paths = weight_files(folder, source);
   std::vector<std::unique_ptr<SafetensorsFile>> files;

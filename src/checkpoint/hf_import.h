@@ -2,13 +2,13 @@
 // Loading a Hugging Face Llama folder — what transformers' save_pretrained writes, and what every
 // stepgraph checkpoint folder is — into the model: config.json -> ModelSpec, safetensors weights
 // (model.safetensors, or shards listed by model.safetensors.index.json; BF16 or F32 tensors, tied or
-// untied embeddings) -> the flat fp32 parameter buffer of model/param_layout.h.
+// untied embeddings) -> the flat fp32 parameter buffer of model/param_builder.h.
 // Used by checkpoint.pretrained_checkpoint (train/pretrained.h) and `stepgraph generate`.
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "model/param_layout.h"
+#include "model/stack.h"
 #include "model/spec.h"
 
 namespace sg::checkpoint {
@@ -48,7 +48,7 @@ std::vector<std::string> weight_files(const std::string& folder, WeightSource so
 // typed or unexpected tensor. Ignored: rotary_emb.inv_freq buffers of old transformers versions, and
 // lm_head.weight when the embeddings are tied (transformers ties it to embed_tokens too).
 // Returns a one-line description of what was read.
-std::string load_hf_weights(const std::string& folder, const model::ParamLayout& layout, std::vector<float>& weights,
+std::string load_hf_weights(const std::string& folder, const model::ModelLayout& layout, std::vector<float>& weights,
                             WeightSource source);
 
 }  // namespace sg::checkpoint

@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "core/strings.h"
 #include "config/config.h"
+#include "config/model_config.h"
 #include "config/validate.h"
 #include "train/pretrained.h"
 
@@ -34,6 +35,9 @@ int config_show(const std::vector<std::string>& args) {
       "stepgraph config show " + join(args.empty() ? std::vector<std::string>{recipe} : args, " ");
   header += "\nresolved from " + text.source + (text.embedded ? " (built into stepgraph)" : "");
   header += "\ndefaults filled in and normalized as `stepgraph validate` does";
+  if (const std::string layers = config::describe_layers(report.config); !layers.empty()) {
+    header += "\nmodel: " + layers;
+  }
   std::fputs(config::emit_yaml(report.config, header).c_str(), stdout);
   if (!report.ok()) {
     std::fprintf(

@@ -117,9 +117,10 @@ std::string model_text(const config::Config& c) {
           ? strprintf("MoE %lldx top-%lld", static_cast<long long>(spec.num_moe_experts),
                       static_cast<long long>(spec.moe_router_topk))
           : std::string("dense");
-  if (c.model.hybrid_override_pattern) kind = "hybrid " + *c.model.hybrid_override_pattern;
-  return strprintf("%s, %lld layers, hidden %lld, seq %lld", kind.c_str(),
-                   static_cast<long long>(spec.num_layers),
+  if (c.model.hybrid_override_pattern) kind = "hybrid";
+  std::string layers = config::describe_layers(c);
+  if (layers.empty()) layers = strprintf("num_layers %lld", static_cast<long long>(spec.num_layers));
+  return strprintf("%s, %s, hidden %lld, seq %lld", kind.c_str(), layers.c_str(),
                    static_cast<long long>(spec.hidden_size),
                    static_cast<long long>(spec.seq_length));
 }

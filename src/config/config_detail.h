@@ -19,6 +19,14 @@ namespace sg::config::detail {
 bool assign_key(Config& config, std::string_view section, std::string_view key,
                 const YAML::Node& value, const std::string& where);
 
+// The key Megatron's other spelling `key` stands for ("hybrid_layer_pattern" ->
+// "hybrid_override_pattern"), or `key` itself.
+std::string_view canonical_key(std::string_view section, std::string_view key);
+
+// True when section.key holds a string (std::string or optional<std::string>): such keys take a
+// command-line override's raw text when it is not YAML (an unquoted "*-*-" pattern reads as an alias).
+bool is_string_key(std::string_view section, std::string_view key);
+
 // "unknown key 'model.hiden_size'; did you mean 'model.hidden_size'?" (no suggestion when nothing
 // is close), and the same for a section.
 std::string unknown_key_message(std::string_view section, std::string_view key);

@@ -1,5 +1,6 @@
 // Dotted command-line overrides, Megatron-Bridge style: model.cuda_graph_scope=attn,mlp
-// train.train_iters=50 checkpoint.save=null. The value is read as a YAML scalar or flow list.
+// train.train_iters=50 checkpoint.save=null. The value is read as a YAML scalar or flow list; a
+// string-typed key takes the raw text when it is not YAML at all (model.hybrid_override_pattern=*-*-).
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -106,15 +107,24 @@ void apply_override(Config& config, std::string_view override_text) {
     if (value.find('\n') != std::string::npos || value.find('\r') != std::string::npos) {
       throw malformed("the value spans several lines");
     }
+    bool yaml = true;
+    std::string yaml_error;
     try {
       // YAML::Load, not LoadAll: yaml-cpp 0.7's LoadAll never returns on some inputs (a leading
       // ',').
       node = YAML::Load(value);
     } catch (const YAML::Exception& e) {
-      throw ConfigError(strprintf("%s: the value '%s' is not a YAML value: %s", where.c_str(),
-                                  printable(value).c_str(), e.msg.c_str()));
+      yaml = false;
+      yaml_error = e.msg;
     }
-    if (!whole_value_read(node, value)) {
+    if (!yaml && detail::is_string_key(parts[0], parts[1])) {
+      // A string key takes text that is no YAML as typed: model.hybrid_override_pattern=*-*- is not
+      // an alias. (Text that is YAML but more than one value, "dir #x", stays an error.)
+      node = YAML::Node(value);
+    } else if (!yaml) {
+      throw ConfigError(strprintf("%s: the value '%s' is not a YAML value: %s", where.c_str(),
+                                  printable(value).c_str(), yaml_error.c_str()));
+    } else if (!whole_value_read(node, value)) {
       throw malformed("the value '" + printable(value) +
                       "' is not one YAML value (a scalar, or a list written [a, b] or a,b; quote "
                       "strings that hold # or trailing text)");

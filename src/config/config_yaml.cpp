@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <set>
+#include <type_traits>
 
 #include "core/strings.h"
 #include "config/config.h"
@@ -159,8 +160,37 @@ std::string position(const std::string& source, const YAML::Mark& mark) {
   return strprintf("%s:%d:%d", source.c_str(), mark.line + 1, mark.column + 1);
 }
 
+namespace {
+struct KeyAlias {
+  std::string_view section, alias, key;
+};
+// Megatron renamed hybrid_override_pattern to hybrid_layer_pattern; both spellings are accepted.
+constexpr KeyAlias kKeyAliases[] = {{"model", "hybrid_layer_pattern", "hybrid_override_pattern"}};
+}  // namespace
+
+std::string_view canonical_key(std::string_view section, std::string_view key) {
+  for (const KeyAlias& a : kKeyAliases) {
+    if (a.section == section && a.alias == key) return a.key;
+  }
+  return key;
+}
+
+bool is_string_key(std::string_view section, std::string_view key) {
+  key = canonical_key(section, key);
+  bool string_typed = false;
+  const Config defaults;
+  visit_fields(defaults, [&](std::string_view s, std::string_view k, const auto& member, const char*) {
+    using T = std::decay_t<decltype(member)>;
+    if (s == section && k == key) {
+      string_typed = std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>>;
+    }
+  });
+  return string_typed;
+}
+
 bool assign_key(Config& config, std::string_view section, std::string_view key,
                 const YAML::Node& value, const std::string& where) {
+  key = canonical_key(section, key);
   bool found = false;
   visit_fields(config, [&](std::string_view s, std::string_view k, auto& member, const char*) {
     if (found || s != section || k != key) return;
@@ -322,9 +352,14 @@ Config load_config_yaml(std::string_view text, const std::string& source) {
         const std::string key_where = position(source, entry.first.Mark());
         if (!entry.first.IsScalar()) throw ConfigError(key_where + ": a key must be a plain word");
         const std::string key = entry.first.Scalar();
-        if (!seen_keys.insert(key).second) {
-          throw ConfigError(strprintf("%s: key '%s.%s' appears twice", key_where.c_str(),
-                                      section.c_str(), key.c_str()));
+        const std::string_view canonical = detail::canonical_key(section, key);
+        if (!seen_keys.insert(std::string(canonical)).second) {
+          throw ConfigError(strprintf("%s: key '%s.%s' appears twice%s", key_where.c_str(), section.c_str(),
+                                      key.c_str(),
+                                      canonical == key ? ""
+                                                       : (" (as " + std::string(canonical) + " and " + key +
+                                                          ", two spellings of one key)")
+                                                             .c_str()));
         }
         const std::string value_where = position(source, entry.second.Mark());
         if (!detail::assign_key(config, section, key, entry.second, value_where)) {

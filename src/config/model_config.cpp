@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "core/strings.h"
+#include "model/stack.h"
 
 namespace sg::config {
 
@@ -11,6 +13,7 @@ model::ModelSpec model_spec(const Config& config) {
   model::ModelSpec spec;
   spec.vocab_size = m.vocab_size.value_or(0);
   spec.num_layers = m.num_layers;
+  spec.hybrid_layer_pattern = m.hybrid_override_pattern.value_or("");
   spec.hidden_size = m.hidden_size;
   spec.ffn_hidden_size = m.ffn_hidden_size.value_or(4 * m.hidden_size);
   spec.num_attention_heads = m.num_attention_heads;
@@ -42,54 +45,26 @@ model::BatchSpec batch_spec(const Config& config) {
 }
 
 std::vector<model::LayerKind> layer_pattern(const Config& config) {
-  using model::LayerKind;
   const ModelConfig& m = config.model;
-  std::vector<LayerKind> layers;
-  const std::string pattern = m.hybrid_override_pattern.value_or("");
-  if (!pattern.empty()) {
-    for (size_t i = 0; i < pattern.size(); ++i) {
-      switch (pattern[i]) {
-        case 'M':
-          layers.push_back(LayerKind::mamba);
-          break;
-        case '*':
-          layers.push_back(LayerKind::attention);
-          break;
-        case '-':
-          layers.push_back(LayerKind::mlp);
-          break;
-        case 'E':
-          layers.push_back(LayerKind::moe);
-          break;
-        default:
-          throw ConfigError(strprintf(
-              "model.hybrid_override_pattern = %s: character %zu '%c' is not one of M (Mamba), "
-              "* (attention), - (MLP), E (MoE)",
-              pattern.c_str(), i + 1, pattern[i]));
-      }
+  if (!m.hybrid_override_pattern.value_or("").empty()) {
+    try {
+      return model::parse_layer_pattern(*m.hybrid_override_pattern);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ConfigError(e.what());
     }
-    return layers;
   }
-  const bool moe = m.num_moe_experts.value_or(0) > 0;
-  for (int64_t i = 0; i < m.num_layers; ++i) {
-    layers.push_back(LayerKind::attention);
-    layers.push_back(moe ? LayerKind::moe : LayerKind::mlp);
-  }
-  return layers;
+  if (m.num_layers <= 0) return {};  // reported by validation (rule 16)
+  return model::stack_layer_kinds(model_spec(config));
 }
 
-const char* layer_kind_name(model::LayerKind kind) {
-  switch (kind) {
-    case model::LayerKind::attention:
-      return "attention";
-    case model::LayerKind::mlp:
-      return "mlp";
-    case model::LayerKind::moe:
-      return "moe";
-    case model::LayerKind::mamba:
-      return "mamba";
+std::string describe_layers(const Config& config) {
+  try {
+    return model::describe_stack(model_spec(config));
+  } catch (const Error&) {
+    return {};
   }
-  return "?";
 }
 
 }  // namespace sg::config

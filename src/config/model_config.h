@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "model/layer_kind.h"
 #include "model/spec.h"
 #include "config/config.h"
 
@@ -17,12 +18,14 @@ model::ModelSpec model_spec(const Config& config);
 // num_microbatches = global_batch_size / (micro_batch_size x data_parallel_size).
 model::BatchSpec batch_spec(const Config& config);
 
-// The layer sequence: one entry per character of hybrid_override_pattern (M mamba, * attention,
-// - mlp, E moe), or, without a pattern, num_layers blocks of attention followed by an MLP (MoE when
-// num_moe_experts > 0). Throws ConfigError for a character outside M*-E.
+// The layer sequence (model/stack.h): one entry per character of hybrid_override_pattern (M mamba,
+// * attention, - mlp, E moe), or, without a pattern, num_layers blocks of attention followed by an MLP
+// (MoE when num_moe_experts > 0). Throws ConfigError for a character outside M*-E.
 std::vector<model::LayerKind> layer_pattern(const Config& config);
 
-// "attention" / "mlp" / "moe" / "mamba".
-const char* layer_kind_name(model::LayerKind kind);
+// The layer stack as `config show`, `validate` and the start of a run print it (model/stack.h):
+// "8 layers: (*-)x4 as 4 GPT blocks", "6 layers: (M*-)x2 (hybrid pattern)"; empty when the config
+// does not describe a valid stack (validation says why).
+std::string describe_layers(const Config& config);
 
 }  // namespace sg::config

@@ -9,13 +9,29 @@
 
 #include "core/strings.h"
 #include "config/model_config.h"
+#include "graph/scope_plan.h"
+#include "model/layer_registry.h"
 
 namespace sg::config {
 namespace {
 
-const std::vector<std::string> kImpls = {"none", "local", "transformer_engine"};
-const std::vector<std::string> kScopes = {"full_iteration", "attn",           "mlp",  "moe",
-                                          "moe_router",     "moe_preprocess", "mamba"};
+// The spellings and the impl/scope rules are the graph layer's (graph/scope_plan.h), written once.
+const std::vector<std::string> kImpls = graph::graph_impl_names();
+const std::vector<std::string> kScopes = graph::graph_scope_names();
+
+// The rule number (docs/configuration.md) of each impl/scope problem.
+int rule_number(graph::ScopeRule rule) {
+  switch (rule) {
+    case graph::ScopeRule::unknown_impl:
+    case graph::ScopeRule::unknown_scope: return 1;
+    case graph::ScopeRule::full_iteration_not_alone:
+    case graph::ScopeRule::local_with_module_scopes:
+    case graph::ScopeRule::full_iteration_without_local: return 4;
+    case graph::ScopeRule::moe_with_moe_router:
+    case graph::ScopeRule::moe_preprocess_without_router: return 6;
+  }
+  return 1;
+}
 
 const char* const kRuleSummaries[kNumRules] = {
     "cuda_graph_impl is none, local or transformer_engine; every scope is a known scope",
@@ -50,6 +66,10 @@ std::string suggestion(const std::string& word, const std::vector<std::string>& 
   return close.empty() ? std::string() : "; did you mean '" + close + "'?";
 }
 
+bool contains_kind(const std::vector<model::LayerKind>& kinds, model::LayerKind kind) {
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
 struct Unimplemented {
   std::string what;
   std::vector<std::string> keys;
@@ -77,14 +97,22 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
   if (m.delay_wgrad_compute) {
     out.push_back({"delayed weight-gradient compute", {"model.delay_wgrad_compute"}});
   }
-  const std::string pattern = m.hybrid_override_pattern.value_or("");
-  if (m.num_moe_experts.value_or(0) > 0 || pattern.find('E') != std::string::npos) {
-    std::vector<std::string> keys = {"model.num_moe_experts"};
-    if (!pattern.empty()) keys.push_back("model.hybrid_override_pattern");
-    out.push_back({"MoE layers", keys});
+  // Layer kinds the pattern names that the engine does not build yet (model/layer_registry.h).
+  std::vector<model::LayerKind> kinds;
+  try {
+    kinds = layer_pattern(c);
+  } catch (const ConfigError&) {
+    // an invalid letter: rule 16 reports it
   }
-  if (pattern.find('M') != std::string::npos) {
-    out.push_back({"Mamba layers", {"model.hybrid_override_pattern"}});
+  std::vector<model::LayerKind> missing;
+  for (const model::LayerKind kind : kinds) {
+    if (!model::layer_kind_implemented(kind) && !contains_kind(missing, kind)) missing.push_back(kind);
+  }
+  for (const model::LayerKind kind : missing) {
+    std::vector<std::string> keys;
+    if (kind == model::LayerKind::moe) keys.push_back("model.num_moe_experts");
+    if (m.hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
+    out.push_back({model::missing_layer_kind_text(kind), keys});
   }
   if (m.add_bias_linear || m.add_qkv_bias) {
     out.push_back({"linear-layer biases", {"model.add_bias_linear", "model.add_qkv_bias"}});
@@ -168,23 +196,13 @@ class Validator {
     if (!c().dataset.seq_length) c().dataset.seq_length = m().seq_length;
   }
 
+  // The graphable modules of the model's layers (model/layer_kind.h), for the scope rules.
   void count_layers() {
     if (m().num_layers > kMaxLayers) return;  // reported by rule 16; no pattern to build
     try {
       for (const auto kind : layer_pattern(c())) {
-        switch (kind) {
-          case model::LayerKind::attention:
-            ++attention_layers_;
-            break;
-          case model::LayerKind::mlp:
-            ++mlp_layers_;
-            break;
-          case model::LayerKind::moe:
-            ++moe_layers_;
-            break;
-          case model::LayerKind::mamba:
-            ++mamba_layers_;
-            break;
+        for (const graph::Module module : model::layer_kind_info(kind).modules) {
+          if (!has_module(module)) modules_.push_back(module);
         }
       }
       layers_known_ = true;
@@ -193,20 +211,27 @@ class Validator {
                 "use only M (Mamba), * (attention), - (MLP) and E (MoE), one character per layer");
     }
   }
+  bool has_module(graph::Module module) const {
+    return std::find(modules_.begin(), modules_.end(), module) != modules_.end();
+  }
+  // Whether any layer marks a module that `scope` graphs (graph::scope_modules).
+  bool scope_has_layers(const std::string& scope) const {
+    const auto s = graph::find_graph_scope(scope);
+    if (!s) return true;  // unknown: rule 1
+    const std::vector<graph::Module> modules = graph::scope_modules(*s);
+    return std::any_of(modules.begin(), modules.end(), [this](graph::Module m) { return has_module(m); });
+  }
 
   void rule1_known_values() {
-    if (!contains(kImpls, m().cuda_graph_impl)) {
-      violation(
-          1, "unknown cuda_graph_impl '" + m().cuda_graph_impl + "'", {"model.cuda_graph_impl"},
-          "use one of: none, local, transformer_engine" + suggestion(m().cuda_graph_impl, kImpls));
+    if (const auto problem = graph::check_graph_impl_name(m().cuda_graph_impl)) {
+      violation(1, problem->message, {"model.cuda_graph_impl"}, problem->fix);
     }
     impl_known_ = contains(kImpls, m().cuda_graph_impl);
     graphs_on_ = impl_known_ && !impl_is("none");
     std::vector<std::string> unique;
     for (const auto& scope : m().cuda_graph_scope) {
-      if (!contains(kScopes, scope)) {
-        violation(1, "unknown cuda_graph_scope value '" + scope + "'", {"model.cuda_graph_scope"},
-                  "use scopes from: " + join(kScopes, ", ") + suggestion(scope, kScopes));
+      if (const auto problem = graph::check_graph_scope_name(scope)) {
+        violation(1, problem->message, {"model.cuda_graph_scope"}, problem->fix);
       }
       if (!contains(unique, scope)) unique.push_back(scope);
     }
@@ -245,9 +270,9 @@ class Validator {
   // The module scopes that graph whole layers of this model, for transformer_engine with no scope.
   std::vector<std::string> whole_layer_scopes() {
     std::vector<std::string> scopes;
-    if (attention_layers_ > 0) scopes.push_back("attn");
-    if (mlp_layers_ > 0) scopes.push_back("mlp");
-    if (moe_layers_ > 0) {
+    if (has_module(graph::Module::attn)) scopes.push_back("attn");
+    if (has_module(graph::Module::mlp)) scopes.push_back("mlp");
+    if (has_module(graph::Module::moe)) {
       if (token_drop_moe()) {
         scopes.push_back("moe");
       } else {
@@ -255,7 +280,7 @@ class Validator {
         scopes.push_back("moe_preprocess");
       }
     }
-    if (mamba_layers_ > 0) scopes.push_back("mamba");
+    if (has_module(graph::Module::mamba)) scopes.push_back("mamba");
     return scopes;
   }
 
@@ -263,40 +288,29 @@ class Validator {
     return m().moe_expert_capacity_factor.has_value() && m().moe_pad_expert_input_to_capacity;
   }
 
+  // Rules 4 and 6 (graph/scope_plan.h writes them), and the defaults of an empty scope.
   void rule4_impl_and_scope() {
     const std::vector<std::string> keys = {"model.cuda_graph_impl", "model.cuda_graph_scope"};
-    std::vector<std::string> known;
-    for (const auto& scope : m().cuda_graph_scope) {
-      if (contains(kScopes, scope)) known.push_back(scope);
+    if (impl_is("local") && m().cuda_graph_scope.empty()) {
+      m().cuda_graph_scope = {"full_iteration"};
+      note(4, "cuda_graph_impl local with no scope means full_iteration", keys);
+    } else if (impl_is("transformer_engine") && m().cuda_graph_scope.empty() && layers_known_) {
+      m().cuda_graph_scope = whole_layer_scopes();
+      note(4,
+           "cuda_graph_impl transformer_engine with no scope graphs whole layers: scope set to " +
+               format_value(c(), "model.cuda_graph_scope"),
+           keys);
     }
-    const bool full = has_scope("full_iteration");
-    if (impl_is("local")) {
-      if (m().cuda_graph_scope.empty()) {
-        m().cuda_graph_scope = {"full_iteration"};
-        note(4, "cuda_graph_impl local with no scope means full_iteration", keys);
-      } else if (full && known.size() > 1) {
-        violation(4, "full_iteration must be the only scope", keys,
-                  "use model.cuda_graph_scope=full_iteration (the whole step as one graph), or "
-                  "model.cuda_graph_impl=transformer_engine with the module scopes alone");
-      } else if (!full && !known.empty()) {
-        violation(4, "cuda_graph_impl local accepts only full_iteration", keys,
-                  "use model.cuda_graph_scope=full_iteration for a whole-step graph, or "
-                  "model.cuda_graph_impl=transformer_engine for per-module graphs of " +
-                      join(known, ","));
-      }
-    } else if (impl_is("transformer_engine")) {
-      if (full) {
-        violation(4, "full_iteration is only valid with cuda_graph_impl local", keys,
-                  "for a whole-step graph use model.cuda_graph_impl=local "
-                  "model.cuda_graph_scope=full_iteration; for per-module graphs remove "
-                  "full_iteration from model.cuda_graph_scope");
-      } else if (m().cuda_graph_scope.empty() && layers_known_) {
-        m().cuda_graph_scope = whole_layer_scopes();
-        note(4,
-             "cuda_graph_impl transformer_engine with no scope graphs whole layers: scope set to " +
-                 format_value(c(), "model.cuda_graph_scope"),
-             keys);
-      }
+    const auto impl = graph::find_graph_impl(m().cuda_graph_impl);
+    if (!impl) return;  // rule 1
+    std::vector<graph::GraphScope> known;
+    for (const auto& scope : m().cuda_graph_scope) {
+      if (const auto s = graph::find_graph_scope(scope)) known.push_back(*s);
+    }
+    for (const graph::ScopeProblem& problem : graph::check_scope_rules(*impl, known)) {
+      const int rule = rule_number(problem.rule);
+      violation(rule, problem.message, rule == 4 ? keys : std::vector<std::string>{"model.cuda_graph_scope"},
+                problem.fix);
     }
   }
 
@@ -335,7 +349,7 @@ class Validator {
   bool impl_known_ = false;
   bool graphs_on_ = false;
   bool layers_known_ = false;
-  int64_t attention_layers_ = 0, mlp_layers_ = 0, moe_layers_ = 0, mamba_layers_ = 0;
+  std::vector<graph::Module> modules_;  // every module the model's layers mark
 };
 
 void Validator::rules5_to_15() {
@@ -357,18 +371,9 @@ void Validator::rules5_to_15() {
          keys);
   }
 
-  // Rule 6.
-  if (has_scope("moe") && has_scope("moe_router")) {
-    violation(6, "moe and moe_router are mutually exclusive", {scope_key},
-              "graph the whole MoE layer with moe (token-drop MoE) or only its router with "
-              "moe_router,moe_preprocess, not both");
-  }
-  if (has_scope("moe_preprocess") && !has_scope("moe_router")) {
-    violation(6, "moe_preprocess requires moe_router", {scope_key},
-              "add moe_router to model.cuda_graph_scope, or remove moe_preprocess");
-  }
+  // Rule 6: with rule 4 (rule4_impl_and_scope).
 
-  // Rule 7: a scope must have layers to graph.
+  // Rule 7: a scope must have layers to graph (a layer marking one of graph::scope_modules(scope)).
   if (layers_known_) {
     std::vector<std::string> pattern_keys = {scope_key};
     if (m().hybrid_override_pattern) pattern_keys.push_back("model.hybrid_override_pattern");
@@ -376,7 +381,9 @@ void Validator::rules5_to_15() {
     for (const char* s : {"moe", "moe_router", "moe_preprocess"}) {
       if (has_scope(s)) moe_scopes.push_back(s);
     }
-    if (!moe_scopes.empty() && (m().num_moe_experts.value_or(0) <= 0 || moe_layers_ == 0)) {
+    const bool moe_layers = std::any_of(moe_scopes.begin(), moe_scopes.end(),
+                                        [this](const std::string& scope) { return scope_has_layers(scope); });
+    if (!moe_scopes.empty() && (m().num_moe_experts.value_or(0) <= 0 || !moe_layers)) {
       auto keys = pattern_keys;
       keys.push_back("model.num_moe_experts");
       violation(
@@ -387,7 +394,7 @@ void Validator::rules5_to_15() {
           "remove " + join(moe_scopes, ", ") +
               " from model.cuda_graph_scope, or make the model MoE (model.num_moe_experts > 0)");
     }
-    if (has_scope("mlp") && mlp_layers_ == 0) {
+    if (has_scope("mlp") && !scope_has_layers("mlp")) {
       auto keys = pattern_keys;
       keys.push_back("model.num_moe_experts");
       violation(
@@ -395,14 +402,14 @@ void Validator::rules5_to_15() {
           "remove mlp from model.cuda_graph_scope; graph MoE layers with moe_router,moe_preprocess "
           "(or moe for token-drop MoE)");
     }
-    if (has_scope("mamba") && mamba_layers_ == 0) {
+    if (has_scope("mamba") && !scope_has_layers("mamba")) {
       auto keys = pattern_keys;
       if (!m().hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
       violation(7, "scope mamba needs Mamba layers, and this model has none", keys,
                 "remove mamba from model.cuda_graph_scope, or add M layers to "
                 "model.hybrid_override_pattern");
     }
-    if (has_scope("attn") && attention_layers_ == 0) {
+    if (has_scope("attn") && !scope_has_layers("attn")) {
       auto keys = pattern_keys;
       if (!m().hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
       violation(7, "scope attn needs attention layers, and this model has none", keys,

@@ -1,5 +1,5 @@
 #pragma once
-// The arithmetic of data parallelism over the model's ONE flat parameter buffer (model/param_layout.h):
+// The arithmetic of data parallelism over the model's ONE flat parameter buffer (model/param_builder.h):
 // which elements each rank reduces, owns and updates. Pure functions, no CUDA, no NCCL, so every bound
 // is tested on the CPU (tests/dist/sharding_test.cpp).
 //

@@ -14,6 +14,7 @@
 #include "generate/tokenizer_process.h"
 #include "model/cpu_decoder.h"
 #include "model/gpu_decoder.h"
+#include "model/layer_registry.h"
 
 namespace sg::generate {
 
@@ -71,7 +72,7 @@ GenerateResult run_generate(const GenerateOptions& options) {
   const std::string folder = checkpoint::resolve_model_folder(options.checkpoint, "generate CHECKPOINT");
   const checkpoint::HfModelConfig config = checkpoint::read_hf_config(folder);
   const model::ModelSpec& spec = config.spec;
-  const model::ParamLayout layout(spec);
+  const model::ModelLayout layout = model::model_layout(spec);
   std::vector<float> weights;
   result.model = folder + ": " + checkpoint::load_hf_weights(folder, layout, weights, checkpoint::WeightSource::model);
 

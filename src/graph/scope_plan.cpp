@@ -50,28 +50,102 @@ const char* graph_scope_name(GraphScope scope) {
   return "?";
 }
 
-GraphImpl parse_graph_impl(std::string_view text) {
+std::vector<std::string> graph_impl_names() {
   std::vector<std::string> names;
+  for (GraphImpl i : kImpls) names.emplace_back(graph_impl_name(i));
+  return names;
+}
+
+std::vector<std::string> graph_scope_names() {
+  std::vector<std::string> names;
+  for (GraphScope s : kScopes) names.emplace_back(graph_scope_name(s));
+  return names;
+}
+
+std::optional<GraphImpl> find_graph_impl(std::string_view text) {
   for (GraphImpl i : kImpls) {
     if (text == graph_impl_name(i)) return i;
-    names.emplace_back(graph_impl_name(i));
   }
+  return std::nullopt;
+}
+
+std::optional<GraphScope> find_graph_scope(std::string_view text) {
+  for (GraphScope s : kScopes) {
+    if (text == graph_scope_name(s)) return s;
+  }
+  return std::nullopt;
+}
+
+namespace {
+ScopeProblem unknown(ScopeRule rule, const char* key, std::string_view text, const std::vector<std::string>& names) {
   const std::string near = closest_match(text, names);
-  throw Error(strprintf("model.cuda_graph_impl: '%.*s' is not one of %s%s", static_cast<int>(text.size()),
-                        text.data(), join(names, ", ").c_str(),
-                        near.empty() ? "" : strprintf("; did you mean '%s'?", near.c_str()).c_str()));
+  return ScopeProblem{rule,
+                      strprintf("unknown %s '%.*s'", key, static_cast<int>(text.size()), text.data()),
+                      "use one of: " + join(names, ", ") +
+                          (near.empty() ? std::string() : "; did you mean '" + near + "'?")};
+}
+
+std::string module_scopes(const std::vector<GraphScope>& scopes) {
+  std::vector<std::string> names;
+  for (GraphScope s : scopes) {
+    if (s != GraphScope::full_iteration) names.emplace_back(graph_scope_name(s));
+  }
+  return join(names, ",");
+}
+}  // namespace
+
+std::optional<ScopeProblem> check_graph_impl_name(std::string_view text) {
+  if (find_graph_impl(text)) return std::nullopt;
+  return unknown(ScopeRule::unknown_impl, "model.cuda_graph_impl", text, graph_impl_names());
+}
+
+std::optional<ScopeProblem> check_graph_scope_name(std::string_view text) {
+  if (find_graph_scope(text)) return std::nullopt;
+  return unknown(ScopeRule::unknown_scope, "model.cuda_graph_scope value", text, graph_scope_names());
+}
+
+std::vector<ScopeProblem> check_scope_rules(GraphImpl impl, const std::vector<GraphScope>& scopes) {
+  std::vector<ScopeProblem> out;
+  if (impl == GraphImpl::none) return out;
+  const bool full = contains(scopes, GraphScope::full_iteration);
+  const bool modules = std::any_of(scopes.begin(), scopes.end(), [](GraphScope s) {
+    return s != GraphScope::full_iteration;
+  });
+  if (impl == GraphImpl::local && full && modules) {
+    out.push_back({ScopeRule::full_iteration_not_alone, "full_iteration must be the only scope",
+                   "use model.cuda_graph_scope=full_iteration (the whole step as one graph), or "
+                   "model.cuda_graph_impl=transformer_engine with the module scopes alone"});
+  } else if (impl == GraphImpl::local && modules) {
+    out.push_back({ScopeRule::local_with_module_scopes, "cuda_graph_impl local accepts only full_iteration",
+                   "use model.cuda_graph_scope=full_iteration for a whole-step graph, or "
+                   "model.cuda_graph_impl=transformer_engine for per-module graphs of " +
+                       module_scopes(scopes)});
+  }
+  if (impl == GraphImpl::transformer_engine && full) {
+    out.push_back({ScopeRule::full_iteration_without_local, "full_iteration is only valid with cuda_graph_impl local",
+                   "for a whole-step graph use model.cuda_graph_impl=local model.cuda_graph_scope=full_iteration; "
+                   "for per-module graphs remove full_iteration from model.cuda_graph_scope"});
+  }
+  if (contains(scopes, GraphScope::moe) && contains(scopes, GraphScope::moe_router)) {
+    out.push_back({ScopeRule::moe_with_moe_router, "moe and moe_router are mutually exclusive",
+                   "graph the whole MoE layer with moe (token-drop MoE) or only its router with "
+                   "moe_router,moe_preprocess, not both"});
+  }
+  if (contains(scopes, GraphScope::moe_preprocess) && !contains(scopes, GraphScope::moe_router)) {
+    out.push_back({ScopeRule::moe_preprocess_without_router, "moe_preprocess requires moe_router",
+                   "add moe_router to model.cuda_graph_scope, or remove moe_preprocess"});
+  }
+  return out;
+}
+
+GraphImpl parse_graph_impl(std::string_view text) {
+  if (const auto problem = check_graph_impl_name(text)) throw Error(problem->message + ": " + problem->fix);
+  return *find_graph_impl(text);
 }
 
 GraphScope parse_graph_scope(std::string_view text) {
-  std::vector<std::string> names;
-  for (GraphScope s : kScopes) {
-    if (text == graph_scope_name(s)) return s;
-    names.emplace_back(graph_scope_name(s));
-  }
-  const std::string near = closest_match(text, names);
-  throw Error(strprintf("model.cuda_graph_scope: '%.*s' is not one of %s%s", static_cast<int>(text.size()),
-                        text.data(), join(names, ", ").c_str(),
-                        near.empty() ? "" : strprintf("; did you mean '%s'?", near.c_str()).c_str()));
+  if (const auto problem = check_graph_scope_name(text)) throw Error(problem->message + ": " + problem->fix);
+  return *find_graph_scope(text);
 }
 
 std::vector<GraphScope> parse_graph_scopes(const std::vector<std::string>& texts) {
@@ -134,32 +208,18 @@ ScopePlan plan_graph_scopes(GraphImpl impl, const std::vector<GraphScope>& scope
     return plan;
   }
 
+  const std::vector<ScopeProblem> problems = check_scope_rules(impl, plan.scopes);
+  if (!problems.empty()) {
+    throw Error(strprintf("model.cuda_graph_impl %s, model.cuda_graph_scope %s: %s; fix: %s", graph_impl_name(impl),
+                          scope_list(plan.scopes).c_str(), problems.front().message.c_str(),
+                          problems.front().fix.c_str()));
+  }
   if (impl == GraphImpl::local) {
-    const bool ok = plan.scopes.empty() ||
-                    (plan.scopes.size() == 1 && plan.scopes[0] == GraphScope::full_iteration);
-    SG_CHECK(ok, strprintf("model.cuda_graph_scope %s is not allowed with model.cuda_graph_impl local: local "
-                           "captures the whole iteration, so the scope must be [full_iteration] (or empty). "
-                           "For per-module graphs set model.cuda_graph_impl: transformer_engine.",
-                           scope_list(plan.scopes).c_str()));
     plan.scopes = {GraphScope::full_iteration};
     plan.full_iteration = true;
     plan.graphable_layers = plan.total_layers;  // the whole step's graph holds every layer
     return plan;
   }
-
-  // transformer_engine: per-region graphs.
-  SG_CHECK(!contains(plan.scopes, GraphScope::full_iteration),
-           strprintf("model.cuda_graph_scope %s: full_iteration is not allowed with cuda_graph_impl "
-                     "transformer_engine (it graphs modules). Use cuda_graph_impl local for a whole-step graph.",
-                     scope_list(plan.scopes).c_str()));
-  SG_CHECK(!(contains(plan.scopes, GraphScope::moe) && contains(plan.scopes, GraphScope::moe_router)),
-           strprintf("model.cuda_graph_scope %s: moe and moe_router cannot both be set (moe already graphs "
-                     "the router); keep one",
-                     scope_list(plan.scopes).c_str()));
-  SG_CHECK(!contains(plan.scopes, GraphScope::moe_preprocess) || contains(plan.scopes, GraphScope::moe_router),
-           strprintf("model.cuda_graph_scope %s: moe_preprocess requires moe_router (the preprocess graph "
-                     "follows the router graph); add moe_router",
-                     scope_list(plan.scopes).c_str()));
 
   std::vector<Module> graphed_modules;
   if (plan.scopes.empty()) {

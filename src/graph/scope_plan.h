@@ -11,6 +11,9 @@
 //                                           moe excludes moe_router; moe_preprocess needs moe_router.
 // Scope -> region modules: attn->attn, mlp->mlp (dense MLP), moe->moe+moe_router+moe_preprocess
 // (the whole MoE layer), moe_router->moe_router, moe_preprocess->moe_preprocess, mamba->mamba.
+// The spellings, the scope -> module mapping and the impl/scope rules live here ONCE: config
+// validation (src/config/validate.cpp) reports the same problems under its rule numbers.
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +31,32 @@ const char* graph_scope_name(GraphScope scope);  // "full_iteration", "attn", ..
 GraphImpl parse_graph_impl(std::string_view text);
 GraphScope parse_graph_scope(std::string_view text);
 std::vector<GraphScope> parse_graph_scopes(const std::vector<std::string>& texts);
+// Every spelling the config accepts, in this order; nullopt for anything else.
+std::vector<std::string> graph_impl_names();   // none, local, transformer_engine
+std::vector<std::string> graph_scope_names();  // full_iteration, attn, mlp, moe, moe_router, ...
+std::optional<GraphImpl> find_graph_impl(std::string_view text);
+std::optional<GraphScope> find_graph_scope(std::string_view text);
+
+// A broken rule of model.cuda_graph_impl / model.cuda_graph_scope: what is wrong and how to fix it.
+enum class ScopeRule : uint8_t {
+  unknown_impl,                    // not a known impl
+  unknown_scope,                   // not a known scope
+  full_iteration_not_alone,        // local: full_iteration with other scopes
+  local_with_module_scopes,        // local: module scopes (local graphs the whole step)
+  full_iteration_without_local,    // transformer_engine: full_iteration
+  moe_with_moe_router,             // moe and moe_router together
+  moe_preprocess_without_router,   // moe_preprocess needs moe_router
+};
+struct ScopeProblem {
+  ScopeRule rule;
+  std::string message;  // "full_iteration is only valid with cuda_graph_impl local"
+  std::string fix;      // what to change
+};
+std::optional<ScopeProblem> check_graph_impl_name(std::string_view text);
+std::optional<ScopeProblem> check_graph_scope_name(std::string_view text);
+// Every rule `scopes` (known ones) break under `impl`, in the order above. impl none breaks none:
+// Bridge ignores the scope when graphs are off.
+std::vector<ScopeProblem> check_scope_rules(GraphImpl impl, const std::vector<GraphScope>& scopes);
 
 // The regions one layer of the model marks, in step order (the model exposes this; graph/ never
 // includes model/). E.g. a dense Llama layer: {i, {attn, mlp}}; a MoE layer: {i, {attn, moe_router,

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/layer_registry.h"
 #include "reference/decode_attention.h"
 #include "reference/decode_state.h"
 #include "reference/embedding.h"
@@ -23,7 +24,7 @@ size_t sz(int64_t n) {
 
 CpuDecoder::CpuDecoder(const ModelSpec& model, std::vector<float> weights, const DecodeSpec& decode)
     : model_(model),
-      layout_(model),
+      layout_(model_layout(model)),
       offsets_(decoder_offsets(model, layout_)),
       decode_(decode),
       weights_(std::move(weights)) {

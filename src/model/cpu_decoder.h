@@ -12,7 +12,7 @@ namespace sg::model {
 
 class CpuDecoder final : public Decoder {
  public:
-  // weights: the flat fp32 buffer of ParamLayout(model) (layout().total() floats).
+  // weights: the flat fp32 buffer of model_layout(model) (layout().total() floats).
   CpuDecoder(const ModelSpec& model, std::vector<float> weights, const DecodeSpec& decode);
 
   std::string description() const override;
@@ -30,7 +30,7 @@ class CpuDecoder final : public Decoder {
   void sample_and_advance();
 
   ModelSpec model_;
-  ParamLayout layout_;
+  ModelLayout layout_;
   DecoderOffsets offsets_;
   DecodeSpec decode_;
   std::vector<float> weights_;

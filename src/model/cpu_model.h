@@ -1,24 +1,25 @@
 #pragma once
-// The CPU fp32 backend of the dense Llama: forward, backward and the whole training step composed ONLY
-// of the sg::ref functions (the CPU twins of the GPU kernels). It is the ground truth of the GPU step's
-// tests, so it follows the GPU step's structure exactly: the same parameter layout, the same dropout
-// sites and RNG offsets (model/dropout_sites.h), the same loss scaling (each microbatch's mean loss
-// times 1/num_microbatches), fp32 gradients accumulated over microbatches, global-norm clipping and one
-// AdamW update with the lr of the step counter.
+// The CPU fp32 backend: forward, backward and the whole training step composed ONLY of the sg::ref
+// functions (the CPU twins of the GPU kernels), over the stack's CPU layer twins (model/layer.h). It
+// is the ground truth of the GPU step's tests, so it follows the GPU step's structure exactly: the
+// same declarations (parameter layout, dropout sites) and RNG offsets (model/dropout_sites.h), the same
+// loss scaling (each microbatch's mean loss times 1/num_microbatches), fp32 gradients accumulated over
+// microbatches, global-norm clipping and one AdamW update with the lr of the step counter.
 //
-// Block (HF Llama, pre-norm), per layer l with input x:
-//   n1 = rmsnorm(x; input_layernorm)          qkv = n1 Wqkv^T, rope on q and k
-//   a  = attention(qkv)  (causal, GQA, attention_dropout)
-//   h  = x + dropout(a Wo^T)                  n2 = rmsnorm(h; post_attention_layernorm)
-//   x' = h + dropout(down(silu(gate(n2)) * up(n2)))
-// then norm, lm_head, masked mean cross-entropy.
+// Per layer i with residual input x_i (model/stack.h):
+//   n_i = rmsnorm(x_i; layer i's pre-norm)     delta_i = layer_i(n_i)
+//   x_{i+1} = x_i + dropout(delta_i)           (the layer's output dropout site)
+// then the final norm, lm_head, masked mean cross-entropy.
 #include <cstdint>
 #include <vector>
 
+#include <memory>
+
 #include "cuda/philox.h"
 #include "model/batch.h"
-#include "model/param_layout.h"
+#include "model/layer.h"
 #include "model/spec.h"
+#include "model/stack.h"
 
 namespace sg::model {
 
@@ -34,15 +35,17 @@ struct CpuStepResult {
 class CpuModel {
  public:
   // Parameters start at model/init.h's values for rng.seed; dropout draws from `rng` (offset advanced
-  // by kRngOffsetPerMicrobatch after each microbatch of train_step).
+  // by kRngOffsetPerMicrobatch after each microbatch of train_step). Throws sg::Error for a layer kind
+  // that is not implemented (model/layer_registry.h).
   CpuModel(const ModelSpec& model, const BatchSpec& batch, const OptimizerSpec& optimizer, rng::RngState rng);
+  ~CpuModel();
 
-  const ParamLayout& layout() const { return layout_; }
-  const ModelSpec& model_spec() const { return layout_.spec(); }
+  const ModelLayout& layout() const { return layout_; }
+  const ModelSpec& model_spec() const { return layout_.spec; }
   const BatchSpec& batch_spec() const { return batch_; }
   int64_t tokens_per_microbatch() const { return T_; }
 
-  // The flat buffers (layout().total() floats each; see model/param_layout.h).
+  // The flat buffers (layout().total() floats each; see model/param_builder.h).
   std::vector<float>& weights() { return weights_; }
   const std::vector<float>& weights() const { return weights_; }
   const std::vector<float>& grads() const { return grads_; }
@@ -76,14 +79,8 @@ class CpuModel {
   rng::RngState rng_state() const { return rng_; }
 
  private:
-  struct LayerActivations {
-    std::vector<float> x, n1, rstd1, qkv, attn, lse, h, n2, rstd2, gate_up, act;
-  };
-  void forward_layer(int64_t l, float* x_out, rng::RngState rng);  // input: acts_[l].x
-  // dx [T, H]: in = d loss / d(layer output), out = d loss / d(layer input).
-  void backward_layer(int64_t l, std::vector<float>& dx, rng::RngState rng);
-
-  ParamLayout layout_;
+  std::vector<std::unique_ptr<CpuLayer>> layers_;
+  ModelLayout layout_;
   BatchSpec batch_;
   OptimizerSpec optimizer_;
   rng::RngState rng_;
@@ -91,10 +88,11 @@ class CpuModel {
   int64_t T_ = 0;  // tokens per microbatch
 
   std::vector<float> weights_, grads_, exp_avg_, exp_avg_sq_;
-  std::vector<LayerActivations> acts_;
-  std::vector<float> x_final_, norm_final_, rstd_final_;  // final norm input/output, its rstd
-  // Scratch reused by every layer.
-  std::vector<float> tmp_a_, tmp_b_, d_a_, d_b_, d_c_, d_qkv_, d_gate_up_, d_act_;
+  // The residual stream at the N + 1 layer boundaries, its pre-norm outputs and their rstd (the last
+  // boundary: the final norm).
+  std::vector<std::vector<float>> resid_, norm_, rstd_;
+  // Scratch: a layer's output, its dropped output, and d x at two consecutive boundaries.
+  std::vector<float> delta_, dropped_, d_norm_, d_resid_a_, d_resid_b_;
 };
 
 }  // namespace sg::model

@@ -30,7 +30,10 @@ void check_decode_request(const ModelSpec& model, const DecodeSpec& decode,
   SG_CHECK(decode.capacity() <= INT32_MAX, "generate: prompt + --max-new-tokens exceeds 2^31 positions");
 }
 
-DecoderOffsets decoder_offsets(const ModelSpec& m, const ParamLayout& layout) {
+DecoderOffsets decoder_offsets(const ModelSpec& m, const ModelLayout& layout) {
+  std::string why_not;
+  SG_CHECK(hf_architecture(m, &why_not) == "LlamaForCausalLM",
+           "generate: the decoders run GPT blocks of attention and dense MLP (Llama) only: " + why_not);
   const int64_t H = m.hidden_size, KV = m.kv_dim(), F = m.ffn_hidden_size;
   auto at = [&](const std::string& name) { return layout.find(name).offset; };
   // The fused blocks the GEMMs read as one weight must be contiguous in the flat buffer.

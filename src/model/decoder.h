@@ -10,7 +10,7 @@
 //                    (Philox offset = the step)
 //   generated()      the tokens so far, [batch][1 + steps]
 //
-// The model is the dense Llama of model/param_layout.h (Hugging Face names and flat offsets), run
+// The model is the dense Llama of model/stack.h (GPT blocks) (Hugging Face names and flat offsets), run
 // forward only. Per row with input x (as the training step and transformers compute it):
 //   n = rmsnorm(x; input_layernorm)   qkv = n Wqkv^T; RoPE on q and k at the row's position
 //   append k, v to the cache          a = attention over the cache (positions 0..pos)
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "model/param_layout.h"
+#include "model/stack.h"
 #include "model/spec.h"
 #include "reference/sampling.h"
 
@@ -70,6 +70,6 @@ struct DecoderOffsets {
   int64_t embedding = 0, lm_head = 0, final_norm = 0;
   std::vector<DecoderLayerOffsets> layers;
 };
-DecoderOffsets decoder_offsets(const ModelSpec& model, const ParamLayout& layout);
+DecoderOffsets decoder_offsets(const ModelSpec& model, const ModelLayout& layout);
 
 }  // namespace sg::model

@@ -1,26 +1,28 @@
 #pragma once
-// The dropout call sites of the dense Llama step, defined once for the CPU reference and the GPU step so
-// both draw the same masks. A site id is Philox counter word 2 (see cuda/philox.h): a fixed function of
-// (layer, which dropout), a plan-time constant of each launch. The per-microbatch variation comes from
-// RngState::offset, which advances by kRngOffsetPerMicrobatch after every microbatch (on the device in
-// the GPU step, on the host in the CPU model), so microbatch k of the run (0-based, counting over all
-// steps) draws with offset = initial_offset + k * kRngOffsetPerMicrobatch.
+// Dropout call sites, defined once for the CPU reference and the GPU step so both draw the same masks.
+// A site id is Philox counter word 2 (see cuda/philox.h), a plan-time constant of each launch. Sites
+// are handed out at declaration time by a DropoutSiteAllocator, in stack order: each layer takes the
+// sites it draws inside (attention: its probabilities), then the step takes the layer's output site
+// (hidden_dropout before the residual add). The dense model therefore numbers, per GPT block b,
+// attention_probs 3b, attention_output 3b+1, mlp_output 3b+2 — the numbers it always had.
+// The per-microbatch variation comes from RngState::offset, which advances by kRngOffsetPerMicrobatch
+// after every microbatch (on the device in the GPU step, on the host in the CPU model), so microbatch
+// k of the run (0-based, counting over all steps) draws with offset = initial_offset + k *
+// kRngOffsetPerMicrobatch.
 #include <cstdint>
 
 #include "cuda/philox.h"
 
 namespace sg::model {
 
-enum class DropoutKind : uint32_t {
-  attention_probs = 0,   // attention_dropout, on the softmax probabilities (inside attention)
-  attention_output = 1,  // hidden_dropout, after the o_proj GEMM, before the residual add
-  mlp_output = 2,        // hidden_dropout, after the down_proj GEMM, before the residual add
-};
-inline constexpr uint32_t kDropoutKindsPerLayer = 3;
+class DropoutSiteAllocator {
+ public:
+  uint32_t next() { return next_++; }
+  uint32_t count() const { return next_; }  // sites handed out so far
 
-constexpr uint32_t dropout_site(int64_t layer, DropoutKind kind) {
-  return static_cast<uint32_t>(layer) * kDropoutKindsPerLayer + static_cast<uint32_t>(kind);
-}
+ private:
+  uint32_t next_ = 0;
+};
 
 inline constexpr uint64_t kRngOffsetPerMicrobatch = 1;
 
@@ -33,10 +35,10 @@ constexpr rng::RngState microbatch_rng_state(rng::RngState initial, int64_t step
 }
 
 // cuDNN's fused attention draws its dropout mask from its own Philox stream, keyed by an int64 seed and
-// offset in device memory (kernels/attention.h). Each layer gets its own seed (a hash of the generator's
-// seed and the layer's attention_probs site) so layers draw independent masks, and the microbatch's RNG
-// offset is spread by 2^32 so the counter ranges of consecutive microbatches never overlap (cuDNN
-// advances its counter within one call by far less than that). Written on the device once per
+// offset in device memory (kernels/attention.h). Each attention layer gets its own seed (a hash of the
+// generator's seed and the layer's attention-probabilities site) so layers draw independent masks, and
+// the microbatch's RNG offset is spread by 2^32 so the counter ranges of consecutive microbatches never
+// overlap (cuDNN advances its counter within one call by far less than that). Written on the device once per
 // microbatch from the RngState (model/attention_dropout_seeds.h); both values stay non-negative.
 constexpr uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/layer_registry.h"
 #include "cuda/bf16.h"
 #include "cuda/check.h"
 #include "kernels/decode_attention.h"
@@ -50,7 +51,7 @@ struct GpuDecoder::Rows {
 GpuDecoder::GpuDecoder(const ModelSpec& model, const std::vector<float>& weights, const DecodeSpec& decode,
                        bool use_graphs)
     : model_(model),
-      layout_(model),
+      layout_(model_layout(model)),
       offsets_(decoder_offsets(model, layout_)),
       decode_(decode),
       use_graphs_(use_graphs) {

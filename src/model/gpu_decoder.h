@@ -28,7 +28,7 @@ namespace sg::model {
 
 class GpuDecoder final : public Decoder {
  public:
-  // weights: the flat fp32 buffer of ParamLayout(model); uploaded once, rounded to bf16.
+  // weights: the flat fp32 buffer of model_layout(model); uploaded once, rounded to bf16.
   // use_graphs = false runs every decoding step eagerly (the same launches).
   GpuDecoder(const ModelSpec& model, const std::vector<float>& weights, const DecodeSpec& decode,
              bool use_graphs = true);
@@ -55,7 +55,7 @@ class GpuDecoder final : public Decoder {
   const kernels::GemmPlan& lm_head_plan(int64_t rows);
 
   ModelSpec model_;
-  ParamLayout layout_;
+  ModelLayout layout_;
   DecoderOffsets offsets_;
   DecodeSpec decode_;
   bool use_graphs_;

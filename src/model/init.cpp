@@ -26,11 +26,21 @@ float init_normal(uint64_t seed, uint32_t stream, uint64_t index) {
   return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
 }
 
-void init_parameters(const ParamLayout& layout, uint64_t seed, float* out, int threads) {
-  const ModelSpec& spec = layout.spec();
-  std::fill(out, out + layout.total(), 0.0f);  // alignment gaps
+float init_uniform(uint64_t seed, uint32_t stream, uint64_t index) {
+  // Its own counter word 3, so a tensor's uniforms are independent of its normals.
+  const rng::Philox4x32Counter r = rng::philox4x32_10(
+      rng::Philox4x32Counter{
+          {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), stream, kInitTag + 1}},
+      rng::Philox4x32Key{{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}});
+  // 24 random bits: every value is exactly representable and below 1.
+  return static_cast<float>(r.v[0] >> 8) * 0x1.0p-24f;
+}
+
+void init_parameters(const ModelLayout& model, uint64_t seed, float* out, int threads) {
+  const ModelSpec& spec = model.spec;
+  std::fill(out, out + model.total(), 0.0f);  // alignment gaps
   const double output_scale = 1.0 / std::sqrt(2.0 * static_cast<double>(spec.num_layers));
-  const auto& tensors = layout.tensors();
+  const auto& tensors = model.tensors();
   // Work items: (tensor, element range) chunks, spread over threads; each element's value depends only
   // on (seed, tensor index, element index).
   struct Chunk {
@@ -44,14 +54,23 @@ void init_parameters(const ParamLayout& layout, uint64_t seed, float* out, int t
   }
   auto fill = [&](const Chunk& c) {
     const ParamTensor& t = tensors[c.tensor];
+    const auto stream = static_cast<uint32_t>(c.tensor);
     float* dst = out + t.offset;
-    if (t.shape.size() == 1) {
-      std::fill(dst + c.begin, dst + c.end, 1.0f);
-      return;
+    switch (t.init) {
+      case ParamInit::ones: std::fill(dst + c.begin, dst + c.end, 1.0f); return;
+      case ParamInit::zeros: std::fill(dst + c.begin, dst + c.end, 0.0f); return;
+      case ParamInit::custom: {
+        const InitStreams streams{[&](uint64_t i) { return init_normal(seed, stream, i); },
+                                  [&](uint64_t i) { return init_uniform(seed, stream, i); }};
+        t.custom(t, dst, c.begin, c.end, streams);
+        return;
+      }
+      case ParamInit::normal:
+      case ParamInit::output_projection: break;
     }
-    const double std_dev = spec.init_method_std * (t.is_output_projection ? output_scale : 1.0);
+    const double std_dev = spec.init_method_std * (t.init == ParamInit::output_projection ? output_scale : 1.0);
     for (int64_t i = c.begin; i < c.end; ++i) {
-      dst[i] = static_cast<float>(std_dev * init_normal(seed, static_cast<uint32_t>(c.tensor), static_cast<uint64_t>(i)));
+      dst[i] = static_cast<float>(std_dev * init_normal(seed, stream, static_cast<uint64_t>(i)));
     }
   };
   int n_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

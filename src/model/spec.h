@@ -9,11 +9,13 @@
 
 namespace sg::model {
 
-enum class LayerKind : uint8_t { attention, mlp, moe, mamba };  // Megatron pattern: * - E M
-
 struct ModelSpec {
   int64_t vocab_size = 8192;
-  int64_t num_layers = 4;   // transformer blocks (each: attention + MLP) for a dense Llama
+  // Megatron's num_layers: GPT blocks (each an attention layer and an MLP layer) when
+  // hybrid_layer_pattern is empty, else the pattern's length (one layer per letter). model/stack.h.
+  int64_t num_layers = 4;
+  // Megatron's hybrid_override_pattern (* attention, - MLP, E MoE, M Mamba); empty: the GPT layout.
+  std::string hybrid_layer_pattern;
   int64_t hidden_size = 256;
   int64_t ffn_hidden_size = 704;
   int64_t num_attention_heads = 4;
@@ -57,7 +59,7 @@ struct OptimizerSpec {
   int64_t lr_warmup_iters = 0;  // scheduler.lr_warmup_iters
   int64_t lr_decay_iters = 0;   // scheduler.lr_decay_iters: absolute step where the decay ends
   LrDecayStyle lr_decay_style = LrDecayStyle::constant;  // scheduler.lr_decay_style
-  double weight_decay = 0.01;  // optimizer.weight_decay (matrices only, see model/param_layout.h)
+  double weight_decay = 0.01;  // optimizer.weight_decay (matrices only, see model/param_builder.h)
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.95;
   double adam_eps = 1e-8;

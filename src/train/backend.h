@@ -8,7 +8,7 @@
 
 #include "cuda/philox.h"
 #include "model/batch.h"
-#include "model/param_layout.h"
+#include "model/stack.h"
 
 namespace sg::train {
 
@@ -26,7 +26,7 @@ struct StepResult {
 
 // Everything a checkpoint needs to resume bit-exactly, on the host.
 struct TrainingState {
-  std::vector<float> main_weights;  // fp32, ParamLayout::total() elements
+  std::vector<float> main_weights;  // fp32, ModelLayout::total() elements
   std::vector<float> exp_avg;
   std::vector<float> exp_avg_sq;
   int64_t steps_done = 0;
@@ -38,7 +38,7 @@ class TrainingBackend {
   virtual ~TrainingBackend() = default;
   virtual std::string description() const = 0;  // one line: device, precision, graph mode
   virtual std::string memory_plan() const = 0;   // bytes per category (GPU) or host buffers (CPU)
-  virtual const model::ParamLayout& layout() const = 0;
+  virtual const model::ModelLayout& layout() const = 0;
 
   // Starts the next optimizer step on `batch`. The GPU backend copies the batch asynchronously into
   // its static input buffers and enqueues the step, returning at once.

@@ -40,7 +40,7 @@ std::string canonical_config(const config::Config& config) {
 }
 
 template <class Ref, class Ptr>
-std::vector<Ref> tensors_of(const model::ParamLayout& layout, Ptr base, TensorDtype dtype, size_t element_size) {
+std::vector<Ref> tensors_of(const model::ModelLayout& layout, Ptr base, TensorDtype dtype, size_t element_size) {
   std::vector<Ref> out;
   for (const auto& t : layout.tensors()) {
     Ref r;
@@ -84,7 +84,7 @@ std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
 
 }  // namespace
 
-std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ParamLayout& layout,
+std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
                             const TrainingState& state, const data::DataPosition& position) {
   const auto n = static_cast<size_t>(layout.total());
   SG_CHECK(state.main_weights.size() == n && state.exp_avg.size() == n && state.exp_avg_sq.size() == n,
@@ -97,7 +97,7 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   checkpoint::TrainingCheckpoint ckpt;
   const auto* bf16_base = reinterpret_cast<const uint8_t*>(bf16.data());
   ckpt.model = tensors_of<TensorRef>(layout, bf16_base, TensorDtype::BF16, 2);
-  ckpt.model_config = checkpoint::hf_llama_config(layout.spec(), "bfloat16");
+  ckpt.model_config = checkpoint::hf_model_config(layout.spec, "bfloat16");
   ckpt.main_params = tensors_of<TensorRef>(layout, reinterpret_cast<const uint8_t*>(state.main_weights.data()),
                                            TensorDtype::F32, 4);
   ckpt.exp_avg = tensors_of<TensorRef>(layout, reinterpret_cast<const uint8_t*>(state.exp_avg.data()),
@@ -111,7 +111,7 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   return checkpoint::save_checkpoint(dir, state.steps_done, checkpoint::training_checkpoint_contents(ckpt));
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& config, const model::ParamLayout& layout) {
+LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& config, const model::ModelLayout& layout) {
   const auto n = static_cast<size_t>(layout.total());
   LoadedCheckpoint out;
   out.path = checkpoint::resolve_checkpoint(path);

@@ -4,7 +4,7 @@
 // the same names, train_state.json with step, data position and RNG state).
 #include <string>
 
-#include "model/param_layout.h"
+#include "model/stack.h"
 #include "train/backend.h"
 #include "config/config.h"
 #include "data/blended_dataset.h"
@@ -12,7 +12,7 @@
 namespace sg::train {
 
 // Saves under config.checkpoint.save-style root `dir` as iter_<steps_done>; returns the folder.
-std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ParamLayout& layout,
+std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
                             const TrainingState& state, const data::DataPosition& position);
 
 struct LoadedCheckpoint {
@@ -23,6 +23,6 @@ struct LoadedCheckpoint {
 
 // Loads DIR (its latest iteration) or an iteration folder. Refuses, listing every tensor name and
 // shape that differs, a checkpoint that does not match `layout`; warns when the config differs.
-LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& config, const model::ParamLayout& layout);
+LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& config, const model::ModelLayout& layout);
 
 }  // namespace sg::train

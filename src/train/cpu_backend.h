@@ -15,7 +15,7 @@ class CpuBackend final : public TrainingBackend {
 
   std::string description() const override;
   std::string memory_plan() const override;
-  const model::ParamLayout& layout() const override { return model_.layout(); }
+  const model::ModelLayout& layout() const override { return model_.layout(); }
   void submit(const model::HostBatch& batch) override;
   std::vector<StepResult> collect(int in_flight) override;
   TrainingState state() override;

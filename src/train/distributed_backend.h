@@ -23,7 +23,7 @@ class DistributedGpuBackend final : public TrainingBackend {
 
   std::string description() const override;
   std::string memory_plan() const override { return inner_->memory_plan(); }
-  const model::ParamLayout& layout() const override { return inner_->layout(); }
+  const model::ModelLayout& layout() const override { return inner_->layout(); }
   void submit(const model::HostBatch& batch) override { inner_->submit(batch); }
   std::vector<StepResult> collect(int in_flight) override;
   TrainingState state() override { return inner_->state(); }  // collective with the distributed optimizer

@@ -1,5 +1,5 @@
 #pragma once
-// The GPU backend: the bf16 LlamaStep run in the configured CUDA-graph mode, with an input pipeline
+// The GPU backend: the bf16 TrainStep run in the configured CUDA-graph mode, with an input pipeline
 // that never stalls the device:
 //   submit(batch):  host batch -> pinned slot (double buffered) -> cudaMemcpyAsync into the step's
 //                   static input buffers -> the step (eager, capture or replay) -> cudaMemcpyAsync of
@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "cuda/stream.h"
-#include "model/llama_step.h"
+#include "model/train_step.h"
 #include "train/backend.h"
 #include "config/config.h"
 #include "train/graphed_step.h"
@@ -19,14 +19,14 @@ namespace sg::train {
 
 class GpuBackend final : public TrainingBackend {
  public:
-  // `reducer` (data parallelism; must outlive the backend): the step's collectives (model/llama_step.h).
+  // `reducer` (data parallelism; must outlive the backend): the step's collectives (model/train_step.h).
   GpuBackend(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
              const model::OptimizerSpec& optimizer, rng::RngState rng, dist::GradientReducer* reducer = nullptr);
   ~GpuBackend() override;
 
   std::string description() const override;
   std::string memory_plan() const override;
-  const model::ParamLayout& layout() const override { return step_->layout(); }
+  const model::ModelLayout& layout() const override { return step_->layout(); }
   void submit(const model::HostBatch& batch) override;
   std::vector<StepResult> collect(int in_flight) override;
   TrainingState state() override;
@@ -40,7 +40,7 @@ class GpuBackend final : public TrainingBackend {
   // Device memory the graphs took at capture (cudaMemGetInfo before and after the capture step); -1
   // before the capture.
   int64_t graph_memory_bytes() const { return graph_memory_bytes_; }
-  const model::LlamaStep& step() const { return *step_; }
+  const model::TrainStep& step() const { return *step_; }
 
  private:
   struct InputSlot {
@@ -58,7 +58,7 @@ class GpuBackend final : public TrainingBackend {
   static constexpr int kRing = 4;
 
   cuda::Stream stream_;
-  std::unique_ptr<model::LlamaStep> step_;
+  std::unique_ptr<model::TrainStep> step_;
   std::unique_ptr<GraphedStep> graphed_;
   InputSlot inputs_[2];
   InFlight ring_[kRing];

@@ -6,7 +6,7 @@
 
 namespace sg::train {
 
-GraphedStep::GraphedStep(model::LlamaStep& step, const std::string& impl, const std::vector<std::string>& scope,
+GraphedStep::GraphedStep(model::TrainStep& step, const std::string& impl, const std::vector<std::string>& scope,
                          int warmup_steps)
     : step_(step), warmup_steps_(warmup_steps),
       plan_(graph::plan_graph_scopes(graph::parse_graph_impl(impl), graph::parse_graph_scopes(scope),

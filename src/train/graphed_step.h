@@ -14,14 +14,14 @@
 #include "graph/registry.h"
 #include "graph/scope_plan.h"
 #include "graph/scoped_runner.h"
-#include "model/llama_step.h"
+#include "model/train_step.h"
 
 namespace sg::train {
 
 class GraphedStep {
  public:
   // `impl` and `scope` as in model.cuda_graph_impl / model.cuda_graph_scope (validated config).
-  GraphedStep(model::LlamaStep& step, const std::string& impl, const std::vector<std::string>& scope,
+  GraphedStep(model::TrainStep& step, const std::string& impl, const std::vector<std::string>& scope,
               int warmup_steps);
   // One training step on `stream`; the batch must already be in the step's input buffers. Returns
   // what it did (eager, capture, replay). A capture step synchronises `stream` once, to time itself.
@@ -35,7 +35,7 @@ class GraphedStep {
   std::string describe() const;
 
  private:
-  model::LlamaStep& step_;
+  model::TrainStep& step_;
   int warmup_steps_;
   graph::GraphRegistry registry_;
   graph::ScopePlan plan_;

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/stack.h"
 
 namespace sg::train {
 
@@ -21,13 +22,27 @@ std::string bytes_text(double bytes) {
   return human_bytes(static_cast<uint64_t>(bytes));
 }
 
-// Parameters of the dense Llama (model/param_layout.h), counted without building the layout.
-double parameter_count(const model::ModelSpec& m) {
+// What one layer of the stack (model/stack.h) costs the CPU backend, in elements, counted without
+// building the model (a config may ask for far more than fits): its parameters (with its pre-norm),
+// its saved activations and its CPU twin's scratch (model/layers/*_layer_cpu.cpp).
+struct CpuLayerCost {
+  double params = 0.0, saved = 0.0, scratch = 0.0;
+};
+CpuLayerCost cpu_layer_cost(model::LayerKind kind, const model::ModelSpec& m, const model::BatchSpec& b) {
   const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.ffn_hidden_size);
-  const double V = static_cast<double>(m.vocab_size), L = static_cast<double>(m.num_layers);
-  const double Q = static_cast<double>(m.num_attention_heads * m.head_dim());
-  const double per_layer = 2.0 * H + static_cast<double>(m.qkv_dim()) * H + H * Q + 3.0 * F * H;
-  return V * H * (m.share_embeddings_and_output_weights ? 1.0 : 2.0) + L * per_layer + H;
+  const double QKV = static_cast<double>(m.qkv_dim()), Q = static_cast<double>(m.num_attention_heads * m.head_dim());
+  const double S = static_cast<double>(m.seq_length), T = static_cast<double>(b.micro_batch_size) * S;
+  switch (kind) {
+    case model::LayerKind::attention:  // qkv, attention output, softmax statistics; d attn, d qkv
+      return {H + QKV * H + H * Q,
+              T * (QKV + H) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S, T * (H + QKV)};
+    case model::LayerKind::mlp:  // gate_up, SwiGLU output; their gradients
+      return {H + 3.0 * F * H, 3.0 * T * F, 3.0 * T * F};
+    case model::LayerKind::moe:
+    case model::LayerKind::mamba: break;
+  }
+  throw Error(strprintf("host memory of %s layers is not counted yet (train/host_memory.cpp)",
+                        model::layer_kind_info(kind).description));
 }
 
 // "key: value" of /proc/meminfo in bytes, or -1.
@@ -94,23 +109,29 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
                         "train.global_batch_size, model.seq_length"});
   if (!options.cpu_backend) return plan;
 
-  const double P = parameter_count(m);
-  const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.ffn_hidden_size);
-  const double QKV = static_cast<double>(m.qkv_dim()), V = static_cast<double>(m.vocab_size);
-  const double S = static_cast<double>(m.seq_length), L = static_cast<double>(m.num_layers);
+  const double H = static_cast<double>(m.hidden_size), V = static_cast<double>(m.vocab_size);
+  const double QKV = static_cast<double>(m.qkv_dim()), S = static_cast<double>(m.seq_length);
   const double T = static_cast<double>(b.micro_batch_size) * S;  // tokens per microbatch
+  CpuLayerCost layers;
+  double N = 0.0;
+  for (const model::LayerKind kind : model::stack_layer_kinds(m)) {
+    const CpuLayerCost c = cpu_layer_cost(kind, m, b);
+    layers.params += c.params;
+    layers.saved += c.saved;
+    layers.scratch += c.scratch;
+    N += 1.0;
+  }
+  const double P = V * H * (m.share_embeddings_and_output_weights ? 1.0 : 2.0) + layers.params + H;
   const std::string param_keys = "model.num_layers, model.hidden_size, model.ffn_hidden_size, model.vocab_size";
   plan.items.push_back({strprintf("weights, gradients and Adam moments (fp32, %.3g parameters)", P), 16.0 * P,
                         param_keys});
-  // Per layer (model/cpu_model.h LayerActivations): x, n1, attn, h, n2 [T,H]; qkv [T,QKV];
-  // gate_up [T,2F]; act [T,F]; two rstd [T]; lse [B, heads, S].
-  const double per_layer = T * (5.0 * H + QKV + 3.0 * F + 2.0) +
-                           static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S;
-  plan.items.push_back({"activations of one microbatch", L * per_layer * f32,
+  // The residual stream, its pre-norm output and rstd at the N + 1 layer boundaries (model/cpu_model.h),
+  // and each layer's own saved activations.
+  plan.items.push_back({"activations of one microbatch", ((N + 1.0) * T * (2.0 * H + 1.0) + layers.saved) * f32,
                         "model.num_layers, train.micro_batch_size, model.seq_length, model.hidden_size"});
-  // Shared scratch: 8 [T,H] buffers, d qkv, d gate_up, d act, the LM-head chunk's logits and
-  // dlogits (128 rows), the attention backward's fp64 rows.
-  const double scratch = T * (8.0 * H + QKV + 3.0 * F) * f32 + 2.0 * std::min(T, 128.0) * V * f32 + S * QKV * 8.0;
+  // Scratch: the model's 5 [T,H] buffers, each layer twin's gradient scratch, the LM-head chunk's
+  // logits and dlogits (128 rows), the attention backward's fp64 rows.
+  const double scratch = (5.0 * T * H + layers.scratch) * f32 + 2.0 * std::min(T, 128.0) * V * f32 + S * QKV * 8.0;
   plan.items.push_back({"scratch", scratch, "train.micro_batch_size, model.seq_length, model.vocab_size"});
   // The initial weights are built before they are copied in.
   plan.items.push_back({"initial weights", P * f32, param_keys});

@@ -11,17 +11,30 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/stack.h"
 
 namespace sg::train {
 
 double training_flops_per_step(const model::ModelSpec& m, const model::BatchSpec& b) {
   const double H = static_cast<double>(m.hidden_size);
-  const double L = static_cast<double>(m.num_layers);
   const double S = static_cast<double>(m.seq_length);
-  const double per_layer_matmul =
-      H * static_cast<double>(m.qkv_dim()) + H * H + 3.0 * H * static_cast<double>(m.ffn_hidden_size);
-  const double matmul_params = L * per_layer_matmul + static_cast<double>(m.vocab_size) * H;
-  const double per_token = 6.0 * matmul_params + 12.0 * L * S * H;
+  // Per layer of the stack: its matmul parameters, and the attention products of attention layers.
+  double matmul_params = static_cast<double>(m.vocab_size) * H;  // the LM head
+  double attention_layers = 0.0;
+  for (const model::LayerKind kind : model::stack_layer_kinds(m)) {
+    switch (kind) {
+      case model::LayerKind::attention:
+        matmul_params += H * static_cast<double>(m.qkv_dim()) + H * H;
+        attention_layers += 1.0;
+        break;
+      case model::LayerKind::mlp: matmul_params += 3.0 * H * static_cast<double>(m.ffn_hidden_size); break;
+      case model::LayerKind::moe:
+      case model::LayerKind::mamba:
+        throw Error(strprintf("training FLOPs of %s layers are not counted yet (train/metrics.cpp)",
+                              model::layer_kind_info(kind).description));
+    }
+  }
+  const double per_token = 6.0 * matmul_params + 12.0 * attention_layers * S * H;
   const double tokens = static_cast<double>(b.micro_batch_size * b.num_microbatches) * S;
   return per_token * tokens;
 }

@@ -9,8 +9,9 @@
 namespace sg::train {
 
 // Model FLOPs per training step: 6 x (matmul parameters) per token for forward+backward, plus the
-// attention score and value products, 12 x layers x seq x hidden per token (PaLM appendix B; causal
-// masking is not discounted, as in Megatron's MFU). Embedding lookups are not counted.
+// attention score and value products, 12 x attention layers x seq x hidden per token (PaLM appendix
+// B; causal masking is not discounted, as in Megatron's MFU), summed over the layers of the stack
+// (model/stack.h). Embedding lookups are not counted.
 double training_flops_per_step(const model::ModelSpec& model, const model::BatchSpec& batch);
 
 // Dense bf16 peak of the device in TFLOP/s, from its name (H100/H200 SXM: 989); 0 when unknown.

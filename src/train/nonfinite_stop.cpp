@@ -29,7 +29,7 @@ void check_step_finite(const StepResult& r, const config::Config& config, int64_
   }
 }
 
-void check_state_finite(const TrainingState& state, const model::ParamLayout& layout) {
+void check_state_finite(const TrainingState& state, const model::ModelLayout& layout) {
   struct Buffer {
     const char* name;
     const std::vector<float>* values;

@@ -9,7 +9,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
-#include "model/param_layout.h"
+#include "model/stack.h"
 #include "train/backend.h"
 
 namespace sg::train {
@@ -30,6 +30,6 @@ void check_step_finite(const StepResult& result, const config::Config& config, i
 
 // Throws NonFiniteError, naming the tensor, when the weights or Adam moments of `state` hold a
 // NaN/Inf: such a checkpoint could only resume a broken run.
-void check_state_finite(const TrainingState& state, const model::ParamLayout& layout);
+void check_state_finite(const TrainingState& state, const model::ModelLayout& layout);
 
 }  // namespace sg::train

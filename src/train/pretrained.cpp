@@ -131,7 +131,7 @@ bool has_checkpoint_to_resume(const config::Config& config) {
   return std::filesystem::exists(dir + "/" + checkpoint::kTrainStateFile, ec);
 }
 
-TrainingState pretrained_state(const config::Config& config, const model::ParamLayout& layout) {
+TrainingState pretrained_state(const config::Config& config, const model::ModelLayout& layout) {
   SG_CHECK(config.checkpoint.pretrained_checkpoint.has_value(),
            "pretrained_state: checkpoint.pretrained_checkpoint is unset");
   const std::string folder = checkpoint::resolve_model_folder(*config.checkpoint.pretrained_checkpoint, kKey);

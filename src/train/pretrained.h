@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "model/param_layout.h"
+#include "model/stack.h"
 #include "train/backend.h"
 
 namespace sg::train {
@@ -25,6 +25,6 @@ bool has_checkpoint_to_resume(const config::Config& config);
 
 // The training state of step 0 with the folder's weights: fp32 main weights in `layout`, zero Adam
 // moments, the configured seed at offset 0. Logs which file was read.
-TrainingState pretrained_state(const config::Config& config, const model::ParamLayout& layout);
+TrainingState pretrained_state(const config::Config& config, const model::ModelLayout& layout);
 
 }  // namespace sg::train

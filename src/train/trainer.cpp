@@ -17,6 +17,7 @@
 #include "data/blended_dataset.h"
 #include "data/rank_batch.h"
 #include "train/metrics.h"
+#include "model/layer_registry.h"
 #include "config/model_config.h"
 #include "train/host_memory.h"
 #include "train/nonfinite_stop.h"
@@ -148,6 +149,14 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   const int64_t train_iters = config.train.train_iters.value_or(0);
   const int64_t start_step = summary.start_step;
   log::info(backend.description());
+  {
+    const model::ModelLayout& layout = backend.layout();
+    std::string why_no_hf;
+    const std::string hf = model::hf_architecture(layout.spec, &why_no_hf);
+    log::info(strprintf("model: %s; %lld parameters; checkpoints load as %s",
+                        model::describe_stack(layout.spec).c_str(), static_cast<long long>(layout.num_parameters()),
+                        hf.empty() ? ("nothing yet (no config.json: " + why_no_hf + ")").c_str() : hf.c_str()));
+  }
   log::info(backend.memory_plan());
   for (const auto& line : backend.start_report()) log::info(line);
   if (loaded) {
@@ -335,13 +344,13 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   std::optional<LoadedCheckpoint> loaded;
   if (dirs.resume_from) {
     with_host_allocation("the checkpoint's weights and optimizer state", [&] {
-      loaded = load_checkpoint(*dirs.resume_from, config, model::ParamLayout(model));
+      loaded = load_checkpoint(*dirs.resume_from, config, model::model_layout(model));
     });
   }
   // A checkpoint to resume wins; otherwise checkpoint.pretrained_checkpoint starts the run at step 0.
   std::optional<TrainingState> pretrained;
   if (!loaded && config.checkpoint.pretrained_checkpoint) {
-    with_host_allocation("the pretrained weights", [&] { pretrained = pretrained_state(config, model::ParamLayout(model)); });
+    with_host_allocation("the pretrained weights", [&] { pretrained = pretrained_state(config, model::model_layout(model)); });
   }
 
   TrainSummary summary;

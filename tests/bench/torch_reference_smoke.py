@@ -27,14 +27,7 @@ SCRIPT = os.path.join(HERE, "..", "..", "bench", "torch_reference.py")
 sys.path.insert(0, os.path.dirname(SCRIPT))
 sys.dont_write_bytecode = True  # no __pycache__ in bench/
 import torch_reference as tr  # noqa: E402
-
-FAILURES = []
-
-
-def check(ok: bool, what: str) -> None:
-    print(("PASS " if ok else "FAIL ") + what)
-    if not ok:
-        FAILURES.append(what)
+from smoke_util import check, finish, rel_err  # noqa: E402  (this folder is on sys.path: the script's own)
 
 
 def small_config(**changes) -> tr.BenchConfig:
@@ -47,10 +40,6 @@ def batch(cfg: tr.BenchConfig, seed: int = 7):
     gen = torch.Generator().manual_seed(seed)
     seqs = torch.randint(0, cfg.vocab_size, (cfg.global_batch_size, cfg.seq_length + 1), generator=gen)
     return seqs[:, :-1].contiguous(), seqs[:, 1:].contiguous()
-
-
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a.double() - b.double()).norm() / b.double().norm().clamp(min=1e-30)).item()
 
 
 def check_hf_parity() -> None:
@@ -230,8 +219,7 @@ def main() -> int:
     check_accumulation_and_optimizer()
     check_recipe_parsing()
     check_cli(args.skip_compile)
-    print(f"{len(FAILURES)} failed" if FAILURES else "all passed")
-    return 1 if FAILURES else 0
+    return finish()
 
 
 if __name__ == "__main__":

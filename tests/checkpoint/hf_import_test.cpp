@@ -6,6 +6,7 @@
 // the tensor or the config.json key. A stepgraph checkpoint folder loads the same way (its fp32 main
 // weights for training, its model weights for generation).
 #include "checkpoint/hf_import.h"
+#include "model/layer_registry.h"
 
 #include <gtest/gtest.h>
 
@@ -31,7 +32,7 @@ std::string make_folder(const std::string& dir, const std::string& args) {
 }
 
 // Every tensor of the layout equals the script's expected.safetensors; the alignment gaps are zero.
-void expect_weights_equal_expected(const std::string& folder, const model::ParamLayout& layout,
+void expect_weights_equal_expected(const std::string& folder, const model::ModelLayout& layout,
                                    const std::vector<float>& weights) {
   const SafetensorsFile expected(folder + "/expected.safetensors");
   std::vector<bool> covered(weights.size(), false);
@@ -90,7 +91,7 @@ TEST(HfImport, LoadsEveryFolderLayout) {
       EXPECT_EQ(s.rope_scaling.high_freq_factor, 4.0);
     }
     EXPECT_EQ(s.rotary_base, std::string(v.args).find("500000") != std::string::npos ? 500000.0 : 10000.0);
-    const model::ParamLayout layout(s);
+    const model::ModelLayout layout = model::model_layout(s);
     std::vector<float> weights;
     const std::string what = load_hf_weights(folder, layout, weights, WeightSource::model);
     EXPECT_NE(what.find(v.expect_files), std::string::npos) << what;
@@ -108,7 +109,7 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
   };
   for (const auto& [defect, message] : weight_defects) {
     const std::string folder = make_folder(dir.str() + "/" + defect, std::string("--shards 2 --break ") + defect);
-    const model::ParamLayout layout(read_hf_config(folder).spec);
+    const model::ModelLayout layout = model::model_layout(read_hf_config(folder).spec);
     std::vector<float> weights = {1.0f};
     const std::string error =
         test::thrown_message([&] { load_hf_weights(folder, layout, weights, WeightSource::model); });
@@ -152,7 +153,7 @@ TEST(HfImport, StepgraphCheckpointFolderLoadsTheSameWay) {
 
   const std::string folder = resolve_model_folder(dir.str(), "checkpoint.pretrained_checkpoint");
   EXPECT_EQ(folder, dir.str() + "/iter_0000007");
-  const model::ParamLayout layout(read_hf_config(folder).spec);
+  const model::ModelLayout layout = model::model_layout(read_hf_config(folder).spec);
   std::vector<float> weights;
   EXPECT_NE(load_hf_weights(folder, layout, weights, WeightSource::main_params).find("optimizer_main_params"),
             std::string::npos);

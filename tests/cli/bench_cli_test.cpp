@@ -39,7 +39,7 @@ TEST(BenchCli, DryrunPrintsThePlanWithoutAGpu) {
   const Result r = bench({"-m", "llama", "-mr", "tiny", "-g", "h200", "-c", "bf16", "-ng", "1", "--compare",
                           "none,local,transformer_engine:attn+mlp", "--steps", "5", "--dryrun"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(has(r, "stepgraph bench llama/tiny: 4 layers")) << r.output;
+  EXPECT_TRUE(has(r, "stepgraph bench llama/tiny: 8 layers: (*-)x4 as 4 GPT blocks, hidden 256")) << r.output;
   EXPECT_TRUE(has(r, "mode local:\n  model.cuda_graph_impl = local\n  model.cuda_graph_scope = [full_iteration]"))
       << r.output;
   EXPECT_TRUE(has(r, "mode transformer_engine:attn+mlp:")) << r.output;

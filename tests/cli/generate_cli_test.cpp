@@ -19,6 +19,7 @@
 
 #include "checkpoint/hf_import.h"
 #include "model/cpu_decoder.h"
+#include "model/layer_registry.h"
 #include "process_util.h"
 
 namespace {
@@ -88,7 +89,7 @@ TEST_F(GenerateCli, GreedyIsDeterministicAndEqualsTheDecoder) {
   ASSERT_FALSE(prompt.empty());
   const auto config = sg::checkpoint::read_hf_config(hf);
   std::vector<float> weights;
-  sg::checkpoint::load_hf_weights(hf, sg::model::ParamLayout(config.spec), weights,
+  sg::checkpoint::load_hf_weights(hf, sg::model::model_layout(config.spec), weights,
                                   sg::checkpoint::WeightSource::model);
   sg::model::DecodeSpec d;
   d.max_prompt_tokens = static_cast<int64_t>(prompt.size());

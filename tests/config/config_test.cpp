@@ -10,6 +10,7 @@
 
 #include "config/model_config.h"
 #include "config/validate.h"
+#include "model/layer_registry.h"
 
 namespace sg::config {
 namespace {
@@ -398,6 +399,67 @@ TEST(ModelConfig, SpecsAndLayerPattern) {
       config::load_config_yaml("model:\n  hidden_size: 512\n  num_attention_heads: 8\n", "bare");
   EXPECT_EQ(config::model_spec(bare).ffn_hidden_size, 2048);
   EXPECT_EQ(config::model_spec(bare).num_query_groups, 8);
+}
+
+// Megatron's hybrid layer pattern as users type it: unquoted on the command line (a value starting
+// with '*' is no YAML alias for a string key), under either of Megatron's names, one layer per letter.
+TEST(ModelConfig, HybridPatternOverridesAndSpellings) {
+  config::Config c = config::load_config("llama/tiny");
+  config::apply_override(c, "model.hybrid_override_pattern=M*-M*-");
+  EXPECT_EQ(c.model.hybrid_override_pattern, "M*-M*-");
+  config::apply_override(c, "model.hybrid_override_pattern=*-*-");
+  EXPECT_EQ(c.model.hybrid_override_pattern, "*-*-");
+  config::apply_override(c, "model.hybrid_layer_pattern=*--*");  // Megatron's newer name
+  EXPECT_EQ(c.model.hybrid_override_pattern, "*--*");
+  config::apply_override(c, "model.hybrid_override_pattern='*-'");  // quoting still works
+  EXPECT_EQ(c.model.hybrid_override_pattern, "*-");
+  // Only string keys take raw text: elsewhere a YAML error stays an error.
+  EXPECT_NE(config_error([&] { config::apply_override(c, "model.num_layers=*-"); }).find("not a YAML value"),
+            std::string::npos);
+  // The emitted YAML quotes the pattern, so `config show` output loads again.
+  config::apply_override(c, "model.hybrid_override_pattern=*-*-");
+  EXPECT_EQ(config::load_config_yaml(config::emit_yaml(c), "emitted").model.hybrid_override_pattern, "*-*-");
+  // Recipes: either name, not both.
+  const config::Config yaml =
+      config::load_config_yaml("model:\n  num_layers: 2\n  hybrid_layer_pattern: \"*-\"\n", "r.yaml");
+  EXPECT_EQ(yaml.model.hybrid_override_pattern, "*-");
+  EXPECT_NE(config_error([] {
+              config::load_config_yaml(
+                  "model:\n  hybrid_override_pattern: \"*-\"\n  hybrid_layer_pattern: \"*-\"\n", "r.yaml");
+            }).find("two spellings of one key"),
+            std::string::npos);
+
+  // The pattern is the model: "*-*-" is four layers (not four GPT blocks of attention + MLP).
+  config::Config hybrid = config::load_config("llama/tiny", {"model.hybrid_override_pattern=*-*-"});
+  EXPECT_EQ(config::model_spec(hybrid).hybrid_layer_pattern, "*-*-");
+  EXPECT_EQ(config::layer_pattern(hybrid).size(), 4u);
+  EXPECT_EQ(config::describe_layers(hybrid), "4 layers: (*-)x2 (hybrid pattern)");
+  config::apply_override(hybrid, "model.num_layers=3");
+  EXPECT_EQ(config::describe_layers(hybrid), "");  // no valid stack: validation says why
+  config::apply_override(hybrid, "model.num_layers=4");
+  EXPECT_EQ(config::describe_layers(config::load_config("llama/tiny")), "8 layers: (*-)x4 as 4 GPT blocks");
+  EXPECT_TRUE(config::validate(hybrid).ok());
+  // Length against num_layers, and invalid letters, are rule 16 violations naming the key.
+  const config::ValidationReport wrong_length =
+      config::validate(config::load_config("llama/tiny", {"model.hybrid_override_pattern=*-*-*-"}));
+  ASSERT_FALSE(wrong_length.ok());
+  EXPECT_EQ(wrong_length.violations[0].rule, 16);
+  EXPECT_NE(wrong_length.violations[0].message.find("has 6 layers but num_layers is 4"), std::string::npos)
+      << wrong_length.violations[0].message;
+  const config::ValidationReport bad_letter = config::validate(
+      config::load_config("llama/tiny", {"model.hybrid_override_pattern=*-x-", "model.num_layers=4"}));
+  ASSERT_FALSE(bad_letter.ok());
+  EXPECT_NE(bad_letter.violations[0].message.find("character 3 'x'"), std::string::npos)
+      << bad_letter.violations[0].message;
+  // Mamba and MoE letters validate, and train refuses them until their kinds are built.
+  const config::Config mamba =
+      config::load_config("llama/tiny", {"model.hybrid_override_pattern=M*-M", "model.num_layers=4"});
+  EXPECT_TRUE(config::validate(mamba).ok());
+  if (!model::layer_kind_implemented(model::LayerKind::mamba)) {
+    const auto missing = config::unimplemented_features(mamba);
+    ASSERT_EQ(missing.size(), 1u);
+    EXPECT_NE(missing[0].find("Mamba layer kind (M in the pattern; issue 12)"), std::string::npos) << missing[0];
+  }
 }
 
 // Random override strings never crash the parser: each one applies or throws sg::Error.

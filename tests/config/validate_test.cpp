@@ -379,7 +379,7 @@ TEST(Validate, Rule16NotesUnimplementedFeaturesAndTrainCanRefuseThem) {
   for (const char* expected :
        {"tensor parallelism (model.tensor_model_parallel_size = 2)", "pipeline parallelism",
         "expert parallelism", "activation recompute", "CPU offloading", "delayed weight-gradient",
-        "MoE layers", "Mamba layers"}) {
+        "MoE layer kind (E in the pattern", "Mamba layer kind (M in the pattern"}) {
     EXPECT_NE(all.find(expected), std::string::npos) << expected << " in\n" << all;
   }
   const config::ValidationReport r = config::validate(c);

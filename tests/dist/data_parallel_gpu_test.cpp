@@ -31,6 +31,7 @@
 #include "train/distributed_backend.h"
 #include "train/distributed_run.h"
 #include "train/gpu_backend.h"
+#include "train/mock_steps.h"
 
 namespace sg::train {
 namespace {
@@ -110,15 +111,7 @@ TEST_F(DataParallelGpu, AllReduceCapturedInAGraphEqualsEager) {
   comm.check_async_error();
 }
 
-config::Config tiny_with(const std::vector<std::string>& extra) {
-  std::vector<std::string> overrides = {"model.attention_dropout=0.1", "model.hidden_dropout=0.1",
-                                        "train.global_batch_size=8", "train.train_iters=12",
-                                        "dataset.mock=true",         "model.cuda_graph_warmup_steps=2"};
-  overrides.insert(overrides.end(), extra.begin(), extra.end());
-  const config::ValidationReport report = config::validate(config::load_config("llama/tiny", overrides));
-  EXPECT_TRUE(report.ok()) << (report.violations.empty() ? "" : config::format_violation(report.violations[0]));
-  return report.config;
-}
+config::Config tiny_with(const std::vector<std::string>& extra) { return test::tiny_two_microbatches(extra, kSteps); }
 
 struct RunResult {
   std::vector<float> losses;
@@ -127,33 +120,11 @@ struct RunResult {
 };
 
 RunResult run(TrainingBackend& backend, const config::Config& config) {
-  const model::ModelSpec model = config::model_spec(config);
-  const model::BatchSpec batch = config::batch_spec(config);
-  data::DataLoaderOptions o;
-  o.mock = true;
-  o.seq_length = model.seq_length;
-  o.vocab_size = model.vocab_size;
-  o.seed = static_cast<uint64_t>(config.rng.seed);
-  data::DataLoader loader(o);
-  model::HostBatch host;
-  const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
-  host.tokens.resize(n);
-  host.targets.resize(n);
-  host.loss_mask.resize(n);
   RunResult out;
-  const auto take = [&out](const std::vector<StepResult>& results) {
-    for (const StepResult& r : results) {
-      out.losses.push_back(r.loss);
-      out.grad_norms.push_back(r.grad_norm);
-    }
-  };
-  for (int64_t step = 1; step <= kSteps; ++step) {
-    data::fill_batch(loader, {host.tokens.data(), host.targets.data(), host.loss_mask.data(),
-                              batch.num_microbatches * batch.micro_batch_size, model.seq_length});
-    backend.submit(host);
-    take(backend.collect(1));
+  for (const StepResult& r : test::run_mock_steps(backend, config, kSteps)) {
+    out.losses.push_back(r.loss);
+    out.grad_norms.push_back(r.grad_norm);
   }
-  take(backend.collect(0));
   out.state = backend.state();
   return out;
 }

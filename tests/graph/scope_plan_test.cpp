@@ -127,16 +127,49 @@ TEST(ScopePlan, RejectsInvalidCombinations) {
   const auto layers = hybrid();
   std::string msg = thrown_message(
       [&] { plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::full_iteration}, layers); });
-  EXPECT_NE(msg.find("full_iteration is not allowed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("full_iteration is only valid with cuda_graph_impl local"), std::string::npos) << msg;
   msg = thrown_message(
       [&] { plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::moe, GraphScope::moe_router}, layers); });
-  EXPECT_NE(msg.find("moe and moe_router cannot both be set"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("moe and moe_router are mutually exclusive"), std::string::npos) << msg;
   msg = thrown_message([&] { plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::moe_preprocess}, layers); });
   EXPECT_NE(msg.find("moe_preprocess requires moe_router"), std::string::npos) << msg;
   msg = thrown_message([] {
     plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn}, {{0, {Module::attn}}, {0, {Module::mlp}}});
   });
   EXPECT_NE(msg.find("layer 0 is listed twice"), std::string::npos) << msg;
+}
+
+TEST(ScopePlan, RulesAreReportedOnceEachWithTheirFix) {
+  using S = GraphScope;
+  EXPECT_TRUE(check_scope_rules(GraphImpl::none, {S::full_iteration, S::moe, S::moe_router}).empty());
+  EXPECT_TRUE(check_scope_rules(GraphImpl::local, {S::full_iteration}).empty());
+  EXPECT_TRUE(check_scope_rules(GraphImpl::transformer_engine, {S::attn, S::moe_router, S::moe_preprocess}).empty());
+  const auto rules = [](GraphImpl impl, const std::vector<GraphScope>& scopes) {
+    std::vector<ScopeRule> out;
+    for (const ScopeProblem& p : check_scope_rules(impl, scopes)) {
+      EXPECT_FALSE(p.message.empty());
+      EXPECT_FALSE(p.fix.empty());
+      out.push_back(p.rule);
+    }
+    return out;
+  };
+  EXPECT_EQ(rules(GraphImpl::local, {S::full_iteration, S::attn}), std::vector<ScopeRule>{ScopeRule::full_iteration_not_alone});
+  EXPECT_EQ(rules(GraphImpl::local, {S::attn, S::mlp}), std::vector<ScopeRule>{ScopeRule::local_with_module_scopes});
+  EXPECT_NE(check_scope_rules(GraphImpl::local, {S::attn, S::mlp})[0].fix.find("per-module graphs of attn,mlp"),
+            std::string::npos);
+  EXPECT_EQ(rules(GraphImpl::transformer_engine, {S::full_iteration, S::moe, S::moe_router, S::moe_preprocess}),
+            (std::vector<ScopeRule>{ScopeRule::full_iteration_without_local, ScopeRule::moe_with_moe_router}));
+  EXPECT_EQ(rules(GraphImpl::transformer_engine, {S::moe_preprocess}),
+            std::vector<ScopeRule>{ScopeRule::moe_preprocess_without_router});
+  // Names: one list, used by the parser and by config validation.
+  EXPECT_EQ(graph_impl_names(), (std::vector<std::string>{"none", "local", "transformer_engine"}));
+  EXPECT_EQ(graph_scope_names().size(), 7u);
+  EXPECT_FALSE(check_graph_scope_name("mlp").has_value());
+  const auto bad = check_graph_scope_name("moe_routr");
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->rule, ScopeRule::unknown_scope);
+  EXPECT_NE(bad->fix.find("did you mean 'moe_router'"), std::string::npos) << bad->fix;
+  EXPECT_EQ(check_graph_impl_name("TE")->rule, ScopeRule::unknown_impl);
 }
 
 TEST(ScopePlan, ParsesConfigSpellings) {

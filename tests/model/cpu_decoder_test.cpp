@@ -34,7 +34,7 @@ std::vector<std::vector<int32_t>> generate(const model::ModelSpec& m, const std:
 }
 
 void expect_greedy_equals_full_recompute(const model::ModelSpec& m, uint64_t seed) {
-  const auto w = model::initial_parameters(model::ParamLayout(m), seed);
+  const auto w = model::initial_parameters(model::model_layout(m), seed);
   const std::vector<int32_t> prompt = {3, 17, 42, 8, 60};
   const int64_t max_new = 12;
   std::vector<float> last;
@@ -70,7 +70,7 @@ TEST(CpuDecoder, GreedyEqualsFullRecomputeTiedGqaRopeScaling) {
 
 TEST(CpuDecoder, DeterministicAndSeeded) {
   const auto m = test::decoder_test_spec();
-  const auto w = model::initial_parameters(model::ParamLayout(m), 9);
+  const auto w = model::initial_parameters(model::model_layout(m), 9);
   const std::vector<std::vector<int32_t>> prompt = {{1, 2, 3}};
   EXPECT_EQ(generate(m, w, decode_spec(1, 3, 10), prompt), generate(m, w, decode_spec(1, 3, 10), prompt));
   const auto a = generate(m, w, decode_spec(1, 3, 16, 1.5f, 1), prompt);
@@ -87,7 +87,7 @@ TEST(CpuDecoder, DeterministicAndSeeded) {
 
 TEST(CpuDecoder, BatchEqualsEachPromptAlone) {
   const auto m = test::decoder_test_spec();
-  const auto w = model::initial_parameters(model::ParamLayout(m), 10);
+  const auto w = model::initial_parameters(model::model_layout(m), 10);
   const std::vector<std::vector<int32_t>> prompts = {{5, 6, 7}, {9, 1, 1, 2, 33, 4, 0}, {63}};
   const auto batch = generate(m, w, decode_spec(3, 7, 9), prompts);
   for (size_t b = 0; b < prompts.size(); ++b) {
@@ -98,7 +98,7 @@ TEST(CpuDecoder, BatchEqualsEachPromptAlone) {
 
 TEST(CpuDecoder, RefusesWhatItCannotServe) {
   const auto m = test::decoder_test_spec();
-  const auto w = model::initial_parameters(model::ParamLayout(m), 11);
+  const auto w = model::initial_parameters(model::model_layout(m), 11);
   model::CpuDecoder decoder(m, w, decode_spec(1, 4, 3));
   EXPECT_NE(test::thrown_message([&] {
               decoder.start({{1, 2, 3, 4, 5}});

@@ -1,15 +1,14 @@
 // Whole-model gradient check of the CPU fp32 backend: every parameter tensor's gradient against central
 // finite differences of the step loss, in the tiny model (two microbatches, masked tokens, untied and
 // tied embeddings, with and without dropout — with dropout the masks are a fixed function of the RNG
-// state, so the loss is still a differentiable function of the weights and the check applies).
+// state, so the loss is still a differentiable function of the weights and the check applies), and in
+// a hybrid pattern whose layer boundaries are not GPT blocks ("*--*": two MLPs in a row, attention last).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "model/cpu_model.h"
-#include "model/dropout_sites.h"
 #include "tiny_model.h"
 
 namespace sg::model {
@@ -58,6 +57,7 @@ void expect_gradients_match_finite_differences(CpuModel& model, const HostBatch&
 struct Case {
   bool tied;
   float dropout;
+  const char* pattern;  // hybrid_layer_pattern; "" = the GPT layout
 };
 
 class CpuModelGrad : public ::testing::TestWithParam<Case> {};
@@ -67,6 +67,8 @@ TEST_P(CpuModelGrad, EveryParameterMatchesFiniteDifferences) {
   spec.share_embeddings_and_output_weights = GetParam().tied;
   spec.attention_dropout = GetParam().dropout;
   spec.hidden_dropout = GetParam().dropout;
+  spec.hybrid_layer_pattern = GetParam().pattern;
+  if (!spec.hybrid_layer_pattern.empty()) spec.num_layers = static_cast<int64_t>(spec.hybrid_layer_pattern.size());
   // Larger weights than a real init, so every path (attention scores, SwiGLU curvature) is exercised
   // away from its linear regime and every gradient is well above the finite-difference noise.
   spec.init_method_std = 0.3;
@@ -79,10 +81,12 @@ TEST_P(CpuModelGrad, EveryParameterMatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, CpuModelGrad,
-                         ::testing::Values(Case{false, 0.0f}, Case{true, 0.0f}, Case{false, 0.2f}),
+                         ::testing::Values(Case{false, 0.0f, ""}, Case{true, 0.0f, ""}, Case{false, 0.2f, ""},
+                                           Case{false, 0.2f, "*--*"}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.tied ? "tied" : "untied") +
-                                  (info.param.dropout > 0 ? "_dropout" : "");
+                                  (info.param.dropout > 0 ? "_dropout" : "") +
+                                  (info.param.pattern[0] != 0 ? "_hybrid" : "");
                          });
 
 TEST(CpuModel, DropoutRunsAreReproducibleAndDependOnTheRngOffset) {
@@ -108,17 +112,6 @@ TEST(CpuModel, DropoutRunsAreReproducibleAndDependOnTheRngOffset) {
   EXPECT_EQ(c.compute_gradients(batch, 0), c.compute_gradients(batch, 9));
   // Dropout changes the loss relative to no dropout (the masks are applied at all).
   EXPECT_NE(loss_a, c.compute_gradients(batch, 0));
-}
-
-TEST(CpuModel, DropoutSitesAreDistinct) {
-  std::vector<uint32_t> sites;
-  for (int64_t l = 0; l < 64; ++l) {
-    for (DropoutKind k : {DropoutKind::attention_probs, DropoutKind::attention_output, DropoutKind::mlp_output}) {
-      sites.push_back(dropout_site(l, k));
-    }
-  }
-  std::sort(sites.begin(), sites.end());
-  EXPECT_EQ(std::adjacent_find(sites.begin(), sites.end()), sites.end());
 }
 
 TEST(CpuModel, MaskedTokensDoNotContribute) {

@@ -110,5 +110,42 @@ TEST(CpuTrainStep, LoadStateResumesBitExactly) {
   EXPECT_THROW(b.load_state(std::vector<float>(3), a.exp_avg(), a.exp_avg_sq(), 0, a.rng_state()), Error);
 }
 
+// "*-" repeated n times is the same model as n GPT blocks: from the same flat weights (their inits
+// differ by Megatron's output-projection scaling, model/stack.h), with both dropouts on and two
+// microbatches, they train to bitwise equal losses, gradients, weights and moments.
+TEST(CpuTrainStep, HybridStarDashPatternTrainsBitwiseLikeGptBlocks) {
+  ModelSpec gpt_spec = test::tiny_model_spec();
+  gpt_spec.hidden_dropout = 0.1f;
+  gpt_spec.attention_dropout = 0.1f;
+  ModelSpec hybrid_spec = gpt_spec;
+  hybrid_spec.hybrid_layer_pattern = "*-*-";
+  hybrid_spec.num_layers = 4;
+  BatchSpec batch_spec;
+  batch_spec.micro_batch_size = 2;
+  batch_spec.num_microbatches = 2;
+  OptimizerSpec opt;
+  opt.lr = 1e-2;
+  CpuModel gpt(gpt_spec, batch_spec, opt, rng::RngState{77, 0});
+  CpuModel hybrid(hybrid_spec, batch_spec, opt, rng::RngState{77, 0});
+  ASSERT_EQ(gpt.weights().size(), hybrid.weights().size());
+  EXPECT_NE(gpt.weights(), hybrid.weights());  // 1/sqrt(2 num_layers): num_layers 2 vs 4
+  hybrid.weights() = gpt.weights();
+  for (uint64_t step = 0; step < 5; ++step) {
+    const HostBatch batch = test::random_batch(gpt_spec, batch_spec, 300 + step);
+    const CpuStepResult a = gpt.train_step(batch);
+    const CpuStepResult b = hybrid.train_step(batch);
+    EXPECT_EQ(a.loss, b.loss) << "step " << step + 1;
+    EXPECT_EQ(a.grad_norm, b.grad_norm) << "step " << step + 1;
+    EXPECT_EQ(gpt.grads(), hybrid.grads()) << "step " << step + 1;
+  }
+  EXPECT_EQ(gpt.weights(), hybrid.weights());
+  EXPECT_EQ(gpt.exp_avg(), hybrid.exp_avg());
+  EXPECT_EQ(gpt.exp_avg_sq(), hybrid.exp_avg_sq());
+  // The same pattern as GPT blocks of one letter each would be another model: it is not accepted.
+  ModelSpec mismatched = hybrid_spec;
+  mismatched.num_layers = 2;
+  EXPECT_THROW(CpuModel(mismatched, batch_spec, opt, rng::RngState{77, 0}), Error);
+}
+
 }  // namespace
 }  // namespace sg::model

@@ -52,7 +52,7 @@ model::ModelSpec gpu_spec() {
 }
 
 std::vector<float> bf16_weights(const model::ModelSpec& m, uint64_t seed) {
-  return round_bf16(model::initial_parameters(model::ParamLayout(m), seed));
+  return round_bf16(model::initial_parameters(model::model_layout(m), seed));
 }
 
 // Teacher-forced check of greedy tokens (see the file comment). Returns the number of exact argmaxes.

@@ -9,7 +9,7 @@
 
 #include "core/strings.h"
 #include "model/decoder.h"
-#include "model/param_layout.h"
+#include "model/layer_registry.h"
 #include "model/spec.h"
 #include "reference/attention.h"
 #include "reference/embedding.h"
@@ -23,7 +23,7 @@ namespace sg::test {
 // [tokens.size(), vocab_size] fp32 logits of every position.
 inline std::vector<float> full_sequence_logits(const model::ModelSpec& m, const std::vector<float>& weights,
                                                const std::vector<int32_t>& tokens) {
-  const model::ParamLayout layout(m);
+  const model::ModelLayout layout = model::model_layout(m);
   auto w = [&](const std::string& name) { return weights.data() + layout.find(name).offset; };
   const auto S = static_cast<int64_t>(tokens.size());
   const int64_t H = m.hidden_size, F = m.ffn_hidden_size, QKV = m.qkv_dim(), V = m.vocab_size, d = m.head_dim();

@@ -1,8 +1,9 @@
 // Issue 6 acceptance: the training step under cuda_graph_impl none, local, and transformer_engine with
 // attn, mlp and attn+mlp gives BITWISE identical losses at every step and bitwise identical final
 // weights and optimizer state — with dropout on (so the graph-safe RNG matters) and two microbatches.
-// Also: the graphs take only their own instantiation memory, and the NaN checks stop the run in eager
-// and scoped modes, naming the step and the check.
+// Also: the graphs take only their own instantiation memory, the NaN checks stop the run in eager
+// and scoped modes, naming the step and the check, and the hybrid spelling of the same model
+// ("*-" x n, one layer per letter) trains bitwise like n GPT blocks in every mode.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -11,12 +12,15 @@
 #include <vector>
 
 #include "cuda/device.h"
+#include "model/init.h"
+#include "model/layer_registry.h"
 #include "train/backend_factory.h"
 #include "config/config.h"
 #include "data/batch.h"
 #include "data/blended_dataset.h"
 #include "train/gpu_backend.h"
 #include "config/model_config.h"
+#include "train/mock_steps.h"
 #include "train/trainer.h"
 #include "config/validate.h"
 
@@ -25,16 +29,7 @@ namespace {
 
 constexpr int64_t kSteps = 30;
 
-config::Config tiny_with(const std::vector<std::string>& extra) {
-  std::vector<std::string> overrides = {"model.attention_dropout=0.1", "model.hidden_dropout=0.1",
-                                        "train.global_batch_size=8",  // two microbatches of 4
-                                        "train.train_iters=30",       "dataset.mock=true",
-                                        "model.cuda_graph_warmup_steps=2"};
-  overrides.insert(overrides.end(), extra.begin(), extra.end());
-  const config::ValidationReport report = config::validate(config::load_config("llama/tiny", overrides));
-  EXPECT_TRUE(report.ok()) << (report.violations.empty() ? "" : config::format_violation(report.violations[0]));
-  return report.config;
-}
+config::Config tiny_with(const std::vector<std::string>& extra) { return test::tiny_two_microbatches(extra, kSteps); }
 
 struct RunResult {
   std::vector<float> losses;
@@ -44,29 +39,21 @@ struct RunResult {
   size_t arena_bytes = 0;
 };
 
-RunResult run_mode(const config::Config& config) {
+// `initial`: start from these weights instead of the model's own initialisation.
+RunResult run_mode(const config::Config& config, const std::vector<float>* initial = nullptr) {
   const model::ModelSpec model = config::model_spec(config);
   const model::BatchSpec batch = config::batch_spec(config);
   GpuBackend backend(config, model, batch, optimizer_spec(config), {static_cast<uint64_t>(config.rng.seed), 0});
-  data::DataLoaderOptions o;
-  o.mock = true;
-  o.seq_length = model.seq_length;
-  o.vocab_size = model.vocab_size;
-  o.seed = static_cast<uint64_t>(config.rng.seed);
-  data::DataLoader loader(o);
-  model::HostBatch host;
-  const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
-  host.tokens.resize(n);
-  host.targets.resize(n);
-  host.loss_mask.resize(n);
-  RunResult out;
-  for (int64_t step = 1; step <= kSteps; ++step) {
-    data::fill_batch(loader, {host.tokens.data(), host.targets.data(), host.loss_mask.data(),
-                              batch.num_microbatches * batch.micro_batch_size, model.seq_length});
-    backend.submit(host);
-    for (const StepResult& r : backend.collect(1)) out.losses.push_back(r.loss);
+  if (initial != nullptr) {
+    TrainingState start;
+    start.main_weights = *initial;
+    start.exp_avg.assign(initial->size(), 0.0f);
+    start.exp_avg_sq.assign(initial->size(), 0.0f);
+    start.rng = {static_cast<uint64_t>(config.rng.seed), 0};
+    backend.load_state(start);
   }
-  for (const StepResult& r : backend.collect(0)) out.losses.push_back(r.loss);
+  RunResult out;
+  for (const StepResult& r : test::run_mock_steps(backend, config, kSteps)) out.losses.push_back(r.loss);
   out.state = backend.state();
   out.stats = backend.graph_stats();
   out.graph_memory = backend.graph_memory_bytes();
@@ -127,6 +114,36 @@ TEST_F(GraphModesGpu, EveryModeIsBitwiseEqualToEager) {
     std::printf("%-28s losses and final state bitwise equal to eager; %d graphs, %llu replays, graph memory %lld B\n",
                 mode.name, r.stats.graphs_live, static_cast<unsigned long long>(r.stats.replays),
                 static_cast<long long>(r.graph_memory));
+  }
+}
+
+// llama/tiny is 4 GPT blocks; the hybrid pattern "*-" x 4 (typed unquoted, as Megatron users do) is
+// the same 8 layers. From the same initial weights (the inits differ: Megatron scales output
+// projections by 1/sqrt(2 num_layers)), with dropout and two microbatches, every graph mode of the
+// hybrid spelling gives the GPT spelling's eager losses, weights and moments bit for bit.
+TEST_F(GraphModesGpu, HybridStarDashPatternTrainsBitwiseLikeGptBlocks) {
+  const config::Config gpt_config = tiny_with({"model.cuda_graph_impl=none"});
+  const std::vector<float> initial =
+      model::initial_parameters(model::model_layout(config::model_spec(gpt_config)),
+                                 static_cast<uint64_t>(gpt_config.rng.seed));
+  const RunResult gpt = run_mode(gpt_config, &initial);
+  ASSERT_EQ(gpt.losses.size(), static_cast<size_t>(kSteps));
+  const std::vector<std::string> hybrid = {"model.hybrid_override_pattern=*-*-*-*-", "model.num_layers=8"};
+  for (const std::vector<std::string>& mode :
+       {std::vector<std::string>{"model.cuda_graph_impl=none"}, std::vector<std::string>{"model.cuda_graph_impl=local"},
+        std::vector<std::string>{"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,mlp"}}) {
+    SCOPED_TRACE(mode.front());
+    std::vector<std::string> overrides = hybrid;
+    overrides.insert(overrides.end(), mode.begin(), mode.end());
+    const RunResult r = run_mode(tiny_with(overrides), &initial);
+    ASSERT_EQ(r.losses.size(), gpt.losses.size());
+    for (size_t i = 0; i < r.losses.size(); ++i) {
+      EXPECT_EQ(std::memcmp(&r.losses[i], &gpt.losses[i], 4), 0)
+          << "step " << i + 1 << ": loss " << r.losses[i] << " vs GPT blocks " << gpt.losses[i];
+    }
+    EXPECT_TRUE(bitwise_equal(r.state.main_weights, gpt.state.main_weights)) << "final fp32 weights differ";
+    EXPECT_TRUE(bitwise_equal(r.state.exp_avg, gpt.state.exp_avg)) << "final exp_avg differs";
+    EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, gpt.state.exp_avg_sq)) << "final exp_avg_sq differs";
   }
 }
 

@@ -20,7 +20,7 @@
 #include "config/model_config.h"
 #include "core/error.h"
 #include "graph/registry.h"
-#include "model/param_layout.h"
+#include "model/layer_registry.h"
 #include "train/host_memory.h"
 #include "train/metrics.h"
 #include "train/nonfinite_stop.h"
@@ -91,7 +91,7 @@ TEST(HostMemory, ThePlanCountsTheParametersOfTheLayout) {
   b.micro_batch_size = 2;
   b.num_microbatches = 2;
   const HostMemoryPlan cpu = plan_host_memory(m, b, {.cpu_backend = true});
-  const double P = static_cast<double>(model::ParamLayout(m).total());
+  const double P = static_cast<double>(model::model_layout(m).total());
   ASSERT_GE(cpu.items.size(), 2u);
   EXPECT_DOUBLE_EQ(cpu.items[0].bytes, 2 * 2 * 32 * 12.0);  // the input batch
   EXPECT_DOUBLE_EQ(cpu.items[1].bytes, 16 * P);              // weights, gradients, Adam moments
@@ -191,7 +191,7 @@ TEST(NonFiniteStop, FlaggedStepsStopWithExit3NamingTheStepAndTheCheck) {
 }
 
 TEST(NonFiniteStop, ANonFiniteStateIsNeverSaved) {
-  const model::ParamLayout layout(tiny_spec());
+  const model::ModelLayout layout = model::model_layout(tiny_spec());
   TrainingState s;
   s.steps_done = 12;
   s.main_weights.assign(static_cast<size_t>(layout.total()), 0.5f);

@@ -1,16 +1,17 @@
-// LlamaStep: planning (memory, GEMMs, attention) and the synchronous setup / inspection calls.
-// The step itself is in llama_step_run.cpp.
-#include "model/llama_step.h"
+// TrainStep: planning (memory, layers, GEMMs) and the synchronous setup / inspection calls.
+// The step itself is in train_step_run.cpp.
+#include "model/train_step.h"
 
 #include <cstring>
 
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/check.h"
+#include "kernels/attention.h"
 #include "kernels/embedding.h"
 #include "kernels/grad_norm.h"
 #include "kernels/rmsnorm.h"
-#include "model/llama_step_gemms.h"
+#include "model/layer_registry.h"
 
 namespace sg::model {
 
@@ -18,9 +19,10 @@ namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 }  // namespace
 
-LlamaStep::LlamaStep(const ModelSpec& model, const BatchSpec& batch, const OptimizerSpec& optimizer, uint64_t seed,
-                     const LlamaStepOptions& options)
-    : layout_(model),
+TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const OptimizerSpec& optimizer, uint64_t seed,
+                     const TrainStepOptions& options)
+    : layers_(make_layers(model)),
+      layout_(declare_model(model, [this](size_t i, LayerDeclarations& d) { layers_[i]->declare(d); })),
       reducer_(options.reducer),
       dp_(options.reducer ? options.reducer->layout() : dist::plan_data_parallel(layout_.total(), 1, 0, false)),
       batch_(batch),
@@ -35,41 +37,26 @@ LlamaStep::LlamaStep(const ModelSpec& model, const BatchSpec& batch, const Optim
                      static_cast<long long>(dp_.num_params), dp_.world_size, static_cast<long long>(layout_.total()),
                      static_cast<long long>(batch.data_parallel_size)));
   T_ = batch.tokens_per_microbatch(model);
-  // Plan-time work that needs the device but not the arena: cuDNN graphs (their workspace size), CUB's
-  // scratch size for the embedding backward, the LM head's chunking.
+  // Plan-time work that needs the device but not the arena: the layers' kernel plans (cuDNN graphs and
+  // their workspace sizes), CUB's scratch size for the embedding backward, the LM head's chunking.
   cudnn_ = std::make_unique<kernels::CudnnContext>();
-  kernels::AttentionShape shape;
-  shape.batch = batch.micro_batch_size;
-  shape.seq_len = model.seq_length;
-  shape.heads = model.num_attention_heads;
-  shape.kv_heads = model.num_query_groups;
-  shape.head_dim = model.head_dim();
-  shape.dropout_p = model.attention_dropout;
-  attention_ = std::make_unique<kernels::AttentionPlan>(*cudnn_, shape);
   lm_head_layout_ = kernels::lm_head_layout({T_, model.hidden_size, model.vocab_size}, options.lm_head_chunk_budget_bytes);
   embedding_scratch_bytes_ = kernels::embedding_backward_scratch_bytes(T_, model.vocab_size);
   rmsnorm_scratch_bytes_ = kernels::rmsnorm_backward_scratch_bytes(T_, model.hidden_size);
 
-  plan_memory();
-
-  blas_ = std::make_unique<kernels::Blas>(cublas_workspace_, kernels::Blas::kWorkspaceBytes);
-  gemms_ = std::make_unique<Gemms>(*blas_, T_, model.hidden_size, model.qkv_dim(), model.ffn_hidden_size);
-  lm_head_ = std::make_unique<kernels::LmHeadPlan>(*blas_, kernels::LmHeadShape{T_, model.hidden_size, model.vocab_size},
-                                                   1.0f / static_cast<float>(batch.global_microbatches()),
-                                                   options.lm_head_chunk_budget_bytes);
+  plan_memory(options);
   SG_CHECK(lm_head_->layout().workspace_bytes == lm_head_layout_.workspace_bytes,
            "LM head workspace differs between lm_head_layout() and LmHeadPlan (kernels/lm_head.h)");
   bind_reducer();
 }
 
-LlamaStep::~LlamaStep() = default;
+TrainStep::~TrainStep() = default;
 
-void LlamaStep::plan_memory() {
+void TrainStep::plan_memory(const TrainStepOptions& options) {
   using cuda::MemoryCategory;
   using cuda::MemorySlot;
-  const ModelSpec& m = layout_.spec();
-  const int64_t T = T_, H = m.hidden_size, F = m.ffn_hidden_size, QKV = m.qkv_dim(), L = m.num_layers;
-  const int64_t lse_count = batch_.micro_batch_size * m.num_attention_heads * m.seq_length;
+  const ModelSpec& m = layout_.spec;
+  const int64_t T = T_, H = m.hidden_size, N = layout_.num_layers();
   cuda::MemoryPlan plan;
 
   // Parameters and gradients: the whole (padded) flat buffer; the fp32 optimizer state: what this rank
@@ -82,48 +69,41 @@ void LlamaStep::plan_memory() {
   const MemorySlot exp_avg_sq = plan.add_array<float>("optimizer.exp_avg_sq", MemoryCategory::optimizer_state, owned);
   const MemorySlot scalars = plan.add("step.scalars", MemoryCategory::optimizer_state, sizeof(StepScalars));
   const MemorySlot rng = rng_.plan(plan, "rng.states");
-  const MemorySlot seeds = plan.add_array<int64_t>("attention.dropout_seeds", MemoryCategory::optimizer_state, sz(L));
-  const MemorySlot offsets = plan.add_array<int64_t>("attention.dropout_offsets", MemoryCategory::optimizer_state, sz(L));
 
-  // Activations of one microbatch. Residual stream and input norms: L + 1 entries (the last is the final
-  // norm's input / output).
-  std::vector<MemorySlot> resid, norm_in, rstd_in;
-  for (int64_t l = 0; l <= L; ++l) {
-    const long long i = static_cast<long long>(l);
-    resid.push_back(plan.add_array<bf16>(strprintf("act.resid%lld", i), MemoryCategory::activations, sz(T * H)));
-    norm_in.push_back(plan.add_array<bf16>(strprintf("act.norm_in%lld", i), MemoryCategory::activations, sz(T * H)));
-    rstd_in.push_back(plan.add_array<float>(strprintf("act.rstd_in%lld", i), MemoryCategory::activations, sz(T)));
+  // Activations of one microbatch. The residual stream and the pre-norms: N + 1 boundaries (the last is
+  // the final norm's input / output).
+  std::vector<MemorySlot> resid, norm, rstd;
+  for (int64_t i = 0; i <= N; ++i) {
+    const long long k = static_cast<long long>(i);
+    resid.push_back(plan.add_array<bf16>(strprintf("act.resid%lld", k), MemoryCategory::activations, sz(T * H)));
+    norm.push_back(plan.add_array<bf16>(strprintf("act.norm%lld", k), MemoryCategory::activations, sz(T * H)));
+    rstd.push_back(plan.add_array<float>(strprintf("act.rstd%lld", k), MemoryCategory::activations, sz(T)));
   }
-  struct LayerSlots {
-    MemorySlot qkv, attn, lse, h, m, rstd_m, gate_up, act;
-  };
-  std::vector<LayerSlots> layer_slots;
-  for (int64_t l = 0; l < L; ++l) {
-    const std::string p = strprintf("act.layer%lld.", static_cast<long long>(l));
-    LayerSlots s;
-    s.qkv = plan.add_array<bf16>(p + "qkv", MemoryCategory::activations, sz(T * QKV));
-    s.attn = plan.add_array<bf16>(p + "attn_out", MemoryCategory::activations, sz(T * H));
-    s.lse = plan.add_array<float>(p + "softmax_lse", MemoryCategory::activations, sz(lse_count));
-    s.h = plan.add_array<bf16>(p + "resid_mid", MemoryCategory::activations, sz(T * H));
-    s.m = plan.add_array<bf16>(p + "norm_post", MemoryCategory::activations, sz(T * H));
-    s.rstd_m = plan.add_array<float>(p + "rstd_post", MemoryCategory::activations, sz(T));
-    s.gate_up = plan.add_array<bf16>(p + "gate_up", MemoryCategory::activations, sz(T * 2 * F));
-    s.act = plan.add_array<bf16>(p + "swiglu_out", MemoryCategory::activations, sz(T * F));
-    layer_slots.push_back(s);
+  // Each layer's own saved activations and scratch, then its device plans and workspaces.
+  LayerPlanContext plan_context(m, batch_, plan, shared_buffers_);
+  for (auto& layer : layers_) {
+    plan_context.set_layer(layer->index());
+    layer->plan(plan_context);
   }
-  // Scratch shared by every layer (each region uses fixed ones).
+  saved_activations_ = plan_context.saved_bytes();
+  attention_dropout_sites_ = plan_context.attention_dropout_sites();
+  DevicePlanContext device_context(m, batch_, shared_buffers_, shared_objects_, *cudnn_);
+  for (auto& layer : layers_) layer->plan_device(device_context);
+  shared_buffers_.plan(plan);
+
+  const size_t slots = attention_dropout_sites_.size();
+  const MemorySlot sites = plan.add_array<uint32_t>("attention.dropout_sites", MemoryCategory::optimizer_state, slots);
+  const MemorySlot seeds = plan.add_array<int64_t>("attention.dropout_seeds", MemoryCategory::optimizer_state, slots);
+  const MemorySlot offsets =
+      plan.add_array<int64_t>("attention.dropout_offsets", MemoryCategory::optimizer_state, slots);
+  // The step's scratch between layers (each region uses fixed ones).
   const MemorySlot delta = plan.add_array<bf16>("act.delta", MemoryCategory::activations, sz(T * H));
   const MemorySlot d_resid_a = plan.add_array<bf16>("grad.d_resid_a", MemoryCategory::activations, sz(T * H));
   const MemorySlot d_resid_b = plan.add_array<bf16>("grad.d_resid_b", MemoryCategory::activations, sz(T * H));
   const MemorySlot d_delta = plan.add_array<bf16>("grad.d_delta", MemoryCategory::activations, sz(T * H));
   const MemorySlot d_norm = plan.add_array<bf16>("grad.d_norm", MemoryCategory::activations, sz(T * H));
-  const MemorySlot d_attn = plan.add_array<bf16>("grad.d_attn", MemoryCategory::activations, sz(T * H));
-  const MemorySlot d_qkv = plan.add_array<bf16>("grad.d_qkv", MemoryCategory::activations, sz(T * QKV));
-  const MemorySlot d_gate_up = plan.add_array<bf16>("grad.d_gate_up", MemoryCategory::activations, sz(T * 2 * F));
-  const MemorySlot d_act = plan.add_array<bf16>("grad.d_act", MemoryCategory::activations, sz(T * F));
 
   const MemorySlot cublas = plan.add("workspace.cublaslt", MemoryCategory::workspaces, kernels::Blas::kWorkspaceBytes);
-  const MemorySlot cudnn = plan.add("workspace.cudnn_attention", MemoryCategory::workspaces, attention_->workspace_bytes());
   const MemorySlot lm_head = plan.add("workspace.lm_head", MemoryCategory::workspaces, lm_head_layout_.workspace_bytes);
   const MemorySlot rmsnorm = plan.add("workspace.rmsnorm_backward", MemoryCategory::workspaces, rmsnorm_scratch_bytes_);
   const MemorySlot embedding =
@@ -144,39 +124,22 @@ void LlamaStep::plan_memory() {
   exp_avg_ = arena_->get<float>(exp_avg);
   exp_avg_sq_ = arena_->get<float>(exp_avg_sq);
   scalars_ = arena_->get<StepScalars>(scalars);
+  dropout_sites_ = arena_->get<uint32_t>(sites);
   dropout_seeds_ = arena_->get<int64_t>(seeds);
   dropout_offsets_ = arena_->get<int64_t>(offsets);
   rng_.bind(arena_->get<rng::RngState>(rng));  // uploads the initial generator states
   hidden_rng_ = rng_.device_state(cuda::kDefaultRng);
   attention_rng_ = rng_.device_state(cuda::kModelParallelRng);
-  for (int64_t l = 0; l <= L; ++l) {
-    resid_.push_back(arena_->get<bf16>(resid[sz(l)]));
-    norm_in_.push_back(arena_->get<bf16>(norm_in[sz(l)]));
-    rstd_in_.push_back(arena_->get<float>(rstd_in[sz(l)]));
-  }
-  for (const LayerSlots& s : layer_slots) {
-    LayerBuffers b;
-    b.qkv = arena_->get<bf16>(s.qkv);
-    b.attn = arena_->get<bf16>(s.attn);
-    b.lse = arena_->get<float>(s.lse);
-    b.h = arena_->get<bf16>(s.h);
-    b.m = arena_->get<bf16>(s.m);
-    b.rstd_m = arena_->get<float>(s.rstd_m);
-    b.gate_up = arena_->get<bf16>(s.gate_up);
-    b.act = arena_->get<bf16>(s.act);
-    layers_.push_back(b);
+  for (int64_t i = 0; i <= N; ++i) {
+    resid_.push_back(arena_->get<bf16>(resid[sz(i)]));
+    norm_.push_back(arena_->get<bf16>(norm[sz(i)]));
+    rstd_.push_back(arena_->get<float>(rstd[sz(i)]));
   }
   delta_ = arena_->get<bf16>(delta);
-  d_resid_a_ = arena_->get<bf16>(d_resid_a);
-  d_resid_b_ = arena_->get<bf16>(d_resid_b);
+  d_resid_[0] = arena_->get<bf16>(d_resid_a);
+  d_resid_[1] = arena_->get<bf16>(d_resid_b);
   d_delta_ = arena_->get<bf16>(d_delta);
   d_norm_ = arena_->get<bf16>(d_norm);
-  d_attn_ = arena_->get<bf16>(d_attn);
-  d_qkv_ = arena_->get<bf16>(d_qkv);
-  d_gate_up_ = arena_->get<bf16>(d_gate_up);
-  d_act_ = arena_->get<bf16>(d_act);
-  cublas_workspace_ = arena_->raw(cublas);
-  cudnn_workspace_ = arena_->raw(cudnn);
   lm_head_workspace_ = arena_->raw(lm_head);
   rmsnorm_scratch_ = arena_->get<float>(rmsnorm);
   embedding_scratch_ = arena_->raw(embedding);
@@ -184,41 +147,67 @@ void LlamaStep::plan_memory() {
   tokens_ = arena_->get<int32_t>(tokens);
   targets_ = arena_->get<int32_t>(targets);
   loss_mask_ = arena_->get<float>(loss_mask);
+  shared_buffers_.bind(*arena_);
+
+  blas_ = std::make_unique<kernels::Blas>(arena_->raw(cublas), kernels::Blas::kWorkspaceBytes);
+  StepPointers pointers;
+  pointers.params = params_;
+  pointers.grads = grads_;
+  pointers.hidden_rng = hidden_rng_;
+  pointers.attention_dropout_seeds = dropout_seeds_;
+  pointers.attention_dropout_offsets = dropout_offsets_;
+  LayerBindContext bind_context(layout_, *arena_, shared_buffers_, shared_objects_, *blas_, pointers);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->bind(bind_context);
+    // Layer i reads n_i; its output goes through the step's dropout (in place on delta_, or into
+    // d_delta_ backward) unless dropout is off; it writes d n_i into d_norm_.
+    LayerIO io;
+    io.input = norm_[i];
+    io.output = delta_;
+    io.d_output = m.hidden_dropout > 0.0f ? d_delta_ : d_resid_[(i + 1) % 2];
+    io.d_input = d_norm_;
+    io_.push_back(io);
+  }
+  lm_head_ = std::make_unique<kernels::LmHeadPlan>(*blas_, kernels::LmHeadShape{T_, m.hidden_size, m.vocab_size},
+                                                   1.0f / static_cast<float>(batch_.global_microbatches()),
+                                                   options.lm_head_chunk_budget_bytes);
 
   const StepScalars initial;
   SG_CUDA_CHECK(cudaMemcpy(scalars_, &initial, sizeof(initial), cudaMemcpyHostToDevice));
+  if (slots > 0) {
+    SG_CUDA_CHECK(cudaMemcpy(dropout_sites_, attention_dropout_sites_.data(), slots * sizeof(uint32_t),
+                             cudaMemcpyHostToDevice));
+  }
   // Legacy-stream copies from pageable memory may still be in flight when cudaMemcpy returns; the step
   // runs on a non-blocking stream, which does not wait for them.
   SG_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-std::vector<graph::LayerRegions> LlamaStep::layer_regions() const {
+std::vector<graph::LayerRegions> TrainStep::layer_regions() const {
   std::vector<graph::LayerRegions> out;
-  for (int64_t l = 0; l < layout_.num_layers(); ++l) {
-    out.push_back({static_cast<int>(l), {graph::Module::attn, graph::Module::mlp}});
-  }
+  for (const auto& layer : layers_) out.push_back({layer->index(), layer->modules()});
   return out;
 }
 
-int32_t* LlamaStep::tokens() const { return tokens_; }
-int32_t* LlamaStep::targets() const { return targets_; }
-float* LlamaStep::loss_mask() const { return loss_mask_; }
-const StepScalars* LlamaStep::scalars() const { return scalars_; }
-StepScalars* LlamaStep::scalars_device() const { return scalars_; }
+int32_t* TrainStep::tokens() const { return tokens_; }
+int32_t* TrainStep::targets() const { return targets_; }
+float* TrainStep::loss_mask() const { return loss_mask_; }
+const StepScalars* TrainStep::scalars() const { return scalars_; }
+StepScalars* TrainStep::scalars_device() const { return scalars_; }
 
 // ---- setup and inspection ----
 
-void LlamaStep::check_setup_allowed(const char* what) const { cuda::check_host_sync_allowed(what); }
+void TrainStep::check_setup_allowed(const char* what) const { cuda::check_host_sync_allowed(what); }
 
-void LlamaStep::upload_parameters(cudaStream_t stream, const std::vector<float>& weights) {
-  check_setup_allowed("LlamaStep::upload_parameters");
+void TrainStep::upload_parameters(cudaStream_t stream, const std::vector<float>& weights) {
+  check_setup_allowed("TrainStep::upload_parameters");
   const std::vector<float> zeros(sz(layout_.total()), 0.0f);
   load_state(stream, weights, zeros, zeros, 0, download_rng_state(stream));
 }
 
-void LlamaStep::load_state(cudaStream_t stream, const std::vector<float>& weights, const std::vector<float>& exp_avg,
+void TrainStep::load_state(cudaStream_t stream, const std::vector<float>& weights, const std::vector<float>& exp_avg,
                            const std::vector<float>& exp_avg_sq, int64_t steps_done, rng::RngState rng) {
-  check_setup_allowed("LlamaStep::load_state");
+  check_setup_allowed("TrainStep::load_state");
   const size_t n = sz(layout_.total());
   const auto check = [&](const char* what, const std::vector<float>& v) {
     SG_CHECK(v.size() == n, strprintf("%s has %zu values; this model's flat parameter buffer has %zu (a checkpoint "
@@ -254,30 +243,30 @@ void LlamaStep::load_state(cudaStream_t stream, const std::vector<float>& weight
   SG_CUDA_CHECK(cudaDeviceSynchronize());  // the tracker's legacy-stream copy, before non-blocking streams use it
 }
 
-void LlamaStep::download_floats(cudaStream_t stream, const float* src, std::vector<float>& out) const {
-  check_setup_allowed("LlamaStep::download");
+void TrainStep::download_floats(cudaStream_t stream, const float* src, std::vector<float>& out) const {
+  check_setup_allowed("TrainStep::download");
   out.resize(sz(layout_.total()));
   SG_CUDA_CHECK(cudaMemcpyAsync(out.data(), src, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-std::vector<float> LlamaStep::download_main_weights(cudaStream_t stream) const {
+std::vector<float> TrainStep::download_main_weights(cudaStream_t stream) const {
   return download_optimizer_state(stream, main_weights_);
 }
-std::vector<float> LlamaStep::download_grads(cudaStream_t stream) const {
+std::vector<float> TrainStep::download_grads(cudaStream_t stream) const {
   std::vector<float> out;
   download_floats(stream, grads_, out);
   return out;
 }
-std::vector<float> LlamaStep::download_exp_avg(cudaStream_t stream) const {
+std::vector<float> TrainStep::download_exp_avg(cudaStream_t stream) const {
   return download_optimizer_state(stream, exp_avg_);
 }
-std::vector<float> LlamaStep::download_exp_avg_sq(cudaStream_t stream) const {
+std::vector<float> TrainStep::download_exp_avg_sq(cudaStream_t stream) const {
   return download_optimizer_state(stream, exp_avg_sq_);
 }
 
-std::vector<float> LlamaStep::download_compute_weights(cudaStream_t stream) const {
-  check_setup_allowed("LlamaStep::download_compute_weights");
+std::vector<float> TrainStep::download_compute_weights(cudaStream_t stream) const {
+  check_setup_allowed("TrainStep::download_compute_weights");
   const size_t n = sz(layout_.total());
   std::vector<uint16_t> bits(n);
   SG_CUDA_CHECK(cudaMemcpyAsync(bits.data(), params_, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream));
@@ -287,16 +276,16 @@ std::vector<float> LlamaStep::download_compute_weights(cudaStream_t stream) cons
   return out;
 }
 
-StepScalars LlamaStep::download_scalars(cudaStream_t stream) const {
-  check_setup_allowed("LlamaStep::download_scalars");
+StepScalars TrainStep::download_scalars(cudaStream_t stream) const {
+  check_setup_allowed("TrainStep::download_scalars");
   StepScalars out;
   SG_CUDA_CHECK(cudaMemcpyAsync(&out, scalars_, sizeof(out), cudaMemcpyDeviceToHost, stream));
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   return out;
 }
 
-rng::RngState LlamaStep::download_rng_state(cudaStream_t stream) {
-  check_setup_allowed("LlamaStep::download_rng_state");
+rng::RngState TrainStep::download_rng_state(cudaStream_t stream) {
+  check_setup_allowed("TrainStep::download_rng_state");
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));  // the tracker copies on the legacy stream
   rng_.download();
   rng::RngState state = rng_.host_state(rng_.index(cuda::kDefaultRng));
@@ -304,9 +293,9 @@ rng::RngState LlamaStep::download_rng_state(cudaStream_t stream) {
   return state;
 }
 
-void LlamaStep::upload_batch(cudaStream_t stream, const HostBatch& batch) {
-  check_setup_allowed("LlamaStep::upload_batch");
-  batch.check(layout_.spec(), batch_);
+void TrainStep::upload_batch(cudaStream_t stream, const HostBatch& batch) {
+  check_setup_allowed("TrainStep::upload_batch");
+  batch.check(layout_.spec, batch_);
   const size_t n = sz(tokens_per_step());
   SG_CUDA_CHECK(cudaMemcpyAsync(tokens_, batch.tokens.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
   SG_CUDA_CHECK(cudaMemcpyAsync(targets_, batch.targets.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice, stream));

@@ -1,4 +1,4 @@
-// LlamaStep's data-parallel pieces (dist/gradient_reducer.h): binding the reducer to the step's
+// TrainStep's data-parallel pieces (dist/gradient_reducer.h): binding the reducer to the step's
 // buffers, the optimizer-state downloads that gather every rank's shard, and where each rank's
 // microbatches sit in the run's random stream.
 //
@@ -10,11 +10,11 @@
 #include "cuda/stream.h"
 #include "kernels/grad_norm.h"
 #include "model/dropout_sites.h"
-#include "model/llama_step.h"
+#include "model/train_step.h"
 
 namespace sg::model {
 
-void LlamaStep::bind_reducer() {
+void TrainStep::bind_reducer() {
   if (reducer_ == nullptr) return;
   dist::ReducerBuffers b;
   b.grads = grads_;
@@ -34,17 +34,17 @@ void LlamaStep::bind_reducer() {
   }
 }
 
-uint64_t LlamaStep::rank_rng_offset() const {
+uint64_t TrainStep::rank_rng_offset() const {
   return static_cast<uint64_t>(dp_.rank) * static_cast<uint64_t>(batch_.num_microbatches) * kRngOffsetPerMicrobatch;
 }
 
-uint64_t LlamaStep::other_ranks_rng_offset() const {
+uint64_t TrainStep::other_ranks_rng_offset() const {
   return static_cast<uint64_t>(dp_.world_size - 1) * static_cast<uint64_t>(batch_.num_microbatches) *
          kRngOffsetPerMicrobatch;
 }
 
-std::vector<float> LlamaStep::download_optimizer_state(cudaStream_t stream, const float* slice) const {
-  check_setup_allowed("LlamaStep::download_optimizer_state");
+std::vector<float> TrainStep::download_optimizer_state(cudaStream_t stream, const float* slice) const {
+  check_setup_allowed("TrainStep::download_optimizer_state");
   if (!dp_.sharded) {
     std::vector<float> out;
     download_floats(stream, slice, out);

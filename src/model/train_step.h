@@ -1,46 +1,49 @@
 #pragma once
-// The GPU training step of the dense Llama, written once as launches on one stream, so it runs eagerly,
-// captured whole (cuda_graph_impl local) or with per-(layer, module, phase) regions graphed
-// (transformer_engine) — and every execution touches the same addresses and reads the same device
-// scalars.
+// The GPU training step, written once as launches on one stream, so it runs eagerly, captured whole
+// (cuda_graph_impl local) or with per-(layer, module, phase) regions graphed (transformer_engine) — and
+// every execution touches the same addresses and reads the same device scalars.
+//
+// The model is a stack of layers (model/stack.h, model/layer.h); the step owns what lies between and
+// around them: the embedding, the residual stream and every pre-norm (fused with the residual add at
+// each layer boundary), the LM head and loss, gradient norm and clipping, the lr schedule and AdamW.
 //
 // Plan time (the constructor): EVERY buffer is declared in one cuda::MemoryPlan and backed by one Arena:
-//   parameters      bf16 compute weights (flat, model/param_layout.h offsets)
+//   parameters      bf16 compute weights (flat, model/param_builder.h offsets)
 //   main_weights    fp32 master weights
 //   gradients       fp32 main_grad, accumulated over microbatches
 //   optimizer_state Adam moments, StepScalars, RNG generator states, cuDNN dropout seeds/offsets
-//   activations     ONE microbatch's saved activations (per layer) + shared backward scratch: the
-//                   microbatches run forward+backward one after the other and reuse them
+//   activations     ONE microbatch's saved activations (the residual stream, each layer's own) +
+//                   scratch shared by all layers: the microbatches run forward+backward one after the
+//                   other and reuse them
 //   workspaces      cuBLASLt (32 MiB), cuDNN attention, chunked LM head, rmsnorm/embedding/grad-norm scratch
 //   inputs          tokens, targets, loss_mask of the WHOLE global batch (microbatch m at rows m T ..)
-// and every GEMM and the attention graphs are planned. After that nothing is allocated or planned.
+// and every GEMM and attention plan is made. After that nothing is allocated or planned.
 //
 // Step time: enqueue_step() enqueues the complete step: zero the gradients and the step's loss and
-// flags; for each microbatch: [attention dropout seeds], embedding, layer 0's input norm, per layer the
-// attn and mlp forward regions, the chunked LM head + cross-entropy (adds loss/M into the device loss),
-// per layer in reverse the mlp and attn backward regions, layer 0's input-norm backward, embedding
-// backward, RNG advance; then loss NaN flag, grad norm + clip coefficient + grad NaN flag, lr from the
-// device step counter, AdamW (writes the bf16 weights), step counter + 1. No host sync, no allocation,
-// no host-side per-step scalar.
+// flags; for each microbatch: [attention dropout seeds], embedding, layer 0's pre-norm, per layer its
+// module forward regions, the chunked LM head + cross-entropy (adds loss/M into the device loss), per
+// layer in reverse its module backward regions, layer 0's pre-norm backward, embedding backward, RNG
+// advance; then loss NaN flag, grad norm + clip coefficient + grad NaN flag, lr from the device step
+// counter, AdamW (writes the bf16 weights), step counter + 1. No host sync, no allocation, no host-side
+// per-step scalar.
 //
 // Region boundaries (each region reads and writes only static buffers, so it can be replayed for every
-// microbatch and every step). With x_l the residual stream entering layer l and n_l = input_layernorm_l(x_l):
-//   attn forward  l: qkv = n_l Wqkv^T; rope; attention; y = drop(a Wo^T);
-//                    h_l = x_l + y, m_l = post_attention_layernorm_l(h_l)          (one fused add & norm)
-//   mlp forward   l: z = drop(down(silu(gate(m_l)) * up(m_l)));
-//                    x_{l+1} = h_l + z, n_{l+1} = NEXT norm(x_{l+1})               (one fused add & norm)
-//                    where NEXT norm is layer l+1's input_layernorm, or model.norm after the last layer.
-// So the final norm lives in the last mlp region and only layer 0's input norm runs outside a region
-// (after the embedding). The backward mirrors it; between backward regions the gradient travels as the
-// pair (d n, d residual) in two shared buffers, summed by the norm backward's fused residual input:
-//   mlp backward  l: d x_{l+1} = NEXT norm'(d n_{l+1}) + d h_{l+1}; down/swiglu/gate_up backward -> d m_l
-//   attn backward l: d h_l = post norm'(d m_l) + d x_{l+1}; o_proj/attention/rope/qkv backward -> d n_l
+// microbatch and every step). With x_i the residual stream entering layer i and n_i = norm_i(x_i):
+//   forward, layer i (its last module's region ends with):
+//       delta_i = layer(n_i); x_{i+1} = x_i + drop(delta_i), n_{i+1} = norm_{i+1}(x_{i+1})   (fused)
+//   where norm_{i+1} is layer i+1's pre-norm, or the final norm after the last layer. So the final norm
+//   lives in the last layer's region and only layer 0's pre-norm runs outside a region.
+//   backward, layer i (its last module's region starts with):
+//       d x_{i+1} = norm_{i+1}'(d n_{i+1}) + d x_{i+2};  d delta_i = drop'(d x_{i+1})
+//   and its first module's region ends with d n_i. The pair (d n, d residual) travels between regions
+//   in shared buffers: d_norm_, and d_resid_[k % 2] holding d x_k.
+// For GPT blocks (attention then MLP) this is exactly the structure of the dense Llama step.
 //
-// Dropout: hidden_dropout after o_proj and down_proj (before the residual add) with our Philox from the
+// Dropout: hidden_dropout on every layer's output (before the residual add) with our Philox from the
 // "default" generator (the same masks as the CPU model); attention_dropout inside cuDNN attention with
 // per-layer seeds derived from the "model-parallel-rng" generator (as Megatron forks it for attention).
-// Site ids and offsets: model/dropout_sites.h. Every generator's offset advances by
-// kRngOffsetPerMicrobatch after each microbatch, on the device.
+// Sites: model/dropout_sites.h. Every generator's offset advances by kRngOffsetPerMicrobatch after each
+// microbatch, on the device.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -54,13 +57,14 @@
 #include "dist/gradient_reducer.h"
 #include "graph/region.h"
 #include "graph/scope_plan.h"
-#include "kernels/attention.h"
 #include "kernels/gemm.h"
 #include "kernels/lm_head.h"
 #include "model/batch.h"
 #include "model/dropout_sites.h"
-#include "model/param_layout.h"
+#include "model/layer.h"
+#include "model/layer_context.h"
 #include "model/spec.h"
+#include "model/stack.h"
 
 namespace sg::model {
 
@@ -77,7 +81,7 @@ struct StepScalars {
   int32_t grad_nonfinite = 0;  // 1: the grad norm was NaN/inf (ddp.check_for_nan_in_grad)
 };
 
-struct LlamaStepOptions {
+struct TrainStepOptions {
   // Bytes of one LM-head chunk's fp32 logits + bf16 dlogits (kernels/lm_head.h).
   size_t lm_head_chunk_budget_bytes = kernels::kLmHeadDefaultChunkBudgetBytes;
   // Data parallelism (dist/gradient_reducer.h; must outlive the step): the flat buffers follow its
@@ -86,19 +90,20 @@ struct LlamaStepOptions {
   dist::GradientReducer* reducer = nullptr;
 };
 
-class LlamaStep {
+class TrainStep {
  public:
   // Plans all memory and every GEMM/attention plan on the current device; the arena starts zeroed
   // (upload the initial weights with upload_parameters). `seed` is rng.seed: the RNG tracker's
   // "default" generator gets it (hidden dropout), "model-parallel-rng" seed + 2718 (attention dropout).
-  LlamaStep(const ModelSpec& model, const BatchSpec& batch, const OptimizerSpec& optimizer, uint64_t seed,
-            const LlamaStepOptions& options = {});
-  ~LlamaStep();
-  LlamaStep(const LlamaStep&) = delete;
-  LlamaStep& operator=(const LlamaStep&) = delete;
+  // Throws sg::Error for a layer kind that is not implemented (model/layer_registry.h).
+  TrainStep(const ModelSpec& model, const BatchSpec& batch, const OptimizerSpec& optimizer, uint64_t seed,
+            const TrainStepOptions& options = {});
+  ~TrainStep();
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
 
-  const ParamLayout& layout() const { return layout_; }
-  const ModelSpec& model_spec() const { return layout_.spec(); }
+  const ModelLayout& layout() const { return layout_; }
+  const ModelSpec& model_spec() const { return layout_.spec; }
   const BatchSpec& batch_spec() const { return batch_; }
   int64_t tokens_per_microbatch() const { return T_; }
   int64_t tokens_per_step() const { return T_ * batch_.num_microbatches; }
@@ -145,50 +150,33 @@ class LlamaStep {
   const int64_t* step_counter() const { return &scalars_device()->steps_done; }
   cuda::RngTracker& rng_tracker() { return rng_; }
 
-  // The regions the step marks, per layer in step order (for graph::plan_graph_scopes).
+  // The regions the step marks, per layer of the stack in step order (for graph::plan_graph_scopes).
   std::vector<graph::LayerRegions> layer_regions() const;
+  // Saved activation bytes per (layer, module) of one microbatch (what recompute could drop).
+  const std::vector<SavedActivationBytes>& saved_activations() const { return saved_activations_; }
   const cuda::Arena& arena() const { return *arena_; }
   std::string memory_breakdown() const { return arena_->breakdown(); }
 
  private:
-  struct LayerBuffers {
-    bf16* qkv = nullptr;      // [T, qkv_dim] after RoPE
-    bf16* attn = nullptr;     // [T, H] attention output
-    float* lse = nullptr;     // [B, heads, S]
-    bf16* h = nullptr;        // [T, H] residual stream after attention
-    bf16* m = nullptr;        // [T, H] post_attention_layernorm(h)
-    float* rstd_m = nullptr;  // [T]
-    bf16* gate_up = nullptr;  // [T, 2F]
-    bf16* act = nullptr;      // [T, F] silu(gate) * up
-  };
-  struct Gemms;  // the planned GEMMs (llama_step.cpp)
-
-  void plan_memory();  // declares every buffer, creates the arena and binds the pointers below
+  void plan_memory(const TrainStepOptions& options);  // plans every buffer, makes the arena, binds
   void microbatch(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb);
-  void attn_forward(cudaStream_t stream, int64_t l);
-  void mlp_forward(cudaStream_t stream, int64_t l);
-  void mlp_backward(cudaStream_t stream, int64_t l);
-  void attn_backward(cudaStream_t stream, int64_t l);
-  // Shared pieces of the region bodies: hidden dropout in place on delta_ (forward) and its backward
-  // (returns the gradient to use: d_delta_, or `dout` when dropout is off); the fused
-  // "residual_out = residual_in + delta_, norm_out = norm(residual_out)"; and the norm backward
-  // "din = norm'(d_norm_) + dresidual" adding into the norm weight's gradient.
-  void hidden_dropout_forward(cudaStream_t stream, int64_t l, DropoutKind kind);
-  const bf16* hidden_dropout_backward(cudaStream_t stream, int64_t l, DropoutKind kind, const bf16* dout);
-  void add_and_norm(cudaStream_t stream, bf16* residual_out, bf16* norm_out, float* rstd, const bf16* residual_in,
-                    int64_t norm_offset);
+  // The step's side of layer i's regions: the fused dropout + residual add + next norm after its
+  // forward, and the next norm's backward + dropout backward before its backward.
+  void layer_output_forward(cudaStream_t stream, size_t i);
+  void layer_output_backward(cudaStream_t stream, size_t i);
   void norm_backward(cudaStream_t stream, bf16* din, int64_t norm_offset, const bf16* in, const float* rstd,
                      const bf16* dresidual);
   StepScalars* scalars_device() const;
   void download_floats(cudaStream_t stream, const float* src, std::vector<float>& out) const;
-  // Data parallelism (llama_step_data_parallel.cpp).
+  // Data parallelism (train_step_data_parallel.cpp).
   void bind_reducer();
   std::vector<float> download_optimizer_state(cudaStream_t stream, const float* slice) const;
   uint64_t rank_rng_offset() const;          // where this rank's microbatches start in the global stream
   uint64_t other_ranks_rng_offset() const;   // skipped at the end of each step: the other ranks' microbatches
   void check_setup_allowed(const char* what) const;
 
-  ParamLayout layout_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  ModelLayout layout_;
   dist::GradientReducer* reducer_ = nullptr;
   dist::DataParallelLayout dp_;
   BatchSpec batch_;
@@ -196,14 +184,16 @@ class LlamaStep {
   int64_t T_ = 0;
 
   std::unique_ptr<kernels::CudnnContext> cudnn_;
-  std::unique_ptr<kernels::AttentionPlan> attention_;
   kernels::LmHeadLayout lm_head_layout_;
   size_t embedding_scratch_bytes_ = 0, rmsnorm_scratch_bytes_ = 0;
   cuda::RngTracker rng_;
+  SharedBuffers shared_buffers_;
+  SharedObjects shared_objects_;
+  std::vector<SavedActivationBytes> saved_activations_;
+  std::vector<uint32_t> attention_dropout_sites_;  // per cuDNN seed slot
 
   std::unique_ptr<cuda::Arena> arena_;
   std::unique_ptr<kernels::Blas> blas_;
-  std::unique_ptr<Gemms> gemms_;
   std::unique_ptr<kernels::LmHeadPlan> lm_head_;
 
   // Bound pointers (arena addresses; fixed for the life of the step).
@@ -213,25 +203,19 @@ class LlamaStep {
   float* exp_avg_ = nullptr;
   float* exp_avg_sq_ = nullptr;
   StepScalars* scalars_ = nullptr;
-  int64_t* dropout_seeds_ = nullptr;
+  uint32_t* dropout_sites_ = nullptr;  // [slots] the attention layers' sites (written once)
+  int64_t* dropout_seeds_ = nullptr;   // [slots]
   int64_t* dropout_offsets_ = nullptr;
-  std::vector<bf16*> resid_;      // [L+1] x_l; x_L enters the final norm
-  std::vector<bf16*> norm_in_;    // [L+1] n_l; n_L = final norm output (the LM head input)
-  std::vector<float*> rstd_in_;   // [L+1]
-  std::vector<LayerBuffers> layers_;
-  bf16* delta_ = nullptr;         // [T, H] forward scratch: o_proj / down_proj output, dropped in place
-  bf16* d_resid_a_ = nullptr;     // [T, H] d x_{l+1}
-  bf16* d_resid_b_ = nullptr;     // [T, H] d h_l
-  bf16* d_delta_ = nullptr;       // [T, H] dropout backward output
-  bf16* d_norm_ = nullptr;        // [T, H] d n (and d m)
-  bf16* d_attn_ = nullptr;        // [T, H]
-  bf16* d_qkv_ = nullptr;         // [T, qkv_dim]
-  bf16* d_gate_up_ = nullptr;     // [T, 2F]
-  bf16* d_act_ = nullptr;         // [T, F]
+  std::vector<bf16*> resid_;     // [N+1] x_i; x_N enters the final norm
+  std::vector<bf16*> norm_;      // [N+1] n_i; n_N = final norm output (the LM head input)
+  std::vector<float*> rstd_;     // [N+1]
+  std::vector<LayerIO> io_;      // [N] what each layer reads and writes
+  bf16* delta_ = nullptr;        // [T, H] every layer's output, dropped in place
+  bf16* d_resid_[2] = {};        // [T, H] d x_k in d_resid_[k % 2]
+  bf16* d_delta_ = nullptr;      // [T, H] dropout backward output
+  bf16* d_norm_ = nullptr;       // [T, H] d n_i
   const rng::RngState* hidden_rng_ = nullptr;     // "default" generator (hidden dropout)
   const rng::RngState* attention_rng_ = nullptr;  // "model-parallel-rng" (cuDNN attention dropout seeds)
-  void* cublas_workspace_ = nullptr;
-  void* cudnn_workspace_ = nullptr;
   void* lm_head_workspace_ = nullptr;
   float* rmsnorm_scratch_ = nullptr;
   void* embedding_scratch_ = nullptr;

@@ -1,4 +1,4 @@
-// The GPU training step (model/llama_step.h) against the CPU fp32 reference (model/cpu_model.h) from the
+// The GPU training step (model/train_step.h) against the CPU fp32 reference (model/cpu_model.h) from the
 // same fp32 initialisation and batch, and against itself: two runs, whole-step capture and per-region
 // graphs must all be bitwise identical to eager.
 //
@@ -31,7 +31,7 @@
 #include "model/cpu_model.h"
 #include "model/dropout_sites.h"
 #include "model/init.h"
-#include "model/llama_step.h"
+#include "model/train_step.h"
 #include "reference/adamw.h"
 #include "reference/grad_norm.h"
 #include "reference/lr_schedule.h"
@@ -84,23 +84,26 @@ struct ParityCase {
   int64_t num_microbatches;
   bool tied;
   float hidden_dropout;  // our Philox masks: the CPU draws the same ones
+  const char* pattern = "";  // hybrid_layer_pattern ("" = GPT blocks)
 };
 
-class LlamaStepParity : public ::testing::TestWithParam<ParityCase> {};
+class TrainStepParity : public ::testing::TestWithParam<ParityCase> {};
 
-TEST_P(LlamaStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
+TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   const ParityCase c = GetParam();
   ModelSpec spec = gpu_tiny_spec();
   spec.share_embeddings_and_output_weights = c.tied;
   spec.hidden_dropout = c.hidden_dropout;
+  spec.hybrid_layer_pattern = c.pattern;
+  if (!spec.hybrid_layer_pattern.empty()) spec.num_layers = static_cast<int64_t>(spec.hybrid_layer_pattern.size());
   const BatchSpec bs = batch_spec(c.num_microbatches);
   const OptimizerSpec opt = test_optimizer();
   const uint64_t seed = 1234;
   const HostBatch batch = test::random_batch(spec, bs, 77);
 
   cuda::Stream stream;
-  LlamaStep gpu(spec, bs, opt, seed);
-  const ParamLayout& layout = gpu.layout();
+  TrainStep gpu(spec, bs, opt, seed);
+  const ModelLayout& layout = gpu.layout();
   const std::vector<float> w0 = initial_parameters(layout, seed);
   gpu.upload_parameters(stream, w0);
   gpu.upload_batch(stream, batch);
@@ -179,12 +182,14 @@ TEST_P(LlamaStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, LlamaStepParity,
+INSTANTIATE_TEST_SUITE_P(Tiny, TrainStepParity,
                          ::testing::Values(ParityCase{1, false, 0.0f}, ParityCase{2, false, 0.0f},
-                                           ParityCase{2, true, 0.0f}, ParityCase{2, false, 0.1f}),
+                                           ParityCase{2, true, 0.0f}, ParityCase{2, false, 0.1f},
+                                           ParityCase{2, false, 0.1f, "*--*"}),
                          [](const ::testing::TestParamInfo<ParityCase>& info) {
                            return "mb" + std::to_string(info.param.num_microbatches) +
-                                  (info.param.tied ? "_tied" : "") + (info.param.hidden_dropout > 0 ? "_dropout" : "");
+                                  (info.param.tied ? "_tied" : "") + (info.param.hidden_dropout > 0 ? "_dropout" : "") +
+                                  (info.param.pattern[0] != 0 ? "_hybrid" : "");
                          });
 
 // ---- determinism and graphs ----
@@ -208,7 +213,7 @@ RunResult run_steps(Mode mode, int steps) {
   const BatchSpec bs = batch_spec(2);
   const uint64_t seed = 99;
   cuda::Stream stream;
-  LlamaStep step(spec, bs, test_optimizer(), seed);
+  TrainStep step(spec, bs, test_optimizer(), seed);
   step.upload_parameters(stream, initial_parameters(step.layout(), seed));
   graph::EagerRegionRunner eager;
   std::unique_ptr<CUgraphExec_st, GraphExecDeleter> whole;
@@ -249,7 +254,7 @@ RunResult run_steps(Mode mode, int steps) {
   r.exp_avg_sq = step.download_exp_avg_sq(stream);
   r.rng = step.download_rng_state(stream);
   if (mode == Mode::region_graphs) {
-    EXPECT_EQ(registry.size(), 8u);  // 2 layers x {attn, mlp} x {forward, backward}
+    EXPECT_EQ(registry.size(), 8u);  // 4 layers (2 blocks) x {forward, backward}
   }
   return r;
 }
@@ -268,7 +273,7 @@ void expect_bitwise_equal(const RunResult& a, const RunResult& b) {
   EXPECT_EQ(a.rng.offset, b.rng.offset);
 }
 
-TEST(LlamaStepGpu, TwoEagerRunsAreBitwiseIdentical) {
+TEST(TrainStepGpu, TwoEagerRunsAreBitwiseIdentical) {
   const RunResult a = run_steps(Mode::eager, 3);
   const RunResult b = run_steps(Mode::eager, 3);
   expect_bitwise_equal(a, b);
@@ -277,15 +282,15 @@ TEST(LlamaStepGpu, TwoEagerRunsAreBitwiseIdentical) {
   EXPECT_NE(a.losses[0], a.losses[1]);  // a different batch and updated weights: the step did something
 }
 
-TEST(LlamaStepGpu, WholeStepCaptureReplaysBitwiseEqualToEager) {
+TEST(TrainStepGpu, WholeStepCaptureReplaysBitwiseEqualToEager) {
   expect_bitwise_equal(run_steps(Mode::eager, 4), run_steps(Mode::whole_step_graph, 4));
 }
 
-TEST(LlamaStepGpu, RegionGraphsReplayBitwiseEqualToEager) {
+TEST(TrainStepGpu, RegionGraphsReplayBitwiseEqualToEager) {
   expect_bitwise_equal(run_steps(Mode::eager, 4), run_steps(Mode::region_graphs, 4));
 }
 
-TEST(LlamaStepGpu, LoadStateResumesBitExactly) {
+TEST(TrainStepGpu, LoadStateResumesBitExactly) {
   ModelSpec spec = gpu_tiny_spec();
   spec.attention_dropout = 0.1f;
   spec.hidden_dropout = 0.1f;
@@ -299,7 +304,7 @@ TEST(LlamaStepGpu, LoadStateResumesBitExactly) {
   int64_t steps_done = 0;
   rng::RngState rng{};
   {
-    LlamaStep first(spec, bs, test_optimizer(), seed);
+    TrainStep first(spec, bs, test_optimizer(), seed);
     first.upload_parameters(stream, initial_parameters(first.layout(), seed));
     for (uint64_t i = 0; i < 2; ++i) {
       first.upload_batch(stream, test::random_batch(spec, bs, 500 + i));
@@ -312,7 +317,7 @@ TEST(LlamaStepGpu, LoadStateResumesBitExactly) {
     rng = first.download_rng_state(stream);
   }
   EXPECT_EQ(steps_done, 2);
-  LlamaStep resumed(spec, bs, test_optimizer(), seed);
+  TrainStep resumed(spec, bs, test_optimizer(), seed);
   resumed.load_state(stream, master, exp_avg, exp_avg_sq, steps_done, rng);
   resumed.upload_batch(stream, test::random_batch(spec, bs, 502));
   resumed.enqueue_step(stream, eager);
@@ -324,14 +329,14 @@ TEST(LlamaStepGpu, LoadStateResumesBitExactly) {
 
 // ---- NaN flags, regions, memory plan ----
 
-TEST(LlamaStepGpu, NanFlagsDescribeTheLastStepOnly) {
+TEST(TrainStepGpu, NanFlagsDescribeTheLastStepOnly) {
   const ModelSpec spec = gpu_tiny_spec();
   const BatchSpec bs = batch_spec(2);
   cuda::Stream stream;
-  LlamaStep step(spec, bs, test_optimizer(), 5);
+  TrainStep step(spec, bs, test_optimizer(), 5);
   std::vector<float> w = initial_parameters(step.layout(), 5);
   const std::vector<float> good = w;
-  w[static_cast<size_t>(step.layout().lm_head())] = NAN;  // poisons every logit row -> loss and grads
+  w[static_cast<size_t>(step.layout().offset(step.layout().lm_head))] = NAN;  // poisons every logit row -> loss and grads
   step.upload_parameters(stream, w);
   step.upload_batch(stream, test::random_batch(spec, bs, 1));
   graph::EagerRegionRunner eager;
@@ -348,15 +353,19 @@ TEST(LlamaStepGpu, NanFlagsDescribeTheLastStepOnly) {
   EXPECT_TRUE(std::isfinite(s.loss));
 }
 
-TEST(LlamaStepGpu, RegionsAndMemoryPlan) {
+TEST(TrainStepGpu, RegionsAndMemoryPlan) {
   const ModelSpec spec = gpu_tiny_spec();
-  LlamaStep step(spec, batch_spec(2), test_optimizer(), 5);
+  TrainStep step(spec, batch_spec(2), test_optimizer(), 5);
+  // One entry per layer of the stack: attention and MLP layers alternate (2 GPT blocks = 4 layers).
   const auto regions = step.layer_regions();
-  ASSERT_EQ(regions.size(), static_cast<size_t>(spec.num_layers));
+  ASSERT_EQ(regions.size(), static_cast<size_t>(2 * spec.num_layers));
   for (size_t l = 0; l < regions.size(); ++l) {
     EXPECT_EQ(regions[l].layer, static_cast<int>(l));
-    EXPECT_EQ(regions[l].modules, (std::vector<graph::Module>{graph::Module::attn, graph::Module::mlp}));
+    EXPECT_EQ(regions[l].modules, std::vector<graph::Module>{l % 2 == 0 ? graph::Module::attn : graph::Module::mlp});
   }
+  // Saved activations per (layer, module): what recompute could drop.
+  ASSERT_EQ(step.saved_activations().size(), regions.size());
+  for (const SavedActivationBytes& saved : step.saved_activations()) EXPECT_GT(saved.bytes, 0u);
   const cuda::MemoryLayout& layout = step.arena().layout();
   const size_t n = static_cast<size_t>(step.layout().total());
   EXPECT_GE(layout.range(cuda::MemoryCategory::parameters).bytes(), n * 2);

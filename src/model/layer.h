@@ -1,0 +1,98 @@
+#pragma once
+// One layer of the stack (model/stack.h): one object per pattern letter, a GPU Layer for the training
+// step and a CpuLayer twin for the fp32 reference model, both behind the kind's declarations.
+//
+// Contract with the step, which owns everything between layers:
+//   * the layer reads n_i = norm_i(x_i) (LayerIO::input, the step's buffer) and, in the forward of its
+//     LAST module, writes delta_i to LayerIO::output. The step then adds dropout(delta_i) to the
+//     residual stream and applies the next layer's pre-norm, fused, inside that module's region.
+//   * backward runs the modules in reverse; the first to run (the last module) reads d delta_i from
+//     LayerIO::d_output, the last to run (the first module) writes d n_i to LayerIO::d_input
+//     (overwriting). Weight gradients are ADDED into the fp32 main_grad (microbatches accumulate).
+//   * a region body only enqueues work on its stream with plan-time constants and static pointers
+//     (graph/region.h): it is captured once and replayed for every microbatch and step.
+//
+// Life of a GPU layer: declare (parameters, dropout sites; pure CPU) -> plan (saved activations,
+// scratch; pure CPU) -> plan_device (kernel plans needing the device, workspaces) -> the step makes
+// its arena -> bind (pointers, GEMM plans) -> forward / backward per module, every microbatch.
+#include <cuda_runtime.h>
+
+#include <utility>
+#include <vector>
+
+#include "cuda/bf16.h"
+#include "cuda/philox.h"
+#include "graph/region.h"
+#include "model/layer_context.h"
+#include "model/layer_kind.h"
+#include "model/stack.h"
+
+namespace sg::model {
+
+// What the GPU and CPU layers of one place share: where they sit, and their declarations.
+class LayerBase {
+ public:
+  explicit LayerBase(LayerPlace place) : place_(std::move(place)) {}
+  virtual ~LayerBase() = default;
+  LayerBase(const LayerBase&) = delete;
+  LayerBase& operator=(const LayerBase&) = delete;
+
+  const LayerPlace& place() const { return place_; }
+  int index() const { return place_.index; }
+  LayerKind kind() const { return place_.kind; }
+  // Its graphable modules in forward order (the kind's, model/layer_kind.h).
+  const std::vector<graph::Module>& modules() const { return layer_kind_info(place_.kind).modules; }
+
+  // Parameters (HF names under place().param_prefix) and the dropout sites drawn inside the layer,
+  // in a fixed order. Also checks the model shapes the kind needs (sg::Error naming the key).
+  virtual void declare(LayerDeclarations& declarations) = 0;
+
+ private:
+  LayerPlace place_;
+};
+
+// The static buffers a layer exchanges with the step (the same pointers on every call).
+struct LayerIO {
+  const bf16* input = nullptr;     // n_i [T, H]
+  bf16* output = nullptr;          // delta_i [T, H]
+  const bf16* d_output = nullptr;  // d delta_i [T, H]
+  bf16* d_input = nullptr;         // d n_i [T, H]
+};
+
+class Layer : public LayerBase {
+ public:
+  using LayerBase::LayerBase;
+
+  virtual void plan(LayerPlanContext& context) = 0;
+  virtual void plan_device(DevicePlanContext& /*context*/) {}
+  virtual void bind(LayerBindContext& context) = 0;
+  virtual void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) = 0;
+  virtual void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) = 0;
+};
+
+// The CPU fp32 twin: the same computation with the sg::ref functions, whole layer at a time.
+struct CpuLayerIO {
+  const ModelLayout& layout;
+  const float* weights = nullptr;  // flat fp32 parameters
+  float* grads = nullptr;          // flat fp32 gradients (added into)
+  const float* input = nullptr;    // n_i [T, H]
+  float* output = nullptr;         // delta_i [T, H]
+  const float* d_output = nullptr;  // d delta_i [T, H]
+  float* d_input = nullptr;         // d n_i [T, H]
+  rng::RngState rng{};             // the microbatch's generator state (dropout inside the layer)
+
+  const float* weight(ParamRef ref) const { return weights + layout.offset(ref); }
+  float* grad(ParamRef ref) const { return grads + layout.offset(ref); }
+};
+
+class CpuLayer : public LayerBase {
+ public:
+  using LayerBase::LayerBase;
+
+  // Sizes the layer's own activations and scratch for one microbatch.
+  virtual void plan(const ModelSpec& model, const BatchSpec& batch) = 0;
+  virtual void forward(const CpuLayerIO& io) = 0;
+  virtual void backward(const CpuLayerIO& io) = 0;
+};
+
+}  // namespace sg::model

@@ -1,0 +1,179 @@
+#pragma once
+// What the training step offers its layers at each phase (model/layer.h):
+//   LayerPlanContext    plan():        saved activations, scratch shared by all layers, cuDNN seed slots
+//                                      (pure CPU: activation accounting works without a GPU)
+//   DevicePlanContext   plan_device(): kernel plans that need the device before the arena exists, and
+//                                      their workspaces
+//   LayerBindContext    bind():        arena pointers, the cuBLASLt context, parameter/gradient bases
+// Objects that every layer of a kind can share (one cuDNN attention plan for all attention layers)
+// live in SharedObjects, owned by the step and reachable from the device phases.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/arena.h"
+#include "cuda/bf16.h"
+#include "cuda/philox.h"
+#include "graph/region.h"
+#include "model/spec.h"
+#include "model/stack.h"
+
+namespace sg::kernels {
+class Blas;
+class CudnnContext;
+}  // namespace sg::kernels
+
+namespace sg::model {
+
+// One buffer that every layer may use (bound at bind()), sized to the largest request for its name.
+// Regions run one after the other on one stream, so layers can share scratch safely.
+struct SharedBufferRef {
+  int32_t index = -1;
+};
+
+// Saved activations of one (layer, module): what activation recompute could give back (issue 15).
+struct SavedActivationBytes {
+  int layer = 0;
+  graph::Module module = graph::Module::attn;
+  size_t bytes = 0;
+};
+
+// Named shared buffers, planned into the MemoryPlan once every layer asked.
+class SharedBuffers {
+ public:
+  SharedBufferRef request(const std::string& name, cuda::MemoryCategory category, size_t bytes);
+  void plan(cuda::MemoryPlan& plan);  // adds every buffer; call once, after the last request
+  void bind(const cuda::Arena& arena);
+  void* get(SharedBufferRef ref) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    cuda::MemoryCategory category;
+    size_t bytes;
+    cuda::MemorySlot slot;
+    void* ptr = nullptr;
+  };
+  std::vector<Entry> entries_;
+  bool planned_ = false;
+};
+
+// Objects shared by the layers of one kind, created on first request and owned here.
+class SharedObjects {
+ public:
+  template <class T>
+  T& get(const std::string& key, const std::function<std::unique_ptr<T>()>& make) {
+    auto it = objects_.find(key);
+    if (it == objects_.end()) it = objects_.emplace(key, std::shared_ptr<void>(make())).first;
+    return *static_cast<T*>(it->second.get());
+  }
+
+ private:
+  std::map<std::string, std::shared_ptr<void>> objects_;
+};
+
+class LayerPlanContext {
+ public:
+  LayerPlanContext(const ModelSpec& model, const BatchSpec& batch, cuda::MemoryPlan& plan, SharedBuffers& shared);
+
+  const ModelSpec& model() const { return model_; }
+  const BatchSpec& batch() const { return batch_; }
+  int64_t tokens() const { return tokens_; }  // T: one microbatch's tokens
+  void set_layer(int index) { layer_ = index; }  // the step, before each layer's plan()
+  int layer() const { return layer_; }
+
+  // A saved activation of `module` (written in forward, read in backward; one microbatch's worth):
+  // planned as "act.layer<i>.<name>" and counted per (layer, module).
+  cuda::MemorySlot saved(graph::Module module, const std::string& name, size_t bytes);
+  template <class T>
+  cuda::MemorySlot saved_array(graph::Module module, const std::string& name, size_t count) {
+    return saved(module, name, count * sizeof(T));
+  }
+  // Scratch shared by all layers (activations category), e.g. "grad.d_qkv".
+  SharedBufferRef scratch(const std::string& name, size_t bytes);
+  // A slot in the step's per-microbatch cuDNN dropout seed table, for attention dropout drawn at
+  // `site`; bind() gives the slot's seed and offset pointers.
+  int attention_dropout_slot(uint32_t site);
+
+  const std::vector<SavedActivationBytes>& saved_bytes() const { return saved_bytes_; }
+  const std::vector<uint32_t>& attention_dropout_sites() const { return attention_sites_; }
+
+ private:
+  const ModelSpec& model_;
+  const BatchSpec& batch_;
+  int64_t tokens_;
+  cuda::MemoryPlan& plan_;
+  SharedBuffers& shared_;
+  int layer_ = 0;
+  std::vector<SavedActivationBytes> saved_bytes_;
+  std::vector<uint32_t> attention_sites_;
+};
+
+class DevicePlanContext {
+ public:
+  DevicePlanContext(const ModelSpec& model, const BatchSpec& batch, SharedBuffers& buffers, SharedObjects& objects,
+                    kernels::CudnnContext& cudnn);
+
+  const ModelSpec& model() const { return model_; }
+  const BatchSpec& batch() const { return batch_; }
+  int64_t tokens() const { return tokens_; }
+  kernels::CudnnContext& cudnn() { return cudnn_; }
+  SharedObjects& objects() { return objects_; }
+  // A workspace shared by all layers (workspaces category), e.g. "workspace.cudnn_attention".
+  SharedBufferRef workspace(const std::string& name, size_t bytes);
+
+ private:
+  const ModelSpec& model_;
+  const BatchSpec& batch_;
+  int64_t tokens_;
+  SharedBuffers& buffers_;
+  SharedObjects& objects_;
+  kernels::CudnnContext& cudnn_;
+};
+
+// Device pointers the step binds its layers to (fixed for the life of the step).
+struct StepPointers {
+  bf16* params = nullptr;                      // bf16 compute weights (flat)
+  float* grads = nullptr;                      // fp32 main_grad (flat)
+  const rng::RngState* hidden_rng = nullptr;   // "default" generator: our Philox dropout
+  int64_t* attention_dropout_seeds = nullptr;  // [slots] cuDNN seeds, written per microbatch
+  int64_t* attention_dropout_offsets = nullptr;
+};
+
+class LayerBindContext {
+ public:
+  LayerBindContext(const ModelLayout& layout, const cuda::Arena& arena, const SharedBuffers& buffers,
+                   SharedObjects& objects, kernels::Blas& blas, const StepPointers& pointers);
+
+  const ModelSpec& model() const { return layout_.spec; }
+  const ModelLayout& layout() const { return layout_; }
+  kernels::Blas& blas() { return blas_; }
+  SharedObjects& objects() { return objects_; }
+  const StepPointers& pointers() const { return pointers_; }
+
+  template <class T>
+  T* get(cuda::MemorySlot slot) const {
+    return arena_.get<T>(slot);
+  }
+  template <class T>
+  T* get(SharedBufferRef ref) const {
+    return static_cast<T*>(buffers_.get(ref));
+  }
+  // Parameter block `ref` in the bf16 weights and in the fp32 gradients.
+  bf16* weight(ParamRef ref) const { return pointers_.params + layout_.offset(ref); }
+  float* grad(ParamRef ref) const { return pointers_.grads + layout_.offset(ref); }
+
+ private:
+  const ModelLayout& layout_;
+  const cuda::Arena& arena_;
+  const SharedBuffers& buffers_;
+  SharedObjects& objects_;
+  kernels::Blas& blas_;
+  StepPointers pointers_;
+};
+
+}  // namespace sg::model

@@ -1,0 +1,107 @@
+#include "model/layer_registry.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "model/layers/attention_layer.h"
+#include "model/layers/mlp_layer.h"
+
+namespace sg::model {
+
+namespace {
+
+struct Registration {
+  LayerKind kind;
+  std::unique_ptr<Layer> (*make)(const LayerPlace& place);
+  std::unique_ptr<CpuLayer> (*make_cpu)(const LayerPlace& place);
+};
+
+template <class GpuLayer, class CpuTwin>
+constexpr Registration kind(LayerKind k) {
+  return Registration{k, [](const LayerPlace& p) -> std::unique_ptr<Layer> { return std::make_unique<GpuLayer>(p); },
+                      [](const LayerPlace& p) -> std::unique_ptr<CpuLayer> { return std::make_unique<CpuTwin>(p); }};
+}
+
+// ONE line per layer kind.
+constexpr Registration kRegistrations[] = {
+    kind<AttentionLayer, AttentionLayerCpu>(LayerKind::attention),
+    kind<MlpLayer, MlpLayerCpu>(LayerKind::mlp),
+};
+
+// Kinds the pattern language has but the engine does not build yet, and where they are planned.
+struct Planned {
+  LayerKind kind;
+  const char* where;
+};
+constexpr Planned kPlanned[] = {{LayerKind::moe, "issue 11"}, {LayerKind::mamba, "issue 12"}};
+
+const Registration* find(LayerKind kind) {
+  for (const Registration& r : kRegistrations) {
+    if (r.kind == kind) return &r;
+  }
+  return nullptr;
+}
+
+const Registration& require(LayerKind kind) {
+  const Registration* r = find(kind);
+  SG_CHECK(r != nullptr, layer_kind_missing_message(kind));
+  return *r;
+}
+
+}  // namespace
+
+bool layer_kind_implemented(LayerKind kind) { return find(kind) != nullptr; }
+
+std::string missing_layer_kind_text(LayerKind kind) {
+  const LayerKindInfo& info = layer_kind_info(kind);
+  std::string where;
+  for (const Planned& p : kPlanned) {
+    if (p.kind == kind) where = std::string("; ") + p.where;
+  }
+  return strprintf("%s layer kind (%c in the pattern%s)", info.description, info.letter, where.c_str());
+}
+
+std::string layer_kind_missing_message(LayerKind kind) { return "not implemented yet: " + missing_layer_kind_text(kind); }
+
+std::vector<LayerKind> missing_layer_kinds(const ModelSpec& spec) {
+  std::vector<LayerKind> missing;
+  for (LayerKind k : stack_layer_kinds(spec)) {
+    if (!layer_kind_implemented(k) && std::find(missing.begin(), missing.end(), k) == missing.end()) {
+      missing.push_back(k);
+    }
+  }
+  return missing;
+}
+
+std::vector<std::unique_ptr<Layer>> make_layers(const ModelSpec& spec) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  for (const LayerPlace& place : stack_places(spec)) layers.push_back(require(place.kind).make(place));
+  return layers;
+}
+
+std::vector<std::unique_ptr<CpuLayer>> make_cpu_layers(const ModelSpec& spec) {
+  std::vector<std::unique_ptr<CpuLayer>> layers;
+  for (const LayerPlace& place : stack_places(spec)) layers.push_back(require(place.kind).make_cpu(place));
+  return layers;
+}
+
+ModelLayout model_layout(const ModelSpec& spec) {
+  std::vector<std::unique_ptr<CpuLayer>> layers = make_cpu_layers(spec);
+  return declare_model(spec, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
+}
+
+std::vector<SavedActivationBytes> saved_activation_bytes(const ModelSpec& model, const BatchSpec& batch) {
+  std::vector<std::unique_ptr<Layer>> layers = make_layers(model);
+  const ModelLayout layout = declare_model(model, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
+  cuda::MemoryPlan plan;
+  SharedBuffers shared;
+  LayerPlanContext context(layout.spec, batch, plan, shared);
+  for (auto& layer : layers) {
+    context.set_layer(layer->index());
+    layer->plan(context);
+  }
+  return context.saved_bytes();
+}
+
+}  // namespace sg::model

@@ -1,0 +1,151 @@
+// The attention layer's declarations and its GPU side (the CPU twin: attention_layer_cpu.cpp).
+#include "model/layers/attention_layer.h"
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "kernels/gemm.h"
+#include "kernels/rope.h"
+
+namespace sg::model {
+
+namespace {
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
+}  // namespace
+
+void AttentionDeclarations::declare(LayerDeclarations& d) {
+  const ModelSpec& s = d.model;
+  SG_CHECK(s.num_attention_heads > 0 && s.num_query_groups > 0,
+           strprintf("model.num_attention_heads = %lld and model.num_query_groups = %lld must be positive",
+                     static_cast<long long>(s.num_attention_heads), static_cast<long long>(s.num_query_groups)));
+  SG_CHECK(s.hidden_size % s.num_attention_heads == 0,
+           strprintf("model.hidden_size = %lld is not a multiple of model.num_attention_heads = %lld: pick "
+                     "heads that divide the hidden size",
+                     static_cast<long long>(s.hidden_size), static_cast<long long>(s.num_attention_heads)));
+  SG_CHECK(s.num_attention_heads % s.num_query_groups == 0,
+           strprintf("model.num_attention_heads = %lld is not a multiple of model.num_query_groups = %lld: "
+                     "grouped-query attention needs whole groups",
+                     static_cast<long long>(s.num_attention_heads), static_cast<long long>(s.num_query_groups)));
+  SG_CHECK(s.head_dim() % 2 == 0,
+           strprintf("head_dim = hidden_size / num_attention_heads = %lld is odd: rotate-half RoPE needs an "
+                     "even head_dim",
+                     static_cast<long long>(s.head_dim())));
+  const int64_t H = s.hidden_size, KV = s.kv_dim();
+  const std::string& p = d.place.param_prefix;
+  qkv = d.params.matrix({{p + "q_proj.weight", {H, H}},
+                         {p + "k_proj.weight", {KV, H}},
+                         {p + "v_proj.weight", {KV, H}}});
+  o_proj = d.params.matrix(p + "o_proj.weight", {H, H}, ParamInit::output_projection);
+  probs_site = d.dropout_sites.next();
+}
+
+// The GEMMs of one attention layer; their cuBLASLt plans are cached in the step's Blas, so every
+// attention layer shares them.
+struct AttentionLayer::Gemms {
+  kernels::LinearForward qkv, o_proj;           // y[T, N] = x[T, K] W^T
+  kernels::LinearBackwardInput qkv_dx, o_proj_dx;  // dx = dy W
+  kernels::LinearBackwardWeight qkv_dw, o_proj_dw;  // dW += dy^T x (fp32 main_grad)
+  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t QKV)
+      : qkv(b, T, H, QKV),
+        o_proj(b, T, H, H),
+        qkv_dx(b, T, H, QKV),
+        o_proj_dx(b, T, H, H),
+        qkv_dw(b, T, H, QKV),
+        o_proj_dw(b, T, H, H) {}
+};
+
+AttentionLayer::AttentionLayer(LayerPlace place) : Layer(std::move(place)) {}
+AttentionLayer::~AttentionLayer() = default;
+
+void AttentionLayer::plan(LayerPlanContext& ctx) {
+  using graph::Module;
+  model_ = ctx.model();
+  T_ = ctx.tokens();
+  const int64_t H = model_.hidden_size, QKV = model_.qkv_dim();
+  const int64_t lse_count = ctx.batch().micro_batch_size * model_.num_attention_heads * model_.seq_length;
+  qkv_slot_ = ctx.saved_array<bf16>(Module::attn, "qkv", sz(T_ * QKV));
+  attn_slot_ = ctx.saved_array<bf16>(Module::attn, "attn_out", sz(T_ * H));
+  lse_slot_ = ctx.saved_array<float>(Module::attn, "softmax_lse", sz(lse_count));
+  d_attn_ref_ = ctx.scratch("grad.d_attn", sz(T_ * H) * sizeof(bf16));
+  d_qkv_ref_ = ctx.scratch("grad.d_qkv", sz(T_ * QKV) * sizeof(bf16));
+  if (model_.attention_dropout > 0.0f) dropout_slot_ = ctx.attention_dropout_slot(decl_.probs_site);
+}
+
+void AttentionLayer::plan_device(DevicePlanContext& ctx) {
+  kernels::AttentionShape shape;
+  shape.batch = ctx.batch().micro_batch_size;
+  shape.seq_len = model_.seq_length;
+  shape.heads = model_.num_attention_heads;
+  shape.kv_heads = model_.num_query_groups;
+  shape.head_dim = model_.head_dim();
+  shape.dropout_p = model_.attention_dropout;
+  attention_ = &ctx.objects().get<kernels::AttentionPlan>(
+      "attention.cudnn_plan", [&] { return std::make_unique<kernels::AttentionPlan>(ctx.cudnn(), shape); });
+  workspace_ref_ = ctx.workspace("workspace.cudnn_attention", attention_->workspace_bytes());
+}
+
+void AttentionLayer::bind(LayerBindContext& ctx) {
+  qkv_ = ctx.get<bf16>(qkv_slot_);
+  attn_ = ctx.get<bf16>(attn_slot_);
+  lse_ = ctx.get<float>(lse_slot_);
+  d_attn_ = ctx.get<bf16>(d_attn_ref_);
+  d_qkv_ = ctx.get<bf16>(d_qkv_ref_);
+  workspace_ = ctx.get<void>(workspace_ref_);
+  w_qkv_ = ctx.weight(decl_.qkv);
+  w_o_ = ctx.weight(decl_.o_proj);
+  g_qkv_ = ctx.grad(decl_.qkv);
+  g_o_ = ctx.grad(decl_.o_proj);
+  if (dropout_slot_ >= 0) {
+    dropout_seed_ = ctx.pointers().attention_dropout_seeds + dropout_slot_;
+    dropout_offset_ = ctx.pointers().attention_dropout_offsets + dropout_slot_;
+  }
+  gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, model_.hidden_size, model_.qkv_dim());
+}
+
+namespace {
+kernels::RopeParams rope_params(const ModelSpec& m, bf16* x, int64_t T) {
+  kernels::RopeParams rope;  // q and k heads are contiguous in the QKV row: rotate them in one launch
+  rope.x = x;
+  rope.T = T;
+  rope.S = m.seq_length;
+  rope.num_heads = m.num_attention_heads + m.num_query_groups;
+  rope.head_dim = m.head_dim();
+  rope.row_stride = m.qkv_dim();
+  rope.base = m.rotary_base;
+  rope.scaling = m.rope_scaling;
+  return rope;
+}
+}  // namespace
+
+void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
+  gemms_->qkv.run(stream, qkv_, io.input, w_qkv_);
+  kernels::rope_forward(stream, rope_params(model_, qkv_, T_));
+  kernels::AttentionForwardParams ap;
+  ap.out = attn_;
+  ap.lse = lse_;
+  ap.qkv = qkv_;
+  ap.dropout_seed = dropout_seed_;
+  ap.dropout_offset = dropout_offset_;
+  ap.workspace = workspace_;
+  attention_->forward(stream, ap);
+  gemms_->o_proj.run(stream, io.output, attn_, w_o_);
+}
+
+void AttentionLayer::backward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
+  gemms_->o_proj_dx.run(stream, d_attn_, io.d_output, w_o_);
+  gemms_->o_proj_dw.run(stream, g_o_, io.d_output, attn_);
+  kernels::AttentionBackwardParams ap;
+  ap.dqkv = d_qkv_;
+  ap.dout = d_attn_;
+  ap.qkv = qkv_;
+  ap.out = attn_;
+  ap.lse = lse_;
+  ap.dropout_seed = dropout_seed_;
+  ap.dropout_offset = dropout_offset_;
+  ap.workspace = workspace_;
+  attention_->backward(stream, ap);
+  kernels::rope_backward(stream, rope_params(model_, d_qkv_, T_));
+  gemms_->qkv_dx.run(stream, io.d_input, d_qkv_, w_qkv_);
+  gemms_->qkv_dw.run(stream, g_qkv_, d_qkv_, io.input);
+}
+
+}  // namespace sg::model

@@ -1,0 +1,80 @@
+#pragma once
+// '*': causal self-attention with grouped-query heads and RoPE (Llama). On the normed input n:
+//   qkv = n Wqkv^T; RoPE on q and k; a = attention(qkv) (cuDNN flash attention, attention_dropout
+//   inside); delta = a Wo^T.
+// Parameters: q_proj, k_proj, v_proj (one fused [qkv_dim, H] block), o_proj (output-projection init).
+// Dropout site: the attention probabilities (one; the output dropout is the step's).
+// Module: attn.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "model/layer.h"
+
+namespace sg::model {
+
+// The declarations the GPU layer and its CPU twin share.
+struct AttentionDeclarations {
+  ParamRef qkv, o_proj;
+  uint32_t probs_site = 0;
+  void declare(LayerDeclarations& d);  // checks the head shapes
+};
+
+class AttentionLayer final : public Layer {
+ public:
+  explicit AttentionLayer(LayerPlace place);
+  ~AttentionLayer() override;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(LayerPlanContext& context) override;
+  void plan_device(DevicePlanContext& context) override;
+  void bind(LayerBindContext& context) override;
+  void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+  void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+
+ private:
+  struct Gemms;  // attention_layer.cpp
+
+  AttentionDeclarations decl_;
+  ModelSpec model_;
+  int64_t T_ = 0;
+  int dropout_slot_ = -1;  // cuDNN seed slot; -1 without attention dropout
+  cuda::MemorySlot qkv_slot_, attn_slot_, lse_slot_;
+  SharedBufferRef d_attn_ref_, d_qkv_ref_, workspace_ref_;
+  const kernels::AttentionPlan* attention_ = nullptr;  // shared by every attention layer
+  std::unique_ptr<Gemms> gemms_;
+
+  bf16* qkv_ = nullptr;  // [T, qkv_dim] after RoPE
+  bf16* attn_ = nullptr;  // [T, H] attention output
+  float* lse_ = nullptr;  // [B, heads, S]
+  bf16* d_attn_ = nullptr;
+  bf16* d_qkv_ = nullptr;
+  void* workspace_ = nullptr;
+  const bf16* w_qkv_ = nullptr;
+  const bf16* w_o_ = nullptr;
+  float* g_qkv_ = nullptr;
+  float* g_o_ = nullptr;
+  int64_t* dropout_seed_ = nullptr;
+  int64_t* dropout_offset_ = nullptr;
+};
+
+class AttentionLayerCpu final : public CpuLayer {
+ public:
+  using CpuLayer::CpuLayer;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(const ModelSpec& model, const BatchSpec& batch) override;
+  void forward(const CpuLayerIO& io) override;
+  void backward(const CpuLayerIO& io) override;
+
+ private:
+  AttentionDeclarations decl_;
+  ModelSpec model_;
+  BatchSpec batch_;
+  int64_t T_ = 0;
+  std::vector<float> qkv_, attn_, lse_;  // saved
+  std::vector<float> d_attn_, d_qkv_;    // scratch
+};
+
+}  // namespace sg::model

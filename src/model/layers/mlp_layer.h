@@ -1,0 +1,66 @@
+#pragma once
+// '-': the dense SwiGLU MLP (Llama). On the normed input n:
+//   [gate, up] = n Wgate_up^T; act = silu(gate) * up; delta = act Wdown^T.
+// Parameters: gate_proj, up_proj (one fused [2F, H] block), down_proj (output-projection init).
+// No dropout inside (the output dropout is the step's). Module: mlp.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/layer.h"
+
+namespace sg::model {
+
+// The declarations the GPU layer and its CPU twin share.
+struct MlpDeclarations {
+  ParamRef gate_up, down_proj;
+  void declare(LayerDeclarations& d);  // checks ffn_hidden_size
+};
+
+class MlpLayer final : public Layer {
+ public:
+  explicit MlpLayer(LayerPlace place);
+  ~MlpLayer() override;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(LayerPlanContext& context) override;
+  void bind(LayerBindContext& context) override;
+  void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+  void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+
+ private:
+  struct Gemms;  // mlp_layer.cpp
+
+  MlpDeclarations decl_;
+  int64_t T_ = 0, H_ = 0, F_ = 0;
+  cuda::MemorySlot gate_up_slot_, act_slot_;
+  SharedBufferRef d_gate_up_ref_, d_act_ref_;
+  std::unique_ptr<Gemms> gemms_;
+
+  bf16* gate_up_ = nullptr;  // [T, 2F]
+  bf16* act_ = nullptr;      // [T, F] silu(gate) * up
+  bf16* d_gate_up_ = nullptr;
+  bf16* d_act_ = nullptr;
+  const bf16* w_gate_up_ = nullptr;
+  const bf16* w_down_ = nullptr;
+  float* g_gate_up_ = nullptr;
+  float* g_down_ = nullptr;
+};
+
+class MlpLayerCpu final : public CpuLayer {
+ public:
+  using CpuLayer::CpuLayer;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(const ModelSpec& model, const BatchSpec& batch) override;
+  void forward(const CpuLayerIO& io) override;
+  void backward(const CpuLayerIO& io) override;
+
+ private:
+  MlpDeclarations decl_;
+  int64_t T_ = 0, H_ = 0, F_ = 0;
+  std::vector<float> gate_up_, act_;   // saved
+  std::vector<float> d_gate_up_, d_act_;  // scratch
+};
+
+}  // namespace sg::model

@@ -1,0 +1,163 @@
+#include "model/stack.h"
+
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace sg::model {
+
+namespace {
+
+// Hugging Face names of the step's own tensors per layout.
+struct StepNames {
+  const char* embedding;
+  const char* final_norm;
+};
+StepNames step_names(StackLayout layout) {
+  if (layout == StackLayout::gpt) return {"model.embed_tokens.weight", "model.norm.weight"};
+  return {"backbone.embeddings.weight", "backbone.norm_f.weight"};
+}
+
+}  // namespace
+
+void validate_model_spec(const ModelSpec& s) {
+  auto positive = [](const char* key, int64_t v) {
+    SG_CHECK(v > 0, strprintf("model.%s = %lld: must be positive", key, static_cast<long long>(v)));
+  };
+  positive("vocab_size", s.vocab_size);
+  positive("num_layers", s.num_layers);
+  positive("hidden_size", s.hidden_size);
+  positive("seq_length", s.seq_length);
+  SG_CHECK(s.init_method_std > 0.0, "model.init_method_std must be positive");
+  SG_CHECK(s.layernorm_epsilon > 0.0, "model.layernorm_epsilon must be positive");
+  SG_CHECK(s.attention_dropout >= 0.0f && s.attention_dropout < 1.0f,
+           strprintf("model.attention_dropout = %g: must be in [0, 1)", static_cast<double>(s.attention_dropout)));
+  SG_CHECK(s.hidden_dropout >= 0.0f && s.hidden_dropout < 1.0f,
+           strprintf("model.hidden_dropout = %g: must be in [0, 1)", static_cast<double>(s.hidden_dropout)));
+  stack_layer_kinds(s);
+}
+
+StackLayout stack_layout(const ModelSpec& spec) {
+  return spec.hybrid_layer_pattern.empty() ? StackLayout::gpt : StackLayout::hybrid;
+}
+
+std::vector<LayerKind> stack_layer_kinds(const ModelSpec& spec) {
+  if (stack_layout(spec) == StackLayout::hybrid) {
+    std::vector<LayerKind> kinds = parse_layer_pattern(spec.hybrid_layer_pattern);
+    SG_CHECK(static_cast<int64_t>(kinds.size()) == spec.num_layers,
+             strprintf("model.hybrid_override_pattern %s has %zu layers but model.num_layers is %lld: set "
+                       "model.num_layers=%zu (one layer per letter)",
+                       spec.hybrid_layer_pattern.c_str(), kinds.size(), static_cast<long long>(spec.num_layers),
+                       kinds.size()));
+    return kinds;
+  }
+  SG_CHECK(spec.num_layers > 0, strprintf("model.num_layers = %lld: must be positive",
+                                          static_cast<long long>(spec.num_layers)));
+  const LayerKind mlp = spec.num_moe_experts > 0 ? LayerKind::moe : LayerKind::mlp;
+  std::vector<LayerKind> kinds;
+  for (int64_t b = 0; b < spec.num_layers; ++b) {
+    kinds.push_back(LayerKind::attention);
+    kinds.push_back(mlp);
+  }
+  return kinds;
+}
+
+std::vector<LayerPlace> stack_places(const ModelSpec& spec) {
+  const std::vector<LayerKind> kinds = stack_layer_kinds(spec);
+  const bool gpt = stack_layout(spec) == StackLayout::gpt;
+  std::vector<LayerPlace> places;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    LayerPlace p;
+    p.index = static_cast<int>(i);
+    p.kind = kinds[i];
+    if (gpt) {
+      p.hf_layer = static_cast<int64_t>(i / 2);
+      p.first_in_hf_layer = i % 2 == 0;
+      const std::string block = strprintf("model.layers.%lld.", static_cast<long long>(p.hf_layer));
+      p.param_prefix = block + layer_kind_info(p.kind).hf_module + ".";
+      p.norm_name = block + (p.first_in_hf_layer ? "input_layernorm.weight" : "post_attention_layernorm.weight");
+    } else {
+      p.hf_layer = static_cast<int64_t>(i);
+      p.first_in_hf_layer = true;
+      const std::string layer = strprintf("backbone.layers.%zu.", i);
+      p.param_prefix = layer + "mixer.";
+      p.norm_name = layer + "norm.weight";
+    }
+    places.push_back(std::move(p));
+  }
+  return places;
+}
+
+std::vector<graph::LayerRegions> stack_regions(const ModelSpec& spec) {
+  std::vector<graph::LayerRegions> out;
+  const std::vector<LayerKind> kinds = stack_layer_kinds(spec);
+  for (size_t i = 0; i < kinds.size(); ++i) out.push_back({static_cast<int>(i), layer_kind_info(kinds[i]).modules});
+  return out;
+}
+
+std::string describe_stack(const ModelSpec& spec) {
+  const std::vector<LayerKind> kinds = stack_layer_kinds(spec);
+  const std::string pattern = compact_layer_pattern(kinds);
+  if (stack_layout(spec) == StackLayout::gpt) {
+    return strprintf("%zu layers: %s as %lld GPT block%s", kinds.size(), pattern.c_str(),
+                     static_cast<long long>(spec.num_layers), spec.num_layers == 1 ? "" : "s");
+  }
+  return strprintf("%zu layers: %s (hybrid pattern)", kinds.size(), pattern.c_str());
+}
+
+std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
+  const auto none = [&](std::string why) {
+    if (why_none != nullptr) *why_none = std::move(why);
+    return std::string();
+  };
+  if (stack_layout(spec) == StackLayout::hybrid) {
+    return none("no transformers architecture loads hybrid layer patterns yet (NemotronHForCausalLM comes "
+                "with the Mamba layers, issue 12)");
+  }
+  for (LayerKind k : stack_layer_kinds(spec)) {
+    if (k != LayerKind::attention && k != LayerKind::mlp) {
+      return none(strprintf("no transformers architecture for GPT blocks with %s layers yet",
+                            layer_kind_info(k).description));
+    }
+  }
+  return "LlamaForCausalLM";
+}
+
+ParamRef ModelLayout::norm_before(int64_t i) const {
+  SG_CHECK(i >= 0 && i <= num_layers(), strprintf("ModelLayout::norm_before(%lld): no such layer boundary",
+                                                   static_cast<long long>(i)));
+  return i == num_layers() ? final_norm : pre_norms[static_cast<size_t>(i)];
+}
+
+ModelLayout declare_model(const ModelSpec& spec, const DeclareLayer& declare_layer) {
+  validate_model_spec(spec);
+  ModelLayout m;
+  m.spec = spec;
+  m.layers = stack_places(spec);
+  const StepNames names = step_names(stack_layout(spec));
+  const int64_t V = spec.vocab_size, H = spec.hidden_size;
+  ParamBuilder params;
+  DropoutSiteAllocator sites;
+  params.begin_group();
+  m.embedding = params.matrix(names.embedding, {V, H});
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const LayerPlace& place = m.layers[i];
+    if (place.first_in_hf_layer) params.begin_group();
+    m.pre_norms.push_back(params.vector(place.norm_name, {H}));
+    LayerDeclarations d{spec, place, params, sites};
+    declare_layer(i, d);
+    m.output_sites.push_back(sites.next());
+  }
+  params.begin_group();
+  m.final_norm = params.vector(names.final_norm, {H});
+  if (spec.share_embeddings_and_output_weights) {
+    m.lm_head = m.embedding;
+  } else {
+    params.begin_group();
+    m.lm_head = params.matrix("lm_head.weight", {V, H});
+  }
+  m.num_dropout_sites = sites.count();
+  m.params = params.build();
+  return m;
+}
+
+}  // namespace sg::model

@@ -1,0 +1,261 @@
+// TrainStep::enqueue_step: the microbatch loop around the layers' regions, and the step's side of each
+// layer boundary (see train_step.h for the boundaries).
+// Everything here only enqueues launches on the given stream with arena pointers and plan-time
+// constants: no allocation, no host synchronisation, nothing read from the device.
+#include <cstddef>
+
+#include "core/strings.h"
+#include "cuda/check.h"
+#include "cuda/nvtx.h"
+#include "kernels/adamw.h"
+#include "kernels/dropout.h"
+#include "kernels/embedding.h"
+#include "kernels/grad_norm.h"
+#include "kernels/lr_schedule.h"
+#include "kernels/rmsnorm.h"
+#include "model/attention_dropout_seeds.h"
+#include "model/dropout_sites.h"
+#include "model/train_step.h"
+
+namespace sg::model {
+
+namespace {
+
+// loss and the two NaN flags are the tail of StepScalars, so one memset clears them at the step's start.
+static_assert(offsetof(StepScalars, loss_nonfinite) == offsetof(StepScalars, loss) + sizeof(float));
+static_assert(offsetof(StepScalars, grad_nonfinite) == offsetof(StepScalars, loss_nonfinite) + sizeof(int32_t));
+constexpr size_t kPerStepScalarBytes = offsetof(StepScalars, grad_nonfinite) + sizeof(int32_t) - offsetof(StepScalars, loss);
+
+kernels::LrScheduleConfig lr_schedule(const OptimizerSpec& o) {
+  kernels::LrScheduleConfig s;
+  s.lr = static_cast<float>(o.lr);
+  s.min_lr = static_cast<float>(o.min_lr);
+  s.warmup_iters = o.lr_warmup_iters;
+  s.decay_iters = o.lr_decay_iters;
+  switch (o.lr_decay_style) {
+    case LrDecayStyle::constant: s.style = kernels::LrScheduleConfig::Style::constant; break;
+    case LrDecayStyle::linear: s.style = kernels::LrScheduleConfig::Style::linear; break;
+    case LrDecayStyle::cosine: s.style = kernels::LrScheduleConfig::Style::cosine; break;
+  }
+  return s;
+}
+
+}  // namespace
+
+void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) {
+  const dist::FlatRange own = dp_.owned;  // what this rank's optimizer updates (everything without DP)
+  SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, static_cast<size_t>(dp_.padded_params) * sizeof(float), stream));
+  SG_CUDA_CHECK(cudaMemsetAsync(&scalars_->loss, 0, kPerStepScalarBytes, stream));
+
+  for (int64_t mb = 0; mb < batch_.num_microbatches; ++mb) {
+    microbatch(stream, regions, mb);
+    rng_.launch_advance(stream, kRngOffsetPerMicrobatch);
+  }
+  if (reducer_) {
+    reducer_->reduce_gradients(stream);  // gradients and loss summed over the data-parallel ranks
+    if (other_ranks_rng_offset() > 0) rng_.launch_advance(stream, other_ranks_rng_offset());
+  }
+
+  kernels::NonfiniteCheckParams loss_check;
+  loss_check.values = &scalars_->loss;
+  loss_check.n = 1;
+  loss_check.flag = &scalars_->loss_nonfinite;
+  kernels::flag_if_nonfinite(stream, loss_check);
+
+  kernels::GradNormParams norm;
+  norm.grads = grads_ + own.begin;
+  norm.n = own.size;
+  norm.partials = grad_norm_partials_;
+  norm.norm = &scalars_->grad_norm;
+  norm.clip_coefficient = &scalars_->clip_coef;
+  norm.nonfinite_flag = &scalars_->grad_nonfinite;
+  norm.max_norm = static_cast<float>(optimizer_.clip_grad);
+  kernels::grad_norm_partials(stream, norm);
+  if (reducer_) reducer_->reduce_norm_partials(stream);  // the shards' sums of squares, over ranks
+  kernels::grad_norm_finalize(stream, norm);
+
+  kernels::LrScheduleParams lr;
+  lr.schedule = lr_schedule(optimizer_);
+  lr.step_counter = &scalars_->steps_done;
+  lr.lr = &scalars_->lr;
+  kernels::lr_schedule_update(stream, lr);
+
+  kernels::AdamWParams adam;
+  adam.master_weights = main_weights_;
+  adam.compute_weights = params_ + own.begin;
+  adam.grads = grads_ + own.begin;
+  adam.exp_avg = exp_avg_;
+  adam.exp_avg_sq = exp_avg_sq_;
+  adam.n = own.size;
+  adam.n_decay = dist::decayed_elements_in(own, layout_.num_decay());
+  adam.lr = &scalars_->lr;
+  adam.step_counter = &scalars_->steps_done;
+  adam.grad_scale = &scalars_->clip_coef;
+  adam.hyper.beta1 = static_cast<float>(optimizer_.adam_beta1);
+  adam.hyper.beta2 = static_cast<float>(optimizer_.adam_beta2);
+  adam.hyper.eps = static_cast<float>(optimizer_.adam_eps);
+  adam.hyper.weight_decay = static_cast<float>(optimizer_.weight_decay);
+  kernels::adamw_step(stream, adam);
+  if (reducer_) reducer_->gather_weights(stream);  // every shard's new bf16 weights on every rank
+
+  kernels::increment_step_counter(stream, &scalars_->steps_done);
+}
+
+void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb) {
+  const cuda::NvtxRange range(strprintf("microbatch %lld", static_cast<long long>(mb)));
+  const ModelSpec& m = layout_.spec;
+  const int64_t T = T_, H = m.hidden_size;
+  const size_t N = layers_.size();
+  const int64_t row0 = mb * T;
+  const int32_t* tokens = tokens_ + row0;
+
+  if (!attention_dropout_sites_.empty()) {
+    AttentionDropoutSeedsParams seeds;
+    seeds.state = attention_rng_;
+    seeds.sites = dropout_sites_;
+    seeds.seeds = dropout_seeds_;
+    seeds.offsets = dropout_offsets_;
+    seeds.count = static_cast<int>(attention_dropout_sites_.size());
+    write_attention_dropout_seeds(stream, seeds);
+  }
+
+  kernels::EmbeddingForwardParams emb;
+  emb.out = resid_[0];
+  emb.tokens = tokens;
+  emb.table = params_ + layout_.offset(layout_.embedding);
+  emb.T = T;
+  emb.H = H;
+  emb.vocab_size = m.vocab_size;
+  kernels::embedding_forward(stream, emb);
+
+  kernels::RmsNormForwardParams norm0;
+  norm0.out = norm_[0];
+  norm0.rstd = rstd_[0];
+  norm0.in = resid_[0];
+  norm0.weight = params_ + layout_.offset(layout_.norm_before(0));
+  norm0.T = T;
+  norm0.H = H;
+  norm0.eps = static_cast<float>(m.layernorm_epsilon);
+  kernels::rmsnorm_forward(stream, norm0);
+
+  for (size_t i = 0; i < N; ++i) {
+    Layer& layer = *layers_[i];
+    const std::vector<graph::Module>& modules = layer.modules();
+    const cuda::NvtxRange layer_range(strprintf("layer %d forward", layer.index()));  // around its regions
+    for (size_t k = 0; k < modules.size(); ++k) {
+      const bool last = k + 1 == modules.size();
+      regions.run({layer.index(), modules[k], graph::Phase::forward}, stream,
+                  [this, &layer, i, module = modules[k], last](cudaStream_t s) {
+                    layer.forward(module, s, io_[i]);
+                    if (last) layer_output_forward(s, i);
+                  });
+    }
+  }
+
+  // LM head + cross-entropy: d_norm_ = d loss / d n_N; adds loss / M into scalars_->loss.
+  kernels::LmHeadBuffers head;
+  head.hidden = norm_[N];
+  head.weight = params_ + layout_.offset(layout_.lm_head);
+  head.targets = targets_ + row0;
+  head.loss_mask = loss_mask_ + row0;
+  head.dhidden = d_norm_;
+  head.dweight = grads_ + layout_.offset(layout_.lm_head);
+  head.loss_accumulator = &scalars_->loss;
+  head.workspace = lm_head_workspace_;
+  lm_head_->execute(stream, head);
+
+  for (size_t i = N; i-- > 0;) {
+    Layer& layer = *layers_[i];
+    const std::vector<graph::Module>& modules = layer.modules();
+    const cuda::NvtxRange layer_range(strprintf("layer %d backward", layer.index()));
+    for (size_t k = modules.size(); k-- > 0;) {
+      const bool last = k + 1 == modules.size();
+      regions.run({layer.index(), modules[k], graph::Phase::backward}, stream,
+                  [this, &layer, i, module = modules[k], last](cudaStream_t s) {
+                    if (last) layer_output_backward(s, i);
+                    layer.backward(module, s, io_[i]);
+                  });
+    }
+  }
+
+  // Layer 0's pre-norm: d x_0 = norm_0'(d n_0) + d x_1.
+  norm_backward(stream, d_resid_[0], layout_.offset(layout_.norm_before(0)), resid_[0], rstd_[0],
+                N > 0 ? d_resid_[1] : nullptr);
+
+  kernels::EmbeddingBackwardParams eb;
+  eb.dtable = grads_ + layout_.offset(layout_.embedding);
+  eb.dout = d_resid_[0];
+  eb.tokens = tokens;
+  eb.scratch = embedding_scratch_;
+  eb.scratch_bytes = embedding_scratch_bytes_;
+  eb.T = T;
+  eb.H = H;
+  eb.vocab_size = m.vocab_size;
+  kernels::embedding_backward(stream, eb);
+}
+
+// ---- the step's side of each layer boundary: static buffers of boundary i+1 and the shared scratch ----
+
+void TrainStep::layer_output_forward(cudaStream_t stream, size_t i) {
+  const ModelSpec& m = layout_.spec;
+  if (m.hidden_dropout > 0.0f) {
+    kernels::DropoutForwardParams dp;
+    dp.out = delta_;
+    dp.in = delta_;
+    dp.state = hidden_rng_;
+    dp.n = T_ * m.hidden_size;
+    dp.p = m.hidden_dropout;
+    dp.site = layout_.output_sites[i];
+    kernels::dropout_forward(stream, dp);
+  }
+  // x_{i+1} = x_i + drop(delta_i), n_{i+1} = norm_{i+1}(x_{i+1})
+  kernels::ResidualRmsNormForwardParams rn;
+  rn.residual_out = resid_[i + 1];
+  rn.norm_out = norm_[i + 1];
+  rn.rstd = rstd_[i + 1];
+  rn.residual_in = resid_[i];
+  rn.delta = delta_;
+  rn.weight = params_ + layout_.offset(layout_.norm_before(static_cast<int64_t>(i + 1)));
+  rn.T = T_;
+  rn.H = m.hidden_size;
+  rn.eps = static_cast<float>(m.layernorm_epsilon);
+  kernels::residual_rmsnorm_forward(stream, rn);
+}
+
+void TrainStep::layer_output_backward(cudaStream_t stream, size_t i) {
+  const ModelSpec& m = layout_.spec;
+  const bool last = i + 1 == layers_.size();
+  bf16* d_out = d_resid_[(i + 1) % 2];
+  // d x_{i+1} = norm_{i+1}'(d n_{i+1}) + d x_{i+2} (the last layer's output only feeds the final norm).
+  norm_backward(stream, d_out, layout_.offset(layout_.norm_before(static_cast<int64_t>(i + 1))), resid_[i + 1],
+                rstd_[i + 1], last ? nullptr : d_resid_[i % 2]);
+  if (m.hidden_dropout > 0.0f) {
+    kernels::DropoutBackwardParams dp;
+    dp.din = d_delta_;
+    dp.dout = d_out;
+    dp.state = hidden_rng_;
+    dp.n = T_ * m.hidden_size;
+    dp.p = m.hidden_dropout;
+    dp.site = layout_.output_sites[i];
+    kernels::dropout_backward(stream, dp);
+  }
+}
+
+void TrainStep::norm_backward(cudaStream_t stream, bf16* din, int64_t norm_offset, const bf16* in, const float* rstd,
+                              const bf16* dresidual) {
+  kernels::RmsNormBackwardParams nb;
+  nb.din = din;
+  nb.dweight = grads_ + norm_offset;
+  nb.scratch = rmsnorm_scratch_;
+  nb.scratch_bytes = rmsnorm_scratch_bytes_;
+  nb.dout = d_norm_;
+  nb.in = in;
+  nb.weight = params_ + norm_offset;
+  nb.rstd = rstd;
+  nb.dresidual = dresidual;
+  nb.T = T_;
+  nb.H = layout_.spec.hidden_size;
+  kernels::rmsnorm_backward(stream, nb);
+}
+
+}  // namespace sg::model
