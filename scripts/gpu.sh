@@ -168,28 +168,39 @@ fi
 
 if want dp; then
   ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+  D="$OUT/dp"
+  mkdir -p "$D"
+  rm -rf "$D/ckpt"
+  # Same global batch everywhere: 8 sequences = 2 microbatches of 4 at world size 1, 1 per rank at 2.
+  # Dropout on, so the per-rank RNG offsets are checked too.
+  tiny=(llama/tiny train.global_batch_size=8 train.train_iters=30 scheduler.lr_decay_iters=30 dataset.mock=true logger.log_interval=10
+        model.hidden_dropout=0.1 model.attention_dropout=0.1 --plain)
+  graphs=(model.use_te_rng_tracker=true rng.te_rng_tracker=true)
+  local_graph=("${graphs[@]}" model.cuda_graph_impl=local rerun_state_machine.check_for_nan_in_loss=false)
+  te_graph=("${graphs[@]}" model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=attn,mlp)
+  run_dp() {  # name, then the command
+    local name=$1; shift
+    local start=$(date +%s)
+    timeout 600 "$@" >"$D/$name.log" 2>&1
+    local rc=$?
+    record "dp $name" "rc=$rc ($(( $(date +%s) - start )) s)"
+    (( rc == 0 )) || tail -20 "$D/$name.log"
+  }
   if (( ngpu < 2 )); then
-    echo "dp: this machine has $ngpu GPU(s); the data-parallel runs need 2 (kind nvidia-h200-x2)"
-    record "data parallel" "skipped: $ngpu GPU"
+    # One GPU: the whole NCCL path at world size 1 (stepgraph launch -n 1: rendezvous, communicator,
+    # collectives inside the graph, teardown) must train bitwise like the plain single-process run.
+    echo "dp: this machine has $ngpu GPU(s); world size 2 needs 2 (kind nvidia-h200-x2): world size 1 over NCCL only"
+    run_dp ws1 "$SG" train "${tiny[@]}" --run-dir "$D/ws1"
+    run_dp ws1_nccl "$SG" launch -n 1 -- train "${tiny[@]}" --run-dir "$D/ws1_nccl"
+    run_dp ws1_nccl_local "$SG" launch -n 1 -- train "${tiny[@]}" "${local_graph[@]}" --run-dir "$D/ws1_nccl_local"
+    run_dp ws1_nccl_te "$SG" launch -n 1 -- train "${tiny[@]}" "${te_graph[@]}" --run-dir "$D/ws1_nccl_te"
+    run_dp ws1_nccl_distopt_local "$SG" launch -n 1 -- train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+      "${local_graph[@]}" --run-dir "$D/ws1_nccl_distopt_local"
+    python3 bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws1_nccl/metrics.jsonl" \
+      "$D/ws1_nccl_local/metrics.jsonl" "$D/ws1_nccl_te/metrics.jsonl" "$D/ws1_nccl_distopt_local/metrics.jsonl" \
+      | tee "$D/losses_ws1_nccl.txt"
+    record "dp ws1 over NCCL vs plain" "$(grep -c 'bitwise equal' "$D/losses_ws1_nccl.txt")/4 bitwise"
   else
-    D="$OUT/dp"
-    mkdir -p "$D"
-    rm -rf "$D/ckpt"
-    # Same global batch everywhere: 8 sequences = 2 microbatches of 4 at world size 1, 1 per rank at 2.
-    # Dropout on, so the per-rank RNG offsets are checked too.
-    tiny=(llama/tiny train.global_batch_size=8 train.train_iters=30 scheduler.lr_decay_iters=30 dataset.mock=true logger.log_interval=10
-          model.hidden_dropout=0.1 model.attention_dropout=0.1 --plain)
-    graphs=(model.use_te_rng_tracker=true rng.te_rng_tracker=true)
-    local_graph=("${graphs[@]}" model.cuda_graph_impl=local rerun_state_machine.check_for_nan_in_loss=false)
-    te_graph=("${graphs[@]}" model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=attn,mlp)
-    run_dp() {  # name, then the command
-      local name=$1; shift
-      local start=$(date +%s)
-      timeout 600 "$@" >"$D/$name.log" 2>&1
-      local rc=$?
-      record "dp $name" "rc=$rc ($(( $(date +%s) - start )) s)"
-      (( rc == 0 )) || tail -20 "$D/$name.log"
-    }
     run_dp ws1 "$SG" train "${tiny[@]}" --run-dir "$D/ws1"
     run_dp ws2 "$SG" launch -n 2 -- train "${tiny[@]}" --run-dir "$D/ws2"
     run_dp ws2_local "$SG" launch -n 2 -- train "${tiny[@]}" "${local_graph[@]}" --run-dir "$D/ws2_local"

@@ -1,6 +1,6 @@
 #pragma once
-// Shared by the GPU tests that train llama/tiny through a backend and compare runs bit for bit
-// (train/graph_modes_gpu_test.cpp, dist/data_parallel_gpu_test.cpp): the config and the step loop.
+// For GPU tests that train llama/tiny through a backend and compare runs bit for bit
+// (dist/data_parallel_gpu_test.cpp): the config and the step loop.
 #include <gtest/gtest.h>
 
 #include <cstdint>
