@@ -31,6 +31,33 @@ add_library(sg_cudnn INTERFACE)
 target_include_directories(sg_cudnn SYSTEM INTERFACE ${CUDNN_FRONTEND_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
 target_link_libraries(sg_cudnn INTERFACE ${CUDNN_LIBRARY})
 
+# protobuf-lite (Debian libprotobuf-dev + protobuf-compiler): the static archive, so the binaries carry it
+# to the GPU machine; it encodes TensorBoard event files (src/train/tensorboard_writer.h).
+find_program(SG_PROTOC protoc REQUIRED DOC "protoc from Debian protobuf-compiler: run scripts/setup.sh")
+find_path(PROTOBUF_INCLUDE_DIR google/protobuf/message_lite.h REQUIRED)
+find_library(PROTOBUF_LITE_STATIC NAMES libprotobuf-lite.a REQUIRED
+  DOC "libprotobuf-lite.a from Debian libprotobuf-dev: run scripts/setup.sh")
+add_library(sg_protobuf_lite INTERFACE)
+target_include_directories(sg_protobuf_lite SYSTEM INTERFACE ${PROTOBUF_INCLUDE_DIR})
+target_link_libraries(sg_protobuf_lite INTERFACE ${PROTOBUF_LITE_STATIC} Threads::Threads)
+
+# C++ for a .proto under src/ (generated into the build tree at build time), compiled into `target`.
+function(sg_protobuf_sources target proto)
+  get_filename_component(stem ${proto} NAME_WE)
+  get_filename_component(dir ${proto} DIRECTORY)
+  set(out ${CMAKE_BINARY_DIR}/generated)
+  set(cc ${out}/${dir}/${stem}.pb.cc)
+  add_custom_command(OUTPUT ${cc} ${out}/${dir}/${stem}.pb.h
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${out}
+    COMMAND ${SG_PROTOC} --cpp_out=${out} -I ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/src/${proto}
+    DEPENDS ${CMAKE_SOURCE_DIR}/src/${proto}
+    COMMENT "protoc ${proto}")
+  target_sources(${target} PRIVATE ${cc})
+  set_source_files_properties(${cc} PROPERTIES COMPILE_OPTIONS "-w")
+  target_include_directories(${target} PRIVATE ${out})
+  target_link_libraries(${target} PUBLIC sg_protobuf_lite)
+endfunction()
+
 # CUTLASS/CuTe C++ headers from PyPI nvidia-cutlass (scripts/setup.sh puts the wheel in .deps/cutlass): the
 # include tree and tools/util (packed strides). Only the *_sm90a.cu files use them (cmake/Layers.cmake).
 set(SG_CUTLASS_ROOT ${CMAKE_SOURCE_DIR}/.deps/cutlass/cutlass_library/source)

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs everything stepgraph needs to build and test. Idempotent: a second run changes nothing.
-#   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest, zlib (static)
+#   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest, zlib (static),
+#           protobuf (static protobuf-lite + protoc: TensorBoard event files)
 #   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), nvidia-cutlass (CUTLASS/CuTe C++ headers, into
 #           .deps/cutlass), safetensors + numpy (checkpoint tests), pyyaml (tests/tools/torch_recipes_test.py),
-#           tokenizers (tools/train_tokenizer.py, tools/preprocess_data.py);
+#           tokenizers (tools/train_tokenizer.py, tools/preprocess_data.py); tensorboard + absl-py +
+#           protobuf without their other dependencies (~8 MB: the tests read our event files with
+#           TensorBoard's own EventAccumulator);
 #           transformers only with SG_SETUP_TRANSFORMERS=1 (tokenizer-folder check in tests/tools; ~300 MB)
 #   CUDA 13 toolkit is expected in /usr/local/cuda (nvcc, cuBLASLt, cuDNN, NCCL, CUPTI, NVTX).
 set -euo pipefail
@@ -13,7 +16,11 @@ CUDNN_FRONTEND_VERSION=1.32.0
 CUTLASS_VERSION=4.2.0.0
 TOKENIZERS_VERSION=0.23.3
 TRANSFORMERS_VERSION=5.24.0
-debs=(cmake ninja-build g++ ccache libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev python3-pip)
+TENSORBOARD_VERSION=2.21.0
+ABSL_VERSION=2.5.1
+PROTOBUF_PY_VERSION=7.36.2
+debs=(cmake ninja-build g++ ccache libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev zlib1g-dev python3-pip
+      libprotobuf-dev protobuf-compiler)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -54,6 +61,15 @@ fi
 if [[ "$(python3 -c 'import tokenizers; print(tokenizers.__version__)' 2>/dev/null)" != "$TOKENIZERS_VERSION" ]]; then
   echo "setup: installing tokenizers==$TOKENIZERS_VERSION from PyPI"
   python3 -m pip install -q --disable-pip-version-check --no-deps "tokenizers==$TOKENIZERS_VERSION"
+fi
+
+# TensorBoard's reader only (no TensorFlow, no server dependencies): what tests/tools/user_data_path_test.py
+# checks the event files with.
+if [[ "$(python3 -c 'import tensorboard; print(tensorboard.__version__)' 2>/dev/null)" != "$TENSORBOARD_VERSION" ]] || \
+   ! python3 -c 'import absl, google.protobuf' >/dev/null 2>&1; then
+  echo "setup: installing tensorboard==$TENSORBOARD_VERSION (event-file reader; no dependencies) from PyPI"
+  python3 -m pip install -q --disable-pip-version-check --no-deps "tensorboard==$TENSORBOARD_VERSION" \
+    "absl-py==$ABSL_VERSION" "protobuf==$PROTOBUF_PY_VERSION"
 fi
 
 # transformers (no torch) with its dependencies is ~300 MB, ~30 packages and took 5.5 min on a fresh

@@ -13,8 +13,8 @@ namespace sg::bench {
 namespace {
 
 // Bridge's argparse choices (scripts/performance/argument_parser.py).
-const std::vector<std::string> kTasks = {"pretrain", "sft", "lora"};
-const std::vector<std::string> kComputeDtypes = {"bf16", "fp8_cs", "fp8_mx", "fp8_sc", "fp8_ds", "nvfp4"};
+const std::vector<std::string> kTasks = {"pretrain", "sft", "peft"};
+const std::vector<std::string> kComputeDtypes = {"bf16", "fp8_cs", "fp8_mx", "fp8_sc", "nvfp4"};
 
 bool contains(const std::vector<std::string>& values, const std::string& value) {
   return std::find(values.begin(), values.end(), value) != values.end();
@@ -46,9 +46,9 @@ const std::vector<FlagSpec>& flag_specs() {
   static const std::vector<FlagSpec> specs = {
       {{"-m", "--model_family_name"}, FlagType::text, "FAMILY", "model family: recipes/<FAMILY>/ (llama, moe)"},
       {{"-mr", "--model_recipe_name"}, FlagType::text, "NAME", "recipe: recipes/<FAMILY>/<NAME>.yaml (tiny, small, 1b)"},
-      {{"--task"}, FlagType::text, "TASK", "pretrain (sft, lora: not implemented yet)"},
+      {{"--task"}, FlagType::text, "TASK", "pretrain (sft, peft: not implemented yet)"},
       {{"-g", "--gpu"}, FlagType::text, "GPU", "target GPU, recorded (h200); the peak comes from the device name"},
-      {{"-c", "--compute_dtype"}, FlagType::text, "DTYPE", "bf16 (fp8_cs, fp8_mx, fp8_sc, fp8_ds, nvfp4: not implemented yet)"},
+      {{"-c", "--compute_dtype"}, FlagType::text, "DTYPE", "bf16 (fp8_cs, fp8_mx, fp8_sc, nvfp4: not implemented yet)"},
       {{"-ng", "--num_gpus"}, FlagType::integer, "N",
        "GPUs of this node, one data-parallel rank each (global batch = -mb x microbatches x N)"},
       {{"--cuda_graph_impl"}, FlagType::text, "IMPL",
@@ -69,6 +69,8 @@ const std::vector<FlagSpec>& flag_specs() {
       {{"--json"}, FlagType::text, "FILE", "write every number (and every per-step sample) as JSON"},
       {{"--trace"}, FlagType::text, "FILE", "write one steady-state step per mode as Chrome trace JSON (Perfetto)"},
       {{"--plain"}, FlagType::boolean, "", "progress as plain lines instead of a redrawn bar"},
+      {{"--html"}, FlagType::text, "FILE",
+       "write the report as one self-contained HTML page (per-mode bars, step-time histograms; no network)"},
   };
   return specs;
 }
@@ -117,12 +119,56 @@ void set_flag(BenchOptions& o, const std::string& canonical, const std::string& 
   else if (canonical == "--seq_length") o.seq_length = integer();
   else if (canonical == "--dryrun") o.dryrun = true;
   else if (canonical == "--compare") o.compare = value;
-  else if (canonical == "--steps") o.steps = to_int(flag, integer());
+  else if (canonical == "--steps") {
+    o.steps = to_int(flag, integer());
+    o.steps_given = true;
+  }
   else if (canonical == "--warmup") o.warmup = to_int(flag, integer());
   else if (canonical == "--floor-steps") o.floor_steps = to_int(flag, integer());
   else if (canonical == "--json") o.json_path = value;
   else if (canonical == "--trace") o.trace_path = value;
   else if (canonical == "--plain") o.plain = true;
+  else if (canonical == "--html") o.html_path = value;
+}
+
+}  // namespace
+
+namespace {
+
+// The values of a Bridge-only flag at args[i] (name [= value]); advances i past what it consumed.
+std::vector<std::string> bridge_flag_values(const BridgeFlag& flag, const std::string& name, size_t eq,
+                                            const std::vector<std::string>& args, size_t& i) {
+  const std::string& arg = args[i];
+  const auto is_flag = [](const std::string& a) {
+    return a.size() > 1 && a[0] == '-' && !std::isdigit(static_cast<unsigned char>(a[1]));
+  };
+  std::vector<std::string> values;
+  if (eq != std::string::npos) {
+    if (flag.arity == BridgeArity::none) throw config::ConfigError(name + " is a flag and takes no value");
+    values.push_back(arg.substr(eq + 1));
+    return values;
+  }
+  switch (flag.arity) {
+    case BridgeArity::none:
+      break;
+    case BridgeArity::one:
+      if (i + 1 >= args.size() || (is_flag(args[i + 1]) && args[i + 1] != "-1")) {
+        throw config::ConfigError(name + " needs a value");
+      }
+      values.push_back(args[++i]);
+      break;
+    case BridgeArity::optional:
+      if (i + 1 < args.size() && !is_flag(args[i + 1]) && !config::looks_like_override(args[i + 1])) {
+        values.push_back(args[++i]);
+      }
+      break;
+    case BridgeArity::many:
+      while (i + 1 < args.size() && !is_flag(args[i + 1]) && !config::looks_like_override(args[i + 1])) {
+        values.push_back(args[++i]);
+      }
+      break;
+  }
+  return values;
 }
 
 }  // namespace
@@ -133,6 +179,9 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
   for (const FlagSpec& spec : flag_specs()) {
     for (const char* n : spec.names) all_names.emplace_back(n);
   }
+  for (const BridgeFlag& flag : bridge_flags()) {
+    for (const char* n : flag.names) all_names.emplace_back(n);
+  }
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg.size() > 1 && arg[0] == '-' && !(arg.size() > 1 && std::isdigit(static_cast<unsigned char>(arg[1])))) {
@@ -140,6 +189,10 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
       const std::string name = arg.substr(0, eq);
       const FlagSpec* spec = find_flag(name);
       if (spec == nullptr) {
+        if (const BridgeFlag* bridge = find_bridge_flag(name)) {
+          apply_bridge_flag(*bridge, name, bridge_flag_values(*bridge, name, eq, args, i), options.bridge);
+          continue;
+        }
         throw config::ConfigError("stepgraph bench: unknown option '" + name + "'" + did_you_mean(name, all_names) +
                           "; see stepgraph bench --help");
       }
@@ -178,24 +231,13 @@ std::string bench_flags_help() {
   }
   std::string out;
   for (const auto& [left, help] : rows) out += "  " + left + std::string(width - left.size() + 2, ' ') + help + "\n";
+  out += "\nThe other Megatron-Bridge run_script.py flags are accepted, so a Bridge command line pastes unchanged:\n";
+  out += bridge_flags_help();
   return out;
 }
 
 std::string recipe_name(const BenchOptions& options) {
   return lower(trim(options.model_family)) + "/" + lower(trim(options.model_recipe));
-}
-
-std::vector<std::string> parse_scope_flag(const std::string& text) {
-  std::vector<std::string> scopes;
-  for (const std::string& raw : split(text, ',')) {
-    const std::string scope = trim(raw);
-    if (!contains(graph_scope_names(), scope)) {
-      throw config::ConfigError("--cuda_graph_scope: unknown scope '" + scope + "'" + did_you_mean(scope, graph_scope_names()) +
-                        "; use a comma-separated list of " + join(graph_scope_names(), ", "));
-    }
-    scopes.push_back(scope);
-  }
-  return scopes;
 }
 
 void check_bench_options(const BenchOptions& o) {
@@ -221,11 +263,14 @@ void check_bench_options(const BenchOptions& o) {
     throw Error("-c " + dtype + " is not implemented yet: stepgraph computes in bf16 (fp32 main weights); use -c bf16");
   }
   if (o.num_gpus < 1) throw config::ConfigError(strprintf("-ng %d: the number of GPUs must be at least 1", o.num_gpus));
-  if (o.cuda_graph_impl && !contains(graph_impl_names(), *o.cuda_graph_impl)) {
-    throw config::ConfigError("--cuda_graph_impl " + *o.cuda_graph_impl + " is not valid" +
-                      did_you_mean(*o.cuda_graph_impl, graph_impl_names()) + "; use one of " +
-                      join(graph_impl_names(), ", "));
+  if (!o.bridge.unimplemented.empty()) {
+    throw Error("not implemented yet: " + join(o.bridge.unimplemented, "; ") +
+                ". stepgraph bench accepts these Megatron-Bridge flags only at their defaults");
   }
+  if (o.bridge.max_steps && o.steps_given) {
+    throw config::ConfigError("-ms/--max_steps and --steps both set the length of each mode; give one");
+  }
+  if (o.cuda_graph_impl) config::check_impl_flag(*o.cuda_graph_impl);
   if (o.cuda_graph_scope) parse_scope_flag(*o.cuda_graph_scope);
   if (o.micro_batch_size && *o.micro_batch_size < 1) throw config::ConfigError("-mb must be at least 1");
   if (o.global_batch_size && *o.global_batch_size < 1) throw config::ConfigError("-gb must be at least 1");
@@ -252,29 +297,9 @@ void check_bench_options(const BenchOptions& o) {
   }
 }
 
-void apply_cuda_graph_overrides(config::Config& config, const CudaGraphFlags& flags) {
-  if (flags.impl) {
-    config.model.cuda_graph_impl = *flags.impl;
-    if (*flags.impl != "none") {
-      config.model.use_te_rng_tracker = true;
-      config.rng.te_rng_tracker = true;
-    }
-  }
-  if (config.model.cuda_graph_impl == "none") {
-    // Bridge: no graphs -> no graph-safe RNG tracker, and the scope flag is not applied.
-    config.model.use_te_rng_tracker = false;
-    config.rng.te_rng_tracker = false;
-    return;
-  }
-  if (flags.scope) config.model.cuda_graph_scope = *flags.scope;
-  const std::vector<std::string>& scope = config.model.cuda_graph_scope;
-  const bool full_iteration = config.model.cuda_graph_impl == "local" &&
-                              (scope.empty() || scope == std::vector<std::string>{"full_iteration"});
-  if (full_iteration) config.rerun_state_machine.check_for_nan_in_loss = false;
-}
-
 config::Config bench_config(const BenchOptions& options, const CudaGraphFlags& graph) {
   config::Config config = config::load_config(recipe_name(options), options.overrides);
+  config::apply_overrides(config, options.bridge.overrides);  // flags win over the trailing overrides
   if (options.micro_batch_size) config.train.micro_batch_size = *options.micro_batch_size;
   if (options.global_batch_size) config.train.global_batch_size = *options.global_batch_size;
   if (options.seq_length) {

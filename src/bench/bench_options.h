@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/graph_flags.h"
+#include "bench/bridge_flags.h"
 #include "bench/mode_list.h"
 
 namespace sg::bench {
@@ -44,11 +46,15 @@ struct BenchOptions {
   // The benchmark's own.
   std::optional<std::string> compare;  // --compare none,local,...
   int steps = 50;                      // --steps: measured steps per mode
+  bool steps_given = false;            // --steps was on the command line (it excludes -ms/--max_steps)
   std::optional<int> warmup;           // --warmup: eager steps before capture (default: the recipe's)
   int floor_steps = 10;                // --floor-steps: steps traced with CUPTI for the kernel-time floor
   std::string json_path;               // --json FILE
   std::string trace_path;              // --trace FILE
   bool plain = false;                  // --plain: progress as lines, not a redrawn bar
+  std::string html_path;               // --html FILE: the report as a self-contained HTML page
+
+  BridgeFlagEffects bridge;  // the other run_script.py flags (bench/bridge_flags.h)
 };
 
 // Parses the arguments after `stepgraph bench`. CLI11 cannot declare Bridge's multi-letter single-dash
@@ -61,11 +67,11 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args);
 // The flag reference printed by `stepgraph bench --help`, one flag per line, every parse_bench_args flag.
 std::string bench_flags_help();
 
-// The CUDA-graph part of the flags (one mode of --compare, or --cuda_graph_impl/--cuda_graph_scope).
-struct CudaGraphFlags {
-  std::optional<std::string> impl;
-  std::optional<std::vector<std::string>> scope;
-};
+// The CUDA-graph part of the flags (one mode of --compare, or --cuda_graph_impl/--cuda_graph_scope) and
+// Bridge's side effects of them: one rule, in config/graph_flags.h, shared with `stepgraph train`.
+using config::apply_cuda_graph_overrides;
+using config::CudaGraphFlags;
+using config::parse_scope_flag;
 
 // Checks the values of the Bridge flags that stepgraph reads:
 //   * a value Bridge does not know either (--task foo, -c fp4, -ng 0, an unknown -mr) -> ConfigError
@@ -78,12 +84,6 @@ void check_bench_options(const BenchOptions& options);
 
 // "llama/1b" from -m llama -mr 1b.
 std::string recipe_name(const BenchOptions& options);
-
-// Bridge's _set_cuda_graph_overrides on `config` (see the file comment).
-void apply_cuda_graph_overrides(config::Config& config, const CudaGraphFlags& flags);
-
-// --cuda_graph_scope "attn,mlp" -> {"attn", "mlp"}; ConfigError for an unknown scope.
-std::vector<std::string> parse_scope_flag(const std::string& text);
 
 // The config of one benchmark run: recipe + overrides + flags (with `graph` as the CUDA-graph flags) +
 // dataset.mock true + --warmup. Not validated yet (plan_bench does that).

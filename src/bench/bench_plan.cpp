@@ -3,6 +3,7 @@
 #include "core/strings.h"
 #include "model/stack.h"
 #include "train/backend_factory.h"
+#include "train/run_plan.h"
 #include "config/model_config.h"
 
 namespace sg::bench {
@@ -98,6 +99,18 @@ BenchPlan plan_bench(const BenchOptions& options) {
   plan.optimizer = train::optimizer_spec(first);
   plan.seed = static_cast<uint64_t>(first.rng.seed);
   plan.warmup_steps = static_cast<int>(first.model.cuda_graph_warmup_steps);
+  if (options.bridge.max_steps) {
+    // Bridge's max_steps counts every optimizer step of the run: here warmup + capture + measured + floor.
+    const int64_t measured = *options.bridge.max_steps - plan.warmup_steps - 1 - plan.floor_steps;
+    if (measured < 1) {
+      throw config::ConfigError(strprintf(
+          "-ms/--max_steps %lld leaves no measured step: each mode runs %d warmup + 1 capture + %d floor steps "
+          "before measuring; give at least %d",
+          static_cast<long long>(*options.bridge.max_steps), plan.warmup_steps, plan.floor_steps,
+          plan.warmup_steps + 2 + plan.floor_steps));
+    }
+    plan.steps = static_cast<int>(measured);
+  }
   return plan;
 }
 
@@ -120,9 +133,15 @@ std::string describe_plan(const BenchPlan& plan) {
       "(%d steps)\n",
       plan.warmup_steps, plan.warmup_steps == 1 ? "" : "s", plan.steps, plan.steps == 1 ? "" : "s", plan.floor_steps,
       plan.floor_steps == 1 ? "" : "s", plan.trace ? " (the first one traced)" : "", plan.steps_per_mode());
+  text += train::describe_gpu_memory_plan(plan.modes.front().config) + "\n";
+  if (!plan.options.bridge.ignored.empty()) {
+    text += "ignored (Megatron-Bridge launcher flags; they do not change what runs here): " +
+            join(plan.options.bridge.ignored, " ") + "\n";
+  }
   for (const PlannedMode& mode : plan.modes) {
     text += "mode " + mode.label + ":\n";
     for (const char* key : kGraphKeys) text += strprintf("  %s = %s\n", key, config::format_value(mode.config, key).c_str());
+    text += "  " + train::describe_graph_plan(mode.config) + "\n";
     for (const config::Note& note : mode.notes) text += "  " + config::format_note(note);
   }
   return text;

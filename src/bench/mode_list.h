@@ -11,18 +11,13 @@
 #include <string_view>
 #include <vector>
 
+#include "config/graph_flags.h"
+
 namespace sg::bench {
 
-inline const std::vector<std::string>& graph_impl_names() {
-  static const std::vector<std::string> names = {"none", "local", "transformer_engine"};
-  return names;
-}
+inline const std::vector<std::string>& graph_impl_names() { return config::cuda_graph_impl_names(); }
 // Megatron-Bridge's VALID_CUDA_GRAPH_SCOPES (scripts/performance/argument_parser.py).
-inline const std::vector<std::string>& graph_scope_names() {
-  static const std::vector<std::string> names = {"full_iteration", "attn",           "mlp",  "moe",
-                                                 "moe_router",     "moe_preprocess", "mamba"};
-  return names;
-}
+inline const std::vector<std::string>& graph_scope_names() { return config::cuda_graph_scope_names(); }
 
 struct GraphMode {
   std::string impl;                // none, local, transformer_engine

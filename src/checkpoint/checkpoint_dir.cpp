@@ -95,13 +95,16 @@ void write_contents(const std::string& tmp, const CheckpointContents& contents, 
   for (const TensorFile& f : contents.tensor_files) {
     digests[f.filename] = digest_json(write_safetensors(tmp + "/" + f.filename, f.tensors, f.metadata, hooks.on_write));
   }
-  auto write_json = [&](const JsonFile& f, const nlohmann::json& content) {
-    const std::string text = content.dump(2) + "\n";
-    DurableFileWriter writer(tmp + "/" + f.filename, text.size(), hooks.on_write);
+  auto write_text = [&](const std::string& filename, const std::string& text) {
+    DurableFileWriter writer(tmp + "/" + filename, text.size(), hooks.on_write);
     writer.write(text.data(), text.size());
     writer.close();
-    digests[f.filename] = digest_json({writer.written(), writer.crc32()});
+    digests[filename] = digest_json({writer.written(), writer.crc32()});
   };
+  auto write_json = [&](const JsonFile& f, const nlohmann::json& content) {
+    write_text(f.filename, content.dump(2) + "\n");
+  };
+  for (const CopiedFile& f : contents.copied_files) write_text(f.filename, read_text_file(f.source));
   const JsonFile* checksums_file = nullptr;
   for (const JsonFile& f : contents.json_files) {
     if (f.filename == contents.checksums_into) {
@@ -244,6 +247,9 @@ CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkp
   c.tensor_files.push_back({kOptimizerExpAvgSqFile, checkpoint.exp_avg_sq, {}});
   if (!checkpoint.model_config.is_null()) c.json_files.push_back({kConfigFile, checkpoint.model_config});
   c.json_files.push_back({kTrainStateFile, checkpoint.state.to_json()});
+  for (const std::string& path : checkpoint.extra_files) {
+    c.copied_files.push_back({path, fs::path(path).filename().string()});
+  }
   c.checksums_into = kTrainStateFile;
   return c;
 }

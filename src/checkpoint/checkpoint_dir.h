@@ -7,6 +7,7 @@
 //   DIR/iter_0000100/optimizer_exp_avg_sq.safetensors    Adam second moment  (same names)
 //   DIR/iter_0000100/train_state.json                    step, data position, RNG, config hash,
 //                                                        CRC-32 and size of every other file
+//   DIR/iter_0000100/tokenizer.json, ...                 copied files (the tokenizer's), when given
 //   DIR/latest_checkpointed_iteration.txt                "100\n": the newest whole save
 //   DIR/.lock                                            held by the run saving here (save_dir_lock.h)
 // Saving is atomic: files go into DIR/iter_0000100.tmp-<pid>, each fsynced, the folder fsynced,
@@ -49,9 +50,16 @@ struct JsonFile {
   std::string filename;
   nlohmann::json content;
 };
+// A file copied byte for byte into the folder (e.g. the tokenizer's files, so that
+// transformers.AutoTokenizer.from_pretrained(checkpoint) works next to AutoModelForCausalLM).
+struct CopiedFile {
+  std::string source;    // path to read
+  std::string filename;  // name inside the checkpoint folder
+};
 struct CheckpointContents {
   std::vector<TensorFile> tensor_files;
   std::vector<JsonFile> json_files;
+  std::vector<CopiedFile> copied_files;
   // The JSON file (one of json_files, written last) that records the size and CRC-32 of every
   // file written before it under "file_checksums"; empty for none.
   std::string checksums_into;
@@ -100,6 +108,7 @@ struct TrainingCheckpoint {
   std::vector<TensorRef> exp_avg;
   std::vector<TensorRef> exp_avg_sq;
   TrainState state;
+  std::vector<std::string> extra_files;  // copied in under their own names (the tokenizer's files)
 };
 CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkpoint);
 

@@ -1,5 +1,5 @@
 // stepgraph bench -m FAMILY -mr NAME [Megatron-Bridge run_script.py flags] [--compare MODES] [--steps N]
-//                 [--warmup N] [--floor-steps N] [--json FILE] [--trace FILE] [section.key=value ...]
+//                 [--warmup N] [--floor-steps N] [--json FILE] [--html FILE] [--trace FILE] [section.key=value ...]
 // Measures the training step of one recipe in one or several CUDA-graph modes (bench/).
 // Exit 0 measured (or --dryrun planned), 1 the request failed (rule violations, not implemented, no GPU,
 // a CUDA error), 2 usage error, 128+signal when stopped by SIGINT/SIGTERM.
@@ -26,6 +26,7 @@
 #include "bench/bench_options.h"
 #include "bench/bench_plan.h"
 #include "bench/bench_runner.h"
+#include "bench/bench_html.h"
 #include "bench/chrome_trace.h"
 #include "bench/report.h"
 #include "config/config.h"
@@ -128,6 +129,10 @@ int run_bench_rank(const bench::BenchPlan& plan, const bench::BenchOptions& opti
     write_text_file(options.json_path, report_json(plan, results, report), "bench JSON");
     std::fprintf(stderr, "wrote %s\n", options.json_path.c_str());
   }
+  if (!options.html_path.empty()) {
+    write_text_file(options.html_path, report_html(plan, results, report), "bench HTML report");
+    std::fprintf(stderr, "wrote %s\n", options.html_path.c_str());
+  }
   if (!options.trace_path.empty()) {
     std::vector<TraceProcess> processes;
     for (const ModeResult& m : results.modes) processes.push_back({m.label, m.trace});
@@ -158,6 +163,7 @@ const CommandRegistration kRegistration{"bench", 15, [](CLI::App& app, int& exit
               "--cuda_graph_impl transformer_engine --cuda_graph_scope attn,mlp\n"
               "  stepgraph bench -m llama -mr small --compare none,local --trace small_trace.json "
               "train.micro_batch_size=4\n"
+              "  stepgraph bench -m llama -mr tiny --compare none,local --html tiny.html\n"
               "  stepgraph bench -m llama -mr tiny --compare none,local --dryrun\n"
               "Exit 0 done, 1 the request failed (rule violations, not implemented yet, no GPU), 2 usage "
               "error, 130/143 stopped by SIGINT/SIGTERM. See docs/performance.md.");

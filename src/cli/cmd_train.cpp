@@ -1,4 +1,5 @@
 // stepgraph train RECIPE [overrides...]
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -10,6 +11,7 @@
 #include "core/strings.h"
 #include "graph/registry.h"
 #include "config/config.h"
+#include "config/graph_flags.h"
 #include "train/distributed_run.h"
 #include "train/progress.h"
 #include "train/trainer.h"
@@ -25,7 +27,17 @@ struct TrainArgs {
   bool plain = false;
   std::string dump_batches;
   std::string rendezvous_file;
+  std::string cuda_graph_impl;   // --cuda_graph_impl (Bridge's run_script.py flag)
+  std::string cuda_graph_scope;  // --cuda_graph_scope a,b
 };
+
+// runs/<name>: a shipped recipe's name ("llama/tiny" -> tiny), a YAML file's stem ("my/run.yaml" -> run).
+std::string default_run_dir(const std::string& recipe) {
+  std::filesystem::path name = std::filesystem::path(config::find_recipe(recipe).name).filename();
+  const std::string ext = name.extension().string();
+  if (ext == ".yaml" || ext == ".yml") name = name.stem();
+  return (std::filesystem::path("runs") / name).string();
+}
 
 int run_train(const TrainArgs& args) {
   std::vector<std::string> overrides = args.overrides;
@@ -38,16 +50,21 @@ int run_train(const TrainArgs& args) {
   config::Config config;
   try {
     config = config::load_config(recipe, overrides);
+    // Bridge's flags and their side effects (graph-safe RNG on; a whole-step graph turns the host-side
+    // loss NaN check off): the same rule as `stepgraph bench`, so turning graphs on is one flag.
+    config::CudaGraphFlags flags;
+    if (!args.cuda_graph_impl.empty()) {
+      config::check_impl_flag(args.cuda_graph_impl);
+      flags.impl = args.cuda_graph_impl;
+    }
+    if (!args.cuda_graph_scope.empty()) flags.scope = config::parse_scope_flag(args.cuda_graph_scope);
+    if (flags.impl || flags.scope) config::apply_cuda_graph_overrides(config, flags);
   } catch (const config::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return e.exit_code();
   }
   train::TrainOptions options;
-  options.run_dir = args.run_dir.empty()
-                        ? (std::filesystem::path("runs") / std::filesystem::path(config::find_recipe(recipe).name)
-                                                               .filename())
-                              .string()
-                        : args.run_dir;
+  options.run_dir = args.run_dir.empty() ? default_run_dir(recipe) : args.run_dir;
   options.force_cpu = args.cpu;
   options.dump_batches_dir = args.dump_batches;
   options.interactive = !args.plain && train::Progress::stderr_is_terminal();
@@ -70,6 +87,7 @@ int run_train(const TrainArgs& args) {
         options.dump_batches_dir = (std::filesystem::path(options.dump_batches_dir) / rank_dir).string();
       }
       options.interactive = false;
+      config.logger.tensorboard_dir.reset();  // rank 0's events are the run's
     }
   }
   train::TrainSummary summary;
@@ -84,10 +102,13 @@ int run_train(const TrainArgs& args) {
     throw;
   }
   if (summary.steps_run() > 0 && (!distributed || distributed->is_writer())) {
-    std::fprintf(stderr, "trained %lld step%s (%lld -> %lld): loss %.4f -> %.4f; metrics in %s\n",
+    std::string val;
+    if (std::isfinite(summary.last_val_loss)) val = strprintf(", val loss %.4f", summary.last_val_loss);
+    std::fprintf(stderr, "trained %lld step%s (%lld -> %lld): loss %.4f -> %.4f%s; metrics in %s, report in %s\n",
                  static_cast<long long>(summary.steps_run()), summary.steps_run() == 1 ? "" : "s",
                  static_cast<long long>(summary.start_step), static_cast<long long>(summary.steps_done),
-                 summary.first_loss, summary.last_loss, summary.metrics_path.c_str());
+                 summary.first_loss, summary.last_loss, val.c_str(), summary.metrics_path.c_str(),
+                 summary.report_path.c_str());
   }
   return summary.stopped_by_signal ? graph::exit_code_for_stop() : 0;
 }
@@ -96,17 +117,29 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Train a model. On a GPU: bf16 with CUDA graphs as model.cuda_graph_impl says; without one: the CPU "
-      "fp32 reference backend (graphs off). SIGINT/SIGTERM/SIGHUP finish the current step, save a checkpoint "
-      "when checkpoint.save is set, and exit (status 130/143/129). Exit status: 0 trained, 1 an error "
-      "(invalid config, bad data or checkpoint, ...), 2 usage or parse error, 3 stopped by a NaN/Inf "
+      "Train a model of attention and MLP layers (GPT blocks, or a hybrid pattern of * and -; MoE (E) and "
+      "Mamba (M) layers are validated, not trained yet). On a GPU: bf16 with CUDA graphs as "
+      "model.cuda_graph_impl says (or --cuda_graph_impl/--cuda_graph_scope, as in bench); without one: the CPU "
+      "fp32 reference backend (graphs off). Writes runs/<name>/config.yaml, metrics.jsonl (steps and "
+      "validation) and report.html; TensorBoard events with logger.tensorboard_dir. Validation: "
+      "train.eval_interval with dataset.split or dataset.valid_data_path. Your own text: "
+      "tokenizer.tokenizer_type=HuggingFaceTokenizer tokenizer.tokenizer_model=DIR (README \"Your own data\"). "
+      "SIGINT/SIGTERM/SIGHUP finish the current step, save a checkpoint when checkpoint.save is set, write the "
+      "report and exit (status 130/143/129). Exit status: 0 trained, 1 an error (invalid config, bad data or "
+      "checkpoint, ...), 2 usage or parse error, 3 stopped by a NaN/Inf "
       "(rerun_state_machine.check_for_nan_in_loss, ddp.check_for_nan_in_grad, or a refused save of a "
       "non-finite state). Data parallel when started by `stepgraph launch -n N -- train ...`, torchrun or srun "
       "(one rank per GPU; docs/distributed.md).");
   cmd->add_option("recipe", args->recipe,
                   "recipe name (llama/tiny, llama/demo, ...) or a YAML path; default llama/demo");
   cmd->add_option("overrides", args->overrides, "dotted overrides: train.train_iters=50 model.cuda_graph_impl=local");
-  cmd->add_option("--run-dir", args->run_dir, "where metrics.jsonl goes (default runs/<recipe>)");
+  cmd->add_option("--run-dir", args->run_dir,
+                  "where config.yaml, metrics.jsonl and report.html go (default runs/<recipe name or YAML file stem>)");
+  cmd->add_option("--cuda_graph_impl", args->cuda_graph_impl,
+                  "none, local, transformer_engine (Bridge's flag: not none also turns both RNG-tracker keys on; "
+                  "local alone also turns the host-side loss NaN check off)");
+  cmd->add_option("--cuda_graph_scope", args->cuda_graph_scope,
+                  "full_iteration, attn, mlp (Bridge's flag; comma-separated)");
   cmd->add_flag("--cpu", args->cpu, "use the CPU reference backend even when a GPU is present");
   cmd->add_flag("--plain", args->plain, "plain log lines instead of a progress bar");
   cmd->add_option("--rendezvous-file", args->rendezvous_file,

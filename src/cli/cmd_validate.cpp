@@ -15,6 +15,7 @@
 #include "config/model_config.h"
 #include "config/validate.h"
 #include "train/pretrained.h"
+#include "train/run_plan.h"
 
 namespace sg::cli {
 namespace {
@@ -55,6 +56,19 @@ nlohmann::json to_json(const std::vector<config::KeyValue>& values) {
   return out;
 }
 
+// The run plan of a valid config (model, tokens per step, GPU memory plan, graphs), computed without a
+// device; empty when the plan itself cannot be made (a shape the kernels refuse).
+std::vector<std::string> run_plan_lines(const config::ValidationReport& report) {
+  if (const auto missing = config::unimplemented_features(report.config); !missing.empty()) {
+    return {"no run plan: stepgraph does not train this yet (" + join(missing, "; ") + ")"};
+  }
+  try {
+    return train::describe_run_plan(report.config);
+  } catch (const sg::Error& e) {
+    return {std::string("no run plan: ") + e.what()};
+  }
+}
+
 nlohmann::json to_json(const Outcome& o) {
   nlohmann::json out = {{"recipe", o.name}, {"source", o.source}};
   if (!o.report) {
@@ -77,6 +91,7 @@ nlohmann::json to_json(const Outcome& o) {
         {{"rule", n.rule}, {"message", n.message}, {"values", to_json(n.values)}});
   }
   out["unimplemented"] = config::unimplemented_features(o.report->config);
+  if (o.report->ok()) out["plan"] = run_plan_lines(*o.report);
   return out;
 }
 
@@ -107,6 +122,10 @@ int validate_one(const std::string& recipe, const std::vector<std::string>& over
     std::printf("\n%s", config::format_violation(v).c_str());
   if (!o.report->notes.empty()) std::printf("\n");
   for (const auto& n : o.report->notes) std::printf("%s", config::format_note(n).c_str());
+  if (o.report->ok()) {
+    std::printf("\n");
+    for (const auto& line : run_plan_lines(*o.report)) std::printf("%s\n", line.c_str());
+  }
   return o.exit_code();
 }
 

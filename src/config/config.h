@@ -33,7 +33,10 @@ struct ModelConfig {
   int64_t num_attention_heads = 0;
   std::optional<int64_t> num_query_groups;  // null: num_attention_heads (no GQA)
   int64_t seq_length = 1024;
-  std::optional<int64_t> vocab_size;  // Bridge takes it from the tokenizer; stepgraph needs it set
+  // null: the tokenizer's vocabulary padded to make_vocab_size_divisible_by (Bridge); without a
+  // tokenizer it must be set
+  std::optional<int64_t> vocab_size;
+  int64_t make_vocab_size_divisible_by = 128;  // Megatron's padding of the tokenizer's vocabulary
   double rotary_base = 10000.0;
   bool rope_scaling = false;          // Llama 3.x RoPE frequency scaling (Bridge's Llama31 provider)
   double rope_scaling_factor = 8.0;   // its factor (8 for Llama 3.1, 32 for Llama 3.2)
@@ -74,6 +77,8 @@ struct TrainConfig {
   std::optional<int64_t> micro_batch_size;
   std::optional<int64_t> global_batch_size;  // null: micro_batch_size x data-parallel size (one microbatch each)
   std::optional<int64_t> train_iters;
+  std::optional<int64_t> eval_interval;  // null: no evaluation
+  int64_t eval_iters = 100;              // global batches per evaluation (Megatron's default)
 };
 
 struct OptimizerConfig {
@@ -103,6 +108,16 @@ struct DatasetConfig {
   bool pad_to_max_length = false;
   bool packed_sequence = false;
   bool pad_cu_seqlens = false;
+  bool eod_mask_loss = false;  // no loss where the input token is the tokenizer's EOD
+  // Megatron's document-level train/valid/test split of every dataset in data_path ("969,30,1");
+  // null: all of data_path trains
+  std::optional<std::string> split;
+  std::vector<std::string> valid_data_path;  // separate validation prefixes (instead of split)
+};
+
+struct TokenizerConfig {
+  std::optional<std::string> tokenizer_type;   // HuggingFaceTokenizer
+  std::optional<std::string> tokenizer_model;  // a folder with tokenizer.json
 };
 
 struct CheckpointConfig {
@@ -119,6 +134,7 @@ struct CheckpointConfig {
 
 struct LoggerConfig {
   int64_t log_interval = 100;
+  std::optional<std::string> tensorboard_dir;  // TensorBoard event files go here
 };
 
 struct RngConfig {
@@ -142,6 +158,7 @@ struct Config {
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   DatasetConfig dataset;
+  TokenizerConfig tokenizer;
   CheckpointConfig checkpoint;
   LoggerConfig logger;
   RngConfig rng;
@@ -166,7 +183,10 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("model", "num_attention_heads", m.num_attention_heads, "query heads");
   v("model", "num_query_groups", m.num_query_groups, "KV heads (GQA); null = num_attention_heads");
   v("model", "seq_length", m.seq_length, "tokens per sequence");
-  v("model", "vocab_size", m.vocab_size, "vocabulary size (must be set)");
+  v("model", "vocab_size", m.vocab_size,
+    "vocabulary size; null = the tokenizer's, padded (must be set without a tokenizer)");
+  v("model", "make_vocab_size_divisible_by", m.make_vocab_size_divisible_by,
+    "pad the tokenizer's vocabulary to a multiple of this");
   v("model", "rotary_base", m.rotary_base, "RoPE base");
   v("model", "rope_scaling", m.rope_scaling, "Llama 3 RoPE frequency scaling");
   v("model", "rope_scaling_factor", m.rope_scaling_factor, "its factor (Llama 3.1: 8, 3.2: 32)");
@@ -212,6 +232,9 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("train", "global_batch_size", c.train.global_batch_size,
     "sequences per step over all ranks; null = micro_batch_size x data-parallel size");
   v("train", "train_iters", c.train.train_iters, "optimizer steps");
+  v("train", "eval_interval", c.train.eval_interval,
+    "steps between evaluations on the validation data; null = none");
+  v("train", "eval_iters", c.train.eval_iters, "global batches per evaluation");
   v("optimizer", "lr", c.optimizer.lr, "peak learning rate (must be set)");
   v("optimizer", "min_lr", c.optimizer.min_lr, "learning rate at the end of decay");
   v("optimizer", "weight_decay", c.optimizer.weight_decay, "AdamW decoupled weight decay");
@@ -233,6 +256,15 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("dataset", "packed_sequence", c.dataset.packed_sequence,
     "several documents per sequence (THD)");
   v("dataset", "pad_cu_seqlens", c.dataset.pad_cu_seqlens, "pad cu_seqlens to a static length");
+  v("dataset", "eod_mask_loss", c.dataset.eod_mask_loss,
+    "no loss where the input token is the tokenizer's EOD");
+  v("dataset", "split", c.dataset.split,
+    "train,valid,test document shares of each dataset (\"969,30,1\"); null = all trains");
+  v("dataset", "valid_data_path", c.dataset.valid_data_path,
+    "validation dataset prefixes (instead of split)");
+  v("tokenizer", "tokenizer_type", c.tokenizer.tokenizer_type, "HuggingFaceTokenizer");
+  v("tokenizer", "tokenizer_model", c.tokenizer.tokenizer_model,
+    "tokenizer folder (tokenizer.json, tokenizer_config.json)");
   v("checkpoint", "save", c.checkpoint.save, "directory to save checkpoints to");
   v("checkpoint", "load", c.checkpoint.load, "directory to resume from");
   v("checkpoint", "save_interval", c.checkpoint.save_interval, "steps between saves");
@@ -243,6 +275,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("checkpoint", "overwrite", c.checkpoint.overwrite,
     "delete the checkpoints already in checkpoint.save and start over");
   v("logger", "log_interval", c.logger.log_interval, "steps between log lines");
+  v("logger", "tensorboard_dir", c.logger.tensorboard_dir, "write TensorBoard event files here");
   v("rng", "seed", c.rng.seed, "seed of every random stream");
   v("rng", "te_rng_tracker", c.rng.te_rng_tracker, "graph-safe RNG tracker (rng side)");
   v("rerun_state_machine", "check_for_nan_in_loss", c.rerun_state_machine.check_for_nan_in_loss,

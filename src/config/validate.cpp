@@ -130,6 +130,7 @@ class Validator {
 
   ValidationReport run() {
     resolve_defaults();
+    detail::resolve_tokenizer(report_.config, report_.violations, report_.notes);
     count_layers();
     rule1_known_values();
     rule2_impl_none();
@@ -137,6 +138,7 @@ class Validator {
     rule4_impl_and_scope();
     rules5_to_15();
     detail::check_shapes(report_.config, report_.violations);
+    detail::check_user_data(report_.config, report_.violations, report_.notes);
     rule16_unimplemented();
     // Report in rule order; within a rule, in the order found.
     std::stable_sort(report_.violations.begin(), report_.violations.end(),

@@ -55,6 +55,10 @@ std::string format_note(const Note& note);
 namespace detail {
 // Rule 16's shape and value checks (validate_shapes.cpp), on a config whose defaults are resolved.
 void check_shapes(const Config& config, std::vector<Violation>& violations);
+// validate_data.cpp: the tokenizer (reads its files; sets model.vocab_size when null) and, after the
+// shape checks, split / validation data / evaluation / eod_mask_loss / tensorboard_dir.
+void resolve_tokenizer(Config& config, std::vector<Violation>& violations, std::vector<Note>& notes);
+void check_user_data(const Config& config, std::vector<Violation>& violations, std::vector<Note>& notes);
 }  // namespace detail
 
 }  // namespace sg::config

@@ -105,7 +105,14 @@ class ShapeChecker {
     }
     if (hidden_ok || m.ffn_hidden_size) size("model.ffn_hidden_size", m.ffn_hidden_size);
     size("model.seq_length", m.seq_length);
-    size("model.vocab_size", m.vocab_size);
+    if (!m.vocab_size) {
+      fail("model.vocab_size must be set (there is no tokenizer to take it from)",
+           {"model.vocab_size", "tokenizer.tokenizer_model"},
+           "set model.vocab_size to a positive integer, or tokenizer.tokenizer_type=HuggingFaceTokenizer "
+           "tokenizer.tokenizer_model=DIR to take it from the tokenizer (padded)");
+    } else {
+      size("model.vocab_size", m.vocab_size);
+    }
     positive("model.rotary_base", m.rotary_base);
     if (m.rope_scaling) positive("model.rope_scaling_factor", m.rope_scaling_factor);
     positive("model.layernorm_epsilon", m.layernorm_epsilon);

@@ -1,9 +1,11 @@
 #include "data/blended_dataset.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <numeric>
 
 #include "core/error.h"
@@ -36,6 +38,32 @@ bool usable_weight(const std::string& text, double w) {
 }
 
 }  // namespace
+
+void check_dataset_exists(const std::string& prefix) {
+  std::error_code ec;
+  const bool idx = std::filesystem::is_regular_file(index_path(prefix), ec);
+  const bool bin = std::filesystem::is_regular_file(bin_path(prefix), ec);
+  if (idx && bin) return;
+  const std::string missing = !idx && !bin ? index_path(prefix) + " and " + bin_path(prefix)
+                                           : (!idx ? index_path(prefix) : bin_path(prefix));
+  std::string hint;
+  if (prefix.size() < 14 || prefix.compare(prefix.size() - 14, 14, "_text_document") != 0) {
+    if (std::filesystem::is_regular_file(index_path(prefix + "_text_document"), ec)) {
+      hint = strprintf(" (%s_text_document exists: tools/preprocess_data.py names its output "
+                       "PREFIX_<json key>_document)",
+                       prefix.c_str());
+    }
+  }
+  throw Error(strprintf(
+      "dataset %s: %s not found%s. A dataset is a Megatron .bin/.idx pair; make one with\n"
+      "  stepgraph data synth --out %s          (the synthetic demo corpus, 256-token vocabulary)\n"
+      "or from your own text (README \"Your own data\"):\n"
+      "  python3 tools/train_tokenizer.py --input FILE.jsonl --vocab-size 8000 --output TOKENIZER_DIR\n"
+      "  python3 tools/preprocess_data.py --input FILE.jsonl --json-keys text --output-prefix %s "
+      "--tokenizer-type HuggingFaceTokenizer --tokenizer-model TOKENIZER_DIR --append-eod\n"
+      "  (then dataset.data_path=[%s_text_document])",
+      prefix.c_str(), missing.c_str(), hint.c_str(), prefix.c_str(), prefix.c_str(), prefix.c_str()));
+}
 
 std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data_path) {
   if (data_path.empty()) {
@@ -127,21 +155,35 @@ DataPosition DataPosition::from_json(const nlohmann::json& j) {
 // ---------------------------------------------------------------------------------------------
 
 IndexedSampleSource::IndexedSampleSource(IndexedDataset dataset, int64_t seq_length, uint64_t seed,
-                                         uint64_t source_id)
-    : dataset_(std::move(dataset)), seq_length_(seq_length), seed_(seed), source_id_(source_id) {
-  const uint64_t tokens = dataset_.num_tokens();
+                                         uint64_t source_id, const DocumentRange& documents)
+    : dataset_(std::move(dataset)), seq_length_(seq_length), seed_(seed), source_id_(source_id),
+      range_label_(documents.label) {
+  const uint64_t docs = dataset_.num_documents();
+  const uint64_t last = std::min(documents.last, docs);
+  const uint64_t first = std::min(documents.first, last);
+  token_begin_ = dataset_.document_token_start(first);
+  token_end_ = dataset_.document_token_start(last);
+  const uint64_t tokens = token_end_ - token_begin_;
   const uint64_t needed = static_cast<uint64_t>(seq_length) + 1;
   if (tokens < needed) {
+    const std::string part =
+        range_label_.empty() ? std::string() : strprintf(" (%s)", range_label_.c_str());
     throw Error(
-        strprintf("dataset %s has %llu tokens; one sample needs seq_length + 1 = %llu. Use a "
-                  "larger corpus or a shorter model.seq_length",
-                  dataset_.prefix().c_str(), static_cast<unsigned long long>(tokens),
-                  static_cast<unsigned long long>(needed)));
+        strprintf("dataset %s%s has %llu tokens; one sample needs seq_length + 1 = %llu. Use a "
+                  "larger corpus, a shorter model.seq_length%s",
+                  dataset_.prefix().c_str(), part.c_str(), static_cast<unsigned long long>(tokens),
+                  static_cast<unsigned long long>(needed),
+                  range_label_.empty() ? "" : " or a larger share in dataset.split"));
   }
   windows_ = (tokens - 1) / static_cast<uint64_t>(seq_length);
 }
 
 std::string IndexedSampleSource::describe() const {
+  if (!range_label_.empty()) {
+    return strprintf("%s (%s): %llu tokens (%s), %llu samples per epoch", dataset_.prefix().c_str(),
+                     range_label_.c_str(), static_cast<unsigned long long>(num_tokens()),
+                     token_dtype_name(dataset_.dtype()), static_cast<unsigned long long>(windows_));
+  }
   return strprintf("%s: %llu documents, %llu tokens (%s), %llu samples per epoch",
                    dataset_.prefix().c_str(),
                    static_cast<unsigned long long>(dataset_.num_documents()),
@@ -156,7 +198,7 @@ void IndexedSampleSource::sample(uint64_t index, int32_t* out) {
     cached_epoch_ = epoch;
   }
   const uint64_t window = order_[index % windows_];
-  dataset_.read_tokens(window * static_cast<uint64_t>(seq_length_),
+  dataset_.read_tokens(token_begin_ + window * static_cast<uint64_t>(seq_length_),
                        static_cast<uint64_t>(seq_length_) + 1, out);
 }
 
@@ -177,10 +219,21 @@ DataLoader::DataLoader(const DataLoaderOptions& options) : seq_length_(options.s
     weights_ = {1.0};
   } else {
     const auto blend = parse_data_path(options.data_path);
+    for (const WeightedPrefix& p : blend) check_dataset_exists(p.prefix);
     for (size_t i = 0; i < blend.size(); ++i) {
       auto dataset = IndexedDataset::open(blend[i].prefix, options.vocab_size);
+      DocumentRange range;
+      if (options.split_shares) {
+        const auto bounds = split_document_bounds(*options.split_shares, dataset.num_documents());
+        const auto s = static_cast<size_t>(options.split);
+        range = {bounds[s], bounds[s + 1],
+                 strprintf("%s split: documents [%llu, %llu) of %llu", split_name(options.split),
+                           static_cast<unsigned long long>(bounds[s]),
+                           static_cast<unsigned long long>(bounds[s + 1]),
+                           static_cast<unsigned long long>(dataset.num_documents()))};
+      }
       auto source = std::make_unique<IndexedSampleSource>(std::move(dataset), options.seq_length,
-                                                          options.seed, i);
+                                                          options.seed, i, range);
       // Unweighted blends follow each dataset's size.
       weights_.push_back(blend[i].weight >= 0.0 ? blend[i].weight
                                                 : static_cast<double>(source->num_tokens()));

@@ -14,9 +14,11 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "data/dataset_split.h"
 #include "data/indexed_dataset.h"
 
 namespace sg::data {
@@ -31,6 +33,10 @@ struct WeightedPrefix {
 // Errors (sg::Error) name the entry: odd-length weighted lists, negative or non-numeric weights,
 // all-zero weights, an empty list.
 std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data_path);
+
+// sg::Error when PREFIX.idx or PREFIX.bin is missing, saying how to make a dataset (stepgraph data synth,
+// tools/train_tokenizer.py + tools/preprocess_data.py).
+void check_dataset_exists(const std::string& prefix);
 
 // Where the stream stands: how many samples it has produced in total and from each source.
 struct DataPosition {
@@ -52,13 +58,20 @@ class SampleSource {
   virtual void sample(uint64_t index, int32_t* out) = 0;
 };
 
-// Windows of an indexed dataset, reshuffled every epoch.
+// Part of an indexed dataset: documents [first, last), its whole token stream by default.
+struct DocumentRange {
+  uint64_t first = 0;
+  uint64_t last = UINT64_MAX;  // clamped to the dataset's document count
+  std::string label;           // "train split, documents [0, 97)": for describe()
+};
+
+// Windows of (a document range of) an indexed dataset, reshuffled every epoch.
 class IndexedSampleSource : public SampleSource {
  public:
   IndexedSampleSource(IndexedDataset dataset, int64_t seq_length, uint64_t seed,
-                      uint64_t source_id);
+                      uint64_t source_id, const DocumentRange& documents = {});
   std::string describe() const override;
-  uint64_t num_tokens() const override { return dataset_.num_tokens(); }
+  uint64_t num_tokens() const override { return token_end_ - token_begin_; }
   void sample(uint64_t index, int32_t* out) override;
   uint64_t windows_per_epoch() const { return windows_; }
   const IndexedDataset& dataset() const { return dataset_; }
@@ -68,6 +81,8 @@ class IndexedSampleSource : public SampleSource {
   int64_t seq_length_;
   uint64_t seed_;
   uint64_t source_id_;
+  uint64_t token_begin_ = 0, token_end_ = 0;  // the range's part of the token stream
+  std::string range_label_;
   uint64_t windows_;
   uint64_t cached_epoch_ = UINT64_MAX;
   std::vector<uint64_t> order_;  // permutation of the cached epoch
@@ -79,6 +94,9 @@ struct DataLoaderOptions {
   int64_t seq_length = 0;
   int64_t vocab_size = 0;  // every token id is checked against it at open
   uint64_t seed = 1234;    // dataset / rng seed
+  // dataset.split: read only `split`'s documents of every dataset (dataset_split.h). Unset: all.
+  std::optional<SplitShares> split_shares;
+  Split split = Split::train;
 };
 
 class DataLoader {

@@ -65,6 +65,9 @@ class IndexedDataset {
   std::span<const int32_t> sequence_lengths() const { return sequence_lengths_; }
   std::span<const int64_t> sequence_offsets() const { return sequence_offsets_; }
   std::span<const int64_t> document_index() const { return document_index_; }
+  // Stream position (see read_tokens) of document d's first token; d == num_documents() gives
+  // num_tokens().
+  uint64_t document_token_start(uint64_t d) const { return token_starts_[static_cast<size_t>(document_index_[d])]; }
 
   // Tokens of sequence `s`, converted to int32 (validated to fit at open).
   std::vector<int32_t> sequence(uint64_t s) const;

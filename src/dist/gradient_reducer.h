@@ -11,6 +11,8 @@
 //                         already holds every gradient and its norm is the global one)
 //   grad norm stage 2, lr, AdamW over the owned range
 //   gather_weights        the updated bf16 weights of every shard on every rank (sharded only)
+// and in the forward-only evaluation (each rank evaluates its rows of every validation batch):
+//   reduce_eval_loss      *eval_loss summed over ranks
 //
 // The loss is pre-scaled by 1 / (microbatches x data-parallel size) in the step, so sums over ranks are
 // the global means, and a step at world size N adds the same terms as at world size 1, in another order.
@@ -27,6 +29,7 @@ struct ReducerBuffers {
   float* grads = nullptr;          // [padded_params] fp32 main_grad
   void* params = nullptr;          // [padded_params] bf16 compute weights
   float* loss = nullptr;           // the step's device loss scalar
+  float* eval_loss = nullptr;      // the evaluation's device loss scalar
   double* norm_partials = nullptr; // the grad norm's per-block partial sums
   int64_t norm_partials_count = 0;
 };
@@ -45,6 +48,7 @@ class GradientReducer {
   virtual void reduce_gradients(cudaStream_t stream) = 0;
   virtual void reduce_norm_partials(cudaStream_t stream) = 0;
   virtual void gather_weights(cudaStream_t stream) = 0;
+  virtual void reduce_eval_loss(cudaStream_t stream) = 0;
 
   // Outside steps (checkpoints; every rank must call it): the full fp32 vector assembled from every
   // rank's optimizer slice `shard` (layout().owned.size floats) into `staging` (padded_params floats,

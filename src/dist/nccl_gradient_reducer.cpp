@@ -16,7 +16,7 @@ NcclGradientReducer::NcclGradientReducer(Communicator& communicator, DataParalle
 
 void NcclGradientReducer::check_bound() const {
   SG_CHECK(buffers_.grads != nullptr && buffers_.params != nullptr && buffers_.loss != nullptr &&
-               buffers_.norm_partials != nullptr,
+               buffers_.eval_loss != nullptr && buffers_.norm_partials != nullptr,
            "NcclGradientReducer used before bind(): the step binds its buffers when it plans its memory");
 }
 
@@ -28,6 +28,7 @@ void NcclGradientReducer::bind(const ReducerBuffers& buffers, cudaStream_t strea
   reduce_gradients(stream);
   reduce_norm_partials(stream);
   gather_weights(stream);
+  reduce_eval_loss(stream);
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   comm_.check_async_error();
 }
@@ -60,6 +61,11 @@ void NcclGradientReducer::gather_weights(cudaStream_t stream) {
   auto* params = static_cast<uint16_t*>(buffers_.params);  // bf16 elements
   const FlatRange& own = layout_.owned;
   comm_.all_gather(params + own.begin, params, static_cast<size_t>(own.size), ElementType::bf16, stream);
+}
+
+void NcclGradientReducer::reduce_eval_loss(cudaStream_t stream) {
+  check_bound();
+  comm_.all_reduce_sum(buffers_.eval_loss, buffers_.eval_loss, 1, ElementType::f32, stream);
 }
 
 void NcclGradientReducer::gather_optimizer_slices(const float* shard, float* staging, cudaStream_t stream) {

@@ -93,12 +93,18 @@ LmHeadPlan::ChunkGemms LmHeadPlan::plan_chunk(Blas& blas, int64_t rows) const {
 }
 
 void LmHeadPlan::execute(cudaStream_t stream, const LmHeadBuffers& b) const {
-  SG_CHECK(b.hidden && b.weight && b.targets && b.loss_mask && b.dhidden && b.dweight && b.loss_accumulator &&
-               b.workspace,
-           "lm_head execute: hidden, weight, targets, loss_mask, dhidden, dweight, loss_accumulator and "
-           "workspace must all be device pointers");
+  SG_CHECK(b.dhidden && b.dweight, "lm_head execute: dhidden and dweight must be device pointers");
+  run(stream, b, /*backward=*/true);
+}
+
+void LmHeadPlan::execute_loss(cudaStream_t stream, const LmHeadBuffers& b) const { run(stream, b, /*backward=*/false); }
+
+void LmHeadPlan::run(cudaStream_t stream, const LmHeadBuffers& b, bool backward) const {
+  SG_CHECK(b.hidden && b.weight && b.targets && b.loss_mask && b.loss_accumulator && b.workspace,
+           "lm_head: hidden, weight, targets, loss_mask, loss_accumulator and workspace must all be device "
+           "pointers");
   SG_CHECK(aligned_to(b.workspace, kWorkspaceAlignment),
-           strprintf("lm_head execute: workspace %p must be 256-byte aligned", b.workspace));
+           strprintf("lm_head: workspace %p must be 256-byte aligned", b.workspace));
   const int64_t T = shape_.T, H = shape_.H, V = shape_.V;
   char* ws = static_cast<char*>(b.workspace);
   float* logits = reinterpret_cast<float*>(ws + layout_.logits_offset);
@@ -128,6 +134,7 @@ void LmHeadPlan::execute(cudaStream_t stream, const LmHeadBuffers& b) const {
     ce.loss_scale = loss_scale_;
     cross_entropy_forward_backward(stream, ce);
 
+    if (!backward) continue;
     g.dhidden->run(stream, b.weight, dlogits, b.dhidden + r0 * H);
     g.dweight->run(stream, h_c, dlogits, b.dweight);
   }

@@ -74,8 +74,13 @@ class LmHeadPlan {
   // Only launches (token count, per chunk: 3 GEMMs + cross-entropy, loss reduction). Checks pointers
   // on the host (non-null, 16-byte alignment) and throws sg::Error naming the buffer.
   void execute(cudaStream_t stream, const LmHeadBuffers& buffers) const;
+  // Forward only (evaluation): per chunk the logits GEMM and the cross-entropy, then the loss reduction —
+  // the same loss execute() adds, bit for bit, with neither backward GEMM. dhidden and dweight are not
+  // used (may be null); the cross-entropy still writes dlogits into the workspace, which nothing reads.
+  void execute_loss(cudaStream_t stream, const LmHeadBuffers& buffers) const;
 
  private:
+  void run(cudaStream_t stream, const LmHeadBuffers& buffers, bool backward) const;
   struct ChunkGemms {
     const GemmPlan* logits = nullptr;   // logits_c = h_c W^T
     const GemmPlan* dhidden = nullptr;  // dh_c = dlogits_c W

@@ -110,15 +110,17 @@ double CpuModel::microbatch(const int32_t* tokens, const int32_t* targets, const
     io.d_output = d_output;
     io.d_input = d_norm_.data();
     io.rng = rng;
+    io.dropout = dropout_on_;
     return io;
   };
+  const float hidden_p = dropout_on_ ? m.hidden_dropout : 0.0f;  // evaluate(): dropout off
 
   // Forward: x_0 = embedding, n_0 = its pre-norm; per layer the step's fused add & next norm.
   ref::embedding_forward(resid_[0].data(), tokens, W + layout_.offset(layout_.embedding), T, H);
   ref::rmsnorm_forward(norm_[0].data(), rstd_[0].data(), resid_[0].data(), W + norm_weight(0), T, H, eps);
   for (size_t i = 0; i < N; ++i) {
     layers_[i]->forward(layer_io(i, nullptr));
-    ref::dropout_forward(dropped_.data(), delta_.data(), T * H, m.hidden_dropout, rng, layout_.output_sites[i]);
+    ref::dropout_forward(dropped_.data(), delta_.data(), T * H, hidden_p, rng, layout_.output_sites[i]);
     ref::residual_rmsnorm_forward(resid_[i + 1].data(), norm_[i + 1].data(), rstd_[i + 1].data(), resid_[i].data(),
                                   dropped_.data(), W + norm_weight(i + 1), T, H, eps);
   }
@@ -188,6 +190,15 @@ double CpuModel::compute_loss(const HostBatch& batch, uint64_t first_offset) {
                        1.0f);
   }
   return loss / static_cast<double>(M);
+}
+
+float CpuModel::evaluate(const HostBatch& batch) {
+  struct DropoutOff {
+    bool& flag;
+    explicit DropoutOff(bool& f) : flag(f) { flag = false; }
+    ~DropoutOff() { flag = true; }
+  } off(dropout_on_);
+  return static_cast<float>(compute_loss(batch, rng_.offset));
 }
 
 CpuStepResult CpuModel::train_step(const HostBatch& batch) {

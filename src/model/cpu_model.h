@@ -75,6 +75,11 @@ class CpuModel {
   // [0, num_decay)), then steps_done()++ and the RNG offset advanced by num_microbatches.
   CpuStepResult train_step(const HostBatch& batch);
 
+  // Forward-only evaluation (the twin of TrainStep::enqueue_eval; Megatron's model.eval()): the loss
+  // of `batch` as train_step computes it (mean over microbatches of each one's masked mean loss) with
+  // dropout off. Changes no weight, gradient, optimizer state, step counter or RNG offset.
+  float evaluate(const HostBatch& batch);
+
   int64_t steps_done() const { return steps_done_; }
   rng::RngState rng_state() const { return rng_; }
 
@@ -84,6 +89,7 @@ class CpuModel {
   BatchSpec batch_;
   OptimizerSpec optimizer_;
   rng::RngState rng_;
+  bool dropout_on_ = true;  // false while evaluate() runs
   int64_t steps_done_ = 0;
   int64_t T_ = 0;  // tokens per microbatch
 

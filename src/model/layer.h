@@ -57,6 +57,7 @@ struct LayerIO {
   bf16* output = nullptr;          // delta_i [T, H]
   const bf16* d_output = nullptr;  // d delta_i [T, H]
   bf16* d_input = nullptr;         // d n_i [T, H]
+  bool dropout = true;             // dropout inside the layer; false: evaluation (forward only)
 };
 
 class Layer : public LayerBase {
@@ -80,6 +81,7 @@ struct CpuLayerIO {
   const float* d_output = nullptr;  // d delta_i [T, H]
   float* d_input = nullptr;         // d n_i [T, H]
   rng::RngState rng{};             // the microbatch's generator state (dropout inside the layer)
+  bool dropout = true;             // false: evaluation, the layer's dropout off
 
   const float* weight(ParamRef ref) const { return weights + layout.offset(ref); }
   float* grad(ParamRef ref) const { return grads + layout.offset(ref); }

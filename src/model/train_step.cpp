@@ -24,7 +24,7 @@ TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const Optim
     : layers_(make_layers(model)),
       layout_(declare_model(model, [this](size_t i, LayerDeclarations& d) { layers_[i]->declare(d); })),
       reducer_(options.reducer),
-      dp_(options.reducer ? options.reducer->layout() : dist::plan_data_parallel(layout_.total(), 1, 0, false)),
+      dp_(data_parallel_layout(options, layout_.total())),
       batch_(batch),
       optimizer_(optimizer),
       rng_(seed) {
@@ -52,104 +52,131 @@ TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const Optim
 
 TrainStep::~TrainStep() = default;
 
-void TrainStep::plan_memory(const TrainStepOptions& options) {
+TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const ModelLayout& layout,
+                                                const BatchSpec& batch, const TrainStepOptions& options,
+                                                std::vector<std::unique_ptr<Layer>>& layers, SharedBuffers& shared,
+                                                DevicePlanContext* device, size_t embedding_scratch_bytes) {
   using cuda::MemoryCategory;
-  using cuda::MemorySlot;
-  const ModelSpec& m = layout_.spec;
-  const int64_t T = T_, H = m.hidden_size, N = layout_.num_layers();
-  cuda::MemoryPlan plan;
+  const ModelSpec& m = layout.spec;
+  const int64_t T = batch.tokens_per_microbatch(m), H = m.hidden_size, N = layout.num_layers();
 
   // Parameters and gradients: the whole (padded) flat buffer; the fp32 optimizer state: what this rank
   // owns (everything, or its shard with the distributed optimizer).
-  const size_t flat = sz(dp_.padded_params), owned = sz(dp_.owned.size);
-  const MemorySlot params = plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, flat);
-  const MemorySlot master = plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, owned);
-  const MemorySlot grads = plan.add_array<float>("gradients.fp32", MemoryCategory::gradients, flat);
-  const MemorySlot exp_avg = plan.add_array<float>("optimizer.exp_avg", MemoryCategory::optimizer_state, owned);
-  const MemorySlot exp_avg_sq = plan.add_array<float>("optimizer.exp_avg_sq", MemoryCategory::optimizer_state, owned);
-  const MemorySlot scalars = plan.add("step.scalars", MemoryCategory::optimizer_state, sizeof(StepScalars));
-  const MemorySlot rng = rng_.plan(plan, "rng.states");
+  const dist::DataParallelLayout dp = data_parallel_layout(options, layout.total());
+  const size_t flat = sz(dp.padded_params), owned = sz(dp.owned.size);
+  plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, flat);
+  plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, owned);
+  plan.add_array<float>("gradients.fp32", MemoryCategory::gradients, flat);
+  plan.add_array<float>("optimizer.exp_avg", MemoryCategory::optimizer_state, owned);
+  plan.add_array<float>("optimizer.exp_avg_sq", MemoryCategory::optimizer_state, owned);
+  plan.add("step.scalars", MemoryCategory::optimizer_state, sizeof(StepScalars));
+  cuda::RngTracker(0).plan(plan, "rng.states");  // the size depends on the generators, not the seed
 
   // Activations of one microbatch. The residual stream and the pre-norms: N + 1 boundaries (the last is
   // the final norm's input / output).
-  std::vector<MemorySlot> resid, norm, rstd;
   for (int64_t i = 0; i <= N; ++i) {
     const long long k = static_cast<long long>(i);
-    resid.push_back(plan.add_array<bf16>(strprintf("act.resid%lld", k), MemoryCategory::activations, sz(T * H)));
-    norm.push_back(plan.add_array<bf16>(strprintf("act.norm%lld", k), MemoryCategory::activations, sz(T * H)));
-    rstd.push_back(plan.add_array<float>(strprintf("act.rstd%lld", k), MemoryCategory::activations, sz(T)));
+    plan.add_array<bf16>(strprintf("act.resid%lld", k), MemoryCategory::activations, sz(T * H));
+    plan.add_array<bf16>(strprintf("act.norm%lld", k), MemoryCategory::activations, sz(T * H));
+    plan.add_array<float>(strprintf("act.rstd%lld", k), MemoryCategory::activations, sz(T));
   }
   // Each layer's own saved activations and scratch, then its device plans and workspaces.
-  LayerPlanContext plan_context(m, batch_, plan, shared_buffers_);
-  for (auto& layer : layers_) {
+  LayerPlanContext plan_context(m, batch, plan, shared);
+  for (auto& layer : layers) {
     plan_context.set_layer(layer->index());
     layer->plan(plan_context);
   }
-  saved_activations_ = plan_context.saved_bytes();
-  attention_dropout_sites_ = plan_context.attention_dropout_sites();
-  DevicePlanContext device_context(m, batch_, shared_buffers_, shared_objects_, *cudnn_);
-  for (auto& layer : layers_) layer->plan_device(device_context);
-  shared_buffers_.plan(plan);
+  LayerPlans out{plan_context.saved_bytes(), plan_context.attention_dropout_sites()};
+  if (device != nullptr) {
+    for (auto& layer : layers) layer->plan_device(*device);
+  }
+  shared.plan(plan);
 
-  const size_t slots = attention_dropout_sites_.size();
-  const MemorySlot sites = plan.add_array<uint32_t>("attention.dropout_sites", MemoryCategory::optimizer_state, slots);
-  const MemorySlot seeds = plan.add_array<int64_t>("attention.dropout_seeds", MemoryCategory::optimizer_state, slots);
-  const MemorySlot offsets =
-      plan.add_array<int64_t>("attention.dropout_offsets", MemoryCategory::optimizer_state, slots);
+  const size_t slots = out.attention_dropout_sites.size();
+  plan.add_array<uint32_t>("attention.dropout_sites", MemoryCategory::optimizer_state, slots);
+  plan.add_array<int64_t>("attention.dropout_seeds", MemoryCategory::optimizer_state, slots);
+  plan.add_array<int64_t>("attention.dropout_offsets", MemoryCategory::optimizer_state, slots);
   // The step's scratch between layers (each region uses fixed ones).
-  const MemorySlot delta = plan.add_array<bf16>("act.delta", MemoryCategory::activations, sz(T * H));
-  const MemorySlot d_resid_a = plan.add_array<bf16>("grad.d_resid_a", MemoryCategory::activations, sz(T * H));
-  const MemorySlot d_resid_b = plan.add_array<bf16>("grad.d_resid_b", MemoryCategory::activations, sz(T * H));
-  const MemorySlot d_delta = plan.add_array<bf16>("grad.d_delta", MemoryCategory::activations, sz(T * H));
-  const MemorySlot d_norm = plan.add_array<bf16>("grad.d_norm", MemoryCategory::activations, sz(T * H));
+  for (const char* name : {"act.delta", "grad.d_resid_a", "grad.d_resid_b", "grad.d_delta", "grad.d_norm"}) {
+    plan.add_array<bf16>(name, MemoryCategory::activations, sz(T * H));
+  }
 
-  const MemorySlot cublas = plan.add("workspace.cublaslt", MemoryCategory::workspaces, kernels::Blas::kWorkspaceBytes);
-  const MemorySlot lm_head = plan.add("workspace.lm_head", MemoryCategory::workspaces, lm_head_layout_.workspace_bytes);
-  const MemorySlot rmsnorm = plan.add("workspace.rmsnorm_backward", MemoryCategory::workspaces, rmsnorm_scratch_bytes_);
-  const MemorySlot embedding =
-      plan.add("workspace.embedding_backward", MemoryCategory::workspaces, embedding_scratch_bytes_);
-  const MemorySlot grad_norm = plan.add("workspace.grad_norm", MemoryCategory::workspaces, kernels::kGradNormScratchBytes);
+  plan.add("workspace.cublaslt", MemoryCategory::workspaces, kernels::Blas::kWorkspaceBytes);
+  plan.add("workspace.lm_head", MemoryCategory::workspaces,
+           kernels::lm_head_layout({T, H, m.vocab_size}, options.lm_head_chunk_budget_bytes).workspace_bytes);
+  plan.add("workspace.rmsnorm_backward", MemoryCategory::workspaces, kernels::rmsnorm_backward_scratch_bytes(T, H));
+  plan.add("workspace.embedding_backward", MemoryCategory::workspaces, embedding_scratch_bytes);
+  plan.add("workspace.grad_norm", MemoryCategory::workspaces, kernels::kGradNormScratchBytes);
 
-  const size_t batch_tokens = sz(T * batch_.num_microbatches);
-  const MemorySlot tokens = plan.add_array<int32_t>("input.tokens", MemoryCategory::inputs, batch_tokens);
-  const MemorySlot targets = plan.add_array<int32_t>("input.targets", MemoryCategory::inputs, batch_tokens);
-  const MemorySlot loss_mask = plan.add_array<float>("input.loss_mask", MemoryCategory::inputs, batch_tokens);
+  const size_t batch_tokens = sz(T * batch.num_microbatches);
+  plan.add_array<int32_t>("input.tokens", MemoryCategory::inputs, batch_tokens);
+  plan.add_array<int32_t>("input.targets", MemoryCategory::inputs, batch_tokens);
+  plan.add_array<float>("input.loss_mask", MemoryCategory::inputs, batch_tokens);
+  return out;
+}
+
+cuda::MemoryPlan TrainStep::plan_memory(const ModelSpec& model, const BatchSpec& batch,
+                                        const TrainStepOptions& options) {
+  std::vector<std::unique_ptr<Layer>> layers = make_layers(model);
+  const ModelLayout layout = declare_model(model, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
+  cuda::MemoryPlan plan;
+  SharedBuffers shared;
+  declare_memory(plan, layout, batch, options, layers, shared, /*device=*/nullptr, /*embedding_scratch_bytes=*/0);
+  return plan;
+}
+
+void TrainStep::plan_memory(const TrainStepOptions& options) {
+  const ModelSpec& m = layout_.spec;
+  const int64_t N = layout_.num_layers();
+  cuda::MemoryPlan plan;
+  DevicePlanContext device_context(m, batch_, shared_buffers_, shared_objects_, *cudnn_);
+  LayerPlans planned = declare_memory(plan, layout_, batch_, options, layers_, shared_buffers_, &device_context,
+                                      embedding_scratch_bytes_);
+  saved_activations_ = std::move(planned.saved_activations);
+  attention_dropout_sites_ = std::move(planned.attention_dropout_sites);
+  const size_t slots = attention_dropout_sites_.size();
+  const auto slot = [&](const std::string& name) {
+    const cuda::MemorySlot found = plan.find(name);
+    SG_CHECK(found.valid(), "TrainStep: no planned buffer named " + name);
+    return found;
+  };
 
   arena_ = std::make_unique<cuda::Arena>(plan);
   arena_->zero();
 
-  params_ = arena_->get<bf16>(params);
-  main_weights_ = arena_->get<float>(master);
-  grads_ = arena_->get<float>(grads);
-  exp_avg_ = arena_->get<float>(exp_avg);
-  exp_avg_sq_ = arena_->get<float>(exp_avg_sq);
-  scalars_ = arena_->get<StepScalars>(scalars);
-  dropout_sites_ = arena_->get<uint32_t>(sites);
-  dropout_seeds_ = arena_->get<int64_t>(seeds);
-  dropout_offsets_ = arena_->get<int64_t>(offsets);
-  rng_.bind(arena_->get<rng::RngState>(rng));  // uploads the initial generator states
+  params_ = arena_->get<bf16>(slot("parameters.bf16"));
+  main_weights_ = arena_->get<float>(slot("main_weights.fp32"));
+  grads_ = arena_->get<float>(slot("gradients.fp32"));
+  exp_avg_ = arena_->get<float>(slot("optimizer.exp_avg"));
+  exp_avg_sq_ = arena_->get<float>(slot("optimizer.exp_avg_sq"));
+  scalars_ = arena_->get<StepScalars>(slot("step.scalars"));
+  dropout_sites_ = arena_->get<uint32_t>(slot("attention.dropout_sites"));
+  dropout_seeds_ = arena_->get<int64_t>(slot("attention.dropout_seeds"));
+  dropout_offsets_ = arena_->get<int64_t>(slot("attention.dropout_offsets"));
+  rng_.bind(arena_->get<rng::RngState>(slot("rng.states")));  // uploads the initial generator states
   hidden_rng_ = rng_.device_state(cuda::kDefaultRng);
   attention_rng_ = rng_.device_state(cuda::kModelParallelRng);
   for (int64_t i = 0; i <= N; ++i) {
-    resid_.push_back(arena_->get<bf16>(resid[sz(i)]));
-    norm_.push_back(arena_->get<bf16>(norm[sz(i)]));
-    rstd_.push_back(arena_->get<float>(rstd[sz(i)]));
+    const long long k = static_cast<long long>(i);
+    resid_.push_back(arena_->get<bf16>(slot(strprintf("act.resid%lld", k))));
+    norm_.push_back(arena_->get<bf16>(slot(strprintf("act.norm%lld", k))));
+    rstd_.push_back(arena_->get<float>(slot(strprintf("act.rstd%lld", k))));
   }
-  delta_ = arena_->get<bf16>(delta);
-  d_resid_[0] = arena_->get<bf16>(d_resid_a);
-  d_resid_[1] = arena_->get<bf16>(d_resid_b);
-  d_delta_ = arena_->get<bf16>(d_delta);
-  d_norm_ = arena_->get<bf16>(d_norm);
-  lm_head_workspace_ = arena_->raw(lm_head);
-  rmsnorm_scratch_ = arena_->get<float>(rmsnorm);
-  embedding_scratch_ = arena_->raw(embedding);
-  grad_norm_partials_ = arena_->get<double>(grad_norm);
-  tokens_ = arena_->get<int32_t>(tokens);
-  targets_ = arena_->get<int32_t>(targets);
-  loss_mask_ = arena_->get<float>(loss_mask);
+  delta_ = arena_->get<bf16>(slot("act.delta"));
+  d_resid_[0] = arena_->get<bf16>(slot("grad.d_resid_a"));
+  d_resid_[1] = arena_->get<bf16>(slot("grad.d_resid_b"));
+  d_delta_ = arena_->get<bf16>(slot("grad.d_delta"));
+  d_norm_ = arena_->get<bf16>(slot("grad.d_norm"));
+  lm_head_workspace_ = arena_->raw(slot("workspace.lm_head"));
+  rmsnorm_scratch_ = arena_->get<float>(slot("workspace.rmsnorm_backward"));
+  embedding_scratch_ = arena_->raw(slot("workspace.embedding_backward"));
+  grad_norm_partials_ = arena_->get<double>(slot("workspace.grad_norm"));
+  tokens_ = arena_->get<int32_t>(slot("input.tokens"));
+  targets_ = arena_->get<int32_t>(slot("input.targets"));
+  loss_mask_ = arena_->get<float>(slot("input.loss_mask"));
   shared_buffers_.bind(*arena_);
 
-  blas_ = std::make_unique<kernels::Blas>(arena_->raw(cublas), kernels::Blas::kWorkspaceBytes);
+  blas_ = std::make_unique<kernels::Blas>(arena_->raw(slot("workspace.cublaslt")), kernels::Blas::kWorkspaceBytes);
   StepPointers pointers;
   pointers.params = params_;
   pointers.grads = grads_;
@@ -167,6 +194,8 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
     io.d_output = m.hidden_dropout > 0.0f ? d_delta_ : d_resid_[(i + 1) % 2];
     io.d_input = d_norm_;
     io_.push_back(io);
+    io.dropout = false;
+    eval_io_.push_back(io);
   }
   lm_head_ = std::make_unique<kernels::LmHeadPlan>(*blas_, kernels::LmHeadShape{T_, m.hidden_size, m.vocab_size},
                                                    1.0f / static_cast<float>(batch_.global_microbatches()),

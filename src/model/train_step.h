@@ -79,6 +79,7 @@ struct StepScalars {
   float loss = 0.0f;           // the last step's loss: mean over microbatches of the masked mean CE
   int32_t loss_nonfinite = 0;  // 1: the step loss was NaN/inf (rerun_state_machine.check_for_nan_in_loss)
   int32_t grad_nonfinite = 0;  // 1: the grad norm was NaN/inf (ddp.check_for_nan_in_grad)
+  float eval_loss = 0.0f;      // enqueue_eval's result: the evaluated batch's loss (mean over microbatches)
 };
 
 struct TrainStepOptions {
@@ -112,6 +113,23 @@ class TrainStep {
   // Enqueues one complete training step on `stream` (see the file comment). Region bodies go through
   // `regions`; everything else is launched directly. The batch must already be in the input buffers.
   void enqueue_step(cudaStream_t stream, graph::RegionRunner& regions);
+  // Forward-only evaluation of the batch in the input buffers (Megatron's model.eval() + forward):
+  // every microbatch's forward — the layers' forward modules with their dropout off, no hidden
+  // dropout — then the LM head's loss only (no backward GEMMs); the mean loss over the microbatches
+  // lands in StepScalars::eval_loss (zeroed first). It writes only activations, LM-head workspace and
+  // eval_loss — no parameter, gradient, optimizer state, RNG state or other step scalar — so training
+  // gives the same bits with and without evaluation. Region keys are the forward ones of enqueue_step,
+  // but the bodies differ when dropout is on: run it with its own runner (eager, or inside its own
+  // whole capture), never the training step's scoped runner.
+  void enqueue_eval(cudaStream_t stream, graph::RegionRunner& regions);
+  const float* eval_loss() const { return &scalars_device()->eval_loss; }
+
+  // Every buffer the step plans, declared on the CPU without a device (`stepgraph validate`,
+  // `bench --dryrun`, `train` at start): the same declarations as the constructor's, except the
+  // workspaces only the device can size (the layers' device plans, e.g. cuDNN attention, and the
+  // embedding backward's CUB sort scratch), which are absent or 0 bytes here.
+  static cuda::MemoryPlan plan_memory(const ModelSpec& model, const BatchSpec& batch,
+                                      const TrainStepOptions& options = {});
 
   // The data-parallel layout of the flat buffers (world size 1 and everything owned without a reducer).
   const dist::DataParallelLayout& data_parallel() const { return dp_; }
@@ -158,17 +176,33 @@ class TrainStep {
   std::string memory_breakdown() const { return arena_->breakdown(); }
 
  private:
+  // What planning yields besides the MemoryPlan (the layers' accounting).
+  struct LayerPlans {
+    std::vector<SavedActivationBytes> saved_activations;
+    std::vector<uint32_t> attention_dropout_sites;  // per cuDNN seed slot
+  };
+  // Declares every buffer into `plan`: the step's own and its layers' (Layer::plan), then `device`
+  // (may be null: no device) runs the layers' device plans, then the shared buffers are planned.
+  // `embedding_scratch_bytes` is the CUB sort scratch (0 without a device).
+  static LayerPlans declare_memory(cuda::MemoryPlan& plan, const ModelLayout& layout, const BatchSpec& batch,
+                                   const TrainStepOptions& options, std::vector<std::unique_ptr<Layer>>& layers,
+                                   SharedBuffers& shared, DevicePlanContext* device, size_t embedding_scratch_bytes);
   void plan_memory(const TrainStepOptions& options);  // plans every buffer, makes the arena, binds
   void microbatch(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb);
+  // A microbatch's forward up to the final norm (n_N); `train` false: dropout off (evaluation).
+  void forward(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb, bool train);
   // The step's side of layer i's regions: the fused dropout + residual add + next norm after its
-  // forward, and the next norm's backward + dropout backward before its backward.
-  void layer_output_forward(cudaStream_t stream, size_t i);
+  // forward (no dropout when `train` is false), and the next norm's backward + dropout backward before
+  // its backward.
+  void layer_output_forward(cudaStream_t stream, size_t i, bool train);
   void layer_output_backward(cudaStream_t stream, size_t i);
   void norm_backward(cudaStream_t stream, bf16* din, int64_t norm_offset, const bf16* in, const float* rstd,
                      const bf16* dresidual);
   StepScalars* scalars_device() const;
   void download_floats(cudaStream_t stream, const float* src, std::vector<float>& out) const;
   // Data parallelism (train_step_data_parallel.cpp).
+  // The reducer's layout, or world size 1 with everything owned when there is none.
+  static dist::DataParallelLayout data_parallel_layout(const TrainStepOptions& options, int64_t num_params);
   void bind_reducer();
   std::vector<float> download_optimizer_state(cudaStream_t stream, const float* slice) const;
   uint64_t rank_rng_offset() const;          // where this rank's microbatches start in the global stream
@@ -210,6 +244,7 @@ class TrainStep {
   std::vector<bf16*> norm_;      // [N+1] n_i; n_N = final norm output (the LM head input)
   std::vector<float*> rstd_;     // [N+1]
   std::vector<LayerIO> io_;      // [N] what each layer reads and writes
+  std::vector<LayerIO> eval_io_;  // [N] the same with the layers' dropout off (enqueue_eval)
   bf16* delta_ = nullptr;        // [T, H] every layer's output, dropped in place
   bf16* d_resid_[2] = {};        // [T, H] d x_k in d_resid_[k % 2]
   bf16* d_delta_ = nullptr;      // [T, H] dropout backward output

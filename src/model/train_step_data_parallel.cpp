@@ -14,12 +14,17 @@
 
 namespace sg::model {
 
+dist::DataParallelLayout TrainStep::data_parallel_layout(const TrainStepOptions& options, int64_t num_params) {
+  return options.reducer ? options.reducer->layout() : dist::plan_data_parallel(num_params, 1, 0, false);
+}
+
 void TrainStep::bind_reducer() {
   if (reducer_ == nullptr) return;
   dist::ReducerBuffers b;
   b.grads = grads_;
   b.params = params_;
   b.loss = &scalars_->loss;
+  b.eval_loss = &scalars_->eval_loss;
   b.norm_partials = grad_norm_partials_;
   b.norm_partials_count = kernels::kGradNormPartials;
   const cuda::Stream stream;

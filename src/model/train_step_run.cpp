@@ -101,15 +101,31 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
   kernels::increment_step_counter(stream, &scalars_->steps_done);
 }
 
-void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb) {
-  const cuda::NvtxRange range(strprintf("microbatch %lld", static_cast<long long>(mb)));
+void TrainStep::enqueue_eval(cudaStream_t stream, graph::RegionRunner& regions) {
+  SG_CUDA_CHECK(cudaMemsetAsync(&scalars_->eval_loss, 0, sizeof(float), stream));
+  for (int64_t mb = 0; mb < batch_.num_microbatches; ++mb) {
+    const cuda::NvtxRange range(strprintf("eval microbatch %lld", static_cast<long long>(mb)));
+    forward(stream, regions, mb, /*train=*/false);
+    // The loss only, scaled by 1/M like the training loss: eval_loss = mean over the microbatches.
+    kernels::LmHeadBuffers head;
+    head.hidden = norm_[layers_.size()];
+    head.weight = params_ + layout_.offset(layout_.lm_head);
+    head.targets = targets_ + mb * T_;
+    head.loss_mask = loss_mask_ + mb * T_;
+    head.loss_accumulator = &scalars_->eval_loss;
+    head.workspace = lm_head_workspace_;
+    lm_head_->execute_loss(stream, head);
+  }
+  if (reducer_) reducer_->reduce_eval_loss(stream);  // every rank's rows of the batch: the global mean
+}
+
+void TrainStep::forward(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb, bool train) {
   const ModelSpec& m = layout_.spec;
   const int64_t T = T_, H = m.hidden_size;
   const size_t N = layers_.size();
-  const int64_t row0 = mb * T;
-  const int32_t* tokens = tokens_ + row0;
+  const int32_t* tokens = tokens_ + mb * T;
 
-  if (!attention_dropout_sites_.empty()) {
+  if (train && !attention_dropout_sites_.empty()) {
     AttentionDropoutSeedsParams seeds;
     seeds.state = attention_rng_;
     seeds.sites = dropout_sites_;
@@ -142,15 +158,27 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
     Layer& layer = *layers_[i];
     const std::vector<graph::Module>& modules = layer.modules();
     const cuda::NvtxRange layer_range(strprintf("layer %d forward", layer.index()));  // around its regions
+    const LayerIO& io = train ? io_[i] : eval_io_[i];
     for (size_t k = 0; k < modules.size(); ++k) {
       const bool last = k + 1 == modules.size();
       regions.run({layer.index(), modules[k], graph::Phase::forward}, stream,
-                  [this, &layer, i, module = modules[k], last](cudaStream_t s) {
-                    layer.forward(module, s, io_[i]);
-                    if (last) layer_output_forward(s, i);
+                  [this, &layer, &io, i, module = modules[k], last, train](cudaStream_t s) {
+                    layer.forward(module, s, io);
+                    if (last) layer_output_forward(s, i, train);
                   });
     }
   }
+}
+
+void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb) {
+  const cuda::NvtxRange range(strprintf("microbatch %lld", static_cast<long long>(mb)));
+  const ModelSpec& m = layout_.spec;
+  const int64_t T = T_, H = m.hidden_size;
+  const size_t N = layers_.size();
+  const int64_t row0 = mb * T;
+  const int32_t* tokens = tokens_ + row0;
+
+  forward(stream, regions, mb, /*train=*/true);
 
   // LM head + cross-entropy: d_norm_ = d loss / d n_N; adds loss / M into scalars_->loss.
   kernels::LmHeadBuffers head;
@@ -196,9 +224,9 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
 
 // ---- the step's side of each layer boundary: static buffers of boundary i+1 and the shared scratch ----
 
-void TrainStep::layer_output_forward(cudaStream_t stream, size_t i) {
+void TrainStep::layer_output_forward(cudaStream_t stream, size_t i, bool train) {
   const ModelSpec& m = layout_.spec;
-  if (m.hidden_dropout > 0.0f) {
+  if (train && m.hidden_dropout > 0.0f) {
     kernels::DropoutForwardParams dp;
     dp.out = delta_;
     dp.in = delta_;

@@ -24,6 +24,15 @@ struct StepResult {
   bool capture_step = false; // this step captured graphs (its time includes capture; reported apart)
 };
 
+// What one evaluation (train.eval_interval) measured.
+struct EvalResult {
+  double loss = 0.0;        // mean over the evaluated batches of each batch's loss (as the training loss)
+  int64_t batches = 0;
+  double ms = 0.0;          // wall time of the evaluation, data loading included
+  bool captured = false;    // this evaluation captured the evaluation graph
+  bool graphed = false;     // the evaluation ran as a CUDA graph (captured or replayed)
+};
+
 // Everything a checkpoint needs to resume bit-exactly, on the host.
 struct TrainingState {
   std::vector<float> main_weights;  // fp32, ModelLayout::total() elements
@@ -47,6 +56,13 @@ class TrainingBackend {
   // collect(1) right after submit() reads the previous step while the current one runs.
   virtual std::vector<StepResult> collect(int in_flight) = 0;
 
+  // Forward-only evaluation, between steps (call collect(0) first): eval_submit() runs one global
+  // batch's forward with dropout off and no backward, optimizer or RNG advance; eval_collect() waits and
+  // returns the mean loss of the batches submitted since the last eval_collect(). Nothing the training
+  // reads changes, so a run's training losses are the same bits with and without evaluation.
+  virtual void eval_submit(const model::HostBatch& batch) = 0;
+  virtual EvalResult eval_collect() = 0;
+
   virtual TrainingState state() = 0;  // waits for the device; copies the state to the host
   virtual void load_state(const TrainingState& state) = 0;
 
@@ -55,6 +71,7 @@ class TrainingBackend {
   virtual std::vector<std::string> end_report() const { return {}; }
   virtual uint64_t device_memory_used() const { return 0; }
   virtual std::string device_name() const { return "cpu"; }
+  virtual bool on_gpu() const { return false; }
 
   // Messages the backend emits while running (e.g. "captured 1 graph in 84 ms"); set by the trainer.
   std::function<void(const std::string&)> notify = [](const std::string&) {};

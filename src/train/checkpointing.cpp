@@ -25,6 +25,10 @@ std::string canonical_config(const config::Config& config) {
   c.train.train_iters.reset();
   c.checkpoint = {};
   c.logger = {};
+  // Evaluation reads validation data only: the training's numbers do not depend on it.
+  c.train.eval_interval.reset();
+  c.train.eval_iters = config::TrainConfig{}.eval_iters;
+  c.dataset.valid_data_path.clear();
   c.rerun_state_machine = {};
   c.ddp = {};
   // Sharding the optimizer state only moves it between ranks (and changes the grad norm's fp64 summation
@@ -59,7 +63,8 @@ std::vector<Ref> tensors_of(const model::ModelLayout& layout, Ptr base, TensorDt
 // pick windows far outside any epoch).
 void check_consumed_samples(const checkpoint::TrainState& ts, const std::string& state_file,
                             const model::BatchSpec& batch, bool same_config) {
-  const auto per_step = static_cast<unsigned __int128>(batch.micro_batch_size * batch.num_microbatches);
+  // The global batch: every data-parallel rank's loader passes all of it (data/rank_batch.h).
+  const auto per_step = static_cast<unsigned __int128>(batch.micro_batch_size * batch.global_microbatches());
   const auto iteration = static_cast<unsigned __int128>(ts.iteration);
   const auto consumed = static_cast<unsigned __int128>(ts.data_position.consumed_samples);
   const auto max_per_step = static_cast<unsigned __int128>(INT32_MAX);  // validate's bound on batch sizes
@@ -85,7 +90,8 @@ std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
 }  // namespace
 
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
-                            const TrainingState& state, const data::DataPosition& position) {
+                            const TrainingState& state, const data::DataPosition& position,
+                            const std::vector<std::string>& extra_files) {
   const auto n = static_cast<size_t>(layout.total());
   SG_CHECK(state.main_weights.size() == n && state.exp_avg.size() == n && state.exp_avg_sq.size() == n,
            "training state does not match the parameter layout");
@@ -108,6 +114,7 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   ckpt.state.data_position = position;
   ckpt.state.rng_state = rng_bytes(state.rng);
   ckpt.state.config_hash = checkpoint::config_hash_hex(canonical_config(config));
+  ckpt.extra_files = extra_files;
   return checkpoint::save_checkpoint(dir, state.steps_done, checkpoint::training_checkpoint_contents(ckpt));
 }
 

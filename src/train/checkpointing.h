@@ -12,8 +12,11 @@
 namespace sg::train {
 
 // Saves under config.checkpoint.save-style root `dir` as iter_<steps_done>; returns the folder.
+// `extra_files` (the tokenizer's tokenizer.json, tokenizer_config.json, special_tokens_map.json) are
+// copied in, so the folder loads with transformers' AutoTokenizer as well as AutoModelForCausalLM.
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
-                            const TrainingState& state, const data::DataPosition& position);
+                            const TrainingState& state, const data::DataPosition& position,
+                            const std::vector<std::string>& extra_files = {});
 
 struct LoadedCheckpoint {
   std::string path;  // the iteration folder that was loaded

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/strings.h"
+#include "train/progress_lines.h"
 
 namespace sg::train {
 
@@ -20,6 +21,8 @@ std::string CpuBackend::memory_plan() const {
                    human_bytes(total * 4).c_str(), human_bytes(total * 4).c_str(),
                    human_bytes(total * 8).c_str());
 }
+
+uint64_t CpuBackend::device_memory_used() const { return process_resident_bytes(); }
 
 void CpuBackend::submit(const model::HostBatch& batch) {
   const auto start = std::chrono::steady_clock::now();
@@ -40,6 +43,18 @@ std::vector<StepResult> CpuBackend::collect(int /*in_flight*/) {
   std::vector<StepResult> out(done_.begin(), done_.end());
   done_.clear();
   return out;
+}
+
+void CpuBackend::eval_submit(const model::HostBatch& batch) { eval_losses_.push_back(model_.evaluate(batch)); }
+
+EvalResult CpuBackend::eval_collect() {
+  EvalResult r;
+  r.batches = static_cast<int64_t>(eval_losses_.size());
+  double sum = 0.0;  // fixed order, as the GPU backend
+  for (const float loss : eval_losses_) sum += static_cast<double>(loss);
+  r.loss = r.batches > 0 ? sum / static_cast<double>(r.batches) : 0.0;
+  eval_losses_.clear();
+  return r;
 }
 
 TrainingState CpuBackend::state() {

@@ -18,12 +18,16 @@ class CpuBackend final : public TrainingBackend {
   const model::ModelLayout& layout() const override { return model_.layout(); }
   void submit(const model::HostBatch& batch) override;
   std::vector<StepResult> collect(int in_flight) override;
+  void eval_submit(const model::HostBatch& batch) override;
+  EvalResult eval_collect() override;
   TrainingState state() override;
+  uint64_t device_memory_used() const override;  // the process's resident memory
   void load_state(const TrainingState& state) override;
 
  private:
   model::CpuModel model_;
   std::deque<StepResult> done_;
+  std::vector<float> eval_losses_;  // since the last eval_collect
 };
 
 }  // namespace sg::train

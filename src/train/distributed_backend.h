@@ -26,12 +26,16 @@ class DistributedGpuBackend final : public TrainingBackend {
   const model::ModelLayout& layout() const override { return inner_->layout(); }
   void submit(const model::HostBatch& batch) override { inner_->submit(batch); }
   std::vector<StepResult> collect(int in_flight) override;
+  // Each rank evaluates its rows of the batch; the step sums the ranks' losses (TrainStep::enqueue_eval).
+  void eval_submit(const model::HostBatch& batch) override { inner_->eval_submit(batch); }
+  EvalResult eval_collect() override { return inner_->eval_collect(); }
   TrainingState state() override { return inner_->state(); }  // collective with the distributed optimizer
   void load_state(const TrainingState& state) override { inner_->load_state(state); }
   std::vector<std::string> start_report() const override;
   std::vector<std::string> end_report() const override { return inner_->end_report(); }
   uint64_t device_memory_used() const override { return inner_->device_memory_used(); }
   std::string device_name() const override { return inner_->device_name(); }
+  bool on_gpu() const override { return inner_->on_gpu(); }
 
  private:
   DistributedRun& run_;

@@ -20,6 +20,9 @@ GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& mod
   graphed_ = std::make_unique<GraphedStep>(*step_, config.model.cuda_graph_impl, config.model.cuda_graph_scope,
                                            static_cast<int>(config.model.cuda_graph_warmup_steps));
   tokens_per_step_ = static_cast<size_t>(step_->tokens_per_step());
+  if (config.train.eval_interval) {
+    eval_ = std::make_unique<GpuEvaluation>(*step_, config.model.cuda_graph_impl != "none", config.train.eval_iters);
+  }
   for (auto& slot : inputs_) {
     slot.tokens = static_cast<int32_t*>(cuda::pinned_host_allocate(tokens_per_step_ * 4, "input tokens (pinned)"));
     slot.targets = static_cast<int32_t*>(cuda::pinned_host_allocate(tokens_per_step_ * 4, "input targets (pinned)"));
@@ -38,6 +41,7 @@ GpuBackend::~GpuBackend() {
     log::warn(strprintf("releasing the GPU: the stream reported %s (%s)", cudaGetErrorName(err),
                         cudaGetErrorString(err)));
   }
+  eval_.reset();
   graphed_.reset();
   for (auto& slot : inputs_) {
     cudaFreeHost(slot.tokens);
@@ -129,6 +133,17 @@ std::vector<StepResult> GpuBackend::collect(int in_flight) {
     out.push_back(r);
   }
   return out;
+}
+
+void GpuBackend::eval_submit(const model::HostBatch& batch) {
+  SG_CHECK(eval_ != nullptr, "GpuBackend: evaluation needs train.eval_interval (set when the backend was made)");
+  SG_CHECK(pending_.empty(), "GpuBackend::eval_submit: collect(0) the training steps first");
+  eval_->submit(stream_, batch);
+}
+
+EvalResult GpuBackend::eval_collect() {
+  SG_CHECK(eval_ != nullptr, "GpuBackend: evaluation needs train.eval_interval (set when the backend was made)");
+  return eval_->collect(stream_);
 }
 
 TrainingState GpuBackend::state() {

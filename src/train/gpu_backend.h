@@ -13,6 +13,7 @@
 #include "model/train_step.h"
 #include "train/backend.h"
 #include "config/config.h"
+#include "train/gpu_evaluation.h"
 #include "train/graphed_step.h"
 
 namespace sg::train {
@@ -29,14 +30,19 @@ class GpuBackend final : public TrainingBackend {
   const model::ModelLayout& layout() const override { return step_->layout(); }
   void submit(const model::HostBatch& batch) override;
   std::vector<StepResult> collect(int in_flight) override;
+  void eval_submit(const model::HostBatch& batch) override;
+  EvalResult eval_collect() override;
   TrainingState state() override;
   void load_state(const TrainingState& state) override;
   std::vector<std::string> start_report() const override;
   std::vector<std::string> end_report() const override;
   uint64_t device_memory_used() const override;
   std::string device_name() const override;
+  bool on_gpu() const override { return true; }
 
   graph::GraphStats graph_stats() const { return graphed_->stats(); }
+  // The evaluation's own graph (train/gpu_evaluation.h); empty stats without evaluation.
+  graph::GraphStats eval_graph_stats() const { return eval_ ? eval_->stats() : graph::GraphStats{}; }
   // Device memory the graphs took at capture (cudaMemGetInfo before and after the capture step); -1
   // before the capture.
   int64_t graph_memory_bytes() const { return graph_memory_bytes_; }
@@ -60,6 +66,7 @@ class GpuBackend final : public TrainingBackend {
   cuda::Stream stream_;
   std::unique_ptr<model::TrainStep> step_;
   std::unique_ptr<GraphedStep> graphed_;
+  std::unique_ptr<GpuEvaluation> eval_;  // when train.eval_interval is set
   InputSlot inputs_[2];
   InFlight ring_[kRing];
   std::deque<int> pending_;  // ring indices of submitted, not yet collected steps

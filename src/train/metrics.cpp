@@ -67,14 +67,30 @@ void MetricsLog::write(const StepMetrics& m) {
   errno = 0;
   const int printed = std::fprintf(file_,
                "{\"step\": %lld, \"loss\": %s, \"grad_norm\": %s, \"lr\": %s, \"step_ms\": %.4f, "
-               "\"tokens_per_s\": %.1f, \"tflops_per_gpu\": %.3f, \"mfu\": %.5f, \"device_memory_used\": %llu}\n",
+               "\"tokens_per_s\": %.1f, \"tflops_per_gpu\": %.3f, \"mfu\": %.5f, \"device_memory_used\": %llu, "
+               "\"wall_time_s\": %.3f, \"tokens\": %lld%s}\n",
                static_cast<long long>(m.step), json_number(m.loss).c_str(), json_number(m.grad_norm).c_str(),
                json_number(m.lr).c_str(), m.step_ms, m.tokens_per_s, m.tflops_per_gpu, m.mfu,
-               static_cast<unsigned long long>(m.device_memory_used));
+               static_cast<unsigned long long>(m.device_memory_used), m.wall_time_s,
+               static_cast<long long>(m.tokens), m.capture ? ", \"capture\": true" : "");
+  check_written(printed, m.step);
+}
+
+void MetricsLog::write(const EvalMetrics& m) {
+  errno = 0;
+  const int printed = std::fprintf(file_,
+               "{\"step\": %lld, \"val_loss\": %s, \"val_ppl\": %s, \"eval_batches\": %lld, \"eval_ms\": %.1f, "
+               "\"wall_time_s\": %.3f, \"tokens\": %lld}\n",
+               static_cast<long long>(m.step), json_number(m.val_loss).c_str(), json_number(m.val_ppl).c_str(),
+               static_cast<long long>(m.batches), m.ms, m.wall_time_s, static_cast<long long>(m.tokens));
+  check_written(printed, m.step);
+}
+
+void MetricsLog::check_written(int printed, int64_t step) {
   if (printed < 0 || std::fflush(file_) != 0 || std::ferror(file_)) {
     const int err = errno;
     throw Error(strprintf("cannot write metrics file %s at step %lld: %s%s", path_.c_str(),
-                          static_cast<long long>(m.step), err ? std::strerror(err) : "write error",
+                          static_cast<long long>(step), err ? std::strerror(err) : "write error",
                           err == ENOSPC ? " (the disk is full)" : ""));
   }
 }

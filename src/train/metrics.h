@@ -26,7 +26,21 @@ struct StepMetrics {
   double tokens_per_s = 0.0;
   double tflops_per_gpu = 0.0;
   double mfu = 0.0;  // fraction of peak, 0 when the peak is unknown
-  uint64_t device_memory_used = 0;
+  uint64_t device_memory_used = 0;  // GPU: device memory in use; CPU: the process's resident memory
+  double wall_time_s = 0.0;         // seconds since this process started training
+  int64_t tokens = 0;               // tokens consumed by the run so far (step * tokens per step)
+  bool capture = false;             // this step captured the CUDA graphs (its time includes the capture)
+};
+
+// One evaluation (train.eval_interval).
+struct EvalMetrics {
+  int64_t step = 0;  // the optimizer step after which it ran
+  double val_loss = 0.0;
+  double val_ppl = 0.0;  // exp(val_loss)
+  int64_t batches = 0;
+  double ms = 0.0;
+  double wall_time_s = 0.0;
+  int64_t tokens = 0;
 };
 
 // One JSON object per line; flushed after every record so a crash loses nothing written. A fresh run
@@ -40,9 +54,12 @@ class MetricsLog {
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
   void write(const StepMetrics& m);  // sg::Error naming the file and the reason on failure
+  // {"step": N, "val_loss": x, "val_ppl": y, ...}: one line per evaluation, between the step lines.
+  void write(const EvalMetrics& m);
   const std::string& path() const { return path_; }
 
  private:
+  void check_written(int printed, int64_t step);  // after an fprintf: flush, and throw on any error
   std::string path_;
   std::FILE* file_ = nullptr;
 };

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -23,9 +24,14 @@
 #include "train/nonfinite_stop.h"
 #include "train/pretrained.h"
 #include "train/progress.h"
+#include "config/tokenizer_vocab.h"
 #include "train/save_dir_policy.h"
 #include "train/stop_grace.h"
 #include "config/validate.h"
+#include "train/evaluation.h"
+#include "train/progress_lines.h"
+#include "train/run_plan.h"
+#include "train/run_recorder.h"
 
 namespace sg::train {
 namespace {
@@ -41,8 +47,9 @@ std::string violations_text(const config::ValidationReport& report) {
 // rows of every global batch (data/rank_batch.h; all of them at world size 1).
 class BatchSource {
  public:
-  BatchSource(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch, int rank)
-      : loader_(make_options(config, model)), model_(model), batch_(batch),
+  BatchSource(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
+              const data::BatchOptions& options, int rank)
+      : loader_(make_options(config, model)), model_(model), batch_(batch), options_(options),
         global_sequences_(batch.global_microbatches() * batch.micro_batch_size),
         rows_(data::rank_rows(global_sequences_, batch.data_parallel_size, rank)) {
     const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
@@ -53,7 +60,7 @@ class BatchSource {
   const model::HostBatch& next() {
     data::HostBatchView view{host_.tokens.data(), host_.targets.data(), host_.loss_mask.data(),
                              batch_.num_microbatches * batch_.micro_batch_size, model_.seq_length};
-    data::fill_rank_batch(loader_, view, global_sequences_, rows_);
+    data::fill_rank_batch(loader_, view, global_sequences_, rows_, options_);
     return host_;
   }
   data::DataLoader& loader() { return loader_; }
@@ -66,11 +73,16 @@ class BatchSource {
     o.seq_length = model.seq_length;
     o.vocab_size = model.vocab_size;
     o.seed = static_cast<uint64_t>(config.rng.seed);
+    if (config.dataset.split && !config.dataset.mock) {
+      o.split_shares = data::parse_split(*config.dataset.split);
+      o.split = data::Split::train;
+    }
     return o;
   }
   data::DataLoader loader_;
   model::ModelSpec model_;
   model::BatchSpec batch_;
+  data::BatchOptions options_;
   int64_t global_sequences_;
   data::RankRows rows_;
   model::HostBatch host_;
@@ -128,6 +140,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, double tokens,
                        uint64_t memory_used) {
   StepMetrics m;
+  m.capture = r.capture_step;
+  m.tokens = static_cast<int64_t>(tokens) * r.step;
   m.step = r.step;
   m.loss = r.loss;
   m.grad_norm = r.grad_norm;
@@ -141,24 +155,33 @@ StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, do
   return m;
 }
 
-// The steps of a run, with progress, metrics, checkpoints and stops; fills `summary`.
+// What a run knows before its steps: the tokenizer, the evaluation, the plan lines for the report.
+struct RunContext {
+  std::optional<data::HfTokenizerInfo> tokenizer;
+  Evaluation* evaluation = nullptr;
+  std::chrono::steady_clock::time_point start;
+};
+
+// The steps of a run, with progress, metrics, evaluation, checkpoints and stops; fills `summary`.
 void run_steps(const config::Config& config, const TrainOptions& options, const model::ModelSpec& model,
                const model::BatchSpec& batch, TrainingBackend& backend, BatchSource& data,
                const std::optional<LoadedCheckpoint>& loaded, std::optional<TrainingState>& pretrained,
-               TrainSummary& summary) {
+               const RunContext& run, TrainSummary& summary) {
   const int64_t train_iters = config.train.train_iters.value_or(0);
   const int64_t start_step = summary.start_step;
+  Evaluation& evaluation = *run.evaluation;
+  const bool gpu = backend.on_gpu();
   log::info(backend.description());
-  {
-    const model::ModelLayout& layout = backend.layout();
-    std::string why_no_hf;
-    const std::string hf = model::hf_architecture(layout.spec, &why_no_hf);
-    log::info(strprintf("model: %s; %lld parameters; checkpoints load as %s",
-                        model::describe_stack(layout.spec).c_str(), static_cast<long long>(layout.num_parameters()),
-                        hf.empty() ? ("nothing yet (no config.json: " + why_no_hf + ")").c_str() : hf.c_str()));
+  std::vector<std::string> plan_lines = {describe_model(config), describe_batch(config)};
+  if (gpu) {
+    plan_lines.push_back("GPU memory plan (the arena, as allocated):\n" + backend.memory_plan());
+    for (const auto& line : backend.start_report()) plan_lines.push_back(line);
+  } else {
+    plan_lines.push_back(backend.memory_plan());
+    plan_lines.push_back("on a GPU: " + describe_gpu_memory_plan(config));
+    plan_lines.push_back("on a GPU: " + describe_graph_plan(config) + "; the CPU backend runs every step eagerly");
   }
-  log::info(backend.memory_plan());
-  for (const auto& line : backend.start_report()) log::info(line);
+  for (size_t i = 2; i < plan_lines.size(); ++i) log::info(plan_lines[i]);
   if (loaded) {
     backend.load_state(loaded->state);
     data.loader().seek(loaded->position);
@@ -177,16 +200,30 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
                           metrics_path.c_str(), cut.dropped, static_cast<long long>(start_step)));
     }
   }
-  MetricsLog metrics(metrics_path, /*append=*/loaded.has_value());
-  summary.metrics_path = metrics.path();
   const double flops = training_flops_per_step(model, batch);
   const double peak = peak_bf16_tflops(backend.device_name());
   // Tokens of the whole global batch (every rank's): tok/s is the run's; TFLOP/s and MFU stay per GPU.
   const double tokens = static_cast<double>(batch.global_microbatches() * batch.tokens_per_microbatch(model));
   DistributedRun* const distributed = options.distributed;
   const bool writer = distributed == nullptr || distributed->is_writer();
+  RunReportInfo run_report;
+  run_report.title = "stepgraph run: " + std::filesystem::path(options.run_dir).filename().string();
+  run_report.gpu = gpu;
+  run_report.plan = plan_lines;
+  run_report.facts = {{"backend", backend.description()},
+                      {"run folder", options.run_dir},
+                      {"tokens per step", thousands(static_cast<int64_t>(tokens))},
+                      {"FLOPs per step", strprintf("%.4g", flops)}};
+  if (run.tokenizer) run_report.facts.emplace_back("tokenizer", run.tokenizer->describe());
+  if (config.checkpoint.save) run_report.facts.emplace_back("checkpoints", *config.checkpoint.save);
+  RunRecorder recorder(config, options.run_dir, /*resumed=*/loaded.has_value(), run_report);
+  summary.metrics_path = recorder.metrics_path();
+  summary.report_path = recorder.report_path();
+  if (!recorder.tensorboard_path().empty()) log::info("TensorBoard events: " + recorder.tensorboard_path());
   const int64_t log_interval = std::max<int64_t>(1, config.logger.log_interval);
   const int64_t save_interval = config.checkpoint.save_interval.value_or(0);
+  std::vector<std::string> tokenizer_files;
+  if (run.tokenizer) tokenizer_files = run.tokenizer->files;
 
   Progress progress("train", train_iters, options.interactive, start_step);
   backend.notify = [&progress](const std::string& text) { progress.line(text); };
@@ -201,6 +238,14 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   int64_t last_saved = -1;
   int64_t submitted = start_step;
   std::string metrics_error;  // a failed metrics write stops the run like a signal (save, then fail)
+  std::string val_status;
+  const auto record = [&](const auto& write) {
+    try {
+      write();
+    } catch (const Error& e) {
+      if (metrics_error.empty()) metrics_error = e.what();
+    }
+  };
 
   auto save = [&](int64_t step) {
     if (!config.checkpoint.save || step == last_saved) return;
@@ -211,7 +256,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
       return;
     }
     const data::DataPosition& position = data.loader().position();
-    const std::string dir = save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position);
+    const std::string dir =
+        save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position, tokenizer_files);
     const double seconds = seconds_since(start);
     stop_handlers.save_took(seconds);
     progress.line(strprintf("saved checkpoint %s (%.1f s)", dir.c_str(), seconds));
@@ -228,24 +274,35 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     summary.last_loss = r.loss;
     summary.steps_done = r.step;
     stop_handlers.step_took(r.step_ms / 1e3);
-    const StepMetrics m = to_metrics(r, flops, peak, tokens, backend.device_memory_used());
-    try {
-      metrics.write(m);
-    } catch (const Error& e) {
-      if (metrics_error.empty()) metrics_error = e.what();
-    }
+    StepMetrics m = to_metrics(r, flops, peak, tokens, backend.device_memory_used());
+    m.wall_time_s = seconds_since(run.start);
+    record([&] { recorder.step(m); });
     if (r.capture_step) {
       progress.line(strprintf("step %lld captured the CUDA graphs (%.1f ms including capture; not in the averages)",
                               static_cast<long long>(r.step), r.step_ms));
     }
     if (r.step % log_interval == 0 || r.step == train_iters) {
-      progress.line(strprintf("step %6lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %.2f ms | "
-                              "%.0f tok/s | %.1f TFLOP/s | MFU %.1f%% | mem %s",
-                              static_cast<long long>(r.step), static_cast<long long>(train_iters), m.loss,
-                              m.grad_norm, m.lr, m.step_ms, m.tokens_per_s, m.tflops_per_gpu, m.mfu * 100,
-                              human_bytes(m.device_memory_used).c_str()));
+      progress.line(format_step_line(m, train_iters, gpu, peak > 0));
     }
-    progress.update(r.step, strprintf("loss %.4f", r.loss));
+    progress.update(r.step, strprintf("loss %.4f", r.loss) + val_status);
+  };
+
+  auto evaluate = [&](int64_t step) {
+    for (const StepResult& r : backend.collect(0)) handle(r);
+    const EvalResult e = evaluation.run(backend);
+    EvalMetrics m;
+    m.step = step;
+    m.val_loss = e.loss;
+    m.val_ppl = std::exp(e.loss);
+    m.batches = e.batches;
+    m.ms = e.ms;
+    m.wall_time_s = seconds_since(run.start);
+    m.tokens = static_cast<int64_t>(tokens) * step;
+    record([&] { recorder.eval(m); });
+    summary.last_val_loss = e.loss;
+    val_status = strprintf(" | val %.4f", e.loss);
+    if (e.captured) progress.line(strprintf("step %lld: captured the evaluation graph", static_cast<long long>(step)));
+    progress.line(format_eval_line(m));
   };
 
   if (!options.dump_batches_dir.empty()) std::filesystem::create_directories(options.dump_batches_dir);
@@ -260,6 +317,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     backend.submit(host_batch);
     submitted = step;
     for (const StepResult& r : backend.collect(1)) handle(r);
+    // A stop skips the evaluation (the step still finishes and is saved).
+    if (evaluation.due(step, train_iters) && !graph::stop_requested() && metrics_error.empty()) evaluate(step);
     if (save_interval > 0 && step % save_interval == 0) {
       for (const StepResult& r : backend.collect(0)) handle(r);
       save(step);
@@ -291,6 +350,12 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   }
   progress.finish();
   for (const auto& line : backend.end_report()) log::info(line);
+  recorder.finish(summary.stopped_by_signal
+                      ? strprintf("stopped by signal %d after step %lld", graph::stop_signal(),
+                                  static_cast<long long>(summary.steps_done))
+                      : strprintf("finished: step %lld of %lld", static_cast<long long>(summary.steps_done),
+                                  static_cast<long long>(train_iters)));
+  log::info("report: " + summary.report_path);
   if (!metrics_error.empty()) {
     throw Error(metrics_error + (config.checkpoint.save ? strprintf("; the run stopped after saving step %lld",
                                                                     static_cast<long long>(summary.steps_done))
@@ -301,6 +366,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
 }  // namespace
 
 TrainSummary train(const config::Config& raw_config, const TrainOptions& options) {
+  const auto run_start = std::chrono::steady_clock::now();
   // checkpoint.pretrained_checkpoint fills unset shape keys from the folder's config.json (or refuses a
   // mismatch) before the configuration is validated.
   const config::ValidationReport report = config::validate(apply_pretrained_shapes(raw_config));
@@ -316,21 +382,38 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   if (train_iters <= 0) throw Error("train.train_iters must be set to a positive number of steps");
   DistributedRun* const distributed = options.distributed;
   const int world_size = distributed ? distributed->world_size() : 1;
+  const int rank = distributed ? distributed->rank() : 0;
   SG_CHECK(batch.data_parallel_size == world_size,
            strprintf("the config's data_parallel_size %lld differs from the %d rank(s) running",
                      static_cast<long long>(batch.data_parallel_size), world_size));
 
-  // Everything that can be checked before a step is: host memory, data, checkpoint directories and
-  // the checkpoint to resume. Bad input fails fast, before any device memory is planned.
+  // Everything that can be checked before a step is: host memory, tokenizer, data (training and
+  // validation), checkpoint directories and the checkpoint to resume. Bad input fails fast, before any
+  // device memory is planned.
   const bool cpu_backend = uses_cpu_backend(options.force_cpu);
   check_host_memory(plan_host_memory(model, batch,
                                      {.cpu_backend = cpu_backend,
                                       .checkpoint_staging = config.checkpoint.save || config.checkpoint.load}),
                     available_host_memory());
+  RunContext run;
+  run.start = run_start;
+  run.tokenizer = config::load_tokenizer(config);
+  data::BatchOptions batch_options;
+  batch_options.eod_mask_loss = config.dataset.eod_mask_loss;
+  if (run.tokenizer) batch_options.eod_token = run.tokenizer->eod_id;
+  if (batch_options.eod_mask_loss && batch_options.eod_token < 0) {
+    throw Error("dataset.eod_mask_loss: the tokenizer in " +
+                (run.tokenizer ? run.tokenizer->dir : std::string("(none)")) +
+                " names no eos_token (tokenizer_config.json), so there is no EOD id to mask; set "
+                "dataset.eod_mask_loss=false or use a tokenizer with an eos token");
+  }
   std::optional<BatchSource> data;
   with_host_allocation("the input batch buffers (train.global_batch_size x model.seq_length tokens)",
-                       [&] { data.emplace(config, model, batch, distributed ? distributed->rank() : 0); });
-  log::info(data->loader().describe());
+                       [&] { data.emplace(config, model, batch, batch_options, rank); });
+  std::optional<Evaluation> evaluation;
+  with_host_allocation("the validation batch buffers",
+                       [&] { evaluation.emplace(config, model, batch, batch_options, rank); });
+  run.evaluation = &*evaluation;
   // Data parallel: rank 0 owns checkpoint.save (its lock, its policy) and tells the others what to resume.
   CheckpointDirs dirs;
   if (distributed == nullptr || distributed->is_writer()) dirs = prepare_checkpoint_dirs(config.checkpoint);
@@ -362,13 +445,23 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
     return summary;
   }
 
+  // What will run, before the (slow) device setup.
+  log::info(describe_model(config));
+  log::info(describe_batch(config));
+  if (run.tokenizer) {
+    log::info(strprintf("tokenizer: %s; model.vocab_size %lld", run.tokenizer->describe().c_str(),
+                        static_cast<long long>(model.vocab_size)));
+  }
+  log::info("data: " + data->loader().describe());
+  log::info(evaluation->describe());
+
   std::filesystem::create_directories(options.run_dir);
   std::unique_ptr<TrainingBackend> backend;
   with_host_allocation(cpu_backend ? "the CPU backend's model (weights, gradients, Adam moments, activations)"
                                    : "the GPU backend's host buffers",
                        [&] { backend = make_backend(config, options.force_cpu, distributed); });
   try {
-    run_steps(config, options, model, batch, *backend, *data, loaded, pretrained, summary);
+    run_steps(config, options, model, batch, *backend, *data, loaded, pretrained, run, summary);
   } catch (const NonFiniteError& e) {
     if (distributed) distributed->report_failure(e.what());  // before the device is released: no rank waits
     report_and_rethrow(e, kExitNonFinite);

@@ -1,6 +1,7 @@
 #pragma once
 // `stepgraph train`: config -> data -> backend -> steps, with progress, metrics, checkpoints, and a
 // clean stop on SIGINT/SIGTERM (finish the step, save, exit).
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -13,7 +14,7 @@ namespace sg::train {
 class DistributedRun;
 
 struct TrainOptions {
-  std::string run_dir;       // metrics.jsonl goes here; default runs/<recipe name>
+  std::string run_dir;       // config.yaml, metrics.jsonl, report.html go here; default runs/<recipe name>
   bool force_cpu = false;    // use the CPU backend even when a GPU is present
   bool interactive = false;  // progress bar (stderr is a terminal)
   // When set, every step's batch is written there as batch_<step>.safetensors (tokens, targets,
@@ -35,7 +36,9 @@ struct TrainSummary {
   float first_loss = 0.0f;
   float last_loss = 0.0f;
   bool stopped_by_signal = false;
-  std::string metrics_path;  // empty when nothing ran
+  double last_val_loss = NAN;  // NaN when no evaluation ran
+  std::string metrics_path;    // empty when nothing ran
+  std::string report_path;
 };
 
 // An error the trainer has already printed: once steps run, it reports a failure before it releases

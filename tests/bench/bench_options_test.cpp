@@ -282,3 +282,77 @@ TEST(BenchPlan, ModeLabelFromANormalizedConfig) {
 
 }  // namespace
 }  // namespace sg::bench
+
+// The rest of Bridge's run_script.py flags (bench/bridge_flags.h): accepted, so a Bridge command line
+// pastes unchanged; what stepgraph cannot do is "not implemented yet" (exit 1), never "unknown option".
+namespace sg::bench {
+namespace {
+
+TEST(BridgeFlags, ParallelSizesOfOneRunOthersAreNotImplementedYet) {
+  EXPECT_EQ(thrown([] {
+              check_bench_options(tiny({"-tp", "1", "-pp", "1", "-cp", "1", "-ep", "1", "-vp", "None", "-et"}));
+            }),
+            "");
+  EXPECT_EQ(thrown([] { check_bench_options(tiny({"--tensor_model_parallel_size=1", "-et", "1", "-vp", "-1"})); }),
+            "");
+  for (const char* flag : {"-tp", "-pp", "-cp", "-ep", "-vp", "-et"}) {
+    const std::string message = thrown([&] { check_bench_options(tiny({flag, "2"})); });
+    EXPECT_NE(message.find(std::string("error: not implemented yet: ") + flag + " 2"), std::string::npos) << message;
+  }
+  EXPECT_NE(thrown([] { parse_bench_args({"-tp", "two"}); }).find("config: -tp expects an integer"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"-tp", "0"})); }).find("config:"), std::string::npos);
+}
+
+TEST(BridgeFlags, MappedFlagsSetTheConfigAndWinOverOverrides) {
+  const BenchOptions o = tiny({"--lr", "1e-4", "optimizer.lr=5e-4", "--min_lr=1e-5", "--warmup_iters", "2",
+                               "--num_layers", "2", "--hidden_size", "128"});
+  const config::Config c = bench_config(o, graph_flags(o));
+  EXPECT_DOUBLE_EQ(c.optimizer.lr.value_or(0), 1e-4);
+  EXPECT_DOUBLE_EQ(c.optimizer.min_lr, 1e-5);
+  EXPECT_EQ(c.scheduler.lr_warmup_iters, 2);
+  EXPECT_EQ(c.model.num_layers, 2);
+  EXPECT_EQ(c.model.hidden_size, 128);
+  // --num_moe_experts maps onto the config, and the validator then says MoE is not implemented yet.
+  EXPECT_NE(thrown([] { plan_bench(tiny({"--num_moe_experts", "8"})); }).find("not implemented yet"),
+            std::string::npos);
+}
+
+TEST(BridgeFlags, MaxStepsIsTheStepsPerMode) {
+  // llama/tiny: 3 warmup + 1 capture + 10 floor steps, so -ms 20 leaves 6 measured steps.
+  const BenchPlan plan = plan_bench(tiny({"-ms", "20"}));
+  EXPECT_EQ(plan.steps, 6);
+  EXPECT_EQ(plan.steps_per_mode(), 20);
+  EXPECT_NE(thrown([] { plan_bench(tiny({"--max_steps", "14"})); }).find("leaves no measured step"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"-ms", "20", "--steps", "5"})); }).find("give one"),
+            std::string::npos);
+}
+
+TEST(BridgeFlags, DefaultsAcceptedOthersNotImplementedLauncherFlagsIgnored) {
+  EXPECT_EQ(thrown([] {
+              check_bench_options(tiny({"--domain", "llm", "--data", "mock", "--use_megatron_fsdp", "false",
+                                        "--optimizer_type", "adam", "-vb", "0"}));
+            }),
+            "");
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--data", "c4"}, {"--save_dir", "/ckpt"}, {"--use_megatron_fsdp", "true"}, {"-en"},
+           {"--c4_train_shards", "6", "7"}, {"--optimizer_type", "muon"}}) {
+    const std::string message = thrown([&] { check_bench_options(tiny(args)); });
+    EXPECT_NE(message.find("error: not implemented yet: " + args[0]), std::string::npos) << message;
+  }
+  // --c4_train_shards takes several values and stops before the next flag or override.
+  const BenchOptions many = tiny({"--c4_train_shards", "6", "7", "--steps", "4", "optimizer.lr=1e-3"});
+  EXPECT_EQ(many.steps, 4);
+  EXPECT_EQ(many.overrides, std::vector<std::string>{"optimizer.lr=1e-3"});
+  const BenchOptions launcher = tiny({"-a", "acct", "-p", "batch", "-t", "00:10:00", "-wdp", "proj", "--detach",
+                                      "false", "-hf", "tok", "--dryrun"});
+  EXPECT_EQ(thrown([&] { check_bench_options(launcher); }), "");
+  EXPECT_EQ(launcher.bridge.ignored, (std::vector<std::string>{"-a", "-p", "-t", "-wdp", "--detach", "-hf"}));
+  EXPECT_NE(describe_plan(plan_bench(launcher)).find("ignored (Megatron-Bridge launcher flags"), std::string::npos);
+  EXPECT_NE(bench_flags_help().find("-tp"), std::string::npos);
+  EXPECT_NE(bench_flags_help().find("--max_steps"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sg::bench

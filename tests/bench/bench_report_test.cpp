@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,7 +16,9 @@
 #include "bench/bench_stats.h"
 #include "bench/chrome_trace.h"
 #include "bench/device_activity.h"
+#include "bench/bench_html.h"
 #include "bench/report.h"
+#include "train/svg_chart.h"
 #include "train/metrics.h"
 
 namespace sg::bench {
@@ -289,6 +292,26 @@ TEST(BenchReport, SignedBytes) {
   EXPECT_EQ(signed_bytes(2048), "+" + human_bytes(2048));
   EXPECT_EQ(signed_bytes(-512), "-" + human_bytes(512));
   EXPECT_EQ(signed_bytes(INT64_MIN), "-" + human_bytes(uint64_t{1} << 63));
+}
+
+// --html: one self-contained page with per-mode bars and step-time histograms; written to
+// $SG_BENCH_HTML when set, so it can be rendered and looked at.
+TEST(BenchReport, HtmlPageHasPerModeBarsAndHistograms) {
+  const Fixture f = fixture();
+  const BenchReport r = summarize(f.plan, f.results);
+  const std::string html = report_html(f.plan, f.results, r);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  for (const char* text : {"median step time", "tokens per second", "kernel-time floor (CUPTI)",
+                           "capture + instantiate", "peak device memory", "Step time distributions",
+                           "transformer_engine:attn+mlp (10 steps)", "2.045 ms", "NVIDIA H200"}) {
+    EXPECT_NE(html.find(text), std::string::npos) << text;
+  }
+  size_t svgs = 0;
+  for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++svgs;
+  EXPECT_EQ(svgs, 6u + 3u);  // six bar charts, one histogram per mode
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  if (const char* out = std::getenv("SG_BENCH_HTML")) train::write_text_atomically(out, html);
 }
 
 }  // namespace

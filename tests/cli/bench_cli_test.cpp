@@ -90,6 +90,19 @@ TEST(BenchCli, MoreRanksThanGpusNamesTheDeviceCount) {
   EXPECT_TRUE(has(r, sg::strprintf("-ng %d needs %d GPUs on this node; it has %d", ranks, ranks, gpus))) << r.output;
 }
 
+TEST(BenchCli, BridgeFlagsItDoesNotImplementAreNotImplementedYetNotUnknown) {
+  const Result tp = bench({"-m", "llama", "-mr", "tiny", "-tp", "2", "--dryrun"});
+  EXPECT_EQ(tp.exit_code, 1) << tp.output;
+  EXPECT_TRUE(has(tp, "not implemented yet: -tp 2")) << tp.output;
+  EXPECT_FALSE(has(tp, "unknown option")) << tp.output;
+  const Result ones = bench({"-m", "llama", "-mr", "tiny", "-tp", "1", "-pp", "1", "-cp", "1", "-ep", "1", "-vp",
+                             "None", "-ms", "20", "-a", "account", "-p", "partition", "--dryrun"});
+  EXPECT_EQ(ones.exit_code, 0) << ones.output;
+  EXPECT_TRUE(has(ones, "6 measured steps")) << ones.output;
+  EXPECT_TRUE(has(ones, "ignored (Megatron-Bridge launcher flags")) << ones.output;
+  EXPECT_TRUE(has(ones, "GPU memory plan")) << ones.output;  // computed without a GPU
+}
+
 TEST(BenchCli, WithoutAGpuItSaysSo) {
   if (sg::cuda::device_count() > 0) GTEST_SKIP() << "a GPU is present; tests/train/bench_gpu_test.cpp runs the bench";
   const Result r = bench({"-m", "llama", "-mr", "tiny", "--compare", "none,local"});

@@ -132,6 +132,19 @@ TEST(ValidateCli, EveryRuleExitsOneNamingTheKeyAndANearbyConfigPasses) {
   }
 }
 
+// A valid recipe is followed by its run plan, computed without a GPU: parameters, tokens per step, the
+// GPU memory plan from the step's own buffer declarations, and the CUDA-graph plan.
+TEST(ValidateCli, AValidRecipeShowsItsRunPlanWithoutAGpu) {
+  const Result r = run({"validate", "llama/tiny", "model.cuda_graph_impl=local"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text : {"7.41 M parameters", "1,024 tokens per step", "GPU memory plan", "parameters 14.13 MiB",
+                           "main_weights 28.26 MiB", "CUDA graphs: local", "capture at step 4"}) {
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
+  }
+  const Result moe = run({"validate", "moe/tiny_moe"});
+  EXPECT_NE(moe.output.find("no run plan: stepgraph does not train this yet"), std::string::npos) << moe.output;
+}
+
 TEST(ValidateCli, Rule2IsANoteNotAnError) {
   const Result r = run({"validate", "llama/tiny", "model.cuda_graph_scope=attn"});
   EXPECT_EQ(r.exit_code, 0) << r.output;

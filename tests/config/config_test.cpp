@@ -53,17 +53,19 @@ TEST(Config, DefaultsAreBridgeDefaults) {
 TEST(Config, KeyTableCoversEverySection) {
   const auto sections = config::config_sections();
   EXPECT_EQ(sections, (std::vector<std::string>{"model", "train", "optimizer", "scheduler",
-                                                "dataset", "checkpoint", "logger", "rng",
-                                                "rerun_state_machine", "ddp"}));
+                                                "dataset", "tokenizer", "checkpoint", "logger",
+                                                "rng", "rerun_state_machine", "ddp"}));
   const auto keys = config::config_keys();
   for (const char* key :
        {"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_warmup_steps",
         "model.use_te_rng_tracker", "rng.te_rng_tracker",
         "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad",
-        "model.hybrid_override_pattern", "dataset.pad_cu_seqlens", "checkpoint.save_interval"}) {
+        "model.hybrid_override_pattern", "dataset.pad_cu_seqlens", "checkpoint.save_interval",
+        "tokenizer.tokenizer_type", "tokenizer.tokenizer_model", "dataset.split", "dataset.valid_data_path",
+        "dataset.eod_mask_loss", "train.eval_interval", "train.eval_iters", "logger.tensorboard_dir"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 71u);
+  EXPECT_EQ(keys.size(), 80u);
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {

@@ -15,12 +15,9 @@
 
 #include "config/config.h"
 #include "config/model_config.h"
-#include "config/validate.h"
 #include "core/strings.h"
 #include "cuda/device.h"
 #include "cuda/stream.h"
-#include "data/batch.h"
-#include "data/blended_dataset.h"
 #include "dist/communicator.h"
 #include "dist/local_launcher.h"
 #include "graph/registry.h"
@@ -31,7 +28,7 @@
 #include "train/distributed_backend.h"
 #include "train/distributed_run.h"
 #include "train/gpu_backend.h"
-#include "train/mock_steps.h"
+#include "train/mock_training.h"
 
 namespace sg::train {
 namespace {
@@ -111,19 +108,44 @@ TEST_F(DataParallelGpu, AllReduceCapturedInAGraphEqualsEager) {
   comm.check_async_error();
 }
 
-config::Config tiny_with(const std::vector<std::string>& extra) { return test::tiny_two_microbatches(extra, kSteps); }
+config::Config tiny_with(const std::vector<std::string>& extra) {
+  std::vector<std::string> overrides = {"model.attention_dropout=0.1", "model.hidden_dropout=0.1",
+                                        "train.global_batch_size=8",  // two microbatches of 4
+                                        "train.train_iters=12",       "dataset.mock=true",
+                                        "model.cuda_graph_warmup_steps=2", "train.eval_interval=6"};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return test::validated_tiny(overrides);
+}
 
 struct RunResult {
   std::vector<float> losses;
   std::vector<float> grad_norms;
+  std::vector<double> eval_losses;
   TrainingState state;
 };
 
 RunResult run(TrainingBackend& backend, const config::Config& config) {
+  test::LoaderBatches batches(test::mock_data_options(config, config::model_spec(config)), config::model_spec(config),
+                              config::batch_spec(config));
   RunResult out;
-  for (const StepResult& r : test::run_mock_steps(backend, config, kSteps)) {
-    out.losses.push_back(r.loss);
-    out.grad_norms.push_back(r.grad_norm);
+  const auto take = [&out](const std::vector<StepResult>& results) {
+    for (const StepResult& r : results) {
+      out.losses.push_back(r.loss);
+      out.grad_norms.push_back(r.grad_norm);
+    }
+  };
+  for (int64_t step = 1; step <= kSteps; ++step) {
+    backend.submit(batches.next());
+    take(backend.collect(1));
+  }
+  take(backend.collect(0));
+  // Two evaluations of the same two batches (with graphs on the second replays the evaluation graph and
+  // its loss all-reduce).
+  const model::HostBatch first = batches.next(), second = batches.next();
+  for (int e = 0; e < 2; ++e) {
+    backend.eval_submit(first);
+    backend.eval_submit(second);
+    out.eval_losses.push_back(backend.eval_collect().loss);
   }
   out.state = backend.state();
   return out;
@@ -160,6 +182,8 @@ TEST_F(DataParallelGpu, StepWithTheReducerIsBitwiseTheSingleProcessStepInEveryMo
       const RunResult r = run_world_one(*world, tiny_with(overrides));
       EXPECT_TRUE(bitwise_equal(r.losses, reference.losses));
       EXPECT_TRUE(bitwise_equal(r.grad_norms, reference.grad_norms));
+      ASSERT_EQ(r.eval_losses.size(), 2u);
+      EXPECT_EQ(r.eval_losses, reference.eval_losses) << "the evaluation through the reducer differs";
       EXPECT_TRUE(bitwise_equal(r.state.main_weights, reference.state.main_weights)) << "fp32 weights differ";
       EXPECT_TRUE(bitwise_equal(r.state.exp_avg, reference.state.exp_avg));
       EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, reference.state.exp_avg_sq));

@@ -150,6 +150,32 @@ TEST_P(LmHeadGpu, MatchesReferenceCompositionAndDeterministic) {
   EXPECT_NEAR(d_loss.download()[0], initial_loss + 2.0 * ref_loss_contrib,
               kFp32RelTol * (initial_loss + 2.0 * ref_loss_contrib));
   EXPECT_EQ(std::memcmp(dh_raw.data(), d_dh.download().data(), dh_raw.size() * sizeof(bf16)), 0);
+
+  // Forward only (evaluation): the same loss, bit for bit, and neither gradient buffer is touched.
+  d_dh.poison();
+  d_dw.poison();
+  const std::vector<bf16> dh_poison = d_dh.download();
+  const std::vector<float> dw_poison = d_dw.download();
+  d_loss.upload({initial_loss});
+  kernels::LmHeadBuffers forward_only = buffers;
+  plan.execute_loss(stream, forward_only);
+  forward_only.dhidden = nullptr;  // may be null
+  forward_only.dweight = nullptr;
+  plan.execute_loss(stream, forward_only);
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const float loss_only = d_loss.download()[0];
+  d_loss.upload({initial_loss});
+  reset_and_run();
+  plan.execute(stream, buffers);  // two microbatches, as the two execute_loss calls above
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const float loss_full = d_loss.download()[0];
+  EXPECT_EQ(std::memcmp(&loss_only, &loss_full, sizeof(float)), 0) << loss_only << " vs " << loss_full;
+  d_dh.poison();
+  d_dw.poison();
+  plan.execute_loss(stream, forward_only);
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(std::memcmp(dh_poison.data(), d_dh.download().data(), dh_poison.size() * sizeof(bf16)), 0);
+  EXPECT_EQ(std::memcmp(dw_poison.data(), d_dw.download().data(), dw_poison.size() * sizeof(float)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LmHeadGpu,

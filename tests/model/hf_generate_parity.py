@@ -7,7 +7,9 @@ Run on the GPU machine (from scripts/gpu.sh's parity section):
 Checkpoints:
   (a) synthetic Hugging Face folders written by tests/checkpoint/make_hf_llama.py (random weights with a
       large spread, so the logits are peaked): untied GQA in bf16 with 3 shards; tied with Llama 3
-      rope_scaling (factor 8, rope_theta 5e5, original context 8192) in fp32;
+      rope_scaling (factor 8, rope_theta 5e5, original context 256 < max_position_embeddings 512: a valid
+      Llama 3 config whose kept, interpolated and divided frequencies all turn at the prompt positions;
+      tests/tools/hf_reference_generate_test.py checks the same on the CPU) in fp32;
   (b) a stepgraph checkpoint: `stepgraph train llama/tiny` for --steps steps on `stepgraph data synth`
       (a model that uses its context), prompts cut from that corpus.
 For each, stepgraph generates greedily on the GPU (the decoding step as one CUDA graph) from every
@@ -119,7 +121,7 @@ def main():
               "--max-pos", "512"]
     synth = [("hf_bf16_untied_gqa_3shards", ["--dtype", "bf16", "--shards", "3", "--std", "0.08"]),
              ("hf_fp32_tied_llama3_rope", ["--dtype", "fp32", "--tied", "--std", "0.08", "--rope-scaling", "8",
-                                           "--rope-theta", "500000", "--original-max-pos", "8192"]
+                                           "--rope-theta", "500000", "--original-max-pos", "256"]
               + (["--rope-parameters"] if v5 else []))]
     for name, flags in synth:
         folder = os.path.join(out, name)

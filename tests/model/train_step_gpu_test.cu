@@ -375,6 +375,24 @@ TEST(TrainStepGpu, RegionsAndMemoryPlan) {
   EXPECT_GE(layout.range(cuda::MemoryCategory::workspaces).bytes(), kernels::Blas::kWorkspaceBytes);
   EXPECT_GE(layout.range(cuda::MemoryCategory::inputs).bytes(), static_cast<size_t>(step.tokens_per_step()) * 12);
   std::printf("%s\n", step.memory_breakdown().c_str());
+
+  // The plan `validate` prints without a device is the arena's: every buffer it declares is in the
+  // arena with the same size (the CUB sort scratch, sized by the device, aside), and the arena has only
+  // device-sized workspaces besides.
+  const cuda::MemoryPlan cpu = TrainStep::plan_memory(spec, batch_spec(2));
+  size_t matched = 0;
+  for (const auto& a : layout.allocations) {
+    const cuda::MemorySlot slot = cpu.find(a.name);
+    if (!slot.valid()) {
+      EXPECT_EQ(a.category, cuda::MemoryCategory::workspaces) << a.name << " is missing from the CPU plan";
+      continue;
+    }
+    ++matched;
+    EXPECT_EQ(cpu.at(slot).category, a.category) << a.name;
+    if (a.name != "workspace.embedding_backward") EXPECT_EQ(cpu.at(slot).bytes, a.bytes) << a.name;
+  }
+  EXPECT_EQ(matched, cpu.size());
+  EXPECT_TRUE(step.arena().layout().allocations.size() > cpu.size());  // workspace.cudnn_attention
 }
 
 }  // namespace

@@ -14,7 +14,6 @@ tools/train_tokenizer.py, tokenizes the sample with tools/preprocess_data.py on 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -23,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
+
+import tool_test_common
 
 import numpy as np
 
@@ -294,20 +295,5 @@ class TokenizerTools(unittest.TestCase):
                 self.assertIn(flag, out)
 
 
-def main() -> int:
-    global STEPGRAPH
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stepgraph", required=True, help="path of the stepgraph binary")
-    args, rest = parser.parse_known_args()
-    STEPGRAPH = os.path.abspath(args.stepgraph)
-    try:
-        import tokenizers  # noqa: F401
-    except ImportError:
-        print("FAILED: the Python package `tokenizers` is missing; run `bash scripts/setup.sh`", file=sys.stderr)
-        return 1
-    result = unittest.main(argv=[sys.argv[0], *rest], exit=False, verbosity=2).result
-    return 0 if result.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(tool_test_common.main(__doc__, globals()))

@@ -19,6 +19,7 @@
 #include "data/batch.h"
 #include "data/blended_dataset.h"
 #include "train/gpu_backend.h"
+#include "train/mock_training.h"
 #include "config/model_config.h"
 #include "train/trainer.h"
 #include "config/validate.h"
@@ -34,9 +35,7 @@ config::Config tiny_with(const std::vector<std::string>& extra) {
                                         "train.train_iters=30",       "dataset.mock=true",
                                         "model.cuda_graph_warmup_steps=2"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  const config::ValidationReport report = config::validate(config::load_config("llama/tiny", overrides));
-  EXPECT_TRUE(report.ok()) << (report.violations.empty() ? "" : config::format_violation(report.violations[0]));
-  return report.config;
+  return test::validated_tiny(overrides);
 }
 
 struct RunResult {
@@ -60,22 +59,10 @@ RunResult run_mode(const config::Config& config, const std::vector<float>* initi
     start.rng = {static_cast<uint64_t>(config.rng.seed), 0};
     backend.load_state(start);
   }
-  data::DataLoaderOptions o;
-  o.mock = true;
-  o.seq_length = model.seq_length;
-  o.vocab_size = model.vocab_size;
-  o.seed = static_cast<uint64_t>(config.rng.seed);
-  data::DataLoader loader(o);
-  model::HostBatch host;
-  const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
-  host.tokens.resize(n);
-  host.targets.resize(n);
-  host.loss_mask.resize(n);
+  test::LoaderBatches batches(test::mock_data_options(config, model), model, batch);
   RunResult out;
   for (int64_t step = 1; step <= kSteps; ++step) {
-    data::fill_batch(loader, {host.tokens.data(), host.targets.data(), host.loss_mask.data(),
-                              batch.num_microbatches * batch.micro_batch_size, model.seq_length});
-    backend.submit(host);
+    backend.submit(batches.next());
     for (const StepResult& r : backend.collect(1)) out.losses.push_back(r.loss);
   }
   for (const StepResult& r : backend.collect(0)) out.losses.push_back(r.loss);

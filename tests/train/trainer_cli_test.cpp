@@ -274,6 +274,11 @@ void TrainerSignalTest::expect_stop_saves_and_exits(int signal_number, int expec
   char iter_name[32];
   std::snprintf(iter_name, sizeof iter_name, "iter_%07lld", static_cast<long long>(last));
   EXPECT_TRUE(fs::exists(fs::path(ckpt) / iter_name / "optimizer_main_params.safetensors"));
+  // A stop still leaves the run's report, saying how it ended.
+  const std::string report = read_file(fs::path(run) / "report.html");
+  EXPECT_NE(report.find("stopped by signal " + std::to_string(signal_number) + " after step " + std::to_string(last)),
+            std::string::npos)
+      << r.all();
 
   const RunResult resumed = train({"train.train_iters=" + std::to_string(last + 2), "scheduler.lr_decay_iters=100000",
                                    "checkpoint.load=" + ckpt, "--run-dir", path("run_resumed")},

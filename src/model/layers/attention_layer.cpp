@@ -81,6 +81,13 @@ void AttentionLayer::plan_device(DevicePlanContext& ctx) {
   attention_ = &ctx.objects().get<kernels::AttentionPlan>(
       "attention.cudnn_plan", [&] { return std::make_unique<kernels::AttentionPlan>(ctx.cudnn(), shape); });
   workspace_ref_ = ctx.workspace("workspace.cudnn_attention", attention_->workspace_bytes());
+  if (shape.dropout_p > 0.0f) {
+    // Evaluation runs with dropout off (Megatron's model.eval()); cuDNN's dropout is a plan-time constant.
+    shape.dropout_p = 0.0f;
+    eval_attention_ = &ctx.objects().get<kernels::AttentionPlan>(
+        "attention.cudnn_plan_eval", [&] { return std::make_unique<kernels::AttentionPlan>(ctx.cudnn(), shape); });
+    ctx.workspace("workspace.cudnn_attention", eval_attention_->forward_workspace_bytes());
+  }
 }
 
 void AttentionLayer::bind(LayerBindContext& ctx) {
@@ -123,10 +130,14 @@ void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream
   ap.out = attn_;
   ap.lse = lse_;
   ap.qkv = qkv_;
-  ap.dropout_seed = dropout_seed_;
-  ap.dropout_offset = dropout_offset_;
   ap.workspace = workspace_;
-  attention_->forward(stream, ap);
+  if (io.dropout || eval_attention_ == nullptr) {
+    ap.dropout_seed = dropout_seed_;
+    ap.dropout_offset = dropout_offset_;
+    attention_->forward(stream, ap);
+  } else {
+    eval_attention_->forward(stream, ap);
+  }
   gemms_->o_proj.run(stream, io.output, attn_, w_o_);
 }
 

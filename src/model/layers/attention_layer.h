@@ -43,6 +43,7 @@ class AttentionLayer final : public Layer {
   cuda::MemorySlot qkv_slot_, attn_slot_, lse_slot_;
   SharedBufferRef d_attn_ref_, d_qkv_ref_, workspace_ref_;
   const kernels::AttentionPlan* attention_ = nullptr;  // shared by every attention layer
+  const kernels::AttentionPlan* eval_attention_ = nullptr;  // dropout off (evaluation); only with attention dropout
   std::unique_ptr<Gemms> gemms_;
 
   bf16* qkv_ = nullptr;  // [T, qkv_dim] after RoPE

@@ -29,7 +29,7 @@ void AttentionLayerCpu::forward(const CpuLayerIO& io) {
   ref::rope_forward(qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
   ref::rope_forward(qkv_.data() + H, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
   ref::attention_forward(attn_.data(), lse_.data(), qkv_.data(), batch_.micro_batch_size, S, heads, kv_heads, d,
-                         m.attention_dropout, io.rng, decl_.probs_site);
+                         io.dropout ? m.attention_dropout : 0.0f, io.rng, decl_.probs_site);
   ref::linear_forward(io.output, attn_.data(), io.weight(decl_.o_proj), T, H, H);
 }
 

@@ -1,0 +1,161 @@
+// Rule 16, the user-data part: the tokenizer section and the vocabulary it implies, dataset.split /
+// dataset.valid_data_path, evaluation (train.eval_interval, train.eval_iters), dataset.eod_mask_loss
+// and logger.tensorboard_dir. Every failure names the keys, their values and a fix.
+#include <algorithm>
+
+#include "config/tokenizer_vocab.h"
+#include "config/validate.h"
+#include "core/error.h"
+#include "core/strings.h"
+#include "data/dataset_split.h"
+
+namespace sg::config::detail {
+namespace {
+
+// Megatron-LM's --tokenizer-type choices: known names that stepgraph does not read yet.
+const std::vector<std::string> kMegatronTokenizerTypes = {
+    "BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer",      "SentencePieceTokenizer",
+    "GPTSentencePieceTokenizer", "HuggingFaceTokenizer", "Llama2Tokenizer", "TikTokenizer",
+    "MultimodalTokenizer",    "NullTokenizer",     "NullMultimodalTokenizer", "SFTTokenizer"};
+
+class Reporter {
+ public:
+  Reporter(const Config& config, std::vector<Violation>& violations, std::vector<Note>& notes)
+      : c_(config), violations_(violations), notes_(notes) {}
+  void fail(const std::string& message, const std::vector<std::string>& keys, const std::string& fix) {
+    violations_.push_back({16, message, values(keys), fix});
+  }
+  void note(const std::string& message, const std::vector<std::string>& keys) {
+    notes_.push_back({16, message, values(keys)});
+  }
+
+ private:
+  std::vector<KeyValue> values(const std::vector<std::string>& keys) const {
+    std::vector<KeyValue> out;
+    for (const auto& key : keys) out.push_back({key, format_value(c_, key)});
+    return out;
+  }
+  const Config& c_;
+  std::vector<Violation>& violations_;
+  std::vector<Note>& notes_;
+};
+
+}  // namespace
+
+void resolve_tokenizer(Config& c, std::vector<Violation>& violations, std::vector<Note>& notes) {
+  Reporter r(c, violations, notes);
+  const auto& t = c.tokenizer;
+  ModelConfig& m = c.model;
+  if (m.make_vocab_size_divisible_by < 1) {
+    r.fail("model.make_vocab_size_divisible_by must be >= 1", {"model.make_vocab_size_divisible_by"},
+           "set it to 1 (no padding) or a power of two such as 128 (Megatron's default)");
+    return;
+  }
+  if (!t.tokenizer_type && !t.tokenizer_model) return;
+  if (!t.tokenizer_type || !t.tokenizer_model) {
+    r.fail("the tokenizer needs both tokenizer.tokenizer_type and tokenizer.tokenizer_model",
+           {"tokenizer.tokenizer_type", "tokenizer.tokenizer_model"},
+           "set tokenizer.tokenizer_type=HuggingFaceTokenizer tokenizer.tokenizer_model=DIR (a folder with "
+           "tokenizer.json, e.g. from tools/train_tokenizer.py)");
+    return;
+  }
+  if (*t.tokenizer_type != kHuggingFaceTokenizer) {
+    const bool known = std::find(kMegatronTokenizerTypes.begin(), kMegatronTokenizerTypes.end(),
+                                 *t.tokenizer_type) != kMegatronTokenizerTypes.end();
+    const std::string close = closest_match(*t.tokenizer_type, kMegatronTokenizerTypes);
+    r.fail(known ? "tokenizer type " + *t.tokenizer_type + " is not implemented yet"
+                 : "unknown tokenizer.tokenizer_type '" + *t.tokenizer_type + "'" +
+                       (close.empty() ? "" : "; did you mean '" + close + "'?"),
+           {"tokenizer.tokenizer_type"},
+           "use HuggingFaceTokenizer with a Hugging Face tokenizer folder (tokenizer.json); "
+           "tools/train_tokenizer.py trains one on your text");
+    return;
+  }
+  data::HfTokenizerInfo info;
+  try {
+    info = data::read_hf_tokenizer(*t.tokenizer_model);
+  } catch (const Error& e) {
+    r.fail(e.what(), {"tokenizer.tokenizer_model"},
+           "point tokenizer.tokenizer_model at a folder with tokenizer.json (tools/train_tokenizer.py writes one)");
+    return;
+  }
+  const int64_t padded = padded_vocab_size(info.vocab_size, m.make_vocab_size_divisible_by);
+  if (!m.vocab_size) {
+    m.vocab_size = padded;  // Bridge: taken from the tokenizer, padded as Megatron pads it
+    return;
+  }
+  if (*m.vocab_size < info.vocab_size) {
+    r.fail(strprintf("model.vocab_size %lld is smaller than the tokenizer's vocabulary (%lld tokens in %s): "
+                     "some token ids would have no embedding",
+                     static_cast<long long>(*m.vocab_size), static_cast<long long>(info.vocab_size),
+                     t.tokenizer_model->c_str()),
+           {"model.vocab_size", "tokenizer.tokenizer_model"},
+           strprintf("set model.vocab_size=%lld (the vocabulary padded to a multiple of "
+                     "model.make_vocab_size_divisible_by), or null to take it from the tokenizer",
+                     static_cast<long long>(padded)));
+  } else if (*m.vocab_size != padded) {
+    r.note(strprintf("model.vocab_size %lld is not the tokenizer's vocabulary %lld padded to a multiple of %lld "
+                     "(%lld); it is used as set, with %lld unused rows",
+                     static_cast<long long>(*m.vocab_size), static_cast<long long>(info.vocab_size),
+                     static_cast<long long>(m.make_vocab_size_divisible_by), static_cast<long long>(padded),
+                     static_cast<long long>(*m.vocab_size - info.vocab_size)),
+           {"model.vocab_size", "model.make_vocab_size_divisible_by"});
+  }
+}
+
+void check_user_data(const Config& c, std::vector<Violation>& violations, std::vector<Note>& notes) {
+  Reporter r(c, violations, notes);
+  const DatasetConfig& d = c.dataset;
+  const TrainConfig& t = c.train;
+  std::optional<data::SplitShares> shares;
+  if (d.split) {
+    try {
+      shares = data::parse_split(*d.split);
+    } catch (const Error& e) {
+      r.fail(e.what(), {"dataset.split"}, "write train,valid,test shares such as 969,30,1, or null");
+    }
+  }
+  if (d.split && !d.valid_data_path.empty()) {
+    r.fail("dataset.split and dataset.valid_data_path both say where the validation data is",
+           {"dataset.split", "dataset.valid_data_path"},
+           "use one: dataset.split cuts every dataset of data_path into train/valid/test documents, "
+           "dataset.valid_data_path names separate validation datasets (then data_path trains whole)");
+  }
+  if (d.mock && (d.split || !d.valid_data_path.empty())) {
+    r.note("dataset.mock is true: validation uses mock samples too (another seed); split and "
+           "valid_data_path are not read",
+           {"dataset.mock", "dataset.split", "dataset.valid_data_path"});
+  }
+  if (t.eval_interval && *t.eval_interval < 1) {
+    r.fail("train.eval_interval must be >= 1 (or null: no evaluation)", {"train.eval_interval"},
+           "set train.eval_interval to the steps between evaluations, e.g. 100");
+  }
+  if (t.eval_iters < 1) {
+    r.fail("train.eval_iters must be >= 1", {"train.eval_iters"},
+           "set train.eval_iters to the global batches per evaluation (Megatron's default 100)");
+  }
+  const bool has_validation_data =
+      d.mock || !d.valid_data_path.empty() || (shares && (*shares)[1] > 0.0);
+  if (t.eval_interval && !has_validation_data) {
+    r.fail(d.split ? "dataset.split gives the validation split no documents, so there is nothing to evaluate"
+                   : "train.eval_interval is set but there is no validation data",
+           {"train.eval_interval", "dataset.split", "dataset.valid_data_path"},
+           "split data_path with dataset.split=969,30,1 (train,valid,test shares), name validation datasets "
+           "with dataset.valid_data_path=[PREFIX], or set train.eval_interval=null");
+  }
+  if (!t.eval_interval && (d.split ? shares && (*shares)[1] > 0.0 : !d.valid_data_path.empty())) {
+    r.note("there is validation data but train.eval_interval is null: no evaluation runs",
+           {"train.eval_interval"});
+  }
+  if (d.eod_mask_loss && !c.tokenizer.tokenizer_model) {
+    r.fail("dataset.eod_mask_loss needs the end-of-document token id, which comes from the tokenizer",
+           {"dataset.eod_mask_loss", "tokenizer.tokenizer_model"},
+           "set tokenizer.tokenizer_type=HuggingFaceTokenizer tokenizer.tokenizer_model=DIR (its eos token is "
+           "the EOD), or dataset.eod_mask_loss=false");
+  }
+  if (c.logger.tensorboard_dir && c.logger.tensorboard_dir->empty()) {
+    r.fail("logger.tensorboard_dir is an empty path", {"logger.tensorboard_dir"}, "set a directory, or null");
+  }
+}
+
+}  // namespace sg::config::detail

@@ -1,0 +1,74 @@
+#include "train/evaluation.h"
+
+#include <chrono>
+
+#include "core/strings.h"
+#include "data/shuffle.h"
+
+namespace sg::train {
+
+data::DataLoaderOptions validation_data_options(const config::Config& config, const model::ModelSpec& model) {
+  data::DataLoaderOptions o;
+  o.mock = config.dataset.mock;
+  o.seq_length = model.seq_length;
+  o.vocab_size = model.vocab_size;
+  // Another stream than training's, also for mock data ("valid" as the mixing word).
+  o.seed = data::mix_seed(static_cast<uint64_t>(config.rng.seed), 0x76616c6964ull);
+  if (!config.dataset.valid_data_path.empty()) {
+    o.data_path = config.dataset.valid_data_path;
+  } else {
+    o.data_path = config.dataset.data_path;
+    if (config.dataset.split) {
+      o.split_shares = data::parse_split(*config.dataset.split);
+      o.split = data::Split::valid;
+    }
+  }
+  return o;
+}
+
+Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
+                       const data::BatchOptions& batch_options, int rank)
+    : interval_(config.train.eval_interval.value_or(0)), iters_(config.train.eval_iters),
+      sequences_(batch.num_microbatches * batch.micro_batch_size), seq_length_(model.seq_length),
+      global_sequences_(batch.global_microbatches() * batch.micro_batch_size),
+      rows_(data::rank_rows(global_sequences_, batch.data_parallel_size, rank)),
+      batch_options_(batch_options) {
+  if (!enabled()) return;
+  loader_ = std::make_unique<data::DataLoader>(validation_data_options(config, model));
+  const auto n = static_cast<size_t>(sequences_ * seq_length_);
+  batch_.tokens.resize(n);
+  batch_.targets.resize(n);
+  batch_.loss_mask.resize(n);
+}
+
+Evaluation::~Evaluation() = default;
+
+bool Evaluation::due(int64_t step, int64_t last_step) const {
+  return enabled() && (step % interval_ == 0 || step == last_step);
+}
+
+std::string Evaluation::describe() const {
+  if (!enabled()) return "validation: off (train.eval_interval = null)";
+  std::string text = strprintf("validation: every %lld steps and after the last, %lld global batch%s (%lld tokens), "
+                               "forward only, dropout off; the same batches every time:",
+                               static_cast<long long>(interval_), static_cast<long long>(iters_),
+                               iters_ == 1 ? "" : "es", static_cast<long long>(iters_ * global_sequences_ * seq_length_));
+  for (const std::string& line : split(loader_->describe(), '\n')) text += "\n  " + line;
+  return text;
+}
+
+EvalResult Evaluation::run(TrainingBackend& backend) {
+  const auto start = std::chrono::steady_clock::now();
+  loader_->seek(data::DataPosition{0, std::vector<uint64_t>(loader_->num_sources(), 0)});
+  const data::HostBatchView view{batch_.tokens.data(), batch_.targets.data(), batch_.loss_mask.data(), sequences_,
+                                 seq_length_};
+  for (int64_t i = 0; i < iters_; ++i) {
+    data::fill_rank_batch(*loader_, view, global_sequences_, rows_, batch_options_);
+    backend.eval_submit(batch_);
+  }
+  EvalResult r = backend.eval_collect();
+  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace sg::train

@@ -1,0 +1,62 @@
+#pragma once
+// Evaluation on validation data (train.eval_interval, train.eval_iters), as Megatron's evaluate():
+// every eval_interval steps (and after the last step) eval_iters global batches of validation data go
+// through the backend's forward-only path (dropout off, no backward, no optimizer, no RNG advance),
+// and the mean loss is the validation loss; val_ppl = exp(val_loss).
+//
+// Validation data: the valid split of dataset.data_path (dataset.split, Megatron's document-level
+// split of every dataset of the blend), or dataset.valid_data_path, or mock samples with another seed
+// (dataset.mock). Every evaluation reads the SAME first eval_iters global batches of that stream (it is
+// rewound each time), so successive validation losses compare the model on the same text, and resuming
+// needs no validation position in the checkpoint. (Megatron-LM continues its validation iterator
+// instead; with a fixed set the curve is not noisier than the model.)
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "data/batch.h"
+#include "data/blended_dataset.h"
+#include "data/rank_batch.h"
+#include "model/batch.h"
+#include "model/spec.h"
+#include "train/backend.h"
+
+namespace sg::train {
+
+class Evaluation {
+ public:
+  // `config` validated. Opens the validation datasets only when evaluation is on. `rank`: this
+  // data-parallel rank, which evaluates its rows of every validation batch (data/rank_batch.h); the
+  // backend sums the ranks' losses.
+  Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
+             const data::BatchOptions& batch_options, int rank = 0);
+  ~Evaluation();
+
+  bool enabled() const { return interval_ > 0; }
+  int64_t interval() const { return interval_; }
+  int64_t iters() const { return iters_; }
+  // After step `step` of `last_step`: every interval steps, and after the last one.
+  bool due(int64_t step, int64_t last_step) const;
+  // "every 50 steps and after the last: 4 global batches (4096 tokens) from <source>"
+  std::string describe() const;
+
+  // One evaluation: rewinds the validation stream, submits eval_iters batches, collects. The backend's
+  // training steps must all be collected first.
+  EvalResult run(TrainingBackend& backend);
+
+ private:
+  int64_t interval_ = 0;
+  int64_t iters_ = 0;
+  int64_t sequences_ = 0, seq_length_ = 0;  // this rank's rows of a validation batch
+  int64_t global_sequences_ = 0;
+  data::RankRows rows_;
+  data::BatchOptions batch_options_;
+  std::unique_ptr<data::DataLoader> loader_;
+  model::HostBatch batch_;
+};
+
+// The validation loader's options for `config` (validated): valid split, valid_data_path or mock.
+data::DataLoaderOptions validation_data_options(const config::Config& config, const model::ModelSpec& model);
+
+}  // namespace sg::train

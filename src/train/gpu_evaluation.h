@@ -1,0 +1,58 @@
+#pragma once
+// Evaluation on the GPU (train.eval_interval): TrainStep::enqueue_eval — every microbatch's forward with
+// dropout off and the LM head's loss only — on the training stream, between steps. With CUDA graphs on
+// (any cuda_graph_impl but none) the evaluation of one batch is its own graph: the first evaluated batch
+// runs eagerly (first use of the no-dropout attention plan), the second is captured, every later one
+// replays it. It is always a whole-evaluation graph whatever the training's scope: forward-only has no
+// host check inside, and the training's region graphs contain dropout.
+//
+// Per batch: host batch -> pinned slot (two, alternating) -> cudaMemcpyAsync into the step's input
+// buffers -> the evaluation -> cudaMemcpyAsync of its loss into a pinned array. collect() waits once.
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "cuda/stream.h"
+#include "graph/full_iteration_runner.h"
+#include "graph/registry.h"
+#include "model/batch.h"
+#include "model/train_step.h"
+#include "train/backend.h"
+
+namespace sg::train {
+
+class GpuEvaluation {
+ public:
+  // `max_batches`: train.eval_iters (the pinned loss array's size).
+  GpuEvaluation(model::TrainStep& step, bool graphs, int64_t max_batches);
+  ~GpuEvaluation();
+  GpuEvaluation(const GpuEvaluation&) = delete;
+  GpuEvaluation& operator=(const GpuEvaluation&) = delete;
+
+  void submit(cudaStream_t stream, const model::HostBatch& batch);
+  EvalResult collect(cudaStream_t stream);
+  graph::GraphStats stats() const { return registry_.stats(); }
+
+ private:
+  struct Slot {
+    int32_t* tokens = nullptr;  // pinned
+    int32_t* targets = nullptr;
+    float* loss_mask = nullptr;
+    cuda::Event copied;
+    bool used = false;
+  };
+  model::TrainStep& step_;
+  size_t tokens_ = 0;
+  int64_t max_batches_ = 0;
+  graph::GraphRegistry registry_;
+  graph::EagerRegionRunner eager_;
+  graph::FullIterationRunner runner_;
+  Slot slots_[2];
+  float* losses_ = nullptr;  // pinned [max_batches]
+  int64_t submitted_ = 0;    // batches since the last collect
+  int64_t slot_uses_ = 0;
+  bool captured_ = false, graphed_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace sg::train

@@ -1,0 +1,112 @@
+#include "train/run_plan.h"
+
+#include "config/model_config.h"
+#include "core/strings.h"
+#include "cuda/arena.h"
+#include "graph/scope_plan.h"
+#include "model/layer_registry.h"
+#include "model/stack.h"
+#include "model/train_step.h"
+
+namespace sg::train {
+
+std::string thousands(int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return value < 0 ? "-" + out : out;
+}
+
+namespace {
+
+std::string millions(int64_t n) {
+  if (n >= 1000000000) return strprintf("%.2f B", static_cast<double>(n) / 1e9);
+  if (n >= 1000000) return strprintf("%.2f M", static_cast<double>(n) / 1e6);
+  return thousands(n);
+}
+
+}  // namespace
+
+std::string describe_model(const config::Config& config) {
+  const model::ModelSpec m = config::model_spec(config);
+  const model::ModelLayout layout = model::model_layout(m);
+  const bool tied = m.share_embeddings_and_output_weights;
+  const int64_t embeddings = m.vocab_size * m.hidden_size * (tied ? 1 : 2);
+  std::string why_no_hf;
+  const std::string hf = model::hf_architecture(m, &why_no_hf);
+  return strprintf("model: %s, hidden %lld (%lld heads, %lld KV), ffn %lld, seq %lld, vocab %lld%s: %s parameters "
+                   "(%s in the embedding%s); checkpoints load as %s",
+                   model::describe_stack(m).c_str(), static_cast<long long>(m.hidden_size),
+                   static_cast<long long>(m.num_attention_heads), static_cast<long long>(m.num_query_groups),
+                   static_cast<long long>(m.ffn_hidden_size), static_cast<long long>(m.seq_length),
+                   static_cast<long long>(m.vocab_size), tied ? ", tied embeddings" : "",
+                   millions(layout.num_parameters()).c_str(), millions(embeddings).c_str(),
+                   tied ? "" : " and the LM head",
+                   hf.empty() ? ("nothing yet (no config.json: " + why_no_hf + ")").c_str() : hf.c_str());
+}
+
+std::string describe_batch(const config::Config& config) {
+  const model::ModelSpec m = config::model_spec(config);
+  const model::BatchSpec b = config::batch_spec(config);
+  const int64_t sequences = b.global_microbatches() * b.micro_batch_size;
+  const int64_t tokens = sequences * m.seq_length;
+  const int64_t steps = config.train.train_iters.value_or(0);
+  const std::string ranks =
+      b.data_parallel_size == 1
+          ? std::string()
+          : strprintf(" on each of %lld data-parallel ranks", static_cast<long long>(b.data_parallel_size));
+  return strprintf("batch: %lld sequences x %lld tokens = %s tokens per step (%lld microbatch%s of %lld%s); "
+                   "%lld steps = %s tokens",
+                   static_cast<long long>(sequences), static_cast<long long>(m.seq_length), thousands(tokens).c_str(),
+                   static_cast<long long>(b.num_microbatches), b.num_microbatches == 1 ? "" : "es",
+                   static_cast<long long>(b.micro_batch_size), ranks.c_str(), static_cast<long long>(steps),
+                   thousands(steps * tokens).c_str());
+}
+
+std::string describe_gpu_memory_plan(const config::Config& config) {
+  const model::ModelSpec m = config::model_spec(config);
+  const model::BatchSpec b = config::batch_spec(config);
+  const cuda::MemoryLayout layout = model::TrainStep::plan_memory(m, b).layout();
+  std::string text = strprintf("GPU memory plan (one arena, from the config; no device needed): %s",
+                               human_bytes(layout.total_bytes).c_str());
+  std::vector<std::string> parts;
+  for (int c = 0; c < cuda::kNumMemoryCategories; ++c) {
+    const auto category = static_cast<cuda::MemoryCategory>(c);
+    std::string part = strprintf("%s %s", cuda::memory_category_name(category),
+                                 human_bytes(layout.requested_bytes[c]).c_str());
+    if (category == cuda::MemoryCategory::workspaces) part += " + cuDNN attention and CUB sort scratch (sized on the GPU)";
+    parts.push_back(part);
+  }
+  text += "\n  " + join(std::vector<std::string>(parts.begin(), parts.begin() + 4), " | ");
+  text += "\n  " + join(std::vector<std::string>(parts.begin() + 4, parts.end()), " | ");
+  return text;
+}
+
+std::string describe_graph_plan(const config::Config& config) {
+  const model::ModelSpec m = config::model_spec(config);
+  const graph::ScopePlan plan = graph::plan_graph_scopes(graph::parse_graph_impl(config.model.cuda_graph_impl),
+                                                         graph::parse_graph_scopes(config.model.cuda_graph_scope),
+                                                         model::stack_regions(m));
+  if (plan.impl == graph::GraphImpl::none) {
+    return "CUDA graphs: off (model.cuda_graph_impl = none): every step eager";
+  }
+  const int64_t warmup = config.model.cuda_graph_warmup_steps;
+  std::string text = strprintf("CUDA graphs: %s; %lld eager warmup step%s, capture at step %lld, replay after",
+                               plan.describe().c_str(), static_cast<long long>(warmup), warmup == 1 ? "" : "s",
+                               static_cast<long long>(warmup + 1));
+  if (config.train.eval_interval) {
+    text += "\n  evaluation: 1 more graph (the forward-only evaluation of one batch): the first evaluated batch "
+            "eager, the second captured, replayed after";
+  }
+  return text;
+}
+
+std::vector<std::string> describe_run_plan(const config::Config& config) {
+  return {describe_model(config), describe_batch(config), describe_gpu_memory_plan(config),
+          describe_graph_plan(config)};
+}
+
+}  // namespace sg::train

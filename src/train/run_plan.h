@@ -1,0 +1,30 @@
+#pragma once
+// What a run will do, computed from a validated config on the CPU, with no device: the model and its
+// parameter count, the tokens per step, the GPU memory plan (the step's own buffer declarations,
+// model::TrainStep::plan_memory, with the device-sized workspaces unknown) and the CUDA-graph plan.
+// `stepgraph train` prints it at start, `stepgraph validate RECIPE` and `stepgraph bench --dryrun` too.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace sg::train {
+
+// "model: 8 layers: (*-)x4 as 4 GPT blocks, hidden 256 (4 heads, 4 KV), ffn 704, seq 256, vocab 8192:
+// 7.1 M parameters (2.1 M in the embedding); checkpoints load as LlamaForCausalLM"
+std::string describe_model(const config::Config& config);
+// "batch: 4 sequences x 256 tokens = 1,024 tokens per step (1 microbatch of 4); 300 steps = 307,200 tokens"
+std::string describe_batch(const config::Config& config);
+// The GPU arena by category, planned without a device (a few lines).
+std::string describe_gpu_memory_plan(const config::Config& config);
+// "CUDA graphs: local (full_iteration): 1 graph of the whole step ...; 3 eager warmup steps, capture at
+// step 4" and, with evaluation, the evaluation graph.
+std::string describe_graph_plan(const config::Config& config);
+// All of the above, one block.
+std::vector<std::string> describe_run_plan(const config::Config& config);
+
+// "1,234,567"
+std::string thousands(int64_t value);
+
+}  // namespace sg::train

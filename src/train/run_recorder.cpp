@@ -1,0 +1,66 @@
+#include "train/run_recorder.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/log.h"
+#include "core/strings.h"
+#include "train/svg_chart.h"
+
+namespace sg::train {
+
+RunRecorder::RunRecorder(const config::Config& config, const std::string& run_dir, bool resumed, RunReportInfo report)
+    : run_dir_(run_dir), report_(std::move(report)) {
+  std::filesystem::create_directories(run_dir);
+  const std::string header = "the resolved configuration of this run (defaults filled in, validated);\n"
+                             "run it again with: stepgraph train " +
+                             (std::filesystem::path(run_dir) / "config.yaml").string();
+  report_.config_yaml = config::emit_yaml(config, header);
+  write_text_atomically((std::filesystem::path(run_dir) / "config.yaml").string(), report_.config_yaml);
+  metrics_path_ = (std::filesystem::path(run_dir) / "metrics.jsonl").string();
+  metrics_ = std::make_unique<MetricsLog>(metrics_path_, resumed);
+  if (config.logger.tensorboard_dir) tensorboard_ = std::make_unique<TensorBoardWriter>(*config.logger.tensorboard_dir);
+}
+
+RunRecorder::~RunRecorder() {
+  if (finished_) return;
+  try {
+    finish(strprintf("ended early, after step %lld (see the log for why)", static_cast<long long>(last_step_)));
+  } catch (...) {
+    // A report is a convenience; the run's own error is what the user must see.
+  }
+}
+
+std::string RunRecorder::report_path() const { return (std::filesystem::path(run_dir_) / "report.html").string(); }
+
+void RunRecorder::step(const StepMetrics& m) {
+  last_step_ = m.step;
+  metrics_->write(m);
+  if (!tensorboard_) return;
+  tensorboard_->scalar("lm loss", m.step, m.loss);
+  tensorboard_->scalar("learning-rate", m.step, m.lr);
+  tensorboard_->scalar("grad-norm", m.step, m.grad_norm);
+  if (!m.capture) {  // the capture step's time includes the capture
+    tensorboard_->scalar("iteration-time", m.step, m.step_ms);
+    tensorboard_->scalar("tokens-per-second", m.step, m.tokens_per_s);
+    tensorboard_->scalar("throughput", m.step, m.tflops_per_gpu);
+  }
+  tensorboard_->scalar("mem-allocated-bytes", m.step, static_cast<double>(m.device_memory_used));
+  tensorboard_->flush();
+}
+
+void RunRecorder::eval(const EvalMetrics& m) {
+  metrics_->write(m);
+  if (!tensorboard_) return;
+  tensorboard_->scalar("lm loss validation", m.step, m.val_loss);
+  tensorboard_->scalar("lm loss validation ppl", m.step, m.val_ppl);
+  tensorboard_->flush();
+}
+
+void RunRecorder::finish(const std::string& status) {
+  finished_ = true;
+  report_.status = status;
+  write_run_report(metrics_path_, report_path(), report_);
+}
+
+}  // namespace sg::train

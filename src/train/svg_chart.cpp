@@ -1,0 +1,288 @@
+#include "train/svg_chart.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace sg::train {
+namespace {
+
+const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"};
+
+// Tick spacing 1, 2 or 5 x 10^k giving about `count` ticks over `span`.
+double nice_step(double span, int count) {
+  if (!(span > 0.0)) return 1.0;
+  const double raw = span / std::max(count, 1);
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / magnitude;
+  return (f <= 1.0 ? 1.0 : f <= 2.0 ? 2.0 : f <= 5.0 ? 5.0 : 10.0) * magnitude;
+}
+
+std::string format_tick(double v) {
+  const double a = std::fabs(v);
+  if (a == 0.0) return "0";
+  if (a >= 1e9) return strprintf("%.3gG", v / 1e9);
+  if (a >= 1e6) return strprintf("%.3gM", v / 1e6);
+  if (a >= 1e4) return strprintf("%.3gk", v / 1e3);
+  if (a >= 1.0) return strprintf("%.4g", v);
+  return strprintf("%.3g", v);
+}
+
+struct Range {
+  double lo = INFINITY, hi = -INFINITY;
+  void add(double v) {
+    if (!std::isfinite(v)) return;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  bool empty() const { return !(lo <= hi); }
+  void pad() {
+    if (empty()) {
+      lo = 0.0;
+      hi = 1.0;
+    } else if (lo == hi) {
+      const double d = lo == 0.0 ? 1.0 : std::fabs(lo) * 0.1;
+      lo -= d;
+      hi += d;
+    }
+  }
+};
+
+std::string figure(const std::string& title, const std::string& svg) {
+  return "<figure><figcaption>" + html_escape(title) + "</figcaption>" + svg + "</figure>\n";
+}
+
+std::string no_data(const std::string& title) {
+  return figure(title, "<p class=\"nodata\">no data</p>");
+}
+
+}  // namespace
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string render_line_chart(const LineChart& chart, int width, int height) {
+  Range xr, yr;
+  bool all_positive = true;
+  for (const ChartSeries& s : chart.series) {
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+      xr.add(s.x[i]);
+      yr.add(s.y[i]);
+      all_positive = all_positive && s.y[i] > 0.0;
+    }
+  }
+  if (xr.empty()) return no_data(chart.title);
+  for (const ChartMarker& m : chart.markers) xr.add(m.x);
+  const bool log_y = chart.log_y && all_positive && yr.hi / yr.lo > 10.0;
+  const auto ty = [log_y](double v) { return log_y ? std::log10(v) : v; };
+  Range yt;
+  yt.lo = ty(yr.lo);
+  yt.hi = ty(yr.hi);
+  xr.pad();
+  yt.pad();
+  const double ystep = log_y ? 1.0 : nice_step(yt.hi - yt.lo, 5);
+  if (!log_y) {
+    yt.lo = std::floor(yt.lo / ystep) * ystep;
+    yt.hi = std::ceil(yt.hi / ystep) * ystep;
+  } else {
+    yt.lo = std::floor(yt.lo);
+    yt.hi = std::ceil(yt.hi);
+  }
+  const double left = 64, right = 16, top = 12, bottom = 40;
+  const double pw = width - left - right, ph = height - top - bottom;
+  const auto px = [&](double x) { return left + (x - xr.lo) / (xr.hi - xr.lo) * pw; };
+  const auto py = [&](double y) { return top + (1.0 - (ty(y) - yt.lo) / (yt.hi - yt.lo)) * ph; };
+  const auto pyt = [&](double t) { return top + (1.0 - (t - yt.lo) / (yt.hi - yt.lo)) * ph; };
+
+  std::string svg = strprintf("<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", width, height,
+                              width, height);
+  svg += strprintf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"plot\"/>", left, top, pw, ph);
+  for (double t = yt.lo; t <= yt.hi + 1e-9 * (yt.hi - yt.lo); t += ystep) {
+    const double y = pyt(t);
+    svg += strprintf("<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", left, left + pw, y, y);
+    svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>", left - 6, y + 4,
+                     html_escape(format_tick(log_y ? std::pow(10.0, t) : t)).c_str());
+  }
+  const double xstep = nice_step(xr.hi - xr.lo, 6);
+  for (double t = std::ceil(xr.lo / xstep) * xstep; t <= xr.hi + 1e-9; t += xstep) {
+    const double x = px(t);
+    svg += strprintf("<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", x, x, top, top + ph);
+    svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%s</text>", x, top + ph + 16,
+                     html_escape(format_tick(t)).c_str());
+  }
+  for (const ChartMarker& m : chart.markers) {
+    const double x = px(m.x);
+    svg += strprintf("<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"marker\"/>", x, x, top, top + ph);
+    svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" class=\"markerlabel\">%s</text>", x + 3, top + 12,
+                     html_escape(m.label).c_str());
+  }
+  int legend = 0;
+  for (size_t k = 0; k < chart.series.size(); ++k) {
+    const ChartSeries& s = chart.series[k];
+    const std::string color = s.color.empty() ? kPalette[k % std::size(kPalette)] : s.color;
+    std::string points;
+    size_t n = 0;
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i]) || (log_y && s.y[i] <= 0.0)) continue;
+      points += strprintf("%.1f,%.1f ", px(s.x[i]), py(s.y[i]));
+      if (s.markers) {
+        svg += strprintf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>", px(s.x[i]), py(s.y[i]),
+                         color.c_str());
+      }
+      ++n;
+    }
+    if (n == 0) continue;
+    if (s.line && n > 1) {
+      svg += strprintf("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"%s\"/>", color.c_str(),
+                       points.c_str());
+    }
+    if (!s.name.empty()) {
+      const double lx = left + 8 + 150.0 * legend++;
+      svg += strprintf("<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" fill=\"%s\"/>", lx, top + ph + 26,
+                       color.c_str());
+      svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">%s</text>", lx + 14, top + ph + 35,
+                       html_escape(s.name).c_str());
+    }
+  }
+  if (!chart.x_label.empty()) {
+    svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" class=\"axis\" text-anchor=\"end\">%s</text>", left + pw,
+                     top + ph + 35, html_escape(chart.x_label).c_str());
+  }
+  if (!chart.y_label.empty()) {
+    svg += strprintf("<text x=\"12\" y=\"%.1f\" class=\"axis\" transform=\"rotate(-90 12 %.1f)\" "
+                     "text-anchor=\"middle\">%s</text>",
+                     top + ph / 2, top + ph / 2, html_escape(chart.y_label + (log_y ? " (log)" : "")).c_str());
+  }
+  svg += "</svg>";
+  return figure(chart.title, svg);
+}
+
+std::string render_bar_chart(const std::string& title, const std::string& unit, const std::vector<ChartBar>& bars,
+                             int width) {
+  double hi = 0.0;
+  for (const ChartBar& b : bars) {
+    if (std::isfinite(b.value)) hi = std::max(hi, b.value);
+  }
+  if (bars.empty() || !(hi > 0.0)) return no_data(title);
+  const double label_w = 230, text_w = 110, row = 26;
+  const double bar_w = width - label_w - text_w;
+  const int height = static_cast<int>(row * static_cast<double>(bars.size()) + 8);
+  std::string svg = strprintf("<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", width, height,
+                              width, height);
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const ChartBar& b = bars[i];
+    const double y = 4 + row * static_cast<double>(i);
+    const double w = std::isfinite(b.value) ? std::max(0.0, b.value / hi * bar_w) : 0.0;
+    svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>", label_w - 8,
+                     y + 15, html_escape(b.label).c_str());
+    svg += strprintf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"18\" fill=\"%s\"/>", label_w, y, w,
+                     kPalette[i % std::size(kPalette)]);
+    const std::string text = b.text.empty() ? format_tick(b.value) + (unit.empty() ? "" : " " + unit) : b.text;
+    svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\">%s</text>", label_w + w + 6, y + 15,
+                     html_escape(text).c_str());
+  }
+  svg += "</svg>";
+  return figure(title, svg);
+}
+
+std::string render_histogram(const std::string& title, const std::string& x_label, const std::vector<double>& samples,
+                             int bins, double lo, double hi, int width, int height) {
+  Range r;
+  for (const double v : samples) r.add(v);
+  if (r.empty() || bins < 1) return no_data(title);
+  if (lo == 0.0 && hi == 0.0) {
+    lo = r.lo;
+    hi = r.hi;
+  }
+  if (!(hi > lo)) {
+    const double d = lo == 0.0 ? 1.0 : std::fabs(lo) * 0.05;
+    lo -= d;
+    hi += d;
+  }
+  std::vector<int64_t> counts(static_cast<size_t>(bins), 0);
+  for (const double v : samples) {
+    if (!std::isfinite(v)) continue;
+    const int b = std::clamp(static_cast<int>((v - lo) / (hi - lo) * bins), 0, bins - 1);
+    ++counts[static_cast<size_t>(b)];
+  }
+  const int64_t top_count = *std::max_element(counts.begin(), counts.end());
+  const double left = 48, right = 16, top = 10, bottom = 34;
+  const double pw = width - left - right, ph = height - top - bottom;
+  std::string svg = strprintf("<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", width, height,
+                              width, height);
+  svg += strprintf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"plot\"/>", left, top, pw, ph);
+  const double bw = pw / bins;
+  for (int b = 0; b < bins; ++b) {
+    const double h = top_count > 0 ? static_cast<double>(counts[static_cast<size_t>(b)]) / top_count * ph : 0.0;
+    svg += strprintf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>", left + b * bw + 0.5,
+                     top + ph - h, std::max(bw - 1.0, 0.5), h, kPalette[0]);
+  }
+  for (int k = 0; k <= 4; ++k) {
+    const double v = lo + (hi - lo) * k / 4.0;
+    svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%s</text>",
+                     left + pw * k / 4.0, top + ph + 16, html_escape(format_tick(v)).c_str());
+  }
+  svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%lld</text>", left - 6, top + 10,
+                   static_cast<long long>(top_count));
+  svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" class=\"axis\" text-anchor=\"end\">%s</text>", left + pw,
+                   top + ph + 30, html_escape(x_label).c_str());
+  svg += "</svg>";
+  return figure(title, svg);
+}
+
+std::string html_table(const std::vector<std::pair<std::string, std::string>>& rows) {
+  std::string out = "<table class=\"kv\">";
+  for (const auto& [k, v] : rows) out += "<tr><th>" + html_escape(k) + "</th><td>" + html_escape(v) + "</td></tr>";
+  return out + "</table>\n";
+}
+
+std::string html_page(const std::string& title, const std::string& body) {
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html_escape(title) +
+         "</title>\n<style>\n"
+         "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1340px;"
+         "color:#222;padding:0 16px}\n"
+         "h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}\n"
+         "p.sub{color:#666;margin:0 0 12px}pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}\n"
+         ".grid2{display:flex;flex-wrap:wrap;gap:8px 24px}figure{margin:0}figcaption{font-weight:600;"
+         "font-size:14px;margin:6px 0 2px}\n"
+         "svg{font-size:11px;background:#fff}.plot{fill:#fafafa;stroke:#bbb}.grid{stroke:#e4e4e4}"
+         ".tick{fill:#555}.axis{fill:#333}.legend{fill:#333}\n"
+         ".marker{stroke:#999;stroke-dasharray:4 3}.markerlabel{fill:#777;font-size:10px}.nodata{color:#999}\n"
+         "table{border-collapse:collapse;font-size:13px}td,th{padding:3px 10px;border-bottom:1px solid #eee;"
+         "text-align:left;vertical-align:top}table.kv th{color:#555;font-weight:600}\n"
+         "table.num td{text-align:right}table.num td:first-child{text-align:left}\n"
+         "</style></head><body>\n" +
+         body + "\n</body></html>\n";
+}
+
+void write_text_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = strprintf("%s.tmp-%d", path.c_str(), static_cast<int>(::getpid()));
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) throw Error(strprintf("cannot write %s: %s", tmp.c_str(), std::strerror(errno)));
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw Error(strprintf("cannot write %s: %s", path.c_str(), std::strerror(errno)));
+  }
+}
+
+}  // namespace sg::train

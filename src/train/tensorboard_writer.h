@@ -1,0 +1,35 @@
+#pragma once
+// TensorBoard event files (logger.tensorboard_dir): DIR/events.out.tfevents.<time>.<host>.<pid>, a
+// TFRecord stream of Event protocol buffers — each record is its length (uint64 LE), the masked CRC-32C
+// of the length, the serialized Event and its masked CRC-32C. The Events are encoded by protobuf-lite
+// (Debian's libprotobuf-lite, linked statically) from src/train/tensorboard_event.proto. The first
+// record names the file version; then one Event per scalar. Every record is flushed, so a crash loses
+// nothing written and TensorBoard shows a running job live. A resumed run starts a new file in the same
+// folder; TensorBoard reads them all.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace sg::train {
+
+class TensorBoardWriter {
+ public:
+  // Creates DIR (and parents) and a new event file in it. sg::Error naming the path when it cannot.
+  explicit TensorBoardWriter(const std::string& dir);
+  ~TensorBoardWriter();
+  TensorBoardWriter(const TensorBoardWriter&) = delete;
+  TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
+
+  // One scalar at `step`; wall_time in seconds since the epoch (0: now). Non-finite values are written
+  // as they are (TensorBoard shows NaN/inf).
+  void scalar(const std::string& tag, int64_t step, double value, double wall_time = 0.0);
+  void flush();
+  const std::string& path() const { return path_; }
+
+ private:
+  void write_record(const std::string& bytes);
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace sg::train

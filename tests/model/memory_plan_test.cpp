@@ -1,0 +1,72 @@
+// The GPU step's memory plan, declared without a device (TrainStep::plan_memory): what `stepgraph
+// validate`, `bench --dryrun` and `train` at start print. The byte totals follow the shapes and the
+// layers of the stack; the workspaces only the device can size (the layers' plan_device: cuDNN
+// attention; CUB's sort scratch) are absent or 0 bytes. tests/model/train_step_gpu_test.cu checks that
+// every other buffer is planned exactly as the arena the GPU step allocates.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kernels/gemm.h"
+#include "model/layer_registry.h"
+#include "model/train_step.h"
+#include "tiny_model.h"
+
+namespace sg::model {
+namespace {
+
+BatchSpec batch_of(int64_t micro_batch_size, int64_t microbatches) {
+  BatchSpec batch;
+  batch.micro_batch_size = micro_batch_size;
+  batch.num_microbatches = microbatches;
+  return batch;
+}
+
+TEST(MemoryPlan, DeclaredWithoutADeviceFromTheShapes) {
+  const ModelSpec spec = test::tiny_model_spec();  // 2 GPT blocks: layers 0..3 = * - * -
+  const BatchSpec batch = batch_of(2, 3);
+  const int64_t n = model_layout(spec).total();
+  const int64_t T = batch.tokens_per_microbatch(spec);
+  const cuda::MemoryPlan plan = TrainStep::plan_memory(spec, batch);
+  EXPECT_EQ(plan.category_bytes(cuda::MemoryCategory::parameters), static_cast<size_t>(n) * 2);
+  EXPECT_EQ(plan.category_bytes(cuda::MemoryCategory::main_weights), static_cast<size_t>(n) * 4);
+  EXPECT_EQ(plan.category_bytes(cuda::MemoryCategory::gradients), static_cast<size_t>(n) * 4);
+  EXPECT_GE(plan.category_bytes(cuda::MemoryCategory::optimizer_state), static_cast<size_t>(n) * 8);
+  EXPECT_EQ(plan.category_bytes(cuda::MemoryCategory::inputs), static_cast<size_t>(T * batch.num_microbatches) * 12);
+  EXPECT_GE(plan.category_bytes(cuda::MemoryCategory::workspaces), kernels::Blas::kWorkspaceBytes);
+  // One microbatch's activations per layer of the stack, whatever the number of microbatches; the
+  // attention layers' saved activations in the attention layers only.
+  for (const char* name : {"act.layer0.qkv", "act.layer1.swiglu_out", "act.layer2.qkv", "act.layer3.gate_up",
+                           "act.resid4", "act.norm4", "grad.d_qkv", "grad.d_act"}) {
+    EXPECT_TRUE(plan.find(name).valid()) << name;
+  }
+  for (const char* name : {"act.layer1.qkv", "act.layer0.gate_up", "act.layer4.qkv", "act.resid5"}) {
+    EXPECT_FALSE(plan.find(name).valid()) << name;
+  }
+  EXPECT_EQ(plan.at(plan.find("act.layer0.qkv")).bytes, static_cast<size_t>(T * spec.qkv_dim()) * 2);
+  EXPECT_FALSE(plan.find("workspace.cudnn_attention").valid());  // sized by the device's cuDNN plan
+  EXPECT_EQ(plan.at(plan.find("workspace.embedding_backward")).bytes, 0u);
+  // No attention dropout: no cuDNN seed slots.
+  EXPECT_EQ(plan.at(plan.find("attention.dropout_seeds")).bytes, 0u);
+
+  // More microbatches change only the input buffers.
+  const cuda::MemoryPlan more = TrainStep::plan_memory(spec, batch_of(2, 5));
+  EXPECT_EQ(more.requested_bytes() - plan.requested_bytes(), static_cast<size_t>(T * 2) * 12);
+}
+
+TEST(MemoryPlan, FollowsAHybridPatternAndAttentionDropout) {
+  ModelSpec spec = test::tiny_model_spec();
+  spec.hybrid_layer_pattern = "*-*";
+  spec.num_layers = 3;
+  spec.attention_dropout = 0.1f;
+  const cuda::MemoryPlan plan = TrainStep::plan_memory(spec, batch_of(2, 1));
+  EXPECT_TRUE(plan.find("act.layer2.qkv").valid());
+  EXPECT_TRUE(plan.find("act.layer1.swiglu_out").valid());
+  EXPECT_FALSE(plan.find("act.layer3.qkv").valid());
+  EXPECT_TRUE(plan.find("act.resid3").valid());
+  // One cuDNN dropout seed slot per attention layer.
+  EXPECT_EQ(plan.at(plan.find("attention.dropout_seeds")).bytes, 2 * sizeof(int64_t));
+}
+
+}  // namespace
+}  // namespace sg::model

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""`stepgraph generate --cpu` against an independent float64 NumPy Llama with transformers' semantics,
+Llama 3 RoPE scaling included (ctest tools/hf_reference_generate_test, label cpu; no torch needed).
+
+Why: the GPU parity run (tests/model/hf_generate_parity.py, docs/correctness.md) had its only failures on
+the Llama-3-rope-scaling fixture, whose config transformers warns about (original_max_position_embeddings
+8192 > max_position_embeddings 512). transformers' llama3 frequencies (modeling_rope_utils,
+_compute_llama3_parameters, in both the 4.x and 5.x spellings) are what src/reference/rope_frequencies.h
+computes, and that warning comes from its config validation only: it changes no frequency. So the
+formula is not at fault. What was wrong is the fixture: a Llama 3 config needs the original context
+below max_position_embeddings, and with 8192 only frequencies whose rotation over a short prompt is
+negligible were rescaled, so the run could not tell scaling from none.
+
+Here the folders are valid Llama 3 configs (original context 64 < 256) with head_dim 16 and rope_theta
+5e5, so the three regimes (kept, interpolated, divided by the factor) all occur and matter at the prompt
+positions. The reference below follows transformers' LlamaForCausalLM as documented (RMSNorm, rotate-half
+RoPE with cat(freqs, freqs), grouped-query attention, SwiGLU, tied embeddings) and decodes greedily by
+full recomputation. Checks, in both config spellings (transformers 4 rope_scaling, 5 rope_parameters):
+  - stepgraph's greedy tokens equal the reference's until the reference meets a near tie (top-2 gap
+    below 1e-4 of the logit range; none expected with these peaked logits);
+  - the same reference WITHOUT the scaling disagrees with stepgraph somewhere (the check is sharp: a
+    decoder that ignored rope_scaling would fail it).
+
+    python3 tests/tools/hf_reference_generate_test.py --stepgraph build/src/stepgraph [-v]
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+import tool_test_common
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MAKE_HF = os.path.join(ROOT, "tests", "checkpoint", "make_hf_llama.py")
+STEPGRAPH = ""  # set from --stepgraph
+NEW_TOKENS = 16
+PROMPTS = [[3, 17, 42], [5, 9, 77, 100, 2, 64, 31, 8, 11, 90, 120], [1] * 6 + [50, 60, 70, 80, 90, 99, 7]]
+SHAPE = ["--vocab", "128", "--hidden", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn", "96",
+         "--max-pos", "256", "--std", "0.3", "--dtype", "fp32", "--tied", "--rope-theta", "500000",
+         "--rope-scaling", "8", "--original-max-pos", "64"]
+
+
+def run(*cmd: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)}\nexited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
+
+
+def rope_parameters(config: dict) -> tuple[float, dict | None]:
+    """(rope_theta, the llama3 parameters or None) from either spelling of config.json."""
+    if "rope_parameters" in config:
+        p = config["rope_parameters"]
+        return p["rope_theta"], (p if p.get("rope_type") == "llama3" else None)
+    scaling = config.get("rope_scaling")
+    return config["rope_theta"], (scaling if scaling and scaling.get("rope_type") == "llama3" else None)
+
+
+def inv_frequencies(head_dim: int, theta: float, llama3: dict | None) -> np.ndarray:
+    """transformers' default inverse frequencies, then its llama3 rule: wavelengths below
+    original/high_freq_factor kept, above original/low_freq_factor divided by factor, interpolated between."""
+    inv = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    if llama3 is None:
+        return inv
+    factor, low, high = llama3["factor"], llama3["low_freq_factor"], llama3["high_freq_factor"]
+    original = llama3["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv
+    smooth = (original / wavelen - low) / (high - low)
+    out = np.where(wavelen > original / low, inv / factor, inv)
+    medium = (wavelen >= original / high) & (wavelen <= original / low)
+    return np.where(medium, (1 - smooth) * inv / factor + smooth * inv, out)
+
+
+class ReferenceLlama:
+    def __init__(self, folder: str, scaled: bool = True):
+        from safetensors.numpy import load_file
+        with open(os.path.join(folder, "config.json")) as f:
+            self.config = json.load(f)
+        c = self.config
+        self.w = {k: v.astype(np.float64) for k, v in load_file(os.path.join(folder, "model.safetensors")).items()}
+        self.heads, self.kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
+        self.head_dim = c["hidden_size"] // self.heads
+        theta, llama3 = rope_parameters(c)
+        self.inv_freq = inv_frequencies(self.head_dim, theta, llama3 if scaled else None)
+
+    def norm(self, x: np.ndarray, name: str) -> np.ndarray:
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.config["rms_norm_eps"]) * self.w[name]
+
+    def rope(self, x: np.ndarray) -> np.ndarray:  # x [T, heads, d]
+        angles = np.arange(x.shape[0], dtype=np.float64)[:, None] * self.inv_freq[None, :]
+        cos, sin = np.cos(np.concatenate([angles] * 2, -1))[:, None], np.sin(np.concatenate([angles] * 2, -1))[:, None]
+        half = self.head_dim // 2
+        rotated = np.concatenate([-x[..., half:], x[..., :half]], -1)
+        return x * cos + rotated * sin
+
+    def logits(self, tokens: list[int]) -> np.ndarray:
+        """The last position's logits."""
+        T, d = len(tokens), self.head_dim
+        x = self.w["model.embed_tokens.weight"][tokens]
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        for i in range(self.config["num_hidden_layers"]):
+            p = f"model.layers.{i}."
+            h = self.norm(x, p + "input_layernorm.weight")
+            q = self.rope((h @ self.w[p + "self_attn.q_proj.weight"].T).reshape(T, self.heads, d))
+            k = self.rope((h @ self.w[p + "self_attn.k_proj.weight"].T).reshape(T, self.kv_heads, d))
+            v = (h @ self.w[p + "self_attn.v_proj.weight"].T).reshape(T, self.kv_heads, d)
+            group = self.heads // self.kv_heads
+            out = np.empty((T, self.heads, d))
+            for head in range(self.heads):
+                kv = head // group
+                scores = q[:, head] @ k[:, kv].T / math.sqrt(d) + mask
+                probs = np.exp(scores - scores.max(-1, keepdims=True))
+                out[:, head] = (probs / probs.sum(-1, keepdims=True)) @ v[:, kv]
+            x = x + out.reshape(T, -1) @ self.w[p + "self_attn.o_proj.weight"].T
+            h = self.norm(x, p + "post_attention_layernorm.weight")
+            gate = h @ self.w[p + "mlp.gate_proj.weight"].T
+            up = h @ self.w[p + "mlp.up_proj.weight"].T
+            x = x + (gate / (1 + np.exp(-gate)) * up) @ self.w[p + "mlp.down_proj.weight"].T
+        head = self.w.get("lm_head.weight", self.w["model.embed_tokens.weight"])
+        return self.norm(x[-1:], "model.norm.weight")[0] @ head.T
+
+    def greedy(self, prompt: list[int], n: int) -> tuple[list[int], int]:
+        """n greedy tokens, and how many of them are decided without a near tie."""
+        tokens, decided = list(prompt), None
+        for step in range(n):
+            logits = self.logits(tokens)
+            top2 = np.sort(logits)[-2:]
+            if decided is None and top2[1] - top2[0] < 1e-4 * (logits.max() - logits.min()):
+                decided = step
+            tokens.append(int(np.argmax(logits)))
+        return tokens[len(prompt):], n if decided is None else decided
+
+
+class HfReferenceGenerate(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="sg_hf_reference_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def check_folder(self, spelling: list[str]):
+        folder = os.path.join(self.dir, "hf" + "".join(spelling))
+        run(sys.executable, MAKE_HF, "--out", folder, *SHAPE, *spelling)
+        reference = ReferenceLlama(folder)
+        theta, llama3 = rope_parameters(reference.config)
+        self.assertIsNotNone(llama3)
+        # A valid Llama 3 config (transformers warns otherwise), with pairs in all three regimes.
+        self.assertLess(llama3["original_max_position_embeddings"], reference.config["max_position_embeddings"])
+        wavelen = 2 * math.pi * theta ** (np.arange(0, reference.head_dim, 2) / reference.head_dim)
+        original = llama3["original_max_position_embeddings"]
+        self.assertTrue((wavelen < original / llama3["high_freq_factor"]).any())
+        self.assertTrue((wavelen > original / llama3["low_freq_factor"]).any())
+        self.assertTrue(((wavelen >= original / 4) & (wavelen <= original)).any())
+
+        cmd = [STEPGRAPH, "generate", folder, "--cpu", "--json", "--ignore-eos", "--max-new-tokens", str(NEW_TOKENS)]
+        for p in PROMPTS:
+            cmd += ["--prompt-tokens", ",".join(map(str, p))]
+        ours = json.loads(run(*cmd).stdout)["tokens"]
+        self.assertEqual(len(ours), len(PROMPTS))
+        unscaled = ReferenceLlama(folder, scaled=False)
+        differs_unscaled = False
+        for prompt, got in zip(PROMPTS, ours):
+            want, decided = reference.greedy(prompt, NEW_TOKENS)
+            self.assertGreater(decided, NEW_TOKENS // 2, f"prompt {prompt}: a near tie at step {decided}")
+            self.assertEqual(got[:decided], want[:decided], f"prompt {prompt}")
+            differs_unscaled |= unscaled.greedy(prompt, NEW_TOKENS)[0] != got
+        self.assertTrue(differs_unscaled, "the unscaled reference agrees too: the check would not see the scaling")
+
+    def test_transformers4_rope_scaling(self):
+        self.check_folder([])
+
+    def test_transformers5_rope_parameters(self):
+        self.check_folder(["--rope-parameters"])
+
+
+if __name__ == "__main__":
+    sys.exit(tool_test_common.main(__doc__, globals()))

@@ -1,0 +1,144 @@
+// Evaluation on the GPU (train.eval_interval): forward only with dropout off, its own CUDA graph when
+// graphs are on, and it never changes the training. With dropout on and two microbatches, in every
+// graph mode: the training losses, final weights, Adam moments and RNG offset are bitwise equal with and
+// without evaluations every 3 steps; the evaluation graph is captured once and replayed; the validation
+// losses are bitwise equal across graph modes (eager evaluation = graphed evaluation) and agree with the
+// CPU twin (CpuModel::evaluate) at the same weights within the bf16 tolerance.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/model_config.h"
+#include "config/validate.h"
+#include "cuda/device.h"
+#include "data/batch.h"
+#include "data/blended_dataset.h"
+#include "model/cpu_model.h"
+#include "test_util.h"
+#include "train/backend_factory.h"
+#include "train/evaluation.h"
+#include "train/gpu_backend.h"
+#include "train/mock_training.h"
+
+namespace sg::train {
+namespace {
+
+constexpr int64_t kSteps = 12;
+
+config::Config tiny_with(const std::vector<std::string>& extra) {
+  std::vector<std::string> overrides = {"model.attention_dropout=0.1", "model.hidden_dropout=0.1",
+                                        "train.global_batch_size=8", "train.train_iters=12", "dataset.mock=true",
+                                        "model.cuda_graph_warmup_steps=2", "train.eval_iters=2"};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return test::validated_tiny(overrides);
+}
+
+struct TrainingRun {
+  std::vector<float> losses;
+  std::vector<double> val_losses;
+  TrainingState state;
+  graph::GraphStats eval_stats;
+  std::vector<bool> eval_graphed;
+};
+
+TrainingRun run_training(const config::Config& config, bool evaluate) {
+  const model::ModelSpec model = config::model_spec(config);
+  const model::BatchSpec batch = config::batch_spec(config);
+  GpuBackend backend(config, model, batch, optimizer_spec(config), {static_cast<uint64_t>(config.rng.seed), 0});
+  Evaluation evaluation(config, model, batch, {});
+  test::LoaderBatches batches(test::mock_data_options(config, model), model, batch);
+  TrainingRun out;
+  for (int64_t step = 1; step <= kSteps; ++step) {
+    backend.submit(batches.next());
+    for (const StepResult& r : backend.collect(1)) out.losses.push_back(r.loss);
+    if (evaluate && evaluation.due(step, kSteps)) {
+      for (const StepResult& r : backend.collect(0)) out.losses.push_back(r.loss);
+      const EvalResult e = evaluation.run(backend);
+      out.val_losses.push_back(e.loss);
+      out.eval_graphed.push_back(e.graphed);
+    }
+  }
+  for (const StepResult& r : backend.collect(0)) out.losses.push_back(r.loss);
+  out.state = backend.state();
+  out.eval_stats = backend.eval_graph_stats();
+  return out;
+}
+
+bool same(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class EvaluationGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU";
+  }
+};
+
+TEST_F(EvaluationGpu, NeverChangesTheTrainingAndIsItsOwnGraph) {
+  struct Mode {
+    const char* name;
+    std::vector<std::string> overrides;
+  };
+  const std::vector<Mode> modes = {
+      {"none", {"model.cuda_graph_impl=none"}},
+      {"local", {"model.cuda_graph_impl=local"}},
+      {"transformer_engine attn,mlp", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,mlp"}},
+  };
+  std::vector<double> eager_val;
+  for (const Mode& mode : modes) {
+    SCOPED_TRACE(mode.name);
+    std::vector<std::string> with_eval = mode.overrides;
+    with_eval.push_back("train.eval_interval=3");
+    const TrainingRun plain = run_training(tiny_with(mode.overrides), false);
+    const TrainingRun evaluated = run_training(tiny_with(with_eval), true);
+    ASSERT_EQ(plain.losses.size(), static_cast<size_t>(kSteps));
+    EXPECT_TRUE(same(plain.losses, evaluated.losses)) << "training losses changed by evaluation";
+    EXPECT_TRUE(same(plain.state.main_weights, evaluated.state.main_weights));
+    EXPECT_TRUE(same(plain.state.exp_avg, evaluated.state.exp_avg));
+    EXPECT_TRUE(same(plain.state.exp_avg_sq, evaluated.state.exp_avg_sq));
+    EXPECT_EQ(plain.state.rng.offset, evaluated.state.rng.offset);
+    EXPECT_EQ(plain.state.rng.seed, evaluated.state.rng.seed);
+    ASSERT_EQ(evaluated.val_losses.size(), 4u);  // steps 3, 6, 9, 12
+    for (const double v : evaluated.val_losses) EXPECT_TRUE(std::isfinite(v));
+    const bool graphs = std::string(mode.name) != "none";
+    EXPECT_EQ(evaluated.eval_stats.graphs_created, graphs ? 1 : 0);
+    if (graphs) {
+      // The first evaluation's first batch is eager, its second batch captures; later ones replay.
+      EXPECT_EQ(evaluated.eval_stats.replays, 4u * 2u - 1u);
+      for (const bool g : evaluated.eval_graphed) EXPECT_TRUE(g);
+    }
+    if (eager_val.empty()) {
+      eager_val = evaluated.val_losses;
+    } else {
+      EXPECT_EQ(std::memcmp(eager_val.data(), evaluated.val_losses.data(), eager_val.size() * sizeof(double)), 0)
+          << "graphed evaluation differs from eager evaluation";
+    }
+  }
+}
+
+TEST_F(EvaluationGpu, AgreesWithTheCpuTwinAtTheSameWeights) {
+  const config::Config config = tiny_with({"train.eval_interval=1", "model.cuda_graph_impl=none"});
+  const model::ModelSpec model = config::model_spec(config);
+  const model::BatchSpec batch = config::batch_spec(config);
+  const rng::RngState rng{static_cast<uint64_t>(config.rng.seed), 0};
+  GpuBackend gpu(config, model, batch, optimizer_spec(config), rng);
+  model::CpuModel cpu(model, batch, optimizer_spec(config), rng);
+  // The same initial weights on both (the GPU step rounds them to bf16 for compute; the CPU keeps fp32).
+  const TrainingState state = gpu.state();
+  cpu.load_state(state.main_weights, state.exp_avg, state.exp_avg_sq, state.steps_done, state.rng);
+  Evaluation evaluation(config, model, batch, {});
+  const double gpu_loss = evaluation.run(gpu).loss;
+  double cpu_sum = 0.0;
+  test::LoaderBatches valid(validation_data_options(config, model), model, batch);
+  for (int64_t i = 0; i < config.train.eval_iters; ++i) cpu_sum += cpu.evaluate(valid.next());
+  const double cpu_loss = cpu_sum / static_cast<double>(config.train.eval_iters);
+  EXPECT_NEAR(gpu_loss, cpu_loss, test::kBf16RelTol * cpu_loss) << "GPU " << gpu_loss << " vs CPU " << cpu_loss;
+}
+
+}  // namespace
+}  // namespace sg::train
