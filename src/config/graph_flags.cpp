@@ -44,10 +44,6 @@ void apply_cuda_graph_overrides(Config& config, const CudaGraphFlags& flags) {
     return;
   }
   if (flags.scope) config.model.cuda_graph_scope = *flags.scope;
-  const std::vector<std::string>& scope = config.model.cuda_graph_scope;
-  const bool full_iteration = config.model.cuda_graph_impl == "local" &&
-                              (scope.empty() || scope == std::vector<std::string>{"full_iteration"});
-  if (full_iteration) config.rerun_state_machine.check_for_nan_in_loss = false;
 }
 
 std::vector<std::string> parse_scope_flag(const std::string& text) {

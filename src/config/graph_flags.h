@@ -6,11 +6,10 @@
 //     rng.te_rng_tracker on. When the resulting impl is none both trackers are turned off and the
 //     scope flag is ignored (Bridge returns early there).
 //   * a scope sets model.cuda_graph_scope.
-//   * a full-iteration graph turns rerun_state_machine.check_for_nan_in_loss off, as Bridge does, so a
-//     pasted command line means the same config (stepgraph could keep it: its NaN flags are read after
-//     the graph, rule 5 is a note; ddp.check_for_nan_in_grad stays as configured and still stops a
-//     non-finite run). In stepgraph that is impl local with scope [full_iteration] or no scope
-//     (validate reads local + no scope as full_iteration, rule 4).
+//   * Bridge also turns rerun_state_machine.check_for_nan_in_loss off for a full-iteration graph (its
+//     check reads the loss on the host). stepgraph does not: its NaN/Inf flags are computed inside the
+//     graph and read after it (rule 5 is a note), so the check stays as configured and a non-finite
+//     run still stops (docs/configuration.md, "Deviations from Megatron-Bridge").
 // Whatever the result, validate() judges it afterwards: an invalid combination is refused there.
 #include <optional>
 #include <string>

@@ -61,11 +61,6 @@ bool contains(const std::vector<std::string>& list, std::string_view item) {
   return std::find(list.begin(), list.end(), item) != list.end();
 }
 
-std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
-  const std::string close = closest_match(word, candidates);
-  return close.empty() ? std::string() : "; did you mean '" + close + "'?";
-}
-
 bool contains_kind(const std::vector<model::LayerKind>& kinds, model::LayerKind kind) {
   return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
 }

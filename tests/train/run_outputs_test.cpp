@@ -164,13 +164,13 @@ TEST_F(RunOutputs, TrainYamlWritesToItsStemAndGraphFlagsHaveBridgesSideEffects) 
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::exists(dir_ / "runs" / "mine" / "metrics.jsonl")) << r.output;
   EXPECT_TRUE(fs::exists(dir_ / "runs" / "mine" / "report.html")) << r.output;
-  // The saved config shows the flag and its side effects: both RNG trackers on, the host-side loss NaN
-  // check off (a whole-step graph), exactly as `stepgraph bench --cuda_graph_impl local` sets them.
+  // The saved config shows the flag and its side effects: both RNG trackers on, as Bridge sets them;
+  // the loss NaN check stays on (Bridge turns it off for a whole-step graph; stepgraph's works there).
   const config::Config saved = config::load_config((dir_ / "runs" / "mine" / "config.yaml").string());
   EXPECT_EQ(saved.model.cuda_graph_impl, "local");
   EXPECT_TRUE(saved.model.use_te_rng_tracker);
   EXPECT_TRUE(saved.rng.te_rng_tracker);
-  EXPECT_FALSE(saved.rerun_state_machine.check_for_nan_in_loss);
+  EXPECT_TRUE(saved.rerun_state_machine.check_for_nan_in_loss);
   // The CPU backend shows what is meaningful there, not a GPU's zeros.
   EXPECT_EQ(r.output.find("TFLOP/s | MFU"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("GFLOP/s"), std::string::npos) << r.output;
