@@ -121,6 +121,9 @@ if want parity; then
   if [[ -f tests/model/hf_parity.py ]]; then
     python3 tests/model/hf_parity.py --stepgraph "$SG" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}" 2>&1 | tee "$OUT/hf_parity.txt" | tail -8
     record "HF transformers parity" "rc=${PIPESTATUS[0]}"
+    python3 tests/model/hf_parity.py --stepgraph "$SG" --recipe hybrid/tiny_hybrid \
+      --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_hybrid" 2>&1 | tee "$OUT/hf_parity_hybrid.txt" | tail -8
+    record "HF transformers parity (NemotronH)" "rc=${PIPESTATUS[0]}"
   fi
   if [[ -f tests/model/hf_generate_parity.py ]]; then
     python3 tests/model/hf_generate_parity.py --stepgraph "$SG" --out "${GENERATE_PARITY_DIR:-/tmp/stepgraph_hf_generate}" 2>&1 \

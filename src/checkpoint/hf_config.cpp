@@ -9,6 +9,7 @@ namespace sg::checkpoint {
 nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
   const std::string architecture = model::hf_architecture(spec);
   if (architecture == "LlamaForCausalLM") return hf_llama_config(spec, torch_dtype);
+  if (architecture == "NemotronHForCausalLM") return hf_nemotron_h_config(spec, torch_dtype);
   return nullptr;
 }
 

@@ -13,8 +13,12 @@ namespace sg::checkpoint {
 nlohmann::json hf_llama_config(const model::ModelSpec& spec,
                                const std::string& torch_dtype = "bfloat16");
 
+// NemotronHConfig for hybrid patterns (hf_config_nemotron_h.cpp). sg::Error for specs
+// NemotronHForCausalLM cannot express (model::hf_architecture says why).
+nlohmann::json hf_nemotron_h_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
+
 // config.json for the architecture the model picks (model::hf_architecture): LlamaConfig for GPT blocks
-// of attention and dense MLP; null when no transformers class loads this model yet (the checkpoint
+// of attention and dense MLP, NemotronHConfig for hybrid patterns; null when no transformers class loads this model yet (the checkpoint
 // folder then has no config.json; it still resumes training).
 nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 

@@ -58,6 +58,25 @@ struct ModelConfig {
   // Megatron's per-layer pattern: M = Mamba, * = attention, - = MLP, E = MoE. null: num_layers
   // blocks of attention followed by MLP (or MoE when num_moe_experts > 0).
   std::optional<std::string> hybrid_override_pattern;
+  // Hybrid models (Megatron's MambaModel, Nemotron-H). position_embedding_type null: rope for GPT
+  // blocks, none with a hybrid pattern (Megatron's MambaModel default).
+  std::optional<std::string> position_embedding_type;  // rope, none
+  std::string activation_func = "silu";  // silu with gated_linear_unit (SwiGLU), squared_relu without
+  bool gated_linear_unit = true;
+  int64_t mamba_state_dim = 128;
+  int64_t mamba_head_dim = 64;
+  int64_t mamba_num_groups = 8;
+  std::optional<int64_t> mamba_num_heads;  // null: mamba_expand * hidden_size / mamba_head_dim
+  int64_t mamba_expand = 2;
+  int64_t mamba_conv_kernel = 4;  // MambaMixer's d_conv
+  int64_t mamba_chunk_size = 128;
+  double mamba_dt_min = 0.001;
+  double mamba_dt_max = 0.1;
+  double mamba_dt_init_floor = 1e-4;
+  double mamba_dt_limit_min = 0.0;
+  std::optional<double> mamba_dt_limit_max;  // null: no upper limit (Megatron's dt_limit (0, inf))
+  double mamba_A_init_min = 1.0;  // A_init_range
+  double mamba_A_init_max = 16.0;
   std::optional<std::string> recompute_granularity;            // null, full, selective
   std::vector<std::string> recompute_modules = {"core_attn"};  // used with selective granularity
   std::optional<int64_t> recompute_num_layers;
@@ -210,6 +229,25 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("model", "moe_aux_loss_coeff", m.moe_aux_loss_coeff, "load-balancing loss weight");
   v("model", "hybrid_override_pattern", m.hybrid_override_pattern,
     "per-layer pattern: M Mamba, * attention, - MLP, E MoE");
+  v("model", "position_embedding_type", m.position_embedding_type,
+    "rope, none; null = rope (GPT blocks), none (hybrid pattern)");
+  v("model", "activation_func", m.activation_func, "MLP activation: silu, squared_relu");
+  v("model", "gated_linear_unit", m.gated_linear_unit, "gated MLP (silu + gated = SwiGLU)");
+  v("model", "mamba_state_dim", m.mamba_state_dim, "Mamba SSM state size (d_state)");
+  v("model", "mamba_head_dim", m.mamba_head_dim, "Mamba head dimension");
+  v("model", "mamba_num_groups", m.mamba_num_groups, "Mamba groups of B and C");
+  v("model", "mamba_num_heads", m.mamba_num_heads,
+    "Mamba heads; null = mamba_expand * hidden_size / mamba_head_dim");
+  v("model", "mamba_expand", m.mamba_expand, "Mamba inner width / hidden_size (without mamba_num_heads)");
+  v("model", "mamba_conv_kernel", m.mamba_conv_kernel, "Mamba causal conv1d width (4)");
+  v("model", "mamba_chunk_size", m.mamba_chunk_size, "SSD scan chunk (128)");
+  v("model", "mamba_dt_min", m.mamba_dt_min, "dt_bias init: smallest initial dt");
+  v("model", "mamba_dt_max", m.mamba_dt_max, "dt_bias init: largest initial dt");
+  v("model", "mamba_dt_init_floor", m.mamba_dt_init_floor, "dt_bias init: floor of the initial dt");
+  v("model", "mamba_dt_limit_min", m.mamba_dt_limit_min, "dt clamped to at least this");
+  v("model", "mamba_dt_limit_max", m.mamba_dt_limit_max, "dt clamped to at most this; null = no limit");
+  v("model", "mamba_A_init_min", m.mamba_A_init_min, "A_init_range low: A = -U(low, high)");
+  v("model", "mamba_A_init_max", m.mamba_A_init_max, "A_init_range high");
   v("model", "recompute_granularity", m.recompute_granularity, "null, full, selective");
   v("model", "recompute_modules", m.recompute_modules,
     "with selective: core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts");

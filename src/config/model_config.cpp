@@ -31,6 +31,27 @@ model::ModelSpec model_spec(const Config& config) {
   spec.moe_router_topk = m.moe_router_topk;
   spec.moe_ffn_hidden_size =
       spec.num_moe_experts > 0 ? m.moe_ffn_hidden_size.value_or(spec.ffn_hidden_size) : 0;
+  spec.position_embedding =
+      m.position_embedding_type.value_or(spec.hybrid_layer_pattern.empty() ? "rope" : "none") == "none"
+          ? model::PositionEmbedding::none
+          : model::PositionEmbedding::rope;
+  spec.mlp_activation =
+      m.activation_func == "squared_relu" ? model::MlpActivation::squared_relu : model::MlpActivation::swiglu;
+  model::MambaSpec& mamba = spec.mamba;
+  mamba.state_dim = m.mamba_state_dim;
+  mamba.head_dim = m.mamba_head_dim;
+  mamba.num_groups = m.mamba_num_groups;
+  mamba.num_heads = m.mamba_num_heads.value_or(0);
+  mamba.expand = m.mamba_expand;
+  mamba.conv_kernel = m.mamba_conv_kernel;
+  mamba.chunk_size = m.mamba_chunk_size;
+  mamba.dt_min = m.mamba_dt_min;
+  mamba.dt_max = m.mamba_dt_max;
+  mamba.dt_init_floor = m.mamba_dt_init_floor;
+  mamba.dt_limit_min = m.mamba_dt_limit_min;
+  if (m.mamba_dt_limit_max) mamba.dt_limit_max = *m.mamba_dt_limit_max;
+  mamba.A_init_min = m.mamba_A_init_min;
+  mamba.A_init_max = m.mamba_A_init_max;
   return spec;
 }
 

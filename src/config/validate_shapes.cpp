@@ -19,6 +19,7 @@ class ShapeChecker {
   void run() {
     check_model();
     check_moe();
+    check_hybrid();
     check_layers_and_recompute();
     check_batch_and_optimizer();
     check_data_and_io();
@@ -89,7 +90,8 @@ class ShapeChecker {
         fail("hidden_size must be divisible by num_attention_heads",
              {"model.hidden_size", "model.num_attention_heads"},
              "choose num_attention_heads dividing hidden_size (head_dim = hidden_size / heads)");
-      } else if ((m.hidden_size / m.num_attention_heads) % 2 != 0) {
+      } else if (m.position_embedding_type.value_or("rope") == "rope" &&
+                 (m.hidden_size / m.num_attention_heads) % 2 != 0) {
         fail(strprintf("the head dimension hidden_size / num_attention_heads = %lld must be even "
                        "(RoPE rotates pairs of channels)",
                        static_cast<long long>(m.hidden_size / m.num_attention_heads)),
@@ -148,6 +150,71 @@ class ShapeChecker {
     one_of("model.moe_token_dispatcher_type", m.moe_token_dispatcher_type,
            {"allgather", "alltoall", "flex"});
     non_negative("model.moe_aux_loss_coeff", m.moe_aux_loss_coeff);
+  }
+
+  // position_embedding_type, the MLP activation, and the Mamba mixer's shapes and init (when the
+  // pattern has M layers).
+  void check_hybrid() {
+    const ModelConfig& m = c_.model;
+    if (m.position_embedding_type) one_of("model.position_embedding_type", *m.position_embedding_type, {"rope", "none"});
+    const bool swiglu = m.activation_func == "silu" && m.gated_linear_unit;
+    const bool squared_relu = m.activation_func == "squared_relu" && !m.gated_linear_unit;
+    if (!swiglu && !squared_relu) {
+      fail(strprintf("activation_func %s with gated_linear_unit %s is not supported", m.activation_func.c_str(),
+                     m.gated_linear_unit ? "true" : "false"),
+           {"model.activation_func", "model.gated_linear_unit"},
+           "use activation_func=silu with gated_linear_unit=true (SwiGLU, Llama) or activation_func=squared_relu "
+           "with gated_linear_unit=false (Nemotron-H)");
+    }
+    if (m.hybrid_override_pattern.value_or("").find('M') == std::string::npos) return;
+    size("model.mamba_state_dim", m.mamba_state_dim);
+    const bool head_ok = size("model.mamba_head_dim", m.mamba_head_dim);
+    const bool groups_ok = size("model.mamba_num_groups", m.mamba_num_groups);
+    int64_t heads = 0;
+    if (m.mamba_num_heads) {
+      if (size("model.mamba_num_heads", *m.mamba_num_heads)) heads = *m.mamba_num_heads;
+    } else if (head_ok && size("model.mamba_expand", m.mamba_expand, 64) && m.hidden_size > 0) {
+      if ((m.mamba_expand * m.hidden_size) % m.mamba_head_dim != 0) {
+        fail(strprintf("mamba_expand * hidden_size = %lld is not a multiple of mamba_head_dim",
+                       static_cast<long long>(m.mamba_expand * m.hidden_size)),
+             {"model.mamba_expand", "model.hidden_size", "model.mamba_head_dim", "model.mamba_num_heads"},
+             "set model.mamba_num_heads, or a mamba_head_dim dividing mamba_expand * hidden_size");
+      } else {
+        heads = m.mamba_expand * m.hidden_size / m.mamba_head_dim;
+      }
+    }
+    if (heads > 0 && groups_ok && heads % m.mamba_num_groups != 0) {
+      fail(strprintf("the %lld Mamba heads are not a multiple of mamba_num_groups", static_cast<long long>(heads)),
+           {"model.mamba_num_heads", "model.mamba_num_groups"},
+           "choose mamba_num_groups dividing the number of Mamba heads");
+    }
+    if (m.mamba_conv_kernel != 4) {
+      fail("mamba_conv_kernel must be 4 (the causal conv1d kernel's width)", {"model.mamba_conv_kernel"},
+           "set model.mamba_conv_kernel=4");
+    }
+    if (m.mamba_chunk_size != 128) {
+      fail("mamba_chunk_size must be 128 (the SSD scan kernels' chunk)", {"model.mamba_chunk_size"},
+           "set model.mamba_chunk_size=128");
+    }
+    positive_range("mamba_dt_min", m.mamba_dt_min, "mamba_dt_max", m.mamba_dt_max, "Megatron: 0.001, 0.1");
+    non_negative("model.mamba_dt_init_floor", m.mamba_dt_init_floor);
+    non_negative("model.mamba_dt_limit_min", m.mamba_dt_limit_min);
+    if (m.mamba_dt_limit_max && !(*m.mamba_dt_limit_max > m.mamba_dt_limit_min)) {
+      fail("mamba_dt_limit_max must exceed mamba_dt_limit_min", {"model.mamba_dt_limit_min", "model.mamba_dt_limit_max"},
+           "raise model.mamba_dt_limit_max, or null for no upper limit");
+    }
+    positive_range("mamba_A_init_min", m.mamba_A_init_min, "mamba_A_init_max", m.mamba_A_init_max,
+                   "Megatron's A_init_range: 1, 16");
+  }
+  // 0 < lo <= hi for the model keys lo_key, hi_key.
+  void positive_range(const std::string& lo_key, double lo, const std::string& hi_key, double hi,
+                      const std::string& defaults) {
+    positive("model." + lo_key, lo);
+    positive("model." + hi_key, hi);
+    if (lo > hi) {
+      fail(lo_key + " must not exceed " + hi_key, {"model." + lo_key, "model." + hi_key},
+           "set 0 < " + lo_key + " <= " + hi_key + " (" + defaults + ")");
+    }
   }
 
   void check_layers_and_recompute() {

@@ -32,8 +32,10 @@ void check_decode_request(const ModelSpec& model, const DecodeSpec& decode,
 
 DecoderOffsets decoder_offsets(const ModelSpec& m, const ModelLayout& layout) {
   std::string why_not;
-  SG_CHECK(hf_architecture(m, &why_not) == "LlamaForCausalLM",
-           "generate: the decoders run GPT blocks of attention and dense MLP (Llama) only: " + why_not);
+  const std::string architecture = hf_architecture(m, &why_not);
+  SG_CHECK(architecture == "LlamaForCausalLM",
+           "generate: the decoders run GPT blocks of attention and dense MLP (Llama) only: " +
+               (why_not.empty() ? "this model is " + architecture + " (" + describe_stack(m) + ")" : why_not));
   const int64_t H = m.hidden_size, KV = m.kv_dim(), F = m.ffn_hidden_size;
   auto at = [&](const std::string& name) { return layout.find(name).offset; };
   // The fused blocks the GEMMs read as one weight must be contiguous in the flat buffer.

@@ -61,7 +61,7 @@ void init_parameters(const ModelLayout& model, uint64_t seed, float* out, int th
       case ParamInit::zeros: std::fill(dst + c.begin, dst + c.end, 0.0f); return;
       case ParamInit::custom: {
         const InitStreams streams{[&](uint64_t i) { return init_normal(seed, stream, i); },
-                                  [&](uint64_t i) { return init_uniform(seed, stream, i); }};
+                                  [&](uint64_t i) { return init_uniform(seed, stream, i); }, seed, stream};
         t.custom(t, dst, c.begin, c.end, streams);
         return;
       }

@@ -139,6 +139,7 @@ class DevicePlanContext {
 struct StepPointers {
   bf16* params = nullptr;                      // bf16 compute weights (flat)
   float* grads = nullptr;                      // fp32 main_grad (flat)
+  const float* main_weights = nullptr;         // fp32 master weights (flat; read where bf16 is too coarse)
   const rng::RngState* hidden_rng = nullptr;   // "default" generator: our Philox dropout
   int64_t* attention_dropout_seeds = nullptr;  // [slots] cuDNN seeds, written per microbatch
   int64_t* attention_dropout_offsets = nullptr;
@@ -166,6 +167,8 @@ class LayerBindContext {
   // Parameter block `ref` in the bf16 weights and in the fp32 gradients.
   bf16* weight(ParamRef ref) const { return pointers_.params + layout_.offset(ref); }
   float* grad(ParamRef ref) const { return pointers_.grads + layout_.offset(ref); }
+  // Its fp32 master weights (Mamba's dt_bias, A_log, D: bf16 would put ~3% of error on dt and A).
+  const float* main_weight(ParamRef ref) const { return pointers_.main_weights + layout_.offset(ref); }
 
  private:
   const ModelLayout& layout_;

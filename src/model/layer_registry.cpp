@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "model/layers/attention_layer.h"
+#include "model/layers/mamba_layer.h"
 #include "model/layers/mlp_layer.h"
 
 namespace sg::model {
@@ -27,6 +28,7 @@ constexpr Registration kind(LayerKind k) {
 constexpr Registration kRegistrations[] = {
     kind<AttentionLayer, AttentionLayerCpu>(LayerKind::attention),
     kind<MlpLayer, MlpLayerCpu>(LayerKind::mlp),
+    kind<MambaLayer, MambaLayerCpu>(LayerKind::mamba),
 };
 
 // Kinds the pattern language has but the engine does not build yet, and where they are planned.
@@ -34,7 +36,7 @@ struct Planned {
   LayerKind kind;
   const char* where;
 };
-constexpr Planned kPlanned[] = {{LayerKind::moe, "issue 11"}, {LayerKind::mamba, "issue 12"}};
+constexpr Planned kPlanned[] = {{LayerKind::moe, "issue 11"}};
 
 const Registration* find(LayerKind kind) {
   for (const Registration& r : kRegistrations) {

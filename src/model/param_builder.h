@@ -46,6 +46,8 @@ struct ParamTensor;
 struct InitStreams {
   std::function<float(uint64_t)> normal;   // standard normal
   std::function<float(uint64_t)> uniform;  // in [0, 1)
+  uint64_t seed = 0;    // the model's seed and the tensor's stream id, for initialisers with their own
+  uint32_t stream = 0;  // deterministic draws (reference/mamba_init.h)
 };
 using CustomInit = std::function<void(const ParamTensor& tensor, float* dst, int64_t begin, int64_t end,
                                       const InitStreams& streams)>;

@@ -2,12 +2,35 @@
 // The model's shapes and options, independent of how the config was written (train/ builds it from
 // the Megatron-Bridge style config). Everything the model plans memory from is here.
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "reference/rope_frequencies.h"
 
 namespace sg::model {
+
+// How attention layers encode positions (Megatron's position_embedding_type): rope, or none (Megatron's
+// hybrid default, Nemotron-H: its attention layers see no positions, the Mamba layers order the tokens).
+enum class PositionEmbedding : uint8_t { rope, none };
+
+// The dense MLP's activation (Megatron's activation_func + gated_linear_unit pair): SwiGLU (silu, gated;
+// Llama) or squared ReLU (not gated; Nemotron-H).
+enum class MlpActivation : uint8_t { swiglu, squared_relu };
+
+// The Mamba2 mixer's shapes and init (Megatron's MambaMixer; model/layers/mamba_layer.h).
+struct MambaSpec {
+  int64_t state_dim = 128;  // mamba_state_dim (d_state)
+  int64_t head_dim = 64;    // mamba_head_dim
+  int64_t num_groups = 8;   // mamba_num_groups (of B and C)
+  int64_t num_heads = 0;    // mamba_num_heads; 0: expand * hidden_size / head_dim
+  int64_t expand = 2;
+  int64_t conv_kernel = 4;  // d_conv (the kernels are built for 4)
+  int64_t chunk_size = 128;  // SSD chunk (the kernels are built for 128)
+  double dt_min = 0.001, dt_max = 0.1, dt_init_floor = 1e-4;  // dt_bias init
+  double dt_limit_min = 0.0, dt_limit_max = std::numeric_limits<double>::infinity();  // clamp of dt
+  double A_init_min = 1.0, A_init_max = 16.0;  // A_init_range
+};
 
 struct ModelSpec {
   int64_t vocab_size = 8192;
@@ -32,10 +55,23 @@ struct ModelSpec {
   int64_t num_moe_experts = 0;
   int64_t moe_router_topk = 2;
   int64_t moe_ffn_hidden_size = 0;
+  // Hybrid models (Mamba layers, Nemotron-H's attention and MLP).
+  PositionEmbedding position_embedding = PositionEmbedding::rope;
+  MlpActivation mlp_activation = MlpActivation::swiglu;
+  MambaSpec mamba;
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t kv_dim() const { return head_dim() * num_query_groups; }
   int64_t qkv_dim() const { return hidden_size + 2 * kv_dim(); }
+  // The Mamba mixer's widths: heads, d_inner = heads * head_dim, the conv channels xBC = d_inner +
+  // 2 groups * state, and the in_proj output [z | xBC | dt].
+  int64_t mamba_heads() const {
+    return mamba.num_heads > 0 ? mamba.num_heads
+                               : (mamba.head_dim > 0 ? mamba.expand * hidden_size / mamba.head_dim : 0);
+  }
+  int64_t mamba_inner() const { return mamba_heads() * mamba.head_dim; }
+  int64_t mamba_conv_dim() const { return mamba_inner() + 2 * mamba.num_groups * mamba.state_dim; }
+  int64_t mamba_in_proj_dim() const { return mamba_inner() + mamba_conv_dim() + mamba_heads(); }
 };
 
 // Batch shapes of one step, as ONE rank runs it: global batch = micro_batch_size x num_microbatches x

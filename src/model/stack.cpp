@@ -1,5 +1,7 @@
 #include "model/stack.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/strings.h"
 
@@ -109,15 +111,30 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
     if (why_none != nullptr) *why_none = std::move(why);
     return std::string();
   };
+  const std::vector<LayerKind> kinds = stack_layer_kinds(spec);
+  const auto has = [&](LayerKind k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
   if (stack_layout(spec) == StackLayout::hybrid) {
-    return none("no transformers architecture loads hybrid layer patterns yet (NemotronHForCausalLM comes "
-                "with the Mamba layers, issue 12)");
+    // NemotronH: attention without RoPE, non-gated squared-ReLU MLPs, Mamba2 mixers.
+    if (has(LayerKind::moe)) return none("NemotronHForCausalLM checkpoints with MoE layers are not written yet");
+    if (has(LayerKind::attention) && spec.position_embedding != PositionEmbedding::none) {
+      return none("NemotronHForCausalLM's attention has no RoPE, and this hybrid model's has "
+                  "(model.position_embedding_type=rope)");
+    }
+    if (has(LayerKind::mlp) && spec.mlp_activation != MlpActivation::squared_relu) {
+      return none("NemotronHForCausalLM's MLP is non-gated squared ReLU, and this hybrid model's is SwiGLU "
+                  "(model.activation_func=silu, model.gated_linear_unit=true)");
+    }
+    return "NemotronHForCausalLM";
   }
-  for (LayerKind k : stack_layer_kinds(spec)) {
+  for (LayerKind k : kinds) {
     if (k != LayerKind::attention && k != LayerKind::mlp) {
       return none(strprintf("no transformers architecture for GPT blocks with %s layers yet",
                             layer_kind_info(k).description));
     }
+  }
+  if (spec.position_embedding != PositionEmbedding::rope || spec.mlp_activation != MlpActivation::swiglu) {
+    return none("LlamaForCausalLM needs RoPE and SwiGLU (model.position_embedding_type=rope, "
+                "model.activation_func=silu, model.gated_linear_unit=true)");
   }
   return "LlamaForCausalLM";
 }

@@ -180,6 +180,7 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   StepPointers pointers;
   pointers.params = params_;
   pointers.grads = grads_;
+  pointers.main_weights = main_weights_;
   pointers.hidden_rng = hidden_rng_;
   pointers.attention_dropout_seeds = dropout_seeds_;
   pointers.attention_dropout_offsets = dropout_offsets_;

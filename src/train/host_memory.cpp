@@ -36,10 +36,19 @@ CpuLayerCost cpu_layer_cost(model::LayerKind kind, const model::ModelSpec& m, co
     case model::LayerKind::attention:  // qkv, attention output, softmax statistics; d attn, d qkv
       return {H + QKV * H + H * Q,
               T * (QKV + H) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S, T * (H + QKV)};
-    case model::LayerKind::mlp:  // gate_up, SwiGLU output; their gradients
-      return {H + 3.0 * F * H, 3.0 * T * F, 3.0 * T * F};
-    case model::LayerKind::moe:
-    case model::LayerKind::mamba: break;
+    case model::LayerKind::mlp: {  // gate_up (up alone when not gated), activation output; their gradients
+      const double up = m.mlp_activation == model::MlpActivation::swiglu ? 2.0 : 1.0;
+      return {H + (up + 1.0) * F * H, (up + 1.0) * T * F, (up + 1.0) * T * F};
+    }
+    case model::LayerKind::mamba: {  // model/layers/mamba_layer.h's MambaLayerCpu buffers
+      const double P = static_cast<double>(m.mamba_in_proj_dim()), C = static_cast<double>(m.mamba_conv_dim());
+      const double D = static_cast<double>(m.mamba_inner()), heads = static_cast<double>(m.mamba_heads());
+      const double G = static_cast<double>(m.mamba.num_groups), BC = C - D;
+      return {H + P * H + 5.0 * C + H * D + 3.0 * heads + D,
+              T * (P + C + D + BC + heads + 2.0 * D + G) + heads,
+              T * (3.0 * D + BC + C + P + heads) + 2.0 * heads};
+    }
+    case model::LayerKind::moe: break;
   }
   throw Error(strprintf("host memory of %s layers is not counted yet (train/host_memory.cpp)",
                         model::layer_kind_info(kind).description));

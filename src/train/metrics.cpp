@@ -20,21 +20,29 @@ double training_flops_per_step(const model::ModelSpec& m, const model::BatchSpec
   const double S = static_cast<double>(m.seq_length);
   // Per layer of the stack: its matmul parameters, and the attention products of attention layers.
   double matmul_params = static_cast<double>(m.vocab_size) * H;  // the LM head
-  double attention_layers = 0.0;
+  double attention_layers = 0.0, scan_flops_per_token = 0.0;
   for (const model::LayerKind kind : model::stack_layer_kinds(m)) {
     switch (kind) {
       case model::LayerKind::attention:
         matmul_params += H * static_cast<double>(m.qkv_dim()) + H * H;
         attention_layers += 1.0;
         break;
-      case model::LayerKind::mlp: matmul_params += 3.0 * H * static_cast<double>(m.ffn_hidden_size); break;
-      case model::LayerKind::moe:
+      case model::LayerKind::mlp:
+        matmul_params += (m.mlp_activation == model::MlpActivation::swiglu ? 3.0 : 2.0) * H *
+                         static_cast<double>(m.ffn_hidden_size);
+        break;
       case model::LayerKind::mamba:
+        // in_proj and out_proj, and Megatron's count of the SSD scan: 7 d_inner d_state per token forward,
+        // three times that for forward + backward.
+        matmul_params += H * static_cast<double>(m.mamba_in_proj_dim() + m.mamba_inner());
+        scan_flops_per_token += 21.0 * static_cast<double>(m.mamba_inner()) * static_cast<double>(m.mamba.state_dim);
+        break;
+      case model::LayerKind::moe:
         throw Error(strprintf("training FLOPs of %s layers are not counted yet (train/metrics.cpp)",
                               model::layer_kind_info(kind).description));
     }
   }
-  const double per_token = 6.0 * matmul_params + 12.0 * attention_layers * S * H;
+  const double per_token = 6.0 * matmul_params + 12.0 * attention_layers * S * H + scan_flops_per_token;
   const double tokens = static_cast<double>(b.micro_batch_size * b.num_microbatches) * S;
   return per_token * tokens;
 }

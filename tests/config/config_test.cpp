@@ -65,7 +65,7 @@ TEST(Config, KeyTableCoversEverySection) {
         "dataset.eod_mask_loss", "train.eval_interval", "train.eval_iters", "logger.tensorboard_dir"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 80u);
+  EXPECT_EQ(keys.size(), 97u);
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {

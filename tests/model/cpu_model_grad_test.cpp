@@ -63,7 +63,9 @@ struct Case {
 class CpuModelGrad : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CpuModelGrad, EveryParameterMatchesFiniteDifferences) {
-  ModelSpec spec = test::tiny_model_spec();
+  const std::string pattern = GetParam().pattern;
+  // Patterns with Mamba layers take Nemotron-H's attention (no RoPE) and MLP (squared ReLU) too.
+  ModelSpec spec = pattern.find('M') != std::string::npos ? test::tiny_hybrid_spec(pattern) : test::tiny_model_spec();
   spec.share_embeddings_and_output_weights = GetParam().tied;
   spec.attention_dropout = GetParam().dropout;
   spec.hidden_dropout = GetParam().dropout;
@@ -82,11 +84,12 @@ TEST_P(CpuModelGrad, EveryParameterMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, CpuModelGrad,
                          ::testing::Values(Case{false, 0.0f, ""}, Case{true, 0.0f, ""}, Case{false, 0.2f, ""},
-                                           Case{false, 0.2f, "*--*"}),
+                                           Case{false, 0.2f, "*--*"}, Case{false, 0.2f, "M*-M"}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.tied ? "tied" : "untied") +
                                   (info.param.dropout > 0 ? "_dropout" : "") +
-                                  (info.param.pattern[0] != 0 ? "_hybrid" : "");
+                                  (info.param.pattern[0] != 0 ? "_hybrid" : "") +
+                                  (std::string(info.param.pattern).find('M') != std::string::npos ? "_mamba" : "");
                          });
 
 TEST(CpuModel, DropoutRunsAreReproducibleAndDependOnTheRngOffset) {

@@ -5,8 +5,9 @@ Steps (issue 4 "against PyTorch", issue 5 "transformers loads the saved checkpoi
   (a) `stepgraph data synth` writes a synthetic corpus to OUT/corpus;
   (b) `stepgraph train RECIPE` trains K+1 steps on it, saving a checkpoint at step K and dumping every
       step's batch (--dump-batches); a second, 2-step run saves at step 1 (the early check);
-  (c) transformers.LlamaForCausalLM.from_pretrained loads OUT/ckpt/iter_000000K, in bfloat16 and in
-      float32 (no missing or unexpected tensor is allowed);
+  (c) transformers loads OUT/ckpt/iter_000000K with the class its config.json names (LlamaForCausalLM
+      for GPT recipes, NemotronHForCausalLM for hybrid Mamba recipes such as hybrid/tiny_hybrid), in
+      bfloat16 and in float32 (no missing or unexpected tensor is allowed);
   (d) the loss of batch K+1 is computed as stepgraph defines it: the global batch is split into
       global/micro microbatches of micro_batch_size sequences; per microbatch the mean cross-entropy
       over tokens with loss_mask 1 (sum(mask*ce) / max(sum(mask), 1)); the step loss is the mean over
@@ -22,6 +23,12 @@ checkpoint holds them rounded to bf16) the float32 row is expected within about 
 Prints a table; exit status 0 when every row passes, 1 when one fails, 2 for a usage/setup problem.
 
 GPU machine:  python3 tests/model/hf_parity.py --stepgraph build/stepgraph --out /tmp/hf_parity
+              python3 tests/model/hf_parity.py --stepgraph build/stepgraph --out /tmp/hf_parity_hybrid \
+                  --recipe hybrid/tiny_hybrid
+NemotronH is run on transformers' pure-PyTorch path (use_mamba_kernels=False: no mamba_ssm needed). That
+path clamps dt from below at time_step_min, the dt_bias INIT parameter (its CUDA path clamps to
+time_step_limit, as Megatron and stepgraph do), so the script loads with time_step_min = the limit's lower
+end to compare the same function.
 CPU check of the script itself (small model, no graphs):
   python3 tests/model/hf_parity.py --stepgraph build/stepgraph --out /tmp/hf_parity_cpu --steps 3 \
       --graphs none --cpu --override model.num_layers=2 model.hidden_size=64 model.ffn_hidden_size=128 \
@@ -105,8 +112,14 @@ def stepgraph_loss(model, batch, micro_batch_size, device):
 
 
 def load_hf(folder, dtype, device, attn):
-    model, info = transformers.LlamaForCausalLM.from_pretrained(
-        folder, dtype=dtype, attn_implementation=attn, output_loading_info=True)
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    architecture = config["architectures"][0]
+    extra = {}
+    if architecture == "NemotronHForCausalLM":  # see the module docstring
+        extra = {"use_mamba_kernels": False, "time_step_min": (config.get("time_step_limit") or [0.0])[0]}
+    model, info = getattr(transformers, architecture).from_pretrained(
+        folder, dtype=dtype, attn_implementation=attn, output_loading_info=True, **extra)
     problems = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     if problems:
         raise SystemExit(f"error: transformers loaded {folder} with {problems}")

@@ -2,6 +2,7 @@
 // The tiny dense Llama and batches shared by the model tests (CPU and GPU).
 #include <cstdint>
 #include <random>
+#include <string>
 
 #include "model/batch.h"
 #include "model/spec.h"
@@ -21,6 +22,27 @@ inline model::ModelSpec tiny_model_spec() {
   s.ffn_hidden_size = 24;
   s.seq_length = 8;
   s.init_method_std = 0.02;
+  return s;
+}
+
+// The tiny model with a hybrid pattern in Nemotron-H's style (attention without RoPE, squared-ReLU
+// MLP) and a small Mamba mixer: 4 heads of 4, 2 groups of B and C with state 4 (the CPU twin runs any
+// shape; the GPU scan needs head_dim 64: see the GPU tests). dt drawn in [0.05, 0.5] and A in -[1, 4],
+// so the scan's decay and its gradients are far from vanishing at S = 8.
+inline model::ModelSpec tiny_hybrid_spec(const std::string& pattern) {
+  model::ModelSpec s = tiny_model_spec();
+  s.hybrid_layer_pattern = pattern;
+  s.num_layers = static_cast<int64_t>(pattern.size());
+  s.position_embedding = model::PositionEmbedding::none;
+  s.mlp_activation = model::MlpActivation::squared_relu;
+  s.mamba.head_dim = 4;
+  s.mamba.num_heads = 4;
+  s.mamba.num_groups = 2;
+  s.mamba.state_dim = 4;
+  s.mamba.dt_min = 0.05;
+  s.mamba.dt_max = 0.5;
+  s.mamba.A_init_min = 1.0;
+  s.mamba.A_init_max = 4.0;
   return s;
 }
 

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "cuda/arena.h"
 #include "cuda/stream.h"
@@ -41,6 +42,17 @@ namespace sg::model {
 namespace {
 
 constexpr double kGradRelTol = 5e-2;
+// Mamba's per-head dt_bias, A_log and D: each gradient element is a sum over every token (and, for
+// A_log and D, every channel of the head) of products of bf16 signals that largely cancel, like the norm
+// weights' tail above; a real bug is off by O(1).
+constexpr double kMambaHeadGradRelTol = 1e-1;
+bool is_mamba_head_vector(const std::string& name) {
+  for (const char* leaf : {"mixer.dt_bias", "mixer.A_log", "mixer.D"}) {
+    const std::string l = leaf;
+    if (name.size() >= l.size() && name.compare(name.size() - l.size(), l.size(), l) == 0) return true;
+  }
+  return false;
+}
 
 // The tiny model (2 layers, GQA 4 heads / 2 groups) at head_dim 64, the head size cuDNN's flash attention
 // is exercised with in the attention tests, and with a vocabulary that is not a multiple of 8 (the LM
@@ -51,6 +63,22 @@ ModelSpec gpu_tiny_spec() {
   s.hidden_size = 256;  // 4 heads of 64, 2 KV groups
   s.ffn_hidden_size = 344;
   s.seq_length = 16;
+  return s;
+}
+
+// Hybrid patterns with Mamba layers, in Nemotron-H's style (attention without RoPE, squared-ReLU MLP), at
+// shapes the GPU kernels take but that are no tile multiples: S = 200 is one full SSD chunk of 128 and a
+// partial one; 8 Mamba heads of 64 in 2 groups of state 32 (in_proj 2 x 512 + 128 + 8 = 1160 columns).
+ModelSpec gpu_hybrid_spec(const std::string& pattern) {
+  ModelSpec s = gpu_tiny_spec();
+  s.hybrid_layer_pattern = pattern;
+  s.num_layers = static_cast<int64_t>(pattern.size());
+  s.seq_length = 200;
+  s.position_embedding = PositionEmbedding::none;
+  s.mlp_activation = MlpActivation::squared_relu;
+  s.mamba.num_heads = 8;
+  s.mamba.num_groups = 2;
+  s.mamba.state_dim = 32;
   return s;
 }
 
@@ -91,7 +119,8 @@ class TrainStepParity : public ::testing::TestWithParam<ParityCase> {};
 
 TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   const ParityCase c = GetParam();
-  ModelSpec spec = gpu_tiny_spec();
+  const bool mamba = std::string(c.pattern).find('M') != std::string::npos;
+  ModelSpec spec = mamba ? gpu_hybrid_spec(c.pattern) : gpu_tiny_spec();
   spec.share_embeddings_and_output_weights = c.tied;
   spec.hidden_dropout = c.hidden_dropout;
   spec.hybrid_layer_pattern = c.pattern;
@@ -129,7 +158,7 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   for (const ParamTensor& t : layout.tensors()) {
     const double err = test::relative_error(slice(g_gpu, t), slice(g_cpu, t));
     std::printf("  %-48s rel err %.3e\n", t.name.c_str(), err);
-    EXPECT_LE(err, kGradRelTol) << t.name;
+    EXPECT_LE(err, is_mamba_head_vector(t.name) ? kMambaHeadGradRelTol : kGradRelTol) << t.name;
     for (int64_t i = 0; i < t.numel; ++i) covered[static_cast<size_t>(t.offset + i)] = true;
   }
   for (size_t i = 0; i < g_gpu.size(); ++i) {
@@ -164,6 +193,7 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   cpu.train_step(batch);
   const std::vector<float>& w1_cpu = cpu.weights();
   for (const ParamTensor& t : layout.tensors()) {
+    if (is_mamba_head_vector(t.name)) continue;  // 8 elements at 1e-1: their gradients are checked above
     const std::vector<float> gc = slice(g_cpu, t);
     double rms = 0.0;
     for (float g : gc) rms += static_cast<double>(g) * g;
@@ -185,11 +215,13 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
 INSTANTIATE_TEST_SUITE_P(Tiny, TrainStepParity,
                          ::testing::Values(ParityCase{1, false, 0.0f}, ParityCase{2, false, 0.0f},
                                            ParityCase{2, true, 0.0f}, ParityCase{2, false, 0.1f},
-                                           ParityCase{2, false, 0.1f, "*--*"}),
+                                           ParityCase{2, false, 0.1f, "*--*"}, ParityCase{2, false, 0.1f, "M*-M"},
+                                           ParityCase{1, true, 0.0f, "MM-"}),
                          [](const ::testing::TestParamInfo<ParityCase>& info) {
                            return "mb" + std::to_string(info.param.num_microbatches) +
                                   (info.param.tied ? "_tied" : "") + (info.param.hidden_dropout > 0 ? "_dropout" : "") +
-                                  (info.param.pattern[0] != 0 ? "_hybrid" : "");
+                                  (info.param.pattern[0] != 0 ? "_hybrid" : "") +
+                                  (std::string(info.param.pattern).find('M') != std::string::npos ? "_mamba" : "");
                          });
 
 // ---- determinism and graphs ----

@@ -1,6 +1,7 @@
-// Issue 6 acceptance: the training step under cuda_graph_impl none, local, and transformer_engine with
-// attn, mlp and attn+mlp gives BITWISE identical losses at every step and bitwise identical final
-// weights and optimizer state — with dropout on (so the graph-safe RNG matters) and two microbatches.
+// Issue 6 acceptance (and issue 12's for hybrid Mamba patterns): the training step under cuda_graph_impl
+// none, local, and transformer_engine with attn, mlp and attn+mlp gives BITWISE identical losses at every
+// step and bitwise identical final weights and optimizer state — with dropout on (so the graph-safe RNG
+// matters) and two microbatches.
 // Also: the graphs take only their own instantiation memory, the NaN checks stop the run in eager
 // and scoped modes, naming the step and the check, and the hybrid spelling of the same model
 // ("*-" x n, one layer per letter) trains bitwise like n GPT blocks in every mode.
@@ -29,14 +30,16 @@ namespace {
 
 constexpr int64_t kSteps = 30;
 
-config::Config tiny_with(const std::vector<std::string>& extra) {
+config::Config recipe_with(const char* recipe, const std::vector<std::string>& extra) {
   std::vector<std::string> overrides = {"model.attention_dropout=0.1", "model.hidden_dropout=0.1",
                                         "train.global_batch_size=8",  // two microbatches of 4
                                         "train.train_iters=30",       "dataset.mock=true",
                                         "model.cuda_graph_warmup_steps=2"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return test::validated_tiny(overrides);
+  return test::validated_recipe(recipe, overrides);
 }
+
+config::Config tiny_with(const std::vector<std::string>& extra) { return recipe_with("llama/tiny", extra); }
 
 struct RunResult {
   std::vector<float> losses;
@@ -77,6 +80,39 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// A graph mode: its overrides and the number of graphs it must create.
+struct Mode {
+  const char* name;
+  std::vector<std::string> overrides;
+  int graphs;
+};
+
+// A graph mode's run against the eager one: every loss, the final weights and moments bit for bit; the
+// expected number of graphs, replayed; graph memory within 1% of the arena.
+void expect_mode_bitwise_equal_to_eager(const char* name, const RunResult& r, const RunResult& eager, int graphs) {
+  ASSERT_EQ(r.losses.size(), eager.losses.size());
+  for (size_t i = 0; i < r.losses.size(); ++i) {
+    uint32_t a, b;
+    std::memcpy(&a, &r.losses[i], 4);
+    std::memcpy(&b, &eager.losses[i], 4);
+    EXPECT_EQ(a, b) << "step " << i + 1 << ": loss " << r.losses[i] << " vs eager " << eager.losses[i];
+  }
+  EXPECT_TRUE(bitwise_equal(r.state.main_weights, eager.state.main_weights)) << "final fp32 weights differ";
+  EXPECT_TRUE(bitwise_equal(r.state.exp_avg, eager.state.exp_avg)) << "final exp_avg differs";
+  EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, eager.state.exp_avg_sq)) << "final exp_avg_sq differs";
+  EXPECT_EQ(r.state.steps_done, eager.state.steps_done);
+  EXPECT_EQ(r.state.rng.offset, eager.state.rng.offset);
+  EXPECT_EQ(r.stats.graphs_live, graphs);
+  EXPECT_GT(r.stats.replays, 0u);
+  // Graphs add only their own instantiation memory: no activation copies (static arena).
+  ASSERT_GE(r.graph_memory, 0);
+  EXPECT_LT(static_cast<double>(r.graph_memory), 0.01 * static_cast<double>(r.arena_bytes) + (4 << 20))
+      << "graphs took " << r.graph_memory << " bytes for an arena of " << r.arena_bytes;
+  std::printf("%-32s losses and final state bitwise equal to eager; %d graphs, %llu replays, graph memory %lld B\n",
+              name, r.stats.graphs_live, static_cast<unsigned long long>(r.stats.replays),
+              static_cast<long long>(r.graph_memory));
+}
+
 class GraphModesGpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -90,11 +126,6 @@ TEST_F(GraphModesGpu, EveryModeIsBitwiseEqualToEager) {
   EXPECT_EQ(eager.stats.graphs_created, 0);
   EXPECT_LT(eager.losses.back(), eager.losses.front());  // it trains
 
-  struct Mode {
-    const char* name;
-    std::vector<std::string> overrides;
-    int graphs;
-  };
   const std::vector<Mode> modes = {
       {"local", {"model.cuda_graph_impl=local"}, 1},
       {"transformer_engine attn", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn"}, 8},
@@ -104,28 +135,34 @@ TEST_F(GraphModesGpu, EveryModeIsBitwiseEqualToEager) {
   };
   for (const Mode& mode : modes) {
     SCOPED_TRACE(mode.name);
-    const RunResult r = run_mode(tiny_with(mode.overrides));
-    ASSERT_EQ(r.losses.size(), eager.losses.size());
-    for (size_t i = 0; i < r.losses.size(); ++i) {
-      uint32_t a, b;
-      std::memcpy(&a, &r.losses[i], 4);
-      std::memcpy(&b, &eager.losses[i], 4);
-      EXPECT_EQ(a, b) << "step " << i + 1 << ": loss " << r.losses[i] << " vs eager " << eager.losses[i];
-    }
-    EXPECT_TRUE(bitwise_equal(r.state.main_weights, eager.state.main_weights)) << "final fp32 weights differ";
-    EXPECT_TRUE(bitwise_equal(r.state.exp_avg, eager.state.exp_avg)) << "final exp_avg differs";
-    EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, eager.state.exp_avg_sq)) << "final exp_avg_sq differs";
-    EXPECT_EQ(r.state.steps_done, eager.state.steps_done);
-    EXPECT_EQ(r.state.rng.offset, eager.state.rng.offset);
-    EXPECT_EQ(r.stats.graphs_live, mode.graphs);
-    EXPECT_GT(r.stats.replays, 0u);
-    // Graphs add only their own instantiation memory: no activation copies (static arena).
-    ASSERT_GE(r.graph_memory, 0);
-    EXPECT_LT(static_cast<double>(r.graph_memory), 0.01 * static_cast<double>(r.arena_bytes) + (4 << 20))
-        << "graphs took " << r.graph_memory << " bytes for an arena of " << r.arena_bytes;
-    std::printf("%-28s losses and final state bitwise equal to eager; %d graphs, %llu replays, graph memory %lld B\n",
-                mode.name, r.stats.graphs_live, static_cast<unsigned long long>(r.stats.replays),
-                static_cast<long long>(r.graph_memory));
+    expect_mode_bitwise_equal_to_eager(mode.name, run_mode(tiny_with(mode.overrides)), eager, mode.graphs);
+  }
+}
+
+// Issue 12: the hybrid pattern M*-M*-M- (Mamba, attention without RoPE, squared-ReLU MLP) with dropout 0.1
+// and two microbatches, 30 steps: eager, the whole step as one graph, and the mamba scope mixed with the
+// attn and mlp scopes give bitwise identical losses, weights and moments.
+TEST_F(GraphModesGpu, HybridMambaPatternEveryModeIsBitwiseEqualToEager) {
+  const std::vector<std::string> hybrid = {"model.hybrid_override_pattern=M*-M*-M-", "model.num_layers=8"};
+  auto with = [&](std::vector<std::string> mode) {
+    mode.insert(mode.begin(), hybrid.begin(), hybrid.end());
+    return recipe_with("hybrid/tiny_hybrid", mode);
+  };
+  const RunResult eager = run_mode(with({"model.cuda_graph_impl=none"}));
+  ASSERT_EQ(eager.losses.size(), static_cast<size_t>(kSteps));
+  EXPECT_LT(eager.losses.back(), eager.losses.front());  // it trains
+  // M*-M*-M-: 3 Mamba, 2 attention, 3 MLP layers; a region graph per layer, module and phase.
+  const std::vector<Mode> modes = {
+      {"local", {"model.cuda_graph_impl=local"}, 1},
+      {"transformer_engine mamba", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=mamba"}, 6},
+      {"transformer_engine attn,mamba",
+       {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,mamba"}, 10},
+      {"transformer_engine mamba,mlp",
+       {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=mamba,mlp"}, 12},
+  };
+  for (const Mode& mode : modes) {
+    SCOPED_TRACE(mode.name);
+    expect_mode_bitwise_equal_to_eager(mode.name, run_mode(with(mode.overrides)), eager, mode.graphs);
   }
 }
 
@@ -140,7 +177,9 @@ TEST_F(GraphModesGpu, HybridStarDashPatternTrainsBitwiseLikeGptBlocks) {
                                  static_cast<uint64_t>(gpt_config.rng.seed));
   const RunResult gpt = run_mode(gpt_config, &initial);
   ASSERT_EQ(gpt.losses.size(), static_cast<size_t>(kSteps));
-  const std::vector<std::string> hybrid = {"model.hybrid_override_pattern=*-*-*-*-", "model.num_layers=8"};
+  // RoPE as the GPT blocks have it (a hybrid pattern's default is none, as in Megatron).
+  const std::vector<std::string> hybrid = {"model.hybrid_override_pattern=*-*-*-*-", "model.num_layers=8",
+                                           "model.position_embedding_type=rope"};
   for (const std::vector<std::string>& mode :
        {std::vector<std::string>{"model.cuda_graph_impl=none"}, std::vector<std::string>{"model.cuda_graph_impl=local"},
         std::vector<std::string>{"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,mlp"}}) {

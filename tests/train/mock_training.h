@@ -1,5 +1,5 @@
 #pragma once
-// Shared by the GPU training tests: llama/tiny validated with overrides, and global batches from a
+// Shared by the GPU training tests: a recipe (llama/tiny) validated with overrides, and global batches from a
 // data loader (e.g. the mock batches the trainer feeds for dataset.mock, seeded with rng.seed).
 #include <gtest/gtest.h>
 
@@ -15,10 +15,14 @@
 
 namespace sg::test {
 
-inline config::Config validated_tiny(const std::vector<std::string>& overrides) {
-  const config::ValidationReport report = config::validate(config::load_config("llama/tiny", overrides));
+inline config::Config validated_recipe(const std::string& recipe, const std::vector<std::string>& overrides) {
+  const config::ValidationReport report = config::validate(config::load_config(recipe, overrides));
   EXPECT_TRUE(report.ok()) << (report.violations.empty() ? "" : config::format_violation(report.violations[0]));
   return report.config;
+}
+
+inline config::Config validated_tiny(const std::vector<std::string>& overrides) {
+  return validated_recipe("llama/tiny", overrides);
 }
 
 // The loader options of dataset.mock for `config`, as the trainer makes them.

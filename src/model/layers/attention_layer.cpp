@@ -25,7 +25,7 @@ void AttentionDeclarations::declare(LayerDeclarations& d) {
            strprintf("model.num_attention_heads = %lld is not a multiple of model.num_query_groups = %lld: "
                      "grouped-query attention needs whole groups",
                      static_cast<long long>(s.num_attention_heads), static_cast<long long>(s.num_query_groups)));
-  SG_CHECK(s.head_dim() % 2 == 0,
+  SG_CHECK(s.position_embedding != PositionEmbedding::rope || s.head_dim() % 2 == 0,
            strprintf("head_dim = hidden_size / num_attention_heads = %lld is odd: rotate-half RoPE needs an "
                      "even head_dim",
                      static_cast<long long>(s.head_dim())));
@@ -125,7 +125,7 @@ kernels::RopeParams rope_params(const ModelSpec& m, bf16* x, int64_t T) {
 
 void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
   gemms_->qkv.run(stream, qkv_, io.input, w_qkv_);
-  kernels::rope_forward(stream, rope_params(model_, qkv_, T_));
+  if (model_.position_embedding == PositionEmbedding::rope) kernels::rope_forward(stream, rope_params(model_, qkv_, T_));
   kernels::AttentionForwardParams ap;
   ap.out = attn_;
   ap.lse = lse_;
@@ -154,7 +154,9 @@ void AttentionLayer::backward(graph::Module /*module: attn*/, cudaStream_t strea
   ap.dropout_offset = dropout_offset_;
   ap.workspace = workspace_;
   attention_->backward(stream, ap);
-  kernels::rope_backward(stream, rope_params(model_, d_qkv_, T_));
+  if (model_.position_embedding == PositionEmbedding::rope) {
+    kernels::rope_backward(stream, rope_params(model_, d_qkv_, T_));
+  }
   gemms_->qkv_dx.run(stream, io.d_input, d_qkv_, w_qkv_);
   gemms_->qkv_dw.run(stream, g_qkv_, d_qkv_, io.input);
 }

@@ -1,6 +1,6 @@
 #pragma once
 // '*': causal self-attention with grouped-query heads and RoPE (Llama). On the normed input n:
-//   qkv = n Wqkv^T; RoPE on q and k; a = attention(qkv) (cuDNN flash attention, attention_dropout
+//   qkv = n Wqkv^T; RoPE on q and k (unless position_embedding is none); a = attention(qkv) (cuDNN flash attention, attention_dropout
 //   inside); delta = a Wo^T.
 // Parameters: q_proj, k_proj, v_proj (one fused [qkv_dim, H] block), o_proj (output-projection init).
 // Dropout site: the attention probabilities (one; the output dropout is the step's).

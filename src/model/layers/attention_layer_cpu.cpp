@@ -26,8 +26,10 @@ void AttentionLayerCpu::forward(const CpuLayerIO& io) {
   const int64_t T = T_, H = m.hidden_size, QKV = m.qkv_dim(), S = m.seq_length;
   const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups, d = m.head_dim();
   ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), T, H, QKV);
-  ref::rope_forward(qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
-  ref::rope_forward(qkv_.data() + H, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
+  if (m.position_embedding == PositionEmbedding::rope) {
+    ref::rope_forward(qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
+    ref::rope_forward(qkv_.data() + H, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
+  }
   ref::attention_forward(attn_.data(), lse_.data(), qkv_.data(), batch_.micro_batch_size, S, heads, kv_heads, d,
                          io.dropout ? m.attention_dropout : 0.0f, io.rng, decl_.probs_site);
   ref::linear_forward(io.output, attn_.data(), io.weight(decl_.o_proj), T, H, H);
@@ -42,8 +44,10 @@ void AttentionLayerCpu::backward(const CpuLayerIO& io) {
   ref::attention_backward(d_qkv_.data(), d_attn_.data(), qkv_.data(), attn_.data(), lse_.data(),
                           batch_.micro_batch_size, S, heads, kv_heads, d, m.attention_dropout, io.rng,
                           decl_.probs_site);
-  ref::rope_backward(d_qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
-  ref::rope_backward(d_qkv_.data() + H, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
+  if (m.position_embedding == PositionEmbedding::rope) {
+    ref::rope_backward(d_qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
+    ref::rope_backward(d_qkv_.data() + H, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
+  }
   ref::linear_backward_input(io.d_input, d_qkv_.data(), io.weight(decl_.qkv), T, H, QKV);
   ref::linear_backward_weight(io.grad(decl_.qkv), d_qkv_.data(), io.input, T, H, QKV);
 }

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "kernels/gemm.h"
+#include "kernels/squared_relu.h"
 #include "kernels/swiglu.h"
 
 namespace sg::model {
@@ -12,13 +13,21 @@ namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 }  // namespace
 
+int64_t mlp_up_rows(const ModelSpec& model) {
+  return model.mlp_activation == MlpActivation::swiglu ? 2 * model.ffn_hidden_size : model.ffn_hidden_size;
+}
+
 void MlpDeclarations::declare(LayerDeclarations& d) {
   const ModelSpec& s = d.model;
   SG_CHECK(s.ffn_hidden_size > 0,
            strprintf("model.ffn_hidden_size = %lld: must be positive", static_cast<long long>(s.ffn_hidden_size)));
   const int64_t H = s.hidden_size, F = s.ffn_hidden_size;
   const std::string& p = d.place.param_prefix;
-  gate_up = d.params.matrix({{p + "gate_proj.weight", {F, H}}, {p + "up_proj.weight", {F, H}}});
+  if (s.mlp_activation == MlpActivation::swiglu) {
+    gate_up = d.params.matrix({{p + "gate_proj.weight", {F, H}}, {p + "up_proj.weight", {F, H}}});
+  } else {
+    gate_up = d.params.matrix(p + "up_proj.weight", {F, H});
+  }
   down_proj = d.params.matrix(p + "down_proj.weight", {H, F}, ParamInit::output_projection);
 }
 
@@ -27,12 +36,12 @@ struct MlpLayer::Gemms {
   kernels::LinearForward gate_up, down;
   kernels::LinearBackwardInput gate_up_dx, down_dx;
   kernels::LinearBackwardWeight gate_up_dw, down_dw;
-  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t F)
-      : gate_up(b, T, H, 2 * F),
+  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t F, int64_t N)
+      : gate_up(b, T, H, N),
         down(b, T, F, H),
-        gate_up_dx(b, T, H, 2 * F),
+        gate_up_dx(b, T, H, N),
         down_dx(b, T, F, H),
-        gate_up_dw(b, T, H, 2 * F),
+        gate_up_dw(b, T, H, N),
         down_dw(b, T, F, H) {}
 };
 
@@ -43,9 +52,11 @@ void MlpLayer::plan(LayerPlanContext& ctx) {
   T_ = ctx.tokens();
   H_ = ctx.model().hidden_size;
   F_ = ctx.model().ffn_hidden_size;
-  gate_up_slot_ = ctx.saved_array<bf16>(graph::Module::mlp, "gate_up", sz(T_ * 2 * F_));
+  N_ = mlp_up_rows(ctx.model());
+  activation_ = ctx.model().mlp_activation;
+  gate_up_slot_ = ctx.saved_array<bf16>(graph::Module::mlp, "gate_up", sz(T_ * N_));
   act_slot_ = ctx.saved_array<bf16>(graph::Module::mlp, "swiglu_out", sz(T_ * F_));
-  d_gate_up_ref_ = ctx.scratch("grad.d_gate_up", sz(T_ * 2 * F_) * sizeof(bf16));
+  d_gate_up_ref_ = ctx.scratch("grad.d_gate_up", sz(T_ * N_) * sizeof(bf16));
   d_act_ref_ = ctx.scratch("grad.d_act", sz(T_ * F_) * sizeof(bf16));
 }
 
@@ -58,30 +69,38 @@ void MlpLayer::bind(LayerBindContext& ctx) {
   w_down_ = ctx.weight(decl_.down_proj);
   g_gate_up_ = ctx.grad(decl_.gate_up);
   g_down_ = ctx.grad(decl_.down_proj);
-  gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, H_, F_);
+  gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, H_, F_, N_);
 }
 
 void MlpLayer::forward(graph::Module /*module: mlp*/, cudaStream_t stream, const LayerIO& io) {
   gemms_->gate_up.run(stream, gate_up_, io.input, w_gate_up_);
-  kernels::SwiGluForwardParams sw;
-  sw.out = act_;
-  sw.gate_up = gate_up_;
-  sw.T = T_;
-  sw.F = F_;
-  kernels::swiglu_forward(stream, sw);
+  if (activation_ == MlpActivation::swiglu) {
+    kernels::SwiGluForwardParams sw;
+    sw.out = act_;
+    sw.gate_up = gate_up_;
+    sw.T = T_;
+    sw.F = F_;
+    kernels::swiglu_forward(stream, sw);
+  } else {
+    kernels::squared_relu_forward(stream, {.out = act_, .in = gate_up_, .T = T_, .F = F_});
+  }
   gemms_->down.run(stream, io.output, act_, w_down_);
 }
 
 void MlpLayer::backward(graph::Module /*module: mlp*/, cudaStream_t stream, const LayerIO& io) {
   gemms_->down_dx.run(stream, d_act_, io.d_output, w_down_);
   gemms_->down_dw.run(stream, g_down_, io.d_output, act_);
-  kernels::SwiGluBackwardParams sw;
-  sw.dgate_up = d_gate_up_;
-  sw.dout = d_act_;
-  sw.gate_up = gate_up_;
-  sw.T = T_;
-  sw.F = F_;
-  kernels::swiglu_backward(stream, sw);
+  if (activation_ == MlpActivation::swiglu) {
+    kernels::SwiGluBackwardParams sw;
+    sw.dgate_up = d_gate_up_;
+    sw.dout = d_act_;
+    sw.gate_up = gate_up_;
+    sw.T = T_;
+    sw.F = F_;
+    kernels::swiglu_backward(stream, sw);
+  } else {
+    kernels::squared_relu_backward(stream, {.din = d_gate_up_, .dout = d_act_, .in = gate_up_, .T = T_, .F = F_});
+  }
   gemms_->gate_up_dx.run(stream, io.d_input, d_gate_up_, w_gate_up_);
   gemms_->gate_up_dw.run(stream, g_gate_up_, d_gate_up_, io.input);
 }

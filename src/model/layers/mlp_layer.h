@@ -1,8 +1,9 @@
 #pragma once
-// '-': the dense SwiGLU MLP (Llama). On the normed input n:
-//   [gate, up] = n Wgate_up^T; act = silu(gate) * up; delta = act Wdown^T.
-// Parameters: gate_proj, up_proj (one fused [2F, H] block), down_proj (output-projection init).
-// No dropout inside (the output dropout is the step's). Module: mlp.
+// '-': the dense MLP. On the normed input n, with ModelSpec::mlp_activation:
+//   swiglu (Llama):              [gate, up] = n Wgate_up^T; act = silu(gate) * up; delta = act Wdown^T
+//   squared_relu (Nemotron-H):   up = n Wup^T;             act = relu(up)^2;      delta = act Wdown^T
+// Parameters: gate_proj, up_proj (one fused [2F, H] block; up_proj [F, H] alone when not gated),
+// down_proj (output-projection init). No dropout inside (the output dropout is the step's). Module: mlp.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -13,9 +14,11 @@ namespace sg::model {
 
 // The declarations the GPU layer and its CPU twin share.
 struct MlpDeclarations {
-  ParamRef gate_up, down_proj;
+  ParamRef gate_up, down_proj;  // gate_up: [gate; up] (gated) or up alone
   void declare(LayerDeclarations& d);  // checks ffn_hidden_size
 };
+// Rows of the first projection: 2F when gated (SwiGLU), F otherwise.
+int64_t mlp_up_rows(const ModelSpec& model);
 
 class MlpLayer final : public Layer {
  public:
@@ -32,13 +35,14 @@ class MlpLayer final : public Layer {
   struct Gemms;  // mlp_layer.cpp
 
   MlpDeclarations decl_;
-  int64_t T_ = 0, H_ = 0, F_ = 0;
+  int64_t T_ = 0, H_ = 0, F_ = 0, N_ = 0;  // N_: mlp_up_rows
+  MlpActivation activation_ = MlpActivation::swiglu;
   cuda::MemorySlot gate_up_slot_, act_slot_;
   SharedBufferRef d_gate_up_ref_, d_act_ref_;
   std::unique_ptr<Gemms> gemms_;
 
-  bf16* gate_up_ = nullptr;  // [T, 2F]
-  bf16* act_ = nullptr;      // [T, F] silu(gate) * up
+  bf16* gate_up_ = nullptr;  // [T, N]
+  bf16* act_ = nullptr;      // [T, F] silu(gate) * up, or relu(up)^2
   bf16* d_gate_up_ = nullptr;
   bf16* d_act_ = nullptr;
   const bf16* w_gate_up_ = nullptr;
@@ -58,7 +62,8 @@ class MlpLayerCpu final : public CpuLayer {
 
  private:
   MlpDeclarations decl_;
-  int64_t T_ = 0, H_ = 0, F_ = 0;
+  int64_t T_ = 0, H_ = 0, F_ = 0, N_ = 0;
+  MlpActivation activation_ = MlpActivation::swiglu;
   std::vector<float> gate_up_, act_;   // saved
   std::vector<float> d_gate_up_, d_act_;  // scratch
 };

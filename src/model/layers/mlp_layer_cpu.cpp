@@ -1,6 +1,7 @@
 // The MLP layer's CPU fp32 twin (the declarations and the GPU side: mlp_layer.cpp).
 #include "model/layers/mlp_layer.h"
 #include "reference/linear.h"
+#include "reference/squared_relu.h"
 #include "reference/swiglu.h"
 
 namespace sg::model {
@@ -13,24 +14,34 @@ void MlpLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
   T_ = batch.tokens_per_microbatch(model);
   H_ = model.hidden_size;
   F_ = model.ffn_hidden_size;
-  gate_up_.resize(sz(T_ * 2 * F_));
+  N_ = mlp_up_rows(model);
+  activation_ = model.mlp_activation;
+  gate_up_.resize(sz(T_ * N_));
   act_.resize(sz(T_ * F_));
-  d_gate_up_.resize(sz(T_ * 2 * F_));
+  d_gate_up_.resize(sz(T_ * N_));
   d_act_.resize(sz(T_ * F_));
 }
 
 void MlpLayerCpu::forward(const CpuLayerIO& io) {
-  ref::linear_forward(gate_up_.data(), io.input, io.weight(decl_.gate_up), T_, H_, 2 * F_);
-  ref::swiglu_forward(act_.data(), gate_up_.data(), T_, F_);
+  ref::linear_forward(gate_up_.data(), io.input, io.weight(decl_.gate_up), T_, H_, N_);
+  if (activation_ == MlpActivation::swiglu) {
+    ref::swiglu_forward(act_.data(), gate_up_.data(), T_, F_);
+  } else {
+    ref::squared_relu_forward(act_.data(), gate_up_.data(), T_, F_);
+  }
   ref::linear_forward(io.output, act_.data(), io.weight(decl_.down_proj), T_, F_, H_);
 }
 
 void MlpLayerCpu::backward(const CpuLayerIO& io) {
   ref::linear_backward_input(d_act_.data(), io.d_output, io.weight(decl_.down_proj), T_, F_, H_);
   ref::linear_backward_weight(io.grad(decl_.down_proj), io.d_output, act_.data(), T_, F_, H_);
-  ref::swiglu_backward(d_gate_up_.data(), d_act_.data(), gate_up_.data(), T_, F_);
-  ref::linear_backward_input(io.d_input, d_gate_up_.data(), io.weight(decl_.gate_up), T_, H_, 2 * F_);
-  ref::linear_backward_weight(io.grad(decl_.gate_up), d_gate_up_.data(), io.input, T_, H_, 2 * F_);
+  if (activation_ == MlpActivation::swiglu) {
+    ref::swiglu_backward(d_gate_up_.data(), d_act_.data(), gate_up_.data(), T_, F_);
+  } else {
+    ref::squared_relu_backward(d_gate_up_.data(), d_act_.data(), gate_up_.data(), T_, F_);
+  }
+  ref::linear_backward_input(io.d_input, d_gate_up_.data(), io.weight(decl_.gate_up), T_, H_, N_);
+  ref::linear_backward_weight(io.grad(decl_.gate_up), d_gate_up_.data(), io.input, T_, H_, N_);
 }
 
 }  // namespace sg::model

@@ -1,0 +1,111 @@
+#pragma once
+// 'M': the Mamba2 mixer (Megatron's MambaMixer, Hugging Face's NemotronHMamba2Mixer). On the normed
+// input n [T, H], with d = d_inner = heads * head_dim, xBC = d + 2 groups * state channels:
+//   zxbcdt = n Win^T                                   [T, d | xBC | heads]  (one GEMM)
+//   xbc    = silu(causal_conv1d_4(xBC) + conv_bias)    x [T, heads, head_dim], B, C [T, groups, state]
+//   dt     = clamp(softplus(dt_raw + dt_bias), dt_limit);  A = -exp(A_log)
+//   y      = SSD scan(x, dt, A, B, C) + D x            (kernels/ssd_scan.h)
+//   g      = gated grouped RMSNorm(y * silu(z)) * norm_weight   (norm after the gate)
+//   delta  = g Wout^T
+// Parameters (NemotronH names under backbone.layers.i.mixer.): in_proj.weight [P, H], conv1d.weight
+// [xBC, 1, 4], out_proj.weight [H, d] (output-projection init) with weight decay; conv1d.bias [xBC],
+// dt_bias, A_log, D [heads], norm.weight [d] without. Megatron's init (reference/mamba_init.h).
+// dt_bias, A_log and D are read in fp32 (the master weights); the rest in bf16. No dropout inside.
+// Module: mamba. Every weight gradient is a fixed-order reduction (no float atomics).
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/layer.h"
+
+namespace sg::model {
+
+// The declarations the GPU layer and its CPU twin share.
+struct MambaDeclarations {
+  ParamRef in_proj, conv_weight, out_proj;
+  ParamRef conv_bias, dt_bias, A_log, D, norm;
+  void declare(LayerDeclarations& d);  // checks the Mamba shapes (naming the model.mamba_* keys)
+};
+
+// The widths of one mixer (ModelSpec's mamba_* helpers, as plain numbers).
+struct MambaDims {
+  int64_t T = 0, H = 0;  // tokens of a microbatch, hidden size
+  int64_t batch = 0, seq = 0;
+  int64_t heads = 0, head_dim = 0, groups = 0, state = 0;
+  int64_t inner = 0, conv = 0, in_proj = 0;  // d, xBC channels, [z | xBC | dt]
+  static MambaDims of(const ModelSpec& m, const BatchSpec& b);
+};
+
+class MambaLayer final : public Layer {
+ public:
+  explicit MambaLayer(LayerPlace place);
+  ~MambaLayer() override;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(LayerPlanContext& context) override;
+  void plan_device(DevicePlanContext& context) override;
+  void bind(LayerBindContext& context) override;
+  void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+  void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+
+ private:
+  struct Gemms;  // mamba_layer.cpp
+  // The scan's inputs, shape and workspace, common to its forward and backward parameters.
+  template <class ScanParams>
+  void scan_inputs(ScanParams& p) const;
+
+  MambaDeclarations decl_;
+  MambaDims dims_;
+  ModelSpec model_;
+  cuda::MemorySlot zxbcdt_slot_, xbc_slot_, dt_slot_, A_slot_, y_slot_, normed_slot_, rstd_slot_;
+  SharedBufferRef d_normed_ref_, d_xbc_ref_, d_zxbcdt_ref_, ddt_ref_, dA_dD_ref_;
+  SharedBufferRef ssd_ws_ref_, conv_ws_ref_, dt_ws_ref_, norm_ws_ref_;
+  size_t ssd_ws_bytes_ = 0, conv_ws_bytes_ = 0, dt_ws_bytes_ = 0, norm_ws_bytes_ = 0;
+  std::unique_ptr<Gemms> gemms_;
+
+  // Saved for the backward (one microbatch).
+  bf16* zxbcdt_ = nullptr;  // [T, in_proj]
+  bf16* xbc_ = nullptr;     // [T, conv] after conv + SiLU
+  float* dt_ = nullptr;     // [T, heads]
+  float* A_ = nullptr;      // [heads]
+  bf16* y_ = nullptr;       // [T, inner] scan output
+  bf16* normed_ = nullptr;  // [T, inner] gated norm output (out_proj input)
+  float* rstd_ = nullptr;   // [T, groups]
+  // Scratch.
+  bf16* d_normed_ = nullptr;  // [T, inner]; also dy (the gated norm's backward may alias them)
+  bf16* d_xbc_ = nullptr;     // [T, conv]
+  bf16* d_zxbcdt_ = nullptr;  // [T, in_proj]
+  float* ddt_ = nullptr;      // [T, heads]
+  float* dA_ = nullptr;       // [heads]
+  float* dD_ = nullptr;       // [heads]
+  void* ssd_ws_ = nullptr;
+  float* conv_ws_ = nullptr;
+  float* dt_ws_ = nullptr;
+  float* norm_ws_ = nullptr;
+  // Parameters.
+  const bf16 *w_in_ = nullptr, *w_conv_ = nullptr, *b_conv_ = nullptr, *w_norm_ = nullptr, *w_out_ = nullptr;
+  const float *dt_bias_ = nullptr, *A_log_ = nullptr, *D_ = nullptr;  // fp32 master weights
+  float *g_in_ = nullptr, *g_conv_ = nullptr, *g_conv_bias_ = nullptr, *g_norm_ = nullptr, *g_out_ = nullptr;
+  float *g_dt_bias_ = nullptr, *g_A_log_ = nullptr, *g_D_ = nullptr;
+};
+
+class MambaLayerCpu final : public CpuLayer {
+ public:
+  using CpuLayer::CpuLayer;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(const ModelSpec& model, const BatchSpec& batch) override;
+  void forward(const CpuLayerIO& io) override;
+  void backward(const CpuLayerIO& io) override;
+
+ private:
+  MambaDeclarations decl_;
+  MambaDims dims_;
+  ModelSpec model_;
+  // Saved (x, B, C: the conv output's column slices, contiguous for the reference scan).
+  std::vector<float> zxbcdt_, xbc_, x_, Bm_, Cm_, dt_, A_, y_, normed_, rstd_;
+  // Scratch.
+  std::vector<float> d_normed_, d_y_, d_x_, d_Bm_, d_Cm_, d_xbc_, d_zxbcdt_, ddt_, dA_, dD_;
+};
+
+}  // namespace sg::model

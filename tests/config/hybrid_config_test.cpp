@@ -1,0 +1,169 @@
+// Hybrid Mamba models in the configuration: the shipped hybrid recipes, Megatron's mamba_* keys and
+// their ModelSpec, position_embedding_type (none by default with a hybrid pattern), the MLP activation
+// pair, and clear rule-16 errors for values the engine does not support.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/model_config.h"
+#include "config/validate.h"
+#include "model/stack.h"
+
+namespace sg {
+namespace {
+
+config::ValidationReport validate_with(const std::string& recipe, const std::vector<std::string>& overrides) {
+  return config::validate(config::load_config(recipe, overrides));
+}
+
+// The first violation naming `key`, or nullptr.
+const config::Violation* violation_of(const config::ValidationReport& r, const std::string& key) {
+  for (const auto& v : r.violations) {
+    for (const auto& kv : v.values) {
+      if (kv.key == key) return &v;
+    }
+  }
+  return nullptr;
+}
+
+TEST(HybridConfig, ShippedRecipesHaveTheFixedShapes) {
+  struct Shape {
+    const char* name;
+    const char* pattern;
+    int64_t vocab, hidden, heads, groups, ffn, seq, mbs, mamba_heads;
+    model::MlpActivation activation;
+  };
+  const Shape shapes[] = {
+      {"hybrid/tiny_hybrid", "M*-M-M*-", 8192, 256, 4, 4, 704, 256, 4, 8, model::MlpActivation::squared_relu},
+      {"hybrid/small_hybrid", "M-M*-M-M*-M-M*-M-M*-M-M-", 32768, 1024, 16, 16, 2816, 2048, 4, 32,
+       model::MlpActivation::swiglu},
+      {"hybrid/nemotronh_proxy", "M-M-M*-M-", 131072, 4096, 32, 8, 21504, 4096, 1, 128,
+       model::MlpActivation::squared_relu},
+  };
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(s.name);
+    const config::ValidationReport r = validate_with(s.name, {});
+    ASSERT_TRUE(r.ok()) << config::format_violation(r.violations[0]);
+    const model::ModelSpec spec = config::model_spec(r.config);
+    EXPECT_EQ(spec.hybrid_layer_pattern, s.pattern);
+    EXPECT_EQ(spec.num_layers, static_cast<int64_t>(std::string(s.pattern).size()));
+    EXPECT_EQ(spec.vocab_size, s.vocab);
+    EXPECT_EQ(spec.hidden_size, s.hidden);
+    EXPECT_EQ(spec.num_attention_heads, s.heads);
+    EXPECT_EQ(spec.num_query_groups, s.groups);
+    EXPECT_EQ(spec.ffn_hidden_size, s.ffn);
+    EXPECT_EQ(spec.seq_length, s.seq);
+    EXPECT_EQ(r.config.train.micro_batch_size, s.mbs);
+    EXPECT_EQ(spec.mamba_heads(), s.mamba_heads);
+    EXPECT_EQ(spec.mamba.state_dim, 128);
+    EXPECT_EQ(spec.mamba.head_dim, 64);
+    EXPECT_EQ(spec.mamba.num_groups, 8);
+    EXPECT_EQ(spec.mamba.chunk_size, 128);
+    EXPECT_EQ(spec.position_embedding, model::PositionEmbedding::none);
+    EXPECT_EQ(spec.mlp_activation, s.activation);
+    EXPECT_TRUE(config::unimplemented_features(r.config).empty());
+  }
+  // Nemotron-H's style exports as NemotronHForCausalLM; small_hybrid's SwiGLU MLP has no transformers class.
+  EXPECT_EQ(model::hf_architecture(config::model_spec(config::load_config("hybrid/tiny_hybrid"))),
+            "NemotronHForCausalLM");
+  EXPECT_EQ(model::hf_architecture(config::model_spec(config::load_config("hybrid/small_hybrid"))), "");
+}
+
+TEST(HybridConfig, MambaKeysReachTheModelSpec) {
+  const config::Config c = config::load_config(
+      "llama/tiny", {"model.hybrid_override_pattern=M*-M", "model.num_layers=4", "model.mamba_state_dim=64",
+                     "model.mamba_num_groups=2", "model.mamba_num_heads=6", "model.mamba_dt_min=0.01",
+                     "model.mamba_dt_max=0.2", "model.mamba_dt_init_floor=0.001", "model.mamba_dt_limit_min=0.0001",
+                     "model.mamba_dt_limit_max=5", "model.mamba_A_init_min=2", "model.mamba_A_init_max=8"});
+  ASSERT_TRUE(config::validate(c).ok());
+  const model::ModelSpec s = config::model_spec(c);
+  EXPECT_EQ(s.mamba.state_dim, 64);
+  EXPECT_EQ(s.mamba.num_groups, 2);
+  EXPECT_EQ(s.mamba_heads(), 6);
+  EXPECT_EQ(s.mamba_inner(), 6 * 64);
+  EXPECT_EQ(s.mamba_conv_dim(), 6 * 64 + 2 * 2 * 64);
+  EXPECT_EQ(s.mamba_in_proj_dim(), 2 * 6 * 64 + 2 * 2 * 64 + 6);
+  EXPECT_DOUBLE_EQ(s.mamba.dt_min, 0.01);
+  EXPECT_DOUBLE_EQ(s.mamba.dt_max, 0.2);
+  EXPECT_DOUBLE_EQ(s.mamba.dt_init_floor, 0.001);
+  EXPECT_DOUBLE_EQ(s.mamba.dt_limit_min, 0.0001);
+  EXPECT_DOUBLE_EQ(s.mamba.dt_limit_max, 5.0);
+  EXPECT_DOUBLE_EQ(s.mamba.A_init_min, 2.0);
+  EXPECT_DOUBLE_EQ(s.mamba.A_init_max, 8.0);
+  // Defaults: Megatron's MambaMixer (heads derived from expand 2 x hidden / head_dim, no dt upper limit).
+  const model::ModelSpec d =
+      config::model_spec(config::load_config("llama/tiny", {"model.hybrid_override_pattern=M*-M", "model.num_layers=4"}));
+  EXPECT_EQ(d.mamba_heads(), 2 * 256 / 64);
+  EXPECT_TRUE(std::isinf(d.mamba.dt_limit_max));
+  EXPECT_DOUBLE_EQ(d.mamba.dt_min, 0.001);
+  EXPECT_DOUBLE_EQ(d.mamba.A_init_max, 16.0);
+}
+
+TEST(HybridConfig, PositionEmbeddingDefaultsByLayoutAndActivationPairs) {
+  using model::PositionEmbedding;
+  EXPECT_EQ(config::model_spec(config::load_config("llama/tiny")).position_embedding, PositionEmbedding::rope);
+  EXPECT_EQ(config::model_spec(config::load_config("llama/tiny", {"model.hybrid_override_pattern=*-*-",
+                                                                   "model.num_layers=4"}))
+                .position_embedding,
+            PositionEmbedding::none);  // Megatron's hybrid default
+  EXPECT_EQ(config::model_spec(config::load_config("llama/tiny", {"model.hybrid_override_pattern=*-*-",
+                                                                   "model.num_layers=4",
+                                                                   "model.position_embedding_type=rope"}))
+                .position_embedding,
+            PositionEmbedding::rope);
+  const config::ValidationReport bad_pe = validate_with("llama/tiny", {"model.position_embedding_type=learned_absolute"});
+  ASSERT_NE(violation_of(bad_pe, "model.position_embedding_type"), nullptr);
+  // Odd head dims are fine without RoPE.
+  EXPECT_TRUE(validate_with("llama/tiny", {"model.num_attention_heads=256", "model.num_query_groups=256",
+                                           "model.position_embedding_type=none"})
+                  .ok());
+  EXPECT_FALSE(validate_with("llama/tiny", {"model.num_attention_heads=256", "model.num_query_groups=256"}).ok());
+
+  EXPECT_EQ(config::model_spec(config::load_config("llama/tiny")).mlp_activation, model::MlpActivation::swiglu);
+  EXPECT_TRUE(validate_with("llama/tiny", {"model.activation_func=squared_relu", "model.gated_linear_unit=false"}).ok());
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"model.activation_func=squared_relu"},  // gated squared ReLU
+        std::vector<std::string>{"model.gated_linear_unit=false"},      // plain SiLU
+        std::vector<std::string>{"model.activation_func=gelu"}}) {
+    const config::ValidationReport r = validate_with("llama/tiny", bad);
+    const config::Violation* v = violation_of(r, "model.activation_func");
+    ASSERT_NE(v, nullptr) << bad[0];
+    EXPECT_EQ(v->rule, 16);
+    EXPECT_NE(v->fix.find("squared_relu with gated_linear_unit=false"), std::string::npos) << v->fix;
+  }
+}
+
+TEST(HybridConfig, UnsupportedMambaValuesAreRule16Errors) {
+  const std::vector<std::string> base = {"model.hybrid_override_pattern=M*-M", "model.num_layers=4"};
+  struct Bad {
+    std::string override_text, key, message;
+  };
+  const Bad cases[] = {
+      {"model.mamba_conv_kernel=3", "model.mamba_conv_kernel", "must be 4"},
+      {"model.mamba_chunk_size=64", "model.mamba_chunk_size", "must be 128"},
+      {"model.mamba_num_groups=3", "model.mamba_num_groups", "not a multiple of mamba_num_groups"},
+      {"model.mamba_head_dim=48", "model.mamba_head_dim", "not a multiple of mamba_head_dim"},
+      {"model.mamba_dt_min=0.5", "model.mamba_dt_min", "must not exceed mamba_dt_max"},
+      {"model.mamba_A_init_min=32", "model.mamba_A_init_min", "must not exceed mamba_A_init_max"},
+      {"model.mamba_dt_limit_max=0", "model.mamba_dt_limit_max", "must exceed mamba_dt_limit_min"},
+      {"model.mamba_state_dim=0", "model.mamba_state_dim", "must be"},
+  };
+  for (const Bad& b : cases) {
+    SCOPED_TRACE(b.override_text);
+    std::vector<std::string> overrides = base;
+    overrides.push_back(b.override_text);
+    const config::ValidationReport r = validate_with("llama/tiny", overrides);
+    const config::Violation* v = violation_of(r, b.key);
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(v->rule, 16);
+    EXPECT_NE(v->message.find(b.message), std::string::npos) << v->message;
+  }
+  // Without M layers the mamba keys are not checked (they describe no layer).
+  EXPECT_TRUE(validate_with("llama/tiny", {"model.mamba_conv_kernel=3"}).ok());
+}
+
+}  // namespace
+}  // namespace sg
