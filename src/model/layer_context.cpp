@@ -94,4 +94,12 @@ LayerBindContext::LayerBindContext(const ModelLayout& layout, const cuda::Arena&
                                    SharedObjects& objects, kernels::Blas& blas, const StepPointers& pointers)
     : layout_(layout), arena_(arena), buffers_(buffers), objects_(objects), blas_(blas), pointers_(pointers) {}
 
+const float* LayerBindContext::main_weight(ParamRef ref) const {
+  SG_CHECK(pointers_.main_weights != nullptr,
+           "this layer reads fp32 master weights in its forward (Mamba's dt_bias, A_log, D), and with "
+           "optimizer.use_distributed_optimizer each data-parallel rank holds only its shard of them: not "
+           "implemented yet. Set optimizer.use_distributed_optimizer=false (and ddp.use_distributed_optimizer)");
+  return pointers_.main_weights + layout_.offset(ref);
+}
+
 }  // namespace sg::model

@@ -168,7 +168,8 @@ class LayerBindContext {
   bf16* weight(ParamRef ref) const { return pointers_.params + layout_.offset(ref); }
   float* grad(ParamRef ref) const { return pointers_.grads + layout_.offset(ref); }
   // Its fp32 master weights (Mamba's dt_bias, A_log, D: bf16 would put ~3% of error on dt and A).
-  const float* main_weight(ParamRef ref) const { return pointers_.main_weights + layout_.offset(ref); }
+  // Throws sg::Error when the step holds only a shard of them (the distributed optimizer).
+  const float* main_weight(ParamRef ref) const;
 
  private:
   const ModelLayout& layout_;

@@ -180,7 +180,8 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   StepPointers pointers;
   pointers.params = params_;
   pointers.grads = grads_;
-  pointers.main_weights = main_weights_;
+  // With the distributed optimizer this rank's fp32 master weights are its shard only: no flat pointer.
+  pointers.main_weights = dp_.sharded ? nullptr : main_weights_;
   pointers.hidden_rng = hidden_rng_;
   pointers.attention_dropout_seeds = dropout_seeds_;
   pointers.attention_dropout_offsets = dropout_offsets_;
