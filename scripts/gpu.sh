@@ -121,6 +121,10 @@ if want parity; then
   if [[ -f tests/model/hf_parity.py ]]; then
     python3 tests/model/hf_parity.py --stepgraph "$SG" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}" 2>&1 | tee "$OUT/hf_parity.txt" | tail -8
     record "HF transformers parity" "rc=${PIPESTATUS[0]}"
+    # MoE (issue 11): checkpoints load as MixtralForCausalLM; LM loss, and Megatron's aux loss apart.
+    python3 tests/model/hf_parity.py --stepgraph "$SG" --out "${PARITY_MOE_DIR:-/tmp/stepgraph_hf_parity_moe}" \
+      --recipe moe/tiny_moe --override model.moe_aux_loss_coeff=0.01 2>&1 | tee "$OUT/hf_parity_moe.txt" | tail -12
+    record "HF transformers parity (MoE as Mixtral)" "rc=${PIPESTATUS[0]}"
     python3 tests/model/hf_parity.py --stepgraph "$SG" --recipe hybrid/tiny_hybrid \
       --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_hybrid" 2>&1 | tee "$OUT/hf_parity_hybrid.txt" | tail -8
     record "HF transformers parity (NemotronH)" "rc=${PIPESTATUS[0]}"

@@ -9,8 +9,32 @@ namespace sg::checkpoint {
 nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
   const std::string architecture = model::hf_architecture(spec);
   if (architecture == "LlamaForCausalLM") return hf_llama_config(spec, torch_dtype);
+  if (architecture == "MixtralForCausalLM") return hf_mixtral_config(spec, torch_dtype);
   if (architecture == "NemotronHForCausalLM") return hf_nemotron_h_config(spec, torch_dtype);
   return nullptr;
+}
+
+nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
+  std::string why_not;
+  if (model::hf_architecture(spec, &why_not) != "MixtralForCausalLM") {
+    throw Error("config.json: " + (why_not.empty() ? std::string("not a Mixtral model") : why_not));
+  }
+  if (spec.rope_scaling.enabled()) throw Error("config.json: MixtralConfig has no Llama 3 rope scaling");
+  // Llama's config without the dense MLP, plus the experts. The aux loss is Megatron's (reported apart);
+  // transformers computes its own only with output_router_logits.
+  model::ModelSpec dense = spec;
+  dense.num_moe_experts = 0;
+  nlohmann::json c = hf_llama_config(dense, torch_dtype);
+  for (const char* key : {"rope_scaling", "mlp_bias", "attention_bias", "pretraining_tp"}) c.erase(key);
+  c["architectures"] = {"MixtralForCausalLM"};
+  c["model_type"] = "mixtral";
+  c["intermediate_size"] = spec.moe_ffn_hidden_size;
+  c["num_local_experts"] = spec.num_moe_experts;
+  c["num_experts_per_tok"] = spec.moe_router_topk;
+  c["router_aux_loss_coef"] = spec.moe.aux_loss_coeff;
+  c["output_router_logits"] = false;
+  c["sliding_window"] = nullptr;
+  return c;
 }
 
 nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& torch_dtype) {

@@ -20,6 +20,10 @@ nlohmann::json hf_nemotron_h_config(const model::ModelSpec& spec, const std::str
 // config.json for the architecture the model picks (model::hf_architecture): LlamaConfig for GPT blocks
 // of attention and dense MLP, NemotronHConfig for hybrid patterns; null when no transformers class loads this model yet (the checkpoint
 // folder then has no config.json; it still resumes training).
+// MixtralConfig (MixtralForCausalLM) for GPT blocks whose MLPs are all softmax-routed MoE without a
+// shared expert or expert bias (model::hf_architecture says why not otherwise).
+nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
+
 nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
 }  // namespace sg::checkpoint

@@ -55,6 +55,18 @@ struct ModelConfig {
   bool moe_pad_expert_input_to_capacity = false;
   std::string moe_token_dispatcher_type = "allgather";
   double moe_aux_loss_coeff = 0.0;
+  // The rest of Megatron's MoE keys (Megatron's defaults; docs/configuration.md).
+  std::vector<std::string> moe_layer_freq = {"1"};  // 1, 2, [1,0,1] or "([1]*3+[0])*2"
+  std::string moe_router_score_function = "softmax";
+  bool moe_router_pre_softmax = false;
+  std::optional<double> moe_router_topk_scaling_factor;
+  std::string moe_router_load_balancing_type = "aux_loss";
+  std::optional<double> moe_z_loss_coeff;
+  bool moe_router_enable_expert_bias = false;
+  double moe_router_bias_update_rate = 1e-3;
+  std::string moe_token_drop_policy = "probs";
+  std::optional<int64_t> moe_shared_expert_intermediate_size;
+  std::optional<int64_t> kv_channels;  // head dim; null: hidden_size / num_attention_heads
   // Megatron's per-layer pattern: M = Mamba, * = attention, - = MLP, E = MoE. null: num_layers
   // blocks of attention followed by MLP (or MoE when num_moe_experts > 0).
   std::optional<std::string> hybrid_override_pattern;
@@ -227,6 +239,19 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "pad every expert's input to its capacity (static shapes)");
   v("model", "moe_token_dispatcher_type", m.moe_token_dispatcher_type, "allgather, alltoall, flex");
   v("model", "moe_aux_loss_coeff", m.moe_aux_loss_coeff, "load-balancing loss weight");
+  v("model", "moe_layer_freq", m.moe_layer_freq, "MoE blocks: every Nth (int) or a 0/1 list per block");
+  v("model", "moe_router_score_function", m.moe_router_score_function, "softmax, sigmoid");
+  v("model", "moe_router_pre_softmax", m.moe_router_pre_softmax, "softmax over all experts before top-k");
+  v("model", "moe_router_topk_scaling_factor", m.moe_router_topk_scaling_factor, "routing weight scale; null = 1");
+  v("model", "moe_router_load_balancing_type", m.moe_router_load_balancing_type, "aux_loss, seq_aux_loss, none");
+  v("model", "moe_z_loss_coeff", m.moe_z_loss_coeff, "router z-loss weight; null = off");
+  v("model", "moe_router_enable_expert_bias", m.moe_router_enable_expert_bias,
+    "aux-loss-free balancing bias (sigmoid routing)");
+  v("model", "moe_router_bias_update_rate", m.moe_router_bias_update_rate, "expert bias step per update");
+  v("model", "moe_token_drop_policy", m.moe_token_drop_policy, "probs, position (with a capacity factor)");
+  v("model", "moe_shared_expert_intermediate_size", m.moe_shared_expert_intermediate_size,
+    "shared SwiGLU expert width; null = none");
+  v("model", "kv_channels", m.kv_channels, "attention head dim; null = hidden_size / num_attention_heads");
   v("model", "hybrid_override_pattern", m.hybrid_override_pattern,
     "per-layer pattern: M Mamba, * attention, - MLP, E MoE");
   v("model", "position_embedding_type", m.position_embedding_type,

@@ -4,9 +4,49 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "config/moe_layer_freq.h"
 #include "model/stack.h"
 
 namespace sg::config {
+
+namespace {
+bool stack_is_gpt(const ModelConfig& m) { return m.hybrid_override_pattern.value_or("").empty(); }
+}  // namespace
+
+model::MoeSpec moe_spec(const Config& config) {
+  const ModelConfig& m = config.model;
+  model::MoeSpec moe;
+  const auto pick = [](const std::string& key, const std::string& value, const std::vector<std::string>& valid) {
+    for (size_t i = 0; i < valid.size(); ++i) {
+      if (value == valid[i]) return i;
+    }
+    throw ConfigError(strprintf("%s = %s: must be one of %s", key.c_str(), value.c_str(), join(valid, ", ").c_str()));
+  };
+  moe.score_function = pick("model.moe_router_score_function", m.moe_router_score_function, {"softmax", "sigmoid"}) == 0
+                           ? ref::MoeScoreFunction::softmax
+                           : ref::MoeScoreFunction::sigmoid;
+  moe.pre_softmax = m.moe_router_pre_softmax;
+  moe.topk_scaling_factor = m.moe_router_topk_scaling_factor.value_or(1.0);
+  moe.load_balancing = static_cast<model::MoeLoadBalancing>(pick(
+      "model.moe_router_load_balancing_type", m.moe_router_load_balancing_type, {"aux_loss", "seq_aux_loss", "none"}));
+  moe.aux_loss_coeff = moe.load_balancing == model::MoeLoadBalancing::none ? 0.0 : m.moe_aux_loss_coeff;
+  moe.z_loss_coeff = m.moe_z_loss_coeff.value_or(0.0);
+  moe.enable_expert_bias = m.moe_router_enable_expert_bias;
+  moe.bias_update_rate = m.moe_router_bias_update_rate;
+  moe.capacity_factor = m.moe_expert_capacity_factor.value_or(0.0);
+  moe.pad_to_capacity = m.moe_pad_expert_input_to_capacity;
+  moe.drop_policy = pick("model.moe_token_drop_policy", m.moe_token_drop_policy, {"probs", "position"}) == 0
+                        ? ref::MoeDropPolicy::probs
+                        : ref::MoeDropPolicy::position;
+  moe.shared_expert_intermediate_size = m.moe_shared_expert_intermediate_size.value_or(0);
+  if (stack_is_gpt(m)) {
+    moe.layer_freq = expand_moe_layer_freq(m.moe_layer_freq, m.num_layers);
+    bool all = true;
+    for (int b : moe.layer_freq) all = all && b != 0;
+    if (all) moe.layer_freq.clear();  // every block: the plain GPT MoE layout
+  }
+  return moe;
+}
 
 model::ModelSpec model_spec(const Config& config) {
   const ModelConfig& m = config.model;
@@ -18,6 +58,7 @@ model::ModelSpec model_spec(const Config& config) {
   spec.ffn_hidden_size = m.ffn_hidden_size.value_or(4 * m.hidden_size);
   spec.num_attention_heads = m.num_attention_heads;
   spec.num_query_groups = m.num_query_groups.value_or(m.num_attention_heads);
+  spec.kv_channels = m.kv_channels.value_or(0);
   spec.seq_length = m.seq_length;
   spec.rotary_base = m.rotary_base;
   // Megatron's apply_rope_scaling: the factor is a key, the rest are the Llama 3.x release constants.
@@ -52,6 +93,7 @@ model::ModelSpec model_spec(const Config& config) {
   if (m.mamba_dt_limit_max) mamba.dt_limit_max = *m.mamba_dt_limit_max;
   mamba.A_init_min = m.mamba_A_init_min;
   mamba.A_init_max = m.mamba_A_init_max;
+  if (spec.num_moe_experts > 0) spec.moe = moe_spec(config);
   return spec;
 }
 
@@ -77,7 +119,12 @@ std::vector<model::LayerKind> layer_pattern(const Config& config) {
     }
   }
   if (m.num_layers <= 0) return {};  // reported by validation (rule 16)
-  return model::stack_layer_kinds(model_spec(config));
+  // Only what the GPT layout's kinds depend on (the other MoE keys are validated apart).
+  model::ModelSpec spec;
+  spec.num_layers = m.num_layers;
+  spec.num_moe_experts = m.num_moe_experts.value_or(0);
+  if (spec.num_moe_experts > 0) spec.moe.layer_freq = expand_moe_layer_freq(m.moe_layer_freq, m.num_layers);
+  return model::stack_layer_kinds(spec);
 }
 
 std::string describe_layers(const Config& config) {

@@ -13,6 +13,8 @@ namespace sg::config {
 // 4 * hidden_size; num_query_groups null: num_attention_heads; moe_ffn_hidden_size null:
 // ffn_hidden_size). Expects a config that validate() accepted.
 model::ModelSpec model_spec(const Config& config);
+// Its MoE options (Megatron's moe_* keys). Throws ConfigError for an unknown value.
+model::MoeSpec moe_spec(const Config& config);
 
 // One rank's batch: micro_batch_size, data_parallel_size = config.data_parallel_size and
 // num_microbatches = global_batch_size / (micro_batch_size x data_parallel_size).

@@ -45,7 +45,7 @@ const char* const kRuleSummaries[kNumRules] = {
     "each scope needs its layers: moe scopes an MoE model, mlp dense MLPs, mamba Mamba layers, "
     "attn "
     "attention",
-    "the moe scope needs token-drop MoE (capacity factor set, padded to capacity)",
+    "the moe scope with token-dropless MoE is graphed (a note; Megatron needs token-drop MoE there)",
     "graphs need static shapes: packed sequences need pad_to_max_length and pad_cu_seqlens",
     "cpu_offloading is incompatible with CUDA graphs",
     "full recompute only with local full_iteration, not with transformer_engine scopes",
@@ -204,8 +204,13 @@ class Validator {
       }
       layers_known_ = true;
     } catch (const ConfigError& e) {
-      violation(16, e.what(), {"model.hybrid_override_pattern"},
-                "use only M (Mamba), * (attention), - (MLP) and E (MoE), one character per layer");
+      if (std::string_view(e.what()).rfind("model.moe_layer_freq", 0) == 0) {
+        violation(16, e.what(), {"model.moe_layer_freq", "model.num_layers"},
+                  "give model.moe_layer_freq as an integer or one 0/1 per block");
+      } else {
+        violation(16, e.what(), {"model.hybrid_override_pattern"},
+                  "use only M (Mamba), * (attention), - (MLP) and E (MoE), one character per layer");
+      }
     }
   }
   bool has_module(graph::Module module) const {
@@ -415,15 +420,14 @@ void Validator::rules5_to_15() {
     }
   }
 
-  // Rule 8: dropless routing gives data-dependent expert sizes, which one graph cannot replay.
+  // Rule 8 (a note; Megatron refuses it): dropless routing has data-dependent expert sizes, but on
+  // one GPU the permuted buffer always has tokens x topk rows, and stepgraph's dispatch and grouped
+  // GEMM read the per-expert sizes from device memory, so the whole MoE layer graphs.
   if (has_scope("moe") && !token_drop_moe()) {
-    violation(
-        8,
-        "scope moe needs token-drop MoE; with token-dropless routing only moe_router and "
-        "moe_preprocess can be graphed",
-        {scope_key, "model.moe_expert_capacity_factor", "model.moe_pad_expert_input_to_capacity"},
-        "use moe_router,moe_preprocess instead of moe, or make the MoE token-drop: "
-        "model.moe_expert_capacity_factor=1.0 model.moe_pad_expert_input_to_capacity=true");
+    note(8,
+         "scope moe with token-dropless MoE: Megatron refuses it; stepgraph graphs it (expert sizes stay on the "
+         "device, the grouped GEMM reads them there)",
+         {scope_key, "model.moe_expert_capacity_factor", "model.moe_pad_expert_input_to_capacity"});
   }
 
   // Rule 9.

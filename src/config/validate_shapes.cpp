@@ -85,7 +85,12 @@ class ShapeChecker {
     size("model.num_layers", m.num_layers, kMaxLayers);
     const bool hidden_ok = size("model.hidden_size", m.hidden_size);
     const bool heads_ok = size("model.num_attention_heads", m.num_attention_heads);
-    if (hidden_ok && heads_ok) {
+    if (m.kv_channels) {
+      if (size("model.kv_channels", *m.kv_channels) && *m.kv_channels % 2 != 0) {
+        fail("kv_channels (the head dimension) must be even (RoPE rotates pairs of channels)",
+             {"model.kv_channels"}, "set model.kv_channels to an even value");
+      }
+    } else if (hidden_ok && heads_ok) {
       if (m.hidden_size % m.num_attention_heads != 0) {
         fail("hidden_size must be divisible by num_attention_heads",
              {"model.hidden_size", "model.num_attention_heads"},
@@ -150,6 +155,44 @@ class ShapeChecker {
     one_of("model.moe_token_dispatcher_type", m.moe_token_dispatcher_type,
            {"allgather", "alltoall", "flex"});
     non_negative("model.moe_aux_loss_coeff", m.moe_aux_loss_coeff);
+    if (experts > 0) check_moe_routing(experts);
+  }
+
+  // The rest of the MoE keys, for an MoE model (Megatron's own asserts and what the kernels need).
+  void check_moe_routing(int64_t experts) {
+    const ModelConfig& m = c_.model;
+    if (m.moe_token_dispatcher_type != "alltoall") {
+      fail("moe_token_dispatcher_type " + m.moe_token_dispatcher_type +
+               " is not supported: on one GPU stepgraph's dispatch is alltoall's (permute, grouped GEMM, "
+               "unpermute)",
+           {"model.moe_token_dispatcher_type"}, "set model.moe_token_dispatcher_type=alltoall");
+    }
+    one_of("model.moe_router_score_function", m.moe_router_score_function, {"softmax", "sigmoid"});
+    one_of("model.moe_router_load_balancing_type", m.moe_router_load_balancing_type,
+           {"aux_loss", "seq_aux_loss", "none"});
+    one_of("model.moe_token_drop_policy", m.moe_token_drop_policy, {"probs", "position"});
+    if (m.moe_router_pre_softmax && m.moe_router_score_function != "softmax") {
+      fail("moe_router_pre_softmax needs the softmax score function",
+           {"model.moe_router_pre_softmax", "model.moe_router_score_function"},
+           "set model.moe_router_pre_softmax=false, or model.moe_router_score_function=softmax");
+    }
+    if (m.moe_router_topk_scaling_factor) positive("model.moe_router_topk_scaling_factor", *m.moe_router_topk_scaling_factor);
+    if (m.moe_z_loss_coeff) non_negative("model.moe_z_loss_coeff", *m.moe_z_loss_coeff);
+    if (m.moe_router_enable_expert_bias) {
+      if (m.moe_router_score_function != "sigmoid") {
+        fail("moe_router_enable_expert_bias needs the sigmoid score function (as in Megatron)",
+             {"model.moe_router_enable_expert_bias", "model.moe_router_score_function"},
+             "set model.moe_router_score_function=sigmoid, or model.moe_router_enable_expert_bias=false");
+      }
+      positive("model.moe_router_bias_update_rate", m.moe_router_bias_update_rate);
+    }
+    if (m.moe_shared_expert_intermediate_size) {
+      size("model.moe_shared_expert_intermediate_size", *m.moe_shared_expert_intermediate_size);
+    }
+    if (experts > 1024) {
+      fail("num_moe_experts is above the router's 1024 experts", {"model.num_moe_experts"},
+           "set model.num_moe_experts to at most 1024");
+    }
   }
 
   // position_embedding_type, the MLP activation, and the Mamba mixer's shapes and init (when the

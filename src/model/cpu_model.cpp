@@ -111,6 +111,8 @@ double CpuModel::microbatch(const int32_t* tokens, const int32_t* targets, const
     io.d_input = d_norm_.data();
     io.rng = rng;
     io.dropout = dropout_on_;
+    io.aux_losses = &aux_losses_;
+    io.loss_scale = grad_scale;
     return io;
   };
   const float hidden_p = dropout_on_ ? m.hidden_dropout : 0.0f;  // evaluate(): dropout off
@@ -168,6 +170,7 @@ double CpuModel::microbatch(const int32_t* tokens, const int32_t* targets, const
 float CpuModel::compute_gradients(const HostBatch& batch, uint64_t first_offset) {
   batch.check(layout_.spec, batch_);
   zero_grads();
+  aux_losses_ = {};
   const int64_t M = batch_.num_microbatches;
   double loss = 0.0;
   for (int64_t mb = 0; mb < M; ++mb) {
@@ -181,6 +184,7 @@ float CpuModel::compute_gradients(const HostBatch& batch, uint64_t first_offset)
 
 double CpuModel::compute_loss(const HostBatch& batch, uint64_t first_offset) {
   batch.check(layout_.spec, batch_);
+  aux_losses_ = {};
   const int64_t M = batch_.num_microbatches;
   double loss = 0.0;
   for (int64_t mb = 0; mb < M; ++mb) {
@@ -189,6 +193,8 @@ double CpuModel::compute_loss(const HostBatch& batch, uint64_t first_offset) {
     loss += microbatch(batch.tokens.data() + at, batch.targets.data() + at, batch.loss_mask.data() + at, rng, false,
                        1.0f);
   }
+  aux_losses_.load_balancing /= static_cast<double>(M);
+  aux_losses_.z /= static_cast<double>(M);
   return loss / static_cast<double>(M);
 }
 
@@ -203,7 +209,10 @@ float CpuModel::evaluate(const HostBatch& batch) {
 
 CpuStepResult CpuModel::train_step(const HostBatch& batch) {
   CpuStepResult r;
+  for (auto& layer : layers_) layer->step_begin();
   r.loss = compute_gradients(batch, rng_.offset);
+  r.aux_loss = static_cast<float>(aux_losses_.load_balancing);
+  r.z_loss = static_cast<float>(aux_losses_.z);
   r.loss_finite = std::isfinite(r.loss);
   const double norm = ref::grad_global_norm(grads_.data(), layout_.total());
   r.grad_norm = static_cast<float>(norm);
@@ -220,6 +229,7 @@ CpuStepResult CpuModel::train_step(const HostBatch& batch) {
                   steps_done_ + 1, adam, true);
   ref::adamw_step(weights_.data() + n_decay, grads_.data() + n_decay, exp_avg_.data() + n_decay,
                   exp_avg_sq_.data() + n_decay, n - n_decay, r.lr, r.clip_coef, steps_done_ + 1, adam, false);
+  for (auto& layer : layers_) layer->step_end(layout_, weights_.data());
   ++steps_done_;
   rng_.offset += static_cast<uint64_t>(batch_.num_microbatches) * kRngOffsetPerMicrobatch;
   return r;

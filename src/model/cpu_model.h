@@ -28,6 +28,8 @@ struct CpuStepResult {
   float grad_norm = 0.0f;  // global L2 norm of the gradients before clipping
   float clip_coef = 1.0f;  // applied gradient scale (1 = not clipped)
   float lr = 0.0f;         // learning rate of this update
+  float aux_loss = 0.0f;   // auxiliary losses (MoE), apart from `loss`: StepScalars' aux_loss / z_loss
+  float z_loss = 0.0f;
   bool loss_finite = true;
   bool grads_finite = true;
 };
@@ -69,6 +71,10 @@ class CpuModel {
   float compute_gradients(const HostBatch& batch, uint64_t first_offset);
   // The same loss without the backward (grads untouched); for finite differences.
   double compute_loss(const HostBatch& batch, uint64_t first_offset);
+  // The auxiliary losses (MoE load balancing, z-loss) of the last compute_gradients / compute_loss,
+  // per layer the mean over microbatches, summed over layers. The objective whose gradient
+  // compute_gradients leaves is compute_loss + aux_losses().load_balancing + aux_losses().z.
+  const AuxLosses& aux_losses() const { return aux_losses_; }
 
   // One optimizer step, as the GPU step does it: gradients of all microbatches with the current RNG
   // offset, global grad norm, clip coefficient, lr from the step counter, AdamW (decay on
@@ -81,6 +87,7 @@ class CpuModel {
   float evaluate(const HostBatch& batch);
 
   int64_t steps_done() const { return steps_done_; }
+  const std::vector<std::unique_ptr<CpuLayer>>& layers() const { return layers_; }
   rng::RngState rng_state() const { return rng_; }
 
  private:
@@ -92,6 +99,7 @@ class CpuModel {
   bool dropout_on_ = true;  // false while evaluate() runs
   int64_t steps_done_ = 0;
   int64_t T_ = 0;  // tokens per microbatch
+  AuxLosses aux_losses_;
 
   std::vector<float> weights_, grads_, exp_avg_, exp_avg_sq_;
   // The residual stream at the N + 1 layer boundaries, its pre-norm outputs and their rstd (the last

@@ -36,6 +36,8 @@ DecoderOffsets decoder_offsets(const ModelSpec& m, const ModelLayout& layout) {
   SG_CHECK(architecture == "LlamaForCausalLM",
            "generate: the decoders run GPT blocks of attention and dense MLP (Llama) only: " +
                (why_not.empty() ? "this model is " + architecture + " (" + describe_stack(m) + ")" : why_not));
+  SG_CHECK(m.q_dim() == m.hidden_size,
+           "generate: the decoders need num_attention_heads x head_dim = hidden_size (model.kv_channels unset)");
   const int64_t H = m.hidden_size, KV = m.kv_dim(), F = m.ffn_hidden_size;
   auto at = [&](const std::string& name) { return layout.find(name).offset; };
   // The fused blocks the GEMMs read as one weight must be contiguous in the flat buffer.

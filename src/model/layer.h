@@ -69,6 +69,17 @@ class Layer : public LayerBase {
   virtual void bind(LayerBindContext& context) = 0;
   virtual void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) = 0;
   virtual void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) = 0;
+  // Outside every region, on the step's stream: before the first microbatch (per-step state, e.g. the
+  // MoE token counts) and after the optimizer update (e.g. the MoE expert-bias update).
+  virtual void step_begin(cudaStream_t /*stream*/) {}
+  virtual void step_end(cudaStream_t /*stream*/) {}
+};
+
+// Auxiliary losses a layer adds to the training objective (MoE load balancing and z-loss), each
+// already multiplied by its coefficient; reported apart from the language-model loss.
+struct AuxLosses {
+  double load_balancing = 0.0;
+  double z = 0.0;
 };
 
 // The CPU fp32 twin: the same computation with the sg::ref functions, whole layer at a time.
@@ -82,6 +93,10 @@ struct CpuLayerIO {
   float* d_input = nullptr;         // d n_i [T, H]
   rng::RngState rng{};             // the microbatch's generator state (dropout inside the layer)
   bool dropout = true;             // false: evaluation, the layer's dropout off
+  // Auxiliary losses: forward adds loss_scale * value into *aux_losses (may be null); backward adds
+  // loss_scale * their gradients (loss_scale = 1 / num_microbatches, as the main loss's).
+  AuxLosses* aux_losses = nullptr;
+  float loss_scale = 1.0f;
 
   const float* weight(ParamRef ref) const { return weights + layout.offset(ref); }
   float* grad(ParamRef ref) const { return grads + layout.offset(ref); }
@@ -95,6 +110,9 @@ class CpuLayer : public LayerBase {
   virtual void plan(const ModelSpec& model, const BatchSpec& batch) = 0;
   virtual void forward(const CpuLayerIO& io) = 0;
   virtual void backward(const CpuLayerIO& io) = 0;
+  // As Layer::step_begin / step_end; step_end may change the flat fp32 weights (the expert bias).
+  virtual void step_begin() {}
+  virtual void step_end(const ModelLayout& /*layout*/, float* /*weights*/) {}
 };
 
 }  // namespace sg::model

@@ -49,6 +49,10 @@ LayerPlanContext::LayerPlanContext(const ModelSpec& model, const BatchSpec& batc
                                    SharedBuffers& shared)
     : model_(model), batch_(batch), tokens_(batch.tokens_per_microbatch(model)), plan_(plan), shared_(shared) {}
 
+cuda::MemorySlot LayerPlanContext::state(const std::string& name, size_t bytes) {
+  return plan_.add(strprintf("state.layer%d.%s", layer_, name.c_str()), cuda::MemoryCategory::optimizer_state, bytes);
+}
+
 cuda::MemorySlot LayerPlanContext::saved(graph::Module module, const std::string& name, size_t bytes) {
   const cuda::MemorySlot slot =
       plan_.add(strprintf("act.layer%d.%s", layer_, name.c_str()), cuda::MemoryCategory::activations, bytes);
@@ -94,9 +98,9 @@ LayerBindContext::LayerBindContext(const ModelLayout& layout, const cuda::Arena&
                                    SharedObjects& objects, kernels::Blas& blas, const StepPointers& pointers)
     : layout_(layout), arena_(arena), buffers_(buffers), objects_(objects), blas_(blas), pointers_(pointers) {}
 
-const float* LayerBindContext::main_weight(ParamRef ref) const {
+float* LayerBindContext::main_weight(ParamRef ref) const {
   SG_CHECK(pointers_.main_weights != nullptr,
-           "this layer reads fp32 master weights in its forward (Mamba's dt_bias, A_log, D), and with "
+           "this layer reads fp32 master weights (Mamba's dt_bias, A_log, D; MoE's expert bias), and with "
            "optimizer.use_distributed_optimizer each data-parallel rank holds only its shard of them: not "
            "implemented yet. Set optimizer.use_distributed_optimizer=false (and ddp.use_distributed_optimizer)");
   return pointers_.main_weights + layout_.offset(ref);

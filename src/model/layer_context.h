@@ -93,6 +93,9 @@ class LayerPlanContext {
   cuda::MemorySlot saved_array(graph::Module module, const std::string& name, size_t count) {
     return saved(module, name, count * sizeof(T));
   }
+  // State of the layer that lives across microbatches and steps (optimizer_state category), planned as
+  // "state.layer<i>.<name>", e.g. the MoE per-step token counts.
+  cuda::MemorySlot state(const std::string& name, size_t bytes);
   // Scratch shared by all layers (activations category), e.g. "grad.d_qkv".
   SharedBufferRef scratch(const std::string& name, size_t bytes);
   // A slot in the step's per-microbatch cuDNN dropout seed table, for attention dropout drawn at
@@ -138,8 +141,10 @@ class DevicePlanContext {
 // Device pointers the step binds its layers to (fixed for the life of the step).
 struct StepPointers {
   bf16* params = nullptr;                      // bf16 compute weights (flat)
+  float* main_weights = nullptr;               // fp32 main weights (flat): what step_end may update
   float* grads = nullptr;                      // fp32 main_grad (flat)
-  const float* main_weights = nullptr;         // fp32 master weights (flat; read where bf16 is too coarse)
+  float* aux_loss = nullptr;                   // device scalars of the step's auxiliary losses
+  float* z_loss = nullptr;                     //   (AuxLosses; zeroed at the step's start)
   const rng::RngState* hidden_rng = nullptr;   // "default" generator: our Philox dropout
   int64_t* attention_dropout_seeds = nullptr;  // [slots] cuDNN seeds, written per microbatch
   int64_t* attention_dropout_offsets = nullptr;
@@ -167,9 +172,9 @@ class LayerBindContext {
   // Parameter block `ref` in the bf16 weights and in the fp32 gradients.
   bf16* weight(ParamRef ref) const { return pointers_.params + layout_.offset(ref); }
   float* grad(ParamRef ref) const { return pointers_.grads + layout_.offset(ref); }
-  // Its fp32 master weights (Mamba's dt_bias, A_log, D: bf16 would put ~3% of error on dt and A).
+  // Its fp32 master weights (Mamba's dt_bias, A_log, D: bf16 would put ~3% of error on dt and A; MoE's expert bias).
   // Throws sg::Error when the step holds only a shard of them (the distributed optimizer).
-  const float* main_weight(ParamRef ref) const;
+  float* main_weight(ParamRef ref) const;
 
  private:
   const ModelLayout& layout_;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/moe_spec.h"
 #include "reference/rope_frequencies.h"
 
 namespace sg::model {
@@ -55,14 +56,20 @@ struct ModelSpec {
   int64_t num_moe_experts = 0;
   int64_t moe_router_topk = 2;
   int64_t moe_ffn_hidden_size = 0;
+  MoeSpec moe;  // the rest of Megatron's moe_* keys (model/moe_spec.h)
   // Hybrid models (Mamba layers, Nemotron-H's attention and MLP).
   PositionEmbedding position_embedding = PositionEmbedding::rope;
   MlpActivation mlp_activation = MlpActivation::swiglu;
   MambaSpec mamba;
 
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // Megatron's kv_channels: the attention head dim; 0 = hidden_size / num_attention_heads. Real MoE
+  // shapes (Qwen3-30B-A3B: hidden 2048, 32 heads of 128) have query width != hidden_size.
+  int64_t kv_channels = 0;
+
+  int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
+  int64_t q_dim() const { return head_dim() * num_attention_heads; }
   int64_t kv_dim() const { return head_dim() * num_query_groups; }
-  int64_t qkv_dim() const { return hidden_size + 2 * kv_dim(); }
+  int64_t qkv_dim() const { return q_dim() + 2 * kv_dim(); }
   // The Mamba mixer's widths: heads, d_inner = heads * head_dim, the conv channels xBC = d_inner +
   // 2 groups * state, and the in_proj output [z | xBC | dt].
   int64_t mamba_heads() const {

@@ -54,11 +54,14 @@ std::vector<LayerKind> stack_layer_kinds(const ModelSpec& spec) {
   }
   SG_CHECK(spec.num_layers > 0, strprintf("model.num_layers = %lld: must be positive",
                                           static_cast<long long>(spec.num_layers)));
-  const LayerKind mlp = spec.num_moe_experts > 0 ? LayerKind::moe : LayerKind::mlp;
+  const std::vector<int>& freq = spec.moe.layer_freq;
+  SG_CHECK(freq.empty() || static_cast<int64_t>(freq.size()) == spec.num_layers,
+           strprintf("model.moe_layer_freq lists %zu blocks but model.num_layers is %lld: give one 0/1 per block",
+                     freq.size(), static_cast<long long>(spec.num_layers)));
   std::vector<LayerKind> kinds;
   for (int64_t b = 0; b < spec.num_layers; ++b) {
     kinds.push_back(LayerKind::attention);
-    kinds.push_back(mlp);
+    kinds.push_back(spec.num_moe_experts > 0 && spec.moe.is_moe_block(b) ? LayerKind::moe : LayerKind::mlp);
   }
   return kinds;
 }
@@ -126,17 +129,33 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
     }
     return "NemotronHForCausalLM";
   }
+  bool moe = false, mlp = false;
   for (LayerKind k : kinds) {
-    if (k != LayerKind::attention && k != LayerKind::mlp) {
+    moe = moe || k == LayerKind::moe;
+    mlp = mlp || k == LayerKind::mlp;
+    if (k != LayerKind::attention && k != LayerKind::mlp && k != LayerKind::moe) {
       return none(strprintf("no transformers architecture for GPT blocks with %s layers yet",
                             layer_kind_info(k).description));
     }
   }
   if (spec.position_embedding != PositionEmbedding::rope || spec.mlp_activation != MlpActivation::swiglu) {
-    return none("LlamaForCausalLM needs RoPE and SwiGLU (model.position_embedding_type=rope, "
-                "model.activation_func=silu, model.gated_linear_unit=true)");
+    return none(std::string(moe ? "MixtralForCausalLM" : "LlamaForCausalLM") +
+                " needs RoPE and SwiGLU (model.position_embedding_type=rope, model.activation_func=silu, "
+                "model.gated_linear_unit=true)");
   }
-  return "LlamaForCausalLM";
+  if (!moe) return "LlamaForCausalLM";
+  // Mixtral: every block MoE, softmax over all experts, top-k renormalised (= Megatron's softmax after
+  // top-k), no scaling, no shared expert, no expert bias.
+  const MoeSpec& m = spec.moe;
+  if (mlp) return none("MixtralForCausalLM needs every block MoE (model.moe_layer_freq mixes dense and MoE blocks)");
+  if (m.score_function != ref::MoeScoreFunction::softmax || m.pre_softmax) {
+    return none("MixtralForCausalLM routes with a softmax over the top-k logits (model.moe_router_score_function="
+                "softmax, model.moe_router_pre_softmax=false)");
+  }
+  if (m.topk_scaling_factor != 1.0) return none("MixtralForCausalLM has no model.moe_router_topk_scaling_factor");
+  if (m.shared_expert_intermediate_size > 0) return none("MixtralForCausalLM has no shared expert");
+  if (m.enable_expert_bias) return none("MixtralForCausalLM has no expert bias");
+  return "MixtralForCausalLM";
 }
 
 ParamRef ModelLayout::norm_before(int64_t i) const {

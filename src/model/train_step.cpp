@@ -36,6 +36,17 @@ TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const Optim
                      "batch (data_parallel_size %lld)",
                      static_cast<long long>(dp_.num_params), dp_.world_size, static_cast<long long>(layout_.total()),
                      static_cast<long long>(batch.data_parallel_size)));
+  // MoE layers scale their auxiliary losses by this rank's microbatches and update their expert bias
+  // from this rank's token counts: at more than one rank both need a reduction over ranks first.
+  if (dp_.world_size > 1) {
+    for (const LayerKind kind : stack_layer_kinds(model)) {
+      SG_CHECK(kind != LayerKind::moe,
+               strprintf("MoE layers with data parallelism (%d ranks) are not implemented yet: their auxiliary "
+                         "losses and expert-bias updates are per rank (docs/distributed.md). Train MoE models on "
+                         "one rank",
+                         dp_.world_size));
+    }
+  }
   T_ = batch.tokens_per_microbatch(model);
   // Plan-time work that needs the device but not the arena: the layers' kernel plans (cuDNN graphs and
   // their workspace sizes), CUB's scratch size for the embedding backward, the LM head's chunking.
@@ -179,9 +190,11 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   blas_ = std::make_unique<kernels::Blas>(arena_->raw(slot("workspace.cublaslt")), kernels::Blas::kWorkspaceBytes);
   StepPointers pointers;
   pointers.params = params_;
-  pointers.grads = grads_;
   // With the distributed optimizer this rank's fp32 master weights are its shard only: no flat pointer.
   pointers.main_weights = dp_.sharded ? nullptr : main_weights_;
+  pointers.grads = grads_;
+  pointers.aux_loss = &scalars_->aux_loss;
+  pointers.z_loss = &scalars_->z_loss;
   pointers.hidden_rng = hidden_rng_;
   pointers.attention_dropout_seeds = dropout_seeds_;
   pointers.attention_dropout_offsets = dropout_offsets_;

@@ -76,6 +76,10 @@ struct StepScalars {
   float lr = 0.0f;             // lr of the last update
   float grad_norm = 0.0f;      // global L2 norm of the last step's gradients (before clipping)
   float clip_coef = 1.0f;      // gradient scale applied by the last update
+  // The last step's auxiliary losses (MoE layers; coefficients applied): per layer the mean over
+  // microbatches, summed over the layers. Not part of `loss`; their gradients are in the step's.
+  float aux_loss = 0.0f;       // load balancing (moe_aux_loss_coeff)
+  float z_loss = 0.0f;         // router z-loss (moe_z_loss_coeff)
   float loss = 0.0f;           // the last step's loss: mean over microbatches of the masked mean CE
   int32_t loss_nonfinite = 0;  // 1: the step loss was NaN/inf (rerun_state_machine.check_for_nan_in_loss)
   int32_t grad_nonfinite = 0;  // 1: the grad norm was NaN/inf (ddp.check_for_nan_in_grad)
@@ -166,6 +170,8 @@ class TrainStep {
   const int32_t* loss_nonfinite() const { return &scalars_device()->loss_nonfinite; }
   const int32_t* grad_nonfinite() const { return &scalars_device()->grad_nonfinite; }
   const int64_t* step_counter() const { return &scalars_device()->steps_done; }
+  // The layers, for per-kind inspection (e.g. the MoE layers' token counts, model/layers/moe_layer.h).
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   cuda::RngTracker& rng_tracker() { return rng_; }
 
   // The regions the step marks, per layer of the stack in step order (for graph::plan_graph_scopes).

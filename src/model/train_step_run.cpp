@@ -21,10 +21,14 @@ namespace sg::model {
 
 namespace {
 
-// loss and the two NaN flags are the tail of StepScalars, so one memset clears them at the step's start.
+// The auxiliary losses, loss and the two NaN flags are one run of StepScalars, so one memset clears
+// them at the step's start.
+static_assert(offsetof(StepScalars, z_loss) == offsetof(StepScalars, aux_loss) + sizeof(float));
+static_assert(offsetof(StepScalars, loss) == offsetof(StepScalars, z_loss) + sizeof(float));
 static_assert(offsetof(StepScalars, loss_nonfinite) == offsetof(StepScalars, loss) + sizeof(float));
 static_assert(offsetof(StepScalars, grad_nonfinite) == offsetof(StepScalars, loss_nonfinite) + sizeof(int32_t));
-constexpr size_t kPerStepScalarBytes = offsetof(StepScalars, grad_nonfinite) + sizeof(int32_t) - offsetof(StepScalars, loss);
+constexpr size_t kPerStepScalarBytes =
+    offsetof(StepScalars, grad_nonfinite) + sizeof(int32_t) - offsetof(StepScalars, aux_loss);
 
 kernels::LrScheduleConfig lr_schedule(const OptimizerSpec& o) {
   kernels::LrScheduleConfig s;
@@ -45,7 +49,8 @@ kernels::LrScheduleConfig lr_schedule(const OptimizerSpec& o) {
 void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) {
   const dist::FlatRange own = dp_.owned;  // what this rank's optimizer updates (everything without DP)
   SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, static_cast<size_t>(dp_.padded_params) * sizeof(float), stream));
-  SG_CUDA_CHECK(cudaMemsetAsync(&scalars_->loss, 0, kPerStepScalarBytes, stream));
+  SG_CUDA_CHECK(cudaMemsetAsync(&scalars_->aux_loss, 0, kPerStepScalarBytes, stream));
+  for (auto& layer : layers_) layer->step_begin(stream);
 
   for (int64_t mb = 0; mb < batch_.num_microbatches; ++mb) {
     microbatch(stream, regions, mb);
@@ -97,6 +102,7 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
   adam.hyper.weight_decay = static_cast<float>(optimizer_.weight_decay);
   kernels::adamw_step(stream, adam);
   if (reducer_) reducer_->gather_weights(stream);  // every shard's new bf16 weights on every rank
+  for (auto& layer : layers_) layer->step_end(stream);
 
   kernels::increment_step_counter(stream, &scalars_->steps_done);
 }

@@ -18,6 +18,8 @@ struct StepResult {
   float loss = 0.0f;
   float grad_norm = 0.0f;
   float lr = 0.0f;
+  float aux_loss = 0.0f;  // MoE load-balancing and z-loss (model/train_step.h StepScalars), apart from loss
+  float z_loss = 0.0f;
   bool loss_finite = true;
   bool grads_finite = true;
   double step_ms = 0.0;      // device time between the step's start and end events (CPU: wall time)
@@ -72,6 +74,9 @@ class TrainingBackend {
   virtual uint64_t device_memory_used() const { return 0; }
   virtual std::string device_name() const { return "cpu"; }
   virtual bool on_gpu() const { return false; }
+  // MoE models: the kept tokens per expert of the last finished step, one row per MoE layer (waits for
+  // the device; call between steps, e.g. at the log interval). Empty for dense models.
+  virtual std::vector<std::vector<int32_t>> moe_token_counts() { return {}; }
 
   // Messages the backend emits while running (e.g. "captured 1 graph in 84 ms"); set by the trainer.
   std::function<void(const std::string&)> notify = [](const std::string&) {};

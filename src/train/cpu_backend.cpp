@@ -32,6 +32,8 @@ void CpuBackend::submit(const model::HostBatch& batch) {
   out.loss = r.loss;
   out.grad_norm = r.grad_norm;
   out.lr = r.lr;
+  out.aux_loss = r.aux_loss;
+  out.z_loss = r.z_loss;
   out.loss_finite = r.loss_finite;
   out.grads_finite = r.grads_finite;
   out.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -4,6 +4,7 @@
 #include <deque>
 
 #include "model/cpu_model.h"
+#include "model/layers/moe_layer.h"
 #include "train/backend.h"
 
 namespace sg::train {
@@ -23,6 +24,9 @@ class CpuBackend final : public TrainingBackend {
   TrainingState state() override;
   uint64_t device_memory_used() const override;  // the process's resident memory
   void load_state(const TrainingState& state) override;
+  std::vector<std::vector<int32_t>> moe_token_counts() override {
+    return model::moe_step_token_counts(model_.layers());
+  }
 
  private:
   model::CpuModel model_;

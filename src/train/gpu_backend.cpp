@@ -8,6 +8,7 @@
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "model/init.h"
+#include "model/layers/moe_layer.h"
 
 namespace sg::train {
 
@@ -126,6 +127,8 @@ std::vector<StepResult> GpuBackend::collect(int in_flight) {
     r.loss = s.loss;
     r.grad_norm = s.grad_norm;
     r.lr = s.lr;
+    r.aux_loss = s.aux_loss;
+    r.z_loss = s.z_loss;
     r.loss_finite = s.loss_nonfinite == 0;
     r.grads_finite = s.grad_nonfinite == 0;
     r.step_ms = cuda::Event::elapsed_ms(f.start, f.end);
@@ -133,6 +136,11 @@ std::vector<StepResult> GpuBackend::collect(int in_flight) {
     out.push_back(r);
   }
   return out;
+}
+
+std::vector<std::vector<int32_t>> GpuBackend::moe_token_counts() {
+  stream_.synchronize();
+  return model::moe_step_token_counts(step_->layers(), stream_);
 }
 
 void GpuBackend::eval_submit(const model::HostBatch& batch) {

@@ -39,6 +39,7 @@ class GpuBackend final : public TrainingBackend {
   uint64_t device_memory_used() const override;
   std::string device_name() const override;
   bool on_gpu() const override { return true; }
+  std::vector<std::vector<int32_t>> moe_token_counts() override;
 
   graph::GraphStats graph_stats() const { return graphed_->stats(); }
   // The evaluation's own graph (train/gpu_evaluation.h); empty stats without evaluation.

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/layers/moe_layer.h"
 #include "model/stack.h"
 
 namespace sg::train {
@@ -48,7 +49,14 @@ CpuLayerCost cpu_layer_cost(model::LayerKind kind, const model::ModelSpec& m, co
               T * (P + C + D + BC + heads + 2.0 * D + G) + heads,
               T * (3.0 * D + BC + C + P + heads) + 2.0 * heads};
     }
-    case model::LayerKind::moe: break;
+    case model::LayerKind::moe: {  // moe_layer_cpu.cpp: router, permuted rows, experts, shared expert
+      const model::MoeShapes s = model::moe_shapes(m, b.micro_batch_size * m.seq_length);
+      const double E = static_cast<double>(s.E), R = static_cast<double>(s.rows), Fe = static_cast<double>(s.F),
+                   Sh = static_cast<double>(s.S), k = static_cast<double>(s.k);
+      return {H + E * H + 3.0 * E * Fe * H + 3.0 * Sh * H + E,
+              T * (E + 2.0 * k) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh,
+              T * (E + k + H) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh};
+    }
   }
   throw Error(strprintf("host memory of %s layers is not counted yet (train/host_memory.cpp)",
                         model::layer_kind_info(kind).description));

@@ -24,22 +24,26 @@ double training_flops_per_step(const model::ModelSpec& m, const model::BatchSpec
   for (const model::LayerKind kind : model::stack_layer_kinds(m)) {
     switch (kind) {
       case model::LayerKind::attention:
-        matmul_params += H * static_cast<double>(m.qkv_dim()) + H * H;
-        attention_layers += 1.0;
+        matmul_params += H * static_cast<double>(m.qkv_dim()) + H * static_cast<double>(m.q_dim());
+        attention_layers += static_cast<double>(m.q_dim()) / H;  // in units of H-wide attention
         break;
       case model::LayerKind::mlp:
         matmul_params += (m.mlp_activation == model::MlpActivation::swiglu ? 3.0 : 2.0) * H *
                          static_cast<double>(m.ffn_hidden_size);
         break;
+      case model::LayerKind::moe: {  // router, the k routed experts a token visits, the shared expert
+        const double F = static_cast<double>(m.moe_ffn_hidden_size);
+        const double shared = static_cast<double>(m.moe.shared_expert_intermediate_size);
+        matmul_params += H * static_cast<double>(m.num_moe_experts) +
+                         3.0 * H * (F * static_cast<double>(m.moe_router_topk) + shared);
+        break;
+      }
       case model::LayerKind::mamba:
         // in_proj and out_proj, and Megatron's count of the SSD scan: 7 d_inner d_state per token forward,
         // three times that for forward + backward.
         matmul_params += H * static_cast<double>(m.mamba_in_proj_dim() + m.mamba_inner());
         scan_flops_per_token += 21.0 * static_cast<double>(m.mamba_inner()) * static_cast<double>(m.mamba.state_dim);
         break;
-      case model::LayerKind::moe:
-        throw Error(strprintf("training FLOPs of %s layers are not counted yet (train/metrics.cpp)",
-                              model::layer_kind_info(kind).description));
     }
   }
   const double per_token = 6.0 * matmul_params + 12.0 * attention_layers * S * H + scan_flops_per_token;
@@ -69,6 +73,18 @@ MetricsLog::~MetricsLog() {
 namespace {
 // JSON has no NaN or infinity: a non-finite value (NaN checks off) is written as null.
 std::string json_number(double v) { return std::isfinite(v) ? strprintf("%.9g", v) : std::string("null"); }
+
+// ', "moe_tokens_per_expert": [[...], ...]' (one row per MoE layer), or nothing.
+std::string moe_tokens_json(const std::vector<std::vector<int32_t>>& rows) {
+  if (rows.empty()) return "";
+  std::string s = ", \"moe_tokens_per_expert\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    s += i ? ", [" : "[";
+    for (size_t e = 0; e < rows[i].size(); ++e) s += (e ? ", " : "") + std::to_string(rows[i][e]);
+    s += "]";
+  }
+  return s + "]";
+}
 }  // namespace
 
 void MetricsLog::write(const StepMetrics& m) {
@@ -76,11 +92,16 @@ void MetricsLog::write(const StepMetrics& m) {
   const int printed = std::fprintf(file_,
                "{\"step\": %lld, \"loss\": %s, \"grad_norm\": %s, \"lr\": %s, \"step_ms\": %.4f, "
                "\"tokens_per_s\": %.1f, \"tflops_per_gpu\": %.3f, \"mfu\": %.5f, \"device_memory_used\": %llu, "
-               "\"wall_time_s\": %.3f, \"tokens\": %lld%s}\n",
+               "\"wall_time_s\": %.3f, \"tokens\": %lld%s%s}\n",
                static_cast<long long>(m.step), json_number(m.loss).c_str(), json_number(m.grad_norm).c_str(),
                json_number(m.lr).c_str(), m.step_ms, m.tokens_per_s, m.tflops_per_gpu, m.mfu,
                static_cast<unsigned long long>(m.device_memory_used), m.wall_time_s,
-               static_cast<long long>(m.tokens), m.capture ? ", \"capture\": true" : "");
+               static_cast<long long>(m.tokens), m.capture ? ", \"capture\": true" : "",
+               m.moe ? (strprintf(", \"moe_aux_loss\": %s, \"moe_z_loss\": %s", json_number(m.aux_loss).c_str(),
+                                  json_number(m.z_loss).c_str()) +
+                        moe_tokens_json(m.moe_tokens))
+                           .c_str()
+                     : "");
   check_written(printed, m.step);
 }
 

@@ -30,6 +30,11 @@ struct StepMetrics {
   double wall_time_s = 0.0;         // seconds since this process started training
   int64_t tokens = 0;               // tokens consumed by the run so far (step * tokens per step)
   bool capture = false;             // this step captured the CUDA graphs (its time includes the capture)
+  // MoE models: their auxiliary losses (written as moe_aux_loss / moe_z_loss when `moe`).
+  bool moe = false;
+  float aux_loss = 0.0f, z_loss = 0.0f;
+  // At the log interval: kept tokens per expert of the step, one row per MoE layer (moe_tokens_per_expert).
+  std::vector<std::vector<int32_t>> moe_tokens;
 };
 
 // One evaluation (train.eval_interval).

@@ -46,6 +46,10 @@ void RunRecorder::step(const StepMetrics& m) {
     tensorboard_->scalar("throughput", m.step, m.tflops_per_gpu);
   }
   tensorboard_->scalar("mem-allocated-bytes", m.step, static_cast<double>(m.device_memory_used));
+  if (m.moe) {  // Megatron's MoE tags
+    tensorboard_->scalar("load_balancing_loss", m.step, m.aux_loss);
+    tensorboard_->scalar("z_loss", m.step, m.z_loss);
+  }
   tensorboard_->flush();
 }
 

@@ -137,6 +137,20 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   throw ReportedError(e.what(), exit_code);
 }
 
+// The largest per-expert token count over the mean (1 = balanced), over all MoE layers.
+double max_expert_load(const std::vector<std::vector<int32_t>>& rows) {
+  double worst = 0.0;
+  for (const auto& row : rows) {
+    double sum = 0.0, top = 0.0;
+    for (int32_t n : row) {
+      sum += n;
+      top = std::max(top, static_cast<double>(n));
+    }
+    if (sum > 0) worst = std::max(worst, top * static_cast<double>(row.size()) / sum);
+  }
+  return worst;
+}
+
 StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, double tokens,
                        uint64_t memory_used) {
   StepMetrics m;
@@ -276,13 +290,21 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     stop_handlers.step_took(r.step_ms / 1e3);
     StepMetrics m = to_metrics(r, flops, peak, tokens, backend.device_memory_used());
     m.wall_time_s = seconds_since(run.start);
+    m.moe = model.num_moe_experts > 0;
+    m.aux_loss = r.aux_loss;
+    m.z_loss = r.z_loss;
+    const bool log_step = r.step % log_interval == 0 || r.step == train_iters;
+    if (m.moe && log_step) m.moe_tokens = backend.moe_token_counts();  // the latest finished step's
     record([&] { recorder.step(m); });
     if (r.capture_step) {
       progress.line(strprintf("step %lld captured the CUDA graphs (%.1f ms including capture; not in the averages)",
                               static_cast<long long>(r.step), r.step_ms));
     }
     if (r.step % log_interval == 0 || r.step == train_iters) {
-      progress.line(format_step_line(m, train_iters, gpu, peak > 0));
+      progress.line(format_step_line(m, train_iters, gpu, peak > 0) +
+                    (m.moe ? strprintf(" | moe aux loss %.4g | z loss %.4g | expert load max/mean %.2f", m.aux_loss,
+                                       m.z_loss, max_expert_load(m.moe_tokens))
+                           : std::string()));
     }
     progress.update(r.step, strprintf("loss %.4f", r.loss) + val_status);
   };

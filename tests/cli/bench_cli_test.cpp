@@ -52,9 +52,19 @@ TEST(BenchCli, ValidatorRefusalsExitOneBeforeAnyGpuWork) {
   EXPECT_TRUE(has(r, "[rule 4]")) << r.output;
   EXPECT_TRUE(has(r, "nothing was run")) << r.output;
   EXPECT_FALSE(has(r, "needs a GPU")) << r.output;  // refused by the validator, not by the device check
-  const Result moe = bench({"-m", "moe", "-mr", "tiny_moe"});
-  EXPECT_EQ(moe.exit_code, 1) << moe.output;
-  EXPECT_TRUE(has(moe, "not implemented yet")) << moe.output;
+}
+
+TEST(BenchCli, MoeRecipesPlanEveryGraphMode) {
+  const Result r = bench({"-m", "moe", "-mr", "small_moe", "--compare",
+                          "none,local,transformer_engine:attn+moe_router+moe_preprocess,transformer_engine:attn+moe",
+                          "--dryrun"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r, "stepgraph bench moe/small_moe: 24 layers: (*E)x12 as 12 GPT blocks")) << r.output;
+  EXPECT_TRUE(has(r, "mode transformer_engine:attn+moe_router+moe_preprocess:")) << r.output;
+  EXPECT_TRUE(has(r, "mode transformer_engine:attn+moe:")) << r.output;
+  const Result a3b = bench({"-m", "moe", "-mr", "a3b_proxy", "--dryrun"});
+  EXPECT_EQ(a3b.exit_code, 0) << a3b.output;
+  EXPECT_TRUE(has(a3b, "stepgraph bench moe/a3b_proxy: 8 layers: (*E)x4 as 4 GPT blocks, hidden 2048")) << a3b.output;
 }
 
 TEST(BenchCli, UnimplementedBridgeValuesExitOneUsageErrorsExitTwo) {

@@ -6,8 +6,9 @@ Steps (issue 4 "against PyTorch", issue 5 "transformers loads the saved checkpoi
   (b) `stepgraph train RECIPE` trains K+1 steps on it, saving a checkpoint at step K and dumping every
       step's batch (--dump-batches); a second, 2-step run saves at step 1 (the early check);
   (c) transformers loads OUT/ckpt/iter_000000K with the class its config.json names (LlamaForCausalLM
-      for GPT recipes, NemotronHForCausalLM for hybrid Mamba recipes such as hybrid/tiny_hybrid), in
-      bfloat16 and in float32 (no missing or unexpected tensor is allowed);
+      for GPT recipes, MixtralForCausalLM for MoE recipes such as moe/tiny_moe, NemotronHForCausalLM for
+      hybrid Mamba recipes such as hybrid/tiny_hybrid), in bfloat16 and in float32 (no missing or
+      unexpected tensor is allowed);
   (d) the loss of batch K+1 is computed as stepgraph defines it: the global batch is split into
       global/micro microbatches of micro_batch_size sequences; per microbatch the mean cross-entropy
       over tokens with loss_mask 1 (sum(mask*ce) / max(sum(mask), 1)); the step loss is the mean over
@@ -22,7 +23,14 @@ checkpoint holds them rounded to bf16) the float32 row is expected within about 
 
 Prints a table; exit status 0 when every row passes, 1 when one fails, 2 for a usage/setup problem.
 
+MoE models (Mixtral): the loss is the language-model loss alone on both sides; the load-balancing loss is
+reported apart by stepgraph (metrics.jsonl moe_aux_loss: per MoE layer the mean over microbatches of
+Megatron's switch aux loss, summed over layers) and recomputed here from transformers' router logits with
+Megatron's formula:  coeff * E / (k T^2) * sum_e count_e * sum_t softmax(logits_t)_e  per microbatch.
+
 GPU machine:  python3 tests/model/hf_parity.py --stepgraph build/stepgraph --out /tmp/hf_parity
+MoE (Mixtral): python3 tests/model/hf_parity.py --stepgraph build/stepgraph --out /tmp/hf_parity_moe \
+      --recipe moe/tiny_moe --override model.moe_aux_loss_coeff=0.01
               python3 tests/model/hf_parity.py --stepgraph build/stepgraph --out /tmp/hf_parity_hybrid \
                   --recipe hybrid/tiny_hybrid
 NemotronH is run on transformers' pure-PyTorch path (use_mamba_kernels=False: no mamba_ssm needed). That
@@ -78,20 +86,35 @@ def resolved_value(config_yaml, key):
     return m.group(1)
 
 
-def metrics_losses(path):
-    """step -> loss from metrics.jsonl (tolerates nan/inf, which strict JSON does not allow)."""
+def metrics_losses(path, key="loss"):
+    """step -> loss (or another key) from metrics.jsonl (tolerates nan/inf, which strict JSON does not allow)."""
     losses = {}
     with open(path) as f:
         for line in f:
             step = re.search(r'"step":\s*(-?\d+)', line)
-            loss = re.search(r'"loss":\s*([^,}\s]+)', line)
+            loss = re.search(r'"' + key + r'":\s*([^,}\s]+)', line)
             if step and loss:
                 losses[int(step.group(1))] = float(loss.group(1))
     return losses
 
 
-def stepgraph_loss(model, batch, micro_batch_size, device):
-    """The step loss exactly as stepgraph defines it (see the module docstring)."""
+def megatron_aux_loss(router_logits, k, coeff):
+    """Megatron's switch load-balancing loss of one microbatch, summed over the MoE layers."""
+    total = 0.0
+    for logits in router_logits:  # one [tokens, E] tensor per layer
+        logits = logits.float()
+        tokens, experts = logits.shape
+        probs = torch.softmax(logits, dim=-1)
+        counts = torch.zeros(experts, device=logits.device)
+        counts.scatter_add_(0, torch.topk(logits, k, dim=-1).indices.reshape(-1),
+                            torch.ones(tokens * k, device=logits.device))
+        total += float(coeff * experts / (k * tokens * tokens) * (counts * probs.sum(dim=0)).sum())
+    return total
+
+
+def stepgraph_loss(model, batch, micro_batch_size, device, aux=None):
+    """The step loss exactly as stepgraph defines it (see the module docstring). With aux = [] (MoE
+    models), appends each microbatch's Megatron aux loss."""
     tokens = batch["tokens"].long()
     targets = batch["targets"].long()
     mask = batch["loss_mask"].float()
@@ -103,7 +126,12 @@ def stepgraph_loss(model, batch, micro_batch_size, device):
     with torch.no_grad():
         for m in range(sequences // micro_batch_size):
             rows = slice(m * micro_batch_size, (m + 1) * micro_batch_size)
-            logits = model(input_ids=tokens[rows].to(device)).logits.float()  # [mbs, L, V], fp32 softmax
+            moe = getattr(model.config, "num_local_experts", None)
+            result = model(input_ids=tokens[rows].to(device), output_router_logits=bool(moe) and aux is not None)
+            logits = result.logits.float()  # [mbs, L, V], fp32 softmax
+            if moe and aux is not None:
+                aux.append(megatron_aux_loss(result.router_logits, model.config.num_experts_per_tok,
+                                             model.config.router_aux_loss_coef))
             ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets[rows].reshape(-1).to(device),
                                  reduction="none")
             mb_mask = mask[rows].reshape(-1).to(device)
@@ -206,7 +234,14 @@ def main():
             raise SystemExit(f"error: run_{tag}/metrics.jsonl has no step {step}")
         for name, dtype, tol in (("bfloat16", torch.bfloat16, args.tol_bf16), ("float32", torch.float32, args.tol_fp32)):
             model = load_hf(folder, dtype, args.device, args.attn)
-            loss, per_mb = stepgraph_loss(model, batch, micro_batch_size, args.device)
+            aux = []
+            loss, per_mb = stepgraph_loss(model, batch, micro_batch_size, args.device, aux)
+            aux_reference = metrics_losses(os.path.join(out, f"run_{tag}", "metrics.jsonl"), "moe_aux_loss").get(step)
+            if aux and aux_reference is not None and model.config.router_aux_loss_coef > 0:
+                aux_loss = sum(aux) / len(aux)
+                aux_rel = abs(aux_loss - aux_reference) / abs(aux_reference) if aux_reference else abs(aux_loss)
+                rows.append((f"step {step} MoE aux loss (Megatron's formula)", name, aux_reference, aux_loss, aux_rel,
+                             tol, math.isfinite(aux_loss) and aux_rel <= tol, " ".join(f"{x:.6f}" for x in aux)))
             rel = abs(loss - reference) / abs(reference) if reference != 0 else abs(loss)
             ok = math.isfinite(loss) and math.isfinite(reference) and rel <= tol
             rows.append((f"step {step} (weights iter_{ckpt_step:07d})", name, reference, loss, rel, tol, ok,

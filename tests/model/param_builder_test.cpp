@@ -230,8 +230,9 @@ TEST(DenseLayout, RejectsShapesTheStepCannotRun) {
   s.hidden_size = 18;  // not a multiple of the heads
   EXPECT_NE(message(s).find("not a multiple of model.num_attention_heads"), std::string::npos);
   s = tiny_spec(false);
-  s.num_moe_experts = 4;  // GPT blocks with MoE layers: not built yet
-  EXPECT_NE(message(s).find("not implemented yet: MoE layer kind"), std::string::npos);
+  s.num_moe_experts = 4;  // GPT blocks with MoE layers: the MoE kind checks its own shapes
+  s.moe_ffn_hidden_size = 0;
+  EXPECT_NE(message(s).find("model.moe_ffn_hidden_size = 0"), std::string::npos);
   s = tiny_spec(false);
   s.ffn_hidden_size = 0;
   EXPECT_NE(message(s).find("model.ffn_hidden_size = 0"), std::string::npos);

@@ -65,9 +65,27 @@ TEST(Stack, GptLayoutIsAttentionThenMlpPerBlockWithLlamaNames) {
   ModelSpec moe = s;
   moe.num_moe_experts = 4;
   EXPECT_EQ(layer_pattern_string(stack_layer_kinds(moe)), "*E*E");
+  EXPECT_EQ(hf_architecture(moe), "MixtralForCausalLM");
+  EXPECT_EQ(places[3].param_prefix, "model.layers.1.mlp.");
+  EXPECT_EQ(stack_places(moe)[3].param_prefix, "model.layers.1.block_sparse_moe.");
   std::string why;
-  EXPECT_EQ(hf_architecture(moe, &why), "");
-  EXPECT_NE(why.find("MoE"), std::string::npos) << why;
+  ModelSpec shared = moe;
+  shared.moe.shared_expert_intermediate_size = 8;
+  EXPECT_EQ(hf_architecture(shared, &why), "");
+  EXPECT_NE(why.find("shared expert"), std::string::npos) << why;
+  ModelSpec sigmoid = moe;
+  sigmoid.moe.score_function = ref::MoeScoreFunction::sigmoid;
+  EXPECT_EQ(hf_architecture(sigmoid, &why), "");
+  EXPECT_NE(why.find("softmax"), std::string::npos) << why;
+  // moe_layer_freq: MoE in blocks 0 and 2 only.
+  ModelSpec every_other = moe;
+  every_other.num_layers = 4;
+  every_other.moe.layer_freq = {1, 0, 1, 0};
+  EXPECT_EQ(layer_pattern_string(stack_layer_kinds(every_other)), "*E*-*E*-");
+  EXPECT_EQ(hf_architecture(every_other, &why), "");
+  every_other.moe.layer_freq = {1, 0, 1};
+  EXPECT_NE(thrown_message([&] { stack_layer_kinds(every_other); }).find("model.moe_layer_freq lists 3 blocks"),
+            std::string::npos);
 }
 
 TEST(Stack, HybridLayoutIsOneLayerPerLetterWithNemotronHNames) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda/device.h"
+#include "graph_mode_runs.h"
 #include "model/init.h"
 #include "model/layer_registry.h"
 #include "train/backend_factory.h"
@@ -28,57 +29,13 @@
 namespace sg::train {
 namespace {
 
-constexpr int64_t kSteps = 30;
+using graph_runs::bitwise_equal;
+using graph_runs::kSteps;
+using graph_runs::run_mode;
+using graph_runs::RunResult;
 
-config::Config recipe_with(const char* recipe, const std::vector<std::string>& extra) {
-  std::vector<std::string> overrides = {"model.attention_dropout=0.1", "model.hidden_dropout=0.1",
-                                        "train.global_batch_size=8",  // two microbatches of 4
-                                        "train.train_iters=30",       "dataset.mock=true",
-                                        "model.cuda_graph_warmup_steps=2"};
-  overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return test::validated_recipe(recipe, overrides);
-}
-
-config::Config tiny_with(const std::vector<std::string>& extra) { return recipe_with("llama/tiny", extra); }
-
-struct RunResult {
-  std::vector<float> losses;
-  TrainingState state;
-  graph::GraphStats stats;
-  int64_t graph_memory = -1;
-  size_t arena_bytes = 0;
-};
-
-// `initial`: start from these weights instead of the model's own initialisation.
-RunResult run_mode(const config::Config& config, const std::vector<float>* initial = nullptr) {
-  const model::ModelSpec model = config::model_spec(config);
-  const model::BatchSpec batch = config::batch_spec(config);
-  GpuBackend backend(config, model, batch, optimizer_spec(config), {static_cast<uint64_t>(config.rng.seed), 0});
-  if (initial != nullptr) {
-    TrainingState start;
-    start.main_weights = *initial;
-    start.exp_avg.assign(initial->size(), 0.0f);
-    start.exp_avg_sq.assign(initial->size(), 0.0f);
-    start.rng = {static_cast<uint64_t>(config.rng.seed), 0};
-    backend.load_state(start);
-  }
-  test::LoaderBatches batches(test::mock_data_options(config, model), model, batch);
-  RunResult out;
-  for (int64_t step = 1; step <= kSteps; ++step) {
-    backend.submit(batches.next());
-    for (const StepResult& r : backend.collect(1)) out.losses.push_back(r.loss);
-  }
-  for (const StepResult& r : backend.collect(0)) out.losses.push_back(r.loss);
-  out.state = backend.state();
-  out.stats = backend.graph_stats();
-  out.graph_memory = backend.graph_memory_bytes();
-  out.arena_bytes = backend.step().arena().total_bytes();
-  return out;
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+config::Config tiny_with(const std::vector<std::string>& extra) { return graph_runs::recipe_with("llama/tiny", extra); }
+using graph_runs::recipe_with;
 
 // A graph mode: its overrides and the number of graphs it must create.
 struct Mode {

@@ -17,7 +17,7 @@ void AttentionDeclarations::declare(LayerDeclarations& d) {
   SG_CHECK(s.num_attention_heads > 0 && s.num_query_groups > 0,
            strprintf("model.num_attention_heads = %lld and model.num_query_groups = %lld must be positive",
                      static_cast<long long>(s.num_attention_heads), static_cast<long long>(s.num_query_groups)));
-  SG_CHECK(s.hidden_size % s.num_attention_heads == 0,
+  SG_CHECK(s.kv_channels > 0 || s.hidden_size % s.num_attention_heads == 0,
            strprintf("model.hidden_size = %lld is not a multiple of model.num_attention_heads = %lld: pick "
                      "heads that divide the hidden size",
                      static_cast<long long>(s.hidden_size), static_cast<long long>(s.num_attention_heads)));
@@ -26,15 +26,15 @@ void AttentionDeclarations::declare(LayerDeclarations& d) {
                      "grouped-query attention needs whole groups",
                      static_cast<long long>(s.num_attention_heads), static_cast<long long>(s.num_query_groups)));
   SG_CHECK(s.position_embedding != PositionEmbedding::rope || s.head_dim() % 2 == 0,
-           strprintf("head_dim = hidden_size / num_attention_heads = %lld is odd: rotate-half RoPE needs an "
-                     "even head_dim",
+           strprintf("head_dim (model.kv_channels, or hidden_size / num_attention_heads) = %lld is odd: "
+                     "rotate-half RoPE needs an even head_dim",
                      static_cast<long long>(s.head_dim())));
-  const int64_t H = s.hidden_size, KV = s.kv_dim();
+  const int64_t H = s.hidden_size, Q = s.q_dim(), KV = s.kv_dim();
   const std::string& p = d.place.param_prefix;
-  qkv = d.params.matrix({{p + "q_proj.weight", {H, H}},
+  qkv = d.params.matrix({{p + "q_proj.weight", {Q, H}},
                          {p + "k_proj.weight", {KV, H}},
                          {p + "v_proj.weight", {KV, H}}});
-  o_proj = d.params.matrix(p + "o_proj.weight", {H, H}, ParamInit::output_projection);
+  o_proj = d.params.matrix(p + "o_proj.weight", {H, Q}, ParamInit::output_projection);
   probs_site = d.dropout_sites.next();
 }
 
@@ -44,13 +44,13 @@ struct AttentionLayer::Gemms {
   kernels::LinearForward qkv, o_proj;           // y[T, N] = x[T, K] W^T
   kernels::LinearBackwardInput qkv_dx, o_proj_dx;  // dx = dy W
   kernels::LinearBackwardWeight qkv_dw, o_proj_dw;  // dW += dy^T x (fp32 main_grad)
-  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t QKV)
+  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t Q, int64_t QKV)
       : qkv(b, T, H, QKV),
-        o_proj(b, T, H, H),
+        o_proj(b, T, Q, H),
         qkv_dx(b, T, H, QKV),
-        o_proj_dx(b, T, H, H),
+        o_proj_dx(b, T, Q, H),
         qkv_dw(b, T, H, QKV),
-        o_proj_dw(b, T, H, H) {}
+        o_proj_dw(b, T, Q, H) {}
 };
 
 AttentionLayer::AttentionLayer(LayerPlace place) : Layer(std::move(place)) {}
@@ -60,12 +60,12 @@ void AttentionLayer::plan(LayerPlanContext& ctx) {
   using graph::Module;
   model_ = ctx.model();
   T_ = ctx.tokens();
-  const int64_t H = model_.hidden_size, QKV = model_.qkv_dim();
+  const int64_t Q = model_.q_dim(), QKV = model_.qkv_dim();
   const int64_t lse_count = ctx.batch().micro_batch_size * model_.num_attention_heads * model_.seq_length;
   qkv_slot_ = ctx.saved_array<bf16>(Module::attn, "qkv", sz(T_ * QKV));
-  attn_slot_ = ctx.saved_array<bf16>(Module::attn, "attn_out", sz(T_ * H));
+  attn_slot_ = ctx.saved_array<bf16>(Module::attn, "attn_out", sz(T_ * Q));
   lse_slot_ = ctx.saved_array<float>(Module::attn, "softmax_lse", sz(lse_count));
-  d_attn_ref_ = ctx.scratch("grad.d_attn", sz(T_ * H) * sizeof(bf16));
+  d_attn_ref_ = ctx.scratch("grad.d_attn", sz(T_ * Q) * sizeof(bf16));
   d_qkv_ref_ = ctx.scratch("grad.d_qkv", sz(T_ * QKV) * sizeof(bf16));
   if (model_.attention_dropout > 0.0f) dropout_slot_ = ctx.attention_dropout_slot(decl_.probs_site);
 }
@@ -105,7 +105,7 @@ void AttentionLayer::bind(LayerBindContext& ctx) {
     dropout_seed_ = ctx.pointers().attention_dropout_seeds + dropout_slot_;
     dropout_offset_ = ctx.pointers().attention_dropout_offsets + dropout_slot_;
   }
-  gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, model_.hidden_size, model_.qkv_dim());
+  gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, model_.hidden_size, model_.q_dim(), model_.qkv_dim());
 }
 
 namespace {

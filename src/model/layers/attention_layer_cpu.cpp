@@ -15,38 +15,38 @@ void AttentionLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
   batch_ = batch;
   T_ = batch.tokens_per_microbatch(model);
   qkv_.resize(sz(T_ * model.qkv_dim()));
-  attn_.resize(sz(T_ * model.hidden_size));
+  attn_.resize(sz(T_ * model.q_dim()));
   lse_.resize(sz(batch.micro_batch_size * model.num_attention_heads * model.seq_length));
-  d_attn_.resize(sz(T_ * model.hidden_size));
+  d_attn_.resize(sz(T_ * model.q_dim()));
   d_qkv_.resize(sz(T_ * model.qkv_dim()));
 }
 
 void AttentionLayerCpu::forward(const CpuLayerIO& io) {
   const ModelSpec& m = model_;
-  const int64_t T = T_, H = m.hidden_size, QKV = m.qkv_dim(), S = m.seq_length;
+  const int64_t T = T_, H = m.hidden_size, Q = m.q_dim(), QKV = m.qkv_dim(), S = m.seq_length;
   const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups, d = m.head_dim();
   ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), T, H, QKV);
   if (m.position_embedding == PositionEmbedding::rope) {
     ref::rope_forward(qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
-    ref::rope_forward(qkv_.data() + H, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
+    ref::rope_forward(qkv_.data() + Q, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
   }
   ref::attention_forward(attn_.data(), lse_.data(), qkv_.data(), batch_.micro_batch_size, S, heads, kv_heads, d,
                          io.dropout ? m.attention_dropout : 0.0f, io.rng, decl_.probs_site);
-  ref::linear_forward(io.output, attn_.data(), io.weight(decl_.o_proj), T, H, H);
+  ref::linear_forward(io.output, attn_.data(), io.weight(decl_.o_proj), T, Q, H);
 }
 
 void AttentionLayerCpu::backward(const CpuLayerIO& io) {
   const ModelSpec& m = model_;
-  const int64_t T = T_, H = m.hidden_size, QKV = m.qkv_dim(), S = m.seq_length;
+  const int64_t T = T_, H = m.hidden_size, Q = m.q_dim(), QKV = m.qkv_dim(), S = m.seq_length;
   const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups, d = m.head_dim();
-  ref::linear_backward_input(d_attn_.data(), io.d_output, io.weight(decl_.o_proj), T, H, H);
-  ref::linear_backward_weight(io.grad(decl_.o_proj), io.d_output, attn_.data(), T, H, H);
+  ref::linear_backward_input(d_attn_.data(), io.d_output, io.weight(decl_.o_proj), T, Q, H);
+  ref::linear_backward_weight(io.grad(decl_.o_proj), io.d_output, attn_.data(), T, Q, H);
   ref::attention_backward(d_qkv_.data(), d_attn_.data(), qkv_.data(), attn_.data(), lse_.data(),
                           batch_.micro_batch_size, S, heads, kv_heads, d, m.attention_dropout, io.rng,
                           decl_.probs_site);
   if (m.position_embedding == PositionEmbedding::rope) {
     ref::rope_backward(d_qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
-    ref::rope_backward(d_qkv_.data() + H, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
+    ref::rope_backward(d_qkv_.data() + Q, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
   }
   ref::linear_backward_input(io.d_input, d_qkv_.data(), io.weight(decl_.qkv), T, H, QKV);
   ref::linear_backward_weight(io.grad(decl_.qkv), d_qkv_.data(), io.input, T, H, QKV);

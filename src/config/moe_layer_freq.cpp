@@ -1,0 +1,134 @@
+#include "config/moe_layer_freq.h"
+
+#include <cctype>
+
+#include "config/config.h"
+#include "core/strings.h"
+
+namespace sg::config {
+
+namespace {
+
+constexpr const char* kKey = "model.moe_layer_freq";
+
+[[noreturn]] void fail(const std::string& text, const std::string& why) {
+  throw ConfigError(strprintf("%s = %s: %s; write an integer N (every N-th block is MoE), a 0/1 list with one "
+                              "entry per block ([1,0,1,1]) or a list expression such as \"([1]*3+[0])*2\"",
+                              kKey, text.c_str(), why.c_str()));
+}
+
+// expr := term ('+' term)*;  term := atom ('*' int)*;  atom := '[' bit (',' bit)* ']' | '(' expr ')'
+class ListExpression {
+ public:
+  explicit ListExpression(std::string text) : text_(std::move(text)) {}
+
+  std::vector<int> parse() {
+    std::vector<int> out = expr();
+    skip_space();
+    if (pos_ != text_.size()) fail(text_, strprintf("unexpected '%c' at character %zu", text_[pos_], pos_ + 1));
+    return out;
+  }
+
+ private:
+  void skip_space() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool eat(char c) {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!eat(c)) fail(text_, strprintf("expected '%c' at character %zu", c, pos_ + 1));
+  }
+  int64_t integer() {
+    skip_space();
+    const size_t start = pos_;
+    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+    if (start == pos_ || pos_ - start > 6) fail(text_, strprintf("expected a small integer at character %zu", start + 1));
+    return std::stoll(text_.substr(start, pos_ - start));
+  }
+  std::vector<int> expr() {
+    std::vector<int> out = term();
+    while (eat('+')) {
+      const std::vector<int> more = term();
+      out.insert(out.end(), more.begin(), more.end());
+    }
+    return out;
+  }
+  std::vector<int> term() {
+    std::vector<int> out = atom();
+    while (eat('*')) {
+      const int64_t times = integer();
+      std::vector<int> repeated;
+      for (int64_t i = 0; i < times; ++i) repeated.insert(repeated.end(), out.begin(), out.end());
+      out = std::move(repeated);
+      if (out.size() > 100000) fail(text_, "the list is too long");
+    }
+    return out;
+  }
+  std::vector<int> atom() {
+    if (eat('(')) {
+      std::vector<int> out = expr();
+      expect(')');
+      return out;
+    }
+    expect('[');
+    std::vector<int> out;
+    do {
+      const int64_t bit = integer();
+      if (bit > 1) fail(text_, "list entries must be 0 (dense MLP) or 1 (MoE)");
+      out.push_back(static_cast<int>(bit));
+    } while (eat(','));
+    expect(']');
+    return out;
+  }
+
+  std::string text_;
+  size_t pos_ = 0;
+};
+
+bool all_digits(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<int> expand_moe_layer_freq(const std::vector<std::string>& value, int64_t num_layers) {
+  const std::string text = value.empty() ? std::string("[]") : "[" + join(value, ",") + "]";
+  if (value.empty()) fail(text, "it is empty");
+  std::vector<int> per_block;
+  if (value.size() == 1 && all_digits(value[0])) {
+    // An integer: every N-th block (Megatron: [1 if i % N == 0 else 0 for i in range(num_layers)]).
+    if (value[0].size() > 6) fail(value[0], "the frequency is too large");
+    const int64_t every = std::stoll(value[0]);
+    if (every < 1) fail(value[0], "the frequency must be at least 1");
+    for (int64_t b = 0; b < num_layers; ++b) per_block.push_back(b % every == 0 ? 1 : 0);
+    return per_block;
+  }
+  bool expression = false;
+  for (const std::string& item : value) expression = expression || item.find_first_of("[]()*+") != std::string::npos;
+  if (expression) {
+    // A string with commas inside ("([1,0]*2)") arrives split at them: rejoin it.
+    per_block = ListExpression(join(value, ",")).parse();
+  } else {
+    for (const std::string& item : value) {
+      if (item != "0" && item != "1") fail(text, "list entries must be 0 (dense MLP) or 1 (MoE), got '" + item + "'");
+      per_block.push_back(item == "1" ? 1 : 0);
+    }
+  }
+  if (static_cast<int64_t>(per_block.size()) != num_layers) {
+    fail(text, strprintf("it lists %zu blocks but model.num_layers is %lld (one entry per block)", per_block.size(),
+                         static_cast<long long>(num_layers)));
+  }
+  return per_block;
+}
+
+}  // namespace sg::config

@@ -1,0 +1,518 @@
+// The MoE layer's declarations and its GPU side (the CPU twin: moe_layer_cpu.cpp).
+#include "model/layers/moe_layer.h"
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "cuda/check.h"
+#include "kernels/gemm.h"
+#include "kernels/grouped_gemm.h"
+#include "kernels/moe_combine.h"
+#include "kernels/moe_gating.h"
+#include "kernels/moe_permute.h"
+#include "kernels/moe_router.h"
+#include "kernels/swiglu.h"
+
+namespace sg::model {
+
+namespace {
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
+long long ll(int64_t v) { return static_cast<long long>(v); }
+}  // namespace
+
+MoeShapes moe_shapes(const ModelSpec& m, int64_t T) {
+  MoeShapes s;
+  s.T = T;
+  s.H = m.hidden_size;
+  s.E = m.num_moe_experts;
+  s.k = m.moe_router_topk;
+  s.F = m.moe_ffn_hidden_size;
+  s.S = m.moe.shared_expert_intermediate_size;
+  s.routing = {.T = T,
+               .E = s.E,
+               .k = s.k,
+               .score_function = m.moe.score_function,
+               .pre_softmax = m.moe.pre_softmax,
+               .scaling_factor = static_cast<float>(m.moe.topk_scaling_factor)};
+  s.losses.aux_coeff =
+      m.moe.load_balancing == MoeLoadBalancing::none ? 0.0f : static_cast<float>(m.moe.aux_loss_coeff);
+  s.losses.aux_group_tokens = m.moe.load_balancing == MoeLoadBalancing::seq_aux_loss ? m.seq_length : 0;
+  s.losses.z_coeff = static_cast<float>(m.moe.z_loss_coeff);
+  s.aux_groups = s.losses.groups(T);
+  s.dispatch.T = T;
+  s.dispatch.E = s.E;
+  s.dispatch.k = s.k;
+  s.dispatch.capacity = m.moe.dropless() ? 0 : ref::moe_expert_capacity(T, s.k, s.E, m.moe.capacity_factor);
+  s.dispatch.drop_policy = m.moe.drop_policy;
+  s.dispatch.pad_to_capacity = !m.moe.dropless() && m.moe.pad_to_capacity;
+  s.rows = s.dispatch.permuted_rows();
+  s.expert_bias = m.moe.enable_expert_bias;
+  s.bias_update_rate = static_cast<float>(m.moe.bias_update_rate);
+  return s;
+}
+
+void MoeDeclarations::declare(LayerDeclarations& d) {
+  const ModelSpec& s = d.model;
+  SG_CHECK(s.num_moe_experts >= 1 && s.num_moe_experts <= ref::kMoeMaxExperts,
+           strprintf("model.num_moe_experts = %lld: an MoE layer needs 1 to %lld experts", ll(s.num_moe_experts),
+                     ll(ref::kMoeMaxExperts)));
+  SG_CHECK(s.moe_router_topk >= 1 && s.moe_router_topk <= s.num_moe_experts,
+           strprintf("model.moe_router_topk = %lld must be between 1 and model.num_moe_experts = %lld",
+                     ll(s.moe_router_topk), ll(s.num_moe_experts)));
+  SG_CHECK(s.moe_ffn_hidden_size > 0,
+           strprintf("model.moe_ffn_hidden_size = %lld: must be positive", ll(s.moe_ffn_hidden_size)));
+  SG_CHECK(!s.moe.enable_expert_bias || s.moe.score_function == ref::MoeScoreFunction::sigmoid,
+           "model.moe_router_enable_expert_bias needs model.moe_router_score_function=sigmoid");
+  SG_CHECK(s.moe.load_balancing != MoeLoadBalancing::seq_aux_loss || s.moe.aux_loss_coeff == 0.0 ||
+               s.seq_length > 0,
+           "model.moe_router_load_balancing_type=seq_aux_loss needs a positive seq_length");
+  const int64_t H = s.hidden_size, E = s.num_moe_experts, F = s.moe_ffn_hidden_size;
+  const std::string& p = d.place.param_prefix;
+  router = d.params.matrix(p + "gate.weight", {E, H});
+  std::vector<ParamDecl> fc1_tensors, fc2_tensors;
+  for (int64_t j = 0; j < E; ++j) {
+    const std::string expert = strprintf("%sexperts.%lld.", p.c_str(), ll(j));
+    fc1_tensors.emplace_back(expert + "w1.weight", std::vector<int64_t>{F, H});
+    fc1_tensors.emplace_back(expert + "w3.weight", std::vector<int64_t>{F, H});
+    fc2_tensors.emplace_back(expert + "w2.weight", std::vector<int64_t>{H, F}, ParamInit::output_projection);
+  }
+  fc1 = d.params.matrix(std::move(fc1_tensors));
+  fc2 = d.params.matrix(std::move(fc2_tensors));
+  if (s.moe.shared_expert_intermediate_size > 0) {
+    const int64_t S = s.moe.shared_expert_intermediate_size;
+    shared_gate_up = d.params.matrix({{p + "shared_expert.gate_proj.weight", {S, H}},
+                                      {p + "shared_expert.up_proj.weight", {S, H}}});
+    shared_down = d.params.matrix(p + "shared_expert.down_proj.weight", {H, S}, ParamInit::output_projection);
+  }
+  if (s.moe.enable_expert_bias) expert_bias = d.params.vector(p + "gate.e_score_correction_bias", {E}, ParamInit::zeros);
+}
+
+// ---- GPU ----
+
+// The layer's GEMM plans: the fp32 gating linear and the shared expert through cuBLASLt, the experts
+// through the grouped GEMM (shared by every MoE layer of the same shapes: one stream, ordered launches).
+struct MoeLayer::Plans {
+  const kernels::GemmPlan* gate_forward = nullptr;   // logits[T,E] fp32 = n[T,H] Wg^T (bf16 in)
+  const kernels::GemmPlan* gate_dinput = nullptr;    // dn32[T,H] = dlogits[T,E] Wg32 (fp32)
+  const kernels::GemmPlan* gate_dweight = nullptr;   // dWg[E,H] += dlogits^T n32 (fp32)
+  const kernels::GemmPlan* shared_down_acc = nullptr;  // out[T,H] += act Wdown^T (bf16, beta 1)
+  std::unique_ptr<kernels::LinearForward> shared_gate_up;
+  std::unique_ptr<kernels::LinearBackwardInput> shared_down_dx, shared_gate_up_dx;
+  std::unique_ptr<kernels::LinearBackwardWeight> shared_down_dw, shared_gate_up_dw;
+  kernels::GroupedLinearForward* fc1 = nullptr;
+  kernels::GroupedLinearForward* fc2 = nullptr;
+  kernels::GroupedLinearBackwardInput* fc1_dx = nullptr;
+  kernels::GroupedLinearBackwardInput* fc2_dx = nullptr;
+  kernels::GroupedLinearBackwardWeight* fc1_dw = nullptr;
+  kernels::GroupedLinearBackwardWeight* fc2_dw = nullptr;
+  SharedBufferRef ws_fc1, ws_fc2, ws_fc1_dx, ws_fc2_dx, ws_fc1_dw, ws_fc2_dw, ws_preprocess, ws_loss;
+  size_t preprocess_bytes = 0;
+};
+
+// Arena slots (plan) and their pointers (bind).
+struct MoeLayer::Buffers {
+  // saved (forward -> backward)
+  cuda::MemorySlot logits_s, routing_map_s, probs_s, aux_counts_s, expert_counts_s, shared_gate_up_s, shared_act_s;
+  cuda::MemorySlot kept_counts_s, expert_rows_s, offsets_s, slot_to_row_s, row_to_slot_s, permuted_s;
+  cuda::MemorySlot fc1_out_s, act_s, expert_out_s;
+  // state
+  cuda::MemorySlot step_counts_s, logged_counts_s;
+  // scratch shared by all layers
+  SharedBufferRef aux_routing_map_r, d_expert_out_r, dprobs_r, d_act_r, d_fc1_r, d_permuted_r, dlogits_r, n32_r,
+      w32_r, dx32_r, d_shared_act_r, d_shared_gate_up_r;
+
+  float *logits = nullptr, *probs = nullptr;
+  int32_t *routing_map = nullptr, *aux_routing_map = nullptr, *aux_counts = nullptr, *expert_counts = nullptr;
+  bf16 *shared_gate_up = nullptr, *shared_act = nullptr;
+  int32_t *kept_counts = nullptr, *expert_rows = nullptr, *offsets = nullptr, *slot_to_row = nullptr,
+          *row_to_slot = nullptr;
+  bf16 *permuted = nullptr, *fc1_out = nullptr, *act = nullptr, *expert_out = nullptr;
+  int32_t* step_counts = nullptr;
+  bf16 *d_expert_out = nullptr, *d_act = nullptr, *d_fc1 = nullptr, *d_permuted = nullptr;
+  float *dprobs = nullptr, *dlogits = nullptr, *n32 = nullptr, *w32 = nullptr, *dx32 = nullptr;
+  bf16 *d_shared_act = nullptr, *d_shared_gate_up = nullptr;
+  void *preprocess_ws = nullptr, *loss_ws = nullptr;
+  // parameters
+  const bf16 *w_router = nullptr, *w_fc1 = nullptr, *w_fc2 = nullptr, *w_shared_gate_up = nullptr,
+             *w_shared_down = nullptr;
+  float *g_router = nullptr, *g_fc1 = nullptr, *g_fc2 = nullptr, *g_shared_gate_up = nullptr,
+        *g_shared_down = nullptr;
+  float* expert_bias = nullptr;  // fp32 main weight (step_end updates it)
+  float *aux_loss = nullptr, *z_loss = nullptr;
+};
+
+MoeLayer::MoeLayer(LayerPlace place) : Layer(std::move(place)), buf_(std::make_unique<Buffers>()) {}
+MoeLayer::~MoeLayer() = default;
+
+void MoeLayer::plan(LayerPlanContext& ctx) {
+  using graph::Module;
+  shapes_ = moe_shapes(ctx.model(), ctx.tokens());
+  microbatches_ = ctx.batch().num_microbatches;
+  const MoeShapes& s = shapes_;
+  Buffers& b = *buf_;
+  const size_t Tk = sz(s.T * s.k), R = sz(s.rows), E = sz(s.E);
+  b.logits_s = ctx.saved_array<float>(Module::moe_router, "router_logits", sz(s.T * s.E));
+  b.routing_map_s = ctx.saved_array<int32_t>(Module::moe_router, "routing_map", Tk);
+  b.probs_s = ctx.saved_array<float>(Module::moe_router, "routing_probs", Tk);
+  b.expert_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "expert_counts", E);
+  b.aux_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "aux_counts", sz(s.aux_groups) * E);
+  if (s.S > 0) {
+    b.shared_gate_up_s = ctx.saved_array<bf16>(Module::moe_router, "shared_gate_up", sz(s.T * 2 * s.S));
+    b.shared_act_s = ctx.saved_array<bf16>(Module::moe_router, "shared_act", sz(s.T * s.S));
+    b.d_shared_act_r = ctx.scratch("grad.moe_d_shared_act", sz(s.T * s.S) * sizeof(bf16));
+    b.d_shared_gate_up_r = ctx.scratch("grad.moe_d_shared_gate_up", sz(s.T * 2 * s.S) * sizeof(bf16));
+  }
+  b.kept_counts_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "kept_counts", E);
+  b.expert_rows_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "expert_rows", E);
+  b.offsets_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "expert_row_offsets", E + 1);
+  b.slot_to_row_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "slot_to_row", Tk);
+  b.row_to_slot_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "row_to_slot", R);
+  b.permuted_s = ctx.saved_array<bf16>(Module::moe_preprocess, "permuted", R * sz(s.H));
+  b.fc1_out_s = ctx.saved_array<bf16>(Module::moe, "expert_fc1", R * sz(2 * s.F));
+  b.act_s = ctx.saved_array<bf16>(Module::moe, "expert_act", R * sz(s.F));
+  b.expert_out_s = ctx.saved_array<bf16>(Module::moe, "expert_out", R * sz(s.H));
+  b.step_counts_s = ctx.state("moe_step_counts", E * sizeof(int32_t));
+  b.logged_counts_s = ctx.state("moe_logged_counts", E * sizeof(int32_t));
+  if (s.expert_bias && s.losses.aux_coeff > 0.0f) {
+    b.aux_routing_map_r = ctx.scratch("act.moe_aux_routing_map", Tk * sizeof(int32_t));
+  }
+  b.d_expert_out_r = ctx.scratch("grad.moe_d_expert_out", R * sz(s.H) * sizeof(bf16));
+  b.d_act_r = ctx.scratch("grad.moe_d_act", R * sz(s.F) * sizeof(bf16));
+  b.d_fc1_r = ctx.scratch("grad.moe_d_fc1", R * sz(2 * s.F) * sizeof(bf16));
+  b.d_permuted_r = ctx.scratch("grad.moe_d_permuted", R * sz(s.H) * sizeof(bf16));
+  b.dprobs_r = ctx.scratch("grad.moe_dprobs", Tk * sizeof(float));
+  b.dlogits_r = ctx.scratch("grad.moe_dlogits", sz(s.T * s.E) * sizeof(float));
+  b.n32_r = ctx.scratch("grad.moe_router_input_fp32", sz(s.T * s.H) * sizeof(float));
+  b.w32_r = ctx.scratch("grad.moe_router_weight_fp32", sz(s.E * s.H) * sizeof(float));
+  b.dx32_r = ctx.scratch("grad.moe_router_dinput_fp32", sz(s.T * s.H) * sizeof(float));
+}
+
+void MoeLayer::plan_device(DevicePlanContext& ctx) {
+  const MoeShapes& s = shapes_;
+  plans_ = std::make_unique<Plans>();
+  Plans& p = *plans_;
+  const auto dims = [&](int64_t N, int64_t K) {
+    return kernels::GroupedGemmDims{.num_groups = static_cast<int>(s.E), .max_total_rows = s.rows, .N = N, .K = K};
+  };
+  // One plan (and workspace) per (op, dims), shared by the MoE layers of the model.
+  const auto grouped = [&]<class Plan>(const char* op, int64_t N, int64_t K, SharedBufferRef& ws) -> Plan* {
+    const std::string key = strprintf("moe.grouped_%s.%lldx%lldx%lld", op, ll(s.rows), ll(N), ll(K));
+    Plan& plan = ctx.objects().get<Plan>(key, [&] { return std::make_unique<Plan>(dims(N, K)); });
+    ws = ctx.workspace("workspace." + key, plan.workspace_bytes());
+    return &plan;
+  };
+  p.fc1 = grouped.operator()<kernels::GroupedLinearForward>("fwd", 2 * s.F, s.H, p.ws_fc1);
+  p.fc2 = grouped.operator()<kernels::GroupedLinearForward>("fwd", s.H, s.F, p.ws_fc2);
+  p.fc1_dx = grouped.operator()<kernels::GroupedLinearBackwardInput>("dgrad", 2 * s.F, s.H, p.ws_fc1_dx);
+  p.fc2_dx = grouped.operator()<kernels::GroupedLinearBackwardInput>("dgrad", s.H, s.F, p.ws_fc2_dx);
+  p.fc1_dw = grouped.operator()<kernels::GroupedLinearBackwardWeight>("wgrad", 2 * s.F, s.H, p.ws_fc1_dw);
+  p.fc2_dw = grouped.operator()<kernels::GroupedLinearBackwardWeight>("wgrad", s.H, s.F, p.ws_fc2_dw);
+  p.preprocess_bytes = kernels::moe_preprocess_workspace_bytes(s.dispatch);
+  p.ws_preprocess = ctx.workspace("workspace.moe_preprocess", p.preprocess_bytes);
+  if (s.any_loss()) {
+    p.ws_loss = ctx.workspace("workspace.moe_router_loss", kernels::moe_router_loss_workspace_bytes(s.routing, s.losses));
+  }
+}
+
+void MoeLayer::bind(LayerBindContext& ctx) {
+  const MoeShapes& s = shapes_;
+  Buffers& b = *buf_;
+  Plans& p = *plans_;
+  b.logits = ctx.get<float>(b.logits_s);
+  b.routing_map = ctx.get<int32_t>(b.routing_map_s);
+  b.probs = ctx.get<float>(b.probs_s);
+  b.expert_counts = ctx.get<int32_t>(b.expert_counts_s);
+  b.aux_counts = ctx.get<int32_t>(b.aux_counts_s);
+  if (s.S > 0) {
+    b.shared_gate_up = ctx.get<bf16>(b.shared_gate_up_s);
+    b.shared_act = ctx.get<bf16>(b.shared_act_s);
+    b.d_shared_act = ctx.get<bf16>(b.d_shared_act_r);
+    b.d_shared_gate_up = ctx.get<bf16>(b.d_shared_gate_up_r);
+  }
+  b.kept_counts = ctx.get<int32_t>(b.kept_counts_s);
+  b.expert_rows = ctx.get<int32_t>(b.expert_rows_s);
+  b.offsets = ctx.get<int32_t>(b.offsets_s);
+  b.slot_to_row = ctx.get<int32_t>(b.slot_to_row_s);
+  b.row_to_slot = ctx.get<int32_t>(b.row_to_slot_s);
+  b.permuted = ctx.get<bf16>(b.permuted_s);
+  b.fc1_out = ctx.get<bf16>(b.fc1_out_s);
+  b.act = ctx.get<bf16>(b.act_s);
+  b.expert_out = ctx.get<bf16>(b.expert_out_s);
+  b.step_counts = ctx.get<int32_t>(b.step_counts_s);
+  logged_counts_ = ctx.get<int32_t>(b.logged_counts_s);
+  if (b.aux_routing_map_r.index >= 0) b.aux_routing_map = ctx.get<int32_t>(b.aux_routing_map_r);
+  b.d_expert_out = ctx.get<bf16>(b.d_expert_out_r);
+  b.d_act = ctx.get<bf16>(b.d_act_r);
+  b.d_fc1 = ctx.get<bf16>(b.d_fc1_r);
+  b.d_permuted = ctx.get<bf16>(b.d_permuted_r);
+  b.dprobs = ctx.get<float>(b.dprobs_r);
+  b.dlogits = ctx.get<float>(b.dlogits_r);
+  b.n32 = ctx.get<float>(b.n32_r);
+  b.w32 = ctx.get<float>(b.w32_r);
+  b.dx32 = ctx.get<float>(b.dx32_r);
+  b.preprocess_ws = ctx.get<void>(p.ws_preprocess);
+  if (s.any_loss()) b.loss_ws = ctx.get<void>(p.ws_loss);
+  b.w_router = ctx.weight(decl_.router);
+  b.w_fc1 = ctx.weight(decl_.fc1);
+  b.w_fc2 = ctx.weight(decl_.fc2);
+  b.g_router = ctx.grad(decl_.router);
+  b.g_fc1 = ctx.grad(decl_.fc1);
+  b.g_fc2 = ctx.grad(decl_.fc2);
+  if (s.S > 0) {
+    b.w_shared_gate_up = ctx.weight(decl_.shared_gate_up);
+    b.w_shared_down = ctx.weight(decl_.shared_down);
+    b.g_shared_gate_up = ctx.grad(decl_.shared_gate_up);
+    b.g_shared_down = ctx.grad(decl_.shared_down);
+  }
+  if (s.expert_bias) b.expert_bias = ctx.main_weight(decl_.expert_bias);
+  b.aux_loss = ctx.pointers().aux_loss;
+  b.z_loss = ctx.pointers().z_loss;
+
+  // Grouped GEMM plans: bound to their (shared) workspaces once, then initialised on those addresses.
+  const auto init = [&](kernels::GroupedGemmPlan& plan, SharedBufferRef ws) {
+    if (!plan.initialized()) {
+      plan.bind(ctx.get<void>(ws), plan.workspace_bytes());
+      plan.initialize();
+    }
+  };
+  init(*p.fc1, p.ws_fc1);
+  init(*p.fc2, p.ws_fc2);
+  init(*p.fc1_dx, p.ws_fc1_dx);
+  init(*p.fc2_dx, p.ws_fc2_dx);
+  init(*p.fc1_dw, p.ws_fc1_dw);
+  init(*p.fc2_dw, p.ws_fc2_dw);
+
+  // The fp32 gating linear (row-major, as kernels/gemm.h's Linear helpers derive them).
+  kernels::Blas& blas = ctx.blas();
+  kernels::GemmDesc fwd;  // logits^T[E,T] = Wg[E,H] n^T: m=E n=T k=H, A = Wg (col-major [H,E]) transposed
+  fwd.transpose_a = true;
+  fwd.m = s.E, fwd.n = s.T, fwd.k = s.H;
+  fwd.lda = s.H, fwd.ldb = s.H, fwd.ldd = s.E;
+  fwd.d_type = kernels::GemmDtype::kFP32;
+  p.gate_forward = &blas.plan(fwd);
+  kernels::GemmDesc dx;  // dn^T[H,T] = Wg^T[H,E] dlogits^T[E,T]: m=H n=T k=E
+  dx.m = s.H, dx.n = s.T, dx.k = s.E;
+  dx.lda = s.H, dx.ldb = s.E, dx.ldd = s.H;
+  dx.a_type = dx.b_type = dx.d_type = kernels::GemmDtype::kFP32;
+  p.gate_dinput = &blas.plan(dx);
+  kernels::GemmDesc dw;  // dWg^T[H,E] += n^T[H,T] dlogits[T,E]: m=H n=E k=T
+  dw.transpose_b = true;
+  dw.m = s.H, dw.n = s.E, dw.k = s.T;
+  dw.lda = s.H, dw.ldb = s.E, dw.ldd = s.H;
+  dw.a_type = dw.b_type = dw.d_type = kernels::GemmDtype::kFP32;
+  dw.beta = 1.0f;
+  p.gate_dweight = &blas.plan(dw);
+  if (s.S > 0) {
+    p.shared_gate_up = std::make_unique<kernels::LinearForward>(blas, s.T, s.H, 2 * s.S);
+    kernels::GemmDesc down;  // as LinearForward(T, S, H) with beta 1: the routed output is in D already
+    down.transpose_a = true;
+    down.m = s.H, down.n = s.T, down.k = s.S;
+    down.lda = s.S, down.ldb = s.S, down.ldd = s.H;
+    down.beta = 1.0f;
+    p.shared_down_acc = &blas.plan(down);
+    p.shared_down_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.S, s.H);
+    p.shared_down_dw = std::make_unique<kernels::LinearBackwardWeight>(blas, s.T, s.S, s.H);
+    p.shared_gate_up_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.H, 2 * s.S, true);
+    p.shared_gate_up_dw = std::make_unique<kernels::LinearBackwardWeight>(blas, s.T, s.H, 2 * s.S);
+  }
+}
+
+void MoeLayer::forward(graph::Module module, cudaStream_t stream, const LayerIO& io) {
+  const MoeShapes& s = shapes_;
+  Buffers& b = *buf_;
+  switch (module) {
+    case graph::Module::moe_router: router_forward(stream, io); break;
+    case graph::Module::moe_preprocess: {
+      kernels::MoePreprocessParams pre;
+      pre.routing_map = b.routing_map;
+      pre.probs = b.probs;
+      pre.expert_counts = b.expert_counts;
+      pre.dispatch = s.dispatch;
+      pre.workspace = b.preprocess_ws;
+      pre.workspace_bytes = plans_->preprocess_bytes;
+      pre.kept_counts = b.kept_counts;
+      pre.expert_rows = b.expert_rows;
+      pre.expert_row_offsets = b.offsets;
+      pre.slot_to_row = b.slot_to_row;
+      pre.row_to_slot = b.row_to_slot;
+      pre.step_counts = io.dropout ? b.step_counts : nullptr;  // evaluation leaves the step's counts alone
+      kernels::moe_preprocess(stream, pre);
+      kernels::moe_permute_forward(stream, {.permuted = b.permuted,
+                                            .hidden = io.input,
+                                            .row_to_slot = b.row_to_slot,
+                                            .rows = s.rows,
+                                            .k = s.k,
+                                            .H = s.H});
+      break;
+    }
+    case graph::Module::moe: experts_forward(stream, io); break;
+    default: SG_CHECK(false, strprintf("MoE layer %d has no module %s", index(), graph::module_name(module)));
+  }
+}
+
+void MoeLayer::backward(graph::Module module, cudaStream_t stream, const LayerIO& io) {
+  const MoeShapes& s = shapes_;
+  Buffers& b = *buf_;
+  switch (module) {
+    case graph::Module::moe: experts_backward(stream, io); break;
+    case graph::Module::moe_preprocess:
+      kernels::moe_permute_backward(stream, {.dhidden = io.d_input,
+                                             .dpermuted = b.d_permuted,
+                                             .slot_to_row = b.slot_to_row,
+                                             .T = s.T,
+                                             .k = s.k,
+                                             .H = s.H});
+      break;
+    case graph::Module::moe_router: router_backward(stream, io); break;
+    default: SG_CHECK(false, strprintf("MoE layer %d has no module %s", index(), graph::module_name(module)));
+  }
+}
+
+void MoeLayer::router_forward(cudaStream_t stream, const LayerIO& io) {
+  const MoeShapes& s = shapes_;
+  Buffers& b = *buf_;
+  plans_->gate_forward->run(stream, b.w_router, io.input, b.logits);
+  kernels::MoeRouterForwardParams rf;
+  rf.logits = b.logits;
+  rf.expert_bias = b.expert_bias;
+  rf.routing_map = b.routing_map;
+  rf.probs = b.probs;
+  rf.aux_routing_map = b.aux_routing_map;
+  rf.routing = s.routing;
+  kernels::moe_router_forward(stream, rf);
+  kernels::moe_count_experts(stream, {.routing_map = b.routing_map, .counts = b.expert_counts, .T = s.T, .E = s.E,
+                                      .k = s.k, .group_tokens = 0});
+  if (s.losses.aux_coeff > 0.0f) {
+    // Counts of the unbiased routing per load-balancing group.
+    kernels::moe_count_experts(stream, {.routing_map = b.aux_routing_map ? b.aux_routing_map : b.routing_map,
+                                        .counts = b.aux_counts,
+                                        .T = s.T,
+                                        .E = s.E,
+                                        .k = s.k,
+                                        .group_tokens = s.losses.group_tokens(s.T)});
+  }
+  if (s.any_loss() && io.dropout) {  // training only: evaluation writes no step scalar
+    kernels::MoeRouterLossParams lp;
+    lp.logits = b.logits;
+    lp.aux_counts = b.aux_counts;
+    lp.routing = s.routing;
+    lp.losses = s.losses;
+    lp.workspace = b.loss_ws;
+    lp.aux_loss_sum = b.aux_loss;
+    lp.z_loss_sum = b.z_loss;
+    lp.value_scale = 1.0f / static_cast<float>(microbatches_);
+    kernels::moe_router_loss_forward(stream, lp);
+  }
+  if (s.S > 0) {
+    plans_->shared_gate_up->run(stream, b.shared_gate_up, io.input, b.w_shared_gate_up);
+    kernels::swiglu_forward(stream, {.out = b.shared_act, .gate_up = b.shared_gate_up, .T = s.T, .F = s.S});
+  }
+}
+
+void MoeLayer::experts_forward(cudaStream_t stream, const LayerIO& io) {
+  const MoeShapes& s = shapes_;
+  Buffers& b = *buf_;
+  Plans& p = *plans_;
+  p.fc1->run(stream, {.y = b.fc1_out, .x = b.permuted, .w = b.w_fc1, .counts = b.expert_rows, .offsets = b.offsets});
+  kernels::swiglu_forward(stream, {.out = b.act, .gate_up = b.fc1_out, .T = s.rows, .F = s.F});
+  p.fc2->run(stream, {.y = b.expert_out, .x = b.act, .w = b.w_fc2, .counts = b.expert_rows, .offsets = b.offsets});
+  kernels::moe_combine_forward(stream, {.out = io.output,
+                                        .expert_out = b.expert_out,
+                                        .probs = b.probs,
+                                        .slot_to_row = b.slot_to_row,
+                                        .T = s.T,
+                                        .k = s.k,
+                                        .H = s.H});
+  if (s.S > 0) p.shared_down_acc->run(stream, b.w_shared_down, b.shared_act, io.output);
+}
+
+void MoeLayer::experts_backward(cudaStream_t stream, const LayerIO& io) {
+  const MoeShapes& s = shapes_;
+  Buffers& b = *buf_;
+  Plans& p = *plans_;
+  if (s.S > 0) {
+    p.shared_down_dx->run(stream, b.d_shared_act, io.d_output, b.w_shared_down);
+    p.shared_down_dw->run(stream, b.g_shared_down, io.d_output, b.shared_act);
+  }
+  kernels::moe_combine_backward(stream, {.dexpert_out = b.d_expert_out,
+                                         .dprobs = b.dprobs,
+                                         .dout = io.d_output,
+                                         .expert_out = b.expert_out,
+                                         .probs = b.probs,
+                                         .slot_to_row = b.slot_to_row,
+                                         .row_to_slot = b.row_to_slot,
+                                         .T = s.T,
+                                         .k = s.k,
+                                         .H = s.H,
+                                         .rows = s.rows});
+  p.fc2_dx->run(stream, {.dx = b.d_act, .dy = b.d_expert_out, .w = b.w_fc2, .counts = b.expert_rows,
+                         .offsets = b.offsets});
+  p.fc2_dw->run(stream, {.dw = b.g_fc2, .dy = b.d_expert_out, .x = b.act, .counts = b.expert_rows,
+                         .offsets = b.offsets});
+  kernels::swiglu_backward(stream, {.dgate_up = b.d_fc1, .dout = b.d_act, .gate_up = b.fc1_out, .T = s.rows, .F = s.F});
+  p.fc1_dx->run(stream, {.dx = b.d_permuted, .dy = b.d_fc1, .w = b.w_fc1, .counts = b.expert_rows,
+                         .offsets = b.offsets});
+  p.fc1_dw->run(stream, {.dw = b.g_fc1, .dy = b.d_fc1, .x = b.permuted, .counts = b.expert_rows,
+                         .offsets = b.offsets});
+}
+
+void MoeLayer::router_backward(cudaStream_t stream, const LayerIO& io) {
+  const MoeShapes& s = shapes_;
+  Buffers& b = *buf_;
+  Plans& p = *plans_;
+  kernels::MoeRouterBackwardParams rb;
+  rb.dlogits = b.dlogits;
+  rb.dprobs = b.dprobs;
+  rb.logits = b.logits;
+  rb.routing_map = b.routing_map;
+  rb.aux_counts = b.aux_counts;
+  rb.routing = s.routing;
+  rb.losses = s.losses;
+  rb.loss_grad_scale = 1.0f / static_cast<float>(microbatches_);
+  kernels::moe_router_backward(stream, rb);
+  // The fp32 gating linear's gradients, on fp32 copies of its bf16 input and weight.
+  kernels::moe_gating_widen(stream, {.out = b.n32, .in = io.input, .n = s.T * s.H});
+  kernels::moe_gating_widen(stream, {.out = b.w32, .in = b.w_router, .n = s.E * s.H});
+  p.gate_dinput->run(stream, b.w32, b.dlogits, b.dx32);
+  kernels::moe_gating_add_grad(stream, {.dx = io.d_input, .add = b.dx32, .n = s.T * s.H});
+  p.gate_dweight->run(stream, b.n32, b.dlogits, b.g_router);
+  if (s.S > 0) {
+    kernels::swiglu_backward(stream, {.dgate_up = b.d_shared_gate_up, .dout = b.d_shared_act,
+                                      .gate_up = b.shared_gate_up, .T = s.T, .F = s.S});
+    p.shared_gate_up_dx->run(stream, io.d_input, b.d_shared_gate_up, b.w_shared_gate_up);
+    p.shared_gate_up_dw->run(stream, b.g_shared_gate_up, b.d_shared_gate_up, io.input);
+  }
+}
+
+void MoeLayer::step_begin(cudaStream_t stream) {
+  SG_CUDA_CHECK(cudaMemsetAsync(buf_->step_counts, 0, sz(shapes_.E) * sizeof(int32_t), stream));
+}
+
+void MoeLayer::step_end(cudaStream_t stream) {
+  Buffers& b = *buf_;
+  SG_CUDA_CHECK(cudaMemcpyAsync(logged_counts_, b.step_counts, sz(shapes_.E) * sizeof(int32_t),
+                                cudaMemcpyDeviceToDevice, stream));
+  if (shapes_.expert_bias) {
+    kernels::moe_expert_bias_update(stream, {.expert_bias = b.expert_bias,
+                                             .step_counts = b.step_counts,
+                                             .E = shapes_.E,
+                                             .rate = shapes_.bias_update_rate});
+  }
+}
+
+std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<Layer>>& layers,
+                                                         cudaStream_t stream) {
+  cuda::check_host_sync_allowed("moe_step_token_counts");
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& layer : layers) {
+    const auto* moe = dynamic_cast<const MoeLayer*>(layer.get());
+    if (moe == nullptr) continue;
+    std::vector<int32_t> counts(sz(moe->shapes().E));
+    SG_CUDA_CHECK(cudaMemcpyAsync(counts.data(), moe->step_token_counts(), counts.size() * sizeof(int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+    SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    out.push_back(std::move(counts));
+  }
+  return out;
+}
+
+}  // namespace sg::model

@@ -1,0 +1,128 @@
+#pragma once
+// 'E': the Mixture-of-Experts MLP (Megatron's MoELayer with the alltoall dispatcher on one GPU). On the
+// normed input n [T, H]:
+//   moe_router      logits = n Wg^T in fp32 (Megatron's moe_router_dtype fp32); top-k routing, probs;
+//                   per-expert token counts; load-balancing / z-loss into the step's device scalars;
+//                   the shared expert's FC1 + SwiGLU (when moe_shared_expert_intermediate_size is set)
+//   moe_preprocess  offsets, the deterministic permutation (token drop by capacity), the permute of n
+//   moe             per-expert FC1 (gate | up), SwiGLU, FC2 as grouped GEMMs whose sizes stay on the device;
+//                   combine weighted by the probs; + the shared expert's FC2
+// Backward mirrors it (moe: combine, FC2, SwiGLU, FC1; moe_preprocess: un-permute into d n; moe_router:
+// router and loss gradients through the fp32 gating linear, the shared expert's FC1).
+// After the optimizer update (step_end) the aux-loss-free expert bias moves by the step's token counts.
+// Evaluation (LayerIO::dropout false) runs the same forward but adds no auxiliary loss and no count.
+//
+// Parameters (Mixtral's names under the layer's prefix, "model.layers.b.block_sparse_moe."):
+//   gate.weight [E, H]; experts.j.w1 / w3 [F, H] (one [E, 2F, H] block: expert j's gate then up rows);
+//   experts.j.w2 [H, F] (one [E, H, F] block); with the expert bias gate.e_score_correction_bias [E]
+//   (not decayed; no gradient; changed only by step_end); with a shared expert
+//   shared_expert.gate_proj / up_proj [S, H] and shared_expert.down_proj [H, S].
+// No dropout inside (the output dropout is the step's).
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/layer.h"
+#include "reference/moe_permute.h"
+#include "reference/moe_router.h"
+
+namespace sg::model {
+
+// The plan-time shapes of one MoE layer for T tokens per microbatch (shared by the GPU layer and its twin).
+struct MoeShapes {
+  int64_t T = 0, H = 0, E = 0, k = 1;
+  int64_t F = 0;             // moe_ffn_hidden_size
+  int64_t S = 0;             // shared expert width (0: none)
+  int64_t rows = 0;          // rows of the permuted buffers (dispatch.permuted_rows())
+  int64_t aux_groups = 1;    // load-balancing groups (seq_aux_loss: sequences)
+  ref::MoeRouting routing;
+  ref::MoeRouterLosses losses;
+  ref::MoeDispatch dispatch;
+  bool expert_bias = false;
+  float bias_update_rate = 0.0f;
+
+  bool any_loss() const { return losses.aux_coeff > 0.0f || losses.z_coeff > 0.0f; }
+};
+MoeShapes moe_shapes(const ModelSpec& model, int64_t T);
+
+// The declarations the GPU layer and its CPU twin share.
+struct MoeDeclarations {
+  ParamRef router, expert_bias, fc1, fc2, shared_gate_up, shared_down;
+  void declare(LayerDeclarations& d);  // checks the MoE shapes (sg::Error naming the key)
+};
+
+class MoeLayer final : public Layer {
+ public:
+  explicit MoeLayer(LayerPlace place);
+  ~MoeLayer() override;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(LayerPlanContext& context) override;
+  void plan_device(DevicePlanContext& context) override;
+  void bind(LayerBindContext& context) override;
+  void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+  void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+  void step_begin(cudaStream_t stream) override;
+  void step_end(cudaStream_t stream) override;
+
+  const MoeShapes& shapes() const { return shapes_; }
+  // Device [E] int32: the last step's kept tokens per expert, summed over its microbatches (logged).
+  const int32_t* step_token_counts() const { return logged_counts_; }
+
+ private:
+  struct Plans;    // GEMM plans (moe_layer.cpp)
+  struct Buffers;  // arena slots and pointers (moe_layer.cpp)
+  void router_forward(cudaStream_t stream, const LayerIO& io);
+  void router_backward(cudaStream_t stream, const LayerIO& io);
+  void experts_forward(cudaStream_t stream, const LayerIO& io);
+  void experts_backward(cudaStream_t stream, const LayerIO& io);
+
+  MoeDeclarations decl_;
+  MoeShapes shapes_;
+  int64_t microbatches_ = 1;
+  std::unique_ptr<Plans> plans_;
+  std::unique_ptr<Buffers> buf_;
+  int32_t* logged_counts_ = nullptr;
+};
+
+class MoeLayerCpu final : public CpuLayer {
+ public:
+  using CpuLayer::CpuLayer;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(const ModelSpec& model, const BatchSpec& batch) override;
+  void forward(const CpuLayerIO& io) override;
+  void backward(const CpuLayerIO& io) override;
+  void step_begin() override;
+  void step_end(const ModelLayout& layout, float* weights) override;
+
+  const MoeShapes& shapes() const { return shapes_; }
+  // The kept tokens per expert of the microbatches since step_begin (what step_end balances).
+  const std::vector<int32_t>& step_token_counts() const { return step_counts_; }
+  // Those of the last finished step (step_end keeps them; logged).
+  const std::vector<int32_t>& last_step_token_counts() const { return logged_counts_; }
+  // The last forward's routing (tests).
+  const std::vector<int32_t>& routing_map() const { return routing_map_; }
+  const std::vector<int32_t>& kept_counts() const { return perm_.kept_counts; }
+  const std::vector<int32_t>& slot_to_row() const { return perm_.slot_to_row; }
+
+ private:
+  MoeDeclarations decl_;
+  MoeShapes shapes_;
+  // saved by forward for backward
+  std::vector<float> logits_, probs_, permuted_, fc1_out_, act_, expert_out_, shared_gate_up_, shared_act_;
+  std::vector<int32_t> routing_map_, aux_counts_;
+  ref::MoePermutation perm_;
+  // scratch
+  std::vector<float> d_expert_out_, dprobs_, d_act_, d_fc1_, d_permuted_, dlogits_, d_shared_act_,
+      d_shared_gate_up_, d_input_part_;
+  std::vector<int32_t> step_counts_, logged_counts_;
+};
+
+// The kept tokens per expert of the last finished step, one row per MoE layer of `layers` in stack
+// order (GPU: a synchronous copy on `stream`, outside the step; CPU: the twins' own).
+std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<Layer>>& layers,
+                                                         cudaStream_t stream);
+std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<CpuLayer>>& layers);
+
+}  // namespace sg::model

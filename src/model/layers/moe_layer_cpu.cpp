@@ -1,0 +1,139 @@
+// The MoE layer's CPU fp32 twin (the declarations and the GPU side: moe_layer.cpp).
+#include <algorithm>
+
+#include "model/layers/moe_layer.h"
+#include "reference/grouped_gemm.h"
+#include "reference/linear.h"
+#include "reference/moe_combine.h"
+#include "reference/moe_gating.h"
+#include "reference/moe_permute.h"
+#include "reference/moe_router.h"
+#include "reference/swiglu.h"
+
+namespace sg::model {
+
+namespace {
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
+}  // namespace
+
+void MoeLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
+  shapes_ = moe_shapes(model, batch.tokens_per_microbatch(model));
+  const MoeShapes& s = shapes_;
+  logits_.resize(sz(s.T * s.E));
+  dlogits_.resize(sz(s.T * s.E));
+  probs_.resize(sz(s.T * s.k));
+  dprobs_.resize(sz(s.T * s.k));
+  routing_map_.resize(sz(s.T * s.k));
+  aux_counts_.resize(sz(s.aux_groups * s.E));
+  for (auto* v : {&permuted_, &expert_out_, &d_expert_out_, &d_permuted_}) v->assign(sz(s.rows * s.H), 0.0f);
+  for (auto* v : {&fc1_out_, &d_fc1_}) v->assign(sz(s.rows * 2 * s.F), 0.0f);
+  for (auto* v : {&act_, &d_act_}) v->assign(sz(s.rows * s.F), 0.0f);
+  for (auto* v : {&shared_gate_up_, &d_shared_gate_up_}) v->resize(sz(s.T * 2 * s.S));
+  for (auto* v : {&shared_act_, &d_shared_act_}) v->resize(sz(s.T * s.S));
+  d_input_part_.resize(sz(s.T * s.H));
+  step_counts_.assign(sz(s.E), 0);
+}
+
+void MoeLayerCpu::forward(const CpuLayerIO& io) {
+  const MoeShapes& s = shapes_;
+  // Router (fp32) and its losses.
+  ref::linear_forward(logits_.data(), io.input, io.weight(decl_.router), s.T, s.H, s.E);
+  const float* bias = s.expert_bias ? io.weight(decl_.expert_bias) : nullptr;
+  ref::moe_router_forward(routing_map_.data(), probs_.data(), logits_.data(), bias, s.routing);
+  if (s.losses.aux_coeff > 0.0f) {
+    // The aux loss balances the unbiased choice (Megatron routes with the bias, balances without).
+    std::vector<int32_t> unbiased = routing_map_;
+    std::vector<float> unbiased_probs(probs_.size());
+    if (bias != nullptr) ref::moe_router_forward(unbiased.data(), unbiased_probs.data(), logits_.data(), nullptr, s.routing);
+    ref::moe_count_experts(aux_counts_.data(), unbiased.data(), s.T, s.k, s.E, s.losses.group_tokens(s.T));
+    if (io.aux_losses != nullptr) {
+      io.aux_losses->load_balancing +=
+          io.loss_scale * ref::moe_aux_loss(logits_.data(), aux_counts_.data(), s.routing, s.losses);
+    }
+  }
+  if (s.losses.z_coeff > 0.0f && io.aux_losses != nullptr) {
+    io.aux_losses->z += io.loss_scale * ref::moe_z_loss(logits_.data(), s.routing, s.losses);
+  }
+
+  // Dispatch.
+  perm_ = ref::moe_preprocess(routing_map_.data(), probs_.data(), s.dispatch);
+  if (io.dropout) {  // training only (evaluation leaves the step's counts alone)
+    for (int64_t e = 0; e < s.E; ++e) step_counts_[sz(e)] += perm_.kept_counts[sz(e)];
+  }
+  ref::moe_permute_forward(permuted_.data(), io.input, perm_.row_to_slot.data(), s.rows, s.k, s.H);
+
+  // Experts. Rows outside every expert's segment stay zero.
+  const ref::GroupedRows rows{perm_.expert_rows.data(), perm_.expert_row_offsets.data(), static_cast<int>(s.E), s.rows};
+  std::fill(fc1_out_.begin(), fc1_out_.end(), 0.0f);
+  std::fill(expert_out_.begin(), expert_out_.end(), 0.0f);
+  ref::grouped_linear_forward(fc1_out_.data(), permuted_.data(), io.weight(decl_.fc1), rows, 2 * s.F, s.H);
+  ref::swiglu_forward(act_.data(), fc1_out_.data(), s.rows, s.F);
+  ref::grouped_linear_forward(expert_out_.data(), act_.data(), io.weight(decl_.fc2), rows, s.H, s.F);
+  ref::moe_combine_forward(io.output, expert_out_.data(), probs_.data(), perm_.slot_to_row.data(), s.T, s.k, s.H);
+
+  if (s.S > 0) {
+    ref::linear_forward(shared_gate_up_.data(), io.input, io.weight(decl_.shared_gate_up), s.T, s.H, 2 * s.S);
+    ref::swiglu_forward(shared_act_.data(), shared_gate_up_.data(), s.T, s.S);
+    ref::linear_forward(d_input_part_.data(), shared_act_.data(), io.weight(decl_.shared_down), s.T, s.S, s.H);
+    ref::moe_gating_add_grad(io.output, d_input_part_.data(), s.T * s.H);  // out += shared expert
+  }
+}
+
+void MoeLayerCpu::backward(const CpuLayerIO& io) {
+  const MoeShapes& s = shapes_;
+  // Experts (moe), then the un-permute (moe_preprocess): d n from the routed path.
+  ref::moe_combine_backward(d_expert_out_.data(), dprobs_.data(), io.d_output, expert_out_.data(), probs_.data(),
+                            perm_.slot_to_row.data(), perm_.row_to_slot.data(), s.T, s.k, s.H, s.rows);
+  const ref::GroupedRows rows{perm_.expert_rows.data(), perm_.expert_row_offsets.data(), static_cast<int>(s.E), s.rows};
+  std::fill(d_act_.begin(), d_act_.end(), 0.0f);
+  std::fill(d_permuted_.begin(), d_permuted_.end(), 0.0f);
+  ref::grouped_linear_backward_input(d_act_.data(), d_expert_out_.data(), io.weight(decl_.fc2), rows, s.H, s.F);
+  ref::grouped_linear_backward_weight(io.grad(decl_.fc2), d_expert_out_.data(), act_.data(), rows, s.H, s.F);
+  ref::swiglu_backward(d_fc1_.data(), d_act_.data(), fc1_out_.data(), s.rows, s.F);
+  ref::grouped_linear_backward_input(d_permuted_.data(), d_fc1_.data(), io.weight(decl_.fc1), rows, 2 * s.F, s.H);
+  ref::grouped_linear_backward_weight(io.grad(decl_.fc1), d_fc1_.data(), permuted_.data(), rows, 2 * s.F, s.H);
+  ref::moe_permute_backward(io.d_input, d_permuted_.data(), perm_.slot_to_row.data(), s.T, s.k, s.H);
+
+  // Router (moe_router): the probs' gradient and the losses' through the fp32 gating linear.
+  ref::moe_router_backward(dlogits_.data(), dprobs_.data(), logits_.data(), routing_map_.data(), s.routing);
+  if (s.losses.aux_coeff > 0.0f) {
+    ref::moe_aux_loss_backward(dlogits_.data(), logits_.data(), aux_counts_.data(), s.routing, s.losses,
+                               static_cast<double>(io.loss_scale));
+  }
+  if (s.losses.z_coeff > 0.0f) {
+    ref::moe_z_loss_backward(dlogits_.data(), logits_.data(), s.routing, s.losses, static_cast<double>(io.loss_scale));
+  }
+  ref::linear_backward_input(d_input_part_.data(), dlogits_.data(), io.weight(decl_.router), s.T, s.H, s.E);
+  ref::moe_gating_add_grad(io.d_input, d_input_part_.data(), s.T * s.H);
+  ref::linear_backward_weight(io.grad(decl_.router), dlogits_.data(), io.input, s.T, s.H, s.E);
+
+  if (s.S > 0) {
+    ref::linear_backward_input(d_shared_act_.data(), io.d_output, io.weight(decl_.shared_down), s.T, s.S, s.H);
+    ref::linear_backward_weight(io.grad(decl_.shared_down), io.d_output, shared_act_.data(), s.T, s.S, s.H);
+    ref::swiglu_backward(d_shared_gate_up_.data(), d_shared_act_.data(), shared_gate_up_.data(), s.T, s.S);
+    ref::linear_backward_input(d_input_part_.data(), d_shared_gate_up_.data(), io.weight(decl_.shared_gate_up), s.T,
+                               s.H, 2 * s.S);
+    ref::moe_gating_add_grad(io.d_input, d_input_part_.data(), s.T * s.H);
+    ref::linear_backward_weight(io.grad(decl_.shared_gate_up), d_shared_gate_up_.data(), io.input, s.T, s.H,
+                                2 * s.S);
+  }
+}
+
+void MoeLayerCpu::step_begin() { std::fill(step_counts_.begin(), step_counts_.end(), 0); }
+
+void MoeLayerCpu::step_end(const ModelLayout& layout, float* weights) {
+  logged_counts_ = step_counts_;
+  if (!shapes_.expert_bias) return;
+  ref::moe_expert_bias_update(weights + layout.offset(decl_.expert_bias), step_counts_.data(), shapes_.E,
+                              shapes_.bias_update_rate);  // zeroes step_counts_
+}
+
+std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<CpuLayer>>& layers) {
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& layer : layers) {
+    if (const auto* moe = dynamic_cast<const MoeLayerCpu*>(layer.get())) out.push_back(moe->last_step_token_counts());
+  }
+  return out;
+}
+
+}  // namespace sg::model
