@@ -138,6 +138,8 @@ std::string describe_plan(const BenchPlan& plan) {
     text += "ignored (Megatron-Bridge launcher flags; they do not change what runs here): " +
             join(plan.options.bridge.ignored, " ") + "\n";
   }
+  // Activation recompute is a recipe override shared by every compared mode (one memory plan).
+  text += train::describe_activation_plan(plan.modes.front().config) + "\n";
   for (const PlannedMode& mode : plan.modes) {
     text += "mode " + mode.label + ":\n";
     for (const char* key : kGraphKeys) text += strprintf("  %s = %s\n", key, config::format_value(mode.config, key).c_str());

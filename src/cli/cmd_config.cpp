@@ -38,6 +38,7 @@ int config_show(const std::vector<std::string>& args) {
   if (const std::string layers = config::describe_layers(report.config); !layers.empty()) {
     header += "\nmodel: " + layers;
   }
+  for (const std::string& line : config::describe_activations(report.config)) header += "\n" + line;
   std::fputs(config::emit_yaml(report.config, header).c_str(), stdout);
   if (!report.ok()) {
     std::fprintf(

@@ -14,6 +14,8 @@
 #include "config/config.h"
 #include "config/model_config.h"
 #include "config/validate.h"
+#include "model/activation_account.h"
+#include "model/recompute.h"
 #include "train/pretrained.h"
 #include "train/run_plan.h"
 
@@ -56,6 +58,30 @@ nlohmann::json to_json(const std::vector<config::KeyValue>& values) {
   return out;
 }
 
+// Activation bytes of one microbatch, per layer, with and without recompute (no GPU needed); null when
+// the config does not describe a model the engine builds.
+nlohmann::json activations_json(const config::Config& c) {
+  if (c.train.micro_batch_size.value_or(0) <= 0) return nullptr;
+  try {
+    const model::ModelSpec spec = config::model_spec(c);
+    const model::ActivationAccount account = model::activation_account(spec, config::batch_spec(c));
+    nlohmann::json out = {{"recompute", model::describe_recompute(spec.recompute)},
+                          {"bytes", account.without_recompute()},
+                          {"with_recompute_bytes", account.with_recompute()},
+                          {"recompute_buffer_bytes", account.recompute_buffer_bytes},
+                          {"layers", nlohmann::json::array()}};
+    for (const model::LayerActivations& l : account.layers) {
+      out["layers"].push_back({{"layer", l.layer},
+                               {"kind", model::layer_kind_name(l.kind)},
+                               {"bytes", l.bytes},
+                               {"with_recompute_bytes", l.kept()}});
+    }
+    return out;
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
 // The run plan of a valid config (model, tokens per step, GPU memory plan, graphs), computed without a
 // device; empty when the plan itself cannot be made (a shape the kernels refuse).
 std::vector<std::string> run_plan_lines(const config::ValidationReport& report) {
@@ -92,6 +118,7 @@ nlohmann::json to_json(const Outcome& o) {
   }
   out["unimplemented"] = config::unimplemented_features(o.report->config);
   if (o.report->ok()) out["plan"] = run_plan_lines(*o.report);
+  out["activations"] = activations_json(o.report->config);
   return out;
 }
 

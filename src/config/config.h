@@ -91,6 +91,7 @@ struct ModelConfig {
   double mamba_A_init_max = 16.0;
   std::optional<std::string> recompute_granularity;            // null, full, selective
   std::vector<std::string> recompute_modules = {"core_attn"};  // used with selective granularity
+  std::optional<std::string> recompute_method;                 // full: uniform, block
   std::optional<int64_t> recompute_num_layers;
   bool cpu_offloading = false;
   bool delay_wgrad_compute = false;
@@ -275,9 +276,11 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("model", "mamba_A_init_max", m.mamba_A_init_max, "A_init_range high");
   v("model", "recompute_granularity", m.recompute_granularity, "null, full, selective");
   v("model", "recompute_modules", m.recompute_modules,
-    "with selective: core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts");
+    "with selective: core_attn, mlp, layernorm, moe_act, moe, shared_experts, mamba");
+  v("model", "recompute_method", m.recompute_method,
+    "with full: uniform (every layer, in chunks of recompute_num_layers) or block (the first ones)");
   v("model", "recompute_num_layers", m.recompute_num_layers,
-    "layers recomputed with full granularity");
+    "with full: layers per chunk (uniform) or layers recomputed (block)");
   v("model", "cpu_offloading", m.cpu_offloading, "offload activations to host memory");
   v("model", "delay_wgrad_compute", m.delay_wgrad_compute, "delay weight-gradient GEMMs");
   v("model", "gradient_accumulation_fusion", m.gradient_accumulation_fusion,

@@ -5,6 +5,8 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "config/moe_layer_freq.h"
+#include "model/activation_account.h"
+#include "model/recompute.h"
 #include "model/stack.h"
 
 namespace sg::config {
@@ -94,7 +96,36 @@ model::ModelSpec model_spec(const Config& config) {
   mamba.A_init_min = m.mamba_A_init_min;
   mamba.A_init_max = m.mamba_A_init_max;
   if (spec.num_moe_experts > 0) spec.moe = moe_spec(config);
+  spec.recompute = recompute_spec(config);
   return spec;
+}
+
+model::RecomputeSpec recompute_spec(const Config& config) {
+  const ModelConfig& m = config.model;
+  model::RecomputeSpec r;
+  const std::string granularity = m.recompute_granularity.value_or("");
+  if (granularity == "selective") {
+    r.granularity = model::RecomputeGranularity::selective;
+    for (const std::string& name : m.recompute_modules) {
+      if (const auto module = model::find_recompute_module(name)) r.modules.push_back(*module);
+    }
+  } else if (granularity == "full") {
+    r.granularity = model::RecomputeGranularity::full;
+    r.method = m.recompute_method.value_or("uniform") == "block" ? model::RecomputeMethod::block
+                                                                  : model::RecomputeMethod::uniform;
+    r.num_layers = m.recompute_num_layers.value_or(1);
+  }
+  return r;
+}
+
+std::vector<std::string> describe_activations(const Config& config) {
+  try {
+    if (config.train.micro_batch_size.value_or(0) <= 0) return {};
+    const model::ModelSpec spec = model_spec(config);
+    return model::describe_activations(spec, model::activation_account(spec, batch_spec(config)));
+  } catch (const Error&) {
+    return {};
+  }
 }
 
 model::BatchSpec batch_spec(const Config& config) {

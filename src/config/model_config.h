@@ -16,6 +16,14 @@ model::ModelSpec model_spec(const Config& config);
 // Its MoE options (Megatron's moe_* keys). Throws ConfigError for an unknown value.
 model::MoeSpec moe_spec(const Config& config);
 
+// model.recompute_* as the model layer's RecomputeSpec (names it does not know are skipped:
+// validation reports them).
+model::RecomputeSpec recompute_spec(const Config& config);
+
+// Activation bytes per microbatch and per layer, with and without recompute, computed without a GPU
+// (model/activation_account.h); empty when the config does not describe a model the engine builds.
+std::vector<std::string> describe_activations(const Config& config);
+
 // One rank's batch: micro_batch_size, data_parallel_size = config.data_parallel_size and
 // num_microbatches = global_batch_size / (micro_batch_size x data_parallel_size).
 model::BatchSpec batch_spec(const Config& config);

@@ -50,7 +50,8 @@ const char* const kRuleSummaries[kNumRules] = {
     "cpu_offloading is incompatible with CUDA graphs",
     "full recompute only with local full_iteration, not with transformer_engine scopes",
     "transformer_engine with moe recompute and moe_router in the scope is rejected",
-    "a graphed module that is recomputed cannot draw random numbers (dropout)",
+    "a graphed module that is recomputed draws the same random numbers as its forward (a note; "
+    "Megatron refuses dropout there)",
     "delay_wgrad_compute with attn or moe_router graphed needs gradient_accumulation_fusion and "
     "no linear biases",
     "cuda_graph_warmup_steps is an integer >= 0",
@@ -81,12 +82,6 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
   }
   if (m.expert_model_parallel_size > 1) {
     out.push_back({"expert parallelism", {"model.expert_model_parallel_size"}});
-  }
-  if (m.recompute_granularity) {
-    out.push_back(
-        {"activation recompute", {"model.recompute_granularity", "model.recompute_modules"}});
-  } else if (m.recompute_num_layers) {
-    out.push_back({"activation recompute", {"model.recompute_num_layers"}});
   }
   if (m.cpu_offloading) out.push_back({"activation CPU offloading", {"model.cpu_offloading"}});
   if (m.delay_wgrad_compute) {
@@ -134,6 +129,7 @@ class Validator {
     rules5_to_15();
     detail::check_shapes(report_.config, report_.violations);
     detail::check_user_data(report_.config, report_.violations, report_.notes);
+    detail::check_recompute(report_.config, report_.violations, report_.notes);
     rule16_unimplemented();
     // Report in rule order; within a rule, in the order found.
     std::stable_sort(report_.violations.begin(), report_.violations.end(),
@@ -468,28 +464,24 @@ void Validator::rules5_to_15() {
         "remove moe from model.recompute_modules (moe_act recomputes only the expert "
         "activation), or remove moe_router and moe_preprocess from model.cuda_graph_scope");
   }
-  // Rule 13: replaying a recomputed graph must not redraw dropout masks.
+  // Rule 13: Megatron refuses dropout in a graphed module that is recomputed, because replaying its
+  // graph would redraw the masks. stepgraph's masks are a function of (generator state, site) with the
+  // state in device memory, advanced only after each microbatch, and the cuDNN attention seeds are
+  // written once per microbatch: the recompute inside the graph draws the forward's masks (a note).
   if (scoped && granularity == "selective") {
+    std::vector<std::string> keys;
     if (m().attention_dropout != 0.0 && contains(modules, "core_attn") && has_scope("attn")) {
-      violation(13,
-                "attention is graphed (attn) and recomputed (core_attn), so it cannot draw random "
-                "numbers, but attention_dropout is not 0",
-                {"model.attention_dropout", "model.recompute_modules", scope_key},
-                "set model.attention_dropout=0, remove core_attn from model.recompute_modules, or "
-                "remove attn from model.cuda_graph_scope");
+      keys.push_back("model.attention_dropout");
     }
-    std::vector<std::string> both;
-    for (const char* s : {"mlp", "moe"}) {
-      if (contains(modules, s) && has_scope(s)) both.push_back(s);
-    }
-    if (m().hidden_dropout != 0.0 && !both.empty()) {
-      violation(13,
-                join(both, ",") +
-                    " is graphed and recomputed, so it cannot draw random numbers, "
-                    "but hidden_dropout is not 0",
-                {"model.hidden_dropout", "model.recompute_modules", scope_key},
-                "set model.hidden_dropout=0, remove " + join(both, ",") +
-                    " from model.recompute_modules, or from model.cuda_graph_scope");
+    const bool graphed_mlp = (contains(modules, "mlp") && has_scope("mlp")) || (contains(modules, "moe") && has_scope("moe"));
+    if (m().hidden_dropout != 0.0 && graphed_mlp) keys.push_back("model.hidden_dropout");
+    if (!keys.empty()) {
+      keys.push_back("model.recompute_modules");
+      keys.push_back(scope_key);
+      note(13,
+           "a graphed module is recomputed with dropout on: its recompute draws the forward's masks "
+           "(device-resident Philox state, advanced after each microbatch; Megatron refuses this combination)",
+           keys);
     }
   }
   // Rule 14.

@@ -59,6 +59,8 @@ void check_shapes(const Config& config, std::vector<Violation>& violations);
 // shape checks, split / validation data / evaluation / eod_mask_loss / tensorboard_dir.
 void resolve_tokenizer(Config& config, std::vector<Violation>& violations, std::vector<Note>& notes);
 void check_user_data(const Config& config, std::vector<Violation>& violations, std::vector<Note>& notes);
+// Rule 16's recompute checks (validate_recompute.cpp): the keys' own rules, what the layer kinds can recompute.
+void check_recompute(const Config& config, std::vector<Violation>& violations, std::vector<Note>& notes);
 }  // namespace detail
 
 }  // namespace sg::config

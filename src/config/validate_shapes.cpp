@@ -5,6 +5,7 @@
 
 #include "core/strings.h"
 #include "config/validate.h"
+#include "model/recompute.h"
 
 namespace sg::config::detail {
 namespace {
@@ -280,10 +281,9 @@ class ShapeChecker {
     if (m.recompute_granularity) {
       one_of("model.recompute_granularity", *m.recompute_granularity, {"full", "selective"});
     }
-    const std::vector<std::string> modules = {
-        "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"};
     for (const auto& module : m.recompute_modules)
-      one_of("model.recompute_modules", module, modules);
+      one_of("model.recompute_modules", module, model::recompute_module_names());
+    if (m.recompute_method) one_of("model.recompute_method", *m.recompute_method, {"uniform", "block"});
     if (m.recompute_num_layers) {
       in_range("model.recompute_num_layers", *m.recompute_num_layers, 1,
                std::max<int64_t>(1, m.num_layers));

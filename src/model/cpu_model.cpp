@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -50,6 +51,7 @@ CpuModel::CpuModel(const ModelSpec& model, const BatchSpec& batch, const Optimiz
                    rng::RngState rng)
     : layers_(make_cpu_layers(model)),
       layout_(declare_model(model, [this](size_t i, LayerDeclarations& d) { layers_[i]->declare(d); })),
+      recompute_(std::make_unique<RecomputeLayout>(model)),
       batch_(batch),
       optimizer_(optimizer),
       rng_(rng) {
@@ -101,30 +103,25 @@ double CpuModel::microbatch(const int32_t* tokens, const int32_t* targets, const
   const float* W = weights_.data();
   float* G = grads_.data();
   const auto norm_weight = [&](size_t i) { return layout_.offset(layout_.norm_before(static_cast<int64_t>(i))); };
-  auto layer_io = [&](size_t i, float* d_output) {
-    CpuLayerIO io{layout_};
-    io.weights = W;
-    io.grads = G;
-    io.input = norm_[i].data();
-    io.output = delta_.data();
-    io.d_output = d_output;
-    io.d_input = d_norm_.data();
-    io.rng = rng;
-    io.dropout = dropout_on_;
-    io.aux_losses = &aux_losses_;
-    io.loss_scale = grad_scale;
-    return io;
-  };
+  loss_scale_ = grad_scale;  // the layers' auxiliary losses scale their gradients like the LM loss
   const float hidden_p = dropout_on_ ? m.hidden_dropout : 0.0f;  // evaluate(): dropout off
 
   // Forward: x_0 = embedding, n_0 = its pre-norm; per layer the step's fused add & next norm.
   ref::embedding_forward(resid_[0].data(), tokens, W + layout_.offset(layout_.embedding), T, H);
   ref::rmsnorm_forward(norm_[0].data(), rstd_[0].data(), resid_[0].data(), W + norm_weight(0), T, H, eps);
   for (size_t i = 0; i < N; ++i) {
-    layers_[i]->forward(layer_io(i, nullptr));
+    layers_[i]->forward(layer_io(i, nullptr, rng));
     ref::dropout_forward(dropped_.data(), delta_.data(), T * H, hidden_p, rng, layout_.output_sites[i]);
     ref::residual_rmsnorm_forward(resid_[i + 1].data(), norm_[i + 1].data(), rstd_[i + 1].data(), resid_[i].data(),
                                   dropped_.data(), W + norm_weight(i + 1), T, H, eps);
+  }
+  // What recompute gives back is gone until its group is recomputed.
+  if (backward) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t k = 0; k < N; ++k) {
+      if (recompute_->recomputes_norm(static_cast<int>(k))) std::fill(norm_[k].begin(), norm_[k].end(), nan);
+      if (recompute_->recomputes_residual(static_cast<int>(k))) std::fill(resid_[k].begin(), resid_[k].end(), nan);
+    }
   }
 
   // Chunked LM head + cross-entropy; in the backward each chunk's dlogits go straight into
@@ -157,14 +154,54 @@ double CpuModel::microbatch(const int32_t* tokens, const int32_t* targets, const
   for (size_t i = N; i-- > 0;) {
     float* d_out = d_resid[(i + 1) % 2];
     float* d_in = d_resid[i % 2];
+    if (const RecomputeGroup* group = recompute_->group_ending_at(static_cast<int>(i))) recompute_group(*group, rng);
     ref::dropout_backward(dropped_.data(), d_out, T * H, m.hidden_dropout, rng, layout_.output_sites[i]);
-    layers_[i]->backward(layer_io(i, dropped_.data()));
+    layers_[i]->backward(layer_io(i, dropped_.data(), rng));
     ref::rmsnorm_backward(d_in, G + norm_weight(i), d_norm_.data(), resid_[i].data(), W + norm_weight(i),
                           rstd_[i].data(), T, H);
     add_into(d_in, d_out, T * H);  // the residual path x_i -> x_{i+1}
   }
   ref::embedding_backward(G + layout_.offset(layout_.embedding), d_resid[0], tokens, T, H);
   return loss;
+}
+
+CpuLayerIO CpuModel::layer_io(size_t i, const float* d_output, rng::RngState rng) {
+  CpuLayerIO io{layout_};
+  io.weights = weights_.data();
+  io.grads = grads_.data();
+  io.input = norm_[i].data();
+  io.output = delta_.data();
+  io.d_output = d_output;
+  io.d_input = d_norm_.data();
+  io.rng = rng;
+  io.dropout = dropout_on_;
+  io.aux_losses = &aux_losses_;
+  io.loss_scale = loss_scale_;
+  return io;
+}
+
+// The GPU step's TrainStep::recompute_group, on the CPU twins. It runs before the layer's output
+// dropout backward here (that writes dropped_, which the recompute uses); the GPU runs it after the
+// norm backward of the boundary above, which reads nothing the recompute writes.
+void CpuModel::recompute_group(const RecomputeGroup& group, rng::RngState rng) {
+  const ModelSpec& m = layout_.spec;
+  const int64_t T = T_, H = m.hidden_size;
+  const float eps = static_cast<float>(m.layernorm_epsilon);
+  const float* W = weights_.data();
+  for (int i = group.begin; i < group.end; ++i) {
+    const size_t at = static_cast<size_t>(i);
+    if (recompute_->recomputes_norm(i)) {
+      ref::rmsnorm_forward(norm_[at].data(), rstd_[at].data(), resid_[at].data(),
+                           W + layout_.offset(layout_.norm_before(i)), T, H, eps);
+    }
+    if (recompute_->reruns_layer(i)) layers_[at]->forward(layer_io(at, nullptr, rng));
+    if (group.full && i + 1 < group.end) {
+      ref::dropout_forward(dropped_.data(), delta_.data(), T * H, m.hidden_dropout, rng, layout_.output_sites[at]);
+      ref::residual_rmsnorm_forward(resid_[at + 1].data(), norm_[at + 1].data(), rstd_[at + 1].data(),
+                                    resid_[at].data(), dropped_.data(), W + layout_.offset(layout_.norm_before(i + 1)),
+                                    T, H, eps);
+    }
+  }
 }
 
 float CpuModel::compute_gradients(const HostBatch& batch, uint64_t first_offset) {

@@ -10,6 +10,12 @@
 //   n_i = rmsnorm(x_i; layer i's pre-norm)     delta_i = layer_i(n_i)
 //   x_{i+1} = x_i + dropout(delta_i)           (the layer's output dropout site)
 // then the final norm, lm_head, masked mean cross-entropy.
+//
+// Activation recompute (model.recompute_*) follows the GPU step's schedule (model/recompute_layout.h):
+// after the forward, the step's buffers that recompute gives back (pre-norm outputs, inner residuals)
+// are poisoned with NaN, and each group is recomputed at the start of its last layer's backward by
+// rerunning the norms, the layers' forwards (with the microbatch's RNG state) and the dropout + add &
+// norm between them. A wrong schedule or different random numbers would change the results.
 #include <cstdint>
 #include <vector>
 
@@ -18,6 +24,7 @@
 #include "cuda/philox.h"
 #include "model/batch.h"
 #include "model/layer.h"
+#include "model/recompute_layout.h"
 #include "model/spec.h"
 #include "model/stack.h"
 
@@ -91,8 +98,12 @@ class CpuModel {
   rng::RngState rng_state() const { return rng_; }
 
  private:
+  void recompute_group(const RecomputeGroup& group, rng::RngState rng);
+  CpuLayerIO layer_io(size_t i, const float* d_output, rng::RngState rng);
+
   std::vector<std::unique_ptr<CpuLayer>> layers_;
   ModelLayout layout_;
+  std::unique_ptr<RecomputeLayout> recompute_;
   BatchSpec batch_;
   OptimizerSpec optimizer_;
   rng::RngState rng_;
@@ -100,6 +111,7 @@ class CpuModel {
   int64_t steps_done_ = 0;
   int64_t T_ = 0;  // tokens per microbatch
   AuxLosses aux_losses_;
+  float loss_scale_ = 1.0f;  // this microbatch's grad_scale, for layer_io
 
   std::vector<float> weights_, grads_, exp_avg_, exp_avg_sq_;
   // The residual stream at the N + 1 layer boundaries, its pre-norm outputs and their rstd (the last

@@ -15,6 +15,19 @@
 // Life of a GPU layer: declare (parameters, dropout sites; pure CPU) -> plan (saved activations,
 // scratch; pure CPU) -> plan_device (kernel plans needing the device, workspaces) -> the step makes
 // its arena -> bind (pointers, GEMM plans) -> forward / backward per module, every microbatch.
+//
+// Activation recompute (model/recompute_layout.h). A kind opts in with ONE declaration in its GPU
+// class, read by its registration (model/layer_registry.cpp):
+//     static LayerRecompute recompute_support() { return {{RecomputeModule::core_attn}, /*full=*/true}; }
+// and keeps the promise it makes there:
+//   * plan() tags each saved activation with the selective module that gives it back
+//     (ctx.saved(module, name, bytes, RecomputeModule::core_attn)); untagged ones come back only with
+//     full recompute;
+//   * recompute(module) rewrites, from the same inputs, exactly the bits forward(module) wrote into the
+//     saved activations that the plan put in the recompute buffer (and, when ctx.full_recompute(), its
+//     output too), and changes nothing else: no accumulation into step state, no RNG advance. The
+//     default reruns forward(), which keeps that promise for a forward without side effects.
+// A kind without the declaration refuses recompute with a clear error (model/recompute.h).
 #include <cuda_runtime.h>
 
 #include <utility>
@@ -25,6 +38,7 @@
 #include "graph/region.h"
 #include "model/layer_context.h"
 #include "model/layer_kind.h"
+#include "model/recompute.h"
 #include "model/stack.h"
 
 namespace sg::model {
@@ -73,6 +87,9 @@ class Layer : public LayerBase {
   // MoE token counts) and after the optimizer update (e.g. the MoE expert-bias update).
   virtual void step_begin(cudaStream_t /*stream*/) {}
   virtual void step_end(cudaStream_t /*stream*/) {}
+  // Run by the step at the start of the layer's backward, in forward module order, for the modules
+  // whose saved activations the recompute settings put in the recompute buffer (see above).
+  virtual void recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) { forward(module, stream, io); }
 };
 
 // Auxiliary losses a layer adds to the training objective (MoE load balancing and z-loss), each

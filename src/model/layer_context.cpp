@@ -46,24 +46,33 @@ void* SharedBuffers::get(SharedBufferRef ref) const {
 // ---- LayerPlanContext ----
 
 LayerPlanContext::LayerPlanContext(const ModelSpec& model, const BatchSpec& batch, cuda::MemoryPlan& plan,
-                                   SharedBuffers& shared)
-    : model_(model), batch_(batch), tokens_(batch.tokens_per_microbatch(model)), plan_(plan), shared_(shared) {}
+                                   SharedBuffers& shared, RecomputeLayout* recompute)
+    : model_(model),
+      batch_(batch),
+      tokens_(batch.tokens_per_microbatch(model)),
+      plan_(plan),
+      shared_(shared),
+      recompute_(recompute) {}
 
 cuda::MemorySlot LayerPlanContext::state(const std::string& name, size_t bytes) {
   return plan_.add(strprintf("state.layer%d.%s", layer_, name.c_str()), cuda::MemoryCategory::optimizer_state, bytes);
 }
 
-cuda::MemorySlot LayerPlanContext::saved(graph::Module module, const std::string& name, size_t bytes) {
-  const cuda::MemorySlot slot =
-      plan_.add(strprintf("act.layer%d.%s", layer_, name.c_str()), cuda::MemoryCategory::activations, bytes);
+cuda::MemorySlot LayerPlanContext::saved(graph::Module module, const std::string& name, size_t bytes,
+                                         std::optional<RecomputeModule> given_back_by) {
+  const std::string full_name = strprintf("act.layer%d.%s", layer_, name.c_str());
+  const bool recomputed = recompute_ != nullptr && recompute_->recomputes(layer_, given_back_by);
+  const cuda::MemorySlot slot = recomputed ? recompute_->add(layer_, module, full_name, bytes)
+                                           : plan_.add(full_name, cuda::MemoryCategory::activations, bytes);
   // Layers plan one after the other: the entry, if any, is near the end.
   auto it = std::find_if(saved_bytes_.rbegin(), saved_bytes_.rend(), [&](const SavedActivationBytes& s) {
     return s.layer == layer_ && s.module == module;
   });
   if (it == saved_bytes_.rend()) {
-    saved_bytes_.push_back({layer_, module, bytes});
+    saved_bytes_.push_back({layer_, module, bytes, recomputed ? bytes : 0});
   } else {
     it->bytes += bytes;
+    if (recomputed) it->recomputed += bytes;
   }
   return slot;
 }
@@ -95,8 +104,15 @@ SharedBufferRef DevicePlanContext::workspace(const std::string& name, size_t byt
 // ---- LayerBindContext ----
 
 LayerBindContext::LayerBindContext(const ModelLayout& layout, const cuda::Arena& arena, const SharedBuffers& buffers,
-                                   SharedObjects& objects, kernels::Blas& blas, const StepPointers& pointers)
-    : layout_(layout), arena_(arena), buffers_(buffers), objects_(objects), blas_(blas), pointers_(pointers) {}
+                                   SharedObjects& objects, kernels::Blas& blas, const StepPointers& pointers,
+                                   const RecomputeLayout* recompute)
+    : layout_(layout),
+      arena_(arena),
+      buffers_(buffers),
+      objects_(objects),
+      blas_(blas),
+      pointers_(pointers),
+      recompute_(recompute) {}
 
 float* LayerBindContext::main_weight(ParamRef ref) const {
   SG_CHECK(pointers_.main_weights != nullptr,

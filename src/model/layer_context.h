@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "cuda/bf16.h"
 #include "cuda/philox.h"
 #include "graph/region.h"
+#include "model/recompute_layout.h"
+#include "model/recompute_spec.h"
 #include "model/spec.h"
 #include "model/stack.h"
 
@@ -39,7 +42,8 @@ struct SharedBufferRef {
 struct SavedActivationBytes {
   int layer = 0;
   graph::Module module = graph::Module::attn;
-  size_t bytes = 0;
+  size_t bytes = 0;       // all of them
+  size_t recomputed = 0;  // of which the recompute settings give back (model/recompute_layout.h)
 };
 
 // Named shared buffers, planned into the MemoryPlan once every layer asked.
@@ -78,7 +82,9 @@ class SharedObjects {
 
 class LayerPlanContext {
  public:
-  LayerPlanContext(const ModelSpec& model, const BatchSpec& batch, cuda::MemoryPlan& plan, SharedBuffers& shared);
+  // `recompute`: where recomputed activations go (nullptr: nothing is recomputed).
+  LayerPlanContext(const ModelSpec& model, const BatchSpec& batch, cuda::MemoryPlan& plan, SharedBuffers& shared,
+                   RecomputeLayout* recompute = nullptr);
 
   const ModelSpec& model() const { return model_; }
   const BatchSpec& batch() const { return batch_; }
@@ -87,15 +93,23 @@ class LayerPlanContext {
   int layer() const { return layer_; }
 
   // A saved activation of `module` (written in forward, read in backward; one microbatch's worth):
-  // planned as "act.layer<i>.<name>" and counted per (layer, module).
-  cuda::MemorySlot saved(graph::Module module, const std::string& name, size_t bytes);
+  // planned as "act.layer<i>.<name>" and counted per (layer, module). `given_back_by`: the selective
+  // recompute module that recomputes it (model/recompute.h); full recompute gives back every one. When
+  // the recompute settings give it back, it lives in the shared recompute buffer and the step reruns
+  // `module` (Layer::recompute) before the layer's backward.
+  cuda::MemorySlot saved(graph::Module module, const std::string& name, size_t bytes,
+                         std::optional<RecomputeModule> given_back_by = std::nullopt);
   template <class T>
-  cuda::MemorySlot saved_array(graph::Module module, const std::string& name, size_t count) {
-    return saved(module, name, count * sizeof(T));
+  cuda::MemorySlot saved_array(graph::Module module, const std::string& name, size_t count,
+                               std::optional<RecomputeModule> given_back_by = std::nullopt) {
+    return saved(module, name, count * sizeof(T), given_back_by);
   }
   // State of the layer that lives across microbatches and steps (optimizer_state category), planned as
   // "state.layer<i>.<name>", e.g. the MoE per-step token counts.
   cuda::MemorySlot state(const std::string& name, size_t bytes);
+  // Whether this layer is recomputed whole (full granularity): Layer::recompute must then also write
+  // its output, which the next layer of the chunk reads.
+  bool full_recompute() const { return recompute_ != nullptr && recompute_->full(layer_); }
   // Scratch shared by all layers (activations category), e.g. "grad.d_qkv".
   SharedBufferRef scratch(const std::string& name, size_t bytes);
   // A slot in the step's per-microbatch cuDNN dropout seed table, for attention dropout drawn at
@@ -111,6 +125,7 @@ class LayerPlanContext {
   int64_t tokens_;
   cuda::MemoryPlan& plan_;
   SharedBuffers& shared_;
+  RecomputeLayout* recompute_;
   int layer_ = 0;
   std::vector<SavedActivationBytes> saved_bytes_;
   std::vector<uint32_t> attention_sites_;
@@ -153,7 +168,8 @@ struct StepPointers {
 class LayerBindContext {
  public:
   LayerBindContext(const ModelLayout& layout, const cuda::Arena& arena, const SharedBuffers& buffers,
-                   SharedObjects& objects, kernels::Blas& blas, const StepPointers& pointers);
+                   SharedObjects& objects, kernels::Blas& blas, const StepPointers& pointers,
+                   const RecomputeLayout* recompute = nullptr);
 
   const ModelSpec& model() const { return layout_.spec; }
   const ModelLayout& layout() const { return layout_; }
@@ -163,6 +179,7 @@ class LayerBindContext {
 
   template <class T>
   T* get(cuda::MemorySlot slot) const {
+    if (recompute_ != nullptr && recompute_->owns(slot)) return static_cast<T*>(recompute_->get(slot));
     return arena_.get<T>(slot);
   }
   template <class T>
@@ -183,6 +200,7 @@ class LayerBindContext {
   SharedObjects& objects_;
   kernels::Blas& blas_;
   StepPointers pointers_;
+  const RecomputeLayout* recompute_;
 };
 
 }  // namespace sg::model

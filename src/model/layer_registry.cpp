@@ -18,12 +18,20 @@ struct Registration {
   LayerKind kind;
   std::unique_ptr<Layer> (*make)(const LayerPlace& place);
   std::unique_ptr<CpuLayer> (*make_cpu)(const LayerPlace& place);
+  LayerRecompute (*recompute)();  // what the kind can recompute (model/layer.h): its own declaration
 };
 
 template <class GpuLayer, class CpuTwin>
 constexpr Registration kind(LayerKind k) {
   return Registration{k, [](const LayerPlace& p) -> std::unique_ptr<Layer> { return std::make_unique<GpuLayer>(p); },
-                      [](const LayerPlace& p) -> std::unique_ptr<CpuLayer> { return std::make_unique<CpuTwin>(p); }};
+                      [](const LayerPlace& p) -> std::unique_ptr<CpuLayer> { return std::make_unique<CpuTwin>(p); },
+                      []() -> LayerRecompute {
+                        if constexpr (requires { GpuLayer::recompute_support(); }) {
+                          return GpuLayer::recompute_support();
+                        } else {
+                          return {};  // the kind has not opted in: recompute refuses it
+                        }
+                      }};
 }
 
 // ONE line per layer kind.
@@ -57,6 +65,11 @@ const Registration& require(LayerKind kind) {
 }  // namespace
 
 bool layer_kind_implemented(LayerKind kind) { return find(kind) != nullptr; }
+
+LayerRecompute layer_kind_recompute(LayerKind kind) {
+  const Registration* r = find(kind);
+  return r != nullptr ? r->recompute() : LayerRecompute{};
+}
 
 std::string missing_layer_kind_text(LayerKind kind) {
   const LayerKindInfo& info = layer_kind_info(kind);

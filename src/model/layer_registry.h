@@ -13,6 +13,8 @@
 namespace sg::model {
 
 bool layer_kind_implemented(LayerKind kind);
+// What the kind declares it can recompute (model/layer.h); nothing for a kind not registered.
+LayerRecompute layer_kind_recompute(LayerKind kind);
 // What is missing: "MoE layer kind (E in the pattern; issue 11)".
 std::string missing_layer_kind_text(LayerKind kind);
 // The error for building it: "not implemented yet: MoE layer kind (E in the pattern; issue 11)".

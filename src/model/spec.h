@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/moe_spec.h"
+#include "model/recompute_spec.h"
 #include "reference/rope_frequencies.h"
 
 namespace sg::model {
@@ -61,6 +62,9 @@ struct ModelSpec {
   PositionEmbedding position_embedding = PositionEmbedding::rope;
   MlpActivation mlp_activation = MlpActivation::swiglu;
   MambaSpec mamba;
+  // Activation recompute (model/recompute_spec.h): changes the memory plan and the backward's work,
+  // never the numbers.
+  RecomputeSpec recompute;
 
   // Megatron's kv_channels: the attention head dim; 0 = hidden_size / num_attention_heads. Real MoE
   // shapes (Qwen3-30B-A3B: hidden 2048, 32 heads of 128) have query width != hidden_size.

@@ -27,7 +27,8 @@ TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const Optim
       dp_(data_parallel_layout(options, layout_.total())),
       batch_(batch),
       optimizer_(optimizer),
-      rng_(seed) {
+      rng_(seed),
+      recompute_(std::make_unique<RecomputeLayout>(model)) {
   SG_CHECK(batch.micro_batch_size > 0 && batch.num_microbatches > 0,
            strprintf("micro_batch_size = %lld and num_microbatches = %lld must be positive",
                      static_cast<long long>(batch.micro_batch_size), static_cast<long long>(batch.num_microbatches)));
@@ -66,7 +67,8 @@ TrainStep::~TrainStep() = default;
 TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const ModelLayout& layout,
                                                 const BatchSpec& batch, const TrainStepOptions& options,
                                                 std::vector<std::unique_ptr<Layer>>& layers, SharedBuffers& shared,
-                                                DevicePlanContext* device, size_t embedding_scratch_bytes) {
+                                                RecomputeLayout& recompute, DevicePlanContext* device,
+                                                size_t embedding_scratch_bytes) {
   using cuda::MemoryCategory;
   const ModelSpec& m = layout.spec;
   const int64_t T = batch.tokens_per_microbatch(m), H = m.hidden_size, N = layout.num_layers();
@@ -84,24 +86,20 @@ TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const Mo
   cuda::RngTracker(0).plan(plan, "rng.states");  // the size depends on the generators, not the seed
 
   // Activations of one microbatch. The residual stream and the pre-norms: N + 1 boundaries (the last is
-  // the final norm's input / output).
-  for (int64_t i = 0; i <= N; ++i) {
-    const long long k = static_cast<long long>(i);
-    plan.add_array<bf16>(strprintf("act.resid%lld", k), MemoryCategory::activations, sz(T * H));
-    plan.add_array<bf16>(strprintf("act.norm%lld", k), MemoryCategory::activations, sz(T * H));
-    plan.add_array<float>(strprintf("act.rstd%lld", k), MemoryCategory::activations, sz(T));
-  }
+  // the final norm's input / output); what recompute gives back goes to the recompute buffers.
+  BoundarySlots boundaries = plan_boundaries(plan, recompute, N, T, H);
   // Each layer's own saved activations and scratch, then its device plans and workspaces.
-  LayerPlanContext plan_context(m, batch, plan, shared);
+  LayerPlanContext plan_context(m, batch, plan, shared, &recompute);
   for (auto& layer : layers) {
     plan_context.set_layer(layer->index());
     layer->plan(plan_context);
   }
-  LayerPlans out{plan_context.saved_bytes(), plan_context.attention_dropout_sites()};
+  LayerPlans out{plan_context.saved_bytes(), plan_context.attention_dropout_sites(), std::move(boundaries)};
   if (device != nullptr) {
     for (auto& layer : layers) layer->plan_device(*device);
   }
   shared.plan(plan);
+  recompute.plan(plan);
 
   const size_t slots = out.attention_dropout_sites.size();
   plan.add_array<uint32_t>("attention.dropout_sites", MemoryCategory::optimizer_state, slots);
@@ -132,7 +130,9 @@ cuda::MemoryPlan TrainStep::plan_memory(const ModelSpec& model, const BatchSpec&
   const ModelLayout layout = declare_model(model, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
   cuda::MemoryPlan plan;
   SharedBuffers shared;
-  declare_memory(plan, layout, batch, options, layers, shared, /*device=*/nullptr, /*embedding_scratch_bytes=*/0);
+  RecomputeLayout recompute(layout.spec);
+  declare_memory(plan, layout, batch, options, layers, shared, recompute, /*device=*/nullptr,
+                 /*embedding_scratch_bytes=*/0);
   return plan;
 }
 
@@ -141,8 +141,8 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   const int64_t N = layout_.num_layers();
   cuda::MemoryPlan plan;
   DevicePlanContext device_context(m, batch_, shared_buffers_, shared_objects_, *cudnn_);
-  LayerPlans planned = declare_memory(plan, layout_, batch_, options, layers_, shared_buffers_, &device_context,
-                                      embedding_scratch_bytes_);
+  LayerPlans planned = declare_memory(plan, layout_, batch_, options, layers_, shared_buffers_, *recompute_,
+                                      &device_context, embedding_scratch_bytes_);
   saved_activations_ = std::move(planned.saved_activations);
   attention_dropout_sites_ = std::move(planned.attention_dropout_sites);
   const size_t slots = attention_dropout_sites_.size();
@@ -167,11 +167,14 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   rng_.bind(arena_->get<rng::RngState>(slot("rng.states")));  // uploads the initial generator states
   hidden_rng_ = rng_.device_state(cuda::kDefaultRng);
   attention_rng_ = rng_.device_state(cuda::kModelParallelRng);
+  recompute_->bind(*arena_);
+  const auto boundary = [this](cuda::MemorySlot slot) {
+    return static_cast<bf16*>(recompute_->owns(slot) ? recompute_->get(slot) : arena_->raw(slot));
+  };
   for (int64_t i = 0; i <= N; ++i) {
-    const long long k = static_cast<long long>(i);
-    resid_.push_back(arena_->get<bf16>(slot(strprintf("act.resid%lld", k))));
-    norm_.push_back(arena_->get<bf16>(slot(strprintf("act.norm%lld", k))));
-    rstd_.push_back(arena_->get<float>(slot(strprintf("act.rstd%lld", k))));
+    resid_.push_back(boundary(planned.boundaries.resid[sz(i)]));
+    norm_.push_back(boundary(planned.boundaries.norm[sz(i)]));
+    rstd_.push_back(arena_->get<float>(planned.boundaries.rstd[sz(i)]));
   }
   delta_ = arena_->get<bf16>(slot("act.delta"));
   d_resid_[0] = arena_->get<bf16>(slot("grad.d_resid_a"));
@@ -198,7 +201,8 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   pointers.hidden_rng = hidden_rng_;
   pointers.attention_dropout_seeds = dropout_seeds_;
   pointers.attention_dropout_offsets = dropout_offsets_;
-  LayerBindContext bind_context(layout_, *arena_, shared_buffers_, shared_objects_, *blas_, pointers);
+  LayerBindContext bind_context(layout_, *arena_, shared_buffers_, shared_objects_, *blas_, pointers,
+                                recompute_.get());
   for (size_t i = 0; i < layers_.size(); ++i) {
     layers_[i]->bind(bind_context);
     // Layer i reads n_i; its output goes through the step's dropout (in place on delta_, or into

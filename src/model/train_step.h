@@ -39,6 +39,10 @@
 //   in shared buffers: d_norm_, and d_resid_[k % 2] holding d x_k.
 // For GPT blocks (attention then MLP) this is exactly the structure of the dense Llama step.
 //
+// Activation recompute (model/recompute_layout.h): what the settings give back lives in shared recompute
+// buffers, and each recompute group reruns at the start of its last layer's backward region, right after
+// the step's side of that boundary — inside the same region, so graphs capture it too.
+//
 // Dropout: hidden_dropout on every layer's output (before the residual add) with our Philox from the
 // "default" generator (the same masks as the CPU model); attention_dropout inside cuDNN attention with
 // per-layer seeds derived from the "model-parallel-rng" generator (as Megatron forks it for attention).
@@ -63,6 +67,7 @@
 #include "model/dropout_sites.h"
 #include "model/layer.h"
 #include "model/layer_context.h"
+#include "model/recompute_layout.h"
 #include "model/spec.h"
 #include "model/stack.h"
 
@@ -176,8 +181,9 @@ class TrainStep {
 
   // The regions the step marks, per layer of the stack in step order (for graph::plan_graph_scopes).
   std::vector<graph::LayerRegions> layer_regions() const;
-  // Saved activation bytes per (layer, module) of one microbatch (what recompute could drop).
+  // Saved activation bytes per (layer, module) of one microbatch (and what recompute gives back).
   const std::vector<SavedActivationBytes>& saved_activations() const { return saved_activations_; }
+  const RecomputeLayout& recompute_layout() const { return *recompute_; }
   const cuda::Arena& arena() const { return *arena_; }
   std::string memory_breakdown() const { return arena_->breakdown(); }
 
@@ -186,13 +192,15 @@ class TrainStep {
   struct LayerPlans {
     std::vector<SavedActivationBytes> saved_activations;
     std::vector<uint32_t> attention_dropout_sites;  // per cuDNN seed slot
+    BoundarySlots boundaries;                       // the residual stream and pre-norms (recompute_layout.h)
   };
   // Declares every buffer into `plan`: the step's own and its layers' (Layer::plan), then `device`
-  // (may be null: no device) runs the layers' device plans, then the shared buffers are planned.
+  // (may be null: no device) runs the layers' device plans, then the shared and recompute buffers are planned.
   // `embedding_scratch_bytes` is the CUB sort scratch (0 without a device).
   static LayerPlans declare_memory(cuda::MemoryPlan& plan, const ModelLayout& layout, const BatchSpec& batch,
                                    const TrainStepOptions& options, std::vector<std::unique_ptr<Layer>>& layers,
-                                   SharedBuffers& shared, DevicePlanContext* device, size_t embedding_scratch_bytes);
+                                   SharedBuffers& shared, RecomputeLayout& recompute, DevicePlanContext* device,
+                                   size_t embedding_scratch_bytes);
   void plan_memory(const TrainStepOptions& options);  // plans every buffer, makes the arena, binds
   void microbatch(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb);
   // A microbatch's forward up to the final norm (n_N); `train` false: dropout off (evaluation).
@@ -202,6 +210,10 @@ class TrainStep {
   // its backward.
   void layer_output_forward(cudaStream_t stream, size_t i, bool train);
   void layer_output_backward(cudaStream_t stream, size_t i);
+  // Activation recompute of one group (model/recompute_layout.h), at the start of its last layer's
+  // backward: the pre-norm outputs it gave back, each layer's rerun modules, and for a full group the
+  // step's dropout + residual add + norm between its layers.
+  void recompute_group(cudaStream_t stream, const RecomputeGroup& group);
   void norm_backward(cudaStream_t stream, bf16* din, int64_t norm_offset, const bf16* in, const float* rstd,
                      const bf16* dresidual);
   StepScalars* scalars_device() const;
@@ -227,6 +239,7 @@ class TrainStep {
   kernels::LmHeadLayout lm_head_layout_;
   size_t embedding_scratch_bytes_ = 0, rmsnorm_scratch_bytes_ = 0;
   cuda::RngTracker rng_;
+  std::unique_ptr<RecomputeLayout> recompute_;
   SharedBuffers shared_buffers_;
   SharedObjects shared_objects_;
   std::vector<SavedActivationBytes> saved_activations_;

@@ -206,7 +206,11 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
       const bool last = k + 1 == modules.size();
       regions.run({layer.index(), modules[k], graph::Phase::backward}, stream,
                   [this, &layer, i, module = modules[k], last](cudaStream_t s) {
-                    if (last) layer_output_backward(s, i);
+                    if (last) {
+                      layer_output_backward(s, i);
+                      const RecomputeGroup* group = recompute_->group_ending_at(static_cast<int>(i));
+                      if (group != nullptr) recompute_group(s, *group);
+                    }
                     layer.backward(module, s, io_[i]);
                   });
     }
@@ -272,6 +276,30 @@ void TrainStep::layer_output_backward(cudaStream_t stream, size_t i) {
     dp.p = m.hidden_dropout;
     dp.site = layout_.output_sites[i];
     kernels::dropout_backward(stream, dp);
+  }
+}
+
+void TrainStep::recompute_group(cudaStream_t stream, const RecomputeGroup& group) {
+  const ModelSpec& m = layout_.spec;
+  for (int i = group.begin; i < group.end; ++i) {
+    const size_t at = static_cast<size_t>(i);
+    if (recompute_->recomputes_norm(i)) {
+      // Bitwise what the fused add & norm wrote: it normalises the rounded residual it stored.
+      kernels::RmsNormForwardParams norm;
+      norm.out = norm_[at];
+      norm.rstd = rstd_[at];
+      norm.in = resid_[at];
+      norm.weight = params_ + layout_.offset(layout_.norm_before(i));
+      norm.T = T_;
+      norm.H = m.hidden_size;
+      norm.eps = static_cast<float>(m.layernorm_epsilon);
+      kernels::rmsnorm_forward(stream, norm);
+    }
+    Layer& layer = *layers_[at];
+    for (const graph::Module module : layer.modules()) {
+      if (group.full || recompute_->reruns(i, module)) layer.recompute(module, stream, io_[at]);
+    }
+    if (group.full && i + 1 < group.end) layer_output_forward(stream, at, /*train=*/true);
   }
 }
 

@@ -4,6 +4,7 @@
 #include "core/strings.h"
 #include "cuda/arena.h"
 #include "graph/scope_plan.h"
+#include "model/activation_account.h"
 #include "model/layer_registry.h"
 #include "model/stack.h"
 #include "model/train_step.h"
@@ -85,6 +86,11 @@ std::string describe_gpu_memory_plan(const config::Config& config) {
   return text;
 }
 
+std::string describe_activation_plan(const config::Config& config) {
+  const model::ModelSpec m = config::model_spec(config);
+  return join(model::describe_activations(m, model::activation_account(m, config::batch_spec(config))), "\n");
+}
+
 std::string describe_graph_plan(const config::Config& config) {
   const model::ModelSpec m = config::model_spec(config);
   const graph::ScopePlan plan = graph::plan_graph_scopes(graph::parse_graph_impl(config.model.cuda_graph_impl),
@@ -106,7 +112,7 @@ std::string describe_graph_plan(const config::Config& config) {
 
 std::vector<std::string> describe_run_plan(const config::Config& config) {
   return {describe_model(config), describe_batch(config), describe_gpu_memory_plan(config),
-          describe_graph_plan(config)};
+          describe_activation_plan(config), describe_graph_plan(config)};
 }
 
 }  // namespace sg::train

@@ -18,6 +18,9 @@ std::string describe_model(const config::Config& config);
 std::string describe_batch(const config::Config& config);
 // The GPU arena by category, planned without a device (a few lines).
 std::string describe_gpu_memory_plan(const config::Config& config);
+// Activation bytes of one microbatch per layer, with and without model.recompute_* (a few lines;
+// model/activation_account.h).
+std::string describe_activation_plan(const config::Config& config);
 // "CUDA graphs: local (full_iteration): 1 graph of the whole step ...; 3 eager warmup steps, capture at
 // step 4" and, with evaluation, the evaluation graph.
 std::string describe_graph_plan(const config::Config& config);

@@ -195,6 +195,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     plan_lines.push_back("on a GPU: " + describe_gpu_memory_plan(config));
     plan_lines.push_back("on a GPU: " + describe_graph_plan(config) + "; the CPU backend runs every step eagerly");
   }
+  plan_lines.push_back(describe_activation_plan(config));
   for (size_t i = 2; i < plan_lines.size(); ++i) log::info(plan_lines[i]);
   if (loaded) {
     backend.load_state(loaded->state);

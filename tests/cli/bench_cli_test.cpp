@@ -44,6 +44,13 @@ TEST(BenchCli, DryrunPrintsThePlanWithoutAGpu) {
       << r.output;
   EXPECT_TRUE(has(r, "mode transformer_engine:attn+mlp:")) << r.output;
   EXPECT_TRUE(has(r, "5 measured steps")) << r.output;
+  EXPECT_TRUE(has(r, "activations per microbatch: 8 layers")) << r.output;
+  // Activation recompute is a recipe override that every compared mode shares.
+  const Result recompute = bench({"-m", "llama", "-mr", "tiny", "--compare", "none,local", "--dryrun",
+                                  "model.recompute_granularity=full", "model.recompute_method=uniform",
+                                  "model.recompute_num_layers=1"});
+  EXPECT_EQ(recompute.exit_code, 0) << recompute.output;
+  EXPECT_TRUE(has(recompute, "recompute full, uniform")) << recompute.output;
 }
 
 TEST(BenchCli, ValidatorRefusalsExitOneBeforeAnyGpuWork) {

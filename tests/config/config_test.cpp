@@ -60,12 +60,12 @@ TEST(Config, KeyTableCoversEverySection) {
        {"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_warmup_steps",
         "model.use_te_rng_tracker", "rng.te_rng_tracker",
         "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad",
-        "model.hybrid_override_pattern", "dataset.pad_cu_seqlens", "checkpoint.save_interval",
+        "model.hybrid_override_pattern", "model.recompute_method", "dataset.pad_cu_seqlens", "checkpoint.save_interval",
         "tokenizer.tokenizer_type", "tokenizer.tokenizer_model", "dataset.split", "dataset.valid_data_path",
         "dataset.eod_mask_loss", "train.eval_interval", "train.eval_iters", "logger.tensorboard_dir"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 108u);  // main's 94 + the 11 MoE keys of issue 11 + 3 data-parallel keys
+  EXPECT_EQ(keys.size(), 109u);  // main's 94 + 11 MoE keys + model.recompute_method + 3 data-parallel keys
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {

@@ -127,32 +127,15 @@ const std::vector<RuleCase> kCases = {
      {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
       "model.recompute_granularity=full"},
      "model.recompute_granularity",
-     {"model.cuda_graph_impl=local", "model.recompute_granularity=full"}},
+     {"model.cuda_graph_impl=local", "model.recompute_granularity=full", "model.recompute_method=uniform",
+      "model.recompute_num_layers=1"}},
     {12,
      "moe/tiny_moe",
      {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe_router",
       "model.recompute_granularity=selective", "model.recompute_modules=moe"},
      "model.recompute_modules",
      {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=moe_router",
-      "model.recompute_granularity=selective", "model.recompute_modules=moe_act"}},
-    {13,
-     "llama/tiny",
-     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
-      "model.recompute_granularity=selective", "model.recompute_modules=core_attn",
-      "model.attention_dropout=0.1"},
-     "model.attention_dropout",
-     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
-      "model.recompute_granularity=selective", "model.recompute_modules=core_attn",
-      "model.attention_dropout=0.0"}},
-    {13,
-     "llama/tiny",
-     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=mlp",
-      "model.recompute_granularity=selective", "model.recompute_modules=mlp",
-      "model.hidden_dropout=0.1"},
-     "model.hidden_dropout",
-     {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
-      "model.recompute_granularity=selective", "model.recompute_modules=mlp",
-      "model.hidden_dropout=0.1"}},
+      "model.recompute_granularity=selective", "model.recompute_modules=core_attn"}},
     {14,
      "llama/tiny",
      {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
@@ -257,9 +240,10 @@ TEST(Validate, EveryRuleHasABreakingAndAPassingConfig) {
     covered[c.rule] = true;
   }
   for (int rule = 1; rule <= config::kNumRules; ++rule) {
-    // Rule 2 is a normalization, rules 5 and 8 statements (NaN checks work in every mode; dropless
-    // MoE graphs whole), each with a note: none of them can be broken.
-    if (rule == 2 || rule == 5 || rule == 8) continue;
+    // Rule 2 is a normalization, rules 5, 8 and 13 statements (NaN checks work in every mode; dropless
+    // MoE graphs whole; recompute inside a graph draws the forward's masks), each with a note: none of
+    // them can be broken.
+    if (rule == 2 || rule == 5 || rule == 8 || rule == 13) continue;
     EXPECT_TRUE(covered[rule]) << "no case breaks rule " << rule;
   }
 }
@@ -365,7 +349,7 @@ TEST(Validate, Rule16NotesUnimplementedFeaturesAndTrainCanRefuseThem) {
   EXPECT_TRUE(config::unimplemented_features(config::load_config("llama/tiny")).empty());
   const config::Config c = config::load_config(
       "llama/tiny", {"model.tensor_model_parallel_size=2", "model.pipeline_model_parallel_size=2",
-                     "model.expert_model_parallel_size=2", "model.recompute_granularity=full",
+                     "model.expert_model_parallel_size=2",
                      "model.cpu_offloading=true", "model.delay_wgrad_compute=true",
                      "model.hybrid_override_pattern=M*-E", "model.num_moe_experts=4",
                      "model.moe_token_dispatcher_type=alltoall"});
@@ -377,7 +361,7 @@ TEST(Validate, Rule16NotesUnimplementedFeaturesAndTrainCanRefuseThem) {
   }();
   for (const char* expected :
        {"tensor parallelism (model.tensor_model_parallel_size = 2)", "pipeline parallelism",
-        "expert parallelism", "activation recompute", "CPU offloading", "delayed weight-gradient"}) {
+        "expert parallelism", "CPU offloading", "delayed weight-gradient"}) {
     EXPECT_NE(all.find(expected), std::string::npos) << expected << " in\n" << all;
   }
   EXPECT_EQ(all.find("Mamba layer kind"), std::string::npos) << "the Mamba kind is built (issue 12)\n" << all;
@@ -444,6 +428,81 @@ TEST(Validate, MoeLayerFreqForms) {
   EXPECT_EQ(kinds({"model.moe_layer_freq=([1]*1+[0])*2"}), "*E*-*E*-");
   EXPECT_EQ(kinds({"model.num_layers=6", "model.moe_layer_freq=([0]+[1]*2)*2"}), "*-*E*E*-*E*E");
   EXPECT_EQ(kinds({"model.moe_layer_freq=\"([1,0]*2)\""}), "*E*-*E*-");
+}
+
+TEST(Validate, Rule13GraphedRecomputeWithDropoutIsANote) {
+  for (const std::vector<std::string>& o :
+       {std::vector<std::string>{"model.cuda_graph_scope=attn", "model.recompute_modules=core_attn",
+                                 "model.attention_dropout=0.1"},
+        std::vector<std::string>{"model.cuda_graph_scope=mlp", "model.recompute_modules=mlp",
+                                 "model.hidden_dropout=0.1"}}) {
+    std::vector<std::string> overrides = {"model.cuda_graph_impl=transformer_engine",
+                                          "model.recompute_granularity=selective"};
+    overrides.insert(overrides.end(), o.begin(), o.end());
+    const config::ValidationReport r = check("llama/tiny", overrides);
+    EXPECT_TRUE(r.ok()) << describe(r);
+    const auto note = std::find_if(r.notes.begin(), r.notes.end(), [](const config::Note& n) { return n.rule == 13; });
+    ASSERT_NE(note, r.notes.end()) << describe(r);
+    EXPECT_NE(note->message.find("draws the forward's masks"), std::string::npos) << note->message;
+  }
+  // Without dropout there is nothing to note.
+  const config::ValidationReport quiet =
+      check("llama/tiny", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+                           "model.recompute_granularity=selective", "model.recompute_modules=core_attn"});
+  EXPECT_TRUE(std::none_of(quiet.notes.begin(), quiet.notes.end(), [](const config::Note& n) { return n.rule == 13; }))
+      << describe(quiet);
+}
+
+TEST(Validate, RecomputeKeysFollowMegatronAndTheLayerKinds) {
+  // Accepted and no longer noted as unimplemented.
+  for (const std::vector<std::string>& ok :
+       {std::vector<std::string>{"model.recompute_granularity=selective", "model.recompute_modules=[core_attn, mlp, layernorm]"},
+        std::vector<std::string>{"model.recompute_granularity=full", "model.recompute_method=uniform",
+                                 "model.recompute_num_layers=2"},
+        std::vector<std::string>{"model.recompute_granularity=full", "model.recompute_method=block",
+                                 "model.recompute_num_layers=1", "model.cuda_graph_impl=local"}}) {
+    const config::ValidationReport r = check("llama/tiny", ok);
+    EXPECT_TRUE(r.ok()) << describe(r);
+    EXPECT_TRUE(config::unimplemented_features(r.config).empty());
+  }
+  // Megatron's asserts: full needs a method and a layer count; selective takes no layer count.
+  const config::ValidationReport no_method =
+      check("llama/tiny", {"model.recompute_granularity=full", "model.recompute_num_layers=1"});
+  ASSERT_FALSE(no_method.ok());
+  EXPECT_TRUE(names_key(no_method.violations[0], "model.recompute_method")) << describe(no_method);
+  const config::ValidationReport no_count =
+      check("llama/tiny", {"model.recompute_granularity=full", "model.recompute_method=block"});
+  ASSERT_FALSE(no_count.ok());
+  EXPECT_TRUE(names_key(no_count.violations[0], "model.recompute_num_layers")) << describe(no_count);
+  const config::ValidationReport selective_count =
+      check("llama/tiny", {"model.recompute_granularity=selective", "model.recompute_num_layers=1"});
+  ASSERT_FALSE(selective_count.ok());
+  EXPECT_TRUE(names_key(selective_count.violations[0], "model.recompute_num_layers")) << describe(selective_count);
+  const config::ValidationReport too_many = check(
+      "llama/tiny", {"model.recompute_granularity=full", "model.recompute_method=block", "model.recompute_num_layers=5"});
+  EXPECT_FALSE(too_many.ok()) << describe(too_many);  // llama/tiny has 4 layers
+  const config::ValidationReport bad_method = check(
+      "llama/tiny", {"model.recompute_granularity=full", "model.recompute_method=blok", "model.recompute_num_layers=1"});
+  ASSERT_FALSE(bad_method.ok());
+  EXPECT_NE(bad_method.violations[0].fix.find("did you mean 'block'"), std::string::npos) << describe(bad_method);
+  // Modules no built layer kind can recompute (MoE and Mamba have not opted in): an error naming the kind.
+  const struct {
+    const char* module;
+    const char* names;
+  } missing[] = {{"moe_act", "MoE layer kind"},
+                 {"moe", "MoE layer kind"},
+                 {"shared_experts", "MoE layer kind"},
+                 {"mamba", "Mamba layer kind"},
+                 {"mla_up_proj", "no layer kind"}};
+  for (const auto& m : missing) {
+    SCOPED_TRACE(m.module);
+    const config::ValidationReport r =
+        check("llama/tiny", {"model.recompute_granularity=selective", std::string("model.recompute_modules=") + m.module});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.violations[0].rule, 16);
+    EXPECT_NE(r.violations[0].message.find(m.names), std::string::npos) << describe(r);
+    EXPECT_NE(r.violations[0].fix.find(m.module), std::string::npos) << describe(r);
+  }
 }
 
 TEST(Validate, ResolvesBridgeDefaults) {

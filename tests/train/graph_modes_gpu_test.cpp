@@ -4,7 +4,8 @@
 // matters) and two microbatches.
 // Also: the graphs take only their own instantiation memory, the NaN checks stop the run in eager
 // and scoped modes, naming the step and the check, and the hybrid spelling of the same model
-// ("*-" x n, one layer per letter) trains bitwise like n GPT blocks in every mode.
+// ("*-" x n, one layer per letter) trains bitwise like n GPT blocks in every mode. And every activation
+// recompute setting, in every mode the rules allow, trains bitwise like eager without recompute.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -68,6 +69,18 @@ void expect_mode_bitwise_equal_to_eager(const char* name, const RunResult& r, co
   std::printf("%-32s losses and final state bitwise equal to eager; %d graphs, %llu replays, graph memory %lld B\n",
               name, r.stats.graphs_live, static_cast<unsigned long long>(r.stats.replays),
               static_cast<long long>(r.graph_memory));
+}
+
+// Losses at every step, and the final fp32 weights and Adam moments, bit for bit.
+void expect_bitwise_same_training(const RunResult& r, const RunResult& reference, const char* reference_name) {
+  ASSERT_EQ(r.losses.size(), reference.losses.size());
+  for (size_t i = 0; i < r.losses.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&r.losses[i], &reference.losses[i], 4), 0)
+        << "step " << i + 1 << ": loss " << r.losses[i] << " vs " << reference_name << " " << reference.losses[i];
+  }
+  EXPECT_TRUE(bitwise_equal(r.state.main_weights, reference.state.main_weights)) << "final fp32 weights differ";
+  EXPECT_TRUE(bitwise_equal(r.state.exp_avg, reference.state.exp_avg)) << "final exp_avg differs";
+  EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, reference.state.exp_avg_sq)) << "final exp_avg_sq differs";
 }
 
 class GraphModesGpu : public ::testing::Test {
@@ -143,15 +156,58 @@ TEST_F(GraphModesGpu, HybridStarDashPatternTrainsBitwiseLikeGptBlocks) {
     SCOPED_TRACE(mode.front());
     std::vector<std::string> overrides = hybrid;
     overrides.insert(overrides.end(), mode.begin(), mode.end());
-    const RunResult r = run_mode(tiny_with(overrides), &initial);
-    ASSERT_EQ(r.losses.size(), gpt.losses.size());
-    for (size_t i = 0; i < r.losses.size(); ++i) {
-      EXPECT_EQ(std::memcmp(&r.losses[i], &gpt.losses[i], 4), 0)
-          << "step " << i + 1 << ": loss " << r.losses[i] << " vs GPT blocks " << gpt.losses[i];
+    expect_bitwise_same_training(run_mode(tiny_with(overrides), &initial), gpt, "GPT blocks");
+  }
+}
+
+// Issue 15: activation recompute changes the memory plan and the backward's work, never the numbers.
+// With dropout on (the recompute must draw the forward's masks: hidden dropout from the device Philox
+// state, attention dropout from the cuDNN seeds written once per microbatch) and two microbatches, every
+// recompute setting in every graph mode the rules allow (full: none and local; selective: every mode,
+// recomputed modules graphed too — rule 13 is a note) trains bitwise like eager without recompute, and
+// plans fewer activation bytes.
+TEST_F(GraphModesGpu, EveryRecomputeSettingInEveryAllowedModeIsBitwiseEqualToEager) {
+  const RunResult eager = run_mode(tiny_with({"model.cuda_graph_impl=none"}));
+  ASSERT_EQ(eager.losses.size(), static_cast<size_t>(kSteps));
+  const std::vector<std::string> none = {"model.cuda_graph_impl=none"};
+  const std::vector<std::string> local = {"model.cuda_graph_impl=local"};
+  const std::vector<std::string> te_attn = {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn"};
+  const std::vector<std::string> te_mlp = {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=mlp"};
+  const std::vector<std::string> te_both = {"model.cuda_graph_impl=transformer_engine",
+                                            "model.cuda_graph_scope=attn,mlp"};
+  const std::vector<std::string> sel_all = {"model.recompute_granularity=selective",
+                                            "model.recompute_modules=core_attn,mlp,layernorm"};
+  const std::vector<std::string> sel_attn = {"model.recompute_granularity=selective", "model.recompute_modules=core_attn"};
+  const std::vector<std::string> sel_mlp = {"model.recompute_granularity=selective", "model.recompute_modules=mlp"};
+  const std::vector<std::string> full_uniform1 = {"model.recompute_granularity=full", "model.recompute_method=uniform",
+                                                  "model.recompute_num_layers=1"};
+  const std::vector<std::string> full_uniform2 = {"model.recompute_granularity=full", "model.recompute_method=uniform",
+                                                  "model.recompute_num_layers=2"};
+  const std::vector<std::string> full_block3 = {"model.recompute_granularity=full", "model.recompute_method=block",
+                                                "model.recompute_num_layers=3"};
+  struct Case {
+    std::vector<std::string> mode, recompute;
+  };
+  const std::vector<Case> cases = {
+      {none, sel_all},      {none, full_uniform1}, {none, full_uniform2}, {none, full_block3},
+      {local, sel_all},     {local, sel_attn},     {local, full_uniform1}, {local, full_block3},
+      {te_attn, sel_attn},  {te_mlp, sel_mlp},     {te_both, sel_all},    {te_attn, sel_all},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> overrides = c.mode;
+    overrides.insert(overrides.end(), c.recompute.begin(), c.recompute.end());
+    std::string name;
+    for (const std::string& o : overrides) name += o + " ";
+    SCOPED_TRACE(name);
+    const RunResult r = run_mode(tiny_with(overrides));
+    expect_bitwise_same_training(r, eager, "eager without recompute");
+    EXPECT_EQ(r.state.rng.offset, eager.state.rng.offset);
+    EXPECT_LT(r.arena_bytes, eager.arena_bytes) << "recompute should plan fewer activation bytes";
+    if (c.mode != none) {
+      EXPECT_GT(r.stats.replays, 0u);
     }
-    EXPECT_TRUE(bitwise_equal(r.state.main_weights, gpt.state.main_weights)) << "final fp32 weights differ";
-    EXPECT_TRUE(bitwise_equal(r.state.exp_avg, gpt.state.exp_avg)) << "final exp_avg differs";
-    EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, gpt.state.exp_avg_sq)) << "final exp_avg_sq differs";
+    std::printf("%-100s bitwise equal to eager; arena %zu B vs %zu B\n", name.c_str(), r.arena_bytes,
+                eager.arena_bytes);
   }
 }
 

@@ -1,6 +1,6 @@
 // `stepgraph train` end to end through the real binary on the CPU fp32 reference backend: the loss
 // falls below the corpus's unigram entropy, resume is bitwise exact, mismatched checkpoints are
-// refused, NaN checks stop the run naming the step (exit 3), SIGINT/SIGHUP save and exit 128 + signal, --dump-batches
+// refused, recompute gives the same losses, NaN checks stop the run naming the step (exit 3), SIGINT/SIGHUP save and exit 128 + signal, --dump-batches
 // writes what the model saw, and an invalid config never trains.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -145,6 +145,25 @@ TEST_F(TrainerCliTest, ResumeIsBitwiseExact) {
   // ... and the step-4 checkpoints of A and B as well (the saved state does not depend on train_iters).
   EXPECT_TRUE(read_file(path("ckpt_a") + "/iter_0000004/optimizer_main_params.safetensors") ==
               read_file(path("ckpt_b") + "/iter_0000004/optimizer_main_params.safetensors"));
+}
+
+// 2b. Activation recompute through the real binary: the start of the run prints the activation bytes
+// with and without it, and the losses are the same bits as without recompute (dropout on, 2 microbatches).
+TEST_F(TrainerCliTest, RecomputeTrainsToTheSameLossesAndPrintsItsMemory) {
+  const RunResult plain = train(resume_config(3, path("run_plain")), "plain");
+  ASSERT_EQ(plain.rc, 0) << plain.all();
+  EXPECT_NE(plain.err.find("activations per microbatch:"), std::string::npos) << plain.all();
+  const RunResult full = train(plus(resume_config(3, path("run_full")),
+                                    {"model.recompute_granularity=full", "model.recompute_method=uniform",
+                                     "model.recompute_num_layers=1"}),
+                               "full");
+  ASSERT_EQ(full.rc, 0) << full.all();
+  EXPECT_NE(full.err.find("recompute full, uniform"), std::string::npos) << full.all();
+  const auto mp = read_metrics(path("run_plain") + "/metrics.jsonl");
+  const auto mf = read_metrics(path("run_full") + "/metrics.jsonl");
+  ASSERT_EQ(mp.size(), 3u);
+  ASSERT_EQ(mf.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(mf[i].loss_text, mp[i].loss_text) << "step " << i + 1;
 }
 
 std::vector<std::pair<fs::path, std::string>> snapshot(const fs::path& dir) {

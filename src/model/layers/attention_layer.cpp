@@ -62,9 +62,10 @@ void AttentionLayer::plan(LayerPlanContext& ctx) {
   T_ = ctx.tokens();
   const int64_t Q = model_.q_dim(), QKV = model_.qkv_dim();
   const int64_t lse_count = ctx.batch().micro_batch_size * model_.num_attention_heads * model_.seq_length;
+  full_recompute_ = ctx.full_recompute();
   qkv_slot_ = ctx.saved_array<bf16>(Module::attn, "qkv", sz(T_ * QKV));
-  attn_slot_ = ctx.saved_array<bf16>(Module::attn, "attn_out", sz(T_ * Q));
-  lse_slot_ = ctx.saved_array<float>(Module::attn, "softmax_lse", sz(lse_count));
+  attn_slot_ = ctx.saved_array<bf16>(Module::attn, "attn_out", sz(T_ * Q), RecomputeModule::core_attn);
+  lse_slot_ = ctx.saved_array<float>(Module::attn, "softmax_lse", sz(lse_count), RecomputeModule::core_attn);
   d_attn_ref_ = ctx.scratch("grad.d_attn", sz(T_ * Q) * sizeof(bf16));
   d_qkv_ref_ = ctx.scratch("grad.d_qkv", sz(T_ * QKV) * sizeof(bf16));
   if (model_.attention_dropout > 0.0f) dropout_slot_ = ctx.attention_dropout_slot(decl_.probs_site);
@@ -123,22 +124,35 @@ kernels::RopeParams rope_params(const ModelSpec& m, bf16* x, int64_t T) {
 }
 }  // namespace
 
-void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
-  gemms_->qkv.run(stream, qkv_, io.input, w_qkv_);
-  if (model_.position_embedding == PositionEmbedding::rope) kernels::rope_forward(stream, rope_params(model_, qkv_, T_));
+// `dropout` false: the evaluation forward, with the plan built without dropout (when there is one).
+void AttentionLayer::attention_forward(cudaStream_t stream, bool dropout) {
   kernels::AttentionForwardParams ap;
   ap.out = attn_;
   ap.lse = lse_;
   ap.qkv = qkv_;
   ap.workspace = workspace_;
-  if (io.dropout || eval_attention_ == nullptr) {
+  if (dropout || eval_attention_ == nullptr) {
     ap.dropout_seed = dropout_seed_;
     ap.dropout_offset = dropout_offset_;
     attention_->forward(stream, ap);
   } else {
     eval_attention_->forward(stream, ap);
   }
+}
+
+void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
+  gemms_->qkv.run(stream, qkv_, io.input, w_qkv_);
+  if (model_.position_embedding == PositionEmbedding::rope) kernels::rope_forward(stream, rope_params(model_, qkv_, T_));
+  attention_forward(stream, io.dropout);
   gemms_->o_proj.run(stream, io.output, attn_, w_o_);
+}
+
+void AttentionLayer::recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) {
+  if (full_recompute_) {
+    forward(module, stream, io);
+  } else {
+    attention_forward(stream, io.dropout);  // core_attn: qkv was kept
+  }
 }
 
 void AttentionLayer::backward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {

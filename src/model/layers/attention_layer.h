@@ -5,6 +5,9 @@
 // Parameters: q_proj, k_proj, v_proj (one fused [qkv_dim, H] block), o_proj (output-projection init).
 // Dropout site: the attention probabilities (one; the output dropout is the step's).
 // Module: attn.
+// Recompute: core_attn gives back the attention output and its softmax statistics (qkv is kept, so only
+// the attention kernel reruns, with the microbatch's cuDNN seeds: the same dropout mask); full
+// recompute gives back qkv too and reruns the whole module.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -25,6 +28,7 @@ class AttentionLayer final : public Layer {
  public:
   explicit AttentionLayer(LayerPlace place);
   ~AttentionLayer() override;
+  static LayerRecompute recompute_support() { return {{RecomputeModule::core_attn}, true}; }
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(LayerPlanContext& context) override;
@@ -32,11 +36,14 @@ class AttentionLayer final : public Layer {
   void bind(LayerBindContext& context) override;
   void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+  void recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
 
  private:
   struct Gemms;  // attention_layer.cpp
+  void attention_forward(cudaStream_t stream, bool dropout);
 
   AttentionDeclarations decl_;
+  bool full_recompute_ = false;
   ModelSpec model_;
   int64_t T_ = 0;
   int dropout_slot_ = -1;  // cuDNN seed slot; -1 without attention dropout

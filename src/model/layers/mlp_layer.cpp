@@ -52,10 +52,11 @@ void MlpLayer::plan(LayerPlanContext& ctx) {
   T_ = ctx.tokens();
   H_ = ctx.model().hidden_size;
   F_ = ctx.model().ffn_hidden_size;
+  full_recompute_ = ctx.full_recompute();
   N_ = mlp_up_rows(ctx.model());
   activation_ = ctx.model().mlp_activation;
-  gate_up_slot_ = ctx.saved_array<bf16>(graph::Module::mlp, "gate_up", sz(T_ * N_));
-  act_slot_ = ctx.saved_array<bf16>(graph::Module::mlp, "swiglu_out", sz(T_ * F_));
+  gate_up_slot_ = ctx.saved_array<bf16>(graph::Module::mlp, "gate_up", sz(T_ * N_), RecomputeModule::mlp);
+  act_slot_ = ctx.saved_array<bf16>(graph::Module::mlp, "swiglu_out", sz(T_ * F_), RecomputeModule::mlp);
   d_gate_up_ref_ = ctx.scratch("grad.d_gate_up", sz(T_ * N_) * sizeof(bf16));
   d_act_ref_ = ctx.scratch("grad.d_act", sz(T_ * F_) * sizeof(bf16));
 }
@@ -72,7 +73,7 @@ void MlpLayer::bind(LayerBindContext& ctx) {
   gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, H_, F_, N_);
 }
 
-void MlpLayer::forward(graph::Module /*module: mlp*/, cudaStream_t stream, const LayerIO& io) {
+void MlpLayer::activations_forward(cudaStream_t stream, const LayerIO& io) {
   gemms_->gate_up.run(stream, gate_up_, io.input, w_gate_up_);
   if (activation_ == MlpActivation::swiglu) {
     kernels::SwiGluForwardParams sw;
@@ -84,7 +85,19 @@ void MlpLayer::forward(graph::Module /*module: mlp*/, cudaStream_t stream, const
   } else {
     kernels::squared_relu_forward(stream, {.out = act_, .in = gate_up_, .T = T_, .F = F_});
   }
+}
+
+void MlpLayer::forward(graph::Module /*module: mlp*/, cudaStream_t stream, const LayerIO& io) {
+  activations_forward(stream, io);
   gemms_->down.run(stream, io.output, act_, w_down_);
+}
+
+void MlpLayer::recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) {
+  if (full_recompute_) {
+    forward(module, stream, io);
+  } else {
+    activations_forward(stream, io);  // the output is not needed: the step adds it only in the forward
+  }
 }
 
 void MlpLayer::backward(graph::Module /*module: mlp*/, cudaStream_t stream, const LayerIO& io) {

@@ -4,6 +4,9 @@
 //   squared_relu (Nemotron-H):   up = n Wup^T;             act = relu(up)^2;      delta = act Wdown^T
 // Parameters: gate_proj, up_proj (one fused [2F, H] block; up_proj [F, H] alone when not gated),
 // down_proj (output-projection init). No dropout inside (the output dropout is the step's). Module: mlp.
+// Recompute: mlp gives back gate_up and the activation's output (rerun: the gate_up GEMM and the
+// activation from the kept input n); full recompute reruns the down projection too (the next layer of
+// the chunk reads it).
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -24,17 +27,21 @@ class MlpLayer final : public Layer {
  public:
   explicit MlpLayer(LayerPlace place);
   ~MlpLayer() override;
+  static LayerRecompute recompute_support() { return {{RecomputeModule::mlp}, true}; }
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(LayerPlanContext& context) override;
   void bind(LayerBindContext& context) override;
   void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+  void recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
 
  private:
   struct Gemms;  // mlp_layer.cpp
+  void activations_forward(cudaStream_t stream, const LayerIO& io);  // gate_up and SwiGLU
 
   MlpDeclarations decl_;
+  bool full_recompute_ = false;
   int64_t T_ = 0, H_ = 0, F_ = 0, N_ = 0;  // N_: mlp_up_rows
   MlpActivation activation_ = MlpActivation::swiglu;
   cuda::MemorySlot gate_up_slot_, act_slot_;
