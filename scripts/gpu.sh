@@ -14,7 +14,9 @@
 # with and without cuDNN's SDPA backward kernel); a summary line each, logs in
 # $OUT/sanitize_<run>.log, host memory every 5 s in $OUT/sanitize_mem_<run>.log (docs/reliability.md
 # records the results). SANITIZE_ONLY="racecheck synccheck" picks runs by name.
-# dp (issue 16) needs 2 GPUs (kind nvidia-h200-x2; on one GPU it says so and skips): world size 1 vs 2
+# dp (issue 16), on one GPU: world size 1 through the whole NCCL path (`stepgraph launch -n 1`) in every
+# graph mode, bitwise equal to the plain run, and a "NOT RUN" record for world size 2. On 2 GPUs (kind
+# nvidia-h200-x2): world size 1 vs 2
 # on the same global batch (losses within fp32 summation-order rounding, every graph mode bitwise equal
 # to eager at world size 2, the distributed optimizer, a checkpoint saved at 2 ranks and resumed at 1)
 # and bench -ng 2 against -ng 1 (scaling efficiency); docs/distributed.md.
@@ -217,10 +219,18 @@ if want dp; then
     run_dp ws1_nccl_te "$SG" launch -n 1 -- train "${tiny[@]}" "${te_graph[@]}" --run-dir "$D/ws1_nccl_te"
     run_dp ws1_nccl_distopt_local "$SG" launch -n 1 -- train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
       "${local_graph[@]}" --run-dir "$D/ws1_nccl_distopt_local"
+    # Each launched run must have joined the rendezvous and created the NCCL communicator (its log says so).
+    nccl_runs=0
+    for run in ws1_nccl ws1_nccl_local ws1_nccl_te ws1_nccl_distopt_local; do
+      grep -q "rank 0 of 1 (local rank 0, torchrun)" "$D/$run.log" && grep -q "NCCL [0-9]" "$D/$run.log" &&
+        nccl_runs=$(( nccl_runs + 1 ))
+    done
+    record "dp ws1 runs through NCCL" "$nccl_runs/4 (rendezvous + communicator in the log)"
     python3 bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws1_nccl/metrics.jsonl" \
       "$D/ws1_nccl_local/metrics.jsonl" "$D/ws1_nccl_te/metrics.jsonl" "$D/ws1_nccl_distopt_local/metrics.jsonl" \
       | tee "$D/losses_ws1_nccl.txt"
     record "dp ws1 over NCCL vs plain" "$(grep -c 'bitwise equal' "$D/losses_ws1_nccl.txt")/4 bitwise"
+    record "dp world size 2" "NOT RUN: needs 2 GPUs (kind nvidia-h200-x2), this machine has $ngpu"
   else
     run_dp ws1 "$SG" train "${tiny[@]}" --run-dir "$D/ws1"
     run_dp ws2 "$SG" launch -n 2 -- train "${tiny[@]}" --run-dir "$D/ws2"

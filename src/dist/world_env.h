@@ -36,6 +36,11 @@ struct WorldInfo {
   std::string job_token;
 
   bool distributed() const { return world_size > 1; }
+  // Whether this process trains through the data-parallel path (rendezvous, NCCL communicator, the
+  // collectives in the step): always at more than one rank, and at one rank when a torchrun-style
+  // launcher started it (`stepgraph launch -n 1`, `torchrun --nproc-per-node 1`), as PyTorch's DDP does —
+  // so the whole NCCL path runs on one GPU. One Slurm task, or no launcher, is a plain single process.
+  bool data_parallel_path() const { return distributed() || launcher == "torchrun"; }
   // "rank 1 of 4 (local rank 1, torchrun), master 10.0.0.1:29500"
   std::string describe() const;
 };

@@ -43,7 +43,8 @@ std::unique_ptr<TrainingBackend> make_backend(const config::Config& config, bool
   const model::BatchSpec batch = config::batch_spec(config);
   const rng::RngState rng{static_cast<uint64_t>(config.rng.seed), 0};
   const int gpus = cuda::device_count();
-  if (distributed != nullptr) {
+  // One rank (stepgraph launch -n 1) on the CPU: nothing to reduce, so the CPU backend trains it alone.
+  if (distributed != nullptr && !(distributed->world_size() == 1 && (force_cpu || gpus == 0))) {
     if (force_cpu || gpus == 0) {
       throw Error(strprintf("data parallelism (%d ranks) runs one rank per GPU with NCCL; the CPU reference backend "
                             "trains in one process only (%s). Run a single process for the CPU backend",

@@ -18,7 +18,7 @@ namespace sg::train {
 
 std::unique_ptr<DistributedRun> DistributedRun::from_environment(const dist::EnvLookup& env) {
   const dist::WorldInfo world = dist::world_from_env(env);
-  if (!world.distributed()) return nullptr;
+  if (!world.data_parallel_path()) return nullptr;
   return std::make_unique<DistributedRun>(world, dist::rendezvous_settings_from_env(env));
 }
 

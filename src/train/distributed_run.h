@@ -25,7 +25,7 @@ namespace sg::train {
 class DistributedRun {
  public:
   // Joins the run the environment describes (blocks until every rank is there); nullptr when it
-  // describes a single process (no launcher variables, or a world size of 1).
+  // describes a plain single process (dist::WorldInfo::data_parallel_path: no launcher, or one Slurm task).
   static std::unique_ptr<DistributedRun> from_environment(const dist::EnvLookup& env = dist::process_environment());
 
   DistributedRun(const dist::WorldInfo& world, const dist::RendezvousSettings& settings);

@@ -38,14 +38,32 @@ TEST(LaunchCli, UsageErrors) {
   EXPECT_TRUE(has(run_stepgraph({"launch", "--help"}), "--kill-grace"));
 }
 
+// `stepgraph launch -n RANKS -- train --cpu --plain llama/tiny dataset.mock=true OVERRIDES --run-dir TMP/DIR`.
+Result launch_cpu_training(int ranks, const std::vector<std::string>& overrides, const std::string& dir) {
+  std::vector<std::string> args = {"launch", "-n", std::to_string(ranks), "--", "train", "--cpu", "--plain",
+                                   "llama/tiny", "dataset.mock=true"};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  args.insert(args.end(), {"--run-dir", ::testing::TempDir() + dir});
+  return run_stepgraph(args);
+}
+
 TEST(LaunchCli, DataParallelTrainingNeedsGpusAndSaysSoOnEveryRank) {
-  const std::string dir = ::testing::TempDir() + "launch_cpu_run";
-  const Result r = run_stepgraph({"launch", "-n", "2", "--", "train", "--cpu", "--plain", "llama/tiny",
-                                  "train.global_batch_size=8", "train.train_iters=10", "dataset.mock=true",
-                                  "--run-dir", dir});
+  const Result r = launch_cpu_training(2, {"train.global_batch_size=8", "train.train_iters=10"}, "launch_cpu_run");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(has(r, "data parallelism (2 ranks) runs one rank per GPU")) << r.output;
   EXPECT_TRUE(has(r, "--cpu was given")) << r.output;
+}
+
+TEST(LaunchCli, OneRankJoinsTheRendezvousAndTrainsOnTheCpu) {
+  // launch -n 1 takes the data-parallel path (rendezvous on loopback; NCCL on a GPU); with nothing to
+  // reduce, the CPU backend trains the one rank.
+  const Result r = launch_cpu_training(1,
+                                       {"train.train_iters=2", "scheduler.lr_warmup_iters=0", "model.num_layers=1",
+                                        "model.seq_length=64", "dataset.seq_length=64"},
+                                       "launch_one_rank_cpu");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r, "rank 0 of 1 (local rank 0, torchrun)")) << r.output;
+  EXPECT_TRUE(has(r, "trained 2 steps")) << r.output;
 }
 
 TEST(LaunchCli, AnIndivisibleGlobalBatchIsARuleViolation) {

@@ -35,7 +35,25 @@ TEST(WorldEnv, NoLauncherIsASingleProcess) {
   EXPECT_EQ(w.world_size, 1);
   EXPECT_EQ(w.rank, 0);
   EXPECT_FALSE(w.distributed());
+  EXPECT_FALSE(w.data_parallel_path());
   EXPECT_EQ(w.launcher, "none");
+}
+
+TEST(WorldEnv, OneRankOfATorchrunStyleLauncherTakesTheNcclPathOneSlurmTaskDoesNot) {
+  // stepgraph launch -n 1 / torchrun --nproc-per-node 1: the whole data-parallel path at world size 1.
+  const WorldInfo one = world_from_env(env_of({{"RANK", "0"},
+                                               {"WORLD_SIZE", "1"},
+                                               {"LOCAL_RANK", "0"},
+                                               {"MASTER_ADDR", "127.0.0.1"},
+                                               {"MASTER_PORT", "29500"}}));
+  EXPECT_FALSE(one.distributed());
+  EXPECT_TRUE(one.data_parallel_path());
+  // A single srun task (or a shell inside an allocation) is a plain single process.
+  const WorldInfo task = world_from_env(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"}}));
+  EXPECT_EQ(task.launcher, "slurm");
+  EXPECT_FALSE(task.data_parallel_path());
+  const WorldInfo two = world_from_env(env_of({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}}));
+  EXPECT_TRUE(two.data_parallel_path());
 }
 
 TEST(WorldEnv, Torchrun) {
