@@ -69,3 +69,16 @@ add_library(sg_cutlass INTERFACE)
 target_include_directories(sg_cutlass SYSTEM INTERFACE ${CUTLASS_INCLUDE_DIR} ${CUTLASS_UTIL_INCLUDE_DIR})
 
 set(SG_WARNINGS -Wall -Wextra)
+
+# NCCL: the header from the CUDA toolkit at build time; the library is loaded at run time (dlopen, see
+# src/dist/nccl_library.h), so the binary starts without it and finds the machine's libnccl.so.2. The
+# toolkit's library folder, when it has one, is the first place searched after the loader's own.
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include
+          /usr/local/cuda/include REQUIRED DOC "nccl.h (CUDA toolkit or the libnccl-dev package)")
+find_library(NCCL_TOOLKIT_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR} NO_DEFAULT_PATH)
+set(SG_NCCL_TOOLKIT_LIBRARY_DIR "")
+if(NCCL_TOOLKIT_LIBRARY)
+  get_filename_component(SG_NCCL_TOOLKIT_LIBRARY_DIR ${NCCL_TOOLKIT_LIBRARY} DIRECTORY)
+endif()
+add_library(sg_nccl_headers INTERFACE)
+target_include_directories(sg_nccl_headers SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})

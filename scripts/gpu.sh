@@ -3,18 +3,24 @@
 # the benchmarks, the PyTorch comparison and the Hugging Face parity checks (training loss and greedy
 # generation); prints a short table last.
 #
-#   bash scripts/gpu.sh [tests|bench|torch|parity|sanitize|recompute|all]...
+#   bash scripts/gpu.sh [tests|bench|torch|parity|dp|sanitize|recompute|all]...
 #   BENCH_RECIPES="moe/small_moe hybrid/small_hybrid" bash scripts/gpu.sh bench   # family/recipe items; BENCH_MODES overrides the modes
 #   TORCH_MODELS="small_moe hybrid ssd" bash scripts/gpu.sh torch   # only these PyTorch references: families
 #   (llama moe hybrid ssd, the default all four) or recipe names; TORCH_MODES, TORCH_STEPS, TORCH_MODE_TIMEOUT,
 #   TORCH_MOE_IMPLS, TORCH_HYBRID_IMPLS narrow them further
 #
-# Default: all = tests bench torch parity. sanitize and recompute run only when named (many minutes).
+# Default: all = tests bench torch parity dp. sanitize and recompute run only when named (many minutes).
 # sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
 # transformer_engine modes, racecheck (one block, to fit the tool's host memory) and synccheck (eager,
 # with and without cuDNN's SDPA backward kernel); a summary line each, logs in
 # $OUT/sanitize_<run>.log, host memory every 5 s in $OUT/sanitize_mem_<run>.log (docs/reliability.md
 # records the results). SANITIZE_ONLY="racecheck synccheck" picks runs by name.
+# dp (issue 16), on one GPU: world size 1 through the whole NCCL path (`stepgraph launch -n 1`) in every
+# graph mode, bitwise equal to the plain run, and a "NOT RUN" record for world size 2. On 2 GPUs (kind
+# nvidia-h200-x2): world size 1 vs 2
+# on the same global batch (losses within fp32 summation-order rounding, every graph mode bitwise equal
+# to eager at world size 2, the distributed optimizer, a checkpoint saved at 2 ranks and resumed at 1)
+# and bench -ng 2 against -ng 1 (scaling efficiency); docs/distributed.md.
 #
 # Expects a build made for sm_90 in ${BUILD_DIR:-build} (scripts/build.sh here, or on the GPU machine:
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
@@ -207,6 +213,90 @@ if named sanitize; then
   sanitize synccheck synccheck "${local_barriers[@]}" --kernel-name-exclude kns=sdpa_sm90_flash_bprop -- \
     model.cuda_graph_impl=none
   sanitize synccheck_cudnn synccheck "${local_barriers[@]}" -- model.cuda_graph_impl=none
+fi
+
+if want dp; then
+  ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+  D="$OUT/dp"
+  mkdir -p "$D"
+  rm -rf "$D/ckpt"
+  # Same global batch everywhere: 8 sequences = 2 microbatches of 4 at world size 1, 1 per rank at 2.
+  # Dropout on, so the per-rank RNG offsets are checked too.
+  tiny=(llama/tiny train.global_batch_size=8 train.train_iters=30 scheduler.lr_decay_iters=30 dataset.mock=true logger.log_interval=10
+        model.hidden_dropout=0.1 model.attention_dropout=0.1 --plain)
+  graphs=(model.use_te_rng_tracker=true rng.te_rng_tracker=true)
+  local_graph=("${graphs[@]}" model.cuda_graph_impl=local rerun_state_machine.check_for_nan_in_loss=false)
+  te_graph=("${graphs[@]}" model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=attn,mlp)
+  run_dp() {  # name, then the command
+    local name=$1; shift
+    local start=$(date +%s)
+    timeout 600 "$@" >"$D/$name.log" 2>&1
+    local rc=$?
+    record "dp $name" "rc=$rc ($(( $(date +%s) - start )) s)"
+    (( rc == 0 )) || tail -20 "$D/$name.log"
+  }
+  if (( ngpu < 2 )); then
+    # One GPU: the whole NCCL path at world size 1 (stepgraph launch -n 1: rendezvous, communicator,
+    # collectives inside the graph, teardown) must train bitwise like the plain single-process run.
+    echo "dp: this machine has $ngpu GPU(s); world size 2 needs 2 (kind nvidia-h200-x2): world size 1 over NCCL only"
+    run_dp ws1 "$SG" train "${tiny[@]}" --run-dir "$D/ws1"
+    run_dp ws1_nccl "$SG" launch -n 1 -- train "${tiny[@]}" --run-dir "$D/ws1_nccl"
+    run_dp ws1_nccl_local "$SG" launch -n 1 -- train "${tiny[@]}" "${local_graph[@]}" --run-dir "$D/ws1_nccl_local"
+    run_dp ws1_nccl_te "$SG" launch -n 1 -- train "${tiny[@]}" "${te_graph[@]}" --run-dir "$D/ws1_nccl_te"
+    run_dp ws1_nccl_distopt_local "$SG" launch -n 1 -- train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+      "${local_graph[@]}" --run-dir "$D/ws1_nccl_distopt_local"
+    # Each launched run must have joined the rendezvous and created the NCCL communicator (its log says so).
+    nccl_runs=0
+    for run in ws1_nccl ws1_nccl_local ws1_nccl_te ws1_nccl_distopt_local; do
+      grep -q "rank 0 of 1 (local rank 0, torchrun)" "$D/$run.log" && grep -q "NCCL [0-9]" "$D/$run.log" &&
+        nccl_runs=$(( nccl_runs + 1 ))
+    done
+    record "dp ws1 runs through NCCL" "$nccl_runs/4 (rendezvous + communicator in the log)"
+    python3 bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws1_nccl/metrics.jsonl" \
+      "$D/ws1_nccl_local/metrics.jsonl" "$D/ws1_nccl_te/metrics.jsonl" "$D/ws1_nccl_distopt_local/metrics.jsonl" \
+      | tee "$D/losses_ws1_nccl.txt"
+    record "dp ws1 over NCCL vs plain" "$(grep -c 'bitwise equal' "$D/losses_ws1_nccl.txt")/4 bitwise"
+    record "dp world size 2" "NOT RUN: needs 2 GPUs (kind nvidia-h200-x2), this machine has $ngpu"
+  else
+    run_dp ws1 "$SG" train "${tiny[@]}" --run-dir "$D/ws1"
+    run_dp ws2 "$SG" launch -n 2 -- train "${tiny[@]}" --run-dir "$D/ws2"
+    run_dp ws2_local "$SG" launch -n 2 -- train "${tiny[@]}" "${local_graph[@]}" --run-dir "$D/ws2_local"
+    run_dp ws2_te "$SG" launch -n 2 -- train "${tiny[@]}" "${te_graph[@]}" --run-dir "$D/ws2_te"
+    run_dp ws2_distopt "$SG" launch -n 2 -- train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+      --run-dir "$D/ws2_distopt"
+    run_dp ws2_distopt_local "$SG" launch -n 2 -- train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+      "${local_graph[@]}" --run-dir "$D/ws2_distopt_local"
+    # Saved by 2 ranks (sharded optimizer, gathered into one folder) at step 15, resumed by 1 rank.
+    run_dp save_ws2 "$SG" launch -n 2 -- train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+      train.train_iters=15 checkpoint.save="$D/ckpt" --run-dir "$D/save_ws2"
+    run_dp resume_ws1 "$SG" train "${tiny[@]}" checkpoint.load="$D/ckpt" --run-dir "$D/resume_ws1"
+    echo "-- world size 2 (and the distributed optimizer, and a resume at world size 1) against world size 1:"
+    python3 bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws2/metrics.jsonl" \
+      "$D/ws2_distopt/metrics.jsonl" "$D/resume_ws1/metrics.jsonl" | tee "$D/losses_ws1_vs_ws2.txt"
+    record "dp ws2 vs ws1 losses" "rc=${PIPESTATUS[0]} (losses_ws1_vs_ws2.txt)"
+    echo "-- every graph mode at world size 2 against eager (bitwise expected):"
+    python3 bench/data_parallel_report.py losses "$D/ws2/metrics.jsonl" "$D/ws2_local/metrics.jsonl" \
+      "$D/ws2_te/metrics.jsonl" | tee "$D/losses_graphs_ws2.txt"
+    python3 bench/data_parallel_report.py losses "$D/ws2_distopt/metrics.jsonl" \
+      "$D/ws2_distopt_local/metrics.jsonl" | tee -a "$D/losses_graphs_ws2.txt"
+    record "dp graphs vs eager at ws2" "$(grep -c 'bitwise equal' "$D/losses_graphs_ws2.txt")/3 bitwise"
+    # Scaling: the same micro batch per GPU, twice the global batch at -ng 2.
+    for spec in small:8 1b:4; do
+      r=${spec%%:*}; mbs=${spec##*:}
+      "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 1 --plain --compare none,local,transformer_engine:attn+mlp \
+        --json "$D/bench_${r}_ng1.json" >"$D/bench_${r}_ng1.txt" 2>&1
+      rc1=$?
+      "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 2 -gb $(( 2 * mbs )) --plain \
+        --compare none,local,transformer_engine:attn+mlp --json "$D/bench_${r}_ng2.json" >"$D/bench_${r}_ng2.txt" 2>&1
+      rc2=$?
+      record "dp bench $r -ng 1 / -ng 2" "rc=$rc1 / $rc2"
+      if (( rc1 == 0 && rc2 == 0 )); then
+        echo "-- scaling $r:"
+        python3 bench/data_parallel_report.py scaling "$D/bench_${r}_ng1.json" "$D/bench_${r}_ng2.json" \
+          | tee "$D/scaling_$r.txt"
+      fi
+    done
+  fi
 fi
 
 echo

@@ -49,7 +49,8 @@ const std::vector<FlagSpec>& flag_specs() {
       {{"--task"}, FlagType::text, "TASK", "pretrain (sft, peft: not implemented yet)"},
       {{"-g", "--gpu"}, FlagType::text, "GPU", "target GPU, recorded (h200); the peak comes from the device name"},
       {{"-c", "--compute_dtype"}, FlagType::text, "DTYPE", "bf16 (fp8_cs, fp8_mx, fp8_sc, nvfp4: not implemented yet)"},
-      {{"-ng", "--num_gpus"}, FlagType::integer, "N", "1 (more: not implemented yet)"},
+      {{"-ng", "--num_gpus"}, FlagType::integer, "N",
+       "GPUs of this node, one data-parallel rank each (global batch = -mb x microbatches x N)"},
       {{"--cuda_graph_impl"}, FlagType::text, "IMPL",
        "none, local, transformer_engine; not none turns both RNG-tracker flags on"},
       {{"--cuda_graph_scope"}, FlagType::text, "A,B",
@@ -268,11 +269,6 @@ void check_bench_options(const BenchOptions& o) {
   }
   if (o.bridge.max_steps && o.steps_given) {
     throw config::ConfigError("-ms/--max_steps and --steps both set the length of each mode; give one");
-  }
-  if (o.num_gpus > 1) {
-    throw Error(strprintf("-ng %d is not implemented yet: stepgraph bench runs on one GPU (data parallelism is a "
-                          "later issue); use -ng 1",
-                          o.num_gpus));
   }
   if (o.cuda_graph_impl) config::check_impl_flag(*o.cuda_graph_impl);
   if (o.cuda_graph_scope) parse_scope_flag(*o.cuda_graph_scope);

@@ -34,7 +34,7 @@ struct BenchOptions {
   std::string task = "pretrain";        // --task: pretrain (sft, lora: not implemented yet)
   std::string gpu;                      // -g / --gpu: recorded; the peak comes from the device name
   std::string compute_dtype = "bf16";   // -c / --compute_dtype: bf16 (fp8_*, nvfp4: not implemented yet)
-  int num_gpus = 1;                     // -ng / --num_gpus: 1 (more: not implemented yet)
+  int num_gpus = 1;                     // -ng / --num_gpus: data-parallel ranks, one per GPU of this node
   std::optional<std::string> cuda_graph_impl;   // --cuda_graph_impl
   std::optional<std::string> cuda_graph_scope;  // --cuda_graph_scope a,b
   std::optional<int64_t> micro_batch_size;      // -mb
@@ -76,7 +76,7 @@ using config::parse_scope_flag;
 // Checks the values of the Bridge flags that stepgraph reads:
 //   * a value Bridge does not know either (--task foo, -c fp4, -ng 0, an unknown -mr) -> ConfigError
 //     (usage error, exit 2) naming the valid values;
-//   * a value Bridge knows that stepgraph does not do yet (--task sft, -c fp8_cs, -ng 8) -> sg::Error
+//   * a value Bridge knows that stepgraph does not do yet (--task sft, -c fp8_cs) -> sg::Error
 //     "... is not implemented yet" (exit 1).
 // Also the bench settings: --steps >= 1, --floor-steps >= 0, --trace needs a floor step, and --compare
 // excludes --cuda_graph_impl/--cuda_graph_scope and model.cuda_graph_impl/scope overrides.

@@ -67,7 +67,8 @@ BenchPlan plan_bench(const BenchOptions& options) {
 
   std::string problems;
   for (const Candidate& c : candidates) {
-    const config::Config raw = bench_config(options, c.flags);
+    config::Config raw = bench_config(options, c.flags);
+    raw.data_parallel_size = options.num_gpus;  // -ng: one data-parallel rank per GPU
     config::ValidationReport report = config::validate(raw);
     const std::string label = c.label.empty() ? mode_label(report.config) : c.label;
     if (!report.ok()) {
@@ -118,13 +119,14 @@ std::string describe_plan(const BenchPlan& plan) {
   const model::BatchSpec& b = plan.batch;
   std::string text = strprintf(
       "stepgraph bench %s: %s, hidden %lld, ffn %lld, %lld heads (%lld KV), seq %lld, vocab %lld; "
-      "micro batch %lld x %lld microbatch%s = %lld tokens per step; mock data, seed %llu\n",
+      "micro batch %lld x %lld microbatch%s x %lld data-parallel rank%s = %lld tokens per step; mock data, seed %llu\n",
       plan.recipe.c_str(), model::describe_stack(m).c_str(), static_cast<long long>(m.hidden_size),
       static_cast<long long>(m.ffn_hidden_size), static_cast<long long>(m.num_attention_heads),
       static_cast<long long>(m.num_query_groups), static_cast<long long>(m.seq_length),
       static_cast<long long>(m.vocab_size), static_cast<long long>(b.micro_batch_size),
       static_cast<long long>(b.num_microbatches), b.num_microbatches == 1 ? "" : "es",
-      static_cast<long long>(b.num_microbatches * b.tokens_per_microbatch(m)),
+      static_cast<long long>(b.data_parallel_size), b.data_parallel_size == 1 ? "" : "s",
+      static_cast<long long>(b.global_microbatches() * b.tokens_per_microbatch(m)),
       static_cast<unsigned long long>(plan.seed));
   text += strprintf(
       "per mode: %d eager warmup step%s, 1 capture step (timed apart), %d measured step%s, %d CUPTI floor step%s%s "

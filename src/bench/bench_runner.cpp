@@ -14,11 +14,13 @@
 #include "cuda/stream.h"
 #include "graph/registry.h"
 #include "model/init.h"
+#include "model/layer_registry.h"
 #include "model/train_step.h"
 #include "bench/bench_stats.h"
 #include "bench/kernel_timer.h"
 #include "bench/report.h"
 #include "data/batch.h"
+#include "data/rank_batch.h"
 #include "train/graphed_step.h"
 #include "train/metrics.h"
 
@@ -45,8 +47,9 @@ struct StopHandlers {
   ~StopHandlers() { graph::uninstall_stop_handlers(); }
 };
 
-// One global mock batch, the same for every step of every mode (dataset.mock: seeded random tokens).
-model::HostBatch mock_batch(const BenchPlan& plan) {
+// This rank's rows of one global mock batch, the same for every step of every mode (dataset.mock: seeded
+// random tokens; data/rank_batch.h).
+model::HostBatch mock_batch(const BenchPlan& plan, int rank) {
   data::DataLoaderOptions options;
   options.mock = true;
   options.seq_length = plan.model.seq_length;
@@ -58,9 +61,11 @@ model::HostBatch mock_batch(const BenchPlan& plan) {
   batch.tokens.resize(n);
   batch.targets.resize(n);
   batch.loss_mask.resize(n);
-  data::HostBatchView view{batch.tokens.data(), batch.targets.data(), batch.loss_mask.data(),
-                           plan.batch.num_microbatches * plan.batch.micro_batch_size, plan.model.seq_length};
-  data::fill_batch(loader, view);
+  const int64_t global = plan.batch.global_microbatches() * plan.batch.micro_batch_size;
+  const data::RankRows rows = data::rank_rows(global, plan.batch.data_parallel_size, rank);
+  data::HostBatchView view{batch.tokens.data(), batch.targets.data(), batch.loss_mask.data(), rows.count,
+                           plan.model.seq_length};
+  data::fill_rank_batch(loader, view, global, rows);
   return batch;
 }
 
@@ -278,7 +283,7 @@ std::string no_gpu_message() {
          "CUDA_VISIBLE_DEVICES). `stepgraph bench ... --dryrun` validates the configuration without one.";
 }
 
-BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress) {
+BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, train::DistributedRun* distributed) {
   if (cuda::device_count() == 0) throw Error(no_gpu_message());
   SG_CHECK(!plan.modes.empty(), "stepgraph bench: no mode to run");
   StopHandlers stop_handlers;
@@ -313,7 +318,17 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress) {
 
   Tracker tracker(plan, progress);
   cuda::Stream stream;
-  model::TrainStep step(plan.model, plan.batch, plan.optimizer, plan.seed);
+  // Data parallel: the reducer outlives the step, and the step every mode's graphs.
+  std::unique_ptr<dist::GradientReducer> reducer;
+  if (distributed) {
+    bool any_local = false;
+    for (const PlannedMode& m : plan.modes) any_local = any_local || m.config.model.cuda_graph_impl == "local";
+    reducer = distributed->make_step_reducer(plan.modes.front().config, model::model_layout(plan.model).total(),
+                                             any_local);
+  }
+  model::TrainStepOptions step_options;
+  step_options.reducer = reducer.get();
+  model::TrainStep step(plan.model, plan.batch, plan.optimizer, plan.seed, step_options);
   results.env.arena_bytes = step.arena().total_bytes();
   if (progress.line) {
     progress.line(strprintf("stepgraph bench %s on %s: arena %s planned once for %zu mode%s", plan.recipe.c_str(),
@@ -322,7 +337,7 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress) {
   }
   const std::vector<float> weights = model::initial_parameters(step.layout(), plan.seed);
   const std::vector<float> zeros(weights.size(), 0.0f);
-  step.upload_batch(stream, mock_batch(plan));
+  step.upload_batch(stream, mock_batch(plan, distributed ? distributed->rank() : 0));
 
   SharedState shared{step, stream, weights, zeros, timer.get()};
   for (size_t i = 0; i < plan.modes.size(); ++i) {

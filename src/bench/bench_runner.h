@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "bench/bench_plan.h"
 #include "bench/bench_results.h"
+#include "train/distributed_run.h"
 
 namespace sg::bench {
 
@@ -38,8 +39,10 @@ struct BenchProgress {
 };
 
 // Throws sg::Error "stepgraph bench needs a GPU ..." when there is none, BenchInterrupted on a signal,
-// and whatever the step throws.
-BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress);
+// and whatever the step throws. With `distributed` (bench -ng N > 1: this process is one of N ranks) the
+// step all-reduces its gradients with the other ranks and each rank measures its slice of the batch.
+BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress,
+                       train::DistributedRun* distributed = nullptr);
 
 // The message for a machine without a usable GPU.
 std::string no_gpu_message();

@@ -12,8 +12,9 @@
 namespace sg::bench {
 namespace {
 
+// Every rank's tokens (the global batch): tokens/s is the run's; TFLOP/s and MFU stay per GPU.
 double tokens_per_step(const BenchPlan& plan) {
-  return static_cast<double>(plan.batch.num_microbatches * plan.batch.tokens_per_microbatch(plan.model));
+  return static_cast<double>(plan.batch.global_microbatches() * plan.batch.tokens_per_microbatch(plan.model));
 }
 
 // The first impl-none mode: the eager reference for the memory overhead.
@@ -233,6 +234,7 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
                 {"vocab_size", m.vocab_size}};
   j["batch"] = {{"micro_batch_size", plan.batch.micro_batch_size},
                 {"num_microbatches", plan.batch.num_microbatches},
+                {"data_parallel_size", plan.batch.data_parallel_size},
                 {"tokens_per_step", tokens_per_step(plan)},
                 {"flops_per_step", train::training_flops_per_step(plan.model, plan.batch)}};
   j["schedule"] = {{"warmup_steps", plan.warmup_steps},

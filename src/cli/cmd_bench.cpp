@@ -3,17 +3,25 @@
 // Measures the training step of one recipe in one or several CUDA-graph modes (bench/).
 // Exit 0 measured (or --dryrun planned), 1 the request failed (rule violations, not implemented, no GPU,
 // a CUDA error), 2 usage error, 128+signal when stopped by SIGINT/SIGTERM.
+#include <unistd.h>
+
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/strings.h"
 #include "cuda/device.h"
+#include "dist/local_launcher.h"
+#include "dist/world_env.h"
 #include "graph/registry.h"
 #include "bench/bench_options.h"
 #include "bench/bench_plan.h"
@@ -22,6 +30,7 @@
 #include "bench/chrome_trace.h"
 #include "bench/report.h"
 #include "config/config.h"
+#include "train/distributed_run.h"
 #include "train/progress.h"
 
 namespace sg::cli {
@@ -35,6 +44,39 @@ void write_text_file(const std::string& path, const std::string& text, const cha
   if (out.fail()) throw Error(strprintf("writing the %s to %s failed: %s", what, path.c_str(), std::strerror(errno)));
 }
 
+// -ng N > 1 outside a launcher: this process starts N ranks of the same bench command (dist/local_launcher.h)
+// and returns the failing rank's status. Inside one (WORLD_SIZE set), the world must be N.
+std::optional<int> launch_bench_ranks(const bench::BenchOptions& options, const std::vector<std::string>& args,
+                                      const dist::WorldInfo& world) {
+  if (world.distributed() || options.num_gpus == 1) {
+    if (world.world_size != options.num_gpus) {
+      throw Error(strprintf("-ng %d, but %d rank%s were started (%s): start one rank per GPU, -ng the same number",
+                            options.num_gpus, world.world_size, world.world_size == 1 ? "" : "s",
+                            world.launcher == "slurm" ? "SLURM_NTASKS" : "WORLD_SIZE"));
+    }
+    return std::nullopt;
+  }
+  const int gpus = cuda::device_count();
+  if (gpus < options.num_gpus) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    throw Error(strprintf("-ng %d needs %d GPUs on this node; it has %d (CUDA_VISIBLE_DEVICES %s): use -ng %d or a "
+                          "machine with more GPUs",
+                          options.num_gpus, options.num_gpus, gpus, visible ? visible : "unset", std::max(gpus, 1)));
+  }
+  char self[PATH_MAX] = {0};
+  SG_CHECK(::readlink("/proc/self/exe", self, sizeof(self) - 1) > 0, "stepgraph bench: cannot find its own executable");
+  dist::LaunchOptions launch;
+  launch.num_ranks = options.num_gpus;
+  launch.argv = {self, "bench"};
+  launch.argv.insert(launch.argv.end(), args.begin(), args.end());
+  const dist::LaunchResult result = dist::launch_local(launch);
+  if (result.exit_code != 0) std::fprintf(stderr, "stepgraph bench: %s\n", result.summary.c_str());
+  return result.exit_code;
+}
+
+int run_bench_rank(const bench::BenchPlan& plan, const bench::BenchOptions& options,
+                   train::DistributedRun* distributed);
+
 int run_bench_command(const std::vector<std::string>& args) {
   using namespace bench;
   const BenchOptions options = parse_bench_args(args);
@@ -43,18 +85,42 @@ int run_bench_command(const std::vector<std::string>& args) {
     std::printf("%s", describe_plan(plan).c_str());
     return 0;
   }
+  const dist::WorldInfo world = dist::world_from_env(dist::process_environment());
+  if (const std::optional<int> launched = launch_bench_ranks(options, args, world)) return *launched;
   if (cuda::device_count() == 0) {
     std::fprintf(stderr, "error: %s\n", no_gpu_message().c_str());
     return 1;
   }
+  // One rank of a data-parallel bench: rank 0 reports, the others only measure with it.
+  std::unique_ptr<train::DistributedRun> distributed;
+  if (world.distributed()) {
+    distributed = std::make_unique<train::DistributedRun>(world, dist::rendezvous_settings_from_env(
+                                                                     dist::process_environment()));
+    distributed->select_device();
+    if (!distributed->is_writer()) log::set_level(log::Level::warn);
+  }
+  try {
+    const int rc = run_bench_rank(plan, options, distributed.get());
+    if (distributed) distributed->finish();
+    return rc;
+  } catch (const std::exception& e) {
+    if (distributed) distributed->report_failure(e.what());
+    throw;
+  }
+}
+
+int run_bench_rank(const bench::BenchPlan& plan, const bench::BenchOptions& options,
+                   train::DistributedRun* distributed) {
+  using namespace bench;
 
   const int64_t total_steps = static_cast<int64_t>(plan.modes.size()) * plan.steps_per_mode();
   train::Progress progress("bench", total_steps, !options.plain && train::Progress::stderr_is_terminal());
   BenchProgress callbacks;
   callbacks.line = [&progress](const std::string& text) { progress.line(text); };
   callbacks.update = [&progress](int64_t done, const std::string& status) { progress.update(done, status); };
-  const BenchResults results = run_bench(plan, callbacks);
+  const BenchResults results = run_bench(plan, callbacks, distributed);
   progress.finish();
+  if (distributed && !distributed->is_writer()) return 0;
 
   const BenchReport report = summarize(plan, results);
   std::printf("%s", format_report(plan, results, report).c_str());

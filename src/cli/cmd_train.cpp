@@ -1,13 +1,18 @@
 // stepgraph train RECIPE [overrides...]
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/log.h"
+#include "cuda/device.h"
+#include "dist/world_env.h"
 #include "core/strings.h"
 #include "graph/registry.h"
 #include "config/config.h"
 #include "config/graph_flags.h"
+#include "train/distributed_run.h"
 #include "train/progress.h"
 #include "train/trainer.h"
 
@@ -21,6 +26,7 @@ struct TrainArgs {
   bool cpu = false;
   bool plain = false;
   std::string dump_batches;
+  std::string rendezvous_file;
   std::string cuda_graph_impl;   // --cuda_graph_impl (Bridge's run_script.py flag)
   std::string cuda_graph_scope;  // --cuda_graph_scope a,b
 };
@@ -62,13 +68,40 @@ int run_train(const TrainArgs& args) {
   options.force_cpu = args.cpu;
   options.dump_batches_dir = args.dump_batches;
   options.interactive = !args.plain && train::Progress::stderr_is_terminal();
+
+  // Data parallelism: the launcher's environment (stepgraph launch, torchrun, srun) says who this
+  // process is; joining waits for every rank (docs/distributed.md).
+  if (!args.rendezvous_file.empty()) ::setenv("STEPGRAPH_RENDEZVOUS_FILE", args.rendezvous_file.c_str(), 1);
+  const dist::WorldInfo world = dist::world_from_env(dist::process_environment());
+  if (world.distributed() && world.rank != 0) log::set_level(log::Level::warn);  // rank 0 speaks for the run
+  const std::unique_ptr<train::DistributedRun> distributed = train::DistributedRun::from_environment();
+  if (distributed) {
+    if (cuda::device_count() > 0 && !args.cpu) distributed->select_device();  // before any other CUDA work
+    config.data_parallel_size = distributed->world_size();
+    options.distributed = distributed.get();
+    if (!distributed->is_writer()) {
+      // The others keep their metrics (and dumped batches) apart, and print only warnings and errors.
+      const std::string rank_dir = strprintf("rank%d", distributed->rank());
+      options.run_dir = (std::filesystem::path(options.run_dir) / rank_dir).string();
+      if (!options.dump_batches_dir.empty()) {
+        options.dump_batches_dir = (std::filesystem::path(options.dump_batches_dir) / rank_dir).string();
+      }
+      options.interactive = false;
+      config.logger.tensorboard_dir.reset();  // rank 0's events are the run's
+    }
+  }
   train::TrainSummary summary;
   try {
     summary = train::train(config, options);
+    if (distributed) distributed->finish();
   } catch (const train::ReportedError& e) {
+    if (distributed) distributed->report_failure(e.what());  // the other ranks end now, saying why
     return e.exit_code();  // already printed, before the device was released
+  } catch (const std::exception& e) {
+    if (distributed) distributed->report_failure(e.what());
+    throw;
   }
-  if (summary.steps_run() > 0) {
+  if (summary.steps_run() > 0 && (!distributed || distributed->is_writer())) {
     std::string val;
     if (std::isfinite(summary.last_val_loss)) val = strprintf(", val loss %.4f", summary.last_val_loss);
     std::fprintf(stderr, "trained %lld step%s (%lld -> %lld): loss %.4f -> %.4f%s; metrics in %s, report in %s\n",
@@ -95,7 +128,8 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
       "report and exit (status 130/143/129). Exit status: 0 trained, 1 an error (invalid config, bad data or "
       "checkpoint, ...), 2 usage or parse error, 3 stopped by a NaN/Inf "
       "(rerun_state_machine.check_for_nan_in_loss, ddp.check_for_nan_in_grad, or a refused save of a "
-      "non-finite state).");
+      "non-finite state). Data parallel when started by `stepgraph launch -n N -- train ...`, torchrun or srun "
+      "(one rank per GPU; docs/distributed.md).");
   cmd->add_option("recipe", args->recipe,
                   "recipe name (llama/tiny, llama/demo, ...) or a YAML path; default llama/demo");
   cmd->add_option("overrides", args->overrides, "dotted overrides: train.train_iters=50 model.cuda_graph_impl=local");
@@ -108,6 +142,9 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
                   "full_iteration, attn, mlp (Bridge's flag; comma-separated)");
   cmd->add_flag("--cpu", args->cpu, "use the CPU reference backend even when a GPU is present");
   cmd->add_flag("--plain", args->plain, "plain log lines instead of a progress bar");
+  cmd->add_option("--rendezvous-file", args->rendezvous_file,
+                  "data parallel: find rank 0 through this file on a shared filesystem instead of "
+                  "MASTER_ADDR:MASTER_PORT (STEPGRAPH_RENDEZVOUS_FILE)");
   cmd->add_option("--dump-batches", args->dump_batches,
                   "write every step's batch to DIR/batch_<step>.safetensors (tokens, targets, loss_mask)");
   cmd->callback([args, &exit_code] { exit_code = run_train(*args); });

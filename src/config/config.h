@@ -107,7 +107,7 @@ struct ModelConfig {
 
 struct TrainConfig {
   std::optional<int64_t> micro_batch_size;
-  std::optional<int64_t> global_batch_size;  // null: micro_batch_size (one microbatch)
+  std::optional<int64_t> global_batch_size;  // null: micro_batch_size x data-parallel size (one microbatch each)
   std::optional<int64_t> train_iters;
   std::optional<int64_t> eval_interval;  // null: no evaluation
   int64_t eval_iters = 100;              // global batches per evaluation (Megatron's default)
@@ -121,6 +121,10 @@ struct OptimizerConfig {
   double adam_beta2 = 0.999;
   double adam_eps = 1e-8;
   double clip_grad = 1.0;
+  // Megatron's distributed optimizer (ZeRO-1): each data-parallel rank keeps and updates a shard of the
+  // fp32 master weights and Adam moments; gradients are reduce-scattered, bf16 weights all-gathered.
+  // Kept in sync with ddp.use_distributed_optimizer (either true turns both on, as Bridge does).
+  bool use_distributed_optimizer = false;
 };
 
 struct SchedulerConfig {
@@ -176,6 +180,8 @@ struct RerunStateMachineConfig {
 
 struct DdpConfig {
   bool check_for_nan_in_grad = false;
+  bool use_distributed_optimizer = false;  // see OptimizerConfig::use_distributed_optimizer
+  std::optional<int64_t> bucket_size;      // elements per all-reduce bucket; null: max(40M, 1M x dp)
 };
 
 struct Config {
@@ -192,6 +198,9 @@ struct Config {
   DdpConfig ddp;
   // Where the config came from (file path or shipped recipe), for messages. Not a key.
   std::string source;
+  // Ranks that each run a slice of the global batch: WORLD_SIZE / (TP x PP), as Bridge derives it from
+  // the launcher (ConfigContainer.data_parallel_size). Not a key: set by `train` / `bench -ng`.
+  int64_t data_parallel_size = 1;
 };
 
 // Calls visitor(section, key, member, doc) for every key in emission order. The member type is one
@@ -287,7 +296,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("model", "use_te_rng_tracker", m.use_te_rng_tracker, "graph-safe RNG tracker (model side)");
   v("train", "micro_batch_size", c.train.micro_batch_size, "sequences per microbatch");
   v("train", "global_batch_size", c.train.global_batch_size,
-    "sequences per step; null = micro_batch_size");
+    "sequences per step over all ranks; null = micro_batch_size x data-parallel size");
   v("train", "train_iters", c.train.train_iters, "optimizer steps");
   v("train", "eval_interval", c.train.eval_interval,
     "steps between evaluations on the validation data; null = none");
@@ -299,6 +308,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("optimizer", "adam_beta2", c.optimizer.adam_beta2, "Adam beta2");
   v("optimizer", "adam_eps", c.optimizer.adam_eps, "Adam epsilon");
   v("optimizer", "clip_grad", c.optimizer.clip_grad, "global gradient-norm clip; 0 = off");
+  v("optimizer", "use_distributed_optimizer", c.optimizer.use_distributed_optimizer,
+    "shard fp32 master weights and Adam moments over data-parallel ranks");
   v("scheduler", "lr_warmup_iters", c.scheduler.lr_warmup_iters, "linear warmup steps");
   v("scheduler", "lr_decay_iters", c.scheduler.lr_decay_iters, "decay steps; null = train_iters");
   v("scheduler", "lr_decay_style", c.scheduler.lr_decay_style,
@@ -337,6 +348,9 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "stop on a NaN/Inf loss (device flag, read with the step's metrics)");
   v("ddp", "check_for_nan_in_grad", c.ddp.check_for_nan_in_grad,
     "stop on a NaN/Inf gradient norm (device flag, read with the step's metrics)");
+  v("ddp", "use_distributed_optimizer", c.ddp.use_distributed_optimizer,
+    "same as optimizer.use_distributed_optimizer (kept in sync)");
+  v("ddp", "bucket_size", c.ddp.bucket_size, "elements per gradient all-reduce bucket; null = max(40M, 1M x dp)");
 }
 
 // Every dotted key ("model.hidden_size"), in emission order.

@@ -1,5 +1,7 @@
 #include "config/model_config.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/strings.h"
 #include "config/moe_layer_freq.h"
@@ -129,8 +131,10 @@ std::vector<std::string> describe_activations(const Config& config) {
 model::BatchSpec batch_spec(const Config& config) {
   model::BatchSpec batch;
   batch.micro_batch_size = config.train.micro_batch_size.value_or(0);
-  const int64_t global = config.train.global_batch_size.value_or(batch.micro_batch_size);
-  batch.num_microbatches = batch.micro_batch_size > 0 ? global / batch.micro_batch_size : 0;
+  batch.data_parallel_size = std::max<int64_t>(1, config.data_parallel_size);
+  const int64_t per_rank = batch.micro_batch_size * batch.data_parallel_size;
+  const int64_t global = config.train.global_batch_size.value_or(per_rank);
+  batch.num_microbatches = per_rank > 0 ? global / per_rank : 0;
   return batch;
 }
 

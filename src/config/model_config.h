@@ -24,7 +24,8 @@ model::RecomputeSpec recompute_spec(const Config& config);
 // (model/activation_account.h); empty when the config does not describe a model the engine builds.
 std::vector<std::string> describe_activations(const Config& config);
 
-// micro_batch_size and num_microbatches = global_batch_size / micro_batch_size (data parallel 1).
+// One rank's batch: micro_batch_size, data_parallel_size = config.data_parallel_size and
+// num_microbatches = global_batch_size / (micro_batch_size x data_parallel_size).
 model::BatchSpec batch_spec(const Config& config);
 
 // The layer sequence (model/stack.h): one entry per character of hybrid_override_pattern (M mamba,

@@ -174,7 +174,17 @@ class Validator {
     if (m().hybrid_override_pattern && m().hybrid_override_pattern->empty()) {
       m().hybrid_override_pattern.reset();
     }
-    if (!c().train.global_batch_size) c().train.global_batch_size = c().train.micro_batch_size;
+    if (!c().train.global_batch_size && c().train.micro_batch_size) {
+      c().train.global_batch_size = *c().train.micro_batch_size * std::max<int64_t>(1, c().data_parallel_size);
+    }
+    if (c().optimizer.use_distributed_optimizer != c().ddp.use_distributed_optimizer) {
+      // Bridge's rule: either flag turns the distributed optimizer on in both places.
+      note(16, "optimizer.use_distributed_optimizer and ddp.use_distributed_optimizer are one setting: both set "
+               "to true",
+           {"optimizer.use_distributed_optimizer", "ddp.use_distributed_optimizer"});
+      c().optimizer.use_distributed_optimizer = true;
+      c().ddp.use_distributed_optimizer = true;
+    }
     if (!c().scheduler.lr_decay_iters) c().scheduler.lr_decay_iters = c().train.train_iters;
     if (!c().dataset.seq_length) c().dataset.seq_length = m().seq_length;
   }

@@ -294,15 +294,31 @@ class ShapeChecker {
     const auto& t = c_.train;
     const bool mbs_ok = size("train.micro_batch_size", t.micro_batch_size);
     const bool gbs_ok = size("train.global_batch_size", t.global_batch_size);
-    if (mbs_ok && gbs_ok && *t.global_batch_size % *t.micro_batch_size != 0) {
-      fail("global_batch_size must be a multiple of micro_batch_size",
-           {"train.global_batch_size", "train.micro_batch_size"},
-           strprintf("set train.global_batch_size to a multiple of %lld (e.g. %lld)",
-                     static_cast<long long>(*t.micro_batch_size),
-                     static_cast<long long>(
-                         *t.micro_batch_size *
-                         std::max<int64_t>(1, *t.global_batch_size / *t.micro_batch_size))));
+    const int64_t dp = c_.data_parallel_size;
+    if (dp < 1) {
+      fail(strprintf("the data-parallel size %lld must be at least 1", static_cast<long long>(dp)), {},
+           "start at least one rank");
+    } else if (mbs_ok && gbs_ok && *t.global_batch_size % (*t.micro_batch_size * dp) != 0) {
+      // Megatron's rule: every data-parallel rank runs the same number of whole microbatches.
+      const int64_t unit = *t.micro_batch_size * dp;
+      const int64_t suggestion = unit * std::max<int64_t>(1, *t.global_batch_size / unit);
+      if (dp == 1) {
+        fail("global_batch_size must be a multiple of micro_batch_size",
+             {"train.global_batch_size", "train.micro_batch_size"},
+             strprintf("set train.global_batch_size to a multiple of %lld (e.g. %lld)",
+                       static_cast<long long>(*t.micro_batch_size), static_cast<long long>(suggestion)));
+      } else {
+        fail(strprintf("global_batch_size must be a multiple of micro_batch_size x data_parallel_size = %lld x %lld "
+                       "(data_parallel_size is the number of ranks: WORLD_SIZE, SLURM_NTASKS, launch -n or "
+                       "bench -ng)",
+                       static_cast<long long>(*t.micro_batch_size), static_cast<long long>(dp)),
+             {"train.global_batch_size", "train.micro_batch_size"},
+             strprintf("set train.global_batch_size to a multiple of %lld (e.g. %lld), or change the number of "
+                       "ranks or train.micro_batch_size",
+                       static_cast<long long>(unit), static_cast<long long>(suggestion)));
+      }
     }
+    if (c_.ddp.bucket_size) size("ddp.bucket_size", *c_.ddp.bucket_size, std::numeric_limits<int64_t>::max());
     size("train.train_iters", t.train_iters);
 
     const auto& o = c_.optimizer;

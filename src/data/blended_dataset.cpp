@@ -279,6 +279,12 @@ void DataLoader::next(int32_t* out) {
   ++position_.consumed_samples;
 }
 
+void DataLoader::skip() {
+  const size_t s = choose_source();
+  ++position_.per_source[s];
+  ++position_.consumed_samples;
+}
+
 void DataLoader::seek(const DataPosition& position) {
   if (position.per_source.size() != sources_.size()) {
     throw Error(

@@ -114,6 +114,9 @@ class DataLoader {
 
   // Writes the next sample (seq_length + 1 tokens) into `out` and advances the position.
   void next(int32_t* out);
+  // Advances the position past the next sample without reading it (data-parallel ranks skip the other
+  // ranks' rows of a global batch: data/rank_batch.h).
+  void skip();
   const DataPosition& position() const { return position_; }
   // Continues from a saved position. sg::Error when it does not fit this loader (source count,
   // per-source counts inconsistent with the blend).

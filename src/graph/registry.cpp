@@ -36,12 +36,31 @@ std::vector<GraphRegistry*>& live_registries() {
   return *v;
 }
 
+struct PendingRelease {
+  int handle;
+  std::function<void()> release;
+};
+std::vector<PendingRelease>& pending_releases() {
+  static auto* v = new std::vector<PendingRelease>;
+  return *v;
+}
+
 void destroy_live_registries_at_exit() {
   // try_lock: if exit() was called while another thread holds the lock, skip (the driver reclaims
   // everything at process end) rather than risk a hang.
   std::unique_lock<std::mutex> lock(live_mutex(), std::try_to_lock);
   if (!lock.owns_lock()) return;
   for (GraphRegistry* r : live_registries()) r->destroy_all();
+  // Then what the graphs referenced, latest first.
+  std::vector<PendingRelease> releases;
+  releases.swap(pending_releases());
+  lock.unlock();
+  for (auto it = releases.rbegin(); it != releases.rend(); ++it) {
+    try {
+      it->release();
+    } catch (...) {
+    }
+  }
 }
 
 void register_atexit_once() {
@@ -55,6 +74,31 @@ void register_atexit_once() {
 }
 
 }  // namespace
+
+void destroy_all_live_graphs() noexcept {
+  std::lock_guard<std::mutex> lock(live_mutex());
+  for (GraphRegistry* r : live_registries()) r->destroy_all();
+}
+
+int release_after_graphs_at_exit(std::function<void()> release) {
+  register_atexit_once();
+  static int next_handle = 0;
+  std::lock_guard<std::mutex> lock(live_mutex());
+  const int handle = ++next_handle;
+  pending_releases().push_back({handle, std::move(release)});
+  return handle;
+}
+
+void cancel_release_after_graphs(int handle) noexcept {
+  std::lock_guard<std::mutex> lock(live_mutex());
+  auto& v = pending_releases();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i].handle == handle) {
+      v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+  }
+}
 
 GraphRegistry::GraphRegistry() {
   register_atexit_once();

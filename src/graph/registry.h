@@ -15,6 +15,7 @@
 //     the first signal (a step that never returns). After _exit the driver reclaims all device memory.
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -59,6 +60,20 @@ class GraphRegistry {
   int graphable_regions_ = 0;
   double capture_step_ms_ = -1.0;
 };
+
+// ---- cleanup order: graphs first, then what they reference ----
+// A captured NCCL collective keeps references into its communicator (registered buffers, proxy state):
+// destroying the communicator while a graph that holds such a collective is alive makes the graph's
+// later destruction touch freed state. So anything graphs may reference is released AFTER every graph:
+//   * on a normal end or an exception, its owner calls destroy_all_live_graphs() first, then releases it;
+//   * on std::exit, the at-exit handler destroys every live registry's graphs, then runs the releases
+//     registered here (latest first) — never the other way round.
+// Destroys the graphs of every live registry (idempotent, never throws, never blocks). A registry whose
+// graphs were destroyed captures them again at its runner's next capture.
+void destroy_all_live_graphs() noexcept;
+// Runs `release` at exit after every live graph is destroyed, unless cancelled first. Returns a handle.
+int release_after_graphs_at_exit(std::function<void()> release);
+void cancel_release_after_graphs(int handle) noexcept;
 
 // ---- stop handling (SIGINT / SIGTERM / SIGHUP) ----
 

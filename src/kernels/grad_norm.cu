@@ -62,15 +62,24 @@ __global__ void __launch_bounds__(kFlagThreads)
 
 }  // namespace
 
-void grad_global_norm(cudaStream_t stream, const GradNormParams& p) {
-  SG_CHECK(p.n >= 0, strprintf("grad_global_norm: n=%lld must be >= 0", (long long)p.n));
-  SG_CHECK((p.grads || p.n == 0) && p.partials && p.norm && p.clip_coefficient && p.nonfinite_flag,
-           "grad_global_norm: grads, partials, norm, clip_coefficient and nonfinite_flag must be device pointers");
+void grad_norm_partials(cudaStream_t stream, const GradNormParams& p) {
+  SG_CHECK(p.n >= 0, strprintf("grad_norm_partials: n=%lld must be >= 0", (long long)p.n));
+  SG_CHECK((p.grads || p.n == 0) && p.partials, "grad_norm_partials: grads and partials must be device pointers");
   grad_sumsq_partials_kernel<<<kGradNormPartials, kPartialThreads, 0, stream>>>(p.grads, p.n, p.partials);
   SG_CUDA_CHECK_LAUNCH("grad_sumsq_partials_kernel");
+}
+
+void grad_norm_finalize(cudaStream_t stream, const GradNormParams& p) {
+  SG_CHECK(p.partials && p.norm && p.clip_coefficient && p.nonfinite_flag,
+           "grad_norm_finalize: partials, norm, clip_coefficient and nonfinite_flag must be device pointers");
   grad_norm_finalize_kernel<<<1, kFinalThreads, 0, stream>>>(p.partials, p.norm, p.clip_coefficient,
                                                              p.nonfinite_flag, p.max_norm);
   SG_CUDA_CHECK_LAUNCH("grad_norm_finalize_kernel");
+}
+
+void grad_global_norm(cudaStream_t stream, const GradNormParams& p) {
+  grad_norm_partials(stream, p);
+  grad_norm_finalize(stream, p);
 }
 
 void flag_if_nonfinite(cudaStream_t stream, const NonfiniteCheckParams& p) {

@@ -29,6 +29,11 @@ struct GradNormParams {
   float max_norm = 0.0f;             // plan-time clip_grad; <= 0 turns clipping off (coefficient 1)
 };
 void grad_global_norm(cudaStream_t stream, const GradNormParams& p);
+// The two stages apart, for a norm over several ranks' shards: stage 1 writes this rank's partials, the
+// caller sums them over ranks in place (dist/gradient_reducer.h), stage 2 finishes from the sums.
+// grad_global_norm(p) == grad_norm_partials(p) then grad_norm_finalize(p).
+void grad_norm_partials(cudaStream_t stream, const GradNormParams& p);
+void grad_norm_finalize(cudaStream_t stream, const GradNormParams& p);
 
 struct NonfiniteCheckParams {
   const float* values = nullptr;  // [n], e.g. the step loss (n = 1) for check_for_nan_in_loss

@@ -114,4 +114,12 @@ LayerBindContext::LayerBindContext(const ModelLayout& layout, const cuda::Arena&
       pointers_(pointers),
       recompute_(recompute) {}
 
+float* LayerBindContext::main_weight(ParamRef ref) const {
+  SG_CHECK(pointers_.main_weights != nullptr,
+           "this layer reads fp32 master weights (Mamba's dt_bias, A_log, D; MoE's expert bias), and with "
+           "optimizer.use_distributed_optimizer each data-parallel rank holds only its shard of them: not "
+           "implemented yet. Set optimizer.use_distributed_optimizer=false (and ddp.use_distributed_optimizer)");
+  return pointers_.main_weights + layout_.offset(ref);
+}
+
 }  // namespace sg::model

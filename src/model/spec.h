@@ -85,11 +85,15 @@ struct ModelSpec {
   int64_t mamba_in_proj_dim() const { return mamba_inner() + mamba_conv_dim() + mamba_heads(); }
 };
 
-// Batch shapes of one step.
+// Batch shapes of one step, as ONE rank runs it: global batch = micro_batch_size x num_microbatches x
+// data_parallel_size (Megatron's rule). The loss of every microbatch counts 1 / (num_microbatches x
+// data_parallel_size), so the sum over ranks is the global mean.
 struct BatchSpec {
   int64_t micro_batch_size = 4;
-  int64_t num_microbatches = 1;  // global_batch_size / micro_batch_size
+  int64_t num_microbatches = 1;    // this rank's: global_batch_size / (micro_batch_size x data_parallel_size)
+  int64_t data_parallel_size = 1;  // ranks that each run num_microbatches microbatches of the global batch
   int64_t tokens_per_microbatch(const ModelSpec& m) const { return micro_batch_size * m.seq_length; }
+  int64_t global_microbatches() const { return num_microbatches * data_parallel_size; }
 };
 
 // Optimizer and LR schedule of the training step (Megatron-Bridge optimizer.* / scheduler.* keys).

@@ -23,6 +23,8 @@ TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const Optim
                      const TrainStepOptions& options)
     : layers_(make_layers(model)),
       layout_(declare_model(model, [this](size_t i, LayerDeclarations& d) { layers_[i]->declare(d); })),
+      reducer_(options.reducer),
+      dp_(data_parallel_layout(options, layout_.total())),
       batch_(batch),
       optimizer_(optimizer),
       rng_(seed),
@@ -30,6 +32,22 @@ TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const Optim
   SG_CHECK(batch.micro_batch_size > 0 && batch.num_microbatches > 0,
            strprintf("micro_batch_size = %lld and num_microbatches = %lld must be positive",
                      static_cast<long long>(batch.micro_batch_size), static_cast<long long>(batch.num_microbatches)));
+  SG_CHECK(dp_.num_params == layout_.total() && dp_.world_size == batch.data_parallel_size,
+           strprintf("the data-parallel layout (%lld parameters, world size %d) does not match the model (%lld) and "
+                     "batch (data_parallel_size %lld)",
+                     static_cast<long long>(dp_.num_params), dp_.world_size, static_cast<long long>(layout_.total()),
+                     static_cast<long long>(batch.data_parallel_size)));
+  // MoE layers scale their auxiliary losses by this rank's microbatches and update their expert bias
+  // from this rank's token counts: at more than one rank both need a reduction over ranks first.
+  if (dp_.world_size > 1) {
+    for (const LayerKind kind : stack_layer_kinds(model)) {
+      SG_CHECK(kind != LayerKind::moe,
+               strprintf("MoE layers with data parallelism (%d ranks) are not implemented yet: their auxiliary "
+                         "losses and expert-bias updates are per rank (docs/distributed.md). Train MoE models on "
+                         "one rank",
+                         dp_.world_size));
+    }
+  }
   T_ = batch.tokens_per_microbatch(model);
   // Plan-time work that needs the device but not the arena: the layers' kernel plans (cuDNN graphs and
   // their workspace sizes), CUB's scratch size for the embedding backward, the LM head's chunking.
@@ -41,6 +59,7 @@ TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const Optim
   plan_memory(options);
   SG_CHECK(lm_head_->layout().workspace_bytes == lm_head_layout_.workspace_bytes,
            "LM head workspace differs between lm_head_layout() and LmHeadPlan (kernels/lm_head.h)");
+  bind_reducer();
 }
 
 TrainStep::~TrainStep() = default;
@@ -53,13 +72,16 @@ TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const Mo
   using cuda::MemoryCategory;
   const ModelSpec& m = layout.spec;
   const int64_t T = batch.tokens_per_microbatch(m), H = m.hidden_size, N = layout.num_layers();
-  const int64_t n = layout.total();
 
-  plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, sz(n));
-  plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, sz(n));
-  plan.add_array<float>("gradients.fp32", MemoryCategory::gradients, sz(n));
-  plan.add_array<float>("optimizer.exp_avg", MemoryCategory::optimizer_state, sz(n));
-  plan.add_array<float>("optimizer.exp_avg_sq", MemoryCategory::optimizer_state, sz(n));
+  // Parameters and gradients: the whole (padded) flat buffer; the fp32 optimizer state: what this rank
+  // owns (everything, or its shard with the distributed optimizer).
+  const dist::DataParallelLayout dp = data_parallel_layout(options, layout.total());
+  const size_t flat = sz(dp.padded_params), owned = sz(dp.owned.size);
+  plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, flat);
+  plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, owned);
+  plan.add_array<float>("gradients.fp32", MemoryCategory::gradients, flat);
+  plan.add_array<float>("optimizer.exp_avg", MemoryCategory::optimizer_state, owned);
+  plan.add_array<float>("optimizer.exp_avg_sq", MemoryCategory::optimizer_state, owned);
   plan.add("step.scalars", MemoryCategory::optimizer_state, sizeof(StepScalars));
   cuda::RngTracker(0).plan(plan, "rng.states");  // the size depends on the generators, not the seed
 
@@ -171,7 +193,8 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   blas_ = std::make_unique<kernels::Blas>(arena_->raw(slot("workspace.cublaslt")), kernels::Blas::kWorkspaceBytes);
   StepPointers pointers;
   pointers.params = params_;
-  pointers.main_weights = main_weights_;
+  // With the distributed optimizer this rank's fp32 master weights are its shard only: no flat pointer.
+  pointers.main_weights = dp_.sharded ? nullptr : main_weights_;
   pointers.grads = grads_;
   pointers.aux_loss = &scalars_->aux_loss;
   pointers.z_loss = &scalars_->z_loss;
@@ -194,7 +217,7 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
     eval_io_.push_back(io);
   }
   lm_head_ = std::make_unique<kernels::LmHeadPlan>(*blas_, kernels::LmHeadShape{T_, m.hidden_size, m.vocab_size},
-                                                   1.0f / static_cast<float>(batch_.num_microbatches),
+                                                   1.0f / static_cast<float>(batch_.global_microbatches()),
                                                    options.lm_head_chunk_budget_bytes);
 
   const StepScalars initial;
@@ -248,15 +271,21 @@ void TrainStep::load_state(cudaStream_t stream, const std::vector<float>& weight
   for (size_t i = 0; i < n; ++i) compute[i] = float_to_bf16_bits(weights[i]);
   StepScalars scalars;
   scalars.steps_done = steps_done;
-  SG_CUDA_CHECK(cudaMemcpyAsync(main_weights_, weights.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  // The fp32 state of what this rank owns (dist/sharding.h: padding zero); the bf16 weights whole.
+  const std::vector<float> main_owned = dist::owned_slice(weights, dp_);
+  const std::vector<float> avg_owned = dist::owned_slice(exp_avg, dp_);
+  const std::vector<float> avg_sq_owned = dist::owned_slice(exp_avg_sq, dp_);
+  const size_t owned = sz(dp_.owned.size);
+  SG_CUDA_CHECK(cudaMemcpyAsync(main_weights_, main_owned.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
   SG_CUDA_CHECK(cudaMemcpyAsync(params_, compute.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
-  SG_CUDA_CHECK(cudaMemcpyAsync(exp_avg_, exp_avg.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
-  SG_CUDA_CHECK(cudaMemcpyAsync(exp_avg_sq_, exp_avg_sq.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  SG_CUDA_CHECK(cudaMemcpyAsync(exp_avg_, avg_owned.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
+  SG_CUDA_CHECK(cudaMemcpyAsync(exp_avg_sq_, avg_sq_owned.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
   SG_CUDA_CHECK(cudaMemcpyAsync(scalars_, &scalars, sizeof(scalars), cudaMemcpyHostToDevice, stream));
-  SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, n * sizeof(float), stream));
+  SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, sz(dp_.padded_params) * sizeof(float), stream));
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
-  // Every generator keeps its seed and takes the checkpoint's offset (they advance together).
-  for (size_t g = 0; g < rng_.size(); ++g) rng_.host_state(g).offset = rng.offset;
+  // Every generator keeps its seed and takes the checkpoint's offset (they advance together), moved to
+  // where this rank's microbatches start.
+  for (size_t g = 0; g < rng_.size(); ++g) rng_.host_state(g).offset = rng.offset + rank_rng_offset();
   rng_.host_state(rng_.index(cuda::kDefaultRng)).seed = rng.seed;
   rng_.upload();
   SG_CUDA_CHECK(cudaDeviceSynchronize());  // the tracker's legacy-stream copy, before non-blocking streams use it
@@ -270,9 +299,7 @@ void TrainStep::download_floats(cudaStream_t stream, const float* src, std::vect
 }
 
 std::vector<float> TrainStep::download_main_weights(cudaStream_t stream) const {
-  std::vector<float> out;
-  download_floats(stream, main_weights_, out);
-  return out;
+  return download_optimizer_state(stream, main_weights_);
 }
 std::vector<float> TrainStep::download_grads(cudaStream_t stream) const {
   std::vector<float> out;
@@ -280,14 +307,10 @@ std::vector<float> TrainStep::download_grads(cudaStream_t stream) const {
   return out;
 }
 std::vector<float> TrainStep::download_exp_avg(cudaStream_t stream) const {
-  std::vector<float> out;
-  download_floats(stream, exp_avg_, out);
-  return out;
+  return download_optimizer_state(stream, exp_avg_);
 }
 std::vector<float> TrainStep::download_exp_avg_sq(cudaStream_t stream) const {
-  std::vector<float> out;
-  download_floats(stream, exp_avg_sq_, out);
-  return out;
+  return download_optimizer_state(stream, exp_avg_sq_);
 }
 
 std::vector<float> TrainStep::download_compute_weights(cudaStream_t stream) const {
@@ -313,7 +336,9 @@ rng::RngState TrainStep::download_rng_state(cudaStream_t stream) {
   check_setup_allowed("TrainStep::download_rng_state");
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));  // the tracker copies on the legacy stream
   rng_.download();
-  return rng_.host_state(rng_.index(cuda::kDefaultRng));
+  rng::RngState state = rng_.host_state(rng_.index(cuda::kDefaultRng));
+  state.offset -= rank_rng_offset();  // the run's state: where rank 0's microbatches start
+  return state;
 }
 
 void TrainStep::upload_batch(cudaStream_t stream, const HostBatch& batch) {

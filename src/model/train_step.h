@@ -58,6 +58,7 @@
 #include "cuda/arena.h"
 #include "cuda/philox.h"
 #include "cuda/rng_tracker.h"
+#include "dist/gradient_reducer.h"
 #include "graph/region.h"
 #include "graph/scope_plan.h"
 #include "kernels/gemm.h"
@@ -93,6 +94,10 @@ struct StepScalars {
 struct TrainStepOptions {
   // Bytes of one LM-head chunk's fp32 logits + bf16 dlogits (kernels/lm_head.h).
   size_t lm_head_chunk_budget_bytes = kernels::kLmHeadDefaultChunkBudgetBytes;
+  // Data parallelism (dist/gradient_reducer.h; must outlive the step): the flat buffers follow its
+  // layout (padded, and with the distributed optimizer the fp32 state holds this rank's shard only),
+  // and the step calls its collectives. nullptr: one process, the whole batch here.
+  dist::GradientReducer* reducer = nullptr;
 };
 
 class TrainStep {
@@ -135,7 +140,12 @@ class TrainStep {
   static cuda::MemoryPlan plan_memory(const ModelSpec& model, const BatchSpec& batch,
                                       const TrainStepOptions& options = {});
 
+  // The data-parallel layout of the flat buffers (world size 1 and everything owned without a reducer).
+  const dist::DataParallelLayout& data_parallel() const { return dp_; }
+
   // ---- setup and inspection (synchronous on `stream`; never inside a step) ----
+  // With the distributed optimizer, the fp32 state downloads gather every rank's shard: every rank must
+  // call them together. Uploads always take the full vectors; each rank keeps its shard.
   // fp32 weights (layout().total() floats) into the main weights and their bf16 copy; zeroes the Adam
   // moments and the step counter.
   void upload_parameters(cudaStream_t stream, const std::vector<float>& weights);
@@ -208,10 +218,19 @@ class TrainStep {
                      const bf16* dresidual);
   StepScalars* scalars_device() const;
   void download_floats(cudaStream_t stream, const float* src, std::vector<float>& out) const;
+  // Data parallelism (train_step_data_parallel.cpp).
+  // The reducer's layout, or world size 1 with everything owned when there is none.
+  static dist::DataParallelLayout data_parallel_layout(const TrainStepOptions& options, int64_t num_params);
+  void bind_reducer();
+  std::vector<float> download_optimizer_state(cudaStream_t stream, const float* slice) const;
+  uint64_t rank_rng_offset() const;          // where this rank's microbatches start in the global stream
+  uint64_t other_ranks_rng_offset() const;   // skipped at the end of each step: the other ranks' microbatches
   void check_setup_allowed(const char* what) const;
 
   std::vector<std::unique_ptr<Layer>> layers_;
   ModelLayout layout_;
+  dist::GradientReducer* reducer_ = nullptr;
+  dist::DataParallelLayout dp_;
   BatchSpec batch_;
   OptimizerSpec optimizer_;
   int64_t T_ = 0;

@@ -47,14 +47,18 @@ kernels::LrScheduleConfig lr_schedule(const OptimizerSpec& o) {
 }  // namespace
 
 void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) {
-  const int64_t n = layout_.total();
-  SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, static_cast<size_t>(n) * sizeof(float), stream));
+  const dist::FlatRange own = dp_.owned;  // what this rank's optimizer updates (everything without DP)
+  SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, static_cast<size_t>(dp_.padded_params) * sizeof(float), stream));
   SG_CUDA_CHECK(cudaMemsetAsync(&scalars_->aux_loss, 0, kPerStepScalarBytes, stream));
   for (auto& layer : layers_) layer->step_begin(stream);
 
   for (int64_t mb = 0; mb < batch_.num_microbatches; ++mb) {
     microbatch(stream, regions, mb);
     rng_.launch_advance(stream, kRngOffsetPerMicrobatch);
+  }
+  if (reducer_) {
+    reducer_->reduce_gradients(stream);  // gradients and loss summed over the data-parallel ranks
+    if (other_ranks_rng_offset() > 0) rng_.launch_advance(stream, other_ranks_rng_offset());
   }
 
   kernels::NonfiniteCheckParams loss_check;
@@ -64,14 +68,16 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
   kernels::flag_if_nonfinite(stream, loss_check);
 
   kernels::GradNormParams norm;
-  norm.grads = grads_;
-  norm.n = n;
+  norm.grads = grads_ + own.begin;
+  norm.n = own.size;
   norm.partials = grad_norm_partials_;
   norm.norm = &scalars_->grad_norm;
   norm.clip_coefficient = &scalars_->clip_coef;
   norm.nonfinite_flag = &scalars_->grad_nonfinite;
   norm.max_norm = static_cast<float>(optimizer_.clip_grad);
-  kernels::grad_global_norm(stream, norm);
+  kernels::grad_norm_partials(stream, norm);
+  if (reducer_) reducer_->reduce_norm_partials(stream);  // the shards' sums of squares, over ranks
+  kernels::grad_norm_finalize(stream, norm);
 
   kernels::LrScheduleParams lr;
   lr.schedule = lr_schedule(optimizer_);
@@ -81,12 +87,12 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
 
   kernels::AdamWParams adam;
   adam.master_weights = main_weights_;
-  adam.compute_weights = params_;
-  adam.grads = grads_;
+  adam.compute_weights = params_ + own.begin;
+  adam.grads = grads_ + own.begin;
   adam.exp_avg = exp_avg_;
   adam.exp_avg_sq = exp_avg_sq_;
-  adam.n = n;
-  adam.n_decay = layout_.num_decay();
+  adam.n = own.size;
+  adam.n_decay = dist::decayed_elements_in(own, layout_.num_decay());
   adam.lr = &scalars_->lr;
   adam.step_counter = &scalars_->steps_done;
   adam.grad_scale = &scalars_->clip_coef;
@@ -95,6 +101,7 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
   adam.hyper.eps = static_cast<float>(optimizer_.adam_eps);
   adam.hyper.weight_decay = static_cast<float>(optimizer_.weight_decay);
   kernels::adamw_step(stream, adam);
+  if (reducer_) reducer_->gather_weights(stream);  // every shard's new bf16 weights on every rank
   for (auto& layer : layers_) layer->step_end(stream);
 
   kernels::increment_step_counter(stream, &scalars_->steps_done);
@@ -115,6 +122,7 @@ void TrainStep::enqueue_eval(cudaStream_t stream, graph::RegionRunner& regions) 
     head.workspace = lm_head_workspace_;
     lm_head_->execute_loss(stream, head);
   }
+  if (reducer_) reducer_->reduce_eval_loss(stream);  // every rank's rows of the batch: the global mean
 }
 
 void TrainStep::forward(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb, bool train) {

@@ -4,6 +4,7 @@
 #include "core/strings.h"
 #include "cuda/device.h"
 #include "train/cpu_backend.h"
+#include "train/distributed_backend.h"
 #include "train/gpu_backend.h"
 #include "config/model_config.h"
 
@@ -36,11 +37,21 @@ model::OptimizerSpec optimizer_spec(const config::Config& config) {
 
 bool uses_cpu_backend(bool force_cpu) { return force_cpu || cuda::device_count() == 0; }
 
-std::unique_ptr<TrainingBackend> make_backend(const config::Config& config, bool force_cpu) {
+std::unique_ptr<TrainingBackend> make_backend(const config::Config& config, bool force_cpu,
+                                              DistributedRun* distributed) {
   const model::ModelSpec model = config::model_spec(config);
   const model::BatchSpec batch = config::batch_spec(config);
   const rng::RngState rng{static_cast<uint64_t>(config.rng.seed), 0};
   const int gpus = cuda::device_count();
+  // One rank (stepgraph launch -n 1) on the CPU: nothing to reduce, so the CPU backend trains it alone.
+  if (distributed != nullptr && !(distributed->world_size() == 1 && (force_cpu || gpus == 0))) {
+    if (force_cpu || gpus == 0) {
+      throw Error(strprintf("data parallelism (%d ranks) runs one rank per GPU with NCCL; the CPU reference backend "
+                            "trains in one process only (%s). Run a single process for the CPU backend",
+                            distributed->world_size(), force_cpu ? "--cpu was given" : "no GPU is visible"));
+    }
+    return std::make_unique<DistributedGpuBackend>(*distributed, config, model, batch, optimizer_spec(config), rng);
+  }
   if (gpus > 0 && !force_cpu) return make_gpu_backend(config, model, batch, optimizer_spec(config), rng);
   if (gpus == 0) {
     log::info("no GPU found: training on the CPU with the fp32 reference backend, CUDA graphs off "

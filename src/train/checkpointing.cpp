@@ -31,6 +31,9 @@ std::string canonical_config(const config::Config& config) {
   c.dataset.valid_data_path.clear();
   c.rerun_state_machine = {};
   c.ddp = {};
+  // Sharding the optimizer state only moves it between ranks (and changes the grad norm's fp64 summation
+  // order): a checkpoint resumes with or without it, at any world size (data_parallel_size is no key).
+  c.optimizer.use_distributed_optimizer = false;
   c.model.cuda_graph_impl = "none";
   c.model.cuda_graph_scope.clear();
   c.model.cuda_graph_warmup_steps = 0;
@@ -60,7 +63,8 @@ std::vector<Ref> tensors_of(const model::ModelLayout& layout, Ptr base, TensorDt
 // pick windows far outside any epoch).
 void check_consumed_samples(const checkpoint::TrainState& ts, const std::string& state_file,
                             const model::BatchSpec& batch, bool same_config) {
-  const auto per_step = static_cast<unsigned __int128>(batch.micro_batch_size * batch.num_microbatches);
+  // The global batch: every data-parallel rank's loader passes all of it (data/rank_batch.h).
+  const auto per_step = static_cast<unsigned __int128>(batch.micro_batch_size * batch.global_microbatches());
   const auto iteration = static_cast<unsigned __int128>(ts.iteration);
   const auto consumed = static_cast<unsigned __int128>(ts.data_position.consumed_samples);
   const auto max_per_step = static_cast<unsigned __int128>(INT32_MAX);  // validate's bound on batch sizes

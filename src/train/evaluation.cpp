@@ -27,9 +27,11 @@ data::DataLoaderOptions validation_data_options(const config::Config& config, co
 }
 
 Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-                       const data::BatchOptions& batch_options)
+                       const data::BatchOptions& batch_options, int rank)
     : interval_(config.train.eval_interval.value_or(0)), iters_(config.train.eval_iters),
       sequences_(batch.num_microbatches * batch.micro_batch_size), seq_length_(model.seq_length),
+      global_sequences_(batch.global_microbatches() * batch.micro_batch_size),
+      rows_(data::rank_rows(global_sequences_, batch.data_parallel_size, rank)),
       batch_options_(batch_options) {
   if (!enabled()) return;
   loader_ = std::make_unique<data::DataLoader>(validation_data_options(config, model));
@@ -50,7 +52,7 @@ std::string Evaluation::describe() const {
   std::string text = strprintf("validation: every %lld steps and after the last, %lld global batch%s (%lld tokens), "
                                "forward only, dropout off; the same batches every time:",
                                static_cast<long long>(interval_), static_cast<long long>(iters_),
-                               iters_ == 1 ? "" : "es", static_cast<long long>(iters_ * sequences_ * seq_length_));
+                               iters_ == 1 ? "" : "es", static_cast<long long>(iters_ * global_sequences_ * seq_length_));
   for (const std::string& line : split(loader_->describe(), '\n')) text += "\n  " + line;
   return text;
 }
@@ -61,7 +63,7 @@ EvalResult Evaluation::run(TrainingBackend& backend) {
   const data::HostBatchView view{batch_.tokens.data(), batch_.targets.data(), batch_.loss_mask.data(), sequences_,
                                  seq_length_};
   for (int64_t i = 0; i < iters_; ++i) {
-    data::fill_batch(*loader_, view, batch_options_);
+    data::fill_rank_batch(*loader_, view, global_sequences_, rows_, batch_options_);
     backend.eval_submit(batch_);
   }
   EvalResult r = backend.eval_collect();

@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "data/batch.h"
 #include "data/blended_dataset.h"
+#include "data/rank_batch.h"
 #include "model/batch.h"
 #include "model/spec.h"
 #include "train/backend.h"
@@ -25,9 +26,11 @@ namespace sg::train {
 
 class Evaluation {
  public:
-  // `config` validated. Opens the validation datasets only when evaluation is on.
+  // `config` validated. Opens the validation datasets only when evaluation is on. `rank`: this
+  // data-parallel rank, which evaluates its rows of every validation batch (data/rank_batch.h); the
+  // backend sums the ranks' losses.
   Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-             const data::BatchOptions& batch_options);
+             const data::BatchOptions& batch_options, int rank = 0);
   ~Evaluation();
 
   bool enabled() const { return interval_ > 0; }
@@ -45,7 +48,9 @@ class Evaluation {
  private:
   int64_t interval_ = 0;
   int64_t iters_ = 0;
-  int64_t sequences_ = 0, seq_length_ = 0;
+  int64_t sequences_ = 0, seq_length_ = 0;  // this rank's rows of a validation batch
+  int64_t global_sequences_ = 0;
+  data::RankRows rows_;
   data::BatchOptions batch_options_;
   std::unique_ptr<data::DataLoader> loader_;
   model::HostBatch batch_;

@@ -13,8 +13,10 @@
 namespace sg::train {
 
 GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-                       const model::OptimizerSpec& optimizer, rng::RngState rng) {
-  step_ = std::make_unique<model::TrainStep>(model, batch, optimizer, rng.seed);
+                       const model::OptimizerSpec& optimizer, rng::RngState rng, dist::GradientReducer* reducer) {
+  model::TrainStepOptions step_options;
+  step_options.reducer = reducer;
+  step_ = std::make_unique<model::TrainStep>(model, batch, optimizer, rng.seed, step_options);
   step_->upload_parameters(stream_, model::initial_parameters(step_->layout(), rng.seed));
   graphed_ = std::make_unique<GraphedStep>(*step_, config.model.cuda_graph_impl, config.model.cuda_graph_scope,
                                            static_cast<int>(config.model.cuda_graph_warmup_steps));

@@ -20,8 +20,9 @@ namespace sg::train {
 
 class GpuBackend final : public TrainingBackend {
  public:
+  // `reducer` (data parallelism; must outlive the backend): the step's collectives (model/train_step.h).
   GpuBackend(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-             const model::OptimizerSpec& optimizer, rng::RngState rng);
+             const model::OptimizerSpec& optimizer, rng::RngState rng, dist::GradientReducer* reducer = nullptr);
   ~GpuBackend() override;
 
   std::string description() const override;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/log.h"
 #include "core/strings.h"
 
 namespace sg::train {
@@ -57,6 +58,7 @@ void Progress::update(int64_t done, const std::string& status) {
 }
 
 void Progress::line(const std::string& text) {
+  if (log::level() > log::Level::info) return;  // info-level: quiet runs (data-parallel ranks other than 0)
   clear_bar();
   std::fprintf(stderr, "%s\n", text.c_str());
   if (interactive_ && !last_bar_.empty()) {

@@ -14,7 +14,8 @@ class Progress {
   ~Progress();
   // Redraws the bar (terminal) or does nothing (plain); `status` is a short suffix ("loss 2.31").
   void update(int64_t done, const std::string& status);
-  // A line that stays: printed above the bar on a terminal, plainly otherwise.
+  // A line that stays: printed above the bar on a terminal, plainly otherwise; an info-level message
+  // (not printed when log::level() is warn or above).
   void line(const std::string& text);
   void finish();
   static bool stderr_is_terminal();

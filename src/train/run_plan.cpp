@@ -52,14 +52,18 @@ std::string describe_model(const config::Config& config) {
 std::string describe_batch(const config::Config& config) {
   const model::ModelSpec m = config::model_spec(config);
   const model::BatchSpec b = config::batch_spec(config);
-  const int64_t sequences = b.num_microbatches * b.micro_batch_size;
+  const int64_t sequences = b.global_microbatches() * b.micro_batch_size;
   const int64_t tokens = sequences * m.seq_length;
   const int64_t steps = config.train.train_iters.value_or(0);
-  return strprintf("batch: %lld sequences x %lld tokens = %s tokens per step (%lld microbatch%s of %lld); "
+  const std::string ranks =
+      b.data_parallel_size == 1
+          ? std::string()
+          : strprintf(" on each of %lld data-parallel ranks", static_cast<long long>(b.data_parallel_size));
+  return strprintf("batch: %lld sequences x %lld tokens = %s tokens per step (%lld microbatch%s of %lld%s); "
                    "%lld steps = %s tokens",
                    static_cast<long long>(sequences), static_cast<long long>(m.seq_length), thousands(tokens).c_str(),
                    static_cast<long long>(b.num_microbatches), b.num_microbatches == 1 ? "" : "es",
-                   static_cast<long long>(b.micro_batch_size), static_cast<long long>(steps),
+                   static_cast<long long>(b.micro_batch_size), ranks.c_str(), static_cast<long long>(steps),
                    thousands(steps * tokens).c_str());
 }
 

@@ -11,10 +11,12 @@
 #include "core/strings.h"
 #include "graph/registry.h"
 #include "train/backend_factory.h"
+#include "train/distributed_run.h"
 #include "checkpoint/safetensors.h"
 #include "train/checkpointing.h"
 #include "data/batch.h"
 #include "data/blended_dataset.h"
+#include "data/rank_batch.h"
 #include "train/metrics.h"
 #include "model/layer_registry.h"
 #include "config/model_config.h"
@@ -41,12 +43,15 @@ std::string violations_text(const config::ValidationReport& report) {
   return text;
 }
 
-// Owns the host side of the input pipeline: the loader and the batch it fills.
+// Owns the host side of the input pipeline: the loader and the batch it fills — this data-parallel rank's
+// rows of every global batch (data/rank_batch.h; all of them at world size 1).
 class BatchSource {
  public:
   BatchSource(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-              const data::BatchOptions& options)
-      : loader_(make_options(config, model)), model_(model), batch_(batch), options_(options) {
+              const data::BatchOptions& options, int rank)
+      : loader_(make_options(config, model)), model_(model), batch_(batch), options_(options),
+        global_sequences_(batch.global_microbatches() * batch.micro_batch_size),
+        rows_(data::rank_rows(global_sequences_, batch.data_parallel_size, rank)) {
     const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
     host_.tokens.resize(n);
     host_.targets.resize(n);
@@ -55,7 +60,7 @@ class BatchSource {
   const model::HostBatch& next() {
     data::HostBatchView view{host_.tokens.data(), host_.targets.data(), host_.loss_mask.data(),
                              batch_.num_microbatches * batch_.micro_batch_size, model_.seq_length};
-    data::fill_batch(loader_, view, options_);
+    data::fill_rank_batch(loader_, view, global_sequences_, rows_, options_);
     return host_;
   }
   data::DataLoader& loader() { return loader_; }
@@ -78,6 +83,8 @@ class BatchSource {
   model::ModelSpec model_;
   model::BatchSpec batch_;
   data::BatchOptions options_;
+  int64_t global_sequences_;
+  data::RankRows rows_;
   model::HostBatch host_;
 };
 
@@ -210,7 +217,10 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   }
   const double flops = training_flops_per_step(model, batch);
   const double peak = peak_bf16_tflops(backend.device_name());
-  const double tokens = static_cast<double>(batch.num_microbatches * batch.tokens_per_microbatch(model));
+  // Tokens of the whole global batch (every rank's): tok/s is the run's; TFLOP/s and MFU stay per GPU.
+  const double tokens = static_cast<double>(batch.global_microbatches() * batch.tokens_per_microbatch(model));
+  DistributedRun* const distributed = options.distributed;
+  const bool writer = distributed == nullptr || distributed->is_writer();
   RunReportInfo run_report;
   run_report.title = "stepgraph run: " + std::filesystem::path(options.run_dir).filename().string();
   run_report.gpu = gpu;
@@ -255,7 +265,11 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   auto save = [&](int64_t step) {
     if (!config.checkpoint.save || step == last_saved) return;
     const auto start = std::chrono::steady_clock::now();
-    TrainingState state = backend.state();
+    TrainingState state = backend.state();  // every rank: a sharded optimizer state is gathered collectively
+    if (!writer) {                          // rank 0 writes the run's one checkpoint
+      last_saved = step;
+      return;
+    }
     const data::DataPosition& position = data.loader().position();
     const std::string dir =
         save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position, tokenizer_files);
@@ -334,10 +348,15 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     }
     // Checked after the periodic save: a signal that arrives during a save ends the run right after
     // it, instead of running one more step and saving again.
-    if (graph::stop_requested() || !metrics_error.empty()) {
+    // Data parallel: every rank stops after the same step (one that left would leave the others waiting
+    // in a collective), when any rank was asked to.
+    const bool local_stop = graph::stop_requested() || !metrics_error.empty();
+    if (distributed ? distributed->stop_everywhere(step, local_stop) : local_stop) {
       summary.stopped_by_signal = graph::stop_requested();
       progress.line(strprintf("%s: stopping after step %lld",
-                              summary.stopped_by_signal ? "stop requested" : "metrics write failed",
+                              summary.stopped_by_signal ? "stop requested"
+                              : metrics_error.empty()   ? "another rank stopped"
+                                                        : "metrics write failed",
                               static_cast<long long>(step)));
       break;
     }
@@ -384,6 +403,12 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   const model::BatchSpec batch = config::batch_spec(config);
   const int64_t train_iters = config.train.train_iters.value_or(0);
   if (train_iters <= 0) throw Error("train.train_iters must be set to a positive number of steps");
+  DistributedRun* const distributed = options.distributed;
+  const int world_size = distributed ? distributed->world_size() : 1;
+  const int rank = distributed ? distributed->rank() : 0;
+  SG_CHECK(batch.data_parallel_size == world_size,
+           strprintf("the config's data_parallel_size %lld differs from the %d rank(s) running",
+                     static_cast<long long>(batch.data_parallel_size), world_size));
 
   // Everything that can be checked before a step is: host memory, tokenizer, data (training and
   // validation), checkpoint directories and the checkpoint to resume. Bad input fails fast, before any
@@ -407,12 +432,20 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   }
   std::optional<BatchSource> data;
   with_host_allocation("the input batch buffers (train.global_batch_size x model.seq_length tokens)",
-                       [&] { data.emplace(config, model, batch, batch_options); });
+                       [&] { data.emplace(config, model, batch, batch_options, rank); });
   std::optional<Evaluation> evaluation;
   with_host_allocation("the validation batch buffers",
-                       [&] { evaluation.emplace(config, model, batch, batch_options); });
+                       [&] { evaluation.emplace(config, model, batch, batch_options, rank); });
   run.evaluation = &*evaluation;
-  const CheckpointDirs dirs = prepare_checkpoint_dirs(config.checkpoint);
+  // Data parallel: rank 0 owns checkpoint.save (its lock, its policy) and tells the others what to resume.
+  CheckpointDirs dirs;
+  if (distributed == nullptr || distributed->is_writer()) dirs = prepare_checkpoint_dirs(config.checkpoint);
+  if (distributed) {
+    const std::string resume = distributed->broadcast_from_rank0(
+        "resume_from", [&dirs] { return dirs.resume_from ? "+" + *dirs.resume_from : std::string("-"); });
+    dirs.resume_from = resume.size() > 1 && resume[0] == '+' ? std::optional<std::string>(resume.substr(1))
+                                                             : std::nullopt;
+  }
   if (!dirs.note.empty()) log::info(dirs.note);
   std::optional<LoadedCheckpoint> loaded;
   if (dirs.resume_from) {
@@ -449,12 +482,14 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   std::unique_ptr<TrainingBackend> backend;
   with_host_allocation(cpu_backend ? "the CPU backend's model (weights, gradients, Adam moments, activations)"
                                    : "the GPU backend's host buffers",
-                       [&] { backend = make_backend(config, options.force_cpu); });
+                       [&] { backend = make_backend(config, options.force_cpu, distributed); });
   try {
     run_steps(config, options, model, batch, *backend, *data, loaded, pretrained, run, summary);
   } catch (const NonFiniteError& e) {
+    if (distributed) distributed->report_failure(e.what());  // before the device is released: no rank waits
     report_and_rethrow(e, kExitNonFinite);
   } catch (const std::exception& e) {
+    if (distributed) distributed->report_failure(e.what());
     report_and_rethrow(e, 1);
   }
   return summary;

@@ -11,6 +11,8 @@
 
 namespace sg::train {
 
+class DistributedRun;
+
 struct TrainOptions {
   std::string run_dir;       // config.yaml, metrics.jsonl, report.html go here; default runs/<recipe name>
   bool force_cpu = false;    // use the CPU backend even when a GPU is present
@@ -18,6 +20,10 @@ struct TrainOptions {
   // When set, every step's batch is written there as batch_<step>.safetensors (tokens, targets,
   // loss_mask as [global_batch_size, seq_length]): to see what the model saw, or to replay it elsewhere.
   std::string dump_batches_dir;
+  // Data parallelism (train/distributed_run.h): this rank's run; nullptr for a single process. The
+  // config's data_parallel_size must be its world size. Every rank trains its slice of each global batch
+  // (data/rank_batch.h); only rank 0 writes checkpoints; all stop after the same step.
+  DistributedRun* distributed = nullptr;
   // Called after each checkpoint save with its step (tools and tests observe saves; a stop
   // requested here ends the run right after this save).
   std::function<void(int64_t step)> on_saved;

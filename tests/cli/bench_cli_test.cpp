@@ -6,10 +6,12 @@
 #include "process_util.h"
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "core/strings.h"
 #include "cuda/device.h"
 
 namespace {
@@ -76,9 +78,6 @@ TEST(BenchCli, UnimplementedBridgeValuesExitOneUsageErrorsExitTwo) {
   const Result fp8 = bench({"-m", "llama", "-mr", "tiny", "-c", "fp8_cs"});
   EXPECT_EQ(fp8.exit_code, 1) << fp8.output;
   EXPECT_TRUE(has(fp8, "-c fp8_cs is not implemented yet")) << fp8.output;
-  const Result gpus = bench({"-m", "llama", "-mr", "tiny", "-ng", "8"});
-  EXPECT_EQ(gpus.exit_code, 1) << gpus.output;
-  EXPECT_TRUE(has(gpus, "-ng 8 is not implemented yet")) << gpus.output;
   const Result flag = bench({"-m", "llama", "-mr", "tiny", "--stepz", "3"});
   EXPECT_EQ(flag.exit_code, 2) << flag.output;
   EXPECT_TRUE(has(flag, "did you mean '--steps'")) << flag.output;
@@ -87,6 +86,25 @@ TEST(BenchCli, UnimplementedBridgeValuesExitOneUsageErrorsExitTwo) {
   EXPECT_TRUE(has(recipe, "llama/tiny")) << recipe.output;  // names the shipped recipes
   const Result mode = bench({"-m", "llama", "-mr", "tiny", "--compare", "none,graphs"});
   EXPECT_EQ(mode.exit_code, 2) << mode.output;
+}
+
+TEST(BenchCli, DataParallelIsPlannedAndCheckedOnTheCpu) {
+  // -ng N: global batch = micro batch x microbatches x N, checked before any GPU work.
+  const Result planned = bench({"-m", "llama", "-mr", "tiny", "-ng", "2", "-gb", "16", "--dryrun"});
+  EXPECT_EQ(planned.exit_code, 0) << planned.output;
+  EXPECT_TRUE(has(planned, "micro batch 4 x 2 microbatches x 2 data-parallel ranks")) << planned.output;
+  const Result indivisible = bench({"-m", "llama", "-mr", "tiny", "-ng", "2", "--dryrun"});
+  EXPECT_EQ(indivisible.exit_code, 1) << indivisible.output;
+  EXPECT_TRUE(has(indivisible, "micro_batch_size x data_parallel_size = 4 x 2")) << indivisible.output;
+  EXPECT_TRUE(has(indivisible, "set train.global_batch_size to a multiple of 8")) << indivisible.output;
+}
+
+TEST(BenchCli, MoreRanksThanGpusNamesTheDeviceCount) {
+  const int gpus = sg::cuda::device_count();
+  const int ranks = std::max(2, gpus + 1);
+  const Result r = bench({"-m", "llama", "-mr", "tiny", "-ng", std::to_string(ranks), "-gb", std::to_string(4 * ranks)});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(has(r, sg::strprintf("-ng %d needs %d GPUs on this node; it has %d", ranks, ranks, gpus))) << r.output;
 }
 
 TEST(BenchCli, BridgeFlagsItDoesNotImplementAreNotImplementedYetNotUnknown) {

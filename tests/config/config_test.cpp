@@ -65,7 +65,7 @@ TEST(Config, KeyTableCoversEverySection) {
         "dataset.eod_mask_loss", "train.eval_interval", "train.eval_iters", "logger.tensorboard_dir"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 106u);  // main's 94 + the 11 MoE keys of issue 11 + model.recompute_method
+  EXPECT_EQ(keys.size(), 109u);  // main's 94 + 11 MoE keys + model.recompute_method + 3 data-parallel keys
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {

@@ -1,0 +1,59 @@
+#pragma once
+// The training step's data-parallel hook. The step (model/) owns the flat buffers and calls these on
+// its own stream at fixed points, so with a full-iteration graph the collectives are captured inside
+// it, and with transformer_engine scopes they run eagerly between the region replays:
+//
+//   zero grads; for each microbatch: forward, backward (weight gradients added into main_grad)
+//   reduce_gradients      grads (padded_params floats) summed over ranks: all of them (all-reduce, in
+//                         buckets) or this rank's shard (reduce-scatter); *loss summed over ranks
+//   grad norm stage 1     per-block sums of squares over the owned range
+//   reduce_norm_partials  those partial sums summed over ranks (sharded only: otherwise every rank
+//                         already holds every gradient and its norm is the global one)
+//   grad norm stage 2, lr, AdamW over the owned range
+//   gather_weights        the updated bf16 weights of every shard on every rank (sharded only)
+// and in the forward-only evaluation (each rank evaluates its rows of every validation batch):
+//   reduce_eval_loss      *eval_loss summed over ranks
+//
+// The loss is pre-scaled by 1 / (microbatches x data-parallel size) in the step, so sums over ranks are
+// the global means, and a step at world size N adds the same terms as at world size 1, in another order.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "dist/sharding.h"
+
+namespace sg::dist {
+
+// The step's buffers the collectives touch; fixed for the life of the step (arena addresses).
+struct ReducerBuffers {
+  float* grads = nullptr;          // [padded_params] fp32 main_grad
+  void* params = nullptr;          // [padded_params] bf16 compute weights
+  float* loss = nullptr;           // the step's device loss scalar
+  float* eval_loss = nullptr;      // the evaluation's device loss scalar
+  double* norm_partials = nullptr; // the grad norm's per-block partial sums
+  int64_t norm_partials_count = 0;
+};
+
+class GradientReducer {
+ public:
+  virtual ~GradientReducer() = default;
+  virtual const DataParallelLayout& layout() const = 0;
+
+  // Binds the step's buffers, then runs every collective once, synchronously, on `stream`: NCCL sets up
+  // its connections lazily, and that must happen outside steps and captures. Called once the buffers
+  // are zeroed and before the weights are uploaded (so the in-place all-gather of identical zeros and
+  // the all-reduce of zero gradients change nothing).
+  virtual void bind(const ReducerBuffers& buffers, cudaStream_t stream) = 0;
+
+  virtual void reduce_gradients(cudaStream_t stream) = 0;
+  virtual void reduce_norm_partials(cudaStream_t stream) = 0;
+  virtual void gather_weights(cudaStream_t stream) = 0;
+  virtual void reduce_eval_loss(cudaStream_t stream) = 0;
+
+  // Outside steps (checkpoints; every rank must call it): the full fp32 vector assembled from every
+  // rank's optimizer slice `shard` (layout().owned.size floats) into `staging` (padded_params floats,
+  // e.g. the gradient buffer, free between steps). Synchronous.
+  virtual void gather_optimizer_slices(const float* shard, float* staging, cudaStream_t stream) = 0;
+};
+
+}  // namespace sg::dist

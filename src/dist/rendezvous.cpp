@@ -1,0 +1,173 @@
+#include "dist/rendezvous.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace sg::dist {
+namespace {
+
+constexpr const char* kFileMagic = "stepgraph-rendezvous 1";
+
+struct FileEntry {
+  std::string host;
+  int port = 0;
+  std::string token;
+  int world_size = 0;
+};
+
+void write_rendezvous_file(const std::string& path, const FileEntry& e) {
+  const std::string tmp = strprintf("%s.tmp-%d", path.c_str(), static_cast<int>(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kFileMagic << "\n" << e.host << " " << e.port << "\n" << e.world_size << "\n" << e.token << "\n";
+    out.close();
+    SG_CHECK(!out.fail(), "rank 0 cannot write the rendezvous file " + tmp +
+                              " (STEPGRAPH_RENDEZVOUS_FILE): is its directory writable and shared by every rank?");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  SG_CHECK(!ec, "rank 0 cannot create the rendezvous file " + path + ": " + ec.message());
+}
+
+std::optional<FileEntry> read_rendezvous_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string magic, token;
+  FileEntry e;
+  if (!std::getline(in, magic) || magic != kFileMagic) return std::nullopt;
+  if (!(in >> e.host >> e.port >> e.world_size)) return std::nullopt;
+  std::getline(in, token);  // rest of the world-size line
+  std::getline(in, e.token);
+  return e;
+}
+
+// The other ranks: wait for a file of THIS job whose server answers.
+FileEntry await_rendezvous_file(const std::string& path, const WorldInfo& world, Clock::time_point deadline) {
+  std::string seen;
+  for (;;) {
+    if (const auto e = read_rendezvous_file(path)) {
+      if (e->token == world.job_token && e->world_size == world.world_size) {
+        if (try_connect(e->host, e->port).valid()) return *e;
+        seen = strprintf("it names %s:%d, which does not answer", e->host.c_str(), e->port);
+      } else {
+        seen = strprintf("it belongs to another run (world size %d, job token '%s'; this rank has %d, '%s')",
+                         e->world_size, e->token.c_str(), world.world_size, world.job_token.c_str());
+      }
+    }
+    if (Clock::now() >= deadline) {
+      throw Error(strprintf("rank %d timed out waiting for rank 0 to publish the rendezvous in %s "
+                            "(STEPGRAPH_RENDEZVOUS_FILE)%s; is rank 0 running, and is the path on a filesystem every "
+                            "rank sees?",
+                            world.rank, path.c_str(), seen.empty() ? "" : ("; the file exists but " + seen).c_str()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
+Rendezvous::Rendezvous(const WorldInfo& world, const RendezvousSettings& settings, AbortHandler on_abort)
+    : world_(world), settings_(settings) {
+  if (!on_abort) on_abort = exit_on_peer_failure(world.rank);
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(settings.timeout_seconds * 1000.0));
+  std::string host;
+  int port = 0;
+  if (!settings.file.empty()) {
+    if (world.rank == 0) {
+      server_ = std::make_unique<StoreServer>(world.master_port, world.world_size, world.job_token);
+      host = world.master_addr.empty() ? local_host_name() : world.master_addr;
+      port = server_->port();
+      write_rendezvous_file(settings.file, {host, port, world.job_token, world.world_size});
+    } else {
+      const FileEntry e = await_rendezvous_file(settings.file, world, deadline);
+      host = e.host;
+      port = e.port;
+    }
+    where_ = strprintf("file %s (%s:%d)", settings.file.c_str(), host.c_str(), port);
+  } else {
+    if (world.master_addr.empty() || world.master_port == 0) {
+      throw Error(strprintf(
+          "%s is not set (world size %d, launcher %s): set MASTER_ADDR and MASTER_PORT to rank 0's host and a free "
+          "port, or STEPGRAPH_RENDEZVOUS_FILE to a path on a filesystem every rank sees",
+          world.master_addr.empty() ? "MASTER_ADDR" : "MASTER_PORT", world.world_size, world.launcher.c_str()));
+    }
+    host = world.master_addr;
+    port = world.master_port;
+    if (world.rank == 0) server_ = std::make_unique<StoreServer>(port, world.world_size, world.job_token);
+    where_ = strprintf("tcp %s:%d", host.c_str(), port);
+  }
+  std::function<std::string()> status;
+  if (server_) {
+    status = [this] {
+      std::vector<std::string> missing;
+      const std::vector<int> joined = server_->joined_ranks();
+      for (int r = 0; r < world_.world_size; ++r) {
+        if (std::find(joined.begin(), joined.end(), r) == joined.end()) missing.push_back(std::to_string(r));
+      }
+      return "missing ranks: " + join(missing, ", ");
+    };
+  }
+  const double left = std::max(0.1, std::chrono::duration<double>(deadline - Clock::now()).count());
+  client_ = std::make_unique<StoreClient>(host, port, world.rank, world.world_size, world.job_token, left,
+                                          std::move(on_abort), status);
+}
+
+Rendezvous::~Rendezvous() {
+  if (!finished_ && client_) client_->report_failure("it stopped with an error (see its output)");
+  client_.reset();
+  server_.reset();
+  if (world_.rank == 0 && !settings_.file.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(settings_.file, ec);
+  }
+}
+
+std::string Rendezvous::broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make) {
+  if (world_.rank == 0) {
+    std::string value = make();
+    client_->set(key, value);
+    return value;
+  }
+  return client_->get(key, settings_.timeout_seconds);
+}
+
+bool Rendezvous::any_rank(const std::string& key, bool local, double timeout_seconds) {
+  for (const std::string& v : client_->all_gather(key, local ? "1" : "0", timeout_seconds)) {
+    if (v == "1") return true;
+  }
+  return false;
+}
+
+void Rendezvous::require_same(const std::string& key, const std::string& value, const std::string& what) {
+  const std::vector<std::string> all = client_->all_gather(key, value, settings_.timeout_seconds);
+  std::vector<std::string> differing;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r] != all[0]) differing.push_back(strprintf("rank %zu has %s", r, all[r].c_str()));
+  }
+  if (!differing.empty()) {
+    throw Error(strprintf("%s differs between ranks: rank 0 has %s, %s", what.c_str(), all[0].c_str(),
+                          join(differing, ", ").c_str()));
+  }
+}
+
+void Rendezvous::report_failure(const std::string& message) noexcept {
+  finished_ = true;  // reported: the destructor adds nothing
+  if (client_) client_->report_failure(message);
+}
+
+void Rendezvous::finish() {
+  // Generous: rank 0 may still be writing the last checkpoint; a dead rank ends the wait at once.
+  client_->finish(std::max(settings_.timeout_seconds, 3600.0));
+  finished_ = true;
+}
+
+}  // namespace sg::dist

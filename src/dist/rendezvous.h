@@ -1,0 +1,58 @@
+#pragma once
+// Joining a data-parallel run: rank 0 serves the rendezvous store, every rank connects to it and waits
+// until all ranks are there. Where the store is:
+//   TCP (default)  MASTER_ADDR:MASTER_PORT, from the launcher (dist/world_env.h)
+//   file           STEPGRAPH_RENDEZVOUS_FILE on a filesystem every rank sees: rank 0 opens the store on a
+//                  free port (MASTER_PORT if set) and writes "host port token world" into the file (host:
+//                  MASTER_ADDR if set, else its host name); the others read it. No address or port needs
+//                  to be known in advance. Use a path of its own per job (e.g. with $SLURM_JOB_ID in it):
+//                  a stale file of an earlier run is skipped only when the job tokens differ.
+// After the join, the store carries rank 0's NCCL unique id to the others (broadcast_from_rank0), the
+// per-step stop agreement and the liveness signal (dist/store_client.h).
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "dist/store_client.h"
+#include "dist/store_server.h"
+#include "dist/world_env.h"
+
+namespace sg::dist {
+
+class Rendezvous {
+ public:
+  // Blocks until every rank joined (or throws sg::Error: timeout naming the missing ranks on rank 0, a
+  // refusal, an unreachable master, missing MASTER_ADDR/MASTER_PORT). `on_abort` defaults to
+  // exit_on_peer_failure(rank).
+  Rendezvous(const WorldInfo& world, const RendezvousSettings& settings, AbortHandler on_abort = {});
+  ~Rendezvous();  // without finish(): the other ranks learn that this one failed
+  Rendezvous(const Rendezvous&) = delete;
+  Rendezvous& operator=(const Rendezvous&) = delete;
+
+  const WorldInfo& world() const { return world_; }
+  int rank() const { return world_.rank; }
+  int world_size() const { return world_.world_size; }
+  StoreClient& store() { return *client_; }
+  // "tcp 10.0.0.1:29500" or "file /shared/rdzv (node7:41231)".
+  const std::string& where() const { return where_; }
+
+  // Rank 0 computes the value; every rank returns it.
+  std::string broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make);
+  // True on every rank when `local` is true on any rank (one all-gather through the store).
+  bool any_rank(const std::string& key, bool local, double timeout_seconds);
+  // Throws sg::Error on every rank, naming the ranks and values, unless all ranks pass the same value.
+  void require_same(const std::string& key, const std::string& value, const std::string& what);
+
+  void report_failure(const std::string& message) noexcept;
+  void finish();  // normal end of this rank: a barrier with every other rank
+
+ private:
+  WorldInfo world_;
+  RendezvousSettings settings_;
+  std::unique_ptr<StoreServer> server_;  // rank 0
+  std::unique_ptr<StoreClient> client_;
+  std::string where_;
+  bool finished_ = false;
+};
+
+}  // namespace sg::dist

@@ -1,0 +1,48 @@
+#include "train/distributed_backend.h"
+
+#include "core/error.h"
+#include "core/strings.h"
+#include "model/layer_registry.h"
+
+namespace sg::train {
+
+DistributedGpuBackend::DistributedGpuBackend(DistributedRun& run, const config::Config& config,
+                                             const model::ModelSpec& model, const model::BatchSpec& batch,
+                                             const model::OptimizerSpec& optimizer, rng::RngState rng)
+    : run_(run) {
+  // The collectives are captured only with a whole-step graph (impl local); transformer_engine runs them
+  // eagerly between region replays.
+  reducer_ = run_.make_step_reducer(config, model::model_layout(model).total(),
+                                    config.model.cuda_graph_impl == "local");
+  inner_ = std::make_unique<GpuBackend>(config, model, batch, optimizer, rng, reducer_.get());
+  inner_->notify = [this](const std::string& text) { notify(text); };
+}
+
+DistributedGpuBackend::~DistributedGpuBackend() = default;
+
+std::string DistributedGpuBackend::description() const {
+  return inner_->description() + "; " + reducer_->layout().describe();
+}
+
+std::vector<std::string> DistributedGpuBackend::start_report() const {
+  std::vector<std::string> lines = inner_->start_report();
+  lines.push_back(run_.describe());
+  return lines;
+}
+
+std::vector<StepResult> DistributedGpuBackend::collect(int in_flight) {
+  std::vector<StepResult> results = inner_->collect(in_flight);
+  for (const StepResult& r : results) {
+    if (!r.capture_step) continue;
+    // Every rank reaches its capture step's result at the same collect() call (same loop, same config).
+    const graph::GraphStats s = inner_->graph_stats();
+    run_.require_same("captured-graphs",
+                      strprintf("%d graphs of %llu nodes (%llu kernels)", s.graphs_live,
+                                static_cast<unsigned long long>(s.nodes),
+                                static_cast<unsigned long long>(s.kernel_nodes)),
+                      "the captured CUDA graphs (every rank must capture the same step)");
+  }
+  return results;
+}
+
+}  // namespace sg::train

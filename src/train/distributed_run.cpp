@@ -1,0 +1,121 @@
+#include "train/distributed_run.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "cuda/check.h"
+#include "cuda/device.h"
+#include "dist/nccl_gradient_reducer.h"
+#include "dist/nccl_library.h"
+#include "dist/sharding.h"
+
+namespace sg::train {
+
+std::unique_ptr<DistributedRun> DistributedRun::from_environment(const dist::EnvLookup& env) {
+  const dist::WorldInfo world = dist::world_from_env(env);
+  if (!world.data_parallel_path()) return nullptr;
+  return std::make_unique<DistributedRun>(world, dist::rendezvous_settings_from_env(env));
+}
+
+DistributedRun::DistributedRun(const dist::WorldInfo& world, const dist::RendezvousSettings& settings)
+    : world_(world), settings_(settings) {
+  rendezvous_ = std::make_unique<dist::Rendezvous>(world, settings);
+  log::info(describe());
+}
+
+DistributedRun::~DistributedRun() {
+  if (!finished_ && rendezvous_) rendezvous_->report_failure("it stopped with an error (its output says which)");
+  // Graphs before the communicator (dist/communicator.h): its destructor destroys every live graph first,
+  // then aborts (not finished) or destroys it.
+  communicator_.reset();
+  rendezvous_.reset();
+}
+
+std::string DistributedRun::describe() const {
+  std::string text = world_.describe();
+  if (rendezvous_) text += ", rendezvous " + rendezvous_->where();
+  if (communicator_) text += ", " + communicator_->describe();
+  return text;
+}
+
+int DistributedRun::select_device() {
+  if (device_ >= 0) return device_;
+  const int count = cuda::device_count();
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  device_ = dist::device_for_local_rank(world_, count, visible ? std::optional<std::string>(visible) : std::nullopt);
+  SG_CUDA_CHECK(cudaSetDevice(device_));
+  return device_;
+}
+
+dist::Communicator& DistributedRun::communicator() {
+  if (communicator_) return *communicator_;
+  select_device();
+  const std::string id = rendezvous_->broadcast_from_rank0("nccl_unique_id", [] {
+    const dist::NcclUniqueIdBytes bytes = dist::new_nccl_unique_id();
+    return std::string(bytes.data(), bytes.size());
+  });
+  SG_CHECK(id.size() == sizeof(dist::NcclUniqueIdBytes),
+           strprintf("rank %d received an NCCL unique id of %zu bytes from rank 0 (expected %zu)", rank(), id.size(),
+                     sizeof(dist::NcclUniqueIdBytes)));
+  dist::NcclUniqueIdBytes bytes;
+  std::memcpy(bytes.data(), id.data(), bytes.size());
+  communicator_ = std::make_unique<dist::Communicator>(bytes, world_.world_size, world_.rank);
+  log::info(communicator_->describe());
+  return *communicator_;
+}
+
+std::unique_ptr<dist::GradientReducer> DistributedRun::make_reducer(int64_t num_params, bool distributed_optimizer,
+                                                                    int64_t bucket_size) {
+  dist::DataParallelLayout layout =
+      dist::plan_data_parallel(num_params, world_.world_size, world_.rank, distributed_optimizer, bucket_size);
+  log::info(layout.describe());
+  return std::make_unique<dist::NcclGradientReducer>(communicator(), std::move(layout));
+}
+
+std::unique_ptr<dist::GradientReducer> DistributedRun::make_step_reducer(const config::Config& config,
+                                                                         int64_t num_params,
+                                                                         bool graphs_capture_collectives) {
+  select_device();
+  const char* set = std::getenv("NCCL_GRAPH_REGISTER");
+  const dist::GraphRegisterDecision decision =
+      dist::graph_register_decision(graphs_capture_collectives, /*expandable_memory=*/false,
+                                    cuda::device_properties().cc_major,
+                                    set ? std::optional<std::string>(set) : std::nullopt);
+  if (!decision.error.empty()) throw Error(decision.error);
+  if (decision.set_zero && !communicator_) ::setenv("NCCL_GRAPH_REGISTER", "0", 1);
+  graph_register_note_ = decision.note;
+  log::info(decision.note);
+  return make_reducer(num_params, config.optimizer.use_distributed_optimizer, config.ddp.bucket_size.value_or(0));
+}
+
+bool DistributedRun::stop_everywhere(int64_t step, bool local_stop) {
+  // Generous: a rank may be writing a checkpoint while the others wait here. A dead rank ends the wait
+  // at once through the store's liveness signal.
+  return rendezvous_->any_rank(strprintf("stop/%lld", static_cast<long long>(step)), local_stop, 24 * 3600.0);
+}
+
+std::string DistributedRun::broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make) {
+  return rendezvous_->broadcast_from_rank0(key, make);
+}
+
+void DistributedRun::require_same(const std::string& key, const std::string& value, const std::string& what) {
+  rendezvous_->require_same(key, value, what);
+}
+
+void DistributedRun::report_failure(const std::string& message) noexcept {
+  if (rendezvous_) rendezvous_->report_failure(message);
+}
+
+void DistributedRun::finish() {
+  rendezvous_->finish();  // every rank is done with every collective
+  if (communicator_) communicator_->mark_finished();
+  finished_ = true;
+  communicator_.reset();  // graphs first, then ncclCommDestroy
+}
+
+}  // namespace sg::train

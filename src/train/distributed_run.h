@@ -1,0 +1,80 @@
+#pragma once
+// The data-parallel side of one `stepgraph train` / `stepgraph bench` process: the rank this process
+// is (dist/world_env.h), the joined rendezvous (dist/rendezvous.h), its GPU, the NCCL communicator and
+// the gradient reducer the step calls.
+//
+// Lifetime, and the order things end in (docs/distributed.md):
+//   join (every rank connected to rank 0's store) -> select_device() -> communicator() (rank 0's NCCL
+//   unique id through the store, ncclCommInitRank) -> make_reducer() -> training -> finish()
+//   finish()     normal end: a barrier with every rank, then the graphs, then ncclCommDestroy
+//   destructor   without finish() (an exception): the other ranks are told at once (they end within
+//                seconds), every graph is destroyed, then ncclCommAbort
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "dist/communicator.h"
+#include "dist/gradient_reducer.h"
+#include "dist/rendezvous.h"
+#include "dist/world_env.h"
+
+namespace sg::train {
+
+class DistributedRun {
+ public:
+  // Joins the run the environment describes (blocks until every rank is there); nullptr when it
+  // describes a plain single process (dist::WorldInfo::data_parallel_path: no launcher, or one Slurm task).
+  static std::unique_ptr<DistributedRun> from_environment(const dist::EnvLookup& env = dist::process_environment());
+
+  DistributedRun(const dist::WorldInfo& world, const dist::RendezvousSettings& settings);
+  ~DistributedRun();
+  DistributedRun(const DistributedRun&) = delete;
+  DistributedRun& operator=(const DistributedRun&) = delete;
+
+  int rank() const { return world_.rank; }
+  int world_size() const { return world_.world_size; }
+  bool is_writer() const { return world_.rank == 0; }  // checkpoints, metrics.jsonl, the log
+  const dist::WorldInfo& world() const { return world_; }
+  // "rank 1 of 2 (local rank 1, torchrun), rendezvous tcp 127.0.0.1:29500[, NCCL 2.28.3 (...) on GPU 1]"
+  std::string describe() const;
+
+  // Makes this rank's GPU current (dist/world_env.h device_for_local_rank). Idempotent; before any other
+  // CUDA work of the process. Throws sg::Error without a usable GPU for this rank.
+  int select_device();
+  // The communicator over every rank, created on first use (collective: every rank calls it).
+  dist::Communicator& communicator();
+  // A reducer for a step with `num_params` flat parameters (dist/sharding.h; bucket_size <= 0: default).
+  std::unique_ptr<dist::GradientReducer> make_reducer(int64_t num_params, bool distributed_optimizer,
+                                                      int64_t bucket_size);
+  // The reducer for the training step of a validated `config` with `num_params` flat parameters: selects
+  // the GPU, applies the NCCL_GRAPH_REGISTER rule (dist/communicator.h; NCCL reads it when the
+  // communicator is created), then make_reducer with optimizer.use_distributed_optimizer and
+  // ddp.bucket_size. `graphs_capture_collectives`: some mode captures the whole step (impl local).
+  std::unique_ptr<dist::GradientReducer> make_step_reducer(const config::Config& config, int64_t num_params,
+                                                           bool graphs_capture_collectives);
+  const std::string& graph_register_note() const { return graph_register_note_; }
+
+  // True on every rank when any rank was asked to stop (SIGINT/SIGTERM) by step `step`: every rank
+  // stops after the same step, so none waits in a collective for one that left.
+  bool stop_everywhere(int64_t step, bool local_stop);
+  // Rank 0's value on every rank (rank 0 computes it; e.g. which checkpoint to resume).
+  std::string broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make);
+  // Throws sg::Error on every rank unless all ranks pass the same value (e.g. the captured graph's shape).
+  void require_same(const std::string& key, const std::string& value, const std::string& what);
+
+  void report_failure(const std::string& message) noexcept;
+  void finish();
+
+ private:
+  dist::WorldInfo world_;
+  dist::RendezvousSettings settings_;
+  std::unique_ptr<dist::Rendezvous> rendezvous_;
+  std::unique_ptr<dist::Communicator> communicator_;
+  int device_ = -1;
+  bool finished_ = false;
+  std::string graph_register_note_;
+};
+
+}  // namespace sg::train

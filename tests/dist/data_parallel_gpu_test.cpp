@@ -1,0 +1,267 @@
+// The whole NCCL path at world size 1, on one GPU (issue 16): the communicator and its collectives, an
+// all-reduce captured in a graph equal to eager bitwise, the training step with the gradient reducer in
+// every graph mode (all-reduce in several buckets, and the distributed optimizer) bitwise equal to the
+// single-process step, and the teardown order — graphs destroyed before the communicator on a normal
+// end, at std::exit and after SIGTERM.
+// Filter: --gtest_filter='DataParallelGpu*'
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/model_config.h"
+#include "core/strings.h"
+#include "cuda/device.h"
+#include "cuda/stream.h"
+#include "dist/communicator.h"
+#include "dist/local_launcher.h"
+#include "graph/registry.h"
+#include "gpu_test_util.h"
+#include "process_util.h"
+#include "signal_child.h"
+#include "train/backend_factory.h"
+#include "train/distributed_backend.h"
+#include "train/distributed_run.h"
+#include "train/gpu_backend.h"
+#include "train/graph_mode_runs.h"
+#include "train/mock_training.h"
+
+namespace sg::train {
+namespace {
+
+constexpr const char* kHelperEnv = "SG_DATA_PARALLEL_GPU_HELPER";
+constexpr int64_t kSteps = 12;
+
+using graph_runs::bitwise_equal;
+
+class DataParallelGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU";
+  }
+};
+
+// A world of one rank with its own rendezvous store on loopback: the train layer's whole path.
+std::unique_ptr<DistributedRun> world_of_one() {
+  dist::WorldInfo w;
+  w.launcher = "test";
+  w.master_addr = "127.0.0.1";
+  w.master_port = dist::find_free_port();
+  dist::RendezvousSettings s;
+  s.timeout_seconds = 30.0;
+  return std::make_unique<DistributedRun>(w, s);
+}
+
+TEST_F(DataParallelGpu, CollectivesAtWorldSizeOne) {
+  dist::Communicator comm(dist::new_nccl_unique_id(), 1, 0);
+  EXPECT_EQ(comm.world_size(), 1);
+  std::printf("%s\n", comm.describe().c_str());
+  const size_t n = 1000003;  // not a multiple of anything NCCL likes
+  const std::vector<float> x = test::random_normal(n, 3);
+  test::DeviceBuffer<float> a(n), b(n);
+  a.upload(x);
+  b.poison();
+  cuda::Stream stream;
+  dist::Communicator& c = comm;
+  c.all_reduce_sum(a.get(), b.get(), n, dist::ElementType::f32, stream);        // out of place
+  c.all_reduce_sum(a.get(), a.get(), n, dist::ElementType::f32, stream);        // in place
+  c.reduce_scatter_sum(a.get(), a.get(), n, dist::ElementType::f32, stream);    // in place, rank 0
+  c.all_gather(a.get(), a.get(), n, dist::ElementType::f32, stream);            // in place, rank 0
+  stream.synchronize();
+  c.check_async_error();
+  EXPECT_TRUE(bitwise_equal(a.download(), x));
+  EXPECT_TRUE(bitwise_equal(b.download(), x));
+}
+
+TEST_F(DataParallelGpu, AllReduceCapturedInAGraphEqualsEager) {
+  dist::Communicator comm(dist::new_nccl_unique_id(), 1, 0);
+  const size_t n = 70001;
+  const std::vector<float> x = test::random_normal(n, 5);
+  test::DeviceBuffer<float> in(n), mid(n), eager_out(n), graph_out(n);
+  in.upload(x);
+  cuda::Stream stream;
+  const auto body = [&](float* out) {
+    return [&, out](cudaStream_t s) {
+      SG_CUDA_CHECK(cudaMemcpyAsync(mid.get(), in.get(), n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+      comm.all_reduce_sum(mid.get(), mid.get(), n, dist::ElementType::f32, s);
+      SG_CUDA_CHECK(cudaMemcpyAsync(out, mid.get(), n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    };
+  };
+  eager_out.poison();
+  body(eager_out.get())(stream);
+  stream.synchronize();
+  graph::GraphRegistry registry;
+  graph::GraphExec& exec = registry.capture("all-reduce", stream, body(graph_out.get()));
+  for (int replay = 0; replay < 3; ++replay) {
+    graph_out.poison();
+    registry.launch(exec, stream);
+    stream.synchronize();
+    EXPECT_TRUE(bitwise_equal(graph_out.download(), eager_out.download())) << "replay " << replay;
+  }
+  EXPECT_TRUE(bitwise_equal(eager_out.download(), x));
+  comm.check_async_error();
+}
+
+// graph_runs' tiny (dropout on, two microbatches of 4, capture after 2 warmup steps) for kSteps steps.
+config::Config tiny_with(const std::vector<std::string>& extra) {
+  std::vector<std::string> overrides = {"train.train_iters=12", "train.eval_interval=6"};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return graph_runs::recipe_with("llama/tiny", overrides);
+}
+
+struct RunResult {
+  std::vector<float> losses;
+  std::vector<float> grad_norms;
+  std::vector<double> eval_losses;
+  int capture_steps = 0;  // steps that captured the graphs
+  TrainingState state;
+};
+
+RunResult run(TrainingBackend& backend, const config::Config& config) {
+  test::LoaderBatches batches(test::mock_data_options(config, config::model_spec(config)), config::model_spec(config),
+                              config::batch_spec(config));
+  RunResult out;
+  const auto take = [&out](const std::vector<StepResult>& results) {
+    for (const StepResult& r : results) {
+      out.losses.push_back(r.loss);
+      out.grad_norms.push_back(r.grad_norm);
+      out.capture_steps += r.capture_step ? 1 : 0;
+    }
+  };
+  for (int64_t step = 1; step <= kSteps; ++step) {
+    backend.submit(batches.next());
+    take(backend.collect(1));
+  }
+  take(backend.collect(0));
+  // Two evaluations of the same two batches (with graphs on the second replays the evaluation graph and
+  // its loss all-reduce).
+  const model::HostBatch first = batches.next(), second = batches.next();
+  for (int e = 0; e < 2; ++e) {
+    backend.eval_submit(first);
+    backend.eval_submit(second);
+    out.eval_losses.push_back(backend.eval_collect().loss);
+  }
+  out.state = backend.state();
+  return out;
+}
+
+RunResult run_single(const config::Config& config) {
+  GpuBackend backend(config, config::model_spec(config), config::batch_spec(config), optimizer_spec(config),
+                     {static_cast<uint64_t>(config.rng.seed), 0});
+  return run(backend, config);
+}
+
+RunResult run_world_one(DistributedRun& world, const config::Config& config) {
+  DistributedGpuBackend backend(world, config, config::model_spec(config), config::batch_spec(config),
+                                optimizer_spec(config), {static_cast<uint64_t>(config.rng.seed), 0});
+  return run(backend, config);
+}
+
+TEST_F(DataParallelGpu, StepWithTheReducerIsBitwiseTheSingleProcessStepInEveryMode) {
+  const std::unique_ptr<DistributedRun> world = world_of_one();
+  const std::vector<std::vector<std::string>> modes = {
+      {"model.cuda_graph_impl=none"},
+      {"model.cuda_graph_impl=local", "rerun_state_machine.check_for_nan_in_loss=false"},
+      {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,mlp"},
+  };
+  const RunResult reference = run_single(tiny_with(modes[0]));
+  ASSERT_EQ(reference.losses.size(), static_cast<size_t>(kSteps));
+  // It trains (mock tokens are near uniform, so 12 steps need not lower the loss): finite, changing losses.
+  for (const float loss : reference.losses) EXPECT_TRUE(std::isfinite(loss)) << loss;
+  EXPECT_NE(reference.losses.back(), reference.losses.front());
+  EXPECT_EQ(reference.capture_steps, 0);
+  for (const auto& mode : modes) {
+    // All-reduce in buckets of 1000 elements (several NCCL calls), and the distributed optimizer.
+    for (const char* optimizer : {"ddp.bucket_size=1000", "optimizer.use_distributed_optimizer=true"}) {
+      std::vector<std::string> overrides = mode;
+      overrides.push_back(optimizer);
+      SCOPED_TRACE(join(overrides, " "));
+      const RunResult r = run_world_one(*world, tiny_with(overrides));
+      // Eager, or the graphs captured once (local: the collectives inside the step's graph).
+      EXPECT_EQ(r.capture_steps, mode[0] == "model.cuda_graph_impl=none" ? 0 : 1);
+      EXPECT_TRUE(bitwise_equal(r.losses, reference.losses));
+      EXPECT_TRUE(bitwise_equal(r.grad_norms, reference.grad_norms));
+      ASSERT_EQ(r.eval_losses.size(), 2u);
+      EXPECT_EQ(r.eval_losses, reference.eval_losses) << "the evaluation through the reducer differs";
+      EXPECT_TRUE(bitwise_equal(r.state.main_weights, reference.state.main_weights)) << "fp32 weights differ";
+      EXPECT_TRUE(bitwise_equal(r.state.exp_avg, reference.state.exp_avg));
+      EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, reference.state.exp_avg_sq));
+      EXPECT_EQ(r.state.rng.offset, reference.state.rng.offset);
+    }
+  }
+  world->finish();
+}
+
+TEST_F(DataParallelGpu, GraphsAreDestroyedBeforeTheCommunicator) {
+  auto comm = std::make_unique<dist::Communicator>(dist::new_nccl_unique_id(), 1, 0);
+  test::DeviceBuffer<float> buffer(4096);
+  cuda::Stream stream;
+  graph::GraphRegistry registry;
+  graph::GraphExec& exec = registry.capture("all-reduce", stream, [&](cudaStream_t s) {
+    comm->all_reduce_sum(buffer.get(), buffer.get(), 4096, dist::ElementType::f32, s);
+  });
+  registry.launch(exec, stream);
+  stream.synchronize();
+  EXPECT_EQ(registry.stats().graphs_live, 1);
+  comm->mark_finished();
+  comm.reset();  // ncclCommDestroy: every live graph goes first
+  EXPECT_EQ(registry.stats().graphs_live, 0) << "a graph holding an NCCL collective outlived its communicator";
+  EXPECT_FALSE(exec.valid());
+}
+
+// Helper, run as a child: a communicator and a replaying graph with a collective, then the way out
+// the mode names: "exit" calls std::exit with both alive; "signal" replays until SIGTERM.
+TEST(DataParallelGpuHelper, Run) {
+  const char* mode = std::getenv(kHelperEnv);
+  if (mode == nullptr) GTEST_SKIP() << "helper for DataParallelGpu tests; runs only as their child";
+  auto* comm = new dist::Communicator(dist::new_nccl_unique_id(), 1, 0);  // never deleted: exit() cleans up
+  auto* buffer = new test::DeviceBuffer<float>(1 << 20);
+  auto* stream = new cuda::Stream;
+  auto* registry = new graph::GraphRegistry;
+  graph::GraphExec& exec = registry->capture("all-reduce", *stream, [&](cudaStream_t s) {
+    comm->all_reduce_sum(buffer->get(), buffer->get(), 1 << 20, dist::ElementType::f32, s);
+  });
+  graph::install_stop_handlers(1.5);
+  std::printf("READY\n");
+  std::fflush(stdout);
+  if (std::string(mode) == "exit") {
+    for (int i = 0; i < 10; ++i) registry->launch(exec, *stream);
+    std::exit(0);  // at exit: graphs destroyed, then the communicator aborted (graph/registry.h)
+  }
+  while (!graph::stop_requested()) {
+    registry->launch(exec, *stream);
+    stream->synchronize();
+  }
+  delete registry;  // the normal way out after a signal: graphs, then the communicator
+  delete comm;
+  std::exit(graph::exit_code_for_stop());
+}
+
+TEST_F(DataParallelGpu, ExitWithALiveCommunicatorEndsCleanly) {
+  const std::string command = std::string(kHelperEnv) + "=exit /proc/" + std::to_string(::getpid()) +
+                              "/exe --gtest_filter=DataParallelGpuHelper.Run 2>&1";
+  const test::CommandResult r = test::run_command(command);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("READY"), std::string::npos) << r.output;
+}
+
+TEST_F(DataParallelGpu, SigtermWhileReplayingCollectivesEndsCleanly) {
+  test::SignalledChild c;
+  c.helper_test = "DataParallelGpuHelper.Run";
+  c.env_name = kHelperEnv;
+  c.mode = "signal";
+  c.signal_number = SIGTERM;
+  c.deadline = std::chrono::milliseconds(5000);
+  const test::ChildResult r = test::run_signalled_child(c);
+  ASSERT_TRUE(r.exited) << r.output;
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 143) << r.output;
+}
+
+}  // namespace
+}  // namespace sg::train

@@ -1,0 +1,216 @@
+// Who this rank is, from the launchers' environments (dist/world_env.h): torchrun, Slurm, none; every
+// missing or inconsistent variable is an error naming it. And Slurm hostlists (dist/hostlist.h).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "core/error.h"
+#include "dist/hostlist.h"
+#include "dist/world_env.h"
+
+namespace sg::dist {
+namespace {
+
+EnvLookup env_of(const std::map<std::string, std::string>& vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+// The error text of world_from_env, or "" when it does not throw.
+std::string error_of(const std::map<std::string, std::string>& vars) {
+  try {
+    world_from_env(env_of(vars));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(WorldEnv, NoLauncherIsASingleProcess) {
+  const WorldInfo w = world_from_env(env_of({{"PATH", "/bin"}}));
+  EXPECT_EQ(w.world_size, 1);
+  EXPECT_EQ(w.rank, 0);
+  EXPECT_FALSE(w.distributed());
+  EXPECT_FALSE(w.data_parallel_path());
+  EXPECT_EQ(w.launcher, "none");
+}
+
+TEST(WorldEnv, OneRankOfATorchrunStyleLauncherTakesTheNcclPathOneSlurmTaskDoesNot) {
+  // stepgraph launch -n 1 / torchrun --nproc-per-node 1: the whole data-parallel path at world size 1.
+  const WorldInfo one = world_from_env(env_of({{"RANK", "0"},
+                                               {"WORLD_SIZE", "1"},
+                                               {"LOCAL_RANK", "0"},
+                                               {"MASTER_ADDR", "127.0.0.1"},
+                                               {"MASTER_PORT", "29500"}}));
+  EXPECT_FALSE(one.distributed());
+  EXPECT_TRUE(one.data_parallel_path());
+  // A single srun task (or a shell inside an allocation) is a plain single process.
+  const WorldInfo task = world_from_env(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"}}));
+  EXPECT_EQ(task.launcher, "slurm");
+  EXPECT_FALSE(task.data_parallel_path());
+  const WorldInfo two = world_from_env(env_of({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}}));
+  EXPECT_TRUE(two.data_parallel_path());
+}
+
+TEST(WorldEnv, Torchrun) {
+  const WorldInfo w = world_from_env(env_of({{"RANK", "3"},
+                                             {"WORLD_SIZE", "8"},
+                                             {"LOCAL_RANK", "1"},
+                                             {"LOCAL_WORLD_SIZE", "2"},
+                                             {"MASTER_ADDR", "node07"},
+                                             {"MASTER_PORT", "29500"},
+                                             {"TORCHELASTIC_RUN_ID", "abc"},
+                                             {"SLURM_PROCID", "0"}}));  // torchrun inside srun: torchrun wins
+  EXPECT_EQ(w.launcher, "torchrun");
+  EXPECT_EQ(w.rank, 3);
+  EXPECT_EQ(w.world_size, 8);
+  EXPECT_EQ(w.local_rank, 1);
+  EXPECT_EQ(w.local_world_size, 2);
+  EXPECT_EQ(w.master_addr, "node07");
+  EXPECT_EQ(w.master_port, 29500);
+  EXPECT_EQ(w.job_token, "torchelastic:abc");
+  EXPECT_TRUE(w.distributed());
+  EXPECT_NE(w.describe().find("rank 3 of 8"), std::string::npos);
+}
+
+TEST(WorldEnv, TorchrunMissingOrInconsistentVariablesAreNamed) {
+  const std::map<std::string, std::string> ok = {
+      {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}};
+  EXPECT_EQ(error_of(ok), "");
+  for (const char* missing : {"RANK", "WORLD_SIZE", "LOCAL_RANK"}) {
+    auto vars = ok;
+    vars.erase(missing);
+    const std::string e = error_of(vars);
+    EXPECT_NE(e.find(std::string(missing) + " is not set"), std::string::npos) << missing << ": " << e;
+  }
+  const auto with = [&](const char* name, const char* value) {
+    auto vars = ok;
+    vars[name] = value;
+    return error_of(vars);
+  };
+  EXPECT_NE(with("RANK", "2").find("RANK = 2 must be less than WORLD_SIZE = 2"), std::string::npos);
+  EXPECT_NE(with("RANK", "one").find("RANK = 'one' is not an integer"), std::string::npos);
+  EXPECT_NE(with("WORLD_SIZE", "0").find("WORLD_SIZE = '0'"), std::string::npos);
+  EXPECT_NE(with("LOCAL_RANK", "-1").find("LOCAL_RANK"), std::string::npos);
+  EXPECT_NE(with("MASTER_PORT", "70000").find("MASTER_PORT = '70000'"), std::string::npos);
+  EXPECT_NE(with("LOCAL_WORLD_SIZE", "1").find("LOCAL_RANK = 1 must be less than LOCAL_WORLD_SIZE = 1"),
+            std::string::npos);
+  EXPECT_NE(with("LOCAL_WORLD_SIZE", "4").find("LOCAL_WORLD_SIZE = 4 exceeds WORLD_SIZE = 2"), std::string::npos);
+  // The master is only needed by the TCP rendezvous (dist/rendezvous.h names it there).
+  auto no_master = ok;
+  no_master.erase("MASTER_ADDR");
+  EXPECT_EQ(error_of(no_master), "");
+}
+
+TEST(WorldEnv, SlurmWithDerivedMaster) {
+  const WorldInfo w = world_from_env(env_of({{"SLURM_PROCID", "5"},
+                                             {"SLURM_NTASKS", "8"},
+                                             {"SLURM_LOCALID", "1"},
+                                             {"SLURM_NTASKS_PER_NODE", "4(x2)"},
+                                             {"SLURM_JOB_NODELIST", "gpu-[017-018]"},
+                                             {"SLURM_LAUNCH_NODE_IPADDR", "10.1.2.3"},
+                                             {"SLURM_JOB_ID", "4412345"},
+                                             {"SLURM_STEP_ID", "0"}}));
+  EXPECT_EQ(w.launcher, "slurm");
+  EXPECT_EQ(w.rank, 5);
+  EXPECT_EQ(w.world_size, 8);
+  EXPECT_EQ(w.local_rank, 1);
+  EXPECT_EQ(w.local_world_size, 4);
+  EXPECT_EQ(w.master_addr, "gpu-017") << "task 0 runs on the first node";
+  EXPECT_EQ(w.master_source, "first host of SLURM_JOB_NODELIST");
+  EXPECT_EQ(w.master_port, 15000 + 2345);
+  EXPECT_EQ(w.job_token, "slurm:4412345.0");
+}
+
+TEST(WorldEnv, SlurmMasterGivenOrFromTheLaunchNode) {
+  std::map<std::string, std::string> vars = {{"SLURM_PROCID", "0"},          {"SLURM_NTASKS", "2"},
+                                             {"SLURM_LOCALID", "0"},          {"SLURM_LAUNCH_NODE_IPADDR", "10.1.2.3"},
+                                             {"SLURM_JOB_ID", "77"},          {"MASTER_PORT", "4000"}};
+  WorldInfo w = world_from_env(env_of(vars));
+  EXPECT_EQ(w.master_addr, "10.1.2.3");
+  EXPECT_EQ(w.master_port, 4000);
+  vars["MASTER_ADDR"] = "head";
+  vars["SLURM_NODELIST"] = "n[1-2]";
+  w = world_from_env(env_of(vars));
+  EXPECT_EQ(w.master_addr, "head");
+}
+
+TEST(WorldEnv, SlurmMissingOrInconsistentVariablesAreNamed) {
+  const std::map<std::string, std::string> ok = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}};
+  EXPECT_EQ(error_of(ok), "");
+  auto vars = ok;
+  vars.erase("SLURM_LOCALID");
+  EXPECT_NE(error_of(vars).find("SLURM_LOCALID is not set"), std::string::npos) << error_of(vars);
+  vars = ok;
+  vars.erase("SLURM_NTASKS");
+  EXPECT_NE(error_of(vars).find("SLURM_NTASKS is not set"), std::string::npos) << error_of(vars);
+  vars = ok;
+  vars["SLURM_PROCID"] = "2";
+  EXPECT_NE(error_of(vars).find("SLURM_PROCID = 2 must be less than SLURM_NTASKS = 2"), std::string::npos);
+  vars = ok;
+  vars.erase("SLURM_NTASKS");
+  vars["SLURM_NPROCS"] = "4";
+  EXPECT_EQ(world_from_env(env_of(vars)).world_size, 4);
+  vars = ok;
+  vars["SLURM_NODELIST"] = "bad[1-2";
+  EXPECT_NE(error_of(vars).find("SLURM_NODELIST = 'bad[1-2'"), std::string::npos) << error_of(vars);
+}
+
+TEST(WorldEnv, RendezvousSettings) {
+  EXPECT_EQ(rendezvous_settings_from_env(env_of({})).timeout_seconds, 300.0);
+  const RendezvousSettings s =
+      rendezvous_settings_from_env(env_of({{"STEPGRAPH_RENDEZVOUS_FILE", "/shared/x"}, {"STEPGRAPH_RENDEZVOUS_TIMEOUT", "2.5"}}));
+  EXPECT_EQ(s.file, "/shared/x");
+  EXPECT_EQ(s.timeout_seconds, 2.5);
+  EXPECT_THROW(rendezvous_settings_from_env(env_of({{"STEPGRAPH_RENDEZVOUS_TIMEOUT", "soon"}})), Error);
+}
+
+TEST(WorldEnv, DeviceForLocalRank) {
+  WorldInfo w;
+  w.world_size = 4;
+  w.local_world_size = 2;
+  w.local_rank = 1;
+  EXPECT_EQ(device_for_local_rank(w, 8, std::nullopt), 1);
+  EXPECT_EQ(device_for_local_rank(w, 1, std::string("3")), 0) << "one GPU given to each rank";
+  const auto error = [](const WorldInfo& world, int count, std::optional<std::string> visible) {
+    try {
+      device_for_local_rank(world, count, visible);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error(w, 1, std::nullopt).find("2 ranks on this node but this machine has 1 GPU"), std::string::npos);
+  EXPECT_NE(error(w, 0, std::nullopt).find("sees none"), std::string::npos);
+  w.local_rank = 3;
+  w.local_world_size = 4;
+  EXPECT_NE(error(w, 2, std::string("0,1")).find("this node has 2 GPUs visible (CUDA_VISIBLE_DEVICES=0,1)"),
+            std::string::npos)
+      << error(w, 2, std::string("0,1"));
+}
+
+TEST(Hostlist, FirstHost) {
+  EXPECT_EQ(first_host("node1"), "node1");
+  EXPECT_EQ(first_host("a,b,c"), "a");
+  EXPECT_EQ(first_host("gpu-[001-004,010],login1"), "gpu-001");
+  EXPECT_EQ(first_host("node[7]"), "node7");
+  EXPECT_EQ(first_host("rack[1-2]-node[07-08]"), "rack1-node07");
+  EXPECT_EQ(first_host("n[3,5-9]x,y"), "n3x");
+  EXPECT_EQ(first_host(" spaced "), "spaced");
+  for (const char* bad : {"", ",a", "n[1-2", "n]1[", "n[[1]]", "n[a-b]", "n[]"}) {
+    EXPECT_THROW(first_host(bad, "SLURM_JOB_NODELIST"), Error) << bad;
+  }
+  try {
+    first_host("n[1-2", "SLURM_JOB_NODELIST");
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("SLURM_JOB_NODELIST"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("MASTER_ADDR"), std::string::npos) << "says the fix";
+  }
+}
+
+}  // namespace
+}  // namespace sg::dist
