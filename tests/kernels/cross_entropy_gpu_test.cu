@@ -24,6 +24,7 @@ struct CeCase {
   int64_t T, V, chunk_rows;
   kernels::LogitsDtype dtype;
   int64_t dlogits_pad;  // extra columns per dlogits row (must stay untouched)
+  int64_t logits_pad = 0;  // extra columns per logits row (ignored by the kernel)
 };
 
 std::vector<float> random_mask(int64_t T, uint64_t seed) {
@@ -41,7 +42,7 @@ class CrossEntropyGpu : public ::testing::TestWithParam<CeCase> {};
 
 TEST_P(CrossEntropyGpu, MatchesReferenceChunkedAndDeterministic) {
   const CeCase c = GetParam();
-  const int64_t T = c.T, V = c.V, ld = V + c.dlogits_pad;
+  const int64_t T = c.T, V = c.V, ld = V + c.dlogits_pad, logits_ld = V + c.logits_pad;
   const float loss_scale = 0.5f;  // 2 microbatches
   const float initial_accumulator = 0.25f;
   const uint64_t seed = 1000 + T * 7 + V;
@@ -66,10 +67,12 @@ TEST_P(CrossEntropyGpu, MatchesReferenceChunkedAndDeterministic) {
   const double ref_accumulator =
       initial_accumulator + static_cast<double>(loss_scale) * ref_sum / std::max(ref_count, 1.0);
 
-  DeviceBuffer<float> d_logits32(c.dtype == kernels::LogitsDtype::fp32 ? T * V : 0);
-  DeviceBuffer<bf16> d_logits16(c.dtype == kernels::LogitsDtype::bf16 ? T * V : 0);
-  if (c.dtype == kernels::LogitsDtype::fp32) d_logits32.upload(logits);
-  else d_logits16.upload(to_bf16(logits));
+  std::vector<float> padded_logits(T * logits_ld, 1e4f);  // padding the kernel must not read
+  for (int64_t t = 0; t < T; ++t) std::copy_n(logits.begin() + t * V, V, padded_logits.begin() + t * logits_ld);
+  DeviceBuffer<float> d_logits32(c.dtype == kernels::LogitsDtype::fp32 ? T * logits_ld : 0);
+  DeviceBuffer<bf16> d_logits16(c.dtype == kernels::LogitsDtype::bf16 ? T * logits_ld : 0);
+  if (c.dtype == kernels::LogitsDtype::fp32) d_logits32.upload(padded_logits);
+  else d_logits16.upload(to_bf16(padded_logits));
   const void* logits_ptr = c.dtype == kernels::LogitsDtype::fp32 ? static_cast<const void*>(d_logits32.get())
                                                                   : static_cast<const void*>(d_logits16.get());
   const size_t elem = c.dtype == kernels::LogitsDtype::fp32 ? 4 : 2;
@@ -89,7 +92,7 @@ TEST_P(CrossEntropyGpu, MatchesReferenceChunkedAndDeterministic) {
     kernels::loss_token_count(stream, {d_mask.get(), T, d_count.get()});
     for (int64_t r0 = 0; r0 < T; r0 += c.chunk_rows) {
       kernels::CrossEntropyParams p;
-      p.logits = static_cast<const char*>(logits_ptr) + r0 * V * elem;
+      p.logits = static_cast<const char*>(logits_ptr) + r0 * logits_ld * elem;
       p.logits_dtype = c.dtype;
       p.targets = d_targets.get() + r0;
       p.loss_mask = d_mask.get() + r0;
@@ -97,7 +100,7 @@ TEST_P(CrossEntropyGpu, MatchesReferenceChunkedAndDeterministic) {
       p.row_loss = d_row_loss.get() + r0;
       p.rows = std::min(c.chunk_rows, T - r0);
       p.V = V;
-      p.logits_stride = V;
+      p.logits_stride = logits_ld;
       p.dlogits_stride = ld;
       p.token_count = d_count.get();
       p.loss_scale = loss_scale;
@@ -154,7 +157,10 @@ INSTANTIATE_TEST_SUITE_P(
                       CeCase{37, 32768, 37, kernels::LogitsDtype::bf16, 0},
                       CeCase{1024, 8192, 300, kernels::LogitsDtype::fp32, 8},
                       CeCase{1024, 1003, 1024, kernels::LogitsDtype::bf16, 0},
-                      CeCase{1024, 32768, 256, kernels::LogitsDtype::fp32, 0}));
+                      CeCase{1024, 32768, 256, kernels::LogitsDtype::fp32, 0},
+                      // Row strides that are multiples of 4 with V not: four columns at a time, then a tail.
+                      CeCase{64, 1003, 64, kernels::LogitsDtype::fp32, 1, 1},
+                      CeCase{61, 1001, 20, kernels::LogitsDtype::bf16, 3, 3}));
 
 // An unmasked row with a target outside the vocabulary gets a NaN loss, which flag_if_nonfinite
 // (check_for_nan_in_loss) reports after the reduction.
@@ -192,6 +198,45 @@ TEST(CrossEntropyGpuErrors, OutOfRangeTargetGivesNanLossAndFlag) {
   EXPECT_TRUE(std::isnan(row_loss[1]));
   EXPECT_TRUE(std::isfinite(row_loss[2]));
   EXPECT_EQ(d_flag.download()[0], 1);
+}
+
+// Four columns at a time (V = 128, aligned rows): a NaN logit still makes its row's loss NaN, and -inf
+// logits (a masked vocabulary entry), even a whole group of four, only drop out of the softmax.
+TEST(CrossEntropyGpuErrors, NanAndMinusInfinityLogitsOnTheWidePath) {
+  const int64_t T = 3, V = 128;
+  std::vector<float> logits = random_normal(T * V, 9);
+  logits[0 * V + 5] = NAN;
+  for (int64_t j : {8, 9, 10, 11, 40}) logits[1 * V + j] = -INFINITY;
+  const std::vector<int32_t> targets = {4, 7, 100};
+  const std::vector<float> mask = {1.0f, 1.0f, 1.0f};
+  std::vector<float> ref_row_loss(T);
+  for (int64_t t = 1; t < T; ++t)
+    ref_row_loss[t] = static_cast<float>(ref::cross_entropy_forward_backward(
+        nullptr, logits.data() + t * V, targets.data() + t, mask.data() + t, 1, V, 1.0f));
+  DeviceBuffer<float> d_logits(T * V), d_mask(T), d_row_loss(T), d_count(1);
+  DeviceBuffer<int32_t> d_targets(T);
+  DeviceBuffer<bf16> d_dlogits(T * V);
+  d_logits.upload(logits);
+  d_mask.upload(mask);
+  d_targets.upload(targets);
+  d_row_loss.poison();
+  cuda::Stream stream;
+  kernels::loss_token_count(stream, {d_mask.get(), T, d_count.get()});
+  kernels::cross_entropy_forward_backward(stream, {.logits = d_logits.get(),
+                                                   .targets = d_targets.get(),
+                                                   .loss_mask = d_mask.get(),
+                                                   .dlogits = d_dlogits.get(),
+                                                   .row_loss = d_row_loss.get(),
+                                                   .rows = T,
+                                                   .V = V,
+                                                   .token_count = d_count.get()});
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<float> row_loss = d_row_loss.download();
+  EXPECT_TRUE(std::isnan(row_loss[0]));
+  EXPECT_NEAR(row_loss[1], ref_row_loss[1], 1e-5f * std::fabs(ref_row_loss[1]));
+  EXPECT_NEAR(row_loss[2], ref_row_loss[2], 1e-5f * std::fabs(ref_row_loss[2]));
+  const std::vector<bf16> dl = d_dlogits.download();
+  EXPECT_EQ(__bfloat162float(dl[1 * V + 9]), 0.0f) << "a -inf logit has probability 0";
 }
 
 }  // namespace
