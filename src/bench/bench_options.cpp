@@ -45,7 +45,7 @@ struct FlagSpec {
 const std::vector<FlagSpec>& flag_specs() {
   static const std::vector<FlagSpec> specs = {
       {{"-m", "--model_family_name"}, FlagType::text, "FAMILY", "model family: recipes/<FAMILY>/ (llama, moe, hybrid)"},
-      {{"-mr", "--model_recipe_name"}, FlagType::text, "NAME", "recipe: recipes/<FAMILY>/<NAME>.yaml (tiny, small, 1b)"},
+      {{"-mr", "--model_recipe_name"}, FlagType::text, "NAME", "recipe: recipes/<FAMILY>/<NAME>.yaml (`stepgraph --help` lists the shipped ones)"},
       {{"--task"}, FlagType::text, "TASK", "pretrain (sft, peft: not implemented yet)"},
       {{"-g", "--gpu"}, FlagType::text, "GPU", "target GPU, recorded (h200); the peak comes from the device name"},
       {{"-c", "--compute_dtype"}, FlagType::text, "DTYPE", "bf16 (fp8_cs, fp8_mx, fp8_sc, nvfp4: not implemented yet)"},

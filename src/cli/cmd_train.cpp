@@ -117,8 +117,8 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Train a model of attention and MLP layers (GPT blocks, or a hybrid pattern of * and -; MoE (E) and "
-      "Mamba (M) layers are validated, not trained yet). On a GPU: bf16 with CUDA graphs as "
+      "Train a model: GPT blocks (attention and MLP, or MoE when model.num_moe_experts is set) or a hybrid "
+      "pattern of attention (*), MLP (-), MoE (E) and Mamba2 (M) layers. On a GPU: bf16 with CUDA graphs as "
       "model.cuda_graph_impl says (or --cuda_graph_impl/--cuda_graph_scope, as in bench); without one: the CPU "
       "fp32 reference backend (graphs off). Writes runs/<name>/config.yaml, metrics.jsonl (steps and "
       "validation) and report.html; TensorBoard events with logger.tensorboard_dir. Validation: "

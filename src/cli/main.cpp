@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/command.h"
+#include "config/config.h"
 #include "core/crash_report.h"
 #include "core/error.h"
 
@@ -16,12 +18,16 @@ std::vector<CommandInfo>& command_registry() {
 
 int main(int argc, char** argv) {
   sg::crash::install_crash_reporter("stepgraph");  // no death without a message (docs/reliability.md)
+  // The recipe list comes from the recipes embedded in the binary (one source of truth).
+  std::string recipes;
+  for (const std::string& name : sg::config::shipped_recipe_names()) recipes += (recipes.empty() ? "" : ", ") + name;
   CLI::App app{
-      "stepgraph: trains dense Llama-style transformers with the training step captured as CUDA graphs "
-      "(MoE and hybrid Mamba configurations are validated but not trained yet).\nConfiguration speaks "
-      "Megatron-Bridge: recipes/<family>/<name>.yaml plus dotted overrides such as "
-      "model.cuda_graph_impl=local train.train_iters=50.\nYour own text: tools/train_tokenizer.py and "
-      "tools/preprocess_data.py, then `stepgraph train` with the tokenizer section (README \"Your own data\")."};
+      "stepgraph: trains Llama-style transformers (dense, Mixture-of-Experts and hybrid Mamba2) with the training "
+      "step captured as CUDA graphs.\nConfiguration speaks Megatron-Bridge: recipes/<family>/<name>.yaml plus "
+      "dotted overrides such as model.cuda_graph_impl=local train.train_iters=50.\nShipped recipes: " +
+      recipes +
+      ".\nYour own text: tools/train_tokenizer.py and tools/preprocess_data.py, then `stepgraph train` with the "
+      "tokenizer section (README \"Your own data\")."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "stepgraph 0.1.0");
   int exit_code = 0;
