@@ -1,6 +1,6 @@
 // Activation recompute on the CPU (issue 15): which layers and buffers each setting recomputes, the
 // activation bytes it gives back (exactly the saved activations it names), the errors for modules of
-// layer kinds that do not exist yet, and — the point of it all — training with every setting gives
+// layer kinds the stack lacks, and — the point of it all — training with every setting gives
 // bitwise the same losses, gradients, weights and moments as without, with dropout on (the recompute
 // draws the forward's masks) and two microbatches. The CPU model poisons what recompute gives back
 // with NaN after the forward, so a wrong schedule shows up as NaN or different bits.
@@ -157,31 +157,31 @@ TEST(ActivationAccount, RecomputeGivesBackExactlyTheNamedActivations) {
   EXPECT_NE(lines[1].find("4 attention layers (0, 2, 4, 6)"), std::string::npos) << lines[1];
 }
 
-TEST(CheckRecompute, ModulesNoKindCanRecomputeAreErrorsNamingTheKind) {
-  const auto message = [](M module) {
+TEST(CheckRecompute, ModulesOfKindsTheStackLacksAreErrorsNamingTheKind) {
+  const auto problem = [](M module) {
     const std::vector<RecomputeProblem> p = check_recompute(with(selective({M::core_attn, module})));
-    return p.size() == 1 && !p[0].note ? p[0].message : std::string("(no single error)");
+    return p.size() == 1 ? p[0] : RecomputeProblem{"(no single error)", ""};
   };
-  EXPECT_NE(message(M::moe_act).find("the MoE layer kind does not declare"), std::string::npos)
-      << message(M::moe_act);
-  EXPECT_NE(message(M::moe).find("MoE layer kind"), std::string::npos);
-  EXPECT_NE(message(M::shared_experts).find("MoE layer kind"), std::string::npos);
-  EXPECT_NE(message(M::mamba).find("the Mamba layer kind does not declare"), std::string::npos)
-      << message(M::mamba);
-  EXPECT_NE(message(M::mla_up_proj).find("no layer kind"), std::string::npos) << message(M::mla_up_proj);
+  // tiny is attention and dense MLP layers only.
+  EXPECT_NE(problem(M::moe_act).message.find("this model has no MoE layers (E in the pattern"), std::string::npos)
+      << problem(M::moe_act).message;
+  EXPECT_NE(problem(M::moe).message.find("MoE layers"), std::string::npos);
+  EXPECT_NE(problem(M::shared_experts).message.find("MoE layers"), std::string::npos);
+  EXPECT_NE(problem(M::mamba).message.find("no Mamba layers (M in the pattern"), std::string::npos)
+      << problem(M::mamba).message;
+  EXPECT_NE(problem(M::mamba).fix.find("remove mamba"), std::string::npos) << problem(M::mamba).fix;
+  EXPECT_NE(problem(M::mla_up_proj).message.find("no layer kind"), std::string::npos) << problem(M::mla_up_proj).message;
   EXPECT_TRUE(check_recompute(with(selective({M::core_attn, M::mlp, M::layernorm}))).empty());
   EXPECT_TRUE(check_recompute(with(full(RecomputeMethod::uniform, 1))).empty());
-  // An implemented kind with no layers in this model: a note.
   ModelSpec attention_only = with(selective({M::mlp}));
   attention_only.hybrid_layer_pattern = "**";
   attention_only.num_layers = 2;
   const std::vector<RecomputeProblem> p = check_recompute(attention_only);
   ASSERT_EQ(p.size(), 1u);
-  EXPECT_TRUE(p[0].note);
-  // The kinds' own declarations (model/layer_registry.h).
+  EXPECT_NE(p[0].message.find("no dense MLP layers"), std::string::npos) << p[0].message;
+  // The kinds' own declarations (model/layer_registry.h; MoE and Mamba: recompute_kinds_test.cpp).
   EXPECT_EQ(layer_kind_recompute(LayerKind::attention).modules, std::vector<M>{M::core_attn});
   EXPECT_TRUE(layer_kind_recompute(LayerKind::mlp).full);
-  EXPECT_FALSE(layer_kind_recompute(LayerKind::moe).full);  // not registered yet
 }
 
 struct TrainedRun {
