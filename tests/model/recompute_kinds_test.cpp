@@ -12,9 +12,9 @@
 
 #include "cuda/bf16.h"
 #include "model/activation_account.h"
-#include "model/cpu_model.h"
 #include "model/layer_registry.h"
 #include "model/recompute.h"
+#include "recompute_runs.h"
 #include "tiny_model.h"
 
 namespace sg::model {
@@ -22,20 +22,8 @@ namespace {
 
 using M = RecomputeModule;
 
-RecomputeSpec selective(std::vector<M> modules) {
-  RecomputeSpec r;
-  r.granularity = RecomputeGranularity::selective;
-  r.modules = std::move(modules);
-  return r;
-}
-
-RecomputeSpec full(RecomputeMethod method, int64_t layers) {
-  RecomputeSpec r;
-  r.granularity = RecomputeGranularity::full;
-  r.method = method;
-  r.num_layers = layers;
-  return r;
-}
+using test::full;
+using test::selective;
 
 // The tiny hybrid model with MoE layers: 4 experts, top-2, expert width 12, a shared expert of 8, both
 // auxiliary losses; `pattern` picks the layers.
@@ -64,45 +52,8 @@ ModelSpec biased_spec(const std::string& pattern) {
   return s;
 }
 
-BatchSpec two_microbatches() {
-  BatchSpec b;
-  b.micro_batch_size = 2;
-  b.num_microbatches = 2;
-  return b;
-}
-
-struct TrainedRun {
-  std::vector<float> losses, aux_losses, z_losses, grad_norms;
-  std::vector<float> weights, exp_avg, exp_avg_sq;
-};
-
-TrainedRun train(const ModelSpec& spec, int steps) {
-  OptimizerSpec opt;
-  opt.lr = 1e-2;
-  CpuModel model(spec, two_microbatches(), opt, rng::RngState{4321, 0});
-  TrainedRun r;
-  for (int step = 0; step < steps; ++step) {
-    const CpuStepResult s =
-        model.train_step(test::random_batch(spec, two_microbatches(), 900 + static_cast<uint64_t>(step)));
-    r.losses.push_back(s.loss);
-    r.aux_losses.push_back(s.aux_loss);
-    r.z_losses.push_back(s.z_loss);
-    r.grad_norms.push_back(s.grad_norm);
-  }
-  r.weights = model.weights();
-  r.exp_avg = model.exp_avg();
-  r.exp_avg_sq = model.exp_avg_sq();
-  return r;
-}
-
-void expect_same_training(const TrainedRun& got, const TrainedRun& plain) {
-  EXPECT_EQ(got.losses, plain.losses);
-  EXPECT_EQ(got.aux_losses, plain.aux_losses);
-  EXPECT_EQ(got.z_losses, plain.z_losses);
-  EXPECT_EQ(got.grad_norms, plain.grad_norms);
-  EXPECT_EQ(got.weights, plain.weights);
-  EXPECT_EQ(got.exp_avg, plain.exp_avg);
-  EXPECT_EQ(got.exp_avg_sq, plain.exp_avg_sq);
+test::TrainedRun train(const ModelSpec& spec, int steps) {
+  return test::train_cpu(spec, steps, 900);
 }
 
 struct Setting {
@@ -111,7 +62,7 @@ struct Setting {
 };
 
 void expect_every_setting_trains_like_no_recompute(const ModelSpec& spec, const std::vector<Setting>& settings) {
-  const TrainedRun plain = train(spec, 3);
+  const test::TrainedRun plain = train(spec, 3);
   if (spec.num_moe_experts > 0) {
     EXPECT_GT(plain.aux_losses.front(), 0.0f) << "the auxiliary loss is computed";
   }
@@ -120,7 +71,7 @@ void expect_every_setting_trains_like_no_recompute(const ModelSpec& spec, const 
     ModelSpec with = spec;
     with.recompute = s.recompute;
     ASSERT_TRUE(check_recompute(with).empty()) << check_recompute(with).front().message;
-    expect_same_training(train(with, 3), plain);
+    test::expect_same_training(train(with, 3), plain);
   }
 }
 
@@ -141,10 +92,10 @@ TEST(CpuRecomputeKinds, MoeModulesAndFullRecomputeTrainBitwiseLikeNoRecompute) {
 TEST(CpuRecomputeKinds, MoeWithExpertBiasAndTokenDropTrainsBitwiseLikeNoRecompute) {
   // The expert bias moves by the step's token counts after every step: a recompute that counted the
   // tokens again would move it differently.
-  expect_every_setting_trains_like_no_recompute(
-      biased_spec("*E*E"), {{"selective moe", selective({M::moe})},
-                            {"selective moe_act", selective({M::moe_act})},
-                            {"full uniform 1", full(RecomputeMethod::uniform, 1)}});
+  expect_every_setting_trains_like_no_recompute(biased_spec("*E*E"),
+                                                {{"selective moe", selective({M::moe})},
+                                                 {"selective moe_act", selective({M::moe_act})},
+                                                 {"full uniform 1", full(RecomputeMethod::uniform, 1)}});
 }
 
 TEST(CpuRecomputeKinds, HybridMambaMoeStackTrainsBitwiseLikeNoRecompute) {
@@ -198,8 +149,7 @@ TEST(ActivationAccountKinds, MoeAndMambaModulesGiveBackExactlyTheirActivations) 
   // moe_act: the experts' SwiGLU output [rows, F] bf16.
   EXPECT_EQ(recomputed(selective({M::moe_act})), (std::vector<size_t>{0, 0, R * F * sizeof(bf16), 0}));
   // shared_experts: its FC1 output [T, 2S] and SwiGLU output [T, S] bf16.
-  EXPECT_EQ(recomputed(selective({M::shared_experts})),
-            (std::vector<size_t>{0, 0, T * 3 * S * sizeof(bf16), 0}));
+  EXPECT_EQ(recomputed(selective({M::shared_experts})), (std::vector<size_t>{0, 0, T * 3 * S * sizeof(bf16), 0}));
   // moe: every saved activation of the layer (moe_act and shared_experts with it change nothing).
   EXPECT_EQ(recomputed(selective({M::moe})), (std::vector<size_t>{0, 0, moe_whole, 0}));
   EXPECT_EQ(recomputed(selective({M::moe_act, M::moe, M::shared_experts})), (std::vector<size_t>{0, 0, moe_whole, 0}));
@@ -207,7 +157,8 @@ TEST(ActivationAccountKinds, MoeAndMambaModulesGiveBackExactlyTheirActivations) 
   EXPECT_EQ(recomputed(selective({M::mamba})), (std::vector<size_t>{mamba, 0, 0, 0}));
   // full: everything but the chunk's input (and each pre-norm's rstd).
   const std::vector<size_t> f = recomputed(full(RecomputeMethod::uniform, 1));
-  for (size_t i = 0; i < f.size(); ++i) EXPECT_EQ(f[i], off.layers[i].bytes - T * sizeof(float) - T * 16 * sizeof(bf16)) << i;
+  for (size_t i = 0; i < f.size(); ++i)
+    EXPECT_EQ(f[i], off.layers[i].bytes - T * sizeof(float) - T * 16 * sizeof(bf16)) << i;
 }
 
 TEST(CheckRecomputeKinds, MoeAndMambaDeclareTheirModulesAndFullRecompute) {

@@ -17,6 +17,7 @@
 #include "model/layer_registry.h"
 #include "model/recompute.h"
 #include "model/recompute_layout.h"
+#include "recompute_runs.h"
 #include "tiny_model.h"
 
 namespace sg::model {
@@ -25,20 +26,8 @@ namespace {
 using G = RecomputeGranularity;
 using M = RecomputeModule;
 
-RecomputeSpec selective(std::vector<M> modules) {
-  RecomputeSpec r;
-  r.granularity = G::selective;
-  r.modules = std::move(modules);
-  return r;
-}
-
-RecomputeSpec full(RecomputeMethod method, int64_t layers) {
-  RecomputeSpec r;
-  r.granularity = G::full;
-  r.method = method;
-  r.num_layers = layers;
-  return r;
-}
+using test::full;
+using test::selective;
 
 ModelSpec with(RecomputeSpec r, int64_t blocks = 3) {
   ModelSpec s = test::tiny_model_spec();
@@ -184,35 +173,13 @@ TEST(CheckRecompute, ModulesOfKindsTheStackLacksAreErrorsNamingTheKind) {
   EXPECT_TRUE(layer_kind_recompute(LayerKind::mlp).full);
 }
 
-struct TrainedRun {
-  std::vector<float> losses, grad_norms;
-  std::vector<float> weights, exp_avg, exp_avg_sq;
-};
-
-TrainedRun train(const ModelSpec& spec, int steps) {
-  BatchSpec batch;
-  batch.micro_batch_size = 2;
-  batch.num_microbatches = 2;
-  OptimizerSpec opt;
-  opt.lr = 1e-2;
-  CpuModel model(spec, batch, opt, rng::RngState{4321, 0});
-  TrainedRun r;
-  for (int step = 0; step < steps; ++step) {
-    const CpuStepResult s = model.train_step(test::random_batch(spec, batch, 500 + static_cast<uint64_t>(step)));
-    r.losses.push_back(s.loss);
-    r.grad_norms.push_back(s.grad_norm);
-  }
-  r.weights = model.weights();
-  r.exp_avg = model.exp_avg();
-  r.exp_avg_sq = model.exp_avg_sq();
-  return r;
-}
+test::TrainedRun train(const ModelSpec& spec, int steps) { return test::train_cpu(spec, steps, 500); }
 
 TEST(CpuRecompute, EverySettingTrainsBitwiseLikeNoRecompute) {
   ModelSpec spec = with({}, 3);
   spec.attention_dropout = 0.1f;
   spec.hidden_dropout = 0.1f;
-  const TrainedRun plain = train(spec, 4);
+  const test::TrainedRun plain = train(spec, 4);
   const std::vector<std::pair<const char*, RecomputeSpec>> settings = {
       {"selective core_attn", selective({M::core_attn})},
       {"selective mlp", selective({M::mlp})},
@@ -226,20 +193,15 @@ TEST(CpuRecompute, EverySettingTrainsBitwiseLikeNoRecompute) {
     SCOPED_TRACE(name);
     ModelSpec s = spec;
     s.recompute = r;
-    const TrainedRun got = train(s, 4);
-    EXPECT_EQ(got.losses, plain.losses);
-    EXPECT_EQ(got.grad_norms, plain.grad_norms);
-    EXPECT_EQ(got.weights, plain.weights);
-    EXPECT_EQ(got.exp_avg, plain.exp_avg);
-    EXPECT_EQ(got.exp_avg_sq, plain.exp_avg_sq);
+    test::expect_same_training(train(s, 4), plain);
   }
   // A hybrid pattern with every layer its own full-recompute chunk.
   ModelSpec hybrid = spec;
   hybrid.hybrid_layer_pattern = "*-*-*-";
   hybrid.num_layers = 6;
-  const TrainedRun hybrid_plain = train(hybrid, 3);
+  const test::TrainedRun hybrid_plain = train(hybrid, 3);
   hybrid.recompute = full(RecomputeMethod::uniform, 4);
-  const TrainedRun hybrid_full = train(hybrid, 3);
+  const test::TrainedRun hybrid_full = train(hybrid, 3);
   EXPECT_EQ(hybrid_full.losses, hybrid_plain.losses);
   EXPECT_EQ(hybrid_full.weights, hybrid_plain.weights);
 }

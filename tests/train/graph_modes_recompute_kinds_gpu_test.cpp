@@ -18,7 +18,6 @@
 namespace sg::train {
 namespace {
 
-using graph_runs::bitwise_equal;
 using graph_runs::kSteps;
 using graph_runs::run_mode;
 using graph_runs::RunResult;
@@ -42,26 +41,15 @@ struct Case {
   Overrides mode, recompute;
 };
 
-void expect_same_as_eager(const RunResult& r, const RunResult& eager) {
-  ASSERT_EQ(r.losses.size(), eager.losses.size());
-  for (size_t i = 0; i < r.losses.size(); ++i) {
-    EXPECT_EQ(std::memcmp(&r.losses[i], &eager.losses[i], 4), 0)
-        << "step " << i + 1 << ": loss " << r.losses[i] << " vs eager " << eager.losses[i];
-    EXPECT_EQ(std::memcmp(&r.aux_losses[i], &eager.aux_losses[i], 4), 0)
-        << "step " << i + 1 << ": aux loss " << r.aux_losses[i] << " vs eager " << eager.aux_losses[i];
-    EXPECT_EQ(std::memcmp(&r.z_losses[i], &eager.z_losses[i], 4), 0)
-        << "step " << i + 1 << ": z loss " << r.z_losses[i] << " vs eager " << eager.z_losses[i];
-  }
-  EXPECT_TRUE(bitwise_equal(r.state.main_weights, eager.state.main_weights)) << "final fp32 weights differ";
-  EXPECT_TRUE(bitwise_equal(r.state.exp_avg, eager.state.exp_avg)) << "final exp_avg differs";
-  EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, eager.state.exp_avg_sq)) << "final exp_avg_sq differs";
-  EXPECT_EQ(r.state.steps_done, eager.state.steps_done);
-  EXPECT_EQ(r.state.rng.offset, eager.state.rng.offset);
-}
-
-// `config(overrides)` builds the model; every case against its eager run without recompute.
-template <class MakeConfig>
-void expect_cases_bitwise_equal_to_eager(const MakeConfig& config, const std::vector<Case>& cases) {
+// `recipe` with `model` (the model's overrides) and then each case's; every case against the eager run
+// without recompute.
+void expect_cases_bitwise_equal_to_eager(const std::string& recipe, const Overrides& model,
+                                         const std::vector<Case>& cases) {
+  const auto config = [&](const Overrides& mode) {
+    Overrides o = model;
+    o.insert(o.end(), mode.begin(), mode.end());
+    return graph_runs::recipe_with(recipe, o);
+  };
   const RunResult eager = run_mode(config(kNone));
   ASSERT_EQ(eager.losses.size(), static_cast<size_t>(kSteps));
   for (const Case& c : cases) {
@@ -71,7 +59,7 @@ void expect_cases_bitwise_equal_to_eager(const MakeConfig& config, const std::ve
     for (const std::string& o : overrides) name += o + " ";
     SCOPED_TRACE(name);
     const RunResult r = run_mode(config(overrides));
-    expect_same_as_eager(r, eager);
+    graph_runs::expect_bitwise_same_run(r, eager, "eager without recompute");
     if (c.recompute.front() == "model.recompute_granularity=selective") {
       EXPECT_LT(r.arena_bytes, eager.arena_bytes) << "recompute should plan fewer activation bytes";
     } else {
@@ -95,84 +83,73 @@ class GraphModesRecomputeGpu : public ::testing::Test {
 // moe/tiny_moe (4 GPT blocks of attention + 8-expert top-2 dropless MoE) with a shared expert and the
 // z-loss on top of the aux loss.
 TEST_F(GraphModesRecomputeGpu, MoeModulesInEveryAllowedModeAreBitwiseEqualToEager) {
-  const auto config = [](const Overrides& mode) {
-    Overrides o = {"model.moe_shared_expert_intermediate_size=256", "model.moe_z_loss_coeff=1e-3"};
-    o.insert(o.end(), mode.begin(), mode.end());
-    return graph_runs::recipe_with("moe/tiny_moe", o);
-  };
   expect_cases_bitwise_equal_to_eager(
-      config, {
-                  {kNone, selective("moe_act")},
-                  {kNone, selective("moe")},
-                  {kNone, selective("shared_experts")},
-                  {kNone, selective("core_attn,moe,layernorm")},
-                  {kNone, full("uniform", 1)},
-                  {kNone, full("block", 2)},
-                  {kLocal, selective("moe_act,shared_experts")},
-                  {kLocal, selective("moe")},
-                  {kLocal, full("uniform", 2)},
-                  {scoped("attn,moe_router,moe_preprocess"), selective("moe_act")},
-                  {scoped("attn,moe_router,moe_preprocess"), selective("core_attn,moe_act,shared_experts")},
-                  {scoped("attn,moe"), selective("moe")},
-                  {scoped("attn,moe"), selective("moe_act")},
-                  {scoped("attn,moe"), selective("core_attn,moe,shared_experts,layernorm")},
-              });
+      "moe/tiny_moe", {"model.moe_shared_expert_intermediate_size=256", "model.moe_z_loss_coeff=1e-3"},
+      {
+          {kNone, selective("moe_act")},
+          {kNone, selective("moe")},
+          {kNone, selective("shared_experts")},
+          {kNone, selective("core_attn,moe,layernorm")},
+          {kNone, full("uniform", 1)},
+          {kNone, full("block", 2)},
+          {kLocal, selective("moe_act,shared_experts")},
+          {kLocal, selective("moe")},
+          {kLocal, full("uniform", 2)},
+          {scoped("attn,moe_router,moe_preprocess"), selective("moe_act")},
+          {scoped("attn,moe_router,moe_preprocess"), selective("core_attn,moe_act,shared_experts")},
+          {scoped("attn,moe"), selective("moe")},
+          {scoped("attn,moe"), selective("moe_act")},
+          {scoped("attn,moe"), selective("core_attn,moe,shared_experts,layernorm")},
+      });
 }
 
 // Token drop by position with sigmoid routing and the aux-loss-free expert bias: the bias moves by the
 // step's token counts, so a recompute that counted again would change the weights.
 TEST_F(GraphModesRecomputeGpu, MoeWithExpertBiasAndTokenDropIsBitwiseEqualToEager) {
-  const auto config = [](const Overrides& mode) {
-    Overrides o = {"model.moe_router_score_function=sigmoid", "model.moe_router_enable_expert_bias=true",
-                   "model.moe_router_bias_update_rate=1e-2",  "model.moe_expert_capacity_factor=1.25",
-                   "model.moe_token_drop_policy=position",    "model.moe_router_load_balancing_type=seq_aux_loss"};
-    o.insert(o.end(), mode.begin(), mode.end());
-    return graph_runs::recipe_with("moe/tiny_moe", o);
-  };
-  expect_cases_bitwise_equal_to_eager(config, {
-                                                  {kNone, selective("moe")},
-                                                  {kLocal, selective("moe_act")},
-                                                  {kLocal, full("uniform", 1)},
-                                                  {scoped("attn,moe"), selective("moe")},
-                                              });
+  expect_cases_bitwise_equal_to_eager(
+      "moe/tiny_moe",
+      {"model.moe_router_score_function=sigmoid", "model.moe_router_enable_expert_bias=true",
+       "model.moe_router_bias_update_rate=1e-2", "model.moe_expert_capacity_factor=1.25",
+       "model.moe_token_drop_policy=position", "model.moe_router_load_balancing_type=seq_aux_loss"},
+      {
+          {kNone, selective("moe")},
+          {kLocal, selective("moe_act")},
+          {kLocal, full("uniform", 1)},
+          {scoped("attn,moe"), selective("moe")},
+      });
 }
 
 // hybrid/tiny_hybrid's layers M*-M*-M- (Mamba, attention without RoPE, squared-ReLU MLP).
 TEST_F(GraphModesRecomputeGpu, HybridMambaModulesInEveryAllowedModeAreBitwiseEqualToEager) {
-  const auto config = [](const Overrides& mode) {
-    Overrides o = {"model.hybrid_override_pattern=M*-M*-M-", "model.num_layers=8"};
-    o.insert(o.end(), mode.begin(), mode.end());
-    return graph_runs::recipe_with("hybrid/tiny_hybrid", o);
-  };
-  expect_cases_bitwise_equal_to_eager(config, {
-                                                  {kNone, selective("mamba")},
-                                                  {kNone, selective("mamba,core_attn,mlp,layernorm")},
-                                                  {kNone, full("uniform", 1)},
-                                                  {kNone, full("uniform", 3)},
-                                                  {kNone, full("block", 2)},
-                                                  {kLocal, selective("mamba")},
-                                                  {kLocal, full("uniform", 1)},
-                                                  {scoped("mamba"), selective("mamba")},
-                                                  {scoped("attn,mamba,mlp"), selective("mamba,core_attn,mlp")},
-                                              });
+  expect_cases_bitwise_equal_to_eager("hybrid/tiny_hybrid",
+                                      {"model.hybrid_override_pattern=M*-M*-M-", "model.num_layers=8"},
+                                      {
+                                          {kNone, selective("mamba")},
+                                          {kNone, selective("mamba,core_attn,mlp,layernorm")},
+                                          {kNone, full("uniform", 1)},
+                                          {kNone, full("uniform", 3)},
+                                          {kNone, full("block", 2)},
+                                          {kLocal, selective("mamba")},
+                                          {kLocal, full("uniform", 1)},
+                                          {scoped("mamba"), selective("mamba")},
+                                          {scoped("attn,mamba,mlp"), selective("mamba,core_attn,mlp")},
+                                      });
 }
 
 // A hybrid stack with every layer kind, M*EM*-ME (tiny_hybrid's Mamba and attention, tiny_moe's experts).
 TEST_F(GraphModesRecomputeGpu, HybridMambaMoeStackIsBitwiseEqualToEager) {
-  const auto config = [](const Overrides& mode) {
-    Overrides o = {"model.hybrid_override_pattern=M*EM*-ME", "model.num_layers=8",  "model.num_moe_experts=8",
-                   "model.moe_router_topk=2",                 "model.moe_ffn_hidden_size=256",
-                   "model.moe_aux_loss_coeff=1e-2",           "model.moe_token_dispatcher_type=alltoall"};
-    o.insert(o.end(), mode.begin(), mode.end());
-    return graph_runs::recipe_with("hybrid/tiny_hybrid", o);
-  };
-  expect_cases_bitwise_equal_to_eager(config, {
-                                                  {kNone, selective("mamba,moe")},
-                                                  {kNone, full("uniform", 2)},
-                                                  {kLocal, selective("mamba,moe_act,core_attn,layernorm")},
-                                                  {kLocal, full("uniform", 1)},
-                                                  {scoped("attn,mamba,moe"), selective("mamba,moe,mlp")},
-                                              });
+  expect_cases_bitwise_equal_to_eager(
+      "hybrid/tiny_hybrid",
+      {"model.hybrid_override_pattern=M*EM*-ME", "model.num_layers=8", "model.num_moe_experts=8",
+       "model.moe_router_topk=2", "model.moe_ffn_hidden_size=256", "model.moe_aux_loss_coeff=1e-2",
+       "model.moe_token_dispatcher_type=alltoall"},
+      {
+          {kNone, selective("mamba,moe")},
+          {kNone, full("uniform", 2)},
+          {kLocal, selective("mamba,moe_act,core_attn,layernorm")},
+          {kLocal, full("uniform", 1)},
+          {scoped("attn,mamba,moe"), selective("mamba,moe,mlp")},
+      });
 }
 
 }  // namespace
