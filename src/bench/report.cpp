@@ -17,10 +17,10 @@ double tokens_per_step(const BenchPlan& plan) {
   return static_cast<double>(plan.batch.global_microbatches() * plan.batch.tokens_per_microbatch(plan.model));
 }
 
-// The first impl-none mode: the eager reference for the memory overhead.
+// The first impl-none mode without recompute: the eager reference for the memory overhead.
 const ModeResult* eager_reference(const BenchResults& results) {
   for (const ModeResult& m : results.modes) {
-    if (m.impl == "none") return &m;
+    if (m.impl == "none" && m.recompute == "none") return &m;
   }
   return nullptr;
 }
@@ -194,7 +194,8 @@ BenchReport summarize(const BenchPlan& plan, const BenchResults& results) {
     report.notes.push_back("no kernel-time floor (and no --trace): " + results.env.cupti_error);
   }
   if (eager == nullptr && !results.modes.empty()) {
-    report.notes.push_back("no 'vs eager' memory column: add none to --compare to measure against eager");
+    report.notes.push_back("no 'vs eager' memory column: add none to --compare (without recompute) to measure against "
+                           "eager");
   }
   for (const ModeResult& m : results.modes) {
     if (!same_bits(m.final_loss, results.modes.front().final_loss)) report.losses_agree = false;
@@ -243,7 +244,7 @@ std::string format_report(const BenchPlan& plan, const BenchResults& results, co
     const ModeResult& m = results.modes[i];
     const ModeSummary& s = report.modes[i];
     std::string vs_eager = "-";
-    if (m.impl == "none" && m.recompute == "none" && s.overhead_vs_eager_bytes && *s.overhead_vs_eager_bytes == 0) {
+    if (&m == eager_reference(results) && s.overhead_vs_eager_bytes) {
       vs_eager = "(reference)";
     } else if (s.overhead_vs_eager_bytes) {
       vs_eager = strprintf("%s (%+.3f%%)", signed_bytes(*s.overhead_vs_eager_bytes).c_str(),

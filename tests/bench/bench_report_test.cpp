@@ -347,6 +347,16 @@ TEST(BenchReport, RecomputeModesCompareWithTheSameGraphModeWithoutRecompute) {
   ASSERT_EQ(j["memory_plans"].size(), 1u);  // the fixture's plan: three modes, no recompute
   EXPECT_EQ(j["memory_plans"][0]["recompute"], "none");
 
+  // Eager with recompute is not the eager reference, wherever it is listed.
+  Fixture g = fixture();
+  ModeResult eager_full = made_up_mode("none+recompute_full", "none", 5.0, 4.0, 1'200'000'000);
+  eager_full.recompute = "full=uniform/1";
+  g.results.modes.insert(g.results.modes.begin(), eager_full);
+  const BenchReport eager = summarize(g.plan, g.results);
+  EXPECT_EQ(*eager.modes[1].overhead_vs_eager_bytes, 0);
+  EXPECT_EQ(*eager.modes[0].overhead_vs_eager_bytes, -800'000'000);
+  EXPECT_EQ(eager.modes[0].without_recompute, "none");
+
   // Recompute is bitwise equal to no recompute: a recomputing mode that ends elsewhere is reported.
   f.results.modes[3].final_loss = 9.5;
   const BenchReport differ = summarize(f.plan, f.results);
