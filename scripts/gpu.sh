@@ -4,6 +4,7 @@
 # generation); prints a short table last.
 #
 #   bash scripts/gpu.sh [tests|bench|torch|parity|dp|sanitize|recompute|all]...
+#   RECOMPUTE_MODES=local,local+recompute_full RECOMPUTE_STEPS=10 bash scripts/gpu.sh recompute   # other --compare modes
 #   BENCH_RECIPES="moe/small_moe hybrid/small_hybrid" bash scripts/gpu.sh bench   # family/recipe items; BENCH_MODES overrides the modes
 #   TORCH_MODELS="small_moe hybrid ssd" bash scripts/gpu.sh torch   # only these PyTorch references: families
 #   (llama moe hybrid ssd, the default all four) or recipe names; TORCH_MODES, TORCH_STEPS, TORCH_MODE_TIMEOUT,
@@ -77,21 +78,17 @@ if want bench; then
 fi
 
 if named recompute; then
-  # Issue 15's acceptance: 1b at micro batch 8, each recompute option against none, in the graph modes it names
-  # (peak memory and step time from the bench's own table; losses are compared by the GPU tests).
-  rc_args=(-m llama -mr 1b -g h200 -c bf16 -ng 1 --plain -mb 8 -gb 8 --steps "${RECOMPUTE_STEPS:-20}")
-  while IFS='|' read -r name modes overrides; do
-    # shellcheck disable=SC2086
-    "$SG" bench "${rc_args[@]}" --compare "$modes" --json "$OUT/recompute_$name.json" $overrides \
-      >"$OUT/recompute_$name.txt" 2>&1
-    record "recompute 1b mb8 $name" "rc=$?"
-    sed -n '/^mode /,$p' "$OUT/recompute_$name.txt"
-  done <<'ROWS'
-none|local,transformer_engine:attn+mlp|
-selective_core_attn|local,transformer_engine:attn+mlp|model.recompute_granularity=selective model.recompute_modules=[core_attn]
-selective_core_attn_mlp|local,transformer_engine:attn+mlp|model.recompute_granularity=selective model.recompute_modules=[core_attn,mlp]
-full_uniform1|local|model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1
-ROWS
+  # Issue 15's acceptance: 1b at micro batch 8, each recompute option next to the same graph mode without it, in
+  # one bench call: each recompute setting plans and allocates its own arena (the previous one freed), so the
+  # peak-memory and step-time columns compare side by side; every mode must end at the same loss, bit for bit.
+  rc_modes=local,transformer_engine:attn+mlp,local+recompute_selective,transformer_engine:attn+mlp+recompute_selective
+  rc_modes+=,transformer_engine:attn+mlp+recompute_selective=core_attn/mlp,local+recompute_full
+  "$SG" bench -m llama -mr 1b -g h200 -c bf16 -ng 1 --plain -mb 8 -gb 8 --steps "${RECOMPUTE_STEPS:-20}" \
+    --compare "${RECOMPUTE_MODES:-$rc_modes}" --json "$OUT/recompute.json" >"$OUT/recompute.txt" 2>&1
+  rc=$?
+  grep -q "ended at different losses" "$OUT/recompute.txt" && rc="$rc, LOSSES DIFFER"
+  record "recompute 1b mb8" "rc=$rc"
+  sed -n '/^mode /,$p' "$OUT/recompute.txt"
 fi
 
 if want torch; then

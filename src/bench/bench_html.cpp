@@ -52,7 +52,7 @@ std::string report_html(const BenchPlan& plan, const BenchResults& results, cons
       {"tokens per step", thousands_tokens(plan)},
       {"schedule per mode", strprintf("%d eager warmup, 1 capture, %d measured (CUDA events), %d floor (CUPTI)",
                                       plan.warmup_steps, plan.steps, plan.floor_steps)},
-      {"arena", human_bytes(env.arena_bytes) + " (one allocation, shared by every mode)"},
+      {"arena", describe_arenas(results)},
       {"peak", env.peak_tflops > 0 ? strprintf("%.0f TFLOP/s dense bf16", env.peak_tflops) : std::string("unknown")},
       {"losses agree", report.losses_agree ? "yes, bit for bit" : "NO (see the notes)"},
   });

@@ -60,7 +60,11 @@ const std::vector<FlagSpec>& flag_specs() {
       {{"-sl", "--seq_length"}, FlagType::integer, "N", "model.seq_length and dataset.seq_length"},
       {{"-d", "--dryrun"}, FlagType::boolean, "", "validate and print the plan; run nothing (no GPU needed)"},
       {{"--compare"}, FlagType::text, "MODES",
-       "modes to run back to back on one model, e.g. none,local,transformer_engine:attn+mlp"},
+       "modes to run back to back on one model, IMPL[:SCOPE[+SCOPE...]][+RECOMPUTE] comma-separated, e.g. "
+       "none,local,transformer_engine:attn+mlp; RECOMPUTE is recompute_none, recompute_full[=uniform|block[/N]] "
+       "or recompute_selective[=MODULE/MODULE...] (modules joined by '/'), e.g. local+recompute_full,"
+       "transformer_engine:attn+mlp+recompute_selective=core_attn/mlp; each recompute setting gets its own "
+       "arena, so peak memory compares"},
       {{"--steps"}, FlagType::integer, "N", "measured steps per mode (default 50)"},
       {{"--warmup"}, FlagType::integer, "N", "eager steps before the capture step (default: the recipe's "
                                              "model.cuda_graph_warmup_steps)"},

@@ -2,6 +2,8 @@
 
 #include "core/strings.h"
 #include "model/stack.h"
+#include "model/train_step.h"
+#include "bench/report.h"
 #include "train/backend_factory.h"
 #include "train/run_plan.h"
 #include "config/model_config.h"
@@ -9,15 +11,19 @@
 namespace sg::bench {
 namespace {
 
-// The config with every key a graph mode may change reset, so two modes' configs can be compared for
-// "same model, data and optimizer".
-std::string without_graph_keys(config::Config config) {
+// The config with every key a compared mode may change reset (the CUDA-graph keys and the recompute
+// keys), so two modes' configs can be compared for "same model, data and optimizer".
+std::string shared_part(config::Config config) {
   config.model.cuda_graph_impl = "none";
   config.model.cuda_graph_scope.clear();
   config.model.use_te_rng_tracker = false;
   config.rng.te_rng_tracker = false;
   config.rerun_state_machine.check_for_nan_in_loss = false;
   config.ddp.check_for_nan_in_grad = false;
+  config.model.recompute_granularity.reset();
+  config.model.recompute_modules = config::ModelConfig{}.recompute_modules;
+  config.model.recompute_method.reset();
+  config.model.recompute_num_layers.reset();
   config.source.clear();
   return config::emit_yaml(config);
 }
@@ -33,6 +39,69 @@ const char* const kGraphKeys[] = {
     "model.cuda_graph_impl",   "model.cuda_graph_scope", "model.cuda_graph_warmup_steps",
     "model.use_te_rng_tracker", "rng.te_rng_tracker",    "rerun_state_machine.check_for_nan_in_loss",
     "ddp.check_for_nan_in_grad"};
+const char* const kRecomputeKeys[] = {"model.recompute_granularity", "model.recompute_modules",
+                                      "model.recompute_method", "model.recompute_num_layers"};
+
+// Groups the modes by memory plan (one per distinct recompute setting) and pairs each recomputing mode
+// with the listed mode of the same graph keys that recomputes nothing.
+void assign_memory_plans(BenchPlan& plan) {
+  for (size_t i = 0; i < plan.modes.size(); ++i) {
+    PlannedMode& mode = plan.modes[i];
+    std::optional<size_t> found;
+    for (size_t p = 0; p < plan.memory_plans.size() && !found; ++p) {
+      if (plan.modes[plan.memory_plans[p].modes.front()].recompute == mode.recompute) found = p;
+    }
+    if (!found) {
+      MemoryPlanSummary summary;
+      summary.planned_bytes = model::TrainStep::plan_memory(mode.model, plan.batch).layout().total_bytes;
+      summary.activations = model::activation_account(mode.model, plan.batch);
+      plan.memory_plans.push_back(std::move(summary));
+      found = plan.memory_plans.size() - 1;
+    }
+    mode.memory_plan = *found;
+    plan.memory_plans[*found].modes.push_back(i);
+  }
+  for (PlannedMode& mode : plan.modes) {
+    if (!mode.model.recompute.on()) continue;
+    for (size_t j = 0; j < plan.modes.size(); ++j) {
+      const config::ModelConfig& other = plan.modes[j].config.model;
+      if (!plan.modes[j].model.recompute.on() && other.cuda_graph_impl == mode.config.model.cuda_graph_impl &&
+          other.cuda_graph_scope == mode.config.model.cuda_graph_scope) {
+        mode.without_recompute = j;
+        break;
+      }
+    }
+  }
+}
+
+std::string indented(const std::string& text, const std::string& indent) {
+  std::string out;
+  for (const std::string& line : split(text, '\n')) out += indent + line + "\n";
+  return out;
+}
+
+// "  planned arena 12.3 MiB (memory plan 2 of 2); activations per microbatch 1.5 MiB with recompute,
+// 4.0 MiB without; arena -2.5 MiB (-20.3%) vs local (no recompute)"
+std::string mode_memory_line(const BenchPlan& plan, const PlannedMode& mode) {
+  const MemoryPlanSummary& own = plan.memory_plans[mode.memory_plan];
+  std::string text = strprintf("  planned arena %s (memory plan %zu of %zu); activations per microbatch %s",
+                               human_bytes(own.planned_bytes).c_str(), mode.memory_plan + 1, plan.memory_plans.size(),
+                               human_bytes(own.activations.with_recompute()).c_str());
+  if (mode.model.recompute.on()) {
+    text += strprintf(" with recompute %s, %s without", mode.recompute.c_str(),
+                      human_bytes(own.activations.without_recompute()).c_str());
+  } else {
+    text += " (recompute none)";
+  }
+  if (mode.without_recompute) {
+    const PlannedMode& base = plan.modes[*mode.without_recompute];
+    const uint64_t base_bytes = plan.memory_plans[base.memory_plan].planned_bytes;
+    const int64_t delta = static_cast<int64_t>(own.planned_bytes) - static_cast<int64_t>(base_bytes);
+    text += strprintf("; arena %s (%+.1f%%) vs %s (no recompute)", signed_bytes(delta).c_str(),
+                      100.0 * static_cast<double>(delta) / static_cast<double>(base_bytes), base.label.c_str());
+  }
+  return text + "\n";
+}
 
 }  // namespace
 
@@ -57,17 +126,21 @@ BenchPlan plan_bench(const BenchOptions& options) {
   struct Candidate {
     std::string label;  // empty: from the normalized config
     CudaGraphFlags flags;
+    std::optional<RecomputeMode> recompute;  // none: the recipe's and the overrides'
   };
   std::vector<Candidate> candidates;
   if (options.compare) {
-    for (const GraphMode& mode : parse_mode_list(*options.compare)) candidates.push_back({mode.label(), graph_flags(mode)});
+    for (const GraphMode& mode : parse_mode_list(*options.compare)) {
+      candidates.push_back({mode.label(), graph_flags(mode), mode.recompute});
+    }
   } else {
-    candidates.push_back({"", graph_flags(options)});
+    candidates.push_back({"", graph_flags(options), std::nullopt});
   }
 
   std::string problems;
   for (const Candidate& c : candidates) {
     config::Config raw = bench_config(options, c.flags);
+    if (c.recompute) apply_recompute_mode(raw, *c.recompute);
     raw.data_parallel_size = options.num_gpus;  // -ng: one data-parallel rank per GPU
     config::ValidationReport report = config::validate(raw);
     const std::string label = c.label.empty() ? mode_label(report.config) : c.label;
@@ -79,26 +152,33 @@ BenchPlan plan_bench(const BenchOptions& options) {
       problems += "mode " + label + ": not implemented yet: " + join(missing, "; ") + "\n";
       continue;
     }
-    plan.modes.push_back({label, std::move(report.config), std::move(report.notes)});
+    PlannedMode mode;
+    mode.label = label;
+    mode.config = std::move(report.config);
+    mode.notes = std::move(report.notes);
+    mode.model = config::model_spec(mode.config);
+    mode.recompute = recompute_setting(mode.config);
+    plan.modes.push_back(std::move(mode));
   }
   if (!problems.empty()) {
     throw BenchConfigError("stepgraph bench " + plan.recipe + ": nothing was run.\n" + problems);
   }
 
   const config::Config& first = plan.modes.front().config;
-  const std::string reference = without_graph_keys(first);
+  const std::string reference = shared_part(first);
   for (const PlannedMode& mode : plan.modes) {
-    // Only the CUDA-graph keys differ between modes (the flags and overrides are shared), so one model
-    // and one memory plan serve them all. A difference here is a bug in the flag mapping.
-    SG_CHECK(without_graph_keys(mode.config) == reference,
+    // Only the CUDA-graph and recompute keys differ between modes (the flags and overrides are shared),
+    // so the modes train one model on one batch. A difference here is a bug in the flag mapping.
+    SG_CHECK(shared_part(mode.config) == reference,
              "stepgraph bench: mode " + mode.label + " describes a different model or batch than mode " +
                  plan.modes.front().label + "; every compared mode must share them");
   }
-  plan.model = config::model_spec(first);
+  plan.model = plan.modes.front().model;
   plan.batch = config::batch_spec(first);
   plan.optimizer = train::optimizer_spec(first);
   plan.seed = static_cast<uint64_t>(first.rng.seed);
   plan.warmup_steps = static_cast<int>(first.model.cuda_graph_warmup_steps);
+  assign_memory_plans(plan);
   if (options.bridge.max_steps) {
     // Bridge's max_steps counts every optimizer step of the run: here warmup + capture + measured + floor.
     const int64_t measured = *options.bridge.max_steps - plan.warmup_steps - 1 - plan.floor_steps;
@@ -133,17 +213,32 @@ std::string describe_plan(const BenchPlan& plan) {
       "(%d steps)\n",
       plan.warmup_steps, plan.warmup_steps == 1 ? "" : "s", plan.steps, plan.steps == 1 ? "" : "s", plan.floor_steps,
       plan.floor_steps == 1 ? "" : "s", plan.trace ? " (the first one traced)" : "", plan.steps_per_mode());
-  text += train::describe_gpu_memory_plan(plan.modes.front().config) + "\n";
   if (!plan.options.bridge.ignored.empty()) {
     text += "ignored (Megatron-Bridge launcher flags; they do not change what runs here): " +
             join(plan.options.bridge.ignored, " ") + "\n";
   }
-  // Activation recompute is a recipe override shared by every compared mode (one memory plan).
-  text += train::describe_activation_plan(plan.modes.front().config) + "\n";
+  if (plan.memory_plans.size() == 1) {
+    text += train::describe_gpu_memory_plan(plan.modes.front().config) + " (shared by every mode)\n";
+  } else {
+    text += strprintf("%zu memory plans (recompute changes the activations): each is allocated for its modes "
+                      "and freed before the next one, so every mode's peak memory is its own\n",
+                      plan.memory_plans.size());
+    for (size_t p = 0; p < plan.memory_plans.size(); ++p) {
+      std::vector<std::string> labels;
+      for (size_t i : plan.memory_plans[p].modes) labels.push_back(plan.modes[i].label);
+      text += strprintf("memory plan %zu (%s):\n", p + 1, join(labels, ", ").c_str());
+      text += indented(train::describe_gpu_memory_plan(plan.modes[plan.memory_plans[p].modes.front()].config), "  ");
+    }
+  }
   for (const PlannedMode& mode : plan.modes) {
     text += "mode " + mode.label + ":\n";
     for (const char* key : kGraphKeys) text += strprintf("  %s = %s\n", key, config::format_value(mode.config, key).c_str());
+    for (const char* key : kRecomputeKeys) {
+      text += strprintf("  %s = %s\n", key, config::format_value(mode.config, key).c_str());
+    }
     text += "  " + train::describe_graph_plan(mode.config) + "\n";
+    text += indented(train::describe_activation_plan(mode.config), "  ");
+    text += mode_memory_line(plan, mode);
     for (const config::Note& note : mode.notes) text += "  " + config::format_note(note);
   }
   return text;

@@ -1,12 +1,17 @@
 #pragma once
 // What `stepgraph bench` will run, decided on the CPU before any GPU work: one validated config per
-// mode, all describing the same model, batch, optimizer and seed (only the CUDA-graph keys differ), so
-// ONE TrainStep — one memory plan, one arena — serves every mode.
+// mode, all describing the same model, batch, optimizer and seed. Only the CUDA-graph keys and the
+// activation-recompute keys differ. Recompute changes the memory plan, so the modes fall into memory
+// plans (one per distinct recompute setting): modes of one plan may share a TrainStep and its arena,
+// modes of different plans each get their own, allocated after the previous one is freed, so each
+// mode's peak memory is its own.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "model/activation_account.h"
 #include "model/spec.h"
 #include "bench/bench_options.h"
 #include "config/config.h"
@@ -22,16 +27,30 @@ class BenchConfigError : public Error {
 };
 
 struct PlannedMode {
-  std::string label;  // "none", "local", "transformer_engine:attn+mlp"
+  std::string label;  // "none", "local", "transformer_engine:attn+mlp", "local+recompute_full"
   config::Config config;      // validated and normalized
   std::vector<config::Note> notes;
+  model::ModelSpec model;     // this mode's model: BenchPlan::model with this mode's recompute settings
+  std::string recompute;      // recompute_setting(config): "none", "selective=core_attn", "full=uniform/1"
+  size_t memory_plan = 0;     // index into BenchPlan::memory_plans
+  // The listed mode with the same CUDA-graph keys and recompute off, when this mode recomputes
+  // something: what its memory and step time are compared against.
+  std::optional<size_t> without_recompute;
+};
+
+// One distinct memory plan: the modes that run on it, and its sizes planned on the CPU.
+struct MemoryPlanSummary {
+  std::vector<size_t> modes;           // indices into BenchPlan::modes, in order
+  uint64_t planned_bytes = 0;          // TrainStep::plan_memory: the arena without the device-sized workspaces
+  model::ActivationAccount activations;  // per microbatch, with and without recompute
 };
 
 struct BenchPlan {
   std::string recipe;  // "llama/tiny"
   BenchOptions options;
   std::vector<PlannedMode> modes;
-  model::ModelSpec model;
+  std::vector<MemoryPlanSummary> memory_plans;  // in order of first use; at least one
+  model::ModelSpec model;  // the first mode's (shapes, FLOPs); each mode's own recompute is in modes[i].model
   model::BatchSpec batch;
   model::OptimizerSpec optimizer;
   uint64_t seed = 0;
@@ -54,8 +73,10 @@ BenchPlan plan_bench(const BenchOptions& options);
 // "transformer_engine:attn+mlp".
 std::string mode_label(const config::Config& config);
 
-// Human-readable plan (--dryrun): the recipe, model and batch, the step schedule, and per mode the
-// CUDA-graph keys as they will run, with the validator's notes.
+// Human-readable plan (--dryrun): the recipe, model and batch, the step schedule, the GPU memory plan of
+// each distinct memory plan, and per mode the CUDA-graph and recompute keys as they will run, its
+// activation plan (bytes with and without recompute), its planned arena against the mode without
+// recompute, and the validator's notes.
 std::string describe_plan(const BenchPlan& plan);
 
 }  // namespace sg::bench

@@ -16,6 +16,7 @@ struct ModeResult {
   std::string label;               // "transformer_engine:attn+mlp"
   std::string impl;                // model.cuda_graph_impl as run
   std::vector<std::string> scope;  // model.cuda_graph_scope as run (normalized)
+  std::string recompute = "none";  // as run, spelled as in --compare: none, selective=core_attn, full=uniform/1
   std::string description;         // train::GraphedStep::describe()
 
   // The measured steps, after warmup and the capture step.
@@ -53,6 +54,12 @@ struct ModeResult {
   uint64_t memory_before_capture = 0;  // after the warmup steps
   uint64_t memory_after_capture = 0;
   uint64_t memory_peak = 0;            // the largest of every sample taken during the mode
+  uint64_t arena_bytes = 0;            // the TrainStep's arena this mode ran on
+  size_t memory_plan = 0;              // BenchPlan::memory_plans index: modes of one plan share the arena
+  // Activations of one microbatch as planned on the CPU (model/activation_account.h): with this mode's
+  // recompute settings (kept + recompute buffers) and without recompute.
+  uint64_t activation_bytes = 0;
+  uint64_t activation_bytes_without_recompute = 0;
 
   // The last step's device scalars: every mode runs the same steps from the same state.
   double final_loss = kNotMeasured;
@@ -70,7 +77,7 @@ struct BenchEnvironment {
   int runtime_version = 0;     // cudaRuntimeGetVersion
   std::string cupti_version;   // "" when no floor was measured
   std::string cupti_error;     // why there is no floor although --floor-steps > 0 ("" when there is one)
-  uint64_t arena_bytes = 0;    // the TrainStep's one allocation, shared by every mode
+  uint64_t arena_bytes = 0;    // the largest TrainStep arena (one per memory plan; ModeResult has each mode's)
 };
 
 struct BenchResults {

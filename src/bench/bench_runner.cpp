@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/strings.h"
@@ -127,6 +128,11 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
   r.label = planned.label;
   r.impl = planned.config.model.cuda_graph_impl;
   r.scope = planned.config.model.cuda_graph_scope;
+  r.recompute = planned.recompute;
+  r.memory_plan = planned.memory_plan;
+  const model::ActivationAccount& activations = plan.memory_plans[planned.memory_plan].activations;
+  r.activation_bytes = activations.with_recompute();
+  r.activation_bytes_without_recompute = activations.without_recompute();
   const bool graphs = r.impl != "none";
   const graph::StepMode steady = graphs ? graph::StepMode::replay : graph::StepMode::eager;
   cuda::NvtxRange mode_range("bench mode " + r.label);
@@ -276,6 +282,19 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
   return r;  // `graphed` is destroyed here: this mode's graphs are gone before the next mode starts
 }
 
+// "arena 1.20 GiB planned once for 4 modes" or "arena 0.90 GiB for local+recompute_full (memory plan 2 of 3)".
+std::string arena_line(const BenchPlan& plan, size_t memory_plan, uint64_t bytes) {
+  const std::vector<size_t>& modes = plan.memory_plans[memory_plan].modes;
+  if (plan.memory_plans.size() == 1) {
+    return strprintf("arena %s planned once for %zu mode%s", human_bytes(bytes).c_str(), modes.size(),
+                     modes.size() == 1 ? "" : "s");
+  }
+  std::vector<std::string> labels;
+  for (size_t i : modes) labels.push_back(plan.modes[i].label);
+  return strprintf("arena %s for %s (memory plan %zu of %zu; the previous arena is freed)", human_bytes(bytes).c_str(),
+                   join(labels, ", ").c_str(), memory_plan + 1, plan.memory_plans.size());
+}
+
 }  // namespace
 
 std::string no_gpu_message() {
@@ -328,22 +347,41 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
   }
   model::TrainStepOptions step_options;
   step_options.reducer = reducer.get();
-  model::TrainStep step(plan.model, plan.batch, plan.optimizer, plan.seed, step_options);
-  results.env.arena_bytes = step.arena().total_bytes();
+  const model::HostBatch batch = mock_batch(plan, distributed ? distributed->rank() : 0);
   if (progress.line) {
-    progress.line(strprintf("stepgraph bench %s on %s: arena %s planned once for %zu mode%s", plan.recipe.c_str(),
-                            results.env.device_summary.c_str(), human_bytes(results.env.arena_bytes).c_str(),
-                            plan.modes.size(), plan.modes.size() == 1 ? "" : "s"));
+    progress.line(strprintf("stepgraph bench %s on %s: %zu mode%s, %zu memory plan%s", plan.recipe.c_str(),
+                            results.env.device_summary.c_str(), plan.modes.size(), plan.modes.size() == 1 ? "" : "s",
+                            plan.memory_plans.size(), plan.memory_plans.size() == 1 ? "" : "s"));
   }
-  const std::vector<float> weights = model::initial_parameters(step.layout(), plan.seed);
-  const std::vector<float> zeros(weights.size(), 0.0f);
-  step.upload_batch(stream, mock_batch(plan, distributed ? distributed->rank() : 0));
-
-  SharedState shared{step, stream, weights, zeros, timer.get()};
+  // One TrainStep per run of consecutive modes on one memory plan: a mode whose recompute settings plan
+  // the activations differently gets its own arena, allocated after the previous one is freed, so its
+  // peak memory is its own (bench_plan.h).
+  std::unique_ptr<model::TrainStep> step;
+  std::optional<size_t> step_plan;
+  std::vector<float> weights, zeros;
   for (size_t i = 0; i < plan.modes.size(); ++i) {
-    tracker.set_mode(i, plan.modes[i].label);
-    results.modes.push_back(run_mode(plan, plan.modes[i], shared, tracker));
-    const ModeResult& m = results.modes.back();
+    const PlannedMode& planned = plan.modes[i];
+    tracker.set_mode(i, planned.label);
+    if (step_plan != planned.memory_plan) {
+      if (step) {
+        stream.synchronize();
+        step.reset();  // frees the previous arena before the next one is allocated
+      }
+      step = std::make_unique<model::TrainStep>(planned.model, plan.batch, plan.optimizer, plan.seed, step_options);
+      step_plan = planned.memory_plan;
+      const uint64_t arena = step->arena().total_bytes();
+      results.env.arena_bytes = std::max(results.env.arena_bytes, arena);
+      if (progress.line) progress.line(arena_line(plan, planned.memory_plan, arena));
+      if (weights.empty()) {
+        weights = model::initial_parameters(step->layout(), plan.seed);
+        zeros.assign(weights.size(), 0.0f);
+      }
+      step->upload_batch(stream, batch);
+    }
+    SharedState shared{*step, stream, weights, zeros, timer.get()};
+    results.modes.push_back(run_mode(plan, planned, shared, tracker));
+    ModeResult& m = results.modes.back();
+    m.arena_bytes = step->arena().total_bytes();
     const SampleStats step_ms = sample_stats(m.step_ms);
     const SampleStats host_ms = sample_stats(m.host_ms);
     std::string floor;
@@ -351,8 +389,9 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
       const double floor_ms = static_cast<double>(m.floor.busy_ns) / 1e6 / m.floor_steps;
       floor = strprintf("; floor %.3f ms (step/floor %.3fx)", floor_ms, step_ms.median / floor_ms);
     }
-    tracker.line(strprintf("median step %.3f ms (p90 %.3f) over %zu steps; host %.3f ms per step%s", step_ms.median,
-                           step_ms.p90, step_ms.count, host_ms.median, floor.c_str()));
+    tracker.line(strprintf("median step %.3f ms (p90 %.3f) over %zu steps; host %.3f ms per step%s; peak memory %s",
+                           step_ms.median, step_ms.p90, step_ms.count, host_ms.median, floor.c_str(),
+                           human_bytes(m.memory_peak).c_str()));
   }
   return results;
 }

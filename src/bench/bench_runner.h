@@ -1,8 +1,10 @@
 #pragma once
-// Runs a BenchPlan on the GPU: ONE TrainStep (one memory plan, one arena) for every mode; per mode a
-// fresh GraphedStep (the previous mode's graphs are destroyed first), the same initial state
-// (TrainStep::load_state: initial weights, zero Adam moments, step 0, RNG offset 0) and the same mock
-// batch. Per mode, in order:
+// Runs a BenchPlan on the GPU: one TrainStep (one memory plan, one arena) for each run of consecutive
+// modes on one memory plan (modes that differ only in CUDA-graph keys share it; a different recompute
+// setting is a different plan: the previous step and its arena are freed first, so every mode's peak
+// memory is its own); per mode a fresh GraphedStep (the previous mode's graphs are destroyed first), the
+// same initial state (TrainStep::load_state: initial weights, zero Adam moments, step 0, RNG offset 0)
+// and the same mock batch. Per mode, in order:
 //   1. warmup: model.cuda_graph_warmup_steps eager steps, not measured;
 //   2. the capture step: captures (and launches) the graphs; timed and reported apart (impl none: one
 //      more eager step, so every mode runs the same steps);

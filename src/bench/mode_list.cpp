@@ -20,24 +20,42 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 }  // namespace
 
 std::string GraphMode::label() const {
-  if (scope.empty()) return impl;
-  return impl + ":" + join(scope, "+");
+  std::string text = scope.empty() ? impl : impl + ":" + join(scope, "+");
+  if (recompute) text += "+" + recompute->label();
+  return text;
 }
 
 GraphMode parse_graph_mode(std::string_view text) {
   const std::string entry = trim(text);
-  if (entry.empty()) throw config::ConfigError("--compare: empty mode; write modes as IMPL[:SCOPE[+SCOPE...]], e.g. "
-                                       "none,local,transformer_engine:attn+mlp");
+  if (entry.empty()) throw config::ConfigError("--compare: empty mode; write modes as IMPL[:SCOPE[+SCOPE...]][+RECOMPUTE], "
+                                       "e.g. none,local,transformer_engine:attn+mlp,local+recompute_full");
   GraphMode mode;
-  const size_t colon = entry.find(':');
-  mode.impl = trim(entry.substr(0, colon));
+  // The recompute setting is the last '+'-joined item; what comes before it is the graph mode.
+  std::string graph_part = entry;
+  const std::vector<std::string> items = split(entry, '+');
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!is_recompute_item(items[i])) continue;
+    if (i + 1 != items.size()) {
+      throw config::ConfigError("--compare: '" + entry + "': the recompute setting '" + trim(items[i]) +
+                                "' must come last, after the scopes, and only once (e.g. "
+                                "transformer_engine:attn+mlp+recompute_selective)");
+    }
+    if (i == 0) {
+      throw config::ConfigError("--compare: '" + entry + "': a recompute setting goes after a graph mode, e.g. "
+                                "none+" + trim(items[i]) + " or local+" + trim(items[i]));
+    }
+    mode.recompute = parse_recompute_mode(items[i], entry);
+    graph_part = entry.substr(0, entry.rfind('+'));
+  }
+  const size_t colon = graph_part.find(':');
+  mode.impl = trim(graph_part.substr(0, colon));
   if (!contains(graph_impl_names(), mode.impl)) {
     throw config::ConfigError("--compare: unknown cuda_graph_impl '" + mode.impl + "' in '" + entry + "'" +
                       did_you_mean(mode.impl, graph_impl_names()) + "; use one of " +
                       join(graph_impl_names(), ", "));
   }
   if (colon == std::string::npos) return mode;
-  const std::string scopes = entry.substr(colon + 1);
+  const std::string scopes = graph_part.substr(colon + 1);
   for (const std::string& raw : split(scopes, '+')) {
     const std::string scope = trim(raw);
     if (scope.empty()) {
@@ -45,15 +63,17 @@ GraphMode parse_graph_mode(std::string_view text) {
                         "transformer_engine:attn+mlp");
     }
     if (!contains(graph_scope_names(), scope)) {
+      std::vector<std::string> candidates = graph_scope_names();
+      candidates.insert(candidates.end(), recompute_item_names().begin(), recompute_item_names().end());
       throw config::ConfigError("--compare: unknown cuda_graph_scope '" + scope + "' in '" + entry + "'" +
-                        did_you_mean(scope, graph_scope_names()) + "; use scopes from " +
-                        join(graph_scope_names(), ", "));
+                        did_you_mean(scope, candidates) + "; use scopes from " + join(graph_scope_names(), ", ") +
+                        ", then optionally one recompute setting (" + join(recompute_item_names(), ", ") + ")");
     }
     mode.scope.push_back(scope);
   }
   if (mode.impl == "none") {
     throw config::ConfigError("--compare: '" + entry + "': cuda_graph_impl none graphs nothing and takes no scope; "
-                      "write plain 'none'");
+                      "write plain 'none' (or none+recompute_...)");
   }
   return mode;
 }

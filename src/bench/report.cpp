@@ -17,12 +17,28 @@ double tokens_per_step(const BenchPlan& plan) {
   return static_cast<double>(plan.batch.global_microbatches() * plan.batch.tokens_per_microbatch(plan.model));
 }
 
-// The first impl-none mode: the eager reference for the memory overhead.
+// The first impl-none mode without recompute: the eager reference for the memory overhead.
 const ModeResult* eager_reference(const BenchResults& results) {
   for (const ModeResult& m : results.modes) {
-    if (m.impl == "none") return &m;
+    if (m.impl == "none" && m.recompute == "none") return &m;
   }
   return nullptr;
+}
+
+// The listed mode with the same CUDA-graph keys that recomputes nothing, for a mode that recomputes.
+const ModeResult* without_recompute(const BenchResults& results, const ModeResult& mode) {
+  if (mode.recompute == "none") return nullptr;
+  for (const ModeResult& m : results.modes) {
+    if (m.recompute == "none" && m.impl == mode.impl && m.scope == mode.scope) return &m;
+  }
+  return nullptr;
+}
+
+bool any_recompute(const BenchResults& results) {
+  for (const ModeResult& m : results.modes) {
+    if (m.recompute != "none") return true;
+  }
+  return false;
 }
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof(double)) == 0; }
@@ -67,6 +83,31 @@ std::string render_table(const std::vector<std::vector<std::string>>& rows) {
 }
 
 }  // namespace
+
+std::string describe_arenas(const BenchResults& results) {
+  std::vector<size_t> plans;  // memory plans in order of first use
+  for (const ModeResult& m : results.modes) {
+    if (std::find(plans.begin(), plans.end(), m.memory_plan) == plans.end()) plans.push_back(m.memory_plan);
+  }
+  if (plans.size() <= 1) {
+    const uint64_t bytes = results.modes.empty() || results.modes.front().arena_bytes == 0
+                               ? results.env.arena_bytes
+                               : results.modes.front().arena_bytes;
+    return human_bytes(bytes) + " (one allocation, shared by every mode)";
+  }
+  std::vector<std::string> parts;
+  for (size_t plan : plans) {
+    std::vector<std::string> labels;
+    uint64_t bytes = 0;
+    for (const ModeResult& m : results.modes) {
+      if (m.memory_plan != plan) continue;
+      labels.push_back(m.label);
+      bytes = std::max(bytes, m.arena_bytes);
+    }
+    parts.push_back(human_bytes(bytes) + " (" + join(labels, ", ") + ")");
+  }
+  return join(parts, ", ") + ": one per memory plan, each freed before the next";
+}
 
 std::string signed_bytes(int64_t bytes) {
   if (bytes == 0) return "0 B";
@@ -129,6 +170,22 @@ BenchReport summarize(const BenchPlan& plan, const BenchResults& results) {
       s.overhead_vs_eager_percent =
           100.0 * static_cast<double>(*s.overhead_vs_eager_bytes) / static_cast<double>(eager->memory_peak);
     }
+    if (const ModeResult* base = without_recompute(results, m)) {
+      s.without_recompute = base->label;
+      const double base_ms = sample_stats(base->step_ms).median;
+      if (std::isfinite(base_ms) && base_ms > 0 && std::isfinite(s.step_ms.median)) {
+        s.step_vs_without_recompute_percent = 100.0 * (s.step_ms.median - base_ms) / base_ms;
+      }
+      if (base->memory_peak > 0) {
+        s.peak_vs_without_recompute_bytes = static_cast<int64_t>(m.memory_peak) - static_cast<int64_t>(base->memory_peak);
+        s.peak_vs_without_recompute_percent =
+            100.0 * static_cast<double>(*s.peak_vs_without_recompute_bytes) / static_cast<double>(base->memory_peak);
+      }
+    } else if (m.recompute != "none") {
+      report.notes.push_back(m.label + ": no 'vs no recompute' figures: add the same graph mode without recompute (" +
+                             (m.scope.empty() || m.impl == "local" ? m.impl : m.impl + ":" + join(m.scope, "+")) +
+                             ") to --compare");
+    }
     report.modes.push_back(s);
   }
 
@@ -137,7 +194,8 @@ BenchReport summarize(const BenchPlan& plan, const BenchResults& results) {
     report.notes.push_back("no kernel-time floor (and no --trace): " + results.env.cupti_error);
   }
   if (eager == nullptr && !results.modes.empty()) {
-    report.notes.push_back("no 'vs eager' memory column: add none to --compare to measure against eager");
+    report.notes.push_back("no 'vs eager' memory column: add none to --compare (without recompute) to measure against "
+                           "eager");
   }
   for (const ModeResult& m : results.modes) {
     if (!same_bits(m.final_loss, results.modes.front().final_loss)) report.losses_agree = false;
@@ -147,7 +205,8 @@ BenchReport summarize(const BenchPlan& plan, const BenchResults& results) {
     for (const ModeResult& m : results.modes) losses.push_back(strprintf("%s %.9g", m.label.c_str(), m.final_loss));
     report.notes.push_back("the modes ended at different losses after the same " +
                            std::to_string(plan.steps_per_mode()) + " steps (" + join(losses, ", ") +
-                           "); graphs are meant to be bitwise equal to eager");
+                           "); graphs and activation recompute are meant to be bitwise equal to eager without "
+                           "recompute");
   }
   return report;
 }
@@ -160,7 +219,7 @@ std::string format_report(const BenchPlan& plan, const BenchResults& results, co
       "stepgraph bench %s on %s\n"
       "  model: %s, hidden %lld, ffn %lld, %lld heads, seq %lld, vocab %lld; %.0f tokens and %.3g TFLOP "
       "per step\n"
-      "  peak %s; arena %s (one allocation, shared by every mode)\n"
+      "  peak %s; arena %s\n"
       "  per mode: %d eager warmup, 1 capture, %d measured (CUDA events) with %d floor step%s (CUPTI) among them\n",
       plan.recipe.c_str(), env.device_summary.c_str(), model::describe_stack(model).c_str(),
       static_cast<long long>(model.hidden_size), static_cast<long long>(model.ffn_hidden_size),
@@ -168,37 +227,53 @@ std::string format_report(const BenchPlan& plan, const BenchResults& results, co
       static_cast<long long>(model.vocab_size), tokens_per_step(plan), flops / 1e12,
       env.peak_tflops > 0 ? strprintf("%.0f TFLOP/s dense bf16", env.peak_tflops).c_str()
                           : "unknown for this device (MFU shown as -)",
-      human_bytes(env.arena_bytes).c_str(), plan.warmup_steps, plan.steps, plan.floor_steps,
+      describe_arenas(results).c_str(), plan.warmup_steps, plan.steps, plan.floor_steps,
       plan.floor_steps == 1 ? "" : "s");
   out += "\n";
 
-  std::vector<std::vector<std::string>> rows = {{"mode", "step ms", "p90 ms", "tokens/s", "TFLOP/s", "MFU", "host ms",
-                                                 "floor ms", "step/floor", "capture ms", "graphs", "layers",
-                                                 "peak mem", "vs eager"}};
+  const bool recompute = any_recompute(results);
+  std::vector<std::string> header = {"mode", "step ms", "p90 ms", "tokens/s", "TFLOP/s", "MFU", "host ms",
+                                     "floor ms", "step/floor", "capture ms", "graphs", "layers",
+                                     "peak mem", "vs eager"};
+  if (recompute) {
+    header.insert(header.begin() + 1, "recompute");
+    header.insert(header.end(), {"step vs no recompute", "peak vs no recompute"});
+  }
+  std::vector<std::vector<std::string>> rows = {header};
   for (size_t i = 0; i < results.modes.size() && i < report.modes.size(); ++i) {
     const ModeResult& m = results.modes[i];
     const ModeSummary& s = report.modes[i];
     std::string vs_eager = "-";
-    if (m.impl == "none" && s.overhead_vs_eager_bytes && *s.overhead_vs_eager_bytes == 0) {
+    if (&m == eager_reference(results) && s.overhead_vs_eager_bytes) {
       vs_eager = "(reference)";
     } else if (s.overhead_vs_eager_bytes) {
       vs_eager = strprintf("%s (%+.3f%%)", signed_bytes(*s.overhead_vs_eager_bytes).c_str(),
                            *s.overhead_vs_eager_percent);
     }
-    rows.push_back({m.label,
-                    fixed(s.step_ms.median, 3),
-                    fixed(s.step_ms.p90, 3),
-                    fixed(s.tokens_per_s, 0),
-                    fixed(s.tflops, 1),
-                    env.peak_tflops > 0 ? fixed(100.0 * s.mfu, 1) + "%" : "-",
-                    fixed(s.host_ms.median, 3),
-                    s.floor_ms ? fixed(*s.floor_ms, 3) : "-",
-                    s.efficiency ? fixed(*s.efficiency, 3) + "x" : "-",
-                    s.capture_total_ms ? fixed(*s.capture_total_ms, 1) : "-",
-                    std::to_string(m.graphs_created),
-                    strprintf("%d/%d", m.graphable_layers, m.total_layers),
-                    human_bytes(m.memory_peak),
-                    vs_eager});
+    std::vector<std::string> row = {m.label,
+                                    fixed(s.step_ms.median, 3),
+                                    fixed(s.step_ms.p90, 3),
+                                    fixed(s.tokens_per_s, 0),
+                                    fixed(s.tflops, 1),
+                                    env.peak_tflops > 0 ? fixed(100.0 * s.mfu, 1) + "%" : "-",
+                                    fixed(s.host_ms.median, 3),
+                                    s.floor_ms ? fixed(*s.floor_ms, 3) : "-",
+                                    s.efficiency ? fixed(*s.efficiency, 3) + "x" : "-",
+                                    s.capture_total_ms ? fixed(*s.capture_total_ms, 1) : "-",
+                                    std::to_string(m.graphs_created),
+                                    strprintf("%d/%d", m.graphable_layers, m.total_layers),
+                                    human_bytes(m.memory_peak),
+                                    vs_eager};
+    if (recompute) {
+      row.insert(row.begin() + 1, m.recompute);
+      row.push_back(s.step_vs_without_recompute_percent ? strprintf("%+.1f%%", *s.step_vs_without_recompute_percent)
+                                                        : "-");
+      row.push_back(s.peak_vs_without_recompute_bytes
+                        ? strprintf("%s (%+.1f%%)", signed_bytes(*s.peak_vs_without_recompute_bytes).c_str(),
+                                    *s.peak_vs_without_recompute_percent)
+                        : "-");
+    }
+    rows.push_back(std::move(row));
   }
   out += render_table(rows);
   if (!report.notes.empty()) {
@@ -250,7 +325,18 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
                  {"runtime_version", env.runtime_version},
                  {"cupti_version", env.cupti_version},
                  {"cupti_error", env.cupti_error}};
-  j["arena_bytes"] = env.arena_bytes;
+  j["arena_bytes"] = env.arena_bytes;  // the largest arena; each mode's is in modes[i].memory.arena_bytes
+  j["memory_plans"] = nlohmann::json::array();
+  for (const MemoryPlanSummary& p : plan.memory_plans) {
+    std::vector<std::string> labels;
+    for (size_t i : p.modes) labels.push_back(plan.modes[i].label);
+    j["memory_plans"].push_back({{"modes", labels},
+                                 {"recompute", plan.modes[p.modes.front()].recompute},
+                                 {"planned_bytes", p.planned_bytes},
+                                 {"activation_bytes", p.activations.with_recompute()},
+                                 {"activation_bytes_without_recompute", p.activations.without_recompute()},
+                                 {"recompute_buffer_bytes", p.activations.recompute_buffer_bytes}});
+  }
   j["losses_agree"] = report.losses_agree;
   j["notes"] = report.notes;
   j["modes"] = nlohmann::json::array();
@@ -304,9 +390,17 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
                       {"after_capture_bytes", r.memory_after_capture},
                       {"graph_bytes", optional_json(s.graph_memory_bytes)},
                       {"peak_bytes", r.memory_peak},
-                      {"arena_bytes", env.arena_bytes},
+                      {"arena_bytes", r.arena_bytes != 0 ? r.arena_bytes : env.arena_bytes},
+                      {"memory_plan", r.memory_plan},
                       {"overhead_vs_eager_bytes", optional_json(s.overhead_vs_eager_bytes)},
                       {"overhead_vs_eager_percent", optional_json(s.overhead_vs_eager_percent)}};
+    mode["recompute"] = {{"setting", r.recompute},
+                         {"activation_bytes", r.activation_bytes},
+                         {"activation_bytes_without_recompute", r.activation_bytes_without_recompute},
+                         {"without_recompute_mode", optional_json(s.without_recompute)},
+                         {"step_vs_without_recompute_percent", optional_json(s.step_vs_without_recompute_percent)},
+                         {"peak_vs_without_recompute_bytes", optional_json(s.peak_vs_without_recompute_bytes)},
+                         {"peak_vs_without_recompute_percent", optional_json(s.peak_vs_without_recompute_percent)}};
     mode["final_loss"] = r.final_loss;
     mode["optimizer_steps"] = r.optimizer_steps;
     j["modes"].push_back(std::move(mode));

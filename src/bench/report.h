@@ -15,6 +15,11 @@
 //                      block is two layers: attention, MLP)
 //   peak mem           largest device memory in use seen during the mode (cudaMemGetInfo)
 //   vs eager           peak mem minus eager's (impl none) peak, and that as % of eager's peak
+// When a mode recomputes activations (--compare ...+recompute_full), and only then:
+//   recompute          the setting it ran with (none, selective=core_attn, full=uniform/1)
+//   step vs no recompute  median step time against the listed mode of the same graph keys without
+//                      recompute, in %
+//   peak vs no recompute  peak mem minus that mode's peak, and that as % of it
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,12 +46,18 @@ struct ModeSummary {
   std::optional<int64_t> graph_memory_bytes;       // memory after capture - before (modes that captured)
   std::optional<int64_t> overhead_vs_eager_bytes;  // peak - eager's peak (when impl none ran)
   std::optional<double> overhead_vs_eager_percent; // of eager's peak
+  // Against the mode with the same CUDA-graph keys and recompute none (modes that recompute, when listed).
+  std::optional<std::string> without_recompute;           // its label
+  std::optional<double> step_vs_without_recompute_percent;  // median step time, + is slower
+  std::optional<int64_t> peak_vs_without_recompute_bytes;   // peak mem, - is saved
+  std::optional<double> peak_vs_without_recompute_percent;
 };
 
 struct BenchReport {
   std::vector<ModeSummary> modes;  // parallel to BenchResults::modes
   std::vector<std::string> notes;  // things the reader must know (no floor, dropped records, losses differ)
-  bool losses_agree = true;        // every mode ended at the same loss, bit for bit
+  bool losses_agree = true;        // every mode ended at the same loss, bit for bit (graphs and recompute
+                                   // are bitwise equal to eager without recompute)
 };
 
 BenchReport summarize(const BenchPlan& plan, const BenchResults& results);
@@ -56,6 +67,10 @@ std::string format_report(const BenchPlan& plan, const BenchResults& results, co
 
 // Everything, including every per-step sample, as JSON text.
 std::string report_json(const BenchPlan& plan, const BenchResults& results, const BenchReport& report);
+
+// "1.20 GiB (one allocation, shared by every mode)" or, with several memory plans,
+// "1.20 GiB (none, local), 0.80 GiB (local+recompute_full): one per memory plan, each freed before the next".
+std::string describe_arenas(const BenchResults& results);
 
 // "+1.50 MiB", "-256 B", "0 B".
 std::string signed_bytes(int64_t bytes);

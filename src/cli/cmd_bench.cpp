@@ -150,7 +150,8 @@ const CommandRegistration kRegistration{"bench", 15, [](CLI::App& app, int& exit
       "bench",
       "Measure the training step on the GPU in one or several CUDA-graph modes: step time (median, p90), "
       "tokens/s, TFLOP/s, MFU, host launch time, the CUPTI kernel-time floor and step/floor, capture time, "
-      "graphs, and device memory against eager. Flags follow Megatron-Bridge's "
+      "graphs, and device memory against eager (and, for modes with activation recompute, step time and peak "
+      "memory against the same mode without it). Flags follow Megatron-Bridge's "
       "scripts/performance/run_script.py; trailing section.key=value are recipe overrides.");
   // Bridge's -mr/-ng/-mb/-gb/-sl are multi-letter single-dash flags, which CLI11 cannot declare: the
   // arguments are collected unparsed and read by bench::parse_bench_args.
@@ -165,6 +166,8 @@ const CommandRegistration kRegistration{"bench", 15, [](CLI::App& app, int& exit
               "train.micro_batch_size=4\n"
               "  stepgraph bench -m llama -mr tiny --compare none,local --html tiny.html\n"
               "  stepgraph bench -m llama -mr tiny --compare none,local --dryrun\n"
+              "  stepgraph bench -m llama -mr 1b -mb 8 -gb 8 --compare local,local+recompute_full,"
+              "transformer_engine:attn+mlp,transformer_engine:attn+mlp+recompute_selective=core_attn/mlp\n"
               "Exit 0 done, 1 the request failed (rule violations, not implemented yet, no GPU), 2 usage "
               "error, 130/143 stopped by SIGINT/SIGTERM. See docs/performance.md.");
   cmd->callback([cmd, &exit_code] {

@@ -3,8 +3,8 @@
 #include <cub/block/block_reduce.cuh>
 
 #include <climits>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -73,8 +73,8 @@ __device__ __forceinline__ float dlogit(float logit, int64_t j, int64_t onehot_c
   return row_scale * (prob - (j == onehot_col ? 1.0f : 0.0f));
 }
 
-// One block per row. With `vectorized` (every row start 16-byte aligned for the logits and 8-byte for
-// dlogits), the first V/4*4 columns go four at a time (memory-bound: wide accesses keep more bytes in
+// One block per row. With `vectorized` (every row start aligned for four logits, 16 bytes of fp32 or 8 of
+// bf16, and for four bf16 dlogits, 8 bytes), the first V/4*4 columns go four at a time (memory-bound: wide accesses keep more bytes in
 // flight) and the rest one at a time; otherwise all one at a time. Each thread's columns and the block
 // reduction are in a fixed order either way, so the result is deterministic.
 template <class LogitT>

@@ -121,7 +121,8 @@ TEST(BenchGpu, CompareFourModesOnTiny) {
       EXPECT_GT(number(m["capture"]["step_ms"]), 0.0);
       EXPECT_GT(number(m["graphs"]["replays"]), 0.0);
     }
-    // Memory: the device holds at least the arena; eager is the reference.
+    // Memory: the device holds at least the arena (one memory plan: the only one); eager is the reference.
+    EXPECT_EQ(number(m["memory"]["arena_bytes"]), arena);
     EXPECT_GE(number(m["memory"]["peak_bytes"]), arena);
     EXPECT_TRUE(m["memory"]["overhead_vs_eager_bytes"].is_number());
     EXPECT_TRUE(std::isfinite(number(m["final_loss"])));
@@ -143,6 +144,43 @@ TEST(BenchGpu, CompareFourModesOnTiny) {
   }
   EXPECT_EQ(process_names, labels);
   EXPECT_EQ(pids_with_events.size(), labels.size());
+}
+
+// Recompute settings in the mode list: each memory plan gets its own arena (the previous one freed), so
+// a recomputing mode's peak is below its partner's by about the arena it saves; losses stay bitwise equal.
+TEST(BenchGpu, RecomputeModesMeasureTheirOwnMemory) {
+  if (sg::cuda::device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "stepgraph_bench_gpu_test";
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path json_path = dir / "bench_recompute.json";
+  std::filesystem::remove(json_path);
+  std::string output;
+  const int rc = run({"bench", "-m", "llama", "-mr", "tiny", "--compare",
+                      "local,local+recompute_full,transformer_engine:attn+mlp,"
+                      "transformer_engine:attn+mlp+recompute_selective=core_attn/mlp",
+                      "--steps", "4", "--warmup", "2", "--floor-steps", "0", "--json", json_path.string(), "--plain"},
+                     output);
+  ASSERT_EQ(rc, 0) << output;
+  EXPECT_NE(output.find("peak vs no recompute"), std::string::npos) << output;
+  const nlohmann::json j = read_json(json_path);
+  EXPECT_TRUE(j["losses_agree"].get<bool>()) << j["notes"].dump();
+  ASSERT_EQ(j["memory_plans"].size(), 3u);
+  ASSERT_EQ(j["modes"].size(), 4u);
+  for (const size_t i : {size_t{1}, size_t{3}}) {
+    const nlohmann::json& m = j["modes"][i];
+    const nlohmann::json& base = j["modes"][i - 1];
+    SCOPED_TRACE(m["label"].get<std::string>());
+    EXPECT_EQ(m["recompute"]["without_recompute_mode"], base["label"]);
+    const double arena = number(m["memory"]["arena_bytes"]);
+    const double base_arena = number(base["memory"]["arena_bytes"]);
+    EXPECT_LT(arena, base_arena);
+    EXPECT_GE(number(m["memory"]["peak_bytes"]), arena);
+    EXPECT_LT(number(m["recompute"]["activation_bytes"]), number(m["recompute"]["activation_bytes_without_recompute"]));
+    // The previous arena was freed: the peak drops by the arena saved, within allocation granularity.
+    const double peak_delta = number(m["recompute"]["peak_vs_without_recompute_bytes"]);
+    EXPECT_LE(peak_delta, arena - base_arena + 4.0 * (1 << 20));
+    EXPECT_TRUE(std::isfinite(number(m["recompute"]["step_vs_without_recompute_percent"])));
+  }
 }
 
 }  // namespace

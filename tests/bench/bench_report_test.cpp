@@ -287,6 +287,84 @@ TEST(BenchReport, JsonHasEveryField) {
   EXPECT_EQ(local["graphs"]["created"], 1);
 }
 
+// Modes with activation recompute: step time and peak memory against the same graph mode without it,
+// each memory plan's arena in the header, the recompute fields in the JSON, and every mode still in the
+// bitwise loss comparison.
+TEST(BenchReport, RecomputeModesCompareWithTheSameGraphModeWithoutRecompute) {
+  Fixture f = fixture();
+  for (ModeResult& m : f.results.modes) m.arena_bytes = 1 << 30;
+  ModeResult full = made_up_mode("local+recompute_full", "local", 2.5, 2.4, 1'500'000'000);
+  full.recompute = "full=uniform/1";
+  full.memory_plan = 1;
+  full.arena_bytes = 1 << 29;
+  ModeResult orphan = made_up_mode("transformer_engine:attn+recompute_selective", "transformer_engine", 2.3, 2.2,
+                                   1'900'000'000);
+  orphan.scope = {"attn"};  // no transformer_engine:attn without recompute was listed
+  orphan.recompute = "selective=core_attn";
+  orphan.memory_plan = 2;
+  orphan.arena_bytes = 3 << 28;
+  f.results.modes.push_back(full);
+  f.results.modes.push_back(orphan);
+  const BenchReport r = summarize(f.plan, f.results);
+  ASSERT_EQ(r.modes.size(), 5u);
+  const ModeSummary& s = r.modes[3];
+  EXPECT_EQ(s.without_recompute, "local");
+  EXPECT_NEAR(*s.step_vs_without_recompute_percent, 100.0 * (2.545 - 2.045) / 2.045, 1e-9);
+  EXPECT_EQ(*s.peak_vs_without_recompute_bytes, 1'500'000'000 - 2'000'100'000);
+  EXPECT_NEAR(*s.peak_vs_without_recompute_percent, 100.0 * -500'100'000 / 2'000'100'000, 1e-9);
+  EXPECT_EQ(*s.overhead_vs_eager_bytes, -500'000'000);
+  EXPECT_FALSE(r.modes[1].without_recompute.has_value());  // local recomputes nothing
+  EXPECT_FALSE(r.modes[4].step_vs_without_recompute_percent.has_value());
+  std::string notes;
+  for (const auto& n : r.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("transformer_engine:attn+recompute_selective: no 'vs no recompute' figures: add the same "
+                       "graph mode without recompute (transformer_engine:attn)"),
+            std::string::npos)
+      << notes;
+  EXPECT_TRUE(r.losses_agree);
+
+  const std::string table = format_report(f.plan, f.results, r);
+  for (const char* text : {"recompute", "step vs no recompute", "peak vs no recompute", "full=uniform/1",
+                           "selective=core_attn", "+24.4%", "(-25.0%)"}) {
+    EXPECT_NE(table.find(text), std::string::npos) << text << "\n" << table;
+  }
+  EXPECT_NE(table.find("arena " + human_bytes(1 << 30) + " (none, local, transformer_engine:attn+mlp), " +
+                       human_bytes(1 << 29) + " (local+recompute_full), " + human_bytes(3 << 28) +
+                       " (transformer_engine:attn+recompute_selective): one per memory plan"),
+            std::string::npos)
+      << table;
+
+  const nlohmann::json j = nlohmann::json::parse(report_json(f.plan, f.results, r));
+  const nlohmann::json& rc = j["modes"][3]["recompute"];
+  EXPECT_EQ(rc["setting"], "full=uniform/1");
+  EXPECT_EQ(rc["without_recompute_mode"], "local");
+  EXPECT_NEAR(rc["step_vs_without_recompute_percent"].get<double>(), 100.0 * 0.5 / 2.045, 1e-9);
+  EXPECT_EQ(rc["peak_vs_without_recompute_bytes"], 1'500'000'000 - 2'000'100'000);
+  EXPECT_TRUE(j["modes"][1]["recompute"]["without_recompute_mode"].is_null());
+  EXPECT_EQ(j["modes"][1]["recompute"]["setting"], "none");
+  EXPECT_EQ(j["modes"][3]["memory"]["arena_bytes"], 1 << 29);
+  EXPECT_EQ(j["modes"][3]["memory"]["memory_plan"], 1);
+  ASSERT_EQ(j["memory_plans"].size(), 1u);  // the fixture's plan: three modes, no recompute
+  EXPECT_EQ(j["memory_plans"][0]["recompute"], "none");
+
+  // Eager with recompute is not the eager reference, wherever it is listed.
+  Fixture g = fixture();
+  ModeResult eager_full = made_up_mode("none+recompute_full", "none", 5.0, 4.0, 1'200'000'000);
+  eager_full.recompute = "full=uniform/1";
+  g.results.modes.insert(g.results.modes.begin(), eager_full);
+  const BenchReport eager = summarize(g.plan, g.results);
+  EXPECT_EQ(*eager.modes[1].overhead_vs_eager_bytes, 0);
+  EXPECT_EQ(*eager.modes[0].overhead_vs_eager_bytes, -800'000'000);
+  EXPECT_EQ(eager.modes[0].without_recompute, "none");
+
+  // Recompute is bitwise equal to no recompute: a recomputing mode that ends elsewhere is reported.
+  f.results.modes[3].final_loss = 9.5;
+  const BenchReport differ = summarize(f.plan, f.results);
+  EXPECT_FALSE(differ.losses_agree);
+  EXPECT_NE(differ.notes.back().find("local+recompute_full 9.5"), std::string::npos) << differ.notes.back();
+  EXPECT_NE(differ.notes.back().find("activation recompute are meant to be bitwise equal"), std::string::npos);
+}
+
 TEST(BenchReport, SignedBytes) {
   EXPECT_EQ(signed_bytes(0), "0 B");
   EXPECT_EQ(signed_bytes(2048), "+" + human_bytes(2048));

@@ -30,7 +30,9 @@ TEST(BenchCli, HelpDocumentsTheBridgeFlagsAndExamples) {
   const Result r = bench({"--help"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (const char* text : {"-mr, --model_recipe_name NAME", "-ng, --num_gpus N", "--cuda_graph_scope A,B", "--compare MODES",
-                           "--floor-steps N", "--trace FILE", "--json FILE", "Examples:", "docs/performance.md"}) {
+                           "--floor-steps N", "--trace FILE", "--json FILE", "Examples:", "docs/performance.md",
+                           "recompute_selective[=MODULE/MODULE...]", "recompute_selective=core_attn/mlp",
+                           "local+recompute_full"}) {
     EXPECT_TRUE(has(r, text)) << text << "\n" << r.output;
   }
 }
@@ -45,12 +47,58 @@ TEST(BenchCli, DryrunPrintsThePlanWithoutAGpu) {
   EXPECT_TRUE(has(r, "mode transformer_engine:attn+mlp:")) << r.output;
   EXPECT_TRUE(has(r, "5 measured steps")) << r.output;
   EXPECT_TRUE(has(r, "activations per microbatch: 8 layers")) << r.output;
-  // Activation recompute is a recipe override that every compared mode shares.
+  // Activation recompute as a recipe override applies to every compared mode (one memory plan).
   const Result recompute = bench({"-m", "llama", "-mr", "tiny", "--compare", "none,local", "--dryrun",
                                   "model.recompute_granularity=full", "model.recompute_method=uniform",
                                   "model.recompute_num_layers=1"});
   EXPECT_EQ(recompute.exit_code, 0) << recompute.output;
   EXPECT_TRUE(has(recompute, "recompute full, uniform")) << recompute.output;
+}
+
+// Recompute settings in the mode list: each mode's activation plan and arena side by side in --dryrun,
+// invalid combinations refused with the validator's rule (exit 1), misspellings a usage error (exit 2).
+TEST(BenchCli, RecomputeModesPlanTheirOwnMemoryWithoutAGpu) {
+  const Result r = bench({"-m", "llama", "-mr", "tiny", "--compare",
+                          "local,local+recompute_full,transformer_engine:attn+mlp,"
+                          "transformer_engine:attn+mlp+recompute_selective=core_attn/mlp",
+                          "--dryrun"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text : {"3 memory plans (recompute changes the activations)",
+                           "memory plan 1 (local, transformer_engine:attn+mlp):", "mode local+recompute_full:\n",
+                           "mode transformer_engine:attn+mlp+recompute_selective=core_attn/mlp:\n",
+                           "  model.recompute_modules = [core_attn, mlp]\n", "recompute selective (core_attn, mlp)"}) {
+    EXPECT_TRUE(has(r, text)) << text << "\n" << r.output;
+  }
+  // One memory line per mode: its planned arena and activations; recomputing modes against the same
+  // graph mode without recompute, which saves memory (a negative arena difference).
+  size_t memory_lines = 0;
+  for (size_t at = r.output.find("  planned arena "); at != std::string::npos;
+       at = r.output.find("  planned arena ", at + 1)) {
+    ++memory_lines;
+  }
+  EXPECT_EQ(memory_lines, 4u) << r.output;
+  for (const char* text : {"(memory plan 2 of 3); activations per microbatch", "with recompute full=uniform/1",
+                           "; arena -", "vs local (no recompute)", "vs transformer_engine:attn+mlp (no recompute)"}) {
+    EXPECT_TRUE(has(r, text)) << text << "\n" << r.output;
+  }
+
+  // Refused before any GPU work: each with the exit code and the words it must print.
+  const struct {
+    const char* modes;
+    int exit_code;
+    std::vector<std::string> says;
+  } refused[] = {
+      {"local+recompute_full,transformer_engine:attn+mlp+recompute_full", 1,
+       {"mode transformer_engine:attn+mlp+recompute_full: the configuration breaks", "[rule 11]", "nothing was run"}},
+      {"local+recompute_selective=mla_up_proj", 1, {"[rule 16]", "mla_up_proj"}},
+      {"local+recompute_selective=core_atn", 2, {"did you mean 'core_attn'"}},
+  };
+  for (const auto& c : refused) {
+    const Result out = bench({"-m", "llama", "-mr", "tiny", "--compare", c.modes});
+    EXPECT_EQ(out.exit_code, c.exit_code) << c.modes << "\n" << out.output;
+    for (const std::string& text : c.says) EXPECT_TRUE(has(out, text)) << text << "\n" << out.output;
+    EXPECT_FALSE(has(out, "needs a GPU")) << out.output;
+  }
 }
 
 TEST(BenchCli, ValidatorRefusalsExitOneBeforeAnyGpuWork) {
