@@ -47,11 +47,7 @@ void check_recompute(const Config& config, std::vector<Violation>& violations, s
     spec = model_spec(config);
     for (const model::RecomputeProblem& p : model::check_recompute(spec)) {
       const std::vector<std::string> keys = {"model.recompute_granularity", "model.recompute_modules"};
-      if (p.note) {
-        notes.push_back({16, p.message, values(keys)});
-      } else {
-        violations.push_back({16, p.message, values(keys), p.fix});
-      }
+      violations.push_back({16, p.message, values(keys), p.fix});
     }
   } catch (const Error&) {
     // an invalid stack: reported by the pattern and shape checks

@@ -194,7 +194,7 @@ void CpuModel::recompute_group(const RecomputeGroup& group, rng::RngState rng) {
       ref::rmsnorm_forward(norm_[at].data(), rstd_[at].data(), resid_[at].data(),
                            W + layout_.offset(layout_.norm_before(i)), T, H, eps);
     }
-    if (recompute_->reruns_layer(i)) layers_[at]->forward(layer_io(at, nullptr, rng));
+    if (recompute_->reruns_layer(i)) layers_[at]->recompute(layer_io(at, nullptr, rng));
     if (group.full && i + 1 < group.end) {
       ref::dropout_forward(dropped_.data(), delta_.data(), T * H, m.hidden_dropout, rng, layout_.output_sites[at]);
       ref::residual_rmsnorm_forward(resid_[at + 1].data(), norm_[at + 1].data(), rstd_[at + 1].data(),

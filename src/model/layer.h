@@ -127,6 +127,9 @@ class CpuLayer : public LayerBase {
   virtual void plan(const ModelSpec& model, const BatchSpec& batch) = 0;
   virtual void forward(const CpuLayerIO& io) = 0;
   virtual void backward(const CpuLayerIO& io) = 0;
+  // Reruns the forward for activation recompute (CpuModel::recompute_group): the same saved activations
+  // and output bit for bit, and nothing else (no auxiliary loss, no step state), as Layer::recompute.
+  virtual void recompute(const CpuLayerIO& io) { forward(io); }
   // As Layer::step_begin / step_end; step_end may change the flat fp32 weights (the expert bias).
   virtual void step_begin() {}
   virtual void step_end(const ModelLayout& /*layout*/, float* /*weights*/) {}

@@ -88,9 +88,16 @@ std::vector<RecomputeProblem> check_recompute(const ModelSpec& spec) {
                                info.name, layer_kind_info(kind).description, info.what),
                      strprintf("remove %s from model.recompute_modules", info.name)});
     } else if (!has_kind(kind)) {
-      out.push_back({strprintf("recompute_modules %s has nothing to recompute: this model has no %s layers",
-                               info.name, layer_kind_info(kind).description),
-                     "", true});
+      out.push_back({strprintf("recompute_modules %s recomputes %s, and this model has no %s layers (%c in the "
+                               "pattern; its layers: %s)",
+                               info.name, info.what, layer_kind_info(kind).description, layer_kind_info(kind).letter,
+                               compact_layer_pattern(kinds).c_str()),
+                     strprintf("remove %s from model.recompute_modules", info.name)});
+    } else if (module == RecomputeModule::shared_experts && spec.moe.shared_expert_intermediate_size <= 0) {
+      out.push_back({"recompute_modules shared_experts: this MoE model has no shared expert "
+                     "(model.moe_shared_expert_intermediate_size is not set)",
+                     "remove shared_experts from model.recompute_modules, or set "
+                     "model.moe_shared_expert_intermediate_size"});
     }
   }
   return out;

@@ -34,12 +34,12 @@ struct LayerRecompute {
   bool full = false;
 };
 
-// One thing the recompute settings ask for that this model cannot do: the message names the module or
-// layer kind, the fix says what to change.
+// One thing the recompute settings ask for that this model cannot do (a module of a layer kind this
+// model has none of, or one that kind does not declare): the message names the module and the layer
+// kind, the fix says what to change.
 struct RecomputeProblem {
   std::string message;
   std::string fix;
-  bool note = false;  // a harmless mismatch (a module with no layers in this model): reported as a note
 };
 std::vector<RecomputeProblem> check_recompute(const ModelSpec& spec);
 

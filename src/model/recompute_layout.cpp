@@ -23,7 +23,7 @@ bool has(const std::vector<RecomputeModule>& list, RecomputeModule m) {
 
 RecomputeLayout::RecomputeLayout(const ModelSpec& spec) {
   for (const RecomputeProblem& p : check_recompute(spec)) {
-    SG_CHECK(p.note, p.message + ": " + p.fix);  // validation reports these first; a direct caller gets them here
+    SG_CHECK(false, p.message + ": " + p.fix);  // validation reports these first; a direct caller gets them here
   }
   const std::vector<LayerPlace> places = stack_places(spec);
   num_layers_ = static_cast<int>(places.size());

@@ -280,6 +280,49 @@ TEST(ValidateCli, JsonAndConfigShowPrintActivationBytesWithAndWithoutRecompute) 
   EXPECT_NE(r.output.find("with recompute"), std::string::npos) << r.output;
 }
 
+// The MoE and Mamba kinds' recompute modules: accepted where the stack has the kind, with fewer bytes kept
+// for exactly those layers; refused with the missing kind named where it does not.
+TEST(ValidateCli, MoeAndMambaRecomputeModulesFollowTheStack) {
+  const auto kept_below_bytes = [](const nlohmann::json& activations, const std::string& kind) {
+    int shrunk = 0, same = 0;
+    for (const auto& layer : activations["layers"]) {
+      const bool less = layer["with_recompute_bytes"].get<size_t>() < layer["bytes"].get<size_t>();
+      if (layer["kind"] == kind) {
+        EXPECT_TRUE(less) << layer.dump();
+        ++shrunk;
+      } else {
+        EXPECT_FALSE(less) << layer.dump();
+        ++same;
+      }
+    }
+    EXPECT_GT(shrunk, 0) << kind;
+    EXPECT_GT(same, 0) << kind;
+    EXPECT_LT(activations["with_recompute_bytes"].get<size_t>(), activations["bytes"].get<size_t>());
+  };
+  for (const std::string modules : {"moe", "moe_act"}) {
+    SCOPED_TRACE(modules);
+    const Result r = run({"validate", "moe/tiny_moe", "model.recompute_granularity=selective",
+                          "model.recompute_modules=" + modules, "--json"},
+                         false);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    kept_below_bytes(nlohmann::json::parse(r.output)["activations"], "moe");
+  }
+  Result r = run({"validate", "hybrid/tiny_hybrid", "model.recompute_granularity=selective",
+                  "model.recompute_modules=mamba", "--json"},
+                 false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  kept_below_bytes(nlohmann::json::parse(r.output)["activations"], "mamba");
+
+  r = run({"validate", "llama/tiny", "model.recompute_granularity=selective", "model.recompute_modules=mamba"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("no Mamba layers (M in the pattern"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("remove mamba from model.recompute_modules"), std::string::npos) << r.output;
+  r = run({"validate", "hybrid/tiny_hybrid", "model.recompute_granularity=selective",
+           "model.recompute_modules=[mamba, moe_act]"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("no MoE layers (E in the pattern"), std::string::npos) << r.output;
+}
+
 TEST(ConfigShowCli, PrintsResolvedYamlThatValidates) {
   const auto dir = std::filesystem::temp_directory_path() / "sg_config_show_test";
   std::filesystem::create_directories(dir);

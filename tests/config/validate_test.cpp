@@ -485,14 +485,14 @@ TEST(Validate, RecomputeKeysFollowMegatronAndTheLayerKinds) {
       "llama/tiny", {"model.recompute_granularity=full", "model.recompute_method=blok", "model.recompute_num_layers=1"});
   ASSERT_FALSE(bad_method.ok());
   EXPECT_NE(bad_method.violations[0].fix.find("did you mean 'block'"), std::string::npos) << describe(bad_method);
-  // Modules no built layer kind can recompute (MoE and Mamba have not opted in): an error naming the kind.
+  // Modules of a layer kind this stack lacks (llama/tiny: attention and dense MLP): an error naming the kind.
   const struct {
     const char* module;
     const char* names;
-  } missing[] = {{"moe_act", "MoE layer kind"},
-                 {"moe", "MoE layer kind"},
-                 {"shared_experts", "MoE layer kind"},
-                 {"mamba", "Mamba layer kind"},
+  } missing[] = {{"moe_act", "no MoE layers (E in the pattern"},
+                 {"moe", "no MoE layers"},
+                 {"shared_experts", "no MoE layers"},
+                 {"mamba", "no Mamba layers (M in the pattern"},
                  {"mla_up_proj", "no layer kind"}};
   for (const auto& m : missing) {
     SCOPED_TRACE(m.module);
@@ -503,6 +503,51 @@ TEST(Validate, RecomputeKeysFollowMegatronAndTheLayerKinds) {
     EXPECT_NE(r.violations[0].message.find(m.names), std::string::npos) << describe(r);
     EXPECT_NE(r.violations[0].fix.find(m.module), std::string::npos) << describe(r);
   }
+}
+
+TEST(Validate, MoeAndMambaRecomputeModulesAreAcceptedWhereTheStackHasTheKind) {
+  const struct {
+    const char* recipe;
+    std::vector<std::string> overrides;
+  } ok[] = {
+      {"moe/tiny_moe", {"model.recompute_granularity=selective", "model.recompute_modules=[core_attn, moe_act]"}},
+      {"moe/tiny_moe", {"model.recompute_granularity=selective", "model.recompute_modules=[moe, layernorm]"}},
+      {"moe/tiny_moe",
+       {"model.recompute_granularity=selective", "model.recompute_modules=[moe_act, shared_experts]",
+        "model.moe_shared_expert_intermediate_size=256"}},
+      {"moe/tiny_moe", {"model.recompute_granularity=full", "model.recompute_method=uniform",
+                        "model.recompute_num_layers=1", "model.cuda_graph_impl=local"}},
+      {"moe/tiny_moe", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,moe",
+                        "model.recompute_granularity=selective", "model.recompute_modules=moe"}},
+      {"hybrid/tiny_hybrid", {"model.recompute_granularity=selective", "model.recompute_modules=[mamba, core_attn, mlp]"}},
+      {"hybrid/tiny_hybrid", {"model.recompute_granularity=full", "model.recompute_method=block",
+                              "model.recompute_num_layers=3"}},
+      // The every-kind stack of tests/train/graph_modes_recompute_kinds_gpu_test.cpp.
+      {"hybrid/tiny_hybrid",
+       {"model.cuda_graph_impl=transformer_engine", "model.recompute_granularity=selective",
+        "model.recompute_modules=[mamba, moe, mlp]", "model.cuda_graph_scope=attn,mamba,moe",
+        "model.hybrid_override_pattern=M*EM*-ME", "model.num_moe_experts=8", "model.moe_router_topk=2",
+        "model.moe_ffn_hidden_size=256", "model.moe_aux_loss_coeff=1e-2", "model.moe_token_dispatcher_type=alltoall"}},
+  };
+  for (const auto& c : ok) {
+    SCOPED_TRACE(std::string(c.recipe) + " " + c.overrides[1]);
+    const config::ValidationReport r = check(c.recipe, c.overrides);
+    EXPECT_TRUE(r.ok()) << describe(r);
+  }
+  // shared_experts needs a shared expert; mamba needs Mamba layers; moe_act needs MoE layers.
+  const config::ValidationReport no_shared =
+      check("moe/tiny_moe", {"model.recompute_granularity=selective", "model.recompute_modules=shared_experts"});
+  ASSERT_FALSE(no_shared.ok());
+  EXPECT_NE(no_shared.violations[0].message.find("no shared expert"), std::string::npos) << describe(no_shared);
+  EXPECT_NE(no_shared.violations[0].fix.find("moe_shared_expert_intermediate_size"), std::string::npos);
+  const config::ValidationReport no_mamba =
+      check("moe/tiny_moe", {"model.recompute_granularity=selective", "model.recompute_modules=mamba"});
+  ASSERT_FALSE(no_mamba.ok());
+  EXPECT_NE(no_mamba.violations[0].message.find("no Mamba layers"), std::string::npos) << describe(no_mamba);
+  const config::ValidationReport no_moe =
+      check("hybrid/tiny_hybrid", {"model.recompute_granularity=selective", "model.recompute_modules=moe_act"});
+  ASSERT_FALSE(no_moe.ok());
+  EXPECT_NE(no_moe.violations[0].message.find("no MoE layers"), std::string::npos) << describe(no_moe);
 }
 
 TEST(Validate, ResolvesBridgeDefaults) {

@@ -1,6 +1,6 @@
 // Activation recompute on the CPU (issue 15): which layers and buffers each setting recomputes, the
 // activation bytes it gives back (exactly the saved activations it names), the errors for modules of
-// layer kinds that do not exist yet, and — the point of it all — training with every setting gives
+// layer kinds the stack lacks, and — the point of it all — training with every setting gives
 // bitwise the same losses, gradients, weights and moments as without, with dropout on (the recompute
 // draws the forward's masks) and two microbatches. The CPU model poisons what recompute gives back
 // with NaN after the forward, so a wrong schedule shows up as NaN or different bits.
@@ -17,6 +17,7 @@
 #include "model/layer_registry.h"
 #include "model/recompute.h"
 #include "model/recompute_layout.h"
+#include "recompute_runs.h"
 #include "tiny_model.h"
 
 namespace sg::model {
@@ -25,20 +26,8 @@ namespace {
 using G = RecomputeGranularity;
 using M = RecomputeModule;
 
-RecomputeSpec selective(std::vector<M> modules) {
-  RecomputeSpec r;
-  r.granularity = G::selective;
-  r.modules = std::move(modules);
-  return r;
-}
-
-RecomputeSpec full(RecomputeMethod method, int64_t layers) {
-  RecomputeSpec r;
-  r.granularity = G::full;
-  r.method = method;
-  r.num_layers = layers;
-  return r;
-}
+using test::full;
+using test::selective;
 
 ModelSpec with(RecomputeSpec r, int64_t blocks = 3) {
   ModelSpec s = test::tiny_model_spec();
@@ -157,62 +146,40 @@ TEST(ActivationAccount, RecomputeGivesBackExactlyTheNamedActivations) {
   EXPECT_NE(lines[1].find("4 attention layers (0, 2, 4, 6)"), std::string::npos) << lines[1];
 }
 
-TEST(CheckRecompute, ModulesNoKindCanRecomputeAreErrorsNamingTheKind) {
-  const auto message = [](M module) {
+TEST(CheckRecompute, ModulesOfKindsTheStackLacksAreErrorsNamingTheKind) {
+  const auto problem = [](M module) {
     const std::vector<RecomputeProblem> p = check_recompute(with(selective({M::core_attn, module})));
-    return p.size() == 1 && !p[0].note ? p[0].message : std::string("(no single error)");
+    return p.size() == 1 ? p[0] : RecomputeProblem{"(no single error)", ""};
   };
-  EXPECT_NE(message(M::moe_act).find("the MoE layer kind does not declare"), std::string::npos)
-      << message(M::moe_act);
-  EXPECT_NE(message(M::moe).find("MoE layer kind"), std::string::npos);
-  EXPECT_NE(message(M::shared_experts).find("MoE layer kind"), std::string::npos);
-  EXPECT_NE(message(M::mamba).find("the Mamba layer kind does not declare"), std::string::npos)
-      << message(M::mamba);
-  EXPECT_NE(message(M::mla_up_proj).find("no layer kind"), std::string::npos) << message(M::mla_up_proj);
+  // tiny is attention and dense MLP layers only.
+  EXPECT_NE(problem(M::moe_act).message.find("this model has no MoE layers (E in the pattern"), std::string::npos)
+      << problem(M::moe_act).message;
+  EXPECT_NE(problem(M::moe).message.find("MoE layers"), std::string::npos);
+  EXPECT_NE(problem(M::shared_experts).message.find("MoE layers"), std::string::npos);
+  EXPECT_NE(problem(M::mamba).message.find("no Mamba layers (M in the pattern"), std::string::npos)
+      << problem(M::mamba).message;
+  EXPECT_NE(problem(M::mamba).fix.find("remove mamba"), std::string::npos) << problem(M::mamba).fix;
+  EXPECT_NE(problem(M::mla_up_proj).message.find("no layer kind"), std::string::npos) << problem(M::mla_up_proj).message;
   EXPECT_TRUE(check_recompute(with(selective({M::core_attn, M::mlp, M::layernorm}))).empty());
   EXPECT_TRUE(check_recompute(with(full(RecomputeMethod::uniform, 1))).empty());
-  // An implemented kind with no layers in this model: a note.
   ModelSpec attention_only = with(selective({M::mlp}));
   attention_only.hybrid_layer_pattern = "**";
   attention_only.num_layers = 2;
   const std::vector<RecomputeProblem> p = check_recompute(attention_only);
   ASSERT_EQ(p.size(), 1u);
-  EXPECT_TRUE(p[0].note);
-  // The kinds' own declarations (model/layer_registry.h).
+  EXPECT_NE(p[0].message.find("no dense MLP layers"), std::string::npos) << p[0].message;
+  // The kinds' own declarations (model/layer_registry.h; MoE and Mamba: recompute_kinds_test.cpp).
   EXPECT_EQ(layer_kind_recompute(LayerKind::attention).modules, std::vector<M>{M::core_attn});
   EXPECT_TRUE(layer_kind_recompute(LayerKind::mlp).full);
-  EXPECT_FALSE(layer_kind_recompute(LayerKind::moe).full);  // not registered yet
 }
 
-struct TrainedRun {
-  std::vector<float> losses, grad_norms;
-  std::vector<float> weights, exp_avg, exp_avg_sq;
-};
-
-TrainedRun train(const ModelSpec& spec, int steps) {
-  BatchSpec batch;
-  batch.micro_batch_size = 2;
-  batch.num_microbatches = 2;
-  OptimizerSpec opt;
-  opt.lr = 1e-2;
-  CpuModel model(spec, batch, opt, rng::RngState{4321, 0});
-  TrainedRun r;
-  for (int step = 0; step < steps; ++step) {
-    const CpuStepResult s = model.train_step(test::random_batch(spec, batch, 500 + static_cast<uint64_t>(step)));
-    r.losses.push_back(s.loss);
-    r.grad_norms.push_back(s.grad_norm);
-  }
-  r.weights = model.weights();
-  r.exp_avg = model.exp_avg();
-  r.exp_avg_sq = model.exp_avg_sq();
-  return r;
-}
+test::TrainedRun train(const ModelSpec& spec, int steps) { return test::train_cpu(spec, steps, 500); }
 
 TEST(CpuRecompute, EverySettingTrainsBitwiseLikeNoRecompute) {
   ModelSpec spec = with({}, 3);
   spec.attention_dropout = 0.1f;
   spec.hidden_dropout = 0.1f;
-  const TrainedRun plain = train(spec, 4);
+  const test::TrainedRun plain = train(spec, 4);
   const std::vector<std::pair<const char*, RecomputeSpec>> settings = {
       {"selective core_attn", selective({M::core_attn})},
       {"selective mlp", selective({M::mlp})},
@@ -226,20 +193,15 @@ TEST(CpuRecompute, EverySettingTrainsBitwiseLikeNoRecompute) {
     SCOPED_TRACE(name);
     ModelSpec s = spec;
     s.recompute = r;
-    const TrainedRun got = train(s, 4);
-    EXPECT_EQ(got.losses, plain.losses);
-    EXPECT_EQ(got.grad_norms, plain.grad_norms);
-    EXPECT_EQ(got.weights, plain.weights);
-    EXPECT_EQ(got.exp_avg, plain.exp_avg);
-    EXPECT_EQ(got.exp_avg_sq, plain.exp_avg_sq);
+    test::expect_same_training(train(s, 4), plain);
   }
   // A hybrid pattern with every layer its own full-recompute chunk.
   ModelSpec hybrid = spec;
   hybrid.hybrid_layer_pattern = "*-*-*-";
   hybrid.num_layers = 6;
-  const TrainedRun hybrid_plain = train(hybrid, 3);
+  const test::TrainedRun hybrid_plain = train(hybrid, 3);
   hybrid.recompute = full(RecomputeMethod::uniform, 4);
-  const TrainedRun hybrid_full = train(hybrid, 3);
+  const test::TrainedRun hybrid_full = train(hybrid, 3);
   EXPECT_EQ(hybrid_full.losses, hybrid_plain.losses);
   EXPECT_EQ(hybrid_full.weights, hybrid_plain.weights);
 }

@@ -1,5 +1,6 @@
 #pragma once
-// Shared by the graph-mode GPU tests (graph_modes_gpu_test.cpp, moe_graph_modes_gpu_test.cpp): a
+// Shared by the graph-mode GPU tests (graph_modes_gpu_test.cpp, moe_graph_modes_gpu_test.cpp,
+// graph_modes_recompute_kinds_gpu_test.cpp): a
 // recipe with overrides, validated; a run of kSteps training steps through GpuBackend on mock data,
 // with the losses, the final state and the graph statistics.
 #include <gtest/gtest.h>
@@ -79,6 +80,42 @@ inline RunResult run_mode(const config::Config& config, const std::vector<float>
 
 inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// "equal", or how many elements differ and the first of them.
+inline std::string bits_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return "sizes differ";
+  size_t n = 0, first = a.size();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], 4) != 0) {
+      if (n++ == 0) first = i;
+    }
+  }
+  return n == 0 ? "equal" : std::to_string(n) + " elements differ, first at " + std::to_string(first) + ": " +
+                                std::to_string(a[first]) + " vs " + std::to_string(b[first]);
+}
+
+// `r` trained bit for bit as `reference`: every loss, auxiliary loss and z-loss, the final weights and
+// Adam moments, the step count and the generator offset (gtest expectations).
+inline void expect_bitwise_same_run(const RunResult& r, const RunResult& reference, const char* reference_name) {
+  ASSERT_EQ(r.losses.size(), reference.losses.size());
+  const auto same = [&](const std::vector<float>& a, const std::vector<float>& b, size_t i, const char* what) {
+    EXPECT_EQ(std::memcmp(&a[i], &b[i], 4), 0)
+        << "step " << i + 1 << ": " << what << " " << a[i] << " vs " << reference_name << " " << b[i];
+  };
+  for (size_t i = 0; i < r.losses.size(); ++i) {
+    same(r.losses, reference.losses, i, "loss");
+    same(r.aux_losses, reference.aux_losses, i, "aux loss");
+    same(r.z_losses, reference.z_losses, i, "z loss");
+  }
+  EXPECT_TRUE(bitwise_equal(r.state.main_weights, reference.state.main_weights))
+      << "final fp32 weights: " << bits_diff(r.state.main_weights, reference.state.main_weights);
+  EXPECT_TRUE(bitwise_equal(r.state.exp_avg, reference.state.exp_avg))
+      << "final exp_avg: " << bits_diff(r.state.exp_avg, reference.state.exp_avg);
+  EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, reference.state.exp_avg_sq))
+      << "final exp_avg_sq: " << bits_diff(r.state.exp_avg_sq, reference.state.exp_avg_sq);
+  EXPECT_EQ(r.state.steps_done, reference.state.steps_done);
+  EXPECT_EQ(r.state.rng.offset, reference.state.rng.offset);
 }
 
 }  // namespace sg::train::graph_runs

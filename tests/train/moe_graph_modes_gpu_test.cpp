@@ -20,7 +20,6 @@
 namespace sg::train {
 namespace {
 
-using graph_runs::bitwise_equal;
 using graph_runs::kSteps;
 using graph_runs::run_mode;
 using graph_runs::RunResult;
@@ -41,18 +40,6 @@ const Routing kRoutings[] = {
       "model.moe_expert_capacity_factor=1.25", "model.moe_token_drop_policy=position",
       "model.moe_router_load_balancing_type=seq_aux_loss"}},
 };
-
-std::string bits_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return "sizes differ";
-  size_t n = 0, first = a.size();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], 4) != 0) {
-      if (n++ == 0) first = i;
-    }
-  }
-  return n == 0 ? "equal" : std::to_string(n) + " elements differ, first at " + std::to_string(first) + ": " +
-                                std::to_string(a[first]) + " vs " + std::to_string(b[first]);
-}
 
 class MoeGraphModesGpu : public ::testing::TestWithParam<Routing> {
  protected:
@@ -96,23 +83,7 @@ TEST_P(MoeGraphModesGpu, EveryModeIsBitwiseEqualToEager) {
   for (const Mode& mode : modes) {
     SCOPED_TRACE(std::string(routing.name) + " / " + mode.name);
     const RunResult r = run_mode(config(mode.overrides));
-    ASSERT_EQ(r.losses.size(), eager.losses.size());
-    for (size_t i = 0; i < r.losses.size(); ++i) {
-      EXPECT_EQ(std::memcmp(&r.losses[i], &eager.losses[i], 4), 0)
-          << "step " << i + 1 << ": loss " << r.losses[i] << " vs eager " << eager.losses[i];
-      EXPECT_EQ(std::memcmp(&r.aux_losses[i], &eager.aux_losses[i], 4), 0)
-          << "step " << i + 1 << ": aux loss " << r.aux_losses[i] << " vs eager " << eager.aux_losses[i];
-      EXPECT_EQ(std::memcmp(&r.z_losses[i], &eager.z_losses[i], 4), 0)
-          << "step " << i + 1 << ": z loss " << r.z_losses[i] << " vs eager " << eager.z_losses[i];
-    }
-    EXPECT_TRUE(bitwise_equal(r.state.main_weights, eager.state.main_weights))
-        << "final fp32 weights: " << bits_diff(r.state.main_weights, eager.state.main_weights);
-    EXPECT_TRUE(bitwise_equal(r.state.exp_avg, eager.state.exp_avg))
-        << "final exp_avg: " << bits_diff(r.state.exp_avg, eager.state.exp_avg);
-    EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, eager.state.exp_avg_sq))
-        << "final exp_avg_sq: " << bits_diff(r.state.exp_avg_sq, eager.state.exp_avg_sq);
-    EXPECT_EQ(r.state.steps_done, eager.state.steps_done);
-    EXPECT_EQ(r.state.rng.offset, eager.state.rng.offset);
+    graph_runs::expect_bitwise_same_run(r, eager, "eager");
     EXPECT_EQ(r.stats.graphs_live, mode.graphs);
     EXPECT_GT(r.stats.replays, 0u);
     ASSERT_GE(r.graph_memory, 0);

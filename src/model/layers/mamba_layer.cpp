@@ -150,13 +150,15 @@ void MambaLayer::plan(LayerPlanContext& ctx) {
   model_ = ctx.model();
   dims_ = MambaDims::of(model_, ctx.batch());
   const MambaDims& d = dims_;
-  zxbcdt_slot_ = ctx.saved_array<bf16>(Module::mamba, "in_proj_out", sz(d.T * d.in_proj));
-  xbc_slot_ = ctx.saved_array<bf16>(Module::mamba, "conv_out", sz(d.T * d.conv));
-  dt_slot_ = ctx.saved_array<float>(Module::mamba, "dt", sz(d.T * d.heads));
-  A_slot_ = ctx.saved_array<float>(Module::mamba, "A", sz(d.heads));
-  y_slot_ = ctx.saved_array<bf16>(Module::mamba, "ssd_out", sz(d.T * d.inner));
-  normed_slot_ = ctx.saved_array<bf16>(Module::mamba, "gated_norm_out", sz(d.T * d.inner));
-  rstd_slot_ = ctx.saved_array<float>(Module::mamba, "gated_norm_rstd", sz(d.T * d.groups));
+  full_recompute_ = ctx.full_recompute();
+  const RecomputeModule by = RecomputeModule::mamba;  // every saved activation: the mixer reruns from n
+  zxbcdt_slot_ = ctx.saved_array<bf16>(Module::mamba, "in_proj_out", sz(d.T * d.in_proj), by);
+  xbc_slot_ = ctx.saved_array<bf16>(Module::mamba, "conv_out", sz(d.T * d.conv), by);
+  dt_slot_ = ctx.saved_array<float>(Module::mamba, "dt", sz(d.T * d.heads), by);
+  A_slot_ = ctx.saved_array<float>(Module::mamba, "A", sz(d.heads), by);
+  y_slot_ = ctx.saved_array<bf16>(Module::mamba, "ssd_out", sz(d.T * d.inner), by);
+  normed_slot_ = ctx.saved_array<bf16>(Module::mamba, "gated_norm_out", sz(d.T * d.inner), by);
+  rstd_slot_ = ctx.saved_array<float>(Module::mamba, "gated_norm_rstd", sz(d.T * d.groups), by);
   d_normed_ref_ = ctx.scratch("grad.mamba_d_normed", sz(d.T * d.inner) * sizeof(bf16));
   d_xbc_ref_ = ctx.scratch("grad.mamba_d_conv_out", sz(d.T * d.conv) * sizeof(bf16));
   d_zxbcdt_ref_ = ctx.scratch("grad.mamba_d_in_proj_out", sz(d.T * d.in_proj) * sizeof(bf16));
@@ -230,6 +232,19 @@ void MambaLayer::scan_inputs(ScanParams& p) const {
 }
 
 void MambaLayer::forward(graph::Module /*module: mamba*/, cudaStream_t stream, const LayerIO& io) {
+  mixer_forward(stream, io);
+  gemms_->out_proj.run(stream, io.output, normed_, w_out_);
+}
+
+void MambaLayer::recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) {
+  if (full_recompute_) {
+    forward(module, stream, io);
+  } else {
+    mixer_forward(stream, io);  // the output is not needed: the step adds it only in the forward
+  }
+}
+
+void MambaLayer::mixer_forward(cudaStream_t stream, const LayerIO& io) {
   const MambaDims& d = dims_;
   const MambaSpec& m = model_.mamba;
   bf16* xbc_in = zxbcdt_ + d.inner;
@@ -266,7 +281,6 @@ void MambaLayer::forward(graph::Module /*module: mamba*/, cudaStream_t stream, c
                                           .G = d.groups,
                                           .z_row_stride = d.in_proj,
                                           .eps = static_cast<float>(model_.layernorm_epsilon)});
-  gemms_->out_proj.run(stream, io.output, normed_, w_out_);
 }
 
 void MambaLayer::backward(graph::Module /*module: mamba*/, cudaStream_t stream, const LayerIO& io) {

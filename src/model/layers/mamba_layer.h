@@ -11,7 +11,9 @@
 // [xBC, 1, 4], out_proj.weight [H, d] (output-projection init) with weight decay; conv1d.bias [xBC],
 // dt_bias, A_log, D [heads], norm.weight [d] without. Megatron's init (reference/mamba_init.h).
 // dt_bias, A_log and D are read in fp32 (the master weights); the rest in bf16. No dropout inside.
-// Module: mamba. Every weight gradient is a fixed-order reduction (no float atomics).
+// Module: mamba. Recompute: mamba gives back every saved activation (the mixer reruns from the kept n, up
+// to the gated norm); full recompute reruns out_proj too (the next layer of the chunk reads it).
+// Every weight gradient is a fixed-order reduction (no float atomics).
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -40,6 +42,7 @@ class MambaLayer final : public Layer {
  public:
   explicit MambaLayer(LayerPlace place);
   ~MambaLayer() override;
+  static LayerRecompute recompute_support() { return {{RecomputeModule::mamba}, true}; }
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(LayerPlanContext& context) override;
@@ -47,9 +50,11 @@ class MambaLayer final : public Layer {
   void bind(LayerBindContext& context) override;
   void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+  void recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
 
  private:
   struct Gemms;  // mamba_layer.cpp
+  void mixer_forward(cudaStream_t stream, const LayerIO& io);  // everything up to out_proj's input
   // The scan's inputs, shape and workspace, common to its forward and backward parameters.
   template <class ScanParams>
   void scan_inputs(ScanParams& p) const;
@@ -57,6 +62,7 @@ class MambaLayer final : public Layer {
   MambaDeclarations decl_;
   MambaDims dims_;
   ModelSpec model_;
+  bool full_recompute_ = false;
   cuda::MemorySlot zxbcdt_slot_, xbc_slot_, dt_slot_, A_slot_, y_slot_, normed_slot_, rstd_slot_;
   SharedBufferRef d_normed_ref_, d_xbc_ref_, d_zxbcdt_ref_, ddt_ref_, dA_dD_ref_;
   SharedBufferRef ssd_ws_ref_, conv_ws_ref_, dt_ws_ref_, norm_ws_ref_;

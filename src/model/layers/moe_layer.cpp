@@ -1,6 +1,8 @@
 // The MoE layer's declarations and its GPU side (the CPU twin: moe_layer_cpu.cpp).
 #include "model/layers/moe_layer.h"
 
+#include <optional>
+
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/check.h"
@@ -150,26 +152,39 @@ void MoeLayer::plan(LayerPlanContext& ctx) {
   const MoeShapes& s = shapes_;
   Buffers& b = *buf_;
   const size_t Tk = sz(s.T * s.k), R = sz(s.rows), E = sz(s.E);
-  b.logits_s = ctx.saved_array<float>(Module::moe_router, "router_logits", sz(s.T * s.E));
-  b.routing_map_s = ctx.saved_array<int32_t>(Module::moe_router, "routing_map", Tk);
-  b.probs_s = ctx.saved_array<float>(Module::moe_router, "routing_probs", Tk);
-  b.expert_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "expert_counts", E);
-  b.aux_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "aux_counts", sz(s.aux_groups) * E);
+  // What gives each saved activation back: moe the whole layer; without it, moe_act and shared_experts
+  // their part; the routing, dispatch and expert buffers otherwise come back only with full recompute.
+  const RecomputeSpec& recompute = ctx.model().recompute;
+  const bool whole = recompute.selects(RecomputeModule::moe);
+  const auto given_back = [whole](std::optional<RecomputeModule> narrow) -> std::optional<RecomputeModule> {
+    return whole ? std::optional<RecomputeModule>(RecomputeModule::moe) : narrow;
+  };
+  const std::optional<RecomputeModule> routed = given_back(std::nullopt);
+  const std::optional<RecomputeModule> shared = given_back(RecomputeModule::shared_experts);
+  reruns_.output = ctx.full_recompute();
+  reruns_.router = reruns_.experts = whole || reruns_.output;
+  reruns_.shared = reruns_.router || recompute.selects(RecomputeModule::shared_experts);
+  reruns_.act = recompute.selects(RecomputeModule::moe_act);
+  b.logits_s = ctx.saved_array<float>(Module::moe_router, "router_logits", sz(s.T * s.E), routed);
+  b.routing_map_s = ctx.saved_array<int32_t>(Module::moe_router, "routing_map", Tk, routed);
+  b.probs_s = ctx.saved_array<float>(Module::moe_router, "routing_probs", Tk, routed);
+  b.expert_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "expert_counts", E, routed);
+  b.aux_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "aux_counts", sz(s.aux_groups) * E, routed);
   if (s.S > 0) {
-    b.shared_gate_up_s = ctx.saved_array<bf16>(Module::moe_router, "shared_gate_up", sz(s.T * 2 * s.S));
-    b.shared_act_s = ctx.saved_array<bf16>(Module::moe_router, "shared_act", sz(s.T * s.S));
+    b.shared_gate_up_s = ctx.saved_array<bf16>(Module::moe_router, "shared_gate_up", sz(s.T * 2 * s.S), shared);
+    b.shared_act_s = ctx.saved_array<bf16>(Module::moe_router, "shared_act", sz(s.T * s.S), shared);
     b.d_shared_act_r = ctx.scratch("grad.moe_d_shared_act", sz(s.T * s.S) * sizeof(bf16));
     b.d_shared_gate_up_r = ctx.scratch("grad.moe_d_shared_gate_up", sz(s.T * 2 * s.S) * sizeof(bf16));
   }
-  b.kept_counts_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "kept_counts", E);
-  b.expert_rows_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "expert_rows", E);
-  b.offsets_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "expert_row_offsets", E + 1);
-  b.slot_to_row_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "slot_to_row", Tk);
-  b.row_to_slot_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "row_to_slot", R);
-  b.permuted_s = ctx.saved_array<bf16>(Module::moe_preprocess, "permuted", R * sz(s.H));
-  b.fc1_out_s = ctx.saved_array<bf16>(Module::moe, "expert_fc1", R * sz(2 * s.F));
-  b.act_s = ctx.saved_array<bf16>(Module::moe, "expert_act", R * sz(s.F));
-  b.expert_out_s = ctx.saved_array<bf16>(Module::moe, "expert_out", R * sz(s.H));
+  b.kept_counts_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "kept_counts", E, routed);
+  b.expert_rows_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "expert_rows", E, routed);
+  b.offsets_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "expert_row_offsets", E + 1, routed);
+  b.slot_to_row_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "slot_to_row", Tk, routed);
+  b.row_to_slot_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "row_to_slot", R, routed);
+  b.permuted_s = ctx.saved_array<bf16>(Module::moe_preprocess, "permuted", R * sz(s.H), routed);
+  b.fc1_out_s = ctx.saved_array<bf16>(Module::moe, "expert_fc1", R * sz(2 * s.F), routed);
+  b.act_s = ctx.saved_array<bf16>(Module::moe, "expert_act", R * sz(s.F), given_back(RecomputeModule::moe_act));
+  b.expert_out_s = ctx.saved_array<bf16>(Module::moe, "expert_out", R * sz(s.H), routed);
   b.step_counts_s = ctx.state("moe_step_counts", E * sizeof(int32_t));
   b.logged_counts_s = ctx.state("moe_logged_counts", E * sizeof(int32_t));
   if (s.expert_bias && s.losses.aux_coeff > 0.0f) {
@@ -316,37 +331,66 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   }
 }
 
+// Evaluation (io.dropout false) adds no auxiliary loss and no token count, as a recompute.
 void MoeLayer::forward(graph::Module module, cudaStream_t stream, const LayerIO& io) {
-  const MoeShapes& s = shapes_;
-  Buffers& b = *buf_;
   switch (module) {
-    case graph::Module::moe_router: router_forward(stream, io); break;
-    case graph::Module::moe_preprocess: {
-      kernels::MoePreprocessParams pre;
-      pre.routing_map = b.routing_map;
-      pre.probs = b.probs;
-      pre.expert_counts = b.expert_counts;
-      pre.dispatch = s.dispatch;
-      pre.workspace = b.preprocess_ws;
-      pre.workspace_bytes = plans_->preprocess_bytes;
-      pre.kept_counts = b.kept_counts;
-      pre.expert_rows = b.expert_rows;
-      pre.expert_row_offsets = b.offsets;
-      pre.slot_to_row = b.slot_to_row;
-      pre.row_to_slot = b.row_to_slot;
-      pre.step_counts = io.dropout ? b.step_counts : nullptr;  // evaluation leaves the step's counts alone
-      kernels::moe_preprocess(stream, pre);
-      kernels::moe_permute_forward(stream, {.permuted = b.permuted,
-                                            .hidden = io.input,
-                                            .row_to_slot = b.row_to_slot,
-                                            .rows = s.rows,
-                                            .k = s.k,
-                                            .H = s.H});
+    case graph::Module::moe_router:
+      router_forward(stream, io, io.dropout);
+      shared_expert_forward(stream, io);
       break;
-    }
-    case graph::Module::moe: experts_forward(stream, io); break;
+    case graph::Module::moe_preprocess: preprocess_forward(stream, io, io.dropout); break;
+    case graph::Module::moe: experts_forward(stream, io, /*output=*/true); break;
     default: SG_CHECK(false, strprintf("MoE layer %d has no module %s", index(), graph::module_name(module)));
   }
+}
+
+// The step calls it for the modules with saved activations in the recompute buffer (and every module
+// under full recompute); each reruns what the plan put there, from buffers that are kept or rerun first.
+void MoeLayer::recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) {
+  const Reruns& r = reruns_;
+  switch (module) {
+    case graph::Module::moe_router:
+      if (r.router) router_forward(stream, io, /*step_state=*/false);
+      if (r.shared) shared_expert_forward(stream, io);
+      break;
+    case graph::Module::moe_preprocess:
+      if (r.router) preprocess_forward(stream, io, /*step_state=*/false);
+      break;
+    case graph::Module::moe:
+      if (r.experts) {
+        experts_forward(stream, io, r.output);
+      } else if (r.act) {
+        Buffers& b = *buf_;
+        kernels::swiglu_forward(stream, {.out = b.act, .gate_up = b.fc1_out, .T = shapes_.rows, .F = shapes_.F});
+      }
+      break;
+    default: SG_CHECK(false, strprintf("MoE layer %d has no module %s", index(), graph::module_name(module)));
+  }
+}
+
+void MoeLayer::preprocess_forward(cudaStream_t stream, const LayerIO& io, bool step_state) {
+  const MoeShapes& s = shapes_;
+  Buffers& b = *buf_;
+  kernels::MoePreprocessParams pre;
+  pre.routing_map = b.routing_map;
+  pre.probs = b.probs;
+  pre.expert_counts = b.expert_counts;
+  pre.dispatch = s.dispatch;
+  pre.workspace = b.preprocess_ws;
+  pre.workspace_bytes = plans_->preprocess_bytes;
+  pre.kept_counts = b.kept_counts;
+  pre.expert_rows = b.expert_rows;
+  pre.expert_row_offsets = b.offsets;
+  pre.slot_to_row = b.slot_to_row;
+  pre.row_to_slot = b.row_to_slot;
+  pre.step_counts = step_state ? b.step_counts : nullptr;
+  kernels::moe_preprocess(stream, pre);
+  kernels::moe_permute_forward(stream, {.permuted = b.permuted,
+                                        .hidden = io.input,
+                                        .row_to_slot = b.row_to_slot,
+                                        .rows = s.rows,
+                                        .k = s.k,
+                                        .H = s.H});
 }
 
 void MoeLayer::backward(graph::Module module, cudaStream_t stream, const LayerIO& io) {
@@ -367,7 +411,7 @@ void MoeLayer::backward(graph::Module module, cudaStream_t stream, const LayerIO
   }
 }
 
-void MoeLayer::router_forward(cudaStream_t stream, const LayerIO& io) {
+void MoeLayer::router_forward(cudaStream_t stream, const LayerIO& io, bool step_state) {
   const MoeShapes& s = shapes_;
   Buffers& b = *buf_;
   plans_->gate_forward->run(stream, b.w_router, io.input, b.logits);
@@ -390,7 +434,7 @@ void MoeLayer::router_forward(cudaStream_t stream, const LayerIO& io) {
                                         .k = s.k,
                                         .group_tokens = s.losses.group_tokens(s.T)});
   }
-  if (s.any_loss() && io.dropout) {  // training only: evaluation writes no step scalar
+  if (s.any_loss() && step_state) {
     kernels::MoeRouterLossParams lp;
     lp.logits = b.logits;
     lp.aux_counts = b.aux_counts;
@@ -402,19 +446,25 @@ void MoeLayer::router_forward(cudaStream_t stream, const LayerIO& io) {
     lp.value_scale = 1.0f / static_cast<float>(microbatches_);
     kernels::moe_router_loss_forward(stream, lp);
   }
-  if (s.S > 0) {
-    plans_->shared_gate_up->run(stream, b.shared_gate_up, io.input, b.w_shared_gate_up);
-    kernels::swiglu_forward(stream, {.out = b.shared_act, .gate_up = b.shared_gate_up, .T = s.T, .F = s.S});
-  }
 }
 
-void MoeLayer::experts_forward(cudaStream_t stream, const LayerIO& io) {
+void MoeLayer::shared_expert_forward(cudaStream_t stream, const LayerIO& io) {
+  const MoeShapes& s = shapes_;
+  if (s.S == 0) return;
+  Buffers& b = *buf_;
+  plans_->shared_gate_up->run(stream, b.shared_gate_up, io.input, b.w_shared_gate_up);
+  kernels::swiglu_forward(stream, {.out = b.shared_act, .gate_up = b.shared_gate_up, .T = s.T, .F = s.S});
+}
+
+// `output`: combine into the layer's output and add the shared expert's FC2 (not needed by a selective rerun).
+void MoeLayer::experts_forward(cudaStream_t stream, const LayerIO& io, bool output) {
   const MoeShapes& s = shapes_;
   Buffers& b = *buf_;
   Plans& p = *plans_;
   p.fc1->run(stream, {.y = b.fc1_out, .x = b.permuted, .w = b.w_fc1, .counts = b.expert_rows, .offsets = b.offsets});
   kernels::swiglu_forward(stream, {.out = b.act, .gate_up = b.fc1_out, .T = s.rows, .F = s.F});
   p.fc2->run(stream, {.y = b.expert_out, .x = b.act, .w = b.w_fc2, .counts = b.expert_rows, .offsets = b.offsets});
+  if (!output) return;
   kernels::moe_combine_forward(stream, {.out = io.output,
                                         .expert_out = b.expert_out,
                                         .probs = b.probs,

@@ -18,6 +18,11 @@
 //   (not decayed; no gradient; changed only by step_end); with a shared expert
 //   shared_expert.gate_proj / up_proj [S, H] and shared_expert.down_proj [H, S].
 // No dropout inside (the output dropout is the step's).
+// Recompute (Megatron's names; model/layer.h): moe_act gives back the experts' SwiGLU output (rerun from
+// the kept FC1 output); shared_experts the shared expert's FC1 and SwiGLU outputs (rerun from n); moe the
+// whole layer's saved activations, routing and permutation included (the router, dispatch and experts
+// rerun from n; only n is kept). Full recompute reruns everything and writes the output too. A rerun
+// adds no auxiliary loss and no token count: those belong to the forward alone.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -55,6 +60,9 @@ class MoeLayer final : public Layer {
  public:
   explicit MoeLayer(LayerPlace place);
   ~MoeLayer() override;
+  static LayerRecompute recompute_support() {
+    return {{RecomputeModule::moe_act, RecomputeModule::moe, RecomputeModule::shared_experts}, true};
+  }
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(LayerPlanContext& context) override;
@@ -62,6 +70,7 @@ class MoeLayer final : public Layer {
   void bind(LayerBindContext& context) override;
   void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
+  void recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void step_begin(cudaStream_t stream) override;
   void step_end(cudaStream_t stream) override;
 
@@ -72,13 +81,25 @@ class MoeLayer final : public Layer {
  private:
   struct Plans;    // GEMM plans (moe_layer.cpp)
   struct Buffers;  // arena slots and pointers (moe_layer.cpp)
-  void router_forward(cudaStream_t stream, const LayerIO& io);
+  // What Layer::recompute reruns, from the recompute settings (plan()).
+  struct Reruns {
+    bool router = false;   // routing and dispatch (moe, full)
+    bool shared = false;   // the shared expert's FC1 + SwiGLU (shared_experts, moe, full)
+    bool experts = false;  // FC1, SwiGLU, FC2 (moe, full)
+    bool act = false;      // SwiGLU alone (moe_act)
+    bool output = false;   // combine + shared FC2 into the output (full)
+  };
+  // `step_state`: add the auxiliary losses and token counts (a training forward; not a rerun).
+  void router_forward(cudaStream_t stream, const LayerIO& io, bool step_state);
+  void shared_expert_forward(cudaStream_t stream, const LayerIO& io);
+  void preprocess_forward(cudaStream_t stream, const LayerIO& io, bool step_state);
   void router_backward(cudaStream_t stream, const LayerIO& io);
-  void experts_forward(cudaStream_t stream, const LayerIO& io);
+  void experts_forward(cudaStream_t stream, const LayerIO& io, bool output);
   void experts_backward(cudaStream_t stream, const LayerIO& io);
 
   MoeDeclarations decl_;
   MoeShapes shapes_;
+  Reruns reruns_;
   int64_t microbatches_ = 1;
   std::unique_ptr<Plans> plans_;
   std::unique_ptr<Buffers> buf_;
@@ -93,6 +114,7 @@ class MoeLayerCpu final : public CpuLayer {
   void plan(const ModelSpec& model, const BatchSpec& batch) override;
   void forward(const CpuLayerIO& io) override;
   void backward(const CpuLayerIO& io) override;
+  void recompute(const CpuLayerIO& io) override;
   void step_begin() override;
   void step_end(const ModelLayout& layout, float* weights) override;
 
@@ -107,6 +129,9 @@ class MoeLayerCpu final : public CpuLayer {
   const std::vector<int32_t>& slot_to_row() const { return perm_.slot_to_row; }
 
  private:
+  // `step_state`: add the auxiliary losses and the step's token counts (not in a recompute).
+  void run_forward(const CpuLayerIO& io, bool step_state);
+
   MoeDeclarations decl_;
   MoeShapes shapes_;
   // saved by forward for backward

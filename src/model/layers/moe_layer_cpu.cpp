@@ -34,7 +34,13 @@ void MoeLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
   step_counts_.assign(sz(s.E), 0);
 }
 
-void MoeLayerCpu::forward(const CpuLayerIO& io) {
+void MoeLayerCpu::forward(const CpuLayerIO& io) { run_forward(io, /*step_state=*/true); }
+
+// The whole forward again, for every recompute module (the CPU twin keeps everything anyway): the same
+// saved activations and output, without adding the auxiliary losses or the token counts a second time.
+void MoeLayerCpu::recompute(const CpuLayerIO& io) { run_forward(io, /*step_state=*/false); }
+
+void MoeLayerCpu::run_forward(const CpuLayerIO& io, bool step_state) {
   const MoeShapes& s = shapes_;
   // Router (fp32) and its losses.
   ref::linear_forward(logits_.data(), io.input, io.weight(decl_.router), s.T, s.H, s.E);
@@ -46,18 +52,18 @@ void MoeLayerCpu::forward(const CpuLayerIO& io) {
     std::vector<float> unbiased_probs(probs_.size());
     if (bias != nullptr) ref::moe_router_forward(unbiased.data(), unbiased_probs.data(), logits_.data(), nullptr, s.routing);
     ref::moe_count_experts(aux_counts_.data(), unbiased.data(), s.T, s.k, s.E, s.losses.group_tokens(s.T));
-    if (io.aux_losses != nullptr) {
+    if (step_state && io.aux_losses != nullptr) {
       io.aux_losses->load_balancing +=
           io.loss_scale * ref::moe_aux_loss(logits_.data(), aux_counts_.data(), s.routing, s.losses);
     }
   }
-  if (s.losses.z_coeff > 0.0f && io.aux_losses != nullptr) {
+  if (s.losses.z_coeff > 0.0f && step_state && io.aux_losses != nullptr) {
     io.aux_losses->z += io.loss_scale * ref::moe_z_loss(logits_.data(), s.routing, s.losses);
   }
 
   // Dispatch.
   perm_ = ref::moe_preprocess(routing_map_.data(), probs_.data(), s.dispatch);
-  if (io.dropout) {  // training only (evaluation leaves the step's counts alone)
+  if (step_state && io.dropout) {  // training only (evaluation leaves the step's counts alone)
     for (int64_t e = 0; e < s.E; ++e) step_counts_[sz(e)] += perm_.kept_counts[sz(e)];
   }
   ref::moe_permute_forward(permuted_.data(), io.input, perm_.row_to_slot.data(), s.rows, s.k, s.H);
