@@ -5,14 +5,16 @@
 // Memory-bound: the work is one read and one write of every rotated element. A block takes a tile of rows:
 //   1. every thread issues the loads of its chunks (a chunk: VEC pairs of one head, x1 = x[i..i+VEC) and
 //      x2 = x[i+d/2..]; VEC = 8 is one 16-byte access each), all independent, before any store;
-//   2. meanwhile the block computes inv_freq per pair once (fp64, into shared memory) and cos/sin once per
-//      (row, pair) of the tile (fp64 sincos, rounded to fp32, into shared memory): the fp64 work per
-//      (row, pair) is that of the per-element algorithm, and its latency overlaps the loads;
+//   2. meanwhile the block computes inv_freq once per pair (fp64 pow, into shared memory) and cos/sin once
+//      per (row, pair) of the tile (fp64 sincos, rounded to fp32, into shared memory): less fp64 work than
+//      the per-element algorithm, which took a pow and a sincos per (row, pair), and its latency overlaps
+//      the loads;
 //   3. after a barrier every thread rotates its chunks with the tile's cos/sin and stores them.
-// Per element this is exactly the per-element algorithm (same fp64 angle and sincos, same fp32 products
-// and sums, same bf16 rounding), so the output is bitwise the same as one thread per (row, pair) looping
-// over the heads (tests/kernels/rope_per_element.cuh keeps that algorithm and the tests compare bits).
-// VEC = 1 (one pair per chunk) serves head_dim not a multiple of 16 and unaligned rows.
+// Per element this is exactly the per-element algorithm (same fp64 angle and sincos, the same fp32
+// products and fused sums: rotate() below, same bf16 rounding), so the output is bit for bit that of one
+// thread per (row, pair) looping over the heads (tests/kernels/rope_per_element.cuh keeps that algorithm
+// and the tests compare bits). VEC = 1 (one pair per chunk) serves head_dim not a multiple of 16, row
+// strides not a multiple of 8 and x not 16-byte aligned.
 #include <cuda_runtime.h>
 
 #include <cmath>
