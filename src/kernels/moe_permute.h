@@ -53,7 +53,7 @@ struct MoePermuteParams {
   const int32_t* row_to_slot = nullptr; // [rows]
   int64_t rows = 0, k = 1, H = 0;
 };
-// One block per row.
+// Blocks of moe_rows::kExpandRows rows.
 void moe_permute_forward(cudaStream_t stream, const MoePermuteParams& p);
 
 struct MoePermuteBackwardParams {
