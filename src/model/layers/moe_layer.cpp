@@ -19,6 +19,9 @@ namespace sg::model {
 namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 long long ll(int64_t v) { return static_cast<long long>(v); }
+// The aux loss's counts (unbiased routing, per group) equal the dispatch's expert counts: no expert bias
+// (routing_map is the unbiased routing) and one load-balancing group.
+bool aux_counts_are_expert_counts(const MoeShapes& s) { return !s.expert_bias && s.aux_groups == 1; }
 }  // namespace
 
 MoeShapes moe_shapes(const ModelSpec& m, int64_t T) {
@@ -167,7 +170,11 @@ void MoeLayer::plan(LayerPlanContext& ctx) {
   b.routing_map_s = ctx.saved_array<int32_t>(Module::moe_router, "routing_map", Tk, routed);
   b.probs_s = ctx.saved_array<float>(Module::moe_router, "routing_probs", Tk, routed);
   b.expert_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "expert_counts", E, routed);
-  b.aux_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "aux_counts", sz(s.aux_groups) * E, routed);
+  // The load-balancing loss counts the unbiased routing per group: without the expert bias and with
+  // one group, that is expert_counts itself (no second count, no second buffer).
+  if (!aux_counts_are_expert_counts(s)) {
+    b.aux_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "aux_counts", sz(s.aux_groups) * E, routed);
+  }
   if (s.S > 0) {
     b.shared_gate_up_s = ctx.saved_array<bf16>(Module::moe_router, "shared_gate_up", sz(s.T * 2 * s.S), shared);
     b.shared_act_s = ctx.saved_array<bf16>(Module::moe_router, "shared_act", sz(s.T * s.S), shared);
@@ -233,7 +240,7 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   b.routing_map = ctx.get<int32_t>(b.routing_map_s);
   b.probs = ctx.get<float>(b.probs_s);
   b.expert_counts = ctx.get<int32_t>(b.expert_counts_s);
-  b.aux_counts = ctx.get<int32_t>(b.aux_counts_s);
+  b.aux_counts = aux_counts_are_expert_counts(s) ? b.expert_counts : ctx.get<int32_t>(b.aux_counts_s);
   if (s.S > 0) {
     b.shared_gate_up = ctx.get<bf16>(b.shared_gate_up_s);
     b.shared_act = ctx.get<bf16>(b.shared_act_s);
@@ -408,7 +415,7 @@ void MoeLayer::router_forward(cudaStream_t stream, const LayerIO& io, bool step_
   kernels::moe_router_forward(stream, rf);
   kernels::moe_count_experts(stream, {.routing_map = b.routing_map, .counts = b.expert_counts, .T = s.T, .E = s.E,
                                       .k = s.k, .group_tokens = 0});
-  if (s.losses.aux_coeff > 0.0f) {
+  if (s.losses.aux_coeff > 0.0f && !aux_counts_are_expert_counts(s)) {
     // Counts of the unbiased routing per load-balancing group.
     kernels::moe_count_experts(stream, {.routing_map = b.aux_routing_map ? b.aux_routing_map : b.routing_map,
                                         .counts = b.aux_counts,
