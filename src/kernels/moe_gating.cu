@@ -15,7 +15,7 @@ using detail::kBf16PerVec;
 
 // backward_input: a block takes kInputTokens tokens (their dlogits staged in shared memory) over up to
 // kInputMaxThreads chunks of H; each thread reads Wg's column chunk once per expert for all its tokens.
-constexpr int kInputTokens = 4;
+constexpr int kInputTokens = 8;
 constexpr int kInputMaxThreads = 256;
 constexpr int64_t kMaxGridY = 65535;  // token groups beyond this loop
 
