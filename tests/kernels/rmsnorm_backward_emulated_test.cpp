@@ -89,12 +89,7 @@ TEST(RmsNormBackwardEmulatedMisc, ZeroRowsLeaveDweightAlone) {
 TEST(RmsNormBackwardEmulatedMisc, MisalignedPointersUseScalarPath) {
   const RmsNormBackwardCase c = test::make_rmsnorm_backward_case({9, 256});
   const int64_t n = c.s.T * c.s.H;
-  auto shifted = [](const std::vector<bf16>& v) {
-    std::vector<bf16> out(v.size() + 1, v.empty() ? bf16{} : v[0]);
-    std::copy(v.begin(), v.end(), out.begin() + 1);
-    return out;
-  };
-  const auto x = shifted(c.x), w = shifted(c.weight), dy = shifted(c.dout);
+  const auto x = test::shifted_by_one(c.x), w = test::shifted_by_one(c.weight), dy = test::shifted_by_one(c.dout);
   std::vector<bf16> din = test::to_bf16(std::vector<float>(n + 1, NAN));
   std::vector<float> dw = c.dweight0, scratch(c.scratch_bytes() / sizeof(float), NAN);
   bwd::run_backward(emu::Launch{}, c.backward(din.data() + 1, dw.data(), scratch.data(), dy.data() + 1, x.data() + 1,

@@ -8,6 +8,7 @@
 // identical inputs, added into random starting values) < kFp32RelTol (1e-5).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -77,6 +78,13 @@ inline RmsNormBackwardCase make_rmsnorm_backward_case(const RmsNormShape& s) {
   c.din_with_residual_ref = c.din_ref;
   for (int64_t i = 0; i < s.T * s.H; ++i) c.din_with_residual_ref[i] += dres[i];
   return c;
+}
+
+// v moved one element on (out[i + 1] = v[i]): a host copy whose device image is 16-byte misaligned.
+inline std::vector<bf16> shifted_by_one(const std::vector<bf16>& v) {
+  std::vector<bf16> out(v.size() + 1, v.empty() ? bf16{} : v[0]);
+  std::copy(v.begin(), v.end(), out.begin() + 1);
+  return out;
 }
 
 // din / dweight of a run with (with_residual) or without the fused dresidual add.

@@ -199,16 +199,11 @@ TEST(RmsNormGpuMisc, BackwardWithNoRowsLeavesDweightAlone) {
 TEST(RmsNormGpuMisc, BackwardMisalignedPointersUseScalarPath) {
   const RmsNormBackwardCase c = make_rmsnorm_backward_case({300, 256});
   const int64_t n = c.s.T * c.s.H;
-  auto shifted = [](const std::vector<bf16>& v) {
-    std::vector<bf16> out(v.size() + 1, v[0]);
-    std::copy(v.begin(), v.end(), out.begin() + 1);
-    return out;
-  };
   DeviceBuffer<bf16> d_x(n + 1), d_w(c.s.H + 1), d_dy(n + 1), d_din(n + 1);
   DeviceBuffer<float> d_rstd(c.s.T), d_dw(c.s.H), d_scratch(c.scratch_bytes() / sizeof(float));
-  d_x.upload(shifted(c.x));
-  d_w.upload(shifted(c.weight));
-  d_dy.upload(shifted(c.dout));
+  d_x.upload(shifted_by_one(c.x));
+  d_w.upload(shifted_by_one(c.weight));
+  d_dy.upload(shifted_by_one(c.dout));
   d_rstd.upload(c.rstd);
   d_dw.upload(c.dweight0);
   d_din.poison();
