@@ -7,7 +7,8 @@
 //   CHUNKS of VEC columns). It loads its x, dout and dresidual of the row once into registers (raw bf16),
 //   reduces dot = sum dout w x over the group (warp butterfly, then, for W > 1, the W warp sums in warp
 //   order through shared memory), and writes din from the registers. Its weights stay in registers for
-//   the whole kernel. No block-wide barrier per row when W == 1.
+//   the whole kernel. No block-wide barrier per row when W == 1. With 1 or 2 vectors per thread (registers
+//   to spare) the next row's loads are issued before this row's reduction: two rows in flight per group.
 // - A block holds R = 8 / W groups (256 threads) and the grid P = num_partials(T) blocks: group g of block
 //   b handles rows b R + g + i P R (i = 0, 1, ...), accumulating dout x rstd for its columns in fp32
 //   registers. At the end the block's R groups add their sums through shared memory in group order, and the
@@ -76,8 +77,37 @@ SG_DEVICE float unpacked(const PackedBf16<VEC>& v, int e) {
   return f;
 }
 
+// One row's inputs for this thread: rstd and its x, dout, dresidual vectors (bits).
+template <int VEC, int CHUNKS>
+struct RowInputs {
+  float r = 0.0f;
+  PackedBf16<VEC> x[CHUNKS] = {}, dy[CHUNKS] = {}, dres[CHUNKS] = {};
+};
+
+// Loads them for `row` (nothing when row >= T). Vector v = j + k * group_threads of chunk k.
+template <int VEC, int CHUNKS>
+SG_DEVICE void load_row(const RmsNormBackwardParams& p, int64_t row, int j, int group_threads,
+                        RowInputs<VEC, CHUNKS>& in) {
+  if (row >= p.T) return;
+  const int64_t n_vec = p.H / VEC;
+  in.r = p.rstd[row];
+SG_UNROLL
+  for (int k = 0; k < CHUNKS; ++k) {
+    const int64_t v = j + static_cast<int64_t>(k) * group_threads;
+    if (v >= n_vec) continue;
+    const int64_t at = row * p.H + v * VEC;
+    load_packed<VEC>(p.in + at, in.x[k]);
+    load_packed<VEC>(p.dout + at, in.dy[k]);
+    // Read before this thread's din store of the row: din may alias dresidual.
+    if (p.dresidual != nullptr) load_packed<VEC>(p.dresidual + at, in.dres[k]);
+  }
+}
+
+// PREFETCH (few chunks, registers to spare): the next row's loads are issued before this row's reduction,
+// two rows in flight per group. The arithmetic, hence the bits, is the same either way.
 template <int VEC, int CHUNKS>
 SG_KERNEL(kMaxBlockThreads) rmsnorm_backward_kernel(BackwardArgs a) {
+  constexpr bool kPrefetch = VEC == 8 && CHUNKS <= 2;
   const RmsNormBackwardParams& p = a.p;
   float* warp_dots = reinterpret_cast<float*>(detail::dynamic_smem());  // [2][warps]
   float* group_sums = warp_dots + kDotFloats;                            // [H] when groups > 1, 16-byte aligned
@@ -102,28 +132,20 @@ SG_UNROLL
   const int64_t rows_per_iter = a.partials * a.groups;
   const int64_t iters = detail::ceil_div(p.T, rows_per_iter);  // the same for every thread of the block
   const int64_t first_row = static_cast<int64_t>(detail::block_index_x()) * a.groups + group;
+  RowInputs<VEC, CHUNKS> cur;
+  load_row(p, first_row, j, group_threads, cur);
   for (int64_t i = 0; i < iters; ++i) {
     const int64_t row = first_row + i * rows_per_iter;
     const bool live = row < p.T;  // uniform over the group (whole warps)
-    PackedBf16<VEC> x[CHUNKS] = {}, dy[CHUNKS] = {}, dres[CHUNKS] = {};
-    float r = 0.0f, dot = 0.0f;
+    RowInputs<VEC, CHUNKS> next;
+    if constexpr (kPrefetch) load_row(p, row + rows_per_iter, j, group_threads, next);
+    float dot = 0.0f;
     if (live) {
-      r = p.rstd[row];
-SG_UNROLL
-      for (int k = 0; k < CHUNKS; ++k) {
-        const int64_t v = j + static_cast<int64_t>(k) * group_threads;
-        if (v >= n_vec) continue;
-        const int64_t at = row * H + v * VEC;
-        load_packed<VEC>(p.in + at, x[k]);
-        load_packed<VEC>(p.dout + at, dy[k]);
-        // Read here, before this thread's din store below: din may alias dresidual.
-        if (p.dresidual != nullptr) load_packed<VEC>(p.dresidual + at, dres[k]);
-      }
 SG_UNROLL
       for (int k = 0; k < CHUNKS; ++k) {
         if (j + static_cast<int64_t>(k) * group_threads >= n_vec) continue;
 SG_UNROLL
-        for (int e = 0; e < VEC; ++e) dot += unpacked(dy[k], e) * unpacked(w[k], e) * unpacked(x[k], e);
+        for (int e = 0; e < VEC; ++e) dot += unpacked(cur.dy[k], e) * unpacked(w[k], e) * unpacked(cur.x[k], e);
       }
     }
     dot = detail::warp_reduce_sum(dot);
@@ -134,21 +156,28 @@ SG_UNROLL
       dot = 0.0f;
       for (int k = 0; k < a.warps_per_row; ++k) dot += dots[group * a.warps_per_row + k];
     }
-    if (!live) continue;
-    const float coef = r * r * r * dot * inv_h;
+    if (live) {
+      const float r = cur.r;
+      const float coef = r * r * r * dot * inv_h;
 SG_UNROLL
-    for (int k = 0; k < CHUNKS; ++k) {
-      const int64_t v = j + static_cast<int64_t>(k) * group_threads;
-      if (v >= n_vec) continue;
-      float out[VEC];
+      for (int k = 0; k < CHUNKS; ++k) {
+        const int64_t v = j + static_cast<int64_t>(k) * group_threads;
+        if (v >= n_vec) continue;
+        float out[VEC];
 SG_UNROLL
-      for (int e = 0; e < VEC; ++e) {
-        const float xv = unpacked(x[k], e), gv = unpacked(dy[k], e);
-        out[e] = r * unpacked(w[k], e) * gv - coef * xv;
-        if (p.dresidual != nullptr) out[e] += unpacked(dres[k], e);
-        acc[k][e] += gv * xv * r;
+        for (int e = 0; e < VEC; ++e) {
+          const float xv = unpacked(cur.x[k], e), gv = unpacked(cur.dy[k], e);
+          out[e] = r * unpacked(w[k], e) * gv - coef * xv;
+          if (p.dresidual != nullptr) out[e] += unpacked(cur.dres[k], e);
+          acc[k][e] += gv * xv * r;
+        }
+        detail::store_bf16<VEC>(p.din + row * H + v * VEC, out);
       }
-      detail::store_bf16<VEC>(p.din + row * H + v * VEC, out);
+    }
+    if constexpr (kPrefetch) {
+      cur = next;
+    } else {
+      load_row(p, row + rows_per_iter, j, group_threads, cur);
     }
   }
 
