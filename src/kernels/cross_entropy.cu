@@ -9,12 +9,15 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/check.h"
+#include "kernels/cross_entropy_registers.cuh"
+#include "kernels/cuda_launch.cuh"
 
 namespace sg::kernels {
 namespace {
 
-// Two-read path (V > kRegisterMaxV), 512 threads per row: a 32k..152k vocabulary gives each thread 64..300
-// elements, enough to hide latency. The second read (dlogits) hopes for L2.
+// Two-read path (V > cross_entropy_registers::kMaxV; the register path is cross_entropy_registers.cuh),
+// 512 threads per row: a 32k..152k vocabulary gives each thread 64..300 elements, enough to hide latency.
+// The second read (dlogits) hopes for L2.
 constexpr int kRowThreads = 512;
 // One block for the [T]-long token-count and loss reductions (T is at most a few hundred thousand).
 constexpr int kReduceThreads = 1024;
@@ -134,118 +137,6 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-// Register path for V <= kRegisterMaxV: each thread holds kRegisterQuads groups of four logits in
-// registers (the row is read from HBM once), the block reduces the max and then the sum of exp(x - max),
-// and each thread writes its dlogits from the exps it kept. Group q = i * blockDim.x + threadIdx.x, so
-// every load and store of a warp is contiguous. 8 groups x 1024 threads = 32 floats per thread of the
-// 64 registers a 1024-thread block allows.
-constexpr int kRegisterQuads = 8;
-constexpr int kRegisterMaxThreads = 1024;
-constexpr int64_t kRegisterMaxV = int64_t{kRegisterMaxThreads} * kRegisterQuads * 4;
-
-struct MaxOp {
-  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-struct SumOp {
-  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
-};
-
-// Block-wide reduction for a runtime block size (a multiple of 32) in a fixed order: a butterfly in each
-// warp (both operands of every step are the same on the two lanes, so all lanes agree bitwise), then warp
-// 0 over the warps' results in lane order. Every thread returns the result.
-template <class Op>
-__device__ __forceinline__ float block_all_reduce(float v, float identity, Op op, float* warp_scratch,
-                                                  float* result) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_scratch[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float w = lane < static_cast<int>(blockDim.x / 32) ? warp_scratch[lane] : identity;
-    for (int offset = 16; offset > 0; offset >>= 1) w = op(w, __shfl_xor_sync(0xffffffffu, w, offset));
-    if (lane == 0) *result = w;
-  }
-  __syncthreads();
-  return *result;
-}
-
-template <class LogitT>
-__global__ void __launch_bounds__(kRegisterMaxThreads)
-    cross_entropy_row_in_registers_kernel(const LogitT* __restrict__ logits, const int32_t* __restrict__ targets,
-                                          const float* __restrict__ loss_mask, bf16* __restrict__ dlogits,
-                                          float* __restrict__ row_loss, int V, int64_t logits_stride,
-                                          int64_t dlogits_stride, const float* __restrict__ token_count,
-                                          float loss_scale, bool vectorized) {
-  __shared__ float warp_scratch[2][32];
-  __shared__ float row_max_shared, row_sum_shared;
-  const int64_t row = blockIdx.x;
-  const LogitT* x = logits + row * logits_stride;
-
-  // Columns past V hold -inf: they add nothing to the max or the sum and are never stored.
-  float e[kRegisterQuads][4];
-#pragma unroll
-  for (int i = 0; i < kRegisterQuads; ++i) {
-    const int j = (i * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * 4;
-    if (vectorized && j + 3 < V) {
-      const float4 q = load_logits4(x, j);
-      e[i][0] = q.x, e[i][1] = q.y, e[i][2] = q.z, e[i][3] = q.w;
-    } else {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) e[i][k] = j + k < V ? load_logit(x, j + k) : -INFINITY;
-    }
-  }
-  const float mask = loss_mask[row];
-  const bool active = mask != 0.0f;
-  const int32_t target = active ? targets[row] : -1;
-  const bool target_ok = target >= 0 && target < V;
-
-  float thread_max = -INFINITY;  // fmaxf skips NaN; a NaN logit poisons the sum below instead
-#pragma unroll
-  for (int i = 0; i < kRegisterQuads; ++i)
-#pragma unroll
-    for (int k = 0; k < 4; ++k) thread_max = fmaxf(thread_max, e[i][k]);
-  const float row_max = block_all_reduce(thread_max, -INFINITY, MaxOp(), warp_scratch[0], &row_max_shared);
-
-  // The exps replace the logits in registers; -inf logits (also the columns past V) contribute 0 even
-  // when row_max is -inf.
-  float thread_sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kRegisterQuads; ++i) {
-#pragma unroll
-    for (int k = 0; k < 4; ++k) e[i][k] = e[i][k] == -INFINITY ? 0.0f : expf(e[i][k] - row_max);
-    thread_sum += (e[i][0] + e[i][1]) + (e[i][2] + e[i][3]);
-  }
-  const float row_sum = block_all_reduce(thread_sum, 0.0f, SumOp(), warp_scratch[1], &row_sum_shared);
-
-  if (threadIdx.x == 0) {
-    float loss = 0.0f;
-    if (active) loss = target_ok ? mask * (logf(row_sum) + row_max - load_logit(x, target)) : NAN;
-    row_loss[row] = loss;
-  }
-
-  const int onehot_col = (active && target_ok) ? target : -1;
-  const float row_scale = (loss_scale / fmaxf(*token_count, 1.0f)) * mask;
-  const float inv_sum = 1.0f / row_sum;
-  bf16* d = dlogits + row * dlogits_stride;
-#pragma unroll
-  for (int i = 0; i < kRegisterQuads; ++i) {
-    const int j = (i * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * 4;
-    float g[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) g[k] = row_scale * (e[i][k] * inv_sum - (j + k == onehot_col ? 1.0f : 0.0f));
-    if (vectorized && j + 3 < V) {
-      const __nv_bfloat162 lo = __floats2bfloat162_rn(g[0], g[1]);
-      const __nv_bfloat162 hi = __floats2bfloat162_rn(g[2], g[3]);
-      *reinterpret_cast<uint2*>(d + j) =
-          make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
-    } else {
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        if (j + k < V) d[j + k] = __float2bfloat16(g[k]);
-    }
-  }
-}
-
 __global__ void __launch_bounds__(kReduceThreads)
     loss_token_count_kernel(const float* __restrict__ loss_mask, int64_t T, float* __restrict__ token_count) {
   using BlockReduce = cub::BlockReduce<double, kReduceThreads>;
@@ -297,22 +188,8 @@ void cross_entropy_forward_backward(cudaStream_t stream, const CrossEntropyParam
   const bool vectorized = reinterpret_cast<uintptr_t>(p.logits) % (4 * logit_bytes) == 0 &&
                           logits_stride % 4 == 0 &&
                           reinterpret_cast<uintptr_t>(p.dlogits) % 8 == 0 && dlogits_stride % 4 == 0;
-  if (p.V <= kRegisterMaxV) {
-    // The fewest warps that hold the row in kRegisterQuads groups of four per thread.
-    const int64_t quads = (p.V + 3) / 4;
-    const int64_t warps = (quads + 32 * kRegisterQuads - 1) / (32 * kRegisterQuads);
-    const unsigned threads = static_cast<unsigned>(warps * 32);
-    const int V = static_cast<int>(p.V);
-    if (p.logits_dtype == LogitsDtype::fp32) {
-      cross_entropy_row_in_registers_kernel<float><<<grid, threads, 0, stream>>>(
-          static_cast<const float*>(p.logits), p.targets, p.loss_mask, p.dlogits, p.row_loss, V, logits_stride,
-          dlogits_stride, p.token_count, p.loss_scale, vectorized);
-    } else {
-      cross_entropy_row_in_registers_kernel<bf16><<<grid, threads, 0, stream>>>(
-          static_cast<const bf16*>(p.logits), p.targets, p.loss_mask, p.dlogits, p.row_loss, V, logits_stride,
-          dlogits_stride, p.token_count, p.loss_scale, vectorized);
-    }
-    SG_CUDA_CHECK_LAUNCH("cross_entropy_row_in_registers_kernel");
+  if (p.V <= cross_entropy_registers::kMaxV) {
+    cross_entropy_registers::run(detail::CudaLaunch{stream}, p, logits_stride, dlogits_stride, vectorized);
     return;
   }
   if (p.logits_dtype == LogitsDtype::fp32) {
