@@ -26,6 +26,7 @@
 #include "gpu_test_util.h"
 #include "model/gradient_readiness.h"
 #include "model/init.h"
+#include "model/layer_registry.h"
 #include "model/train_step.h"
 
 namespace sg::train {
