@@ -8,7 +8,7 @@
 // model/gradient_readiness.h). The step tells the reducer when it passed each point; a bucket is
 // reduced once the backward passed its ready point — overlapped with the rest of the backward on a
 // communication stream (ddp.overlap_grad_reduce), or all after the backward, in the same order with
-// the same calls (so overlapping never changes a result).
+// the same calls (all-reduce; with the distributed optimizer one reduce-scatter after the backward).
 #include <cstdint>
 #include <string>
 #include <vector>

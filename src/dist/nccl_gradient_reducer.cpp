@@ -83,7 +83,13 @@ void NcclGradientReducer::reduce_gradients(cudaStream_t stream) {
                      "(model/gradient_readiness.h)",
                      next_point_, layout_.ready_points));
   next_point_ = 0;
-  if (!layout_.overlap) {
+  if (!layout_.overlap && layout_.sharded) {
+    // After the backward one reduce-scatter is cheaper than the buckets' reduces into their owners (a
+    // reduce sends each bucket one way; the reduce-scatter splits the traffic over both directions).
+    const FlatRange& own = layout_.owned;
+    comm_.reduce_scatter_sum(buffers_.grads, buffers_.grads + own.begin, static_cast<size_t>(own.size),
+                             ElementType::f32, stream);
+  } else if (!layout_.overlap) {
     for (const GradientBucket& bucket : layout_.buckets) reduce_bucket(bucket, stream);
   } else if (forked_) {
     buckets_done_->record(*reduce_stream_);  // join: nothing after this reads a gradient too early

@@ -1,13 +1,14 @@
 #pragma once
 // GradientReducer over an NCCL communicator (dist/gradient_reducer.h):
-//   gradients         one NCCL call per bucket (layout().buckets, dist/gradient_buckets.h), in launch
-//                     order: in-place ncclAllReduce, or with the distributed optimizer in-place ncclReduce
-//                     into the rank whose shard holds the bucket (the buckets never span two shards, so
-//                     together they are the reduce-scatter of the padded buffer into its shards)
+//   gradients         one in-place ncclAllReduce per bucket (layout().buckets, dist/gradient_buckets.h)
+//                     in launch order; with the distributed optimizer one in-place ncclReduceScatter of
+//                     the padded buffer, or with overlap one in-place ncclReduce per bucket into the rank
+//                     whose shard holds it (the buckets never span two shards, so together they are that
+//                     reduce-scatter: the same shards, the same sums at 2 ranks)
 //   overlap           (ddp.overlap_grad_reduce) the buckets of each ready point are launched on the
 //                     reducer's own stream once the step's stream passed that point (an event; inside a
 //                     capture the graph forks there), and the step's stream waits for that stream
-//                     (joins) before the grad norm: the same calls on the same data, only earlier
+//                     (joins) before the grad norm: the same data, only earlier
 //   sharded mode      also ncclAllReduce of the norm partials, in-place ncclAllGather of the bf16 weights
 // plus one ncclAllReduce of the loss scalar. Sums of two values are exact whatever NCCL's algorithm, so
 // at world size 2 a captured step is bitwise equal to an eager one; beyond 2, NCCL must pick the same

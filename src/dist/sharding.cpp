@@ -64,10 +64,12 @@ std::string DataParallelLayout::describe() const {
     return strprintf("data parallel %d (rank %d): gradients all-reduced in %s; optimizer over all %lld parameters",
                      world_size, rank, reduction.c_str(), static_cast<long long>(num_params));
   }
-  return strprintf("data parallel %d (rank %d), distributed optimizer: gradients reduce-scattered (each bucket summed "
-                   "into its shard's rank) in %s; this rank owns [%lld, %lld) of %lld padded elements (%lld "
-                   "parameters); bf16 weights all-gathered",
-                   world_size, rank, reduction.c_str(), static_cast<long long>(owned.begin),
+  return strprintf("data parallel %d (rank %d), distributed optimizer: gradients reduce-scattered (%s); this rank "
+                   "owns [%lld, %lld) of %lld padded elements (%lld parameters); bf16 weights all-gathered",
+                   world_size, rank,
+                   overlap ? ("each bucket summed into its shard's rank: " + reduction).c_str()
+                           : "one call after the backward",
+                   static_cast<long long>(owned.begin),
                    static_cast<long long>(owned.end()), static_cast<long long>(padded_params),
                    static_cast<long long>(num_params));
 }

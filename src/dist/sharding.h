@@ -9,8 +9,8 @@
 // With the distributed optimizer (optimizer.use_distributed_optimizer, Megatron's ZeRO-1) the flat
 // buffers of parameters and gradients are padded to P = n rounded up to a multiple of
 // world_size * kShardAlignment, and rank r owns the contiguous shard [r S, (r+1) S), S = P / world_size:
-//   reduce-scatter  gradients, bucketed: every bucket lies in one shard and is summed into its owner
-//                   (ncclReduce, in place: rank r's shard of the buffer receives the sum over ranks)
+//   reduce-scatter  gradients (in place: rank r's shard of the buffer receives the sum over ranks); with
+//                   overlap bucketed: every bucket lies in one shard and is summed into its owner (ncclReduce)
 //   grad norm       sum of squares over the own shard, summed over ranks, then sqrt (global norm)
 //   AdamW           over the own shard only; fp32 master weights and both moments hold S elements
 //   all-gather      of the updated bf16 weights (in place), so every rank has the whole model again
