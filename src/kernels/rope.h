@@ -6,7 +6,8 @@
 // every step because the positions are read at run time);
 // out[i] = x1 cos - x2 sin, out[i + d/2] = x2 cos + x1 sin (x1 = x[i], x2 = x[i + d/2]); math in fp32.
 // cos/sin are computed in the kernel from the position in fp64 (like the reference, then rounded to
-// fp32), once per (row, pair) and reused across the heads, so no table has to be planned.
+// fp32), once per (row, pair) into the shared memory of the block whose tile holds the row, and reused
+// across the heads, so no table has to be planned (design: kernels/rope.cuh). head_dim <= 4096.
 //
 // Use on the fused QKV activation: point x at the row's first q head with num_heads = nq + nkv (q and k
 // heads are contiguous), row_stride = the QKV row width; the v heads are not touched.

@@ -1,19 +1,25 @@
-// GPU RoPE (in place, on the q and k heads of fused QKV rows) against reference/rope.
-// Tolerance: bf16 outputs vs the fp32 reference on the same bf16 inputs, relative error < kBf16RelTol
-// (1e-2). The v heads (outside the rotated range) must be bitwise untouched. The kernels work in place,
-// so instead of poisoning, every rotated element is compared with the reference (elements at positions
-// > 0 all change). Forward then backward returns the input within bf16 tolerance; runs repeat bitwise.
+// GPU RoPE (in place, on the q and k heads of fused QKV rows) against the per-element kernel it replaced
+// (tests/kernels/rope_per_element.cuh: bit for bit) and reference/rope (relative error < kBf16RelTol, 1e-2);
+// cases and checks in rope_case.h: everything outside the rotated heads is NaN and must come back bit for
+// bit. Shapes cover head_dim 64/128/80/96 (16-byte vector path) and 72/40/6 (scalar path), unaligned x and
+// odd row strides (scalar path), odd T, T = 0, GQA head counts, rows wider than one pass of a tile, and
+// device positions with and without Llama 3 scaling. Forward then backward returns the input within bf16
+// tolerance; eager reruns and a CUDA-graph replay repeat bitwise.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <vector>
 
-#include "core/strings.h"
 #include "cuda/stream.h"
-#include "gpu_test_util.h"
+#include "kernel_gpu_test_util.h"
+#include "kernels/cuda_launch.cuh"
 #include "kernels/rope.h"
 #include "reference/rope.h"
+#include "rope_case.h"
+#include "rope_per_element.cuh"
 
 namespace {
 
@@ -22,66 +28,71 @@ using namespace sg::test;
 
 void sync() { SG_CUDA_CHECK(cudaDeviceSynchronize()); }
 
-struct Shape {
-  int64_t T, S, q_heads, kv_heads, head_dim;
-  double base;
+const RopeShape kShapes[] = {
+    {1, 1, 2, 1, 64},
+    {7, 3, 4, 2, 128},
+    {257, 100, 8, 2, 64, 500000.0},       // odd T, GQA 4:1
+    {1000, 512, 16, 4, 128},
+    {5, 5, 1, 1, 6},                      // head_dim 6: scalar path
+    {64, 64, 3, 1, 96},                   // head_dim 96: six vector chunks per half
+    {33, 16, 6, 2, 80},                   // head_dim 80
+    {129, 64, 7, 1, 72},                  // head_dim 72 (36 pairs, not a multiple of 8): scalar path
+    {31, 31, 5, 5, 40},                   // head_dim 40: scalar path
+    {0, 16, 4, 2, 128},                   // T = 0: nothing to do, nothing written
+    {101, 50, 8, 2, 128, 10000.0, 8},     // padded rows, still 16-byte aligned
+    {99, 50, 8, 2, 128, 10000.0, 1},      // odd row stride: scalar path
+    {77, 77, 4, 2, 64, 10000.0, 0, 3},    // x not 16-byte aligned: scalar path
+    {300, 100, 1, 1, 128},                // one head: the cos/sin table caps the tile's rows
+    {3, 3, 96, 32, 128},                  // a row wider than one pass of a tile
+    {5, 5, 40, 8, 72},                    // a wide row on the scalar path
+    {4, 4, 1, 1, 4096},                   // the largest head_dim
+    {300, 1, 4, 2, 128, 500000.0, 0, 0, true, true},   // decoding positions, Llama 3 scaling
+    {123, 1, 12, 4, 64, 10000.0, 0, 0, true, false},   // decoding positions
+    {45, 1, 3, 1, 72, 10000.0, 0, 0, true, true},      // decoding positions, scalar path
+    {8192, 2048, 16, 16, 128},            // the 1b recipe's rope: 4 x 2048 tokens, 16 + 16 heads
+    {8192, 1024, 12, 12, 64},             // the small recipe's: 8 x 1024 tokens, 12 + 12 heads
+    {8192, 4096, 32, 8, 64, 500000.0},
 };
-const Shape kShapes[] = {{1, 1, 2, 1, 64, 10000.0},    {7, 3, 4, 2, 128, 10000.0},   {257, 100, 8, 2, 64, 500000.0},
-                         {1000, 512, 16, 4, 128, 1e4}, {5, 5, 1, 1, 6, 10000.0},     {64, 64, 3, 1, 96, 10000.0},
-                         {8192, 4096, 32, 8, 64, 5e5}};
 
-class RopeGpu : public ::testing::TestWithParam<Shape> {};
+class RopeGpu : public ::testing::TestWithParam<RopeShape> {};
 
-TEST_P(RopeGpu, ForwardBackwardMatchReference) {
-  const auto [T, S, nq, nkv, d, base] = GetParam();
-  const int64_t stride = (nq + 2 * nkv) * d;  // [q | k | v]
-  const int64_t heads = nq + nkv;             // q and k are contiguous: one call rotates both
-  const int64_t rotated = heads * d;
-  const auto qkv = round_bf16(random_normal(T * stride, 300 + T + d));
-
-  auto fwd_ref = qkv;
-  ref::rope_forward(fwd_ref.data(), T, S, heads, d, stride, base);
-  auto bwd_ref = qkv;
-  ref::rope_backward(bwd_ref.data(), T, S, heads, d, stride, base);
-
-  DeviceBuffer<bf16> d_x(T * stride);
+TEST_P(RopeGpu, MatchesPerElementKernelBitwiseAndReference) {
+  const RopeCase c = make_rope_case(GetParam());
+  DeviceBuffer<bf16> d_x(c.input.size());
+  DeviceBuffer<int32_t> d_pos(c.positions.size());
+  if (!c.positions.empty()) d_pos.upload(c.positions);
+  const kernels::RopeParams params = c.params(d_x.get(), d_pos.get());
   cuda::Stream stream;
-  const kernels::RopeParams params{d_x.get(), T, S, heads, d, stride, base};
 
-  d_x.upload(to_bf16(qkv));
-  sync();
-  kernels::rope_forward(stream, params);
-  sync();
-  const auto fwd_bf16 = d_x.download();
-  const auto fwd = to_float(fwd_bf16);
-  EXPECT_LT(relative_error(fwd, fwd_ref), kBf16RelTol) << "T=" << T << " d=" << d;
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t j = rotated; j < stride; ++j) ASSERT_EQ(fwd[t * stride + j], qkv[t * stride + j]) << "v changed";
+  auto run = [&](bool inverse, bool per_element) {
+    d_x.upload(c.input);
+    if (per_element) {
+      rope_per_element::run(kernels::detail::CudaLaunch{stream}, params, inverse);
+    } else if (inverse) {
+      kernels::rope_backward(stream, params);
+    } else {
+      kernels::rope_forward(stream, params);
+    }
+    sync();
+    return d_x.download();
+  };
+  for (const bool inverse : {false, true}) expect_rope_result(c, run(inverse, false), run(inverse, true), inverse);
+  if (c.s.T == 0) return;
 
   // Backward on the forward's output returns the input (rotation then inverse rotation).
+  const auto fwd = run(false, false);
   kernels::rope_backward(stream, params);
   sync();
-  EXPECT_LT(relative_error(to_float(d_x.download()), qkv), kBf16RelTol);
+  EXPECT_LT(relative_error(c.rotated_view(d_x.download()), c.rotated_view(c.input)), kBf16RelTol);
 
-  d_x.upload(to_bf16(qkv));
-  sync();
-  kernels::rope_backward(stream, params);
-  sync();
-  EXPECT_LT(relative_error(to_float(d_x.download()), bwd_ref), kBf16RelTol) << "T=" << T << " d=" << d;
-
-  d_x.upload(to_bf16(qkv));
-  sync();
-  kernels::rope_forward(stream, params);
-  sync();
-  const auto again = d_x.download();
-  EXPECT_EQ(std::memcmp(again.data(), fwd_bf16.data(), again.size() * sizeof(bf16)), 0) << "second run differs";
+  // Eager reruns and a CUDA-graph replay give the same bits.
+  expect_bitwise_repeatable(
+      stream, [&] { d_x.upload(c.input); }, [&](cudaStream_t s) { kernels::rope_forward(s, params); },
+      [&] { return Snapshot{named_bytes("x", d_x.download())}; }, Snapshot{named_bytes("x", fwd)});
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, RopeGpu, ::testing::ValuesIn(kShapes), [](const auto& info) {
-  return strprintf("T%lld_S%lld_d%lld_h%lld", static_cast<long long>(info.param.T), static_cast<long long>(info.param.S),
-                   static_cast<long long>(info.param.head_dim),
-                   static_cast<long long>(info.param.q_heads + info.param.kv_heads));
-});
+INSTANTIATE_TEST_SUITE_P(Shapes, RopeGpu, ::testing::ValuesIn(kShapes),
+                         [](const auto& info) { return rope_shape_name(info.param); });
 
 // Long sequences (positions up to 32767, where angles reach ~3e4 rad): every element agrees with the
 // reference within the bf16 rounding of the output, not just in norm.
@@ -148,12 +159,52 @@ TEST(RopeGpuMisc, DevicePositionsAndLlama3ScalingMatchReference) {
   EXPECT_GT(relative_error(to_float(d_x.download()), unscaled), 0.1);
 }
 
+// Speed at the recipes' shapes (1b: 4 x 2048 tokens, 16 + 16 heads of 128; small: 8 x 1024, 12 + 12 of 64):
+// the tiled kernel must beat the per-element one it replaced, forward and backward. Prints both times
+// and the tiled kernel's effective bandwidth (the rotated q and k read and written once).
+TEST(RopeGpuMisc, TiledIsFasterThanPerElementAtRecipeShapes) {
+  const RopeShape shapes[] = {{8192, 2048, 16, 16, 128}, {8192, 1024, 12, 12, 64}};
+  constexpr int kIters = 50;
+  for (const RopeShape& shape : shapes) {
+    RopeCase c;
+    c.s = shape;
+    DeviceBuffer<bf16> d_x(static_cast<size_t>(shape.T * c.stride()));
+    d_x.upload(to_bf16(round_bf16(random_normal(d_x.size(), 500))));
+    const kernels::RopeParams params = c.params(d_x.get(), nullptr);
+    cuda::Stream stream;
+    const cuda::Event start(true), end(true);
+    auto time_us = [&](const std::function<void()>& launch_once) {
+      for (int i = 0; i < 3; ++i) launch_once();
+      start.record(stream);
+      for (int i = 0; i < kIters; ++i) launch_once();
+      end.record(stream);
+      return 1000.0 * cuda::Event::elapsed_ms(start, end) / kIters;
+    };
+    for (const bool inverse : {false, true}) {
+      const double tiled = time_us([&] {
+        if (inverse) {
+          kernels::rope_backward(stream, params);
+        } else {
+          kernels::rope_forward(stream, params);
+        }
+      });
+      const double per_element = time_us(
+          [&] { rope_per_element::run(kernels::detail::CudaLaunch{stream}, params, inverse); });
+      const double gb_per_s = 2.0 * static_cast<double>(shape.T * c.rotated()) * sizeof(bf16) / (tiled * 1e3);
+      std::printf("rope %s %s: tiled %.1f us (%.0f GB/s), per-element %.1f us\n", rope_shape_name(shape).c_str(),
+                  inverse ? "backward" : "forward", tiled, gb_per_s, per_element);
+      EXPECT_LT(tiled, per_element) << rope_shape_name(shape) << (inverse ? " backward" : " forward");
+    }
+  }
+}
+
 TEST(RopeGpuMisc, RejectsBadShapes) {
   DeviceBuffer<bf16> d_x(64);
   cuda::Stream stream;
   EXPECT_THROW(kernels::rope_forward(stream, {d_x.get(), 2, 2, 1, 5, 5, 10000.0}), Error);   // odd head_dim
   EXPECT_THROW(kernels::rope_forward(stream, {d_x.get(), 2, 2, 2, 8, 8, 10000.0}), Error);   // stride < heads*d
   EXPECT_THROW(kernels::rope_forward(stream, {d_x.get(), 2, 0, 1, 8, 8, 10000.0}), Error);   // S == 0
+  EXPECT_THROW(kernels::rope_forward(stream, {d_x.get(), 1, 1, 1, 4098, 4098, 10000.0}), Error);  // head_dim > 4096
 }
 
 }  // namespace

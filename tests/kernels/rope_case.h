@@ -1,0 +1,123 @@
+#pragma once
+// One RoPE test case, shared by the GPU test and the CPU-emulated test: fused QKV-like rows
+// [q heads | k heads | v heads | pad] of bf16-rounded random values, optionally starting `offset` elements
+// into the buffer (unaligned x) and followed by kGuard elements (never empty, even at T = 0), the fp32
+// reference results (reference/rope) and the checks of a run.
+// The kernels work in place, so instead of poisoning outputs, everything outside the rotated heads (v, the
+// row pad, the leading offset, the trailing guard) is NaN (0xFFFF) and must come back bit for bit; inside, the tiled kernel
+// must equal the per-element kernel (rope_per_element.cuh, the algorithm it replaced) bit for bit, and the
+// fp32 reference within kBf16RelTol (1e-2, relative error over the rotated elements).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/strings.h"
+#include "gpu_test_util.h"
+#include "kernels/rope.h"
+#include "reference/rope.h"
+#include "test_util.h"
+
+namespace sg::test {
+
+struct RopeShape {
+  int64_t T, S, q_heads, kv_heads, head_dim;
+  double base = 10000.0;
+  int64_t pad = 0;                // elements after the v heads in every row (odd: row_stride % 8 != 0)
+  int64_t offset = 0;             // elements before row 0 (not a multiple of 8: x not 16-byte aligned)
+  bool device_positions = false;  // positions[t] random in [0, 131072) instead of t % S
+  bool llama3 = false;            // Llama 3 frequency scaling (factor 32, original context 8192)
+};
+
+inline std::string rope_shape_name(const RopeShape& s) {
+  return strprintf("T%lld_S%lld_q%lld_kv%lld_d%lld_pad%lld_off%lld%s%s", static_cast<long long>(s.T),
+                   static_cast<long long>(s.S), static_cast<long long>(s.q_heads), static_cast<long long>(s.kv_heads),
+                   static_cast<long long>(s.head_dim), static_cast<long long>(s.pad), static_cast<long long>(s.offset),
+                   s.device_positions ? "_positions" : "", s.llama3 ? "_llama3" : "");
+}
+
+// gtest prints a failing case's parameter by its name.
+inline void PrintTo(const RopeShape& s, std::ostream* os) { *os << rope_shape_name(s); }
+
+struct RopeCase {
+  static constexpr int64_t kGuard = 8;
+  RopeShape s;
+  ref::RopeScaling scaling;
+  std::vector<int32_t> positions;       // [T] when device_positions
+  std::vector<bf16> input;              // offset + T * stride + kGuard elements
+  std::vector<float> fwd_ref, bwd_ref;  // the reference over the rotated heads, dense [T, heads * head_dim]
+
+  int64_t heads() const { return s.q_heads + s.kv_heads; }  // q and k are contiguous: one call rotates both
+  int64_t stride() const { return (s.q_heads + 2 * s.kv_heads) * s.head_dim + s.pad; }
+  int64_t rotated() const { return heads() * s.head_dim; }
+
+  // Launcher parameters over a buffer laid out like `input` (device or host memory).
+  kernels::RopeParams params(bf16* buffer, const int32_t* device_positions) const {
+    kernels::RopeParams p{.x = buffer + s.offset, .T = s.T, .S = s.S, .num_heads = heads(),
+                          .head_dim = s.head_dim, .row_stride = stride(), .base = s.base};
+    p.scaling = scaling;
+    p.positions = s.device_positions ? device_positions : nullptr;
+    return p;
+  }
+
+  // The rotated heads of a buffer laid out like `input`, as dense fp32 [T, heads * head_dim].
+  std::vector<float> rotated_view(const std::vector<bf16>& buffer) const {
+    std::vector<bf16> view(static_cast<size_t>(s.T * rotated()));
+    for (int64_t t = 0; t < s.T; ++t)
+      std::memcpy(static_cast<void*>(&view[t * rotated()]), &buffer[s.offset + t * stride()],
+                  static_cast<size_t>(rotated()) * sizeof(bf16));
+    return to_float(view);
+  }
+};
+
+inline RopeCase make_rope_case(const RopeShape& s) {
+  RopeCase c;
+  c.s = s;
+  if (s.llama3) c.scaling.factor = 32.0;
+  const uint64_t seed = static_cast<uint64_t>(s.T * 1000003 + s.head_dim * 1009 + s.q_heads * 31 + s.kv_heads);
+  if (s.device_positions) {
+    const auto values = random_tokens(static_cast<size_t>(s.T), 131072, seed + 1);
+    c.positions.assign(values.begin(), values.end());
+  }
+  std::vector<float> host(static_cast<size_t>(s.offset + s.T * c.stride() + RopeCase::kGuard), NAN);
+  const auto values = round_bf16(random_normal(static_cast<size_t>(s.T * c.rotated()), seed + 2));
+  for (int64_t t = 0; t < s.T; ++t)
+    for (int64_t j = 0; j < c.rotated(); ++j) host[s.offset + t * c.stride() + j] = values[t * c.rotated() + j];
+  c.input = to_bf16(host);
+  const int32_t* pos = s.device_positions ? c.positions.data() : nullptr;
+  auto fwd = host, bwd = host;
+  ref::rope_forward(fwd.data() + s.offset, s.T, s.S, c.heads(), s.head_dim, c.stride(), s.base, c.scaling, pos);
+  ref::rope_backward(bwd.data() + s.offset, s.T, s.S, c.heads(), s.head_dim, c.stride(), s.base, c.scaling, pos);
+  c.fwd_ref = c.rotated_view(to_bf16(fwd));
+  c.bwd_ref = c.rotated_view(to_bf16(bwd));
+  return c;
+}
+
+// `got` (the tiled kernel's buffer after one forward or backward from c.input) against `per_element` (the
+// per-element kernel's), the input outside the rotated heads and the reference.
+inline void expect_rope_result(const RopeCase& c, const std::vector<bf16>& got, const std::vector<bf16>& per_element,
+                               bool inverse) {
+  const char* what = inverse ? "backward" : "forward";
+  ASSERT_EQ(got.size(), c.input.size());
+  ASSERT_EQ(per_element.size(), c.input.size());
+  int64_t differ = 0, first_differ = -1, outside_changed = 0;
+  for (size_t e = 0; e < got.size(); ++e) {
+    if (std::memcmp(&got[e], &per_element[e], sizeof(bf16)) != 0) {
+      if (differ++ == 0) first_differ = static_cast<int64_t>(e);
+    }
+    const int64_t rel = static_cast<int64_t>(e) - c.s.offset;
+    const bool rotated = rel >= 0 && rel < c.s.T * c.stride() && rel % c.stride() < c.rotated();
+    if (!rotated && std::memcmp(&got[e], &c.input[e], sizeof(bf16)) != 0) ++outside_changed;
+  }
+  EXPECT_EQ(differ, 0) << what << ": " << differ << " elements differ in bits from the per-element kernel, first at "
+                       << first_differ;
+  EXPECT_EQ(outside_changed, 0) << what << ": elements outside the rotated heads were written";
+  if (c.s.T > 0) {
+    EXPECT_LT(relative_error(c.rotated_view(got), inverse ? c.bwd_ref : c.fwd_ref), kBf16RelTol) << what;
+  }
+}
+
+}  // namespace sg::test

@@ -1,0 +1,106 @@
+// The tiled RoPE kernel (src/kernels/rope.cuh), run on the CPU by tests/simt_emulator.h with the launchers'
+// own checks and dispatch: bit for bit the per-element kernel (rope_per_element.cuh, emulated too) and
+// within kBf16RelTol of reference/rope, with everything outside the rotated heads untouched (rope_case.h).
+// Small shapes (the emulator is slow) covering both paths (16-byte vectors, scalar), T = 0, GQA, several
+// passes per tile, the table-capped tile, device positions with Llama 3 scaling, and a grid smaller than
+// the tile count (the tile-stride loop, reusing the block's inv_freq table).
+#define SG_SIMT_EMULATION 1
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kernels/rope.cuh"
+#include "rope_case.h"
+#include "rope_per_element.cuh"
+
+namespace sg {
+namespace {
+
+using test::RopeCase;
+using test::RopeShape;
+
+const RopeShape kShapes[] = {
+    {1, 1, 2, 1, 64},
+    {7, 3, 4, 2, 128},
+    {37, 10, 8, 2, 64, 500000.0},       // odd T, GQA 4:1: several rows per tile, a partial last tile
+    {5, 5, 1, 1, 6},                    // head_dim 6: scalar path
+    {9, 9, 6, 2, 80},                   // head_dim 80
+    {13, 7, 7, 1, 72},                  // head_dim 72: scalar path
+    {0, 16, 4, 2, 128},                 // T = 0
+    {11, 5, 4, 2, 64, 10000.0, 1},      // odd row stride: scalar path
+    {6, 6, 2, 1, 128, 10000.0, 8, 5},   // padded rows, x not 16-byte aligned: scalar path
+    {70, 35, 1, 1, 128},                // one head: the table caps the tile at 32 rows
+    {2, 2, 96, 32, 128},                // a row wider than one pass (1024 chunks, 512 per pass)
+    {2, 2, 16, 4, 64, 10000.0, 0, 0, false, false},
+    {1, 1, 1, 1, 4096},                 // the largest head_dim
+    {23, 1, 4, 2, 128, 500000.0, 0, 0, true, true},  // decoding positions, Llama 3 scaling
+    {17, 1, 3, 1, 72, 10000.0, 0, 0, true, false},   // decoding positions, scalar path
+};
+
+std::vector<bf16> run_per_element(const RopeCase& c, bool inverse) {
+  std::vector<bf16> x = c.input;
+  test::rope_per_element::run(emu::Launch{}, c.params(x.data(), c.positions.data()), inverse);
+  return x;
+}
+
+class RopeEmulated : public ::testing::TestWithParam<RopeShape> {};
+
+TEST_P(RopeEmulated, MatchesPerElementKernelBitwiseAndReference) {
+  const RopeCase c = test::make_rope_case(GetParam());
+  for (const bool inverse : {false, true}) {
+    std::vector<bf16> x = c.input;
+    const kernels::RopeParams p = c.params(x.data(), c.positions.data());
+    if (inverse) {
+      kernels::rope::run_backward(emu::Launch{}, p);
+    } else {
+      kernels::rope::run_forward(emu::Launch{}, p);
+    }
+    test::expect_rope_result(c, x, run_per_element(c, inverse), inverse);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RopeEmulated, ::testing::ValuesIn(kShapes),
+                         [](const auto& info) { return test::rope_shape_name(info.param); });
+
+// The launcher never launches fewer blocks than tiles below 2^16 tiles; launched directly with 3 blocks for
+// 12 tiles, each block walks 4 tiles, computing inv_freq once and the cos/sin table per tile.
+TEST(RopeEmulatedMisc, FewerBlocksThanTilesStrideOverTiles) {
+  for (const bool vector_path : {true, false}) {
+    const RopeCase c = test::make_rope_case({45, 20, 8, 2, vector_path ? 128 : 72, 10000.0});
+    std::vector<bf16> x = c.input;
+    const int vec = vector_path ? kernels::detail::kBf16PerVec : 1;
+    kernels::rope::Args a{.p = c.params(x.data(), nullptr)};
+    a.rows_per_tile = kernels::rope::rows_per_tile(a.p, vec);
+    a.num_tiles = kernels::detail::ceil_div(c.s.T, a.rows_per_tile);
+    a.grid_blocks = 3;
+    ASSERT_GT(a.num_tiles, 2 * a.grid_blocks) << "the case must give every block several tiles";
+    const size_t smem = kernels::rope::shared_bytes(a.p, a.rows_per_tile);
+    const emu::Launch launch;
+    if (vector_path) {
+      launch("rope_kernel", kernels::rope::rope_kernel<kernels::detail::kBf16PerVec, false>, dim3(3), 256, smem, a);
+    } else {
+      launch("rope_kernel", kernels::rope::rope_kernel<1, false>, dim3(3), 256, smem, a);
+    }
+    test::expect_rope_result(c, x, run_per_element(c, false), false);
+  }
+}
+
+TEST(RopeEmulatedMisc, RejectsBadShapes) {
+  std::vector<bf16> x(64);
+  const emu::Launch launch;
+  using kernels::RopeParams;
+  EXPECT_THROW(kernels::rope::run_forward(launch, RopeParams{x.data(), 2, 2, 1, 5, 5, 10000.0}), Error);  // odd d
+  EXPECT_THROW(kernels::rope::run_forward(launch, RopeParams{x.data(), 2, 2, 2, 8, 8, 10000.0}), Error);  // stride
+  EXPECT_THROW(kernels::rope::run_forward(launch, RopeParams{x.data(), 2, 0, 1, 8, 8, 10000.0}), Error);  // S == 0
+  EXPECT_THROW(kernels::rope::run_forward(launch, RopeParams{x.data(), 1, 1, 1, 4098, 4098, 10000.0}), Error);
+  EXPECT_THROW(kernels::rope::run_forward(launch, RopeParams{nullptr, 1, 1, 1, 8, 8, 10000.0}), Error);
+  RopeParams bad_scaling{x.data(), 1, 1, 1, 8, 8, 10000.0};
+  bad_scaling.scaling.factor = 8.0;
+  bad_scaling.scaling.low_freq_factor = 4.0;  // not below high_freq_factor
+  const std::string message = test::thrown_message([&] { kernels::rope::run_backward(launch, bad_scaling); });
+  EXPECT_NE(message.find("rope_backward"), std::string::npos) << message;
+  EXPECT_NE(message.find("low_freq_factor"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace sg
