@@ -313,6 +313,17 @@ if want dp; then
         python3 bench/data_parallel_report.py scaling "$D/bench_${r}_ng1.json" "$D/bench_${r}_ng2.json" \
           | tee "$D/scaling_$r.txt"
       fi
+      # The same at -ng 2 with the gradient reduction overlapped with the backward (Megatron's buckets).
+      "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 2 -gb $(( 2 * mbs )) --plain \
+        --compare none,local,transformer_engine:attn+mlp --json "$D/bench_${r}_ng2_overlap.json" \
+        ddp.overlap_grad_reduce=true >"$D/bench_${r}_ng2_overlap.txt" 2>&1
+      rc3=$?
+      record "dp bench $r -ng 2 overlap_grad_reduce" "rc=$rc3"
+      if (( rc1 == 0 && rc3 == 0 )); then
+        echo "-- scaling $r with ddp.overlap_grad_reduce=true:"
+        python3 bench/data_parallel_report.py scaling "$D/bench_${r}_ng1.json" "$D/bench_${r}_ng2_overlap.json" \
+          | tee "$D/scaling_${r}_overlap.txt"
+      fi
     done
   fi
 fi
