@@ -17,8 +17,8 @@
 # $OUT/sanitize_<run>.log, host memory every 5 s in $OUT/sanitize_mem_<run>.log (docs/reliability.md
 # records the results). SANITIZE_ONLY="racecheck synccheck" picks runs by name.
 # dp (issue 16), on one GPU: world size 1 through the whole NCCL path (`stepgraph launch -n 1`) in every
-# graph mode, bitwise equal to the plain run, and a "NOT RUN" record for world size 2. On 2 GPUs (kind
-# nvidia-h200-x2): world size 1 vs 2
+# graph mode, with and without the gradient reduction overlapped with the backward, bitwise equal to the
+# plain run, and a "NOT RUN" record for world size 2. On 2 GPUs (kind nvidia-h200-x2): world size 1 vs 2
 # on the same global batch (losses within fp32 summation-order rounding, every graph mode bitwise equal
 # to eager at world size 2, the distributed optimizer, a checkpoint saved at 2 ranks and resumed at 1)
 # and bench -ng 2 against -ng 1 (scaling efficiency); docs/distributed.md.
@@ -229,6 +229,7 @@ if want dp; then
   graphs=(model.use_te_rng_tracker=true rng.te_rng_tracker=true)
   local_graph=("${graphs[@]}" model.cuda_graph_impl=local rerun_state_machine.check_for_nan_in_loss=false)
   te_graph=("${graphs[@]}" model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=attn,mlp)
+  overlap=(ddp.overlap_grad_reduce=true ddp.bucket_size=100000)
   run_dp() {  # name, then the command
     local name=$1; shift
     local start=$(date +%s)
@@ -247,23 +248,37 @@ if want dp; then
     run_dp ws1_nccl_te "$SG" launch -n 1 -- train "${tiny[@]}" "${te_graph[@]}" --run-dir "$D/ws1_nccl_te"
     run_dp ws1_nccl_distopt_local "$SG" launch -n 1 -- train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
       "${local_graph[@]}" --run-dir "$D/ws1_nccl_distopt_local"
+    # The gradient reduction overlapped with the backward, in small buckets (tiny's layers are far below
+    # Megatron's 40M): forked inside the local graph, between the region replays with transformer_engine.
+    run_dp ws1_nccl_overlap_local "$SG" launch -n 1 -- train "${tiny[@]}" "${overlap[@]}" "${local_graph[@]}" \
+      --run-dir "$D/ws1_nccl_overlap_local"
+    run_dp ws1_nccl_overlap_te "$SG" launch -n 1 -- train "${tiny[@]}" "${overlap[@]}" "${te_graph[@]}" \
+      --run-dir "$D/ws1_nccl_overlap_te"
+    run_dp ws1_nccl_overlap_distopt_local "$SG" launch -n 1 -- train "${tiny[@]}" "${overlap[@]}" \
+      optimizer.use_distributed_optimizer=true "${local_graph[@]}" --run-dir "$D/ws1_nccl_overlap_distopt_local"
     # Each launched run must have joined the rendezvous and created the NCCL communicator (its log says so).
     nccl_runs=0
-    for run in ws1_nccl ws1_nccl_local ws1_nccl_te ws1_nccl_distopt_local; do
+    for run in ws1_nccl ws1_nccl_local ws1_nccl_te ws1_nccl_distopt_local ws1_nccl_overlap_local ws1_nccl_overlap_te \
+      ws1_nccl_overlap_distopt_local; do
       grep -q "rank 0 of 1 (local rank 0, torchrun)" "$D/$run.log" && grep -q "NCCL [0-9]" "$D/$run.log" &&
         nccl_runs=$(( nccl_runs + 1 ))
     done
-    record "dp ws1 runs through NCCL" "$nccl_runs/4 (rendezvous + communicator in the log)"
+    record "dp ws1 runs through NCCL" "$nccl_runs/7 (rendezvous + communicator in the log)"
     python3 bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws1_nccl/metrics.jsonl" \
       "$D/ws1_nccl_local/metrics.jsonl" "$D/ws1_nccl_te/metrics.jsonl" "$D/ws1_nccl_distopt_local/metrics.jsonl" \
-      | tee "$D/losses_ws1_nccl.txt"
-    record "dp ws1 over NCCL vs plain" "$(grep -c 'bitwise equal' "$D/losses_ws1_nccl.txt")/4 bitwise"
+      "$D/ws1_nccl_overlap_local/metrics.jsonl" "$D/ws1_nccl_overlap_te/metrics.jsonl" \
+      "$D/ws1_nccl_overlap_distopt_local/metrics.jsonl" | tee "$D/losses_ws1_nccl.txt"
+    record "dp ws1 over NCCL vs plain" "$(grep -c 'bitwise equal' "$D/losses_ws1_nccl.txt")/7 bitwise"
     record "dp world size 2" "NOT RUN: needs 2 GPUs (kind nvidia-h200-x2), this machine has $ngpu"
   else
     run_dp ws1 "$SG" train "${tiny[@]}" --run-dir "$D/ws1"
     run_dp ws2 "$SG" launch -n 2 -- train "${tiny[@]}" --run-dir "$D/ws2"
     run_dp ws2_local "$SG" launch -n 2 -- train "${tiny[@]}" "${local_graph[@]}" --run-dir "$D/ws2_local"
     run_dp ws2_te "$SG" launch -n 2 -- train "${tiny[@]}" "${te_graph[@]}" --run-dir "$D/ws2_te"
+    run_dp ws2_overlap_local "$SG" launch -n 2 -- train "${tiny[@]}" "${overlap[@]}" "${local_graph[@]}" \
+      --run-dir "$D/ws2_overlap_local"
+    run_dp ws2_overlap_te "$SG" launch -n 2 -- train "${tiny[@]}" "${overlap[@]}" "${te_graph[@]}" \
+      --run-dir "$D/ws2_overlap_te"
     run_dp ws2_distopt "$SG" launch -n 2 -- train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
       --run-dir "$D/ws2_distopt"
     run_dp ws2_distopt_local "$SG" launch -n 2 -- train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
@@ -278,10 +293,11 @@ if want dp; then
     record "dp ws2 vs ws1 losses" "rc=${PIPESTATUS[0]} (losses_ws1_vs_ws2.txt)"
     echo "-- every graph mode at world size 2 against eager (bitwise expected):"
     python3 bench/data_parallel_report.py losses "$D/ws2/metrics.jsonl" "$D/ws2_local/metrics.jsonl" \
-      "$D/ws2_te/metrics.jsonl" | tee "$D/losses_graphs_ws2.txt"
+      "$D/ws2_te/metrics.jsonl" "$D/ws2_overlap_local/metrics.jsonl" "$D/ws2_overlap_te/metrics.jsonl" \
+      | tee "$D/losses_graphs_ws2.txt"
     python3 bench/data_parallel_report.py losses "$D/ws2_distopt/metrics.jsonl" \
       "$D/ws2_distopt_local/metrics.jsonl" | tee -a "$D/losses_graphs_ws2.txt"
-    record "dp graphs vs eager at ws2" "$(grep -c 'bitwise equal' "$D/losses_graphs_ws2.txt")/3 bitwise"
+    record "dp graphs (and overlap) vs eager at ws2" "$(grep -c 'bitwise equal' "$D/losses_graphs_ws2.txt")/5 bitwise"
     # Scaling: the same micro batch per GPU, twice the global batch at -ng 2.
     for spec in small:8 1b:4; do
       r=${spec%%:*}; mbs=${spec##*:}
@@ -296,6 +312,17 @@ if want dp; then
         echo "-- scaling $r:"
         python3 bench/data_parallel_report.py scaling "$D/bench_${r}_ng1.json" "$D/bench_${r}_ng2.json" \
           | tee "$D/scaling_$r.txt"
+      fi
+      # The same at -ng 2 with the gradient reduction overlapped with the backward (Megatron's buckets).
+      "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 2 -gb $(( 2 * mbs )) --plain \
+        --compare none,local,transformer_engine:attn+mlp --json "$D/bench_${r}_ng2_overlap.json" \
+        ddp.overlap_grad_reduce=true >"$D/bench_${r}_ng2_overlap.txt" 2>&1
+      rc3=$?
+      record "dp bench $r -ng 2 overlap_grad_reduce" "rc=$rc3"
+      if (( rc1 == 0 && rc3 == 0 )); then
+        echo "-- scaling $r with ddp.overlap_grad_reduce=true:"
+        python3 bench/data_parallel_report.py scaling "$D/bench_${r}_ng1.json" "$D/bench_${r}_ng2_overlap.json" \
+          | tee "$D/scaling_${r}_overlap.txt"
       fi
     done
   fi

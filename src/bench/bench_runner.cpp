@@ -14,6 +14,7 @@
 #include "cuda/nvtx.h"
 #include "cuda/stream.h"
 #include "graph/registry.h"
+#include "model/gradient_readiness.h"
 #include "model/init.h"
 #include "model/layer_registry.h"
 #include "model/train_step.h"
@@ -342,8 +343,9 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
   if (distributed) {
     bool any_local = false;
     for (const PlannedMode& m : plan.modes) any_local = any_local || m.config.model.cuda_graph_impl == "local";
-    reducer = distributed->make_step_reducer(plan.modes.front().config, model::model_layout(plan.model).total(),
-                                             any_local);
+    const model::ModelLayout layout = model::model_layout(plan.model);
+    reducer = distributed->make_step_reducer(plan.modes.front().config, layout.total(),
+                                             model::gradient_readiness(layout), any_local);
   }
   model::TrainStepOptions step_options;
   step_options.reducer = reducer.get();

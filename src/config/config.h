@@ -181,7 +181,8 @@ struct RerunStateMachineConfig {
 struct DdpConfig {
   bool check_for_nan_in_grad = false;
   bool use_distributed_optimizer = false;  // see OptimizerConfig::use_distributed_optimizer
-  std::optional<int64_t> bucket_size;      // elements per all-reduce bucket; null: max(40M, 1M x dp)
+  std::optional<int64_t> bucket_size;      // elements per gradient bucket; null: max(40M, 1M x dp)
+  bool overlap_grad_reduce = false;        // reduce each bucket during the backward (Megatron's default: off)
 };
 
 struct Config {
@@ -350,7 +351,9 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "stop on a NaN/Inf gradient norm (device flag, read with the step's metrics)");
   v("ddp", "use_distributed_optimizer", c.ddp.use_distributed_optimizer,
     "same as optimizer.use_distributed_optimizer (kept in sync)");
-  v("ddp", "bucket_size", c.ddp.bucket_size, "elements per gradient all-reduce bucket; null = max(40M, 1M x dp)");
+  v("ddp", "bucket_size", c.ddp.bucket_size, "elements per gradient bucket; null = max(40M, 1M x dp)");
+  v("ddp", "overlap_grad_reduce", c.ddp.overlap_grad_reduce,
+    "reduce each gradient bucket as soon as the backward finished it, overlapped with the rest");
 }
 
 // Every dotted key ("model.hidden_size"), in emission order.

@@ -81,6 +81,11 @@ void Communicator::reduce_scatter_sum(const void* send, void* recv, size_t count
              comm_);
 }
 
+void Communicator::reduce_sum(const void* send, void* recv, size_t count, ElementType type, int root,
+                              cudaStream_t stream) {
+  check_nccl(nccl().Reduce(send, recv, count, nccl_type(type), ncclSum, root, comm_, stream), "ncclReduce", comm_);
+}
+
 void Communicator::all_gather(const void* send, void* recv, size_t count, ElementType type, cudaStream_t stream) {
   check_nccl(nccl().AllGather(send, recv, count, nccl_type(type), comm_, stream), "ncclAllGather", comm_);
 }

@@ -52,6 +52,8 @@ class Communicator {
   // send + rank * count; all_gather: send == recv + rank * count). `count` is per rank for the last two.
   void all_reduce_sum(const void* send, void* recv, size_t count, ElementType type, cudaStream_t stream);
   void reduce_scatter_sum(const void* send, void* recv, size_t count, ElementType type, cudaStream_t stream);
+  // The sum over ranks into rank `root`'s `recv` (in place: send == recv; other ranks' recv is untouched).
+  void reduce_sum(const void* send, void* recv, size_t count, ElementType type, int root, cudaStream_t stream);
   void all_gather(const void* send, void* recv, size_t count, ElementType type, cudaStream_t stream);
 
   // Throws sg::Error when NCCL reported an asynchronous error (a peer died, a network failure).

@@ -4,8 +4,12 @@
 // it, and with transformer_engine scopes they run eagerly between the region replays:
 //
 //   zero grads; for each microbatch: forward, backward (weight gradients added into main_grad)
-//   reduce_gradients      grads (padded_params floats) summed over ranks: all of them (all-reduce, in
-//                         buckets) or this rank's shard (reduce-scatter); *loss summed over ranks
+//     in the last microbatch's backward, at each ready point (dist/gradient_buckets.h):
+//     gradients_ready     with ddp.overlap_grad_reduce: the buckets the backward just completed are
+//                         reduced on the reducer's own stream, overlapped with the rest of the backward
+//   reduce_gradients      grads (padded_params floats) summed over ranks: all of them (all-reduce in
+//                         buckets) or this rank's shard (reduce-scatter); with overlap only the join of
+//                         the reducer's stream; then *loss summed over ranks
 //   grad norm stage 1     per-block sums of squares over the owned range
 //   reduce_norm_partials  those partial sums summed over ranks (sharded only: otherwise every rank
 //                         already holds every gradient and its norm is the global one)
@@ -45,6 +49,13 @@ class GradientReducer {
   // the all-reduce of zero gradients change nothing).
   virtual void bind(const ReducerBuffers& buffers, cudaStream_t stream) = 0;
 
+  // The backward of the step's LAST microbatch passed ready point `point` (every point 0 ..
+  // layout().ready_points - 1 once per step, in order; model/gradient_readiness.h). With overlap, the
+  // reducer's stream waits for `stream` here (an event: inside a stream capture this forks the graph,
+  // and reduce_gradients joins it) and reduces the buckets of that point. Without overlap: nothing.
+  virtual void gradients_ready(int point, cudaStream_t stream) = 0;
+  // After the backward: without overlap every bucket in launch order on `stream` (sharded: one
+  // reduce-scatter); with overlap `stream` waits for the reducer's stream. Then the loss.
   virtual void reduce_gradients(cudaStream_t stream) = 0;
   virtual void reduce_norm_partials(cudaStream_t stream) = 0;
   virtual void gather_weights(cudaStream_t stream) = 0;

@@ -18,6 +18,7 @@ struct NcclApi {
   decltype(&::ncclGetLastError) GetLastError = nullptr;
   decltype(&::ncclAllReduce) AllReduce = nullptr;
   decltype(&::ncclReduceScatter) ReduceScatter = nullptr;
+  decltype(&::ncclReduce) Reduce = nullptr;
   decltype(&::ncclAllGather) AllGather = nullptr;
   NcclLibraryInfo info;
 };

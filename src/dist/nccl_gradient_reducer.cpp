@@ -1,5 +1,7 @@
 #include "dist/nccl_gradient_reducer.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/arena.h"
@@ -12,6 +14,14 @@ NcclGradientReducer::NcclGradientReducer(Communicator& communicator, DataParalle
   SG_CHECK(layout_.world_size == comm_.world_size() && layout_.rank == comm_.rank(),
            strprintf("gradient reducer: layout for rank %d of %d, communicator is rank %d of %d", layout_.rank,
                      layout_.world_size, comm_.rank(), comm_.world_size()));
+  point_begin_.assign(static_cast<size_t>(layout_.ready_points) + 1, 0);
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    const int p = layout_.buckets[b].ready_point;
+    SG_CHECK(p >= 0 && p < layout_.ready_points && (b == 0 || layout_.buckets[b - 1].ready_point <= p),
+             "gradient reducer: the buckets are not in launch order (dist/gradient_buckets.h)");
+    point_begin_[static_cast<size_t>(p) + 1] = b + 1;
+  }
+  for (size_t p = 1; p < point_begin_.size(); ++p) point_begin_[p] = std::max(point_begin_[p], point_begin_[p - 1]);
 }
 
 void NcclGradientReducer::check_bound() const {
@@ -24,7 +34,13 @@ void NcclGradientReducer::bind(const ReducerBuffers& buffers, cudaStream_t strea
   cuda::check_host_sync_allowed("NcclGradientReducer::bind");
   buffers_ = buffers;
   check_bound();
+  if (layout_.overlap && !reduce_stream_) {
+    reduce_stream_ = std::make_unique<cuda::Stream>();
+    point_passed_ = std::make_unique<cuda::Event>();
+    buckets_done_ = std::make_unique<cuda::Event>();
+  }
   // Every collective of a step, once, so NCCL connects its channels now (not inside a capture).
+  for (int p = 0; p < layout_.ready_points; ++p) gradients_ready(p, stream);
   reduce_gradients(stream);
   reduce_norm_partials(stream);
   gather_weights(stream);
@@ -33,17 +49,52 @@ void NcclGradientReducer::bind(const ReducerBuffers& buffers, cudaStream_t strea
   comm_.check_async_error();
 }
 
+void NcclGradientReducer::reduce_bucket(const GradientBucket& bucket, cudaStream_t stream) {
+  float* at = buffers_.grads + bucket.range.begin;
+  const auto count = static_cast<size_t>(bucket.range.size);
+  if (bucket.owner < 0) {
+    comm_.all_reduce_sum(at, at, count, ElementType::f32, stream);
+  } else {
+    comm_.reduce_sum(at, at, count, ElementType::f32, bucket.owner, stream);
+  }
+}
+
+void NcclGradientReducer::gradients_ready(int point, cudaStream_t stream) {
+  check_bound();
+  SG_CHECK(point == next_point_ && point < layout_.ready_points,
+           strprintf("gradient reducer: the step reported ready point %d, expected %d of %d (every point once per "
+                     "step, in order; model/gradient_readiness.h)",
+                     point, next_point_, layout_.ready_points));
+  ++next_point_;
+  const auto p = static_cast<size_t>(point);
+  if (!layout_.overlap || point_begin_[p] == point_begin_[p + 1]) return;
+  // Fork: the reducer's stream continues once `stream` passed this point (inside a capture this makes
+  // the reducer's stream part of it, until reduce_gradients joins it back).
+  point_passed_->record(stream);
+  reduce_stream_->wait(*point_passed_);
+  for (size_t b = point_begin_[p]; b < point_begin_[p + 1]; ++b) reduce_bucket(layout_.buckets[b], *reduce_stream_);
+  forked_ = true;
+}
+
 void NcclGradientReducer::reduce_gradients(cudaStream_t stream) {
   check_bound();
-  if (layout_.sharded) {
+  SG_CHECK(next_point_ == layout_.ready_points,
+           strprintf("gradient reducer: the step reported %d of its %d ready points before reducing the gradients "
+                     "(model/gradient_readiness.h)",
+                     next_point_, layout_.ready_points));
+  next_point_ = 0;
+  if (!layout_.overlap && layout_.sharded) {
+    // After the backward one reduce-scatter is cheaper than the buckets' reduces into their owners (a
+    // reduce sends each bucket one way; the reduce-scatter splits the traffic over both directions).
     const FlatRange& own = layout_.owned;
     comm_.reduce_scatter_sum(buffers_.grads, buffers_.grads + own.begin, static_cast<size_t>(own.size),
                              ElementType::f32, stream);
-  } else {
-    for (auto it = layout_.buckets.rbegin(); it != layout_.buckets.rend(); ++it) {
-      comm_.all_reduce_sum(buffers_.grads + it->begin, buffers_.grads + it->begin, static_cast<size_t>(it->size),
-                           ElementType::f32, stream);
-    }
+  } else if (!layout_.overlap) {
+    for (const GradientBucket& bucket : layout_.buckets) reduce_bucket(bucket, stream);
+  } else if (forked_) {
+    buckets_done_->record(*reduce_stream_);  // join: nothing after this reads a gradient too early
+    SG_CUDA_CHECK(cudaStreamWaitEvent(stream, *buckets_done_, 0));
+    forked_ = false;
   }
   comm_.all_reduce_sum(buffers_.loss, buffers_.loss, 1, ElementType::f32, stream);
 }

@@ -81,6 +81,7 @@ NcclApi load() {
   ok = bind(handle, "ncclGetLastError", api.GetLastError) && ok;
   ok = bind(handle, "ncclAllReduce", api.AllReduce) && ok;
   ok = bind(handle, "ncclReduceScatter", api.ReduceScatter) && ok;
+  ok = bind(handle, "ncclReduce", api.Reduce) && ok;
   ok = bind(handle, "ncclAllGather", api.AllGather) && ok;
   if (!ok) throw Error(path + " is not a usable NCCL: it lacks functions stepgraph needs (NCCL >= 2.19 required)");
   if (api.GetVersion(&api.info.version_code) != ncclSuccess || api.info.version_code < kMinNcclVersionCode) {

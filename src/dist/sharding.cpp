@@ -28,19 +28,8 @@ FlatRange shard_range(int64_t padded, int world_size, int rank) {
   return {rank * shard, shard};
 }
 
-std::vector<FlatRange> plan_buckets(int64_t total, int64_t bucket_size, int64_t alignment) {
-  SG_CHECK(total >= 0 && bucket_size >= 1 && alignment >= 1,
-           strprintf("plan_buckets: total = %lld, bucket_size = %lld, alignment = %lld",
-                     static_cast<long long>(total), static_cast<long long>(bucket_size),
-                     static_cast<long long>(alignment)));
-  const int64_t step = (bucket_size + alignment - 1) / alignment * alignment;
-  std::vector<FlatRange> out;
-  for (int64_t begin = 0; begin < total; begin += step) out.push_back({begin, std::min(step, total - begin)});
-  return out;
-}
-
 DataParallelLayout plan_data_parallel(int64_t num_params, int world_size, int rank, bool sharded,
-                                      int64_t bucket_size) {
+                                      int64_t bucket_size, const GradientReadiness& readiness, bool overlap) {
   SG_CHECK(world_size >= 1, strprintf("data-parallel world size %d must be at least 1", world_size));
   SG_CHECK(rank >= 0 && rank < world_size,
            strprintf("data-parallel rank %d is outside [0, %d)", rank, world_size));
@@ -50,29 +39,39 @@ DataParallelLayout plan_data_parallel(int64_t num_params, int world_size, int ra
   l.rank = rank;
   l.sharded = sharded;
   l.num_params = num_params;
+  l.overlap = overlap;
+  l.ready_points = readiness.points;
+  std::vector<FlatRange> shards;
   if (sharded) {
     l.padded_params = padded_size(num_params, world_size);
     l.owned = shard_range(l.padded_params, world_size, rank);
+    for (int r = 0; r < world_size; ++r) shards.push_back(shard_range(l.padded_params, world_size, r));
   } else {
     l.padded_params = num_params;
     l.owned = {0, num_params};
-    l.buckets = plan_buckets(num_params, bucket_size > 0 ? bucket_size : default_bucket_size(world_size));
   }
+  l.buckets = plan_gradient_buckets(l.padded_params, readiness,
+                                    bucket_size > 0 ? bucket_size : default_bucket_size(world_size), shards,
+                                    kShardAlignment);
   return l;
 }
 
 std::string DataParallelLayout::describe() const {
+  const std::string reduction =
+      describe_buckets(buckets, ready_points) +
+      (overlap ? ", overlapped with the backward" : ", after the backward (ddp.overlap_grad_reduce=false)");
   if (!sharded) {
-    return strprintf("data parallel %d (rank %d): gradients all-reduced in %zu bucket%s of up to %lld elements; "
-                     "optimizer over all %lld parameters",
-                     world_size, rank, buckets.size(), buckets.size() == 1 ? "" : "s",
-                     static_cast<long long>(buckets.empty() ? 0 : buckets.front().size),
-                     static_cast<long long>(num_params));
+    return strprintf("data parallel %d (rank %d): gradients all-reduced in %s; optimizer over all %lld parameters",
+                     world_size, rank, reduction.c_str(), static_cast<long long>(num_params));
   }
-  return strprintf("data parallel %d (rank %d), distributed optimizer: gradients reduce-scattered, this rank owns "
-                   "[%lld, %lld) of %lld padded elements (%lld parameters); bf16 weights all-gathered",
-                   world_size, rank, static_cast<long long>(owned.begin), static_cast<long long>(owned.end()),
-                   static_cast<long long>(padded_params), static_cast<long long>(num_params));
+  return strprintf("data parallel %d (rank %d), distributed optimizer: gradients reduce-scattered (%s); this rank "
+                   "owns [%lld, %lld) of %lld padded elements (%lld parameters); bf16 weights all-gathered",
+                   world_size, rank,
+                   overlap ? ("each bucket summed into its shard's rank: " + reduction).c_str()
+                           : "one call after the backward",
+                   static_cast<long long>(owned.begin),
+                   static_cast<long long>(owned.end()), static_cast<long long>(padded_params),
+                   static_cast<long long>(num_params));
 }
 
 int64_t decayed_elements_in(const FlatRange& owned, int64_t n_decay) {

@@ -4,12 +4,13 @@
 // is tested on the CPU (tests/dist/sharding_test.cpp).
 //
 // Without the distributed optimizer every rank keeps the whole buffer: the gradients are all-reduced in
-// buckets (contiguous ranges, starts aligned) and every rank runs AdamW over all n elements.
+// buckets (dist/gradient_buckets.h) and every rank runs AdamW over all n elements.
 //
 // With the distributed optimizer (optimizer.use_distributed_optimizer, Megatron's ZeRO-1) the flat
 // buffers of parameters and gradients are padded to P = n rounded up to a multiple of
 // world_size * kShardAlignment, and rank r owns the contiguous shard [r S, (r+1) S), S = P / world_size:
-//   reduce-scatter  gradients (in place: rank r's shard of the buffer receives the sum over ranks)
+//   reduce-scatter  gradients (in place: rank r's shard of the buffer receives the sum over ranks); with
+//                   overlap bucketed: every bucket lies in one shard and is summed into its owner (ncclReduce)
 //   grad norm       sum of squares over the own shard, summed over ranks, then sqrt (global norm)
 //   AdamW           over the own shard only; fp32 master weights and both moments hold S elements
 //   all-gather      of the updated bf16 weights (in place), so every rank has the whole model again
@@ -21,19 +22,15 @@
 #include <string>
 #include <vector>
 
+#include "dist/flat_range.h"
+#include "dist/gradient_buckets.h"
+
 namespace sg::dist {
 
 inline constexpr int64_t kShardAlignment = 128;  // elements
 
 // Megatron's default bucket size (ddp.bucket_size null): max(40M, 1M * dp) elements.
 int64_t default_bucket_size(int world_size);
-
-struct FlatRange {
-  int64_t begin = 0;
-  int64_t size = 0;
-  int64_t end() const { return begin + size; }
-  bool operator==(const FlatRange&) const = default;
-};
 
 struct DataParallelLayout {
   int world_size = 1;
@@ -42,7 +39,11 @@ struct DataParallelLayout {
   int64_t num_params = 0;      // n: the model's flat parameter count
   int64_t padded_params = 0;   // length of the flat parameter and gradient buffers (n when not sharded)
   FlatRange owned;             // what this rank's optimizer updates: its shard, or [0, n)
-  std::vector<FlatRange> buckets;  // all-reduce buckets covering [0, n) (not sharded; empty when sharded)
+  // The gradient buckets tiling [0, padded_params), in launch order (dist/gradient_buckets.h): all-reduced,
+  // or (sharded) each summed into the rank whose shard holds it.
+  std::vector<GradientBucket> buckets;
+  int ready_points = 1;  // the backward's ready points the buckets refer to
+  bool overlap = false;  // ddp.overlap_grad_reduce: each bucket reduced as soon as the backward passed its point
 
   // Optimizer-state elements this rank keeps (fp32 master weights, exp_avg, exp_avg_sq): owned.size.
   int64_t optimizer_elements() const { return owned.size; }
@@ -54,14 +55,12 @@ struct DataParallelLayout {
 int64_t padded_size(int64_t n, int world_size, int64_t alignment = kShardAlignment);
 // Rank `rank`'s shard of a buffer of `padded` elements split in `world_size` equal parts.
 FlatRange shard_range(int64_t padded, int world_size, int rank);
-// Contiguous buckets covering [0, total) in order; every start a multiple of `alignment`, every bucket
-// at most bucket_size rounded up to the alignment (the last one may be shorter). Empty for total = 0.
-std::vector<FlatRange> plan_buckets(int64_t total, int64_t bucket_size, int64_t alignment = kShardAlignment);
-
-// The whole layout; bucket_size <= 0 means default_bucket_size(world_size). Throws sg::Error for a world
-// size < 1, a rank outside [0, world_size) or a negative n.
+// The whole layout; bucket_size <= 0 means default_bucket_size(world_size); `readiness` says when the
+// backward finishes each gradient (the model's, model/gradient_readiness.h; default: all at its end).
+// Throws sg::Error for a world size < 1, a rank outside [0, world_size) or a negative n.
 DataParallelLayout plan_data_parallel(int64_t num_params, int world_size, int rank, bool sharded,
-                                      int64_t bucket_size = 0);
+                                      int64_t bucket_size = 0, const GradientReadiness& readiness = {},
+                                      bool overlap = false);
 
 // How many of the weight-decayed elements [0, n_decay) of the flat buffer fall into `owned`, counted from
 // its start (AdamW decays the first n_decay elements of the range it is given).

@@ -9,11 +9,15 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/check.h"
+#include "kernels/cross_entropy_registers.cuh"
+#include "kernels/cuda_launch.cuh"
 
 namespace sg::kernels {
 namespace {
 
-// 512 threads per row: a 32k..128k vocabulary gives each thread 64..250 elements, enough to hide latency.
+// Two-read path (V > cross_entropy_registers::kMaxV; the register path is cross_entropy_registers.cuh),
+// 512 threads per row: a 32k..152k vocabulary gives each thread 64..300 elements, enough to hide latency.
+// The second read (dlogits) hopes for L2.
 constexpr int kRowThreads = 512;
 // One block for the [T]-long token-count and loss reductions (T is at most a few hundred thousand).
 constexpr int kReduceThreads = 1024;
@@ -73,7 +77,7 @@ __device__ __forceinline__ float dlogit(float logit, int64_t j, int64_t onehot_c
   return row_scale * (prob - (j == onehot_col ? 1.0f : 0.0f));
 }
 
-// One block per row. With `vectorized` (every row start aligned for four logits, 16 bytes of fp32 or 8 of
+// Two-read path, one block per row. With `vectorized` (every row start aligned for four logits, 16 bytes of fp32 or 8 of
 // bf16, and for four bf16 dlogits, 8 bytes), the first V/4*4 columns go four at a time (memory-bound: wide accesses keep more bytes in
 // flight) and the rest one at a time; otherwise all one at a time. Each thread's columns and the block
 // reduction are in a fixed order either way, so the result is deterministic.
@@ -184,6 +188,10 @@ void cross_entropy_forward_backward(cudaStream_t stream, const CrossEntropyParam
   const bool vectorized = reinterpret_cast<uintptr_t>(p.logits) % (4 * logit_bytes) == 0 &&
                           logits_stride % 4 == 0 &&
                           reinterpret_cast<uintptr_t>(p.dlogits) % 8 == 0 && dlogits_stride % 4 == 0;
+  if (p.V <= cross_entropy_registers::kMaxV) {
+    cross_entropy_registers::run(detail::CudaLaunch{stream}, p, logits_stride, dlogits_stride, vectorized);
+    return;
+  }
   if (p.logits_dtype == LogitsDtype::fp32) {
     cross_entropy_kernel<float><<<grid, kRowThreads, 0, stream>>>(
         static_cast<const float*>(p.logits), p.targets, p.loss_mask, p.dlogits, p.row_loss, p.V, logits_stride,

@@ -18,25 +18,47 @@ struct ColumnSumArgs {
   int64_t end[kMaxColumnSumSegments] = {};  // running column end of each segment
 };
 
-// Block = 32 columns x 8 thread rows (thread t: column t % 32, row t / 32). Thread row y sums rows y, y+8,
-// y+16, ... of its column; thread row 0 then adds the 8 subtotals in order: a fixed order for a given `rows`.
+// Block = kCols columns x kRowThreads thread rows (thread t: column t % kCols, thread row t / kCols). Eight
+// columns per block: a thread row reads one 32-byte sector per partial row, and the grid has ld / 8 blocks,
+// enough to keep many reads in flight for a few-thousand-column matrix (the per-block column count, not
+// the bytes, bounded the old 32-column layout). Thread row y sums rows y, y + 32, ... in order (four loads
+// issued before their adds); the 4 thread rows of a warp then combine by a fixed butterfly, and warp 0
+// adds the 8 warps' subtotals in warp order: a fixed order for a given `rows`.
 // A template so that every .cu including this header may instantiate it (weak symbols, no clash).
-inline constexpr int kCols = 32, kRows = 8;
-template <int kThreads = kCols * kRows>
+inline constexpr int kCols = 8, kRowThreads = 32, kColumnSumThreads = kCols * kRowThreads;
+inline constexpr int kColumnSumWarps = kColumnSumThreads / 32;
+template <int kThreads = kColumnSumThreads>
 SG_KERNEL(kThreads) column_sums_kernel(ColumnSumArgs a) {
-  float(*subtotal)[kCols + 1] = reinterpret_cast<float(*)[kCols + 1]>(detail::dynamic_smem());  // [kRows][kCols+1]
-  const int tx = detail::thread_index() % kCols, ty = detail::thread_index() / kCols;
+  static_assert(kCols == 8 && kThreads == kColumnSumThreads, "the butterfly below pairs lanes 8 and 16 apart");
+  float* warp_sums = reinterpret_cast<float*>(detail::dynamic_smem());  // [kColumnSumWarps][kCols]
+  const int t = detail::thread_index();
+  const int tx = t % kCols, ty = t / kCols;
   const int64_t col = static_cast<int64_t>(detail::block_index_x()) * kCols + tx;
   float s = 0.0f;
   if (col < a.ld) {
-    for (int64_t r = ty; r < a.rows; r += kRows) s += a.partials[r * a.ld + col];
+    const float* p = a.partials + col;
+    int64_t r = ty;
+    for (; r + 3 * kRowThreads < a.rows; r += 4 * kRowThreads) {
+      const float v0 = p[r * a.ld], v1 = p[(r + kRowThreads) * a.ld];
+      const float v2 = p[(r + 2 * kRowThreads) * a.ld], v3 = p[(r + 3 * kRowThreads) * a.ld];
+      s += v0;
+      s += v1;
+      s += v2;
+      s += v3;
+    }
+    for (; r < a.rows; r += kRowThreads) s += p[r * a.ld];
   }
-  subtotal[ty][tx] = s;
+  // Lane l holds column l % 8 of thread row 4 * warp + l / 8: add the lanes 8 and 16 apart (every lane
+  // takes part, columns past ld with s = 0).
+  s += detail::shfl_xor(s, 8);
+  s += detail::shfl_xor(s, 16);
+  const int lane = static_cast<int>(detail::lane_id()), warp = static_cast<int>(detail::warp_id());
+  if (lane < kCols) warp_sums[warp * kCols + lane] = s;
   detail::block_sync();
-  if (ty != 0 || col >= a.ld) return;
+  if (t >= kCols || col >= a.ld) return;  // warp 0, lanes 0..7 (tx == t) finish
   float total = 0.0f;
 SG_UNROLL
-  for (int y = 0; y < kRows; ++y) total += subtotal[y][tx];
+  for (int w = 0; w < kColumnSumWarps; ++w) total += warp_sums[w * kCols + tx];
   int k = 0;
   while (col >= a.end[k]) ++k;
   const int64_t begin = k == 0 ? 0 : a.end[k - 1];
@@ -65,7 +87,8 @@ void run_column_sums(const Launch& launch, const float* partials, int64_t rows,
   a.partials = partials;
   a.rows = rows;
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(a.ld, kCols)));
-  launch("column_sums_kernel", column_sums_kernel<>, grid, kCols * kRows, sizeof(float) * kRows * (kCols + 1), a);
+  launch("column_sums_kernel", column_sums_kernel<>, grid, kColumnSumThreads, sizeof(float) * kColumnSumWarps * kCols,
+         a);
 }
 
 SG_EMULATED_NAMESPACE_END

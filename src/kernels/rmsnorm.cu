@@ -1,12 +1,11 @@
 #include "kernels/rmsnorm.h"
 
-#include <algorithm>
-
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "kernels/common.cuh"
-#include "kernels/partial_sums.h"
+#include "kernels/cuda_launch.cuh"
+#include "kernels/rmsnorm_backward.cuh"
 
 namespace sg::kernels {
 namespace {
@@ -14,13 +13,9 @@ namespace {
 using detail::block_reduce_sum;
 using detail::kBf16PerVec;
 using detail::load_bf16;
-using detail::load_f32;
 using detail::store_bf16;
-using detail::store_f32;
 
 constexpr int kMaxRowThreads = 512;
-constexpr int64_t kMaxPartials = 512;
-constexpr int64_t kDefaultSharedBytes = 48 * 1024;
 
 int row_threads(int64_t H, int vec) { return detail::row_block_threads(H, vec, kMaxRowThreads); }
 
@@ -90,69 +85,6 @@ __global__ void __launch_bounds__(kMaxRowThreads) residual_rmsnorm_forward_kerne
   }
 }
 
-// Block b handles rows b, b + gridDim.x, ...; its dweight partial sums live in shared memory (each thread
-// owns the same columns in every row, so no synchronisation is needed on them) and go to scratch row b.
-template <int VEC>
-__global__ void __launch_bounds__(kMaxRowThreads) rmsnorm_backward_kernel(RmsNormBackwardParams p) {
-  extern __shared__ float4 dynamic_shared[];  // float4: 16-byte aligned for the vector accesses
-  float* dweight_acc = reinterpret_cast<float*>(dynamic_shared);  // [H]
-  __shared__ float reduce_scratch[32];
-  const int64_t H = p.H;
-  const int64_t first = static_cast<int64_t>(threadIdx.x) * VEC;
-  const int64_t stride = static_cast<int64_t>(blockDim.x) * VEC;
-  const float inv_h = 1.0f / static_cast<float>(H);
-  for (int64_t c = first; c < H; c += stride) {
-    float zero[VEC];
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) zero[k] = 0.0f;
-    store_f32<VEC>(dweight_acc + c, zero);
-  }
-  for (int64_t row = blockIdx.x; row < p.T; row += gridDim.x) {
-    const bf16* x = p.in + row * H;
-    const bf16* dy = p.dout + row * H;
-    const float r = p.rstd[row];
-    float dot = 0.0f;  // sum_j dy_j w_j x_j
-    for (int64_t c = first; c < H; c += stride) {
-      float xv[VEC], gv[VEC], wv[VEC];
-      load_bf16<VEC>(x + c, xv);
-      load_bf16<VEC>(dy + c, gv);
-      load_bf16<VEC>(p.weight + c, wv);
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) dot += gv[k] * wv[k] * xv[k];
-    }
-    dot = block_reduce_sum(dot, reduce_scratch);
-    const float coef = r * r * r * dot * inv_h;
-    bf16* dx = p.din + row * H;
-    const bf16* dres = p.dresidual != nullptr ? p.dresidual + row * H : nullptr;
-    for (int64_t c = first; c < H; c += stride) {
-      float xv[VEC], gv[VEC], wv[VEC], acc[VEC], out[VEC];
-      load_bf16<VEC>(x + c, xv);
-      load_bf16<VEC>(dy + c, gv);
-      load_bf16<VEC>(p.weight + c, wv);
-      load_f32<VEC>(dweight_acc + c, acc);
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        out[k] = r * wv[k] * gv[k] - coef * xv[k];
-        acc[k] += gv[k] * xv[k] * r;
-      }
-      if (dres != nullptr) {
-        float rv[VEC];
-        load_bf16<VEC>(dres + c, rv);  // read before the store below: din may alias dresidual
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) out[k] += rv[k];
-      }
-      store_bf16<VEC>(dx + c, out);
-      store_f32<VEC>(dweight_acc + c, acc);
-    }
-  }
-  float* partial = p.scratch + static_cast<int64_t>(blockIdx.x) * H;
-  for (int64_t c = first; c < H; c += stride) {
-    float acc[VEC];
-    load_f32<VEC>(dweight_acc + c, acc);
-    store_f32<VEC>(partial + c, acc);
-  }
-}
-
 void check_shape(const char* op, int64_t T, int64_t H) {
   SG_CHECK(T >= 0 && T <= INT32_MAX, strprintf("%s: T = %lld out of range [0, 2^31)", op, static_cast<long long>(T)));
   SG_CHECK(H > 0, strprintf("%s: H = %lld must be positive", op, static_cast<long long>(H)));
@@ -168,7 +100,7 @@ bool vec_ok(int64_t H, std::initializer_list<const void*> ptrs) {
 
 }  // namespace
 
-int64_t rmsnorm_backward_num_partials(int64_t T) { return std::min<int64_t>(T, kMaxPartials); }
+int64_t rmsnorm_backward_num_partials(int64_t T) { return rmsnorm_bwd::num_partials(T); }
 
 size_t rmsnorm_backward_scratch_bytes(int64_t T, int64_t H) {
   return static_cast<size_t>(rmsnorm_backward_num_partials(T)) * static_cast<size_t>(H) * sizeof(float);
@@ -206,29 +138,7 @@ void residual_rmsnorm_forward(cudaStream_t stream, const ResidualRmsNormForwardP
 }
 
 void rmsnorm_backward(cudaStream_t stream, const RmsNormBackwardParams& p) {
-  check_shape("rmsnorm_backward", p.T, p.H);
-  SG_CHECK(p.din && p.dweight && p.dout && p.in && p.weight && p.rstd,
-           "rmsnorm_backward: null pointer in params");
-  if (p.T == 0) return;
-  const size_t need = rmsnorm_backward_scratch_bytes(p.T, p.H);
-  SG_CHECK(p.scratch != nullptr && p.scratch_bytes >= need,
-           strprintf("rmsnorm_backward: scratch of %zu bytes at %p is too small for T=%lld H=%lld; plan "
-                     "rmsnorm_backward_scratch_bytes(T, H) = %zu bytes",
-                     p.scratch_bytes, static_cast<void*>(p.scratch), static_cast<long long>(p.T),
-                     static_cast<long long>(p.H), need));
-  const int64_t partials = rmsnorm_backward_num_partials(p.T);
-  const bool vec = vec_ok(p.H, {p.din, p.dout, p.in, p.weight, p.dresidual, p.scratch});
-  const int threads = row_threads(p.H, vec ? kBf16PerVec : 1);
-  const size_t shared_bytes = static_cast<size_t>(p.H) * sizeof(float);
-  auto* kernel = vec ? rmsnorm_backward_kernel<kBf16PerVec> : rmsnorm_backward_kernel<1>;
-  if (static_cast<int64_t>(shared_bytes) > kDefaultSharedBytes) {
-    // Fails with a clear CUDA error when H * 4 exceeds the device's opt-in shared memory per block.
-    SG_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(shared_bytes)));
-  }
-  kernel<<<static_cast<unsigned>(partials), threads, shared_bytes, stream>>>(p);
-  SG_CUDA_CHECK_LAUNCH("rmsnorm_backward_kernel");
-  add_partial_column_sums(stream, p.scratch, partials, {{p.dweight, p.H}});
+  rmsnorm_bwd::run_backward(detail::CudaLaunch{stream}, p);
 }
 
 }  // namespace sg::kernels

@@ -2,18 +2,18 @@
 // RMSNorm (HF Llama): y = w * (x * rsqrt(mean(x^2) + eps)), statistics in fp32; bf16 activations and
 // weights, fp32 rstd, fp32 weight gradient. CPU twin: reference/rmsnorm.h.
 //
-// Layout: one thread block per row (16-byte bf16 vectors when H % 8 == 0 and every bf16 pointer is
+// Forward layout: one thread block per row (16-byte bf16 vectors when H % 8 == 0 and every bf16 pointer is
 // 16-byte aligned, scalar otherwise).
 //
-// Deterministic dweight (no float atomics): the backward runs a fixed number of blocks
-// P = rmsnorm_backward_num_partials(T) (a function of T only); block b owns rows b, b+P, b+2P, ... and
-// writes its partial sums of dout * x * rstd to row b of a caller-provided fp32 scratch [P, H]; a second
-// kernel sums the P rows per column in a fixed order and ADDS the result into the fp32 dweight. Plan the
-// scratch with rmsnorm_backward_scratch_bytes(T, H) (the model's arena); it holds nothing between calls.
+// Backward (kernels/rmsnorm_backward.cuh): a group of warps per row holding the row in registers, a fixed
+// number of blocks P = rmsnorm_backward_num_partials(T) (a function of T only) walking the rows in a fixed
+// assignment. Deterministic dweight (no float atomics): block b writes its partial sums of dout * x * rstd
+// to row b of a caller-provided fp32 scratch [P, H]; a second kernel (partial_sums) sums the P rows per
+// column in a fixed order and ADDS the result into the fp32 dweight. Plan the scratch with
+// rmsnorm_backward_scratch_bytes(T, H) (the model's arena); it holds nothing between calls. Rows up to
+// H = 16384 (vector path) or 8192 (scalar path).
 //
-// Graph-safe: no allocation, no sync, no host reads of device memory. (For H > 12288 the backward's
-// shared memory exceeds 48 KiB; the launcher then raises the kernel's limit with cudaFuncSetAttribute, a
-// host-side function attribute, not a stream operation.)
+// Graph-safe: no allocation, no sync, no host reads of device memory.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -67,7 +67,7 @@ struct RmsNormBackwardParams {
 };
 void rmsnorm_backward(cudaStream_t stream, const RmsNormBackwardParams& p);
 
-// Number of partial-sum rows of the backward's scratch: min(T, 512) (depends on T only, so the order of
+// Number of partial-sum rows of the backward's scratch: min(T, 264) (depends on T only, so the order of
 // the dweight sums — hence its bits — is fixed for a given shape).
 int64_t rmsnorm_backward_num_partials(int64_t T);
 // Bytes of fp32 scratch the backward needs: num_partials(T) * H * 4.

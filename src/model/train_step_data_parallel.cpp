@@ -5,11 +5,13 @@
 // RNG: rank r runs the global batch's microbatches [r M, (r+1) M) (M = num_microbatches; data/rank_batch.h),
 // so its generators start a step at the run's offset + r M kRngOffsetPerMicrobatch and, after its own M
 // advances, skip the other ranks' (dp - 1) M: every microbatch draws what it would at world size 1.
+#include "core/error.h"
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
 #include "kernels/grad_norm.h"
 #include "model/dropout_sites.h"
+#include "model/gradient_readiness.h"
 #include "model/train_step.h"
 
 namespace sg::model {
@@ -20,6 +22,11 @@ dist::DataParallelLayout TrainStep::data_parallel_layout(const TrainStepOptions&
 
 void TrainStep::bind_reducer() {
   if (reducer_ == nullptr) return;
+  const int points = backward_ready_points(static_cast<int64_t>(layers_.size()));
+  SG_CHECK(dp_.ready_points == points,
+           strprintf("the gradient reducer was planned for %d ready points of the backward; this model's step has %d "
+                     "(plan it with model::gradient_readiness of the step's layout)",
+                     dp_.ready_points, points));
   dist::ReducerBuffers b;
   b.grads = grads_;
   b.params = params_;

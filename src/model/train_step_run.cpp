@@ -15,6 +15,7 @@
 #include "kernels/rmsnorm.h"
 #include "model/attention_dropout_seeds.h"
 #include "model/dropout_sites.h"
+#include "model/gradient_readiness.h"
 #include "model/train_step.h"
 
 namespace sg::model {
@@ -185,6 +186,12 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
   const int32_t* tokens = tokens_ + row0;
 
   forward(stream, regions, mb, /*train=*/true);
+  // The last microbatch's backward tells the reducer when gradients are final (model/gradient_readiness.h),
+  // between regions: with overlap it reduces them on its own stream while the backward continues.
+  const bool last_microbatch = mb + 1 == batch_.num_microbatches;
+  const auto gradients_ready = [&](int point) {
+    if (reducer_ != nullptr && last_microbatch) reducer_->gradients_ready(point, stream);
+  };
 
   // LM head + cross-entropy: d_norm_ = d loss / d n_N; adds loss / M into scalars_->loss.
   kernels::LmHeadBuffers head;
@@ -197,6 +204,7 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
   head.loss_accumulator = &scalars_->loss;
   head.workspace = lm_head_workspace_;
   lm_head_->execute(stream, head);
+  gradients_ready(0);
 
   for (size_t i = N; i-- > 0;) {
     Layer& layer = *layers_[i];
@@ -214,6 +222,7 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
                     layer.backward(module, s, io_[i]);
                   });
     }
+    gradients_ready(layer_ready_point(static_cast<int64_t>(N), static_cast<int64_t>(i)));
   }
 
   // Layer 0's pre-norm: d x_0 = norm_0'(d n_0) + d x_1.
@@ -230,6 +239,7 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
   eb.H = H;
   eb.vocab_size = m.vocab_size;
   kernels::embedding_backward(stream, eb);
+  gradients_ready(backward_ready_points(static_cast<int64_t>(N)) - 1);
 }
 
 // ---- the step's side of each layer boundary: static buffers of boundary i+1 and the shared scratch ----

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/gradient_readiness.h"
 #include "model/layer_registry.h"
 
 namespace sg::train {
@@ -12,7 +13,8 @@ DistributedGpuBackend::DistributedGpuBackend(DistributedRun& run, const config::
     : run_(run) {
   // The collectives are captured only with a whole-step graph (impl local); transformer_engine runs them
   // eagerly between region replays.
-  reducer_ = run_.make_step_reducer(config, model::model_layout(model).total(),
+  const model::ModelLayout layout = model::model_layout(model);
+  reducer_ = run_.make_step_reducer(config, layout.total(), model::gradient_readiness(layout),
                                     config.model.cuda_graph_impl == "local");
   inner_ = std::make_unique<GpuBackend>(config, model, batch, optimizer, rng, reducer_.get());
   inner_->notify = [this](const std::string& text) { notify(text); };

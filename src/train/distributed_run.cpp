@@ -70,15 +70,19 @@ dist::Communicator& DistributedRun::communicator() {
 }
 
 std::unique_ptr<dist::GradientReducer> DistributedRun::make_reducer(int64_t num_params, bool distributed_optimizer,
-                                                                    int64_t bucket_size) {
-  dist::DataParallelLayout layout =
-      dist::plan_data_parallel(num_params, world_.world_size, world_.rank, distributed_optimizer, bucket_size);
+                                                                    int64_t bucket_size,
+                                                                    const dist::GradientReadiness& readiness,
+                                                                    bool overlap_grad_reduce) {
+  dist::DataParallelLayout layout = dist::plan_data_parallel(num_params, world_.world_size, world_.rank,
+                                                             distributed_optimizer, bucket_size, readiness,
+                                                             overlap_grad_reduce);
   log::info(layout.describe());
   return std::make_unique<dist::NcclGradientReducer>(communicator(), std::move(layout));
 }
 
 std::unique_ptr<dist::GradientReducer> DistributedRun::make_step_reducer(const config::Config& config,
                                                                          int64_t num_params,
+                                                                         const dist::GradientReadiness& readiness,
                                                                          bool graphs_capture_collectives) {
   select_device();
   const char* set = std::getenv("NCCL_GRAPH_REGISTER");
@@ -90,7 +94,8 @@ std::unique_ptr<dist::GradientReducer> DistributedRun::make_step_reducer(const c
   if (decision.set_zero && !communicator_) ::setenv("NCCL_GRAPH_REGISTER", "0", 1);
   graph_register_note_ = decision.note;
   log::info(decision.note);
-  return make_reducer(num_params, config.optimizer.use_distributed_optimizer, config.ddp.bucket_size.value_or(0));
+  return make_reducer(num_params, config.optimizer.use_distributed_optimizer, config.ddp.bucket_size.value_or(0),
+                      readiness, config.ddp.overlap_grad_reduce);
 }
 
 bool DistributedRun::stop_everywhere(int64_t step, bool local_stop) {

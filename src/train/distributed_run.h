@@ -45,14 +45,18 @@ class DistributedRun {
   int select_device();
   // The communicator over every rank, created on first use (collective: every rank calls it).
   dist::Communicator& communicator();
-  // A reducer for a step with `num_params` flat parameters (dist/sharding.h; bucket_size <= 0: default).
+  // A reducer for a step with `num_params` flat parameters (dist/sharding.h; bucket_size <= 0: default)
+  // whose backward finishes them as `readiness` says (model/gradient_readiness.h).
   std::unique_ptr<dist::GradientReducer> make_reducer(int64_t num_params, bool distributed_optimizer,
-                                                      int64_t bucket_size);
+                                                      int64_t bucket_size, const dist::GradientReadiness& readiness,
+                                                      bool overlap_grad_reduce);
   // The reducer for the training step of a validated `config` with `num_params` flat parameters: selects
   // the GPU, applies the NCCL_GRAPH_REGISTER rule (dist/communicator.h; NCCL reads it when the
-  // communicator is created), then make_reducer with optimizer.use_distributed_optimizer and
-  // ddp.bucket_size. `graphs_capture_collectives`: some mode captures the whole step (impl local).
+  // communicator is created), then make_reducer with optimizer.use_distributed_optimizer,
+  // ddp.bucket_size and ddp.overlap_grad_reduce. `graphs_capture_collectives`: some mode captures the
+  // whole step (impl local). `readiness`: model::gradient_readiness of the step's layout.
   std::unique_ptr<dist::GradientReducer> make_step_reducer(const config::Config& config, int64_t num_params,
+                                                           const dist::GradientReadiness& readiness,
                                                            bool graphs_capture_collectives);
   const std::string& graph_register_note() const { return graph_register_note_; }
 

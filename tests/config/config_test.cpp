@@ -43,6 +43,7 @@ TEST(Config, DefaultsAreBridgeDefaults) {
   EXPECT_EQ(c.rng.seed, 1234);
   EXPECT_TRUE(c.rerun_state_machine.check_for_nan_in_loss);
   EXPECT_FALSE(c.ddp.check_for_nan_in_grad);
+  EXPECT_FALSE(c.ddp.overlap_grad_reduce);  // Megatron's DistributedDataParallelConfig default
   EXPECT_EQ(c.scheduler.lr_decay_style, "linear");
   EXPECT_EQ(c.logger.log_interval, 100);
   EXPECT_FALSE(c.model.moe_expert_capacity_factor.has_value());
@@ -65,7 +66,7 @@ TEST(Config, KeyTableCoversEverySection) {
         "dataset.eod_mask_loss", "train.eval_interval", "train.eval_iters", "logger.tensorboard_dir"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 109u);  // main's 94 + 11 MoE keys + model.recompute_method + 3 data-parallel keys
+  EXPECT_EQ(keys.size(), 110u);  // main's 94 + 11 MoE keys + model.recompute_method + 4 data-parallel keys
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {

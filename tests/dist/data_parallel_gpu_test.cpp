@@ -20,8 +20,8 @@
 #include "cuda/device.h"
 #include "cuda/stream.h"
 #include "dist/communicator.h"
-#include "dist/local_launcher.h"
 #include "graph/registry.h"
+#include "data_parallel_runs.h"
 #include "gpu_test_util.h"
 #include "process_util.h"
 #include "signal_child.h"
@@ -36,7 +36,6 @@ namespace sg::train {
 namespace {
 
 constexpr const char* kHelperEnv = "SG_DATA_PARALLEL_GPU_HELPER";
-constexpr int64_t kSteps = 12;
 
 using graph_runs::bitwise_equal;
 
@@ -47,16 +46,12 @@ class DataParallelGpu : public ::testing::Test {
   }
 };
 
-// A world of one rank with its own rendezvous store on loopback: the train layer's whole path.
-std::unique_ptr<DistributedRun> world_of_one() {
-  dist::WorldInfo w;
-  w.launcher = "test";
-  w.master_addr = "127.0.0.1";
-  w.master_port = dist::find_free_port();
-  dist::RendezvousSettings s;
-  s.timeout_seconds = 30.0;
-  return std::make_unique<DistributedRun>(w, s);
-}
+using dp_runs::kSteps;
+using dp_runs::RunResult;
+using dp_runs::run_single;
+using dp_runs::run_world_one;
+using dp_runs::tiny_with;
+using dp_runs::world_of_one;
 
 TEST_F(DataParallelGpu, CollectivesAtWorldSizeOne) {
   dist::Communicator comm(dist::new_nccl_unique_id(), 1, 0);
@@ -108,60 +103,6 @@ TEST_F(DataParallelGpu, AllReduceCapturedInAGraphEqualsEager) {
   comm.check_async_error();
 }
 
-// graph_runs' tiny (dropout on, two microbatches of 4, capture after 2 warmup steps) for kSteps steps.
-config::Config tiny_with(const std::vector<std::string>& extra) {
-  std::vector<std::string> overrides = {"train.train_iters=12", "train.eval_interval=6"};
-  overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return graph_runs::recipe_with("llama/tiny", overrides);
-}
-
-struct RunResult {
-  std::vector<float> losses;
-  std::vector<float> grad_norms;
-  std::vector<double> eval_losses;
-  int capture_steps = 0;  // steps that captured the graphs
-  TrainingState state;
-};
-
-RunResult run(TrainingBackend& backend, const config::Config& config) {
-  test::LoaderBatches batches(test::mock_data_options(config, config::model_spec(config)), config::model_spec(config),
-                              config::batch_spec(config));
-  RunResult out;
-  const auto take = [&out](const std::vector<StepResult>& results) {
-    for (const StepResult& r : results) {
-      out.losses.push_back(r.loss);
-      out.grad_norms.push_back(r.grad_norm);
-      out.capture_steps += r.capture_step ? 1 : 0;
-    }
-  };
-  for (int64_t step = 1; step <= kSteps; ++step) {
-    backend.submit(batches.next());
-    take(backend.collect(1));
-  }
-  take(backend.collect(0));
-  // Two evaluations of the same two batches (with graphs on the second replays the evaluation graph and
-  // its loss all-reduce).
-  const model::HostBatch first = batches.next(), second = batches.next();
-  for (int e = 0; e < 2; ++e) {
-    backend.eval_submit(first);
-    backend.eval_submit(second);
-    out.eval_losses.push_back(backend.eval_collect().loss);
-  }
-  out.state = backend.state();
-  return out;
-}
-
-RunResult run_single(const config::Config& config) {
-  GpuBackend backend(config, config::model_spec(config), config::batch_spec(config), optimizer_spec(config),
-                     {static_cast<uint64_t>(config.rng.seed), 0});
-  return run(backend, config);
-}
-
-RunResult run_world_one(DistributedRun& world, const config::Config& config) {
-  DistributedGpuBackend backend(world, config, config::model_spec(config), config::batch_spec(config),
-                                optimizer_spec(config), {static_cast<uint64_t>(config.rng.seed), 0});
-  return run(backend, config);
-}
 
 TEST_F(DataParallelGpu, StepWithTheReducerIsBitwiseTheSingleProcessStepInEveryMode) {
   const std::unique_ptr<DistributedRun> world = world_of_one();

@@ -160,15 +160,47 @@ INSTANTIATE_TEST_SUITE_P(
                       CeCase{1024, 32768, 256, kernels::LogitsDtype::fp32, 0},
                       // Row strides that are multiples of 4 with V not: four columns at a time, then a tail.
                       CeCase{64, 1003, 64, kernels::LogitsDtype::fp32, 1, 1},
-                      CeCase{61, 1001, 20, kernels::LogitsDtype::bf16, 3, 3}));
+                      CeCase{61, 1001, 20, kernels::LogitsDtype::bf16, 3, 3},
+                      // V <= 32768 keeps each row in registers: 32000 is no multiple of 4 * 8 * 32 (the
+                      // last groups of the last warp lie past V); V = 3 is one warp with a short group;
+                      // an odd logits stride (32769) takes the one-at-a-time loads of the same path.
+                      CeCase{64, 32000, 64, kernels::LogitsDtype::fp32, 0},
+                      CeCase{45, 32000, 20, kernels::LogitsDtype::bf16, 4, 4},
+                      CeCase{5, 3, 5, kernels::LogitsDtype::fp32, 1},
+                      CeCase{32, 32768, 32, kernels::LogitsDtype::fp32, 0, 1},
+                      // Above 32768 the row is read twice (the online max/sum, then dlogits).
+                      CeCase{33, 32769, 33, kernels::LogitsDtype::fp32, 3, 3},
+                      CeCase{9, 151936, 4, kernels::LogitsDtype::fp32, 0},
+                      CeCase{9, 151936, 9, kernels::LogitsDtype::bf16, 0}));
 
-// An unmasked row with a target outside the vocabulary gets a NaN loss, which flag_if_nonfinite
-// (check_for_nan_in_loss) reports after the reduction.
-TEST(CrossEntropyGpuErrors, OutOfRangeTargetGivesNanLossAndFlag) {
-  const int64_t T = 3, V = 100;
-  const std::vector<float> logits = random_normal(T * V, 5);
-  const std::vector<int32_t> targets = {4, 100, 7};  // row 1: target == V, out of range
-  const std::vector<float> mask = {1.0f, 1.0f, 1.0f};
+// The error semantics on both paths (V <= 32768: row in registers; above: two reads), per row:
+//   0: a NaN logit -> NaN loss;  1: -inf logits (a group of four, one more, the last column) drop out of
+//   the softmax;  2, 3: unmasked targets V and -3 (outside the vocabulary) -> NaN loss and dlogits
+//   without the onehot term;  4: masked out with a garbage target -> loss 0, dlogits 0;  5: a plain row.
+// The NaN losses make flag_if_nonfinite (check_for_nan_in_loss) report after the reduction.
+class CrossEntropyGpuErrors : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(CrossEntropyGpuErrors, NanInfOutOfRangeAndMaskedRows) {
+  const int64_t T = 6, V = GetParam();
+  std::vector<float> logits = random_normal(T * V, 9 + V, 2.0f);
+  logits[0 * V + 5] = NAN;
+  for (int64_t j : {int64_t{8}, int64_t{9}, int64_t{10}, int64_t{11}, int64_t{40}, V - 1})
+    logits[1 * V + j] = -INFINITY;
+  const std::vector<int32_t> targets = {4, 7, static_cast<int32_t>(V), -3, 123456789, static_cast<int32_t>(V / 2)};
+  const std::vector<float> mask = {1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 1.0f};
+  const float scale = 1.0f / 5.0f;  // loss_scale 1, five unmasked rows
+
+  // Reference for rows 1, 2, 3, 5; rows 2 and 3 use target 0 there, whose onehot term is added back.
+  std::vector<int32_t> ref_targets = targets;
+  ref_targets[2] = ref_targets[3] = 0;
+  ref_targets[4] = 0;
+  std::vector<float> ref_dl(T * V, 0.0f), ref_row_loss(T, 0.0f);
+  for (int64_t t : {1, 2, 3, 5})
+    ref_row_loss[t] = static_cast<float>(ref::cross_entropy_forward_backward(
+        ref_dl.data() + t * V, logits.data() + t * V, ref_targets.data() + t, mask.data() + t, 1, V, scale));
+  ref_dl[2 * V + 0] += scale;
+  ref_dl[3 * V + 0] += scale;
+
   DeviceBuffer<float> d_logits(T * V), d_mask(T), d_row_loss(T), d_count(1), d_acc(1);
   DeviceBuffer<int32_t> d_targets(T);
   DeviceBuffer<bf16> d_dlogits(T * V);
@@ -178,48 +210,8 @@ TEST(CrossEntropyGpuErrors, OutOfRangeTargetGivesNanLossAndFlag) {
   d_targets.upload(targets);
   d_acc.upload({0.0f});
   d_flag.upload({0});
-  cuda::Stream stream;
-  kernels::loss_token_count(stream, {d_mask.get(), T, d_count.get()});
-  kernels::CrossEntropyParams p;
-  p.logits = d_logits.get();
-  p.targets = d_targets.get();
-  p.loss_mask = d_mask.get();
-  p.dlogits = d_dlogits.get();
-  p.row_loss = d_row_loss.get();
-  p.rows = T;
-  p.V = V;
-  p.token_count = d_count.get();
-  kernels::cross_entropy_forward_backward(stream, p);
-  kernels::cross_entropy_loss_reduce(stream, {d_row_loss.get(), T, d_count.get(), 1.0f, d_acc.get()});
-  kernels::flag_if_nonfinite(stream, {d_acc.get(), 1, d_flag.get()});
-  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const std::vector<float> row_loss = d_row_loss.download();
-  EXPECT_TRUE(std::isfinite(row_loss[0]));
-  EXPECT_TRUE(std::isnan(row_loss[1]));
-  EXPECT_TRUE(std::isfinite(row_loss[2]));
-  EXPECT_EQ(d_flag.download()[0], 1);
-}
-
-// Four columns at a time (V = 128, aligned rows): a NaN logit still makes its row's loss NaN, and -inf
-// logits (a masked vocabulary entry), even a whole group of four, only drop out of the softmax.
-TEST(CrossEntropyGpuErrors, NanAndMinusInfinityLogitsOnTheWidePath) {
-  const int64_t T = 3, V = 128;
-  std::vector<float> logits = random_normal(T * V, 9);
-  logits[0 * V + 5] = NAN;
-  for (int64_t j : {8, 9, 10, 11, 40}) logits[1 * V + j] = -INFINITY;
-  const std::vector<int32_t> targets = {4, 7, 100};
-  const std::vector<float> mask = {1.0f, 1.0f, 1.0f};
-  std::vector<float> ref_row_loss(T);
-  for (int64_t t = 1; t < T; ++t)
-    ref_row_loss[t] = static_cast<float>(ref::cross_entropy_forward_backward(
-        nullptr, logits.data() + t * V, targets.data() + t, mask.data() + t, 1, V, 1.0f));
-  DeviceBuffer<float> d_logits(T * V), d_mask(T), d_row_loss(T), d_count(1);
-  DeviceBuffer<int32_t> d_targets(T);
-  DeviceBuffer<bf16> d_dlogits(T * V);
-  d_logits.upload(logits);
-  d_mask.upload(mask);
-  d_targets.upload(targets);
   d_row_loss.poison();
+  d_dlogits.poison();
   cuda::Stream stream;
   kernels::loss_token_count(stream, {d_mask.get(), T, d_count.get()});
   kernels::cross_entropy_forward_backward(stream, {.logits = d_logits.get(),
@@ -230,13 +222,32 @@ TEST(CrossEntropyGpuErrors, NanAndMinusInfinityLogitsOnTheWidePath) {
                                                    .rows = T,
                                                    .V = V,
                                                    .token_count = d_count.get()});
+  kernels::cross_entropy_loss_reduce(stream, {d_row_loss.get(), T, d_count.get(), 1.0f, d_acc.get()});
+  kernels::flag_if_nonfinite(stream, {d_acc.get(), 1, d_flag.get()});
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   const std::vector<float> row_loss = d_row_loss.download();
-  EXPECT_TRUE(std::isnan(row_loss[0]));
-  EXPECT_NEAR(row_loss[1], ref_row_loss[1], 1e-5f * std::fabs(ref_row_loss[1]));
-  EXPECT_NEAR(row_loss[2], ref_row_loss[2], 1e-5f * std::fabs(ref_row_loss[2]));
-  const std::vector<bf16> dl = d_dlogits.download();
-  EXPECT_EQ(__bfloat162float(dl[1 * V + 9]), 0.0f) << "a -inf logit has probability 0";
+  const std::vector<float> dl = to_float(d_dlogits.download());
+
+  EXPECT_TRUE(std::isnan(row_loss[0])) << "V=" << V;
+  EXPECT_TRUE(std::isnan(row_loss[2])) << "V=" << V;
+  EXPECT_TRUE(std::isnan(row_loss[3])) << "V=" << V;
+  EXPECT_EQ(row_loss[4], 0.0f) << "V=" << V;
+  for (int64_t t : {1, 5}) EXPECT_NEAR(row_loss[t], ref_row_loss[t], 1e-5f * std::fabs(ref_row_loss[t])) << "V=" << V;
+  EXPECT_EQ(d_flag.download()[0], 1);
+  EXPECT_EQ(dl[1 * V + 9], 0.0f) << "a -inf logit has probability 0";
+  EXPECT_EQ(dl[1 * V + V - 1], 0.0f) << "a -inf logit has probability 0";
+  for (int64_t t : {1, 2, 3, 5}) {
+    const std::vector<float> got(dl.begin() + t * V, dl.begin() + (t + 1) * V);
+    const std::vector<float> want(ref_dl.begin() + t * V, ref_dl.begin() + (t + 1) * V);
+    EXPECT_LT(relative_error(got, want), kBf16RelTol) << "dlogits row " << t << " V=" << V;
+  }
+  int64_t masked_nonzero = 0;
+  for (int64_t v = 0; v < V; ++v) masked_nonzero += dl[4 * V + v] != 0.0f;
+  EXPECT_EQ(masked_nonzero, 0) << "masked-out row's dlogits, V=" << V;
 }
+
+INSTANTIATE_TEST_SUITE_P(RegisterAndTwoReadPaths, CrossEntropyGpuErrors,
+                         ::testing::Values(int64_t{100}, int64_t{128}, int64_t{32000}, int64_t{32768},
+                                           int64_t{32769}, int64_t{151936}));
 
 }  // namespace

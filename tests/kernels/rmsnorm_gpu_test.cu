@@ -3,7 +3,8 @@
 // Tolerances: bf16 outputs (out, norm_out, din) relative error < kBf16RelTol (1e-2) vs the fp32
 // reference; fp32 outputs computed from identical inputs (rstd, dweight) < kFp32RelTol (1e-5).
 // residual_out of the fused kernel must be bitwise bf16(residual_in + delta). Outputs and the dweight
-// scratch are poisoned (NaN) before each run; runs repeat bitwise identically.
+// scratch are poisoned (NaN) before each run; runs repeat bitwise identically (the backward also in a
+// CUDA-graph replay). The backward's cases and checks: rmsnorm_case.h (shared with the CPU-emulated test).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,7 +13,9 @@
 #include "core/strings.h"
 #include "cuda/stream.h"
 #include "gpu_test_util.h"
+#include "kernel_gpu_test_util.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/rmsnorm_case.h"
 #include "reference/rmsnorm.h"
 
 namespace {
@@ -22,12 +25,12 @@ using namespace sg::test;
 
 constexpr float kEps = 1e-5f;
 
-struct Shape {
-  int64_t T, H;
-};
-// Non-multiples of the vector width (100), of the block (257 rows, 2056), the 1b shape (8192 x 2048)
-// and one H whose backward needs more than 48 KiB of shared memory (12800).
-const Shape kShapes[] = {{1, 64}, {7, 100}, {257, 256}, {1000, 768}, {3, 2056}, {8192, 2048}, {5, 12800}};
+// Non-multiples of the vector width (100, 770: the scalar path), of the row group (257 rows, 2056), the
+// small and 1b shapes (8192 x 768, 8192 x 2048), more rows than one pass of the backward's row groups
+// (4099 x 770), the widest row group (12800: 13 warps x 4 vectors), skewed magnitudes (rmsnorm_case.h).
+const RmsNormShape kShapes[] = {{1, 64},     {1, 768},     {7, 100},     {257, 256},       {1000, 768},
+                                {3, 2056},   {8192, 768},  {8192, 2048}, {4099, 770},      {5, 12800},
+                                {2200, 64},  {4096, 1024, true},         {513, 770, true}};
 
 void sync() { SG_CUDA_CHECK(cudaDeviceSynchronize()); }
 
@@ -42,10 +45,10 @@ std::vector<float> weights(int64_t H, uint64_t seed) {
   return round_bf16(w);
 }
 
-class RmsNormGpu : public ::testing::TestWithParam<Shape> {};
+class RmsNormGpu : public ::testing::TestWithParam<RmsNormShape> {};
 
 TEST_P(RmsNormGpu, ForwardMatchesReference) {
-  const auto [T, H] = GetParam();
+  const int64_t T = GetParam().T, H = GetParam().H;
   const auto x = round_bf16(random_normal(T * H, 1000 + T + H, 2.0f));
   const auto w = weights(H, 2000 + H);
   std::vector<float> out_ref(T * H), rstd_ref(T);
@@ -73,7 +76,7 @@ TEST_P(RmsNormGpu, ForwardMatchesReference) {
 }
 
 TEST_P(RmsNormGpu, ResidualAddAndNormMatchesReference) {
-  const auto [T, H] = GetParam();
+  const int64_t T = GetParam().T, H = GetParam().H;
   const auto res = round_bf16(random_normal(T * H, 3000 + T + H, 3.0f));
   const auto delta = round_bf16(random_normal(T * H, 4000 + T + H));
   const auto w = weights(H, 5000 + H);
@@ -120,73 +123,99 @@ TEST_P(RmsNormGpu, ResidualAddAndNormMatchesReference) {
 }
 
 TEST_P(RmsNormGpu, BackwardMatchesReferenceAndIsDeterministic) {
-  const auto [T, H] = GetParam();
-  const auto x = round_bf16(random_normal(T * H, 6000 + T + H, 2.0f));
-  const auto w = weights(H, 7000 + H);
-  const auto dy = round_bf16(random_normal(T * H, 8000 + T + H));
-  const auto dres = round_bf16(random_normal(T * H, 9000 + T + H));
-  const auto dw0 = random_normal(H, 9500 + H);  // dweight accumulates into existing values
-  std::vector<float> y(T * H), rstd(T), din_ref(T * H), dw_ref = dw0;
-  ref::rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), T, H, kEps);
-  ref::rmsnorm_backward(din_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), rstd.data(), T, H);
-  std::vector<float> din_res_ref(T * H);
-  for (int64_t i = 0; i < T * H; ++i) din_res_ref[i] = din_ref[i] + dres[i];
-
+  const RmsNormBackwardCase c = make_rmsnorm_backward_case(GetParam());
+  const int64_t T = c.s.T, H = c.s.H;
+  ASSERT_EQ(c.scratch_bytes(), static_cast<size_t>(kernels::rmsnorm_backward_num_partials(T) * H) * sizeof(float));
   DeviceBuffer<bf16> d_x(T * H), d_w(H), d_dy(T * H), d_dres(T * H), d_din(T * H);
-  DeviceBuffer<float> d_rstd(T), d_dw(H);
-  const size_t scratch_bytes = kernels::rmsnorm_backward_scratch_bytes(T, H);
-  ASSERT_EQ(scratch_bytes, static_cast<size_t>(kernels::rmsnorm_backward_num_partials(T) * H) * sizeof(float));
-  DeviceBuffer<float> d_scratch(scratch_bytes / sizeof(float));
-  d_x.upload(to_bf16(x));
-  d_w.upload(to_bf16(w));
-  d_dy.upload(to_bf16(dy));
-  d_rstd.upload(rstd);  // the same rstd the reference used
+  DeviceBuffer<float> d_rstd(T), d_dw(H), d_scratch(c.scratch_bytes() / sizeof(float));
+  d_x.upload(c.x);
+  d_w.upload(c.weight);
+  d_dy.upload(c.dout);
+  d_rstd.upload(c.rstd);  // the same rstd the reference used
   cuda::Stream stream;
 
-  auto run = [&](const bf16* dresidual, bf16* din) {
-    d_dw.upload(dw0);
+  // Poisoned din (unless written in place over dresidual) and scratch, dweight reset to its start values.
+  auto prepare = [&](bf16* din) {
+    d_dw.upload(c.dweight0);
     if (din != d_dres.get()) d_din.poison();
     d_scratch.poison();
-    sync();
-    kernels::RmsNormBackwardParams p;
-    p.din = din;
-    p.dweight = d_dw.get();
-    p.scratch = d_scratch.get();
-    p.scratch_bytes = scratch_bytes;
-    p.dout = d_dy.get();
-    p.in = d_x.get();
-    p.weight = d_w.get();
-    p.rstd = d_rstd.get();
-    p.dresidual = dresidual;
-    p.T = T;
-    p.H = H;
-    kernels::rmsnorm_backward(stream, p);
-    sync();
+  };
+  auto enqueue = [&](const bf16* dresidual, bf16* din) {
+    return [&c, &d_dw, &d_scratch, &d_dy, &d_x, &d_w, &d_rstd, dresidual, din](cudaStream_t s) {
+      kernels::rmsnorm_backward(s, c.backward(din, d_dw.get(), d_scratch.get(), d_dy.get(), d_x.get(), d_w.get(),
+                                              d_rstd.get(), dresidual));
+    };
   };
 
-  run(nullptr, d_din.get());
+  prepare(d_din.get());
+  enqueue(nullptr, d_din.get())(stream);
+  sync();
   const auto din = d_din.download();
   const auto dw = d_dw.download();
-  EXPECT_LT(relative_error(to_float(din), din_ref), kBf16RelTol) << "T=" << T << " H=" << H;
-  EXPECT_LT(relative_error(dw, dw_ref), kFp32RelTol) << "T=" << T << " H=" << H;
-
-  run(nullptr, d_din.get());
-  EXPECT_TRUE(same_bits(d_din.download(), din)) << "din differs run to run";
-  EXPECT_TRUE(same_bits(d_dw.download(), dw)) << "dweight differs run to run";
+  expect_rmsnorm_backward_results(c, din, dw, false);
+  // Eager rerun and CUDA-graph replay: the same bits.
+  expect_bitwise_repeatable(
+      stream, [&] { prepare(d_din.get()); }, enqueue(nullptr, d_din.get()),
+      [&] { return Snapshot{named_bytes("din", d_din.download()), named_bytes("dweight", d_dw.download())}; },
+      Snapshot{named_bytes("din", din), named_bytes("dweight", dw)});
 
   // Fused residual-gradient add, into a separate buffer and in place on dresidual.
-  d_dres.upload(to_bf16(dres));
-  run(d_dres.get(), d_din.get());
+  d_dres.upload(c.dresidual);
+  prepare(d_din.get());
+  enqueue(d_dres.get(), d_din.get())(stream);
+  sync();
   const auto din_res = d_din.download();
-  EXPECT_LT(relative_error(to_float(din_res), din_res_ref), kBf16RelTol);
+  expect_rmsnorm_backward_results(c, din_res, d_dw.download(), true);
   EXPECT_TRUE(same_bits(d_dw.download(), dw)) << "dresidual must not change dweight";
-  run(d_dres.get(), d_dres.get());
+  prepare(d_dres.get());
+  enqueue(d_dres.get(), d_dres.get())(stream);
+  sync();
   EXPECT_TRUE(same_bits(d_dres.download(), din_res)) << "in-place din == dresidual differs";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormGpu, ::testing::ValuesIn(kShapes), [](const auto& info) {
-  return strprintf("T%lld_H%lld", static_cast<long long>(info.param.T), static_cast<long long>(info.param.H));
+  return strprintf("T%lld_H%lld%s", static_cast<long long>(info.param.T), static_cast<long long>(info.param.H),
+                   info.param.skewed ? "_skewed" : "");
 });
+
+// T = 0: nothing is launched, dweight keeps its values, and the scratch needs no bytes.
+TEST(RmsNormGpuMisc, BackwardWithNoRowsLeavesDweightAlone) {
+  const int64_t H = 64;
+  const auto dw0 = random_normal(H, 1);
+  DeviceBuffer<bf16> d_a(H);
+  DeviceBuffer<float> d_dw(H), d_rstd(1);
+  d_dw.upload(dw0);
+  EXPECT_EQ(kernels::rmsnorm_backward_scratch_bytes(0, H), 0u);
+  kernels::RmsNormBackwardParams p{.din = d_a.get(), .dweight = d_dw.get(), .scratch = nullptr, .scratch_bytes = 0,
+                                   .dout = d_a.get(), .in = d_a.get(), .weight = d_a.get(), .rstd = d_rstd.get(),
+                                   .T = 0, .H = H};
+  cuda::Stream stream;
+  kernels::rmsnorm_backward(stream, p);
+  sync();
+  EXPECT_TRUE(same_bits(d_dw.download(), dw0));
+}
+
+// The backward with 16-byte-misaligned pointers (H % 8 == 0): the scalar path, the reference's answer.
+TEST(RmsNormGpuMisc, BackwardMisalignedPointersUseScalarPath) {
+  const RmsNormBackwardCase c = make_rmsnorm_backward_case({300, 256});
+  const int64_t n = c.s.T * c.s.H;
+  DeviceBuffer<bf16> d_x(n + 1), d_w(c.s.H + 1), d_dy(n + 1), d_din(n + 1);
+  DeviceBuffer<float> d_rstd(c.s.T), d_dw(c.s.H), d_scratch(c.scratch_bytes() / sizeof(float));
+  d_x.upload(shifted_by_one(c.x));
+  d_w.upload(shifted_by_one(c.weight));
+  d_dy.upload(shifted_by_one(c.dout));
+  d_rstd.upload(c.rstd);
+  d_dw.upload(c.dweight0);
+  d_din.poison();
+  d_scratch.poison();
+  cuda::Stream stream;
+  kernels::rmsnorm_backward(stream, c.backward(d_din.get() + 1, d_dw.get(), d_scratch.get(), d_dy.get() + 1,
+                                               d_x.get() + 1, d_w.get() + 1, d_rstd.get(), nullptr));
+  sync();
+  auto din = d_din.download();
+  din.erase(din.begin());
+  expect_rmsnorm_backward_results(c, din, d_dw.download(), false);
+}
 
 // 16-byte-misaligned pointers with H % 8 == 0 take the scalar path and give the same answer.
 TEST(RmsNormGpuMisc, MisalignedPointersUseScalarPath) {

@@ -1,0 +1,182 @@
+#pragma once
+// The register path of the softmax cross-entropy (kernels/cross_entropy.h) for V <= kMaxV: each row is
+// read from HBM once. Each thread holds kQuads groups of four logits in registers, the block reduces the
+// max and then the sum of exp(x - max), and each thread writes its dlogits from the exps it kept (one exp
+// per element). Group q = i * threads + thread, so every load and store of a warp is contiguous.
+// kQuads x 4 x 1024 threads = 32 floats per thread of the 64 registers a 1024-thread block allows.
+// Written over a launch policy (detail::CudaLaunch, or the CPU emulator of the tests).
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common.cuh"
+#include "kernels/cross_entropy.h"
+
+namespace sg::kernels::cross_entropy_registers {
+SG_EMULATED_NAMESPACE_BEGIN
+
+inline constexpr int kQuads = 8;
+inline constexpr int kMaxThreads = 1024;
+inline constexpr int64_t kMaxV = int64_t{kMaxThreads} * kQuads * 4;
+
+struct Args {
+  const void* logits = nullptr;  // float or bf16 (the kernel's LogitT)
+  const int32_t* targets = nullptr;
+  const float* loss_mask = nullptr;
+  bf16* dlogits = nullptr;
+  float* row_loss = nullptr;
+  int V = 0;
+  int64_t logits_stride = 0, dlogits_stride = 0;
+  const float* token_count = nullptr;
+  float loss_scale = 1.0f;
+  bool vectorized = false;  // row starts aligned for four logits and four bf16 dlogits at a time
+};
+
+SG_DEVICE float load_logit(const float* row, int j) { return row[j]; }
+SG_DEVICE float load_logit(const bf16* row, int j) { return __bfloat162float(row[j]); }
+
+// Four logits from j (a multiple of 4) in one access: 16 bytes of fp32 or 8 of bf16.
+SG_DEVICE void load_logits4(const float* row, int j, float (&v)[4]) {
+  const uint4 raw = detail::load_16_bytes(row + j);
+  __builtin_memcpy(v, &raw, 16);
+}
+SG_DEVICE void load_logits4(const bf16* row, int j, float (&v)[4]) {
+  __nv_bfloat162 pairs[2];
+#if defined(SG_SIMT_EMULATION)
+  __builtin_memcpy(static_cast<void*>(pairs), row + j, 8);
+#else
+  const uint2 raw = *reinterpret_cast<const uint2*>(row + j);
+  __builtin_memcpy(static_cast<void*>(pairs), &raw, 8);
+#endif
+  const float2 lo = __bfloat1622float2(pairs[0]), hi = __bfloat1622float2(pairs[1]);
+  v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
+}
+SG_DEVICE void store_dlogits4(bf16* row, int j, const float (&g)[4]) {
+  const __nv_bfloat162 pairs[2] = {__floats2bfloat162_rn(g[0], g[1]), __floats2bfloat162_rn(g[2], g[3])};
+#if defined(SG_SIMT_EMULATION)
+  __builtin_memcpy(static_cast<void*>(row + j), pairs, 8);
+#else
+  uint2 raw;
+  __builtin_memcpy(&raw, pairs, 8);
+  *reinterpret_cast<uint2*>(row + j) = raw;
+#endif
+}
+
+struct MaxOp {
+  SG_DEVICE float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct SumOp {
+  SG_DEVICE float operator()(float a, float b) const { return a + b; }
+};
+
+// `op` over the block in a fixed order (a butterfly in each warp, then every warp the same butterfly over
+// the warps' results), so every thread returns the same bits, run after run. The block is a multiple of
+// 32 threads; `scratch` is 32 floats of shared memory, reusable by the next call.
+template <class Op>
+SG_DEVICE float block_all_reduce(float v, float identity, Op op, float* scratch) {
+  const int lane = static_cast<int>(detail::lane_id()), warp = static_cast<int>(detail::warp_id());
+  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, detail::shfl_xor(v, offset));
+  detail::block_sync();  // a previous call's readers are done with scratch
+  if (lane == 0) scratch[warp] = v;
+  detail::block_sync();
+  v = lane < (detail::block_threads() >> 5) ? scratch[lane] : identity;
+  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, detail::shfl_xor(v, offset));
+  return v;
+}
+
+template <class LogitT>
+SG_KERNEL(kMaxThreads) row_in_registers_kernel(Args a) {
+  float* scratch = reinterpret_cast<float*>(detail::dynamic_smem());  // [32]
+  const int64_t row = detail::block_index_x();
+  const int threads = detail::block_threads(), V = a.V;
+  const LogitT* x = static_cast<const LogitT*>(a.logits) + row * a.logits_stride;
+
+  // Columns past V hold -inf: they add nothing to the max or the sum and are never stored.
+  float e[kQuads][4];
+SG_UNROLL
+  for (int i = 0; i < kQuads; ++i) {
+    const int j = (i * threads + detail::thread_index()) * 4;
+    if (a.vectorized && j + 3 < V) {
+      load_logits4(x, j, e[i]);
+    } else {
+SG_UNROLL
+      for (int k = 0; k < 4; ++k) e[i][k] = j + k < V ? load_logit(x, j + k) : -INFINITY;
+    }
+  }
+  const float mask = a.loss_mask[row];
+  const bool active = mask != 0.0f;
+  const int32_t target = active ? a.targets[row] : -1;  // a masked-out row's target is never read
+  const bool target_ok = target >= 0 && target < V;
+
+  float thread_max = -INFINITY;  // fmaxf skips NaN; a NaN logit poisons the sum below instead
+SG_UNROLL
+  for (int i = 0; i < kQuads; ++i)
+SG_UNROLL
+    for (int k = 0; k < 4; ++k) thread_max = fmaxf(thread_max, e[i][k]);
+  const float row_max = block_all_reduce(thread_max, -INFINITY, MaxOp(), scratch);
+
+  // The exps replace the logits; -inf logits (and the columns past V) give 0 even when row_max is -inf.
+  float thread_sum = 0.0f;
+SG_UNROLL
+  for (int i = 0; i < kQuads; ++i) {
+SG_UNROLL
+    for (int k = 0; k < 4; ++k) e[i][k] = e[i][k] == -INFINITY ? 0.0f : expf(e[i][k] - row_max);
+    thread_sum += (e[i][0] + e[i][1]) + (e[i][2] + e[i][3]);
+  }
+  const float row_sum = block_all_reduce(thread_sum, 0.0f, SumOp(), scratch);
+
+  if (detail::thread_index() == 0) {
+    float loss = 0.0f;
+    if (active) loss = target_ok ? mask * (logf(row_sum) + row_max - load_logit(x, target)) : NAN;
+    a.row_loss[row] = loss;
+  }
+
+  // dlogits = scale * mask * (softmax - onehot); no onehot term for a target outside [0, V).
+  const int onehot_col = (active && target_ok) ? target : -1;
+  const float row_scale = (a.loss_scale / fmaxf(*a.token_count, 1.0f)) * mask;
+  const float inv_sum = 1.0f / row_sum;
+  bf16* d = a.dlogits + row * a.dlogits_stride;
+SG_UNROLL
+  for (int i = 0; i < kQuads; ++i) {
+    const int j = (i * threads + detail::thread_index()) * 4;
+    float g[4];
+SG_UNROLL
+    for (int k = 0; k < 4; ++k) g[k] = row_scale * (e[i][k] * inv_sum - (j + k == onehot_col ? 1.0f : 0.0f));
+    if (a.vectorized && j + 3 < V) {
+      store_dlogits4(d, j, g);
+    } else {
+SG_UNROLL
+      for (int k = 0; k < 4; ++k)
+        if (j + k < V) d[j + k] = __float2bfloat16_rn(g[k]);
+    }
+  }
+}
+
+// Launches the register path for p (V <= kMaxV, shape and pointers checked by the caller) with row strides
+// already resolved (0 -> V). Block size: the fewest warps that hold the row in kQuads groups per thread.
+template <class Launch>
+void run(const Launch& launch, const CrossEntropyParams& p, int64_t logits_stride, int64_t dlogits_stride,
+         bool vectorized) {
+  const int64_t warps = detail::ceil_div(detail::ceil_div(p.V, 4), 32 * kQuads);
+  const int threads = static_cast<int>(warps * 32);
+  const Args args{.logits = p.logits,
+                  .targets = p.targets,
+                  .loss_mask = p.loss_mask,
+                  .dlogits = p.dlogits,
+                  .row_loss = p.row_loss,
+                  .V = static_cast<int>(p.V),
+                  .logits_stride = logits_stride,
+                  .dlogits_stride = dlogits_stride,
+                  .token_count = p.token_count,
+                  .loss_scale = p.loss_scale,
+                  .vectorized = vectorized};
+  const dim3 grid(static_cast<unsigned>(p.rows));
+  const size_t smem = 32 * sizeof(float);
+  if (p.logits_dtype == LogitsDtype::fp32) {
+    launch("cross_entropy_row_in_registers_kernel", row_in_registers_kernel<float>, grid, threads, smem, args);
+  } else {
+    launch("cross_entropy_row_in_registers_kernel", row_in_registers_kernel<bf16>, grid, threads, smem, args);
+  }
+}
+
+SG_EMULATED_NAMESPACE_END
+}  // namespace sg::kernels::cross_entropy_registers
