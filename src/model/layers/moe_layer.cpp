@@ -512,13 +512,8 @@ void MoeLayer::router_backward(cudaStream_t stream, const LayerIO& io) {
   // The fp32 gating linear's gradients, from its bf16 input and weight (fp32 products and sums).
   kernels::moe_gating_backward_input(
       stream, {.dx = io.d_input, .dlogits = b.dlogits, .w = b.w_router, .T = s.T, .E = s.E, .H = s.H});
-  kernels::moe_gating_backward_weight(stream, {.dw = b.g_router,
-                                               .dlogits = b.dlogits,
-                                               .x = io.input,
-                                               .T = s.T,
-                                               .E = s.E,
-                                               .H = s.H,
-                                               .workspace = b.gating_ws,
+  kernels::moe_gating_backward_weight(stream, {.dw = b.g_router, .dlogits = b.dlogits, .x = io.input, .T = s.T,
+                                               .E = s.E, .H = s.H, .workspace = b.gating_ws,
                                                .workspace_bytes = p.gating_bytes});
   if (s.S > 0) {
     kernels::swiglu_backward(stream, {.dgate_up = b.d_shared_gate_up, .dout = b.d_shared_act,
