@@ -24,6 +24,16 @@ constexpr int kPlanItems = 4;  // experts per thread: E <= 1024
 static_assert(kPlanThreads * kPlanItems >= ref::kMoeMaxExperts);
 constexpr int kThreads = 256;
 constexpr size_t kAlign = 256;
+// Counting sort (dropless, drop by position): blocks of kRankChunk slots, kRankItems per thread.
+constexpr int kRankThreads = 256;
+constexpr int kRankWarps = kRankThreads / 32;
+constexpr int kRankItems = 4;
+constexpr int64_t kRankChunk = kRankThreads * kRankItems;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+static_assert((1 + kRankWarps) * ref::kMoeMaxExperts * sizeof(int) <= 48 * 1024, "counting sort shared memory");
+
+int64_t rank_chunks(const MoeDispatch& d) { return ceil_div(d.T * d.k, kRankChunk); }
 
 // Sort keys hold expert ids 0..E (E marks a dropped or invalid slot): this many low bits.
 int expert_key_bits(int64_t E) { return std::max(1, static_cast<int>(std::bit_width(static_cast<uint64_t>(E)))); }
@@ -32,6 +42,7 @@ bool sorts_by_prob(const MoeDispatch& d) { return !d.dropless() && d.drop_policy
 
 // Scratch layout: offsets, sort values and keys, then CUB's temp storage (the rest of the workspace).
 struct Scratch {
+  int32_t* chunk_counts;   // [rank_chunks, E] per-chunk expert histograms of the counting sort
   int32_t* count_offsets;  // [E + 1] where each expert's slots start in the by-expert sort
   int32_t* kept_offsets;   // [E + 1] where each expert's kept slots start in the re-sort (probs policy)
   int32_t* slot_ids;       // [slots] 0, 1, 2, ... (sort values in)
@@ -45,7 +56,7 @@ struct Scratch {
 size_t fixed_scratch_bytes(const MoeDispatch& d) {
   const int64_t slots = d.T * d.k;
   const size_t key_bytes = sorts_by_prob(d) ? sizeof(uint64_t) : sizeof(uint32_t);
-  return 2 * round_up((d.E + 1) * sizeof(int32_t), kAlign) + 2 * round_up(slots * sizeof(int32_t), kAlign) +
+  return round_up(rank_chunks(d) * d.E * sizeof(int32_t), kAlign) + 2 * round_up((d.E + 1) * sizeof(int32_t), kAlign) + 2 * round_up(slots * sizeof(int32_t), kAlign) +
          2 * round_up(slots * key_bytes, kAlign);
 }
 
@@ -59,6 +70,7 @@ Scratch carve_scratch(const MoeDispatch& d, void* workspace, size_t workspace_by
     return q;
   };
   Scratch s;
+  s.chunk_counts = reinterpret_cast<int32_t*>(take(rank_chunks(d) * d.E * sizeof(int32_t)));
   s.count_offsets = reinterpret_cast<int32_t*>(take((d.E + 1) * sizeof(int32_t)));
   s.kept_offsets = reinterpret_cast<int32_t*>(take((d.E + 1) * sizeof(int32_t)));
   s.slot_ids = reinterpret_cast<int32_t*>(take(slots * sizeof(int32_t)));
@@ -208,6 +220,91 @@ __global__ void __launch_bounds__(kThreads) assign_rows_kernel(AssignArgs a) {
   if (!a.resort_keys && i < a.rows && !row_is_kept(a, i)) a.row_to_slot[i] = -1;
 }
 
+// The experts of a thread's kRankItems slots of chunk blockIdx.x (-1: past the end or out of range).
+__device__ void load_chunk_experts(const int32_t* map, int64_t slots, int E, int (&experts)[kRankItems]) {
+#pragma unroll
+  for (int i = 0; i < kRankItems; ++i) {
+    const int64_t s = static_cast<int64_t>(blockIdx.x) * kRankChunk + i * kRankThreads + threadIdx.x;
+    const int e = s < slots ? map[s] : -1;
+    experts[i] = (e >= 0 && e < E) ? e : -1;
+  }
+}
+
+// Counting sort, pass 1: chunk_counts[chunk, e] = slots of expert e in the chunk (shared histogram,
+// integer atomics: exact in any order).
+__global__ void __launch_bounds__(kRankThreads)
+    chunk_histogram_kernel(const int32_t* __restrict__ map, int32_t* __restrict__ chunk_counts, int64_t slots, int E) {
+  extern __shared__ int hist[];
+  for (int e = threadIdx.x; e < E; e += kRankThreads) hist[e] = 0;
+  int experts[kRankItems];
+  load_chunk_experts(map, slots, E, experts);
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kRankItems; ++i) {
+    const unsigned peers = __match_any_sync(kFullMask, experts[i]);
+    if (experts[i] >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[experts[i]], __popc(peers));
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += kRankThreads) chunk_counts[blockIdx.x * static_cast<int64_t>(E) + e] = hist[e];
+}
+
+// Counting sort, pass 2 (what the stable sort by expert and assign_rows_kernel give, in one pass): a
+// slot's rank within its expert = its expert's slots in earlier chunks + in earlier tiles of this chunk
+// + in earlier warps of this tile + in earlier lanes of its warp. Blocks past the slots' chunks (and
+// every block, for its range of rows) mark the rows no kept slot lands on with -1.
+__global__ void __launch_bounds__(kRankThreads)
+    counting_sort_rows_kernel(AssignArgs a, const int32_t* __restrict__ chunk_counts, int64_t chunks) {
+  extern __shared__ int smem[];
+  const int E = a.E;
+  int* before = smem;           // [E] the expert's slots before the current tile
+  int* warp_counts = smem + E;  // [kRankWarps, E] the current tile's slots per warp
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t b = blockIdx.x;
+  if (b < chunks) {  // uniform over the block
+    int experts[kRankItems];
+    load_chunk_experts(a.routing_map, a.slots, E, experts);
+    for (int e = threadIdx.x; e < E; e += kRankThreads) {
+      int sum = 0;
+#pragma unroll 8
+      for (int64_t c = 0; c < b; ++c) sum += chunk_counts[c * E + e];
+      before[e] = sum;
+    }
+#pragma unroll
+    for (int i = 0; i < kRankItems; ++i) {
+      for (int j = threadIdx.x; j < kRankWarps * E; j += kRankThreads) warp_counts[j] = 0;
+      __syncthreads();  // before[] is complete, warp_counts zeroed
+      const int e = experts[i];
+      const unsigned peers = __match_any_sync(kFullMask, e);
+      if (e >= 0 && lane == __ffs(peers) - 1) warp_counts[warp * E + e] = __popc(peers);
+      __syncthreads();
+      const int64_t s = b * kRankChunk + i * kRankThreads + threadIdx.x;
+      if (s < a.slots) {
+        int32_t row = -1;
+        if (e >= 0) {
+          int64_t rank = before[e] + __popc(peers & ((1u << lane) - 1u));
+          for (int w = 0; w < warp; ++w) rank += warp_counts[w * E + e];
+          if (rank < a.keep_limit) {
+            row = a.row_offsets[e] + static_cast<int32_t>(rank);
+            a.row_to_slot[row] = static_cast<int32_t>(s);
+          }
+        }
+        a.slot_to_row[s] = row;
+      }
+      __syncthreads();  // every thread has read before[] and warp_counts
+      for (int e2 = threadIdx.x; e2 < E; e2 += kRankThreads) {
+        int add = 0;
+        for (int w = 0; w < kRankWarps; ++w) add += warp_counts[w * E + e2];
+        before[e2] += add;
+      }
+      __syncthreads();  // warp_counts is zeroed next
+    }
+  }
+  const int64_t row_end = min((b + 1) * kRankChunk, a.rows);
+  for (int64_t r = b * kRankChunk + threadIdx.x; r < row_end; r += kRankThreads) {
+    if (!row_is_kept(a, r)) a.row_to_slot[r] = -1;
+  }
+}
+
 void launch_assign(cudaStream_t stream, const AssignArgs& a) {
   const int64_t n = std::max(a.slots, a.resort_keys ? int64_t{0} : a.rows);
   if (n == 0) return;
@@ -261,14 +358,19 @@ void moe_preprocess(cudaStream_t stream, const MoePreprocessParams& p) {
                .rows = d.permuted_rows(),
                .E = E};
   const unsigned key_grid = static_cast<unsigned>(std::max<int64_t>(1, ceil_div(slots, kThreads)));
-  if (!sorts_by_prob(d)) {
-    if (slots > 0) {
-      sort_keys_kernel<uint32_t><<<key_grid, kThreads, 0, stream>>>(
-          p.routing_map, p.probs, static_cast<uint32_t*>(s.keys_in), s.slot_ids, slots, E);
-      SG_CUDA_CHECK_LAUNCH("sort_keys_kernel");
-      sort_pairs<uint32_t>(s, s.keys_in, s.keys_out, slots, expert_key_bits(d.E), stream);
+  if (!sorts_by_prob(d)) {  // a stable counting sort by expert
+    const int64_t chunks = rank_chunks(d);
+    if (chunks > 0) {
+      chunk_histogram_kernel<<<static_cast<unsigned>(chunks), kRankThreads, E * sizeof(int), stream>>>(
+          p.routing_map, s.chunk_counts, slots, E);
+      SG_CUDA_CHECK_LAUNCH("chunk_histogram_kernel");
     }
-    launch_assign(stream, a);
+    const int64_t blocks = std::max(chunks, ceil_div(a.rows, kRankChunk));
+    if (blocks > 0) {
+      counting_sort_rows_kernel<<<static_cast<unsigned>(blocks), kRankThreads,
+                                  (1 + kRankWarps) * E * sizeof(int), stream>>>(a, s.chunk_counts, chunks);
+      SG_CUDA_CHECK_LAUNCH("counting_sort_rows_kernel");
+    }
     return;
   }
   // Drop by probs: rank by (expert, prob descending), mark the kept slots, re-sort them to token order.

@@ -11,6 +11,9 @@
 //   4. rank within the expert -> kept or dropped, row, slot_to_row / row_to_slot
 //   drop by probs: 4 only marks the kept slots; a second stable sort by (kept ? expert : E) puts the
 //   kept slots back in token order, and 4 runs again on it to assign rows.
+//   dropless and drop by position: 2-4 are one stable counting sort instead (per-chunk expert
+//   histograms, then each slot's rank within its expert from the earlier chunks, warps and lanes):
+//   the same permutation in two small launches.
 // The permuted buffer's group sizes (expert_rows) and offsets are what the grouped GEMM reads.
 #include <cuda_runtime.h>
 
@@ -53,7 +56,7 @@ struct MoePermuteParams {
   const int32_t* row_to_slot = nullptr; // [rows]
   int64_t rows = 0, k = 1, H = 0;
 };
-// One block per row.
+// Blocks of moe_rows::kExpandRows rows.
 void moe_permute_forward(cudaStream_t stream, const MoePermuteParams& p);
 
 struct MoePermuteBackwardParams {

@@ -20,7 +20,8 @@ constexpr int kMaxWarpsPerBlock = 8;
 constexpr size_t kMaxSharedBytes = 48 * 1024;  // the default dynamic shared-memory limit
 constexpr int64_t kMaxBlocks = 1 << 16;        // grid-stride beyond this
 constexpr int kCountThreads = 256;
-constexpr int64_t kCountChunkSlots = 8192;  // slots per block of moe_count_experts
+constexpr int kCountItems = 4;  // slots per thread of moe_count_experts, loaded before any is counted
+constexpr int64_t kCountChunkSlots = kCountThreads * kCountItems;  // slots per block: many blocks in flight
 constexpr int kLossThreads = 256;
 constexpr int kLossWarps = kLossThreads / 32;
 constexpr int64_t kLossChunkTokens = 64;  // tokens per block of the loss partial sums
@@ -150,11 +151,18 @@ __global__ void __launch_bounds__(kCountThreads)
   const int64_t g = blockIdx.y;
   const int64_t begin = g * group_slots + static_cast<int64_t>(blockIdx.x) * kCountChunkSlots;
   const int64_t end = min(begin + kCountChunkSlots, (g + 1) * group_slots);
-  // Uniform trip count so whole warps meet at __match_any_sync; one shared atomic per distinct expert.
-  for (int64_t base = begin; base < end; base += kCountThreads) {
-    const int64_t s = base + threadIdx.x;
-    int e = s < end ? map[s] : -1;
-    if (e >= E) e = -1;  // never write outside the histogram
+  // All loads first (they are independent), then one shared atomic per distinct expert of each warp;
+  // every thread takes part in each __match_any_sync (-1 marks no slot).
+  int experts[kCountItems];
+#pragma unroll
+  for (int i = 0; i < kCountItems; ++i) {
+    const int64_t s = begin + i * kCountThreads + threadIdx.x;
+    const int e = s < end ? map[s] : -1;
+    experts[i] = e < E ? e : -1;  // never write outside the histogram
+  }
+#pragma unroll
+  for (int i = 0; i < kCountItems; ++i) {
+    const int e = experts[i];
     const unsigned peers = __match_any_sync(kFullMask, e);
     if (e >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[e], __popc(peers));
   }
@@ -239,8 +247,11 @@ __global__ void __launch_bounds__(kFinalThreads)
   if (p.losses.aux_coeff > 0.0f) {
     for (int64_t i = threadIdx.x; i < G * E; i += kFinalThreads) {
       const int64_t g = i / E, e = i - g * E;
+      // Chunk order; the loads are independent of the sums, so unrolling keeps many in flight.
+      const float* col = in.score_sums + g * chunks * E + e;
       double column = 0.0;
-      for (int64_t c = 0; c < chunks; ++c) column += in.score_sums[(g * chunks + c) * E + e];
+#pragma unroll 16
+      for (int64_t c = 0; c < chunks; ++c) column += col[c * E];
       aux_total += static_cast<double>(p.aux_counts[i]) * column;
     }
   }

@@ -1,16 +1,25 @@
-// The MoE gating helpers (kernels/moe_gating.h) against reference/moe_gating: widening bf16 to fp32 is
-// exact, and the fp32 gradient added into a bf16 gradient equals the fp32 sum rounded once to bf16
-// (bitwise, checked against the host's round-to-nearest-even). Odd sizes, 0, and a grid-stride size.
-// Outputs are poisoned first.
+// The MoE gating linear's gradients (kernels/moe_gating.h) against their CPU twins, from bf16 input and
+// weight and fp32 dlogits:
+//   backward_input: bf16(dx + dlogits Wg) bitwise equal to the twin's fp32 sum (same fmaf order) rounded
+//                   once to bf16 (the host's round-to-nearest-even);
+//   backward_weight: the dw increment within relative 1e-5 of reference/linear.h's double sums, and
+//                   bitwise equal over two runs from the same start (fixed-order sums).
+// Shapes: T = 0, one token, odd T and H (scalar path when H % 8 != 0 or a row pointer is misaligned),
+// one expert, many experts (1024), tokens split into several chunks with a partial last one, the small_moe
+// shape (8192 x 8 x 768) and the a3b_proxy one (4096 x 128 x 2048). Tokens with all-zero dlogits (what an
+// all-dropped token gets) are mixed in. dx starts from bf16 values and dw from non-zero values, so the
+// accumulation is checked; the workspace is poisoned.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <sstream>
 #include <vector>
 
 #include "cuda/device.h"
 #include "cuda/stream.h"
 #include "gpu_test_util.h"
 #include "kernels/moe_gating.h"
+#include "reference/linear.h"
 #include "reference/moe_gating.h"
 
 namespace {
@@ -18,47 +27,101 @@ namespace {
 using namespace sg;
 using namespace sg::test;
 
-class MoeGatingGpu : public ::testing::TestWithParam<int64_t> {
+struct GatingShape {
+  int64_t T, E, H;
+  int64_t dx_offset = 0;  // elements: > 0 misaligns dx, forcing the scalar path of backward_input
+};
+
+std::ostream& operator<<(std::ostream& os, const GatingShape& s) {
+  return os << "T" << s.T << "_E" << s.E << "_H" << s.H << "_off" << s.dx_offset;
+}
+
+class MoeGatingGpu : public ::testing::TestWithParam<GatingShape> {
  protected:
   void SetUp() override {
     if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU";
   }
 };
 
-TEST_P(MoeGatingGpu, WidenAndAddGradMatchTheReference) {
-  const int64_t n = GetParam();
-  const std::vector<float> in = round_bf16(random_normal(static_cast<size_t>(n), 7 + n, 2.0f));
-  const std::vector<float> dx0 = round_bf16(random_normal(static_cast<size_t>(n), 11 + n));
-  const std::vector<float> add = random_normal(static_cast<size_t>(n), 13 + n, 0.1f);
-  std::vector<float> widened_ref(static_cast<size_t>(n)), dx_ref = dx0;
-  ref::moe_gating_widen(widened_ref.data(), in.data(), n);
-  ref::moe_gating_add_grad(dx_ref.data(), add.data(), n);
-  const std::vector<float> dx_ref_bf16 = round_bf16(dx_ref);  // the GPU rounds the fp32 sum once
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
-  DeviceBuffer<bf16> d_in(static_cast<size_t>(n)), d_dx(static_cast<size_t>(n));
-  DeviceBuffer<float> d_out(static_cast<size_t>(n)), d_add(static_cast<size_t>(n));
-  d_in.upload(to_bf16(in));
-  d_dx.upload(to_bf16(dx0));
-  d_add.upload(add);
-  d_out.poison();
+TEST_P(MoeGatingGpu, GradientsMatchTheTwins) {
+  const auto [T, E, H, off] = GetParam();
+  const uint64_t seed = static_cast<uint64_t>(T * 131 + E * 7 + H);
+  const std::vector<float> x = round_bf16(random_normal(sz(T * H), seed + 1));
+  const std::vector<float> w = round_bf16(random_normal(sz(E * H), seed + 2, 0.05f));
+  std::vector<float> dlogits = random_normal(sz(T * E), seed + 3, 0.01f);
+  for (int64_t t = 3; t < T; t += 5) std::fill_n(dlogits.begin() + t * E, E, 0.0f);
+  const std::vector<float> dx0 = round_bf16(random_normal(sz(T * H), seed + 4, 0.01f));
+  const std::vector<float> dw0 = random_normal(sz(E * H), seed + 5, 0.1f);
+
+  std::vector<float> dx_ref = dx0, dw_ref = dw0;
+  ref::moe_gating_backward_input(dx_ref.data(), dlogits.data(), w.data(), T, E, H);
+  dx_ref = round_bf16(dx_ref);  // the GPU rounds the fp32 sum once
+  ref::linear_backward_weight(dw_ref.data(), dlogits.data(), x.data(), T, H, E);
+
+  DeviceBuffer<bf16> d_x(sz(T * H)), d_w(sz(E * H)), d_dx(sz(T * H + off));
+  DeviceBuffer<float> d_dlogits(sz(T * E)), d_dw(sz(E * H));
+  const size_t ws_bytes = kernels::moe_gating_backward_weight_workspace_bytes(T, E, H);
+  DeviceBuffer<float> d_ws(ws_bytes / sizeof(float));
+  d_x.upload(to_bf16(x));
+  d_w.upload(to_bf16(w));
+  d_dlogits.upload(dlogits);
+  std::vector<float> dx0_padded(sz(off), 0.0f);
+  dx0_padded.insert(dx0_padded.end(), dx0.begin(), dx0.end());
   cuda::Stream stream;
-  kernels::moe_gating_widen(stream, {.out = d_out.get(), .in = d_in.get(), .n = n});
-  kernels::moe_gating_add_grad(stream, {.dx = d_dx.get(), .add = d_add.get(), .n = n});
-  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const std::vector<float> widened = d_out.download();
-  const std::vector<float> dx = to_float(d_dx.download());
-  ASSERT_EQ(widened.size(), widened_ref.size());
-  EXPECT_EQ(std::memcmp(widened.data(), widened_ref.data(), widened.size() * sizeof(float)), 0)
-      << "widening bf16 to fp32 must be exact";
+  const auto run = [&] {
+    d_dx.upload(to_bf16(dx0_padded));
+    d_dw.upload(dw0);
+    d_ws.poison();
+    kernels::moe_gating_backward_input(
+        stream, {.dx = d_dx.get() + off, .dlogits = d_dlogits.get(), .w = d_w.get(), .T = T, .E = E, .H = H});
+    kernels::moe_gating_backward_weight(stream, {.dw = d_dw.get(),
+                                                 .dlogits = d_dlogits.get(),
+                                                 .x = d_x.get(),
+                                                 .T = T,
+                                                 .E = E,
+                                                 .H = H,
+                                                 .workspace = ws_bytes ? d_ws.get() : nullptr,
+                                                 .workspace_bytes = ws_bytes});
+    SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<float> dx = to_float(d_dx.download());
+    dx.erase(dx.begin(), dx.begin() + off);
+    return std::make_pair(dx, d_dw.download());
+  };
+  const auto [dx, dw] = run();
+
+  ASSERT_EQ(dx.size(), dx_ref.size());
   size_t differ = 0, first = dx.size();
   for (size_t i = 0; i < dx.size(); ++i) {
-    if (std::memcmp(&dx[i], &dx_ref_bf16[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+    if (std::memcmp(&dx[i], &dx_ref[i], sizeof(float)) != 0 && differ++ == 0) first = i;
   }
-  EXPECT_EQ(differ, 0u) << "bf16(dx + add) differs at " << differ << " of " << n << " elements, first " << first
-                        << ": " << (first < dx.size() ? dx[first] : 0.0f) << " vs "
-                        << (first < dx.size() ? dx_ref_bf16[first] : 0.0f);
+  EXPECT_EQ(differ, 0u) << "bf16(dx + dlogits Wg) differs at " << differ << " of " << dx.size() << " elements, first "
+                        << first << ": " << (first < dx.size() ? dx[first] : 0.0f) << " vs "
+                        << (first < dx.size() ? dx_ref[first] : 0.0f);
+  // The increments (what the kernel added) against the twin's, so dw0 cannot hide an error.
+  std::vector<float> added(dw.size()), added_ref(dw.size());
+  for (size_t i = 0; i < dw.size(); ++i) added[i] = dw[i] - dw0[i], added_ref[i] = dw_ref[i] - dw0[i];
+  EXPECT_LE(relative_error(added, added_ref), 1e-5) << "weight gradient";
+  if (T > 0) {
+    EXPECT_GT(relative_error(dw0, dw_ref), 1e-3) << "the weight check is not vacuous";
+  }
+
+  const auto [dx2, dw2] = run();
+  EXPECT_EQ(std::memcmp(dw2.data(), dw.data(), dw.size() * sizeof(float)), 0) << "weight gradient not reproducible";
+  EXPECT_EQ(std::memcmp(dx2.data(), dx.data(), dx.size() * sizeof(float)), 0) << "input gradient not reproducible";
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, MoeGatingGpu, ::testing::Values(0, 1, 7, 1000, 4099, (int64_t{1} << 24) + 3));
+INSTANTIATE_TEST_SUITE_P(Shapes, MoeGatingGpu,
+                         ::testing::Values(GatingShape{0, 8, 768}, GatingShape{1, 1, 8}, GatingShape{13, 5, 24},
+                                           GatingShape{13, 5, 21}, GatingShape{37, 3, 770},
+                                           GatingShape{29, 8, 64, 1}, GatingShape{2000, 8, 64},
+                                           GatingShape{515, 1024, 16}, GatingShape{8192, 8, 768},
+                                           GatingShape{4096, 128, 2048}),
+                         [](const auto& info) {
+                           std::ostringstream os;
+                           os << info.param;
+                           return os.str();
+                         });
 
 }  // namespace

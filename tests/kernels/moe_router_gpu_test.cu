@@ -163,22 +163,34 @@ TEST_P(MoeRouterGpu, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Cases, MoeRouterGpu, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// Counts over many chunks of slots, every token on one expert (one shared-memory bin takes them all).
+// Counts over many chunks of slots (1024 per block) with partial last chunks, every token's first slot
+// on one expert (one shared-memory bin takes them all), groups that end inside a chunk, the small_moe
+// shape, a handful of slots, and one expert taking every slot (the others get zero).
 TEST(MoeCountExpertsGpu, ManyChunksAndOneHotBin) {
-  const int64_t T = 20001, E = 128, k = 8, group = 20001 / 3;
-  std::vector<int32_t> map(T * k);
-  for (int64_t s = 0; s < T * k; ++s) map[s] = (s % k == 0) ? 5 : static_cast<int32_t>((s * 2654435761u) % E);
-  std::vector<int32_t> ref_counts(3 * E);
-  ref::moe_count_experts(ref_counts.data(), map.data(), T, k, E, group);
-  DeviceBuffer<int32_t> d_map(T * k), d_counts(3 * E);
-  d_map.upload(map);
-  cuda::Stream stream;
-  for (int i = 0; i < 2; ++i) {
-    fill_bytes(d_counts, kPoisonIntByte);
-    kernels::moe_count_experts(stream,
-                               {.routing_map = d_map.get(), .counts = d_counts.get(), .T = T, .E = E, .k = k, .group_tokens = group});
-    device_sync();
-    EXPECT_EQ(d_counts.download(), ref_counts);
+  struct Shape {
+    int64_t T, E, k, group;
+    bool one_expert;
+  };
+  for (const Shape& sh : {Shape{20001, 128, 8, 20001 / 3, false}, Shape{8192, 8, 2, 8192, false},
+                          Shape{3, 5, 2, 3, false}, Shape{4099, 8, 2, 4099, true}}) {
+    const int64_t T = sh.T, E = sh.E, k = sh.k, G = T / sh.group;
+    std::vector<int32_t> map(T * k);
+    for (int64_t s = 0; s < T * k; ++s) {
+      map[s] = sh.one_expert ? static_cast<int32_t>(E - 1)
+                             : (s % k == 0) ? 5 % static_cast<int32_t>(E) : static_cast<int32_t>((s * 2654435761u) % E);
+    }
+    std::vector<int32_t> ref_counts(G * E);
+    ref::moe_count_experts(ref_counts.data(), map.data(), T, k, E, sh.group);
+    DeviceBuffer<int32_t> d_map(T * k), d_counts(G * E);
+    d_map.upload(map);
+    cuda::Stream stream;
+    for (int i = 0; i < 2; ++i) {
+      fill_bytes(d_counts, kPoisonIntByte);
+      kernels::moe_count_experts(
+          stream, {.routing_map = d_map.get(), .counts = d_counts.get(), .T = T, .E = E, .k = k, .group_tokens = sh.group});
+      device_sync();
+      EXPECT_EQ(d_counts.download(), ref_counts) << "T=" << T << " E=" << E << " k=" << k;
+    }
   }
 }
 

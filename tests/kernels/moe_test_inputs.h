@@ -114,6 +114,9 @@ inline const MoeDispatchCase kMoeDispatchCases[] = {
     {"dropless_wide_H", 301, 8, 2, 2056, 0.0, ref::MoeDropPolicy::probs, false, {}},
     {"dropless_large_sort", 20001, 128, 8, 16, 0.0, ref::MoeDropPolicy::probs, false, {.skew = 1.0f}},
     {"drop_probs_pad_large", 8191, 128, 8, 8, 1.0, ref::MoeDropPolicy::probs, true, {.skew = 1.0f}},
+    // top-3: the gather's second batch of slots is partial; rows not a multiple of the expand's 4
+    {"dropless_k3_partial_batch", 99, 6, 3, 40, 0.0, ref::MoeDropPolicy::probs, false, {}},
+    {"dropless_small_moe_shape", 8192, 8, 2, 768, 0.0, ref::MoeDropPolicy::probs, false, {}},
 };
 
 template <class T>

@@ -19,6 +19,9 @@ namespace sg::model {
 namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 long long ll(int64_t v) { return static_cast<long long>(v); }
+// The aux loss's counts (unbiased routing, per group) equal the dispatch's expert counts: no expert bias
+// (routing_map is the unbiased routing) and one load-balancing group.
+bool aux_counts_are_expert_counts(const MoeShapes& s) { return !s.expert_bias && s.aux_groups == 1; }
 }  // namespace
 
 MoeShapes moe_shapes(const ModelSpec& m, int64_t T) {
@@ -94,8 +97,6 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
 // through the grouped GEMM (shared by every MoE layer of the same shapes: one stream, ordered launches).
 struct MoeLayer::Plans {
   const kernels::GemmPlan* gate_forward = nullptr;   // logits[T,E] fp32 = n[T,H] Wg^T (bf16 in)
-  const kernels::GemmPlan* gate_dinput = nullptr;    // dn32[T,H] = dlogits[T,E] Wg32 (fp32)
-  const kernels::GemmPlan* gate_dweight = nullptr;   // dWg[E,H] += dlogits^T n32 (fp32)
   const kernels::GemmPlan* shared_down_acc = nullptr;  // out[T,H] += act Wdown^T (bf16, beta 1)
   std::unique_ptr<kernels::LinearForward> shared_gate_up;
   std::unique_ptr<kernels::LinearBackwardInput> shared_down_dx, shared_gate_up_dx;
@@ -106,8 +107,8 @@ struct MoeLayer::Plans {
   kernels::GroupedLinearBackwardInput* fc2_dx = nullptr;
   kernels::GroupedLinearBackwardWeight* fc1_dw = nullptr;
   kernels::GroupedLinearBackwardWeight* fc2_dw = nullptr;
-  SharedBufferRef ws_fc1, ws_fc2, ws_fc1_dx, ws_fc2_dx, ws_fc1_dw, ws_fc2_dw, ws_preprocess, ws_loss;
-  size_t preprocess_bytes = 0;
+  SharedBufferRef ws_fc1, ws_fc2, ws_fc1_dx, ws_fc2_dx, ws_fc1_dw, ws_fc2_dw, ws_preprocess, ws_loss, ws_gating;
+  size_t preprocess_bytes = 0, gating_bytes = 0;
 };
 
 // Arena slots (plan) and their pointers (bind).
@@ -119,8 +120,8 @@ struct MoeLayer::Buffers {
   // state
   cuda::MemorySlot step_counts_s, logged_counts_s;
   // scratch shared by all layers
-  SharedBufferRef aux_routing_map_r, d_expert_out_r, dprobs_r, d_act_r, d_fc1_r, d_permuted_r, dlogits_r, n32_r,
-      w32_r, dx32_r, d_shared_act_r, d_shared_gate_up_r;
+  SharedBufferRef aux_routing_map_r, d_expert_out_r, dprobs_r, d_act_r, d_fc1_r, d_permuted_r, dlogits_r,
+      d_shared_act_r, d_shared_gate_up_r;
 
   float *logits = nullptr, *probs = nullptr;
   int32_t *routing_map = nullptr, *aux_routing_map = nullptr, *aux_counts = nullptr, *expert_counts = nullptr;
@@ -130,9 +131,9 @@ struct MoeLayer::Buffers {
   bf16 *permuted = nullptr, *fc1_out = nullptr, *act = nullptr, *expert_out = nullptr;
   int32_t* step_counts = nullptr;
   bf16 *d_expert_out = nullptr, *d_act = nullptr, *d_fc1 = nullptr, *d_permuted = nullptr;
-  float *dprobs = nullptr, *dlogits = nullptr, *n32 = nullptr, *w32 = nullptr, *dx32 = nullptr;
+  float *dprobs = nullptr, *dlogits = nullptr;
   bf16 *d_shared_act = nullptr, *d_shared_gate_up = nullptr;
-  void *preprocess_ws = nullptr, *loss_ws = nullptr;
+  void *preprocess_ws = nullptr, *loss_ws = nullptr, *gating_ws = nullptr;
   // parameters
   const bf16 *w_router = nullptr, *w_fc1 = nullptr, *w_fc2 = nullptr, *w_shared_gate_up = nullptr,
              *w_shared_down = nullptr;
@@ -169,7 +170,11 @@ void MoeLayer::plan(LayerPlanContext& ctx) {
   b.routing_map_s = ctx.saved_array<int32_t>(Module::moe_router, "routing_map", Tk, routed);
   b.probs_s = ctx.saved_array<float>(Module::moe_router, "routing_probs", Tk, routed);
   b.expert_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "expert_counts", E, routed);
-  b.aux_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "aux_counts", sz(s.aux_groups) * E, routed);
+  // The load-balancing loss counts the unbiased routing per group: without the expert bias and with
+  // one group, that is expert_counts itself (no second count, no second buffer).
+  if (!aux_counts_are_expert_counts(s)) {
+    b.aux_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "aux_counts", sz(s.aux_groups) * E, routed);
+  }
   if (s.S > 0) {
     b.shared_gate_up_s = ctx.saved_array<bf16>(Module::moe_router, "shared_gate_up", sz(s.T * 2 * s.S), shared);
     b.shared_act_s = ctx.saved_array<bf16>(Module::moe_router, "shared_act", sz(s.T * s.S), shared);
@@ -196,9 +201,6 @@ void MoeLayer::plan(LayerPlanContext& ctx) {
   b.d_permuted_r = ctx.scratch("grad.moe_d_permuted", R * sz(s.H) * sizeof(bf16));
   b.dprobs_r = ctx.scratch("grad.moe_dprobs", Tk * sizeof(float));
   b.dlogits_r = ctx.scratch("grad.moe_dlogits", sz(s.T * s.E) * sizeof(float));
-  b.n32_r = ctx.scratch("grad.moe_router_input_fp32", sz(s.T * s.H) * sizeof(float));
-  b.w32_r = ctx.scratch("grad.moe_router_weight_fp32", sz(s.E * s.H) * sizeof(float));
-  b.dx32_r = ctx.scratch("grad.moe_router_dinput_fp32", sz(s.T * s.H) * sizeof(float));
 }
 
 void MoeLayer::plan_device(DevicePlanContext& ctx) {
@@ -226,6 +228,8 @@ void MoeLayer::plan_device(DevicePlanContext& ctx) {
   if (s.any_loss()) {
     p.ws_loss = ctx.workspace("workspace.moe_router_loss", kernels::moe_router_loss_workspace_bytes(s.routing, s.losses));
   }
+  p.gating_bytes = kernels::moe_gating_backward_weight_workspace_bytes(s.T, s.E, s.H);
+  if (p.gating_bytes > 0) p.ws_gating = ctx.workspace("workspace.moe_gating_backward_weight", p.gating_bytes);
 }
 
 void MoeLayer::bind(LayerBindContext& ctx) {
@@ -236,7 +240,7 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   b.routing_map = ctx.get<int32_t>(b.routing_map_s);
   b.probs = ctx.get<float>(b.probs_s);
   b.expert_counts = ctx.get<int32_t>(b.expert_counts_s);
-  b.aux_counts = ctx.get<int32_t>(b.aux_counts_s);
+  b.aux_counts = aux_counts_are_expert_counts(s) ? b.expert_counts : ctx.get<int32_t>(b.aux_counts_s);
   if (s.S > 0) {
     b.shared_gate_up = ctx.get<bf16>(b.shared_gate_up_s);
     b.shared_act = ctx.get<bf16>(b.shared_act_s);
@@ -261,11 +265,9 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   b.d_permuted = ctx.get<bf16>(b.d_permuted_r);
   b.dprobs = ctx.get<float>(b.dprobs_r);
   b.dlogits = ctx.get<float>(b.dlogits_r);
-  b.n32 = ctx.get<float>(b.n32_r);
-  b.w32 = ctx.get<float>(b.w32_r);
-  b.dx32 = ctx.get<float>(b.dx32_r);
   b.preprocess_ws = ctx.get<void>(p.ws_preprocess);
   if (s.any_loss()) b.loss_ws = ctx.get<void>(p.ws_loss);
+  if (p.gating_bytes > 0) b.gating_ws = ctx.get<void>(p.ws_gating);
   b.w_router = ctx.weight(decl_.router);
   b.w_fc1 = ctx.weight(decl_.fc1);
   b.w_fc2 = ctx.weight(decl_.fc2);
@@ -304,18 +306,6 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   fwd.lda = s.H, fwd.ldb = s.H, fwd.ldd = s.E;
   fwd.d_type = kernels::GemmDtype::kFP32;
   p.gate_forward = &blas.plan(fwd);
-  kernels::GemmDesc dx;  // dn^T[H,T] = Wg^T[H,E] dlogits^T[E,T]: m=H n=T k=E
-  dx.m = s.H, dx.n = s.T, dx.k = s.E;
-  dx.lda = s.H, dx.ldb = s.E, dx.ldd = s.H;
-  dx.a_type = dx.b_type = dx.d_type = kernels::GemmDtype::kFP32;
-  p.gate_dinput = &blas.plan(dx);
-  kernels::GemmDesc dw;  // dWg^T[H,E] += n^T[H,T] dlogits[T,E]: m=H n=E k=T
-  dw.transpose_b = true;
-  dw.m = s.H, dw.n = s.E, dw.k = s.T;
-  dw.lda = s.H, dw.ldb = s.E, dw.ldd = s.H;
-  dw.a_type = dw.b_type = dw.d_type = kernels::GemmDtype::kFP32;
-  dw.beta = 1.0f;
-  p.gate_dweight = &blas.plan(dw);
   if (s.S > 0) {
     p.shared_gate_up = std::make_unique<kernels::LinearForward>(blas, s.T, s.H, 2 * s.S);
     kernels::GemmDesc down;  // as LinearForward(T, S, H) with beta 1: the routed output is in D already
@@ -425,7 +415,7 @@ void MoeLayer::router_forward(cudaStream_t stream, const LayerIO& io, bool step_
   kernels::moe_router_forward(stream, rf);
   kernels::moe_count_experts(stream, {.routing_map = b.routing_map, .counts = b.expert_counts, .T = s.T, .E = s.E,
                                       .k = s.k, .group_tokens = 0});
-  if (s.losses.aux_coeff > 0.0f) {
+  if (s.losses.aux_coeff > 0.0f && !aux_counts_are_expert_counts(s)) {
     // Counts of the unbiased routing per load-balancing group.
     kernels::moe_count_experts(stream, {.routing_map = b.aux_routing_map ? b.aux_routing_map : b.routing_map,
                                         .counts = b.aux_counts,
@@ -519,12 +509,12 @@ void MoeLayer::router_backward(cudaStream_t stream, const LayerIO& io) {
   rb.losses = s.losses;
   rb.loss_grad_scale = 1.0f / static_cast<float>(microbatches_);
   kernels::moe_router_backward(stream, rb);
-  // The fp32 gating linear's gradients, on fp32 copies of its bf16 input and weight.
-  kernels::moe_gating_widen(stream, {.out = b.n32, .in = io.input, .n = s.T * s.H});
-  kernels::moe_gating_widen(stream, {.out = b.w32, .in = b.w_router, .n = s.E * s.H});
-  p.gate_dinput->run(stream, b.w32, b.dlogits, b.dx32);
-  kernels::moe_gating_add_grad(stream, {.dx = io.d_input, .add = b.dx32, .n = s.T * s.H});
-  p.gate_dweight->run(stream, b.n32, b.dlogits, b.g_router);
+  // The fp32 gating linear's gradients, from its bf16 input and weight (fp32 products and sums).
+  kernels::moe_gating_backward_input(
+      stream, {.dx = io.d_input, .dlogits = b.dlogits, .w = b.w_router, .T = s.T, .E = s.E, .H = s.H});
+  kernels::moe_gating_backward_weight(stream, {.dw = b.g_router, .dlogits = b.dlogits, .x = io.input, .T = s.T,
+                                               .E = s.E, .H = s.H, .workspace = b.gating_ws,
+                                               .workspace_bytes = p.gating_bytes});
   if (s.S > 0) {
     kernels::swiglu_backward(stream, {.dgate_up = b.d_shared_gate_up, .dout = b.d_shared_act,
                                       .gate_up = b.shared_gate_up, .T = s.T, .F = s.S});
