@@ -30,7 +30,7 @@ struct MoeCombineBackwardParams {
   const int32_t* row_to_slot = nullptr;  // [rows]
   int64_t T = 0, k = 1, H = 0, rows = 0;
 };
-// Blocks of moe_rows::kExpandRows rows (each slot has one row, so each dprobs entry has one writer), plus blocks that
+// One block per row (each slot has one row, so each dprobs entry has one writer), plus blocks that
 // zero dprobs of the dropped slots.
 void moe_combine_backward(cudaStream_t stream, const MoeCombineBackwardParams& p);
 

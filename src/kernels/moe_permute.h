@@ -56,7 +56,7 @@ struct MoePermuteParams {
   const int32_t* row_to_slot = nullptr; // [rows]
   int64_t rows = 0, k = 1, H = 0;
 };
-// Blocks of moe_rows::kExpandRows rows.
+// One block per row.
 void moe_permute_forward(cudaStream_t stream, const MoePermuteParams& p);
 
 struct MoePermuteBackwardParams {

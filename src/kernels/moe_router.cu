@@ -247,11 +247,8 @@ __global__ void __launch_bounds__(kFinalThreads)
   if (p.losses.aux_coeff > 0.0f) {
     for (int64_t i = threadIdx.x; i < G * E; i += kFinalThreads) {
       const int64_t g = i / E, e = i - g * E;
-      // Chunk order; the loads are independent of the sums, so unrolling keeps many in flight.
-      const float* col = in.score_sums + g * chunks * E + e;
       double column = 0.0;
-#pragma unroll 16
-      for (int64_t c = 0; c < chunks; ++c) column += col[c * E];
+      for (int64_t c = 0; c < chunks; ++c) column += in.score_sums[(g * chunks + c) * E + e];
       aux_total += static_cast<double>(p.aux_counts[i]) * column;
     }
   }

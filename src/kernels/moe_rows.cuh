@@ -32,66 +32,42 @@ struct ExpandArgs {
   int64_t rows = 0, k = 1, H = 0;
 };
 
-// Rows per block of expand and slots per batch of gather: their loads are issued together, so each thread
-// keeps several 16-byte reads in flight (one row per block leaves the copies latency-bound).
-inline constexpr int kExpandRows = 4;
-inline constexpr int kGatherSlots = 2;
-
-// Block b < row_blocks: rows b * kExpandRows + q. Per row the same arithmetic (and, in dot mode, the same
-// per-thread partial sums and block reduction) as one block per row: the outputs do not depend on
-// kExpandRows.
 template <int VEC>
 __global__ void expand_rows_kernel(ExpandArgs a) {
   __shared__ float reduce_scratch[32];
-  constexpr int32_t kNoRow = -2;  // past the last row (row_to_slot holds -1 or a slot)
-  const int64_t row_blocks = (a.rows + kExpandRows - 1) / kExpandRows;
-  if (blockIdx.x >= row_blocks) {  // dot mode: zero the dots of dropped slots
-    const int64_t s = (blockIdx.x - row_blocks) * blockDim.x + threadIdx.x;
+  const int64_t r = blockIdx.x;
+  if (r >= a.rows) {  // dot mode: zero the dots of dropped slots
+    const int64_t s = (r - a.rows) * blockDim.x + threadIdx.x;
     if (s < a.slots && a.slot_to_row[s] < 0) a.dots[s] = 0.0f;
     return;
   }
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kExpandRows;
-  int32_t slot[kExpandRows];
-  float w[kExpandRows];
-#pragma unroll
-  for (int q = 0; q < kExpandRows; ++q) slot[q] = r0 + q < a.rows ? a.row_to_slot[r0 + q] : kNoRow;
-#pragma unroll
-  for (int q = 0; q < kExpandRows; ++q) w[q] = (slot[q] >= 0 && a.weights) ? a.weights[slot[q]] : 1.0f;
-  float dot[kExpandRows] = {};
+  const int32_t slot = a.row_to_slot[r];
+  bf16* dst = a.dst + r * a.H;
   const int64_t chunks = a.H / VEC;
-  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
-    float v[kExpandRows][VEC], o[kExpandRows][VEC];
-#pragma unroll
-    for (int q = 0; q < kExpandRows; ++q) {
-      if (slot[q] < 0) continue;
-      detail::load_bf16<VEC>(a.tokens + (slot[q] / a.k) * a.H + c * VEC, v[q]);
-      if (a.other) detail::load_bf16<VEC>(a.other + (r0 + q) * a.H + c * VEC, o[q]);
-    }
-#pragma unroll
-    for (int q = 0; q < kExpandRows; ++q) {
-      if (slot[q] == kNoRow) continue;
-      bf16* dst = a.dst + (r0 + q) * a.H + c * VEC;
-      if (slot[q] < 0) {
-        float zeros[VEC] = {};
-        detail::store_bf16<VEC>(dst, zeros);
-        continue;
-      }
-      if (a.other) {
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) dot[q] += o[q][i] * v[q][i];
-      }
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) v[q][i] *= w[q];
-      detail::store_bf16<VEC>(dst, v[q]);
-    }
+  if (slot < 0) {
+    float zeros[VEC] = {};
+    for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) detail::store_bf16<VEC>(dst + c * VEC, zeros);
+    return;
   }
-  if (a.other) {
+  const float w = a.weights ? a.weights[slot] : 1.0f;
+  const bf16* src = a.tokens + (slot / a.k) * a.H;
+  float dot = 0.0f;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    float v[VEC];
+    detail::load_bf16<VEC>(src + c * VEC, v);
+    if (a.other) {
+      float o[VEC];
+      detail::load_bf16<VEC>(a.other + r * a.H + c * VEC, o);
 #pragma unroll
-    for (int q = 0; q < kExpandRows; ++q) {
-      if (slot[q] < 0) continue;  // the whole block takes this branch (slot is per row)
-      const float sum = detail::block_reduce_sum(dot[q], reduce_scratch);
-      if (threadIdx.x == 0) a.dots[slot[q]] = sum;
+      for (int i = 0; i < VEC; ++i) dot += o[i] * v[i];
     }
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) v[i] *= w;
+    detail::store_bf16<VEC>(dst + c * VEC, v);
+  }
+  if (a.other) {  // the whole block takes this branch (slot is per block)
+    dot = detail::block_reduce_sum(dot, reduce_scratch);
+    if (threadIdx.x == 0) a.dots[slot] = dot;
   }
 }
 
@@ -103,31 +79,21 @@ struct GatherArgs {
   int64_t T = 0, k = 1, H = 0;
 };
 
-// The slots of a token in batches of kGatherSlots: their rows are all requested before any is summed;
-// the sum stays in slot order.
 template <int VEC>
 __global__ void gather_rows_kernel(GatherArgs a) {
   const int64_t t = blockIdx.x;
   const int64_t chunks = a.H / VEC;
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float acc[VEC] = {};
-    for (int64_t j0 = 0; j0 < a.k; j0 += kGatherSlots) {
-      int32_t row[kGatherSlots];
-      float w[kGatherSlots], v[kGatherSlots][VEC];
+    for (int64_t j = 0; j < a.k; ++j) {
+      const int64_t slot = t * a.k + j;
+      const int32_t row = a.slot_to_row[slot];
+      if (row < 0) continue;
+      const float w = a.weights ? a.weights[slot] : 1.0f;
+      float v[VEC];
+      detail::load_bf16<VEC>(a.rows + row * a.H + c * VEC, v);
 #pragma unroll
-      for (int jj = 0; jj < kGatherSlots; ++jj) row[jj] = j0 + jj < a.k ? a.slot_to_row[t * a.k + j0 + jj] : -1;
-#pragma unroll
-      for (int jj = 0; jj < kGatherSlots; ++jj) {
-        if (row[jj] < 0) continue;
-        w[jj] = a.weights ? a.weights[t * a.k + j0 + jj] : 1.0f;
-        detail::load_bf16<VEC>(a.rows + row[jj] * a.H + c * VEC, v[jj]);
-      }
-#pragma unroll
-      for (int jj = 0; jj < kGatherSlots; ++jj) {
-        if (row[jj] < 0) continue;
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) acc[i] += w[jj] * v[jj][i];
-      }
+      for (int i = 0; i < VEC; ++i) acc[i] += w * v[i];
     }
     detail::store_bf16<VEC>(a.dst + t * a.H + c * VEC, acc);
   }
@@ -152,7 +118,7 @@ inline void launch_expand(cudaStream_t stream, const ExpandArgs& a, const char* 
   const int vec_width = vec ? detail::kBf16PerVec : 1;
   const int threads = detail::row_block_threads(a.H, vec_width, kMaxThreads);
   const int64_t extra = a.other ? detail::ceil_div(a.slots, threads) : 0;
-  const int64_t blocks = detail::ceil_div(a.rows, kExpandRows) + extra;
+  const int64_t blocks = a.rows + extra;
   SG_CHECK(blocks < (int64_t{1} << 31), strprintf("%s: %lld rows exceed the grid limit", op, (long long)a.rows));
   if (blocks == 0) return;
   if (vec) {
