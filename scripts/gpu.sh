@@ -299,31 +299,29 @@ if want dp; then
       "$D/ws2_distopt_local/metrics.jsonl" | tee -a "$D/losses_graphs_ws2.txt"
     record "dp graphs (and overlap) vs eager at ws2" "$(grep -c 'bitwise equal' "$D/losses_graphs_ws2.txt")/5 bitwise"
     # Scaling: the same micro batch per GPU, twice the global batch at -ng 2.
+    # ng2_run RECIPE MICRO_BATCH SUFFIX [overrides]: bench -ng 2 (twice the global batch) and its scaling over -ng 1.
+    ng2_run() {
+      local r=$1 mbs=$2 suffix=$3
+      shift 3
+      "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 2 -gb $(( 2 * mbs )) --plain \
+        --compare none,local,transformer_engine:attn+mlp --json "$D/bench_${r}_ng2${suffix}.json" "$@" \
+        >"$D/bench_${r}_ng2${suffix}.txt" 2>&1
+      local rc=$?
+      record "dp bench $r -ng 2${suffix:+ ($suffix)}" "rc=$rc (-ng 1: rc=$rc1)"
+      if (( rc1 == 0 && rc == 0 )); then
+        echo "-- scaling $r${suffix:+ ($suffix)}:"
+        python3 bench/data_parallel_report.py scaling "$D/bench_${r}_ng1.json" "$D/bench_${r}_ng2${suffix}.json" \
+          | tee "$D/scaling_${r}${suffix}.txt"
+      fi
+    }
     for spec in small:8 1b:4; do
       r=${spec%%:*}; mbs=${spec##*:}
       "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 1 --plain --compare none,local,transformer_engine:attn+mlp \
         --json "$D/bench_${r}_ng1.json" >"$D/bench_${r}_ng1.txt" 2>&1
       rc1=$?
-      "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 2 -gb $(( 2 * mbs )) --plain \
-        --compare none,local,transformer_engine:attn+mlp --json "$D/bench_${r}_ng2.json" >"$D/bench_${r}_ng2.txt" 2>&1
-      rc2=$?
-      record "dp bench $r -ng 1 / -ng 2" "rc=$rc1 / $rc2"
-      if (( rc1 == 0 && rc2 == 0 )); then
-        echo "-- scaling $r:"
-        python3 bench/data_parallel_report.py scaling "$D/bench_${r}_ng1.json" "$D/bench_${r}_ng2.json" \
-          | tee "$D/scaling_$r.txt"
-      fi
-      # The same at -ng 2 with the gradient reduction overlapped with the backward (Megatron's buckets).
-      "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 2 -gb $(( 2 * mbs )) --plain \
-        --compare none,local,transformer_engine:attn+mlp --json "$D/bench_${r}_ng2_overlap.json" \
-        ddp.overlap_grad_reduce=true >"$D/bench_${r}_ng2_overlap.txt" 2>&1
-      rc3=$?
-      record "dp bench $r -ng 2 overlap_grad_reduce" "rc=$rc3"
-      if (( rc1 == 0 && rc3 == 0 )); then
-        echo "-- scaling $r with ddp.overlap_grad_reduce=true:"
-        python3 bench/data_parallel_report.py scaling "$D/bench_${r}_ng1.json" "$D/bench_${r}_ng2_overlap.json" \
-          | tee "$D/scaling_${r}_overlap.txt"
-      fi
+      ng2_run "$r" "$mbs" ""
+      # The same with the gradient reduction overlapped with the backward (Megatron's buckets).
+      ng2_run "$r" "$mbs" _overlap ddp.overlap_grad_reduce=true
     done
   fi
 fi
