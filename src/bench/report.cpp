@@ -311,7 +311,8 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
                 {"num_microbatches", plan.batch.num_microbatches},
                 {"data_parallel_size", plan.batch.data_parallel_size},
                 {"tokens_per_step", tokens_per_step(plan)},
-                {"flops_per_step", train::training_flops_per_step(plan.model, plan.batch)}};
+                {"flops_per_step", train::training_flops_per_step(plan.model, plan.batch)},
+                {"matmul_flops_per_step", train::training_flops_by_kind(plan.model, plan.batch).matmul}};
   j["schedule"] = {{"warmup_steps", plan.warmup_steps},
                    {"capture_steps", 1},
                    {"measured_steps", plan.steps},

@@ -15,7 +15,7 @@
 
 namespace sg::train {
 
-double training_flops_per_step(const model::ModelSpec& m, const model::BatchSpec& b) {
+StepFlops training_flops_by_kind(const model::ModelSpec& m, const model::BatchSpec& b) {
   const double H = static_cast<double>(m.hidden_size);
   const double S = static_cast<double>(m.seq_length);
   // Per layer of the stack: its matmul parameters, and the attention products of attention layers.
@@ -46,9 +46,14 @@ double training_flops_per_step(const model::ModelSpec& m, const model::BatchSpec
         break;
     }
   }
-  const double per_token = 6.0 * matmul_params + 12.0 * attention_layers * S * H + scan_flops_per_token;
   const double tokens = static_cast<double>(b.micro_batch_size * b.num_microbatches) * S;
-  return per_token * tokens;
+  return StepFlops{.matmul = 6.0 * matmul_params * tokens,
+                   .attention = 12.0 * attention_layers * S * H * tokens,
+                   .scan = scan_flops_per_token * tokens};
+}
+
+double training_flops_per_step(const model::ModelSpec& m, const model::BatchSpec& b) {
+  return training_flops_by_kind(m, b).total();
 }
 
 double peak_bf16_tflops(const std::string& device_name) {

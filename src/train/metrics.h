@@ -14,6 +14,14 @@ namespace sg::train {
 // (model/stack.h). Embedding lookups are not counted.
 double training_flops_per_step(const model::ModelSpec& model, const model::BatchSpec& batch);
 
+// The same FLOPs by kind: the matmuls (what GEMM kernels run), the attention products (cuDNN's
+// attention kernels) and the SSD scan; training_flops_per_step is their sum.
+struct StepFlops {
+  double matmul = 0.0, attention = 0.0, scan = 0.0;
+  double total() const { return matmul + attention + scan; }
+};
+StepFlops training_flops_by_kind(const model::ModelSpec& model, const model::BatchSpec& batch);
+
 // Dense bf16 peak of the device in TFLOP/s, from its name (H100/H200 SXM: 989); 0 when unknown.
 double peak_bf16_tflops(const std::string& device_name);
 

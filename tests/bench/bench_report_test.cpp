@@ -285,6 +285,33 @@ TEST(BenchReport, JsonHasEveryField) {
   EXPECT_EQ(local["memory"]["overhead_vs_eager_bytes"], 100000);
   EXPECT_TRUE(j["modes"][0]["capture"]["total_ms"].is_null());
   EXPECT_EQ(local["graphs"]["created"], 1);
+  // The matmul share of the step's FLOPs (bench/kernel_table.py --bench divides it by the GEMM kernels' time).
+  const train::StepFlops flops = train::training_flops_by_kind(f.plan.model, f.plan.batch);
+  EXPECT_DOUBLE_EQ(j["batch"]["matmul_flops_per_step"].get<double>(), flops.matmul);
+  EXPECT_DOUBLE_EQ(flops.total(), j["batch"]["flops_per_step"].get<double>());
+}
+
+// The FLOPs by kind, by hand for a dense Llama stack: 6 x matmul parameters per token (the LM head, and per
+// layer q, k, v, o and the three SwiGLU matrices), 12 x seq x q_dim per token per attention layer, no scan.
+TEST(BenchReport, StepFlopsSplitIntoMatmulAndAttention) {
+  model::ModelSpec m;
+  m.num_layers = 2;
+  m.hidden_size = 64;
+  m.ffn_hidden_size = 160;
+  m.num_attention_heads = 4;
+  m.num_query_groups = 2;
+  m.seq_length = 32;
+  m.vocab_size = 100;
+  model::BatchSpec b;
+  b.micro_batch_size = 3;
+  b.num_microbatches = 2;
+  const double tokens = 3.0 * 2.0 * 32.0;
+  const double per_layer = 64.0 * (64 + 2 * 32) + 64.0 * 64 + 3.0 * 64 * 160;  // qkv (kv of 2 groups x 16), o, mlp
+  const train::StepFlops flops = train::training_flops_by_kind(m, b);
+  EXPECT_DOUBLE_EQ(flops.matmul, 6.0 * (100.0 * 64 + 2 * per_layer) * tokens);
+  EXPECT_DOUBLE_EQ(flops.attention, 12.0 * 2 * 32.0 * 64 * tokens);
+  EXPECT_EQ(flops.scan, 0.0);
+  EXPECT_DOUBLE_EQ(train::training_flops_per_step(m, b), flops.total());
 }
 
 // Modes with activation recompute: step time and peak memory against the same graph mode without it,
