@@ -74,6 +74,9 @@ if want bench; then
     record "stepgraph bench $r" "rc=$?"
     sed -n '/^mode /,$p' "$OUT/bench_$r.txt"
     python3 bench/kernel_table.py "$OUT/trace_$r.json" --mode none --markdown >"$OUT/kernels_$r.md" 2>&1
+    # Where the local step's kernel time goes, and its GEMM-only MFU next to its MFU (issue 13).
+    python3 bench/kernel_table.py "$OUT/trace_$r.json" --mode local --bench "$OUT/bench_$r.json" 2>&1 \
+      | sed -n '/^GEMM: /,$p' | tee "$OUT/mfu_$r.txt"
   done
 fi
 
