@@ -103,6 +103,9 @@ bool vec_ok(int64_t H, std::initializer_list<const void*> ptrs) {
 int64_t rmsnorm_backward_num_partials(int64_t T) { return rmsnorm_bwd::num_partials(T); }
 
 size_t rmsnorm_backward_scratch_bytes(int64_t T, int64_t H) {
+  // Planning asks this first: rows wider than the backward kernel takes fail here, naming the limit, rather
+  // than at the first backward (the model's buffers are 16-byte aligned, so H % 8 == 0 takes the vector path).
+  rmsnorm_bwd::backward_shape(H, H % 8 == 0);
   return static_cast<size_t>(rmsnorm_backward_num_partials(T)) * static_cast<size_t>(H) * sizeof(float);
 }
 

@@ -120,6 +120,11 @@ TEST(RmsNormBackwardEmulatedMisc, RejectsSmallScratchAndTooWideRows) {
     const std::string wide_msg = test::thrown_message([&] { bwd::run_backward(emu::Launch{}, wide); });
     EXPECT_NE(wide_msg.find("wider than"), std::string::npos) << "H=" << H << ": " << wide_msg;
   }
+  // Planning sizes the scratch first, so a model that wide fails at plan time (validate, train's setup),
+  // not at its first backward.
+  EXPECT_NE(test::thrown_message([] { kernels::rmsnorm_backward_scratch_bytes(8, 20480); }).find("wider than"),
+            std::string::npos);
+  EXPECT_GT(kernels::rmsnorm_backward_scratch_bytes(8, 16384), 0u);
 }
 
 }  // namespace
