@@ -8,9 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
-#include <functional>
 #include <vector>
 
 #include "cuda/stream.h"
@@ -157,45 +155,6 @@ TEST(RopeGpuMisc, DevicePositionsAndLlama3ScalingMatchReference) {
   kernels::rope_forward(stream, params);
   sync();
   EXPECT_GT(relative_error(to_float(d_x.download()), unscaled), 0.1);
-}
-
-// Speed at the recipes' shapes (1b: 4 x 2048 tokens, 16 + 16 heads of 128; small: 8 x 1024, 12 + 12 of 64):
-// the tiled kernel must beat the per-element one it replaced, forward and backward. Prints both times
-// and the tiled kernel's effective bandwidth (the rotated q and k read and written once).
-TEST(RopeGpuMisc, TiledIsFasterThanPerElementAtRecipeShapes) {
-  const RopeShape shapes[] = {{8192, 2048, 16, 16, 128}, {8192, 1024, 12, 12, 64}};
-  constexpr int kIters = 50;
-  for (const RopeShape& shape : shapes) {
-    RopeCase c;
-    c.s = shape;
-    DeviceBuffer<bf16> d_x(static_cast<size_t>(shape.T * c.stride()));
-    d_x.upload(to_bf16(round_bf16(random_normal(d_x.size(), 500))));
-    const kernels::RopeParams params = c.params(d_x.get(), nullptr);
-    cuda::Stream stream;
-    const cuda::Event start(true), end(true);
-    auto time_us = [&](const std::function<void()>& launch_once) {
-      for (int i = 0; i < 3; ++i) launch_once();
-      start.record(stream);
-      for (int i = 0; i < kIters; ++i) launch_once();
-      end.record(stream);
-      return 1000.0 * cuda::Event::elapsed_ms(start, end) / kIters;
-    };
-    for (const bool inverse : {false, true}) {
-      const double tiled = time_us([&] {
-        if (inverse) {
-          kernels::rope_backward(stream, params);
-        } else {
-          kernels::rope_forward(stream, params);
-        }
-      });
-      const double per_element = time_us(
-          [&] { rope_per_element::run(kernels::detail::CudaLaunch{stream}, params, inverse); });
-      const double gb_per_s = 2.0 * static_cast<double>(shape.T * c.rotated()) * sizeof(bf16) / (tiled * 1e3);
-      std::printf("rope %s %s: tiled %.1f us (%.0f GB/s), per-element %.1f us\n", rope_shape_name(shape).c_str(),
-                  inverse ? "backward" : "forward", tiled, gb_per_s, per_element);
-      EXPECT_LT(tiled, per_element) << rope_shape_name(shape) << (inverse ? " backward" : " forward");
-    }
-  }
 }
 
 TEST(RopeGpuMisc, RejectsBadShapes) {
