@@ -4,11 +4,19 @@
 // max and then the sum of exp(x - max), and each thread writes its dlogits from the exps it kept (one exp
 // per element). Group q = i * threads + thread, so every load and store of a warp is contiguous.
 // kQuads x 4 x 1024 threads = 32 floats per thread of the 64 registers a 1024-thread block allows.
+// bf16 logits (the LM head's) take their own kernel: the row is copied into shared memory with 16-byte
+// asynchronous copies and read from there three times (max, sum of exps, dlogits with the exps recomputed),
+// so several rows run on an SM at once. The register layout holds one 1024-thread row per SM (32768 fp32
+// logits fill half the register file), which leaves the SM idle through each row's load latency and block
+// reductions; at bf16 that made it slower per byte than at fp32.
 // Written over a launch policy (detail::CudaLaunch, or the CPU emulator of the tests).
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/common.cuh"
+#if !defined(SG_SIMT_EMULATION)
+#include <cuda_pipeline.h>
+#endif
 #include "kernels/cross_entropy.h"
 
 namespace sg::kernels::cross_entropy_registers {
@@ -17,6 +25,7 @@ SG_EMULATED_NAMESPACE_BEGIN
 inline constexpr int kQuads = 8;
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int64_t kMaxV = int64_t{kMaxThreads} * kQuads * 4;
+inline constexpr int kBf16Threads = 256;  // bf16 path: the row in shared memory (64 KiB at kMaxV: 3 rows an SM)
 
 struct Args {
   const void* logits = nullptr;  // float or bf16 (the kernel's LogitT)
@@ -34,21 +43,10 @@ struct Args {
 SG_DEVICE float load_logit(const float* row, int j) { return row[j]; }
 SG_DEVICE float load_logit(const bf16* row, int j) { return __bfloat162float(row[j]); }
 
-// Four logits from j (a multiple of 4) in one access: 16 bytes of fp32 or 8 of bf16.
+// Four fp32 logits from j (a multiple of 4) in one 16-byte access.
 SG_DEVICE void load_logits4(const float* row, int j, float (&v)[4]) {
   const uint4 raw = detail::load_16_bytes(row + j);
   __builtin_memcpy(v, &raw, 16);
-}
-SG_DEVICE void load_logits4(const bf16* row, int j, float (&v)[4]) {
-  __nv_bfloat162 pairs[2];
-#if defined(SG_SIMT_EMULATION)
-  __builtin_memcpy(static_cast<void*>(pairs), row + j, 8);
-#else
-  const uint2 raw = *reinterpret_cast<const uint2*>(row + j);
-  __builtin_memcpy(static_cast<void*>(pairs), &raw, 8);
-#endif
-  const float2 lo = __bfloat1622float2(pairs[0]), hi = __bfloat1622float2(pairs[1]);
-  v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
 }
 SG_DEVICE void store_dlogits4(bf16* row, int j, const float (&g)[4]) {
   const __nv_bfloat162 pairs[2] = {__floats2bfloat162_rn(g[0], g[1]), __floats2bfloat162_rn(g[2], g[3])};
@@ -151,31 +149,129 @@ SG_UNROLL
   }
 }
 
-// Launches the register path for p (V <= kMaxV, shape and pointers checked by the caller) with row strides
-// already resolved (0 -> V). Block size: the fewest warps that hold the row in kQuads groups per thread.
+// A 16-byte copy from global to shared memory that does not pass through registers (cp.async), and the wait
+// for all of a thread's copies. The emulator copies at once.
+SG_DEVICE void copy_16_bytes_async(void* shared_dst, const void* global_src) {
+#if defined(SG_SIMT_EMULATION)
+  __builtin_memcpy(shared_dst, global_src, 16);
+#else
+  __pipeline_memcpy_async(shared_dst, global_src, 16);
+#endif
+}
+SG_DEVICE void wait_async_copies() {
+#if !defined(SG_SIMT_EMULATION)
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+#endif
+}
+
+// exp(x - row_max), 0 for -inf logits (also when the whole row is -inf). The hardware exp2 (two instructions,
+// a few ulp): the bf16 kernel computes two exps per logit and would otherwise be bound by expf's ALU work.
+SG_DEVICE float shifted_exp(float x, float row_max) { return x == -INFINITY ? 0.0f : detail::fast_exp(x - row_max); }
+
+// Shared memory of the bf16 kernel: 32 floats of reduction scratch, then the row padded to whole vectors.
+inline size_t bf16_row_smem_bytes(int64_t V) {
+  return 32 * sizeof(float) + static_cast<size_t>(detail::ceil_div(V, 8) * 8) * sizeof(bf16);
+}
+
+// The bf16 twin of row_in_registers_kernel (same loss and dlogits formulas, same NaN and target rules).
+// Vector q (logits [8q, 8q + 8)) belongs to thread q % threads. a.vectorized: 16-byte aligned rows.
+SG_KERNEL(kBf16Threads) row_in_shared_bf16_kernel(Args a) {
+  float* scratch = reinterpret_cast<float*>(detail::dynamic_smem());  // [32]
+  bf16* srow = reinterpret_cast<bf16*>(detail::dynamic_smem() + 32 * sizeof(float));
+  const int64_t row = detail::block_index_x();
+  const int threads = detail::block_threads(), tid = detail::thread_index(), V = a.V;
+  const int vectors = static_cast<int>(detail::ceil_div(V, 8));
+  const bf16* x = static_cast<const bf16*>(a.logits) + row * a.logits_stride;
+
+  // Stage the row; columns [V, 8 * vectors) read as -inf.
+  const int whole = a.vectorized ? V / 8 : 0;
+  for (int q = tid; q < whole; q += threads) copy_16_bytes_async(srow + q * 8, x + q * 8);
+  for (int j = whole * 8 + tid; j < vectors * 8; j += threads) srow[j] = j < V ? x[j] : __float2bfloat16_rn(-INFINITY);
+  wait_async_copies();
+  detail::block_sync();
+
+  const float mask = a.loss_mask[row];
+  const bool active = mask != 0.0f;
+  const int32_t target = active ? a.targets[row] : -1;  // a masked-out row's target is never read
+  const bool target_ok = target >= 0 && target < V;
+
+  float thread_max = -INFINITY;  // fmaxf skips NaN; a NaN logit poisons the sum below instead
+  for (int q = tid; q < vectors; q += threads) {
+    float f[8];
+    detail::load_bf16<8>(srow + q * 8, f);
+SG_UNROLL
+    for (int k = 0; k < 8; ++k) thread_max = fmaxf(thread_max, f[k]);
+  }
+  const float row_max = block_all_reduce(thread_max, -INFINITY, MaxOp(), scratch);
+
+  float thread_sum = 0.0f;
+  for (int q = tid; q < vectors; q += threads) {
+    float f[8];
+    detail::load_bf16<8>(srow + q * 8, f);
+SG_UNROLL
+    for (int k = 0; k < 8; ++k) f[k] = shifted_exp(f[k], row_max);
+    thread_sum += ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
+  }
+  const float row_sum = block_all_reduce(thread_sum, 0.0f, SumOp(), scratch);
+
+  if (tid == 0) {
+    float loss = 0.0f;
+    if (active) loss = target_ok ? mask * (logf(row_sum) + row_max - load_logit(srow, target)) : NAN;
+    a.row_loss[row] = loss;
+  }
+
+  // dlogits = scale * mask * (softmax - onehot), the exps recomputed (the same expf of the same inputs).
+  const int onehot_col = (active && target_ok) ? target : -1;
+  const float row_scale = (a.loss_scale / fmaxf(*a.token_count, 1.0f)) * mask;
+  const float inv_sum = 1.0f / row_sum;
+  bf16* d = a.dlogits + row * a.dlogits_stride;
+  for (int q = tid; q < vectors; q += threads) {
+    const int j = q * 8;
+    float g[8];
+    detail::load_bf16<8>(srow + j, g);
+SG_UNROLL
+    for (int k = 0; k < 8; ++k)
+      g[k] = row_scale * (shifted_exp(g[k], row_max) * inv_sum - (j + k == onehot_col ? 1.0f : 0.0f));
+    if (a.vectorized && j + 7 < V) {
+      detail::store_bf16<8>(d + j, g);
+    } else {
+SG_UNROLL
+      for (int k = 0; k < 8; ++k)
+        if (j + k < V) d[j + k] = __float2bfloat16_rn(g[k]);
+    }
+  }
+}
+
+// Launches the path for p (V <= kMaxV, shape and pointers checked by the caller) with row strides already
+// resolved (0 -> V). fp32: the fewest warps that hold the row in kQuads groups of four per thread;
+// `vectorized`: rows aligned for four logits and four dlogits at a time. bf16: kBf16Threads threads and the
+// row in shared memory; its 16-byte accesses check their own alignment.
 template <class Launch>
 void run(const Launch& launch, const CrossEntropyParams& p, int64_t logits_stride, int64_t dlogits_stride,
          bool vectorized) {
-  const int64_t warps = detail::ceil_div(detail::ceil_div(p.V, 4), 32 * kQuads);
-  const int threads = static_cast<int>(warps * 32);
-  const Args args{.logits = p.logits,
-                  .targets = p.targets,
-                  .loss_mask = p.loss_mask,
-                  .dlogits = p.dlogits,
-                  .row_loss = p.row_loss,
-                  .V = static_cast<int>(p.V),
-                  .logits_stride = logits_stride,
-                  .dlogits_stride = dlogits_stride,
-                  .token_count = p.token_count,
-                  .loss_scale = p.loss_scale,
-                  .vectorized = vectorized};
   const dim3 grid(static_cast<unsigned>(p.rows));
-  const size_t smem = 32 * sizeof(float);
-  if (p.logits_dtype == LogitsDtype::fp32) {
-    launch("cross_entropy_row_in_registers_kernel", row_in_registers_kernel<float>, grid, threads, smem, args);
-  } else {
-    launch("cross_entropy_row_in_registers_kernel", row_in_registers_kernel<bf16>, grid, threads, smem, args);
+  Args args{.logits = p.logits,
+            .targets = p.targets,
+            .loss_mask = p.loss_mask,
+            .dlogits = p.dlogits,
+            .row_loss = p.row_loss,
+            .V = static_cast<int>(p.V),
+            .logits_stride = logits_stride,
+            .dlogits_stride = dlogits_stride,
+            .token_count = p.token_count,
+            .loss_scale = p.loss_scale,
+            .vectorized = vectorized};
+  if (p.logits_dtype == LogitsDtype::bf16) {
+    const auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+    args.vectorized = aligned16(p.logits) && aligned16(p.dlogits) && logits_stride % 8 == 0 && dlogits_stride % 8 == 0;
+    launch("cross_entropy_row_in_shared_bf16_kernel", row_in_shared_bf16_kernel, grid, kBf16Threads,
+           bf16_row_smem_bytes(p.V), args);
+    return;
   }
+  const int threads = static_cast<int>(detail::ceil_div(p.V, 32 * kQuads * 4) * 32);
+  launch("cross_entropy_row_in_registers_kernel", row_in_registers_kernel<float>, grid, threads, 32 * sizeof(float),
+         args);
 }
 
 SG_EMULATED_NAMESPACE_END

@@ -115,6 +115,7 @@ TEST_P(CrossEntropyRegistersEmulated, MatchesReferenceWithErrorRowsAndIsDetermin
 INSTANTIATE_TEST_SUITE_P(Shapes, CrossEntropyRegistersEmulated,
                          ::testing::Values(Shape{3, 0, kernels::LogitsDtype::fp32},
                                            Shape{1003, 1, kernels::LogitsDtype::fp32},
+                                           Shape{13, 3, kernels::LogitsDtype::bf16},
                                            Shape{1003, 0, kernels::LogitsDtype::bf16},
                                            Shape{4100, 4, kernels::LogitsDtype::bf16},
                                            Shape{32000, 0, kernels::LogitsDtype::fp32},
