@@ -1,14 +1,20 @@
-// The MoE expert grouped GEMMs (kernels/grouped_gemm.h, CUTLASS sm_90a) against ONE dense cuBLASLt GEMM
-// of the same total size (kernels/gemm.h) at the issue's shapes, balanced routing (every expert gets
-// rows / experts rows, counts and offsets in device memory as in the step):
+// The MoE expert grouped GEMMs (kernels/grouped_gemm.h, CUTLASS sm_90a) against two cuBLASLt baselines
+// at the issue's shapes, balanced routing (every expert gets rows / experts rows, counts and offsets in
+// device memory as in the step):
 //   small_moe  8 experts,   8192 tokens x top-2 = 16384 rows, hidden 768,  moe_ffn 768
 //   a3b_proxy  128 experts, 4096 tokens x top-8 = 32768 rows, hidden 2048, moe_ffn 768
+// dense:   ONE GEMM of the same total size (all rows, one [N, K] weight; kernels/gemm.h), issue 11's target.
+// batched: ONE strided-batched GEMM over the SAME per-expert problems (experts x (rows / experts, N, K)),
+//          writing exactly what the grouped op writes (for backward_weight: experts fp32 [N, K] outputs).
 // For each expert linear (fc1: N = 2F, K = H; fc2: N = H, K = F) and op (forward, backward_input,
-// backward_weight) it prints the median time (CUDA events around each launch, the launches queued back to
-// back after warmup; inputs rotate through 3 copies so they are not all L2-resident) and TFLOP/s of both,
-// and their ratio (target >= 0.75). The grouped time includes its one-block setup kernel.
-// backward_weight: the grouped op reads and writes one fp32 [N, K] dW PER EXPERT (the main_grad), the
-// dense one a single [N, K]: with few rows per expert (a3b_proxy) the grouped op is bound by that traffic.
+// backward_weight accumulating with beta 1, backward_weight_overwrite with beta 0: the grouped op with
+// accumulate = false, the baselines with beta 0) it prints the median time (CUDA events around each
+// launch, the launches queued back to back after warmup; inputs rotate through 3 copies so they are not
+// all L2-resident), the grouped TFLOP/s and the ratio grouped TFLOP/s / baseline TFLOP/s (target >= 0.75).
+// The grouped time includes its one-block setup kernel (and, when overwriting, the zero-fill launch).
+// backward_weight: the grouped and batched ops read and write one fp32 [N, K] dW PER EXPERT (beta 1), the
+// dense one a single [N, K]: with few rows per expert (a3b_proxy) that traffic bounds them; overwriting
+// (beta 0) halves it (no read).
 // Usage: build/bench/grouped_gemm_bench [--iters N] [--warmup N] [--case small_moe|a3b_proxy|all]
 #include <algorithm>
 #include <cstdio>
@@ -27,12 +33,14 @@
 #include "cuda/stream.h"
 #include "kernels/gemm.h"
 #include "kernels/grouped_gemm.h"
+#include "strided_batched_gemm.h"
 
 namespace {
 
 using namespace sg;
 
-constexpr int kCopies = 3;  // input rotation depth
+constexpr int kCopies = 3;       // input rotation depth
+constexpr double kTarget = 0.75;  // issue 11: grouped TFLOP/s >= 75% of the baseline's
 
 struct MoeShape {
   const char* name;
@@ -98,13 +106,35 @@ double median_ms(cuda::Stream& stream, int warmup, int iters, const std::functio
 struct Row {
   std::string model, layer, op;
   int64_t n, k;
-  double grouped_ms, dense_ms, flop;
+  double grouped_ms, dense_ms, batched_ms, flop;
 };
 
-// Times the three ops of one expert linear (N out, K in) grouped and dense.
+// The column-major cuBLASLt problems of the row-major expert linears over T rows (kernels/gemm.h's
+// mapping, the descriptions kernels::Linear* plan in gemm.cpp): the dense baseline over all rows, the
+// batched one per expert.
+kernels::GemmDesc forward_desc(int64_t T, int64_t K, int64_t N) {  // y^T[N,T] = W x^T: A = W, B = x, D = y
+  return {.transpose_a = true, .m = N, .n = T, .k = K, .lda = K, .ldb = K, .ldd = N};
+}
+kernels::GemmDesc backward_input_desc(int64_t T, int64_t K, int64_t N) {  // dx^T[K,T] = W^T dy^T: A = W, B = dy
+  return {.m = K, .n = T, .k = N, .lda = K, .ldb = N, .ldd = K};
+}
+kernels::GemmDesc backward_weight_desc(int64_t T, int64_t K, int64_t N, float beta) {  // dW^T += x^T dy: A = x, B = dy
+  return {.transpose_b = true, .m = K, .n = N, .k = T, .lda = K, .ldb = N, .ldd = K,
+          .d_type = kernels::GemmDtype::kFP32, .beta = beta};
+}
+
+// cuBLASLt operands of one launch (input copy i).
+struct Operands {
+  const void* a;
+  const void* b;
+  void* d;
+};
+
+// Times the ops of one expert linear (N out, K in): grouped, dense, strided-batched.
 void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, int warmup, int iters,
                   std::vector<Row>& rows) {
-  const int64_t T = s.rows, E = s.experts;
+  const int64_t T = s.rows, E = s.experts, M = s.rows / s.experts;  // M: rows per expert (balanced)
+  SG_CHECK(T % E == 0, "grouped_gemm_bench: balanced routing needs rows divisible by experts");
   cuda::Stream stream;
   std::vector<std::unique_ptr<Buffer<bf16>>> x, dy, w;
   std::vector<std::unique_ptr<Buffer<float>>> dw;
@@ -120,8 +150,8 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, in
   }
   Buffer<bf16> y(T * N), dx(T * K);
   Buffer<int32_t> counts(E), offsets(E);
-  std::vector<int32_t> host_counts(E, static_cast<int32_t>(T / E)), host_offsets(E);
-  for (int64_t e = 0; e < E; ++e) host_offsets[e] = static_cast<int32_t>(e * (T / E));
+  std::vector<int32_t> host_counts(E, static_cast<int32_t>(M)), host_offsets(E);
+  for (int64_t e = 0; e < E; ++e) host_offsets[e] = static_cast<int32_t>(e * M);
   SG_CUDA_CHECK(cudaMemcpy(counts.p, host_counts.data(), E * sizeof(int32_t), cudaMemcpyHostToDevice));
   SG_CUDA_CHECK(cudaMemcpy(offsets.p, host_offsets.data(), E * sizeof(int32_t), cudaMemcpyHostToDevice));
   SG_CUDA_CHECK(cudaDeviceSynchronize());
@@ -137,41 +167,64 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, in
     plan->initialize();
     at += (plan->workspace_bytes() + 255) / 256 * 256;
   }
-
   kernels::Blas blas;
-  kernels::LinearForward d_fwd(blas, T, K, N);
-  kernels::LinearBackwardInput d_dgrad(blas, T, K, N);
-  kernels::LinearBackwardWeight d_wgrad(blas, T, K, N);
 
   auto c = [](int i) { return i % kCopies; };
-  struct OpLaunches {
-    const char* op;
-    std::function<void(int)> grouped, dense;
+  auto wgrad = [&](bool accumulate) {
+    return [&, accumulate](int i) {
+      g_wgrad.run(stream, {.dw = dw[c(i)]->p, .dy = dy[c(i)]->p, .x = x[c(i)]->p, .counts = counts.p,
+                           .offsets = offsets.p, .accumulate = accumulate});
+    };
   };
-  const OpLaunches ops[] = {
+  auto wgrad_operands = [&](int i) { return Operands{x[c(i)]->p, dy[c(i)]->p, dw[c(i)]->p}; };
+  struct OpCase {
+    const char* op;
+    std::function<void(int)> grouped;
+    kernels::GemmDesc dense, expert;  // over all T rows; one expert's M rows
+    bench::StridedBatch batch;        // strides between the experts' A, B, D
+    std::function<Operands(int)> operands;
+  };
+  const bench::StridedBatch wgrad_batch{.count = int(E), .stride_a = M * K, .stride_b = M * N, .stride_d = N * K};
+  const OpCase ops[] = {
       {"forward",
        [&](int i) {
          g_fwd.run(stream, {.y = y.p, .x = x[c(i)]->p, .w = w[c(i)]->p, .counts = counts.p, .offsets = offsets.p});
        },
-       [&](int i) { d_fwd.run(stream, y.p, x[c(i)]->p, w[c(i)]->p); }},
+       forward_desc(T, K, N), forward_desc(M, K, N),
+       {.count = int(E), .stride_a = N * K, .stride_b = M * K, .stride_d = M * N},
+       [&](int i) { return Operands{w[c(i)]->p, x[c(i)]->p, y.p}; }},
       {"backward_input",
        [&](int i) {
          g_dgrad.run(stream,
                      {.dx = dx.p, .dy = dy[c(i)]->p, .w = w[c(i)]->p, .counts = counts.p, .offsets = offsets.p});
        },
-       [&](int i) { d_dgrad.run(stream, dx.p, dy[c(i)]->p, w[c(i)]->p); }},
-      {"backward_weight",
-       [&](int i) {
-         g_wgrad.run(stream,
-                     {.dw = dw[c(i)]->p, .dy = dy[c(i)]->p, .x = x[c(i)]->p, .counts = counts.p, .offsets = offsets.p});
-       },
-       [&](int i) { d_wgrad.run(stream, dw[c(i)]->p, dy[c(i)]->p, x[c(i)]->p); }},
+       backward_input_desc(T, K, N), backward_input_desc(M, K, N),
+       {.count = int(E), .stride_a = N * K, .stride_b = M * N, .stride_d = M * K},
+       [&](int i) { return Operands{w[c(i)]->p, dy[c(i)]->p, dx.p}; }},
+      {"backward_weight", wgrad(true), backward_weight_desc(T, K, N, 1.0f), backward_weight_desc(M, K, N, 1.0f),
+       wgrad_batch, wgrad_operands},
+      {"backward_weight_overwrite", wgrad(false), backward_weight_desc(T, K, N, 0.0f),
+       backward_weight_desc(M, K, N, 0.0f), wgrad_batch, wgrad_operands},
   };
   const double flop = 2.0 * double(T) * double(N) * double(K);
-  for (const OpLaunches& o : ops) {
+  for (const OpCase& o : ops) {
+    const kernels::GemmPlan& dense = blas.plan(o.dense);
     const double grouped_ms = median_ms(stream, warmup, iters, o.grouped);
-    const double dense_ms = median_ms(stream, warmup, iters, o.dense);
-    rows.push_back({s.name, layer, o.op, N, K, grouped_ms, dense_ms, flop});
+    const double dense_ms = median_ms(stream, warmup, iters, [&](int i) {
+      const Operands p = o.operands(i);
+      dense.run(stream, p.a, p.b, p.d);
+    });
+    double batched_ms = -1.0;  // printed as n/a when cuBLASLt has no algorithm for the batch
+    try {
+      const bench::StridedBatchedGemm batched(blas, o.expert, o.batch);
+      batched_ms = median_ms(stream, warmup, iters, [&](int i) {
+        const Operands p = o.operands(i);
+        batched.run(stream, p.a, p.b, p.d);
+      });
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s %s %s: no batched baseline: %s\n", s.name, layer, o.op, e.what());
+    }
+    rows.push_back({s.name, layer, o.op, N, K, grouped_ms, dense_ms, batched_ms, flop});
   }
 }
 
@@ -203,25 +256,34 @@ int run(int argc, char** argv) {
   }
   SG_CHECK(!rows.empty(), "grouped_gemm_bench: --case must be small_moe, a3b_proxy or all, not '" + which + "'");
   const kernels::GroupedGemmDims probe{.num_groups = 1, .max_total_rows = 8, .N = 8, .K = 8};
-  std::printf("grouped (+ a one-block setup kernel each):\n  forward          %s\n  backward_input   %s\n"
-              "  backward_weight  %s\ndense: cuBLASLt, one GEMM over all rows with one [N, K] weight\n",
+  std::printf("grouped (+ a one-block setup kernel each; + a zero-fill launch when overwriting):\n"
+              "  forward          %s\n  backward_input   %s\n  backward_weight  %s\n"
+              "dense: cuBLASLt, one GEMM over all rows with one [N, K] weight\n"
+              "batched: cuBLASLt, one strided-batched GEMM over the experts' problems (rows / experts each)\n",
               kernels::GroupedLinearForward(probe).kernel_name().c_str(),
               kernels::GroupedLinearBackwardInput(probe).kernel_name().c_str(),
               kernels::GroupedLinearBackwardWeight(probe).kernel_name().c_str());
-  std::printf("median of %d launches after %d warmup, inputs rotated over %d copies, balanced routing\n\n", iters,
-              warmup, kCopies);
-  std::printf("%-10s %-5s %-16s %6s %6s %12s %9s %12s %9s %7s\n", "model", "layer", "op", "N", "K", "grouped ms",
-              "TFLOP/s", "dense ms", "TFLOP/s", "ratio");
-  int pass = 0;
+  std::printf("median of %d launches after %d warmup, inputs rotated over %d copies, balanced routing;\n"
+              "ratio = grouped TFLOP/s / baseline TFLOP/s, * below the %.2f target\n\n",
+              iters, warmup, kCopies, kTarget);
+  std::printf("%-10s %-5s %-25s %5s %5s %10s %8s %10s %6s %10s %6s\n", "model", "layer", "op", "N", "K",
+              "grouped ms", "TFLOP/s", "dense ms", "ratio", "batched ms", "ratio");
+  int pass_dense = 0, pass_batched = 0;
   for (const Row& r : rows) {
-    const double g_tflops = r.flop / (r.grouped_ms * 1e-3) / 1e12, d_tflops = r.flop / (r.dense_ms * 1e-3) / 1e12;
-    const double ratio = g_tflops / d_tflops;
-    pass += ratio >= 0.75;
-    std::printf("%-10s %-5s %-16s %6lld %6lld %12.4f %9.1f %12.4f %9.1f %7.2f%s\n", r.model.c_str(), r.layer.c_str(),
-                r.op.c_str(), static_cast<long long>(r.n), static_cast<long long>(r.k), r.grouped_ms, g_tflops,
-                r.dense_ms, d_tflops, ratio, ratio >= 0.75 ? "" : "  < 0.75");
+    const double dense_ratio = r.dense_ms / r.grouped_ms, batched_ratio = r.batched_ms / r.grouped_ms;
+    pass_dense += dense_ratio >= kTarget;
+    pass_batched += batched_ratio >= kTarget;
+    std::printf("%-10s %-5s %-25s %5lld %5lld %10.4f %8.1f %10.4f %5.2f%s", r.model.c_str(), r.layer.c_str(),
+                r.op.c_str(), static_cast<long long>(r.n), static_cast<long long>(r.k), r.grouped_ms,
+                r.flop / (r.grouped_ms * 1e-3) / 1e12, r.dense_ms, dense_ratio, dense_ratio >= kTarget ? " " : "*");
+    if (r.batched_ms > 0.0) {
+      std::printf(" %10.4f %5.2f%s\n", r.batched_ms, batched_ratio, batched_ratio >= kTarget ? " " : "*");
+    } else {
+      std::printf(" %10s %6s\n", "n/a", "n/a");
+    }
   }
-  std::printf("\ntarget grouped/dense >= 0.75: %d of %zu rows\n", pass, rows.size());
+  std::printf("\ntarget grouped/dense   >= %.2f: %d of %zu rows\n", kTarget, pass_dense, rows.size());
+  std::printf("target grouped/batched >= %.2f: %d of %zu rows\n", kTarget, pass_batched, rows.size());
   return 0;
 }
 

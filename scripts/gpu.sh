@@ -56,7 +56,7 @@ if want bench; then
     record "toy step bench" "see bench_graph_runtime.txt"
   fi
   if [[ -x "$B/bench/grouped_gemm_bench" ]]; then
-    "$B/bench/grouped_gemm_bench" 2>&1 | tee "$OUT/bench_grouped_gemm.txt" | tail -16
+    "$B/bench/grouped_gemm_bench" 2>&1 | tee "$OUT/bench_grouped_gemm.txt" | tail -21
     record "grouped GEMM bench" "rc=${PIPESTATUS[0]} (bench_grouped_gemm.txt)"
   fi
   # BENCH_RECIPES: family/recipe items (default the three dense recipes and the MoE and hybrid small ones);

@@ -8,6 +8,7 @@
 #include "cuda/arena.h"
 #include "cuda/device.h"
 #include "kernels/grouped_gemm_backend.h"
+#include "kernels/grouped_gemm_zero_fill.h"
 
 namespace sg::kernels {
 namespace {
@@ -110,6 +111,15 @@ void GroupedGemmPlan::enqueue(cudaStream_t stream, const detail::GroupedGemmOper
                                        static_cast<const void*>(o.offsets)));
   }
   backend_->run(stream, o);
+  if (op_ == GroupedGemmOp::kBackwardWeight && !o.accumulate) {
+    // The GEMM computes no tile of an empty expert; overwriting still owes it dW_g = 0.
+    detail::zero_empty_group_weight_grads(stream, {.dw = static_cast<float*>(o.d),
+                                                   .counts = o.counts,
+                                                   .offsets = o.offsets,
+                                                   .num_groups = dims_.num_groups,
+                                                   .max_total_rows = dims_.max_total_rows,
+                                                   .group_elems = dims_.N * dims_.K});
+  }
 }
 
 GroupedLinearForward::GroupedLinearForward(const GroupedGemmDims& dims)
@@ -130,7 +140,8 @@ GroupedLinearBackwardWeight::GroupedLinearBackwardWeight(const GroupedGemmDims& 
     : GroupedGemmPlan(GroupedGemmOp::kBackwardWeight, dims) {}
 
 void GroupedLinearBackwardWeight::run(cudaStream_t stream, const GroupedLinearBackwardWeightParams& p) const {
-  enqueue(stream, {.counts = p.counts, .offsets = p.offsets, .a = p.dy, .b = p.x, .d = p.dw});
+  enqueue(stream,
+          {.counts = p.counts, .offsets = p.offsets, .a = p.dy, .b = p.x, .d = p.dw, .accumulate = p.accumulate});
 }
 
 }  // namespace sg::kernels

@@ -10,11 +10,17 @@
 //   GroupedLinearForward        y_g[m_g, N]  = x_g[m_g, K] W_g^T          bf16 out
 //   GroupedLinearBackwardInput  dx_g[m_g, K] = dy_g[m_g, N] W_g           bf16 out (overwrites)
 //   GroupedLinearBackwardWeight dW_g[N, K]  += dy_g^T x_g                  fp32 main_grad (beta = 1)
-// An expert with no rows writes nothing: its y/dx segment is empty and its dW is left bit-for-bit
-// unchanged (it contributes zero). Rows outside every segment (token-drop padding) are not written.
+//                               dW_g[N, K]   = dy_g^T x_g                  with accumulate = false (beta = 0)
+// An expert with no rows writes no y/dx rows; its dW is left bit-for-bit unchanged when accumulating (it
+// contributes zero) and set to zero when overwriting. Rows outside every segment (token-drop padding)
+// are not written.
 // Segments must not overlap. A malformed one (negative, or reaching past max_total_rows: an upstream bug)
 // is clamped into [0, max_total_rows) on the device, so the kernels never touch memory outside the
 // buffers; the CPU twin throws on it instead.
+//
+// Overwrite mode (accumulate = false) lets the first microbatch write main_grad instead of a memset plus an
+// accumulate: the GEMM's epilogue then never reads dW (beta 0 skips the load of C), and one extra launch
+// zeroes the dW of the empty experts (grouped_gemm_zero_fill.h), both reading the counts on the device.
 //
 // Life cycle (static memory, docs/architecture.md):
 //   plan time   construct with GroupedGemmDims -> workspace_bytes() (before the arena exists)
@@ -68,13 +74,16 @@ struct GroupedLinearBackwardInputParams {
   const int32_t* offsets = nullptr;  // [num_groups] device
 };
 
-// dW_g += sum over the rows r of expert g's segment of dy[r, :]^T x[r, :] (fp32, accumulated).
+// dW_g (+)= sum over the rows r of expert g's segment of dy[r, :]^T x[r, :] (fp32).
 struct GroupedLinearBackwardWeightParams {
   float* dw = nullptr;               // [num_groups, N, K], the fp32 main_grad
   const bf16* dy = nullptr;          // [max_total_rows, N]
   const bf16* x = nullptr;           // [max_total_rows, K]
   const int32_t* counts = nullptr;   // [num_groups] device
   const int32_t* offsets = nullptr;  // [num_groups] device
+  // true: dW_g += dy_g^T x_g (beta 1, empty experts unchanged). false: dW_g = dy_g^T x_g, zero for empty
+  // experts; dW's previous contents are never read (may be uninitialized or NaN).
+  bool accumulate = true;
 };
 
 enum class GroupedGemmOp { kForward, kBackwardInput, kBackwardWeight };
@@ -89,6 +98,7 @@ struct GroupedGemmOperands {
   const void* a = nullptr;
   const void* b = nullptr;
   void* d = nullptr;
+  bool accumulate = false;  // backward_weight only: beta 1 (D += ...) instead of beta 0
 };
 }  // namespace detail
 
@@ -122,7 +132,8 @@ class GroupedGemmPlan {
  protected:
   // Plan time: validates dims (clear errors) and requires an sm_90 GPU; no device memory touched.
   GroupedGemmPlan(GroupedGemmOp op, const GroupedGemmDims& dims);
-  // Step time: setup kernel + grouped GEMM on `stream`. Throws (host-side checks only) when the plan is
+  // Step time: setup kernel + grouped GEMM on `stream` (+ the zero-fill of empty experts for a
+  // backward_weight that overwrites). Throws (host-side checks only) when the plan is
   // not initialized or a pointer is null or not 16-byte aligned.
   void enqueue(cudaStream_t stream, const detail::GroupedGemmOperands& operands) const;
 

@@ -14,6 +14,7 @@
 //   backward_weight  a = dy, b = x, d = dw   M = N, N = K, K = m    A = dy + o N  (A(n, r) = dy[r, n]: M-major)
 //                                                                   B = x + o K   (B(k, r) = x[r, k]: N-major)
 //                                                                   C = D = dw + g N K (fp32, beta = 1)
+//                                                                   (beta = 0 when the op overwrites)
 // Every leading dimension is a plan-time constant (N or K), so the stride arrays are written once.
 #include <cuda_runtime.h>
 

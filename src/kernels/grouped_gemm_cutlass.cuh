@@ -20,7 +20,17 @@
 // zero tiles, so nothing of it is loaded or stored. This matters for backward_weight, where m is the
 // reduction length: CUTLASS's mainloop with k_tile_count == 0 issues no MMA and leaves the accumulators
 // unwritten (sm90_mma_array_tma_gmma_ss_warpspecialized.hpp, mma()), so a (N, K, 0) problem would store
-// alpha * garbage + beta * C into dW. With (0, 0, 0) dW_g is left bit-for-bit unchanged.
+// alpha * garbage + beta * C into dW. With (0, 0, 0) dW_g is left bit-for-bit unchanged; in overwrite mode
+// a separate zero-fill launch (grouped_gemm_zero_fill.h) sets it to zero.
+//
+// backward_weight's two modes share the ONE instantiation: two Gemm objects initialized at plan time on
+// their own CUTLASS workspaces, one with beta = 1 (accumulate into main_grad) and one with beta = 0
+// (overwrite). beta is a literal of the epilogue arguments (no beta_ptr), and with beta == 0 the
+// epilogue neither loads nor reads C at run time: Sm90TreeVisitor's beta * C + Z specialization
+// (fusion/sm90_visitor_compute_tma_warpspecialized.hpp) returns is_C_load_needed() = !beta.is_zero() and
+// clears the C registers; the array epilogue (collective/sm90_epilogue_array_tma_warpspecialized.hpp)
+// issues the TMA load of C and its smem->register copy only when is_C_load_needed(). So overwrite moves
+// no dW bytes in, and stale or NaN values in dW cannot leak into the result (0 * NaN never happens).
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
@@ -34,12 +44,14 @@
 #include <climits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "kernels/grouped_gemm_backend.h"
+#include "kernels/grouped_gemm_segment.cuh"
 
 #if !defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
 #error "the grouped GEMM needs CUDA >= 12.3 (TMA descriptors modified on the device)"
@@ -140,18 +152,15 @@ struct SetupArgs {
 };
 
 // One block: expert g's segment [offsets[g], offsets[g] + counts[g]) -> its problem shape and operand
-// pointers (see grouped_gemm_backend.h for the mapping). A malformed segment (negative, or reaching past
-// max_rows) is clamped into [0, max_rows): the MoE preprocess never writes one, and clamping guarantees
-// that a bad count can never make the GEMM touch memory outside the operand buffers.
+// pointers (see grouped_gemm_backend.h for the mapping). A malformed segment is clamped
+// (grouped_gemm_segment.cuh): the MoE preprocess never writes one, and clamping guarantees that a bad
+// count can never make the GEMM touch memory outside the operand buffers.
 template <GroupedGemmOp Op, class StoredElementD>
 __global__ void __launch_bounds__(kSetupThreads) grouped_gemm_setup_kernel(SetupArgs<StoredElementD> s) {
   for (int g = threadIdx.x; g < s.num_groups; g += blockDim.x) {
-    int64_t row0 = s.offsets[g];
-    int64_t rows = s.counts[g];
-    if (rows < 0 || row0 < 0 || row0 >= s.max_rows) rows = 0;
-    if (rows > s.max_rows - row0) rows = s.max_rows - row0;
-    if (rows == 0) row0 = 0;  // keep the (unused) pointers inside the buffers
-    const int64_t N = s.N, K = s.K, m = rows;
+    const GroupSegment segment = clamped_group_segment(s.counts, s.offsets, g, s.max_rows);
+    const int64_t row0 = segment.first_row;  // 0 when empty: the (unused) pointers stay inside the buffers
+    const int64_t N = s.N, K = s.K, m = segment.rows;
     GroupShape shape;
     const ElementAB* a;
     const ElementAB* b;
@@ -187,6 +196,10 @@ class Backend final : public GroupedGemmBackend {
   using K = Kernel<Op>;
   using Gemm = typename K::Gemm;
   using ElementD = typename K::StoredElementD;
+  // Ops with a source C (backward_weight) have two modes: [0] beta = 0 (overwrite), [1] beta = 1
+  // (accumulate); the others only beta = 0.
+  static constexpr bool kHasSource = !std::is_void_v<typename K::ElementC>;
+  static constexpr int kModes = kHasSource ? 2 : 1;
 
  public:
   Backend(const GroupedGemmDims& dims, int sm_count) : dims_(dims), sm_count_(sm_count) {
@@ -204,9 +217,10 @@ class Backend final : public GroupedGemmBackend {
     stride_a_at_ = take(groups * sizeof(typename K::StrideA));
     stride_b_at_ = take(groups * sizeof(typename K::StrideB));
     stride_d_at_ = take(groups * sizeof(typename K::StrideD));
-    cutlass_at_ = at;
-    cutlass_bytes_ = Gemm::get_workspace_size(arguments(nullptr));
-    total_bytes_ = cutlass_at_ + align_up(cutlass_bytes_, GroupedGemmPlan::kWorkspaceAlignment);
+    for (int mode = 0; mode < kModes; ++mode) {
+      cutlass_at_[mode] = take(Gemm::get_workspace_size(arguments(nullptr, mode)));
+    }
+    total_bytes_ = at;
   }
 
   size_t workspace_bytes() const override { return total_bytes_; }
@@ -240,21 +254,27 @@ class Backend final : public GroupedGemmBackend {
     upload_repeated(stride_b, stride_b_at_);
     upload_repeated(stride_d, stride_d_at_);
 
-    const typename Gemm::Arguments args = arguments(base_);
-    const std::string what = std::string("grouped GEMM ") + grouped_gemm_op_name(Op) + " (" + kernel_name() + ")";
-    cutlass::Status status = gemm_.can_implement(args);
-    if (status != cutlass::Status::kSuccess) {
-      throw Error(what + ": CUTLASS can_implement refused the arguments: " + cutlassGetStatusString(status));
-    }
-    status = gemm_.initialize(args, base_ + cutlass_at_);
-    if (status != cutlass::Status::kSuccess) {
-      throw Error(what + ": CUTLASS initialize failed: " + cutlassGetStatusString(status) +
-                  " (shared memory opt-in or TMA descriptor creation; is this an sm_90 GPU?)");
+    for (int mode = 0; mode < kModes; ++mode) {
+      const typename Gemm::Arguments args = arguments(base_, mode);
+      const std::string what = std::string("grouped GEMM ") + grouped_gemm_op_name(Op) + " (" + kernel_name() +
+                               (mode == 1 ? ", beta 1" : ", beta 0") + ")";
+      cutlass::Status status = gemm_[mode].can_implement(args);
+      if (status != cutlass::Status::kSuccess) {
+        throw Error(what + ": CUTLASS can_implement refused the arguments: " + cutlassGetStatusString(status));
+      }
+      status = gemm_[mode].initialize(args, base_ + cutlass_at_[mode]);
+      if (status != cutlass::Status::kSuccess) {
+        throw Error(what + ": CUTLASS initialize failed: " + cutlassGetStatusString(status) +
+                    " (shared memory opt-in or TMA descriptor creation; is this an sm_90 GPU?)");
+      }
     }
     SG_CUDA_CHECK(cudaDeviceSynchronize());  // the stride uploads and any workspace initialisation
   }
 
   void run(cudaStream_t stream, const GroupedGemmOperands& o) override {
+    if (o.accumulate && !kHasSource) {
+      throw Error(std::string("grouped GEMM ") + grouped_gemm_op_name(Op) + ": only backward_weight accumulates");
+    }
     const SetupArgs<ElementD> s{.counts = o.counts,
                                 .offsets = o.offsets,
                                 .num_groups = dims_.num_groups,
@@ -270,7 +290,7 @@ class Backend final : public GroupedGemmBackend {
                                 .ptr_d = at<ElementD*>(ptr_d_at_)};
     grouped_gemm_setup_kernel<Op, ElementD><<<1, kSetupThreads, 0, stream>>>(s);
     SG_CUDA_CHECK_LAUNCH("grouped_gemm_setup_kernel");
-    const cutlass::Status status = gemm_.run(stream);
+    const cutlass::Status status = gemm_[o.accumulate ? 1 : 0].run(stream);
     if (status != cutlass::Status::kSuccess) {
       throw Error(std::string("grouped GEMM ") + grouped_gemm_op_name(Op) + ": CUTLASS run failed to launch: " +
                   cutlassGetStatusString(status));
@@ -290,8 +310,9 @@ class Backend final : public GroupedGemmBackend {
     SG_CUDA_CHECK(cudaMemcpy(base_ + offset, host.data(), host.size() * sizeof(Stride), cudaMemcpyHostToDevice));
   }
 
-  // The arguments on the fixed workspace addresses (base == nullptr: only for the workspace size).
-  typename Gemm::Arguments arguments(unsigned char* base) const {
+  // The arguments on the fixed workspace addresses (base == nullptr: only for the workspace size) for a
+  // mode: 0 = beta 0, 1 = beta 1 (kHasSource only).
+  typename Gemm::Arguments arguments(unsigned char* base, int mode) const {
     auto ptr = [base](size_t offset) -> void* { return base == nullptr ? nullptr : base + offset; };
     cutlass::KernelHardwareInfo hw_info;
     SG_CUDA_CHECK(cudaGetDevice(&hw_info.device_id));
@@ -313,8 +334,9 @@ class Backend final : public GroupedGemmBackend {
       args.epilogue.ptr_C = nullptr;
       args.epilogue.dC = nullptr;
     } else {
-      // C is D (accumulate into the fp32 main_grad): one pointer array, one stride array.
-      args.epilogue.thread.beta = 1.0f;
+      // C is D (accumulate into the fp32 main_grad): one pointer array, one stride array. With beta 0
+      // the pointers stay set (the TMA descriptor of C is built from them) but C is never loaded.
+      args.epilogue.thread.beta = mode == 1 ? 1.0f : 0.0f;
       args.epilogue.ptr_C = static_cast<const ElementD**>(ptr(ptr_d_at_));
       args.epilogue.dC = static_cast<typename K::StrideD*>(ptr(stride_d_at_));
     }
@@ -327,10 +349,10 @@ class Backend final : public GroupedGemmBackend {
   GroupedGemmDims dims_;
   int sm_count_;
   size_t shapes_at_ = 0, ptr_a_at_ = 0, ptr_b_at_ = 0, ptr_d_at_ = 0;
-  size_t stride_a_at_ = 0, stride_b_at_ = 0, stride_d_at_ = 0, cutlass_at_ = 0;
-  size_t cutlass_bytes_ = 0, total_bytes_ = 0;
+  size_t stride_a_at_ = 0, stride_b_at_ = 0, stride_d_at_ = 0, cutlass_at_[kModes] = {};
+  size_t total_bytes_ = 0;
   unsigned char* base_ = nullptr;
-  Gemm gemm_;
+  Gemm gemm_[kModes];  // one per mode, each with its own CUTLASS workspace (per-SM TMA descriptors)
 };
 
 }  // namespace grouped_cutlass

@@ -1,5 +1,7 @@
 #include "reference/grouped_gemm.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/strings.h"
 #include "reference/linear.h"
@@ -7,10 +9,8 @@
 namespace sg::ref {
 namespace {
 
-// Checks every segment first (nothing is written when one is bad), then calls f(g, first_row, rows) for
-// the non-empty ones, in expert order.
-template <class F>
-void for_each_segment(const char* op, const GroupedRows& r, F&& f) {
+// Checks every segment (throws naming the first bad one).
+void check_segments(const char* op, const GroupedRows& r) {
   SG_CHECK(r.num_groups >= 0 && (r.num_groups == 0 || (r.counts != nullptr && r.offsets != nullptr)),
            strprintf("%s: counts/offsets must be given for %d groups", op, r.num_groups));
   for (int g = 0; g < r.num_groups; ++g) {
@@ -20,6 +20,13 @@ void for_each_segment(const char* op, const GroupedRows& r, F&& f) {
                        static_cast<long long>(first), static_cast<long long>(first + rows),
                        static_cast<long long>(r.total_rows)));
   }
+}
+
+// Checks every segment first (nothing is written when one is bad), then calls f(g, first_row, rows) for
+// the non-empty ones, in expert order.
+template <class F>
+void for_each_segment(const char* op, const GroupedRows& r, F&& f) {
+  check_segments(op, r);
   for (int g = 0; g < r.num_groups; ++g) {
     if (r.counts[g] > 0) f(g, int64_t{r.offsets[g]}, int64_t{r.counts[g]});
   }
@@ -43,7 +50,12 @@ void grouped_linear_backward_input(float* dx, const float* dy, const float* w, c
 }
 
 void grouped_linear_backward_weight(float* dw, const float* dy, const float* x, const GroupedRows& rows, int64_t N,
-                                    int64_t K) {
+                                    int64_t K, bool accumulate) {
+  if (!accumulate) {
+    // Overwrite = accumulate into zeros; experts without rows keep the zeros.
+    check_segments("grouped_linear_backward_weight", rows);
+    std::fill(dw, dw + int64_t{rows.num_groups} * N * K, 0.0f);
+  }
   for_each_segment("grouped_linear_backward_weight", rows, [&](int g, int64_t first, int64_t m) {
     linear_backward_weight(dw + g * N * K, dy + first * N, x + first * K, m, K, N);
   });

@@ -2,7 +2,8 @@
 // CPU fp32 twin of kernels/grouped_gemm.h: the MoE expert linears on a permuted row buffer. Expert g owns
 // rows [offsets[g], offsets[g] + counts[g]) of x/y/dx/dy (row-major, total_rows rows); its weight is the
 // [N, K] matrix at w + g * N * K (PyTorch Linear [out, in]). Rows outside every segment are not touched;
-// an expert with no rows changes nothing (its dW is left bit-for-bit unchanged). Segments must lie inside
+// an expert with no rows writes no y/dx rows, and its dW is left bit-for-bit unchanged when accumulating
+// and set to zero when overwriting (it contributes nothing). Segments must lie inside
 // [0, total_rows) (sg::Error otherwise); they may leave gaps but must not overlap for the outputs to be
 // well defined.
 #include <cstdint>
@@ -23,8 +24,9 @@ void grouped_linear_forward(float* y, const float* x, const float* w, const Grou
 void grouped_linear_backward_input(float* dx, const float* dy, const float* w, const GroupedRows& rows, int64_t N,
                                    int64_t K);
 
-// dW_g[N, K] += dy_g^T x_g. ACCUMULATES into dw [num_groups, N, K] (the fp32 main_grad convention).
+// accumulate: dW_g[N, K] += dy_g^T x_g into dw [num_groups, N, K] (the fp32 main_grad convention).
+// !accumulate: dW_g = dy_g^T x_g for every expert, zero for those without rows (dw's old values unread).
 void grouped_linear_backward_weight(float* dw, const float* dy, const float* x, const GroupedRows& rows, int64_t N,
-                                    int64_t K);
+                                    int64_t K, bool accumulate = true);
 
 }  // namespace sg::ref

@@ -1,9 +1,7 @@
 // CUTLASS grouped GEMMs of the MoE experts (kernels/grouped_gemm.h) against reference/grouped_gemm on
 // fresh random inputs rounded to bf16 on the host (the CPU twin sees exactly what the GPU sees).
-// Routings: one expert, balanced, zero-row experts (first, middle, last), all rows on one expert,
-// skewed odd counts, 128 experts, capacity-style segments with unused padding rows, every expert
-// empty; N/K include
-// non-tile multiples (136, 200) and 768.
+// Routings: standard_routings() (grouped_gemm_routing.h: zero-row experts, all rows on one expert,
+// skewed, 128 experts, capacity padding, every expert empty; N/K non-tile multiples of 8 and 768).
 // Tolerances: forward/backward_input write bf16, relative error < kBf16RelTol (1e-2) against the fp32
 // twin over the segment rows (bf16 output rounding alone is ~2e-3); backward_weight accumulates into
 // fp32, relative error < 1e-4 (products of bf16 values are exact in fp32; only the summation order differs).
@@ -15,15 +13,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <numeric>
-#include <ostream>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "cuda/stream.h"
 #include "gpu_test_util.h"
+#include "grouped_gemm_routing.h"
 #include "kernels/grouped_gemm.h"
 #include "reference/grouped_gemm.h"
 
@@ -34,55 +30,6 @@ using namespace sg::test;
 using kernels::GroupedGemmDims;
 
 constexpr double kWgradRelTol = 1e-4;
-
-// DeviceBuffer upload/poison run on the legacy default stream, which does not order against the
-// non-blocking test stream: finish them before launching on `stream`.
-void device_sync() { SG_CUDA_CHECK(cudaDeviceSynchronize()); }
-
-template <class T>
-bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
-struct Routing {
-  std::string name;
-  int64_t N, K;
-  std::vector<int32_t> counts, offsets;
-  int64_t total_rows;
-};
-
-void PrintTo(const Routing& r, std::ostream* os) { *os << r.name; }  // gtest's name for a parameter
-
-// Segments back to back from row 0; total_rows = their sum (dropless).
-Routing packed(std::string name, int64_t N, int64_t K, std::vector<int32_t> counts) {
-  Routing r{std::move(name), N, K, std::move(counts), {}, 0};
-  for (int32_t c : r.counts) {
-    r.offsets.push_back(static_cast<int32_t>(r.total_rows));
-    r.total_rows += c;
-  }
-  return r;
-}
-
-// Token-drop layout: expert g's segment starts at g * capacity; rows past count_g stay unused.
-Routing capacity(std::string name, int64_t N, int64_t K, int32_t cap, std::vector<int32_t> counts) {
-  Routing r{std::move(name), N, K, std::move(counts), {}, 0};
-  for (size_t g = 0; g < r.counts.size(); ++g) r.offsets.push_back(static_cast<int32_t>(g) * cap);
-  r.total_rows = static_cast<int64_t>(r.counts.size()) * cap;
-  return r;
-}
-
-// 128 experts, random counts in [0, 40] with about a fifth of them empty.
-Routing many_experts() {
-  std::mt19937 gen(7);
-  std::uniform_int_distribution<int> count(0, 40);
-  std::vector<int32_t> counts(128);
-  for (auto& c : counts) c = count(gen) < 8 ? 0 : count(gen);
-  return packed("experts128", 200, 136, counts);
-}
-
-ref::GroupedRows rows_of(const Routing& r) {
-  return {r.counts.data(), r.offsets.data(), static_cast<int>(r.counts.size()), r.total_rows};
-}
 
 std::vector<bool> covered_rows(const Routing& r) {
   std::vector<bool> covered(r.total_rows, false);
@@ -139,7 +86,7 @@ void check_bf16_op(const char* op, Launch&& launch, DeviceBuffer<bf16>& out, con
   std::vector<bf16> first;
   for (int run = 0; run < 2; ++run) {
     out.poison();
-    device_sync();
+    sync_device();
     launch();
     stream.synchronize();
     const auto got = out.download();
@@ -155,9 +102,6 @@ void check_bf16_op(const char* op, Launch&& launch, DeviceBuffer<bf16>& out, con
   }
 }
 
-GroupedGemmDims dims_of(const Routing& r) {
-  return {.num_groups = static_cast<int>(r.counts.size()), .max_total_rows = r.total_rows, .N = r.N, .K = r.K};
-}
 
 class GroupedGemmGpu : public ::testing::TestWithParam<Routing> {
  protected:
@@ -221,16 +165,8 @@ TEST_P(GroupedGemmGpu, AllOpsMatchReferenceAndAreDeterministic) {
   EXPECT_TRUE(bitwise_equal(dw1, d_dw.download())) << "backward_weight: second run differs";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Routings, GroupedGemmGpu,
-    ::testing::Values(packed("one_expert", 136, 200, {77}),
-                      packed("balanced8", 768, 256, {64, 64, 64, 64, 64, 64, 64, 64}),
-                      packed("zero_experts", 200, 136, {0, 37, 0, 129, 1, 0}),
-                      packed("all_on_one", 256, 768, {0, 0, 301, 0}),
-                      packed("skewed_odd", 136, 768, {1, 255, 3, 0, 17, 129, 2, 64}),
-                      capacity("capacity_padding", 200, 136, 48, {48, 0, 13, 47, 1}),
-                      capacity("all_empty", 64, 64, 16, {0, 0, 0}), many_experts()),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Routings, GroupedGemmGpu, ::testing::ValuesIn(standard_routings()),
+                         [](const auto& info) { return info.param.name; });
 
 // One capture replayed with new counts written into the same device buffers between replays: the
 // GEMM follows the device sizes, matches the reference of the new routing, and equals eager.
@@ -252,33 +188,13 @@ TEST(GroupedGemmGpuGraph, ReplayReadsCountsFromDeviceMemory) {
   const kernels::GroupedLinearForwardParams fp{
       .y = d_y.get(), .x = d_x.get(), .w = d_w.get(), .counts = d_counts.get(), .offsets = d_offsets.get()};
 
-  cudaGraph_t graph = nullptr;
-  SG_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  plans.fwd.run(stream, fp);
-  SG_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec = nullptr;
-  SG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-
-  for (const Routing* routing : {&a, &b, &c, &a}) {
-    d_counts.upload(routing->counts);
-    d_offsets.upload(routing->offsets);
-    d_y.poison();
-    device_sync();
-    SG_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    stream.synchronize();
-    const auto replayed = d_y.download();
-    std::vector<float> y_ref(T * N, 0.0f);
-    ref::grouped_linear_forward(y_ref.data(), x.data(), w.data(), rows_of(*routing), N, K);
-    EXPECT_LT(relative_error(to_float(replayed), y_ref), kBf16RelTol) << "routing " << routing->name;
-
-    d_y.poison();
-    device_sync();
-    plans.fwd.run(stream, fp);
-    stream.synchronize();
-    EXPECT_TRUE(bitwise_equal(replayed, d_y.download())) << "replay != eager for routing " << routing->name;
-  }
-  SG_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  SG_CUDA_CHECK(cudaGraphDestroy(graph));
+  expect_replays_follow_routings<bf16>(
+      stream, [&](cudaStream_t st) { plans.fwd.run(st, fp); }, {&a, &b, &c, &a}, d_counts, d_offsets, d_y,
+      [&](const Routing& routing, const std::vector<bf16>& replayed) {
+        std::vector<float> y_ref(T * N, 0.0f);
+        ref::grouped_linear_forward(y_ref.data(), x.data(), w.data(), rows_of(routing), N, K);
+        EXPECT_LT(relative_error(to_float(replayed), y_ref), kBf16RelTol) << "routing " << routing.name;
+      });
 }
 
 TEST(GroupedGemmGpuPlan, RejectsMisuseWithClearErrors) {

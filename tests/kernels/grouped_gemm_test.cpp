@@ -37,6 +37,12 @@ TEST(GroupedGemmPlanValidation, RefusesEmptyOrOversizedShapes) {
   EXPECT_NE(plan_error({.num_groups = 4, .max_total_rows = 64, .N = 0, .K = 64}).find("N and K"), std::string::npos);
 }
 
+// The MoE layer relies on the default (main_grad accumulates across microbatches); overwrite is opt-in.
+TEST(GroupedGemmPlanValidation, BackwardWeightAccumulatesByDefault) {
+  const kernels::GroupedLinearBackwardWeightParams defaults{};
+  EXPECT_TRUE(defaults.accumulate);
+}
+
 TEST(GroupedGemmPlanValidation, OpNames) {
   EXPECT_STREQ(kernels::grouped_gemm_op_name(kernels::GroupedGemmOp::kForward), "forward");
   EXPECT_STREQ(kernels::grouped_gemm_op_name(kernels::GroupedGemmOp::kBackwardInput), "backward_input");

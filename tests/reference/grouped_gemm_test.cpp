@@ -1,11 +1,14 @@
 // CPU twin of the grouped GEMMs (reference/grouped_gemm.h) against a naive per-element loop written
 // independently (row -> its expert, dot products in double): zero-row experts, all rows on one expert,
-// skewed counts, gaps between segments (untouched rows), wgrad accumulation, malformed segments.
+// skewed counts, gaps between segments (untouched rows), wgrad accumulation and overwrite (accumulate =
+// false: dW's old contents, NaN here, are never read; zero-row experts get dW = 0), malformed segments.
 #include "reference/grouped_gemm.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/error.h"
@@ -83,8 +86,16 @@ TEST_P(ReferenceGroupedGemm, MatchesNaiveLoops) {
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k) dw_acc[(g * N + n) * K + k] += double(dy[r * N + n]) * x[r * K + k];
   }
-  std::vector<float> dw_naive(G * N * K);
-  for (int64_t i = 0; i < G * N * K; ++i) dw_naive[i] = static_cast<float>(dw0[i] + dw_acc[i]);
+  std::vector<float> dw_naive(G * N * K), dw_overwrite_naive(G * N * K);
+  for (int64_t i = 0; i < G * N * K; ++i) {
+    dw_naive[i] = static_cast<float>(dw0[i] + dw_acc[i]);
+    dw_overwrite_naive[i] = static_cast<float>(dw_acc[i]);
+  }
+  // Overwrite from NaN: every element is written (NaN anywhere makes relative_error infinite).
+  std::vector<float> dw_overwrite(G * N * K, std::numeric_limits<float>::quiet_NaN());
+  ref::grouped_linear_backward_weight(dw_overwrite.data(), dy.data(), x.data(), rows_of(c), N, K,
+                                      /*accumulate=*/false);
+  EXPECT_LT(test::relative_error(dw_overwrite, dw_overwrite_naive), 1e-6);
 
   EXPECT_LT(test::relative_error(y, y_naive), 1e-6);
   EXPECT_LT(test::relative_error(dx, dx_naive), 1e-6);
@@ -95,11 +106,20 @@ TEST_P(ReferenceGroupedGemm, MatchesNaiveLoops) {
     for (int64_t k = 0; k < K; ++k) ASSERT_EQ(dx[r * K + k], kUntouched) << "row " << r;
   }
   for (int64_t g = 0; g < G; ++g) {
-    if (c.counts[g] != 0) continue;  // zero-row experts leave dW bit-for-bit unchanged
+    if (c.counts[g] != 0) continue;  // zero-row experts leave dW bit-for-bit unchanged, or zero it
     const std::vector<float> got(dw.begin() + g * N * K, dw.begin() + (g + 1) * N * K);
     const std::vector<float> want(dw0.begin() + g * N * K, dw0.begin() + (g + 1) * N * K);
     EXPECT_TRUE(same_bits(got, want)) << "expert " << g;
+    const std::vector<float> overwritten(dw_overwrite.begin() + g * N * K, dw_overwrite.begin() + (g + 1) * N * K);
+    EXPECT_TRUE(same_bits(overwritten, std::vector<float>(N * K, 0.0f))) << "overwritten expert " << g;
   }
+  // Overwrite then accumulate (first and second microbatch) = accumulating twice from zero, bit for bit:
+  // both add the same per-expert products onto the same values in the same order.
+  std::vector<float> twice(G * N * K, 0.0f);
+  ref::grouped_linear_backward_weight(twice.data(), dy.data(), x.data(), rows_of(c), N, K);
+  ref::grouped_linear_backward_weight(twice.data(), dy.data(), x.data(), rows_of(c), N, K);
+  ref::grouped_linear_backward_weight(dw_overwrite.data(), dy.data(), x.data(), rows_of(c), N, K);
+  EXPECT_TRUE(same_bits(dw_overwrite, twice));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -124,6 +144,11 @@ TEST(ReferenceGroupedGemmErrors, SegmentOutsideTheBufferThrowsBeforeWriting) {
   const ref::GroupedRows bad{negative.data(), offsets.data(), 2, T};
   std::vector<float> dw(2 * N * K, 0.0f);
   EXPECT_THROW(ref::grouped_linear_backward_weight(dw.data(), y.data(), x.data(), bad, N, K), Error);
+  // Overwrite checks the segments before zeroing anything: a bad one leaves dW untouched.
+  std::vector<float> kept(2 * N * K, 3.0f);
+  EXPECT_THROW(ref::grouped_linear_backward_weight(kept.data(), y.data(), x.data(), bad, N, K, /*accumulate=*/false),
+               Error);
+  for (float v : kept) ASSERT_EQ(v, 3.0f);
 }
 
 }  // namespace

@@ -1,0 +1,143 @@
+// GroupedLinearBackwardWeight in overwrite mode (accumulate = false, kernels/grouped_gemm.h) against
+// reference/grouped_gemm's overwrite twin, on fresh random bf16-rounded inputs, at standard_routings()
+// (grouped_gemm_routing.h: zero-row experts first/middle/last, all rows on one expert, skewed odd counts,
+// 128 experts, capacity segments with padding rows, every expert empty; N/K multiples of 8 that are not
+// tile multiples (72, 136, 200) and 256/768).
+// dW is poisoned (NaN) before every overwrite: beta 0 must never read it (a read would give 0 * NaN =
+// NaN), every expert's dW must be written, and the dW of a zero-row expert must be exactly 0 (the
+// zero-fill launch). Tolerance: relative error < 1e-4 over all of dW (fp32 sums of exact bf16 products;
+// only the summation order differs). Also: a second overwrite on a fresh poison is bitwise equal to the
+// first; overwrite then accumulate (first and second microbatch) matches the twin doing the same; a CUDA
+// graph of the overwrite (GEMM + zero-fill) replayed with new device counts (experts becoming empty and
+// non-empty) matches the twin and equals eager bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda/stream.h"
+#include "gpu_test_util.h"
+#include "grouped_gemm_routing.h"
+#include "kernels/grouped_gemm.h"
+#include "reference/grouped_gemm.h"
+
+namespace {
+
+using namespace sg;
+using namespace sg::test;
+
+constexpr double kWgradRelTol = 1e-4;
+
+// A backward_weight plan on its own workspace, with the device inputs of one routing.
+struct WgradCase {
+  WgradCase(const Routing& r, const std::vector<float>& x_host, const std::vector<float>& dy_host)
+      : plan(dims_of(r)), ws(plan.workspace_bytes()), x(r.total_rows * r.K), dy(r.total_rows * r.N),
+        dw(static_cast<int64_t>(r.counts.size()) * r.N * r.K), counts(r.counts.size()), offsets(r.counts.size()) {
+    plan.bind(ws.get(), ws.size());
+    plan.initialize();
+    x.upload(to_bf16(x_host));
+    dy.upload(to_bf16(dy_host));
+    counts.upload(r.counts);
+    offsets.upload(r.offsets);
+    sync_device();
+  }
+  kernels::GroupedLinearBackwardWeightParams params(bool accumulate) {
+    return {.dw = dw.get(),
+            .dy = dy.get(),
+            .x = x.get(),
+            .counts = counts.get(),
+            .offsets = offsets.get(),
+            .accumulate = accumulate};
+  }
+  kernels::GroupedLinearBackwardWeight plan;
+  DeviceBuffer<unsigned char> ws;
+  DeviceBuffer<bf16> x, dy;
+  DeviceBuffer<float> dw;
+  DeviceBuffer<int32_t> counts, offsets;
+};
+
+// The twin's overwrite result, starting from NaN so that anything it failed to write shows.
+std::vector<float> reference_overwrite(const Routing& r, const std::vector<float>& dy, const std::vector<float>& x) {
+  std::vector<float> dw(r.counts.size() * r.N * r.K, std::numeric_limits<float>::quiet_NaN());
+  ref::grouped_linear_backward_weight(dw.data(), dy.data(), x.data(), rows_of(r), r.N, r.K, /*accumulate=*/false);
+  return dw;
+}
+
+int64_t non_finite(const std::vector<float>& v) {
+  int64_t n = 0;
+  for (float f : v) n += !std::isfinite(f);
+  return n;
+}
+
+// The whole overwrite result: finite everywhere, zero-row experts exactly +0.0f, close to the twin.
+void expect_overwrite(const Routing& r, const std::vector<float>& got, const std::vector<float>& want,
+                      const std::string& when) {
+  EXPECT_EQ(non_finite(got), 0) << when << ": poison left in dW, or read by beta 0";
+  EXPECT_LT(relative_error(got, want), kWgradRelTol) << when;
+  const int64_t NK = r.N * r.K;
+  for (size_t g = 0; g < r.counts.size(); ++g) {
+    if (r.counts[g] != 0) continue;
+    const std::vector<float> expert(got.begin() + g * NK, got.begin() + (g + 1) * NK);
+    EXPECT_TRUE(bitwise_equal(expert, std::vector<float>(NK, 0.0f))) << when << ": zero-row expert " << g;
+  }
+}
+
+class GroupedGemmOverwriteGpu : public ::testing::TestWithParam<Routing> {
+ protected:
+  cuda::Stream stream;
+};
+
+TEST_P(GroupedGemmOverwriteGpu, OverwriteMatchesReferenceOnPoisonedDw) {
+  const Routing& r = GetParam();
+  const uint64_t seed = 2000 * r.counts.size() + r.N + r.K;
+  const auto x = round_bf16(random_normal(r.total_rows * r.K, seed + 1));
+  const auto dy = round_bf16(random_normal(r.total_rows * r.N, seed + 2));
+  const auto dw_over = reference_overwrite(r, dy, x);
+  ASSERT_EQ(non_finite(dw_over), 0) << "the twin's overwrite left values unwritten";
+  auto dw_over_acc = dw_over;  // the first microbatch overwrites, the second accumulates
+  ref::grouped_linear_backward_weight(dw_over_acc.data(), dy.data(), x.data(), rows_of(r), r.N, r.K);
+
+  WgradCase c(r, x, dy);
+  std::vector<float> first;
+  for (int run = 0; run < 2; ++run) {
+    c.dw.poison();
+    c.plan.run(stream, c.params(/*accumulate=*/false));
+    stream.synchronize();
+    const auto got = c.dw.download();
+    if (run == 0) {
+      expect_overwrite(r, got, dw_over, "overwrite");
+      first = got;
+    } else {
+      EXPECT_TRUE(bitwise_equal(first, got)) << "second overwrite differs";
+    }
+  }
+  c.plan.run(stream, c.params(/*accumulate=*/true));
+  stream.synchronize();
+  const auto accumulated = c.dw.download();
+  EXPECT_LT(relative_error(accumulated, dw_over_acc), kWgradRelTol) << "overwrite then accumulate";
+}
+
+INSTANTIATE_TEST_SUITE_P(Routings, GroupedGemmOverwriteGpu, ::testing::ValuesIn(standard_routings()),
+                         [](const auto& info) { return info.param.name; });
+
+// One capture of the overwrite replayed with new counts in the same device buffers: experts that
+// become empty are zeroed, experts that become non-empty are computed, and every replay equals eager.
+TEST(GroupedGemmOverwriteGpuGraph, ReplayFollowsDeviceCounts) {
+  const Routing a = packed("a", 136, 200, {10, 0, 50, 4});  // 64 rows
+  const Routing b = packed("b", 136, 200, {0, 64, 0, 0});   // all on expert 1
+  const Routing c = packed("c", 136, 200, {16, 16, 16, 16});
+  const auto x = round_bf16(random_normal(a.total_rows * a.K, 21));
+  const auto dy = round_bf16(random_normal(a.total_rows * a.N, 22));
+  WgradCase wgrad(a, x, dy);
+  cuda::Stream stream;
+  const auto p = wgrad.params(/*accumulate=*/false);
+  expect_replays_follow_routings<float>(
+      stream, [&](cudaStream_t st) { wgrad.plan.run(st, p); }, {&a, &b, &c, &a}, wgrad.counts, wgrad.offsets,
+      wgrad.dw, [&](const Routing& routing, const std::vector<float>& replayed) {
+        expect_overwrite(routing, replayed, reference_overwrite(routing, dy, x), "graph replay, routing " + routing.name);
+      });
+}
+
+}  // namespace
