@@ -2,7 +2,7 @@
 // Softmax cross-entropy over the vocabulary: loss and dlogits in one kernel. For V <= 32768 each row is
 // read once into registers (max, sum of exps, dlogits from the kept exps); above that, one pass for the
 // online max/sum and one more read for dlogits. Works on a chunk of rows at a time so the caller never
-// holds all T x V fp32 logits (see kernels/lm_head.h).
+// holds all T x V logits (see kernels/lm_head.h).
 // CPU twin: reference/cross_entropy.h.
 //
 // The mean loss of one microbatch, graph-safe (nothing read on the host):

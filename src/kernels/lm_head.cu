@@ -26,7 +26,7 @@ LmHeadLayout lm_head_layout(const LmHeadShape& s, size_t chunk_budget_bytes) {
                                    (long long)s.H));
   LmHeadLayout L;
   L.padded_vocab = (s.V + 7) / 8 * 8;
-  const size_t row_bytes = static_cast<size_t>(L.padded_vocab) * (sizeof(float) + sizeof(bf16));
+  const size_t row_bytes = static_cast<size_t>(L.padded_vocab) * (sizeof(bf16) + sizeof(bf16));
   int64_t rows = static_cast<int64_t>(chunk_budget_bytes / row_bytes);
   SG_CHECK(rows >= 1, strprintf("lm_head: the chunk budget %s is smaller than one row of logits+dlogits (%s for "
                                 "V=%lld); raise it",
@@ -40,7 +40,7 @@ LmHeadLayout lm_head_layout(const LmHeadShape& s, size_t chunk_budget_bytes) {
   L.chunk_rows = rows;
   L.num_chunks = (s.T + rows - 1) / rows;
   L.logits_offset = 0;
-  L.dlogits_offset = align_up(static_cast<size_t>(rows) * L.padded_vocab * sizeof(float));
+  L.dlogits_offset = align_up(static_cast<size_t>(rows) * L.padded_vocab * sizeof(bf16));
   L.row_loss_offset = align_up(L.dlogits_offset + static_cast<size_t>(rows) * L.padded_vocab * sizeof(bf16));
   L.token_count_offset = align_up(L.row_loss_offset + static_cast<size_t>(s.T) * sizeof(float));
   L.workspace_bytes = align_up(L.token_count_offset + sizeof(float));
@@ -59,13 +59,13 @@ LmHeadPlan::LmHeadPlan(Blas& blas, const LmHeadShape& shape, float loss_scale, s
 LmHeadPlan::ChunkGemms LmHeadPlan::plan_chunk(Blas& blas, int64_t rows) const {
   const int64_t H = shape_.H, V = shape_.V, Vp = layout_.padded_vocab;
   ChunkGemms g;
-  {  // logits^T [V,R] = (W col-major [H,V])^T * h_c col-major [H,R]: m=V, n=R, k=H, fp32 out.
+  {  // logits^T [V,R] = (W col-major [H,V])^T * h_c col-major [H,R]: m=V, n=R, k=H, bf16 out.
     GemmDesc d;
     d.transpose_a = true;
     d.transpose_b = false;
     d.m = V, d.n = rows, d.k = H;
     d.lda = H, d.ldb = H, d.ldd = Vp;
-    d.d_type = GemmDtype::kFP32;
+    d.d_type = GemmDtype::kBF16;
     d.beta = 0.0f;
     g.logits = &blas.plan(d);
   }
@@ -107,7 +107,7 @@ void LmHeadPlan::run(cudaStream_t stream, const LmHeadBuffers& b, bool backward)
            strprintf("lm_head: workspace %p must be 256-byte aligned", b.workspace));
   const int64_t T = shape_.T, H = shape_.H, V = shape_.V;
   char* ws = static_cast<char*>(b.workspace);
-  float* logits = reinterpret_cast<float*>(ws + layout_.logits_offset);
+  bf16* logits = reinterpret_cast<bf16*>(ws + layout_.logits_offset);
   bf16* dlogits = reinterpret_cast<bf16*>(ws + layout_.dlogits_offset);
   float* row_loss = reinterpret_cast<float*>(ws + layout_.row_loss_offset);
   float* token_count = reinterpret_cast<float*>(ws + layout_.token_count_offset);
@@ -121,7 +121,7 @@ void LmHeadPlan::run(cudaStream_t stream, const LmHeadBuffers& b, bool backward)
 
     CrossEntropyParams ce;
     ce.logits = logits;
-    ce.logits_dtype = LogitsDtype::fp32;
+    ce.logits_dtype = LogitsDtype::bf16;
     ce.targets = b.targets + r0;
     ce.loss_mask = b.loss_mask + r0;
     ce.dlogits = dlogits;

@@ -1,13 +1,15 @@
 #pragma once
-// The LM head fused with the cross-entropy loss, chunked over rows so the fp32 logits of all T tokens
-// are never in memory at once. For each chunk c of rows (one stream, in order):
-//   logits_c  = h_c W^T                 GEMM, fp32 out  -> workspace [chunk_rows, Vp]
+// The LM head fused with the cross-entropy loss, chunked over rows so the logits of all T tokens are
+// never in memory at once. For each chunk c of rows (one stream, in order):
+//   logits_c  = h_c W^T                 GEMM, bf16 out  -> workspace [chunk_rows, Vp]
 //   cross_entropy(logits_c)             dlogits_c (bf16) -> workspace [chunk_rows, Vp]; row_loss_c
 //   dh_c      = dlogits_c W             GEMM, bf16 out, OVERWRITES dhidden rows of the chunk
 //   dW       += dlogits_c^T h_c         GEMM, fp32 main_grad, beta = 1 (beta 0 for the first chunk when
 //                                       LmHeadBuffers::overwrite_dweight: the step's first write of dW)
 // plus loss_token_count before the chunks and cross_entropy_loss_reduce after them (kernels/cross_entropy.h),
 // which ADDS loss_scale * mean-over-masked-tokens into the device loss accumulator.
+// The logits are bf16, as Megatron's output layer (and HF transformers) produce them; the cross-entropy
+// computes in fp32 from them. Half the bytes of fp32 logits for the GEMM to write and the loss to read.
 //
 // Plan time (once): lm_head_layout() sizes the workspace (pure CPU, so the model can plan its arena
 // first); LmHeadPlan then plans the cuBLASLt GEMMs (full chunk and, if T is not a multiple of the
@@ -35,18 +37,18 @@ struct LmHeadLayout {
   int64_t chunk_rows = 0;     // rows per chunk (the last chunk may be shorter)
   int64_t num_chunks = 0;
   int64_t padded_vocab = 0;   // Vp: row stride of the logits/dlogits workspaces
-  size_t logits_offset = 0;   // fp32 [chunk_rows, Vp]
+  size_t logits_offset = 0;   // bf16 [chunk_rows, Vp]
   size_t dlogits_offset = 0;  // bf16 [chunk_rows, Vp]
   size_t row_loss_offset = 0;     // fp32 [T]
   size_t token_count_offset = 0;  // fp32 [1]
   size_t workspace_bytes = 0;     // what the model reserves (workspaces category, 256-byte aligned)
 };
 
-// Default cap on the chunk's logits + dlogits (6 bytes per element): 512 MiB, e.g. 696 rows of a
-// 128256-token vocabulary, 2730 rows of a 32768 one.
+// Default cap on the chunk's logits + dlogits (4 bytes per element): 512 MiB, e.g. 1024 rows of a
+// 128256-token vocabulary, 4096 rows of a 32768 one.
 inline constexpr size_t kLmHeadDefaultChunkBudgetBytes = size_t{512} << 20;
 
-// chunk_rows = min(T, floor(chunk_budget_bytes / (6 Vp))) rounded down to a multiple of 64 when >= 64
+// chunk_rows = min(T, floor(chunk_budget_bytes / (4 Vp))) rounded down to a multiple of 64 when >= 64
 // (GEMM-friendly); at least 1. Throws sg::Error for a bad shape (H not a multiple of 8, T/H/V <= 0).
 LmHeadLayout lm_head_layout(const LmHeadShape& shape, size_t chunk_budget_bytes = kLmHeadDefaultChunkBudgetBytes);
 

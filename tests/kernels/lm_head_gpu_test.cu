@@ -1,7 +1,9 @@
 // GPU LM head + cross-entropy composite (kernels/lm_head) against the CPU composition
 // reference/linear (fp64-accumulated GEMMs) + reference/cross_entropy, chunked and unchunked.
 // Tolerances: dhidden (bf16) and dweight (fp32 accumulated from bf16 dlogits) < kBf16RelTol (1e-2);
-// the loss (fp32 logits from an fp32-accumulated GEMM) < kFp32RelTol (1e-5) relative.
+// the loss < kLossRelTol (1e-4) relative: the reference rounds its logits to bf16 as the GPU stores them,
+// and a logit within the GEMM's fp32 rounding error of a bf16 rounding boundary may round the other way
+// (one bf16 ulp, ~0.4%); if that is a target logit, the mean loss moves by ~1e-5 relative.
 // dhidden is poisoned; dweight is prefilled (the composite ADDS into it); repeated runs are bitwise
 // identical and a second microbatch accumulates.
 #include <gtest/gtest.h>
@@ -22,10 +24,12 @@ namespace {
 using namespace sg;
 using namespace sg::test;
 
+constexpr double kLossRelTol = 1e-4;
+
 TEST(LmHeadLayout, ChunksAndOffsets) {
   const kernels::LmHeadShape shape{1000, 64, 1003};
   const int64_t Vp = 1008;
-  const size_t row_bytes = Vp * 6;
+  const size_t row_bytes = Vp * 4;  // bf16 logits + bf16 dlogits
   const kernels::LmHeadLayout a = kernels::lm_head_layout(shape, 10 * row_bytes + 5);
   EXPECT_EQ(a.padded_vocab, Vp);
   EXPECT_EQ(a.chunk_rows, 10);
@@ -40,7 +44,7 @@ TEST(LmHeadLayout, ChunksAndOffsets) {
     EXPECT_EQ(L.dlogits_offset % 256, 0u);
     EXPECT_EQ(L.row_loss_offset % 256, 0u);
     EXPECT_EQ(L.token_count_offset % 256, 0u);
-    EXPECT_GE(L.dlogits_offset, static_cast<size_t>(L.chunk_rows) * Vp * 4);
+    EXPECT_GE(L.dlogits_offset, static_cast<size_t>(L.chunk_rows) * Vp * 2);
     EXPECT_GE(L.row_loss_offset, L.dlogits_offset + static_cast<size_t>(L.chunk_rows) * Vp * 2);
     EXPECT_GE(L.token_count_offset, L.row_loss_offset + 1000 * 4);
     EXPECT_GE(L.workspace_bytes, L.token_count_offset + 4);
@@ -73,6 +77,7 @@ TEST_P(LmHeadGpu, MatchesReferenceCompositionAndDeterministic) {
   // Reference composition in fp32 (GEMMs accumulate in fp64).
   std::vector<float> logits(T * V), ref_dlogits(T * V), ref_dh(T * H), ref_dw(V * H, 0.0f);
   ref::linear_forward(logits.data(), h.data(), w.data(), T, H, V);
+  logits = round_bf16(logits);  // the GPU's logits GEMM writes bf16
   const double count = ref::loss_token_count(mask.data(), T);
   const float scale = loss_scale / std::max(static_cast<float>(count), 1.0f);
   const double sum = ref::cross_entropy_forward_backward(ref_dlogits.data(), logits.data(), targets.data(),
@@ -86,7 +91,7 @@ TEST_P(LmHeadGpu, MatchesReferenceCompositionAndDeterministic) {
   const std::vector<float> dw_prefill = random_normal(V * H, seed + 3, static_cast<float>(dw_rms));
 
   kernels::Blas blas;
-  const size_t budget = c.chunk_rows > 0 ? static_cast<size_t>(c.chunk_rows) * ((V + 7) / 8 * 8) * 6
+  const size_t budget = c.chunk_rows > 0 ? static_cast<size_t>(c.chunk_rows) * ((V + 7) / 8 * 8) * 4
                                          : kernels::kLmHeadDefaultChunkBudgetBytes;
   const kernels::LmHeadPlan plan(blas, {T, H, V}, loss_scale, budget);
   if (c.chunk_rows > 0) EXPECT_EQ(plan.layout().chunk_rows, c.chunk_rows);
@@ -129,7 +134,7 @@ TEST_P(LmHeadGpu, MatchesReferenceCompositionAndDeterministic) {
   for (int64_t i = 0; i < V * H; ++i) dw_contrib[i] = dw[i] - dw_prefill[i];
   EXPECT_LT(relative_error(to_float(dh_raw), ref_dh), kBf16RelTol) << "dhidden";
   EXPECT_LT(relative_error(dw_contrib, ref_dw), kBf16RelTol) << "dweight";
-  EXPECT_NEAR(loss, initial_loss + ref_loss_contrib, kFp32RelTol * (initial_loss + ref_loss_contrib)) << "loss";
+  EXPECT_NEAR(loss, initial_loss + ref_loss_contrib, kLossRelTol * (initial_loss + ref_loss_contrib)) << "loss";
 
   reset_and_run();
   EXPECT_EQ(std::memcmp(dh_raw.data(), d_dh.download().data(), dh_raw.size() * sizeof(bf16)), 0);
@@ -148,7 +153,7 @@ TEST_P(LmHeadGpu, MatchesReferenceCompositionAndDeterministic) {
   }
   EXPECT_LT(relative_error(contrib_twice, ref_twice), kBf16RelTol);
   EXPECT_NEAR(d_loss.download()[0], initial_loss + 2.0 * ref_loss_contrib,
-              kFp32RelTol * (initial_loss + 2.0 * ref_loss_contrib));
+              kLossRelTol * (initial_loss + 2.0 * ref_loss_contrib));
   EXPECT_EQ(std::memcmp(dh_raw.data(), d_dh.download().data(), dh_raw.size() * sizeof(bf16)), 0);
 
   // Forward only (evaluation): the same loss, bit for bit, and neither gradient buffer is touched.
