@@ -19,7 +19,8 @@ const char* module_name(Module module) {
 const char* phase_name(Phase phase) { return phase == Phase::forward ? "forward" : "backward"; }
 
 std::string region_name(const RegionKey& key) {
-  return strprintf("layer %d %s %s", key.layer, module_name(key.module), phase_name(key.phase));
+  return strprintf("layer %d %s %s%s", key.layer, module_name(key.module), phase_name(key.phase),
+                   key.first_microbatch ? " first" : "");
 }
 
 }  // namespace sg::graph

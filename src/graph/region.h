@@ -27,10 +27,16 @@ struct RegionKey {
   int layer = 0;
   Module module = Module::attn;
   Phase phase = Phase::forward;
+  // Backward of the step's first microbatch: its launches overwrite the gradients that later
+  // microbatches add to (model/gradient_zeroing.h), so it is a region of its own, captured apart from
+  // the backward the other microbatches replay. A scope plan lists only the plain key; graphing it
+  // graphs both.
+  bool first_microbatch = false;
   bool operator==(const RegionKey&) const = default;
+  RegionKey plain() const { return {layer, module, phase}; }  // without first_microbatch
 };
 
-std::string region_name(const RegionKey& key);  // "layer 3 attn forward"
+std::string region_name(const RegionKey& key);  // "layer 3 attn forward", "layer 3 attn backward first"
 
 using RegionBody = std::function<void(cudaStream_t)>;
 

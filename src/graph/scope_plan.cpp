@@ -167,9 +167,11 @@ std::vector<Module> scope_modules(GraphScope scope) {
   return {};
 }
 
-int ScopePlan::num_graphs() const {
+int ScopePlan::num_graphs(int64_t num_microbatches) const {
   if (full_iteration) return 1;
-  return static_cast<int>(graphed_regions.size());
+  const auto backward = std::count_if(graphed_regions.begin(), graphed_regions.end(),
+                                      [](const RegionKey& k) { return k.phase == Phase::backward; });
+  return static_cast<int>(graphed_regions.size()) + (num_microbatches > 1 ? static_cast<int>(backward) : 0);
 }
 
 bool ScopePlan::graphs_region(const RegionKey& key) const {

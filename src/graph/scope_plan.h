@@ -75,8 +75,9 @@ struct ScopePlan {
   int graphable_layers = 0;  // layers with at least one graphed region
   int total_layers = 0;
 
-  // Graphs the run will create: 1 (full iteration), graphed_regions.size() (scoped) or 0.
-  int num_graphs() const;
+  // Graphs the run will create: 1 (full iteration), graphed_regions.size() (scoped) or 0. With more
+  // than one microbatch, each graphed backward region is captured twice (RegionKey::first_microbatch).
+  int num_graphs(int64_t num_microbatches = 1) const;
   bool graphs_region(const RegionKey& key) const;
   // "transformer_engine [attn, mlp]: 16 region graphs, 4 graphable layers of 4"
   std::string describe() const;

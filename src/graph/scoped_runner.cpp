@@ -14,7 +14,6 @@ ScopedGraphRunner::ScopedGraphRunner(ScopePlan plan, GraphRegistry& registry, in
            strprintf("model.cuda_graph_warmup_steps must be >= 0, got %d", warmup_steps));
   SG_CHECK(!plan_.full_iteration,
            "ScopedGraphRunner got a full-iteration scope plan: use FullIterationRunner for cuda_graph_impl local");
-  for (const RegionKey& key : plan_.graphed_regions) entry(key).graphed = true;
   registry_.set_graphable_regions(static_cast<int>(plan_.graphed_regions.size()));
 }
 
@@ -23,6 +22,7 @@ ScopedGraphRunner::Entry& ScopedGraphRunner::entry(const RegionKey& key) {
   if (it == entries_.end()) {
     it = entries_.emplace(key, Entry{}).first;
     it->second.name = region_name(key);
+    it->second.graphed = plan_.graphs_region(key.plain());
   }
   return it->second;
 }

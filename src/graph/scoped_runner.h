@@ -7,6 +7,8 @@
 //                               launches the graph (so the capture step computes too); later runs
 //                               in the same step (other microbatches) replay it
 //   later steps                 graphed regions replay, for every microbatch
+// A region the plan graphs is graphed in both its variants (RegionKey::first_microbatch): two graphs
+// for a backward region when the step has more than one microbatch.
 //
 // Region bodies must follow the contract in graph/region.h (same pointers every call, per-call
 // values read from device memory). Every region runs under a cuda::StepGuard and an NVTX range.
@@ -23,8 +25,8 @@ namespace sg::graph {
 
 struct RegionKeyHash {
   size_t operator()(const RegionKey& k) const {
-    return (static_cast<size_t>(static_cast<uint32_t>(k.layer)) << 16) ^
-           (static_cast<size_t>(k.module) << 1) ^ static_cast<size_t>(k.phase);
+    return (static_cast<size_t>(static_cast<uint32_t>(k.layer)) << 16) ^ (static_cast<size_t>(k.module) << 2) ^
+           (static_cast<size_t>(k.first_microbatch) << 1) ^ static_cast<size_t>(k.phase);
   }
 };
 

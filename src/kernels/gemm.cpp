@@ -135,6 +135,14 @@ void GemmPlan::destroy_descriptors() {
 }
 
 void GemmPlan::run(cudaStream_t stream, const void* a, const void* b, void* d, const void* bias) const {
+  launch(stream, a, b, d, bias, desc_.beta);
+}
+
+void GemmPlan::run_overwriting(cudaStream_t stream, const void* a, const void* b, void* d, const void* bias) const {
+  launch(stream, a, b, d, bias, 0.0f);
+}
+
+void GemmPlan::launch(cudaStream_t stream, const void* a, const void* b, void* d, const void* bias, float beta) const {
   const uint32_t align = desc_.min_alignment_bytes;
   if (a == nullptr || b == nullptr || d == nullptr || !aligned(a, align) || !aligned(b, align) || !aligned(d, align)) {
     throw Error(strprintf("GEMM run (%s): pointers A=%p B=%p D=%p must be non-null and %u-byte aligned",
@@ -149,7 +157,7 @@ void GemmPlan::run(cudaStream_t stream, const void* a, const void* b, void* d, c
   } else if (bias != nullptr) {
     throw Error("GEMM run (" + desc_.describe() + "): a bias was given but the plan has no bias epilogue");
   }
-  SG_CUBLASLT_CHECK(cublasLtMatmul(blas_.handle(), op_, &desc_.alpha, a, a_layout_, b, b_layout_, &desc_.beta, d,
+  SG_CUBLASLT_CHECK(cublasLtMatmul(blas_.handle(), op_, &desc_.alpha, a, a_layout_, b, b_layout_, &beta, d,
                                    d_layout_, d, d_layout_, &algo_, blas_.workspace(), blas_.workspace_bytes(),
                                    stream));
 }
@@ -242,8 +250,12 @@ LinearBackwardWeight::LinearBackwardWeight(Blas& blas, int64_t T, int64_t K, int
   plan_ = &blas.plan(d);
 }
 
-void LinearBackwardWeight::run(cudaStream_t stream, float* dw, const bf16* dy, const bf16* x) const {
-  plan_->run(stream, x, dy, dw);
+void LinearBackwardWeight::run(cudaStream_t stream, float* dw, const bf16* dy, const bf16* x, bool overwrite) const {
+  if (overwrite) {
+    plan_->run_overwriting(stream, x, dy, dw);
+  } else {
+    plan_->run(stream, x, dy, dw);
+  }
 }
 
 }  // namespace sg::kernels

@@ -19,7 +19,7 @@
 // Row-major helpers (PyTorch convention, W [N, K] = [out, in]; activations [T, features]):
 //   LinearForward        y[T,N]  = x[T,K] W^T              (bf16 out; optional bias epilogue)
 //   LinearBackwardInput  dx[T,K] = dy[T,N] W  (+ dx)       (bf16 out; accumulate = beta 1)
-//   LinearBackwardWeight dW[N,K] += dy^T x                 (fp32 main_grad, beta 1)
+//   LinearBackwardWeight dW[N,K] += dy^T x                 (fp32 main_grad, beta 1; or = for the first write)
 // cuBLASLt is column-major: a row-major [R, C] matrix is the column-major [C, R] matrix with leading
 // dimension C, i.e. its transpose. So row-major y = x W^T is the column-major y^T[N,T] = W x^T:
 // A = W seen col-major is [K,N] (ld K) and op(A) = A^T = [N,K]; B = x seen col-major is [K,T] (ld K),
@@ -83,6 +83,10 @@ class GemmPlan {
   // D = alpha op(A) op(B) + beta D (+ bias). Only cublasLtMatmul is called; capturable.
   // Throws sg::Error if a pointer is null or misaligned (host-side pointer arithmetic only).
   void run(cudaStream_t stream, const void* a, const void* b, void* d, const void* bias = nullptr) const;
+  // D = alpha op(A) op(B) (+ bias): the same call with beta 0, so D is not read (it may hold anything,
+  // NaN included). For the first write of an accumulating GEMM: the algorithm is this plan's (the
+  // heuristic query does not see beta), so the bits equal run() on a zeroed D.
+  void run_overwriting(cudaStream_t stream, const void* a, const void* b, void* d, const void* bias = nullptr) const;
 
   const GemmDesc& desc() const { return desc_; }
   size_t algo_workspace_bytes() const { return algo_workspace_bytes_; }  // what the chosen algo uses
@@ -91,6 +95,8 @@ class GemmPlan {
   friend class Blas;
   GemmPlan(const Blas& blas, const GemmDesc& desc);
   void destroy_descriptors();
+  // cublasLtMatmul with this plan's descriptors and algorithm; beta by value (host pointer mode).
+  void launch(cudaStream_t stream, const void* a, const void* b, void* d, const void* bias, float beta) const;
 
   const Blas& blas_;
   GemmDesc desc_;
@@ -155,11 +161,13 @@ class LinearBackwardInput {
   const GemmPlan* plan_;
 };
 
-// dW[N, K] += dy[T, N]^T x[T, K] into the fp32 main_grad (beta = 1 always: the step zeroes it once).
+// dW[N, K] += dy[T, N]^T x[T, K] into the fp32 main_grad (beta = 1), or with `overwrite` dW = dy^T x
+// (the step's first write of this gradient, model/gradient_zeroing.h: dW is not read). Both bitwise
+// equal on a zeroed dW: the same algorithm.
 class LinearBackwardWeight {
  public:
   LinearBackwardWeight(Blas& blas, int64_t T, int64_t K, int64_t N);
-  void run(cudaStream_t stream, float* dw, const bf16* dy, const bf16* x) const;
+  void run(cudaStream_t stream, float* dw, const bf16* dy, const bf16* x, bool overwrite = false) const;
 
  private:
   const GemmPlan* plan_;

@@ -136,7 +136,11 @@ void LmHeadPlan::run(cudaStream_t stream, const LmHeadBuffers& b, bool backward)
 
     if (!backward) continue;
     g.dhidden->run(stream, b.weight, dlogits, b.dhidden + r0 * H);
-    g.dweight->run(stream, h_c, dlogits, b.dweight);
+    if (b.overwrite_dweight && r0 == 0) {
+      g.dweight->run_overwriting(stream, h_c, dlogits, b.dweight);
+    } else {
+      g.dweight->run(stream, h_c, dlogits, b.dweight);
+    }
   }
   cross_entropy_loss_reduce(stream, {row_loss, T, token_count, loss_scale_, b.loss_accumulator});
 }

@@ -4,7 +4,8 @@
 //   logits_c  = h_c W^T                 GEMM, bf16 out  -> workspace [chunk_rows, Vp]
 //   cross_entropy(logits_c)             dlogits_c (bf16) -> workspace [chunk_rows, Vp]; row_loss_c
 //   dh_c      = dlogits_c W             GEMM, bf16 out, OVERWRITES dhidden rows of the chunk
-//   dW       += dlogits_c^T h_c         GEMM, fp32 main_grad, beta = 1
+//   dW       += dlogits_c^T h_c         GEMM, fp32 main_grad, beta = 1 (beta 0 for the first chunk when
+//                                       LmHeadBuffers::overwrite_dweight: the step's first write of dW)
 // plus loss_token_count before the chunks and cross_entropy_loss_reduce after them (kernels/cross_entropy.h),
 // which ADDS loss_scale * mean-over-masked-tokens into the device loss accumulator.
 // The logits are bf16, as Megatron's output layer (and HF transformers) produce them; the cross-entropy
@@ -57,7 +58,9 @@ struct LmHeadBuffers {
   const int32_t* targets = nullptr;  // [T], in [0, V) where loss_mask != 0
   const float* loss_mask = nullptr;  // [T]
   bf16* dhidden = nullptr;           // [T, H] OVERWRITTEN
-  float* dweight = nullptr;          // [V, H] fp32 main_grad, ADDED into
+  float* dweight = nullptr;          // [V, H] fp32 main_grad, ADDED into (see overwrite_dweight)
+  bool overwrite_dweight = false;    // the first chunk OVERWRITES dweight (not read): the step's first
+                                     // writer of this gradient (model/gradient_zeroing.h)
   float* loss_accumulator = nullptr; // device scalar, += loss_scale * sum(mask*ce) / max(sum(mask), 1)
   void* workspace = nullptr;         // layout().workspace_bytes, 256-byte aligned, not shared with
                                      // anything live across the LM head

@@ -8,7 +8,10 @@
 //     residual stream and applies the next layer's pre-norm, fused, inside that module's region.
 //   * backward runs the modules in reverse; the first to run (the last module) reads d delta_i from
 //     LayerIO::d_output, the last to run (the first module) writes d n_i to LayerIO::d_input
-//     (overwriting). Weight gradients are ADDED into the fp32 main_grad (microbatches accumulate).
+//     (overwriting). Weight gradients are ADDED into the fp32 main_grad (microbatches accumulate),
+//     except those the layer lists in first_written_grads(): in the step's first microbatch
+//     (LayerIO::first_microbatch) their writer OVERWRITES them, so the step need not zero them
+//     (model/gradient_zeroing.h); in later microbatches it adds like the others.
 //   * a region body only enqueues work on its stream with plan-time constants and static pointers
 //     (graph/region.h): it is captured once and replayed for every microbatch and step.
 //
@@ -72,6 +75,8 @@ struct LayerIO {
   const bf16* d_output = nullptr;  // d delta_i [T, H]
   bf16* d_input = nullptr;         // d n_i [T, H]
   bool dropout = true;             // dropout inside the layer; false: evaluation (forward only)
+  bool first_microbatch = false;   // backward of the step's first microbatch: overwrite the gradients
+                                   // of first_written_grads() instead of adding (its own region key)
 };
 
 class Layer : public LayerBase {
@@ -85,6 +90,11 @@ class Layer : public LayerBase {
   virtual void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) = 0;
   // Outside every region, on the step's stream: before the first microbatch (per-step state, e.g. the
   // MoE token counts) and after the optimizer update (e.g. the MoE expert-bias update).
+  // Gradient blocks this layer's backward writes with ONE launch per microbatch covering the whole
+  // block, and nothing else writes (a cuBLASLt wgrad GEMM): it overwrites them when
+  // LayerIO::first_microbatch. Pure CPU, valid after declare(). Every other gradient of the layer is
+  // zeroed by the step before the first microbatch and only added to.
+  virtual std::vector<ParamRef> first_written_grads() const { return {}; }
   virtual void step_begin(cudaStream_t /*stream*/) {}
   virtual void step_end(cudaStream_t /*stream*/) {}
   // Run by the step at the start of the layer's backward, in forward module order, for the modules

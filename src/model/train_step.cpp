@@ -11,6 +11,7 @@
 #include "kernels/embedding.h"
 #include "kernels/grad_norm.h"
 #include "kernels/rmsnorm.h"
+#include "model/gradient_zeroing.h"
 #include "model/layer_registry.h"
 
 namespace sg::model {
@@ -49,6 +50,10 @@ TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const Optim
     }
   }
   T_ = batch.tokens_per_microbatch(model);
+  first_writers_overwrite_ = !options.zero_all_gradients;
+  grad_zero_ranges_ = gradient_zero_ranges(
+      layout_, first_writers_overwrite_ ? first_written_gradients(layout_, layers_) : std::vector<ParamRef>{},
+      dp_.padded_params);
   // Plan-time work that needs the device but not the arena: the layers' kernel plans (cuDNN graphs and
   // their workspace sizes), CUB's scratch size for the embedding backward, the LM head's chunking.
   cudnn_ = std::make_unique<kernels::CudnnContext>();

@@ -19,8 +19,8 @@
 //   inputs          tokens, targets, loss_mask of the WHOLE global batch (microbatch m at rows m T ..)
 // and every GEMM and attention plan is made. After that nothing is allocated or planned.
 //
-// Step time: enqueue_step() enqueues the complete step: zero the gradients and the step's loss and
-// flags; for each microbatch: [attention dropout seeds], embedding, layer 0's pre-norm, per layer its
+// Step time: enqueue_step() enqueues the complete step: zero the gradients no first writer overwrites
+// (model/gradient_zeroing.h) and the step's loss and flags; for each microbatch: [attention dropout seeds], embedding, layer 0's pre-norm, per layer its
 // module forward regions, the chunked LM head + cross-entropy (adds loss/M into the device loss), per
 // layer in reverse its module backward regions, layer 0's pre-norm backward, embedding backward, RNG
 // advance; then loss NaN flag, grad norm + clip coefficient + grad NaN flag, lr from the device step
@@ -98,6 +98,9 @@ struct TrainStepOptions {
   // layout (padded, and with the distributed optimizer the fp32 state holds this rank's shard only),
   // and the step calls its collectives. nullptr: one process, the whole batch here.
   dist::GradientReducer* reducer = nullptr;
+  // true: zero the whole gradient buffer at each step's start and let every writer add, as before
+  // first writers (model/gradient_zeroing.h). Only the reference of the GPU test that checks them.
+  bool zero_all_gradients = false;
 };
 
 class TrainStep {
@@ -168,6 +171,9 @@ class TrainStep {
   int32_t* tokens() const;     // [tokens_per_step()]
   int32_t* targets() const;    // [tokens_per_step()]
   float* loss_mask() const;    // [tokens_per_step()]
+  // [data_parallel().padded_params] fp32 gradients; between steps only (tests poison them to check
+  // that every step zeroes or overwrites all of them: model/gradient_zeroing.h).
+  float* gradients() const { return grads_; }
   const StepScalars* scalars() const;  // device
   const float* loss() const { return &scalars_device()->loss; }
   const float* grad_norm() const { return &scalars_device()->grad_norm; }
@@ -231,6 +237,10 @@ class TrainStep {
   ModelLayout layout_;
   dist::GradientReducer* reducer_ = nullptr;
   dist::DataParallelLayout dp_;
+  // What enqueue_step zeroes of grads_ (model/gradient_zeroing.h), and whether the first microbatch's
+  // first writers overwrite (false with TrainStepOptions::zero_all_gradients: one range, everything).
+  std::vector<dist::FlatRange> grad_zero_ranges_;
+  bool first_writers_overwrite_ = true;
   BatchSpec batch_;
   OptimizerSpec optimizer_;
   int64_t T_ = 0;

@@ -62,7 +62,8 @@ std::vector<float> TrainStep::download_optimizer_state(cudaStream_t stream, cons
     download_floats(stream, slice, out);
     return out;
   }
-  // Every rank's shard into the gradient buffer (free between steps; the next step zeroes it), in place.
+  // Every rank's shard into the gradient buffer (free between steps; the next step zeroes or overwrites
+  // all of it), in place.
   reducer_->gather_optimizer_slices(slice, grads_, stream);
   std::vector<float> out;
   download_floats(stream, grads_, out);

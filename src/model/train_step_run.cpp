@@ -49,7 +49,10 @@ kernels::LrScheduleConfig lr_schedule(const OptimizerSpec& o) {
 
 void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) {
   const dist::FlatRange own = dp_.owned;  // what this rank's optimizer updates (everything without DP)
-  SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, static_cast<size_t>(dp_.padded_params) * sizeof(float), stream));
+  // Only what no first writer overwrites in microbatch 0 (model/gradient_zeroing.h).
+  for (const dist::FlatRange& r : grad_zero_ranges_) {
+    SG_CUDA_CHECK(cudaMemsetAsync(grads_ + r.begin, 0, static_cast<size_t>(r.size) * sizeof(float), stream));
+  }
   SG_CUDA_CHECK(cudaMemsetAsync(&scalars_->aux_loss, 0, kPerStepScalarBytes, stream));
   for (auto& layer : layers_) layer->step_begin(stream);
 
@@ -186,6 +189,8 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
   const int32_t* tokens = tokens_ + row0;
 
   forward(stream, regions, mb, /*train=*/true);
+  // The first microbatch's first writers overwrite their gradients; its backward regions are their own.
+  const bool first = first_writers_overwrite_ && mb == 0;
   // The last microbatch's backward tells the reducer when gradients are final (model/gradient_readiness.h),
   // between regions: with overlap it reduces them on its own stream while the backward continues.
   const bool last_microbatch = mb + 1 == batch_.num_microbatches;
@@ -201,6 +206,7 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
   head.loss_mask = loss_mask_ + row0;
   head.dhidden = d_norm_;
   head.dweight = grads_ + layout_.offset(layout_.lm_head);
+  head.overwrite_dweight = first;
   head.loss_accumulator = &scalars_->loss;
   head.workspace = lm_head_workspace_;
   lm_head_->execute(stream, head);
@@ -212,14 +218,16 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
     const cuda::NvtxRange layer_range(strprintf("layer %d backward", layer.index()));
     for (size_t k = modules.size(); k-- > 0;) {
       const bool last = k + 1 == modules.size();
-      regions.run({layer.index(), modules[k], graph::Phase::backward}, stream,
-                  [this, &layer, i, module = modules[k], last](cudaStream_t s) {
+      regions.run({layer.index(), modules[k], graph::Phase::backward, first}, stream,
+                  [this, &layer, i, module = modules[k], last, first](cudaStream_t s) {
                     if (last) {
                       layer_output_backward(s, i);
                       const RecomputeGroup* group = recompute_->group_ending_at(static_cast<int>(i));
                       if (group != nullptr) recompute_group(s, *group);
                     }
-                    layer.backward(module, s, io_[i]);
+                    LayerIO io = io_[i];
+                    io.first_microbatch = first;
+                    layer.backward(module, s, io);
                   });
     }
     gradients_ready(layer_ready_point(static_cast<int64_t>(N), static_cast<int64_t>(i)));

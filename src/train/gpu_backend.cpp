@@ -172,8 +172,9 @@ void GpuBackend::load_state(const TrainingState& state) {
 std::vector<std::string> GpuBackend::start_report() const {
   const graph::ScopePlan& plan = graphed_->plan();
   if (plan.impl == graph::GraphImpl::none) return {"CUDA graphs: off (model.cuda_graph_impl = none): every step eager"};
-  return {strprintf("CUDA graphs: %d graph%s will be captured; %d graphable layers of %d; %s", plan.num_graphs(),
-                    plan.num_graphs() == 1 ? "" : "s", plan.graphable_layers, plan.total_layers,
+  const int graphs = plan.num_graphs(step_->batch_spec().num_microbatches);
+  return {strprintf("CUDA graphs: %d graph%s will be captured; %d graphable layers of %d; %s", graphs,
+                    graphs == 1 ? "" : "s", plan.graphable_layers, plan.total_layers,
                     graphed_->describe().c_str())};
 }
 

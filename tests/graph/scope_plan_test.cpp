@@ -76,6 +76,23 @@ TEST(ScopePlan, AttnAndMlpGraphWholeDenseLayers) {
   EXPECT_EQ(p.graphed_regions[9], (RegionKey{3, Module::attn, Phase::backward}));
 }
 
+// With more than one microbatch the first microbatch's backward regions (they overwrite the gradients
+// the later ones add to) are graphs of their own; the plan lists the plain key, which graphs both.
+TEST(ScopePlan, FirstMicrobatchBackwardIsARegionOfItsOwn) {
+  const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mlp}, dense(4));
+  EXPECT_EQ(p.num_graphs(1), 16);
+  EXPECT_EQ(p.num_graphs(2), 16 + 8);
+  EXPECT_EQ(p.num_graphs(8), 16 + 8);
+  const RegionKey first{3, Module::mlp, Phase::backward, /*first_microbatch=*/true};
+  EXPECT_NE(first, (RegionKey{3, Module::mlp, Phase::backward}));
+  EXPECT_EQ(first.plain(), (RegionKey{3, Module::mlp, Phase::backward}));
+  EXPECT_TRUE(p.graphs_region(first.plain()));
+  EXPECT_EQ(region_name(first), "layer 3 mlp backward first");
+  EXPECT_EQ(region_name(first.plain()), "layer 3 mlp backward");
+  const ScopePlan local = plan_graph_scopes(GraphImpl::local, {GraphScope::full_iteration}, dense(4));
+  EXPECT_EQ(local.num_graphs(4), 1);
+}
+
 TEST(ScopePlan, EmptyScopeWithTransformerEngineGraphsEveryMarkedModule) {
   const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {}, hybrid());
   EXPECT_EQ(p.num_graphs(), 2 * 6);  // mamba, attn, mlp, router, preprocess, moe

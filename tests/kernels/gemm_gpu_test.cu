@@ -6,6 +6,7 @@
 // Outputs are poisoned (NaN) before each run, so an unwritten element fails; second runs are bitwise equal.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -153,6 +154,43 @@ TEST_P(GemmGpu, LinearBackwardWeightAccumulatesInFp32) {
   wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get());
   stream.synchronize();
   EXPECT_TRUE(bitwise_equal(r1, d_dw.download())) << "second run differs";
+}
+
+// overwrite = true (the step's first write of a gradient): dW = dy^T x without reading dW, so a NaN-poisoned
+// dW gives the bits of accumulating into zeros (up to the sign of zero); a second run with overwrite off adds.
+TEST_P(GemmGpu, LinearBackwardWeightOverwriteEqualsAccumulatingIntoZeros) {
+  const auto [T, K, N] = GetParam();
+  const auto dy = round_bf16(random_normal(T * N, 140 + T));
+  const auto x = round_bf16(random_normal(T * K, 240 + T));
+  DeviceBuffer<bf16> d_dy(T * N), d_x(T * K);
+  DeviceBuffer<float> d_dw(N * K);
+  d_dy.upload(to_bf16(dy));
+  d_x.upload(to_bf16(x));
+  kernels::LinearBackwardWeight wgrad(blas, T, K, N);
+  d_dw.upload(std::vector<float>(static_cast<size_t>(N * K), 0.0f));
+  device_sync();
+  wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get());
+  wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get());
+  stream.synchronize();
+  const auto accumulated_twice = d_dw.download();
+  d_dw.upload(std::vector<float>(static_cast<size_t>(N * K), 0.0f));
+  device_sync();
+  wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get());
+  stream.synchronize();
+  const auto accumulated_once = d_dw.download();
+
+  d_dw.poison();
+  device_sync();
+  wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get(), /*overwrite=*/true);
+  stream.synchronize();
+  const auto overwritten = d_dw.download();
+  wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get());
+  stream.synchronize();
+  const auto then_added = d_dw.download();
+  for (size_t i = 0; i < overwritten.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(overwritten[i]) && overwritten[i] == accumulated_once[i]) << "element " << i;
+    ASSERT_TRUE(then_added[i] == accumulated_twice[i]) << "element " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemmGpu,

@@ -181,6 +181,33 @@ TEST_P(LmHeadGpu, MatchesReferenceCompositionAndDeterministic) {
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   EXPECT_EQ(std::memcmp(dh_poison.data(), d_dh.download().data(), dh_poison.size() * sizeof(bf16)), 0);
   EXPECT_EQ(std::memcmp(dw_poison.data(), d_dw.download().data(), dw_poison.size() * sizeof(float)), 0);
+
+  // overwrite_dweight (the step's first write of the gradient): the first chunk overwrites the poisoned
+  // dweight and the later chunks add, giving the bits of adding every chunk into zeros (up to the sign
+  // of zero); then a second microbatch without it adds.
+  d_dh.poison();
+  d_dw.upload(std::vector<float>(static_cast<size_t>(V * H), 0.0f));
+  plan.execute(stream, buffers);
+  plan.execute(stream, buffers);
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<float> from_zero_twice = d_dw.download();
+  d_dw.upload(std::vector<float>(static_cast<size_t>(V * H), 0.0f));
+  plan.execute(stream, buffers);
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<float> from_zero = d_dw.download();
+  d_dw.poison();
+  kernels::LmHeadBuffers first = buffers;
+  first.overwrite_dweight = true;
+  plan.execute(stream, first);
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<float> overwritten = d_dw.download();
+  plan.execute(stream, buffers);
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<float> then_added = d_dw.download();
+  for (size_t i = 0; i < overwritten.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(overwritten[i]) && overwritten[i] == from_zero[i]) << "dweight element " << i;
+    ASSERT_TRUE(then_added[i] == from_zero_twice[i]) << "dweight element " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LmHeadGpu,

@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "cuda/arena.h"
@@ -36,6 +35,7 @@
 #include "reference/adamw.h"
 #include "reference/grad_norm.h"
 #include "reference/lr_schedule.h"
+#include "step_modes.h"
 #include "tiny_model.h"
 
 namespace sg::model {
@@ -226,15 +226,11 @@ INSTANTIATE_TEST_SUITE_P(Tiny, TrainStepParity,
 
 // ---- determinism and graphs ----
 
-enum class Mode { eager, whole_step_graph, region_graphs };
+using Mode = test::StepMode;
 
 struct RunResult {
   std::vector<float> losses, master, compute, exp_avg, exp_avg_sq;
   rng::RngState rng{};
-};
-
-struct GraphExecDeleter {
-  void operator()(CUgraphExec_st* exec) const { cudaGraphExecDestroy(exec); }
 };
 
 // `steps` steps with a fresh batch each, dropout on, two microbatches.
@@ -247,37 +243,11 @@ RunResult run_steps(Mode mode, int steps) {
   cuda::Stream stream;
   TrainStep step(spec, bs, test_optimizer(), seed);
   step.upload_parameters(stream, initial_parameters(step.layout(), seed));
-  graph::EagerRegionRunner eager;
-  std::unique_ptr<CUgraphExec_st, GraphExecDeleter> whole;
-  graph::GraphRegistry registry;
-  std::optional<graph::ScopedGraphRunner> scoped;
-  if (mode == Mode::region_graphs) {
-    scoped.emplace(graph::plan_graph_scopes(graph::GraphImpl::transformer_engine,
-                                            {graph::GraphScope::attn, graph::GraphScope::mlp}, step.layer_regions()),
-                   registry, /*warmup_steps=*/1);
-  }
+  test::StepModeDriver driver(step, mode, {graph::GraphScope::attn, graph::GraphScope::mlp});
   RunResult r;
   for (int i = 0; i < steps; ++i) {
     step.upload_batch(stream, test::random_batch(spec, bs, 500 + static_cast<uint64_t>(i)));
-    if (mode == Mode::eager || (mode == Mode::whole_step_graph && i == 0)) {
-      step.enqueue_step(stream, eager);
-    } else if (mode == Mode::whole_step_graph) {
-      if (!whole) {
-        cudaGraph_t graph = nullptr;
-        SG_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        step.enqueue_step(stream, eager);
-        SG_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-        cudaGraphExec_t exec = nullptr;
-        SG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        SG_CUDA_CHECK(cudaGraphDestroy(graph));
-        whole.reset(exec);
-      }
-      SG_CUDA_CHECK(cudaGraphLaunch(whole.get(), stream));
-    } else {
-      scoped->begin_step();
-      step.enqueue_step(stream, *scoped);
-      scoped->end_step(stream);
-    }
+    driver.run(stream);
     r.losses.push_back(step.download_scalars(stream).loss);
   }
   r.master = step.download_main_weights(stream);
@@ -286,7 +256,7 @@ RunResult run_steps(Mode mode, int steps) {
   r.exp_avg_sq = step.download_exp_avg_sq(stream);
   r.rng = step.download_rng_state(stream);
   if (mode == Mode::region_graphs) {
-    EXPECT_EQ(registry.size(), 8u);  // 4 layers (2 blocks) x {forward, backward}
+    EXPECT_EQ(driver.registry().size(), 12u);  // 4 layers (2 blocks) x {forward, backward, first microbatch's backward}
   }
   return r;
 }

@@ -1,5 +1,6 @@
 // NVTX ranges of a training step (what Nsight Systems shows): "step N" > "microbatch M" >
-// "layer L forward|backward" > "layer L attn|mlp forward|backward" (L: the layer's index in the stack), in eager steps and in
+// "layer L forward|backward" > "layer L attn|mlp forward|backward[ first]" (L: the layer's index in the stack; "first":
+// the first microbatch's backward), in eager steps and in
 // transformer_engine replays, for every microbatch and layer. Recorded in-process through NVTX's static
 // injection (tests/nvtx_recorder.h), so no profiler is needed.
 #include <gtest/gtest.h>
@@ -91,6 +92,10 @@ class NvtxRanges : public ::testing::Test {
         const std::string region = "layer " + std::to_string(layer) + " " + module + " " + phase;
         EXPECT_EQ(depth_of(events, region), step + 3) << region << "\n" << all;
       }
+      // The first microbatch's backward regions (they overwrite the gradients: graph/region.h).
+      const std::string first = "layer " + std::to_string(layer) + " " + (layer % 2 == 0 ? "attn" : "mlp") +
+                                " backward first";
+      EXPECT_EQ(depth_of(events, first), step + 3) << first << "\n" << all;
     }
   }
 };

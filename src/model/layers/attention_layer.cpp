@@ -43,7 +43,7 @@ void AttentionDeclarations::declare(LayerDeclarations& d) {
 struct AttentionLayer::Gemms {
   kernels::LinearForward qkv, o_proj;           // y[T, N] = x[T, K] W^T
   kernels::LinearBackwardInput qkv_dx, o_proj_dx;  // dx = dy W
-  kernels::LinearBackwardWeight qkv_dw, o_proj_dw;  // dW += dy^T x (fp32 main_grad)
+  kernels::LinearBackwardWeight qkv_dw, o_proj_dw;  // dW += dy^T x (fp32 main_grad; = in the first microbatch)
   Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t Q, int64_t QKV)
       : qkv(b, T, H, QKV),
         o_proj(b, T, Q, H),
@@ -157,7 +157,7 @@ void AttentionLayer::recompute(graph::Module module, cudaStream_t stream, const 
 
 void AttentionLayer::backward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
   gemms_->o_proj_dx.run(stream, d_attn_, io.d_output, w_o_);
-  gemms_->o_proj_dw.run(stream, g_o_, io.d_output, attn_);
+  gemms_->o_proj_dw.run(stream, g_o_, io.d_output, attn_, io.first_microbatch);
   kernels::AttentionBackwardParams ap;
   ap.dqkv = d_qkv_;
   ap.dout = d_attn_;
@@ -172,7 +172,7 @@ void AttentionLayer::backward(graph::Module /*module: attn*/, cudaStream_t strea
     kernels::rope_backward(stream, rope_params(model_, d_qkv_, T_));
   }
   gemms_->qkv_dx.run(stream, io.d_input, d_qkv_, w_qkv_);
-  gemms_->qkv_dw.run(stream, g_qkv_, d_qkv_, io.input);
+  gemms_->qkv_dw.run(stream, g_qkv_, d_qkv_, io.input, io.first_microbatch);
 }
 
 }  // namespace sg::model

@@ -34,6 +34,7 @@ class AttentionLayer final : public Layer {
   void plan(LayerPlanContext& context) override;
   void plan_device(DevicePlanContext& context) override;
   void bind(LayerBindContext& context) override;
+  std::vector<ParamRef> first_written_grads() const override { return {decl_.qkv, decl_.o_proj}; }
   void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) override;

@@ -288,7 +288,7 @@ void MambaLayer::backward(graph::Module /*module: mamba*/, cudaStream_t stream, 
   const MambaSpec& m = model_.mamba;
   const int64_t bc = d.groups * d.state;
   gemms_->out_proj_dx.run(stream, d_normed_, io.d_output, w_out_);
-  gemms_->out_proj_dw.run(stream, g_out_, io.d_output, normed_);
+  gemms_->out_proj_dw.run(stream, g_out_, io.d_output, normed_, io.first_microbatch);
   // dy overwrites d_normed_ in place (allowed); dz goes into the z columns of d in_proj_out.
   kernels::gated_rmsnorm_backward(stream, {.dy = d_normed_,
                                            .dz = d_zxbcdt_,
@@ -347,7 +347,7 @@ void MambaLayer::backward(graph::Module /*module: mamba*/, cudaStream_t stream, 
                                                 .in_row_stride = d.in_proj,
                                                 .din_row_stride = d.in_proj});
   gemms_->in_proj_dx.run(stream, io.d_input, d_zxbcdt_, w_in_);
-  gemms_->in_proj_dw.run(stream, g_in_, d_zxbcdt_, io.input);
+  gemms_->in_proj_dw.run(stream, g_in_, d_zxbcdt_, io.input, io.first_microbatch);
 }
 
 }  // namespace sg::model

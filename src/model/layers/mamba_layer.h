@@ -48,6 +48,8 @@ class MambaLayer final : public Layer {
   void plan(LayerPlanContext& context) override;
   void plan_device(DevicePlanContext& context) override;
   void bind(LayerBindContext& context) override;
+  // The projections' wgrad GEMMs; the conv, norm and per-head gradients come from reductions that add.
+  std::vector<ParamRef> first_written_grads() const override { return {decl_.in_proj, decl_.out_proj}; }
   void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) override;

@@ -102,7 +102,7 @@ void MlpLayer::recompute(graph::Module module, cudaStream_t stream, const LayerI
 
 void MlpLayer::backward(graph::Module /*module: mlp*/, cudaStream_t stream, const LayerIO& io) {
   gemms_->down_dx.run(stream, d_act_, io.d_output, w_down_);
-  gemms_->down_dw.run(stream, g_down_, io.d_output, act_);
+  gemms_->down_dw.run(stream, g_down_, io.d_output, act_, io.first_microbatch);
   if (activation_ == MlpActivation::swiglu) {
     kernels::SwiGluBackwardParams sw;
     sw.dgate_up = d_gate_up_;
@@ -115,7 +115,7 @@ void MlpLayer::backward(graph::Module /*module: mlp*/, cudaStream_t stream, cons
     kernels::squared_relu_backward(stream, {.din = d_gate_up_, .dout = d_act_, .in = gate_up_, .T = T_, .F = F_});
   }
   gemms_->gate_up_dx.run(stream, io.d_input, d_gate_up_, w_gate_up_);
-  gemms_->gate_up_dw.run(stream, g_gate_up_, d_gate_up_, io.input);
+  gemms_->gate_up_dw.run(stream, g_gate_up_, d_gate_up_, io.input, io.first_microbatch);
 }
 
 }  // namespace sg::model

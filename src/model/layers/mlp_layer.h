@@ -32,6 +32,7 @@ class MlpLayer final : public Layer {
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(LayerPlanContext& context) override;
   void bind(LayerBindContext& context) override;
+  std::vector<ParamRef> first_written_grads() const override { return {decl_.gate_up, decl_.down_proj}; }
   void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) override;

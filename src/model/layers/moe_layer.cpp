@@ -465,13 +465,18 @@ void MoeLayer::experts_forward(cudaStream_t stream, const LayerIO& io, bool outp
   if (s.S > 0) p.shared_down_acc->run(stream, b.w_shared_down, b.shared_act, io.output);
 }
 
+std::vector<ParamRef> MoeLayer::first_written_grads() const {
+  if (!decl_.shared_gate_up.valid()) return {};
+  return {decl_.shared_gate_up, decl_.shared_down};
+}
+
 void MoeLayer::experts_backward(cudaStream_t stream, const LayerIO& io) {
   const MoeShapes& s = shapes_;
   Buffers& b = *buf_;
   Plans& p = *plans_;
   if (s.S > 0) {
     p.shared_down_dx->run(stream, b.d_shared_act, io.d_output, b.w_shared_down);
-    p.shared_down_dw->run(stream, b.g_shared_down, io.d_output, b.shared_act);
+    p.shared_down_dw->run(stream, b.g_shared_down, io.d_output, b.shared_act, io.first_microbatch);
   }
   kernels::moe_combine_backward(stream, {.dexpert_out = b.d_expert_out,
                                          .dprobs = b.dprobs,
@@ -519,7 +524,7 @@ void MoeLayer::router_backward(cudaStream_t stream, const LayerIO& io) {
     kernels::swiglu_backward(stream, {.dgate_up = b.d_shared_gate_up, .dout = b.d_shared_act,
                                       .gate_up = b.shared_gate_up, .T = s.T, .F = s.S});
     p.shared_gate_up_dx->run(stream, io.d_input, b.d_shared_gate_up, b.w_shared_gate_up);
-    p.shared_gate_up_dw->run(stream, b.g_shared_gate_up, b.d_shared_gate_up, io.input);
+    p.shared_gate_up_dw->run(stream, b.g_shared_gate_up, b.d_shared_gate_up, io.input, io.first_microbatch);
   }
 }
 

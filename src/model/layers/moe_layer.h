@@ -68,6 +68,8 @@ class MoeLayer final : public Layer {
   void plan(LayerPlanContext& context) override;
   void plan_device(DevicePlanContext& context) override;
   void bind(LayerBindContext& context) override;
+  // The shared expert's wgrad GEMMs; the router's and the experts' gradients are added (grouped GEMM).
+  std::vector<ParamRef> first_written_grads() const override;
   void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
   void recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
