@@ -2,12 +2,12 @@
 // Which parts of the fp32 gradient buffer the training step zeroes at its start (issue 13).
 //
 // Gradients are added to over the microbatches, but most of the buffer need not be zeroed first: the
-// FIRST WRITER of a big gradient block (a cuBLASLt wgrad GEMM, the LM head's dW) overwrites it in the
-// step's first microbatch (beta 0: the old contents are not read, NaN included) and every later write
-// adds. A first writer is the one launch of its microbatch that writes the whole block, and nothing
+// FIRST WRITER of a big gradient block (a cuBLASLt wgrad GEMM, the MoE experts' grouped wgrad, the LM
+// head's dW) overwrites it in the step's first microbatch (beta 0: the old contents are not read, NaN
+// included) and every later write adds. A first writer is the one launch of its microbatch that writes the whole block, and nothing
 // writes the block before it in the step. Everything else is zeroed at the step's start, in as few
 // memsets as there are merged ranges: the norm weights, biases, the embedding table (its backward
-// writes only the rows of the batch's tokens), Mamba's small parameters, the MoE router and experts,
+// writes only the rows of the batch's tokens), Mamba's small parameters, the MoE router,
 // the alignment gaps between blocks and the data-parallel padding.
 //
 // First writers of a step, in backward order:

@@ -112,7 +112,7 @@ TEST(GradientZeroing, DataParallelPaddingIsZeroed) {
   EXPECT_EQ(one.zero.size(), four.zero.size());  // the padding joins the last range (the norms)
 }
 
-TEST(GradientZeroing, MoeSharedExpertIsFirstWrittenRouterAndExpertsAreZeroed) {
+TEST(GradientZeroing, MoeExpertsAndSharedExpertAreFirstWrittenRouterIsZeroed) {
   ModelSpec spec = test::tiny_hybrid_spec("*E*E");
   spec.num_moe_experts = 4;
   spec.moe_router_topk = 2;
@@ -124,17 +124,18 @@ TEST(GradientZeroing, MoeSharedExpertIsFirstWrittenRouterAndExpertsAreZeroed) {
   expect_covered_exactly_once(p);
   expect_gemm_weights_first_written(p, {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
                                         "shared_expert.gate_proj.weight", "shared_expert.up_proj.weight",
-                                        "shared_expert.down_proj.weight", "lm_head.weight"});
+                                        "shared_expert.down_proj.weight", "w1.weight", "w2.weight", "w3.weight",
+                                        "lm_head.weight"});
   EXPECT_TRUE(zeroed(p, "backbone.layers.1.mixer.gate.weight"));
-  EXPECT_TRUE(zeroed(p, "backbone.layers.1.mixer.experts.0.w1.weight"));
-  EXPECT_TRUE(zeroed(p, "backbone.layers.3.mixer.experts.3.w2.weight"));
+  EXPECT_FALSE(zeroed(p, "backbone.layers.1.mixer.experts.0.w1.weight"));
+  EXPECT_FALSE(zeroed(p, "backbone.layers.3.mixer.experts.3.w2.weight"));
   EXPECT_TRUE(zeroed(p, "backbone.layers.1.mixer.gate.e_score_correction_bias"));
 
   spec.moe.shared_expert_intermediate_size = 0;
   const Planned no_shared = plan(spec);
   expect_covered_exactly_once(no_shared);
   expect_gemm_weights_first_written(no_shared, {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
-                                                "lm_head.weight"});
+                                                "w1.weight", "w2.weight", "w3.weight", "lm_head.weight"});
 }
 
 TEST(GradientZeroing, MambaProjectionsAreFirstWrittenItsSmallParametersZeroed) {

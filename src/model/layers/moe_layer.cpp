@@ -465,9 +465,10 @@ void MoeLayer::experts_forward(cudaStream_t stream, const LayerIO& io, bool outp
   if (s.S > 0) p.shared_down_acc->run(stream, b.w_shared_down, b.shared_act, io.output);
 }
 
+// The experts' grouped wgrad overwrites too (accumulate = false zero-fills an expert without rows).
 std::vector<ParamRef> MoeLayer::first_written_grads() const {
-  if (!decl_.shared_gate_up.valid()) return {};
-  return {decl_.shared_gate_up, decl_.shared_down};
+  if (!decl_.shared_gate_up.valid()) return {decl_.fc1, decl_.fc2};
+  return {decl_.fc1, decl_.fc2, decl_.shared_gate_up, decl_.shared_down};
 }
 
 void MoeLayer::experts_backward(cudaStream_t stream, const LayerIO& io) {
@@ -492,12 +493,12 @@ void MoeLayer::experts_backward(cudaStream_t stream, const LayerIO& io) {
   p.fc2_dx->run(stream, {.dx = b.d_act, .dy = b.d_expert_out, .w = b.w_fc2, .counts = b.expert_rows,
                          .offsets = b.offsets});
   p.fc2_dw->run(stream, {.dw = b.g_fc2, .dy = b.d_expert_out, .x = b.act, .counts = b.expert_rows,
-                         .offsets = b.offsets});
+                         .offsets = b.offsets, .accumulate = !io.first_microbatch});
   kernels::swiglu_backward(stream, {.dgate_up = b.d_fc1, .dout = b.d_act, .gate_up = b.fc1_out, .T = s.rows, .F = s.F});
   p.fc1_dx->run(stream, {.dx = b.d_permuted, .dy = b.d_fc1, .w = b.w_fc1, .counts = b.expert_rows,
                          .offsets = b.offsets});
   p.fc1_dw->run(stream, {.dw = b.g_fc1, .dy = b.d_fc1, .x = b.permuted, .counts = b.expert_rows,
-                         .offsets = b.offsets});
+                         .offsets = b.offsets, .accumulate = !io.first_microbatch});
 }
 
 void MoeLayer::router_backward(cudaStream_t stream, const LayerIO& io) {
