@@ -81,6 +81,40 @@ SG_DEVICE float block_all_reduce(float v, float identity, Op op, float* scratch)
   return v;
 }
 
+// A row's mask and target, read while its logits load. A masked-out row's target is never read.
+struct RowTarget {
+  float mask;
+  bool active;
+  int32_t target;
+  bool target_ok;  // in [0, V)
+};
+SG_DEVICE RowTarget read_row_target(const Args& a, int64_t row) {
+  const float mask = a.loss_mask[row];
+  const int32_t target = mask != 0.0f ? a.targets[row] : -1;
+  return {.mask = mask, .active = mask != 0.0f, .target = target, .target_ok = target >= 0 && target < a.V};
+}
+
+// What both kernels do once a row's max and sum of exps are known: thread 0 writes the row's loss
+// (mask * (logsumexp - logit[target]); 0 for a masked row, NaN for an active row whose target is outside
+// [0, V)), and every thread gets the dlogits constants: dlogits = scale * (exp * inv_sum - onehot), with no
+// onehot term for a target outside [0, V).
+struct RowGradient {
+  int onehot_col;
+  float scale, inv_sum;
+};
+template <class LogitT>
+SG_DEVICE RowGradient finish_row(const Args& a, int64_t row, const RowTarget& t, float row_max, float row_sum,
+                                 const LogitT* x) {
+  if (detail::thread_index() == 0) {
+    float loss = 0.0f;
+    if (t.active) loss = t.target_ok ? t.mask * (logf(row_sum) + row_max - load_logit(x, t.target)) : NAN;
+    a.row_loss[row] = loss;
+  }
+  return {.onehot_col = (t.active && t.target_ok) ? t.target : -1,
+          .scale = (a.loss_scale / fmaxf(*a.token_count, 1.0f)) * t.mask,
+          .inv_sum = 1.0f / row_sum};
+}
+
 template <class LogitT>
 SG_KERNEL(kMaxThreads) row_in_registers_kernel(Args a) {
   float* scratch = reinterpret_cast<float*>(detail::dynamic_smem());  // [32]
@@ -100,10 +134,7 @@ SG_UNROLL
       for (int k = 0; k < 4; ++k) e[i][k] = j + k < V ? load_logit(x, j + k) : -INFINITY;
     }
   }
-  const float mask = a.loss_mask[row];
-  const bool active = mask != 0.0f;
-  const int32_t target = active ? a.targets[row] : -1;  // a masked-out row's target is never read
-  const bool target_ok = target >= 0 && target < V;
+  const RowTarget t = read_row_target(a, row);
 
   float thread_max = -INFINITY;  // fmaxf skips NaN; a NaN logit poisons the sum below instead
 SG_UNROLL
@@ -122,23 +153,14 @@ SG_UNROLL
   }
   const float row_sum = block_all_reduce(thread_sum, 0.0f, SumOp(), scratch);
 
-  if (detail::thread_index() == 0) {
-    float loss = 0.0f;
-    if (active) loss = target_ok ? mask * (logf(row_sum) + row_max - load_logit(x, target)) : NAN;
-    a.row_loss[row] = loss;
-  }
-
-  // dlogits = scale * mask * (softmax - onehot); no onehot term for a target outside [0, V).
-  const int onehot_col = (active && target_ok) ? target : -1;
-  const float row_scale = (a.loss_scale / fmaxf(*a.token_count, 1.0f)) * mask;
-  const float inv_sum = 1.0f / row_sum;
+  const RowGradient r = finish_row(a, row, t, row_max, row_sum, x);
   bf16* d = a.dlogits + row * a.dlogits_stride;
 SG_UNROLL
   for (int i = 0; i < kQuads; ++i) {
     const int j = (i * threads + detail::thread_index()) * 4;
     float g[4];
 SG_UNROLL
-    for (int k = 0; k < 4; ++k) g[k] = row_scale * (e[i][k] * inv_sum - (j + k == onehot_col ? 1.0f : 0.0f));
+    for (int k = 0; k < 4; ++k) g[k] = r.scale * (e[i][k] * r.inv_sum - (j + k == r.onehot_col ? 1.0f : 0.0f));
     if (a.vectorized && j + 3 < V) {
       store_dlogits4(d, j, g);
     } else {
@@ -184,6 +206,7 @@ SG_KERNEL(kBf16Threads) row_in_shared_bf16_kernel(Args a) {
   const int vectors = static_cast<int>(detail::ceil_div(V, 8));
   const bf16* x = static_cast<const bf16*>(a.logits) + row * a.logits_stride;
 
+  const RowTarget t = read_row_target(a, row);
   // Stage the row; columns [V, 8 * vectors) read as -inf.
   const int whole = a.vectorized ? V / 8 : 0;
   for (int q = tid; q < whole; q += threads) copy_16_bytes_async(srow + q * 8, x + q * 8);
@@ -191,10 +214,6 @@ SG_KERNEL(kBf16Threads) row_in_shared_bf16_kernel(Args a) {
   wait_async_copies();
   detail::block_sync();
 
-  const float mask = a.loss_mask[row];
-  const bool active = mask != 0.0f;
-  const int32_t target = active ? a.targets[row] : -1;  // a masked-out row's target is never read
-  const bool target_ok = target >= 0 && target < V;
 
   float thread_max = -INFINITY;  // fmaxf skips NaN; a NaN logit poisons the sum below instead
   for (int q = tid; q < vectors; q += threads) {
@@ -215,16 +234,8 @@ SG_UNROLL
   }
   const float row_sum = block_all_reduce(thread_sum, 0.0f, SumOp(), scratch);
 
-  if (tid == 0) {
-    float loss = 0.0f;
-    if (active) loss = target_ok ? mask * (logf(row_sum) + row_max - load_logit(srow, target)) : NAN;
-    a.row_loss[row] = loss;
-  }
-
-  // dlogits = scale * mask * (softmax - onehot), the exps recomputed (the same expf of the same inputs).
-  const int onehot_col = (active && target_ok) ? target : -1;
-  const float row_scale = (a.loss_scale / fmaxf(*a.token_count, 1.0f)) * mask;
-  const float inv_sum = 1.0f / row_sum;
+  // dlogits as in row_in_registers_kernel, the exps recomputed (the same exp of the same inputs).
+  const RowGradient r = finish_row(a, row, t, row_max, row_sum, srow);
   bf16* d = a.dlogits + row * a.dlogits_stride;
   for (int q = tid; q < vectors; q += threads) {
     const int j = q * 8;
@@ -232,7 +243,7 @@ SG_UNROLL
     detail::load_bf16<8>(srow + j, g);
 SG_UNROLL
     for (int k = 0; k < 8; ++k)
-      g[k] = row_scale * (shifted_exp(g[k], row_max) * inv_sum - (j + k == onehot_col ? 1.0f : 0.0f));
+      g[k] = r.scale * (shifted_exp(g[k], row_max) * r.inv_sum - (j + k == r.onehot_col ? 1.0f : 0.0f));
     if (a.vectorized && j + 7 < V) {
       detail::store_bf16<8>(d + j, g);
     } else {
