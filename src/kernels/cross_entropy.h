@@ -1,7 +1,8 @@
 #pragma once
 // Softmax cross-entropy over the vocabulary: loss and dlogits in one kernel. For V <= 32768 each row is
-// read once into registers (max, sum of exps, dlogits from the kept exps); above that, one pass for the
-// online max/sum and one more read for dlogits. Works on a chunk of rows at a time so the caller never
+// read from HBM once: fp32 logits into registers (max, sum of exps, dlogits from the kept exps), bf16
+// logits into shared memory (kernels/cross_entropy_registers.cuh); above that, one pass for the online
+// max/sum and one more read for dlogits. Works on a chunk of rows at a time so the caller never
 // holds all T x V logits (see kernels/lm_head.h).
 // CPU twin: reference/cross_entropy.h.
 //
