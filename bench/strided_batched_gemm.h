@@ -49,17 +49,13 @@ class StridedBatchedGemm {
         cublasLtMatmulAlgoGetHeuristic(blas.handle(), op_, a_, b_, d_, d_, pref, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+      destroy();  // the caller may catch this and go on (the bench prints n/a): release the descriptors
       throw Error("cuBLASLt has no algorithm for the strided batch " + describe() + ": " +
                   cublasLtGetStatusString(status));
     }
     algo_ = result.algo;
   }
-  ~StridedBatchedGemm() {
-    cublasLtMatrixLayoutDestroy(d_);
-    cublasLtMatrixLayoutDestroy(b_);
-    cublasLtMatrixLayoutDestroy(a_);
-    cublasLtMatmulDescDestroy(op_);
-  }
+  ~StridedBatchedGemm() { destroy(); }
   StridedBatchedGemm(const StridedBatchedGemm&) = delete;
   StridedBatchedGemm& operator=(const StridedBatchedGemm&) = delete;
 
@@ -82,6 +78,15 @@ class StridedBatchedGemm {
                  batch_.stride_d >= one_.ldd * one_.n && one_.epilogue == kernels::GemmEpilogue::kNone,
              "strided batched GEMM " + describe() +
                  ": count must be >= 1, strides >= 0, stride_d >= ldd * n (outputs must not overlap), no epilogue");
+  }
+
+  void destroy() noexcept {
+    if (d_) cublasLtMatrixLayoutDestroy(d_);
+    if (b_) cublasLtMatrixLayoutDestroy(b_);
+    if (a_) cublasLtMatrixLayoutDestroy(a_);
+    if (op_) cublasLtMatmulDescDestroy(op_);
+    d_ = b_ = a_ = nullptr;
+    op_ = nullptr;
   }
 
   cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t stride) const {
