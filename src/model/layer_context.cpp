@@ -81,6 +81,10 @@ SharedBufferRef LayerPlanContext::scratch(const std::string& name, size_t bytes)
   return shared_.request(name, cuda::MemoryCategory::activations, bytes);
 }
 
+SharedBufferRef LayerPlanContext::shared_state(const std::string& name, size_t bytes) {
+  return shared_.request("state." + name, cuda::MemoryCategory::optimizer_state, bytes);
+}
+
 int LayerPlanContext::attention_dropout_slot(uint32_t site) {
   attention_sites_.push_back(site);
   return static_cast<int>(attention_sites_.size() - 1);

@@ -112,6 +112,9 @@ class LayerPlanContext {
   bool full_recompute() const { return recompute_ != nullptr && recompute_->full(layer_); }
   // Scratch shared by all layers (activations category), e.g. "grad.d_qkv".
   SharedBufferRef scratch(const std::string& name, size_t bytes);
+  // State shared by all layers of a kind that lives across steps (optimizer_state category), planned as
+  // "state.<name>": e.g. a constant table one layer fills at bind (the RoPE cos/sin table).
+  SharedBufferRef shared_state(const std::string& name, size_t bytes);
   // A slot in the step's per-microbatch cuDNN dropout seed table, for attention dropout drawn at
   // `site`; bind() gives the slot's seed and offset pointers.
   int attention_dropout_slot(uint32_t site);

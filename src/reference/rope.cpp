@@ -57,6 +57,23 @@ SG_ROPE_INSTANTIATE(float)
 SG_ROPE_INSTANTIATE(double)
 #undef SG_ROPE_INSTANTIATE
 
+void rope_cos_sin_table(float* cos_sin, int64_t positions, int64_t head_dim, double base, const RopeScaling& scaling) {
+  SG_CHECK(positions > 0 && head_dim > 0 && head_dim % 2 == 0,
+           "rope_cos_sin_table: positions must be positive and head_dim positive and even");
+  SG_CHECK(scaling.valid(),
+           "rope_cos_sin_table: Llama 3 scaling needs 0 < low_freq_factor < high_freq_factor and "
+           "original_max_position_embeddings > 0");
+  const int64_t half = head_dim / 2;
+  for (int64_t pos = 0; pos < positions; ++pos) {
+    float* row = cos_sin + pos * 2 * half;
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(pos) * rope_inv_freq(i, head_dim, base, scaling);
+      row[i] = static_cast<float>(std::cos(angle));
+      row[half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
 void rope_forward(float* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
                   double base, const RopeScaling& scaling, const int32_t* positions) {
   rope_forward_generic<float>(x, T, S, num_heads, head_dim, row_stride, base, scaling, positions);

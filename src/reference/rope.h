@@ -20,6 +20,12 @@ void rope_forward(float* x, int64_t T, int64_t S, int64_t num_heads, int64_t hea
 void rope_backward(float* dx, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
                    double base, const RopeScaling& scaling = {}, const int32_t* positions = nullptr);
 
+// CPU twin of kernels::rope_table_build: cos_sin[pos][0][i] = cos(pos * freq_i), cos_sin[pos][1][i] =
+// sin(pos * freq_i) for pos < positions and i < head_dim / 2, angles in double, rounded to fp32 (the values
+// rope_forward above rounds to its working type).
+void rope_cos_sin_table(float* cos_sin, int64_t positions, int64_t head_dim, double base,
+                        const RopeScaling& scaling = {});
+
 // Scalar-generic twins (float and double instantiated) for fp64 gradient checks.
 template <class Real>
 void rope_forward_generic(Real* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,

@@ -12,7 +12,8 @@
 //                                  s = (original_max_position_embeddings / wavelen - low_freq_factor)
 //                                      / (high_freq_factor - low_freq_factor)
 // It changes only the frequencies (no attention scaling), so it is a plan-time constant of the step:
-// the kernel evaluates it from these four numbers, no table has to be planned.
+// the cos/sin table (kernels::rope_table_build) and the kernel's computed path evaluate it from these
+// four numbers.
 #include <cmath>
 #include <cstdint>
 

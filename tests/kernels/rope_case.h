@@ -9,6 +9,7 @@
 // fp32 reference within kBf16RelTol (1e-2, relative error over the rotated elements).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -61,6 +62,15 @@ struct RopeCase {
     p.scaling = scaling;
     p.positions = s.device_positions ? device_positions : nullptr;
     return p;
+  }
+
+  // The cos/sin table for these params (rope_table_build), a few positions longer than S: a table serves
+  // any S up to its length. Only for positions t % S.
+  int64_t table_positions() const { return s.S + 3; }
+  size_t table_floats() const { return static_cast<size_t>(table_positions() * s.head_dim); }
+  kernels::RopeTableParams table_params(float* storage) const {
+    return {
+        .cos_sin = storage, .positions = table_positions(), .head_dim = s.head_dim, .base = s.base, .scaling = scaling};
   }
 
   // The rotated heads of a buffer laid out like `input`, as dense fp32 [T, heads * head_dim].
@@ -118,6 +128,23 @@ inline void expect_rope_result(const RopeCase& c, const std::vector<bf16>& got, 
   if (c.s.T > 0) {
     EXPECT_LT(relative_error(c.rotated_view(got), inverse ? c.bwd_ref : c.fwd_ref), kBf16RelTol) << what;
   }
+}
+
+// A built table against ref::rope_cos_sin_table: every entry within one fp32 ulp (both round an fp64
+// cos/sin of the same fp64 angle to fp32; the device's sincos is within 2 fp64 ulp, glibc's within 1, so
+// the two roundings differ by at most one fp32 step).
+inline void expect_table_near_reference(const RopeCase& c, const std::vector<float>& table) {
+  std::vector<float> want(c.table_floats());
+  ref::rope_cos_sin_table(want.data(), c.table_positions(), c.s.head_dim, c.s.base, c.scaling);
+  ASSERT_EQ(table.size(), want.size());
+  int64_t off = 0, first = -1;
+  for (size_t e = 0; e < want.size(); ++e) {
+    const bool near = table[e] == want[e] || table[e] == std::nextafter(want[e], INFINITY) ||
+                      table[e] == std::nextafter(want[e], -INFINITY);
+    if (!near && off++ == 0) first = static_cast<int64_t>(e);
+  }
+  EXPECT_EQ(off, 0) << off << " table entries are more than one fp32 ulp from the reference, first at " << first << " ("
+                    << (first >= 0 ? table[first] : 0.0f) << " vs " << (first >= 0 ? want[first] : 0.0f) << ")";
 }
 
 }  // namespace sg::test

@@ -3,7 +3,8 @@
 // within kBf16RelTol of reference/rope, with everything outside the rotated heads untouched (rope_case.h).
 // Small shapes (the emulator is slow) covering both paths (16-byte vectors, scalar), T = 0, GQA, several
 // passes per tile, the table-capped tile, device positions with Llama 3 scaling, and a grid smaller than
-// the tile count (the tile-stride loop, reusing the block's inv_freq table).
+// the tile count (the tile-stride loop, reusing the block's inv_freq table). The same shapes (those with
+// positions t % S) through the cos/sin table (rope_table_build, emulated too), and the table's checks.
 #define SG_SIMT_EMULATION 1
 #include <gtest/gtest.h>
 
@@ -35,6 +36,7 @@ const RopeShape kShapes[] = {
     {1, 1, 1, 1, 4096},                 // the largest head_dim
     {23, 1, 4, 2, 128, 500000.0, 0, 0, true, true},  // decoding positions, Llama 3 scaling
     {17, 1, 3, 1, 72, 10000.0, 0, 0, true, false},   // decoding positions, scalar path
+    {29, 14, 4, 2, 128, 500000.0, 0, 0, false, true},  // Llama 3 scaling, positions t % S (the table too)
 };
 
 std::vector<bf16> run_per_element(const RopeCase& c, bool inverse) {
@@ -59,30 +61,99 @@ TEST_P(RopeEmulated, MatchesPerElementKernelBitwiseAndReference) {
   }
 }
 
+// The table path (the training step's): the table built by the emulated table kernel, near the reference
+// table, then every rotation bit for bit the per-element kernel's, as the computed path.
+TEST_P(RopeEmulated, TablePathMatchesPerElementKernelBitwise) {
+  if (GetParam().device_positions) GTEST_SKIP() << "a table serves positions t % S only";
+  const RopeCase c = test::make_rope_case(GetParam());
+  std::vector<float> storage(c.table_floats(), NAN);
+  ASSERT_TRUE(kernels::detail::is_aligned(storage.data(), 16));
+  const kernels::RopeTable table = kernels::rope::run_table_build(emu::Launch{}, c.table_params(storage.data()));
+  test::expect_table_near_reference(c, storage);
+  for (const bool inverse : {false, true}) {
+    std::vector<bf16> x = c.input;
+    kernels::RopeParams p = c.params(x.data(), nullptr);
+    p.table = table;
+    if (inverse) {
+      kernels::rope::run_backward(emu::Launch{}, p);
+    } else {
+      kernels::rope::run_forward(emu::Launch{}, p);
+    }
+    test::expect_rope_result(c, x, run_per_element(c, inverse), inverse);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, RopeEmulated, ::testing::ValuesIn(kShapes),
                          [](const auto& info) { return test::rope_shape_name(info.param); });
 
 // The launcher never launches fewer blocks than tiles below 2^16 tiles; launched directly with 3 blocks for
-// 12 tiles, each block walks 4 tiles, computing inv_freq once and the cos/sin table per tile.
+// 12 or more tiles, each block walks several tiles, computing inv_freq once and the cos/sin table per tile
+// (or, from a table, each tile's first position anew).
 TEST(RopeEmulatedMisc, FewerBlocksThanTilesStrideOverTiles) {
-  for (const bool vector_path : {true, false}) {
-    const RopeCase c = test::make_rope_case({45, 20, 8, 2, vector_path ? 128 : 72, 10000.0});
-    std::vector<bf16> x = c.input;
-    const int vec = vector_path ? kernels::detail::kBf16PerVec : 1;
-    kernels::rope::Args a{.p = c.params(x.data(), nullptr)};
-    a.rows_per_tile = kernels::rope::rows_per_tile(a.p, vec);
-    a.num_tiles = kernels::detail::ceil_div(c.s.T, a.rows_per_tile);
-    a.grid_blocks = 3;
-    ASSERT_GT(a.num_tiles, 2 * a.grid_blocks) << "the case must give every block several tiles";
-    const size_t smem = kernels::rope::shared_bytes(a.p, a.rows_per_tile);
-    const emu::Launch launch;
-    if (vector_path) {
-      launch("rope_kernel", kernels::rope::rope_kernel<kernels::detail::kBf16PerVec, false>, dim3(3), 256, smem, a);
-    } else {
-      launch("rope_kernel", kernels::rope::rope_kernel<1, false>, dim3(3), 256, smem, a);
+  using kernels::detail::kBf16PerVec;
+  for (const bool from_table : {false, true}) {
+    for (const bool vector_path : {true, false}) {
+      const RopeCase c = test::make_rope_case({45, 20, 8, 2, vector_path ? 128 : 72, 10000.0});
+      std::vector<bf16> x = c.input;
+      std::vector<float> storage(c.table_floats());
+      const emu::Launch launch;
+      kernels::rope::Args a{.p = c.params(x.data(), nullptr)};
+      if (from_table) a.p.table = kernels::rope::run_table_build(launch, c.table_params(storage.data()));
+      a.rows_per_tile = kernels::rope::rows_per_tile(a.p, vector_path ? kBf16PerVec : 1);
+      a.num_tiles = kernels::detail::ceil_div(c.s.T, a.rows_per_tile);
+      a.grid_blocks = 3;
+      ASSERT_GT(a.num_tiles, 2 * a.grid_blocks) << "the case must give every block several tiles";
+      const size_t smem = kernels::rope::shared_bytes(a.p, a.rows_per_tile);
+      if (from_table) {
+        ASSERT_EQ(smem, 0u);
+        if (vector_path) {
+          launch("rope_kernel", kernels::rope::rope_kernel<kBf16PerVec, false, true>, dim3(3), 256, smem, a);
+        } else {
+          launch("rope_kernel", kernels::rope::rope_kernel<1, false, true>, dim3(3), 256, smem, a);
+        }
+      } else if (vector_path) {
+        launch("rope_kernel", kernels::rope::rope_kernel<kBf16PerVec, false, false>, dim3(3), 256, smem, a);
+      } else {
+        launch("rope_kernel", kernels::rope::rope_kernel<1, false, false>, dim3(3), 256, smem, a);
+      }
+      test::expect_rope_result(c, x, run_per_element(c, false), false);
     }
-    test::expect_rope_result(c, x, run_per_element(c, false), false);
   }
+}
+
+// A table serves only the params it was built for: positions t % S with S <= its length, the same
+// head_dim, base and scaling; the builder rejects bad shapes and unaligned storage.
+TEST(RopeEmulatedMisc, RejectsTablesThatDoNotServeTheParams) {
+  const emu::Launch launch;
+  std::vector<bf16> x(4 * 64);
+  std::vector<float> storage(8 * 64 + 4);
+  const kernels::RopeTableParams tp{.cos_sin = storage.data(), .positions = 8, .head_dim = 64, .base = 10000.0};
+  const kernels::RopeTable table = kernels::rope::run_table_build(launch, tp);
+  const kernels::RopeParams good{
+      .x = x.data(), .T = 4, .S = 8, .num_heads = 1, .head_dim = 64, .row_stride = 64, .base = 10000.0, .table = table};
+  EXPECT_NO_THROW(kernels::rope::run_forward(launch, good));
+  const int32_t positions[4] = {0, 1, 2, 3};
+  auto with = [&](auto change) {
+    kernels::RopeParams p = good;
+    change(p);
+    return test::thrown_message([&] { kernels::rope::run_forward(launch, p); });
+  };
+  EXPECT_NE(with([&](kernels::RopeParams& p) { p.positions = positions; }).find("cos/sin table"), std::string::npos);
+  EXPECT_NE(with([](kernels::RopeParams& p) { p.S = 9; }).find("S <= its positions"), std::string::npos);
+  EXPECT_NE(with([](kernels::RopeParams& p) { p.head_dim = 32; }).find("cos/sin table"), std::string::npos);
+  EXPECT_NE(with([](kernels::RopeParams& p) { p.base = 500000.0; }).find("cos/sin table"), std::string::npos);
+  EXPECT_NE(with([](kernels::RopeParams& p) { p.scaling.factor = 8.0; }).find("cos/sin table"), std::string::npos);
+  EXPECT_NE(with([](kernels::RopeParams& p) { p.table.cos_sin += 1; }).find("16-byte"), std::string::npos);
+  // The builder.
+  auto build = [&](auto change) {
+    kernels::RopeTableParams p = tp;
+    change(p);
+    return test::thrown_message([&] { kernels::rope::run_table_build(launch, p); });
+  };
+  EXPECT_NE(build([](kernels::RopeTableParams& p) { p.positions = 0; }).find("rope_table_build"), std::string::npos);
+  EXPECT_NE(build([](kernels::RopeTableParams& p) { p.head_dim = 63; }).find("rope_table_build"), std::string::npos);
+  EXPECT_NE(build([](kernels::RopeTableParams& p) { p.cos_sin += 1; }).find("aligned"), std::string::npos);
+  EXPECT_EQ(kernels::rope::table_bytes(8, 64), 8u * 64u * sizeof(float));
 }
 
 TEST(RopeEmulatedMisc, RejectsBadShapes) {

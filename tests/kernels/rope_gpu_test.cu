@@ -4,7 +4,8 @@
 // bit. Shapes cover head_dim 64/128/80/96 (16-byte vector path) and 72/40/6 (scalar path), unaligned x and
 // odd row strides (scalar path), odd T, T = 0, GQA head counts, rows wider than one pass of a tile, and
 // device positions with and without Llama 3 scaling. Forward then backward returns the input within bf16
-// tolerance; eager reruns and a CUDA-graph replay repeat bitwise.
+// tolerance; eager reruns and a CUDA-graph replay repeat bitwise. The same shapes (positions t % S) through
+// the cos/sin table of rope_table_build: bit for bit too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,6 +48,7 @@ const RopeShape kShapes[] = {
     {300, 1, 4, 2, 128, 500000.0, 0, 0, true, true},   // decoding positions, Llama 3 scaling
     {123, 1, 12, 4, 64, 10000.0, 0, 0, true, false},   // decoding positions
     {45, 1, 3, 1, 72, 10000.0, 0, 0, true, true},      // decoding positions, scalar path
+    {1000, 999, 4, 2, 128, 500000.0, 0, 0, false, true},  // Llama 3 scaling, positions t % S (the table too)
     {8192, 2048, 16, 16, 128},            // the 1b recipe's rope: 4 x 2048 tokens, 16 + 16 heads
     {8192, 1024, 12, 12, 64},             // the small recipe's: 8 x 1024 tokens, 12 + 12 heads
     {8192, 4096, 32, 8, 64, 500000.0},
@@ -54,14 +56,11 @@ const RopeShape kShapes[] = {
 
 class RopeGpu : public ::testing::TestWithParam<RopeShape> {};
 
-TEST_P(RopeGpu, MatchesPerElementKernelBitwiseAndReference) {
-  const RopeCase c = make_rope_case(GetParam());
-  DeviceBuffer<bf16> d_x(c.input.size());
-  DeviceBuffer<int32_t> d_pos(c.positions.size());
-  if (!c.positions.empty()) d_pos.upload(c.positions);
-  const kernels::RopeParams params = c.params(d_x.get(), d_pos.get());
+// Runs `params` (computed or table path) and the per-element kernel, forward and backward, from the case's
+// input in d_x and compares them (rope_case.h); then, unless T = 0, checks that eager reruns and a
+// CUDA-graph replay of the forward give the same bits, and that backward undoes forward (within bf16).
+void expect_matches_per_element(const RopeCase& c, DeviceBuffer<bf16>& d_x, const kernels::RopeParams& params) {
   cuda::Stream stream;
-
   auto run = [&](bool inverse, bool per_element) {
     d_x.upload(c.input);
     if (per_element) {
@@ -87,6 +86,32 @@ TEST_P(RopeGpu, MatchesPerElementKernelBitwiseAndReference) {
   expect_bitwise_repeatable(
       stream, [&] { d_x.upload(c.input); }, [&](cudaStream_t s) { kernels::rope_forward(s, params); },
       [&] { return Snapshot{named_bytes("x", d_x.download())}; }, Snapshot{named_bytes("x", fwd)});
+}
+
+TEST_P(RopeGpu, MatchesPerElementKernelBitwiseAndReference) {
+  const RopeCase c = make_rope_case(GetParam());
+  DeviceBuffer<bf16> d_x(c.input.size());
+  DeviceBuffer<int32_t> d_pos(c.positions.size());
+  if (!c.positions.empty()) d_pos.upload(c.positions);
+  expect_matches_per_element(c, d_x, c.params(d_x.get(), d_pos.get()));
+}
+
+// The table path (the training step's, positions t % S): rope_table_build's table within one fp32 ulp of
+// the reference table, then the same checks: bit for bit the per-element kernel, as the computed path.
+TEST_P(RopeGpu, TablePathMatchesPerElementKernelBitwise) {
+  if (GetParam().device_positions) GTEST_SKIP() << "a table serves positions t % S only";
+  const RopeCase c = make_rope_case(GetParam());
+  DeviceBuffer<bf16> d_x(c.input.size());
+  DeviceBuffer<float> d_table(c.table_floats());
+  d_table.poison();
+  kernels::RopeParams params = c.params(d_x.get(), nullptr);
+  {
+    cuda::Stream stream;
+    params.table = kernels::rope_table_build(stream, c.table_params(d_table.get()));
+    sync();
+  }
+  expect_table_near_reference(c, d_table.download());
+  expect_matches_per_element(c, d_x, params);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RopeGpu, ::testing::ValuesIn(kShapes),

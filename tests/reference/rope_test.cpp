@@ -127,6 +127,43 @@ TEST(RopeReference, Llama3ScalingFrequencies) {
 TEST(RopeReference, RejectsOddHeadDim) {
   std::vector<float> x(10);
   EXPECT_THROW(ref::rope_forward(x.data(), 2, 2, 1, 5, 5, 10000.0), Error);
+  std::vector<float> table(20);
+  EXPECT_THROW(ref::rope_cos_sin_table(table.data(), 2, 5, 10000.0), Error);
+  EXPECT_THROW(ref::rope_cos_sin_table(table.data(), 0, 4, 10000.0), Error);
+}
+
+// The cos/sin table: per position its cos row, then its sin row; head_dim 4, base 100: freq 1 and 0.1.
+// A one-head rotation of e_i (x[i] = 1) reads back exactly the table's (cos, sin) of pair i.
+TEST(RopeReference, CosSinTableLayoutAndValues) {
+  const int64_t P = 5, d = 4;
+  std::vector<float> table(P * d, NAN);
+  ref::rope_cos_sin_table(table.data(), P, d, 100.0);
+  for (int64_t pos = 0; pos < P; ++pos) {
+    const float* row = table.data() + pos * d;
+    const double f1 = ref::rope_inv_freq(1, d, 100.0, {});  // 0.1 up to pow's rounding
+    EXPECT_EQ(row[0], static_cast<float>(std::cos(pos * 1.0))) << pos;
+    EXPECT_EQ(row[1], static_cast<float>(std::cos(pos * f1))) << pos;
+    EXPECT_EQ(row[2], static_cast<float>(std::sin(pos * 1.0))) << pos;
+    EXPECT_EQ(row[3], static_cast<float>(std::sin(pos * f1))) << pos;
+    EXPECT_NEAR(row[1], std::cos(pos * 0.1), 1e-7) << pos;
+    for (int64_t i = 0; i < d / 2; ++i) {
+      std::vector<float> x(d, 0.0f);
+      x[i] = 1.0f;
+      const int32_t position = static_cast<int32_t>(pos);
+      ref::rope_forward(x.data(), 1, 1, 1, d, d, 100.0, {}, &position);
+      EXPECT_EQ(x[i], row[i]) << "cos, position " << pos << " pair " << i;
+      EXPECT_EQ(x[i + d / 2], row[d / 2 + i]) << "sin, position " << pos << " pair " << i;
+    }
+  }
+  // Llama 3 scaling reaches the table (the low frequency is divided by the factor).
+  ref::RopeScaling scaling;
+  scaling.factor = 8.0;
+  scaling.original_max_position_embeddings = 4.0;
+  std::vector<float> scaled(P * d);
+  ref::rope_cos_sin_table(scaled.data(), P, d, 100.0, scaling);
+  EXPECT_EQ(scaled[4 * d + 1], static_cast<float>(std::cos(4 * ref::rope_inv_freq(1, d, 100.0, scaling))));
+  EXPECT_NEAR(scaled[4 * d + 1], std::cos(4 * 0.1 / 8.0), 1e-7);
+  EXPECT_NE(scaled[4 * d + 1], table[4 * d + 1]);
 }
 
 }  // namespace

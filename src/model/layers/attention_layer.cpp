@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "cuda/check.h"
 #include "kernels/gemm.h"
 #include "kernels/rope.h"
 
@@ -69,6 +70,9 @@ void AttentionLayer::plan(LayerPlanContext& ctx) {
   d_attn_ref_ = ctx.scratch("grad.d_attn", sz(T_ * Q) * sizeof(bf16));
   d_qkv_ref_ = ctx.scratch("grad.d_qkv", sz(T_ * QKV) * sizeof(bf16));
   if (model_.attention_dropout > 0.0f) dropout_slot_ = ctx.attention_dropout_slot(decl_.probs_site);
+  if (model_.position_embedding == PositionEmbedding::rope) {
+    rope_table_ref_ = ctx.shared_state("rope_cos_sin", kernels::rope_table_bytes(model_.seq_length, model_.head_dim()));
+  }
 }
 
 void AttentionLayer::plan_device(DevicePlanContext& ctx) {
@@ -107,10 +111,27 @@ void AttentionLayer::bind(LayerBindContext& ctx) {
     dropout_offset_ = ctx.pointers().attention_dropout_offsets + dropout_slot_;
   }
   gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, model_.hidden_size, model_.q_dim(), model_.qkv_dim());
+  if (model_.position_embedding == PositionEmbedding::rope) rope_table_ = rope_cos_sin_table(ctx);
+}
+
+// The first attention layer bound fills the shared table (on the legacy stream, waited for here: bind is
+// setup, before any step); the others reuse what it returned.
+kernels::RopeTable AttentionLayer::rope_cos_sin_table(LayerBindContext& ctx) const {
+  float* storage = ctx.get<float>(rope_table_ref_);
+  return ctx.objects().get<kernels::RopeTable>("attention.rope_cos_sin_table", [&] {
+    auto table =
+        std::make_unique<kernels::RopeTable>(kernels::rope_table_build(nullptr, {.cos_sin = storage,
+                                                                                 .positions = model_.seq_length,
+                                                                                 .head_dim = model_.head_dim(),
+                                                                                 .base = model_.rotary_base,
+                                                                                 .scaling = model_.rope_scaling}));
+    SG_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    return table;
+  });
 }
 
 namespace {
-kernels::RopeParams rope_params(const ModelSpec& m, bf16* x, int64_t T) {
+kernels::RopeParams rope_params(const ModelSpec& m, bf16* x, int64_t T, const kernels::RopeTable& table) {
   kernels::RopeParams rope;  // q and k heads are contiguous in the QKV row: rotate them in one launch
   rope.x = x;
   rope.T = T;
@@ -120,6 +141,7 @@ kernels::RopeParams rope_params(const ModelSpec& m, bf16* x, int64_t T) {
   rope.row_stride = m.qkv_dim();
   rope.base = m.rotary_base;
   rope.scaling = m.rope_scaling;
+  rope.table = table;
   return rope;
 }
 }  // namespace
@@ -142,7 +164,8 @@ void AttentionLayer::attention_forward(cudaStream_t stream, bool dropout) {
 
 void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
   gemms_->qkv.run(stream, qkv_, io.input, w_qkv_);
-  if (model_.position_embedding == PositionEmbedding::rope) kernels::rope_forward(stream, rope_params(model_, qkv_, T_));
+  if (model_.position_embedding == PositionEmbedding::rope)
+    kernels::rope_forward(stream, rope_params(model_, qkv_, T_, rope_table_));
   attention_forward(stream, io.dropout);
   gemms_->o_proj.run(stream, io.output, attn_, w_o_);
 }
@@ -169,7 +192,7 @@ void AttentionLayer::backward(graph::Module /*module: attn*/, cudaStream_t strea
   ap.workspace = workspace_;
   attention_->backward(stream, ap);
   if (model_.position_embedding == PositionEmbedding::rope) {
-    kernels::rope_backward(stream, rope_params(model_, d_qkv_, T_));
+    kernels::rope_backward(stream, rope_params(model_, d_qkv_, T_, rope_table_));
   }
   gemms_->qkv_dx.run(stream, io.d_input, d_qkv_, w_qkv_);
   gemms_->qkv_dw.run(stream, g_qkv_, d_qkv_, io.input, io.first_microbatch);

@@ -8,11 +8,14 @@
 // Recompute: core_attn gives back the attention output and its softmax statistics (qkv is kept, so only
 // the attention kernel reruns, with the microbatch's cuDNN seeds: the same dropout mask); full
 // recompute gives back qkv too and reruns the whole module.
+// RoPE reads its cos/sin from one table of seq_length positions (state.rope_cos_sin, shared by every
+// attention layer), built once at bind: eager, graph replay and recompute all rotate from it.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/rope.h"
 #include "model/layer.h"
 
 namespace sg::model {
@@ -42,6 +45,7 @@ class AttentionLayer final : public Layer {
  private:
   struct Gemms;  // attention_layer.cpp
   void attention_forward(cudaStream_t stream, bool dropout);
+  kernels::RopeTable rope_cos_sin_table(LayerBindContext& context) const;
 
   AttentionDeclarations decl_;
   bool full_recompute_ = false;
@@ -50,9 +54,11 @@ class AttentionLayer final : public Layer {
   int dropout_slot_ = -1;  // cuDNN seed slot; -1 without attention dropout
   cuda::MemorySlot qkv_slot_, attn_slot_, lse_slot_;
   SharedBufferRef d_attn_ref_, d_qkv_ref_, workspace_ref_;
+  SharedBufferRef rope_table_ref_;  // the cos/sin table every attention layer reads (RoPE only)
   const kernels::AttentionPlan* attention_ = nullptr;  // shared by every attention layer
   const kernels::AttentionPlan* eval_attention_ = nullptr;  // dropout off (evaluation); only with attention dropout
   std::unique_ptr<Gemms> gemms_;
+  kernels::RopeTable rope_table_;  // built once, by the first layer bound (rope_cos_sin_table())
 
   bf16* qkv_ = nullptr;  // [T, qkv_dim] after RoPE
   bf16* attn_ = nullptr;  // [T, H] attention output
