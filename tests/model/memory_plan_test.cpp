@@ -48,6 +48,13 @@ TEST(MemoryPlan, DeclaredWithoutADeviceFromTheShapes) {
   EXPECT_EQ(plan.at(plan.find("workspace.embedding_backward")).bytes, 0u);
   // No attention dropout: no cuDNN seed slots.
   EXPECT_EQ(plan.at(plan.find("attention.dropout_seeds")).bytes, 0u);
+  // RoPE's cos/sin table: one for every attention layer, seq_length x (d/2 cos + d/2 sin) fp32; none
+  // without RoPE.
+  ASSERT_TRUE(plan.find("state.rope_cos_sin").valid());
+  EXPECT_EQ(plan.at(plan.find("state.rope_cos_sin")).bytes, static_cast<size_t>(spec.seq_length * spec.head_dim()) * 4);
+  ModelSpec no_rope = spec;
+  no_rope.position_embedding = PositionEmbedding::none;
+  EXPECT_FALSE(TrainStep::plan_memory(no_rope, batch).find("state.rope_cos_sin").valid());
 
   // More microbatches change only the input buffers.
   const cuda::MemoryPlan more = TrainStep::plan_memory(spec, batch_of(2, 5));
