@@ -16,12 +16,11 @@
 //   row, a fixed-order block reduction, then a second pass (re-reading x, or the residual_out this thread
 //   just wrote).
 // Both reduce in an order fixed by (H, path), so a row's bits are the same in every run.
-#include <cmath>
-
 #include "core/error.h"
 #include "core/strings.h"
 #include "kernels/common.cuh"
 #include "kernels/launch_checks.h"
+#include "kernels/reciprocal_sqrt.cuh"
 #include "kernels/rmsnorm.h"
 
 namespace sg::kernels::rmsnorm_fwd {
@@ -44,14 +43,6 @@ struct ForwardArgs {
   int64_t T = 0, H = 0;
   float eps = 0.0f;
 };
-
-SG_DEVICE float reciprocal_sqrt(float x) {
-#if defined(SG_SIMT_EMULATION)
-  return 1.0f / std::sqrt(x);
-#else
-  return rsqrtf(x);
-#endif
-}
 
 // The 8 bf16 of a 16-byte vector as 4 packed words (the lower column in the low half).
 struct Vec8 {
@@ -99,7 +90,7 @@ SG_UNROLL
     if constexpr (kResidual) store_vec8(a.residual_out + base + c, x[k]);
   }
   sum_sq = detail::warp_reduce_sum(sum_sq);
-  const float r = reciprocal_sqrt(sum_sq / static_cast<float>(H) + a.eps);
+  const float r = detail::reciprocal_sqrt(sum_sq / static_cast<float>(H) + a.eps);
   if (lane == 0) a.rstd[row] = r;
 SG_UNROLL
   for (int k = 0; k < CHUNKS; ++k) {
@@ -140,7 +131,7 @@ SG_UNROLL
     for (int k = 0; k < VEC; ++k) sum_sq += v[k] * v[k];
   }
   sum_sq = detail::block_reduce_sum(sum_sq, reduce_scratch);
-  const float r = reciprocal_sqrt(sum_sq / static_cast<float>(H) + a.eps);
+  const float r = detail::reciprocal_sqrt(sum_sq / static_cast<float>(H) + a.eps);
   if (t == 0) a.rstd[row] = r;
   // The residual variant reads back this thread's own residual_out stores of the first loop.
   const bf16* src = kResidual ? a.residual_out + row * H : x;
