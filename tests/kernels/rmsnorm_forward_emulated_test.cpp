@@ -2,8 +2,9 @@
 // columns, block per row for wider rows and the scalar path) run on the CPU by tests/simt_emulator.h with
 // the launcher's own checks and launch sequence, against the fp32 twin (reference/rmsnorm).
 // Tolerances as the GPU test: bf16 outputs relative error < kBf16RelTol (1e-2), rstd < kFp32RelTol
-// (1e-5); residual_out bitwise bf16(residual_in + delta). Outputs start poisoned (NaN); a second run and
-// the in-place residual (residual_out == residual_in) give the same bits. Small shapes: the emulator is slow.
+// (1e-5); residual_out bitwise bf16(residual_in + delta). Outputs start poisoned (NaN); a second run, the
+// in-place residual (residual_out == residual_in) and the plain forward on the stored residual (the
+// recompute path) give the same bits. Small shapes: the emulator is slow.
 #define SG_SIMT_EMULATION 1
 #include <gtest/gtest.h>
 
@@ -108,6 +109,15 @@ TEST_P(RmsNormForwardEmulated, ResidualAddAndNormMatchesReference) {
   EXPECT_TRUE(test::bitwise_equal(res_out, sum_bf16)) << "residual_out != bf16(residual_in + delta)";
   EXPECT_LT(test::relative_error(test::to_float(norm), norm_ref), test::kBf16RelTol);
   EXPECT_LT(test::relative_error(rstd, rstd_ref), test::kFp32RelTol);
+
+  // The recompute path (model/train_step_run.cpp) re-derives norm and rstd with the plain forward on the
+  // stored residual: it must give the fused kernel's bits.
+  std::vector<bf16> recomputed = test::to_bf16(std::vector<float>(n, NAN));
+  std::vector<float> rstd_recomputed(s.T, NAN);
+  fwd::run_rmsnorm_forward(emu::Launch{},
+                           {recomputed.data(), rstd_recomputed.data(), res_out.data(), wb.data(), s.T, s.H, kEps});
+  EXPECT_TRUE(test::bitwise_equal(recomputed, norm)) << "plain forward on residual_out != fused norm_out";
+  EXPECT_TRUE(test::bitwise_equal(rstd_recomputed, rstd)) << "plain forward's rstd != fused rstd";
 
   // In place on the residual stream: the same bits.
   std::vector<bf16> stream = resb, norm2 = test::to_bf16(std::vector<float>(n, NAN));

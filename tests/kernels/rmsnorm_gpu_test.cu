@@ -2,7 +2,8 @@
 // reference/rmsnorm on the same bf16-rounded inputs.
 // Tolerances: bf16 outputs (out, norm_out, din) relative error < kBf16RelTol (1e-2) vs the fp32
 // reference; fp32 outputs computed from identical inputs (rstd, dweight) < kFp32RelTol (1e-5).
-// residual_out of the fused kernel must be bitwise bf16(residual_in + delta). Outputs and the dweight
+// residual_out of the fused kernel must be bitwise bf16(residual_in + delta), and the plain forward on it
+// (the recompute path) must give the fused norm_out and rstd bit for bit. Outputs and the dweight
 // scratch are poisoned (NaN) before each run; runs repeat bitwise identically (the backward also in a
 // CUDA-graph replay). The backward's cases and checks: rmsnorm_case.h (shared with the CPU-emulated test).
 #include <gtest/gtest.h>
@@ -115,6 +116,18 @@ TEST_P(RmsNormGpu, ResidualAddAndNormMatchesReference) {
   ref::residual_rmsnorm_forward(res_ref.data(), norm_ref32.data(), rstd_ref32.data(), res.data(), delta.data(),
                                 w.data(), T, H, kEps);
   EXPECT_LT(relative_error(to_float(norm), norm_ref32), kBf16RelTol);
+
+  // The recompute path re-derives norm and rstd with the plain forward on the stored residual: the same bits.
+  DeviceBuffer<bf16> d_recomputed(T * H);
+  DeviceBuffer<float> d_rstd_recomputed(T);
+  d_recomputed.poison();
+  d_rstd_recomputed.poison();
+  sync();
+  kernels::rmsnorm_forward(stream,
+                           {d_recomputed.get(), d_rstd_recomputed.get(), d_res_out.get(), d_w.get(), T, H, kEps});
+  sync();
+  EXPECT_TRUE(same_bits(d_recomputed.download(), norm)) << "plain forward on residual_out != fused norm_out";
+  EXPECT_TRUE(same_bits(d_rstd_recomputed.download(), d_rstd.download())) << "rstd differs from the fused one";
 
   // In place on the residual stream (residual_out == residual_in): the same bits.
   d_norm.poison();
