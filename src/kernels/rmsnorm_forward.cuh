@@ -52,7 +52,9 @@ SG_DEVICE Vec8 load_vec8(const bf16* src) {
   const uint4 raw = detail::load_16_bytes(src);
   return Vec8{{raw.x, raw.y, raw.z, raw.w}};
 }
-SG_DEVICE void store_vec8(bf16* dst, const Vec8& v) { detail::store_16_bytes(dst, uint4{v.w[0], v.w[1], v.w[2], v.w[3]}); }
+SG_DEVICE void store_vec8(bf16* dst, const Vec8& v) {
+  detail::store_16_bytes(dst, uint4{v.w[0], v.w[1], v.w[2], v.w[3]});
+}
 
 template <bool kResidual, int CHUNKS>
 SG_KERNEL(kWarpRowThreads) rmsnorm_forward_warp_kernel(ForwardArgs a) {

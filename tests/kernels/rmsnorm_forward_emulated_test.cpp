@@ -32,16 +32,16 @@ struct ForwardShape {
 };
 
 const ForwardShape kShapes[] = {
-    {1, 64, true},        // one vector for 8 of 32 lanes
-    {9, 768, true},       // small: 3 vectors per lane; 9 rows = a full block and one row of the next
-    {3, 2048, true},      // 1b: 8 vectors per lane, the widest warp row
-    {10, 1032, true},     // 129 vectors: the 6-vector kernel with idle lanes
-    {5, 1536, true},      // 6 vectors per lane
-    {17, 256, true},      // tiny: one vector per lane
-    {4, 1024, true},      // 4 vectors per lane
-    {8, 512, true, true}, // 2 vectors per lane, rows over six decades of magnitude
-    {2, 2056, false},     // just wider than a warp row: block per row, vectors
-    {3, 100, false},      // H % 8 != 0: block per row, scalars
+    {1, 64, true},           // one vector for 8 of 32 lanes
+    {9, 768, true},          // small: 3 vectors per lane; 9 rows = a full block and one row of the next
+    {3, 2048, true},         // 1b: 8 vectors per lane, the widest warp row
+    {10, 1032, true},        // 129 vectors: the 6-vector kernel with idle lanes
+    {5, 1536, true},         // 6 vectors per lane
+    {17, 256, true},         // tiny: one vector per lane
+    {4, 1024, true},         // 4 vectors per lane
+    {8, 512, true, true},    // 2 vectors per lane, rows over six decades of magnitude
+    {2, 2056, false},        // just wider than a warp row: block per row, vectors
+    {3, 100, false},         // H % 8 != 0: block per row, scalars
     {2, 1030, false, true},  // scalars, threads loop twice (512 threads)
 };
 
@@ -104,8 +104,8 @@ TEST_P(RmsNormForwardEmulated, ResidualAddAndNormMatchesReference) {
   const auto resb = test::to_bf16(res), deltab = test::to_bf16(delta), wb = test::to_bf16(w);
   std::vector<bf16> res_out = test::to_bf16(std::vector<float>(n, NAN)), norm = res_out;
   std::vector<float> rstd(s.T, NAN);
-  fwd::run_residual_rmsnorm_forward(emu::Launch{}, {res_out.data(), norm.data(), rstd.data(), resb.data(),
-                                                    deltab.data(), wb.data(), s.T, s.H, kEps});
+  fwd::run_residual_rmsnorm_forward(
+      emu::Launch{}, {res_out.data(), norm.data(), rstd.data(), resb.data(), deltab.data(), wb.data(), s.T, s.H, kEps});
   EXPECT_TRUE(test::bitwise_equal(res_out, sum_bf16)) << "residual_out != bf16(residual_in + delta)";
   EXPECT_LT(test::relative_error(test::to_float(norm), norm_ref), test::kBf16RelTol);
   EXPECT_LT(test::relative_error(rstd, rstd_ref), test::kFp32RelTol);
@@ -160,8 +160,9 @@ TEST(RmsNormForwardEmulatedMisc, ZeroRowsWriteNothingAndBadShapesThrow) {
   fwd::run_rmsnorm_forward(emu::Launch{}, {out.data(), &rstd, buf.data(), buf.data(), 0, 8, kEps});
   EXPECT_TRUE(test::bitwise_equal(out, buf));
   EXPECT_EQ(rstd, 7.0f);
-  const std::string msg = test::thrown_message(
-      [&] { fwd::run_rmsnorm_forward(emu::Launch{}, {out.data(), &rstd, buf.data(), buf.data(), 1, 0, kEps}); });
+  const std::string msg = test::thrown_message([&] {
+    fwd::run_rmsnorm_forward(emu::Launch{}, {out.data(), &rstd, buf.data(), buf.data(), 1, 0, kEps});
+  });
   EXPECT_NE(msg.find("H = 0"), std::string::npos) << msg;
 }
 
