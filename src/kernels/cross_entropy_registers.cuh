@@ -187,10 +187,6 @@ SG_DEVICE void wait_async_copies() {
 #endif
 }
 
-// exp(x - row_max), 0 for -inf logits (also when the whole row is -inf). The hardware exp2 (two instructions,
-// a few ulp): the bf16 kernel computes two exps per logit and would otherwise be bound by expf's ALU work.
-SG_DEVICE float shifted_exp(float x, float row_max) { return x == -INFINITY ? 0.0f : detail::fast_exp(x - row_max); }
-
 // Shared memory of the bf16 kernel: 32 floats of reduction scratch, then the row padded to whole vectors.
 inline size_t bf16_row_smem_bytes(int64_t V) {
   return 32 * sizeof(float) + static_cast<size_t>(detail::ceil_div(V, 8) * 8) * sizeof(bf16);
@@ -215,26 +211,34 @@ SG_KERNEL(kBf16Threads) row_in_shared_bf16_kernel(Args a) {
   detail::block_sync();
 
 
-  float thread_max = -INFINITY;  // fmaxf skips NaN; a NaN logit poisons the sum below instead
+  // The max of packed bf16 pairs (exact, and one instruction for two logits): the kernel is bound by its
+  // ALU work, not by HBM. Like fmaxf, the pair max skips NaN; a NaN logit poisons the sum below instead.
+  __nv_bfloat162 pair_max = __bfloat162bfloat162(__float2bfloat16_rn(-INFINITY));
   for (int q = tid; q < vectors; q += threads) {
-    float f[8];
-    detail::load_bf16<8>(srow + q * 8, f);
-SG_UNROLL
-    for (int k = 0; k < 8; ++k) thread_max = fmaxf(thread_max, f[k]);
+    const uint4 raw = detail::load_16_bytes(srow + q * 8);
+    __nv_bfloat162 p[4];
+    __builtin_memcpy(static_cast<void*>(p), &raw, 16);
+    pair_max = __hmax2(pair_max, __hmax2(__hmax2(p[0], p[1]), __hmax2(p[2], p[3])));
   }
+  const float thread_max = fmaxf(__low2float(pair_max), __high2float(pair_max));
   const float row_max = block_all_reduce(thread_max, -INFINITY, MaxOp(), scratch);
+  // exp(x - row_max) with the hardware exp2 (two instructions, a few ulp; expf's ALU work would bound the
+  // kernel) and no per-logit test for -inf: exp(-inf) = 0 whenever row_max is not -inf, and a row whose max
+  // is -inf is shifted by 0, so its -inf logits (the padding columns too) still give 0.
+  const float shift = row_max == -INFINITY ? 0.0f : row_max;
 
   float thread_sum = 0.0f;
   for (int q = tid; q < vectors; q += threads) {
     float f[8];
     detail::load_bf16<8>(srow + q * 8, f);
 SG_UNROLL
-    for (int k = 0; k < 8; ++k) f[k] = shifted_exp(f[k], row_max);
+    for (int k = 0; k < 8; ++k) f[k] = detail::fast_exp(f[k] - shift);
     thread_sum += ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
   }
   const float row_sum = block_all_reduce(thread_sum, 0.0f, SumOp(), scratch);
 
-  // dlogits as in row_in_registers_kernel, the exps recomputed (the same exp of the same inputs).
+  // dlogits as in row_in_registers_kernel, the exps recomputed (the same exp of the same inputs). The one-hot
+  // term is subtracted only in the one vector that holds the target (a test per vector, not per logit).
   const RowGradient r = finish_row(a, row, t, row_max, row_sum, srow);
   bf16* d = a.dlogits + row * a.dlogits_stride;
   for (int q = tid; q < vectors; q += threads) {
@@ -242,8 +246,14 @@ SG_UNROLL
     float g[8];
     detail::load_bf16<8>(srow + j, g);
 SG_UNROLL
-    for (int k = 0; k < 8; ++k)
-      g[k] = r.scale * (shifted_exp(g[k], row_max) * r.inv_sum - (j + k == r.onehot_col ? 1.0f : 0.0f));
+    for (int k = 0; k < 8; ++k) g[k] = detail::fast_exp(g[k] - shift) * r.inv_sum;
+    if (static_cast<unsigned>(r.onehot_col - j) < 8u) {
+SG_UNROLL
+      for (int k = 0; k < 8; ++k)
+        if (j + k == r.onehot_col) g[k] -= 1.0f;
+    }
+SG_UNROLL
+    for (int k = 0; k < 8; ++k) g[k] *= r.scale;
     if (a.vectorized && j + 7 < V) {
       detail::store_bf16<8>(d + j, g);
     } else {

@@ -10,6 +10,7 @@
 #include "kernels/gated_rmsnorm.h"
 #include "kernels/launch_checks.h"
 #include "kernels/partial_sums.cuh"
+#include "kernels/reciprocal_sqrt.cuh"
 #include "kernels/silu.cuh"
 
 namespace sg::kernels::gated_norm {
@@ -19,6 +20,7 @@ using detail::block_reduce_sum;
 using detail::kBf16PerVec;
 using detail::load_bf16;
 using detail::load_f32;
+using detail::reciprocal_sqrt;
 using detail::store_bf16;
 using detail::store_f32;
 
@@ -27,14 +29,6 @@ inline constexpr int64_t kMaxPartials = 256;
 inline constexpr int kReduceFloats = 32;  // block_reduce_sum's shared scratch, at the start of shared memory
 
 SG_HOST_DEVICE int64_t backward_partials(int64_t T) { return T < kMaxPartials ? T : kMaxPartials; }
-
-SG_DEVICE float reciprocal_sqrt(float x) {
-#if defined(SG_SIMT_EMULATION)
-  return 1.0f / std::sqrt(x);
-#else
-  return rsqrtf(x);
-#endif
-}
 
 // g = y * silu(z) for VEC columns (y and z as loaded, too).
 template <int VEC>

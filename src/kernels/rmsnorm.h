@@ -2,8 +2,9 @@
 // RMSNorm (HF Llama): y = w * (x * rsqrt(mean(x^2) + eps)), statistics in fp32; bf16 activations and
 // weights, fp32 rstd, fp32 weight gradient. CPU twin: reference/rmsnorm.h.
 //
-// Forward layout: one thread block per row (16-byte bf16 vectors when H % 8 == 0 and every bf16 pointer is
-// 16-byte aligned, scalar otherwise).
+// Forward layout (kernels/rmsnorm_forward.cuh): one warp per row, 8 rows per block, the row in registers,
+// for H <= 2048 on the 16-byte vector path (H % 8 == 0 and every bf16 pointer 16-byte aligned); one thread
+// block per row otherwise (wider rows, scalar path).
 //
 // Backward (kernels/rmsnorm_backward.cuh): a group of warps per row holding the row in registers, a fixed
 // number of blocks P = rmsnorm_backward_num_partials(T) (a function of T only) walking the rows in a fixed

@@ -2,7 +2,8 @@
 // reference/rmsnorm on the same bf16-rounded inputs.
 // Tolerances: bf16 outputs (out, norm_out, din) relative error < kBf16RelTol (1e-2) vs the fp32
 // reference; fp32 outputs computed from identical inputs (rstd, dweight) < kFp32RelTol (1e-5).
-// residual_out of the fused kernel must be bitwise bf16(residual_in + delta). Outputs and the dweight
+// residual_out of the fused kernel must be bitwise bf16(residual_in + delta), and the plain forward on it
+// (the recompute path) must give the fused norm_out and rstd bit for bit. Outputs and the dweight
 // scratch are poisoned (NaN) before each run; runs repeat bitwise identically (the backward also in a
 // CUDA-graph replay). The backward's cases and checks: rmsnorm_case.h (shared with the CPU-emulated test).
 #include <gtest/gtest.h>
@@ -28,9 +29,13 @@ constexpr float kEps = 1e-5f;
 // Non-multiples of the vector width (100, 770: the scalar path), of the row group (257 rows, 2056), the
 // small and 1b shapes (8192 x 768, 8192 x 2048), more rows than one pass of the backward's row groups
 // (4099 x 770), the widest row group (12800: 13 warps x 4 vectors), skewed magnitudes (rmsnorm_case.h).
+// Forward layouts (rmsnorm_forward.cuh): warp per row up to H = 2048 (1 to 8 vectors per lane: 64, 256,
+// 768, 1024, 1032 with idle lanes, 1536, 2048; rows not a multiple of the block's 8: 1, 7, 13, 257, 1001,
+// 4100), block per row above (2056, 12800) and on the scalar path (100, 770).
 const RmsNormShape kShapes[] = {{1, 64},     {1, 768},     {7, 100},     {257, 256},       {1000, 768},
                                 {3, 2056},   {8192, 768},  {8192, 2048}, {4099, 770},      {5, 12800},
-                                {2200, 64},  {4096, 1024, true},         {513, 770, true}};
+                                {2200, 64},  {4096, 1024, true},         {513, 770, true}, {1001, 1536},
+                                {13, 1032},  {4100, 768, true}};
 
 void sync() { SG_CUDA_CHECK(cudaDeviceSynchronize()); }
 
@@ -111,6 +116,18 @@ TEST_P(RmsNormGpu, ResidualAddAndNormMatchesReference) {
   ref::residual_rmsnorm_forward(res_ref.data(), norm_ref32.data(), rstd_ref32.data(), res.data(), delta.data(),
                                 w.data(), T, H, kEps);
   EXPECT_LT(relative_error(to_float(norm), norm_ref32), kBf16RelTol);
+
+  // The recompute path re-derives norm and rstd with the plain forward on the stored residual: the same bits.
+  DeviceBuffer<bf16> d_recomputed(T * H);
+  DeviceBuffer<float> d_rstd_recomputed(T);
+  d_recomputed.poison();
+  d_rstd_recomputed.poison();
+  sync();
+  kernels::rmsnorm_forward(stream,
+                           {d_recomputed.get(), d_rstd_recomputed.get(), d_res_out.get(), d_w.get(), T, H, kEps});
+  sync();
+  EXPECT_TRUE(same_bits(d_recomputed.download(), norm)) << "plain forward on residual_out != fused norm_out";
+  EXPECT_TRUE(same_bits(d_rstd_recomputed.download(), d_rstd.download())) << "rstd differs from the fused one";
 
   // In place on the residual stream (residual_out == residual_in): the same bits.
   d_norm.poison();
