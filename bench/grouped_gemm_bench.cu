@@ -79,8 +79,10 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, in
                   std::vector<Row>& rows) {
   const bench::ExpertLinearBuffers b(s, N, K);
   const int64_t T = b.T, E = b.E, M = b.M;  // M: rows per expert (balanced)
-  const auto &x = b.x, &dy = b.dy, &w = b.w, &dw = b.dw;
-  const auto &y = b.y, &dx = b.dx, &counts = b.counts, &offsets = b.offsets;
+  const auto &x = b.x, &dy = b.dy, &w = b.w;
+  const auto& dw = b.dw;
+  const auto &y = b.y, &dx = b.dx;
+  const auto &counts = b.counts, &offsets = b.offsets;
   cuda::Stream stream;
   const kernels::GroupedGemmDims dims = b.dims();
   kernels::GroupedLinearForward g_fwd(dims);
