@@ -33,75 +33,19 @@
 #include "cuda/stream.h"
 #include "kernels/gemm.h"
 #include "kernels/grouped_gemm.h"
+#include "grouped_gemm_bench_util.cuh"
 #include "strided_batched_gemm.h"
 
 namespace {
 
 using namespace sg;
 
-constexpr int kCopies = 3;       // input rotation depth
 constexpr double kTarget = 0.75;  // issue 11: grouped TFLOP/s >= 75% of the baseline's
 
-struct MoeShape {
-  const char* name;
-  int experts;
-  int64_t rows;  // tokens x topk
-  int64_t hidden, ffn;
-};
-
-// Device buffer owned by the bench (plain cudaMalloc; the bench is not a training step).
-template <class T>
-struct Buffer {
-  explicit Buffer(size_t n) : n(n) { SG_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T))); }
-  ~Buffer() { cudaFree(p); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  T* p = nullptr;
-  size_t n;
-};
-
-// Deterministic pseudo-random fill in [-scale, scale] (values only matter for realistic power draw).
-template <class T>
-__global__ void fill_kernel(T* out, size_t n, uint32_t seed, float scale) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    const float u = (h & 0xFFFFFF) / float(0xFFFFFF) - 0.5f;
-    out[i] = T(2.0f * scale * u);
-  }
-}
-
-template <class T>
-void fill(Buffer<T>& b, uint32_t seed, float scale) {
-  fill_kernel<T><<<1024, 256>>>(b.p, b.n, seed, scale);
-  SG_CUDA_CHECK_LAUNCH("fill_kernel");
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-// Median device time of launch(i) (i = iteration, for rotating inputs): all launches queued back to back,
-// an event pair around each, read after one final synchronisation.
-double median_ms(cuda::Stream& stream, int warmup, int iters, const std::function<void(int)>& launch) {
-  for (int i = 0; i < warmup; ++i) launch(i);
-  stream.synchronize();
-  std::vector<std::unique_ptr<cuda::Event>> start, stop;
-  for (int i = 0; i < iters; ++i) {
-    start.push_back(std::make_unique<cuda::Event>(true));
-    stop.push_back(std::make_unique<cuda::Event>(true));
-    start.back()->record(stream);
-    launch(i);
-    stop.back()->record(stream);
-  }
-  stream.synchronize();
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) ms.push_back(cuda::Event::elapsed_ms(*start[i], *stop[i]));
-  return median(ms);
-}
+using bench::Buffer;
+using bench::fill;
+using bench::median_ms;
+using bench::MoeShape;
 
 struct Row {
   std::string model, layer, op;
@@ -133,30 +77,14 @@ struct Operands {
 // Times the ops of one expert linear (N out, K in): grouped, dense, strided-batched.
 void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, int warmup, int iters,
                   std::vector<Row>& rows) {
-  const int64_t T = s.rows, E = s.experts, M = s.rows / s.experts;  // M: rows per expert (balanced)
-  SG_CHECK(T % E == 0, "grouped_gemm_bench: balanced routing needs rows divisible by experts");
+  const bench::ExpertLinearBuffers b(s, N, K);
+  const int64_t T = b.T, E = b.E, M = b.M;  // M: rows per expert (balanced)
+  const auto &x = b.x, &dy = b.dy, &w = b.w;
+  const auto& dw = b.dw;
+  const auto &y = b.y, &dx = b.dx;
+  const auto &counts = b.counts, &offsets = b.offsets;
   cuda::Stream stream;
-  std::vector<std::unique_ptr<Buffer<bf16>>> x, dy, w;
-  std::vector<std::unique_ptr<Buffer<float>>> dw;
-  for (int c = 0; c < kCopies; ++c) {
-    x.push_back(std::make_unique<Buffer<bf16>>(T * K));
-    dy.push_back(std::make_unique<Buffer<bf16>>(T * N));
-    w.push_back(std::make_unique<Buffer<bf16>>(E * N * K));
-    dw.push_back(std::make_unique<Buffer<float>>(E * N * K));
-    fill(*x[c], 10 + c, 1.0f);
-    fill(*dy[c], 20 + c, 1.0f);
-    fill(*w[c], 30 + c, 0.05f);
-    fill(*dw[c], 40 + c, 0.01f);
-  }
-  Buffer<bf16> y(T * N), dx(T * K);
-  Buffer<int32_t> counts(E), offsets(E);
-  std::vector<int32_t> host_counts(E, static_cast<int32_t>(M)), host_offsets(E);
-  for (int64_t e = 0; e < E; ++e) host_offsets[e] = static_cast<int32_t>(e * M);
-  SG_CUDA_CHECK(cudaMemcpy(counts.p, host_counts.data(), E * sizeof(int32_t), cudaMemcpyHostToDevice));
-  SG_CUDA_CHECK(cudaMemcpy(offsets.p, host_offsets.data(), E * sizeof(int32_t), cudaMemcpyHostToDevice));
-  SG_CUDA_CHECK(cudaDeviceSynchronize());
-
-  const kernels::GroupedGemmDims dims{.num_groups = s.experts, .max_total_rows = T, .N = N, .K = K};
+  const kernels::GroupedGemmDims dims = b.dims();
   kernels::GroupedLinearForward g_fwd(dims);
   kernels::GroupedLinearBackwardInput g_dgrad(dims);
   kernels::GroupedLinearBackwardWeight g_wgrad(dims);
@@ -169,7 +97,7 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, in
   }
   kernels::Blas blas;
 
-  auto c = [](int i) { return i % kCopies; };
+  auto c = [](int i) { return i % bench::kInputCopies; };
   auto wgrad = [&](bool accumulate) {
     return [&, accumulate](int i) {
       g_wgrad.run(stream, {.dw = dw[c(i)]->p, .dy = dy[c(i)]->p, .x = x[c(i)]->p, .counts = counts.p,
@@ -229,32 +157,16 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, in
 }
 
 int run(int argc, char** argv) {
-  int warmup = 10, iters = 50;
-  std::string which = "all";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--iters" && i + 1 < argc) {
-      iters = std::atoi(argv[++i]);
-    } else if (a == "--warmup" && i + 1 < argc) {
-      warmup = std::atoi(argv[++i]);
-    } else if (a == "--case" && i + 1 < argc) {
-      which = argv[++i];
-    } else {
-      throw Error("grouped_gemm_bench: unknown argument '" + a +
-                  "'. Usage: grouped_gemm_bench [--iters N] [--warmup N] [--case small_moe|a3b_proxy|all]");
-    }
-  }
-  SG_CHECK(iters >= 1 && warmup >= 0, "grouped_gemm_bench: --iters must be >= 1 and --warmup >= 0");
+  const bench::GroupedBenchArgs args = bench::parse_grouped_bench_args(argc, argv, "grouped_gemm_bench", {}, 1);
+  const int warmup = args.warmup, iters = args.iters;
   cuda::require_device("grouped_gemm_bench");
-  const MoeShape shapes[] = {{"small_moe", 8, 8192 * 2, 768, 768}, {"a3b_proxy", 128, 4096 * 8, 2048, 768}};
   std::printf("GPU: %s\n", cuda::device_properties().summary().c_str());
   std::vector<Row> rows;
-  for (const MoeShape& s : shapes) {
-    if (which != "all" && which != s.name) continue;
+  for (const MoeShape& s : bench::kMoeShapes) {
+    if (!args.selects(s)) continue;
     bench_linear(s, "fc1", 2 * s.ffn, s.hidden, warmup, iters, rows);
     bench_linear(s, "fc2", s.hidden, s.ffn, warmup, iters, rows);
   }
-  SG_CHECK(!rows.empty(), "grouped_gemm_bench: --case must be small_moe, a3b_proxy or all, not '" + which + "'");
   const kernels::GroupedGemmDims probe{.num_groups = 1, .max_total_rows = 8, .N = 8, .K = 8};
   std::printf("grouped (+ a one-block setup kernel each; + a zero-fill launch when overwriting):\n"
               "  forward          %s\n  backward_input   %s\n  backward_weight  %s\n"
@@ -265,7 +177,7 @@ int run(int argc, char** argv) {
               kernels::GroupedLinearBackwardWeight(probe).kernel_name().c_str());
   std::printf("median of %d launches after %d warmup, inputs rotated over %d copies, balanced routing;\n"
               "ratio = grouped TFLOP/s / baseline TFLOP/s, * below the %.2f target\n\n",
-              iters, warmup, kCopies, kTarget);
+              iters, warmup, bench::kInputCopies, kTarget);
   std::printf("%-10s %-5s %-25s %5s %5s %10s %8s %10s %6s %10s %6s\n", "model", "layer", "op", "N", "K",
               "grouped ms", "TFLOP/s", "dense ms", "ratio", "batched ms", "ratio");
   int pass_dense = 0, pass_batched = 0;

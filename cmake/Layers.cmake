@@ -31,8 +31,14 @@ function(sg_sm90a_sources name)
   if(NOT srcs)
     return()
   endif()
-  set(target sg_${name}_sm90a)
-  add_library(${target} OBJECT ${srcs})
+  sg_sm90a_object_library(sg_${name}_sm90a SOURCES ${srcs} DEPS ${L_DEPS})
+  target_sources(sg_${name} PRIVATE $<TARGET_OBJECTS:sg_${name}_sm90a>)
+endfunction()
+
+# An object library of sm_90a-only sources (the flags above); also used by the opt-in tuning targets.
+function(sg_sm90a_object_library target)
+  cmake_parse_arguments(L "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${target} OBJECT ${L_SOURCES})
   target_include_directories(${target} PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_link_libraries(${target} PRIVATE ${L_DEPS})
   target_compile_definitions(${target} PRIVATE NDEBUG)
@@ -40,7 +46,6 @@ function(sg_sm90a_sources name)
     -Xcompiler=-Wall,-Wextra)
   set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES OFF CUDA_SEPARABLE_COMPILATION OFF
     POSITION_INDEPENDENT_CODE ON)
-  target_sources(sg_${name} PRIVATE $<TARGET_OBJECTS:${target}>)
 endfunction()
 
 # Executables that must run on the GPU machine: no libstdc++ from this machine.

@@ -1,9 +1,11 @@
 #pragma once
 // Internal to kernels/grouped_gemm: the CUTLASS 3.x Hopper ptr-array grouped GEMM and its one-block setup
 // kernel, as one template that each grouped_gemm_<op>_sm90a.cu instantiates exactly once. Include from
-// those files only (they are built for sm_90a alone, with -DNDEBUG).
+// those files only (they are built for sm_90a alone, with -DNDEBUG), and from the opt-in tuning target
+// bench/grouped_gemm_variants, which instantiates Backend<Op, Config> with other KernelConfigs.
 //
-// Kernel: KernelPtrArrayTmaWarpSpecializedCooperative (persistent, one CTA per SM, TMA loads with
+// The production configuration of each op is ProductionConfig<Op> below (switch one there); today:
+// kernel KernelPtrArrayTmaWarpSpecializedCooperative (persistent, one CTA per SM, TMA loads with
 // per-group descriptors rewritten on the device, wgmma, fp32 accumulators), cluster 2x1x1: two CTAs on
 // adjacent M tiles of one expert share its B tile through TMA multicast, which halves the L2 traffic of B.
 // The GroupScheduler rounds each expert's M tiles up to the cluster, so an odd M tile count costs one idle
@@ -65,12 +67,37 @@ using ElementAB = cutlass::bfloat16_t;
 using ElementAccumulator = float;
 using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
 using GroupShape = ProblemShape::UnderlyingProblemShape;
-using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
-using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
-using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
 inline constexpr int kSetupThreads = 256;
 
-// Per-op layouts (CUTLASS tags: A is [M, K], B is [K, N] in the tag's sense, D is [M, N]), output and tile.
+enum class Schedule { kCooperative, kPingpong };
+
+// A kernel configuration: CTA tile TileM x TileN x 64, cluster ClusterM x ClusterN x 1, and the kernel +
+// epilogue schedule. Cooperative: both consumer warpgroups on one tile (TileM >= 128, 64 rows each), the
+// epilogue after the mainloop. Pingpong: each consumer warpgroup on its own tile (TileM rows), so one
+// warpgroup's epilogue overlaps the other's mainloop.
+template <int TileM, int TileN, int ClusterM, int ClusterN, Schedule S>
+struct KernelConfig {
+  static_assert(S == Schedule::kPingpong || TileM >= 128, "the cooperative schedule needs TileM >= 128");
+  using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::_64>;
+  using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::Int<ClusterN>, cute::_1>;
+  static constexpr bool kPingpong = S == Schedule::kPingpong;
+  using KernelSchedule = std::conditional_t<kPingpong, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
+                                            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>;
+  using EpilogueSchedule = std::conditional_t<kPingpong, cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong,
+                                              cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+  static std::string name() {
+    return strprintf("warp-specialized %s, tile %dx%dx64, cluster %dx%dx1", kPingpong ? "pingpong" : "cooperative",
+                     TileM, TileN, ClusterM, ClusterN);
+  }
+};
+
+// Today's configuration per op (see the file comment for why); production instantiates exactly these.
+template <GroupedGemmOp Op>
+struct ProductionConfig : KernelConfig<128, 256, 2, 1, Schedule::kCooperative> {};  // forward, backward_input
+template <>
+struct ProductionConfig<GroupedGemmOp::kBackwardWeight> : KernelConfig<128, 128, 2, 1, Schedule::kCooperative> {};
+
+// Per-op layouts (CUTLASS tags: A is [M, K], B is [K, N] in the tag's sense, D is [M, N]) and output.
 template <GroupedGemmOp Op>
 struct OpTraits;
 template <>
@@ -79,8 +106,6 @@ struct OpTraits<GroupedGemmOp::kForward> {
   using LayoutB = cutlass::layout::ColumnMajor;  // W [N, K] row-major: K-major
   using ElementC = void;                         // no source: D = acc
   using ElementD = cutlass::bfloat16_t;
-  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
-  static constexpr const char* kTile = "128x256x64";
 };
 template <>
 struct OpTraits<GroupedGemmOp::kBackwardInput> {
@@ -88,8 +113,6 @@ struct OpTraits<GroupedGemmOp::kBackwardInput> {
   using LayoutB = cutlass::layout::RowMajor;  // W seen as B(k=n_out, n=k_in): N-major
   using ElementC = void;
   using ElementD = cutlass::bfloat16_t;
-  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
-  static constexpr const char* kTile = "128x256x64";
 };
 template <>
 struct OpTraits<GroupedGemmOp::kBackwardWeight> {
@@ -97,14 +120,15 @@ struct OpTraits<GroupedGemmOp::kBackwardWeight> {
   using LayoutB = cutlass::layout::RowMajor;     // x seen as B(k=row, n=k_in): N-major
   using ElementC = float;                        // C = D = dW, beta = 1
   using ElementD = float;
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
-  static constexpr const char* kTile = "128x128x64";
 };
 
-template <GroupedGemmOp Op>
+template <GroupedGemmOp Op, class Config>
 struct Kernel {
   using Traits = OpTraits<Op>;
-  using TileShape = typename Traits::TileShape;
+  using TileShape = typename Config::TileShape;
+  using ClusterShape = typename Config::ClusterShape;
+  using KernelSchedule = typename Config::KernelSchedule;
+  using EpilogueSchedule = typename Config::EpilogueSchedule;
   using ElementC = typename Traits::ElementC;
   using ElementD = typename Traits::ElementD;
   using LayoutD = cutlass::layout::RowMajor;
@@ -191,9 +215,9 @@ __global__ void __launch_bounds__(kSetupThreads) grouped_gemm_setup_kernel(Setup
 
 inline size_t align_up(size_t bytes, size_t alignment) { return (bytes + alignment - 1) / alignment * alignment; }
 
-template <GroupedGemmOp Op>
+template <GroupedGemmOp Op, class Config = ProductionConfig<Op>>
 class Backend final : public GroupedGemmBackend {
-  using K = Kernel<Op>;
+  using K = Kernel<Op, Config>;
   using Gemm = typename K::Gemm;
   using ElementD = typename K::StoredElementD;
   // Ops with a source C (backward_weight) have two modes: [0] beta = 0 (overwrite), [1] beta = 1
@@ -225,8 +249,7 @@ class Backend final : public GroupedGemmBackend {
 
   size_t workspace_bytes() const override { return total_bytes_; }
   std::string kernel_name() const override {
-    return std::string("cutlass sm90a ptr-array grouped gemm, warp-specialized cooperative, tile ") +
-           OpTraits<Op>::kTile + ", cluster 2x1x1";
+    return "cutlass sm90a ptr-array grouped gemm, " + Config::name();
   }
 
   void initialize(void* workspace) override {

@@ -1,0 +1,152 @@
+#pragma once
+// Shared by the grouped GEMM benches (grouped_gemm_bench.cu, grouped_gemm_variants/): the MoE shapes of
+// issue 11, bench-owned device buffers, a deterministic fill, and the median of event-timed launches.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda/bf16.h"
+#include "cuda/check.h"
+#include "cuda/stream.h"
+#include "kernels/grouped_gemm.h"
+
+namespace sg::bench {
+
+struct MoeShape {
+  const char* name;
+  int experts;
+  int64_t rows;  // tokens x topk
+  int64_t hidden, ffn;
+};
+
+// The issue's MoE shapes (balanced routing: rows / experts rows per expert).
+inline constexpr MoeShape kMoeShapes[] = {{"small_moe", 8, 8192 * 2, 768, 768},
+                                          {"a3b_proxy", 128, 4096 * 8, 2048, 768}};
+
+// Device buffer owned by the bench (plain cudaMalloc; a bench is not a training step).
+template <class T>
+struct Buffer {
+  explicit Buffer(size_t n) : n(n) { SG_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T))); }
+  ~Buffer() { cudaFree(p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  T* p = nullptr;
+  size_t n;
+};
+
+// Deterministic pseudo-random fill in [-scale, scale] (values only matter for realistic power draw).
+template <class T>
+__global__ void fill_kernel(T* out, size_t n, uint32_t seed, float scale) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const float u = (h & 0xFFFFFF) / float(0xFFFFFF) - 0.5f;
+    out[i] = T(2.0f * scale * u);
+  }
+}
+
+template <class T>
+void fill(Buffer<T>& b, uint32_t seed, float scale) {
+  fill_kernel<T><<<1024, 256>>>(b.p, b.n, seed, scale);
+  SG_CUDA_CHECK_LAUNCH("fill_kernel");
+}
+
+inline constexpr int kInputCopies = 3;  // input rotation depth: not all of them L2-resident
+
+// The operands of one expert linear (N out, K in) at shape s with balanced routing (M = rows / experts
+// rows per expert): kInputCopies filled copies of x [T, K], dy [T, N], w [E, N, K] and dw [E, N, K] fp32,
+// one y [T, N] and dx [T, K], the experts' counts and offsets in device memory.
+struct ExpertLinearBuffers {
+  ExpertLinearBuffers(const MoeShape& s, int64_t n_out, int64_t k_in)
+      : T(s.rows), E(s.experts), M(s.rows / s.experts), N(n_out), K(k_in), y(T * N), dx(T * K), counts(E),
+        offsets(E) {
+    SG_CHECK(T % E == 0, std::string(s.name) + ": balanced routing needs rows divisible by experts");
+    for (int c = 0; c < kInputCopies; ++c) {
+      x.push_back(std::make_unique<Buffer<bf16>>(T * K));
+      dy.push_back(std::make_unique<Buffer<bf16>>(T * N));
+      w.push_back(std::make_unique<Buffer<bf16>>(E * N * K));
+      dw.push_back(std::make_unique<Buffer<float>>(E * N * K));
+      fill(*x[c], 10 + c, 1.0f);
+      fill(*dy[c], 20 + c, 1.0f);
+      fill(*w[c], 30 + c, 0.05f);
+      fill(*dw[c], 40 + c, 0.01f);
+    }
+    std::vector<int32_t> host_counts(E, static_cast<int32_t>(M)), host_offsets(E);
+    for (int64_t e = 0; e < E; ++e) host_offsets[e] = static_cast<int32_t>(e * M);
+    SG_CUDA_CHECK(cudaMemcpy(counts.p, host_counts.data(), E * sizeof(int32_t), cudaMemcpyHostToDevice));
+    SG_CUDA_CHECK(cudaMemcpy(offsets.p, host_offsets.data(), E * sizeof(int32_t), cudaMemcpyHostToDevice));
+    SG_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  kernels::GroupedGemmDims dims() const {
+    return {.num_groups = static_cast<int>(E), .max_total_rows = T, .N = N, .K = K};
+  }
+
+  int64_t T, E, M, N, K;  // rows, experts, rows per expert, out and in features
+  std::vector<std::unique_ptr<Buffer<bf16>>> x, dy, w;
+  std::vector<std::unique_ptr<Buffer<float>>> dw;
+  Buffer<bf16> y, dx;
+  Buffer<int32_t> counts, offsets;
+};
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Median device time of launch(i) (i = iteration, for rotating inputs): all launches queued back to back,
+// an event pair around each, read after one final synchronisation.
+inline double median_ms(cuda::Stream& stream, int warmup, int iters, const std::function<void(int)>& launch) {
+  for (int i = 0; i < warmup; ++i) launch(i);
+  stream.synchronize();
+  std::vector<std::unique_ptr<cuda::Event>> start, stop;
+  for (int i = 0; i < iters; ++i) {
+    start.push_back(std::make_unique<cuda::Event>(true));
+    stop.push_back(std::make_unique<cuda::Event>(true));
+    start.back()->record(stream);
+    launch(i);
+    stop.back()->record(stream);
+  }
+  stream.synchronize();
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) ms.push_back(cuda::Event::elapsed_ms(*start[i], *stop[i]));
+  return median(ms);
+}
+
+struct GroupedBenchArgs {
+  int warmup = 10, iters = 50;
+  std::string which = "all";  // a kMoeShapes name or "all"
+  bool selects(const MoeShape& s) const { return which == "all" || which == s.name; }
+};
+
+// [--iters N] [--warmup N] [--case small_moe|a3b_proxy|all]; iters >= min_iters.
+inline GroupedBenchArgs parse_grouped_bench_args(int argc, char** argv, const std::string& program,
+                                                 GroupedBenchArgs args, int min_iters) {
+  const std::string usage = program + " [--iters N] [--warmup N] [--case small_moe|a3b_proxy|all]";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--iters" && i + 1 < argc) {
+      args.iters = std::atoi(argv[++i]);
+    } else if (a == "--warmup" && i + 1 < argc) {
+      args.warmup = std::atoi(argv[++i]);
+    } else if (a == "--case" && i + 1 < argc) {
+      args.which = argv[++i];
+    } else {
+      throw Error(program + ": unknown argument '" + a + "'. Usage: " + usage);
+    }
+  }
+  SG_CHECK(args.iters >= min_iters && args.warmup >= 0,
+           program + ": --iters must be >= " + std::to_string(min_iters) + " and --warmup >= 0");
+  SG_CHECK(args.which == "all" || std::any_of(std::begin(kMoeShapes), std::end(kMoeShapes),
+                                              [&](const MoeShape& s) { return args.which == s.name; }),
+           program + ": --case must be small_moe, a3b_proxy or all, not '" + args.which + "'");
+  return args;
+}
+
+}  // namespace sg::bench
