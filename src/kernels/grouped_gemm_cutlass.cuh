@@ -12,9 +12,12 @@
 // tile: for forward/backward_input (M = the expert's rows) with unbalanced routing, for backward_weight
 // (M = N) never at the issue's shapes (N / 128 is even).
 // Tiles: 128x256x64 for forward/backward_input (M = rows: many tiles at the MoE shapes, the largest tile
-// has the least operand traffic); 128x128x64 for backward_weight, whose tile count is fixed by N x K per
-// expert: at small_moe (8 experts, N, K <= 1536) 128x256 tiles would fill 132 SMs for only 1.1 to 2.2
-// waves.
+// has the least operand traffic); 128x192x64 for backward_weight, whose tile count is fixed by N x K per
+// expert: at small_moe fc1 (8 experts, 1536 x 768) 128x128 tiles are 576 = 4.4 waves on 132 SMs, 128x192
+// tiles 384 = 2.9 waves with a third less operand traffic per output. Measured with the opt-in tuning
+// target bench/grouped_gemm_variants on the H200 (docs/performance.md, sixth session): 1.02-1.15x over
+// 128x128 on every weight-gradient row of small_moe and a3b_proxy but a3b fc1 overwrite (0.99x); no
+// variant beat 128x256 cooperative on forward/backward_input by more than 5%.
 // Problem shapes only in device memory (host_problem_shapes = nullptr): the grid is the SM count and
 // the scheduler walks the groups' tiles on the device.
 //
@@ -95,7 +98,7 @@ struct KernelConfig {
 template <GroupedGemmOp Op>
 struct ProductionConfig : KernelConfig<128, 256, 2, 1, Schedule::kCooperative> {};  // forward, backward_input
 template <>
-struct ProductionConfig<GroupedGemmOp::kBackwardWeight> : KernelConfig<128, 128, 2, 1, Schedule::kCooperative> {};
+struct ProductionConfig<GroupedGemmOp::kBackwardWeight> : KernelConfig<128, 192, 2, 1, Schedule::kCooperative> {};
 
 // Per-op layouts (CUTLASS tags: A is [M, K], B is [K, N] in the tag's sense, D is [M, N]) and output.
 template <GroupedGemmOp Op>
