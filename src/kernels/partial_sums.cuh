@@ -16,6 +16,10 @@ struct ColumnSumArgs {
   int64_t rows = 0, ld = 0;
   float* dst[kMaxColumnSumSegments] = {};
   int64_t end[kMaxColumnSumSegments] = {};  // running column end of each segment
+  // Batched (add_partial_column_sums_batched): matrix blockIdx.y at partials + y * rows * ld, one
+  // segment at dst_base + dst_offsets[y]; nullptr: one matrix and the segments above.
+  float* dst_base = nullptr;
+  const int64_t* dst_offsets = nullptr;
 };
 
 // Block = kCols columns x kRowThreads thread rows (thread t: column t % kCols, thread row t / kCols). Eight
@@ -34,9 +38,10 @@ SG_KERNEL(kThreads) column_sums_kernel(ColumnSumArgs a) {
   const int t = detail::thread_index();
   const int tx = t % kCols, ty = t / kCols;
   const int64_t col = static_cast<int64_t>(detail::block_index_x()) * kCols + tx;
+  const int64_t matrix = detail::block_index_y();
   float s = 0.0f;
   if (col < a.ld) {
-    const float* p = a.partials + col;
+    const float* p = a.partials + matrix * a.rows * a.ld + col;
     int64_t r = ty;
     for (; r + 3 * kRowThreads < a.rows; r += 4 * kRowThreads) {
       const float v0 = p[r * a.ld], v1 = p[(r + kRowThreads) * a.ld];
@@ -59,6 +64,10 @@ SG_KERNEL(kThreads) column_sums_kernel(ColumnSumArgs a) {
   float total = 0.0f;
 SG_UNROLL
   for (int w = 0; w < kColumnSumWarps; ++w) total += warp_sums[w * kCols + tx];
+  if (a.dst_offsets != nullptr) {
+    a.dst_base[a.dst_offsets[matrix] + col] += total;
+    return;
+  }
   int k = 0;
   while (col >= a.end[k]) ++k;
   const int64_t begin = k == 0 ? 0 : a.end[k - 1];
@@ -87,6 +96,27 @@ void run_column_sums(const Launch& launch, const float* partials, int64_t rows,
   a.partials = partials;
   a.rows = rows;
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(a.ld, kCols)));
+  launch("column_sums_kernel", column_sums_kernel<>, grid, kColumnSumThreads, sizeof(float) * kColumnSumWarps * kCols,
+         a);
+}
+
+template <class Launch>
+void run_column_sums_batched(const Launch& launch, const float* partials, int64_t rows, int64_t cols, int64_t count,
+                             float* dst_base, const int64_t* dst_offsets) {
+  SG_CHECK(rows >= 0 && cols > 0 && count >= 0 && count <= 65535,
+           strprintf("add_partial_column_sums_batched: rows = %lld, cols = %lld, count = %lld (need rows >= 0, "
+                     "cols > 0, 0 <= count <= 65535)",
+                     static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(count)));
+  if (rows == 0 || count == 0) return;
+  SG_CHECK(partials != nullptr && dst_base != nullptr && dst_offsets != nullptr,
+           "add_partial_column_sums_batched: null partials, dst_base or dst_offsets");
+  ColumnSumArgs a;
+  a.partials = partials;
+  a.rows = rows;
+  a.ld = cols;
+  a.dst_base = dst_base;
+  a.dst_offsets = dst_offsets;
+  const dim3 grid(static_cast<unsigned>(detail::ceil_div(cols, kCols)), static_cast<unsigned>(count));
   launch("column_sums_kernel", column_sums_kernel<>, grid, kColumnSumThreads, sizeof(float) * kColumnSumWarps * kCols,
          a);
 }

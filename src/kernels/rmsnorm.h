@@ -56,7 +56,9 @@ void residual_rmsnorm_forward(cudaStream_t stream, const ResidualRmsNormForwardP
 // thread). Nothing else may alias.
 struct RmsNormBackwardParams {
   bf16* din = nullptr;               // [T, H], overwritten
-  float* dweight = nullptr;          // [H] fp32 main_grad, ADDED into
+  float* dweight = nullptr;          // [H] fp32 main_grad, ADDED into; nullptr: only the partial rows are
+                                     // written, left in scratch for the caller's column sums (one launch for
+                                     // many norms: add_partial_column_sums_batched, kernels/partial_sums.h)
   float* scratch = nullptr;          // fp32 [rmsnorm_backward_num_partials(T), H]: partial dweight sums
   size_t scratch_bytes = 0;          // size of `scratch` (checked >= rmsnorm_backward_scratch_bytes)
   const bf16* dout = nullptr;        // [T, H]

@@ -259,7 +259,7 @@ void run_backward(const Launch& launch, const RmsNormBackwardParams& p) {
   SG_CHECK(p.T >= 0 && p.T <= INT32_MAX && p.H > 0,
            strprintf("%s: bad shape T=%lld H=%lld (0 <= T < 2^31, H > 0)", op, static_cast<long long>(p.T),
                      static_cast<long long>(p.H)));
-  SG_CHECK(p.din && p.dweight && p.dout && p.in && p.weight && p.rstd, strprintf("%s: null pointer in params", op));
+  SG_CHECK(p.din && p.dout && p.in && p.weight && p.rstd, strprintf("%s: null pointer in params", op));
   if (p.T == 0) return;
   BackwardArgs a;
   a.p = p;
@@ -284,7 +284,8 @@ void run_backward(const Launch& launch, const RmsNormBackwardParams& p) {
   } else {
     launch_backward<Launch, 1, kMaxScalarChunks>(launch, a, smem);
   }
-  partial_sums::run_column_sums(launch, p.scratch, a.partials, {{p.dweight, p.H}});
+  // dweight == nullptr: the caller sums the partial rows itself (add_partial_column_sums_batched).
+  if (p.dweight != nullptr) partial_sums::run_column_sums(launch, p.scratch, a.partials, {{p.dweight, p.H}});
 }
 
 SG_EMULATED_NAMESPACE_END

@@ -15,10 +15,9 @@ dist::GradientReadiness gradient_readiness(const ModelLayout& layout) {
   std::map<int64_t, int> step_points;
   step_points[layout.offset(layout.lm_head)] = 0;
   step_points[layout.offset(layout.embedding)] = last;  // after the LM head's: a tied head is written twice
-  for (int64_t i = 0; i <= N; ++i) {
-    // norm_before(i)'s backward starts layer i-1's last backward region; layer 0's runs after the layers.
-    step_points[layout.offset(layout.norm_before(i))] = i == 0 ? last : layer_ready_point(N, i - 1);
-  }
+  // Every norm's weight gradient is summed from its partial rows by one launch after layer 0's pre-norm
+  // backward (TrainStep::microbatch): all are final at the last point.
+  for (int64_t i = 0; i <= N; ++i) step_points[layout.offset(layout.norm_before(i))] = last;
   std::vector<dist::GradientSegment> segments;
   for (const ParamTensor& t : layout.tensors()) {
     int point = -1;

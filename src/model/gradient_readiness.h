@@ -4,10 +4,9 @@
 // Ready points, in the order TrainStep::microbatch runs the backward of a microbatch (model/train_step.h),
 // with N layers:
 //   0        after the LM head's backward: lm_head.weight (untied)
-//   N - i    after layer i's backward regions (i = N-1 down to 0): the layer's own tensors, and the norm
-//            after it (layer i+1's pre-norm, or the final norm after the last layer), whose backward
-//            starts the layer's last backward region
-//   N + 1    after the embedding's backward: layer 0's pre-norm, the embedding (and a tied LM head,
+//   N - i    after layer i's backward regions (i = N-1 down to 0): the layer's own tensors
+//   N + 1    after the embedding's backward: every norm (their weight gradients are summed from partial
+//            rows by one launch after layer 0's pre-norm backward), the embedding (and a tied LM head,
 //            which the LM head writes first)
 // The step reports each point in the last microbatch (the earlier ones add to the same gradients).
 #include <cstdint>

@@ -118,7 +118,10 @@ TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const Mo
   plan.add("workspace.cublaslt", MemoryCategory::workspaces, kernels::Blas::kWorkspaceBytes);
   plan.add("workspace.lm_head", MemoryCategory::workspaces,
            kernels::lm_head_layout({T, H, m.vocab_size}, options.lm_head_chunk_budget_bytes).workspace_bytes);
-  plan.add("workspace.rmsnorm_backward", MemoryCategory::workspaces, kernels::rmsnorm_backward_scratch_bytes(T, H));
+  // One partial-sum matrix per norm (norm_before(0..N)), summed by one launch per microbatch.
+  plan.add("workspace.rmsnorm_backward", MemoryCategory::workspaces,
+           static_cast<size_t>(N + 1) * kernels::rmsnorm_backward_scratch_bytes(T, H));
+  plan.add_array<int64_t>("state.norm_grad_offsets", MemoryCategory::optimizer_state, static_cast<size_t>(N + 1));
   plan.add("workspace.embedding_backward", MemoryCategory::workspaces, embedding_scratch_bytes);
   plan.add("workspace.grad_norm", MemoryCategory::workspaces, kernels::kGradNormScratchBytes);
 
@@ -188,6 +191,7 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   d_norm_ = arena_->get<bf16>(slot("grad.d_norm"));
   lm_head_workspace_ = arena_->raw(slot("workspace.lm_head"));
   rmsnorm_scratch_ = arena_->get<float>(slot("workspace.rmsnorm_backward"));
+  norm_grad_offsets_ = arena_->get<int64_t>(slot("state.norm_grad_offsets"));
   embedding_scratch_ = arena_->raw(slot("workspace.embedding_backward"));
   grad_norm_partials_ = arena_->get<double>(slot("workspace.grad_norm"));
   tokens_ = arena_->get<int32_t>(slot("input.tokens"));
@@ -231,6 +235,10 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
     SG_CUDA_CHECK(cudaMemcpy(dropout_sites_, attention_dropout_sites_.data(), slots * sizeof(uint32_t),
                              cudaMemcpyHostToDevice));
   }
+  std::vector<int64_t> norm_offsets;
+  for (int64_t i = 0; i <= N; ++i) norm_offsets.push_back(layout_.offset(layout_.norm_before(i)));
+  SG_CUDA_CHECK(cudaMemcpy(norm_grad_offsets_, norm_offsets.data(), norm_offsets.size() * sizeof(int64_t),
+                           cudaMemcpyHostToDevice));
   // Legacy-stream copies from pageable memory may still be in flight when cudaMemcpy returns; the step
   // runs on a non-blocking stream, which does not wait for them.
   SG_CUDA_CHECK(cudaDeviceSynchronize());

@@ -220,7 +220,7 @@ class TrainStep {
   // backward: the pre-norm outputs it gave back, each layer's rerun modules, and for a full group the
   // step's dropout + residual add + norm between its layers.
   void recompute_group(cudaStream_t stream, const RecomputeGroup& group);
-  void norm_backward(cudaStream_t stream, bf16* din, int64_t norm_offset, const bf16* in, const float* rstd,
+  void norm_backward(cudaStream_t stream, bf16* din, int64_t norm_index, const bf16* in, const float* rstd,
                      const bf16* dresidual);
   StepScalars* scalars_device() const;
   void download_floats(cudaStream_t stream, const float* src, std::vector<float>& out) const;
@@ -281,7 +281,8 @@ class TrainStep {
   const rng::RngState* hidden_rng_ = nullptr;     // "default" generator (hidden dropout)
   const rng::RngState* attention_rng_ = nullptr;  // "model-parallel-rng" (cuDNN attention dropout seeds)
   void* lm_head_workspace_ = nullptr;
-  float* rmsnorm_scratch_ = nullptr;
+  float* rmsnorm_scratch_ = nullptr;     // [N+1] partial-sum matrices, one per norm_before(i)
+  int64_t* norm_grad_offsets_ = nullptr;  // [N+1] flat offsets of norm_before(i) (written once)
   void* embedding_scratch_ = nullptr;
   double* grad_norm_partials_ = nullptr;
   int32_t* tokens_ = nullptr;

@@ -12,6 +12,7 @@
 #include "kernels/embedding.h"
 #include "kernels/grad_norm.h"
 #include "kernels/lr_schedule.h"
+#include "kernels/partial_sums.h"
 #include "kernels/rmsnorm.h"
 #include "model/attention_dropout_seeds.h"
 #include "model/dropout_sites.h"
@@ -234,8 +235,10 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
   }
 
   // Layer 0's pre-norm: d x_0 = norm_0'(d n_0) + d x_1.
-  norm_backward(stream, d_resid_[0], layout_.offset(layout_.norm_before(0)), resid_[0], rstd_[0],
-                N > 0 ? d_resid_[1] : nullptr);
+  norm_backward(stream, d_resid_[0], 0, resid_[0], rstd_[0], N > 0 ? d_resid_[1] : nullptr);
+  // Every norm's weight gradient in one launch (their backwards left their partial rows in the scratch).
+  kernels::add_partial_column_sums_batched(stream, rmsnorm_scratch_, kernels::rmsnorm_backward_num_partials(T), H,
+                                           static_cast<int64_t>(N) + 1, grads_, norm_grad_offsets_);
 
   kernels::EmbeddingBackwardParams eb;
   eb.dtable = grads_ + layout_.offset(layout_.embedding);
@@ -283,7 +286,7 @@ void TrainStep::layer_output_backward(cudaStream_t stream, size_t i) {
   const bool last = i + 1 == layers_.size();
   bf16* d_out = d_resid_[(i + 1) % 2];
   // d x_{i+1} = norm_{i+1}'(d n_{i+1}) + d x_{i+2} (the last layer's output only feeds the final norm).
-  norm_backward(stream, d_out, layout_.offset(layout_.norm_before(static_cast<int64_t>(i + 1))), resid_[i + 1],
+  norm_backward(stream, d_out, static_cast<int64_t>(i + 1), resid_[i + 1],
                 rstd_[i + 1], last ? nullptr : d_resid_[i % 2]);
   if (m.hidden_dropout > 0.0f) {
     kernels::DropoutBackwardParams dp;
@@ -321,12 +324,15 @@ void TrainStep::recompute_group(cudaStream_t stream, const RecomputeGroup& group
   }
 }
 
-void TrainStep::norm_backward(cudaStream_t stream, bf16* din, int64_t norm_offset, const bf16* in, const float* rstd,
+// norm_before(norm_index)'s backward; its weight gradient stays in its partial rows until the microbatch's
+// one column-sum launch (TrainStep::microbatch).
+void TrainStep::norm_backward(cudaStream_t stream, bf16* din, int64_t norm_index, const bf16* in, const float* rstd,
                               const bf16* dresidual) {
+  const int64_t norm_offset = layout_.offset(layout_.norm_before(norm_index));
   kernels::RmsNormBackwardParams nb;
   nb.din = din;
-  nb.dweight = grads_ + norm_offset;
-  nb.scratch = rmsnorm_scratch_;
+  nb.dweight = nullptr;
+  nb.scratch = rmsnorm_scratch_ + static_cast<size_t>(norm_index) * (rmsnorm_scratch_bytes_ / sizeof(float));
   nb.scratch_bytes = rmsnorm_scratch_bytes_;
   nb.dout = d_norm_;
   nb.in = in;

@@ -1,8 +1,11 @@
 // add_partial_column_sums: the column sums of a [rows, cols] fp32 partial matrix ADDED into one or more
 // destination segments, against fp64 sums (relative error < kFp32RelTol, 1e-5), bitwise repeatable, and
-// nothing added for zero rows.
+// nothing added for zero rows. The batched form (many stacked matrices, one launch, destinations through a
+// device offset table) adds bit for bit what one add_partial_column_sums per matrix adds, and leaves the
+// elements between its destinations alone.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "cuda/stream.h"
@@ -59,6 +62,52 @@ TEST(PartialColumnSumsGpu, ZeroRowsAddNothingAndBadSegmentsThrow) {
   EXPECT_TRUE(bitwise_equal(d_a.download(), a0));
   EXPECT_THROW(kernels::add_partial_column_sums(stream, d_a.get(), 1, {{nullptr, 16}}), Error);
   EXPECT_THROW(kernels::add_partial_column_sums(stream, d_a.get(), 1, {}), Error);
+}
+
+TEST(PartialColumnSumsGpu, BatchedEqualsOneCallPerMatrixBitwise) {
+  struct Shape {
+    int64_t rows, cols, count;
+  };
+  for (const Shape sh : {Shape{1, 256, 1}, Shape{9, 37, 3}, Shape{264, 768, 25}, Shape{264, 256, 9}}) {
+    const auto [rows, cols, count] = sh;
+    // Destinations in reverse matrix order with a gap of 5 floats before each: scattered, not contiguous.
+    std::vector<int64_t> offsets(count);
+    for (int64_t k = 0; k < count; ++k) offsets[k] = (count - 1 - k) * (cols + 5) + 5;
+    const int64_t dst_size = count * (cols + 5);
+    const auto partials = random_normal(count * rows * cols, 40 + rows);
+    const auto dst0 = random_normal(dst_size, 50 + cols);
+    DeviceBuffer<float> d_p(count * rows * cols), d_batched(dst_size), d_single(dst_size);
+    DeviceBuffer<int64_t> d_offsets(count);
+    d_p.upload(partials);
+    d_offsets.upload(offsets);
+    d_batched.upload(dst0);
+    d_single.upload(dst0);
+    cuda::Stream stream;
+    kernels::add_partial_column_sums_batched(stream, d_p.get(), rows, cols, count, d_batched.get(), d_offsets.get());
+    for (int64_t k = 0; k < count; ++k) {
+      kernels::add_partial_column_sums(stream, d_p.get() + k * rows * cols, rows, {{d_single.get() + offsets[k], cols}});
+    }
+    sync_device();
+    const auto batched = d_batched.download();
+    EXPECT_TRUE(bitwise_equal(batched, d_single.download())) << "rows=" << rows << " cols=" << cols;
+    std::vector<float> ref = dst0;
+    for (int64_t k = 0; k < count; ++k) {
+      for (int64_t c = 0; c < cols; ++c) {
+        double s = dst0[offsets[k] + c];
+        for (int64_t r = 0; r < rows; ++r) s += partials[(k * rows + r) * cols + c];
+        ref[offsets[k] + c] = static_cast<float>(s);
+      }
+    }
+    EXPECT_LT(relative_error(batched, ref), kFp32RelTol) << "rows=" << rows << " cols=" << cols;
+    for (int64_t k = 0; k < count; ++k) {
+      for (int64_t g = 0; g < 5; ++g) {
+        const int64_t i = offsets[k] - 5 + g;
+        EXPECT_EQ(std::memcmp(&batched[i], &dst0[i], sizeof(float)), 0) << "gap element " << i << " written";
+      }
+    }
+  }
+  cuda::Stream stream;
+  EXPECT_THROW(kernels::add_partial_column_sums_batched(stream, nullptr, 1, 0, 1, nullptr, nullptr), Error);
 }
 
 }  // namespace
