@@ -7,18 +7,14 @@
 //   CHUNKS of VEC columns). It loads its x, dout and dresidual of the row once into registers (raw bf16),
 //   reduces dot = sum dout w x over the group (warp butterfly, then, for W > 1, the W warp sums in warp
 //   order through shared memory), and writes din from the registers. Its weights stay in registers for
-//   the whole kernel. No block-wide barrier per row when W == 1. With up to 3 vectors per thread (768 ->
-//   1 warp x 3, 2048 -> 4 warps x 2) the next row's loads are issued before this row's reduction: two rows
-//   in flight per group, which the registers allow because the dweight sums live in shared memory.
+//   the whole kernel. No block-wide barrier per row when W == 1. With 1 or 2 vectors per thread (registers
+//   to spare) the next row's loads are issued before this row's reduction: two rows in flight per group.
 // - A block holds R = 8 / W groups (256 threads) and the grid P = num_partials(T) blocks: group g of block
-//   b handles rows b R + g + i P R (i = 0, 1, ...), accumulating dout x rstd for its columns in fp32 in its
-//   own [H] slice of shared memory (only the owning thread touches a column until the end, so no barrier).
-//   At the end the block adds its R slices column by column in group order and writes its fp32 partial
-//   row; partial_sums then adds the P rows per column in a fixed order into dweight. Everything is a
-//   function of (T, H, vector path), so the bits are the same in every run, eager or graph replay.
-// Why (H200, 8192 x 768 with dresidual: 3 x 12.6 MB read + 12.6 MB written): the register-resident sums
-// took 128 registers, left no room for a second row, and the kernel ran at ~3 TB/s (16.5 us); with a row
-// prefetched the same 16 warps per SM keep twice the bytes in flight (~150 KB per SM).
+//   b handles rows b R + g + i P R (i = 0, 1, ...), accumulating dout x rstd for its columns in fp32
+//   registers. At the end the block's R groups add their sums through shared memory in group order, and the
+//   last group writes the block's fp32 partial row; partial_sums then adds the P rows per column in a fixed
+//   order into dweight. Everything is a function of (T, H, vector path), so the bits are the same in every
+//   run, eager or graph replay.
 #include <algorithm>
 
 #include "core/error.h"
@@ -107,14 +103,14 @@ SG_UNROLL
   }
 }
 
-// PREFETCH (up to 3 vectors per thread): the next row's loads are issued before this row's reduction, two
-// rows in flight per group. The arithmetic, hence the bits, is the same either way.
+// PREFETCH (few chunks, registers to spare): the next row's loads are issued before this row's reduction,
+// two rows in flight per group. The arithmetic, hence the bits, is the same either way.
 template <int VEC, int CHUNKS>
 SG_KERNEL(kMaxBlockThreads) rmsnorm_backward_kernel(BackwardArgs a) {
-  constexpr bool kPrefetch = VEC == 8 && CHUNKS <= 3;
+  constexpr bool kPrefetch = VEC == 8 && CHUNKS <= 2;
   const RmsNormBackwardParams& p = a.p;
   float* warp_dots = reinterpret_cast<float*>(detail::dynamic_smem());  // [2][warps]
-  float* group_sums = warp_dots + kDotFloats;                            // [groups][H], 16-byte aligned
+  float* group_sums = warp_dots + kDotFloats;                            // [H] when groups > 1, 16-byte aligned
   const int group_threads = 32 * a.warps_per_row;
   const int t = detail::thread_index();
   const int group = t / group_threads;
@@ -122,19 +118,15 @@ SG_KERNEL(kMaxBlockThreads) rmsnorm_backward_kernel(BackwardArgs a) {
   const int warp = static_cast<int>(detail::warp_id()), lane = static_cast<int>(detail::lane_id());
   const int64_t H = p.H, n_vec = H / VEC;
   const float inv_h = 1.0f / static_cast<float>(H);
-  // This thread's columns of its group's dweight sums: only this thread touches them until the end.
-  float* acc = group_sums + static_cast<int64_t>(group) * H;
 
   PackedBf16<VEC> w[CHUNKS] = {};
+  float acc[CHUNKS][VEC];
 SG_UNROLL
   for (int k = 0; k < CHUNKS; ++k) {
     const int64_t v = j + static_cast<int64_t>(k) * group_threads;
-    if (v >= n_vec) continue;
-    load_packed<VEC>(p.weight + v * VEC, w[k]);
-    float zero[VEC];
+    if (v < n_vec) load_packed<VEC>(p.weight + v * VEC, w[k]);
 SG_UNROLL
-    for (int e = 0; e < VEC; ++e) zero[e] = 0.0f;
-    detail::store_f32<VEC>(acc + v * VEC, zero);
+    for (int e = 0; e < VEC; ++e) acc[k][e] = 0.0f;
   }
 
   const int64_t rows_per_iter = a.partials * a.groups;
@@ -171,17 +163,15 @@ SG_UNROLL
       for (int k = 0; k < CHUNKS; ++k) {
         const int64_t v = j + static_cast<int64_t>(k) * group_threads;
         if (v >= n_vec) continue;
-        float out[VEC], sums[VEC];
-        detail::load_f32<VEC>(acc + v * VEC, sums);
+        float out[VEC];
 SG_UNROLL
         for (int e = 0; e < VEC; ++e) {
           const float xv = unpacked(cur.x[k], e), gv = unpacked(cur.dy[k], e);
           out[e] = r * unpacked(w[k], e) * gv - coef * xv;
           if (p.dresidual != nullptr) out[e] += unpacked(cur.dres[k], e);
-          sums[e] += gv * xv * r;
+          acc[k][e] += gv * xv * r;
         }
         detail::store_bf16<VEC>(p.din + row * H + v * VEC, out);
-        detail::store_f32<VEC>(acc + v * VEC, sums);
       }
     }
     if constexpr (kPrefetch) {
@@ -191,20 +181,24 @@ SG_UNROLL
     }
   }
 
-  // The block's partial row: the groups' sums added in group order, column by column.
-  detail::block_sync();
+  // The block's partial row: groups add theirs in group order; the last one writes the row.
   float* partial = p.scratch + static_cast<int64_t>(detail::block_index_x()) * H;
-  const int64_t stride = static_cast<int64_t>(detail::block_threads()) * VEC;
-  for (int64_t c = static_cast<int64_t>(t) * VEC; c < H; c += stride) {
-    float total[VEC];
-    detail::load_f32<VEC>(group_sums + c, total);
-    for (int g = 1; g < a.groups; ++g) {
-      float more[VEC];
-      detail::load_f32<VEC>(group_sums + static_cast<int64_t>(g) * H + c, more);
+  for (int g = 0; g < a.groups; ++g) {
+    if (group == g) {
 SG_UNROLL
-      for (int e = 0; e < VEC; ++e) total[e] += more[e];
+      for (int k = 0; k < CHUNKS; ++k) {
+        const int64_t c = (j + static_cast<int64_t>(k) * group_threads) * VEC;
+        if (c >= H) continue;
+        if (g > 0) {
+          float prev[VEC];
+          detail::load_f32<VEC>(group_sums + c, prev);
+SG_UNROLL
+          for (int e = 0; e < VEC; ++e) acc[k][e] = prev[e] + acc[k][e];
+        }
+        detail::store_f32<VEC>((g + 1 == a.groups ? partial : group_sums) + c, acc[k]);
+      }
     }
-    detail::store_f32<VEC>(partial + c, total);
+    if (g + 1 < a.groups) detail::block_sync();
   }
 }
 
@@ -271,7 +265,7 @@ void run_backward(const Launch& launch, const RmsNormBackwardParams& p) {
   const BackwardShape s = backward_shape(p.H, vec);
   a.warps_per_row = s.warps_per_row;
   a.groups = s.groups;
-  const size_t smem = sizeof(float) * (kDotFloats + static_cast<size_t>(s.groups) * static_cast<size_t>(p.H));
+  const size_t smem = sizeof(float) * (kDotFloats + (s.groups > 1 ? static_cast<size_t>(p.H) : 0));
   if (vec) {
     switch (s.chunks) {
       case 1: launch_backward<Launch, 8, 1>(launch, a, smem); break;
