@@ -25,7 +25,12 @@ SG_EMULATED_NAMESPACE_BEGIN
 inline constexpr int kQuads = 8;
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int64_t kMaxV = int64_t{kMaxThreads} * kQuads * 4;
-inline constexpr int kBf16Threads = 256;  // bf16 path: the row in shared memory (64 KiB at kMaxV: 3 rows an SM)
+// bf16 path: the row in shared memory (64 KiB at kMaxV: 3 rows an SM). 512 threads for rows of at least
+// kBf16WideRowVectors 16-byte vectors, 256 below: on the H200, 512 threads took a V = 32768 call from 151.2
+// to 141.5 us (more warps hide the three passes' latency) but a V = 8192 one from 11.2 to 12.6 us.
+inline constexpr int kBf16MaxThreads = 512;
+inline constexpr int64_t kBf16WideRowVectors = 4096;
+inline int bf16_row_threads(int64_t V) { return detail::ceil_div(V, 8) >= kBf16WideRowVectors ? kBf16MaxThreads : 256; }
 
 struct Args {
   const void* logits = nullptr;  // float or bf16 (the kernel's LogitT)
@@ -194,7 +199,7 @@ inline size_t bf16_row_smem_bytes(int64_t V) {
 
 // The bf16 twin of row_in_registers_kernel (same loss and dlogits formulas, same NaN and target rules).
 // Vector q (logits [8q, 8q + 8)) belongs to thread q % threads. a.vectorized: 16-byte aligned rows.
-SG_KERNEL(kBf16Threads) row_in_shared_bf16_kernel(Args a) {
+SG_KERNEL(kBf16MaxThreads) row_in_shared_bf16_kernel(Args a) {
   float* scratch = reinterpret_cast<float*>(detail::dynamic_smem());  // [32]
   bf16* srow = reinterpret_cast<bf16*>(detail::dynamic_smem() + 32 * sizeof(float));
   const int64_t row = detail::block_index_x();
@@ -266,7 +271,7 @@ SG_UNROLL
 
 // Launches the path for p (V <= kMaxV, shape and pointers checked by the caller) with row strides already
 // resolved (0 -> V). fp32: the fewest warps that hold the row in kQuads groups of four per thread;
-// `vectorized`: rows aligned for four logits and four dlogits at a time. bf16: kBf16Threads threads and the
+// `vectorized`: rows aligned for four logits and four dlogits at a time. bf16: bf16_row_threads(V) threads and the
 // row in shared memory; its 16-byte accesses check their own alignment.
 template <class Launch>
 void run(const Launch& launch, const CrossEntropyParams& p, int64_t logits_stride, int64_t dlogits_stride,
@@ -286,7 +291,7 @@ void run(const Launch& launch, const CrossEntropyParams& p, int64_t logits_strid
   if (p.logits_dtype == LogitsDtype::bf16) {
     const auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
     args.vectorized = aligned16(p.logits) && aligned16(p.dlogits) && logits_stride % 8 == 0 && dlogits_stride % 8 == 0;
-    launch("cross_entropy_row_in_shared_bf16_kernel", row_in_shared_bf16_kernel, grid, kBf16Threads,
+    launch("cross_entropy_row_in_shared_bf16_kernel", row_in_shared_bf16_kernel, grid, bf16_row_threads(p.V),
            bf16_row_smem_bytes(p.V), args);
     return;
   }

@@ -3,7 +3,7 @@
 // weights, fp32 rstd, fp32 weight gradient. CPU twin: reference/rmsnorm.h.
 //
 // Forward layout (kernels/rmsnorm_forward.cuh): one warp per row, 8 rows per block, the row in registers,
-// for H <= 2048 on the 16-byte vector path (H % 8 == 0 and every bf16 pointer 16-byte aligned); one thread
+// for H <= 1024 on the 16-byte vector path (H % 8 == 0 and every bf16 pointer 16-byte aligned); one thread
 // block per row otherwise (wider rows, scalar path).
 //
 // Backward (kernels/rmsnorm_backward.cuh): a group of warps per row holding the row in registers, a fixed

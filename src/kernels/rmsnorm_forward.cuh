@@ -28,7 +28,10 @@ SG_EMULATED_NAMESPACE_BEGIN
 
 inline constexpr int kWarpRowsPerBlock = 8;
 inline constexpr int kWarpRowThreads = 32 * kWarpRowsPerBlock;
-inline constexpr int kMaxWarpChunks = 8;  // 16-byte vectors per lane: 8 bf16 x 8 x 32 lanes = 2048 columns
+// 16-byte vectors per lane: 8 bf16 x 4 x 32 lanes = 1024 columns. Wider rows take the block kernel: at
+// 2048 (1b) the warp rows were slower on the H200 (32.4 -> 36.3 us a call, sixth session), at 768 (small)
+// faster (12.2 -> 11.8 us).
+inline constexpr int kMaxWarpChunks = 4;
 inline constexpr int64_t kWarpRowMaxWidth = 32 * kMaxWarpChunks * detail::kBf16PerVec;
 inline constexpr int kMaxRowThreads = 512;
 
@@ -167,9 +170,6 @@ void run_forward(const Launch& launch, const ForwardArgs& a, bool vec) {
       case 1: launch_warp_rows<Launch, kResidual, 1>(launch, a, name); break;
       case 2: launch_warp_rows<Launch, kResidual, 2>(launch, a, name); break;
       case 3: launch_warp_rows<Launch, kResidual, 3>(launch, a, name); break;
-      case 4: launch_warp_rows<Launch, kResidual, 4>(launch, a, name); break;
-      case 5:
-      case 6: launch_warp_rows<Launch, kResidual, 6>(launch, a, name); break;
       default: launch_warp_rows<Launch, kResidual, kMaxWarpChunks>(launch, a, name); break;
     }
     return;

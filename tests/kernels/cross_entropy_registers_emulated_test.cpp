@@ -5,7 +5,8 @@
 //   target -> loss 0, dlogits 0; 4 a NaN logit -> NaN loss; 5 mask weight 0.5.
 // Tolerances as the GPU test: row loss (fp32) 1e-5 relative, dlogits (bf16) 1e-2 relative per row. Padding
 // columns of dlogits keep their poison; a second run is bitwise equal. Shapes cover one warp (V = 3), a
-// tail group, scalar loads (odd strides), 1024 threads (V = 32000, 32768) and bf16 logits.
+// tail group, scalar loads (odd strides), 1024 threads (V = 32000, 32768) and bf16 logits (256 threads, and
+// 512 from 4096 vectors a row: V = 32771).
 #define SG_SIMT_EMULATION 1
 #include <gtest/gtest.h>
 
@@ -118,6 +119,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CrossEntropyRegistersEmulated,
                                            Shape{13, 3, kernels::LogitsDtype::bf16},
                                            Shape{1003, 0, kernels::LogitsDtype::bf16},
                                            Shape{4100, 4, kernels::LogitsDtype::bf16},
+                                           Shape{32771, 5, kernels::LogitsDtype::bf16},  // 512 threads
                                            Shape{32000, 0, kernels::LogitsDtype::fp32},
                                            Shape{32768, 1, kernels::LogitsDtype::fp32},
                                            Shape{32768, 0, kernels::LogitsDtype::bf16}));

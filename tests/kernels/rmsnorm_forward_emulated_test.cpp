@@ -34,13 +34,13 @@ struct ForwardShape {
 const ForwardShape kShapes[] = {
     {1, 64, true},           // one vector for 8 of 32 lanes
     {9, 768, true},          // small: 3 vectors per lane; 9 rows = a full block and one row of the next
-    {3, 2048, true},         // 1b: 8 vectors per lane, the widest warp row
-    {10, 1032, true},        // 129 vectors: the 6-vector kernel with idle lanes
-    {5, 1536, true},         // 6 vectors per lane
+    {3, 2048, false},        // 1b: block per row (wider than a warp row)
+    {10, 1000, true},        // 125 vectors: the 4-vector kernel with idle lanes
+    {5, 1536, false},        // block per row, vectors
     {17, 256, true},         // tiny: one vector per lane
-    {4, 1024, true},         // 4 vectors per lane
+    {4, 1024, true},         // 4 vectors per lane, the widest warp row
     {8, 512, true, true},    // 2 vectors per lane, rows over six decades of magnitude
-    {2, 2056, false},        // just wider than a warp row: block per row, vectors
+    {2, 1032, false},        // just wider than a warp row: block per row, vectors
     {3, 100, false},         // H % 8 != 0: block per row, scalars
     {2, 1030, false, true},  // scalars, threads loop twice (512 threads)
 };

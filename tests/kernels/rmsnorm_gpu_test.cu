@@ -29,9 +29,9 @@ constexpr float kEps = 1e-5f;
 // Non-multiples of the vector width (100, 770: the scalar path), of the row group (257 rows, 2056), the
 // small and 1b shapes (8192 x 768, 8192 x 2048), more rows than one pass of the backward's row groups
 // (4099 x 770), the widest row group (12800: 13 warps x 4 vectors), skewed magnitudes (rmsnorm_case.h).
-// Forward layouts (rmsnorm_forward.cuh): warp per row up to H = 2048 (1 to 8 vectors per lane: 64, 256,
-// 768, 1024, 1032 with idle lanes, 1536, 2048; rows not a multiple of the block's 8: 1, 7, 13, 257, 1001,
-// 4100), block per row above (2056, 12800) and on the scalar path (100, 770).
+// Forward layouts (rmsnorm_forward.cuh): warp per row up to H = 1024 (1 to 4 vectors per lane: 64, 256,
+// 768, 1024; rows not a multiple of the block's 8: 1, 7, 13, 257, 4100), block per row above (1032, 1536,
+// 2048, 2056, 12800) and on the scalar path (100, 770).
 const RmsNormShape kShapes[] = {{1, 64},     {1, 768},     {7, 100},     {257, 256},       {1000, 768},
                                 {3, 2056},   {8192, 768},  {8192, 2048}, {4099, 770},      {5, 12800},
                                 {2200, 64},  {4096, 1024, true},         {513, 770, true}, {1001, 1536},
