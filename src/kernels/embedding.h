@@ -59,8 +59,8 @@ void embedding_backward_prepare(cudaStream_t stream, const EmbeddingBackwardPrep
 // (increasing t) added into the run's dtable row. `scratch` must hold embedding_backward_prepare's
 // result for the same T and vocab_size (and tokens), complete before this launch in stream order.
 struct EmbeddingBackwardRunsParams {
-  float* dtable = nullptr;       // [vocab_size, H] fp32, ADDED into
-  const bf16* dout = nullptr;    // [T, H]
+  float* dtable = nullptr;        // [vocab_size, H] fp32, ADDED into
+  const bf16* dout = nullptr;     // [T, H]
   const void* scratch = nullptr;  // prepared by embedding_backward_prepare
   size_t scratch_bytes = 0;
   int64_t T = 0, H = 0, vocab_size = 0;
