@@ -47,65 +47,6 @@ std::vector<int32_t> skewed_tokens(int64_t T, int64_t V, uint64_t seed) {
   return tokens;
 }
 
-class EmbeddingGpu : public ::testing::TestWithParam<Shape> {};
-
-TEST_P(EmbeddingGpu, ForwardGathersRowsExactly) {
-  const auto [T, H, V] = GetParam();
-  const auto tokens = skewed_tokens(T, V, 10 + T);
-  const auto table = round_bf16(random_normal(V * H, 20 + H));
-  std::vector<float> out_ref(T * H);
-  ref::embedding_forward(out_ref.data(), tokens.data(), table.data(), T, H);
-
-  DeviceBuffer<int32_t> d_tokens(T);
-  DeviceBuffer<bf16> d_table(V * H), d_out(T * H);
-  d_tokens.upload(tokens);
-  d_table.upload(to_bf16(table));
-  d_out.poison();
-  sync();
-  cuda::Stream stream;
-  kernels::embedding_forward(stream, {d_out.get(), d_tokens.get(), d_table.get(), T, H, V});
-  sync();
-  EXPECT_TRUE(same_bits(d_out.download(), to_bf16(out_ref))) << "T=" << T << " H=" << H << " V=" << V;
-}
-
-TEST_P(EmbeddingGpu, BackwardMatchesReferenceAndIsDeterministic) {
-  const auto [T, H, V] = GetParam();
-  const auto tokens = skewed_tokens(T, V, 30 + T);
-  const auto dout = round_bf16(random_normal(T * H, 40 + H));
-  const auto dtable0 = random_normal(V * H, 50 + V, 0.1f);  // the backward ADDS into this
-  auto dtable_ref = dtable0;
-  ref::embedding_backward(dtable_ref.data(), dout.data(), tokens.data(), T, H);
-
-  DeviceBuffer<int32_t> d_tokens(T);
-  DeviceBuffer<bf16> d_dout(T * H);
-  DeviceBuffer<float> d_dtable(V * H);
-  const size_t scratch_bytes = kernels::embedding_backward_scratch_bytes(T, V);
-  DeviceBuffer<char> d_scratch(scratch_bytes);
-  d_tokens.upload(tokens);
-  d_dout.upload(to_bf16(dout));
-  cuda::Stream stream;
-  auto run = [&] {
-    d_dtable.upload(dtable0);
-    d_scratch.poison();
-    sync();
-    kernels::embedding_backward(stream, {d_dtable.get(), d_dout.get(), d_tokens.get(), d_scratch.get(),
-                                         scratch_bytes, T, H, V});
-    sync();
-    return d_dtable.download();
-  };
-  const auto dtable = run();
-  EXPECT_LT(relative_error(dtable, dtable_ref), kFp32RelTol) << "T=" << T << " H=" << H << " V=" << V;
-  std::vector<bool> seen(V, false);
-  for (int32_t tok : tokens) seen[tok] = true;
-  for (int64_t v = 0; v < V; ++v) {
-    if (!seen[v]) {
-      ASSERT_EQ(std::memcmp(dtable.data() + v * H, dtable0.data() + v * H, H * sizeof(float)), 0)
-          << "row " << v << " has no token but changed";
-    }
-  }
-  EXPECT_TRUE(same_bits(run(), dtable)) << "second run differs";
-}
-
 // dtable0 + the backward, computed on fresh buffers (scratch poisoned). `split`: as the training step runs
 // it, embedding_backward_prepare on a side stream, an event join, embedding_backward_runs on the main
 // stream; otherwise the one-call embedding_backward on one stream.
@@ -145,6 +86,48 @@ std::vector<float> run_backward(bool split, const std::vector<int32_t>& tokens, 
   }
   sync();
   return d_dtable.download();
+}
+
+class EmbeddingGpu : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(EmbeddingGpu, ForwardGathersRowsExactly) {
+  const auto [T, H, V] = GetParam();
+  const auto tokens = skewed_tokens(T, V, 10 + T);
+  const auto table = round_bf16(random_normal(V * H, 20 + H));
+  std::vector<float> out_ref(T * H);
+  ref::embedding_forward(out_ref.data(), tokens.data(), table.data(), T, H);
+
+  DeviceBuffer<int32_t> d_tokens(T);
+  DeviceBuffer<bf16> d_table(V * H), d_out(T * H);
+  d_tokens.upload(tokens);
+  d_table.upload(to_bf16(table));
+  d_out.poison();
+  sync();
+  cuda::Stream stream;
+  kernels::embedding_forward(stream, {d_out.get(), d_tokens.get(), d_table.get(), T, H, V});
+  sync();
+  EXPECT_TRUE(same_bits(d_out.download(), to_bf16(out_ref))) << "T=" << T << " H=" << H << " V=" << V;
+}
+
+TEST_P(EmbeddingGpu, BackwardMatchesReferenceAndIsDeterministic) {
+  const auto [T, H, V] = GetParam();
+  const auto tokens = skewed_tokens(T, V, 30 + T);
+  const auto dout = round_bf16(random_normal(T * H, 40 + H));
+  const auto dtable0 = random_normal(V * H, 50 + V, 0.1f);  // the backward ADDS into this
+  auto dtable_ref = dtable0;
+  ref::embedding_backward(dtable_ref.data(), dout.data(), tokens.data(), T, H);
+
+  const auto dtable = run_backward(false, tokens, dout, dtable0, H, V);
+  EXPECT_LT(relative_error(dtable, dtable_ref), kFp32RelTol) << "T=" << T << " H=" << H << " V=" << V;
+  std::vector<bool> seen(V, false);
+  for (int32_t tok : tokens) seen[tok] = true;
+  for (int64_t v = 0; v < V; ++v) {
+    if (!seen[v]) {
+      ASSERT_EQ(std::memcmp(dtable.data() + v * H, dtable0.data() + v * H, H * sizeof(float)), 0)
+          << "row " << v << " has no token but changed";
+    }
+  }
+  EXPECT_TRUE(same_bits(run_backward(false, tokens, dout, dtable0, H, V), dtable)) << "second run differs";
 }
 
 TEST_P(EmbeddingGpu, PrepareOnASideStreamThenRunsGivesTheOneCallBits) {
