@@ -32,6 +32,7 @@
 #include "graph/registry.h"
 #include "graph/scope_plan.h"
 #include "graph/scoped_runner.h"
+#include "graph/workspace_memsets.h"
 #include "model/cpu_model.h"
 #include "model/dropout_sites.h"
 #include "model/init.h"
@@ -338,7 +339,7 @@ TEST(TrainStepGpu, LoadStateResumesBitExactly) {
 // A captured graph's kernel nodes by name and the nodes each one reaches.
 struct GraphReach {
   std::vector<cudaGraphNode_t> nodes;
-  std::vector<std::string> names;          // kernel nodes: the (mangled) kernel name; "" otherwise
+  std::vector<std::string> names;          // the kernel's (mangled) name; "" for other nodes
   std::vector<std::vector<bool>> reaches;  // reaches[a][b]: a path a -> ... -> b exists
 
   explicit GraphReach(cudaGraph_t graph) : nodes(graph::graph_nodes(graph)) {
@@ -347,7 +348,7 @@ struct GraphReach {
     for (size_t i = 0; i < n; ++i) index[nodes[i]] = i;
     std::vector<std::vector<size_t>> out(n);
     for (size_t i = 0; i < n; ++i) {
-      names.push_back(kernel_name(nodes[i]));
+      names.push_back(graph::kernel_node_name(nodes[i]));
       size_t count = 0;
       SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(nodes[i], nullptr, nullptr, &count));
       std::vector<cudaGraphNode_t> next(count);
@@ -372,22 +373,6 @@ struct GraphReach {
       if (names[i].find(part) != std::string::npos) out.push_back(i);
     }
     return out;
-  }
-
- private:
-  // Kernels launched through the driver (library modules) may not resolve through the runtime: no name.
-  static std::string kernel_name(cudaGraphNode_t node) {
-    cudaGraphNodeType type{};
-    SG_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-    if (type != cudaGraphNodeTypeKernel) return "";
-    cudaKernelNodeParams params{};
-    const char* name = nullptr;
-    if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess || params.func == nullptr ||
-        cudaFuncGetName(&name, params.func) != cudaSuccess || name == nullptr) {
-      (void)cudaGetLastError();
-      return "";
-    }
-    return name;
   }
 };
 
