@@ -21,6 +21,22 @@ namespace {
 using test::StepScalarsCase;
 using test::StepScalarsResult;
 
+// The case's launch with its outputs in `r` (host memory: the emulator's "device").
+kernels::OptimizerStepScalarsParams params_for(const StepScalarsCase& c, const float* loss, StepScalarsResult& r) {
+  return {.norm_partials = c.partials.data(),
+          .max_norm = c.max_norm,
+          .grad_norm = &r.grad_norm,
+          .clip_coefficient = &r.clip_coefficient,
+          .grad_nonfinite = &r.grad_nonfinite,
+          .loss = loss,
+          .loss_nonfinite = &r.loss_nonfinite,
+          .schedule = c.schedule,
+          .adamw = c.adamw,
+          .step_counter = &r.step_counter,
+          .lr = &r.lr,
+          .adamw_constants = &r.adamw};
+}
+
 // Every float output starts as NaN, so one the kernel forgets fails; flags and counter as the case gives.
 StepScalarsResult run_emulated(const StepScalarsCase& c) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -31,19 +47,7 @@ StepScalarsResult run_emulated(const StepScalarsCase& c) {
                       .lr = nan,
                       .adamw = {.step_size = nan, .bias_correction2_sqrt = nan, .decay_factor = nan},
                       .step_counter = c.steps_done};
-  const float loss = c.loss;
-  kernels::optimizer_scalars::run(emu::Launch{}, {.norm_partials = c.partials.data(),
-                                                  .max_norm = c.max_norm,
-                                                  .grad_norm = &r.grad_norm,
-                                                  .clip_coefficient = &r.clip_coefficient,
-                                                  .grad_nonfinite = &r.grad_nonfinite,
-                                                  .loss = &loss,
-                                                  .loss_nonfinite = &r.loss_nonfinite,
-                                                  .schedule = c.schedule,
-                                                  .adamw = c.adamw,
-                                                  .step_counter = &r.step_counter,
-                                                  .lr = &r.lr,
-                                                  .adamw_constants = &r.adamw});
+  kernels::optimizer_scalars::run(emu::Launch{}, params_for(c, &c.loss, r));
   return r;
 }
 
@@ -87,20 +91,8 @@ TEST(OptimizerStepScalarsEmulated, RepeatedStepsAdvanceTheCounter) {
   c.schedule = {.lr = 1e-3f, .min_lr = 0.0f, .warmup_iters = 2, .decay_iters = 6,
                 .style = kernels::LrScheduleConfig::Style::linear};
   StepScalarsResult r{};
-  const float loss = 1.0f;
   for (int64_t step = 0; step < 8; ++step) {
-    kernels::optimizer_scalars::run(emu::Launch{}, {.norm_partials = c.partials.data(),
-                                                    .max_norm = 1.0f,
-                                                    .grad_norm = &r.grad_norm,
-                                                    .clip_coefficient = &r.clip_coefficient,
-                                                    .grad_nonfinite = &r.grad_nonfinite,
-                                                    .loss = &loss,
-                                                    .loss_nonfinite = &r.loss_nonfinite,
-                                                    .schedule = c.schedule,
-                                                    .adamw = c.adamw,
-                                                    .step_counter = &r.step_counter,
-                                                    .lr = &r.lr,
-                                                    .adamw_constants = &r.adamw});
+    kernels::optimizer_scalars::run(emu::Launch{}, params_for(c, &c.loss, r));
     EXPECT_EQ(r.step_counter, step + 1);
     EXPECT_EQ(r.lr, ref::lr_at(test::to_ref(c.schedule), step)) << "step " << step;
   }
@@ -109,19 +101,8 @@ TEST(OptimizerStepScalarsEmulated, RepeatedStepsAdvanceTheCounter) {
 TEST(OptimizerStepScalarsEmulated, LauncherRejectsMissingPointersAndNegativeIters) {
   const StepScalarsCase c = test::schedule_cases().front();
   StepScalarsResult r{};
-  const float loss = 1.0f;
-  kernels::OptimizerStepScalarsParams p{.norm_partials = c.partials.data(),
-                                        .max_norm = 1.0f,
-                                        .grad_norm = &r.grad_norm,
-                                        .clip_coefficient = &r.clip_coefficient,
-                                        .grad_nonfinite = &r.grad_nonfinite,
-                                        .loss = &loss,
-                                        .loss_nonfinite = &r.loss_nonfinite,
-                                        .schedule = c.schedule,
-                                        .adamw = c.adamw,
-                                        .step_counter = &r.step_counter,
-                                        .lr = &r.lr,
-                                        .adamw_constants = nullptr};
+  kernels::OptimizerStepScalarsParams p = params_for(c, &c.loss, r);
+  p.adamw_constants = nullptr;
   EXPECT_NE(test::thrown_message([&] { kernels::optimizer_scalars::run(emu::Launch{}, p); }).find("adamw_constants"),
             std::string::npos);
   p.adamw_constants = &r.adamw;
