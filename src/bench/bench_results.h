@@ -41,6 +41,7 @@ struct ModeResult {
   uint64_t graph_nodes = 0;
   uint64_t graph_kernel_nodes = 0;
   uint64_t graph_memset_nodes_lowered = 0;  // of those kernel nodes, captured memsets (graph/memset_nodes.h)
+  uint64_t graph_memset_nodes_hoisted = 0;  // library workspace memsets moved up (graph/workspace_memsets.h)
   uint64_t replays = 0;
 
   // Kernel-time floor: floor_steps extra steps spread among the measured ones, each alone in its own

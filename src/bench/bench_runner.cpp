@@ -270,6 +270,7 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
   r.graph_nodes = stats.nodes;
   r.graph_kernel_nodes = stats.kernel_nodes;
   r.graph_memset_nodes_lowered = stats.memset_nodes_lowered;
+  r.graph_memset_nodes_hoisted = stats.memset_nodes_hoisted;
   r.replays = stats.replays;
   r.graphable_layers = graphed.plan().graphable_layers;
   r.total_layers = graphed.plan().total_layers;

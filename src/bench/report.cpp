@@ -386,6 +386,7 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
                       {"nodes", r.graph_nodes},
                       {"kernel_nodes", r.graph_kernel_nodes},
                       {"memset_nodes_lowered", r.graph_memset_nodes_lowered},
+                      {"memset_nodes_hoisted", r.graph_memset_nodes_hoisted},
                       {"replays", r.replays}};
     mode["memory"] = {{"before_capture_bytes", r.memory_before_capture},
                       {"after_capture_bytes", r.memory_after_capture},

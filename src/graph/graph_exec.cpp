@@ -1,5 +1,6 @@
 #include "graph/graph_exec.h"
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -10,6 +11,7 @@
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "graph/memset_nodes.h"
+#include "graph/workspace_memsets.h"
 
 namespace sg::graph {
 
@@ -34,12 +36,37 @@ const char* instantiate_result_name(cudaGraphInstantiateResult r) {
 
 // STEPGRAPH_KEEP_MEMSET_NODES=1 keeps captured memset nodes as they are: to measure what lowering
 // them gains (docs/graph-runtime.md), or to rule it out when chasing a problem.
+bool keep_workspace_memset_order() {
+  static const bool keep = [] {
+    const char* v = std::getenv("STEPGRAPH_KEEP_WORKSPACE_MEMSET_ORDER");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return keep;
+}
+
 bool keep_memset_nodes() {
   static const bool keep = [] {
     const char* v = std::getenv("STEPGRAPH_KEEP_MEMSET_NODES");
     return v != nullptr && std::string(v) == "1";
   }();
   return keep;
+}
+
+// STEPGRAPH_GRAPH_DOT_DIR=<dir>: every captured graph is written as <dir>/<name>.dot (verbose: kernel
+// names, launch shapes, memset targets) before the memset rewrite, to see what a region captured.
+void write_dot_if_asked(cudaGraph_t graph, const std::string& name) {
+  static const char* dir = std::getenv("STEPGRAPH_GRAPH_DOT_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  std::string file;
+  for (const char c : name) file += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
+  const std::string path = std::string(dir) + "/" + file + ".dot";
+  const cudaError_t err = cudaGraphDebugDotPrint(graph, path.c_str(), cudaGraphDebugDotFlagsVerbose);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(strprintf("STEPGRAPH_GRAPH_DOT_DIR: cannot write %s (%s): does the folder exist and is it writable?",
+                          path.c_str(), cudaGetErrorString(err)));
+  }
+  log::info(strprintf("graph %s written to %s", name.c_str(), path.c_str()));
 }
 
 // Destroys the captured graph on every path out of install().
@@ -94,7 +121,10 @@ bool GraphExec::install(cudaGraph_t graph, cudaStream_t stream, double capture_m
   info_.capture_ms = capture_ms;
   info_.total_capture_ms += capture_ms;
 
-  const auto t0 = Clock::now();  // the rewrite counts as part of instantiation
+  write_dot_if_asked(graph, info_.name);
+  const auto t0 = Clock::now();  // the rewrites count as part of instantiation
+  info_.memset_nodes_hoisted =
+      keep_workspace_memset_order() ? 0 : static_cast<uint64_t>(hoist_library_workspace_memsets(graph));
   info_.memset_nodes_lowered = keep_memset_nodes() ? 0 : static_cast<uint64_t>(lower_memset_nodes(graph));
   count_graph_nodes(graph, info_.nodes, info_.kernel_nodes);
   bool updated = false;

@@ -15,6 +15,7 @@ struct GraphInfo {
   uint64_t nodes = 0;         // of the latest capture
   uint64_t kernel_nodes = 0;
   uint64_t memset_nodes_lowered = 0;  // of the latest capture, now kernel nodes (graph/memset_nodes.h)
+  uint64_t memset_nodes_hoisted = 0;  // of the latest capture, library workspace memsets moved up (graph/workspace_memsets.h)
   double capture_ms = 0.0;      // latest capture
   double instantiate_ms = 0.0;  // latest memset lowering + instantiate+upload or update
   double total_capture_ms = 0.0;
@@ -35,8 +36,9 @@ class GraphExec {
   GraphExec(const GraphExec&) = delete;
   GraphExec& operator=(const GraphExec&) = delete;
 
-  // Takes ownership of `graph` (always destroyed here, also on error); lowers its memset nodes to
-  // kernel nodes first (graph/memset_nodes.h). Without an executable yet:
+  // Takes ownership of `graph` (always destroyed here, also on error); moves library workspace memsets off
+  // the critical path (graph/workspace_memsets.h) and lowers memset nodes to kernel nodes first
+  // (graph/memset_nodes.h). Without an executable yet:
   // instantiates with cudaGraphInstantiateFlagUpload on `stream`. With one: tries
   // cudaGraphExecUpdate; on a topology mismatch destroys the old executable and instantiates anew.
   // Returns true when the executable was updated in place.

@@ -162,6 +162,7 @@ GraphStats GraphRegistry::stats() const {
       s.nodes += g.nodes;
       s.kernel_nodes += g.kernel_nodes;
       s.memset_nodes_lowered += g.memset_nodes_lowered;
+      s.memset_nodes_hoisted += g.memset_nodes_hoisted;
     }
   }
   s.graphable_regions = graphable_regions_;

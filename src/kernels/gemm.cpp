@@ -178,6 +178,7 @@ Blas::Blas(void* workspace, size_t workspace_bytes) : workspace_(workspace), wor
     if (owns_workspace_) cudaFree(workspace_);
     throw_cublaslt_error(status, "cublasLtCreate(&handle_)", __FILE__, __LINE__);
   }
+  workspace_registration_ = cuda::LibraryWorkspace(workspace_, workspace_bytes_);
 }
 
 Blas::~Blas() {

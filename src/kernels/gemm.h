@@ -36,6 +36,7 @@
 #include <tuple>
 
 #include "cuda/bf16.h"
+#include "cuda/library_workspaces.h"
 
 namespace sg::kernels {
 
@@ -134,6 +135,7 @@ class Blas {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   bool owns_workspace_ = false;
+  cuda::LibraryWorkspace workspace_registration_;  // cuBLASLt's alone (graph/workspace_memsets.h)
   std::map<decltype(GemmDesc{}.key()), std::unique_ptr<GemmPlan>> plans_;
 };
 

@@ -1,6 +1,8 @@
 // The attention layer's declarations and its GPU side (the CPU twin: attention_layer_cpu.cpp).
 #include "model/layers/attention_layer.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/check.h"
@@ -102,6 +104,9 @@ void AttentionLayer::bind(LayerBindContext& ctx) {
   d_attn_ = ctx.get<bf16>(d_attn_ref_);
   d_qkv_ = ctx.get<bf16>(d_qkv_ref_);
   workspace_ = ctx.get<void>(workspace_ref_);
+  size_t cudnn_bytes = attention_->workspace_bytes();
+  if (eval_attention_ != nullptr) cudnn_bytes = std::max(cudnn_bytes, eval_attention_->forward_workspace_bytes());
+  workspace_registration_ = cuda::LibraryWorkspace(workspace_, cudnn_bytes);
   w_qkv_ = ctx.weight(decl_.qkv);
   w_o_ = ctx.weight(decl_.o_proj);
   g_qkv_ = ctx.grad(decl_.qkv);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "cuda/library_workspaces.h"
 #include "kernels/attention.h"
 #include "kernels/rope.h"
 #include "model/layer.h"
@@ -66,6 +67,7 @@ class AttentionLayer final : public Layer {
   bf16* d_attn_ = nullptr;
   bf16* d_qkv_ = nullptr;
   void* workspace_ = nullptr;
+  cuda::LibraryWorkspace workspace_registration_;  // cuDNN's alone (graph/workspace_memsets.h)
   const bf16* w_qkv_ = nullptr;
   const bf16* w_o_ = nullptr;
   float* g_qkv_ = nullptr;
