@@ -13,7 +13,8 @@
 //   grad norm stage 1     per-block sums of squares over the owned range
 //   reduce_norm_partials  those partial sums summed over ranks (sharded only: otherwise every rank
 //                         already holds every gradient and its norm is the global one)
-//   grad norm stage 2, lr, AdamW over the owned range
+//   grad norm stage 2 with the step's other optimizer scalars (kernels/optimizer_step_scalars.h), then
+//                         AdamW over the owned range
 //   gather_weights        the updated bf16 weights of every shard on every rank (sharded only)
 // and in the forward-only evaluation (each rank evaluates its rows of every validation batch):
 //   reduce_eval_loss      *eval_loss summed over ranks

@@ -10,23 +10,21 @@ namespace sg::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-// Grid-stride with a capped grid: every thread computes the bias corrections (two fp64 pow) once, so
-// a few passes per thread amortise them; 4096 x 256 threads still fill an H200 many times over.
+// Grid-stride with a capped grid: 4096 x 256 threads still fill an H200 many times over.
 constexpr int64_t kMaxBlocks = 4096;
 
-// The step's scalars, computed once per thread.
+// The step's scalars, read once per thread.
 struct AdamWStepScalars {
   float grad_scale, step_size, bc2_sqrt, decay_factor, one_minus_b1, one_minus_b2;
 };
 
-__device__ __forceinline__ AdamWStepScalars step_scalars(const float* lr_ptr, const int64_t* step_ptr,
+__device__ __forceinline__ AdamWStepScalars step_scalars(const AdamWStepConstants* constants_ptr,
                                                          const float* grad_scale_ptr, const AdamWHyperparams& h) {
-  const float lr = *lr_ptr;
-  const double t = static_cast<double>(*step_ptr + 1);
+  const AdamWStepConstants c = *constants_ptr;
   return {.grad_scale = grad_scale_ptr != nullptr ? *grad_scale_ptr : 1.0f,
-          .step_size = static_cast<float>(lr / (1.0 - pow(static_cast<double>(h.beta1), t))),
-          .bc2_sqrt = static_cast<float>(sqrt(1.0 - pow(static_cast<double>(h.beta2), t))),
-          .decay_factor = 1.0f - lr * h.weight_decay,
+          .step_size = c.step_size,
+          .bc2_sqrt = c.bias_correction2_sqrt,
+          .decay_factor = c.decay_factor,
           .one_minus_b1 = 1.0f - h.beta1,
           .one_minus_b2 = 1.0f - h.beta2};
 }
@@ -44,9 +42,9 @@ __device__ __forceinline__ void update_element(float grad, float& m, float& v, f
 __global__ void __launch_bounds__(kThreads)
     adamw_kernel(float* __restrict__ master, bf16* __restrict__ compute, const float* __restrict__ grads,
                  float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq, int64_t n, int64_t n_decay,
-                 const float* __restrict__ lr_ptr, const int64_t* __restrict__ step_ptr,
-                 const float* __restrict__ grad_scale_ptr, AdamWHyperparams h, bool vectorized) {
-  const AdamWStepScalars s = step_scalars(lr_ptr, step_ptr, grad_scale_ptr, h);
+                 const AdamWStepConstants* __restrict__ constants_ptr, const float* __restrict__ grad_scale_ptr,
+                 AdamWHyperparams h, bool vectorized) {
+  const AdamWStepScalars s = step_scalars(constants_ptr, grad_scale_ptr, h);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   // 16-byte loads and stores where every buffer allows them: AdamW is one memory-bound pass, and four
@@ -89,8 +87,8 @@ bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t
 void adamw_step(cudaStream_t stream, const AdamWParams& p) {
   SG_CHECK(p.n >= 0 && p.n_decay >= 0 && p.n_decay <= p.n,
            strprintf("adamw_step: need 0 <= n_decay (%lld) <= n (%lld)", (long long)p.n_decay, (long long)p.n));
-  SG_CHECK(p.master_weights && p.grads && p.exp_avg && p.exp_avg_sq && p.lr && p.step_counter,
-           "adamw_step: master_weights, grads, exp_avg, exp_avg_sq, lr and step_counter must be device pointers");
+  SG_CHECK(p.master_weights && p.grads && p.exp_avg && p.exp_avg_sq && p.step_constants,
+           "adamw_step: master_weights, grads, exp_avg, exp_avg_sq and step_constants must be device pointers");
   if (p.n == 0) return;
   // The arena and the shards align every buffer; offsets into them (tests, a shard's slice) may not.
   const bool vectorized = aligned(p.master_weights, 16) && aligned(p.grads, 16) && aligned(p.exp_avg, 16) &&
@@ -99,8 +97,8 @@ void adamw_step(cudaStream_t stream, const AdamWParams& p) {
   const int64_t threads_needed = (p.n + per_thread - 1) / per_thread;
   const int64_t blocks = std::min<int64_t>((threads_needed + kThreads - 1) / kThreads, kMaxBlocks);
   adamw_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      p.master_weights, p.compute_weights, p.grads, p.exp_avg, p.exp_avg_sq, p.n, p.n_decay, p.lr,
-      p.step_counter, p.grad_scale, p.hyper, vectorized);
+      p.master_weights, p.compute_weights, p.grads, p.exp_avg, p.exp_avg_sq, p.n, p.n_decay,
+      p.step_constants, p.grad_scale, p.hyper, vectorized);
   SG_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 

@@ -2,11 +2,11 @@
 // AdamW: one fused pass over the flat fp32 buffers (master weights, grads, both moments) that also
 // writes the bf16 compute copy of the weights. CPU twin: reference/adamw.h (same formula, same order).
 //
-// Graph-safe: lr, the step counter and the clip coefficient are read from device memory every launch.
-// The step counter holds the number of optimizer steps DONE; this update is step t = *step_counter + 1
-// (bias correction 1 - beta^t). Order within a training step:
-//   grad_global_norm (-> clip coefficient) ; lr_schedule_update (reads the counter) ; adamw_step ;
-//   increment_step_counter.
+// Graph-safe: the step's constants (from lr and t) and the clip coefficient are read from device memory
+// every launch. Order within a training step:
+//   grad_norm_partials ; optimizer_step_scalars (kernels/optimizer_step_scalars.h: clip coefficient, lr,
+//   AdamWStepConstants for update t = steps done + 1, then steps done + 1) ; adamw_step.
+// The constants are computed once per step there, so no AdamW thread evaluates the fp64 pow itself.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -22,6 +22,14 @@ struct AdamWHyperparams {
   float weight_decay = 0.0f;
 };
 
+// The update's step-dependent constants, from lr and t (the 1-based update), computed as the CPU twin does
+// (ref::adamw_step_constants): bias corrections in fp64, then rounded to fp32.
+struct AdamWStepConstants {
+  float step_size = 0.0f;              // lr / (1 - beta1^t)
+  float bias_correction2_sqrt = 1.0f;  // sqrt(1 - beta2^t)
+  float decay_factor = 1.0f;           // 1 - lr * weight_decay (fp32), applied to elements [0, n_decay)
+};
+
 struct AdamWParams {
   float* master_weights = nullptr;  // [n] fp32, updated in place
   bf16* compute_weights = nullptr;  // [n] bf16 copy of the updated master weights; nullptr: not written
@@ -32,15 +40,15 @@ struct AdamWParams {
   // Decoupled weight decay on elements [0, n_decay) only (the model lays out matrices first, then
   // norms/biases which are not decayed). 0 <= n_decay <= n.
   int64_t n_decay = 0;
-  const float* lr = nullptr;            // device scalar (lr_schedule_update writes it)
-  const int64_t* step_counter = nullptr;  // device scalar: steps done so far; this update is t = value + 1
-  const float* grad_scale = nullptr;    // device scalar (clip coefficient); nullptr means 1
-  AdamWHyperparams hyper;               // plan-time constants
+  const AdamWStepConstants* step_constants = nullptr;  // device (optimizer_step_scalars writes them)
+  const float* grad_scale = nullptr;  // device scalar (clip coefficient); nullptr means 1
+  // Plan-time constants: beta1, beta2 and eps here (weight_decay is in step_constants' decay_factor).
+  AdamWHyperparams hyper;
 };
 
-// Per element i (fp32; step size lr / (1 - beta1^t) and sqrt(1 - beta2^t) in fp64 then rounded):
+// Per element i (fp32), with c = *step_constants:
 //   g = grads[i] * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g g;
-//   p = p * (1 - lr wd) if i < n_decay; p -= step_size * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+//   p = p * c.decay_factor if i < n_decay; p -= c.step_size * m / (sqrt(v) / c.bias_correction2_sqrt + eps).
 void adamw_step(cudaStream_t stream, const AdamWParams& p);
 
 }  // namespace sg::kernels

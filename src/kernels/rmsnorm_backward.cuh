@@ -7,14 +7,20 @@
 //   CHUNKS of VEC columns). It loads its x, dout and dresidual of the row once into registers (raw bf16),
 //   reduces dot = sum dout w x over the group (warp butterfly, then, for W > 1, the W warp sums in warp
 //   order through shared memory), and writes din from the registers. Its weights stay in registers for
-//   the whole kernel. No block-wide barrier per row when W == 1. With 1 or 2 vectors per thread (registers
-//   to spare) the next row's loads are issued before this row's reduction: two rows in flight per group.
+//   the whole kernel. No block-wide barrier per row when W == 1. With up to 3 vectors per thread the next
+//   row's loads are issued before this row's reduction: two rows in flight per group.
 // - A block holds R = 8 / W groups (256 threads) and the grid P = num_partials(T) blocks: group g of block
-//   b handles rows b R + g + i P R (i = 0, 1, ...), accumulating dout x rstd for its columns in fp32
-//   registers. At the end the block's R groups add their sums through shared memory in group order, and the
-//   last group writes the block's fp32 partial row; partial_sums then adds the P rows per column in a fixed
-//   order into dweight. Everything is a function of (T, H, vector path), so the bits are the same in every
-//   run, eager or graph replay.
+//   b handles rows b R + g + i P R (i = 0, 1, ...), accumulating dout x rstd for its columns in fp32:
+//   in registers with 1 or 2 vectors per thread, in the group's own [H] slice of shared memory with 3
+//   (only the owning thread touches a column until the end, so no barrier): the registers that frees make
+//   room for the prefetched row. At the end the block adds its R groups' sums column by column in group
+//   order and writes its fp32 partial row; partial_sums then adds the P rows per column in a fixed order
+//   into dweight. The same additions in the same order either way, and everything is a function of
+//   (T, H, vector path), so the bits are the same in every run, eager or graph replay.
+// Why both (H200): at 768 columns (1 warp x 3 vectors) the register sums took 128 registers and left no
+// room for a second row (16.5 us a call at 8192 rows with dresidual); the shared sums with a prefetched
+// row take 15.2 us. At 2048 (4 warps x 2) the registers prefetch anyway and the shared sums were slower
+// (37.1 -> 42.9 us).
 #include <algorithm>
 
 #include "core/error.h"
@@ -103,14 +109,26 @@ SG_UNROLL
   }
 }
 
-// PREFETCH (few chunks, registers to spare): the next row's loads are issued before this row's reduction,
+// The dweight sums live in shared memory when a thread has 3 vectors (see the top of the file).
+template <int VEC, int CHUNKS>
+inline constexpr bool kSharedSums = VEC == 8 && CHUNKS == 3;
+
+// Shared memory of the kernel: the dot double buffer, then the groups' sums ([groups][H] with shared sums,
+// else one [H] row through which the groups add theirs when there are several).
+inline size_t backward_shared_bytes(int64_t H, int groups, bool shared_sums) {
+  const size_t rows = shared_sums ? static_cast<size_t>(groups) : (groups > 1 ? 1 : 0);
+  return sizeof(float) * (kDotFloats + rows * static_cast<size_t>(H));
+}
+
+// PREFETCH (up to 3 vectors per thread): the next row's loads are issued before this row's reduction,
 // two rows in flight per group. The arithmetic, hence the bits, is the same either way.
 template <int VEC, int CHUNKS>
 SG_KERNEL(kMaxBlockThreads) rmsnorm_backward_kernel(BackwardArgs a) {
-  constexpr bool kPrefetch = VEC == 8 && CHUNKS <= 2;
+  constexpr bool kShared = kSharedSums<VEC, CHUNKS>;
+  constexpr bool kPrefetch = VEC == 8 && CHUNKS <= 3;
   const RmsNormBackwardParams& p = a.p;
   float* warp_dots = reinterpret_cast<float*>(detail::dynamic_smem());  // [2][warps]
-  float* group_sums = warp_dots + kDotFloats;                            // [H] when groups > 1, 16-byte aligned
+  float* group_sums = warp_dots + kDotFloats;                            // 16-byte aligned
   const int group_threads = 32 * a.warps_per_row;
   const int t = detail::thread_index();
   const int group = t / group_threads;
@@ -120,13 +138,21 @@ SG_KERNEL(kMaxBlockThreads) rmsnorm_backward_kernel(BackwardArgs a) {
   const float inv_h = 1.0f / static_cast<float>(H);
 
   PackedBf16<VEC> w[CHUNKS] = {};
-  float acc[CHUNKS][VEC];
+  float acc[kShared ? 1 : CHUNKS][VEC];  // register sums (unused with shared sums)
+  float* shared_acc = group_sums + static_cast<int64_t>(group) * H;  // this group's slice (shared sums)
 SG_UNROLL
   for (int k = 0; k < CHUNKS; ++k) {
     const int64_t v = j + static_cast<int64_t>(k) * group_threads;
     if (v < n_vec) load_packed<VEC>(p.weight + v * VEC, w[k]);
+    float zero[VEC];
 SG_UNROLL
-    for (int e = 0; e < VEC; ++e) acc[k][e] = 0.0f;
+    for (int e = 0; e < VEC; ++e) zero[e] = 0.0f;
+    if constexpr (kShared) {
+      if (v < n_vec) detail::store_f32<VEC>(shared_acc + v * VEC, zero);
+    } else {
+SG_UNROLL
+      for (int e = 0; e < VEC; ++e) acc[k][e] = zero[e];
+    }
   }
 
   const int64_t rows_per_iter = a.partials * a.groups;
@@ -163,15 +189,27 @@ SG_UNROLL
       for (int k = 0; k < CHUNKS; ++k) {
         const int64_t v = j + static_cast<int64_t>(k) * group_threads;
         if (v >= n_vec) continue;
-        float out[VEC];
+        float out[VEC], sums[VEC];
+        if constexpr (kShared) {
+          detail::load_f32<VEC>(shared_acc + v * VEC, sums);
+        } else {
+SG_UNROLL
+          for (int e = 0; e < VEC; ++e) sums[e] = acc[k][e];
+        }
 SG_UNROLL
         for (int e = 0; e < VEC; ++e) {
           const float xv = unpacked(cur.x[k], e), gv = unpacked(cur.dy[k], e);
           out[e] = r * unpacked(w[k], e) * gv - coef * xv;
           if (p.dresidual != nullptr) out[e] += unpacked(cur.dres[k], e);
-          acc[k][e] += gv * xv * r;
+          sums[e] += gv * xv * r;
         }
         detail::store_bf16<VEC>(p.din + row * H + v * VEC, out);
+        if constexpr (kShared) {
+          detail::store_f32<VEC>(shared_acc + v * VEC, sums);
+        } else {
+SG_UNROLL
+          for (int e = 0; e < VEC; ++e) acc[k][e] = sums[e];
+        }
       }
     }
     if constexpr (kPrefetch) {
@@ -181,8 +219,25 @@ SG_UNROLL
     }
   }
 
-  // The block's partial row: groups add theirs in group order; the last one writes the row.
   float* partial = p.scratch + static_cast<int64_t>(detail::block_index_x()) * H;
+  if constexpr (kShared) {
+    // The block's partial row: the groups' slices added in group order, column by column.
+    detail::block_sync();
+    const int64_t stride = static_cast<int64_t>(detail::block_threads()) * VEC;
+    for (int64_t c = static_cast<int64_t>(t) * VEC; c < H; c += stride) {
+      float total[VEC];
+      detail::load_f32<VEC>(group_sums + c, total);
+      for (int g = 1; g < a.groups; ++g) {
+        float more[VEC];
+        detail::load_f32<VEC>(group_sums + static_cast<int64_t>(g) * H + c, more);
+SG_UNROLL
+        for (int e = 0; e < VEC; ++e) total[e] += more[e];
+      }
+      detail::store_f32<VEC>(partial + c, total);
+    }
+    return;
+  }
+  // The block's partial row: groups add theirs in group order; the last one writes the row.
   for (int g = 0; g < a.groups; ++g) {
     if (group == g) {
 SG_UNROLL
@@ -242,7 +297,8 @@ inline BackwardShape backward_shape(int64_t H, bool vec) {
 }
 
 template <class Launch, int VEC, int CHUNKS>
-void launch_backward(const Launch& launch, const BackwardArgs& a, size_t smem) {
+void launch_backward(const Launch& launch, const BackwardArgs& a) {
+  const size_t smem = backward_shared_bytes(a.p.H, a.groups, kSharedSums<VEC, CHUNKS>);
   launch("rmsnorm_backward_kernel", rmsnorm_backward_kernel<VEC, CHUNKS>, dim3(static_cast<unsigned>(a.partials)),
          32 * a.warps_per_row * a.groups, smem, a);
 }
@@ -265,18 +321,17 @@ void run_backward(const Launch& launch, const RmsNormBackwardParams& p) {
   const BackwardShape s = backward_shape(p.H, vec);
   a.warps_per_row = s.warps_per_row;
   a.groups = s.groups;
-  const size_t smem = sizeof(float) * (kDotFloats + (s.groups > 1 ? static_cast<size_t>(p.H) : 0));
   if (vec) {
     switch (s.chunks) {
-      case 1: launch_backward<Launch, 8, 1>(launch, a, smem); break;
-      case 2: launch_backward<Launch, 8, 2>(launch, a, smem); break;
-      case 3: launch_backward<Launch, 8, 3>(launch, a, smem); break;
-      default: launch_backward<Launch, 8, kMaxVecChunks>(launch, a, smem); break;
+      case 1: launch_backward<Launch, 8, 1>(launch, a); break;
+      case 2: launch_backward<Launch, 8, 2>(launch, a); break;
+      case 3: launch_backward<Launch, 8, 3>(launch, a); break;
+      default: launch_backward<Launch, 8, kMaxVecChunks>(launch, a); break;
     }
   } else if (s.chunks <= 4) {
-    launch_backward<Launch, 1, 4>(launch, a, smem);
+    launch_backward<Launch, 1, 4>(launch, a);
   } else {
-    launch_backward<Launch, 1, kMaxScalarChunks>(launch, a, smem);
+    launch_backward<Launch, 1, kMaxScalarChunks>(launch, a);
   }
   // dweight == nullptr: the caller sums the partial rows itself (add_partial_column_sums_batched).
   if (p.dweight != nullptr) partial_sums::run_column_sums(launch, p.scratch, a.partials, {{p.dweight, p.H}});

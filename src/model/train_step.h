@@ -24,9 +24,10 @@
 // embedding, layer 0's pre-norm, per layer its module forward regions, the chunked LM head + cross-entropy (adds
 // loss/M into the device loss), per layer in reverse its module backward regions, layer 0's pre-norm backward,
 // embedding backward, RNG advance (the embedding backward's token sort is forked onto a side stream at the
-// microbatch's start and joined before its run sums: TrainStep::microbatch); then loss NaN flag, grad norm +
-// clip coefficient + grad NaN flag, lr from the device step counter, AdamW (writes the bf16 weights), step
-// counter + 1. No host sync, no allocation, no host-side per-step scalar.
+// microbatch's start and joined before its run sums: TrainStep::microbatch); then the grad norm's partial sums,
+// and one launch for the optimizer's per-step scalars (grad norm + clip coefficient + grad NaN flag, loss NaN
+// flag, lr from the device step counter, AdamW's constants, step counter + 1: kernels/optimizer_step_scalars.h),
+// AdamW (writes the bf16 weights). No host sync, no allocation, no host-side per-step scalar.
 //
 // Region boundaries (each region reads and writes only static buffers, so it can be replayed for every
 // microbatch and every step). With x_i the residual stream entering layer i and n_i = norm_i(x_i):
@@ -63,6 +64,7 @@
 #include "dist/gradient_reducer.h"
 #include "graph/region.h"
 #include "graph/scope_plan.h"
+#include "kernels/adamw.h"
 #include "kernels/gemm.h"
 #include "kernels/lm_head.h"
 #include "model/batch.h"
@@ -83,6 +85,9 @@ struct StepScalars {
   float lr = 0.0f;             // lr of the last update
   float grad_norm = 0.0f;      // global L2 norm of the last step's gradients (before clipping)
   float clip_coef = 1.0f;      // gradient scale applied by the last update
+  // AdamW's constants for the last update, derived from lr and steps_done within the step (not state:
+  // never saved or loaded; kernels/optimizer_step_scalars.h writes them, adamw_step reads them).
+  kernels::AdamWStepConstants adamw_constants;
   // The last step's auxiliary losses (MoE layers; coefficients applied): per layer the mean over
   // microbatches, summed over the layers. Not part of `loss`; their gradients are in the step's.
   float aux_loss = 0.0f;       // load balancing (moe_aux_loss_coeff)

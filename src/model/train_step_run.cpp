@@ -12,6 +12,7 @@
 #include "kernels/embedding.h"
 #include "kernels/grad_norm.h"
 #include "kernels/lr_schedule.h"
+#include "kernels/optimizer_step_scalars.h"
 #include "kernels/partial_sums.h"
 #include "kernels/rmsnorm.h"
 #include "model/attention_dropout_seeds.h"
@@ -66,50 +67,37 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
     if (other_ranks_rng_offset() > 0) rng_.launch_advance(stream, other_ranks_rng_offset());
   }
 
-  kernels::NonfiniteCheckParams loss_check;
-  loss_check.values = &scalars_->loss;
-  loss_check.n = 1;
-  loss_check.flag = &scalars_->loss_nonfinite;
-  kernels::flag_if_nonfinite(stream, loss_check);
-
-  kernels::GradNormParams norm;
-  norm.grads = grads_ + own.begin;
-  norm.n = own.size;
-  norm.partials = grad_norm_partials_;
-  norm.norm = &scalars_->grad_norm;
-  norm.clip_coefficient = &scalars_->clip_coef;
-  norm.nonfinite_flag = &scalars_->grad_nonfinite;
-  norm.max_norm = static_cast<float>(optimizer_.clip_grad);
-  kernels::grad_norm_partials(stream, norm);
+  kernels::grad_norm_partials(stream, {.grads = grads_ + own.begin, .n = own.size, .partials = grad_norm_partials_});
   if (reducer_) reducer_->reduce_norm_partials(stream);  // the shards' sums of squares, over ranks
-  kernels::grad_norm_finalize(stream, norm);
-
-  kernels::LrScheduleParams lr;
-  lr.schedule = lr_schedule(optimizer_);
-  lr.step_counter = &scalars_->steps_done;
-  lr.lr = &scalars_->lr;
-  kernels::lr_schedule_update(stream, lr);
-
-  kernels::AdamWParams adam;
-  adam.master_weights = main_weights_;
-  adam.compute_weights = params_ + own.begin;
-  adam.grads = grads_ + own.begin;
-  adam.exp_avg = exp_avg_;
-  adam.exp_avg_sq = exp_avg_sq_;
-  adam.n = own.size;
-  adam.n_decay = dist::decayed_elements_in(own, layout_.num_decay());
-  adam.lr = &scalars_->lr;
-  adam.step_counter = &scalars_->steps_done;
-  adam.grad_scale = &scalars_->clip_coef;
-  adam.hyper.beta1 = static_cast<float>(optimizer_.adam_beta1);
-  adam.hyper.beta2 = static_cast<float>(optimizer_.adam_beta2);
-  adam.hyper.eps = static_cast<float>(optimizer_.adam_eps);
-  adam.hyper.weight_decay = static_cast<float>(optimizer_.weight_decay);
-  kernels::adamw_step(stream, adam);
+  const kernels::AdamWHyperparams adam_hyper{.beta1 = static_cast<float>(optimizer_.adam_beta1),
+                                             .beta2 = static_cast<float>(optimizer_.adam_beta2),
+                                             .eps = static_cast<float>(optimizer_.adam_eps),
+                                             .weight_decay = static_cast<float>(optimizer_.weight_decay)};
+  // Norm, clip coefficient, both NaN flags, lr, AdamW's constants, steps done + 1: one launch.
+  kernels::optimizer_step_scalars(stream, {.norm_partials = grad_norm_partials_,
+                                           .max_norm = static_cast<float>(optimizer_.clip_grad),
+                                           .grad_norm = &scalars_->grad_norm,
+                                           .clip_coefficient = &scalars_->clip_coef,
+                                           .grad_nonfinite = &scalars_->grad_nonfinite,
+                                           .loss = &scalars_->loss,
+                                           .loss_nonfinite = &scalars_->loss_nonfinite,
+                                           .schedule = lr_schedule(optimizer_),
+                                           .adamw = adam_hyper,
+                                           .step_counter = &scalars_->steps_done,
+                                           .lr = &scalars_->lr,
+                                           .adamw_constants = &scalars_->adamw_constants});
+  kernels::adamw_step(stream, {.master_weights = main_weights_,
+                               .compute_weights = params_ + own.begin,
+                               .grads = grads_ + own.begin,
+                               .exp_avg = exp_avg_,
+                               .exp_avg_sq = exp_avg_sq_,
+                               .n = own.size,
+                               .n_decay = dist::decayed_elements_in(own, layout_.num_decay()),
+                               .step_constants = &scalars_->adamw_constants,
+                               .grad_scale = &scalars_->clip_coef,
+                               .hyper = adam_hyper});
   if (reducer_) reducer_->gather_weights(stream);  // every shard's new bf16 weights on every rank
   for (auto& layer : layers_) layer->step_end(stream);
-
-  kernels::increment_step_counter(stream, &scalars_->steps_done);
 }
 
 void TrainStep::enqueue_eval(cudaStream_t stream, graph::RegionRunner& regions) {

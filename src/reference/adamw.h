@@ -12,6 +12,17 @@ struct AdamWConfig {
   float weight_decay = 0.0f;
 };
 
+// The update's step-dependent constants (t: the 1-based update; bias corrections in fp64, rounded to fp32):
+//   step_size = lr / (1 - beta1^t);  bias_correction2_sqrt = sqrt(1 - beta2^t);
+//   decay_factor = 1 - lr * weight_decay (fp32).
+// The GPU computes them once per step (kernels/optimizer_step_scalars.h) and AdamW reads them.
+struct AdamWStepConstants {
+  float step_size = 0.0f;
+  float bias_correction2_sqrt = 1.0f;
+  float decay_factor = 1.0f;
+};
+AdamWStepConstants adamw_step_constants(float lr, int64_t step, const AdamWConfig& config);
+
 // One step on n params, in place. step is the 1-based optimizer step t (this update is the t-th).
 // Per element, in fp32 (bias corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t computed in fp64):
 //   g  = grads[i] * grad_scale                       (grad_scale = the clip coefficient, 1 = no clipping)

@@ -1,6 +1,7 @@
-// GPU AdamW against reference/adamw on fresh random inputs; plus the whole optimizer tail
-// (grad norm -> clip, lr schedule, AdamW, step increment) captured in a CUDA graph and replayed,
-// against the CPU reference run step by step.
+// GPU AdamW against reference/adamw on fresh random inputs (the step's constants from
+// ref::adamw_step_constants, uploaded); plus the whole optimizer tail (grad-norm partials, the optimizer's
+// per-step scalars: clip, lr, AdamW's constants, step increment; AdamW) captured in a CUDA graph and
+// replayed, against the CPU reference run step by step.
 // Tolerances: fp32 master weights and moments < kFp32RelTol (1e-5) relative error; the bf16 compute
 // copy must equal bf16(GPU master) exactly. Outputs are poisoned; a second run is bitwise identical.
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include "kernels/adamw.h"
 #include "kernels/grad_norm.h"
 #include "kernels/lr_schedule.h"
+#include "kernels/optimizer_step_scalars.h"
 #include "reference/adamw.h"
 #include "reference/grad_norm.h"
 #include "reference/lr_schedule.h"
@@ -28,6 +30,10 @@ std::vector<float> random_positive(size_t n, uint64_t seed, float stddev) {
   std::vector<float> v = random_normal(n, seed, stddev);
   for (auto& x : v) x = x * x;
   return v;
+}
+
+kernels::AdamWStepConstants to_device(const ref::AdamWStepConstants& c) {
+  return {.step_size = c.step_size, .bias_correction2_sqrt = c.bias_correction2_sqrt, .decay_factor = c.decay_factor};
 }
 
 void expect_bf16_copy_of(const std::vector<bf16>& compute, const std::vector<float>& master) {
@@ -63,13 +69,12 @@ TEST_P(AdamWGpu, MatchesReferenceAndDeterministic) {
   ref::adamw_step(ref_p.data() + c.n_decay, grads.data() + c.n_decay, ref_m.data() + c.n_decay,
                   ref_v.data() + c.n_decay, n - c.n_decay, lr, grad_scale, steps_done + 1, config, false);
 
-  DeviceBuffer<float> d_master(n), d_grads(n), d_m(n), d_v(n), d_lr(1), d_scale(1);
+  DeviceBuffer<float> d_master(n), d_grads(n), d_m(n), d_v(n), d_scale(1);
   DeviceBuffer<bf16> d_compute(n);
-  DeviceBuffer<int64_t> d_step(1);
+  DeviceBuffer<kernels::AdamWStepConstants> d_constants(1);
   d_grads.upload(grads);
-  d_lr.upload({lr});
   d_scale.upload({grad_scale});
-  d_step.upload({steps_done});
+  d_constants.upload({to_device(ref::adamw_step_constants(lr, steps_done + 1, config))});
   cuda::Stream stream;
 
   auto run_once = [&]() {
@@ -85,8 +90,7 @@ TEST_P(AdamWGpu, MatchesReferenceAndDeterministic) {
     p.exp_avg_sq = d_v.get();
     p.n = n;
     p.n_decay = c.n_decay;
-    p.lr = d_lr.get();
-    p.step_counter = d_step.get();
+    p.step_constants = d_constants.get();
     p.grad_scale = c.with_grad_scale ? d_scale.get() : nullptr;
     p.hyper = hyper;
     kernels::adamw_step(stream, p);
@@ -107,7 +111,6 @@ TEST_P(AdamWGpu, MatchesReferenceAndDeterministic) {
   }
   EXPECT_LT(relative_error(gpu_delta, ref_delta), 1e-4);  // differences of nearby fp32 values
   expect_bf16_copy_of(compute, master);
-  EXPECT_EQ(d_step.download()[0], steps_done) << "adamw_step must not advance the step counter";
 
   run_once();
   EXPECT_EQ(std::memcmp(master.data(), d_master.download().data(), n * sizeof(float)), 0);
@@ -135,8 +138,7 @@ TEST_P(AdamWGpu, MatchesReferenceAndDeterministic) {
                                .exp_avg_sq = o_v.get() + 1,
                                .n = n,
                                .n_decay = c.n_decay,
-                               .lr = d_lr.get(),
-                               .step_counter = d_step.get(),
+                               .step_constants = d_constants.get(),
                                .grad_scale = c.with_grad_scale ? d_scale.get() : nullptr,
                                .hyper = hyper});
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -154,7 +156,8 @@ INSTANTIATE_TEST_SUITE_P(Sizes, AdamWGpu,
                                            AdamWCase{(1 << 22) + 1, (1 << 22) - 100, false}));
 
 // The optimizer tail of a training step, captured once and replayed: every replay must read the
-// device-side step counter, lr and clip coefficient, exactly like the CPU reference run step by step.
+// device-side step counter, and AdamW the constants and clip coefficient of its own step, exactly like
+// the CPU reference run step by step.
 TEST(OptimizerTailGraph, ReplaysMatchReferenceSteps) {
   const int64_t n = 100003, n_decay = 60001, replays = 4;
   const float max_norm = 1.0f;
@@ -168,25 +171,38 @@ TEST(OptimizerTailGraph, ReplaysMatchReferenceSteps) {
   const std::vector<float> master0 = random_normal(n, 901, 0.05f);
   const std::vector<float> grads = random_normal(n, 902, 0.02f);  // norm ~6.3: clipping active
 
-  DeviceBuffer<float> d_master(n), d_grads(n), d_m(n), d_v(n), d_lr(1), d_norm(1), d_clip(1);
+  DeviceBuffer<float> d_master(n), d_grads(n), d_m(n), d_v(n), d_lr(1), d_norm(1), d_clip(1), d_loss(1);
   DeviceBuffer<bf16> d_compute(n);
   DeviceBuffer<int64_t> d_step(1);
   DeviceBuffer<double> d_partials(kernels::kGradNormPartials);
-  DeviceBuffer<int> d_flag(1);
+  DeviceBuffer<int32_t> d_flag(1), d_loss_flag(1);
+  DeviceBuffer<kernels::AdamWStepConstants> d_constants(1);
   d_master.upload(master0);
   d_grads.upload(grads);
   d_m.upload(std::vector<float>(n, 0.0f));
   d_v.upload(std::vector<float>(n, 0.0f));
   d_step.upload({0});
   d_flag.upload({0});
+  d_loss.upload({2.5f});
+  d_loss_flag.upload({0});
   d_compute.poison();
   cuda::Stream stream;
 
   cudaGraph_t graph = nullptr;
   SG_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  kernels::grad_global_norm(stream, {d_grads.get(), n, d_partials.get(), d_norm.get(), d_clip.get(), d_flag.get(),
-                                     max_norm});
-  kernels::lr_schedule_update(stream, {sched, d_step.get(), d_lr.get()});
+  kernels::grad_norm_partials(stream, {.grads = d_grads.get(), .n = n, .partials = d_partials.get()});
+  kernels::optimizer_step_scalars(stream, {.norm_partials = d_partials.get(),
+                                           .max_norm = max_norm,
+                                           .grad_norm = d_norm.get(),
+                                           .clip_coefficient = d_clip.get(),
+                                           .grad_nonfinite = d_flag.get(),
+                                           .loss = d_loss.get(),
+                                           .loss_nonfinite = d_loss_flag.get(),
+                                           .schedule = sched,
+                                           .adamw = hyper,
+                                           .step_counter = d_step.get(),
+                                           .lr = d_lr.get(),
+                                           .adamw_constants = d_constants.get()});
   kernels::AdamWParams p;
   p.master_weights = d_master.get();
   p.compute_weights = d_compute.get();
@@ -195,12 +211,10 @@ TEST(OptimizerTailGraph, ReplaysMatchReferenceSteps) {
   p.exp_avg_sq = d_v.get();
   p.n = n;
   p.n_decay = n_decay;
-  p.lr = d_lr.get();
-  p.step_counter = d_step.get();
+  p.step_constants = d_constants.get();
   p.grad_scale = d_clip.get();
   p.hyper = hyper;
   kernels::adamw_step(stream, p);
-  kernels::increment_step_counter(stream, d_step.get());
   SG_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec = nullptr;
   SG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -233,6 +247,7 @@ TEST(OptimizerTailGraph, ReplaysMatchReferenceSteps) {
   EXPECT_NEAR(d_norm.download()[0], ref_norm, 1e-6 * ref_norm);
   EXPECT_NEAR(d_clip.download()[0], ref_clip, 1e-6 * ref_clip);
   EXPECT_EQ(d_flag.download()[0], 0);
+  EXPECT_EQ(d_loss_flag.download()[0], 0);
   const std::vector<float> master = d_master.download();
   EXPECT_LT(relative_error(master, ref_p), kFp32RelTol);
   EXPECT_LT(relative_error(d_m.download(), ref_m), kFp32RelTol);

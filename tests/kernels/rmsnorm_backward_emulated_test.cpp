@@ -29,7 +29,8 @@ const RmsNormShape kShapes[] = {
     {7, 100},           // H % 8 != 0: scalar path, 4 chunks per thread
     {5, 770},           // scalar path, 2 warps per row, 16-chunk kernel
     {2200, 64},         // 8 groups x 264 blocks = 2112 rows per pass: a second, partial pass (prefetched)
-    {1100, 1536},       // 2 warps per row x 3 chunks, 4 groups: two passes, cross-warp dot
+    {1100, 1536},       // 2 warps per row x 3 chunks, 4 groups: two passes, cross-warp dot, shared sums
+    {2500, 768},        // 1 warp x 3 chunks, 8 groups: the dweight sums in shared memory, row prefetched
     {1100, 1024},       // 2 warps per row x 2 chunks (next row prefetched): two passes
     {3, 1032},          // 129 vectors: 5 warps x 1 chunk, one group per block
     {37, 264, true},    // skewed magnitudes

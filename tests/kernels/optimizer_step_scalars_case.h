@@ -1,0 +1,200 @@
+#pragma once
+// optimizer_step_scalars test cases, shared by the GPU test and the CPU-emulated test: the grad norm's
+// partial sums (wide magnitudes, so the summation order shows in the bits; zeros; NaN/inf at the first,
+// a middle and the last partial; sums whose fp32 norm or fp64 sum overflow; subnormals) under every clip
+// setting (clipping active, inactive, off with max_norm 0 and < 0) and finite and non-finite losses with
+// the flags set or clear before; and every lr style at the warmup and decay boundaries, counters 0, 1 and
+// 2^40, with two AdamW configurations. The reference is reference/optimizer_step_scalars.h.
+//
+// Checks: the emulator evaluates the kernel's expressions with the host's math, so everything must equal
+// the reference bit for bit. On the GPU, the norm (fp64 adds in the same order, IEEE sqrt), clip
+// coefficient (IEEE division), flags, counter and AdamW's decay factor (from the GPU's lr) must too; the
+// lr and AdamW's bias corrections go through the device's cos/pow and fused multiply-adds, so they may
+// differ from the host's by one fp32 ulp.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/strings.h"
+#include "kernels/optimizer_step_scalars.h"
+#include "reference/optimizer_step_scalars.h"
+
+namespace sg::test {
+
+struct StepScalarsCase {
+  std::string name;
+  std::vector<double> partials;  // kGradNormPartials
+  float max_norm = 1.0f;
+  float loss = 2.5f;
+  int32_t grad_nonfinite_before = 0, loss_nonfinite_before = 0;
+  kernels::LrScheduleConfig schedule;
+  kernels::AdamWHyperparams adamw;
+  int64_t steps_done = 0;
+};
+
+// What the kernel left in its outputs.
+struct StepScalarsResult {
+  float grad_norm, clip_coefficient;
+  int32_t grad_nonfinite, loss_nonfinite;
+  float lr;
+  kernels::AdamWStepConstants adamw;
+  int64_t step_counter;
+};
+
+inline ref::LrSchedule to_ref(const kernels::LrScheduleConfig& k) {
+  using S = kernels::LrScheduleConfig::Style;
+  return {.lr = k.lr,
+          .min_lr = k.min_lr,
+          .warmup_iters = k.warmup_iters,
+          .decay_iters = k.decay_iters,
+          .style = k.style == S::constant ? ref::LrSchedule::Style::constant
+                   : k.style == S::linear ? ref::LrSchedule::Style::linear
+                                          : ref::LrSchedule::Style::cosine};
+}
+
+inline ref::AdamWConfig to_ref(const kernels::AdamWHyperparams& h) {
+  return {.beta1 = h.beta1, .beta2 = h.beta2, .eps = h.eps, .weight_decay = h.weight_decay};
+}
+
+inline ref::OptimizerStepScalars reference(const StepScalarsCase& c) {
+  return ref::optimizer_step_scalars(c.partials.data(), static_cast<int64_t>(c.partials.size()), c.max_norm, c.loss,
+                                     to_ref(c.schedule), c.steps_done, to_ref(c.adamw));
+}
+
+// Sums of squares spread over ~16 decades: adding them in another order changes the low bits.
+inline std::vector<double> wide_partials(uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> exponent(0.0, 6.0);
+  std::vector<double> p(kernels::kGradNormPartials);
+  for (double& x : p) x = 1e-4 * std::exp(exponent(gen));
+  return p;
+}
+
+inline kernels::LrScheduleConfig default_schedule() {
+  return {.lr = 3e-4f, .min_lr = 3e-5f, .warmup_iters = 100, .decay_iters = 10000,
+          .style = kernels::LrScheduleConfig::Style::cosine};
+}
+
+inline const kernels::AdamWHyperparams kAdamWConfigs[] = {{0.9f, 0.999f, 1e-8f, 0.1f}, {0.9f, 0.95f, 1e-8f, 0.0f}};
+
+// The partial-sum variants x clip settings x losses (the schedule fixed, mid-decay).
+inline std::vector<StepScalarsCase> norm_cases() {
+  std::vector<std::pair<std::string, std::vector<double>>> variants;
+  variants.emplace_back("wide", wide_partials(1));
+  variants.emplace_back("zeros", std::vector<double>(kernels::kGradNormPartials, 0.0));
+  for (const int at : {0, 517, 1023}) {
+    std::vector<double> p = wide_partials(2);
+    p[at] = std::numeric_limits<double>::quiet_NaN();
+    variants.emplace_back(strprintf("nan_at_%d", at), p);
+  }
+  std::vector<double> inf = wide_partials(3);
+  inf[33] = std::numeric_limits<double>::infinity();
+  variants.emplace_back("inf_at_33", inf);
+  variants.emplace_back("fp32_norm_overflow", std::vector<double>(kernels::kGradNormPartials, 1e78));
+  variants.emplace_back("fp64_sum_overflow", std::vector<double>(kernels::kGradNormPartials, 1e308));
+  std::vector<double> tiny(kernels::kGradNormPartials);
+  for (size_t i = 0; i < tiny.size(); ++i) tiny[i] = std::numeric_limits<double>::denorm_min() * (i % 3);
+  variants.emplace_back("subnormal", tiny);
+
+  const float losses[] = {2.5f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(), 0.0f};
+  std::vector<StepScalarsCase> cases;
+  int k = 0;
+  for (const auto& [name, partials] : variants) {
+    const double norm = std::sqrt(ref::sum_norm_partials(partials.data(), static_cast<int64_t>(partials.size())));
+    const bool usable = std::isfinite(norm) && norm > 0.0 && norm < 1e30;
+    const float clipping = usable ? static_cast<float>(norm * 0.5) : 1.0f;
+    const float not_clipping = usable ? static_cast<float>(norm * 2.0 + 1.0) : 3.0f;
+    for (const float max_norm : {clipping, not_clipping, 0.0f, -1.0f}) {
+      StepScalarsCase c;
+      c.name = strprintf("%s_max_norm_%g_case_%d", name.c_str(), max_norm, k);
+      c.partials = partials;
+      c.max_norm = max_norm;
+      c.loss = losses[k % 5];
+      c.grad_nonfinite_before = (k / 5) % 2;
+      c.loss_nonfinite_before = (k / 3) % 2;
+      c.schedule = default_schedule();
+      c.adamw = kAdamWConfigs[k % 2];
+      c.steps_done = 5000 + k;
+      cases.push_back(c);
+      ++k;
+    }
+  }
+  return cases;
+}
+
+// Every lr style at the boundary steps of warmups 0, 1 and 2000 (decay ends at 10000), and step 2^40.
+inline std::vector<StepScalarsCase> schedule_cases() {
+  using Style = kernels::LrScheduleConfig::Style;
+  const std::vector<double> partials = wide_partials(4);
+  std::vector<StepScalarsCase> cases;
+  int k = 0;
+  for (const Style style : {Style::constant, Style::linear, Style::cosine}) {
+    for (const int64_t warmup : {int64_t{0}, int64_t{1}, int64_t{2000}}) {
+      for (const int64_t step : {int64_t{0}, int64_t{1}, warmup - 1, warmup, warmup + 1, int64_t{3333}, int64_t{9999},
+                                 int64_t{10000}, int64_t{10001}, int64_t{1} << 40}) {
+        if (step < 0) continue;
+        StepScalarsCase c;
+        c.name = strprintf("style_%d_warmup_%lld_step_%lld", static_cast<int>(style), static_cast<long long>(warmup),
+                           static_cast<long long>(step));
+        c.partials = partials;
+        c.schedule = {.lr = 3e-4f, .min_lr = 3e-5f, .warmup_iters = warmup, .decay_iters = 10000, .style = style};
+        c.adamw = kAdamWConfigs[k % 2];
+        c.steps_done = step;
+        cases.push_back(c);
+        ++k;
+      }
+    }
+  }
+  return cases;
+}
+
+inline bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+
+// |a - b| in fp32 ulps (a, b finite, same sign).
+inline int64_t ulps_apart(float a, float b) {
+  const int64_t d = static_cast<int64_t>(std::bit_cast<int32_t>(a)) - std::bit_cast<int32_t>(b);
+  return d < 0 ? -d : d;
+}
+
+enum class Math { host, device };
+
+inline void expect_matches_reference(const StepScalarsCase& c, const StepScalarsResult& got, Math math) {
+  const ref::OptimizerStepScalars want = reference(c);
+  SCOPED_TRACE(c.name);
+  if (std::isnan(want.grad_norm)) {
+    EXPECT_TRUE(std::isnan(got.grad_norm)) << got.grad_norm;
+  } else {
+    EXPECT_TRUE(same_bits(got.grad_norm, want.grad_norm)) << got.grad_norm << " vs " << want.grad_norm;
+  }
+  EXPECT_TRUE(same_bits(got.clip_coefficient, want.clip_coefficient))
+      << got.clip_coefficient << " vs " << want.clip_coefficient;
+  EXPECT_EQ(got.grad_nonfinite, want.grad_nonfinite || c.grad_nonfinite_before ? 1 : 0);
+  EXPECT_EQ(got.loss_nonfinite, want.loss_nonfinite || c.loss_nonfinite_before ? 1 : 0);
+  EXPECT_EQ(got.step_counter, c.steps_done + 1);
+  // AdamW's constants from the lr the kernel computed (the same lr as the reference's, up to an ulp on the GPU).
+  const ref::AdamWStepConstants from_lr = ref::adamw_step_constants(got.lr, c.steps_done + 1, to_ref(c.adamw));
+  EXPECT_TRUE(same_bits(got.adamw.decay_factor, from_lr.decay_factor))
+      << got.adamw.decay_factor << " vs " << from_lr.decay_factor;
+  if (math == Math::host) {
+    EXPECT_TRUE(same_bits(got.lr, want.lr)) << got.lr << " vs " << want.lr;
+    EXPECT_TRUE(same_bits(got.adamw.step_size, want.adamw.step_size))
+        << got.adamw.step_size << " vs " << want.adamw.step_size;
+    EXPECT_TRUE(same_bits(got.adamw.bias_correction2_sqrt, want.adamw.bias_correction2_sqrt))
+        << got.adamw.bias_correction2_sqrt << " vs " << want.adamw.bias_correction2_sqrt;
+  } else {
+    EXPECT_LE(ulps_apart(got.lr, want.lr), 1) << got.lr << " vs " << want.lr;
+    EXPECT_LE(ulps_apart(got.adamw.step_size, from_lr.step_size), 1)
+        << got.adamw.step_size << " vs " << from_lr.step_size;
+    EXPECT_LE(ulps_apart(got.adamw.bias_correction2_sqrt, from_lr.bias_correction2_sqrt), 1)
+        << got.adamw.bias_correction2_sqrt << " vs " << from_lr.bias_correction2_sqrt;
+  }
+}
+
+}  // namespace sg::test
