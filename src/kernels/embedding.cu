@@ -111,14 +111,6 @@ void check_shape(const char* op, int64_t T, int64_t H, int64_t V) {
            strprintf("%s: vocab_size = %lld out of range (0, 2^31 - 1)", op, static_cast<long long>(V)));
 }
 
-
-void check_sort_scratch(const char* op, const void* scratch, size_t scratch_bytes, int64_t T, int64_t V) {
-  SG_CHECK(scratch != nullptr && detail::is_aligned(scratch, kScratchAlign) && scratch_bytes > arrays_bytes(T),
-           strprintf("%s: scratch (%zu bytes at %p) must be 256-byte aligned and hold "
-                     "embedding_backward_scratch_bytes(T=%lld, vocab_size=%lld) bytes",
-                     op, scratch_bytes, scratch, static_cast<long long>(T), static_cast<long long>(V)));
-}
-
 }  // namespace
 
 size_t embedding_backward_scratch_bytes(int64_t T, int64_t vocab_size) {
@@ -145,11 +137,14 @@ void embedding_forward(cudaStream_t stream, const EmbeddingForwardParams& p) {
   SG_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
 }
 
-void embedding_backward_prepare(cudaStream_t stream, const EmbeddingBackwardPrepareParams& p) {
-  check_shape("embedding_backward_prepare", p.T, 1, p.vocab_size);
-  SG_CHECK(p.tokens != nullptr, "embedding_backward_prepare: tokens is null");
+void embedding_backward(cudaStream_t stream, const EmbeddingBackwardParams& p) {
+  check_shape("embedding_backward", p.T, p.H, p.vocab_size);
+  SG_CHECK(p.dtable && p.dout && p.tokens, "embedding_backward: null pointer in params");
   if (p.T == 0) return;
-  check_sort_scratch("embedding_backward_prepare", p.scratch, p.scratch_bytes, p.T, p.vocab_size);
+  SG_CHECK(p.scratch != nullptr && detail::is_aligned(p.scratch, kScratchAlign) && p.scratch_bytes > arrays_bytes(p.T),
+           strprintf("embedding_backward: scratch (%zu bytes at %p) must be 256-byte aligned and hold "
+                     "embedding_backward_scratch_bytes(T=%lld, vocab_size=%lld) bytes",
+                     p.scratch_bytes, p.scratch, static_cast<long long>(p.T), static_cast<long long>(p.vocab_size)));
   const ScratchLayout s = carve(p.scratch, p.scratch_bytes, p.T);
 
   const auto prepare_blocks = static_cast<unsigned>(detail::ceil_div(p.T, kPrepareThreads));
@@ -162,28 +157,19 @@ void embedding_backward_prepare(cudaStream_t stream, const EmbeddingBackwardPrep
       cub::DeviceRadixSort::SortPairs(s.cub_storage, cub_bytes, s.keys_in, s.keys_out, s.rows_in, s.rows_out,
                                       static_cast<int>(p.T), 0, sort_end_bit(p.vocab_size), stream);
   if (sort_err != cudaSuccess) {
-    throw Error(strprintf("embedding_backward_prepare: CUB radix sort failed: %s (%s). If it is "
-                          "cudaErrorInvalidValue the scratch (%zu bytes) is smaller than "
-                          "embedding_backward_scratch_bytes(T=%lld, vocab_size=%lld); plan it with that function",
+    throw Error(strprintf("embedding_backward: CUB radix sort failed: %s (%s). If it is cudaErrorInvalidValue the "
+                          "scratch (%zu bytes) is smaller than embedding_backward_scratch_bytes(T=%lld, "
+                          "vocab_size=%lld); plan it with that function",
                           cudaGetErrorName(sort_err), cudaGetErrorString(sort_err), p.scratch_bytes,
                           static_cast<long long>(p.T), static_cast<long long>(p.vocab_size)));
   }
-}
-
-void embedding_backward_runs(cudaStream_t stream, const EmbeddingBackwardRunsParams& p) {
-  check_shape("embedding_backward_runs", p.T, p.H, p.vocab_size);
-  SG_CHECK(p.dtable && p.dout, "embedding_backward_runs: null pointer in params");
-  if (p.T == 0) return;
-  check_sort_scratch("embedding_backward_runs", p.scratch, p.scratch_bytes, p.T, p.vocab_size);
-  // The runs kernel only reads the sorted arrays; carve() is shared with the prepare, which writes.
-  const ScratchLayout s = carve(const_cast<void*>(p.scratch), p.scratch_bytes, p.T);
 
   const bool vec = p.H % kBf16PerVec == 0 && detail::is_aligned(p.dout, 16) && detail::is_aligned(p.dtable, 16);
   const int vec_width = vec ? kBf16PerVec : 1;
   const int threads = detail::row_block_threads(p.H, vec_width, kMaxRowThreads);
   const dim3 grid(static_cast<unsigned>(p.T),
                   static_cast<unsigned>(detail::ceil_div(detail::ceil_div(p.H, vec_width), threads)));
-  SG_CHECK(grid.y <= 65535, strprintf("embedding_backward_runs: H = %lld too large", static_cast<long long>(p.H)));
+  SG_CHECK(grid.y <= 65535, strprintf("embedding_backward: H = %lld too large", static_cast<long long>(p.H)));
   if (vec) {
     embedding_backward_runs_kernel<kBf16PerVec><<<grid, threads, 0, stream>>>(p.dtable, p.dout, s.keys_out, s.rows_out,
                                                                               p.T, p.H, p.vocab_size);
@@ -192,23 +178,6 @@ void embedding_backward_runs(cudaStream_t stream, const EmbeddingBackwardRunsPar
                                                                     p.H, p.vocab_size);
   }
   SG_CUDA_CHECK_LAUNCH("embedding_backward_runs_kernel");
-}
-
-void embedding_backward(cudaStream_t stream, const EmbeddingBackwardParams& p) {
-  check_shape("embedding_backward", p.T, p.H, p.vocab_size);
-  SG_CHECK(p.dtable && p.dout && p.tokens, "embedding_backward: null pointer in params");
-  embedding_backward_prepare(stream, {.tokens = p.tokens,
-                                      .scratch = p.scratch,
-                                      .scratch_bytes = p.scratch_bytes,
-                                      .T = p.T,
-                                      .vocab_size = p.vocab_size});
-  embedding_backward_runs(stream, {.dtable = p.dtable,
-                                   .dout = p.dout,
-                                   .scratch = p.scratch,
-                                   .scratch_bytes = p.scratch_bytes,
-                                   .T = p.T,
-                                   .H = p.H,
-                                   .vocab_size = p.vocab_size});
 }
 
 }  // namespace sg::kernels

@@ -9,12 +9,6 @@
 // is given its temporary storage: the caller provides one scratch buffer of
 // embedding_backward_scratch_bytes(T, vocab_size) bytes (planned once, e.g. in the model's arena).
 //
-// The sort depends only on the tokens, so it can run as soon as they are known: embedding_backward is
-// embedding_backward_prepare (the sort into the scratch) then embedding_backward_runs (the run sums from
-// the prepared scratch), and a caller may enqueue the prepare early on another stream (the training
-// step forks it at each microbatch's start, model/train_step.h). Between the two, nothing may write the
-// scratch or the tokens; the result is bitwise that of the one-call form.
-//
 // Tokens outside [0, vocab_size) never read or write out of bounds: the forward writes a NaN row for them
 // (so a bad batch shows up in the loss instead of silently reading another row) and the backward skips
 // them.
@@ -43,29 +37,7 @@ struct EmbeddingBackwardParams {
   size_t scratch_bytes = 0;
   int64_t T = 0, H = 0, vocab_size = 0;
 };
-void embedding_backward(cudaStream_t stream, const EmbeddingBackwardParams& p);  // prepare, then runs
-
-// What the backward computes from the tokens alone: keys (tokens, out-of-range ones as the sentinel
-// vocab_size) and their rows, stably sorted into the scratch.
-struct EmbeddingBackwardPrepareParams {
-  const int32_t* tokens = nullptr;  // [T]
-  void* scratch = nullptr;          // embedding_backward_scratch_bytes(T, vocab_size) bytes, 256-aligned
-  size_t scratch_bytes = 0;
-  int64_t T = 0, vocab_size = 0;
-};
-void embedding_backward_prepare(cudaStream_t stream, const EmbeddingBackwardPrepareParams& p);
-
-// The rest of the backward: per run of equal tokens in the prepared scratch, the sum of its dout rows
-// (increasing t) added into the run's dtable row. `scratch` must hold embedding_backward_prepare's
-// result for the same T and vocab_size (and tokens), complete before this launch in stream order.
-struct EmbeddingBackwardRunsParams {
-  float* dtable = nullptr;        // [vocab_size, H] fp32, ADDED into
-  const bf16* dout = nullptr;     // [T, H]
-  const void* scratch = nullptr;  // prepared by embedding_backward_prepare
-  size_t scratch_bytes = 0;
-  int64_t T = 0, H = 0, vocab_size = 0;
-};
-void embedding_backward_runs(cudaStream_t stream, const EmbeddingBackwardRunsParams& p);
+void embedding_backward(cudaStream_t stream, const EmbeddingBackwardParams& p);
 
 // Scratch of the backward (sort keys/values in and out, then CUB's temporary storage). Plan time only:
 // it asks CUB for its temporary storage size, which queries the current device.

@@ -20,14 +20,13 @@
 // and every GEMM and attention plan is made. After that nothing is allocated or planned.
 //
 // Step time: enqueue_step() enqueues the complete step: zero the gradients no first writer overwrites
-// (model/gradient_zeroing.h) and the step's loss and flags; for each microbatch: [attention dropout seeds],
-// embedding, layer 0's pre-norm, per layer its module forward regions, the chunked LM head + cross-entropy (adds
-// loss/M into the device loss), per layer in reverse its module backward regions, layer 0's pre-norm backward,
-// embedding backward, RNG advance (the embedding backward's token sort is forked onto a side stream at the
-// microbatch's start and joined before its run sums: TrainStep::microbatch); then the grad norm's partial sums,
-// and one launch for the optimizer's per-step scalars (grad norm + clip coefficient + grad NaN flag, loss NaN
-// flag, lr from the device step counter, AdamW's constants, step counter + 1: kernels/optimizer_step_scalars.h),
-// AdamW (writes the bf16 weights). No host sync, no allocation, no host-side per-step scalar.
+// (model/gradient_zeroing.h) and the step's loss and flags; for each microbatch: [attention dropout seeds], embedding, layer 0's pre-norm, per layer its
+// module forward regions, the chunked LM head + cross-entropy (adds loss/M into the device loss), per
+// layer in reverse its module backward regions, layer 0's pre-norm backward, embedding backward, RNG
+// advance; then the grad norm's partial sums, and one launch for the optimizer's per-step scalars (grad
+// norm + clip coefficient + grad NaN flag, loss NaN flag, lr from the device step counter, AdamW's
+// constants, step counter + 1: kernels/optimizer_step_scalars.h), AdamW (writes the bf16 weights). No
+// host sync, no allocation, no host-side per-step scalar.
 //
 // Region boundaries (each region reads and writes only static buffers, so it can be replayed for every
 // microbatch and every step). With x_i the residual stream entering layer i and n_i = norm_i(x_i):
@@ -60,7 +59,6 @@
 #include "cuda/arena.h"
 #include "cuda/philox.h"
 #include "cuda/rng_tracker.h"
-#include "cuda/stream.h"
 #include "dist/gradient_reducer.h"
 #include "graph/region.h"
 #include "graph/scope_plan.h"
@@ -291,13 +289,6 @@ class TrainStep {
   float* rmsnorm_scratch_ = nullptr;     // [N+1] partial-sum matrices, one per norm_before(i)
   int64_t* norm_grad_offsets_ = nullptr;  // [N+1] flat offsets of norm_before(i) (written once)
   void* embedding_scratch_ = nullptr;
-  // The embedding backward's sort (kernels::embedding_backward_prepare) needs only the microbatch's
-  // tokens: it runs on its own stream, forked from the step's stream at each microbatch's start and
-  // joined back right before the run sums (TrainStep::microbatch), so it is off the critical path.
-  // Created with the step: the same stream and events in every step, eager or captured.
-  cuda::Stream embedding_sort_stream_;
-  cuda::Event microbatch_started_;  // recorded on the step's stream: the sort may start
-  cuda::Event embedding_sorted_;    // recorded on embedding_sort_stream_: the runs may start
   double* grad_norm_partials_ = nullptr;
   int32_t* tokens_ = nullptr;
   int32_t* targets_ = nullptr;

@@ -177,21 +177,6 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
   const int64_t row0 = mb * T;
   const int32_t* tokens = tokens_ + row0;
 
-  // Fork: the embedding backward's sort needs only this microbatch's tokens, so it runs on its own
-  // stream alongside the forward and backward (eagerly, or as a parallel branch of a whole-step graph:
-  // this is outside every region, so region graphs never see the side stream) and is joined back right
-  // before the run sums below. The fork follows microbatch mb-1's run sums (and, at mb = 0, the previous
-  // step) in stream order, so this sort never overwrites the scratch while they still read it; the
-  // tokens are in place, as everything before the step on `stream` is.
-  microbatch_started_.record(stream);
-  embedding_sort_stream_.wait(microbatch_started_);
-  kernels::embedding_backward_prepare(embedding_sort_stream_, {.tokens = tokens,
-                                                               .scratch = embedding_scratch_,
-                                                               .scratch_bytes = embedding_scratch_bytes_,
-                                                               .T = T,
-                                                               .vocab_size = m.vocab_size});
-  embedding_sorted_.record(embedding_sort_stream_);
-
   forward(stream, regions, mb, /*train=*/true);
   // The first microbatch's first writers overwrite their gradients; its backward regions are their own.
   const bool first = first_writers_overwrite_ && mb == 0;
@@ -243,18 +228,16 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
   kernels::add_partial_column_sums_batched(stream, rmsnorm_scratch_, kernels::rmsnorm_backward_num_partials(T), H,
                                            static_cast<int64_t>(N) + 1, grads_, norm_grad_offsets_);
 
-  // Join: the sort forked at the microbatch's start is done (inside a capture this also closes the
-  // side branch, so the capture can end).
-  SG_CUDA_CHECK(cudaStreamWaitEvent(stream, embedding_sorted_, 0));
-  kernels::EmbeddingBackwardRunsParams eb;
+  kernels::EmbeddingBackwardParams eb;
   eb.dtable = grads_ + layout_.offset(layout_.embedding);
   eb.dout = d_resid_[0];
+  eb.tokens = tokens;
   eb.scratch = embedding_scratch_;
   eb.scratch_bytes = embedding_scratch_bytes_;
   eb.T = T;
   eb.H = H;
   eb.vocab_size = m.vocab_size;
-  kernels::embedding_backward_runs(stream, eb);
+  kernels::embedding_backward(stream, eb);
   gradients_ready(backward_ready_points(static_cast<int64_t>(N)) - 1);
 }
 

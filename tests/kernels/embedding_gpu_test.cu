@@ -3,15 +3,12 @@
 // [0, V)). Backward: fp32 dtable from identical bf16 dout, summed in a different (but fixed) order than
 // the reference's sequential adds: relative error < kFp32RelTol (1e-5); rows of tokens that do not occur
 // are bitwise unchanged. Heavily repeated tokens; two runs bitwise equal; captured into a CUDA graph and
-// replayed (also on new tokens written into the same device buffer) it gives the eager bits. The split
-// form (embedding_backward_prepare on a side stream, an event join, embedding_backward_runs) gives the
-// one-call bits, also with every token equal and at prime T.
+// replayed (also on new tokens written into the same device buffer) it gives the eager bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
-#include <string>
 #include <vector>
 
 #include "core/strings.h"
@@ -19,7 +16,6 @@
 #include "gpu_test_util.h"
 #include "kernels/embedding.h"
 #include "reference/embedding.h"
-#include "test_util.h"
 
 namespace {
 
@@ -45,47 +41,6 @@ std::vector<int32_t> skewed_tokens(int64_t T, int64_t V, uint64_t seed) {
   auto tokens = random_tokens(T, static_cast<int32_t>(V), seed);
   for (int64_t t = 0; t < T; t += 3) tokens[t] = 0;
   return tokens;
-}
-
-// dtable0 + the backward, computed on fresh buffers (scratch poisoned). `split`: as the training step runs
-// it, embedding_backward_prepare on a side stream, an event join, embedding_backward_runs on the main
-// stream; otherwise the one-call embedding_backward on one stream.
-std::vector<float> run_backward(bool split, const std::vector<int32_t>& tokens, const std::vector<float>& dout,
-                                const std::vector<float>& dtable0, int64_t H, int64_t V) {
-  const auto T = static_cast<int64_t>(tokens.size());
-  DeviceBuffer<int32_t> d_tokens(T);
-  DeviceBuffer<bf16> d_dout(T * H);
-  DeviceBuffer<float> d_dtable(V * H);
-  const size_t scratch_bytes = kernels::embedding_backward_scratch_bytes(T, V);
-  DeviceBuffer<char> d_scratch(scratch_bytes);
-  d_tokens.upload(tokens);
-  d_dout.upload(to_bf16(dout));
-  d_dtable.upload(dtable0);
-  d_scratch.poison();
-  sync();
-  cuda::Stream main, side;
-  cuda::Event sorted;
-  if (split) {
-    kernels::embedding_backward_prepare(side, {.tokens = d_tokens.get(),
-                                               .scratch = d_scratch.get(),
-                                               .scratch_bytes = scratch_bytes,
-                                               .T = T,
-                                               .vocab_size = V});
-    sorted.record(side);
-    main.wait(sorted);
-    kernels::embedding_backward_runs(main, {.dtable = d_dtable.get(),
-                                            .dout = d_dout.get(),
-                                            .scratch = d_scratch.get(),
-                                            .scratch_bytes = scratch_bytes,
-                                            .T = T,
-                                            .H = H,
-                                            .vocab_size = V});
-  } else {
-    kernels::embedding_backward(main, {d_dtable.get(), d_dout.get(), d_tokens.get(), d_scratch.get(), scratch_bytes,
-                                       T, H, V});
-  }
-  sync();
-  return d_dtable.download();
 }
 
 class EmbeddingGpu : public ::testing::TestWithParam<Shape> {};
@@ -117,7 +72,24 @@ TEST_P(EmbeddingGpu, BackwardMatchesReferenceAndIsDeterministic) {
   auto dtable_ref = dtable0;
   ref::embedding_backward(dtable_ref.data(), dout.data(), tokens.data(), T, H);
 
-  const auto dtable = run_backward(false, tokens, dout, dtable0, H, V);
+  DeviceBuffer<int32_t> d_tokens(T);
+  DeviceBuffer<bf16> d_dout(T * H);
+  DeviceBuffer<float> d_dtable(V * H);
+  const size_t scratch_bytes = kernels::embedding_backward_scratch_bytes(T, V);
+  DeviceBuffer<char> d_scratch(scratch_bytes);
+  d_tokens.upload(tokens);
+  d_dout.upload(to_bf16(dout));
+  cuda::Stream stream;
+  auto run = [&] {
+    d_dtable.upload(dtable0);
+    d_scratch.poison();
+    sync();
+    kernels::embedding_backward(stream, {d_dtable.get(), d_dout.get(), d_tokens.get(), d_scratch.get(),
+                                         scratch_bytes, T, H, V});
+    sync();
+    return d_dtable.download();
+  };
+  const auto dtable = run();
   EXPECT_LT(relative_error(dtable, dtable_ref), kFp32RelTol) << "T=" << T << " H=" << H << " V=" << V;
   std::vector<bool> seen(V, false);
   for (int32_t tok : tokens) seen[tok] = true;
@@ -127,20 +99,7 @@ TEST_P(EmbeddingGpu, BackwardMatchesReferenceAndIsDeterministic) {
           << "row " << v << " has no token but changed";
     }
   }
-  EXPECT_TRUE(same_bits(run_backward(false, tokens, dout, dtable0, H, V), dtable)) << "second run differs";
-}
-
-TEST_P(EmbeddingGpu, PrepareOnASideStreamThenRunsGivesTheOneCallBits) {
-  const auto [T, H, V] = GetParam();
-  const auto tokens = skewed_tokens(T, V, 80 + T);
-  const auto dout = round_bf16(random_normal(T * H, 90 + H));
-  const auto dtable0 = random_normal(V * H, 100 + V, 0.1f);
-  auto dtable_ref = dtable0;
-  ref::embedding_backward(dtable_ref.data(), dout.data(), tokens.data(), T, H);
-  const auto split = run_backward(true, tokens, dout, dtable0, H, V);
-  EXPECT_TRUE(same_bits(split, run_backward(false, tokens, dout, dtable0, H, V)))
-      << "T=" << T << " H=" << H << " V=" << V;
-  EXPECT_LT(relative_error(split, dtable_ref), kFp32RelTol) << "T=" << T << " H=" << H << " V=" << V;
+  EXPECT_TRUE(same_bits(run(), dtable)) << "second run differs";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, EmbeddingGpu, ::testing::ValuesIn(kShapes), [](const auto& info) {
@@ -240,47 +199,6 @@ TEST(EmbeddingGpuMisc, BackwardIsGraphCapturable) {
   SG_CUDA_CHECK(cudaGraphDestroy(graph));
 }
 
-// One run covering every token (all tokens equal) at T that is a multiple of nothing (997, 4099 prime),
-// a vocabulary of one and the token at either end of a large vocabulary; and T = 0 does nothing.
-TEST(EmbeddingGpuMisc, SplitBackwardWithAllTokensEqual) {
-  struct Case {
-    int64_t T, H, V;
-    int32_t token;
-  };
-  for (const Case c : {Case{997, 136, 1, 0}, Case{4099, 72, 3, 1}, Case{997, 264, 50000, 49999},
-                       Case{1, 64, 128256, 0}, Case{4099, 100, 32000, 0}}) {
-    const std::vector<int32_t> tokens(static_cast<size_t>(c.T), c.token);
-    const auto dout = round_bf16(random_normal(c.T * c.H, 110 + c.T));
-    const auto dtable0 = random_normal(c.V * c.H, 120 + c.V, 0.1f);
-    auto dtable_ref = dtable0;
-    ref::embedding_backward(dtable_ref.data(), dout.data(), tokens.data(), c.T, c.H);
-    const auto split = run_backward(true, tokens, dout, dtable0, c.H, c.V);
-    const std::string where = strprintf("T=%lld H=%lld V=%lld token %d", static_cast<long long>(c.T),
-                                        static_cast<long long>(c.H), static_cast<long long>(c.V), c.token);
-    EXPECT_TRUE(same_bits(split, run_backward(false, tokens, dout, dtable0, c.H, c.V))) << where;
-    EXPECT_LT(relative_error(split, dtable_ref), kFp32RelTol) << where;
-    // Every other row is bitwise untouched.
-    for (int64_t v = 0; v < c.V; ++v) {
-      if (v == c.token) continue;
-      ASSERT_EQ(std::memcmp(split.data() + v * c.H, dtable0.data() + v * c.H, c.H * sizeof(float)), 0)
-          << where << ": row " << v;
-    }
-  }
-  // T = 0: nothing to sort or sum, so no scratch is needed and dtable keeps its bits.
-  DeviceBuffer<int32_t> d_tokens(1);
-  DeviceBuffer<bf16> d_dout(64);
-  DeviceBuffer<float> d_dtable(64);
-  const std::vector<float> ones(64, 1.0f);
-  d_dtable.upload(ones);
-  sync();
-  cuda::Stream stream;
-  EXPECT_NO_THROW(kernels::embedding_backward_prepare(stream, {.tokens = d_tokens.get(), .T = 0, .vocab_size = 1}));
-  EXPECT_NO_THROW(kernels::embedding_backward_runs(
-      stream, {.dtable = d_dtable.get(), .dout = d_dout.get(), .T = 0, .H = 64, .vocab_size = 1}));
-  sync();
-  EXPECT_TRUE(same_bits(d_dtable.download(), ones));
-}
-
 TEST(EmbeddingGpuMisc, BackwardRejectsSmallScratch) {
   const int64_t T = 100, H = 64, V = 50;
   DeviceBuffer<int32_t> d_tokens(T);
@@ -292,26 +210,6 @@ TEST(EmbeddingGpuMisc, BackwardRejectsSmallScratch) {
   EXPECT_THROW(kernels::embedding_backward(stream, {d_dtable.get(), d_dout.get(), d_tokens.get(), d_scratch.get(),
                                                     too_small, T, H, V}),
                Error);
-  const std::string prepare_msg = test::thrown_message([&] {
-    kernels::embedding_backward_prepare(stream, {.tokens = d_tokens.get(),
-                                                 .scratch = d_scratch.get(),
-                                                 .scratch_bytes = too_small,
-                                                 .T = T,
-                                                 .vocab_size = V});
-  });
-  EXPECT_NE(prepare_msg.find("embedding_backward_prepare"), std::string::npos) << prepare_msg;
-  EXPECT_NE(prepare_msg.find("embedding_backward_scratch_bytes(T=100, vocab_size=50)"), std::string::npos)
-      << prepare_msg;
-  const std::string runs_msg = test::thrown_message([&] {
-    kernels::embedding_backward_runs(stream, {.dtable = d_dtable.get(),
-                                              .dout = d_dout.get(),
-                                              .scratch = d_scratch.get(),
-                                              .scratch_bytes = too_small,
-                                              .T = T,
-                                              .H = H,
-                                              .vocab_size = V});
-  });
-  EXPECT_NE(runs_msg.find("embedding_backward_runs"), std::string::npos) << runs_msg;
 }
 
 }  // namespace

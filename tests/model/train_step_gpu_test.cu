@@ -1,7 +1,6 @@
 // The GPU training step (model/train_step.h) against the CPU fp32 reference (model/cpu_model.h) from the
 // same fp32 initialisation and batch, and against itself: two runs, whole-step capture and per-region
-// graphs must all be bitwise identical to eager. The captured step has the embedding backward's token
-// sort as a branch parallel to the forward.
+// graphs must all be bitwise identical to eager.
 //
 // Tolerances (bf16 compute vs the fp32 reference):
 //   loss: relative 1e-2 (kBf16RelTol). One forward pass rounds every stored activation to bf16 (unit
@@ -21,18 +20,14 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <unordered_map>
-#include <vector>
 
 #include "cuda/arena.h"
 #include "cuda/stream.h"
 #include "gpu_test_util.h"
-#include "graph/graph_exec.h"
 #include "graph/region.h"
 #include "graph/registry.h"
 #include "graph/scope_plan.h"
 #include "graph/scoped_runner.h"
-#include "graph/workspace_memsets.h"
 #include "model/cpu_model.h"
 #include "model/dropout_sites.h"
 #include "model/init.h"
@@ -332,90 +327,6 @@ TEST(TrainStepGpu, LoadStateResumesBitExactly) {
   EXPECT_EQ(std::memcmp(&loss, &uninterrupted.losses[2], sizeof(float)), 0) << loss << " vs " << uninterrupted.losses[2];
   EXPECT_TRUE(bitwise_equal(resumed.download_main_weights(stream), uninterrupted.master));
   EXPECT_TRUE(bitwise_equal(resumed.download_compute_weights(stream), uninterrupted.compute));
-}
-
-// ---- the embedding backward's sort: a parallel branch of the captured step ----
-
-// A captured graph's kernel nodes by name and the nodes each one reaches.
-struct GraphReach {
-  std::vector<cudaGraphNode_t> nodes;
-  std::vector<std::string> names;          // the kernel's (mangled) name; "" for other nodes
-  std::vector<std::vector<bool>> reaches;  // reaches[a][b]: a path a -> ... -> b exists
-
-  explicit GraphReach(cudaGraph_t graph) : nodes(graph::graph_nodes(graph)) {
-    const size_t n = nodes.size();
-    std::unordered_map<cudaGraphNode_t, size_t> index;
-    for (size_t i = 0; i < n; ++i) index[nodes[i]] = i;
-    std::vector<std::vector<size_t>> out(n);
-    for (size_t i = 0; i < n; ++i) {
-      names.push_back(graph::kernel_node_name(nodes[i]));
-      size_t count = 0;
-      SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(nodes[i], nullptr, nullptr, &count));
-      std::vector<cudaGraphNode_t> next(count);
-      if (count > 0) SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(nodes[i], next.data(), nullptr, &count));
-      for (cudaGraphNode_t d : next) out[i].push_back(index.at(d));
-    }
-    reaches.assign(n, std::vector<bool>(n, false));
-    for (size_t i = 0; i < n; ++i) {  // depth-first search from every node (graphs of a few hundred nodes)
-      std::vector<size_t> todo = out[i];
-      while (!todo.empty()) {
-        const size_t j = todo.back();
-        todo.pop_back();
-        if (reaches[i][j]) continue;
-        reaches[i][j] = true;
-        todo.insert(todo.end(), out[j].begin(), out[j].end());
-      }
-    }
-  }
-  std::vector<size_t> kernels_named(const std::string& part) const {
-    std::vector<size_t> out;
-    for (size_t i = 0; i < names.size(); ++i) {
-      if (names[i].find(part) != std::string::npos) out.push_back(i);
-    }
-    return out;
-  }
-};
-
-// The whole step captured (as cuda_graph_impl local does) has every microbatch's token sort as a branch
-// parallel to that microbatch's forward: neither reaches the other, while the sort reaches the run sums
-// (the join) and every earlier microbatch's forward reaches it (the fork follows their backward).
-TEST(TrainStepGpu, CapturedStepSortsTokensInParallelWithTheForward) {
-  const ModelSpec spec = gpu_tiny_spec();
-  const int64_t M = 3;
-  cuda::Stream stream;
-  TrainStep step(spec, batch_spec(M), test_optimizer(), 5);
-  step.upload_parameters(stream, initial_parameters(step.layout(), 5));
-  step.upload_batch(stream, test::random_batch(spec, batch_spec(M), 7));
-  graph::EagerRegionRunner eager;
-  step.enqueue_step(stream, eager);  // libraries' lazy setup outside the capture, as the warmup step does
-  stream.synchronize();
-
-  cudaGraph_t captured = nullptr;
-  SG_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  step.enqueue_step(stream, eager);
-  SG_CUDA_CHECK(cudaStreamEndCapture(stream, &captured));  // fails if the side stream were not joined
-  const GraphReach g(captured);
-  SG_CUDA_CHECK(cudaGraphDestroy(captured));
-
-  const std::vector<size_t> sorts = g.kernels_named("embedding_sort_prepare_kernel");
-  const std::vector<size_t> forwards = g.kernels_named("embedding_forward_kernel");
-  const std::vector<size_t> runs = g.kernels_named("embedding_backward_runs_kernel");
-  ASSERT_EQ(sorts.size(), static_cast<size_t>(M));
-  ASSERT_EQ(forwards.size(), static_cast<size_t>(M));
-  ASSERT_EQ(runs.size(), static_cast<size_t>(M));
-  for (const size_t sort : sorts) {
-    int64_t before = 0, parallel = 0;
-    for (const size_t fwd : forwards) {
-      EXPECT_FALSE(g.reaches[sort][fwd] && g.reaches[fwd][sort]);
-      before += g.reaches[fwd][sort] ? 1 : 0;
-      parallel += !g.reaches[fwd][sort] && !g.reaches[sort][fwd] ? 1 : 0;
-    }
-    EXPECT_EQ(parallel, 1) << "each sort runs beside exactly one forward: its microbatch's";
-    int64_t joined = 0;
-    for (const size_t run : runs) joined += g.reaches[sort][run] ? 1 : 0;
-    // Microbatch `before` (0-based): its own run sums and every later microbatch's follow its sort.
-    EXPECT_EQ(joined, M - before) << "the sort of microbatch " << before << " is joined before its run sums";
-  }
 }
 
 // ---- NaN flags, regions, memory plan ----
