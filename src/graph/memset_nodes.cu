@@ -2,6 +2,8 @@
 #include "graph/memset_nodes.h"
 
 #include <algorithm>
+#include <cstring>
+#include <unordered_set>
 #include <vector>
 
 #include "core/strings.h"
@@ -41,6 +43,19 @@ __global__ void memset_fill_kernel(MemsetFillJob job) {
     fill_row(job.dst + row * job.pitch, job.row_bytes, job.word_pattern, t, stride);
   }
 }
+
+// Job k of the block's range (block_end is increasing; at most kMaxMergedMemsets jobs).
+__global__ void memset_fill_jobs_kernel(MemsetFillJobs jobs) {
+  int k = 0;
+  while (blockIdx.x >= jobs.block_end[k]) ++k;
+  const unsigned first = k == 0 ? 0u : jobs.block_end[k - 1];
+  const size_t t = static_cast<size_t>(blockIdx.x - first) * blockDim.x + threadIdx.x;
+  const size_t stride = static_cast<size_t>(jobs.block_end[k] - first) * blockDim.x;
+  const MemsetFillJob& job = jobs.jobs[k];
+  fill_row(job.dst, job.row_bytes, job.word_pattern, t, stride);
+}
+
+constexpr unsigned kJobThreads = 256;
 
 struct LaunchShape {
   dim3 grid;
@@ -85,6 +100,36 @@ MemsetFillJob memset_fill_job(const cudaMemsetParams& params) {
   return job;
 }
 
+MemsetFillJobs memset_fill_jobs(const cudaMemsetParams* memsets, int count) {
+  SG_CHECK(count >= 1 && count <= kMaxMergedMemsets,
+           strprintf("memset_fill_jobs: %d memsets (1 to %d)", count, kMaxMergedMemsets));
+  MemsetFillJobs jobs;
+  unsigned blocks = 0;
+  for (int k = 0; k < count; ++k) {
+    const MemsetFillJob job = memset_fill_job(memsets[k]);
+    SG_CHECK(job.rows == 1, strprintf("memset_fill_jobs: memset %d has %zu rows (only one-row memsets merge)", k,
+                                      job.rows));
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(job.dst), end = begin + job.row_bytes;
+    for (int j = 0; j < k; ++j) {
+      const uintptr_t b = reinterpret_cast<uintptr_t>(jobs.jobs[j].dst), e = b + jobs.jobs[j].row_bytes;
+      SG_CHECK(end <= b || e <= begin,
+               strprintf("memset_fill_jobs: memsets %d and %d overlap (their order would matter)", j, k));
+    }
+    const size_t vectors = job.row_bytes / kVectorBytes;
+    blocks += static_cast<unsigned>(std::clamp<size_t>((vectors + kJobThreads - 1) / kJobThreads, 1, kMaxBlocksPerRow));
+    jobs.jobs[k] = job;
+    jobs.block_end[k] = blocks;
+  }
+  jobs.count = count;
+  for (int k = count; k < kMaxMergedMemsets; ++k) jobs.block_end[k] = blocks;  // never reached
+  return jobs;
+}
+
+void launch_memset_fill_jobs(cudaStream_t stream, const MemsetFillJobs& jobs) {
+  memset_fill_jobs_kernel<<<jobs.block_end[jobs.count - 1], kJobThreads, 0, stream>>>(jobs);
+  SG_CUDA_CHECK_LAUNCH("memset_fill_jobs_kernel");
+}
+
 void launch_memset_fill(cudaStream_t stream, const MemsetFillJob& job) {
   if (job.row_bytes == 0 || job.rows == 0) return;
   const LaunchShape shape = launch_shape(job);
@@ -92,43 +137,122 @@ void launch_memset_fill(cudaStream_t stream, const MemsetFillJob& job) {
   SG_CUDA_CHECK_LAUNCH("memset_fill_kernel");
 }
 
+namespace {
+
+cudaGraphNodeType node_type(cudaGraphNode_t node) {
+  cudaGraphNodeType type{};
+  SG_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+  return type;
+}
+
+struct Edges {
+  std::vector<cudaGraphNode_t> nodes;
+  std::vector<cudaGraphEdgeData> data;
+};
+
+Edges incoming(cudaGraphNode_t node) {
+  size_t n = 0;
+  SG_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &n));
+  Edges e{std::vector<cudaGraphNode_t>(n), std::vector<cudaGraphEdgeData>(n)};
+  if (n > 0) SG_CUDA_CHECK(cudaGraphNodeGetDependencies(node, e.nodes.data(), e.data.data(), &n));
+  return e;
+}
+
+Edges outgoing(cudaGraphNode_t node) {
+  size_t n = 0;
+  SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &n));
+  Edges e{std::vector<cudaGraphNode_t>(n), std::vector<cudaGraphEdgeData>(n)};
+  if (n > 0) SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, e.nodes.data(), e.data.data(), &n));
+  return e;
+}
+
+bool plain(const cudaGraphEdgeData& e) {
+  static const cudaGraphEdgeData none{};
+  return std::memcmp(&e, &none, sizeof(e)) == 0;
+}
+
+// A memset node the rewrite replaces; `params` and `job` filled.
+bool lowerable(cudaGraphNode_t node, cudaMemsetParams& params, MemsetFillJob& job) {
+  if (node_type(node) != cudaGraphNodeTypeMemset) return false;
+  SG_CUDA_CHECK(cudaGraphMemsetNodeGetParams(node, &params));
+  job = memset_fill_job(params);
+  return job.row_bytes * job.rows < kLargestLoweredMemsetBytes;
+}
+
+bool overlaps(const MemsetFillJob& a, const MemsetFillJob& b) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a.dst), b0 = reinterpret_cast<uintptr_t>(b.dst);
+  return a0 < b0 + b.row_bytes && b0 < a0 + a.row_bytes;
+}
+
+// The memsets that follow `head` one after the other and may share its fill kernel.
+std::vector<cudaGraphNode_t> mergeable_chain(cudaGraphNode_t head, const MemsetFillJob& head_job,
+                                             std::vector<cudaMemsetParams>& params) {
+  std::vector<cudaGraphNode_t> chain = {head};
+  std::vector<MemsetFillJob> jobs = {head_job};
+  if (head_job.rows != 1) return chain;
+  while (chain.size() < static_cast<size_t>(kMaxMergedMemsets)) {
+    const Edges out = outgoing(chain.back());
+    if (out.nodes.size() != 1 || !plain(out.data[0])) break;
+    const cudaGraphNode_t next = out.nodes[0];
+    cudaMemsetParams p{};
+    MemsetFillJob job;
+    if (!lowerable(next, p, job) || job.rows != 1 || incoming(next).nodes.size() != 1) break;
+    bool disjoint = true;
+    for (const MemsetFillJob& j : jobs) disjoint = disjoint && !overlaps(j, job);
+    if (!disjoint) break;
+    chain.push_back(next);
+    jobs.push_back(job);
+    params.push_back(p);
+  }
+  return chain;
+}
+
+}  // namespace
+
 int lower_memset_nodes(cudaGraph_t graph) {
   int lowered = 0;
+  std::unordered_set<cudaGraphNode_t> replaced;
+  // Creation order is capture order, so a chain is met at its head first.
   for (cudaGraphNode_t node : graph_nodes(graph)) {
-    cudaGraphNodeType type{};
-    SG_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-    if (type != cudaGraphNodeTypeMemset) continue;
-    cudaMemsetParams memset{};
-    SG_CUDA_CHECK(cudaGraphMemsetNodeGetParams(node, &memset));
-    MemsetFillJob job = memset_fill_job(memset);
-    if (job.row_bytes * job.rows >= kLargestLoweredMemsetBytes) continue;
+    if (replaced.count(node) != 0) continue;
+    std::vector<cudaMemsetParams> params(1);
+    MemsetFillJob job;
+    if (!lowerable(node, params[0], job)) continue;
+    const std::vector<cudaGraphNode_t> chain = mergeable_chain(node, job, params);
 
-    size_t n_in = 0, n_out = 0;
-    SG_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &n_in));
-    SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &n_out));
-    std::vector<cudaGraphNode_t> in(n_in), out(n_out);
-    std::vector<cudaGraphEdgeData> in_edges(n_in), out_edges(n_out);
-    if (n_in > 0) SG_CUDA_CHECK(cudaGraphNodeGetDependencies(node, in.data(), in_edges.data(), &n_in));
-    if (n_out > 0) SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, out.data(), out_edges.data(), &n_out));
-
+    const Edges in = incoming(chain.front());
+    const Edges out = outgoing(chain.back());
     // A zero-byte memset still orders its neighbours: the node stays, as a kernel with nothing to do.
-    const LaunchShape shape = launch_shape(job);
-    void* args[] = {&job};
-    cudaGraphNodeParams params{};
-    params.type = cudaGraphNodeTypeKernel;
-    params.kernel.func = reinterpret_cast<void*>(&memset_fill_kernel);
-    params.kernel.gridDim = shape.grid;
-    params.kernel.blockDim = shape.block;
-    params.kernel.kernelParams = args;
-    cudaGraphNode_t fill = nullptr;
-    SG_CUDA_CHECK(cudaGraphAddNode(&fill, graph, in.data(), in_edges.data(), n_in, &params));
-    if (n_out > 0) {
-      // The memset's outgoing edges left a node without ports: their data is the plain default.
-      const std::vector<cudaGraphNode_t> from(n_out, fill);
-      SG_CUDA_CHECK(cudaGraphAddDependencies(graph, from.data(), out.data(), out_edges.data(), n_out));
+    MemsetFillJobs jobs;
+    cudaGraphNodeParams kernel{};
+    kernel.type = cudaGraphNodeTypeKernel;
+    void* args[1] = {};
+    if (chain.size() == 1) {
+      const LaunchShape shape = launch_shape(job);
+      args[0] = &job;
+      kernel.kernel.func = reinterpret_cast<void*>(&memset_fill_kernel);
+      kernel.kernel.gridDim = shape.grid;
+      kernel.kernel.blockDim = shape.block;
+    } else {
+      jobs = memset_fill_jobs(params.data(), static_cast<int>(params.size()));
+      args[0] = &jobs;
+      kernel.kernel.func = reinterpret_cast<void*>(&memset_fill_jobs_kernel);
+      kernel.kernel.gridDim = dim3(jobs.block_end[jobs.count - 1]);
+      kernel.kernel.blockDim = dim3(kJobThreads);
     }
-    SG_CUDA_CHECK(cudaGraphDestroyNode(node));
-    ++lowered;
+    kernel.kernel.kernelParams = args;
+    cudaGraphNode_t fill = nullptr;
+    SG_CUDA_CHECK(cudaGraphAddNode(&fill, graph, in.nodes.data(), in.data.data(), in.nodes.size(), &kernel));
+    if (!out.nodes.empty()) {
+      // The memset's outgoing edges left a node without ports: their data is the plain default.
+      const std::vector<cudaGraphNode_t> from(out.nodes.size(), fill);
+      SG_CUDA_CHECK(cudaGraphAddDependencies(graph, from.data(), out.nodes.data(), out.data.data(), out.nodes.size()));
+    }
+    for (cudaGraphNode_t n : chain) {
+      SG_CUDA_CHECK(cudaGraphDestroyNode(n));
+      replaced.insert(n);
+    }
+    lowered += static_cast<int>(chain.size());
   }
   return lowered;
 }

@@ -41,8 +41,25 @@ void launch_memset_fill(cudaStream_t stream, const MemsetFillJob& job);
 
 inline constexpr size_t kLargestLoweredMemsetBytes = size_t{32} << 20;
 
+// Several one-row memsets in a chain (each the only dependent of the one before, their bytes disjoint) become
+// ONE fill kernel: the step starts with three (the gradient ranges no first writer covers, the per-step
+// scalars) and CUB's radix sort clears two buffers in a row; every kernel node saved is ~1 us at tiny sizes.
+inline constexpr int kMaxMergedMemsets = 8;
+struct MemsetFillJobs {
+  MemsetFillJob jobs[kMaxMergedMemsets];
+  unsigned block_end[kMaxMergedMemsets] = {};  // job k runs on blocks [block_end[k-1], block_end[k])
+  int count = 0;
+};
+// The jobs of `memsets` (one-row memset parameters), with their blocks laid out. Throws sg::Error for more
+// than kMaxMergedMemsets, a job of several rows, or two jobs whose bytes overlap.
+MemsetFillJobs memset_fill_jobs(const cudaMemsetParams* memsets, int count);
+// Enqueues the fill kernel of several jobs on `stream` (used by tests).
+void launch_memset_fill_jobs(cudaStream_t stream, const MemsetFillJobs& jobs);
+
 // Replaces every memset node of `graph` smaller than kLargestLoweredMemsetBytes by a fill-kernel node
-// with the same incoming and outgoing edges (edge data kept). Returns how many nodes were replaced.
+// with the same incoming and outgoing edges (edge data kept); a chain of such one-row memsets with disjoint
+// bytes becomes one node (up to kMaxMergedMemsets), with the chain's first incoming and last outgoing edges.
+// Returns how many memset nodes were replaced.
 int lower_memset_nodes(cudaGraph_t graph);
 
 }  // namespace sg::graph

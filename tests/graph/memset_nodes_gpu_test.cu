@@ -6,11 +6,13 @@
 // stay memset nodes; GraphExec lowers and updates in place.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "cuda/device.h"
 #include "cuda/stream.h"
 #include "gpu_test_util.h"
@@ -181,6 +183,95 @@ TEST_F(MemsetNodes, LoweredGraphGivesTheSameBytesAndKeepsItsEdges) {
   SG_CUDA_CHECK(cudaGraphDestroy(lowered));
   SG_CUDA_CHECK(cudaEventDestroy(fork));
   SG_CUDA_CHECK(cudaEventDestroy(join));
+}
+
+TEST_F(MemsetNodes, FillJobsKernelMatchesReferenceAndWritesNothingElse) {
+  // Odd offsets, every element size, a job smaller than one vector, an empty one and one over a grid row.
+  const std::vector<FillCase> cases = {{3, 1, 0xAB, 15, 1, 0},     {40, 4, 0xDEADBEEF, 1000, 1, 0},
+                                       {5000, 2, 0xBEEF, 3001, 1, 0}, {12000, 1, 0x5C, 0, 1, 0},
+                                       {12016, 4, 0x3F800000, 1, 1, 0}, {13001, 1, 0x42, 5000001, 1, 0}};
+  size_t bytes = 0;
+  for (const FillCase& c : cases) bytes = std::max(bytes, c.offset + c.width * c.element_size);
+  bytes += 64;
+  DeviceBuffer<unsigned char> buf(bytes);
+  const std::vector<unsigned char> poison = random_bytes(bytes, 77);
+  buf.upload(poison);
+  std::vector<cudaMemsetParams> params;
+  std::vector<unsigned char> expected = poison;
+  for (const FillCase& c : cases) {
+    cudaMemsetParams p{};
+    p.dst = buf.get() + c.offset;
+    p.value = c.value;
+    p.elementSize = c.element_size;
+    p.width = c.width;
+    p.height = 1;
+    params.push_back(p);
+    ref::memset_elements(expected.data() + c.offset, 0, c.value, c.element_size, c.width, 1);
+  }
+  cuda::Stream stream;
+  launch_memset_fill_jobs(stream.get(), memset_fill_jobs(params.data(), static_cast<int>(params.size())));
+  stream.synchronize();
+  EXPECT_TRUE(buf.download() == expected) << "the jobs kernel wrote other bytes than the memsets would";
+
+  // Overlapping jobs, several rows and too many jobs are refused.
+  cudaMemsetParams overlap[2] = {params[1], params[1]};
+  overlap[1].dst = static_cast<unsigned char*>(params[1].dst) + 8;
+  EXPECT_THROW(memset_fill_jobs(overlap, 2), Error);
+  cudaMemsetParams rows = params[0];
+  rows.height = 2;
+  rows.pitch = 64;
+  EXPECT_THROW(memset_fill_jobs(&rows, 1), Error);
+  std::vector<cudaMemsetParams> many(kMaxMergedMemsets + 1, params[0]);
+  EXPECT_THROW(memset_fill_jobs(many.data(), static_cast<int>(many.size())), Error);
+}
+
+TEST_F(MemsetNodes, AChainOfDisjointMemsetsBecomesOneFillKernel) {
+  constexpr size_t n = 256 * 1024 + 7;
+  cuda::Stream s0;
+  DeviceBuffer<unsigned char> a(n), c(4096);
+  auto enqueue = [&](cudaStream_t s) {
+    add_to_bytes<<<8, 128, 0, s>>>(a.get(), n, 1);
+    // Four disjoint memsets in a row (odd offsets, one of 4 bytes, one of many blocks): one fill kernel.
+    SG_CUDA_CHECK(cudaMemsetAsync(a.get() + 1, 0x11, 1000, s));
+    SG_CUDA_CHECK(cudaMemsetAsync(a.get() + 2000, 0x22, 6000, s));
+    SG_CUDA_CHECK(cudaMemsetAsync(a.get() + 9000, 0x44, 4, s));
+    SG_CUDA_CHECK(cudaMemsetAsync(a.get() + 10000, 0x55, n - 10000, s));
+    add_to_bytes<<<8, 128, 0, s>>>(a.get(), n, 5);
+    // Two overlapping ones: their order matters, so they stay apart.
+    SG_CUDA_CHECK(cudaMemsetAsync(c.get(), 0x01, 100, s));
+    SG_CUDA_CHECK(cudaMemsetAsync(c.get() + 50, 0x02, 100, s));
+    add_to_bytes<<<4, 128, 0, s>>>(c.get(), 4096, 3);
+    SG_CUDA_CHECK(cudaGetLastError());
+  };
+  SG_CUDA_CHECK(cudaStreamBeginCapture(s0.get(), cudaStreamCaptureModeThreadLocal));
+  enqueue(s0.get());
+  cudaGraph_t original = nullptr;
+  SG_CUDA_CHECK(cudaStreamEndCapture(s0.get(), &original));
+  cudaGraph_t lowered = nullptr;
+  SG_CUDA_CHECK(cudaGraphClone(&lowered, original));
+  ASSERT_EQ(count_nodes_of(original, cudaGraphNodeTypeMemset), 6);
+  EXPECT_EQ(lower_memset_nodes(lowered), 6);
+  EXPECT_EQ(count_nodes_of(lowered, cudaGraphNodeTypeMemset), 0);
+  EXPECT_EQ(count_nodes_of(lowered, cudaGraphNodeTypeKernel), 3 + 1 + 2) << "the chain of four is one node";
+  EXPECT_EQ(count_edges(lowered), size_t{5}) << "a chain: kernel, fill, kernel, fill, fill, kernel";
+
+  const std::vector<unsigned char> init_a = random_bytes(n, 31), init_c = random_bytes(4096, 32);
+  auto run = [&](cudaGraph_t graph) {
+    a.upload(init_a);
+    c.upload(init_c);
+    cudaGraphExec_t exec = nullptr;
+    SG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int i = 0; i < 2; ++i) SG_CUDA_CHECK(cudaGraphLaunch(exec, s0.get()));
+    s0.synchronize();
+    SG_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    return std::make_pair(a.download(), c.download());
+  };
+  const auto want = run(original);
+  const auto got = run(lowered);
+  EXPECT_TRUE(got.first == want.first) << "buffer a differs after merging";
+  EXPECT_TRUE(got.second == want.second) << "buffer c differs: the overlapping memsets ran out of order";
+  SG_CUDA_CHECK(cudaGraphDestroy(original));
+  SG_CUDA_CHECK(cudaGraphDestroy(lowered));
 }
 
 TEST_F(MemsetNodes, LargeMemsetsStayMemsetNodes) {
