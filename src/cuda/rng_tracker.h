@@ -84,6 +84,8 @@ class RngTracker {
   void bind(RngState* device_states);
   void allocate_device();
   bool has_device() const { return device_ != nullptr; }
+  // Every state on the device (size() of them), for a kernel that advances them itself.
+  RngState* device_states() const { return device_; }
 
   // Device pointer of the current generator's state (what a drawing launcher receives).
   const RngState* current() const { return device_state(current_index()); }

@@ -19,6 +19,9 @@ static_assert(kThreads == 1024, "one block of 1024 threads sums the partials (cu
 // Lane 0 of warp 1: computes the loss flag, lr, AdamW's constants and the counter while thread 0 adds the
 // warp sums.
 inline constexpr int kScheduleThread = 32;
+// Threads kRngFirstThread.. advance one RNG state each (warps 16..31, idle but for the block sum).
+inline constexpr int kRngFirstThread = kThreads - static_cast<int>(kMaxStepScalarsRngStates);
+static_assert(kRngFirstThread > kScheduleThread, "the RNG threads are neither thread 0 nor the schedule's");
 
 // Same expression as the CPU twin (std::cos(std::numbers::pi * p)), so both round alike.
 inline constexpr double kPi = 3.141592653589793238462643383279502884;
@@ -119,6 +122,7 @@ SG_KERNEL(kBlockThreads) optimizer_step_scalars_kernel(OptimizerStepScalarsParam
   static_assert(kBlockThreads == kThreads, "one thread per partial");
   double* warp_sums = reinterpret_cast<double*>(detail::dynamic_smem());  // [kWarps]
   const int t = detail::thread_index();
+  if (t >= kRngFirstThread && t - kRngFirstThread < p.rng_count) p.rng_states[t - kRngFirstThread].offset += p.rng_advance_by;
   const double sum_sq = block_sum_partials(p.norm_partials[t], warp_sums);
   if (t == 0) {
     write_norm_and_clip(p, sum_sq);
@@ -136,6 +140,9 @@ void run(const Launch& launch, const OptimizerStepScalarsParams& p) {
   SG_CHECK(p.schedule.warmup_iters >= 0 && p.schedule.decay_iters >= 0,
            strprintf("optimizer_step_scalars: lr schedule warmup_iters=%lld and decay_iters=%lld must be >= 0",
                      static_cast<long long>(p.schedule.warmup_iters), static_cast<long long>(p.schedule.decay_iters)));
+  SG_CHECK(p.rng_count >= 0 && p.rng_count <= kMaxStepScalarsRngStates && (p.rng_count == 0 || p.rng_states),
+           strprintf("optimizer_step_scalars: rng_count=%lld (0 to %lld, with rng_states a device pointer)",
+                     static_cast<long long>(p.rng_count), static_cast<long long>(kMaxStepScalarsRngStates)));
   launch("optimizer_step_scalars_kernel", optimizer_step_scalars_kernel<>, dim3(1), kThreads,
          sizeof(double) * kWarps, p);
 }

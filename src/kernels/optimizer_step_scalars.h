@@ -8,13 +8,16 @@
 //   2. the sticky loss non-finite flag (rerun_state_machine.check_for_nan_in_loss) for the step loss;
 //   3. lr = the schedule at step = *step_counter (steps done so far), fp64 rounded to fp32;
 //   4. AdamW's constants for update t = steps done + 1 (kernels/adamw.h AdamWStepConstants);
-//   5. *step_counter += 1.
+//   5. *step_counter += 1;
+//   6. the RNG trackers' advance after the step's last microbatch (cuda/rng_tracker.h): offset += by for each
+//      state, folded in here because nothing between the last microbatch and this launch draws numbers.
 // Everything is read from and written to device memory, so a captured step replays correctly.
 // CPU twin: reference/optimizer_step_scalars.h (the same formulas and summation order).
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "cuda/philox.h"
 #include "kernels/adamw.h"
 #include "kernels/grad_norm.h"
 #include "kernels/lr_schedule.h"
@@ -37,7 +40,12 @@ struct OptimizerStepScalarsParams {
   int64_t* step_counter = nullptr;                // device scalar IN: steps done; OUT: steps done + 1
   float* lr = nullptr;                            // device scalar OUT: the lr of this step's update
   AdamWStepConstants* adamw_constants = nullptr;  // device OUT: for adamw_step's update t = steps done + 1
+  // The RNG states' advance (nullptr or count 0: none).
+  rng::RngState* rng_states = nullptr;  // device [rng_count]: offset += rng_advance_by
+  int64_t rng_count = 0;                 // at most kMaxStepScalarsRngStates
+  uint64_t rng_advance_by = 0;
 };
+inline constexpr int64_t kMaxStepScalarsRngStates = 512;
 
 void optimizer_step_scalars(cudaStream_t stream, const OptimizerStepScalarsParams& p);
 

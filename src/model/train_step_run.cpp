@@ -60,11 +60,13 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
 
   for (int64_t mb = 0; mb < batch_.num_microbatches; ++mb) {
     microbatch(stream, regions, mb);
-    rng_.launch_advance(stream, kRngOffsetPerMicrobatch);
+    // The last microbatch's advance happens in optimizer_step_scalars below (one launch fewer).
+    if (mb + 1 < batch_.num_microbatches) rng_.launch_advance(stream, kRngOffsetPerMicrobatch);
   }
+  uint64_t rng_advance = kRngOffsetPerMicrobatch;
   if (reducer_) {
     reducer_->reduce_gradients(stream);  // gradients and loss summed over the data-parallel ranks
-    if (other_ranks_rng_offset() > 0) rng_.launch_advance(stream, other_ranks_rng_offset());
+    rng_advance += other_ranks_rng_offset();
   }
 
   kernels::grad_norm_partials(stream, {.grads = grads_ + own.begin, .n = own.size, .partials = grad_norm_partials_});
@@ -73,7 +75,7 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
                                              .beta2 = static_cast<float>(optimizer_.adam_beta2),
                                              .eps = static_cast<float>(optimizer_.adam_eps),
                                              .weight_decay = static_cast<float>(optimizer_.weight_decay)};
-  // Norm, clip coefficient, both NaN flags, lr, AdamW's constants, steps done + 1: one launch.
+  // Norm, clip coefficient, both NaN flags, lr, AdamW's constants, steps done + 1, the RNG advance: one launch.
   kernels::optimizer_step_scalars(stream, {.norm_partials = grad_norm_partials_,
                                            .max_norm = static_cast<float>(optimizer_.clip_grad),
                                            .grad_norm = &scalars_->grad_norm,
@@ -85,7 +87,10 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
                                            .adamw = adam_hyper,
                                            .step_counter = &scalars_->steps_done,
                                            .lr = &scalars_->lr,
-                                           .adamw_constants = &scalars_->adamw_constants});
+                                           .adamw_constants = &scalars_->adamw_constants,
+                                           .rng_states = rng_.device_states(),
+                                           .rng_count = static_cast<int64_t>(rng_.size()),
+                                           .rng_advance_by = rng_advance});
   kernels::adamw_step(stream, {.master_weights = main_weights_,
                                .compute_weights = params_ + own.begin,
                                .grads = grads_ + own.begin,

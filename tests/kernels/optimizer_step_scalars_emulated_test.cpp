@@ -98,6 +98,27 @@ TEST(OptimizerStepScalarsEmulated, RepeatedStepsAdvanceTheCounter) {
   }
 }
 
+TEST(OptimizerStepScalarsEmulated, AdvancesEveryRngStateAndNothingElse) {
+  const StepScalarsCase c = test::schedule_cases().front();
+  for (const int64_t count : {int64_t{0}, int64_t{1}, int64_t{3}, kernels::kMaxStepScalarsRngStates}) {
+    // One state past the count: it must stay as it was.
+    std::vector<rng::RngState> states(static_cast<size_t>(count) + 1);
+    for (size_t i = 0; i < states.size(); ++i) states[i] = {.seed = 1000 + i, .offset = (uint64_t{1} << 40) + 7 * i};
+    const std::vector<rng::RngState> before = states;
+    StepScalarsResult r{};
+    kernels::OptimizerStepScalarsParams p = params_for(c, &c.loss, r);
+    p.rng_states = states.data();
+    p.rng_count = count;
+    p.rng_advance_by = 5;
+    kernels::optimizer_scalars::run(emu::Launch{}, p);
+    for (size_t i = 0; i < states.size(); ++i) {
+      EXPECT_EQ(states[i].seed, before[i].seed) << "count " << count << " state " << i;
+      EXPECT_EQ(states[i].offset, before[i].offset + (static_cast<int64_t>(i) < count ? 5u : 0u))
+          << "count " << count << " state " << i;
+    }
+  }
+}
+
 TEST(OptimizerStepScalarsEmulated, LauncherRejectsMissingPointersAndNegativeIters) {
   const StepScalarsCase c = test::schedule_cases().front();
   StepScalarsResult r{};
@@ -109,6 +130,14 @@ TEST(OptimizerStepScalarsEmulated, LauncherRejectsMissingPointersAndNegativeIter
   p.schedule.warmup_iters = -1;
   EXPECT_NE(test::thrown_message([&] { kernels::optimizer_scalars::run(emu::Launch{}, p); }).find("warmup_iters=-1"),
             std::string::npos);
+  p.schedule.warmup_iters = 0;
+  p.rng_count = 2;  // without states
+  EXPECT_NE(test::thrown_message([&] { kernels::optimizer_scalars::run(emu::Launch{}, p); }).find("rng_count=2"),
+            std::string::npos);
+  p.rng_count = kernels::kMaxStepScalarsRngStates + 1;
+  std::vector<rng::RngState> states(static_cast<size_t>(p.rng_count));
+  p.rng_states = states.data();
+  EXPECT_THROW(kernels::optimizer_scalars::run(emu::Launch{}, p), Error);
   EXPECT_EQ(r.step_counter, 0) << "a rejected launch runs nothing";
 }
 

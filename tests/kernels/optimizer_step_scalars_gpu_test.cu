@@ -134,6 +134,40 @@ TEST(OptimizerStepScalarsGpu, BlockSumIsBitwiseTheCubBlockSum) {
   }
 }
 
+// The RNG states: the first `count` advance by the given amount on every launch (replays included), the
+// next one is untouched.
+TEST(OptimizerStepScalarsGpu, AdvancesTheRngStates) {
+  DeviceStepScalars d;
+  const StepScalarsCase c = schedule_cases().front();
+  d.set(c);
+  constexpr int64_t kCount = 5;
+  std::vector<rng::RngState> init(kCount + 1);
+  for (size_t i = 0; i < init.size(); ++i) init[i] = {.seed = 77 + i, .offset = (uint64_t{1} << 33) + 3 * i};
+  DeviceBuffer<rng::RngState> states(init.size());
+  states.upload(init);
+  kernels::OptimizerStepScalarsParams p = d.params(c);
+  p.rng_states = states.get();
+  p.rng_count = kCount;
+  p.rng_advance_by = 2;
+  sg::cuda::Stream stream;
+  cudaGraph_t graph = nullptr;
+  SG_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  kernels::optimizer_step_scalars(stream, p);
+  SG_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  SG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  kernels::optimizer_step_scalars(stream, p);  // eager, then two replays: three advances
+  for (int i = 0; i < 2; ++i) SG_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<rng::RngState> got = states.download();
+  for (size_t i = 0; i < init.size(); ++i) {
+    EXPECT_EQ(got[i].seed, init[i].seed) << i;
+    EXPECT_EQ(got[i].offset, init[i].offset + (static_cast<int64_t>(i) < kCount ? 6u : 0u)) << i;
+  }
+  SG_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  SG_CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
 // Captured once and replayed: every replay reads the counter the previous one advanced.
 TEST(OptimizerStepScalarsGpu, GraphReplaysAdvanceTheCounter) {
   DeviceStepScalars d;
