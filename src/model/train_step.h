@@ -23,9 +23,10 @@
 // (model/gradient_zeroing.h) and the step's loss and flags; for each microbatch: [attention dropout seeds], embedding, layer 0's pre-norm, per layer its
 // module forward regions, the chunked LM head + cross-entropy (adds loss/M into the device loss), per
 // layer in reverse its module backward regions, layer 0's pre-norm backward, embedding backward, RNG
-// advance; then the grad norm's partial sums, and one launch for the optimizer's per-step scalars (grad
-// norm + clip coefficient + grad NaN flag, loss NaN flag, lr from the device step counter, AdamW's
-// constants, step counter + 1: kernels/optimizer_step_scalars.h), AdamW (writes the bf16 weights). No
+// advance (but after the last microbatch); then the grad norm's partial sums, and one launch for the
+// optimizer's per-step scalars (grad norm + clip coefficient + grad NaN flag, loss NaN flag, lr from the
+// device step counter, AdamW's constants, step counter + 1, the last microbatch's RNG advance:
+// kernels/optimizer_step_scalars.h), AdamW (writes the bf16 weights). No
 // host sync, no allocation, no host-side per-step scalar.
 //
 // Region boundaries (each region reads and writes only static buffers, so it can be replayed for every
