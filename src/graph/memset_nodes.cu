@@ -2,12 +2,12 @@
 #include "graph/memset_nodes.h"
 
 #include <algorithm>
-#include <cstring>
 #include <unordered_set>
 #include <vector>
 
 #include "core/strings.h"
 #include "cuda/check.h"
+#include "graph/graph_edges.h"
 #include "graph/graph_exec.h"
 
 namespace sg::graph {
@@ -139,38 +139,6 @@ void launch_memset_fill(cudaStream_t stream, const MemsetFillJob& job) {
 
 namespace {
 
-cudaGraphNodeType node_type(cudaGraphNode_t node) {
-  cudaGraphNodeType type{};
-  SG_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-  return type;
-}
-
-struct Edges {
-  std::vector<cudaGraphNode_t> nodes;
-  std::vector<cudaGraphEdgeData> data;
-};
-
-Edges incoming(cudaGraphNode_t node) {
-  size_t n = 0;
-  SG_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &n));
-  Edges e{std::vector<cudaGraphNode_t>(n), std::vector<cudaGraphEdgeData>(n)};
-  if (n > 0) SG_CUDA_CHECK(cudaGraphNodeGetDependencies(node, e.nodes.data(), e.data.data(), &n));
-  return e;
-}
-
-Edges outgoing(cudaGraphNode_t node) {
-  size_t n = 0;
-  SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &n));
-  Edges e{std::vector<cudaGraphNode_t>(n), std::vector<cudaGraphEdgeData>(n)};
-  if (n > 0) SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, e.nodes.data(), e.data.data(), &n));
-  return e;
-}
-
-bool plain(const cudaGraphEdgeData& e) {
-  static const cudaGraphEdgeData none{};
-  return std::memcmp(&e, &none, sizeof(e)) == 0;
-}
-
 // A memset node the rewrite replaces; `params` and `job` filled.
 bool lowerable(cudaGraphNode_t node, cudaMemsetParams& params, MemsetFillJob& job) {
   if (node_type(node) != cudaGraphNodeTypeMemset) return false;
@@ -191,12 +159,12 @@ std::vector<cudaGraphNode_t> mergeable_chain(cudaGraphNode_t head, const MemsetF
   std::vector<MemsetFillJob> jobs = {head_job};
   if (head_job.rows != 1) return chain;
   while (chain.size() < static_cast<size_t>(kMaxMergedMemsets)) {
-    const Edges out = outgoing(chain.back());
-    if (out.nodes.size() != 1 || !plain(out.data[0])) break;
+    const NodeEdges out = node_dependents(chain.back());
+    if (out.nodes.size() != 1 || !is_default_edge(out.data[0])) break;
     const cudaGraphNode_t next = out.nodes[0];
     cudaMemsetParams p{};
     MemsetFillJob job;
-    if (!lowerable(next, p, job) || job.rows != 1 || incoming(next).nodes.size() != 1) break;
+    if (!lowerable(next, p, job) || job.rows != 1 || node_dependencies(next).nodes.size() != 1) break;
     bool disjoint = true;
     for (const MemsetFillJob& j : jobs) disjoint = disjoint && !overlaps(j, job);
     if (!disjoint) break;
@@ -220,8 +188,8 @@ int lower_memset_nodes(cudaGraph_t graph) {
     if (!lowerable(node, params[0], job)) continue;
     const std::vector<cudaGraphNode_t> chain = mergeable_chain(node, job, params);
 
-    const Edges in = incoming(chain.front());
-    const Edges out = outgoing(chain.back());
+    const NodeEdges in = node_dependencies(chain.front());
+    const NodeEdges out = node_dependents(chain.back());
     // A zero-byte memset still orders its neighbours: the node stays, as a kernel with nothing to do.
     MemsetFillJobs jobs;
     cudaGraphNodeParams kernel{};

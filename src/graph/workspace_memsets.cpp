@@ -3,11 +3,12 @@
 
 #include <cuda.h>  // driver types only: the entry points come from cudaGetDriverEntryPointByVersion
 
-#include <cstring>
+#include <algorithm>
 #include <vector>
 
 #include "cuda/check.h"
 #include "cuda/library_workspaces.h"
+#include "graph/graph_edges.h"
 #include "graph/graph_exec.h"
 
 namespace sg::graph {
@@ -46,53 +47,19 @@ const DriverEntryPoints& driver() {
   return d;
 }
 
-cudaGraphNodeType node_type(cudaGraphNode_t node) {
-  cudaGraphNodeType type{};
-  SG_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-  return type;
-}
-
 bool ours(cudaGraphNode_t node) {
   return node_type(node) == cudaGraphNodeTypeKernel && kernel_node_name(node).rfind("_ZN2sg", 0) == 0;
 }
 
-bool is_default(const cudaGraphEdgeData& e) {
-  static const cudaGraphEdgeData plain{};
-  return std::memcmp(&e, &plain, sizeof(e)) == 0;
-}
-
 // The node's one incoming edge's source, or nullptr when it has none, several, or a non-default one.
 cudaGraphNode_t single_plain_dependency(cudaGraphNode_t node) {
-  size_t n = 0;
-  SG_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &n));
-  if (n != 1) return nullptr;
-  cudaGraphNode_t from = nullptr;
-  cudaGraphEdgeData edge{};
-  SG_CUDA_CHECK(cudaGraphNodeGetDependencies(node, &from, &edge, &n));
-  return is_default(edge) ? from : nullptr;
-}
-
-std::vector<cudaGraphNode_t> dependents(cudaGraphNode_t node, bool& all_plain) {
-  size_t n = 0;
-  SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &n));
-  std::vector<cudaGraphNode_t> out(n);
-  std::vector<cudaGraphEdgeData> edges(n);
-  if (n > 0) SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, out.data(), edges.data(), &n));
-  all_plain = true;
-  for (const cudaGraphEdgeData& e : edges) all_plain = all_plain && is_default(e);
-  return out;
+  const NodeEdges in = node_dependencies(node);
+  return in.nodes.size() == 1 && is_default_edge(in.data[0]) ? in.nodes[0] : nullptr;
 }
 
 bool depends_on(cudaGraphNode_t node, cudaGraphNode_t on) {
-  size_t n = 0;
-  SG_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &n));
-  std::vector<cudaGraphNode_t> from(n);
-  std::vector<cudaGraphEdgeData> edges(n);
-  if (n > 0) SG_CUDA_CHECK(cudaGraphNodeGetDependencies(node, from.data(), edges.data(), &n));
-  for (cudaGraphNode_t f : from) {
-    if (f == on) return true;
-  }
-  return false;
+  const NodeEdges in = node_dependencies(node);
+  return std::find(in.nodes.begin(), in.nodes.end(), on) != in.nodes.end();
 }
 
 }  // namespace
@@ -123,17 +90,15 @@ int hoist_library_workspace_memsets(cudaGraph_t graph) {
 
     cudaGraphNode_t before = single_plain_dependency(memset);
     if (before == nullptr || !ours(before)) continue;  // right after a library kernel already, or not a chain
-    bool plain_out = false;
-    const std::vector<cudaGraphNode_t> after = dependents(memset, plain_out);
-    if (!plain_out) continue;
+    const NodeEdges out = node_dependents(memset);
+    if (!std::all_of(out.data.begin(), out.data.end(), is_default_edge)) continue;
+    const std::vector<cudaGraphNode_t>& after = out.nodes;
 
     // Up past our kernels: the new source is the first node up the chain that is not ours, or the last of ours
     // below a join; nullptr when the chain starts with ours (the memset becomes a root).
     cudaGraphNode_t source = before;
     while (source != nullptr && ours(source)) {
-      size_t n = 0;
-      SG_CUDA_CHECK(cudaGraphNodeGetDependencies(source, nullptr, nullptr, &n));
-      if (n == 0) {
+      if (node_dependencies(source).nodes.empty()) {
         source = nullptr;
         break;
       }
