@@ -34,8 +34,8 @@ const char* instantiate_result_name(cudaGraphInstantiateResult r) {
   }
 }
 
-// STEPGRAPH_KEEP_MEMSET_NODES=1 keeps captured memset nodes as they are: to measure what lowering
-// them gains (docs/graph-runtime.md), or to rule it out when chasing a problem.
+// STEPGRAPH_KEEP_WORKSPACE_MEMSET_ORDER=1 leaves library workspace memsets where the capture put them
+// (graph/workspace_memsets.h): to measure what moving them gains, or to rule it out.
 bool keep_workspace_memset_order() {
   static const bool keep = [] {
     const char* v = std::getenv("STEPGRAPH_KEEP_WORKSPACE_MEMSET_ORDER");
@@ -44,6 +44,8 @@ bool keep_workspace_memset_order() {
   return keep;
 }
 
+// STEPGRAPH_KEEP_MEMSET_NODES=1 keeps captured memset nodes as they are: to measure what lowering
+// them gains (docs/graph-runtime.md), or to rule it out when chasing a problem.
 bool keep_memset_nodes() {
   static const bool keep = [] {
     const char* v = std::getenv("STEPGRAPH_KEEP_MEMSET_NODES");
