@@ -6,21 +6,24 @@
 
 namespace sg::graph {
 
-NodeEdges node_dependencies(cudaGraphNode_t node) {
+namespace {
+
+// Both directions share the runtime's two-call query: the count, then the nodes with their edge data.
+using EdgeQuery = cudaError_t (*)(cudaGraphNode_t, cudaGraphNode_t*, cudaGraphEdgeData*, size_t*);
+
+NodeEdges query_edges(cudaGraphNode_t node, EdgeQuery query) {
   size_t n = 0;
-  SG_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &n));
+  SG_CUDA_CHECK(query(node, nullptr, nullptr, &n));
   NodeEdges e{std::vector<cudaGraphNode_t>(n), std::vector<cudaGraphEdgeData>(n)};
-  if (n > 0) SG_CUDA_CHECK(cudaGraphNodeGetDependencies(node, e.nodes.data(), e.data.data(), &n));
+  if (n > 0) SG_CUDA_CHECK(query(node, e.nodes.data(), e.data.data(), &n));
   return e;
 }
 
-NodeEdges node_dependents(cudaGraphNode_t node) {
-  size_t n = 0;
-  SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &n));
-  NodeEdges e{std::vector<cudaGraphNode_t>(n), std::vector<cudaGraphEdgeData>(n)};
-  if (n > 0) SG_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, e.nodes.data(), e.data.data(), &n));
-  return e;
-}
+}  // namespace
+
+NodeEdges node_dependencies(cudaGraphNode_t node) { return query_edges(node, &cudaGraphNodeGetDependencies); }
+
+NodeEdges node_dependents(cudaGraphNode_t node) { return query_edges(node, &cudaGraphNodeGetDependentNodes); }
 
 bool is_default_edge(const cudaGraphEdgeData& edge) {
   static const cudaGraphEdgeData plain{};
