@@ -11,7 +11,7 @@
 // accumulate = false, the baselines with beta 0) it prints the median time (CUDA events around each
 // launch, the launches queued back to back after warmup; inputs rotate through 3 copies so they are not
 // all L2-resident), the grouped TFLOP/s and the ratio grouped TFLOP/s / baseline TFLOP/s (target >= 0.75).
-// The grouped time includes its one-block setup kernel (and, when overwriting, the zero-fill launch).
+// The grouped time includes its setup kernel (whose extra blocks, when overwriting, zero the empty experts' dW).
 // backward_weight: the grouped and batched ops read and write one fp32 [N, K] dW PER EXPERT (beta 1), the
 // dense one a single [N, K]: with few rows per expert (a3b_proxy) that traffic bounds them; overwriting
 // (beta 0) halves it (no read).
@@ -48,7 +48,7 @@ using bench::median_ms;
 using bench::MoeShape;
 
 struct Row {
-  std::string model, layer, op;
+  std::string model, layer, op, tile;  // tile: backward_weight's, chosen per shape (kernels/grouped_gemm_tiles.h)
   int64_t n, k;
   double grouped_ms, dense_ms, batched_ms, flop;
 };
@@ -152,7 +152,9 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, in
     } catch (const Error& e) {
       std::fprintf(stderr, "%s %s %s: no batched baseline: %s\n", s.name, layer, o.op, e.what());
     }
-    rows.push_back({s.name, layer, o.op, N, K, grouped_ms, dense_ms, batched_ms, flop});
+    const std::string tile =
+        kernels::weight_grad_tile_name(kernels::choose_weight_grad_tile(dims, cuda::device_properties().sm_count));
+    rows.push_back({s.name, layer, o.op, tile, N, K, grouped_ms, dense_ms, batched_ms, flop});
   }
 }
 
@@ -168,18 +170,21 @@ int run(int argc, char** argv) {
     bench_linear(s, "fc2", s.hidden, s.ffn, warmup, iters, rows);
   }
   const kernels::GroupedGemmDims probe{.num_groups = 1, .max_total_rows = 8, .N = 8, .K = 8};
-  std::printf("grouped (+ a one-block setup kernel each; + a zero-fill launch when overwriting):\n"
+  kernels::GroupedGemmDims wide_probe = probe;
+  wide_probe.weight_grad_tile = kernels::WeightGradTile::kWide;
+  std::printf("grouped (+ a setup kernel each, which zeroes the empty experts' dW when overwriting):\n"
               "  forward          %s\n  backward_input   %s\n  backward_weight  %s\n"
+              "                   (tile 128x96 where the plan picks it per shape: the tile column)\n"
               "dense: cuBLASLt, one GEMM over all rows with one [N, K] weight\n"
               "batched: cuBLASLt, one strided-batched GEMM over the experts' problems (rows / experts each)\n",
               kernels::GroupedLinearForward(probe).kernel_name().c_str(),
               kernels::GroupedLinearBackwardInput(probe).kernel_name().c_str(),
-              kernels::GroupedLinearBackwardWeight(probe).kernel_name().c_str());
+              kernels::GroupedLinearBackwardWeight(wide_probe).kernel_name().c_str());
   std::printf("median of %d launches after %d warmup, inputs rotated over %d copies, balanced routing;\n"
               "ratio = grouped TFLOP/s / baseline TFLOP/s, * below the %.2f target\n\n",
               iters, warmup, bench::kInputCopies, kTarget);
-  std::printf("%-10s %-5s %-25s %5s %5s %10s %8s %10s %6s %10s %6s\n", "model", "layer", "op", "N", "K",
-              "grouped ms", "TFLOP/s", "dense ms", "ratio", "batched ms", "ratio");
+  std::printf("%-10s %-5s %-25s %5s %5s %10s %8s %10s %6s %10s %6s %s\n", "model", "layer", "op", "N", "K",
+              "grouped ms", "TFLOP/s", "dense ms", "ratio", "batched ms", "ratio", "tile");
   int pass_dense = 0, pass_batched = 0;
   for (const Row& r : rows) {
     const double dense_ratio = r.dense_ms / r.grouped_ms, batched_ratio = r.batched_ms / r.grouped_ms;
@@ -189,10 +194,11 @@ int run(int argc, char** argv) {
                 r.op.c_str(), static_cast<long long>(r.n), static_cast<long long>(r.k), r.grouped_ms,
                 r.flop / (r.grouped_ms * 1e-3) / 1e12, r.dense_ms, dense_ratio, dense_ratio >= kTarget ? " " : "*");
     if (r.batched_ms > 0.0) {
-      std::printf(" %10.4f %5.2f%s\n", r.batched_ms, batched_ratio, batched_ratio >= kTarget ? " " : "*");
+      std::printf(" %10.4f %5.2f%s", r.batched_ms, batched_ratio, batched_ratio >= kTarget ? " " : "*");
     } else {
-      std::printf(" %10s %6s\n", "n/a", "n/a");
+      std::printf(" %10s %6s", "n/a", "n/a");
     }
+    std::printf(" %s\n", r.op.rfind("backward_weight", 0) == 0 ? r.tile.c_str() : "");
   }
   std::printf("\ntarget grouped/dense   >= %.2f: %d of %zu rows\n", kTarget, pass_dense, rows.size());
   std::printf("target grouped/batched >= %.2f: %d of %zu rows\n", kTarget, pass_batched, rows.size());

@@ -4,7 +4,7 @@
 // ProductionConfig<Op>) at grouped_gemm_bench's shapes and balanced routing, so ONE GPU run tells which
 // configuration wins per op and shape.
 // Per (model, layer, op, mode) row and configuration: the median time of the backend's launches (setup
-// kernel + GEMM; the plan's zero-fill launch of overwrite mode is left out, it is the same for all),
+// kernel, with overwrite mode's zero-fill blocks, + GEMM),
 // CUDA events around each launch after warmup, inputs rotated over 3 copies as in grouped_gemm_bench; the
 // speedup over production; and PASS/FAIL of the configuration's output against production's on the same
 // inputs (outputs poisoned with NaN first; accumulate mode starts from the same dW): max |got - want| /
@@ -97,12 +97,19 @@ struct Config {
   MakeGroupedGemmBackend make;
 };
 
+// backward_weight's production backend: the tile the plan picks for these dims (kernels/grouped_gemm_tiles.h).
+std::unique_ptr<GroupedGemmBackend> make_production_backward_weight(const GroupedGemmDims& dims, int sm_count) {
+  return kernels::choose_weight_grad_tile(dims, sm_count) == kernels::WeightGradTile::kNarrow
+             ? kernels::detail::make_grouped_backward_weight_narrow_backend(dims, sm_count)
+             : kernels::detail::make_grouped_backward_weight_backend(dims, sm_count);
+}
+
 // Production first, then the registered variants of op.
 std::vector<Config> configs_of(GroupedGemmOp op) {
   MakeGroupedGemmBackend production = op == GroupedGemmOp::kForward ? kernels::detail::make_grouped_forward_backend
                                       : op == GroupedGemmOp::kBackwardInput
                                           ? kernels::detail::make_grouped_backward_input_backend
-                                          : kernels::detail::make_grouped_backward_weight_backend;
+                                          : make_production_backward_weight;
   std::vector<Config> out{{"production", production}};
   for (const GroupedGemmVariant& v : grouped_gemm_variants()) {
     if (v.op == op) out.push_back({"variant", v.make});

@@ -8,7 +8,6 @@
 #include "cuda/arena.h"
 #include "cuda/device.h"
 #include "kernels/grouped_gemm_backend.h"
-#include "kernels/grouped_gemm_zero_fill.h"
 
 namespace sg::kernels {
 namespace {
@@ -50,7 +49,9 @@ std::unique_ptr<detail::GroupedGemmBackend> make_backend(GroupedGemmOp op, const
     case GroupedGemmOp::kBackwardInput:
       return detail::make_grouped_backward_input_backend(d, sm_count);
     case GroupedGemmOp::kBackwardWeight:
-      return detail::make_grouped_backward_weight_backend(d, sm_count);
+      return choose_weight_grad_tile(d, sm_count) == WeightGradTile::kNarrow
+                 ? detail::make_grouped_backward_weight_narrow_backend(d, sm_count)
+                 : detail::make_grouped_backward_weight_backend(d, sm_count);
   }
   throw Error("grouped GEMM: unknown op");
 }
@@ -111,15 +112,6 @@ void GroupedGemmPlan::enqueue(cudaStream_t stream, const detail::GroupedGemmOper
                                        static_cast<const void*>(o.offsets)));
   }
   backend_->run(stream, o);
-  if (op_ == GroupedGemmOp::kBackwardWeight && !o.accumulate) {
-    // The GEMM computes no tile of an empty expert; overwriting still owes it dW_g = 0.
-    detail::zero_empty_group_weight_grads(stream, {.dw = static_cast<float*>(o.d),
-                                                   .counts = o.counts,
-                                                   .offsets = o.offsets,
-                                                   .num_groups = dims_.num_groups,
-                                                   .max_total_rows = dims_.max_total_rows,
-                                                   .group_elems = dims_.N * dims_.K});
-  }
 }
 
 GroupedLinearForward::GroupedLinearForward(const GroupedGemmDims& dims)

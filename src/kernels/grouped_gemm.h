@@ -19,8 +19,9 @@
 // buffers; the CPU twin throws on it instead.
 //
 // Overwrite mode (accumulate = false) lets the first microbatch write main_grad instead of a memset plus an
-// accumulate: the GEMM's epilogue then never reads dW (beta 0 skips the load of C), and one extra launch
-// zeroes the dW of the empty experts (grouped_gemm_zero_fill.h), both reading the counts on the device.
+// accumulate: the GEMM's epilogue then never reads dW (beta 0 skips the load of C), and extra blocks of
+// the setup launch zero the dW of the empty experts (grouped_gemm_zero_fill.cuh), both reading the counts
+// on the device: no launch of its own.
 //
 // Life cycle (static memory, docs/architecture.md):
 //   plan time   construct with GroupedGemmDims -> workspace_bytes() (before the arena exists)
@@ -45,6 +46,7 @@
 #include <string>
 
 #include "cuda/bf16.h"
+#include "kernels/grouped_gemm_tiles.h"
 
 namespace sg::kernels {
 
@@ -54,6 +56,8 @@ struct GroupedGemmDims {
   int64_t max_total_rows = 0;  // rows of the permuted activation buffers, >= 1
   int64_t N = 0;               // out features (rows of each W_g), multiple of 8
   int64_t K = 0;               // in features (columns of each W_g), multiple of 8
+  // backward_weight's tile: kAuto picks per shape (grouped_gemm_tiles.h); the others force one (tests, benches).
+  WeightGradTile weight_grad_tile = WeightGradTile::kAuto;
 };
 
 // y[r, :] = x[r, :] W_g^T for every row r of expert g's segment.
@@ -132,8 +136,8 @@ class GroupedGemmPlan {
  protected:
   // Plan time: validates dims (clear errors) and requires an sm_90 GPU; no device memory touched.
   GroupedGemmPlan(GroupedGemmOp op, const GroupedGemmDims& dims);
-  // Step time: setup kernel + grouped GEMM on `stream` (+ the zero-fill of empty experts for a
-  // backward_weight that overwrites). Throws (host-side checks only) when the plan is
+  // Step time: setup kernel (+ the zero-fill of empty experts in the same launch for a backward_weight
+  // that overwrites) + grouped GEMM on `stream`. Throws (host-side checks only) when the plan is
   // not initialized or a pointer is null or not 16-byte aligned.
   void enqueue(cudaStream_t stream, const detail::GroupedGemmOperands& operands) const;
 

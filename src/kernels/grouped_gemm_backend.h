@@ -39,10 +39,13 @@ class GroupedGemmBackend {
   virtual std::string kernel_name() const = 0;
 };
 
-// One factory per op, each defined in its own grouped_gemm_<op>_sm90a.cu. sm_count: the persistent
-// grid (CTAs) and the number of per-SM TMA descriptor slots in the workspace.
+// One factory per op and tile, each defined in its own grouped_gemm_<op>[_<tile>]_sm90a.cu. sm_count: the
+// persistent grid (CTAs) and the number of per-SM TMA descriptor slots in the workspace.
 std::unique_ptr<GroupedGemmBackend> make_grouped_forward_backend(const GroupedGemmDims& dims, int sm_count);
 std::unique_ptr<GroupedGemmBackend> make_grouped_backward_input_backend(const GroupedGemmDims& dims, int sm_count);
 std::unique_ptr<GroupedGemmBackend> make_grouped_backward_weight_backend(const GroupedGemmDims& dims, int sm_count);
+// backward_weight with the 128x96 tile (WeightGradTile::kNarrow).
+std::unique_ptr<GroupedGemmBackend> make_grouped_backward_weight_narrow_backend(const GroupedGemmDims& dims,
+                                                                                int sm_count);
 
 }  // namespace sg::kernels::detail

@@ -1,5 +1,6 @@
-// The CUTLASS grouped GEMM of GroupedLinearBackwardWeight (kernels/grouped_gemm.h): its one
-// instantiation, in its own translation unit so the three ops compile in parallel (built for sm_90a only).
+// The CUTLASS grouped GEMM of GroupedLinearBackwardWeight (kernels/grouped_gemm.h) with the 128x192 tile
+// (WeightGradTile::kWide), in its own translation unit so the instantiations compile in parallel (built for
+// sm_90a only). The 128x96 tile is grouped_gemm_backward_weight_narrow_sm90a.cu.
 #include "kernels/grouped_gemm_cutlass.cuh"
 
 namespace sg::kernels::detail {

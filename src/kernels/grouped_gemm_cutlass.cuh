@@ -17,7 +17,9 @@
 // tiles 384 = 2.9 waves with a third less operand traffic per output. Measured with the opt-in tuning
 // target bench/grouped_gemm_variants on the H200 (docs/performance.md, sixth session): 1.02-1.15x over
 // 128x128 on every weight-gradient row of small_moe and a3b_proxy but a3b fc1 overwrite (0.99x); no
-// variant beat 128x256 cooperative on forward/backward_input by more than 5%.
+// variant beat 128x256 cooperative on forward/backward_input by more than 5%. backward_weight has a second
+// instantiation, 128x96 (NarrowWeightGradConfig), which the plan picks where 128x192 quantises badly
+// (small_moe fc2: 192 tiles = 1.45 waves; 128x96 was 1.07x there, eighth session): grouped_gemm_tiles.h.
 // Problem shapes only in device memory (host_problem_shapes = nullptr): the grid is the SM count and
 // the scheduler walks the groups' tiles on the device.
 //
@@ -26,7 +28,7 @@
 // reduction length: CUTLASS's mainloop with k_tile_count == 0 issues no MMA and leaves the accumulators
 // unwritten (sm90_mma_array_tma_gmma_ss_warpspecialized.hpp, mma()), so a (N, K, 0) problem would store
 // alpha * garbage + beta * C into dW. With (0, 0, 0) dW_g is left bit-for-bit unchanged; in overwrite mode
-// a separate zero-fill launch (grouped_gemm_zero_fill.h) sets it to zero.
+// the setup launch's extra blocks set it to zero (grouped_gemm_zero_fill.cuh) before the GEMM runs.
 //
 // backward_weight's two modes share the ONE instantiation: two Gemm objects initialized at plan time on
 // their own CUTLASS workspaces, one with beta = 1 (accumulate into main_grad) and one with beta = 0
@@ -46,6 +48,7 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/util/packed_stride.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <memory>
 #include <string>
@@ -57,6 +60,7 @@
 #include "cuda/check.h"
 #include "kernels/grouped_gemm_backend.h"
 #include "kernels/grouped_gemm_segment.cuh"
+#include "kernels/grouped_gemm_zero_fill.cuh"
 
 #if !defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
 #error "the grouped GEMM needs CUDA >= 12.3 (TMA descriptors modified on the device)"
@@ -99,6 +103,9 @@ template <GroupedGemmOp Op>
 struct ProductionConfig : KernelConfig<128, 256, 2, 1, Schedule::kCooperative> {};  // forward, backward_input
 template <>
 struct ProductionConfig<GroupedGemmOp::kBackwardWeight> : KernelConfig<128, 192, 2, 1, Schedule::kCooperative> {};
+// backward_weight's second tile (WeightGradTile::kNarrow, grouped_gemm_tiles.h): for shapes whose 128x192
+// tiles leave most of a wave empty.
+struct NarrowWeightGradConfig : KernelConfig<128, 96, 2, 1, Schedule::kCooperative> {};
 
 // Per-op layouts (CUTLASS tags: A is [M, K], B is [K, N] in the tag's sense, D is [M, N]) and output.
 template <GroupedGemmOp Op>
@@ -176,14 +183,25 @@ struct SetupArgs {
   const ElementAB** ptr_a;
   const ElementAB** ptr_b;
   StoredElementD** ptr_d;
+  // backward_weight overwriting: blocks 1.. of the launch zero the dW of the empty experts.
+  bool zero_empty_groups;
 };
 
-// One block: expert g's segment [offsets[g], offsets[g] + counts[g]) -> its problem shape and operand
+// Block 0: expert g's segment [offsets[g], offsets[g] + counts[g]) -> its problem shape and operand
 // pointers (see grouped_gemm_backend.h for the mapping). A malformed segment is clamped
 // (grouped_gemm_segment.cuh): the MoE preprocess never writes one, and clamping guarantees that a bad
-// count can never make the GEMM touch memory outside the operand buffers.
+// count can never make the GEMM touch memory outside the operand buffers. Blocks 1.. (launched only when
+// backward_weight overwrites) zero the dW of the empty experts.
 template <GroupedGemmOp Op, class StoredElementD>
 __global__ void __launch_bounds__(kSetupThreads) grouped_gemm_setup_kernel(SetupArgs<StoredElementD> s) {
+  if constexpr (Op == GroupedGemmOp::kBackwardWeight) {
+    if (blockIdx.x > 0) {
+      zero_empty_group_weight_grads(s.d, s.counts, s.offsets, s.num_groups, s.max_rows, s.N * s.K,
+                                    (blockIdx.x - 1) * int64_t{blockDim.x} + threadIdx.x,
+                                    (gridDim.x - 1) * int64_t{blockDim.x});
+      return;
+    }
+  }
   for (int g = threadIdx.x; g < s.num_groups; g += blockDim.x) {
     const GroupSegment segment = clamped_group_segment(s.counts, s.offsets, g, s.max_rows);
     const int64_t row0 = segment.first_row;  // 0 when empty: the (unused) pointers stay inside the buffers
@@ -313,8 +331,10 @@ class Backend final : public GroupedGemmBackend {
                                 .shapes = at<GroupShape>(shapes_at_),
                                 .ptr_a = at<const ElementAB*>(ptr_a_at_),
                                 .ptr_b = at<const ElementAB*>(ptr_b_at_),
-                                .ptr_d = at<ElementD*>(ptr_d_at_)};
-    grouped_gemm_setup_kernel<Op, ElementD><<<1, kSetupThreads, 0, stream>>>(s);
+                                .ptr_d = at<ElementD*>(ptr_d_at_),
+                                .zero_empty_groups = kHasSource && !o.accumulate};
+    grouped_gemm_setup_kernel<Op, ElementD><<<1 + (s.zero_empty_groups ? zero_fill_blocks() : 0), kSetupThreads, 0,
+                                              stream>>>(s);
     SG_CUDA_CHECK_LAUNCH("grouped_gemm_setup_kernel");
     const cutlass::Status status = gemm_[o.accumulate ? 1 : 0].run(stream);
     if (status != cutlass::Status::kSuccess) {
@@ -325,6 +345,14 @@ class Backend final : public GroupedGemmBackend {
   }
 
  private:
+  // Blocks that zero one empty expert's dW at full bandwidth, at most one per SM: they exit at once when
+  // no expert is empty (the common case), and every block helps with each empty expert.
+  int zero_fill_blocks() const {
+    const int64_t vec4_per_block = int64_t{kSetupThreads} * 4;
+    return static_cast<int>(std::min<int64_t>((dims_.N * dims_.K / 4 + vec4_per_block - 1) / vec4_per_block,
+                                              sm_count_));
+  }
+
   template <class T>
   T* at(size_t offset) const {
     return reinterpret_cast<T*>(base_ + offset);

@@ -1,6 +1,6 @@
 #pragma once
 // Internal to kernels/grouped_gemm: expert g's row segment as every device kernel of the grouped GEMM
-// reads it, so the setup kernel (which experts the GEMM computes) and the overwrite zero-fill (which
+// reads it, so the setup kernel (which experts the GEMM computes) and the overwrite zero-fill blocks (which
 // experts it does not) agree on which experts are empty.
 #include <cstdint>
 

@@ -2,19 +2,21 @@
 // reference/grouped_gemm's overwrite twin, on fresh random bf16-rounded inputs, at standard_routings()
 // (grouped_gemm_routing.h: zero-row experts first/middle/last, all rows on one expert, skewed odd counts,
 // 128 experts, capacity segments with padding rows, every expert empty; N/K multiples of 8 that are not
-// tile multiples (72, 136, 200) and 256/768).
+// tile multiples (72, 136, 200) and 256/768), with each of backward_weight's two tiles forced
+// (WeightGradTile::kWide 128x192 and kNarrow 128x96, kernels/grouped_gemm_tiles.h; the plan picks one per shape).
 // dW is poisoned (NaN) before every overwrite: beta 0 must never read it (a read would give 0 * NaN =
 // NaN), every expert's dW must be written, and the dW of a zero-row expert must be exactly 0 (the
-// zero-fill launch). Tolerance: relative error < 1e-4 over all of dW (fp32 sums of exact bf16 products;
+// zero-fill blocks of the setup launch). Tolerance: relative error < 1e-4 over all of dW (fp32 sums of exact bf16 products;
 // only the summation order differs). Also: a second overwrite on a fresh poison is bitwise equal to the
 // first; overwrite then accumulate (first and second microbatch) matches the twin doing the same; a CUDA
-// graph of the overwrite (GEMM + zero-fill) replayed with new device counts (experts becoming empty and
+// graph of the overwrite (setup with zero-fill + GEMM) replayed with new device counts (experts becoming empty and
 // non-empty) matches the twin and equals eager bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda/stream.h"
@@ -27,13 +29,20 @@ namespace {
 
 using namespace sg;
 using namespace sg::test;
+using kernels::WeightGradTile;
 
 constexpr double kWgradRelTol = 1e-4;
 
+kernels::GroupedGemmDims with_tile(kernels::GroupedGemmDims dims, WeightGradTile tile) {
+  dims.weight_grad_tile = tile;
+  return dims;
+}
+
 // A backward_weight plan on its own workspace, with the device inputs of one routing.
 struct WgradCase {
-  WgradCase(const Routing& r, const std::vector<float>& x_host, const std::vector<float>& dy_host)
-      : plan(dims_of(r)), ws(plan.workspace_bytes()), x(r.total_rows * r.K), dy(r.total_rows * r.N),
+  WgradCase(const Routing& r, const std::vector<float>& x_host, const std::vector<float>& dy_host,
+            WeightGradTile tile = WeightGradTile::kAuto)
+      : plan(with_tile(dims_of(r), tile)), ws(plan.workspace_bytes()), x(r.total_rows * r.K), dy(r.total_rows * r.N),
         dw(static_cast<int64_t>(r.counts.size()) * r.N * r.K), counts(r.counts.size()), offsets(r.counts.size()) {
     plan.bind(ws.get(), ws.size());
     plan.initialize();
@@ -84,13 +93,13 @@ void expect_overwrite(const Routing& r, const std::vector<float>& got, const std
   }
 }
 
-class GroupedGemmOverwriteGpu : public ::testing::TestWithParam<Routing> {
+class GroupedGemmOverwriteGpu : public ::testing::TestWithParam<std::tuple<Routing, WeightGradTile>> {
  protected:
   cuda::Stream stream;
 };
 
 TEST_P(GroupedGemmOverwriteGpu, OverwriteMatchesReferenceOnPoisonedDw) {
-  const Routing& r = GetParam();
+  const auto& [r, tile] = GetParam();
   const uint64_t seed = 2000 * r.counts.size() + r.N + r.K;
   const auto x = round_bf16(random_normal(r.total_rows * r.K, seed + 1));
   const auto dy = round_bf16(random_normal(r.total_rows * r.N, seed + 2));
@@ -99,7 +108,10 @@ TEST_P(GroupedGemmOverwriteGpu, OverwriteMatchesReferenceOnPoisonedDw) {
   auto dw_over_acc = dw_over;  // the first microbatch overwrites, the second accumulates
   ref::grouped_linear_backward_weight(dw_over_acc.data(), dy.data(), x.data(), rows_of(r), r.N, r.K);
 
-  WgradCase c(r, x, dy);
+  WgradCase c(r, x, dy, tile);
+  ASSERT_NE(c.plan.kernel_name().find(tile == WeightGradTile::kWide ? "tile 128x192" : "tile 128x96"),
+            std::string::npos)
+      << c.plan.kernel_name();
   std::vector<float> first;
   for (int run = 0; run < 2; ++run) {
     c.dw.poison();
@@ -119,8 +131,13 @@ TEST_P(GroupedGemmOverwriteGpu, OverwriteMatchesReferenceOnPoisonedDw) {
   EXPECT_LT(relative_error(accumulated, dw_over_acc), kWgradRelTol) << "overwrite then accumulate";
 }
 
-INSTANTIATE_TEST_SUITE_P(Routings, GroupedGemmOverwriteGpu, ::testing::ValuesIn(standard_routings()),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Routings, GroupedGemmOverwriteGpu,
+                         ::testing::Combine(::testing::ValuesIn(standard_routings()),
+                                            ::testing::Values(WeightGradTile::kWide, WeightGradTile::kNarrow)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).name + "_" +
+                                  kernels::weight_grad_tile_name(std::get<1>(info.param));
+                         });
 
 // One capture of the overwrite replayed with new counts in the same device buffers: experts that
 // become empty are zeroed, experts that become non-empty are computed, and every replay equals eager.
