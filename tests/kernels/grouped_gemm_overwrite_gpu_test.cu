@@ -3,14 +3,15 @@
 // (grouped_gemm_routing.h: zero-row experts first/middle/last, all rows on one expert, skewed odd counts,
 // 128 experts, capacity segments with padding rows, every expert empty; N/K multiples of 8 that are not
 // tile multiples (72, 136, 200) and 256/768), with each of backward_weight's two tiles forced
-// (WeightGradTile::kWide 128x192 and kNarrow 128x96, kernels/grouped_gemm_tiles.h; the plan picks one per shape).
+// (WeightGradTile::kWide 128x192 and kNarrow 128x96, kernels/grouped_gemm_tiles.h; the plan picks one per
+// shape).
 // dW is poisoned (NaN) before every overwrite: beta 0 must never read it (a read would give 0 * NaN =
 // NaN), every expert's dW must be written, and the dW of a zero-row expert must be exactly 0 (the
-// zero-fill blocks of the setup launch). Tolerance: relative error < 1e-4 over all of dW (fp32 sums of exact bf16 products;
-// only the summation order differs). Also: a second overwrite on a fresh poison is bitwise equal to the
-// first; overwrite then accumulate (first and second microbatch) matches the twin doing the same; a CUDA
-// graph of the overwrite (setup with zero-fill + GEMM) replayed with new device counts (experts becoming empty and
-// non-empty) matches the twin and equals eager bit for bit.
+// zero-fill blocks of the setup launch). Tolerance: relative error < 1e-4 over all of dW (fp32 sums of
+// exact bf16 products; only the summation order differs). Also: a second overwrite on a fresh poison is
+// bitwise equal to the first; overwrite then accumulate (first and second microbatch) matches the twin
+// doing the same; a CUDA graph of the overwrite (setup with zero-fill + GEMM) replayed with new device
+// counts (experts becoming empty and non-empty) matches the twin and equals eager bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -42,8 +43,9 @@ kernels::GroupedGemmDims with_tile(kernels::GroupedGemmDims dims, WeightGradTile
 struct WgradCase {
   WgradCase(const Routing& r, const std::vector<float>& x_host, const std::vector<float>& dy_host,
             WeightGradTile tile = WeightGradTile::kAuto)
-      : plan(with_tile(dims_of(r), tile)), ws(plan.workspace_bytes()), x(r.total_rows * r.K), dy(r.total_rows * r.N),
-        dw(static_cast<int64_t>(r.counts.size()) * r.N * r.K), counts(r.counts.size()), offsets(r.counts.size()) {
+      : plan(with_tile(dims_of(r), tile)), ws(plan.workspace_bytes()), x(r.total_rows * r.K),
+        dy(r.total_rows * r.N), dw(static_cast<int64_t>(r.counts.size()) * r.N * r.K), counts(r.counts.size()),
+        offsets(r.counts.size()) {
     plan.bind(ws.get(), ws.size());
     plan.initialize();
     x.upload(to_bf16(x_host));
@@ -153,7 +155,8 @@ TEST(GroupedGemmOverwriteGpuGraph, ReplayFollowsDeviceCounts) {
   expect_replays_follow_routings<float>(
       stream, [&](cudaStream_t st) { wgrad.plan.run(st, p); }, {&a, &b, &c, &a}, wgrad.counts, wgrad.offsets,
       wgrad.dw, [&](const Routing& routing, const std::vector<float>& replayed) {
-        expect_overwrite(routing, replayed, reference_overwrite(routing, dy, x), "graph replay, routing " + routing.name);
+        expect_overwrite(routing, replayed, reference_overwrite(routing, dy, x),
+                         "graph replay, routing " + routing.name);
       });
 }
 
