@@ -30,6 +30,9 @@ void validate(GroupedGemmOp op, const GroupedGemmDims& d) {
   SG_CHECK(d.N % 8 == 0 && d.K % 8 == 0,
            what + "N and K must be multiples of 8: the TMA loads need 16-byte aligned rows and segment starts "
                   "(pad the feature dimensions to a multiple of 8)");
+  SG_CHECK(op == GroupedGemmOp::kBackwardWeight || d.weight_grad_tile == WeightGradTile::kAuto,
+           what + "weight_grad_tile = " + weight_grad_tile_name(d.weight_grad_tile) +
+               " forces backward_weight's tile; leave it kAuto for the other ops");
 }
 
 int require_sm90(GroupedGemmOp op, const GroupedGemmDims& d) {

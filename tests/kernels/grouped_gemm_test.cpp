@@ -37,6 +37,15 @@ TEST(GroupedGemmPlanValidation, RefusesEmptyOrOversizedShapes) {
   EXPECT_NE(plan_error({.num_groups = 4, .max_total_rows = 64, .N = 0, .K = 64}).find("N and K"), std::string::npos);
 }
 
+// A forced weight-gradient tile on another op is a mistake, not something to ignore.
+TEST(GroupedGemmPlanValidation, RefusesAWeightGradTileOnOtherOps) {
+  const std::string message = plan_error(
+      {.num_groups = 4, .max_total_rows = 64, .N = 64, .K = 64, .weight_grad_tile = kernels::WeightGradTile::kNarrow});
+  EXPECT_NE(message.find("grouped GEMM forward"), std::string::npos) << message;
+  EXPECT_NE(message.find("weight_grad_tile = 128x96"), std::string::npos) << message;
+  EXPECT_NE(message.find("leave it kAuto"), std::string::npos) << message;
+}
+
 // The MoE layer relies on the default (main_grad accumulates across microbatches); overwrite is opt-in.
 TEST(GroupedGemmPlanValidation, BackwardWeightAccumulatesByDefault) {
   const kernels::GroupedLinearBackwardWeightParams defaults{};
