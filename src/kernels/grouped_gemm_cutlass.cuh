@@ -17,7 +17,11 @@
 // tiles 384 = 2.9 waves with a third less operand traffic per output. Measured with the opt-in tuning
 // target bench/grouped_gemm_variants on the H200 (docs/performance.md, sixth session): 1.02-1.15x over
 // 128x128 on every weight-gradient row of small_moe and a3b_proxy but a3b fc1 overwrite (0.99x); no
-// variant beat 128x256 cooperative on forward/backward_input by more than 5%. backward_weight has a second
+// variant beat 128x256 cooperative on forward/backward_input by more than 5%. Their epilogue subtile is 128x64
+// instead of CUTLASS's 128x32: at K = 768 a tile has only 12 k-blocks, so its epilogue (register -> shared
+// memory -> TMA store, one round per subtile) is a large share of it. Forward: 1.02-1.07x at a3b_proxy fc2,
+// 1.02-1.03x at small_moe, 0.97-1.01x at a3b fc1 (K = 2048) in two device calls; backward_input 1.01-1.03x at
+// every shape (ninth session). The same subtile was 0.84-1.02x for backward_weight. backward_weight has a second
 // instantiation, 128x96 (NarrowWeightGradConfig), which the plan picks where 128x192 quantises badly
 // (small_moe fc2: 192 tiles = 1.45 waves; 128x96 was 1.07x there, eighth session): grouped_gemm_tiles.h.
 // Problem shapes only in device memory (host_problem_shapes = nullptr): the grid is the SM count and
@@ -81,10 +85,12 @@ enum class Schedule { kCooperative, kPingpong };
 // A kernel configuration: CTA tile TileM x TileN x 64, cluster ClusterM x ClusterN x 1, and the kernel +
 // epilogue schedule. Cooperative: both consumer warpgroups on one tile (TileM >= 128, 64 rows each), the
 // epilogue after the mainloop. Pingpong: each consumer warpgroup on its own tile (TileM rows), so one
-// warpgroup's epilogue overlaps the other's mainloop.
-template <int TileM, int TileN, int ClusterM, int ClusterN, Schedule S>
+// warpgroup's epilogue overlaps the other's mainloop. EpiM x EpiN: the epilogue's subtile (the unit of its
+// register -> shared memory -> TMA store pipeline); 0 x 0 lets CUTLASS choose (cooperative: 128 x 32).
+template <int TileM, int TileN, int ClusterM, int ClusterN, Schedule S, int EpiM = 0, int EpiN = 0>
 struct KernelConfig {
   static_assert(S == Schedule::kPingpong || TileM >= 128, "the cooperative schedule needs TileM >= 128");
+  static_assert((EpiM == 0) == (EpiN == 0), "set both epilogue subtile sizes or neither");
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::_64>;
   using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::Int<ClusterN>, cute::_1>;
   static constexpr bool kPingpong = S == Schedule::kPingpong;
@@ -92,15 +98,19 @@ struct KernelConfig {
                                             cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>;
   using EpilogueSchedule = std::conditional_t<kPingpong, cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong,
                                               cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+  using EpilogueTile = std::conditional_t<EpiM == 0, cutlass::epilogue::collective::EpilogueTileAuto,
+                                          cute::Shape<cute::Int<EpiM>, cute::Int<EpiN>>>;
   static std::string name() {
-    return strprintf("warp-specialized %s, tile %dx%dx64, cluster %dx%dx1", kPingpong ? "pingpong" : "cooperative",
-                     TileM, TileN, ClusterM, ClusterN);
+    std::string epilogue = EpiM == 0 ? std::string() : strprintf(", epilogue subtile %dx%d", EpiM, EpiN);
+    return strprintf("warp-specialized %s, tile %dx%dx64, cluster %dx%dx1%s", kPingpong ? "pingpong" : "cooperative",
+                     TileM, TileN, ClusterM, ClusterN, epilogue.c_str());
   }
 };
 
 // Today's configuration per op (see the file comment for why); production instantiates exactly these.
+// forward, backward_input: a 128x64 epilogue subtile, half the store rounds per tile of CUTLASS's 128x32.
 template <GroupedGemmOp Op>
-struct ProductionConfig : KernelConfig<128, 256, 2, 1, Schedule::kCooperative> {};  // forward, backward_input
+struct ProductionConfig : KernelConfig<128, 256, 2, 1, Schedule::kCooperative, 128, 64> {};
 template <>
 struct ProductionConfig<GroupedGemmOp::kBackwardWeight> : KernelConfig<128, 192, 2, 1, Schedule::kCooperative> {};
 // backward_weight's second tile (WeightGradTile::kNarrow, grouped_gemm_tiles.h): for shapes whose 128x192
@@ -147,7 +157,7 @@ struct Kernel {
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, ElementAccumulator, ElementAccumulator, ElementC, LayoutD*,
+      typename Config::EpilogueTile, ElementAccumulator, ElementAccumulator, ElementC, LayoutD*,
       kAlignD, ElementD, LayoutD*, kAlignD, EpilogueSchedule,
       cutlass::epilogue::fusion::LinearCombination<ElementD, ElementAccumulator, ElementC,
                                                    ElementAccumulator>>::CollectiveOp;
