@@ -28,6 +28,20 @@ struct MoeShape {
 inline constexpr MoeShape kMoeShapes[] = {{"small_moe", 8, 8192 * 2, 768, 768},
                                           {"a3b_proxy", 128, 4096 * 8, 2048, 768}};
 
+// A dense recipe's linear as a one-expert problem (grouped_gemm_bench --case dense, not part of "all"): the
+// grouped kernel over one group is a plain CUTLASS GEMM, so these rows compare CUTLASS with cuBLASLt at the
+// dense step's shapes (8192 tokens), the question before moving a dense GEMM's epilogue fusions onto CUTLASS.
+struct DenseProbe {
+  MoeShape shape;  // one expert, 8192 rows
+  const char* layer;
+  int64_t n_out, k_in;
+};
+inline constexpr DenseProbe kDenseProbes[] = {
+    {{"small", 1, 8192, 768, 2048}, "qkv", 3 * 768, 768},  {{"small", 1, 8192, 768, 2048}, "o", 768, 768},
+    {{"small", 1, 8192, 768, 2048}, "fc1", 2 * 2048, 768}, {{"small", 1, 8192, 768, 2048}, "fc2", 768, 2048},
+    {{"1b", 1, 8192, 2048, 5632}, "qkv", 3 * 2048, 2048},  {{"1b", 1, 8192, 2048, 5632}, "o", 2048, 2048},
+    {{"1b", 1, 8192, 2048, 5632}, "fc1", 2 * 5632, 2048},  {{"1b", 1, 8192, 2048, 5632}, "fc2", 2048, 5632}};
+
 // Device buffer owned by the bench (plain cudaMalloc; a bench is not a training step).
 template <class T>
 struct Buffer {
@@ -121,14 +135,16 @@ inline double median_ms(cuda::Stream& stream, int warmup, int iters, const std::
 
 struct GroupedBenchArgs {
   int warmup = 10, iters = 50;
-  std::string which = "all";  // a kMoeShapes name or "all"
+  std::string which = "all";  // a kMoeShapes name, "all" or (where allowed) "dense": kDenseProbes
   bool selects(const MoeShape& s) const { return which == "all" || which == s.name; }
+  bool dense() const { return which == "dense"; }
 };
 
-// [--iters N] [--warmup N] [--case small_moe|a3b_proxy|all]; iters >= min_iters.
+// [--iters N] [--warmup N] [--case small_moe|a3b_proxy|all(|dense)]; iters >= min_iters.
 inline GroupedBenchArgs parse_grouped_bench_args(int argc, char** argv, const std::string& program,
-                                                 GroupedBenchArgs args, int min_iters) {
-  const std::string usage = program + " [--iters N] [--warmup N] [--case small_moe|a3b_proxy|all]";
+                                                 GroupedBenchArgs args, int min_iters, bool allow_dense = false) {
+  const std::string cases = allow_dense ? "small_moe|a3b_proxy|all|dense" : "small_moe|a3b_proxy|all";
+  const std::string usage = program + " [--iters N] [--warmup N] [--case " + cases + "]";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--iters" && i + 1 < argc) {
@@ -143,9 +159,10 @@ inline GroupedBenchArgs parse_grouped_bench_args(int argc, char** argv, const st
   }
   SG_CHECK(args.iters >= min_iters && args.warmup >= 0,
            program + ": --iters must be >= " + std::to_string(min_iters) + " and --warmup >= 0");
-  SG_CHECK(args.which == "all" || std::any_of(std::begin(kMoeShapes), std::end(kMoeShapes),
-                                              [&](const MoeShape& s) { return args.which == s.name; }),
-           program + ": --case must be small_moe, a3b_proxy or all, not '" + args.which + "'");
+  SG_CHECK(args.which == "all" || (allow_dense && args.dense()) ||
+               std::any_of(std::begin(kMoeShapes), std::end(kMoeShapes),
+                           [&](const MoeShape& s) { return args.which == s.name; }),
+           program + ": --case must be one of " + cases + ", not '" + args.which + "'");
   return args;
 }
 
