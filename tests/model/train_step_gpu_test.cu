@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -113,6 +114,30 @@ struct ParityCase {
   bool tied;
   float hidden_dropout;  // our Philox masks: the CPU draws the same ones
   const char* pattern = "";  // hybrid_layer_pattern ("" = GPT blocks)
+  bool fused_swiglu_backward = false;  // STEPGRAPH_SWIGLU_BACKWARD_GEMM=always: the MLP's fused backward GEMM
+};
+
+// Sets an environment variable for one scope (the step reads it at plan time), then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
 };
 
 class TrainStepParity : public ::testing::TestWithParam<ParityCase> {};
@@ -131,6 +156,7 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   const HostBatch batch = test::random_batch(spec, bs, 77);
 
   cuda::Stream stream;
+  const ScopedEnv fused("STEPGRAPH_SWIGLU_BACKWARD_GEMM", c.fused_swiglu_backward ? "always" : nullptr);
   TrainStep gpu(spec, bs, opt, seed);
   const ModelLayout& layout = gpu.layout();
   const std::vector<float> w0 = initial_parameters(layout, seed);
@@ -216,12 +242,14 @@ INSTANTIATE_TEST_SUITE_P(Tiny, TrainStepParity,
                          ::testing::Values(ParityCase{1, false, 0.0f}, ParityCase{2, false, 0.0f},
                                            ParityCase{2, true, 0.0f}, ParityCase{2, false, 0.1f},
                                            ParityCase{2, false, 0.1f, "*--*"}, ParityCase{2, false, 0.1f, "M*-M"},
-                                           ParityCase{1, true, 0.0f, "MM-"}),
+                                           ParityCase{1, true, 0.0f, "MM-"}, ParityCase{1, false, 0.0f, "", true},
+                                           ParityCase{2, false, 0.1f, "", true}),
                          [](const ::testing::TestParamInfo<ParityCase>& info) {
                            return "mb" + std::to_string(info.param.num_microbatches) +
                                   (info.param.tied ? "_tied" : "") + (info.param.hidden_dropout > 0 ? "_dropout" : "") +
                                   (info.param.pattern[0] != 0 ? "_hybrid" : "") +
-                                  (std::string(info.param.pattern).find('M') != std::string::npos ? "_mamba" : "");
+                                  (std::string(info.param.pattern).find('M') != std::string::npos ? "_mamba" : "") +
+                                  (info.param.fused_swiglu_backward ? "_fused_swiglu_backward" : "");
                          });
 
 // ---- determinism and graphs ----
@@ -290,6 +318,14 @@ TEST(TrainStepGpu, WholeStepCaptureReplaysBitwiseEqualToEager) {
 
 TEST(TrainStepGpu, RegionGraphsReplayBitwiseEqualToEager) {
   expect_bitwise_equal(run_steps(Mode::eager, 4), run_steps(Mode::region_graphs, 4));
+}
+
+// The MLP's fused SwiGLU backward GEMM (forced: the tiny model is below its one-wave rule) in both graph modes.
+TEST(TrainStepGpu, FusedSwiGluBackwardGraphsReplayBitwiseEqualToEager) {
+  const ScopedEnv fused("STEPGRAPH_SWIGLU_BACKWARD_GEMM", "always");
+  const RunResult eager = run_steps(Mode::eager, 4);
+  expect_bitwise_equal(eager, run_steps(Mode::whole_step_graph, 4));
+  expect_bitwise_equal(eager, run_steps(Mode::region_graphs, 4));
 }
 
 TEST(TrainStepGpu, LoadStateResumesBitExactly) {

@@ -6,6 +6,7 @@
 #include "kernels/gemm.h"
 #include "kernels/squared_relu.h"
 #include "kernels/swiglu.h"
+#include "kernels/swiglu_backward_gemm.h"
 
 namespace sg::model {
 
@@ -71,6 +72,9 @@ void MlpLayer::bind(LayerBindContext& ctx) {
   g_gate_up_ = ctx.grad(decl_.gate_up);
   g_down_ = ctx.grad(decl_.down_proj);
   gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, H_, F_, N_);
+  if (activation_ == MlpActivation::swiglu && kernels::swiglu_backward_gemm_preferred(T_, H_, F_)) {
+    swiglu_backward_gemm_ = std::make_unique<kernels::SwiGluBackwardGemm>(T_, H_, F_);
+  }
 }
 
 void MlpLayer::activations_forward(cudaStream_t stream, const LayerIO& io) {
@@ -101,6 +105,18 @@ void MlpLayer::recompute(graph::Module module, cudaStream_t stream, const LayerI
 }
 
 void MlpLayer::backward(graph::Module /*module: mlp*/, cudaStream_t stream, const LayerIO& io) {
+  if (swiglu_backward_gemm_) {  // d_gate_up in one kernel: the dh of the unfused path stays in registers
+    swiglu_backward_gemm_->run(stream,
+                               {.d_gate_up = d_gate_up_, .dy = io.d_output, .w_down = w_down_, .gate_up = gate_up_});
+    gemms_->down_dw.run(stream, g_down_, io.d_output, act_, io.first_microbatch);
+  } else {
+    backward_unfused(stream, io);
+  }
+  gemms_->gate_up_dx.run(stream, io.d_input, d_gate_up_, w_gate_up_);
+  gemms_->gate_up_dw.run(stream, g_gate_up_, d_gate_up_, io.input, io.first_microbatch);
+}
+
+void MlpLayer::backward_unfused(cudaStream_t stream, const LayerIO& io) {
   gemms_->down_dx.run(stream, d_act_, io.d_output, w_down_);
   gemms_->down_dw.run(stream, g_down_, io.d_output, act_, io.first_microbatch);
   if (activation_ == MlpActivation::swiglu) {
@@ -114,8 +130,6 @@ void MlpLayer::backward(graph::Module /*module: mlp*/, cudaStream_t stream, cons
   } else {
     kernels::squared_relu_backward(stream, {.din = d_gate_up_, .dout = d_act_, .in = gate_up_, .T = T_, .F = F_});
   }
-  gemms_->gate_up_dx.run(stream, io.d_input, d_gate_up_, w_gate_up_);
-  gemms_->gate_up_dw.run(stream, g_gate_up_, d_gate_up_, io.input, io.first_microbatch);
 }
 
 }  // namespace sg::model

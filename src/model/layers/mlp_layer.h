@@ -13,6 +13,10 @@
 
 #include "model/layer.h"
 
+namespace sg::kernels {
+class SwiGluBackwardGemm;
+}  // namespace sg::kernels
+
 namespace sg::model {
 
 // The declarations the GPU layer and its CPU twin share.
@@ -40,6 +44,9 @@ class MlpLayer final : public Layer {
  private:
   struct Gemms;  // mlp_layer.cpp
   void activations_forward(cudaStream_t stream, const LayerIO& io);  // gate_up and SwiGLU
+  // d_gate_up from io.d_output in two steps: the down projection's input gradient to d_act_, then the activation's
+  // backward; and the down projection's weight gradient.
+  void backward_unfused(cudaStream_t stream, const LayerIO& io);
 
   MlpDeclarations decl_;
   bool full_recompute_ = false;
@@ -48,6 +55,9 @@ class MlpLayer final : public Layer {
   cuda::MemorySlot gate_up_slot_, act_slot_;
   SharedBufferRef d_gate_up_ref_, d_act_ref_;
   std::unique_ptr<Gemms> gemms_;
+  // SwiGLU's backward in the down projection's input-gradient GEMM, where it pays (kernels/swiglu_backward_gemm.h);
+  // null: cuBLASLt's GEMM to d_act_, then kernels::swiglu_backward.
+  std::unique_ptr<kernels::SwiGluBackwardGemm> swiglu_backward_gemm_;
 
   bf16* gate_up_ = nullptr;  // [T, N]
   bf16* act_ = nullptr;      // [T, F] silu(gate) * up, or relu(up)^2
