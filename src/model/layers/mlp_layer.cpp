@@ -72,6 +72,7 @@ void MlpLayer::bind(LayerBindContext& ctx) {
   g_gate_up_ = ctx.grad(decl_.gate_up);
   g_down_ = ctx.grad(decl_.down_proj);
   gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, H_, F_, N_);
+  swiglu_backward_gemm_.reset();
   if (activation_ == MlpActivation::swiglu && kernels::swiglu_backward_gemm_preferred(T_, H_, F_)) {
     swiglu_backward_gemm_ = std::make_unique<kernels::SwiGluBackwardGemm>(T_, H_, F_);
   }
