@@ -59,6 +59,10 @@ if want bench; then
     "$B/bench/grouped_gemm_bench" 2>&1 | tee "$OUT/bench_grouped_gemm.txt" | tail -21
     record "grouped GEMM bench" "rc=${PIPESTATUS[0]} (bench_grouped_gemm.txt)"
   fi
+  if [[ -x "$B/bench/swiglu_backward_gemm_bench" ]]; then
+    "$B/bench/swiglu_backward_gemm_bench" 2>&1 | tee "$OUT/bench_swiglu_backward_gemm.txt" | tail -4
+    record "SwiGLU backward GEMM bench" "rc=${PIPESTATUS[0]} (bench_swiglu_backward_gemm.txt)"
+  fi
   # BENCH_RECIPES: family/recipe items (default the three dense recipes and the MoE and hybrid small ones);
   # each family has its own mode list, the graph scopes its layers allow.
   for item in ${BENCH_RECIPES:-llama/tiny llama/small llama/1b moe/small_moe hybrid/small_hybrid}; do
