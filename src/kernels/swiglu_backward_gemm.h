@@ -8,14 +8,14 @@
 //
 // The kernel: warp-specialized cooperative GEMM, tile 128x128x64, cluster 2x1, and an epilogue visitor graph
 // that loads g and u by TMA beside the accumulators, stores du as an auxiliary output and dg as D
-// (swiglu_backward_gemm_sm90a.cu). Its tile is smaller than cuBLASLt's at large K: the shared memory the
-// epilogue's g/u staging takes leaves 128x128 tiles four mainloop stages.
+// (swiglu_backward_gemm_sm90a.cu). The tile is 128x128, smaller than cuBLASLt's at large K, because the
+// epilogue's g and u staging buffers take shared memory that a wider tile's mainloop stages would need.
 //
 // When it is used (swiglu_backward_gemm_preferred): on sm_90, with H and F multiples of 8 (16-byte TMA rows),
 // H <= 1024, and at least one wave of 128x128 output tiles (T/128 x F/128 >= the SM count). The fusion saves
 // a pass whose cost grows with T x F; the smaller tile costs a share of a GEMM that grows with T x F x H; and
 // below one wave the persistent kernel's setup is not paid back. Measured on the H200 (bench/
-// swiglu_epilogue_probe and stepgraph bench, ninth session): alone 1.25x the two kernels at T = 8192, H = 768,
+// swiglu_backward_gemm_bench.cu and stepgraph bench, ninth session): alone 1.25x the two kernels at T = 8192, H = 768,
 // F = 2048 (llama/small) and 0.94x at H = 2048, F = 5632 (llama/1b); in the small step 0.2-0.35% faster; the
 // tiny step (48 tiles) 0.4% slower in one run.
 // STEPGRAPH_SWIGLU_BACKWARD_GEMM in the environment, read at each plan: unset or 1 = that rule, 0 = never,

@@ -140,6 +140,7 @@ bool swiglu_backward_gemm_preferred(int64_t T, int64_t H, int64_t F) {
 
 struct SwiGluBackwardGemm::Impl {
   int64_t T = 0, H = 0, F = 0;
+  std::string what;  // describe(T, H, F), for errors
   int sm_count = 0;
   Gemm gemm;
   SwiGluBackwardGemmParams bound{};  // the pointers gemm was initialized with
@@ -156,6 +157,7 @@ SwiGluBackwardGemm::SwiGluBackwardGemm(int64_t T, int64_t H, int64_t F) : impl_(
   impl_->T = T;
   impl_->H = H;
   impl_->F = F;
+  impl_->what = what;
   impl_->sm_count = props.sm_count;
 }
 
@@ -163,7 +165,7 @@ SwiGluBackwardGemm::~SwiGluBackwardGemm() = default;
 
 void SwiGluBackwardGemm::run(cudaStream_t stream, const SwiGluBackwardGemmParams& p) {
   Impl& s = *impl_;
-  const std::string what = describe(s.T, s.H, s.F);
+  const std::string& what = s.what;
   SG_CHECK(p.d_gate_up && p.dy && p.w_down && p.gate_up, what + ": null pointer in params");
   for (const void* ptr : {static_cast<const void*>(p.d_gate_up), static_cast<const void*>(p.dy),
                           static_cast<const void*>(p.w_down), static_cast<const void*>(p.gate_up)}) {
