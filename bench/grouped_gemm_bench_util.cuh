@@ -72,6 +72,13 @@ void fill(Buffer<T>& b, uint32_t seed, float scale) {
   SG_CUDA_CHECK_LAUNCH("fill_kernel");
 }
 
+// All bits set: NaN in bf16 and fp32, so an element a kernel fails to write shows. On the legacy stream:
+// synchronize the device before launching on another stream.
+template <class T>
+void poison(Buffer<T>& b) {
+  SG_CUDA_CHECK(cudaMemset(b.p, 0xFF, b.n * sizeof(T)));
+}
+
 inline constexpr int kInputCopies = 3;  // input rotation depth: not all of them L2-resident
 
 // The operands of one expert linear (N out, K in) at shape s with balanced routing (M = rows / experts

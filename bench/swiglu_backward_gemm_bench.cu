@@ -33,12 +33,6 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {{"odd", 1000, 264, 520}, {"small", 8192, 768, 2048}, {"1b", 8192, 2048, 5632}};
 
-__global__ void poison_kernel(bf16* p, size_t n) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    p[i] = bf16(NAN);
-  }
-}
-
 struct Diff {
   double max_abs_diff = 0, max_abs_ref = 0;
   size_t equal = 0, non_finite = 0, n = 0;
@@ -97,9 +91,9 @@ int run(int argc, char** argv) {
     auto fused_run = [&] {
       fused.run(stream, {.d_gate_up = got.p, .dy = dy.p, .w_down = w.p, .gate_up = gate_up.p});
     };
-    poison_kernel<<<1024, 256, 0, stream>>>(want.p, want.n);
-    poison_kernel<<<1024, 256, 0, stream>>>(got.p, got.n);
-    SG_CUDA_CHECK_LAUNCH("poison_kernel");
+    bench::poison(want);
+    bench::poison(got);
+    SG_CUDA_CHECK(cudaDeviceSynchronize());
     gemm();
     swiglu();
     fused_run();

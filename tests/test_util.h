@@ -1,6 +1,8 @@
 #pragma once
-// Shared by CPU and GPU tests: seeded random inputs and error metrics with stated tolerances.
+// Shared by CPU and GPU tests: seeded random inputs, error metrics with stated tolerances, a scoped
+// environment variable.
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <cstdint>
@@ -53,5 +55,34 @@ inline std::string thrown_message(const std::function<void()>& f) {
   }
   return "";
 }
+
+// Sets (value) or unsets (nullptr) an environment variable for one scope, then restores what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
 
 }  // namespace sg::test

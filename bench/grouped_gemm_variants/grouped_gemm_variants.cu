@@ -87,11 +87,6 @@ double relative_max_error(const Buffer<T>& got, const Buffer<T>& want) {
   return ref == 0.0f ? diff : diff / ref;
 }
 
-template <class T>
-void poison(Buffer<T>& b) {
-  SG_CUDA_CHECK(cudaMemset(b.p, 0xFF, b.n * sizeof(T)));  // NaN in bf16 and fp32
-}
-
 struct Config {
   std::string name;
   MakeGroupedGemmBackend make;

@@ -116,9 +116,7 @@ TEST(SwiGluBackwardGemmGpuPlan, RefusesRowsThatAreNotWholeTmaVectors) {
 // The rule of swiglu_backward_gemm.h and the environment variable that overrides it.
 TEST(SwiGluBackwardGemmGpuPlan, PreferredWhereMeasuredToPayUnlessTheEnvironmentSaysOtherwise) {
   if (cuda::device_properties().compute_capability() != 90) GTEST_SKIP() << "built for sm_90a only";
-  const char* saved = std::getenv("STEPGRAPH_SWIGLU_BACKWARD_GEMM");
-  const std::string restore = saved ? saved : "";
-  unsetenv("STEPGRAPH_SWIGLU_BACKWARD_GEMM");
+  const ScopedEnv env("STEPGRAPH_SWIGLU_BACKWARD_GEMM", nullptr);  // restored at the end
   EXPECT_TRUE(kernels::swiglu_backward_gemm_preferred(8192, 768, 2048)) << "llama/small";
   EXPECT_FALSE(kernels::swiglu_backward_gemm_preferred(8192, 2048, 5632)) << "llama/1b: H > 1024";
   EXPECT_FALSE(kernels::swiglu_backward_gemm_preferred(1024, 256, 704)) << "llama/tiny: 48 tiles, under one wave";
@@ -130,11 +128,6 @@ TEST(SwiGluBackwardGemmGpuPlan, PreferredWhereMeasuredToPayUnlessTheEnvironmentS
   EXPECT_FALSE(kernels::swiglu_backward_gemm_preferred(64, 100, 64)) << "always, but only where supported";
   setenv("STEPGRAPH_SWIGLU_BACKWARD_GEMM", "yes", 1);
   EXPECT_THROW(kernels::swiglu_backward_gemm_preferred(8192, 768, 2048), Error);
-  if (saved) {
-    setenv("STEPGRAPH_SWIGLU_BACKWARD_GEMM", restore.c_str(), 1);
-  } else {
-    unsetenv("STEPGRAPH_SWIGLU_BACKWARD_GEMM");
-  }
 }
 
 }  // namespace

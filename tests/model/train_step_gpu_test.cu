@@ -117,29 +117,6 @@ struct ParityCase {
   bool fused_swiglu_backward = false;  // STEPGRAPH_SWIGLU_BACKWARD_GEMM=always: the MLP's fused backward GEMM
 };
 
-// Sets an environment variable for one scope (the step reads it at plan time), then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value) setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 class TrainStepParity : public ::testing::TestWithParam<ParityCase> {};
 
 TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
@@ -156,7 +133,7 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   const HostBatch batch = test::random_batch(spec, bs, 77);
 
   cuda::Stream stream;
-  const ScopedEnv fused("STEPGRAPH_SWIGLU_BACKWARD_GEMM", c.fused_swiglu_backward ? "always" : nullptr);
+  const test::ScopedEnv fused("STEPGRAPH_SWIGLU_BACKWARD_GEMM", c.fused_swiglu_backward ? "always" : nullptr);
   TrainStep gpu(spec, bs, opt, seed);
   const ModelLayout& layout = gpu.layout();
   const std::vector<float> w0 = initial_parameters(layout, seed);
@@ -322,7 +299,7 @@ TEST(TrainStepGpu, RegionGraphsReplayBitwiseEqualToEager) {
 
 // The MLP's fused SwiGLU backward GEMM (forced: the tiny model is below its one-wave rule) in both graph modes.
 TEST(TrainStepGpu, FusedSwiGluBackwardGraphsReplayBitwiseEqualToEager) {
-  const ScopedEnv fused("STEPGRAPH_SWIGLU_BACKWARD_GEMM", "always");
+  const test::ScopedEnv fused("STEPGRAPH_SWIGLU_BACKWARD_GEMM", "always");
   const RunResult eager = run_steps(Mode::eager, 4);
   expect_bitwise_equal(eager, run_steps(Mode::whole_step_graph, 4));
   expect_bitwise_equal(eager, run_steps(Mode::region_graphs, 4));
