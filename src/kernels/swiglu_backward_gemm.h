@@ -11,15 +11,12 @@
 // (swiglu_backward_gemm_sm90a.cu). The tile is 128x128, smaller than cuBLASLt's at large K, because the
 // epilogue's g and u staging buffers take shared memory that a wider tile's mainloop stages would need.
 //
-// When it is used (swiglu_backward_gemm_preferred): on sm_90, with H and F multiples of 8 (16-byte TMA rows),
-// H <= 1024, and at least one wave of 128x128 output tiles (T/128 x F/128 >= the SM count). The fusion saves
-// a pass whose cost grows with T x F; the smaller tile costs a share of a GEMM that grows with T x F x H; and
-// below one wave the persistent kernel's setup is not paid back. Measured on the H200 (bench/
-// swiglu_backward_gemm_bench.cu and stepgraph bench, ninth session): alone 1.25x the two kernels at T = 8192, H = 768,
-// F = 2048 (llama/small) and 0.94x at H = 2048, F = 5632 (llama/1b); in the small step 0.2-0.35% faster; the
-// tiny step (48 tiles) 0.4% slower in one run.
-// STEPGRAPH_SWIGLU_BACKWARD_GEMM in the environment, read at each plan: unset or 1 = that rule, 0 = never,
-// always = wherever the shape is supported (tests; A/B measurements). Runs compared bitwise must agree on it.
+// When it is used: kernels/swiglu_gemm_rule.h (STEPGRAPH_SWIGLU_BACKWARD_GEMM overrides it). Measured on the
+// H200 (bench/swiglu_backward_gemm_bench.cu and stepgraph bench, ninth and tenth sessions): alone 1.23-1.25x
+// the two kernels at T = 8192, H = 768, F = 2048 (llama/small) and 0.94x at H = 2048, F = 5632 (llama/1b). In
+// the small step it saves about half of that: there the two-kernel path's SwiGLU pass reads dh from L2 and
+// runs faster than alone.
+// Runs compared bitwise must agree on the variable.
 //
 // Graph-safe: run() only launches (CUTLASS's parameters are rebuilt on the host when a pointer changes).
 #include <cuda_runtime.h>
@@ -28,6 +25,7 @@
 #include <memory>
 
 #include "cuda/bf16.h"
+#include "kernels/swiglu_gemm_rule.h"
 
 namespace sg::kernels {
 
@@ -38,8 +36,10 @@ struct SwiGluBackwardGemmParams {
   const bf16* gate_up = nullptr;  // [T, 2F], the forward's gate and up
 };
 
-// True when this fused kernel serves shape (T, H, F) on the current device (the rule and variable above).
-bool swiglu_backward_gemm_preferred(int64_t T, int64_t H, int64_t F);
+// True when this fused kernel serves shape (T, H, F) on the current device (kernels/swiglu_gemm_rule.h).
+inline bool swiglu_backward_gemm_preferred(int64_t T, int64_t H, int64_t F) {
+  return swiglu_gemm_preferred(kSwiGluBackwardGemmVariable, T, H, F);
+}
 
 class SwiGluBackwardGemm {
  public:
