@@ -18,6 +18,7 @@
 #include "graph_mode_runs.h"
 #include "model/init.h"
 #include "model/layer_registry.h"
+#include "test_util.h"
 #include "train/backend_factory.h"
 #include "config/config.h"
 #include "data/batch.h"
@@ -221,6 +222,25 @@ TEST_F(GraphModesGpu, EveryRecomputeSettingInEveryAllowedModeIsBitwiseEqualToEag
     }
     std::printf("%-100s bitwise equal to eager; arena %zu B vs %zu B\n", name.c_str(), r.arena_bytes,
                 eager.arena_bytes);
+  }
+}
+
+// The MLP's fused SwiGLU backward GEMM (kernels/swiglu_backward_gemm.h; forced, tiny is below its rule) under
+// recompute: it reads the recomputed gate_up, and every setting trains bitwise like eager without recompute on
+// the same kernels.
+TEST_F(GraphModesGpu, FusedSwiGluBackwardUnderRecomputeIsBitwiseEqualToEager) {
+  const test::ScopedEnv fused("STEPGRAPH_SWIGLU_BACKWARD_GEMM", "always");
+  const RunResult eager = run_mode(tiny_with({"model.cuda_graph_impl=none"}));
+  const std::vector<std::vector<std::string>> cases = {
+      {"model.cuda_graph_impl=none", "model.recompute_granularity=selective", "model.recompute_modules=mlp"},
+      {"model.cuda_graph_impl=local", "model.recompute_granularity=full", "model.recompute_method=uniform",
+       "model.recompute_num_layers=1"},
+      {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=mlp",
+       "model.recompute_granularity=selective", "model.recompute_modules=mlp"},
+  };
+  for (const auto& overrides : cases) {
+    SCOPED_TRACE(overrides[0] + " " + overrides[1]);
+    expect_bitwise_same_training(run_mode(tiny_with(overrides)), eager, "eager without recompute");
   }
 }
 
