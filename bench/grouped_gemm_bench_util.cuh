@@ -1,7 +1,9 @@
 #pragma once
-// Shared by the grouped GEMM benches (grouped_gemm_bench.cu, grouped_gemm_variants/): the MoE shapes of
-// issue 11, bench-owned device buffers, a deterministic fill, and the median of event-timed launches.
+// Shared by the GEMM benches (grouped_gemm_bench.cu, grouped_gemm_variants/, swiglu_backward_gemm_bench.cu,
+// swiglu_backward_gemm_variants/): the MoE shapes of issue 11, bench-owned device buffers, a deterministic fill,
+// poison, an output comparison, and the median of event-timed launches.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -138,6 +140,47 @@ inline double median_ms(cuda::Stream& stream, int warmup, int iters, const std::
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) ms.push_back(cuda::Event::elapsed_ms(*start[i], *stop[i]));
   return median(ms);
+}
+
+// A bf16 output against a reference, on the host: non-finite elements are counted, not compared.
+struct Bf16Diff {
+  double max_abs_diff = 0, max_abs_ref = 0;
+  size_t equal = 0, non_finite = 0, n = 0;
+  double relative() const { return max_abs_ref > 0 ? max_abs_diff / max_abs_ref : max_abs_diff; }
+  bool pass(double tolerance) const { return non_finite == 0 && relative() < tolerance; }
+};
+inline Bf16Diff compare_bf16(const Buffer<bf16>& got, const Buffer<bf16>& want) {
+  std::vector<bf16> g(got.n), w(want.n);
+  SG_CUDA_CHECK(cudaMemcpy(g.data(), got.p, got.n * sizeof(bf16), cudaMemcpyDeviceToHost));
+  SG_CUDA_CHECK(cudaMemcpy(w.data(), want.p, want.n * sizeof(bf16), cudaMemcpyDeviceToHost));
+  Bf16Diff d;
+  d.n = g.size();
+  for (size_t i = 0; i < g.size(); ++i) {
+    const float a = float(g[i]), b = float(w[i]);
+    if (!std::isfinite(a) || !std::isfinite(b)) {
+      ++d.non_finite;
+      continue;
+    }
+    d.equal += a == b;
+    d.max_abs_diff = std::max(d.max_abs_diff, double(std::fabs(a - b)));
+    d.max_abs_ref = std::max(d.max_abs_ref, double(std::fabs(b)));
+  }
+  return d;
+}
+
+// [--iters N] (default 30, at least 10): the arguments of the benches that take only that.
+inline int parse_iters_arg(int argc, char** argv, const std::string& program) {
+  int iters = 30;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--iters" && i + 1 < argc) {
+      iters = std::atoi(argv[++i]);
+    } else {
+      throw Error(program + ": unknown argument '" + a + "'. Usage: " + program + " [--iters N]");
+    }
+  }
+  SG_CHECK(iters >= 10, program + ": --iters must be >= 10, not " + std::to_string(iters));
+  return iters;
 }
 
 struct GroupedBenchArgs {

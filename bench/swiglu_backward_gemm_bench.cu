@@ -6,7 +6,6 @@
 // first): max |diff| / max |ref|, and the share of bitwise-equal elements (they can differ where the two
 // GEMMs' fp32 sums round dh differently).
 // Usage: build/bench/swiglu_backward_gemm_bench [--iters N]
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -33,40 +32,8 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {{"odd", 1000, 264, 520}, {"small", 8192, 768, 2048}, {"1b", 8192, 2048, 5632}};
 
-struct Diff {
-  double max_abs_diff = 0, max_abs_ref = 0;
-  size_t equal = 0, non_finite = 0, n = 0;
-};
-Diff compare(const Buffer<bf16>& got, const Buffer<bf16>& want) {
-  std::vector<bf16> g(got.n), w(want.n);
-  SG_CUDA_CHECK(cudaMemcpy(g.data(), got.p, got.n * sizeof(bf16), cudaMemcpyDeviceToHost));
-  SG_CUDA_CHECK(cudaMemcpy(w.data(), want.p, want.n * sizeof(bf16), cudaMemcpyDeviceToHost));
-  Diff d;
-  d.n = g.size();
-  for (size_t i = 0; i < g.size(); ++i) {
-    const float a = float(g[i]), b = float(w[i]);
-    if (!std::isfinite(a) || !std::isfinite(b)) {
-      ++d.non_finite;
-      continue;
-    }
-    d.equal += a == b;
-    d.max_abs_diff = std::max(d.max_abs_diff, double(std::fabs(a - b)));
-    d.max_abs_ref = std::max(d.max_abs_ref, double(std::fabs(b)));
-  }
-  return d;
-}
-
 int run(int argc, char** argv) {
-  int iters = 30;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--iters" && i + 1 < argc) {
-      iters = std::atoi(argv[++i]);
-    } else {
-      throw Error("swiglu_backward_gemm_bench: unknown argument '" + a + "'. Usage: swiglu_epilogue_probe [--iters N]");
-    }
-  }
-  SG_CHECK(iters >= 10, "swiglu_backward_gemm_bench: --iters must be >= 10");
+  const int iters = bench::parse_iters_arg(argc, argv, "swiglu_backward_gemm_bench");
   cuda::require_device("swiglu_backward_gemm_bench");
   std::printf("GPU: %s\nfused: kernels::SwiGluBackwardGemm (CUTLASS, tile 128x128x64, cluster 2x1)\n"
               "two kernels: cuBLASLt dh = dy W_down (bf16), then kernels::swiglu_backward\n",
@@ -98,9 +65,9 @@ int run(int argc, char** argv) {
     swiglu();
     fused_run();
     stream.synchronize();
-    const Diff d = compare(got, want);
-    const double rel = d.max_abs_ref > 0 ? d.max_abs_diff / d.max_abs_ref : 0.0;
-    const bool pass = d.non_finite == 0 && rel < 1e-2;
+    const bench::Bf16Diff d = bench::compare_bf16(got, want);
+    const double rel = d.relative();
+    const bool pass = d.pass(1e-2);
     ok = ok && pass;
     const double gemm_ms = bench::median_ms(stream, 10, iters, [&](int) { gemm(); });
     const double swiglu_ms = bench::median_ms(stream, 10, iters, [&](int) { swiglu(); });

@@ -5,7 +5,6 @@
 // PASS/FAIL of its output against theirs (poisoned with NaN first; max |diff| / max |ref| < 1e-2, every element
 // finite).
 // Usage: swiglu_backward_gemm_variants [--iters N]
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -35,21 +34,6 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {{"small", 8192, 768, 2048}, {"1b", 8192, 2048, 5632}};
 
-// max |got - want| / max |want|, or infinity when an element is not finite.
-double relative_diff(const Buffer<bf16>& got, const Buffer<bf16>& want) {
-  std::vector<bf16> g(got.n), w(want.n);
-  SG_CUDA_CHECK(cudaMemcpy(g.data(), got.p, got.n * sizeof(bf16), cudaMemcpyDeviceToHost));
-  SG_CUDA_CHECK(cudaMemcpy(w.data(), want.p, want.n * sizeof(bf16), cudaMemcpyDeviceToHost));
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double a = float(g[i]), b = float(w[i]);
-    if (!std::isfinite(a) || !std::isfinite(b)) return INFINITY;
-    diff = std::max(diff, std::fabs(a - b));
-    ref = std::max(ref, std::fabs(b));
-  }
-  return ref > 0 ? diff / ref : diff;
-}
-
 using Launch = std::function<void()>;
 
 // Times `unfused` (writing `want`) and each configuration (writing `got`); true when every output passes.
@@ -66,8 +50,9 @@ bool compare_configs(const char* op, cuda::Stream& stream, int iters, const Laun
     bench::poison(got);
     launch();
     stream.synchronize();
-    const double rel = relative_diff(got, want);
-    const bool pass = rel < 1e-2;
+    const bench::Bf16Diff d = bench::compare_bf16(got, want);
+    const double rel = d.relative();
+    const bool pass = d.pass(1e-2);
     ok = ok && pass;
     const double ms = bench::median_ms(stream, 10, iters, [&](int) { launch(); });
     std::printf("    %-80s %9.4f ms %6.2fx  %s (max rel diff %.1e)\n", name.c_str(), ms, unfused_ms / ms,
@@ -77,16 +62,7 @@ bool compare_configs(const char* op, cuda::Stream& stream, int iters, const Laun
 }
 
 int run(int argc, char** argv) {
-  int iters = 30;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--iters" && i + 1 < argc) {
-      iters = std::atoi(argv[++i]);
-    } else {
-      throw Error("swiglu_backward_gemm_variants: unknown argument '" + a + "'. Usage: swiglu_backward_gemm_variants [--iters N]");
-    }
-  }
-  SG_CHECK(iters >= 10, "swiglu_backward_gemm_variants: --iters must be >= 10");
+  const int iters = bench::parse_iters_arg(argc, argv, "swiglu_backward_gemm_variants");
   cuda::require_device("swiglu_backward_gemm_variants");
   const int sms = cuda::device_properties().sm_count;
   std::printf("GPU: %s\n%zu variants; speedup = the two kernels' ms / ms\n", cuda::device_properties().summary().c_str(),
