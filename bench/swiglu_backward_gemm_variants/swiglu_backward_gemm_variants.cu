@@ -65,8 +65,8 @@ int run(int argc, char** argv) {
   const int iters = bench::parse_iters_arg(argc, argv, "swiglu_backward_gemm_variants");
   cuda::require_device("swiglu_backward_gemm_variants");
   const int sms = cuda::device_properties().sm_count;
-  std::printf("GPU: %s\n%zu variants; speedup = the two kernels' ms / ms\n", cuda::device_properties().summary().c_str(),
-              bench::swiglu_gemm_variants().size());
+  std::printf("GPU: %s\n%zu variants; speedup = the two kernels' ms / ms\n",
+              cuda::device_properties().summary().c_str(), bench::swiglu_gemm_variants().size());
   bool ok = true;
   kernels::Blas blas;
   cuda::Stream stream;
@@ -90,7 +90,8 @@ int run(int argc, char** argv) {
       }
       const Launch unfused = [&] {
         down_dx.run(stream, d_act.p, dy.p, w.p);
-        kernels::swiglu_backward(stream, {.dgate_up = want.p, .dout = d_act.p, .gate_up = gate_up.p, .T = s.T, .F = s.F});
+        kernels::swiglu_backward(stream,
+                                 {.dgate_up = want.p, .dout = d_act.p, .gate_up = gate_up.p, .T = s.T, .F = s.F});
       };
       ok = compare_configs("d_gate_up", stream, iters, unfused, configs, got, want) && ok;
     }

@@ -1,9 +1,9 @@
 #pragma once
-// Internal to kernels/swiglu_backward_gemm: the CUTLASS 3.x sm_90a GEMM with SwiGLU's backward in its epilogue, as
-// a template over the tile, epilogue subtile and cluster, and a runner that builds CUTLASS's parameters for given
-// pointers. swiglu_backward_gemm_sm90a.cu instantiates production's configuration; the opt-in
-// bench/swiglu_gemm_variants instantiates others. Include from *_sm90a.cu files only (built for sm_90a alone,
-// with -DNDEBUG).
+// Internal to kernels/swiglu_backward_gemm: the CUTLASS 3.x sm_90a GEMM with SwiGLU's backward in its epilogue,
+// as a template over the tile, epilogue subtile and cluster, and a runner that builds CUTLASS's parameters for
+// given pointers. swiglu_backward_gemm_sm90a.cu instantiates production's configuration; the opt-in
+// bench/swiglu_backward_gemm_variants instantiates others. Include from *_sm90a.cu files only (built for sm_90a
+// alone, with -DNDEBUG).
 //
 // The epilogue is a visitor graph (Sm90TopologicalVisitor, so g is loaded once) over the [T, F] halves of the
 // [T, 2F] gate_up and d_gate_up buffers (row stride 2F), read and written by TMA beside the accumulators
@@ -18,9 +18,10 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/util/packed_stride.hpp>
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -168,8 +169,8 @@ inline void check(cutlass::Status s, const std::string& what) {
   SG_CHECK(s == cutlass::Status::kSuccess, what + ": " + cutlass::cutlassGetStatusString(s));
 }
 
-// Fusion (Backward<Cfg>) at shape (T, H, F); run() rebuilds CUTLASS's parameters (host only)
-// when a pointer changes, so it only launches in a captured step.
+// Fusion (Backward<Cfg>) at shape (T, H, F); run() rebuilds CUTLASS's parameters (host only) when a pointer
+// changes, so in a captured step it only launches.
 template <class Fusion>
 class Runner {
  public:
@@ -195,7 +196,8 @@ class Runner {
     check(gemm_.can_implement(args), what_ + ": CUTLASS refuses the problem");
     // The non-stream-K persistent scheduler and this epilogue need no workspace; a CUTLASS that did would
     // need one planned in the arena, so say so instead of passing a null pointer.
-    SG_CHECK(Fusion::Gemm::get_workspace_size(args) == 0, what_ + ": CUTLASS asks for a workspace, which is not planned");
+    SG_CHECK(Fusion::Gemm::get_workspace_size(args) == 0,
+             what_ + ": CUTLASS asks for a workspace, which is not planned");
     check(gemm_.initialize(args, nullptr, stream), what_ + ": CUTLASS initialize");
     bound_ = p;
     initialized_ = true;

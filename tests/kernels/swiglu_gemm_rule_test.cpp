@@ -1,7 +1,7 @@
 // kernels/swiglu_gemm_rule.h on any machine: the shapes the fused SwiGLU backward GEMM supports, and the
-// environment variable that overrides the rule (an unknown value is an error naming the variable and the accepted values;
-// 0 and a machine without an sm_90 GPU say no). Where the rule says yes on an H200 is checked by the GPU test
-// (tests/kernels/swiglu_backward_gemm_gpu_test.cu).
+// environment variable that overrides the rule (an unknown value is an error naming the variable and the
+// accepted values; 0 and a machine without an sm_90 GPU say no). Where the rule says yes on an H200 is checked by
+// the GPU test (tests/kernels/swiglu_backward_gemm_gpu_test.cu).
 #include <gtest/gtest.h>
 
 #include <string>
