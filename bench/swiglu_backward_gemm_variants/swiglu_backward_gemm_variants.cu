@@ -41,6 +41,7 @@ bool compare_configs(const char* op, cuda::Stream& stream, int iters, const Laun
                      const std::vector<std::pair<std::string, Launch>>& configs, Buffer<bf16>& got,
                      Buffer<bf16>& want) {
   bench::poison(want);
+  SG_CUDA_CHECK(cudaDeviceSynchronize());  // the poison is on the legacy stream, `stream` is non-blocking
   unfused();
   stream.synchronize();
   const double unfused_ms = bench::median_ms(stream, 10, iters, [&](int) { unfused(); });
@@ -48,6 +49,7 @@ bool compare_configs(const char* op, cuda::Stream& stream, int iters, const Laun
   bool ok = true;
   for (const auto& [name, launch] : configs) {
     bench::poison(got);
+    SG_CUDA_CHECK(cudaDeviceSynchronize());
     launch();
     stream.synchronize();
     const bench::Bf16Diff d = bench::compare_bf16(got, want);
