@@ -272,6 +272,9 @@ def environment(args, with_device: bool) -> dict:
 
 
 def prepare_device(args) -> None:
+    if args.deterministic:  # before the first cuBLAS call: its workspace setting is read when the handle is made
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)  # an op with no deterministic kernel raises: the mode fails, named
     if torch.device(args.device).type == "cuda":
         device = torch.device(args.device)
         torch.cuda.set_device(device.index if device.index is not None else 0)
@@ -286,6 +289,7 @@ def run_mode_in_child(args, mode: str, impl: str) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--modes", mode, "--impls", impl, "--steps", str(args.steps),
            "--warmup", str(args.warmup), "--device", args.device, "--seed", str(args.seed), "--sdpa-backend",
            args.sdpa_backend, "--peak-tflops", str(args.peak_tflops), "--child-result", path]
+    cmd += ["--deterministic"] if args.deterministic else []
     cmd += (["--recipe", args.recipe] if args.recipe else []) + ([f"--shrink={args.shrink}"] if args.shrink else [])
     cmd += ["--mamba-src", args.mamba_src] if args.mamba_src else []
     for item in args.set or []:
@@ -336,6 +340,8 @@ def print_table(report: dict) -> None:
           f"{c['micro_batch_size']} x {report['num_microbatches']} microbatches = {report['tokens_per_step']} "
           f"tokens/step; {report['steps']} timed steps after {report['warmup']} warmup; torch {env['torch']} on "
           f"{env.get('device_name', env['device'])}")
+    if report.get("deterministic"):
+        print("deterministic: torch.use_deterministic_algorithms(True), CUBLAS_WORKSPACE_CONFIG=:4096:8")
     if report["family"] == "moe" or "E" in report["layer_pattern"]:
         print(f"MoE: {c['num_moe_experts']} experts top-{c['moe_router_topk']}, expert ffn {c['moe_ffn_hidden_size']}, "
               f"kv_channels {c['kv_channels'] or 'hidden/heads'}, dropless; aux loss coeff {c['moe_aux_loss_coeff']}, "
@@ -384,7 +390,7 @@ def make_report(args, cfg: BenchConfig, impls: list[str], results: list[dict]) -
             "layer_pattern": cfg.layer_pattern, "impls": impls, "config": dataclasses.asdict(cfg),
             "num_microbatches": cfg.num_microbatches, "tokens_per_step": cfg.tokens_per_step,
             "model_flops_per_step": model_flops_per_step(cfg), "steps": args.steps, "warmup": args.warmup,
-            "sdpa_backend": args.sdpa_backend,
+            "sdpa_backend": args.sdpa_backend, "deterministic": args.deterministic,
             "fused_projections": impls == ["fused"] if cfg.family == "llama" else None,
             "peak_tflops": args.peak_tflops,
             "environment": child_env or environment(args, with_device=args.in_process), "modes": results}
@@ -416,6 +422,10 @@ def main(argv=None) -> int:
                                        "(default third_party/mamba_ssm-2.3.2, from scripts/fetch_mamba_ssm.sh)")
     p.add_argument("--sdpa-backend", default="auto", choices=("auto", "flash", "cudnn", "efficient", "math"),
                    help="restrict scaled_dot_product_attention to one backend (default: PyTorch's choice)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="torch.use_deterministic_algorithms(True) with CUBLAS_WORKSPACE_CONFIG=:4096:8: PyTorch "
+                        "under the constraint stepgraph's step keeps (run-to-run bitwise equality; the attention "
+                        "backward's dQ without atomics); a mode with an op that has no deterministic kernel fails")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak for MFU (H200 SXM: 989)")
     p.add_argument("--in-process", action="store_true", help="run every mode in this process (no isolation)")
