@@ -265,7 +265,7 @@ def _run_mode(cfg: BenchConfig, args, mode: str, impl: str, device: torch.device
 # ------------------------------------------------------------------------------------------- driver, output
 def environment(args, with_device: bool) -> dict:
     env = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-           "device": args.device}
+           "device": args.device, "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG")}
     if with_device and torch.device(args.device).type == "cuda":  # creates a CUDA context: not in the parent
         env.update(device_name=torch.cuda.get_device_name(), cudnn=torch.backends.cudnn.version())
     return env
@@ -341,7 +341,8 @@ def print_table(report: dict) -> None:
           f"tokens/step; {report['steps']} timed steps after {report['warmup']} warmup; torch {env['torch']} on "
           f"{env.get('device_name', env['device'])}")
     if report.get("deterministic"):
-        print("deterministic: torch.use_deterministic_algorithms(True), CUBLAS_WORKSPACE_CONFIG=:4096:8")
+        print(f"deterministic: torch.use_deterministic_algorithms(True), CUBLAS_WORKSPACE_CONFIG="
+              f"{env.get('cublas_workspace_config') or '(not recorded)'}")
     if report["family"] == "moe" or "E" in report["layer_pattern"]:
         print(f"MoE: {c['num_moe_experts']} experts top-{c['moe_router_topk']}, expert ffn {c['moe_ffn_hidden_size']}, "
               f"kv_channels {c['kv_channels'] or 'hidden/heads'}, dropless; aux loss coeff {c['moe_aux_loss_coeff']}, "
@@ -423,7 +424,7 @@ def main(argv=None) -> int:
     p.add_argument("--sdpa-backend", default="auto", choices=("auto", "flash", "cudnn", "efficient", "math"),
                    help="restrict scaled_dot_product_attention to one backend (default: PyTorch's choice)")
     p.add_argument("--deterministic", action="store_true",
-                   help="torch.use_deterministic_algorithms(True) with CUBLAS_WORKSPACE_CONFIG=:4096:8: PyTorch "
+                   help="torch.use_deterministic_algorithms(True), CUBLAS_WORKSPACE_CONFIG=:4096:8 unless set: PyTorch "
                         "under the constraint stepgraph's step keeps (run-to-run bitwise equality; the attention "
                         "backward's dQ without atomics); a mode with an op that has no deterministic kernel fails")
     p.add_argument("--seed", type=int, default=1234)
