@@ -36,11 +36,6 @@ struct SwiGluBackwardGemmParams {
   const bf16* gate_up = nullptr;  // [T, 2F], the forward's gate and up
 };
 
-// True when this fused kernel serves shape (T, H, F) on the current device (kernels/swiglu_gemm_rule.h).
-inline bool swiglu_backward_gemm_preferred(int64_t T, int64_t H, int64_t F) {
-  return swiglu_gemm_preferred(kSwiGluBackwardGemmVariable, T, H, F);
-}
-
 class SwiGluBackwardGemm {
  public:
   // Plans shape (T, H, F); throws sg::Error unless the device is sm_90 and H, F are multiples of 8.

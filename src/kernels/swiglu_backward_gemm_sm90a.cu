@@ -23,7 +23,7 @@ struct SwiGluBackwardGemm::Impl {
 };
 
 SwiGluBackwardGemm::SwiGluBackwardGemm(int64_t T, int64_t H, int64_t F) {
-  const std::string what = swiglu_gemm_describe("backward", T, H, F);
+  const std::string what = swiglu_gemm_describe(T, H, F);
   const int sm_count = swiglu_gemm_check_plan(what, T, H, F);
   impl_ = std::make_unique<Impl>(T, H, F, sm_count, what);
 }

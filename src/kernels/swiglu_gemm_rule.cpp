@@ -14,7 +14,8 @@ namespace {
 
 enum class Policy { kNever, kWherePays, kAlways };
 
-Policy policy_from_environment(const char* variable) {
+Policy policy_from_environment() {
+  const char* variable = kSwiGluBackwardGemmVariable;
   const char* v = std::getenv(variable);
   if (v == nullptr || std::string(v) == "1") return Policy::kWherePays;
   if (std::string(v) == "0") return Policy::kNever;
@@ -30,8 +31,8 @@ bool swiglu_gemm_shape_supported(int64_t T, int64_t H, int64_t F) {
          F <= INT32_MAX / 2;
 }
 
-std::string swiglu_gemm_describe(const char* direction, int64_t T, int64_t H, int64_t F) {
-  return strprintf("SwiGLU %s GEMM (T=%lld, H=%lld, F=%lld)", direction, static_cast<long long>(T),
+std::string swiglu_gemm_describe(int64_t T, int64_t H, int64_t F) {
+  return strprintf("SwiGLU backward GEMM (T=%lld, H=%lld, F=%lld)", static_cast<long long>(T),
                    static_cast<long long>(H), static_cast<long long>(F));
 }
 
@@ -44,8 +45,8 @@ int swiglu_gemm_check_plan(const std::string& what, int64_t T, int64_t H, int64_
   return props.sm_count;
 }
 
-bool swiglu_gemm_preferred(const char* variable, int64_t T, int64_t H, int64_t F) {
-  const Policy policy = policy_from_environment(variable);
+bool swiglu_backward_gemm_preferred(int64_t T, int64_t H, int64_t F) {
+  const Policy policy = policy_from_environment();
   if (policy == Policy::kNever || !swiglu_gemm_shape_supported(T, H, F)) return false;
   if (cuda::device_count() == 0 || cuda::device_properties().compute_capability() != 90) return false;
   if (policy == Policy::kAlways) return true;

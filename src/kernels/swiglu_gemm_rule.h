@@ -15,17 +15,18 @@ namespace sg::kernels {
 
 inline constexpr const char* kSwiGluBackwardGemmVariable = "STEPGRAPH_SWIGLU_BACKWARD_GEMM";
 
-// The kernels' shape limits: T, H, F > 0, H and F multiples of 8 (16-byte TMA rows), sizes within int.
+// The kernel's shape limits: T, H, F > 0, H and F multiples of 8 (16-byte TMA rows), sizes within int.
 bool swiglu_gemm_shape_supported(int64_t T, int64_t H, int64_t F);
 
-// "SwiGLU <direction> GEMM (T=.., H=.., F=..)": the kernels' name in errors.
-std::string swiglu_gemm_describe(const char* direction, int64_t T, int64_t H, int64_t F);
+// "SwiGLU backward GEMM (T=.., H=.., F=..)": the kernel's name in errors.
+std::string swiglu_gemm_describe(int64_t T, int64_t H, int64_t F);
 
-// Plan-time checks of a fused SwiGLU GEMM named `what`: the shape is supported and the device is sm_90 (the
-// kernels are built for sm_90a only). Throws sg::Error naming both; returns the device's SM count.
+// Plan-time checks of the fused kernel, named `what` in errors: the shape is supported and the device is sm_90
+// (the kernel is built for sm_90a only). Throws sg::Error naming both; returns the device's SM count.
 int swiglu_gemm_check_plan(const std::string& what, int64_t T, int64_t H, int64_t F);
 
-// The rule above, as overridden by the environment variable `variable` (kSwiGluBackwardGemmVariable).
-bool swiglu_gemm_preferred(const char* variable, int64_t T, int64_t H, int64_t F);
+// True when the fused kernel serves shape (T, H, F) on the current device: the rule above, as overridden by
+// kSwiGluBackwardGemmVariable.
+bool swiglu_backward_gemm_preferred(int64_t T, int64_t H, int64_t F);
 
 }  // namespace sg::kernels
