@@ -7,8 +7,9 @@
 #   RECOMPUTE_MODES=local,local+recompute_full RECOMPUTE_STEPS=10 bash scripts/gpu.sh recompute   # other --compare modes
 #   BENCH_RECIPES="moe/small_moe hybrid/small_hybrid" bash scripts/gpu.sh bench   # family/recipe items; BENCH_MODES overrides the modes
 #   TORCH_MODELS="small_moe hybrid ssd" bash scripts/gpu.sh torch   # only these PyTorch references: families
-#   (llama moe hybrid ssd, the default all four) or recipe names; TORCH_MODES, TORCH_STEPS, TORCH_MODE_TIMEOUT,
+#   (llama moe hybrid ssd sdpa, the default all five) or recipe names; TORCH_MODES, TORCH_STEPS, TORCH_MODE_TIMEOUT,
 #   TORCH_MOE_IMPLS, TORCH_HYBRID_IMPLS narrow them further
+#   TORCH_DETERMINISTIC=1 TORCH_MODELS=llama bash scripts/gpu.sh torch   # PyTorch held to stepgraph's determinism
 #
 # Default: all = tests bench torch parity dp. sanitize and recompute run only when named (many minutes).
 # sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
@@ -101,6 +102,8 @@ fi
 if want torch; then
   # torch_ref NAME RECIPE DEFAULT_MODES [args...]: bench/torch_reference.py on one recipe -> $OUT/torch_NAME.{json,txt}.
   # TORCH_MODES overrides every recipe's modes; each mode runs in its own process, killed after TORCH_MODE_TIMEOUT s.
+  # TORCH_DETERMINISTIC=1 holds PyTorch to stepgraph's guarantee (--deterministic: use_deterministic_algorithms and
+  # CUBLAS_WORKSPACE_CONFIG) and writes $OUT/torch_NAME_det.{json,txt} instead.
   torch_ref() {
     local name=$1 recipe=$2 modes=$3
     shift 3
@@ -108,18 +111,21 @@ if want torch; then
       record "torch reference $name" "skipped: $recipe missing"
       return
     fi
+    local det=()
+    [[ ${TORCH_DETERMINISTIC:-0} == 1 ]] && det=(--deterministic) && name+=_det
     PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" python3 bench/torch_reference.py --recipe "$recipe" \
       --steps "${TORCH_STEPS:-30}" --warmup 10 --modes "${TORCH_MODES:-$modes}" --mode-timeout "${TORCH_MODE_TIMEOUT:-300}" \
-      "$@" --json "$OUT/torch_$name.json" >"$OUT/torch_$name.txt" 2>&1
+      "${det[@]}" "$@" --json "$OUT/torch_$name.json" >"$OUT/torch_$name.txt" 2>&1
     record "torch reference $name" "rc=$?"
     sed -n '/^PyTorch reference/,$p' "$OUT/torch_$name.txt"
   }
   # TORCH_MODELS picks what runs: families (llama = tiny small 1b; moe = small_moe a3b_proxy: experts as a loop and as
   # torch._grouped_mm; hybrid = small_hybrid: mamba_ssm's Triton Mamba2 and pure PyTorch; ssd = mamba_ssm's SSD scan
-  # alone, as build/bench/ssd_scan_bench) or single recipe names. mamba_ssm's sources: bash scripts/fetch_mamba_ssm.sh
-  # GIT_DIR beforehand, and carry third_party to the GPU machine.
+  # alone, as build/bench/ssd_scan_bench; sdpa = which attention PyTorch runs, default and deterministic, and what
+  # it costs, bench/torch_sdpa_determinism_probe.py) or single recipe names. mamba_ssm's sources: bash
+  # scripts/fetch_mamba_ssm.sh GIT_DIR beforehand, and carry third_party to the GPU machine.
   torch_items=()
-  for item in ${TORCH_MODELS:-llama moe hybrid ssd}; do
+  for item in ${TORCH_MODELS:-llama moe hybrid ssd sdpa}; do
     case $item in
       llama) torch_items+=(tiny small 1b) ;;
       moe) torch_items+=(small_moe a3b_proxy) ;;
@@ -144,7 +150,12 @@ if want torch; then
           --json "$OUT/mamba_ssd_reference.json" >"$OUT/mamba_ssd_reference.txt" 2>&1
         record "mamba_ssm SSD scan reference" "rc=$? (mamba_ssd_reference.txt)"
         tail -4 "$OUT/mamba_ssd_reference.txt" ;;
-      *) record "torch reference $item" "unknown TORCH_MODELS entry: llama moe hybrid ssd or a recipe name" ;;
+      sdpa)
+        PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" python3 bench/torch_sdpa_determinism_probe.py \
+          --shapes tiny,small,1b >"$OUT/torch_sdpa_determinism.txt" 2>&1
+        record "PyTorch SDPA determinism probe" "rc=$? (torch_sdpa_determinism.txt)"
+        grep "deterministic=" "$OUT/torch_sdpa_determinism.txt" ;;
+      *) record "torch reference $item" "unknown TORCH_MODELS entry: llama moe hybrid ssd sdpa or a recipe name" ;;
     esac
   done
 fi
