@@ -185,7 +185,10 @@ class Validator {
       c().optimizer.use_distributed_optimizer = true;
       c().ddp.use_distributed_optimizer = true;
     }
-    if (!c().scheduler.lr_decay_iters) c().scheduler.lr_decay_iters = c().train.train_iters;
+    // An invalid train_iters is reported once, under its own key, not again as the decay it would default.
+    if (!c().scheduler.lr_decay_iters && c().train.train_iters && *c().train.train_iters >= 1) {
+      c().scheduler.lr_decay_iters = c().train.train_iters;
+    }
     if (!c().dataset.seq_length) c().dataset.seq_length = m().seq_length;
   }
 

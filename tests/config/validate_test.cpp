@@ -565,5 +565,14 @@ TEST(Validate, ResolvesBridgeDefaults) {
   EXPECT_EQ(config::emit_yaml(again.config), config::emit_yaml(r.config));
 }
 
+TEST(Validate, ReportsABadTrainItersOnceUnderItsOwnKey) {
+  // lr_decay_iters defaults to train_iters: a bad train_iters must not come back as a second violation of a
+  // key the user never set.
+  const config::ValidationReport r = check("llama/tiny", {"train.train_iters=-5"});
+  ASSERT_EQ(r.violations.size(), 1u) << describe(r);
+  EXPECT_TRUE(names_key(r.violations[0], "train.train_iters")) << describe(r);
+  EXPECT_FALSE(names_key(r.violations[0], "scheduler.lr_decay_iters")) << describe(r);
+}
+
 }  // namespace
 }  // namespace sg::config
