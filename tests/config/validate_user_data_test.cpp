@@ -2,7 +2,6 @@
 // Megatron pads it), dataset.split / dataset.valid_data_path, train.eval_interval / train.eval_iters,
 // dataset.eod_mask_loss, logger.tensorboard_dir — and the keys round-trip through YAML.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -12,6 +11,7 @@
 #include "config/graph_flags.h"
 #include "config/tokenizer_vocab.h"
 #include "config/validate.h"
+#include "test_dir.h"
 
 namespace sg::config {
 namespace {
@@ -35,10 +35,7 @@ bool has_violation(const ValidationReport& r, const std::string& key, const std:
 class UserDataValidation : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("sg_user_data_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = sg::test::fresh_test_dir("sg_user_data");
     // A 2000-token vocabulary (ids 0..1999), EOD "<|endoftext|>" = 0.
     std::ofstream tok(dir_ / "tokenizer.json");
     tok << R"({"model": {"type": "BPE", "vocab": {)";

@@ -18,6 +18,7 @@
 #include "data/blended_dataset.h"
 #include "data/indexed_dataset.h"
 #include "data/mapped_file.h"
+#include "test_dir.h"
 
 namespace sg::data {
 namespace {
@@ -27,10 +28,7 @@ namespace fs = std::filesystem;
 class HostileDataTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("sg_hostile_data_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = sg::test::fresh_test_dir("sg_hostile_data");
   }
   void TearDown() override { fs::remove_all(dir_); }
 

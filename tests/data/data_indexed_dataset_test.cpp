@@ -1,7 +1,6 @@
 // The Megatron indexed-dataset reader against .bin/.idx files built byte by byte here,
 // independently of src/train/data's writer, plus every bad-data error.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +10,7 @@
 
 #include "core/error.h"
 #include "data/indexed_dataset.h"
+#include "test_dir.h"
 
 namespace sg::data {
 namespace {
@@ -95,11 +95,7 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
 class IndexedDatasetTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("sg_idx_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = sg::test::fresh_test_dir("sg_idx_test");
   }
   void TearDown() override { fs::remove_all(dir_); }
 

@@ -3,7 +3,6 @@
 // every rank ends each batch at the same loader position, and a resume from any rank's position at
 // another world size continues the same stream.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -14,6 +13,7 @@
 #include "data/blended_dataset.h"
 #include "data/indexed_dataset.h"
 #include "data/rank_batch.h"
+#include "test_dir.h"
 
 namespace sg::data {
 namespace {
@@ -35,9 +35,7 @@ struct Batch {
 class RankBatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("sg_rank_batch_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+    dir_ = sg::test::fresh_test_dir("sg_rank_batch");
   }
   void TearDown() override { fs::remove_all(dir_); }
 

@@ -1,7 +1,6 @@
 // Sample windows, seeded shuffling, blending, exact resume from a saved position, mock data and the
 // host batch layout.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -14,6 +13,7 @@
 #include "data/batch.h"
 #include "data/blended_dataset.h"
 #include "data/indexed_dataset.h"
+#include "test_dir.h"
 
 namespace sg::data {
 namespace {
@@ -23,11 +23,7 @@ namespace fs = std::filesystem;
 class SamplerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("sg_sampler_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = sg::test::fresh_test_dir("sg_sampler_test");
   }
   void TearDown() override { fs::remove_all(dir_); }
 

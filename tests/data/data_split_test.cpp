@@ -2,7 +2,6 @@
 // _get_split_indices, the ranges read), the "missing dataset" message, and the tokenizer folder reader
 // (vocabulary size, EOD id, the files a checkpoint copies).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <array>
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include "data/dataset_split.h"
 #include "data/hf_tokenizer.h"
 #include "data/indexed_dataset.h"
+#include "test_dir.h"
 
 namespace sg::data {
 namespace {
@@ -63,10 +63,7 @@ TEST(DatasetSplit, DocumentBoundsFollowMegatronsRounding) {
 class SplitLoaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("sg_split_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = sg::test::fresh_test_dir("sg_split_test");
   }
   void TearDown() override { fs::remove_all(dir_); }
 

@@ -5,7 +5,6 @@
 // runs/<stem>/; `train --cuda_graph_impl` applies Bridge's side effects (the config the run saved shows
 // them).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -22,6 +21,7 @@
 #include "core/crc32c.h"
 #include "process_util.h"
 #include "train/trainer.h"
+#include "test_dir.h"
 
 namespace sg::train {
 namespace {
@@ -48,10 +48,7 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
 class RunOutputs : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::current_path() / ("run_outputs_test." + std::to_string(::getpid()) + "." +
-                                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = sg::test::fresh_test_dir("run_outputs_test", fs::current_path());
   }
   void TearDown() override {
     if (!HasFailure()) fs::remove_all(dir_);

@@ -1,0 +1,22 @@
+#pragma once
+// A fresh folder for the running test: <base>/<prefix>_<pid>_<test name>, emptied if an earlier run left it
+// behind. The pid keeps test programs that ctest runs in parallel apart.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+namespace sg::test {
+
+inline std::filesystem::path fresh_test_dir(const std::string& prefix,
+                                            const std::filesystem::path& base = std::filesystem::temp_directory_path()) {
+  const std::filesystem::path dir =
+      base / (prefix + "_" + std::to_string(::getpid()) + "_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace sg::test
