@@ -162,12 +162,37 @@ TEST_F(TrainerLifecycleTest, MetricsAreCutBackToTheCheckpointOnResume) {
   std::vector<int64_t> steps;
   for (const auto& m : read_metrics(path("run") + "/metrics.jsonl")) steps.push_back(m.step);
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_FALSE(fs::exists(path("run") + "/previous")) << "a resumed run continues the folder's records";
 
   // At the end already: nothing to train, and no "trained ... metrics in <empty>" line.
   r = train({"train.train_iters=8", "checkpoint.load=" + path("ckpt"), "--run-dir", path("run")}, "done");
   EXPECT_EQ(r.rc, 0) << r.all();
   EXPECT_NE(r.err.find("nothing to train"), std::string::npos) << r.all();
   EXPECT_EQ(r.err.find("trained "), std::string::npos) << r.all();
+}
+
+TEST_F(TrainerLifecycleTest, ASecondRunInTheSameRunFolderKeepsTheFirstRunsRecords) {
+  // The same recipe run twice writes to the same runs/<name>/: the first run's files move to previous/run-1/.
+  RunResult r = train({"train.train_iters=3", "--run-dir", path("run")}, "first");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  r = train({"train.train_iters=2", "--run-dir", path("run")}, "second");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  EXPECT_NE(r.err.find(path("run") + " held an earlier run's records: moved them to " + path("run") +
+                       "/previous/run-1"),
+            std::string::npos)
+      << r.all();
+  auto steps_of = [](const std::string& metrics) {
+    std::vector<int64_t> steps;
+    for (const auto& m : read_metrics(metrics)) steps.push_back(m.step);
+    return steps;
+  };
+  EXPECT_EQ(steps_of(path("run") + "/previous/run-1/metrics.jsonl"), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(steps_of(path("run") + "/metrics.jsonl"), (std::vector<int64_t>{1, 2}));
+  for (const char* file : {"config.yaml", "report.html"}) {
+    EXPECT_TRUE(fs::exists(path("run") + "/previous/run-1/" + file)) << file;
+    EXPECT_TRUE(fs::exists(path("run") + "/" + file)) << file;
+  }
+  EXPECT_NE(read_file(path("run") + "/previous/run-1/config.yaml").find("train_iters: 3"), std::string::npos);
 }
 
 TEST_F(TrainerLifecycleTest, AFullDiskForMetricsFailsTheRunAfterSavingIt) {
