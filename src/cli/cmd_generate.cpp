@@ -47,10 +47,17 @@ int run_generate_command(GenerateArgs& args) {
   o.sampling.seed = args.seed;
   o.use_graphs = !args.no_graphs;
   const bool streaming = !args.json && o.prompts.size() == 1;
-  if (streaming) {
+  // The prompt is echoed with the first generated text, not before: an error while loading the model or the
+  // tokenizer then prints only the error.
+  bool echoed = false;
+  const auto echo_prompt = [&] {
+    if (echoed) return;
     std::printf("%s", o.prompts[0].c_str());
-    std::fflush(stdout);
-    o.on_text = [](const std::string& text) {
+    echoed = true;
+  };
+  if (streaming) {
+    o.on_text = [&](const std::string& text) {
+      echo_prompt();
       std::printf("%s", text.c_str());
       std::fflush(stdout);
     };
@@ -72,6 +79,7 @@ int run_generate_command(GenerateArgs& args) {
     j["capture_ms"] = r.capture_ms;
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else if (streaming) {
+    echo_prompt();  // no text was generated (an end-of-sequence token first)
     std::printf("\n");
   } else {
     for (size_t b = 0; b < r.tokens.size(); ++b) {

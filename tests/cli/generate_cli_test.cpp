@@ -162,6 +162,7 @@ TEST_F(GenerateCli, ErrorsNameTheFix) {
             0);
   Result r = stepgraph("generate " + bare + " --cpu --prompt hello");
   EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << "only the error, no echoed prompt before it:\n" << r.out;
   EXPECT_NE(r.out.find("no tokenizer.json"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--tokenizer"), std::string::npos) << r.out;
   r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1,2,3 --max-new-tokens 3");  // no tokenizer needed
