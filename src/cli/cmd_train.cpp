@@ -135,7 +135,7 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
   cmd->add_option("overrides", args->overrides, "dotted overrides: train.train_iters=50 model.cuda_graph_impl=local");
   cmd->add_option("--run-dir", args->run_dir,
                   "where config.yaml, metrics.jsonl and report.html go (default runs/<recipe name or YAML file stem>); "
-                  "an earlier run's files there move to previous/run-<k>/ unless this run resumes");
+                  "another run's files there move to previous/run-<k>/ (a resume continues its own run's)");
   cmd->add_option("--cuda_graph_impl", args->cuda_graph_impl,
                   "none, local, transformer_engine (Bridge's flag: not none also turns both RNG-tracker keys on; "
                   "local alone also turns the host-side loss NaN check off)");

@@ -91,7 +91,7 @@ std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
 
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
                             const TrainingState& state, const data::DataPosition& position,
-                            const std::vector<std::string>& extra_files) {
+                            const std::string& run_id, const std::vector<std::string>& extra_files) {
   const auto n = static_cast<size_t>(layout.total());
   SG_CHECK(state.main_weights.size() == n && state.exp_avg.size() == n && state.exp_avg_sq.size() == n,
            "training state does not match the parameter layout");
@@ -114,6 +114,7 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   ckpt.state.data_position = position;
   ckpt.state.rng_state = rng_bytes(state.rng);
   ckpt.state.config_hash = checkpoint::config_hash_hex(canonical_config(config));
+  ckpt.state.extra["run_id"] = run_id;
   ckpt.extra_files = extra_files;
   return checkpoint::save_checkpoint(dir, state.steps_done, checkpoint::training_checkpoint_contents(ckpt));
 }
@@ -145,6 +146,9 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& 
   std::memcpy(&out.state.rng, ts.rng_state.data(), sizeof(rng::RngState));
   out.state.steps_done = ts.iteration;
   out.position = ts.data_position;
+  if (ts.extra.is_object() && ts.extra.contains("run_id") && ts.extra["run_id"].is_string()) {
+    out.run_id = ts.extra["run_id"].get<std::string>();
+  }
   const bool same_config = ts.config_hash == checkpoint::config_hash_hex(canonical_config(config));
   check_consumed_samples(ts, state_file, config::batch_spec(config), same_config);
   if (!same_config) {

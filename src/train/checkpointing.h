@@ -12,16 +12,18 @@
 namespace sg::train {
 
 // Saves under config.checkpoint.save-style root `dir` as iter_<steps_done>; returns the folder.
+// `run_id` (train/run_folder.h) goes into train_state.json, so a resumed run keeps its run folder's records.
 // `extra_files` (the tokenizer's tokenizer.json, tokenizer_config.json, special_tokens_map.json) are
 // copied in, so the folder loads with transformers' AutoTokenizer as well as AutoModelForCausalLM.
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
                             const TrainingState& state, const data::DataPosition& position,
-                            const std::vector<std::string>& extra_files = {});
+                            const std::string& run_id, const std::vector<std::string>& extra_files = {});
 
 struct LoadedCheckpoint {
   std::string path;  // the iteration folder that was loaded
   TrainingState state;
   data::DataPosition position;
+  std::string run_id;  // the run that saved it; "" for a checkpoint from before run ids
 };
 
 // Loads DIR (its latest iteration) or an iteration folder. Refuses, listing every tensor name and

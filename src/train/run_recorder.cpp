@@ -5,20 +5,16 @@
 
 #include "core/log.h"
 #include "core/strings.h"
-#include "train/earlier_run.h"
+#include "train/run_folder.h"
 #include "train/svg_chart.h"
 
 namespace sg::train {
 
-RunRecorder::RunRecorder(const config::Config& config, const std::string& run_dir, bool resumed, RunReportInfo report)
+RunRecorder::RunRecorder(const config::Config& config, const std::string& run_dir, bool resumed,
+                         const std::string& run_id, RunReportInfo report)
     : run_dir_(run_dir), report_(std::move(report)) {
   std::filesystem::create_directories(run_dir);
-  if (!resumed) {
-    if (const auto archive = keep_earlier_run(run_dir)) {
-      log::warn(strprintf("%s held an earlier run's records: moved them to %s (this run writes its own)",
-                          run_dir.c_str(), archive->c_str()));
-    }
-  }
+  write_run_id(run_dir, run_id);
   const std::string header = "the resolved configuration of this run (defaults filled in, validated);\n"
                              "run it again with: stepgraph train " +
                              (std::filesystem::path(run_dir) / "config.yaml").string();

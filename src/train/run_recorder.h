@@ -6,8 +6,7 @@
 //                  wall_time_s, tokens; "capture": true on the step that captured the CUDA graphs) and
 //                  one per evaluation (step, val_loss, val_ppl, eval_batches, eval_ms, wall_time_s, tokens)
 //   report.html    the run as charts (train/run_report.h), at the end — also after Ctrl-C or an error
-//   previous/run-<k>/  an earlier run's three files, moved there when a fresh run starts in the same
-//                  folder (train/earlier_run.h)
+//   run.json       the run's id; previous/run-<k>/: an earlier run's files (train/run_folder.h)
 // and, with logger.tensorboard_dir, TensorBoard event files with the same numbers under Megatron's tags:
 // "lm loss", "lm loss validation", "lm loss validation ppl", "learning-rate", "grad-norm",
 // "iteration-time" (ms), "tokens-per-second", "throughput" (TFLOP/s), "mem-allocated-bytes".
@@ -24,9 +23,10 @@ namespace sg::train {
 
 class RunRecorder {
  public:
-  // Writes config.yaml and opens metrics.jsonl (appended when `resumed`; else an earlier run's files are moved
-  // to previous/ first) and the TensorBoard file.
-  RunRecorder(const config::Config& config, const std::string& run_dir, bool resumed, RunReportInfo report);
+  // Writes config.yaml and run.json and opens metrics.jsonl (appended when `resumed`) and the TensorBoard file.
+  // The folder is start_run_folder()'s (train/run_folder.h) to prepare.
+  RunRecorder(const config::Config& config, const std::string& run_dir, bool resumed, const std::string& run_id,
+              RunReportInfo report);
   ~RunRecorder();  // writes the report if finish() did not (never throws)
   RunRecorder(const RunRecorder&) = delete;
   RunRecorder& operator=(const RunRecorder&) = delete;

@@ -31,6 +31,7 @@
 #include "train/evaluation.h"
 #include "train/progress_lines.h"
 #include "train/run_plan.h"
+#include "train/run_folder.h"
 #include "train/run_recorder.h"
 
 namespace sg::train {
@@ -174,6 +175,7 @@ struct RunContext {
   std::optional<data::HfTokenizerInfo> tokenizer;
   Evaluation* evaluation = nullptr;
   std::chrono::steady_clock::time_point start;
+  std::string run_id;  // train/run_folder.h: the checkpoint's when resuming, else a new one (rank 0's)
 };
 
 // The steps of a run, with progress, metrics, evaluation, checkpoints and stops; fills `summary`.
@@ -207,7 +209,17 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   }
 
   const std::string metrics_path = (std::filesystem::path(options.run_dir) / "metrics.jsonl").string();
-  if (loaded) {
+  const RunFolderStart folder =
+      start_run_folder(options.run_dir, loaded ? std::optional<std::string>(loaded->run_id) : std::nullopt);
+  if (folder.archived_to) {
+    log::warn(strprintf("%s held the records of %s: moved them to %s", options.run_dir.c_str(),
+                        loaded ? "another run than the checkpoint's" : "an earlier run", folder.archived_to->c_str()));
+  }
+  if (folder.restored_from) {
+    log::info(strprintf("%s: the checkpoint's run's records are back from %s", options.run_dir.c_str(),
+                        folder.restored_from->c_str()));
+  }
+  if (folder.continues) {
     // Records after the checkpoint's step belong to a run that went further: they are replaced.
     const MetricsTruncation cut = truncate_metrics_after(metrics_path, start_step);
     if (cut.dropped > 0) {
@@ -231,7 +243,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
                       {"FLOPs per step", strprintf("%.4g", flops)}};
   if (run.tokenizer) run_report.facts.emplace_back("tokenizer", run.tokenizer->describe());
   if (config.checkpoint.save) run_report.facts.emplace_back("checkpoints", *config.checkpoint.save);
-  RunRecorder recorder(config, options.run_dir, /*resumed=*/loaded.has_value(), run_report);
+  RunRecorder recorder(config, options.run_dir, /*resumed=*/folder.continues, run.run_id, run_report);
   summary.metrics_path = recorder.metrics_path();
   summary.report_path = recorder.report_path();
   if (!recorder.tensorboard_path().empty()) log::info("TensorBoard events: " + recorder.tensorboard_path());
@@ -272,7 +284,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     }
     const data::DataPosition& position = data.loader().position();
     const std::string dir =
-        save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position, tokenizer_files);
+        save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position, run.run_id, tokenizer_files);
     const double seconds = seconds_since(start);
     stop_handlers.save_took(seconds);
     progress.line(strprintf("saved checkpoint %s (%.1f s)", dir.c_str(), seconds));
@@ -453,6 +465,9 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
       loaded = load_checkpoint(*dirs.resume_from, config, model::model_layout(model));
     });
   }
+  // A resumed run keeps its run id; a fresh one gets rank 0's new one (every rank's folder names the same run).
+  run.run_id = loaded && !loaded->run_id.empty() ? loaded->run_id : new_run_id();
+  if (distributed) run.run_id = distributed->broadcast_from_rank0("run_id", [&run] { return run.run_id; });
   // A checkpoint to resume wins; otherwise checkpoint.pretrained_checkpoint starts the run at step 0.
   std::optional<TrainingState> pretrained;
   if (!loaded && config.checkpoint.pretrained_checkpoint) {

@@ -140,8 +140,16 @@ TEST_F(TrainerCliTest, ResumeIsBitwiseExact) {
     ASSERT_FALSE(fa.empty()) << file;
     EXPECT_TRUE(fa == fc) << file << " differs between the straight and the resumed run";
   }
-  EXPECT_EQ(nlohmann::json::parse(read_file(path("ckpt_a") + "/iter_0000008/train_state.json")),
-            nlohmann::json::parse(read_file(path("ckpt_c") + "/iter_0000008/train_state.json")));
+  // The train states are equal but for the run id, which names the run that saved them: C resumed B's
+  // checkpoint, so C is B's run continued (train/run_folder.h), not A's.
+  nlohmann::json state_a = nlohmann::json::parse(read_file(path("ckpt_a") + "/iter_0000008/train_state.json"));
+  nlohmann::json state_c = nlohmann::json::parse(read_file(path("ckpt_c") + "/iter_0000008/train_state.json"));
+  const nlohmann::json state_b = nlohmann::json::parse(read_file(path("ckpt_b") + "/iter_0000004/train_state.json"));
+  EXPECT_EQ(state_c["extra"]["run_id"], state_b["extra"]["run_id"]);
+  EXPECT_NE(state_c["extra"]["run_id"], state_a["extra"]["run_id"]);
+  state_a["extra"].erase("run_id");
+  state_c["extra"].erase("run_id");
+  EXPECT_EQ(state_a, state_c);
   // ... and the step-4 checkpoints of A and B as well (the saved state does not depend on train_iters).
   EXPECT_TRUE(read_file(path("ckpt_a") + "/iter_0000004/optimizer_main_params.safetensors") ==
               read_file(path("ckpt_b") + "/iter_0000004/optimizer_main_params.safetensors"));

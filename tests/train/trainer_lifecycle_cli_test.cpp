@@ -177,7 +177,7 @@ TEST_F(TrainerLifecycleTest, ASecondRunInTheSameRunFolderKeepsTheFirstRunsRecord
   ASSERT_EQ(r.rc, 0) << r.all();
   r = train({"train.train_iters=2", "--run-dir", path("run")}, "second");
   ASSERT_EQ(r.rc, 0) << r.all();
-  EXPECT_NE(r.err.find(path("run") + " held an earlier run's records: moved them to " + path("run") +
+  EXPECT_NE(r.err.find(path("run") + " held the records of an earlier run: moved them to " + path("run") +
                        "/previous/run-1"),
             std::string::npos)
       << r.all();
@@ -193,6 +193,37 @@ TEST_F(TrainerLifecycleTest, ASecondRunInTheSameRunFolderKeepsTheFirstRunsRecord
     EXPECT_TRUE(fs::exists(path("run") + "/" + file)) << file;
   }
   EXPECT_NE(read_file(path("run") + "/previous/run-1/config.yaml").find("train_iters: 3"), std::string::npos);
+}
+
+TEST_F(TrainerLifecycleTest, ResumingARunAfterAnotherOneBringsItsRecordsBack) {
+  // Run A, then run B in the same run folder (A's records move aside), then resume A from its step 2: B's
+  // records move aside, A's come back and continue; nothing of either is cut or mixed.
+  auto steps_of = [](const std::string& metrics) {
+    std::vector<int64_t> steps;
+    for (const auto& m : read_metrics(metrics)) steps.push_back(m.step);
+    return steps;
+  };
+  RunResult r = train({"train.train_iters=4", "checkpoint.save=" + path("a"), "checkpoint.save_interval=2",
+                       "--run-dir", path("run")},
+                      "a");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  r = train({"train.train_iters=3", "checkpoint.save=" + path("b"), "--run-dir", path("run")}, "b");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  ASSERT_EQ(steps_of(path("run") + "/previous/run-1/metrics.jsonl"), (std::vector<int64_t>{1, 2, 3, 4}));
+  r = train({"train.train_iters=4", "checkpoint.load=" + path("a") + "/iter_0000002", "--run-dir", path("run")},
+            "resume_a");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  EXPECT_NE(r.err.find("held the records of another run than the checkpoint's: moved them to " + path("run") +
+                       "/previous/run-2"),
+            std::string::npos)
+      << r.all();
+  EXPECT_NE(r.err.find("the checkpoint's run's records are back from " + path("run") + "/previous/run-1"),
+            std::string::npos)
+      << r.all();
+  EXPECT_EQ(steps_of(path("run") + "/previous/run-2/metrics.jsonl"), (std::vector<int64_t>{1, 2, 3}));  // B's
+  EXPECT_EQ(steps_of(path("run") + "/metrics.jsonl"), (std::vector<int64_t>{1, 2, 3, 4}));  // A's, 3-4 again
+  EXPECT_FALSE(fs::exists(path("run") + "/previous/run-1"));
+  EXPECT_NE(read_file(path("a") + "/iter_0000004/train_state.json").find("\"run_id\""), std::string::npos);
 }
 
 TEST_F(TrainerLifecycleTest, AFullDiskForMetricsFailsTheRunAfterSavingIt) {

@@ -1,0 +1,44 @@
+#pragma once
+// A run folder (runs/<name>/ or --run-dir: config.yaml, metrics.jsonl, report.html, run.json) holds the
+// records of one run, and none is ever replaced by another run's. run.json names the run: a run id made
+// when the run starts fresh and kept in every checkpoint it saves (train_state.json), so a resumed run
+// keeps it. Running the same recipe again writes to the same folder; when a run starts
+//   * fresh, in a folder that holds records: the earlier run's files move to previous/run-<k>/ (k: the
+//     first number not taken) before the new run writes its own;
+//   * resumed from a checkpoint of the run that wrote the folder: the folder continues (the trainer cuts
+//     metrics.jsonl back to the checkpoint's step: train/metrics.h);
+//   * resumed from a checkpoint of another run (the ids differ): the folder's files move aside as for a
+//     fresh run, and the checkpoint's run's own files come back from previous/ when they are there (then
+//     they continue as above); else its records start a new metrics.jsonl.
+// A folder or checkpoint from before run ids (no run.json, or no id in train_state.json) continues. The top
+// level is always the latest run; nothing is deleted.
+#include <optional>
+#include <string>
+
+namespace sg::train {
+
+// The files a run leaves in its folder, which move together.
+inline constexpr const char* kRunFolderFiles[] = {"config.yaml", "metrics.jsonl", "report.html", "run.json"};
+
+// "20261202T073501Z-4685-9f3c0a1b": the start time (UTC), the process id and 32 random bits.
+std::string new_run_id();
+// run.json's run id; nullopt when the folder has none (or an unreadable one: treated as unnamed).
+std::optional<std::string> read_run_id(const std::string& run_dir);
+// Writes run.json (atomically); sg::Error naming the file on failure.
+void write_run_id(const std::string& run_dir, const std::string& run_id);
+
+// Moves an earlier run's files aside; returns the folder they went to, or nullopt when `run_dir` holds no
+// records (no metrics.jsonl, or an empty one: a run that ended before its first step). sg::Error naming the
+// file and the fix when a file cannot be moved.
+std::optional<std::string> keep_earlier_run(const std::string& run_dir);
+
+struct RunFolderStart {
+  bool continues = false;                    // append to the folder's records: they are the resumed run's
+  std::optional<std::string> archived_to;    // where an earlier (or another) run's files went
+  std::optional<std::string> restored_from;  // where the resumed run's own files came back from
+};
+// Applies the rules above. `checkpoint_run_id`: nullopt for a fresh run, else the resumed checkpoint's run id
+// ("" for a checkpoint from before run ids).
+RunFolderStart start_run_folder(const std::string& run_dir, const std::optional<std::string>& checkpoint_run_id);
+
+}  // namespace sg::train
