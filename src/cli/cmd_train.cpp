@@ -120,7 +120,7 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
       "Train a model: GPT blocks (attention and MLP, or MoE when model.num_moe_experts is set) or a hybrid "
       "pattern of attention (*), MLP (-), MoE (E) and Mamba2 (M) layers. On a GPU: bf16 with CUDA graphs as "
       "model.cuda_graph_impl says (or --cuda_graph_impl/--cuda_graph_scope, as in bench); without one: the CPU "
-      "fp32 reference backend (graphs off). Writes runs/<name>/config.yaml, metrics.jsonl (steps and "
+      "fp32 reference backend (graphs off). Writes runs/<name>/config.yaml, run.json, metrics.jsonl (steps and "
       "validation) and report.html; TensorBoard events with logger.tensorboard_dir. Validation: "
       "train.eval_interval with dataset.split or dataset.valid_data_path. Your own text: "
       "tokenizer.tokenizer_type=HuggingFaceTokenizer tokenizer.tokenizer_model=DIR (README \"Your own data\"). "
