@@ -13,6 +13,7 @@
 #include "train/backend_factory.h"
 #include "train/distributed_run.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/save_dir_lock.h"
 #include "train/checkpointing.h"
 #include "data/batch.h"
 #include "data/blended_dataset.h"
@@ -422,9 +423,10 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
            strprintf("the config's data_parallel_size %lld differs from the %d rank(s) running",
                      static_cast<long long>(batch.data_parallel_size), world_size));
 
-  // Everything that can be checked before a step is: host memory, tokenizer, data (training and
-  // validation), checkpoint directories and the checkpoint to resume. Bad input fails fast, before any
+  // Everything that can be checked before a step is: the run folder, host memory, tokenizer, data (training
+  // and validation), checkpoint directories and the checkpoint to resume. Bad input fails fast, before any
   // device memory is planned.
+  checkpoint::check_directory_writable(options.run_dir, "the run folder (--run-dir)");
   const bool cpu_backend = uses_cpu_backend(options.force_cpu);
   check_host_memory(plan_host_memory(model, batch,
                                      {.cpu_backend = cpu_backend,
@@ -493,7 +495,6 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   log::info("data: " + data->loader().describe());
   log::info(evaluation->describe());
 
-  std::filesystem::create_directories(options.run_dir);
   std::unique_ptr<TrainingBackend> backend;
   with_host_allocation(cpu_backend ? "the CPU backend's model (weights, gradients, Adam moments, activations)"
                                    : "the GPU backend's host buffers",

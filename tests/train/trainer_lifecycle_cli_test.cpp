@@ -137,6 +137,16 @@ TEST_F(TrainerLifecycleTest, ASecondRunOnTheSaveDirectoryIsRefusedNamingTheHolde
   EXPECT_FALSE(fs::exists(path("run") + "/metrics.jsonl")) << "refused before any step";
 }
 
+TEST_F(TrainerLifecycleTest, AnUnusableRunFolderIsRefusedBeforeAnythingLoads) {
+  std::ofstream(path("a_file")) << "not a directory";
+  const RunResult r = train({"train.train_iters=50", "--run-dir", path("a_file")}, "run_dir_file");
+  EXPECT_EQ(r.rc, 1) << r.all();
+  EXPECT_NE(r.err.find("the run folder (--run-dir) " + path("a_file") + " is a file, not a directory"),
+            std::string::npos)
+      << r.all();
+  EXPECT_EQ(r.err.find("data:"), std::string::npos) << "refused before the data was opened:\n" << r.err;
+}
+
 TEST_F(TrainerLifecycleTest, AnUnusableSaveDirectoryIsRefusedBeforeTheFirstStep) {
   std::ofstream(path("a_file")) << "not a directory";
   const RunResult r = train({"train.train_iters=50", "checkpoint.save=" + path("a_file"), "--run-dir", path("run")},
