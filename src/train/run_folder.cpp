@@ -22,6 +22,13 @@ namespace fs = std::filesystem;
 
 namespace {
 constexpr const char* kRunFile = "run.json";
+
+// A metrics.jsonl with at least one byte: a run that finished a step.
+bool has_records(const fs::path& dir) {
+  std::error_code ec;
+  const auto size = fs::file_size(dir / "metrics.jsonl", ec);
+  return !ec && size > 0;
+}
 }  // namespace
 
 std::string new_run_id() {
@@ -51,10 +58,9 @@ void write_run_id(const std::string& run_dir, const std::string& run_id) {
 
 std::optional<std::string> keep_earlier_run(const std::string& run_dir) {
   const fs::path dir(run_dir);
-  std::error_code ec;
-  const auto metrics_size = fs::file_size(dir / "metrics.jsonl", ec);
-  if (ec || metrics_size == 0) return std::nullopt;
+  if (!has_records(dir)) return std::nullopt;
 
+  std::error_code ec;
   fs::path archive;
   for (int k = 1;; ++k) {
     archive = dir / "previous" / strprintf("run-%d", k);
@@ -115,7 +121,9 @@ RunFolderStart start_run_folder(const std::string& run_dir, const std::optional<
   RunFolderStart start;
   if (checkpoint_run_id) {
     const std::optional<std::string> folder_run_id = read_run_id(run_dir);
-    start.continues = checkpoint_run_id->empty() || !folder_run_id || *folder_run_id == *checkpoint_run_id;
+    // Its own run's folder, or a checkpoint or a folder with records from before run ids: continue.
+    start.continues = checkpoint_run_id->empty() || folder_run_id == *checkpoint_run_id ||
+                      (!folder_run_id && has_records(run_dir));
     if (start.continues) return start;
   }
   start.archived_to = keep_earlier_run(run_dir);

@@ -10,8 +10,8 @@
 //   * resumed from a checkpoint of another run (the ids differ): the folder's files move aside as for a
 //     fresh run, and the checkpoint's run's own files come back from previous/ when they are there (then
 //     they continue as above); else its records start a new metrics.jsonl.
-// A folder or checkpoint from before run ids (no run.json, or no id in train_state.json) continues. The top
-// level is always the latest run; nothing is deleted.
+// A checkpoint from before run ids (no id in train_state.json), or a folder whose records predate them (no
+// run.json), continues. The top level is always the latest run; nothing is deleted.
 #include <optional>
 #include <string>
 

@@ -129,10 +129,18 @@ TEST_F(RunFolder, AResumeContinuesItsOwnRunsFolderAndMovesAnotherRunsAside) {
   EXPECT_EQ(read_run_id(*start.archived_to), "run-a");
   EXPECT_FALSE(fs::exists(dir_ / "metrics.jsonl"));
 
-  // A folder without run.json (from before run ids) continues any resume.
+  // A folder whose records predate run ids (no run.json) continues any resume.
   write_run("old");
   fs::remove(dir_ / "run.json");
   EXPECT_TRUE(start_run_folder(dir_.string(), std::string("run-a")).continues);
+
+  // A folder without records (emptied by hand) gets the resumed run's own records back from previous/.
+  for (const char* name : kRunFolderFiles) fs::remove(dir_ / name);
+  start = start_run_folder(dir_.string(), std::string("run-a"));
+  EXPECT_TRUE(start.continues);
+  EXPECT_FALSE(start.archived_to.has_value());
+  ASSERT_TRUE(start.restored_from.has_value());
+  EXPECT_EQ(read_run_id(dir_.string()), "run-a");
 }
 
 TEST_F(RunFolder, RunIdsAreUniqueAndRoundTripThroughRunJson) {
