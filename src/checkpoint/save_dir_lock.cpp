@@ -42,7 +42,7 @@ std::string holder_pid(int fd) {
 
 }  // namespace
 
-SaveDirLock SaveDirLock::acquire(const std::string& dir, const std::string& what) {
+SaveDirLock SaveDirLock::acquire(const std::string& dir, const std::string& what, const std::string& harm) {
   make_directory(dir, what);
   const std::string path = (fs::path(dir) / kLockFile).string();
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -56,9 +56,9 @@ SaveDirLock SaveDirLock::acquire(const std::string& dir, const std::string& what
     ::close(fd);
     if (err == EWOULDBLOCK) {
       throw Error(strprintf(
-          "%s %s is in use by another stepgraph run (pid %s holds %s); two runs saving into one "
-          "directory destroy each other's checkpoints. Wait for that run to end, or choose another %s",
-          what.c_str(), dir.c_str(), pid.empty() ? "unknown" : pid.c_str(), path.c_str(),
+          "%s %s is in use by another stepgraph run (pid %s holds %s); %s. Wait for that run to end, or "
+          "choose another %s",
+          what.c_str(), dir.c_str(), pid.empty() ? "unknown" : pid.c_str(), path.c_str(), harm.c_str(),
           what.c_str()));
     }
     throw Error(strprintf("%s %s: cannot lock %s: %s", what.c_str(), dir.c_str(), path.c_str(),
@@ -100,6 +100,12 @@ void SaveDirLock::release() noexcept {
     ::close(fd_);
   }
   fd_ = -1;
+}
+
+bool same_directory(const std::string& a, const std::string& b) {
+  std::error_code ea, eb;
+  const fs::path pa = fs::weakly_canonical(a, ea), pb = fs::weakly_canonical(b, eb);
+  return !ea && !eb && pa == pb;
 }
 
 void check_directory_writable(const std::string& dir, const std::string& what) {

@@ -16,8 +16,10 @@ class SaveDirLock {
   SaveDirLock() = default;
   // Creates DIR when missing and locks it. sg::Error when DIR cannot be created or the lock file
   // cannot be opened; sg::Error naming the holder's pid when another process holds the lock.
-  // `what` names DIR's role in messages ("checkpoint.save").
-  static SaveDirLock acquire(const std::string& dir, const std::string& what);
+  // `what` names DIR's role in messages ("checkpoint.save"); `harm` says what two runs in it would do.
+  static SaveDirLock acquire(const std::string& dir, const std::string& what,
+                             const std::string& harm = "two runs saving into one directory destroy each "
+                                                       "other's checkpoints");
   ~SaveDirLock();
   SaveDirLock(SaveDirLock&& other) noexcept;
   SaveDirLock& operator=(SaveDirLock&& other) noexcept;
@@ -32,6 +34,10 @@ class SaveDirLock {
   std::string dir_;
   int fd_ = -1;
 };
+
+// Whether two paths name the same directory (after resolving links and relative parts; a missing one is
+// compared by its normalized path).
+bool same_directory(const std::string& a, const std::string& b);
 
 // Checks that `dir` (created when missing) takes new files: creates, writes, fsyncs and removes a
 // probe file. sg::Error naming `what`, the directory and the reason (a file in the way, a read-only

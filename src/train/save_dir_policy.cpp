@@ -12,12 +12,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool same_path(const std::string& a, const std::string& b) {
-  std::error_code ea, eb;
-  const fs::path pa = fs::weakly_canonical(a, ea), pb = fs::weakly_canonical(b, eb);
-  return !ea && !eb && pa == pb;
-}
-
 // "iterations 5, 10 (latest 10)" for messages.
 std::string contents_text(const std::string& dir) {
   const auto iterations = checkpoint::list_iterations(dir);
@@ -43,7 +37,7 @@ std::string contents_text(const std::string& dir) {
 void check_resume_inside_save(const std::string& load, const std::string& save) {
   const std::string folder = checkpoint::resolve_checkpoint(load);
   const auto latest = checkpoint::read_latest_iteration(save);
-  if (latest && same_path(folder, save + "/" + checkpoint::iteration_dir_name(*latest))) return;
+  if (latest && checkpoint::same_directory(folder, save + "/" + checkpoint::iteration_dir_name(*latest))) return;
   throw Error(strprintf(
       "checkpoint.load %s is an older iteration of checkpoint.save %s (which holds %s): continuing to save "
       "there would mix the abandoned later iterations with the new ones and move `latest` backwards. Save "
@@ -64,7 +58,7 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
   checkpoint::check_directory_writable(save, "checkpoint.save");
   const bool occupied = checkpoint::holds_checkpoints(save);
 
-  if (c.load && same_path(*c.load, save)) {  // Bridge's idiom: load = save continues the run
+  if (c.load && checkpoint::same_directory(*c.load, save)) {  // Bridge's idiom: load = save continues the run
     if (occupied) {
       out.resume_from = save;
     } else {
@@ -72,7 +66,7 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
     }
     return out;
   }
-  if (c.load && occupied && same_path(fs::path(*c.load).parent_path().string(), save)) {
+  if (c.load && occupied && checkpoint::same_directory(fs::path(*c.load).parent_path().string(), save)) {
     check_resume_inside_save(*c.load, save);
     out.resume_from = c.load;
     return out;

@@ -427,6 +427,13 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   // and validation), checkpoint directories and the checkpoint to resume. Bad input fails fast, before any
   // device memory is planned.
   checkpoint::check_directory_writable(options.run_dir, "the run folder (--run-dir)");
+  // One run at a time per run folder, by the same lock as checkpoint.save's (which covers a run folder that is
+  // checkpoint.save itself): two runs writing one folder would mix their records and overwrite each other's report.
+  checkpoint::SaveDirLock run_dir_lock;
+  if (!config.checkpoint.save || !checkpoint::same_directory(options.run_dir, *config.checkpoint.save)) {
+    run_dir_lock = checkpoint::SaveDirLock::acquire(options.run_dir, "the run folder (--run-dir)",
+                                                    "two runs writing one run folder mix their records");
+  }
   const bool cpu_backend = uses_cpu_backend(options.force_cpu);
   check_host_memory(plan_host_memory(model, batch,
                                      {.cpu_backend = cpu_backend,

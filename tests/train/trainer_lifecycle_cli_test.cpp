@@ -137,6 +137,23 @@ TEST_F(TrainerLifecycleTest, ASecondRunOnTheSaveDirectoryIsRefusedNamingTheHolde
   EXPECT_FALSE(fs::exists(path("run") + "/metrics.jsonl")) << "refused before any step";
 }
 
+TEST_F(TrainerLifecycleTest, ASecondRunInTheSameRunFolderAtOnceIsRefusedNamingTheHoldersPid) {
+  // This test process plays a run still writing to the folder.
+  const sg::checkpoint::SaveDirLock held =
+      sg::checkpoint::SaveDirLock::acquire(path("run"), "the run folder (--run-dir)");
+  RunResult r = train({"train.train_iters=2", "--run-dir", path("run")}, "concurrent");
+  EXPECT_EQ(r.rc, 1) << r.all();
+  EXPECT_NE(r.err.find("the run folder (--run-dir) " + path("run") + " is in use by another stepgraph run (pid " +
+                       std::to_string(::getpid()) + " holds"),
+            std::string::npos)
+      << r.all();
+  EXPECT_NE(r.err.find("two runs writing one run folder mix their records"), std::string::npos) << r.all();
+  EXPECT_FALSE(fs::exists(path("run") + "/metrics.jsonl")) << "refused before any step";
+  // A run folder that is checkpoint.save itself is covered by that one lock: the run goes ahead.
+  r = train({"train.train_iters=2", "checkpoint.save=" + path("same"), "--run-dir", path("same")}, "same_folder");
+  EXPECT_EQ(r.rc, 0) << r.all();
+}
+
 TEST_F(TrainerLifecycleTest, AnUnusableRunFolderIsRefusedBeforeAnythingLoads) {
   std::ofstream(path("a_file")) << "not a directory";
   const RunResult r = train({"train.train_iters=50", "--run-dir", path("a_file")}, "run_dir_file");
