@@ -2,6 +2,7 @@
 
 #include <semaphore.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -179,6 +180,11 @@ namespace {
 // Lock-free atomics only: these are touched from the signal handler.
 std::atomic<int> g_stop_signal{0};
 std::atomic<int> g_signal_count{0};
+std::atomic<long long> g_first_signal_ns{0};  // CLOCK_MONOTONIC of the signal that requested the stop
+// A signal this soon after the first is the same request delivered twice, not a second request: GNU timeout,
+// for one, sends its signal to the command and then to its process group, so the command gets it twice
+// within microseconds. A person pressing Ctrl-C again takes longer than this.
+constexpr long long kDuplicateSignalNs = 200'000'000;
 std::atomic<long long> g_grace_ms{1500};
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<long long>::is_always_lock_free);
 
@@ -195,9 +201,22 @@ void write_stderr(const char* text, size_t length) {
   (void)ignored;
 }
 
+long long monotonic_ns() {  // clock_gettime is async-signal-safe
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<long long>(now.tv_sec) * 1'000'000'000LL + now.tv_nsec;
+}
+
 extern "C" void stepgraph_stop_handler(int signal_number) {
   const int count = g_signal_count.fetch_add(1) + 1;
+  if (count > 1 && monotonic_ns() - g_first_signal_ns.load() < kDuplicateSignalNs) {
+    static const char kMessage[] =
+        "\nstepgraph: the same stop request again at once (a launcher sending it twice); still stopping cleanly\n";
+    write_stderr(kMessage, sizeof(kMessage) - 1);
+    return;
+  }
   if (count == 1) {
+    g_first_signal_ns.store(monotonic_ns());
     g_stop_signal.store(signal_number);
     static const char kMessage[] =
         "\nstepgraph: stop requested; finishing the current step and cleaning up (signal again to exit "
@@ -284,6 +303,7 @@ void request_stop(int signal_number) {
 void clear_stop_request() {
   g_stop_signal.store(0);
   g_signal_count.store(0);
+  g_first_signal_ns.store(0);
 }
 
 }  // namespace sg::graph

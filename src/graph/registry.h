@@ -11,7 +11,8 @@
 //     live registry. It only try_locks, so an exit from a thread that holds the lock cannot deadlock.
 //   * SIGINT/SIGTERM/SIGHUP: the first signal only sets a flag (async-signal-safe) that the training loop
 //     polls between steps; the loop ends normally and the destructors above run. A second signal
-//     _exit()s at once. A watchdog thread _exit()s if the process is still alive `grace_seconds` after
+//     _exit()s at once, unless it comes within 0.2 s of the first: that is one request delivered twice
+//     (GNU timeout signals the command and then its process group). A watchdog thread _exit()s if the process is still alive `grace_seconds` after
 //     the first signal (a step that never returns). After _exit the driver reclaims all device memory.
 #include <cuda_runtime.h>
 
