@@ -109,7 +109,7 @@ TEST_F(GraphSignal, StuckLoopIsEndedByTheWatchdogWithin2s) {
 }
 
 TEST_F(GraphSignal, SecondSignalExitsAtOnce) {
-  const ChildResult r = run_child("hang", 2, std::chrono::milliseconds(100), std::chrono::seconds(2));
+  const ChildResult r = run_child("hang", 2, std::chrono::milliseconds(400), std::chrono::seconds(2));
   ASSERT_TRUE(r.exited) << r.output;
   ASSERT_TRUE(WIFEXITED(r.status)) << r.output;
   EXPECT_EQ(WEXITSTATUS(r.status), 128 + SIGINT) << r.output;
