@@ -268,7 +268,10 @@ void install_stop_handlers(double grace_seconds) {
   if (g_installed) return;
   struct sigaction action {};
   action.sa_handler = stepgraph_stop_handler;
+  // The stop signals wait for each other's handler: the first one's count and time are recorded before a
+  // second one (SIGTERM during SIGINT's handler) is weighed against them.
   sigemptyset(&action.sa_mask);
+  for (const int blocked : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&action.sa_mask, blocked);
   action.sa_flags = SA_RESTART;
   SG_CHECK(sigaction(SIGINT, &action, &g_previous_int) == 0, "installing the SIGINT handler failed");
   SG_CHECK(sigaction(SIGTERM, &action, &g_previous_term) == 0, "installing the SIGTERM handler failed");
