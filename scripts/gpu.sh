@@ -17,12 +17,13 @@
 # with and without cuDNN's SDPA backward kernel); a summary line each, logs in
 # $OUT/sanitize_<run>.log, host memory every 5 s in $OUT/sanitize_mem_<run>.log (docs/reliability.md
 # records the results). SANITIZE_ONLY="racecheck synccheck" picks runs by name.
-# dp (issue 16), on one GPU: world size 1 through the whole NCCL path (`stepgraph launch -n 1`) in every
-# graph mode, with and without the gradient reduction overlapped with the backward, bitwise equal to the
-# plain run, and a "NOT RUN" record for world size 2. On 2 GPUs (kind nvidia-h200-x2): world size 1 vs 2
-# on the same global batch (losses within fp32 summation-order rounding, every graph mode bitwise equal
-# to eager at world size 2, the distributed optimizer, a checkpoint saved at 2 ranks and resumed at 1)
-# and bench -ng 2 against -ng 1 (scaling efficiency); docs/distributed.md.
+# dp (issue 16): world size 1 vs 2 on the same global batch (losses within fp32 summation-order rounding, every
+# graph mode bitwise equal to eager at world size 2, with and without the gradient reduction overlapped with the
+# backward, the distributed optimizer, a checkpoint saved at 2 ranks and resumed at 1), SIGTERM to one rank and
+# SIGKILL to one rank during the steps. On one GPU the two ranks share it (scripts/two_ranks_one_gpu.sh), and
+# world size 1 runs through the whole NCCL path (`stepgraph launch -n 1`) in every graph mode, bitwise equal to
+# the plain run; on 2 GPUs (kind nvidia-h200-x2) `stepgraph launch -n 2` runs them, then bench -ng 2 against
+# -ng 1 (scaling efficiency), which one GPU records as NOT RUN; docs/distributed.md.
 #
 # Expects a build made for sm_90 in ${BUILD_DIR:-build} (scripts/build.sh here, or on the GPU machine:
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
@@ -251,16 +252,16 @@ if want dp; then
   run_dp() {  # name, then the command
     local name=$1; shift
     local start=$(date +%s)
-    timeout 600 "$@" >"$D/$name.log" 2>&1
+    timeout "${DP_RUN_TIMEOUT:-600}" "$@" >"$D/$name.log" 2>&1
     local rc=$?
     record "dp $name" "rc=$rc ($(( $(date +%s) - start )) s)"
     (( rc == 0 )) || tail -20 "$D/$name.log"
   }
+  run_dp ws1 "$SG" train "${tiny[@]}" --run-dir "$D/ws1"
   if (( ngpu < 2 )); then
     # One GPU: the whole NCCL path at world size 1 (stepgraph launch -n 1: rendezvous, communicator,
     # collectives inside the graph, teardown) must train bitwise like the plain single-process run.
-    echo "dp: this machine has $ngpu GPU(s); world size 2 needs 2 (kind nvidia-h200-x2): world size 1 over NCCL only"
-    run_dp ws1 "$SG" train "${tiny[@]}" --run-dir "$D/ws1"
+    echo "dp: this machine has $ngpu GPU(s): world size 1 over NCCL, then world size 2 as two ranks on this GPU"
     run_dp ws1_nccl "$SG" launch -n 1 -- train "${tiny[@]}" --run-dir "$D/ws1_nccl"
     run_dp ws1_nccl_local "$SG" launch -n 1 -- train "${tiny[@]}" "${local_graph[@]}" --run-dir "$D/ws1_nccl_local"
     run_dp ws1_nccl_te "$SG" launch -n 1 -- train "${tiny[@]}" "${te_graph[@]}" --run-dir "$D/ws1_nccl_te"
@@ -287,35 +288,96 @@ if want dp; then
       "$D/ws1_nccl_overlap_local/metrics.jsonl" "$D/ws1_nccl_overlap_te/metrics.jsonl" \
       "$D/ws1_nccl_overlap_distopt_local/metrics.jsonl" | tee "$D/losses_ws1_nccl.txt"
     record "dp ws1 over NCCL vs plain" "$(grep -c 'bitwise equal' "$D/losses_ws1_nccl.txt")/7 bitwise"
-    record "dp world size 2" "NOT RUN: needs 2 GPUs (kind nvidia-h200-x2), this machine has $ngpu"
+    # World size 2 without a second GPU: two torchrun-style ranks on this one, NCCL over loopback
+    # (scripts/two_ranks_one_gpu.sh says why that checks world size 2's results but not its speed).
+    ws2=(bash scripts/two_ranks_one_gpu.sh "$SG")
+    ws2_where="two ranks on one GPU"
   else
-    run_dp ws1 "$SG" train "${tiny[@]}" --run-dir "$D/ws1"
-    run_dp ws2 "$SG" launch -n 2 -- train "${tiny[@]}" --run-dir "$D/ws2"
-    run_dp ws2_local "$SG" launch -n 2 -- train "${tiny[@]}" "${local_graph[@]}" --run-dir "$D/ws2_local"
-    run_dp ws2_te "$SG" launch -n 2 -- train "${tiny[@]}" "${te_graph[@]}" --run-dir "$D/ws2_te"
-    run_dp ws2_overlap_local "$SG" launch -n 2 -- train "${tiny[@]}" "${overlap[@]}" "${local_graph[@]}" \
-      --run-dir "$D/ws2_overlap_local"
-    run_dp ws2_overlap_te "$SG" launch -n 2 -- train "${tiny[@]}" "${overlap[@]}" "${te_graph[@]}" \
-      --run-dir "$D/ws2_overlap_te"
-    run_dp ws2_distopt "$SG" launch -n 2 -- train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
-      --run-dir "$D/ws2_distopt"
-    run_dp ws2_distopt_local "$SG" launch -n 2 -- train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
-      "${local_graph[@]}" --run-dir "$D/ws2_distopt_local"
-    # Saved by 2 ranks (sharded optimizer, gathered into one folder) at step 15, resumed by 1 rank.
-    run_dp save_ws2 "$SG" launch -n 2 -- train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
-      train.train_iters=15 checkpoint.save="$D/ckpt" --run-dir "$D/save_ws2"
-    run_dp resume_ws1 "$SG" train "${tiny[@]}" checkpoint.load="$D/ckpt" --run-dir "$D/resume_ws1"
-    echo "-- world size 2 (and the distributed optimizer, and a resume at world size 1) against world size 1:"
-    python3 bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws2/metrics.jsonl" \
-      "$D/ws2_distopt/metrics.jsonl" "$D/resume_ws1/metrics.jsonl" | tee "$D/losses_ws1_vs_ws2.txt"
-    record "dp ws2 vs ws1 losses" "rc=${PIPESTATUS[0]} (losses_ws1_vs_ws2.txt)"
-    echo "-- every graph mode at world size 2 against eager (bitwise expected):"
-    python3 bench/data_parallel_report.py losses "$D/ws2/metrics.jsonl" "$D/ws2_local/metrics.jsonl" \
-      "$D/ws2_te/metrics.jsonl" "$D/ws2_overlap_local/metrics.jsonl" "$D/ws2_overlap_te/metrics.jsonl" \
-      | tee "$D/losses_graphs_ws2.txt"
-    python3 bench/data_parallel_report.py losses "$D/ws2_distopt/metrics.jsonl" \
-      "$D/ws2_distopt_local/metrics.jsonl" | tee -a "$D/losses_graphs_ws2.txt"
-    record "dp graphs (and overlap) vs eager at ws2" "$(grep -c 'bitwise equal' "$D/losses_graphs_ws2.txt")/5 bitwise"
+    ws2=("$SG" launch -n 2 --)
+    ws2_where="two GPUs"
+  fi
+  run_dp ws2 "${ws2[@]}" train "${tiny[@]}" --run-dir "$D/ws2"
+  run_dp ws2_local "${ws2[@]}" train "${tiny[@]}" "${local_graph[@]}" --run-dir "$D/ws2_local"
+  run_dp ws2_te "${ws2[@]}" train "${tiny[@]}" "${te_graph[@]}" --run-dir "$D/ws2_te"
+  run_dp ws2_overlap_local "${ws2[@]}" train "${tiny[@]}" "${overlap[@]}" "${local_graph[@]}" \
+    --run-dir "$D/ws2_overlap_local"
+  run_dp ws2_overlap_te "${ws2[@]}" train "${tiny[@]}" "${overlap[@]}" "${te_graph[@]}" \
+    --run-dir "$D/ws2_overlap_te"
+  run_dp ws2_distopt "${ws2[@]}" train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+    --run-dir "$D/ws2_distopt"
+  run_dp ws2_distopt_local "${ws2[@]}" train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+    "${local_graph[@]}" --run-dir "$D/ws2_distopt_local"
+  # Saved by 2 ranks (sharded optimizer, gathered into one folder) at step 15, resumed by 1 rank.
+  run_dp save_ws2 "${ws2[@]}" train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+    train.train_iters=15 checkpoint.save="$D/ckpt" --run-dir "$D/save_ws2"
+  run_dp resume_ws1 "$SG" train "${tiny[@]}" checkpoint.load="$D/ckpt" --run-dir "$D/resume_ws1"
+  echo "-- world size 2 ($ws2_where; and the distributed optimizer, and a resume at world size 1) against world size 1:"
+  python3 bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws2/metrics.jsonl" \
+    "$D/ws2_distopt/metrics.jsonl" "$D/resume_ws1/metrics.jsonl" | tee "$D/losses_ws1_vs_ws2.txt"
+  record "dp ws2 vs ws1 losses ($ws2_where)" "rc=${PIPESTATUS[0]} (losses_ws1_vs_ws2.txt)"
+  echo "-- every graph mode at world size 2 ($ws2_where) against eager (bitwise expected):"
+  python3 bench/data_parallel_report.py losses "$D/ws2/metrics.jsonl" "$D/ws2_local/metrics.jsonl" \
+    "$D/ws2_te/metrics.jsonl" "$D/ws2_overlap_local/metrics.jsonl" "$D/ws2_overlap_te/metrics.jsonl" \
+    | tee "$D/losses_graphs_ws2.txt"
+  python3 bench/data_parallel_report.py losses "$D/ws2_distopt/metrics.jsonl" \
+    "$D/ws2_distopt_local/metrics.jsonl" | tee -a "$D/losses_graphs_ws2.txt"
+  record "dp graphs (and overlap) vs eager at ws2" "$(grep -c 'bitwise equal' "$D/losses_graphs_ws2.txt")/5 bitwise"
+  # One rank stopped or killed while the step's collectives run (tiny for as long as it takes, local graph).
+  # rank_pid RUN_DIR RANK: that rank's stepgraph process (the one whose environment says RANK=<RANK>).
+  rank_pid() {
+    local p
+    for p in $(pgrep -f -- "--run-dir $1"); do
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2" && { echo "$p"; return 0; }
+    done
+    return 1
+  }
+  # wait_steps RUN_DIR N: until rank 0 has recorded N steps (at most 120 s).
+  wait_steps() {
+    local i
+    for i in $(seq 1200); do
+      (( $(cat "$1/metrics.jsonl" 2>/dev/null | wc -l) >= $2 )) && return 0
+      sleep 0.1
+    done
+    return 1
+  }
+  long=("${tiny[@]}" "${local_graph[@]}" train.train_iters=100000)
+  # SIGTERM to rank 1 only: both ranks stop after the same step, rank 0 saves it, rank 1 exits 143.
+  rm -rf "$D/ckpt_signal"
+  timeout 180 "${ws2[@]}" train "${long[@]}" checkpoint.save="$D/ckpt_signal" --run-dir "$D/signal_ws2" \
+    >"$D/signal_ws2.log" 2>&1 &
+  runner=$!
+  if wait_steps "$D/signal_ws2" 20 && pid=$(rank_pid "$D/signal_ws2" 1); then kill -TERM "$pid"; fi
+  wait "$runner"
+  rc=$?
+  stop_line=$(grep -o "another rank stopped: stopping after step [0-9]*" "$D/signal_ws2.log" | head -1)
+  stop_step=$(cat "$D/ckpt_signal/latest_checkpointed_iteration.txt" 2>/dev/null)
+  record "dp SIGTERM to rank 1 ($ws2_where)" "rc=$rc (143 expected); rank 0: '${stop_line:-no stop line}'; saved: step ${stop_step:-none}"
+  # Resumed at world size 2 for 6 more steps: the stopped run and its resume together train bitwise like one run.
+  if [[ $stop_step =~ ^[0-9]+$ ]]; then
+    end=$(( stop_step + 6 ))
+    run_dp resume_signal_ws2 "${ws2[@]}" train "${tiny[@]}" "${local_graph[@]}" train.train_iters=$end \
+      checkpoint.load="$D/ckpt_signal" --run-dir "$D/resume_signal_ws2"
+    run_dp straight_ws2 "${ws2[@]}" train "${tiny[@]}" "${local_graph[@]}" train.train_iters=$end \
+      --run-dir "$D/straight_ws2"
+    python3 bench/data_parallel_report.py losses "$D/straight_ws2/metrics.jsonl" "$D/signal_ws2/metrics.jsonl" \
+      "$D/resume_signal_ws2/metrics.jsonl" | tee "$D/losses_signal_ws2.txt"
+    record "dp stopped + resumed vs one run (ws2)" "$(grep -c 'bitwise equal' "$D/losses_signal_ws2.txt")/2 bitwise"
+  fi
+  # SIGKILL to rank 1: rank 0 must end within seconds (status 70), not wait in a collective.
+  timeout 180 "${ws2[@]}" train "${long[@]}" --run-dir "$D/kill_ws2" >"$D/kill_ws2.log" 2>&1 &
+  runner=$!
+  killed_at=
+  if wait_steps "$D/kill_ws2" 20 && pid=$(rank_pid "$D/kill_ws2" 1); then
+    kill -KILL "$pid"
+    killed_at=$(date +%s.%N)
+  fi
+  wait "$runner"
+  rc=$?
+  ended_in=$([[ -n $killed_at ]] && python3 -c "print(f'{$(date +%s.%N) - $killed_at:.1f}')" || echo "-")
+  record "dp SIGKILL to rank 1 ($ws2_where)" "rc=$rc ($([[ $ws2_where == "two GPUs" ]] && echo "137: launch reports the killed rank" || echo "70: rank 0's")), ended ${ended_in} s after the kill"
+  if (( ngpu < 2 )); then
+    record "dp bench -ng 2 (scaling)" "NOT RUN: needs 2 GPUs (kind nvidia-h200-x2), this machine has $ngpu"
+  else
     # Scaling: the same micro batch per GPU, twice the global batch at -ng 2.
     # ng2_run RECIPE MICRO_BATCH SUFFIX [overrides]: bench -ng 2 (twice the global batch) and its scaling over -ng 1.
     ng2_run() {
