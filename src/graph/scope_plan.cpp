@@ -260,4 +260,10 @@ ScopePlan plan_graph_scopes(GraphImpl impl, const std::vector<GraphScope>& scope
   return plan;
 }
 
+std::string describe_warmup(int warmup_steps) {
+  return strprintf("%d eager warmup step%s, capture at step %d, replay after (counted from where the run starts: a "
+                   "resumed run warms up again)",
+                   warmup_steps, warmup_steps == 1 ? "" : "s", warmup_steps + 1);
+}
+
 }  // namespace sg::graph

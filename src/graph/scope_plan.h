@@ -91,4 +91,8 @@ std::vector<Module> scope_modules(GraphScope scope);
 ScopePlan plan_graph_scopes(GraphImpl impl, const std::vector<GraphScope>& scopes,
                             const std::vector<LayerRegions>& layers);
 
+// "3 eager warmup steps, capture at step 4, replay after (...)": model.cuda_graph_warmup_steps as the plan
+// and the logs state it. The steps count from where this run starts, so a resumed run warms up again.
+std::string describe_warmup(int warmup_steps);
+
 }  // namespace sg::graph

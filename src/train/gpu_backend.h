@@ -72,6 +72,7 @@ class GpuBackend final : public TrainingBackend {
   InFlight ring_[kRing];
   std::deque<int> pending_;  // ring indices of submitted, not yet collected steps
   int64_t submitted_ = 0;
+  int64_t loaded_steps_ = 0;  // steps_done of a loaded state: this run's step numbers continue from it
   size_t tokens_per_step_ = 0;
   int64_t graph_memory_bytes_ = -1;
 };

@@ -46,8 +46,7 @@ graph::StepMode GraphedStep::run(cudaStream_t stream) {
 std::string GraphedStep::describe() const {
   std::string text = plan_.describe();
   if (plan_.impl != graph::GraphImpl::none) {
-    text += strprintf("; %d eager warmup step%s, capture at step %d, replay after", warmup_steps_,
-                      warmup_steps_ == 1 ? "" : "s", warmup_steps_ + 1);
+    text += "; " + graph::describe_warmup(warmup_steps_);
   }
   return text;
 }

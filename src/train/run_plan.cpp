@@ -100,9 +100,8 @@ std::string describe_graph_plan(const config::Config& config) {
     return "CUDA graphs: off (model.cuda_graph_impl = none): every step eager";
   }
   const int64_t warmup = config.model.cuda_graph_warmup_steps;
-  std::string text = strprintf("CUDA graphs: %s; %lld eager warmup step%s, capture at step %lld, replay after",
-                               plan.describe().c_str(), static_cast<long long>(warmup), warmup == 1 ? "" : "s",
-                               static_cast<long long>(warmup + 1));
+  std::string text = strprintf("CUDA graphs: %s; %s", plan.describe().c_str(),
+                               graph::describe_warmup(static_cast<int>(warmup)).c_str());
   if (config.train.eval_interval) {
     text += "\n  evaluation: 1 more graph (the forward-only evaluation of one batch): the first evaluated batch "
             "eager, the second captured, replayed after";

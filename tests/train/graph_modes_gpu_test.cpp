@@ -113,6 +113,33 @@ TEST_F(GraphModesGpu, EveryModeIsBitwiseEqualToEager) {
   }
 }
 
+// A resumed run warms up again before it captures: resumed at step 23 with 2 warmup steps, it captures in
+// step 26. The capture notice names that step (it once counted the steps this process ran: "at step 3").
+TEST_F(GraphModesGpu, ACaptureAfterAResumeIsNamedByTheRunsStep) {
+  const config::Config config = tiny_with({"model.cuda_graph_impl=local"});
+  const model::ModelSpec model = config::model_spec(config);
+  const model::BatchSpec batch = config::batch_spec(config);
+  GpuBackend backend(config, model, batch, optimizer_spec(config), {static_cast<uint64_t>(config.rng.seed), 0});
+  TrainingState resumed = backend.state();
+  resumed.steps_done = 23;
+  backend.load_state(resumed);
+  std::vector<std::string> notices;
+  backend.notify = [&notices](const std::string& line) {
+    if (line.rfind("captured", 0) == 0) notices.push_back(line);
+  };
+  sg::test::LoaderBatches batches(sg::test::mock_data_options(config, model), model, batch);
+  std::vector<int64_t> capture_steps;
+  for (int i = 0; i < 4; ++i) {
+    backend.submit(batches.next());
+    for (const StepResult& r : backend.collect(0)) {
+      if (r.capture_step) capture_steps.push_back(r.step);
+    }
+  }
+  EXPECT_EQ(capture_steps, std::vector<int64_t>{26});
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].rfind("captured 1 CUDA graph at step 26:", 0), 0u) << notices[0];
+}
+
 // Issue 12: the hybrid pattern M*-M*-M- (Mamba, attention without RoPE, squared-ReLU MLP) with dropout 0.1
 // and two microbatches, 30 steps: eager, the whole step as one graph, and the mamba scope mixed with the
 // attn and mlp scopes give bitwise identical losses, weights and moments.
