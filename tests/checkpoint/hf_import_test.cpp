@@ -48,7 +48,9 @@ void expect_weights_equal_expected(const std::string& folder, const model::Model
     }
   }
   for (size_t i = 0; i < weights.size(); ++i) {
-    if (!covered[i]) ASSERT_EQ(weights[i], 0.0f) << "gap element " << i;
+    if (!covered[i]) {
+      ASSERT_EQ(weights[i], 0.0f) << "gap element " << i;
+    }
   }
 }
 

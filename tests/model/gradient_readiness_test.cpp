@@ -44,7 +44,9 @@ TEST(GradientReadiness, DenseBlocksInTheStepsBackwardOrder) {
     const dist::GradientReadiness r = gradient_readiness(layout);
     ASSERT_EQ(r.points, 6);  // the LM head, 4 layers, the end
     expect_every_tensor_once(layout, r);
-    if (!tied) EXPECT_EQ(point_of(layout, r, "lm_head.weight"), 0) << "the LM head's backward runs first";
+    if (!tied) {
+      EXPECT_EQ(point_of(layout, r, "lm_head.weight"), 0) << "the LM head's backward runs first";
+    }
     EXPECT_EQ(point_of(layout, r, "model.embed_tokens.weight"), 5) << "the embedding's last (tied: written twice)";
     // Every norm at the end: one launch sums their weight gradients after layer 0's pre-norm backward.
     EXPECT_EQ(point_of(layout, r, "model.norm.weight"), 5);
@@ -65,8 +67,12 @@ TEST(GradientReadiness, HybridPattern) {
   ASSERT_EQ(r.points, 5);
   expect_every_tensor_once(layout, r);
   for (const ParamTensor& t : layout.tensors()) {
-    if (t.name.rfind("backbone.layers.0.mixer.", 0) == 0) EXPECT_EQ(point_of(layout, r, t.name), 3) << t.name;
-    if (t.name.rfind("backbone.layers.2.mixer.", 0) == 0) EXPECT_EQ(point_of(layout, r, t.name), 1) << t.name;
+    if (t.name.rfind("backbone.layers.0.mixer.", 0) == 0) {
+      EXPECT_EQ(point_of(layout, r, t.name), 3) << t.name;
+    }
+    if (t.name.rfind("backbone.layers.2.mixer.", 0) == 0) {
+      EXPECT_EQ(point_of(layout, r, t.name), 1) << t.name;
+    }
   }
   EXPECT_EQ(point_of(layout, r, "backbone.layers.1.norm.weight"), 4);  // every norm at the end
   EXPECT_EQ(point_of(layout, r, "backbone.norm_f.weight"), 4);
