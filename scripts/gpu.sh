@@ -23,7 +23,8 @@
 # SIGKILL to one rank during the steps. On one GPU the two ranks share it (scripts/two_ranks_one_gpu.sh), and
 # world size 1 runs through the whole NCCL path (`stepgraph launch -n 1`) in every graph mode, bitwise equal to
 # the plain run; on 2 GPUs (kind nvidia-h200-x2) `stepgraph launch -n 2` runs them, then bench -ng 2 against
-# -ng 1 (scaling efficiency), which one GPU records as NOT RUN; docs/distributed.md.
+# -ng 1 (scaling efficiency), which one GPU records as NOT RUN (it runs bench -ng 2's rank path there, untimed);
+# docs/distributed.md.
 #
 # Expects a build made for sm_90 in ${BUILD_DIR:-build} (scripts/build.sh here, or on the GPU machine:
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
@@ -311,9 +312,15 @@ if want dp; then
   run_dp save_ws2 "${ws2[@]}" train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
     train.train_iters=15 checkpoint.save="$D/ckpt" --run-dir "$D/save_ws2"
   run_dp resume_ws1 "$SG" train "${tiny[@]}" checkpoint.load="$D/ckpt" --run-dir "$D/resume_ws1"
+  # And the other way: saved by 1 rank at step 15, resumed by 2 (the optimizer state sharded on load).
+  rm -rf "$D/ckpt_ws1"
+  run_dp save_ws1 "$SG" train "${tiny[@]}" train.train_iters=15 checkpoint.save="$D/ckpt_ws1" --run-dir "$D/save_ws1"
+  run_dp resume_ws2 "${ws2[@]}" train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+    checkpoint.load="$D/ckpt_ws1" --run-dir "$D/resume_ws2"
   echo "-- world size 2 ($ws2_where; and the distributed optimizer, and a resume at world size 1) against world size 1:"
   python3 bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws2/metrics.jsonl" \
-    "$D/ws2_distopt/metrics.jsonl" "$D/resume_ws1/metrics.jsonl" | tee "$D/losses_ws1_vs_ws2.txt"
+    "$D/ws2_distopt/metrics.jsonl" "$D/resume_ws1/metrics.jsonl" "$D/resume_ws2/metrics.jsonl" \
+    | tee "$D/losses_ws1_vs_ws2.txt"
   record "dp ws2 vs ws1 losses ($ws2_where)" "rc=${PIPESTATUS[0]} (losses_ws1_vs_ws2.txt)"
   echo "-- every graph mode at world size 2 ($ws2_where) against eager (bitwise expected):"
   python3 bench/data_parallel_report.py losses "$D/ws2/metrics.jsonl" "$D/ws2_local/metrics.jsonl" \
@@ -377,6 +384,15 @@ if want dp; then
   record "dp SIGKILL to rank 1 ($ws2_where)" "rc=$rc ($([[ $ws2_where == "two GPUs" ]] && echo "137: launch reports the killed rank" || echo "70: rank 0's")), ended ${ended_in} s after the kill"
   if (( ngpu < 2 )); then
     record "dp bench -ng 2 (scaling)" "NOT RUN: needs 2 GPUs (kind nvidia-h200-x2), this machine has $ngpu"
+    # bench -ng 2's rank path on the one GPU (started by the script, each rank a bench rank): it runs, the modes
+    # end at the same loss (the bench checks it) and report their graph memory; its times mean nothing here.
+    "${ws2[@]}" bench -m llama -mr tiny -g h200 -c bf16 -ng 2 -gb 8 --plain --steps 10 \
+      --compare none,local,transformer_engine:attn+mlp --json "$D/bench_tiny_ng2_one_gpu.json" \
+      >"$D/bench_tiny_ng2_one_gpu.txt" 2>&1
+    rc=$?
+    grep -q "ended at different losses" "$D/bench_tiny_ng2_one_gpu.txt" && rc="$rc, LOSSES DIFFER"
+    record "dp bench -ng 2 ($ws2_where, not timed)" "rc=$rc (bench_tiny_ng2_one_gpu.txt)"
+    sed -n '/^mode /,$p' "$D/bench_tiny_ng2_one_gpu.txt"
   else
     # Scaling: the same micro batch per GPU, twice the global batch at -ng 2.
     # ng2_run RECIPE MICRO_BATCH SUFFIX [overrides]: bench -ng 2 (twice the global batch) and its scaling over -ng 1.
