@@ -348,7 +348,7 @@ if want dp; then
     return 1
   }
   long=("${tiny[@]}" "${local_graph[@]}" train.train_iters=100000)
-  # SIGTERM to rank 1 only: both ranks stop after the same step, rank 0 saves it, rank 1 exits 143.
+  # SIGTERM to rank 1 only: both ranks stop after the same step, rank 0 saves it, both exit 143.
   rm -rf "$D/ckpt_signal"
   timeout 180 "${ws2[@]}" train "${long[@]}" checkpoint.save="$D/ckpt_signal" --run-dir "$D/signal_ws2" \
     >"$D/signal_ws2.log" 2>&1 &
@@ -356,9 +356,10 @@ if want dp; then
   if wait_steps "$D/signal_ws2" 20 && pid=$(rank_pid "$D/signal_ws2" 1); then kill -TERM "$pid"; fi
   wait "$runner"
   rc=$?
-  stop_line=$(grep -o "another rank stopped: stopping after step [0-9]*" "$D/signal_ws2.log" | head -1)
+  stop_line=$(grep -o "rank 1 received signal 15: stopping after step [0-9]*" "$D/signal_ws2.log" | head -1)
+  rank0_status=$(grep -o "stopped by signal 15 after step [0-9]*" "$D/signal_ws2/report.html" 2>/dev/null | head -1)
   stop_step=$(cat "$D/ckpt_signal/latest_checkpointed_iteration.txt" 2>/dev/null)
-  record "dp SIGTERM to rank 1 ($ws2_where)" "rc=$rc (143 expected); rank 0: '${stop_line:-no stop line}'; saved: step ${stop_step:-none}"
+  record "dp SIGTERM to rank 1 ($ws2_where)" "rc=$rc (143 expected); rank 0: '${stop_line:-no stop line}', report '${rank0_status:-no stop}'; saved: step ${stop_step:-none}"
   # Resumed at world size 2 for 6 more steps: the stopped run and its resume together train bitwise like one run.
   if [[ $stop_step =~ ^[0-9]+$ ]]; then
     end=$(( stop_step + 6 ))

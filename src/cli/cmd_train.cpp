@@ -9,7 +9,6 @@
 #include "cuda/device.h"
 #include "dist/world_env.h"
 #include "core/strings.h"
-#include "graph/registry.h"
 #include "config/config.h"
 #include "config/graph_flags.h"
 #include "train/distributed_run.h"
@@ -110,7 +109,7 @@ int run_train(const TrainArgs& args) {
                  summary.first_loss, summary.last_loss, val.c_str(), summary.metrics_path.c_str(),
                  summary.report_path.c_str());
   }
-  return summary.stopped_by_signal ? graph::exit_code_for_stop() : 0;
+  return summary.stopped_by_signal ? 128 + summary.stop_signal : 0;
 }
 
 const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit_code) {

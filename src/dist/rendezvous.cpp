@@ -1,5 +1,7 @@
 #include "dist/rendezvous.h"
 
+#include <cstdlib>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -140,11 +142,25 @@ std::string Rendezvous::broadcast_from_rank0(const std::string& key, const std::
   return client_->get(key, settings_.timeout_seconds);
 }
 
-bool Rendezvous::any_rank(const std::string& key, bool local, double timeout_seconds) {
-  for (const std::string& v : client_->all_gather(key, local ? "1" : "0", timeout_seconds)) {
-    if (v == "1") return true;
+StopAgreement agree_on_stop(const std::vector<int>& reasons) {
+  StopAgreement agreed;
+  for (size_t r = 0; r < reasons.size(); ++r) {
+    if (reasons[r] == 0) continue;
+    agreed.stop = true;
+    if (reasons[r] > 0 && agreed.signal == 0) {
+      agreed.signal = reasons[r];
+      agreed.signal_rank = static_cast<int>(r);
+    }
   }
-  return false;
+  return agreed;
+}
+
+StopAgreement Rendezvous::agree_stop(const std::string& key, int local_reason, double timeout_seconds) {
+  std::vector<int> reasons;
+  for (const std::string& v : client_->all_gather(key, std::to_string(local_reason), timeout_seconds)) {
+    reasons.push_back(std::atoi(v.c_str()));
+  }
+  return agree_on_stop(reasons);
 }
 
 void Rendezvous::require_same(const std::string& key, const std::string& value, const std::string& what) {

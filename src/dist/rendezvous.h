@@ -12,12 +12,24 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dist/store_client.h"
 #include "dist/store_server.h"
 #include "dist/world_env.h"
 
 namespace sg::dist {
+
+// Why a rank stops after a step: a signal number (SIGINT, SIGTERM, SIGHUP), kStopForOtherReason (e.g. a
+// failed metrics write) or 0 (no reason).
+inline constexpr int kStopForOtherReason = -1;
+struct StopAgreement {
+  bool stop = false;     // some rank has a reason: every rank stops after this step
+  int signal = 0;        // the signal of the lowest rank that received one, else 0: every rank exits 128 + it
+  int signal_rank = -1;  // that rank
+};
+// The agreement from every rank's reason (index = rank).
+StopAgreement agree_on_stop(const std::vector<int>& reasons);
 
 class Rendezvous {
  public:
@@ -38,8 +50,8 @@ class Rendezvous {
 
   // Rank 0 computes the value; every rank returns it.
   std::string broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make);
-  // True on every rank when `local` is true on any rank (one all-gather through the store).
-  bool any_rank(const std::string& key, bool local, double timeout_seconds);
+  // Every rank's reason to stop (one all-gather through the store), agreed by agree_on_stop.
+  StopAgreement agree_stop(const std::string& key, int local_reason, double timeout_seconds);
   // Throws sg::Error on every rank, naming the ranks and values, unless all ranks pass the same value.
   void require_same(const std::string& key, const std::string& value, const std::string& what);
 

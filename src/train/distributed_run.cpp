@@ -98,10 +98,10 @@ std::unique_ptr<dist::GradientReducer> DistributedRun::make_step_reducer(const c
                       readiness, config.ddp.overlap_grad_reduce);
 }
 
-bool DistributedRun::stop_everywhere(int64_t step, bool local_stop) {
+dist::StopAgreement DistributedRun::stop_everywhere(int64_t step, int local_reason) {
   // Generous: a rank may be writing a checkpoint while the others wait here. A dead rank ends the wait
   // at once through the store's liveness signal.
-  return rendezvous_->any_rank(strprintf("stop/%lld", static_cast<long long>(step)), local_stop, 24 * 3600.0);
+  return rendezvous_->agree_stop(strprintf("stop/%lld", static_cast<long long>(step)), local_reason, 24 * 3600.0);
 }
 
 std::string DistributedRun::broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make) {

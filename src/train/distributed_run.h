@@ -60,9 +60,10 @@ class DistributedRun {
                                                            bool graphs_capture_collectives);
   const std::string& graph_register_note() const { return graph_register_note_; }
 
-  // True on every rank when any rank was asked to stop (SIGINT/SIGTERM) by step `step`: every rank
-  // stops after the same step, so none waits in a collective for one that left.
-  bool stop_everywhere(int64_t step, bool local_stop);
+  // Every rank stops after the same step `step` when any rank has a reason to (so none waits in a collective
+  // for one that left), and a signal to one rank is every rank's exit status. `local_reason`: this rank's
+  // signal number, dist::kStopForOtherReason or 0 (dist/rendezvous.h).
+  dist::StopAgreement stop_everywhere(int64_t step, int local_reason);
   // Rank 0's value on every rank (rank 0 computes it; e.g. which checkpoint to resume).
   std::string broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make);
   // Throws sg::Error on every rank unless all ranks pass the same value (e.g. the captured graph's shape).

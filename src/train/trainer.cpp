@@ -363,14 +363,20 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     // it, instead of running one more step and saving again.
     // Data parallel: every rank stops after the same step (one that left would leave the others waiting
     // in a collective), when any rank was asked to.
-    const bool local_stop = graph::stop_requested() || !metrics_error.empty();
-    if (distributed ? distributed->stop_everywhere(step, local_stop) : local_stop) {
-      summary.stopped_by_signal = graph::stop_requested();
-      progress.line(strprintf("%s: stopping after step %lld",
-                              summary.stopped_by_signal ? "stop requested"
-                              : metrics_error.empty()   ? "another rank stopped"
-                                                        : "metrics write failed",
-                              static_cast<long long>(step)));
+    const int local_reason = graph::stop_requested()  ? graph::stop_signal()
+                             : !metrics_error.empty() ? dist::kStopForOtherReason
+                                                      : 0;
+    const dist::StopAgreement stop =
+        distributed ? distributed->stop_everywhere(step, local_reason) : dist::agree_on_stop({local_reason});
+    if (stop.stop) {
+      summary.stopped_by_signal = stop.signal != 0;
+      summary.stop_signal = stop.signal;
+      const std::string why = graph::stop_requested() ? "stop requested"
+                              : stop.signal != 0      ? strprintf("rank %d received signal %d", stop.signal_rank,
+                                                                  stop.signal)
+                              : metrics_error.empty() ? "another rank stopped"
+                                                      : "metrics write failed";
+      progress.line(strprintf("%s: stopping after step %lld", why.c_str(), static_cast<long long>(step)));
       break;
     }
   }
@@ -387,7 +393,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   progress.finish();
   for (const auto& line : backend.end_report()) log::info(line);
   recorder.finish(summary.stopped_by_signal
-                      ? strprintf("stopped by signal %d after step %lld", graph::stop_signal(),
+                      ? strprintf("stopped by signal %d after step %lld", summary.stop_signal,
                                   static_cast<long long>(summary.steps_done))
                       : strprintf("finished: step %lld of %lld", static_cast<long long>(summary.steps_done),
                                   static_cast<long long>(train_iters)));

@@ -36,6 +36,7 @@ struct TrainSummary {
   float first_loss = 0.0f;
   float last_loss = 0.0f;
   bool stopped_by_signal = false;
+  int stop_signal = 0;  // that signal, received by this rank or (data parallel) another one: exit 128 + it
   double last_val_loss = NAN;  // NaN when no evaluation ran
   std::string metrics_path;    // empty when nothing ran
   std::string report_path;

@@ -58,9 +58,13 @@ TEST(Rendezvous, RankZeroBlobReachesEveryRankAndHostCollectivesAgree) {
     for (int r = 0; r < world; ++r) {
       if (all[static_cast<size_t>(r)] != std::to_string(r * r)) return 12;
     }
-    // The stop agreement: false everywhere, then true everywhere although only rank 2 asks to stop.
-    if (rdzv.any_rank("stop/1", false, 20.0)) return 13;
-    if (!rdzv.any_rank("stop/2", rank == 2, 20.0)) return 14;
+    // The stop agreement: no stop anywhere; then a stop everywhere although only rank 2 got a signal (its
+    // signal is every rank's); then a stop with no signal (rank 1's failed metrics write) beside rank 3's.
+    if (rdzv.agree_stop("stop/1", 0, 20.0).stop) return 13;
+    const StopAgreement by_signal = rdzv.agree_stop("stop/2", rank == 2 ? 15 : 0, 20.0);
+    if (!by_signal.stop || by_signal.signal != 15 || by_signal.signal_rank != 2) return 14;
+    const StopAgreement mixed = rdzv.agree_stop("stop/3", rank == 1 ? kStopForOtherReason : rank == 3 ? 2 : 0, 20.0);
+    if (!mixed.stop || mixed.signal != 2 || mixed.signal_rank != 3) return 15;
     rdzv.require_same("capture", "graph of 123 nodes", "the captured step");
     rdzv.finish();
     return 0;
@@ -68,6 +72,24 @@ TEST(Rendezvous, RankZeroBlobReachesEveryRankAndHostCollectivesAgree) {
   for (int r = 0; r < world; ++r) {
     EXPECT_EQ(outcomes[static_cast<size_t>(r)].code(), 0) << "rank " << r << ":\n" << outcomes[static_cast<size_t>(r)].stderr_text;
   }
+}
+
+// The stop agreement's rule: any reason stops every rank; the lowest rank's signal is the exit status of all.
+TEST(StopAgreement, AnyReasonStopsAndTheLowestSignalledRankNamesTheSignal) {
+  EXPECT_FALSE(agree_on_stop({0, 0, 0}).stop);
+  EXPECT_FALSE(agree_on_stop({}).stop);
+  const StopAgreement other = agree_on_stop({0, kStopForOtherReason});
+  EXPECT_TRUE(other.stop);
+  EXPECT_EQ(other.signal, 0);
+  EXPECT_EQ(other.signal_rank, -1);
+  const StopAgreement two = agree_on_stop({kStopForOtherReason, 0, 15, 2});
+  EXPECT_TRUE(two.stop);
+  EXPECT_EQ(two.signal, 15);
+  EXPECT_EQ(two.signal_rank, 2);
+  const StopAgreement one = agree_on_stop({1});
+  EXPECT_TRUE(one.stop);
+  EXPECT_EQ(one.signal, 1);
+  EXPECT_EQ(one.signal_rank, 0);
 }
 
 TEST(Rendezvous, DifferentValuesOnRanksAreAnErrorOnEveryRank) {
