@@ -347,6 +347,22 @@ if want dp; then
     done
     return 1
   }
+  # A NaN at world size 2 (lr 1e30, a checkpoint after every step, the loss check on, whole-step graph): the rank
+  # that sees it first stops with status 3 naming the step, the other ends with 70 naming it, and what was saved
+  # is finite: a resume loads it (loading verifies every value; the weights lr 1e30 made are finite but huge, so
+  # the resumed step is NaN again: status 3).
+  rm -rf "$D/ckpt_nan"
+  run_dp nan_ws2 "${ws2[@]}" train "${tiny[@]}" "${local_graph[@]}" rerun_state_machine.check_for_nan_in_loss=true \
+    optimizer.lr=1e30 scheduler.lr_warmup_iters=0 train.train_iters=8 checkpoint.save="$D/ckpt_nan" \
+    checkpoint.save_interval=1 --run-dir "$D/nan_ws2"
+  nan_saved=$(cat "$D/ckpt_nan/latest_checkpointed_iteration.txt" 2>/dev/null)
+  nan_loaded=no
+  if [[ $nan_saved =~ ^[0-9]+$ ]]; then
+    run_dp nan_ws2_resume "$SG" train "${tiny[@]}" train.train_iters=$(( nan_saved + 1 )) \
+      checkpoint.load="$D/ckpt_nan" --run-dir "$D/nan_ws2_resume"
+    grep -q "resumed from .*iter_0*${nan_saved} " "$D/nan_ws2_resume.log" && nan_loaded=yes
+  fi
+  record "dp NaN at ws2 ($ws2_where)" "$(grep -o "error: step [0-9]*: [a-z ]*NaN or infinite ([a-z_.]*)" "$D/nan_ws2.log" | head -1); last saved: step ${nan_saved:-none}, loads: $nan_loaded"
   long=("${tiny[@]}" "${local_graph[@]}" train.train_iters=100000)
   # SIGTERM to rank 1 only: both ranks stop after the same step, rank 0 saves it, both exit 143.
   rm -rf "$D/ckpt_signal"
