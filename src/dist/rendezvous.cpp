@@ -1,10 +1,9 @@
 #include "dist/rendezvous.h"
 
-#include <cstdlib>
-
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>

@@ -105,7 +105,8 @@ void GpuBackend::submit(const model::HostBatch& batch) {
     graph_memory_bytes_ = delta;
     notify(strprintf("captured %d CUDA graph%s at step %lld: capture %.1f ms, instantiate %.1f ms; the graphs took "
                      "%s of device memory (%.3f%% of the planned %s)",
-                     s.graphs_live, s.graphs_live == 1 ? "" : "s", static_cast<long long>(loaded_steps_ + submitted_ + 1),
+                     s.graphs_live, s.graphs_live == 1 ? "" : "s",
+                     static_cast<long long>(loaded_steps_ + submitted_ + 1),
                      s.capture_ms, s.instantiate_ms, delta >= 0 ? human_bytes(static_cast<uint64_t>(delta)).c_str() : "0 B",
                      100.0 * static_cast<double>(std::max<long long>(delta, 0)) /
                          static_cast<double>(step_->arena().total_bytes()),
