@@ -122,10 +122,11 @@ void as_two_processes_on_one_gpu() {
   std::filesystem::remove(id_file);
   std::string script;
   for (int rank = 0; rank < kRanks; ++rank) {
+    const std::string log = base + ".rank" + std::to_string(rank) + ".log";
     script += strprintf("%s=%d %s=%s NCCL_HOSTID=sg-two-ranks-%d NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 "
-                        "timeout 120 /proc/%d/exe --gtest_filter=%s >%s.rank%d.log 2>&1 & p%d=$!; ",
+                        "timeout 120 /proc/%d/exe --gtest_filter=%s >%s 2>&1 & p%d=$!; ",
                         kChildRankEnv, rank, kIdFileEnv, test::shell_quote(id_file).c_str(), rank,
-                        static_cast<int>(::getpid()), test_name.c_str(), base.c_str(), rank, rank);
+                        static_cast<int>(::getpid()), test_name.c_str(), test::shell_quote(log).c_str(), rank);
   }
   script += "wait $p0; s0=$?; wait $p1; s1=$?; echo \"$s0 $s1\"";
   const test::CommandResult result = test::run_command("sh -c " + test::shell_quote(script));
