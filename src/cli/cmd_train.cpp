@@ -128,7 +128,8 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
       "checkpoint, ...), 2 usage or parse error, 3 stopped by a NaN/Inf "
       "(rerun_state_machine.check_for_nan_in_loss, ddp.check_for_nan_in_grad, or a refused save of a "
       "non-finite state). Data parallel when started by `stepgraph launch -n N -- train ...`, torchrun or srun "
-      "(one rank per GPU; docs/distributed.md).");
+      "(one rank per GPU; docs/distributed.md): a signal to any rank stops every rank after the same step, each "
+      "exiting with that signal's status; a rank that fails ends the others with status 70.");
   cmd->add_option("recipe", args->recipe,
                   "recipe name (llama/tiny, llama/demo, ...) or a YAML path; default llama/demo");
   cmd->add_option("overrides", args->overrides, "dotted overrides: train.train_iters=50 model.cuda_graph_impl=local");
