@@ -19,12 +19,12 @@
 # records the results). SANITIZE_ONLY="racecheck synccheck" picks runs by name.
 # dp (issue 16): world size 1 vs 2 on the same global batch (losses within fp32 summation-order rounding, every
 # graph mode bitwise equal to eager at world size 2, with and without the gradient reduction overlapped with the
-# backward, the distributed optimizer, a checkpoint saved at 2 ranks and resumed at 1), SIGTERM to one rank and
-# SIGKILL to one rank during the steps. On one GPU the two ranks share it (scripts/two_ranks_one_gpu.sh), and
-# world size 1 runs through the whole NCCL path (`stepgraph launch -n 1`) in every graph mode, bitwise equal to
-# the plain run; on 2 GPUs (kind nvidia-h200-x2) `stepgraph launch -n 2` runs them, then bench -ng 2 against
-# -ng 1 (scaling efficiency), which one GPU records as NOT RUN (it runs bench -ng 2's rank path there, untimed);
-# docs/distributed.md.
+# backward, the distributed optimizer, checkpoints saved at 2 ranks resumed at 1 and the other way), and during
+# the steps: SIGTERM to one rank (then its resume), SIGKILL to one rank, a NaN. On one GPU the two ranks share
+# it (scripts/two_ranks_one_gpu.sh), and world size 1 runs through the whole NCCL path (`stepgraph launch -n 1`)
+# in every graph mode, bitwise equal to the plain run. On 2 GPUs (kind nvidia-h200-x2) `stepgraph launch -n 2`
+# runs them, then bench -ng 2 against -ng 1 (scaling efficiency), which one GPU records as NOT RUN (it runs
+# bench -ng 2's rank path there, untimed); docs/distributed.md.
 #
 # Expects a build made for sm_90 in ${BUILD_DIR:-build} (scripts/build.sh here, or on the GPU machine:
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
