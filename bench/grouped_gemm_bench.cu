@@ -8,9 +8,13 @@
 //          writing exactly what the grouped op writes (for backward_weight: experts fp32 [N, K] outputs).
 // For each expert linear (fc1: N = 2F, K = H; fc2: N = H, K = F) and op (forward, backward_input,
 // backward_weight accumulating with beta 1, backward_weight_overwrite with beta 0: the grouped op with
-// accumulate = false, the baselines with beta 0) it prints the median time (CUDA events around each
-// launch, the launches queued back to back after warmup; inputs rotate through 3 copies so they are not
-// all L2-resident), the grouped TFLOP/s and the ratio grouped TFLOP/s / baseline TFLOP/s (target >= 0.75).
+// accumulate = false, the baselines with beta 0) it prints the time per launch, the grouped TFLOP/s and the
+// ratio grouped TFLOP/s / baseline TFLOP/s (target >= 0.75). Inputs rotate through 3 copies so they are not
+// all L2-resident. --timing graph (default) times each candidate as the training step runs it, inside a
+// CUDA graph: a graph of 20 launches per candidate, the three graphs replayed in turns so that they share
+// the clock and power state, per-launch time = median replay / 20 (bench::graph_replay_ms). --timing events
+// is the earlier method: stream launches queued back to back, an event pair around each, the median, one
+// candidate after the other.
 // The grouped time includes its setup kernel (whose extra blocks, when overwriting, zero the empty experts' dW).
 // backward_weight: the grouped and batched ops read and write one fp32 [N, K] dW PER EXPERT (beta 1), the
 // dense one a single [N, K]: with few rows per expert (a3b_proxy) that traffic bounds them; overwriting
@@ -22,6 +26,7 @@
 // one-expert problems: the grouped kernel as a plain CUTLASS GEMM against cuBLASLt (issue 11's targets are
 // not counted there; "batched" is then one GEMM too).
 // Usage: build/bench/grouped_gemm_bench [--iters N] [--warmup N] [--case small_moe|a3b_proxy|all|dense]
+//                                      [--timing graph|events]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +52,7 @@ namespace {
 using namespace sg;
 
 constexpr double kTarget = 0.75;  // issue 11: grouped TFLOP/s >= 75% of the baseline's
+constexpr int kGraphLaunches = 20;  // --timing graph: launches of one candidate per captured graph
 
 using bench::Buffer;
 using bench::fill;
@@ -97,8 +103,8 @@ struct Operands {
 };
 
 // Times the ops of one expert linear (N out, K in): grouped, dense, strided-batched.
-void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, int warmup, int iters,
-                  std::vector<Row>& rows) {
+void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, bench::Timing timing, int warmup,
+                  int iters, std::vector<Row>& rows) {
   const bench::ExpertLinearBuffers b(s, N, K);
   const int64_t T = b.T, E = b.E, M = b.M;  // M: rows per expert (balanced)
   const auto &x = b.x, &dy = b.dy, &w = b.w;
@@ -167,21 +173,28 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, in
   };
   for (const OpCase& o : ops) {
     const kernels::GemmPlan& dense = blas.plan(o.dense);
-    const double grouped_ms = median_ms(stream, warmup, iters, o.grouped);
-    const double dense_ms = median_ms(stream, warmup, iters, [&](int i) {
-      const Operands p = o.operands(i);
-      dense.run(stream, p.a, p.b, p.d);
-    });
-    double batched_ms = -1.0;  // printed as n/a when cuBLASLt has no algorithm for the batch
+    std::vector<std::function<void(int)>> candidates{o.grouped, [&](int i) {
+                                                       const Operands p = o.operands(i);
+                                                       dense.run(stream, p.a, p.b, p.d);
+                                                     }};
+    std::unique_ptr<bench::StridedBatchedGemm> batched;  // none (n/a) when cuBLASLt has no algorithm for the batch
     try {
-      const bench::StridedBatchedGemm batched(blas, o.expert, o.batch);
-      batched_ms = median_ms(stream, warmup, iters, [&](int i) {
+      batched = std::make_unique<bench::StridedBatchedGemm>(blas, o.expert, o.batch);
+      candidates.push_back([&](int i) {
         const Operands p = o.operands(i);
-        batched.run(stream, p.a, p.b, p.d);
+        batched->run(stream, p.a, p.b, p.d);
       });
     } catch (const Error& e) {
       std::fprintf(stderr, "%s %s %s: no batched baseline: %s\n", s.name, layer, o.op, e.what());
     }
+    std::vector<double> ms;
+    if (timing == bench::Timing::kGraph) {
+      ms = bench::graph_replay_ms(stream, kGraphLaunches, warmup, iters, candidates);
+    } else {
+      for (const auto& candidate : candidates) ms.push_back(median_ms(stream, warmup, iters, candidate));
+    }
+    const double grouped_ms = ms[0], dense_ms = ms[1];
+    const double batched_ms = batched ? ms[2] : -1.0;
     const std::string tile =
         kernels::weight_grad_tile_name(kernels::choose_weight_grad_tile(dims, cuda::device_properties().sm_count));
     rows.push_back({s.name, layer, o.op, tile, N, K, grouped_ms, dense_ms, batched_ms, flop, traffic(o.op)});
@@ -190,20 +203,21 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, in
 
 int run(int argc, char** argv) {
   const bench::GroupedBenchArgs args =
-      bench::parse_grouped_bench_args(argc, argv, "grouped_gemm_bench", {}, 1, /*allow_dense=*/true);
+      bench::parse_grouped_bench_args(argc, argv, "grouped_gemm_bench", {}, 1, /*allow_dense=*/true,
+                                      /*allow_timing=*/true);
   const int warmup = args.warmup, iters = args.iters;
   cuda::require_device("grouped_gemm_bench");
   std::printf("GPU: %s\n", cuda::device_properties().summary().c_str());
   std::vector<Row> rows;
   if (args.dense()) {
     for (const bench::DenseProbe& d : bench::kDenseProbes) {
-      bench_linear(d.shape, d.layer, d.n_out, d.k_in, warmup, iters, rows);
+      bench_linear(d.shape, d.layer, d.n_out, d.k_in, args.timing, warmup, iters, rows);
     }
   } else {
     for (const MoeShape& s : bench::kMoeShapes) {
       if (!args.selects(s)) continue;
-      bench_linear(s, "fc1", 2 * s.ffn, s.hidden, warmup, iters, rows);
-      bench_linear(s, "fc2", s.hidden, s.ffn, warmup, iters, rows);
+      bench_linear(s, "fc1", 2 * s.ffn, s.hidden, args.timing, warmup, iters, rows);
+      bench_linear(s, "fc2", s.hidden, s.ffn, args.timing, warmup, iters, rows);
     }
   }
   const double bandwidth = copy_bandwidth_bytes_per_ms(warmup, iters);
@@ -218,11 +232,19 @@ int run(int argc, char** argv) {
               kernels::GroupedLinearForward(probe).kernel_name().c_str(),
               kernels::GroupedLinearBackwardInput(probe).kernel_name().c_str(),
               kernels::GroupedLinearBackwardWeight(wide_probe).kernel_name().c_str());
-  std::printf("median of %d launches after %d warmup, inputs rotated over %d copies, balanced routing;\n"
+  if (args.timing == bench::Timing::kGraph) {
+    std::printf("timing graph: per launch, the median over %d replays of a CUDA graph of %d launches / %d (as the\n"
+                "step runs them); the grouped, dense and batched graphs replayed in turns after %d warmup rounds;\n",
+                iters, kGraphLaunches, kGraphLaunches, warmup);
+  } else {
+    std::printf("timing events: median of %d stream launches after %d warmup, an event pair around each;\n", iters,
+                warmup);
+  }
+  std::printf("inputs rotated over %d copies, balanced routing;\n"
               "ratio = grouped TFLOP/s / baseline TFLOP/s, * below the %.2f target; bound = the highest ratio to\n"
               "dense that the op's DRAM traffic allows at the copy bandwidth measured here, %.2f TB/s (! below the "
               "target)\n\n",
-              iters, warmup, bench::kInputCopies, kTarget, bandwidth * 1e3 / 1e12);
+              bench::kInputCopies, kTarget, bandwidth * 1e3 / 1e12);
   std::printf("%-10s %-5s %-25s %5s %5s %10s %8s %10s %6s %6s %10s %6s %s\n", "model", "layer", "op", "N", "K",
               "grouped ms", "TFLOP/s", "dense ms", "ratio", "bound", "batched ms", "ratio", "tile");
   int pass_dense = 0, pass_batched = 0, reachable = 0, pass_reachable = 0;

@@ -1,7 +1,7 @@
 #pragma once
 // Shared by the GEMM benches (grouped_gemm_bench.cu, grouped_gemm_variants/, swiglu_backward_gemm_bench.cu,
 // swiglu_backward_gemm_variants/): the MoE shapes of issue 11, bench-owned device buffers, a deterministic fill,
-// poison, an output comparison, and the median of event-timed launches.
+// poison, an output comparison, the median of event-timed launches, and the per-launch time of graph replays.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +15,8 @@
 #include "cuda/bf16.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
+#include "graph/capture.h"
+#include "graph/graph_exec.h"
 #include "kernels/grouped_gemm.h"
 
 namespace sg::bench {
@@ -142,6 +144,50 @@ inline double median_ms(cuda::Stream& stream, int warmup, int iters, const std::
   return median(ms);
 }
 
+// Per-launch device time of each candidate as the training step pays it, where every launch runs inside a
+// CUDA graph: `launches` calls of a candidate (launch(i), inputs rotating by i as in median_ms) captured into
+// one graph per candidate; after `warmup` rounds the graphs are replayed in turns (c0, c1, ..., c0, c1, ...)
+// `reps` times, so that every candidate runs under the same clock and power state (the H200 moves both
+// within one run), each replay timed by an event pair. Returns per candidate the median over the reps of
+// replay time / launches.
+inline std::vector<double> graph_replay_ms(cuda::Stream& stream, int launches, int warmup, int reps,
+                                          const std::vector<std::function<void(int)>>& candidates) {
+  std::vector<std::unique_ptr<graph::GraphExec>> execs;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    const std::string name = "bench candidate " + std::to_string(c);
+    const graph::CapturedGraph captured = graph::capture_graph(stream, name, [&](cudaStream_t) {
+      for (int i = 0; i < launches; ++i) candidates[c](i);
+    });
+    execs.push_back(std::make_unique<graph::GraphExec>(name));
+    execs.back()->install(captured.graph, stream, captured.capture_ms);
+  }
+  for (int w = 0; w < warmup; ++w) {
+    for (auto& exec : execs) exec->launch(stream);
+  }
+  stream.synchronize();
+  std::vector<std::unique_ptr<cuda::Event>> start, stop;  // [rep * candidates + c]
+  for (int r = 0; r < reps; ++r) {
+    for (auto& exec : execs) {
+      start.push_back(std::make_unique<cuda::Event>(true));
+      stop.push_back(std::make_unique<cuda::Event>(true));
+      start.back()->record(stream);
+      exec->launch(stream);
+      stop.back()->record(stream);
+    }
+  }
+  stream.synchronize();
+  std::vector<double> per_launch;
+  for (size_t c = 0; c < execs.size(); ++c) {
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+      const size_t at = size_t(r) * execs.size() + c;
+      ms.push_back(cuda::Event::elapsed_ms(*start[at], *stop[at]) / launches);
+    }
+    per_launch.push_back(median(ms));
+  }
+  return per_launch;
+}
+
 // A bf16 output against a reference, on the host: non-finite elements are counted, not compared.
 struct Bf16Diff {
   double max_abs_diff = 0, max_abs_ref = 0;
@@ -183,18 +229,28 @@ inline int parse_iters_arg(int argc, char** argv, const std::string& program) {
   return iters;
 }
 
+// How a bench times its candidates (where it offers the choice).
+enum class Timing {
+  kGraph,   // graph_replay_ms: in graphs as the step runs them, candidates in turns
+  kEvents,  // median_ms: stream launches, an event pair around each, one candidate after the other
+};
+
 struct GroupedBenchArgs {
   int warmup = 10, iters = 50;
   std::string which = "all";  // a kMoeShapes name, "all" or (where allowed) "dense": kDenseProbes
+  Timing timing = Timing::kGraph;  // --timing (where allowed)
   bool selects(const MoeShape& s) const { return which == "all" || which == s.name; }
   bool dense() const { return which == "dense"; }
 };
 
-// [--iters N] [--warmup N] [--case small_moe|a3b_proxy|all(|dense)]; iters >= min_iters.
+// [--iters N] [--warmup N] [--case small_moe|a3b_proxy|all(|dense)] [--timing graph|events (where allowed)];
+// iters >= min_iters.
 inline GroupedBenchArgs parse_grouped_bench_args(int argc, char** argv, const std::string& program,
-                                                 GroupedBenchArgs args, int min_iters, bool allow_dense = false) {
+                                                 GroupedBenchArgs args, int min_iters, bool allow_dense = false,
+                                                 bool allow_timing = false) {
   const std::string cases = allow_dense ? "small_moe|a3b_proxy|all|dense" : "small_moe|a3b_proxy|all";
-  const std::string usage = program + " [--iters N] [--warmup N] [--case " + cases + "]";
+  const std::string usage = program + " [--iters N] [--warmup N] [--case " + cases + "]" +
+                            (allow_timing ? " [--timing graph|events]" : "");
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--iters" && i + 1 < argc) {
@@ -203,6 +259,10 @@ inline GroupedBenchArgs parse_grouped_bench_args(int argc, char** argv, const st
       args.warmup = std::atoi(argv[++i]);
     } else if (a == "--case" && i + 1 < argc) {
       args.which = argv[++i];
+    } else if (allow_timing && a == "--timing" && i + 1 < argc) {
+      const std::string t = argv[++i];
+      SG_CHECK(t == "graph" || t == "events", program + ": --timing must be graph or events, not '" + t + "'");
+      args.timing = t == "graph" ? Timing::kGraph : Timing::kEvents;
     } else {
       throw Error(program + ": unknown argument '" + a + "'. Usage: " + usage);
     }
