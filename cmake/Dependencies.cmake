@@ -68,6 +68,15 @@ find_path(CUTLASS_UTIL_INCLUDE_DIR cutlass/util/packed_stride.hpp HINTS ${SG_CUT
 add_library(sg_cutlass INTERFACE)
 target_include_directories(sg_cutlass SYSTEM INTERFACE ${CUTLASS_INCLUDE_DIR} ${CUTLASS_UTIL_INCLUDE_DIR})
 
+# NVML: the header from PyPI nvidia-nvml-dev-cu12 (scripts/setup.sh puts it in .deps/nvml; a toolkit that has
+# nvml.h serves too); the library is the driver's libnvidia-ml.so.1, loaded at run time (src/bench/nvml_power.h),
+# so binaries start on machines without a driver.
+find_path(NVML_INCLUDE_DIR nvml.h HINTS ${CMAKE_SOURCE_DIR}/.deps/nvml/nvidia/nvml_dev/include
+          ${CUDAToolkit_INCLUDE_DIRS} REQUIRED DOC "nvml.h from PyPI nvidia-nvml-dev-cu12: run scripts/setup.sh")
+add_library(sg_nvml INTERFACE)
+target_include_directories(sg_nvml SYSTEM INTERFACE ${NVML_INCLUDE_DIR})
+target_link_libraries(sg_nvml INTERFACE ${CMAKE_DL_LIBS})
+
 set(SG_WARNINGS -Wall -Wextra)
 
 # NCCL: the header from the CUDA toolkit at build time; the library is loaded at run time (dlopen, see

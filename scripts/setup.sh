@@ -3,7 +3,7 @@
 #   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest, zlib (static),
 #           protobuf (static protobuf-lite + protoc: TensorBoard event files)
 #   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), nvidia-cutlass (CUTLASS/CuTe C++ headers, into
-#           .deps/cutlass), safetensors + numpy (checkpoint tests), pyyaml (tests/tools/torch_recipes_test.py),
+#           .deps/cutlass), nvidia-nvml-dev-cu12 (nvml.h, into .deps/nvml; the CUDA 13 toolkit here lacks it), safetensors + numpy (checkpoint tests), pyyaml (tests/tools/torch_recipes_test.py),
 #           tokenizers (tools/train_tokenizer.py, tools/preprocess_data.py); tensorboard + absl-py +
 #           protobuf without their other dependencies (~8 MB: the tests read our event files with
 #           TensorBoard's own EventAccumulator);
@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 
 CUDNN_FRONTEND_VERSION=1.32.0
 CUTLASS_VERSION=4.2.0.0
+NVML_DEV_VERSION=12.9.79
 TOKENIZERS_VERSION=0.23.3
 TRANSFORMERS_VERSION=5.24.0
 TENSORBOARD_VERSION=2.21.0
@@ -44,6 +45,8 @@ pip_headers .deps/pip nvidia-cudnn-frontend "$CUDNN_FRONTEND_VERSION" include/cu
 # CUTLASS 3.x (the sm_90 grouped GEMM of the MoE experts): the wheel carries the C++ include trees under
 # cutlass_library/source/{include,tools/util/include}; its Python dependencies are not needed (--no-deps).
 pip_headers .deps/cutlass nvidia-cutlass "$CUTLASS_VERSION" cutlass_library/source/include/cutlass/cutlass.h
+# NVML's header (stepgraph bench samples board power and SM clock); the library is the driver's, loaded at run time.
+pip_headers .deps/nvml nvidia-nvml-dev-cu12 "$NVML_DEV_VERSION" nvidia/nvml_dev/include/nvml.h
 
 if ! python3 -c "import safetensors, numpy" >/dev/null 2>&1; then
   echo "setup: installing safetensors and numpy from PyPI"

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/device_activity.h"
+#include "bench/power_summary.h"
 
 namespace sg::bench {
 
@@ -24,6 +25,8 @@ struct ModeResult {
   std::vector<double> host_ms;  // per step: host wall time of run() (enqueueing, no sync inside)
   // Sum over the runs of measured steps between floor steps of first start event to last end event.
   double window_ms = kNotMeasured;
+  // Board power and SM clock sampled (NVML) while the measured steps ran, floor steps included.
+  PowerSummary power;
 
   // The capture step (the step after warmup; for impl none just one more eager step, not reported).
   bool captured = false;

@@ -20,6 +20,7 @@
 #include "model/train_step.h"
 #include "bench/bench_stats.h"
 #include "bench/kernel_timer.h"
+#include "bench/power_sampler.h"
 #include "bench/report.h"
 #include "data/batch.h"
 #include "data/rank_batch.h"
@@ -120,6 +121,7 @@ struct SharedState {
   const std::vector<float>& weights;
   const std::vector<float>& zeros;
   KernelTimer* timer;  // null when --floor-steps 0
+  PowerSampler& power;
 };
 
 ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedState& shared, Tracker& tracker) {
@@ -213,6 +215,7 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
     int segment_start = 0;  // first measured step since the last floor step
     double window_ms = 0.0;
     cuda::NvtxRange range("measured steps");
+    shared.power.start();
     for (int i = 0; i < n; ++i) {
       while (floor_done < floor_steps && floor_position(floor_done) == i) {
         // The traced step runs alone: drain the timed steps in flight, trace one step, synchronise.
@@ -250,6 +253,7 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
     }
     r.step_ms.resize(static_cast<size_t>(n));
     for (size_t i = 0; i < static_cast<size_t>(n); ++i) r.step_ms[i] = cuda::Event::elapsed_ms(starts[i], ends[i]);
+    r.power = shared.power.stop();  // after the last step's end event: the samples cover every measured step
     if (n > segment_start) {
       window_ms += cuda::Event::elapsed_ms(starts[static_cast<size_t>(segment_start)], ends.back());
     }
@@ -337,6 +341,9 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
   results.env.cupti_error = cupti_error;
   if (!cupti_error.empty() && progress.line) progress.line("no kernel-time floor: " + cupti_error);
 
+  PowerSampler power;  // NVML; without it the modes report "not sampled" and why
+  if (!power.available() && progress.line) progress.line("no power and clock samples: " + power.unavailable());
+
   Tracker tracker(plan, progress);
   cuda::Stream stream;
   // Data parallel: the reducer outlives the step, and the step every mode's graphs.
@@ -381,7 +388,7 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
       }
       step->upload_batch(stream, batch);
     }
-    SharedState shared{*step, stream, weights, zeros, timer.get()};
+    SharedState shared{*step, stream, weights, zeros, timer.get(), power};
     results.modes.push_back(run_mode(plan, planned, shared, tracker));
     ModeResult& m = results.modes.back();
     m.arena_bytes = step->arena().total_bytes();
@@ -395,6 +402,7 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
     tracker.line(strprintf("median step %.3f ms (p90 %.3f) over %zu steps; host %.3f ms per step%s; peak memory %s",
                            step_ms.median, step_ms.p90, step_ms.count, host_ms.median, floor.c_str(),
                            human_bytes(m.memory_peak).c_str()));
+    if (m.power.measured()) tracker.line("power: " + describe_power(m.power));
   }
   return results;
 }

@@ -190,6 +190,12 @@ BenchReport summarize(const BenchPlan& plan, const BenchResults& results) {
   }
 
   if (plan.floor_steps == 0) report.notes.push_back("no kernel-time floor: --floor-steps 0");
+  for (const ModeResult& m : results.modes) {
+    if (!m.power.measured() && !m.power.unavailable.empty()) {
+      report.notes.push_back("no power and SM clock samples: " + m.power.unavailable);
+      break;  // one reason serves: every mode samples through the same NVML
+    }
+  }
   if (plan.floor_steps > 0 && !results.env.cupti_error.empty()) {
     report.notes.push_back("no kernel-time floor (and no --trace): " + results.env.cupti_error);
   }
@@ -276,6 +282,13 @@ std::string format_report(const BenchPlan& plan, const BenchResults& results, co
     rows.push_back(std::move(row));
   }
   out += render_table(rows);
+  // Power and clock, one line a mode: context for the step times (power_summary.h says why).
+  bool any_power = false;
+  for (const ModeResult& m : results.modes) any_power = any_power || m.power.measured();
+  if (any_power) {
+    out += "\npower and SM clock during the measured steps (NVML):\n";
+    for (const ModeResult& m : results.modes) out += "  " + m.label + ": " + describe_power(m.power) + "\n";
+  }
   if (!report.notes.empty()) {
     out += "\n";
     for (const std::string& note : report.notes) out += "note: " + note + "\n";
@@ -403,6 +416,20 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
                          {"step_vs_without_recompute_percent", optional_json(s.step_vs_without_recompute_percent)},
                          {"peak_vs_without_recompute_bytes", optional_json(s.peak_vs_without_recompute_bytes)},
                          {"peak_vs_without_recompute_percent", optional_json(s.peak_vs_without_recompute_percent)}};
+    const PowerSummary& p = r.power;
+    mode["power"] = {{"samples", p.samples},
+                     {"unavailable", p.measured() ? nlohmann::json(nullptr) : nlohmann::json(p.unavailable)},
+                     {"interval_ms", p.interval_ms},
+                     {"instant", p.power_instant},
+                     {"limit_w", p.power_limit_w},
+                     {"median_w", p.power_median_w},
+                     {"max_w", p.power_max_w},
+                     {"sm_clock_median_mhz", p.sm_clock_median_mhz},
+                     {"sm_clock_min_mhz", p.sm_clock_min_mhz},
+                     {"sm_clock_device_max_mhz", p.max_sm_clock_mhz},
+                     {"reasons_known", p.reasons_known},
+                     {"power_capped_share", p.power_capped_share},
+                     {"thermal_share", p.thermal_share}};
     mode["final_loss"] = r.final_loss;
     mode["optimizer_steps"] = r.optimizer_steps;
     j["modes"].push_back(std::move(mode));

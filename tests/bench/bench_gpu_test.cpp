@@ -127,6 +127,16 @@ TEST(BenchGpu, CompareFourModesOnTiny) {
     EXPECT_TRUE(m["memory"]["overhead_vs_eager_bytes"].is_number());
     EXPECT_TRUE(std::isfinite(number(m["final_loss"])));
     EXPECT_EQ(m["optimizer_steps"], kWarmup + 1 + kSteps + kFloorSteps);
+    // Power and clock through the driver's NVML: sampled from the first measured step on (at least one sample),
+    // with plausible values on any data-centre GPU.
+    const nlohmann::json& power = m["power"];
+    EXPECT_TRUE(power["unavailable"].is_null()) << power.dump();
+    EXPECT_GE(power["samples"].get<int>(), 1);
+    EXPECT_GT(number(power["median_w"]), 10.0);
+    EXPECT_GE(number(power["max_w"]), number(power["median_w"]));
+    EXPECT_GT(number(power["limit_w"]), 100.0);
+    EXPECT_GT(number(power["sm_clock_median_mhz"]), 100.0);
+    EXPECT_GE(number(power["sm_clock_device_max_mhz"]), number(power["sm_clock_min_mhz"]));
   }
   EXPECT_EQ(j["modes"][0]["memory"]["overhead_vs_eager_bytes"], 0);
   EXPECT_TRUE(j["losses_agree"].get<bool>()) << j["notes"].dump();

@@ -291,6 +291,30 @@ TEST(BenchReport, JsonHasEveryField) {
   EXPECT_DOUBLE_EQ(flops.total(), j["batch"]["flops_per_step"].get<double>());
 }
 
+TEST(BenchReport, PowerIsReportedPerModeOrWhyNot) {
+  Fixture f = fixture();
+  f.results.modes[1].power = summarize_power({{.power_w = 690, .sm_clock_mhz = 1600, .power_capped = true}}, 20.0,
+                                             700.0, 1980.0, true);
+  f.results.modes[0].power = summarize_power({}, 20.0, 0.0, 0.0, true, "libnvidia-ml.so.1 cannot be loaded");
+  const BenchReport r = summarize(f.plan, f.results);
+  const std::string table = format_report(f.plan, f.results, r);
+  EXPECT_NE(table.find("power and SM clock during the measured steps (NVML):\n  none: not sampled: libnvidia-ml"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("  local: median 690 W of the 700 W limit"), std::string::npos) << table;
+  EXPECT_NE(table.find("note: no power and SM clock samples: libnvidia-ml.so.1 cannot be loaded"), std::string::npos)
+      << table;
+  const nlohmann::json j = nlohmann::json::parse(report_json(f.plan, f.results, r));
+  EXPECT_EQ(j["modes"][1]["power"]["samples"], 1);
+  EXPECT_DOUBLE_EQ(j["modes"][1]["power"]["median_w"].get<double>(), 690.0);
+  EXPECT_DOUBLE_EQ(j["modes"][1]["power"]["power_capped_share"].get<double>(), 1.0);
+  EXPECT_TRUE(j["modes"][1]["power"]["unavailable"].is_null());
+  EXPECT_EQ(j["modes"][0]["power"]["unavailable"], "libnvidia-ml.so.1 cannot be loaded");
+  // Made-up results without any power figures (as from older runs) print no power section and no note.
+  const Fixture g = fixture();
+  EXPECT_EQ(format_report(g.plan, g.results, summarize(g.plan, g.results)).find("power"), std::string::npos);
+}
+
 // The FLOPs by kind, by hand for a dense Llama stack: 6 x matmul parameters per token (the LM head, and per
 // layer q, k, v, o and the three SwiGLU matrices), 12 x seq x q_dim per token per attention layer, no scan.
 TEST(BenchReport, StepFlopsSplitIntoMatmulAndAttention) {
