@@ -74,6 +74,17 @@ std::string report_html(const BenchPlan& plan, const BenchResults& results, cons
       "peak device memory", "MiB",
       bars(results, [&](size_t i) { return static_cast<double>(results.modes[i].memory_peak) / (1 << 20); },
            "%.1f MiB"));
+  bool any_power = false;
+  for (const ModeResult& m : results.modes) any_power = any_power || m.power.measured();
+  if (any_power) {  // the clock tells a power-capped step from a slow one (power_summary.h)
+    body += train::render_bar_chart("SM clock during the measured steps (median, NVML)", "MHz",
+                                    bars(results,
+                                         [&](size_t i) {
+                                           const PowerSummary& p = results.modes[i].power;
+                                           return p.measured() ? p.sm_clock_median_mhz : NAN;
+                                         },
+                                         "%.0f MHz"));
+  }
   body += "</div>\n";
 
   // Histograms on one x axis so the modes compare at a glance.

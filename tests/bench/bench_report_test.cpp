@@ -310,9 +310,14 @@ TEST(BenchReport, PowerIsReportedPerModeOrWhyNot) {
   EXPECT_DOUBLE_EQ(j["modes"][1]["power"]["power_capped_share"].get<double>(), 1.0);
   EXPECT_TRUE(j["modes"][1]["power"]["unavailable"].is_null());
   EXPECT_EQ(j["modes"][0]["power"]["unavailable"], "libnvidia-ml.so.1 cannot be loaded");
-  // Made-up results without any power figures (as from older runs) print no power section and no note.
+  const std::string html = report_html(f.plan, f.results, r);
+  EXPECT_NE(html.find("SM clock during the measured steps (median, NVML)"), std::string::npos);
+  EXPECT_NE(html.find("1600 MHz"), std::string::npos);
+  // Made-up results without any power figures (as from older runs) print no power section, note or chart.
   const Fixture g = fixture();
-  EXPECT_EQ(format_report(g.plan, g.results, summarize(g.plan, g.results)).find("power"), std::string::npos);
+  const BenchReport without = summarize(g.plan, g.results);
+  EXPECT_EQ(format_report(g.plan, g.results, without).find("power"), std::string::npos);
+  EXPECT_EQ(report_html(g.plan, g.results, without).find("SM clock"), std::string::npos);
 }
 
 // The FLOPs by kind, by hand for a dense Llama stack: 6 x matmul parameters per token (the LM head, and per
