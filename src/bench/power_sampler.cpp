@@ -32,9 +32,8 @@ struct NvmlApi {
   decltype(&nvmlDeviceGetCurrentClocksEventReasons) GetClocksEventReasons = nullptr;
 };
 
-// A field value as a double (NVML picks the type per field and driver).
+// A field value as a double (NVML picks the type per field and driver); false for a type it does not list.
 bool field_as_double(const nvmlFieldValue_t& f, double& out) {
-  if (f.nvmlReturn != NVML_SUCCESS) return false;
   switch (f.valueType) {
     case NVML_VALUE_TYPE_DOUBLE: out = f.value.dVal; return true;
     case NVML_VALUE_TYPE_UNSIGNED_INT: out = f.value.uiVal; return true;
@@ -87,8 +86,8 @@ struct PowerSampler::State {
       nvmlFieldValue_t field{};
       field.fieldId = NVML_FI_DEV_POWER_INSTANT;
       r = api.GetFieldValues(device, 1, &field);
-      if (r == NVML_SUCCESS && !field_as_double(field, milliwatts)) r = field.nvmlReturn;
-      if (r == NVML_SUCCESS && field.nvmlReturn != NVML_SUCCESS) r = field.nvmlReturn;
+      if (r == NVML_SUCCESS) r = field.nvmlReturn;
+      if (r == NVML_SUCCESS && !field_as_double(field, milliwatts)) r = NVML_ERROR_UNKNOWN;  // an unknown value type
     } else {
       unsigned int average = 0;
       r = api.GetPowerUsage(device, &average);
