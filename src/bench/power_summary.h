@@ -4,7 +4,7 @@
 //
 // Why it is reported: an H200 at its power limit lowers its SM clock, and a step's time then follows the
 // energy it spends, not its kernels' quality alone (docs/performance.md: the 1b step and the grouped GEMM's
-// timing regimes). Two runs of the same step that differ by a few percent usually differ here.
+// timing regimes). When two runs of one step differ by a few percent, this is the first place to look.
 #include <string>
 #include <vector>
 
