@@ -69,6 +69,7 @@ from torch_config import (  # noqa: E402,F401  (SHRINK_OVERRIDES: used by the sm
 from torch_llama import Llama, TrainStep  # noqa: E402
 from torch_moe import grouped_mm_unavailable  # noqa: E402
 from torch_stack import IMPLS, StackLM  # noqa: E402
+import gpu_power  # noqa: E402
 
 
 class CaptureFailed(RuntimeError):
@@ -136,6 +137,15 @@ def _capture(what: str, capture):
         while root.__context__ is not None and root.__context__ is not root:
             root = root.__context__
         raise CaptureFailed(f"{what}: {_brief(root)}" + ("" if root is e else f" (then {_brief(e)})")) from e
+
+
+def _nvidia_smi_id(device: torch.device) -> str:
+    """nvidia-smi's name for the CUDA device: its UUID (CUDA's device order need not be nvidia-smi's)."""
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    if uuid is not None:
+        return "GPU-" + str(uuid)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return visible if visible.isdigit() else str(device.index or 0)
 
 
 def _run_mode(cfg: BenchConfig, args, mode: str, impl: str, device: torch.device) -> dict:
@@ -227,10 +237,12 @@ def _run_mode(cfg: BenchConfig, args, mode: str, impl: str, device: torch.device
     if cuda:
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(args.steps)]
-        for start, end in events:
-            run(step_index, start, end)
-            step_index += 1
-        sync()  # before any elapsed_time is read
+        with gpu_power.GpuPowerSampler(_nvidia_smi_id(device)) as power:  # as stepgraph bench's power line
+            for start, end in events:
+                run(step_index, start, end)
+                step_index += 1
+            sync()  # before any elapsed_time is read
+        out["power"] = power.summary()
         step_ms = [start.elapsed_time(end) for start, end in events]
     else:
         for _ in range(args.steps):
@@ -358,6 +370,8 @@ def print_table(report: dict) -> None:
           "(mem_get_info); capture s: torch.cuda.graph / make_graphed_callables; 1st step s includes torch.compile's "
           "compilation; loss diff: max relative difference of the per-step losses from eager's")
     for r in report["modes"]:
+        if r.get("power"):
+            print(f"{label(r)}: power (nvidia-smi): {gpu_power.describe(r['power'])}")
         if r.get("error"):
             print(f"{label(r)}: {r['status']}: {r['error']}")
         if r.get("loss_rel_diff_vs_first_impl") is not None:
