@@ -73,6 +73,8 @@ const std::vector<FlagSpec>& flag_specs() {
       {{"--json"}, FlagType::text, "FILE", "write every number (and every per-step sample) as JSON"},
       {{"--trace"}, FlagType::text, "FILE", "write one steady-state step per mode as Chrome trace JSON (Perfetto)"},
       {{"--plain"}, FlagType::boolean, "", "progress as plain lines instead of a redrawn bar"},
+      {{"--no-power"}, FlagType::boolean, "",
+       "do not sample board power and SM clock (NVML, every 20 ms) during the measured steps"},
       {{"--html"}, FlagType::text, "FILE",
        "write the report as one self-contained HTML page (per-mode bars, step-time histograms; no network)"},
   };
@@ -132,6 +134,7 @@ void set_flag(BenchOptions& o, const std::string& canonical, const std::string& 
   else if (canonical == "--json") o.json_path = value;
   else if (canonical == "--trace") o.trace_path = value;
   else if (canonical == "--plain") o.plain = true;
+  else if (canonical == "--no-power") o.power = false;
   else if (canonical == "--html") o.html_path = value;
 }
 

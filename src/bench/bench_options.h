@@ -52,6 +52,7 @@ struct BenchOptions {
   std::string json_path;               // --json FILE
   std::string trace_path;              // --trace FILE
   bool plain = false;                  // --plain: progress as lines, not a redrawn bar
+  bool power = true;                   // --no-power: no NVML power and clock samples
   std::string html_path;               // --html FILE: the report as a self-contained HTML page
 
   BridgeFlagEffects bridge;  // the other run_script.py flags (bench/bridge_flags.h)

@@ -121,6 +121,7 @@ BenchPlan plan_bench(const BenchOptions& options) {
   plan.options = options;
   plan.steps = options.steps;
   plan.floor_steps = options.floor_steps;
+  plan.power = options.power;
   plan.trace = !options.trace_path.empty();
 
   struct Candidate {

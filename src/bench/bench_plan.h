@@ -57,6 +57,7 @@ struct BenchPlan {
   int warmup_steps = 0;  // model.cuda_graph_warmup_steps: eager steps before the capture step
   int steps = 0;         // measured steps per mode
   int floor_steps = 0;   // CUPTI-traced steps per mode (0: no floor)
+  bool power = true;     // sample board power and SM clock during the measured steps (--no-power: false)
   bool trace = false;
 
   // Steps each mode runs: warmup + the capture step + measured + floor. Equal for every mode, so every

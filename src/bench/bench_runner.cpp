@@ -341,8 +341,10 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
   results.env.cupti_error = cupti_error;
   if (!cupti_error.empty() && progress.line) progress.line("no kernel-time floor: " + cupti_error);
 
-  PowerSampler power;  // NVML; without it the modes report "not sampled" and why
-  if (!power.available() && progress.line) progress.line("no power and clock samples: " + power.unavailable());
+  PowerSampler power(plan.power);  // NVML; without it the modes report "not sampled" and why
+  if (plan.power && !power.available() && progress.line) {
+    progress.line("no power and clock samples: " + power.unavailable());
+  }
 
   Tracker tracker(plan, progress);
   cuda::Stream stream;

@@ -123,7 +123,12 @@ struct PowerSampler::State {
   }
 };
 
-PowerSampler::PowerSampler(double interval_ms) : state_(std::make_unique<State>()), interval_ms_(interval_ms) {
+PowerSampler::PowerSampler(bool enabled, double interval_ms)
+    : state_(std::make_unique<State>()), interval_ms_(interval_ms) {
+  if (!enabled) {
+    unavailable_ = "--no-power";
+    return;
+  }
   State& st = *state_;
   st.library = ::dlopen(kSoname, RTLD_NOW | RTLD_LOCAL);
   if (st.library == nullptr) {

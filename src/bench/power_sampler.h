@@ -18,7 +18,8 @@ class PowerSampler {
   static constexpr double kDefaultIntervalMs = 20.0;
 
   // Opens NVML for the current CUDA device (matched by PCI bus id). Never throws for a missing NVML.
-  explicit PowerSampler(double interval_ms = kDefaultIntervalMs);
+  // enabled = false (--no-power): touches no NVML; unavailable() says so.
+  explicit PowerSampler(bool enabled = true, double interval_ms = kDefaultIntervalMs);
   ~PowerSampler();  // stops a running thread
   PowerSampler(const PowerSampler&) = delete;
   PowerSampler& operator=(const PowerSampler&) = delete;

@@ -39,7 +39,7 @@ TEST(BenchArgs, ParsesTheBridgeCommandLine) {
                                            "bf16", "-ng", "1", "--cuda_graph_impl", "transformer_engine",
                                            "--cuda_graph_scope", "attn,mlp", "-mb", "2", "-gb", "8", "-sl", "512",
                                            "optimizer.lr=1e-4", "--steps", "20", "--warmup", "2", "--floor-steps",
-                                           "5", "--json", "out.json", "--trace", "t.json", "--plain", "-d"});
+                                           "5", "--json", "out.json", "--trace", "t.json", "--plain", "--no-power", "-d"});
   EXPECT_EQ(o.model_family, "llama");
   EXPECT_EQ(o.model_recipe, "1b");
   EXPECT_EQ(o.task, "pretrain");
@@ -58,8 +58,11 @@ TEST(BenchArgs, ParsesTheBridgeCommandLine) {
   EXPECT_EQ(o.json_path, "out.json");
   EXPECT_EQ(o.trace_path, "t.json");
   EXPECT_TRUE(o.plain);
+  EXPECT_FALSE(o.power);
   EXPECT_TRUE(o.dryrun);
   EXPECT_FALSE(o.compare.has_value());
+  EXPECT_FALSE(plan_bench(o).power);
+  EXPECT_TRUE(parse_bench_args({"-m", "llama", "-mr", "tiny"}).power);  // sampled unless asked not to
 }
 
 TEST(BenchArgs, LongNamesEqualsFormAndDefaults) {
@@ -95,7 +98,7 @@ TEST(BenchArgs, HelpListsEveryFlag) {
                            "-g, --gpu GPU", "-c, --compute_dtype DTYPE", "-ng, --num_gpus N", "--cuda_graph_impl IMPL",
                            "--cuda_graph_scope A,B", "-mb, --micro_batch_size N", "-gb, --global_batch_size N",
                            "-sl, --seq_length N", "-d, --dryrun", "--compare MODES", "--steps N", "--warmup N",
-                           "--floor-steps N", "--json FILE", "--trace FILE", "--plain"}) {
+                           "--floor-steps N", "--json FILE", "--trace FILE", "--plain", "--no-power"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
   }
 }
