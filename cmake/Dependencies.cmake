@@ -69,7 +69,7 @@ add_library(sg_cutlass INTERFACE)
 target_include_directories(sg_cutlass SYSTEM INTERFACE ${CUTLASS_INCLUDE_DIR} ${CUTLASS_UTIL_INCLUDE_DIR})
 
 # NVML: the header from PyPI nvidia-nvml-dev-cu12 (scripts/setup.sh puts it in .deps/nvml; a toolkit that has
-# nvml.h serves too); the library is the driver's libnvidia-ml.so.1, loaded at run time (src/bench/nvml_power.h),
+# nvml.h serves too); the library is the driver's libnvidia-ml.so.1, loaded at run time (src/bench/power_sampler.h),
 # so binaries start on machines without a driver.
 find_path(NVML_INCLUDE_DIR nvml.h HINTS ${CMAKE_SOURCE_DIR}/.deps/nvml/nvidia/nvml_dev/include
           ${CUDAToolkit_INCLUDE_DIRS} REQUIRED DOC "nvml.h from PyPI nvidia-nvml-dev-cu12: run scripts/setup.sh")

@@ -3,7 +3,8 @@
 #   Debian: cmake, ninja, g++, yaml-cpp (static archive), CLI11, nlohmann-json, GoogleTest, zlib (static),
 #           protobuf (static protobuf-lite + protoc: TensorBoard event files)
 #   PyPI:   nvidia-cudnn-frontend (C++ headers, into .deps/pip), nvidia-cutlass (CUTLASS/CuTe C++ headers, into
-#           .deps/cutlass), nvidia-nvml-dev-cu12 (nvml.h, into .deps/nvml; the CUDA 13 toolkit here lacks it), safetensors + numpy (checkpoint tests), pyyaml (tests/tools/torch_recipes_test.py),
+#           .deps/cutlass), nvidia-nvml-dev-cu12 (nvml.h, into .deps/nvml; the CUDA 13 toolkit here lacks it),
+#           safetensors + numpy (checkpoint tests), pyyaml (tests/tools/torch_recipes_test.py),
 #           tokenizers (tools/train_tokenizer.py, tools/preprocess_data.py); tensorboard + absl-py +
 #           protobuf without their other dependencies (~8 MB: the tests read our event files with
 #           TensorBoard's own EventAccumulator);
