@@ -74,9 +74,7 @@ std::string report_html(const BenchPlan& plan, const BenchResults& results, cons
       "peak device memory", "MiB",
       bars(results, [&](size_t i) { return static_cast<double>(results.modes[i].memory_peak) / (1 << 20); },
            "%.1f MiB"));
-  bool any_power = false;
-  for (const ModeResult& m : results.modes) any_power = any_power || m.power.measured();
-  if (any_power) {  // the clock tells a power-capped step from a slow one (power_summary.h)
+  if (any_power_measured(results)) {  // the clock tells a power-capped step from a slow one (power_summary.h)
     body += train::render_bar_chart("SM clock during the measured steps (median, NVML)", "MHz",
                                     bars(results,
                                          [&](size_t i) {

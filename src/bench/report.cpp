@@ -84,6 +84,13 @@ std::string render_table(const std::vector<std::vector<std::string>>& rows) {
 
 }  // namespace
 
+bool any_power_measured(const BenchResults& results) {
+  for (const ModeResult& m : results.modes) {
+    if (m.power.measured()) return true;
+  }
+  return false;
+}
+
 std::string describe_arenas(const BenchResults& results) {
   std::vector<size_t> plans;  // memory plans in order of first use
   for (const ModeResult& m : results.modes) {
@@ -283,9 +290,7 @@ std::string format_report(const BenchPlan& plan, const BenchResults& results, co
   }
   out += render_table(rows);
   // Power and clock, one line a mode: context for the step times (power_summary.h says why).
-  bool any_power = false;
-  for (const ModeResult& m : results.modes) any_power = any_power || m.power.measured();
-  if (any_power) {
+  if (any_power_measured(results)) {
     out += "\npower and SM clock during the measured steps (NVML):\n";
     for (const ModeResult& m : results.modes) out += "  " + m.label + ": " + describe_power(m.power) + "\n";
   }

@@ -71,6 +71,8 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
 // "1.20 GiB (one allocation, shared by every mode)" or, with several memory plans,
 // "1.20 GiB (none, local), 0.80 GiB (local+recompute_full): one per memory plan, each freed before the next".
 std::string describe_arenas(const BenchResults& results);
+// True when NVML sampled power in at least one mode (the table's power section and the HTML clock chart).
+bool any_power_measured(const BenchResults& results);
 
 // "+1.50 MiB", "-256 B", "0 B".
 std::string signed_bytes(int64_t bytes);
