@@ -304,7 +304,7 @@ def run_mode_in_child(args, mode: str, impl: str) -> dict:
            "--warmup", str(args.warmup), "--device", args.device, "--seed", str(args.seed), "--sdpa-backend",
            args.sdpa_backend, "--peak-tflops", str(args.peak_tflops), "--child-result", path]
     cmd += ["--deterministic"] if args.deterministic else []
-    cmd += ["--power"] if args.power else []
+    cmd += ["--power" if args.power else "--no-power"]
     cmd += (["--recipe", args.recipe] if args.recipe else []) + ([f"--shrink={args.shrink}"] if args.shrink else [])
     cmd += ["--mamba-src", args.mamba_src] if args.mamba_src else []
     for item in args.set or []:
@@ -444,9 +444,10 @@ def main(argv=None) -> int:
                    help="torch.use_deterministic_algorithms(True), CUBLAS_WORKSPACE_CONFIG=:4096:8 unless set: PyTorch "
                         "under the constraint stepgraph's step keeps (run-to-run bitwise equality; the attention "
                         "backward's dQ without atomics); a mode with an op that has no deterministic kernel fails")
-    p.add_argument("--power", action="store_true",
-                   help="sample board power and SM clock with nvidia-smi during the timed steps (off by default until "
-                        "an A/B shows that the sampling costs PyTorch's step no time: docs/performance.md)")
+    p.add_argument("--power", action=argparse.BooleanOptionalAction, default=True,
+                   help="sample board power and SM clock with nvidia-smi during the timed steps, as stepgraph bench "
+                        "does (default on: the fifteenth session's A/B found no cost to PyTorch's step, "
+                        "docs/performance.md); --no-power turns it off")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak for MFU (H200 SXM: 989)")
     p.add_argument("--in-process", action="store_true", help="run every mode in this process (no isolation)")
