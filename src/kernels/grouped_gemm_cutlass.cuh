@@ -79,6 +79,7 @@ using ElementAccumulator = float;
 using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
 using GroupShape = ProblemShape::UnderlyingProblemShape;
 inline constexpr int kSetupThreads = 256;
+static_assert(kSetupThreads % 32 == 0, "the zero-fill blocks vote per full warp (grouped_gemm_zero_fill.cuh)");
 
 enum class Schedule { kCooperative, kPingpong };
 
