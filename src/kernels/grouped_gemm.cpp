@@ -59,6 +59,16 @@ std::unique_ptr<detail::GroupedGemmBackend> make_backend(GroupedGemmOp op, const
   throw Error("grouped GEMM: unknown op");
 }
 
+detail::GroupedGemmOperands operands_of(const GroupedLinearForwardParams& p) {
+  return {.counts = p.counts, .offsets = p.offsets, .a = p.x, .b = p.w, .d = p.y};
+}
+detail::GroupedGemmOperands operands_of(const GroupedLinearBackwardInputParams& p) {
+  return {.counts = p.counts, .offsets = p.offsets, .a = p.dy, .b = p.w, .d = p.dx};
+}
+detail::GroupedGemmOperands operands_of(const GroupedLinearBackwardWeightParams& p) {
+  return {.counts = p.counts, .offsets = p.offsets, .a = p.dy, .b = p.x, .d = p.dw, .accumulate = p.accumulate};
+}
+
 }  // namespace
 
 const char* grouped_gemm_op_name(GroupedGemmOp op) {
@@ -95,6 +105,7 @@ void GroupedGemmPlan::bind(void* workspace, size_t bytes) {
                                   workspace_bytes()));
   workspace_ = workspace;
   initialized_ = false;
+  prepared_.reset();  // a new workspace holds no arrays yet
 }
 
 void GroupedGemmPlan::initialize() {
@@ -104,7 +115,7 @@ void GroupedGemmPlan::initialize() {
   initialized_ = true;
 }
 
-void GroupedGemmPlan::enqueue(cudaStream_t stream, const detail::GroupedGemmOperands& o) const {
+void GroupedGemmPlan::check_operands(const detail::GroupedGemmOperands& o) const {
   if (!initialized_) throw Error(describe() + ": run() before bind(workspace) and initialize()");
   if (o.counts == nullptr || o.offsets == nullptr || o.a == nullptr || o.b == nullptr || o.d == nullptr ||
       !aligned16(o.a) || !aligned16(o.b) || !aligned16(o.d) || reinterpret_cast<uintptr_t>(o.counts) % 4 != 0 ||
@@ -114,29 +125,91 @@ void GroupedGemmPlan::enqueue(cudaStream_t stream, const detail::GroupedGemmOper
                                        o.a, o.b, static_cast<const void*>(o.d), static_cast<const void*>(o.counts),
                                        static_cast<const void*>(o.offsets)));
   }
+}
+
+void GroupedGemmPlan::enqueue(cudaStream_t stream, const detail::GroupedGemmOperands& o) const {
+  check_operands(o);
   backend_->run(stream, o);
+  prepared_ = o;
+}
+
+void GroupedGemmPlan::enqueue_prepared(cudaStream_t stream, const detail::GroupedGemmOperands& o) const {
+  check_operands(o);
+  if (prepared_ != o) {
+    throw Error(describe() + ": run_prepared() with operands this plan was not last set up for: launch a "
+                             "GroupedGemmSetup with these params first (and no run() or other setup of this plan "
+                             "in between: the plan has one set of arrays)");
+  }
+  backend_->run_gemm(stream, o.accumulate);
 }
 
 GroupedLinearForward::GroupedLinearForward(const GroupedGemmDims& dims)
     : GroupedGemmPlan(GroupedGemmOp::kForward, dims) {}
 
 void GroupedLinearForward::run(cudaStream_t stream, const GroupedLinearForwardParams& p) const {
-  enqueue(stream, {.counts = p.counts, .offsets = p.offsets, .a = p.x, .b = p.w, .d = p.y});
+  enqueue(stream, operands_of(p));
+}
+
+void GroupedLinearForward::run_prepared(cudaStream_t stream, const GroupedLinearForwardParams& p) const {
+  enqueue_prepared(stream, operands_of(p));
 }
 
 GroupedLinearBackwardInput::GroupedLinearBackwardInput(const GroupedGemmDims& dims)
     : GroupedGemmPlan(GroupedGemmOp::kBackwardInput, dims) {}
 
 void GroupedLinearBackwardInput::run(cudaStream_t stream, const GroupedLinearBackwardInputParams& p) const {
-  enqueue(stream, {.counts = p.counts, .offsets = p.offsets, .a = p.dy, .b = p.w, .d = p.dx});
+  enqueue(stream, operands_of(p));
+}
+
+void GroupedLinearBackwardInput::run_prepared(cudaStream_t stream,
+                                              const GroupedLinearBackwardInputParams& p) const {
+  enqueue_prepared(stream, operands_of(p));
 }
 
 GroupedLinearBackwardWeight::GroupedLinearBackwardWeight(const GroupedGemmDims& dims)
     : GroupedGemmPlan(GroupedGemmOp::kBackwardWeight, dims) {}
 
 void GroupedLinearBackwardWeight::run(cudaStream_t stream, const GroupedLinearBackwardWeightParams& p) const {
-  enqueue(stream,
-          {.counts = p.counts, .offsets = p.offsets, .a = p.dy, .b = p.x, .d = p.dw, .accumulate = p.accumulate});
+  enqueue(stream, operands_of(p));
+}
+
+void GroupedLinearBackwardWeight::run_prepared(cudaStream_t stream,
+                                               const GroupedLinearBackwardWeightParams& p) const {
+  enqueue_prepared(stream, operands_of(p));
+}
+
+static_assert(GroupedGemmSetup::kMaxJobs == detail::kMaxGroupedGemmSetupJobs);
+
+GroupedGemmSetup& GroupedGemmSetup::add(const GroupedGemmPlan& plan, const detail::GroupedGemmOperands& o) {
+  plan.check_operands(o);
+  SG_CHECK(static_cast<int>(jobs_.size()) < kMaxJobs,
+           plan.describe() + strprintf(": a GroupedGemmSetup takes at most %d plans", kMaxJobs));
+  for (const auto& job : jobs_) {
+    SG_CHECK(job.first != &plan,
+             plan.describe() + ": added twice to one GroupedGemmSetup (a plan has one set of arrays)");
+  }
+  jobs_.emplace_back(&plan, o);
+  return *this;
+}
+
+GroupedGemmSetup& GroupedGemmSetup::add(const GroupedLinearForward& plan, const GroupedLinearForwardParams& p) {
+  return add(static_cast<const GroupedGemmPlan&>(plan), operands_of(p));
+}
+GroupedGemmSetup& GroupedGemmSetup::add(const GroupedLinearBackwardInput& plan,
+                                        const GroupedLinearBackwardInputParams& p) {
+  return add(static_cast<const GroupedGemmPlan&>(plan), operands_of(p));
+}
+GroupedGemmSetup& GroupedGemmSetup::add(const GroupedLinearBackwardWeight& plan,
+                                        const GroupedLinearBackwardWeightParams& p) {
+  return add(static_cast<const GroupedGemmPlan&>(plan), operands_of(p));
+}
+
+void GroupedGemmSetup::launch(cudaStream_t stream) const {
+  SG_CHECK(!jobs_.empty(), "GroupedGemmSetup::launch: no plan was added");
+  detail::GroupedGemmSetupJob jobs[kMaxJobs];
+  for (size_t j = 0; j < jobs_.size(); ++j) jobs[j] = jobs_[j].first->backend_->setup_job(jobs_[j].second);
+  detail::launch_grouped_gemm_setup(stream, jobs, static_cast<int>(jobs_.size()));
+  for (const auto& [plan, operands] : jobs_) plan->prepared_ = operands;
 }
 
 }  // namespace sg::kernels

@@ -30,6 +30,9 @@
 //               per-expert problem shapes and operand pointers inside the workspace, then ONE CUTLASS
 //               grouped kernel reads them. No host sync, no allocation, no host read of the counts:
 //               the same launches serve eager steps and graph capture/replay.
+//               Or, for several GEMMs with the same counts (a MoE layer's): GroupedGemmSetup prepares all
+//               their workspaces in ONE setup launch, then run_prepared(stream, params) launches each GEMM
+//               alone (below).
 // The workspace (problem shapes, pointer and stride arrays, CUTLASS's per-SM TMA descriptors) belongs
 // to one plan; launches of one plan must be ordered (one stream).
 //
@@ -43,7 +46,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cuda/bf16.h"
 #include "kernels/grouped_gemm_tiles.h"
@@ -103,8 +109,11 @@ struct GroupedGemmOperands {
   const void* b = nullptr;
   void* d = nullptr;
   bool accumulate = false;  // backward_weight only: beta 1 (D += ...) instead of beta 0
+  bool operator==(const GroupedGemmOperands&) const = default;
 };
 }  // namespace detail
+
+class GroupedGemmSetup;
 
 // What the three plans share: validation, the workspace, bind/initialize and the launch.
 class GroupedGemmPlan {
@@ -140,31 +149,70 @@ class GroupedGemmPlan {
   // that overwrites) + grouped GEMM on `stream`. Throws (host-side checks only) when the plan is
   // not initialized or a pointer is null or not 16-byte aligned.
   void enqueue(cudaStream_t stream, const detail::GroupedGemmOperands& operands) const;
+  // Step time: the grouped GEMM alone, on the arrays of this plan's last setup, which must have been for
+  // these operands (a GroupedGemmSetup launch, or a run() since); throws otherwise.
+  void enqueue_prepared(cudaStream_t stream, const detail::GroupedGemmOperands& operands) const;
 
  private:
+  friend class GroupedGemmSetup;
+  void check_operands(const detail::GroupedGemmOperands& operands) const;  // the host-side checks of enqueue
+
   GroupedGemmOp op_;
   GroupedGemmDims dims_;
   std::unique_ptr<detail::GroupedGemmBackend> backend_;
   void* workspace_ = nullptr;
   bool initialized_ = false;
+  // The operands the workspace's arrays were last set up for, in stream order as enqueued on the host (the
+  // order a graph capture records too).
+  mutable std::optional<detail::GroupedGemmOperands> prepared_;
 };
 
 class GroupedLinearForward : public GroupedGemmPlan {
  public:
   explicit GroupedLinearForward(const GroupedGemmDims& dims);
   void run(cudaStream_t stream, const GroupedLinearForwardParams& p) const;
+  void run_prepared(cudaStream_t stream, const GroupedLinearForwardParams& p) const;  // after GroupedGemmSetup::launch
 };
 
 class GroupedLinearBackwardInput : public GroupedGemmPlan {
  public:
   explicit GroupedLinearBackwardInput(const GroupedGemmDims& dims);
   void run(cudaStream_t stream, const GroupedLinearBackwardInputParams& p) const;
+  void run_prepared(cudaStream_t stream, const GroupedLinearBackwardInputParams& p) const;  // after GroupedGemmSetup::launch
 };
 
 class GroupedLinearBackwardWeight : public GroupedGemmPlan {
  public:
   explicit GroupedLinearBackwardWeight(const GroupedGemmDims& dims);
   void run(cudaStream_t stream, const GroupedLinearBackwardWeightParams& p) const;
+  void run_prepared(cudaStream_t stream, const GroupedLinearBackwardWeightParams& p) const;  // after GroupedGemmSetup::launch
+};
+
+// Several grouped GEMMs that read the same device counts and offsets (a MoE layer's: its forward's fc1 and fc2,
+// its backward's dgrad and wgrad of both) set up in ONE launch instead of one each, which saves a launch and
+// its wait (2-3 us on an H200) per GEMM. Host object, one per use:
+//   kernels::GroupedGemmSetup setup;
+//   setup.add(fc1, fc1_params).add(fc2, fc2_params);
+//   setup.launch(stream);                 // one setup kernel writes both plans' arrays
+//   fc1.run_prepared(stream, fc1_params);  // only fc1's GEMM
+//   ...                                   // anything that does not rewrite the counts, offsets or the plans
+//   fc2.run_prepared(stream, fc2_params);
+// Each plan has one set of arrays: between its setup and its run_prepared() no run() or other setup of the same
+// plan may come (run_prepared checks this on the host and throws). The counts and offsets must not change on the
+// device in between either (the arrays were computed from them); the empty experts' dW is zeroed at the setup
+// launch when a backward_weight overwrites. At most kMaxJobs plans, each added once.
+class GroupedGemmSetup {
+ public:
+  static constexpr int kMaxJobs = 4;
+  GroupedGemmSetup& add(const GroupedLinearForward& plan, const GroupedLinearForwardParams& p);
+  GroupedGemmSetup& add(const GroupedLinearBackwardInput& plan, const GroupedLinearBackwardInputParams& p);
+  GroupedGemmSetup& add(const GroupedLinearBackwardWeight& plan, const GroupedLinearBackwardWeightParams& p);
+  // ONE setup launch on `stream` for every plan added; then each may run_prepared() with its params.
+  void launch(cudaStream_t stream) const;
+
+ private:
+  GroupedGemmSetup& add(const GroupedGemmPlan& plan, const detail::GroupedGemmOperands& operands);
+  std::vector<std::pair<const GroupedGemmPlan*, detail::GroupedGemmOperands>> jobs_;
 };
 
 }  // namespace sg::kernels

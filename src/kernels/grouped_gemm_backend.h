@@ -23,6 +23,7 @@
 #include <string>
 
 #include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_setup.h"
 
 namespace sg::kernels::detail {
 
@@ -34,8 +35,16 @@ class GroupedGemmBackend {
   // Lays the arrays out in `workspace` (kWorkspaceAlignment-aligned), uploads the strides
   // (synchronous), then CUTLASS can_implement + initialize. Throws sg::Error on refusal.
   virtual void initialize(void* workspace) = 0;
-  // Setup kernel + grouped GEMM on `stream`; only launches.
-  virtual void run(cudaStream_t stream, const GroupedGemmOperands& operands) = 0;
+  // What the setup launch (grouped_gemm_setup.h) must write into this workspace for `operands`.
+  virtual GroupedGemmSetupJob setup_job(const GroupedGemmOperands& operands) const = 0;
+  // The grouped GEMM alone, reading the arrays the last setup launch wrote; only launches.
+  virtual void run_gemm(cudaStream_t stream, bool accumulate) = 0;
+  // Setup launch + grouped GEMM on `stream`.
+  void run(cudaStream_t stream, const GroupedGemmOperands& operands) {
+    const GroupedGemmSetupJob job = setup_job(operands);
+    launch_grouped_gemm_setup(stream, &job, 1);
+    run_gemm(stream, operands.accumulate);
+  }
   virtual std::string kernel_name() const = 0;
 };
 

@@ -1,6 +1,8 @@
 #pragma once
-// Internal to kernels/grouped_gemm: the CUTLASS 3.x Hopper ptr-array grouped GEMM and its one-block setup
-// kernel, as one template that each grouped_gemm_<op>_sm90a.cu instantiates exactly once. Include from
+// Internal to kernels/grouped_gemm: the CUTLASS 3.x Hopper ptr-array grouped GEMM, as one template that each
+// grouped_gemm_<op>_sm90a.cu instantiates exactly once. Its setup launch (device counts -> problem shapes and
+// pointers in the workspace) is op-agnostic and lives in grouped_gemm_setup.cu; Backend describes its arrays
+// to it (setup_job) and launches only the GEMM (run_gemm). Include from
 // those files only (they are built for sm_90a alone, with -DNDEBUG), and from the opt-in tuning target
 // bench/grouped_gemm_variants, which instantiates Backend<Op, Config> with other KernelConfigs.
 //
@@ -54,6 +56,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -63,8 +66,7 @@
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "kernels/grouped_gemm_backend.h"
-#include "kernels/grouped_gemm_segment.cuh"
-#include "kernels/grouped_gemm_zero_fill.cuh"
+#include "kernels/grouped_gemm_setup.h"
 
 #if !defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
 #error "the grouped GEMM needs CUDA >= 12.3 (TMA descriptors modified on the device)"
@@ -78,8 +80,8 @@ using ElementAB = cutlass::bfloat16_t;
 using ElementAccumulator = float;
 using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
 using GroupShape = ProblemShape::UnderlyingProblemShape;
-inline constexpr int kSetupThreads = 256;
-static_assert(kSetupThreads % 32 == 0, "the zero-fill blocks vote per full warp (grouped_gemm_zero_fill.cuh)");
+// The setup launch (grouped_gemm_setup.cu) writes each problem shape as the three ints (M, N, K).
+static_assert(sizeof(GroupShape) == 3 * sizeof(int), "a CUTLASS group problem shape is three ints");
 
 enum class Schedule { kCooperative, kPingpong };
 
@@ -178,73 +180,6 @@ struct Kernel {
   using StoredElementD = typename GemmKernel::ElementD;  // the epilogue's D element (never void here)
 };
 
-// Everything the setup kernel writes, by value.
-template <class StoredElementD>
-struct SetupArgs {
-  const int32_t* counts;
-  const int32_t* offsets;
-  int num_groups;
-  int64_t max_rows;
-  int64_t N;
-  int64_t K;
-  const ElementAB* a;
-  const ElementAB* b;
-  StoredElementD* d;
-  GroupShape* shapes;
-  const ElementAB** ptr_a;
-  const ElementAB** ptr_b;
-  StoredElementD** ptr_d;
-  // backward_weight overwriting: blocks 1.. of the launch zero the dW of the empty experts.
-  bool zero_empty_groups;
-};
-
-// Block 0: expert g's segment [offsets[g], offsets[g] + counts[g]) -> its problem shape and operand
-// pointers (see grouped_gemm_backend.h for the mapping). A malformed segment is clamped
-// (grouped_gemm_segment.cuh): the MoE preprocess never writes one, and clamping guarantees that a bad
-// count can never make the GEMM touch memory outside the operand buffers. Blocks 1.. (launched only when
-// backward_weight overwrites) zero the dW of the empty experts.
-template <GroupedGemmOp Op, class StoredElementD>
-__global__ void __launch_bounds__(kSetupThreads) grouped_gemm_setup_kernel(SetupArgs<StoredElementD> s) {
-  if constexpr (Op == GroupedGemmOp::kBackwardWeight) {
-    if (blockIdx.x > 0) {
-      zero_empty_group_weight_grads(s.d, s.counts, s.offsets, s.num_groups, s.max_rows, s.N * s.K,
-                                    (blockIdx.x - 1) * int64_t{blockDim.x} + threadIdx.x,
-                                    (gridDim.x - 1) * int64_t{blockDim.x});
-      return;
-    }
-  }
-  for (int g = threadIdx.x; g < s.num_groups; g += blockDim.x) {
-    const GroupSegment segment = clamped_group_segment(s.counts, s.offsets, g, s.max_rows);
-    const int64_t row0 = segment.first_row;  // 0 when empty: the (unused) pointers stay inside the buffers
-    const int64_t N = s.N, K = s.K, m = segment.rows;
-    GroupShape shape;
-    const ElementAB* a;
-    const ElementAB* b;
-    StoredElementD* d;
-    if constexpr (Op == GroupedGemmOp::kForward) {
-      shape = GroupShape{int(m), int(N), int(K)};
-      a = s.a + row0 * K;
-      b = s.b + g * N * K;
-      d = s.d + row0 * N;
-    } else if constexpr (Op == GroupedGemmOp::kBackwardInput) {
-      shape = GroupShape{int(m), int(K), int(N)};
-      a = s.a + row0 * N;
-      b = s.b + g * N * K;
-      d = s.d + row0 * K;
-    } else {
-      shape = GroupShape{int(N), int(K), int(m)};
-      a = s.a + row0 * N;
-      b = s.b + row0 * K;
-      d = s.d + g * N * K;
-    }
-    if (m == 0) shape = GroupShape{0, 0, 0};  // zero tiles: nothing loaded, nothing stored
-    s.shapes[g] = shape;
-    s.ptr_a[g] = a;
-    s.ptr_b[g] = b;
-    s.ptr_d[g] = d;
-  }
-}
-
 inline size_t align_up(size_t bytes, size_t alignment) { return (bytes + alignment - 1) / alignment * alignment; }
 
 template <GroupedGemmOp Op, class Config = ProductionConfig<Op>>
@@ -308,6 +243,14 @@ class Backend final : public GroupedGemmBackend {
     upload_repeated(stride_a, stride_a_at_);
     upload_repeated(stride_b, stride_b_at_);
     upload_repeated(stride_d, stride_d_at_);
+    // The setup launch writes each shape as the ints (M, N, K) in that order: check CUTLASS reads them so.
+    const GroupShape probe{7, 8, 9};
+    int probe_ints[3];
+    std::memcpy(probe_ints, &probe, sizeof probe_ints);
+    if (probe_ints[0] != 7 || probe_ints[1] != 8 || probe_ints[2] != 9) {
+      throw Error("grouped GEMM: CUTLASS's group problem shape is not laid out as the ints (M, N, K) that the "
+                  "setup launch writes (grouped_gemm_setup.cu); this CUTLASS version is not supported");
+    }
 
     for (int mode = 0; mode < kModes; ++mode) {
       const typename Gemm::Arguments args = arguments(base_, mode);
@@ -326,28 +269,29 @@ class Backend final : public GroupedGemmBackend {
     SG_CUDA_CHECK(cudaDeviceSynchronize());  // the stride uploads and any workspace initialisation
   }
 
-  void run(cudaStream_t stream, const GroupedGemmOperands& o) override {
+  GroupedGemmSetupJob setup_job(const GroupedGemmOperands& o) const override {
     if (o.accumulate && !kHasSource) {
       throw Error(std::string("grouped GEMM ") + grouped_gemm_op_name(Op) + ": only backward_weight accumulates");
     }
-    const SetupArgs<ElementD> s{.counts = o.counts,
-                                .offsets = o.offsets,
-                                .num_groups = dims_.num_groups,
-                                .max_rows = dims_.max_total_rows,
-                                .N = dims_.N,
-                                .K = dims_.K,
-                                .a = static_cast<const ElementAB*>(o.a),
-                                .b = static_cast<const ElementAB*>(o.b),
-                                .d = static_cast<ElementD*>(o.d),
-                                .shapes = at<GroupShape>(shapes_at_),
-                                .ptr_a = at<const ElementAB*>(ptr_a_at_),
-                                .ptr_b = at<const ElementAB*>(ptr_b_at_),
-                                .ptr_d = at<ElementD*>(ptr_d_at_),
-                                .zero_empty_groups = kHasSource && !o.accumulate};
-    grouped_gemm_setup_kernel<Op, ElementD><<<1 + (s.zero_empty_groups ? zero_fill_blocks() : 0), kSetupThreads, 0,
-                                              stream>>>(s);
-    SG_CUDA_CHECK_LAUNCH("grouped_gemm_setup_kernel");
-    const cutlass::Status status = gemm_[o.accumulate ? 1 : 0].run(stream);
+    return {.op = Op,
+            .num_groups = dims_.num_groups,
+            .max_rows = dims_.max_total_rows,
+            .N = dims_.N,
+            .K = dims_.K,
+            .counts = o.counts,
+            .offsets = o.offsets,
+            .a = o.a,
+            .b = o.b,
+            .d = o.d,
+            .shapes = at<int>(shapes_at_),
+            .ptr_a = at<const void*>(ptr_a_at_),
+            .ptr_b = at<const void*>(ptr_b_at_),
+            .ptr_d = at<void*>(ptr_d_at_),
+            .zero_fill_blocks = kHasSource && !o.accumulate ? zero_fill_blocks() : 0};
+  }
+
+  void run_gemm(cudaStream_t stream, bool accumulate) override {
+    const cutlass::Status status = gemm_[accumulate ? 1 : 0].run(stream);
     if (status != cutlass::Status::kSuccess) {
       throw Error(std::string("grouped GEMM ") + grouped_gemm_op_name(Op) + ": CUTLASS run failed to launch: " +
                   cutlassGetStatusString(status));
@@ -359,7 +303,7 @@ class Backend final : public GroupedGemmBackend {
   // Blocks that zero one empty expert's dW at full bandwidth, at most one per SM: they exit at once when
   // no expert is empty (the common case), and every block helps with each empty expert.
   int zero_fill_blocks() const {
-    const int64_t vec4_per_block = int64_t{kSetupThreads} * 4;
+    const int64_t vec4_per_block = int64_t{kGroupedGemmSetupThreads} * 4;  // a float4 per thread
     return static_cast<int>(std::min<int64_t>((dims_.N * dims_.K / 4 + vec4_per_block - 1) / vec4_per_block,
                                               sm_count_));
   }

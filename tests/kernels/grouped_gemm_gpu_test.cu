@@ -165,6 +165,53 @@ TEST_P(GroupedGemmGpu, AllOpsMatchReferenceAndAreDeterministic) {
   EXPECT_TRUE(bitwise_equal(dw1, d_dw.download())) << "backward_weight: second run differs";
 }
 
+// kernels::GroupedGemmSetup: the three ops' arrays written by ONE setup launch (the overwrite zero-fill in it),
+// then each GEMM alone, in another order than added: bitwise what three run() calls write, from poisoned outputs.
+TEST_P(GroupedGemmGpu, OneSetupLaunchForSeveralPlansEqualsSeparateRuns) {
+  const Routing& r = GetParam();
+  const int64_t G = static_cast<int64_t>(r.counts.size()), T = r.total_rows, N = r.N, K = r.K;
+  const uint64_t seed = 2000 * G + N + K;
+  Plans plans(dims_of(r));
+  DeviceBuffer<bf16> d_x(T * K), d_dy(T * N), d_w(G * N * K), d_y(T * N), d_dx(T * K);
+  DeviceBuffer<float> d_dw(G * N * K);
+  DeviceBuffer<int32_t> d_counts(G), d_offsets(G);
+  d_x.upload(to_bf16(round_bf16(random_normal(T * K, seed + 1))));
+  d_dy.upload(to_bf16(round_bf16(random_normal(T * N, seed + 2))));
+  d_w.upload(to_bf16(round_bf16(random_normal(G * N * K, seed + 3, 0.05f))));
+  d_counts.upload(r.counts);
+  d_offsets.upload(r.offsets);
+  const kernels::GroupedLinearForwardParams fp{
+      .y = d_y.get(), .x = d_x.get(), .w = d_w.get(), .counts = d_counts.get(), .offsets = d_offsets.get()};
+  const kernels::GroupedLinearBackwardInputParams bp{
+      .dx = d_dx.get(), .dy = d_dy.get(), .w = d_w.get(), .counts = d_counts.get(), .offsets = d_offsets.get()};
+  const kernels::GroupedLinearBackwardWeightParams wp{.dw = d_dw.get(), .dy = d_dy.get(), .x = d_x.get(),
+                                                      .counts = d_counts.get(), .offsets = d_offsets.get(),
+                                                      .accumulate = false};
+  const auto poison_outputs = [&] {
+    d_y.poison();
+    d_dx.poison();
+    d_dw.poison();
+    sync_device();
+  };
+  poison_outputs();
+  plans.fwd.run(stream, fp);
+  plans.dgrad.run(stream, bp);
+  plans.wgrad.run(stream, wp);
+  stream.synchronize();
+  const auto y = d_y.download(), dx = d_dx.download();
+  const auto dw = d_dw.download();
+
+  poison_outputs();
+  kernels::GroupedGemmSetup().add(plans.fwd, fp).add(plans.dgrad, bp).add(plans.wgrad, wp).launch(stream);
+  plans.wgrad.run_prepared(stream, wp);
+  plans.fwd.run_prepared(stream, fp);
+  plans.dgrad.run_prepared(stream, bp);
+  stream.synchronize();
+  EXPECT_TRUE(bitwise_equal(y, d_y.download())) << "forward";
+  EXPECT_TRUE(bitwise_equal(dx, d_dx.download())) << "backward_input";
+  EXPECT_TRUE(bitwise_equal(dw, d_dw.download())) << "backward_weight (overwrite: empty experts zeroed at setup)";
+}
+
 INSTANTIATE_TEST_SUITE_P(Routings, GroupedGemmGpu, ::testing::ValuesIn(standard_routings()),
                          [](const auto& info) { return info.param.name; });
 
@@ -219,6 +266,23 @@ TEST(GroupedGemmGpuPlan, RejectsMisuseWithClearErrors) {
   auto missing = p;
   missing.counts = nullptr;
   EXPECT_THROW(fwd.run(stream, missing), Error);
+  // run_prepared() only on the operands of the plan's last setup, with no other setup of it since.
+  auto other = p;
+  other.y = y.get() + 8;  // 16 bytes on
+  counts.upload(std::vector<int32_t>{16, 8});
+  offsets.upload(std::vector<int32_t>{0, 16});
+  sync_device();
+  EXPECT_NE(thrown_message([&] { fwd.run_prepared(stream, p); }).find("not last set up for"), std::string::npos);
+  fwd.run(stream, p);
+  fwd.run_prepared(stream, p);  // run() set the arrays up for p
+  EXPECT_NE(thrown_message([&] { fwd.run_prepared(stream, other); }).find("not last set up for"), std::string::npos);
+  kernels::GroupedGemmSetup().add(fwd, other).launch(stream);
+  EXPECT_NE(thrown_message([&] { fwd.run_prepared(stream, p); }).find("not last set up for"), std::string::npos);
+  fwd.run_prepared(stream, other);
+  EXPECT_NE(thrown_message([&] { kernels::GroupedGemmSetup().add(fwd, p).add(fwd, other); }).find("added twice"),
+            std::string::npos);
+  EXPECT_NE(thrown_message([&] { kernels::GroupedGemmSetup().launch(stream); }).find("no plan"), std::string::npos);
+  stream.synchronize();
   const GroupedGemmDims unaligned{.num_groups = 2, .max_total_rows = 32, .N = 64, .K = 60};
   EXPECT_NE(thrown_message([&] { kernels::GroupedLinearBackwardWeight bad(unaligned); }).find("multiples of 8"),
             std::string::npos);

@@ -451,9 +451,15 @@ void MoeLayer::experts_forward(cudaStream_t stream, const LayerIO& io, bool outp
   const MoeShapes& s = shapes_;
   Buffers& b = *buf_;
   Plans& p = *plans_;
-  p.fc1->run(stream, {.y = b.fc1_out, .x = b.permuted, .w = b.w_fc1, .counts = b.expert_rows, .offsets = b.offsets});
+  // Both grouped GEMMs read the same counts: one setup launch for the two (kernels::GroupedGemmSetup).
+  const kernels::GroupedLinearForwardParams fc1{
+      .y = b.fc1_out, .x = b.permuted, .w = b.w_fc1, .counts = b.expert_rows, .offsets = b.offsets};
+  const kernels::GroupedLinearForwardParams fc2{
+      .y = b.expert_out, .x = b.act, .w = b.w_fc2, .counts = b.expert_rows, .offsets = b.offsets};
+  kernels::GroupedGemmSetup().add(*p.fc1, fc1).add(*p.fc2, fc2).launch(stream);
+  p.fc1->run_prepared(stream, fc1);
   kernels::swiglu_forward(stream, {.out = b.act, .gate_up = b.fc1_out, .T = s.rows, .F = s.F});
-  p.fc2->run(stream, {.y = b.expert_out, .x = b.act, .w = b.w_fc2, .counts = b.expert_rows, .offsets = b.offsets});
+  p.fc2->run_prepared(stream, fc2);
   if (!output) return;
   kernels::moe_combine_forward(stream, {.out = io.output,
                                         .expert_out = b.expert_out,
@@ -490,15 +496,29 @@ void MoeLayer::experts_backward(cudaStream_t stream, const LayerIO& io) {
                                          .k = s.k,
                                          .H = s.H,
                                          .rows = s.rows});
-  p.fc2_dx->run(stream, {.dx = b.d_act, .dy = b.d_expert_out, .w = b.w_fc2, .counts = b.expert_rows,
-                         .offsets = b.offsets});
-  p.fc2_dw->run(stream, {.dw = b.g_fc2, .dy = b.d_expert_out, .x = b.act, .counts = b.expert_rows,
-                         .offsets = b.offsets, .accumulate = !io.first_microbatch});
+  // The four grouped GEMMs read the same counts: one setup launch for them all (kernels::GroupedGemmSetup; it
+  // also zeroes the empty experts' dW when the wgrads overwrite, which nothing else writes until their GEMMs).
+  const kernels::GroupedLinearBackwardInputParams fc2_dx{
+      .dx = b.d_act, .dy = b.d_expert_out, .w = b.w_fc2, .counts = b.expert_rows, .offsets = b.offsets};
+  const kernels::GroupedLinearBackwardWeightParams fc2_dw{.dw = b.g_fc2, .dy = b.d_expert_out, .x = b.act,
+                                                          .counts = b.expert_rows, .offsets = b.offsets,
+                                                          .accumulate = !io.first_microbatch};
+  const kernels::GroupedLinearBackwardInputParams fc1_dx{
+      .dx = b.d_permuted, .dy = b.d_fc1, .w = b.w_fc1, .counts = b.expert_rows, .offsets = b.offsets};
+  const kernels::GroupedLinearBackwardWeightParams fc1_dw{.dw = b.g_fc1, .dy = b.d_fc1, .x = b.permuted,
+                                                          .counts = b.expert_rows, .offsets = b.offsets,
+                                                          .accumulate = !io.first_microbatch};
+  kernels::GroupedGemmSetup()
+      .add(*p.fc2_dx, fc2_dx)
+      .add(*p.fc2_dw, fc2_dw)
+      .add(*p.fc1_dx, fc1_dx)
+      .add(*p.fc1_dw, fc1_dw)
+      .launch(stream);
+  p.fc2_dx->run_prepared(stream, fc2_dx);
+  p.fc2_dw->run_prepared(stream, fc2_dw);
   kernels::swiglu_backward(stream, {.dgate_up = b.d_fc1, .dout = b.d_act, .gate_up = b.fc1_out, .T = s.rows, .F = s.F});
-  p.fc1_dx->run(stream, {.dx = b.d_permuted, .dy = b.d_fc1, .w = b.w_fc1, .counts = b.expert_rows,
-                         .offsets = b.offsets});
-  p.fc1_dw->run(stream, {.dw = b.g_fc1, .dy = b.d_fc1, .x = b.permuted, .counts = b.expert_rows,
-                         .offsets = b.offsets, .accumulate = !io.first_microbatch});
+  p.fc1_dx->run_prepared(stream, fc1_dx);
+  p.fc1_dw->run_prepared(stream, fc1_dw);
 }
 
 void MoeLayer::router_backward(cudaStream_t stream, const LayerIO& io) {
