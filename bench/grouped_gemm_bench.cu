@@ -19,6 +19,8 @@
 // is the earlier method: stream launches queued back to back, an event pair around each, the median, one
 // candidate after the other.
 // The grouped time includes its setup kernel (whose extra blocks, when overwriting, zero the empty experts' dW).
+// A last table times the GEMM alone (run_prepared on arrays set up beforehand), which is what each of the MoE
+// layer's grouped GEMMs costs beside the one setup launch it shares with the layer's other grouped GEMMs.
 // backward_weight: the grouped and batched ops read and write one fp32 [N, K] dW PER EXPERT (beta 1), the
 // dense one a single [N, K]: with few rows per expert (a3b_proxy) that traffic bounds them; overwriting
 // (beta 0) halves it (no read). The "bound" column makes that a number: the most the ratio to dense can be when
@@ -35,7 +37,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,11 +67,53 @@ using bench::MoeShape;
 struct Row {
   std::string model, layer, op, tile;  // tile: backward_weight's, chosen per shape (kernels/grouped_gemm_tiles.h)
   int64_t n, k;
-  double grouped_ms, dense_ms, batched_ms, flop;
+  double grouped_ms;      // the op as run(): its setup launch + the GEMM
+  double gemm_alone_ms;   // the GEMM alone, on arrays set up beforehand (run_prepared)
+  double dense_ms, batched_ms, flop;
   double same_output_ms;  // backward_weight: the dense GEMM with the grouped op's FLOPs and output; else < 0
   double traffic_bytes;  // the least the grouped op moves through DRAM
   // The highest grouped/dense ratio that traffic allows at `bytes_per_ms` (the measured copy bandwidth).
   double traffic_bound(double bytes_per_ms) const { return dense_ms / (traffic_bytes / bytes_per_ms); }
+};
+
+// One op's grouped candidates: as run() (its setup launch, then the GEMM) and the GEMM alone (run_prepared on
+// arrays set up beforehand, as the MoE layer's one GroupedGemmSetup launch leaves them for its two or four GEMMs).
+struct GroupedCandidates {
+  std::function<void()> prepare;               // sets up every input copy's plan; call before timing gemm_alone
+  std::function<void(int)> with_setup, gemm_alone;  // launch i (input copy i % kInputCopies)
+};
+
+// kInputCopies plans of one op, each on its own workspace: a plan holds the arrays of ONE set of operands, and
+// the GEMM alone rotates over the input copies like every other candidate.
+template <class Plan>
+class GroupedPlans {
+ public:
+  explicit GroupedPlans(const kernels::GroupedGemmDims& dims) {
+    for (int c = 0; c < bench::kInputCopies; ++c) plans_.push_back(std::make_unique<Plan>(dims));
+    const size_t stride = (plans_[0]->workspace_bytes() + 255) / 256 * 256;
+    workspace_ = std::make_unique<Buffer<unsigned char>>(stride * bench::kInputCopies);
+    for (int c = 0; c < bench::kInputCopies; ++c) {
+      plans_[c]->bind(workspace_->p + c * stride, plans_[c]->workspace_bytes());
+      plans_[c]->initialize();
+    }
+  }
+  // params(i): the op's params for input copy i % kInputCopies.
+  template <class ParamsOf>
+  GroupedCandidates candidates(cudaStream_t stream, ParamsOf params) const {
+    auto plan = [this](int i) -> const Plan& { return *plans_[i % bench::kInputCopies]; };
+    return {.prepare =
+                [=] {
+                  for (int c = 0; c < bench::kInputCopies; ++c) {
+                    kernels::GroupedGemmSetup().add(plan(c), params(c)).launch(stream);
+                  }
+                },
+            .with_setup = [=](int i) { plan(i).run(stream, params(i)); },
+            .gemm_alone = [=](int i) { plan(i).run_prepared(stream, params(i)); }};
+  }
+
+ private:
+  std::vector<std::unique_ptr<Plan>> plans_;
+  std::unique_ptr<Buffer<unsigned char>> workspace_;
 };
 
 // Device-to-device copy bandwidth in bytes per ms (read and write both counted): median of copies of 1 GiB.
@@ -124,29 +167,32 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, be
   const auto &counts = b.counts, &offsets = b.offsets;
   cuda::Stream stream;
   const kernels::GroupedGemmDims dims = b.dims();
-  kernels::GroupedLinearForward g_fwd(dims);
-  kernels::GroupedLinearBackwardInput g_dgrad(dims);
-  kernels::GroupedLinearBackwardWeight g_wgrad(dims);
-  Buffer<unsigned char> ws(g_fwd.workspace_bytes() + g_dgrad.workspace_bytes() + g_wgrad.workspace_bytes() + 1024);
-  size_t at = 0;
-  for (kernels::GroupedGemmPlan* plan : std::initializer_list<kernels::GroupedGemmPlan*>{&g_fwd, &g_dgrad, &g_wgrad}) {
-    plan->bind(ws.p + at, plan->workspace_bytes());
-    plan->initialize();
-    at += (plan->workspace_bytes() + 255) / 256 * 256;
-  }
   kernels::Blas blas;
-
   auto c = [](int i) { return i % bench::kInputCopies; };
-  auto wgrad = [&](bool accumulate) {
+  // Each op's params for input copy c(i).
+  auto fwd_params = [&](int i) {
+    return kernels::GroupedLinearForwardParams{
+        .y = y.p, .x = x[c(i)]->p, .w = w[c(i)]->p, .counts = counts.p, .offsets = offsets.p};
+  };
+  auto dgrad_params = [&](int i) {
+    return kernels::GroupedLinearBackwardInputParams{
+        .dx = dx.p, .dy = dy[c(i)]->p, .w = w[c(i)]->p, .counts = counts.p, .offsets = offsets.p};
+  };
+  auto wgrad_params = [&](bool accumulate) {
     return [&, accumulate](int i) {
-      g_wgrad.run(stream, {.dw = dw[c(i)]->p, .dy = dy[c(i)]->p, .x = x[c(i)]->p, .counts = counts.p,
-                           .offsets = offsets.p, .accumulate = accumulate});
+      return kernels::GroupedLinearBackwardWeightParams{.dw = dw[c(i)]->p, .dy = dy[c(i)]->p, .x = x[c(i)]->p,
+                                                        .counts = counts.p, .offsets = offsets.p,
+                                                        .accumulate = accumulate};
     };
   };
+  GroupedPlans<kernels::GroupedLinearForward> g_fwd(dims);
+  GroupedPlans<kernels::GroupedLinearBackwardInput> g_dgrad(dims);
+  GroupedPlans<kernels::GroupedLinearBackwardWeight> g_wgrad(dims);
+
   auto wgrad_operands = [&](int i) { return Operands{x[c(i)]->p, dy[c(i)]->p, dw[c(i)]->p}; };
   struct OpCase {
     const char* op;
-    std::function<void(int)> grouped;
+    GroupedCandidates grouped;
     kernels::GemmDesc dense, expert;  // over all T rows; one expert's M rows
     bench::StridedBatch batch;        // strides between the experts' A, B, D
     std::function<Operands(int)> operands;
@@ -157,25 +203,17 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, be
   };
   const bench::StridedBatch wgrad_batch{.count = int(E), .stride_a = M * K, .stride_b = M * N, .stride_d = N * K};
   const OpCase ops[] = {
-      {"forward",
-       [&](int i) {
-         g_fwd.run(stream, {.y = y.p, .x = x[c(i)]->p, .w = w[c(i)]->p, .counts = counts.p, .offsets = offsets.p});
-       },
-       forward_desc(T, K, N), forward_desc(M, K, N),
+      {"forward", g_fwd.candidates(stream, fwd_params), forward_desc(T, K, N), forward_desc(M, K, N),
        {.count = int(E), .stride_a = N * K, .stride_b = M * K, .stride_d = M * N},
        [&](int i) { return Operands{w[c(i)]->p, x[c(i)]->p, y.p}; }},
-      {"backward_input",
-       [&](int i) {
-         g_dgrad.run(stream,
-                     {.dx = dx.p, .dy = dy[c(i)]->p, .w = w[c(i)]->p, .counts = counts.p, .offsets = offsets.p});
-       },
-       backward_input_desc(T, K, N), backward_input_desc(M, K, N),
-       {.count = int(E), .stride_a = N * K, .stride_b = M * N, .stride_d = M * K},
+      {"backward_input", g_dgrad.candidates(stream, dgrad_params), backward_input_desc(T, K, N),
+       backward_input_desc(M, K, N), {.count = int(E), .stride_a = N * K, .stride_b = M * N, .stride_d = M * K},
        [&](int i) { return Operands{w[c(i)]->p, dy[c(i)]->p, dx.p}; }},
-      {"backward_weight", wgrad(true), backward_weight_desc(T, K, N, 1.0f), backward_weight_desc(M, K, N, 1.0f),
-       wgrad_batch, wgrad_operands, same_output(1.0f)},
-      {"backward_weight_overwrite", wgrad(false), backward_weight_desc(T, K, N, 0.0f),
-       backward_weight_desc(M, K, N, 0.0f), wgrad_batch, wgrad_operands, same_output(0.0f)},
+      {"backward_weight", g_wgrad.candidates(stream, wgrad_params(true)), backward_weight_desc(T, K, N, 1.0f),
+       backward_weight_desc(M, K, N, 1.0f), wgrad_batch, wgrad_operands, same_output(1.0f)},
+      {"backward_weight_overwrite", g_wgrad.candidates(stream, wgrad_params(false)),
+       backward_weight_desc(T, K, N, 0.0f), backward_weight_desc(M, K, N, 0.0f), wgrad_batch, wgrad_operands,
+       same_output(0.0f)},
   };
   const double flop = 2.0 * double(T) * double(N) * double(K);
   // DRAM bytes: bf16 activations over all T rows, E bf16 weights, E fp32 dW.
@@ -188,7 +226,8 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, be
   };
   for (const OpCase& o : ops) {
     const kernels::GemmPlan& dense = blas.plan(o.dense);
-    std::vector<std::function<void(int)>> candidates{o.grouped, [&](int i) {
+    o.grouped.prepare();  // the GEMM-alone candidate's arrays, set up once per input copy
+    std::vector<std::function<void(int)>> candidates{o.grouped.with_setup, o.grouped.gemm_alone, [&](int i) {
                                                        const Operands p = o.operands(i);
                                                        dense.run(stream, p.a, p.b, p.d);
                                                      }};
@@ -216,13 +255,13 @@ void bench_linear(const MoeShape& s, const char* layer, int64_t N, int64_t K, be
     } else {
       for (const auto& candidate : candidates) ms.push_back(median_ms(stream, warmup, iters, candidate));
     }
-    const double grouped_ms = ms[0], dense_ms = ms[1];
-    const double batched_ms = batched ? ms[2] : -1.0;
+    const double grouped_ms = ms[0], gemm_alone_ms = ms[1], dense_ms = ms[2];
+    const double batched_ms = batched ? ms[3] : -1.0;
     const double same_output_ms = o.same_output ? ms[same_output_at] : -1.0;
     const std::string tile =
         kernels::weight_grad_tile_name(kernels::choose_weight_grad_tile(dims, cuda::device_properties().sm_count));
-    rows.push_back({s.name, layer, o.op, tile, N, K, grouped_ms, dense_ms, batched_ms, flop, same_output_ms,
-                    traffic(o.op)});
+    rows.push_back({s.name, layer, o.op, tile, N, K, grouped_ms, gemm_alone_ms, dense_ms, batched_ms, flop,
+                    same_output_ms, traffic(o.op)});
   }
 }
 
@@ -306,11 +345,34 @@ int run(int argc, char** argv) {
     std::printf("%-10s %-5s %-25s %10.4f %14.4f %5.2f%s\n", r.model.c_str(), r.layer.c_str(), r.op.c_str(),
                 r.grouped_ms, r.same_output_ms, ratio, ratio >= kTarget ? " " : "*");
   }
+  std::printf("\nthe GEMM alone (run_prepared, its arrays set up beforehand: the MoE layer sets up its forward's two and\n"
+              "its backward's four grouped GEMMs in ONE launch), against dense and, for backward_weight, the dense\n"
+              "GEMM of the same FLOPs and output:\n");
+  std::printf("%-10s %-5s %-25s %10s %14s %8s %6s %9s\n", "model", "layer", "op", "alone ms", "with setup ms",
+              "TFLOP/s", "dense", "same-out");
+  int pass_alone_dense = 0, pass_alone_same_output = 0;
+  for (const Row& r : rows) {
+    const double dense_ratio = r.dense_ms / r.gemm_alone_ms;
+    const double same_output_ratio = r.same_output_ms > 0.0 ? r.same_output_ms / r.gemm_alone_ms : dense_ratio;
+    pass_alone_dense += dense_ratio >= kTarget;
+    pass_alone_same_output += same_output_ratio >= kTarget;
+    std::printf("%-10s %-5s %-25s %10.4f %14.4f %8.1f %5.2f%s", r.model.c_str(), r.layer.c_str(), r.op.c_str(),
+                r.gemm_alone_ms, r.grouped_ms, r.flop / (r.gemm_alone_ms * 1e-3) / 1e12, dense_ratio,
+                dense_ratio >= kTarget ? " " : "*");
+    if (r.same_output_ms > 0.0) {
+      std::printf(" %8.2f%s\n", same_output_ratio, same_output_ratio >= kTarget ? " " : "*");
+    } else {
+      std::printf(" %9s\n", "-");
+    }
+  }
   std::printf("\ntarget grouped/dense   >= %.2f: %d of %zu rows; %d of the %d rows whose traffic bound allows it\n",
               kTarget, pass_dense, rows.size(), pass_reachable, reachable);
   std::printf("target grouped/dense of the same FLOPs and output >= %.2f: %d of %zu rows\n", kTarget,
               pass_same_output, rows.size());
   std::printf("target grouped/batched >= %.2f: %d of %zu rows\n", kTarget, pass_batched, rows.size());
+  std::printf("target GEMM alone/dense >= %.2f: %d of %zu rows\n", kTarget, pass_alone_dense, rows.size());
+  std::printf("target GEMM alone/dense, backward_weight of the same FLOPs and output, >= %.2f: %d of %zu rows\n",
+              kTarget, pass_alone_same_output, rows.size());
   return 0;
 }
 
