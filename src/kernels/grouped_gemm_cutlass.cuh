@@ -26,6 +26,8 @@
 // every shape (ninth session). The same subtile was 0.84-1.02x for backward_weight. backward_weight has a second
 // instantiation, 128x96 (NarrowWeightGradConfig), which the plan picks where 128x192 quantises badly
 // (small_moe fc2: 192 tiles = 1.45 waves; 128x96 was 1.07x there, eighth session): grouped_gemm_tiles.h.
+// Its cluster is 1x2, two CTAs on adjacent N tiles sharing A (the larger operand tile, 128 rows against 96):
+// 1.03x the 2x1 cluster at small_moe fc2, 2x2 0.92x (sixteenth session).
 // Problem shapes only in device memory (host_problem_shapes = nullptr): the grid is the SM count and
 // the scheduler walks the groups' tiles on the device.
 //
@@ -117,8 +119,9 @@ struct ProductionConfig : KernelConfig<128, 256, 2, 1, Schedule::kCooperative, 1
 template <>
 struct ProductionConfig<GroupedGemmOp::kBackwardWeight> : KernelConfig<128, 192, 2, 1, Schedule::kCooperative> {};
 // backward_weight's second tile (WeightGradTile::kNarrow, grouped_gemm_tiles.h): for shapes whose 128x192
-// tiles leave most of a wave empty.
-struct NarrowWeightGradConfig : KernelConfig<128, 96, 2, 1, Schedule::kCooperative> {};
+// tiles leave most of a wave empty. Its cluster multicasts A (128 rows a tile) rather than B (96): 1.03x the
+// 2x1 cluster at small_moe fc2 (docs/performance.md, sixteenth session).
+struct NarrowWeightGradConfig : KernelConfig<128, 96, 1, 2, Schedule::kCooperative> {};
 
 // Per-op layouts (CUTLASS tags: A is [M, K], B is [K, N] in the tag's sense, D is [M, N]) and output.
 template <GroupedGemmOp Op>

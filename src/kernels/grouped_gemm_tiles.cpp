@@ -8,9 +8,10 @@
 namespace sg::kernels {
 namespace {
 
-// Both tiles are 128 rows of dW (the GEMM's M = N) on a 2x1 cluster: M tiles round up to an even count
-// (the GroupScheduler gives a cluster's two CTAs adjacent M tiles of one expert).
-constexpr int64_t kTileRows = 128, kClusterRows = 2;
+// Both tiles are 128 rows of dW (the GEMM's M = N). The wide tile runs on a 2x1 cluster, so its row tiles
+// round up to an even count (the GroupScheduler gives a cluster's two CTAs adjacent tiles of one expert);
+// the narrow one on a 1x2 cluster, so its column tiles do.
+constexpr int64_t kTileRows = 128, kClusterTiles = 2;
 constexpr int64_t kWideColumns = 192, kNarrowColumns = 96;
 // One 128x96 tile's time over one 128x192 tile's (measured, see the header).
 constexpr double kNarrowTileRelativeCost = 0.6;
@@ -36,10 +37,12 @@ double weight_grad_tile_cost(const GroupedGemmDims& dims, WeightGradTile tile, i
   SG_CHECK(sm_count >= 1 && dims.num_groups >= 1 && dims.N >= 1 && dims.K >= 1,
            "weight_grad_tile_cost: sm_count, num_groups, N and K must be positive");
   const bool narrow = tile == WeightGradTile::kNarrow;
-  const int64_t row_tiles = ceil_div(ceil_div(dims.N, kTileRows), kClusterRows) * kClusterRows;
+  auto cluster_multiple = [](int64_t tiles) { return ceil_div(tiles, kClusterTiles) * kClusterTiles; };
+  const int64_t row_tiles = ceil_div(dims.N, kTileRows);
   const int64_t column_tiles = ceil_div(dims.K, narrow ? kNarrowColumns : kWideColumns);
-  const int64_t tiles = dims.num_groups * row_tiles * column_tiles;
-  const int64_t waves = ceil_div(tiles, sm_count);
+  const int64_t tiles_per_group =
+      narrow ? row_tiles * cluster_multiple(column_tiles) : cluster_multiple(row_tiles) * column_tiles;
+  const int64_t waves = ceil_div(dims.num_groups * tiles_per_group, sm_count);
   return static_cast<double>(waves) * (narrow ? kNarrowTileRelativeCost : 1.0);
 }
 

@@ -16,7 +16,7 @@ struct GroupedGemmDims;  // kernels/grouped_gemm.h, which includes this header
 enum class WeightGradTile {
   kAuto,    // the plan picks by choose_weight_grad_tile()
   kWide,    // 128x192x64, cooperative, cluster 2x1
-  kNarrow,  // 128x96x64, cooperative, cluster 2x1
+  kNarrow,  // 128x96x64, cooperative, cluster 1x2
 };
 const char* weight_grad_tile_name(WeightGradTile tile);  // "auto", "128x192", "128x96"
 

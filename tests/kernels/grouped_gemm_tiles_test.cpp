@@ -26,14 +26,16 @@ TEST(WeightGradTile, CostIsWholeWavesTimesTheTileCost) {
   // small_moe fc2, 8 x 768 x 768: 128x192 -> 8 * 6 * 4 = 192 tiles = 2 waves; 128x96 -> 384 = 3 waves at 0.6.
   EXPECT_DOUBLE_EQ(kernels::weight_grad_tile_cost(dims(8, 768, 768), WeightGradTile::kWide, kH200Sms), 2.0);
   EXPECT_DOUBLE_EQ(kernels::weight_grad_tile_cost(dims(8, 768, 768), WeightGradTile::kNarrow, kH200Sms), 1.8);
-  // Row tiles round up to the 2x1 cluster: N = 136 is 2 row tiles, N = 72 one rounded up to 2.
+  // The wide tile's rows round up to its 2x1 cluster: N = 136 is 2 row tiles, N = 72 one rounded up to 2.
   EXPECT_DOUBLE_EQ(kernels::weight_grad_tile_cost(dims(66, 72, 192), WeightGradTile::kWide, kH200Sms), 1.0);
   EXPECT_DOUBLE_EQ(kernels::weight_grad_tile_cost(dims(67, 72, 192), WeightGradTile::kWide, kH200Sms), 2.0);
-  // K = 200 needs 2 wide column tiles and 3 narrow ones.
+  // K = 200 needs 2 wide column tiles and 3 narrow ones, which round up to the narrow tile's 1x2 cluster: 4.
   EXPECT_DOUBLE_EQ(kernels::weight_grad_tile_cost(dims(33, 136, 200), WeightGradTile::kWide, kH200Sms), 1.0);
   EXPECT_DOUBLE_EQ(kernels::weight_grad_tile_cost(dims(34, 136, 200), WeightGradTile::kWide, kH200Sms), 2.0);
-  EXPECT_DOUBLE_EQ(kernels::weight_grad_tile_cost(dims(22, 136, 200), WeightGradTile::kNarrow, kH200Sms), 0.6);
-  EXPECT_DOUBLE_EQ(kernels::weight_grad_tile_cost(dims(23, 136, 200), WeightGradTile::kNarrow, kH200Sms), 1.2);
+  EXPECT_DOUBLE_EQ(kernels::weight_grad_tile_cost(dims(16, 136, 200), WeightGradTile::kNarrow, kH200Sms), 0.6);
+  EXPECT_DOUBLE_EQ(kernels::weight_grad_tile_cost(dims(17, 136, 200), WeightGradTile::kNarrow, kH200Sms), 1.2);
+  // The narrow tile's rows do not round: N = 72 is one row tile (wide: 2), 66 x 1 x 2 = 132 tiles.
+  EXPECT_DOUBLE_EQ(kernels::weight_grad_tile_cost(dims(66, 72, 192), WeightGradTile::kNarrow, kH200Sms), 0.6);
 }
 
 TEST(WeightGradTile, ChoiceAtTheMoeRecipesShapes) {
@@ -46,7 +48,7 @@ TEST(WeightGradTile, ChoiceAtTheMoeRecipesShapes) {
   EXPECT_EQ(kernels::choose_weight_grad_tile(dims(128, 2048, 768), kH200Sms), WeightGradTile::kWide);
   // Fewer tiles than SMs either way: the smaller tile finishes first.
   EXPECT_EQ(kernels::choose_weight_grad_tile(dims(1, 136, 200), kH200Sms), WeightGradTile::kNarrow);
-  // One wide wave against two narrow ones (96 SMs: 96 wide tiles, 144 narrow): the wide tile.
+  // One wide wave against two narrow ones (96 SMs: 96 wide tiles, 192 narrow): the wide tile.
   EXPECT_EQ(kernels::choose_weight_grad_tile(dims(8, 768, 256), 96), WeightGradTile::kWide);
 }
 
