@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -219,6 +220,12 @@ inline int parse_iters_arg(int argc, char** argv, const std::string& program) {
   int iters = 30;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("Usage: %s [--iters N]\n  --iters N   timed launches per candidate; default 30, at least 10\n"
+                  "What it measures and prints: the comment at the top of its source in bench/.\n",
+                  program.c_str());
+      std::exit(0);
+    }
     if (a == "--iters" && i + 1 < argc) {
       iters = std::atoi(argv[++i]);
     } else {
@@ -253,6 +260,18 @@ inline GroupedBenchArgs parse_grouped_bench_args(int argc, char** argv, const st
                             (allow_timing ? " [--timing graph|events]" : "");
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("Usage: %s\n"
+                  "  --iters N    timed launches (or graph replays) per candidate; default %d, at least %d\n"
+                  "  --warmup N   untimed ones first; default %d\n"
+                  "  --case C     the shapes: %s; default %s\n%s"
+                  "What it measures and prints: the comment at the top of its source in bench/.\n",
+                  usage.c_str(), args.iters, min_iters, args.warmup, cases.c_str(), args.which.c_str(),
+                  allow_timing ? "  --timing T   graph (replays of captured launches, as the step runs them; default) "
+                                 "or events (an event pair around each stream launch)\n"
+                               : "");
+      std::exit(0);
+    }
     if (a == "--iters" && i + 1 < argc) {
       args.iters = std::atoi(argv[++i]);
     } else if (a == "--warmup" && i + 1 < argc) {
