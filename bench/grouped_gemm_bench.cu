@@ -345,9 +345,9 @@ int run(int argc, char** argv) {
     std::printf("%-10s %-5s %-25s %10.4f %14.4f %5.2f%s\n", r.model.c_str(), r.layer.c_str(), r.op.c_str(),
                 r.grouped_ms, r.same_output_ms, ratio, ratio >= kTarget ? " " : "*");
   }
-  std::printf("\nthe GEMM alone (run_prepared, its arrays set up beforehand: the MoE layer sets up its forward's two and\n"
-              "its backward's four grouped GEMMs in ONE launch), against dense and, for backward_weight, the dense\n"
-              "GEMM of the same FLOPs and output:\n");
+  std::printf("\nthe GEMM alone (run_prepared, its arrays set up beforehand: the MoE layer sets up its forward's two\n"
+              "and its backward's four grouped GEMMs in ONE launch), against dense and, for backward_weight, the\n"
+              "dense GEMM of the same FLOPs and output:\n");
   std::printf("%-10s %-5s %-25s %10s %14s %8s %6s %9s\n", "model", "layer", "op", "alone ms", "with setup ms",
               "TFLOP/s", "dense", "same-out");
   int pass_alone_dense = 0, pass_alone_same_output = 0;

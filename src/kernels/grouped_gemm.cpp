@@ -178,8 +178,6 @@ void GroupedLinearBackwardWeight::run_prepared(cudaStream_t stream,
   enqueue_prepared(stream, operands_of(p));
 }
 
-static_assert(GroupedGemmSetup::kMaxJobs == detail::kMaxGroupedGemmSetupJobs);
-
 GroupedGemmSetup& GroupedGemmSetup::add(const GroupedGemmPlan& plan, const detail::GroupedGemmOperands& o) {
   plan.check_operands(o);
   SG_CHECK(static_cast<int>(jobs_.size()) < kMaxJobs,

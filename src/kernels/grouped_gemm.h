@@ -171,21 +171,24 @@ class GroupedLinearForward : public GroupedGemmPlan {
  public:
   explicit GroupedLinearForward(const GroupedGemmDims& dims);
   void run(cudaStream_t stream, const GroupedLinearForwardParams& p) const;
-  void run_prepared(cudaStream_t stream, const GroupedLinearForwardParams& p) const;  // after GroupedGemmSetup::launch
+  // After a GroupedGemmSetup::launch with these params: the GEMM alone.
+  void run_prepared(cudaStream_t stream, const GroupedLinearForwardParams& p) const;
 };
 
 class GroupedLinearBackwardInput : public GroupedGemmPlan {
  public:
   explicit GroupedLinearBackwardInput(const GroupedGemmDims& dims);
   void run(cudaStream_t stream, const GroupedLinearBackwardInputParams& p) const;
-  void run_prepared(cudaStream_t stream, const GroupedLinearBackwardInputParams& p) const;  // after GroupedGemmSetup::launch
+  // After a GroupedGemmSetup::launch with these params: the GEMM alone.
+  void run_prepared(cudaStream_t stream, const GroupedLinearBackwardInputParams& p) const;
 };
 
 class GroupedLinearBackwardWeight : public GroupedGemmPlan {
  public:
   explicit GroupedLinearBackwardWeight(const GroupedGemmDims& dims);
   void run(cudaStream_t stream, const GroupedLinearBackwardWeightParams& p) const;
-  void run_prepared(cudaStream_t stream, const GroupedLinearBackwardWeightParams& p) const;  // after GroupedGemmSetup::launch
+  // After a GroupedGemmSetup::launch with these params: the GEMM alone.
+  void run_prepared(cudaStream_t stream, const GroupedLinearBackwardWeightParams& p) const;
 };
 
 // Several grouped GEMMs that read the same device counts and offsets (a MoE layer's: its forward's fc1 and fc2,
@@ -203,7 +206,7 @@ class GroupedLinearBackwardWeight : public GroupedGemmPlan {
 // launch when a backward_weight overwrites. At most kMaxJobs plans, each added once.
 class GroupedGemmSetup {
  public:
-  static constexpr int kMaxJobs = 4;
+  static constexpr int kMaxJobs = 4;  // a MoE layer's backward: fc2 and fc1, dgrad and wgrad
   GroupedGemmSetup& add(const GroupedLinearForward& plan, const GroupedLinearForwardParams& p);
   GroupedGemmSetup& add(const GroupedLinearBackwardInput& plan, const GroupedLinearBackwardInputParams& p);
   GroupedGemmSetup& add(const GroupedLinearBackwardWeight& plan, const GroupedLinearBackwardWeightParams& p);

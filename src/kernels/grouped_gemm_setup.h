@@ -33,7 +33,7 @@ struct GroupedGemmSetupJob {
   int zero_fill_blocks = 0;
 };
 
-inline constexpr int kMaxGroupedGemmSetupJobs = 4;  // a MoE layer's backward: fc2 and fc1, dgrad and wgrad
+inline constexpr int kMaxGroupedGemmSetupJobs = GroupedGemmSetup::kMaxJobs;
 inline constexpr int kGroupedGemmSetupThreads = 256;  // threads of every block of the setup launch
 
 // ONE launch: block j < count writes job j's arrays; the blocks after them zero the empty experts' dW of every

@@ -39,7 +39,8 @@ TEST(BenchArgs, ParsesTheBridgeCommandLine) {
                                            "bf16", "-ng", "1", "--cuda_graph_impl", "transformer_engine",
                                            "--cuda_graph_scope", "attn,mlp", "-mb", "2", "-gb", "8", "-sl", "512",
                                            "optimizer.lr=1e-4", "--steps", "20", "--warmup", "2", "--floor-steps",
-                                           "5", "--json", "out.json", "--trace", "t.json", "--plain", "--no-power", "-d"});
+                                           "5", "--json", "out.json", "--trace", "t.json", "--plain", "--no-power",
+                                           "-d"});
   EXPECT_EQ(o.model_family, "llama");
   EXPECT_EQ(o.model_recipe, "1b");
   EXPECT_EQ(o.task, "pretrain");
