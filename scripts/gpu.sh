@@ -3,7 +3,7 @@
 # the benchmarks, the PyTorch comparison and the Hugging Face parity checks (training loss and greedy
 # generation); prints a short table last.
 #
-#   bash scripts/gpu.sh [tests|bench|torch|parity|dp|sanitize|recompute|all]...
+#   bash scripts/gpu.sh [tests|bench|torch|parity|dp|sanitize|recompute|gemm_power|all]...
 #   RECOMPUTE_MODES=local,local+recompute_full RECOMPUTE_STEPS=10 bash scripts/gpu.sh recompute   # other --compare modes
 #   BENCH_RECIPES="moe/small_moe hybrid/small_hybrid" bash scripts/gpu.sh bench   # family/recipe items; BENCH_MODES overrides the modes
 #   TORCH_MODELS="small_moe hybrid ssd" bash scripts/gpu.sh torch   # only these PyTorch references: families
@@ -11,7 +11,8 @@
 #   TORCH_MOE_IMPLS, TORCH_HYBRID_IMPLS narrow them further
 #   TORCH_DETERMINISTIC=1 TORCH_MODELS=llama bash scripts/gpu.sh torch   # PyTorch held to stepgraph's determinism
 #
-# Default: all = tests bench torch parity dp. sanitize and recompute run only when named (many minutes).
+# Default: all = tests bench torch parity dp. sanitize, recompute and gemm_power run only when named (minutes each).
+# gemm_power (issue 13): bench/gemm_power_bench.cu on llama/1b's and llama/small's dense GEMMs; gemm_power.txt.
 # sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
 # transformer_engine modes, racecheck (one block, to fit the tool's host memory) and synccheck (eager,
 # with and without cuDNN's SDPA backward kernel); a summary line each, logs in
@@ -88,6 +89,15 @@ if want bench; then
     python3 bench/kernel_table.py "$OUT/trace_$r.json" --mode local --bench "$OUT/bench_$r.json" 2>&1 \
       | sed -n '/^GEMM: /,$p' | tee "$OUT/mfu_$r.txt"
   done
+fi
+
+if named gemm_power; then
+  # Issue 13: cuBLASLt's candidates for the dense recipes' GEMMs timed back to back at the power cap, and which one
+  # the step runs (kernels/gemm_preferences.h); a few minutes.
+  "$B/bench/gemm_power_bench" --recipe all --ranks 6 --seconds 0.25 --rounds 4 >"$OUT/gemm_power.txt" 2>&1
+  rc=$?
+  record "GEMM candidates at the power cap" "rc=$rc (gemm_power.txt)"
+  grep "the step's" "$OUT/gemm_power.txt"
 fi
 
 if named recompute; then

@@ -1,10 +1,14 @@
 #include "kernels/gemm.h"
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/strings.h"
 #include "cuda/check.h"
+#include "cuda/device.h"
 #include "kernels/cublaslt_check.h"
 
 namespace sg::kernels {
@@ -42,17 +46,42 @@ void validate(const GemmDesc& d) {
   SG_CHECK(d.min_alignment_bytes >= 1 && (d.min_alignment_bytes & (d.min_alignment_bytes - 1)) == 0 &&
                d.min_alignment_bytes <= 256,
            what + "min_alignment_bytes must be a power of two <= 256");
+  SG_CHECK(d.heuristic_rank >= GemmDesc::kPreferredAlgo && d.heuristic_rank < 64,
+           what + "heuristic_rank must be kPreferredAlgo (-1) or a rank in [0, 64)");
+}
+
+// One field of a cuBLASLt algorithm's configuration, -1 where cuBLASLt does not report it. The field's size varies
+// (2, 4 or 8 bytes) and the read must ask for exactly that size, so it is queried first.
+int64_t algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  size_t size = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, nullptr, 0, &size) != CUBLAS_STATUS_SUCCESS) return -1;
+  if (size == 2) {
+    uint16_t v = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, 2, &size) == CUBLAS_STATUS_SUCCESS ? v : -1;
+  }
+  if (size == 4) {
+    uint32_t v = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, 4, &size) == CUBLAS_STATUS_SUCCESS ? v : -1;
+  }
+  if (size == 8) {
+    uint64_t v = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, 8, &size) == CUBLAS_STATUS_SUCCESS
+               ? static_cast<int64_t>(v)
+               : -1;
+  }
+  return -1;
 }
 
 }  // namespace
 
 std::string GemmDesc::describe() const {
   return strprintf("m=%lld n=%lld k=%lld opA=%s opB=%s lda=%lld ldb=%lld ldd=%lld A=%s B=%s D=%s alpha=%g beta=%g "
-                   "epilogue=%s align=%u",
+                   "epilogue=%s align=%u algo=%s",
                    (long long)m, (long long)n, (long long)k, transpose_a ? "T" : "N", transpose_b ? "T" : "N",
                    (long long)lda, (long long)ldb, (long long)ldd, dtype_name(a_type), dtype_name(b_type),
                    dtype_name(d_type), alpha, beta, epilogue == GemmEpilogue::kBias ? "bias" : "none",
-                   min_alignment_bytes);
+                   min_alignment_bytes,
+                   heuristic_rank == kPreferredAlgo ? "preferred" : strprintf("rank %d", heuristic_rank).c_str());
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -93,7 +122,13 @@ GemmPlan::GemmPlan(const Blas& blas, const GemmDesc& desc) : blas_(blas), desc_(
   // The one heuristic query of this GEMM's life.
   cublasLtMatmulPreference_t pref = nullptr;
   SG_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  cublasLtMatmulHeuristicResult_t result{};
+  // The step's GEMMs (kPreferredAlgo) look among the first kPreferenceCandidates results for a preferred one.
+  std::optional<GemmAlgoConfig> preferred;
+  if (desc_.heuristic_rank == GemmDesc::kPreferredAlgo && cuda::device_count() > 0) {
+    preferred = preferred_gemm_config(desc_, cuda::device_properties().compute_capability());
+  }
+  const int wanted = desc_.heuristic_rank >= 0 ? desc_.heuristic_rank + 1 : preferred ? kPreferenceCandidates : 1;
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(wanted));
   int count = 0;
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   try {
@@ -104,8 +139,8 @@ GemmPlan::GemmPlan(const Blas& blas, const GemmDesc& desc) : blas_(blas), desc_(
     set_pref_attr(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align);
     set_pref_attr(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align);
     set_pref_attr(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align);
-    status = cublasLtMatmulAlgoGetHeuristic(blas_.handle(), op_, a_layout_, b_layout_, d_layout_, d_layout_, pref, 1,
-                                            &result, &count);
+    status = cublasLtMatmulAlgoGetHeuristic(blas_.handle(), op_, a_layout_, b_layout_, d_layout_, d_layout_, pref,
+                                            wanted, results.data(), &count);
   } catch (...) {
     cublasLtMatmulPreferenceDestroy(pref);
     throw;
@@ -117,12 +152,49 @@ GemmPlan::GemmPlan(const Blas& blas, const GemmDesc& desc) : blas_(blas), desc_(
                 " workspace. Check the dtypes, leading dimensions (multiples of 8 elements help) and alignment.");
   }
   SG_CUBLASLT_CHECK(status);
-  algo_ = result.algo;
-  algo_workspace_bytes_ = result.workspaceSize;
+  if (count <= desc_.heuristic_rank) {
+    throw Error(strprintf("cuBLASLt offers only %d algorithm(s) for the GEMM %s, so heuristic_rank %d (0-based) has "
+                          "none; use a rank below %d",
+                          count, desc_.describe().c_str(), desc_.heuristic_rank, count));
+  }
+  size_t chosen = desc_.heuristic_rank >= 0 ? static_cast<size_t>(desc_.heuristic_rank) : 0;
+  if (preferred) {
+    size_t i = 0;
+    while (i < static_cast<size_t>(count) &&
+           (algo_attribute(results[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID) != preferred->tile_id ||
+            algo_attribute(results[i].algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) != preferred->cluster_id)) {
+      ++i;
+    }
+    if (i < static_cast<size_t>(count)) {
+      chosen = i;
+    } else {
+      log::debug(strprintf("GEMM %s: the preferred configuration (tile %lld, cluster %lld) is not among cuBLASLt's "
+                           "first %d candidates; running its first choice",
+                           desc_.describe().c_str(), (long long)preferred->tile_id, (long long)preferred->cluster_id,
+                           count));
+    }
+  }
+  algo_ = results[chosen].algo;
+  algo_workspace_bytes_ = results[chosen].workspaceSize;
   guard.plan = nullptr;
 }
 
 GemmPlan::~GemmPlan() { destroy_descriptors(); }
+
+GemmAlgoConfig GemmPlan::algo_config() const {
+  return {.tile_id = algo_attribute(algo_, CUBLASLT_ALGO_CONFIG_TILE_ID),
+          .cluster_id = algo_attribute(algo_, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)};
+}
+
+std::string GemmPlan::algo_summary() const {
+  return strprintf("algo %lld tile %lld stages %lld cluster %lld split-k %lld swizzle %lld",
+                   (long long)algo_attribute(algo_, CUBLASLT_ALGO_CONFIG_ID),
+                   (long long)algo_attribute(algo_, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                   (long long)algo_attribute(algo_, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                   (long long)algo_attribute(algo_, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+                   (long long)algo_attribute(algo_, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                   (long long)algo_attribute(algo_, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING));
+}
 
 void GemmPlan::destroy_descriptors() {
   // Destroy calls only fail on invalid handles; this runs in destructors and must not throw.
@@ -204,7 +276,7 @@ const GemmPlan& Blas::plan(const GemmDesc& desc) {
 // y[T,N] = x[T,K] W^T  <=>  y^T[N,T] = W[N,K] x^T[K,T].
 // A = W: col-major [K,N] ld K, op(A) = A^T = [N,K]. B = x: col-major [K,T] ld K, op(B) = B.
 // D = y: col-major [N,T] ld N. m = N, n = T, k = K.
-LinearForward::LinearForward(Blas& blas, int64_t T, int64_t K, int64_t N, bool with_bias) : with_bias_(with_bias) {
+GemmDesc linear_forward_desc(int64_t T, int64_t K, int64_t N, bool with_bias) {
   GemmDesc d;
   d.transpose_a = true;
   d.transpose_b = false;
@@ -212,8 +284,11 @@ LinearForward::LinearForward(Blas& blas, int64_t T, int64_t K, int64_t N, bool w
   d.lda = K, d.ldb = K, d.ldd = N;
   d.d_type = GemmDtype::kBF16;
   d.epilogue = with_bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
-  plan_ = &blas.plan(d);
+  return d;
 }
+
+LinearForward::LinearForward(Blas& blas, int64_t T, int64_t K, int64_t N, bool with_bias)
+    : plan_(&blas.plan(linear_forward_desc(T, K, N, with_bias))), with_bias_(with_bias) {}
 
 void LinearForward::run(cudaStream_t stream, bf16* y, const bf16* x, const bf16* w, const bf16* bias) const {
   plan_->run(stream, w, x, y, bias);  // throws if bias is given without the bias epilogue, or missing with it
@@ -222,7 +297,7 @@ void LinearForward::run(cudaStream_t stream, bf16* y, const bf16* x, const bf16*
 // dx[T,K] = dy[T,N] W[N,K]  <=>  dx^T[K,T] = W^T[K,N] dy^T[N,T].
 // A = W: col-major [K,N] ld K = W^T, op(A) = A. B = dy: col-major [N,T] ld N = dy^T, op(B) = B.
 // D = dx: col-major [K,T] ld K. m = K, n = T, k = N.
-LinearBackwardInput::LinearBackwardInput(Blas& blas, int64_t T, int64_t K, int64_t N, bool accumulate) {
+GemmDesc linear_backward_input_desc(int64_t T, int64_t K, int64_t N, bool accumulate) {
   GemmDesc d;
   d.transpose_a = false;
   d.transpose_b = false;
@@ -230,8 +305,11 @@ LinearBackwardInput::LinearBackwardInput(Blas& blas, int64_t T, int64_t K, int64
   d.lda = K, d.ldb = N, d.ldd = K;
   d.d_type = GemmDtype::kBF16;
   d.beta = accumulate ? 1.0f : 0.0f;
-  plan_ = &blas.plan(d);
+  return d;
 }
+
+LinearBackwardInput::LinearBackwardInput(Blas& blas, int64_t T, int64_t K, int64_t N, bool accumulate)
+    : plan_(&blas.plan(linear_backward_input_desc(T, K, N, accumulate))) {}
 
 void LinearBackwardInput::run(cudaStream_t stream, bf16* dx, const bf16* dy, const bf16* w) const {
   plan_->run(stream, w, dy, dx);
@@ -240,7 +318,7 @@ void LinearBackwardInput::run(cudaStream_t stream, bf16* dx, const bf16* dy, con
 // dW[N,K] += dy^T[N,T] x[T,K]  <=>  dW^T[K,N] += x^T[K,T] dy[T,N].
 // A = x: col-major [K,T] ld K = x^T, op(A) = A. B = dy: col-major [N,T] ld N = dy^T, op(B) = B^T = dy.
 // D = dW (fp32): col-major [K,N] ld K. m = K, n = N, k = T. beta = 1 (accumulate into main_grad).
-LinearBackwardWeight::LinearBackwardWeight(Blas& blas, int64_t T, int64_t K, int64_t N) {
+GemmDesc linear_backward_weight_desc(int64_t T, int64_t K, int64_t N) {
   GemmDesc d;
   d.transpose_a = false;
   d.transpose_b = true;
@@ -248,8 +326,11 @@ LinearBackwardWeight::LinearBackwardWeight(Blas& blas, int64_t T, int64_t K, int
   d.lda = K, d.ldb = N, d.ldd = K;
   d.d_type = GemmDtype::kFP32;
   d.beta = 1.0f;
-  plan_ = &blas.plan(d);
+  return d;
 }
+
+LinearBackwardWeight::LinearBackwardWeight(Blas& blas, int64_t T, int64_t K, int64_t N)
+    : plan_(&blas.plan(linear_backward_weight_desc(T, K, N))) {}
 
 void LinearBackwardWeight::run(cudaStream_t stream, float* dw, const bf16* dy, const bf16* x, bool overwrite) const {
   if (overwrite) {

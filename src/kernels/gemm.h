@@ -37,6 +37,7 @@
 
 #include "cuda/bf16.h"
 #include "cuda/library_workspaces.h"
+#include "kernels/gemm_preferences.h"
 
 namespace sg::kernels {
 
@@ -63,11 +64,17 @@ struct GemmDesc {
   // Every pointer given to run() must be aligned to this many bytes (checked in run()). 16 is what
   // Hopper kernels (TMA) need; a larger value can only narrow the algorithm choice.
   uint32_t min_alignment_bytes = 16;
+  // Which of cuBLASLt's heuristic results to run. kPreferredAlgo (the step's): the configuration
+  // kernels/gemm_preferences.h names for this shape where it names one, else the heuristic's first choice. A rank
+  // >= 0 (0 = the first) serves the benches that compare cuBLASLt's candidates (bench/gemm_power_bench.cu). The
+  // heuristic's order is fixed for a given cuBLASLt and GPU, so every choice is as deterministic as the first.
+  static constexpr int kPreferredAlgo = -1;
+  int heuristic_rank = kPreferredAlgo;
 
   auto key() const {
     return std::make_tuple(transpose_a, transpose_b, m, n, k, lda, ldb, ldd, static_cast<int>(a_type),
-                           static_cast<int>(b_type), static_cast<int>(d_type), alpha, beta,
-                           static_cast<int>(epilogue), min_alignment_bytes);
+                           static_cast<int>(b_type), static_cast<int>(d_type), alpha, beta, static_cast<int>(epilogue),
+                           min_alignment_bytes, heuristic_rank);
   }
   std::string describe() const;  // "m=.. n=.. k=.. opA=T opB=N A=bf16 B=bf16 D=fp32 beta=1 ..." for errors
 };
@@ -91,6 +98,10 @@ class GemmPlan {
 
   const GemmDesc& desc() const { return desc_; }
   size_t algo_workspace_bytes() const { return algo_workspace_bytes_; }  // what the chosen algo uses
+  // The chosen algorithm's configuration as cuBLASLt reports it ("algo 66 tile 24 stages 19 cluster 3 split-k 1
+  // swizzle 0"; the numbers are cublasLt.h's enum values), for benches and logs.
+  std::string algo_summary() const;
+  GemmAlgoConfig algo_config() const;  // its tile and cluster shape
 
  private:
   friend class Blas;
@@ -140,6 +151,11 @@ class Blas {
 };
 
 // ---- Row-major linear helpers (bf16 activations/weights; each holds a cached plan of its Blas) ----
+
+// The GEMM each helper plans (gemm.cpp derives them), for benches that plan them with another heuristic_rank.
+GemmDesc linear_forward_desc(int64_t T, int64_t K, int64_t N, bool with_bias = false);
+GemmDesc linear_backward_input_desc(int64_t T, int64_t K, int64_t N, bool accumulate = false);
+GemmDesc linear_backward_weight_desc(int64_t T, int64_t K, int64_t N);
 
 // y[T, N] = x[T, K] W[N, K]^T (+ bias[N]), bf16 out, fp32 accumulate.
 class LinearForward {

@@ -8,12 +8,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/device.h"
 #include "cuda/stream.h"
 #include "gpu_test_util.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_preferences.h"
 #include "reference/linear.h"
 
 namespace {
@@ -265,6 +268,50 @@ TEST(GemmGpuGraph, CapturedReplayEqualsEager) {
   }
   SG_CUDA_CHECK(cudaGraphExecDestroy(exec));
   SG_CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
+// The table of kernels/gemm_preferences.h on the GPU it was measured on: the step's plan (kPreferredAlgo) runs the
+// named configuration, which cuBLASLt must still offer (a stale table fails here), with the first choice's results
+// within the bf16 tolerance, bitwise repeatable; with the table off the plan is the first choice's. At
+// llama/small's QKV and fc1 forward shapes (y[T, N] = x[T, K] W^T).
+TEST(GemmGpuPlan, PreferredConfigurationsRunWhereTheTableNamesThem) {
+  if (cuda::device_properties().compute_capability() != 90) GTEST_SKIP() << "the table holds Hopper measurements";
+  const ScopedEnv table_on(kernels::kGemmPreferencesVariable, nullptr);
+  const int64_t T = 8192, K = 768;
+  for (const int64_t N : {int64_t{2304}, int64_t{4096}}) {
+    SCOPED_TRACE("N = " + std::to_string(N));
+    kernels::GemmDesc desc = kernels::linear_forward_desc(T, K, N);
+    const auto want = kernels::preferred_gemm_config(desc, 90);
+    ASSERT_TRUE(want.has_value()) << "the table names llama/small's QKV and fc1 forward";
+    kernels::Blas blas;
+    const kernels::GemmPlan& step = blas.plan(desc);
+    EXPECT_EQ(step.algo_config().tile_id, want->tile_id) << step.algo_summary();
+    EXPECT_EQ(step.algo_config().cluster_id, want->cluster_id) << step.algo_summary();
+    desc.heuristic_rank = 0;
+    const kernels::GemmPlan& first = blas.plan(desc);
+    EXPECT_NE(first.algo_summary(), step.algo_summary()) << "the table names what the heuristic would not pick";
+
+    DeviceBuffer<bf16> w(N * K), x(T * K);
+    w.upload(to_bf16(random_normal(N * K, 300, 0.05f)));
+    x.upload(to_bf16(random_normal(T * K, 301)));
+    cuda::Stream stream;
+    const auto run = [&](const kernels::GemmPlan& plan) {
+      DeviceBuffer<bf16> y(T * N);
+      y.poison();
+      device_sync();
+      plan.run(stream, w.get(), x.get(), y.get());
+      stream.synchronize();
+      return y.download();
+    };
+    const std::vector<bf16> reference = run(first), got = run(step);
+    EXPECT_LT(relative_error(to_float(got), to_float(reference)), kBf16RelTol);
+    EXPECT_TRUE(bitwise_equal(got, run(step))) << "a second run differs";
+
+    const ScopedEnv table_off(kernels::kGemmPreferencesVariable, "0");
+    kernels::Blas plain;
+    desc.heuristic_rank = kernels::GemmDesc::kPreferredAlgo;
+    EXPECT_EQ(plain.plan(desc).algo_summary(), first.algo_summary());
+  }
 }
 
 }  // namespace

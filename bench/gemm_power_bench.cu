@@ -1,0 +1,243 @@
+// cuBLASLt's GEMM candidates timed under the power cap (issue 13). The llama/1b step draws the H200's 700 W
+// limit in every sample and its clock drops to 1500-1600 MHz, so there a GEMM's speed follows the energy it
+// spends, and cuBLASLt's heuristic picks (its first choice: the step's algorithm) for speed at full clock. This
+// bench asks whether another of its candidates spends less: each dense GEMM of a recipe's step (forward, input
+// gradient and weight gradient of the QKV, output, MLP and LM-head linears), planned at heuristic ranks 0..N-1,
+// each rank launched back to back for --seconds (inputs rotating through copies that do not fit in L2), so the
+// board sits at its limit as in the step. Reported per rank: ms per GEMM (events around the whole loop, mean
+// of --rounds rounds that alternate the ranks' order against drift), TFLOP/s, the ratio to rank 0 in the same
+// rounds (> 1: faster than the heuristic's first choice) and its range over the rounds, the board power and SM
+// clock while it ran (NVML), and which candidate the step runs (kernels/gemm_preferences.h).
+// Usage: build/bench/gemm_power_bench [--recipe 1b|small|all] [--ranks N] [--seconds S] [--rounds R]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/power_sampler.h"
+#include "core/error.h"
+#include "core/strings.h"
+#include "cuda/check.h"
+#include "cuda/device.h"
+#include "cuda/stream.h"
+#include "grouped_gemm_bench_util.cuh"
+#include "kernels/gemm.h"
+
+namespace {
+
+using namespace sg;
+using bench::Buffer;
+
+enum class Op { forward, backward_input, backward_weight };
+const char* op_name(Op op) {
+  return op == Op::forward ? "forward" : op == Op::backward_input ? "backward_input" : "backward_weight";
+}
+
+struct Linear {
+  const char* name;
+  int64_t T, K, N;  // tokens, in and out features
+};
+struct Recipe {
+  const char* name;
+  std::vector<Linear> linears;
+};
+
+// The step's dense linears (bench recipes: tokens = micro batch x sequence; the LM head runs in chunks of 4096
+// rows, kernels/lm_head.h).
+std::vector<Recipe> recipes() {
+  return {{"1b", {{"qkv", 8192, 2048, 6144}, {"o", 8192, 2048, 2048}, {"fc1", 8192, 2048, 11264},
+                  {"fc2", 8192, 5632, 2048}, {"lm_head", 4096, 2048, 32768}}},
+          {"small", {{"qkv", 8192, 768, 2304}, {"o", 8192, 768, 768}, {"fc1", 8192, 768, 4096},
+                     {"fc2", 8192, 2048, 768}, {"lm_head", 4096, 768, 32768}}}};
+}
+
+kernels::GemmDesc desc_of(const Linear& l, Op op, int rank) {
+  kernels::GemmDesc d = op == Op::forward          ? kernels::linear_forward_desc(l.T, l.K, l.N)
+                        : op == Op::backward_input ? kernels::linear_backward_input_desc(l.T, l.K, l.N)
+                                                   : kernels::linear_backward_weight_desc(l.T, l.K, l.N);
+  d.heuristic_rank = rank;
+  return d;
+}
+
+// Elements of a column-major operand as the descriptor stores it.
+int64_t a_elems(const kernels::GemmDesc& d) { return d.lda * (d.transpose_a ? d.m : d.k); }
+int64_t b_elems(const kernels::GemmDesc& d) { return d.ldb * (d.transpose_b ? d.k : d.n); }
+int64_t d_elems(const kernels::GemmDesc& d) { return d.ldd * d.n; }
+
+// Rotating operand copies of one GEMM: enough that a pass over them does not stay in the 50 MB L2.
+struct Operands {
+  explicit Operands(const kernels::GemmDesc& d) {
+    const int64_t bytes = (a_elems(d) + b_elems(d)) * 2 + d_elems(d) * (d.d_type == kernels::GemmDtype::kFP32 ? 4 : 2);
+    copies = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 20) / std::max<int64_t>(bytes, 1) + 1, 2, 8));
+    for (int c = 0; c < copies; ++c) {
+      a.push_back(std::make_unique<Buffer<bf16>>(a_elems(d)));
+      b.push_back(std::make_unique<Buffer<bf16>>(b_elems(d)));
+      bench::fill(*a.back(), 100 + c, 1.0f);
+      bench::fill(*b.back(), 200 + c, 0.05f);
+      if (d.d_type == kernels::GemmDtype::kFP32) {
+        d32.push_back(std::make_unique<Buffer<float>>(d_elems(d)));
+      } else {
+        d16.push_back(std::make_unique<Buffer<bf16>>(d_elems(d)));
+      }
+    }
+    SG_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  void* out(int c) const { return d32.empty() ? static_cast<void*>(d16[c]->p) : static_cast<void*>(d32[c]->p); }
+  int copies = 0;
+  std::vector<std::unique_ptr<Buffer<bf16>>> a, b, d16;
+  std::vector<std::unique_ptr<Buffer<float>>> d32;
+};
+
+struct Timing {
+  double ms = 0.0;  // per GEMM
+  bench::PowerSummary power;
+};
+
+// `launches` GEMMs back to back (the weight gradient overwriting, as the step's first microbatch does), timed
+// by events around the whole loop, with the power sampled meanwhile.
+Timing sustained(const kernels::GemmPlan& plan, const Operands& ops, Op op, int64_t launches, cuda::Stream& stream,
+                 bench::PowerSampler& sampler) {
+  cuda::Event start(true), stop(true);
+  sampler.start();
+  start.record(stream);
+  for (int64_t i = 0; i < launches; ++i) {
+    const int c = static_cast<int>(i % ops.copies);
+    if (op == Op::backward_weight) {
+      plan.run_overwriting(stream, ops.a[c]->p, ops.b[c]->p, ops.out(c));
+    } else {
+      plan.run(stream, ops.a[c]->p, ops.b[c]->p, ops.out(c));
+    }
+  }
+  stop.record(stream);
+  stream.synchronize();
+  Timing t;
+  t.power = sampler.stop();
+  t.ms = cuda::Event::elapsed_ms(start, stop) / static_cast<double>(launches);
+  return t;
+}
+
+struct Args {
+  std::string recipe = "1b";
+  int ranks = 6;
+  double seconds = 0.3;
+  int rounds = 4;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::printf("usage: gemm_power_bench [--recipe 1b|small|all] [--ranks N] [--seconds S] [--rounds R]\n"
+                  "  --recipe   which recipe's dense GEMMs (default 1b)\n"
+                  "  --ranks    cuBLASLt heuristic candidates per GEMM, from its first choice (default 6)\n"
+                  "  --seconds  how long each candidate runs back to back per round (default 0.3)\n"
+                  "  --rounds   rounds, alternating the candidates' order (default 4)\n");
+      std::exit(0);
+    }
+    if (i + 1 >= argc) throw Error("gemm_power_bench: " + flag + " needs a value (see --help)");
+    const std::string value = argv[++i];
+    if (flag == "--recipe") {
+      a.recipe = value;
+    } else if (flag == "--ranks") {
+      a.ranks = std::atoi(value.c_str());
+    } else if (flag == "--seconds") {
+      a.seconds = std::atof(value.c_str());
+    } else if (flag == "--rounds") {
+      a.rounds = std::atoi(value.c_str());
+    } else {
+      throw Error("gemm_power_bench: unknown flag " + flag + " (see --help)");
+    }
+  }
+  SG_CHECK(a.recipe == "1b" || a.recipe == "small" || a.recipe == "all",
+           "gemm_power_bench: --recipe " + a.recipe + " is not one of 1b, small, all");
+  SG_CHECK(a.ranks >= 1 && a.ranks <= 16, "gemm_power_bench: --ranks must be in [1, 16]");
+  SG_CHECK(a.seconds > 0.0 && a.seconds <= 10.0, "gemm_power_bench: --seconds must be in (0, 10]");
+  SG_CHECK(a.rounds >= 1 && a.rounds <= 10, "gemm_power_bench: --rounds must be in [1, 10]");
+  return a;
+}
+
+int run(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  cuda::require_device("gemm_power_bench");
+  bench::PowerSampler sampler;
+  std::printf("GPU: %s\npower sampling: %s\n", cuda::device_properties().summary().c_str(),
+              sampler.available() ? "NVML" : sampler.unavailable().c_str());
+  std::printf("%-6s %-8s %-16s %4s %10s %8s %7s %13s %7s %7s  %s\n", "recipe", "linear", "op", "rank", "ms",
+              "TFLOP/s", "vs 0", "rounds", "W", "MHz", "algorithm (cublasLt.h enum values)");
+  cuda::Stream stream;
+  kernels::Blas blas;
+  for (const Recipe& recipe : recipes()) {
+    if (args.recipe != "all" && args.recipe != recipe.name) continue;
+    for (const Linear& l : recipe.linears) {
+      for (Op op : {Op::forward, Op::backward_input, Op::backward_weight}) {
+        std::vector<const kernels::GemmPlan*> plans;
+        for (int r = 0; r < args.ranks; ++r) {
+          try {
+            plans.push_back(&blas.plan(desc_of(l, op, r)));
+          } catch (const Error&) {
+            break;  // cuBLASLt offers fewer candidates for this GEMM
+          }
+        }
+        const Operands ops(desc_of(l, op, 0));
+        const double flop = 2.0 * static_cast<double>(l.T) * static_cast<double>(l.K) * static_cast<double>(l.N);
+        // Launch counts from a short warm-up of each candidate, so each round runs about --seconds.
+        std::vector<int64_t> launches;
+        for (const kernels::GemmPlan* plan : plans) {
+          const Timing warm = sustained(*plan, ops, op, 20, stream, sampler);
+          launches.push_back(std::max<int64_t>(20, static_cast<int64_t>(args.seconds * 1e3 / warm.ms)));
+        }
+        const size_t n = plans.size();
+        std::vector<std::vector<Timing>> t(n);
+        // The board idles while the operands are made: bring it to its limit before the first timed round.
+        sustained(*plans[0], ops, op, launches[0], stream, sampler);
+        for (int round = 0; round < args.rounds; ++round) {
+          for (size_t i = 0; i < n; ++i) {
+            const size_t r = round % 2 == 0 ? i : n - 1 - i;
+            t[r].push_back(sustained(*plans[r], ops, op, launches[r], stream, sampler));
+          }
+        }
+        const auto mean_ms = [&](size_t r) {
+          double s = 0.0;
+          for (const Timing& x : t[r]) s += x.ms;
+          return s / static_cast<double>(t[r].size());
+        };
+        // The ratio to rank 0 round by round: its spread says how far to trust the mean.
+        const auto round_ratios = [&](size_t r) {
+          double lo = 1e30, hi = 0.0;
+          for (size_t i = 0; i < t[r].size(); ++i) {
+            lo = std::min(lo, t[0][i].ms / t[r][i].ms);
+            hi = std::max(hi, t[0][i].ms / t[r][i].ms);
+          }
+          return strprintf("%.3f-%.3f", lo, hi);
+        };
+        const std::string step_choice = blas.plan(desc_of(l, op, kernels::GemmDesc::kPreferredAlgo)).algo_summary();
+        for (size_t r = 0; r < n; ++r) {
+          const bench::PowerSummary& p = t[r].back().power;
+          std::printf("%-6s %-8s %-16s %4zu %10.4f %8.1f %7.3f %13s %7.0f %7.0f  %s%s\n", recipe.name, l.name,
+                      op_name(op), r, mean_ms(r), flop / (mean_ms(r) * 1e9), mean_ms(0) / mean_ms(r),
+                      round_ratios(r).c_str(), p.measured() ? p.power_median_w : 0.0,
+                      p.measured() ? p.sm_clock_median_mhz : 0.0, plans[r]->algo_summary().c_str(),
+                      plans[r]->algo_summary() == step_choice ? "  <- the step's" : "");
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gemm_power_bench: %s\n", e.what());
+    return 1;
+  }
+}
