@@ -8,7 +8,10 @@
 // of --rounds rounds that alternate the ranks' order against drift), TFLOP/s, the ratio to rank 0 in the same
 // rounds (> 1: faster than the heuristic's first choice) and its range over the rounds, the board power and SM
 // clock while it ran (NVML), and which candidate the step runs (kernels/gemm_preferences.h).
-// Usage: build/bench/gemm_power_bench [--recipe 1b|small|all] [--ranks N] [--seconds S] [--rounds R]
+// --explore goes past the heuristic's list: every tile cuBLASLt's first choice can run with (its
+// CUBLASLT_ALGO_CAP_TILE_IDS) on 1x1, 2x1 and 1x2 clusters, each that cuBLASLt accepts timed once briefly at the cap;
+// the --ranks fastest of those, the first choice and the step's then run the rounds.
+// Usage: build/bench/gemm_power_bench [--recipe 1b|small|all] [--ranks N] [--seconds S] [--rounds R] [--explore]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -124,6 +127,7 @@ struct Args {
   int ranks = 6;
   double seconds = 0.3;
   int rounds = 4;
+  bool explore = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -131,12 +135,19 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
-      std::printf("usage: gemm_power_bench [--recipe 1b|small|all] [--ranks N] [--seconds S] [--rounds R]\n"
+      std::printf("usage: gemm_power_bench [--recipe 1b|small|all] [--ranks N] [--seconds S] [--rounds R] [--explore]\n"
                   "  --recipe   which recipe's dense GEMMs (default 1b)\n"
-                  "  --ranks    cuBLASLt heuristic candidates per GEMM, from its first choice (default 6)\n"
+                  "  --ranks    cuBLASLt heuristic candidates per GEMM, from its first choice (default 6); with\n"
+                  "             --explore, how many of the explored configurations run the rounds\n"
                   "  --seconds  how long each candidate runs back to back per round (default 0.3)\n"
-                  "  --rounds   rounds, alternating the candidates' order (default 4)\n");
+                  "  --rounds   rounds, alternating the candidates' order (default 4)\n"
+                  "  --explore  every tile of the first choice's algorithm on 1x1, 2x1 and 1x2 clusters, not only\n"
+                  "             the heuristic's ranking (candidates named tTILE-cCLUSTER, cublasLt.h enum values)\n");
       std::exit(0);
+    }
+    if (flag == "--explore") {
+      a.explore = true;
+      continue;
     }
     if (i + 1 >= argc) throw Error("gemm_power_bench: " + flag + " needs a value (see --help)");
     const std::string value = argv[++i];
@@ -160,13 +171,56 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// --explore: the configurations cuBLASLt accepts beyond its ranking, screened by one short timing each at the cap;
+// appends the --ranks fastest, then the step's choice where it is not among them.
+void explore(kernels::Blas& blas, const Linear& l, Op op, const Args& args, const Operands& ops, cuda::Stream& stream,
+             bench::PowerSampler& sampler, std::vector<const kernels::GemmPlan*>& plans,
+             std::vector<std::string>& labels) {
+  constexpr int64_t kClusters[] = {2, 3, 5};  // CUBLASLT_CLUSTER_SHAPE_1x1x1, 2x1x1, 1x2x1
+  const kernels::GemmPlan& first = *plans[0];
+  std::vector<std::pair<double, size_t>> screened;
+  std::vector<const kernels::GemmPlan*> found;
+  std::vector<std::string> found_labels;
+  sustained(first, ops, op, 400, stream, sampler);  // the board to its limit before the screen
+  for (int64_t tile : first.tile_ids()) {
+    for (int64_t cluster : kClusters) {
+      kernels::GemmDesc d = desc_of(l, op, kernels::GemmDesc::kPreferredAlgo);
+      d.requested_config = {.tile_id = tile, .cluster_id = cluster};
+      const kernels::GemmPlan* plan = nullptr;
+      try {
+        plan = &blas.plan(d);
+      } catch (const Error&) {
+        continue;  // cuBLASLt cannot run this tile on this cluster for this GEMM
+      }
+      if (plan->algo_summary() == first.algo_summary()) continue;
+      screened.emplace_back(sustained(*plan, ops, op, 30, stream, sampler).ms, found.size());
+      found.push_back(plan);
+      found_labels.push_back(strprintf("t%lld-c%lld", (long long)tile, (long long)cluster));
+    }
+  }
+  std::sort(screened.begin(), screened.end());
+  std::printf("# %s %s: %zu configurations beside the first choice; the %d fastest in a short screen run the rounds\n",
+              l.name, op_name(op), found.size(), args.ranks);
+  for (size_t i = 0; i < screened.size() && static_cast<int>(i) < args.ranks; ++i) {
+    plans.push_back(found[screened[i].second]);
+    labels.push_back(found_labels[screened[i].second]);
+  }
+  const kernels::GemmPlan& step = blas.plan(desc_of(l, op, kernels::GemmDesc::kPreferredAlgo));
+  const bool listed = std::any_of(plans.begin(), plans.end(),
+                                  [&](const kernels::GemmPlan* p) { return p->algo_summary() == step.algo_summary(); });
+  if (!listed) {
+    plans.push_back(&step);
+    labels.push_back("step");
+  }
+}
+
 int run(int argc, char** argv) {
   const Args args = parse(argc, argv);
   cuda::require_device("gemm_power_bench");
   bench::PowerSampler sampler;
   std::printf("GPU: %s\npower sampling: %s\n", cuda::device_properties().summary().c_str(),
               sampler.available() ? "NVML" : sampler.unavailable().c_str());
-  std::printf("%-6s %-8s %-16s %4s %10s %8s %7s %13s %7s %7s  %s\n", "recipe", "linear", "op", "rank", "ms",
+  std::printf("%-6s %-8s %-16s %8s %10s %8s %7s %13s %7s %7s  %s\n", "recipe", "linear", "op", "cand", "ms",
               "TFLOP/s", "vs 0", "rounds", "W", "MHz", "algorithm (cublasLt.h enum values)");
   cuda::Stream stream;
   kernels::Blas blas;
@@ -175,14 +229,20 @@ int run(int argc, char** argv) {
     for (const Linear& l : recipe.linears) {
       for (Op op : {Op::forward, Op::backward_input, Op::backward_weight}) {
         std::vector<const kernels::GemmPlan*> plans{&blas.plan(desc_of(l, op, 0))};  // no algorithm at all: an error
-        for (int r = 1; r < args.ranks; ++r) {
-          try {
-            plans.push_back(&blas.plan(desc_of(l, op, r)));
-          } catch (const Error&) {
-            break;  // cuBLASLt offers fewer candidates for this GEMM
+        std::vector<std::string> labels{"0"};
+        const Operands ops(desc_of(l, op, 0));
+        if (args.explore) {
+          explore(blas, l, op, args, ops, stream, sampler, plans, labels);
+        } else {
+          for (int r = 1; r < args.ranks; ++r) {
+            try {
+              plans.push_back(&blas.plan(desc_of(l, op, r)));
+              labels.push_back(std::to_string(r));
+            } catch (const Error&) {
+              break;  // cuBLASLt offers fewer candidates for this GEMM
+            }
           }
         }
-        const Operands ops(desc_of(l, op, 0));
         const double flop = 2.0 * static_cast<double>(l.T) * static_cast<double>(l.K) * static_cast<double>(l.N);
         // Launch counts from a short warm-up of each candidate, so each round runs about --seconds.
         std::vector<int64_t> launches;
@@ -217,8 +277,8 @@ int run(int argc, char** argv) {
         const std::string step_choice = blas.plan(desc_of(l, op, kernels::GemmDesc::kPreferredAlgo)).algo_summary();
         for (size_t r = 0; r < n; ++r) {
           const bench::PowerSummary& p = t[r].back().power;
-          std::printf("%-6s %-8s %-16s %4zu %10.4f %8.1f %7.3f %13s %7.0f %7.0f  %s%s\n", recipe.name, l.name,
-                      op_name(op), r, mean_ms(r), flop / (mean_ms(r) * 1e9), mean_ms(0) / mean_ms(r),
+          std::printf("%-6s %-8s %-16s %8s %10.4f %8.1f %7.3f %13s %7.0f %7.0f  %s%s\n", recipe.name, l.name,
+                      op_name(op), labels[r].c_str(), mean_ms(r), flop / (mean_ms(r) * 1e9), mean_ms(0) / mean_ms(r),
                       round_ratios(r).c_str(), p.measured() ? p.power_median_w : 0.0,
                       p.measured() ? p.sm_clock_median_mhz : 0.0, plans[r]->algo_summary().c_str(),
                       plans[r]->algo_summary() == step_choice ? "  <- the step's" : "");

@@ -48,6 +48,8 @@ void validate(const GemmDesc& d) {
            what + "min_alignment_bytes must be a power of two <= 256");
   SG_CHECK(d.heuristic_rank >= GemmDesc::kPreferredAlgo && d.heuristic_rank < 64,
            what + "heuristic_rank must be kPreferredAlgo (-1) or a rank in [0, 64)");
+  SG_CHECK(!d.has_requested_config() || d.heuristic_rank == GemmDesc::kPreferredAlgo,
+           what + "a requested configuration and a heuristic rank exclude each other; set one of them");
 }
 
 // One field of a cuBLASLt algorithm's configuration, -1 where cuBLASLt does not report it. The field's size varies
@@ -72,6 +74,11 @@ int64_t algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfi
   return -1;
 }
 
+bool has_config(const cublasLtMatmulAlgo_t& algo, const GemmAlgoConfig& config) {
+  return algo_attribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID) == config.tile_id &&
+         algo_attribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) == config.cluster_id;
+}
+
 }  // namespace
 
 std::string GemmDesc::describe() const {
@@ -81,7 +88,11 @@ std::string GemmDesc::describe() const {
                    (long long)lda, (long long)ldb, (long long)ldd, dtype_name(a_type), dtype_name(b_type),
                    dtype_name(d_type), alpha, beta, epilogue == GemmEpilogue::kBias ? "bias" : "none",
                    min_alignment_bytes,
-                   heuristic_rank == kPreferredAlgo ? "preferred" : strprintf("rank %d", heuristic_rank).c_str());
+                   has_requested_config()
+                       ? strprintf("tile %lld cluster %lld", (long long)requested_config.tile_id,
+                                   (long long)requested_config.cluster_id).c_str()
+                   : heuristic_rank == kPreferredAlgo ? "preferred"
+                                                      : strprintf("rank %d", heuristic_rank).c_str());
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -124,7 +135,9 @@ GemmPlan::GemmPlan(const Blas& blas, const GemmDesc& desc) : blas_(blas), desc_(
   SG_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   // The step's GEMMs (kPreferredAlgo) look among the first kPreferenceCandidates results for a preferred one.
   std::optional<GemmAlgoConfig> preferred;
-  if (desc_.heuristic_rank == GemmDesc::kPreferredAlgo && cuda::device_count() > 0) {
+  if (desc_.has_requested_config()) {
+    preferred = desc_.requested_config;
+  } else if (desc_.heuristic_rank == GemmDesc::kPreferredAlgo && cuda::device_count() > 0) {
     preferred = preferred_gemm_config(desc_, cuda::device_properties().compute_capability());
   }
   const int wanted = desc_.heuristic_rank >= 0 ? desc_.heuristic_rank + 1 : preferred ? kPreferenceCandidates : 1;
@@ -158,25 +171,75 @@ GemmPlan::GemmPlan(const Blas& blas, const GemmDesc& desc) : blas_(blas), desc_(
                           count, desc_.describe().c_str(), desc_.heuristic_rank, count));
   }
   size_t chosen = desc_.heuristic_rank >= 0 ? static_cast<size_t>(desc_.heuristic_rank) : 0;
-  if (preferred) {
-    size_t i = 0;
-    while (i < static_cast<size_t>(count) &&
-           (algo_attribute(results[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID) != preferred->tile_id ||
-            algo_attribute(results[i].algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) != preferred->cluster_id)) {
-      ++i;
-    }
-    if (i < static_cast<size_t>(count)) {
-      chosen = i;
-    } else {
-      log::debug(strprintf("GEMM %s: the preferred configuration (tile %lld, cluster %lld) is not among cuBLASLt's "
-                           "first %d candidates; running its first choice",
-                           desc_.describe().c_str(), (long long)preferred->tile_id, (long long)preferred->cluster_id,
-                           count));
-    }
-  }
   algo_ = results[chosen].algo;
   algo_workspace_bytes_ = results[chosen].workspaceSize;
+  if (preferred) {
+    // Among the heuristic's candidates first; else the first choice with the tile and cluster set to the wanted
+    // ones, where cuBLASLt accepts that (cublasLtMatmulAlgoCheck) within the workspace. Both are fixed functions of
+    // the shape for a given cuBLASLt and GPU, so the choice is the same in every process and graph mode.
+    size_t i = 0;
+    while (i < static_cast<size_t>(count) && !has_config(results[i].algo, *preferred)) ++i;
+    cublasLtMatmulHeuristicResult_t built{};
+    if (i < static_cast<size_t>(count)) {
+      algo_ = results[i].algo;
+      algo_workspace_bytes_ = results[i].workspaceSize;
+    } else if (configured(results[0].algo, *preferred, built)) {
+      algo_ = built.algo;
+      algo_workspace_bytes_ = built.workspaceSize;
+    } else if (desc_.has_requested_config()) {
+      throw Error(strprintf("cuBLASLt cannot run the GEMM %s with tile %lld and cluster %lld (cublasLt.h's enum "
+                            "values; cublasLtMatmulAlgoCheck refused it or it needs more than the %s workspace)",
+                            desc_.describe().c_str(), (long long)preferred->tile_id, (long long)preferred->cluster_id,
+                            human_bytes(blas_.workspace_bytes()).c_str()));
+    } else {
+      log::debug(strprintf("GEMM %s: cuBLASLt cannot run the preferred configuration (tile %lld, cluster %lld); "
+                           "running its first choice",
+                           desc_.describe().c_str(), (long long)preferred->tile_id, (long long)preferred->cluster_id));
+    }
+  }
   guard.plan = nullptr;
+}
+
+bool GemmPlan::configured(const cublasLtMatmulAlgo_t& base, const GemmAlgoConfig& config,
+                          cublasLtMatmulHeuristicResult_t& result) const {
+  result = {};
+  result.algo = base;
+  const auto set = [&](cublasLtMatmulAlgoConfigAttributes_t attr, int64_t value) {
+    size_t size = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&result.algo, attr, nullptr, 0, &size) != CUBLAS_STATUS_SUCCESS) {
+      return false;
+    }
+    const uint64_t v64 = static_cast<uint64_t>(value);
+    const uint32_t v32 = static_cast<uint32_t>(value);
+    const uint16_t v16 = static_cast<uint16_t>(value);
+    const void* v = size == 8 ? static_cast<const void*>(&v64)
+                    : size == 4 ? static_cast<const void*>(&v32)
+                                : static_cast<const void*>(&v16);
+    return (size == 2 || size == 4 || size == 8) &&
+           cublasLtMatmulAlgoConfigSetAttribute(&result.algo, attr, v, size) == CUBLAS_STATUS_SUCCESS;
+  };
+  if (!set(CUBLASLT_ALGO_CONFIG_TILE_ID, config.tile_id) ||
+      !set(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, config.cluster_id)) {
+    return false;
+  }
+  cublasLtMatmulHeuristicResult_t checked{};
+  if (cublasLtMatmulAlgoCheck(blas_.handle(), op_, a_layout_, b_layout_, d_layout_, d_layout_, &result.algo,
+                              &checked) != CUBLAS_STATUS_SUCCESS) {
+    return false;
+  }
+  result.workspaceSize = checked.workspaceSize;
+  return checked.workspaceSize <= blas_.workspace_bytes() && has_config(result.algo, config);
+}
+
+std::vector<int64_t> GemmPlan::tile_ids() const {
+  size_t bytes = 0;
+  SG_CUBLASLT_CHECK(cublasLtMatmulAlgoCapGetAttribute(&algo_, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &bytes));
+  std::vector<uint32_t> ids(bytes / sizeof(uint32_t));
+  if (!ids.empty()) {
+    SG_CUBLASLT_CHECK(cublasLtMatmulAlgoCapGetAttribute(&algo_, CUBLASLT_ALGO_CAP_TILE_IDS, ids.data(),
+                                                        ids.size() * sizeof(uint32_t), &bytes));
+  }
+  return {ids.begin(), ids.end()};
 }
 
 GemmPlan::~GemmPlan() { destroy_descriptors(); }

@@ -34,6 +34,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "cuda/bf16.h"
 #include "cuda/library_workspaces.h"
@@ -70,12 +71,16 @@ struct GemmDesc {
   // heuristic's order is fixed for a given cuBLASLt and GPU, so every choice is as deterministic as the first.
   static constexpr int kPreferredAlgo = -1;
   int heuristic_rank = kPreferredAlgo;
+  // With heuristic_rank == kPreferredAlgo: run exactly this tile and cluster (bench/gemm_power_bench.cu --explore
+  // times configurations the heuristic does not rank); the plan throws if cuBLASLt cannot run it. {0, 0} = none.
+  GemmAlgoConfig requested_config{};
 
   auto key() const {
     return std::make_tuple(transpose_a, transpose_b, m, n, k, lda, ldb, ldd, static_cast<int>(a_type),
                            static_cast<int>(b_type), static_cast<int>(d_type), alpha, beta, static_cast<int>(epilogue),
-                           min_alignment_bytes, heuristic_rank);
+                           min_alignment_bytes, heuristic_rank, requested_config.tile_id, requested_config.cluster_id);
   }
+  bool has_requested_config() const { return requested_config.tile_id != 0 || requested_config.cluster_id != 0; }
   std::string describe() const;  // "m=.. n=.. k=.. opA=T opB=N A=bf16 B=bf16 D=fp32 beta=1 ..." for errors
 };
 
@@ -102,11 +107,17 @@ class GemmPlan {
   // swizzle 0"; the numbers are cublasLt.h's enum values), for benches and logs.
   std::string algo_summary() const;
   GemmAlgoConfig algo_config() const;  // its tile and cluster shape
+  // The tiles cuBLASLt's chosen algorithm can run with (CUBLASLT_ALGO_CAP_TILE_IDS), for the bench that tries them.
+  std::vector<int64_t> tile_ids() const;
 
  private:
   friend class Blas;
   GemmPlan(const Blas& blas, const GemmDesc& desc);
   void destroy_descriptors();
+  // `base` with its tile and cluster set to `config`, checked by cuBLASLt (cublasLtMatmulAlgoCheck) and within the
+  // workspace: true and `result` filled, or false.
+  bool configured(const cublasLtMatmulAlgo_t& base, const GemmAlgoConfig& config,
+                  cublasLtMatmulHeuristicResult_t& result) const;
   // cublasLtMatmul with this plan's descriptors and algorithm; beta by value (host pointer mode).
   void launch(cudaStream_t stream, const void* a, const void* b, void* d, const void* bias, float beta) const;
 

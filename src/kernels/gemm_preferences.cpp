@@ -11,8 +11,9 @@ namespace sg::kernels {
 namespace {
 
 // cublasLt.h's enum values (cuBLASLt 13.1).
-constexpr int64_t kTile128x256 = 23, kTile144x128 = 184, kTile128x160 = 29, kTile176x128 = 201;
-constexpr int64_t kCluster2x1 = 3, kCluster1x2 = 5;
+constexpr int64_t kTile128x128 = 20, kTile128x160 = 29, kTile144x128 = 184, kTile176x128 = 201, kTile256x168 = 503,
+                  kTile352x128 = 256;
+constexpr int64_t kCluster1x1 = 2, kCluster2x1 = 3, kCluster1x2 = 5;
 
 struct Entry {
   bool transpose_a, transpose_b;
@@ -22,14 +23,25 @@ struct Entry {
 };
 
 // Shapes as kernels::linear_*_desc writes them (forward: m = N out features, n = T tokens, k = K in features, A
-// transposed). gemm_power_bench, seventeenth session: a candidate is here when it beat the first choice in every
-// round of the four-round run (its speedup's range over the rounds in brackets).
+// transposed; input gradient: m = K, n = T, k = N; weight gradient: m = K, n = N, k = T, fp32 D). A configuration
+// is here when gemm_power_bench found it faster than the first choice in every round (the speedup's range over the
+// rounds in brackets; s17 = seventeenth session, s18 = eighteenth, where --explore also tried configurations the
+// heuristic does not rank; docs/performance.md).
 constexpr Entry kTable[] = {
-    // llama/1b: fc1 forward (1.03x [1.02-1.04]), LM-head forward (1.06x [1.06-1.07]).
-    {true, false, 11264, 8192, 2048, GemmDtype::kBF16, {kTile128x256, kCluster2x1}},
+    // llama/1b: QKV forward (s18: 1.03x [1.00-1.07]), fc1 forward (s18: 1.10x [1.10-1.10] and 1.07x [1.07-1.07]
+    // in two calls, where s17's 128x256 2x1 gave 1.05x and 1.02x), LM-head forward (s17: 1.06x [1.06-1.07]).
+    {true, false, 6144, 8192, 2048, GemmDtype::kBF16, {kTile176x128, kCluster1x2}},
+    {true, false, 11264, 8192, 2048, GemmDtype::kBF16, {kTile176x128, kCluster1x2}},
     {true, false, 32768, 4096, 2048, GemmDtype::kBF16, {kTile176x128, kCluster1x2}},
-    // llama/small: QKV forward (1.08x [1.07-1.10]), fc1 forward (1.07x [1.04-1.11]), LM-head forward (1.12x
-    // [1.11-1.13]).
+    // llama/1b: fc1 input gradient (s18: 1.02x [1.01-1.03]; not among the heuristic's candidates).
+    {false, false, 2048, 8192, 11264, GemmDtype::kBF16, {kTile256x168, kCluster1x1}},
+    // llama/1b weight gradients: fc1 (s18: 1.02x [1.01-1.03]), fc2 (s18: 1.04x [1.03-1.04]; not among the
+    // heuristic's candidates), LM head, a 4096-row chunk (s18: 1.03x [1.03-1.03]).
+    {false, true, 2048, 11264, 8192, GemmDtype::kFP32, {kTile128x128, kCluster1x2}},
+    {false, true, 5632, 2048, 8192, GemmDtype::kFP32, {kTile352x128, kCluster1x1}},
+    {false, true, 2048, 32768, 4096, GemmDtype::kFP32, {kTile128x160, kCluster2x1}},
+    // llama/small: QKV forward (s17: 1.08x [1.07-1.10]), fc1 forward (s17: 1.07x [1.04-1.11]), LM-head forward
+    // (s17: 1.12x [1.11-1.13]).
     {true, false, 2304, 8192, 768, GemmDtype::kBF16, {kTile144x128, kCluster1x2}},
     {true, false, 4096, 8192, 768, GemmDtype::kBF16, {kTile128x160, kCluster2x1}},
     {true, false, 32768, 4096, 768, GemmDtype::kBF16, {kTile176x128, kCluster1x2}},

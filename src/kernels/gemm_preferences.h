@@ -7,10 +7,12 @@
 // Why: at llama/small and llama/1b the H200 runs at its 700 W limit and lowers its clock, so a GEMM's speed in
 // the step follows the energy it spends; cuBLASLt's heuristic ranks its candidates for speed at full clock.
 // bench/gemm_power_bench.cu times each candidate back to back at the cap (docs/performance.md, seventeenth
-// session); an entry here names the configuration (tile and cluster, cublasLt.h's enum values) that beat the
-// first choice there. The plan looks for it among the heuristic's first kPreferenceCandidates results, so the
-// choice is as deterministic as the heuristic itself; where that cuBLASLt does not offer it, the plan keeps the
-// first choice (and says so in the debug log).
+// and eighteenth sessions); an entry here names the configuration (tile and cluster, cublasLt.h's enum values) that
+// beat the first choice there. The plan looks for it among the heuristic's first kPreferenceCandidates results, and
+// else sets that tile and cluster on the first choice's algorithm where cublasLtMatmulAlgoCheck accepts it (some
+// of the entries are configurations the heuristic does not rank). Both are fixed functions of the shape, so the
+// choice is as deterministic as the heuristic itself; where that cuBLASLt cannot run it, the plan keeps the first
+// choice (and says so in the debug log).
 #include <cstdint>
 #include <optional>
 

@@ -6,6 +6,7 @@
 // Outputs are poisoned (NaN) before each run, so an unwritten element fails; second runs are bitwise equal.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -271,18 +272,26 @@ TEST(GemmGpuGraph, CapturedReplayEqualsEager) {
 }
 
 // The table of kernels/gemm_preferences.h on the GPU it was measured on: the step's plan (kPreferredAlgo) runs the
-// named configuration, which cuBLASLt must still offer (a stale table fails here), with the first choice's results
-// within the bf16 tolerance, bitwise repeatable; with the table off the plan is the first choice's. At
-// llama/small's QKV and fc1 forward shapes (y[T, N] = x[T, K] W^T).
+// named configuration, which cuBLASLt must still run (a stale table fails here), with the first choice's results
+// within the tolerance (bf16 out: kBf16RelTol; fp32 weight gradient: 1e-4), bitwise repeatable; with the table off
+// the plan is the first choice's. At llama/small's QKV and fc1 forward (configurations the heuristic ranks) and
+// llama/1b's fc1 input gradient and fc2 weight gradient (configurations it does not rank, built by the plan).
 TEST(GemmGpuPlan, PreferredConfigurationsRunWhereTheTableNamesThem) {
   if (cuda::device_properties().compute_capability() != 90) GTEST_SKIP() << "the table holds Hopper measurements";
   const ScopedEnv table_on(kernels::kGemmPreferencesVariable, nullptr);
-  const int64_t T = 8192, K = 768;
-  for (const int64_t N : {int64_t{2304}, int64_t{4096}}) {
-    SCOPED_TRACE("N = " + std::to_string(N));
-    kernels::GemmDesc desc = kernels::linear_forward_desc(T, K, N);
+  struct Case {
+    const char* name;
+    kernels::GemmDesc desc;
+  };
+  const Case cases[] = {{"small QKV forward", kernels::linear_forward_desc(8192, 768, 2304)},
+                        {"small fc1 forward", kernels::linear_forward_desc(8192, 768, 4096)},
+                        {"1b fc1 input gradient", kernels::linear_backward_input_desc(8192, 2048, 11264)},
+                        {"1b fc2 weight gradient", kernels::linear_backward_weight_desc(8192, 5632, 2048)}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    kernels::GemmDesc desc = c.desc;
     const auto want = kernels::preferred_gemm_config(desc, 90);
-    ASSERT_TRUE(want.has_value()) << "the table names llama/small's QKV and fc1 forward";
+    ASSERT_TRUE(want.has_value()) << "the table names this GEMM";
     kernels::Blas blas;
     const kernels::GemmPlan& step = blas.plan(desc);
     EXPECT_EQ(step.algo_config().tile_id, want->tile_id) << step.algo_summary();
@@ -291,20 +300,26 @@ TEST(GemmGpuPlan, PreferredConfigurationsRunWhereTheTableNamesThem) {
     const kernels::GemmPlan& first = blas.plan(desc);
     EXPECT_NE(first.algo_summary(), step.algo_summary()) << "the table names what the heuristic would not pick";
 
-    DeviceBuffer<bf16> w(N * K), x(T * K);
-    w.upload(to_bf16(random_normal(N * K, 300, 0.05f)));
-    x.upload(to_bf16(random_normal(T * K, 301)));
+    // Column-major operands as the descriptor stores them.
+    const int64_t a_elems = desc.lda * (desc.transpose_a ? desc.m : desc.k);
+    const int64_t b_elems = desc.ldb * (desc.transpose_b ? desc.k : desc.n);
+    const int64_t d_elems = desc.ldd * desc.n;
+    DeviceBuffer<bf16> a(a_elems), b(b_elems);
+    a.upload(to_bf16(random_normal(a_elems, 300, 0.05f)));
+    b.upload(to_bf16(random_normal(b_elems, 301)));
     cuda::Stream stream;
+    const bool fp32_out = desc.d_type == kernels::GemmDtype::kFP32;
     const auto run = [&](const kernels::GemmPlan& plan) {
-      DeviceBuffer<bf16> y(T * N);
-      y.poison();
+      DeviceBuffer<bf16> d16(fp32_out ? 0 : d_elems);
+      DeviceBuffer<float> d32(fp32_out ? d_elems : 0);
+      fp32_out ? d32.poison() : d16.poison();
       device_sync();
-      plan.run(stream, w.get(), x.get(), y.get());
+      plan.run_overwriting(stream, a.get(), b.get(), fp32_out ? static_cast<void*>(d32.get()) : d16.get());
       stream.synchronize();
-      return y.download();
+      return fp32_out ? d32.download() : to_float(d16.download());
     };
-    const std::vector<bf16> reference = run(first), got = run(step);
-    EXPECT_LT(relative_error(to_float(got), to_float(reference)), kBf16RelTol);
+    const std::vector<float> reference = run(first), got = run(step);
+    EXPECT_LT(relative_error(got, reference), fp32_out ? 1e-4 : kBf16RelTol);
     EXPECT_TRUE(bitwise_equal(got, run(step))) << "a second run differs";
 
     const ScopedEnv table_off(kernels::kGemmPreferencesVariable, "0");
@@ -312,6 +327,77 @@ TEST(GemmGpuPlan, PreferredConfigurationsRunWhereTheTableNamesThem) {
     desc.heuristic_rank = kernels::GemmDesc::kPreferredAlgo;
     EXPECT_EQ(plain.plan(desc).algo_summary(), first.algo_summary());
   }
+}
+
+// A requested tile and cluster (GemmDesc::requested_config, what gemm_power_bench --explore times and the table may
+// name) that is not among the heuristic's first candidates: the plan runs exactly it, within the bf16 tolerance of
+// the first choice, bitwise repeatable; one cuBLASLt cannot run is refused with an error naming it, and a rank
+// beside a requested configuration is refused. At a size that is no tile's multiple.
+TEST(GemmGpuPlan, RequestedConfigurationsOutsideTheRankingRunOrAreRefused) {
+  const int64_t T = 2000, K = 768, N = 2304;
+  kernels::Blas blas;
+  kernels::GemmDesc desc = kernels::linear_forward_desc(T, K, N);
+  desc.heuristic_rank = 0;
+  const kernels::GemmPlan& first = blas.plan(desc);
+  std::vector<std::string> ranked;
+  for (int r = 0; r < kernels::kPreferenceCandidates; ++r) {
+    desc.heuristic_rank = r;
+    try {
+      ranked.push_back(blas.plan(desc).algo_summary());
+    } catch (const Error&) {
+      break;
+    }
+  }
+  desc.heuristic_rank = kernels::GemmDesc::kPreferredAlgo;
+
+  DeviceBuffer<bf16> w(N * K), x(T * K);
+  w.upload(to_bf16(random_normal(N * K, 310, 0.05f)));
+  x.upload(to_bf16(random_normal(T * K, 311)));
+  cuda::Stream stream;
+  const auto run = [&](const kernels::GemmPlan& plan) {
+    DeviceBuffer<bf16> y(T * N);
+    y.poison();
+    device_sync();
+    plan.run(stream, w.get(), x.get(), y.get());
+    stream.synchronize();
+    return y.download();
+  };
+  const std::vector<bf16> reference = run(first);
+  int outside = 0;
+  const std::vector<int64_t> tiles = first.tile_ids();
+  ASSERT_FALSE(tiles.empty());
+  for (int64_t tile : tiles) {
+    for (int64_t cluster : {int64_t{2}, int64_t{3}, int64_t{5}}) {
+      if (outside == 3) break;
+      desc.requested_config = {.tile_id = tile, .cluster_id = cluster};
+      const kernels::GemmPlan* plan = nullptr;
+      try {
+        plan = &blas.plan(desc);
+      } catch (const Error&) {
+        continue;
+      }
+      if (std::find(ranked.begin(), ranked.end(), plan->algo_summary()) != ranked.end()) continue;
+      ++outside;
+      SCOPED_TRACE(plan->algo_summary());
+      EXPECT_EQ(plan->algo_config().tile_id, tile);
+      EXPECT_EQ(plan->algo_config().cluster_id, cluster);
+      const std::vector<bf16> got = run(*plan);
+      EXPECT_LT(relative_error(to_float(got), to_float(reference)), kBf16RelTol);
+      EXPECT_TRUE(bitwise_equal(got, run(*plan))) << "a second run differs";
+    }
+  }
+  EXPECT_EQ(outside, 3) << "cuBLASLt should run some configurations its heuristic does not rank first";
+
+  desc.requested_config = {.tile_id = 1, .cluster_id = 10};  // 8x8 tiles on a 4x4 cluster: nothing runs that
+  try {
+    blas.plan(desc);
+    ADD_FAILURE() << "an impossible configuration was planned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot run the GEMM"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tile 1 and cluster 10"), std::string::npos) << e.what();
+  }
+  desc.heuristic_rank = 0;
+  EXPECT_THROW(blas.plan(desc), Error);
 }
 
 }  // namespace

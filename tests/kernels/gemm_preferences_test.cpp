@@ -26,12 +26,16 @@ TEST(GemmPreferences, NamesAConfigurationForMeasuredShapesOnHopperOnly) {
   EXPECT_FALSE(kernels::preferred_gemm_config(fc1_1b, 100).has_value()) << "measured on Hopper, not elsewhere";
   EXPECT_TRUE(kernels::preferred_gemm_config(kernels::linear_forward_desc(4096, 768, 32768), 90).has_value())
       << "llama/small's LM-head forward (a chunk of 4096 rows)";
+  EXPECT_TRUE(kernels::preferred_gemm_config(kernels::linear_backward_weight_desc(8192, 5632, 2048), 90).has_value())
+      << "llama/1b's fc2 weight gradient (fp32 D)";
+  EXPECT_TRUE(kernels::preferred_gemm_config(kernels::linear_backward_input_desc(8192, 2048, 11264), 90).has_value())
+      << "llama/1b's fc1 input gradient";
 }
 
 TEST(GemmPreferences, OtherShapesAndEpiloguesKeepTheHeuristicsChoice) {
   const ScopedEnv env(kernels::kGemmPreferencesVariable, nullptr);
-  EXPECT_FALSE(kernels::preferred_gemm_config(kernels::linear_forward_desc(8192, 2048, 6144), 90).has_value())
-      << "1b's QKV forward: the first choice was the fastest";
+  EXPECT_FALSE(kernels::preferred_gemm_config(kernels::linear_forward_desc(8192, 2048, 2048), 90).has_value())
+      << "1b's output projection forward: no candidate beat the first choice in every round";
   EXPECT_FALSE(kernels::preferred_gemm_config(kernels::linear_backward_weight_desc(8192, 768, 2304), 90).has_value())
       << "small's QKV weight gradient: no candidate beat the first choice in every round";
   EXPECT_FALSE(kernels::preferred_gemm_config(kernels::linear_forward_desc(8191, 2048, 11264), 90).has_value())
