@@ -133,7 +133,8 @@ GemmPlan::GemmPlan(const Blas& blas, const GemmDesc& desc) : blas_(blas), desc_(
   // The one heuristic query of this GEMM's life.
   cublasLtMatmulPreference_t pref = nullptr;
   SG_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  // The step's GEMMs (kPreferredAlgo) look among the first kPreferenceCandidates results for a preferred one.
+  // The step's GEMMs (kPreferredAlgo) and requested configurations look among the first kPreferenceCandidates
+  // results for the configuration they want (and else build it: configured()).
   std::optional<GemmAlgoConfig> preferred;
   if (desc_.has_requested_config()) {
     preferred = desc_.requested_config;
