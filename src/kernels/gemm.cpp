@@ -52,26 +52,41 @@ void validate(const GemmDesc& d) {
            what + "a requested configuration and a heuristic rank exclude each other; set one of them");
 }
 
-// One field of a cuBLASLt algorithm's configuration, -1 where cuBLASLt does not report it. The field's size varies
-// (2, 4 or 8 bytes) and the read must ask for exactly that size, so it is queried first.
-int64_t algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+// The byte size cuBLASLt keeps a configuration field in (2, 4 or 8; 0 where it does not report the field). Reads
+// and writes of the field must use exactly that size.
+size_t attribute_size(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
   size_t size = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, nullptr, 0, &size) != CUBLAS_STATUS_SUCCESS) return -1;
-  if (size == 2) {
-    uint16_t v = 0;
-    return cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, 2, &size) == CUBLAS_STATUS_SUCCESS ? v : -1;
-  }
-  if (size == 4) {
-    uint32_t v = 0;
-    return cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, 4, &size) == CUBLAS_STATUS_SUCCESS ? v : -1;
-  }
-  if (size == 8) {
-    uint64_t v = 0;
-    return cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, 8, &size) == CUBLAS_STATUS_SUCCESS
-               ? static_cast<int64_t>(v)
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, nullptr, 0, &size) != CUBLAS_STATUS_SUCCESS) return 0;
+  return size == 2 || size == 4 || size == 8 ? size : 0;
+}
+
+// One field of a cuBLASLt algorithm's configuration, -1 where cuBLASLt does not report it.
+int64_t algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  const auto read = [&]<class Field>(Field value) -> int64_t {
+    size_t written = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &value, sizeof(Field), &written) == CUBLAS_STATUS_SUCCESS
+               ? static_cast<int64_t>(value)
                : -1;
+  };
+  switch (attribute_size(algo, attr)) {
+    case 2: return read(uint16_t{});
+    case 4: return read(uint32_t{});
+    case 8: return read(uint64_t{});
+    default: return -1;
   }
-  return -1;
+}
+
+// Sets one field of a cuBLASLt algorithm's configuration; false where cuBLASLt refuses it or has no such field.
+bool set_algo_attribute(cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr, int64_t value) {
+  const auto write = [&]<class Field>(Field field) {
+    return cublasLtMatmulAlgoConfigSetAttribute(&algo, attr, &field, sizeof(Field)) == CUBLAS_STATUS_SUCCESS;
+  };
+  switch (attribute_size(algo, attr)) {
+    case 2: return write(static_cast<uint16_t>(value));
+    case 4: return write(static_cast<uint32_t>(value));
+    case 8: return write(static_cast<uint64_t>(value));
+    default: return false;
+  }
 }
 
 bool has_config(const cublasLtMatmulAlgo_t& algo, const GemmAlgoConfig& config) {
@@ -205,22 +220,8 @@ bool GemmPlan::configured(const cublasLtMatmulAlgo_t& base, const GemmAlgoConfig
                           cublasLtMatmulHeuristicResult_t& result) const {
   result = {};
   result.algo = base;
-  const auto set = [&](cublasLtMatmulAlgoConfigAttributes_t attr, int64_t value) {
-    size_t size = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(&result.algo, attr, nullptr, 0, &size) != CUBLAS_STATUS_SUCCESS) {
-      return false;
-    }
-    const uint64_t v64 = static_cast<uint64_t>(value);
-    const uint32_t v32 = static_cast<uint32_t>(value);
-    const uint16_t v16 = static_cast<uint16_t>(value);
-    const void* v = size == 8 ? static_cast<const void*>(&v64)
-                    : size == 4 ? static_cast<const void*>(&v32)
-                                : static_cast<const void*>(&v16);
-    return (size == 2 || size == 4 || size == 8) &&
-           cublasLtMatmulAlgoConfigSetAttribute(&result.algo, attr, v, size) == CUBLAS_STATUS_SUCCESS;
-  };
-  if (!set(CUBLASLT_ALGO_CONFIG_TILE_ID, config.tile_id) ||
-      !set(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, config.cluster_id)) {
+  if (!set_algo_attribute(result.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, config.tile_id) ||
+      !set_algo_attribute(result.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, config.cluster_id)) {
     return false;
   }
   cublasLtMatmulHeuristicResult_t checked{};
