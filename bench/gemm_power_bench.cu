@@ -11,7 +11,12 @@
 // --explore goes past the heuristic's list: every tile cuBLASLt's first choice can run with (its
 // CUBLASLT_ALGO_CAP_TILE_IDS) on 1x1, 2x1 and 1x2 clusters, each that cuBLASLt accepts timed once briefly at the cap;
 // the --ranks fastest of those, the first choice and the step's then run the rounds.
-// Usage: build/bench/gemm_power_bench [--recipe 1b|small|all] [--ranks N] [--seconds S] [--rounds R] [--explore]
+// Each candidate's GEMMs are launched from CUDA graphs of up to 100 launches, as the step's graph runs them: at tiny's
+// shapes a GEMM runs for a few microseconds, less than cuBLASLt takes to launch one from the host, so timing host
+// launches would time the host. --host-launches launches them from the host, one by one (the seventeenth and
+// eighteenth sessions' runs, at 1b and small, where a GEMM runs for hundreds of microseconds).
+// Usage: build/bench/gemm_power_bench [--recipe 1b|small|tiny|all] [--ranks N] [--seconds S] [--rounds R] [--explore]
+//                                     [--host-launches]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +31,8 @@
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/stream.h"
+#include "graph/capture.h"
+#include "graph/graph_exec.h"
 #include "grouped_gemm_bench_util.cuh"
 #include "kernels/gemm.h"
 
@@ -54,7 +61,9 @@ std::vector<Recipe> recipes() {
   return {{"1b", {{"qkv", 8192, 2048, 6144}, {"o", 8192, 2048, 2048}, {"fc1", 8192, 2048, 11264},
                   {"fc2", 8192, 5632, 2048}, {"lm_head", 4096, 2048, 32768}}},
           {"small", {{"qkv", 8192, 768, 2304}, {"o", 8192, 768, 768}, {"fc1", 8192, 768, 4096},
-                     {"fc2", 8192, 2048, 768}, {"lm_head", 4096, 768, 32768}}}};
+                     {"fc2", 8192, 2048, 768}, {"lm_head", 4096, 768, 32768}}},
+          {"tiny", {{"qkv", 1024, 256, 768}, {"o", 1024, 256, 256}, {"fc1", 1024, 256, 1408},
+                    {"fc2", 1024, 704, 256}, {"lm_head", 1024, 256, 8192}}}};
 }
 
 kernels::GemmDesc desc_of(const Linear& l, Op op, int rank) {
@@ -99,26 +108,45 @@ struct Timing {
   bench::PowerSummary power;
 };
 
+constexpr int64_t kGraphLaunches = 100;  // GEMM launches per captured graph
+
 // `launches` GEMMs back to back (the weight gradient overwriting, as the step's first microbatch does), timed
-// by events around the whole loop, with the power sampled meanwhile.
-Timing sustained(const kernels::GemmPlan& plan, const Operands& ops, Op op, int64_t launches, cuda::Stream& stream,
-                 bench::PowerSampler& sampler) {
-  cuda::Event start(true), stop(true);
-  sampler.start();
-  start.record(stream);
-  for (int64_t i = 0; i < launches; ++i) {
+// by events around the whole loop, with the power sampled meanwhile. With `graphs`, the launches come from replays
+// of a graph of up to kGraphLaunches of them (so the count rounds up to a multiple of it); else from the host.
+Timing sustained(const kernels::GemmPlan& plan, const Operands& ops, Op op, int64_t launches, bool graphs,
+                 cuda::Stream& stream, bench::PowerSampler& sampler) {
+  const auto launch = [&](int64_t i) {
     const int c = static_cast<int>(i % ops.copies);
     if (op == Op::backward_weight) {
       plan.run_overwriting(stream, ops.a[c]->p, ops.b[c]->p, ops.out(c));
     } else {
       plan.run(stream, ops.a[c]->p, ops.b[c]->p, ops.out(c));
     }
+  };
+  std::unique_ptr<graph::GraphExec> exec;
+  int64_t per_replay = 1;
+  if (graphs) {
+    per_replay = std::min(launches, kGraphLaunches);
+    const graph::CapturedGraph captured = graph::capture_graph(stream, "gemm_power_bench candidate", [&](cudaStream_t) {
+      for (int64_t i = 0; i < per_replay; ++i) launch(i);
+    });
+    exec = std::make_unique<graph::GraphExec>("gemm_power_bench candidate");
+    exec->install(captured.graph, stream, captured.capture_ms);
+  }
+  const int64_t replays = graphs ? (launches + per_replay - 1) / per_replay : 0;
+  cuda::Event start(true), stop(true);
+  sampler.start();
+  start.record(stream);
+  if (graphs) {
+    for (int64_t r = 0; r < replays; ++r) exec->launch(stream);
+  } else {
+    for (int64_t i = 0; i < launches; ++i) launch(i);
   }
   stop.record(stream);
   stream.synchronize();
   Timing t;
   t.power = sampler.stop();
-  t.ms = cuda::Event::elapsed_ms(start, stop) / static_cast<double>(launches);
+  t.ms = cuda::Event::elapsed_ms(start, stop) / static_cast<double>(graphs ? replays * per_replay : launches);
   return t;
 }
 
@@ -128,6 +156,7 @@ struct Args {
   double seconds = 0.3;
   int rounds = 4;
   bool explore = false;
+  bool graphs = true;  // --host-launches: false
 };
 
 Args parse(int argc, char** argv) {
@@ -135,18 +164,27 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
-      std::printf("usage: gemm_power_bench [--recipe 1b|small|all] [--ranks N] [--seconds S] [--rounds R] [--explore]\n"
-                  "  --recipe   which recipe's dense GEMMs (default 1b)\n"
-                  "  --ranks    cuBLASLt heuristic candidates per GEMM, from its first choice (default 6); with\n"
-                  "             --explore, how many of the explored configurations run the rounds\n"
-                  "  --seconds  how long each candidate runs back to back per round (default 0.3)\n"
-                  "  --rounds   rounds, alternating the candidates' order (default 4)\n"
-                  "  --explore  every tile of the first choice's algorithm on 1x1, 2x1 and 1x2 clusters, not only\n"
-                  "             the heuristic's ranking (candidates named tTILE-cCLUSTER, cublasLt.h enum values)\n");
+      std::printf(
+          "usage: gemm_power_bench [--recipe 1b|small|tiny|all] [--ranks N] [--seconds S] [--rounds R] [--explore]\n"
+          "                        [--host-launches]\n"
+          "  --recipe         which recipe's dense GEMMs (default 1b)\n"
+          "  --ranks          cuBLASLt heuristic candidates per GEMM, from its first choice (default 6); with\n"
+          "                   --explore, how many of the explored configurations run the rounds\n"
+          "  --seconds        how long each candidate runs back to back per round (default 0.3)\n"
+          "  --rounds         rounds, alternating the candidates' order (default 4)\n"
+          "  --explore        every tile of the first choice's algorithm on 1x1, 2x1 and 1x2 clusters, not only\n"
+          "                   the heuristic's ranking (candidates named tTILE-cCLUSTER, cublasLt.h enum values)\n"
+          "  --host-launches  launch the GEMMs from the host one by one, not from CUDA graphs of up to 100\n"
+          "                   launches as the step does (host launches time the host where a GEMM is shorter\n"
+          "                   than a launch, as at tiny)\n");
       std::exit(0);
     }
     if (flag == "--explore") {
       a.explore = true;
+      continue;
+    }
+    if (flag == "--host-launches") {
+      a.graphs = false;
       continue;
     }
     if (i + 1 >= argc) throw Error("gemm_power_bench: " + flag + " needs a value (see --help)");
@@ -163,8 +201,8 @@ Args parse(int argc, char** argv) {
       throw Error("gemm_power_bench: unknown flag " + flag + " (see --help)");
     }
   }
-  SG_CHECK(a.recipe == "1b" || a.recipe == "small" || a.recipe == "all",
-           "gemm_power_bench: --recipe " + a.recipe + " is not one of 1b, small, all");
+  SG_CHECK(a.recipe == "1b" || a.recipe == "small" || a.recipe == "tiny" || a.recipe == "all",
+           "gemm_power_bench: --recipe " + a.recipe + " is not one of 1b, small, tiny, all");
   SG_CHECK(a.ranks >= 1 && a.ranks <= 16, "gemm_power_bench: --ranks must be in [1, 16]");
   SG_CHECK(a.seconds > 0.0 && a.seconds <= 10.0, "gemm_power_bench: --seconds must be in (0, 10]");
   SG_CHECK(a.rounds >= 1 && a.rounds <= 10, "gemm_power_bench: --rounds must be in [1, 10]");
@@ -181,7 +219,7 @@ void explore(kernels::Blas& blas, const Linear& l, Op op, const Args& args, cons
   std::vector<std::pair<double, size_t>> screened;
   std::vector<const kernels::GemmPlan*> found;
   std::vector<std::string> found_labels;
-  sustained(first, ops, op, 400, stream, sampler);  // the board to its limit before the screen
+  sustained(first, ops, op, 400, args.graphs, stream, sampler);  // the board to its limit before the screen
   for (int64_t tile : first.tile_ids()) {
     for (int64_t cluster : kClusters) {
       kernels::GemmDesc d = desc_of(l, op, kernels::GemmDesc::kPreferredAlgo);
@@ -193,7 +231,8 @@ void explore(kernels::Blas& blas, const Linear& l, Op op, const Args& args, cons
         continue;  // cuBLASLt cannot run this tile on this cluster for this GEMM
       }
       if (plan->algo_summary() == first.algo_summary()) continue;
-      screened.emplace_back(sustained(*plan, ops, op, 30, stream, sampler).ms, found.size());
+      screened.emplace_back(sustained(*plan, ops, op, args.graphs ? 200 : 30, args.graphs, stream, sampler).ms,
+                            found.size());
       found.push_back(plan);
       found_labels.push_back(strprintf("t%lld-c%lld", (long long)tile, (long long)cluster));
     }
@@ -247,17 +286,17 @@ int run(int argc, char** argv) {
         // Launch counts from a short warm-up of each candidate, so each round runs about --seconds.
         std::vector<int64_t> launches;
         for (const kernels::GemmPlan* plan : plans) {
-          const Timing warm = sustained(*plan, ops, op, 20, stream, sampler);
+          const Timing warm = sustained(*plan, ops, op, 20, args.graphs, stream, sampler);
           launches.push_back(std::max<int64_t>(20, static_cast<int64_t>(args.seconds * 1e3 / warm.ms)));
         }
         const size_t n = plans.size();
         std::vector<std::vector<Timing>> t(n);
         // The board idles while the operands are made: bring it to its limit before the first timed round.
-        sustained(*plans[0], ops, op, launches[0], stream, sampler);
+        sustained(*plans[0], ops, op, launches[0], args.graphs, stream, sampler);
         for (int round = 0; round < args.rounds; ++round) {
           for (size_t i = 0; i < n; ++i) {
             const size_t r = round % 2 == 0 ? i : n - 1 - i;
-            t[r].push_back(sustained(*plans[r], ops, op, launches[r], stream, sampler));
+            t[r].push_back(sustained(*plans[r], ops, op, launches[r], args.graphs, stream, sampler));
           }
         }
         const auto mean_ms = [&](size_t r) {

@@ -12,7 +12,7 @@
 #   TORCH_DETERMINISTIC=1 TORCH_MODELS=llama bash scripts/gpu.sh torch   # PyTorch held to stepgraph's determinism
 #
 # Default: all = tests bench torch parity dp. sanitize, recompute and gemm_power run only when named (minutes each).
-# gemm_power (issue 13): bench/gemm_power_bench.cu on llama/1b's and llama/small's dense GEMMs; gemm_power.txt
+# gemm_power (issue 13): bench/gemm_power_bench.cu on llama/1b's, small's and tiny's dense GEMMs; gemm_power.txt
 #   (GEMM_POWER_ARGS replaces its arguments, e.g. "--recipe 1b --explore --ranks 5 --seconds 0.2 --rounds 3").
 # sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
 # transformer_engine modes, racecheck (one block, to fit the tool's host memory) and synccheck (eager,
@@ -93,8 +93,8 @@ if want bench; then
 fi
 
 if named gemm_power; then
-  # Issue 13: cuBLASLt's candidates for the dense recipes' GEMMs timed back to back at the power cap, and which one
-  # the step runs (kernels/gemm_preferences.h); a few minutes.
+  # Issue 13: cuBLASLt's candidates for the dense recipes' GEMMs timed back to back (at the power cap at 1b and small),
+  # and which one the step runs (kernels/gemm_preferences.h); a few minutes.
   # GEMM_POWER_ARGS replaces the arguments, e.g. "--recipe 1b --explore --ranks 5 --seconds 0.2 --rounds 3" (also
   # configurations the heuristic does not rank; about 4 minutes a recipe).
   args=${GEMM_POWER_ARGS:---recipe all --ranks 6 --seconds 0.25 --rounds 4}
