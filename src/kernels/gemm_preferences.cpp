@@ -11,8 +11,8 @@ namespace sg::kernels {
 namespace {
 
 // cublasLt.h's enum values (cuBLASLt 13.1).
-constexpr int64_t kTile128x128 = 20, kTile128x160 = 29, kTile144x128 = 184, kTile176x128 = 201, kTile256x168 = 503,
-                  kTile352x128 = 256;
+constexpr int64_t kTile16x64 = 47, kTile32x64 = 12, kTile64x32 = 13, kTile64x64 = 15, kTile128x128 = 20,
+                  kTile128x160 = 29, kTile144x128 = 184, kTile176x128 = 201, kTile256x168 = 503, kTile352x128 = 256;
 constexpr int64_t kCluster1x1 = 2, kCluster2x1 = 3, kCluster1x2 = 5;
 
 struct Entry {
@@ -26,7 +26,7 @@ struct Entry {
 // transposed; input gradient: m = K, n = T, k = N; weight gradient: m = K, n = N, k = T, fp32 D). A configuration
 // is here when gemm_power_bench found it faster than the first choice in every round (the speedup's range over the
 // rounds in brackets; s17 = seventeenth session, s18 = eighteenth, where --explore also tried configurations the
-// heuristic does not rank; docs/performance.md).
+// heuristic does not rank, s19 = nineteenth, --explore with the GEMMs launched from graphs; docs/performance.md).
 constexpr Entry kTable[] = {
     // llama/1b: QKV forward (s18: 1.03x [1.00-1.07]), fc1 forward (s18: 1.10x [1.10-1.10] and 1.07x [1.07-1.07]
     // in two calls, where s17's 128x256 2x1 gave 1.05x and 1.02x), LM-head forward (s17: 1.06x [1.06-1.07]).
@@ -45,6 +45,19 @@ constexpr Entry kTable[] = {
     {true, false, 2304, 8192, 768, GemmDtype::kBF16, {kTile144x128, kCluster1x2}},
     {true, false, 4096, 8192, 768, GemmDtype::kBF16, {kTile128x160, kCluster2x1}},
     {true, false, 32768, 4096, 768, GemmDtype::kBF16, {kTile176x128, kCluster1x2}},
+    // llama/tiny (1024 tokens; the heuristic's first choices there run 2x4 and 4x2 clusters of larger tiles, smaller
+    // tiles fill more of the 132 SMs): QKV input gradient (s19: 1.09x [1.08-1.09]), output projection forward
+    // (1.04x [1.04-1.04]), input gradient (1.03x [1.03-1.03]) and weight gradient (1.07x [1.07-1.07]), fc1 input
+    // gradient (1.10x [1.10-1.10]), fc2 forward (1.08x [1.08-1.08]) and weight gradient (1.07x [1.07-1.07]), LM-head
+    // forward (1.12x [1.12-1.12]).
+    {false, false, 256, 1024, 768, GemmDtype::kBF16, {kTile64x32, kCluster1x1}},
+    {true, false, 256, 1024, 256, GemmDtype::kBF16, {kTile32x64, kCluster2x1}},
+    {false, false, 256, 1024, 256, GemmDtype::kBF16, {kTile64x64, kCluster1x1}},
+    {false, true, 256, 256, 1024, GemmDtype::kFP32, {kTile16x64, kCluster1x1}},
+    {false, false, 256, 1024, 1408, GemmDtype::kBF16, {kTile64x32, kCluster1x2}},
+    {true, false, 256, 1024, 704, GemmDtype::kBF16, {kTile32x64, kCluster2x1}},
+    {false, true, 704, 256, 1024, GemmDtype::kFP32, {kTile32x64, kCluster1x1}},
+    {true, false, 8192, 1024, 256, GemmDtype::kBF16, {kTile176x128, kCluster1x2}},
 };
 
 bool enabled_by_environment() {

@@ -274,8 +274,9 @@ TEST(GemmGpuGraph, CapturedReplayEqualsEager) {
 // The table of kernels/gemm_preferences.h on the GPU it was measured on: the step's plan (kPreferredAlgo) runs the
 // named configuration, which cuBLASLt must still run (a stale table fails here), with the first choice's results
 // within the tolerance (bf16 out: kBf16RelTol; fp32 weight gradient: 1e-4), bitwise repeatable; with the table off
-// the plan is the first choice's. At llama/small's QKV and fc1 forward (configurations the heuristic ranks) and
-// llama/1b's fc1 input gradient and fc2 weight gradient (configurations it does not rank, built by the plan).
+// the plan is the first choice's. At llama/small's QKV and fc1 forward (configurations the heuristic ranks),
+// llama/1b's fc1 input gradient and fc2 weight gradient (configurations it does not rank, built by the plan) and
+// llama/tiny's output-projection weight gradient (16x64 tiles) and LM-head forward.
 TEST(GemmGpuPlan, PreferredConfigurationsRunWhereTheTableNamesThem) {
   if (cuda::device_properties().compute_capability() != 90) GTEST_SKIP() << "the table holds Hopper measurements";
   const ScopedEnv table_on(kernels::kGemmPreferencesVariable, nullptr);
@@ -286,7 +287,9 @@ TEST(GemmGpuPlan, PreferredConfigurationsRunWhereTheTableNamesThem) {
   const Case cases[] = {{"small QKV forward", kernels::linear_forward_desc(8192, 768, 2304)},
                         {"small fc1 forward", kernels::linear_forward_desc(8192, 768, 4096)},
                         {"1b fc1 input gradient", kernels::linear_backward_input_desc(8192, 2048, 11264)},
-                        {"1b fc2 weight gradient", kernels::linear_backward_weight_desc(8192, 5632, 2048)}};
+                        {"1b fc2 weight gradient", kernels::linear_backward_weight_desc(8192, 5632, 2048)},
+                        {"tiny o weight gradient", kernels::linear_backward_weight_desc(1024, 256, 256)},
+                        {"tiny LM-head forward", kernels::linear_forward_desc(1024, 256, 8192)}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     kernels::GemmDesc desc = c.desc;

@@ -30,6 +30,11 @@ TEST(GemmPreferences, NamesAConfigurationForMeasuredShapesOnHopperOnly) {
       << "llama/1b's fc2 weight gradient (fp32 D)";
   EXPECT_TRUE(kernels::preferred_gemm_config(kernels::linear_backward_input_desc(8192, 2048, 11264), 90).has_value())
       << "llama/1b's fc1 input gradient";
+  // llama/tiny's output projection: forward and input gradient have the same m, n, k and differ in A's transpose.
+  const auto o_forward = kernels::preferred_gemm_config(kernels::linear_forward_desc(1024, 256, 256), 90);
+  const auto o_input_grad = kernels::preferred_gemm_config(kernels::linear_backward_input_desc(1024, 256, 256), 90);
+  ASSERT_TRUE(o_forward.has_value() && o_input_grad.has_value()) << "llama/tiny's output projection";
+  EXPECT_NE(o_forward->tile_id, o_input_grad->tile_id) << "two table entries, one per transpose";
 }
 
 TEST(GemmPreferences, OtherShapesAndEpiloguesKeepTheHeuristicsChoice) {
@@ -38,6 +43,8 @@ TEST(GemmPreferences, OtherShapesAndEpiloguesKeepTheHeuristicsChoice) {
       << "1b's output projection forward: no candidate beat the first choice in every round";
   EXPECT_FALSE(kernels::preferred_gemm_config(kernels::linear_backward_weight_desc(8192, 768, 2304), 90).has_value())
       << "small's QKV weight gradient: no candidate beat the first choice in every round";
+  EXPECT_FALSE(kernels::preferred_gemm_config(kernels::linear_forward_desc(1024, 256, 1408), 90).has_value())
+      << "tiny's fc1 forward: no candidate beat the first choice";
   EXPECT_FALSE(kernels::preferred_gemm_config(kernels::linear_forward_desc(8191, 2048, 11264), 90).has_value())
       << "another token count";
   EXPECT_FALSE(kernels::preferred_gemm_config(kernels::linear_forward_desc(8192, 2048, 11264, true), 90).has_value())
