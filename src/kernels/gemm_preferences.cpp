@@ -45,11 +45,11 @@ constexpr Entry kTable[] = {
     {true, false, 2304, 8192, 768, GemmDtype::kBF16, {kTile144x128, kCluster1x2}},
     {true, false, 4096, 8192, 768, GemmDtype::kBF16, {kTile128x160, kCluster2x1}},
     {true, false, 32768, 4096, 768, GemmDtype::kBF16, {kTile176x128, kCluster1x2}},
-    // llama/tiny (1024 tokens; the heuristic's first choices there run 2x4 and 4x2 clusters of larger tiles, smaller
-    // tiles fill more of the 132 SMs): QKV input gradient (s19: 1.09x [1.08-1.09]), output projection forward
-    // (1.04x [1.04-1.04]), input gradient (1.03x [1.03-1.03]) and weight gradient (1.07x [1.07-1.07]), fc1 input
-    // gradient (1.10x [1.10-1.10]), fc2 forward (1.08x [1.08-1.08]) and weight gradient (1.07x [1.07-1.07]), LM-head
-    // forward (1.12x [1.12-1.12]).
+    // llama/tiny (1024 tokens; the heuristic's first choices there mostly run 64x48 tiles on 2x4 clusters or 32x64
+    // on 4x2, these small tiles on 1x1, 2x1 or 1x2 clusters): QKV input gradient (s19: 1.09x [1.08-1.09]), output
+    // projection forward (1.04x [1.04-1.04]), input gradient (1.03x [1.03-1.03]) and weight gradient (1.07x
+    // [1.07-1.07]), fc1 input gradient (1.10x [1.10-1.10]), fc2 forward (1.08x [1.08-1.08]) and weight gradient
+    // (1.07x [1.07-1.07]), LM-head forward (1.12x [1.12-1.12]).
     {false, false, 256, 1024, 768, GemmDtype::kBF16, {kTile64x32, kCluster1x1}},
     {true, false, 256, 1024, 256, GemmDtype::kBF16, {kTile32x64, kCluster2x1}},
     {false, false, 256, 1024, 256, GemmDtype::kBF16, {kTile64x64, kCluster1x1}},

@@ -1,18 +1,19 @@
 #pragma once
 // Which cuBLASLt algorithm a dense GEMM of the bench recipes runs where the heuristic's first choice is not the
-// fastest under the power cap, and the environment variable that turns the table off (read at each plan):
+// fastest in the step, and the environment variable that turns the table off (read at each plan):
 // unset or 1 = the table (the default), 0 = the heuristic's first choice everywhere. Any other value is an error
 // naming the variable. Apart from the GEMM plan so that it is tested on any machine.
 //
-// Why: at llama/small and llama/1b the H200 runs at its 700 W limit and lowers its clock, so a GEMM's speed in
-// the step follows the energy it spends; cuBLASLt's heuristic ranks its candidates for speed at full clock.
-// bench/gemm_power_bench.cu times each candidate back to back at the cap (docs/performance.md, seventeenth
-// and eighteenth sessions); an entry here names the configuration (tile and cluster, cublasLt.h's enum values) that
-// beat the first choice there. The plan looks for it among the heuristic's first kPreferenceCandidates results, and
-// else sets that tile and cluster on the first choice's algorithm where cublasLtMatmulAlgoCheck accepts it (some
-// of the entries are configurations the heuristic does not rank). Both are fixed functions of the shape, so the
-// choice is as deterministic as the heuristic itself; where that cuBLASLt cannot run it, the plan keeps the first
-// choice (and says so in the debug log).
+// Why: at llama/small and llama/1b the H200 runs at its 700 W limit and lowers its clock, so a GEMM's speed in the step
+// follows the energy it spends; cuBLASLt's heuristic ranks its candidates for speed at full clock. At llama/tiny (no
+// power cap) its first choices mostly run 2x4 and 4x2 clusters, which small tiles on 1x1, 2x1 or 1x2 clusters beat on
+// these few-microsecond GEMMs. bench/gemm_power_bench.cu times each candidate back to back (since the nineteenth
+// session launched from graphs, as in the step; docs/performance.md, seventeenth to nineteenth sessions); an entry here
+// names the configuration (tile and cluster, cublasLt.h's enum values) that beat the first choice there. The plan looks
+// for it among the heuristic's first kPreferenceCandidates results, and else sets that tile and cluster on the first
+// choice's algorithm where cublasLtMatmulAlgoCheck accepts it (some of the entries are configurations the heuristic
+// does not rank). Both are fixed functions of the shape, so the choice is as deterministic as the heuristic itself;
+// where that cuBLASLt cannot run it, the plan keeps the first choice (and says so in the debug log).
 #include <cstdint>
 #include <optional>
 
