@@ -9,14 +9,15 @@
 // rounds (> 1: faster than the heuristic's first choice) and its range over the rounds, the board power and SM
 // clock while it ran (NVML), and which candidate the step runs (kernels/gemm_preferences.h).
 // --explore goes past the heuristic's list: every tile cuBLASLt's first choice can run with (its
-// CUBLASLT_ALGO_CAP_TILE_IDS) on 1x1, 2x1 and 1x2 clusters, each that cuBLASLt accepts timed once briefly at the cap;
+// CUBLASLT_ALGO_CAP_TILE_IDS) on 1x1, 2x1 and 1x2 clusters (--clusters: others), each that cuBLASLt accepts timed
+// once briefly at the cap;
 // the --ranks fastest of those, the first choice and the step's then run the rounds.
 // Each candidate's GEMMs are launched from CUDA graphs of up to 100 launches, as the step's graph runs them: at tiny's
 // shapes a GEMM runs for a few microseconds, less than cuBLASLt takes to launch one from the host, so timing host
 // launches would time the host. --host-launches launches them from the host, one by one (the seventeenth and
 // eighteenth sessions' runs, at 1b and small, where a GEMM runs for hundreds of microseconds).
 // Usage: build/bench/gemm_power_bench [--recipe 1b|small|tiny|all] [--ranks N] [--seconds S] [--rounds R] [--explore]
-//                                     [--host-launches]
+//                                     [--clusters ID,ID,...] [--host-launches]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -157,6 +158,7 @@ struct Args {
   int rounds = 4;
   bool explore = false;
   bool graphs = true;  // --host-launches: false
+  std::vector<int64_t> clusters{2, 3, 5};  // --explore's cluster shapes: CUBLASLT_CLUSTER_SHAPE_1x1x1, 2x1x1, 1x2x1
 };
 
 Args parse(int argc, char** argv) {
@@ -166,7 +168,7 @@ Args parse(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") {
       std::printf(
           "usage: gemm_power_bench [--recipe 1b|small|tiny|all] [--ranks N] [--seconds S] [--rounds R] [--explore]\n"
-          "                        [--host-launches]\n"
+          "                        [--clusters ID,ID,...] [--host-launches]\n"
           "  --recipe         which recipe's dense GEMMs (default 1b)\n"
           "  --ranks          cuBLASLt heuristic candidates per GEMM, from its first choice (default 6); with\n"
           "                   --explore, how many of the explored configurations run the rounds\n"
@@ -174,6 +176,8 @@ Args parse(int argc, char** argv) {
           "  --rounds         rounds, alternating the candidates' order (default 4)\n"
           "  --explore        every tile of the first choice's algorithm on 1x1, 2x1 and 1x2 clusters, not only\n"
           "                   the heuristic's ranking (candidates named tTILE-cCLUSTER, cublasLt.h enum values)\n"
+          "  --clusters       --explore's cluster shapes as cublasLt.h's CUBLASLT_CLUSTER_SHAPE_* values (default\n"
+          "                   2,3,5: 1x1, 2x1, 1x2; e.g. 4,6,8: 4x1, 2x2, 1x4)\n"
           "  --host-launches  launch the GEMMs from the host one by one, not from CUDA graphs of up to 100\n"
           "                   launches as the step does (host launches time the host where a GEMM is shorter\n"
           "                   than a launch, as at tiny)\n");
@@ -197,6 +201,14 @@ Args parse(int argc, char** argv) {
       a.seconds = std::atof(value.c_str());
     } else if (flag == "--rounds") {
       a.rounds = std::atoi(value.c_str());
+    } else if (flag == "--clusters") {
+      a.clusters.clear();
+      for (const std::string& id : split(value, ',')) {
+        const int cluster = std::atoi(id.c_str());
+        SG_CHECK(cluster >= 2 && cluster <= 64,
+                 "gemm_power_bench: --clusters " + value + ": '" + id + "' is not a CUBLASLT_CLUSTER_SHAPE_* value");
+        a.clusters.push_back(cluster);
+      }
     } else {
       throw Error("gemm_power_bench: unknown flag " + flag + " (see --help)");
     }
@@ -214,14 +226,16 @@ Args parse(int argc, char** argv) {
 void explore(kernels::Blas& blas, const Linear& l, Op op, const Args& args, const Operands& ops, cuda::Stream& stream,
              bench::PowerSampler& sampler, std::vector<const kernels::GemmPlan*>& plans,
              std::vector<std::string>& labels) {
-  constexpr int64_t kClusters[] = {2, 3, 5};  // CUBLASLT_CLUSTER_SHAPE_1x1x1, 2x1x1, 1x2x1
   const kernels::GemmPlan& first = *plans[0];
   std::vector<std::pair<double, size_t>> screened;
   std::vector<const kernels::GemmPlan*> found;
   std::vector<std::string> found_labels;
-  sustained(first, ops, op, 400, args.graphs, stream, sampler);  // the board to its limit before the screen
+  // The board to its limit before the screen; each screened configuration then runs about 5 ms of the first
+  // choice's launches, at least 30 (1b's and small's shapes) and at most 1000 (tiny's).
+  const double first_ms = sustained(first, ops, op, 400, args.graphs, stream, sampler).ms;
+  const int64_t screen_launches = std::clamp<int64_t>(static_cast<int64_t>(5.0 / first_ms), 30, 1000);
   for (int64_t tile : first.tile_ids()) {
-    for (int64_t cluster : kClusters) {
+    for (int64_t cluster : args.clusters) {
       kernels::GemmDesc d = desc_of(l, op, kernels::GemmDesc::kPreferredAlgo);
       d.requested_config = {.tile_id = tile, .cluster_id = cluster};
       const kernels::GemmPlan* plan = nullptr;
@@ -231,8 +245,7 @@ void explore(kernels::Blas& blas, const Linear& l, Op op, const Args& args, cons
         continue;  // cuBLASLt cannot run this tile on this cluster for this GEMM
       }
       if (plan->algo_summary() == first.algo_summary()) continue;
-      screened.emplace_back(sustained(*plan, ops, op, args.graphs ? 200 : 30, args.graphs, stream, sampler).ms,
-                            found.size());
+      screened.emplace_back(sustained(*plan, ops, op, screen_launches, args.graphs, stream, sampler).ms, found.size());
       found.push_back(plan);
       found_labels.push_back(strprintf("t%lld-c%lld", (long long)tile, (long long)cluster));
     }
