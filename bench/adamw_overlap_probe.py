@@ -4,7 +4,7 @@ AdamW is one memory-bound pass (about 30 bytes a parameter, 8% of the 1b step); 
 they overlapped well, a step that applies the previous step's update layer by layer while its forward runs
 (layer L's forward waiting only for layer L's update) would hide most of it. That restructuring is large
 (checkpoints and evaluation would have to flush a pending update), so this probe measures the overlap first,
-in PyTorch at the 1b recipe's shapes: 16 layers (hidden 2048, ffn 5632, 16 heads, 4 x 2048 tokens), 1.24 G
+in PyTorch at the 1b recipe's shapes: 16 layers (hidden 2048, ffn 5632, 16 heads, 4 x 2048 tokens), 0.96 G
 fp32 parameters in 16 per-layer chunks (embedding and LM head with the first and last), torch's fused AdamW
 plus the bf16 weight copy per chunk; with and without a backward-sized GEMM load after it (two GEMMs per
 forward GEMM), so the GPU runs at its power cap as in a training step.
