@@ -335,6 +335,19 @@ if want dp; then
   run_dp save_ws1 "$SG" train "${tiny[@]}" train.train_iters=15 checkpoint.save="$D/ckpt_ws1" --run-dir "$D/save_ws1"
   run_dp resume_ws2 "${ws2[@]}" train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
     checkpoint.load="$D/ckpt_ws1" --run-dir "$D/resume_ws2"
+  # bf16 Adam moments (the precision-aware optimizer): 2 ranks' sharded bf16 moments gathered into a checkpoint at
+  # step 15, resumed by 1 rank, against 1 rank with bf16 moments throughout.
+  bf16_moments=(optimizer.use_precision_aware_optimizer=true optimizer.exp_avg_dtype=bf16 optimizer.exp_avg_sq_dtype=bf16)
+  rm -rf "$D/ckpt_bf16_moments"
+  run_dp ws1_bf16_moments "$SG" train "${tiny[@]}" "${bf16_moments[@]}" --run-dir "$D/ws1_bf16_moments"
+  run_dp save_ws2_bf16_moments "${ws2[@]}" train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+    "${bf16_moments[@]}" train.train_iters=15 checkpoint.save="$D/ckpt_bf16_moments" --run-dir "$D/save_ws2_bf16_moments"
+  run_dp resume_ws1_bf16_moments "$SG" train "${tiny[@]}" "${bf16_moments[@]}" checkpoint.load="$D/ckpt_bf16_moments" \
+    --run-dir "$D/resume_ws1_bf16_moments"
+  echo "-- bf16 moments: saved by world size 2 (distributed optimizer), resumed by 1, against world size 1:"
+  python3 bench/data_parallel_report.py losses "$D/ws1_bf16_moments/metrics.jsonl" \
+    "$D/save_ws2_bf16_moments/metrics.jsonl" "$D/resume_ws1_bf16_moments/metrics.jsonl" | tee "$D/losses_bf16_moments.txt"
+  record "dp bf16 moments ws2 save, ws1 resume" "rc=${PIPESTATUS[0]} (losses_bf16_moments.txt)"
   echo "-- world size 2 ($ws2_where; and the distributed optimizer, and a resume at world size 1) against world size 1:"
   python3 bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws2/metrics.jsonl" \
     "$D/ws2_distopt/metrics.jsonl" "$D/resume_ws1/metrics.jsonl" "$D/resume_ws2/metrics.jsonl" \

@@ -53,7 +53,8 @@ void assign_memory_plans(BenchPlan& plan) {
     }
     if (!found) {
       MemoryPlanSummary summary;
-      summary.planned_bytes = model::TrainStep::plan_memory(mode.model, plan.batch).layout().total_bytes;
+      summary.planned_bytes =
+          model::TrainStep::plan_memory(mode.model, plan.batch, {}, train::optimizer_spec(mode.config)).layout().total_bytes;
       summary.activations = model::activation_account(mode.model, plan.batch);
       plan.memory_plans.push_back(std::move(summary));
       found = plan.memory_plans.size() - 1;

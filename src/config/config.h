@@ -125,6 +125,11 @@ struct OptimizerConfig {
   // fp32 master weights and Adam moments; gradients are reduce-scattered, bf16 weights all-gathered.
   // Kept in sync with ddp.use_distributed_optimizer (either true turns both on, as Bridge does).
   bool use_distributed_optimizer = false;
+  // Megatron's precision-aware optimizer: with it, the Adam moments may be stored in bf16 (AdamW still
+  // computes in fp32). Without it both dtypes must stay fp32, as Megatron requires.
+  bool use_precision_aware_optimizer = false;
+  std::string exp_avg_dtype = "fp32";     // fp32 or bf16 (config/moment_dtype.h)
+  std::string exp_avg_sq_dtype = "fp32";  // fp32 or bf16
 };
 
 struct SchedulerConfig {
@@ -311,6 +316,12 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("optimizer", "clip_grad", c.optimizer.clip_grad, "global gradient-norm clip; 0 = off");
   v("optimizer", "use_distributed_optimizer", c.optimizer.use_distributed_optimizer,
     "shard fp32 master weights and Adam moments over data-parallel ranks");
+  v("optimizer", "use_precision_aware_optimizer", c.optimizer.use_precision_aware_optimizer,
+    "allow exp_avg_dtype / exp_avg_sq_dtype other than fp32");
+  v("optimizer", "exp_avg_dtype", c.optimizer.exp_avg_dtype,
+    "storage of Adam's first moment: fp32, bf16 (bf16 needs use_precision_aware_optimizer)");
+  v("optimizer", "exp_avg_sq_dtype", c.optimizer.exp_avg_sq_dtype,
+    "storage of Adam's second moment: fp32, bf16 (bf16 needs use_precision_aware_optimizer)");
   v("scheduler", "lr_warmup_iters", c.scheduler.lr_warmup_iters, "linear warmup steps");
   v("scheduler", "lr_decay_iters", c.scheduler.lr_decay_iters, "decay steps; null = train_iters");
   v("scheduler", "lr_decay_style", c.scheduler.lr_decay_style,

@@ -337,6 +337,15 @@ class Validator {
       note(16, "dataset.mock is true: data_path is not read",
            {"dataset.mock", "dataset.data_path"});
     }
+    // bf16 keeps 8 significant bits: where (1 - beta2) is below its relative spacing, beta2 * v rounds
+    // back to v and a small g^2 adds nothing, so the stored second moment stops following the gradients.
+    if (c().optimizer.exp_avg_sq_dtype == "bf16" && c().optimizer.adam_beta2 > 1.0 - 1.0 / 256) {
+      note(16,
+           strprintf("exp_avg_sq_dtype bf16 with adam_beta2 = %g: a step changes the second moment by less than "
+                     "bf16 resolves (1 - beta2 < 2^-8), so it stops decaying. Use fp32 for it, or adam_beta2 <= 0.996",
+                     c().optimizer.adam_beta2),
+           {"optimizer.exp_avg_sq_dtype", "optimizer.adam_beta2"});
+    }
     if (c().checkpoint.save_interval && !c().checkpoint.save) {
       note(16, "checkpoint.save_interval without checkpoint.save: no checkpoints are written",
            {"checkpoint.save", "checkpoint.save_interval"});

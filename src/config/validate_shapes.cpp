@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/strings.h"
+#include "config/moment_dtype.h"
 #include "config/validate.h"
 #include "model/recompute.h"
 
@@ -337,6 +338,15 @@ class ShapeChecker {
     real("optimizer.adam_beta2", o.adam_beta2, 0.0, true, 1.0, false);
     positive("optimizer.adam_eps", o.adam_eps);
     non_negative("optimizer.clip_grad", o.clip_grad);
+    for (const auto& [key, dtype] : {std::pair<std::string, std::string>{"optimizer.exp_avg_dtype", o.exp_avg_dtype},
+                                     {"optimizer.exp_avg_sq_dtype", o.exp_avg_sq_dtype}}) {
+      one_of(key, dtype, moment_dtype_names());
+      const auto known = moment_dtype_named(dtype);
+      if (known && *known != kernels::MomentDtype::fp32 && !o.use_precision_aware_optimizer) {
+        fail(key + " = " + dtype + " needs the precision-aware optimizer", {key, "optimizer.use_precision_aware_optimizer"},
+             "set optimizer.use_precision_aware_optimizer=true, or " + key + "=fp32");
+      }
+    }
 
     const auto& s = c_.scheduler;
     in_range("scheduler.lr_warmup_iters", s.lr_warmup_iters, 0,

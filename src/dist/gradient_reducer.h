@@ -25,6 +25,7 @@
 
 #include <cstdint>
 
+#include "dist/communicator.h"  // ElementType
 #include "dist/sharding.h"
 
 namespace sg::dist {
@@ -62,10 +63,10 @@ class GradientReducer {
   virtual void gather_weights(cudaStream_t stream) = 0;
   virtual void reduce_eval_loss(cudaStream_t stream) = 0;
 
-  // Outside steps (checkpoints; every rank must call it): the full fp32 vector assembled from every
-  // rank's optimizer slice `shard` (layout().owned.size floats) into `staging` (padded_params floats,
-  // e.g. the gradient buffer, free between steps). Synchronous.
-  virtual void gather_optimizer_slices(const float* shard, float* staging, cudaStream_t stream) = 0;
+  // Outside steps (checkpoints; every rank must call it): the full vector assembled from every rank's
+  // optimizer slice `shard` (layout().owned.size elements of `type`: f32, or bf16 for a bf16 Adam moment)
+  // into `staging` (padded_params elements, e.g. the fp32 gradient buffer, free between steps). Synchronous.
+  virtual void gather_optimizer_slices(const void* shard, void* staging, ElementType type, cudaStream_t stream) = 0;
 };
 
 }  // namespace sg::dist

@@ -119,18 +119,23 @@ void NcclGradientReducer::reduce_eval_loss(cudaStream_t stream) {
   comm_.all_reduce_sum(buffers_.eval_loss, buffers_.eval_loss, 1, ElementType::f32, stream);
 }
 
-void NcclGradientReducer::gather_optimizer_slices(const float* shard, float* staging, cudaStream_t stream) {
+void NcclGradientReducer::gather_optimizer_slices(const void* shard, void* staging, ElementType type,
+                                                  cudaStream_t stream) {
   cuda::check_host_sync_allowed("NcclGradientReducer::gather_optimizer_slices");
+  SG_CHECK(type == ElementType::f32 || type == ElementType::bf16,
+           "gather_optimizer_slices: optimizer state is f32 or bf16");
+  const size_t element_bytes = type == ElementType::f32 ? sizeof(float) : sizeof(uint16_t);
   const FlatRange& own = layout_.owned;
+  const size_t count = static_cast<size_t>(own.size);
+  auto* staging_bytes = static_cast<char*>(staging);
   if (!layout_.sharded) {
     if (shard != staging) {
-      SG_CUDA_CHECK(cudaMemcpyAsync(staging, shard, static_cast<size_t>(own.size) * sizeof(float),
-                                    cudaMemcpyDeviceToDevice, stream));
+      SG_CUDA_CHECK(cudaMemcpyAsync(staging, shard, count * element_bytes, cudaMemcpyDeviceToDevice, stream));
     }
   } else {
-    SG_CUDA_CHECK(cudaMemcpyAsync(staging + own.begin, shard, static_cast<size_t>(own.size) * sizeof(float),
-                                  cudaMemcpyDeviceToDevice, stream));
-    comm_.all_gather(staging + own.begin, staging, static_cast<size_t>(own.size), ElementType::f32, stream);
+    char* own_in_staging = staging_bytes + static_cast<size_t>(own.begin) * element_bytes;
+    SG_CUDA_CHECK(cudaMemcpyAsync(own_in_staging, shard, count * element_bytes, cudaMemcpyDeviceToDevice, stream));
+    comm_.all_gather(own_in_staging, staging, count, type, stream);
   }
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   comm_.check_async_error();

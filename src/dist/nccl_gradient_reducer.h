@@ -34,7 +34,7 @@ class NcclGradientReducer final : public GradientReducer {
   void reduce_norm_partials(cudaStream_t stream) override;
   void gather_weights(cudaStream_t stream) override;
   void reduce_eval_loss(cudaStream_t stream) override;
-  void gather_optimizer_slices(const float* shard, float* staging, cudaStream_t stream) override;
+  void gather_optimizer_slices(const void* shard, void* staging, ElementType type, cudaStream_t stream) override;
 
  private:
   void check_bound() const;

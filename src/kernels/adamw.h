@@ -1,6 +1,9 @@
 #pragma once
-// AdamW: one fused pass over the flat fp32 buffers (master weights, grads, both moments) that also
+// AdamW: one fused pass over the flat buffers (fp32 master weights and grads, both moments) that also
 // writes the bf16 compute copy of the weights. CPU twin: reference/adamw.h (same formula, same order).
+// Each moment is stored in fp32 or bf16 (Megatron's precision-aware optimizer: optimizer.exp_avg_dtype,
+// optimizer.exp_avg_sq_dtype); the update computes in fp32 either way and a bf16 moment is rounded to
+// nearest even only when it is stored.
 //
 // Graph-safe: the step's constants (from lr and t) and the clip coefficient are read from device memory
 // every launch. Order within a training step:
@@ -30,12 +33,24 @@ struct AdamWStepConstants {
   float decay_factor = 1.0f;           // 1 - lr * weight_decay (fp32), applied to elements [0, n_decay)
 };
 
+// How an Adam moment is stored.
+enum class MomentDtype : uint8_t { fp32, bf16 };
+
+// A moment buffer and its storage dtype (the pointer's type picks it).
+struct MomentBuffer {
+  void* data = nullptr;
+  MomentDtype dtype = MomentDtype::fp32;
+  MomentBuffer() = default;
+  MomentBuffer(float* fp32_data) : data(fp32_data), dtype(MomentDtype::fp32) {}  // NOLINT: implicit on purpose
+  MomentBuffer(bf16* bf16_data) : data(bf16_data), dtype(MomentDtype::bf16) {}   // NOLINT: implicit on purpose
+};
+
 struct AdamWParams {
   float* master_weights = nullptr;  // [n] fp32, updated in place
   bf16* compute_weights = nullptr;  // [n] bf16 copy of the updated master weights; nullptr: not written
   const float* grads = nullptr;     // [n] fp32 main_grad (not modified)
-  float* exp_avg = nullptr;         // [n] fp32 first moment, updated in place
-  float* exp_avg_sq = nullptr;      // [n] fp32 second moment, updated in place
+  MomentBuffer exp_avg;             // [n] first moment, updated in place
+  MomentBuffer exp_avg_sq;          // [n] second moment, updated in place
   int64_t n = 0;
   // Decoupled weight decay on elements [0, n_decay) only (the model lays out matrices first, then
   // norms/biases which are not decayed). 0 <= n_decay <= n.
@@ -48,7 +63,9 @@ struct AdamWParams {
 
 // Per element i (fp32), with c = *step_constants:
 //   g = grads[i] * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g g;
-//   p = p * c.decay_factor if i < n_decay; p -= c.step_size * m / (sqrt(v) / c.bias_correction2_sqrt + eps).
+//   p = p * c.decay_factor if i < n_decay; p -= c.step_size * m / (sqrt(v) / c.bias_correction2_sqrt + eps);
+//   then m and v are stored (rounded to bf16 where their buffer is bf16; the weight update above uses
+//   the fp32 values).
 void adamw_step(cudaStream_t stream, const AdamWParams& p);
 
 }  // namespace sg::kernels

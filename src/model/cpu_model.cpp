@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/bf16_bits.h"
 #include "core/error.h"
 #include "core/strings.h"
 #include "model/dropout_sites.h"
@@ -88,8 +89,16 @@ void CpuModel::load_state(const std::vector<float>& weights, const std::vector<f
   check("exp_avg_sq", exp_avg_sq);
   SG_CHECK(steps_done >= 0, "steps_done must not be negative");
   weights_ = weights;
-  exp_avg_ = exp_avg;
-  exp_avg_sq_ = exp_avg_sq;
+  // A bf16 moment holds the values rounded to nearest even, as the GPU step's upload does.
+  const auto stored = [](const std::vector<float>& values, kernels::MomentDtype dtype) {
+    std::vector<float> out = values;
+    if (dtype == kernels::MomentDtype::bf16) {
+      for (float& x : out) x = round_to_bf16(x);
+    }
+    return out;
+  };
+  exp_avg_ = stored(exp_avg, optimizer_.exp_avg_dtype);
+  exp_avg_sq_ = stored(exp_avg_sq, optimizer_.exp_avg_sq_dtype);
   steps_done_ = steps_done;
   rng_ = rng;
 }
@@ -261,6 +270,8 @@ CpuStepResult CpuModel::train_step(const HostBatch& batch) {
   adam.beta2 = static_cast<float>(optimizer_.adam_beta2);
   adam.eps = static_cast<float>(optimizer_.adam_eps);
   adam.weight_decay = static_cast<float>(optimizer_.weight_decay);
+  adam.exp_avg_bf16 = optimizer_.exp_avg_dtype == kernels::MomentDtype::bf16;
+  adam.exp_avg_sq_bf16 = optimizer_.exp_avg_sq_dtype == kernels::MomentDtype::bf16;
   const int64_t n_decay = layout_.num_decay(), n = layout_.total();
   ref::adamw_step(weights_.data(), grads_.data(), exp_avg_.data(), exp_avg_sq_.data(), n_decay, r.lr, r.clip_coef,
                   steps_done_ + 1, adam, true);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/adamw.h"
 #include "model/moe_spec.h"
 #include "model/recompute_spec.h"
 #include "reference/rope_frequencies.h"
@@ -111,6 +112,9 @@ struct OptimizerSpec {
   double adam_beta2 = 0.95;
   double adam_eps = 1e-8;
   double clip_grad = 1.0;  // optimizer.clip_grad: max global grad norm; <= 0 turns clipping off
+  // optimizer.exp_avg_dtype / exp_avg_sq_dtype: how the Adam moments are stored (kernels/adamw.h)
+  kernels::MomentDtype exp_avg_dtype = kernels::MomentDtype::fp32;
+  kernels::MomentDtype exp_avg_sq_dtype = kernels::MomentDtype::fp32;
 };
 
 }  // namespace sg::model

@@ -71,6 +71,7 @@ TrainStep::~TrainStep() = default;
 
 TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const ModelLayout& layout,
                                                 const BatchSpec& batch, const TrainStepOptions& options,
+                                                const OptimizerSpec& optimizer,
                                                 std::vector<std::unique_ptr<Layer>>& layers, SharedBuffers& shared,
                                                 RecomputeLayout& recompute, DevicePlanContext* device,
                                                 size_t embedding_scratch_bytes) {
@@ -78,15 +79,22 @@ TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const Mo
   const ModelSpec& m = layout.spec;
   const int64_t T = batch.tokens_per_microbatch(m), H = m.hidden_size, N = layout.num_layers();
 
-  // Parameters and gradients: the whole (padded) flat buffer; the fp32 optimizer state: what this rank
-  // owns (everything, or its shard with the distributed optimizer).
+  // Parameters and gradients: the whole (padded) flat buffer; the optimizer state: what this rank owns
+  // (everything, or its shard with the distributed optimizer), the moments in their storage dtype.
   const dist::DataParallelLayout dp = data_parallel_layout(options, layout.total());
   const size_t flat = sz(dp.padded_params), owned = sz(dp.owned.size);
   plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, flat);
   plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, owned);
   plan.add_array<float>("gradients.fp32", MemoryCategory::gradients, flat);
-  plan.add_array<float>("optimizer.exp_avg", MemoryCategory::optimizer_state, owned);
-  plan.add_array<float>("optimizer.exp_avg_sq", MemoryCategory::optimizer_state, owned);
+  const auto add_moment = [&](const char* name, kernels::MomentDtype dtype) {
+    if (dtype == kernels::MomentDtype::bf16) {
+      plan.add_array<bf16>(name, MemoryCategory::optimizer_state, owned);
+    } else {
+      plan.add_array<float>(name, MemoryCategory::optimizer_state, owned);
+    }
+  };
+  add_moment("optimizer.exp_avg", optimizer.exp_avg_dtype);
+  add_moment("optimizer.exp_avg_sq", optimizer.exp_avg_sq_dtype);
   plan.add("step.scalars", MemoryCategory::optimizer_state, sizeof(StepScalars));
   cuda::RngTracker(0).plan(plan, "rng.states");  // the size depends on the generators, not the seed
 
@@ -133,13 +141,13 @@ TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const Mo
 }
 
 cuda::MemoryPlan TrainStep::plan_memory(const ModelSpec& model, const BatchSpec& batch,
-                                        const TrainStepOptions& options) {
+                                        const TrainStepOptions& options, const OptimizerSpec& optimizer) {
   std::vector<std::unique_ptr<Layer>> layers = make_layers(model);
   const ModelLayout layout = declare_model(model, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
   cuda::MemoryPlan plan;
   SharedBuffers shared;
   RecomputeLayout recompute(layout.spec);
-  declare_memory(plan, layout, batch, options, layers, shared, recompute, /*device=*/nullptr,
+  declare_memory(plan, layout, batch, options, optimizer, layers, shared, recompute, /*device=*/nullptr,
                  /*embedding_scratch_bytes=*/0);
   return plan;
 }
@@ -149,7 +157,7 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   const int64_t N = layout_.num_layers();
   cuda::MemoryPlan plan;
   DevicePlanContext device_context(m, batch_, shared_buffers_, shared_objects_, *cudnn_);
-  LayerPlans planned = declare_memory(plan, layout_, batch_, options, layers_, shared_buffers_, *recompute_,
+  LayerPlans planned = declare_memory(plan, layout_, batch_, options, optimizer_, layers_, shared_buffers_, *recompute_,
                                       &device_context, embedding_scratch_bytes_);
   saved_activations_ = std::move(planned.saved_activations);
   attention_dropout_sites_ = std::move(planned.attention_dropout_sites);
@@ -166,8 +174,12 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   params_ = arena_->get<bf16>(slot("parameters.bf16"));
   main_weights_ = arena_->get<float>(slot("main_weights.fp32"));
   grads_ = arena_->get<float>(slot("gradients.fp32"));
-  exp_avg_ = arena_->get<float>(slot("optimizer.exp_avg"));
-  exp_avg_sq_ = arena_->get<float>(slot("optimizer.exp_avg_sq"));
+  const auto moment = [&](const char* name, kernels::MomentDtype dtype) -> kernels::MomentBuffer {
+    if (dtype == kernels::MomentDtype::bf16) return arena_->get<bf16>(slot(name));
+    return arena_->get<float>(slot(name));
+  };
+  exp_avg_ = moment("optimizer.exp_avg", optimizer_.exp_avg_dtype);
+  exp_avg_sq_ = moment("optimizer.exp_avg_sq", optimizer_.exp_avg_sq_dtype);
   scalars_ = arena_->get<StepScalars>(slot("step.scalars"));
   dropout_sites_ = arena_->get<uint32_t>(slot("attention.dropout_sites"));
   dropout_seeds_ = arena_->get<int64_t>(slot("attention.dropout_seeds"));
@@ -291,8 +303,20 @@ void TrainStep::load_state(cudaStream_t stream, const std::vector<float>& weight
   const size_t owned = sz(dp_.owned.size);
   SG_CUDA_CHECK(cudaMemcpyAsync(main_weights_, main_owned.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
   SG_CUDA_CHECK(cudaMemcpyAsync(params_, compute.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
-  SG_CUDA_CHECK(cudaMemcpyAsync(exp_avg_, avg_owned.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
-  SG_CUDA_CHECK(cudaMemcpyAsync(exp_avg_sq_, avg_sq_owned.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
+  // A bf16 moment takes the values rounded to nearest even (exact when they came from a bf16 run).
+  std::vector<uint16_t> avg_bits, avg_sq_bits;
+  const auto upload_moment = [&](const kernels::MomentBuffer& moment, const std::vector<float>& values,
+                                 std::vector<uint16_t>& bits) {
+    if (moment.dtype == kernels::MomentDtype::fp32) {
+      SG_CUDA_CHECK(cudaMemcpyAsync(moment.data, values.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
+      return;
+    }
+    bits.resize(owned);
+    for (size_t i = 0; i < owned; ++i) bits[i] = float_to_bf16_bits(values[i]);
+    SG_CUDA_CHECK(cudaMemcpyAsync(moment.data, bits.data(), owned * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
+  };
+  upload_moment(exp_avg_, avg_owned, avg_bits);
+  upload_moment(exp_avg_sq_, avg_sq_owned, avg_sq_bits);
   SG_CUDA_CHECK(cudaMemcpyAsync(scalars_, &scalars, sizeof(scalars), cudaMemcpyHostToDevice, stream));
   SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, sz(dp_.padded_params) * sizeof(float), stream));
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -319,11 +343,9 @@ std::vector<float> TrainStep::download_grads(cudaStream_t stream) const {
   download_floats(stream, grads_, out);
   return out;
 }
-std::vector<float> TrainStep::download_exp_avg(cudaStream_t stream) const {
-  return download_optimizer_state(stream, exp_avg_);
-}
+std::vector<float> TrainStep::download_exp_avg(cudaStream_t stream) const { return download_moment(stream, exp_avg_); }
 std::vector<float> TrainStep::download_exp_avg_sq(cudaStream_t stream) const {
-  return download_optimizer_state(stream, exp_avg_sq_);
+  return download_moment(stream, exp_avg_sq_);
 }
 
 std::vector<float> TrainStep::download_compute_weights(cudaStream_t stream) const {

@@ -147,7 +147,7 @@ class TrainStep {
   // workspaces only the device can size (the layers' device plans, e.g. cuDNN attention, and the
   // embedding backward's CUB sort scratch), which are absent or 0 bytes here.
   static cuda::MemoryPlan plan_memory(const ModelSpec& model, const BatchSpec& batch,
-                                      const TrainStepOptions& options = {});
+                                      const TrainStepOptions& options = {}, const OptimizerSpec& optimizer = {});
 
   // The data-parallel layout of the flat buffers (world size 1 and everything owned without a reducer).
   const dist::DataParallelLayout& data_parallel() const { return dp_; }
@@ -210,7 +210,8 @@ class TrainStep {
   // (may be null: no device) runs the layers' device plans, then the shared and recompute buffers are planned.
   // `embedding_scratch_bytes` is the CUB sort scratch (0 without a device).
   static LayerPlans declare_memory(cuda::MemoryPlan& plan, const ModelLayout& layout, const BatchSpec& batch,
-                                   const TrainStepOptions& options, std::vector<std::unique_ptr<Layer>>& layers,
+                                   const TrainStepOptions& options, const OptimizerSpec& optimizer,
+                                   std::vector<std::unique_ptr<Layer>>& layers,
                                    SharedBuffers& shared, RecomputeLayout& recompute, DevicePlanContext* device,
                                    size_t embedding_scratch_bytes);
   void plan_memory(const TrainStepOptions& options);  // plans every buffer, makes the arena, binds
@@ -235,6 +236,7 @@ class TrainStep {
   static dist::DataParallelLayout data_parallel_layout(const TrainStepOptions& options, int64_t num_params);
   void bind_reducer();
   std::vector<float> download_optimizer_state(cudaStream_t stream, const float* slice) const;
+  std::vector<float> download_moment(cudaStream_t stream, const kernels::MomentBuffer& moment) const;
   uint64_t rank_rng_offset() const;          // where this rank's microbatches start in the global stream
   uint64_t other_ranks_rng_offset() const;   // skipped at the end of each step: the other ranks' microbatches
   void check_setup_allowed(const char* what) const;
@@ -269,8 +271,8 @@ class TrainStep {
   bf16* params_ = nullptr;
   float* main_weights_ = nullptr;
   float* grads_ = nullptr;
-  float* exp_avg_ = nullptr;
-  float* exp_avg_sq_ = nullptr;
+  kernels::MomentBuffer exp_avg_;  // fp32 or bf16 (OptimizerSpec::exp_avg_dtype)
+  kernels::MomentBuffer exp_avg_sq_;
   StepScalars* scalars_ = nullptr;
   uint32_t* dropout_sites_ = nullptr;  // [slots] the attention layers' sites (written once)
   int64_t* dropout_seeds_ = nullptr;   // [slots]

@@ -64,11 +64,34 @@ std::vector<float> TrainStep::download_optimizer_state(cudaStream_t stream, cons
   }
   // Every rank's shard into the gradient buffer (free between steps; the next step zeroes or overwrites
   // all of it), in place.
-  reducer_->gather_optimizer_slices(slice, grads_, stream);
+  reducer_->gather_optimizer_slices(slice, grads_, dist::ElementType::f32, stream);
   std::vector<float> out;
   download_floats(stream, grads_, out);
   SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, static_cast<size_t>(dp_.padded_params) * sizeof(float), stream));
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return out;
+}
+
+std::vector<float> TrainStep::download_moment(cudaStream_t stream, const kernels::MomentBuffer& moment) const {
+  if (moment.dtype == kernels::MomentDtype::fp32) {
+    return download_optimizer_state(stream, static_cast<const float*>(moment.data));
+  }
+  check_setup_allowed("TrainStep::download_moment");
+  // bf16: the bits (every rank's shard gathered into the gradient buffer first, as above), widened here.
+  const void* source = moment.data;
+  if (dp_.sharded) {
+    reducer_->gather_optimizer_slices(moment.data, grads_, dist::ElementType::bf16, stream);
+    source = grads_;
+  }
+  const auto n = static_cast<size_t>(layout_.total());
+  std::vector<uint16_t> bits(n);
+  SG_CUDA_CHECK(cudaMemcpyAsync(bits.data(), source, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream));
+  if (dp_.sharded) {
+    SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, static_cast<size_t>(dp_.padded_params) * sizeof(float), stream));
+  }
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = bf16_bits_to_float(bits[i]);
   return out;
 }
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/bf16_bits.h"
+
 namespace sg::ref {
 
 AdamWStepConstants adamw_step_constants(float lr, int64_t step, const AdamWConfig& config) {
@@ -20,10 +22,10 @@ void adamw_step(float* params, const float* grads, float* exp_avg, float* exp_av
     const float g = grads[i] * grad_scale;
     const float m = config.beta1 * exp_avg[i] + (1.0f - config.beta1) * g;
     const float v = config.beta2 * exp_avg_sq[i] + (1.0f - config.beta2) * g * g;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
     const float p = params[i] * decay_factor;
     params[i] = p - step_size * m / (std::sqrt(v) / bc2_sqrt + config.eps);
+    exp_avg[i] = config.exp_avg_bf16 ? round_to_bf16(m) : m;
+    exp_avg_sq[i] = config.exp_avg_sq_bf16 ? round_to_bf16(v) : v;
   }
 }
 

@@ -10,6 +10,10 @@ struct AdamWConfig {
   float beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
+  // Moments stored in bf16 (kernels::MomentDtype::bf16): each new moment is rounded to nearest even
+  // after the weight update has used its fp32 value.
+  bool exp_avg_bf16 = false;
+  bool exp_avg_sq_bf16 = false;
 };
 
 // The update's step-dependent constants (t: the 1-based update; bias corrections in fp64, rounded to fp32):
@@ -30,6 +34,7 @@ AdamWStepConstants adamw_step_constants(float lr, int64_t step, const AdamWConfi
 //   v  = beta2 * v + (1 - beta2) * g * g
 //   p  = p * (1 - lr * weight_decay)                 (only when apply_weight_decay)
 //   p  = p - (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
+//   then m and v are stored, each rounded to bf16 where config asks for it.
 void adamw_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq, int64_t n, float lr,
                 float grad_scale, int64_t step, const AdamWConfig& config, bool apply_weight_decay);
 

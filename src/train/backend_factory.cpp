@@ -7,6 +7,7 @@
 #include "train/distributed_backend.h"
 #include "train/gpu_backend.h"
 #include "config/model_config.h"
+#include "config/moment_dtype.h"
 
 namespace sg::train {
 
@@ -19,6 +20,14 @@ model::OptimizerSpec optimizer_spec(const config::Config& config) {
   o.adam_beta2 = config.optimizer.adam_beta2;
   o.adam_eps = config.optimizer.adam_eps;
   o.clip_grad = config.optimizer.clip_grad;
+  // Validation names the keys first; this only guards a config that skipped it.
+  const auto moment_dtype = [](const char* key, const std::string& name) {
+    const auto named = config::moment_dtype_named(name);
+    if (!named) throw Error(strprintf("%s = %s is not a moment dtype stepgraph has; use fp32 or bf16", key, name.c_str()));
+    return *named;
+  };
+  o.exp_avg_dtype = moment_dtype("optimizer.exp_avg_dtype", config.optimizer.exp_avg_dtype);
+  o.exp_avg_sq_dtype = moment_dtype("optimizer.exp_avg_sq_dtype", config.optimizer.exp_avg_sq_dtype);
   o.lr_warmup_iters = config.scheduler.lr_warmup_iters;
   o.lr_decay_iters = config.scheduler.lr_decay_iters.value_or(config.train.train_iters.value_or(0));
   const std::string& style = config.scheduler.lr_decay_style;

@@ -8,6 +8,7 @@
 #include "model/layer_registry.h"
 #include "model/stack.h"
 #include "model/train_step.h"
+#include "train/backend_factory.h"
 
 namespace sg::train {
 
@@ -70,7 +71,7 @@ std::string describe_batch(const config::Config& config) {
 std::string describe_gpu_memory_plan(const config::Config& config) {
   const model::ModelSpec m = config::model_spec(config);
   const model::BatchSpec b = config::batch_spec(config);
-  const cuda::MemoryLayout layout = model::TrainStep::plan_memory(m, b).layout();
+  const cuda::MemoryLayout layout = model::TrainStep::plan_memory(m, b, {}, optimizer_spec(config)).layout();
   std::string text = strprintf("GPU memory plan (one arena, from the config; no device needed): %s",
                                human_bytes(layout.total_bytes).c_str());
   std::vector<std::string> parts;

@@ -63,10 +63,12 @@ TEST(Config, KeyTableCoversEverySection) {
         "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad",
         "model.hybrid_override_pattern", "model.recompute_method", "dataset.pad_cu_seqlens", "checkpoint.save_interval",
         "tokenizer.tokenizer_type", "tokenizer.tokenizer_model", "dataset.split", "dataset.valid_data_path",
-        "dataset.eod_mask_loss", "train.eval_interval", "train.eval_iters", "logger.tensorboard_dir"}) {
+        "dataset.eod_mask_loss", "train.eval_interval", "train.eval_iters", "logger.tensorboard_dir",
+        "optimizer.use_precision_aware_optimizer", "optimizer.exp_avg_dtype", "optimizer.exp_avg_sq_dtype"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  EXPECT_EQ(keys.size(), 110u);  // main's 94 + 11 MoE keys + model.recompute_method + 4 data-parallel keys
+  // main's 94 + 11 MoE keys + model.recompute_method + 4 data-parallel keys + 3 precision-aware optimizer keys
+  EXPECT_EQ(keys.size(), 113u);
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {

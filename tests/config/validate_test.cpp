@@ -210,6 +210,16 @@ const std::vector<RuleCase> kCases = {
      {"dataset.mock=false", "dataset.data_path=data/x"}},
     {16,
      "llama/tiny",
+     {"optimizer.exp_avg_dtype=bf16"},
+     "optimizer.use_precision_aware_optimizer",
+     {"optimizer.exp_avg_dtype=bf16", "optimizer.use_precision_aware_optimizer=true"}},
+    {16,
+     "llama/tiny",
+     {"optimizer.use_precision_aware_optimizer=true", "optimizer.exp_avg_sq_dtype=fp16"},
+     "optimizer.exp_avg_sq_dtype",
+     {"optimizer.use_precision_aware_optimizer=true", "optimizer.exp_avg_sq_dtype=bf16"}},
+    {16,
+     "llama/tiny",
      {"model.tensor_model_parallel_size=0"},
      "model.tensor_model_parallel_size",
      {"model.tensor_model_parallel_size=2"}},
@@ -373,6 +383,25 @@ TEST(Validate, Rule16NotesUnimplementedFeaturesAndTrainCanRefuseThem) {
   });
   EXPECT_EQ(static_cast<size_t>(unimplemented_notes), features.size());
   EXPECT_TRUE(config::unimplemented_features(config::load_config("moe/tiny_moe")).empty());
+}
+
+// A bf16 second moment with beta2 above 1 - 2^-8 cannot follow the gradients: valid, with a note.
+TEST(Validate, Bf16SecondMomentWithBeta2NearOneIsANote) {
+  const auto bf16_note = [](const config::ValidationReport& r) {
+    return std::count_if(r.notes.begin(), r.notes.end(), [](const config::Note& n) {
+      return n.rule == 16 && n.message.find("exp_avg_sq_dtype bf16") != std::string::npos;
+    });
+  };
+  const std::vector<std::string> bf16 = {"optimizer.use_precision_aware_optimizer=true",
+                                         "optimizer.exp_avg_sq_dtype=bf16"};
+  std::vector<std::string> near_one = bf16, lower = bf16;
+  near_one.push_back("optimizer.adam_beta2=0.999");
+  lower.push_back("optimizer.adam_beta2=0.95");
+  const config::ValidationReport r = check("llama/tiny", near_one);
+  EXPECT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(bf16_note(r), 1);
+  EXPECT_EQ(bf16_note(check("llama/tiny", lower)), 0);
+  EXPECT_EQ(bf16_note(check("llama/tiny", {"optimizer.adam_beta2=0.999"})), 0);
 }
 
 TEST(Validate, Rule8DroplessMoeScopeIsANote) {

@@ -67,9 +67,10 @@ class SnapshotReducer final : public dist::GradientReducer {
   void reduce_norm_partials(cudaStream_t) override {}
   void gather_weights(cudaStream_t) override {}
   void reduce_eval_loss(cudaStream_t) override {}
-  void gather_optimizer_slices(const float* shard, float* staging, cudaStream_t stream) override {
+  void gather_optimizer_slices(const void* shard, void* staging, dist::ElementType type, cudaStream_t stream) override {
+    const size_t element_bytes = type == dist::ElementType::bf16 ? sizeof(uint16_t) : sizeof(float);
     if (shard != staging) {
-      SG_CUDA_CHECK(cudaMemcpyAsync(staging, shard, static_cast<size_t>(layout_.owned.size) * sizeof(float),
+      SG_CUDA_CHECK(cudaMemcpyAsync(staging, shard, static_cast<size_t>(layout_.owned.size) * element_bytes,
                                     cudaMemcpyDeviceToDevice, stream));
     }
     SG_CUDA_CHECK(cudaStreamSynchronize(stream));

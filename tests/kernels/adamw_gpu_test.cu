@@ -43,6 +43,24 @@ void expect_bf16_copy_of(const std::vector<bf16>& compute, const std::vector<flo
       << "bf16 compute weights are not bf16(master)";
 }
 
+// Fresh inputs of one AdamW update: weights, gradients and both moments (v positive).
+struct AdamWInputs {
+  std::vector<float> master0, grads, m0, v0;
+};
+AdamWInputs random_inputs(int64_t n, uint64_t seed) {
+  return {random_normal(n, seed, 0.05f), random_normal(n, seed + 1, 1e-2f), random_normal(n, seed + 2, 1e-3f),
+          random_positive(n, seed + 3, 1e-3f)};
+}
+
+// The CPU twin over the flat buffer as the step runs it: weight decay on [0, n_decay) only.
+void reference_update(std::vector<float>& p, const std::vector<float>& g, std::vector<float>& m, std::vector<float>& v,
+                      int64_t n_decay, float lr, float grad_scale, int64_t t, const ref::AdamWConfig& config) {
+  const auto n = static_cast<int64_t>(p.size());
+  ref::adamw_step(p.data(), g.data(), m.data(), v.data(), n_decay, lr, grad_scale, t, config, true);
+  ref::adamw_step(p.data() + n_decay, g.data() + n_decay, m.data() + n_decay, v.data() + n_decay, n - n_decay, lr,
+                  grad_scale, t, config, false);
+}
+
 struct AdamWCase {
   int64_t n, n_decay;
   bool with_grad_scale;
@@ -53,21 +71,15 @@ class AdamWGpu : public ::testing::TestWithParam<AdamWCase> {};
 TEST_P(AdamWGpu, MatchesReferenceAndDeterministic) {
   const AdamWCase c = GetParam();
   const int64_t n = c.n;
-  const uint64_t seed = 77 + n;
-  const std::vector<float> master0 = random_normal(n, seed, 0.05f);
-  const std::vector<float> grads = random_normal(n, seed + 1, 1e-2f);
-  const std::vector<float> m0 = random_normal(n, seed + 2, 1e-3f);
-  const std::vector<float> v0 = random_positive(n, seed + 3, 1e-3f);
+  const AdamWInputs in = random_inputs(n, 77 + n);
+  const std::vector<float>&master0 = in.master0, &grads = in.grads, &m0 = in.m0, &v0 = in.v0;
   const float lr = 3e-4f, grad_scale = c.with_grad_scale ? 0.37f : 1.0f;
   const int64_t steps_done = 4;  // this update is t = 5
   const kernels::AdamWHyperparams hyper{0.9f, 0.95f, 1e-8f, 0.1f};
 
   std::vector<float> ref_p = master0, ref_m = m0, ref_v = v0;
   const ref::AdamWConfig config{hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay};
-  ref::adamw_step(ref_p.data(), grads.data(), ref_m.data(), ref_v.data(), c.n_decay, lr, grad_scale,
-                  steps_done + 1, config, true);
-  ref::adamw_step(ref_p.data() + c.n_decay, grads.data() + c.n_decay, ref_m.data() + c.n_decay,
-                  ref_v.data() + c.n_decay, n - c.n_decay, lr, grad_scale, steps_done + 1, config, false);
+  reference_update(ref_p, grads, ref_m, ref_v, c.n_decay, lr, grad_scale, steps_done + 1, config);
 
   DeviceBuffer<float> d_master(n), d_grads(n), d_m(n), d_v(n), d_scale(1);
   DeviceBuffer<bf16> d_compute(n);
@@ -155,6 +167,141 @@ INSTANTIATE_TEST_SUITE_P(Sizes, AdamWGpu,
                                            AdamWCase{(1 << 20) + 7, (1 << 19) + 3, true},
                                            AdamWCase{(1 << 22) + 1, (1 << 22) - 100, false}));
 
+// Moments stored in bf16 (optimizer.exp_avg_dtype / exp_avg_sq_dtype). Starting from bf16 moment values:
+//   - against the fp32-moment kernel on the same inputs: bitwise the same master and compute weights (the
+//     update computes in fp32 either way), and each bf16 moment is exactly bf16(that kernel's fp32 moment);
+//   - against the CPU twin: weights within kFp32RelTol; a bf16 moment may differ from the twin's by one
+//     bf16 step where the fp32 values (within an fp32 step of each other) straddle a rounding tie, which
+//     the test bounds to 1 element in 1000;
+//   - the scalar path (buffers one element off alignment) gives the same bits as the 16-byte path.
+struct Bf16MomentsCase {
+  int64_t n, n_decay;
+  bool exp_avg_bf16, exp_avg_sq_bf16;
+};
+
+class AdamWBf16MomentsGpu : public ::testing::TestWithParam<Bf16MomentsCase> {};
+
+// A moment buffer of either dtype, offset by `shift` elements (1: off the 16-byte path's alignment).
+struct DeviceMoment {
+  DeviceMoment(bool bf16_storage, int64_t n, int64_t shift)
+      : is_bf16(bf16_storage), shift(shift), f32(n + shift), b16(n + shift) {}
+  void upload(const std::vector<float>& values) {
+    std::vector<float> padded(values.size() + shift, 0.0f);
+    std::copy(values.begin(), values.end(), padded.begin() + shift);
+    if (is_bf16) {
+      b16.upload(to_bf16(padded));
+    } else {
+      f32.upload(padded);
+    }
+  }
+  std::vector<float> download() {
+    std::vector<float> all = is_bf16 ? to_float(b16.download()) : f32.download();
+    return {all.begin() + shift, all.end()};
+  }
+  kernels::MomentBuffer buffer() {
+    return is_bf16 ? kernels::MomentBuffer(b16.get() + shift) : kernels::MomentBuffer(f32.get() + shift);
+  }
+  bool is_bf16;
+  int64_t shift;
+  DeviceBuffer<float> f32;
+  DeviceBuffer<bf16> b16;
+};
+
+TEST_P(AdamWBf16MomentsGpu, StorageRoundsOnlyTheMoments) {
+  const Bf16MomentsCase c = GetParam();
+  const int64_t n = c.n;
+  const AdamWInputs in = random_inputs(n, 313 + n);
+  const std::vector<float>&master0 = in.master0, &grads = in.grads;
+  const std::vector<float> m0 = round_bf16(in.m0), v0 = round_bf16(in.v0);  // as a bf16 run stores them
+  const float lr = 3e-4f, grad_scale = 0.61f;
+  const kernels::AdamWHyperparams hyper{0.9f, 0.95f, 1e-8f, 0.1f};
+  ref::AdamWConfig config{hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay};
+  DeviceBuffer<float> d_grads(n), d_scale(1);
+  DeviceBuffer<kernels::AdamWStepConstants> d_constants(1);
+  d_grads.upload(grads);
+  d_scale.upload({grad_scale});
+  d_constants.upload({to_device(ref::adamw_step_constants(lr, 3, config))});
+  cuda::Stream stream;
+
+  struct Result {
+    std::vector<float> master, m, v;
+    std::vector<bf16> compute;
+  };
+  const auto run = [&](bool avg_bf16, bool avg_sq_bf16, int64_t shift) {
+    DeviceBuffer<float> d_master(n + shift);
+    DeviceBuffer<bf16> d_compute(n + shift);
+    DeviceMoment d_m(avg_bf16, n, shift), d_v(avg_sq_bf16, n, shift);
+    std::vector<float> padded(n + shift, 0.0f);
+    std::copy(master0.begin(), master0.end(), padded.begin() + shift);
+    d_master.upload(padded);
+    d_m.upload(m0);
+    d_v.upload(v0);
+    d_compute.poison();
+    DeviceBuffer<float> d_grads_shifted(n + shift);
+    std::copy(grads.begin(), grads.end(), padded.begin() + shift);
+    d_grads_shifted.upload(padded);
+    kernels::adamw_step(stream, {.master_weights = d_master.get() + shift,
+                                 .compute_weights = d_compute.get() + shift,
+                                 .grads = d_grads_shifted.get() + shift,
+                                 .exp_avg = d_m.buffer(),
+                                 .exp_avg_sq = d_v.buffer(),
+                                 .n = n,
+                                 .n_decay = c.n_decay,
+                                 .step_constants = d_constants.get(),
+                                 .grad_scale = d_scale.get(),
+                                 .hyper = hyper});
+    SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<float> master = d_master.download();
+    const std::vector<bf16> compute = d_compute.download();
+    return Result{{master.begin() + shift, master.end()}, d_m.download(), d_v.download(),
+                  {compute.begin() + shift, compute.end()}};
+  };
+
+  const Result fp32 = run(false, false, 0);
+  const Result mixed = run(c.exp_avg_bf16, c.exp_avg_sq_bf16, 0);
+  EXPECT_EQ(std::memcmp(fp32.master.data(), mixed.master.data(), n * sizeof(float)), 0)
+      << "the weight update must not depend on how the moments are stored";
+  EXPECT_EQ(std::memcmp(fp32.compute.data(), mixed.compute.data(), n * sizeof(bf16)), 0);
+  EXPECT_EQ(mixed.m, c.exp_avg_bf16 ? round_bf16(fp32.m) : fp32.m);
+  EXPECT_EQ(mixed.v, c.exp_avg_sq_bf16 ? round_bf16(fp32.v) : fp32.v);
+
+  std::vector<float> ref_p = master0, ref_m = m0, ref_v = v0;
+  config.exp_avg_bf16 = c.exp_avg_bf16;
+  config.exp_avg_sq_bf16 = c.exp_avg_sq_bf16;
+  reference_update(ref_p, grads, ref_m, ref_v, c.n_decay, lr, grad_scale, 3, config);
+  EXPECT_LT(relative_error(mixed.master, ref_p), kFp32RelTol);
+  const auto expect_moment_near = [&](const std::vector<float>& gpu, const std::vector<float>& cpu, bool bf16_storage,
+                                      const char* what) {
+    if (!bf16_storage) {
+      EXPECT_LT(relative_error(gpu, cpu), kFp32RelTol) << what;
+      return;
+    }
+    int64_t differing = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (gpu[i] == cpu[i]) continue;
+      ++differing;
+      // One bf16 step at most: 8 significant bits, so a step is at most 2^-7 of the value.
+      EXPECT_LE(std::abs(gpu[i] - cpu[i]), std::abs(cpu[i]) / 128.0f) << what << " element " << i;
+    }
+    EXPECT_LE(differing, std::max<int64_t>(1, n / 1000)) << what << ": bf16 moments differing from the CPU twin";
+  };
+  expect_moment_near(mixed.m, ref_m, c.exp_avg_bf16, "exp_avg");
+  expect_moment_near(mixed.v, ref_v, c.exp_avg_sq_bf16, "exp_avg_sq");
+  expect_bf16_copy_of(mixed.compute, mixed.master);
+
+  const Result unaligned = run(c.exp_avg_bf16, c.exp_avg_sq_bf16, 1);
+  EXPECT_EQ(std::memcmp(mixed.master.data(), unaligned.master.data(), n * sizeof(float)), 0)
+      << "unaligned (scalar) and aligned (vectorised) AdamW differ";
+  EXPECT_EQ(mixed.m, unaligned.m);
+  EXPECT_EQ(mixed.v, unaligned.v);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, AdamWBf16MomentsGpu,
+                         ::testing::Values(Bf16MomentsCase{1, 1, true, true}, Bf16MomentsCase{1003, 517, true, true},
+                                           Bf16MomentsCase{1003, 0, true, false},
+                                           Bf16MomentsCase{1003, 1003, false, true},
+                                           Bf16MomentsCase{(1 << 20) + 7, (1 << 19) + 3, true, true}));
+
 // The optimizer tail of a training step, captured once and replayed: every replay must read the
 // device-side step counter, and AdamW the constants and clip coefficient of its own step, exactly like
 // the CPU reference run step by step.
@@ -237,10 +384,7 @@ TEST(OptimizerTailGraph, ReplaysMatchReferenceSteps) {
   float ref_lr = 0.0f;
   for (int64_t step = 0; step < replays; ++step) {
     ref_lr = ref::lr_at(ref_sched, step);
-    ref::adamw_step(ref_p.data(), grads.data(), ref_m.data(), ref_v.data(), n_decay, ref_lr, ref_clip, step + 1,
-                    config, true);
-    ref::adamw_step(ref_p.data() + n_decay, grads.data() + n_decay, ref_m.data() + n_decay,
-                    ref_v.data() + n_decay, n - n_decay, ref_lr, ref_clip, step + 1, config, false);
+    reference_update(ref_p, grads, ref_m, ref_v, n_decay, ref_lr, ref_clip, step + 1, config);
   }
   EXPECT_EQ(d_step.download()[0], replays);
   EXPECT_NEAR(d_lr.download()[0], ref_lr, 1e-6 * ref_lr);

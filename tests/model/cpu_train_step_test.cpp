@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/bf16_bits.h"
 #include "core/error.h"
 #include "model/cpu_model.h"
 #include "model/dropout_sites.h"
@@ -108,6 +109,45 @@ TEST(CpuTrainStep, LoadStateResumesBitExactly) {
   EXPECT_EQ(a.exp_avg_sq(), b.exp_avg_sq());
   EXPECT_EQ(b.steps_done(), 3);
   EXPECT_THROW(b.load_state(std::vector<float>(3), a.exp_avg(), a.exp_avg_sq(), 0, a.rng_state()), Error);
+}
+
+// bf16 moments (optimizer.exp_avg_dtype / exp_avg_sq_dtype): the first update, from zero moments, is
+// the fp32-moment model's bit for bit, with the moments rounded to bf16; the next reads the rounded moments.
+// A checkpoint's fp32 moments load rounded, and training still learns.
+TEST(CpuTrainStep, Bf16MomentsRoundTheStoredMomentsOnly) {
+  const ModelSpec spec = test::tiny_model_spec();
+  BatchSpec batch_spec;
+  batch_spec.micro_batch_size = 2;
+  OptimizerSpec fp32_opt;
+  fp32_opt.lr = 1e-2;
+  OptimizerSpec bf16_opt = fp32_opt;
+  bf16_opt.exp_avg_dtype = kernels::MomentDtype::bf16;
+  bf16_opt.exp_avg_sq_dtype = kernels::MomentDtype::bf16;
+  CpuModel fp32(spec, batch_spec, fp32_opt, rng::RngState{3, 0});
+  CpuModel bf16(spec, batch_spec, bf16_opt, rng::RngState{3, 0});
+  const HostBatch batch = test::random_batch(spec, batch_spec, 11);
+  fp32.train_step(batch);
+  bf16.train_step(batch);
+  EXPECT_EQ(fp32.weights(), bf16.weights());
+  int64_t rounded = 0;
+  for (size_t i = 0; i < fp32.exp_avg().size(); ++i) {
+    ASSERT_EQ(bf16.exp_avg()[i], round_to_bf16(fp32.exp_avg()[i])) << i;
+    ASSERT_EQ(bf16.exp_avg_sq()[i], round_to_bf16(fp32.exp_avg_sq()[i])) << i;
+    rounded += bf16.exp_avg()[i] != fp32.exp_avg()[i];
+  }
+  EXPECT_GT(rounded, 0);
+  fp32.train_step(batch);
+  bf16.train_step(batch);
+  EXPECT_NE(fp32.weights(), bf16.weights());
+
+  CpuModel loaded(spec, batch_spec, bf16_opt, rng::RngState{3, 0});
+  loaded.load_state(fp32.weights(), fp32.exp_avg(), fp32.exp_avg_sq(), fp32.steps_done(), fp32.rng_state());
+  for (size_t i = 0; i < fp32.exp_avg().size(); ++i) {
+    ASSERT_EQ(loaded.exp_avg()[i], round_to_bf16(fp32.exp_avg()[i])) << i;
+  }
+  std::vector<float> losses;
+  for (int step = 0; step < 20; ++step) losses.push_back(bf16.train_step(batch).loss);
+  EXPECT_LT(losses.back(), 0.8f * losses.front());
 }
 
 // "*-" repeated n times is the same model as n GPT blocks: from the same flat weights (their inits

@@ -61,6 +61,23 @@ TEST(MemoryPlan, DeclaredWithoutADeviceFromTheShapes) {
   EXPECT_EQ(more.requested_bytes() - plan.requested_bytes(), static_cast<size_t>(T * 2) * 12);
 }
 
+// bf16 Adam moments (optimizer.exp_avg_dtype / exp_avg_sq_dtype) take 2 bytes a parameter each.
+TEST(MemoryPlan, Bf16MomentsHalveTheirBuffers) {
+  const ModelSpec spec = test::tiny_model_spec();
+  const BatchSpec batch = batch_of(2, 1);
+  const auto n = static_cast<size_t>(model_layout(spec).total());
+  OptimizerSpec bf16_first;
+  bf16_first.exp_avg_dtype = kernels::MomentDtype::bf16;
+  const cuda::MemoryPlan fp32 = TrainStep::plan_memory(spec, batch);
+  const cuda::MemoryPlan mixed = TrainStep::plan_memory(spec, batch, {}, bf16_first);
+  EXPECT_EQ(fp32.at(fp32.find("optimizer.exp_avg")).bytes, n * 4);
+  EXPECT_EQ(mixed.at(mixed.find("optimizer.exp_avg")).bytes, n * 2);
+  EXPECT_EQ(mixed.at(mixed.find("optimizer.exp_avg_sq")).bytes, n * 4);
+  EXPECT_EQ(fp32.category_bytes(cuda::MemoryCategory::optimizer_state) -
+                mixed.category_bytes(cuda::MemoryCategory::optimizer_state),
+            n * 2);
+}
+
 TEST(MemoryPlan, FollowsAHybridPatternAndAttentionDropout) {
   ModelSpec spec = test::tiny_model_spec();
   spec.hybrid_layer_pattern = "*-*";

@@ -238,15 +238,22 @@ struct RunResult {
   rng::RngState rng{};
 };
 
+OptimizerSpec bf16_moments_optimizer() {
+  OptimizerSpec o = test_optimizer();
+  o.exp_avg_dtype = kernels::MomentDtype::bf16;
+  o.exp_avg_sq_dtype = kernels::MomentDtype::bf16;
+  return o;
+}
+
 // `steps` steps with a fresh batch each, dropout on, two microbatches.
-RunResult run_steps(Mode mode, int steps) {
+RunResult run_steps(Mode mode, int steps, const OptimizerSpec& optimizer = test_optimizer()) {
   ModelSpec spec = gpu_tiny_spec();
   spec.attention_dropout = 0.1f;
   spec.hidden_dropout = 0.1f;
   const BatchSpec bs = batch_spec(2);
   const uint64_t seed = 99;
   cuda::Stream stream;
-  TrainStep step(spec, bs, test_optimizer(), seed);
+  TrainStep step(spec, bs, optimizer, seed);
   step.upload_parameters(stream, initial_parameters(step.layout(), seed));
   test::StepModeDriver driver(step, mode, {graph::GraphScope::attn, graph::GraphScope::mlp});
   RunResult r;
@@ -305,13 +312,35 @@ TEST(TrainStepGpu, FusedSwiGluBackwardGraphsReplayBitwiseEqualToEager) {
   expect_bitwise_equal(eager, run_steps(Mode::region_graphs, 4));
 }
 
-TEST(TrainStepGpu, LoadStateResumesBitExactly) {
+// Adam moments stored in bf16 (optimizer.exp_avg_dtype / exp_avg_sq_dtype = bf16): every graph mode
+// bitwise equal to eager; the first step's update (from zero moments) is the fp32-moment step's, bit for
+// bit, with the moments rounded; later steps read the rounded moments and so differ.
+TEST(TrainStepGpu, Bf16MomentsGraphModesBitwiseEqualToEager) {
+  const RunResult eager = run_steps(Mode::eager, 4, bf16_moments_optimizer());
+  expect_bitwise_equal(eager, run_steps(Mode::whole_step_graph, 4, bf16_moments_optimizer()));
+  expect_bitwise_equal(eager, run_steps(Mode::region_graphs, 4, bf16_moments_optimizer()));
+  EXPECT_TRUE(bitwise_equal(eager.exp_avg, test::round_bf16(eager.exp_avg))) << "exp_avg holds non-bf16 values";
+  EXPECT_TRUE(bitwise_equal(eager.exp_avg_sq, test::round_bf16(eager.exp_avg_sq)));
+
+  const RunResult fp32_one = run_steps(Mode::eager, 1), bf16_one = run_steps(Mode::eager, 1, bf16_moments_optimizer());
+  EXPECT_TRUE(bitwise_equal(fp32_one.master, bf16_one.master)) << "the update must use the fp32 moments";
+  EXPECT_TRUE(bitwise_equal(test::round_bf16(fp32_one.exp_avg), bf16_one.exp_avg));
+  EXPECT_TRUE(bitwise_equal(test::round_bf16(fp32_one.exp_avg_sq), bf16_one.exp_avg_sq));
+  EXPECT_FALSE(bitwise_equal(fp32_one.exp_avg, bf16_one.exp_avg)) << "bf16 storage rounded nothing";
+  EXPECT_FALSE(bitwise_equal(run_steps(Mode::eager, 2).master, run_steps(Mode::eager, 2, bf16_moments_optimizer()).master))
+      << "the second step should read the rounded moments";
+}
+
+class TrainStepResume : public ::testing::TestWithParam<bool> {};  // bf16 moments?
+
+TEST_P(TrainStepResume, LoadStateResumesBitExactly) {
+  const OptimizerSpec optimizer = GetParam() ? bf16_moments_optimizer() : test_optimizer();
   ModelSpec spec = gpu_tiny_spec();
   spec.attention_dropout = 0.1f;
   spec.hidden_dropout = 0.1f;
   const BatchSpec bs = batch_spec(2);
   const uint64_t seed = 99;
-  const RunResult uninterrupted = run_steps(Mode::eager, 3);  // same spec, seed and batches 500, 501, 502
+  const RunResult uninterrupted = run_steps(Mode::eager, 3, optimizer);  // same spec, seed and batches 500-502
 
   cuda::Stream stream;
   graph::EagerRegionRunner eager;
@@ -319,7 +348,7 @@ TEST(TrainStepGpu, LoadStateResumesBitExactly) {
   int64_t steps_done = 0;
   rng::RngState rng{};
   {
-    TrainStep first(spec, bs, test_optimizer(), seed);
+    TrainStep first(spec, bs, optimizer, seed);
     first.upload_parameters(stream, initial_parameters(first.layout(), seed));
     for (uint64_t i = 0; i < 2; ++i) {
       first.upload_batch(stream, test::random_batch(spec, bs, 500 + i));
@@ -332,7 +361,7 @@ TEST(TrainStepGpu, LoadStateResumesBitExactly) {
     rng = first.download_rng_state(stream);
   }
   EXPECT_EQ(steps_done, 2);
-  TrainStep resumed(spec, bs, test_optimizer(), seed);
+  TrainStep resumed(spec, bs, optimizer, seed);
   resumed.load_state(stream, master, exp_avg, exp_avg_sq, steps_done, rng);
   resumed.upload_batch(stream, test::random_batch(spec, bs, 502));
   resumed.enqueue_step(stream, eager);
@@ -340,7 +369,12 @@ TEST(TrainStepGpu, LoadStateResumesBitExactly) {
   EXPECT_EQ(std::memcmp(&loss, &uninterrupted.losses[2], sizeof(float)), 0) << loss << " vs " << uninterrupted.losses[2];
   EXPECT_TRUE(bitwise_equal(resumed.download_main_weights(stream), uninterrupted.master));
   EXPECT_TRUE(bitwise_equal(resumed.download_compute_weights(stream), uninterrupted.compute));
+  EXPECT_TRUE(bitwise_equal(resumed.download_exp_avg(stream), uninterrupted.exp_avg));
+  EXPECT_TRUE(bitwise_equal(resumed.download_exp_avg_sq(stream), uninterrupted.exp_avg_sq));
 }
+
+INSTANTIATE_TEST_SUITE_P(Moments, TrainStepResume, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "bf16" : "fp32"; });
 
 // ---- NaN flags, regions, memory plan ----
 

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
+
+#include "core/bf16_bits.h"
 
 namespace {
 
@@ -59,6 +62,37 @@ TEST(RefAdamW, FirstStepMovesBySignTimesLr) {
                       true);
   EXPECT_NEAR(p[0], 0.3 - 0.1, 1e-6);
   EXPECT_NEAR(p[1], -0.7 + 0.1, 1e-5);  // |g| = 1e-3 vs eps 1e-8: relative 1e-5 off sign
+}
+
+// bf16 moments (the precision-aware optimizer): the weight update is the fp32 one, bit for bit, and each
+// stored moment is the fp32 moment rounded to nearest even; a moment left fp32 is untouched.
+TEST(RefAdamW, Bf16MomentsRoundOnlyTheStoredMoments) {
+  for (const auto& [avg_bf16, avg_sq_bf16] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+    HandCase fp32, mixed;
+    mixed.config.exp_avg_bf16 = avg_bf16;
+    mixed.config.exp_avg_sq_bf16 = avg_sq_bf16;
+    sg::ref::adamw_step(fp32.p.data(), fp32.grad.data(), fp32.m.data(), fp32.v.data(), 3, 0.01f, 0.5f, 2, fp32.config,
+                        true);
+    sg::ref::adamw_step(mixed.p.data(), mixed.grad.data(), mixed.m.data(), mixed.v.data(), 3, 0.01f, 0.5f, 2,
+                        mixed.config, true);
+    EXPECT_EQ(std::memcmp(fp32.p.data(), mixed.p.data(), 3 * sizeof(float)), 0) << "the update must use fp32 moments";
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(mixed.m[i], avg_bf16 ? sg::round_to_bf16(fp32.m[i]) : fp32.m[i]) << i;
+      EXPECT_EQ(mixed.v[i], avg_sq_bf16 ? sg::round_to_bf16(fp32.v[i]) : fp32.v[i]) << i;
+    }
+    // 0.11, 0.0103 and 0.002475 are not bf16 values: the rounding is visible.
+    if (avg_bf16) EXPECT_NE(mixed.m[0], fp32.m[0]);
+    if (avg_sq_bf16) EXPECT_NE(mixed.v[0], fp32.v[0]);
+  }
+}
+
+TEST(RefAdamW, RoundToBf16IsNearestEven) {
+  EXPECT_EQ(sg::round_to_bf16(1.0f), 1.0f);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even mantissa, 1.
+  EXPECT_EQ(sg::round_to_bf16(1.0f + 1.0f / 256), 1.0f);
+  EXPECT_EQ(sg::round_to_bf16(1.0f + 3.0f / 256), 1.0f + 4.0f / 256);  // tie, to even (2 x 2^-7)
+  EXPECT_EQ(sg::round_to_bf16(1.0f + 1.5f / 256), 1.0f + 1.0f / 128);  // above the tie: up
+  EXPECT_EQ(sg::round_to_bf16(-0.11f), -sg::round_to_bf16(0.11f));
 }
 
 }  // namespace
