@@ -8,6 +8,7 @@
 #include "core/strings.h"
 #include "model/stack.h"
 #include "train/metrics.h"
+#include "train/run_plan.h"
 
 namespace sg::bench {
 namespace {
@@ -242,6 +243,8 @@ std::string format_report(const BenchPlan& plan, const BenchResults& results, co
                           : "unknown for this device (MFU shown as -)",
       describe_arenas(results).c_str(), plan.warmup_steps, plan.steps, plan.floor_steps,
       plan.floor_steps == 1 ? "" : "s");
+  // Said in every report, so a figure with bf16 moments is not read as the fp32-moment step.
+  if (!plan.modes.empty()) out += "  " + train::describe_optimizer(plan.modes.front().config) + "\n";
   out += "\n";
 
   const bool recompute = any_recompute(results);
@@ -325,6 +328,10 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
                 {"num_query_groups", m.num_query_groups},
                 {"seq_length", m.seq_length},
                 {"vocab_size", m.vocab_size}};
+  if (!plan.modes.empty()) {
+    const config::OptimizerConfig& opt = plan.modes.front().config.optimizer;
+    j["optimizer"] = {{"exp_avg_dtype", opt.exp_avg_dtype}, {"exp_avg_sq_dtype", opt.exp_avg_sq_dtype}};
+  }
   j["batch"] = {{"micro_batch_size", plan.batch.micro_batch_size},
                 {"num_microbatches", plan.batch.num_microbatches},
                 {"data_parallel_size", plan.batch.data_parallel_size},

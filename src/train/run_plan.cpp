@@ -68,6 +68,17 @@ std::string describe_batch(const config::Config& config) {
                    thousands(steps * tokens).c_str());
 }
 
+std::string describe_optimizer(const config::Config& config) {
+  const config::OptimizerConfig& o = config.optimizer;
+  std::string text = strprintf("optimizer: AdamW (betas %g, %g; eps %g; weight decay %g; clip %g); fp32 master weights and "
+                               "gradients",
+                               o.adam_beta1, o.adam_beta2, o.adam_eps, o.weight_decay, o.clip_grad);
+  if (o.exp_avg_dtype == "fp32" && o.exp_avg_sq_dtype == "fp32") return text + ", fp32 Adam moments";
+  return text + strprintf("; Adam moments stored as exp_avg %s, exp_avg_sq %s (the precision-aware optimizer: computed "
+                          "in fp32, rounded when stored; PyTorch's fused AdamW keeps them in fp32)",
+                          o.exp_avg_dtype.c_str(), o.exp_avg_sq_dtype.c_str());
+}
+
 std::string describe_gpu_memory_plan(const config::Config& config) {
   const model::ModelSpec m = config::model_spec(config);
   const model::BatchSpec b = config::batch_spec(config);
@@ -111,7 +122,7 @@ std::string describe_graph_plan(const config::Config& config) {
 }
 
 std::vector<std::string> describe_run_plan(const config::Config& config) {
-  return {describe_model(config), describe_batch(config), describe_gpu_memory_plan(config),
+  return {describe_model(config), describe_batch(config), describe_optimizer(config), describe_gpu_memory_plan(config),
           describe_activation_plan(config), describe_graph_plan(config)};
 }
 

@@ -16,6 +16,9 @@ namespace sg::train {
 std::string describe_model(const config::Config& config);
 // "batch: 4 sequences x 256 tokens = 1,024 tokens per step (1 microbatch of 4); 300 steps = 307,200 tokens"
 std::string describe_batch(const config::Config& config);
+// "optimizer: AdamW (lr 3e-4, ...); fp32 master weights, gradients and Adam moments", or with the
+// precision-aware optimizer the moments' bf16 storage, said as not what PyTorch's fused AdamW keeps.
+std::string describe_optimizer(const config::Config& config);
 // The GPU arena by category, planned without a device (a few lines).
 std::string describe_gpu_memory_plan(const config::Config& config);
 // Activation bytes of one microbatch per layer, with and without model.recompute_* (a few lines;

@@ -189,7 +189,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   Evaluation& evaluation = *run.evaluation;
   const bool gpu = backend.on_gpu();
   log::info(backend.description());
-  std::vector<std::string> plan_lines = {describe_model(config), describe_batch(config)};
+  std::vector<std::string> plan_lines = {describe_model(config), describe_batch(config), describe_optimizer(config)};
   if (gpu) {
     plan_lines.push_back("GPU memory plan (the arena, as allocated):\n" + backend.memory_plan());
     for (const auto& line : backend.start_report()) plan_lines.push_back(line);

@@ -261,6 +261,24 @@ TEST(BenchReport, TableHasEveryColumnAndRow) {
   EXPECT_NE(table.find("+97.66 KiB (+0.005%)"), std::string::npos) << table;
   EXPECT_NE(table.find("4/4"), std::string::npos);
   EXPECT_NE(table.find("25.0"), std::string::npos);  // capture + instantiate
+  EXPECT_NE(table.find("fp32 Adam moments"), std::string::npos) << table;
+}
+
+// A run with bf16 moments says so, in the table and the JSON, so its figure is not read as the fp32 step's.
+TEST(BenchReport, Bf16MomentsAreNamed) {
+  Fixture f = fixture();
+  for (PlannedMode& mode : f.plan.modes) {
+    mode.config.optimizer.use_precision_aware_optimizer = true;
+    mode.config.optimizer.exp_avg_dtype = "bf16";
+    mode.config.optimizer.exp_avg_sq_dtype = "bf16";
+  }
+  const BenchReport r = summarize(f.plan, f.results);
+  const std::string table = format_report(f.plan, f.results, r);
+  EXPECT_NE(table.find("exp_avg bf16, exp_avg_sq bf16"), std::string::npos) << table;
+  EXPECT_NE(table.find("PyTorch's fused AdamW keeps them in fp32"), std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(report_json(f.plan, f.results, r));
+  EXPECT_EQ(j["optimizer"]["exp_avg_dtype"], "bf16");
+  EXPECT_EQ(j["optimizer"]["exp_avg_sq_dtype"], "bf16");
 }
 
 TEST(BenchReport, JsonHasEveryField) {
