@@ -23,7 +23,10 @@ model::OptimizerSpec optimizer_spec(const config::Config& config) {
   // Validation names the keys first; this only guards a config that skipped it.
   const auto moment_dtype = [](const char* key, const std::string& name) {
     const auto named = config::moment_dtype_named(name);
-    if (!named) throw Error(strprintf("%s = %s is not a moment dtype stepgraph has; use fp32 or bf16", key, name.c_str()));
+    if (!named) {
+      throw Error(strprintf("%s = %s is not a moment dtype stepgraph has; use one of: %s", key, name.c_str(),
+                            join(config::moment_dtype_names(), ", ").c_str()));
+    }
     return *named;
   };
   o.exp_avg_dtype = moment_dtype("optimizer.exp_avg_dtype", config.optimizer.exp_avg_dtype);
