@@ -21,7 +21,8 @@
 # records the results). SANITIZE_ONLY="racecheck synccheck" picks runs by name.
 # dp (issue 16): world size 1 vs 2 on the same global batch (losses within fp32 summation-order rounding, every
 # graph mode bitwise equal to eager at world size 2, with and without the gradient reduction overlapped with the
-# backward, the distributed optimizer, checkpoints saved at 2 ranks resumed at 1 and the other way), and during
+# backward, the distributed optimizer, checkpoints saved at 2 ranks resumed at 1 and the other way, bf16 Adam moments
+# and bf16 main gradients reduced in bf16), and during
 # the steps: SIGTERM to one rank (then its resume), SIGKILL to one rank, a NaN. On one GPU the two ranks share
 # it (scripts/two_ranks_one_gpu.sh), and world size 1 runs through the whole NCCL path (`stepgraph launch -n 1`)
 # in every graph mode, bitwise equal to the plain run. On 2 GPUs (kind nvidia-h200-x2) `stepgraph launch -n 2`
@@ -348,6 +349,32 @@ if want dp; then
   python3 bench/data_parallel_report.py losses "$D/ws1_bf16_moments/metrics.jsonl" \
     "$D/save_ws2_bf16_moments/metrics.jsonl" "$D/resume_ws1_bf16_moments/metrics.jsonl" | tee "$D/losses_bf16_moments.txt"
   record "dp bf16 moments ws2 save, ws1 resume" "rc=${PIPESTATUS[0]} (losses_bf16_moments.txt)"
+  # bf16 main gradients (ddp.grad_reduce_in_fp32=false), reduced in bf16: world size 2 against 1 (within the
+  # tolerance), the local graph at world size 2 against eager, and a distributed-optimizer checkpoint (its fp32 state
+  # gathered through the bf16 gradient buffer in two halves) saved at step 15 and resumed, both at world size 2,
+  # against the uninterrupted run (both bitwise).
+  bf16_grads=(ddp.grad_reduce_in_fp32=false)
+  rm -rf "$D/ckpt_bf16_grads"
+  run_dp ws1_bf16_grads "$SG" train "${tiny[@]}" "${bf16_grads[@]}" --run-dir "$D/ws1_bf16_grads"
+  run_dp ws2_bf16_grads "${ws2[@]}" train "${tiny[@]}" "${bf16_grads[@]}" --run-dir "$D/ws2_bf16_grads"
+  run_dp ws2_bf16_grads_local "${ws2[@]}" train "${tiny[@]}" "${bf16_grads[@]}" "${local_graph[@]}" \
+    --run-dir "$D/ws2_bf16_grads_local"
+  run_dp ws2_distopt_bf16_grads "${ws2[@]}" train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+    "${bf16_grads[@]}" --run-dir "$D/ws2_distopt_bf16_grads"
+  run_dp save_ws2_bf16_grads "${ws2[@]}" train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+    "${bf16_grads[@]}" train.train_iters=15 checkpoint.save="$D/ckpt_bf16_grads" --run-dir "$D/save_ws2_bf16_grads"
+  run_dp resume_ws2_bf16_grads "${ws2[@]}" train "${tiny[@]}" optimizer.use_distributed_optimizer=true \
+    "${bf16_grads[@]}" checkpoint.load="$D/ckpt_bf16_grads" --run-dir "$D/resume_ws2_bf16_grads"
+  echo "-- bf16 main gradients: world size 2 against 1; the local graph against eager; a save and resume against the"
+  echo "   uninterrupted distributed-optimizer run:"
+  {
+    python3 bench/data_parallel_report.py losses "$D/ws1_bf16_grads/metrics.jsonl" "$D/ws2_bf16_grads/metrics.jsonl"
+    python3 bench/data_parallel_report.py losses "$D/ws2_bf16_grads/metrics.jsonl" \
+      "$D/ws2_bf16_grads_local/metrics.jsonl"
+    python3 bench/data_parallel_report.py losses "$D/ws2_distopt_bf16_grads/metrics.jsonl" \
+      "$D/save_ws2_bf16_grads/metrics.jsonl" "$D/resume_ws2_bf16_grads/metrics.jsonl"
+  } | tee "$D/losses_bf16_grads.txt"
+  record "dp bf16 main gradients" "$(grep -c 'bitwise equal' "$D/losses_bf16_grads.txt")/3 bitwise (losses_bf16_grads.txt)"
   echo "-- world size 2 ($ws2_where; and the distributed optimizer, and a resume at world size 1) against world size 1:"
   python3 bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws2/metrics.jsonl" \
     "$D/ws2_distopt/metrics.jsonl" "$D/resume_ws1/metrics.jsonl" "$D/resume_ws2/metrics.jsonl" \

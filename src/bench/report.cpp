@@ -329,8 +329,10 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
                 {"seq_length", m.seq_length},
                 {"vocab_size", m.vocab_size}};
   if (!plan.modes.empty()) {
-    const config::OptimizerConfig& opt = plan.modes.front().config.optimizer;
-    j["optimizer"] = {{"exp_avg_dtype", opt.exp_avg_dtype}, {"exp_avg_sq_dtype", opt.exp_avg_sq_dtype}};
+    const config::Config& first = plan.modes.front().config;
+    j["optimizer"] = {{"exp_avg_dtype", first.optimizer.exp_avg_dtype},
+                      {"exp_avg_sq_dtype", first.optimizer.exp_avg_sq_dtype},
+                      {"main_grad_dtype", first.ddp.grad_reduce_in_fp32 ? "fp32" : "bf16"}};
   }
   j["batch"] = {{"micro_batch_size", plan.batch.micro_batch_size},
                 {"num_microbatches", plan.batch.num_microbatches},

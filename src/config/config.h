@@ -188,6 +188,9 @@ struct DdpConfig {
   bool use_distributed_optimizer = false;  // see OptimizerConfig::use_distributed_optimizer
   std::optional<int64_t> bucket_size;      // elements per gradient bucket; null: max(40M, 1M x dp)
   bool overlap_grad_reduce = false;        // reduce each bucket during the backward (Megatron's default: off)
+  // Main gradients stored and reduced in fp32 (true) or bf16 (false). Megatron's dataclass default is false;
+  // stepgraph's is true, its exact fp32 weight gradients (Bridge's recipes set true too).
+  bool grad_reduce_in_fp32 = true;
 };
 
 struct Config {
@@ -365,6 +368,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("ddp", "bucket_size", c.ddp.bucket_size, "elements per gradient bucket; null = max(40M, 1M x dp)");
   v("ddp", "overlap_grad_reduce", c.ddp.overlap_grad_reduce,
     "reduce each gradient bucket as soon as the backward finished it, overlapped with the rest");
+  v("ddp", "grad_reduce_in_fp32", c.ddp.grad_reduce_in_fp32,
+    "main gradients stored and reduced in fp32; false: bf16 (summed in fp32, rounded where stored)");
 }
 
 // Every dotted key ("model.hidden_size"), in emission order.

@@ -7,9 +7,9 @@ const std::vector<std::string>& moment_dtype_names() {
   return names;
 }
 
-std::optional<kernels::MomentDtype> moment_dtype_named(const std::string& name) {
-  if (name == "fp32") return kernels::MomentDtype::fp32;
-  if (name == "bf16") return kernels::MomentDtype::bf16;
+std::optional<kernels::FloatDtype> moment_dtype_named(const std::string& name) {
+  if (name == "fp32") return kernels::FloatDtype::fp32;
+  if (name == "bf16") return kernels::FloatDtype::bf16;
   return std::nullopt;
 }
 

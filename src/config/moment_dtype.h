@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/adamw.h"
+#include "kernels/float_buffer.h"
 
 namespace sg::config {
 
@@ -14,6 +14,6 @@ namespace sg::config {
 const std::vector<std::string>& moment_dtype_names();
 
 // nullopt: not a name in moment_dtype_names().
-std::optional<kernels::MomentDtype> moment_dtype_named(const std::string& name);
+std::optional<kernels::FloatDtype> moment_dtype_named(const std::string& name);
 
 }  // namespace sg::config

@@ -104,6 +104,18 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
     if (m.hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
     out.push_back({model::missing_layer_kind_text(kind), keys});
   }
+  if (!c.ddp.grad_reduce_in_fp32) {
+    for (const model::LayerKind kind : {model::LayerKind::moe, model::LayerKind::mamba}) {
+      if (!contains_kind(kinds, kind)) continue;
+      std::vector<std::string> keys = {"ddp.grad_reduce_in_fp32"};
+      if (kind == model::LayerKind::moe) keys.push_back("model.num_moe_experts");
+      if (m.hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
+      out.push_back({std::string("bf16 main gradients (ddp.grad_reduce_in_fp32=false) with ") +
+                         (kind == model::LayerKind::moe ? "MoE" : "Mamba") +
+                         " layers: their kernels write fp32 gradients; set ddp.grad_reduce_in_fp32=true",
+                     keys});
+    }
+  }
   if (m.add_bias_linear || m.add_qkv_bias) {
     out.push_back({"linear-layer biases", {"model.add_bias_linear", "model.add_qkv_bias"}});
   }
@@ -326,7 +338,7 @@ class Validator {
     if (!m().gradient_accumulation_fusion) {
       note(16,
            "gradient_accumulation_fusion false has no effect: weight gradients always accumulate "
-           "into the fp32 main_grad",
+           "into the main_grad",
            {"model.gradient_accumulation_fusion"});
     }
     if (!m().recompute_granularity && m().recompute_modules != ModelConfig{}.recompute_modules) {

@@ -342,7 +342,7 @@ class ShapeChecker {
                                      {"optimizer.exp_avg_sq_dtype", o.exp_avg_sq_dtype}}) {
       one_of(key, dtype, moment_dtype_names());
       const auto known = moment_dtype_named(dtype);
-      if (known && *known != kernels::MomentDtype::fp32 && !o.use_precision_aware_optimizer) {
+      if (known && *known != kernels::FloatDtype::fp32 && !o.use_precision_aware_optimizer) {
         fail(key + " = " + dtype + " needs the precision-aware optimizer", {key, "optimizer.use_precision_aware_optimizer"},
              "set optimizer.use_precision_aware_optimizer=true, or " + key + "=fp32");
       }

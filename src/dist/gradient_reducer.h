@@ -7,7 +7,7 @@
 //     in the last microbatch's backward, at each ready point (dist/gradient_buckets.h):
 //     gradients_ready     with ddp.overlap_grad_reduce: the buckets the backward just completed are
 //                         reduced on the reducer's own stream, overlapped with the rest of the backward
-//   reduce_gradients      grads (padded_params floats) summed over ranks: all of them (all-reduce in
+//   reduce_gradients      grads (padded_params values) summed over ranks: all of them (all-reduce in
 //                         buckets) or this rank's shard (reduce-scatter); with overlap only the join of
 //                         the reducer's stream; then *loss summed over ranks
 //   grad norm stage 1     per-block sums of squares over the owned range
@@ -32,7 +32,9 @@ namespace sg::dist {
 
 // The step's buffers the collectives touch; fixed for the life of the step (arena addresses).
 struct ReducerBuffers {
-  float* grads = nullptr;          // [padded_params] fp32 main_grad
+  void* grads = nullptr;           // [padded_params] main_grad of grad_type (f32, or bf16 with
+                                   // ddp.grad_reduce_in_fp32=false: then reduced in bf16, as Megatron does)
+  ElementType grad_type = ElementType::f32;
   void* params = nullptr;          // [padded_params] bf16 compute weights
   float* loss = nullptr;           // the step's device loss scalar
   float* eval_loss = nullptr;      // the evaluation's device loss scalar

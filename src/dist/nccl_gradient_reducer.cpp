@@ -30,10 +30,17 @@ void NcclGradientReducer::check_bound() const {
            "NcclGradientReducer used before bind(): the step binds its buffers when it plans its memory");
 }
 
+void* NcclGradientReducer::grads_at(int64_t element) const {
+  const size_t element_bytes = buffers_.grad_type == ElementType::bf16 ? sizeof(uint16_t) : sizeof(float);
+  return static_cast<char*>(buffers_.grads) + static_cast<size_t>(element) * element_bytes;
+}
+
 void NcclGradientReducer::bind(const ReducerBuffers& buffers, cudaStream_t stream) {
   cuda::check_host_sync_allowed("NcclGradientReducer::bind");
   buffers_ = buffers;
   check_bound();
+  SG_CHECK(buffers_.grad_type == ElementType::f32 || buffers_.grad_type == ElementType::bf16,
+           "NcclGradientReducer: the main gradients are f32 or bf16");
   if (layout_.overlap && !reduce_stream_) {
     reduce_stream_ = std::make_unique<cuda::Stream>();
     point_passed_ = std::make_unique<cuda::Event>();
@@ -50,12 +57,12 @@ void NcclGradientReducer::bind(const ReducerBuffers& buffers, cudaStream_t strea
 }
 
 void NcclGradientReducer::reduce_bucket(const GradientBucket& bucket, cudaStream_t stream) {
-  float* at = buffers_.grads + bucket.range.begin;
+  void* at = grads_at(bucket.range.begin);
   const auto count = static_cast<size_t>(bucket.range.size);
   if (bucket.owner < 0) {
-    comm_.all_reduce_sum(at, at, count, ElementType::f32, stream);
+    comm_.all_reduce_sum(at, at, count, buffers_.grad_type, stream);
   } else {
-    comm_.reduce_sum(at, at, count, ElementType::f32, bucket.owner, stream);
+    comm_.reduce_sum(at, at, count, buffers_.grad_type, bucket.owner, stream);
   }
 }
 
@@ -87,8 +94,8 @@ void NcclGradientReducer::reduce_gradients(cudaStream_t stream) {
     // After the backward one reduce-scatter is cheaper than the buckets' reduces into their owners (a
     // reduce sends each bucket one way; the reduce-scatter splits the traffic over both directions).
     const FlatRange& own = layout_.owned;
-    comm_.reduce_scatter_sum(buffers_.grads, buffers_.grads + own.begin, static_cast<size_t>(own.size),
-                             ElementType::f32, stream);
+    comm_.reduce_scatter_sum(buffers_.grads, grads_at(own.begin), static_cast<size_t>(own.size), buffers_.grad_type,
+                             stream);
   } else if (!layout_.overlap) {
     for (const GradientBucket& bucket : layout_.buckets) reduce_bucket(bucket, stream);
   } else if (forked_) {

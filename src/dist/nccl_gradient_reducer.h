@@ -39,6 +39,7 @@ class NcclGradientReducer final : public GradientReducer {
  private:
   void check_bound() const;
   void reduce_bucket(const GradientBucket& bucket, cudaStream_t stream);
+  void* grads_at(int64_t element) const;  // the main_grad from `element` on (its ReducerBuffers::grad_type)
   Communicator& comm_;
   DataParallelLayout layout_;
   ReducerBuffers buffers_;

@@ -43,7 +43,7 @@ __device__ __forceinline__ void update_element(float grad, float& m, float& v, f
   w = __fsub_rn(w, __fdiv_rn(__fmul_rn(s.step_size, m), denom));
 }
 
-// Moment storage: fp32 as is, bf16 widened on load and rounded to nearest even on store. Four
+// Gradient and moment storage: fp32 as is, bf16 widened on load and rounded to nearest even on store. Four
 // elements at a time for the 16-byte path (8 bytes for bf16), one for the scalar tail.
 __device__ __forceinline__ float4 load4(const float* p, int64_t q) { return reinterpret_cast<const float4*>(p)[q]; }
 __device__ __forceinline__ float4 load4(const bf16* p, int64_t q) {
@@ -64,9 +64,9 @@ __device__ __forceinline__ float load1(const bf16* p, int64_t i) { return __bflo
 __device__ __forceinline__ void store1(float* p, int64_t i, float x) { p[i] = x; }
 __device__ __forceinline__ void store1(bf16* p, int64_t i, float x) { p[i] = __float2bfloat16(x); }
 
-template <class ExpAvgT, class ExpAvgSqT>
+template <class GradT, class ExpAvgT, class ExpAvgSqT>
 __global__ void __launch_bounds__(kThreads)
-    adamw_kernel(float* __restrict__ master, bf16* __restrict__ compute, const float* __restrict__ grads,
+    adamw_kernel(float* __restrict__ master, bf16* __restrict__ compute, const GradT* __restrict__ grads,
                  ExpAvgT* __restrict__ exp_avg, ExpAvgSqT* __restrict__ exp_avg_sq, int64_t n, int64_t n_decay,
                  const AdamWStepConstants* __restrict__ constants_ptr, const float* __restrict__ grad_scale_ptr,
                  AdamWHyperparams h, bool vectorized) {
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kThreads)
   // elements per access keep more bytes in flight per thread than scalar accesses do.
   const int64_t quads = vectorized ? n / 4 : 0;
   for (int64_t q = first; q < quads; q += stride) {
-    const float4 g = reinterpret_cast<const float4*>(grads)[q];
+    const float4 g = load4(grads, q);
     float4 m = load4(exp_avg, q);
     float4 v = load4(exp_avg_sq, q);
     float4 w = reinterpret_cast<const float4*>(master)[q];
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int64_t i = quads * 4 + first; i < n; i += stride) {
     float m = load1(exp_avg, i), v = load1(exp_avg_sq, i), w = master[i];
-    update_element(grads[i], m, v, w, i < n_decay, s, h);
+    update_element(load1(grads, i), m, v, w, i < n_decay, s, h);
     store1(exp_avg, i, m);
     store1(exp_avg_sq, i, v);
     master[i] = w;
@@ -103,13 +103,13 @@ __global__ void __launch_bounds__(kThreads)
 
 bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-template <class ExpAvgT, class ExpAvgSqT>
+template <class GradT, class ExpAvgT, class ExpAvgSqT>
 void launch_adamw(cudaStream_t stream, const AdamWParams& p, bool vectorized) {
   const int64_t per_thread = vectorized ? 4 : 1;
   const int64_t threads_needed = (p.n + per_thread - 1) / per_thread;
   const int64_t blocks = std::min<int64_t>((threads_needed + kThreads - 1) / kThreads, kMaxBlocks);
   adamw_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      p.master_weights, p.compute_weights, p.grads, static_cast<ExpAvgT*>(p.exp_avg.data),
+      p.master_weights, p.compute_weights, static_cast<const GradT*>(p.grads.data), static_cast<ExpAvgT*>(p.exp_avg.data),
       static_cast<ExpAvgSqT*>(p.exp_avg_sq.data), p.n, p.n_decay, p.step_constants, p.grad_scale, p.hyper,
       vectorized);
   SG_CUDA_CHECK_LAUNCH("adamw_kernel");
@@ -117,25 +117,35 @@ void launch_adamw(cudaStream_t stream, const AdamWParams& p, bool vectorized) {
 
 // The 16-byte path reads four elements of every buffer at once: fp32 buffers need 16-byte alignment,
 // bf16 ones 8.
-bool aligned_for_quads(const MomentBuffer& b) { return aligned(b.data, b.dtype == MomentDtype::bf16 ? 8 : 16); }
+bool aligned_for_quads(const FloatBuffer& b) { return aligned(b.data, b.dtype == FloatDtype::bf16 ? 8 : 16); }
+
+// The moments' dtypes picked at run time, the gradients' already fixed as GradT.
+template <class GradT>
+void launch_for_moments(cudaStream_t stream, const AdamWParams& p, bool vectorized) {
+  const bool avg_bf16 = p.exp_avg.is_bf16(), avg_sq_bf16 = p.exp_avg_sq.is_bf16();
+  if (!avg_bf16 && !avg_sq_bf16) launch_adamw<GradT, float, float>(stream, p, vectorized);
+  if (!avg_bf16 && avg_sq_bf16) launch_adamw<GradT, float, bf16>(stream, p, vectorized);
+  if (avg_bf16 && !avg_sq_bf16) launch_adamw<GradT, bf16, float>(stream, p, vectorized);
+  if (avg_bf16 && avg_sq_bf16) launch_adamw<GradT, bf16, bf16>(stream, p, vectorized);
+}
 
 }  // namespace
 
 void adamw_step(cudaStream_t stream, const AdamWParams& p) {
   SG_CHECK(p.n >= 0 && p.n_decay >= 0 && p.n_decay <= p.n,
            strprintf("adamw_step: need 0 <= n_decay (%lld) <= n (%lld)", (long long)p.n_decay, (long long)p.n));
-  SG_CHECK(p.master_weights && p.grads && p.exp_avg.data && p.exp_avg_sq.data && p.step_constants,
+  SG_CHECK(p.master_weights && p.grads.data && p.exp_avg.data && p.exp_avg_sq.data && p.step_constants,
            "adamw_step: master_weights, grads, exp_avg, exp_avg_sq and step_constants must be device pointers");
   if (p.n == 0) return;
   // The arena and the shards align every buffer; offsets into them (tests, a shard's slice) may not.
-  const bool vectorized = aligned(p.master_weights, 16) && aligned(p.grads, 16) && aligned_for_quads(p.exp_avg) &&
+  const bool vectorized = aligned(p.master_weights, 16) && aligned_for_quads(p.grads) && aligned_for_quads(p.exp_avg) &&
                           aligned_for_quads(p.exp_avg_sq) &&
                           (p.compute_weights == nullptr || aligned(p.compute_weights, 8));
-  const bool avg_bf16 = p.exp_avg.dtype == MomentDtype::bf16, avg_sq_bf16 = p.exp_avg_sq.dtype == MomentDtype::bf16;
-  if (!avg_bf16 && !avg_sq_bf16) launch_adamw<float, float>(stream, p, vectorized);
-  if (!avg_bf16 && avg_sq_bf16) launch_adamw<float, bf16>(stream, p, vectorized);
-  if (avg_bf16 && !avg_sq_bf16) launch_adamw<bf16, float>(stream, p, vectorized);
-  if (avg_bf16 && avg_sq_bf16) launch_adamw<bf16, bf16>(stream, p, vectorized);
+  if (p.grads.is_bf16()) {
+    launch_for_moments<bf16>(stream, p, vectorized);
+  } else {
+    launch_for_moments<float>(stream, p, vectorized);
+  }
 }
 
 }  // namespace sg::kernels

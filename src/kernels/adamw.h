@@ -1,9 +1,9 @@
 #pragma once
-// AdamW: one fused pass over the flat buffers (fp32 master weights and grads, both moments) that also
-// writes the bf16 compute copy of the weights. CPU twin: reference/adamw.h (same formula, same order).
+// AdamW: one fused pass over the flat buffers (fp32 master weights, the main grads, both moments) that
+// also writes the bf16 compute copy of the weights. CPU twin: reference/adamw.h (same formula, same order).
 // Each moment is stored in fp32 or bf16 (Megatron's precision-aware optimizer: optimizer.exp_avg_dtype,
-// optimizer.exp_avg_sq_dtype); the update computes in fp32 either way and a bf16 moment is rounded to
-// nearest even only when it is stored.
+// optimizer.exp_avg_sq_dtype), and the gradients in fp32 or bf16 (ddp.grad_reduce_in_fp32); the update
+// computes in fp32 either way and a bf16 moment is rounded to nearest even only when it is stored.
 //
 // Graph-safe: the step's constants (from lr and t) and the clip coefficient are read from device memory
 // every launch. Order within a training step:
@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "cuda/bf16.h"
+#include "kernels/float_buffer.h"
 
 namespace sg::kernels {
 
@@ -33,24 +34,12 @@ struct AdamWStepConstants {
   float decay_factor = 1.0f;           // 1 - lr * weight_decay (fp32), applied to elements [0, n_decay)
 };
 
-// How an Adam moment is stored.
-enum class MomentDtype : uint8_t { fp32, bf16 };
-
-// A moment buffer and its storage dtype (the pointer's type picks it).
-struct MomentBuffer {
-  void* data = nullptr;
-  MomentDtype dtype = MomentDtype::fp32;
-  MomentBuffer() = default;
-  MomentBuffer(float* fp32_data) : data(fp32_data), dtype(MomentDtype::fp32) {}  // NOLINT: implicit on purpose
-  MomentBuffer(bf16* bf16_data) : data(bf16_data), dtype(MomentDtype::bf16) {}   // NOLINT: implicit on purpose
-};
-
 struct AdamWParams {
   float* master_weights = nullptr;  // [n] fp32, updated in place
   bf16* compute_weights = nullptr;  // [n] bf16 copy of the updated master weights; nullptr: not written
-  const float* grads = nullptr;     // [n] fp32 main_grad (not modified)
-  MomentBuffer exp_avg;             // [n] first moment, updated in place
-  MomentBuffer exp_avg_sq;          // [n] second moment, updated in place
+  FloatBuffer grads;                // [n] main_grad, fp32 or bf16 (ddp.grad_reduce_in_fp32); not modified
+  FloatBuffer exp_avg;             // [n] first moment, updated in place
+  FloatBuffer exp_avg_sq;          // [n] second moment, updated in place
   int64_t n = 0;
   // Decoupled weight decay on elements [0, n_decay) only (the model lays out matrices first, then
   // norms/biases which are not decayed). 0 <= n_decay <= n.

@@ -128,6 +128,25 @@ SG_UNROLL
   }
 }
 
+// VEC values of a buffer stored in fp32 or bf16 (a main_grad of either dtype, kernels/float_buffer.h), in fp32
+// registers; a bf16 store rounds to nearest even.
+template <int VEC>
+SG_DEVICE void load_floats(const float* src, float (&dst)[VEC]) {
+  load_f32<VEC>(src, dst);
+}
+template <int VEC>
+SG_DEVICE void load_floats(const bf16* src, float (&dst)[VEC]) {
+  load_bf16<VEC>(src, dst);
+}
+template <int VEC>
+SG_DEVICE void store_floats(float* dst, const float (&src)[VEC]) {
+  store_f32<VEC>(dst, src);
+}
+template <int VEC>
+SG_DEVICE void store_floats(bf16* dst, const float (&src)[VEC]) {
+  store_bf16<VEC>(dst, src);
+}
+
 // Threads in the running block (blockDim.x; the emulator's block size).
 #if defined(SG_SIMT_EMULATION)
 inline int block_threads() { return sg::emu::current_block()->nthreads; }

@@ -77,9 +77,9 @@ __global__ void embedding_sort_prepare_kernel(uint32_t* keys_in, int32_t* rows_i
 
 // Block (i, y): if sorted position i starts a run of equal tokens, sums the run's dout rows (increasing
 // t) over the columns of chunk y of this thread and adds the sum into dtable[token] once.
-template <int VEC>
+template <int VEC, class GradT>
 __global__ void __launch_bounds__(kMaxRowThreads)
-    embedding_backward_runs_kernel(float* dtable, const bf16* dout, const uint32_t* sorted_tokens,
+    embedding_backward_runs_kernel(GradT* dtable, const bf16* dout, const uint32_t* sorted_tokens,
                                    const int32_t* sorted_rows, int64_t T, int64_t H, int64_t vocab_size) {
   const int64_t i = blockIdx.x;
   const uint32_t token = sorted_tokens[i];
@@ -96,12 +96,12 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 #pragma unroll
     for (int k = 0; k < VEC; ++k) acc[k] += g[k];
   }
-  float* dst = dtable + static_cast<int64_t>(token) * H + c;
+  GradT* dst = dtable + static_cast<int64_t>(token) * H + c;
   float cur[VEC];
-  detail::load_f32<VEC>(dst, cur);
+  detail::load_floats<VEC>(dst, cur);
 #pragma unroll
   for (int k = 0; k < VEC; ++k) cur[k] += acc[k];
-  detail::store_f32<VEC>(dst, cur);
+  detail::store_floats<VEC>(dst, cur);
 }
 
 void check_shape(const char* op, int64_t T, int64_t H, int64_t V) {
@@ -139,7 +139,7 @@ void embedding_forward(cudaStream_t stream, const EmbeddingForwardParams& p) {
 
 void embedding_backward(cudaStream_t stream, const EmbeddingBackwardParams& p) {
   check_shape("embedding_backward", p.T, p.H, p.vocab_size);
-  SG_CHECK(p.dtable && p.dout && p.tokens, "embedding_backward: null pointer in params");
+  SG_CHECK(p.dtable.data && p.dout && p.tokens, "embedding_backward: null pointer in params");
   if (p.T == 0) return;
   SG_CHECK(p.scratch != nullptr && detail::is_aligned(p.scratch, kScratchAlign) && p.scratch_bytes > arrays_bytes(p.T),
            strprintf("embedding_backward: scratch (%zu bytes at %p) must be 256-byte aligned and hold "
@@ -164,18 +164,25 @@ void embedding_backward(cudaStream_t stream, const EmbeddingBackwardParams& p) {
                           static_cast<long long>(p.T), static_cast<long long>(p.vocab_size)));
   }
 
-  const bool vec = p.H % kBf16PerVec == 0 && detail::is_aligned(p.dout, 16) && detail::is_aligned(p.dtable, 16);
+  const bool vec = p.H % kBf16PerVec == 0 && detail::is_aligned(p.dout, 16) && detail::is_aligned(p.dtable.data, 16);
   const int vec_width = vec ? kBf16PerVec : 1;
   const int threads = detail::row_block_threads(p.H, vec_width, kMaxRowThreads);
   const dim3 grid(static_cast<unsigned>(p.T),
                   static_cast<unsigned>(detail::ceil_div(detail::ceil_div(p.H, vec_width), threads)));
   SG_CHECK(grid.y <= 65535, strprintf("embedding_backward: H = %lld too large", static_cast<long long>(p.H)));
-  if (vec) {
-    embedding_backward_runs_kernel<kBf16PerVec><<<grid, threads, 0, stream>>>(p.dtable, p.dout, s.keys_out, s.rows_out,
-                                                                              p.T, p.H, p.vocab_size);
+  const auto launch = [&](auto* dtable) {
+    if (vec) {
+      embedding_backward_runs_kernel<kBf16PerVec><<<grid, threads, 0, stream>>>(dtable, p.dout, s.keys_out, s.rows_out,
+                                                                                p.T, p.H, p.vocab_size);
+    } else {
+      embedding_backward_runs_kernel<1><<<grid, threads, 0, stream>>>(dtable, p.dout, s.keys_out, s.rows_out, p.T, p.H,
+                                                                      p.vocab_size);
+    }
+  };
+  if (p.dtable.is_bf16()) {
+    launch(static_cast<bf16*>(p.dtable.data));
   } else {
-    embedding_backward_runs_kernel<1><<<grid, threads, 0, stream>>>(p.dtable, p.dout, s.keys_out, s.rows_out, p.T,
-                                                                    p.H, p.vocab_size);
+    launch(static_cast<float*>(p.dtable.data));
   }
   SG_CUDA_CHECK_LAUNCH("embedding_backward_runs_kernel");
 }

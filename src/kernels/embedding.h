@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "cuda/bf16.h"
+#include "kernels/float_buffer.h"
 
 namespace sg::kernels {
 
@@ -30,7 +31,7 @@ struct EmbeddingForwardParams {
 void embedding_forward(cudaStream_t stream, const EmbeddingForwardParams& p);
 
 struct EmbeddingBackwardParams {
-  float* dtable = nullptr;          // [vocab_size, H] fp32, ADDED into
+  FloatBuffer dtable;               // [vocab_size, H] main_grad (fp32 or bf16), ADDED into
   const bf16* dout = nullptr;       // [T, H]
   const int32_t* tokens = nullptr;  // [T]
   void* scratch = nullptr;          // embedding_backward_scratch_bytes(T, vocab_size) bytes, 256-aligned

@@ -383,25 +383,28 @@ void LinearBackwardInput::run(cudaStream_t stream, bf16* dx, const bf16* dy, con
 // dW[N,K] += dy^T[N,T] x[T,K]  <=>  dW^T[K,N] += x^T[K,T] dy[T,N].
 // A = x: col-major [K,T] ld K = x^T, op(A) = A. B = dy: col-major [N,T] ld N = dy^T, op(B) = B^T = dy.
 // D = dW (fp32): col-major [K,N] ld K. m = K, n = N, k = T. beta = 1 (accumulate into main_grad).
-GemmDesc linear_backward_weight_desc(int64_t T, int64_t K, int64_t N) {
+GemmDesc linear_backward_weight_desc(int64_t T, int64_t K, int64_t N, FloatDtype grad_dtype) {
   GemmDesc d;
   d.transpose_a = false;
   d.transpose_b = true;
   d.m = K, d.n = N, d.k = T;
   d.lda = K, d.ldb = N, d.ldd = K;
-  d.d_type = GemmDtype::kFP32;
+  d.d_type = grad_dtype == FloatDtype::bf16 ? GemmDtype::kBF16 : GemmDtype::kFP32;
   d.beta = 1.0f;
   return d;
 }
 
-LinearBackwardWeight::LinearBackwardWeight(Blas& blas, int64_t T, int64_t K, int64_t N)
-    : plan_(&blas.plan(linear_backward_weight_desc(T, K, N))) {}
+LinearBackwardWeight::LinearBackwardWeight(Blas& blas, int64_t T, int64_t K, int64_t N, FloatDtype grad_dtype)
+    : plan_(&blas.plan(linear_backward_weight_desc(T, K, N, grad_dtype))), grad_dtype_(grad_dtype) {}
 
-void LinearBackwardWeight::run(cudaStream_t stream, float* dw, const bf16* dy, const bf16* x, bool overwrite) const {
+void LinearBackwardWeight::run(cudaStream_t stream, FloatBuffer dw, const bf16* dy, const bf16* x,
+                               bool overwrite) const {
+  SG_CHECK(dw.dtype == grad_dtype_, strprintf("LinearBackwardWeight: planned for %s gradients, given a %s buffer",
+                                              float_dtype_name(grad_dtype_), float_dtype_name(dw.dtype)));
   if (overwrite) {
-    plan_->run_overwriting(stream, x, dy, dw);
+    plan_->run_overwriting(stream, x, dy, dw.data);
   } else {
-    plan_->run(stream, x, dy, dw);
+    plan_->run(stream, x, dy, dw.data);
   }
 }
 

@@ -19,7 +19,7 @@
 // Row-major helpers (PyTorch convention, W [N, K] = [out, in]; activations [T, features]):
 //   LinearForward        y[T,N]  = x[T,K] W^T              (bf16 out; optional bias epilogue)
 //   LinearBackwardInput  dx[T,K] = dy[T,N] W  (+ dx)       (bf16 out; accumulate = beta 1)
-//   LinearBackwardWeight dW[N,K] += dy^T x                 (fp32 main_grad, beta 1; or = for the first write)
+//   LinearBackwardWeight dW[N,K] += dy^T x                 (main_grad fp32 or bf16, beta 1; or = for the first write)
 // cuBLASLt is column-major: a row-major [R, C] matrix is the column-major [C, R] matrix with leading
 // dimension C, i.e. its transpose. So row-major y = x W^T is the column-major y^T[N,T] = W x^T:
 // A = W seen col-major is [K,N] (ld K) and op(A) = A^T = [N,K]; B = x seen col-major is [K,T] (ld K),
@@ -38,6 +38,7 @@
 
 #include "cuda/bf16.h"
 #include "cuda/library_workspaces.h"
+#include "kernels/float_buffer.h"
 #include "kernels/gemm_preferences.h"
 
 namespace sg::kernels {
@@ -166,7 +167,7 @@ class Blas {
 // The GEMM each helper plans (gemm.cpp derives them), for benches that plan them with another heuristic_rank.
 GemmDesc linear_forward_desc(int64_t T, int64_t K, int64_t N, bool with_bias = false);
 GemmDesc linear_backward_input_desc(int64_t T, int64_t K, int64_t N, bool accumulate = false);
-GemmDesc linear_backward_weight_desc(int64_t T, int64_t K, int64_t N);
+GemmDesc linear_backward_weight_desc(int64_t T, int64_t K, int64_t N, FloatDtype grad_dtype = FloatDtype::fp32);
 
 // y[T, N] = x[T, K] W[N, K]^T (+ bias[N]), bf16 out, fp32 accumulate.
 class LinearForward {
@@ -190,16 +191,20 @@ class LinearBackwardInput {
   const GemmPlan* plan_;
 };
 
-// dW[N, K] += dy[T, N]^T x[T, K] into the fp32 main_grad (beta = 1), or with `overwrite` dW = dy^T x
+// dW[N, K] += dy[T, N]^T x[T, K] into the main_grad (beta = 1), or with `overwrite` dW = dy^T x
 // (the step's first write of this gradient, model/gradient_zeroing.h: dW is not read). Both bitwise
-// equal on a zeroed dW: the same algorithm.
+// equal on a zeroed dW: the same algorithm. The main_grad is fp32, or bf16 with ddp.grad_reduce_in_fp32=false:
+// the sum is fp32 either way and rounded to nearest even once, where it is stored, as PyTorch's autocast
+// rounds its bf16 weight gradients.
 class LinearBackwardWeight {
  public:
-  LinearBackwardWeight(Blas& blas, int64_t T, int64_t K, int64_t N);
-  void run(cudaStream_t stream, float* dw, const bf16* dy, const bf16* x, bool overwrite = false) const;
+  LinearBackwardWeight(Blas& blas, int64_t T, int64_t K, int64_t N, FloatDtype grad_dtype = FloatDtype::fp32);
+  // Throws sg::Error when dw's dtype is not the planned one.
+  void run(cudaStream_t stream, FloatBuffer dw, const bf16* dy, const bf16* x, bool overwrite = false) const;
 
  private:
   const GemmPlan* plan_;
+  FloatDtype grad_dtype_;
 };
 
 }  // namespace sg::kernels

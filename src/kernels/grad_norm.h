@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/float_buffer.h"
+
 namespace sg::kernels {
 
 inline constexpr int kGradNormPartials = 1024;
@@ -21,7 +23,7 @@ inline constexpr int kGradNormPartials = 1024;
 inline constexpr size_t kGradNormScratchBytes = kGradNormPartials * sizeof(double);
 
 struct GradNormPartialsParams {
-  const float* grads = nullptr;  // [n] the flat fp32 main_grad
+  FloatBuffer grads;  // [n] the flat main_grad, fp32 or bf16 (summed in fp64 either way)
   int64_t n = 0;
   double* partials = nullptr;  // OUT [kGradNormPartials] (kGradNormScratchBytes): block b's sum of g^2
 };

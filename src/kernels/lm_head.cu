@@ -47,8 +47,9 @@ LmHeadLayout lm_head_layout(const LmHeadShape& s, size_t chunk_budget_bytes) {
   return L;
 }
 
-LmHeadPlan::LmHeadPlan(Blas& blas, const LmHeadShape& shape, float loss_scale, size_t chunk_budget_bytes)
-    : shape_(shape), layout_(lm_head_layout(shape, chunk_budget_bytes)), loss_scale_(loss_scale) {
+LmHeadPlan::LmHeadPlan(Blas& blas, const LmHeadShape& shape, float loss_scale, size_t chunk_budget_bytes,
+                       FloatDtype grad_dtype)
+    : shape_(shape), layout_(lm_head_layout(shape, chunk_budget_bytes)), loss_scale_(loss_scale), grad_dtype_(grad_dtype) {
   full_ = plan_chunk(blas, layout_.chunk_rows);
   tail_rows_ = shape_.T % layout_.chunk_rows;
   if (tail_rows_ != 0) tail_ = plan_chunk(blas, tail_rows_);
@@ -79,13 +80,13 @@ LmHeadPlan::ChunkGemms LmHeadPlan::plan_chunk(Blas& blas, int64_t rows) const {
     d.beta = 0.0f;
     g.dhidden = &blas.plan(d);
   }
-  {  // dW^T [H,V] += h_c col-major [H,R] * (dlogits col-major [V,R])^T: m=H, n=V, k=R, fp32, beta 1.
+  {  // dW^T [H,V] += h_c col-major [H,R] * (dlogits col-major [V,R])^T: m=H, n=V, k=R, main_grad, beta 1.
     GemmDesc d;
     d.transpose_a = false;
     d.transpose_b = true;
     d.m = H, d.n = V, d.k = rows;
     d.lda = H, d.ldb = Vp, d.ldd = H;
-    d.d_type = GemmDtype::kFP32;
+    d.d_type = grad_dtype_ == FloatDtype::bf16 ? GemmDtype::kBF16 : GemmDtype::kFP32;
     d.beta = 1.0f;
     g.dweight = &blas.plan(d);
   }
@@ -93,7 +94,9 @@ LmHeadPlan::ChunkGemms LmHeadPlan::plan_chunk(Blas& blas, int64_t rows) const {
 }
 
 void LmHeadPlan::execute(cudaStream_t stream, const LmHeadBuffers& b) const {
-  SG_CHECK(b.dhidden && b.dweight, "lm_head execute: dhidden and dweight must be device pointers");
+  SG_CHECK(b.dhidden && b.dweight.data, "lm_head execute: dhidden and dweight must be device pointers");
+  SG_CHECK(b.dweight.dtype == grad_dtype_, strprintf("lm_head execute: planned for %s gradients, given a %s dweight",
+                                                     float_dtype_name(grad_dtype_), float_dtype_name(b.dweight.dtype)));
   run(stream, b, /*backward=*/true);
 }
 
@@ -137,9 +140,9 @@ void LmHeadPlan::run(cudaStream_t stream, const LmHeadBuffers& b, bool backward)
     if (!backward) continue;
     g.dhidden->run(stream, b.weight, dlogits, b.dhidden + r0 * H);
     if (b.overwrite_dweight && r0 == 0) {
-      g.dweight->run_overwriting(stream, h_c, dlogits, b.dweight);
+      g.dweight->run_overwriting(stream, h_c, dlogits, b.dweight.data);
     } else {
-      g.dweight->run(stream, h_c, dlogits, b.dweight);
+      g.dweight->run(stream, h_c, dlogits, b.dweight.data);
     }
   }
   cross_entropy_loss_reduce(stream, {row_loss, T, token_count, loss_scale_, b.loss_accumulator});

@@ -4,7 +4,7 @@
 //   logits_c  = h_c W^T                 GEMM, bf16 out  -> workspace [chunk_rows, Vp]
 //   cross_entropy(logits_c)             dlogits_c (bf16) -> workspace [chunk_rows, Vp]; row_loss_c
 //   dh_c      = dlogits_c W             GEMM, bf16 out, OVERWRITES dhidden rows of the chunk
-//   dW       += dlogits_c^T h_c         GEMM, fp32 main_grad, beta = 1 (beta 0 for the first chunk when
+//   dW       += dlogits_c^T h_c         GEMM, main_grad (fp32 or bf16), beta = 1 (beta 0 for the first chunk when
 //                                       LmHeadBuffers::overwrite_dweight: the step's first write of dW)
 // plus loss_token_count before the chunks and cross_entropy_loss_reduce after them (kernels/cross_entropy.h),
 // which ADDS loss_scale * mean-over-masked-tokens into the device loss accumulator.
@@ -58,7 +58,7 @@ struct LmHeadBuffers {
   const int32_t* targets = nullptr;  // [T], in [0, V) where loss_mask != 0
   const float* loss_mask = nullptr;  // [T]
   bf16* dhidden = nullptr;           // [T, H] OVERWRITTEN
-  float* dweight = nullptr;          // [V, H] fp32 main_grad, ADDED into (see overwrite_dweight)
+  FloatBuffer dweight;               // [V, H] main_grad (the plan's dtype), ADDED into (see overwrite_dweight)
   bool overwrite_dweight = false;    // the first chunk OVERWRITES dweight (not read): the step's first
                                      // writer of this gradient (model/gradient_zeroing.h)
   float* loss_accumulator = nullptr; // device scalar, += loss_scale * sum(mask*ce) / max(sum(mask), 1)
@@ -69,9 +69,9 @@ struct LmHeadBuffers {
 class LmHeadPlan {
  public:
   // Plans the GEMMs in `blas` (which must outlive this plan; execute() must use blas's stream).
-  // loss_scale = 1 / num_microbatches.
+  // loss_scale = 1 / num_microbatches; grad_dtype: the main_grad's (LmHeadBuffers::dweight).
   LmHeadPlan(Blas& blas, const LmHeadShape& shape, float loss_scale,
-             size_t chunk_budget_bytes = kLmHeadDefaultChunkBudgetBytes);
+             size_t chunk_budget_bytes = kLmHeadDefaultChunkBudgetBytes, FloatDtype grad_dtype = FloatDtype::fp32);
 
   const LmHeadShape& shape() const { return shape_; }
   const LmHeadLayout& layout() const { return layout_; }
@@ -96,6 +96,7 @@ class LmHeadPlan {
   LmHeadShape shape_;
   LmHeadLayout layout_;
   float loss_scale_;
+  FloatDtype grad_dtype_;
   ChunkGemms full_;
   ChunkGemms tail_;  // set when T % chunk_rows != 0
   int64_t tail_rows_ = 0;

@@ -11,7 +11,7 @@ void add_partial_column_sums(cudaStream_t stream, const float* partials, int64_t
 }
 
 void add_partial_column_sums_batched(cudaStream_t stream, const float* partials, int64_t rows, int64_t cols,
-                                     int64_t count, float* dst_base, const int64_t* dst_offsets) {
+                                     int64_t count, FloatBuffer dst_base, const int64_t* dst_offsets) {
   partial_sums::run_column_sums_batched(detail::CudaLaunch{stream}, partials, rows, cols, count, dst_base,
                                         dst_offsets);
 }

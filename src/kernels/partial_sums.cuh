@@ -17,8 +17,10 @@ struct ColumnSumArgs {
   float* dst[kMaxColumnSumSegments] = {};
   int64_t end[kMaxColumnSumSegments] = {};  // running column end of each segment
   // Batched (add_partial_column_sums_batched): matrix blockIdx.y at partials + y * rows * ld, one
-  // segment at dst_base + dst_offsets[y]; nullptr: one matrix and the segments above.
+  // segment at dst_base + dst_offsets[y] (fp32, or bf16 in dst_base_bf16: rounded to nearest even once the
+  // sum is added); nullptr: one matrix and the segments above.
   float* dst_base = nullptr;
+  bf16* dst_base_bf16 = nullptr;
   const int64_t* dst_offsets = nullptr;
 };
 
@@ -65,7 +67,12 @@ SG_KERNEL(kThreads) column_sums_kernel(ColumnSumArgs a) {
 SG_UNROLL
   for (int w = 0; w < kColumnSumWarps; ++w) total += warp_sums[w * kCols + tx];
   if (a.dst_offsets != nullptr) {
-    a.dst_base[a.dst_offsets[matrix] + col] += total;
+    if (a.dst_base_bf16 != nullptr) {
+      bf16& d = a.dst_base_bf16[a.dst_offsets[matrix] + col];
+      d = __float2bfloat16_rn(__bfloat162float(d) + total);
+    } else {
+      a.dst_base[a.dst_offsets[matrix] + col] += total;
+    }
     return;
   }
   int k = 0;
@@ -102,19 +109,23 @@ void run_column_sums(const Launch& launch, const float* partials, int64_t rows,
 
 template <class Launch>
 void run_column_sums_batched(const Launch& launch, const float* partials, int64_t rows, int64_t cols, int64_t count,
-                             float* dst_base, const int64_t* dst_offsets) {
+                             FloatBuffer dst_base, const int64_t* dst_offsets) {
   SG_CHECK(rows >= 0 && cols > 0 && count >= 0 && count <= 65535,
            strprintf("add_partial_column_sums_batched: rows = %lld, cols = %lld, count = %lld (need rows >= 0, "
                      "cols > 0, 0 <= count <= 65535)",
                      static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(count)));
   if (rows == 0 || count == 0) return;
-  SG_CHECK(partials != nullptr && dst_base != nullptr && dst_offsets != nullptr,
+  SG_CHECK(partials != nullptr && dst_base.data != nullptr && dst_offsets != nullptr,
            "add_partial_column_sums_batched: null partials, dst_base or dst_offsets");
   ColumnSumArgs a;
   a.partials = partials;
   a.rows = rows;
   a.ld = cols;
-  a.dst_base = dst_base;
+  if (dst_base.is_bf16()) {
+    a.dst_base_bf16 = static_cast<bf16*>(dst_base.data);
+  } else {
+    a.dst_base = static_cast<float*>(dst_base.data);
+  }
   a.dst_offsets = dst_offsets;
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(cols, kCols)), static_cast<unsigned>(count));
   launch("column_sums_kernel", column_sums_kernel<>, grid, kColumnSumThreads, sizeof(float) * kColumnSumWarps * kCols,

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "kernels/float_buffer.h"
+
 namespace sg::kernels {
 
 // One destination: dst[0, cols) += the next `cols` column sums.
@@ -27,8 +29,9 @@ void add_partial_column_sums(cudaStream_t stream, const float* partials, int64_t
 // `count` partial matrices [rows, cols] stacked in `partials` (matrix k at partials + k * rows * cols),
 // each summed per column in the same fixed order as above and ADDED into dst_base + dst_offsets[k]
 // (dst_offsets: a DEVICE array of count element offsets). One launch for many small reductions, e.g.
-// the weight gradients of every RMSNorm of the step (model/train_step.h). count or rows may be 0.
+// the weight gradients of every RMSNorm of the step (model/train_step.h), into a main_grad of either dtype
+// (a bf16 one rounded to nearest even after the add). count or rows may be 0.
 void add_partial_column_sums_batched(cudaStream_t stream, const float* partials, int64_t rows, int64_t cols,
-                                     int64_t count, float* dst_base, const int64_t* dst_offsets);
+                                     int64_t count, FloatBuffer dst_base, const int64_t* dst_offsets);
 
 }  // namespace sg::kernels

@@ -90,9 +90,9 @@ void CpuModel::load_state(const std::vector<float>& weights, const std::vector<f
   SG_CHECK(steps_done >= 0, "steps_done must not be negative");
   weights_ = weights;
   // A bf16 moment holds the values rounded to nearest even, as the GPU step's upload does.
-  const auto stored = [](const std::vector<float>& values, kernels::MomentDtype dtype) {
+  const auto stored = [](const std::vector<float>& values, kernels::FloatDtype dtype) {
     std::vector<float> out = values;
-    if (dtype == kernels::MomentDtype::bf16) {
+    if (dtype == kernels::FloatDtype::bf16) {
       for (float& x : out) x = round_to_bf16(x);
     }
     return out;
@@ -224,6 +224,11 @@ float CpuModel::compute_gradients(const HostBatch& batch, uint64_t first_offset)
     const rng::RngState rng{rng_.seed, first_offset + static_cast<uint64_t>(mb) * kRngOffsetPerMicrobatch};
     loss += microbatch(batch.tokens.data() + at, batch.targets.data() + at, batch.loss_mask.data() + at, rng, true,
                        1.0f / static_cast<float>(M));
+    // bf16 main gradients (ddp.grad_reduce_in_fp32=false): each microbatch's sum rounded to nearest even, as the
+    // GPU's writers round where they store it.
+    if (optimizer_.main_grad_dtype == kernels::FloatDtype::bf16) {
+      for (float& g : grads_) g = round_to_bf16(g);
+    }
   }
   return static_cast<float>(loss / static_cast<double>(M));
 }
@@ -270,8 +275,8 @@ CpuStepResult CpuModel::train_step(const HostBatch& batch) {
   adam.beta2 = static_cast<float>(optimizer_.adam_beta2);
   adam.eps = static_cast<float>(optimizer_.adam_eps);
   adam.weight_decay = static_cast<float>(optimizer_.weight_decay);
-  adam.exp_avg_bf16 = optimizer_.exp_avg_dtype == kernels::MomentDtype::bf16;
-  adam.exp_avg_sq_bf16 = optimizer_.exp_avg_sq_dtype == kernels::MomentDtype::bf16;
+  adam.exp_avg_bf16 = optimizer_.exp_avg_dtype == kernels::FloatDtype::bf16;
+  adam.exp_avg_sq_bf16 = optimizer_.exp_avg_sq_dtype == kernels::FloatDtype::bf16;
   const int64_t n_decay = layout_.num_decay(), n = layout_.total();
   ref::adamw_step(weights_.data(), grads_.data(), exp_avg_.data(), exp_avg_sq_.data(), n_decay, r.lr, r.clip_coef,
                   steps_done_ + 1, adam, true);

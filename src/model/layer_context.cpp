@@ -126,4 +126,12 @@ float* LayerBindContext::main_weight(ParamRef ref) const {
   return pointers_.main_weights + layout_.offset(ref);
 }
 
+float* LayerBindContext::grad_fp32(ParamRef ref, const char* layer_kind) const {
+  SG_CHECK(!pointers_.grads.is_bf16(),
+           strprintf("%s layers write fp32 weight gradients only, and ddp.grad_reduce_in_fp32=false keeps the main "
+                     "gradients in bf16: not implemented for this layer kind yet. Set ddp.grad_reduce_in_fp32=true",
+                     layer_kind));
+  return static_cast<float*>(grad(ref).data);
+}
+
 }  // namespace sg::model

@@ -20,6 +20,7 @@
 #include "cuda/bf16.h"
 #include "cuda/philox.h"
 #include "graph/region.h"
+#include "kernels/float_buffer.h"
 #include "model/recompute_layout.h"
 #include "model/recompute_spec.h"
 #include "model/spec.h"
@@ -160,7 +161,7 @@ class DevicePlanContext {
 struct StepPointers {
   bf16* params = nullptr;                      // bf16 compute weights (flat)
   float* main_weights = nullptr;               // fp32 main weights (flat): what step_end may update
-  float* grads = nullptr;                      // fp32 main_grad (flat)
+  kernels::FloatBuffer grads;                  // main_grad (flat), fp32 or bf16 (OptimizerSpec::main_grad_dtype)
   float* aux_loss = nullptr;                   // device scalars of the step's auxiliary losses
   float* z_loss = nullptr;                     //   (AuxLosses; zeroed at the step's start)
   const rng::RngState* hidden_rng = nullptr;   // "default" generator: our Philox dropout
@@ -189,9 +190,13 @@ class LayerBindContext {
   T* get(SharedBufferRef ref) const {
     return static_cast<T*>(buffers_.get(ref));
   }
-  // Parameter block `ref` in the bf16 weights and in the fp32 gradients.
+  // Parameter block `ref` in the bf16 weights and in the main gradients (of grad_dtype()).
   bf16* weight(ParamRef ref) const { return pointers_.params + layout_.offset(ref); }
-  float* grad(ParamRef ref) const { return pointers_.grads + layout_.offset(ref); }
+  kernels::FloatBuffer grad(ParamRef ref) const { return pointers_.grads.at(layout_.offset(ref)); }
+  kernels::FloatDtype grad_dtype() const { return pointers_.grads.dtype; }
+  // For a layer kind whose kernels write fp32 gradients only: throws sg::Error naming `layer_kind` and
+  // ddp.grad_reduce_in_fp32 when the main gradients are bf16 (config validation refuses that first).
+  float* grad_fp32(ParamRef ref, const char* layer_kind) const;
   // Its fp32 master weights (Mamba's dt_bias, A_log, D: bf16 would put ~3% of error on dt and A; MoE's expert bias).
   // Throws sg::Error when the step holds only a shard of them (the distributed optimizer).
   float* main_weight(ParamRef ref) const;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/adamw.h"
+#include "kernels/float_buffer.h"
 #include "model/moe_spec.h"
 #include "model/recompute_spec.h"
 #include "reference/rope_frequencies.h"
@@ -113,8 +113,12 @@ struct OptimizerSpec {
   double adam_eps = 1e-8;
   double clip_grad = 1.0;  // optimizer.clip_grad: max global grad norm; <= 0 turns clipping off
   // optimizer.exp_avg_dtype / exp_avg_sq_dtype: how the Adam moments are stored (kernels/adamw.h)
-  kernels::MomentDtype exp_avg_dtype = kernels::MomentDtype::fp32;
-  kernels::MomentDtype exp_avg_sq_dtype = kernels::MomentDtype::fp32;
+  kernels::FloatDtype exp_avg_dtype = kernels::FloatDtype::fp32;
+  kernels::FloatDtype exp_avg_sq_dtype = kernels::FloatDtype::fp32;
+  // ddp.grad_reduce_in_fp32: the main gradients' storage, fp32 (true) or bf16 (false, as Megatron's buffer holds
+  // them in the parameters' dtype). The weight-gradient GEMMs and the other writers sum in fp32 and round where
+  // they store; the norm, the clip and AdamW read them widened.
+  kernels::FloatDtype main_grad_dtype = kernels::FloatDtype::fp32;
 };
 
 }  // namespace sg::model

@@ -85,16 +85,16 @@ TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const Mo
   const size_t flat = sz(dp.padded_params), owned = sz(dp.owned.size);
   plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, flat);
   plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, owned);
-  plan.add_array<float>("gradients.fp32", MemoryCategory::gradients, flat);
-  const auto add_moment = [&](const char* name, kernels::MomentDtype dtype) {
-    if (dtype == kernels::MomentDtype::bf16) {
-      plan.add_array<bf16>(name, MemoryCategory::optimizer_state, owned);
+  const auto add_floats = [&](const char* name, MemoryCategory category, size_t count, kernels::FloatDtype dtype) {
+    if (dtype == kernels::FloatDtype::bf16) {
+      plan.add_array<bf16>(name, category, count);
     } else {
-      plan.add_array<float>(name, MemoryCategory::optimizer_state, owned);
+      plan.add_array<float>(name, category, count);
     }
   };
-  add_moment("optimizer.exp_avg", optimizer.exp_avg_dtype);
-  add_moment("optimizer.exp_avg_sq", optimizer.exp_avg_sq_dtype);
+  add_floats("gradients", MemoryCategory::gradients, flat, optimizer.main_grad_dtype);
+  add_floats("optimizer.exp_avg", MemoryCategory::optimizer_state, owned, optimizer.exp_avg_dtype);
+  add_floats("optimizer.exp_avg_sq", MemoryCategory::optimizer_state, owned, optimizer.exp_avg_sq_dtype);
   plan.add("step.scalars", MemoryCategory::optimizer_state, sizeof(StepScalars));
   cuda::RngTracker(0).plan(plan, "rng.states");  // the size depends on the generators, not the seed
 
@@ -173,13 +173,13 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
 
   params_ = arena_->get<bf16>(slot("parameters.bf16"));
   main_weights_ = arena_->get<float>(slot("main_weights.fp32"));
-  grads_ = arena_->get<float>(slot("gradients.fp32"));
-  const auto moment = [&](const char* name, kernels::MomentDtype dtype) -> kernels::MomentBuffer {
-    if (dtype == kernels::MomentDtype::bf16) return arena_->get<bf16>(slot(name));
+  const auto floats = [&](const char* name, kernels::FloatDtype dtype) -> kernels::FloatBuffer {
+    if (dtype == kernels::FloatDtype::bf16) return arena_->get<bf16>(slot(name));
     return arena_->get<float>(slot(name));
   };
-  exp_avg_ = moment("optimizer.exp_avg", optimizer_.exp_avg_dtype);
-  exp_avg_sq_ = moment("optimizer.exp_avg_sq", optimizer_.exp_avg_sq_dtype);
+  grads_ = floats("gradients", optimizer_.main_grad_dtype);
+  exp_avg_ = floats("optimizer.exp_avg", optimizer_.exp_avg_dtype);
+  exp_avg_sq_ = floats("optimizer.exp_avg_sq", optimizer_.exp_avg_sq_dtype);
   scalars_ = arena_->get<StepScalars>(slot("step.scalars"));
   dropout_sites_ = arena_->get<uint32_t>(slot("attention.dropout_sites"));
   dropout_seeds_ = arena_->get<int64_t>(slot("attention.dropout_seeds"));
@@ -239,7 +239,7 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   }
   lm_head_ = std::make_unique<kernels::LmHeadPlan>(*blas_, kernels::LmHeadShape{T_, m.hidden_size, m.vocab_size},
                                                    1.0f / static_cast<float>(batch_.global_microbatches()),
-                                                   options.lm_head_chunk_budget_bytes);
+                                                   options.lm_head_chunk_budget_bytes, optimizer_.main_grad_dtype);
 
   const StepScalars initial;
   SG_CUDA_CHECK(cudaMemcpy(scalars_, &initial, sizeof(initial), cudaMemcpyHostToDevice));
@@ -305,9 +305,9 @@ void TrainStep::load_state(cudaStream_t stream, const std::vector<float>& weight
   SG_CUDA_CHECK(cudaMemcpyAsync(params_, compute.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
   // A bf16 moment takes the values rounded to nearest even (exact when they came from a bf16 run).
   std::vector<uint16_t> avg_bits, avg_sq_bits;
-  const auto upload_moment = [&](const kernels::MomentBuffer& moment, const std::vector<float>& values,
+  const auto upload_moment = [&](const kernels::FloatBuffer& moment, const std::vector<float>& values,
                                  std::vector<uint16_t>& bits) {
-    if (moment.dtype == kernels::MomentDtype::fp32) {
+    if (moment.dtype == kernels::FloatDtype::fp32) {
       SG_CUDA_CHECK(cudaMemcpyAsync(moment.data, values.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
       return;
     }
@@ -318,7 +318,7 @@ void TrainStep::load_state(cudaStream_t stream, const std::vector<float>& weight
   upload_moment(exp_avg_, avg_owned, avg_bits);
   upload_moment(exp_avg_sq_, avg_sq_owned, avg_sq_bits);
   SG_CUDA_CHECK(cudaMemcpyAsync(scalars_, &scalars, sizeof(scalars), cudaMemcpyHostToDevice, stream));
-  SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, sz(dp_.padded_params) * sizeof(float), stream));
+  SG_CUDA_CHECK(cudaMemsetAsync(grads_.data, 0, sz(dp_.padded_params) * grads_.element_bytes(), stream));
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   // Every generator keeps its seed and takes the checkpoint's offset (they advance together), moved to
   // where this rank's microbatches start.
@@ -338,9 +338,21 @@ void TrainStep::download_floats(cudaStream_t stream, const float* src, std::vect
 std::vector<float> TrainStep::download_main_weights(cudaStream_t stream) const {
   return download_optimizer_state(stream, main_weights_);
 }
-std::vector<float> TrainStep::download_grads(cudaStream_t stream) const {
+std::vector<float> TrainStep::download_grads(cudaStream_t stream) const { return download_widened(stream, grads_); }
+
+std::vector<float> TrainStep::download_widened(cudaStream_t stream, const kernels::FloatBuffer& src) const {
   std::vector<float> out;
-  download_floats(stream, grads_, out);
+  if (!src.is_bf16()) {
+    download_floats(stream, static_cast<const float*>(src.data), out);
+    return out;
+  }
+  check_setup_allowed("TrainStep::download");
+  const size_t n = sz(layout_.total());
+  std::vector<uint16_t> bits(n);
+  SG_CUDA_CHECK(cudaMemcpyAsync(bits.data(), src.data, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream));
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) out[i] = bf16_bits_to_float(bits[i]);
   return out;
 }
 std::vector<float> TrainStep::download_exp_avg(cudaStream_t stream) const { return download_moment(stream, exp_avg_); }
@@ -349,14 +361,7 @@ std::vector<float> TrainStep::download_exp_avg_sq(cudaStream_t stream) const {
 }
 
 std::vector<float> TrainStep::download_compute_weights(cudaStream_t stream) const {
-  check_setup_allowed("TrainStep::download_compute_weights");
-  const size_t n = sz(layout_.total());
-  std::vector<uint16_t> bits(n);
-  SG_CUDA_CHECK(cudaMemcpyAsync(bits.data(), params_, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream));
-  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = bf16_bits_to_float(bits[i]);
-  return out;
+  return download_widened(stream, params_);
 }
 
 StepScalars TrainStep::download_scalars(cudaStream_t stream) const {

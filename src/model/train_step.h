@@ -164,7 +164,7 @@ class TrainStep {
                   const std::vector<float>& exp_avg_sq, int64_t steps_done, rng::RngState rng);
   std::vector<float> download_main_weights(cudaStream_t stream) const;
   std::vector<float> download_compute_weights(cudaStream_t stream) const;  // the bf16 copy, widened
-  std::vector<float> download_grads(cudaStream_t stream) const;
+  std::vector<float> download_grads(cudaStream_t stream) const;  // widened from bf16 where they are stored so
   std::vector<float> download_exp_avg(cudaStream_t stream) const;
   std::vector<float> download_exp_avg_sq(cudaStream_t stream) const;
   StepScalars download_scalars(cudaStream_t stream) const;
@@ -177,9 +177,9 @@ class TrainStep {
   int32_t* tokens() const;     // [tokens_per_step()]
   int32_t* targets() const;    // [tokens_per_step()]
   float* loss_mask() const;    // [tokens_per_step()]
-  // [data_parallel().padded_params] fp32 gradients; between steps only (tests poison them to check
-  // that every step zeroes or overwrites all of them: model/gradient_zeroing.h).
-  float* gradients() const { return grads_; }
+  // [data_parallel().padded_params] main gradients (OptimizerSpec::main_grad_dtype); between steps only (tests
+  // poison them to check that every step zeroes or overwrites all of them: model/gradient_zeroing.h).
+  kernels::FloatBuffer gradients() const { return grads_; }
   const StepScalars* scalars() const;  // device
   const float* loss() const { return &scalars_device()->loss; }
   const float* grad_norm() const { return &scalars_device()->grad_norm; }
@@ -231,12 +231,14 @@ class TrainStep {
                      const bf16* dresidual);
   StepScalars* scalars_device() const;
   void download_floats(cudaStream_t stream, const float* src, std::vector<float>& out) const;
+  // layout().total() values of a buffer of either dtype, widened to fp32.
+  std::vector<float> download_widened(cudaStream_t stream, const kernels::FloatBuffer& src) const;
   // Data parallelism (train_step_data_parallel.cpp).
   // The reducer's layout, or world size 1 with everything owned when there is none.
   static dist::DataParallelLayout data_parallel_layout(const TrainStepOptions& options, int64_t num_params);
   void bind_reducer();
   std::vector<float> download_optimizer_state(cudaStream_t stream, const float* slice) const;
-  std::vector<float> download_moment(cudaStream_t stream, const kernels::MomentBuffer& moment) const;
+  std::vector<float> download_moment(cudaStream_t stream, const kernels::FloatBuffer& moment) const;
   uint64_t rank_rng_offset() const;          // where this rank's microbatches start in the global stream
   uint64_t other_ranks_rng_offset() const;   // skipped at the end of each step: the other ranks' microbatches
   void check_setup_allowed(const char* what) const;
@@ -270,9 +272,9 @@ class TrainStep {
   // Bound pointers (arena addresses; fixed for the life of the step).
   bf16* params_ = nullptr;
   float* main_weights_ = nullptr;
-  float* grads_ = nullptr;
-  kernels::MomentBuffer exp_avg_;  // fp32 or bf16 (OptimizerSpec::exp_avg_dtype)
-  kernels::MomentBuffer exp_avg_sq_;
+  kernels::FloatBuffer grads_;    // fp32 or bf16 (OptimizerSpec::main_grad_dtype)
+  kernels::FloatBuffer exp_avg_;  // fp32 or bf16 (OptimizerSpec::exp_avg_dtype)
+  kernels::FloatBuffer exp_avg_sq_;
   StepScalars* scalars_ = nullptr;
   uint32_t* dropout_sites_ = nullptr;  // [slots] the attention layers' sites (written once)
   int64_t* dropout_seeds_ = nullptr;   // [slots]

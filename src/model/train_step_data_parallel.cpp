@@ -28,7 +28,8 @@ void TrainStep::bind_reducer() {
                      "(plan it with model::gradient_readiness of the step's layout)",
                      dp_.ready_points, points));
   dist::ReducerBuffers b;
-  b.grads = grads_;
+  b.grads = grads_.data;
+  b.grad_type = grads_.is_bf16() ? dist::ElementType::bf16 : dist::ElementType::f32;
   b.params = params_;
   b.loss = &scalars_->loss;
   b.eval_loss = &scalars_->eval_loss;
@@ -64,34 +65,46 @@ std::vector<float> TrainStep::download_optimizer_state(cudaStream_t stream, cons
   }
   // Every rank's shard into the gradient buffer (free between steps; the next step zeroes or overwrites
   // all of it), in place.
-  reducer_->gather_optimizer_slices(slice, grads_, dist::ElementType::f32, stream);
   std::vector<float> out;
-  download_floats(stream, grads_, out);
-  SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, static_cast<size_t>(dp_.padded_params) * sizeof(float), stream));
+  if (!grads_.is_bf16()) {
+    reducer_->gather_optimizer_slices(slice, grads_.data, dist::ElementType::f32, stream);
+    download_floats(stream, static_cast<const float*>(grads_.data), out);
+  } else {
+    // A bf16 gradient buffer holds half of every shard's fp32 values: gathered in two halves, each moved as
+    // bf16-sized elements (a shard is a multiple of dist::kShardAlignment elements, so it halves evenly).
+    const int64_t shard = dp_.owned.size, half = shard / 2, total = layout_.total();
+    std::vector<float> staged(static_cast<size_t>(dp_.world_size * half));
+    out.resize(static_cast<size_t>(total));
+    for (int64_t h = 0; h < 2; ++h) {
+      reducer_->gather_optimizer_slices(slice + h * half, grads_.data, dist::ElementType::bf16, stream);
+      SG_CUDA_CHECK(cudaMemcpyAsync(staged.data(), grads_.data, staged.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                    stream));
+      SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+      for (int64_t r = 0; r < dp_.world_size; ++r) {
+        for (int64_t j = 0; j < half; ++j) {
+          const int64_t at = r * shard + h * half + j;
+          if (at < total) out[static_cast<size_t>(at)] = staged[static_cast<size_t>(r * half + j)];
+        }
+      }
+    }
+  }
+  SG_CUDA_CHECK(cudaMemsetAsync(grads_.data, 0, static_cast<size_t>(dp_.padded_params) * grads_.element_bytes(), stream));
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   return out;
 }
 
-std::vector<float> TrainStep::download_moment(cudaStream_t stream, const kernels::MomentBuffer& moment) const {
-  if (moment.dtype == kernels::MomentDtype::fp32) {
+std::vector<float> TrainStep::download_moment(cudaStream_t stream, const kernels::FloatBuffer& moment) const {
+  if (moment.dtype == kernels::FloatDtype::fp32) {
     return download_optimizer_state(stream, static_cast<const float*>(moment.data));
   }
   check_setup_allowed("TrainStep::download_moment");
-  // bf16: the bits (every rank's shard gathered into the gradient buffer first, as above), widened here.
-  const void* source = moment.data;
-  if (dp_.sharded) {
-    reducer_->gather_optimizer_slices(moment.data, grads_, dist::ElementType::bf16, stream);
-    source = grads_;
-  }
-  const auto n = static_cast<size_t>(layout_.total());
-  std::vector<uint16_t> bits(n);
-  SG_CUDA_CHECK(cudaMemcpyAsync(bits.data(), source, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream));
-  if (dp_.sharded) {
-    SG_CUDA_CHECK(cudaMemsetAsync(grads_, 0, static_cast<size_t>(dp_.padded_params) * sizeof(float), stream));
-  }
+  if (!dp_.sharded) return download_widened(stream, moment);
+  // bf16: every rank's shard gathered into the gradient buffer first (as above; it holds padded_params bf16
+  // values whatever its own dtype), then widened.
+  reducer_->gather_optimizer_slices(moment.data, grads_.data, dist::ElementType::bf16, stream);
+  std::vector<float> out = download_widened(stream, kernels::FloatBuffer(static_cast<bf16*>(grads_.data)));
+  SG_CUDA_CHECK(cudaMemsetAsync(grads_.data, 0, static_cast<size_t>(dp_.padded_params) * grads_.element_bytes(), stream));
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = bf16_bits_to_float(bits[i]);
   return out;
 }
 

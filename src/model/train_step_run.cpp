@@ -53,7 +53,8 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
   const dist::FlatRange own = dp_.owned;  // what this rank's optimizer updates (everything without DP)
   // Only what no first writer overwrites in microbatch 0 (model/gradient_zeroing.h).
   for (const dist::FlatRange& r : grad_zero_ranges_) {
-    SG_CUDA_CHECK(cudaMemsetAsync(grads_ + r.begin, 0, static_cast<size_t>(r.size) * sizeof(float), stream));
+    SG_CUDA_CHECK(cudaMemsetAsync(grads_.at(r.begin).data, 0, static_cast<size_t>(r.size) * grads_.element_bytes(),
+                                  stream));
   }
   SG_CUDA_CHECK(cudaMemsetAsync(&scalars_->aux_loss, 0, kPerStepScalarBytes, stream));
   for (auto& layer : layers_) layer->step_begin(stream);
@@ -69,7 +70,7 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
     rng_advance += other_ranks_rng_offset();
   }
 
-  kernels::grad_norm_partials(stream, {.grads = grads_ + own.begin, .n = own.size, .partials = grad_norm_partials_});
+  kernels::grad_norm_partials(stream, {.grads = grads_.at(own.begin), .n = own.size, .partials = grad_norm_partials_});
   if (reducer_) reducer_->reduce_norm_partials(stream);  // the shards' sums of squares, over ranks
   const kernels::AdamWHyperparams adam_hyper{.beta1 = static_cast<float>(optimizer_.adam_beta1),
                                              .beta2 = static_cast<float>(optimizer_.adam_beta2),
@@ -93,7 +94,7 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
                                            .rng_advance_by = rng_advance});
   kernels::adamw_step(stream, {.master_weights = main_weights_,
                                .compute_weights = params_ + own.begin,
-                               .grads = grads_ + own.begin,
+                               .grads = grads_.at(own.begin),
                                .exp_avg = exp_avg_,
                                .exp_avg_sq = exp_avg_sq_,
                                .n = own.size,
@@ -199,7 +200,7 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
   head.targets = targets_ + row0;
   head.loss_mask = loss_mask_ + row0;
   head.dhidden = d_norm_;
-  head.dweight = grads_ + layout_.offset(layout_.lm_head);
+  head.dweight = grads_.at(layout_.offset(layout_.lm_head));
   head.overwrite_dweight = first;
   head.loss_accumulator = &scalars_->loss;
   head.workspace = lm_head_workspace_;
@@ -234,7 +235,7 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
                                            static_cast<int64_t>(N) + 1, grads_, norm_grad_offsets_);
 
   kernels::EmbeddingBackwardParams eb;
-  eb.dtable = grads_ + layout_.offset(layout_.embedding);
+  eb.dtable = grads_.at(layout_.offset(layout_.embedding));
   eb.dout = d_resid_[0];
   eb.tokens = tokens;
   eb.scratch = embedding_scratch_;

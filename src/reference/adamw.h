@@ -10,7 +10,7 @@ struct AdamWConfig {
   float beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
-  // Moments stored in bf16 (kernels::MomentDtype::bf16): each new moment is rounded to nearest even
+  // Moments stored in bf16 (kernels::FloatDtype::bf16): each new moment is rounded to nearest even
   // after the weight update has used its fp32 value.
   bool exp_avg_bf16 = false;
   bool exp_avg_sq_bf16 = false;

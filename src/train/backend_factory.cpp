@@ -31,6 +31,7 @@ model::OptimizerSpec optimizer_spec(const config::Config& config) {
   };
   o.exp_avg_dtype = moment_dtype("optimizer.exp_avg_dtype", config.optimizer.exp_avg_dtype);
   o.exp_avg_sq_dtype = moment_dtype("optimizer.exp_avg_sq_dtype", config.optimizer.exp_avg_sq_dtype);
+  o.main_grad_dtype = config.ddp.grad_reduce_in_fp32 ? kernels::FloatDtype::fp32 : kernels::FloatDtype::bf16;
   o.lr_warmup_iters = config.scheduler.lr_warmup_iters;
   o.lr_decay_iters = config.scheduler.lr_decay_iters.value_or(config.train.train_iters.value_or(0));
   const std::string& style = config.scheduler.lr_decay_style;

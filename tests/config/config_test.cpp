@@ -64,11 +64,12 @@ TEST(Config, KeyTableCoversEverySection) {
         "model.hybrid_override_pattern", "model.recompute_method", "dataset.pad_cu_seqlens", "checkpoint.save_interval",
         "tokenizer.tokenizer_type", "tokenizer.tokenizer_model", "dataset.split", "dataset.valid_data_path",
         "dataset.eod_mask_loss", "train.eval_interval", "train.eval_iters", "logger.tensorboard_dir",
-        "optimizer.use_precision_aware_optimizer", "optimizer.exp_avg_dtype", "optimizer.exp_avg_sq_dtype"}) {
+        "optimizer.use_precision_aware_optimizer", "optimizer.exp_avg_dtype", "optimizer.exp_avg_sq_dtype",
+        "ddp.grad_reduce_in_fp32"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
-  // main's 94 + 11 MoE keys + model.recompute_method + 4 data-parallel keys + 3 precision-aware optimizer keys
-  EXPECT_EQ(keys.size(), 113u);
+  // main's 94 + 11 MoE keys + model.recompute_method + 5 data-parallel keys + 3 precision-aware optimizer keys
+  EXPECT_EQ(keys.size(), 114u);
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {

@@ -385,6 +385,28 @@ TEST(Validate, Rule16NotesUnimplementedFeaturesAndTrainCanRefuseThem) {
   EXPECT_TRUE(config::unimplemented_features(config::load_config("moe/tiny_moe")).empty());
 }
 
+// bf16 main gradients (ddp.grad_reduce_in_fp32=false) are built for the dense layer kinds: a dense model is
+// valid with them; an MoE or a hybrid Mamba model is refused by name (their kernels write fp32 gradients).
+TEST(Validate, Bf16MainGradientsAreRefusedForMoeAndMambaLayers) {
+  const auto refusal = [](const std::string& recipe) {
+    const std::vector<std::string> features =
+        config::unimplemented_features(config::load_config(recipe, {"ddp.grad_reduce_in_fp32=false"}));
+    return std::count_if(features.begin(), features.end(), [](const std::string& f) {
+      return f.find("ddp.grad_reduce_in_fp32") != std::string::npos;
+    });
+  };
+  EXPECT_EQ(refusal("llama/tiny"), 0);
+  EXPECT_TRUE(check("llama/tiny", {"ddp.grad_reduce_in_fp32=false"}).ok());
+  EXPECT_EQ(refusal("moe/tiny_moe"), 1);
+  EXPECT_EQ(refusal("hybrid/tiny_hybrid"), 1);  // Mamba layers (its MLPs are dense)
+  EXPECT_EQ(config::unimplemented_features(config::load_config("moe/tiny_moe")).size(), 0u);
+  const std::vector<std::string> features = config::unimplemented_features(
+      config::load_config("moe/tiny_moe", {"ddp.grad_reduce_in_fp32=false"}));
+  ASSERT_EQ(features.size(), 1u);
+  EXPECT_NE(features[0].find("set ddp.grad_reduce_in_fp32=true"), std::string::npos) << features[0];
+  EXPECT_NE(features[0].find("MoE"), std::string::npos) << features[0];
+}
+
 // A bf16 second moment with beta2 above 1 - 2^-8 cannot follow the gradients: valid, with a note.
 TEST(Validate, Bf16SecondMomentWithBeta2NearOneIsANote) {
   const auto bf16_note = [](const config::ValidationReport& r) {

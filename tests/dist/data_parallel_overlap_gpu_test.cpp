@@ -47,7 +47,7 @@ class SnapshotReducer final : public dist::GradientReducer {
   explicit SnapshotReducer(dist::DataParallelLayout layout)
       : layout_(std::move(layout)), snapshot_(static_cast<size_t>(layout_.padded_params)) {}
   const dist::DataParallelLayout& layout() const override { return layout_; }
-  void bind(const dist::ReducerBuffers& buffers, cudaStream_t) override { grads_ = buffers.grads; }
+  void bind(const dist::ReducerBuffers& buffers, cudaStream_t) override { grads_ = static_cast<float*>(buffers.grads); }
   void gradients_ready(int point, cudaStream_t stream) override {
     EXPECT_EQ(point, next_point_++);
     passed_.record(stream);

@@ -173,7 +173,9 @@ INSTANTIATE_TEST_SUITE_P(Sizes, AdamWGpu,
 //   - against the CPU twin: weights within kFp32RelTol; a bf16 moment may differ from the twin's by one
 //     bf16 step where the fp32 values (within an fp32 step of each other) straddle a rounding tie, which
 //     the test bounds to 1 element in 1000;
-//   - the scalar path (buffers one element off alignment) gives the same bits as the 16-byte path.
+//   - the scalar path (buffers one element off alignment) gives the same bits as the 16-byte path;
+//   - bf16 gradients (ddp.grad_reduce_in_fp32=false) are read widened: bitwise the update of fp32 gradients
+//     holding the same (rounded) values, on both paths.
 struct Bf16MomentsCase {
   int64_t n, n_decay;
   bool exp_avg_bf16, exp_avg_sq_bf16;
@@ -198,8 +200,8 @@ struct DeviceMoment {
     std::vector<float> all = is_bf16 ? to_float(b16.download()) : f32.download();
     return {all.begin() + shift, all.end()};
   }
-  kernels::MomentBuffer buffer() {
-    return is_bf16 ? kernels::MomentBuffer(b16.get() + shift) : kernels::MomentBuffer(f32.get() + shift);
+  kernels::FloatBuffer buffer() {
+    return is_bf16 ? kernels::FloatBuffer(b16.get() + shift) : kernels::FloatBuffer(f32.get() + shift);
   }
   bool is_bf16;
   int64_t shift;
@@ -227,7 +229,10 @@ TEST_P(AdamWBf16MomentsGpu, StorageRoundsOnlyTheMoments) {
     std::vector<float> master, m, v;
     std::vector<bf16> compute;
   };
-  const auto run = [&](bool avg_bf16, bool avg_sq_bf16, int64_t shift) {
+  // grads_bf16: the gradients stored in bf16 (ddp.grad_reduce_in_fp32=false), rounded from `grad_values`
+  // (default: the test's gradients).
+  const auto run = [&](bool avg_bf16, bool avg_sq_bf16, int64_t shift, bool grads_bf16 = false,
+                       const std::vector<float>* grad_values = nullptr) {
     DeviceBuffer<float> d_master(n + shift);
     DeviceBuffer<bf16> d_compute(n + shift);
     DeviceMoment d_m(avg_bf16, n, shift), d_v(avg_sq_bf16, n, shift);
@@ -237,12 +242,11 @@ TEST_P(AdamWBf16MomentsGpu, StorageRoundsOnlyTheMoments) {
     d_m.upload(m0);
     d_v.upload(v0);
     d_compute.poison();
-    DeviceBuffer<float> d_grads_shifted(n + shift);
-    std::copy(grads.begin(), grads.end(), padded.begin() + shift);
-    d_grads_shifted.upload(padded);
+    DeviceMoment d_grads_shifted(grads_bf16, n, shift);  // a gradient buffer of either dtype, shifted the same
+    d_grads_shifted.upload(grad_values != nullptr ? *grad_values : grads);
     kernels::adamw_step(stream, {.master_weights = d_master.get() + shift,
                                  .compute_weights = d_compute.get() + shift,
-                                 .grads = d_grads_shifted.get() + shift,
+                                 .grads = d_grads_shifted.buffer(),
                                  .exp_avg = d_m.buffer(),
                                  .exp_avg_sq = d_v.buffer(),
                                  .n = n,
@@ -294,6 +298,16 @@ TEST_P(AdamWBf16MomentsGpu, StorageRoundsOnlyTheMoments) {
       << "unaligned (scalar) and aligned (vectorised) AdamW differ";
   EXPECT_EQ(mixed.m, unaligned.m);
   EXPECT_EQ(mixed.v, unaligned.v);
+
+  // bf16 gradients are read widened: the same bits as fp32 gradients holding the rounded values, on both paths.
+  const std::vector<float> rounded_grads = round_bf16(grads);
+  for (const int64_t shift : {int64_t{0}, int64_t{1}}) {
+    const Result widened = run(c.exp_avg_bf16, c.exp_avg_sq_bf16, shift, /*grads_bf16=*/true);
+    const Result rounded = run(c.exp_avg_bf16, c.exp_avg_sq_bf16, shift, /*grads_bf16=*/false, &rounded_grads);
+    EXPECT_EQ(std::memcmp(widened.master.data(), rounded.master.data(), n * sizeof(float)), 0) << "shift " << shift;
+    EXPECT_EQ(widened.m, rounded.m) << "shift " << shift;
+    EXPECT_EQ(widened.v, rounded.v) << "shift " << shift;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, AdamWBf16MomentsGpu,

@@ -102,6 +102,35 @@ TEST_P(EmbeddingGpu, BackwardMatchesReferenceAndIsDeterministic) {
   EXPECT_TRUE(same_bits(run(), dtable)) << "second run differs";
 }
 
+// Into a bf16 main gradient (ddp.grad_reduce_in_fp32=false): each row's fp32 sum is added to the widened row and
+// rounded once, so the result is bit for bit the fp32 kernel's on the rounded table, rounded; rows without a
+// token keep their bits.
+TEST_P(EmbeddingGpu, BackwardIntoBf16IsTheFp32SumRoundedOnce) {
+  const auto [T, H, V] = GetParam();
+  const auto tokens = skewed_tokens(T, V, 31 + T);
+  const auto dout = round_bf16(random_normal(T * H, 41 + H));
+  const auto dtable0 = round_bf16(random_normal(V * H, 51 + V, 0.1f));
+  DeviceBuffer<int32_t> d_tokens(T);
+  DeviceBuffer<bf16> d_dout(T * H), d_bf16(V * H);
+  DeviceBuffer<float> d_fp32(V * H);
+  const size_t scratch_bytes = kernels::embedding_backward_scratch_bytes(T, V);
+  DeviceBuffer<char> d_scratch(scratch_bytes);
+  d_tokens.upload(tokens);
+  d_dout.upload(to_bf16(dout));
+  d_fp32.upload(dtable0);
+  d_bf16.upload(to_bf16(dtable0));
+  d_scratch.poison();
+  sync();
+  cuda::Stream stream;
+  kernels::embedding_backward(stream, {d_fp32.get(), d_dout.get(), d_tokens.get(), d_scratch.get(), scratch_bytes, T,
+                                       H, V});
+  kernels::embedding_backward(stream, {d_bf16.get(), d_dout.get(), d_tokens.get(), d_scratch.get(), scratch_bytes, T,
+                                       H, V});
+  sync();
+  EXPECT_TRUE(same_bits(to_float(d_bf16.download()), round_bf16(d_fp32.download())))
+      << "T=" << T << " H=" << H << " V=" << V;
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, EmbeddingGpu, ::testing::ValuesIn(kShapes), [](const auto& info) {
   return strprintf("T%lld_H%lld_V%lld", static_cast<long long>(info.param.T), static_cast<long long>(info.param.H),
                    static_cast<long long>(info.param.V));

@@ -160,6 +160,51 @@ TEST_P(GemmGpu, LinearBackwardWeightAccumulatesInFp32) {
   EXPECT_TRUE(bitwise_equal(r1, d_dw.download())) << "second run differs";
 }
 
+// bf16 main gradients (ddp.grad_reduce_in_fp32=false): each run's fp32 sum (over the bf16 dW widened) is
+// rounded once where it is stored. Against the reference doing exactly that: within one bf16 rounding (the GPU's
+// fp32 order differs, which can move a value across a rounding boundary); an overwrite of a poisoned dW is
+// every element written; a buffer of the wrong dtype is refused by name.
+TEST_P(GemmGpu, LinearBackwardWeightIntoBf16RoundsEachSumOnce) {
+  const auto [T, K, N] = GetParam();
+  const auto dy = round_bf16(random_normal(T * N, 150 + T));
+  const auto x = round_bf16(random_normal(T * K, 250 + T));
+  const auto dw0 = round_bf16(random_normal(N * K, 350 + N));
+  std::vector<float> once = dw0;
+  ref::linear_backward_weight(once.data(), dy.data(), x.data(), T, K, N);
+  once = round_bf16(once);
+  std::vector<float> twice = once;
+  ref::linear_backward_weight(twice.data(), dy.data(), x.data(), T, K, N);
+  twice = round_bf16(twice);
+
+  DeviceBuffer<bf16> d_dy(T * N), d_x(T * K), d_dw(N * K);
+  d_dy.upload(to_bf16(dy));
+  d_x.upload(to_bf16(x));
+  d_dw.upload(to_bf16(dw0));
+  kernels::LinearBackwardWeight wgrad(blas, T, K, N, kernels::FloatDtype::bf16);
+  device_sync();
+  wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get());
+  stream.synchronize();
+  const auto r1 = to_float(d_dw.download());
+  EXPECT_LT(relative_error(r1, once), kBf16RelTol);
+  wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get());
+  stream.synchronize();
+  EXPECT_LT(relative_error(to_float(d_dw.download()), twice), kBf16RelTol);
+
+  d_dw.poison();
+  device_sync();
+  wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get(), /*overwrite=*/true);
+  stream.synchronize();
+  std::vector<float> fresh(static_cast<size_t>(N * K), 0.0f);
+  ref::linear_backward_weight(fresh.data(), dy.data(), x.data(), T, K, N);
+  const auto overwritten = to_float(d_dw.download());
+  for (const float v : overwritten) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_LT(relative_error(overwritten, round_bf16(fresh)), kBf16RelTol);
+
+  DeviceBuffer<float> fp32_dw(N * K);
+  const std::string error = thrown_message([&] { wgrad.run(stream, fp32_dw.get(), d_dy.get(), d_x.get()); });
+  EXPECT_NE(error.find("planned for bf16 gradients, given a fp32 buffer"), std::string::npos) << error;
+}
+
 // overwrite = true (the step's first write of a gradient): dW = dy^T x without reading dW, so a NaN-poisoned
 // dW gives the bits of accumulating into zeros (up to the sign of zero); a second run with overwrite off adds.
 TEST_P(GemmGpu, LinearBackwardWeightOverwriteEqualsAccumulatingIntoZeros) {

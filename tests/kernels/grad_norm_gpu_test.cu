@@ -19,7 +19,8 @@ namespace {
 using namespace sg;
 using namespace sg::test;
 
-std::vector<double> run_partials(const DeviceBuffer<float>& grads, int64_t n) {
+template <class GradT>
+std::vector<double> run_partials(const DeviceBuffer<GradT>& grads, int64_t n) {
   DeviceBuffer<double> partials(kernels::kGradNormPartials);
   partials.poison();
   cuda::Stream stream;
@@ -46,6 +47,18 @@ TEST_P(GradNormGpu, PartialsGiveReferenceNormAndAreDeterministic) {
   EXPECT_NEAR(norm, ref_norm, 1e-6 * ref_norm + 1e-30) << "n=" << n;
   const std::vector<double> again = run_partials(d_grads, n);
   EXPECT_EQ(std::memcmp(partials.data(), again.data(), partials.size() * sizeof(double)), 0) << "n=" << n;
+}
+
+// bf16 main gradients (ddp.grad_reduce_in_fp32=false): widened exactly, so the norm is the reference norm of
+// the rounded values, to the same 1e-6.
+TEST_P(GradNormGpu, Bf16GradientsGiveTheNormOfTheRoundedValues) {
+  const int64_t n = GetParam();
+  const std::vector<float> grads = round_bf16(random_normal(n, 400 + n, 1e-3f));
+  DeviceBuffer<bf16> d_grads(n);
+  d_grads.upload(to_bf16(grads));
+  const std::vector<double> partials = run_partials(d_grads, n);
+  const double ref_norm = ref::grad_global_norm(grads.data(), n);
+  EXPECT_NEAR(static_cast<float>(norm_of(partials)), ref_norm, 1e-6 * ref_norm + 1e-30) << "n=" << n;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, GradNormGpu,

@@ -165,7 +165,7 @@ TEST_P(LmHeadGpu, MatchesReferenceCompositionAndDeterministic) {
   kernels::LmHeadBuffers forward_only = buffers;
   plan.execute_loss(stream, forward_only);
   forward_only.dhidden = nullptr;  // may be null
-  forward_only.dweight = nullptr;
+  forward_only.dweight = {};
   plan.execute_loss(stream, forward_only);
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   const float loss_only = d_loss.download()[0];

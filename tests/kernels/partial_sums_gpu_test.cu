@@ -64,6 +64,33 @@ TEST(PartialColumnSumsGpu, ZeroRowsAddNothingAndBadSegmentsThrow) {
   EXPECT_THROW(kernels::add_partial_column_sums(stream, d_a.get(), 1, {}), Error);
 }
 
+// Into bf16 destinations (a bf16 main gradient, ddp.grad_reduce_in_fp32=false): each column's sum is added to
+// the widened value and rounded once, so the result is bit for bit the fp32 launch's on the rounded values,
+// rounded; the gaps between destinations keep their bits.
+TEST(PartialColumnSumsGpu, BatchedIntoBf16IsTheFp32ResultRoundedOnce) {
+  const int64_t rows = 264, cols = 37, count = 3;
+  std::vector<int64_t> offsets(count);
+  for (int64_t k = 0; k < count; ++k) offsets[k] = (count - 1 - k) * (cols + 5) + 5;
+  const int64_t dst_size = count * (cols + 5);
+  const auto partials = random_normal(count * rows * cols, 41);
+  const auto dst0 = round_bf16(random_normal(dst_size, 51));
+  DeviceBuffer<float> d_p(count * rows * cols), d_fp32(dst_size);
+  DeviceBuffer<bf16> d_bf16(dst_size);
+  DeviceBuffer<int64_t> d_offsets(count);
+  d_p.upload(partials);
+  d_offsets.upload(offsets);
+  d_fp32.upload(dst0);
+  d_bf16.upload(to_bf16(dst0));
+  sync_device();
+  cuda::Stream stream;
+  kernels::add_partial_column_sums_batched(stream, d_p.get(), rows, cols, count, d_fp32.get(), d_offsets.get());
+  kernels::add_partial_column_sums_batched(stream, d_p.get(), rows, cols, count, d_bf16.get(), d_offsets.get());
+  sync_device();
+  const std::vector<float> got = to_float(d_bf16.download());
+  EXPECT_TRUE(bitwise_equal(got, round_bf16(d_fp32.download())));
+  EXPECT_FALSE(bitwise_equal(got, dst0)) << "nothing was added";
+}
+
 TEST(PartialColumnSumsGpu, BatchedEqualsOneCallPerMatrixBitwise) {
   struct Shape {
     int64_t rows, cols, count;
@@ -107,7 +134,7 @@ TEST(PartialColumnSumsGpu, BatchedEqualsOneCallPerMatrixBitwise) {
     }
   }
   cuda::Stream stream;
-  EXPECT_THROW(kernels::add_partial_column_sums_batched(stream, nullptr, 1, 0, 1, nullptr, nullptr), Error);
+  EXPECT_THROW(kernels::add_partial_column_sums_batched(stream, nullptr, 1, 0, 1, static_cast<float*>(nullptr), nullptr), Error);
 }
 
 }  // namespace

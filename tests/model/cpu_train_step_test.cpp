@@ -111,19 +111,53 @@ TEST(CpuTrainStep, LoadStateResumesBitExactly) {
   EXPECT_THROW(b.load_state(std::vector<float>(3), a.exp_avg(), a.exp_avg_sq(), 0, a.rng_state()), Error);
 }
 
+// One microbatch of two sequences, and an lr that moves the tiny model in a few steps: the storage-dtype tests.
+BatchSpec two_sequences() {
+  BatchSpec b;
+  b.micro_batch_size = 2;
+  return b;
+}
+OptimizerSpec fast_optimizer() {
+  OptimizerSpec o;
+  o.lr = 1e-2;
+  return o;
+}
+
+// bf16 main gradients (ddp.grad_reduce_in_fp32=false): after a step's backward every gradient is the fp32
+// model's rounded to bf16 (one microbatch: one rounding), the update reads those, and training still learns.
+TEST(CpuTrainStep, Bf16MainGradientsAreTheFp32GradientsRounded) {
+  OptimizerSpec bf16_opt = fast_optimizer();
+  bf16_opt.main_grad_dtype = kernels::FloatDtype::bf16;
+  const ModelSpec spec = test::tiny_model_spec();
+  CpuModel fp32(spec, two_sequences(), fast_optimizer(), rng::RngState{3, 0});
+  CpuModel bf16(spec, two_sequences(), bf16_opt, rng::RngState{3, 0});
+  const HostBatch batch = test::random_batch(spec, two_sequences(), 12);
+  const CpuStepResult r32 = fp32.train_step(batch);
+  const CpuStepResult r16 = bf16.train_step(batch);
+  EXPECT_EQ(r32.loss, r16.loss);  // the forward does not see the gradients' dtype
+  int64_t rounded = 0;
+  for (size_t i = 0; i < fp32.grads().size(); ++i) {
+    ASSERT_EQ(bf16.grads()[i], round_to_bf16(fp32.grads()[i])) << i;
+    rounded += bf16.grads()[i] != fp32.grads()[i];
+  }
+  EXPECT_GT(rounded, 0);
+  EXPECT_NE(fp32.weights(), bf16.weights());
+  EXPECT_NEAR(r16.grad_norm, r32.grad_norm, 1e-2 * r32.grad_norm);
+  std::vector<float> losses;
+  for (int step = 0; step < 20; ++step) losses.push_back(bf16.train_step(batch).loss);
+  EXPECT_LT(losses.back(), 0.8f * losses.front());
+}
+
 // bf16 moments (optimizer.exp_avg_dtype / exp_avg_sq_dtype): the first update, from zero moments, is
 // the fp32-moment model's bit for bit, with the moments rounded to bf16; the next reads the rounded moments.
 // A checkpoint's fp32 moments load rounded, and training still learns.
 TEST(CpuTrainStep, Bf16MomentsRoundTheStoredMomentsOnly) {
   const ModelSpec spec = test::tiny_model_spec();
-  BatchSpec batch_spec;
-  batch_spec.micro_batch_size = 2;
-  OptimizerSpec fp32_opt;
-  fp32_opt.lr = 1e-2;
-  OptimizerSpec bf16_opt = fp32_opt;
-  bf16_opt.exp_avg_dtype = kernels::MomentDtype::bf16;
-  bf16_opt.exp_avg_sq_dtype = kernels::MomentDtype::bf16;
-  CpuModel fp32(spec, batch_spec, fp32_opt, rng::RngState{3, 0});
+  const BatchSpec batch_spec = two_sequences();
+  OptimizerSpec bf16_opt = fast_optimizer();
+  bf16_opt.exp_avg_dtype = kernels::FloatDtype::bf16;
+  bf16_opt.exp_avg_sq_dtype = kernels::FloatDtype::bf16;
+  CpuModel fp32(spec, batch_spec, fast_optimizer(), rng::RngState{3, 0});
   CpuModel bf16(spec, batch_spec, bf16_opt, rng::RngState{3, 0});
   const HostBatch batch = test::random_batch(spec, batch_spec, 11);
   fp32.train_step(batch);

@@ -67,7 +67,7 @@ TEST(MemoryPlan, Bf16MomentsHalveTheirBuffers) {
   const BatchSpec batch = batch_of(2, 1);
   const auto n = static_cast<size_t>(model_layout(spec).total());
   OptimizerSpec bf16_first;
-  bf16_first.exp_avg_dtype = kernels::MomentDtype::bf16;
+  bf16_first.exp_avg_dtype = kernels::FloatDtype::bf16;
   const cuda::MemoryPlan fp32 = TrainStep::plan_memory(spec, batch);
   const cuda::MemoryPlan mixed = TrainStep::plan_memory(spec, batch, {}, bf16_first);
   EXPECT_EQ(fp32.at(fp32.find("optimizer.exp_avg")).bytes, n * 4);
@@ -76,6 +76,22 @@ TEST(MemoryPlan, Bf16MomentsHalveTheirBuffers) {
   EXPECT_EQ(fp32.category_bytes(cuda::MemoryCategory::optimizer_state) -
                 mixed.category_bytes(cuda::MemoryCategory::optimizer_state),
             n * 2);
+}
+
+// bf16 main gradients (ddp.grad_reduce_in_fp32=false) take 2 bytes a parameter; nothing else changes.
+TEST(MemoryPlan, Bf16MainGradientsHalveTheGradientBuffer) {
+  const ModelSpec spec = test::tiny_model_spec();
+  const BatchSpec batch = batch_of(2, 1);
+  const auto n = static_cast<size_t>(model_layout(spec).total());
+  OptimizerSpec bf16_grads;
+  bf16_grads.main_grad_dtype = kernels::FloatDtype::bf16;
+  const cuda::MemoryPlan fp32 = TrainStep::plan_memory(spec, batch);
+  const cuda::MemoryPlan bf16 = TrainStep::plan_memory(spec, batch, {}, bf16_grads);
+  EXPECT_EQ(fp32.at(fp32.find("gradients")).bytes, n * 4);
+  EXPECT_EQ(bf16.at(bf16.find("gradients")).bytes, n * 2);
+  EXPECT_EQ(fp32.category_bytes(cuda::MemoryCategory::gradients) - bf16.category_bytes(cuda::MemoryCategory::gradients),
+            n * 2);
+  EXPECT_EQ(fp32.requested_bytes() - bf16.requested_bytes(), n * 2);
 }
 
 TEST(MemoryPlan, FollowsAHybridPatternAndAttentionDropout) {

@@ -115,6 +115,7 @@ struct ParityCase {
   float hidden_dropout;  // our Philox masks: the CPU draws the same ones
   const char* pattern = "";  // hybrid_layer_pattern ("" = GPT blocks)
   bool fused_swiglu_backward = false;  // STEPGRAPH_SWIGLU_BACKWARD_GEMM=always: the MLP's fused backward GEMM
+  bool bf16_grads = false;  // ddp.grad_reduce_in_fp32=false: both sides' gradients rounded to bf16 where stored
 };
 
 class TrainStepParity : public ::testing::TestWithParam<ParityCase> {};
@@ -128,7 +129,8 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   spec.hybrid_layer_pattern = c.pattern;
   if (!spec.hybrid_layer_pattern.empty()) spec.num_layers = static_cast<int64_t>(spec.hybrid_layer_pattern.size());
   const BatchSpec bs = batch_spec(c.num_microbatches);
-  const OptimizerSpec opt = test_optimizer();
+  OptimizerSpec opt = test_optimizer();
+  if (c.bf16_grads) opt.main_grad_dtype = kernels::FloatDtype::bf16;
   const uint64_t seed = 1234;
   const HostBatch batch = test::random_batch(spec, bs, 77);
 
@@ -157,6 +159,9 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   EXPECT_NEAR(scalars.loss, loss_cpu, test::kBf16RelTol * loss_cpu);
   EXPECT_EQ(scalars.loss_nonfinite, 0);
   EXPECT_EQ(scalars.grad_nonfinite, 0);
+  if (c.bf16_grads) {
+    EXPECT_TRUE(bitwise_equal(g_gpu, test::round_bf16(g_gpu))) << "bf16 main gradients hold non-bf16 values";
+  }
   std::vector<bool> covered(g_gpu.size(), false);
   for (const ParamTensor& t : layout.tensors()) {
     const double err = test::relative_error(slice(g_gpu, t), slice(g_cpu, t));
@@ -220,13 +225,16 @@ INSTANTIATE_TEST_SUITE_P(Tiny, TrainStepParity,
                                            ParityCase{2, true, 0.0f}, ParityCase{2, false, 0.1f},
                                            ParityCase{2, false, 0.1f, "*--*"}, ParityCase{2, false, 0.1f, "M*-M"},
                                            ParityCase{1, true, 0.0f, "MM-"}, ParityCase{1, false, 0.0f, "", true},
-                                           ParityCase{2, false, 0.1f, "", true}),
+                                           ParityCase{2, false, 0.1f, "", true},
+                                           ParityCase{2, false, 0.1f, "", false, true},
+                                           ParityCase{1, true, 0.0f, "", true, true}),
                          [](const ::testing::TestParamInfo<ParityCase>& info) {
                            return "mb" + std::to_string(info.param.num_microbatches) +
                                   (info.param.tied ? "_tied" : "") + (info.param.hidden_dropout > 0 ? "_dropout" : "") +
                                   (info.param.pattern[0] != 0 ? "_hybrid" : "") +
                                   (std::string(info.param.pattern).find('M') != std::string::npos ? "_mamba" : "") +
-                                  (info.param.fused_swiglu_backward ? "_fused_swiglu_backward" : "");
+                                  (info.param.fused_swiglu_backward ? "_fused_swiglu_backward" : "") +
+                                  (info.param.bf16_grads ? "_bf16_grads" : "");
                          });
 
 // ---- determinism and graphs ----
@@ -240,8 +248,8 @@ struct RunResult {
 
 OptimizerSpec bf16_moments_optimizer() {
   OptimizerSpec o = test_optimizer();
-  o.exp_avg_dtype = kernels::MomentDtype::bf16;
-  o.exp_avg_sq_dtype = kernels::MomentDtype::bf16;
+  o.exp_avg_dtype = kernels::FloatDtype::bf16;
+  o.exp_avg_sq_dtype = kernels::FloatDtype::bf16;
   return o;
 }
 
@@ -329,6 +337,19 @@ TEST(TrainStepGpu, Bf16MomentsGraphModesBitwiseEqualToEager) {
   EXPECT_FALSE(bitwise_equal(fp32_one.exp_avg, bf16_one.exp_avg)) << "bf16 storage rounded nothing";
   EXPECT_FALSE(bitwise_equal(run_steps(Mode::eager, 2).master, run_steps(Mode::eager, 2, bf16_moments_optimizer()).master))
       << "the second step should read the rounded moments";
+}
+
+// Main gradients stored in bf16 (ddp.grad_reduce_in_fp32=false), with bf16 moments too (the 1b bench's
+// precision-aware row): every graph mode bitwise equal to eager, and the run is not the fp32-gradient one.
+TEST(TrainStepGpu, Bf16MainGradientsGraphModesBitwiseEqualToEager) {
+  OptimizerSpec bf16_grads = bf16_moments_optimizer();
+  bf16_grads.main_grad_dtype = kernels::FloatDtype::bf16;
+  const RunResult eager = run_steps(Mode::eager, 4, bf16_grads);
+  expect_bitwise_equal(eager, run_steps(Mode::whole_step_graph, 4, bf16_grads));
+  expect_bitwise_equal(eager, run_steps(Mode::region_graphs, 4, bf16_grads));
+  for (const float loss : eager.losses) EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_FALSE(bitwise_equal(eager.master, run_steps(Mode::eager, 4, bf16_moments_optimizer()).master))
+      << "bf16 gradients rounded nothing";
 }
 
 class TrainStepResume : public ::testing::TestWithParam<bool> {};  // bf16 moments?

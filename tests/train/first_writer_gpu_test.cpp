@@ -6,7 +6,8 @@
 // for a dense Llama (untied and tied), an MoE model with a shared expert and a hybrid Mamba model: every
 // step's loss and gradients, and the final weights and Adam moments, equal those of a reference run that
 // zeroes the whole buffer and only adds (TrainStepOptions::zero_all_gradients, eager) — bit for bit but
-// for the sign of zero (A B + 1 * 0 against A B with beta 0).
+// for the sign of zero (A B + 1 * 0 against A B with beta 0). The dense Llama also with bf16 main gradients
+// (ddp.grad_reduce_in_fp32=false; a bf16 NaN poison is the same 0xFFFF bytes).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,6 +49,7 @@ struct Case {
   const char* recipe;
   std::vector<std::string> overrides;
   std::vector<graph::GraphScope> scopes;  // the regions graphed in Mode::region_graphs
+  bool bf16_grads = false;                // ddp.grad_reduce_in_fp32=false: the main gradients in bf16
 };
 
 model::ModelSpec model_of(const Case& c) {
@@ -65,8 +67,9 @@ model::BatchSpec two_microbatches() {
   return b;
 }
 
-model::OptimizerSpec optimizer() {
+model::OptimizerSpec optimizer(const Case& c) {
   model::OptimizerSpec o;
+  o.main_grad_dtype = c.bf16_grads ? kernels::FloatDtype::bf16 : kernels::FloatDtype::fp32;
   o.lr = 1e-3;
   o.lr_warmup_iters = 1;
   o.weight_decay = 0.1;
@@ -86,14 +89,14 @@ StepRun run(const Case& c, Mode mode, bool zero_all) {
   model::TrainStepOptions options;
   options.zero_all_gradients = zero_all;
   cuda::Stream stream;
-  model::TrainStep step(spec, batch, optimizer(), kSeed, options);
+  model::TrainStep step(spec, batch, optimizer(c), kSeed, options);
   step.upload_parameters(stream, model::initial_parameters(step.layout(), kSeed));
   test::StepModeDriver driver(step, mode, c.scopes);
-  const size_t grad_bytes = static_cast<size_t>(step.data_parallel().padded_params) * sizeof(float);
+  const size_t grad_bytes = static_cast<size_t>(step.data_parallel().padded_params) * step.gradients().element_bytes();
   StepRun r;
   for (int i = 0; i < kSteps; ++i) {
     step.upload_batch(stream, test::random_batch(spec, batch, 900 + static_cast<uint64_t>(i)));
-    SG_CUDA_CHECK(cudaMemsetAsync(step.gradients(), 0xFF, grad_bytes, stream));  // NaN everywhere
+    SG_CUDA_CHECK(cudaMemsetAsync(step.gradients().data, 0xFF, grad_bytes, stream));  // NaN everywhere
     driver.run(stream);
     r.losses.push_back(step.download_scalars(stream).loss);
     r.grads.push_back(step.download_grads(stream));
@@ -162,6 +165,12 @@ INSTANTIATE_TEST_SUITE_P(
                            "llama/tiny",
                            {"model.share_embeddings_and_output_weights=true"},
                            {GraphScope::attn, GraphScope::mlp}},
+                      Case{"llama_bf16_grads", "llama/tiny", {}, {GraphScope::attn, GraphScope::mlp}, true},
+                      Case{"llama_tied_bf16_grads",
+                           "llama/tiny",
+                           {"model.share_embeddings_and_output_weights=true"},
+                           {GraphScope::attn, GraphScope::mlp},
+                           true},
                       Case{"moe_shared",
                            "moe/tiny_moe",
                            {"model.moe_shared_expert_intermediate_size=256"},

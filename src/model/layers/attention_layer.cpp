@@ -46,14 +46,14 @@ void AttentionDeclarations::declare(LayerDeclarations& d) {
 struct AttentionLayer::Gemms {
   kernels::LinearForward qkv, o_proj;           // y[T, N] = x[T, K] W^T
   kernels::LinearBackwardInput qkv_dx, o_proj_dx;  // dx = dy W
-  kernels::LinearBackwardWeight qkv_dw, o_proj_dw;  // dW += dy^T x (fp32 main_grad; = in the first microbatch)
-  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t Q, int64_t QKV)
+  kernels::LinearBackwardWeight qkv_dw, o_proj_dw;  // dW += dy^T x (main_grad; = in the first microbatch)
+  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t Q, int64_t QKV, kernels::FloatDtype grad_dtype)
       : qkv(b, T, H, QKV),
         o_proj(b, T, Q, H),
         qkv_dx(b, T, H, QKV),
         o_proj_dx(b, T, Q, H),
-        qkv_dw(b, T, H, QKV),
-        o_proj_dw(b, T, Q, H) {}
+        qkv_dw(b, T, H, QKV, grad_dtype),
+        o_proj_dw(b, T, Q, H, grad_dtype) {}
 };
 
 AttentionLayer::AttentionLayer(LayerPlace place) : Layer(std::move(place)) {}
@@ -115,7 +115,8 @@ void AttentionLayer::bind(LayerBindContext& ctx) {
     dropout_seed_ = ctx.pointers().attention_dropout_seeds + dropout_slot_;
     dropout_offset_ = ctx.pointers().attention_dropout_offsets + dropout_slot_;
   }
-  gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, model_.hidden_size, model_.q_dim(), model_.qkv_dim());
+  gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, model_.hidden_size, model_.q_dim(), model_.qkv_dim(),
+                                   ctx.grad_dtype());
   if (model_.position_embedding == PositionEmbedding::rope) rope_table_ = rope_cos_sin_table(ctx);
 }
 

@@ -17,6 +17,7 @@
 #include "cuda/library_workspaces.h"
 #include "kernels/attention.h"
 #include "kernels/rope.h"
+#include "kernels/float_buffer.h"
 #include "model/layer.h"
 
 namespace sg::model {
@@ -70,8 +71,8 @@ class AttentionLayer final : public Layer {
   cuda::LibraryWorkspace workspace_registration_;  // cuDNN's alone (graph/workspace_memsets.h)
   const bf16* w_qkv_ = nullptr;
   const bf16* w_o_ = nullptr;
-  float* g_qkv_ = nullptr;
-  float* g_o_ = nullptr;
+  kernels::FloatBuffer g_qkv_;
+  kernels::FloatBuffer g_o_;
   int64_t* dropout_seed_ = nullptr;
   int64_t* dropout_offset_ = nullptr;
 };

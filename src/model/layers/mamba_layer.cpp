@@ -204,14 +204,14 @@ void MambaLayer::bind(LayerBindContext& ctx) {
   dt_bias_ = ctx.main_weight(decl_.dt_bias);
   A_log_ = ctx.main_weight(decl_.A_log);
   D_ = ctx.main_weight(decl_.D);
-  g_in_ = ctx.grad(decl_.in_proj);
-  g_conv_ = ctx.grad(decl_.conv_weight);
-  g_conv_bias_ = ctx.grad(decl_.conv_bias);
-  g_norm_ = ctx.grad(decl_.norm);
-  g_out_ = ctx.grad(decl_.out_proj);
-  g_dt_bias_ = ctx.grad(decl_.dt_bias);
-  g_A_log_ = ctx.grad(decl_.A_log);
-  g_D_ = ctx.grad(decl_.D);
+  g_in_ = ctx.grad_fp32(decl_.in_proj, "Mamba");
+  g_conv_ = ctx.grad_fp32(decl_.conv_weight, "Mamba");
+  g_conv_bias_ = ctx.grad_fp32(decl_.conv_bias, "Mamba");
+  g_norm_ = ctx.grad_fp32(decl_.norm, "Mamba");
+  g_out_ = ctx.grad_fp32(decl_.out_proj, "Mamba");
+  g_dt_bias_ = ctx.grad_fp32(decl_.dt_bias, "Mamba");
+  g_A_log_ = ctx.grad_fp32(decl_.A_log, "Mamba");
+  g_D_ = ctx.grad_fp32(decl_.D, "Mamba");
   gemms_ = std::make_unique<Gemms>(ctx.blas(), dims_);
 }
 

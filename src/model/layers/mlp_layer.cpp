@@ -37,13 +37,13 @@ struct MlpLayer::Gemms {
   kernels::LinearForward gate_up, down;
   kernels::LinearBackwardInput gate_up_dx, down_dx;
   kernels::LinearBackwardWeight gate_up_dw, down_dw;
-  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t F, int64_t N)
+  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t F, int64_t N, kernels::FloatDtype grad_dtype)
       : gate_up(b, T, H, N),
         down(b, T, F, H),
         gate_up_dx(b, T, H, N),
         down_dx(b, T, F, H),
-        gate_up_dw(b, T, H, N),
-        down_dw(b, T, F, H) {}
+        gate_up_dw(b, T, H, N, grad_dtype),
+        down_dw(b, T, F, H, grad_dtype) {}
 };
 
 MlpLayer::MlpLayer(LayerPlace place) : Layer(std::move(place)) {}
@@ -71,7 +71,7 @@ void MlpLayer::bind(LayerBindContext& ctx) {
   w_down_ = ctx.weight(decl_.down_proj);
   g_gate_up_ = ctx.grad(decl_.gate_up);
   g_down_ = ctx.grad(decl_.down_proj);
-  gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, H_, F_, N_);
+  gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, H_, F_, N_, ctx.grad_dtype());
   swiglu_backward_gemm_.reset();
   if (activation_ == MlpActivation::swiglu && kernels::swiglu_backward_gemm_preferred(T_, H_, F_)) {
     swiglu_backward_gemm_ = std::make_unique<kernels::SwiGluBackwardGemm>(T_, H_, F_);

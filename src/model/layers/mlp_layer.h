@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/float_buffer.h"
 #include "model/layer.h"
 
 namespace sg::kernels {
@@ -65,8 +66,8 @@ class MlpLayer final : public Layer {
   bf16* d_act_ = nullptr;
   const bf16* w_gate_up_ = nullptr;
   const bf16* w_down_ = nullptr;
-  float* g_gate_up_ = nullptr;
-  float* g_down_ = nullptr;
+  kernels::FloatBuffer g_gate_up_;
+  kernels::FloatBuffer g_down_;
 };
 
 class MlpLayerCpu final : public CpuLayer {

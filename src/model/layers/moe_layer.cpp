@@ -271,14 +271,14 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   b.w_router = ctx.weight(decl_.router);
   b.w_fc1 = ctx.weight(decl_.fc1);
   b.w_fc2 = ctx.weight(decl_.fc2);
-  b.g_router = ctx.grad(decl_.router);
-  b.g_fc1 = ctx.grad(decl_.fc1);
-  b.g_fc2 = ctx.grad(decl_.fc2);
+  b.g_router = ctx.grad_fp32(decl_.router, "MoE");
+  b.g_fc1 = ctx.grad_fp32(decl_.fc1, "MoE");
+  b.g_fc2 = ctx.grad_fp32(decl_.fc2, "MoE");
   if (s.S > 0) {
     b.w_shared_gate_up = ctx.weight(decl_.shared_gate_up);
     b.w_shared_down = ctx.weight(decl_.shared_down);
-    b.g_shared_gate_up = ctx.grad(decl_.shared_gate_up);
-    b.g_shared_down = ctx.grad(decl_.shared_down);
+    b.g_shared_gate_up = ctx.grad_fp32(decl_.shared_gate_up, "MoE");
+    b.g_shared_down = ctx.grad_fp32(decl_.shared_down, "MoE");
   }
   if (s.expert_bias) b.expert_bias = ctx.main_weight(decl_.expert_bias);
   b.aux_loss = ctx.pointers().aux_loss;
