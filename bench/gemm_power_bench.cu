@@ -16,8 +16,10 @@
 // shapes a GEMM runs for a few microseconds, less than cuBLASLt takes to launch one from the host, so timing host
 // launches would time the host. --host-launches launches them from the host, one by one (the seventeenth and
 // eighteenth sessions' runs, at 1b and small, where a GEMM runs for hundreds of microseconds).
+// --ops narrows the GEMMs to some of the three ops; --grad-dtype bf16 times the weight gradients writing bf16, as the
+// step does with bf16 main gradients (ddp.grad_reduce_in_fp32=false).
 // Usage: build/bench/gemm_power_bench [--recipe 1b|small|tiny|all] [--ranks N] [--seconds S] [--rounds R] [--explore]
-//                                     [--clusters ID,ID,...] [--host-launches]
+//                                     [--clusters ID,ID,...] [--host-launches] [--ops OP,OP,...] [--grad-dtype fp32|bf16]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -67,10 +69,10 @@ std::vector<Recipe> recipes() {
                     {"fc2", 1024, 704, 256}, {"lm_head", 1024, 256, 8192}}}};
 }
 
-kernels::GemmDesc desc_of(const Linear& l, Op op, int rank) {
+kernels::GemmDesc desc_of(const Linear& l, Op op, int rank, kernels::FloatDtype grad_dtype) {
   kernels::GemmDesc d = op == Op::forward          ? kernels::linear_forward_desc(l.T, l.K, l.N)
                         : op == Op::backward_input ? kernels::linear_backward_input_desc(l.T, l.K, l.N)
-                                                   : kernels::linear_backward_weight_desc(l.T, l.K, l.N);
+                                                   : kernels::linear_backward_weight_desc(l.T, l.K, l.N, grad_dtype);
   d.heuristic_rank = rank;
   return d;
 }
@@ -159,6 +161,8 @@ struct Args {
   bool explore = false;
   bool graphs = true;  // --host-launches: false
   std::vector<int64_t> clusters{2, 3, 5};  // --explore's cluster shapes: CUBLASLT_CLUSTER_SHAPE_1x1x1, 2x1x1, 1x2x1
+  std::vector<Op> ops{Op::forward, Op::backward_input, Op::backward_weight};  // --ops
+  kernels::FloatDtype grad_dtype = kernels::FloatDtype::fp32;                // --grad-dtype
 };
 
 Args parse(int argc, char** argv) {
@@ -180,7 +184,11 @@ Args parse(int argc, char** argv) {
           "                   2,3,5: 1x1, 2x1, 1x2; e.g. 4,6,8: 4x1, 2x2, 1x4)\n"
           "  --host-launches  launch the GEMMs from the host one by one, not from CUDA graphs of up to 100\n"
           "                   launches as the step does (host launches time the host where a GEMM is shorter\n"
-          "                   than a launch, as at tiny)\n");
+          "                   than a launch, as at tiny)\n"
+          "  --ops            which ops of each linear, comma-separated: forward, backward_input, backward_weight\n"
+          "                   (default all three)\n"
+          "  --grad-dtype     the weight gradient's output: fp32 (default) or bf16 (the step's with\n"
+          "                   ddp.grad_reduce_in_fp32=false)\n");
       std::exit(0);
     }
     if (flag == "--explore") {
@@ -209,6 +217,19 @@ Args parse(int argc, char** argv) {
                  "gemm_power_bench: --clusters " + value + ": '" + id + "' is not a CUBLASLT_CLUSTER_SHAPE_* value");
         a.clusters.push_back(cluster);
       }
+    } else if (flag == "--ops") {
+      a.ops.clear();
+      for (const std::string& name : split(value, ',')) {
+        const size_t before = a.ops.size();
+        for (const Op op : {Op::forward, Op::backward_input, Op::backward_weight}) {
+          if (name == op_name(op)) a.ops.push_back(op);
+        }
+        SG_CHECK(a.ops.size() > before, "gemm_power_bench: --ops " + value + ": '" + name +
+                                            "' is not one of forward, backward_input, backward_weight");
+      }
+    } else if (flag == "--grad-dtype") {
+      SG_CHECK(value == "fp32" || value == "bf16", "gemm_power_bench: --grad-dtype " + value + " is not fp32 or bf16");
+      a.grad_dtype = value == "bf16" ? kernels::FloatDtype::bf16 : kernels::FloatDtype::fp32;
     } else {
       throw Error("gemm_power_bench: unknown flag " + flag + " (see --help)");
     }
@@ -236,7 +257,7 @@ void explore(kernels::Blas& blas, const Linear& l, Op op, const Args& args, cons
   const int64_t screen_launches = std::clamp<int64_t>(static_cast<int64_t>(5.0 / first_ms), 30, 1000);
   for (int64_t tile : first.tile_ids()) {
     for (int64_t cluster : args.clusters) {
-      kernels::GemmDesc d = desc_of(l, op, kernels::GemmDesc::kPreferredAlgo);
+      kernels::GemmDesc d = desc_of(l, op, kernels::GemmDesc::kPreferredAlgo, args.grad_dtype);
       d.requested_config = {.tile_id = tile, .cluster_id = cluster};
       const kernels::GemmPlan* plan = nullptr;
       try {
@@ -257,7 +278,7 @@ void explore(kernels::Blas& blas, const Linear& l, Op op, const Args& args, cons
     plans.push_back(found[screened[i].second]);
     labels.push_back(found_labels[screened[i].second]);
   }
-  const kernels::GemmPlan& step = blas.plan(desc_of(l, op, kernels::GemmDesc::kPreferredAlgo));
+  const kernels::GemmPlan& step = blas.plan(desc_of(l, op, kernels::GemmDesc::kPreferredAlgo, args.grad_dtype));
   const bool listed = std::any_of(plans.begin(), plans.end(),
                                   [&](const kernels::GemmPlan* p) { return p->algo_summary() == step.algo_summary(); });
   if (!listed) {
@@ -279,16 +300,17 @@ int run(int argc, char** argv) {
   for (const Recipe& recipe : recipes()) {
     if (args.recipe != "all" && args.recipe != recipe.name) continue;
     for (const Linear& l : recipe.linears) {
-      for (Op op : {Op::forward, Op::backward_input, Op::backward_weight}) {
-        std::vector<const kernels::GemmPlan*> plans{&blas.plan(desc_of(l, op, 0))};  // no algorithm at all: an error
+      for (const Op op : args.ops) {
+        const kernels::FloatDtype g = args.grad_dtype;
+        std::vector<const kernels::GemmPlan*> plans{&blas.plan(desc_of(l, op, 0, g))};  // no algorithm at all: an error
         std::vector<std::string> labels{"0"};
-        const Operands ops(desc_of(l, op, 0));
+        const Operands ops(desc_of(l, op, 0, g));
         if (args.explore) {
           explore(blas, l, op, args, ops, stream, sampler, plans, labels);
         } else {
           for (int r = 1; r < args.ranks; ++r) {
             try {
-              plans.push_back(&blas.plan(desc_of(l, op, r)));
+              plans.push_back(&blas.plan(desc_of(l, op, r, g)));
               labels.push_back(std::to_string(r));
             } catch (const Error&) {
               break;  // cuBLASLt offers fewer candidates for this GEMM
@@ -326,7 +348,8 @@ int run(int argc, char** argv) {
           }
           return strprintf("%.3f-%.3f", lo, hi);
         };
-        const std::string step_choice = blas.plan(desc_of(l, op, kernels::GemmDesc::kPreferredAlgo)).algo_summary();
+        const std::string step_choice =
+            blas.plan(desc_of(l, op, kernels::GemmDesc::kPreferredAlgo, g)).algo_summary();
         for (size_t r = 0; r < n; ++r) {
           const bench::PowerSummary& p = t[r].back().power;
           std::printf("%-6s %-8s %-16s %8s %10.4f %8.1f %7.3f %13s %7.0f %7.0f  %s%s\n", recipe.name, l.name,

@@ -28,6 +28,16 @@ TEST(GemmPreferences, NamesAConfigurationForMeasuredShapesOnHopperOnly) {
       << "llama/small's LM-head forward (a chunk of 4096 rows)";
   EXPECT_TRUE(kernels::preferred_gemm_config(kernels::linear_backward_weight_desc(8192, 5632, 2048), 90).has_value())
       << "llama/1b's fc2 weight gradient (fp32 D)";
+  // Into bf16 main gradients it is another GEMM, measured on its own (s23c4): another entry, another tile.
+  const auto fc2_wgrad_bf16 = kernels::preferred_gemm_config(
+      kernels::linear_backward_weight_desc(8192, 5632, 2048, kernels::FloatDtype::bf16), 90);
+  const auto fc2_wgrad_fp32 = kernels::preferred_gemm_config(kernels::linear_backward_weight_desc(8192, 5632, 2048), 90);
+  ASSERT_TRUE(fc2_wgrad_bf16.has_value() && fc2_wgrad_fp32.has_value()) << "llama/1b's fc2 weight gradient, both D types";
+  EXPECT_NE(fc2_wgrad_bf16->cluster_id, fc2_wgrad_fp32->cluster_id);
+  EXPECT_FALSE(kernels::preferred_gemm_config(
+                   kernels::linear_backward_weight_desc(8192, 2048, 2048, kernels::FloatDtype::bf16), 90)
+                   .has_value())
+      << "1b's output projection weight gradient into bf16: its best candidate gained under 1%, not taken";
   EXPECT_TRUE(kernels::preferred_gemm_config(kernels::linear_backward_input_desc(8192, 2048, 11264), 90).has_value())
       << "llama/1b's fc1 input gradient";
   // llama/tiny's output projection: forward and input gradient have the same m, n, k and differ in A's transpose.
