@@ -254,7 +254,7 @@ void run_backward(const Launch& launch, CausalConv1dBackwardParams p) {
   check_shape(op, p.B, p.S, p.C);
   p.in_row_stride = detail::resolve_row_stride(op, "in_row_stride", p.in_row_stride, p.C);
   p.din_row_stride = detail::resolve_row_stride(op, "din_row_stride", p.din_row_stride, p.C);
-  SG_CHECK(p.din && p.dweight && p.dbias && p.dout && p.in && p.weight && p.bias,
+  SG_CHECK(p.din && p.dweight.data && p.dbias.data && p.dout && p.in && p.weight && p.bias,
            strprintf("%s: null pointer in params", op));
   if (p.B * p.S == 0) return;
   const int64_t partials = backward_partials(p.B, p.S);

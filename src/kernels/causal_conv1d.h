@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "cuda/bf16.h"
+#include "kernels/float_buffer.h"
 
 namespace sg::kernels {
 
@@ -44,8 +45,8 @@ void causal_conv1d_silu_forward(cudaStream_t stream, const CausalConv1dForwardPa
 // din must not alias in or dout.
 struct CausalConv1dBackwardParams {
   bf16* din = nullptr;           // token (b, t) at din + (b * S + t) * din_row_stride
-  float* dweight = nullptr;      // [C, 4] fp32 main_grad, ADDED into
-  float* dbias = nullptr;        // [C] fp32 main_grad, ADDED into
+  FloatBuffer dweight;           // [C, 4] main_grad (fp32 or bf16, kernels/float_buffer.h), ADDED into
+  FloatBuffer dbias;             // [C] main_grad (fp32 or bf16), ADDED into
   float* scratch = nullptr;      // fp32 [causal_conv1d_backward_num_partials(B, S), 5C]
   size_t scratch_bytes = 0;      // size of `scratch` (checked >= causal_conv1d_backward_scratch_bytes)
   const bf16* dout = nullptr;    // [B, S, C], packed

@@ -173,7 +173,7 @@ void run_backward(const Launch& launch, GatedRmsNormBackwardParams p) {
   check_shape(op, p.T, p.D, p.G);
   p.z_row_stride = detail::resolve_row_stride(op, "z_row_stride", p.z_row_stride, p.D);
   p.dz_row_stride = detail::resolve_row_stride(op, "dz_row_stride", p.dz_row_stride, p.D);
-  SG_CHECK(p.dy && p.dz && p.dweight && p.dout && p.y && p.z && p.weight && p.rstd,
+  SG_CHECK(p.dy && p.dz && p.dweight.data && p.dout && p.y && p.z && p.weight && p.rstd,
            strprintf("%s: null pointer in params", op));
   if (p.T == 0) return;
   const int64_t partials = backward_partials(p.T);

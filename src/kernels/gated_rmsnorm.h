@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "cuda/bf16.h"
+#include "kernels/float_buffer.h"
 
 namespace sg::kernels {
 
@@ -42,7 +43,7 @@ void gated_rmsnorm_forward(cudaStream_t stream, const GatedRmsNormForwardParams&
 struct GatedRmsNormBackwardParams {
   bf16* dy = nullptr;            // [T, D]
   bf16* dz = nullptr;            // token t at dz + t * dz_row_stride
-  float* dweight = nullptr;      // [D] fp32 main_grad, ADDED into
+  FloatBuffer dweight;           // [D] main_grad (fp32 or bf16, kernels/float_buffer.h), ADDED into
   float* scratch = nullptr;      // fp32 [gated_rmsnorm_backward_num_partials(T), D]
   size_t scratch_bytes = 0;      // size of `scratch` (checked >= gated_rmsnorm_backward_scratch_bytes)
   const bf16* dout = nullptr;    // [T, D]

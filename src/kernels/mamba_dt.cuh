@@ -81,7 +81,13 @@ SG_KERNEL(kThreads) a_forward_kernel(MambaAForwardParams p) {
 
 SG_KERNEL(kThreads) a_backward_kernel(MambaABackwardParams p) {
   const int64_t h = static_cast<int64_t>(detail::block_index_x()) * kThreads + detail::thread_index();
-  if (h < p.H) p.dA_log[h] += p.dA[h] * -expf(p.A_log[h]);
+  if (h >= p.H) return;
+  const float add = p.dA[h] * -expf(p.A_log[h]);
+  if (p.dA_log.dtype == FloatDtype::bf16) {
+    partial_sums::add_rounded(static_cast<bf16*>(p.dA_log.data)[h], add);
+  } else {
+    static_cast<float*>(p.dA_log.data)[h] += add;
+  }
 }
 
 inline void check_shape(const char* op, int64_t T, int64_t H, float dt_min, float dt_max) {
@@ -108,7 +114,7 @@ void run_dt_backward(const Launch& launch, MambaDtBackwardParams p) {
   check_shape(op, p.T, p.H, p.dt_min, p.dt_max);
   p.dt_raw_row_stride = detail::resolve_row_stride(op, "dt_raw_row_stride", p.dt_raw_row_stride, p.H);
   p.ddt_raw_row_stride = detail::resolve_row_stride(op, "ddt_raw_row_stride", p.ddt_raw_row_stride, p.H);
-  SG_CHECK(p.ddt_raw && p.ddt_bias && p.ddt && p.dt_raw && p.dt_bias, strprintf("%s: null pointer in params", op));
+  SG_CHECK(p.ddt_raw && p.ddt_bias.data && p.ddt && p.dt_raw && p.dt_bias, strprintf("%s: null pointer in params", op));
   if (p.T == 0) return;
   const int64_t partials = backward_partials(p.T);
   detail::check_scratch(op, p.scratch, p.scratch_bytes, static_cast<size_t>(partials * p.H) * sizeof(float),
@@ -129,7 +135,7 @@ void run_a_forward(const Launch& launch, const MambaAForwardParams& p) {
 
 template <class Launch>
 void run_a_backward(const Launch& launch, const MambaABackwardParams& p) {
-  SG_CHECK(p.H > 0 && p.dA_log && p.dA && p.A_log, "mamba_a_backward: need H > 0 and non-null dA_log, dA, A_log");
+  SG_CHECK(p.H > 0 && p.dA_log.data && p.dA && p.A_log, "mamba_a_backward: need H > 0 and non-null dA_log, dA, A_log");
   launch("a_backward_kernel", a_backward_kernel, dim3(static_cast<unsigned>(detail::ceil_div(p.H, kThreads))),
          kThreads, 0, p);
 }

@@ -20,6 +20,7 @@
 #include <limits>
 
 #include "cuda/bf16.h"
+#include "kernels/float_buffer.h"
 
 namespace sg::kernels {
 
@@ -38,7 +39,7 @@ void mamba_dt_forward(cudaStream_t stream, const MambaDtForwardParams& p);
 // ddt_bias += sum over tokens of the same. ddt_raw must not alias dt_raw.
 struct MambaDtBackwardParams {
   bf16* ddt_raw = nullptr;         // token t at ddt_raw + t * ddt_raw_row_stride
-  float* ddt_bias = nullptr;       // [H] fp32 main_grad, ADDED into
+  FloatBuffer ddt_bias;            // [H] main_grad (fp32 or bf16), ADDED into
   float* scratch = nullptr;        // fp32 [mamba_dt_backward_num_partials(T), H]
   size_t scratch_bytes = 0;        // size of `scratch` (checked >= mamba_dt_backward_scratch_bytes)
   const float* ddt = nullptr;      // [T, H] fp32 (from the scan's backward)
@@ -65,7 +66,7 @@ void mamba_a_forward(cudaStream_t stream, const MambaAForwardParams& p);
 
 // dA_log += dA * A, with A = -exp(A_log) recomputed (dA from the scan's backward, already reduced).
 struct MambaABackwardParams {
-  float* dA_log = nullptr;         // [H] fp32 main_grad, ADDED into
+  FloatBuffer dA_log;              // [H] main_grad (fp32 or bf16, kernels/float_buffer.h), ADDED into
   const float* dA = nullptr;       // [H]
   const float* A_log = nullptr;    // [H]
   int64_t H = 0;

@@ -14,8 +14,9 @@ SG_EMULATED_NAMESPACE_BEGIN
 struct ColumnSumArgs {
   const float* partials = nullptr;
   int64_t rows = 0, ld = 0;
-  float* dst[kMaxColumnSumSegments] = {};
-  int64_t end[kMaxColumnSumSegments] = {};  // running column end of each segment
+  void* dst[kMaxColumnSumSegments] = {};
+  bool dst_bf16[kMaxColumnSumSegments] = {};  // the segment's main_grad is bf16 (else fp32)
+  int64_t end[kMaxColumnSumSegments] = {};    // running column end of each segment
   // Batched (add_partial_column_sums_batched): matrix blockIdx.y at partials + y * rows * ld, one
   // segment at dst_base + dst_offsets[y] (fp32, or bf16 in dst_base_bf16: rounded to nearest even once the
   // sum is added); nullptr: one matrix and the segments above.
@@ -32,6 +33,9 @@ struct ColumnSumArgs {
 // adds the 8 warps' subtotals in warp order: a fixed order for a given `rows`.
 // A template so that every .cu including this header may instantiate it (weak symbols, no clash).
 inline constexpr int kCols = 8, kRowThreads = 32, kColumnSumThreads = kCols * kRowThreads;
+
+// A bf16 main-grad element plus an fp32 sum, rounded to nearest even once.
+SG_HOST_DEVICE void add_rounded(bf16& d, float sum) { d = __float2bfloat16_rn(__bfloat162float(d) + sum); }
 inline constexpr int kColumnSumWarps = kColumnSumThreads / 32;
 template <int kThreads = kColumnSumThreads>
 SG_KERNEL(kThreads) column_sums_kernel(ColumnSumArgs a) {
@@ -68,8 +72,7 @@ SG_UNROLL
   for (int w = 0; w < kColumnSumWarps; ++w) total += warp_sums[w * kCols + tx];
   if (a.dst_offsets != nullptr) {
     if (a.dst_base_bf16 != nullptr) {
-      bf16& d = a.dst_base_bf16[a.dst_offsets[matrix] + col];
-      d = __float2bfloat16_rn(__bfloat162float(d) + total);
+      add_rounded(a.dst_base_bf16[a.dst_offsets[matrix] + col], total);
     } else {
       a.dst_base[a.dst_offsets[matrix] + col] += total;
     }
@@ -78,7 +81,11 @@ SG_UNROLL
   int k = 0;
   while (col >= a.end[k]) ++k;
   const int64_t begin = k == 0 ? 0 : a.end[k - 1];
-  a.dst[k][col - begin] += total;
+  if (a.dst_bf16[k]) {
+    add_rounded(static_cast<bf16*>(a.dst[k])[col - begin], total);
+  } else {
+    static_cast<float*>(a.dst[k])[col - begin] += total;
+  }
 }
 
 template <class Launch>
@@ -90,11 +97,12 @@ void run_column_sums(const Launch& launch, const float* partials, int64_t rows,
   ColumnSumArgs a;
   int count = 0;
   for (const ColumnSumSegment& s : segments) {
-    SG_CHECK(s.dst != nullptr && s.cols > 0,
+    SG_CHECK(s.dst.data != nullptr && s.cols > 0,
              strprintf("add_partial_column_sums: segment %d has dst %p, cols %lld (need non-null, cols > 0)", count,
-                       static_cast<void*>(s.dst), static_cast<long long>(s.cols)));
+                       s.dst.data, static_cast<long long>(s.cols)));
     a.ld += s.cols;
-    a.dst[count] = s.dst;
+    a.dst[count] = s.dst.data;
+    a.dst_bf16[count] = s.dst.is_bf16();
     a.end[count] = a.ld;
     ++count;
   }

@@ -1,7 +1,8 @@
 #pragma once
 // Deterministic weight-gradient reduction shared by the backward kernels: a kernel writes one fp32 row of
 // partial sums per block (or per fixed slot) into a scratch matrix [rows, cols]; this launcher ADDS the
-// column sums into one or more fp32 main-grad arrays, summing the rows in a fixed order (no atomics), so
+// column sums into one or more main-grad arrays (fp32, or bf16: the sum added to the widened value and rounded
+// to nearest even once), summing the rows in a fixed order (no atomics), so
 // the bits depend on the shape only. The columns of a partial row may feed several destinations
 // (segments, in order): e.g. a conv's [C*4 weight | C bias] row feeds dweight then dbias.
 // Graph-safe: one kernel launch, no allocation, no host reads of device memory.
@@ -16,7 +17,7 @@ namespace sg::kernels {
 
 // One destination: dst[0, cols) += the next `cols` column sums.
 struct ColumnSumSegment {
-  float* dst = nullptr;
+  FloatBuffer dst;
   int64_t cols = 0;
 };
 inline constexpr int kMaxColumnSumSegments = 4;

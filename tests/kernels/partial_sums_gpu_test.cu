@@ -2,7 +2,8 @@
 // destination segments, against fp64 sums (relative error < kFp32RelTol, 1e-5), bitwise repeatable, and
 // nothing added for zero rows. The batched form (many stacked matrices, one launch, destinations through a
 // device offset table) adds bit for bit what one add_partial_column_sums per matrix adds, and leaves the
-// elements between its destinations alone.
+// elements between its destinations alone. Into bf16 destinations (a bf16 main gradient), both forms add bit for
+// bit what the fp32 launch adds to the rounded values, rounded once.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -52,6 +53,30 @@ TEST(PartialColumnSumsGpu, AddsColumnSumsIntoSegments) {
   }
 }
 
+// Segments of either dtype in one launch (a conv's [weight | bias] row into bf16 and fp32 main gradients): each
+// bf16 segment gets the fp32 launch's result on its rounded values, rounded; the fp32 one the fp32 launch's, exactly.
+TEST(PartialColumnSumsGpu, SegmentsIntoBf16AreTheFp32ResultRoundedOnce) {
+  const int64_t rows = 300, a_cols = 37, b_cols = 70, ld = a_cols + b_cols;
+  const auto partials = random_normal(rows * ld, 61);
+  const auto a0 = round_bf16(random_normal(a_cols, 62)), b0 = random_normal(b_cols, 63);
+  DeviceBuffer<float> d_p(rows * ld), d_a32(a_cols), d_b32(b_cols), d_b(b_cols);
+  DeviceBuffer<bf16> d_a16(a_cols);
+  d_p.upload(partials);
+  d_a32.upload(a0);
+  d_b32.upload(b0);
+  d_b.upload(b0);
+  d_a16.upload(to_bf16(a0));
+  sync_device();
+  cuda::Stream stream;
+  kernels::add_partial_column_sums(stream, d_p.get(), rows, {{d_a32.get(), a_cols}, {d_b32.get(), b_cols}});
+  kernels::add_partial_column_sums(stream, d_p.get(), rows, {{d_a16.get(), a_cols}, {d_b.get(), b_cols}});
+  sync_device();
+  const std::vector<float> a = to_float(d_a16.download());
+  EXPECT_TRUE(bitwise_equal(a, round_bf16(d_a32.download())));
+  EXPECT_FALSE(bitwise_equal(a, a0)) << "nothing was added";
+  EXPECT_TRUE(bitwise_equal(d_b.download(), d_b32.download()));
+}
+
 TEST(PartialColumnSumsGpu, ZeroRowsAddNothingAndBadSegmentsThrow) {
   const auto a0 = random_normal(16, 1);
   DeviceBuffer<float> d_a(16);
@@ -60,7 +85,7 @@ TEST(PartialColumnSumsGpu, ZeroRowsAddNothingAndBadSegmentsThrow) {
   kernels::add_partial_column_sums(stream, nullptr, 0, {{d_a.get(), 16}});
   sync_device();
   EXPECT_TRUE(bitwise_equal(d_a.download(), a0));
-  EXPECT_THROW(kernels::add_partial_column_sums(stream, d_a.get(), 1, {{nullptr, 16}}), Error);
+  EXPECT_THROW(kernels::add_partial_column_sums(stream, d_a.get(), 1, {{static_cast<float*>(nullptr), 16}}), Error);
   EXPECT_THROW(kernels::add_partial_column_sums(stream, d_a.get(), 1, {}), Error);
 }
 

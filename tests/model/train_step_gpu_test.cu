@@ -227,7 +227,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, TrainStepParity,
                                            ParityCase{1, true, 0.0f, "MM-"}, ParityCase{1, false, 0.0f, "", true},
                                            ParityCase{2, false, 0.1f, "", true},
                                            ParityCase{2, false, 0.1f, "", false, true},
-                                           ParityCase{1, true, 0.0f, "", true, true}),
+                                           ParityCase{1, true, 0.0f, "", true, true},
+                                           ParityCase{2, false, 0.1f, "M*-M", false, true}),
                          [](const ::testing::TestParamInfo<ParityCase>& info) {
                            return "mb" + std::to_string(info.param.num_microbatches) +
                                   (info.param.tied ? "_tied" : "") + (info.param.hidden_dropout > 0 ? "_dropout" : "") +

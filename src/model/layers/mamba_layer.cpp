@@ -128,13 +128,13 @@ struct MambaLayer::Gemms {
   kernels::LinearForward in_proj, out_proj;
   kernels::LinearBackwardInput in_proj_dx, out_proj_dx;
   kernels::LinearBackwardWeight in_proj_dw, out_proj_dw;
-  Gemms(kernels::Blas& b, const MambaDims& d)
+  Gemms(kernels::Blas& b, const MambaDims& d, kernels::FloatDtype grad_dtype)
       : in_proj(b, d.T, d.H, d.in_proj),
         out_proj(b, d.T, d.inner, d.H),
         in_proj_dx(b, d.T, d.H, d.in_proj),
         out_proj_dx(b, d.T, d.inner, d.H),
-        in_proj_dw(b, d.T, d.H, d.in_proj),
-        out_proj_dw(b, d.T, d.inner, d.H) {}
+        in_proj_dw(b, d.T, d.H, d.in_proj, grad_dtype),
+        out_proj_dw(b, d.T, d.inner, d.H, grad_dtype) {}
 };
 
 MambaLayer::MambaLayer(LayerPlace place) : Layer(std::move(place)) {}
@@ -204,15 +204,15 @@ void MambaLayer::bind(LayerBindContext& ctx) {
   dt_bias_ = ctx.main_weight(decl_.dt_bias);
   A_log_ = ctx.main_weight(decl_.A_log);
   D_ = ctx.main_weight(decl_.D);
-  g_in_ = ctx.grad_fp32(decl_.in_proj, "Mamba");
-  g_conv_ = ctx.grad_fp32(decl_.conv_weight, "Mamba");
-  g_conv_bias_ = ctx.grad_fp32(decl_.conv_bias, "Mamba");
-  g_norm_ = ctx.grad_fp32(decl_.norm, "Mamba");
-  g_out_ = ctx.grad_fp32(decl_.out_proj, "Mamba");
-  g_dt_bias_ = ctx.grad_fp32(decl_.dt_bias, "Mamba");
-  g_A_log_ = ctx.grad_fp32(decl_.A_log, "Mamba");
-  g_D_ = ctx.grad_fp32(decl_.D, "Mamba");
-  gemms_ = std::make_unique<Gemms>(ctx.blas(), dims_);
+  g_in_ = ctx.grad(decl_.in_proj);
+  g_conv_ = ctx.grad(decl_.conv_weight);
+  g_conv_bias_ = ctx.grad(decl_.conv_bias);
+  g_norm_ = ctx.grad(decl_.norm);
+  g_out_ = ctx.grad(decl_.out_proj);
+  g_dt_bias_ = ctx.grad(decl_.dt_bias);
+  g_A_log_ = ctx.grad(decl_.A_log);
+  g_D_ = ctx.grad(decl_.D);
+  gemms_ = std::make_unique<Gemms>(ctx.blas(), dims_, ctx.grad_dtype());
 }
 
 template <class ScanParams>

@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/float_buffer.h"
 #include "model/layer.h"
 
 namespace sg::model {
@@ -93,8 +94,8 @@ class MambaLayer final : public Layer {
   // Parameters.
   const bf16 *w_in_ = nullptr, *w_conv_ = nullptr, *b_conv_ = nullptr, *w_norm_ = nullptr, *w_out_ = nullptr;
   const float *dt_bias_ = nullptr, *A_log_ = nullptr, *D_ = nullptr;  // fp32 master weights
-  float *g_in_ = nullptr, *g_conv_ = nullptr, *g_conv_bias_ = nullptr, *g_norm_ = nullptr, *g_out_ = nullptr;
-  float *g_dt_bias_ = nullptr, *g_A_log_ = nullptr, *g_D_ = nullptr;
+  kernels::FloatBuffer g_in_, g_conv_, g_conv_bias_, g_norm_, g_out_;  // main_grad, fp32 or bf16
+  kernels::FloatBuffer g_dt_bias_, g_A_log_, g_D_;
 };
 
 class MambaLayerCpu final : public CpuLayer {
