@@ -104,13 +104,6 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
     if (m.hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
     out.push_back({model::missing_layer_kind_text(kind), keys});
   }
-  if (!c.ddp.grad_reduce_in_fp32 && contains_kind(kinds, model::LayerKind::moe)) {
-    std::vector<std::string> keys = {"ddp.grad_reduce_in_fp32", "model.num_moe_experts"};
-    if (m.hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
-    out.push_back({"bf16 main gradients (ddp.grad_reduce_in_fp32=false) with MoE layers: the experts' grouped "
-                   "weight-gradient GEMM writes fp32; set ddp.grad_reduce_in_fp32=true",
-                   keys});
-  }
   if (m.add_bias_linear || m.add_qkv_bias) {
     out.push_back({"linear-layer biases", {"model.add_bias_linear", "model.add_qkv_bias"}});
   }

@@ -15,9 +15,9 @@ namespace {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 std::string describe_dims(GroupedGemmOp op, const GroupedGemmDims& d) {
-  return strprintf("grouped GEMM %s (groups=%d rows=%lld N=%lld K=%lld)", grouped_gemm_op_name(op), d.num_groups,
+  return strprintf("grouped GEMM %s (groups=%d rows=%lld N=%lld K=%lld%s)", grouped_gemm_op_name(op), d.num_groups,
                    static_cast<long long>(d.max_total_rows), static_cast<long long>(d.N),
-                   static_cast<long long>(d.K));
+                   static_cast<long long>(d.K), d.weight_grad_dtype == FloatDtype::bf16 ? " dW=bf16" : "");
 }
 
 void validate(GroupedGemmOp op, const GroupedGemmDims& d) {
@@ -33,6 +33,8 @@ void validate(GroupedGemmOp op, const GroupedGemmDims& d) {
   SG_CHECK(op == GroupedGemmOp::kBackwardWeight || d.weight_grad_tile == WeightGradTile::kAuto,
            what + "weight_grad_tile = " + weight_grad_tile_name(d.weight_grad_tile) +
                " forces backward_weight's tile; leave it kAuto for the other ops");
+  SG_CHECK(op == GroupedGemmOp::kBackwardWeight || d.weight_grad_dtype == FloatDtype::fp32,
+           what + "weight_grad_dtype is backward_weight's dW dtype; leave it fp32 for the other ops");
 }
 
 int require_sm90(GroupedGemmOp op, const GroupedGemmDims& d) {
@@ -51,10 +53,15 @@ std::unique_ptr<detail::GroupedGemmBackend> make_backend(GroupedGemmOp op, const
       return detail::make_grouped_forward_backend(d, sm_count);
     case GroupedGemmOp::kBackwardInput:
       return detail::make_grouped_backward_input_backend(d, sm_count);
-    case GroupedGemmOp::kBackwardWeight:
-      return choose_weight_grad_tile(d, sm_count) == WeightGradTile::kNarrow
-                 ? detail::make_grouped_backward_weight_narrow_backend(d, sm_count)
-                 : detail::make_grouped_backward_weight_backend(d, sm_count);
+    case GroupedGemmOp::kBackwardWeight: {
+      const bool narrow = choose_weight_grad_tile(d, sm_count) == WeightGradTile::kNarrow;
+      if (d.weight_grad_dtype == FloatDtype::bf16) {
+        return narrow ? detail::make_grouped_backward_weight_narrow_bf16_backend(d, sm_count)
+                      : detail::make_grouped_backward_weight_bf16_backend(d, sm_count);
+      }
+      return narrow ? detail::make_grouped_backward_weight_narrow_backend(d, sm_count)
+                    : detail::make_grouped_backward_weight_backend(d, sm_count);
+    }
   }
   throw Error("grouped GEMM: unknown op");
 }
@@ -65,8 +72,12 @@ detail::GroupedGemmOperands operands_of(const GroupedLinearForwardParams& p) {
 detail::GroupedGemmOperands operands_of(const GroupedLinearBackwardInputParams& p) {
   return {.counts = p.counts, .offsets = p.offsets, .a = p.dy, .b = p.w, .d = p.dx};
 }
-detail::GroupedGemmOperands operands_of(const GroupedLinearBackwardWeightParams& p) {
-  return {.counts = p.counts, .offsets = p.offsets, .a = p.dy, .b = p.x, .d = p.dw, .accumulate = p.accumulate};
+detail::GroupedGemmOperands operands_of(const GroupedLinearBackwardWeight& plan,
+                                        const GroupedLinearBackwardWeightParams& p) {
+  SG_CHECK(p.dw.dtype == plan.dims().weight_grad_dtype,
+           plan.describe() + strprintf(": planned for a %s dW, given a %s one", float_dtype_name(plan.dims().weight_grad_dtype),
+                                       float_dtype_name(p.dw.dtype)));
+  return {.counts = p.counts, .offsets = p.offsets, .a = p.dy, .b = p.x, .d = p.dw.data, .accumulate = p.accumulate};
 }
 
 }  // namespace
@@ -170,12 +181,12 @@ GroupedLinearBackwardWeight::GroupedLinearBackwardWeight(const GroupedGemmDims& 
     : GroupedGemmPlan(GroupedGemmOp::kBackwardWeight, dims) {}
 
 void GroupedLinearBackwardWeight::run(cudaStream_t stream, const GroupedLinearBackwardWeightParams& p) const {
-  enqueue(stream, operands_of(p));
+  enqueue(stream, operands_of(*this, p));
 }
 
 void GroupedLinearBackwardWeight::run_prepared(cudaStream_t stream,
                                                const GroupedLinearBackwardWeightParams& p) const {
-  enqueue_prepared(stream, operands_of(p));
+  enqueue_prepared(stream, operands_of(*this, p));
 }
 
 GroupedGemmSetup& GroupedGemmSetup::add(const GroupedGemmPlan& plan, const detail::GroupedGemmOperands& o) {
@@ -199,7 +210,7 @@ GroupedGemmSetup& GroupedGemmSetup::add(const GroupedLinearBackwardInput& plan,
 }
 GroupedGemmSetup& GroupedGemmSetup::add(const GroupedLinearBackwardWeight& plan,
                                         const GroupedLinearBackwardWeightParams& p) {
-  return add(static_cast<const GroupedGemmPlan&>(plan), operands_of(p));
+  return add(static_cast<const GroupedGemmPlan&>(plan), operands_of(plan, p));
 }
 
 void GroupedGemmSetup::launch(cudaStream_t stream) const {

@@ -9,7 +9,9 @@
 // fp32 accumulation. Three ops, each a plan class (CPU twin: reference/grouped_gemm.h):
 //   GroupedLinearForward        y_g[m_g, N]  = x_g[m_g, K] W_g^T          bf16 out
 //   GroupedLinearBackwardInput  dx_g[m_g, K] = dy_g[m_g, N] W_g           bf16 out (overwrites)
-//   GroupedLinearBackwardWeight dW_g[N, K]  += dy_g^T x_g                  fp32 main_grad (beta = 1)
+//   GroupedLinearBackwardWeight dW_g[N, K]  += dy_g^T x_g                  main_grad (beta = 1): fp32, or bf16
+//                                                                          (GroupedGemmDims::weight_grad_dtype:
+//                                                                          the fp32 sum rounded once, as stored)
 //                               dW_g[N, K]   = dy_g^T x_g                  with accumulate = false (beta = 0)
 // An expert with no rows writes no y/dx rows; its dW is left bit-for-bit unchanged when accumulating (it
 // contributes zero) and set to zero when overwriting. Rows outside every segment (token-drop padding)
@@ -52,6 +54,7 @@
 #include <vector>
 
 #include "cuda/bf16.h"
+#include "kernels/float_buffer.h"
 #include "kernels/grouped_gemm_tiles.h"
 
 namespace sg::kernels {
@@ -64,6 +67,8 @@ struct GroupedGemmDims {
   int64_t K = 0;               // in features (columns of each W_g), multiple of 8
   // backward_weight's tile: kAuto picks per shape (grouped_gemm_tiles.h); the others force one (tests, benches).
   WeightGradTile weight_grad_tile = WeightGradTile::kAuto;
+  // backward_weight's dW: the main_grad's dtype (bf16 with ddp.grad_reduce_in_fp32=false); fp32 for the other ops.
+  FloatDtype weight_grad_dtype = FloatDtype::fp32;
 };
 
 // y[r, :] = x[r, :] W_g^T for every row r of expert g's segment.
@@ -84,9 +89,9 @@ struct GroupedLinearBackwardInputParams {
   const int32_t* offsets = nullptr;  // [num_groups] device
 };
 
-// dW_g (+)= sum over the rows r of expert g's segment of dy[r, :]^T x[r, :] (fp32).
+// dW_g (+)= sum over the rows r of expert g's segment of dy[r, :]^T x[r, :] (summed in fp32).
 struct GroupedLinearBackwardWeightParams {
-  float* dw = nullptr;               // [num_groups, N, K], the fp32 main_grad
+  FloatBuffer dw;                    // [num_groups, N, K], the main_grad (of the plan's weight_grad_dtype)
   const bf16* dy = nullptr;          // [max_total_rows, N]
   const bf16* x = nullptr;           // [max_total_rows, K]
   const int32_t* counts = nullptr;   // [num_groups] device

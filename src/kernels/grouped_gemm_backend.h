@@ -13,7 +13,7 @@
 //                                                                   D = dx + o K  (row-major)
 //   backward_weight  a = dy, b = x, d = dw   M = N, N = K, K = m    A = dy + o N  (A(n, r) = dy[r, n]: M-major)
 //                                                                   B = x + o K   (B(k, r) = x[r, k]: N-major)
-//                                                                   C = D = dw + g N K (fp32, beta = 1)
+//                                                                   C = D = dw + g N K (fp32 or bf16, beta = 1)
 //                                                                   (beta = 0 when the op overwrites)
 // Every leading dimension is a plan-time constant (N or K), so the stride arrays are written once.
 #include <cuda_runtime.h>
@@ -56,5 +56,10 @@ std::unique_ptr<GroupedGemmBackend> make_grouped_backward_weight_backend(const G
 // backward_weight with the 128x96 tile (WeightGradTile::kNarrow).
 std::unique_ptr<GroupedGemmBackend> make_grouped_backward_weight_narrow_backend(const GroupedGemmDims& dims,
                                                                                 int sm_count);
+// backward_weight into a bf16 dW (GroupedGemmDims::weight_grad_dtype), each tile.
+std::unique_ptr<GroupedGemmBackend> make_grouped_backward_weight_bf16_backend(const GroupedGemmDims& dims,
+                                                                              int sm_count);
+std::unique_ptr<GroupedGemmBackend> make_grouped_backward_weight_narrow_bf16_backend(const GroupedGemmDims& dims,
+                                                                                     int sm_count);
 
 }  // namespace sg::kernels::detail

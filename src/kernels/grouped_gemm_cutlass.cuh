@@ -123,34 +123,35 @@ struct ProductionConfig<GroupedGemmOp::kBackwardWeight> : KernelConfig<128, 192,
 // 2x1 cluster at small_moe fc2 (docs/performance.md, sixteenth session).
 struct NarrowWeightGradConfig : KernelConfig<128, 96, 1, 2, Schedule::kCooperative> {};
 
-// Per-op layouts (CUTLASS tags: A is [M, K], B is [K, N] in the tag's sense, D is [M, N]) and output.
-template <GroupedGemmOp Op>
+// Per-op layouts (CUTLASS tags: A is [M, K], B is [K, N] in the tag's sense, D is [M, N]) and output. DW:
+// backward_weight's dW element (float, or cutlass::bfloat16_t into bf16 main gradients); the others ignore it.
+template <GroupedGemmOp Op, class DW>
 struct OpTraits;
-template <>
-struct OpTraits<GroupedGemmOp::kForward> {
+template <class DW>
+struct OpTraits<GroupedGemmOp::kForward, DW> {
   using LayoutA = cutlass::layout::RowMajor;     // x: K-major
   using LayoutB = cutlass::layout::ColumnMajor;  // W [N, K] row-major: K-major
   using ElementC = void;                         // no source: D = acc
   using ElementD = cutlass::bfloat16_t;
 };
-template <>
-struct OpTraits<GroupedGemmOp::kBackwardInput> {
+template <class DW>
+struct OpTraits<GroupedGemmOp::kBackwardInput, DW> {
   using LayoutA = cutlass::layout::RowMajor;  // dy: K-major
   using LayoutB = cutlass::layout::RowMajor;  // W seen as B(k=n_out, n=k_in): N-major
   using ElementC = void;
   using ElementD = cutlass::bfloat16_t;
 };
-template <>
-struct OpTraits<GroupedGemmOp::kBackwardWeight> {
+template <class DW>
+struct OpTraits<GroupedGemmOp::kBackwardWeight, DW> {
   using LayoutA = cutlass::layout::ColumnMajor;  // dy^T: M-major
   using LayoutB = cutlass::layout::RowMajor;     // x seen as B(k=row, n=k_in): N-major
-  using ElementC = float;                        // C = D = dW, beta = 1
-  using ElementD = float;
+  using ElementC = DW;                           // C = D = dW, beta = 1 (the fp32 sum rounded once into bf16)
+  using ElementD = DW;
 };
 
-template <GroupedGemmOp Op, class Config>
+template <GroupedGemmOp Op, class Config, class DW = float>
 struct Kernel {
-  using Traits = OpTraits<Op>;
+  using Traits = OpTraits<Op, DW>;
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
   using KernelSchedule = typename Config::KernelSchedule;
@@ -185,9 +186,9 @@ struct Kernel {
 
 inline size_t align_up(size_t bytes, size_t alignment) { return (bytes + alignment - 1) / alignment * alignment; }
 
-template <GroupedGemmOp Op, class Config = ProductionConfig<Op>>
+template <GroupedGemmOp Op, class Config = ProductionConfig<Op>, class DW = float>
 class Backend final : public GroupedGemmBackend {
-  using K = Kernel<Op, Config>;
+  using K = Kernel<Op, Config, DW>;
   using Gemm = typename K::Gemm;
   using ElementD = typename K::StoredElementD;
   // Ops with a source C (backward_weight) have two modes: [0] beta = 0 (overwrite), [1] beta = 1
@@ -219,7 +220,7 @@ class Backend final : public GroupedGemmBackend {
 
   size_t workspace_bytes() const override { return total_bytes_; }
   std::string kernel_name() const override {
-    return "cutlass sm90a ptr-array grouped gemm, " + Config::name();
+    return "cutlass sm90a ptr-array grouped gemm, " + Config::name() + (sizeof(ElementD) == 2 && kHasSource ? ", bf16 dW" : "");
   }
 
   void initialize(void* workspace) override {
@@ -286,6 +287,7 @@ class Backend final : public GroupedGemmBackend {
             .a = o.a,
             .b = o.b,
             .d = o.d,
+            .d_element_bytes = static_cast<int64_t>(sizeof(ElementD)),
             .shapes = at<int>(shapes_at_),
             .ptr_a = at<const void*>(ptr_a_at_),
             .ptr_b = at<const void*>(ptr_b_at_),
@@ -306,9 +308,9 @@ class Backend final : public GroupedGemmBackend {
   // Blocks that zero one empty expert's dW at full bandwidth, at most one per SM: they exit at once when
   // no expert is empty (the common case), and every block helps with each empty expert.
   int zero_fill_blocks() const {
-    const int64_t vec4_per_block = int64_t{kGroupedGemmSetupThreads} * 4;  // a float4 per thread
-    return static_cast<int>(std::min<int64_t>((dims_.N * dims_.K / 4 + vec4_per_block - 1) / vec4_per_block,
-                                              sm_count_));
+    const int64_t vecs = dims_.N * dims_.K * static_cast<int64_t>(sizeof(ElementD)) / 16;  // 16-byte stores
+    const int64_t per_block = int64_t{kGroupedGemmSetupThreads} * 4;                       // four a thread
+    return static_cast<int>(std::min<int64_t>((vecs + per_block - 1) / per_block, sm_count_));
   }
 
   template <class T>
@@ -346,7 +348,7 @@ class Backend final : public GroupedGemmBackend {
       args.epilogue.ptr_C = nullptr;
       args.epilogue.dC = nullptr;
     } else {
-      // C is D (accumulate into the fp32 main_grad): one pointer array, one stride array. With beta 0
+      // C is D (accumulate into the main_grad): one pointer array, one stride array. With beta 0
       // the pointers stay set (the TMA descriptor of C is built from them) but C is never loaded.
       args.epilogue.thread.beta = mode == 1 ? 1.0f : 0.0f;
       args.epilogue.ptr_C = static_cast<const ElementD**>(ptr(ptr_d_at_));

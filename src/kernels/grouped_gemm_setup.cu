@@ -30,8 +30,8 @@ __global__ void __launch_bounds__(kSetupThreads) grouped_gemm_setup_kernel(Setup
     for (int j = 0; j < jobs.count; ++j) {
       const GroupedGemmSetupJob& s = jobs.job[j];
       if (s.zero_fill_blocks == 0) continue;
-      zero_empty_group_weight_grads(static_cast<float*>(s.d), s.counts, s.offsets, s.num_groups, s.max_rows,
-                                    s.N * s.K, thread, threads);
+      zero_empty_group_weight_grads(s.d, s.counts, s.offsets, s.num_groups, s.max_rows,
+                                    s.N * s.K * s.d_element_bytes, thread, threads);
     }
     return;
   }
@@ -58,11 +58,11 @@ __global__ void __launch_bounds__(kSetupThreads) grouped_gemm_setup_kernel(Setup
         s.ptr_b[g] = b + g * N * K * kBf16;
         s.ptr_d[g] = d + row0 * K * kBf16;
         break;
-      case GroupedGemmOp::kBackwardWeight:  // dW_g = dy_g^T x_g: A = dy + o N, B = x + o K, D = dw + g N K (fp32)
+      case GroupedGemmOp::kBackwardWeight:  // dW_g = dy_g^T x_g: A = dy + o N, B = x + o K, D = dw + g N K
         shape[0] = int(N), shape[1] = int(K), shape[2] = int(m);
         s.ptr_a[g] = a + row0 * N * kBf16;
         s.ptr_b[g] = b + row0 * K * kBf16;
-        s.ptr_d[g] = d + g * N * K * int64_t{sizeof(float)};
+        s.ptr_d[g] = d + g * N * K * s.d_element_bytes;
         break;
     }
     if (m == 0) shape[0] = shape[1] = shape[2] = 0;  // zero tiles: nothing loaded, nothing stored

@@ -22,7 +22,8 @@ struct GroupedGemmSetupJob {
   const int32_t* offsets = nullptr;
   const void* a = nullptr;  // bf16 base pointers
   const void* b = nullptr;
-  void* d = nullptr;        // bf16 (forward, backward_input) or fp32 (backward_weight)
+  void* d = nullptr;        // bf16 (forward, backward_input) or the main_grad's dtype (backward_weight)
+  int64_t d_element_bytes = 2;  // backward_weight: 4 (fp32 dW) or 2 (bf16 dW)
   // The plan's workspace arrays the GEMM reads: [num_groups] (M, N, K) int triples and pointers.
   int* shapes = nullptr;
   const void** ptr_a = nullptr;

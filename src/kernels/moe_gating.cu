@@ -87,6 +87,17 @@ WeightGrid weight_grid(int64_t T, int64_t E, int64_t H) {
   return g;
 }
 
+// dw[i] += sum into the main_grad of either dtype (a bf16 one: the widened value plus the sum, rounded once).
+__device__ __forceinline__ void add_into_main_grad(FloatBuffer dw, int64_t i, float sum) {
+  if (dw.dtype == FloatDtype::bf16) {
+    bf16& d = static_cast<bf16*>(dw.data)[i];
+    d = __float2bfloat16_rn(__bfloat162float(d) + sum);
+  } else {
+    static_cast<float*>(dw.data)[i] += sum;
+  }
+}
+
+
 // Block (h block, expert tile, token chunk): lane (x, y) sums dlogits[t, e] x[t, chunk x] over the chunk's
 // tokens t = y, y + kYLanes, ... in order; the lanes are then summed in a fixed order (a butterfly over
 // the y lanes of a warp, then the warps in order). partials: out[chunk] = sum; else dw += sum.
@@ -140,7 +151,7 @@ __global__ void __launch_bounds__(kWeightThreads)
     if (partials != nullptr) {
       partials[static_cast<int64_t>(blockIdx.z) * p.E * p.H + idx] = s;
     } else {
-      p.dw[idx] += s;
+      add_into_main_grad(p.dw, idx, s);
     }
   }
 }
@@ -148,7 +159,7 @@ __global__ void __launch_bounds__(kWeightThreads)
 // dw[o] += the sum of partials[0..chunks)[o]: lane y sums chunks y, y + kSumYLanes, ... in order, then
 // the lanes in order.
 __global__ void __launch_bounds__(kSumXLanes * kSumYLanes)
-    backward_weight_sum_kernel(float* dw, const float* partials, int64_t n, int64_t chunks) {
+    backward_weight_sum_kernel(FloatBuffer dw, const float* partials, int64_t n, int64_t chunks) {
   __shared__ float lane_sums[kSumYLanes][kSumXLanes];
   const int x = threadIdx.x % kSumXLanes, y = threadIdx.x / kSumXLanes;
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kSumXLanes + x;
@@ -162,7 +173,7 @@ __global__ void __launch_bounds__(kSumXLanes * kSumYLanes)
   float total = 0.0f;
 #pragma unroll
   for (int l = 0; l < kSumYLanes; ++l) total += lane_sums[l][x];
-  dw[o] += total;
+  add_into_main_grad(dw, o, total);
 }
 
 bool vectors_fit(int64_t H, std::initializer_list<const void*> pointers) {
@@ -205,7 +216,7 @@ size_t moe_gating_backward_weight_workspace_bytes(int64_t T, int64_t E, int64_t 
 
 void moe_gating_backward_weight(cudaStream_t stream, const MoeGatingBackwardWeightParams& p) {
   check_shape("moe_gating_backward_weight", p.T, p.E, p.H);
-  SG_CHECK(p.dw && p.dlogits && p.x, "moe_gating_backward_weight: dw, dlogits and x must be set");
+  SG_CHECK(p.dw.data && p.dlogits && p.x, "moe_gating_backward_weight: dw, dlogits and x must be set");
   const size_t need = moe_gating_backward_weight_workspace_bytes(p.T, p.E, p.H);
   SG_CHECK(p.workspace_bytes >= need && (need == 0 || (p.workspace && detail::is_aligned(p.workspace, 16))),
            strprintf("moe_gating_backward_weight: workspace of %zu bytes is too small or not 16-byte aligned; plan "

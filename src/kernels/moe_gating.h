@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "cuda/bf16.h"
+#include "kernels/float_buffer.h"
 
 namespace sg::kernels {
 
@@ -30,7 +31,7 @@ void moe_gating_backward_input(cudaStream_t stream, const MoeGatingBackwardInput
 size_t moe_gating_backward_weight_workspace_bytes(int64_t T, int64_t E, int64_t H);
 
 struct MoeGatingBackwardWeightParams {
-  float* dw = nullptr;            // [E, H] fp32 gradient: += dlogits^T x
+  FloatBuffer dw;                 // [E, H] main_grad (fp32 or bf16): += dlogits^T x
   const float* dlogits = nullptr; // [T, E]
   const bf16* x = nullptr;        // [T, H] the gating linear's input
   int64_t T = 0, E = 0, H = 0;

@@ -93,13 +93,15 @@ int LayerPlanContext::attention_dropout_slot(uint32_t site) {
 // ---- DevicePlanContext ----
 
 DevicePlanContext::DevicePlanContext(const ModelSpec& model, const BatchSpec& batch, SharedBuffers& buffers,
-                                     SharedObjects& objects, kernels::CudnnContext& cudnn)
+                                     SharedObjects& objects, kernels::CudnnContext& cudnn,
+                                     kernels::FloatDtype grad_dtype)
     : model_(model),
       batch_(batch),
       tokens_(batch.tokens_per_microbatch(model)),
       buffers_(buffers),
       objects_(objects),
-      cudnn_(cudnn) {}
+      cudnn_(cudnn),
+      grad_dtype_(grad_dtype) {}
 
 SharedBufferRef DevicePlanContext::workspace(const std::string& name, size_t bytes) {
   return buffers_.request(name, cuda::MemoryCategory::workspaces, bytes);
@@ -124,14 +126,6 @@ float* LayerBindContext::main_weight(ParamRef ref) const {
            "optimizer.use_distributed_optimizer each data-parallel rank holds only its shard of them: not "
            "implemented yet. Set optimizer.use_distributed_optimizer=false (and ddp.use_distributed_optimizer)");
   return pointers_.main_weights + layout_.offset(ref);
-}
-
-float* LayerBindContext::grad_fp32(ParamRef ref, const char* layer_kind) const {
-  SG_CHECK(!pointers_.grads.is_bf16(),
-           strprintf("%s layers write fp32 weight gradients only, and ddp.grad_reduce_in_fp32=false keeps the main "
-                     "gradients in bf16: not implemented for this layer kind yet. Set ddp.grad_reduce_in_fp32=true",
-                     layer_kind));
-  return static_cast<float*>(grad(ref).data);
 }
 
 }  // namespace sg::model

@@ -138,13 +138,15 @@ class LayerPlanContext {
 class DevicePlanContext {
  public:
   DevicePlanContext(const ModelSpec& model, const BatchSpec& batch, SharedBuffers& buffers, SharedObjects& objects,
-                    kernels::CudnnContext& cudnn);
+                    kernels::CudnnContext& cudnn, kernels::FloatDtype grad_dtype = kernels::FloatDtype::fp32);
 
   const ModelSpec& model() const { return model_; }
   const BatchSpec& batch() const { return batch_; }
   int64_t tokens() const { return tokens_; }
   kernels::CudnnContext& cudnn() { return cudnn_; }
   SharedObjects& objects() { return objects_; }
+  // The main gradients' dtype (OptimizerSpec::main_grad_dtype), for plans of weight-gradient writers.
+  kernels::FloatDtype grad_dtype() const { return grad_dtype_; }
   // A workspace shared by all layers (workspaces category), e.g. "workspace.cudnn_attention".
   SharedBufferRef workspace(const std::string& name, size_t bytes);
 
@@ -155,6 +157,7 @@ class DevicePlanContext {
   SharedBuffers& buffers_;
   SharedObjects& objects_;
   kernels::CudnnContext& cudnn_;
+  kernels::FloatDtype grad_dtype_;
 };
 
 // Device pointers the step binds its layers to (fixed for the life of the step).
@@ -194,9 +197,6 @@ class LayerBindContext {
   bf16* weight(ParamRef ref) const { return pointers_.params + layout_.offset(ref); }
   kernels::FloatBuffer grad(ParamRef ref) const { return pointers_.grads.at(layout_.offset(ref)); }
   kernels::FloatDtype grad_dtype() const { return pointers_.grads.dtype; }
-  // For a layer kind whose kernels write fp32 gradients only: throws sg::Error naming `layer_kind` and
-  // ddp.grad_reduce_in_fp32 when the main gradients are bf16 (config validation refuses that first).
-  float* grad_fp32(ParamRef ref, const char* layer_kind) const;
   // Its fp32 master weights (Mamba's dt_bias, A_log, D: bf16 would put ~3% of error on dt and A; MoE's expert bias).
   // Throws sg::Error when the step holds only a shard of them (the distributed optimizer).
   float* main_weight(ParamRef ref) const;

@@ -156,7 +156,7 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   const ModelSpec& m = layout_.spec;
   const int64_t N = layout_.num_layers();
   cuda::MemoryPlan plan;
-  DevicePlanContext device_context(m, batch_, shared_buffers_, shared_objects_, *cudnn_);
+  DevicePlanContext device_context(m, batch_, shared_buffers_, shared_objects_, *cudnn_, optimizer_.main_grad_dtype);
   LayerPlans planned = declare_memory(plan, layout_, batch_, options, optimizer_, layers_, shared_buffers_, *recompute_,
                                       &device_context, embedding_scratch_bytes_);
   saved_activations_ = std::move(planned.saved_activations);

@@ -385,27 +385,17 @@ TEST(Validate, Rule16NotesUnimplementedFeaturesAndTrainCanRefuseThem) {
   EXPECT_TRUE(config::unimplemented_features(config::load_config("moe/tiny_moe")).empty());
 }
 
-// bf16 main gradients (ddp.grad_reduce_in_fp32=false) are built for every layer kind but MoE: a dense or a hybrid
-// Mamba model is valid with them; an MoE model is refused by name (the grouped weight-gradient GEMM writes fp32).
-TEST(Validate, Bf16MainGradientsAreRefusedForMoeLayersOnly) {
-  const auto refusal = [](const std::string& recipe) {
-    const std::vector<std::string> features =
-        config::unimplemented_features(config::load_config(recipe, {"ddp.grad_reduce_in_fp32=false"}));
-    return std::count_if(features.begin(), features.end(), [](const std::string& f) {
-      return f.find("ddp.grad_reduce_in_fp32") != std::string::npos;
-    });
-  };
-  EXPECT_EQ(refusal("llama/tiny"), 0);
-  EXPECT_TRUE(check("llama/tiny", {"ddp.grad_reduce_in_fp32=false"}).ok());
-  EXPECT_EQ(refusal("moe/tiny_moe"), 1);
-  EXPECT_EQ(refusal("hybrid/tiny_hybrid"), 0);
-  EXPECT_TRUE(check("hybrid/tiny_hybrid", {"ddp.grad_reduce_in_fp32=false"}).ok());
-  EXPECT_EQ(config::unimplemented_features(config::load_config("moe/tiny_moe")).size(), 0u);
-  const std::vector<std::string> features = config::unimplemented_features(
-      config::load_config("moe/tiny_moe", {"ddp.grad_reduce_in_fp32=false"}));
-  ASSERT_EQ(features.size(), 1u);
-  EXPECT_NE(features[0].find("set ddp.grad_reduce_in_fp32=true"), std::string::npos) << features[0];
-  EXPECT_NE(features[0].find("MoE"), std::string::npos) << features[0];
+// bf16 main gradients (ddp.grad_reduce_in_fp32=false) are built for every layer kind: valid and nothing refused for
+// the dense, MoE and hybrid recipes; the value must be a boolean.
+TEST(Validate, Bf16MainGradientsAreValidForEveryLayerKind) {
+  for (const char* recipe : {"llama/tiny", "moe/tiny_moe", "hybrid/tiny_hybrid", "hybrid/nemotronh_proxy"}) {
+    SCOPED_TRACE(recipe);
+    const config::Config c = config::load_config(recipe, {"ddp.grad_reduce_in_fp32=false"});
+    EXPECT_FALSE(c.ddp.grad_reduce_in_fp32);
+    EXPECT_TRUE(config::unimplemented_features(c).empty());
+    EXPECT_TRUE(check(recipe, {"ddp.grad_reduce_in_fp32=false"}).ok());
+  }
+  EXPECT_THROW(config::load_config("llama/tiny", {"ddp.grad_reduce_in_fp32=bf16"}), Error);
 }
 
 // A bf16 second moment with beta2 above 1 - 2^-8 cannot follow the gradients: valid, with a note.

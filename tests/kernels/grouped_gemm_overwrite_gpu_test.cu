@@ -12,12 +12,17 @@
 // bitwise equal to the first; overwrite then accumulate (first and second microbatch) matches the twin
 // doing the same; a CUDA graph of the overwrite (setup with zero-fill + GEMM) replayed with new device
 // counts (experts becoming empty and non-empty) matches the twin and equals eager bit for bit.
+// Into a bf16 dW (GroupedGemmDims::weight_grad_dtype, ddp.grad_reduce_in_fp32=false), at every routing and tile:
+// the overwrite writes every element of a poisoned dW, zero-row experts exactly 0, each element the twin's fp32 sum
+// rounded once (within kBf16WgradRelTol: the GPU's fp32 order can move a sum across a rounding boundary); then an
+// accumulate adds to the widened values and rounds again, and leaves the zero-row experts at 0.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/stream.h"
@@ -33,17 +38,22 @@ using namespace sg::test;
 using kernels::WeightGradTile;
 
 constexpr double kWgradRelTol = 1e-4;
+constexpr double kBf16WgradRelTol = 4e-3;  // about one bf16 rounding (2^-8) of the elements that straddle one
 
-kernels::GroupedGemmDims with_tile(kernels::GroupedGemmDims dims, WeightGradTile tile) {
+kernels::GroupedGemmDims with_tile(kernels::GroupedGemmDims dims, WeightGradTile tile, kernels::FloatDtype dw_dtype) {
   dims.weight_grad_tile = tile;
+  dims.weight_grad_dtype = dw_dtype;
   return dims;
 }
 
-// A backward_weight plan on its own workspace, with the device inputs of one routing.
-struct WgradCase {
-  WgradCase(const Routing& r, const std::vector<float>& x_host, const std::vector<float>& dy_host,
-            WeightGradTile tile = WeightGradTile::kAuto)
-      : plan(with_tile(dims_of(r), tile)), ws(plan.workspace_bytes()), x(r.total_rows * r.K),
+// A backward_weight plan on its own workspace, with the device inputs of one routing; dW of DW (float or bf16).
+template <class DW>
+struct WgradCaseOf {
+  static constexpr kernels::FloatDtype kDwDtype =
+      std::is_same_v<DW, bf16> ? kernels::FloatDtype::bf16 : kernels::FloatDtype::fp32;
+  WgradCaseOf(const Routing& r, const std::vector<float>& x_host, const std::vector<float>& dy_host,
+              WeightGradTile tile = WeightGradTile::kAuto)
+      : plan(with_tile(dims_of(r), tile, kDwDtype)), ws(plan.workspace_bytes()), x(r.total_rows * r.K),
         dy(r.total_rows * r.N), dw(static_cast<int64_t>(r.counts.size()) * r.N * r.K), counts(r.counts.size()),
         offsets(r.counts.size()) {
     plan.bind(ws.get(), ws.size());
@@ -65,9 +75,10 @@ struct WgradCase {
   kernels::GroupedLinearBackwardWeight plan;
   DeviceBuffer<unsigned char> ws;
   DeviceBuffer<bf16> x, dy;
-  DeviceBuffer<float> dw;
+  DeviceBuffer<DW> dw;
   DeviceBuffer<int32_t> counts, offsets;
 };
+using WgradCase = WgradCaseOf<float>;
 
 // The twin's overwrite result, starting from NaN so that anything it failed to write shows.
 std::vector<float> reference_overwrite(const Routing& r, const std::vector<float>& dy, const std::vector<float>& x) {
@@ -134,6 +145,56 @@ TEST_P(GroupedGemmOverwriteGpu, OverwriteMatchesReferenceOnPoisonedDw) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Routings, GroupedGemmOverwriteGpu,
+                         ::testing::Combine(::testing::ValuesIn(standard_routings()),
+                                            ::testing::Values(WeightGradTile::kWide, WeightGradTile::kNarrow)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).name + "_" +
+                                  kernels::weight_grad_tile_name(std::get<1>(info.param));
+                         });
+
+class GroupedGemmOverwriteBf16Gpu : public GroupedGemmOverwriteGpu {};
+
+TEST_P(GroupedGemmOverwriteBf16Gpu, OverwriteAndAccumulateRoundEachSumOnce) {
+  const auto& [r, tile] = GetParam();
+  const uint64_t seed = 3000 * r.counts.size() + r.N + r.K;
+  const auto x = round_bf16(random_normal(r.total_rows * r.K, seed + 1));
+  const auto dy = round_bf16(random_normal(r.total_rows * r.N, seed + 2));
+  const auto dw_over = round_bf16(reference_overwrite(r, dy, x));
+  auto dw_over_acc = dw_over;  // the second microbatch adds to the stored (rounded) values
+  ref::grouped_linear_backward_weight(dw_over_acc.data(), dy.data(), x.data(), rows_of(r), r.N, r.K);
+  dw_over_acc = round_bf16(dw_over_acc);
+
+  WgradCaseOf<bf16> c(r, x, dy, tile);
+  ASSERT_NE(c.plan.kernel_name().find("bf16 dW"), std::string::npos) << c.plan.kernel_name();
+  c.dw.poison();
+  c.plan.run(stream, c.params(/*accumulate=*/false));
+  stream.synchronize();
+  const auto overwritten = to_float(c.dw.download());
+  EXPECT_EQ(non_finite(overwritten), 0) << "poison left in dW, or read by beta 0";
+  EXPECT_LT(relative_error(overwritten, dw_over), kBf16WgradRelTol) << "overwrite";
+  c.plan.run(stream, c.params(/*accumulate=*/true));
+  stream.synchronize();
+  const auto accumulated = to_float(c.dw.download());
+  EXPECT_LT(relative_error(accumulated, dw_over_acc), kBf16WgradRelTol) << "overwrite then accumulate";
+  const int64_t NK = r.N * r.K;
+  for (size_t g = 0; g < r.counts.size(); ++g) {
+    if (r.counts[g] != 0) continue;
+    for (const auto* v : {&overwritten, &accumulated}) {
+      EXPECT_TRUE(bitwise_equal(std::vector<float>(v->begin() + g * NK, v->begin() + (g + 1) * NK),
+                                std::vector<float>(NK, 0.0f)))
+          << "zero-row expert " << g;
+    }
+  }
+  WgradCase fp32_plan(r, x, dy, tile);
+  const std::string error = thrown_message([&] {
+    kernels::GroupedLinearBackwardWeightParams wrong = c.params(false);
+    wrong.dw = fp32_plan.dw.get();
+    c.plan.run(stream, wrong);
+  });
+  EXPECT_NE(error.find("planned for a bf16 dW, given a fp32 one"), std::string::npos) << error;
+}
+
+INSTANTIATE_TEST_SUITE_P(Routings, GroupedGemmOverwriteBf16Gpu,
                          ::testing::Combine(::testing::ValuesIn(standard_routings()),
                                             ::testing::Values(WeightGradTile::kWide, WeightGradTile::kNarrow)),
                          [](const auto& info) {

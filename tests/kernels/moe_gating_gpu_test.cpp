@@ -3,7 +3,8 @@
 //   backward_input: bf16(dx + dlogits Wg) bitwise equal to the twin's fp32 sum (same fmaf order) rounded
 //                   once to bf16 (the host's round-to-nearest-even);
 //   backward_weight: the dw increment within relative 1e-5 of reference/linear.h's double sums, and
-//                   bitwise equal over two runs from the same start (fixed-order sums).
+//                   bitwise equal over two runs from the same start (fixed-order sums); into a bf16 dw, bit for
+//                   bit the fp32 result on the rounded dw, rounded once.
 // Shapes: T = 0, one token, odd T and H (scalar path when H % 8 != 0 or a row pointer is misaligned),
 // one expert, many experts (1024), tokens split into several chunks with a partial last one, the small_moe
 // shape (8192 x 8 x 768) and the a3b_proxy one (4096 x 128 x 2048). Tokens with all-zero dlogits (what an
@@ -110,6 +111,27 @@ TEST_P(MoeGatingGpu, GradientsMatchTheTwins) {
   const auto [dx2, dw2] = run();
   EXPECT_EQ(std::memcmp(dw2.data(), dw.data(), dw.size() * sizeof(float)), 0) << "weight gradient not reproducible";
   EXPECT_EQ(std::memcmp(dx2.data(), dx.data(), dx.size() * sizeof(float)), 0) << "input gradient not reproducible";
+
+  // Into a bf16 main gradient (ddp.grad_reduce_in_fp32=false): the same fp32 sum added to the widened value and
+  // rounded once, so bit for bit the fp32 kernel's result on the rounded dw0, rounded.
+  const std::vector<float> dw0_rounded = round_bf16(dw0);
+  DeviceBuffer<bf16> d_dw16(sz(E * H));
+  d_dw16.upload(to_bf16(dw0_rounded));
+  d_dw.upload(dw0_rounded);
+  for (const kernels::FloatBuffer target : {kernels::FloatBuffer(d_dw.get()), kernels::FloatBuffer(d_dw16.get())}) {
+    d_ws.poison();
+    kernels::moe_gating_backward_weight(stream, {.dw = target,
+                                                 .dlogits = d_dlogits.get(),
+                                                 .x = d_x.get(),
+                                                 .T = T,
+                                                 .E = E,
+                                                 .H = H,
+                                                 .workspace = ws_bytes ? d_ws.get() : nullptr,
+                                                 .workspace_bytes = ws_bytes});
+  }
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<float> dw16 = to_float(d_dw16.download()), dw32 = round_bf16(d_dw.download());
+  EXPECT_EQ(std::memcmp(dw16.data(), dw32.data(), dw16.size() * sizeof(float)), 0) << "bf16 weight gradient";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MoeGatingGpu,

@@ -11,6 +11,8 @@
 // explains them): output and input gradient per-tensor relative error <= 2e-2, weight gradients <= 5e-2,
 // aux and z losses (fp32 on both sides) relative 1e-4. Outputs are poisoned (NaN) first, so a row that
 // is never written fails; gradients start from a non-zero value, so the accumulation is checked too.
+// Two cases again with bf16 main gradients (ddp.grad_reduce_in_fp32=false): the GPU's gradients start from bf16
+// values and are stored rounded, the twin's are rounded once after its backward; the same tolerances.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,16 +51,20 @@ struct GpuHarness {
   std::unique_ptr<kernels::Blas> blas;
   cuda::MemorySlot params_s, main_s, grads_s, scalars_s, in_s, out_s, dout_s, din_s, blas_s;
   int64_t T = 0, H = 0;
+  bool grads_bf16 = false;
 
-  explicit GpuHarness(const ModelSpec& s, const BatchSpec& b)
-      : spec(s), batch(b), layer(stack_places(spec)[0]), layout(test::declare_moe_case(spec, layer)) {
+  // grad_dtype: the main gradients' (bf16 with ddp.grad_reduce_in_fp32=false).
+  GpuHarness(const ModelSpec& s, const BatchSpec& b, kernels::FloatDtype grad_dtype = kernels::FloatDtype::fp32)
+      : spec(s), batch(b), layer(stack_places(spec)[0]), layout(test::declare_moe_case(spec, layer)),
+        grads_bf16(grad_dtype == kernels::FloatDtype::bf16) {
     T = batch.tokens_per_microbatch(spec);
     H = spec.hidden_size;
     using cuda::MemoryCategory;
     const size_t n = sz(layout.total());
     params_s = plan.add_array<bf16>("parameters", MemoryCategory::parameters, n);
     main_s = plan.add_array<float>("main_weights", MemoryCategory::main_weights, n);
-    grads_s = plan.add_array<float>("grads", MemoryCategory::gradients, n);
+    grads_s = grads_bf16 ? plan.add_array<bf16>("grads", MemoryCategory::gradients, n)
+                         : plan.add_array<float>("grads", MemoryCategory::gradients, n);
     scalars_s = plan.add_array<float>("aux_scalars", MemoryCategory::optimizer_state, 2);
     in_s = plan.add_array<bf16>("in", MemoryCategory::activations, sz(T * H));
     out_s = plan.add_array<bf16>("out", MemoryCategory::activations, sz(T * H));
@@ -69,7 +75,7 @@ struct GpuHarness {
     pc.set_layer(0);
     layer.plan(pc);
     cudnn = std::make_unique<kernels::CudnnContext>();
-    DevicePlanContext dc(spec, batch, shared, objects, *cudnn);
+    DevicePlanContext dc(spec, batch, shared, objects, *cudnn, grad_dtype);
     layer.plan_device(dc);
     shared.plan(plan);
     arena = std::make_unique<cuda::Arena>(plan);
@@ -79,7 +85,7 @@ struct GpuHarness {
     StepPointers p;
     p.params = arena->get<bf16>(params_s);
     p.main_weights = arena->get<float>(main_s);
-    p.grads = arena->get<float>(grads_s);
+    p.grads = grads_bf16 ? kernels::FloatBuffer(arena->get<bf16>(grads_s)) : kernels::FloatBuffer(arena->get<float>(grads_s));
     p.aux_loss = arena->get<float>(scalars_s);
     p.z_loss = p.aux_loss + 1;
     LayerBindContext bc(layout, *arena, shared, objects, *blas, p);
@@ -132,6 +138,7 @@ Inputs make_inputs(const ModelSpec& spec, const ModelLayout& layout, int64_t T, 
 struct CaseParam {
   MoeCase moe;
   bool all_on_one = false;
+  bool bf16_grads = false;  // ddp.grad_reduce_in_fp32=false: the GPU's main gradients in bf16, the twin's rounded
 };
 
 class MoeLayerGpu : public ::testing::TestWithParam<CaseParam> {
@@ -145,15 +152,20 @@ TEST_P(MoeLayerGpu, MatchesTheCpuTwin) {
   const CaseParam c = GetParam();
   const ModelSpec spec = test::moe_case_spec(c.moe);
   const BatchSpec batch = test::moe_case_batch(c.moe);
-  GpuHarness gpu(spec, batch);
+  GpuHarness gpu(spec, batch, c.bf16_grads ? kernels::FloatDtype::bf16 : kernels::FloatDtype::fp32);
   const int64_t T = gpu.T, H = gpu.H;
-  const Inputs in = make_inputs(spec, gpu.layout, T, c.all_on_one);
+  Inputs in = make_inputs(spec, gpu.layout, T, c.all_on_one);
+  if (c.bf16_grads) in.grads0 = test::round_bf16(in.grads0);
   const MoeShapes& s = gpu.layer.shapes();
 
   // ---- GPU: one step's worth of one microbatch ----
   gpu.upload(gpu.params_s, test::to_bf16(in.weights));
   gpu.upload(gpu.main_s, in.weights);
-  gpu.upload(gpu.grads_s, in.grads0);
+  if (c.bf16_grads) {
+    gpu.upload(gpu.grads_s, test::to_bf16(in.grads0));
+  } else {
+    gpu.upload(gpu.grads_s, in.grads0);
+  }
   gpu.upload(gpu.in_s, test::to_bf16(in.input));
   gpu.upload(gpu.dout_s, test::to_bf16(in.d_output));
   gpu.poison(gpu.out_s, sz(T * H) * sizeof(bf16));
@@ -175,7 +187,9 @@ TEST_P(MoeLayerGpu, MatchesTheCpuTwin) {
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   const std::vector<float> out = test::to_float(gpu.download<bf16>(io.output, sz(T * H)));
   const std::vector<float> d_in = test::to_float(gpu.download<bf16>(io.d_input, sz(T * H)));
-  const std::vector<float> grads = gpu.download<float>(gpu.arena->raw(gpu.grads_s), in.weights.size());
+  const std::vector<float> grads =
+      c.bf16_grads ? test::to_float(gpu.download<bf16>(gpu.arena->raw(gpu.grads_s), in.weights.size()))
+                   : gpu.download<float>(gpu.arena->raw(gpu.grads_s), in.weights.size());
   const std::vector<float> main = gpu.download<float>(gpu.arena->raw(gpu.main_s), in.weights.size());
   const std::vector<float> losses = gpu.download<float>(gpu.arena->raw(gpu.scalars_s), 2);
   const std::vector<int32_t> counts = gpu.download<int32_t>(gpu.layer.step_token_counts(), sz(s.E));
@@ -198,6 +212,7 @@ TEST_P(MoeLayerGpu, MatchesTheCpuTwin) {
   cpu.forward(cio);
   const std::vector<int32_t> cpu_counts = cpu.step_token_counts();
   cpu.backward(cio);
+  if (c.bf16_grads) cpu_grads = test::round_bf16(cpu_grads);  // each block has one writer: one rounding
   cpu.step_end(cpu_layout, cpu_weights.data());
 
   // ---- compare ----
@@ -253,6 +268,14 @@ const CaseParam kCases[] = {
     {{.name = "all_on_one_dropless", .H = 16, .E = 4, .k = 1, .F = 8, .S = 0, .micro_batch = 1, .seq = 13}, true},
     {{.name = "all_on_one_capacity", .H = 16, .E = 4, .k = 1, .F = 8, .S = 0, .micro_batch = 1, .seq = 13,
       .capacity_factor = 1.0, .pad = true},
+     true},
+    {{.name = "bf16_grads_dropless_softmax_shared", .H = 24, .E = 5, .k = 3, .F = 16, .S = 8, .micro_batch = 1,
+      .seq = 13},
+     false,
+     true},
+    {{.name = "bf16_grads_all_on_one_capacity", .H = 16, .E = 4, .k = 1, .F = 8, .S = 0, .micro_batch = 1,
+      .seq = 13, .capacity_factor = 1.0, .pad = true},
+     true,
      true},
 };
 

@@ -6,8 +6,8 @@
 // for a dense Llama (untied and tied), an MoE model with a shared expert and a hybrid Mamba model: every
 // step's loss and gradients, and the final weights and Adam moments, equal those of a reference run that
 // zeroes the whole buffer and only adds (TrainStepOptions::zero_all_gradients, eager) — bit for bit but
-// for the sign of zero (A B + 1 * 0 against A B with beta 0). The dense Llama and the hybrid model also with bf16
-// main gradients (ddp.grad_reduce_in_fp32=false; a bf16 NaN poison is the same 0xFFFF bytes).
+// for the sign of zero (A B + 1 * 0 against A B with beta 0). Every model also with bf16 main gradients
+// (ddp.grad_reduce_in_fp32=false; a bf16 NaN poison is the same 0xFFFF bytes).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -175,6 +175,11 @@ INSTANTIATE_TEST_SUITE_P(
                            "moe/tiny_moe",
                            {"model.moe_shared_expert_intermediate_size=256"},
                            {GraphScope::attn, GraphScope::moe}},
+                      Case{"moe_shared_bf16_grads",
+                           "moe/tiny_moe",
+                           {"model.moe_shared_expert_intermediate_size=256"},
+                           {GraphScope::attn, GraphScope::moe},
+                           true},
                       Case{"hybrid", "hybrid/tiny_hybrid", {}, {GraphScope::attn, GraphScope::mamba, GraphScope::mlp}},
                       Case{"hybrid_bf16_grads",
                            "hybrid/tiny_hybrid",

@@ -137,8 +137,7 @@ struct MoeLayer::Buffers {
   // parameters
   const bf16 *w_router = nullptr, *w_fc1 = nullptr, *w_fc2 = nullptr, *w_shared_gate_up = nullptr,
              *w_shared_down = nullptr;
-  float *g_router = nullptr, *g_fc1 = nullptr, *g_fc2 = nullptr, *g_shared_gate_up = nullptr,
-        *g_shared_down = nullptr;
+  kernels::FloatBuffer g_router, g_fc1, g_fc2, g_shared_gate_up, g_shared_down;  // main_grad, fp32 or bf16
   float* expert_bias = nullptr;  // fp32 main weight (step_end updates it)
   float *aux_loss = nullptr, *z_loss = nullptr;
 };
@@ -207,13 +206,19 @@ void MoeLayer::plan_device(DevicePlanContext& ctx) {
   const MoeShapes& s = shapes_;
   plans_ = std::make_unique<Plans>();
   Plans& p = *plans_;
-  const auto dims = [&](int64_t N, int64_t K) {
-    return kernels::GroupedGemmDims{.num_groups = static_cast<int>(s.E), .max_total_rows = s.rows, .N = N, .K = K};
+  // The weight gradients' dW in the main gradients' dtype; the other ops' outputs are bf16 activations.
+  const auto dims = [&](const char* op, int64_t N, int64_t K) {
+    return kernels::GroupedGemmDims{
+        .num_groups = static_cast<int>(s.E),
+        .max_total_rows = s.rows,
+        .N = N,
+        .K = K,
+        .weight_grad_dtype = std::string(op) == "wgrad" ? ctx.grad_dtype() : kernels::FloatDtype::fp32};
   };
   // One plan (and workspace) per (op, dims), shared by the MoE layers of the model.
   const auto grouped = [&]<class Plan>(const char* op, int64_t N, int64_t K, SharedBufferRef& ws) -> Plan* {
     const std::string key = strprintf("moe.grouped_%s.%lldx%lldx%lld", op, ll(s.rows), ll(N), ll(K));
-    Plan& plan = ctx.objects().get<Plan>(key, [&] { return std::make_unique<Plan>(dims(N, K)); });
+    Plan& plan = ctx.objects().get<Plan>(key, [&] { return std::make_unique<Plan>(dims(op, N, K)); });
     ws = ctx.workspace("workspace." + key, plan.workspace_bytes());
     return &plan;
   };
@@ -271,14 +276,14 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   b.w_router = ctx.weight(decl_.router);
   b.w_fc1 = ctx.weight(decl_.fc1);
   b.w_fc2 = ctx.weight(decl_.fc2);
-  b.g_router = ctx.grad_fp32(decl_.router, "MoE");
-  b.g_fc1 = ctx.grad_fp32(decl_.fc1, "MoE");
-  b.g_fc2 = ctx.grad_fp32(decl_.fc2, "MoE");
+  b.g_router = ctx.grad(decl_.router);
+  b.g_fc1 = ctx.grad(decl_.fc1);
+  b.g_fc2 = ctx.grad(decl_.fc2);
   if (s.S > 0) {
     b.w_shared_gate_up = ctx.weight(decl_.shared_gate_up);
     b.w_shared_down = ctx.weight(decl_.shared_down);
-    b.g_shared_gate_up = ctx.grad_fp32(decl_.shared_gate_up, "MoE");
-    b.g_shared_down = ctx.grad_fp32(decl_.shared_down, "MoE");
+    b.g_shared_gate_up = ctx.grad(decl_.shared_gate_up);
+    b.g_shared_down = ctx.grad(decl_.shared_down);
   }
   if (s.expert_bias) b.expert_bias = ctx.main_weight(decl_.expert_bias);
   b.aux_loss = ctx.pointers().aux_loss;
@@ -315,9 +320,9 @@ void MoeLayer::bind(LayerBindContext& ctx) {
     down.beta = 1.0f;
     p.shared_down_acc = &blas.plan(down);
     p.shared_down_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.S, s.H);
-    p.shared_down_dw = std::make_unique<kernels::LinearBackwardWeight>(blas, s.T, s.S, s.H);
+    p.shared_down_dw = std::make_unique<kernels::LinearBackwardWeight>(blas, s.T, s.S, s.H, ctx.grad_dtype());
     p.shared_gate_up_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.H, 2 * s.S, true);
-    p.shared_gate_up_dw = std::make_unique<kernels::LinearBackwardWeight>(blas, s.T, s.H, 2 * s.S);
+    p.shared_gate_up_dw = std::make_unique<kernels::LinearBackwardWeight>(blas, s.T, s.H, 2 * s.S, ctx.grad_dtype());
   }
 }
 
