@@ -71,13 +71,9 @@ TEST_P(MoeGatingGpu, GradientsMatchTheTwins) {
   std::vector<float> dx0_padded(sz(off), 0.0f);
   dx0_padded.insert(dx0_padded.end(), dx0.begin(), dx0.end());
   cuda::Stream stream;
-  const auto run = [&] {
-    d_dx.upload(to_bf16(dx0_padded));
-    d_dw.upload(dw0);
+  const auto weight_gradient_into = [&](kernels::FloatBuffer dw) {
     d_ws.poison();
-    kernels::moe_gating_backward_input(
-        stream, {.dx = d_dx.get() + off, .dlogits = d_dlogits.get(), .w = d_w.get(), .T = T, .E = E, .H = H});
-    kernels::moe_gating_backward_weight(stream, {.dw = d_dw.get(),
+    kernels::moe_gating_backward_weight(stream, {.dw = dw,
                                                  .dlogits = d_dlogits.get(),
                                                  .x = d_x.get(),
                                                  .T = T,
@@ -85,6 +81,13 @@ TEST_P(MoeGatingGpu, GradientsMatchTheTwins) {
                                                  .H = H,
                                                  .workspace = ws_bytes ? d_ws.get() : nullptr,
                                                  .workspace_bytes = ws_bytes});
+  };
+  const auto run = [&] {
+    d_dx.upload(to_bf16(dx0_padded));
+    d_dw.upload(dw0);
+    kernels::moe_gating_backward_input(
+        stream, {.dx = d_dx.get() + off, .dlogits = d_dlogits.get(), .w = d_w.get(), .T = T, .E = E, .H = H});
+    weight_gradient_into(d_dw.get());
     SG_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<float> dx = to_float(d_dx.download());
     dx.erase(dx.begin(), dx.begin() + off);
@@ -118,17 +121,8 @@ TEST_P(MoeGatingGpu, GradientsMatchTheTwins) {
   DeviceBuffer<bf16> d_dw16(sz(E * H));
   d_dw16.upload(to_bf16(dw0_rounded));
   d_dw.upload(dw0_rounded);
-  for (const kernels::FloatBuffer target : {kernels::FloatBuffer(d_dw.get()), kernels::FloatBuffer(d_dw16.get())}) {
-    d_ws.poison();
-    kernels::moe_gating_backward_weight(stream, {.dw = target,
-                                                 .dlogits = d_dlogits.get(),
-                                                 .x = d_x.get(),
-                                                 .T = T,
-                                                 .E = E,
-                                                 .H = H,
-                                                 .workspace = ws_bytes ? d_ws.get() : nullptr,
-                                                 .workspace_bytes = ws_bytes});
-  }
+  weight_gradient_into(d_dw.get());
+  weight_gradient_into(d_dw16.get());
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   const std::vector<float> dw16 = to_float(d_dw16.download()), dw32 = round_bf16(d_dw.download());
   EXPECT_EQ(std::memcmp(dw16.data(), dw32.data(), dw16.size() * sizeof(float)), 0) << "bf16 weight gradient";
