@@ -128,6 +128,10 @@ SG_UNROLL
   }
 }
 
+// A sum added into one element of a bf16 main gradient: the widened value plus the fp32 sum, rounded to nearest
+// even once (what every gradient writer does with ddp.grad_reduce_in_fp32=false).
+SG_HOST_DEVICE void add_rounded(bf16& d, float sum) { d = __float2bfloat16_rn(__bfloat162float(d) + sum); }
+
 // VEC values of a buffer stored in fp32 or bf16 (a main_grad of either dtype, kernels/float_buffer.h), in fp32
 // registers; a bf16 store rounds to nearest even.
 template <int VEC>

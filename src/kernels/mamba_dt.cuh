@@ -84,7 +84,7 @@ SG_KERNEL(kThreads) a_backward_kernel(MambaABackwardParams p) {
   if (h >= p.H) return;
   const float add = p.dA[h] * -expf(p.A_log[h]);
   if (p.dA_log.dtype == FloatDtype::bf16) {
-    partial_sums::add_rounded(static_cast<bf16*>(p.dA_log.data)[h], add);
+    detail::add_rounded(static_cast<bf16*>(p.dA_log.data)[h], add);
   } else {
     static_cast<float*>(p.dA_log.data)[h] += add;
   }

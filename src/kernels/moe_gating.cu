@@ -87,11 +87,10 @@ WeightGrid weight_grid(int64_t T, int64_t E, int64_t H) {
   return g;
 }
 
-// dw[i] += sum into the main_grad of either dtype (a bf16 one: the widened value plus the sum, rounded once).
+// dw[i] += sum into the main_grad of either dtype.
 __device__ __forceinline__ void add_into_main_grad(FloatBuffer dw, int64_t i, float sum) {
   if (dw.dtype == FloatDtype::bf16) {
-    bf16& d = static_cast<bf16*>(dw.data)[i];
-    d = __float2bfloat16_rn(__bfloat162float(d) + sum);
+    detail::add_rounded(static_cast<bf16*>(dw.data)[i], sum);
   } else {
     static_cast<float*>(dw.data)[i] += sum;
   }

@@ -33,9 +33,6 @@ struct ColumnSumArgs {
 // adds the 8 warps' subtotals in warp order: a fixed order for a given `rows`.
 // A template so that every .cu including this header may instantiate it (weak symbols, no clash).
 inline constexpr int kCols = 8, kRowThreads = 32, kColumnSumThreads = kCols * kRowThreads;
-
-// A bf16 main-grad element plus an fp32 sum, rounded to nearest even once.
-SG_HOST_DEVICE void add_rounded(bf16& d, float sum) { d = __float2bfloat16_rn(__bfloat162float(d) + sum); }
 inline constexpr int kColumnSumWarps = kColumnSumThreads / 32;
 template <int kThreads = kColumnSumThreads>
 SG_KERNEL(kThreads) column_sums_kernel(ColumnSumArgs a) {
@@ -72,7 +69,7 @@ SG_UNROLL
   for (int w = 0; w < kColumnSumWarps; ++w) total += warp_sums[w * kCols + tx];
   if (a.dst_offsets != nullptr) {
     if (a.dst_base_bf16 != nullptr) {
-      add_rounded(a.dst_base_bf16[a.dst_offsets[matrix] + col], total);
+      detail::add_rounded(a.dst_base_bf16[a.dst_offsets[matrix] + col], total);
     } else {
       a.dst_base[a.dst_offsets[matrix] + col] += total;
     }
@@ -82,7 +79,7 @@ SG_UNROLL
   while (col >= a.end[k]) ++k;
   const int64_t begin = k == 0 ? 0 : a.end[k - 1];
   if (a.dst_bf16[k]) {
-    add_rounded(static_cast<bf16*>(a.dst[k])[col - begin], total);
+    detail::add_rounded(static_cast<bf16*>(a.dst[k])[col - begin], total);
   } else {
     static_cast<float*>(a.dst[k])[col - begin] += total;
   }

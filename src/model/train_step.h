@@ -164,7 +164,7 @@ class TrainStep {
                   const std::vector<float>& exp_avg_sq, int64_t steps_done, rng::RngState rng);
   std::vector<float> download_main_weights(cudaStream_t stream) const;
   std::vector<float> download_compute_weights(cudaStream_t stream) const;  // the bf16 copy, widened
-  std::vector<float> download_grads(cudaStream_t stream) const;  // widened from bf16 where they are stored so
+  std::vector<float> download_grads(cudaStream_t stream) const;  // as fp32 (widened where they are stored in bf16)
   std::vector<float> download_exp_avg(cudaStream_t stream) const;
   std::vector<float> download_exp_avg_sq(cudaStream_t stream) const;
   StepScalars download_scalars(cudaStream_t stream) const;
