@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "cuda/bf16.h"
+#include "kernels/float_buffer.h"
 #include "kernels/warp_mma.cuh"
 
 // Functions that host launchers and device kernels both call (launch arithmetic shared by the two sides).
@@ -131,6 +132,14 @@ SG_UNROLL
 // A sum added into one element of a bf16 main gradient: the widened value plus the fp32 sum, rounded to nearest
 // even once (what every gradient writer does with ddp.grad_reduce_in_fp32=false).
 SG_HOST_DEVICE void add_rounded(bf16& d, float sum) { d = __float2bfloat16_rn(__bfloat162float(d) + sum); }
+// dst[i] += sum in a main gradient of either dtype.
+SG_HOST_DEVICE void add_into(FloatBuffer dst, int64_t i, float sum) {
+  if (dst.dtype == FloatDtype::bf16) {
+    add_rounded(static_cast<bf16*>(dst.data)[i], sum);
+  } else {
+    static_cast<float*>(dst.data)[i] += sum;
+  }
+}
 
 // VEC values of a buffer stored in fp32 or bf16 (a main_grad of either dtype, kernels/float_buffer.h), in fp32
 // registers; a bf16 store rounds to nearest even.

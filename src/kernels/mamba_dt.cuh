@@ -82,12 +82,7 @@ SG_KERNEL(kThreads) a_forward_kernel(MambaAForwardParams p) {
 SG_KERNEL(kThreads) a_backward_kernel(MambaABackwardParams p) {
   const int64_t h = static_cast<int64_t>(detail::block_index_x()) * kThreads + detail::thread_index();
   if (h >= p.H) return;
-  const float add = p.dA[h] * -expf(p.A_log[h]);
-  if (p.dA_log.dtype == FloatDtype::bf16) {
-    detail::add_rounded(static_cast<bf16*>(p.dA_log.data)[h], add);
-  } else {
-    static_cast<float*>(p.dA_log.data)[h] += add;
-  }
+  detail::add_into(p.dA_log, h, p.dA[h] * -expf(p.A_log[h]));
 }
 
 inline void check_shape(const char* op, int64_t T, int64_t H, float dt_min, float dt_max) {

@@ -87,15 +87,6 @@ WeightGrid weight_grid(int64_t T, int64_t E, int64_t H) {
   return g;
 }
 
-// dw[i] += sum into the main_grad of either dtype.
-__device__ __forceinline__ void add_into_main_grad(FloatBuffer dw, int64_t i, float sum) {
-  if (dw.dtype == FloatDtype::bf16) {
-    detail::add_rounded(static_cast<bf16*>(dw.data)[i], sum);
-  } else {
-    static_cast<float*>(dw.data)[i] += sum;
-  }
-}
-
 
 // Block (h block, expert tile, token chunk): lane (x, y) sums dlogits[t, e] x[t, chunk x] over the chunk's
 // tokens t = y, y + kYLanes, ... in order; the lanes are then summed in a fixed order (a butterfly over
@@ -150,7 +141,7 @@ __global__ void __launch_bounds__(kWeightThreads)
     if (partials != nullptr) {
       partials[static_cast<int64_t>(blockIdx.z) * p.E * p.H + idx] = s;
     } else {
-      add_into_main_grad(p.dw, idx, s);
+      detail::add_into(p.dw, idx, s);
     }
   }
 }
@@ -172,7 +163,7 @@ __global__ void __launch_bounds__(kSumXLanes * kSumYLanes)
   float total = 0.0f;
 #pragma unroll
   for (int l = 0; l < kSumYLanes; ++l) total += lane_sums[l][x];
-  add_into_main_grad(dw, o, total);
+  detail::add_into(dw, o, total);
 }
 
 bool vectors_fit(int64_t H, std::initializer_list<const void*> pointers) {

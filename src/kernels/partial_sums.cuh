@@ -14,14 +14,11 @@ SG_EMULATED_NAMESPACE_BEGIN
 struct ColumnSumArgs {
   const float* partials = nullptr;
   int64_t rows = 0, ld = 0;
-  void* dst[kMaxColumnSumSegments] = {};
-  bool dst_bf16[kMaxColumnSumSegments] = {};  // the segment's main_grad is bf16 (else fp32)
-  int64_t end[kMaxColumnSumSegments] = {};    // running column end of each segment
+  FloatBuffer dst[kMaxColumnSumSegments] = {};  // main gradients, fp32 or bf16
+  int64_t end[kMaxColumnSumSegments] = {};      // running column end of each segment
   // Batched (add_partial_column_sums_batched): matrix blockIdx.y at partials + y * rows * ld, one
-  // segment at dst_base + dst_offsets[y] (fp32, or bf16 in dst_base_bf16: rounded to nearest even once the
-  // sum is added); nullptr: one matrix and the segments above.
-  float* dst_base = nullptr;
-  bf16* dst_base_bf16 = nullptr;
+  // segment at dst_base + dst_offsets[y]; nullptr: one matrix and the segments above.
+  FloatBuffer dst_base;
   const int64_t* dst_offsets = nullptr;
 };
 
@@ -68,21 +65,13 @@ SG_KERNEL(kThreads) column_sums_kernel(ColumnSumArgs a) {
 SG_UNROLL
   for (int w = 0; w < kColumnSumWarps; ++w) total += warp_sums[w * kCols + tx];
   if (a.dst_offsets != nullptr) {
-    if (a.dst_base_bf16 != nullptr) {
-      detail::add_rounded(a.dst_base_bf16[a.dst_offsets[matrix] + col], total);
-    } else {
-      a.dst_base[a.dst_offsets[matrix] + col] += total;
-    }
+    detail::add_into(a.dst_base, a.dst_offsets[matrix] + col, total);
     return;
   }
   int k = 0;
   while (col >= a.end[k]) ++k;
   const int64_t begin = k == 0 ? 0 : a.end[k - 1];
-  if (a.dst_bf16[k]) {
-    detail::add_rounded(static_cast<bf16*>(a.dst[k])[col - begin], total);
-  } else {
-    static_cast<float*>(a.dst[k])[col - begin] += total;
-  }
+  detail::add_into(a.dst[k], col - begin, total);
 }
 
 template <class Launch>
@@ -98,8 +87,7 @@ void run_column_sums(const Launch& launch, const float* partials, int64_t rows,
              strprintf("add_partial_column_sums: segment %d has dst %p, cols %lld (need non-null, cols > 0)", count,
                        s.dst.data, static_cast<long long>(s.cols)));
     a.ld += s.cols;
-    a.dst[count] = s.dst.data;
-    a.dst_bf16[count] = s.dst.is_bf16();
+    a.dst[count] = s.dst;
     a.end[count] = a.ld;
     ++count;
   }
@@ -126,11 +114,7 @@ void run_column_sums_batched(const Launch& launch, const float* partials, int64_
   a.partials = partials;
   a.rows = rows;
   a.ld = cols;
-  if (dst_base.is_bf16()) {
-    a.dst_base_bf16 = static_cast<bf16*>(dst_base.data);
-  } else {
-    a.dst_base = static_cast<float*>(dst_base.data);
-  }
+  a.dst_base = dst_base;
   a.dst_offsets = dst_offsets;
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(cols, kCols)), static_cast<unsigned>(count));
   launch("column_sums_kernel", column_sums_kernel<>, grid, kColumnSumThreads, sizeof(float) * kColumnSumWarps * kCols,

@@ -61,15 +61,24 @@ TEST(MemoryPlan, DeclaredWithoutADeviceFromTheShapes) {
   EXPECT_EQ(more.requested_bytes() - plan.requested_bytes(), static_cast<size_t>(T * 2) * 12);
 }
 
-// bf16 Adam moments (optimizer.exp_avg_dtype / exp_avg_sq_dtype) take 2 bytes a parameter each.
-TEST(MemoryPlan, Bf16MomentsHalveTheirBuffers) {
+// The tiny model's plan with the default optimizer and with `optimizer`, and its parameter count: the storage-dtype
+// tests below.
+struct PlansOf {
+  cuda::MemoryPlan fp32, other;
+  size_t n = 0;
+};
+PlansOf plans_with(const OptimizerSpec& optimizer) {
   const ModelSpec spec = test::tiny_model_spec();
   const BatchSpec batch = batch_of(2, 1);
-  const auto n = static_cast<size_t>(model_layout(spec).total());
+  return {TrainStep::plan_memory(spec, batch), TrainStep::plan_memory(spec, batch, {}, optimizer),
+          static_cast<size_t>(model_layout(spec).total())};
+}
+
+// bf16 Adam moments (optimizer.exp_avg_dtype / exp_avg_sq_dtype) take 2 bytes a parameter each.
+TEST(MemoryPlan, Bf16MomentsHalveTheirBuffers) {
   OptimizerSpec bf16_first;
   bf16_first.exp_avg_dtype = kernels::FloatDtype::bf16;
-  const cuda::MemoryPlan fp32 = TrainStep::plan_memory(spec, batch);
-  const cuda::MemoryPlan mixed = TrainStep::plan_memory(spec, batch, {}, bf16_first);
+  const auto [fp32, mixed, n] = plans_with(bf16_first);
   EXPECT_EQ(fp32.at(fp32.find("optimizer.exp_avg")).bytes, n * 4);
   EXPECT_EQ(mixed.at(mixed.find("optimizer.exp_avg")).bytes, n * 2);
   EXPECT_EQ(mixed.at(mixed.find("optimizer.exp_avg_sq")).bytes, n * 4);
@@ -80,13 +89,9 @@ TEST(MemoryPlan, Bf16MomentsHalveTheirBuffers) {
 
 // bf16 main gradients (ddp.grad_reduce_in_fp32=false) take 2 bytes a parameter; nothing else changes.
 TEST(MemoryPlan, Bf16MainGradientsHalveTheGradientBuffer) {
-  const ModelSpec spec = test::tiny_model_spec();
-  const BatchSpec batch = batch_of(2, 1);
-  const auto n = static_cast<size_t>(model_layout(spec).total());
   OptimizerSpec bf16_grads;
   bf16_grads.main_grad_dtype = kernels::FloatDtype::bf16;
-  const cuda::MemoryPlan fp32 = TrainStep::plan_memory(spec, batch);
-  const cuda::MemoryPlan bf16 = TrainStep::plan_memory(spec, batch, {}, bf16_grads);
+  const auto [fp32, bf16, n] = plans_with(bf16_grads);
   EXPECT_EQ(fp32.at(fp32.find("gradients")).bytes, n * 4);
   EXPECT_EQ(bf16.at(bf16.find("gradients")).bytes, n * 2);
   EXPECT_EQ(fp32.category_bytes(cuda::MemoryCategory::gradients) - bf16.category_bytes(cuda::MemoryCategory::gradients),
