@@ -2,6 +2,7 @@
 #include "model/layers/moe_layer.h"
 
 #include <optional>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -207,18 +208,19 @@ void MoeLayer::plan_device(DevicePlanContext& ctx) {
   plans_ = std::make_unique<Plans>();
   Plans& p = *plans_;
   // The weight gradients' dW in the main gradients' dtype; the other ops' outputs are bf16 activations.
-  const auto dims = [&](const char* op, int64_t N, int64_t K) {
+  const auto dims = [&](int64_t N, int64_t K, bool weight_grad) {
     return kernels::GroupedGemmDims{
         .num_groups = static_cast<int>(s.E),
         .max_total_rows = s.rows,
         .N = N,
         .K = K,
-        .weight_grad_dtype = std::string(op) == "wgrad" ? ctx.grad_dtype() : kernels::FloatDtype::fp32};
+        .weight_grad_dtype = weight_grad ? ctx.grad_dtype() : kernels::FloatDtype::fp32};
   };
   // One plan (and workspace) per (op, dims), shared by the MoE layers of the model.
   const auto grouped = [&]<class Plan>(const char* op, int64_t N, int64_t K, SharedBufferRef& ws) -> Plan* {
     const std::string key = strprintf("moe.grouped_%s.%lldx%lldx%lld", op, ll(s.rows), ll(N), ll(K));
-    Plan& plan = ctx.objects().get<Plan>(key, [&] { return std::make_unique<Plan>(dims(op, N, K)); });
+    constexpr bool weight_grad = std::is_same_v<Plan, kernels::GroupedLinearBackwardWeight>;
+    Plan& plan = ctx.objects().get<Plan>(key, [&] { return std::make_unique<Plan>(dims(N, K, weight_grad)); });
     ws = ctx.workspace("workspace." + key, plan.workspace_bytes());
     return &plan;
   };
