@@ -270,6 +270,8 @@ CpuStepResult CpuModel::train_step(const HostBatch& batch) {
   r.grads_finite = std::isfinite(norm);
   r.clip_coef = ref::clip_coefficient(norm, static_cast<float>(optimizer_.clip_grad));
   r.lr = ref::lr_at(lr_schedule(optimizer_), steps_done_);
+  // The layers' own updates (the expert bias) before AdamW, as the GPU step orders them.
+  for (auto& layer : layers_) layer->step_end(layout_, weights_.data());
   ref::AdamWConfig adam;
   adam.beta1 = static_cast<float>(optimizer_.adam_beta1);
   adam.beta2 = static_cast<float>(optimizer_.adam_beta2);
@@ -282,7 +284,6 @@ CpuStepResult CpuModel::train_step(const HostBatch& batch) {
                   steps_done_ + 1, adam, true);
   ref::adamw_step(weights_.data() + n_decay, grads_.data() + n_decay, exp_avg_.data() + n_decay,
                   exp_avg_sq_.data() + n_decay, n - n_decay, r.lr, r.clip_coef, steps_done_ + 1, adam, false);
-  for (auto& layer : layers_) layer->step_end(layout_, weights_.data());
   ++steps_done_;
   rng_.offset += static_cast<uint64_t>(batch_.num_microbatches) * kRngOffsetPerMicrobatch;
   return r;

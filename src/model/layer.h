@@ -89,7 +89,8 @@ class Layer : public LayerBase {
   virtual void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) = 0;
   virtual void backward(graph::Module module, cudaStream_t stream, const LayerIO& io) = 0;
   // Outside every region, on the step's stream: before the first microbatch (per-step state, e.g. the
-  // MoE token counts) and after the optimizer update (e.g. the MoE expert-bias update).
+  // MoE token counts) and at its end, before the optimizer update (e.g. the MoE expert-bias update, as
+  // Megatron's finalize_model_grads runs it before optimizer.step()).
   // Gradient blocks this layer's backward writes with ONE launch per microbatch covering the whole
   // block, and nothing else writes (a cuBLASLt wgrad GEMM): it overwrites them when
   // LayerIO::first_microbatch. Pure CPU, valid after declare(). Every other gradient of the layer is

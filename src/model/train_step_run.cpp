@@ -92,6 +92,9 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
                                            .rng_states = rng_.device_states(),
                                            .rng_count = static_cast<int64_t>(rng_.size()),
                                            .rng_advance_by = rng_advance});
+  // The layers' own updates first (the MoE expert bias, as Megatron's finalize_model_grads before
+  // optimizer.step()): AdamW leaves that weight as it is, and then writes its bf16 copy from it.
+  for (auto& layer : layers_) layer->step_end(stream);
   kernels::adamw_step(stream, {.master_weights = main_weights_,
                                .compute_weights = params_ + own.begin,
                                .grads = grads_.at(own.begin),
@@ -103,7 +106,6 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
                                .grad_scale = &scalars_->clip_coef,
                                .hyper = adam_hyper});
   if (reducer_) reducer_->gather_weights(stream);  // every shard's new bf16 weights on every rank
-  for (auto& layer : layers_) layer->step_end(stream);
 }
 
 void TrainStep::enqueue_eval(cudaStream_t stream, graph::RegionRunner& regions) {

@@ -9,7 +9,8 @@
 //                   combine weighted by the probs; + the shared expert's FC2
 // Backward mirrors it (moe: combine, FC2, SwiGLU, FC1; moe_preprocess: un-permute into d n; moe_router:
 // router and loss gradients through the fp32 gating linear, the shared expert's FC1).
-// After the optimizer update (step_end) the aux-loss-free expert bias moves by the step's token counts.
+// At the step's end, before the optimizer update (step_end), the aux-loss-free expert bias moves by the
+// step's token counts.
 // Evaluation (LayerIO::dropout false) runs the same forward but adds no auxiliary loss and no count.
 //
 // Parameters (Mixtral's names under the layer's prefix, "model.layers.b.block_sparse_moe."):
