@@ -16,10 +16,12 @@
 // shapes a GEMM runs for a few microseconds, less than cuBLASLt takes to launch one from the host, so timing host
 // launches would time the host. --host-launches launches them from the host, one by one (the seventeenth and
 // eighteenth sessions' runs, at 1b and small, where a GEMM runs for hundreds of microseconds).
-// --ops narrows the GEMMs to some of the three ops; --grad-dtype bf16 times the weight gradients writing bf16, as the
-// step does with bf16 main gradients (ddp.grad_reduce_in_fp32=false).
+// --ops narrows the GEMMs to some of the three ops, --linears to some of the linears; --grad-dtype bf16 times the
+// weight gradients writing bf16, as the step does with bf16 main gradients (ddp.grad_reduce_in_fp32=false);
+// --lm-head-rows sets the LM head's chunk (8192 at 1b and small: one chunk, STEPGRAPH_LM_HEAD_CHUNK_MIB=1024).
 // Usage: build/bench/gemm_power_bench [--recipe 1b|small|tiny|all] [--ranks N] [--seconds S] [--rounds R] [--explore]
 //                                     [--clusters ID,ID,...] [--host-launches] [--ops OP,OP,...] [--grad-dtype fp32|bf16]
+//                                     [--linears NAME,...] [--lm-head-rows N]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -163,6 +165,8 @@ struct Args {
   std::vector<int64_t> clusters{2, 3, 5};  // --explore's cluster shapes: CUBLASLT_CLUSTER_SHAPE_1x1x1, 2x1x1, 1x2x1
   std::vector<Op> ops{Op::forward, Op::backward_input, Op::backward_weight};  // --ops
   kernels::FloatDtype grad_dtype = kernels::FloatDtype::fp32;                // --grad-dtype
+  std::vector<std::string> linears;  // --linears (empty: all)
+  int64_t lm_head_rows = 0;          // --lm-head-rows (0: the recipe's, the default chunk)
 };
 
 Args parse(int argc, char** argv) {
@@ -188,7 +192,10 @@ Args parse(int argc, char** argv) {
           "  --ops            which ops of each linear, comma-separated: forward, backward_input, backward_weight\n"
           "                   (default all three)\n"
           "  --grad-dtype     the weight gradient's output: fp32 (default) or bf16 (the step's with\n"
-          "                   ddp.grad_reduce_in_fp32=false)\n");
+          "                   ddp.grad_reduce_in_fp32=false)\n"
+          "  --linears        which linears, comma-separated: qkv, o, fc1, fc2, lm_head (default all)\n"
+          "  --lm-head-rows   rows of the LM head's chunk (default: the default budget's, 4096 at 1b and small;\n"
+          "                   8192 is their one chunk with STEPGRAPH_LM_HEAD_CHUNK_MIB=1024)\n");
       std::exit(0);
     }
     if (flag == "--explore") {
@@ -227,6 +234,16 @@ Args parse(int argc, char** argv) {
         SG_CHECK(a.ops.size() > before, "gemm_power_bench: --ops " + value + ": '" + name +
                                             "' is not one of forward, backward_input, backward_weight");
       }
+    } else if (flag == "--linears") {
+      for (const std::string& name : split(value, ',')) {
+        SG_CHECK(name == "qkv" || name == "o" || name == "fc1" || name == "fc2" || name == "lm_head",
+                 "gemm_power_bench: --linears " + value + ": '" + name + "' is not one of qkv, o, fc1, fc2, lm_head");
+        a.linears.push_back(name);
+      }
+    } else if (flag == "--lm-head-rows") {
+      a.lm_head_rows = std::atoll(value.c_str());
+      SG_CHECK(a.lm_head_rows >= 1 && a.lm_head_rows <= 65536,
+               "gemm_power_bench: --lm-head-rows " + value + " is not a row count in [1, 65536]");
     } else if (flag == "--grad-dtype") {
       SG_CHECK(value == "fp32" || value == "bf16", "gemm_power_bench: --grad-dtype " + value + " is not fp32 or bf16");
       a.grad_dtype = value == "bf16" ? kernels::FloatDtype::bf16 : kernels::FloatDtype::fp32;
@@ -293,13 +310,20 @@ int run(int argc, char** argv) {
   bench::PowerSampler sampler;
   std::printf("GPU: %s\npower sampling: %s\n", cuda::device_properties().summary().c_str(),
               sampler.available() ? "NVML" : sampler.unavailable().c_str());
+  if (args.lm_head_rows > 0) {
+    std::printf("LM head: chunks of %lld rows (--lm-head-rows)\n", static_cast<long long>(args.lm_head_rows));
+  }
   std::printf("%-6s %-8s %-16s %8s %10s %8s %7s %13s %7s %7s  %s\n", "recipe", "linear", "op", "cand", "ms",
               "TFLOP/s", "vs 0", "rounds", "W", "MHz", "algorithm (cublasLt.h enum values)");
   cuda::Stream stream;
   kernels::Blas blas;
   for (const Recipe& recipe : recipes()) {
     if (args.recipe != "all" && args.recipe != recipe.name) continue;
-    for (const Linear& l : recipe.linears) {
+    for (Linear l : recipe.linears) {
+      if (!args.linears.empty() && std::find(args.linears.begin(), args.linears.end(), l.name) == args.linears.end()) {
+        continue;
+      }
+      if (args.lm_head_rows > 0 && std::string(l.name) == "lm_head") l.T = args.lm_head_rows;
       for (const Op op : args.ops) {
         const kernels::FloatDtype g = args.grad_dtype;
         std::vector<const kernels::GemmPlan*> plans{&blas.plan(desc_of(l, op, 0, g))};  // no algorithm at all: an error

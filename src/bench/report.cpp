@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/strings.h"
+#include "kernels/lm_head.h"
 #include "model/stack.h"
 #include "train/metrics.h"
 #include "train/run_plan.h"
@@ -328,6 +329,12 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
                 {"num_query_groups", m.num_query_groups},
                 {"seq_length", m.seq_length},
                 {"vocab_size", m.vocab_size}};
+  {
+    const size_t budget = kernels::lm_head_chunk_budget_bytes();  // the step's (STEPGRAPH_LM_HEAD_CHUNK_MIB)
+    const kernels::LmHeadLayout head =
+        kernels::lm_head_layout({plan.batch.tokens_per_microbatch(m), m.hidden_size, m.vocab_size}, budget);
+    j["lm_head"] = {{"chunk_budget_bytes", budget}, {"chunk_rows", head.chunk_rows}, {"chunks", head.num_chunks}};
+  }
   if (!plan.modes.empty()) {
     const config::Config& first = plan.modes.front().config;
     j["optimizer"] = {{"exp_avg_dtype", first.optimizer.exp_avg_dtype},

@@ -1,6 +1,9 @@
 #include "kernels/lm_head.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <string>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -16,6 +19,19 @@ size_t align_up(size_t bytes) { return (bytes + kWorkspaceAlignment - 1) / kWork
 bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 }  // namespace
+
+size_t lm_head_chunk_budget_bytes() {
+  const char* value = std::getenv(kLmHeadChunkBudgetVariable);
+  if (value == nullptr) return kLmHeadDefaultChunkBudgetBytes;
+  const std::string text(value);
+  int64_t mib = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mib);
+  SG_CHECK(ec == std::errc() && end == text.data() + text.size() && mib >= 1 && mib <= 65536,
+           strprintf("%s='%s': must be a whole number of MiB from 1 to 65536 (the LM head's logits + dlogits per "
+                     "chunk), or unset for the default %zu",
+                     kLmHeadChunkBudgetVariable, value, kLmHeadDefaultChunkBudgetBytes >> 20));
+  return static_cast<size_t>(mib) << 20;
+}
 
 LmHeadLayout lm_head_layout(const LmHeadShape& s, size_t chunk_budget_bytes) {
   SG_CHECK(s.T > 0 && s.H > 0 && s.V > 0,

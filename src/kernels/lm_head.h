@@ -48,6 +48,12 @@ struct LmHeadLayout {
 // 128256-token vocabulary, 4096 rows of a 32768 one.
 inline constexpr size_t kLmHeadDefaultChunkBudgetBytes = size_t{512} << 20;
 
+// The budget the model plans with (TrainStepOptions' default): kLmHeadDefaultChunkBudgetBytes, unless the
+// environment variable STEPGRAPH_LM_HEAD_CHUNK_MIB holds a whole number of MiB from 1 to 65536, for measuring
+// other budgets (docs/performance.md, twenty-fourth session). Any other value is an error naming the variable.
+inline constexpr const char* kLmHeadChunkBudgetVariable = "STEPGRAPH_LM_HEAD_CHUNK_MIB";
+size_t lm_head_chunk_budget_bytes();
+
 // chunk_rows = min(T, floor(chunk_budget_bytes / (4 Vp))) rounded down to a multiple of 64 when >= 64
 // (GEMM-friendly); at least 1. Throws sg::Error for a bad shape (H not a multiple of 8, T/H/V <= 0).
 LmHeadLayout lm_head_layout(const LmHeadShape& shape, size_t chunk_budget_bytes = kLmHeadDefaultChunkBudgetBytes);

@@ -99,7 +99,7 @@ struct StepScalars {
 
 struct TrainStepOptions {
   // Bytes of one LM-head chunk's bf16 logits + bf16 dlogits (kernels/lm_head.h).
-  size_t lm_head_chunk_budget_bytes = kernels::kLmHeadDefaultChunkBudgetBytes;
+  size_t lm_head_chunk_budget_bytes = kernels::lm_head_chunk_budget_bytes();
   // Data parallelism (dist/gradient_reducer.h; must outlive the step): the flat buffers follow its
   // layout (padded, and with the distributed optimizer the fp32 state holds this rank's shard only),
   // and the step calls its collectives. nullptr: one process, the whole batch here.

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "core/strings.h"
+#include "kernels/lm_head.h"
+#include "test_util.h"
 #include "bench/bench_options.h"
 #include "bench/bench_plan.h"
 #include "bench/bench_stats.h"
@@ -279,6 +281,25 @@ TEST(BenchReport, Bf16MomentsAreNamed) {
   const nlohmann::json j = nlohmann::json::parse(report_json(f.plan, f.results, r));
   EXPECT_EQ(j["optimizer"]["exp_avg_dtype"], "bf16");
   EXPECT_EQ(j["optimizer"]["exp_avg_sq_dtype"], "bf16");
+}
+
+// The LM head's chunking is in the JSON, with the budget STEPGRAPH_LM_HEAD_CHUNK_MIB sets for a measurement.
+TEST(BenchReport, LmHeadChunkingIsRecorded) {
+  const Fixture f = fixture();
+  const auto head_of = [&f] {
+    return nlohmann::json::parse(report_json(f.plan, f.results, summarize(f.plan, f.results)))["lm_head"];
+  };
+  {
+    const test::ScopedEnv env(kernels::kLmHeadChunkBudgetVariable, nullptr);
+    const nlohmann::json head = head_of();
+    EXPECT_EQ(head["chunk_budget_bytes"], kernels::kLmHeadDefaultChunkBudgetBytes);
+    EXPECT_EQ(head["chunks"], 1);  // llama/tiny's head fits one chunk
+  }
+  const test::ScopedEnv env(kernels::kLmHeadChunkBudgetVariable, "4");
+  const nlohmann::json head = head_of();
+  EXPECT_EQ(head["chunk_budget_bytes"], size_t{4} << 20);
+  EXPECT_GT(head["chunks"].get<int64_t>(), 1);
+  EXPECT_EQ(head["chunk_rows"].get<int64_t>() % 64, 0);
 }
 
 TEST(BenchReport, JsonHasEveryField) {
