@@ -3,7 +3,7 @@
 # the benchmarks, the PyTorch comparison and the Hugging Face parity checks (training loss and greedy
 # generation); prints a short table last.
 #
-#   bash scripts/gpu.sh [tests|bench|torch|parity|dp|sanitize|recompute|gemm_power|all]...
+#   bash scripts/gpu.sh [tests|bench|torch|parity|dp|sanitize|recompute|gemm_power|lm_head_chunk|all]...
 #   RECOMPUTE_MODES=local,local+recompute_full RECOMPUTE_STEPS=10 bash scripts/gpu.sh recompute   # other --compare modes
 #   BENCH_RECIPES="moe/small_moe hybrid/small_hybrid" bash scripts/gpu.sh bench   # family/recipe items; BENCH_MODES overrides the modes
 #   TORCH_MODELS="small_moe hybrid ssd" bash scripts/gpu.sh torch   # only these PyTorch references: families
@@ -11,7 +11,8 @@
 #   TORCH_MOE_IMPLS, TORCH_HYBRID_IMPLS narrow them further
 #   TORCH_DETERMINISTIC=1 TORCH_MODELS=llama bash scripts/gpu.sh torch   # PyTorch held to stepgraph's determinism
 #
-# Default: all = tests bench torch parity dp. sanitize, recompute and gemm_power run only when named (minutes each).
+# Default: all = tests bench torch parity dp. sanitize, recompute, gemm_power and lm_head_chunk run only when named
+# (minutes each). lm_head_chunk: small's and 1b's LM head in one chunk against two (docs/performance.md, s24).
 # gemm_power (issue 13): bench/gemm_power_bench.cu on llama/1b's, small's and tiny's dense GEMMs; gemm_power.txt
 #   (GEMM_POWER_ARGS replaces its arguments, e.g. "--recipe 1b --explore --ranks 5 --seconds 0.2 --rounds 3").
 # sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
@@ -104,6 +105,27 @@ if named gemm_power; then
   rc=$?
   record "GEMM candidates at the power cap" "rc=$rc (gemm_power.txt)"
   grep "the step's" "$OUT/gemm_power.txt"
+fi
+
+if named lm_head_chunk; then
+  # Issue 13, the twenty-fourth session's next step (docs/performance.md): the LM head in one chunk at llama/small and
+  # llama/1b (STEPGRAPH_LM_HEAD_CHUNK_MIB=1024) against the default two. First the one-chunk head GEMMs' candidates
+  # at the cap, then each recipe's local step with both budgets, alternating, LM_HEAD_ROUNDS rounds (default 2).
+  "$B/bench/gemm_power_bench" --recipe all --linears lm_head --lm-head-rows 8192 --explore --ranks 4 --seconds 0.2 \
+    --rounds 3 >"$OUT/gemm_power_lm_head_8192.txt" 2>&1
+  record "LM-head GEMMs, 8192-row chunk" "rc=$? (gemm_power_lm_head_8192.txt)"
+  for r in small 1b; do
+    for round in $(seq "${LM_HEAD_ROUNDS:-2}"); do
+      for mib in default 1024; do
+        budget=(-u STEPGRAPH_LM_HEAD_CHUNK_MIB)
+        [[ $mib == default ]] || budget=("STEPGRAPH_LM_HEAD_CHUNK_MIB=$mib")
+        env "${budget[@]}" "$SG" bench -m llama -mr "$r" -g h200 -c bf16 -ng 1 --plain --compare local --steps 40 --floor-steps 0 \
+          --json "$OUT/lm_head_${r}_${mib}_$round.json" >"$OUT/lm_head_${r}_${mib}_$round.txt" 2>&1
+        record "bench $r, LM-head budget $mib, round $round" \
+          "rc=$? $(grep -o 'median step [0-9.]* ms' "$OUT/lm_head_${r}_${mib}_$round.txt")"
+      done
+    done
+  done
 fi
 
 if named recompute; then
