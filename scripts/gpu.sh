@@ -12,7 +12,7 @@
 #   TORCH_DETERMINISTIC=1 TORCH_MODELS=llama bash scripts/gpu.sh torch   # PyTorch held to stepgraph's determinism
 #
 # Default: all = tests bench torch parity dp. sanitize, recompute, gemm_power and lm_head_chunk run only when named
-# (minutes each). lm_head_chunk: small's and 1b's LM head in one chunk against two (docs/performance.md, s24).
+# (minutes each). lm_head_chunk: small's and 1b's LM head in one chunk against two (docs/performance.md, s24, s25).
 # gemm_power (issue 13): bench/gemm_power_bench.cu on llama/1b's, small's and tiny's dense GEMMs; gemm_power.txt
 #   (GEMM_POWER_ARGS replaces its arguments, e.g. "--recipe 1b --explore --ranks 5 --seconds 0.2 --rounds 3").
 # sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
