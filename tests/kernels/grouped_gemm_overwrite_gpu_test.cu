@@ -144,13 +144,16 @@ TEST_P(GroupedGemmOverwriteGpu, OverwriteMatchesReferenceOnPoisonedDw) {
   EXPECT_LT(relative_error(accumulated, dw_over_acc), kWgradRelTol) << "overwrite then accumulate";
 }
 
-INSTANTIATE_TEST_SUITE_P(Routings, GroupedGemmOverwriteGpu,
-                         ::testing::Combine(::testing::ValuesIn(standard_routings()),
-                                            ::testing::Values(WeightGradTile::kWide, WeightGradTile::kNarrow)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param).name + "_" +
-                                  kernels::weight_grad_tile_name(std::get<1>(info.param));
-                         });
+// Every standard routing with each weight-gradient tile; the test's name says both.
+auto routings_and_tiles() {
+  return ::testing::Combine(::testing::ValuesIn(standard_routings()),
+                            ::testing::Values(WeightGradTile::kWide, WeightGradTile::kNarrow));
+}
+std::string routing_and_tile_name(const ::testing::TestParamInfo<GroupedGemmOverwriteGpu::ParamType>& info) {
+  return std::get<0>(info.param).name + "_" + kernels::weight_grad_tile_name(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Routings, GroupedGemmOverwriteGpu, routings_and_tiles(), routing_and_tile_name);
 
 class GroupedGemmOverwriteBf16Gpu : public GroupedGemmOverwriteGpu {};
 
@@ -194,13 +197,7 @@ TEST_P(GroupedGemmOverwriteBf16Gpu, OverwriteAndAccumulateRoundEachSumOnce) {
   EXPECT_NE(error.find("planned for a bf16 dW, given a fp32 one"), std::string::npos) << error;
 }
 
-INSTANTIATE_TEST_SUITE_P(Routings, GroupedGemmOverwriteBf16Gpu,
-                         ::testing::Combine(::testing::ValuesIn(standard_routings()),
-                                            ::testing::Values(WeightGradTile::kWide, WeightGradTile::kNarrow)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param).name + "_" +
-                                  kernels::weight_grad_tile_name(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Routings, GroupedGemmOverwriteBf16Gpu, routings_and_tiles(), routing_and_tile_name);
 
 // One capture of the overwrite replayed with new counts in the same device buffers: experts that
 // become empty are zeroed, experts that become non-empty are computed, and every replay equals eager.
