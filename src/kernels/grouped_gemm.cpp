@@ -75,8 +75,8 @@ detail::GroupedGemmOperands operands_of(const GroupedLinearBackwardInputParams& 
 detail::GroupedGemmOperands operands_of(const GroupedLinearBackwardWeight& plan,
                                         const GroupedLinearBackwardWeightParams& p) {
   SG_CHECK(p.dw.dtype == plan.dims().weight_grad_dtype,
-           plan.describe() + strprintf(": planned for a %s dW, given a %s one", float_dtype_name(plan.dims().weight_grad_dtype),
-                                       float_dtype_name(p.dw.dtype)));
+           plan.describe() + strprintf(": planned for a %s dW, given a %s one",
+                                       float_dtype_name(plan.dims().weight_grad_dtype), float_dtype_name(p.dw.dtype)));
   return {.counts = p.counts, .offsets = p.offsets, .a = p.dy, .b = p.x, .d = p.dw.data, .accumulate = p.accumulate};
 }
 

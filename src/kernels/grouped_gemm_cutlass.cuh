@@ -220,7 +220,8 @@ class Backend final : public GroupedGemmBackend {
 
   size_t workspace_bytes() const override { return total_bytes_; }
   std::string kernel_name() const override {
-    return "cutlass sm90a ptr-array grouped gemm, " + Config::name() + (sizeof(ElementD) == 2 && kHasSource ? ", bf16 dW" : "");
+    return "cutlass sm90a ptr-array grouped gemm, " + Config::name() +
+           (sizeof(ElementD) == 2 && kHasSource ? ", bf16 dW" : "");
   }
 
   void initialize(void* workspace) override {

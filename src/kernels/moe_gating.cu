@@ -87,7 +87,6 @@ WeightGrid weight_grid(int64_t T, int64_t E, int64_t H) {
   return g;
 }
 
-
 // Block (h block, expert tile, token chunk): lane (x, y) sums dlogits[t, e] x[t, chunk x] over the chunk's
 // tokens t = y, y + kYLanes, ... in order; the lanes are then summed in a fixed order (a butterfly over
 // the y lanes of a warp, then the warps in order). partials: out[chunk] = sum; else dw += sum.

@@ -4,24 +4,24 @@
 #include <gtest/gtest.h>
 
 #include <climits>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "core/strings.h"
-#include "kernels/lm_head.h"
-#include "test_util.h"
+#include "bench/bench_html.h"
 #include "bench/bench_options.h"
 #include "bench/bench_plan.h"
 #include "bench/bench_stats.h"
 #include "bench/chrome_trace.h"
 #include "bench/device_activity.h"
-#include "bench/bench_html.h"
 #include "bench/report.h"
-#include "train/svg_chart.h"
+#include "core/strings.h"
+#include "kernels/lm_head.h"
+#include "test_util.h"
 #include "train/metrics.h"
+#include "train/svg_chart.h"
 
 namespace sg::bench {
 namespace {

@@ -37,8 +37,8 @@ struct DtCase {
     return {.dt = dt, .dt_raw = rows_base + s.offset, .dt_bias = bias_, .T = s.T, .H = s.H,
             .dt_raw_row_stride = row_stride(), .dt_min = s.dt_min, .dt_max = s.dt_max};
   }
-  kernels::MambaDtBackwardParams backward(bf16* draw_base, kernels::FloatBuffer dbias, float* scratch, const float* ddt_,
-                                          const bf16* rows_base, const float* bias_) const {
+  kernels::MambaDtBackwardParams backward(bf16* draw_base, kernels::FloatBuffer dbias, float* scratch,
+                                          const float* ddt_, const bf16* rows_base, const float* bias_) const {
     return {.ddt_raw = draw_base + s.offset, .ddt_bias = dbias, .scratch = scratch, .scratch_bytes = scratch_bytes(),
             .ddt = ddt_, .dt_raw = rows_base + s.offset, .dt_bias = bias_, .T = s.T, .H = s.H,
             .dt_raw_row_stride = row_stride(), .ddt_raw_row_stride = row_stride(), .dt_min = s.dt_min,

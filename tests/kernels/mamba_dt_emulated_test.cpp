@@ -81,7 +81,8 @@ TEST(MambaAEmulated, ForwardAndBackwardMatchReference) {
   std::vector<float> ref16 = start;
   ref::mamba_a_backward(ref16.data(), dA.data(), A_log.data(), H);
   std::vector<bf16> dA_log16 = test::to_bf16(start);
-  kernels::mamba_dt::run_a_backward(launch, {.dA_log = dA_log16.data(), .dA = dA.data(), .A_log = A_log.data(), .H = H});
+  kernels::mamba_dt::run_a_backward(launch,
+                                    {.dA_log = dA_log16.data(), .dA = dA.data(), .A_log = A_log.data(), .H = H});
   const std::vector<float> got = test::to_float(dA_log16);
   for (int64_t h = 0; h < H; ++h) {
     EXPECT_LE(std::abs(got[h] - test::round_bf16({ref16[h]})[0]), std::abs(ref16[h]) / 128.0f) << "head " << h;

@@ -85,7 +85,8 @@ struct GpuHarness {
     StepPointers p;
     p.params = arena->get<bf16>(params_s);
     p.main_weights = arena->get<float>(main_s);
-    p.grads = grads_bf16 ? kernels::FloatBuffer(arena->get<bf16>(grads_s)) : kernels::FloatBuffer(arena->get<float>(grads_s));
+    p.grads =
+        grads_bf16 ? kernels::FloatBuffer(arena->get<bf16>(grads_s)) : kernels::FloatBuffer(arena->get<float>(grads_s));
     p.aux_loss = arena->get<float>(scalars_s);
     p.z_loss = p.aux_loss + 1;
     LayerBindContext bc(layout, *arena, shared, objects, *blas, p);
