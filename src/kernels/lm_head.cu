@@ -138,20 +138,18 @@ void LmHeadPlan::run(cudaStream_t stream, const LmHeadBuffers& b, bool backward)
     const bf16* h_c = b.hidden + r0 * H;
     g.logits->run(stream, b.weight, h_c, logits);
 
-    CrossEntropyParams ce;
-    ce.logits = logits;
-    ce.logits_dtype = LogitsDtype::bf16;
-    ce.targets = b.targets + r0;
-    ce.loss_mask = b.loss_mask + r0;
-    ce.dlogits = dlogits;
-    ce.row_loss = row_loss + r0;
-    ce.rows = rows;
-    ce.V = V;
-    ce.logits_stride = layout_.padded_vocab;
-    ce.dlogits_stride = layout_.padded_vocab;
-    ce.token_count = token_count;
-    ce.loss_scale = loss_scale_;
-    cross_entropy_forward_backward(stream, ce);
+    cross_entropy_forward_backward(stream, {.logits = logits,
+                                            .logits_dtype = LogitsDtype::bf16,
+                                            .targets = b.targets + r0,
+                                            .loss_mask = b.loss_mask + r0,
+                                            .dlogits = dlogits,
+                                            .row_loss = row_loss + r0,
+                                            .rows = rows,
+                                            .V = V,
+                                            .logits_stride = layout_.padded_vocab,
+                                            .dlogits_stride = layout_.padded_vocab,
+                                            .token_count = token_count,
+                                            .loss_scale = loss_scale_});
 
     if (!backward) continue;
     g.dhidden->run(stream, b.weight, dlogits, b.dhidden + r0 * H);

@@ -64,7 +64,7 @@ struct LmHeadBuffers {
   const int32_t* targets = nullptr;  // [T], in [0, V) where loss_mask != 0
   const float* loss_mask = nullptr;  // [T]
   bf16* dhidden = nullptr;           // [T, H] OVERWRITTEN
-  FloatBuffer dweight;               // [V, H] main_grad (the plan's dtype), ADDED into (see overwrite_dweight)
+  FloatBuffer dweight{};             // [V, H] main_grad (the plan's dtype), ADDED into (see overwrite_dweight)
   bool overwrite_dweight = false;    // the first chunk OVERWRITES dweight (not read): the step's first
                                      // writer of this gradient (model/gradient_zeroing.h)
   float* loss_accumulator = nullptr; // device scalar, += loss_scale * sum(mask*ce) / max(sum(mask), 1)

@@ -114,14 +114,12 @@ void TrainStep::enqueue_eval(cudaStream_t stream, graph::RegionRunner& regions) 
     const cuda::NvtxRange range(strprintf("eval microbatch %lld", static_cast<long long>(mb)));
     forward(stream, regions, mb, /*train=*/false);
     // The loss only, scaled by 1/M like the training loss: eval_loss = mean over the microbatches.
-    kernels::LmHeadBuffers head;
-    head.hidden = norm_[layers_.size()];
-    head.weight = params_ + layout_.offset(layout_.lm_head);
-    head.targets = targets_ + mb * T_;
-    head.loss_mask = loss_mask_ + mb * T_;
-    head.loss_accumulator = &scalars_->eval_loss;
-    head.workspace = lm_head_workspace_;
-    lm_head_->execute_loss(stream, head);
+    lm_head_->execute_loss(stream, {.hidden = norm_[layers_.size()],
+                                    .weight = params_ + layout_.offset(layout_.lm_head),
+                                    .targets = targets_ + mb * T_,
+                                    .loss_mask = loss_mask_ + mb * T_,
+                                    .loss_accumulator = &scalars_->eval_loss,
+                                    .workspace = lm_head_workspace_});
   }
   if (reducer_) reducer_->reduce_eval_loss(stream);  // every rank's rows of the batch: the global mean
 }
@@ -133,33 +131,26 @@ void TrainStep::forward(cudaStream_t stream, graph::RegionRunner& regions, int64
   const int32_t* tokens = tokens_ + mb * T;
 
   if (train && !attention_dropout_sites_.empty()) {
-    AttentionDropoutSeedsParams seeds;
-    seeds.state = attention_rng_;
-    seeds.sites = dropout_sites_;
-    seeds.seeds = dropout_seeds_;
-    seeds.offsets = dropout_offsets_;
-    seeds.count = static_cast<int>(attention_dropout_sites_.size());
-    write_attention_dropout_seeds(stream, seeds);
+    write_attention_dropout_seeds(stream, {.state = attention_rng_,
+                                           .sites = dropout_sites_,
+                                           .seeds = dropout_seeds_,
+                                           .offsets = dropout_offsets_,
+                                           .count = static_cast<int>(attention_dropout_sites_.size())});
   }
 
-  kernels::EmbeddingForwardParams emb;
-  emb.out = resid_[0];
-  emb.tokens = tokens;
-  emb.table = params_ + layout_.offset(layout_.embedding);
-  emb.T = T;
-  emb.H = H;
-  emb.vocab_size = m.vocab_size;
-  kernels::embedding_forward(stream, emb);
-
-  kernels::RmsNormForwardParams norm0;
-  norm0.out = norm_[0];
-  norm0.rstd = rstd_[0];
-  norm0.in = resid_[0];
-  norm0.weight = params_ + layout_.offset(layout_.norm_before(0));
-  norm0.T = T;
-  norm0.H = H;
-  norm0.eps = static_cast<float>(m.layernorm_epsilon);
-  kernels::rmsnorm_forward(stream, norm0);
+  kernels::embedding_forward(stream, {.out = resid_[0],
+                                      .tokens = tokens,
+                                      .table = params_ + layout_.offset(layout_.embedding),
+                                      .T = T,
+                                      .H = H,
+                                      .vocab_size = m.vocab_size});
+  kernels::rmsnorm_forward(stream, {.out = norm_[0],
+                                    .rstd = rstd_[0],
+                                    .in = resid_[0],
+                                    .weight = params_ + layout_.offset(layout_.norm_before(0)),
+                                    .T = T,
+                                    .H = H,
+                                    .eps = static_cast<float>(m.layernorm_epsilon)});
 
   for (size_t i = 0; i < N; ++i) {
     Layer& layer = *layers_[i];
@@ -196,17 +187,15 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
   };
 
   // LM head + cross-entropy: d_norm_ = d loss / d n_N; adds loss / M into scalars_->loss.
-  kernels::LmHeadBuffers head;
-  head.hidden = norm_[N];
-  head.weight = params_ + layout_.offset(layout_.lm_head);
-  head.targets = targets_ + row0;
-  head.loss_mask = loss_mask_ + row0;
-  head.dhidden = d_norm_;
-  head.dweight = grads_.at(layout_.offset(layout_.lm_head));
-  head.overwrite_dweight = first;
-  head.loss_accumulator = &scalars_->loss;
-  head.workspace = lm_head_workspace_;
-  lm_head_->execute(stream, head);
+  lm_head_->execute(stream, {.hidden = norm_[N],
+                             .weight = params_ + layout_.offset(layout_.lm_head),
+                             .targets = targets_ + row0,
+                             .loss_mask = loss_mask_ + row0,
+                             .dhidden = d_norm_,
+                             .dweight = grads_.at(layout_.offset(layout_.lm_head)),
+                             .overwrite_dweight = first,
+                             .loss_accumulator = &scalars_->loss,
+                             .workspace = lm_head_workspace_});
   gradients_ready(0);
 
   for (size_t i = N; i-- > 0;) {
@@ -236,16 +225,14 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
   kernels::add_partial_column_sums_batched(stream, rmsnorm_scratch_, kernels::rmsnorm_backward_num_partials(T), H,
                                            static_cast<int64_t>(N) + 1, grads_, norm_grad_offsets_);
 
-  kernels::EmbeddingBackwardParams eb;
-  eb.dtable = grads_.at(layout_.offset(layout_.embedding));
-  eb.dout = d_resid_[0];
-  eb.tokens = tokens;
-  eb.scratch = embedding_scratch_;
-  eb.scratch_bytes = embedding_scratch_bytes_;
-  eb.T = T;
-  eb.H = H;
-  eb.vocab_size = m.vocab_size;
-  kernels::embedding_backward(stream, eb);
+  kernels::embedding_backward(stream, {.dtable = grads_.at(layout_.offset(layout_.embedding)),
+                                       .dout = d_resid_[0],
+                                       .tokens = tokens,
+                                       .scratch = embedding_scratch_,
+                                       .scratch_bytes = embedding_scratch_bytes_,
+                                       .T = T,
+                                       .H = H,
+                                       .vocab_size = m.vocab_size});
   gradients_ready(backward_ready_points(static_cast<int64_t>(N)) - 1);
 }
 
@@ -254,27 +241,24 @@ void TrainStep::microbatch(cudaStream_t stream, graph::RegionRunner& regions, in
 void TrainStep::layer_output_forward(cudaStream_t stream, size_t i, bool train) {
   const ModelSpec& m = layout_.spec;
   if (train && m.hidden_dropout > 0.0f) {
-    kernels::DropoutForwardParams dp;
-    dp.out = delta_;
-    dp.in = delta_;
-    dp.state = hidden_rng_;
-    dp.n = T_ * m.hidden_size;
-    dp.p = m.hidden_dropout;
-    dp.site = layout_.output_sites[i];
-    kernels::dropout_forward(stream, dp);
+    kernels::dropout_forward(stream, {.out = delta_,
+                                      .in = delta_,
+                                      .state = hidden_rng_,
+                                      .n = T_ * m.hidden_size,
+                                      .p = m.hidden_dropout,
+                                      .site = layout_.output_sites[i]});
   }
   // x_{i+1} = x_i + drop(delta_i), n_{i+1} = norm_{i+1}(x_{i+1})
-  kernels::ResidualRmsNormForwardParams rn;
-  rn.residual_out = resid_[i + 1];
-  rn.norm_out = norm_[i + 1];
-  rn.rstd = rstd_[i + 1];
-  rn.residual_in = resid_[i];
-  rn.delta = delta_;
-  rn.weight = params_ + layout_.offset(layout_.norm_before(static_cast<int64_t>(i + 1)));
-  rn.T = T_;
-  rn.H = m.hidden_size;
-  rn.eps = static_cast<float>(m.layernorm_epsilon);
-  kernels::residual_rmsnorm_forward(stream, rn);
+  kernels::residual_rmsnorm_forward(
+      stream, {.residual_out = resid_[i + 1],
+               .norm_out = norm_[i + 1],
+               .rstd = rstd_[i + 1],
+               .residual_in = resid_[i],
+               .delta = delta_,
+               .weight = params_ + layout_.offset(layout_.norm_before(static_cast<int64_t>(i + 1))),
+               .T = T_,
+               .H = m.hidden_size,
+               .eps = static_cast<float>(m.layernorm_epsilon)});
 }
 
 void TrainStep::layer_output_backward(cudaStream_t stream, size_t i) {
@@ -285,14 +269,12 @@ void TrainStep::layer_output_backward(cudaStream_t stream, size_t i) {
   norm_backward(stream, d_out, static_cast<int64_t>(i + 1), resid_[i + 1],
                 rstd_[i + 1], last ? nullptr : d_resid_[i % 2]);
   if (m.hidden_dropout > 0.0f) {
-    kernels::DropoutBackwardParams dp;
-    dp.din = d_delta_;
-    dp.dout = d_out;
-    dp.state = hidden_rng_;
-    dp.n = T_ * m.hidden_size;
-    dp.p = m.hidden_dropout;
-    dp.site = layout_.output_sites[i];
-    kernels::dropout_backward(stream, dp);
+    kernels::dropout_backward(stream, {.din = d_delta_,
+                                       .dout = d_out,
+                                       .state = hidden_rng_,
+                                       .n = T_ * m.hidden_size,
+                                       .p = m.hidden_dropout,
+                                       .site = layout_.output_sites[i]});
   }
 }
 
@@ -302,15 +284,13 @@ void TrainStep::recompute_group(cudaStream_t stream, const RecomputeGroup& group
     const size_t at = static_cast<size_t>(i);
     if (recompute_->recomputes_norm(i)) {
       // Bitwise what the fused add & norm wrote: it normalises the rounded residual it stored.
-      kernels::RmsNormForwardParams norm;
-      norm.out = norm_[at];
-      norm.rstd = rstd_[at];
-      norm.in = resid_[at];
-      norm.weight = params_ + layout_.offset(layout_.norm_before(i));
-      norm.T = T_;
-      norm.H = m.hidden_size;
-      norm.eps = static_cast<float>(m.layernorm_epsilon);
-      kernels::rmsnorm_forward(stream, norm);
+      kernels::rmsnorm_forward(stream, {.out = norm_[at],
+                                        .rstd = rstd_[at],
+                                        .in = resid_[at],
+                                        .weight = params_ + layout_.offset(layout_.norm_before(i)),
+                                        .T = T_,
+                                        .H = m.hidden_size,
+                                        .eps = static_cast<float>(m.layernorm_epsilon)});
     }
     Layer& layer = *layers_[at];
     for (const graph::Module module : layer.modules()) {
@@ -325,19 +305,18 @@ void TrainStep::recompute_group(cudaStream_t stream, const RecomputeGroup& group
 void TrainStep::norm_backward(cudaStream_t stream, bf16* din, int64_t norm_index, const bf16* in, const float* rstd,
                               const bf16* dresidual) {
   const int64_t norm_offset = layout_.offset(layout_.norm_before(norm_index));
-  kernels::RmsNormBackwardParams nb;
-  nb.din = din;
-  nb.dweight = nullptr;
-  nb.scratch = rmsnorm_scratch_ + static_cast<size_t>(norm_index) * (rmsnorm_scratch_bytes_ / sizeof(float));
-  nb.scratch_bytes = rmsnorm_scratch_bytes_;
-  nb.dout = d_norm_;
-  nb.in = in;
-  nb.weight = params_ + norm_offset;
-  nb.rstd = rstd;
-  nb.dresidual = dresidual;
-  nb.T = T_;
-  nb.H = layout_.spec.hidden_size;
-  kernels::rmsnorm_backward(stream, nb);
+  kernels::rmsnorm_backward(
+      stream, {.din = din,
+               .dweight = nullptr,
+               .scratch = rmsnorm_scratch_ + static_cast<size_t>(norm_index) * (rmsnorm_scratch_bytes_ / sizeof(float)),
+               .scratch_bytes = rmsnorm_scratch_bytes_,
+               .dout = d_norm_,
+               .in = in,
+               .weight = params_ + norm_offset,
+               .rstd = rstd,
+               .dresidual = dresidual,
+               .T = T_,
+               .H = layout_.spec.hidden_size});
 }
 
 }  // namespace sg::model

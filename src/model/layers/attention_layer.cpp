@@ -138,34 +138,29 @@ kernels::RopeTable AttentionLayer::rope_cos_sin_table(LayerBindContext& ctx) con
 
 namespace {
 kernels::RopeParams rope_params(const ModelSpec& m, bf16* x, int64_t T, const kernels::RopeTable& table) {
-  kernels::RopeParams rope;  // q and k heads are contiguous in the QKV row: rotate them in one launch
-  rope.x = x;
-  rope.T = T;
-  rope.S = m.seq_length;
-  rope.num_heads = m.num_attention_heads + m.num_query_groups;
-  rope.head_dim = m.head_dim();
-  rope.row_stride = m.qkv_dim();
-  rope.base = m.rotary_base;
-  rope.scaling = m.rope_scaling;
-  rope.table = table;
-  return rope;
+  // q and k heads are contiguous in the QKV row: rotate them in one launch.
+  return {.x = x,
+          .T = T,
+          .S = m.seq_length,
+          .num_heads = m.num_attention_heads + m.num_query_groups,
+          .head_dim = m.head_dim(),
+          .row_stride = m.qkv_dim(),
+          .base = m.rotary_base,
+          .scaling = m.rope_scaling,
+          .table = table};
 }
 }  // namespace
 
 // `dropout` false: the evaluation forward, with the plan built without dropout (when there is one).
 void AttentionLayer::attention_forward(cudaStream_t stream, bool dropout) {
-  kernels::AttentionForwardParams ap;
-  ap.out = attn_;
-  ap.lse = lse_;
-  ap.qkv = qkv_;
-  ap.workspace = workspace_;
-  if (dropout || eval_attention_ == nullptr) {
-    ap.dropout_seed = dropout_seed_;
-    ap.dropout_offset = dropout_offset_;
-    attention_->forward(stream, ap);
-  } else {
-    eval_attention_->forward(stream, ap);
-  }
+  const bool with_dropout = dropout || eval_attention_ == nullptr;
+  (with_dropout ? attention_ : eval_attention_)
+      ->forward(stream, {.out = attn_,
+                         .lse = lse_,
+                         .qkv = qkv_,
+                         .dropout_seed = with_dropout ? dropout_seed_ : nullptr,
+                         .dropout_offset = with_dropout ? dropout_offset_ : nullptr,
+                         .workspace = workspace_});
 }
 
 void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
@@ -187,16 +182,14 @@ void AttentionLayer::recompute(graph::Module module, cudaStream_t stream, const 
 void AttentionLayer::backward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
   gemms_->o_proj_dx.run(stream, d_attn_, io.d_output, w_o_);
   gemms_->o_proj_dw.run(stream, g_o_, io.d_output, attn_, io.first_microbatch);
-  kernels::AttentionBackwardParams ap;
-  ap.dqkv = d_qkv_;
-  ap.dout = d_attn_;
-  ap.qkv = qkv_;
-  ap.out = attn_;
-  ap.lse = lse_;
-  ap.dropout_seed = dropout_seed_;
-  ap.dropout_offset = dropout_offset_;
-  ap.workspace = workspace_;
-  attention_->backward(stream, ap);
+  attention_->backward(stream, {.dqkv = d_qkv_,
+                                .dout = d_attn_,
+                                .qkv = qkv_,
+                                .out = attn_,
+                                .lse = lse_,
+                                .dropout_seed = dropout_seed_,
+                                .dropout_offset = dropout_offset_,
+                                .workspace = workspace_});
   if (model_.position_embedding == PositionEmbedding::rope) {
     kernels::rope_backward(stream, rope_params(model_, d_qkv_, T_, rope_table_));
   }

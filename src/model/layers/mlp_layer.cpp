@@ -81,12 +81,7 @@ void MlpLayer::bind(LayerBindContext& ctx) {
 void MlpLayer::activations_forward(cudaStream_t stream, const LayerIO& io) {
   gemms_->gate_up.run(stream, gate_up_, io.input, w_gate_up_);
   if (activation_ == MlpActivation::swiglu) {
-    kernels::SwiGluForwardParams sw;
-    sw.out = act_;
-    sw.gate_up = gate_up_;
-    sw.T = T_;
-    sw.F = F_;
-    kernels::swiglu_forward(stream, sw);
+    kernels::swiglu_forward(stream, {.out = act_, .gate_up = gate_up_, .T = T_, .F = F_});
   } else {
     kernels::squared_relu_forward(stream, {.out = act_, .in = gate_up_, .T = T_, .F = F_});
   }
@@ -121,13 +116,7 @@ void MlpLayer::backward_unfused(cudaStream_t stream, const LayerIO& io) {
   gemms_->down_dx.run(stream, d_act_, io.d_output, w_down_);
   gemms_->down_dw.run(stream, g_down_, io.d_output, act_, io.first_microbatch);
   if (activation_ == MlpActivation::swiglu) {
-    kernels::SwiGluBackwardParams sw;
-    sw.dgate_up = d_gate_up_;
-    sw.dout = d_act_;
-    sw.gate_up = gate_up_;
-    sw.T = T_;
-    sw.F = F_;
-    kernels::swiglu_backward(stream, sw);
+    kernels::swiglu_backward(stream, {.dgate_up = d_gate_up_, .dout = d_act_, .gate_up = gate_up_, .T = T_, .F = F_});
   } else {
     kernels::squared_relu_backward(stream, {.din = d_gate_up_, .dout = d_act_, .in = gate_up_, .T = T_, .F = F_});
   }

@@ -368,20 +368,18 @@ void MoeLayer::recompute(graph::Module module, cudaStream_t stream, const LayerI
 void MoeLayer::preprocess_forward(cudaStream_t stream, const LayerIO& io, bool step_state) {
   const MoeShapes& s = shapes_;
   Buffers& b = *buf_;
-  kernels::MoePreprocessParams pre;
-  pre.routing_map = b.routing_map;
-  pre.probs = b.probs;
-  pre.expert_counts = b.expert_counts;
-  pre.dispatch = s.dispatch;
-  pre.workspace = b.preprocess_ws;
-  pre.workspace_bytes = plans_->preprocess_bytes;
-  pre.kept_counts = b.kept_counts;
-  pre.expert_rows = b.expert_rows;
-  pre.expert_row_offsets = b.offsets;
-  pre.slot_to_row = b.slot_to_row;
-  pre.row_to_slot = b.row_to_slot;
-  pre.step_counts = step_state ? b.step_counts : nullptr;
-  kernels::moe_preprocess(stream, pre);
+  kernels::moe_preprocess(stream, {.routing_map = b.routing_map,
+                                   .probs = b.probs,
+                                   .expert_counts = b.expert_counts,
+                                   .dispatch = s.dispatch,
+                                   .workspace = b.preprocess_ws,
+                                   .workspace_bytes = plans_->preprocess_bytes,
+                                   .kept_counts = b.kept_counts,
+                                   .expert_rows = b.expert_rows,
+                                   .expert_row_offsets = b.offsets,
+                                   .slot_to_row = b.slot_to_row,
+                                   .row_to_slot = b.row_to_slot,
+                                   .step_counts = step_state ? b.step_counts : nullptr});
   kernels::moe_permute_forward(stream, {.permuted = b.permuted,
                                         .hidden = io.input,
                                         .row_to_slot = b.row_to_slot,
@@ -412,14 +410,12 @@ void MoeLayer::router_forward(cudaStream_t stream, const LayerIO& io, bool step_
   const MoeShapes& s = shapes_;
   Buffers& b = *buf_;
   plans_->gate_forward->run(stream, b.w_router, io.input, b.logits);
-  kernels::MoeRouterForwardParams rf;
-  rf.logits = b.logits;
-  rf.expert_bias = b.expert_bias;
-  rf.routing_map = b.routing_map;
-  rf.probs = b.probs;
-  rf.aux_routing_map = b.aux_routing_map;
-  rf.routing = s.routing;
-  kernels::moe_router_forward(stream, rf);
+  kernels::moe_router_forward(stream, {.logits = b.logits,
+                                       .expert_bias = b.expert_bias,
+                                       .routing_map = b.routing_map,
+                                       .probs = b.probs,
+                                       .aux_routing_map = b.aux_routing_map,
+                                       .routing = s.routing});
   kernels::moe_count_experts(stream, {.routing_map = b.routing_map, .counts = b.expert_counts, .T = s.T, .E = s.E,
                                       .k = s.k, .group_tokens = 0});
   if (s.losses.aux_coeff > 0.0f && !aux_counts_are_expert_counts(s)) {
@@ -432,16 +428,14 @@ void MoeLayer::router_forward(cudaStream_t stream, const LayerIO& io, bool step_
                                         .group_tokens = s.losses.group_tokens(s.T)});
   }
   if (s.any_loss() && step_state) {
-    kernels::MoeRouterLossParams lp;
-    lp.logits = b.logits;
-    lp.aux_counts = b.aux_counts;
-    lp.routing = s.routing;
-    lp.losses = s.losses;
-    lp.workspace = b.loss_ws;
-    lp.aux_loss_sum = b.aux_loss;
-    lp.z_loss_sum = b.z_loss;
-    lp.value_scale = 1.0f / static_cast<float>(microbatches_);
-    kernels::moe_router_loss_forward(stream, lp);
+    kernels::moe_router_loss_forward(stream, {.logits = b.logits,
+                                              .aux_counts = b.aux_counts,
+                                              .routing = s.routing,
+                                              .losses = s.losses,
+                                              .workspace = b.loss_ws,
+                                              .aux_loss_sum = b.aux_loss,
+                                              .z_loss_sum = b.z_loss,
+                                              .value_scale = 1.0f / static_cast<float>(microbatches_)});
   }
 }
 
@@ -532,16 +526,14 @@ void MoeLayer::router_backward(cudaStream_t stream, const LayerIO& io) {
   const MoeShapes& s = shapes_;
   Buffers& b = *buf_;
   Plans& p = *plans_;
-  kernels::MoeRouterBackwardParams rb;
-  rb.dlogits = b.dlogits;
-  rb.dprobs = b.dprobs;
-  rb.logits = b.logits;
-  rb.routing_map = b.routing_map;
-  rb.aux_counts = b.aux_counts;
-  rb.routing = s.routing;
-  rb.losses = s.losses;
-  rb.loss_grad_scale = 1.0f / static_cast<float>(microbatches_);
-  kernels::moe_router_backward(stream, rb);
+  kernels::moe_router_backward(stream, {.dlogits = b.dlogits,
+                                        .dprobs = b.dprobs,
+                                        .logits = b.logits,
+                                        .routing_map = b.routing_map,
+                                        .aux_counts = b.aux_counts,
+                                        .routing = s.routing,
+                                        .losses = s.losses,
+                                        .loss_grad_scale = 1.0f / static_cast<float>(microbatches_)});
   // The fp32 gating linear's gradients, from its bf16 input and weight (fp32 products and sums).
   kernels::moe_gating_backward_input(
       stream, {.dx = io.d_input, .dlogits = b.dlogits, .w = b.w_router, .T = s.T, .E = s.E, .H = s.H});
