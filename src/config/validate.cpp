@@ -333,10 +333,6 @@ class Validator {
       note(16, "recompute_modules applies only with recompute_granularity selective",
            {"model.recompute_granularity", "model.recompute_modules"});
     }
-    if (c().dataset.mock && !c().dataset.data_path.empty()) {
-      note(16, "dataset.mock is true: data_path is not read",
-           {"dataset.mock", "dataset.data_path"});
-    }
     // bf16 keeps 8 significant bits: where (1 - beta2) is below its relative spacing, beta2 * v rounds
     // back to v and a small g^2 adds nothing, so the stored second moment stops following the gradients.
     if (c().optimizer.exp_avg_sq_dtype == "bf16" && c().optimizer.adam_beta2 > 1.0 - 1.0 / 256) {

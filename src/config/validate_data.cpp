@@ -121,10 +121,15 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
            "use one: dataset.split cuts every dataset of data_path into train/valid/test documents, "
            "dataset.valid_data_path names separate validation datasets (then data_path trains whole)");
   }
-  if (d.mock && (d.split || !d.valid_data_path.empty())) {
-    r.note("dataset.mock is true: validation uses mock samples too (another seed); split and "
-           "valid_data_path are not read",
-           {"dataset.mock", "dataset.split", "dataset.valid_data_path"});
+  if (d.mock && !d.valid_data_path.empty()) {
+    r.fail("dataset.valid_data_path is set but dataset.mock is true, so it would not be read (mock validation "
+           "samples instead)",
+           {"dataset.mock", "dataset.valid_data_path"},
+           "add dataset.mock=false (with dataset.data_path) to validate on it, or drop dataset.valid_data_path");
+  }
+  if (d.mock && d.split) {
+    r.note("dataset.mock is true: validation uses mock samples too (another seed); split is not read",
+           {"dataset.mock", "dataset.split"});
   }
   if (t.eval_interval && *t.eval_interval < 1) {
     r.fail("train.eval_interval must be >= 1 (or null: no evaluation)", {"train.eval_interval"},

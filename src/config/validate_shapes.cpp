@@ -369,6 +369,12 @@ class ShapeChecker {
            {"dataset.data_path", "dataset.mock"},
            "set dataset.data_path=[prefix] (a Megatron .bin/.idx prefix), or dataset.mock=true");
     }
+    // A path the mock loader would not read is refused rather than trained past on random tokens.
+    if (d.mock && !d.data_path.empty()) {
+      fail("dataset.data_path is set but dataset.mock is true, so the data would not be read (random tokens instead)",
+           {"dataset.mock", "dataset.data_path"},
+           "add dataset.mock=false to train on data_path (the benchmark recipes are mock), or drop dataset.data_path");
+    }
     if (d.seq_length && *d.seq_length != c_.model.seq_length) {
       fail("dataset.seq_length must equal model.seq_length",
            {"dataset.seq_length", "model.seq_length"},

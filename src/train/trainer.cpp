@@ -413,6 +413,12 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   // mismatch) before the configuration is validated.
   const config::ValidationReport report = config::validate(apply_pretrained_shapes(raw_config));
   if (!report.ok()) throw Error(violations_text(report));
+  // What validate notes (settings without effect, values resolved) is said here too, before any work.
+  for (const config::Note& note : report.notes) {
+    std::string line = config::format_note(note);
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    log::info(line);
+  }
   const config::Config& config = report.config;
   if (const auto missing = config::unimplemented_features(config); !missing.empty()) {
     throw Error("stepgraph train does not implement yet: " + join(missing, "; ") +

@@ -120,6 +120,16 @@ TEST_F(UserDataValidation, SplitValidationDataAndEvaluation) {
   EXPECT_TRUE(check({"train.eval_interval=5"}).ok());  // mock data validates on mock samples
 }
 
+// A data path on a mock recipe would silently train on random tokens: refused, naming dataset.mock=false.
+TEST_F(UserDataValidation, MockDataRefusesPathsItWouldNotRead) {
+  EXPECT_TRUE(has_violation(check({"dataset.data_path=[x]"}), "dataset.data_path", "dataset.mock=false"));
+  EXPECT_TRUE(has_violation(check({"dataset.valid_data_path=[v]"}), "dataset.valid_data_path", "dataset.mock=false"));
+  EXPECT_TRUE(check({"dataset.mock=false", "dataset.data_path=[x]", "dataset.valid_data_path=[v]"}).ok());
+  const ValidationReport split_only = check({"dataset.split=969,30,1"});  // a share setting: a note, not an error
+  EXPECT_TRUE(split_only.ok());
+  EXPECT_NE(describe(split_only).find("split is not read"), std::string::npos);
+}
+
 TEST_F(UserDataValidation, EodMaskLossNeedsTheTokenizersEod) {
   EXPECT_TRUE(has_violation(check({"dataset.eod_mask_loss=true"}), "dataset.eod_mask_loss", "tokenizer"));
   EXPECT_TRUE(check(with_tokenizer({"dataset.eod_mask_loss=true", "model.vocab_size=null"})).ok());

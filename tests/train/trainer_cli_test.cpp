@@ -1,7 +1,8 @@
 // `stepgraph train` end to end through the real binary on the CPU fp32 reference backend: the loss
 // falls below the corpus's unigram entropy, resume is bitwise exact, mismatched checkpoints are
-// refused, recompute gives the same losses, NaN checks stop the run naming the step (exit 3), SIGINT/SIGHUP save and exit 128 + signal, --dump-batches
-// writes what the model saw, and an invalid config never trains.
+// refused, recompute gives the same losses, NaN checks stop the run naming the step (exit 3), SIGINT/SIGHUP
+// save and exit 128 + signal, --dump-batches writes what the model saw, validation notes are printed, and an
+// invalid config never trains.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -375,6 +376,16 @@ TEST_F(TrainerCliTest, DumpBatchesWritesWhatTheModelSaw) {
 }
 
 // 7. An invalid configuration is refused before anything trains.
+// What `validate` notes, `train` says too, before it trains.
+TEST_F(TrainerCliTest, PrintsTheValidationNotes) {
+  const RunResult r = train({"train.train_iters=2", "scheduler.lr_warmup_iters=0", "checkpoint.save_interval=5",
+                             "--run-dir", path("run")},
+                            "notes");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  EXPECT_NE(r.err.find("note [rule 16]: checkpoint.save_interval without checkpoint.save"), std::string::npos)
+      << r.err;
+}
+
 TEST_F(TrainerCliTest, InvalidConfigNeverTrains) {
   const Child c = spawn({"train", "llama/tiny", "model.cuda_graph_impl=local", "model.cuda_graph_scope=attn",
                          "--plain", "--cpu", "--run-dir", path("run")},
