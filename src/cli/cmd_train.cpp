@@ -13,6 +13,7 @@
 #include "config/graph_flags.h"
 #include "train/distributed_run.h"
 #include "train/progress.h"
+#include "train/run_folder.h"
 #include "train/trainer.h"
 
 namespace sg::cli {
@@ -32,7 +33,9 @@ struct TrainArgs {
 
 // runs/<name>: a shipped recipe's name ("llama/tiny" -> tiny), a YAML file's stem ("my/run.yaml" -> run).
 std::string default_run_dir(const std::string& recipe) {
-  std::filesystem::path name = std::filesystem::path(config::find_recipe(recipe).name).filename();
+  const std::string source = config::find_recipe(recipe).name;
+  if (const auto own_folder = train::run_folder_of_config(source)) return *own_folder;
+  std::filesystem::path name = std::filesystem::path(source).filename();
   const std::string ext = name.extension().string();
   if (ext == ".yaml" || ext == ".yml") name = name.stem();
   return (std::filesystem::path("runs") / name).string();

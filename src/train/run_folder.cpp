@@ -137,4 +137,18 @@ RunFolderStart start_run_folder(const std::string& run_dir, const std::optional<
   return start;
 }
 
+std::optional<std::string> run_folder_of_config(const std::string& yaml_path) {
+  const fs::path path(yaml_path);
+  std::error_code ec;
+  if (path.filename() != "config.yaml" || !fs::is_regular_file(path.parent_path() / kRunFile, ec)) return std::nullopt;
+  fs::path folder = path.parent_path();
+  if (folder.empty()) folder = ".";
+  // An archived run (runs/x/previous/run-<k>/) belongs to runs/x, whose start brings its records back.
+  const fs::path parent = folder.lexically_normal().parent_path();
+  if (parent.filename() == "previous" && folder.lexically_normal().filename().string().rfind("run-", 0) == 0) {
+    folder = parent.parent_path().empty() ? fs::path(".") : parent.parent_path();
+  }
+  return folder.string();
+}
+
 }  // namespace sg::train

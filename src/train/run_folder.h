@@ -32,6 +32,10 @@ void write_run_id(const std::string& run_dir, const std::string& run_id);
 // file and the fix when a file cannot be moved.
 std::optional<std::string> keep_earlier_run(const std::string& run_dir);
 
+// The run folder whose config.yaml `yaml_path` is (a run.json beside it), else nullopt: `stepgraph train
+// runs/x/config.yaml` runs again in runs/x (not runs/config), and so does runs/x/previous/run-<k>/config.yaml.
+std::optional<std::string> run_folder_of_config(const std::string& yaml_path);
+
 struct RunFolderStart {
   bool continues = false;                    // append to the folder's records: they are the resumed run's
   std::optional<std::string> archived_to;    // where an earlier (or another) run's files went

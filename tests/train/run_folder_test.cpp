@@ -1,8 +1,8 @@
 // train/run_folder: an earlier run's files move to previous/run-<k>/ with their contents, numbered past the
 // ones already there; a folder without records (none, or an empty metrics.jsonl) is left as it is; an
 // archive that cannot be made is an error naming the run folder and the fix, and moves nothing; a resume
-// continues the folder of its own run (or of an unnamed one) and moves another run's aside; run ids are
-// unique and survive run.json.
+// continues the folder of its own run (or of an unnamed one) and moves another run's aside; a run's
+// config.yaml names its run folder (an archived one's too); run ids are unique and survive run.json.
 #include "train/run_folder.h"
 
 #include <gtest/gtest.h>
@@ -141,6 +141,22 @@ TEST_F(RunFolder, AResumeContinuesItsOwnRunsFolderAndMovesAnotherRunsAside) {
   EXPECT_FALSE(start.archived_to.has_value());
   ASSERT_TRUE(start.restored_from.has_value());
   EXPECT_EQ(read_run_id(dir_.string()), "run-a");
+}
+
+TEST_F(RunFolder, ARunsOwnConfigYamlNamesItsRunFolder) {
+  write_run("a");
+  EXPECT_EQ(run_folder_of_config((dir_ / "config.yaml").string()), dir_.string());
+  // An archived run's config.yaml belongs to the folder it was archived from.
+  const auto archived = keep_earlier_run(dir_.string());
+  ASSERT_TRUE(archived.has_value());
+  EXPECT_EQ(fs::path(*run_folder_of_config((fs::path(*archived) / "config.yaml").string())).lexically_normal(),
+            dir_.lexically_normal());
+  // Any other YAML file, or a config.yaml without run.json beside it, is a recipe file like any other.
+  std::ofstream(dir_ / "mine.yaml") << "x";
+  EXPECT_FALSE(run_folder_of_config((dir_ / "mine.yaml").string()).has_value());
+  fs::create_directories(dir_ / "plain");
+  std::ofstream(dir_ / "plain" / "config.yaml") << "x";
+  EXPECT_FALSE(run_folder_of_config((dir_ / "plain" / "config.yaml").string()).has_value());
 }
 
 TEST_F(RunFolder, RunIdsAreUniqueAndRoundTripThroughRunJson) {

@@ -184,6 +184,14 @@ TEST_F(RunOutputs, TrainYamlWritesToItsStemAndGraphFlagsHaveBridgesSideEffects) 
                                           "--cuda_graph_scope", "attn,mlp", "train.train_iters=2", "--plain"},
                                          true, dir_.string());
   EXPECT_EQ(scope.exit_code, 0) << scope.output;
+
+  // The run's own config.yaml runs again in its own folder (the header says so), not in runs/config/.
+  const auto again = test::run_stepgraph({"train", "runs/mine/config.yaml", "--cpu", "--plain", "train.train_iters=1"},
+                                         true, dir_.string());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_FALSE(fs::exists(dir_ / "runs" / "config")) << again.output;
+  EXPECT_EQ(read_jsonl(dir_ / "runs" / "mine" / "metrics.jsonl").size(), 1u) << again.output;
+  EXPECT_TRUE(fs::exists(dir_ / "runs" / "mine" / "previous" / "run-2" / "metrics.jsonl")) << again.output;
 }
 
 TEST_F(RunOutputs, AMissingDatasetSaysHowToMakeOne) {
