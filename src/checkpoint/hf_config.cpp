@@ -14,6 +14,12 @@ nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& 
   return nullptr;
 }
 
+void set_hf_special_token_ids(nlohmann::json& config, std::optional<int64_t> eos_token_id) {
+  if (config.is_null()) return;
+  config["bos_token_id"] = nullptr;
+  config["eos_token_id"] = eos_token_id ? nlohmann::json(*eos_token_id) : nlohmann::json(nullptr);
+}
+
 nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
   std::string why_not;
   if (model::hf_architecture(spec, &why_not) != "MixtralForCausalLM") {

@@ -1,7 +1,9 @@
 #pragma once
 // config.json for Hugging Face transformers (LlamaConfig), so a checkpoint folder loads with
 // LlamaForCausalLM.from_pretrained(folder).
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "model/spec.h"
@@ -17,13 +19,20 @@ nlohmann::json hf_llama_config(const model::ModelSpec& spec,
 // NemotronHForCausalLM cannot express (model::hf_architecture says why).
 nlohmann::json hf_nemotron_h_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
-// config.json for the architecture the model picks (model::hf_architecture): LlamaConfig for GPT blocks
-// of attention and dense MLP, NemotronHConfig for hybrid patterns; null when no transformers class loads this model yet (the checkpoint
-// folder then has no config.json; it still resumes training).
 // MixtralConfig (MixtralForCausalLM) for GPT blocks whose MLPs are all softmax-routed MoE without a
 // shared expert or expert bias (model::hf_architecture says why not otherwise).
 nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
+// config.json for the architecture the model picks (model::hf_architecture): LlamaConfig for GPT blocks
+// of attention and dense MLP, MixtralConfig, NemotronHConfig for hybrid patterns; null when no
+// transformers class loads this model yet (the checkpoint folder then has no config.json; it still
+// resumes training).
 nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
+
+// Writes config.json's bos_token_id and eos_token_id so that transformers' generate stops
+// where `stepgraph generate` does: eos is the tokenizer's end-of-document id (null without a tokenizer), and
+// there is no BOS (stepgraph's data prepends none). Unset, the classes' defaults (bos 1, eos 2) would name
+// ordinary tokens of the vocabulary. A null config (no class loads the model) stays null.
+void set_hf_special_token_ids(nlohmann::json& config, std::optional<int64_t> eos_token_id);
 
 }  // namespace sg::checkpoint

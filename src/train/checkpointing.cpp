@@ -91,7 +91,7 @@ std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
 
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
                             const TrainingState& state, const data::DataPosition& position,
-                            const std::string& run_id, const std::vector<std::string>& extra_files) {
+                            const std::string& run_id, const CheckpointTokenizer& tokenizer) {
   const auto n = static_cast<size_t>(layout.total());
   SG_CHECK(state.main_weights.size() == n && state.exp_avg.size() == n && state.exp_avg_sq.size() == n,
            "training state does not match the parameter layout");
@@ -104,6 +104,7 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   const auto* bf16_base = reinterpret_cast<const uint8_t*>(bf16.data());
   ckpt.model = tensors_of<TensorRef>(layout, bf16_base, TensorDtype::BF16, 2);
   ckpt.model_config = checkpoint::hf_model_config(layout.spec, "bfloat16");
+  checkpoint::set_hf_special_token_ids(ckpt.model_config, tokenizer.eos_token_id);
   ckpt.main_params = tensors_of<TensorRef>(layout, reinterpret_cast<const uint8_t*>(state.main_weights.data()),
                                            TensorDtype::F32, 4);
   ckpt.exp_avg = tensors_of<TensorRef>(layout, reinterpret_cast<const uint8_t*>(state.exp_avg.data()),
@@ -115,7 +116,7 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   ckpt.state.rng_state = rng_bytes(state.rng);
   ckpt.state.config_hash = checkpoint::config_hash_hex(canonical_config(config));
   ckpt.state.extra["run_id"] = run_id;
-  ckpt.extra_files = extra_files;
+  ckpt.extra_files = tokenizer.files;
   return checkpoint::save_checkpoint(dir, state.steps_done, checkpoint::training_checkpoint_contents(ckpt));
 }
 

@@ -250,8 +250,11 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   if (!recorder.tensorboard_path().empty()) log::info("TensorBoard events: " + recorder.tensorboard_path());
   const int64_t log_interval = std::max<int64_t>(1, config.logger.log_interval);
   const int64_t save_interval = config.checkpoint.save_interval.value_or(0);
-  std::vector<std::string> tokenizer_files;
-  if (run.tokenizer) tokenizer_files = run.tokenizer->files;
+  CheckpointTokenizer checkpoint_tokenizer;
+  if (run.tokenizer) {
+    checkpoint_tokenizer.files = run.tokenizer->files;
+    if (run.tokenizer->eod_id >= 0) checkpoint_tokenizer.eos_token_id = run.tokenizer->eod_id;
+  }
 
   Progress progress("train", train_iters, options.interactive, start_step);
   backend.notify = [&progress](const std::string& text) { progress.line(text); };
@@ -285,7 +288,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     }
     const data::DataPosition& position = data.loader().position();
     const std::string dir =
-        save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position, run.run_id, tokenizer_files);
+        save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position, run.run_id,
+                        checkpoint_tokenizer);
     const double seconds = seconds_since(start);
     stop_handlers.save_took(seconds);
     progress.line(strprintf("saved checkpoint %s (%.1f s)", dir.c_str(), seconds));

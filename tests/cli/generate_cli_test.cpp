@@ -5,7 +5,8 @@
 //   * greedy output is deterministic and equals the CPU decoder run in process on the same weights
 //     and prompt tokens; the printed text starts with the prompt and the timing line reports tokens/s;
 //   * sampling repeats with the same --seed and changes with another;
-//   * config.json's eos_token_id stops the generation (the EOS included), --ignore-eos does not;
+//   * config.json's eos_token_id stops the generation (the EOS included), --ignore-eos does not; a
+//     trained checkpoint's config.json names its tokenizer's EOD as eos_token_id, and no BOS;
 //   * --prompt-tokens runs without a tokenizer; errors name what to fix: no tokenizer.json, Python
 //     without `tokenizers`, a bad --temperature, a token outside the vocabulary, a missing folder.
 #include <gtest/gtest.h>
@@ -145,11 +146,16 @@ TEST_F(GenerateCli, TrainedCheckpointWithItsTokenizer) {
                 " model.vocab_size=320 model.num_layers=2 model.hidden_size=64 "
                 "model.ffn_hidden_size=128 model.seq_length=32 dataset.seq_length=32 "
                 "train.micro_batch_size=2 train.global_batch_size=2 train.train_iters=3 scheduler.lr_warmup_iters=0 "
-                "checkpoint.save=" +
-                ckpt);
+                "tokenizer.tokenizer_type=HuggingFaceTokenizer tokenizer.tokenizer_model=" +
+                shell_quote((dir_ / "tok").string()) + " checkpoint.save=" + ckpt);
   ASSERT_EQ(train.rc, 0) << train.out;
-  const auto r = generate_json(ckpt, "--tokenizer " + shell_quote((dir_ / "tok").string()) +
-                                         " --prompt 'The river' --max-new-tokens 6 --ignore-eos");
+  // The checkpoint's own tokenizer decodes, and its config.json stops transformers' generate at the EOD
+  // token (id 0) with no BOS, not at LlamaConfig's default ids 1 and 2.
+  std::ifstream config_json(dir_ / "ckpt" / "iter_0000003" / "config.json");
+  const auto config = nlohmann::json::parse(config_json);
+  EXPECT_EQ(config["eos_token_id"], 0) << config.dump();
+  EXPECT_TRUE(config["bos_token_id"].is_null()) << config.dump();
+  const auto r = generate_json(ckpt, "--prompt 'The river' --max-new-tokens 6 --ignore-eos");
   EXPECT_EQ(r["tokens"][0].size(), 6u);
   EXPECT_NE(r["model"].get<std::string>().find("iter_0000003"), std::string::npos) << r.dump();
 }
