@@ -12,11 +12,16 @@ dataset.data_path=[data/corpus_text_document]. Check them with
 Flags and output follow Megatron-LM's tools/preprocess_data.py; the files are Megatron's MMIDIDX format
 (uint16 tokens below a vocabulary of 65500, else int32; docs/data-and-checkpoints.md), one sequence per
 document (one per list item for a key holding a list of strings). Documents stay in input order with
-any number of workers. Documents that encode to no tokens are skipped.
+any number of workers. Documents that encode to no tokens are skipped; none left is an error.
 
 Inputs: .jsonl (one JSON object per line) or, as a convenience, .txt: one document per paragraph
 (lines up to a blank line), or one per file with --txt-document-per-file (give several files). Either
 may be gzipped (.gz).
+
+Megatron-LM's other flags: --keep-sequential-samples, --partitions, --keep-newlines and --lang are
+accepted and change nothing here (order is always kept, --workers alone sets the parallelism, texts are
+never split into sentences); --split-sentences, --vocab-file, --merge-file, --vocab-size and the
+--find-optimal-num-workers flags are refused with a message saying what to do instead.
 
 --tokenizer-model is a folder with tokenizer.json (tools/train_tokenizer.py writes one; any Hugging Face
 fast-tokenizer folder works). --append-eod appends its eos_token (from tokenizer_config.json) to every
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from collections import deque
 
 import numpy as np
@@ -42,6 +48,30 @@ BATCH_DOCUMENTS = 256        # documents per task sent to a worker
 BATCH_BYTES = 1 << 20        # ... or fewer, once they hold this much text
 TASKS_IN_FLIGHT_PER_WORKER = 4
 
+# Flags of Megatron-LM's tools/preprocess_data.py with no counterpart here: parsed (argparse alone would
+# answer "unrecognized arguments"), then refused by check_args with what this tool does instead.
+# flag: (nargs, metavar, why and what to do).
+REFUSED_MEGATRON_FLAGS = {
+    "--split-sentences": (0, None, "--split-sentences is not supported (it needs NLTK and writes sentence-level "
+                          "datasets); stepgraph trains on document-level datasets: drop the flag"),
+    "--vocab-file": (1, "FILE", "--vocab-file is for Megatron's GPT2BPETokenizer and BERT tokenizers; this tool "
+                     "reads a Hugging Face tokenizer folder: pass --tokenizer-model DIR (tools/train_tokenizer.py "
+                     "makes one) and drop --vocab-file/--merge-file"),
+    "--merge-file": (1, "FILE", "--merge-file is for Megatron's GPT2BPETokenizer; this tool reads a Hugging Face "
+                     "tokenizer folder: pass --tokenizer-model DIR (tools/train_tokenizer.py makes one) and drop "
+                     "--vocab-file/--merge-file"),
+    "--vocab-size": (1, "N", "--vocab-size is for Megatron's NullTokenizer; here the vocabulary is the tokenizer "
+                     "folder's (--tokenizer-model): drop the flag"),
+    "--find-optimal-num-workers": (0, None, "--find-optimal-num-workers is not supported; the output does not "
+                                   "depend on --workers, so time a few values: the closing report gives tokens/s"),
+    "--workers-to-check": ("+", "N", "--workers-to-check only works with --find-optimal-num-workers, which is not "
+                           "supported; pass --workers N (the closing report gives tokens/s)"),
+    "--max-documents": (1, "N", "--max-documents only works with --find-optimal-num-workers, which is not "
+                        "supported; drop the flag"),
+    "--performance-dir": (1, "DIR", "--performance-dir only works with --find-optimal-num-workers, which is not "
+                          "supported; drop the flag"),
+}
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="preprocess_data.py", description=__doc__,
@@ -49,16 +79,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g = p.add_argument_group("tokenizer")
     g.add_argument("--tokenizer-type", required=True, metavar="TYPE",
                    help="HuggingFaceTokenizer (the only type here; Megatron-LM's tool has the others)")
-    g.add_argument("--tokenizer-model", required=True, metavar="DIR",
-                   help=f"tokenizer folder with {TOKENIZER_FILE} (from tools/train_tokenizer.py or Hugging Face)")
+    g.add_argument("--tokenizer-model", metavar="DIR",  # required: checked after --tokenizer-type and
+                   # the refused tokenizer flags, whose messages say more than "required"
+                   help=f"(required) tokenizer folder with {TOKENIZER_FILE} (from tools/train_tokenizer.py or "
+                        f"Hugging Face)")
     g = p.add_argument_group("input data")
     g.add_argument("--input", nargs="+", required=True, metavar="FILE",
                    help=".jsonl or .txt file(s), optionally .gz, processed in the order given")
     g.add_argument("--json-keys", nargs="+", default=["text"], metavar="KEY",
                    help="keys to tokenize, one output dataset each (default: text); for .txt the one key "
                         "names the output")
-    g.add_argument("--split-sentences", action="store_true",
-                   help="Megatron's NLTK sentence splitting: not supported here (refused with a message)")
     g.add_argument("--txt-document-per-file", action="store_true",
                    help=".txt inputs: each file is one document (default: each blank-line-separated paragraph)")
     g = p.add_argument_group("tokenization process")
@@ -75,6 +105,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--documents-per-task", type=int, default=BATCH_DOCUMENTS, metavar="N",
                    help=f"documents a worker encodes at a time (default: {BATCH_DOCUMENTS}; fewer when they "
                         f"exceed {BATCH_BYTES >> 20} MiB)")
+    g = p.add_argument_group("Megatron-LM flags accepted with no effect here")
+    g.add_argument("--keep-sequential-samples", action="store_true",
+                   help="documents always stay in input order here")
+    g.add_argument("--partitions", type=int, default=1, metavar="N",
+                   help="the input is never split into partition files here; --workers sets the parallelism")
+    g.add_argument("--keep-newlines", action="store_true",
+                   help="for --split-sentences (not supported); texts are tokenized as they are, newlines kept")
+    g.add_argument("--lang", metavar="LANG",
+                   help="NLTK language for --split-sentences (not supported)")
+    g = p.add_argument_group("Megatron-LM flags refused here (the message says what to do instead)",
+                             textwrap.fill(" ".join(REFUSED_MEGATRON_FLAGS), 78, break_on_hyphens=False))
+    for flag, (nargs, metavar, _) in REFUSED_MEGATRON_FLAGS.items():
+        if nargs == 0:
+            g.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
+        else:
+            g.add_argument(flag, nargs=None if nargs == 1 else nargs, metavar=metavar, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -83,9 +129,15 @@ def check_args(args: argparse.Namespace) -> None:
         raise ToolError(f"--tokenizer-type {args.tokenizer_type} is not supported here; use HuggingFaceTokenizer "
                         f"with a tokenizer folder (tools/train_tokenizer.py makes one), or Megatron-LM's "
                         f"tools/preprocess_data.py, whose .bin/.idx stepgraph reads as they are")
-    if args.split_sentences:
-        raise ToolError("--split-sentences is not supported (it needs NLTK and writes sentence-level datasets); "
-                        "stepgraph trains on document-level datasets: drop the flag")
+    for flag, (nargs, _, message) in REFUSED_MEGATRON_FLAGS.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value if nargs == 0 else value is not None:
+            raise ToolError(message)
+    if args.tokenizer_model is None:
+        raise ToolError(f"--tokenizer-model DIR is required: a tokenizer folder with {TOKENIZER_FILE} "
+                        f"(tools/train_tokenizer.py makes one; any Hugging Face fast-tokenizer folder works)")
+    if args.partitions < 1:
+        raise ToolError(f"--partitions must be at least 1 (got {args.partitions})")
     if args.workers < 1:
         raise ToolError(f"--workers must be at least 1 (got {args.workers})")
     for flag in ("log_interval", "documents_per_task"):
@@ -196,12 +248,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"preprocess_data: {len(args.input)} input file(s), {human_bytes(total_bytes)}; tokenizer "
           f"{args.tokenizer_model} (vocabulary {folder.vocab_size:,}, {dtype.name} tokens); "
           f"{args.workers} worker(s)", file=sys.stderr)
-    writers = {key: IndexedDatasetWriter(output_prefix(args.output_prefix, key), dtype) for key in args.json_keys}
+    if args.partitions > 1:
+        print(f"preprocess_data: --partitions {args.partitions}: the input is not split into partitions here; "
+              f"{args.workers} worker(s) encode it (--workers sets the parallelism), the output is the same",
+              file=sys.stderr)
+    writers: dict[str, IndexedDatasetWriter] = {}
     stats = {key: {"documents": 0, "sequences": 0, "empty": 0} for key in args.json_keys}
     progress = Progress(total_bytes, args.log_interval)
     init_args = (os.path.join(args.tokenizer_model, TOKENIZER_FILE), args.json_keys, eod)
     results = encoded_batches(args, init_args)
     try:
+        for key in args.json_keys:  # in the try: a later key's failure removes the earlier keys' .tmp files
+            writers[key] = IndexedDatasetWriter(output_prefix(args.output_prefix, key), dtype)
         for documents, nbytes, per_key in results:
             tokens = 0
             for key, (ids, lengths, empty) in per_key.items():
@@ -211,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 stats[key]["empty"] += empty
                 tokens += ids.size
             progress.update(documents, nbytes, tokens)
+        check_not_empty(args, stats, progress.documents)
         for writer in writers.values():
             writer.finalize()
     except BaseException:
@@ -221,6 +280,18 @@ def main(argv: list[str] | None = None) -> int:
     progress.finish()
     report(args, folder, dtype, writers, stats, progress)
     return 0
+
+
+def check_not_empty(args: argparse.Namespace, stats: dict, documents: int) -> None:
+    """An empty dataset is an error (as train_tokenizer refuses empty text): nothing would train on it."""
+    inputs = " ".join(args.input)
+    if documents == 0:
+        raise ToolError(f"no documents in {inputs}: nothing to write (give the file(s) holding the text)")
+    for key, s in stats.items():
+        if s["documents"] == 0:
+            raise ToolError(f"the {documents:,} document(s) of {inputs} all have empty texts under key {key!r} "
+                            f"(no tokens): nothing to write; check the input, or name the text's key with "
+                            f"--json-keys")
 
 
 def report(args, folder, dtype, writers, stats, progress: Progress) -> None:

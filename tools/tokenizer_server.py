@@ -3,6 +3,10 @@
 
   python3 tools/tokenizer_server.py TOKENIZER_DIR
 
+An internal helper: `stepgraph generate` starts it (found next to the binary's checkout, or in
+$STEPGRAPH_TOOLS; run with $STEPGRAPH_PYTHON or python3) and talks to it; there is no need to run it by
+hand except to see why it fails, typing requests such as {"encode": "The river"} (Ctrl-D ends it).
+
 stepgraph is C++ and the Hugging Face tokenizers library is Rust with Python bindings (a C++ build of
 it would need the Rust toolchain), so the CLI runs the same Python package the data tools use, in this
 small process, instead of a second tokenizer implementation that could disagree with the one the data
@@ -14,7 +18,8 @@ or {"error": "..."} and exits 1. Then, per request line:
   {"encode": "text"}          ->  {"ids": [...]}     (add_special_tokens=True, as AutoTokenizer does)
   {"decode": [ids]}           ->  {"text": "..."}    (special tokens skipped)
   {"decode_raw": [ids]}       ->  {"text": "..."}    (special tokens kept)
-A bad request gets {"error": "..."}; end of input ends the server.
+A bad request (an id outside the vocabulary, say) gets {"error": "..."}, which stepgraph shows as
+`tokenizer: ...`; end of input ends the server.
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ def reply(obj) -> None:
     sys.stdout.flush()
 
 
-def handle(tokenizer, request) -> dict:
+def handle(tokenizer, vocab_size: int, request) -> dict:
     if not isinstance(request, dict):
         return {"error": "a request is a JSON object"}
     if "encode" in request and isinstance(request["encode"], str):
@@ -41,13 +46,20 @@ def handle(tokenizer, request) -> dict:
     for key, skip in (("decode", True), ("decode_raw", False)):
         if key in request:
             ids = request[key]
-            if not isinstance(ids, list) or not all(isinstance(i, int) and i >= 0 for i in ids):
+            if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
                 return {"error": f"{key} takes a list of token ids"}
+            bad = next((i for i in ids if not 0 <= i < vocab_size), None)
+            if bad is not None:
+                return {"error": f"token id {bad} is out of range: the vocabulary has {vocab_size:,} tokens "
+                                 f"(ids 0..{vocab_size - 1})"}
             return {"text": tokenizer.decode(ids, skip_special_tokens=skip)}
     return {"error": "unknown request; use encode, decode or decode_raw"}
 
 
 def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__.strip())
+        return 0
     if len(argv) != 1:
         reply({"error": "usage: tokenizer_server.py TOKENIZER_DIR"})
         return 2
@@ -65,7 +77,7 @@ def main(argv: list[str]) -> int:
         except json.JSONDecodeError as e:
             reply({"error": f"not JSON: {e}"})
             continue
-        reply(handle(folder.tokenizer, request))
+        reply(handle(folder.tokenizer, folder.vocab_size, request))
     return 0
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
+import tempfile
 import time
 
 from sgtools import ToolError, run_tool
@@ -82,6 +84,7 @@ class TextStream:
         self.progress = progress
         self.sample: list[str] = []
         self.sample_bytes = 0
+        self.text_chars = 0  # characters of the texts trained on: 0 when every text is empty
         self.error: ToolError | None = None
 
     def __iter__(self):
@@ -89,6 +92,7 @@ class TextStream:
             for record in read_records(self.args.input, self.args.txt_document_per_file):
                 texts = [t for ts in document_texts(record, self.args.json_keys).values() for t in ts]
                 for text in texts:
+                    self.text_chars += len(text)
                     if self.sample_bytes < SAMPLE_BYTES:
                         self.sample.append(text)
                         self.sample_bytes += len(text.encode("utf-8"))
@@ -97,6 +101,48 @@ class TextStream:
         except ToolError as e:
             # Raised through the Rust trainer the error would lose its type: keep it, end the stream.
             self.error = e
+
+
+def prepare_output(path: str) -> list[str]:
+    """Creates the --output folder and checks it is writable, before hours of training; returns the
+    folders it created (removed again if the run fails while they are empty)."""
+    created = []
+    parent = os.path.abspath(path)
+    while not os.path.exists(parent):
+        created.append(parent)
+        parent = os.path.dirname(parent)
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path, prefix=".train_tokenizer_write_test"):
+            pass
+    except OSError as e:
+        remove_empty_folders(created)
+        raise ToolError(f"cannot write the tokenizer to {path}: {e.strerror} (choose a writable --output)") from None
+    return created
+
+
+def remove_empty_folders(folders: list[str]) -> None:
+    for folder in folders:  # innermost first
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
+
+
+def preprocess_command(args: argparse.Namespace) -> str:
+    """The preprocess_data.py command for the same text, with the options given here (paths as given, so
+    it runs from the same folder)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "preprocess_data.py")
+    if not os.path.relpath(script).startswith(".."):
+        script = os.path.relpath(script)  # tools/preprocess_data.py from the checkout
+    cmd = ["python3", script, "--input", *args.input]
+    if args.json_keys != ["text"]:
+        cmd += ["--json-keys", *args.json_keys]
+    if args.txt_document_per_file:
+        cmd.append("--txt-document-per-file")
+    cmd += ["--output-prefix", "PREFIX", "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model",
+            args.output, "--append-eod", "--workers", "2"]
+    return " ".join(shlex.quote(c) for c in cmd)
 
 
 def build_tokenizer(tokenizers, args: argparse.Namespace, special: list[str]):
@@ -118,6 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     total_bytes = check_inputs(args.input)
     check_txt_keys(args.input, args.json_keys)
     tokenizers = import_tokenizers()
+    created = prepare_output(args.output)
+    try:
+        return train(tokenizers, args, special, total_bytes)
+    except BaseException:
+        remove_empty_folders(created)
+        raise
+
+
+def train(tokenizers, args: argparse.Namespace, special: list[str], total_bytes: int) -> int:
     tokenizer, trainer = build_tokenizer(tokenizers, args, special)
 
     print(f"train_tokenizer: byte-level BPE, vocabulary {args.vocab_size}, min frequency {args.min_frequency}, "
@@ -131,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     read_seconds = progress.elapsed()
     if progress.documents == 0:
         raise ToolError(f"no documents in {' '.join(args.input)}: nothing to train on")
+    if stream.text_chars == 0:
+        raise ToolError(f"the {progress.documents:,} document(s) of {' '.join(args.input)} all have empty texts: "
+                        f"nothing to train on; check the input, or name the text's key with --json-keys")
 
     files = write_tokenizer_folder(args.output, tokenizer, args.eos_token, special[1:])
     vocab = tokenizer.get_vocab_size(with_added_tokens=True)
@@ -149,8 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  compression: {stream.sample_bytes / sample_tokens:.2f} bytes/token on "
               f"{human_bytes(stream.sample_bytes)} of the training text")
     print(f"  wrote:       {', '.join(files)}")
-    print(f"  next:        python3 tools/preprocess_data.py --input {args.input[0]} --output-prefix PREFIX "
-          f"--tokenizer-type HuggingFaceTokenizer --tokenizer-model {args.output} --append-eod --workers 2")
+    print(f"  next:        {preprocess_command(args)}")
     return 0
 
 

@@ -8,14 +8,19 @@ tools/train_tokenizer.py, tokenizes the sample with tools/preprocess_data.py on 
   - the .idx is Megatron's layout byte for byte, its offsets tile the .bin exactly;
   - every document decodes back to its text, EOD last; 1 and 2 workers write identical files;
   - transformers.AutoTokenizer loads the folder and agrees (skipped with a notice without transformers);
-  - .txt input (paragraphs, one document per file) and the error messages of both tools.
+  - .txt and .gz input (paragraphs, one document per file) and the error messages of both tools (corrupt
+    .gz, empty input, unwritable outputs checked before the work, Megatron-LM's flags);
+  - train_tokenizer's closing `next:` command runs as printed;
+  - tools/tokenizer_server.py (what `stepgraph generate` runs): --help, errors for ids outside the vocabulary.
 
     python3 tests/tools/tokenizer_tools_test.py --stepgraph build/src/stepgraph [-v]
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import shlex
 import shutil
 import struct
 import subprocess
@@ -35,6 +40,7 @@ except ImportError:  # main() reports it
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN = os.path.join(ROOT, "tools", "train_tokenizer.py")
 PREPROCESS = os.path.join(ROOT, "tools", "preprocess_data.py")
+SERVER = os.path.join(ROOT, "tools", "tokenizer_server.py")
 SAMPLE = os.path.join(ROOT, "tests", "data", "public_domain_sample.jsonl")
 VOCAB = 2000
 STEPGRAPH = ""  # set from --stepgraph
@@ -276,6 +282,75 @@ class TokenizerTools(unittest.TestCase):
                                blocker + "/sub/x"], "cannot write the output", "--output-prefix")
         self.expect_error(p[:2] + ["--tokenizer-type", "GPT2BPETokenizer", "--input", SAMPLE, "--tokenizer-model",
                                    self.tok, "--output-prefix", out + "/x"], "GPT2BPETokenizer is not supported")
+        # Nothing to write is an error (train_tokenizer refuses the same files), not an empty dataset.
+        nothing, empty_texts = os.path.join(self.dir, "nothing.jsonl"), os.path.join(self.dir, "empty_texts.jsonl")
+        with open(nothing, "w") as f:
+            f.write("\n")
+        with open(empty_texts, "w") as f:
+            f.write('{"text": ""}\n{"text": ""}\n')
+        for workers in ("1", "2"):
+            self.expect_error(p + ["--input", nothing, "--tokenizer-model", self.tok, "--output-prefix", out + "/x",
+                                   "--workers", workers], f"no documents in {nothing}: nothing to write", leaves=out)
+            self.expect_error(p + ["--input", empty_texts, "--tokenizer-model", self.tok, "--output-prefix",
+                                   out + "/x", "--workers", workers], "the 2 document(s)", "empty texts under key "
+                              "'text'", "nothing to write", leaves=out)
+        # A later --json-keys output that cannot be opened: the earlier key's .tmp goes too.
+        keys = os.path.join(self.dir, "keys")
+        os.makedirs(os.path.join(keys, "x_b_document.bin.tmp"))  # a folder where b's .bin.tmp would go
+        self.expect_error(p + ["--input", SAMPLE, "--json-keys", "text", "b", "--tokenizer-model", self.tok,
+                               "--output-prefix", keys + "/x"], "cannot write the output", "x_b_document.bin")
+        self.assertEqual(os.listdir(keys), ["x_b_document.bin.tmp"], "the text key's .bin.tmp was left behind")
+
+    def test_corrupt_gzip_input(self):
+        with open(SAMPLE, "rb") as f:
+            good = gzip.compress(f.read(), mtime=0)
+        inputs = {"not_gzip.jsonl.gz": b"notgzip", "cut.jsonl.gz": good[:len(good) // 2],
+                  "damaged.jsonl.gz": good[:100] + bytes(b ^ 0x55 for b in good[100:200]) + good[200:]}
+        out = os.path.join(self.dir, "gz_errors")
+        for name, data in inputs.items():
+            path = os.path.join(self.dir, name)
+            with open(path, "wb") as f:
+                f.write(data)
+            for workers in ("1", "2"):
+                self.expect_error([sys.executable, PREPROCESS, "--input", path, "--output-prefix", out + "/x",
+                                   "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", self.tok,
+                                   "--workers", workers], f"{path}: not a valid gzip file (", "gzip -t", leaves=out)
+            self.expect_error([sys.executable, TRAIN, "--input", path, "--vocab-size", "500", "--output",
+                               os.path.join(self.dir, "gz_never")], f"{path}: not a valid gzip file (", "gzip -t")
+            self.assertFalse(os.path.exists(os.path.join(self.dir, "gz_never")))
+        # The same text gzipped gives the same dataset.
+        path = os.path.join(self.dir, "good.jsonl.gz")
+        with open(path, "wb") as f:
+            f.write(good)
+        prefix = os.path.join(self.dir, "gz_ok", "s")
+        preprocess(self.tok, prefix, "--append-eod", inputs=(path,))
+        for ext in (".bin", ".idx"):
+            with open(self.dataset + ext, "rb") as a, open(prefix + "_text_document" + ext, "rb") as b:
+                self.assertEqual(a.read(), b.read(), f"{ext} differs between .jsonl and .jsonl.gz")
+
+    def test_megatron_flags(self):
+        # Accepted: they change nothing (order is always kept, --workers sets the parallelism).
+        prefix = os.path.join(self.dir, "megatron", "s")
+        err = preprocess(self.tok, prefix, "--append-eod", "--workers", "2", "--keep-sequential-samples",
+                         "--partitions", "2", "--keep-newlines", "--lang", "english").stderr
+        self.assertIn("--partitions 2: the input is not split", err)
+        for ext in (".bin", ".idx"):
+            with open(self.dataset + ext, "rb") as a, open(prefix + "_text_document" + ext, "rb") as b:
+                self.assertEqual(a.read(), b.read(), f"{ext} differs with Megatron's no-op flags")
+        # Refused with what to do instead (not argparse's "unrecognized arguments").
+        p = [sys.executable, PREPROCESS, "--input", SAMPLE, "--output-prefix", prefix, "--tokenizer-type",
+             "HuggingFaceTokenizer", "--tokenizer-model", self.tok]
+        for flags, fragment in ((["--split-sentences"], "drop the flag"),
+                                (["--vocab-file", "vocab.json"], "--tokenizer-model DIR"),
+                                (["--merge-file", "merges.txt"], "--tokenizer-model DIR"),
+                                (["--vocab-size", "50257"], "the vocabulary is the tokenizer folder's"),
+                                (["--find-optimal-num-workers"], "time a few values"),
+                                (["--workers-to-check", "2", "4"], "pass --workers N"),
+                                (["--max-documents", "10"], "--find-optimal-num-workers, which is not supported"),
+                                (["--performance-dir", "perf"], "--find-optimal-num-workers, which is not supported"),
+                                (["--partitions", "0"], "--partitions must be at least 1")):
+            self.expect_error(p + flags, f"error: {flags[0]}" if flags[0] != "--partitions" else "error: ", fragment)
+        self.expect_error(p[:-2], "--tokenizer-model DIR is required")
 
     def test_train_tokenizer_errors(self):
         t = [sys.executable, TRAIN, "--output", os.path.join(self.dir, "never")]
@@ -284,7 +359,62 @@ class TokenizerTools(unittest.TestCase):
                           "nope.txt does not exist")
         self.expect_error(t + ["--input", SAMPLE, "--json-keys", "body", "--vocab-size", "500"],
                           f"{SAMPLE}:1: no key 'body'")
-        self.assertFalse(os.path.exists(os.path.join(self.dir, "never")))
+        empty_texts = os.path.join(self.dir, "train_empty_texts.jsonl")
+        with open(empty_texts, "w") as f:
+            f.write('{"text": ""}\n{"text": ""}\n')
+        self.expect_error(t + ["--input", empty_texts, "--vocab-size", "500"], "the 2 document(s)",
+                          "all have empty texts: nothing to train on")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "never")))  # created up front, removed again
+        # --output is checked before training (hours on a real corpus): its error comes before the bad key's.
+        blocker = os.path.join(self.dir, "a_file_too")
+        open(blocker, "w").close()  # a folder under a regular file is unwritable even for root
+        proc = run(sys.executable, TRAIN, "--input", SAMPLE, "--json-keys", "body", "--vocab-size", "500",
+                   "--output", blocker + "/tok", expect_rc=1)
+        self.assertIn(f"error: cannot write the tokenizer to {blocker}/tok", proc.stderr)
+        self.assertIn("choose a writable --output", proc.stderr)
+        self.assertNotIn("no key 'body'", proc.stderr)
+        self.assertNotIn("byte-level BPE", proc.stderr)  # training never started
+
+    def test_next_command_runs_as_printed(self):
+        # Two inputs, another key: the printed preprocess_data command carries them over and works.
+        with open(SAMPLE, encoding="utf-8") as f:
+            docs = [json.loads(line) for line in f if line.strip()]
+        inputs = [os.path.join(self.dir, "body one.jsonl"), os.path.join(self.dir, "body_two.jsonl")]
+        for path, part in zip(inputs, (docs[:30], docs[30:])):
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(json.dumps({"body": d["text"]}) + "\n" for d in part)
+        tok = os.path.join(self.dir, "tok_body")
+        out = run(sys.executable, TRAIN, "--input", *inputs, "--json-keys", "body", "--vocab-size", "600",
+                  "--output", tok).stdout
+        line = [l for l in out.splitlines() if l.strip().startswith("next:")][0]
+        cmd = shlex.split(line.split("next:", 1)[1])
+        self.assertEqual(cmd[0], "python3")
+        self.assertTrue(os.path.samefile(cmd[1], PREPROCESS), cmd[1])
+        self.assertEqual(cmd[cmd.index("--input") + 1: cmd.index("--input") + 3], inputs)
+        prefix = os.path.join(self.dir, "next", "b")
+        run(sys.executable, *[prefix if c == "PREFIX" else c for c in cmd[1:]])
+        idx = read_index(prefix + "_body_document")
+        self.assertEqual(len(idx["doc_index"]) - 1, len(docs))
+
+    def test_tokenizer_server(self):
+        out = run(sys.executable, SERVER, "--help").stdout
+        self.assertIn("tokenizer_server.py TOKENIZER_DIR", out)
+        self.assertIn("`stepgraph generate` starts it", out)
+        requests = [{"decode": [999999]}, {"decode_raw": [1, self.vocab]}, {"decode": [-1]},
+                    {"decode": [40, 41]}, {"encode": "The river"}]
+        proc = subprocess.run([sys.executable, SERVER, self.tok], capture_output=True, text=True, timeout=60,
+                              input="".join(json.dumps(r) + "\n" for r in requests))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        ready, *replies = [json.loads(l) for l in proc.stdout.splitlines()]
+        self.assertEqual(ready["vocab_size"], self.vocab)
+        last = self.vocab - 1
+        self.assertEqual(replies[:3], [
+            {"error": f"token id 999999 is out of range: the vocabulary has {self.vocab:,} tokens (ids 0..{last})"},
+            {"error": f"token id {self.vocab} is out of range: the vocabulary has {self.vocab:,} tokens "
+                      f"(ids 0..{last})"},
+            {"error": f"token id -1 is out of range: the vocabulary has {self.vocab:,} tokens (ids 0..{last})"}])
+        self.assertEqual(replies[3], {"text": self.tokenizer.decode([40, 41])})
+        self.assertEqual(replies[4], {"ids": self.tokenizer.encode("The river").ids})
 
     def test_help(self):
         for tool, flags in ((TRAIN, ("--vocab-size", "--min-frequency", "--special-tokens", "EOD")),

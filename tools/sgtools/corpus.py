@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
@@ -81,20 +82,34 @@ def _decode(raw: bytes, where: str) -> str:
 
 
 def read_records(paths: list[str], txt_document_per_file: bool = False) -> Iterator[Record]:
-    """Yields the documents of all inputs in order (files in the order given)."""
+    """Yields the documents of all inputs in order (files in the order given).
+
+    A file that cannot be read (a corrupt or truncated .gz, an I/O error) raises ToolError naming it."""
     for path in paths:
         fmt = input_format(path)
-        with _open(path) as f:
-            if fmt == "jsonl":
-                for line_no, line in enumerate(f, start=1):
-                    if line.strip():
-                        yield Record(f"{path}:{line_no}", line, True)
-            elif txt_document_per_file:
-                text = f.read().rstrip(b"\r\n")
-                if text.strip():
-                    yield Record(path, text, False)
-            else:
-                yield from _paragraphs(path, f)
+        try:
+            with _open(path) as f:
+                if fmt == "jsonl":
+                    for line_no, line in enumerate(f, start=1):
+                        if line.strip():
+                            yield Record(f"{path}:{line_no}", line, True)
+                elif txt_document_per_file:
+                    text = f.read().rstrip(b"\r\n")
+                    if text.strip():
+                        yield Record(path, text, False)
+                else:
+                    yield from _paragraphs(path, f)
+        except (OSError, EOFError, zlib.error) as e:
+            raise _read_error(path, e) from None
+
+
+def _read_error(path: str, e: Exception) -> ToolError:
+    if path.endswith(".gz") and not (isinstance(e, OSError) and e.errno is not None):
+        # gzip.BadGzipFile (not gzip data), EOFError (cut short), zlib.error (damaged data).
+        return ToolError(f"{path}: not a valid gzip file ({e}); check it with `gzip -t {path}` and compress "
+                         f"the text again, or give it uncompressed under a name without .gz")
+    reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    return ToolError(f"cannot read input {path}: {reason}")
 
 
 def _paragraphs(path: str, f: BinaryIO) -> Iterator[Record]:
