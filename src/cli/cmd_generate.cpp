@@ -31,7 +31,7 @@ std::vector<int32_t> parse_ids(const std::string& text) {
     if (t.empty()) continue;
     char* end = nullptr;
     const long v = std::strtol(t.c_str(), &end, 10);
-    SG_CHECK(end != nullptr && *end == '\0' && v >= 0 && v <= INT32_MAX,
+    SG_REQUIRE(end != nullptr && *end == '\0' && v >= 0 && v <= INT32_MAX,
              "--prompt-tokens: '" + t + "' is not a token id (give comma-separated non-negative integers)");
     ids.push_back(static_cast<int32_t>(v));
   }

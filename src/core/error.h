@@ -13,12 +13,19 @@ class Error : public std::runtime_error {
 };
 
 // SG_CHECK(cond, message-expression): throws sg::Error naming file:line when cond is false.
+// SG_REQUIRE(cond, message-expression): the same without file:line, for what a user gave (a flag, a
+// prompt): the message names the flag and the fix, and a source location would only be noise.
 #define SG_CHECK(cond, msg)                                                                  \
   do {                                                                                       \
     if (!(cond)) {                                                                           \
       throw ::sg::Error(std::string(msg) + " [" + __FILE__ + ":" + std::to_string(__LINE__) + \
                         "]");                                                                \
     }                                                                                        \
+  } while (0)
+
+#define SG_REQUIRE(cond, msg)                         \
+  do {                                                \
+    if (!(cond)) throw ::sg::Error(std::string(msg)); \
   } while (0)
 
 }  // namespace sg

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "checkpoint/hf_import.h"
+#include "core/available_memory.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/strings.h"
@@ -61,9 +62,9 @@ class TextStream {
 }  // namespace
 
 GenerateResult run_generate(const GenerateOptions& options) {
-  SG_CHECK(options.prompts.empty() != options.prompt_tokens.empty(),
+  SG_REQUIRE(options.prompts.empty() != options.prompt_tokens.empty(),
            "generate: give the prompt as text (--prompt) or as token ids (--prompt-tokens), not both");
-  SG_CHECK(options.max_new_tokens > 0,
+  SG_REQUIRE(options.max_new_tokens > 0,
            strprintf("--max-new-tokens %lld: must be positive", static_cast<long long>(options.max_new_tokens)));
   SG_CHECK(options.chunk_steps > 0, "generate: chunk_steps must be positive");
   ref::check_sampling_config(options.sampling);
@@ -113,6 +114,7 @@ GenerateResult run_generate(const GenerateOptions& options) {
     decode.max_prompt_tokens = std::max<int64_t>(decode.max_prompt_tokens, static_cast<int64_t>(p.size()));
   }
   decode.max_new_tokens = options.max_new_tokens;
+  if (tokenizer) decode.sample_vocab = tokenizer->vocab_size();  // never an id it cannot decode
   decode.sampling = options.sampling;
   model::check_decode_request(spec, decode, result.prompt_tokens);
   if (decode.capacity() > config.max_position_embeddings) {
@@ -130,6 +132,17 @@ GenerateResult run_generate(const GenerateOptions& options) {
     decoder = std::move(g);
   } else {
     if (!options.force_cpu) log::info("no GPU found: generating on the CPU with the fp32 reference decoder");
+    // A large --max-new-tokens would otherwise end in std::bad_alloc or the OOM killer.
+    const double cache_bytes = model::CpuDecoder::kv_cache_bytes(spec, decode);
+    const AvailableHostMemory available = available_host_memory();
+    if (!available.source.empty() && cache_bytes > available.bytes) {
+      throw Error(strprintf("the CPU decoder's KV cache for %lld sequence(s) of %lld positions (the prompt plus "
+                            "--max-new-tokens %lld) needs %s, but only %s of host memory is available (%s): lower "
+                            "--max-new-tokens",
+                            static_cast<long long>(decode.batch), static_cast<long long>(decode.capacity()),
+                            static_cast<long long>(decode.max_new_tokens), bytes_text(cache_bytes).c_str(),
+                            bytes_text(available.bytes).c_str(), available.source.c_str()));
+    }
     decoder = std::make_unique<model::CpuDecoder>(spec, std::move(weights), decode);
   }
   weights = {};

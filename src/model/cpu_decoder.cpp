@@ -22,6 +22,12 @@ size_t sz(int64_t n) {
 }
 }  // namespace
 
+double CpuDecoder::kv_cache_bytes(const ModelSpec& model, const DecodeSpec& decode) {
+  return 2.0 * static_cast<double>(model.num_layers) * static_cast<double>(decode.batch) *
+         static_cast<double>(model.num_query_groups) * static_cast<double>(decode.capacity()) *
+         static_cast<double>(model.head_dim()) * sizeof(float);
+}
+
 CpuDecoder::CpuDecoder(const ModelSpec& model, std::vector<float> weights, const DecodeSpec& decode)
     : model_(model),
       layout_(model_layout(model)),
@@ -97,7 +103,8 @@ void CpuDecoder::forward(const int32_t* tokens, const int32_t* positions, int64_
 
 void CpuDecoder::sample_and_advance() {
   const int64_t B = decode_.batch;
-  ref::sample_tokens(tokens_.data(), logits_.data(), B, model_.vocab_size, model_.vocab_size, decode_.sampling,
+  ref::sample_tokens(tokens_.data(), logits_.data(), B, decode_.sampled_vocab(model_.vocab_size), model_.vocab_size,
+                     decode_.sampling,
                      static_cast<uint64_t>(step_));
   ref::decode_advance(history_.data(), decode_.max_new_tokens, tokens_.data(), positions_.data(), &step_, B);
 }

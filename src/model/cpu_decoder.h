@@ -14,6 +14,8 @@ class CpuDecoder final : public Decoder {
  public:
   // weights: the flat fp32 buffer of model_layout(model) (layout().total() floats).
   CpuDecoder(const ModelSpec& model, std::vector<float> weights, const DecodeSpec& decode);
+  // Host bytes of the KV cache it allocates (fp32 keys and values of every layer), to check before.
+  static double kv_cache_bytes(const ModelSpec& model, const DecodeSpec& decode);
 
   std::string description() const override;
   const DecodeSpec& decode_spec() const override { return decode_; }

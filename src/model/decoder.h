@@ -32,10 +32,14 @@ struct DecodeSpec {
   int64_t max_prompt_tokens = 0;  // the longest prompt
   int64_t max_new_tokens = 0;     // tokens generated per sequence, the first (from the prefill) included
   ref::SamplingConfig sampling;   // greedy when temperature == 0
+  // Ids are drawn from [0, sample_vocab): the tokenizer's vocabulary, so the rows Megatron pads vocab_size
+  // with (which no tokenizer can decode) are never drawn; 0: every row of model.vocab_size.
+  int64_t sample_vocab = 0;
 
   // KV-cache positions per sequence: the prompt and every generated token but the last (which is
   // sampled, never fed back).
   int64_t capacity() const { return max_prompt_tokens + max_new_tokens; }
+  int64_t sampled_vocab(int64_t model_vocab) const { return sample_vocab > 0 ? sample_vocab : model_vocab; }
 };
 
 // Throws sg::Error naming the option when the generation cannot run (no prompt, empty prompt, prompt

@@ -66,7 +66,8 @@ GpuDecoder::GpuDecoder(const ModelSpec& model, const std::vector<float>& weights
   rows_ = std::max(decode.max_prompt_tokens, decode.batch);
   padded_vocab_ = (model.vocab_size + 7) / 8 * 8;
   sampling_scratch_bytes_ =
-      kernels::sample_tokens_scratch_bytes(decode.batch, model.vocab_size, padded_vocab_, decode.sampling);
+      kernels::sample_tokens_scratch_bytes(decode.batch, decode.sampled_vocab(model.vocab_size), padded_vocab_,
+                                           decode.sampling);
   plan_memory();
   blas_ = std::make_unique<kernels::Blas>(buf_->cublas_workspace, kernels::Blas::kWorkspaceBytes);
   // The decoding step's GEMMs are planned now, so nothing is planned inside a step or a capture.
@@ -247,7 +248,7 @@ void GpuDecoder::enqueue_sample_and_advance(cudaStream_t stream) {
   kernels::sample_tokens(stream, {.tokens = b.tokens,
                                   .logits = b.logits,
                                   .B = decode_.batch,
-                                  .V = model_.vocab_size,
+                                  .V = decode_.sampled_vocab(model_.vocab_size),
                                   .ld = padded_vocab_,
                                   .config = decode_.sampling,
                                   .step = b.step,

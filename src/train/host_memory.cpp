@@ -1,12 +1,8 @@
 #include "train/host_memory.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <new>
-#include <sstream>
 #include <stdexcept>
 
 #include "core/error.h"
@@ -17,11 +13,6 @@
 namespace sg::train {
 
 namespace {
-
-std::string bytes_text(double bytes) {
-  if (!(bytes < 1.8e19)) return strprintf("%.3g EiB", bytes / 1152921504606846976.0);
-  return human_bytes(static_cast<uint64_t>(bytes));
-}
 
 // What one layer of the stack (model/stack.h) costs the CPU backend, in elements, counted without
 // building the model (a config may ask for far more than fits): its parameters (with its pre-norm),
@@ -60,45 +51,6 @@ CpuLayerCost cpu_layer_cost(model::LayerKind kind, const model::ModelSpec& m, co
   }
   throw Error(strprintf("host memory of %s layers is not counted yet (train/host_memory.cpp)",
                         model::layer_kind_info(kind).description));
-}
-
-// "key: value" of /proc/meminfo in bytes, or -1.
-double meminfo_bytes(const std::string& key) {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key + ":", 0) != 0) continue;
-    std::istringstream fields(line.substr(key.size() + 1));
-    double kib = -1;
-    fields >> kib;
-    return kib >= 0 ? kib * 1024.0 : -1.0;
-  }
-  return -1.0;
-}
-
-// A number from a one-line file ("max" or a missing file: -1).
-double file_number(const std::string& path) {
-  std::ifstream in(path);
-  std::string text;
-  if (!(in >> text) || text == "max") return -1.0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  return end != text.c_str() ? v : -1.0;
-}
-
-// /proc/self/status "VmSize" (bytes the process maps), or 0.
-double mapped_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmSize:", 0) == 0) return std::strtod(line.c_str() + 7, nullptr) * 1024.0;
-  }
-  return 0.0;
-}
-
-void consider(AvailableHostMemory& best, double bytes, const std::string& source) {
-  if (bytes < 0) return;
-  if (best.source.empty() || bytes < best.bytes) best = {std::max(bytes, 0.0), source};
 }
 
 }  // namespace
@@ -157,29 +109,6 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
     plan.items.push_back({"checkpoint copy of the state", 14.0 * P, param_keys});
   }
   return plan;
-}
-
-AvailableHostMemory available_host_memory() {
-  AvailableHostMemory best;
-  consider(best, meminfo_bytes("MemAvailable"), "MemAvailable in /proc/meminfo");
-  const double v2_max = file_number("/sys/fs/cgroup/memory.max");
-  if (v2_max >= 0) {
-    consider(best, v2_max - std::max(file_number("/sys/fs/cgroup/memory.current"), 0.0),
-             strprintf("the cgroup limit (memory.max %s minus current usage)", bytes_text(v2_max).c_str()));
-  }
-  const double v1_max = file_number("/sys/fs/cgroup/memory/memory.limit_in_bytes");
-  if (v1_max >= 0 && v1_max < 1e18) {
-    consider(best, v1_max - std::max(file_number("/sys/fs/cgroup/memory/memory.usage_in_bytes"), 0.0),
-             strprintf("the cgroup limit (memory.limit_in_bytes %s minus current usage)", bytes_text(v1_max).c_str()));
-  }
-  for (const auto& [resource, name] : {std::pair{RLIMIT_AS, "RLIMIT_AS (ulimit -v)"}, std::pair{RLIMIT_DATA, "RLIMIT_DATA (ulimit -d)"}}) {
-    rlimit limit{};
-    if (::getrlimit(resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-      consider(best, static_cast<double>(limit.rlim_cur) - mapped_bytes(),
-               strprintf("%s of %s minus what the process maps", name, bytes_text(static_cast<double>(limit.rlim_cur)).c_str()));
-    }
-  }
-  return best;
 }
 
 void check_host_memory(const HostMemoryPlan& plan, const AvailableHostMemory& available) {

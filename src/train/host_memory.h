@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/available_memory.h"
 #include "model/spec.h"
 
 namespace sg::train {
@@ -35,15 +36,6 @@ struct HostMemoryOptions {
 // optimizer state, activations and scratch, plus the checkpoint copies when saving or loading.
 HostMemoryPlan plan_host_memory(const model::ModelSpec& model, const model::BatchSpec& batch,
                                 const HostMemoryOptions& options);
-
-struct AvailableHostMemory {
-  double bytes = 0.0;
-  std::string source;  // which limit decided it: "MemAvailable in /proc/meminfo", "cgroup memory.max", ...
-};
-
-// The least of: MemAvailable, the cgroup's memory limit minus its usage (v2 or v1), and the
-// address-space / data-segment rlimits minus what the process already maps.
-AvailableHostMemory available_host_memory();
 
 // sg::Error when the plan does not fit `available`: both totals, every item, and the keys of the
 // largest item to change.

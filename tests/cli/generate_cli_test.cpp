@@ -179,6 +179,12 @@ TEST_F(GenerateCli, ErrorsNameTheFix) {
   r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1 --temperature -1");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("--temperature"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(".cpp:"), std::string::npos) << "a flag's error names no source line:\n" << r.out;
+  // A KV cache larger than the host's memory: refused before allocating, not std::bad_alloc or the OOM killer.
+  r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1 --max-new-tokens 1000000000");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("KV cache"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lower --max-new-tokens"), std::string::npos) << r.out;
   r = stepgraph("generate " + (dir_ / "nope").string() + " --cpu --prompt-tokens 1");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("no such directory"), std::string::npos) << r.out;

@@ -4,11 +4,14 @@
 //     tied embeddings, GQA and Llama 3 RoPE scaling, and its logits match that recomputation;
 //   * generation is deterministic (greedy, and sampling with a seed; another seed draws differently);
 //   * a batch of prompts of different lengths gives each prompt's greedy tokens as it alone does;
+//   * ids are drawn from the sampled vocabulary only (a tokenizer smaller than the padded model's);
 //   * a request it cannot serve is refused naming the option.
 #include "model/cpu_decoder.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
 #include <vector>
 
 #include "model/init.h"
@@ -83,6 +86,28 @@ TEST(CpuDecoder, DeterministicAndSeeded) {
     decoder.decode(15);
     EXPECT_EQ(decoder.generated(), a) << "run " << run;
   }
+}
+
+// A tokenizer smaller than the model's (padded) vocabulary: greedy is the argmax of its ids alone, and a hot
+// temperature draws widely but never an id past it.
+TEST(CpuDecoder, DrawsOnlyFromTheSampledVocabulary) {
+  const auto m = test::decoder_test_spec();
+  const auto w = model::initial_parameters(model::model_layout(m), 12);
+  const int64_t sample_vocab = 13;
+  auto greedy = decode_spec(1, 3, 1);
+  greedy.sample_vocab = sample_vocab;
+  std::vector<float> logits;
+  const auto first = generate(m, w, greedy, {{1, 2, 3}}, &logits);
+  EXPECT_EQ(first[0][0], test::argmax_last_row(std::vector<float>(logits.begin(), logits.begin() + sample_vocab),
+                                               sample_vocab));
+  auto hot = decode_spec(1, 3, 200, 5.0f);
+  hot.sample_vocab = sample_vocab;
+  const auto drawn = generate(m, w, hot, {{1, 2, 3}})[0];
+  EXPECT_LT(*std::max_element(drawn.begin(), drawn.end()), sample_vocab);
+  EXPECT_GT(std::set<int32_t>(drawn.begin(), drawn.end()).size(), 6u);
+  auto too_many = decode_spec(1, 3, 2);
+  too_many.sample_vocab = m.vocab_size + 1;
+  EXPECT_NE(test::thrown_message([&] { model::CpuDecoder(m, w, too_many); }).find("sample_vocab"), std::string::npos);
 }
 
 TEST(CpuDecoder, BatchEqualsEachPromptAlone) {

@@ -7,6 +7,7 @@
 //   * the same for a batch of prompts of different lengths (each row its own slot and position);
 //   * the decoding step captured as ONE graph replays the eager decoder bitwise (tokens and logits),
 //     is captured once and reused by later decode() calls and by a second generation;
+//   * ids are drawn only below the sampled vocabulary (greedy and sampled);
 //   * sampling: 512 copies of a prompt draw their first token with frequencies matching the CPU
 //     softmax (top-k, temperature), and the CPU decoder with the same seed draws the same first tokens
 //     except where a draw is within rounding of a boundary.
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -163,6 +165,26 @@ TEST(GpuDecoder, SamplingMatchesTheCpuDistributionAndDraws) {
   // bf16 logits on the GPU move the CDF boundaries a little, so a draw near one picks a neighbour
   // (measured on the H200: 433 of 512 the same); far more than chance, which is what this checks.
   EXPECT_GE(same, B * 75 / 100) << "the same Philox draws should mostly pick the same tokens";
+}
+
+// A tokenizer smaller than the model's (padded) vocabulary: no id at or past it is drawn, sampled or greedy.
+TEST(GpuDecoder, DrawsOnlyFromTheSampledVocabulary) {
+  const auto m = gpu_spec();
+  const auto w = bf16_weights(m, 12);
+  const int64_t B = 64, sample_vocab = 37;  // not a multiple of 8: the padded row stride stays the model's
+  const std::vector<std::vector<int32_t>> prompts(B, std::vector<int32_t>{10, 20, 30});
+  for (const float temperature : {0.0f, 5.0f}) {
+    SCOPED_TRACE(temperature == 0.0f ? "greedy" : "sampled");
+    auto d = spec_for(B, 3, 8, temperature);
+    d.sample_vocab = sample_vocab;
+    model::GpuDecoder gpu(m, w, d);
+    gpu.start(prompts);
+    gpu.decode(7);
+    std::set<int32_t> drawn;
+    for (const auto& row : gpu.generated()) drawn.insert(row.begin(), row.end());
+    EXPECT_LT(*drawn.rbegin(), sample_vocab);
+    if (temperature > 0.0f) EXPECT_GT(drawn.size(), 10u) << "a hot temperature draws widely";
+  }
 }
 
 }  // namespace

@@ -1,0 +1,21 @@
+#pragma once
+// How much host memory this process can still take: the least of MemAvailable, the cgroup's memory limit
+// minus its usage (v2 or v1), and the address-space / data-segment rlimits minus what the process already
+// maps. Whoever is about to allocate a size a user chose (the CPU backend's model, a decoder's KV cache)
+// compares it with this first, so a size that does not fit is an error naming both numbers instead of a
+// bare std::bad_alloc or the kernel's OOM killer.
+#include <string>
+
+namespace sg {
+
+struct AvailableHostMemory {
+  double bytes = 0.0;
+  std::string source;  // which limit decided it: "MemAvailable in /proc/meminfo", "cgroup memory.max", ...
+};
+
+AvailableHostMemory available_host_memory();
+
+// human_bytes for a double, so that absurd sizes print ("3.5 EiB") instead of overflowing.
+std::string bytes_text(double bytes);
+
+}  // namespace sg
