@@ -76,8 +76,12 @@ int run_inspect(const InspectArgs& args) {
   std::printf("  sequences:  %llu\n", static_cast<unsigned long long>(ds.num_sequences()));
   std::printf("  documents:  %llu\n", static_cast<unsigned long long>(ds.num_documents()));
   std::printf("  tokens:     %llu\n", static_cast<unsigned long long>(ds.num_tokens()));
-  std::printf("  token ids:  min %lld, max %lld\n", static_cast<long long>(ds.min_token()),
-              static_cast<long long>(ds.max_token()));
+  if (ds.num_tokens() == 0) {
+    std::printf("  token ids:  none (the dataset is empty: nothing would train on it)\n");
+  } else {
+    std::printf("  token ids:  min %lld, max %lld\n", static_cast<long long>(ds.min_token()),
+                static_cast<long long>(ds.max_token()));
+  }
   for (const auto& doc : docs) {
     std::vector<std::string> parts;
     for (const auto& t : doc["first_tokens"]) parts.push_back(std::to_string(t.get<int32_t>()));
@@ -104,7 +108,7 @@ const CommandRegistration kRegistration{
       s->add_option("--out", synth->out, "output prefix (writes PREFIX.bin and PREFIX.idx)")
           ->required();
       s->add_option("--tokens", synth->tokens, "at least this many tokens (whole documents)")
-          ->check(CLI::PositiveNumber)
+          ->check(positive_number())
           ->capture_default_str();
       s->add_option("--seed", synth->seed, "generator seed")->capture_default_str();
       s->add_flag("--json", synth->json, "print the summary as JSON");
@@ -117,11 +121,13 @@ const CommandRegistration kRegistration{
       i->add_option("prefix", inspect->prefix, "dataset prefix (PREFIX.bin and PREFIX.idx)")
           ->required();
       i->add_option("--vocab-size", inspect->vocab_size, "also check every token id is below this")
-          ->check(CLI::NonNegativeNumber);
+          ->check(non_negative_number());
       i->add_option("--documents", inspect->documents, "how many documents to show")
+          ->check(non_negative_number())
           ->capture_default_str();
       i->add_option("--tokens-per-document", inspect->tokens_per_document,
                     "tokens shown per document")
+          ->check(non_negative_number())
           ->capture_default_str();
       i->add_flag("--json", inspect->json, "print JSON");
       i->callback([inspect, &exit_code] { exit_code = run_inspect(*inspect); });

@@ -66,7 +66,7 @@ const CommandRegistration kRegistration{"launch", 12, [](CLI::App& app, int& exi
   cmd->add_option("--master-port", args->master_port, "its port (default: a free one)")->check(CLI::Range(0, 65535));
   cmd->add_option("--kill-grace", args->kill_grace,
                   "seconds between SIGTERM and SIGKILL for ranks left after a failure (default 5)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->footer("Examples:\n"
               "  stepgraph launch -n 2 -- train llama/small train.train_iters=100\n"
               "  stepgraph launch -n 8 -- train llama/1b optimizer.use_distributed_optimizer=true\n"

@@ -21,6 +21,15 @@ struct CommandInfo {
 
 std::vector<CommandInfo>& command_registry();
 
+// CLI11's PositiveNumber and NonNegativeNumber print their range up to DBL_MAX (300 digits); these say
+// "must be positive (got 0)".
+CLI::Validator positive_number();
+CLI::Validator non_negative_number();
+
+// "unknown command 'trian' (did you mean 'train'?); the commands: ..." when the words of argv name a
+// subcommand that does not exist (CLI11 says only "A subcommand is required"), else "".
+std::string unknown_subcommand_message(const CLI::App& app, int argc, const char* const* argv);
+
 struct CommandRegistration {
   CommandRegistration(std::string name, int order, CommandSetup setup) {
     command_registry().push_back({std::move(name), order, std::move(setup)});

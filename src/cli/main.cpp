@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (const std::string unknown = sg::cli::unknown_subcommand_message(app, argc, argv); !unknown.empty()) {
+      std::fprintf(stderr, "error: %s\n", unknown.c_str());
+      return 2;
+    }
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   } catch (const sg::Error& e) {

@@ -105,8 +105,18 @@ TEST_F(DataCliTest, BadDataAndUsageErrors) {
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("nope.idx"), std::string::npos) << r.out;
   EXPECT_EQ(run("data synth").rc, 2);
-  EXPECT_EQ(run("data synth --out x --tokens 0").rc, 2);
+  r = run("data synth --out x --tokens 0");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("must be positive (got 0)"), std::string::npos) << r.out;  // not a 300-digit range
+  EXPECT_EQ(run("data inspect " + prefix + " --documents -1").rc, 2);
   EXPECT_EQ(run("data").rc, 2);
+  // A prefix that names a folder would write hidden ".bin"/".idx" files: refused, naming a prefix to use.
+  for (const std::string& folder : {dir_.string(), dir_.string() + "/"}) {
+    r = run("data synth --out " + folder);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("names a folder"), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir_ / ".bin")) << r.out;
+  }
 }
 
 }  // namespace

@@ -27,4 +27,18 @@ TEST(MainHelp, TrainHelpNamesEveryLayerKind) {
   EXPECT_FALSE(has(r, "not trained yet")) << r.output;
 }
 
+// A mistyped command is named, with the closest one: not CLI11's "A subcommand is required".
+TEST(MainHelp, AMistypedCommandIsNamedWithTheClosestOne) {
+  sg::test::CommandResult r = sg::test::run_stepgraph({"trian", "llama/tiny"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(has(r, "unknown command 'trian' (did you mean 'train'?)")) << r.output;
+  r = sg::test::run_stepgraph({"config", "shwo"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(has(r, "unknown command 'config shwo' (did you mean 'config show'?)")) << r.output;
+  r = sg::test::run_stepgraph({"data", "foo"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(has(r, "unknown command 'data foo'; the commands: synth, inspect")) << r.output;
+  EXPECT_EQ(sg::test::run_stepgraph({"config", "--help"}).exit_code, 0);  // help still answers
+}
+
 }  // namespace

@@ -52,7 +52,9 @@ TEST(DecodeAttentionReference, PrefillAndTokenByTokenEqualTrainingAttention) {
     // Only slot 1 was written.
     for (size_t i = 0; i < cache; ++i) {
       const bool in_slot1 = i / (kv_heads * shape.capacity * d) == 1;
-      if (!in_slot1) ASSERT_EQ(k[i], 0.0f) << i;
+      if (!in_slot1) {
+        ASSERT_EQ(k[i], 0.0f) << i;
+      }
     }
 
     // Token by token into slot 2: each row appended then attending to the cache so far.
