@@ -52,8 +52,9 @@ int run_train(const TrainArgs& args) {
   config::Config config;
   try {
     config = config::load_config(recipe, overrides);
-    // Bridge's flags and their side effects (graph-safe RNG on; a whole-step graph turns the host-side
-    // loss NaN check off): the same rule as `stepgraph bench`, so turning graphs on is one flag.
+    // Bridge's flags and their side effects (graph-safe RNG on; unlike Bridge, the loss NaN check stays
+    // as configured, since its flags are computed inside the graph): the same rule as `stepgraph bench`,
+    // so turning graphs on is one flag.
     config::CudaGraphFlags flags;
     if (!args.cuda_graph_impl.empty()) {
       config::check_impl_flag(args.cuda_graph_impl);
@@ -141,10 +142,12 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
                   "where config.yaml, metrics.jsonl and report.html go (default runs/<recipe name or YAML file stem>); "
                   "another run's files there move to previous/run-<k>/ (a resume continues its own run's)");
   cmd->add_option("--cuda_graph_impl", args->cuda_graph_impl,
-                  "none, local, transformer_engine (Bridge's flag: not none also turns both RNG-tracker keys on; "
-                  "local alone also turns the host-side loss NaN check off)");
+                  join(config::cuda_graph_impl_names(), ", ") +
+                      " (Bridge's flag: not none also turns both RNG-tracker keys on; the NaN checks stay as "
+                      "configured, unlike Bridge: they run inside the graph)");
   cmd->add_option("--cuda_graph_scope", args->cuda_graph_scope,
-                  "full_iteration, attn, mlp (Bridge's flag; comma-separated)");
+                  config::cuda_graph_scope_list() +
+                      " (Bridge's flag; comma-separated; needs a graph impl: --cuda_graph_impl, or the recipe's)");
   cmd->add_flag("--cpu", args->cpu, "use the CPU reference backend even when a GPU is present");
   cmd->add_flag("--plain", args->plain, "plain log lines instead of a progress bar");
   cmd->add_option("--rendezvous-file", args->rendezvous_file,

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "config/model_config.h"
 #include "config/validate.h"
+#include "dist/world_env.h"
 #include "model/activation_account.h"
 #include "model/recompute.h"
 #include "train/pretrained.h"
@@ -35,7 +36,21 @@ struct Outcome {
   int exit_code() const { return !report ? 2 : report->ok() ? 0 : 1; }
 };
 
-Outcome evaluate(const std::string& recipe, const std::vector<std::string>& overrides) {
+// The number of ranks the launcher's environment describes (WORLD_SIZE, SLURM_NTASKS), as `train` reads it:
+// Megatron's data_parallel_size, which the batch must divide. Validation checks the config as any rank of
+// that world sees it, so a WORLD_SIZE without this process's RANK / LOCAL_RANK counts as rank 0.
+int64_t data_parallel_size_from_env() {
+  const dist::EnvLookup env = dist::process_environment();
+  const bool torchrun = env("WORLD_SIZE").has_value();
+  return dist::world_from_env([&env, torchrun](const std::string& name) -> std::optional<std::string> {
+           std::optional<std::string> value = env(name);
+           if (!value && torchrun && (name == "RANK" || name == "LOCAL_RANK")) value = "0";
+           return value;
+         })
+      .world_size;
+}
+
+Outcome evaluate(const std::string& recipe, const std::vector<std::string>& overrides, int64_t data_parallel_size) {
   Outcome outcome;
   outcome.name = recipe;
   try {
@@ -44,6 +59,7 @@ Outcome evaluate(const std::string& recipe, const std::vector<std::string>& over
     outcome.source = text.source;
     config::Config config = config::load_config_yaml(text.text, text.source);
     config::apply_overrides(config, overrides);
+    config.data_parallel_size = data_parallel_size;
     // Shape keys a pretrained_checkpoint folder provides are filled in (or checked) as `train` does.
     outcome.report = config::validate(train::apply_pretrained_shapes(config));
   } catch (const config::ConfigError& e) {
@@ -134,7 +150,7 @@ std::string result_text(const Outcome& o) {
 }
 
 int validate_one(const std::string& recipe, const std::vector<std::string>& overrides, bool json) {
-  const Outcome o = evaluate(recipe, overrides);
+  const Outcome o = evaluate(recipe, overrides, data_parallel_size_from_env());
   if (json) {
     std::printf("%s\n", to_json(o).dump(2).c_str());
     if (!o.report) std::fprintf(stderr, "error: %s\n", o.error.c_str());
@@ -178,8 +194,9 @@ std::string graphs_text(const config::Config& c) {
 
 int validate_all(const std::vector<std::string>& overrides, bool json) {
   std::vector<Outcome> outcomes;
+  const int64_t data_parallel_size = data_parallel_size_from_env();
   for (const auto& name : config::shipped_recipe_names())
-    outcomes.push_back(evaluate(name, overrides));
+    outcomes.push_back(evaluate(name, overrides, data_parallel_size));
   int exit_code = 0;
   for (const auto& o : outcomes) exit_code = std::max(exit_code, o.exit_code());
   if (json) {
@@ -256,7 +273,8 @@ const CommandRegistration registration("validate", 30, [](CLI::App& app, int& ex
       "validate",
       "Check a configuration against every rule (CUDA-graph rules included) before any GPU work. "
       "Exit 0 valid (notes allowed), 1 rule violations, 2 usage or parse error. Without RECIPE (or "
-      "with --all): every shipped recipe, as a table.");
+      "with --all): every shipped recipe, as a table. The number of ranks (the batch's data-parallel size) is "
+      "the launcher's, as for train: WORLD_SIZE or SLURM_NTASKS, else 1.");
   auto args = std::make_shared<std::vector<std::string>>();
   auto json = std::make_shared<bool>(false);
   auto all = std::make_shared<bool>(false);

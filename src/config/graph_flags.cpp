@@ -38,6 +38,14 @@ void apply_cuda_graph_overrides(Config& config, const CudaGraphFlags& flags) {
     }
   }
   if (config.model.cuda_graph_impl == "none") {
+    if (flags.scope && !flags.impl) {
+      // Bridge drops the scope here; stepgraph refuses, since the run would silently be eager.
+      const std::string scope = join(*flags.scope, ",");
+      throw ConfigError("--cuda_graph_scope " + scope +
+                        " needs CUDA graphs, and model.cuda_graph_impl is none, so the scope would be dropped: "
+                        "add --cuda_graph_impl transformer_engine (module scopes) or --cuda_graph_impl local "
+                        "(full_iteration), or drop --cuda_graph_scope");
+    }
     // Bridge: no graphs -> no graph-safe RNG tracker, and the scope flag is not applied.
     config.model.use_te_rng_tracker = false;
     config.rng.te_rng_tracker = false;
@@ -45,6 +53,8 @@ void apply_cuda_graph_overrides(Config& config, const CudaGraphFlags& flags) {
   }
   if (flags.scope) config.model.cuda_graph_scope = *flags.scope;
 }
+
+std::string cuda_graph_scope_list() { return join(cuda_graph_scope_names(), ", "); }
 
 std::vector<std::string> parse_scope_flag(const std::string& text) {
   std::vector<std::string> scopes;

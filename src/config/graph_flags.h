@@ -3,9 +3,10 @@
 // --cuda_graph_scope) and their side effects on the config — ONE rule, shared by `stepgraph bench` and
 // `stepgraph train --cuda_graph_impl/--cuda_graph_scope`, following Bridge's _set_cuda_graph_overrides:
 //   * an impl sets model.cuda_graph_impl; any impl other than none turns model.use_te_rng_tracker and
-//     rng.te_rng_tracker on. When the resulting impl is none both trackers are turned off and the
-//     scope flag is ignored (Bridge returns early there).
-//   * a scope sets model.cuda_graph_scope.
+//     rng.te_rng_tracker on. When the resulting impl is none both trackers are turned off; with an
+//     explicit impl none the scope flag is ignored (Bridge returns early there).
+//   * a scope sets model.cuda_graph_scope. A scope flag without an impl flag on a config whose impl is
+//     none is a ConfigError naming the fix (Bridge drops it silently, and the run would be eager).
 //   * Bridge also turns rerun_state_machine.check_for_nan_in_loss off for a full-iteration graph (its
 //     check reads the loss on the host). stepgraph does not: its NaN/Inf flags are computed inside the
 //     graph and read after it (rule 5 is a note), so the check stays as configured and a non-finite
@@ -28,7 +29,11 @@ struct CudaGraphFlags {
   std::optional<std::vector<std::string>> scope;
 };
 
+// ConfigError for a scope flag that would be dropped (no impl flag, and the config's impl is none).
 void apply_cuda_graph_overrides(Config& config, const CudaGraphFlags& flags);
+
+// "full_iteration, attn, mlp, ...": the scope flag's values, for help texts.
+std::string cuda_graph_scope_list();
 
 // --cuda_graph_scope "attn,mlp" -> {"attn", "mlp"}; ConfigError for an unknown scope.
 std::vector<std::string> parse_scope_flag(const std::string& text);

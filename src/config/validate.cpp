@@ -9,6 +9,7 @@
 
 #include "core/strings.h"
 #include "config/model_config.h"
+#include "config/moe_layer_freq.h"
 #include "graph/scope_plan.h"
 #include "model/layer_registry.h"
 
@@ -32,31 +33,6 @@ int rule_number(graph::ScopeRule rule) {
   }
   return 1;
 }
-
-const char* const kRuleSummaries[kNumRules] = {
-    "cuda_graph_impl is none, local or transformer_engine; every scope is a known scope",
-    "cuda_graph_impl none clears cuda_graph_scope (a note)",
-    "graphs need model.use_te_rng_tracker and rng.te_rng_tracker both true; the two stay in sync",
-    "full_iteration only with local and alone; local only with full_iteration (empty = "
-    "full_iteration); scoped graphs use transformer_engine",
-    "NaN checks run in every graph mode, local full_iteration included: the flags are computed on "
-    "the device inside the graph (a note; Megatron refuses this combination)",
-    "moe and moe_router are mutually exclusive; moe_preprocess requires moe_router",
-    "each scope needs its layers: moe scopes an MoE model, mlp dense MLPs, mamba Mamba layers, "
-    "attn "
-    "attention",
-    "the moe scope with token-dropless MoE is graphed (a note; Megatron needs token-drop MoE there)",
-    "graphs need static shapes: packed sequences need pad_to_max_length and pad_cu_seqlens",
-    "cpu_offloading is incompatible with CUDA graphs",
-    "full recompute only with local full_iteration, not with transformer_engine scopes",
-    "transformer_engine with moe recompute and moe_router in the scope is rejected",
-    "a graphed module that is recomputed draws the same random numbers as its forward (a note; "
-    "Megatron refuses dropout there)",
-    "delay_wgrad_compute with attn or moe_router graphed needs gradient_accumulation_fusion and "
-    "no linear biases",
-    "cuda_graph_warmup_steps is an integer >= 0",
-    "shapes are consistent; unimplemented features are noted (train refuses them)",
-};
 
 bool contains(const std::vector<std::string>& list, std::string_view item) {
   return std::find(list.begin(), list.end(), item) != list.end();
@@ -274,7 +250,7 @@ class Validator {
     if (has_module(graph::Module::attn)) scopes.push_back("attn");
     if (has_module(graph::Module::mlp)) scopes.push_back("mlp");
     if (has_module(graph::Module::moe)) {
-      if (token_drop_moe()) {
+      if (drop_and_pad_moe()) {
         scopes.push_back("moe");
       } else {
         scopes.push_back("moe_router");
@@ -285,9 +261,36 @@ class Validator {
     return scopes;
   }
 
-  bool token_drop_moe() {
+  // Token-drop MoE padded to capacity (static expert sizes): transformer_engine's default scope graphs the
+  // whole layer (moe) there, and only moe_router,moe_preprocess otherwise. Every MoE layer can take moe.
+  bool drop_and_pad_moe() {
     return m().moe_expert_capacity_factor.has_value() && m().moe_pad_expert_input_to_capacity;
   }
+
+  // Rule 7's fix for moe scopes on a model without MoE layers: what would make some layer MoE.
+  std::string moe_layers_fix(std::vector<std::string>& keys) {
+    const bool experts = m().num_moe_experts.value_or(0) > 0;
+    std::vector<std::string> steps;
+    if (!experts) steps.push_back("set model.num_moe_experts > 0");
+    if (m().hybrid_override_pattern) {
+      if (m().hybrid_override_pattern->find('E') == std::string::npos) {
+        steps.push_back("add E (MoE) layers to model.hybrid_override_pattern");
+      }
+    } else if (!freq_marks_moe_blocks()) {
+      keys.push_back("model.moe_layer_freq");
+      steps.push_back("mark MoE blocks with 1s in model.moe_layer_freq (1: every block)");
+    }
+    return "make the model MoE: " + join(steps, " and ");
+  }
+  bool freq_marks_moe_blocks() {
+    try {
+      const std::vector<int> freq = expand_moe_layer_freq(m().moe_layer_freq, m().num_layers);
+      return std::find(freq.begin(), freq.end(), 1) != freq.end();
+    } catch (const ConfigError&) {
+      return true;  // malformed: rule 16 reports it
+    }
+  }
+
 
   // Rules 4 and 6 (graph/scope_plan.h writes them), and the defaults of an empty scope.
   void rule4_impl_and_scope() {
@@ -350,6 +353,8 @@ class Validator {
 
   static constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
   static constexpr int64_t kMaxLayers = 100000;
+  // The graph runtime counts steps in int: the capture step, warmup + 1, must fit (rule 15's summary: 2^31 - 2).
+  static constexpr int64_t kMaxWarmupSteps = std::numeric_limits<int32_t>::max() - 1;
 
   ValidationReport report_;
   bool impl_known_ = false;
@@ -392,21 +397,17 @@ void Validator::rules5_to_15() {
     if (!moe_scopes.empty() && (m().num_moe_experts.value_or(0) <= 0 || !moe_layers)) {
       auto keys = pattern_keys;
       keys.push_back("model.num_moe_experts");
-      violation(
-          7,
-          "scope " + join(moe_scopes, ",") +
-              " needs an MoE model, and this model has no MoE layers",
-          keys,
-          "remove " + join(moe_scopes, ", ") +
-              " from model.cuda_graph_scope, or make the model MoE (model.num_moe_experts > 0)");
+      const std::string fix = moe_layers_fix(keys);
+      violation(7, "scope " + join(moe_scopes, ",") + " needs an MoE model, and this model has no MoE layers", keys,
+                "remove " + join(moe_scopes, ", ") + " from model.cuda_graph_scope, or " + fix);
     }
     if (has_scope("mlp") && !scope_has_layers("mlp")) {
       auto keys = pattern_keys;
       keys.push_back("model.num_moe_experts");
       violation(
           7, "scope mlp needs dense MLP layers, and this model has none (its MLPs are MoE)", keys,
-          "remove mlp from model.cuda_graph_scope; graph MoE layers with moe_router,moe_preprocess "
-          "(or moe for token-drop MoE)");
+          "remove mlp from model.cuda_graph_scope; graph MoE layers with moe (the whole layer, dropless or "
+          "token-drop) or moe_router,moe_preprocess (the router only)");
     }
     if (has_scope("mamba") && !scope_has_layers("mamba")) {
       auto keys = pattern_keys;
@@ -424,14 +425,17 @@ void Validator::rules5_to_15() {
     }
   }
 
-  // Rule 8 (a note; Megatron refuses it): dropless routing has data-dependent expert sizes, but on
-  // one GPU the permuted buffer always has tokens x topk rows, and stepgraph's dispatch and grouped
-  // GEMM read the per-expert sizes from device memory, so the whole MoE layer graphs.
-  if (has_scope("moe") && !token_drop_moe()) {
+  // Rule 8 (a note; Megatron refuses it): dropless routing (no capacity factor) has data-dependent expert
+  // sizes, but on one GPU the permuted buffer always has tokens x topk rows, and stepgraph's dispatch and
+  // grouped GEMM read the per-expert sizes from device memory, so the whole MoE layer graphs. Only for a
+  // model with MoE layers under transformer_engine (rules 4 and 7 refuse the scope otherwise); a set factor is
+  // token-drop (rule 16 checks its value).
+  if (impl_is("transformer_engine") && has_scope("moe") && layers_known_ && scope_has_layers("moe") &&
+      m().num_moe_experts.value_or(0) > 0 && !m().moe_expert_capacity_factor) {
     note(8,
          "scope moe with token-dropless MoE: Megatron refuses it; stepgraph graphs it (expert sizes stay on the "
          "device, the grouped GEMM reads them there)",
-         {scope_key, "model.moe_expert_capacity_factor", "model.moe_pad_expert_input_to_capacity"});
+         {scope_key, "model.moe_expert_capacity_factor"});
   }
 
   // Rule 9.
@@ -481,7 +485,8 @@ void Validator::rules5_to_15() {
     if (m().attention_dropout != 0.0 && contains(modules, "core_attn") && has_scope("attn")) {
       keys.push_back("model.attention_dropout");
     }
-    const bool graphed_mlp = (contains(modules, "mlp") && has_scope("mlp")) || (contains(modules, "moe") && has_scope("moe"));
+    const bool graphed_mlp =
+        (contains(modules, "mlp") && has_scope("mlp")) || (contains(modules, "moe") && has_scope("moe"));
     if (m().hidden_dropout != 0.0 && graphed_mlp) keys.push_back("model.hidden_dropout");
     if (!keys.empty()) {
       keys.push_back("model.recompute_modules");
@@ -515,19 +520,27 @@ void Validator::rules5_to_15() {
         "and no linear biases",
         keys, "set " + join(fixes, " ") + ", or model.delay_wgrad_compute=false");
   }
-  // Rule 15.
-  if (m().cuda_graph_warmup_steps < 0) {
-    violation(
-        15, "cuda_graph_warmup_steps must be an integer >= 0", {"model.cuda_graph_warmup_steps"},
-        "set model.cuda_graph_warmup_steps to 0 or more (default 3: eager steps before capture)");
+  // Rule 15: the capture step (warmup + 1) must fit the int step counters of the graph runtime.
+  const int64_t warmup = m().cuda_graph_warmup_steps;
+  if (warmup < 0 || warmup > kMaxWarmupSteps) {
+    violation(15,
+              strprintf("cuda_graph_warmup_steps must be an integer from 0 to %lld",
+                        static_cast<long long>(kMaxWarmupSteps)),
+              {"model.cuda_graph_warmup_steps"},
+              strprintf("set model.cuda_graph_warmup_steps between 0 and %lld (default 3: eager steps before "
+                        "capture; fewer than train.train_iters, or the graph is never captured)",
+                        static_cast<long long>(kMaxWarmupSteps)));
+  } else if (graphs_on_ && c().train.train_iters && *c().train.train_iters >= 1 &&
+             warmup >= *c().train.train_iters) {
+    note(15,
+         strprintf("cuda_graph_warmup_steps %lld >= train_iters %lld: every step runs eagerly and the graph is "
+                   "never captured (set model.cuda_graph_warmup_steps below train.train_iters to use it)",
+                   static_cast<long long>(warmup), static_cast<long long>(*c().train.train_iters)),
+         {"model.cuda_graph_warmup_steps", "train.train_iters"});
   }
 }
 
 }  // namespace
-
-const char* rule_summary(int rule) {
-  return rule >= 1 && rule <= kNumRules ? kRuleSummaries[rule - 1] : "unknown rule";
-}
 
 ValidationReport validate(const Config& config) { return Validator(config).run(); }
 
@@ -539,27 +552,6 @@ std::vector<std::string> unimplemented_features(const Config& config) {
     out.push_back(item.what + " (" + join(shown, ", ") + ")");
   }
   return out;
-}
-
-namespace {
-std::string format_values(const std::vector<KeyValue>& values) {
-  std::vector<std::string> parts;
-  for (const auto& kv : values) parts.push_back(kv.key + " = " + kv.value);
-  return join(parts, ", ");
-}
-}  // namespace
-
-std::string format_violation(const Violation& v) {
-  std::string out = strprintf("[rule %d] %s\n", v.rule, v.message.c_str());
-  if (!v.values.empty()) out += "  " + format_values(v.values) + "\n";
-  out += "  fix: " + v.fix + "\n";
-  return out;
-}
-
-std::string format_note(const Note& n) {
-  std::string out = strprintf("note [rule %d]: %s", n.rule, n.message.c_str());
-  if (!n.values.empty()) out += " (" + format_values(n.values) + ")";
-  return out + "\n";
 }
 
 }  // namespace sg::config

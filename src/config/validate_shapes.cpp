@@ -13,6 +13,8 @@ namespace {
 
 constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxLayers = 100000;
+// The router kernel's limit (kernels/moe_router.cu: lane l of a warp owns experts l + 32 i, i < 32).
+constexpr int64_t kMaxMoeExperts = 1024;
 
 class ShapeChecker {
  public:
@@ -71,15 +73,16 @@ class ShapeChecker {
   void non_negative(const std::string& key, double value) {
     real(key, value, 0.0, true, INFINITY, false);
   }
-  void one_of(const std::string& key, const std::string& value,
-              const std::vector<std::string>& valid) {
+  // Whether `value` is one of `valid`; reported (with the closest one) when not.
+  bool one_of(const std::string& key, const std::string& value, const std::vector<std::string>& valid) {
     for (const auto& v : valid) {
-      if (v == value) return;
+      if (v == value) return true;
     }
     const std::string close = closest_match(value, valid);
     fail("unknown " + key + " '" + value + "'", {key},
          "use one of: " + join(valid, ", ") +
              (close.empty() ? "" : "; did you mean '" + close + "'?"));
+    return false;
   }
 
   void check_model() {
@@ -136,8 +139,12 @@ class ShapeChecker {
   void check_moe() {
     const ModelConfig& m = c_.model;
     const int64_t experts = m.num_moe_experts.value_or(0);
-    if (m.num_moe_experts && !in_range("model.num_moe_experts", *m.num_moe_experts, 0, 1 << 20))
+    if (m.num_moe_experts && (*m.num_moe_experts < 0 || *m.num_moe_experts > kMaxMoeExperts)) {
+      const std::string range = strprintf("between 0 and %lld", static_cast<long long>(kMaxMoeExperts));
+      fail("model.num_moe_experts must be " + range + " (the router's limit; 0 = dense)", {"model.num_moe_experts"},
+           "set model.num_moe_experts to a value " + range);
       return;
+    }
     if (experts > 0) {
       if (m.moe_router_topk < 1 || m.moe_router_topk > experts) {
         fail("moe_router_topk must be between 1 and num_moe_experts",
@@ -154,16 +161,17 @@ class ShapeChecker {
            "set model.moe_expert_capacity_factor (e.g. 1.0), or "
            "model.moe_pad_expert_input_to_capacity=false");
     }
-    one_of("model.moe_token_dispatcher_type", m.moe_token_dispatcher_type,
-           {"allgather", "alltoall", "flex"});
+    const bool dispatcher_known =
+        one_of("model.moe_token_dispatcher_type", m.moe_token_dispatcher_type, {"allgather", "alltoall", "flex"});
     non_negative("model.moe_aux_loss_coeff", m.moe_aux_loss_coeff);
-    if (experts > 0) check_moe_routing(experts);
+    if (experts > 0) check_moe_routing(dispatcher_known);
   }
 
-  // The rest of the MoE keys, for an MoE model (Megatron's own asserts and what the kernels need).
-  void check_moe_routing(int64_t experts) {
+  // The rest of the MoE keys, for an MoE model (Megatron's own asserts and what the kernels need). An
+  // unknown dispatcher is reported once, by check_moe.
+  void check_moe_routing(bool dispatcher_known) {
     const ModelConfig& m = c_.model;
-    if (m.moe_token_dispatcher_type != "alltoall") {
+    if (dispatcher_known && m.moe_token_dispatcher_type != "alltoall") {
       fail("moe_token_dispatcher_type " + m.moe_token_dispatcher_type +
                " is not supported: on one GPU stepgraph's dispatch is alltoall's (permute, grouped GEMM, "
                "unpermute)",
@@ -190,10 +198,6 @@ class ShapeChecker {
     }
     if (m.moe_shared_expert_intermediate_size) {
       size("model.moe_shared_expert_intermediate_size", *m.moe_shared_expert_intermediate_size);
-    }
-    if (experts > 1024) {
-      fail("num_moe_experts is above the router's 1024 experts", {"model.num_moe_experts"},
-           "set model.num_moe_experts to at most 1024");
     }
   }
 

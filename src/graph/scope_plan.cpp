@@ -128,7 +128,7 @@ std::vector<ScopeProblem> check_scope_rules(GraphImpl impl, const std::vector<Gr
   }
   if (contains(scopes, GraphScope::moe) && contains(scopes, GraphScope::moe_router)) {
     out.push_back({ScopeRule::moe_with_moe_router, "moe and moe_router are mutually exclusive",
-                   "graph the whole MoE layer with moe (token-drop MoE) or only its router with "
+                   "graph the whole MoE layer with moe or only its router with "
                    "moe_router,moe_preprocess, not both"});
   }
   if (contains(scopes, GraphScope::moe_preprocess) && !contains(scopes, GraphScope::moe_router)) {

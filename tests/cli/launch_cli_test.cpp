@@ -19,7 +19,8 @@ using sg::test::shell_quote;
 bool has(const Result& r, const std::string& text) { return r.output.find(text) != std::string::npos; }
 
 TEST(LaunchCli, RunsEveryRankAndSucceedsWhenTheyDo) {
-  const Result r = run_stepgraph({"launch", "-n", "3", "--", "validate", "llama/tiny"});
+  // validate counts the ranks (the global batch 12 is a multiple of 3 ranks x micro batch 4).
+  const Result r = run_stepgraph({"launch", "-n", "3", "--", "validate", "llama/tiny", "train.global_batch_size=12"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
