@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 
 #include "checkpoint/durable_io.h"
 #include "checkpoint/file_checksum.h"
@@ -219,9 +220,17 @@ std::vector<int64_t> remove_checkpoints(const std::string& dir) {
   return iterations;
 }
 
-std::string resolve_checkpoint(const std::string& path) {
+std::string resolve_checkpoint(const std::string& given) {
+  // "x/iter_N/" -> "x/iter_N": its filename is then the iteration the folder is checked against.
+  std::string path = given;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
+    if (fs::exists(path, ec)) {
+      throw Error(strprintf("checkpoint.load %s is a file, not a checkpoint folder: name a save directory (with "
+                            "%s) or one of its iter_NNNNNNN folders",
+                            path.c_str(), kLatestFile));
+    }
     throw Error(strprintf("checkpoint.load %s: no such directory", path.c_str()));
   }
   if (const auto latest = read_latest_iteration(path)) {
@@ -265,6 +274,29 @@ nlohmann::json read_state_json(const std::string& state_path) {
   }
 }
 
+// What to do about the damaged checkpoint folder `dir`, naming the iteration before it. That one is
+// older than its directory's `latest`, so a run saving into the same directory is refused (it would
+// move `latest` back over the damaged folder): the advice names another checkpoint.save.
+std::string damaged_checkpoint_advice(const std::string& dir) {
+  const fs::path folder = fs::path(dir);
+  const fs::path parent = folder.has_parent_path() ? folder.parent_path() : fs::path(".");
+  const int64_t iteration = iteration_of_folder(folder.filename().string());
+  if (iteration < 0) return strprintf("Restore %s from a backup", dir.c_str());
+  const std::vector<int64_t> iterations = list_iterations(parent.string());
+  const auto earlier = std::lower_bound(iterations.begin(), iterations.end(), iteration);
+  if (earlier == iterations.begin()) {
+    return strprintf("%s holds no earlier iteration: restore %s from a backup, or start over",
+                     parent.c_str(), dir.c_str());
+  }
+  const std::string previous = (parent / iteration_dir_name(*std::prev(earlier))).string();
+  return strprintf(
+      "To continue from the iteration before it, set checkpoint.load=%s and checkpoint.save to another "
+      "directory (a run saving into %s may only resume its latest iteration, this damaged one), or move %s "
+      "aside and write %lld into %s/%s; or restore %s from a backup",
+      previous.c_str(), parent.c_str(), dir.c_str(), static_cast<long long>(*std::prev(earlier)), parent.c_str(),
+      kLatestFile, dir.c_str());
+}
+
 // The recorded digests, by file name; empty when the checkpoint predates checksums.
 std::map<std::string, FileDigest> recorded_digests(const nlohmann::json& state, const std::string& state_path) {
   std::map<std::string, FileDigest> out;
@@ -304,11 +336,10 @@ void verify_digest(const std::string& dir, const std::string& filename,
   if (actual != it->second) {
     throw Error(strprintf(
         "checkpoint file %s is corrupt: %llu bytes with CRC-32 %s, but %s recorded %llu bytes with CRC-32 %s "
-        "when it was saved (a bit flip, a truncated copy or an edit). Load an earlier iteration "
-        "(checkpoint.load=<its iter_NNNNNNN folder>) or restore %s from a backup",
+        "when it was saved (a bit flip, a truncated copy or an edit). %s",
         path.c_str(), static_cast<unsigned long long>(actual.bytes), crc32_hex(actual.crc32).c_str(),
         kTrainStateFile, static_cast<unsigned long long>(it->second.bytes), crc32_hex(it->second.crc32).c_str(),
-        dir.c_str()));
+        damaged_checkpoint_advice(dir).c_str()));
   }
 }
 
@@ -326,9 +357,9 @@ void check_iteration_matches_folder(const std::string& dir, int64_t iteration) {
 void check_all_finite(const SafetensorsFile& file) {
   if (const auto bad = find_nonfinite(file)) {
     throw Error(strprintf("checkpoint file %s holds non-finite values: %s. stepgraph never saves a "
-                          "non-finite state, so the file is damaged or comes from a diverged run; load an "
-                          "earlier iteration",
-                          file.path().c_str(), describe(*bad).c_str()));
+                          "non-finite state, so the file is damaged or comes from a diverged run. %s",
+                          file.path().c_str(), describe(*bad).c_str(),
+                          damaged_checkpoint_advice(fs::path(file.path()).parent_path().string()).c_str()));
   }
 }
 

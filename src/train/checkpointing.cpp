@@ -95,7 +95,7 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   const auto n = static_cast<size_t>(layout.total());
   SG_CHECK(state.main_weights.size() == n && state.exp_avg.size() == n && state.exp_avg_sq.size() == n,
            "training state does not match the parameter layout");
-  check_state_finite(state, layout);  // a NaN/Inf state is never saved
+  check_state_finite(state, layout, config);  // a NaN/Inf state is never saved
   // Hugging Face weights in bf16: exactly the compute copy the GPU step uses (round to nearest even).
   std::vector<uint16_t> bf16(n);
   for (size_t i = 0; i < n; ++i) bf16[i] = float_to_bf16_bits(state.main_weights[i]);

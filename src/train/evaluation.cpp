@@ -57,12 +57,13 @@ std::string Evaluation::describe() const {
   return text;
 }
 
-EvalResult Evaluation::run(TrainingBackend& backend) {
+EvalResult Evaluation::run(TrainingBackend& backend, const std::function<bool()>& stop) {
   const auto start = std::chrono::steady_clock::now();
   loader_->seek(data::DataPosition{0, std::vector<uint64_t>(loader_->num_sources(), 0)});
   const data::HostBatchView view{batch_.tokens.data(), batch_.targets.data(), batch_.loss_mask.data(), sequences_,
                                  seq_length_};
   for (int64_t i = 0; i < iters_; ++i) {
+    if (i > 0 && stop && stop()) break;  // at least one batch: a backend collects what was submitted
     data::fill_rank_batch(*loader_, view, global_sequences_, rows_, batch_options_);
     backend.eval_submit(batch_);
   }

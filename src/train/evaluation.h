@@ -11,6 +11,7 @@
 // needs no validation position in the checkpoint. (Megatron-LM continues its validation iterator
 // instead; with a fixed set the curve is not noisier than the model.)
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,8 +43,9 @@ class Evaluation {
   std::string describe() const;
 
   // One evaluation: rewinds the validation stream, submits eval_iters batches, collects. The backend's
-  // training steps must all be collected first.
-  EvalResult run(TrainingBackend& backend);
+  // training steps must all be collected first. When `stop` returns true between batches the
+  // evaluation ends early (a signal asked the run to stop): the result then counts fewer batches.
+  EvalResult run(TrainingBackend& backend, const std::function<bool()>& stop = {});
 
  private:
   int64_t interval_ = 0;

@@ -1,5 +1,8 @@
 #include "train/nonfinite_stop.h"
 
+#include <string>
+#include <vector>
+
 #include "checkpoint/finite_check.h"
 #include "core/strings.h"
 
@@ -10,6 +13,19 @@ namespace {
 std::string stopped_at(int64_t step, int64_t submitted) {
   if (submitted <= step) return "";
   return strprintf(" (found while step %lld ran: metrics are read one step behind)", static_cast<long long>(submitted));
+}
+
+// What to change after a non-finite state: the checks that are off (naming ones already on misleads),
+// or, with both on, the update itself (every step's loss and gradients were finite).
+std::string nonfinite_state_advice(const config::Config& config) {
+  std::vector<std::string> off;
+  if (!config.rerun_state_machine.check_for_nan_in_loss) off.push_back("rerun_state_machine.check_for_nan_in_loss");
+  if (!config.ddp.check_for_nan_in_grad) off.push_back("ddp.check_for_nan_in_grad");
+  if (!off.empty()) return "Turn on " + join(off, " and ") + " to stop at the first bad step";
+  return std::string("The checks of the loss and the gradients (both on) passed, so the optimizer's update made the "
+                     "state non-finite: lower optimizer.lr") +
+         (config.optimizer.clip_grad > 0 ? "" : " or set optimizer.clip_grad (gradient clipping is off)") +
+         ", then resume from the last checkpoint";
 }
 
 }  // namespace
@@ -29,7 +45,7 @@ void check_step_finite(const StepResult& r, const config::Config& config, int64_
   }
 }
 
-void check_state_finite(const TrainingState& state, const model::ModelLayout& layout) {
+void check_state_finite(const TrainingState& state, const model::ModelLayout& layout, const config::Config& config) {
   struct Buffer {
     const char* name;
     const std::vector<float>* values;
@@ -44,9 +60,9 @@ void check_state_finite(const TrainingState& state, const model::ModelLayout& la
       throw NonFiniteError(strprintf(
           "step %lld: not saving a checkpoint: the %s hold non-finite values (%s); a checkpoint of this "
           "state could only resume a broken run. The run stopped; the last checkpoint saved before stays "
-          "`latest`. Turn on rerun_state_machine.check_for_nan_in_loss and ddp.check_for_nan_in_grad to stop "
-          "at the first bad step",
-          static_cast<long long>(state.steps_done), b.name, checkpoint::describe(*bad).c_str()));
+          "`latest`. %s",
+          static_cast<long long>(state.steps_done), b.name, checkpoint::describe(*bad).c_str(),
+          nonfinite_state_advice(config).c_str()));
     }
   }
 }

@@ -29,7 +29,8 @@ class NonFiniteError : public sg::Error {
 void check_step_finite(const StepResult& result, const config::Config& config, int64_t submitted);
 
 // Throws NonFiniteError, naming the tensor, when the weights or Adam moments of `state` hold a
-// NaN/Inf: such a checkpoint could only resume a broken run.
-void check_state_finite(const TrainingState& state, const model::ModelLayout& layout);
+// NaN/Inf: such a checkpoint could only resume a broken run. `config` picks the advice: the NaN checks
+// that are off, or the update when both are on.
+void check_state_finite(const TrainingState& state, const model::ModelLayout& layout, const config::Config& config);
 
 }  // namespace sg::train

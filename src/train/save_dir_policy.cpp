@@ -23,13 +23,47 @@ std::string contents_text(const std::string& dir) {
     }
     shown.push_back(std::to_string(iterations[i]));
   }
-  std::string text = iterations.empty() ? "no iteration folders" : "iteration" + std::string(iterations.size() > 1 ? "s " : " ") + join(shown, ", ");
+  std::string text = iterations.empty() ? "no iteration folders"
+                                         : "iteration" + std::string(iterations.size() > 1 ? "s " : " ") +
+                                               join(shown, ", ");
   try {
-    if (const auto latest = checkpoint::read_latest_iteration(dir)) text += strprintf(" (latest %lld)", static_cast<long long>(*latest));
+    if (const auto latest = checkpoint::read_latest_iteration(dir)) {
+      text += strprintf(" (latest %lld)", static_cast<long long>(*latest));
+    }
   } catch (const Error&) {
     text += " (an unreadable latest file)";
   }
   return text;
+}
+
+// `path` absolute, without `.`, `..`, symlinks or trailing separators: the parent of "x/iter_2/" must be
+// "x", not "x/iter_2" (which once let checkpoint.overwrite delete the checkpoint to load).
+fs::path normalized(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(path, ec);
+  if (ec) p = fs::absolute(path, ec).lexically_normal();
+  while (!p.has_filename() && p.has_relative_path()) p = p.parent_path();
+  return p;
+}
+
+// Whether `path` is `dir` or lies below it (both normalized).
+bool is_within(const fs::path& path, const fs::path& dir) {
+  auto p = path.begin();
+  for (auto d = dir.begin(); d != dir.end(); ++d, ++p) {
+    if (p == path.end() || *p != *d) return false;
+  }
+  return true;
+}
+
+// The iteration of an iter_NNNNNNN folder (its train_state.json may not be read yet), or -1.
+long long loaded_iteration(const std::string& folder) {
+  const std::string name = normalized(folder).filename().string();
+  if (name.rfind("iter_", 0) != 0 || name.size() <= 5) return -1;
+  try {
+    return std::stoll(name.substr(5));
+  } catch (const std::exception&) {
+    return -1;
+  }
 }
 
 // checkpoint.load names one of save's iteration folders: resuming it is continuing that run only
@@ -37,12 +71,14 @@ std::string contents_text(const std::string& dir) {
 void check_resume_inside_save(const std::string& load, const std::string& save) {
   const std::string folder = checkpoint::resolve_checkpoint(load);
   const auto latest = checkpoint::read_latest_iteration(save);
-  if (latest && checkpoint::same_directory(folder, save + "/" + checkpoint::iteration_dir_name(*latest))) return;
+  if (latest && normalized(folder) == normalized(save) / checkpoint::iteration_dir_name(*latest)) return;
   throw Error(strprintf(
       "checkpoint.load %s is an older iteration of checkpoint.save %s (which holds %s): continuing to save "
       "there would mix the abandoned later iterations with the new ones and move `latest` backwards. Save "
-      "the branch into another directory (checkpoint.save=NEW_DIR), or delete the later iterations first",
-      load.c_str(), save.c_str(), contents_text(save).c_str()));
+      "the branch into another directory (checkpoint.save=NEW_DIR), or first delete the later iterations "
+      "and write %lld into %s/%s",
+      load.c_str(), save.c_str(), contents_text(save).c_str(), static_cast<long long>(loaded_iteration(folder)),
+      save.c_str(), checkpoint::kLatestFile));
 }
 
 }  // namespace
@@ -57,8 +93,10 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
   out.save_lock = checkpoint::SaveDirLock::acquire(save, "checkpoint.save");
   checkpoint::check_directory_writable(save, "checkpoint.save");
   const bool occupied = checkpoint::holds_checkpoints(save);
+  const fs::path save_path = normalized(save);
+  const fs::path load_path = c.load ? normalized(*c.load) : fs::path();
 
-  if (c.load && checkpoint::same_directory(*c.load, save)) {  // Bridge's idiom: load = save continues the run
+  if (c.load && load_path == save_path) {  // Bridge's idiom: load = save continues the run
     if (occupied) {
       out.resume_from = save;
     } else {
@@ -66,14 +104,16 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
     }
     return out;
   }
-  if (c.load && occupied && checkpoint::same_directory(fs::path(*c.load).parent_path().string(), save)) {
+  if (c.load && occupied && load_path.parent_path() == save_path) {
     check_resume_inside_save(*c.load, save);
     out.resume_from = c.load;
     return out;
   }
   if (!occupied) {
     out.resume_from = c.load;
-    if (!c.load && c.auto_resume) out.note = "checkpoint.auto_resume: " + save + " holds no checkpoint yet: starting from scratch";
+    if (!c.load && c.auto_resume) {
+      out.note = "checkpoint.auto_resume: " + save + " holds no checkpoint yet: starting from scratch";
+    }
     return out;
   }
   if (!c.load && c.auto_resume) {
@@ -81,6 +121,14 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
     return out;
   }
   if (c.overwrite) {
+    // Never delete the checkpoint this run is about to load (whatever path spelling reached here).
+    if (c.load && is_within(load_path, save_path)) {
+      throw Error(strprintf(
+          "checkpoint.overwrite=true would delete checkpoint.load %s: it lies inside checkpoint.save %s (which "
+          "holds %s). Nothing was removed. Save into another directory (checkpoint.save=NEW_DIR), or load the "
+          "latest iteration (checkpoint.load=%s) without checkpoint.overwrite",
+          c.load->c_str(), save.c_str(), contents_text(save).c_str(), save.c_str()));
+    }
     const std::string before = contents_text(save);
     checkpoint::remove_checkpoints(save);
     out.resume_from = c.load;

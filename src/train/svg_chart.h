@@ -11,7 +11,7 @@ namespace sg::train {
 struct ChartSeries {
   std::string name;
   std::vector<double> x, y;  // same length; non-finite points are skipped
-  std::string color;         // CSS color; empty: from the palette
+  std::string color{};       // CSS color; empty: from the palette
   bool markers = false;      // dots at the points (sparse series such as validation loss)
   bool line = true;
 };

@@ -105,7 +105,7 @@ void dump_batch(const std::string& dir, int64_t step, const model::HostBatch& ba
 }
 
 // SIGINT/SIGTERM/SIGHUP handling for the duration of a run, on every way out. The watchdog's grace
-// grows with the slowest step and save measured so far (train/stop_grace.h).
+// grows with the slowest step, evaluation and save measured so far (train/stop_grace.h).
 class StopHandlers {
  public:
   explicit StopHandlers(const StopGraceInputs& inputs) : inputs_(inputs) { update(); }
@@ -120,6 +120,11 @@ class StopHandlers {
   void save_took(double seconds) {
     if (seconds <= inputs_.save_seconds) return;
     inputs_.save_seconds = seconds;
+    update();
+  }
+  void eval_took(double seconds) {
+    if (seconds <= inputs_.eval_seconds) return;
+    inputs_.eval_seconds = seconds;
     update();
   }
 
@@ -259,9 +264,10 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   Progress progress("train", train_iters, options.interactive, start_step);
   backend.notify = [&progress](const std::string& text) { progress.line(text); };
 
-  // A stop finishes the current step and saves: the watchdog's grace covers a checkpoint write.
+  // A stop finishes the current step (or evaluation) and saves: the watchdog's grace covers them.
   StopHandlers stop_handlers({.saves = config.checkpoint.save.has_value(),
-                              .checkpoint_bytes = 14.0 * static_cast<double>(backend.layout().total())});
+                              .checkpoint_bytes = 14.0 * static_cast<double>(backend.layout().total()),
+                              .eval_batches = evaluation.enabled() ? evaluation.iters() : 0});
 
   // A checkpoint is taken only after collect(0): every submitted step is finished, so the loader's
   // position is exactly the data the saved state has consumed.
@@ -329,7 +335,17 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
 
   auto evaluate = [&](int64_t step) {
     for (const StepResult& r : backend.collect(0)) handle(r);
-    const EvalResult e = evaluation.run(backend);
+    // A stop ends a lone process's evaluation between batches (the rest of the run is the final save
+    // and report); data parallel ranks finish it, as one rank leaving would hang the others' reduction.
+    const EvalResult e = evaluation.run(backend, [distributed] { return !distributed && graph::stop_requested(); });
+    stop_handlers.eval_took(e.ms / 1e3);
+    if (e.batches < evaluation.iters()) {
+      progress.line(strprintf("step %lld: stop requested: the evaluation ended after %lld of %lld batches (not "
+                              "recorded)",
+                              static_cast<long long>(step), static_cast<long long>(e.batches),
+                              static_cast<long long>(evaluation.iters())));
+      return;
+    }
     EvalMetrics m;
     m.step = step;
     m.val_loss = e.loss;
@@ -396,17 +412,23 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   }
   progress.finish();
   for (const auto& line : backend.end_report()) log::info(line);
-  recorder.finish(summary.stopped_by_signal
-                      ? strprintf("stopped by signal %d after step %lld", summary.stop_signal,
-                                  static_cast<long long>(summary.steps_done))
-                      : strprintf("finished: step %lld of %lld", static_cast<long long>(summary.steps_done),
-                                  static_cast<long long>(train_iters)));
-  log::info("report: " + summary.report_path);
-  if (!metrics_error.empty()) {
-    throw Error(metrics_error + (config.checkpoint.save ? strprintf("; the run stopped after saving step %lld",
-                                                                    static_cast<long long>(summary.steps_done))
-                                                        : std::string("; the run stopped")));
+  const std::string stopped_text =
+      metrics_error + (config.checkpoint.save ? strprintf("; the run stopped after saving step %lld",
+                                                          static_cast<long long>(summary.steps_done))
+                                              : std::string("; the run stopped"));
+  try {
+    recorder.finish(summary.stopped_by_signal
+                        ? strprintf("stopped by signal %d after step %lld", summary.stop_signal,
+                                    static_cast<long long>(summary.steps_done))
+                        : strprintf("finished: step %lld of %lld", static_cast<long long>(summary.steps_done),
+                                    static_cast<long long>(train_iters)));
+  } catch (const Error& e) {
+    // A full disk fails the report too: the metrics error (the cause) leads, the report's follows.
+    if (metrics_error.empty()) throw;
+    throw Error(stopped_text + "; the report could not be written either: " + e.what());
   }
+  log::info("report: " + summary.report_path);
+  if (!metrics_error.empty()) throw Error(stopped_text);
 }
 
 }  // namespace

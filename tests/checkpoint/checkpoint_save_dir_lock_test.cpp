@@ -62,6 +62,19 @@ TEST(SaveDirLock, ASecondHolderIsRefusedNamingTheFirstsPid) {
   EXPECT_EQ(error_of([&] { SaveDirLock again = SaveDirLock::acquire(save, "checkpoint.save"); }), "");
 }
 
+TEST(SaveDirLock, TheRefusalReadsWellForTheRunFolder) {
+  test::ScratchDir dir("lock_run_folder");
+  const std::string what = "the run folder (--run-dir)";
+  SaveDirLock first = SaveDirLock::acquire(dir.str(), what);
+  const std::string msg = error_of([&] { SaveDirLock::acquire(dir.str(), what); });
+  EXPECT_NE(msg.find("or choose another run folder (--run-dir)"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("another the"), std::string::npos) << msg;
+  const std::string save = dir.str() + "/ckpt";
+  SaveDirLock second = SaveDirLock::acquire(save, "checkpoint.save");
+  EXPECT_NE(error_of([&] { SaveDirLock::acquire(save, "checkpoint.save"); }).find("choose another checkpoint.save"),
+            std::string::npos);
+}
+
 TEST(SaveDirLock, ADeadHoldersLockIsFree) {
   test::ScratchDir dir("lock_dead");
   const pid_t child = ::fork();

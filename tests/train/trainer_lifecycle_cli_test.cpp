@@ -2,15 +2,22 @@
 // backend: NaN stops that never save a non-finite state, save directories that belong to one run
 // (resume / refuse / overwrite, one run at a time), metrics that agree with the checkpoint, and bad
 // input refused before training: an unusable save path, a config that does not fit in host memory,
-// a damaged train state. Each case failed (or passed silently) before.
+// a damaged train state; a stop during an evaluation, a disk too full for metrics and report, advice
+// after a corrupt checkpoint that works. Each case failed (or passed silently) before.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/finite_check.h"
@@ -328,6 +335,126 @@ TEST_F(TrainerLifecycleTest, ADamagedTrainStateIsRefusedWithoutSourcePaths) {
     EXPECT_NE(r.err.find(d.expected), std::string::npos) << r.all();
     EXPECT_EQ(r.err.find(".cpp:"), std::string::npos) << "a source path in a user-facing error:\n" << r.err;
   }
+}
+
+// A signal during an evaluation used to wait for all of it: the watchdog ended the run (1.5 s without
+// checkpoint.save, 120 s with) with no final checkpoint and no report. The evaluation now ends early.
+TEST_F(TrainerLifecycleTest, ASignalDuringAnEvaluationEndsItThenSavesAndReports) {
+  const std::string run = path("run"), ckpt = path("ckpt");
+  // 10^6 validation batches after step 2: the signal lands inside that evaluation.
+  const Child child = spawn(tiny_model({"train.train_iters=100", "train.eval_interval=2", "train.eval_iters=1000000",
+                                        "dataset.valid_data_path=[" + corpus_ + "]", "checkpoint.save=" + ckpt,
+                                        "--run-dir", run, "--cpu"}),
+                            dir_ / "eval_stop");
+  struct KillOnExit {
+    pid_t pid;
+    ~KillOnExit() {
+      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+    }
+  } guard{child.pid};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (count_lines(run + "/metrics.jsonl") < 2 && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_EQ(::waitpid(child.pid, nullptr, WNOHANG), 0) << "ended before the signal:\n" << read_file(child.err_path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(count_lines(run + "/metrics.jsonl"), 2u) << read_file(child.err_path);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // well into the evaluation
+  ASSERT_EQ(::kill(child.pid, SIGINT), 0);
+  const RunResult r = wait_for(child, kRunTimeout);
+  guard.pid = -1;
+  EXPECT_EQ(r.rc, 130) << r.all();
+  EXPECT_LT(r.seconds, 60.0) << r.all();
+  EXPECT_EQ(r.err.find("did not stop within"), std::string::npos) << r.all();
+  EXPECT_NE(r.err.find("the evaluation ended after"), std::string::npos) << r.all();
+  EXPECT_EQ(trim(read_file(ckpt + "/latest_checkpointed_iteration.txt")), "2") << r.all();
+  EXPECT_TRUE(fs::exists(run + "/report.html")) << r.all();
+  EXPECT_EQ(read_file(run + "/metrics.jsonl").find("val_loss"), std::string::npos) << "a partial evaluation recorded";
+}
+
+// Runs stepgraph with every file it writes limited to `max_bytes`: a write past it fails (EFBIG, SIGXFSZ
+// ignored) as on a full disk, for metrics.jsonl and report.html alike. Output comes through a pipe, which
+// the limit does not cover. (metrics.jsonl -> /dev/full cannot fail the report: it reads /dev/full.)
+RunResult run_with_file_size_limit(const std::vector<std::string>& args, rlim_t max_bytes) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {};
+  std::vector<std::string> storage = {sg::test::stepgraph_binary()};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{max_bytes, max_bytes};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  RunResult r;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof(buffer))) > 0;) r.err.append(buffer, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// A disk too full for metrics.jsonl is also too full for report.html: the metrics error (the cause)
+// used to be lost behind the report's.
+TEST_F(TrainerLifecycleTest, AFullDiskForMetricsAndTheReportStillNamesTheMetricsError) {
+  const std::string run = path("run");
+  // config.yaml (about 3 KB) fits in 8 KB; metrics.jsonl outgrows it after some 30 steps, the report at once.
+  const RunResult r = run_with_file_size_limit(
+      tiny_model({"train.train_iters=200", "logger.log_interval=1000", "--run-dir", run, "--cpu"}), 8192);
+  EXPECT_EQ(r.rc, 1) << r.all();
+  EXPECT_NE(r.err.find("error: cannot write metrics file " + run + "/metrics.jsonl at step"), std::string::npos)
+      << r.all();
+  EXPECT_NE(r.err.find("; the run stopped; the report could not be written either: cannot write " + run +
+                       "/report.html"),
+            std::string::npos)
+      << r.all();
+}
+
+// After a corrupt latest checkpoint the message names an earlier iteration and how to load it; both
+// ways it names work (loading it into the same checkpoint.save alone is refused: `latest` would move back).
+TEST_F(TrainerLifecycleTest, ACorruptLatestCheckpointNamesAnEarlierIterationThatLoads) {
+  const std::string ckpt = path("ckpt");
+  RunResult r = train({"train.train_iters=4", "checkpoint.save_interval=2", "checkpoint.save=" + ckpt, "--run-dir",
+                       path("run")},
+                      "save");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  {
+    std::fstream f(ckpt + "/iter_0000004/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x7f');
+  }
+  r = train({"train.train_iters=6", "checkpoint.save=" + ckpt, "checkpoint.auto_resume=true", "--run-dir",
+             path("run")},
+            "corrupt");
+  EXPECT_EQ(r.rc, 1) << r.all();
+  EXPECT_NE(r.err.find("is corrupt"), std::string::npos) << r.all();
+  EXPECT_NE(r.err.find("set checkpoint.load=" + ckpt + "/iter_0000002 and checkpoint.save to another directory"),
+            std::string::npos)
+      << r.all();
+  // What it says, done: another save directory ...
+  r = train({"train.train_iters=6", "checkpoint.load=" + ckpt + "/iter_0000002", "checkpoint.save=" + path("ckpt2"),
+             "--run-dir", path("run")},
+            "other_save");
+  EXPECT_EQ(r.rc, 0) << r.all();
+  EXPECT_NE(r.err.find("resumed from " + ckpt + "/iter_0000002"), std::string::npos) << r.all();
+  // ... or the damaged folder moved aside and `latest` pointed back.
+  fs::rename(ckpt + "/iter_0000004", ckpt + "/iter_0000004.damaged");
+  std::ofstream(ckpt + "/latest_checkpointed_iteration.txt", std::ios::trunc) << "2\n";
+  r = train({"train.train_iters=6", "checkpoint.save=" + ckpt, "checkpoint.auto_resume=true", "--run-dir",
+             path("run")},
+            "moved_aside");
+  EXPECT_EQ(r.rc, 0) << r.all();
+  EXPECT_NE(r.err.find("resumed from " + ckpt + "/iter_0000002"), std::string::npos) << r.all();
 }
 
 }  // namespace

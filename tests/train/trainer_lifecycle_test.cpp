@@ -62,15 +62,30 @@ TEST(Progress, TheEtaAfterAResumeCountsOnlyThisRunsSteps) {
 }
 
 TEST(StopGrace, ScalesWithTheMeasuredSaveAndStepTimes) {
-  EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = false}), 1.5);
+  EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = false, .step_seconds = 0.0}), 1.5);
   EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = false, .step_seconds = 4.0}), 9.5);
   // Small checkpoints keep the 120 s floor; a 400 s save of a large model gets 3x its time.
-  EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = true, .checkpoint_bytes = 1e6}), 120.0);
+  EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = true, .checkpoint_bytes = 1e6, .step_seconds = 1.0}), 120.0);
   EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = true, .checkpoint_bytes = 1e6, .step_seconds = 5.0, .save_seconds = 400.0}),
                    2 * 5.0 + 3 * 400.0 + 10.0);
   // Before the first save: the checkpoint's size at a slow 50 MB/s (14 B per parameter of 8e9).
-  EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = true, .checkpoint_bytes = 14 * 8e9}),
+  EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = true, .checkpoint_bytes = 14 * 8e9, .step_seconds = 0.0}),
                    3 * (14 * 8e9 / kSlowWriteBytesPerSecond) + 10.0);
+}
+
+TEST(StopGrace, CoversAFirstStepNotYetMeasuredAndAnEvaluationInFlight) {
+  // Before the first step is measured (it warms up or captures graphs), not 1.5 s: the watchdog used to
+  // end such a run without its report.
+  EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = false}), 1.5 + 2 * kUnmeasuredStepSeconds);
+  EXPECT_GE(stop_grace_seconds({.saves = true, .checkpoint_bytes = 1e6}), 2 * kUnmeasuredStepSeconds);
+  // An evaluation of 100 batches before the first is measured: a step each, with a margin.
+  EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = false, .step_seconds = 1.0, .eval_batches = 100}),
+                   1.5 + 2.0 + 1.5 * 100);
+  EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = false, .step_seconds = 1.0, .eval_batches = 100, .eval_seconds = 10}),
+                   1.5 + 2.0 + 1.5 * 10);
+  EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = true, .checkpoint_bytes = 1e6, .step_seconds = 1.0, .save_seconds = 1,
+                                       .eval_batches = 1000, .eval_seconds = 200}),
+                   2.0 + 1.5 * 200 + 3.0 + 10.0);
 }
 
 model::ModelSpec tiny_spec() {
@@ -197,13 +212,42 @@ TEST(NonFiniteStop, ANonFiniteStateIsNeverSaved) {
   s.main_weights.assign(static_cast<size_t>(layout.total()), 0.5f);
   s.exp_avg = s.main_weights;
   s.exp_avg_sq = s.main_weights;
-  EXPECT_NO_THROW(check_state_finite(s, layout));
+  config::Config c;
+  EXPECT_NO_THROW(check_state_finite(s, layout, c));
   s.exp_avg[static_cast<size_t>(layout.tensors()[1].offset) + 3] = std::numeric_limits<float>::infinity();
-  const std::string e = error_of([&] { check_state_finite(s, layout); });
+  const std::string e = error_of([&] { check_state_finite(s, layout, c); });
   EXPECT_NE(e.find("step 12: not saving a checkpoint: the Adam exp_avg hold non-finite values (tensor " +
                    layout.tensors()[1].name + " element 3 is inf"),
             std::string::npos)
       << e;
+}
+
+TEST(NonFiniteStop, TheRefusedSaveNamesOnlyTheChecksThatAreOff) {
+  const model::ModelLayout layout = model::model_layout(tiny_spec());
+  TrainingState s;
+  s.main_weights.assign(static_cast<size_t>(layout.total()), std::numeric_limits<float>::quiet_NaN());
+  s.exp_avg = s.exp_avg_sq = s.main_weights;
+  config::Config c;
+  const auto message = [&](bool loss_check, bool grad_check) {
+    c.rerun_state_machine.check_for_nan_in_loss = loss_check;
+    c.ddp.check_for_nan_in_grad = grad_check;
+    return error_of([&] { check_state_finite(s, layout, c); });
+  };
+  std::string e = message(false, false);
+  EXPECT_NE(e.find("Turn on rerun_state_machine.check_for_nan_in_loss and ddp.check_for_nan_in_grad"),
+            std::string::npos) << e;
+  e = message(true, false);
+  EXPECT_NE(e.find("Turn on ddp.check_for_nan_in_grad to stop"), std::string::npos) << e;
+  EXPECT_EQ(e.find("check_for_nan_in_loss"), std::string::npos) << "an enabled check named as off: " << e;
+  e = message(false, true);
+  EXPECT_NE(e.find("Turn on rerun_state_machine.check_for_nan_in_loss to stop"), std::string::npos) << e;
+  EXPECT_EQ(e.find("check_for_nan_in_grad"), std::string::npos) << e;
+  // Both on: the checks passed, so the update did it; the message says so instead.
+  e = message(true, true);
+  EXPECT_EQ(e.find("Turn on"), std::string::npos) << e;
+  EXPECT_NE(e.find("the optimizer's update made the state non-finite: lower optimizer.lr"), std::string::npos) << e;
+  c.optimizer.clip_grad = 0.0;
+  EXPECT_NE(message(true, true).find("set optimizer.clip_grad"), std::string::npos);
 }
 
 // ---- checkpoint directories ----
@@ -269,6 +313,45 @@ TEST(CheckpointDirs, AnOccupiedSaveDirectoryIsResumedRefusedOrOverwritten) {
   EXPECT_FALSE(d.resume_from.has_value());
   EXPECT_NE(d.note.find("removed iterations 5, 10"), std::string::npos) << d.note;
   EXPECT_FALSE(checkpoint::holds_checkpoints(save));
+}
+
+TEST(CheckpointDirs, ATrailingSlashOnCheckpointLoadIsTheSameFolder) {
+  Scratch dir("dirs_slash");
+  const std::string save = dir / "ckpt";
+  fake_checkpoints(save, {5, 10});
+  // The latest iteration, with a slash (or two, or a "."), resumes as without one.
+  for (const std::string& load : {save + "/iter_0000010/", save + "/iter_0000010//", save + "/./iter_0000010/."}) {
+    SCOPED_TRACE(load);
+    EXPECT_EQ(prepare_checkpoint_dirs(dirs_config(save, load)).resume_from, load);
+  }
+  EXPECT_EQ(prepare_checkpoint_dirs(dirs_config(save + "/", save + "/")).resume_from, save + "/");
+  // An older one is refused as without the slash, also with checkpoint.overwrite, and nothing is removed
+  // (the slash once made overwrite delete every checkpoint, the one to load included).
+  config::CheckpointConfig c = dirs_config(save, save + "/iter_0000005/");
+  std::string e = error_of([&] { prepare_checkpoint_dirs(c); });
+  EXPECT_NE(e.find("older iteration"), std::string::npos) << e;
+  c.overwrite = true;
+  e = error_of([&] { prepare_checkpoint_dirs(c); });
+  EXPECT_NE(e.find("older iteration"), std::string::npos) << e;
+  EXPECT_EQ(checkpoint::list_iterations(save), (std::vector<int64_t>{5, 10}));
+  // Any other path inside checkpoint.save is never wiped by checkpoint.overwrite either.
+  fs::create_directories(save + "/iter_0000010/nested");
+  c = dirs_config(save, save + "/iter_0000010/nested/");
+  c.overwrite = true;
+  e = error_of([&] { prepare_checkpoint_dirs(c); });
+  EXPECT_NE(e.find("checkpoint.overwrite=true would delete checkpoint.load"), std::string::npos) << e;
+  EXPECT_EQ(checkpoint::list_iterations(save), (std::vector<int64_t>{5, 10}));
+}
+
+TEST(CheckpointDirs, CheckpointLoadOfAFileSaysItIsAFile) {
+  Scratch dir("dirs_file");
+  fake_checkpoints(dir / "ckpt", {3});
+  std::string e = error_of([&] { checkpoint::resolve_checkpoint(dir / "ckpt/latest_checkpointed_iteration.txt"); });
+  EXPECT_NE(e.find("is a file, not a checkpoint folder"), std::string::npos) << e;
+  e = error_of([&] { checkpoint::resolve_checkpoint(dir / "missing"); });
+  EXPECT_NE(e.find("no such directory"), std::string::npos) << e;
+  // A trailing slash is dropped: the folder's name is the iteration its train_state.json is checked against.
+  EXPECT_EQ(checkpoint::resolve_checkpoint(dir / "ckpt/iter_0000003/"), dir / "ckpt/iter_0000003");
 }
 
 // ---- a stop requested during a periodic save ----
