@@ -227,9 +227,10 @@ std::string resolve_checkpoint(const std::string& given) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) {
     if (fs::exists(path, ec)) {
-      throw Error(strprintf("checkpoint.load %s is a file, not a checkpoint folder: name a save directory (with "
-                            "%s) or one of its iter_NNNNNNN folders",
-                            path.c_str(), kLatestFile));
+      throw Error(
+          strprintf("checkpoint.load %s is a file, not a checkpoint folder: name a save directory (with "
+                    "%s) or one of its iter_NNNNNNN folders",
+                    path.c_str(), kLatestFile));
     }
     throw Error(strprintf("checkpoint.load %s: no such directory", path.c_str()));
   }
@@ -285,8 +286,8 @@ std::string damaged_checkpoint_advice(const std::string& dir) {
   const std::vector<int64_t> iterations = list_iterations(parent.string());
   const auto earlier = std::lower_bound(iterations.begin(), iterations.end(), iteration);
   if (earlier == iterations.begin()) {
-    return strprintf("%s holds no earlier iteration: restore %s from a backup, or start over",
-                     parent.c_str(), dir.c_str());
+    return strprintf("%s holds no earlier iteration: restore %s from a backup, or start over", parent.c_str(),
+                     dir.c_str());
   }
   const std::string previous = (parent / iteration_dir_name(*std::prev(earlier))).string();
   return strprintf(
@@ -334,12 +335,12 @@ void verify_digest(const std::string& dir, const std::string& filename,
   }
   const FileDigest actual = file_digest(path);
   if (actual != it->second) {
-    throw Error(strprintf(
-        "checkpoint file %s is corrupt: %llu bytes with CRC-32 %s, but %s recorded %llu bytes with CRC-32 %s "
-        "when it was saved (a bit flip, a truncated copy or an edit). %s",
-        path.c_str(), static_cast<unsigned long long>(actual.bytes), crc32_hex(actual.crc32).c_str(),
-        kTrainStateFile, static_cast<unsigned long long>(it->second.bytes), crc32_hex(it->second.crc32).c_str(),
-        damaged_checkpoint_advice(dir).c_str()));
+    throw Error(
+        strprintf("checkpoint file %s is corrupt: %llu bytes with CRC-32 %s, but %s recorded %llu bytes with CRC-32 %s "
+                  "when it was saved (a bit flip, a truncated copy or an edit). %s",
+                  path.c_str(), static_cast<unsigned long long>(actual.bytes), crc32_hex(actual.crc32).c_str(),
+                  kTrainStateFile, static_cast<unsigned long long>(it->second.bytes),
+                  crc32_hex(it->second.crc32).c_str(), damaged_checkpoint_advice(dir).c_str()));
   }
 }
 
@@ -356,10 +357,11 @@ void check_iteration_matches_folder(const std::string& dir, int64_t iteration) {
 
 void check_all_finite(const SafetensorsFile& file) {
   if (const auto bad = find_nonfinite(file)) {
-    throw Error(strprintf("checkpoint file %s holds non-finite values: %s. stepgraph never saves a "
-                          "non-finite state, so the file is damaged or comes from a diverged run. %s",
-                          file.path().c_str(), describe(*bad).c_str(),
-                          damaged_checkpoint_advice(fs::path(file.path()).parent_path().string()).c_str()));
+    throw Error(
+        strprintf("checkpoint file %s holds non-finite values: %s. stepgraph never saves a "
+                  "non-finite state, so the file is damaged or comes from a diverged run. %s",
+                  file.path().c_str(), describe(*bad).c_str(),
+                  damaged_checkpoint_advice(fs::path(file.path()).parent_path().string()).c_str()));
   }
 }
 

@@ -60,8 +60,7 @@ SaveDirLock SaveDirLock::acquire(const std::string& dir, const std::string& what
       throw Error(strprintf(
           "%s %s is in use by another stepgraph run (pid %s holds %s); %s. Wait for that run to end, or "
           "choose another %s",
-          what.c_str(), dir.c_str(), pid.empty() ? "unknown" : pid.c_str(), path.c_str(), harm.c_str(),
-          other.c_str()));
+          what.c_str(), dir.c_str(), pid.empty() ? "unknown" : pid.c_str(), path.c_str(), harm.c_str(), other.c_str()));
     }
     throw Error(strprintf("%s %s: cannot lock %s: %s", what.c_str(), dir.c_str(), path.c_str(),
                           std::strerror(err)));

@@ -26,8 +26,12 @@ CLI::Validator number_at_least(bool allow_zero) {
 
 }  // namespace
 
-CLI::Validator positive_number() { return number_at_least(false); }
-CLI::Validator non_negative_number() { return number_at_least(true); }
+CLI::Validator positive_number() {
+  return number_at_least(false);
+}
+CLI::Validator non_negative_number() {
+  return number_at_least(true);
+}
 
 std::string unknown_subcommand_message(const CLI::App& app, int argc, const char* const* argv) {
   const CLI::App* current = &app;

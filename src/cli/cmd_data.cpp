@@ -125,8 +125,7 @@ const CommandRegistration kRegistration{
       i->add_option("--documents", inspect->documents, "how many documents to show")
           ->check(non_negative_number())
           ->capture_default_str();
-      i->add_option("--tokens-per-document", inspect->tokens_per_document,
-                    "tokens shown per document")
+      i->add_option("--tokens-per-document", inspect->tokens_per_document, "tokens shown per document")
           ->check(non_negative_number())
           ->capture_default_str();
       i->add_flag("--json", inspect->json, "print JSON");

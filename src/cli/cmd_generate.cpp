@@ -28,11 +28,13 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
   for (const auto& part : split(text, ',')) {
     const std::string t = trim(part);
-    if (t.empty()) continue;
+    SG_REQUIRE(!t.empty(), "--prompt-tokens '" + text +
+                               "': an empty id between commas (give comma-separated "
+                               "non-negative integers, e.g. 1,40,41)");
     char* end = nullptr;
     const long v = std::strtol(t.c_str(), &end, 10);
     SG_REQUIRE(end != nullptr && *end == '\0' && v >= 0 && v <= INT32_MAX,
-             "--prompt-tokens: '" + t + "' is not a token id (give comma-separated non-negative integers)");
+               "--prompt-tokens: '" + t + "' is not a token id (give comma-separated non-negative integers)");
     ids.push_back(static_cast<int32_t>(v));
   }
   return ids;

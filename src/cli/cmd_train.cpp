@@ -4,13 +4,13 @@
 #include <filesystem>
 
 #include "cli/command.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "cuda/device.h"
-#include "dist/world_env.h"
-#include "core/strings.h"
 #include "config/config.h"
 #include "config/graph_flags.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "cuda/device.h"
+#include "dist/world_env.h"
 #include "train/distributed_run.h"
 #include "train/progress.h"
 #include "train/run_folder.h"

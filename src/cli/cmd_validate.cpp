@@ -10,10 +10,10 @@
 #include <optional>
 
 #include "cli/command.h"
-#include "core/strings.h"
 #include "config/config.h"
 #include "config/model_config.h"
 #include "config/validate.h"
+#include "core/strings.h"
 #include "dist/world_env.h"
 #include "model/activation_account.h"
 #include "model/recompute.h"

@@ -54,7 +54,9 @@ void apply_cuda_graph_overrides(Config& config, const CudaGraphFlags& flags) {
   if (flags.scope) config.model.cuda_graph_scope = *flags.scope;
 }
 
-std::string cuda_graph_scope_list() { return join(cuda_graph_scope_names(), ", "); }
+std::string cuda_graph_scope_list() {
+  return join(cuda_graph_scope_names(), ", ");
+}
 
 std::vector<std::string> parse_scope_flag(const std::string& text) {
   std::vector<std::string> scopes;

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <limits>
 
-#include "core/strings.h"
 #include "config/model_config.h"
 #include "config/moe_layer_freq.h"
+#include "core/strings.h"
 #include "graph/scope_plan.h"
 #include "model/layer_registry.h"
 
@@ -263,9 +263,7 @@ class Validator {
 
   // Token-drop MoE padded to capacity (static expert sizes): transformer_engine's default scope graphs the
   // whole layer (moe) there, and only moe_router,moe_preprocess otherwise. Every MoE layer can take moe.
-  bool drop_and_pad_moe() {
-    return m().moe_expert_capacity_factor.has_value() && m().moe_pad_expert_input_to_capacity;
-  }
+  bool drop_and_pad_moe() { return m().moe_expert_capacity_factor.has_value() && m().moe_pad_expert_input_to_capacity; }
 
   // Rule 7's fix for moe scopes on a model without MoE layers: what would make some layer MoE.
   std::string moe_layers_fix(std::vector<std::string>& keys) {
@@ -290,7 +288,6 @@ class Validator {
       return true;  // malformed: rule 16 reports it
     }
   }
-
 
   // Rules 4 and 6 (graph/scope_plan.h writes them), and the defaults of an empty scope.
   void rule4_impl_and_scope() {
@@ -404,10 +401,9 @@ void Validator::rules5_to_15() {
     if (has_scope("mlp") && !scope_has_layers("mlp")) {
       auto keys = pattern_keys;
       keys.push_back("model.num_moe_experts");
-      violation(
-          7, "scope mlp needs dense MLP layers, and this model has none (its MLPs are MoE)", keys,
-          "remove mlp from model.cuda_graph_scope; graph MoE layers with moe (the whole layer, dropless or "
-          "token-drop) or moe_router,moe_preprocess (the router only)");
+      violation(7, "scope mlp needs dense MLP layers, and this model has none (its MLPs are MoE)", keys,
+                "remove mlp from model.cuda_graph_scope; graph MoE layers with moe (the whole layer, dropless or "
+                "token-drop) or moe_router,moe_preprocess (the router only)");
     }
     if (has_scope("mamba") && !scope_has_layers("mamba")) {
       auto keys = pattern_keys;
@@ -523,15 +519,14 @@ void Validator::rules5_to_15() {
   // Rule 15: the capture step (warmup + 1) must fit the int step counters of the graph runtime.
   const int64_t warmup = m().cuda_graph_warmup_steps;
   if (warmup < 0 || warmup > kMaxWarmupSteps) {
-    violation(15,
-              strprintf("cuda_graph_warmup_steps must be an integer from 0 to %lld",
-                        static_cast<long long>(kMaxWarmupSteps)),
-              {"model.cuda_graph_warmup_steps"},
-              strprintf("set model.cuda_graph_warmup_steps between 0 and %lld (default 3: eager steps before "
-                        "capture; fewer than train.train_iters, or the graph is never captured)",
-                        static_cast<long long>(kMaxWarmupSteps)));
-  } else if (graphs_on_ && c().train.train_iters && *c().train.train_iters >= 1 &&
-             warmup >= *c().train.train_iters) {
+    violation(
+        15,
+        strprintf("cuda_graph_warmup_steps must be an integer from 0 to %lld", static_cast<long long>(kMaxWarmupSteps)),
+        {"model.cuda_graph_warmup_steps"},
+        strprintf("set model.cuda_graph_warmup_steps between 0 and %lld (default 3: eager steps before "
+                  "capture; fewer than train.train_iters, or the graph is never captured)",
+                  static_cast<long long>(kMaxWarmupSteps)));
+  } else if (graphs_on_ && c().train.train_iters && *c().train.train_iters >= 1 && warmup >= *c().train.train_iters) {
     note(15,
          strprintf("cuda_graph_warmup_steps %lld >= train_iters %lld: every step runs eagerly and the graph is "
                    "never captured (set model.cuda_graph_warmup_steps below train.train_iters to use it)",

@@ -122,10 +122,11 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
            "dataset.valid_data_path names separate validation datasets (then data_path trains whole)");
   }
   if (d.mock && !d.valid_data_path.empty()) {
-    r.fail("dataset.valid_data_path is set but dataset.mock is true, so it would not be read (mock validation "
-           "samples instead)",
-           {"dataset.mock", "dataset.valid_data_path"},
-           "add dataset.mock=false (with dataset.data_path) to validate on it, or drop dataset.valid_data_path");
+    r.fail(
+        "dataset.valid_data_path is set but dataset.mock is true, so it would not be read (mock validation "
+        "samples instead)",
+        {"dataset.mock", "dataset.valid_data_path"},
+        "add dataset.mock=false (with dataset.data_path) to validate on it, or drop dataset.valid_data_path");
   }
   if (d.mock && d.split) {
     r.note("dataset.mock is true: validation uses mock samples too (another seed); split is not read",

@@ -1,6 +1,5 @@
 // The rules' one-line summaries (docs/configuration.md's table) and the human form of a violation or a note.
 #include "config/validate.h"
-
 #include "core/strings.h"
 
 namespace sg::config {

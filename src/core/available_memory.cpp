@@ -73,11 +73,13 @@ AvailableHostMemory available_host_memory() {
     consider(best, v1_max - std::max(file_number("/sys/fs/cgroup/memory/memory.usage_in_bytes"), 0.0),
              strprintf("the cgroup limit (memory.limit_in_bytes %s minus current usage)", bytes_text(v1_max).c_str()));
   }
-  for (const auto& [resource, name] : {std::pair{RLIMIT_AS, "RLIMIT_AS (ulimit -v)"}, std::pair{RLIMIT_DATA, "RLIMIT_DATA (ulimit -d)"}}) {
+  for (const auto& [resource, name] :
+       {std::pair{RLIMIT_AS, "RLIMIT_AS (ulimit -v)"}, std::pair{RLIMIT_DATA, "RLIMIT_DATA (ulimit -d)"}}) {
     rlimit limit{};
     if (::getrlimit(resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
       consider(best, static_cast<double>(limit.rlim_cur) - mapped_bytes(),
-               strprintf("%s of %s minus what the process maps", name, bytes_text(static_cast<double>(limit.rlim_cur)).c_str()));
+               strprintf("%s of %s minus what the process maps", name,
+                         bytes_text(static_cast<double>(limit.rlim_cur)).c_str()));
     }
   }
   return best;

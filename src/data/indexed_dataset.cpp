@@ -370,9 +370,10 @@ IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, TokenDtype
   // A prefix names files: "", "dir/" or an existing folder would write hidden ".bin"/".idx" files.
   std::error_code ec;
   if (prefix.empty() || prefix.back() == '/' || std::filesystem::is_directory(prefix, ec)) {
-    throw Error(strprintf("dataset prefix '%s' names a folder, not files: give a prefix such as %s "
-                          "(it writes PREFIX.bin and PREFIX.idx)",
-                          prefix.c_str(), (std::filesystem::path(prefix) / "corpus").string().c_str()));
+    throw Error(
+        strprintf("dataset prefix '%s' names a folder, not files: give a prefix such as %s "
+                  "(it writes PREFIX.bin and PREFIX.idx)",
+                  prefix.c_str(), (std::filesystem::path(prefix) / "corpus").string().c_str()));
   }
   const std::filesystem::path parent = std::filesystem::path(prefix).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);  // fopen reports failures

@@ -63,9 +63,9 @@ class TextStream {
 
 GenerateResult run_generate(const GenerateOptions& options) {
   SG_REQUIRE(options.prompts.empty() != options.prompt_tokens.empty(),
-           "generate: give the prompt as text (--prompt) or as token ids (--prompt-tokens), not both");
+             "generate: give the prompt as text (--prompt) or as token ids (--prompt-tokens), not both");
   SG_REQUIRE(options.max_new_tokens > 0,
-           strprintf("--max-new-tokens %lld: must be positive", static_cast<long long>(options.max_new_tokens)));
+             strprintf("--max-new-tokens %lld: must be positive", static_cast<long long>(options.max_new_tokens)));
   SG_CHECK(options.chunk_steps > 0, "generate: chunk_steps must be positive");
   ref::check_sampling_config(options.sampling);
   GenerateResult result;
@@ -136,12 +136,13 @@ GenerateResult run_generate(const GenerateOptions& options) {
     const double cache_bytes = model::CpuDecoder::kv_cache_bytes(spec, decode);
     const AvailableHostMemory available = available_host_memory();
     if (!available.source.empty() && cache_bytes > available.bytes) {
-      throw Error(strprintf("the CPU decoder's KV cache for %lld sequence(s) of %lld positions (the prompt plus "
-                            "--max-new-tokens %lld) needs %s, but only %s of host memory is available (%s): lower "
-                            "--max-new-tokens",
-                            static_cast<long long>(decode.batch), static_cast<long long>(decode.capacity()),
-                            static_cast<long long>(decode.max_new_tokens), bytes_text(cache_bytes).c_str(),
-                            bytes_text(available.bytes).c_str(), available.source.c_str()));
+      throw Error(
+          strprintf("the CPU decoder's KV cache for %lld sequence(s) of %lld positions (the prompt plus "
+                    "--max-new-tokens %lld) needs %s, but only %s of host memory is available (%s): lower "
+                    "--max-new-tokens",
+                    static_cast<long long>(decode.batch), static_cast<long long>(decode.capacity()),
+                    static_cast<long long>(decode.max_new_tokens), bytes_text(cache_bytes).c_str(),
+                    bytes_text(available.bytes).c_str(), available.source.c_str()));
     }
     decoder = std::make_unique<model::CpuDecoder>(spec, std::move(weights), decode);
   }

@@ -104,8 +104,7 @@ void CpuDecoder::forward(const int32_t* tokens, const int32_t* positions, int64_
 void CpuDecoder::sample_and_advance() {
   const int64_t B = decode_.batch;
   ref::sample_tokens(tokens_.data(), logits_.data(), B, decode_.sampled_vocab(model_.vocab_size), model_.vocab_size,
-                     decode_.sampling,
-                     static_cast<uint64_t>(step_));
+                     decode_.sampling, static_cast<uint64_t>(step_));
   ref::decode_advance(history_.data(), decode_.max_new_tokens, tokens_.data(), positions_.data(), &step_, B);
 }
 

@@ -10,7 +10,7 @@ void check_decode_request(const ModelSpec& model, const DecodeSpec& decode,
   ref::check_sampling_config(decode.sampling);
   SG_REQUIRE(decode.batch > 0, "generate: at least one prompt is needed");
   SG_REQUIRE(decode.max_new_tokens > 0,
-           strprintf("--max-new-tokens %lld: must be positive", static_cast<long long>(decode.max_new_tokens)));
+             strprintf("--max-new-tokens %lld: must be positive", static_cast<long long>(decode.max_new_tokens)));
   SG_CHECK(static_cast<int64_t>(prompts.size()) == decode.batch,
            strprintf("generate: %zu prompts for a decoder planned for %lld", prompts.size(),
                      static_cast<long long>(decode.batch)));
@@ -18,13 +18,13 @@ void check_decode_request(const ModelSpec& model, const DecodeSpec& decode,
     const auto& p = prompts[b];
     SG_REQUIRE(!p.empty(), strprintf("generate: prompt %zu encodes to no tokens; give some text", b + 1));
     SG_REQUIRE(static_cast<int64_t>(p.size()) <= decode.max_prompt_tokens,
-             strprintf("generate: prompt %zu has %zu tokens, more than the %lld planned", b + 1, p.size(),
-                       static_cast<long long>(decode.max_prompt_tokens)));
+               strprintf("generate: prompt %zu has %zu tokens, more than the %lld planned", b + 1, p.size(),
+                         static_cast<long long>(decode.max_prompt_tokens)));
     for (size_t i = 0; i < p.size(); ++i) {
       SG_REQUIRE(p[i] >= 0 && p[i] < model.vocab_size,
-               strprintf("generate: prompt %zu token %zu is id %d, outside the model's vocabulary [0, %lld): the "
-                         "tokenizer does not belong to this checkpoint",
-                         b + 1, i + 1, p[i], static_cast<long long>(model.vocab_size)));
+                 strprintf("generate: prompt %zu token %zu is id %d, outside the model's vocabulary [0, %lld): the "
+                           "tokenizer does not belong to this checkpoint",
+                           b + 1, i + 1, p[i], static_cast<long long>(model.vocab_size)));
     }
   }
   SG_CHECK(decode.sample_vocab >= 0 && decode.sample_vocab <= model.vocab_size,
@@ -37,10 +37,10 @@ DecoderOffsets decoder_offsets(const ModelSpec& m, const ModelLayout& layout) {
   std::string why_not;
   const std::string architecture = hf_architecture(m, &why_not);
   SG_REQUIRE(architecture == "LlamaForCausalLM",
-           "generate: the decoders run GPT blocks of attention and dense MLP (Llama) only: " +
-               (why_not.empty() ? "this model is " + architecture + " (" + describe_stack(m) + ")" : why_not));
+             "generate: the decoders run GPT blocks of attention and dense MLP (Llama) only: " +
+                 (why_not.empty() ? "this model is " + architecture + " (" + describe_stack(m) + ")" : why_not));
   SG_REQUIRE(m.q_dim() == m.hidden_size,
-           "generate: the decoders need num_attention_heads x head_dim = hidden_size (model.kv_channels unset)");
+             "generate: the decoders need num_attention_heads x head_dim = hidden_size (model.kv_channels unset)");
   const int64_t H = m.hidden_size, KV = m.kv_dim(), F = m.ffn_hidden_size;
   auto at = [&](const std::string& name) { return layout.find(name).offset; };
   // The fused blocks the GEMMs read as one weight must be contiguous in the flat buffer.

@@ -65,9 +65,8 @@ GpuDecoder::GpuDecoder(const ModelSpec& model, const std::vector<float>& weights
                      static_cast<long long>(kernels::kDecodeAttentionMaxHeadDim)));
   rows_ = std::max(decode.max_prompt_tokens, decode.batch);
   padded_vocab_ = (model.vocab_size + 7) / 8 * 8;
-  sampling_scratch_bytes_ =
-      kernels::sample_tokens_scratch_bytes(decode.batch, decode.sampled_vocab(model.vocab_size), padded_vocab_,
-                                           decode.sampling);
+  sampling_scratch_bytes_ = kernels::sample_tokens_scratch_bytes(decode.batch, decode.sampled_vocab(model.vocab_size),
+                                                                 padded_vocab_, decode.sampling);
   plan_memory();
   blas_ = std::make_unique<kernels::Blas>(buf_->cublas_workspace, kernels::Blas::kWorkspaceBytes);
   // The decoding step's GEMMs are planned now, so nothing is planned inside a step or a capture.

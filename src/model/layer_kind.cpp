@@ -23,18 +23,18 @@ char layer_kind_letter(LayerKind kind) { return layer_kind_info(kind).letter; }
 std::vector<LayerKind> parse_layer_pattern(std::string_view pattern, std::string_view key) {
   std::vector<std::string> letters;
   for (const LayerKindInfo& k : layer_kinds()) letters.push_back(strprintf("%c (%s)", k.letter, k.description));
-  SG_CHECK(!pattern.empty(), strprintf("%.*s is empty: write one letter per layer, from %s",
-                                       static_cast<int>(key.size()), key.data(), join(letters, ", ").c_str()));
+  SG_REQUIRE(!pattern.empty(), strprintf("%.*s is empty: write one letter per layer, from %s",
+                                         static_cast<int>(key.size()), key.data(), join(letters, ", ").c_str()));
   std::vector<LayerKind> kinds;
   for (size_t i = 0; i < pattern.size(); ++i) {
     const LayerKindInfo* found = nullptr;
     for (const LayerKindInfo& k : layer_kinds()) {
       if (k.letter == pattern[i]) found = &k;
     }
-    SG_CHECK(found != nullptr,
-             strprintf("%.*s = %.*s: character %zu '%c' is not a layer kind; use one letter per layer from %s",
-                       static_cast<int>(key.size()), key.data(), static_cast<int>(pattern.size()), pattern.data(),
-                       i + 1, pattern[i], join(letters, ", ").c_str()));
+    SG_REQUIRE(found != nullptr,
+               strprintf("%.*s = %.*s: character %zu '%c' is not a layer kind; use one letter per layer from %s",
+                         static_cast<int>(key.size()), key.data(), static_cast<int>(pattern.size()), pattern.data(),
+                         i + 1, pattern[i], join(letters, ", ").c_str()));
     kinds.push_back(found->kind);
   }
   return kinds;

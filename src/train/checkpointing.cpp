@@ -90,8 +90,8 @@ std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
 }  // namespace
 
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
-                            const TrainingState& state, const data::DataPosition& position,
-                            const std::string& run_id, const CheckpointTokenizer& tokenizer) {
+                            const TrainingState& state, const data::DataPosition& position, const std::string& run_id,
+                            const CheckpointTokenizer& tokenizer) {
   const auto n = static_cast<size_t>(layout.total());
   SG_CHECK(state.main_weights.size() == n && state.exp_avg.size() == n && state.exp_avg_sq.size() == n,
            "training state does not match the parameter layout");

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "model/stack.h"
-#include "train/backend.h"
 #include "config/config.h"
 #include "data/blended_dataset.h"
+#include "model/stack.h"
+#include "train/backend.h"
 
 namespace sg::train {
 
@@ -19,12 +19,12 @@ namespace sg::train {
 // `tokenizer`'s files are copied in and its end-of-document id is config.json's eos_token_id, so the folder
 // loads with transformers' AutoTokenizer as well as AutoModelForCausalLM, and their generate stops at EOD.
 struct CheckpointTokenizer {
-  std::vector<std::string> files;      // tokenizer.json, tokenizer_config.json, special_tokens_map.json
+  std::vector<std::string> files;       // tokenizer.json, tokenizer_config.json, special_tokens_map.json
   std::optional<int64_t> eos_token_id;  // the end-of-document id; nullopt: none (mock data, no tokenizer)
 };
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
-                            const TrainingState& state, const data::DataPosition& position,
-                            const std::string& run_id, const CheckpointTokenizer& tokenizer = {});
+                            const TrainingState& state, const data::DataPosition& position, const std::string& run_id,
+                            const CheckpointTokenizer& tokenizer = {});
 
 struct LoadedCheckpoint {
   std::string path;  // the iteration folder that was loaded

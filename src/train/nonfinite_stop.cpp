@@ -22,8 +22,9 @@ std::string nonfinite_state_advice(const config::Config& config) {
   if (!config.rerun_state_machine.check_for_nan_in_loss) off.push_back("rerun_state_machine.check_for_nan_in_loss");
   if (!config.ddp.check_for_nan_in_grad) off.push_back("ddp.check_for_nan_in_grad");
   if (!off.empty()) return "Turn on " + join(off, " and ") + " to stop at the first bad step";
-  return std::string("The checks of the loss and the gradients (both on) passed, so the optimizer's update made the "
-                     "state non-finite: lower optimizer.lr") +
+  return std::string(
+             "The checks of the loss and the gradients (both on) passed, so the optimizer's update made the "
+             "state non-finite: lower optimizer.lr") +
          (config.optimizer.clip_grad > 0 ? "" : " or set optimizer.clip_grad (gradient clipping is off)") +
          ", then resume from the last checkpoint";
 }
@@ -57,12 +58,12 @@ void check_state_finite(const TrainingState& state, const model::ModelLayout& la
       refs.push_back({t.name, checkpoint::TensorDtype::F32, t.shape, b.values->data() + t.offset});
     }
     if (const auto bad = checkpoint::find_nonfinite(refs)) {
-      throw NonFiniteError(strprintf(
-          "step %lld: not saving a checkpoint: the %s hold non-finite values (%s); a checkpoint of this "
-          "state could only resume a broken run. The run stopped; the last checkpoint saved before stays "
-          "`latest`. %s",
-          static_cast<long long>(state.steps_done), b.name, checkpoint::describe(*bad).c_str(),
-          nonfinite_state_advice(config).c_str()));
+      throw NonFiniteError(
+          strprintf("step %lld: not saving a checkpoint: the %s hold non-finite values (%s); a checkpoint of this "
+                    "state could only resume a broken run. The run stopped; the last checkpoint saved before stays "
+                    "`latest`. %s",
+                    static_cast<long long>(state.steps_done), b.name, checkpoint::describe(*bad).c_str(),
+                    nonfinite_state_advice(config).c_str()));
     }
   }
 }

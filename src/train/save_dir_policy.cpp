@@ -23,9 +23,9 @@ std::string contents_text(const std::string& dir) {
     }
     shown.push_back(std::to_string(iterations[i]));
   }
-  std::string text = iterations.empty() ? "no iteration folders"
-                                         : "iteration" + std::string(iterations.size() > 1 ? "s " : " ") +
-                                               join(shown, ", ");
+  std::string text = iterations.empty()
+                         ? "no iteration folders"
+                         : "iteration" + std::string(iterations.size() > 1 ? "s " : " ") + join(shown, ", ");
   try {
     if (const auto latest = checkpoint::read_latest_iteration(dir)) {
       text += strprintf(" (latest %lld)", static_cast<long long>(*latest));
@@ -72,13 +72,13 @@ void check_resume_inside_save(const std::string& load, const std::string& save) 
   const std::string folder = checkpoint::resolve_checkpoint(load);
   const auto latest = checkpoint::read_latest_iteration(save);
   if (latest && normalized(folder) == normalized(save) / checkpoint::iteration_dir_name(*latest)) return;
-  throw Error(strprintf(
-      "checkpoint.load %s is an older iteration of checkpoint.save %s (which holds %s): continuing to save "
-      "there would mix the abandoned later iterations with the new ones and move `latest` backwards. Save "
-      "the branch into another directory (checkpoint.save=NEW_DIR), or first delete the later iterations "
-      "and write %lld into %s/%s",
-      load.c_str(), save.c_str(), contents_text(save).c_str(), static_cast<long long>(loaded_iteration(folder)),
-      save.c_str(), checkpoint::kLatestFile));
+  throw Error(
+      strprintf("checkpoint.load %s is an older iteration of checkpoint.save %s (which holds %s): continuing to save "
+                "there would mix the abandoned later iterations with the new ones and move `latest` backwards. Save "
+                "the branch into another directory (checkpoint.save=NEW_DIR), or first delete the later iterations "
+                "and write %lld into %s/%s",
+                load.c_str(), save.c_str(), contents_text(save).c_str(),
+                static_cast<long long>(loaded_iteration(folder)), save.c_str(), checkpoint::kLatestFile));
 }
 
 }  // namespace

@@ -293,9 +293,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
       return;
     }
     const data::DataPosition& position = data.loader().position();
-    const std::string dir =
-        save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position, run.run_id,
-                        checkpoint_tokenizer);
+    const std::string dir = save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position,
+                                            run.run_id, checkpoint_tokenizer);
     const double seconds = seconds_since(start);
     stop_handlers.save_took(seconds);
     progress.line(strprintf("saved checkpoint %s (%.1f s)", dir.c_str(), seconds));
@@ -340,10 +339,10 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     const EvalResult e = evaluation.run(backend, [distributed] { return !distributed && graph::stop_requested(); });
     stop_handlers.eval_took(e.ms / 1e3);
     if (e.batches < evaluation.iters()) {
-      progress.line(strprintf("step %lld: stop requested: the evaluation ended after %lld of %lld batches (not "
-                              "recorded)",
-                              static_cast<long long>(step), static_cast<long long>(e.batches),
-                              static_cast<long long>(evaluation.iters())));
+      progress.line(strprintf(
+          "step %lld: stop requested: the evaluation ended after %lld of %lld batches (not "
+          "recorded)",
+          static_cast<long long>(step), static_cast<long long>(e.batches), static_cast<long long>(evaluation.iters())));
       return;
     }
     EvalMetrics m;

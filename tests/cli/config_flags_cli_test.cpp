@@ -23,7 +23,9 @@ CommandResult run_with_env(const std::string& env, const std::vector<std::string
   return sg::test::run_command(command.append(" 2>&1"));
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(ConfigFlagsCli, ValidateCountsTheLaunchersRanks) {
   const CommandResult two = run_with_env("WORLD_SIZE=2", {"validate", "llama/tiny"});

@@ -173,6 +173,9 @@ TEST_F(GenerateCli, ErrorsNameTheFix) {
   EXPECT_NE(r.out.find("--tokenizer"), std::string::npos) << r.out;
   r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1,2,3 --max-new-tokens 3");  // no tokenizer needed
   EXPECT_EQ(r.rc, 0) << r.out;
+  r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1,,2");  // not silently 1,2
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("an empty id between commas"), std::string::npos) << r.out;
   r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1,2,320");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("outside the model's vocabulary"), std::string::npos) << r.out;

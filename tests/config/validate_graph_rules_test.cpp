@@ -1,6 +1,7 @@
 // The CUDA-graph rules' edges: rule 15's bounds and its never-captured note, rule 8's note only for
 // dropless MoE layers under transformer_engine, rule 7's fix naming the key that is missing, rule 16
-// reporting one MoE value once, and the --cuda_graph_scope flag that would be dropped.
+// reporting one MoE value once, the --cuda_graph_scope flag that would be dropped, and a pattern error
+// without a source location.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,7 +40,9 @@ std::vector<Note> notes_of(const ValidationReport& r, int rule) {
   return out;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(GraphRules, Rule15BoundsTheWarmupToWhatTheStepCounterHolds) {
   // 2^32 - 1 used to pass and narrow to -1 in the plan ("-1 eager warmup steps").
@@ -53,8 +56,8 @@ TEST(GraphRules, Rule15BoundsTheWarmupToWhatTheStepCounterHolds) {
     EXPECT_EQ(v[0].values.at(0).key, "model.cuda_graph_warmup_steps");
     EXPECT_TRUE(contains(v[0].fix, "model.cuda_graph_warmup_steps")) << v[0].fix;
   }
-  const ValidationReport max = check(
-      "llama/tiny", {"model.cuda_graph_impl=local", "model.cuda_graph_warmup_steps=2147483646"});
+  const ValidationReport max =
+      check("llama/tiny", {"model.cuda_graph_impl=local", "model.cuda_graph_warmup_steps=2147483646"});
   EXPECT_TRUE(violations_of(max, 15).empty()) << describe(max);
   EXPECT_TRUE(contains(rule_summary(15), "2^31 - 2"));
 }
@@ -67,8 +70,8 @@ TEST(GraphRules, Rule15NotesAWarmupThatNeverCaptures) {
   ASSERT_EQ(n.size(), 1u) << describe(r);
   EXPECT_TRUE(contains(n[0].message, "never captured")) << n[0].message;
   // One step left to capture in: no note; graphs off: nothing to capture, no note.
-  EXPECT_TRUE(notes_of(check("llama/tiny", {"model.cuda_graph_impl=local", "train.train_iters=6",
-                                            "model.cuda_graph_warmup_steps=5"}),
+  EXPECT_TRUE(notes_of(check("llama/tiny",
+                             {"model.cuda_graph_impl=local", "train.train_iters=6", "model.cuda_graph_warmup_steps=5"}),
                        15)
                   .empty());
   EXPECT_TRUE(notes_of(check("llama/tiny", {"train.train_iters=6", "model.cuda_graph_warmup_steps=6"}), 15).empty());
@@ -116,16 +119,16 @@ TEST(GraphRules, Rule7FixNamesWhatMakesALayerMoe) {
   EXPECT_TRUE(contains(hybrid, "E (MoE) layers to model.hybrid_override_pattern")) << hybrid;
   EXPECT_FALSE(contains(hybrid, "num_moe_experts")) << hybrid;
   // Experts set, but moe_layer_freq marks no block.
-  const ValidationReport no_blocks = check(
-      "moe/tiny_moe", {"model.moe_layer_freq=[0,0,0,0]", "model.cuda_graph_impl=transformer_engine",
-                       "model.cuda_graph_scope=attn,moe_router,moe_preprocess"});
+  const ValidationReport no_blocks =
+      check("moe/tiny_moe", {"model.moe_layer_freq=[0,0,0,0]", "model.cuda_graph_impl=transformer_engine",
+                             "model.cuda_graph_scope=attn,moe_router,moe_preprocess"});
   const std::string freq = fix_of(no_blocks);
   EXPECT_TRUE(contains(freq, "1s in model.moe_layer_freq")) << freq;
   EXPECT_FALSE(contains(freq, "num_moe_experts")) << freq;
   EXPECT_TRUE(contains(describe(no_blocks), "model.moe_layer_freq = ")) << describe(no_blocks);
   // The mlp fix offers moe for every MoE layer (rule 8: dropless graphs whole), not only token-drop.
-  const std::string mlp = fix_of(
-      check("moe/tiny_moe", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,mlp"}));
+  const std::string mlp =
+      fix_of(check("moe/tiny_moe", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,mlp"}));
   EXPECT_FALSE(contains(mlp, "token-drop MoE)")) << mlp;
   EXPECT_TRUE(contains(mlp, "dropless or token-drop")) << mlp;
 }
@@ -168,6 +171,13 @@ TEST(GraphFlags, TheScopeListIsEveryScopeName) {
   for (const std::string& scope : cuda_graph_scope_names()) EXPECT_TRUE(contains(list, scope)) << scope;
   EXPECT_TRUE(contains(list, "moe_preprocess"));
   EXPECT_TRUE(contains(list, "mamba"));
+}
+
+// A pattern's error names the key, the letter and the kinds, and no source line.
+TEST(PatternRule, AnUnknownLetterIsNamedWithoutASourceLocation) {
+  const std::string text = describe(check("llama/tiny", {"model.hybrid_override_pattern=M*-x"}));
+  EXPECT_NE(text.find("character 4 'x' is not a layer kind"), std::string::npos) << text;
+  EXPECT_EQ(text.find(".cpp:"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -98,8 +98,8 @@ TEST(CpuDecoder, DrawsOnlyFromTheSampledVocabulary) {
   greedy.sample_vocab = sample_vocab;
   std::vector<float> logits;
   const auto first = generate(m, w, greedy, {{1, 2, 3}}, &logits);
-  EXPECT_EQ(first[0][0], test::argmax_last_row(std::vector<float>(logits.begin(), logits.begin() + sample_vocab),
-                                               sample_vocab));
+  EXPECT_EQ(first[0][0],
+            test::argmax_last_row(std::vector<float>(logits.begin(), logits.begin() + sample_vocab), sample_vocab));
   auto hot = decode_spec(1, 3, 200, 5.0f);
   hot.sample_vocab = sample_vocab;
   const auto drawn = generate(m, w, hot, {{1, 2, 3}})[0];

@@ -378,12 +378,11 @@ TEST_F(TrainerCliTest, DumpBatchesWritesWhatTheModelSaw) {
 // 7. An invalid configuration is refused before anything trains.
 // What `validate` notes, `train` says too, before it trains.
 TEST_F(TrainerCliTest, PrintsTheValidationNotes) {
-  const RunResult r = train({"train.train_iters=2", "scheduler.lr_warmup_iters=0", "checkpoint.save_interval=5",
-                             "--run-dir", path("run")},
-                            "notes");
+  const RunResult r = train(
+      {"train.train_iters=2", "scheduler.lr_warmup_iters=0", "checkpoint.save_interval=5", "--run-dir", path("run")},
+      "notes");
   ASSERT_EQ(r.rc, 0) << r.all();
-  EXPECT_NE(r.err.find("note [rule 16]: checkpoint.save_interval without checkpoint.save"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("note [rule 16]: checkpoint.save_interval without checkpoint.save"), std::string::npos) << r.err;
 }
 
 TEST_F(TrainerCliTest, InvalidConfigNeverTrains) {

@@ -342,10 +342,10 @@ TEST_F(TrainerLifecycleTest, ADamagedTrainStateIsRefusedWithoutSourcePaths) {
 TEST_F(TrainerLifecycleTest, ASignalDuringAnEvaluationEndsItThenSavesAndReports) {
   const std::string run = path("run"), ckpt = path("ckpt");
   // 10^6 validation batches after step 2: the signal lands inside that evaluation.
-  const Child child = spawn(tiny_model({"train.train_iters=100", "train.eval_interval=2", "train.eval_iters=1000000",
-                                        "dataset.valid_data_path=[" + corpus_ + "]", "checkpoint.save=" + ckpt,
-                                        "--run-dir", run, "--cpu"}),
-                            dir_ / "eval_stop");
+  const Child child = spawn(
+      tiny_model({"train.train_iters=100", "train.eval_interval=2", "train.eval_iters=1000000",
+                  "dataset.valid_data_path=[" + corpus_ + "]", "checkpoint.save=" + ckpt, "--run-dir", run, "--cpu"}),
+      dir_ / "eval_stop");
   struct KillOnExit {
     pid_t pid;
     ~KillOnExit() {
@@ -414,9 +414,9 @@ TEST_F(TrainerLifecycleTest, AFullDiskForMetricsAndTheReportStillNamesTheMetrics
   EXPECT_EQ(r.rc, 1) << r.all();
   EXPECT_NE(r.err.find("error: cannot write metrics file " + run + "/metrics.jsonl at step"), std::string::npos)
       << r.all();
-  EXPECT_NE(r.err.find("; the run stopped; the report could not be written either: cannot write " + run +
-                       "/report.html"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("; the run stopped; the report could not be written either: cannot write " + run + "/report.html"),
+      std::string::npos)
       << r.all();
 }
 
@@ -424,17 +424,16 @@ TEST_F(TrainerLifecycleTest, AFullDiskForMetricsAndTheReportStillNamesTheMetrics
 // ways it names work (loading it into the same checkpoint.save alone is refused: `latest` would move back).
 TEST_F(TrainerLifecycleTest, ACorruptLatestCheckpointNamesAnEarlierIterationThatLoads) {
   const std::string ckpt = path("ckpt");
-  RunResult r = train({"train.train_iters=4", "checkpoint.save_interval=2", "checkpoint.save=" + ckpt, "--run-dir",
-                       path("run")},
-                      "save");
+  RunResult r =
+      train({"train.train_iters=4", "checkpoint.save_interval=2", "checkpoint.save=" + ckpt, "--run-dir", path("run")},
+            "save");
   ASSERT_EQ(r.rc, 0) << r.all();
   {
     std::fstream f(ckpt + "/iter_0000004/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(-1, std::ios::end);
     f.put('\x7f');
   }
-  r = train({"train.train_iters=6", "checkpoint.save=" + ckpt, "checkpoint.auto_resume=true", "--run-dir",
-             path("run")},
+  r = train({"train.train_iters=6", "checkpoint.save=" + ckpt, "checkpoint.auto_resume=true", "--run-dir", path("run")},
             "corrupt");
   EXPECT_EQ(r.rc, 1) << r.all();
   EXPECT_NE(r.err.find("is corrupt"), std::string::npos) << r.all();
@@ -450,8 +449,7 @@ TEST_F(TrainerLifecycleTest, ACorruptLatestCheckpointNamesAnEarlierIterationThat
   // ... or the damaged folder moved aside and `latest` pointed back.
   fs::rename(ckpt + "/iter_0000004", ckpt + "/iter_0000004.damaged");
   std::ofstream(ckpt + "/latest_checkpointed_iteration.txt", std::ios::trunc) << "2\n";
-  r = train({"train.train_iters=6", "checkpoint.save=" + ckpt, "checkpoint.auto_resume=true", "--run-dir",
-             path("run")},
+  r = train({"train.train_iters=6", "checkpoint.save=" + ckpt, "checkpoint.auto_resume=true", "--run-dir", path("run")},
             "moved_aside");
   EXPECT_EQ(r.rc, 0) << r.all();
   EXPECT_NE(r.err.find("resumed from " + ckpt + "/iter_0000002"), std::string::npos) << r.all();

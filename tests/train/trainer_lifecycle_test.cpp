@@ -83,8 +83,12 @@ TEST(StopGrace, CoversAFirstStepNotYetMeasuredAndAnEvaluationInFlight) {
                    1.5 + 2.0 + 1.5 * 100);
   EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = false, .step_seconds = 1.0, .eval_batches = 100, .eval_seconds = 10}),
                    1.5 + 2.0 + 1.5 * 10);
-  EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = true, .checkpoint_bytes = 1e6, .step_seconds = 1.0, .save_seconds = 1,
-                                       .eval_batches = 1000, .eval_seconds = 200}),
+  EXPECT_DOUBLE_EQ(stop_grace_seconds({.saves = true,
+                                       .checkpoint_bytes = 1e6,
+                                       .step_seconds = 1.0,
+                                       .save_seconds = 1,
+                                       .eval_batches = 1000,
+                                       .eval_seconds = 200}),
                    2.0 + 1.5 * 200 + 3.0 + 10.0);
 }
 
@@ -235,7 +239,8 @@ TEST(NonFiniteStop, TheRefusedSaveNamesOnlyTheChecksThatAreOff) {
   };
   std::string e = message(false, false);
   EXPECT_NE(e.find("Turn on rerun_state_machine.check_for_nan_in_loss and ddp.check_for_nan_in_grad"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   e = message(true, false);
   EXPECT_NE(e.find("Turn on ddp.check_for_nan_in_grad to stop"), std::string::npos) << e;
   EXPECT_EQ(e.find("check_for_nan_in_loss"), std::string::npos) << "an enabled check named as off: " << e;
