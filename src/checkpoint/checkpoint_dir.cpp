@@ -389,6 +389,9 @@ TrainState load_training_checkpoint(const std::string& path, const TrainingCheck
                         dir.c_str()));
   }
 
+  // Every file the save recorded (config.json and the tokenizer's, which transformers reads, too), and
+  // the tensor files the load reads even when a checksum for them is missing.
+  for (const auto& entry : digests) verify_digest(dir, entry.first, digests);
   std::vector<std::pair<SafetensorsFile, const std::vector<TensorDest>*>> files;
   std::string errors;
   for (const Part& part : parts) {

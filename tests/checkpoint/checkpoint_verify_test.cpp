@@ -98,6 +98,20 @@ TEST(CheckpointVerify, ABitFlipIsRefusedNamingTheFile) {
   EXPECT_TRUE(r.untouched);
 }
 
+// config.json is not read to resume, but transformers reads it: its damage is refused like a tensor file's.
+TEST(CheckpointVerify, EveryRecordedFileIsVerifiedNotOnlyTheTensors) {
+  test::ScratchDir dir("verify_config");
+  const std::string folder = save_checkpoint(dir.str(), 5, Fixture(5).contents());
+  const std::string victim = folder + "/" + kConfigFile;
+  std::string text = read_all(victim);
+  text[text.size() / 2] = text[text.size() / 2] == 'x' ? 'y' : 'x';
+  write_all(victim, text);
+  const LoadOutcome r = try_load(dir.str());
+  EXPECT_NE(r.error.find(victim), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("is corrupt"), std::string::npos) << r.error;
+  EXPECT_TRUE(r.untouched);
+}
+
 TEST(CheckpointVerify, NonFiniteValuesAreRefusedNamingTheTensor) {
   test::ScratchDir dir("verify_nan");
   Fixture saved(5);
