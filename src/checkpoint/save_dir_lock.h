@@ -4,8 +4,10 @@
 // their iterations; the second run is refused at start instead, naming the holder's pid (written
 // into the lock file). The kernel drops the lock when the process ends, however it ends, so a
 // crashed run never leaves a stale lock behind.
-#include <string>
 #include <sys/types.h>
+
+#include <filesystem>
+#include <string>
 
 namespace sg::checkpoint {
 
@@ -35,8 +37,12 @@ class SaveDirLock {
   int fd_ = -1;
 };
 
-// Whether two paths name the same directory (after resolving links and relative parts; a missing one is
-// compared by its normalized path).
+// `path` absolute, without `.`, `..`, symlinks or trailing separators: the parent of "x/iter_2/" must be
+// "x", not "x/iter_2" (which once let checkpoint.overwrite delete the checkpoint to load).
+std::filesystem::path normalized_directory(const std::string& path);
+
+// Whether two paths name the same directory (both normalized_directory: links, relative parts and trailing
+// separators resolved; a missing one is compared by its normalized path).
 bool same_directory(const std::string& a, const std::string& b);
 
 // Checks that `dir` (created when missing) takes new files: creates, writes, fsyncs and removes a

@@ -36,16 +36,6 @@ std::string contents_text(const std::string& dir) {
   return text;
 }
 
-// `path` absolute, without `.`, `..`, symlinks or trailing separators: the parent of "x/iter_2/" must be
-// "x", not "x/iter_2" (which once let checkpoint.overwrite delete the checkpoint to load).
-fs::path normalized(const std::string& path) {
-  std::error_code ec;
-  fs::path p = fs::weakly_canonical(path, ec);
-  if (ec) p = fs::absolute(path, ec).lexically_normal();
-  while (!p.has_filename() && p.has_relative_path()) p = p.parent_path();
-  return p;
-}
-
 // Whether `path` is `dir` or lies below it (both normalized).
 bool is_within(const fs::path& path, const fs::path& dir) {
   auto p = path.begin();
@@ -57,7 +47,7 @@ bool is_within(const fs::path& path, const fs::path& dir) {
 
 // The iteration of an iter_NNNNNNN folder (its train_state.json may not be read yet), or -1.
 long long loaded_iteration(const std::string& folder) {
-  const std::string name = normalized(folder).filename().string();
+  const std::string name = checkpoint::normalized_directory(folder).filename().string();
   if (name.rfind("iter_", 0) != 0 || name.size() <= 5) return -1;
   try {
     return std::stoll(name.substr(5));
@@ -71,7 +61,9 @@ long long loaded_iteration(const std::string& folder) {
 void check_resume_inside_save(const std::string& load, const std::string& save) {
   const std::string folder = checkpoint::resolve_checkpoint(load);
   const auto latest = checkpoint::read_latest_iteration(save);
-  if (latest && normalized(folder) == normalized(save) / checkpoint::iteration_dir_name(*latest)) return;
+  if (latest && checkpoint::normalized_directory(folder) ==
+                    checkpoint::normalized_directory(save) / checkpoint::iteration_dir_name(*latest))
+    return;
   throw Error(
       strprintf("checkpoint.load %s is an older iteration of checkpoint.save %s (which holds %s): continuing to save "
                 "there would mix the abandoned later iterations with the new ones and move `latest` backwards. Save "
@@ -93,8 +85,8 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
   out.save_lock = checkpoint::SaveDirLock::acquire(save, "checkpoint.save");
   checkpoint::check_directory_writable(save, "checkpoint.save");
   const bool occupied = checkpoint::holds_checkpoints(save);
-  const fs::path save_path = normalized(save);
-  const fs::path load_path = c.load ? normalized(*c.load) : fs::path();
+  const fs::path save_path = checkpoint::normalized_directory(save);
+  const fs::path load_path = c.load ? checkpoint::normalized_directory(*c.load) : fs::path();
 
   if (c.load && load_path == save_path) {  // Bridge's idiom: load = save continues the run
     if (occupied) {
