@@ -3,6 +3,7 @@
 // batch is a clear error on every rank, and the CPU backend refuses data parallelism — after a real
 // rendezvous of the ranks on loopback.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -44,7 +45,8 @@ Result launch_cpu_training(int ranks, const std::vector<std::string>& overrides,
   std::vector<std::string> args = {"launch", "-n", std::to_string(ranks), "--", "train", "--cpu", "--plain",
                                    "llama/tiny", "dataset.mock=true"};
   args.insert(args.end(), overrides.begin(), overrides.end());
-  args.insert(args.end(), {"--run-dir", ::testing::TempDir() + dir});
+  // One folder per test process: two test runs on one machine would otherwise meet at the folder's lock.
+  args.insert(args.end(), {"--run-dir", ::testing::TempDir() + dir + "_" + std::to_string(::getpid())});
   return run_stepgraph(args);
 }
 
