@@ -86,8 +86,10 @@ MemorySlot MemoryPlan::add(std::string name, MemoryCategory category, size_t byt
   a.category = category;
   a.bytes = bytes;
   a.alignment = alignment;
+  const auto index = static_cast<uint32_t>(allocations_.size());
+  index_by_name_.emplace(a.name, index);
   allocations_.push_back(std::move(a));
-  return MemorySlot{static_cast<uint32_t>(allocations_.size() - 1), id_};
+  return MemorySlot{index, id_};
 }
 
 const PlannedAllocation& MemoryPlan::at(MemorySlot slot) const {
@@ -98,10 +100,8 @@ const PlannedAllocation& MemoryPlan::at(MemorySlot slot) const {
 }
 
 MemorySlot MemoryPlan::find(const std::string& name) const {
-  for (size_t i = 0; i < allocations_.size(); ++i) {
-    if (allocations_[i].name == name) return MemorySlot{static_cast<uint32_t>(i), id_};
-  }
-  return MemorySlot{};
+  const auto it = index_by_name_.find(name);
+  return it == index_by_name_.end() ? MemorySlot{} : MemorySlot{it->second, id_};
 }
 
 size_t MemoryPlan::category_bytes(MemoryCategory category) const {

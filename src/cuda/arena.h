@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
@@ -102,6 +103,7 @@ class MemoryPlan {
  private:
   uint32_t id_;
   std::vector<PlannedAllocation> allocations_;
+  std::unordered_map<std::string, uint32_t> index_by_name_;  // find() in O(1): plans hold ~10 buffers a layer
 };
 
 // ---------------------------------------------------------------------------------------------
