@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "generate/generator.h"
+#include "reference/sampling.h"
 
 namespace sg::cli {
 namespace {
@@ -40,14 +41,33 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+// The flags into options, checked before any file is read: a usage error (exit status 2), with the flag's
+// own message and CLI11's "Run with --help" line.
+void apply_flags(GenerateArgs& args) {
+  generate::GenerateOptions& o = args.options;
+  if (o.prompts.empty() && args.prompt_tokens.empty()) {
+    throw CLI::ValidationError("--prompt", "give a prompt: --prompt TEXT (or --prompt-tokens IDS)");
+  }
+  if (!o.prompts.empty() && !args.prompt_tokens.empty()) {
+    throw CLI::ValidationError("--prompt",
+                               "give the prompt as text (--prompt) or as token ids (--prompt-tokens), "
+                               "not both");
+  }
+  try {
+    for (const auto& list : args.prompt_tokens) o.prompt_tokens.push_back(parse_ids(list));
+    o.sampling.temperature = args.temperature;
+    o.sampling.top_k = args.top_k;
+    o.sampling.top_p = args.top_p;
+    o.sampling.seed = args.seed;
+    ref::check_sampling_config(o.sampling);
+  } catch (const Error& e) {
+    throw CLI::ValidationError(e.what());
+  }
+  o.use_graphs = !args.no_graphs;
+}
+
 int run_generate_command(GenerateArgs& args) {
   generate::GenerateOptions& o = args.options;
-  for (const auto& list : args.prompt_tokens) o.prompt_tokens.push_back(parse_ids(list));
-  o.sampling.temperature = args.temperature;
-  o.sampling.top_k = args.top_k;
-  o.sampling.top_p = args.top_p;
-  o.sampling.seed = args.seed;
-  o.use_graphs = !args.no_graphs;
   const bool streaming = !args.json && o.prompts.size() == 1;
   // The prompt is echoed with the first generated text, not before: an error while loading the model or the
   // tokenizer then prints only the error.
@@ -114,14 +134,15 @@ const CommandRegistration kRegistration{
           "cache: greedy when --temperature is 0, else sampled (top-k, top-p) with a seeded Philox stream. On a GPU "
           "the decoding step runs as one CUDA graph; without one (or with --cpu) the CPU fp32 reference decoder. The "
           "tokenizer is the checkpoint's tokenizer.json (Hugging Face tokenizers, through python3). Prints the text "
-          "and tokens/s.");
+          "and tokens/s. Exit status: 0 generated, 1 an error (checkpoint, tokenizer, memory), 2 a usage error.");
       cmd->add_option("checkpoint", args->options.checkpoint,
                       "checkpoint directory (its latest iteration), an iter_N folder, or a Hugging Face Llama folder")
           ->required();
       cmd->add_option("--prompt", args->options.prompts, "prompt text; repeat for a batch of prompts");
       cmd->add_option("--prompt-tokens", args->prompt_tokens,
                       "a prompt as comma-separated token ids instead of text; repeat for a batch");
-      cmd->add_option("--max-new-tokens", args->options.max_new_tokens, "tokens to generate per prompt (default 64)");
+      cmd->add_option("--max-new-tokens", args->options.max_new_tokens, "tokens to generate per prompt (default 64)")
+          ->check(positive_number());
       cmd->add_option("--temperature", args->temperature, "0 = greedy (default); > 0 samples");
       cmd->add_option("--top-k", args->top_k, "sample among the k most likely tokens (0 = all, default)");
       cmd->add_option("--top-p", args->top_p,
@@ -133,9 +154,7 @@ const CommandRegistration kRegistration{
       cmd->add_flag("--ignore-eos", args->options.ignore_eos, "always generate --max-new-tokens tokens");
       cmd->add_flag("--json", args->json, "print the result (token ids, text, timings) as JSON");
       cmd->callback([args, &exit_code] {
-        if (args->options.prompts.empty() && args->prompt_tokens.empty()) {
-          throw CLI::ValidationError("--prompt", "give a prompt: --prompt TEXT (or --prompt-tokens IDS)");
-        }
+        apply_flags(*args);
         exit_code = run_generate_command(*args);
       });
     }};

@@ -8,7 +8,8 @@
 //   * config.json's eos_token_id stops the generation (the EOS included), --ignore-eos does not; a
 //     trained checkpoint's config.json names its tokenizer's EOD as eos_token_id, and no BOS;
 //   * --prompt-tokens runs without a tokenizer; errors name what to fix: no tokenizer.json, Python
-//     without `tokenizers`, a bad --temperature, a token outside the vocabulary, a missing folder.
+//     without `tokenizers`, a token outside the vocabulary, a missing folder; a bad flag (--temperature,
+//     --top-p, --top-k, --max-new-tokens, --prompt-tokens) is a usage error (status 2) before any file is read.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +18,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "checkpoint/hf_import.h"
 #include "model/cpu_decoder.h"
@@ -174,15 +177,26 @@ TEST_F(GenerateCli, ErrorsNameTheFix) {
   r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1,2,3 --max-new-tokens 3");  // no tokenizer needed
   EXPECT_EQ(r.rc, 0) << r.out;
   r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1,,2");  // not silently 1,2
-  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("an empty id between commas"), std::string::npos) << r.out;
   r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1,2,320");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("outside the model's vocabulary"), std::string::npos) << r.out;
-  r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1 --temperature -1");
-  EXPECT_EQ(r.rc, 1) << r.out;
-  EXPECT_NE(r.out.find("--temperature"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find(".cpp:"), std::string::npos) << "a flag's error names no source line:\n" << r.out;
+  // Usage errors exit with status 2, before any file is read (the folder need not exist).
+  const std::string missing = (dir_ / "nope").string();
+  for (const auto& [flags, names] :
+       std::vector<std::pair<std::string, std::string>>{{"--prompt-tokens 1 --temperature -1", "--temperature"},
+                                                        {"--prompt-tokens 1 --top-p 2", "--top-p"},
+                                                        {"--prompt-tokens 1 --top-k -3", "--top-k"},
+                                                        {"--prompt-tokens 1 --max-new-tokens 0", "--max-new-tokens"},
+                                                        {"--prompt-tokens 1,x", "--prompt-tokens"},
+                                                        {"--prompt-tokens 1 --prompt hi", "not both"}}) {
+    r = stepgraph("generate " + missing + " --cpu " + flags);
+    EXPECT_EQ(r.rc, 2) << flags << "\n" << r.out;
+    EXPECT_NE(r.out.find(names), std::string::npos) << flags << "\n" << r.out;
+    EXPECT_EQ(r.out.find("no such directory"), std::string::npos) << flags << "\n" << r.out;
+    EXPECT_EQ(r.out.find(".cpp:"), std::string::npos) << "a flag's error names no source line:\n" << r.out;
+  }
   // A KV cache larger than the host's memory: refused before allocating, not std::bad_alloc or the OOM killer.
   r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1 --max-new-tokens 1000000000");
   EXPECT_EQ(r.rc, 1) << r.out;
