@@ -39,7 +39,7 @@ struct FlagSpec {
   std::vector<const char*> names;  // first: Bridge's short form where it has one
   FlagType type;
   const char* value_name;
-  const char* help;
+  std::string help;
 };
 
 const std::vector<FlagSpec>& flag_specs() {
@@ -52,9 +52,8 @@ const std::vector<FlagSpec>& flag_specs() {
       {{"-ng", "--num_gpus"}, FlagType::integer, "N",
        "GPUs of this node, one data-parallel rank each (global batch = -mb x microbatches x N)"},
       {{"--cuda_graph_impl"}, FlagType::text, "IMPL",
-       "none, local, transformer_engine; not none turns both RNG-tracker flags on"},
-      {{"--cuda_graph_scope"}, FlagType::text, "A,B",
-       "full_iteration, attn, mlp, moe, moe_router, moe_preprocess, mamba"},
+       join(config::cuda_graph_impl_names(), ", ") + "; not none turns both RNG-tracker flags on"},
+      {{"--cuda_graph_scope"}, FlagType::text, "A,B", config::cuda_graph_scope_list()},
       {{"-mb", "--micro_batch_size"}, FlagType::integer, "N", "train.micro_batch_size"},
       {{"-gb", "--global_batch_size"}, FlagType::integer, "N", "train.global_batch_size"},
       {{"-sl", "--seq_length"}, FlagType::integer, "N", "model.seq_length and dataset.seq_length"},
