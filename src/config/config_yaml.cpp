@@ -287,6 +287,25 @@ bool only_comments(std::string_view text) {
   return true;
 }
 
+// The hint for a parse error on line `line` (0-based) whose value starts with a YAML indicator: an unquoted
+// hybrid pattern such as `*-M-` reads as an alias, `&x` as an anchor, `!x` as a tag. "" otherwise.
+std::string quoting_hint(std::string_view text, int line) {
+  size_t begin = 0;
+  for (int i = 0; i < line && begin != std::string_view::npos; ++i) {
+    begin = text.find('\n', begin);
+    if (begin != std::string_view::npos) ++begin;
+  }
+  if (begin == std::string_view::npos || line < 0) return "";
+  const std::string_view row = text.substr(begin, text.find('\n', begin) - begin);
+  const size_t colon = row.find(": ");
+  if (colon == std::string_view::npos) return "";
+  const std::string key = trim(std::string(row.substr(0, colon)));
+  const std::string value = trim(std::string(row.substr(colon + 2)));
+  if (value.empty() || std::string_view("*&!@`%").find(value[0]) == std::string_view::npos) return "";
+  return strprintf(" (a value starting with '%c' is YAML syntax; quote it: %s: \"%s\")", value[0], key.c_str(),
+                   value.c_str());
+}
+
 }  // namespace
 
 Config load_config_yaml(std::string_view text, const std::string& source) {
@@ -306,8 +325,8 @@ Config load_config_yaml(std::string_view text, const std::string& source) {
     // YAML::Load, not LoadAll: yaml-cpp 0.7's LoadAll never returns on some inputs (a leading ',').
     root = YAML::Load(std::string(text));
   } catch (const YAML::ParserException& e) {
-    throw ConfigError(
-        strprintf("%s: invalid YAML: %s", position(source, e.mark).c_str(), e.msg.c_str()));
+    throw ConfigError(strprintf("%s: invalid YAML: %s%s", position(source, e.mark).c_str(), e.msg.c_str(),
+                                quoting_hint(text, e.mark.line).c_str()));
   } catch (const YAML::Exception& e) {
     throw ConfigError(strprintf("%s: invalid YAML: %s", source.c_str(), e.what()));
   }

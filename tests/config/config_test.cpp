@@ -185,6 +185,12 @@ TEST(Config, ParseErrorsNameFileLineColumnAndKey) {
       config_error([] { config::load_config_yaml("model:\n  hidden_size: [256\n", "bad.yaml"); });
   EXPECT_NE(e.find("bad.yaml:"), std::string::npos) << e;
   EXPECT_NE(e.find("invalid YAML"), std::string::npos) << e;
+  EXPECT_EQ(e.find("quote it"), std::string::npos) << e;
+  // An unquoted hybrid pattern starting with '*' is a YAML alias: the error says to quote it.
+  e = config_error(
+      [] { config::load_config_yaml("model:\n  num_layers: 4\n  hybrid_override_pattern: *-M-\n", "p.yaml"); });
+  EXPECT_NE(e.find("p.yaml:3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("quote it: hybrid_override_pattern: \"*-M-\""), std::string::npos) << e;
   // Unknown key with a suggestion and its position.
   e = config_error(
       [] { config::load_config_yaml("model:\n  num_layers: 2\n  hiden_size: 256\n", "r.yaml"); });
