@@ -297,9 +297,14 @@ class Validator {
       note(4, "cuda_graph_impl local with no scope means full_iteration", keys);
     } else if (impl_is("transformer_engine") && m().cuda_graph_scope.empty() && layers_known_) {
       m().cuda_graph_scope = whole_layer_scopes();
+      // Megatron's default for a dropless MoE layer is its router and preprocess; say so, and how to have more.
+      const bool dropless_moe = has_module(graph::Module::moe) && !drop_and_pad_moe();
       note(4,
-           "cuda_graph_impl transformer_engine with no scope graphs whole layers: scope set to " +
-               format_value(c(), "model.cuda_graph_scope"),
+           "cuda_graph_impl transformer_engine with no scope graphs whole layers" +
+               std::string(dropless_moe ? " (a dropless MoE layer: its router and preprocess, as Megatron does; "
+                                          "add moe to the scope to graph the whole layer)"
+                                        : "") +
+               ": scope set to " + format_value(c(), "model.cuda_graph_scope"),
            keys);
     }
     const auto impl = graph::find_graph_impl(m().cuda_graph_impl);

@@ -312,6 +312,10 @@ TEST(Validate, Rule4NormalizesEmptyScopes) {
   EXPECT_TRUE(r.ok()) << describe(r);
   EXPECT_EQ(r.config.model.cuda_graph_scope,
             (std::vector<std::string>{"attn", "moe_router", "moe_preprocess"}));
+  // The note says that a dropless MoE layer is not graphed whole, and how to have it.
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const config::Note& n) {
+    return n.rule == 4 && n.message.find("add moe to the scope") != std::string::npos;
+  })) << describe(r);
   r = check("moe/tiny_moe",
             {"model.cuda_graph_impl=transformer_engine", "model.moe_expert_capacity_factor=1",
              "model.moe_pad_expert_input_to_capacity=true"});
