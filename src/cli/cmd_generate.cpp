@@ -2,6 +2,7 @@
 //                   --seed S --cpu --no-graphs --ignore-eos --tokenizer DIR --prompt-tokens IDS --json]
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -20,7 +21,7 @@ struct GenerateArgs {
   float temperature = 0.0f;
   int64_t top_k = 0;
   float top_p = 1.0f;
-  uint64_t seed = 1234;
+  std::string seed = "1234";  // text: CLI11 would wrap -1 and saturate 2^64 into a valid uint64
   bool no_graphs = false;
   bool json = false;
 };
@@ -41,6 +42,14 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+uint64_t parse_seed(const std::string& text) {
+  uint64_t seed = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  SG_REQUIRE(ec == std::errc() && end == text.data() + text.size(),
+             "--seed '" + text + "': give a whole number from 0 to 18446744073709551615");
+  return seed;
+}
+
 // The flags into options, checked before any file is read: a usage error (exit status 2), with the flag's
 // own message and CLI11's "Run with --help" line.
 void apply_flags(GenerateArgs& args) {
@@ -58,8 +67,12 @@ void apply_flags(GenerateArgs& args) {
     o.sampling.temperature = args.temperature;
     o.sampling.top_k = args.top_k;
     o.sampling.top_p = args.top_p;
-    o.sampling.seed = args.seed;
+    o.sampling.seed = parse_seed(args.seed);
     ref::check_sampling_config(o.sampling);
+    // Greedy decoding ignores top-k and top-p: asking for them without sampling is a mistake, not a no-op.
+    SG_REQUIRE(o.sampling.temperature > 0.0f || (args.top_k == 0 && args.top_p == 1.0f),
+               "--top-k/--top-p shape sampling, and --temperature 0 (the default) decodes greedily; add "
+               "--temperature T > 0 to sample, or drop --top-k/--top-p");
   } catch (const Error& e) {
     throw CLI::ValidationError(e.what());
   }

@@ -9,7 +9,8 @@
 //     trained checkpoint's config.json names its tokenizer's EOD as eos_token_id, and no BOS;
 //   * --prompt-tokens runs without a tokenizer; errors name what to fix: no tokenizer.json, Python
 //     without `tokenizers`, a token outside the vocabulary, a missing folder; a bad flag (--temperature,
-//     --top-p, --top-k, --max-new-tokens, --prompt-tokens) is a usage error (status 2) before any file is read.
+//     --top-p, --top-k, --max-new-tokens, --prompt-tokens, --seed out of range, top-k/top-p without sampling) is a
+//     usage error (status 2) before any file is read.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -190,7 +191,10 @@ TEST_F(GenerateCli, ErrorsNameTheFix) {
                                                         {"--prompt-tokens 1 --top-k -3", "--top-k"},
                                                         {"--prompt-tokens 1 --max-new-tokens 0", "--max-new-tokens"},
                                                         {"--prompt-tokens 1,x", "--prompt-tokens"},
-                                                        {"--prompt-tokens 1 --prompt hi", "not both"}}) {
+                                                        {"--prompt-tokens 1 --prompt hi", "not both"},
+                                                        {"--prompt-tokens 1 --seed -1", "--seed '-1'"},
+                                                        {"--prompt-tokens 1 --seed 18446744073709551616", "--seed"},
+                                                        {"--prompt-tokens 1 --top-k 5", "--temperature T > 0"}}) {
     r = stepgraph("generate " + missing + " --cpu " + flags);
     EXPECT_EQ(r.rc, 2) << flags << "\n" << r.out;
     EXPECT_NE(r.out.find(names), std::string::npos) << flags << "\n" << r.out;
