@@ -1,9 +1,14 @@
 #include "bench/bench_options.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <utility>
 
 #include "core/error.h"
@@ -13,7 +18,10 @@ namespace sg::bench {
 namespace {
 
 // Bridge's argparse choices (scripts/performance/argument_parser.py).
-const std::vector<std::string> kTasks = {"pretrain", "sft", "peft"};
+// --task: lora in current Bridge, peft in older releases.
+const std::vector<std::string> kTasks = {"pretrain", "sft", "lora", "peft"};
+// -g: Bridge's NUM_GPUS_PER_NODE_MAP keys, and h200 (the GPU stepgraph is measured on).
+const std::vector<std::string> kGpus = {"h100", "h200", "b200", "b300", "gb200", "gb300", "vr200", "r100"};
 const std::vector<std::string> kComputeDtypes = {"bf16", "fp8_cs", "fp8_mx", "fp8_sc", "nvfp4"};
 
 bool contains(const std::vector<std::string>& values, const std::string& value) {
@@ -46,8 +54,9 @@ const std::vector<FlagSpec>& flag_specs() {
   static const std::vector<FlagSpec> specs = {
       {{"-m", "--model_family_name"}, FlagType::text, "FAMILY", "model family: recipes/<FAMILY>/ (llama, moe, hybrid)"},
       {{"-mr", "--model_recipe_name"}, FlagType::text, "NAME", "recipe: recipes/<FAMILY>/<NAME>.yaml (`stepgraph --help` lists the shipped ones)"},
-      {{"--task"}, FlagType::text, "TASK", "pretrain (sft, peft: not implemented yet)"},
-      {{"-g", "--gpu"}, FlagType::text, "GPU", "target GPU, recorded (h200); the peak comes from the device name"},
+      {{"--task"}, FlagType::text, "TASK", "pretrain (sft, lora or peft: not implemented yet)"},
+      {{"-g", "--gpu"}, FlagType::text, "GPU",
+       "target GPU, recorded in the JSON: " + join(kGpus, ", ") + "; the peak comes from the device name"},
       {{"-c", "--compute_dtype"}, FlagType::text, "DTYPE", "bf16 (fp8_cs, fp8_mx, fp8_sc, nvfp4: not implemented yet)"},
       {{"-ng", "--num_gpus"}, FlagType::integer, "N",
        "GPUs of this node, one data-parallel rank each (global batch = -mb x microbatches x N)"},
@@ -109,6 +118,21 @@ int to_int(const std::string& flag, int64_t value) {
   return static_cast<int>(value);
 }
 
+// A step count (--steps, --warmup, --floor-steps): kMaxStepsPerMode at most, so a mode's total fits an int.
+int to_steps(const std::string& flag, int64_t value) {
+  if (value > kMaxStepsPerMode) {
+    throw config::ConfigError(strprintf("%s %lld: at most %lld steps per mode", flag.c_str(),
+                                        static_cast<long long>(value), static_cast<long long>(kMaxStepsPerMode)));
+  }
+  return to_int(flag, value);
+}
+
+// An output file flag's value: a name, not "" (which would silently write nothing).
+std::string output_path(const std::string& flag, const std::string& value) {
+  if (trim(value).empty()) throw config::ConfigError(flag + " needs a file name: " + flag + " FILE");
+  return value;
+}
+
 void set_flag(BenchOptions& o, const std::string& canonical, const std::string& flag, const std::string& value) {
   const auto integer = [&]() { return parse_integer(flag, value); };
   if (canonical == "--model_family_name") o.model_family = lower(value);
@@ -125,16 +149,16 @@ void set_flag(BenchOptions& o, const std::string& canonical, const std::string& 
   else if (canonical == "--dryrun") o.dryrun = true;
   else if (canonical == "--compare") o.compare = value;
   else if (canonical == "--steps") {
-    o.steps = to_int(flag, integer());
+    o.steps = to_steps(flag, integer());
     o.steps_given = true;
   }
-  else if (canonical == "--warmup") o.warmup = to_int(flag, integer());
-  else if (canonical == "--floor-steps") o.floor_steps = to_int(flag, integer());
-  else if (canonical == "--json") o.json_path = value;
-  else if (canonical == "--trace") o.trace_path = value;
+  else if (canonical == "--warmup") o.warmup = to_steps(flag, integer());
+  else if (canonical == "--floor-steps") o.floor_steps = to_steps(flag, integer());
+  else if (canonical == "--json") o.json_path = output_path(flag, value);
+  else if (canonical == "--trace") o.trace_path = output_path(flag, value);
   else if (canonical == "--plain") o.plain = true;
   else if (canonical == "--no-power") o.power = false;
-  else if (canonical == "--html") o.html_path = value;
+  else if (canonical == "--html") o.html_path = output_path(flag, value);
 }
 
 }  // namespace
@@ -188,6 +212,18 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
   for (const BridgeFlag& flag : bridge_flags()) {
     for (const char* n : flag.names) all_names.emplace_back(n);
   }
+  // A flag given twice would keep only its last value (argparse's choice); refused so neither is lost.
+  std::vector<std::pair<std::string, std::string>> seen;  // canonical name -> as first written
+  const auto once = [&seen](const std::string& canonical, const std::string& name) {
+    for (const auto& [c, first] : seen) {
+      if (c == canonical) {
+        throw config::ConfigError("stepgraph bench: " + name + " is given twice" +
+                                  (first == name ? std::string() : " (as " + first + " and " + name + ")") +
+                                  "; give it once");
+      }
+    }
+    seen.emplace_back(canonical, name);
+  };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg.size() > 1 && arg[0] == '-' && !(arg.size() > 1 && std::isdigit(static_cast<unsigned char>(arg[1])))) {
@@ -196,6 +232,9 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
       const FlagSpec* spec = find_flag(name);
       if (spec == nullptr) {
         if (const BridgeFlag* bridge = find_bridge_flag(name)) {
+          // Bridge's -E/--env and -cb append (action="append"): repeating them is their use.
+          const std::string canonical = bridge->names.back();
+          if (canonical != "--env" && canonical != "--custom_bash_cmds") once(canonical, name);
           apply_bridge_flag(*bridge, name, bridge_flag_values(*bridge, name, eq, args, i), options.bridge);
           continue;
         }
@@ -203,6 +242,7 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
                           "; see stepgraph bench --help");
       }
       const std::string canonical = spec->names.back();
+      once(canonical, name);
       std::string value;
       if (spec->type == FlagType::boolean) {
         if (eq != std::string::npos) throw config::ConfigError(name + " is a flag and takes no value");
@@ -246,10 +286,97 @@ std::string recipe_name(const BenchOptions& options) {
   return lower(trim(options.model_family)) + "/" + lower(trim(options.model_recipe));
 }
 
+namespace {
+
+// A recipe of another family with this -mr (llama/tiny_moe -> moe/tiny_moe): load_config would suggest the
+// closest spelling in -m's family instead.
+void check_recipe_family(const BenchOptions& o) {
+  const std::string name = recipe_name(o);
+  const std::vector<std::string> shipped = config::shipped_recipe_names();
+  if (contains(shipped, name) || std::filesystem::exists(name)) return;
+  const std::string recipe = lower(trim(o.model_recipe));
+  for (const std::string& other : shipped) {
+    const size_t slash = other.find('/');
+    if (slash != std::string::npos && other.substr(slash + 1) == recipe) {
+      throw config::ConfigError("no recipe " + name + ": " + recipe + " is in family " + other.substr(0, slash) +
+                                "; use -m " + other.substr(0, slash) + " -mr " + recipe);
+    }
+  }
+}
+
+// Keys the bench never reads: an override of one would be accepted and change nothing. The value says why
+// and what to use instead.
+std::optional<std::string> ignored_key_reason(const std::string& key) {
+  if (key == "train.train_iters") {
+    return "each mode runs warmup + capture + --steps + --floor-steps steps (or -ms/--max_steps in all); "
+           "the learning-rate decay length is scheduler.lr_decay_iters";
+  }
+  if (key == "train.eval_interval" || key == "train.eval_iters") return "the bench runs no evaluation";
+  if (key == "dataset.split" || key == "dataset.valid_data_path") {
+    return "the bench measures on mock data and runs no evaluation";
+  }
+  if (key.rfind("checkpoint.", 0) == 0) return "the bench starts from initialization and saves nothing";
+  if (key.rfind("logger.", 0) == 0) return "the bench writes its own report (--json, --html, --trace)";
+  return std::nullopt;
+}
+
+// An output file must be writable before any GPU work, not after the whole benchmark ran: its folder exists
+// and is writable, and the path is not a folder.
+void check_output_path(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    throw config::ConfigError(flag + " " + path + " is a folder; give a file name, e.g. " + flag + " " +
+                              (fs::path(path) / (flag == "--html" ? "bench.html" : "bench.json")).string());
+  }
+  fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (!fs::is_directory(parent, ec)) {
+    throw config::ConfigError(flag + " " + path + ": the folder " + parent.string() +
+                              " does not exist; create it first or write elsewhere");
+  }
+  if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+    throw config::ConfigError(flag + " " + path + ": cannot write into the folder " + parent.string() + " (" +
+                              std::strerror(errno) + "); write elsewhere");
+  }
+  if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) {
+    throw config::ConfigError(flag + " " + path + ": the file exists and cannot be overwritten (" +
+                              std::strerror(errno) + "); write elsewhere");
+  }
+}
+
+void check_output_paths(const BenchOptions& o) {
+  namespace fs = std::filesystem;
+  const std::vector<std::pair<const char*, const std::string*>> outputs = {
+      {"--json", &o.json_path}, {"--html", &o.html_path}, {"--trace", &o.trace_path}};
+  std::vector<std::pair<const char*, fs::path>> given;
+  for (const auto& [flag, path] : outputs) {
+    if (path->empty()) continue;
+    check_output_path(flag, *path);
+    std::error_code ec;
+    const fs::path canonical = fs::weakly_canonical(fs::absolute(*path), ec);
+    for (const auto& [other_flag, other] : given) {
+      if (!ec && other == canonical) {
+        throw config::ConfigError(std::string(other_flag) + " and " + flag + " both write " + *path +
+                                  "; give each report its own file");
+      }
+    }
+    given.emplace_back(flag, canonical);
+  }
+}
+
+}  // namespace
+
 void check_bench_options(const BenchOptions& o) {
   if (trim(o.model_family).empty() || trim(o.model_recipe).empty()) {
     throw config::ConfigError("stepgraph bench needs -m (model family) and -mr (model recipe), e.g. -m llama -mr tiny; "
                       "shipped recipes: " + join(config::shipped_recipe_names(), ", "));
+  }
+  check_recipe_family(o);
+  if (!o.gpu.empty() && !contains(kGpus, lower(o.gpu))) {
+    throw config::ConfigError("-g " + o.gpu + " is not a GPU Megatron-Bridge knows" +
+                              did_you_mean(lower(o.gpu), kGpus) + "; use one of " + join(kGpus, ", ") +
+                              " (recorded in the JSON; the peak comes from the device's name)");
   }
   const std::string task = lower(o.task);
   if (!contains(kTasks, task)) {
@@ -284,6 +411,23 @@ void check_bench_options(const BenchOptions& o) {
   if (o.steps < 1) throw config::ConfigError(strprintf("--steps %d: measure at least 1 step per mode", o.steps));
   if (o.warmup && *o.warmup < 0) throw config::ConfigError(strprintf("--warmup %d: must be >= 0", *o.warmup));
   if (o.floor_steps < 0) throw config::ConfigError(strprintf("--floor-steps %d: must be >= 0 (0 skips CUPTI)", o.floor_steps));
+  const std::pair<const char*, int64_t> counts[] = {
+      {"--steps", o.steps}, {"--warmup", o.warmup.value_or(0)}, {"--floor-steps", o.floor_steps},
+      {"-ms/--max_steps", o.bridge.max_steps.value_or(0)}};
+  for (const auto& [flag, count] : counts) {
+    if (count > kMaxStepsPerMode) {
+      throw config::ConfigError(strprintf("%s %lld: at most %lld steps per mode", flag, static_cast<long long>(count),
+                                          static_cast<long long>(kMaxStepsPerMode)));
+    }
+  }
+  for (const std::string& text : o.overrides) {
+    const std::string key = override_key(text);
+    if (const std::optional<std::string> why = ignored_key_reason(key)) {
+      throw config::ConfigError("stepgraph bench does not read " + key + ": " + *why + "; drop the override '" +
+                                text + "'");
+    }
+  }
+  check_output_paths(o);
   if (!o.trace_path.empty() && o.floor_steps < 1) {
     throw config::ConfigError("--trace records the first CUPTI floor step: it needs --floor-steps >= 1");
   }
@@ -313,7 +457,22 @@ config::Config bench_config(const BenchOptions& options, const CudaGraphFlags& g
     config.dataset.seq_length = *options.seq_length;
   }
   apply_cuda_graph_overrides(config, graph);
-  // Bridge's run_script.py defaults to --data mock; the bench always measures on mock data.
+  // Bridge's run_script.py defaults to --data mock; the bench always measures on mock data. A recipe or
+  // override asking for real data is refused rather than quietly measured on random tokens.
+  for (const std::string& text : options.overrides) {
+    if (override_key(text) != "dataset.mock") continue;
+    config::Config probe;
+    config::apply_override(probe, text);
+    if (!probe.dataset.mock) {
+      throw config::ConfigError("'" + text + "': stepgraph bench always measures on mock data (random tokens); drop "
+                                "the override (stepgraph train reads real data)");
+    }
+  }
+  if (!config.dataset.data_path.empty()) {
+    throw config::ConfigError(recipe_name(options) + " reads real data (dataset.data_path = [" +
+                              join(config.dataset.data_path, ", ") + "]), but stepgraph bench always measures on "
+                              "mock data (random tokens); add dataset.data_path=null to measure it on mock data");
+  }
   config.dataset.mock = true;
   if (options.warmup) config.model.cuda_graph_warmup_steps = *options.warmup;
   return config;

@@ -11,9 +11,10 @@
 //     and rng.te_rng_tracker on. When the resulting impl is none both trackers are turned off and the
 //     scope flag is ignored (Bridge returns early there).
 //   * --cuda_graph_scope sets model.cuda_graph_scope.
-//   * a full-iteration graph sets rerun_state_machine.check_for_nan_in_loss false. In stepgraph that is
-//     impl local with scope [full_iteration] or no scope (the validator reads local + no scope as
-//     full_iteration, rule 4).
+//   * Bridge also sets rerun_state_machine.check_for_nan_in_loss false for a full-iteration graph;
+//     stepgraph keeps it (its NaN flags are computed inside the graph: rule 5, a note; graph_flags.h).
+// The recompute flags follow Bridge's _set_recompute_overrides (bench/bridge_flags.h): -rl N is full,
+// block, N layers; --recompute_modules A,B is selective with those modules.
 // Whatever the result, validate() judges it afterwards: an invalid combination is refused there.
 #include <cstdint>
 #include <optional>
@@ -31,8 +32,9 @@ struct BenchOptions {
   // Megatron-Bridge run_script.py flags.
   std::string model_family;             // -m / --model_family_name (lower-cased, as Bridge does)
   std::string model_recipe;             // -mr / --model_recipe_name
-  std::string task = "pretrain";        // --task: pretrain (sft, lora: not implemented yet)
-  std::string gpu;                      // -g / --gpu: recorded; the peak comes from the device name
+  std::string task = "pretrain";        // --task: pretrain (sft, lora or peft: not implemented yet)
+  std::string gpu;                      // -g / --gpu: a Bridge GPU name or h200, recorded; the peak comes from
+                                        // the device name
   std::string compute_dtype = "bf16";   // -c / --compute_dtype: bf16 (fp8_*, nvfp4: not implemented yet)
   int num_gpus = 1;                     // -ng / --num_gpus: data-parallel ranks, one per GPU of this node
   std::optional<std::string> cuda_graph_impl;   // --cuda_graph_impl
@@ -79,15 +81,20 @@ using config::parse_scope_flag;
 //     (usage error, exit 2) naming the valid values;
 //   * a value Bridge knows that stepgraph does not do yet (--task sft, -c fp8_cs) -> sg::Error
 //     "... is not implemented yet" (exit 1).
-// Also the bench settings: --steps >= 1, --floor-steps >= 0, --trace needs a floor step, and --compare
-// excludes --cuda_graph_impl/--cuda_graph_scope and model.cuda_graph_impl/scope overrides.
+// Also the bench settings: --steps >= 1, --floor-steps >= 0, each step count at most kMaxStepsPerMode,
+// --trace needs a floor step, --compare excludes --cuda_graph_impl/--cuda_graph_scope and
+// model.cuda_graph_impl/scope overrides; overrides of keys the bench never reads (train.train_iters,
+// checkpoint.*, logger.*, evaluation) are refused; and the --json/--html/--trace files are probed (folder
+// exists and is writable, not a folder, no file twice) before any GPU work. All ConfigError (exit 2).
+// An unknown -mr that another family ships (llama/tiny_moe) names that family.
 void check_bench_options(const BenchOptions& options);
 
 // "llama/1b" from -m llama -mr 1b.
 std::string recipe_name(const BenchOptions& options);
 
 // The config of one benchmark run: recipe + overrides + flags (with `graph` as the CUDA-graph flags) +
-// dataset.mock true + --warmup. Not validated yet (plan_bench does that).
+// dataset.mock true + --warmup. Not validated yet (plan_bench does that). A dataset.mock=false override or
+// a dataset.data_path (recipe or override) is a ConfigError: the bench always measures on mock data.
 config::Config bench_config(const BenchOptions& options, const CudaGraphFlags& graph);
 
 // The CUDA-graph flags of a --compare mode: impl and an explicit scope (possibly empty).

@@ -1,5 +1,8 @@
 #include "bench/bench_plan.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "core/strings.h"
 #include "model/stack.h"
 #include "model/train_step.h"
@@ -28,11 +31,62 @@ std::string shared_part(config::Config config) {
   return config::emit_yaml(config);
 }
 
-std::string violations_text(const std::string& label, const config::ValidationReport& report) {
+// Config keys set by flags, which win over the recipe and the overrides: a fix must name the flag
+// ("set -gb to a multiple of 8"), since setting the key would change nothing.
+std::vector<std::pair<std::string, std::string>> flag_keys(const BenchOptions& o) {
+  std::vector<std::pair<std::string, std::string>> keys = o.bridge.key_flags;
+  if (o.micro_batch_size) keys.emplace_back("train.micro_batch_size", "-mb");
+  if (o.global_batch_size) keys.emplace_back("train.global_batch_size", "-gb");
+  if (o.seq_length) {
+    keys.emplace_back("model.seq_length", "-sl");
+    keys.emplace_back("dataset.seq_length", "-sl");
+  }
+  if (o.warmup) keys.emplace_back("model.cuda_graph_warmup_steps", "--warmup");
+  return keys;
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+std::string violations_text(const std::string& label, const config::ValidationReport& report,
+                            const BenchOptions& options) {
   std::string text = strprintf("mode %s: the configuration breaks %zu rule(s):\n", label.c_str(),
                                report.violations.size());
-  for (const config::Violation& v : report.violations) text += config::format_violation(v);
+  const auto keys = flag_keys(options);
+  for (config::Violation v : report.violations) {
+    for (config::KeyValue& kv : v.values) {
+      for (const auto& [key, flag] : keys) {
+        if (kv.key != key) continue;
+        kv.value += " (set by " + flag + ")";
+        v.fix = replace_all(v.fix, key, flag);
+      }
+    }
+    text += config::format_violation(v);
+  }
   return text;
+}
+
+// What makes two modes the same run: their validated configs with the orders that do not matter sorted
+// (scopes, selective modules) and the keys their recompute granularity does not read reset.
+std::string run_identity(config::Config config) {
+  config::ModelConfig& m = config.model;
+  std::sort(m.cuda_graph_scope.begin(), m.cuda_graph_scope.end());
+  m.cuda_graph_scope.erase(std::unique(m.cuda_graph_scope.begin(), m.cuda_graph_scope.end()), m.cuda_graph_scope.end());
+  if (m.recompute_granularity.value_or("") == "selective") {
+    std::sort(m.recompute_modules.begin(), m.recompute_modules.end());
+  } else {
+    m.recompute_modules.clear();
+  }
+  if (m.recompute_granularity.value_or("") != "full") {
+    m.recompute_method.reset();
+    m.recompute_num_layers.reset();
+  }
+  config.source.clear();
+  return config::emit_yaml(config);
 }
 
 const char* const kGraphKeys[] = {
@@ -147,7 +201,7 @@ BenchPlan plan_bench(const BenchOptions& options) {
     config::ValidationReport report = config::validate(raw);
     const std::string label = c.label.empty() ? mode_label(report.config) : c.label;
     if (!report.ok()) {
-      problems += violations_text(label, report);
+      problems += violations_text(label, report, options);
       continue;
     }
     if (const auto missing = config::unimplemented_features(report.config); !missing.empty()) {
@@ -157,13 +211,29 @@ BenchPlan plan_bench(const BenchOptions& options) {
     PlannedMode mode;
     mode.label = label;
     mode.config = std::move(report.config);
-    mode.notes = std::move(report.notes);
+    // Rule 15's note compares the warmup with train.train_iters, which the bench does not run: every mode
+    // captures after its warmup, whatever train_iters says.
+    for (config::Note& note : report.notes) {
+      if (note.rule != 15) mode.notes.push_back(std::move(note));
+    }
     mode.model = config::model_spec(mode.config);
     mode.recompute = recompute_setting(mode.config);
     plan.modes.push_back(std::move(mode));
   }
   if (!problems.empty()) {
     throw BenchConfigError("stepgraph bench " + plan.recipe + ": nothing was run.\n" + problems);
+  }
+
+  for (size_t i = 0; i < plan.modes.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (run_identity(plan.modes[i].config) != run_identity(plan.modes[j].config)) continue;
+      const PlannedMode& a = plan.modes[j];
+      throw config::ConfigError(strprintf(
+          "--compare lists '%s' and '%s', which run the same configuration (cuda_graph_impl %s, scope %s, "
+          "recompute %s); list it once",
+          a.label.c_str(), plan.modes[i].label.c_str(), a.config.model.cuda_graph_impl.c_str(),
+          config::format_value(a.config, "model.cuda_graph_scope").c_str(), a.recompute.c_str()));
+    }
   }
 
   const config::Config& first = plan.modes.front().config;
@@ -179,6 +249,12 @@ BenchPlan plan_bench(const BenchOptions& options) {
   plan.batch = config::batch_spec(first);
   plan.optimizer = train::optimizer_spec(first);
   plan.seed = static_cast<uint64_t>(first.rng.seed);
+  if (first.model.cuda_graph_warmup_steps > kMaxStepsPerMode) {
+    throw config::ConfigError(strprintf("model.cuda_graph_warmup_steps %lld: the bench runs at most %lld warmup "
+                                        "steps per mode; set it (or --warmup) lower",
+                                        static_cast<long long>(first.model.cuda_graph_warmup_steps),
+                                        static_cast<long long>(kMaxStepsPerMode)));
+  }
   plan.warmup_steps = static_cast<int>(first.model.cuda_graph_warmup_steps);
   assign_memory_plans(plan);
   if (options.bridge.max_steps) {
@@ -187,9 +263,9 @@ BenchPlan plan_bench(const BenchOptions& options) {
     if (measured < 1) {
       throw config::ConfigError(strprintf(
           "-ms/--max_steps %lld leaves no measured step: each mode runs %d warmup + 1 capture + %d floor steps "
-          "before measuring; give at least %d",
+          "before measuring; give at least %lld",
           static_cast<long long>(*options.bridge.max_steps), plan.warmup_steps, plan.floor_steps,
-          plan.warmup_steps + 2 + plan.floor_steps));
+          static_cast<long long>(plan.warmup_steps) + 2 + plan.floor_steps));
     }
     plan.steps = static_cast<int>(measured);
   }
@@ -212,9 +288,10 @@ std::string describe_plan(const BenchPlan& plan) {
       static_cast<unsigned long long>(plan.seed));
   text += strprintf(
       "per mode: %d eager warmup step%s, 1 capture step (timed apart), %d measured step%s, %d CUPTI floor step%s%s "
-      "(%d steps)\n",
+      "(%lld steps)\n",
       plan.warmup_steps, plan.warmup_steps == 1 ? "" : "s", plan.steps, plan.steps == 1 ? "" : "s", plan.floor_steps,
-      plan.floor_steps == 1 ? "" : "s", plan.trace ? " (the first one traced)" : "", plan.steps_per_mode());
+      plan.floor_steps == 1 ? "" : "s", plan.trace ? " (the first one traced)" : "",
+      static_cast<long long>(plan.steps_per_mode()));
   if (!plan.options.bridge.ignored.empty()) {
     text += "ignored (Megatron-Bridge launcher flags; they do not change what runs here): " +
             join(plan.options.bridge.ignored, " ") + "\n";

@@ -62,12 +62,17 @@ struct BenchPlan {
 
   // Steps each mode runs: warmup + the capture step + measured + floor. Equal for every mode, so every
   // mode ends at the same optimizer step and (graphs being bitwise equal to eager) the same loss.
-  int steps_per_mode() const { return warmup_steps + 1 + steps + floor_steps; }
+  // In 64 bits: each count is at most kMaxStepsPerMode, the sum never wraps.
+  int64_t steps_per_mode() const {
+    return static_cast<int64_t>(warmup_steps) + 1 + static_cast<int64_t>(steps) + static_cast<int64_t>(floor_steps);
+  }
 };
 
 // check_bench_options, then one config per mode (--compare, or the single mode of the flags), each
-// validated. Throws ConfigError (exit 2) for bad flags/recipes/overrides, BenchConfigError (exit 1)
-// for rule violations or unimplemented features, listing them all.
+// validated. Throws ConfigError (exit 2) for bad flags/recipes/overrides or two compared modes that run
+// the same configuration, BenchConfigError (exit 1) for rule violations or unimplemented features,
+// listing them all (a key set by a flag, -gb, -rl, ..., is named by its flag, which wins over overrides).
+// Rule 15's note about train.train_iters is dropped: the bench runs its own step count.
 BenchPlan plan_bench(const BenchOptions& options);
 
 // The label of a single-mode run from its normalized config: "none", "local",

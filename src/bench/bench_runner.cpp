@@ -283,8 +283,8 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
   r.final_loss = scalars.loss;
   r.optimizer_steps = scalars.steps_done;
   SG_CHECK(r.optimizer_steps == plan.steps_per_mode(),
-           strprintf("mode %s: the device step counter says %lld optimizer steps after %d steps run", r.label.c_str(),
-                     static_cast<long long>(r.optimizer_steps), plan.steps_per_mode()));
+           strprintf("mode %s: the device step counter says %lld optimizer steps after %lld steps run", r.label.c_str(),
+                     static_cast<long long>(r.optimizer_steps), static_cast<long long>(plan.steps_per_mode())));
   return r;  // `graphed` is destroyed here: this mode's graphs are gone before the next mode starts
 }
 

@@ -48,8 +48,10 @@ const std::vector<BridgeFlag>& bridge_flags() {
       {{"--hidden_size"}, K::config, A::one, "model.hidden_size", "model.hidden_size"},
       {{"--num_layers"}, K::config, A::one, "model.num_layers", "model.num_layers"},
       {{"--num_moe_experts"}, K::config, A::one, "model.num_moe_experts", "model.num_moe_experts"},
-      {{"-rl", "--recompute_num_layers"}, K::config, A::one, "model.recompute_num_layers", "model.recompute_num_layers"},
-      {{"--recompute_modules"}, K::config, A::one, "model.recompute_modules", "model.recompute_modules"},
+      {{"-rl", "--recompute_num_layers"}, K::config, A::one, "model.recompute_num_layers",
+       "model.recompute_granularity full, recompute_method block, recompute_num_layers N"},
+      {{"--recompute_modules"}, K::config, A::one, "model.recompute_modules",
+       "model.recompute_granularity selective, recompute_modules A,B"},
       {{"--packed_sequence"}, K::config, A::none, "dataset.packed_sequence", "dataset.packed_sequence=true"},
       {{"--tokenizer_type"}, K::config, A::one, "tokenizer.tokenizer_type", "tokenizer.tokenizer_type"},
       {{"--tokenizer_model"}, K::config, A::one, "tokenizer.tokenizer_model", "tokenizer.tokenizer_model"},
@@ -200,17 +202,68 @@ void apply_bridge_flag(const BridgeFlag& flag, const std::string& name, const st
         if (!parse_int(value, steps) || steps < 1) {
           throw config::ConfigError(name + " expects a positive integer, got '" + value + "'");
         }
+        if (steps > kMaxStepsPerMode) {
+          throw config::ConfigError(strprintf("%s %lld: at most %lld steps per mode", name.c_str(),
+                                              static_cast<long long>(steps),
+                                              static_cast<long long>(kMaxStepsPerMode)));
+        }
         effects.max_steps = steps;
         return;
       }
-      effects.overrides.push_back(std::string(flag.detail) + "=" + (flag.arity == A::none ? "true" : value));
+      std::vector<std::string> sets;  // key=value, in Bridge's order
+      if (std::string(flag.detail) == "model.recompute_num_layers") {
+        // Bridge's _set_recompute_overrides: -rl N is full recompute of the first N layers (method block).
+        int64_t layers = 0;
+        if (!parse_int(value, layers) || layers < 1) {
+          throw config::ConfigError(name + " expects a positive integer (layers of full recompute), got '" + value +
+                                    "'");
+        }
+        sets = {"model.recompute_granularity=full", "model.recompute_method=block",
+                "model.recompute_num_layers=" + std::to_string(layers)};
+      } else if (std::string(flag.detail) == "model.recompute_modules") {
+        // ... and --recompute_modules A,B is selective recompute of those modules.
+        sets = {"model.recompute_modules=" + value, "model.recompute_granularity=selective"};
+      } else {
+        sets = {std::string(flag.detail) + "=" + (flag.arity == A::none ? "true" : value)};
+      }
+      for (const std::string& set : sets) {
+        const std::string key = set.substr(0, set.find('='));
+        for (const auto& [other_key, other_flag] : effects.key_flags) {
+          if (other_key != key) continue;
+          // Both recompute flags set the granularity; Megatron refuses their mix (recompute_num_layers with
+          // selective), so it is refused here rather than decided by the order on the command line.
+          throw config::ConfigError(other_flag + " and " + name + " both set " + key +
+                                    (key == "model.recompute_granularity"
+                                         ? " (-rl: full recompute of N layers, --recompute_modules: selective); give "
+                                           "one, or compare both with --compare MODE+recompute_full=block/N,"
+                                           "MODE+recompute_selective=A/B"
+                                         : "; give one"));
+        }
+      }
+      for (const std::string& set : sets) {
+        effects.overrides.push_back(set);
+        effects.key_flags.emplace_back(set.substr(0, set.find('=')), name);
+      }
       return;
     }
     case K::default_only: {
+      // nargs * with no value (--dataset_paths, --c4_train_shards) names nothing: Bridge's default.
+      if (flag.arity == A::many && values.empty()) return;
       const std::vector<std::string> ok = split(flag.detail, '|');
       const bool accepted = flag.arity == A::none ? false
                                                   : std::find(ok.begin(), ok.end(), lower(value)) != ok.end();
-      if (!accepted) effects.unimplemented.push_back(shown + " (" + flag.help + ")");
+      if (accepted) return;
+      // The help either starts with "not implemented yet" (said once by the caller) or names the accepted value.
+      const std::string help = flag.help;
+      const std::string prefix = "not implemented yet";
+      if (help.rfind(prefix, 0) == 0) {
+        const std::string rest = trim(help.substr(prefix.size()));
+        const bool wrapped = rest.size() >= 2 && rest.front() == '(' && rest.back() == ')';
+        const std::string why = wrapped ? rest.substr(1, rest.size() - 2) : rest;
+        effects.unimplemented.push_back(why.empty() ? shown : shown + " (" + why + ")");
+      } else {
+        effects.unimplemented.push_back(shown + " (accepted: " + help + ")");
+      }
       return;
     }
     case K::ignored:
@@ -225,8 +278,8 @@ std::string bridge_flags_help() {
   std::string out;
   out += "  parallel sizes (1 runs; more: not implemented yet, exit 1): " + join(names[K::parallel], " ") + "\n";
   out += "  mapped onto the config: -ms/--max_steps (steps per mode), --lr, --min_lr, --warmup_iters, --hidden_size,\n"
-         "    --num_layers, --num_moe_experts, -rl, --recompute_modules, --packed_sequence, --tokenizer_type,\n"
-         "    --tokenizer_model, --vocab_size\n";
+         "    --num_layers, --num_moe_experts, --packed_sequence, --tokenizer_type, --tokenizer_model, --vocab_size;\n"
+         "    -rl N (full recompute, method block, N layers), --recompute_modules A,B (selective, these modules)\n";
   out += "  their default only (else not implemented yet, exit 1): --domain llm, --data mock, --optimizer_type adam,\n"
          "    false for --use_megatron_fsdp --nccl_ub --use_tokendrop --moe_a2a_overlap -vb -pyp -mh; and absent:\n"
          "    checkpoint, dataset and profiling flags (--save_dir, --c4_root, -en, ...)\n";

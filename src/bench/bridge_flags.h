@@ -5,7 +5,8 @@
 //                 "not implemented yet" (exit 1), like -ng
 //   config        mapped onto a config key (--lr -> optimizer.lr, --num_layers -> model.num_layers, ...),
 //                 applied with the other flags (after the trailing overrides: flags win, as in Bridge);
-//                 -ms/--max_steps sets the optimizer steps per mode
+//                 -ms/--max_steps sets the optimizer steps per mode; -rl N and --recompute_modules A,B have
+//                 Bridge's _set_recompute_overrides side effects (full/block/N; selective with A,B)
 //   default_only  a feature stepgraph does not have: its off/default value is accepted, any other is
 //                 "not implemented yet" (exit 1): --data c4, --save_dir, --use_megatron_fsdp true, ...
 //   ignored       the launcher's own (Slurm, Kubeflow, containers, W&B, Hugging Face login, golden-value
@@ -14,9 +15,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sg::bench {
+
+// The most steps of each kind (-ms, --steps, --warmup, --floor-steps) a mode may run: a mode's steps are
+// counted in int by the graph runtime, and a million steps is hours even at the smallest recipe.
+inline constexpr int64_t kMaxStepsPerMode = 1000000;
 
 enum class BridgeFlagKind : uint8_t { parallel, config, default_only, ignored };
 enum class BridgeArity : uint8_t { none, one, optional, many };  // argparse store_true / 1 / nargs ? / nargs + *
@@ -40,6 +46,9 @@ struct BridgeFlagEffects {
   std::optional<int64_t> max_steps;        // -ms/--max_steps
   std::vector<std::string> unimplemented;  // "-tp 2 (tensor parallelism)": exit 1
   std::vector<std::string> ignored;        // "--wandb_project_name": noted in the plan
+  // config key -> the flag (as written) that set it, so a message can name the flag that wins over an
+  // override of the same key ("-rl", "--lr").
+  std::vector<std::pair<std::string, std::string>> key_flags;
 };
 
 // Records `flag` (as written, `name`) with its values. ConfigError (exit 2) for a malformed value.

@@ -35,7 +35,14 @@ GraphMode parse_graph_mode(std::string_view text) {
   const std::vector<std::string> items = split(entry, '+');
   for (size_t i = 0; i < items.size(); ++i) {
     if (!is_recompute_item(items[i])) continue;
-    if (i + 1 != items.size()) {
+    // What follows the recompute setting is either misplaced scopes or recompute settings (refused with
+    // the order rule) or part of its own malformed value ("recompute_full=uniform/+1"), which
+    // parse_recompute_mode refuses with the real reason.
+    bool misplaced = false;
+    for (size_t j = i + 1; j < items.size(); ++j) {
+      misplaced = misplaced || is_recompute_item(items[j]) || contains(graph_scope_names(), trim(items[j]));
+    }
+    if (misplaced) {
       throw config::ConfigError("--compare: '" + entry + "': the recompute setting '" + trim(items[i]) +
                                 "' must come last, after the scopes, and only once (e.g. "
                                 "transformer_engine:attn+mlp+recompute_selective)");
@@ -44,8 +51,11 @@ GraphMode parse_graph_mode(std::string_view text) {
       throw config::ConfigError("--compare: '" + entry + "': a recompute setting goes after a graph mode, e.g. "
                                 "none+" + trim(items[i]) + " or local+" + trim(items[i]));
     }
-    mode.recompute = parse_recompute_mode(items[i], entry);
-    graph_part = entry.substr(0, entry.rfind('+'));
+    std::vector<std::string> rest(items.begin() + static_cast<std::ptrdiff_t>(i), items.end());
+    mode.recompute = parse_recompute_mode(join(rest, "+"), entry);
+    std::vector<std::string> before(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(i));
+    graph_part = join(before, "+");
+    break;
   }
   const size_t colon = graph_part.find(':');
   mode.impl = trim(graph_part.substr(0, colon));

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -46,17 +47,25 @@ void write_text_file(const std::string& path, const std::string& text, const cha
 
 // -ng N > 1 outside a launcher: this process starts N ranks of the same bench command (dist/local_launcher.h)
 // and returns the failing rank's status. Inside one (WORLD_SIZE set), the world must be N.
+// Under a launcher (or with -ng 1) the started ranks must be -ng: checked for --dryrun too, so the plan
+// never promises a rank count the real run refuses.
+void check_world_size(const bench::BenchOptions& options, const dist::WorldInfo& world) {
+  if (world.world_size != options.num_gpus) {
+    throw Error(strprintf("-ng %d, but %d rank%s were started (%s): start one rank per GPU, -ng the same number",
+                          options.num_gpus, world.world_size, world.world_size == 1 ? "" : "s",
+                          world.launcher == "slurm" ? "SLURM_NTASKS" : "WORLD_SIZE"));
+  }
+}
+
 std::optional<int> launch_bench_ranks(const bench::BenchOptions& options, const std::vector<std::string>& args,
                                       const dist::WorldInfo& world) {
   if (world.distributed() || options.num_gpus == 1) {
-    if (world.world_size != options.num_gpus) {
-      throw Error(strprintf("-ng %d, but %d rank%s were started (%s): start one rank per GPU, -ng the same number",
-                            options.num_gpus, world.world_size, world.world_size == 1 ? "" : "s",
-                            world.launcher == "slurm" ? "SLURM_NTASKS" : "WORLD_SIZE"));
-    }
+    check_world_size(options, world);
     return std::nullopt;
   }
   const int gpus = cuda::device_count();
+  // No GPU at all: "use -ng 0" or "-ng 1" would fail as well.
+  if (gpus == 0) throw Error(bench::no_gpu_message());
   if (gpus < options.num_gpus) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     throw Error(strprintf("-ng %d needs %d GPUs on this node; it has %d (CUDA_VISIBLE_DEVICES %s): use -ng %d or a "
@@ -81,11 +90,12 @@ int run_bench_command(const std::vector<std::string>& args) {
   using namespace bench;
   const BenchOptions options = parse_bench_args(args);
   const BenchPlan plan = plan_bench(options);  // every rule checked before any GPU work
+  const dist::WorldInfo world = dist::world_from_env(dist::process_environment());
   if (options.dryrun) {
+    if (world.distributed()) check_world_size(options, world);
     std::printf("%s", describe_plan(plan).c_str());
     return 0;
   }
-  const dist::WorldInfo world = dist::world_from_env(dist::process_environment());
   if (const std::optional<int> launched = launch_bench_ranks(options, args, world)) return *launched;
   if (cuda::device_count() == 0) {
     std::fprintf(stderr, "error: %s\n", no_gpu_message().c_str());
@@ -125,23 +135,35 @@ int run_bench_rank(const bench::BenchPlan& plan, const bench::BenchOptions& opti
   const BenchReport report = summarize(plan, results);
   std::printf("%s", format_report(plan, results, report).c_str());
   std::fflush(stdout);
-  if (!options.json_path.empty()) {
-    write_text_file(options.json_path, report_json(plan, results, report), "bench JSON");
-    std::fprintf(stderr, "wrote %s\n", options.json_path.c_str());
-  }
-  if (!options.html_path.empty()) {
-    write_text_file(options.html_path, report_html(plan, results, report), "bench HTML report");
-    std::fprintf(stderr, "wrote %s\n", options.html_path.c_str());
-  }
-  if (!options.trace_path.empty()) {
-    std::vector<TraceProcess> processes;
-    for (const ModeResult& m : results.modes) processes.push_back({m.label, m.trace});
-    const nlohmann::json metadata = {{"recipe", plan.recipe},
-                                     {"device", results.env.device_name},
-                                     {"what", "one steady-state step per mode: the first CUPTI floor step"}};
-    write_chrome_trace(options.trace_path, processes, metadata.dump());
-    std::fprintf(stderr, "wrote %s (open it in https://ui.perfetto.dev)\n", options.trace_path.c_str());
-  }
+  // Each output is written even when another failed (the paths were probed up front, so a failure here is
+  // rare: a full disk); the failures are reported together at the end.
+  std::vector<std::string> failed;
+  const auto write = [&failed](const std::string& path, const std::function<void()>& body, const char* suffix) {
+    if (path.empty()) return;
+    try {
+      body();
+      std::fprintf(stderr, "wrote %s%s\n", path.c_str(), suffix);
+    } catch (const std::exception& e) {
+      failed.emplace_back(e.what());
+    }
+  };
+  write(
+      options.json_path,
+      [&] { write_text_file(options.json_path, report_json(plan, results, report), "bench JSON"); }, "");
+  write(options.html_path,
+        [&] { write_text_file(options.html_path, report_html(plan, results, report), "bench HTML report"); }, "");
+  write(
+      options.trace_path,
+      [&] {
+        std::vector<TraceProcess> processes;
+        for (const ModeResult& m : results.modes) processes.push_back({m.label, m.trace});
+        const nlohmann::json metadata = {{"recipe", plan.recipe},
+                                         {"device", results.env.device_name},
+                                         {"what", "one steady-state step per mode: the first CUPTI floor step"}};
+        write_chrome_trace(options.trace_path, processes, metadata.dump());
+      },
+      " (open it in https://ui.perfetto.dev)");
+  if (!failed.empty()) throw Error(join(failed, "; "));
   return 0;
 }
 

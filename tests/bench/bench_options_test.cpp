@@ -199,7 +199,7 @@ TEST(BridgeCudaGraphOverrides, ScopeFlagAloneKeepsTheRecipeImpl) {
 
 TEST(BenchConfig, RecipeThenOverridesThenFlagsThenMockData) {
   BenchOptions o = tiny({"-mb", "2", "-gb", "4", "-sl", "128", "--warmup", "5", "train.micro_batch_size=8",
-                         "dataset.mock=false", "optimizer.lr=1e-4"});
+                         "dataset.mock=true", "optimizer.lr=1e-4"});
   const config::Config c = bench_config(o, graph_flags(o));
   EXPECT_EQ(c.train.micro_batch_size.value_or(0), 2);  // the flag wins over the override, as in Bridge
   EXPECT_EQ(c.train.global_batch_size.value_or(0), 4);
@@ -358,6 +358,131 @@ TEST(BridgeFlags, DefaultsAcceptedOthersNotImplementedLauncherFlagsIgnored) {
   EXPECT_NE(describe_plan(plan_bench(launcher)).find("ignored (Megatron-Bridge launcher flags"), std::string::npos);
   EXPECT_NE(bench_flags_help().find("-tp"), std::string::npos);
   EXPECT_NE(bench_flags_help().find("--max_steps"), std::string::npos);
+}
+
+// Bridge's _set_recompute_overrides: -rl N is full recompute, method block, N layers; --recompute_modules is
+// selective with those modules. Both at once is Megatron's refusal (num_layers with selective).
+TEST(BridgeFlags, RecomputeFlagsHaveBridgesSideEffects) {
+  const BenchOptions rl = tiny({"-rl", "2"});
+  const config::Config full = bench_config(rl, graph_flags(rl));
+  EXPECT_EQ(full.model.recompute_granularity.value_or(""), "full");
+  EXPECT_EQ(full.model.recompute_method.value_or(""), "block");
+  EXPECT_EQ(full.model.recompute_num_layers.value_or(0), 2);
+  EXPECT_EQ(plan_bench(rl).modes[0].recompute, "full=block/2");
+  const BenchOptions modules = tiny({"--recompute_modules", "core_attn,mlp"});
+  const config::Config selective = bench_config(modules, graph_flags(modules));
+  EXPECT_EQ(selective.model.recompute_granularity.value_or(""), "selective");
+  EXPECT_EQ(selective.model.recompute_modules, (std::vector<std::string>{"core_attn", "mlp"}));
+  EXPECT_EQ(plan_bench(modules).modes[0].recompute, "selective=core_attn/mlp");
+  EXPECT_NE(thrown([] { tiny({"-rl", "2", "--recompute_modules", "mlp"}); })
+                .find("config: -rl and --recompute_modules"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { tiny({"-rl", "0"}); }).find("config: -rl expects a positive integer"), std::string::npos);
+}
+
+// The bench always measures on mock data: asking for real data is refused with the override that works.
+TEST(BenchConfig, RealDataIsRefusedWithTheOverrideThatWorks) {
+  EXPECT_NE(thrown([] { plan_bench(tiny({"dataset.mock=false"})); }).find("config: 'dataset.mock=false': stepgraph "
+                                                                          "bench always measures on mock data"),
+            std::string::npos);
+  const std::string demo = thrown([] { plan_bench(parse_bench_args({"-m", "llama", "-mr", "demo"})); });
+  EXPECT_NE(demo.find("config: llama/demo reads real data"), std::string::npos) << demo;
+  EXPECT_NE(demo.find("add dataset.data_path=null"), std::string::npos) << demo;
+  const BenchPlan plan = plan_bench(parse_bench_args({"-m", "llama", "-mr", "demo", "dataset.data_path=null"}));
+  EXPECT_TRUE(plan.modes[0].config.dataset.mock);
+}
+
+// Step counts are range-checked (a mode's steps are counted in int) and summed in 64 bits.
+TEST(BenchArgs, StepCountsHaveALimit) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"-ms", "4294967310"}, {"-ms", "9223372036854775807"}, {"--steps", "2147483647"},
+           {"--floor-steps", "2147483647"}, {"--warmup", "1000001"}}) {
+    const std::string message = thrown([&] { tiny(args); });
+    EXPECT_NE(message.find("config: " + args[0] + " " + args[1] + ": at most 1000000 steps per mode"),
+              std::string::npos)
+        << message;
+  }
+  const BenchPlan plan = plan_bench(tiny({"--steps", "1000000", "--floor-steps", "1000000", "--warmup", "1000000"}));
+  EXPECT_EQ(plan.steps_per_mode(), 3000001);
+  EXPECT_NE(thrown([] { plan_bench(tiny({"model.cuda_graph_warmup_steps=2000000000"})); })
+                .find("config: model.cuda_graph_warmup_steps 2000000000"),
+            std::string::npos);
+}
+
+// Overrides of keys the bench never reads are refused, naming the key; rule 15's note (warmup against
+// train_iters, which the bench does not run) is not printed.
+TEST(BenchArgs, OverridesTheBenchIgnoresAreRefused) {
+  for (const char* text : {"train.train_iters=5", "checkpoint.save=/tmp/x", "logger.tensorboard_dir=/tmp/x",
+                           "train.eval_interval=5", "logger.log_interval=1"}) {
+    const std::string message = thrown([&] { check_bench_options(tiny({text})); });
+    const std::string key = std::string(text).substr(0, std::string(text).find('='));
+    EXPECT_NE(message.find("config: stepgraph bench does not read " + key), std::string::npos) << message;
+  }
+  const std::string text = describe_plan(plan_bench(tiny({"--cuda_graph_impl", "local", "--warmup", "60"})));
+  EXPECT_NE(text.find("capture at step 61"), std::string::npos) << text;
+  EXPECT_EQ(text.find("rule 15"), std::string::npos) << text;
+}
+
+// The report files are probed before any GPU work: usage errors (exit 2).
+TEST(BenchArgs, OutputPathsAreCheckedUpFront) {
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--json", "/proc/nope/x.json"})); })
+                .find("config: --json /proc/nope/x.json: the folder /proc/nope does not exist"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--html", "/tmp"})); }).find("config: --html /tmp is a folder"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { tiny({"--json", ""}); }).find("config: --json needs a file name"), std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--json", "/tmp/sg_b.json", "--trace", "/tmp/../tmp/sg_b.json"})); })
+                .find("config: --json and --trace both write"),
+            std::string::npos);
+  EXPECT_EQ(thrown([] { check_bench_options(tiny({"--json", "/tmp/sg_b.json", "--html", "/tmp/sg_b.html"})); }), "");
+}
+
+// Duplicates are found on what runs, not on the spelling.
+TEST(BenchPlan, CompareRefusesTwoSpellingsOfOneMode) {
+  for (const char* list : {"local,local:full_iteration", "transformer_engine:attn+mlp,transformer_engine:mlp+attn",
+                           "none,none+recompute_none", "local+recompute_full,local+recompute_full=uniform/1"}) {
+    const std::string message = thrown([&] { plan_bench(tiny({"--compare", list})); });
+    const std::string first = std::string(list).substr(0, std::string(list).find(','));
+    EXPECT_NE(message.find("config: --compare lists '" + first + "' and '"), std::string::npos) << message;
+    EXPECT_NE(message.find("which run the same configuration"), std::string::npos) << message;
+  }
+  // With -rl the recipe recomputes, so none and none+recompute_none differ.
+  EXPECT_EQ(plan_bench(tiny({"-rl", "2", "--compare", "none,none+recompute_none"})).modes.size(), 2U);
+}
+
+// A key set by a flag is named by its flag in the fix: setting the key would change nothing.
+TEST(BenchPlan, ViolationsNameTheFlagThatSetTheKey) {
+  const std::string message = thrown([] { plan_bench(tiny({"-mb", "8", "-gb", "4", "train.global_batch_size=8"})); });
+  EXPECT_NE(message.find("train.global_batch_size = 4 (set by -gb)"), std::string::npos) << message;
+  EXPECT_NE(message.find("fix: set -gb to a multiple of 8"), std::string::npos) << message;
+}
+
+TEST(BenchArgs, PolishedRefusals) {
+  EXPECT_NE(thrown([] { tiny({"--cuda_graph_impl", "local", "--cuda_graph_impl", "none"}); })
+                .find("config: stepgraph bench: --cuda_graph_impl is given twice"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { tiny({"-mb", "2", "--micro_batch_size", "4"}); }).find("(as -mb and --micro_batch_size)"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { tiny({"--lr", "1", "--lr", "2"}); }).find("--lr is given twice"), std::string::npos);
+  const std::string nsys = thrown([] { check_bench_options(tiny({"-en"})); });
+  EXPECT_NE(nsys.find("not implemented yet: -en (run nsys profile"), std::string::npos) << nsys;
+  EXPECT_EQ(nsys.find("not implemented yet (run"), std::string::npos) << nsys;
+  EXPECT_EQ(thrown([] { check_bench_options(tiny({"--dataset_paths"})); }), "");  // nargs *: nothing named
+  EXPECT_NE(thrown([] { check_bench_options(parse_bench_args({"-m", "llama", "-mr", "tiny_moe"})); })
+                .find("config: no recipe llama/tiny_moe: tiny_moe is in family moe; use -m moe -mr tiny_moe"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"-g", "bogus"})); }).find("config: -g bogus is not a GPU"),
+            std::string::npos);
+  EXPECT_EQ(thrown([] { check_bench_options(tiny({"-g", "H100"})); }), "");
+  EXPECT_NE(thrown([] { check_bench_options(tiny({"--task", "lora"})); }).find("error: --task lora is not implemented"),
+            std::string::npos);
+}
+
+// A malformed recompute value after '+' gets its own error, not the order rule.
+TEST(BenchArgs, RecomputeValueWithPlusGetsTheRealError) {
+  const std::string message = thrown([] { parse_mode_list("local+recompute_full=uniform/+1"); });
+  EXPECT_NE(message.find("layer count '+1' must be an integer >= 1"), std::string::npos) << message;
+  EXPECT_NE(thrown([] { parse_mode_list("local+recompute_full+attn"); }).find("must come last"), std::string::npos);
 }
 
 }  // namespace

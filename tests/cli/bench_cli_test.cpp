@@ -152,7 +152,34 @@ TEST(BenchCli, MoreRanksThanGpusNamesTheDeviceCount) {
   const int ranks = std::max(2, gpus + 1);
   const Result r = bench({"-m", "llama", "-mr", "tiny", "-ng", std::to_string(ranks), "-gb", std::to_string(4 * ranks)});
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(has(r, sg::strprintf("-ng %d needs %d GPUs on this node; it has %d", ranks, ranks, gpus))) << r.output;
+  if (gpus == 0) {
+    // No GPU at all: "use -ng 1" would fail too, so it says there is none.
+    EXPECT_TRUE(has(r, "stepgraph bench needs a GPU")) << r.output;
+    EXPECT_FALSE(has(r, "use -ng")) << r.output;
+  } else {
+    EXPECT_TRUE(has(r, sg::strprintf("-ng %d needs %d GPUs on this node; it has %d", ranks, ranks, gpus))) << r.output;
+  }
+}
+
+// Under a launcher the dryrun applies the real run's rank check instead of planning one rank.
+TEST(BenchCli, DryrunUnderALauncherChecksTheRankCount) {
+  const Result r =
+      sg::test::run_stepgraph({"launch", "-n", "2", "--", "bench", "-m", "llama", "-mr", "tiny", "--dryrun"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r, "-ng 1, but 2 ranks were started")) << r.output;
+  EXPECT_FALSE(has(r, "1 data-parallel rank")) << r.output;
+}
+
+// Report files are probed before anything runs: a usage error, exit 2, with or without --dryrun.
+TEST(BenchCli, UnwritableReportPathsAreUsageErrors) {
+  for (const std::vector<std::string>& flags : std::vector<std::vector<std::string>>{
+           {"--json", "/proc/nope/x.json"}, {"--html", "/tmp"}, {"--json", ""}, {"--trace", "/proc/nope/t.json"}}) {
+    std::vector<std::string> args = {"-m", "llama", "-mr", "tiny", "--compare", "none,local"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const Result r = bench(args);
+    EXPECT_EQ(r.exit_code, 2) << flags[0] << " " << flags[1] << "\n" << r.output;
+    EXPECT_FALSE(has(r, "needs a GPU")) << r.output;
+  }
 }
 
 TEST(BenchCli, BridgeFlagsItDoesNotImplementAreNotImplementedYetNotUnknown) {
