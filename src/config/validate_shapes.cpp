@@ -1,11 +1,17 @@
-// Rule 16: shapes and values are consistent (Megatron's own asserts, plus what stepgraph's kernels
-// need, such as an even head dimension for RoPE). Every failure names the keys, values and a fix.
+// Rule 16: shapes and values are consistent (Megatron's own asserts, plus the shapes stepgraph's kernels
+// are built for: kernels/shape_limits.h, the same functions the kernels check at plan time). Every failure
+// names the keys, values and a fix.
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "core/strings.h"
+#include "config/model_config.h"
 #include "config/moment_dtype.h"
 #include "config/validate.h"
+#include "kernels/shape_limits.h"
+#include "model/layer_kind.h"
 #include "model/recompute.h"
 
 namespace sg::config::detail {
@@ -16,6 +22,23 @@ constexpr int64_t kMaxLayers = 100000;
 // The router kernel's limit (kernels/moe_router.cu: lane l of a warp owns experts l + 32 i, i < 32).
 constexpr int64_t kMaxMoeExperts = 1024;
 
+long long ll(int64_t v) { return static_cast<long long>(v); }
+
+// The multiple of `step` nearest to `value` within [step, max] (a concrete value for a fix).
+int64_t nearest_multiple(int64_t value, int64_t step, int64_t max = kMaxSize) {
+  const int64_t down = value / step * step;
+  const int64_t near = value - down < step - (value - down) ? down : down + step;
+  return std::clamp(near, step, max / step * step);
+}
+
+// A path as "the same folder" compares it, without touching the file system (validation runs before the
+// folders exist): lexically normal, without a trailing separator, so "/x/ck/" is "/x/ck" and "./ck" is "ck".
+std::string folder_key(const std::string& path) {
+  std::string key = std::filesystem::path(path).lexically_normal().generic_string();
+  while (key.size() > 1 && key.back() == '/') key.pop_back();
+  return key;
+}
+
 class ShapeChecker {
  public:
   ShapeChecker(const Config& config, std::vector<Violation>& out) : c_(config), out_(out) {}
@@ -25,6 +48,7 @@ class ShapeChecker {
     check_moe();
     check_hybrid();
     check_layers_and_recompute();
+    check_kernel_limits();
     check_batch_and_optimizer();
     check_data_and_io();
   }
@@ -90,24 +114,13 @@ class ShapeChecker {
     size("model.num_layers", m.num_layers, kMaxLayers);
     const bool hidden_ok = size("model.hidden_size", m.hidden_size);
     const bool heads_ok = size("model.num_attention_heads", m.num_attention_heads);
+    // The head dimension's own limits (RoPE's even pairs included) are the attention kernel's:
+    // check_attention_limits.
     if (m.kv_channels) {
-      if (size("model.kv_channels", *m.kv_channels) && *m.kv_channels % 2 != 0) {
-        fail("kv_channels (the head dimension) must be even (RoPE rotates pairs of channels)",
-             {"model.kv_channels"}, "set model.kv_channels to an even value");
-      }
-    } else if (hidden_ok && heads_ok) {
-      if (m.hidden_size % m.num_attention_heads != 0) {
-        fail("hidden_size must be divisible by num_attention_heads",
-             {"model.hidden_size", "model.num_attention_heads"},
-             "choose num_attention_heads dividing hidden_size (head_dim = hidden_size / heads)");
-      } else if (m.position_embedding_type.value_or("rope") == "rope" &&
-                 (m.hidden_size / m.num_attention_heads) % 2 != 0) {
-        fail(strprintf("the head dimension hidden_size / num_attention_heads = %lld must be even "
-                       "(RoPE rotates pairs of channels)",
-                       static_cast<long long>(m.hidden_size / m.num_attention_heads)),
-             {"model.hidden_size", "model.num_attention_heads"},
-             "choose hidden_size and num_attention_heads with an even quotient");
-      }
+      size("model.kv_channels", *m.kv_channels);
+    } else if (hidden_ok && heads_ok && m.hidden_size % m.num_attention_heads != 0) {
+      fail("hidden_size must be divisible by num_attention_heads", {"model.hidden_size", "model.num_attention_heads"},
+           "choose num_attention_heads dividing hidden_size (head_dim = hidden_size / heads)");
     }
     if (heads_ok && size("model.num_query_groups", m.num_query_groups) &&
         m.num_attention_heads % *m.num_query_groups != 0) {
@@ -215,9 +228,24 @@ class ShapeChecker {
            "use activation_func=silu with gated_linear_unit=true (SwiGLU, Llama) or activation_func=squared_relu "
            "with gated_linear_unit=false (Nemotron-H)");
     }
-    if (m.hybrid_override_pattern.value_or("").find('M') == std::string::npos) return;
-    size("model.mamba_state_dim", m.mamba_state_dim);
-    const bool head_ok = size("model.mamba_head_dim", m.mamba_head_dim);
+    if (!has_layers(model::LayerKind::mamba)) return;
+    if (size("model.mamba_state_dim", m.mamba_state_dim)) {
+      const std::string problem = kernels::ssd_state_dim_problem(m.mamba_state_dim);
+      if (!problem.empty()) {
+        fail("the Mamba2 SSD scan refuses mamba_state_dim: " + problem, {"model.mamba_state_dim"},
+             "set model.mamba_state_dim to 16, 32, 64 or 128 (Megatron's default: 128)");
+      }
+    }
+    // An unsupported head_dim is reported alone: the head count it would give is moot.
+    bool head_ok = size("model.mamba_head_dim", m.mamba_head_dim);
+    if (head_ok) {
+      const std::string problem = kernels::ssd_head_dim_problem(m.mamba_head_dim);
+      if (!problem.empty()) {
+        fail("the Mamba2 SSD scan refuses mamba_head_dim: " + problem, {"model.mamba_head_dim"},
+             strprintf("set model.mamba_head_dim=%lld (Megatron's default)", ll(kernels::kSsdHeadDim)));
+        head_ok = false;
+      }
+    }
     const bool groups_ok = size("model.mamba_num_groups", m.mamba_num_groups);
     int64_t heads = 0;
     if (m.mamba_num_heads) {
@@ -237,13 +265,24 @@ class ShapeChecker {
            {"model.mamba_num_heads", "model.mamba_num_groups"},
            "choose mamba_num_groups dividing the number of Mamba heads");
     }
-    if (m.mamba_conv_kernel != 4) {
-      fail("mamba_conv_kernel must be 4 (the causal conv1d kernel's width)", {"model.mamba_conv_kernel"},
-           "set model.mamba_conv_kernel=4");
+    const int64_t mbs = c_.train.micro_batch_size.value_or(0);
+    if (heads > 0 && head_ok && mbs >= 1 && m.seq_length >= 1) {
+      const std::string problem = kernels::ssd_size_problem(
+          {.batch = mbs, .seqlen = m.seq_length, .nheads = heads, .headdim = m.mamba_head_dim});
+      if (!problem.empty()) {
+        fail("the Mamba2 SSD scan refuses the shape: " + problem,
+             {"train.micro_batch_size", "model.seq_length", "model.mamba_num_heads"},
+             "lower train.micro_batch_size (more microbatches instead), model.seq_length or the Mamba head count");
+      }
     }
-    if (m.mamba_chunk_size != 128) {
-      fail("mamba_chunk_size must be 128 (the SSD scan kernels' chunk)", {"model.mamba_chunk_size"},
-           "set model.mamba_chunk_size=128");
+    if (m.mamba_conv_kernel != kernels::kCausalConv1dWidth) {
+      const long long width = ll(kernels::kCausalConv1dWidth);
+      fail(strprintf("mamba_conv_kernel must be %lld (the causal conv1d kernel's width)", width),
+           {"model.mamba_conv_kernel"}, strprintf("set model.mamba_conv_kernel=%lld", width));
+    }
+    if (m.mamba_chunk_size != kernels::kSsdChunk) {
+      fail(strprintf("mamba_chunk_size must be %d (the SSD scan kernels' chunk)", kernels::kSsdChunk),
+           {"model.mamba_chunk_size"}, strprintf("set model.mamba_chunk_size=%d", kernels::kSsdChunk));
     }
     positive_range("mamba_dt_min", m.mamba_dt_min, "mamba_dt_max", m.mamba_dt_max, "Megatron: 0.001, 0.1");
     non_negative("model.mamba_dt_init_floor", m.mamba_dt_init_floor);
@@ -292,6 +331,124 @@ class ShapeChecker {
     if (m.recompute_num_layers) {
       in_range("model.recompute_num_layers", *m.recompute_num_layers, 1,
                std::max<int64_t>(1, m.num_layers));
+    }
+  }
+
+  // Whether the stack has layers of `kind`: the hybrid pattern's letters (as check_layers_and_recompute reads
+  // them), else the GPT layout's blocks (model_config's layer_pattern). A kind's kernel limits are checked
+  // only where its layers run.
+  bool has_layers(model::LayerKind kind) const {
+    const ModelConfig& m = c_.model;
+    if (m.hybrid_override_pattern) {
+      return m.hybrid_override_pattern->find(model::layer_kind_letter(kind)) != std::string::npos;
+    }
+    if (m.num_layers < 1) return false;  // no stack (reported)
+    if (m.num_layers <= kMaxLayers) {
+      try {
+        const std::vector<model::LayerKind> kinds = layer_pattern(c_);
+        return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+      } catch (const ConfigError&) {
+        // a bad moe_layer_freq (reported by validate.cpp): below, as if every block had the kind
+      }
+    }
+    return kind == model::LayerKind::attention || kind == model::LayerKind::mlp ||
+           (kind == model::LayerKind::moe && m.num_moe_experts.value_or(0) > 0);
+  }
+
+  // The shapes the GPU kernels are built for (kernels/shape_limits.h), per layer kind present. A key that
+  // failed its own check above is skipped, so one mistake is reported once.
+  void check_kernel_limits() {
+    const ModelConfig& m = c_.model;
+    if (m.hidden_size >= 1 && m.hidden_size <= kMaxSize) {
+      // Every model has the LM head and the RMSNorms (each layer's pre-norm, the final norm).
+      const std::string lm_head = kernels::lm_head_hidden_problem(m.hidden_size);
+      if (!lm_head.empty()) {
+        fail("the LM head refuses hidden_size: " + lm_head, {"model.hidden_size"},
+             strprintf("set model.hidden_size to a multiple of 8 (e.g. %lld)", ll(nearest_multiple(m.hidden_size, 8))));
+      }
+      // The vector path's width: any other hidden_size is the LM head's error above.
+      const std::string norm = kernels::rmsnorm_backward_width_problem(m.hidden_size, /*vector_path=*/true);
+      if (!norm.empty()) {
+        fail("the RMSNorm kernels refuse hidden_size: " + norm, {"model.hidden_size"},
+             strprintf("set model.hidden_size to at most %lld", ll(kernels::rmsnorm_backward_max_width(true))));
+      }
+    }
+    if (has_layers(model::LayerKind::attention)) check_attention_limits();
+    if (has_layers(model::LayerKind::moe)) check_moe_limits();
+  }
+
+  void check_attention_limits() {
+    const ModelConfig& m = c_.model;
+    if (m.seq_length >= 1 && m.seq_length <= kMaxSize) {
+      const std::string problem = kernels::attention_seq_len_problem(m.seq_length);
+      if (!problem.empty()) {
+        fail("the attention layers refuse seq_length: " + problem, {"model.seq_length", "dataset.seq_length"},
+             strprintf("set model.seq_length (and dataset.seq_length) to at least %lld",
+                       ll(kernels::kAttentionMinSeqLen)));
+      }
+    }
+    if (m.kv_channels) {
+      const int64_t head_dim = *m.kv_channels;
+      if (head_dim < 1 || head_dim > kMaxSize) return;  // reported by check_model
+      const std::string problem = kernels::attention_head_dim_problem(head_dim);
+      if (problem.empty()) return;
+      const int64_t example =
+          nearest_multiple(head_dim, kernels::kAttentionHeadDimMultiple, kernels::kAttentionMaxHeadDim);
+      fail("the attention layers refuse kv_channels (the head dimension): " + problem, {"model.kv_channels"},
+           strprintf("set model.kv_channels to a multiple of 8 at most %lld (e.g. %lld), or null for "
+                     "hidden_size / num_attention_heads",
+                     ll(kernels::kAttentionMaxHeadDim), ll(example)));
+      return;
+    }
+    const int64_t hidden = m.hidden_size, heads = m.num_attention_heads;
+    if (hidden < 1 || hidden > kMaxSize || heads < 1 || heads > kMaxSize || hidden % heads != 0) return;  // reported
+    const std::string problem = kernels::attention_head_dim_problem(hidden / heads);
+    if (problem.empty()) return;
+    // A concrete head count: the nearest one whose head_dim the kernel takes (the larger on a tie).
+    int64_t best = 0;
+    const auto distance = [heads](int64_t h) { return h > heads ? h - heads : heads - h; };
+    for (int64_t d = kernels::kAttentionHeadDimMultiple; d <= kernels::kAttentionMaxHeadDim;
+         d += kernels::kAttentionHeadDimMultiple) {
+      if (hidden % d != 0 || !kernels::attention_head_dim_problem(d).empty()) continue;
+      const int64_t h = hidden / d;  // d grows, so h falls: a tie keeps the larger h found first
+      if (best == 0 || distance(h) < distance(best)) best = h;
+    }
+    const std::string example =
+        best > 0 ? strprintf(" (e.g. num_attention_heads=%lld: head_dim %lld, with num_query_groups dividing it)",
+                             ll(best), ll(hidden / best))
+                 : "";
+    fail(strprintf("the attention layers refuse head_dim = hidden_size / num_attention_heads = %lld: %s",
+                   ll(hidden / heads), problem.c_str()),
+         {"model.hidden_size", "model.num_attention_heads"},
+         strprintf("choose hidden_size and num_attention_heads so head_dim = hidden_size / num_attention_heads is a "
+                   "multiple of 8 at most %lld%s, or set model.kv_channels",
+                   ll(kernels::kAttentionMaxHeadDim), example.c_str()));
+  }
+
+  void check_moe_limits() {
+    const ModelConfig& m = c_.model;
+    if (m.num_moe_experts.value_or(0) < 1 || *m.num_moe_experts > kMaxMoeExperts) return;  // reported
+    // The experts' grouped GEMMs: FC1 [2F, H], FC2 [H, F] (H is the LM head's check).
+    if (m.moe_ffn_hidden_size && *m.moe_ffn_hidden_size >= 1 && *m.moe_ffn_hidden_size <= kMaxSize) {
+      const std::string problem = kernels::grouped_gemm_dim_problem(*m.moe_ffn_hidden_size);
+      if (!problem.empty()) {
+        fail("the MoE experts' grouped GEMMs refuse moe_ffn_hidden_size (null: ffn_hidden_size): " + problem,
+             {"model.moe_ffn_hidden_size"},
+             strprintf("set model.moe_ffn_hidden_size to a multiple of 8 (e.g. %lld)",
+                       ll(nearest_multiple(*m.moe_ffn_hidden_size, kernels::kGroupedGemmDimMultiple))));
+      }
+    }
+    // seq_aux_loss balances each sequence of a microbatch apart: one group per sequence.
+    const int64_t mbs = c_.train.micro_batch_size.value_or(0);
+    if (m.moe_router_load_balancing_type == "seq_aux_loss" && mbs >= 1) {
+      const std::string problem = kernels::moe_loss_groups_problem(mbs);
+      if (!problem.empty()) {
+        fail("moe_router_load_balancing_type seq_aux_loss has one group per sequence of the microbatch: " + problem,
+             {"model.moe_router_load_balancing_type", "train.micro_batch_size"},
+             strprintf("set train.micro_batch_size to at most %lld (more microbatches instead), or "
+                       "model.moe_router_load_balancing_type=aux_loss",
+                       ll(kernels::kMoeMaxLossGroups)));
+      }
     }
   }
 
@@ -402,7 +559,8 @@ class ShapeChecker {
       fail("checkpoint.pretrained_checkpoint is an empty path", {"checkpoint.pretrained_checkpoint"},
            "set a Hugging Face Llama folder or a checkpoint directory, or null");
     }
-    if (ck.overwrite && (ck.auto_resume || (ck.load && ck.save && *ck.load == *ck.save))) {
+    const bool resumes_from_save = ck.load && ck.save && folder_key(*ck.load) == folder_key(*ck.save);
+    if (ck.overwrite && (ck.auto_resume || resumes_from_save)) {
       fail("checkpoint.overwrite deletes the checkpoints in checkpoint.save, but the run is asked to resume "
            "from them",
            {"checkpoint.overwrite", "checkpoint.auto_resume", "checkpoint.load", "checkpoint.save"},

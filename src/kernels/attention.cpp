@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/check.h"
+#include "kernels/shape_limits.h"
 
 // cudnn-frontend is header-only and heavy: it is included in this file only.
 #include <cudnn_frontend.h>
@@ -63,11 +64,12 @@ void check_supported(const AttentionShape& s) {
            what + "all dimensions must be positive");
   SG_CHECK(s.heads % s.kv_heads == 0,
            what + "heads must be a multiple of kv_heads (num_attention_heads % num_query_groups == 0)");
-  // cuDNN flash attention moves Q/K/V/O with 16-byte vectors (8 bf16): head_dim and hence every stride
-  // and head offset in the fused QKV row are then 16-byte multiples. On sm_90 it supports d <= 256.
-  SG_CHECK(s.head_dim % 8 == 0 && s.head_dim <= 256,
-           what + "cuDNN fused attention needs head_dim a multiple of 8 and at most 256 (bf16, sm_90)");
-  SG_CHECK(s.seq_len >= 2, what + "cuDNN's attention backward does not support seq_len 1 (s_q = s_kv = 1)");
+  // head_dim (16-byte vectors, d <= 256 on sm_90) and seq_len >= 2: kernels/shape_limits.h, which
+  // `stepgraph validate` checks too.
+  const std::string head_dim_problem = attention_head_dim_problem(s.head_dim);
+  SG_CHECK(head_dim_problem.empty(), what + head_dim_problem);
+  const std::string seq_len_problem = attention_seq_len_problem(s.seq_len);
+  SG_CHECK(seq_len_problem.empty(), what + seq_len_problem);
   SG_CHECK(s.dropout_p >= 0.0f && s.dropout_p < 1.0f, what + "dropout_p must be in [0, 1)");
   const size_t version = CudnnContext::runtime_version();
   SG_CHECK(version >= 90000, what + strprintf("needs the cuDNN 9 runtime, found %zu", version));

@@ -26,10 +26,9 @@
 
 #include "cuda/bf16.h"
 #include "kernels/float_buffer.h"
+#include "kernels/shape_limits.h"  // kCausalConv1dWidth
 
 namespace sg::kernels {
-
-inline constexpr int64_t kCausalConv1dWidth = 4;
 
 struct CausalConv1dForwardParams {
   bf16* out = nullptr;           // [B, S, C], packed

@@ -2,12 +2,14 @@
 
 #include <climits>
 #include <cstdint>
+#include <utility>
 
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/arena.h"
 #include "cuda/device.h"
 #include "kernels/grouped_gemm_backend.h"
+#include "kernels/shape_limits.h"
 
 namespace sg::kernels {
 namespace {
@@ -25,11 +27,12 @@ void validate(GroupedGemmOp op, const GroupedGemmDims& d) {
   SG_CHECK(d.num_groups >= 1, what + "num_groups must be at least 1");
   SG_CHECK(d.max_total_rows >= 1 && d.max_total_rows <= INT32_MAX,
            what + "max_total_rows must be in [1, 2^31) (rows and offsets are int32)");
-  SG_CHECK(d.N >= 8 && d.N <= INT32_MAX && d.K >= 8 && d.K <= INT32_MAX,
-           what + "N and K must be in [8, 2^31)");
-  SG_CHECK(d.N % 8 == 0 && d.K % 8 == 0,
-           what + "N and K must be multiples of 8: the TMA loads need 16-byte aligned rows and segment starts "
-                  "(pad the feature dimensions to a multiple of 8)");
+  // The feature dimensions' alignment (kernels/shape_limits.h; validation checks the MoE sizes against it).
+  for (const auto& [name, size] : {std::pair<const char*, int64_t>{"N", d.N}, {"K", d.K}}) {
+    const std::string problem = grouped_gemm_dim_problem(size);
+    SG_CHECK(problem.empty(), what + "N and K must be multiples of 8 in [8, 2^31) (pad the feature dimensions to a "
+                                     "multiple of 8): " + name + " = " + problem);
+  }
   SG_CHECK(op == GroupedGemmOp::kBackwardWeight || d.weight_grad_tile == WeightGradTile::kAuto,
            what + "weight_grad_tile = " + weight_grad_tile_name(d.weight_grad_tile) +
                " forces backward_weight's tile; leave it kAuto for the other ops");

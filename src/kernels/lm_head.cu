@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "kernels/cross_entropy.h"
+#include "kernels/shape_limits.h"
 
 namespace sg::kernels {
 namespace {
@@ -37,9 +38,8 @@ LmHeadLayout lm_head_layout(const LmHeadShape& s, size_t chunk_budget_bytes) {
   SG_CHECK(s.T > 0 && s.H > 0 && s.V > 0,
            strprintf("lm_head: T=%lld, H=%lld and V=%lld must be positive", (long long)s.T, (long long)s.H,
                      (long long)s.V));
-  SG_CHECK(s.H % 8 == 0, strprintf("lm_head: hidden_size %lld must be a multiple of 8 (16-byte rows for "
-                                   "cuBLASLt); choose a hidden_size divisible by 8",
-                                   (long long)s.H));
+  const std::string hidden_problem = lm_head_hidden_problem(s.H);  // kernels/shape_limits.h, validated too
+  SG_CHECK(hidden_problem.empty(), "lm_head: " + hidden_problem + "; choose a hidden_size divisible by 8");
   LmHeadLayout L;
   L.padded_vocab = (s.V + 7) / 8 * 8;
   const size_t row_bytes = static_cast<size_t>(L.padded_vocab) * (sizeof(bf16) + sizeof(bf16));

@@ -8,6 +8,7 @@
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "kernels/common.cuh"
+#include "kernels/shape_limits.h"
 
 namespace sg::kernels {
 namespace {
@@ -408,9 +409,8 @@ int64_t loss_chunks(const MoeRouting& r, const MoeRouterLosses& l) {
 
 void check_loss_grid(const MoeRouting& r, const MoeRouterLosses& l, const char* op) {
   ref::check_moe_router_losses(l, r.T, op);
-  SG_CHECK(l.groups(r.T) <= 65535, strprintf("%s: %lld load-balancing groups exceed the grid limit 65535; use longer "
-                                             "sequences or aux_loss",
-                                             op, (long long)l.groups(r.T)));
+  const std::string groups_problem = moe_loss_groups_problem(l.groups(r.T));  // kernels/shape_limits.h
+  SG_CHECK(groups_problem.empty(), strprintf("%s: %s; use longer sequences or aux_loss", op, groups_problem.c_str()));
 }
 
 }  // namespace
@@ -437,7 +437,8 @@ void moe_count_experts(cudaStream_t stream, const MoeCountExpertsParams& p) {
                      (long long)p.T));
   SG_CHECK(p.routing_map && p.counts, "moe_count_experts: routing_map and counts must be set");
   const int64_t G = p.T == 0 ? 1 : p.T / group_tokens;
-  SG_CHECK(G <= 65535, strprintf("moe_count_experts: %lld groups exceed the grid limit 65535", (long long)G));
+  const std::string groups_problem = moe_loss_groups_problem(G);
+  SG_CHECK(groups_problem.empty(), "moe_count_experts: " + groups_problem);
   SG_CUDA_CHECK(cudaMemsetAsync(p.counts, 0, G * p.E * sizeof(int32_t), stream));
   if (p.T == 0) return;
   const int64_t group_slots = group_tokens * p.k;

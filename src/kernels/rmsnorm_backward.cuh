@@ -29,6 +29,7 @@
 #include "kernels/launch_checks.h"
 #include "kernels/partial_sums.cuh"
 #include "kernels/rmsnorm.h"
+#include "kernels/shape_limits.h"
 
 namespace sg::kernels::rmsnorm_bwd {
 SG_EMULATED_NAMESPACE_BEGIN
@@ -38,10 +39,12 @@ SG_EMULATED_NAMESPACE_BEGIN
 // dweight bits, depend on the shape only.
 inline constexpr int64_t kMaxPartials = 264;
 inline constexpr int kBlockThreads = 256;
-inline constexpr int kMaxBlockThreads = 512;  // one group of up to 16 warps for the widest rows
+// The widest row group, hence the widest H, is kernels/shape_limits.h's (validation checks it too).
+inline constexpr int kMaxBlockThreads = kRmsNormBackwardMaxThreads;  // one group of up to 16 warps
 inline constexpr int kDotFloats = 2 * (kMaxBlockThreads / 32);  // per-warp dot sums, double-buffered
-inline constexpr int kMaxVecChunks = 4;      // 16-byte vectors per thread and row (see backward_shape)
-inline constexpr int kMaxScalarChunks = 16;  // single bf16 per chunk on the scalar path
+inline constexpr int kMaxVecChunks = kRmsNormBackwardMaxVecChunks;  // 16-byte vectors per thread and row
+inline constexpr int kMaxScalarChunks = kRmsNormBackwardMaxScalarChunks;  // single bf16 per chunk, scalar path
+static_assert(kRmsNormVectorWidth == detail::kBf16PerVec, "shape_limits.h's vector width is the kernels' vector");
 
 SG_HOST_DEVICE int64_t num_partials(int64_t T) { return T < kMaxPartials ? T : kMaxPartials; }
 
@@ -267,6 +270,10 @@ struct BackwardShape {
 // bytes in flight per thread): 768 -> 1 warp x 3, 2048 -> 4 warps x 2, 4096 -> 8 x 2. Scalar path: up to
 // kMaxScalarChunks bf16 per thread.
 inline BackwardShape backward_shape(int64_t H, bool vec) {
+  const std::string width_problem = rmsnorm_backward_width_problem(H, vec);
+  SG_CHECK(width_problem.empty(), "rmsnorm_backward: " + width_problem +
+                                      "; raise kRmsNormBackwardMaxVecChunks / kRmsNormBackwardMaxScalarChunks in "
+                                      "kernels/shape_limits.h");
   const int64_t n = vec ? H / detail::kBf16PerVec : H;
   const int64_t max_warps = kMaxBlockThreads / 32;
   int64_t best_warps = 0, best_chunks = 0, best_idle = 0;
@@ -283,12 +290,10 @@ inline BackwardShape backward_shape(int64_t H, bool vec) {
     }
     if (!vec) break;
   }
-  SG_CHECK(best_warps > 0,
-           strprintf("rmsnorm_backward: H = %lld is wider than the kernel's row group (at most %lld columns with "
-                     "H %% 8 == 0 and 16-byte aligned pointers, %lld otherwise); raise kMaxVecChunks / "
-                     "kMaxScalarChunks in kernels/rmsnorm_backward.cuh",
-                     static_cast<long long>(H), static_cast<long long>(kMaxBlockThreads * kMaxVecChunks * 8LL),
-                     static_cast<long long>(kMaxBlockThreads * kMaxScalarChunks * 1LL)));
+  // Within rmsnorm_backward_max_width every H has a row group; a mismatch is a bug here.
+  SG_CHECK(best_warps > 0, strprintf("rmsnorm_backward: no row group for H = %lld although rmsnorm_backward_max_width "
+                                     "allows it",
+                                     static_cast<long long>(H)));
   BackwardShape s;
   s.warps_per_row = static_cast<int>(best_warps);
   s.chunks = static_cast<int>(best_chunks);

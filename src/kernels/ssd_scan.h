@@ -33,10 +33,9 @@
 #include <cstdint>
 
 #include "cuda/bf16.h"
+#include "kernels/shape_limits.h"  // kSsdChunk, the supported headdim and dstate
 
 namespace sg::kernels {
-
-inline constexpr int kSsdChunk = 128;
 
 struct SsdShape {
   int64_t batch = 0, seqlen = 0, nheads = 0, headdim = 0, ngroups = 0, dstate = 0;

@@ -21,17 +21,14 @@ inline void check_shape(const char* op, const SsdShape& s) {
                      "multiple of ngroups",
                      op, static_cast<long long>(s.batch), static_cast<long long>(s.seqlen),
                      static_cast<long long>(s.nheads), static_cast<long long>(s.ngroups)));
-  SG_CHECK(s.headdim == 64,
-           strprintf("%s: headdim %lld is not supported; the SSD kernels are built for mamba_head_dim 64", op,
-                     static_cast<long long>(s.headdim)));
-  SG_CHECK(s.dstate == 16 || s.dstate == 32 || s.dstate == 64 || s.dstate == 128,
-           strprintf("%s: dstate %lld is not supported; use mamba_state_dim 16, 32, 64 or 128", op,
-                     static_cast<long long>(s.dstate)));
-  const int64_t rows = s.batch * s.seqlen;
-  SG_CHECK(rows * s.nheads * s.headdim < (int64_t{1} << 40) && s.batch < (1 << 16) && s.seqlen < (1 << 30) &&
-               s.nheads < (1 << 16),
-           strprintf("%s: shape too large (batch=%lld seqlen=%lld nheads=%lld)", op, static_cast<long long>(s.batch),
-                     static_cast<long long>(s.seqlen), static_cast<long long>(s.nheads)));
+  // The instantiated headdim and dstate values and the index bounds: kernels/shape_limits.h (validated too).
+  const std::string head_dim_problem = ssd_head_dim_problem(s.headdim);
+  SG_CHECK(head_dim_problem.empty(), std::string(op) + ": " + head_dim_problem);
+  const std::string state_dim_problem = ssd_state_dim_problem(s.dstate);
+  SG_CHECK(state_dim_problem.empty(), std::string(op) + ": " + state_dim_problem);
+  const std::string size_problem =
+      ssd_size_problem({.batch = s.batch, .seqlen = s.seqlen, .nheads = s.nheads, .headdim = s.headdim});
+  SG_CHECK(size_problem.empty(), std::string(op) + ": " + size_problem);
 }
 
 // A bf16 tensor of `width` columns per token: 16-byte aligned, row stride (0 = width) a multiple of 8 and

@@ -76,12 +76,22 @@ TEST(CheckpointKeys, AutoResumeAndOverwriteAreKeysThatContradictEachOther) {
   EXPECT_TRUE(validate(c).ok());
   for (const std::vector<std::string>& both :
        {std::vector<std::string>{"checkpoint.save=/tmp/x", "checkpoint.auto_resume=true", "checkpoint.overwrite=true"},
-        std::vector<std::string>{"checkpoint.save=/tmp/x", "checkpoint.load=/tmp/x", "checkpoint.overwrite=true"}}) {
+        std::vector<std::string>{"checkpoint.save=/tmp/x", "checkpoint.load=/tmp/x", "checkpoint.overwrite=true"},
+        // The same folder spelled another way: a trailing separator, a "./", a "..".
+        std::vector<std::string>{"checkpoint.save=/tmp/x", "checkpoint.load=/tmp/x/", "checkpoint.overwrite=true"},
+        std::vector<std::string>{"checkpoint.save=./ck", "checkpoint.load=ck", "checkpoint.overwrite=true"},
+        std::vector<std::string>{"checkpoint.save=runs/a/../ck//", "checkpoint.load=runs/ck",
+                                 "checkpoint.overwrite=true"}}) {
+    SCOPED_TRACE(both[1]);
     const ValidationReport r = validate(load_config("llama/tiny", both));
     ASSERT_EQ(r.violations.size(), 1u);
     EXPECT_EQ(r.violations[0].rule, 16);
     EXPECT_NE(r.violations[0].message.find("checkpoint.overwrite"), std::string::npos);
   }
+  // Another folder starts over without a conflict.
+  EXPECT_TRUE(validate(load_config("llama/tiny", {"checkpoint.save=/tmp/x", "checkpoint.load=/tmp/x/old",
+                                                  "checkpoint.overwrite=true"}))
+                  .ok());
 }
 
 TEST(NanChecks, AWholeStepGraphKeepsTheChecksWithANote) {

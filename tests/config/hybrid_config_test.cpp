@@ -116,11 +116,13 @@ TEST(HybridConfig, PositionEmbeddingDefaultsByLayoutAndActivationPairs) {
             PositionEmbedding::rope);
   const config::ValidationReport bad_pe = validate_with("llama/tiny", {"model.position_embedding_type=learned_absolute"});
   ASSERT_NE(violation_of(bad_pe, "model.position_embedding_type"), nullptr);
-  // Odd head dims are fine without RoPE.
-  EXPECT_TRUE(validate_with("llama/tiny", {"model.num_attention_heads=256", "model.num_query_groups=256",
-                                           "model.position_embedding_type=none"})
-                  .ok());
-  EXPECT_FALSE(validate_with("llama/tiny", {"model.num_attention_heads=256", "model.num_query_groups=256"}).ok());
+  // Without RoPE the head dim is still cuDNN attention's (a multiple of 8): head_dim 1 is refused either way,
+  // head_dim 8 passes either way.
+  for (const char* pe : {"model.position_embedding_type=none", "model.position_embedding_type=rope"}) {
+    SCOPED_TRACE(pe);
+    EXPECT_FALSE(validate_with("llama/tiny", {"model.num_attention_heads=256", "model.num_query_groups=256", pe}).ok());
+    EXPECT_TRUE(validate_with("llama/tiny", {"model.num_attention_heads=32", "model.num_query_groups=32", pe}).ok());
+  }
 
   EXPECT_EQ(config::model_spec(config::load_config("llama/tiny")).mlp_activation, model::MlpActivation::swiglu);
   EXPECT_TRUE(validate_with("llama/tiny", {"model.activation_func=squared_relu", "model.gated_linear_unit=false"}).ok());
@@ -145,7 +147,9 @@ TEST(HybridConfig, UnsupportedMambaValuesAreRule16Errors) {
       {"model.mamba_conv_kernel=3", "model.mamba_conv_kernel", "must be 4"},
       {"model.mamba_chunk_size=64", "model.mamba_chunk_size", "must be 128"},
       {"model.mamba_num_groups=3", "model.mamba_num_groups", "not a multiple of mamba_num_groups"},
-      {"model.mamba_head_dim=48", "model.mamba_head_dim", "not a multiple of mamba_head_dim"},
+      {"model.mamba_head_dim=48", "model.mamba_head_dim", "headdim 48 is not supported"},
+      {"model.mamba_state_dim=48", "model.mamba_state_dim", "dstate 48 is not supported"},
+      {"model.hidden_size=264", "model.mamba_expand", "not a multiple of mamba_head_dim"},
       {"model.mamba_dt_min=0.5", "model.mamba_dt_min", "must not exceed mamba_dt_max"},
       {"model.mamba_A_init_min=32", "model.mamba_A_init_min", "must not exceed mamba_A_init_max"},
       {"model.mamba_dt_limit_max=0", "model.mamba_dt_limit_max", "must exceed mamba_dt_limit_min"},

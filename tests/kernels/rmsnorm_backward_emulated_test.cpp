@@ -128,5 +128,20 @@ TEST(RmsNormBackwardEmulatedMisc, RejectsSmallScratchAndTooWideRows) {
   EXPECT_GT(kernels::rmsnorm_backward_scratch_bytes(8, 16384), 0u);
 }
 
+// kernels/shape_limits.h's widest row (what `stepgraph validate` checks hidden_size against) is exactly what
+// the row-group arithmetic handles, on both paths.
+TEST(RmsNormBackwardEmulatedMisc, TheShapeLimitIsTheWidestRowGroup) {
+  for (const bool vec : {true, false}) {
+    SCOPED_TRACE(vec ? "vector path" : "scalar path");
+    const int64_t widest = kernels::rmsnorm_backward_max_width(vec);
+    const bwd::BackwardShape s = bwd::backward_shape(widest, vec);
+    EXPECT_EQ(s.warps_per_row, bwd::kMaxBlockThreads / 32);
+    EXPECT_EQ(s.chunks, vec ? bwd::kMaxVecChunks : bwd::kMaxScalarChunks);
+    const int64_t wider = widest + (vec ? 8 : 1);
+    const std::string msg = test::thrown_message([&] { (void)bwd::backward_shape(wider, vec); });
+    EXPECT_NE(msg.find(kernels::rmsnorm_backward_width_problem(wider, vec)), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
 }  // namespace sg
