@@ -1,11 +1,15 @@
 // Argument checks shared by the commands: number validators with plain messages, and the answer to a
 // mistyped command.
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
 #include "core/strings.h"
+#include "dist/world_env.h"
 
 namespace sg::cli {
 namespace {
@@ -16,6 +20,9 @@ CLI::Validator number_at_least(bool allow_zero) {
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
         if (text.empty() || end == nullptr || *end != '\0') return "'" + text + "' is not a number";
+        // NaN compares false with everything (it would pass the check below), and no count or number of
+        // seconds here is infinite: a timer of inf or nan seconds never fires.
+        if (!std::isfinite(v)) return "must be a finite number (got " + text + ")";
         if (allow_zero ? v < 0 : v <= 0) {
           return std::string(allow_zero ? "must be 0 or more" : "must be positive") + " (got " + text + ")";
         }
@@ -25,6 +32,32 @@ CLI::Validator number_at_least(bool allow_zero) {
 }
 
 }  // namespace
+
+CLI::Validator integer_in_range(long long lo, long long hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE) {
+          return "'" + text + "' is not an integer";
+        }
+        if (v < lo || v > hi) return strprintf("must be an integer in [%lld, %lld] (got %s)", lo, hi, text.c_str());
+        return "";
+      },
+      strprintf("INT in [%lld, %lld]", lo, hi));
+}
+
+int64_t data_parallel_size_from_env() {
+  const dist::EnvLookup env = dist::process_environment();
+  const bool torchrun = env("WORLD_SIZE").has_value();
+  return dist::world_from_env([&env, torchrun](const std::string& name) -> std::optional<std::string> {
+           std::optional<std::string> value = env(name);
+           if (!value && torchrun && (name == "RANK" || name == "LOCAL_RANK")) value = "0";
+           return value;
+         })
+      .world_size;
+}
 
 CLI::Validator positive_number() {
   return number_at_least(false);

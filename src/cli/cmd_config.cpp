@@ -29,10 +29,14 @@ int config_show(const std::vector<std::string>& args) {
   const config::RecipeText text = config::find_recipe(recipe);
   config::Config config = config::load_config_yaml(text.text, text.source);
   config::apply_overrides(config, overrides);
+  // The ranks of the launcher's environment, as validate and train count them (global_batch_size = null
+  // resolves to micro batch x ranks).
+  config.data_parallel_size = data_parallel_size_from_env();
   const config::ValidationReport report = config::validate(train::apply_pretrained_shapes(config));
+  // Quoted so that the printed command pastes back into a shell.
+  const std::string words = shell_join(args.empty() ? std::vector<std::string>{recipe} : args);
 
-  std::string header =
-      "stepgraph config show " + join(args.empty() ? std::vector<std::string>{recipe} : args, " ");
+  std::string header = "stepgraph config show " + words;
   header += "\nresolved from " + text.source + (text.embedded ? " (built into stepgraph)" : "");
   header += "\ndefaults filled in and normalized as `stepgraph validate` does";
   if (const std::string layers = config::describe_layers(report.config); !layers.empty()) {
@@ -40,12 +44,12 @@ int config_show(const std::vector<std::string>& args) {
   }
   for (const std::string& line : config::describe_activations(report.config)) header += "\n" + line;
   std::fputs(config::emit_yaml(report.config, header).c_str(), stdout);
+  // What validate notes (a setting without effect, a value normalized away) is said, as train says it:
+  // on stderr, so that stdout stays YAML.
+  for (const config::Note& note : report.notes) std::fputs(config::format_note(note).c_str(), stderr);
   if (!report.ok()) {
-    std::fprintf(
-        stderr,
-        "warning: this configuration breaks %zu rule(s); `stepgraph validate %s` lists them\n",
-        report.violations.size(),
-        join(args.empty() ? std::vector<std::string>{recipe} : args, " ").c_str());
+    std::fprintf(stderr, "warning: this configuration breaks %zu rule(s); `stepgraph validate %s` lists them\n",
+                 report.violations.size(), words.c_str());
   }
   return 0;
 }
@@ -57,7 +61,14 @@ const CommandRegistration registration("config", 20, [](CLI::App& app, int& exit
       "show",
       "Print the resolved configuration (recipe + overrides, defaults filled in, normalized) as "
       "YAML. RECIPE is a .yaml path or a shipped recipe name (llama/tiny, tiny); default " +
-          std::string(config::kDefaultRecipe) + ".");
+          std::string(config::kDefaultRecipe) +
+          ". The YAML starts with `#` comment lines: the command, the recipe's source, the model's layers and "
+          "activation sizes. validate's notes (settings without effect, values normalized, e.g. a graph scope "
+          "dropped with model.cuda_graph_impl=none) go to stderr. The ranks are the launcher's, as for validate "
+          "and train (WORLD_SIZE, or SLURM_NTASKS in an srun task). Exit 0 when the configuration resolves, "
+          "even one that breaks rules (then a warning on stderr; `stepgraph validate` lists the violations), 1 "
+          "when it cannot be resolved (an unreadable pretrained checkpoint, a malformed launcher variable), 2 a "
+          "parse error.");
   auto args = std::make_shared<std::vector<std::string>>();
   show->add_option("args", *args, "[RECIPE] [section.key=value ...]");
   show->footer(
@@ -68,7 +79,7 @@ const CommandRegistration registration("config", 20, [](CLI::App& app, int& exit
     } catch (const config::ConfigError& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       exit_code = e.exit_code();
-    } catch (const sg::Error& e) {
+    } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       exit_code = 1;
     }

@@ -60,10 +60,18 @@ const CommandRegistration kRegistration{"launch", 12, [](CLI::App& app, int& exi
       "Start N ranks of a stepgraph command on this node, one per GPU (data parallelism), with the environment "
       "torchrun sets (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT). Ctrl-C and SIGTERM reach every rank; "
       "when one rank fails the others are ended within seconds and the exit status is the failing rank's.");
-  cmd->add_option("-n,--nproc", args->num_ranks, "number of ranks (GPUs) to start")->required()->check(
-      CLI::Range(1, 1024));
-  cmd->add_option("--master-addr", args->master_addr, "address of rank 0's rendezvous store (default 127.0.0.1)");
-  cmd->add_option("--master-port", args->master_port, "its port (default: a free one)")->check(CLI::Range(0, 65535));
+  cmd->add_option("-n,--nproc", args->num_ranks, "number of ranks (GPUs) to start")
+      ->required()
+      ->check(integer_in_range(1, 1024));
+  // An empty address would reach the ranks as MASTER_ADDR= , which they read as unset.
+  cmd->add_option("--master-addr", args->master_addr, "address of rank 0's rendezvous store (default 127.0.0.1)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return trim(text).empty() ? "is empty: give rank 0's host name or IP address (default 127.0.0.1)" : "";
+          },
+          "ADDRESS"));
+  cmd->add_option("--master-port", args->master_port, "its port (default: a free one)")
+      ->check(integer_in_range(0, 65535));
   cmd->add_option("--kill-grace", args->kill_grace,
                   "seconds between SIGTERM and SIGKILL for ranks left after a failure (default 5)")
       ->check(positive_number());

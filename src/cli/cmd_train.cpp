@@ -77,6 +77,7 @@ int run_train(const TrainArgs& args) {
   if (!args.rendezvous_file.empty()) ::setenv("STEPGRAPH_RENDEZVOUS_FILE", args.rendezvous_file.c_str(), 1);
   const dist::WorldInfo world = dist::world_from_env(dist::process_environment());
   if (world.distributed() && world.rank != 0) log::set_level(log::Level::warn);  // rank 0 speaks for the run
+  train::refuse_cpu_backend_for_ranks(world, args.cpu);  // before the rendezvous waits for the other ranks
   const std::unique_ptr<train::DistributedRun> distributed = train::DistributedRun::from_environment();
   if (distributed) {
     if (cuda::device_count() > 0 && !args.cpu) distributed->select_device();  // before any other CUDA work

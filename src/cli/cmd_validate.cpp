@@ -31,26 +31,16 @@ bool is_file(const std::string& path) {
 struct Outcome {
   std::string name;
   std::string source;
-  std::optional<config::ValidationReport> report;  // empty when the config did not parse
+  std::optional<config::ValidationReport> report;  // empty when the config did not parse or load
   std::string error;
-  int exit_code() const { return !report ? 2 : report->ok() ? 0 : 1; }
+  int error_exit_code = 2;  // without a report: 2 a usage or parse error, 1 another (a pretrained folder)
+  int exit_code() const { return !report ? error_exit_code : report->ok() ? 0 : 1; }
 };
 
-// The number of ranks the launcher's environment describes (WORLD_SIZE, SLURM_NTASKS), as `train` reads it:
-// Megatron's data_parallel_size, which the batch must divide. Validation checks the config as any rank of
-// that world sees it, so a WORLD_SIZE without this process's RANK / LOCAL_RANK counts as rank 0.
-int64_t data_parallel_size_from_env() {
-  const dist::EnvLookup env = dist::process_environment();
-  const bool torchrun = env("WORLD_SIZE").has_value();
-  return dist::world_from_env([&env, torchrun](const std::string& name) -> std::optional<std::string> {
-           std::optional<std::string> value = env(name);
-           if (!value && torchrun && (name == "RANK" || name == "LOCAL_RANK")) value = "0";
-           return value;
-         })
-      .world_size;
-}
-
-Outcome evaluate(const std::string& recipe, const std::vector<std::string>& overrides, int64_t data_parallel_size) {
+// `data_parallel_size`: std::nullopt reads the launcher's environment here, so that a malformed variable is
+// this recipe's error (with --json, in its report).
+Outcome evaluate(const std::string& recipe, const std::vector<std::string>& overrides,
+                 std::optional<int64_t> data_parallel_size) {
   Outcome outcome;
   outcome.name = recipe;
   try {
@@ -59,13 +49,23 @@ Outcome evaluate(const std::string& recipe, const std::vector<std::string>& over
     outcome.source = text.source;
     config::Config config = config::load_config_yaml(text.text, text.source);
     config::apply_overrides(config, overrides);
-    config.data_parallel_size = data_parallel_size;
+    config.data_parallel_size = data_parallel_size ? *data_parallel_size : data_parallel_size_from_env();
     // Shape keys a pretrained_checkpoint folder provides are filled in (or checked) as `train` does.
     outcome.report = config::validate(train::apply_pretrained_shapes(config));
   } catch (const config::ConfigError& e) {
     outcome.error = e.what();
+  } catch (const std::exception& e) {
+    // A pretrained_checkpoint folder that cannot be read, a malformed WORLD_SIZE: the request fails (1),
+    // and --json still reports it.
+    outcome.error = e.what();
+    outcome.error_exit_code = 1;
   }
   return outcome;
+}
+
+// Values echo the user's bytes, which need not be UTF-8: U+FFFD stands in rather than the dump throwing.
+std::string dump_json(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 nlohmann::json to_json(const std::vector<config::KeyValue>& values) {
@@ -119,6 +119,7 @@ nlohmann::json to_json(const Outcome& o) {
     return out;
   }
   out["valid"] = o.report->ok();
+  out["error"] = nullptr;  // every report has the field: a string when the config did not parse or load
   out["violations"] = nlohmann::json::array();
   for (const auto& v : o.report->violations) {
     out["violations"].push_back({{"rule", v.rule},
@@ -150,15 +151,15 @@ std::string result_text(const Outcome& o) {
 }
 
 int validate_one(const std::string& recipe, const std::vector<std::string>& overrides, bool json) {
-  const Outcome o = evaluate(recipe, overrides, data_parallel_size_from_env());
+  const Outcome o = evaluate(recipe, overrides, std::nullopt);
   if (json) {
-    std::printf("%s\n", to_json(o).dump(2).c_str());
+    std::printf("%s\n", dump_json(to_json(o)).c_str());
     if (!o.report) std::fprintf(stderr, "error: %s\n", o.error.c_str());
     return o.exit_code();
   }
   if (!o.report) {
     std::fprintf(stderr, "error: %s\n", o.error.c_str());
-    return 2;
+    return o.exit_code();
   }
   std::printf("%s (%s): %s\n", o.name.c_str(), o.source.c_str(), result_text(o).c_str());
   for (const auto& v : o.report->violations)
@@ -201,9 +202,9 @@ int validate_all(const std::vector<std::string>& overrides, bool json) {
   for (const auto& o : outcomes) exit_code = std::max(exit_code, o.exit_code());
   if (json) {
     nlohmann::json out = {
-        {"valid", exit_code == 0}, {"overrides", overrides}, {"recipes", nlohmann::json::array()}};
+        {"valid", exit_code == 0}, {"error", nullptr}, {"overrides", overrides}, {"recipes", nlohmann::json::array()}};
     for (const auto& o : outcomes) out["recipes"].push_back(to_json(o));
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", dump_json(out).c_str());
     return exit_code;
   }
 
@@ -272,9 +273,12 @@ const CommandRegistration registration("validate", 30, [](CLI::App& app, int& ex
   CLI::App* cmd = app.add_subcommand(
       "validate",
       "Check a configuration against every rule (CUDA-graph rules included) before any GPU work. "
-      "Exit 0 valid (notes allowed), 1 rule violations, 2 usage or parse error. Without RECIPE (or "
+      "Exit 0 valid (notes allowed), 1 rule violations or another failure (an unreadable "
+      "checkpoint.pretrained_checkpoint, a malformed launcher variable), 2 usage or parse error; with --json "
+      "every outcome is a JSON object on stdout (`error`: null, or what went wrong). Without RECIPE (or "
       "with --all): every shipped recipe, as a table. The number of ranks (the batch's data-parallel size) is "
-      "the launcher's, as for train: WORLD_SIZE or SLURM_NTASKS, else 1.");
+      "the launcher's, as for train: WORLD_SIZE (torchrun, stepgraph launch), or SLURM_NTASKS inside an srun task "
+      "(SLURM_PROCID set; a shell in an allocation is one process), else 1.");
   auto args = std::make_shared<std::vector<std::string>>();
   auto json = std::make_shared<bool>(false);
   auto all = std::make_shared<bool>(false);
@@ -290,14 +294,20 @@ const CommandRegistration registration("validate", 30, [](CLI::App& app, int& ex
       "  stepgraph validate moe/tiny_moe model.cuda_graph_impl=transformer_engine "
       "model.cuda_graph_scope=attn,moe_router,moe_preprocess --json");
   cmd->callback([args, json, all, &exit_code] {
+    // With --json every outcome is a JSON object on stdout, errors included (an `error` string).
+    const auto fail = [&json](const std::string& message, int code) {
+      if (*json) {
+        std::printf("%s\n", dump_json({{"valid", false}, {"error", message}}).c_str());
+      }
+      std::fprintf(stderr, "error: %s\n", message.c_str());
+      return code;
+    };
     try {
       exit_code = run_validate(*args, *json, *all);
     } catch (const config::ConfigError& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
-      exit_code = e.exit_code();
-    } catch (const sg::Error& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
-      exit_code = 1;
+      exit_code = fail(e.what(), e.exit_code());
+    } catch (const std::exception& e) {
+      exit_code = fail(e.what(), 1);
     }
   });
 });

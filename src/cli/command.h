@@ -2,7 +2,7 @@
 // Each `stepgraph <command>` lives in its own src/cli/cmd_<name>.cpp and registers itself here with a
 // static CommandRegistration, so adding a command touches no other file.
 #include <CLI/CLI.hpp>
-
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,6 +25,15 @@ std::vector<CommandInfo>& command_registry();
 // "must be positive (got 0)".
 CLI::Validator positive_number();
 CLI::Validator non_negative_number();
+// A whole decimal integer in [lo, hi]: "'abc' is not an integer", "must be an integer in [1, 1024] (got 0)"
+// (CLI11's Range says "Value abc not in range 1 to 1024" for a word).
+CLI::Validator integer_in_range(long long lo, long long hi);
+
+// The number of ranks the launcher's environment describes (WORLD_SIZE, or SLURM_NTASKS in an srun task), as
+// `train` reads it: Megatron's data_parallel_size, which the batch must divide. `validate` and `config show`
+// resolve the config as any rank of that world sees it, so a WORLD_SIZE without this process's RANK /
+// LOCAL_RANK counts as rank 0. Throws sg::Error naming a malformed variable.
+int64_t data_parallel_size_from_env();
 
 // "unknown command 'trian' (did you mean 'train'?); the commands: ..." when the words of argv name a
 // subcommand that does not exist (CLI11 says only "A subcommand is required"), else "".

@@ -1,6 +1,7 @@
 #include "core/strings.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdarg>
 #include <cstdio>
 
@@ -76,6 +77,43 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
   // A typo changes a few characters; anything further is a different word.
   const size_t limit = std::max<size_t>(2, word.size() / 3);
   return best_distance <= limit ? best : std::string();
+}
+
+std::string shell_quote(std::string_view word) {
+  const auto safe = [](unsigned char c) {
+    return std::isalnum(c) || std::string_view("_@%+=:,./-").find(static_cast<char>(c)) != std::string_view::npos;
+  };
+  const auto control = [](unsigned char c) { return c < 0x20 || c == 0x7f; };
+  if (!word.empty() && std::all_of(word.begin(), word.end(), [&](char c) { return safe(c); })) {
+    return std::string(word);
+  }
+  if (std::none_of(word.begin(), word.end(), [&](char c) { return control(c); })) {
+    std::string out = "'";
+    for (const char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+  }
+  // A newline or tab inside single quotes would break the printed line; $'...' keeps it on one.
+  std::string out = "$'";
+  for (const char ch : word) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\\' || c == '\'')
+      out += std::string("\\") + ch;
+    else if (control(c))
+      out += strprintf("\\x%02x", c);
+    else
+      out += ch;
+  }
+  return out + "'";
+}
+
+std::string shell_join(const std::vector<std::string>& words) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) out += (i ? " " : "") + shell_quote(words[i]);
+  return out;
 }
 
 std::string human_bytes(uint64_t bytes) {

@@ -63,6 +63,15 @@ std::string new_run_id() {
 
 namespace {
 
+std::string signal_name(int signal_number) {
+  switch (signal_number) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return strprintf("signal %d", signal_number);
+  }
+}
+
 // Signals received by the launcher, counted in the handler (async-signal-safe) and forwarded by the loop.
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
 std::atomic<int> g_received[3];
@@ -203,6 +212,7 @@ LaunchResult launch_local(const LaunchOptions& options) {
   for (;;) {
     for (const auto& [signal_number, count] : signals.take()) {
       forwarded = true;
+      if (result.stop_signal == 0) result.stop_signal = signal_number;
       for (int i = 0; i < count; ++i) {
         for (const Child& c : children) {
           if (c.running) ::kill(-c.pid, signal_number);
@@ -253,7 +263,13 @@ LaunchResult launch_local(const LaunchOptions& options) {
     for (const RankExit& e : result.exits) {
       if (e.rank != result.failed_rank && e.killed_by_launcher) ended.push_back(std::to_string(e.rank));
     }
-    result.summary = strprintf("rank %d failed with exit status %d", result.failed_rank, result.exit_code);
+    if (result.stop_signal != 0 && result.exit_code == 128 + result.stop_signal) {
+      // The user asked for the stop (Ctrl-C, a scheduler's SIGTERM): the ranks did as told, none failed.
+      result.summary = strprintf("stopped on %s, passed on to every rank (exit status %d)",
+                                 signal_name(result.stop_signal).c_str(), result.exit_code);
+    } else {
+      result.summary = strprintf("rank %d failed with exit status %d", result.failed_rank, result.exit_code);
+    }
     if (!ended.empty()) result.summary += "; the launcher ended rank(s) " + join(ended, ", ");
   } else {
     result.summary = strprintf("all %d ranks finished", options.num_ranks);

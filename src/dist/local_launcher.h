@@ -44,7 +44,10 @@ struct LaunchResult {
   int exit_code = 0;
   int failed_rank = -1;          // the rank whose status exit_code is; -1 when every rank succeeded
   std::vector<RankExit> exits;   // in the order the ranks ended
-  std::string summary;           // "rank 1 failed with exit status 3; ended ranks 0, 2"
+  int stop_signal = 0;           // the first signal the launcher received and passed on; 0: none
+  // "rank 1 failed with exit status 3; the launcher ended rank(s) 0, 2", or, when the ranks ended with the
+  // status of the signal passed on to them, "stopped on SIGTERM, passed on to every rank (exit status 143)"
+  std::string summary;
 };
 
 // Starts the ranks and waits for all of them. Throws sg::Error when a rank cannot be started.

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -47,7 +49,13 @@ std::string job_token(const EnvLookup& env) {
 }
 
 WorldInfo torchrun_world(const EnvLookup& env) {
-  const std::string why = "other torchrun variables are (RANK, WORLD_SIZE, LOCAL_RANK)";
+  // Only the ones that are set (the missing one is named by require).
+  std::vector<std::string> set;
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK"}) {
+    if (get(env, name)) set.emplace_back(name);
+  }
+  const std::string why = join(set, " and ") + (set.size() == 1 ? " is" : " are") +
+                          " (torchrun and stepgraph launch set RANK, WORLD_SIZE and LOCAL_RANK together)";
   WorldInfo w;
   w.launcher = "torchrun";
   w.world_size = parse_env_int("WORLD_SIZE", require(env, "WORLD_SIZE", why), 1, 1 << 20);
@@ -119,6 +127,13 @@ WorldInfo slurm_world(const EnvLookup& env) {
   if (auto v = get(env, "MASTER_PORT")) {
     w.master_port = parse_env_int("MASTER_PORT", *v, 1, 65535);
   } else if (auto job = get(env, "SLURM_JOB_ID")) {
+    // The range of parse_env_int would be the derived digits', not the variable's: check the whole id.
+    if (job->find_first_not_of("0123456789") != std::string::npos) {
+      throw Error(
+          strprintf("SLURM_JOB_ID = '%s' is not an integer (MASTER_PORT is derived from its last four "
+                    "digits); set MASTER_PORT, or leave SLURM_JOB_ID as Slurm sets it",
+                    job->c_str()));
+    }
     const std::string digits = job->size() > 4 ? job->substr(job->size() - 4) : *job;
     w.master_port = 15000 + parse_env_int("SLURM_JOB_ID", digits, 0, 9999);
   }

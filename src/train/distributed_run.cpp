@@ -16,6 +16,16 @@
 
 namespace sg::train {
 
+void refuse_cpu_backend_for_ranks(const dist::WorldInfo& world, bool force_cpu) {
+  // One rank on the CPU has nothing to reduce: the CPU backend trains it (backend_factory.cpp).
+  if (world.world_size <= 1 || !(force_cpu || cuda::device_count() == 0)) return;
+  throw Error(strprintf(
+      "data parallelism (%d ranks) runs one rank per GPU with NCCL; the CPU reference backend "
+      "trains in one process only (%s). Run a single process for the CPU backend, or the ranks "
+      "on GPUs%s",
+      world.world_size, force_cpu ? "--cpu was given" : "no GPU is visible", force_cpu ? " without --cpu" : ""));
+}
+
 std::unique_ptr<DistributedRun> DistributedRun::from_environment(const dist::EnvLookup& env) {
   const dist::WorldInfo world = dist::world_from_env(env);
   if (!world.data_parallel_path()) return nullptr;

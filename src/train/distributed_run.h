@@ -22,6 +22,11 @@
 
 namespace sg::train {
 
+// Throws sg::Error when `world` has more than one rank and this process would train on the CPU backend
+// (`force_cpu`, or no GPU visible), which trains one process only: called before the rendezvous, so the rank
+// says so at once instead of after waiting for the others (STEPGRAPH_RENDEZVOUS_TIMEOUT).
+void refuse_cpu_backend_for_ranks(const dist::WorldInfo& world, bool force_cpu);
+
 class DistributedRun {
  public:
   // Joins the run the environment describes (blocks until every rank is there); nullptr when it

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,38 @@ TEST(LaunchCli, UsageErrors) {
   EXPECT_TRUE(has(nothing, "needs a command")) << nothing.output;
   EXPECT_EQ(run_stepgraph({"launch", "-n", "0", "--", "validate"}).exit_code, 2);
   EXPECT_TRUE(has(run_stepgraph({"launch", "--help"}), "--kill-grace"));
+  // NaN passes `<= 0`, and neither it nor inf is a number of seconds a timer can wait.
+  for (const char* grace : {"nan", "inf", "-inf"}) {
+    const Result r = run_stepgraph({"launch", "-n", "1", "--kill-grace", grace, "--", "validate", "llama/tiny"});
+    EXPECT_EQ(r.exit_code, 2) << grace << ": " << r.output;
+    EXPECT_TRUE(has(r, "--kill-grace")) << r.output;
+  }
+  const Result empty_addr = run_stepgraph({"launch", "-n", "1", "--master-addr", "", "--", "validate", "llama/tiny"});
+  EXPECT_EQ(empty_addr.exit_code, 2) << empty_addr.output;
+  EXPECT_TRUE(has(empty_addr, "--master-addr")) << empty_addr.output;
+  EXPECT_TRUE(has(empty_addr, "is empty")) << empty_addr.output;
+  const Result word_n = run_stepgraph({"launch", "-n", "abc", "--", "validate"});
+  EXPECT_EQ(word_n.exit_code, 2) << word_n.output;
+  EXPECT_TRUE(has(word_n, "'abc' is not an integer")) << word_n.output;
+  const Result word_port = run_stepgraph({"launch", "-n", "1", "--master-port", "abc", "--", "validate"});
+  EXPECT_EQ(word_port.exit_code, 2) << word_port.output;
+  EXPECT_TRUE(has(word_port, "'abc' is not an integer")) << word_port.output;
+  const Result big_port = run_stepgraph({"launch", "-n", "1", "--master-port", "70000", "--", "validate"});
+  EXPECT_EQ(big_port.exit_code, 2) << big_port.output;
+  EXPECT_TRUE(has(big_port, "[0, 65535]")) << big_port.output;
+}
+
+TEST(LaunchCli, TheCpuBackendRefusesRanksBeforeTheRendezvous) {
+  // Rank 0 of 2 alone: the rendezvous would wait for rank 1 (here up to 60 s) before the backend is chosen.
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = sg::test::run_command(
+      "env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 STEPGRAPH_RENDEZVOUS_TIMEOUT=60 " +
+      shell_quote(STEPGRAPH_BIN) + " train --cpu --plain llama/tiny train.train_iters=1 --run-dir " +
+      shell_quote(::testing::TempDir() + "cpu_refused_" + std::to_string(::getpid())) + " 2>&1");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(has(r, "the CPU reference backend trains in one process only (--cpu was given)")) << r.output;
+  EXPECT_LT(seconds, 20.0) << r.output;
 }
 
 // `stepgraph launch -n RANKS -- train --cpu --plain llama/tiny dataset.mock=true OVERRIDES --run-dir TMP/DIR`.
@@ -70,7 +103,12 @@ TEST(LaunchCli, OneRankJoinsTheRendezvousAndTrainsOnTheCpu) {
 }
 
 TEST(LaunchCli, AnIndivisibleGlobalBatchIsARuleViolation) {
-  // llama/tiny: micro batch 4, global batch 4: two ranks cannot split it.
+  // llama/tiny: micro batch 4, global batch 4: two ranks cannot split it. validate counts the launch's ranks.
+  const Result checked = run_stepgraph({"launch", "-n", "2", "--", "validate", "llama/tiny"});
+  EXPECT_EQ(checked.exit_code, 1) << checked.output;
+  EXPECT_TRUE(has(checked, "micro_batch_size x data_parallel_size = 4 x 2")) << checked.output;
+  // Without a GPU, train refuses two ranks for the CPU backend before it joins them (the test above).
+  if (sg::cuda::device_count() == 0) GTEST_SKIP() << "train's own check needs GPUs to reach the rendezvous";
   const Result r = run_stepgraph({"launch", "-n", "2", "--", "train", "--plain", "llama/tiny", "train.train_iters=1",
                                   "dataset.mock=true", "--run-dir", ::testing::TempDir() + "launch_indivisible"});
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -83,7 +121,8 @@ TEST(LaunchCli, ABrokenLauncherEnvironmentIsNamed) {
   const Result r = sg::test::run_command("env -u LOCAL_RANK " + command);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(has(r, "LOCAL_RANK is not set")) << r.output;
-  const Result no_master = sg::test::run_command("env -u MASTER_ADDR RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 " +
+  // One rank: on a machine without a GPU two would be refused for the CPU backend before the rendezvous.
+  const Result no_master = sg::test::run_command("env -u MASTER_ADDR RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 " +
                                                  shell_quote(STEPGRAPH_BIN) +
                                                  " train --plain llama/tiny train.train_iters=1 2>&1");
   EXPECT_EQ(no_master.exit_code, 1) << no_master.output;

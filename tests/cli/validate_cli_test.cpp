@@ -248,6 +248,58 @@ TEST(ValidateCli, JsonReport) {
   EXPECT_NE(j["error"].get<std::string>().find("model.hidden_size"), std::string::npos);
 }
 
+// With --json every outcome is one JSON object on stdout with an `error` field, and the documented exit code.
+TEST(ValidateCli, JsonReportsEveryFailureAsJson) {
+  const auto json_of = [](const Result& r) {
+    nlohmann::json j;
+    EXPECT_NO_THROW(j = nlohmann::json::parse(r.output)) << r.output;
+    return j;
+  };
+  Result r = run({"validate", "llama/tiny", "--json"}, false);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(json_of(r)["error"].is_null()) << r.output;
+
+  // Not a parse error: the folder is missing (exit 1, as without --json).
+  r = run({"validate", "llama/tiny", "checkpoint.pretrained_checkpoint=/nonexistent", "--json"}, false);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  nlohmann::json j = json_of(r);
+  EXPECT_EQ(j["valid"], false);
+  EXPECT_NE(j["error"].get<std::string>().find("/nonexistent"), std::string::npos) << r.output;
+
+  // A malformed launcher variable.
+  r = sg::test::run_command("WORLD_SIZE=abc " + sg::test::shell_quote(sg::test::stepgraph_binary()) +
+                            " validate llama/tiny --json 2>/dev/null");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(json_of(r)["error"].get<std::string>().find("WORLD_SIZE = 'abc'"), std::string::npos) << r.output;
+  r = sg::test::run_command("WORLD_SIZE=abc " + sg::test::shell_quote(sg::test::stepgraph_binary()) +
+                            " validate --all --json 2>/dev/null");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(json_of(r)["error"].get<std::string>().find("WORLD_SIZE"), std::string::npos) << r.output;
+
+  // Bytes that are not UTF-8 are echoed in the error: replaced, not a JSON library exception.
+  r = run({"validate", "llama/tiny", "model.cuda_graph_impl=\xff\xfe", "--json"}, false);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(json_of(r)["error"].get<std::string>().find("model.cuda_graph_impl"), std::string::npos) << r.output;
+  r = run({"validate", "model.cuda_graph_impl=\xff\xfe", "--json"}, false);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(json_of(r)["recipes"].size(), sg::config::shipped_recipe_names().size()) << r.output;
+
+  // A usage error is JSON too.
+  r = run({"validate", "llama/tiny", "--all", "--json"}, false);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(json_of(r)["error"].get<std::string>().find("--all"), std::string::npos) << r.output;
+}
+
+TEST(ValidateCli, HelpSaysWhichSlurmVariablesCountTheRanks) {
+  const Result r = run({"validate", "--help"});
+  EXPECT_NE(r.output.find("SLURM_PROCID"), std::string::npos) << r.output;
+  // SLURM_NTASKS without SLURM_PROCID (a shell in an allocation) is one process, as the help says.
+  const Result shell = sg::test::run_command("env -u WORLD_SIZE -u RANK -u LOCAL_RANK -u SLURM_PROCID SLURM_NTASKS=2 " +
+                                             sg::test::shell_quote(sg::test::stepgraph_binary()) +
+                                             " validate llama/tiny 2>&1");
+  EXPECT_EQ(shell.exit_code, 0) << shell.output;
+}
+
 // Activation bytes per layer with and without recompute, computed without a GPU.
 TEST(ValidateCli, JsonAndConfigShowPrintActivationBytesWithAndWithoutRecompute) {
   Result r = run({"validate", "llama/tiny", "--json"}, false);

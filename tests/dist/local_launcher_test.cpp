@@ -106,6 +106,7 @@ TEST(LocalLauncher, ForwardsSignalsOnceToEveryRank) {
     LaunchOptions o = shell(2, "trap 'echo term >> " + dir + "launch_sig_$RANK.txt; exit 143' TERM; "
                                "echo ready > " + dir + "launch_ready_$RANK.txt; while :; do sleep 0.05; done");
     const LaunchResult r = launch_local(o);
+    std::ofstream(dir + "launch_summary.txt") << r.summary;
     _exit(r.exit_code);
   }
   for (int i = 0; i < 200; ++i) {
@@ -122,7 +123,12 @@ TEST(LocalLauncher, ForwardsSignalsOnceToEveryRank) {
   EXPECT_LT(seconds, 3.0);
   EXPECT_EQ(read_file(dir + "launch_sig_0.txt"), "term\n") << "exactly one SIGTERM";
   EXPECT_EQ(read_file(dir + "launch_sig_1.txt"), "term\n");
-  for (const char* f : {"launch_ready_0.txt", "launch_ready_1.txt", "launch_sig_0.txt", "launch_sig_1.txt"}) {
+  // A stop the user asked for is not a rank's failure.
+  const std::string summary = read_file(dir + "launch_summary.txt");
+  EXPECT_NE(summary.find("stopped on SIGTERM"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("failed"), std::string::npos) << summary;
+  for (const char* f : {"launch_ready_0.txt", "launch_ready_1.txt", "launch_sig_0.txt", "launch_sig_1.txt",
+                        "launch_summary.txt"}) {
     std::remove((dir + f).c_str());
   }
 }

@@ -100,6 +100,11 @@ TEST(WorldEnv, TorchrunMissingOrInconsistentVariablesAreNamed) {
   EXPECT_NE(with("LOCAL_WORLD_SIZE", "1").find("LOCAL_RANK = 1 must be less than LOCAL_WORLD_SIZE = 1"),
             std::string::npos);
   EXPECT_NE(with("LOCAL_WORLD_SIZE", "4").find("LOCAL_WORLD_SIZE = 4 exceeds WORLD_SIZE = 2"), std::string::npos);
+  // Only the variables that are set are listed as set.
+  const std::string rank_only = error_of({{"RANK", "0"}});
+  EXPECT_NE(rank_only.find("WORLD_SIZE is not set, but RANK is ("), std::string::npos) << rank_only;
+  const std::string two = error_of({{"RANK", "0"}, {"LOCAL_RANK", "0"}});
+  EXPECT_NE(two.find("WORLD_SIZE is not set, but RANK and LOCAL_RANK are ("), std::string::npos) << two;
   // The master is only needed by the TCP rendezvous (dist/rendezvous.h names it there).
   auto no_master = ok;
   no_master.erase("MASTER_ADDR");
@@ -155,6 +160,14 @@ TEST(WorldEnv, SlurmMissingOrInconsistentVariablesAreNamed) {
   vars.erase("SLURM_NTASKS");
   vars["SLURM_NPROCS"] = "4";
   EXPECT_EQ(world_from_env(env_of(vars)).world_size, 4);
+  // MASTER_PORT derives from the job id's last digits: a non-numeric id is named as not an integer, without
+  // the digits' range.
+  vars = ok;
+  vars["SLURM_JOB_ID"] = "abc";
+  EXPECT_NE(error_of(vars).find("SLURM_JOB_ID = 'abc' is not an integer"), std::string::npos) << error_of(vars);
+  EXPECT_EQ(error_of(vars).find("9999"), std::string::npos) << error_of(vars);
+  vars["MASTER_PORT"] = "4000";
+  EXPECT_EQ(error_of(vars), "") << "a given MASTER_PORT needs no job id";
   vars = ok;
   vars["SLURM_NODELIST"] = "bad[1-2";
   EXPECT_NE(error_of(vars).find("SLURM_NODELIST = 'bad[1-2'"), std::string::npos) << error_of(vars);
