@@ -117,6 +117,8 @@ void write_contents(const std::string& tmp, const CheckpointContents& contents, 
   if (checksums_file != nullptr) {
     nlohmann::json content = checksums_file->content;
     content[kFileChecksumsKey] = digests;
+    // A file that carries its own checksum (train_state.json) is sealed again, so that it covers the digests.
+    if (content.is_object() && content.contains(kStateChecksumKey)) seal_train_state_json(content);
     write_json(*checksums_file, content);
   }
   fsync_directory(tmp);
@@ -220,7 +222,29 @@ std::vector<int64_t> remove_checkpoints(const std::string& dir) {
   return iterations;
 }
 
-std::string resolve_checkpoint(const std::string& given) {
+std::string iteration_folders_hint(const std::string& dir) {
+  const std::vector<int64_t> iterations = list_iterations(dir);
+  if (iterations.empty()) return "";
+  std::vector<std::string> names;
+  for (size_t i = 0; i < iterations.size(); ++i) {
+    if (iterations.size() > 4 && i == 1) names.push_back("...");  // the first and the last two
+    if (iterations.size() > 4 && i >= 1 && i + 2 < iterations.size()) continue;
+    names.push_back(iteration_dir_name(iterations[i]));
+  }
+  const long long newest = static_cast<long long>(iterations.back());
+  return strprintf(
+      "; it holds %s but no %s (the file a save writes last, naming the newest whole iteration): "
+      "name an iteration folder, e.g. %s/%s, or write %lld into %s/%s if that iteration is whole",
+      join(names, ", ").c_str(), kLatestFile, dir.c_str(), iteration_dir_name(newest).c_str(), newest, dir.c_str(),
+      kLatestFile);
+}
+
+bool is_checkpoint_folder(const std::string& folder) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(folder) / kTrainStateFile, ec);
+}
+
+std::string resolve_checkpoint(const std::string& given, const std::string& what) {
   // "x/iter_N/" -> "x/iter_N": its filename is then the iteration the folder is checked against.
   std::string path = given;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -228,25 +252,24 @@ std::string resolve_checkpoint(const std::string& given) {
   if (!fs::is_directory(path, ec)) {
     if (fs::exists(path, ec)) {
       throw Error(
-          strprintf("checkpoint.load %s is a file, not a checkpoint folder: name a save directory (with "
+          strprintf("%s %s is a file, not a checkpoint folder: name a save directory (with "
                     "%s) or one of its iter_NNNNNNN folders",
-                    path.c_str(), kLatestFile));
+                    what.c_str(), path.c_str(), kLatestFile));
     }
-    throw Error(strprintf("checkpoint.load %s: no such directory", path.c_str()));
+    throw Error(strprintf("%s %s: no such directory", what.c_str(), path.c_str()));
   }
   if (const auto latest = read_latest_iteration(path)) {
     const std::string iter_dir = path + "/" + iteration_dir_name(*latest);
     if (!fs::is_directory(iter_dir, ec)) {
-      throw Error(strprintf("checkpoint.load %s: %s names iteration %lld but %s is missing",
-                            path.c_str(), kLatestFile, static_cast<long long>(*latest),
-                            iter_dir.c_str()));
+      throw Error(strprintf("%s %s: %s names iteration %lld but %s is missing", what.c_str(), path.c_str(), kLatestFile,
+                            static_cast<long long>(*latest), iter_dir.c_str()));
     }
     return iter_dir;
   }
   if (fs::exists(path + "/" + kTrainStateFile, ec) || fs::exists(path + "/" + kModelFile, ec))
     return path;
-  throw Error(strprintf("checkpoint.load %s: not a checkpoint (no %s, and no %s or %s inside)",
-                        path.c_str(), kLatestFile, kTrainStateFile, kModelFile));
+  throw Error(strprintf("%s %s: not a checkpoint (no %s, and no %s or %s inside)%s", what.c_str(), path.c_str(),
+                        kLatestFile, kTrainStateFile, kModelFile, iteration_folders_hint(path).c_str()));
 }
 
 CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkpoint) {
@@ -275,10 +298,12 @@ nlohmann::json read_state_json(const std::string& state_path) {
   }
 }
 
-// What to do about the damaged checkpoint folder `dir`, naming the iteration before it. That one is
-// older than its directory's `latest`, so a run saving into the same directory is refused (it would
-// move `latest` back over the damaged folder): the advice names another checkpoint.save.
-std::string damaged_checkpoint_advice(const std::string& dir) {
+}  // namespace
+
+// For checkpoint.load the iteration before is older than its directory's `latest`, so a run saving into the same
+// directory is refused (it would move `latest` back over the damaged folder): the advice names another
+// checkpoint.save. A folder that is only read (pretrained_checkpoint, generate) can simply be swapped for it.
+std::string damaged_checkpoint_advice(const std::string& dir, const std::string& what) {
   const fs::path folder = fs::path(dir);
   const fs::path parent = folder.has_parent_path() ? folder.parent_path() : fs::path(".");
   const int64_t iteration = iteration_of_folder(folder.filename().string());
@@ -290,6 +315,10 @@ std::string damaged_checkpoint_advice(const std::string& dir) {
                      dir.c_str());
   }
   const std::string previous = (parent / iteration_dir_name(*std::prev(earlier))).string();
+  if (what != "checkpoint.load") {
+    return strprintf("To use the iteration before it, set %s to %s; or restore %s from a backup", what.c_str(),
+                     previous.c_str(), dir.c_str());
+  }
   return strprintf(
       "To continue from the iteration before it, set checkpoint.load=%s and checkpoint.save to another "
       "directory (a run saving into %s may only resume its latest iteration, this damaged one), or move %s "
@@ -297,6 +326,8 @@ std::string damaged_checkpoint_advice(const std::string& dir) {
       previous.c_str(), parent.c_str(), dir.c_str(), static_cast<long long>(*std::prev(earlier)), parent.c_str(),
       kLatestFile, dir.c_str());
 }
+
+namespace {
 
 // The recorded digests, by file name; empty when the checkpoint predates checksums.
 std::map<std::string, FileDigest> recorded_digests(const nlohmann::json& state, const std::string& state_path) {
@@ -325,13 +356,21 @@ std::map<std::string, FileDigest> recorded_digests(const nlohmann::json& state, 
 
 // The file's size and CRC-32 must be the recorded ones.
 void verify_digest(const std::string& dir, const std::string& filename,
-                   const std::map<std::string, FileDigest>& recorded) {
+                   const std::map<std::string, FileDigest>& recorded, const std::string& what) {
   const std::string path = dir + "/" + filename;
   const auto it = recorded.find(filename);
   if (it == recorded.end()) {
     throw Error(strprintf("checkpoint %s: %s/%s records no checksum for %s; the checkpoint is incomplete "
                           "or was assembled from several saves",
                           dir.c_str(), dir.c_str(), kTrainStateFile, filename.c_str()));
+  }
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    throw Error(
+        strprintf("checkpoint file %s is missing, but %s recorded it (%llu bytes, CRC-32 %s) when the "
+                  "checkpoint was saved: the folder is incomplete (a partial copy, or a file removed). %s",
+                  path.c_str(), kTrainStateFile, static_cast<unsigned long long>(it->second.bytes),
+                  crc32_hex(it->second.crc32).c_str(), damaged_checkpoint_advice(dir, what).c_str()));
   }
   const FileDigest actual = file_digest(path);
   if (actual != it->second) {
@@ -340,7 +379,7 @@ void verify_digest(const std::string& dir, const std::string& filename,
                   "when it was saved (a bit flip, a truncated copy or an edit). %s",
                   path.c_str(), static_cast<unsigned long long>(actual.bytes), crc32_hex(actual.crc32).c_str(),
                   kTrainStateFile, static_cast<unsigned long long>(it->second.bytes),
-                  crc32_hex(it->second.crc32).c_str(), damaged_checkpoint_advice(dir).c_str()));
+                  crc32_hex(it->second.crc32).c_str(), damaged_checkpoint_advice(dir, what).c_str()));
   }
 }
 
@@ -361,11 +400,51 @@ void check_all_finite(const SafetensorsFile& file) {
         strprintf("checkpoint file %s holds non-finite values: %s. stepgraph never saves a "
                   "non-finite state, so the file is damaged or comes from a diverged run. %s",
                   file.path().c_str(), describe(*bad).c_str(),
-                  damaged_checkpoint_advice(fs::path(file.path()).parent_path().string()).c_str()));
+                  damaged_checkpoint_advice(fs::path(file.path()).parent_path().string(), "checkpoint.load").c_str()));
   }
 }
 
 }  // namespace
+
+TrainState verify_checkpoint_folder(const std::string& dir, const FolderVerification& options) {
+  const std::string state_path = dir + "/" + kTrainStateFile;
+  const nlohmann::json state_json = read_state_json(state_path);
+  TrainState state;
+  try {
+    state = TrainState::from_json(state_json, state_path);
+  } catch (const CorruptTrainState& e) {
+    throw Error(e.finding + " " + damaged_checkpoint_advice(dir, options.what));  // the folder's own way to continue
+  }
+  check_iteration_matches_folder(dir, state.iteration);
+  const std::map<std::string, FileDigest> digests = recorded_digests(state_json, state_path);
+  if (digests.empty()) {
+    if (options.warn_without_checksums) {
+      log::warn(
+          strprintf("checkpoint %s has no file checksums (saved by an older stepgraph): its files "
+                    "cannot be verified",
+                    dir.c_str()));
+    }
+    return state;
+  }
+  // Every file the save recorded (config.json and the tokenizer's, which transformers reads, too), and
+  // the tensor files the caller reads even when a checksum for them is missing.
+  const auto read = [&](const std::string& name) {
+    return std::find(options.tensor_files.begin(), options.tensor_files.end(), name) != options.tensor_files.end();
+  };
+  const auto tensor_file = [](const std::string& name) {
+    const std::string ext = ".safetensors";
+    return name.size() >= ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0;
+  };
+  for (const auto& entry : digests) {
+    if (options.all_tensor_files || !tensor_file(entry.first) || read(entry.first)) {
+      verify_digest(dir, entry.first, digests, options.what);
+    }
+  }
+  for (const std::string& name : options.tensor_files) {
+    if (digests.count(name) == 0) verify_digest(dir, name, digests, options.what);  // refused: not recorded
+  }
+  return state;
+}
 
 TrainState load_training_checkpoint(const std::string& path, const TrainingCheckpointDest& dest) {
   const std::string dir = resolve_checkpoint(path);
@@ -377,26 +456,16 @@ TrainState load_training_checkpoint(const std::string& path, const TrainingCheck
                         {kOptimizerMainParamsFile, &dest.main_params},
                         {kOptimizerExpAvgFile, &dest.exp_avg},
                         {kOptimizerExpAvgSqFile, &dest.exp_avg_sq}};
-
-  const std::string state_path = dir + "/" + kTrainStateFile;
-  const nlohmann::json state_json = read_state_json(state_path);
-  TrainState state = TrainState::from_json(state_json, state_path);
-  check_iteration_matches_folder(dir, state.iteration);
-  const std::map<std::string, FileDigest> digests = recorded_digests(state_json, state_path);
-  if (digests.empty()) {
-    log::warn(strprintf("checkpoint %s has no file checksums (saved by an older stepgraph): its files "
-                        "cannot be verified",
-                        dir.c_str()));
+  FolderVerification verification{.what = "checkpoint.load"};
+  for (const Part& part : parts) {
+    if (!part.dest->empty()) verification.tensor_files.push_back(part.filename);
   }
+  const TrainState state = verify_checkpoint_folder(dir, verification);
 
-  // Every file the save recorded (config.json and the tokenizer's, which transformers reads, too), and
-  // the tensor files the load reads even when a checksum for them is missing.
-  for (const auto& entry : digests) verify_digest(dir, entry.first, digests);
   std::vector<std::pair<SafetensorsFile, const std::vector<TensorDest>*>> files;
   std::string errors;
   for (const Part& part : parts) {
     if (part.dest->empty()) continue;
-    if (!digests.empty()) verify_digest(dir, part.filename, digests);
     SafetensorsFile file(dir + "/" + part.filename);
     const auto diffs = file.differences(*part.dest);
     if (!diffs.empty()) {

@@ -96,8 +96,42 @@ bool holds_checkpoints(const std::string& dir);
 std::vector<int64_t> remove_checkpoints(const std::string& dir);
 
 // A folder to load from: DIR/iter_N named by DIR's latest file, or DIR itself when it is an
-// iteration folder (holds train_state.json or model.safetensors). sg::Error naming DIR otherwise.
-std::string resolve_checkpoint(const std::string& path);
+// iteration folder (holds train_state.json or model.safetensors). sg::Error naming DIR otherwise, starting
+// with `what`: the key or argument that named DIR ("checkpoint.pretrained_checkpoint", "generate CHECKPOINT").
+std::string resolve_checkpoint(const std::string& path, const std::string& what = "checkpoint.load");
+
+// For a folder that is no checkpoint: "; it holds iter_0000001, iter_0000002 but no latest_checkpointed_iteration.txt
+// ...: name an iteration folder, e.g. DIR/iter_0000002, or write 2 into DIR/latest..." when DIR has iteration
+// folders (a save interrupted before its latest file, or a partial copy); "" when it has none.
+std::string iteration_folders_hint(const std::string& dir);
+
+// Whether FOLDER is an iteration folder stepgraph saved (it holds train_state.json).
+bool is_checkpoint_folder(const std::string& folder);
+
+struct FolderVerification {
+  // The key or argument that named the folder ("checkpoint.load", "checkpoint.pretrained_checkpoint",
+  // "generate CHECKPOINT"): the advice for a damaged folder names it.
+  std::string what;
+  // The tensor files the caller reads (file names in the folder): each must be recorded and whole.
+  std::vector<std::string> tensor_files;
+  // Also verify the recorded tensor files the caller does not read (a resume reads them all). When false
+  // they are skipped (generate need not read 12 bytes a parameter of optimizer state to use the model).
+  bool all_tensor_files = true;
+  // Warn when the folder predates checksums (once per load, not at every verification of it).
+  bool warn_without_checksums = true;
+};
+
+// Verifies the stepgraph checkpoint folder DIR before anything in it is used: train_state.json (its own
+// checksum), its iteration against the folder name, and the size and CRC-32 of every file train_state.json
+// records under file_checksums (the other files: config.json, the tokenizer's; the tensor files as
+// `options` says). A missing or changed file is an sg::Error naming it, with what to do. A checkpoint
+// saved before checksums has none: it is used unverified (with a warning). Returns the train state.
+// The one check behind checkpoint.load, checkpoint.pretrained_checkpoint and `stepgraph generate`.
+TrainState verify_checkpoint_folder(const std::string& dir, const FolderVerification& options);
+
+// What to do about the damaged checkpoint folder DIR: the iteration before it, loaded through `what`
+// (the key or argument that named DIR), or a backup.
+std::string damaged_checkpoint_advice(const std::string& dir, const std::string& what);
 
 // ---- The training checkpoint: the standard files above, from generic tensor lists ----
 

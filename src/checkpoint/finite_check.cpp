@@ -10,19 +10,26 @@ namespace sg::checkpoint {
 
 namespace {
 
-float element(const TensorRef& t, int64_t i) {
+// Calls on_bad(i, value) for each non-finite element; one loop per dtype (the scan reads whole checkpoints).
+template <class OnBad>
+void scan(const TensorRef& t, OnBad&& on_bad) {
+  const int64_t n = num_elements(t.shape);
   const auto* bytes = static_cast<const uint8_t*>(t.data);
-  if (t.dtype == TensorDtype::BF16) {
-    uint16_t h = 0;
-    std::memcpy(&h, bytes + 2 * i, 2);
-    const uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f = 0.0f;
-    std::memcpy(&f, &u, 4);
-    return f;
+  if (t.dtype == TensorDtype::F32) {
+    for (int64_t i = 0; i < n; ++i) {
+      float v;
+      std::memcpy(&v, bytes + 4 * i, 4);
+      if (!std::isfinite(v)) on_bad(i, v);
+    }
+    return;
   }
-  float f = 0.0f;
-  std::memcpy(&f, bytes + 4 * i, 4);
-  return f;
+  // BF16 and F16 alike: non-finite exactly when the exponent bits are all ones.
+  const uint16_t exponent = t.dtype == TensorDtype::BF16 ? 0x7f80 : 0x7c00;
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, bytes + 2 * i, 2);
+    if ((h & exponent) == exponent) on_bad(i, float_element(t.dtype, t.data, i));
+  }
 }
 
 }  // namespace
@@ -31,14 +38,11 @@ std::optional<NonFiniteValue> find_nonfinite(std::span<const TensorRef> tensors)
   std::optional<NonFiniteValue> first;
   int64_t count = 0;
   for (const TensorRef& t : tensors) {
-    if (t.dtype != TensorDtype::F32 && t.dtype != TensorDtype::BF16) continue;
-    const int64_t n = num_elements(t.shape);
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = element(t, i);
-      if (std::isfinite(v)) continue;
+    if (!is_floating(t.dtype)) continue;
+    scan(t, [&](int64_t i, float v) {
       if (!first) first = NonFiniteValue{t.name, i, v, 0};
       ++count;
-    }
+    });
   }
   if (first) first->count = count;
   return first;

@@ -1,8 +1,8 @@
 #pragma once
 // Non-finite values in checkpoint tensors. stepgraph never saves a NaN/Inf state (the trainer
 // refuses), so a non-finite value in a checkpoint is corruption or a diverged run written by
-// another tool: loading it would train on garbage without a word. F32 and BF16 tensors are scanned;
-// integer tensors cannot be non-finite.
+// another tool: loading it would train on garbage without a word. F32, BF16 and F16 tensors are
+// scanned; integer tensors cannot be non-finite.
 #include <cstdint>
 #include <optional>
 #include <span>

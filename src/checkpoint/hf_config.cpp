@@ -1,5 +1,8 @@
 #include "checkpoint/hf_config.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
 #include "core/strings.h"
 #include "model/stack.h"
@@ -19,6 +22,45 @@ void set_hf_special_token_ids(nlohmann::json& config, std::optional<int64_t> eos
   config["bos_token_id"] = nullptr;
   config["eos_token_id"] = eos_token_id ? nlohmann::json(*eos_token_id) : nlohmann::json(nullptr);
 }
+
+bool is_hf_token_id_value(const nlohmann::json& value) {
+  const auto is_id = [](const nlohmann::json& v) { return v.is_number_integer() && v.get<int64_t>() >= 0; };
+  if (value.is_null() || is_id(value)) return true;
+  return value.is_array() && !value.empty() && std::all_of(value.begin(), value.end(), is_id);
+}
+
+void set_hf_special_token_ids(nlohmann::json& config, const nlohmann::json& bos_token_id,
+                              const nlohmann::json& eos_token_id) {
+  if (config.is_null()) return;
+  SG_CHECK(is_hf_token_id_value(bos_token_id) && is_hf_token_id_value(eos_token_id),
+           "set_hf_special_token_ids: bos " + bos_token_id.dump() + ", eos " + eos_token_id.dump() +
+               " are not null, an id or a list of ids");
+  config["bos_token_id"] = bos_token_id;
+  config["eos_token_id"] = eos_token_id;
+}
+
+void set_hf_max_position_embeddings(nlohmann::json& config, int64_t max_position_embeddings) {
+  if (config.is_null()) return;
+  SG_CHECK(max_position_embeddings > 0, strprintf("set_hf_max_position_embeddings: %lld is not positive",
+                                                  static_cast<long long>(max_position_embeddings)));
+  config["max_position_embeddings"] = max_position_embeddings;
+}
+
+namespace {
+
+// transformers requires rope_scaling's original_max_position_embeddings to be an integer (it warns at 8192.0).
+int64_t original_max_position_embeddings(const ref::RopeScaling& scaling) {
+  const double v = scaling.original_max_position_embeddings;
+  if (!(v > 0.0 && v <= 9.0e15 && std::floor(v) == v)) {
+    throw Error(
+        strprintf("config.json: rope_scaling original_max_position_embeddings = %g is not a positive "
+                  "integer, which transformers requires; train with Megatron's Llama 3 value 8192",
+                  v));
+  }
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
 
 nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
   std::string why_not;
@@ -78,22 +120,24 @@ nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& 
       {"num_key_value_heads", spec.num_query_groups},
       {"head_dim", spec.head_dim()},
       {"hidden_act", "silu"},
+      // The context this run trained: a model trained from scratch has seen no position past seq_length, so
+      // claiming more would be untested. A run from pretrained weights keeps the source's (larger) context
+      // through set_hf_max_position_embeddings (train/checkpointing.cpp).
       {"max_position_embeddings", spec.seq_length},
       {"rms_norm_eps", spec.layernorm_epsilon},
       {"rope_theta", spec.rotary_base},
-      {"rope_scaling", spec.rope_scaling.enabled()
-                           ? nlohmann::json{{"rope_type", "llama3"},
-                                            {"factor", spec.rope_scaling.factor},
-                                            {"low_freq_factor", spec.rope_scaling.low_freq_factor},
-                                            {"high_freq_factor", spec.rope_scaling.high_freq_factor},
-                                            {"original_max_position_embeddings",
-                                             spec.rope_scaling.original_max_position_embeddings}}
-                           : nlohmann::json(nullptr)},
+      {"rope_scaling",
+       spec.rope_scaling.enabled()
+           ? nlohmann::json{{"rope_type", "llama3"},
+                            {"factor", spec.rope_scaling.factor},
+                            {"low_freq_factor", spec.rope_scaling.low_freq_factor},
+                            {"high_freq_factor", spec.rope_scaling.high_freq_factor},
+                            {"original_max_position_embeddings", original_max_position_embeddings(spec.rope_scaling)}}
+           : nlohmann::json(nullptr)},
       {"tie_word_embeddings", spec.share_embeddings_and_output_weights},
       {"attention_bias", false},
       {"mlp_bias", false},
-      {"attention_dropout",
-       std::stod(strprintf("%g", spec.attention_dropout))},  // 0.1, not 0.100000001
+      {"attention_dropout", std::stod(strprintf("%g", spec.attention_dropout))},  // 0.1, not 0.100000001
       {"initializer_range", spec.init_method_std},
       {"pretraining_tp", 1},
       {"use_cache", true},

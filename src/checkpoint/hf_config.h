@@ -35,4 +35,18 @@ nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& 
 // ordinary tokens of the vocabulary. A null config (no class loads the model) stays null.
 void set_hf_special_token_ids(nlohmann::json& config, std::optional<int64_t> eos_token_id);
 
+// The same with the ids of the config.json a run started from (checkpoint.pretrained_checkpoint), kept as that
+// file has them: null, an id, or a list of ids (Llama 3.1 Instruct stops at any of three). For a run without a
+// tokenizer of its own, whose vocabulary is the source's. sg::Error (an internal check: the reader validates them)
+// for anything else.
+void set_hf_special_token_ids(nlohmann::json& config, const nlohmann::json& bos_token_id,
+                              const nlohmann::json& eos_token_id);
+
+// Whether `value` is what config.json may hold as bos_token_id or eos_token_id: null, a non-negative integer, or
+// a non-empty list of them.
+bool is_hf_token_id_value(const nlohmann::json& value);
+
+// Sets max_position_embeddings (the hf_*_config functions write model.seq_length). A null config stays null.
+void set_hf_max_position_embeddings(nlohmann::json& config, int64_t max_position_embeddings);
+
 }  // namespace sg::checkpoint

@@ -35,6 +35,7 @@ nlohmann::json hf_nemotron_h_config(const model::ModelSpec& spec, const std::str
       {"num_attention_heads", spec.num_attention_heads},
       {"num_key_value_heads", spec.num_query_groups},
       {"head_dim", spec.head_dim()},
+      // The context trained; a run from pretrained weights keeps its source's if larger (see hf_llama_config).
       {"max_position_embeddings", spec.seq_length},
       {"attention_bias", false},
       {"attention_dropout", std::stod(strprintf("%g", spec.attention_dropout))},  // 0.1, not 0.100000001

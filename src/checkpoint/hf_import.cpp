@@ -1,5 +1,6 @@
 #include "checkpoint/hf_import.h"
 
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -10,10 +11,10 @@
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/durable_io.h"
+#include "checkpoint/finite_check.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/strings.h"
-#include "cuda/bf16.h"
 
 namespace sg::checkpoint {
 
@@ -129,14 +130,35 @@ bool ignored_tensor(const std::string& name) {
 
 std::string resolve_model_folder(const std::string& path, const std::string& what) {
   std::error_code ec;
-  if (!fs::is_directory(path, ec)) throw Error(strprintf("%s %s: no such directory", what.c_str(), path.c_str()));
+  if (!fs::exists(path, ec)) throw Error(strprintf("%s %s: no such directory", what.c_str(), path.c_str()));
+  if (!fs::is_directory(path, ec)) {
+    throw Error(
+        strprintf("%s %s: not a directory; give the model's folder (a Hugging Face Llama folder, or a "
+                  "stepgraph checkpoint directory or one of its iter_NNNNNNN folders)",
+                  what.c_str(), path.c_str()));
+  }
   std::string folder = path;
-  if (read_latest_iteration(path)) folder = resolve_checkpoint(path);
+  if (read_latest_iteration(path)) folder = resolve_checkpoint(path, what);
   if (!fs::exists(folder + "/" + kConfigFile, ec)) {
+    if (is_checkpoint_folder(folder)) {
+      // hf_model_config writes none for a model no transformers class loads (MoE and hybrid stacks beyond
+      // Mixtral and NemotronH): such a checkpoint is no Llama folder either.
+      throw Error(
+          strprintf("%s %s: a stepgraph checkpoint without %s (its model has no transformers class, so it "
+                    "is not a dense Llama model): %s takes dense Llama folders only; continue training "
+                    "this checkpoint with checkpoint.load=%s",
+                    what.c_str(), folder.c_str(), kConfigFile, what.c_str(), path.c_str()));
+    }
     throw Error(
         strprintf("%s %s: no %s there; give a Hugging Face Llama folder (config.json + *.safetensors, as "
-                  "save_pretrained writes it) or a stepgraph checkpoint folder",
-                  what.c_str(), folder.c_str(), kConfigFile));
+                  "save_pretrained writes it) or a stepgraph checkpoint folder%s",
+                  what.c_str(), folder.c_str(), kConfigFile, iteration_folders_hint(folder).c_str()));
+  }
+  // A stepgraph checkpoint's config.json (and tokenizer files) are read before its weights: verified first,
+  // so a damaged one is reported as such, not as a shape that differs. The weights are verified where they
+  // are read (load_hf_weights), which also warns about a checkpoint without checksums.
+  if (is_checkpoint_folder(folder)) {
+    verify_checkpoint_folder(folder, {.what = what, .all_tensor_files = false, .warn_without_checksums = false});
   }
   return folder;
 }
@@ -152,9 +174,25 @@ HfModelConfig read_hf_config(const std::string& folder) {
   }
   if (!json.is_object()) throw Error(out.path + " is not a JSON object");
   const ConfigReader c(json, out.path);
-  const std::string model_type = c.string("model_type", "llama");
+  if (!c.has("model_type")) {
+    // transformers' AutoConfig refuses a config.json without it; guessing Llama would run another model's weights.
+    c.fail("model_type",
+           "is missing: transformers needs it to pick the model class; add \"model_type\": \"llama\" "
+           "if this is a Llama model (LlamaForCausalLM)");
+  }
+  const std::string model_type = c.string("model_type", "");
   if (model_type != "llama") {
-    c.fail("model_type", "= \"" + model_type + "\": stepgraph loads Llama folders (LlamaForCausalLM) only");
+    std::string why =
+        "= \"" + model_type +
+        "\": checkpoint.pretrained_checkpoint and generate take dense Llama folders (model_type \"llama\", "
+        "LlamaForCausalLM) only";
+    if (is_checkpoint_folder(folder)) {
+      why += "; " + folder +
+             " is a stepgraph checkpoint of another model (MoE or hybrid): continue training it with "
+             "checkpoint.load=" +
+             folder + " (and its model.* configuration)";
+    }
+    c.fail("model_type", why);
   }
   const std::string act = c.string("hidden_act", "silu");
   if (act != "silu") c.fail("hidden_act", "= \"" + act + "\": the Llama MLP here is SwiGLU (silu)");
@@ -168,18 +206,46 @@ HfModelConfig read_hf_config(const std::string& folder) {
   s.num_layers = c.integer("num_hidden_layers");
   s.num_attention_heads = c.integer("num_attention_heads");
   s.num_query_groups = c.integer("num_key_value_heads", s.num_attention_heads);
-  if (s.hidden_size % s.num_attention_heads != 0) {
+  if (s.num_attention_heads % s.num_query_groups != 0) {
+    c.fail("num_key_value_heads",
+           strprintf("= %lld does not divide num_attention_heads = %lld: grouped-query attention shares each "
+                     "key/value head among a whole number of query heads",
+                     static_cast<long long>(s.num_query_groups), static_cast<long long>(s.num_attention_heads)));
+  }
+  if (s.vocab_size > INT32_MAX) {
+    c.fail("vocab_size",
+           strprintf("= %lld: token ids are 32-bit here; at most %d", static_cast<long long>(s.vocab_size), INT32_MAX));
+  }
+  if (c.has("head_dim")) {
+    // Megatron's kv_channels, set only where it is not hidden_size / num_attention_heads (kv_channels' null).
+    const int64_t head_dim = c.integer("head_dim");
+    if (s.hidden_size % s.num_attention_heads != 0 || head_dim != s.hidden_size / s.num_attention_heads) {
+      s.kv_channels = head_dim;
+    }
+  } else if (s.hidden_size % s.num_attention_heads != 0) {
     c.fail("hidden_size",
            strprintf("= %lld is not a multiple of num_attention_heads = %lld", static_cast<long long>(s.hidden_size),
                      static_cast<long long>(s.num_attention_heads)));
   }
-  if (c.has("head_dim") && c.integer("head_dim") != s.head_dim()) {
-    c.fail("head_dim", strprintf("= %lld, but stepgraph's attention uses hidden_size / num_attention_heads = %lld",
-                                 static_cast<long long>(c.integer("head_dim")), static_cast<long long>(s.head_dim())));
+  if (s.head_dim() % 2 != 0) {
+    // Rotate-half RoPE rotates pairs of a head's dimensions.
+    if (c.has("head_dim"))
+      c.fail("head_dim", strprintf("= %lld: RoPE needs an even head dimension", static_cast<long long>(s.head_dim())));
+    c.fail("hidden_size",
+           strprintf("/ num_attention_heads = %lld / %lld = %lld: RoPE needs an even head dimension",
+                     static_cast<long long>(s.hidden_size), static_cast<long long>(s.num_attention_heads),
+                     static_cast<long long>(s.head_dim())));
   }
   s.layernorm_epsilon = c.number("rms_norm_eps", 1e-6);
+  if (!(s.layernorm_epsilon > 0.0)) {
+    c.fail("rms_norm_eps",
+           "= " + fmt(s.layernorm_epsilon) + ": must be positive (RMSNorm divides by sqrt(mean + eps))");
+  }
   s.share_embeddings_and_output_weights = c.boolean("tie_word_embeddings", false);
   s.init_method_std = c.number("initializer_range", 0.02);
+  if (!(s.init_method_std > 0.0)) {
+    c.fail("initializer_range", "= " + fmt(s.init_method_std) + ": must be positive");
+  }
   read_rope(c, s);
   out.max_position_embeddings = c.integer("max_position_embeddings", 2048);
   s.seq_length = out.max_position_embeddings;
@@ -196,42 +262,153 @@ HfModelConfig read_hf_config(const std::string& folder) {
   return out;
 }
 
-std::vector<std::string> weight_files(const std::string& folder, WeightSource source) {
+namespace {
+
+// The weight files of a folder; for shards, the index and its weight_map.
+struct WeightFiles {
+  std::vector<std::string> paths;
+  std::string index;                              // FOLDER/model.safetensors.index.json; "" without shards
+  std::map<std::string, std::string> weight_map;  // tensor -> shard file name
+};
+
+// The file a stepgraph checkpoint's weights are read from (its saves write both, never shards).
+const char* checkpoint_weight_file(WeightSource source) {
+  return source == WeightSource::main_params ? kOptimizerMainParamsFile : kModelFile;
+}
+
+WeightFiles find_weight_files(const std::string& folder, WeightSource source) {
   std::error_code ec;
-  if (source == WeightSource::main_params && fs::exists(folder + "/" + kOptimizerMainParamsFile, ec)) {
-    return {folder + "/" + kOptimizerMainParamsFile};
-  }
   const std::string index = folder + "/" + kIndexFile;
-  if (fs::exists(index, ec)) {
+  const std::string single = folder + "/" + kModelFile;
+  const bool has_index = fs::exists(index, ec), has_single = fs::exists(single, ec);
+  if (has_index && has_single) {
+    // transformers (modeling_utils) takes model.safetensors before an index; reading the shards here would run
+    // other weights than transformers does from the same folder.
+    throw Error(
+        strprintf("%s holds both %s and %s: transformers loads %s (it looks for it first) and would ignore "
+                  "the shards the index names, so which weights the folder holds is ambiguous. Remove the "
+                  "one not meant: a stale %s left by an earlier save, or %s and its shards",
+                  folder.c_str(), kModelFile, kIndexFile, kModelFile, kModelFile, kIndexFile));
+  }
+  if (is_checkpoint_folder(folder)) {
+    const std::string file = folder + "/" + checkpoint_weight_file(source);
+    if (!fs::exists(file, ec)) {
+      throw Error(
+          strprintf("%s is missing: %s is a stepgraph checkpoint (it holds %s), and every save writes %s; "
+                    "the folder is incomplete (a partial copy?). Copy the whole iteration folder, or name "
+                    "another iteration",
+                    file.c_str(), folder.c_str(), kTrainStateFile, checkpoint_weight_file(source)));
+    }
+    return {{file}, "", {}};
+  }
+  if (source == WeightSource::main_params && fs::exists(folder + "/" + kOptimizerMainParamsFile, ec)) {
+    return {{folder + "/" + kOptimizerMainParamsFile}, "", {}};
+  }
+  if (has_index) {
     nlohmann::json json;
     try {
       json = nlohmann::json::parse(read_text_file(index));
     } catch (const nlohmann::json::parse_error& e) {
       throw Error(strprintf("%s is not valid JSON: %s", index.c_str(), e.what()));
     }
-    if (!json.contains("weight_map") || !json["weight_map"].is_object()) {
+    if (!json.is_object() || !json.contains("weight_map") || !json["weight_map"].is_object()) {
       throw Error(index + ": no \"weight_map\" object (it maps each tensor name to its shard file)");
     }
-    std::set<std::string> shards;
+    WeightFiles out{{}, index, {}};
+    std::map<std::string, std::vector<std::string>> tensors_of;  // shard -> tensors
+    std::vector<std::string> bad_names;
     for (const auto& [name, file] : json["weight_map"].items()) {
-      if (!file.is_string())
-        throw Error(strprintf("%s: weight_map[\"%s\"] is not a file name", index.c_str(), name.c_str()));
-      shards.insert(file.get<std::string>());
+      if (!file.is_string()) {
+        throw Error(strprintf("%s: weight_map[\"%s\"] = %s is not a file name", index.c_str(), name.c_str(),
+                              file.dump().c_str()));
+      }
+      const std::string shard = file.get<std::string>();
+      // A shard is a file beside the index: an absolute path or ../ would read outside the folder.
+      if (shard.empty() || shard == "." || shard == ".." || shard.find('/') != std::string::npos) {
+        bad_names.push_back(strprintf("%s -> \"%s\"", name.c_str(), shard.c_str()));
+        continue;
+      }
+      out.weight_map[name] = shard;
+      tensors_of[shard].push_back(name);
     }
-    std::vector<std::string> out;
-    for (const auto& shard : shards) out.push_back(folder + "/" + shard);
+    if (!bad_names.empty()) {
+      std::string msg = strprintf(
+          "%s: %zu weight_map entr%s not the name of a file in %s (shard names are file "
+          "names inside the model's folder, as save_pretrained writes them):",
+          index.c_str(), bad_names.size(), bad_names.size() == 1 ? "y is" : "ies are", folder.c_str());
+      for (const auto& b : bad_names) msg += "\n  " + b;
+      throw Error(msg);
+    }
+    if (tensors_of.empty()) throw Error(index + ": \"weight_map\" is empty; it must map each tensor to its shard");
+    std::vector<std::string> missing;
+    for (const auto& [shard, names] : tensors_of) {
+      const std::string path = folder + "/" + shard;
+      if (!fs::exists(path, ec)) {
+        missing.push_back(strprintf("%s (%zu tensor%s, e.g. %s)", shard.c_str(), names.size(),
+                                    names.size() == 1 ? "" : "s", names.front().c_str()));
+      }
+      out.paths.push_back(path);
+    }
+    if (!missing.empty()) {
+      std::string msg = strprintf(
+          "%s lists %zu shard%s missing from %s (an incomplete download or copy; fetch "
+          "the model's files again):",
+          index.c_str(), missing.size(), missing.size() == 1 ? "" : "s", folder.c_str());
+      for (const auto& m : missing) msg += "\n  " + m;
+      throw Error(msg);
+    }
     return out;
   }
-  if (fs::exists(folder + "/" + kModelFile, ec)) return {folder + "/" + kModelFile};
+  if (has_single) return {{single}, "", {}};
   throw Error(
       strprintf("%s has no %s or %s (stepgraph reads safetensors weights; convert a pytorch_model.bin with "
                 "transformers: from_pretrained(...).save_pretrained(DIR))",
                 folder.c_str(), kModelFile, kIndexFile));
 }
 
+// The shards must hold exactly what the index says: transformers looks tensors up through weight_map.
+void check_weight_map(const WeightFiles& w, const std::map<std::string, std::string>& file_of) {
+  std::vector<std::string> diffs;
+  for (const auto& [name, path] : file_of) {
+    const std::string shard = fs::path(path).filename().string();
+    const auto it = w.weight_map.find(name);
+    if (it == w.weight_map.end()) {
+      diffs.push_back(strprintf("not in the index  %s: in %s", name.c_str(), shard.c_str()));
+    } else if (it->second != shard) {
+      diffs.push_back(strprintf("elsewhere         %s: the index maps it to %s, but it is in %s", name.c_str(),
+                                it->second.c_str(), shard.c_str()));
+    }
+  }
+  for (const auto& [name, shard] : w.weight_map) {
+    if (file_of.count(name) == 0) {
+      diffs.push_back(strprintf("in no shard       %s: the index maps it to %s, which does not hold it", name.c_str(),
+                                shard.c_str()));
+    }
+  }
+  if (diffs.empty()) return;
+  std::string msg = strprintf(
+      "%s does not match its shards (%zu difference%s): the folder mixes files of different "
+      "saves; fetch or save the model again",
+      w.index.c_str(), diffs.size(), diffs.size() == 1 ? "" : "s");
+  for (const auto& d : diffs) msg += "\n  " + d;
+  throw Error(msg);
+}
+
+}  // namespace
+
+std::vector<std::string> weight_files(const std::string& folder, WeightSource source) {
+  return find_weight_files(folder, source).paths;
+}
+
 std::string load_hf_weights(const std::string& folder, const model::ModelLayout& layout, std::vector<float>& weights,
-                            WeightSource source) {
-  const std::vector<std::string> paths = weight_files(folder, source);
+                            WeightSource source, const std::string& what) {
+  const bool own_checkpoint = is_checkpoint_folder(folder);
+  if (own_checkpoint) {
+    verify_checkpoint_folder(
+        folder, {.what = what, .tensor_files = {checkpoint_weight_file(source)}, .all_tensor_files = false});
+  }
+  const WeightFiles w = find_weight_files(folder, source);
+  const std::vector<std::string>& paths = w.paths;
   std::vector<std::unique_ptr<SafetensorsFile>> files;
   std::map<std::string, const SafetensorsFile::Entry*> found;
   std::map<std::string, std::string> file_of;
@@ -250,6 +427,7 @@ std::string load_hf_weights(const std::string& folder, const model::ModelLayout&
       file_of[e.name] = path;
     }
   }
+  if (!w.index.empty() && diffs.empty()) check_weight_map(w, file_of);
   std::set<std::string> expected;
   for (const auto& t : layout.tensors()) {
     expected.insert(t.name);
@@ -262,8 +440,9 @@ std::string load_hf_weights(const std::string& folder, const model::ModelLayout&
     if (e.shape != t.shape) {
       diffs.push_back(strprintf("different  %s: checkpoint %s, expected %s", t.name.c_str(),
                                 shape_string(e.shape).c_str(), shape_string(t.shape).c_str()));
-    } else if (e.dtype != TensorDtype::BF16 && e.dtype != TensorDtype::F32) {
-      diffs.push_back(strprintf("dtype      %s: %s; weights must be BF16 or F32", t.name.c_str(), dtype_name(e.dtype)));
+    } else if (!is_floating(e.dtype)) {
+      diffs.push_back(
+          strprintf("dtype      %s: %s; weights must be F32, BF16 or F16", t.name.c_str(), dtype_name(e.dtype)));
     }
     dtypes.insert(dtype_name(e.dtype));
   }
@@ -283,6 +462,29 @@ std::string load_hf_weights(const std::string& folder, const model::ModelLayout&
     for (const auto& d : diffs) msg += "\n  " + d;
     throw Error(msg);
   }
+  // A NaN or Inf would run (training: one step, then blamed on the learning rate; generation: argmax of NaN
+  // logits is id 0) instead of naming the damaged tensor. Checked per file, before anything is copied.
+  for (const auto& path : paths) {
+    std::vector<TensorRef> refs;
+    for (const auto& t : layout.tensors()) {
+      const auto& e = *found.at(t.name);
+      if (file_of.at(t.name) == path) refs.push_back({t.name, e.dtype, e.shape, e.data});
+    }
+    const auto bad = find_nonfinite(refs);
+    if (!bad) continue;
+    if (own_checkpoint) {
+      throw Error(
+          strprintf("%s %s: checkpoint file %s holds non-finite values: %s. stepgraph never saves a "
+                    "non-finite state, so the file is damaged or comes from a diverged run. %s",
+                    what.c_str(), folder.c_str(), path.c_str(), describe(*bad).c_str(),
+                    damaged_checkpoint_advice(folder, what).c_str()));
+    }
+    throw Error(
+        strprintf("%s %s: %s holds non-finite values: %s. The model would compute NaN from them: the file "
+                  "is damaged, or the weights come from a diverged run or overflowed a conversion to a "
+                  "narrower dtype; use an intact copy of the weights",
+                  what.c_str(), folder.c_str(), path.c_str(), describe(*bad).c_str()));
+  }
   weights.assign(static_cast<size_t>(layout.total()), 0.0f);
   for (const auto& t : layout.tensors()) {
     const auto& e = *found.at(t.name);
@@ -290,17 +492,13 @@ std::string load_hf_weights(const std::string& folder, const model::ModelLayout&
     if (e.dtype == TensorDtype::F32) {
       std::memcpy(dst, e.data, static_cast<size_t>(t.numel) * 4);
     } else {
-      for (int64_t i = 0; i < t.numel; ++i) {
-        uint16_t bits;
-        std::memcpy(&bits, e.data + 2 * i, 2);
-        dst[i] = bf16_bits_to_float(bits);
-      }
+      for (int64_t i = 0; i < t.numel; ++i) dst[i] = float_element(e.dtype, e.data, i);  // exact widening
     }
   }
-  std::string what = paths.size() == 1 ? fs::path(paths[0]).filename().string()
+  std::string read = paths.size() == 1 ? fs::path(paths[0]).filename().string()
                                        : strprintf("%zu shards of %s", paths.size(), kIndexFile);
   return strprintf(
-      "%s (%s)%s", what.c_str(), join(std::vector<std::string>(dtypes.begin(), dtypes.end()), ", ").c_str(),
+      "%s (%s)%s", read.c_str(), join(std::vector<std::string>(dtypes.begin(), dtypes.end()), ", ").c_str(),
       ignored > 0 ? strprintf(", %d tensor(s) not used (tied lm_head / rotary buffers)", ignored).c_str() : "");
 }
 

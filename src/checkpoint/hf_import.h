@@ -1,8 +1,10 @@
 #pragma once
-// Loading a Hugging Face Llama folder — what transformers' save_pretrained writes, and what every
+// Loading a Hugging Face Llama folder — what transformers' save_pretrained writes, and what a dense
 // stepgraph checkpoint folder is — into the model: config.json -> ModelSpec, safetensors weights
-// (model.safetensors, or shards listed by model.safetensors.index.json; BF16 or F32 tensors, tied or
-// untied embeddings) -> the flat fp32 parameter buffer of model/param_builder.h.
+// (model.safetensors, or shards listed by model.safetensors.index.json; F32, BF16 or F16 tensors, tied or
+// untied embeddings) -> the flat fp32 parameter buffer of model/param_builder.h. A stepgraph checkpoint
+// folder is verified as checkpoint.load verifies it (verify_checkpoint_folder: the recorded CRC-32s), and
+// every weight must be finite.
 // Used by checkpoint.pretrained_checkpoint (train/pretrained.h) and `stepgraph generate`.
 #include <cstdint>
 #include <string>
@@ -15,7 +17,9 @@ namespace sg::checkpoint {
 
 // The folder holding the model: DIR/iter_N when DIR has latest_checkpointed_iteration.txt (a stepgraph
 // checkpoint root), else DIR. sg::Error starting with `what` (the key or argument that named DIR) when
-// it does not exist or has no config.json.
+// it does not exist, is not a directory or has no config.json (naming the iteration folders of a root
+// without its latest file). A stepgraph checkpoint folder's recorded files other than its tensor files
+// (config.json, the tokenizer's) are verified against train_state.json here, before config.json is read.
 std::string resolve_model_folder(const std::string& path, const std::string& what);
 
 struct HfModelConfig {
@@ -27,9 +31,12 @@ struct HfModelConfig {
 };
 
 // Parses FOLDER/config.json (transformers 4 spelling rope_theta + rope_scaling, or transformers 5
-// rope_parameters). sg::Error naming the key and its value for what this Llama cannot run:
-// model_type other than llama, hidden_act other than silu, attention or MLP biases, a head_dim other
-// than hidden_size / num_attention_heads, a RoPE type other than default and llama3.
+// rope_parameters). sg::Error naming config.json's path, the key and its value for what this Llama
+// cannot run: a missing model_type or one other than llama, hidden_act other than silu, attention or
+// MLP biases, a RoPE type other than default and llama3; and for values no model has: sizes that are
+// not positive integers, num_key_value_heads not dividing num_attention_heads, an odd head dimension,
+// rms_norm_eps or initializer_range not positive. (A head_dim other than hidden_size /
+// num_attention_heads is Megatron's kv_channels.)
 HfModelConfig read_hf_config(const std::string& folder);
 
 // Which weights of a stepgraph checkpoint folder to read (a plain Hugging Face folder has one kind).
@@ -38,17 +45,24 @@ enum class WeightSource : uint8_t {
   model,        // the model weights transformers loads (generation)
 };
 
-// Where the weights of FOLDER are read from, in this order: optimizer_main_params.safetensors (with
-// WeightSource::main_params), model.safetensors.index.json (shards), model.safetensors. sg::Error
-// naming the folder when none.
+// Where the weights of FOLDER are read from. A stepgraph checkpoint folder (train_state.json):
+// optimizer_main_params.safetensors (WeightSource::main_params) or model.safetensors. Otherwise, in this
+// order: optimizer_main_params.safetensors (with WeightSource::main_params), the shards
+// model.safetensors.index.json lists, model.safetensors. sg::Error naming the folder when none, and for
+// a folder with both model.safetensors and an index (transformers would read the first), shard names
+// that are not file names in the folder, and shards the index lists that do not exist.
 std::vector<std::string> weight_files(const std::string& folder, WeightSource source);
 
-// Fills `weights` (resized to layout.total(), alignment gaps zero) from FOLDER's weights. Every file is
-// validated before anything is copied: one sg::Error lists each missing, differently shaped, wrongly
-// typed or unexpected tensor. Ignored: rotary_emb.inv_freq buffers of old transformers versions, and
-// lm_head.weight when the embeddings are tied (transformers ties it to embed_tokens too).
+// Fills `weights` (resized to layout.total(), alignment gaps zero) from FOLDER's weights. Everything is
+// validated before anything is copied: a stepgraph checkpoint's files against train_state.json's CRC-32s
+// (verify_checkpoint_folder); an index's weight_map against the shards' contents; then one sg::Error lists
+// each missing, differently shaped, wrongly typed (not F32/BF16/F16) or unexpected tensor; and every
+// weight must be finite (the error names the tensor and the first bad element). F16 and BF16 widen to
+// fp32 exactly. Ignored: rotary_emb.inv_freq buffers of old transformers versions, and lm_head.weight
+// when the embeddings are tied (transformers ties it to embed_tokens too). `what` is the key or argument
+// that named the folder ("checkpoint.pretrained_checkpoint", "generate CHECKPOINT"), for the messages.
 // Returns a one-line description of what was read.
 std::string load_hf_weights(const std::string& folder, const model::ModelLayout& layout, std::vector<float>& weights,
-                            WeightSource source);
+                            WeightSource source, const std::string& what);
 
 }  // namespace sg::checkpoint

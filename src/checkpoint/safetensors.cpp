@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "checkpoint/durable_io.h"
 #include "core/error.h"
 #include "core/strings.h"
-#include "checkpoint/durable_io.h"
 
 namespace sg::checkpoint {
 
@@ -30,6 +31,7 @@ const char* dtype_name(TensorDtype dtype) {
       return "I32";
     case TensorDtype::I64:
       return "I64";
+    case TensorDtype::F16: return "F16";
   }
   return "?";
 }
@@ -40,7 +42,7 @@ size_t dtype_size(TensorDtype dtype) {
     case TensorDtype::I32:
       return 4;
     case TensorDtype::BF16:
-      return 2;
+    case TensorDtype::F16: return 2;
     case TensorDtype::I64:
       return 8;
   }
@@ -48,13 +50,54 @@ size_t dtype_size(TensorDtype dtype) {
 }
 
 bool parse_dtype(const std::string& name, TensorDtype& out) {
-  for (TensorDtype d : {TensorDtype::F32, TensorDtype::BF16, TensorDtype::I32, TensorDtype::I64}) {
+  for (TensorDtype d : {TensorDtype::F32, TensorDtype::BF16, TensorDtype::I32, TensorDtype::I64, TensorDtype::F16}) {
     if (name == dtype_name(d)) {
       out = d;
       return true;
     }
   }
   return false;
+}
+
+bool is_floating(TensorDtype dtype) {
+  return dtype == TensorDtype::F32 || dtype == TensorDtype::BF16 || dtype == TensorDtype::F16;
+}
+
+float f16_bits_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  const uint32_t mantissa = h & 0x3ffu;
+  uint32_t bits = 0;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);  // inf, or NaN with its payload
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);  // normal: rebias the exponent
+  } else {
+    // Zero or subnormal: mantissa x 2^-24, exact in float (24-bit significand, exponent >= -126).
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign != 0 ? -magnitude : magnitude;
+  }
+  float f = 0.0f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float float_element(TensorDtype dtype, const void* data, int64_t i) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  if (dtype == TensorDtype::F32) {
+    float f = 0.0f;
+    std::memcpy(&f, bytes + 4 * i, 4);
+    return f;
+  }
+  SG_CHECK(dtype == TensorDtype::BF16 || dtype == TensorDtype::F16,
+           strprintf("float_element: %s is not a floating-point dtype", dtype_name(dtype)));
+  uint16_t h = 0;
+  std::memcpy(&h, bytes + 2 * i, 2);
+  if (dtype == TensorDtype::F16) return f16_bits_to_float(h);
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f = 0.0f;
+  std::memcpy(&f, &u, 4);
+  return f;
 }
 
 std::string shape_string(const std::vector<int64_t>& shape) {
@@ -149,6 +192,26 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path, "checkpo
   }
   if (!header.is_object())
     throw Error(strprintf("checkpoint file %s: the header is not a JSON object", p));
+  // Every tensor in a dtype this reader does not know, in one error (not just the first).
+  std::vector<std::string> unreadable;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const nlohmann::json& v = it.value();
+    TensorDtype ignored{};
+    if (it.key() != "__metadata__" && v.is_object() && v.contains("dtype") && v["dtype"].is_string() &&
+        !parse_dtype(v["dtype"].get<std::string>(), ignored)) {
+      unreadable.push_back(it.key() + " (" + v["dtype"].get<std::string>() + ")");
+    }
+  }
+  if (!unreadable.empty()) {
+    std::string msg = strprintf(
+        "checkpoint file %s: %zu tensor%s in a dtype stepgraph cannot read (it reads floating-point tensors "
+        "in F32, BF16 or F16, and integer tensors in I32 or I64; weights must be floating point): convert the "
+        "weights, e.g. with transformers: AutoModelForCausalLM.from_pretrained(DIR, torch_dtype=torch.bfloat16)"
+        ".save_pretrained(NEW_DIR)",
+        p, unreadable.size(), unreadable.size() == 1 ? " is" : "s are");
+    for (const std::string& u : unreadable) msg += "\n  " + u;
+    throw Error(msg);
+  }
   const uint8_t* data_start = file_.data() + 8 + n;
   const uint64_t data_size = size - 8 - n;
   for (auto it = header.begin(); it != header.end(); ++it) {
@@ -177,12 +240,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path, "checkpo
     }
     Entry e{name, TensorDtype::F32, {}, nullptr, 0};
     const std::string dtype = v["dtype"].get<std::string>();
-    if (!parse_dtype(dtype, e.dtype)) {
-      throw Error(
-          strprintf("checkpoint file %s: tensor %s has dtype %s; stepgraph reads F32, BF16, I32 "
-                    "and I64",
-                    p, name.c_str(), dtype.c_str()));
-    }
+    const bool known = parse_dtype(dtype, e.dtype);
+    SG_CHECK(known, "safetensors: dtype " + dtype + " passed the check above");
     unsigned __int128 elements = 1;
     for (const auto& d : v["shape"]) {
       if (!d.is_number_unsigned()) {

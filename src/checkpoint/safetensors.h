@@ -17,11 +17,18 @@
 
 namespace sg::checkpoint {
 
-enum class TensorDtype : uint8_t { F32, BF16, I32, I64 };
+// F16: Hugging Face folders saved in float16; the weight loaders widen it to float exactly.
+enum class TensorDtype : uint8_t { F32, BF16, I32, I64, F16 };
 
-const char* dtype_name(TensorDtype dtype);  // safetensors spelling: "F32", "BF16", "I32", "I64"
+const char* dtype_name(TensorDtype dtype);  // safetensors spelling: "F32", "BF16", "I32", "I64", "F16"
 size_t dtype_size(TensorDtype dtype);
 bool parse_dtype(const std::string& name, TensorDtype& out);
+bool is_floating(TensorDtype dtype);  // F32, BF16, F16
+
+// IEEE binary16 bits -> float: exact (every half value, subnormals, infinities and NaN payloads included).
+float f16_bits_to_float(uint16_t bits);
+// Element i of a floating-point tensor's little-endian bytes as float: exact for F32, BF16 and F16.
+float float_element(TensorDtype dtype, const void* data, int64_t i);
 
 std::string shape_string(const std::vector<int64_t>& shape);  // "[4, 16]"
 int64_t num_elements(const std::vector<int64_t>& shape);
@@ -72,8 +79,9 @@ class SafetensorsFile {
     uint64_t nbytes;
   };
 
-  // sg::Error naming the path for: missing file, truncated header, invalid JSON, unknown dtype,
-  // offsets that disagree with shape x dtype, overlap or gaps, data beyond the end of the file.
+  // sg::Error naming the path for: missing file, truncated header, invalid JSON, dtypes it cannot read
+  // (one error listing every such tensor), offsets that disagree with shape x dtype, overlap or gaps, data
+  // beyond the end of the file.
   explicit SafetensorsFile(const std::string& path);
 
   const std::string& path() const { return file_.path(); }

@@ -1,5 +1,7 @@
 #include "checkpoint/train_state.h"
 
+#include "checkpoint/file_checksum.h"
+#include "core/crc32c.h"
 #include "core/error.h"
 #include "core/strings.h"
 
@@ -15,7 +17,21 @@ int hex_value(char c) {
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
+
+// The checksum of everything in `j` but the checksum itself, as eight hex digits. The compact dump of the
+// parsed object is canonical (sorted keys, shortest round-trip numbers), so indentation does not matter
+// but any change of a value, a key or a number's type does.
+std::string content_checksum(const nlohmann::json& j) {
+  nlohmann::json rest = j;
+  rest.erase(kStateChecksumKey);
+  const std::string text = rest.dump();
+  return crc32_hex(crc32c(text.data(), text.size()));
+}
 }  // namespace
+
+void seal_train_state_json(nlohmann::json& j) {
+  j[kStateChecksumKey] = content_checksum(j);
+}
 
 std::string bytes_to_hex(const std::vector<uint8_t>& bytes) {
   static const char* digits = "0123456789abcdef";
@@ -50,7 +66,7 @@ std::string config_hash_hex(std::string_view canonical_config) {
 }
 
 nlohmann::json TrainState::to_json() const {
-  return nlohmann::json{
+  nlohmann::json j{
       {"format", kFormat},
       {"version", kVersion},
       {"iteration", iteration},
@@ -60,6 +76,8 @@ nlohmann::json TrainState::to_json() const {
       {"config_hash", config_hash},
       {"extra", extra},
   };
+  seal_train_state_json(j);
+  return j;
 }
 
 TrainState TrainState::from_json(const nlohmann::json& j, const std::string& source) {
@@ -75,6 +93,22 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& sou
     throw fail(strprintf("unsupported \"version\" %s (this build reads version %d)",
                          j.contains("version") ? j["version"].dump().c_str() : "(missing)",
                          kVersion));
+  }
+  // Before any field is read, so that a damaged field is reported as damage, not as a strange value. A file
+  // without the key was written before train states carried it: old checkpoints must still load, so it is
+  // read unverified (its file_checksums still cover the other files).
+  if (j.contains(kStateChecksumKey)) {
+    const nlohmann::json& recorded_json = j[kStateChecksumKey];
+    const std::string recorded = recorded_json.is_string() ? recorded_json.get<std::string>() : recorded_json.dump();
+    const std::string actual = content_checksum(j);
+    if (recorded != actual) {
+      throw CorruptTrainState(
+          strprintf("train state %s is corrupt: it records the CRC-32C %s of its content (\"%s\", written at save) "
+                    "but its content has CRC-32C %s (a bit flip or an edit: a resume from a changed iteration, data "
+                    "position, RNG state or extra would not continue the run bit for bit).",
+                    source.c_str(), recorded.c_str(), kStateChecksumKey, actual.c_str()),
+          "Load an earlier iteration's folder (iter_NNNNNNN), or restore the file from a backup");
+    }
   }
   for (const char* key : {"iteration", "data_position", "rng_state", "config_hash"}) {
     if (!j.contains(key)) throw fail(strprintf("missing key \"%s\"", key));

@@ -8,9 +8,28 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "data/blended_dataset.h"
 
 namespace sg::checkpoint {
+
+// train_state.json carries the CRC-32C of its own content under this key: the CRC of the canonical compact
+// serialisation (keys sorted, as nlohmann::json orders them) of every other key, file_checksums included. The
+// per-file CRCs cannot cover the file that records them, and a changed iteration, data position, RNG state or
+// extra would otherwise load and silently break the bit-for-bit resume.
+inline constexpr const char* kStateChecksumKey = "crc32c";
+
+// Sets j[kStateChecksumKey] to the checksum of the rest of `j` (call again after any change to `j`).
+void seal_train_state_json(nlohmann::json& j);
+
+// Thrown by TrainState::from_json when the recorded checksum does not match the content. what() ends with
+// generic advice; `finding` is the message without it, for a caller that knows better advice (the folder's).
+class CorruptTrainState : public Error {
+ public:
+  CorruptTrainState(const std::string& finding, const std::string& advice)
+      : Error(finding + " " + advice), finding(finding) {}
+  std::string finding;
+};
 
 struct TrainState {
   int64_t iteration = 0;             // steps completed
@@ -19,8 +38,9 @@ struct TrainState {
   std::string config_hash;           // config_hash_hex() of the run's canonical config
   nlohmann::json extra = nlohmann::json::object();  // trainer-owned extras (scheduler, loss scale)
 
-  nlohmann::json to_json() const;
-  // `source` names the file in error messages.
+  nlohmann::json to_json() const;  // sealed (seal_train_state_json)
+  // `source` names the file in error messages. A file whose checksum does not match is refused
+  // (CorruptTrainState); one without the key (written before train states carried it) is read unverified.
   static TrainState from_json(const nlohmann::json& j, const std::string& source);
   bool operator==(const TrainState&) const = default;
 };

@@ -1,13 +1,16 @@
 // Dotted command-line overrides, Megatron-Bridge style: model.cuda_graph_scope=attn,mlp
 // train.train_iters=50 checkpoint.save=null. The value is read as a YAML scalar or flow list; a
-// string-typed key takes the raw text when it is not YAML at all (model.hybrid_override_pattern=*-*-).
+// string-typed key takes the raw text when it is not YAML at all (model.hybrid_override_pattern=*-*-). An empty
+// value is null, except for path keys (checkpoint.save=), which refuse it.
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <iterator>
+#include <string_view>
 
-#include "core/strings.h"
 #include "config/config.h"
 #include "config/config_detail.h"
+#include "core/strings.h"
 
 namespace sg::config {
 namespace {
@@ -68,6 +71,17 @@ bool whole_value_read(const YAML::Node& node, const std::string& value) {
   }
 }
 
+// Keys whose value names a file or a directory. For these an empty value is refused rather than read as null:
+// `checkpoint.pretrained_checkpoint=$DIR` with DIR unset would otherwise silently train from a random init (and an
+// empty checkpoint.load resume nothing, an empty data_path train on nothing). null still unsets them.
+bool is_path_key(const std::string& key) {
+  static constexpr std::string_view kPathKeys[] = {
+      "checkpoint.save",           "checkpoint.load",   "checkpoint.pretrained_checkpoint",
+      "tokenizer.tokenizer_model", "dataset.data_path", "dataset.valid_data_path",
+      "logger.tensorboard_dir"};
+  return std::find(std::begin(kPathKeys), std::end(kPathKeys), key) != std::end(kPathKeys);
+}
+
 }  // namespace
 
 bool looks_like_override(std::string_view text) { return text.find('=') != std::string_view::npos; }
@@ -102,6 +116,11 @@ void apply_override(Config& config, std::string_view override_text) {
       std::count_if(value.begin(), value.end(), [](char ch) { return ch == '[' || ch == '{'; }));
   if (brackets > kMaxBrackets) throw malformed("the value nests too deeply");
 
+  if (value.empty() && is_path_key(key)) {
+    throw ConfigError(where + ": " + key +
+                      " is a path and the value is empty (an unset shell variable?); give a path, or write " + key +
+                      "=null to unset it");
+  }
   YAML::Node node;  // an empty value is null: it unsets an optional key or empties a list
   if (!value.empty()) {
     if (value.find('\n') != std::string::npos || value.find('\r') != std::string::npos) {

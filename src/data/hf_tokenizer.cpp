@@ -55,6 +55,10 @@ std::string HfTokenizerInfo::describe() const {
                                static_cast<long long>(vocab_size), static_cast<long long>(model_tokens),
                                static_cast<long long>(added_tokens));
   text += eod_id >= 0 ? strprintf(", EOD %s = %d", eos_token.c_str(), eod_id) : std::string(", no eos token");
+  if (has_additional_chat_templates) {
+    text += strprintf("; its %s/ folder is not copied into checkpoints (copy it beside their config.json by hand)",
+                      kAdditionalChatTemplatesDir);
+  }
   return text;
 }
 
@@ -143,10 +147,11 @@ HfTokenizerInfo read_hf_tokenizer(const std::string& dir) {
     info.eos_token = *eos;
     info.eod_id = static_cast<int32_t>(id);
   }
-  for (const char* name : {kTokenizerJson, kTokenizerConfigJson, kSpecialTokensMapJson}) {
+  for (const char* name : kTokenizerFiles) {
     const fs::path p = fs::path(dir) / name;
     if (fs::is_regular_file(p, ec)) info.files.push_back(p.string());
   }
+  info.has_additional_chat_templates = fs::is_directory(fs::path(dir) / kAdditionalChatTemplatesDir, ec);
   return info;
 }
 

@@ -6,8 +6,10 @@
 //                            and added_tokens [{"id", "content"}]: the vocabulary is every id + 1
 //   tokenizer_config.json    eos_token (a string or {"content": ...}): the end-of-document (EOD) token
 //   special_tokens_map.json  eos_token, when tokenizer_config.json has none
-// The three files are what a checkpoint folder needs next to config.json for
-// transformers.AutoTokenizer.from_pretrained(checkpoint); they are copied into every checkpoint.
+// Every checkpoint gets a byte-for-byte copy of the folder's files that transformers.AutoTokenizer (and
+// AutoProcessor) read, so AutoTokenizer.from_pretrained(checkpoint) loads the same tokenizer next to
+// AutoModelForCausalLM: kTokenizerFiles.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,6 +20,26 @@ inline constexpr const char* kTokenizerJson = "tokenizer.json";
 inline constexpr const char* kTokenizerConfigJson = "tokenizer_config.json";
 inline constexpr const char* kSpecialTokensMapJson = "special_tokens_map.json";
 
+// The file names transformers' tokenization_utils_base loads from a tokenizer folder, those of the common slow
+// tokenizers' vocabularies (their classes' vocab_files_names) and the processor's legacy chat template. Since
+// transformers 4.47 save_pretrained writes the chat template as chat_template.jinja, not in tokenizer_config.json.
+inline constexpr std::array<const char*, 12> kTokenizerFiles = {
+    kTokenizerJson,
+    kTokenizerConfigJson,
+    kSpecialTokensMapJson,
+    "chat_template.jinja",
+    "chat_template.json",       // AutoProcessor's, and older transformers'
+    "added_tokens.json",        // slow tokenizers' added tokens (legacy)
+    "tokenizer.model",          // SentencePiece: Llama 2, Mistral, Gemma
+    "vocab.json",               // byte-level BPE: GPT-2, Qwen2, RoBERTa
+    "merges.txt",               // (with vocab.json)
+    "vocab.txt",                // WordPiece: BERT
+    "spiece.model",             // SentencePiece: T5, ALBERT
+    "sentencepiece.bpe.model",  // SentencePiece: XLM-R, mBART
+};
+// Extra chat templates, additional_chat_templates/NAME.jinja: a folder, which checkpoints do not copy.
+inline constexpr const char* kAdditionalChatTemplatesDir = "additional_chat_templates";
+
 struct HfTokenizerInfo {
   std::string dir;
   int64_t vocab_size = 0;       // largest token id + 1 (model vocabulary and added tokens)
@@ -26,15 +48,18 @@ struct HfTokenizerInfo {
   std::string model_type;       // model.type: "BPE", "Unigram", "WordPiece", ...
   std::string eos_token;        // "" when the folder names none
   int32_t eod_id = -1;          // id of eos_token; -1 when there is none
-  std::vector<std::string> files;  // the files above that exist, as full paths, for the checkpoint copy
+  std::vector<std::string> files;  // the kTokenizerFiles that exist, as full paths, for the checkpoint copy
+  // kAdditionalChatTemplatesDir exists: checkpoints lack it (describe() says so).
+  bool has_additional_chat_templates = false;
 
   // "data/tok: BPE, 2000 tokens (1999 + 1 added), EOD <|endoftext|> = 0"
   std::string describe() const;
 };
 
 // Reads DIR/tokenizer.json (required), DIR/tokenizer_config.json and DIR/special_tokens_map.json
-// (optional). sg::Error naming the file and the fix when DIR or tokenizer.json is missing, a file is
-// not JSON of the expected shape, or the named eos_token is not in the vocabulary.
+// (optional), and lists the kTokenizerFiles DIR holds. sg::Error naming the file and the fix when DIR or
+// tokenizer.json is missing, a file is not JSON of the expected shape, or the named eos_token is not in the
+// vocabulary.
 HfTokenizerInfo read_hf_tokenizer(const std::string& dir);
 
 }  // namespace sg::data

@@ -70,26 +70,31 @@ GenerateResult run_generate(const GenerateOptions& options) {
   ref::check_sampling_config(options.sampling);
   GenerateResult result;
 
-  const std::string folder = checkpoint::resolve_model_folder(options.checkpoint, "generate CHECKPOINT");
+  const char* what = "generate CHECKPOINT";
+  const std::string folder = checkpoint::resolve_model_folder(options.checkpoint, what);
   const checkpoint::HfModelConfig config = checkpoint::read_hf_config(folder);
   const model::ModelSpec& spec = config.spec;
   const model::ModelLayout layout = model::model_layout(spec);
   std::vector<float> weights;
-  result.model = folder + ": " + checkpoint::load_hf_weights(folder, layout, weights, checkpoint::WeightSource::model);
+  result.model =
+      folder + ": " + checkpoint::load_hf_weights(folder, layout, weights, checkpoint::WeightSource::model, what);
 
-  // The tokenizer: required for text prompts, used for the output text whenever one is found.
+  // The tokenizer: required for text prompts, used for the output text whenever one is found. Only its absence
+  // is optional: a tokenizer.json that is there but does not load (damaged, a server that fails) is an error.
   std::unique_ptr<TokenizerProcess> tokenizer;
   if (!options.prompts.empty() || !options.tokenizer_dir.empty()) {
     tokenizer = std::make_unique<TokenizerProcess>(find_tokenizer_dir(options.tokenizer_dir, folder));
   } else {
+    std::string tokenizer_dir;
     try {
-      tokenizer = std::make_unique<TokenizerProcess>(find_tokenizer_dir("", folder));
+      tokenizer_dir = find_tokenizer_dir("", folder);  // throws only when neither folder has tokenizer.json
     } catch (const Error&) {
       log::info(
           strprintf("no tokenizer.json in %s or its parent: the output is token ids (--tokenizer DIR gives "
                     "text)",
                     folder.c_str()));
     }
+    if (!tokenizer_dir.empty()) tokenizer = std::make_unique<TokenizerProcess>(tokenizer_dir);
   }
   if (tokenizer && tokenizer->vocab_size() > spec.vocab_size) {
     throw Error(

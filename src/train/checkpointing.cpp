@@ -1,13 +1,16 @@
 #include "train/checkpointing.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/durable_io.h"
+#include "checkpoint/hf_config.h"
+#include "checkpoint/hf_import.h"
+#include "config/model_config.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "cuda/bf16.h"
-#include "checkpoint/checkpoint_dir.h"
-#include "checkpoint/hf_config.h"
-#include "config/model_config.h"
 #include "train/nonfinite_stop.h"
 
 namespace sg::train {
@@ -87,11 +90,64 @@ std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
   return b;
 }
 
+// config.json's bos_token_id or eos_token_id as `source` (the file at `path`) has it; null when absent.
+nlohmann::json source_token_id(const nlohmann::json& source, const char* key, const std::string& path) {
+  if (!source.contains(key)) return nullptr;
+  const nlohmann::json& value = source[key];
+  if (!checkpoint::is_hf_token_id_value(value)) {
+    throw Error(
+        strprintf("checkpoint.pretrained_checkpoint: %s: %s = %s is not null, a token id or a list of token "
+                  "ids; fix the file (transformers could not use it either)",
+                  path.c_str(), key, value.dump().c_str()));
+  }
+  return value;
+}
+
+// The exported config.json's keys that the model's spec does not decide (checkpointing.h says which).
+void set_export_keys(nlohmann::json& model_config, const model::ModelSpec& spec, const CheckpointExport& exported) {
+  const std::optional<CheckpointSource>& source = exported.source;
+  if (source) {
+    // The weights still serve the source's context; seq_length is only how much of it this run trained.
+    checkpoint::set_hf_max_position_embeddings(model_config,
+                                               std::max(source->max_position_embeddings, spec.seq_length));
+  }
+  // tokenizer.json is among the files of every tokenizer folder: none means the run has no tokenizer.
+  if (exported.tokenizer.files.empty() && source) {
+    checkpoint::set_hf_special_token_ids(model_config, source->bos_token_id, source->eos_token_id);
+  } else {
+    checkpoint::set_hf_special_token_ids(model_config, exported.tokenizer.eos_token_id);
+  }
+}
+
 }  // namespace
+
+CheckpointExport checkpoint_export(const config::Config& config,
+                                   const std::optional<data::HfTokenizerInfo>& tokenizer) {
+  CheckpointExport out;
+  if (tokenizer) {
+    out.tokenizer.files = tokenizer->files;
+    if (tokenizer->eod_id >= 0) out.tokenizer.eos_token_id = tokenizer->eod_id;
+  }
+  if (!config.checkpoint.pretrained_checkpoint) return out;
+  const std::string folder =
+      checkpoint::resolve_model_folder(*config.checkpoint.pretrained_checkpoint, "checkpoint.pretrained_checkpoint");
+  const checkpoint::HfModelConfig hf = checkpoint::read_hf_config(folder);
+  // Read again for the keys HfModelConfig does not keep as written (bos, and eos as a number or a list).
+  nlohmann::json source;
+  try {
+    source = nlohmann::json::parse(checkpoint::read_text_file(hf.path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(strprintf("%s is not valid JSON: %s", hf.path.c_str(), e.what()));
+  }
+  out.source = CheckpointSource{.max_position_embeddings = hf.max_position_embeddings,
+                                .bos_token_id = source_token_id(source, "bos_token_id", hf.path),
+                                .eos_token_id = source_token_id(source, "eos_token_id", hf.path)};
+  return out;
+}
 
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
                             const TrainingState& state, const data::DataPosition& position, const std::string& run_id,
-                            const CheckpointTokenizer& tokenizer) {
+                            const CheckpointExport& exported) {
   const auto n = static_cast<size_t>(layout.total());
   SG_CHECK(state.main_weights.size() == n && state.exp_avg.size() == n && state.exp_avg_sq.size() == n,
            "training state does not match the parameter layout");
@@ -104,7 +160,7 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   const auto* bf16_base = reinterpret_cast<const uint8_t*>(bf16.data());
   ckpt.model = tensors_of<TensorRef>(layout, bf16_base, TensorDtype::BF16, 2);
   ckpt.model_config = checkpoint::hf_model_config(layout.spec, "bfloat16");
-  checkpoint::set_hf_special_token_ids(ckpt.model_config, tokenizer.eos_token_id);
+  set_export_keys(ckpt.model_config, layout.spec, exported);
   ckpt.main_params = tensors_of<TensorRef>(layout, reinterpret_cast<const uint8_t*>(state.main_weights.data()),
                                            TensorDtype::F32, 4);
   ckpt.exp_avg = tensors_of<TensorRef>(layout, reinterpret_cast<const uint8_t*>(state.exp_avg.data()),
@@ -116,7 +172,7 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   ckpt.state.rng_state = rng_bytes(state.rng);
   ckpt.state.config_hash = checkpoint::config_hash_hex(canonical_config(config));
   ckpt.state.extra["run_id"] = run_id;
-  ckpt.extra_files = tokenizer.files;
+  ckpt.extra_files = exported.tokenizer.files;
   return checkpoint::save_checkpoint(dir, state.steps_done, checkpoint::training_checkpoint_contents(ckpt));
 }
 

@@ -21,17 +21,24 @@ std::string num(double v) {
 std::string num(int64_t v) {
   return std::to_string(v);
 }
+const char* boolean(bool v) {
+  return v ? "true" : "false";
+}
 
 struct Differences {
   std::vector<std::string> lines;  // "model.hidden_size: config.json hidden_size = 2048, configured 256"
   std::vector<std::string> fixes;  // "model.hidden_size=2048"
   std::vector<std::string> taken;  // "hidden_size 2048"
 
+  // `folder` says what config.json holds; `fix` is the value of `key` that matches it.
+  void differ_as(const std::string& key, const std::string& folder, const std::string& configured,
+                 const std::string& fix) {
+    lines.push_back(strprintf("%s: %s, configured %s", key.c_str(), folder.c_str(), configured.c_str()));
+    fixes.push_back(key + "=" + fix);
+  }
   void differ(const std::string& key, const std::string& folder_key, const std::string& folder_value,
               const std::string& configured) {
-    lines.push_back(strprintf("%s: config.json %s = %s, configured %s", key.c_str(), folder_key.c_str(),
-                              folder_value.c_str(), configured.c_str()));
-    fixes.push_back(key + "=" + folder_value);
+    differ_as(key, "config.json " + folder_key + " = " + folder_value, configured, folder_value);
   }
 };
 
@@ -50,10 +57,36 @@ bool same(double a, double b) {
   return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b));
 }
 
+// What a Llama folder is beyond its sizes: GPT blocks of attention and a dense MLP, RoPE, SwiGLU (read_hf_config
+// refuses any other hidden_act). A model configured otherwise would train other numbers from the same weights, or
+// fail the weight load blaming the folder.
+void check_architecture(Differences& d, const config::ModelConfig& m) {
+  const bool hybrid = m.hybrid_override_pattern && !m.hybrid_override_pattern->empty();
+  if (hybrid) {
+    d.differ_as("model.hybrid_override_pattern", "config.json describes GPT blocks (LlamaForCausalLM)",
+                *m.hybrid_override_pattern, "null");
+  }
+  if (m.num_moe_experts.value_or(0) > 0) {
+    d.differ_as("model.num_moe_experts", "config.json describes a dense MLP (LlamaForCausalLM)",
+                num(*m.num_moe_experts), "null");
+  }
+  const std::string position = m.position_embedding_type.value_or(hybrid ? "none" : "rope");
+  if (position != "rope") {
+    d.differ_as("model.position_embedding_type", "config.json describes RoPE attention (LlamaForCausalLM, rope_theta)",
+                m.position_embedding_type ? position : "null (none with a hybrid pattern)", "rope");
+  }
+  if (m.activation_func != "silu") d.differ("model.activation_func", "hidden_act", "silu", m.activation_func);
+  if (!m.gated_linear_unit) {
+    d.differ_as("model.gated_linear_unit", "config.json hidden_act = silu in LlamaMLP, which is gated (SwiGLU)",
+                "false", "true");
+  }
+}
+
 }  // namespace
 
 config::Config apply_pretrained_shapes(const config::Config& config) {
-  if (!config.checkpoint.pretrained_checkpoint) return config;
+  // An empty path is left to validation's rule ("is an empty path"), not read as a missing folder.
+  if (!config.checkpoint.pretrained_checkpoint || config.checkpoint.pretrained_checkpoint->empty()) return config;
   const std::string folder = checkpoint::resolve_model_folder(*config.checkpoint.pretrained_checkpoint, kKey);
   const checkpoint::HfModelConfig hf = checkpoint::read_hf_config(folder);
   const model::ModelSpec& s = hf.spec;
@@ -72,6 +105,17 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   m.num_query_groups = groups;
   m.ffn_hidden_size = ffn;
   m.vocab_size = vocab;
+  // head_dim is Megatron's kv_channels, whose null means hidden_size / num_attention_heads: a folder whose head_dim
+  // is something else sets it like the other unset shape keys (s.kv_channels is 0 when head_dim is that quotient).
+  if (!m.kv_channels) {
+    if (s.kv_channels > 0) {
+      m.kv_channels = s.kv_channels;
+      d.taken.push_back("kv_channels " + num(s.kv_channels));
+    }
+  } else if (*m.kv_channels != s.head_dim()) {
+    d.differ("model.kv_channels", "head_dim", num(s.head_dim()), num(*m.kv_channels));
+  }
+  check_architecture(d, m);
   if (!same(m.rotary_base, s.rotary_base))
     d.differ("model.rotary_base", "rope_theta", num(s.rotary_base), num(m.rotary_base));
   if (!same(m.layernorm_epsilon, s.layernorm_epsilon)) {
@@ -79,15 +123,15 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   }
   if (m.share_embeddings_and_output_weights != s.share_embeddings_and_output_weights) {
     d.differ("model.share_embeddings_and_output_weights", "tie_word_embeddings",
-             s.share_embeddings_and_output_weights ? "true" : "false",
-             m.share_embeddings_and_output_weights ? "true" : "false");
+             boolean(s.share_embeddings_and_output_weights), boolean(m.share_embeddings_and_output_weights));
   }
   const ref::RopeScaling& r = s.rope_scaling;
   if (m.rope_scaling != r.enabled()) {
-    d.differ("model.rope_scaling", "rope_scaling", r.enabled() ? "true" : "false", m.rope_scaling ? "true" : "false");
+    d.differ("model.rope_scaling", "rope_scaling", boolean(r.enabled()), boolean(m.rope_scaling));
   }
   if (r.enabled()) {
-    if (!m.rope_scaling || !same(m.rope_scaling_factor, r.factor)) {
+    // Listed whether or not model.rope_scaling is on: the fix must give both keys the folder's values.
+    if (!same(m.rope_scaling_factor, r.factor)) {
       d.differ("model.rope_scaling_factor", "rope_scaling.factor", num(r.factor), num(m.rope_scaling_factor));
     }
     // The configuration expresses only the factor; the rest are Megatron's constants for Llama 3.x.
@@ -109,7 +153,7 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
     for (const auto& line : d.lines) msg += "\n  " + line;
     msg += "\nset them to the folder's values: " + join(d.fixes, " ") +
            "\n(shape keys left unset in the recipe - num_layers/hidden_size/num_attention_heads 0, vocab_size/"
-           "ffn_hidden_size/num_query_groups null - are taken from config.json)";
+           "ffn_hidden_size/num_query_groups/kv_channels null - are taken from config.json)";
     throw Error(msg);
   }
   if (!d.taken.empty()) log::info(strprintf("model shape from %s: %s", hf.path.c_str(), join(d.taken, ", ").c_str()));
@@ -137,7 +181,7 @@ TrainingState pretrained_state(const config::Config& config, const model::ModelL
   const std::string folder = checkpoint::resolve_model_folder(*config.checkpoint.pretrained_checkpoint, kKey);
   TrainingState state;
   const std::string what =
-      checkpoint::load_hf_weights(folder, layout, state.main_weights, checkpoint::WeightSource::main_params);
+      checkpoint::load_hf_weights(folder, layout, state.main_weights, checkpoint::WeightSource::main_params, kKey);
   state.exp_avg.assign(state.main_weights.size(), 0.0f);
   state.exp_avg_sq.assign(state.main_weights.size(), 0.0f);
   state.steps_done = 0;

@@ -5,9 +5,10 @@
 // checkpoint.load holds no checkpoint, so an interrupted fine-tuning run resumes from its own saves.
 //
 // Shapes: the model keys a recipe can leave unset (model.num_layers, hidden_size and
-// num_attention_heads at 0; vocab_size, ffn_hidden_size, num_query_groups null) are taken from the
-// folder's config.json; every other shape key (and every set one) must match it. One sg::Error lists
-// each mismatch as (key, folder value, configured value) with the overrides that fix it.
+// num_attention_heads at 0; vocab_size, ffn_hidden_size, num_query_groups, kv_channels null) are taken
+// from the folder's config.json; every other shape key (and every set one) must match it, and the model
+// must be a Llama's (GPT blocks, dense, RoPE, SwiGLU). One sg::Error lists each mismatch as (key, folder
+// value, configured value) with the overrides that fix it.
 #include <string>
 #include <vector>
 
@@ -17,7 +18,8 @@
 
 namespace sg::train {
 
-// `config` with the pretrained folder's shapes applied (unchanged when pretrained_checkpoint is unset).
+// `config` with the pretrained folder's shapes applied (unchanged when pretrained_checkpoint is unset, or empty:
+// config::validate refuses that one as an empty path).
 config::Config apply_pretrained_shapes(const config::Config& config);
 
 // True when checkpoint.load names a folder that holds a checkpoint to resume.

@@ -73,6 +73,36 @@ void check_resume_inside_save(const std::string& load, const std::string& save) 
                 static_cast<long long>(loaded_iteration(folder)), save.c_str(), checkpoint::kLatestFile));
 }
 
+// checkpoint.save must not be the folder the pretrained weights come from: the run's latest file would make it a
+// checkpoint root, which names the fine-tuned weights instead of its own to every later reader (generate,
+// pretrained_checkpoint). Checked before the lock, which would already write DIR/.lock into it.
+void check_save_is_not_pretrained(const config::CheckpointConfig& c) {
+  if (!c.pretrained_checkpoint || c.pretrained_checkpoint->empty()) return;
+  const fs::path save_path = checkpoint::normalized_directory(*c.save);
+  const fs::path pretrained = checkpoint::normalized_directory(*c.pretrained_checkpoint);
+  if (pretrained == save_path) {
+    throw Error(strprintf(
+        "checkpoint.save %s is checkpoint.pretrained_checkpoint %s: the run would save its iterations and its latest "
+        "file into the folder it starts from, which would then name the fine-tuned weights instead of its own. "
+        "Choose another checkpoint.save (checkpoint.save=NEW_DIR)",
+        c.save->c_str(), c.pretrained_checkpoint->c_str()));
+  }
+  // checkpoint.overwrite deletes save's iteration folders: one of them may be the pretrained weights.
+  if (c.overwrite && is_within(pretrained, save_path)) {
+    throw Error(strprintf(
+        "checkpoint.overwrite=true would delete checkpoint.pretrained_checkpoint %s: it lies inside checkpoint.save "
+        "%s. Nothing was removed. Choose another checkpoint.save (checkpoint.save=NEW_DIR), or copy the pretrained "
+        "folder elsewhere first",
+        c.pretrained_checkpoint->c_str(), c.save->c_str()));
+  }
+}
+
+// What a run that resumes nothing starts from, for the notes.
+std::string fresh_start(const config::CheckpointConfig& c) {
+  return c.pretrained_checkpoint ? "starting from checkpoint.pretrained_checkpoint " + *c.pretrained_checkpoint
+                                 : std::string("starting from scratch");
+}
+
 }  // namespace
 
 CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
@@ -82,6 +112,7 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
     return out;
   }
   const std::string& save = *c.save;
+  check_save_is_not_pretrained(c);
   out.save_lock = checkpoint::SaveDirLock::acquire(save, "checkpoint.save");
   checkpoint::check_directory_writable(save, "checkpoint.save");
   const bool occupied = checkpoint::holds_checkpoints(save);
@@ -92,7 +123,7 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
     if (occupied) {
       out.resume_from = save;
     } else {
-      out.note = "checkpoint.load = checkpoint.save = " + save + " holds no checkpoint yet: starting from scratch";
+      out.note = "checkpoint.load = checkpoint.save = " + save + " holds no checkpoint yet: " + fresh_start(c);
     }
     return out;
   }
@@ -104,7 +135,7 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
   if (!occupied) {
     out.resume_from = c.load;
     if (!c.load && c.auto_resume) {
-      out.note = "checkpoint.auto_resume: " + save + " holds no checkpoint yet: starting from scratch";
+      out.note = "checkpoint.auto_resume: " + save + " holds no checkpoint yet: " + fresh_start(c);
     }
     return out;
   }

@@ -5,7 +5,9 @@
 //     checkpoint.load names it (Bridge's "load = save" idiom) or checkpoint.auto_resume is set, wiped
 //     when checkpoint.overwrite is set, and otherwise the run is refused with a message naming the
 //     three options. So a fresh run never replaces another run's iterations, and `latest` never moves
-//     backwards over iterations left behind.
+//     backwards over iterations left behind;
+//   * checkpoint.save is never checkpoint.pretrained_checkpoint's folder (its latest file would make that folder
+//     name the fine-tuned weights), nor, with checkpoint.overwrite, a folder holding it.
 #include <optional>
 #include <string>
 

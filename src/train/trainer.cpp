@@ -179,6 +179,7 @@ StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, do
 // What a run knows before its steps: the tokenizer, the evaluation, the plan lines for the report.
 struct RunContext {
   std::optional<data::HfTokenizerInfo> tokenizer;
+  CheckpointExport checkpoint_export;  // what saved folders take from the tokenizer and a pretrained source
   Evaluation* evaluation = nullptr;
   std::chrono::steady_clock::time_point start;
   std::string run_id;  // train/run_folder.h: the checkpoint's when resuming, else a new one (rank 0's)
@@ -255,11 +256,6 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   if (!recorder.tensorboard_path().empty()) log::info("TensorBoard events: " + recorder.tensorboard_path());
   const int64_t log_interval = std::max<int64_t>(1, config.logger.log_interval);
   const int64_t save_interval = config.checkpoint.save_interval.value_or(0);
-  CheckpointTokenizer checkpoint_tokenizer;
-  if (run.tokenizer) {
-    checkpoint_tokenizer.files = run.tokenizer->files;
-    if (run.tokenizer->eod_id >= 0) checkpoint_tokenizer.eos_token_id = run.tokenizer->eod_id;
-  }
 
   Progress progress("train", train_iters, options.interactive, start_step);
   backend.notify = [&progress](const std::string& text) { progress.line(text); };
@@ -294,7 +290,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     }
     const data::DataPosition& position = data.loader().position();
     const std::string dir = save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position,
-                                            run.run_id, checkpoint_tokenizer);
+                                            run.run_id, run.checkpoint_export);
     const double seconds = seconds_since(start);
     stop_handlers.save_took(seconds);
     progress.line(strprintf("saved checkpoint %s (%.1f s)", dir.c_str(), seconds));
@@ -479,6 +475,7 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   RunContext run;
   run.start = run_start;
   run.tokenizer = config::load_tokenizer(config);
+  run.checkpoint_export = checkpoint_export(config, run.tokenizer);
   data::BatchOptions batch_options;
   batch_options.eod_mask_loss = config.dataset.eod_mask_loss;
   if (run.tokenizer) batch_options.eod_token = run.tokenizer->eod_id;

@@ -5,14 +5,15 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "checkpoint_test_util.h"
-#include "core/error.h"
 #include "checkpoint/hf_config.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/train_state.h"
+#include "checkpoint_test_util.h"
+#include "core/error.h"
 
 namespace sg::checkpoint {
 namespace {
@@ -213,8 +214,8 @@ TEST(Safetensors, CorruptFilesAreClearErrors) {
   };
   with_header(replace("{", "["));
   expect_error_contains(open_bad, {bad, "not valid JSON"});
-  with_header(replace("\"BF16\"", "\"F16\" "));
-  expect_error_contains(open_bad, {bad, "w.bf16", "dtype F16"});
+  with_header(replace("\"BF16\"", "\"F64\" "));  // a dtype stepgraph does not read (F16 it widens)
+  expect_error_contains(open_bad, {bad, "w.bf16 (F64)", "cannot read", "F32, BF16 or F16"});
   with_header(replace("[4]", "[5]"));
   expect_error_contains(open_bad, {bad, "w.bf16", "needs 10 bytes"});
   auto j = nlohmann::json::parse(header);
@@ -252,6 +253,49 @@ TEST(HfConfig, LlamaConfigFields) {
   EXPECT_THROW(hf_llama_config(spec, "float16"), Error);
 }
 
+// transformers warns when rope_scaling's original_max_position_embeddings is not an integer (8192.0).
+TEST(HfConfig, IntegersAreWrittenAsIntegers) {
+  auto spec = test::tiny_llama_spec();
+  spec.rope_scaling.factor = 8.0;  // Megatron's Llama 3 constants otherwise: an original context of 8192
+  const auto c = hf_llama_config(spec, "bfloat16");
+  const nlohmann::json& original = c["rope_scaling"]["original_max_position_embeddings"];
+  EXPECT_TRUE(original.is_number_integer()) << original.dump();
+  EXPECT_EQ(original, 8192);
+  EXPECT_EQ(c.dump().find("8192.0"), std::string::npos) << c.dump();
+  for (const char* key : {"max_position_embeddings", "vocab_size", "hidden_size", "num_key_value_heads"}) {
+    EXPECT_TRUE(c[key].is_number_integer()) << key;
+  }
+  spec.rope_scaling.original_max_position_embeddings = 8192.5;
+  expect_error_contains([&] { hf_llama_config(spec, "bfloat16"); },
+                        {"original_max_position_embeddings = 8192.5 is not a positive integer"});
+}
+
+// What a run from pretrained weights keeps of its source's config.json (train/checkpointing.cpp decides when).
+TEST(HfConfig, SourceContextAndSpecialTokenIds) {
+  auto c = hf_llama_config(test::tiny_llama_spec(), "bfloat16");
+  set_hf_special_token_ids(c, nlohmann::json(128000), nlohmann::json::array({128001, 128008, 128009}));
+  EXPECT_EQ(c["bos_token_id"], 128000);
+  EXPECT_EQ(c["eos_token_id"], nlohmann::json::array({128001, 128008, 128009}));
+  set_hf_special_token_ids(c, nullptr, nlohmann::json(2));
+  EXPECT_TRUE(c["bos_token_id"].is_null());
+  EXPECT_EQ(c["eos_token_id"], 2);
+  set_hf_special_token_ids(c, std::optional<int64_t>{});  // the tokenizer's: no BOS, its EOD (none here)
+  EXPECT_TRUE(c["bos_token_id"].is_null());
+  EXPECT_TRUE(c["eos_token_id"].is_null());
+  for (const auto& bad : {nlohmann::json("</s>"), nlohmann::json(-1), nlohmann::json(2.0), nlohmann::json::array(),
+                          nlohmann::json::array({1, "x"})}) {
+    EXPECT_FALSE(is_hf_token_id_value(bad)) << bad.dump();
+    EXPECT_THROW(set_hf_special_token_ids(c, nullptr, bad), Error) << bad.dump();
+  }
+  EXPECT_EQ(c["max_position_embeddings"], 64);  // model.seq_length
+  set_hf_max_position_embeddings(c, 131072);
+  EXPECT_EQ(c["max_position_embeddings"], 131072);
+  nlohmann::json none;  // no transformers class: no config.json
+  set_hf_max_position_embeddings(none, 131072);
+  set_hf_special_token_ids(none, nlohmann::json(1), nlohmann::json(2));
+  EXPECT_TRUE(none.is_null());
+}
+
 TEST(TrainState, JsonRoundTripAndErrors) {
   TrainState s;
   s.iteration = 1234;
@@ -266,14 +310,17 @@ TEST(TrainState, JsonRoundTripAndErrors) {
   EXPECT_NE(config_hash_hex("a"), config_hash_hex("b"));
   EXPECT_EQ(config_hash_hex(""), "cbf29ce484222325");  // FNV-1a 64 offset basis
 
+  // Each damaged file is sealed again (as another tool writing it would): the field checks name the field.
   auto j = s.to_json();
   j.erase("data_position");
+  seal_train_state_json(j);
   expect_error_contains([&] { TrainState::from_json(j, "ts.json"); }, {"ts.json", "data_position"});
   j = s.to_json();
   j["rng_state"] = "abc";
+  seal_train_state_json(j);
   expect_error_contains([&] { TrainState::from_json(j, "ts.json"); }, {"ts.json", "odd length"});
   j = s.to_json();
-  j["version"] = 99;
+  j["version"] = 99;  // a newer format is named as such, before its checksum is looked at
   expect_error_contains([&] { TrainState::from_json(j, "ts.json"); }, {"ts.json", "version"});
 }
 

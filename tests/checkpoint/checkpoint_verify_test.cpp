@@ -1,6 +1,6 @@
 // What a load verifies before it copies a byte (issue 17): per-file CRC-32 recorded in
-// train_state.json at save, the iteration against the folder name, finite values; and what a save
-// leaves behind when it fails (nothing), plus a `latest` that is not a file.
+// train_state.json at save, train_state.json's own CRC-32C, the iteration against the folder name, finite
+// values; and what a save leaves behind when it fails (nothing), plus a `latest` that is not a file.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -81,6 +81,11 @@ TEST(CheckpointVerify, SaveRecordsEveryFilesSizeAndCrc) {
     EXPECT_EQ(sums[name]["crc32"].get<std::string>(), crc32_hex(actual.crc32)) << name;
   }
   EXPECT_FALSE(sums.contains(kTrainStateFile));  // it holds them
+  // ... and its own checksum, which covers them too: sealing the file as read changes nothing.
+  ASSERT_TRUE(state.contains(kStateChecksumKey)) << state.dump(2);
+  auto resealed = state;
+  seal_train_state_json(resealed);
+  EXPECT_EQ(resealed, state);
   EXPECT_EQ(try_load(dir.str()).error, "");
 }
 
@@ -130,11 +135,11 @@ TEST(CheckpointVerify, NonFiniteValuesAreRefusedNamingTheTensor) {
 }
 
 TEST(CheckpointVerify, IterationMustMatchTheFolderName) {
+  // An intact checkpoint of iteration 3 in a folder renamed to iter_0000005.
   test::ScratchDir dir("verify_iteration");
-  const std::string folder = save_checkpoint(dir.str(), 5, Fixture(5).contents());
-  auto state = nlohmann::json::parse(read_all(folder + "/" + kTrainStateFile));
-  state["iteration"] = 3;
-  write_all(folder + "/" + kTrainStateFile, state.dump(2));
+  const std::string saved = save_checkpoint(dir.str(), 3, Fixture(3).contents());
+  fs::rename(saved, dir.str() + "/" + iteration_dir_name(5));
+  write_all(dir.str() + "/" + kLatestFile, "5\n");
   const LoadOutcome r = try_load(dir.str());
   EXPECT_NE(r.error.find("says iteration 3 but the folder is iter_0000005"), std::string::npos) << r.error;
   EXPECT_TRUE(r.untouched);
@@ -146,12 +151,44 @@ TEST(CheckpointVerify, ACheckpointWithoutChecksumsStillLoads) {
   const std::string folder = save_checkpoint(dir.str(), 5, Fixture(5).contents());
   auto state = nlohmann::json::parse(read_all(folder + "/" + kTrainStateFile));
   state.erase(kFileChecksumsKey);
+  state.erase(kStateChecksumKey);  // nor did the train state carry its own
   write_all(folder + "/" + kTrainStateFile, state.dump(2));
   EXPECT_EQ(try_load(dir.str()).error, "");
   // A malformed checksum entry is refused, not ignored.
   state[kFileChecksumsKey] = {{kModelFile, {{"bytes", 1}, {"crc32", "xyz"}}}};
   write_all(folder + "/" + kTrainStateFile, state.dump(2));
   EXPECT_NE(try_load(dir.str()).error.find("malformed"), std::string::npos);
+}
+
+// train_state.json is not among the files it records: its own CRC-32C covers it. A flipped digit of the RNG
+// state would otherwise resume with other dropout masks, and a changed iteration elsewhere in the data.
+TEST(CheckpointVerify, AnEditedTrainStateIsRefusedNamingTheIterationBeforeIt) {
+  test::ScratchDir dir("verify_state");
+  save_checkpoint(dir.str(), 3, Fixture(3).contents());
+  const std::string folder = save_checkpoint(dir.str(), 5, Fixture(5).contents());
+  const std::string victim = folder + "/" + kTrainStateFile;
+  const std::string good = read_all(victim);
+  const std::string field = "\"rng_state\": \"";
+  const size_t at = good.find(field);
+  ASSERT_NE(at, std::string::npos) << good;
+  std::string edited = good;
+  char& digit = edited[at + field.size()];
+  digit = digit == '0' ? '1' : '0';
+  const std::string iteration = "\"iteration\": 5,";
+  ASSERT_NE(good.find(iteration), std::string::npos) << good;
+  std::string renumbered = good;
+  renumbered.replace(good.find(iteration), iteration.size(), "\"iteration\": 6,");
+  for (const std::string& text : {edited, renumbered}) {
+    write_all(victim, text);
+    const LoadOutcome r = try_load(dir.str());
+    EXPECT_NE(r.error.find("train state " + victim + " is corrupt"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("CRC-32C"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("set checkpoint.load=" + dir.str() + "/" + iteration_dir_name(3)), std::string::npos)
+        << r.error;
+    EXPECT_TRUE(r.untouched);
+  }
+  write_all(victim, good);
+  EXPECT_EQ(try_load(dir.str()).error, "");
 }
 
 TEST(CheckpointVerify, AFailedSaveLeavesNoTemporaryFolder) {

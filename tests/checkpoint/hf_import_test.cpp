@@ -1,22 +1,29 @@
 // Loading Hugging Face Llama folders (checkpoint/hf_import.h). The folders are written by
 // tests/checkpoint/make_hf_llama.py with numpy + safetensors (scripts/setup.sh installs both; without
-// them this FAILS): one file or shards with model.safetensors.index.json, BF16 or F32, tied or
+// them this FAILS): one file or shards with model.safetensors.index.json, BF16, F16 or F32, tied or
 // untied, Llama 3 rope_scaling in the transformers 4 and 5 spellings. Every loaded tensor must equal
 // the script's expected.safetensors element for element; each broken folder must be refused naming
-// the tensor or the config.json key. A stepgraph checkpoint folder loads the same way (its fp32 main
-// weights for training, its model weights for generation).
+// the tensor, the file or the config.json key: NaN/Inf weights, unreadable dtypes, a stale
+// model.safetensors beside an index, shards missing or outside the folder, an index that does not match
+// its shards, config.json values no model has. A stepgraph checkpoint folder loads the same way (its fp32
+// main weights for training, its model weights for generation), verified against train_state.json's
+// CRC-32s as checkpoint.load verifies it.
 #include "checkpoint/hf_import.h"
-#include "model/layer_registry.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/hf_config.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint_test_util.h"
+#include "model/layer_registry.h"
 #include "process_util.h"
 #include "test_util.h"
 
@@ -68,6 +75,9 @@ TEST(HfImport, LoadsEveryFolderLayout) {
       {"bf16_one_file", "--dtype bf16", false, 0.0, "model.safetensors (BF16)"},
       {"fp32_three_shards_tied", "--dtype fp32 --shards 3 --tied", true, 0.0, "3 shards"},
       {"bf16_two_shards_llama3", "--dtype bf16 --shards 2 --rope-scaling 8 --eos 5", false, 8.0, "2 shards"},
+      {"fp16_one_file", "--dtype fp16", false, 0.0, "model.safetensors (F16)"},
+      {"fp16_two_shards_tied", "--dtype fp16 --shards 2 --tied", true, 0.0,
+       "2 shards of model.safetensors.index.json (F16)"},
       {"fp32_transformers5_rope_parameters",
        "--dtype fp32 --tied --rope-scaling 32 --rope-parameters --rope-theta 500000", true, 32.0,
        "model.safetensors (F32)"},
@@ -95,34 +105,92 @@ TEST(HfImport, LoadsEveryFolderLayout) {
     EXPECT_EQ(s.rotary_base, std::string(v.args).find("500000") != std::string::npos ? 500000.0 : 10000.0);
     const model::ModelLayout layout = model::model_layout(s);
     std::vector<float> weights;
-    const std::string what = load_hf_weights(folder, layout, weights, WeightSource::model);
+    const std::string what = load_hf_weights(folder, layout, weights, WeightSource::model, "test");
     EXPECT_NE(what.find(v.expect_files), std::string::npos) << what;
     expect_weights_equal_expected(folder, layout, weights);
   }
   EXPECT_EQ(read_hf_config(dir.str() + "/bf16_two_shards_llama3").eos_token_ids, (std::vector<int64_t>{5}));
 }
 
+// Every half-precision value widens exactly: compared with sign x significand x 2^exponent in double.
+TEST(HfImport, F16WidensExactly) {
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    const uint16_t h = static_cast<uint16_t>(bits);
+    const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+    const double sign = (h & 0x8000) != 0 ? -1.0 : 1.0;
+    const float got = f16_bits_to_float(h);
+    if (exponent == 0x1f) {
+      if (mantissa == 0) {
+        ASSERT_EQ(got, static_cast<float>(sign * INFINITY)) << std::hex << bits;
+      } else {
+        ASSERT_TRUE(std::isnan(got)) << std::hex << bits;
+      }
+      continue;
+    }
+    const double want = exponent == 0 ? sign * std::ldexp(mantissa, -24)  // zero and subnormals
+                                      : sign * std::ldexp(1024 + mantissa, exponent - 25);
+    ASSERT_EQ(static_cast<double>(got), want) << std::hex << bits;
+    ASSERT_EQ(std::signbit(got), (h & 0x8000) != 0) << std::hex << bits;  // -0 stays -0
+  }
+}
+
 TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
   test::ScratchDir dir("hf_import_bad");
-  const std::pair<const char*, const char*> weight_defects[] = {
-      {"missing", "missing    model.layers.0.mlp.up_proj.weight"},
-      {"extra", "unexpected model.layers.0.self_attn.q_proj.bias"},
-      {"shape", "different  model.norm.weight: checkpoint [33], expected [32]"},
+  struct WeightDefect {
+    const char* name;
+    const char* args;
+    std::vector<std::string> messages;
   };
-  for (const auto& [defect, message] : weight_defects) {
-    const std::string folder = make_folder(dir.str() + "/" + defect, std::string("--shards 2 --break ") + defect);
+  const WeightDefect weight_defects[] = {
+      {"missing", "--shards 2 --break missing", {"missing    model.layers.0.mlp.up_proj.weight"}},
+      {"extra", "--shards 2 --break extra", {"unexpected model.layers.0.self_attn.q_proj.bias"}},
+      {"shape", "--shards 2 --break shape", {"different  model.norm.weight: checkpoint [33], expected [32]"}},
+      {"nan",
+       "--shards 2 --break nan",
+       {"test ", "holds non-finite values: tensor model.layers.1.mlp.down_proj.weight element 7 is nan (1 non-finite"}},
+      {"inf_fp16",
+       "--dtype fp16 --break inf",
+       {"model.safetensors holds non-finite values: tensor model.norm.weight element 7 is inf (2 non-finite"}},
+      {"f64",
+       "--dtype fp32 --break f64",
+       {"2 tensors are in a dtype stepgraph cannot read", "\n  model.layers.0.input_layernorm.weight (F64)",
+        "\n  model.norm.weight (F64)", "F32, BF16 or F16"}},
+      {"stale",
+       "--shards 2 --break stale",
+       {"holds both model.safetensors and model.safetensors.index.json", "transformers loads model.safetensors",
+        "Remove the one not meant"}},
+      {"shard_missing",
+       "--shards 2 --break shard_missing",
+       {"model.safetensors.index.json lists 1 shard missing from", "model-00002-of-00002.safetensors (10 tensors"}},
+      {"shard_outside",
+       "--shards 2 --break shard_outside",
+       {"model.embed_tokens.weight -> \"../model-00001-of-00002.safetensors\"", "shard names are file names"}},
+      {"index_moved",
+       "--shards 3 --break index_moved",
+       {"model.safetensors.index.json does not match its shards",
+        "model.embed_tokens.weight: the index maps it to model-00002-of-00003.safetensors, but it is in "
+        "model-00001-of-00003.safetensors"}},
+      {"index_ghost",
+       "--shards 2 --break index_ghost",
+       {"in no shard       model.layers.9.mlp.up_proj.weight: the index maps it to model-00001-of-00002"}},
+      {"index_unlisted",
+       "--shards 2 --break index_unlisted",
+       {"not in the index  model.layers.0.self_attn.q_proj.weight: in model-00002-of-00002.safetensors"}},
+  };
+  for (const WeightDefect& d : weight_defects) {
+    SCOPED_TRACE(d.name);
+    const std::string folder = make_folder(dir.str() + "/" + d.name, d.args);
     const model::ModelLayout layout = model::model_layout(read_hf_config(folder).spec);
     std::vector<float> weights = {1.0f};
     const std::string error =
-        test::thrown_message([&] { load_hf_weights(folder, layout, weights, WeightSource::model); });
-    EXPECT_NE(error.find(message), std::string::npos) << error;
+        test::thrown_message([&] { load_hf_weights(folder, layout, weights, WeightSource::model, "test"); });
+    for (const std::string& message : d.messages) EXPECT_NE(error.find(message), std::string::npos) << error;
     EXPECT_EQ(weights, std::vector<float>{1.0f}) << "nothing is copied from a refused folder";
   }
   const std::pair<const char*, const char*> config_defects[] = {
       {"bias", "attention_bias = true"},
       {"act", "hidden_act = \"gelu\""},
       {"yarn", "rope_scaling.rope_type = \"yarn\""},
-      {"head_dim", "head_dim = 16"},
   };
   for (const auto& [defect, message] : config_defects) {
     const std::string folder = make_folder(dir.str() + "/" + defect, std::string("--break ") + defect);
@@ -130,6 +198,62 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
     EXPECT_NE(error.find(message), std::string::npos) << error;
     EXPECT_NE(error.find("config.json"), std::string::npos) << error;
   }
+  // A head_dim other than hidden_size / num_attention_heads is Megatron's kv_channels (here 16 with hidden 32 and 4
+  // heads); this folder's weights are shaped for 8, which the weight check names.
+  {
+    const std::string folder = make_folder(dir.str() + "/head_dim", "--break head_dim");
+    const HfModelConfig config = read_hf_config(folder);
+    EXPECT_EQ(config.spec.kv_channels, 16);
+    std::vector<float> weights;
+    const std::string error = test::thrown_message(
+        [&] { load_hf_weights(folder, model::model_layout(config.spec), weights, WeightSource::model, "test"); });
+    EXPECT_NE(error.find("different  model.layers.0.self_attn.q_proj.weight: checkpoint [32, 32], expected [64, 32]"),
+              std::string::npos)
+        << error;
+  }
+  // Values no model has are refused by read_hf_config naming config.json and the key, not by the model's own
+  // checks with a source line.
+  const std::string good = make_folder(dir.str() + "/good", "");
+  struct ValueDefect {
+    const char* key;
+    nlohmann::json value;  // null: the key removed
+    const char* message;
+  };
+  const ValueDefect value_defects[] = {
+      {"rms_norm_eps", 0, "rms_norm_eps = 0: must be positive"},
+      {"rms_norm_eps", -1e-5, "rms_norm_eps = -1e-05: must be positive"},
+      {"num_key_value_heads", 3, "num_key_value_heads = 3 does not divide num_attention_heads = 4"},
+      {"num_key_value_heads", 8, "num_key_value_heads = 8 does not divide num_attention_heads = 4"},
+      {"initializer_range", 0, "initializer_range = 0: must be positive"},
+      {"hidden_size", 36, "hidden_size / num_attention_heads = 36 / 4 = 9: RoPE needs an even head dimension"},
+      {"head_dim", 9, "head_dim = 9: RoPE needs an even head dimension"},
+      {"num_hidden_layers", 0, "num_hidden_layers = 0: expected a positive integer"},
+      {"intermediate_size", -48, "intermediate_size = -48: expected a positive integer"},
+      {"vocab_size", 4294967296LL, "vocab_size = 4294967296: token ids are 32-bit"},
+      {"model_type", nullptr,
+       "model_type is missing: transformers needs it to pick the model class; add "
+       "\"model_type\": \"llama\""},
+      {"model_type", "mistral",
+       "model_type = \"mistral\": checkpoint.pretrained_checkpoint and generate take "
+       "dense Llama folders"},
+  };
+  for (const ValueDefect& d : value_defects) {
+    SCOPED_TRACE(std::string(d.key) + " = " + d.value.dump());
+    const std::string folder = dir.str() + "/value_" + d.key;
+    std::filesystem::remove_all(folder);
+    std::filesystem::copy(good, folder);
+    nlohmann::json config = nlohmann::json::parse(std::ifstream(folder + "/config.json"));
+    if (d.value.is_null()) {
+      config.erase(d.key);
+    } else {
+      config[d.key] = d.value;
+    }
+    std::ofstream(folder + "/config.json") << config.dump(2);
+    const std::string error = test::thrown_message([&] { read_hf_config(folder); });
+    EXPECT_NE(error.find(folder + "/config.json: " + d.message), std::string::npos) << error;
+    EXPECT_EQ(error.find(".cpp:"), std::string::npos) << "no source line: " << error;
+  }
+
   EXPECT_NE(test::thrown_message([&] {
               resolve_model_folder(dir.str() + "/nope", "generate CHECKPOINT");
             }).find("generate CHECKPOINT"),
@@ -137,6 +261,9 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
   std::filesystem::create_directories(dir.str() + "/empty");
   EXPECT_NE(test::thrown_message([&] { resolve_model_folder(dir.str() + "/empty", "x"); }).find("no config.json"),
             std::string::npos);
+  // A file is not a folder (not "no such directory").
+  const std::string error = test::thrown_message([&] { resolve_model_folder(good + "/config.json", "generate X"); });
+  EXPECT_NE(error.find("generate X " + good + "/config.json: not a directory"), std::string::npos) << error;
 }
 
 TEST(HfImport, StepgraphCheckpointFolderLoadsTheSameWay) {
@@ -157,13 +284,131 @@ TEST(HfImport, StepgraphCheckpointFolderLoadsTheSameWay) {
   EXPECT_EQ(folder, dir.str() + "/iter_0000007");
   const model::ModelLayout layout = model::model_layout(read_hf_config(folder).spec);
   std::vector<float> weights;
-  EXPECT_NE(load_hf_weights(folder, layout, weights, WeightSource::main_params).find("optimizer_main_params"),
+  EXPECT_NE(load_hf_weights(folder, layout, weights, WeightSource::main_params, "test").find("optimizer_main_params"),
             std::string::npos);
   const auto& q = layout.find("model.layers.1.self_attn.q_proj.weight");
   EXPECT_EQ(weights[q.offset + 5], test::pattern_value(q.name, 5) + 0.125f);
-  EXPECT_NE(load_hf_weights(folder, layout, weights, WeightSource::model).find("model.safetensors (BF16)"),
+  EXPECT_NE(load_hf_weights(folder, layout, weights, WeightSource::model, "test").find("model.safetensors (BF16)"),
             std::string::npos);
   EXPECT_EQ(weights[q.offset + 5], test::pattern_value(q.name, 5));
+}
+
+// A stepgraph checkpoint saved with `model_config` (null: no config.json) and main weights + salt at `iteration`.
+std::string save_own(const std::string& dir, int64_t iteration, const nlohmann::json& model_config, float salt = 0.125f,
+                     bool nan = false) {
+  const auto spec = test::tiny_llama_spec(false);
+  const auto model_tensors = test::tiny_llama_tensors(spec, TensorDtype::BF16, 0.0f);
+  auto main = test::tiny_llama_tensors(spec, TensorDtype::F32, salt);
+  if (nan) {  // element 3 of the second tensor
+    const float v = NAN;
+    std::memcpy(main.bytes[1].data() + 12, &v, 4);
+  }
+  TrainingCheckpoint c;
+  c.model = model_tensors.refs();
+  c.model_config = model_config;
+  c.main_params = main.refs();
+  c.exp_avg = main.refs();
+  c.exp_avg_sq = main.refs();
+  c.state.iteration = iteration;
+  return save_checkpoint(dir, iteration, training_checkpoint_contents(c));
+}
+
+void flip_bit(const std::string& path, uint64_t byte_from_end) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-static_cast<std::streamoff>(byte_from_end), std::ios::end);
+  char b = 0;
+  f.read(&b, 1);
+  b = static_cast<char>(b ^ 0x40);  // one bit of the last tensor's data
+  f.seekp(-static_cast<std::streamoff>(byte_from_end), std::ios::end);
+  f.write(&b, 1);
+}
+
+// pretrained_checkpoint and generate verify a stepgraph checkpoint as checkpoint.load does: the CRC-32s recorded in
+// train_state.json (the files they read, and config.json / the tokenizer's), and finite values; the messages name
+// the key or argument that named the folder, and its earlier iteration.
+TEST(HfImport, StepgraphCheckpointIsVerifiedLikeCheckpointLoad) {
+  test::ScratchDir dir("hf_import_verify");
+  const auto spec = test::tiny_llama_spec(false);
+  const nlohmann::json llama = hf_llama_config(spec, "bfloat16");
+  save_own(dir.str(), 6, llama);
+  const std::string folder = save_own(dir.str(), 7, llama);
+  const std::string previous = dir.str() + "/iter_0000006";
+  const model::ModelLayout layout = model::model_layout(read_hf_config(folder).spec);
+  std::vector<float> weights = {1.0f};
+
+  // A bit flip in model.safetensors: generation (which reads it) refuses; training (fp32 main weights) does not
+  // read it.
+  flip_bit(folder + "/model.safetensors", 2);
+  std::string error = test::thrown_message(
+      [&] { load_hf_weights(folder, layout, weights, WeightSource::model, "generate CHECKPOINT"); });
+  EXPECT_NE(error.find("checkpoint file " + folder + "/model.safetensors is corrupt"), std::string::npos) << error;
+  EXPECT_NE(error.find("set generate CHECKPOINT to " + previous), std::string::npos) << error;
+  EXPECT_EQ(weights, std::vector<float>{1.0f});
+  EXPECT_NE(load_hf_weights(folder, layout, weights, WeightSource::main_params, "checkpoint.pretrained_checkpoint")
+                .find("optimizer_main_params"),
+            std::string::npos);
+  flip_bit(folder + "/optimizer_main_params.safetensors", 2);
+  error = test::thrown_message(
+      [&] { load_hf_weights(folder, layout, weights, WeightSource::main_params, "checkpoint.pretrained_checkpoint"); });
+  EXPECT_NE(error.find(folder + "/optimizer_main_params.safetensors is corrupt"), std::string::npos) << error;
+  EXPECT_NE(error.find("set checkpoint.pretrained_checkpoint to " + previous), std::string::npos) << error;
+
+  // config.json is verified before it is read (a changed value would otherwise be reported as a shape mismatch).
+  std::ofstream(previous + "/config.json", std::ios::app) << " ";
+  error = test::thrown_message([&] { resolve_model_folder(previous, "checkpoint.pretrained_checkpoint"); });
+  EXPECT_NE(error.find(previous + "/config.json is corrupt"), std::string::npos) << error;
+
+  // A recorded file that is missing is named as such (not "convert a pytorch_model.bin").
+  const std::string incomplete = save_own(dir.str() + "/incomplete", 3, llama);
+  std::filesystem::remove(incomplete + "/model.safetensors");
+  error =
+      test::thrown_message([&] { load_hf_weights(incomplete, layout, weights, WeightSource::model, "generate X"); });
+  EXPECT_NE(error.find(incomplete + "/model.safetensors is missing, but train_state.json recorded it"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error.find("pytorch_model.bin"), std::string::npos) << error;
+
+  // Non-finite values (their CRC-32 is right: written so) are refused naming the tensor and element.
+  const std::string nan = save_own(dir.str() + "/nan", 2, llama, 0.125f, /*nan=*/true);
+  weights = {1.0f};
+  error = test::thrown_message(
+      [&] { load_hf_weights(nan, layout, weights, WeightSource::main_params, "checkpoint.pretrained_checkpoint"); });
+  EXPECT_NE(error.find("optimizer_main_params.safetensors holds non-finite values: tensor " +
+                       test::hf_llama_shapes(spec)[1].first + " element 3 is nan"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(weights, std::vector<float>{1.0f});
+
+  // A MoE or hybrid checkpoint: the refusal says what these paths take and how that checkpoint continues.
+  nlohmann::json mixtral = llama;
+  mixtral["model_type"] = "mixtral";
+  const std::string moe = save_own(dir.str() + "/moe", 1, mixtral);
+  error = test::thrown_message([&] { read_hf_config(moe); });
+  EXPECT_NE(error.find("model_type = \"mixtral\": checkpoint.pretrained_checkpoint and generate take dense Llama "
+                       "folders"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("continue training it with checkpoint.load=" + moe), std::string::npos) << error;
+  save_own(dir.str() + "/no_class", 1, nullptr);
+  error = test::thrown_message([&] { resolve_model_folder(dir.str() + "/no_class", "generate CHECKPOINT"); });
+  EXPECT_NE(error.find("a stepgraph checkpoint without config.json"), std::string::npos) << error;
+  EXPECT_NE(error.find("checkpoint.load=" + dir.str() + "/no_class"), std::string::npos) << error;
+
+  // Path messages name the argument and what is there.
+  std::filesystem::create_directories(dir.str() + "/no_latest");
+  std::filesystem::rename(incomplete, dir.str() + "/no_latest/iter_0000003");
+  error = test::thrown_message([&] { resolve_model_folder(dir.str() + "/no_latest", "generate CHECKPOINT"); });
+  EXPECT_NE(error.find("it holds iter_0000003 but no latest_checkpointed_iteration.txt"), std::string::npos) << error;
+  EXPECT_NE(error.find("e.g. " + dir.str() + "/no_latest/iter_0000003"), std::string::npos) << error;
+  std::ofstream(dir.str() + "/moe/latest_checkpointed_iteration.txt") << "5\n";
+  error = test::thrown_message([&] { resolve_model_folder(dir.str() + "/moe", "checkpoint.pretrained_checkpoint"); });
+  EXPECT_EQ(error.rfind("checkpoint.pretrained_checkpoint " + dir.str() +
+                            "/moe: latest_checkpointed_iteration.txt "
+                            "names iteration 5",
+                        0),
+            0u)
+      << error;
+  EXPECT_EQ(error.find("checkpoint.load"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """Writes a small synthetic Hugging Face Llama folder, as transformers' save_pretrained lays it out:
 config.json and model.safetensors, or shards model-0000i-of-0000N.safetensors with
-model.safetensors.index.json; BF16 or F32 tensors; tied or untied embeddings; optional Llama 3
+model.safetensors.index.json; BF16, F16 or F32 tensors; tied or untied embeddings; optional Llama 3
 rope_scaling (transformers 4 spelling) or rope_parameters (transformers 5 spelling).
 
 Also writes expected.safetensors: every tensor in F32 with exactly the values the model files hold
-(rounded to bf16 first when --dtype bf16), so a loader's result can be compared element by element.
+(rounded to bf16 or fp16 first), so a loader's result can be compared element by element.
 
-  python3 tests/checkpoint/make_hf_llama.py --out DIR [--dtype bf16|fp32] [--shards N] [--tied]
+  python3 tests/checkpoint/make_hf_llama.py --out DIR [--dtype bf16|fp16|fp32] [--shards N] [--tied]
       [--vocab 64 --hidden 32 --layers 2 --heads 4 --kv-heads 2 --ffn 48] [--rope-scaling FACTOR]
-      [--rope-parameters] [--std 0.3] [--seed 0] [--break missing|extra|shape|bias|act|yarn|head_dim]
+      [--rope-parameters] [--std 0.3] [--seed 0] [--break DEFECT]
 
---break writes a folder with one defect, for the loaders' error messages. Needs numpy and safetensors
+--break writes a folder with one defect, for the loaders' error messages: missing, extra, shape (a tensor);
+bias, act, yarn, head_dim (config.json); nan, inf (model.layers.1.mlp.down_proj.weight element 7 is NaN,
+element 7 and 9 of model.norm.weight are +inf); f64 (two tensors stored as F64); stale (a model.safetensors
+beside the shards' index); shard_missing, shard_outside (a shard name ../NAME), index_moved (the index maps
+a tensor to another shard), index_ghost (the index names a tensor no shard holds), index_unlisted (a shard
+tensor the index does not name) - the shard defects need --shards 2 or more. Needs numpy and safetensors
 (scripts/setup.sh installs both). F32 files are written with safetensors.numpy; numpy has no bfloat16,
 so BF16 files are written by the small writer below in the same format, and every file is read back
 with safetensors.safe_open to check it.
@@ -85,7 +90,7 @@ def make_config(a):
         "num_attention_heads": a.heads, "num_key_value_heads": a.kv_heads, "hidden_act": "silu",
         "max_position_embeddings": a.max_pos, "rms_norm_eps": 1e-5, "tie_word_embeddings": a.tied,
         "attention_bias": False, "mlp_bias": False, "initializer_range": 0.02, "use_cache": True,
-        "torch_dtype": "bfloat16" if a.dtype == "bf16" else "float32", "bos_token_id": None,
+        "torch_dtype": {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[a.dtype], "bos_token_id": None,
         "eos_token_id": a.eos,
     }
     scaling = None
@@ -112,7 +117,7 @@ def make_config(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True)
-    p.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--tied", action="store_true")
     p.add_argument("--vocab", type=int, default=64)
@@ -130,7 +135,9 @@ def main():
     p.add_argument("--std", type=float, default=0.3, help="std of the matrices (large: peaked logits)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--break", dest="break_", default=None,
-                   choices=["missing", "extra", "shape", "bias", "act", "yarn", "head_dim"])
+                   choices=["missing", "extra", "shape", "bias", "act", "yarn", "head_dim", "nan", "inf", "f64",
+                            "stale", "shard_missing", "shard_outside", "index_moved", "index_ghost",
+                            "index_unlisted"])
     a = p.parse_args()
 
     rng = np.random.default_rng(a.seed)
@@ -147,9 +154,16 @@ def main():
         values["model.layers.0.self_attn.q_proj.bias"] = np.zeros((a.hidden,), np.float32)
     elif a.break_ == "shape":
         values["model.norm.weight"] = np.ones((a.hidden + 1,), np.float32)
+    if a.break_ == "nan":
+        values["model.layers.1.mlp.down_proj.weight"].reshape(-1)[7] = np.nan
+    elif a.break_ == "inf":
+        values["model.norm.weight"][[7, 9]] = np.inf
     if a.dtype == "bf16":
         bits = {k: bf16_bits(v) for k, v in values.items()}
         values = {k: bf16_values(b).reshape(values[k].shape) for k, b in bits.items()}
+    elif a.dtype == "fp16":
+        values = {k: v.astype(np.float16) for k, v in values.items()}  # written as F16, compared as F32
+    f64 = {"model.norm.weight", "model.layers.0.input_layernorm.weight"} if a.break_ == "f64" else set()
 
     os.makedirs(a.out, exist_ok=True)
     names = list(values)
@@ -161,17 +175,35 @@ def main():
         if a.dtype == "bf16":
             write_bf16_safetensors(path, {k: bits[k] for k in shard})
         else:
-            save_file({k: values[k] for k in shard}, path, metadata={"format": "pt"})
+            save_file({k: values[k].astype(np.float64) if k in f64 else values[k] for k in shard}, path,
+                      metadata={"format": "pt"})
         files.append((fname, shard))
     if a.shards > 1:
-        total = int(sum(v.size for v in values.values()) * (2 if a.dtype == "bf16" else 4))
-        index = {"metadata": {"total_size": total}, "weight_map": {k: fname for fname, shard in files for k in shard}}
+        total = int(sum(v.size for v in values.values()) * (4 if a.dtype == "fp32" else 2))
+        weight_map = {k: fname for fname, shard in files for k in shard}
+        if a.break_ == "shard_missing":
+            os.remove(os.path.join(a.out, files[-1][0]))
+        elif a.break_ == "shard_outside":
+            weight_map[files[0][1][0]] = "../" + files[0][0]
+        elif a.break_ == "index_moved":
+            weight_map[files[0][1][0]] = files[1][0]
+        elif a.break_ == "index_ghost":
+            weight_map["model.layers.9.mlp.up_proj.weight"] = files[0][0]
+        elif a.break_ == "index_unlisted":
+            del weight_map[files[1][1][0]]
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
             json.dump(index, f, indent=2)
-    save_file(values, os.path.join(a.out, "expected.safetensors"), metadata={"format": "pt"})
+        if a.break_ == "stale":  # an earlier single-file save left behind
+            save_file({k: v.astype(np.float32) for k, v in values.items()}, os.path.join(a.out, "model.safetensors"),
+                      metadata={"format": "pt"})
+    save_file({k: v.astype(np.float32) for k, v in values.items()}, os.path.join(a.out, "expected.safetensors"),
+              metadata={"format": "pt"})
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(make_config(a), f, indent=2)
     for fname, shard in files:  # read every file back with the safetensors library
+        if not os.path.exists(os.path.join(a.out, fname)):
+            continue  # --break shard_missing
         with safe_open(os.path.join(a.out, fname), framework="numpy") as f:
             assert sorted(f.keys()) == sorted(shard), fname
             for k in shard:

@@ -7,8 +7,12 @@
 //   * sampling repeats with the same --seed and changes with another;
 //   * config.json's eos_token_id stops the generation (the EOS included), --ignore-eos does not; a
 //     trained checkpoint's config.json names its tokenizer's EOD as eos_token_id, and no BOS;
-//   * --prompt-tokens runs without a tokenizer; errors name what to fix: no tokenizer.json, Python
-//     without `tokenizers`, a token outside the vocabulary, a missing folder; a bad flag (--temperature,
+//   * a checkpoint whose file no longer has the CRC-32 train_state.json recorded is refused by generate and by
+//     train's checkpoint.pretrained_checkpoint, as checkpoint.load refuses it; NaN weights are refused naming
+//     the tensor and element;
+//   * --prompt-tokens runs without a tokenizer; errors name what to fix: no tokenizer.json, a damaged one (its
+//     own error, not "no tokenizer.json"), Python without `tokenizers`, a token outside the vocabulary, a
+//     missing folder, a file given as the folder; a bad flag (--temperature,
 //     --top-p, --top-k, --max-new-tokens, --prompt-tokens, --seed out of range, top-k/top-p without sampling) is a
 //     usage error (status 2) before any file is read.
 #include <gtest/gtest.h>
@@ -95,7 +99,7 @@ TEST_F(GenerateCli, GreedyIsDeterministicAndEqualsTheDecoder) {
   const auto config = sg::checkpoint::read_hf_config(hf);
   std::vector<float> weights;
   sg::checkpoint::load_hf_weights(hf, sg::model::model_layout(config.spec), weights,
-                                  sg::checkpoint::WeightSource::model);
+                                  sg::checkpoint::WeightSource::model, "test");
   sg::model::DecodeSpec d;
   d.max_prompt_tokens = static_cast<int64_t>(prompt.size());
   d.max_new_tokens = 12;
@@ -162,6 +166,32 @@ TEST_F(GenerateCli, TrainedCheckpointWithItsTokenizer) {
   const auto r = generate_json(ckpt, "--prompt 'The river' --max-new-tokens 6 --ignore-eos");
   EXPECT_EQ(r["tokens"][0].size(), 6u);
   EXPECT_NE(r["model"].get<std::string>().find("iter_0000003"), std::string::npos) << r.dump();
+
+  // One bit flipped in a copy's weights: refused by generate and by pretrained_checkpoint, naming the file.
+  const fs::path copy = dir_ / "ckpt_flipped";
+  fs::copy(dir_ / "ckpt" / "iter_0000003", copy);
+  for (const char* file : {"model.safetensors", "optimizer_main_params.safetensors"}) {
+    std::fstream f(copy / file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    char b = 0;
+    f.read(&b, 1);
+    b = static_cast<char>(b ^ 0x40);  // an exponent bit of the last (little-endian) value
+    f.seekp(-1, std::ios::end);
+    f.write(&b, 1);
+  }
+  Result bad = stepgraph("generate " + shell_quote(copy.string()) + " --cpu --prompt-tokens 1,2,3");
+  EXPECT_EQ(bad.rc, 1) << bad.out;
+  EXPECT_NE(bad.out.find((copy / "model.safetensors").string() + " is corrupt"), std::string::npos) << bad.out;
+  bad = stepgraph("train llama/tiny --cpu --plain --run-dir " + shell_quote((dir_ / "run_flipped").string()) +
+                  " dataset.mock=true model.vocab_size=320 model.num_layers=2 model.hidden_size=64 "
+                  "model.ffn_hidden_size=128 model.seq_length=32 dataset.seq_length=32 train.micro_batch_size=2 "
+                  "train.global_batch_size=2 train.train_iters=1 scheduler.lr_warmup_iters=0 "
+                  "checkpoint.pretrained_checkpoint=" +
+                  shell_quote(copy.string()));
+  EXPECT_EQ(bad.rc, 1) << bad.out;
+  EXPECT_NE(bad.out.find((copy / "optimizer_main_params.safetensors").string() + " is corrupt"), std::string::npos)
+      << bad.out;
+  EXPECT_EQ(bad.out.find("step 1"), std::string::npos) << "refused before training:\n" << bad.out;
 }
 
 TEST_F(GenerateCli, ErrorsNameTheFix) {
@@ -212,6 +242,26 @@ TEST_F(GenerateCli, ErrorsNameTheFix) {
   r = stepgraph("generate " + bare + " --cpu");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("--prompt"), std::string::npos) << r.out;
+  r = stepgraph("generate " + bare + "/config.json --cpu --prompt-tokens 1");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("config.json: not a directory"), std::string::npos) << r.out;
+  // A damaged tokenizer.json is an error with its own message, even where a tokenizer is optional.
+  const std::string damaged = (dir_ / "damaged_tokenizer").string();
+  fs::copy(bare, damaged);
+  std::ofstream(damaged + "/tokenizer.json") << "{\"version\": \"1.0\", broken";
+  r = stepgraph("generate " + damaged + " --cpu --prompt-tokens 1,2,3 --max-new-tokens 2");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find(damaged + "/tokenizer.json"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("no tokenizer.json"), std::string::npos) << r.out;
+  // NaN weights: refused naming the tensor and its first bad element, not generated as token 0.
+  const std::string nan = (dir_ / "nan").string();
+  ASSERT_EQ(run_command("python3 " + kSource + "/tests/checkpoint/make_hf_llama.py --vocab 320 --break nan --out " +
+                        shell_quote(nan) + " >/dev/null")
+                .exit_code,
+            0);
+  r = stepgraph("generate " + nan + " --cpu --prompt-tokens 1,2,3 --max-new-tokens 2");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("tensor model.layers.1.mlp.down_proj.weight element 7 is nan"), std::string::npos) << r.out;
   // Python without site-packages has no `tokenizers`: the server's message comes through.
   const std::string wrapper = (dir_ / "python_without_packages").string();
   std::ofstream(wrapper) << "#!/bin/sh\nexec python3 -S \"$@\"\n";

@@ -544,5 +544,28 @@ TEST(ConfigFuzz, MutatedRecipesOnlyEverThrowConfigErrors) {
   }
 }
 
+// An empty value for a path key was read as null: `checkpoint.pretrained_checkpoint=$DIR` with DIR unset trained
+// from a random init, `checkpoint.load=$DIR` resumed nothing. Path keys refuse it and name null; other keys keep it.
+TEST(Config, AnEmptyValueForAPathKeyIsRefusedAndNamesNull) {
+  for (const char* key :
+       {"checkpoint.pretrained_checkpoint", "checkpoint.load", "checkpoint.save", "tokenizer.tokenizer_model",
+        "logger.tensorboard_dir", "dataset.data_path", "dataset.valid_data_path"}) {
+    SCOPED_TRACE(key);
+    config::Config c = config::load_config("llama/tiny");
+    const std::string e = config_error([&] { config::apply_override(c, std::string(key) + "= "); });
+    EXPECT_NE(e.find("is a path and the value is empty"), std::string::npos) << e;
+    EXPECT_NE(e.find(std::string(key) + "=null to unset it"), std::string::npos) << e;
+    config::apply_override(c, std::string(key) + "=null");  // null still unsets (or empties) it
+  }
+  config::Config c = config::load_config("llama/tiny", {"checkpoint.save=/tmp/x"});
+  config::apply_override(c, "checkpoint.save=null");
+  EXPECT_FALSE(c.checkpoint.save.has_value());
+  // Keys that are no paths still read an empty value as null.
+  config::apply_override(c, "model.hybrid_override_pattern=");
+  EXPECT_FALSE(c.model.hybrid_override_pattern.has_value());
+  config::apply_override(c, "model.cuda_graph_scope=");
+  EXPECT_TRUE(c.model.cuda_graph_scope.empty());
+}
+
 }  // namespace
 }  // namespace sg::config

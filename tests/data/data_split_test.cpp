@@ -178,6 +178,38 @@ TEST_F(TokenizerFolderTest, NoEosMeansNoEod) {
   EXPECT_EQ(info.eod_id, -1);
 }
 
+// Everything transformers' AutoTokenizer reads goes into checkpoints: without chat_template.jinja (where
+// transformers >= 4.47 saves the chat template) a checkpoint's tokenizer would have no chat template.
+TEST_F(TokenizerFolderTest, ListsEveryFileTransformersReadsForTheCheckpointCopy) {
+  write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0, "</s>": 1}}})");
+  write("tokenizer_config.json", R"({"eos_token": "</s>"})");
+  const std::set<std::string> copied = {
+      "tokenizer.json",     "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+      "chat_template.json", "added_tokens.json",     "tokenizer.model",         "vocab.json",
+      "merges.txt"};
+  for (const std::string& name : copied) {
+    if (!fs::exists(dir_ / name)) write(name, "{}");
+  }
+  write("README.md", "not the tokenizer's");
+  write("config.json", "{}");  // the model's, when the tokenizer lives in a model folder
+  HfTokenizerInfo info = read_hf_tokenizer(dir_.string());
+  std::set<std::string> listed;
+  for (const std::string& path : info.files) {
+    EXPECT_EQ(fs::path(path).parent_path(), dir_) << path;
+    listed.insert(fs::path(path).filename().string());
+  }
+  EXPECT_EQ(listed, copied);
+  EXPECT_EQ(info.files.size(), copied.size());
+  EXPECT_FALSE(info.has_additional_chat_templates);
+  // A folder of extra templates is not copied: the run says so.
+  fs::create_directories(dir_ / "additional_chat_templates");
+  write("additional_chat_templates/tool_use.jinja", "{{ messages }}");
+  info = read_hf_tokenizer(dir_.string());
+  EXPECT_TRUE(info.has_additional_chat_templates);
+  EXPECT_NE(info.describe().find("additional_chat_templates/ folder is not copied into checkpoints"), std::string::npos)
+      << info.describe();
+}
+
 TEST_F(TokenizerFolderTest, ErrorsNameTheFileAndTheFix) {
   EXPECT_NE(thrown([&] { read_hf_tokenizer((dir_ / "none").string()); }).find("tools/train_tokenizer.py"),
             std::string::npos);

@@ -6,6 +6,10 @@
 //     optimizer;
 //   * set shape keys that disagree are refused, each (key, folder value, configured value) listed
 //     with the override that fixes it;
+//   * so is a model the folder's weights do not describe beyond the sizes (no RoPE, another MLP activation,
+//     another head dim), and a folder's Llama 3 RoPE scaling lists only the keys that really differ;
+//   * a checkpoint trained with model.kv_channels (head_dim != hidden / heads) starts a run, its head dim taken;
+//   * an empty value is refused by validation as empty, not as a missing folder;
 //   * checkpoint.load wins when it holds a checkpoint (resume), pretrained_checkpoint otherwise.
 #include "train/pretrained.h"
 
@@ -40,10 +44,10 @@ struct Scratch {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
-std::string make_hf_folder(const std::string& dir) {
+std::string make_hf_folder(const std::string& dir, const std::string& options = "") {
   const auto r = test::run_command("python3 " + std::string(STEPGRAPH_SOURCE_DIR) +
-                                   "/tests/checkpoint/make_hf_llama.py --dtype bf16 --shards 2 --std 0.05 --out " +
-                                   test::shell_quote(dir) + " 2>&1");
+                                   "/tests/checkpoint/make_hf_llama.py --dtype bf16 --shards 2 --std 0.05 " + options +
+                                   " --out " + test::shell_quote(dir) + " 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return dir;
 }
@@ -89,7 +93,7 @@ double expected_first_loss(const config::Config& raw, const std::string& folder,
   model::CpuModel cpu(spec, config::batch_spec(c), train::optimizer_spec(c), {static_cast<uint64_t>(c.rng.seed), 0});
   std::vector<float> weights;
   checkpoint::load_hf_weights(checkpoint::resolve_model_folder(folder, "test"), cpu.layout(), weights,
-                              checkpoint::WeightSource::main_params);
+                              checkpoint::WeightSource::main_params, "test");
   const std::vector<float> zeros(weights.size(), 0.0f);
   cpu.load_state(weights, zeros, zeros, 0, {static_cast<uint64_t>(c.rng.seed), 0});
   return cpu.compute_loss(read_batch(batch_file), 0);
@@ -149,6 +153,85 @@ TEST(Pretrained, MismatchedShapesListEachKeyAndTheFix) {
   // Through train() too, before anything runs.
   EXPECT_NE(test::thrown_message([&] { run(c, dir / "run"); }).find("checkpoint.pretrained_checkpoint"),
             std::string::npos);
+}
+
+TEST(Pretrained, ALlamaFolderIsRefusedForAModelWithoutRopeOrSwigluOrWithAnotherHeadDim) {
+  Scratch dir;
+  const std::string hf = make_hf_folder(dir / "hf");  // hidden 32, 4 heads: head_dim 8
+  const config::Config c =
+      tiny_config({"checkpoint.pretrained_checkpoint=" + hf, "model.position_embedding_type=none",
+                   "model.activation_func=squared_relu", "model.gated_linear_unit=false", "model.kv_channels=16"});
+  const std::string error = test::thrown_message([&] { train::apply_pretrained_shapes(c); });
+  EXPECT_NE(error.find("4 differences"), std::string::npos) << error;
+  EXPECT_NE(error.find("model.kv_channels: config.json head_dim = 8, configured 16"), std::string::npos) << error;
+  EXPECT_NE(error.find("model.position_embedding_type: config.json describes RoPE attention"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("model.activation_func: config.json hidden_act = silu, configured squared_relu"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("model.gated_linear_unit: "), std::string::npos) << error;
+  EXPECT_NE(error.find("model.kv_channels=8 model.position_embedding_type=rope model.activation_func=silu "
+                       "model.gated_linear_unit=true"),
+            std::string::npos)
+      << error;
+  // Only position_embedding_type: refused before anything trains (it used to train, silently without RoPE).
+  const config::Config no_rope = tiny_config(
+      {"checkpoint.pretrained_checkpoint=" + hf, "model.position_embedding_type=none", "train.train_iters=1"});
+  const std::string run_error = test::thrown_message([&] { run(no_rope, dir / "run"); });
+  EXPECT_NE(run_error.find("1 difference"), std::string::npos) << run_error;
+  EXPECT_NE(run_error.find("model.position_embedding_type=rope"), std::string::npos) << run_error;
+}
+
+TEST(Pretrained, Llama3RopeScalingListsOnlyTheKeysThatDiffer) {
+  Scratch dir;
+  const std::string hf = make_hf_folder(dir / "hf", "--rope-scaling 8 --original-max-pos 8192");
+  const std::string pre = "checkpoint.pretrained_checkpoint=" + hf;
+  // Same factor, scaling off: one difference, not a "factor 8, configured 8" line.
+  std::string error = test::thrown_message([&] { train::apply_pretrained_shapes(tiny_config({pre})); });
+  EXPECT_NE(error.find("(1 difference)"), std::string::npos) << error;
+  EXPECT_NE(error.find("model.rope_scaling: config.json rope_scaling = true, configured false"), std::string::npos)
+      << error;
+  EXPECT_EQ(error.find("rope_scaling_factor"), std::string::npos) << error;
+  // Another factor, scaling off: both keys, so that the fix is complete.
+  error = test::thrown_message([&] {
+    train::apply_pretrained_shapes(tiny_config({pre, "model.rope_scaling_factor=32"}));
+  });
+  EXPECT_NE(error.find("model.rope_scaling=true model.rope_scaling_factor=8"), std::string::npos) << error;
+  const config::Config fixed = train::apply_pretrained_shapes(tiny_config({pre, "model.rope_scaling=true"}));
+  EXPECT_TRUE(fixed.model.rope_scaling);
+}
+
+TEST(Pretrained, ACheckpointTrainedWithKvChannelsStartsARunWithItsHeadDim) {
+  Scratch dir;
+  // Run A from a random init: 4 heads of 16 over hidden 32 (head_dim != hidden / heads), saved at step 2.
+  run(tiny_config({"model.num_layers=2", "model.hidden_size=32", "model.num_attention_heads=4",
+                   "model.num_query_groups=2", "model.ffn_hidden_size=48", "model.vocab_size=64",
+                   "model.kv_channels=16", "checkpoint.save=" + (dir / "a")}),
+      dir / "run_a");
+  // Run B starts from it with every shape key unset: the head dim is taken as model.kv_channels.
+  const config::Config b = tiny_config({"checkpoint.pretrained_checkpoint=" + (dir / "a"), "train.train_iters=1"});
+  EXPECT_EQ(train::apply_pretrained_shapes(b).model.kv_channels, 16);
+  const auto summary = run(b, dir / "run_b", dir / "batches_b");
+  EXPECT_EQ(summary.steps_done, 1);
+  EXPECT_EQ(summary.first_loss,
+            static_cast<float>(expected_first_loss(b, dir / "a", dir / "batches_b/batch_0000001.safetensors")));
+  // A configured head dim that differs names model.kv_channels, not the folder's tensors.
+  const std::string error = test::thrown_message([&] {
+    train::apply_pretrained_shapes(
+        tiny_config({"checkpoint.pretrained_checkpoint=" + (dir / "a"), "model.kv_channels=8"}));
+  });
+  EXPECT_NE(error.find("model.kv_channels: config.json head_dim = 16, configured 8"), std::string::npos) << error;
+}
+
+TEST(Pretrained, AnEmptyPathIsRefusedAsEmpty) {
+  Scratch dir;
+  // From YAML (`pretrained_checkpoint: ""`): validation's empty-path rule, not "no such directory".
+  config::Config c = config::load_config_yaml("checkpoint:\n  pretrained_checkpoint: \"\"\n", "empty.yaml");
+  EXPECT_EQ(train::apply_pretrained_shapes(c).checkpoint.pretrained_checkpoint, "");
+  c = tiny_config({"checkpoint.pretrained_checkpoint=\"\""});
+  const std::string error = test::thrown_message([&] { run(c, dir / "run"); });
+  EXPECT_NE(error.find("checkpoint.pretrained_checkpoint is an empty path"), std::string::npos) << error;
+  EXPECT_EQ(error.find("no such directory"), std::string::npos) << error;
 }
 
 TEST(Pretrained, LoadWinsWhenItHoldsACheckpoint) {

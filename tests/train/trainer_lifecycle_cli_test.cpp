@@ -322,6 +322,8 @@ TEST_F(TrainerLifecycleTest, ADamagedTrainStateIsRefusedWithoutSourcePaths) {
   for (const Damage& d : damages) {
     SCOPED_TRACE(d.key);
     nlohmann::json bad = good;
+    // As a file saved before train states carried their own checksum: the field checks behind it still apply.
+    bad.erase("crc32c");
     if (d.key == "consumed_samples") {
       bad["data_position"]["consumed_samples"] = d.value;
       bad["data_position"]["per_source"] = nlohmann::json::array({d.value});
@@ -335,6 +337,17 @@ TEST_F(TrainerLifecycleTest, ADamagedTrainStateIsRefusedWithoutSourcePaths) {
     EXPECT_NE(r.err.find(d.expected), std::string::npos) << r.all();
     EXPECT_EQ(r.err.find(".cpp:"), std::string::npos) << "a source path in a user-facing error:\n" << r.err;
   }
+  // With the checksum kept, an edit is refused as damage before any field is read, naming the file.
+  nlohmann::json edited = good;
+  std::string rng = edited["rng_state"].get<std::string>();
+  rng[0] = rng[0] == '0' ? '1' : '0';
+  edited["rng_state"] = rng;
+  std::ofstream(state_path, std::ios::trunc) << edited.dump(2);
+  const RunResult r =
+      train({"train.train_iters=4", "checkpoint.load=" + path("ckpt"), "--run-dir", path("run2")}, "load_edited");
+  EXPECT_EQ(r.rc, 1) << r.all();
+  EXPECT_NE(r.err.find("train state " + state_path + " is corrupt"), std::string::npos) << r.all();
+  EXPECT_EQ(r.err.find(".cpp:"), std::string::npos) << "a source path in a user-facing error:\n" << r.err;
 }
 
 // A signal during an evaluation used to wait for all of it: the watchdog ended the run (1.5 s without

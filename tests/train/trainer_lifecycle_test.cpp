@@ -320,6 +320,43 @@ TEST(CheckpointDirs, AnOccupiedSaveDirectoryIsResumedRefusedOrOverwritten) {
   EXPECT_FALSE(checkpoint::holds_checkpoints(save));
 }
 
+// checkpoint.save = the pretrained folder: the run's latest file would make that folder name the fine-tuned weights
+// (to generate, to a later pretrained_checkpoint). Refused before anything is written into it.
+TEST(CheckpointDirs, TheSaveDirectoryIsNeverThePretrainedFolder) {
+  Scratch dir("dirs_pretrained");
+  const std::string hf = dir / "hf";
+  fs::create_directories(hf);
+  std::ofstream(hf + "/config.json") << "{}";
+  for (const std::string& save : {hf, hf + "/", dir / "./hf"}) {
+    SCOPED_TRACE(save);
+    config::CheckpointConfig c = dirs_config(save, save);
+    c.pretrained_checkpoint = hf;
+    const std::string e = error_of([&] { prepare_checkpoint_dirs(c); });
+    EXPECT_NE(e.find("is checkpoint.pretrained_checkpoint"), std::string::npos) << e;
+    EXPECT_NE(e.find("Choose another checkpoint.save"), std::string::npos) << e;
+  }
+  EXPECT_FALSE(fs::exists(hf + "/" + checkpoint::kLockFile));
+  EXPECT_FALSE(checkpoint::holds_checkpoints(hf));
+  // checkpoint.overwrite would delete a pretrained iteration inside checkpoint.save.
+  const std::string save = dir / "ckpt";
+  fake_checkpoints(save, {5});
+  config::CheckpointConfig c = dirs_config(save);
+  c.overwrite = true;
+  c.pretrained_checkpoint = save + "/iter_0000005";
+  const std::string e = error_of([&] { prepare_checkpoint_dirs(c); });
+  EXPECT_NE(e.find("would delete checkpoint.pretrained_checkpoint"), std::string::npos) << e;
+  EXPECT_EQ(checkpoint::list_iterations(save), (std::vector<int64_t>{5}));
+  // Saving elsewhere is fine, and the note says where the run starts from.
+  c = dirs_config(dir / "ft", dir / "ft");
+  c.pretrained_checkpoint = hf;
+  const CheckpointDirs d = prepare_checkpoint_dirs(c);
+  EXPECT_FALSE(d.resume_from.has_value());
+  EXPECT_NE(d.note.find("holds no checkpoint yet: starting from checkpoint.pretrained_checkpoint " + hf),
+            std::string::npos)
+      << d.note;
+  EXPECT_EQ(d.note.find("from scratch"), std::string::npos) << d.note;
+}
+
 TEST(CheckpointDirs, ATrailingSlashOnCheckpointLoadIsTheSameFolder) {
   Scratch dir("dirs_slash");
   const std::string save = dir / "ckpt";
