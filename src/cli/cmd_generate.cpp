@@ -10,10 +10,14 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "generate/generator.h"
+#include "graph/registry.h"
 #include "reference/sampling.h"
 
 namespace sg::cli {
 namespace {
+
+// Seconds between a stop signal and the watchdog's exit: one decoding chunk (16 steps) and the printing.
+constexpr double kStopGraceSeconds = 30.0;
 
 struct GenerateArgs {
   generate::GenerateOptions options;
@@ -97,6 +101,10 @@ int run_generate_command(GenerateArgs& args) {
       std::fflush(stdout);
     };
   }
+  // A stop signal ends the decoding between chunks: what was generated so far is printed (the JSON too), and the
+  // exit status says which signal (128 + N), as train's does. A second signal exits at once.
+  graph::install_stop_handlers(kStopGraceSeconds);
+  o.stop_requested = [] { return graph::stop_requested(); };
   const generate::GenerateResult r = generate::run_generate(o);
   if (args.json) {
     nlohmann::json j;
@@ -112,6 +120,7 @@ int run_generate_command(GenerateArgs& args) {
     j["decode_ms"] = r.decode_ms;
     j["decode_tokens_per_s"] = r.decode_tokens_per_s();
     j["capture_ms"] = r.capture_ms;
+    j["stopped_by_signal"] = r.stopped ? nlohmann::json(graph::stop_signal()) : nlohmann::json(nullptr);
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else if (streaming) {
     echo_prompt();  // no text was generated (an end-of-sequence token first)
@@ -135,7 +144,11 @@ int run_generate_command(GenerateArgs& args) {
       static_cast<long long>(r.prefill_tokens), r.prefill_ms, static_cast<long long>(r.decode_tokens), r.decode_ms,
       r.decode_tokens_per_s(),
       r.capture_ms >= 0 ? strprintf(" (the first step captured the graph: %.1f ms)", r.capture_ms).c_str() : "");
-  return 0;
+  if (r.stopped) {
+    std::fprintf(stderr, "stopped by signal %d: the tokens above are those generated before it\n",
+                 graph::stop_signal());
+  }
+  return graph::exit_code_for_stop();
 }
 
 const CommandRegistration kRegistration{

@@ -172,6 +172,10 @@ GenerateResult run_generate(const GenerateOptions& options) {
   // decoder's time counts (not the tokenizer's).
   int64_t done = 1;
   while (done < decode.max_new_tokens && !finished()) {
+    if (options.stop_requested && options.stop_requested()) {
+      result.stopped = true;
+      break;
+    }
     if (tokenizer && B == 1 && options.on_text) stream.update(tokenizer->decode(without_eos(tokens[0], eos)));
     const int64_t n = std::min(options.chunk_steps, decode.max_new_tokens - done);
     t0 = Clock::now();

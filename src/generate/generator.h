@@ -26,6 +26,8 @@ struct GenerateOptions {
   int64_t chunk_steps = 16;      // decoding steps between host checks for EOS
   // Streams the text of sequence 0 as it grows (single prompt with a tokenizer); may be empty.
   std::function<void(const std::string& new_text)> on_text;
+  // Polled between decoding chunks (a stop signal): true ends the decoding with what was generated so far.
+  std::function<bool()> stop_requested;
 };
 
 struct GenerateResult {
@@ -40,6 +42,7 @@ struct GenerateResult {
   int64_t decode_tokens = 0;                 // tokens produced by decoding steps, all sequences
   double decode_ms = 0.0;
   double capture_ms = -1.0;  // the step that captured the decoding graph; < 0: none
+  bool stopped = false;      // stop_requested() ended the decoding before max_new_tokens or EOS
   double decode_tokens_per_s() const { return decode_ms > 0 ? decode_tokens / (decode_ms / 1e3) : 0.0; }
 };
 

@@ -90,11 +90,18 @@ TokenizerProcess::TokenizerProcess(const std::string& tokenizer_dir) : dir_(toke
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, ends[1], STDIN_FILENO);
   posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO);
+  // Its own process group: a Ctrl-C at the terminal reaches only generate, which stops decoding and still needs
+  // the tokenizer for the text so far. The server exits when its input closes, so it never outlives us.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
   std::vector<std::string> args = {python, "-u", server, tokenizer_dir};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const int rc = posix_spawnp(&pid_, python.c_str(), &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawnp(&pid_, python.c_str(), &actions, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   ::close(ends[1]);
   socket_ = ends[0];

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -47,6 +48,11 @@ struct Result {
 Result stepgraph(const std::string& args, bool json = false, const std::string& env = "") {
   const auto r = run_command(env + " " + shell_quote(STEPGRAPH_BIN) + " " + args + (json ? " 2>/dev/null" : " 2>&1"));
   return {r.exit_code, r.output};
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 class GenerateCli : public ::testing::Test {
@@ -138,6 +144,30 @@ TEST_F(GenerateCli, EosFromConfigStopsTheSequence) {
       std::find_if(tokens.begin(), tokens.end(), [&](int32_t t) { return t == tokens[3] || t == 0; }) - tokens.begin());
   EXPECT_EQ(got, std::vector<int32_t>(tokens.begin(), tokens.begin() + first + 1));
   EXPECT_EQ(generate_json(eos, "--prompt-tokens 5,6,7 --max-new-tokens 10 --ignore-eos")["tokens"], full["tokens"]);
+}
+
+// Ctrl-C (SIGINT to the process group, as a terminal sends it) ends the decoding between chunks: the tokens and
+// the text so far are printed as JSON, the tokenizer child survived to decode them, and the status is 130.
+TEST_F(GenerateCli, AStopSignalPrintsWhatWasGenerated) {
+  const std::string out = (dir_ / "stopped.json").string();
+  const std::string err = (dir_ / "stopped.err").string();
+  // setsid: generate leads its own process group, so `kill -INT -PID` reaches the group like a terminal's ^C (and
+  // a run that ignored it is killed after a minute).
+  const auto r = run_command(
+      "setsid " + shell_quote(STEPGRAPH_BIN) + " generate " + shell_quote((dir_ / "hf").string()) +
+      " --cpu --json --prompt 'A small' --ignore-eos --max-new-tokens 200000 >" + shell_quote(out) + " 2>" +
+      shell_quote(err) +
+      " & pid=$!; sleep 4; kill -INT -$pid; (sleep 60; kill -KILL -$pid) >/dev/null 2>&1 & wait $pid; echo rc=$?");
+  EXPECT_NE(r.output.find("rc=130"), std::string::npos) << r.output << read_text(err);
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(read_text(out))) << read_text(out) << read_text(err);
+  EXPECT_EQ(j["stopped_by_signal"], 2) << j.dump();
+  ASSERT_EQ(j["tokens"].size(), 1u);
+  EXPECT_GT(j["tokens"][0].size(), 0u);
+  EXPECT_LT(j["tokens"][0].size(), 200000u);
+  ASSERT_EQ(j["texts"].size(), 1u) << "the tokenizer decoded the text after the signal";
+  EXPECT_FALSE(j["texts"][0].get<std::string>().empty());
+  EXPECT_NE(read_text(err).find("stopped by signal 2"), std::string::npos) << read_text(err);
 }
 
 TEST_F(GenerateCli, TrainedCheckpointWithItsTokenizer) {
