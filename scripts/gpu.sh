@@ -34,6 +34,21 @@
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+known_parts=(tests bench torch parity dp sanitize recompute gemm_power lm_head_chunk all)
+for p in "$@"; do
+  if [[ $p == -h || $p == --help ]]; then
+    sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+    exit 0
+  fi
+  if [[ " ${known_parts[*]} " != *" $p "* ]]; then
+    echo "scripts/gpu.sh: unknown part '$p'; the parts are: ${known_parts[*]} (--help says what each runs)" >&2
+    exit 2
+  fi
+done
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "scripts/gpu.sh: no NVIDIA GPU here (nvidia-smi is missing or lists none); run it on the H200 machine" >&2
+  exit 1
+fi
 B=${BUILD_DIR:-build}
 OUT=${RESULTS:-gpu-results}
 mkdir -p "$OUT"

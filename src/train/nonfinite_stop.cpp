@@ -15,6 +15,14 @@ std::string stopped_at(int64_t step, int64_t submitted) {
   return strprintf(" (found while step %lld ran: metrics are read one step behind)", static_cast<long long>(submitted));
 }
 
+// How to go on after a stop: from a checkpoint only where the run saves them (a run without checkpoint.save has
+// none to resume from).
+std::string restart_advice(const config::Config& config) {
+  if (!config.checkpoint.save) return "start the run again (checkpoint.save is not set, so no checkpoint was saved)";
+  return "resume from the last checkpoint in " + *config.checkpoint.save +
+         " (checkpoint.load=" + *config.checkpoint.save + "), or start again if none was saved yet";
+}
+
 // What to change after a non-finite state: the checks that are off (naming ones already on misleads),
 // or, with both on, the update itself (every step's loss and gradients were finite).
 std::string nonfinite_state_advice(const config::Config& config) {
@@ -25,24 +33,26 @@ std::string nonfinite_state_advice(const config::Config& config) {
   return std::string(
              "The checks of the loss and the gradients (both on) passed, so the optimizer's update made the "
              "state non-finite: lower optimizer.lr") +
-         (config.optimizer.clip_grad > 0 ? "" : " or set optimizer.clip_grad (gradient clipping is off)") +
-         ", then resume from the last checkpoint";
+         (config.optimizer.clip_grad > 0 ? "" : " or set optimizer.clip_grad (gradient clipping is off)") + ", then " +
+         restart_advice(config);
 }
 
 }  // namespace
 
 void check_step_finite(const StepResult& r, const config::Config& config, int64_t submitted) {
-  const char* fix = "Nothing was saved from this point on. Lower optimizer.lr (or check the data), then resume "
-                    "from the last checkpoint";
+  const std::string fix =
+      "Nothing was saved from this point on. Lower optimizer.lr (or check the data), then " + restart_advice(config);
   if (config.rerun_state_machine.check_for_nan_in_loss && !r.loss_finite) {
-    throw NonFiniteError(strprintf("step %lld: the loss is NaN or infinite (rerun_state_machine.check_for_nan_in_loss); "
-                                   "the run stopped%s. %s",
-                                   static_cast<long long>(r.step), stopped_at(r.step, submitted).c_str(), fix));
+    throw NonFiniteError(
+        strprintf("step %lld: the loss is NaN or infinite (rerun_state_machine.check_for_nan_in_loss); "
+                  "the run stopped%s. %s",
+                  static_cast<long long>(r.step), stopped_at(r.step, submitted).c_str(), fix.c_str()));
   }
   if (config.ddp.check_for_nan_in_grad && !r.grads_finite) {
-    throw NonFiniteError(strprintf("step %lld: a gradient is NaN or infinite (ddp.check_for_nan_in_grad); "
-                                   "the run stopped%s. %s",
-                                   static_cast<long long>(r.step), stopped_at(r.step, submitted).c_str(), fix));
+    throw NonFiniteError(
+        strprintf("step %lld: a gradient is NaN or infinite (ddp.check_for_nan_in_grad); "
+                  "the run stopped%s. %s",
+                  static_cast<long long>(r.step), stopped_at(r.step, submitted).c_str(), fix.c_str()));
   }
 }
 

@@ -60,12 +60,13 @@ std::string describe_batch(const config::Config& config) {
       b.data_parallel_size == 1
           ? std::string()
           : strprintf(" on each of %lld data-parallel ranks", static_cast<long long>(b.data_parallel_size));
-  return strprintf("batch: %lld sequences x %lld tokens = %s tokens per step (%lld microbatch%s of %lld%s); "
-                   "%lld steps = %s tokens",
-                   static_cast<long long>(sequences), static_cast<long long>(m.seq_length), thousands(tokens).c_str(),
-                   static_cast<long long>(b.num_microbatches), b.num_microbatches == 1 ? "" : "es",
-                   static_cast<long long>(b.micro_batch_size), ranks.c_str(), static_cast<long long>(steps),
-                   thousands(steps * tokens).c_str());
+  return strprintf(
+      "batch: %lld sequence%s x %lld tokens = %s tokens per step (%lld microbatch%s of %lld%s); "
+      "%lld steps = %s tokens",
+      static_cast<long long>(sequences), sequences == 1 ? "" : "s", static_cast<long long>(m.seq_length),
+      thousands(tokens).c_str(), static_cast<long long>(b.num_microbatches), b.num_microbatches == 1 ? "" : "es",
+      static_cast<long long>(b.micro_batch_size), ranks.c_str(), static_cast<long long>(steps),
+      thousands(steps * tokens).c_str());
 }
 
 std::string describe_optimizer(const config::Config& config) {

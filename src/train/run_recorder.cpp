@@ -15,9 +15,13 @@ RunRecorder::RunRecorder(const config::Config& config, const std::string& run_di
     : run_dir_(run_dir), report_(std::move(report)) {
   std::filesystem::create_directories(run_dir);
   write_run_id(run_dir, run_id);
-  const std::string header = "the resolved configuration of this run (defaults filled in, validated);\n"
-                             "run it again with: stepgraph train " +
-                             (std::filesystem::path(run_dir) / "config.yaml").string();
+  const std::string header =
+      "the resolved configuration of this run (defaults filled in, validated);\n"
+      "run it again with: stepgraph train " +
+      (std::filesystem::path(run_dir) / "config.yaml").string() +
+      (config.checkpoint.save ? "\n(add checkpoint.auto_resume=true to continue from its "
+                                "checkpoints, or checkpoint.overwrite=true to start over)"
+                              : "");
   report_.config_yaml = config::emit_yaml(config, header);
   write_text_atomically((std::filesystem::path(run_dir) / "config.yaml").string(), report_.config_yaml);
   metrics_path_ = (std::filesystem::path(run_dir) / "metrics.jsonl").string();

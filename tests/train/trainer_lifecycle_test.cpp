@@ -201,7 +201,15 @@ TEST(NonFiniteStop, FlaggedStepsStopWithExit3NamingTheStepAndTheCheck) {
     const std::string msg = e.what();
     EXPECT_EQ(msg.rfind("step 7: the loss is NaN or infinite (rerun_state_machine.check_for_nan_in_loss)", 0), 0u) << msg;
     EXPECT_NE(msg.find("found while step 8 ran"), std::string::npos) << msg;
+    // Without checkpoint.save there is no checkpoint to resume from: the advice says so.
+    EXPECT_NE(msg.find("start the run again (checkpoint.save is not set"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("resume from the last checkpoint"), std::string::npos) << msg;
   }
+  c.checkpoint.save = "/ck/run";
+  EXPECT_NE(error_of([&] {
+              check_step_finite(r, c, 8);
+            }).find("resume from the last checkpoint in /ck/run (checkpoint.load=/ck/run)"),
+            std::string::npos);
   r.loss_finite = true;
   r.grads_finite = false;
   EXPECT_NE(error_of([&] { check_step_finite(r, c, 7); }).find("(ddp.check_for_nan_in_grad)"), std::string::npos);
