@@ -18,9 +18,13 @@ Usage: python3 bench/adamw_overlap_probe.py   (needs a CUDA GPU with about 30 Gi
 """
 import json
 import statistics
+import sys
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # a clear line instead of a traceback (--help included) where PyTorch is missing
+    sys.exit(f"error: {e}: bench/adamw_overlap_probe.py needs PyTorch, which the GPU machine has")
 
 B, S, H, NH, FFN, L, V = 4, 2048, 2048, 16, 5632, 16, 32768
 T = B * S

@@ -53,7 +53,10 @@ import traceback
 from collections import deque
 from contextlib import nullcontext
 
-import torch
+try:
+    import torch
+except ImportError as e:  # a clear line instead of a traceback (--help included) where PyTorch is missing
+    sys.exit(f"error: {e}: bench/torch_reference.py needs PyTorch, which the GPU machine has")
 
 MODES = ("eager", "cuda_graph", "graphed_callables", "compile", "compile_reduce_overhead")
 CUDA_ONLY_MODES = {"cuda_graph", "graphed_callables", "compile_reduce_overhead"}

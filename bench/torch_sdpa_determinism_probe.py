@@ -16,10 +16,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import warnings
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # a clear line instead of a traceback (--help included) where PyTorch is missing
+    sys.exit(f"error: {e}: bench/torch_sdpa_determinism_probe.py needs PyTorch, which the GPU machine has")
 
 # (batch, sequence, heads, head dim): the attention of recipes/llama/{tiny,small,1b}.yaml
 SHAPES = {"tiny": (4, 256, 4, 64), "small": (8, 1024, 12, 64), "1b": (4, 2048, 16, 128)}

@@ -25,8 +25,11 @@ import subprocess
 import sys
 import tempfile
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # a clear line instead of a traceback (--help included) where PyTorch is missing
+    sys.exit(f"error: {e}: tests/bench/torch_models_smoke.py needs PyTorch, which the GPU machine has")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(HERE, "..", "..", "bench")
