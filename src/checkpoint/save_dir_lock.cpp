@@ -103,18 +103,6 @@ void SaveDirLock::release() noexcept {
   fd_ = -1;
 }
 
-fs::path normalized_directory(const std::string& path) {
-  std::error_code ec;
-  fs::path p = fs::weakly_canonical(path, ec);
-  if (ec) p = fs::absolute(path, ec).lexically_normal();
-  while (!p.has_filename() && p.has_relative_path()) p = p.parent_path();
-  return p;
-}
-
-bool same_directory(const std::string& a, const std::string& b) {
-  return normalized_directory(a) == normalized_directory(b);
-}
-
 void check_directory_writable(const std::string& dir, const std::string& what) {
   make_directory(dir, what);
   const std::string probe =

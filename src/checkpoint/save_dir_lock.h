@@ -37,14 +37,6 @@ class SaveDirLock {
   int fd_ = -1;
 };
 
-// `path` absolute, without `.`, `..`, symlinks or trailing separators: the parent of "x/iter_2/" must be
-// "x", not "x/iter_2" (which once let checkpoint.overwrite delete the checkpoint to load).
-std::filesystem::path normalized_directory(const std::string& path);
-
-// Whether two paths name the same directory (both normalized_directory: links, relative parts and trailing
-// separators resolved; a missing one is compared by its normalized path).
-bool same_directory(const std::string& a, const std::string& b);
-
 // Checks that `dir` (created when missing) takes new files: creates, writes, fsyncs and removes a
 // probe file. sg::Error naming `what`, the directory and the reason (a file in the way, a read-only
 // directory or filesystem, no space) so an unusable path fails before any step runs, not at the

@@ -5,6 +5,7 @@
 
 #include "config/config.h"
 #include "config/config_detail.h"
+#include "config/moe_layer_freq.h"
 #include "core/strings.h"
 
 namespace sg::config::detail {
@@ -93,29 +94,6 @@ std::string format_yaml(const std::vector<std::string>& v) {
 }  // namespace sg::config::detail
 
 namespace sg::config {
-namespace {
-
-bool all_digits(const std::string& s) {
-  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-}
-
-// model.moe_layer_freq in Bridge's forms: an int (every N-th block), a list of ints, or the Python list
-// expression as one string. Held as strings (config.h), it would otherwise print as ["1"], which Bridge
-// reads as a string to eval, not an int.
-std::string format_moe_layer_freq(const std::vector<std::string>& v) {
-  if (v.size() == 1 && all_digits(v[0])) return v[0];
-  bool ints = !v.empty();
-  for (const std::string& item : v) ints = ints && all_digits(item);
-  if (ints) return "[" + join(v, ", ") + "]";
-  bool expression = false;
-  for (const std::string& item : v) expression = expression || item.find_first_of("[]()*+") != std::string::npos;
-  // An expression with commas arrives split at them (config_yaml.cpp): one string again, which reads back
-  // split the same way.
-  if (expression) return detail::format_yaml(join(v, ","));
-  return detail::format_yaml(v);  // not a form Bridge has: as written, for validate to name
-}
-
-}  // namespace
 
 std::string emit_yaml(const Config& config, const std::string& header) {
   std::string out;

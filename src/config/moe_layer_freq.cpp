@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "config/config.h"
+#include "config/config_detail.h"
 #include "core/strings.h"
 
 namespace sg::config {
@@ -100,6 +101,19 @@ bool all_digits(const std::string& s) {
 }
 
 }  // namespace
+
+std::string format_moe_layer_freq(const std::vector<std::string>& value) {
+  if (value.size() == 1 && all_digits(value[0])) return value[0];
+  bool ints = !value.empty();
+  for (const std::string& item : value) ints = ints && all_digits(item);
+  if (ints) return "[" + join(value, ", ") + "]";
+  bool expression = false;
+  for (const std::string& item : value) expression = expression || item.find_first_of("[]()*+") != std::string::npos;
+  // An expression with commas arrives split at them (config_yaml.cpp): one string again, which reads back
+  // split the same way.
+  if (expression) return detail::format_yaml(join(value, ","));
+  return detail::format_yaml(value);  // not a form Bridge has: as written, for validate to name
+}
 
 std::vector<int> expand_moe_layer_freq(const std::vector<std::string>& value, int64_t num_layers) {
   const std::string text = value.empty() ? std::string("[]") : "[" + join(value, ",") + "]";

@@ -13,4 +13,8 @@ namespace sg::config {
 
 std::vector<int> expand_moe_layer_freq(const std::vector<std::string>& value, int64_t num_layers);
 
+// The value as config show writes it, in Bridge's forms: an int, a list of ints, or the list expression as one
+// string. Held as strings (config.h), it would otherwise print as ["1"], which Bridge reads as a string to eval.
+std::string format_moe_layer_freq(const std::vector<std::string>& value);
+
 }  // namespace sg::config

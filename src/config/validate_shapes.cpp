@@ -3,13 +3,13 @@
 // names the keys, values and a fix.
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <limits>
 
-#include "core/strings.h"
 #include "config/model_config.h"
 #include "config/moment_dtype.h"
 #include "config/validate.h"
+#include "core/paths.h"
+#include "core/strings.h"
 #include "kernels/shape_limits.h"
 #include "model/layer_kind.h"
 #include "model/recompute.h"
@@ -29,14 +29,6 @@ int64_t nearest_multiple(int64_t value, int64_t step, int64_t max = kMaxSize) {
   const int64_t down = value / step * step;
   const int64_t near = value - down < step - (value - down) ? down : down + step;
   return std::clamp(near, step, max / step * step);
-}
-
-// A path as "the same folder" compares it, without touching the file system (validation runs before the
-// folders exist): lexically normal, without a trailing separator, so "/x/ck/" is "/x/ck" and "./ck" is "ck".
-std::string folder_key(const std::string& path) {
-  std::string key = std::filesystem::path(path).lexically_normal().generic_string();
-  while (key.size() > 1 && key.back() == '/') key.pop_back();
-  return key;
 }
 
 class ShapeChecker {
@@ -559,7 +551,7 @@ class ShapeChecker {
       fail("checkpoint.pretrained_checkpoint is an empty path", {"checkpoint.pretrained_checkpoint"},
            "set a Hugging Face Llama folder or a checkpoint directory, or null");
     }
-    const bool resumes_from_save = ck.load && ck.save && folder_key(*ck.load) == folder_key(*ck.save);
+    const bool resumes_from_save = ck.load && ck.save && same_directory(*ck.load, *ck.save);
     if (ck.overwrite && (ck.auto_resume || resumes_from_save)) {
       fail("checkpoint.overwrite deletes the checkpoints in checkpoint.save, but the run is asked to resume "
            "from them",

@@ -89,7 +89,13 @@ std::string shell_quote(std::string_view word) {
   }
   if (std::none_of(word.begin(), word.end(), [&](char c) { return control(c); })) {
     std::string out = "'";
-    for (const char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    for (const char c : word) {
+      if (c == '\'') {
+        out += "'\\''";
+      } else {
+        out += c;
+      }
+    }
     return out + "'";
   }
   // A newline or tab inside single quotes would break the printed line; $'...' keeps it on one.
@@ -101,7 +107,7 @@ std::string shell_quote(std::string_view word) {
     else if (c == '\t')
       out += "\\t";
     else if (c == '\\' || c == '\'')
-      out += std::string("\\") + ch;
+      out.append(1, '\\').append(1, ch);
     else if (control(c))
       out += strprintf("\\x%02x", c);
     else
@@ -112,7 +118,10 @@ std::string shell_quote(std::string_view word) {
 
 std::string shell_join(const std::vector<std::string>& words) {
   std::string out;
-  for (size_t i = 0; i < words.size(); ++i) out += (i ? " " : "") + shell_quote(words[i]);
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) out += ' ';
+    out += shell_quote(words[i]);
+  }
   return out;
 }
 

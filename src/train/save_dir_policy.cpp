@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpoint_dir.h"
 #include "core/error.h"
+#include "core/paths.h"
 #include "core/strings.h"
 
 namespace sg::train {
@@ -47,7 +48,7 @@ bool is_within(const fs::path& path, const fs::path& dir) {
 
 // The iteration of an iter_NNNNNNN folder (its train_state.json may not be read yet), or -1.
 long long loaded_iteration(const std::string& folder) {
-  const std::string name = checkpoint::normalized_directory(folder).filename().string();
+  const std::string name = normalized_directory(folder).filename().string();
   if (name.rfind("iter_", 0) != 0 || name.size() <= 5) return -1;
   try {
     return std::stoll(name.substr(5));
@@ -61,8 +62,7 @@ long long loaded_iteration(const std::string& folder) {
 void check_resume_inside_save(const std::string& load, const std::string& save) {
   const std::string folder = checkpoint::resolve_checkpoint(load);
   const auto latest = checkpoint::read_latest_iteration(save);
-  if (latest && checkpoint::normalized_directory(folder) ==
-                    checkpoint::normalized_directory(save) / checkpoint::iteration_dir_name(*latest))
+  if (latest && normalized_directory(folder) == normalized_directory(save) / checkpoint::iteration_dir_name(*latest))
     return;
   throw Error(
       strprintf("checkpoint.load %s is an older iteration of checkpoint.save %s (which holds %s): continuing to save "
@@ -78,8 +78,8 @@ void check_resume_inside_save(const std::string& load, const std::string& save) 
 // pretrained_checkpoint). Checked before the lock, which would already write DIR/.lock into it.
 void check_save_is_not_pretrained(const config::CheckpointConfig& c) {
   if (!c.pretrained_checkpoint || c.pretrained_checkpoint->empty()) return;
-  const fs::path save_path = checkpoint::normalized_directory(*c.save);
-  const fs::path pretrained = checkpoint::normalized_directory(*c.pretrained_checkpoint);
+  const fs::path save_path = normalized_directory(*c.save);
+  const fs::path pretrained = normalized_directory(*c.pretrained_checkpoint);
   if (pretrained == save_path) {
     throw Error(strprintf(
         "checkpoint.save %s is checkpoint.pretrained_checkpoint %s: the run would save its iterations and its latest "
@@ -116,8 +116,8 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
   out.save_lock = checkpoint::SaveDirLock::acquire(save, "checkpoint.save");
   checkpoint::check_directory_writable(save, "checkpoint.save");
   const bool occupied = checkpoint::holds_checkpoints(save);
-  const fs::path save_path = checkpoint::normalized_directory(save);
-  const fs::path load_path = c.load ? checkpoint::normalized_directory(*c.load) : fs::path();
+  const fs::path save_path = normalized_directory(save);
+  const fs::path load_path = c.load ? normalized_directory(*c.load) : fs::path();
 
   if (c.load && load_path == save_path) {  // Bridge's idiom: load = save continues the run
     if (occupied) {

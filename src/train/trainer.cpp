@@ -6,34 +6,35 @@
 #include <memory>
 #include <optional>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "core/strings.h"
-#include "graph/registry.h"
-#include "train/backend_factory.h"
-#include "train/distributed_run.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/save_dir_lock.h"
-#include "train/checkpointing.h"
+#include "config/model_config.h"
+#include "config/tokenizer_vocab.h"
+#include "config/validate.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/paths.h"
+#include "core/strings.h"
 #include "data/batch.h"
 #include "data/blended_dataset.h"
 #include "data/rank_batch.h"
-#include "train/metrics.h"
+#include "graph/registry.h"
 #include "model/layer_registry.h"
-#include "config/model_config.h"
+#include "train/backend_factory.h"
+#include "train/checkpointing.h"
+#include "train/distributed_run.h"
+#include "train/evaluation.h"
 #include "train/host_memory.h"
+#include "train/metrics.h"
 #include "train/nonfinite_stop.h"
 #include "train/pretrained.h"
 #include "train/progress.h"
-#include "config/tokenizer_vocab.h"
+#include "train/progress_lines.h"
+#include "train/run_folder.h"
+#include "train/run_plan.h"
+#include "train/run_recorder.h"
 #include "train/save_dir_policy.h"
 #include "train/stop_grace.h"
-#include "config/validate.h"
-#include "train/evaluation.h"
-#include "train/progress_lines.h"
-#include "train/run_plan.h"
-#include "train/run_folder.h"
-#include "train/run_recorder.h"
 
 namespace sg::train {
 namespace {
@@ -463,7 +464,7 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   // One run at a time per run folder, by the same lock as checkpoint.save's (which covers a run folder that is
   // checkpoint.save itself): two runs writing one folder would mix their records and overwrite each other's report.
   checkpoint::SaveDirLock run_dir_lock;
-  if (!config.checkpoint.save || !checkpoint::same_directory(options.run_dir, *config.checkpoint.save)) {
+  if (!config.checkpoint.save || !same_directory(options.run_dir, *config.checkpoint.save)) {
     run_dir_lock = checkpoint::SaveDirLock::acquire(options.run_dir, "the run folder (--run-dir)",
                                                     "two runs writing one run folder mix their records");
   }
