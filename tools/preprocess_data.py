@@ -16,7 +16,8 @@ any number of workers. Documents that encode to no tokens are skipped; none left
 
 Inputs: .jsonl (one JSON object per line) or, as a convenience, .txt: one document per paragraph
 (lines up to a blank line), or one per file with --txt-document-per-file (give several files). Either
-may be gzipped (.gz).
+may be gzipped (.gz). --input names files (the shell expands patterns such as in/*.jsonl; the tool
+does not, as Megatron's does with --partitions); a file given twice is refused.
 
 Megatron-LM's other flags: --keep-sequential-samples, --partitions, --keep-newlines and --lang are
 accepted and change nothing here (order is always kept, --workers alone sets the parallelism, texts are
@@ -24,13 +25,17 @@ never split into sentences); --split-sentences, --vocab-file, --merge-file, --vo
 --find-optimal-num-workers flags are refused with a message saying what to do instead.
 
 --tokenizer-model is a folder with tokenizer.json (tools/train_tokenizer.py writes one; any Hugging Face
-fast-tokenizer folder works). --append-eod appends its eos_token (from tokenizer_config.json) to every
-document: the EOD token, id 0 for tokenizers from train_tokenizer.py.
+fast-tokenizer folder works). --append-eod appends its eos_token (from tokenizer_config.json, else
+special_tokens_map.json, as stepgraph's trainer reads it) to every document: the EOD token, id 0 for
+tokenizers from train_tokenizer.py.
+
+Ctrl-C or SIGTERM stops the run and removes its unfinished outputs (exit status 130, or 143).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import textwrap
 from collections import deque
@@ -41,7 +46,7 @@ from sgtools import ToolError, run_tool
 from sgtools.corpus import Record, check_inputs, check_txt_keys, document_texts, read_records
 from sgtools.indexed_dataset import IndexedDatasetWriter, output_prefix, token_dtype_for_vocab
 from sgtools.progress import Progress, human_bytes, human_seconds
-from sgtools.tokenizer_files import TOKENIZER_FILE, load_tokenizer_folder
+from sgtools.tokenizer_files import CONFIG_FILE, SPECIAL_TOKENS_FILE, TOKENIZER_FILE, load_tokenizer_folder
 
 SUPPORTED_TOKENIZER_TYPES = ("HuggingFaceTokenizer",)
 BATCH_DOCUMENTS = 256        # documents per task sent to a worker
@@ -85,7 +90,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         f"Hugging Face)")
     g = p.add_argument_group("input data")
     g.add_argument("--input", nargs="+", required=True, metavar="FILE",
-                   help=".jsonl or .txt file(s), optionally .gz, processed in the order given")
+                   help=".jsonl or .txt file(s), optionally .gz, processed in the order given (patterns are "
+                        "left to the shell: in/*.jsonl, unquoted)")
     g.add_argument("--json-keys", nargs="+", default=["text"], metavar="KEY",
                    help="keys to tokenize, one output dataset each (default: text); for .txt the one key "
                         "names the output")
@@ -164,6 +170,8 @@ def init_worker(tokenizer_json: str, json_keys: list[str], eod_id: int | None) -
 def init_pool_worker(*init_args) -> None:
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (it stops the pool)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler (its exception would print a
+    # traceback here); SIGTERM to the parent stops the pool, SIGTERM to the process group ends workers quietly
     init_worker(*init_args)
 
 
@@ -195,7 +203,7 @@ def encode_batch(records: list[Record]) -> tuple[int, int, dict]:
                 seq_lengths[-1] += 1
             lengths.append(seq_lengths)
         out[key] = (np.asarray(ids, dtype=np.int64), lengths, empty)  # the writer checks the dtype fits
-    return len(records), sum(len(r.payload) for r in records), out
+    return len(records), sum(r.size for r in records), out  # input-file bytes, for the progress bar
 
 
 def batches(records, max_documents: int, max_bytes: int = BATCH_BYTES):
@@ -241,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = load_tokenizer_folder(args.tokenizer_model)
     if args.append_eod and folder.eod_id is None:
         raise ToolError(f"--append-eod needs an end-of-document token, but {args.tokenizer_model} names no "
-                        f"eos_token in tokenizer_config.json; add one or drop --append-eod")
+                        f"eos_token in {CONFIG_FILE} or {SPECIAL_TOKENS_FILE}; add one or drop --append-eod")
     dtype = token_dtype_for_vocab(folder.vocab_size)
     eod = folder.eod_id if args.append_eod else None
 
@@ -314,8 +322,17 @@ def report(args, folder, dtype, writers, stats, progress: Progress) -> None:
         print(f"  wrote:      {writer.bin_path} ({os.path.getsize(writer.bin_path):,} bytes), "
               f"{writer.idx_path} ({os.path.getsize(writer.idx_path):,} bytes)")
     first = output_prefix(args.output_prefix, args.json_keys[0])
-    print(f"  next:       build/src/stepgraph data inspect {first} --vocab-size {folder.vocab_size}")
+    print(f"  next:       {stepgraph_binary()} data inspect {shlex.quote(first)} --vocab-size {folder.vocab_size}")
+
+
+def stepgraph_binary() -> str:
+    """The checkout's build/src/stepgraph, relative to the current folder when inside it (as
+    train_tokenizer.py names this script in its `next:` line), else absolute."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    binary = os.path.join(root, "build", "src", "stepgraph")
+    relative = os.path.relpath(binary)
+    return shlex.quote(binary if relative.startswith("..") else relative)
 
 
 if __name__ == "__main__":
-    run_tool(main, "interrupted: no output written")
+    run_tool(main, "no output written")

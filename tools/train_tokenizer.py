@@ -12,6 +12,11 @@ merged into tokens, so any text encodes (no unknown tokens) and decodes back exa
 come first: "<|endoftext|>" is id 0, the end-of-document (EOD) token preprocess_data --append-eod
 appends, and the tokenizer's eos/bos token. The vocabulary size counts the special tokens; set the
 model's vocab_size to at least this (stepgraph pads it as Megatron's make_vocab_size_divisible_by does).
+
+--output must not hold a tokenizer already (datasets made with that one would no longer match the
+folder); --force replaces it. The files are written under temporary names and renamed into place only
+when all are complete, so a full disk or a crash leaves the folder as it was. Ctrl-C (or SIGTERM) stops
+at once, also while the merges are computed, and writes nothing (exit status 130, or 143).
 """
 from __future__ import annotations
 
@@ -22,10 +27,12 @@ import sys
 import tempfile
 import time
 
-from sgtools import ToolError, run_tool
+from sgtools import Stopped, ToolError, run_tool
 from sgtools.corpus import check_inputs, check_txt_keys, document_texts, read_records
 from sgtools.progress import Progress, human_bytes, human_seconds
-from sgtools.tokenizer_files import DEFAULT_EOS, import_tokenizers, write_tokenizer_folder
+from sgtools.stop import StopRequest
+from sgtools.tokenizer_files import (CONFIG_FILE, DEFAULT_EOS, OTHER_TOKENIZER_FILES, SPECIAL_TOKENS_FILE,
+                                     TOKENIZER_FILE, import_tokenizers, write_tokenizer_folder)
 
 BYTE_ALPHABET = 256       # the byte-level alphabet: every byte is a token before any merge
 SAMPLE_BYTES = 4_000_000  # text kept to measure the trained tokenizer's bytes per token
@@ -43,7 +50,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="keys of the .jsonl objects whose text is trained on (default: text)")
     p.add_argument("--vocab-size", type=int, required=True, metavar="N",
                    help=f"vocabulary size including special tokens (at least {BYTE_ALPHABET} + the special tokens)")
-    p.add_argument("--output", required=True, metavar="DIR", help="folder to write the tokenizer files into")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="folder to write the tokenizer files into; refused when it already holds tokenizer "
+                        "files, unless --force")
+    p.add_argument("--force", action="store_true",
+                   help=f"replace the tokenizer in --output ({TOKENIZER_FILE}, {CONFIG_FILE}, "
+                        f"{SPECIAL_TOKENS_FILE}); datasets made with the old one no longer match it")
     p.add_argument("--min-frequency", type=int, default=2, metavar="F",
                    help="merge only pairs seen at least F times (default: 2)")
     p.add_argument("--eos-token", default=DEFAULT_EOS, metavar="TOKEN",
@@ -73,23 +85,46 @@ def check_args(args: argparse.Namespace) -> list[str]:
         raise ToolError(f"--log-interval must be at least 1 (got {args.log_interval})")
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         raise ToolError(f"--output {args.output} exists and is not a folder")
+    check_output_folder(args.output, args.force)
     return special
+
+
+def check_output_folder(path: str, force: bool) -> None:
+    """Refuses to replace a tokenizer without --force: datasets made with it would silently disagree with
+    the new one. Other tokenizers' files (vocab.json, tokenizer.model, ...) are refused even with --force:
+    they would stay beside the new tokenizer, and checkpoints copy them."""
+    if not os.path.isdir(path):
+        return
+    ours = [n for n in (TOKENIZER_FILE, CONFIG_FILE, SPECIAL_TOKENS_FILE) if os.path.lexists(os.path.join(path, n))]
+    others = [n for n in OTHER_TOKENIZER_FILES if os.path.lexists(os.path.join(path, n))]
+    if others:
+        raise ToolError(f"--output {path} holds another tokenizer's files ({', '.join(ours + others)}); "
+                        f"{', '.join(others)} would stay beside the new tokenizer (checkpoints copy them): "
+                        f"choose a new folder, or remove them first")
+    if ours and not force:
+        raise ToolError(f"--output {path} already holds a tokenizer ({', '.join(ours)}); datasets made with it "
+                        f"would no longer match: choose a new folder, or pass --force to replace it")
 
 
 class TextStream:
     """The documents' texts for the trainer, counting what was read and keeping a sample."""
 
-    def __init__(self, args: argparse.Namespace, progress: Progress):
+    def __init__(self, args: argparse.Namespace, progress: Progress, stop: StopRequest):
         self.args = args
         self.progress = progress
+        self.stop = stop
         self.sample: list[str] = []
         self.sample_bytes = 0
         self.text_chars = 0  # characters of the texts trained on: 0 when every text is empty
         self.error: ToolError | None = None
+        self.read_seconds = 0.0
 
     def __iter__(self):
+        # A Rust thread of the trainer runs this: signals reach it only through self.stop (sgtools/stop.py).
         try:
             for record in read_records(self.args.input, self.args.txt_document_per_file):
+                if self.stop.signum is not None:
+                    return
                 texts = [t for ts in document_texts(record, self.args.json_keys).values() for t in ts]
                 for text in texts:
                     self.text_chars += len(text)
@@ -97,10 +132,20 @@ class TextStream:
                         self.sample.append(text)
                         self.sample_bytes += len(text.encode("utf-8"))
                     yield text
-                self.progress.update(1, len(record.payload))
+                self.progress.update(1, record.size)
+            self.progress.finish()
+            if self.text_chars:
+                # The trainer shows no progress of its own here (its show_progress would draw over the
+                # progress line above, and cannot be switched on once reading has begun).
+                print(f"train_tokenizer: read {self.progress.documents:,} documents; training merges "
+                      f"(vocabulary {self.args.vocab_size:,})...", file=sys.stderr, flush=True)
         except ToolError as e:
             # Raised through the Rust trainer the error would lose its type: keep it, end the stream.
+            self.progress.finish()
             self.error = e
+        finally:
+            self.read_seconds = self.progress.elapsed()
+            self.stop.stream_ended()
 
 
 def prepare_output(path: str) -> list[str]:
@@ -166,33 +211,37 @@ def main(argv: list[str] | None = None) -> int:
     tokenizers = import_tokenizers()
     created = prepare_output(args.output)
     try:
-        return train(tokenizers, args, special, total_bytes)
+        return train(tokenizers, args, special, total_bytes, created)
     except BaseException:
         remove_empty_folders(created)
         raise
 
 
-def train(tokenizers, args: argparse.Namespace, special: list[str], total_bytes: int) -> int:
+def train(tokenizers, args: argparse.Namespace, special: list[str], total_bytes: int, created: list[str]) -> int:
     tokenizer, trainer = build_tokenizer(tokenizers, args, special)
 
     print(f"train_tokenizer: byte-level BPE, vocabulary {args.vocab_size}, min frequency {args.min_frequency}, "
           f"from {len(args.input)} file(s), {human_bytes(total_bytes)}", file=sys.stderr)
     progress = Progress(total_bytes, args.log_interval, show_tokens=False)
-    stream = TextStream(args, progress)
-    tokenizer.train_from_iterator(stream, trainer)
-    progress.finish()
+    with StopRequest(on_exit=lambda: remove_empty_folders(created), outcome="no tokenizer written") as stop:
+        stream = TextStream(args, progress, stop)
+        tokenizer.train_from_iterator(stream, trainer)
+    if stop.signum is not None:  # a signal as training returned: the watcher had no time to exit
+        raise Stopped(stop.signum)
     if stream.error is not None:
         raise stream.error
-    read_seconds = progress.elapsed()
+    read_seconds = stream.read_seconds
     if progress.documents == 0:
         raise ToolError(f"no documents in {' '.join(args.input)}: nothing to train on")
     if stream.text_chars == 0:
         raise ToolError(f"the {progress.documents:,} document(s) of {' '.join(args.input)} all have empty texts: "
                         f"nothing to train on; check the input, or name the text's key with --json-keys")
 
+    # In slices, so that a signal (handled between them) stops this too before anything is written.
+    sample_tokens = sum(len(e.ids) for i in range(0, len(stream.sample), 1000)
+                        for e in tokenizer.encode_batch(stream.sample[i:i + 1000]))
     files = write_tokenizer_folder(args.output, tokenizer, args.eos_token, special[1:])
     vocab = tokenizer.get_vocab_size(with_added_tokens=True)
-    sample_tokens = sum(len(e.ids) for e in tokenizer.encode_batch(stream.sample))
     ids = ", ".join(f"{t} = {tokenizer.token_to_id(t)}" for t in special)
     print(f"train_tokenizer: done in {human_seconds(time.monotonic() - progress.start)}")
     print(f"  read:        {progress.documents:,} documents, {human_bytes(progress.bytes)} "
@@ -212,4 +261,4 @@ def train(tokenizers, args: argparse.Namespace, special: list[str], total_bytes:
 
 
 if __name__ == "__main__":
-    run_tool(main, "interrupted: no tokenizer written")
+    run_tool(main, "no tokenizer written")

@@ -62,6 +62,15 @@ class GpuPowerTest(unittest.TestCase):
         with open(self.args) as f:
             return f.read().splitlines()
 
+    def wait_for_sampling(self, seconds: float):
+        """Waits until the fake nvidia-smi's sampling loop has started (a loaded CI machine may take a while to
+        start a Python process), then `seconds` more: a fixed sleep alone made the sample count depend on load."""
+        deadline = time.monotonic() + 60
+        while not any("-lms" in c for c in self.calls()):
+            self.assertLess(time.monotonic(), deadline, "the fake nvidia-smi's sampling loop never started")
+            time.sleep(0.02)
+        time.sleep(seconds)
+
     def test_parse_line(self):
         self.assertEqual(gpu_power.parse_line("690.5, 1560, Active, Not Active, 700.00, 1980"),
                          (690.5, 1560.0, True, 700.0, 1980.0))
@@ -91,7 +100,7 @@ class GpuPowerTest(unittest.TestCase):
         self.assertEqual(sampler.unavailable, "")
         self.assertTrue(sampler.instant)
         with sampler:
-            time.sleep(0.3)
+            self.wait_for_sampling(0.3)
         s = sampler.summary()
         self.assertGreaterEqual(s["samples"], 3)
         self.assertEqual(s["max_w"], 710.0)
@@ -109,7 +118,7 @@ class GpuPowerTest(unittest.TestCase):
         self.assertEqual(sampler.unavailable, "")
         self.assertFalse(sampler.instant)
         with sampler:
-            time.sleep(0.1)
+            self.wait_for_sampling(0.1)
         self.assertIn("clocks_throttle_reasons.sw_power_cap", self.calls()[-1])
         self.assertIn("1 s averages", gpu_power.describe(sampler.summary()))
 

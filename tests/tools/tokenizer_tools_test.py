@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Text -> tokenizer -> .bin/.idx, checked end to end on the CPU (ctest tools/tokenizer_tools, label cpu).
+"""Text -> tokenizer -> .bin/.idx, checked end to end on the CPU (ctest tools/tokenizer_tools_test, label cpu).
 
 Trains a byte-level BPE (vocabulary <= 2000) on tests/data/public_domain_sample.jsonl with
 tools/train_tokenizer.py, tokenizes the sample with tools/preprocess_data.py on 2 workers, then checks:
@@ -10,7 +10,13 @@ tools/train_tokenizer.py, tokenizes the sample with tools/preprocess_data.py on 
   - transformers.AutoTokenizer loads the folder and agrees (skipped with a notice without transformers);
   - .txt and .gz input (paragraphs, one document per file) and the error messages of both tools (corrupt
     .gz, empty input, unwritable outputs checked before the work, Megatron-LM's flags);
-  - train_tokenizer's closing `next:` command runs as printed;
+  - train_tokenizer's closing `next:` command runs as printed, preprocess_data's names the checkout's binary;
+  - stop signals: train_tokenizer stops at once while the trainer reads (its iterator runs on a Rust thread),
+    preprocess_data cleans up on SIGTERM as on Ctrl-C; both exit 128 + N and write nothing;
+  - the tokenizer folder is written all or nothing (a full disk simulated), never over a tokenizer without
+    --force; the EOD comes from tokenizer_config.json, else special_tokens_map.json (as the C++ trainer);
+  - input details: lone surrogates, a byte order mark, .GZ suffixes in capitals, files given twice, quoted
+    patterns, arrays with a non-string item, the progress count of .gz inputs (compressed bytes);
   - tools/tokenizer_server.py (what `stepgraph generate` runs): --help, errors for ids outside the vocabulary.
 
     python3 tests/tools/tokenizer_tools_test.py --stepgraph build/src/stepgraph [-v]
@@ -22,10 +28,12 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import tool_test_common
@@ -42,6 +50,21 @@ TRAIN = os.path.join(ROOT, "tools", "train_tokenizer.py")
 PREPROCESS = os.path.join(ROOT, "tools", "preprocess_data.py")
 SERVER = os.path.join(ROOT, "tools", "tokenizer_server.py")
 SAMPLE = os.path.join(ROOT, "tests", "data", "public_domain_sample.jsonl")
+TOKENIZER_FILES = ["special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
+# Runs a tool with os.fsync failing as on a full disk at its SG_FAIL_FSYNC_AT-th call (1 = the first file).
+FULL_DISK_WRAPPER = """
+import errno, os, runpy, sys
+calls, fail_at, real_fsync = [0], int(os.environ["SG_FAIL_FSYNC_AT"]), os.fsync
+def fsync(fd):
+    calls[0] += 1
+    if calls[0] == fail_at:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    real_fsync(fd)
+os.fsync = fsync
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 VOCAB = 2000
 STEPGRAPH = ""  # set from --stepgraph
 
@@ -58,6 +81,35 @@ def preprocess(tokenizer_dir: str, prefix: str, *extra: str, inputs=(SAMPLE,), e
     return run(sys.executable, PREPROCESS, "--input", *inputs, "--output-prefix", prefix,
                "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", tokenizer_dir, *extra,
                expect_rc=expect_rc)
+
+
+def run_and_signal(cmd: list[str], signum: int, cwd: str | None = None) -> tuple[int, str, float]:
+    """Starts cmd, sends signum once it printed its first progress line, returns (exit status, stderr,
+    seconds from the signal to the exit). A run still going 10 s after the signal is killed (a hang guard)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            # a shell's background job would have SIGINT ignored, and keep it ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    err = []
+    for line in proc.stderr:
+        err.append(line)
+        if line.startswith("processed"):
+            break
+    proc.send_signal(signum)
+    start = time.monotonic()
+    try:
+        rest = proc.communicate(timeout=10)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rest = proc.communicate()[1] + "\n[still running 10 s after the signal: killed]"
+    return proc.returncode, "".join(err) + rest, time.monotonic() - start
+
+
+def read_folder(folder: str) -> dict[str, bytes]:
+    out = {}
+    for name in TOKENIZER_FILES:
+        with open(os.path.join(folder, name), "rb") as f:
+            out[name] = f.read()
+    return out
 
 
 def read_index(prefix: str) -> dict:
@@ -415,6 +467,205 @@ class TokenizerTools(unittest.TestCase):
             {"error": f"token id -1 is out of range: the vocabulary has {self.vocab:,} tokens (ids 0..{last})"}])
         self.assertEqual(replies[3], {"text": self.tokenizer.decode([40, 41])})
         self.assertEqual(replies[4], {"ids": self.tokenizer.encode("The river").ids})
+
+    # --- stop signals -----------------------------------------------------------------------------------
+
+    def big_text(self) -> str:
+        """~40 MB of paragraphs: seconds of reading for either tool (a hang guard bounds the tests)."""
+        path = os.path.join(self.dir, "big.txt")
+        if not os.path.exists(path):
+            paragraph = b"The river runs north by the old stone house, past the mill and the bridge. " * 5
+            with open(path, "wb") as f:
+                f.write((paragraph + b"\n\n") * 105_000)
+        return path
+
+    def test_train_tokenizer_stops_at_once_on_a_signal(self):
+        # The trainer pulls the text from a Rust thread; Python's own handler would wait for the whole input.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            out = os.path.join(self.dir, "stopped", "tok")
+            rc, err, seconds = run_and_signal([sys.executable, TRAIN, "--input", self.big_text(), "--vocab-size",
+                                               "5000", "--output", out, "--log-interval", "1000"], signum)
+            self.assertEqual(rc, 128 + signum, err)
+            self.assertLess(seconds, 10, err)
+            self.assertEqual(err.count("stopping..."), 1, err)
+            self.assertIn("no tokenizer written", err)
+            self.assertNotIn("Traceback", err)
+            self.assertFalse(os.path.exists(os.path.dirname(out)), "the folders it made are left behind")
+
+    def test_preprocess_cleans_up_on_sigterm(self):
+        out = os.path.join(self.dir, "term")
+        for workers in ("1", "2"):
+            rc, err, _ = run_and_signal([sys.executable, PREPROCESS, "--input", self.big_text(), "--output-prefix",
+                                         out + "/x", "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model",
+                                         self.tok, "--workers", workers, "--log-interval", "1000"], signal.SIGTERM)
+            self.assertEqual(rc, 143, err)
+            self.assertIn("terminated: no output written", err)
+            self.assertNotIn("Traceback", err)
+            self.assertEqual(os.listdir(out), [], "SIGTERM left the unfinished outputs behind")
+
+    # --- the tokenizer folder ---------------------------------------------------------------------------
+
+    def test_output_with_a_tokenizer_needs_force(self):
+        out = os.path.join(self.dir, "force")
+        shutil.copytree(self.tok, out)
+        before = read_folder(out)
+        t = [sys.executable, TRAIN, "--input", SAMPLE, "--vocab-size", "600", "--output", out]
+        self.expect_error(t, f"--output {out} already holds a tokenizer (tokenizer.json, tokenizer_config.json, "
+                             f"special_tokens_map.json)", "--force")
+        self.assertEqual(read_folder(out), before)
+        proc = run(*t, "--force")
+        self.assertIn("training merges", proc.stderr)  # what the trainer does after the progress line
+        replaced = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
+        self.assertLessEqual(replaced.get_vocab_size(with_added_tokens=True), 600)
+        self.assertEqual(sorted(os.listdir(out)), TOKENIZER_FILES)
+        # Another tokenizer's vocabulary would stay beside the new one: refused even with --force.
+        open(os.path.join(out, "vocab.json"), "w").close()
+        self.expect_error(t + ["--force"], "vocab.json would stay beside the new tokenizer")
+        self.assertIn("--force", run(sys.executable, TRAIN, "--help").stdout)
+
+    def test_full_disk_changes_nothing(self):
+        out = os.path.join(self.dir, "full_disk")
+        shutil.copytree(self.tok, out)
+        before = read_folder(out)
+        for fail_at in ("1", "3"):  # tokenizer.json's sync; the last file's, after two were written
+            proc = subprocess.run([sys.executable, "-c", FULL_DISK_WRAPPER, TRAIN, "--input", SAMPLE, "--vocab-size",
+                                   "600", "--output", out, "--force"], capture_output=True, text=True, timeout=120,
+                                  env={**os.environ, "SG_FAIL_FSYNC_AT": fail_at})
+            self.assertEqual(proc.returncode, 1, proc.stderr)
+            self.assertNotIn("Traceback", proc.stderr)
+            self.assertEqual(proc.stderr.strip().splitlines()[-1],
+                             f"error: cannot write the tokenizer to {out}: No space left on device (nothing in it "
+                             f"was changed); free space or choose a writable --output")
+            self.assertEqual(sorted(os.listdir(out)), TOKENIZER_FILES, "temporary files left behind")
+            self.assertEqual(read_folder(out), before)
+
+    def test_eod_from_special_tokens_map(self):
+        # A layout transformers writes: the eos_token only in special_tokens_map.json. The C++ trainer takes
+        # the EOD from there (src/data/hf_tokenizer.cpp), so --append-eod must too.
+        folder = os.path.join(self.dir, "tok_map")
+        os.makedirs(folder, exist_ok=True)
+        shutil.copy(os.path.join(self.tok, "tokenizer.json"), folder)
+        text = os.path.join(self.dir, "eod.jsonl")
+        with open(text, "w") as f:
+            f.write('{"text": "The river"}\n')
+        for config in ({"tokenizer_class": "PreTrainedTokenizerFast"}, {"eos_token": None}):
+            with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+                json.dump(config, f)
+            with open(os.path.join(folder, "special_tokens_map.json"), "w") as f:
+                json.dump({"eos_token": {"content": "<|endoftext|>", "lstrip": False}}, f)
+            prefix = os.path.join(self.dir, "eod_map", "e")
+            preprocess(folder, prefix, "--append-eod", inputs=(text,))
+            self.assertEqual(read_documents(prefix + "_text_document")[0].tolist(),
+                             self.tokenizer.encode("The river").ids + [0])
+        with open(os.path.join(folder, "special_tokens_map.json"), "w") as f:
+            json.dump({"eos_token": "<|nope|>"}, f)
+        self.expect_error([sys.executable, PREPROCESS, "--input", text, "--output-prefix", prefix, "--tokenizer-type",
+                           "HuggingFaceTokenizer", "--tokenizer-model", folder, "--append-eod"],
+                          f"{folder}/special_tokens_map.json names eos_token '<|nope|>'")
+        os.remove(os.path.join(folder, "special_tokens_map.json"))
+        self.expect_error([sys.executable, PREPROCESS, "--input", text, "--output-prefix", prefix, "--tokenizer-type",
+                           "HuggingFaceTokenizer", "--tokenizer-model", folder, "--append-eod"],
+                          "names no eos_token in tokenizer_config.json or special_tokens_map.json")
+
+    # --- input details ----------------------------------------------------------------------------------
+
+    def test_lone_surrogate_is_an_error(self):
+        path = os.path.join(self.dir, "surrogate.jsonl")
+        with open(path, "w") as f:
+            f.write('{"text": "fine"}\n{"text": "a \\ud800 b"}\n{"text": ["x", "\\udc00"]}\n')
+        message = f"error: {path}:2: key 'text' holds text that is not valid Unicode (lone surrogate \\ud800)"
+        out = os.path.join(self.dir, "surrogate_out")
+        for workers in ("1", "2"):
+            self.expect_error([sys.executable, PREPROCESS, "--input", path, "--output-prefix", out + "/x",
+                               "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", self.tok,
+                               "--workers", workers], message, leaves=out)
+        self.expect_error([sys.executable, TRAIN, "--input", path, "--vocab-size", "300", "--output",
+                           os.path.join(self.dir, "surrogate_tok")], message)
+        with open(path, "w") as f:
+            f.write('{"text": ["x", "\\udc00"]}\n')
+        self.expect_error([sys.executable, TRAIN, "--input", path, "--vocab-size", "300", "--output",
+                           os.path.join(self.dir, "surrogate_tok")],
+                          f"{path}:1: item 1 of key 'text' holds text that is not valid Unicode (lone surrogate "
+                          f"\\udc00)")
+
+    def test_array_with_a_non_string_item(self):
+        path = os.path.join(self.dir, "mixed.jsonl")
+        with open(path, "w") as f:
+            f.write('{"text": ["a", 1]}\n')
+        self.expect_error([sys.executable, PREPROCESS, "--input", path, "--output-prefix", self.dir + "/mixed/x",
+                           "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", self.tok],
+                          f"{path}:1: key 'text' holds an array whose item 1 is a JSON number")
+
+    def test_byte_order_mark_and_capital_suffixes(self):
+        # A BOM is not text (utf-8-sig); .JSONL.GZ is .jsonl.gz. Each gives what the plain file gives.
+        docs = [{"text": "First document."}, {"text": "Second."}]
+        plain = os.path.join(self.dir, "plain.jsonl")
+        with open(plain, "w") as f:
+            f.writelines(json.dumps(d) + "\n" for d in docs)
+        with open(plain, "rb") as f:
+            bom_jsonl = b"\xef\xbb\xbf" + f.read()
+        bom = os.path.join(self.dir, "bom.jsonl")
+        with open(bom, "wb") as f:
+            f.write(bom_jsonl)
+        bom_txt = os.path.join(self.dir, "bom.txt")
+        with open(bom_txt, "wb") as f:
+            f.write(b"\xef\xbb\xbfFirst document.\n\nSecond.\n")
+        capital = os.path.join(self.dir, "CAPITAL.JSONL.GZ")
+        with open(capital, "wb") as f:
+            f.write(gzip.compress(bom_jsonl, mtime=0))
+        expected = None
+        for i, path in enumerate((plain, bom, bom_txt, capital)):
+            prefix = os.path.join(self.dir, "bom_out", str(i))
+            preprocess(self.tok, prefix, "--append-eod", inputs=(path,))
+            got = [d.tolist() for d in read_documents(prefix + "_text_document")]
+            expected = expected or got
+            self.assertEqual(got, expected, path)
+        self.assertEqual(expected, [self.tokenizer.encode(d["text"]).ids + [0] for d in docs])
+
+    def test_inputs_are_files_given_once(self):
+        out = os.path.join(self.dir, "once")
+        p = [sys.executable, PREPROCESS, "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", self.tok,
+             "--output-prefix", out + "/x", "--input"]
+        pattern = os.path.join(self.dir, "*.jsonl")
+        self.expect_error(p + [pattern], f"input file {pattern} does not exist", "does not expand patterns",
+                          "leave the pattern unquoted", leaves=out)
+        alias = os.path.join(self.dir, ".", "sample_again.jsonl")
+        os.symlink(SAMPLE, alias)
+        for tool in (p, [sys.executable, TRAIN, "--vocab-size", "300", "--output", out + "/tok", "--input"]):
+            self.expect_error(tool + [SAMPLE, SAMPLE], f"input file {SAMPLE} is given twice", "list each file once",
+                              leaves=out)
+            self.expect_error(tool + [SAMPLE, alias], f"is given twice (as {SAMPLE} and {alias})", leaves=out)
+
+    def test_gz_progress_counts_compressed_bytes(self):
+        # The progress bar's total is the files' size, compressed for .gz: what is read must count the same.
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        try:
+            from sgtools.corpus import check_inputs, read_records
+        finally:
+            sys.path.pop(0)
+        path = os.path.join(self.dir, "progress.jsonl.gz")
+        with open(SAMPLE, "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(gzip.compress(data * 20, mtime=0))  # repeated: compresses far below its size
+        total = check_inputs([path])
+        self.assertLess(total * 10, len(data) * 20)
+        sizes = [r.size for r in read_records([path])]
+        self.assertEqual(sum(sizes), total)
+        self.assertTrue(all(s >= 0 for s in sizes))
+        self.assertEqual(sum(r.size for r in read_records([SAMPLE])), os.path.getsize(SAMPLE))
+
+    def test_preprocess_next_line_names_the_checkouts_binary(self):
+        binary = os.path.join(ROOT, "build", "src", "stepgraph")
+        for cwd, expected in ((self.dir, binary), (ROOT, os.path.join("build", "src", "stepgraph"))):
+            proc = subprocess.run([sys.executable, PREPROCESS, "--input", SAMPLE, "--output-prefix",
+                                   os.path.join(self.dir, "next_bin", "n"), "--tokenizer-type", "HuggingFaceTokenizer",
+                                   "--tokenizer-model", self.tok], cwd=cwd, capture_output=True, text=True, timeout=120)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            line = [l for l in proc.stdout.splitlines() if l.strip().startswith("next:")][0]
+            cmd = shlex.split(line.split("next:", 1)[1])
+            self.assertEqual(cmd[0], expected)
+            self.assertEqual(cmd[1:3], ["data", "inspect"])
 
     def test_help(self):
         for tool, flags in ((TRAIN, ("--vocab-size", "--min-frequency", "--special-tokens", "EOD")),

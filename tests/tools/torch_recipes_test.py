@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Every shipped recipe is one that bench/torch_reference.py (the PyTorch side of the benchmarks) can read, as the model
-family of its folder, with the model FLOPs of the formulas written out here (ctest tools/torch_recipes, label cpu).
+family of its folder, with the model FLOPs of the formulas written out here (ctest tools/torch_recipes_test, label cpu).
 Needs only PyYAML: bench/torch_config.py imports no torch.
 
     python3 tests/tools/torch_recipes_test.py [-v]

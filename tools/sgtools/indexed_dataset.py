@@ -1,7 +1,7 @@
 """Writing Megatron-LM indexed datasets (PREFIX.bin + PREFIX.idx, "MMIDIDX" version 1).
 
 The layout is the one megatron/core/datasets/indexed_dataset.py reads and stepgraph's
-src/train/data/indexed_dataset.cpp checks (docs/data-and-checkpoints.md), little-endian:
+src/data/indexed_dataset.cpp checks (docs/data-and-checkpoints.md), little-endian:
 
   .idx  9 bytes "MMIDIDX\\0\\0", uint64 version 1, uint8 dtype code, uint64 sequence count S,
         uint64 document-index count D, int32[S] sequence lengths, int64[S] byte offsets into .bin,

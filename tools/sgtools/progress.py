@@ -1,6 +1,7 @@
 """The progress line of the data tools, on stderr.
 
-On a terminal it is one line redrawn at most 5 times a second: a bar over the input bytes, documents,
+On a terminal it is one line redrawn at most 5 times a second: a bar over the input files' bytes as stored
+(compressed for .gz, so bytes and MB/s count those), documents,
 tokens, MB/s and the time left. Into a file or a pipe (CI logs) it prints a plain line every
 `log_interval` documents instead, like Megatron's preprocess_data.py.
 """

@@ -6,12 +6,20 @@
   special_tokens_map.json  the same special tokens, for transformers versions that read this file
 
 The EOD id (what --append-eod appends, and what a model sees between documents) is the id of the
-eos_token named in tokenizer_config.json. train_tokenizer puts "<|endoftext|>" first, so it is id 0.
+eos_token that tokenizer_config.json names, else the one special_tokens_map.json names (a layout
+transformers writes): the order stepgraph's trainer reads them in (src/data/hf_tokenizer.cpp). A key
+that is absent, null or not a token counts as not naming one. train_tokenizer puts "<|endoftext|>"
+first, so it is id 0.
+
+write_tokenizer_folder writes each file under a temporary name in the folder, syncs it to disk, and
+renames them into place only when all three are complete: a full disk, an error or a signal leaves the
+folder as it was (an earlier tokenizer included) and no temporary file behind.
 """
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 
 from . import ToolError
@@ -20,6 +28,10 @@ TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 DEFAULT_EOS = "<|endoftext|>"
+# Other files of a tokenizer folder that hold a vocabulary (data::kTokenizerFiles, less the chat templates):
+# beside a new tokenizer.json they would describe another tokenizer, and checkpoints copy them.
+OTHER_TOKENIZER_FILES = ("added_tokens.json", "tokenizer.model", "vocab.json", "merges.txt", "vocab.txt",
+                         "spiece.model", "sentencepiece.bpe.model")
 
 
 def import_tokenizers():
@@ -38,6 +50,7 @@ class TokenizerFolder:
     vocab_size: int          # including added/special tokens: len(AutoTokenizer.from_pretrained(path))
     eos_token: str | None
     eod_id: int | None       # id of eos_token
+    eos_source: str | None   # the file that names eos_token
 
 
 def _token_text(value) -> str | None:
@@ -61,18 +74,36 @@ def load_tokenizer_folder(path: str) -> TokenizerFolder:
         tokenizer = tokenizers.Tokenizer.from_file(tokenizer_json)
     except Exception as e:  # the Rust side raises a plain Exception with its parse error
         raise ToolError(f"{tokenizer_json} is not a valid tokenizers file: {e}") from None
-    eos = None
-    config_path = os.path.join(path, CONFIG_FILE)
-    if os.path.isfile(config_path):
-        try:
-            with open(config_path, encoding="utf-8") as f:
-                eos = _token_text(json.load(f).get("eos_token"))
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as e:
-            raise ToolError(f"{config_path} is not a valid JSON object: {e}") from None
+    eos, source = None, None
+    for name in (CONFIG_FILE, SPECIAL_TOKENS_FILE):  # hf_tokenizer.cpp's order
+        source = os.path.join(path, name)
+        eos = special_token_in(source, "eos_token")
+        if eos is not None:
+            break
+    # token_to_id looks at the added tokens, then the model's vocabulary, as transformers does.
     eod_id = tokenizer.token_to_id(eos) if eos is not None else None
     if eos is not None and eod_id is None:
-        raise ToolError(f"{config_path} names eos_token {eos!r}, but {tokenizer_json} has no such token")
-    return TokenizerFolder(path, tokenizer, tokenizer.get_vocab_size(with_added_tokens=True), eos, eod_id)
+        raise ToolError(f"{source} names eos_token {eos!r}, but {tokenizer_json} has no such token; correct the "
+                        f"name, or add the token to its added_tokens")
+    return TokenizerFolder(path, tokenizer, tokenizer.get_vocab_size(with_added_tokens=True), eos, eod_id,
+                           source if eos is not None else None)
+
+
+def special_token_in(path: str, key: str) -> str | None:
+    """The special token `key` the JSON file at `path` names; None when the file or the key is absent, or
+    the key is null or not a token (as special_token_in in src/data/hf_tokenizer.cpp)."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ToolError(f"{path} is not valid JSON ({e}); correct it, or remove it") from None
+    except OSError as e:
+        raise ToolError(f"cannot read {path}: {e.strerror}") from None
+    if not isinstance(obj, dict):
+        raise ToolError(f"{path} is not a JSON object; correct it, or remove it")
+    return _token_text(obj.get(key))
 
 
 def write_tokenizer_folder(path: str, tokenizer, eos_token: str, extra_special_tokens: list[str]) -> list[str]:
@@ -88,14 +119,65 @@ def write_tokenizer_folder(path: str, tokenizer, eos_token: str, extra_special_t
         "add_bos_token": False,
         "add_eos_token": False,
     }
-    files = [os.path.join(path, name) for name in (TOKENIZER_FILE, CONFIG_FILE, SPECIAL_TOKENS_FILE)]
+    contents = {
+        # What tokenizer.save(path) writes (pretty JSON), written here so every error is an OSError.
+        TOKENIZER_FILE: tokenizer.to_str(pretty=True),
+        CONFIG_FILE: json.dumps(config, indent=2, ensure_ascii=False) + "\n",
+        SPECIAL_TOKENS_FILE: json.dumps(special, indent=2, ensure_ascii=False) + "\n",
+    }
+    return write_files_atomically(path, contents)
+
+
+def write_files_atomically(folder: str, contents: dict[str, str]) -> list[str]:
+    """Writes folder/NAME for each NAME: text, all or none: temporary files first (synced to disk), then
+    renamed into place. On any failure, a signal included, the temporary files are removed and the
+    folder keeps what it held; an OSError becomes one ToolError line. Returns the paths written."""
+    temps: dict[str, str] = {}
+    replaced: list[str] = []
     try:
-        os.makedirs(path, exist_ok=True)
-        tokenizer.save(files[0])
-        for file, content in ((files[1], config), (files[2], special)):
-            with open(file, "w", encoding="utf-8") as f:
-                json.dump(content, f, indent=2, ensure_ascii=False)
-                f.write("\n")
-    except OSError as e:
-        raise ToolError(f"cannot write the tokenizer to {path}: {e.strerror} (choose a writable --output)") from None
-    return files
+        os.makedirs(folder, exist_ok=True)
+        for name, text in contents.items():
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+            temps[name] = tmp
+            with open(fd, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())  # a full disk may only show here
+        for name, tmp in temps.items():
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the files are meant to be shared
+        for name in list(temps):
+            os.replace(temps.pop(name), os.path.join(folder, name))
+            replaced.append(name)
+        _fsync_folder(folder)
+    except BaseException as e:
+        for tmp in temps.values():
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+        if isinstance(e, OSError):
+            changed = (f"{', '.join(replaced)} replaced already, the rest not: write it again" if replaced
+                       else "nothing in it was changed")
+            raise ToolError(f"cannot write the tokenizer to {folder}: {e.strerror or e} ({changed}); free "
+                            f"space or choose a writable --output") from None
+        raise
+    return [os.path.join(folder, name) for name in contents]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_folder(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot sync a folder; the files themselves are synced
+    finally:
+        os.close(fd)
