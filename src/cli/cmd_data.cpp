@@ -1,12 +1,15 @@
-// stepgraph data synth --out PREFIX [--tokens N] [--seed S] [--json]
+// stepgraph data synth --out PREFIX [--tokens N] [--seed S] [--force] [--json]
 // stepgraph data inspect PREFIX [--json] [--vocab-size V]
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "core/error.h"
 #include "core/strings.h"
+#include "data/blended_dataset.h"
 #include "data/indexed_dataset.h"
 #include "data/synth_corpus.h"
 
@@ -17,6 +20,7 @@ struct SynthArgs {
   std::string out;
   uint64_t tokens = data::SynthOptions{}.num_tokens;
   uint64_t seed = data::SynthOptions{}.seed;
+  bool force = false;
   bool json = false;
 };
 
@@ -32,6 +36,7 @@ int run_synth(const SynthArgs& args) {
   data::SynthOptions options;
   options.num_tokens = args.tokens;
   options.seed = args.seed;
+  options.replace_existing = args.force;
   const auto summary = data::write_synth_corpus(args.out, options);
   if (args.json) {
     nlohmann::json j = summary.to_json();
@@ -45,7 +50,32 @@ int run_synth(const SynthArgs& args) {
   return 0;
 }
 
+// The check train makes of a dataset prefix (data/blended_dataset.h: which file is missing, how to make a
+// dataset), and one more: a prefix given with its file's suffix (PREFIX.bin or PREFIX.idx, as a shell completes
+// it) when PREFIX is the dataset.
+void check_inspect_prefix(const std::string& prefix) {
+  try {
+    data::check_dataset_exists(prefix);
+  } catch (const Error&) {
+    for (const std::string suffix : {".bin", ".idx"}) {
+      if (prefix.size() <= suffix.size() || prefix.compare(prefix.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        continue;
+      }
+      const std::string stem = prefix.substr(0, prefix.size() - suffix.size());
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(data::bin_path(stem), ec) &&
+          std::filesystem::is_regular_file(data::index_path(stem), ec)) {
+        throw Error(strprintf("data inspect %s: give the dataset's prefix, without %s: it names the files "
+                              "PREFIX.bin and PREFIX.idx (stepgraph data inspect %s)",
+                              prefix.c_str(), suffix.c_str(), stem.c_str()));
+      }
+    }
+    throw;
+  }
+}
+
 int run_inspect(const InspectArgs& args) {
+  check_inspect_prefix(args.prefix);
   const auto ds = data::IndexedDataset::open(args.prefix, args.vocab_size);
   nlohmann::json docs = nlohmann::json::array();
   const auto doc_index = ds.document_index();
@@ -111,6 +141,8 @@ const CommandRegistration kRegistration{
           ->check(positive_number())
           ->capture_default_str();
       s->add_option("--seed", synth->seed, "generator seed")->capture_default_str();
+      s->add_flag("--force", synth->force,
+                  "replace PREFIX.bin/PREFIX.idx when they exist (without it, an existing dataset is an error)");
       s->add_flag("--json", synth->json, "print the summary as JSON");
       s->callback([synth, &exit_code] { exit_code = run_synth(*synth); });
 

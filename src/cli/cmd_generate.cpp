@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "generate/generator.h"
+#include "generate/text_continuation.h"
 #include "graph/registry.h"
 #include "reference/sampling.h"
 
@@ -18,6 +19,10 @@ namespace {
 
 // Seconds between a stop signal and the watchdog's exit: one decoding chunk (16 steps) and the printing.
 constexpr double kStopGraceSeconds = 30.0;
+
+// The text as it is, a NUL character included (a byte-level tokenizer decodes token "\x00" to one; printf's %s
+// would end the text there and drop the rest of the chunk).
+void print_text(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
 struct GenerateArgs {
   generate::GenerateOptions options;
@@ -66,6 +71,20 @@ void apply_flags(GenerateArgs& args) {
                                "give the prompt as text (--prompt) or as token ids (--prompt-tokens), "
                                "not both");
   }
+  // The tokenizer reads UTF-8: an invalid byte (a Latin-1 terminal, a file in another encoding) would become U+FFFD
+  // in the JSON to it, and the model would continue a prompt that is not the one given.
+  for (size_t i = 0; i < o.prompts.size(); ++i) {
+    const std::string& text = o.prompts[i];
+    if (const auto bad = generate::first_invalid_utf8(text)) {
+      const std::string which = o.prompts.size() > 1 ? strprintf("(prompt %zu) ", i + 1) : "";
+      throw CLI::ValidationError(
+          "--prompt",
+          strprintf("%s'%s': byte %zu (0x%02X) is not valid UTF-8, the encoding the tokenizer reads; give the "
+                    "prompt as UTF-8 (convert a Latin-1 text with `iconv -f latin1 -t utf-8`)",
+                    which.c_str(), generate::escaped_excerpt(text, *bad).c_str(), *bad,
+                    static_cast<unsigned>(static_cast<unsigned char>(text[*bad]))));
+    }
+  }
   try {
     for (const auto& list : args.prompt_tokens) o.prompt_tokens.push_back(parse_ids(list));
     o.sampling.temperature = args.temperature;
@@ -87,17 +106,18 @@ int run_generate_command(GenerateArgs& args) {
   generate::GenerateOptions& o = args.options;
   const bool streaming = !args.json && o.prompts.size() == 1;
   // The prompt is echoed with the first generated text, not before: an error while loading the model or the
-  // tokenizer then prints only the error.
+  // tokenizer then prints only the error. The generated text is what the tokens add after the prompt (the space
+  // between them included, GenerateResult::texts), so prompt + text reads as the model's continuation.
   bool echoed = false;
   const auto echo_prompt = [&] {
     if (echoed) return;
-    std::printf("%s", o.prompts[0].c_str());
+    print_text(o.prompts[0]);
     echoed = true;
   };
   if (streaming) {
     o.on_text = [&](const std::string& text) {
       echo_prompt();
-      std::printf("%s", text.c_str());
+      print_text(text);
       std::fflush(stdout);
     };
   }
@@ -129,8 +149,8 @@ int run_generate_command(GenerateArgs& args) {
     for (size_t b = 0; b < r.tokens.size(); ++b) {
       if (r.tokens.size() > 1) std::printf("--- sequence %zu\n", b + 1);
       if (b < r.texts.size()) {
-        if (b < o.prompts.size()) std::printf("%s", o.prompts[b].c_str());
-        std::printf("%s\n", r.texts[b].c_str());
+        if (b < o.prompts.size()) print_text(o.prompts[b]);
+        print_text(r.texts[b] + "\n");
       } else {
         std::vector<std::string> ids;
         for (int32_t t : r.tokens[b]) ids.push_back(std::to_string(t));

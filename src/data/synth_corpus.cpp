@@ -1,6 +1,7 @@
 #include "data/synth_corpus.h"
 
 #include <cmath>
+#include <filesystem>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -154,6 +155,21 @@ SynthSummary generate_synth_corpus(const SynthOptions& options,
 }
 
 SynthSummary write_synth_corpus(const std::string& prefix, const SynthOptions& options) {
+  // A prefix that already holds a dataset (a corpus from tools/preprocess_data.py, hours of work) is not
+  // replaced by a mistyped --out. symlink_status: a link, even a dangling one, would be replaced too.
+  if (!options.replace_existing) {
+    std::vector<std::string> existing;
+    for (const std::string& path : {bin_path(prefix), index_path(prefix)}) {
+      std::error_code ec;
+      if (std::filesystem::exists(std::filesystem::symlink_status(path, ec))) existing.push_back(path);
+    }
+    if (!existing.empty()) {
+      throw Error(strprintf("data synth --out %s: %s already exist%s; the synthetic corpus would replace %s. Give "
+                            "another --out, or add --force to replace %s",
+                            prefix.c_str(), join(existing, " and ").c_str(), existing.size() == 1 ? "s" : "",
+                            existing.size() == 1 ? "it" : "them", existing.size() == 1 ? "it" : "them"));
+    }
+  }
   IndexedDatasetWriter writer(prefix, token_dtype_for_vocab(kSynthVocabSize));
   SynthSummary summary = generate_synth_corpus(
       options, [&](std::span<const int32_t> doc) { writer.add_document(doc); });

@@ -37,6 +37,7 @@ inline constexpr int32_t kSynthNumSymbols = 224;
 struct SynthOptions {
   uint64_t num_tokens = uint64_t{1} << 22;  // at least this many tokens (whole documents)
   uint64_t seed = 1234;
+  bool replace_existing = false;  // write_synth_corpus: replace PREFIX.bin/.idx that exist (`data synth --force`)
 };
 
 struct SynthSummary {
@@ -60,7 +61,9 @@ SynthSummary generate_synth_corpus(const SynthOptions& options,
                                    const std::function<void(std::span<const int32_t>)>& sink);
 
 // Writes PREFIX.bin / PREFIX.idx (uint16 tokens, one sequence per document) and returns the
-// summary.
+// summary. sg::Error naming them when either exists, unless options.replace_existing. The files are written
+// as PREFIX.{bin,idx}.tmp and renamed into place at the end (IndexedDatasetWriter): an error or a crash
+// leaves no half-written dataset under the final names.
 SynthSummary write_synth_corpus(const std::string& prefix, const SynthOptions& options);
 
 }  // namespace sg::data

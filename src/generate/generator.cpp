@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "cuda/device.h"
+#include "generate/text_continuation.h"
 #include "generate/tokenizer_process.h"
 #include "model/cpu_decoder.h"
 #include "model/gpu_decoder.h"
@@ -45,8 +46,18 @@ class TextStream {
   explicit TextStream(std::function<void(const std::string&)> sink) : sink_(std::move(sink)) {}
   // `final`: the generation is over, print the rest even if it ends in U+FFFD.
   void update(const std::string& text, bool final = false) {
-    // Only extensions of what was printed are printed (a byte-level BPE decode grows at its end).
-    if (!sink_ || text.size() <= printed_.size() || text.compare(0, printed_.size(), printed_) != 0) return;
+    if (!sink_) return;
+    // Only extensions of what was printed are printed (a decode grows at its end). A decoder that rewrites text
+    // already printed (a clean-up across tokens) cannot be followed on a stream: said at the end, not hidden.
+    if (final && text.compare(0, printed_.size(), printed_) != 0) {
+      log::warn(strprintf("the tokenizer's decoder changed text it had already given (the streamed text ends with "
+                          "\"%s\"; the final decode reads \"%s\"): the streamed text stops there; --json prints "
+                          "the final text",
+                          escaped_excerpt(printed_, printed_.size(), 32).c_str(),
+                          escaped_excerpt(text, printed_.size(), 32).c_str()));
+      return;
+    }
+    if (text.size() <= printed_.size() || text.compare(0, printed_.size(), printed_) != 0) return;
     const std::string fresh = text.substr(printed_.size());
     static const std::string kReplacement = "\xEF\xBF\xBD";
     if (!final && fresh.size() >= 3 && fresh.compare(fresh.size() - 3, 3, kReplacement) == 0) return;
@@ -161,6 +172,49 @@ GenerateResult run_generate(const GenerateOptions& options) {
   std::vector<std::vector<int32_t>> tokens = decoder->generated();
   result.prefill_ms = ms_since(t0);
 
+  // The text of a sequence: what its generated tokens add after its prompt (text_continuation.h), not the
+  // generated tokens decoded alone (a SentencePiece decoder would drop the space after the prompt).
+  // A --prompt-tokens id past the tokenizer's vocabulary (a model whose vocab_size is padded) has no text: that
+  // prompt's generated tokens are decoded on their own, and generate says so.
+  std::vector<std::optional<std::string>> prompt_texts;
+  if (tokenizer) {
+    for (size_t b = 0; b < result.prompt_tokens.size(); ++b) {
+      const auto& p = result.prompt_tokens[b];
+      const auto unknown =
+          std::find_if(p.begin(), p.end(), [&](int32_t id) { return id < 0 || id >= tokenizer->vocab_size(); });
+      if (unknown == p.end()) {
+        prompt_texts.push_back(tokenizer->decode(p));
+        continue;
+      }
+      prompt_texts.push_back(std::nullopt);
+      log::warn(strprintf("prompt %zu has token id %d, outside the tokenizer's %lld tokens (%s): its generated "
+                          "tokens are decoded on their own (a SentencePiece tokenizer then drops a space at their "
+                          "start)",
+                          b + 1, *unknown, static_cast<long long>(tokenizer->vocab_size()),
+                          tokenizer->dir().c_str()));
+    }
+  }
+  bool warned_rewritten = false;
+  const auto text_of = [&](size_t b, const std::vector<int32_t>& generated) {
+    const std::vector<int32_t> body = without_eos(generated, eos);
+    if (!prompt_texts[b]) return tokenizer->decode(body);
+    std::vector<int32_t> all = result.prompt_tokens[b];
+    all.insert(all.end(), body.begin(), body.end());
+    const std::string full = tokenizer->decode(all);
+    const std::string& prompt_text = *prompt_texts[b];
+    Continuation c = continuation_text(prompt_text, full);
+    if (c.prompt_rewritten && !warned_rewritten) {
+      warned_rewritten = true;
+      log::warn(strprintf(
+          "prompt %zu decodes to text ending \"%s\" alone but to \"%s\" once generated tokens follow it (its "
+          "last tokens end inside a character, or the decoder joins them with what follows): the generated text "
+          "is given from where the two agree",
+          b + 1, escaped_excerpt(prompt_text, prompt_text.size(), 24).c_str(),
+          escaped_excerpt(full, prompt_text.size(), 24).c_str()));
+    }
+    return std::move(c.text);
+  };
+
   TextStream stream(B == 1 && tokenizer ? options.on_text : nullptr);
   auto finished = [&] {  // every sequence has produced an EOS
     for (const auto& t : tokens) {
@@ -176,7 +230,7 @@ GenerateResult run_generate(const GenerateOptions& options) {
       result.stopped = true;
       break;
     }
-    if (tokenizer && B == 1 && options.on_text) stream.update(tokenizer->decode(without_eos(tokens[0], eos)));
+    if (tokenizer && B == 1 && options.on_text) stream.update(text_of(0, tokens[0]));
     const int64_t n = std::min(options.chunk_steps, decode.max_new_tokens - done);
     t0 = Clock::now();
     decoder->decode(n);
@@ -190,7 +244,7 @@ GenerateResult run_generate(const GenerateOptions& options) {
   for (auto& t : tokens) t.resize(length_to_eos(t, eos));
   result.tokens = tokens;
   if (tokenizer) {
-    for (const auto& t : tokens) result.texts.push_back(tokenizer->decode(without_eos(t, eos)));
+    for (size_t b = 0; b < tokens.size(); ++b) result.texts.push_back(text_of(b, tokens[b]));
     if (B == 1) stream.update(result.texts[0], /*final=*/true);
   }
   return result;

@@ -24,7 +24,8 @@ struct GenerateOptions {
   bool use_graphs = true;        // GPU: capture the decoding step as one graph
   bool ignore_eos = false;       // always generate max_new_tokens
   int64_t chunk_steps = 16;      // decoding steps between host checks for EOS
-  // Streams the text of sequence 0 as it grows (single prompt with a tokenizer); may be empty.
+  // Streams the text of sequence 0 as it grows (single prompt with a tokenizer): the new part of texts[0] (see
+  // GenerateResult), held back while it ends inside a character; may be empty.
   std::function<void(const std::string& new_text)> on_text;
   // Polled between decoding chunks (a stop signal): true ends the decoding with what was generated so far.
   std::function<bool()> stop_requested;
@@ -35,7 +36,10 @@ struct GenerateResult {
   std::string backend;  // the decoder's description
   std::vector<std::vector<int32_t>> prompt_tokens;
   std::vector<std::vector<int32_t>> tokens;  // generated per sequence, up to and including its EOS
-  std::vector<std::string> texts;            // the generated tokens decoded (empty without a tokenizer)
+  // The text the generated tokens add after the prompt (empty without a tokenizer): decode(prompt + generated)
+  // past decode(prompt), so the space a SentencePiece decoder drops at the start of a decode is kept
+  // (generate/text_continuation.h has the rule when the two do not line up).
+  std::vector<std::string> texts;
   std::vector<int64_t> eos_ids;              // what stopped a sequence
   int64_t prefill_tokens = 0;                // prompt tokens run through the model
   double prefill_ms = 0.0;                   // prefill and the first token

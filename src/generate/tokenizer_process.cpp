@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "data/hf_tokenizer.h"
 
 extern char** environ;
 
@@ -69,7 +70,7 @@ std::string find_tokenizer_dir(const std::string& explicit_dir, const std::strin
   std::error_code ec;
   const fs::path folder(model_folder);
   for (const fs::path& dir : {folder, folder.parent_path()}) {
-    if (!dir.empty() && fs::is_regular_file(dir / "tokenizer.json", ec)) return dir.string();
+    if (!dir.empty() && fs::is_regular_file(dir / data::kTokenizerJson, ec)) return dir.string();
   }
   throw Error(
       strprintf("no tokenizer.json in %s or %s: pass --tokenizer DIR (a folder written by "
