@@ -8,7 +8,7 @@
 // Build on the CPU machine (cudnn-frontend headers from scripts/setup.sh's .deps), run on the GPU machine:
 //   nvcc -std=c++17 -O2 -I.deps/pip/include bench/attention_determinism_probe.cpp -lcudnn -lnvrtc -ldl \
 //     -o attention_determinism_probe
-//   ./attention_determinism_probe
+//   ./attention_determinism_probe        (--help: what it prints; it takes no flags)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -22,6 +22,8 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "bench_args.h"
 
 namespace fe = cudnn_frontend;
 
@@ -182,7 +184,15 @@ void run_case(cudnnHandle_t handle, cudaStream_t stream, const Shape& s, Buffers
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  sg::bench::read_tool_args(
+      argc, argv,
+      {"attention_determinism_probe",
+       "Times cuDNN's SDPA forward, deterministic backward (what kernels/attention.cpp runs) and non-deterministic\n"
+       "backward at the bench recipes' attention shapes (causal, bf16, fused-QKV layout): the heuristic's first\n"
+       "plan of each, median of 40 launches after 5 warmup (CUDA events), and whether the output after the timed\n"
+       "launches is bitwise the first launch's. Takes no flags; prints a table. Needs a CUDA GPU and cuDNN.",
+       {}});
   cudnnHandle_t handle;
   if (cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS) {
     std::fprintf(stderr, "error: cudnnCreate failed (no GPU, or no cuDNN runtime)\n");

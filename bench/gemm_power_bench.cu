@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "bench/power_sampler.h"
+#include "bench_args.h"
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/check.h"
@@ -156,106 +157,81 @@ Timing sustained(const kernels::GemmPlan& plan, const Operands& ops, Op op, int6
 }
 
 struct Args {
-  std::string recipe = "1b";
-  int ranks = 6;
-  double seconds = 0.3;
-  int rounds = 4;
+  std::string recipe;
+  int ranks = 0;
+  double seconds = 0.0;
+  int rounds = 0;
   bool explore = false;
-  bool graphs = true;  // --host-launches: false
-  std::vector<int64_t> clusters{2, 3, 5};  // --explore's cluster shapes: CUBLASLT_CLUSTER_SHAPE_1x1x1, 2x1x1, 1x2x1
-  std::vector<Op> ops{Op::forward, Op::backward_input, Op::backward_weight};  // --ops
-  kernels::FloatDtype grad_dtype = kernels::FloatDtype::fp32;                // --grad-dtype
+  bool graphs = true;              // --host-launches: false
+  std::vector<int64_t> clusters;   // --explore's cluster shapes as CUBLASLT_CLUSTER_SHAPE_* values
+  std::vector<Op> ops;             // --ops
+  kernels::FloatDtype grad_dtype = kernels::FloatDtype::fp32;  // --grad-dtype
   std::vector<std::string> linears;  // --linears (empty: all)
   int64_t lm_head_rows = 0;          // --lm-head-rows (0: the recipe's, the default chunk)
 };
 
+const bench::ToolSpec& tool_spec() {
+  using bench::ToolValue;
+  static const bench::ToolSpec spec = {
+      .program = "gemm_power_bench",
+      .about = "Times cuBLASLt's GEMM candidates for each dense GEMM of a recipe's step under the board's power cap:\n"
+               "each candidate launched back to back for --seconds per round, rounds alternating their order; per\n"
+               "candidate ms per GEMM, TFLOP/s, the ratio to the heuristic's first choice, board power and SM clock\n"
+               "(NVML), and which candidate the step runs. Prints tables; writes nothing. Needs a CUDA GPU.",
+      .flags = {
+          {.name = "--recipe", .value = ToolValue::text, .default_value = "1b",
+           .choices = {"1b", "small", "tiny", "all"}, .help = "which recipe's dense GEMMs"},
+          {.name = "--ranks", .default_value = "6", .min = 1, .max = 16,
+           .help = "cuBLASLt heuristic candidates per GEMM, from its first choice; with --explore, how many of "
+                   "the explored configurations run the rounds"},
+          {.name = "--seconds", .value = ToolValue::number, .default_value = "0.3", .min = 0.001, .max = 10,
+           .value_name = "S", .help = "how long each candidate runs back to back per round"},
+          {.name = "--rounds", .default_value = "4", .min = 1, .max = 10, .value_name = "R",
+           .help = "rounds, alternating the candidates' order"},
+          {.name = "--explore", .value = ToolValue::none,
+           .help = "every tile of the first choice's algorithm on the --clusters shapes, not only the heuristic's "
+                   "ranking (candidates named tTILE-cCLUSTER, cublasLt.h enum values)"},
+          {.name = "--clusters", .list = true, .default_value = "2,3,5", .min = 2, .max = 64, .value_name = "ID,ID,...",
+           .help = "--explore's cluster shapes as cublasLt.h's CUBLASLT_CLUSTER_SHAPE_* values (2,3,5: 1x1, 2x1, "
+                   "1x2; 4,6,8: 4x1, 2x2, 1x4)"},
+          {.name = "--host-launches", .value = ToolValue::none,
+           .help = "launch the GEMMs from the host one by one, not from CUDA graphs of up to 100 launches as the "
+                   "step does (host launches time the host where a GEMM is shorter than a launch, as at tiny)"},
+          {.name = "--ops", .value = ToolValue::text, .list = true,
+           .default_value = "forward,backward_input,backward_weight",
+           .choices = {"forward", "backward_input", "backward_weight"}, .value_name = "OP,OP,...",
+           .help = "which ops of each linear"},
+          {.name = "--grad-dtype", .value = ToolValue::text, .default_value = "fp32", .choices = {"fp32", "bf16"},
+           .help = "the weight gradient's output (bf16: the step's with ddp.grad_reduce_in_fp32=false)"},
+          {.name = "--linears", .value = ToolValue::text, .list = true,
+           .choices = {"qkv", "o", "fc1", "fc2", "lm_head"}, .value_name = "NAME,...",
+           .help = "which linears (default all)"},
+          {.name = "--lm-head-rows", .min = 1, .max = 65536,
+           .help = "rows of the LM head's chunk (default: the default budget's, 4096 at 1b and small; 8192 is "
+                   "their one chunk with STEPGRAPH_LM_HEAD_CHUNK_MIB=1024)"},
+      }};
+  return spec;
+}
+
+// --help and usage errors exit in read_tool_args, before any CUDA call.
 Args parse(int argc, char** argv) {
+  const bench::ToolArgs p = bench::read_tool_args(argc, argv, tool_spec());
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::printf(
-          "usage: gemm_power_bench [--recipe 1b|small|tiny|all] [--ranks N] [--seconds S] [--rounds R] [--explore]\n"
-          "                        [--clusters ID,ID,...] [--host-launches]\n"
-          "  --recipe         which recipe's dense GEMMs (default 1b)\n"
-          "  --ranks          cuBLASLt heuristic candidates per GEMM, from its first choice (default 6); with\n"
-          "                   --explore, how many of the explored configurations run the rounds\n"
-          "  --seconds        how long each candidate runs back to back per round (default 0.3)\n"
-          "  --rounds         rounds, alternating the candidates' order (default 4)\n"
-          "  --explore        every tile of the first choice's algorithm on 1x1, 2x1 and 1x2 clusters, not only\n"
-          "                   the heuristic's ranking (candidates named tTILE-cCLUSTER, cublasLt.h enum values)\n"
-          "  --clusters       --explore's cluster shapes as cublasLt.h's CUBLASLT_CLUSTER_SHAPE_* values (default\n"
-          "                   2,3,5: 1x1, 2x1, 1x2; e.g. 4,6,8: 4x1, 2x2, 1x4)\n"
-          "  --host-launches  launch the GEMMs from the host one by one, not from CUDA graphs of up to 100\n"
-          "                   launches as the step does (host launches time the host where a GEMM is shorter\n"
-          "                   than a launch, as at tiny)\n"
-          "  --ops            which ops of each linear, comma-separated: forward, backward_input, backward_weight\n"
-          "                   (default all three)\n"
-          "  --grad-dtype     the weight gradient's output: fp32 (default) or bf16 (the step's with\n"
-          "                   ddp.grad_reduce_in_fp32=false)\n"
-          "  --linears        which linears, comma-separated: qkv, o, fc1, fc2, lm_head (default all)\n"
-          "  --lm-head-rows   rows of the LM head's chunk (default: the default budget's, 4096 at 1b and small;\n"
-          "                   8192 is their one chunk with STEPGRAPH_LM_HEAD_CHUNK_MIB=1024)\n");
-      std::exit(0);
-    }
-    if (flag == "--explore") {
-      a.explore = true;
-      continue;
-    }
-    if (flag == "--host-launches") {
-      a.graphs = false;
-      continue;
-    }
-    if (i + 1 >= argc) throw Error("gemm_power_bench: " + flag + " needs a value (see --help)");
-    const std::string value = argv[++i];
-    if (flag == "--recipe") {
-      a.recipe = value;
-    } else if (flag == "--ranks") {
-      a.ranks = std::atoi(value.c_str());
-    } else if (flag == "--seconds") {
-      a.seconds = std::atof(value.c_str());
-    } else if (flag == "--rounds") {
-      a.rounds = std::atoi(value.c_str());
-    } else if (flag == "--clusters") {
-      a.clusters.clear();
-      for (const std::string& id : split(value, ',')) {
-        const int cluster = std::atoi(id.c_str());
-        SG_CHECK(cluster >= 2 && cluster <= 64,
-                 "gemm_power_bench: --clusters " + value + ": '" + id + "' is not a CUBLASLT_CLUSTER_SHAPE_* value");
-        a.clusters.push_back(cluster);
-      }
-    } else if (flag == "--ops") {
-      a.ops.clear();
-      for (const std::string& name : split(value, ',')) {
-        const size_t before = a.ops.size();
-        for (const Op op : {Op::forward, Op::backward_input, Op::backward_weight}) {
-          if (name == op_name(op)) a.ops.push_back(op);
-        }
-        SG_CHECK(a.ops.size() > before, "gemm_power_bench: --ops " + value + ": '" + name +
-                                            "' is not one of forward, backward_input, backward_weight");
-      }
-    } else if (flag == "--linears") {
-      for (const std::string& name : split(value, ',')) {
-        SG_CHECK(name == "qkv" || name == "o" || name == "fc1" || name == "fc2" || name == "lm_head",
-                 "gemm_power_bench: --linears " + value + ": '" + name + "' is not one of qkv, o, fc1, fc2, lm_head");
-        a.linears.push_back(name);
-      }
-    } else if (flag == "--lm-head-rows") {
-      a.lm_head_rows = std::atoll(value.c_str());
-      SG_CHECK(a.lm_head_rows >= 1 && a.lm_head_rows <= 65536,
-               "gemm_power_bench: --lm-head-rows " + value + " is not a row count in [1, 65536]");
-    } else if (flag == "--grad-dtype") {
-      SG_CHECK(value == "fp32" || value == "bf16", "gemm_power_bench: --grad-dtype " + value + " is not fp32 or bf16");
-      a.grad_dtype = value == "bf16" ? kernels::FloatDtype::bf16 : kernels::FloatDtype::fp32;
-    } else {
-      throw Error("gemm_power_bench: unknown flag " + flag + " (see --help)");
+  a.recipe = p.text("--recipe");
+  a.ranks = static_cast<int>(p.integer("--ranks"));
+  a.seconds = p.number("--seconds");
+  a.rounds = static_cast<int>(p.integer("--rounds"));
+  a.explore = p.on("--explore");
+  a.graphs = !p.on("--host-launches");
+  for (const std::string& id : p.items("--clusters")) a.clusters.push_back(std::strtoll(id.c_str(), nullptr, 10));
+  for (const std::string& name : p.items("--ops")) {
+    for (const Op op : {Op::forward, Op::backward_input, Op::backward_weight}) {
+      if (name == op_name(op)) a.ops.push_back(op);
     }
   }
-  SG_CHECK(a.recipe == "1b" || a.recipe == "small" || a.recipe == "tiny" || a.recipe == "all",
-           "gemm_power_bench: --recipe " + a.recipe + " is not one of 1b, small, tiny, all");
-  SG_CHECK(a.ranks >= 1 && a.ranks <= 16, "gemm_power_bench: --ranks must be in [1, 16]");
-  SG_CHECK(a.seconds > 0.0 && a.seconds <= 10.0, "gemm_power_bench: --seconds must be in (0, 10]");
-  SG_CHECK(a.rounds >= 1 && a.rounds <= 10, "gemm_power_bench: --rounds must be in [1, 10]");
+  a.grad_dtype = p.text("--grad-dtype") == "bf16" ? kernels::FloatDtype::bf16 : kernels::FloatDtype::fp32;
+  a.linears = p.items("--linears");
+  if (p.given("--lm-head-rows")) a.lm_head_rows = p.integer("--lm-head-rows");
   return a;
 }
 

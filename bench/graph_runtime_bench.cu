@@ -3,16 +3,16 @@
 // Each step is timed with CUDA events after warmup (and after the capture step); the table shows
 // medians. Then the same for memset nodes: one graph of small kernels with a memset after every few,
 // replayed with its memset nodes kept and lowered to fill kernels (graph/memset_nodes.h).
-// Usage: build/bench/graph_runtime_bench [--steps N] [--warmup N]. Prints tables; writes nothing.
+// Usage: build/bench/graph_runtime_bench [--steps N] [--warmup N] (--help: the flags). Prints tables; writes
+// nothing.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "../tests/graph/toy_step.cuh"
+#include "bench_args.h"
 #include "core/error.h"
 #include "cuda/device.h"
 #include "cuda/stream.h"
@@ -121,21 +121,18 @@ void memset_node_table(cuda::Stream& stream, int warmup, int steps) {
 }
 
 int run(int argc, char** argv) {
-  int steps = 200, warmup = 10;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
-      steps = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) {
-      warmup = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: %s [--steps N] [--warmup N]\n", argv[0]);
-      return 2;
-    }
-  }
-  if (steps < 1 || warmup < 2) {
-    std::fprintf(stderr, "--steps must be >= 1 and --warmup >= 2 (one eager step, then the capture)\n");
-    return 2;
-  }
+  const bench::ToolArgs args = bench::read_tool_args(
+      argc, argv,
+      {.program = "graph_runtime_bench",
+       .about = "The graph runtime's payoff on the toy step (tests/graph/toy_step.cuh, > 300 launches per step):\n"
+                "median step time eagerly, as one full-iteration graph and as region graphs [attn,mlp], and the cost\n"
+                "per launch (CUDA events per step, after warmup and the capture step); then a graph of small kernels\n"
+                "with memset nodes kept and lowered to fill kernels. Prints tables; writes nothing. Needs a CUDA GPU.",
+       .flags = {{.name = "--steps", .default_value = "200", .min = 1, .max = 1000000, .help = "timed steps per mode"},
+                 {.name = "--warmup", .default_value = "10", .min = 2, .max = 1000000,
+                  .help = "steps before the timed ones: one eager step, then the capture, then replays"}}});
+  const int steps = static_cast<int>(args.integer("--steps"));
+  const int warmup = static_cast<int>(args.integer("--warmup"));
   if (cuda::device_count() == 0) {
     std::fprintf(stderr, "graph_runtime_bench needs a CUDA GPU\n");
     return 1;

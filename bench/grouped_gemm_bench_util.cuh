@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "core/error.h"
 #include "cuda/bf16.h"
 #include "cuda/check.h"
@@ -215,25 +216,21 @@ inline Bf16Diff compare_bf16(const Buffer<bf16>& got, const Buffer<bf16>& want) 
   return d;
 }
 
-// [--iters N] (default 30, at least 10): the arguments of the benches that take only that.
-inline int parse_iters_arg(int argc, char** argv, const std::string& program) {
-  int iters = 30;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::printf("Usage: %s [--iters N]\n  --iters N   timed launches per candidate; default 30, at least 10\n"
-                  "What it measures and prints: the comment at the top of its source in bench/.\n",
-                  program.c_str());
-      std::exit(0);
-    }
-    if (a == "--iters" && i + 1 < argc) {
-      iters = std::atoi(argv[++i]);
-    } else {
-      throw Error(program + ": unknown argument '" + a + "'. Usage: " + program + " [--iters N]");
-    }
-  }
-  SG_CHECK(iters >= 10, program + ": --iters must be >= 10, not " + std::to_string(iters));
-  return iters;
+// What a bench's --help says it measures when its caller gives no text.
+inline constexpr const char* kSeeSourceComment =
+    "What it measures and prints: the comment at the top of its source in bench/.";
+
+// [--iters N] (default 30, at least 10): the arguments of the benches that take only that. --help and usage
+// errors exit here (bench_args.h), before any CUDA call.
+inline int parse_iters_arg(int argc, char** argv, const std::string& program,
+                           const std::string& about = kSeeSourceComment) {
+  const ToolArgs args = read_tool_args(
+      argc, argv,
+      {.program = program,
+       .about = about,
+       .flags = {{.name = "--iters", .default_value = "30", .min = 10, .max = 100000,
+                  .help = "timed launches per candidate"}}});
+  return static_cast<int>(args.integer("--iters"));
 }
 
 // How a bench times its candidates (where it offers the choice).
@@ -251,47 +248,35 @@ struct GroupedBenchArgs {
 };
 
 // [--iters N] [--warmup N] [--case small_moe|a3b_proxy|all(|dense)] [--timing graph|events (where allowed)];
-// iters >= min_iters.
+// iters >= min_iters. --help and usage errors exit here (bench_args.h), before any CUDA call.
 inline GroupedBenchArgs parse_grouped_bench_args(int argc, char** argv, const std::string& program,
                                                  GroupedBenchArgs args, int min_iters, bool allow_dense = false,
-                                                 bool allow_timing = false) {
-  const std::string cases = allow_dense ? "small_moe|a3b_proxy|all|dense" : "small_moe|a3b_proxy|all";
-  const std::string usage = program + " [--iters N] [--warmup N] [--case " + cases + "]" +
-                            (allow_timing ? " [--timing graph|events]" : "");
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::printf("Usage: %s\n"
-                  "  --iters N    timed launches (or graph replays) per candidate; default %d, at least %d\n"
-                  "  --warmup N   untimed ones first; default %d\n"
-                  "  --case C     the shapes: %s; default %s\n%s"
-                  "What it measures and prints: the comment at the top of its source in bench/.\n",
-                  usage.c_str(), args.iters, min_iters, args.warmup, cases.c_str(), args.which.c_str(),
-                  allow_timing ? "  --timing T   graph (replays of captured launches, as the step runs them; default) "
-                                 "or events (an event pair around each stream launch)\n"
-                               : "");
-      std::exit(0);
-    }
-    if (a == "--iters" && i + 1 < argc) {
-      args.iters = std::atoi(argv[++i]);
-    } else if (a == "--warmup" && i + 1 < argc) {
-      args.warmup = std::atoi(argv[++i]);
-    } else if (a == "--case" && i + 1 < argc) {
-      args.which = argv[++i];
-    } else if (allow_timing && a == "--timing" && i + 1 < argc) {
-      const std::string t = argv[++i];
-      SG_CHECK(t == "graph" || t == "events", program + ": --timing must be graph or events, not '" + t + "'");
-      args.timing = t == "graph" ? Timing::kGraph : Timing::kEvents;
-    } else {
-      throw Error(program + ": unknown argument '" + a + "'. Usage: " + usage);
-    }
+                                                 bool allow_timing = false,
+                                                 const std::string& about = kSeeSourceComment) {
+  std::vector<std::string> cases;
+  for (const MoeShape& s : kMoeShapes) cases.emplace_back(s.name);
+  cases.emplace_back("all");
+  if (allow_dense) cases.emplace_back("dense");
+  std::vector<ToolFlag> flags = {
+      {.name = "--iters", .default_value = std::to_string(args.iters), .min = static_cast<double>(min_iters),
+       .max = 100000, .help = "timed launches (or graph replays) per candidate"},
+      {.name = "--warmup", .default_value = std::to_string(args.warmup), .min = 0, .max = 100000,
+       .help = "untimed ones first"},
+      {.name = "--case", .value = ToolValue::text, .default_value = args.which, .choices = cases, .value_name = "C",
+       .help = "the shapes"}};
+  if (allow_timing) {
+    flags.push_back({.name = "--timing", .value = ToolValue::text,
+                     .default_value = args.timing == Timing::kGraph ? "graph" : "events",
+                     .choices = {"graph", "events"},
+                     .value_name = "T",
+                     .help = "graph (replays of captured launches, as the step runs them) or events (an event pair "
+                             "around each stream launch)"});
   }
-  SG_CHECK(args.iters >= min_iters && args.warmup >= 0,
-           program + ": --iters must be >= " + std::to_string(min_iters) + " and --warmup >= 0");
-  SG_CHECK(args.which == "all" || (allow_dense && args.dense()) ||
-               std::any_of(std::begin(kMoeShapes), std::end(kMoeShapes),
-                           [&](const MoeShape& s) { return args.which == s.name; }),
-           program + ": --case must be one of " + cases + ", not '" + args.which + "'");
+  const ToolArgs parsed = read_tool_args(argc, argv, {.program = program, .about = about, .flags = flags});
+  args.iters = static_cast<int>(parsed.integer("--iters"));
+  args.warmup = static_cast<int>(parsed.integer("--warmup"));
+  args.which = parsed.text("--case");
+  if (allow_timing) args.timing = parsed.text("--timing") == "graph" ? Timing::kGraph : Timing::kEvents;
   return args;
 }
 

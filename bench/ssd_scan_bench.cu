@@ -2,15 +2,15 @@
 // events around each call, after warmup) at the Mamba2 shapes of issue 12 (headdim 64, dstate 128, 32 heads,
 // 8 groups; seq 2048 batch 4 and seq 8192 batch 1). bench/mamba_ssd_reference.py times mamba_ssm's Triton
 // mamba_chunk_scan_combined on the same shapes.
-// Usage: build/bench/ssd_scan_bench [--iters N] [--warmup N]. Prints a table; writes nothing.
+// Usage: build/bench/ssd_scan_bench [--iters N] [--warmup N] (--help: the flags). Prints a table; writes nothing.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
 #include "kernels/ssd_scan.h"
@@ -107,15 +107,18 @@ Timing bench_shape(const kernels::SsdShape& s, int warmup, int iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int warmup = 10, iters = 50;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--iters") == 0) iters = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--warmup") == 0) warmup = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "usage: %s [--iters N] [--warmup N]\n", argv[0]);
-      return 2;
-    }
-  }
+  const bench::ToolArgs args = bench::read_tool_args(
+      argc, argv,
+      {.program = "ssd_scan_bench",
+       .about = "Times the SSD scan alone (kernels/ssd_scan.h): forward, backward and forward+backward, the median\n"
+                "of CUDA-event timings per call after warmup, at the Mamba2 shapes of issue 12 (headdim 64, dstate\n"
+                "128, 32 heads, 8 groups; seq 2048 batch 4 and seq 8192 batch 1). Prints a table; writes nothing.\n"
+                "Needs a CUDA GPU.",
+       .flags = {{.name = "--iters", .default_value = "50", .min = 1, .max = 100000, .help = "timed calls per shape"},
+                 {.name = "--warmup", .default_value = "10", .min = 0, .max = 100000,
+                  .help = "untimed calls per shape first"}}});
+  const int iters = static_cast<int>(args.integer("--iters"));
+  const int warmup = static_cast<int>(args.integer("--warmup"));
   try {
     const kernels::SsdShape shapes[] = {{4, 2048, 32, 64, 8, 128}, {1, 8192, 32, 64, 8, 128}};
     std::printf("SSD scan (stepgraph), chunk %d, median of %d after %d warmup\n", kernels::kSsdChunk, iters, warmup);

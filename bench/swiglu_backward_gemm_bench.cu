@@ -33,7 +33,13 @@ struct Shape {
 constexpr Shape kShapes[] = {{"odd", 1000, 264, 520}, {"small", 8192, 768, 2048}, {"1b", 8192, 2048, 5632}};
 
 int run(int argc, char** argv) {
-  const int iters = bench::parse_iters_arg(argc, argv, "swiglu_backward_gemm_bench");
+  const int iters = bench::parse_iters_arg(
+      argc, argv, "swiglu_backward_gemm_bench",
+      "Times SwiGLU's backward fused into the down projection's input-gradient GEMM\n"
+      "(kernels/swiglu_backward_gemm.h, CUTLASS) against the two kernels the MLP runs without it (cuBLASLt\n"
+      "dh = dy W_down, then kernels::swiglu_backward) at llama/small's, llama/1b's and an odd MLP shape: the\n"
+      "median of each (CUDA events, after 10 warmup launches), whether the rule picks the fused kernel, and how\n"
+      "far the fused output is from the two-kernel one. Prints a table; writes nothing. Needs a CUDA GPU (sm_90).");
   cuda::require_device("swiglu_backward_gemm_bench");
   std::printf("GPU: %s\nfused: kernels::SwiGluBackwardGemm (CUTLASS, tile 128x128x64, cluster 2x1)\n"
               "two kernels: cuBLASLt dh = dy W_down (bf16), then kernels::swiglu_backward\n",

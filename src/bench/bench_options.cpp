@@ -304,9 +304,9 @@ void check_recipe_family(const BenchOptions& o) {
   }
 }
 
-// Keys the bench never reads: an override of one would be accepted and change nothing. The value says why
-// and what to use instead.
-std::optional<std::string> ignored_key_reason(const std::string& key) {
+// Keys the bench never reads whose override asks for something it does not do (a length, an evaluation, a
+// checkpoint): refused rather than accepted and changing nothing. The value says why and what to use instead.
+std::optional<std::string> refused_key_reason(const std::string& key) {
   if (key == "train.train_iters") {
     return "each mode runs warmup + capture + --steps + --floor-steps steps (or -ms/--max_steps in all); "
            "the learning-rate decay length is scheduler.lr_decay_iters";
@@ -316,9 +316,13 @@ std::optional<std::string> ignored_key_reason(const std::string& key) {
     return "the bench measures on mock data and runs no evaluation";
   }
   if (key.rfind("checkpoint.", 0) == 0) return "the bench starts from initialization and saves nothing";
-  if (key.rfind("logger.", 0) == 0) return "the bench writes its own report (--json, --html, --trace)";
   return std::nullopt;
 }
+
+// Keys that only say how `stepgraph train` logs: Megatron-Bridge perf command lines carry them routinely and
+// they do not change what the bench measures, so they are accepted (and validated as train validates them),
+// then named by unused_overrides_note.
+bool is_train_logging_key(const std::string& key) { return key.rfind("logger.", 0) == 0; }
 
 // An output file must be writable before any GPU work, not after the whole benchmark ran: its folder exists
 // and is writable, and the path is not a folder.
@@ -422,7 +426,7 @@ void check_bench_options(const BenchOptions& o) {
   }
   for (const std::string& text : o.overrides) {
     const std::string key = override_key(text);
-    if (const std::optional<std::string> why = ignored_key_reason(key)) {
+    if (const std::optional<std::string> why = refused_key_reason(key)) {
       throw config::ConfigError("stepgraph bench does not read " + key + ": " + *why + "; drop the override '" +
                                 text + "'");
     }
@@ -445,6 +449,17 @@ void check_bench_options(const BenchOptions& o) {
     }
     parse_mode_list(*o.compare);
   }
+}
+
+std::string unused_overrides_note(const BenchOptions& options) {
+  std::vector<std::string> keys;
+  for (const std::string& text : options.overrides) {
+    const std::string key = override_key(text);
+    if (is_train_logging_key(key) && !contains(keys, key)) keys.push_back(key);
+  }
+  if (keys.empty()) return "";
+  return "stepgraph bench: accepted but not used: " + join(keys, ", ") +
+         " (the bench writes its own report: --json, --html, --trace)";
 }
 
 config::Config bench_config(const BenchOptions& options, const CudaGraphFlags& graph) {

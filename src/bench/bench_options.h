@@ -83,11 +83,17 @@ using config::parse_scope_flag;
 //     "... is not implemented yet" (exit 1).
 // Also the bench settings: --steps >= 1, --floor-steps >= 0, each step count at most kMaxStepsPerMode,
 // --trace needs a floor step, --compare excludes --cuda_graph_impl/--cuda_graph_scope and
-// model.cuda_graph_impl/scope overrides; overrides of keys the bench never reads (train.train_iters,
-// checkpoint.*, logger.*, evaluation) are refused; and the --json/--html/--trace files are probed (folder
-// exists and is writable, not a folder, no file twice) before any GPU work. All ConfigError (exit 2).
+// model.cuda_graph_impl/scope overrides; overrides of keys the bench never reads that ask for what it does
+// not do (train.train_iters, checkpoint.*, evaluation) are refused (logger.* is accepted:
+// unused_overrides_note); and the --json/--html/--trace files are probed (folder exists and is writable, not
+// a folder, no file twice) before any GPU work. All ConfigError (exit 2).
 // An unknown -mr that another family ships (llama/tiny_moe) names that family.
 void check_bench_options(const BenchOptions& options);
+
+// The overrides the bench accepts but does not use: logger.* (how `stepgraph train` logs), which Bridge perf
+// command lines carry. They are still read and validated as train's are (plan_bench: an unknown key or a bad
+// value is an error); this is the one stderr line naming them, so none is dropped silently. "" when none.
+std::string unused_overrides_note(const BenchOptions& options);
 
 // "llama/1b" from -m llama -mr 1b.
 std::string recipe_name(const BenchOptions& options);

@@ -91,8 +91,14 @@ int run_bench_command(const std::vector<std::string>& args) {
   const BenchOptions options = parse_bench_args(args);
   const BenchPlan plan = plan_bench(options);  // every rule checked before any GPU work
   const dist::WorldInfo world = dist::world_from_env(dist::process_environment());
+  // Once per command: by the process that measures or plans alone, or by rank 0 (not by a starter of ranks).
+  const auto note_unused_overrides = [&options, &world] {
+    const std::string note = unused_overrides_note(options);
+    if (world.rank == 0 && !note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
+  };
   if (options.dryrun) {
     if (world.distributed()) check_world_size(options, world);
+    note_unused_overrides();
     std::printf("%s", describe_plan(plan).c_str());
     return 0;
   }
@@ -109,6 +115,7 @@ int run_bench_command(const std::vector<std::string>& args) {
     distributed->select_device();
     if (!distributed->is_writer()) log::set_level(log::Level::warn);
   }
+  note_unused_overrides();
   try {
     const int rc = run_bench_rank(plan, options, distributed.get());
     if (distributed) distributed->finish();

@@ -412,8 +412,8 @@ TEST(BenchArgs, StepCountsHaveALimit) {
 // Overrides of keys the bench never reads are refused, naming the key; rule 15's note (warmup against
 // train_iters, which the bench does not run) is not printed.
 TEST(BenchArgs, OverridesTheBenchIgnoresAreRefused) {
-  for (const char* text : {"train.train_iters=5", "checkpoint.save=/tmp/x", "logger.tensorboard_dir=/tmp/x",
-                           "train.eval_interval=5", "logger.log_interval=1"}) {
+  for (const char* text : {"train.train_iters=5", "checkpoint.save=/tmp/x", "train.eval_interval=5",
+                           "dataset.split=99,1,0"}) {
     const std::string message = thrown([&] { check_bench_options(tiny({text})); });
     const std::string key = std::string(text).substr(0, std::string(text).find('='));
     EXPECT_NE(message.find("config: stepgraph bench does not read " + key), std::string::npos) << message;
@@ -421,6 +421,35 @@ TEST(BenchArgs, OverridesTheBenchIgnoresAreRefused) {
   const std::string text = describe_plan(plan_bench(tiny({"--cuda_graph_impl", "local", "--warmup", "60"})));
   EXPECT_NE(text.find("capture at step 61"), std::string::npos) << text;
   EXPECT_EQ(text.find("rule 15"), std::string::npos) << text;
+}
+
+// logger.* overrides (Bridge perf command lines carry them) are accepted but not used: validated as train
+// validates them, and named in the one note the command prints on stderr.
+TEST(BenchArgs, LoggerOverridesAreAcceptedValidatedAndNamed) {
+  const BenchOptions options = tiny({"logger.log_interval=5", "logger.tensorboard_dir=/tmp/tb", "optimizer.lr=1e-4",
+                                     "logger.log_interval=7"});
+  const BenchPlan plan = plan_bench(options);
+  EXPECT_EQ(plan.modes[0].config.logger.log_interval, 7);  // read as train reads it, then not used
+  const std::string note = unused_overrides_note(options);
+  EXPECT_EQ(note, "stepgraph bench: accepted but not used: logger.log_interval, logger.tensorboard_dir (the bench "
+                  "writes its own report: --json, --html, --trace)");
+  EXPECT_EQ(unused_overrides_note(tiny({"optimizer.lr=1e-4"})), "");
+  // Still a config key with a valid value: a usage error (exit 2), or the validator's rule (exit 1).
+  const std::string not_integer = thrown([] { plan_bench(tiny({"logger.log_interval=abc"})); });
+  EXPECT_NE(not_integer.find("config: override 'logger.log_interval=abc'"), std::string::npos) << not_integer;
+  const std::string unknown = thrown([] { plan_bench(tiny({"logger.wandb_project=perf"})); });
+  EXPECT_EQ(unknown.rfind("config: ", 0), 0u) << unknown;
+  EXPECT_NE(unknown.find("wandb_project"), std::string::npos) << unknown;
+  const std::string zero = thrown([] { plan_bench(tiny({"logger.log_interval=0"})); });
+  EXPECT_NE(zero.find("error: "), std::string::npos) << zero;
+  EXPECT_NE(zero.find("logger.log_interval"), std::string::npos) << zero;
+  // The other overrides the bench does not read are still refused.
+  EXPECT_NE(thrown([] { plan_bench(tiny({"logger.log_interval=5", "dataset.mock=false"})); })
+                .find("config: 'dataset.mock=false': stepgraph bench always measures on mock data"),
+            std::string::npos);
+  EXPECT_NE(thrown([] { plan_bench(tiny({"logger.log_interval=5", "checkpoint.save=/tmp/x"})); })
+                .find("config: stepgraph bench does not read checkpoint.save"),
+            std::string::npos);
 }
 
 // The report files are probed before any GPU work: usage errors (exit 2).

@@ -195,8 +195,32 @@ TEST(BenchCli, BridgeFlagsItDoesNotImplementAreNotImplementedYetNotUnknown) {
   EXPECT_TRUE(has(ones, "GPU memory plan")) << ones.output;  // computed without a GPU
 }
 
+// A Bridge perf command line's logger.* overrides: accepted, named once on stderr, still validated.
+TEST(BenchCli, LoggerOverridesAreNamedOnStderrAndStillValidated) {
+  const Result r = bench({"-m", "llama", "-mr", "tiny", "--dryrun", "logger.log_interval=5"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(has(r, "stepgraph bench: accepted but not used: logger.log_interval (the bench writes its own report: "
+                     "--json, --html, --trace)\n"))
+      << r.output;
+  EXPECT_TRUE(has(r, "stepgraph bench llama/tiny")) << r.output;  // the plan
+  const std::vector<std::string> stderr_only = {"bench", "-m", "llama", "-mr", "tiny", "--dryrun",
+                                                "logger.log_interval=5"};
+  EXPECT_EQ(sg::test::run_stepgraph(stderr_only, /*merge_stderr=*/false).output.find("accepted but not used"),
+            std::string::npos);
+  const Result bad_value = bench({"-m", "llama", "-mr", "tiny", "--dryrun", "logger.log_interval=abc"});
+  EXPECT_EQ(bad_value.exit_code, 2) << bad_value.output;
+  EXPECT_TRUE(has(bad_value, "logger.log_interval=abc")) << bad_value.output;
+  const Result unknown = bench({"-m", "llama", "-mr", "tiny", "--dryrun", "logger.no_such_key=1"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_TRUE(has(unknown, "no_such_key")) << unknown.output;
+  const Result real_data = bench({"-m", "llama", "-mr", "tiny", "--dryrun", "logger.log_interval=5",
+                                  "dataset.mock=false"});
+  EXPECT_EQ(real_data.exit_code, 2) << real_data.output;
+  EXPECT_FALSE(has(real_data, "accepted but not used")) << real_data.output;  // nothing before a refusal
+}
+
 TEST(BenchCli, WithoutAGpuItSaysSo) {
-  if (sg::cuda::device_count() > 0) GTEST_SKIP() << "a GPU is present; tests/train/bench_gpu_test.cpp runs the bench";
+  if (sg::cuda::device_count() > 0) GTEST_SKIP() << "a GPU is present; tests/bench/bench_gpu_test.cpp runs the bench";
   const Result r = bench({"-m", "llama", "-mr", "tiny", "--compare", "none,local"});
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(has(r, "stepgraph bench needs a GPU")) << r.output;
