@@ -85,6 +85,16 @@ int64_t iteration_of_folder(const std::string& name) {
   return value;
 }
 
+// A copied file's name in the folder: a relative path that stays inside it (no "..", ".", or empty parts).
+fs::path checked_relative_path(const std::string& filename) {
+  const fs::path path(filename);
+  bool inside = !filename.empty() && path.is_relative();
+  for (const fs::path& part : path) inside = inside && !part.empty() && part != "." && part != "..";
+  SG_CHECK(inside,
+           "checkpoint: a copied file's name must be a relative path inside the folder, got \"" + filename + "\"");
+  return path;
+}
+
 nlohmann::json digest_json(const FileDigest& d) {
   return nlohmann::json{{"bytes", d.bytes}, {"crc32", crc32_hex(d.crc32)}};
 }
@@ -105,7 +115,29 @@ void write_contents(const std::string& tmp, const CheckpointContents& contents, 
   auto write_json = [&](const JsonFile& f, const nlohmann::json& content) {
     write_text(f.filename, content.dump(2) + "\n");
   };
-  for (const CopiedFile& f : contents.copied_files) write_text(f.filename, read_text_file(f.source));
+  // A copied file's subfolders are made here and fsynced after their files, so the entries are durable before the
+  // folder is renamed into place (fsync_directory(tmp) below covers the subfolders' own entries).
+  std::vector<fs::path> subfolders;
+  for (const CopiedFile& f : contents.copied_files) {
+    const fs::path relative = checked_relative_path(f.filename);
+    for (fs::path sub = relative.parent_path(); !sub.empty(); sub = sub.parent_path()) {
+      if (std::find(subfolders.begin(), subfolders.end(), sub) == subfolders.end()) subfolders.push_back(sub);
+    }
+    if (relative.has_parent_path()) {
+      std::error_code ec;
+      fs::create_directories(fs::path(tmp) / relative.parent_path(), ec);
+      if (ec) {
+        throw Error(
+            strprintf("cannot create %s/%s: %s", tmp.c_str(), relative.parent_path().c_str(), ec.message().c_str()));
+      }
+    }
+    write_text(f.filename, read_text_file(f.source));
+  }
+  // Deepest first: a subfolder's entry lies in its parent.
+  std::sort(subfolders.begin(), subfolders.end(), [](const fs::path& a, const fs::path& b) {
+    return std::distance(a.begin(), a.end()) > std::distance(b.begin(), b.end());
+  });
+  for (const fs::path& sub : subfolders) fsync_directory((fs::path(tmp) / sub).string());
   const JsonFile* checksums_file = nullptr;
   for (const JsonFile& f : contents.json_files) {
     if (f.filename == contents.checksums_into) {
@@ -222,21 +254,28 @@ std::vector<int64_t> remove_checkpoints(const std::string& dir) {
   return iterations;
 }
 
-std::string iteration_folders_hint(const std::string& dir) {
-  const std::vector<int64_t> iterations = list_iterations(dir);
-  if (iterations.empty()) return "";
+namespace {
+// "iter_0000001, ..., iter_0000009, iter_0000010": the first and the last two of many.
+std::string iteration_list_text(const std::vector<int64_t>& iterations) {
   std::vector<std::string> names;
   for (size_t i = 0; i < iterations.size(); ++i) {
-    if (iterations.size() > 4 && i == 1) names.push_back("...");  // the first and the last two
+    if (iterations.size() > 4 && i == 1) names.push_back("...");
     if (iterations.size() > 4 && i >= 1 && i + 2 < iterations.size()) continue;
     names.push_back(iteration_dir_name(iterations[i]));
   }
+  return join(names, ", ");
+}
+}  // namespace
+
+std::string iteration_folders_hint(const std::string& dir) {
+  const std::vector<int64_t> iterations = list_iterations(dir);
+  if (iterations.empty()) return "";
   const long long newest = static_cast<long long>(iterations.back());
   return strprintf(
       "; it holds %s but no %s (the file a save writes last, naming the newest whole iteration): "
       "name an iteration folder, e.g. %s/%s, or write %lld into %s/%s if that iteration is whole",
-      join(names, ", ").c_str(), kLatestFile, dir.c_str(), iteration_dir_name(newest).c_str(), newest, dir.c_str(),
-      kLatestFile);
+      iteration_list_text(iterations).c_str(), kLatestFile, dir.c_str(), iteration_dir_name(newest).c_str(), newest,
+      dir.c_str(), kLatestFile);
 }
 
 bool is_checkpoint_folder(const std::string& folder) {
@@ -244,7 +283,7 @@ bool is_checkpoint_folder(const std::string& folder) {
   return fs::is_regular_file(fs::path(folder) / kTrainStateFile, ec);
 }
 
-std::string resolve_checkpoint(const std::string& given, const std::string& what) {
+CheckpointFolder find_checkpoint_folder(const std::string& given, const std::string& what) {
   // "x/iter_N/" -> "x/iter_N": its filename is then the iteration the folder is checked against.
   std::string path = given;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -261,15 +300,34 @@ std::string resolve_checkpoint(const std::string& given, const std::string& what
   if (const auto latest = read_latest_iteration(path)) {
     const std::string iter_dir = path + "/" + iteration_dir_name(*latest);
     if (!fs::is_directory(iter_dir, ec)) {
-      throw Error(strprintf("%s %s: %s names iteration %lld but %s is missing", what.c_str(), path.c_str(), kLatestFile,
-                            static_cast<long long>(*latest), iter_dir.c_str()));
+      const std::vector<int64_t> iterations = list_iterations(path);
+      const std::string there =
+          iterations.empty()
+              ? strprintf("; %s holds no iteration folder: restore them from a backup, or start over", path.c_str())
+              : strprintf("; %s holds %s: name one (e.g. %s=%s/%s), or write %lld into %s/%s if that iteration is "
+                          "whole",
+                          path.c_str(), iteration_list_text(iterations).c_str(), what.c_str(), path.c_str(),
+                          iteration_dir_name(iterations.back()).c_str(), static_cast<long long>(iterations.back()),
+                          path.c_str(), kLatestFile);
+      throw Error(strprintf("%s %s: %s names iteration %lld but %s is missing%s", what.c_str(), path.c_str(),
+                            kLatestFile, static_cast<long long>(*latest), iter_dir.c_str(), there.c_str()));
     }
-    return iter_dir;
+    return {iter_dir, false};
   }
-  if (fs::exists(path + "/" + kTrainStateFile, ec) || fs::exists(path + "/" + kModelFile, ec))
-    return path;
+  if (fs::exists(path + "/" + kTrainStateFile, ec) || fs::exists(path + "/" + kModelFile, ec)) return {path, false};
+  // No latest file, but iteration folders: a save killed after renaming its folder into place (whole: it is
+  // renamed only after every file and the folder are fsynced) and before writing `latest`.
+  const std::vector<int64_t> iterations = list_iterations(path);
+  if (!iterations.empty()) {
+    const std::string newest = path + "/" + iteration_dir_name(iterations.back());
+    if (is_checkpoint_folder(newest)) return {newest, true};
+  }
   throw Error(strprintf("%s %s: not a checkpoint (no %s, and no %s or %s inside)%s", what.c_str(), path.c_str(),
                         kLatestFile, kTrainStateFile, kModelFile, iteration_folders_hint(path).c_str()));
+}
+
+std::string resolve_checkpoint(const std::string& given, const std::string& what) {
+  return find_checkpoint_folder(given, what).path;
 }
 
 CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkpoint) {
@@ -280,9 +338,7 @@ CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkp
   c.tensor_files.push_back({kOptimizerExpAvgSqFile, checkpoint.exp_avg_sq, {}});
   if (!checkpoint.model_config.is_null()) c.json_files.push_back({kConfigFile, checkpoint.model_config});
   c.json_files.push_back({kTrainStateFile, checkpoint.state.to_json()});
-  for (const std::string& path : checkpoint.extra_files) {
-    c.copied_files.push_back({path, fs::path(path).filename().string()});
-  }
+  c.copied_files = checkpoint.extra_files;
   c.checksums_into = kTrainStateFile;
   return c;
 }
@@ -408,12 +464,18 @@ void check_all_finite(const SafetensorsFile& file) {
 
 TrainState verify_checkpoint_folder(const std::string& dir, const FolderVerification& options) {
   const std::string state_path = dir + "/" + kTrainStateFile;
-  const nlohmann::json state_json = read_state_json(state_path);
+  // A missing, unreadable or malformed train state is damage like any other: the folder's own way to continue.
+  nlohmann::json state_json;
   TrainState state;
   try {
+    state_json = read_state_json(state_path);
     state = TrainState::from_json(state_json, state_path);
   } catch (const CorruptTrainState& e) {
-    throw Error(e.finding + " " + damaged_checkpoint_advice(dir, options.what));  // the folder's own way to continue
+    throw Error(e.finding + " " + damaged_checkpoint_advice(dir, options.what));
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    throw Error(what + (what.empty() || what.back() == '.' ? " " : ". ") +
+                damaged_checkpoint_advice(dir, options.what));
   }
   check_iteration_matches_folder(dir, state.iteration);
   const std::map<std::string, FileDigest> digests = recorded_digests(state_json, state_path);

@@ -7,7 +7,8 @@
 //   DIR/iter_0000100/optimizer_exp_avg_sq.safetensors    Adam second moment  (same names)
 //   DIR/iter_0000100/train_state.json                    step, data position, RNG, config hash,
 //                                                        CRC-32 and size of every other file
-//   DIR/iter_0000100/tokenizer.json, ...                 copied files (the tokenizer's), when given
+//   DIR/iter_0000100/tokenizer.json, ...                 copied files (the tokenizer's), when given; one may
+//                                                        lie in a subfolder (additional_chat_templates/x.jinja)
 //   DIR/latest_checkpointed_iteration.txt                "100\n": the newest whole save
 //   DIR/.lock                                            held by the run saving here (save_dir_lock.h)
 // Saving is atomic: files go into DIR/iter_0000100.tmp-<pid>, each fsynced, the folder fsynced,
@@ -54,7 +55,7 @@ struct JsonFile {
 // transformers.AutoTokenizer.from_pretrained(checkpoint) works next to AutoModelForCausalLM).
 struct CopiedFile {
   std::string source;    // path to read
-  std::string filename;  // name inside the checkpoint folder
+  std::string filename;  // path inside the checkpoint folder: a name, or subfolder/name (created, and fsynced)
 };
 struct CheckpointContents {
   std::vector<TensorFile> tensor_files;
@@ -96,9 +97,20 @@ bool holds_checkpoints(const std::string& dir);
 std::vector<int64_t> remove_checkpoints(const std::string& dir);
 
 // A folder to load from: DIR/iter_N named by DIR's latest file, or DIR itself when it is an
-// iteration folder (holds train_state.json or model.safetensors). sg::Error naming DIR otherwise, starting
-// with `what`: the key or argument that named DIR ("checkpoint.pretrained_checkpoint", "generate CHECKPOINT").
+// iteration folder (holds train_state.json or model.safetensors), or, when DIR has no latest file but
+// iteration folders, its newest one that holds a train_state.json (a save killed between renaming its
+// folder into place and writing `latest`; a folder is renamed only once whole, and loading verifies it).
+// sg::Error naming DIR otherwise (a latest file naming a missing folder lists the iterations there),
+// starting with `what`: the key or argument that named DIR ("checkpoint.pretrained_checkpoint",
+// "generate CHECKPOINT").
 std::string resolve_checkpoint(const std::string& path, const std::string& what = "checkpoint.load");
+
+struct CheckpointFolder {
+  std::string path;                    // the iteration folder resolve_checkpoint names
+  bool newest_without_latest = false;  // DIR had no latest file: `path` is its newest iteration folder
+};
+// resolve_checkpoint, saying whether it fell back to the newest iteration folder (for the log).
+CheckpointFolder find_checkpoint_folder(const std::string& path, const std::string& what = "checkpoint.load");
 
 // For a folder that is no checkpoint: "; it holds iter_0000001, iter_0000002 but no latest_checkpointed_iteration.txt
 // ...: name an iteration folder, e.g. DIR/iter_0000002, or write 2 into DIR/latest..." when DIR has iteration
@@ -142,7 +154,7 @@ struct TrainingCheckpoint {
   std::vector<TensorRef> exp_avg;
   std::vector<TensorRef> exp_avg_sq;
   TrainState state;
-  std::vector<std::string> extra_files;  // copied in under their own names (the tokenizer's files)
+  std::vector<CopiedFile> extra_files;  // copied in (the tokenizer's files), each with its checksum
 };
 CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkpoint);
 

@@ -17,12 +17,6 @@ nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& 
   return nullptr;
 }
 
-void set_hf_special_token_ids(nlohmann::json& config, std::optional<int64_t> eos_token_id) {
-  if (config.is_null()) return;
-  config["bos_token_id"] = nullptr;
-  config["eos_token_id"] = eos_token_id ? nlohmann::json(*eos_token_id) : nlohmann::json(nullptr);
-}
-
 bool is_hf_token_id_value(const nlohmann::json& value) {
   const auto is_id = [](const nlohmann::json& v) { return v.is_number_integer() && v.get<int64_t>() >= 0; };
   if (value.is_null() || is_id(value)) return true;
@@ -121,8 +115,8 @@ nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& 
       {"head_dim", spec.head_dim()},
       {"hidden_act", "silu"},
       // The context this run trained: a model trained from scratch has seen no position past seq_length, so
-      // claiming more would be untested. A run from pretrained weights keeps the source's (larger) context
-      // through set_hf_max_position_embeddings (train/checkpointing.cpp).
+      // claiming more would be untested. A run from pretrained weights, or resumed, keeps the (larger) context of
+      // the folder its weights came from through set_hf_max_position_embeddings (train/checkpointing.cpp).
       {"max_position_embeddings", spec.seq_length},
       {"rms_norm_eps", spec.layernorm_epsilon},
       {"rope_theta", spec.rotary_base},

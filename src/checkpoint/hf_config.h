@@ -3,7 +3,6 @@
 // LlamaForCausalLM.from_pretrained(folder).
 #include <cstdint>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 
 #include "model/spec.h"
@@ -29,16 +28,12 @@ nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string
 // resumes training).
 nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
-// Writes config.json's bos_token_id and eos_token_id so that transformers' generate stops
-// where `stepgraph generate` does: eos is the tokenizer's end-of-document id (null without a tokenizer), and
-// there is no BOS (stepgraph's data prepends none). Unset, the classes' defaults (bos 1, eos 2) would name
-// ordinary tokens of the vocabulary. A null config (no class loads the model) stays null.
-void set_hf_special_token_ids(nlohmann::json& config, std::optional<int64_t> eos_token_id);
-
-// The same with the ids of the config.json a run started from (checkpoint.pretrained_checkpoint), kept as that
-// file has them: null, an id, or a list of ids (Llama 3.1 Instruct stops at any of three). For a run without a
-// tokenizer of its own, whose vocabulary is the source's. sg::Error (an internal check: the reader validates them)
-// for anything else.
+// Writes config.json's bos_token_id and eos_token_id, so that transformers' generate stops where `stepgraph
+// generate` does and starts an empty prompt with the tokenizer's BOS: null, an id, or a list of ids (Llama 3.1
+// Instruct stops at any of three). train/checkpointing.cpp decides which: the tokenizer's, else those of the folder
+// the weights came from. Set null rather than left unset, since the classes' defaults (bos 1, eos 2) would name
+// ordinary tokens of the vocabulary. A null config (no class loads the model) stays null. sg::Error (an internal
+// check: the callers validate them) for any other value.
 void set_hf_special_token_ids(nlohmann::json& config, const nlohmann::json& bos_token_id,
                               const nlohmann::json& eos_token_id);
 

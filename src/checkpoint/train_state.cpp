@@ -3,13 +3,17 @@
 #include "checkpoint/file_checksum.h"
 #include "core/crc32c.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/strings.h"
 
 namespace sg::checkpoint {
 
 namespace {
 constexpr const char* kFormat = "stepgraph-train-state";
-constexpr int kVersion = 1;
+// Version 2 (this build writes it): the file must carry its own checksum (kStateChecksumKey). Version 1 files
+// were written before that rule: the ones from before the checksum existed have none and still load.
+constexpr int kVersion = 2;
+constexpr int kOldestVersion = 1;
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -88,16 +92,35 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& sou
   if (j.value("format", std::string()) != kFormat) {
     throw fail(strprintf("\"format\" is not \"%s\"; not a stepgraph train state", kFormat));
   }
-  if (!j.contains("version") || !j["version"].is_number_integer() ||
-      j["version"].get<int>() != kVersion) {
-    throw fail(strprintf("unsupported \"version\" %s (this build reads version %d)",
-                         j.contains("version") ? j["version"].dump().c_str() : "(missing)",
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() < kOldestVersion ||
+      j["version"].get<int64_t>() > kVersion) {
+    throw fail(strprintf("unsupported \"version\" %s (this build reads versions %d to %d)",
+                         j.contains("version") ? j["version"].dump().c_str() : "(missing)", kOldestVersion,
                          kVersion));
   }
-  // Before any field is read, so that a damaged field is reported as damage, not as a strange value. A file
-  // without the key was written before train states carried it: old checkpoints must still load, so it is
-  // read unverified (its file_checksums still cover the other files).
-  if (j.contains(kStateChecksumKey)) {
+  // Before any field is read, so that a damaged field is reported as damage, not as a strange value.
+  if (!j.contains(kStateChecksumKey)) {
+    if (j["version"].get<int64_t>() >= 2) {
+      // Every version-2 file was written with the key: without it, someone removed it, and with it the check of
+      // every field below (an edited iteration, data position or RNG state would load as if saved).
+      throw CorruptTrainState(
+          strprintf("train state %s has no \"%s\" key, the CRC-32C of its own content that every train state of "
+                    "version 2 is saved with: the file was edited after the save (the key removed), so its iteration, "
+                    "data position and RNG state cannot be trusted to continue the run bit for bit.",
+                    source.c_str(), kStateChecksumKey),
+          "Load the previous iteration's folder (iter_NNNNNNN), or restore the file from a backup");
+    }
+    // Version 1: written before train states carried the key (from 2026-12-01 to 2026-12-04 with file_checksums,
+    // before that without), or one of the later version-1 files with the key removed; the two cannot be told
+    // apart, and old checkpoints must still load: read unverified (file_checksums still cover the other files),
+    // and said so when the file is of the kind that might have had it.
+    if (j.contains("file_checksums")) {
+      log::warn(strprintf("train state %s has no \"%s\" (the CRC-32C of its own content): saved by a stepgraph "
+                          "from before train states carried it, or edited with the key removed; its iteration, data "
+                          "position and RNG state load unverified",
+                          source.c_str(), kStateChecksumKey));
+    }
+  } else {
     const nlohmann::json& recorded_json = j[kStateChecksumKey];
     const std::string recorded = recorded_json.is_string() ? recorded_json.get<std::string>() : recorded_json.dump();
     const std::string actual = content_checksum(j);

@@ -38,9 +38,11 @@ struct TrainState {
   std::string config_hash;           // config_hash_hex() of the run's canonical config
   nlohmann::json extra = nlohmann::json::object();  // trainer-owned extras (scheduler, loss scale)
 
-  nlohmann::json to_json() const;  // sealed (seal_train_state_json)
+  nlohmann::json to_json() const;  // version 2, sealed (seal_train_state_json)
   // `source` names the file in error messages. A file whose checksum does not match is refused
-  // (CorruptTrainState); one without the key (written before train states carried it) is read unverified.
+  // (CorruptTrainState), and so is a version-2 file without the key (it was removed: an edit). A version-1 file
+  // without it (written before train states carried it) is read unverified, with a warning when it has
+  // file_checksums (it may also be a later version-1 file with the key removed).
   static TrainState from_json(const nlohmann::json& j, const std::string& source);
   bool operator==(const TrainState&) const = default;
 };

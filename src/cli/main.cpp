@@ -1,7 +1,10 @@
 // stepgraph: train Llama-style models with the training step as CUDA graphs.
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <initializer_list>
 #include <string>
 
 #include "cli/command.h"
@@ -15,6 +18,48 @@ std::vector<CommandInfo>& command_registry() {
   return registry;
 }
 }  // namespace sg::cli
+
+namespace {
+
+// SIGPIPE (docs/reliability.md). A command whose product is files (train, launch, bench, data synth) ignores it:
+// when the reader of its output goes away (`stepgraph train ... 2>&1 | tee log` and Ctrl-C, which reaches tee
+// too), a write to the pipe fails with EPIPE (log and progress output ignore it), and the run still stops
+// cleanly, saves its checkpoint and writes its report, instead of dying on the next progress line with nothing
+// saved. A command whose product is what it prints ends at once and quietly when its reader goes, as a Unix
+// filter does (`stepgraph config show llama/tiny | head -3`): the default action. Set explicitly both ways, so
+// that neither a parent that ignores SIGPIPE nor `stepgraph launch` (whose ranks inherit its dispositions)
+// changes it.
+void set_sigpipe(void (*disposition)(int)) {
+  struct sigaction action {};
+  action.sa_handler = disposition;
+  sigemptyset(&action.sa_mask);
+  (void)sigaction(SIGPIPE, &action, nullptr);
+}
+
+// The commands whose product is their standard output, as the words that name them.
+const std::initializer_list<std::initializer_list<const char*>> kPrintingCommands = {
+    {"config"}, {"validate"}, {"generate"}, {"data", "inspect"}};
+
+// The default action for the printing commands once CLI11 reaches their name; "" or what is missing (a command
+// renamed without this table: a bug the SIGPIPE tests catch).
+std::string restore_sigpipe_for_printing_commands(CLI::App& app) {
+  for (const auto& words : kPrintingCommands) {
+    CLI::App* command = &app;
+    std::string name;
+    for (const char* word : words) {
+      name += (name.empty() ? "" : " ") + std::string(word);
+      try {
+        command = command->get_subcommand(word);
+      } catch (const CLI::OptionNotFound&) {
+        return name;
+      }
+    }
+    command->preparse_callback([](size_t) { set_sigpipe(SIG_DFL); });
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   sg::crash::install_crash_reporter("stepgraph");  // no death without a message (docs/reliability.md)
@@ -35,6 +80,12 @@ int main(int argc, char** argv) {
   std::sort(registry.begin(), registry.end(),
             [](const auto& a, const auto& b) { return a.order < b.order; });
   for (auto& command : registry) command.setup(app, exit_code);
+  set_sigpipe(SIG_IGN);  // help and usage errors included; the printing commands take the default back
+  if (const std::string missing = restore_sigpipe_for_printing_commands(app); !missing.empty()) {
+    std::fprintf(stderr, "stepgraph: internal error: no command '%s' for the SIGPIPE table in src/cli/main.cpp\n",
+                 missing.c_str());
+    return 1;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -39,12 +41,45 @@ std::optional<std::string> token_text(const json& value) {
   return std::nullopt;
 }
 
-std::optional<std::string> eos_in(const std::string& path) {
+// The special token `key` (eos_token, bos_token) the JSON file at `path` names; nullopt when the file or the key
+// is absent, or the key is null.
+std::optional<std::string> special_token_in(const std::string& path, const char* key) {
   if (!fs::is_regular_file(path)) return std::nullopt;
   const json j = read_json(path);
   if (!j.is_object()) throw Error(path + " is not a JSON object");
-  if (!j.contains("eos_token")) return std::nullopt;
-  return token_text(j["eos_token"]);
+  if (!j.contains(key)) return std::nullopt;
+  return token_text(j[key]);
+}
+
+// additional_chat_templates/NAME.jinja of DIR, relative to DIR and by name; none without the folder. Anything
+// else in it is refused: transformers would skip it, and the checkpoints would lack what the folder seems to hold.
+std::vector<std::string> additional_chat_templates(const std::string& dir) {
+  const fs::path folder = fs::path(dir) / kAdditionalChatTemplatesDir;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(folder, ec))) return {};
+  if (!fs::is_directory(folder, ec)) {
+    throw Error(
+        strprintf("%s is not a folder: transformers reads extra chat templates from a folder %s/ of "
+                  "NAME%s files; remove it, or make it that folder",
+                  folder.c_str(), kAdditionalChatTemplatesDir, kChatTemplateExtension));
+  }
+  std::vector<std::string> out;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& path = it->path();
+    const std::string name = path.filename().string();
+    // (".jinja" alone has no extension: a hidden file, no template name.)
+    if (path.extension() != kChatTemplateExtension || !fs::is_regular_file(path, ec)) {
+      throw Error(strprintf(
+          "%s is not a regular NAME%s file: transformers reads only those from %s/ (it would "
+          "skip this one, and checkpoints would lack it); move it out of %s, or save the "
+          "template as NAME%s",
+          path.c_str(), kChatTemplateExtension, kAdditionalChatTemplatesDir, folder.c_str(), kChatTemplateExtension));
+    }
+    out.push_back((fs::path(kAdditionalChatTemplatesDir) / name).string());
+  }
+  if (ec) throw Error(strprintf("cannot list %s: %s", folder.c_str(), ec.message().c_str()));
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
@@ -55,10 +90,7 @@ std::string HfTokenizerInfo::describe() const {
                                static_cast<long long>(vocab_size), static_cast<long long>(model_tokens),
                                static_cast<long long>(added_tokens));
   text += eod_id >= 0 ? strprintf(", EOD %s = %d", eos_token.c_str(), eod_id) : std::string(", no eos token");
-  if (has_additional_chat_templates) {
-    text += strprintf("; its %s/ folder is not copied into checkpoints (copy it beside their config.json by hand)",
-                      kAdditionalChatTemplatesDir);
-  }
+  if (bos_id >= 0) text += strprintf(", BOS %s = %d", bos_token.c_str(), bos_id);
   return text;
 }
 
@@ -132,26 +164,34 @@ HfTokenizerInfo read_hf_tokenizer(const std::string& dir) {
   info.vocab_size = max_id + 1;
   if (info.vocab_size <= 0) throw shape_error("the vocabulary is empty");
 
-  std::optional<std::string> eos = eos_in((fs::path(dir) / kTokenizerConfigJson).string());
-  if (!eos) eos = eos_in((fs::path(dir) / kSpecialTokensMapJson).string());
-  if (eos) {
+  // A special token's id as transformers resolves it: an added token, else the model vocabulary's.
+  const auto id_of_token = [&](const std::string& token) -> int64_t {
     int64_t id = -1;
     for (const auto& [content, added_id] : added) {
-      if (content == *eos) id = added_id;
+      if (content == token) id = added_id;
     }
-    if (id < 0) id = id_of_model_token(*eos);
+    return id >= 0 ? id : id_of_model_token(token);
+  };
+  // tokenizer_config.json's `key`, else special_tokens_map.json's, with its id; {"", -1} when neither names one.
+  const auto special_token = [&](const char* key) -> std::pair<std::string, int32_t> {
+    std::optional<std::string> token = special_token_in((fs::path(dir) / kTokenizerConfigJson).string(), key);
+    if (!token) token = special_token_in((fs::path(dir) / kSpecialTokensMapJson).string(), key);
+    if (!token) return {"", -1};
+    const int64_t id = id_of_token(*token);
     if (id < 0) {
-      throw Error(strprintf("%s names eos_token \"%s\", but %s has no such token", dir.c_str(), eos->c_str(),
-                            tokenizer_path.c_str()));
+      throw Error(
+          strprintf("%s names %s \"%s\", but %s has no such token; correct the name, or add the token "
+                    "to its added_tokens",
+                    dir.c_str(), key, token->c_str(), tokenizer_path.c_str()));
     }
-    info.eos_token = *eos;
-    info.eod_id = static_cast<int32_t>(id);
-  }
+    return {*token, static_cast<int32_t>(id)};
+  };
+  std::tie(info.eos_token, info.eod_id) = special_token("eos_token");
+  std::tie(info.bos_token, info.bos_id) = special_token("bos_token");
   for (const char* name : kTokenizerFiles) {
-    const fs::path p = fs::path(dir) / name;
-    if (fs::is_regular_file(p, ec)) info.files.push_back(p.string());
+    if (fs::is_regular_file(fs::path(dir) / name, ec)) info.files.emplace_back(name);
   }
-  info.has_additional_chat_templates = fs::is_directory(fs::path(dir) / kAdditionalChatTemplatesDir, ec);
+  for (std::string& name : additional_chat_templates(dir)) info.files.push_back(std::move(name));
   return info;
 }
 

@@ -4,11 +4,13 @@
 // `tokenizers` library):
 //   tokenizer.json           model.vocab (a {token: id} map, or Unigram's [[token, score], ...] list)
 //                            and added_tokens [{"id", "content"}]: the vocabulary is every id + 1
-//   tokenizer_config.json    eos_token (a string or {"content": ...}): the end-of-document (EOD) token
-//   special_tokens_map.json  eos_token, when tokenizer_config.json has none
+//   tokenizer_config.json    eos_token (a string or {"content": ...}): the end-of-document (EOD) token;
+//                            bos_token: the beginning-of-sequence token (transformers' tokenizer.bos_token)
+//   special_tokens_map.json  eos_token and bos_token, each when tokenizer_config.json has none
+// A post-processor's leading special token is not taken for a BOS: BERT's [CLS] is one, and is no BOS.
 // Every checkpoint gets a byte-for-byte copy of the folder's files that transformers.AutoTokenizer (and
 // AutoProcessor) read, so AutoTokenizer.from_pretrained(checkpoint) loads the same tokenizer next to
-// AutoModelForCausalLM: kTokenizerFiles.
+// AutoModelForCausalLM: kTokenizerFiles, and the extra chat templates additional_chat_templates/NAME.jinja.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -37,8 +39,11 @@ inline constexpr std::array<const char*, 12> kTokenizerFiles = {
     "spiece.model",             // SentencePiece: T5, ALBERT
     "sentencepiece.bpe.model",  // SentencePiece: XLM-R, mBART
 };
-// Extra chat templates, additional_chat_templates/NAME.jinja: a folder, which checkpoints do not copy.
+// Extra chat templates, additional_chat_templates/NAME.jinja (transformers loads each as template NAME).
+// Every entry must be a regular NAME.jinja file: transformers would skip anything else without a word, so a
+// template saved under another name, or in a subfolder, would silently be missing from the checkpoints.
 inline constexpr const char* kAdditionalChatTemplatesDir = "additional_chat_templates";
+inline constexpr const char* kChatTemplateExtension = ".jinja";
 
 struct HfTokenizerInfo {
   std::string dir;
@@ -48,18 +53,21 @@ struct HfTokenizerInfo {
   std::string model_type;       // model.type: "BPE", "Unigram", "WordPiece", ...
   std::string eos_token;        // "" when the folder names none
   int32_t eod_id = -1;          // id of eos_token; -1 when there is none
-  std::vector<std::string> files;  // the kTokenizerFiles that exist, as full paths, for the checkpoint copy
-  // kAdditionalChatTemplatesDir exists: checkpoints lack it (describe() says so).
-  bool has_additional_chat_templates = false;
+  std::string bos_token;        // "" when the folder names none
+  int32_t bos_id = -1;          // id of bos_token; -1 when there is none
+  // What checkpoints copy, as paths relative to `dir`: the kTokenizerFiles that exist, then
+  // additional_chat_templates/NAME.jinja by name.
+  std::vector<std::string> files;
 
-  // "data/tok: BPE, 2000 tokens (1999 + 1 added), EOD <|endoftext|> = 0"
+  // "data/tok: BPE, 2000 tokens (1999 in the model vocabulary, 1 added), EOD <|endoftext|> = 0, BOS <s> = 1"
   std::string describe() const;
 };
 
 // Reads DIR/tokenizer.json (required), DIR/tokenizer_config.json and DIR/special_tokens_map.json
-// (optional), and lists the kTokenizerFiles DIR holds. sg::Error naming the file and the fix when DIR or
-// tokenizer.json is missing, a file is not JSON of the expected shape, or the named eos_token is not in the
-// vocabulary.
+// (optional), and lists the files checkpoints copy. sg::Error naming the file and the fix when DIR or
+// tokenizer.json is missing, a file is not JSON of the expected shape, the named eos_token or bos_token is not
+// in the vocabulary, or DIR/additional_chat_templates is not a folder or holds anything but regular NAME.jinja
+// files.
 HfTokenizerInfo read_hf_tokenizer(const std::string& dir);
 
 }  // namespace sg::data

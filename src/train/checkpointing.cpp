@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/durable_io.h"
@@ -60,28 +61,61 @@ std::vector<Ref> tensors_of(const model::ModelLayout& layout, Ptr base, TensorDt
   return out;
 }
 
-// Every step consumes one global batch, so a checkpoint of the same configuration has consumed
-// exactly iteration x global_batch_size samples; one whose batch size changed since can only be
-// bounded. A counter beyond that is a damaged or hand-edited file (2^64-1 would make the data loader
-// pick windows far outside any epoch).
+constexpr const char* kSamplesBaselineKey = "samples_baseline";  // extra's SamplesBaseline (absent: {0, 0})
+constexpr const char* kEvalPendingKey = "eval_pending";          // extra's ResumeRecord::eval_pending
+
+// The baseline train_state.json records (absent: {0, 0}, every file from before the key), checked against the
+// file's own iteration and counter.
+SamplesBaseline recorded_baseline(const checkpoint::TrainState& ts, const std::string& state_file,
+                                  const std::string& advice) {
+  SamplesBaseline b;
+  if (!ts.extra.is_object() || !ts.extra.contains(kSamplesBaselineKey)) return b;
+  const nlohmann::json& j = ts.extra[kSamplesBaselineKey];
+  const bool ok = j.is_object() && j.contains("iteration") && j["iteration"].is_number_unsigned() &&
+                  j.contains("consumed_samples") && j["consumed_samples"].is_number_unsigned() &&
+                  j["iteration"].get<uint64_t>() <= static_cast<uint64_t>(ts.iteration) &&
+                  j["consumed_samples"].get<uint64_t>() <= ts.data_position.consumed_samples;
+  if (!ok) {
+    throw Error(strprintf("%s: extra.%s = %s is not an iteration and a sample count at or before iteration %lld "
+                          "(consumed_samples %llu); the file was edited or damaged. %s",
+                          state_file.c_str(), kSamplesBaselineKey, j.dump().c_str(),
+                          static_cast<long long>(ts.iteration),
+                          static_cast<unsigned long long>(ts.data_position.consumed_samples), advice.c_str()));
+  }
+  b.iteration = static_cast<int64_t>(j["iteration"].get<uint64_t>());
+  b.consumed_samples = j["consumed_samples"].get<uint64_t>();
+  return b;
+}
+
+// Every step consumes one global batch, so a checkpoint of the same configuration has consumed exactly
+// (iteration - baseline) x global_batch_size samples since its baseline (where that batch size started:
+// SamplesBaseline); one whose configuration changed since can only be bounded. A counter beyond that is a
+// damaged or hand-edited file (2^64-1 would make the data loader pick windows far outside any epoch).
 void check_consumed_samples(const checkpoint::TrainState& ts, const std::string& state_file,
-                            const model::BatchSpec& batch, bool same_config) {
+                            const model::BatchSpec& batch, bool same_config, const SamplesBaseline& baseline,
+                            const std::string& advice) {
   // The global batch: every data-parallel rank's loader passes all of it (data/rank_batch.h).
   const auto per_step = static_cast<unsigned __int128>(batch.micro_batch_size * batch.global_microbatches());
-  const auto iteration = static_cast<unsigned __int128>(ts.iteration);
-  const auto consumed = static_cast<unsigned __int128>(ts.data_position.consumed_samples);
+  const auto steps = static_cast<unsigned __int128>(ts.iteration - baseline.iteration);
+  const auto consumed = static_cast<unsigned __int128>(ts.data_position.consumed_samples - baseline.consumed_samples);
   const auto max_per_step = static_cast<unsigned __int128>(INT32_MAX);  // validate's bound on batch sizes
-  const bool ok = same_config ? consumed == iteration * per_step : consumed <= iteration * max_per_step;
+  const bool ok = same_config ? consumed == steps * per_step : consumed <= steps * max_per_step;
   if (ok) return;
+  const auto expected = static_cast<unsigned long long>(baseline.consumed_samples + steps * per_step);
+  const std::string since =
+      baseline.iteration > 0 ? strprintf(" since iteration %lld (%llu samples then, when that batch size started)",
+                                         static_cast<long long>(baseline.iteration),
+                                         static_cast<unsigned long long>(baseline.consumed_samples))
+                             : std::string();
   throw Error(strprintf(
-      "%s: consumed_samples %llu does not fit iteration %lld%s; the file was edited or damaged. Load another "
-      "iteration",
+      "%s: consumed_samples %llu does not fit iteration %lld%s; the file was edited or damaged. %s",
       state_file.c_str(), static_cast<unsigned long long>(ts.data_position.consumed_samples),
       static_cast<long long>(ts.iteration),
-      same_config ? strprintf(" with a global batch of %lld sequences (expected %llu)",
-                              static_cast<long long>(per_step), static_cast<unsigned long long>(iteration * per_step))
+      same_config ? strprintf(" with a global batch of %lld sequences%s (expected %llu)",
+                              static_cast<long long>(per_step), since.c_str(), expected)
                         .c_str()
-                  : ""));
+                  : "",
+      advice.c_str()));
 }
 
 std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
@@ -90,17 +124,39 @@ std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
   return b;
 }
 
-// config.json's bos_token_id or eos_token_id as `source` (the file at `path`) has it; null when absent.
-nlohmann::json source_token_id(const nlohmann::json& source, const char* key, const std::string& path) {
+// The config.json at `path`, parsed.
+nlohmann::json read_config_json(const std::string& path) {
+  try {
+    return nlohmann::json::parse(checkpoint::read_text_file(path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(strprintf("%s is not valid JSON: %s", path.c_str(), e.what()));
+  }
+}
+
+// config.json's bos_token_id or eos_token_id as `source` (the file at `path`, named through `what`) has it; null
+// when absent.
+nlohmann::json source_token_id(const nlohmann::json& source, const char* key, const std::string& path,
+                               const char* what) {
   if (!source.contains(key)) return nullptr;
   const nlohmann::json& value = source[key];
   if (!checkpoint::is_hf_token_id_value(value)) {
     throw Error(
-        strprintf("checkpoint.pretrained_checkpoint: %s: %s = %s is not null, a token id or a list of token "
-                  "ids; fix the file (transformers could not use it either)",
-                  path.c_str(), key, value.dump().c_str()));
+        strprintf("%s: %s: %s = %s is not null, a token id or a list of token ids; fix the file "
+                  "(transformers could not use it either)",
+                  what, path.c_str(), key, value.dump().c_str()));
   }
   return value;
+}
+
+CheckpointSource source_of(const nlohmann::json& config_json, int64_t max_position_embeddings, const std::string& path,
+                           const char* what) {
+  return CheckpointSource{.max_position_embeddings = max_position_embeddings,
+                          .bos_token_id = source_token_id(config_json, "bos_token_id", path, what),
+                          .eos_token_id = source_token_id(config_json, "eos_token_id", path, what)};
+}
+
+nlohmann::json id_or_null(const std::optional<int64_t>& id) {
+  return id ? nlohmann::json(*id) : nlohmann::json();
 }
 
 // The exported config.json's keys that the model's spec does not decide (checkpointing.h says which).
@@ -112,10 +168,12 @@ void set_export_keys(nlohmann::json& model_config, const model::ModelSpec& spec,
                                                std::max(source->max_position_embeddings, spec.seq_length));
   }
   // tokenizer.json is among the files of every tokenizer folder: none means the run has no tokenizer.
-  if (exported.tokenizer.files.empty() && source) {
+  const CheckpointTokenizer& tokenizer = exported.tokenizer;
+  if (tokenizer.files.empty() && source) {
     checkpoint::set_hf_special_token_ids(model_config, source->bos_token_id, source->eos_token_id);
   } else {
-    checkpoint::set_hf_special_token_ids(model_config, exported.tokenizer.eos_token_id);
+    checkpoint::set_hf_special_token_ids(model_config, id_or_null(tokenizer.bos_token_id),
+                                         id_or_null(tokenizer.eos_token_id));
   }
 }
 
@@ -125,7 +183,9 @@ CheckpointExport checkpoint_export(const config::Config& config,
                                    const std::optional<data::HfTokenizerInfo>& tokenizer) {
   CheckpointExport out;
   if (tokenizer) {
+    out.tokenizer.dir = tokenizer->dir;
     out.tokenizer.files = tokenizer->files;
+    if (tokenizer->bos_id >= 0) out.tokenizer.bos_token_id = tokenizer->bos_id;
     if (tokenizer->eod_id >= 0) out.tokenizer.eos_token_id = tokenizer->eod_id;
   }
   if (!config.checkpoint.pretrained_checkpoint) return out;
@@ -133,20 +193,37 @@ CheckpointExport checkpoint_export(const config::Config& config,
       checkpoint::resolve_model_folder(*config.checkpoint.pretrained_checkpoint, "checkpoint.pretrained_checkpoint");
   const checkpoint::HfModelConfig hf = checkpoint::read_hf_config(folder);
   // Read again for the keys HfModelConfig does not keep as written (bos, and eos as a number or a list).
-  nlohmann::json source;
-  try {
-    source = nlohmann::json::parse(checkpoint::read_text_file(hf.path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(strprintf("%s is not valid JSON: %s", hf.path.c_str(), e.what()));
-  }
-  out.source = CheckpointSource{.max_position_embeddings = hf.max_position_embeddings,
-                                .bos_token_id = source_token_id(source, "bos_token_id", hf.path),
-                                .eos_token_id = source_token_id(source, "eos_token_id", hf.path)};
+  out.source =
+      source_of(read_config_json(hf.path), hf.max_position_embeddings, hf.path, "checkpoint.pretrained_checkpoint");
   return out;
 }
 
+// The resumed folder's config.json was written by its save from that run's own source, so its values carry over
+// every resume. It wins over checkpoint.pretrained_checkpoint: a resumed run does not read the pretrained weights
+// (trainer.cpp: a checkpoint to resume wins), the folder already records the larger of the pretrained context and
+// the positions trained (and the source's ids), and a pretrained_checkpoint changed between the runs would name a
+// folder these weights did not come from. It is read as written, not by read_hf_config (which takes Llama folders
+// only): a MoE or hybrid checkpoint's config.json is a MixtralConfig or NemotronHConfig.
+std::optional<CheckpointSource> resumed_checkpoint_source(const std::string& folder) {
+  constexpr const char* what = "the resumed checkpoint";
+  const std::string path = folder + "/" + checkpoint::kConfigFile;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  const nlohmann::json config_json = read_config_json(path);
+  const char* key = "max_position_embeddings";
+  const nlohmann::json positions =
+      config_json.is_object() ? config_json.value(key, nlohmann::json()) : nlohmann::json();
+  if (!positions.is_number_integer() || positions.get<int64_t>() <= 0) {
+    throw Error(
+        strprintf("%s: %s: %s = %s is not a positive integer; restore the file from a backup, or set it "
+                  "to the context the weights serve (model.seq_length for a model trained from scratch)",
+                  what, path.c_str(), key, positions.dump().c_str()));
+  }
+  return source_of(config_json, positions.get<int64_t>(), path, what);
+}
+
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
-                            const TrainingState& state, const data::DataPosition& position, const std::string& run_id,
+                            const TrainingState& state, const data::DataPosition& position, const ResumeRecord& record,
                             const CheckpointExport& exported) {
   const auto n = static_cast<size_t>(layout.total());
   SG_CHECK(state.main_weights.size() == n && state.exp_avg.size() == n && state.exp_avg_sq.size() == n,
@@ -171,15 +248,29 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   ckpt.state.data_position = position;
   ckpt.state.rng_state = rng_bytes(state.rng);
   ckpt.state.config_hash = checkpoint::config_hash_hex(canonical_config(config));
-  ckpt.state.extra["run_id"] = run_id;
-  ckpt.extra_files = exported.tokenizer.files;
+  ckpt.state.extra["run_id"] = record.run_id;
+  if (record.samples_baseline != SamplesBaseline{}) {
+    ckpt.state.extra[kSamplesBaselineKey] = {{"iteration", record.samples_baseline.iteration},
+                                             {"consumed_samples", record.samples_baseline.consumed_samples}};
+  }
+  if (record.eval_pending) ckpt.state.extra[kEvalPendingKey] = true;
+  for (const std::string& name : exported.tokenizer.files) {
+    ckpt.extra_files.push_back({.source = exported.tokenizer.dir + "/" + name, .filename = name});
+  }
   return checkpoint::save_checkpoint(dir, state.steps_done, checkpoint::training_checkpoint_contents(ckpt));
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& config, const model::ModelLayout& layout) {
+LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& config,
+                                 const model::ModelLayout& layout, const std::string& what) {
   const auto n = static_cast<size_t>(layout.total());
   LoadedCheckpoint out;
-  out.path = checkpoint::resolve_checkpoint(path);
+  const checkpoint::CheckpointFolder folder = checkpoint::find_checkpoint_folder(path, what);
+  out.path = folder.path;
+  if (folder.newest_without_latest) {
+    out.note = strprintf("%s %s has no %s (a save was interrupted before writing it): resuming its newest "
+                         "iteration folder, %s, verified before use",
+                         what.c_str(), path.c_str(), checkpoint::kLatestFile, out.path.c_str());
+  }
   out.state.main_weights.assign(n, 0.0f);
   out.state.exp_avg.assign(n, 0.0f);
   out.state.exp_avg_sq.assign(n, 0.0f);
@@ -195,10 +286,11 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& 
                                            TensorDtype::F32, 4);
   const checkpoint::TrainState ts = checkpoint::load_training_checkpoint(out.path, dest);
   const std::string state_file = out.path + "/" + checkpoint::kTrainStateFile;
+  const std::string advice = checkpoint::damaged_checkpoint_advice(out.path, "checkpoint.load");
   if (ts.rng_state.size() != sizeof(rng::RngState)) {
     throw Error(strprintf("%s: rng_state has %zu bytes, expected %zu; the file was edited or comes from another "
-                          "program",
-                          state_file.c_str(), ts.rng_state.size(), sizeof(rng::RngState)));
+                          "program. %s",
+                          state_file.c_str(), ts.rng_state.size(), sizeof(rng::RngState), advice.c_str()));
   }
   std::memcpy(&out.state.rng, ts.rng_state.data(), sizeof(rng::RngState));
   out.state.steps_done = ts.iteration;
@@ -206,14 +298,32 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& 
   if (ts.extra.is_object() && ts.extra.contains("run_id") && ts.extra["run_id"].is_string()) {
     out.run_id = ts.extra["run_id"].get<std::string>();
   }
-  const bool same_config = ts.config_hash == checkpoint::config_hash_hex(canonical_config(config));
-  check_consumed_samples(ts, state_file, config::batch_spec(config), same_config);
-  if (!same_config) {
+  out.eval_pending = ts.extra.is_object() && ts.extra.contains(kEvalPendingKey) &&
+                     ts.extra[kEvalPendingKey].is_boolean() && ts.extra[kEvalPendingKey].get<bool>();
+  out.same_config = ts.config_hash == checkpoint::config_hash_hex(canonical_config(config));
+  const SamplesBaseline recorded = recorded_baseline(ts, state_file, advice);
+  check_consumed_samples(ts, state_file, config::batch_spec(config), out.same_config, recorded, advice);
+  // From here on every step takes this configuration's global batch: a changed configuration starts anew.
+  out.samples_baseline =
+      out.same_config ? recorded : SamplesBaseline{ts.iteration, ts.data_position.consumed_samples};
+  return out;
+}
+
+void resume_data_position(const LoadedCheckpoint& loaded, data::DataLoader& loader) {
+  if (loaded.position.per_source.size() != loader.num_sources()) {
+    throw Error(strprintf(
+        "%s/%s: its data position counts %zu data source(s) but this run's data has %zu: the checkpoint was saved "
+        "with another dataset.data_path (or dataset.mock). Resume it with the data it was saved with (its run's "
+        "config.yaml lists it), or start a run from its weights with checkpoint.pretrained_checkpoint=%s",
+        loaded.path.c_str(), checkpoint::kTrainStateFile, loaded.position.per_source.size(), loader.num_sources(),
+        loaded.path.c_str()));
+  }
+  loader.seek(loaded.position);
+  if (!loaded.same_config) {
     log::warn(strprintf("%s was saved with a different configuration (model, optimizer, schedule or data "
                         "settings changed); resuming anyway, but the run will not match an uninterrupted one",
-                        out.path.c_str()));
+                        loaded.path.c_str()));
   }
-  return out;
 }
 
 }  // namespace sg::train

@@ -16,15 +16,19 @@
 
 namespace sg::train {
 
-// The run's tokenizer: its files are copied in and its end-of-document id is config.json's eos_token_id, so the
-// folder loads with transformers' AutoTokenizer as well as AutoModelForCausalLM, and their generate stops at EOD.
+// The run's tokenizer: its files are copied in and its BOS and end-of-document ids are config.json's bos_token_id
+// and eos_token_id, so the folder loads with transformers' AutoTokenizer as well as AutoModelForCausalLM, and their
+// generate starts an empty prompt with the BOS and stops at EOD.
 struct CheckpointTokenizer {
-  std::vector<std::string> files;       // data::HfTokenizerInfo::files (tokenizer.json, ...); empty: no tokenizer
+  std::string dir;                      // the tokenizer folder
+  std::vector<std::string> files;       // data::HfTokenizerInfo::files, relative to dir; empty: no tokenizer
+  std::optional<int64_t> bos_token_id;  // its bos_token's id; nullopt: none
   std::optional<int64_t> eos_token_id;  // the end-of-document id; nullopt: none (mock data, no tokenizer)
 };
 
-// What config.json keeps of the folder a run started from (checkpoint.pretrained_checkpoint): what its weights
-// still are that the training configuration does not say.
+// What config.json keeps of the folder the run's weights came from, that the training configuration does not say:
+// the iteration folder it resumed (whose config.json a save wrote from its own source, so these carry over every
+// resume), else checkpoint.pretrained_checkpoint's.
 struct CheckpointSource {
   int64_t max_position_embeddings = 0;  // the context its weights serve (its RoPE, llama3 scaling included)
   nlohmann::json bos_token_id;          // as its config.json has them: null, an id or a list of ids; kept when
@@ -37,17 +41,41 @@ struct CheckpointExport {
   std::optional<CheckpointSource> source;  // nullopt: trained from scratch
 };
 
-// The export of a run: `tokenizer`'s files and EOD, and checkpoint.pretrained_checkpoint's config.json (read
+// The export of a run: `tokenizer`'s files, BOS and EOD, and checkpoint.pretrained_checkpoint's config.json (read
 // now, so a malformed one fails before the first step). sg::Error naming the file, the key and its value when a
 // bos_token_id or eos_token_id there is not null, an id or a list of ids.
 CheckpointExport checkpoint_export(const config::Config& config, const std::optional<data::HfTokenizerInfo>& tokenizer);
 
+// The source of a run that resumed FOLDER (LoadedCheckpoint::path): its config.json, which replaces
+// checkpoint.pretrained_checkpoint's (checkpointing.cpp says why); nullopt when FOLDER has none (no transformers
+// class loads its model, so none is written either). sg::Error naming the file, the key and its value when
+// max_position_embeddings is not a positive integer, or bos_token_id or eos_token_id not null, an id or a list.
+std::optional<CheckpointSource> resumed_checkpoint_source(const std::string& folder);
+
+// Where the current global batch size started: every step after `iteration` consumed one global batch of
+// the run's configuration. {0, 0} for a run that never changed it (train_state.json then has no key); a resume
+// with another configuration starts a new one at its step, so a run that changed train.global_batch_size
+// still checks its consumed_samples exactly.
+struct SamplesBaseline {
+  int64_t iteration = 0;
+  uint64_t consumed_samples = 0;
+  bool operator==(const SamplesBaseline&) const = default;
+};
+
+// What train_state.json's "extra" records for the trainer besides the training state.
+struct ResumeRecord {
+  std::string run_id;  // train/run_folder.h: a resumed run keeps its run folder's records
+  SamplesBaseline samples_baseline;
+  // The evaluation due after this step was skipped (a stop, a failed metrics write): a resumed run does it first.
+  bool eval_pending = false;
+};
+
 // Saves under config.checkpoint.save-style root `dir` as iter_<steps_done>; returns the folder.
-// `run_id` (train/run_folder.h) goes into train_state.json, so a resumed run keeps its run folder's records.
-// config.json's max_position_embeddings is model.seq_length, or the source's when that is larger; its
-// bos_token_id/eos_token_id are the tokenizer's (no BOS, the EOD), else the source's, else null.
+// `record` goes into train_state.json. config.json's max_position_embeddings is model.seq_length, or the
+// source's when that is larger; its bos_token_id/eos_token_id are the tokenizer's (its BOS, its EOD: null
+// where it has none), else the source's, else null.
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
-                            const TrainingState& state, const data::DataPosition& position, const std::string& run_id,
+                            const TrainingState& state, const data::DataPosition& position, const ResumeRecord& record,
                             const CheckpointExport& exported = {});
 
 struct LoadedCheckpoint {
@@ -55,10 +83,23 @@ struct LoadedCheckpoint {
   TrainingState state;
   data::DataPosition position;
   std::string run_id;  // the run that saved it; "" for a checkpoint from before run ids
+  // What the resumed run's saves record: the file's baseline when the configuration is the same, else one at
+  // this step.
+  SamplesBaseline samples_baseline;
+  bool eval_pending = false;  // ResumeRecord::eval_pending of the file
+  bool same_config = true;    // saved with the same configuration hash (false: resume_data_position warns)
+  std::string note;           // a line for the log ("" when nothing to say): how `path` was found
 };
 
 // Loads DIR (its latest iteration) or an iteration folder. Refuses, listing every tensor name and
-// shape that differs, a checkpoint that does not match `layout`; warns when the config differs.
-LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& config, const model::ModelLayout& layout);
+// shape that differs, a checkpoint that does not match `layout`. `what` names the key that named `path`
+// in messages (train/save_dir_policy.h resume_key).
+LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& config,
+                                 const model::ModelLayout& layout, const std::string& what = "checkpoint.load");
+
+// Puts `loader` at the loaded checkpoint's data position (sg::Error naming its train_state.json and the fix when
+// the data sources differ), then warns when the checkpoint was saved with another configuration. Before any
+// device work: a refused resume says nothing about resuming anyway.
+void resume_data_position(const LoadedCheckpoint& loaded, data::DataLoader& loader);
 
 }  // namespace sg::train

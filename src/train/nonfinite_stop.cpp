@@ -1,8 +1,10 @@
 #include "train/nonfinite_stop.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/finite_check.h"
 #include "core/strings.h"
 
@@ -56,6 +58,26 @@ void check_step_finite(const StepResult& r, const config::Config& config, int64_
   }
 }
 
+namespace {
+
+// What stays in checkpoint.save after a refused save: the iteration `latest` names there, or that none was saved.
+std::string what_stays_saved(const config::Config& config) {
+  if (!config.checkpoint.save) return "Nothing was saved (checkpoint.save is not set).";
+  std::optional<int64_t> latest;
+  try {
+    latest = checkpoint::read_latest_iteration(*config.checkpoint.save);
+  } catch (const Error&) {
+    // an unreadable latest file: said as "no checkpoint" below would mislead; name the file instead
+    return strprintf("%s/%s is unreadable; no checkpoint was written now.", config.checkpoint.save->c_str(),
+                     checkpoint::kLatestFile);
+  }
+  if (!latest) return strprintf("Nothing was saved: %s holds no checkpoint.", config.checkpoint.save->c_str());
+  return strprintf("%s/%s still names iteration %lld, the last checkpoint saved there.",
+                   config.checkpoint.save->c_str(), checkpoint::kLatestFile, static_cast<long long>(*latest));
+}
+
+}  // namespace
+
 void check_state_finite(const TrainingState& state, const model::ModelLayout& layout, const config::Config& config) {
   struct Buffer {
     const char* name;
@@ -70,10 +92,9 @@ void check_state_finite(const TrainingState& state, const model::ModelLayout& la
     if (const auto bad = checkpoint::find_nonfinite(refs)) {
       throw NonFiniteError(
           strprintf("step %lld: not saving a checkpoint: the %s hold non-finite values (%s); a checkpoint of this "
-                    "state could only resume a broken run. The run stopped; the last checkpoint saved before stays "
-                    "`latest`. %s",
+                    "state could only resume a broken run. The run stopped. %s %s",
                     static_cast<long long>(state.steps_done), b.name, checkpoint::describe(*bad).c_str(),
-                    nonfinite_state_advice(config).c_str()));
+                    what_stays_saved(config).c_str(), nonfinite_state_advice(config).c_str()));
     }
   }
 }

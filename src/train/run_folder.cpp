@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -12,8 +13,11 @@
 #include <sstream>
 #include <system_error>
 
+#include "checkpoint/durable_io.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/strings.h"
+#include "train/metrics.h"
 #include "train/svg_chart.h"
 
 namespace sg::train {
@@ -21,12 +25,10 @@ namespace sg::train {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr const char* kRunFile = "run.json";
-
 // A metrics.jsonl with at least one byte: a run that finished a step.
 bool has_records(const fs::path& dir) {
   std::error_code ec;
-  const auto size = fs::file_size(dir / "metrics.jsonl", ec);
+  const auto size = fs::file_size(dir / kMetricsJsonl, ec);
   return !ec && size > 0;
 }
 }  // namespace
@@ -42,7 +44,7 @@ std::string new_run_id() {
 }
 
 std::optional<std::string> read_run_id(const std::string& run_dir) {
-  std::ifstream in(fs::path(run_dir) / kRunFile);
+  std::ifstream in(fs::path(run_dir) / kRunJson);
   if (!in) return std::nullopt;
   std::stringstream text;
   text << in.rdbuf();
@@ -53,13 +55,13 @@ std::optional<std::string> read_run_id(const std::string& run_dir) {
 
 void write_run_id(const std::string& run_dir, const std::string& run_id) {
   const nlohmann::json j = {{"run_id", run_id}};
-  write_text_atomically((fs::path(run_dir) / kRunFile).string(), j.dump() + "\n");
+  write_text_atomically((fs::path(run_dir) / kRunJson).string(), j.dump() + "\n");
 }
 
-std::optional<std::string> keep_earlier_run(const std::string& run_dir) {
+namespace {
+// A new previous/run-<k>/ (k: the first number not taken), created; `why` says whose files go there.
+fs::path new_archive(const std::string& run_dir, const char* why) {
   const fs::path dir(run_dir);
-  if (!has_records(dir)) return std::nullopt;
-
   std::error_code ec;
   fs::path archive;
   for (int k = 1;; ++k) {
@@ -68,11 +70,20 @@ std::optional<std::string> keep_earlier_run(const std::string& run_dir) {
   }
   fs::create_directories(archive, ec);
   if (ec) {
-    throw Error(strprintf("%s holds an earlier run's metrics.jsonl, which this run keeps by moving it to %s, but "
-                          "that folder cannot be created: %s. Free the disk or fix the permissions, or choose "
-                          "another --run-dir",
-                          run_dir.c_str(), archive.string().c_str(), ec.message().c_str()));
+    throw Error(strprintf("%s holds %s, which this run keeps in %s, but that folder cannot be created: %s. Free "
+                          "the disk or fix the permissions, or choose another --run-dir",
+                          run_dir.c_str(), why, archive.string().c_str(), ec.message().c_str()));
   }
+  return archive;
+}
+}  // namespace
+
+std::optional<std::string> keep_earlier_run(const std::string& run_dir) {
+  const fs::path dir(run_dir);
+  if (!has_records(dir)) return std::nullopt;
+
+  std::error_code ec;
+  const fs::path archive = new_archive(run_dir, "an earlier run's metrics.jsonl");
   for (const char* name : kRunFolderFiles) {
     const fs::path from = dir / name;
     if (!fs::exists(from, ec)) continue;
@@ -140,7 +151,7 @@ RunFolderStart start_run_folder(const std::string& run_dir, const std::optional<
 std::optional<std::string> run_folder_of_config(const std::string& yaml_path) {
   const fs::path path(yaml_path);
   std::error_code ec;
-  if (path.filename() != "config.yaml" || !fs::is_regular_file(path.parent_path() / kRunFile, ec)) return std::nullopt;
+  if (path.filename() != kConfigYaml || !fs::is_regular_file(path.parent_path() / kRunJson, ec)) return std::nullopt;
   fs::path folder = path.parent_path();
   if (folder.empty()) folder = ".";
   // An archived run (runs/x/previous/run-<k>/) belongs to runs/x, whose start brings its records back.
@@ -149,6 +160,106 @@ std::optional<std::string> run_folder_of_config(const std::string& yaml_path) {
     folder = parent.parent_path().empty() ? fs::path(".") : parent.parent_path();
   }
   return folder.string();
+}
+
+namespace {
+
+struct MetricsScan {
+  size_t after = 0, damaged = 0;
+  int64_t last_step = -1;
+  bool step_recorded = false;
+  std::string cut;  // the lines truncate_metrics_after drops (later steps, and lines that are no record), in order
+};
+
+// Reads metrics.jsonl as truncate_metrics_after does: a line is a record when it parses and has a step.
+MetricsScan scan_metrics(const fs::path& path, int64_t step) {
+  MetricsScan scan;
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool record = j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"] >= 0;
+    const int64_t s = record ? j["step"].get<int64_t>() : -1;
+    if (record && s <= step) {
+      scan.step_recorded = scan.step_recorded || (s == step && j.contains("loss"));
+      continue;
+    }
+    if (record) {
+      ++scan.after;
+      scan.last_step = std::max(scan.last_step, s);
+    } else {
+      ++scan.damaged;
+    }
+    scan.cut += line + "\n";
+  }
+  return scan;
+}
+
+// Keeps the cut lines as previous/run-<k>/metrics.jsonl, with the config.yaml and report.html the resumed run
+// replaces, each written durably. No run.json: these are not a run's whole records, so start_run_folder never
+// brings them back as the records a resumed run continues.
+std::string keep_cut_records(const std::string& run_dir, const std::string& cut_lines) {
+  const fs::path archive = new_archive(run_dir, "records past the checkpoint's step");
+  std::error_code ec;
+  const auto keep = [&](const char* name, const std::string& content) {
+    try {
+      checkpoint::write_file_atomically((archive / name).string(), content);
+    } catch (const Error& e) {
+      throw Error(strprintf("cannot keep %s's %s in %s before cutting its records back to the checkpoint: %s. "
+                            "Nothing was cut; free the disk or fix the permissions, or choose another --run-dir",
+                            run_dir.c_str(), name, archive.string().c_str(), e.what()));
+    }
+  };
+  keep(kMetricsJsonl, cut_lines);
+  for (const char* name : {kConfigYaml, kReportHtml}) {
+    const fs::path from = fs::path(run_dir) / name;
+    if (fs::exists(from, ec)) keep(name, checkpoint::read_text_file(from.string()));
+  }
+  return archive.string();
+}
+
+}  // namespace
+
+RecordsCut cut_records_after(const std::string& run_dir, int64_t step) {
+  RecordsCut cut;
+  const fs::path path = fs::path(run_dir) / kMetricsJsonl;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return cut;  // no records to cut (nor a line lost)
+  const MetricsScan scan = scan_metrics(path, step);
+  cut.records_after = scan.after;
+  cut.last_step = scan.last_step;
+  cut.damaged_lines = scan.damaged;
+  cut.step_recorded = step == 0 || scan.step_recorded;
+  if (scan.after > 0) cut.kept_in = keep_cut_records(run_dir, scan.cut);  // before a byte of them is cut
+  if (scan.after > 0 || scan.damaged > 0) truncate_metrics_after(path.string(), step);
+  return cut;
+}
+
+void log_records_cut(const RecordsCut& cut, const std::string& run_dir, int64_t step) {
+  const std::string metrics = (fs::path(run_dir) / kMetricsJsonl).string();
+  const auto s = static_cast<long long>(step);
+  if (cut.records_after > 0) {
+    log::info(strprintf("%s went on to step %lld, past the checkpoint's step %lld (a branch from an older "
+                        "checkpoint, or steps run after the last save): moved its %zu record%s after step %lld, "
+                        "with the config.yaml and report.html this run replaces, to %s; this run continues the "
+                        "records up to step %lld",
+                        metrics.c_str(), static_cast<long long>(cut.last_step), s, cut.records_after,
+                        cut.records_after == 1 ? "" : "s", s, cut.kept_in ? cut.kept_in->c_str() : "(nowhere)", s));
+  }
+  if (cut.damaged_lines > 0) {
+    const bool one = cut.damaged_lines == 1;
+    log::info(strprintf("%s: dropped %s that %s no whole record (written only in part: the disk was full or the "
+                        "run was killed while writing it)",
+                        metrics.c_str(), one ? "a line" : strprintf("%zu lines", cut.damaged_lines).c_str(),
+                        one ? "was" : "were"));
+  }
+  if (!cut.step_recorded) {
+    log::warn(strprintf("%s has no record of step %lld, the checkpoint's step (its line was lost, e.g. at a full "
+                        "disk); the checkpoint does not hold that step's loss, so the records go on from step %lld "
+                        "without it",
+                        metrics.c_str(), s, s + 1));
+  }
 }
 
 }  // namespace sg::train

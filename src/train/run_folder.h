@@ -5,20 +5,28 @@
 // keeps it. Running the same recipe again writes to the same folder; when a run starts
 //   * fresh, in a folder that holds records: the earlier run's files move to previous/run-<k>/ (k: the
 //     first number not taken) before the new run writes its own;
-//   * resumed from a checkpoint of the run that wrote the folder: the folder continues (the trainer cuts
-//     metrics.jsonl back to the checkpoint's step: train/metrics.h);
+//   * resumed from a checkpoint of the run that wrote the folder: the folder continues (cut_records_after cuts
+//     metrics.jsonl back to the checkpoint's step; the records of later steps it cuts, a branch from an older
+//     checkpoint or steps run after the last save, go to previous/run-<k>/metrics.jsonl first, with copies of the
+//     config.yaml and report.html the resumed run replaces; no run.json there: they are not a whole run's
+//     records, so no resume brings them back);
 //   * resumed from a checkpoint of another run (the ids differ): the folder's files move aside as for a
 //     fresh run, and the checkpoint's run's own files come back from previous/ when they are there (then
 //     they continue as above); else its records start a new metrics.jsonl.
 // A checkpoint from before run ids (no id in train_state.json), or a folder whose records predate them (no
 // run.json), continues. The top level is always the latest run; nothing is deleted.
+#include <cstdint>
 #include <optional>
 #include <string>
 
 namespace sg::train {
 
 // The files a run leaves in its folder, which move together.
-inline constexpr const char* kRunFolderFiles[] = {"config.yaml", "metrics.jsonl", "report.html", "run.json"};
+inline constexpr const char* kConfigYaml = "config.yaml";      // the resolved configuration
+inline constexpr const char* kMetricsJsonl = "metrics.jsonl";  // one line a step
+inline constexpr const char* kReportHtml = "report.html";
+inline constexpr const char* kRunJson = "run.json";            // the run id
+inline constexpr const char* kRunFolderFiles[] = {kConfigYaml, kMetricsJsonl, kReportHtml, kRunJson};
 
 // "20261202T073501Z-4685-9f3c0a1b": the start time (UTC), the process id and 32 random bits.
 std::string new_run_id();
@@ -35,6 +43,23 @@ std::optional<std::string> keep_earlier_run(const std::string& run_dir);
 // The run folder whose config.yaml `yaml_path` is (a run.json beside it), else nullopt: `stepgraph train
 // runs/x/config.yaml` runs again in runs/x (not runs/config), and so does runs/x/previous/run-<k>/config.yaml.
 std::optional<std::string> run_folder_of_config(const std::string& yaml_path);
+
+// What a resumed run that continues the folder (RunFolderStart::continues) found in metrics.jsonl past the
+// checkpoint's step, and did about it, before it appends its own records.
+struct RecordsCut {
+  size_t records_after = 0;            // whole records of later steps (a run that went further): cut
+  int64_t last_step = -1;              // the last step those reach
+  size_t damaged_lines = 0;            // lines that are no record (cut short by a crash or a full disk): dropped
+  bool step_recorded = true;           // a training record of the checkpoint's step itself is there
+  std::optional<std::string> kept_in;  // previous/run-<k>/: the cut lines, config.yaml and report.html as they were
+};
+// Cuts metrics.jsonl back to `step`. When that cuts whole records of later steps, the cut lines and copies of
+// config.yaml and report.html go to a new previous/run-<k>/ first (durably), so none of them is lost. sg::Error
+// naming the file and the fix when that or the rewrite fails (then nothing was cut).
+RecordsCut cut_records_after(const std::string& run_dir, int64_t step);
+// Logs what cut_records_after did (nothing when there was nothing to do), and warns when the checkpoint's own
+// step has no record (the run cannot write it again: its numbers are not in the checkpoint).
+void log_records_cut(const RecordsCut& cut, const std::string& run_dir, int64_t step);
 
 struct RunFolderStart {
   bool continues = false;                    // append to the folder's records: they are the resumed run's

@@ -58,12 +58,19 @@ long long loaded_iteration(const std::string& folder) {
 }
 
 // checkpoint.load names one of save's iteration folders: resuming it is continuing that run only
-// when it is the latest (an older one would leave the abandoned later iterations behind).
+// when it is the latest (an older one would leave the abandoned later iterations behind), or the newest
+// folder when `latest` lags behind it (a save killed after renaming its folder into place and before
+// writing `latest`: that folder is whole, and loading verifies it).
 void check_resume_inside_save(const std::string& load, const std::string& save) {
   const std::string folder = checkpoint::resolve_checkpoint(load);
   const auto latest = checkpoint::read_latest_iteration(save);
-  if (latest && normalized_directory(folder) == normalized_directory(save) / checkpoint::iteration_dir_name(*latest))
+  const fs::path save_path = normalized_directory(save);
+  if (latest && normalized_directory(folder) == save_path / checkpoint::iteration_dir_name(*latest)) return;
+  const std::vector<int64_t> iterations = checkpoint::list_iterations(save);
+  if (!iterations.empty() && (!latest || iterations.back() > *latest) &&
+      normalized_directory(folder) == save_path / checkpoint::iteration_dir_name(iterations.back())) {
     return;
+  }
   throw Error(
       strprintf("checkpoint.load %s is an older iteration of checkpoint.save %s (which holds %s): continuing to save "
                 "there would mix the abandoned later iterations with the new ones and move `latest` backwards. Save "
@@ -152,10 +159,12 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
           "latest iteration (checkpoint.load=%s) without checkpoint.overwrite",
           c.load->c_str(), save.c_str(), contents_text(save).c_str(), save.c_str()));
     }
-    const std::string before = contents_text(save);
-    checkpoint::remove_checkpoints(save);
+    // Removed at the first save, not now: everything that can refuse the run (checkpoint.load's path, checksums
+    // and shapes, the data, the backend) comes first, and a run that fails before saving removes nothing.
     out.resume_from = c.load;
-    out.note = "checkpoint.overwrite: removed " + before + " from " + save;
+    out.overwrite_pending = save;
+    out.note = "checkpoint.overwrite: " + save + " holds " + contents_text(save) +
+               "; they stay until this run's first save, which removes them first";
     return out;
   }
   if (c.load) {
@@ -170,6 +179,21 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
       "checkpoint.auto_resume=true); to delete them and start over set checkpoint.overwrite=true; or choose "
       "another checkpoint.save",
       save.c_str(), contents_text(save).c_str(), save.c_str()));
+}
+
+std::string remove_overwritten_checkpoints(CheckpointDirs& dirs) {
+  if (!dirs.overwrite_pending) return "";
+  const std::string save = *dirs.overwrite_pending;
+  const std::string before = contents_text(save);
+  const bool any = checkpoint::holds_checkpoints(save);
+  checkpoint::remove_checkpoints(save);
+  dirs.overwrite_pending.reset();
+  return any ? "checkpoint.overwrite: removed " + before + " from " + save + " before this run's first save"
+             : std::string();
+}
+
+std::string resume_key(const config::CheckpointConfig& c) {
+  return c.load ? std::string("checkpoint.load") : std::string("checkpoint.auto_resume (checkpoint.save)");
 }
 
 }  // namespace sg::train

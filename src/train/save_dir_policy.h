@@ -6,6 +6,9 @@
 //     when checkpoint.overwrite is set, and otherwise the run is refused with a message naming the
 //     three options. So a fresh run never replaces another run's iterations, and `latest` never moves
 //     backwards over iterations left behind;
+//   * checkpoint.overwrite removes them only right before the run's first save (remove_overwritten_checkpoints),
+//     so a run refused or failed before it (a mistyped checkpoint.load, a damaged or mismatched checkpoint, a NaN,
+//     a stop before any save writes nothing) removes nothing;
 //   * checkpoint.save is never checkpoint.pretrained_checkpoint's folder (its latest file would make that folder
 //     name the fine-tuned weights), nor, with checkpoint.overwrite, a folder holding it.
 #include <optional>
@@ -20,9 +23,19 @@ struct CheckpointDirs {
   checkpoint::SaveDirLock save_lock;       // held while the run lives (not held without checkpoint.save)
   std::optional<std::string> resume_from;  // the checkpoint to load, if any
   std::string note;                        // one line for the log ("" when nothing to say)
+  // checkpoint.overwrite: checkpoint.save's checkpoints, still there, to remove before the first save.
+  std::optional<std::string> overwrite_pending;
 };
 
-// sg::Error for every refusal, naming the directories and the keys that resolve it.
+// sg::Error for every refusal, naming the directories and the keys that resolve it. Removes nothing.
 CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& checkpoint);
+
+// checkpoint.overwrite, at the run's first save (its state already checked finite): removes what
+// checkpoint.save holds and returns the line for the log; "" when no removal is pending (done once).
+std::string remove_overwritten_checkpoints(CheckpointDirs& dirs);
+
+// The key that named the checkpoint a run resumes, for messages: "checkpoint.load", or
+// "checkpoint.auto_resume (checkpoint.save)" when auto_resume resumed checkpoint.save without checkpoint.load.
+std::string resume_key(const config::CheckpointConfig& checkpoint);
 
 }  // namespace sg::train

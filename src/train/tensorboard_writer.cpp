@@ -29,6 +29,14 @@ void put_u64(std::string& out, uint64_t v) {
 }  // namespace
 
 TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
+  open(new_event_file_path(dir));
+}
+
+TensorBoardWriter::TensorBoardWriter(const std::string& file_path, ExactPath) {
+  open(file_path);
+}
+
+std::string TensorBoardWriter::new_event_file_path(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(strprintf("logger.tensorboard_dir %s: cannot create it: %s", dir.c_str(), ec.message().c_str()));
@@ -36,10 +44,14 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   ::gethostname(host, sizeof(host) - 1);
   host[sizeof(host) - 1] = '\0';
   // "tfevents" in the name is what TensorBoard looks for; time, host and pid keep concurrent runs apart.
-  path_ = (std::filesystem::path(dir) /
-           strprintf("events.out.tfevents.%lld.%s.%d", static_cast<long long>(now_seconds()), host,
-                     static_cast<int>(::getpid())))
-              .string();
+  return (std::filesystem::path(dir) / strprintf("events.out.tfevents.%lld.%s.%d",
+                                                 static_cast<long long>(now_seconds()), host,
+                                                 static_cast<int>(::getpid())))
+      .string();
+}
+
+void TensorBoardWriter::open(const std::string& file_path) {
+  path_ = file_path;
   file_ = std::fopen(path_.c_str(), "wb");
   if (file_ == nullptr) {
     throw Error(strprintf("logger.tensorboard_dir: cannot create %s: %s", path_.c_str(), std::strerror(errno)));
@@ -47,8 +59,14 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   tensorboard::Event first;
   first.set_wall_time(now_seconds());
   first.set_file_version("brain.Event:2");
-  write_record(first.SerializeAsString());
-  flush();
+  try {
+    write_record(first.SerializeAsString());
+    flush();
+  } catch (...) {  // a constructor that throws runs no destructor
+    std::fclose(file_);
+    file_ = nullptr;
+    throw;
+  }
 }
 
 TensorBoardWriter::~TensorBoardWriter() {
@@ -62,9 +80,16 @@ void TensorBoardWriter::write_record(const std::string& bytes) {
   put_u32(record, masked_crc32c(header.data(), header.size()));
   record += bytes;
   put_u32(record, masked_crc32c(bytes.data(), bytes.size()));
-  if (std::fwrite(record.data(), 1, record.size(), file_) != record.size()) {
-    throw Error(strprintf("cannot write TensorBoard events to %s: %s", path_.c_str(), std::strerror(errno)));
-  }
+  errno = 0;
+  if (std::fwrite(record.data(), 1, record.size(), file_) != record.size()) fail();
+}
+
+// As a metrics.jsonl write failure (train/metrics.cpp): an sg::Error naming the file and the system's reason; the
+// trainer stops the run, saves it and exits 1.
+void TensorBoardWriter::fail() const {
+  const int err = errno;
+  throw Error(strprintf("cannot write TensorBoard events file %s (logger.tensorboard_dir): %s%s", path_.c_str(),
+                        err ? std::strerror(err) : "write error", err == ENOSPC ? " (the disk is full)" : ""));
 }
 
 void TensorBoardWriter::scalar(const std::string& tag, int64_t step, double value, double wall_time) {
@@ -77,6 +102,10 @@ void TensorBoardWriter::scalar(const std::string& tag, int64_t step, double valu
   write_record(event.SerializeAsString());
 }
 
-void TensorBoardWriter::flush() { std::fflush(file_); }
+void TensorBoardWriter::flush() {
+  // fwrite mostly fills the buffer: a full disk or an I/O error shows here.
+  errno = 0;
+  if (std::fflush(file_) != 0 || std::ferror(file_)) fail();
+}
 
 }  // namespace sg::train

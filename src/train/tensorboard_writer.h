@@ -16,18 +16,26 @@ class TensorBoardWriter {
  public:
   // Creates DIR (and parents) and a new event file in it. sg::Error naming the path when it cannot.
   explicit TensorBoardWriter(const std::string& dir);
+  // Writes the events to exactly `file_path` (tests: /dev/full).
+  struct ExactPath {};
+  TensorBoardWriter(const std::string& file_path, ExactPath);
   ~TensorBoardWriter();
   TensorBoardWriter(const TensorBoardWriter&) = delete;
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
 
   // One scalar at `step`; wall_time in seconds since the epoch (0: now). Non-finite values are written
-  // as they are (TensorBoard shows NaN/inf).
+  // as they are (TensorBoard shows NaN/inf). It may stay in the buffer until flush().
   void scalar(const std::string& tag, int64_t step, double value, double wall_time = 0.0);
+  // Writes the buffered events out. A failed write (here or in scalar(); a full disk, an I/O error) is an
+  // sg::Error naming the file and the reason, never lost silently.
   void flush();
   const std::string& path() const { return path_; }
 
  private:
+  static std::string new_event_file_path(const std::string& dir);
+  void open(const std::string& file_path);
   void write_record(const std::string& bytes);
+  [[noreturn]] void fail() const;  // sg::Error naming path_ and errno's text
   std::string path_;
   std::FILE* file_ = nullptr;
 };

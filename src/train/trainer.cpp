@@ -30,6 +30,7 @@
 #include "train/pretrained.h"
 #include "train/progress.h"
 #include "train/progress_lines.h"
+#include "train/run_end.h"
 #include "train/run_folder.h"
 #include "train/run_plan.h"
 #include "train/run_recorder.h"
@@ -184,6 +185,7 @@ struct RunContext {
   Evaluation* evaluation = nullptr;
   std::chrono::steady_clock::time_point start;
   std::string run_id;  // train/run_folder.h: the checkpoint's when resuming, else a new one (rank 0's)
+  CheckpointDirs* dirs = nullptr;  // rank 0's checkpoint.save policy (train/save_dir_policy.h)
 };
 
 // The steps of a run, with progress, metrics, evaluation, checkpoints and stops; fills `summary`.
@@ -208,15 +210,13 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   plan_lines.push_back(describe_activation_plan(config));
   for (size_t i = 2; i < plan_lines.size(); ++i) log::info(plan_lines[i]);
   if (loaded) {
-    backend.load_state(loaded->state);
-    data.loader().seek(loaded->position);
+    backend.load_state(loaded->state);  // the loader is at its data position already (resume_data_position)
     log::info(strprintf("resumed from %s at step %lld", loaded->path.c_str(), static_cast<long long>(start_step)));
   } else if (pretrained) {
     backend.load_state(*pretrained);
     pretrained.reset();  // the host copy of the weights is no longer needed
   }
 
-  const std::string metrics_path = (std::filesystem::path(options.run_dir) / "metrics.jsonl").string();
   const RunFolderStart folder =
       start_run_folder(options.run_dir, loaded ? std::optional<std::string>(loaded->run_id) : std::nullopt);
   if (folder.archived_to) {
@@ -227,14 +227,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     log::info(strprintf("%s: the checkpoint's run's records are back from %s", options.run_dir.c_str(),
                         folder.restored_from->c_str()));
   }
-  if (folder.continues) {
-    // Records after the checkpoint's step belong to a run that went further: they are replaced.
-    const MetricsTruncation cut = truncate_metrics_after(metrics_path, start_step);
-    if (cut.dropped > 0) {
-      log::info(strprintf("%s: removed %zu records after step %lld (a run that went past the checkpoint)",
-                          metrics_path.c_str(), cut.dropped, static_cast<long long>(start_step)));
-    }
-  }
+  // Records after the checkpoint's step belong to a run that went further: kept in previous/, cut here.
+  if (folder.continues) log_records_cut(cut_records_after(options.run_dir, start_step), options.run_dir, start_step);
   const double flops = training_flops_per_step(model, batch);
   const double peak = peak_bf16_tflops(backend.device_name());
   // Tokens of the whole global batch (every rank's): tok/s is the run's; TFLOP/s and MFU stay per GPU.
@@ -270,6 +264,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   // position is exactly the data the saved state has consumed.
   bool have_first = false;
   int64_t last_saved = -1;
+  int64_t eval_skipped_at = -1, last_val_step = -1;  // a due evaluation a stop skipped; the last one recorded
   int64_t submitted = start_step;
   std::string metrics_error;  // a failed metrics write stops the run like a signal (save, then fail)
   std::string val_status;
@@ -289,9 +284,16 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
       last_saved = step;
       return;
     }
-    const data::DataPosition& position = data.loader().position();
-    const std::string dir = save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, position,
-                                            run.run_id, run.checkpoint_export);
+    if (run.dirs != nullptr && run.dirs->overwrite_pending) {  // checkpoint.overwrite: nothing removed before now
+      check_state_finite(state, backend.layout(), config);     // a refused save removes nothing either
+      const std::string removed = remove_overwritten_checkpoints(*run.dirs);
+      if (!removed.empty()) progress.line(removed);
+    }
+    const ResumeRecord resume_record{.run_id = run.run_id,
+                                     .samples_baseline = loaded ? loaded->samples_baseline : SamplesBaseline{},
+                                     .eval_pending = eval_skipped_at == step};
+    const std::string dir = save_checkpoint(*config.checkpoint.save, config, backend.layout(), state,
+                                            data.loader().position(), resume_record, run.checkpoint_export);
     const double seconds = seconds_since(start);
     stop_handlers.save_took(seconds);
     progress.line(strprintf("saved checkpoint %s (%.1f s)", dir.c_str(), seconds));
@@ -329,13 +331,16 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     progress.update(r.step, strprintf("loss %.4f", r.loss) + val_status);
   };
 
-  auto evaluate = [&](int64_t step) {
+  // `finish`: the evaluation after the last step, which a stop does not cut short (the run is otherwise complete).
+  auto evaluate = [&](int64_t step, bool finish) {
     for (const StepResult& r : backend.collect(0)) handle(r);
     // A stop ends a lone process's evaluation between batches (the rest of the run is the final save
     // and report); data parallel ranks finish it, as one rank leaving would hang the others' reduction.
-    const EvalResult e = evaluation.run(backend, [distributed] { return !distributed && graph::stop_requested(); });
+    const EvalResult e =
+        evaluation.run(backend, [distributed, finish] { return !distributed && !finish && graph::stop_requested(); });
     stop_handlers.eval_took(e.ms / 1e3);
     if (e.batches < evaluation.iters()) {
+      eval_skipped_at = step;
       progress.line(strprintf(
           "step %lld: stop requested: the evaluation ended after %lld of %lld batches (not "
           "recorded)",
@@ -351,7 +356,9 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     m.wall_time_s = seconds_since(run.start);
     m.tokens = static_cast<int64_t>(tokens) * step;
     record([&] { recorder.eval(m); });
+    if (!metrics_error.empty()) eval_skipped_at = step;  // not recorded: a resumed run evaluates it again
     summary.last_val_loss = e.loss;
+    last_val_step = step;
     val_status = strprintf(" | val %.4f", e.loss);
     if (e.captured) progress.line(strprintf("step %lld: captured the evaluation graph", static_cast<long long>(step)));
     progress.line(format_eval_line(m));
@@ -360,6 +367,12 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   if (!options.dump_batches_dir.empty()) std::filesystem::create_directories(options.dump_batches_dir);
   log::info(strprintf("training steps %lld to %lld", static_cast<long long>(start_step + 1),
                       static_cast<long long>(train_iters)));
+  if (loaded && loaded->eval_pending && evaluation.enabled()) {
+    progress.line(
+        strprintf("step %lld: the evaluation a stop skipped there, first", static_cast<long long>(start_step)));
+    evaluate(start_step, false);
+  }
+  int signal_at_end = 0;  // a signal during the last step or its save: the run completes them, and is finished
   for (int64_t step = start_step + 1; step <= train_iters; ++step) {
     const model::HostBatch& host_batch = data.next();
     if (!options.dump_batches_dir.empty()) {
@@ -369,8 +382,15 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     backend.submit(host_batch);
     submitted = step;
     for (const StepResult& r : backend.collect(1)) handle(r);
-    // A stop skips the evaluation (the step still finishes and is saved).
-    if (evaluation.due(step, train_iters) && !graph::stop_requested() && metrics_error.empty()) evaluate(step);
+    // A stop skips the evaluation (the step still finishes and is saved; the checkpoint says the evaluation is due),
+    // except the one after the last step: the run is complete then.
+    if (evaluation.due(step, train_iters)) {
+      if ((step == train_iters || !graph::stop_requested()) && metrics_error.empty()) {
+        evaluate(step, step == train_iters);
+      } else {
+        eval_skipped_at = step;
+      }
+    }
     if (save_interval > 0 && step % save_interval == 0) {
       for (const StepResult& r : backend.collect(0)) handle(r);
       save(step);
@@ -384,6 +404,12 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
                                                       : 0;
     const dist::StopAgreement stop =
         distributed ? distributed->stop_everywhere(step, local_reason) : dist::agree_on_stop({local_reason});
+    if (stop.stop && stop.signal != 0 && step == train_iters) {
+      signal_at_end = stop.signal;  // every step, the last evaluation and the save are done: nothing was cut short
+      progress.line(strprintf("signal %d arrived during the last step or its save: the run completed them",
+                              stop.signal));
+      break;
+    }
     if (stop.stop) {
       summary.stopped_by_signal = stop.signal != 0;
       summary.stop_signal = stop.signal;
@@ -391,7 +417,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
                               : stop.signal != 0      ? strprintf("rank %d received signal %d", stop.signal_rank,
                                                                   stop.signal)
                               : metrics_error.empty() ? "another rank stopped"
-                                                      : "metrics write failed";
+                                                      : "writing the run records failed";
       progress.line(strprintf("%s: stopping after step %lld", why.c_str(), static_cast<long long>(step)));
       break;
     }
@@ -416,8 +442,10 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     recorder.finish(summary.stopped_by_signal
                         ? strprintf("stopped by signal %d after step %lld", summary.stop_signal,
                                     static_cast<long long>(summary.steps_done))
-                        : strprintf("finished: step %lld of %lld", static_cast<long long>(summary.steps_done),
-                                    static_cast<long long>(train_iters)));
+                        : strprintf("finished: step %lld of %lld%s", static_cast<long long>(summary.steps_done),
+                                    static_cast<long long>(train_iters),
+                                    signal_at_end ? strprintf(" (signal %d arrived at the end)", signal_at_end).c_str()
+                                                  : ""));
   } catch (const Error& e) {
     // A full disk fails the report too: the metrics error (the cause) leads, the report's follows.
     if (metrics_error.empty()) throw;
@@ -425,6 +453,13 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   }
   log::info("report: " + summary.report_path);
   if (!metrics_error.empty()) throw Error(stopped_text);
+  if (!summary.stopped_by_signal) return;
+  // A stop's last word: the validation loss shown as the run's is not an older step's, and how to go on.
+  if (std::isfinite(summary.last_val_loss) && last_val_step != summary.steps_done) {
+    log::info(stale_val_loss_note(summary.last_val_loss, last_val_step, eval_skipped_at));
+    summary.last_val_loss = NAN;
+  }
+  log::info(stopped_run_summary(config, summary.stop_signal, summary.steps_done, train_iters, start_step));
 }
 
 }  // namespace
@@ -506,12 +541,18 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   std::optional<LoadedCheckpoint> loaded;
   if (dirs.resume_from) {
     with_host_allocation("the checkpoint's weights and optimizer state", [&] {
-      loaded = load_checkpoint(*dirs.resume_from, config, model::model_layout(model));
+      loaded =
+          load_checkpoint(*dirs.resume_from, config, model::model_layout(model), resume_key(config.checkpoint));
     });
+    if (!loaded->note.empty()) log::info(loaded->note);
+    resume_data_position(*loaded, data->loader());  // before any device work: a refusal says nothing about resuming
   }
+  run.dirs = &dirs;
   // A resumed run keeps its run id; a fresh one gets rank 0's new one (every rank's folder names the same run).
   run.run_id = loaded && !loaded->run_id.empty() ? loaded->run_id : new_run_id();
   if (distributed) run.run_id = distributed->broadcast_from_rank0("run_id", [&run] { return run.run_id; });
+  // A resumed run's saves keep what the folder it loaded keeps (the context and ids of its first run's source).
+  if (loaded) run.checkpoint_export.source = resumed_checkpoint_source(loaded->path);
   // A checkpoint to resume wins; otherwise checkpoint.pretrained_checkpoint starts the run at step 0.
   std::optional<TrainingState> pretrained;
   if (!loaded && config.checkpoint.pretrained_checkpoint) {
@@ -522,8 +563,9 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   summary.start_step = loaded ? loaded->state.steps_done : 0;
   summary.steps_done = summary.start_step;
   if (summary.start_step >= train_iters) {
-    log::info(strprintf("%s is at step %lld and train.train_iters = %lld: nothing to train", loaded->path.c_str(),
-                        static_cast<long long>(summary.start_step), static_cast<long long>(train_iters)));
+    log::info(strprintf("%s is at step %lld and train.train_iters = %lld: nothing to train%s", loaded->path.c_str(),
+                        static_cast<long long>(summary.start_step), static_cast<long long>(train_iters),
+                        dirs.overwrite_pending ? " (and nothing saved, so checkpoint.overwrite removed nothing)" : ""));
     return summary;
   }
 

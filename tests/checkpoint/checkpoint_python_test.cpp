@@ -23,7 +23,7 @@ RunResult run_script(const std::string& folder, const std::string& args = "") {
                            sg::test::shell_quote(folder) + " " + args + " 2>&1");
 }
 
-// Saves a training checkpoint whose model tensors come from `model_spec_for_tensors` while
+// Saves a training checkpoint whose model tensors come from `tensor_spec` while
 // config.json describes `config_spec` (equal unless a test wants a mismatch).
 std::string save(const std::string& dir, const model::ModelSpec& config_spec,
                  const model::ModelSpec& tensor_spec, TensorDtype dtype, float salt,

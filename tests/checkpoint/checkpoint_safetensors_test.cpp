@@ -279,7 +279,7 @@ TEST(HfConfig, SourceContextAndSpecialTokenIds) {
   set_hf_special_token_ids(c, nullptr, nlohmann::json(2));
   EXPECT_TRUE(c["bos_token_id"].is_null());
   EXPECT_EQ(c["eos_token_id"], 2);
-  set_hf_special_token_ids(c, std::optional<int64_t>{});  // the tokenizer's: no BOS, its EOD (none here)
+  set_hf_special_token_ids(c, nullptr, nullptr);  // a tokenizer without BOS and EOS
   EXPECT_TRUE(c["bos_token_id"].is_null());
   EXPECT_TRUE(c["eos_token_id"].is_null());
   for (const auto& bad : {nlohmann::json("</s>"), nlohmann::json(-1), nlohmann::json(2.0), nlohmann::json::array(),

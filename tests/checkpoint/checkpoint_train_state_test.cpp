@@ -103,13 +103,74 @@ TEST(TrainStateChecksum, EveryEditedFieldIsRefused) {
   }
 }
 
-// Checkpoints saved before train states carried their checksum must still load (unverified).
-TEST(TrainStateChecksum, AFileWithoutTheChecksumKeyLoads) {
+// Checkpoints saved before train states carried their checksum (format version 1) must still load (unverified).
+TEST(TrainStateChecksum, AVersion1FileWithoutTheChecksumKeyLoads) {
   const TrainState s = sample_state();
   nlohmann::json j = nlohmann::json::parse(saved_text(s));
   j.erase(kStateChecksumKey);
+  j["version"] = 1;
   EXPECT_EQ(load_error(j.dump(2)), "");
   EXPECT_EQ(TrainState::from_json(j, "x"), s);
+  // A version-1 file with the key is verified as ever (saved from 2026-12-04 until version 2).
+  nlohmann::json sealed_v1 = nlohmann::json::parse(saved_text(s));
+  sealed_v1["version"] = 1;
+  seal_train_state_json(sealed_v1);
+  EXPECT_EQ(load_error(sealed_v1.dump(2)), "");
+  sealed_v1["iteration"] = 1235;
+  expect_refused_as_corrupt(sealed_v1.dump(2));
+}
+
+// Without the key, a version-1 file with file_checksums may be one from 2026-12-01..04 or a later one with the key
+// removed: it loads, saying its own fields are unverified. One from before file checksums says nothing here
+// (checkpoint_dir.cpp warns that its files cannot be verified).
+TEST(TrainStateChecksum, AVersion1FileWithFileChecksumsButNoChecksumLoadsWithAWarning) {
+  nlohmann::json j = nlohmann::json::parse(saved_text(sample_state()));
+  j.erase(kStateChecksumKey);
+  j["version"] = 1;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(load_error(j.dump(2)), "");
+  const std::string warned = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(warned.find("warning: train state ckpt/iter_0001234/train_state.json has no \"crc32c\""),
+            std::string::npos)
+      << warned;
+  EXPECT_NE(warned.find("load unverified"), std::string::npos) << warned;
+  j.erase("file_checksums");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(load_error(j.dump(2)), "");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+// Every file this build saves is version 2 and sealed: without the key, it was removed, and with it every field's
+// check, so the file is refused as edited (it loaded unverified, silently).
+TEST(TrainStateChecksum, AVersion2FileWithoutTheChecksumKeyIsRefusedAsEdited) {
+  const TrainState s = sample_state();
+  EXPECT_EQ(s.to_json()["version"], 2);
+  for (const bool with_file_checksums : {true, false}) {
+    SCOPED_TRACE(with_file_checksums ? "with file_checksums" : "without file_checksums");
+    nlohmann::json j = nlohmann::json::parse(saved_text(s));
+    j.erase(kStateChecksumKey);
+    if (!with_file_checksums) j.erase("file_checksums");
+    const std::string e = load_error(j.dump(2));
+    EXPECT_NE(e.find("train state ckpt/iter_0001234/train_state.json has no \"crc32c\" key"), std::string::npos)
+        << e;
+    EXPECT_NE(e.find("the file was edited after the save"), std::string::npos) << e;
+    EXPECT_NE(e.find("Load the previous iteration's folder"), std::string::npos) << e;
+    EXPECT_THROW(TrainState::from_json(j, "x"), CorruptTrainState);
+    // Also with another field edited, which the key would have caught.
+    j["iteration"] = 1235;
+    EXPECT_THROW(TrainState::from_json(j, "x"), CorruptTrainState);
+  }
+}
+
+TEST(TrainStateChecksum, OtherVersionsAreRefusedNamingTheOnesThisBuildReads) {
+  for (const int version : {0, 3}) {
+    nlohmann::json j = nlohmann::json::parse(saved_text(sample_state()));
+    j["version"] = version;
+    const std::string e = load_error(j.dump(2));
+    EXPECT_NE(e.find("unsupported \"version\" " + std::to_string(version) + " (this build reads versions 1 to 2)"),
+              std::string::npos)
+        << e;
+  }
 }
 
 // The field checks still name what is wrong in a file that is sealed but wrong (another tool wrote it).

@@ -152,6 +152,7 @@ TEST(CheckpointVerify, ACheckpointWithoutChecksumsStillLoads) {
   auto state = nlohmann::json::parse(read_all(folder + "/" + kTrainStateFile));
   state.erase(kFileChecksumsKey);
   state.erase(kStateChecksumKey);  // nor did the train state carry its own
+  state["version"] = 1;             // the format version of those files
   write_all(folder + "/" + kTrainStateFile, state.dump(2));
   EXPECT_EQ(try_load(dir.str()).error, "");
   // A malformed checksum entry is refused, not ignored.
@@ -187,6 +188,28 @@ TEST(CheckpointVerify, AnEditedTrainStateIsRefusedNamingTheIterationBeforeIt) {
         << r.error;
     EXPECT_TRUE(r.untouched);
   }
+  write_all(victim, good);
+  EXPECT_EQ(try_load(dir.str()).error, "");
+}
+
+// Removing the train state's own checksum used to turn its verification off: an edited field then loaded. A file
+// this build saved (version 2) without it is refused as edited, with the way to continue from the iteration before.
+TEST(CheckpointVerify, ATrainStateWithItsChecksumRemovedIsRefusedNamingTheIterationBeforeIt) {
+  test::ScratchDir dir("verify_state_unsealed");
+  save_checkpoint(dir.str(), 3, Fixture(3).contents());
+  const std::string folder = save_checkpoint(dir.str(), 5, Fixture(5).contents());
+  const std::string victim = folder + "/" + kTrainStateFile;
+  const std::string good = read_all(victim);
+  nlohmann::json state = nlohmann::json::parse(good);
+  ASSERT_TRUE(state.contains(kFileChecksumsKey)) << good;
+  state.erase(kStateChecksumKey);
+  write_all(victim, state.dump(2));
+  const LoadOutcome r = try_load(dir.str());
+  EXPECT_NE(r.error.find("train state " + victim + " has no \"crc32c\" key"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("the file was edited after the save"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("set checkpoint.load=" + dir.str() + "/" + iteration_dir_name(3)), std::string::npos)
+      << r.error;
+  EXPECT_TRUE(r.untouched);
   write_all(victim, good);
   EXPECT_EQ(try_load(dir.str()).error, "");
 }

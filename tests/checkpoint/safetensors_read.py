@@ -6,7 +6,7 @@ exactly the Llama parameter names with the shapes config.json implies, in the dt
 
 With --pattern, every model value must equal ((7 j + len(name)) % 13) * 0.25 - 1.5 (+ --salt), the
 pattern tests/checkpoint/checkpoint_test_util.h writes, so the byte layout is checked too.
-Run by tests/train/checkpoint_python_test.cpp; exit status 0 ok, 1 check failed, 2 missing packages.
+Run by tests/checkpoint/checkpoint_python_test.cpp; exit status 0 ok, 1 check failed, 2 missing packages.
 """
 import argparse
 import json

@@ -6,7 +6,8 @@
 //     and prompt tokens; the printed text starts with the prompt and the timing line reports tokens/s;
 //   * sampling repeats with the same --seed and changes with another;
 //   * config.json's eos_token_id stops the generation (the EOS included), --ignore-eos does not; a
-//     trained checkpoint's config.json names its tokenizer's EOD as eos_token_id, and no BOS;
+//     trained checkpoint's config.json names its tokenizer's EOD as eos_token_id and its bos_token as
+//     bos_token_id (tools/train_tokenizer.py names <|endoftext|> for both, GPT-2's convention);
 //   * a checkpoint whose file no longer has the CRC-32 train_state.json recorded is refused by generate and by
 //     train's checkpoint.pretrained_checkpoint, as checkpoint.load refuses it; NaN weights are refused naming
 //     the tensor and element;
@@ -188,11 +189,11 @@ TEST_F(GenerateCli, TrainedCheckpointWithItsTokenizer) {
                 shell_quote((dir_ / "tok").string()) + " checkpoint.save=" + ckpt);
   ASSERT_EQ(train.rc, 0) << train.out;
   // The checkpoint's own tokenizer decodes, and its config.json stops transformers' generate at the EOD
-  // token (id 0) with no BOS, not at LlamaConfig's default ids 1 and 2.
+  // token (id 0), not at LlamaConfig's default ids 1 and 2; its BOS is the tokenizer's bos_token (id 0 too).
   std::ifstream config_json(dir_ / "ckpt" / "iter_0000003" / "config.json");
   const auto config = nlohmann::json::parse(config_json);
   EXPECT_EQ(config["eos_token_id"], 0) << config.dump();
-  EXPECT_TRUE(config["bos_token_id"].is_null()) << config.dump();
+  EXPECT_EQ(config["bos_token_id"], 0) << config.dump();
   const auto r = generate_json(ckpt, "--prompt 'The river' --max-new-tokens 6 --ignore-eos");
   EXPECT_EQ(r["tokens"][0].size(), 6u);
   EXPECT_NE(r["model"].get<std::string>().find("iter_0000003"), std::string::npos) << r.dump();

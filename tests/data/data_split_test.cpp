@@ -1,6 +1,6 @@
 // dataset.split: Megatron's document-level train/valid/test split (the shares, the rounding of
 // _get_split_indices, the ranges read), the "missing dataset" message, and the tokenizer folder reader
-// (vocabulary size, EOD id, the files a checkpoint copies).
+// (vocabulary size, EOD and BOS ids, the files a checkpoint copies).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -179,7 +179,8 @@ TEST_F(TokenizerFolderTest, NoEosMeansNoEod) {
 }
 
 // Everything transformers' AutoTokenizer reads goes into checkpoints: without chat_template.jinja (where
-// transformers >= 4.47 saves the chat template) a checkpoint's tokenizer would have no chat template.
+// transformers >= 4.47 saves the chat template) a checkpoint's tokenizer would have no chat template, without
+// additional_chat_templates/NAME.jinja none of its extra ones.
 TEST_F(TokenizerFolderTest, ListsEveryFileTransformersReadsForTheCheckpointCopy) {
   write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0, "</s>": 1}}})");
   write("tokenizer_config.json", R"({"eos_token": "</s>"})");
@@ -193,21 +194,73 @@ TEST_F(TokenizerFolderTest, ListsEveryFileTransformersReadsForTheCheckpointCopy)
   write("README.md", "not the tokenizer's");
   write("config.json", "{}");  // the model's, when the tokenizer lives in a model folder
   HfTokenizerInfo info = read_hf_tokenizer(dir_.string());
-  std::set<std::string> listed;
-  for (const std::string& path : info.files) {
-    EXPECT_EQ(fs::path(path).parent_path(), dir_) << path;
-    listed.insert(fs::path(path).filename().string());
-  }
-  EXPECT_EQ(listed, copied);
+  EXPECT_EQ(std::set<std::string>(info.files.begin(), info.files.end()), copied);  // names relative to the folder
   EXPECT_EQ(info.files.size(), copied.size());
-  EXPECT_FALSE(info.has_additional_chat_templates);
-  // A folder of extra templates is not copied: the run says so.
+  // Extra chat templates are copied too, after the files above and by name.
   fs::create_directories(dir_ / "additional_chat_templates");
   write("additional_chat_templates/tool_use.jinja", "{{ messages }}");
+  write("additional_chat_templates/rag.jinja", "{{ documents }}");
   info = read_hf_tokenizer(dir_.string());
-  EXPECT_TRUE(info.has_additional_chat_templates);
-  EXPECT_NE(info.describe().find("additional_chat_templates/ folder is not copied into checkpoints"), std::string::npos)
-      << info.describe();
+  ASSERT_EQ(info.files.size(), copied.size() + 2);
+  EXPECT_EQ(info.files[copied.size()], "additional_chat_templates/rag.jinja");
+  EXPECT_EQ(info.files[copied.size() + 1], "additional_chat_templates/tool_use.jinja");
+  EXPECT_EQ(info.describe().find("additional_chat_templates"), std::string::npos) << info.describe();
+}
+
+// transformers reads only regular NAME.jinja files from additional_chat_templates/ and skips anything else without a
+// word: such an entry is refused, naming it, so no template a user put there is missing from the checkpoints.
+TEST_F(TokenizerFolderTest, RefusesWhatTransformersWouldSkipInAdditionalChatTemplates) {
+  write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}}})");
+  const fs::path templates = dir_ / "additional_chat_templates";
+  write("additional_chat_templates", "a file, not the folder");
+  EXPECT_NE(thrown([&] { read_hf_tokenizer(dir_.string()); }).find(templates.string() + " is not a folder"),
+            std::string::npos);
+  fs::remove(templates);
+  fs::create_directories(templates);
+  write("additional_chat_templates/tool_use.jinja", "{{ messages }}");
+  for (const std::string& name : {"README.md", "tool_use.jinja.bak", ".jinja"}) {
+    write("additional_chat_templates/" + name, "x");
+    const std::string error = thrown([&] { read_hf_tokenizer(dir_.string()); });
+    EXPECT_NE(error.find((templates / name).string() + " is not a regular NAME.jinja file"), std::string::npos)
+        << error;
+    fs::remove(templates / name);
+  }
+  fs::create_directories(templates / "nested.jinja");
+  EXPECT_NE(thrown([&] { read_hf_tokenizer(dir_.string()); }).find("nested.jinja is not a regular NAME.jinja file"),
+            std::string::npos);
+  fs::remove(templates / "nested.jinja");
+  fs::create_symlink(dir_ / "missing.jinja", templates / "dangling.jinja");
+  EXPECT_NE(thrown([&] { read_hf_tokenizer(dir_.string()); }).find("dangling.jinja is not a regular NAME.jinja"),
+            std::string::npos);
+  fs::remove(templates / "dangling.jinja");
+  EXPECT_EQ(read_hf_tokenizer(dir_.string()).files.back(), "additional_chat_templates/tool_use.jinja");
+}
+
+// The BOS is found as the EOS is: tokenizer_config.json's bos_token, else special_tokens_map.json's, resolved
+// through added_tokens, then the model vocabulary.
+TEST_F(TokenizerFolderTest, BosTokenResolvedAsTheEosIs) {
+  write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0, "</s>": 1, "<s>": 2}},
+      "added_tokens": [{"id": 9, "content": "<|begin|>"}]})");
+  write("tokenizer_config.json", R"({"eos_token": "</s>"})");
+  HfTokenizerInfo info = read_hf_tokenizer(dir_.string());
+  EXPECT_EQ(info.bos_id, -1);
+  EXPECT_EQ(info.bos_token, "");
+  EXPECT_EQ(info.describe().find("BOS"), std::string::npos) << info.describe();
+  write("special_tokens_map.json", R"({"bos_token": "<s>"})");
+  info = read_hf_tokenizer(dir_.string());
+  EXPECT_EQ(info.bos_token, "<s>");
+  EXPECT_EQ(info.bos_id, 2);
+  write("tokenizer_config.json", R"({"eos_token": "</s>", "bos_token": {"content": "<|begin|>", "lstrip": false}})");
+  info = read_hf_tokenizer(dir_.string());  // tokenizer_config.json wins, an added token's id
+  EXPECT_EQ(info.bos_token, "<|begin|>");
+  EXPECT_EQ(info.bos_id, 9);
+  EXPECT_EQ(info.eod_id, 1);
+  EXPECT_NE(info.describe().find("EOD </s> = 1, BOS <|begin|> = 9"), std::string::npos) << info.describe();
+  write("tokenizer_config.json", R"({"bos_token": "<start>"})");
+  const std::string error = thrown([&] { read_hf_tokenizer(dir_.string()); });
+  EXPECT_NE(error.find("names bos_token \"<start>\", but " + (dir_ / "tokenizer.json").string() + " has no such"),
+            std::string::npos)
+      << error;
 }
 
 TEST_F(TokenizerFolderTest, ErrorsNameTheFileAndTheFix) {

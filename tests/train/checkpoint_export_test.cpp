@@ -3,8 +3,11 @@
 //     keeps the source's context (max_position_embeddings, not the seq_length trained) and its bos/eos ids as
 //     written; rope_scaling's original context is an integer, as transformers requires; from scratch the
 //     context is seq_length and there are no special ids;
-//   * with a tokenizer, every file transformers' AutoTokenizer reads (chat_template.jinja included) is copied
-//     byte for byte with its checksum in train_state.json, and eos_token_id is the tokenizer's EOD.
+//   * resumed (checkpoint.load) without pretrained_checkpoint, or with it, the saves keep what the loaded folder's
+//     config.json has: the source's context and ids carry over every resume;
+//   * with a tokenizer, every file transformers' AutoTokenizer reads (chat_template.jinja and
+//     additional_chat_templates/NAME.jinja included) is copied byte for byte with its checksum in train_state.json,
+//     which verification checks; eos_token_id is the tokenizer's EOD and bos_token_id its BOS (null without one).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -15,11 +18,13 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/file_checksum.h"
 #include "config/config.h"
 #include "process_util.h"
 #include "test_dir.h"
 #include "test_util.h"
+#include "train/checkpointing.h"
 #include "train/pretrained.h"
 #include "train/trainer.h"
 
@@ -65,6 +70,21 @@ void run(const config::Config& config, const fs::path& run_dir) {
   o.run_dir = run_dir.string();
   o.force_cpu = true;
   train::train(config, o);
+}
+
+// Writes each {name, text} into FOLDER (a name may be subfolder/name).
+void write_files(const fs::path& folder, const std::vector<std::pair<std::string, std::string>>& files) {
+  for (const auto& [name, text] : files) {
+    fs::create_directories((folder / name).parent_path());
+    std::ofstream(folder / name) << text;
+  }
+}
+
+// verify_checkpoint_folder's error for FOLDER ("" when it passes), as checkpoint.load verifies it.
+std::string verification_error(const fs::path& folder) {
+  checkpoint::FolderVerification options;
+  options.what = "checkpoint.load";
+  return test::thrown_message([&] { checkpoint::verify_checkpoint_folder(folder.string(), options); });
 }
 
 // A Llama 3.1-like source (131072 positions, llama3 rope scaling) fine-tuned on mock data without a tokenizer.
@@ -118,6 +138,72 @@ TEST(CheckpointExport, KeepsTheSourcesContextAndSpecialTokenIds) {
   fs::remove_all(dir);
 }
 
+// Resumed with checkpoint.load and without pretrained_checkpoint, the saves keep the context and ids the first run
+// took from its source: the loaded folder's config.json is the source now, so they carry over every resume. With
+// pretrained_checkpoint set as well (a fine-tuning run resumed), the loaded folder wins over the pretrained one.
+TEST(CheckpointExport, ResumedRunsKeepTheLoadedFoldersContextAndSpecialTokenIds) {
+  const fs::path dir = test::fresh_test_dir("sg_checkpoint_export");
+  const std::string hf = make_hf_folder(dir / "hf", "--max-pos 131072");
+  edit_config(hf, "bos_token_id", 3);
+  edit_config(hf, "eos_token_id", nlohmann::json::array({5, 7}));
+  const std::string ck = (dir / "ck").string();
+  const config::Config first = tiny_config({"checkpoint.pretrained_checkpoint=" + hf, "checkpoint.save=" + ck});
+  run(first, dir / "run");
+  const auto expect_source_kept = [&](const std::string& iteration) {
+    const nlohmann::json saved = read_json(dir / "ck" / iteration / "config.json");
+    EXPECT_EQ(saved["max_position_embeddings"], 131072) << iteration << ": " << saved.dump();
+    EXPECT_EQ(saved["bos_token_id"], 3) << iteration << ": " << saved.dump();
+    EXPECT_EQ(saved["eos_token_id"], nlohmann::json::array({5, 7})) << iteration << ": " << saved.dump();
+  };
+  expect_source_kept("iter_0000002");
+
+  config::Config resumed = train::apply_pretrained_shapes(first);  // the source's shapes, without the source
+  resumed.checkpoint.pretrained_checkpoint.reset();
+  resumed.checkpoint.load = ck;
+  resumed.train.train_iters = 3;
+  run(resumed, dir / "run");
+  expect_source_kept("iter_0000003");
+  resumed.train.train_iters = 4;  // resumed from a resumed run's save
+  run(resumed, dir / "run");
+  expect_source_kept("iter_0000004");
+
+  // The pretrained folder's ids changed since: the weights came from the loaded folder, whose ids stay.
+  edit_config(hf, "bos_token_id", 4);
+  config::Config both = resumed;
+  both.checkpoint.pretrained_checkpoint = hf;
+  both.train.train_iters = 5;
+  run(both, dir / "run");
+  expect_source_kept("iter_0000005");
+  fs::remove_all(dir);
+}
+
+// resumed_checkpoint_source reads the loaded folder's config.json as written (a MixtralConfig or NemotronHConfig
+// too): none without one, and a value transformers could not use is refused naming the file, the key and the value.
+TEST(CheckpointExport, ResumedSourceIsTheLoadedFoldersConfigJson) {
+  const fs::path dir = test::fresh_test_dir("sg_checkpoint_export");
+  EXPECT_FALSE(train::resumed_checkpoint_source(dir.string()).has_value());
+  const std::string path = (dir / "config.json").string();
+  const auto write_config = [&](const std::string& text) { std::ofstream(path) << text; };
+  write_config(R"({"model_type": "mixtral", "max_position_embeddings": 4096, "eos_token_id": [2, 3]})");
+  const std::optional<train::CheckpointSource> source = train::resumed_checkpoint_source(dir.string());
+  ASSERT_TRUE(source.has_value());
+  EXPECT_EQ(source->max_position_embeddings, 4096);
+  EXPECT_TRUE(source->bos_token_id.is_null());
+  EXPECT_EQ(source->eos_token_id, nlohmann::json::array({2, 3}));
+  for (const std::string& value : {R"("4096")", "0", "null"}) {
+    write_config(R"({"max_position_embeddings": )" + value + "}");
+    const std::string error = test::thrown_message([&] { train::resumed_checkpoint_source(dir.string()); });
+    EXPECT_NE(error.find(path + ": max_position_embeddings = " + value + " is not a positive integer"),
+              std::string::npos)
+        << error;
+  }
+  write_config(R"({"max_position_embeddings": 16, "bos_token_id": "<s>"})");
+  const std::string error = test::thrown_message([&] { train::resumed_checkpoint_source(dir.string()); });
+  EXPECT_NE(error.find("the resumed checkpoint: " + path + ": bos_token_id = \"<s>\" is not null"), std::string::npos)
+      << error;
+  fs::remove_all(dir);
+}
+
 // With a tokenizer of its own, the export is that tokenizer's: chat_template.jinja (where transformers >= 4.47
 // keeps the chat template) and a slow tokenizer's vocabulary are copied too, each with its checksum; eos_token_id
 // is the tokenizer's EOD, not the source's. The context stays the source's.
@@ -132,9 +218,10 @@ TEST(CheckpointExport, CopiesEveryTokenizerFileWithItsChecksum) {
       {"tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"<|endoftext|>": 0, "a": 1, "b": 2}}})"},
       {"tokenizer_config.json", R"({"eos_token": "<|endoftext|>"})"},
       {"chat_template.jinja", "{% for m in messages %}{{ m['content'] }}{% endfor %}"},
+      {"additional_chat_templates/tool_use.jinja", "{% for t in tools %}{{ t['name'] }}{% endfor %}"},
       {"vocab.json", R"({"<|endoftext|>": 0, "a": 1, "b": 2})"},
       {"merges.txt", "#version: 0.2\n"}};
-  for (const auto& [name, text] : files) std::ofstream(tok / name) << text;
+  write_files(tok, files);
   std::ofstream(tok / "README.md") << "not read by transformers";
   run(tiny_config({"checkpoint.pretrained_checkpoint=" + hf, "checkpoint.save=" + (dir / "ck").string(),
                    "tokenizer.tokenizer_type=HuggingFaceTokenizer", "tokenizer.tokenizer_model=" + tok.string()}),
@@ -155,6 +242,42 @@ TEST(CheckpointExport, CopiesEveryTokenizerFileWithItsChecksum) {
   EXPECT_EQ(exported["eos_token_id"], 0) << exported.dump();
   EXPECT_TRUE(exported["bos_token_id"].is_null()) << exported.dump();
   EXPECT_EQ(exported["max_position_embeddings"], 4096) << exported.dump();
+
+  // The extra template is verified as every recorded file is: a resume loads the folder, and saves it again.
+  EXPECT_EQ(verification_error(saved), "");
+  run(tiny_config({"checkpoint.pretrained_checkpoint=" + hf, "checkpoint.load=" + (dir / "ck").string(),
+                   "checkpoint.save=" + (dir / "ck").string(), "train.train_iters=3",
+                   "tokenizer.tokenizer_type=HuggingFaceTokenizer", "tokenizer.tokenizer_model=" + tok.string()}),
+      dir / "run");
+  const fs::path copy = dir / "ck/iter_0000003/additional_chat_templates/tool_use.jinja";
+  std::ifstream in(copy);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), files[3].second);
+  // One byte changed (same size), then the file gone: each refused, naming the copy.
+  std::string changed = files[3].second;
+  changed[0] = '#';
+  std::ofstream(copy) << changed;
+  std::string error = verification_error(copy.parent_path().parent_path());
+  EXPECT_NE(error.find("checkpoint file " + copy.string() + " is corrupt"), std::string::npos) << error;
+  fs::remove(copy);
+  error = verification_error(copy.parent_path().parent_path());
+  EXPECT_NE(error.find("checkpoint file " + copy.string() + " is missing"), std::string::npos) << error;
+  fs::remove_all(dir);
+}
+
+// config.json's bos_token_id is the tokenizer's BOS, over the source's (the vocabulary is the tokenizer's).
+TEST(CheckpointExport, BosTokenIdIsTheTokenizersBos) {
+  const fs::path dir = test::fresh_test_dir("sg_checkpoint_export");
+  const std::string hf = make_hf_folder(dir / "hf", "--max-pos 4096");
+  edit_config(hf, "bos_token_id", 3);
+  const fs::path tok = dir / "tok";
+  write_files(tok, {{"tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"</s>": 0, "<s>": 1, "a": 2}}})"},
+                    {"tokenizer_config.json", R"({"eos_token": "</s>", "bos_token": {"content": "<s>"}})"}});
+  run(tiny_config({"checkpoint.pretrained_checkpoint=" + hf, "checkpoint.save=" + (dir / "ck").string(),
+                   "tokenizer.tokenizer_type=HuggingFaceTokenizer", "tokenizer.tokenizer_model=" + tok.string()}),
+      dir / "run");
+  const nlohmann::json exported = read_json(dir / "ck/iter_0000002/config.json");
+  EXPECT_EQ(exported["bos_token_id"], 1) << exported.dump();
+  EXPECT_EQ(exported["eos_token_id"], 0) << exported.dump();
   fs::remove_all(dir);
 }
 

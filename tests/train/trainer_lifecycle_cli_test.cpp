@@ -191,12 +191,16 @@ TEST_F(TrainerLifecycleTest, MetricsAreCutBackToTheCheckpointOnResume) {
   r = train({"train.train_iters=8", "checkpoint.load=" + path("ckpt") + "/iter_0000005", "--run-dir", path("run")},
             "resume");
   ASSERT_EQ(r.rc, 0) << r.all();
-  EXPECT_NE(r.err.find("removed 3 records after step 5"), std::string::npos) << r.all();
+  EXPECT_NE(r.err.find("moved its 3 records after step 5"), std::string::npos) << r.all();
   EXPECT_NE(r.err.find("trained 3 steps (5 -> 8)"), std::string::npos) << r.all();
   std::vector<int64_t> steps;
   for (const auto& m : read_metrics(path("run") + "/metrics.jsonl")) steps.push_back(m.step);
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
-  EXPECT_FALSE(fs::exists(path("run") + "/previous")) << "a resumed run continues the folder's records";
+  // The first run's steps 6-8 are kept, not deleted (train/run_folder.h); the top level continues.
+  steps.clear();
+  for (const auto& m : read_metrics(path("run") + "/previous/run-1/metrics.jsonl")) steps.push_back(m.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{6, 7, 8}));
+  EXPECT_FALSE(fs::exists(path("run") + "/previous/run-1/run.json")) << "never brought back as a run's records";
 
   // At the end already: nothing to train, and no "trained ... metrics in <empty>" line.
   r = train({"train.train_iters=8", "checkpoint.load=" + path("ckpt"), "--run-dir", path("run")}, "done");
@@ -256,7 +260,9 @@ TEST_F(TrainerLifecycleTest, ResumingARunAfterAnotherOneBringsItsRecordsBack) {
       << r.all();
   EXPECT_EQ(steps_of(path("run") + "/previous/run-2/metrics.jsonl"), (std::vector<int64_t>{1, 2, 3}));  // B's
   EXPECT_EQ(steps_of(path("run") + "/metrics.jsonl"), (std::vector<int64_t>{1, 2, 3, 4}));  // A's, 3-4 again
-  EXPECT_FALSE(fs::exists(path("run") + "/previous/run-1"));
+  // A's first steps 3-4, cut to continue from step 2, are kept where A's files came back from.
+  EXPECT_EQ(steps_of(path("run") + "/previous/run-1/metrics.jsonl"), (std::vector<int64_t>{3, 4}));
+  EXPECT_FALSE(fs::exists(path("run") + "/previous/run-1/run.json"));
   EXPECT_NE(read_file(path("a") + "/iter_0000004/train_state.json").find("\"run_id\""), std::string::npos);
 }
 
@@ -324,6 +330,7 @@ TEST_F(TrainerLifecycleTest, ADamagedTrainStateIsRefusedWithoutSourcePaths) {
     nlohmann::json bad = good;
     // As a file saved before train states carried their own checksum: the field checks behind it still apply.
     bad.erase("crc32c");
+    bad["version"] = 1;  // the format version of those files (a version-2 file without the key is refused)
     if (d.key == "consumed_samples") {
       bad["data_position"]["consumed_samples"] = d.value;
       bad["data_position"]["per_source"] = nlohmann::json::array({d.value});

@@ -322,10 +322,17 @@ TEST(CheckpointDirs, AnOccupiedSaveDirectoryIsResumedRefusedOrOverwritten) {
 
   c = dirs_config(save);
   c.overwrite = true;
-  const CheckpointDirs d = prepare_checkpoint_dirs(c);
+  CheckpointDirs d = prepare_checkpoint_dirs(c);
   EXPECT_FALSE(d.resume_from.has_value());
-  EXPECT_NE(d.note.find("removed iterations 5, 10"), std::string::npos) << d.note;
+  // Nothing is removed before the run's first save (a run refused before it keeps them: trainer_resume_test).
+  EXPECT_NE(d.note.find("holds iterations 5, 10 (latest 10); they stay until this run's first save"),
+            std::string::npos)
+      << d.note;
+  EXPECT_EQ(checkpoint::list_iterations(save), (std::vector<int64_t>{5, 10}));
+  const std::string removed = remove_overwritten_checkpoints(d);
+  EXPECT_NE(removed.find("checkpoint.overwrite: removed iterations 5, 10"), std::string::npos) << removed;
   EXPECT_FALSE(checkpoint::holds_checkpoints(save));
+  EXPECT_EQ(remove_overwritten_checkpoints(d), "") << "once";
 }
 
 // checkpoint.save = the pretrained folder: the run's latest file would make that folder name the fine-tuned weights

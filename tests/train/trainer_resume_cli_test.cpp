@@ -1,0 +1,107 @@
+// Resuming after a stop, through the real binary on the CPU backend (a run-lifecycle audit): an evaluation a
+// stop skipped is done first by the resumed run, which still trains bit for bit like an uninterrupted one; a
+// checkpoint of other data sources is refused before any "resuming anyway". Each case failed before its fix.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/safetensors.h"
+#include "train_cli_fixture.h"
+
+namespace {
+
+using namespace sg::test::train_cli;
+namespace fs = std::filesystem;
+
+using TrainerResumeCliTest = TrainerCliTest;
+
+// "s" for a step record, "v" for an evaluation, with the step and the loss as printed.
+std::vector<std::string> records(const fs::path& metrics) {
+  std::vector<std::string> out;
+  for (const auto& m : read_metrics(metrics)) {
+    const nlohmann::json j = nlohmann::json::parse(m.raw);
+    out.push_back(j.contains("val_loss") ? "v" + std::to_string(m.step) + " " + j["val_loss"].dump()
+                                         : "s" + std::to_string(m.step) + " " + m.loss_text);
+  }
+  return out;
+}
+
+TEST_F(TrainerResumeCliTest, AnEvaluationAStopSkippedIsDoneFirstByTheResumedRun) {
+  const std::string valid = "dataset.valid_data_path=[" + corpus_ + "]";
+  const std::vector<std::string> common = {"train.train_iters=4", "train.eval_interval=2", valid};
+  auto args = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = common;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  // The uninterrupted run.
+  RunResult r = train(args({"train.eval_iters=1", "--run-dir", path("full")}), "full");
+  ASSERT_EQ(r.rc, 0) << r.all();
+
+  // 10^6 validation batches after step 2: a SIGTERM lands inside that evaluation, which ends unrecorded.
+  const std::string run = path("run"), ckpt = path("ckpt");
+  const Child child =
+      spawn(tiny_model(args({"train.eval_iters=1000000", "checkpoint.save=" + ckpt, "--run-dir", run, "--cpu"})),
+            dir_ / "stopped");
+  struct KillOnExit {
+    pid_t pid;
+    ~KillOnExit() {
+      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+    }
+  } guard{child.pid};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (count_lines(run + "/metrics.jsonl") < 2 && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_EQ(::waitpid(child.pid, nullptr, WNOHANG), 0) << "ended before the signal:\n" << read_file(child.err_path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // well into the evaluation
+  ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
+  r = wait_for(child, kRunTimeout);
+  guard.pid = -1;
+  ASSERT_EQ(r.rc, 143) << r.all();
+  ASSERT_EQ(trim(read_file(ckpt + "/latest_checkpointed_iteration.txt")), "2") << r.all();
+  EXPECT_TRUE(nlohmann::json::parse(read_file(ckpt + "/iter_0000002/train_state.json"))["extra"]["eval_pending"]);
+  EXPECT_NE(r.err.find("interrupted by signal 15 after step 2 of 4; saved " + ckpt +
+                       "/iter_0000002: to continue, "
+                       "run the same command with checkpoint.load=" +
+                       ckpt),
+            std::string::npos)
+      << r.all();
+  EXPECT_EQ(r.err.find(", val loss"), std::string::npos) << "no evaluation finished: none to show\n" << r.all();
+
+  // Resumed: the evaluation of step 2 first, then steps 3-4; every record as the uninterrupted run's.
+  r = train(args({"train.eval_iters=1", "checkpoint.load=" + ckpt, "checkpoint.save=" + ckpt, "--run-dir", run}),
+            "resumed");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  EXPECT_NE(r.err.find("step 2: the evaluation a stop skipped there, first"), std::string::npos) << r.all();
+  const std::vector<std::string> full = records(path("full") + "/metrics.jsonl");
+  ASSERT_EQ(full.size(), 6u);  // s1 s2 v2 s3 s4 v4
+  EXPECT_EQ(records(run + "/metrics.jsonl"), full);
+  EXPECT_FALSE(
+      nlohmann::json::parse(read_file(ckpt + "/iter_0000004/train_state.json"))["extra"].contains("eval_pending"));
+}
+
+TEST_F(TrainerResumeCliTest, ACheckpointOfOtherDataSourcesIsRefusedWithoutResumingAnyway) {
+  RunResult r = train({"train.train_iters=2", "checkpoint.save=" + path("ckpt"), "--run-dir", path("run")}, "save");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  r = train({"train.train_iters=4", "dataset.data_path=[" + corpus_ + ", " + corpus_ + "]",
+             "checkpoint.load=" + path("ckpt"), "checkpoint.save=" + path("ckpt2"), "--run-dir", path("run2")},
+            "two_sources");
+  EXPECT_EQ(r.rc, 1) << r.all();
+  EXPECT_NE(r.err.find(path("ckpt") + "/iter_0000002/train_state.json: its data position counts 1 data source(s) "
+                                      "but this run's data has 2"),
+            std::string::npos)
+      << r.all();
+  EXPECT_EQ(r.err.find("resuming anyway"), std::string::npos) << r.all();
+  EXPECT_EQ(r.err.find("training steps"), std::string::npos) << "refused before the backend:\n" << r.all();
+}
+
+}  // namespace
