@@ -1,5 +1,7 @@
 # One static library per layer of docs/architecture.md: src/<layer>/**.{cpp,cu}.
-# A layer links only the layers below it, so an upward include fails to link.
+# A layer links only the layers below it (src/CMakeLists.txt). Every layer has all of src/ as include directory,
+# so an upward include of a header-only definition would compile and link: ctest tools/layer_includes_test
+# (tests/tools/layer_includes_test.py) checks every #include in src/ against that link graph.
 function(sg_layer name)
   cmake_parse_arguments(L "" "" "DEPS" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS

@@ -2,9 +2,11 @@
 // GPU test helpers: RAII device buffers, bf16 upload/download, poisoning so unwritten outputs fail.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "cuda/arena.h"
 #include "cuda/bf16.h"
 #include "cuda/check.h"
 #include "test_util.h"
@@ -14,8 +16,9 @@ namespace sg::test {
 template <class T>
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(size_t n) : n_(n) { SG_CUDA_CHECK(cudaMalloc(&p_, std::max<size_t>(n, 1) * sizeof(T))); }
-  ~DeviceBuffer() { cudaFree(p_); }
+  explicit DeviceBuffer(size_t n)
+      : p_(static_cast<T*>(cuda::device_allocate(std::max<size_t>(n, 1) * sizeof(T), "test DeviceBuffer"))), n_(n) {}
+  ~DeviceBuffer() { cuda::device_free_noexcept(p_, "test DeviceBuffer"); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   T* get() const { return p_; }

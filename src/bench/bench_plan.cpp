@@ -9,6 +9,7 @@
 #include "bench/report.h"
 #include "train/backend_factory.h"
 #include "train/run_plan.h"
+#include "config/graph_keys.h"
 #include "config/model_config.h"
 
 namespace sg::bench {
@@ -17,7 +18,7 @@ namespace {
 // The config with every key a compared mode may change reset (the CUDA-graph keys and the recompute
 // keys), so two modes' configs can be compared for "same model, data and optimizer".
 std::string shared_part(config::Config config) {
-  config.model.cuda_graph_impl = "none";
+  config.model.cuda_graph_impl = graph::graph_impl_name(graph::GraphImpl::none);
   config.model.cuda_graph_scope.clear();
   config.model.use_te_rng_tracker = false;
   config.rng.te_rng_tracker = false;
@@ -76,12 +77,12 @@ std::string run_identity(config::Config config) {
   config::ModelConfig& m = config.model;
   std::sort(m.cuda_graph_scope.begin(), m.cuda_graph_scope.end());
   m.cuda_graph_scope.erase(std::unique(m.cuda_graph_scope.begin(), m.cuda_graph_scope.end()), m.cuda_graph_scope.end());
-  if (m.recompute_granularity.value_or("") == "selective") {
+  if (config::recompute_granularity(m) == model::RecomputeGranularity::selective) {
     std::sort(m.recompute_modules.begin(), m.recompute_modules.end());
   } else {
     m.recompute_modules.clear();
   }
-  if (m.recompute_granularity.value_or("") != "full") {
+  if (config::recompute_granularity(m) != model::RecomputeGranularity::full) {
     m.recompute_method.reset();
     m.recompute_num_layers.reset();
   }
@@ -163,8 +164,10 @@ std::string mode_memory_line(const BenchPlan& plan, const PlannedMode& mode) {
 std::string mode_label(const config::Config& config) {
   const std::string& impl = config.model.cuda_graph_impl;
   const std::vector<std::string>& scope = config.model.cuda_graph_scope;
-  if (impl == "none") return impl;
-  if (impl == "local" && (scope.empty() || scope == std::vector<std::string>{"full_iteration"})) return impl;
+  const std::vector<std::string> whole_step = {graph::graph_scope_name(graph::GraphScope::full_iteration)};
+  if (config::graph_impl_is(config.model, graph::GraphImpl::none)) return impl;
+  const bool local = config::graph_impl_is(config.model, graph::GraphImpl::local);
+  if (local && (scope.empty() || scope == whole_step)) return impl;
   if (scope.empty()) return impl;
   return impl + ":" + join(scope, "+");
 }

@@ -4,10 +4,12 @@
 #include <cupti.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/strings.h"
 #include "cuda/check.h"
 
@@ -31,6 +33,21 @@ void check_cupti(CUptiResult result, const char* call) {
                         "no other profiler attached); --floor-steps 0 runs the bench without it",
                         call, cupti_error(result).c_str()));
 }
+
+// On the noexcept path (the destructor): check_cupti's failure, logged to stderr instead of thrown.
+void log_cupti_error(CUptiResult result, const char* call, const char* file, int line) noexcept {
+  try {
+    log::error(strprintf("%s failed: %s [%s:%d]", call, cupti_error(result).c_str(), file, line));
+  } catch (...) {
+    std::fprintf(stderr, "error: %s failed: CUPTI error %d [%s:%d]\n", call, static_cast<int>(result), file, line);
+  }
+}
+
+#define SG_CUPTI_CHECK_NOEXCEPT(call)                                                   \
+  do {                                                                                  \
+    const CUptiResult sg_result_ = (call);                                              \
+    if (sg_result_ != CUPTI_SUCCESS) log_cupti_error(sg_result_, #call, __FILE__, __LINE__); \
+  } while (0)
 
 // Shared with CUPTI's callbacks, which may run on CUPTI's thread.
 struct Sink {
@@ -138,8 +155,8 @@ KernelTimer::KernelTimer() {
 }
 
 KernelTimer::~KernelTimer() {
-  for (const CUpti_ActivityKind kind : kKinds) cuptiActivityDisable(kind);
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  for (const CUpti_ActivityKind kind : kKinds) SG_CUPTI_CHECK_NOEXCEPT(cuptiActivityDisable(kind));
+  SG_CUPTI_CHECK_NOEXCEPT(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   {
     std::lock_guard<std::mutex> lock(sink().mutex);
     sink().collecting = false;

@@ -36,7 +36,6 @@ class KernelTimer {
   void begin(bool keep_names);
   // Ends the window (see the file comment) and returns its records in delivery order.
   std::vector<ActivityRecord> end();
-  bool in_window() const { return in_window_; }
 
   // Records CUPTI dropped (buffers full) since construction; a floor with dropped records is not a floor.
   uint64_t dropped_records() const;

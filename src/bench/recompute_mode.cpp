@@ -10,7 +10,12 @@
 namespace sg::bench {
 namespace {
 
-const std::vector<std::string> kMethods = {"uniform", "block"};
+using Granularity = model::RecomputeGranularity;
+
+// Whether a RecomputeMode's granularity (a string, as --compare spells it) is `granularity`.
+bool is(const std::string& name, Granularity granularity) {
+  return name == model::recompute_granularity_name(granularity);
+}
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
   const std::string close = closest_match(word, candidates);
@@ -42,14 +47,20 @@ bool is_recompute_item(std::string_view item) {
 }
 
 const std::vector<std::string>& recompute_item_names() {
-  static const std::vector<std::string> names = {"recompute_none", "recompute_selective", "recompute_full"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Granularity g : {Granularity::none, Granularity::selective, Granularity::full}) {
+      out.push_back(std::string(kRecomputePrefix) + model::recompute_granularity_name(g));
+    }
+    return out;
+  }();
   return names;
 }
 
 std::string RecomputeMode::label() const {
   std::string text = std::string(kRecomputePrefix) + granularity;
-  if (granularity == "selective" && !modules.empty()) text += "=" + join(modules, "/");
-  if (granularity == "full" && method) {
+  if (is(granularity, Granularity::selective) && !modules.empty()) text += "=" + join(modules, "/");
+  if (is(granularity, Granularity::full) && method) {
     text += "=" + *method;
     if (num_layers) text += "/" + std::to_string(*num_layers);
   }
@@ -70,8 +81,8 @@ RecomputeMode parse_recompute_mode(std::string_view item, const std::string& ent
   mode.granularity = name.substr(kRecomputePrefix.size());
   if (has_value && value.empty()) refuse(entry, "'" + name + "=' names nothing after '='");
   if (!has_value) return mode;
-  if (mode.granularity == "none") refuse(entry, "recompute_none takes no value");
-  if (mode.granularity == "selective") {
+  if (is(mode.granularity, Granularity::none)) refuse(entry, "recompute_none takes no value");
+  if (is(mode.granularity, Granularity::selective)) {
     const std::vector<std::string> known = model::recompute_module_names();
     for (const std::string& raw : split(value, '/')) {
       const std::string module = trim(raw);
@@ -90,8 +101,8 @@ RecomputeMode parse_recompute_mode(std::string_view item, const std::string& ent
   // full=METHOD[/N]
   const size_t slash = value.find('/');
   const std::string method = trim(value.substr(0, slash));
-  if (std::find(kMethods.begin(), kMethods.end(), method) == kMethods.end()) {
-    refuse(entry, "unknown recompute_method '" + method + "'" + did_you_mean(method, kMethods) +
+  if (!model::find_recompute_method(method)) {
+    refuse(entry, "unknown recompute_method '" + method + "'" + did_you_mean(method, model::recompute_method_names()) +
                       " (uniform: every layer, in chunks of N; block: the first N layers)");
   }
   mode.method = method;
@@ -102,31 +113,33 @@ RecomputeMode parse_recompute_mode(std::string_view item, const std::string& ent
 std::string recompute_setting(const config::Config& config) {
   const config::ModelConfig& m = config.model;
   RecomputeMode mode;
-  mode.granularity = m.recompute_granularity.value_or("none");
-  if (mode.granularity == "selective") mode.modules = m.recompute_modules;
-  if (mode.granularity == "full") {
-    mode.method = m.recompute_method.value_or("uniform");
-    mode.num_layers = m.recompute_num_layers.value_or(1);
+  mode.granularity = m.recompute_granularity.value_or(model::recompute_granularity_name(Granularity::none));
+  if (is(mode.granularity, Granularity::selective)) mode.modules = m.recompute_modules;
+  if (is(mode.granularity, Granularity::full)) {
+    const model::FullRecomputeDefaults defaults = model::full_recompute_defaults();
+    mode.method = m.recompute_method.value_or(model::recompute_method_name(defaults.method));
+    mode.num_layers = m.recompute_num_layers.value_or(defaults.num_layers);
   }
   return mode.label().substr(kRecomputePrefix.size());
 }
 
 void apply_recompute_mode(config::Config& config, const RecomputeMode& mode) {
   config::ModelConfig& m = config.model;
-  if (mode.granularity == "full") {
-    m.recompute_granularity = "full";
+  if (is(mode.granularity, Granularity::full)) {
+    const model::FullRecomputeDefaults defaults = model::full_recompute_defaults();
+    m.recompute_granularity = mode.granularity;
     if (mode.method) m.recompute_method = *mode.method;
-    if (!m.recompute_method) m.recompute_method = "uniform";
+    if (!m.recompute_method) m.recompute_method = model::recompute_method_name(defaults.method);
     if (mode.num_layers) m.recompute_num_layers = *mode.num_layers;
-    if (!m.recompute_num_layers) m.recompute_num_layers = 1;
+    if (!m.recompute_num_layers) m.recompute_num_layers = defaults.num_layers;
     return;
   }
   // recompute_method and recompute_num_layers apply only to full recompute (the validator refuses
   // recompute_num_layers with selective).
   m.recompute_method.reset();
   m.recompute_num_layers.reset();
-  if (mode.granularity == "selective") {
-    m.recompute_granularity = "selective";
+  if (is(mode.granularity, Granularity::selective)) {
+    m.recompute_granularity = mode.granularity;
     if (!mode.modules.empty()) m.recompute_modules = mode.modules;
   } else {
     m.recompute_granularity.reset();

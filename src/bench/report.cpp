@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/strings.h"
+#include "graph/scope_plan.h"
 #include "kernels/lm_head.h"
+#include "model/recompute_spec.h"
 #include "model/stack.h"
 #include "train/metrics.h"
 #include "train/run_plan.h"
@@ -19,26 +21,31 @@ double tokens_per_step(const BenchPlan& plan) {
   return static_cast<double>(plan.batch.global_microbatches() * plan.batch.tokens_per_microbatch(plan.model));
 }
 
+// Whether a mode ran without recompute: recompute_setting's "none".
+bool no_recompute(const ModeResult& m) {
+  return m.recompute == model::recompute_granularity_name(model::RecomputeGranularity::none);
+}
+
 // The first impl-none mode without recompute: the eager reference for the memory overhead.
 const ModeResult* eager_reference(const BenchResults& results) {
   for (const ModeResult& m : results.modes) {
-    if (m.impl == "none" && m.recompute == "none") return &m;
+    if (m.impl == graph::graph_impl_name(graph::GraphImpl::none) && no_recompute(m)) return &m;
   }
   return nullptr;
 }
 
 // The listed mode with the same CUDA-graph keys that recomputes nothing, for a mode that recomputes.
 const ModeResult* without_recompute(const BenchResults& results, const ModeResult& mode) {
-  if (mode.recompute == "none") return nullptr;
+  if (no_recompute(mode)) return nullptr;
   for (const ModeResult& m : results.modes) {
-    if (m.recompute == "none" && m.impl == mode.impl && m.scope == mode.scope) return &m;
+    if (no_recompute(m) && m.impl == mode.impl && m.scope == mode.scope) return &m;
   }
   return nullptr;
 }
 
 bool any_recompute(const BenchResults& results) {
   for (const ModeResult& m : results.modes) {
-    if (m.recompute != "none") return true;
+    if (!no_recompute(m)) return true;
   }
   return false;
 }
@@ -190,9 +197,11 @@ BenchReport summarize(const BenchPlan& plan, const BenchResults& results) {
         s.peak_vs_without_recompute_percent =
             100.0 * static_cast<double>(*s.peak_vs_without_recompute_bytes) / static_cast<double>(base->memory_peak);
       }
-    } else if (m.recompute != "none") {
+    } else if (!no_recompute(m)) {
       report.notes.push_back(m.label + ": no 'vs no recompute' figures: add the same graph mode without recompute (" +
-                             (m.scope.empty() || m.impl == "local" ? m.impl : m.impl + ":" + join(m.scope, "+")) +
+                             (m.scope.empty() || m.impl == graph::graph_impl_name(graph::GraphImpl::local)
+                                  ? m.impl
+                                  : m.impl + ":" + join(m.scope, "+")) +
                              ") to --compare");
     }
     report.modes.push_back(s);

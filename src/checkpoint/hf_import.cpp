@@ -15,6 +15,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/stack.h"
 
 namespace sg::checkpoint {
 
@@ -26,6 +27,13 @@ constexpr const char* kIndexFile = "model.safetensors.index.json";
 
 std::string fmt(double v) {
   return strprintf("%g", v);
+}
+
+// A message of a head line and one indented line per item: every bad entry at once, not only the first.
+[[noreturn]] void throw_listed(const std::string& head, const std::vector<std::string>& items) {
+  std::string message = head;
+  for (const std::string& item : items) message += "\n  " + item;
+  throw Error(message);
 }
 
 // A config.json value with its key for messages.
@@ -123,7 +131,7 @@ bool ignored_tensor(const std::string& name) {
   if (name.size() >= inv_freq.size() && name.compare(name.size() - inv_freq.size(), inv_freq.size(), inv_freq) == 0) {
     return true;
   }
-  return name == "lm_head.weight";
+  return name == model::kLmHeadName;
 }
 
 }  // namespace
@@ -158,7 +166,8 @@ std::string resolve_model_folder(const std::string& path, const std::string& wha
   // so a damaged one is reported as such, not as a shape that differs. The weights are verified where they
   // are read (load_hf_weights), which also warns about a checkpoint without checksums.
   if (is_checkpoint_folder(folder)) {
-    verify_checkpoint_folder(folder, {.what = what, .all_tensor_files = false, .warn_without_checksums = false});
+    verify_checkpoint_folder(
+        folder, {.what = what, .tensor_files = {}, .all_tensor_files = false, .warn_without_checksums = false});
   }
   return folder;
 }
@@ -332,12 +341,11 @@ WeightFiles find_weight_files(const std::string& folder, WeightSource source) {
       tensors_of[shard].push_back(name);
     }
     if (!bad_names.empty()) {
-      std::string msg = strprintf(
-          "%s: %zu weight_map entr%s not the name of a file in %s (shard names are file "
-          "names inside the model's folder, as save_pretrained writes them):",
-          index.c_str(), bad_names.size(), bad_names.size() == 1 ? "y is" : "ies are", folder.c_str());
-      for (const auto& b : bad_names) msg += "\n  " + b;
-      throw Error(msg);
+      throw_listed(strprintf("%s: %zu weight_map entr%s not the name of a file in %s (shard names are file "
+                             "names inside the model's folder, as save_pretrained writes them):",
+                             index.c_str(), bad_names.size(), bad_names.size() == 1 ? "y is" : "ies are",
+                             folder.c_str()),
+                   bad_names);
     }
     if (tensors_of.empty()) throw Error(index + ": \"weight_map\" is empty; it must map each tensor to its shard");
     std::vector<std::string> missing;
@@ -350,12 +358,10 @@ WeightFiles find_weight_files(const std::string& folder, WeightSource source) {
       out.paths.push_back(path);
     }
     if (!missing.empty()) {
-      std::string msg = strprintf(
-          "%s lists %zu shard%s missing from %s (an incomplete download or copy; fetch "
-          "the model's files again):",
-          index.c_str(), missing.size(), missing.size() == 1 ? "" : "s", folder.c_str());
-      for (const auto& m : missing) msg += "\n  " + m;
-      throw Error(msg);
+      throw_listed(strprintf("%s lists %zu shard%s missing from %s (an incomplete download or copy; fetch "
+                             "the model's files again):",
+                             index.c_str(), missing.size(), missing.size() == 1 ? "" : "s", folder.c_str()),
+                   missing);
     }
     return out;
   }
@@ -386,12 +392,10 @@ void check_weight_map(const WeightFiles& w, const std::map<std::string, std::str
     }
   }
   if (diffs.empty()) return;
-  std::string msg = strprintf(
-      "%s does not match its shards (%zu difference%s): the folder mixes files of different "
-      "saves; fetch or save the model again",
-      w.index.c_str(), diffs.size(), diffs.size() == 1 ? "" : "s");
-  for (const auto& d : diffs) msg += "\n  " + d;
-  throw Error(msg);
+  throw_listed(strprintf("%s does not match its shards (%zu difference%s): the folder mixes files of different "
+                         "saves; fetch or save the model again",
+                         w.index.c_str(), diffs.size(), diffs.size() == 1 ? "" : "s"),
+               diffs);
 }
 
 }  // namespace
@@ -456,11 +460,9 @@ std::string load_hf_weights(const std::string& folder, const model::ModelLayout&
                               shape_string(entry->shape).c_str()));
   }
   if (!diffs.empty()) {
-    std::string msg =
-        strprintf("%s does not hold the model its config.json describes: %zu tensor%s differ%s:", folder.c_str(),
-                  diffs.size(), diffs.size() == 1 ? "" : "s", diffs.size() == 1 ? "s" : "");
-    for (const auto& d : diffs) msg += "\n  " + d;
-    throw Error(msg);
+    throw_listed(strprintf("%s does not hold the model its config.json describes: %zu tensor%s differ%s:",
+                           folder.c_str(), diffs.size(), diffs.size() == 1 ? "" : "s", diffs.size() == 1 ? "s" : ""),
+                 diffs);
   }
   // A NaN or Inf would run (training: one step, then blamed on the learning rate; generation: argmax of NaN
   // logits is id 0) instead of naming the damaged tensor. Checked per file, before anything is copied.

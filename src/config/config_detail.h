@@ -1,6 +1,6 @@
 #pragma once
-// Internal to src/train/config*.cpp: typed conversion between YAML nodes and config members, and
-// the value formatting the emitter and validation messages share. Not part of the train/ interface.
+// Internal to src/config/*.cpp: typed conversion between YAML nodes and config members, and
+// the value formatting the emitter and validation messages share. Not part of the config/ interface.
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "config/graph_keys.h"
 #include "core/strings.h"
 #include "graph/scope_plan.h"
 
@@ -32,12 +33,12 @@ const std::vector<std::string>& cuda_graph_scope_names() {
 void apply_cuda_graph_overrides(Config& config, const CudaGraphFlags& flags) {
   if (flags.impl) {
     config.model.cuda_graph_impl = *flags.impl;
-    if (*flags.impl != "none") {
+    if (*flags.impl != graph::graph_impl_name(graph::GraphImpl::none)) {
       config.model.use_te_rng_tracker = true;
       config.rng.te_rng_tracker = true;
     }
   }
-  if (config.model.cuda_graph_impl == "none") {
+  if (graph_impl_is(config.model, graph::GraphImpl::none)) {
     if (flags.scope && !flags.impl) {
       // Bridge drops the scope here; stepgraph refuses, since the run would silently be eager.
       const std::string scope = join(*flags.scope, ",");

@@ -15,6 +15,23 @@ namespace {
 bool stack_is_gpt(const ModelConfig& m) { return m.hybrid_override_pattern.value_or("").empty(); }
 }  // namespace
 
+int64_t resolved_ffn_hidden_size(const ModelConfig& m) { return m.ffn_hidden_size.value_or(4 * m.hidden_size); }
+
+int64_t resolved_num_query_groups(const ModelConfig& m) { return m.num_query_groups.value_or(m.num_attention_heads); }
+
+int64_t resolved_moe_ffn_hidden_size(const ModelConfig& m) {
+  return m.num_moe_experts.value_or(0) > 0 ? m.moe_ffn_hidden_size.value_or(resolved_ffn_hidden_size(m)) : 0;
+}
+
+std::string resolved_position_embedding_type(const ModelConfig& m) {
+  return m.position_embedding_type.value_or(stack_is_gpt(m) ? "rope" : "none");
+}
+
+std::optional<model::RecomputeGranularity> recompute_granularity(const ModelConfig& m) {
+  if (m.recompute_granularity.value_or("").empty()) return model::RecomputeGranularity::none;
+  return model::find_recompute_granularity(*m.recompute_granularity);
+}
+
 model::MoeSpec moe_spec(const Config& config) {
   const ModelConfig& m = config.model;
   model::MoeSpec moe;
@@ -57,9 +74,9 @@ model::ModelSpec model_spec(const Config& config) {
   spec.num_layers = m.num_layers;
   spec.hybrid_layer_pattern = m.hybrid_override_pattern.value_or("");
   spec.hidden_size = m.hidden_size;
-  spec.ffn_hidden_size = m.ffn_hidden_size.value_or(4 * m.hidden_size);
+  spec.ffn_hidden_size = resolved_ffn_hidden_size(m);
   spec.num_attention_heads = m.num_attention_heads;
-  spec.num_query_groups = m.num_query_groups.value_or(m.num_attention_heads);
+  spec.num_query_groups = resolved_num_query_groups(m);
   spec.kv_channels = m.kv_channels.value_or(0);
   spec.seq_length = m.seq_length;
   spec.rotary_base = m.rotary_base;
@@ -72,12 +89,9 @@ model::ModelSpec model_spec(const Config& config) {
   spec.hidden_dropout = static_cast<float>(m.hidden_dropout);
   spec.num_moe_experts = m.num_moe_experts.value_or(0);
   spec.moe_router_topk = m.moe_router_topk;
-  spec.moe_ffn_hidden_size =
-      spec.num_moe_experts > 0 ? m.moe_ffn_hidden_size.value_or(spec.ffn_hidden_size) : 0;
-  spec.position_embedding =
-      m.position_embedding_type.value_or(spec.hybrid_layer_pattern.empty() ? "rope" : "none") == "none"
-          ? model::PositionEmbedding::none
-          : model::PositionEmbedding::rope;
+  spec.moe_ffn_hidden_size = resolved_moe_ffn_hidden_size(m);
+  spec.position_embedding = resolved_position_embedding_type(m) == "none" ? model::PositionEmbedding::none
+                                                                           : model::PositionEmbedding::rope;
   spec.mlp_activation =
       m.activation_func == "squared_relu" ? model::MlpActivation::squared_relu : model::MlpActivation::swiglu;
   model::MambaSpec& mamba = spec.mamba;
@@ -103,17 +117,15 @@ model::ModelSpec model_spec(const Config& config) {
 model::RecomputeSpec recompute_spec(const Config& config) {
   const ModelConfig& m = config.model;
   model::RecomputeSpec r;
-  const std::string granularity = m.recompute_granularity.value_or("");
-  if (granularity == "selective") {
-    r.granularity = model::RecomputeGranularity::selective;
+  r.granularity = recompute_granularity(m).value_or(model::RecomputeGranularity::none);
+  if (r.granularity == model::RecomputeGranularity::selective) {
     for (const std::string& name : m.recompute_modules) {
       if (const auto module = model::find_recompute_module(name)) r.modules.push_back(*module);
     }
-  } else if (granularity == "full") {
-    r.granularity = model::RecomputeGranularity::full;
-    r.method = m.recompute_method.value_or("uniform") == "block" ? model::RecomputeMethod::block
-                                                                  : model::RecomputeMethod::uniform;
-    r.num_layers = m.recompute_num_layers.value_or(1);
+  } else if (r.granularity == model::RecomputeGranularity::full) {
+    const model::FullRecomputeDefaults defaults = model::full_recompute_defaults();
+    r.method = model::find_recompute_method(m.recompute_method.value_or("")).value_or(defaults.method);
+    r.num_layers = m.recompute_num_layers.value_or(defaults.num_layers);
   }
   return r;
 }

@@ -1,17 +1,30 @@
 #pragma once
 // Config (Megatron-Bridge keys) -> the model layer's ModelSpec / BatchSpec and per-layer pattern.
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/layer_kind.h"
+#include "model/recompute_spec.h"
 #include "model/spec.h"
 #include "config/config.h"
 
 namespace sg::config {
 
-// Shapes of the model. Unset optional keys take their Bridge meaning (ffn_hidden_size null:
-// 4 * hidden_size; num_query_groups null: num_attention_heads; moe_ffn_hidden_size null:
-// ffn_hidden_size). Expects a config that validate() accepted.
+// Bridge's meaning of unset model keys, written once: validation writes them into the config (so `config show`
+// prints what runs) and model_spec reads them.
+int64_t resolved_ffn_hidden_size(const ModelConfig& m);     // ffn_hidden_size, else 4 * hidden_size
+int64_t resolved_num_query_groups(const ModelConfig& m);    // num_query_groups, else num_attention_heads
+int64_t resolved_moe_ffn_hidden_size(const ModelConfig& m);  // moe_ffn_hidden_size, else the above; 0 without MoE
+// position_embedding_type, else rope (none with a hybrid pattern, as Megatron's Mamba models have).
+std::string resolved_position_embedding_type(const ModelConfig& m);
+
+// model.recompute_granularity as the model layer's enum: none when unset (or empty), nullopt for a name
+// Megatron does not have (validation reports it).
+std::optional<model::RecomputeGranularity> recompute_granularity(const ModelConfig& m);
+
+// Shapes of the model, unset optional keys resolved as above. Expects a config that validate() accepted.
 model::ModelSpec model_spec(const Config& config);
 // Its MoE options (Megatron's moe_* keys). Throws ConfigError for an unknown value.
 model::MoeSpec moe_spec(const Config& config);

@@ -7,11 +7,14 @@
 #include <cmath>
 #include <limits>
 
+#include "config/graph_keys.h"
+#include "config/lr_decay.h"
 #include "config/model_config.h"
 #include "config/moe_layer_freq.h"
 #include "core/strings.h"
 #include "graph/scope_plan.h"
 #include "model/layer_registry.h"
+#include "model/recompute.h"
 
 namespace sg::config {
 namespace {
@@ -84,8 +87,8 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
     out.push_back({"linear-layer biases", {"model.add_bias_linear", "model.add_qkv_bias"}});
   }
   if (c.dataset.packed_sequence) out.push_back({"packed sequences", {"dataset.packed_sequence"}});
-  if (c.scheduler.lr_decay_style == "inverse-square-root") {
-    out.push_back({"inverse-square-root lr decay", {"scheduler.lr_decay_style"}});
+  if (const auto style = unimplemented_lr_decay_style(c.scheduler.lr_decay_style)) {
+    out.push_back({*style + " lr decay", {"scheduler.lr_decay_style"}});
   }
   return out;
 }
@@ -131,21 +134,24 @@ class Validator {
   void note(int rule, std::string message, const std::vector<std::string>& keys) {
     report_.notes.push_back({rule, std::move(message), values(keys)});
   }
-  bool has_scope(std::string_view scope) const {
-    return contains(report_.config.model.cuda_graph_scope, scope);
+  bool has_scope(graph::GraphScope scope) const { return graph_scope_listed(report_.config.model, scope); }
+  bool impl_is(graph::GraphImpl impl) const { return graph_impl_is(report_.config.model, impl); }
+  // Whether model.recompute_modules names `module`.
+  bool recomputes(model::RecomputeModule module) const {
+    return contains(report_.config.model.recompute_modules, model::recompute_module_name(module));
   }
-  bool impl_is(std::string_view impl) const { return report_.config.model.cuda_graph_impl == impl; }
 
-  // Bridge's meaning of unset keys, written out so `config show` prints the values that run.
+  // Bridge's meaning of unset keys (model_config.h's resolved_*), written out so `config show` prints the
+  // values that run. Only from valid sizes: an invalid one is reported under its own key.
   void resolve_defaults() {
     if (!m().ffn_hidden_size && m().hidden_size > 0 && m().hidden_size <= kMaxSize) {
-      m().ffn_hidden_size = 4 * m().hidden_size;
+      m().ffn_hidden_size = resolved_ffn_hidden_size(m());
     }
     if (!m().num_query_groups && m().num_attention_heads > 0) {
-      m().num_query_groups = m().num_attention_heads;
+      m().num_query_groups = resolved_num_query_groups(m());
     }
-    if (m().num_moe_experts.value_or(0) > 0 && !m().moe_ffn_hidden_size) {
-      m().moe_ffn_hidden_size = m().ffn_hidden_size;
+    if (m().num_moe_experts.value_or(0) > 0 && !m().moe_ffn_hidden_size && m().ffn_hidden_size) {
+      m().moe_ffn_hidden_size = resolved_moe_ffn_hidden_size(m());
     }
     if (m().hybrid_override_pattern && m().hybrid_override_pattern->empty()) {
       m().hybrid_override_pattern.reset();
@@ -163,7 +169,7 @@ class Validator {
     }
     // An invalid train_iters is reported once, under its own key, not again as the decay it would default.
     if (!c().scheduler.lr_decay_iters && c().train.train_iters && *c().train.train_iters >= 1) {
-      c().scheduler.lr_decay_iters = c().train.train_iters;
+      c().scheduler.lr_decay_iters = resolved_lr_decay_iters(c());
     }
     if (!c().dataset.seq_length) c().dataset.seq_length = m().seq_length;
   }
@@ -192,10 +198,8 @@ class Validator {
     return std::find(modules_.begin(), modules_.end(), module) != modules_.end();
   }
   // Whether any layer marks a module that `scope` graphs (graph::scope_modules).
-  bool scope_has_layers(const std::string& scope) const {
-    const auto s = graph::find_graph_scope(scope);
-    if (!s) return true;  // unknown: rule 1
-    const std::vector<graph::Module> modules = graph::scope_modules(*s);
+  bool scope_has_layers(graph::GraphScope scope) const {
+    const std::vector<graph::Module> modules = graph::scope_modules(scope);
     return std::any_of(modules.begin(), modules.end(), [this](graph::Module m) { return has_module(m); });
   }
 
@@ -204,7 +208,7 @@ class Validator {
       violation(1, problem->message, {"model.cuda_graph_impl"}, problem->fix);
     }
     impl_known_ = contains(kImpls, m().cuda_graph_impl);
-    graphs_on_ = impl_known_ && !impl_is("none");
+    graphs_on_ = impl_known_ && !impl_is(graph::GraphImpl::none);
     std::vector<std::string> unique;
     for (const auto& scope : m().cuda_graph_scope) {
       if (const auto problem = graph::check_graph_scope_name(scope)) {
@@ -219,7 +223,7 @@ class Validator {
   }
 
   void rule2_impl_none() {
-    if (impl_is("none") && !m().cuda_graph_scope.empty()) {
+    if (impl_is(graph::GraphImpl::none) && !m().cuda_graph_scope.empty()) {
       note(2, "cuda_graph_impl none graphs nothing: cuda_graph_scope cleared",
            {"model.cuda_graph_impl", "model.cuda_graph_scope"});
       m().cuda_graph_scope.clear();
@@ -246,19 +250,19 @@ class Validator {
 
   // The module scopes that graph whole layers of this model, for transformer_engine with no scope.
   std::vector<std::string> whole_layer_scopes() {
-    std::vector<std::string> scopes;
-    if (has_module(graph::Module::attn)) scopes.push_back("attn");
-    if (has_module(graph::Module::mlp)) scopes.push_back("mlp");
-    if (has_module(graph::Module::moe)) {
-      if (drop_and_pad_moe()) {
-        scopes.push_back("moe");
-      } else {
-        scopes.push_back("moe_router");
-        scopes.push_back("moe_preprocess");
-      }
-    }
-    if (has_module(graph::Module::mamba)) scopes.push_back("mamba");
-    return scopes;
+    using S = graph::GraphScope;
+    const std::vector<S> moe_scopes =
+        drop_and_pad_moe() ? std::vector<S>{S::moe} : std::vector<S>{S::moe_router, S::moe_preprocess};
+    std::vector<std::string> names;
+    const auto add = [&](graph::Module module, const std::vector<S>& scopes) {
+      if (!has_module(module)) return;
+      for (const S scope : scopes) names.emplace_back(graph::graph_scope_name(scope));
+    };
+    add(graph::Module::attn, {S::attn});
+    add(graph::Module::mlp, {S::mlp});
+    add(graph::Module::moe, moe_scopes);
+    add(graph::Module::mamba, {S::mamba});
+    return names;
   }
 
   // Token-drop MoE padded to capacity (static expert sizes): transformer_engine's default scope graphs the
@@ -292,10 +296,10 @@ class Validator {
   // Rules 4 and 6 (graph/scope_plan.h writes them), and the defaults of an empty scope.
   void rule4_impl_and_scope() {
     const std::vector<std::string> keys = {"model.cuda_graph_impl", "model.cuda_graph_scope"};
-    if (impl_is("local") && m().cuda_graph_scope.empty()) {
-      m().cuda_graph_scope = {"full_iteration"};
+    if (impl_is(graph::GraphImpl::local) && m().cuda_graph_scope.empty()) {
+      m().cuda_graph_scope = {graph::graph_scope_name(graph::GraphScope::full_iteration)};
       note(4, "cuda_graph_impl local with no scope means full_iteration", keys);
-    } else if (impl_is("transformer_engine") && m().cuda_graph_scope.empty() && layers_known_) {
+    } else if (impl_is(graph::GraphImpl::transformer_engine) && m().cuda_graph_scope.empty() && layers_known_) {
       m().cuda_graph_scope = whole_layer_scopes();
       // Megatron's default for a dropless MoE layer is its router and preprocess; say so, and how to have more.
       const bool dropless_moe = has_module(graph::Module::moe) && !drop_and_pad_moe();
@@ -366,11 +370,13 @@ class Validator {
 };
 
 void Validator::rules5_to_15() {
+  using S = graph::GraphScope;
+  using R = model::RecomputeModule;
   const std::string scope_key = "model.cuda_graph_scope";
   // Rule 5: Megatron refuses host-side NaN checks with a whole-step graph because its checks read
   // host values mid-step. stepgraph's checks read non-finite flags that kernels inside the graph
   // write, copied to the host with the step's metrics, so they work in every mode (a note).
-  if (impl_is("local") && has_scope("full_iteration") &&
+  if (impl_is(graph::GraphImpl::local) && has_scope(S::full_iteration) &&
       (c().rerun_state_machine.check_for_nan_in_loss || c().ddp.check_for_nan_in_grad)) {
     std::vector<std::string> keys = {"model.cuda_graph_impl", scope_key};
     if (c().rerun_state_machine.check_for_nan_in_loss) {
@@ -391,11 +397,12 @@ void Validator::rules5_to_15() {
     std::vector<std::string> pattern_keys = {scope_key};
     if (m().hybrid_override_pattern) pattern_keys.push_back("model.hybrid_override_pattern");
     std::vector<std::string> moe_scopes;
-    for (const char* s : {"moe", "moe_router", "moe_preprocess"}) {
-      if (has_scope(s)) moe_scopes.push_back(s);
+    bool moe_layers = false;
+    for (const S s : {S::moe, S::moe_router, S::moe_preprocess}) {
+      if (!has_scope(s)) continue;
+      moe_scopes.emplace_back(graph::graph_scope_name(s));
+      moe_layers = moe_layers || scope_has_layers(s);
     }
-    const bool moe_layers = std::any_of(moe_scopes.begin(), moe_scopes.end(),
-                                        [this](const std::string& scope) { return scope_has_layers(scope); });
     if (!moe_scopes.empty() && (m().num_moe_experts.value_or(0) <= 0 || !moe_layers)) {
       auto keys = pattern_keys;
       keys.push_back("model.num_moe_experts");
@@ -403,21 +410,21 @@ void Validator::rules5_to_15() {
       violation(7, "scope " + join(moe_scopes, ",") + " needs an MoE model, and this model has no MoE layers", keys,
                 "remove " + join(moe_scopes, ", ") + " from model.cuda_graph_scope, or " + fix);
     }
-    if (has_scope("mlp") && !scope_has_layers("mlp")) {
+    if (has_scope(S::mlp) && !scope_has_layers(S::mlp)) {
       auto keys = pattern_keys;
       keys.push_back("model.num_moe_experts");
       violation(7, "scope mlp needs dense MLP layers, and this model has none (its MLPs are MoE)", keys,
                 "remove mlp from model.cuda_graph_scope; graph MoE layers with moe (the whole layer, dropless or "
                 "token-drop) or moe_router,moe_preprocess (the router only)");
     }
-    if (has_scope("mamba") && !scope_has_layers("mamba")) {
+    if (has_scope(S::mamba) && !scope_has_layers(S::mamba)) {
       auto keys = pattern_keys;
       if (!m().hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
       violation(7, "scope mamba needs Mamba layers, and this model has none", keys,
                 "remove mamba from model.cuda_graph_scope, or add M layers to "
                 "model.hybrid_override_pattern");
     }
-    if (has_scope("attn") && !scope_has_layers("attn")) {
+    if (has_scope(S::attn) && !scope_has_layers(S::attn)) {
       auto keys = pattern_keys;
       if (!m().hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
       violation(7, "scope attn needs attention layers, and this model has none", keys,
@@ -431,7 +438,7 @@ void Validator::rules5_to_15() {
   // grouped GEMM read the per-expert sizes from device memory, so the whole MoE layer graphs. Only for a
   // model with MoE layers under transformer_engine (rules 4 and 7 refuse the scope otherwise); a set factor is
   // token-drop (rule 16 checks its value).
-  if (impl_is("transformer_engine") && has_scope("moe") && layers_known_ && scope_has_layers("moe") &&
+  if (impl_is(graph::GraphImpl::transformer_engine) && has_scope(S::moe) && layers_known_ && scope_has_layers(S::moe) &&
       m().num_moe_experts.value_or(0) > 0 && !m().moe_expert_capacity_factor) {
     note(8,
          "scope moe with token-dropless MoE: Megatron refuses it; stepgraph graphs it (expert sizes stay on the "
@@ -456,11 +463,10 @@ void Validator::rules5_to_15() {
               "set model.cpu_offloading=false, or model.cuda_graph_impl=none");
   }
 
-  const bool scoped = impl_is("transformer_engine");
-  const std::string granularity = m().recompute_granularity.value_or("");
-  const auto& modules = m().recompute_modules;
+  const bool scoped = impl_is(graph::GraphImpl::transformer_engine);
+  const auto granularity = recompute_granularity(m());
   // Rule 11.
-  if (scoped && granularity == "full") {
+  if (scoped && granularity == model::RecomputeGranularity::full) {
     violation(
         11, "full activation recompute cannot run with transformer_engine scoped graphs",
         {"model.cuda_graph_impl", scope_key, "model.recompute_granularity"},
@@ -470,7 +476,8 @@ void Validator::rules5_to_15() {
         "model.cuda_graph_scope=full_iteration");
   }
   // Rule 12.
-  if (scoped && granularity == "selective" && contains(modules, "moe") && has_scope("moe_router")) {
+  if (scoped && granularity == model::RecomputeGranularity::selective && recomputes(R::moe) &&
+      has_scope(S::moe_router)) {
     violation(
         12, "recomputing the MoE layer (recompute_modules moe) conflicts with a graphed moe_router",
         {"model.cuda_graph_impl", scope_key, "model.recompute_modules"},
@@ -481,13 +488,12 @@ void Validator::rules5_to_15() {
   // graph would redraw the masks. stepgraph's masks are a function of (generator state, site) with the
   // state in device memory, advanced only after each microbatch, and the cuDNN attention seeds are
   // written once per microbatch: the recompute inside the graph draws the forward's masks (a note).
-  if (scoped && granularity == "selective") {
+  if (scoped && granularity == model::RecomputeGranularity::selective) {
     std::vector<std::string> keys;
-    if (m().attention_dropout != 0.0 && contains(modules, "core_attn") && has_scope("attn")) {
+    if (m().attention_dropout != 0.0 && recomputes(R::core_attn) && has_scope(S::attn)) {
       keys.push_back("model.attention_dropout");
     }
-    const bool graphed_mlp =
-        (contains(modules, "mlp") && has_scope("mlp")) || (contains(modules, "moe") && has_scope("moe"));
+    const bool graphed_mlp = (recomputes(R::mlp) && has_scope(S::mlp)) || (recomputes(R::moe) && has_scope(S::moe));
     if (m().hidden_dropout != 0.0 && graphed_mlp) keys.push_back("model.hidden_dropout");
     if (!keys.empty()) {
       keys.push_back("model.recompute_modules");
@@ -499,7 +505,7 @@ void Validator::rules5_to_15() {
     }
   }
   // Rule 14.
-  if (m().delay_wgrad_compute && (has_scope("attn") || has_scope("moe_router")) &&
+  if (m().delay_wgrad_compute && (has_scope(S::attn) || has_scope(S::moe_router)) &&
       (!m().gradient_accumulation_fusion || m().add_bias_linear || m().add_qkv_bias)) {
     std::vector<std::string> keys = {"model.delay_wgrad_compute", scope_key};
     std::vector<std::string> fixes;

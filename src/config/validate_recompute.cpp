@@ -15,8 +15,9 @@ void check_recompute(const Config& config, std::vector<Violation>& violations, s
     for (const auto& key : keys) out.push_back({key, format_value(config, key)});
     return out;
   };
-  const std::string granularity = m.recompute_granularity.value_or("");
-  if (granularity == "full") {
+  using G = model::RecomputeGranularity;
+  const std::optional<G> granularity = recompute_granularity(m);  // nullopt: unknown, reported by the shape checks
+  if (granularity == G::full) {
     if (!m.recompute_method) {
       violations.push_back({16, "recompute_granularity full needs recompute_method (uniform or block)",
                             values({"model.recompute_granularity", "model.recompute_method"}),
@@ -29,16 +30,16 @@ void check_recompute(const Config& config, std::vector<Violation>& violations, s
                             strprintf("set model.recompute_num_layers between 1 and %lld (model.num_layers)",
                                       static_cast<long long>(m.num_layers))});
     }
-  } else if (granularity == "selective" && m.recompute_num_layers) {
+  } else if (granularity == G::selective && m.recompute_num_layers) {
     violations.push_back({16, "recompute_num_layers applies only to full recompute; selective recompute takes "
                               "every layer's recompute_modules",
                           values({"model.recompute_granularity", "model.recompute_num_layers"}),
                           "unset model.recompute_num_layers (null), or use model.recompute_granularity=full"});
-  } else if (granularity.empty() && (m.recompute_method || m.recompute_num_layers)) {
+  } else if (granularity == G::none && (m.recompute_method || m.recompute_num_layers)) {
     notes.push_back({16, "recompute_method and recompute_num_layers apply only with recompute_granularity full",
                      values({"model.recompute_granularity", "model.recompute_method", "model.recompute_num_layers"})});
   }
-  if (granularity != "full" && granularity != "selective") return;
+  if (granularity != G::full && granularity != G::selective) return;
   for (const auto& name : m.recompute_modules) {
     if (!model::find_recompute_module(name)) return;  // an unknown name: reported by the shape checks
   }

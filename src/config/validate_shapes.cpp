@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "config/lr_decay.h"
 #include "config/model_config.h"
 #include "config/moment_dtype.h"
 #include "config/validate.h"
@@ -315,11 +316,11 @@ class ShapeChecker {
       }
     }
     if (m.recompute_granularity) {
-      one_of("model.recompute_granularity", *m.recompute_granularity, {"full", "selective"});
+      one_of("model.recompute_granularity", *m.recompute_granularity, model::recompute_granularity_names());
     }
     for (const auto& module : m.recompute_modules)
       one_of("model.recompute_modules", module, model::recompute_module_names());
-    if (m.recompute_method) one_of("model.recompute_method", *m.recompute_method, {"uniform", "block"});
+    if (m.recompute_method) one_of("model.recompute_method", *m.recompute_method, model::recompute_method_names());
     if (m.recompute_num_layers) {
       in_range("model.recompute_num_layers", *m.recompute_num_layers, 1,
                std::max<int64_t>(1, m.num_layers));
@@ -511,8 +512,7 @@ class ShapeChecker {
            {"scheduler.lr_warmup_iters", "scheduler.lr_decay_iters"},
            "shorten the warmup or lengthen the decay (lr_decay_iters null = train.train_iters)");
     }
-    one_of("scheduler.lr_decay_style", s.lr_decay_style,
-           {"constant", "linear", "cosine", "inverse-square-root"});
+    one_of("scheduler.lr_decay_style", s.lr_decay_style, lr_decay_style_names());
   }
 
   void check_data_and_io() {

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -44,6 +45,17 @@ void forget_allocation(void* ptr) {
   if (it == sizes().end()) return;
   g_device_bytes -= it->second;
   sizes().erase(it);
+}
+
+// device_free_noexcept / pinned_host_free_noexcept under a StepGuard: the owner was destroyed inside a step.
+void log_freed_during_step(const char* kind, const char* what) noexcept {
+  try {
+    log::error(strprintf("freeing %s '%s' during %s: nothing may be allocated or freed inside a step or a "
+                         "CUDA-graph capture; freed anyway, from a destructor",
+                         kind, what, step_guard_region().c_str()));
+  } catch (...) {
+    std::fprintf(stderr, "error: freeing %s '%s' inside a step or a CUDA-graph capture\n", kind, what);
+  }
 }
 
 size_t align_up(size_t value, size_t alignment) { return (value + alignment - 1) / alignment * alignment; }
@@ -176,14 +188,7 @@ Arena& Arena::operator=(Arena&& other) noexcept {
 }
 
 void Arena::release() noexcept {
-  if (base_ == nullptr) return;
-  try {
-    device_free(base_, "memory arena");
-  } catch (const std::exception& e) {
-    // Destroying an arena inside a step is a bug, but a destructor must not throw: free anyway.
-    log::error(e.what());
-    if (cudaFree(base_) == cudaSuccess) forget_allocation(base_);
-  }
+  device_free_noexcept(base_, "memory arena");
   base_ = nullptr;
 }
 
@@ -296,6 +301,20 @@ void device_free(void* ptr, const char* what) {
   forget_allocation(ptr);
 }
 
+void device_free_noexcept(void* ptr, const char* what) noexcept {
+  if (ptr == nullptr) return;
+  if (!t_guards.empty()) {
+    // Destroying an owner inside a step is a bug, but a destructor must not throw: say so and free anyway.
+    log_freed_during_step("device memory", what);
+  }
+  const cudaError_t err = cudaFree(ptr);
+  if (err != cudaSuccess) {
+    log_cuda_error(err, "cudaFree", __FILE__, __LINE__);
+    return;
+  }
+  forget_allocation(ptr);
+}
+
 void* pinned_host_allocate(size_t bytes, const char* what) {
   check_allocation_allowed(what, bytes);
   void* ptr = nullptr;
@@ -303,14 +322,10 @@ void* pinned_host_allocate(size_t bytes, const char* what) {
   return ptr;
 }
 
-void pinned_host_free(void* ptr, const char* what) {
+void pinned_host_free_noexcept(void* ptr, const char* what) noexcept {
   if (ptr == nullptr) return;
-  if (!t_guards.empty()) {
-    throw Error(strprintf("freeing pinned host memory '%s' during %s: cudaFreeHost synchronises the device; "
-                          "free it after the last step.",
-                          what, step_guard_region().c_str()));
-  }
-  SG_CUDA_CHECK(cudaFreeHost(ptr));
+  if (!t_guards.empty()) log_freed_during_step("pinned host memory", what);  // cudaFreeHost synchronises the device
+  SG_CUDA_CHECK_NOEXCEPT(cudaFreeHost(ptr));
 }
 
 size_t device_bytes_allocated() { return g_device_bytes.load(); }

@@ -133,11 +133,7 @@ class Arena {
     return bytes(slot) / sizeof(T);
   }
 
-  // Start of a category's contiguous range (see CategoryRange) and its size in bytes.
-  template <class T>
-  T* category_base(MemoryCategory category) const {
-    return reinterpret_cast<T*>(base_ + layout_.range(category).begin);
-  }
+  // Size in bytes of a category's contiguous range (see CategoryRange).
   size_t category_bytes(MemoryCategory category) const { return layout_.range(category).bytes(); }
 
   const MemoryLayout& layout() const { return layout_; }
@@ -191,9 +187,13 @@ void check_host_sync_allowed(const char* what);
 // cudaMalloc failure (naming `what` and the size).
 void* device_allocate(size_t bytes, const char* what);
 void device_free(void* ptr, const char* what);  // no-op for nullptr; throws under a StepGuard
-// Same, for page-locked host memory (cudaMallocHost also synchronises the device).
+// For destructors: frees even under a StepGuard (a bug, logged to stderr like a failed cudaFree), never
+// throws. Keeps device_bytes_allocated() exact either way.
+void device_free_noexcept(void* ptr, const char* what) noexcept;
+// Same, for page-locked host memory (cudaMallocHost also synchronises the device). Pinned buffers live as
+// long as their owner, so they are freed only from destructors: the free never throws (as above).
 void* pinned_host_allocate(size_t bytes, const char* what);
-void pinned_host_free(void* ptr, const char* what);
+void pinned_host_free_noexcept(void* ptr, const char* what) noexcept;
 
 // Bytes currently held through device_allocate (what stepgraph owns; the driver's pools excluded).
 size_t device_bytes_allocated();

@@ -1,5 +1,8 @@
 #include "cuda/check.h"
 
+#include <cstdio>
+
+#include "core/log.h"
 #include "core/strings.h"
 
 namespace sg::cuda {
@@ -30,10 +33,28 @@ const char* error_hint(cudaError_t err) {
   }
 }
 
-void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
+namespace {
+
+std::string cuda_error_message(cudaError_t err, const char* call, const char* file, int line) {
   const char* hint = error_hint(err);
-  throw Error(strprintf("%s failed: %s: %s [%s:%d]%s%s", call, cudaGetErrorName(err),
-                        cudaGetErrorString(err), file, line, *hint ? "\n  hint: " : "", hint));
+  return strprintf("%s failed: %s: %s [%s:%d]%s%s", call, cudaGetErrorName(err), cudaGetErrorString(err), file,
+                   line, *hint ? "\n  hint: " : "", hint);
+}
+
+}  // namespace
+
+void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
+  throw Error(cuda_error_message(err, call, file, line));
+}
+
+void log_cuda_error(cudaError_t err, const char* call, const char* file, int line) noexcept {
+  (void)cudaGetLastError();  // already reported here: the next launch check must not take it for its own
+  try {
+    log::error(cuda_error_message(err, call, file, line));
+  } catch (...) {
+    // Out of memory for the message: say what failed without allocating.
+    std::fprintf(stderr, "error: %s failed: %s [%s:%d]\n", call, cudaGetErrorName(err), file, line);
+  }
 }
 
 }  // namespace sg::cuda

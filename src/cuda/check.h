@@ -12,6 +12,10 @@ namespace sg::cuda {
 const char* error_hint(cudaError_t err);
 
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line);
+// The same message, logged to stderr instead of thrown: for destructors and other noexcept paths, where a
+// throw would terminate the process and a dropped error would hide why a run ended. Also clears the
+// (non-sticky) last error, so the next launch check does not report this failure as its own.
+void log_cuda_error(cudaError_t err, const char* call, const char* file, int line) noexcept;
 
 }  // namespace sg::cuda
 
@@ -20,6 +24,13 @@ const char* error_hint(cudaError_t err);
   do {                                                                               \
     const cudaError_t sg_err_ = (call);                                              \
     if (sg_err_ != cudaSuccess) ::sg::cuda::throw_cuda_error(sg_err_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+// SG_CUDA_CHECK_NOEXCEPT(cudaFree(...)): on a cleanup path, logs the failure (log_cuda_error) and goes on.
+#define SG_CUDA_CHECK_NOEXCEPT(call)                                                          \
+  do {                                                                                        \
+    const cudaError_t sg_err_ = (call);                                                       \
+    if (sg_err_ != cudaSuccess) ::sg::cuda::log_cuda_error(sg_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // After every kernel launch: catches bad launch configurations immediately (does not synchronise).

@@ -1,6 +1,6 @@
 #pragma once
 // Named, independent, graph-safe random generators — the counterpart of TransformerEngine's
-// CudaRNGStatesTracker / Megatron's RNG tracker, built on counter-based Philox4x32-10 (cuda/philox.h).
+// CudaRNGStatesTracker / Megatron's RNG tracker, built on counter-based Philox4x32-10 (core/philox.h).
 //
 // Each generator is an RngState {seed, offset} living in DEVICE memory. A kernel that draws receives
 // a pointer to the state (current()) and a plan-time call-site number, never host scalars; so an eager
@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "core/philox.h"
 #include "cuda/arena.h"
-#include "cuda/philox.h"
 
 namespace sg::cuda {
 

@@ -44,7 +44,7 @@ class Stream {
  private:
   void reset() noexcept {
     // cudaStreamDestroy does not block; pending work completes, then resources are released.
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (stream_ != nullptr) SG_CUDA_CHECK_NOEXCEPT(cudaStreamDestroy(stream_));
     stream_ = nullptr;
   }
   cudaStream_t stream_ = nullptr;
@@ -95,7 +95,7 @@ class Event {
 
  private:
   void reset() noexcept {
-    if (event_ != nullptr) cudaEventDestroy(event_);
+    if (event_ != nullptr) SG_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(event_));
     event_ = nullptr;
   }
   cudaEvent_t event_ = nullptr;

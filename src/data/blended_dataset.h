@@ -73,7 +73,6 @@ class IndexedSampleSource : public SampleSource {
   std::string describe() const override;
   uint64_t num_tokens() const override { return token_end_ - token_begin_; }
   void sample(uint64_t index, int32_t* out) override;
-  uint64_t windows_per_epoch() const { return windows_; }
   const IndexedDataset& dataset() const { return dataset_; }
 
  private:

@@ -318,14 +318,6 @@ void IndexedDataset::scan_tokens(int64_t vocab_size) {
   max_token_ = hi;
 }
 
-int64_t IndexedDataset::token_at(uint64_t sequence, uint64_t position) const {
-  int64_t t = 0;
-  for_each_token(dtype_,
-                 bin_.data() + sequence_offsets_[sequence] + position * token_dtype_size(dtype_), 1,
-                 [&](int64_t v) { t = v; });
-  return t;
-}
-
 std::vector<int32_t> IndexedDataset::sequence(uint64_t s) const {
   SG_CHECK(s < num_sequences_, strprintf("%s: sequence %llu out of range (%llu sequences)",
                                          prefix_.c_str(), static_cast<unsigned long long>(s),

@@ -62,7 +62,6 @@ class IndexedDataset {
   int64_t min_token() const { return min_token_; }  // 0 when the corpus is empty
   int64_t max_token() const { return max_token_; }
 
-  std::span<const int32_t> sequence_lengths() const { return sequence_lengths_; }
   std::span<const int64_t> sequence_offsets() const { return sequence_offsets_; }
   std::span<const int64_t> document_index() const { return document_index_; }
   // Stream position (see read_tokens) of document d's first token; d == num_documents() gives
@@ -80,7 +79,6 @@ class IndexedDataset {
   void validate_index(const MappedFile& idx);
   void check_sequences_tile_bin(const char* index_file) const;
   void scan_tokens(int64_t vocab_size);
-  int64_t token_at(uint64_t sequence, uint64_t position) const;
 
   std::string prefix_;
   TokenDtype dtype_ = TokenDtype::uint16;

@@ -1,6 +1,8 @@
 #include "dist/communicator.h"
 
+#include <cstdio>
 #include <cstring>
+#include <exception>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -20,7 +22,19 @@ ncclDataType_t nccl_type(ElementType t) {
   return ncclFloat32;
 }
 
+// On a noexcept path (the destructor, the at-exit release): check_nccl's message, logged instead of thrown. No
+// communicator for ncclGetLastError: the call may have freed it.
+void log_nccl_error(ncclResult_t result, const char* call, const char* file, int line) noexcept {
+  try {
+    check_nccl(result, call);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s [%s:%d]\n", e.what(), file, line);  // log::error's format, no allocation
+  }
+}
+
 }  // namespace
+
+#define SG_NCCL_CHECK_NOEXCEPT(call, name) log_nccl_error((call), name, __FILE__, __LINE__)
 
 NcclUniqueIdBytes new_nccl_unique_id() {
   ncclUniqueId id;
@@ -56,11 +70,17 @@ void Communicator::release(bool destroy) noexcept {
   // Graphs first: a captured collective holds references into this communicator.
   graph::destroy_all_live_graphs();
   if (destroy) {
-    // Normal end: let the device finish (graph executables are freed once idle), then destroy.
-    cudaDeviceSynchronize();
-    nccl().CommDestroy(comm_);
+    // Normal end: let the device finish (graph executables are freed once idle), then destroy. A device that
+    // reports an error has not ended normally: abort instead, which never waits for the other ranks.
+    if (const cudaError_t err = cudaDeviceSynchronize(); err != cudaSuccess) {
+      cuda::log_cuda_error(err, "cudaDeviceSynchronize", __FILE__, __LINE__);
+      destroy = false;
+    }
+  }
+  if (destroy) {
+    SG_NCCL_CHECK_NOEXCEPT(nccl().CommDestroy(comm_), "ncclCommDestroy");
   } else {
-    nccl().CommAbort(comm_);
+    SG_NCCL_CHECK_NOEXCEPT(nccl().CommAbort(comm_), "ncclCommAbort");
   }
   comm_ = nullptr;
 }

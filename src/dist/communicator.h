@@ -7,7 +7,8 @@
 // way out — the destructor calls graph::destroy_all_live_graphs() first, and an at-exit release runs
 // after the registries' at-exit cleanup if the process exits with the communicator alive.
 //   finish()   normal end, the streams idle: ncclCommDestroy
-//   otherwise  (exception, a failed peer, exit): ncclCommAbort, which never waits for other ranks
+//   otherwise  (exception, a failed peer, a device error, exit): ncclCommAbort, which never waits for other
+//              ranks
 //
 // NCCL_GRAPH_REGISTER (docs/distributed.md): NCCL registers the buffers of collectives captured in a
 // graph. Megatron must turn that off (NCCL_GRAPH_REGISTER=0) when PyTorch's allocator uses expandable
@@ -72,7 +73,7 @@ class Communicator {
   int exit_release_ = 0;  // graph/registry.h handle
 };
 
-// Megatron's NCCL_GRAPH_REGISTER rule, as a pure decision (tests/dist/graph_register_test.cpp):
+// Megatron's NCCL_GRAPH_REGISTER rule, as a pure decision (tests/dist/nccl_library_test.cpp):
 // collectives captured in graphs + memory from expandable segments + a pre-Blackwell GPU (compute
 // capability < 10) need NCCL_GRAPH_REGISTER=0. Unset -> set it to 0 (set_zero); set to anything else ->
 // an error naming both variables; every other case -> leave NCCL's default.

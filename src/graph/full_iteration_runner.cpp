@@ -55,7 +55,6 @@ StepMode FullIterationRunner::run_step(cudaStream_t stream, const RegionBody& st
     }
   }
   ++steps_run_;
-  last_mode_ = mode;
   if (mode == StepMode::capture) {
     SG_CUDA_CHECK(cudaStreamSynchronize(stream));  // once per run: time the capture step on its own
     capture_step_ms_ =

@@ -30,7 +30,6 @@ class FullIterationRunner {
   StepMode run_step(cudaStream_t stream, const RegionBody& step);
 
   StepMode next_mode() const;
-  StepMode last_mode() const { return last_mode_; }
   int64_t steps_run() const { return steps_run_; }
   double capture_step_ms() const { return capture_step_ms_; }  // < 0 before the capture step
   // The next step captures again (cudaGraphExecUpdate when the topology is unchanged).
@@ -44,7 +43,6 @@ class FullIterationRunner {
   GraphExec* exec_ = nullptr;
   bool stale_ = true;
   int64_t steps_run_ = 0;
-  StepMode last_mode_ = StepMode::eager;
   double capture_step_ms_ = -1.0;
 };
 

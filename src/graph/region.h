@@ -20,7 +20,7 @@ namespace sg::graph {
 enum class Module : uint8_t { attn, mlp, moe, moe_router, moe_preprocess, mamba };
 enum class Phase : uint8_t { forward, backward };
 
-const char* module_name(Module module);  // "attn", "mlp", ...
+const char* module_name(Module module);  // "attn", "mlp", ...; the module scopes' names too (scope_plan.h)
 const char* phase_name(Phase phase);     // "forward", "backward"
 
 struct RegionKey {

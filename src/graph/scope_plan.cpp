@@ -11,9 +11,22 @@ namespace sg::graph {
 namespace {
 
 constexpr GraphImpl kImpls[] = {GraphImpl::none, GraphImpl::local, GraphImpl::transformer_engine};
-constexpr GraphScope kScopes[] = {GraphScope::full_iteration, GraphScope::attn,       GraphScope::mlp,
-                                  GraphScope::moe,            GraphScope::moe_router, GraphScope::moe_preprocess,
-                                  GraphScope::mamba};
+
+// Every scope in config order, with the module it is named after: a module scope is spelled as its module
+// (region.h's module_name), so the names live in one table; full_iteration names no module.
+struct ScopeEntry {
+  GraphScope scope;
+  std::optional<Module> namesake;
+};
+constexpr ScopeEntry kScopes[] = {
+    {.scope = GraphScope::full_iteration, .namesake = std::nullopt},
+    {.scope = GraphScope::attn, .namesake = Module::attn},
+    {.scope = GraphScope::mlp, .namesake = Module::mlp},
+    {.scope = GraphScope::moe, .namesake = Module::moe},
+    {.scope = GraphScope::moe_router, .namesake = Module::moe_router},
+    {.scope = GraphScope::moe_preprocess, .namesake = Module::moe_preprocess},
+    {.scope = GraphScope::mamba, .namesake = Module::mamba},
+};
 
 bool contains(const std::vector<GraphScope>& v, GraphScope s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
@@ -38,14 +51,8 @@ const char* graph_impl_name(GraphImpl impl) {
 }
 
 const char* graph_scope_name(GraphScope scope) {
-  switch (scope) {
-    case GraphScope::full_iteration: return "full_iteration";
-    case GraphScope::attn: return "attn";
-    case GraphScope::mlp: return "mlp";
-    case GraphScope::moe: return "moe";
-    case GraphScope::moe_router: return "moe_router";
-    case GraphScope::moe_preprocess: return "moe_preprocess";
-    case GraphScope::mamba: return "mamba";
+  for (const ScopeEntry& e : kScopes) {
+    if (e.scope == scope) return e.namesake ? module_name(*e.namesake) : "full_iteration";
   }
   return "?";
 }
@@ -58,7 +65,7 @@ std::vector<std::string> graph_impl_names() {
 
 std::vector<std::string> graph_scope_names() {
   std::vector<std::string> names;
-  for (GraphScope s : kScopes) names.emplace_back(graph_scope_name(s));
+  for (const ScopeEntry& e : kScopes) names.emplace_back(graph_scope_name(e.scope));
   return names;
 }
 
@@ -70,8 +77,8 @@ std::optional<GraphImpl> find_graph_impl(std::string_view text) {
 }
 
 std::optional<GraphScope> find_graph_scope(std::string_view text) {
-  for (GraphScope s : kScopes) {
-    if (text == graph_scope_name(s)) return s;
+  for (const ScopeEntry& e : kScopes) {
+    if (text == graph_scope_name(e.scope)) return e.scope;
   }
   return std::nullopt;
 }

@@ -26,7 +26,7 @@ enum class GraphImpl : uint8_t { none, local, transformer_engine };
 enum class GraphScope : uint8_t { full_iteration, attn, mlp, moe, moe_router, moe_preprocess, mamba };
 
 const char* graph_impl_name(GraphImpl impl);     // "none", "local", "transformer_engine"
-const char* graph_scope_name(GraphScope scope);  // "full_iteration", "attn", ...
+const char* graph_scope_name(GraphScope scope);  // "full_iteration", "attn", ... (a module scope: module_name)
 // Parse config spellings; throw sg::Error listing the valid values (and the closest one).
 GraphImpl parse_graph_impl(std::string_view text);
 GraphScope parse_graph_scope(std::string_view text);

@@ -46,7 +46,6 @@ class ScopedGraphRunner final : public RegionRunner {
   // updates the executable in place (cudaGraphExecUpdate).
   void recapture();
 
-  int64_t steps_begun() const { return steps_begun_; }
   bool graphs_active() const { return steps_begun_ > warmup_steps_; }  // current step graphs regions
   bool step_captured() const { return captured_this_step_; }
   const ScopePlan& plan() const { return plan_; }

@@ -3,6 +3,7 @@
 #include <cudnn.h>
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <unordered_map>
 
@@ -55,6 +56,12 @@ void check_cudnn(cudnnStatus_t status, const char* call) {
   if (status != CUDNN_STATUS_SUCCESS) {
     throw Error(std::string(call) + " failed: " + cudnnGetErrorString(status));
   }
+}
+
+// On the noexcept path (the destructor): check_cudnn's failure, logged to stderr instead of thrown.
+void log_cudnn_error(cudnnStatus_t status, const char* call, const char* file, int line) noexcept {
+  if (status == CUDNN_STATUS_SUCCESS) return;
+  std::fprintf(stderr, "error: %s failed: %s [%s:%d]\n", call, cudnnGetErrorString(status), file, line);
 }
 
 // Our own support checks, before cuDNN's, so the common failures read in our terms.
@@ -153,7 +160,7 @@ CudnnContext::CudnnContext() {
 }
 
 CudnnContext::~CudnnContext() {
-  if (handle_) cudnnDestroy(as_handle(handle_));
+  if (handle_) log_cudnn_error(cudnnDestroy(as_handle(handle_)), "cudnnDestroy", __FILE__, __LINE__);
 }
 
 size_t CudnnContext::runtime_version() { return cudnnGetVersion(); }

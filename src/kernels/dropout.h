@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
+#include "core/philox.h"
 #include "cuda/bf16.h"
-#include "cuda/philox.h"
 
 namespace sg::kernels {
 

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/strings.h"
+#include "cuda/arena.h"
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "kernels/cublaslt_check.h"
@@ -171,10 +172,10 @@ GemmPlan::GemmPlan(const Blas& blas, const GemmDesc& desc) : blas_(blas), desc_(
     status = cublasLtMatmulAlgoGetHeuristic(blas_.handle(), op_, a_layout_, b_layout_, d_layout_, d_layout_, pref,
                                             wanted, results.data(), &count);
   } catch (...) {
-    cublasLtMatmulPreferenceDestroy(pref);
+    SG_CUBLASLT_CHECK_NOEXCEPT(cublasLtMatmulPreferenceDestroy(pref));  // the error in flight stays the one reported
     throw;
   }
-  cublasLtMatmulPreferenceDestroy(pref);
+  SG_CUBLASLT_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && count == 0)) {
     throw Error("cuBLASLt has no algorithm for the GEMM " + desc_.describe() +
                 " (fp32 compute) within a " + human_bytes(blas_.workspace_bytes()) +
@@ -262,11 +263,11 @@ std::string GemmPlan::algo_summary() const {
 }
 
 void GemmPlan::destroy_descriptors() {
-  // Destroy calls only fail on invalid handles; this runs in destructors and must not throw.
-  if (d_layout_) cublasLtMatrixLayoutDestroy(d_layout_);
-  if (b_layout_) cublasLtMatrixLayoutDestroy(b_layout_);
-  if (a_layout_) cublasLtMatrixLayoutDestroy(a_layout_);
-  if (op_) cublasLtMatmulDescDestroy(op_);
+  // Destroy calls only fail on invalid handles; this runs in destructors and must not throw: failures are logged.
+  if (d_layout_) SG_CUBLASLT_CHECK_NOEXCEPT(cublasLtMatrixLayoutDestroy(d_layout_));
+  if (b_layout_) SG_CUBLASLT_CHECK_NOEXCEPT(cublasLtMatrixLayoutDestroy(b_layout_));
+  if (a_layout_) SG_CUBLASLT_CHECK_NOEXCEPT(cublasLtMatrixLayoutDestroy(a_layout_));
+  if (op_) SG_CUBLASLT_CHECK_NOEXCEPT(cublasLtMatmulDescDestroy(op_));
   d_layout_ = b_layout_ = a_layout_ = nullptr;
   op_ = nullptr;
 }
@@ -305,14 +306,14 @@ void GemmPlan::launch(cudaStream_t stream, const void* a, const void* b, void* d
 Blas::Blas(void* workspace, size_t workspace_bytes) : workspace_(workspace), workspace_bytes_(workspace_bytes) {
   SG_CHECK(workspace_bytes_ > 0, "Blas: workspace_bytes must be positive");
   if (workspace_ == nullptr) {
-    SG_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+    workspace_ = cuda::device_allocate(workspace_bytes_, "cuBLASLt workspace (Blas-owned)");
     owns_workspace_ = true;
   } else if (!aligned(workspace_, 256)) {
     throw Error(strprintf("Blas: the cuBLASLt workspace %p must be 256-byte aligned", workspace_));
   }
   const cublasStatus_t status = cublasLtCreate(&handle_);
   if (status != CUBLAS_STATUS_SUCCESS) {
-    if (owns_workspace_) cudaFree(workspace_);
+    if (owns_workspace_) cuda::device_free_noexcept(workspace_, "cuBLASLt workspace (Blas-owned)");
     throw_cublaslt_error(status, "cublasLtCreate(&handle_)", __FILE__, __LINE__);
   }
   workspace_registration_ = cuda::LibraryWorkspace(workspace_, workspace_bytes_);
@@ -320,8 +321,8 @@ Blas::Blas(void* workspace, size_t workspace_bytes) : workspace_(workspace), wor
 
 Blas::~Blas() {
   plans_.clear();  // descriptors before the handle
-  if (handle_) cublasLtDestroy(handle_);
-  if (owns_workspace_) cudaFree(workspace_);
+  if (handle_) SG_CUBLASLT_CHECK_NOEXCEPT(cublasLtDestroy(handle_));
+  if (owns_workspace_) cuda::device_free_noexcept(workspace_, "cuBLASLt workspace (Blas-owned)");
 }
 
 const GemmPlan& Blas::plan(const GemmDesc& desc) {

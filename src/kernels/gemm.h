@@ -135,9 +135,9 @@ class Blas {
  public:
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // 32 MiB, what the model must plan
 
-  // workspace == nullptr: allocates kWorkspaceBytes once here (cudaMalloc) and frees it in the
-  // destructor (tests, tools). Otherwise uses the caller's device memory (the model puts it in its
-  // arena), which must hold workspace_bytes, be 256-byte aligned and outlive this Blas.
+  // workspace == nullptr: allocates kWorkspaceBytes once here (cuda::device_allocate, so not inside a
+  // step) and frees it in the destructor (tests, tools). Otherwise uses the caller's device memory (the
+  // model puts it in its arena), which must hold workspace_bytes, be 256-byte aligned and outlive this Blas.
   explicit Blas(void* workspace = nullptr, size_t workspace_bytes = kWorkspaceBytes);
   ~Blas();
   Blas(const Blas&) = delete;

@@ -131,7 +131,7 @@ void LmHeadPlan::run(cudaStream_t stream, const LmHeadBuffers& b, bool backward)
   float* row_loss = reinterpret_cast<float*>(ws + layout_.row_loss_offset);
   float* token_count = reinterpret_cast<float*>(ws + layout_.token_count_offset);
 
-  loss_token_count(stream, {b.loss_mask, T, token_count});
+  loss_token_count(stream, {.loss_mask = b.loss_mask, .T = T, .token_count = token_count});
   for (int64_t r0 = 0; r0 < T; r0 += layout_.chunk_rows) {
     const int64_t rows = std::min(layout_.chunk_rows, T - r0);
     const ChunkGemms& g = rows == layout_.chunk_rows ? full_ : tail_;
@@ -159,7 +159,11 @@ void LmHeadPlan::run(cudaStream_t stream, const LmHeadBuffers& b, bool backward)
       g.dweight->run(stream, h_c, dlogits, b.dweight.data);
     }
   }
-  cross_entropy_loss_reduce(stream, {row_loss, T, token_count, loss_scale_, b.loss_accumulator});
+  cross_entropy_loss_reduce(stream, {.row_loss = row_loss,
+                                     .T = T,
+                                     .token_count = token_count,
+                                     .loss_scale = loss_scale_,
+                                     .loss_accumulator = b.loss_accumulator});
 }
 
 }  // namespace sg::kernels

@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "cuda/philox.h"
+#include "core/philox.h"
 #include "kernels/adamw.h"
 #include "kernels/grad_norm.h"
 #include "kernels/lr_schedule.h"

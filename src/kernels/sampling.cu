@@ -5,9 +5,9 @@
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "core/error.h"
+#include "core/philox.h"
 #include "core/strings.h"
 #include "cuda/check.h"
-#include "cuda/philox.h"
 #include "kernels/common.cuh"
 #include "kernels/sampling.h"
 

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "cuda/philox.h"
+#include "core/philox.h"
 
 namespace sg::model {
 

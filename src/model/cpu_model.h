@@ -21,7 +21,7 @@
 
 #include <memory>
 
-#include "cuda/philox.h"
+#include "core/philox.h"
 #include "model/batch.h"
 #include "model/layer.h"
 #include "model/recompute_layout.h"

@@ -1,7 +1,11 @@
 #include "model/decoder.h"
 
+#include <utility>
+
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/layers/attention_layer.h"
+#include "model/layers/mlp_layer.h"
 
 namespace sg::model {
 
@@ -41,33 +45,39 @@ DecoderOffsets decoder_offsets(const ModelSpec& m, const ModelLayout& layout) {
                  (why_not.empty() ? "this model is " + architecture + " (" + describe_stack(m) + ")" : why_not));
   SG_REQUIRE(m.q_dim() == m.hidden_size,
              "generate: the decoders need num_attention_heads x head_dim = hidden_size (model.kv_channels unset)");
-  const int64_t H = m.hidden_size, KV = m.kv_dim(), F = m.ffn_hidden_size;
-  auto at = [&](const std::string& name) { return layout.find(name).offset; };
-  // The fused blocks the GEMMs read as one weight must be contiguous in the flat buffer.
-  auto follows = [&](const std::string& first, int64_t first_numel, const std::string& second) {
-    SG_CHECK(at(first) + first_numel == at(second),
-             strprintf("parameter layout: %s does not directly follow %s; the decoder reads them as one block",
-                       second.c_str(), first.c_str()));
+  // The blocks the kinds declare (q|k|v and gate|up are one block each: one weight per decoder GEMM),
+  // declared again to hold their references; the layout given must be this model's.
+  struct BlockDeclarations {  // one GPT block's two layers
+    AttentionDeclarations attention;
+    MlpDeclarations mlp;
+    int attention_layer = 0, mlp_layer = 0;  // their places in the stack: their pre-norms
   };
-  DecoderOffsets o;
-  o.embedding = at("model.embed_tokens.weight");
-  o.lm_head = m.share_embeddings_and_output_weights ? o.embedding : at("lm_head.weight");
-  o.final_norm = at("model.norm.weight");
-  for (int64_t l = 0; l < m.num_layers; ++l) {
-    const std::string p = strprintf("model.layers.%lld.", static_cast<long long>(l));
-    follows(p + "self_attn.q_proj.weight", H * H, p + "self_attn.k_proj.weight");
-    follows(p + "self_attn.k_proj.weight", KV * H, p + "self_attn.v_proj.weight");
-    follows(p + "mlp.gate_proj.weight", F * H, p + "mlp.up_proj.weight");
-    DecoderLayerOffsets d;
-    d.qkv = at(p + "self_attn.q_proj.weight");
-    d.o_proj = at(p + "self_attn.o_proj.weight");
-    d.gate_up = at(p + "mlp.gate_proj.weight");
-    d.down_proj = at(p + "mlp.down_proj.weight");
-    d.input_norm = at(p + "input_layernorm.weight");
-    d.post_norm = at(p + "post_attention_layernorm.weight");
-    o.layers.push_back(d);
+  std::vector<BlockDeclarations> blocks(static_cast<size_t>(m.num_layers));
+  const ModelLayout declared = declare_model(m, [&](size_t, LayerDeclarations& d) {
+    BlockDeclarations& block = blocks[static_cast<size_t>(d.place.hf_layer)];
+    if (d.place.kind == LayerKind::attention) {
+      block.attention.declare(d);
+      block.attention_layer = d.place.index;
+    } else {
+      block.mlp.declare(d);
+      block.mlp_layer = d.place.index;
+    }
+  });
+  SG_CHECK(declared.total() == layout.total() && declared.tensors().size() == layout.tensors().size(),
+           "decoder_offsets: the parameter layout given is not this model's");
+  std::vector<DecoderLayerOffsets> layers;
+  for (const BlockDeclarations& block : blocks) {
+    layers.push_back({.qkv = layout.offset(block.attention.qkv),
+                      .o_proj = layout.offset(block.attention.o_proj),
+                      .gate_up = layout.offset(block.mlp.gate_up),
+                      .down_proj = layout.offset(block.mlp.down_proj),
+                      .input_norm = layout.offset(layout.norm_before(block.attention_layer)),
+                      .post_norm = layout.offset(layout.norm_before(block.mlp_layer))});
   }
-  return o;
+  return {.embedding = layout.offset(layout.embedding),
+          .lm_head = layout.offset(layout.lm_head),
+          .final_norm = layout.offset(layout.final_norm),
+          .layers = std::move(layers)};
 }
 
 }  // namespace sg::model

@@ -65,8 +65,9 @@ class Decoder {
   virtual std::vector<float> last_logits() = 0;
 };
 
-// Flat-buffer offsets of the tensors the decoder reads, found by their Hugging Face names (the dense
-// Llama's fused blocks: q_proj|k_proj|v_proj and gate_proj|up_proj are each one contiguous block).
+// Flat-buffer offsets of the tensors the decoder reads, from the blocks the layer kinds declare (the
+// attention's q_proj|k_proj|v_proj and the MLP's gate_proj|up_proj are each one contiguous block) and the
+// step's (embedding, pre-norms, final norm, LM head): no Hugging Face name is spelled here.
 struct DecoderLayerOffsets {
   int64_t qkv = 0, o_proj = 0, gate_up = 0, down_proj = 0, input_norm = 0, post_norm = 0;
 };

@@ -1,6 +1,6 @@
 #pragma once
 // Dropout call sites, defined once for the CPU reference and the GPU step so both draw the same masks.
-// A site id is Philox counter word 2 (see cuda/philox.h), a plan-time constant of each launch. Sites
+// A site id is Philox counter word 2 (see core/philox.h), a plan-time constant of each launch. Sites
 // are handed out at declaration time by a DropoutSiteAllocator, in stack order: each layer takes the
 // sites it draws inside (attention: its probabilities), then the step takes the layer's output site
 // (hidden_dropout before the residual add). The dense model therefore numbers, per GPT block b,
@@ -11,7 +11,7 @@
 // kRngOffsetPerMicrobatch.
 #include <cstdint>
 
-#include "cuda/philox.h"
+#include "core/philox.h"
 
 namespace sg::model {
 
@@ -25,14 +25,6 @@ class DropoutSiteAllocator {
 };
 
 inline constexpr uint64_t kRngOffsetPerMicrobatch = 1;
-
-// RNG state of microbatch `microbatch` (0-based) of optimizer step `step` (0-based), for a run that
-// started at `initial`.
-constexpr rng::RngState microbatch_rng_state(rng::RngState initial, int64_t step, int64_t num_microbatches,
-                                             int64_t microbatch) {
-  return rng::RngState{initial.seed, initial.offset + static_cast<uint64_t>(step * num_microbatches + microbatch) *
-                                                          kRngOffsetPerMicrobatch};
-}
 
 // cuDNN's fused attention draws its dropout mask from its own Philox stream, keyed by an int64 seed and
 // offset in device memory (kernels/attention.h). Each attention layer gets its own seed (a hash of the

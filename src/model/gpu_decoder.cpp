@@ -160,12 +160,14 @@ std::string GpuDecoder::description() const {
 const kernels::GemmPlan& GpuDecoder::lm_head_plan(int64_t rows) {
   // logits[rows, Vp] (fp32) = n[rows, H] W[V, H]^T: LinearForward's GEMM with an fp32 D and row stride Vp.
   const ModelSpec& m = model_;
-  kernels::GemmDesc d;
-  d.transpose_a = true;
-  d.m = m.vocab_size, d.n = rows, d.k = m.hidden_size;
-  d.lda = m.hidden_size, d.ldb = m.hidden_size, d.ldd = padded_vocab_;
-  d.d_type = kernels::GemmDtype::kFP32;
-  return blas_->plan(d);
+  return blas_->plan({.transpose_a = true,
+                      .m = m.vocab_size,
+                      .n = rows,
+                      .k = m.hidden_size,
+                      .lda = m.hidden_size,
+                      .ldb = m.hidden_size,
+                      .ldd = padded_vocab_,
+                      .d_type = kernels::GemmDtype::kFP32});
 }
 
 void GpuDecoder::enqueue_forward(cudaStream_t stream, const Rows& r) {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <thread>
 
-#include "cuda/philox.h"
+#include "core/philox.h"
 
 namespace sg::model {
 

@@ -31,13 +31,20 @@
 //     output too), and changes nothing else: no accumulation into step state, no RNG advance. The
 //     default reruns forward(), which keeps that promise for a forward without side effects.
 // A kind without the declaration refuses recompute with a clear error (model/recompute.h).
+//
+// Arithmetic over the stack without building it (a config may ask for far more than fits). Each kind
+// declares, beside its code, and its registration reads (model/layer_registry.h):
+//     static LayerFlops flops_per_token(const ModelSpec&);                               // GPU class
+//     static CpuLayerFootprint host_footprint(const ModelSpec&, const BatchSpec&);       // CPU twin
+// train/metrics.h sums the first over the stack (MFU), train/host_memory.h the second (the CPU backend's
+// plan before it allocates).
 #include <cuda_runtime.h>
 
 #include <utility>
 #include <vector>
 
+#include "core/philox.h"
 #include "cuda/bf16.h"
-#include "cuda/philox.h"
 #include "graph/region.h"
 #include "model/layer_context.h"
 #include "model/layer_kind.h"
@@ -45,6 +52,19 @@
 #include "model/stack.h"
 
 namespace sg::model {
+
+// Model FLOPs of one token through one layer, forward and backward, as Megatron's MFU counts them.
+struct LayerFlops {
+  double matmul_weights = 0.0;  // weights its GEMMs multiply the token by: 6 FLOPs each
+  double attention = 0.0;       // its attention products, in hidden_size-wide layers (q_dim / H): 12 S H FLOPs each
+  double scan = 0.0;            // its SSD scan's FLOPs
+};
+
+// The host memory of one CPU twin, in fp32 elements: its own parameters (not its pre-norm: the step's),
+// the activations it saves for one microbatch and its scratch.
+struct CpuLayerFootprint {
+  double params = 0.0, saved = 0.0, scratch = 0.0;
+};
 
 // What the GPU and CPU layers of one place share: where they sit, and their declarations.
 class LayerBase {

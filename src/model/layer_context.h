@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "core/philox.h"
 #include "cuda/arena.h"
 #include "cuda/bf16.h"
-#include "cuda/philox.h"
 #include "graph/region.h"
 #include "kernels/float_buffer.h"
 #include "model/recompute_layout.h"

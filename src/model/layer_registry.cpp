@@ -1,7 +1,6 @@
 #include "model/layer_registry.h"
 
 #include <algorithm>
-#include <array>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -14,24 +13,34 @@ namespace sg::model {
 
 namespace {
 
+// What the kind declares of itself (model/layer.h), read from its classes.
 struct Registration {
   LayerKind kind;
   std::unique_ptr<Layer> (*make)(const LayerPlace& place);
   std::unique_ptr<CpuLayer> (*make_cpu)(const LayerPlace& place);
-  LayerRecompute (*recompute)();  // what the kind can recompute (model/layer.h): its own declaration
+  LayerRecompute (*recompute)();  // what the kind can recompute
+  LayerFlops (*flops_per_token)(const ModelSpec& model);
+  CpuLayerFootprint (*host_footprint)(const ModelSpec& model, const BatchSpec& batch);
 };
 
+// Recompute is opt-in; the FLOPs and the host footprint every kind must declare (a kind without them
+// does not compile here).
 template <class GpuLayer, class CpuTwin>
 constexpr Registration kind(LayerKind k) {
-  return Registration{k, [](const LayerPlace& p) -> std::unique_ptr<Layer> { return std::make_unique<GpuLayer>(p); },
-                      [](const LayerPlace& p) -> std::unique_ptr<CpuLayer> { return std::make_unique<CpuTwin>(p); },
-                      []() -> LayerRecompute {
-                        if constexpr (requires { GpuLayer::recompute_support(); }) {
-                          return GpuLayer::recompute_support();
-                        } else {
-                          return {};  // the kind has not opted in: recompute refuses it
-                        }
-                      }};
+  return Registration{
+      .kind = k,
+      .make = [](const LayerPlace& p) -> std::unique_ptr<Layer> { return std::make_unique<GpuLayer>(p); },
+      .make_cpu = [](const LayerPlace& p) -> std::unique_ptr<CpuLayer> { return std::make_unique<CpuTwin>(p); },
+      .recompute = []() -> LayerRecompute {
+        if constexpr (requires { GpuLayer::recompute_support(); }) {
+          return GpuLayer::recompute_support();
+        } else {
+          return {};  // the kind has not opted in: recompute refuses it
+        }
+      },
+      .flops_per_token = &GpuLayer::flops_per_token,
+      .host_footprint = &CpuTwin::host_footprint,
+  };
 }
 
 // ONE line per layer kind.
@@ -41,13 +50,6 @@ constexpr Registration kRegistrations[] = {
     kind<MoeLayer, MoeLayerCpu>(LayerKind::moe),
     kind<MambaLayer, MambaLayerCpu>(LayerKind::mamba),
 };
-
-// Kinds the pattern language has but the engine does not build yet, and where they are planned.
-struct Planned {
-  LayerKind kind;
-  const char* where;
-};
-constexpr std::array<Planned, 0> kPlanned{};  // every letter of layer_kind.h is built
 
 const Registration* find(LayerKind kind) {
   for (const Registration& r : kRegistrations) {
@@ -71,16 +73,22 @@ LayerRecompute layer_kind_recompute(LayerKind kind) {
   return r != nullptr ? r->recompute() : LayerRecompute{};
 }
 
-std::string missing_layer_kind_text(LayerKind kind) {
-  const LayerKindInfo& info = layer_kind_info(kind);
-  std::string where;
-  for (const Planned& p : kPlanned) {
-    if (p.kind == kind) where = std::string("; ") + p.where;
-  }
-  return strprintf("%s layer kind (%c in the pattern%s)", info.description, info.letter, where.c_str());
+LayerFlops layer_kind_flops_per_token(LayerKind kind, const ModelSpec& model) {
+  return require(kind).flops_per_token(model);
 }
 
-std::string layer_kind_missing_message(LayerKind kind) { return "not implemented yet: " + missing_layer_kind_text(kind); }
+CpuLayerFootprint layer_kind_host_footprint(LayerKind kind, const ModelSpec& model, const BatchSpec& batch) {
+  return require(kind).host_footprint(model, batch);
+}
+
+std::string missing_layer_kind_text(LayerKind kind) {
+  const LayerKindInfo& info = layer_kind_info(kind);
+  return strprintf("%s layer kind (%c in the pattern)", info.description, info.letter);
+}
+
+std::string layer_kind_missing_message(LayerKind kind) {
+  return "not implemented yet: " + missing_layer_kind_text(kind);
+}
 
 std::vector<LayerKind> missing_layer_kinds(const ModelSpec& spec) {
   std::vector<LayerKind> missing;

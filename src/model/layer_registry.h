@@ -1,8 +1,11 @@
 #pragma once
-// Which layer kinds the engine can build: letter -> GPU layer and CPU twin. Adding a kind is one GPU
-// file, one CPU-twin file and ONE registration line in layer_registry.cpp (docs/architecture.md has
-// the checklist). A pattern may name a kind that is not registered yet (E, M): it parses and
-// validates, and building the model refuses it with "not implemented yet".
+// Which layer kinds the engine can build: letter -> GPU layer and CPU twin, with what each kind
+// declares of itself (recompute, FLOPs, host memory; model/layer.h). Adding a kind is one GPU file, one
+// CPU-twin file and ONE registration line in layer_registry.cpp (docs/architecture.md has the
+// checklist). Every letter of model/layer_kind.h is registered today (tests/model/stack_test.cpp holds
+// that); a letter added to the pattern language before its kind is built would parse and validate,
+// and building the model would refuse it with "not implemented yet".
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,9 +18,15 @@ namespace sg::model {
 bool layer_kind_implemented(LayerKind kind);
 // What the kind declares it can recompute (model/layer.h); nothing for a kind not registered.
 LayerRecompute layer_kind_recompute(LayerKind kind);
-// What is missing: "MoE layer kind (E in the pattern; issue 11)".
+// The kind's model FLOPs of one token (its GPU class's flops_per_token; train/metrics.h sums them).
+// sg::Error for a kind not registered, as every query below.
+LayerFlops layer_kind_flops_per_token(LayerKind kind, const ModelSpec& model);
+// The host memory of one layer of the kind on the CPU backend, counted from the shapes alone (its CPU
+// twin's host_footprint; train/host_memory.h sums them).
+CpuLayerFootprint layer_kind_host_footprint(LayerKind kind, const ModelSpec& model, const BatchSpec& batch);
+// What a missing kind is called: "Mamba layer kind (M in the pattern)".
 std::string missing_layer_kind_text(LayerKind kind);
-// The error for building it: "not implemented yet: MoE layer kind (E in the pattern; issue 11)".
+// The error for building it: "not implemented yet: Mamba layer kind (M in the pattern)".
 std::string layer_kind_missing_message(LayerKind kind);
 // The kinds of this model that are not registered (empty: the model can be built).
 std::vector<LayerKind> missing_layer_kinds(const ModelSpec& spec);
@@ -33,5 +42,12 @@ ModelLayout model_layout(const ModelSpec& spec);
 // them but without a GPU (Layer::plan is pure CPU): what activation recompute could give back. The
 // residual stream and the pre-norm outputs at the layer boundaries are the step's and not included.
 std::vector<SavedActivationBytes> saved_activation_bytes(const ModelSpec& model, const BatchSpec& batch);
+
+// The kept tokens per expert of the last finished step, one row per MoE layer of `layers` in stack
+// order (GPU: a synchronous copy on `stream`, outside the step; CPU: the twins' own). Defined with the
+// MoE kind (model/layers/moe_layer*.cpp); declared here so the backends need no kind's header.
+std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<Layer>>& layers,
+                                                        cudaStream_t stream);
+std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<CpuLayer>>& layers);
 
 }  // namespace sg::model

@@ -9,6 +9,9 @@
 // What each layer kind can recompute is the kind's declaration (model/recompute.h, layer_registry.h); how
 // the step lays the memory out and when it recomputes is model/recompute_layout.h.
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace sg::model {
@@ -17,6 +20,27 @@ namespace sg::model {
 enum class RecomputeModule : uint8_t { core_attn, mlp, layernorm, moe_act, moe, shared_experts, mamba, mla_up_proj };
 enum class RecomputeGranularity : uint8_t { none, selective, full };
 enum class RecomputeMethod : uint8_t { uniform, block };
+
+// Megatron's spellings of model.recompute_granularity and model.recompute_method (recompute_spec.cpp holds the
+// one table). The name lists are in Megatron's choices order, the order messages give them. Granularity none
+// is the key left unset: it is named "none" (as `bench --compare` spells recompute_none) but is no config
+// spelling, so find_recompute_granularity does not accept it.
+const char* recompute_granularity_name(RecomputeGranularity granularity);  // "none", "selective", "full"
+std::optional<RecomputeGranularity> find_recompute_granularity(std::string_view name);  // selective, full
+std::vector<std::string> recompute_granularity_names();  // full, selective
+const char* recompute_method_name(RecomputeMethod method);  // "uniform", "block"
+std::optional<RecomputeMethod> find_recompute_method(std::string_view name);
+std::vector<std::string> recompute_method_names();  // uniform, block
+
+// Full recompute's settings where model.recompute_method / recompute_num_layers are unset: Megatron asserts
+// both are set (validation says so), and `bench --compare`'s recompute_full fills them with these.
+struct FullRecomputeDefaults {
+  RecomputeMethod method;
+  int64_t num_layers;
+};
+constexpr FullRecomputeDefaults full_recompute_defaults() {
+  return {.method = RecomputeMethod::uniform, .num_layers = 1};
+}
 
 struct RecomputeSpec {
   RecomputeGranularity granularity = RecomputeGranularity::none;

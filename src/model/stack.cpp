@@ -189,7 +189,7 @@ ModelLayout declare_model(const ModelSpec& spec, const DeclareLayer& declare_lay
     m.lm_head = m.embedding;
   } else {
     params.begin_group();
-    m.lm_head = params.matrix("lm_head.weight", {V, H});
+    m.lm_head = params.matrix(kLmHeadName, {V, H});
   }
   m.num_dropout_sites = sites.count();
   m.params = params.build();

@@ -35,6 +35,9 @@ namespace sg::model {
 
 enum class StackLayout : uint8_t { gpt, hybrid };
 
+// The LM head's Hugging Face name in both layouts; a model with tied embeddings has no such tensor.
+inline constexpr const char* kLmHeadName = "lm_head.weight";
+
 // Where one layer sits in the stack and what its parameters are called.
 struct LayerPlace {
   int index = 0;  // position in the stack

@@ -237,9 +237,10 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
     io.dropout = false;
     eval_io_.push_back(io);
   }
-  lm_head_ = std::make_unique<kernels::LmHeadPlan>(*blas_, kernels::LmHeadShape{T_, m.hidden_size, m.vocab_size},
-                                                   1.0f / static_cast<float>(batch_.global_microbatches()),
-                                                   options.lm_head_chunk_budget_bytes, optimizer_.main_grad_dtype);
+  lm_head_ = std::make_unique<kernels::LmHeadPlan>(
+      *blas_, kernels::LmHeadShape{.T = T_, .H = m.hidden_size, .V = m.vocab_size},
+      1.0f / static_cast<float>(batch_.global_microbatches()), options.lm_head_chunk_budget_bytes,
+      optimizer_.main_grad_dtype);
 
   const StepScalars initial;
   SG_CUDA_CHECK(cudaMemcpy(scalars_, &initial, sizeof(initial), cudaMemcpyHostToDevice));

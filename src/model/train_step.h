@@ -57,8 +57,8 @@
 #include <string>
 #include <vector>
 
+#include "core/philox.h"
 #include "cuda/arena.h"
-#include "cuda/philox.h"
 #include "cuda/rng_tracker.h"
 #include "dist/gradient_reducer.h"
 #include "graph/region.h"

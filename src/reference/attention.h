@@ -19,7 +19,7 @@
 // consistency (forward mask reused in backward).
 #include <cstdint>
 
-#include "cuda/philox.h"
+#include "core/philox.h"
 
 namespace sg::ref {
 

@@ -4,7 +4,7 @@
 // The mask is recomputed from (state, site) in the backward, never stored; the GPU draws the same mask.
 #include <cstdint>
 
-#include "cuda/philox.h"
+#include "core/philox.h"
 
 namespace sg::ref {
 

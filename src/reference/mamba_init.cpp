@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/philox.h"
 #include "core/strings.h"
-#include "cuda/philox.h"
 
 namespace sg::ref {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // Initial values of the Mamba2 mixer's own parameters, as Megatron's MambaMixer draws them, computed as
-// pure functions of (seed, stream, element) through Philox4x32-10 (cuda/philox.h), so the CPU and GPU
+// pure functions of (seed, stream, element) through Philox4x32-10 (core/philox.h), so the CPU and GPU
 // backends start from identical values whatever the thread count or buffer layout:
 //   A_log[h]   = log(U(A_init_range))                                        (A = -exp(A_log) in [-16, -1])
 //   dt_bias[h] = softplus^-1(max(exp(U(log dt_min, log dt_max)), dt_init_floor))

@@ -1,6 +1,6 @@
 #pragma once
 // RoPE frequencies, shared by the CPU twin (reference/rope.h) and the GPU kernel (kernels/rope.h) like
-// cuda/philox.h: one definition, __host__ __device__, evaluated in fp64.
+// core/philox.h: one definition, __host__ __device__, evaluated in fp64.
 //
 // Unscaled (HF "default"): inv_freq_i = base^(-2i/d) for pair i < d/2.
 // Llama 3 scaling (HF rope_type "llama3", Megatron's apply_rope_scaling; factor > 0 turns it on), with

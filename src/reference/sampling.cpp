@@ -6,8 +6,8 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/philox.h"
 #include "core/strings.h"
-#include "cuda/philox.h"
 
 namespace sg::ref {
 

@@ -19,7 +19,7 @@
 
 namespace sg::ref {
 
-// Philox call site of the sampling draws (word 2 of the counter; see cuda/philox.h).
+// Philox call site of the sampling draws (word 2 of the counter; see core/philox.h).
 inline constexpr uint32_t kSamplingSite = 0x5a3du;
 
 struct SamplingConfig {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/philox.h"
+#include "core/philox.h"
 #include "model/batch.h"
 #include "model/stack.h"
 

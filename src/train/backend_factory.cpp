@@ -6,6 +6,7 @@
 #include "train/cpu_backend.h"
 #include "train/distributed_backend.h"
 #include "train/gpu_backend.h"
+#include "config/lr_decay.h"
 #include "config/model_config.h"
 #include "config/moment_dtype.h"
 
@@ -33,18 +34,8 @@ model::OptimizerSpec optimizer_spec(const config::Config& config) {
   o.exp_avg_sq_dtype = moment_dtype("optimizer.exp_avg_sq_dtype", config.optimizer.exp_avg_sq_dtype);
   o.main_grad_dtype = config.ddp.grad_reduce_in_fp32 ? kernels::FloatDtype::fp32 : kernels::FloatDtype::bf16;
   o.lr_warmup_iters = config.scheduler.lr_warmup_iters;
-  o.lr_decay_iters = config.scheduler.lr_decay_iters.value_or(config.train.train_iters.value_or(0));
-  const std::string& style = config.scheduler.lr_decay_style;
-  if (style == "constant") {
-    o.lr_decay_style = model::LrDecayStyle::constant;
-  } else if (style == "linear") {
-    o.lr_decay_style = model::LrDecayStyle::linear;
-  } else if (style == "cosine") {
-    o.lr_decay_style = model::LrDecayStyle::cosine;
-  } else {
-    throw Error(strprintf("scheduler.lr_decay_style = %s is not implemented yet; use constant, linear or cosine",
-                          style.c_str()));
-  }
+  o.lr_decay_iters = config::resolved_lr_decay_iters(config).value_or(0);
+  o.lr_decay_style = config::lr_decay_style(config.scheduler.lr_decay_style);
   return o;
 }
 

@@ -4,7 +4,7 @@
 #include <deque>
 
 #include "model/cpu_model.h"
-#include "model/layers/moe_layer.h"
+#include "model/layer_registry.h"
 #include "train/backend.h"
 
 namespace sg::train {

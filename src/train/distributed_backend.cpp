@@ -1,5 +1,6 @@
 #include "train/distributed_backend.h"
 
+#include "config/graph_keys.h"
 #include "core/error.h"
 #include "core/strings.h"
 #include "model/gradient_readiness.h"
@@ -15,7 +16,7 @@ DistributedGpuBackend::DistributedGpuBackend(DistributedRun& run, const config::
   // eagerly between region replays.
   const model::ModelLayout layout = model::model_layout(model);
   reducer_ = run_.make_step_reducer(config, layout.total(), model::gradient_readiness(layout),
-                                    config.model.cuda_graph_impl == "local");
+                                    config::graph_impl_is(config.model, graph::GraphImpl::local));
   inner_ = std::make_unique<GpuBackend>(config, model, batch, optimizer, rng, reducer_.get());
   inner_->notify = [this](const std::string& text) { notify(text); };
 }

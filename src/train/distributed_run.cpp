@@ -102,7 +102,6 @@ std::unique_ptr<dist::GradientReducer> DistributedRun::make_step_reducer(const c
                                     set ? std::optional<std::string>(set) : std::nullopt);
   if (!decision.error.empty()) throw Error(decision.error);
   if (decision.set_zero && !communicator_) ::setenv("NCCL_GRAPH_REGISTER", "0", 1);
-  graph_register_note_ = decision.note;
   log::info(decision.note);
   return make_reducer(num_params, config.optimizer.use_distributed_optimizer, config.ddp.bucket_size.value_or(0),
                       readiness, config.ddp.overlap_grad_reduce);

@@ -63,7 +63,6 @@ class DistributedRun {
   std::unique_ptr<dist::GradientReducer> make_step_reducer(const config::Config& config, int64_t num_params,
                                                            const dist::GradientReadiness& readiness,
                                                            bool graphs_capture_collectives);
-  const std::string& graph_register_note() const { return graph_register_note_; }
 
   // Every rank stops after the same step `step` when any rank has a reason to (so none waits in a collective
   // for one that left), and a signal to one rank is every rank's exit status. `local_reason`: this rank's
@@ -84,7 +83,6 @@ class DistributedRun {
   std::unique_ptr<dist::Communicator> communicator_;
   int device_ = -1;
   bool finished_ = false;
-  std::string graph_register_note_;
 };
 
 }  // namespace sg::train

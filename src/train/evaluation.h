@@ -35,7 +35,6 @@ class Evaluation {
   ~Evaluation();
 
   bool enabled() const { return interval_ > 0; }
-  int64_t interval() const { return interval_; }
   int64_t iters() const { return iters_; }
   // After step `step` of `last_step`: every interval steps, and after the last one.
   bool due(int64_t step, int64_t last_step) const;

@@ -8,7 +8,7 @@
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "model/init.h"
-#include "model/layers/moe_layer.h"
+#include "model/layer_registry.h"
 
 namespace sg::train {
 
@@ -45,11 +45,11 @@ GpuBackend::~GpuBackend() {
   eval_.reset();
   graphed_.reset();
   for (auto& slot : inputs_) {
-    cudaFreeHost(slot.tokens);
-    cudaFreeHost(slot.targets);
-    cudaFreeHost(slot.loss_mask);
+    cuda::pinned_host_free_noexcept(slot.tokens, "input tokens (pinned)");
+    cuda::pinned_host_free_noexcept(slot.targets, "input targets (pinned)");
+    cuda::pinned_host_free_noexcept(slot.loss_mask, "input loss mask (pinned)");
   }
-  for (auto& r : ring_) cudaFreeHost(r.scalars);
+  for (auto& r : ring_) cuda::pinned_host_free_noexcept(r.scalars, "step scalars (pinned)");
 }
 
 std::string GpuBackend::description() const {

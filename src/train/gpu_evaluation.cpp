@@ -25,11 +25,11 @@ GpuEvaluation::GpuEvaluation(model::TrainStep& step, bool graphs, int64_t max_ba
 GpuEvaluation::~GpuEvaluation() {
   registry_.destroy_all();
   for (Slot& slot : slots_) {
-    cudaFreeHost(slot.tokens);
-    cudaFreeHost(slot.targets);
-    cudaFreeHost(slot.loss_mask);
+    cuda::pinned_host_free_noexcept(slot.tokens, "eval tokens (pinned)");
+    cuda::pinned_host_free_noexcept(slot.targets, "eval targets (pinned)");
+    cuda::pinned_host_free_noexcept(slot.loss_mask, "eval loss mask (pinned)");
   }
-  cudaFreeHost(losses_);
+  cuda::pinned_host_free_noexcept(losses_, "eval losses (pinned)");
 }
 
 void GpuEvaluation::submit(cudaStream_t stream, const model::HostBatch& batch) {

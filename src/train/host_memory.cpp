@@ -7,53 +7,10 @@
 
 #include "core/error.h"
 #include "core/strings.h"
-#include "model/layers/moe_layer.h"
+#include "model/layer_registry.h"
 #include "model/stack.h"
 
 namespace sg::train {
-
-namespace {
-
-// What one layer of the stack (model/stack.h) costs the CPU backend, in elements, counted without
-// building the model (a config may ask for far more than fits): its parameters (with its pre-norm),
-// its saved activations and its CPU twin's scratch (model/layers/*_layer_cpu.cpp).
-struct CpuLayerCost {
-  double params = 0.0, saved = 0.0, scratch = 0.0;
-};
-CpuLayerCost cpu_layer_cost(model::LayerKind kind, const model::ModelSpec& m, const model::BatchSpec& b) {
-  const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.ffn_hidden_size);
-  const double QKV = static_cast<double>(m.qkv_dim()), Q = static_cast<double>(m.num_attention_heads * m.head_dim());
-  const double S = static_cast<double>(m.seq_length), T = static_cast<double>(b.micro_batch_size) * S;
-  switch (kind) {
-    case model::LayerKind::attention:  // qkv, attention output, softmax statistics; d attn, d qkv
-      return {H + QKV * H + H * Q,
-              T * (QKV + H) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S, T * (H + QKV)};
-    case model::LayerKind::mlp: {  // gate_up (up alone when not gated), activation output; their gradients
-      const double up = m.mlp_activation == model::MlpActivation::swiglu ? 2.0 : 1.0;
-      return {H + (up + 1.0) * F * H, (up + 1.0) * T * F, (up + 1.0) * T * F};
-    }
-    case model::LayerKind::mamba: {  // model/layers/mamba_layer.h's MambaLayerCpu buffers
-      const double P = static_cast<double>(m.mamba_in_proj_dim()), C = static_cast<double>(m.mamba_conv_dim());
-      const double D = static_cast<double>(m.mamba_inner()), heads = static_cast<double>(m.mamba_heads());
-      const double G = static_cast<double>(m.mamba.num_groups), BC = C - D;
-      return {H + P * H + 5.0 * C + H * D + 3.0 * heads + D,
-              T * (P + C + D + BC + heads + 2.0 * D + G) + heads,
-              T * (3.0 * D + BC + C + P + heads) + 2.0 * heads};
-    }
-    case model::LayerKind::moe: {  // moe_layer_cpu.cpp: router, permuted rows, experts, shared expert
-      const model::MoeShapes s = model::moe_shapes(m, b.micro_batch_size * m.seq_length);
-      const double E = static_cast<double>(s.E), R = static_cast<double>(s.rows), Fe = static_cast<double>(s.F),
-                   Sh = static_cast<double>(s.S), k = static_cast<double>(s.k);
-      return {H + E * H + 3.0 * E * Fe * H + 3.0 * Sh * H + E,
-              T * (E + 2.0 * k) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh,
-              T * (E + k + H) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh};
-    }
-  }
-  throw Error(strprintf("host memory of %s layers is not counted yet (train/host_memory.cpp)",
-                        model::layer_kind_info(kind).description));
-}
-
-}  // namespace
 
 double HostMemoryPlan::total() const {
   double t = 0.0;
@@ -81,11 +38,13 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
   const double H = static_cast<double>(m.hidden_size), V = static_cast<double>(m.vocab_size);
   const double QKV = static_cast<double>(m.qkv_dim()), S = static_cast<double>(m.seq_length);
   const double T = static_cast<double>(b.micro_batch_size) * S;  // tokens per microbatch
-  CpuLayerCost layers;
+  // Each layer as its kind's CPU twin declares it (model/layer.h), counted without building the model (a
+  // config may ask for far more than fits); its pre-norm is the step's.
+  model::CpuLayerFootprint layers;
   double N = 0.0;
   for (const model::LayerKind kind : model::stack_layer_kinds(m)) {
-    const CpuLayerCost c = cpu_layer_cost(kind, m, b);
-    layers.params += c.params;
+    const model::CpuLayerFootprint c = model::layer_kind_host_footprint(kind, m, b);
+    layers.params += H + c.params;
     layers.saved += c.saved;
     layers.scratch += c.scratch;
     N += 1.0;

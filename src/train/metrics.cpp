@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/layer_registry.h"
 #include "model/stack.h"
 
 namespace sg::train {
@@ -18,33 +19,15 @@ namespace sg::train {
 StepFlops training_flops_by_kind(const model::ModelSpec& m, const model::BatchSpec& b) {
   const double H = static_cast<double>(m.hidden_size);
   const double S = static_cast<double>(m.seq_length);
-  // Per layer of the stack: its matmul parameters, and the attention products of attention layers.
+  // Per layer of the stack, as its kind declares it (model/layer.h): matmul weights, attention products
+  // (in H-wide attention layers) and scan FLOPs.
   double matmul_params = static_cast<double>(m.vocab_size) * H;  // the LM head
   double attention_layers = 0.0, scan_flops_per_token = 0.0;
   for (const model::LayerKind kind : model::stack_layer_kinds(m)) {
-    switch (kind) {
-      case model::LayerKind::attention:
-        matmul_params += H * static_cast<double>(m.qkv_dim()) + H * static_cast<double>(m.q_dim());
-        attention_layers += static_cast<double>(m.q_dim()) / H;  // in units of H-wide attention
-        break;
-      case model::LayerKind::mlp:
-        matmul_params += (m.mlp_activation == model::MlpActivation::swiglu ? 3.0 : 2.0) * H *
-                         static_cast<double>(m.ffn_hidden_size);
-        break;
-      case model::LayerKind::moe: {  // router, the k routed experts a token visits, the shared expert
-        const double F = static_cast<double>(m.moe_ffn_hidden_size);
-        const double shared = static_cast<double>(m.moe.shared_expert_intermediate_size);
-        matmul_params += H * static_cast<double>(m.num_moe_experts) +
-                         3.0 * H * (F * static_cast<double>(m.moe_router_topk) + shared);
-        break;
-      }
-      case model::LayerKind::mamba:
-        // in_proj and out_proj, and Megatron's count of the SSD scan: 7 d_inner d_state per token forward,
-        // three times that for forward + backward.
-        matmul_params += H * static_cast<double>(m.mamba_in_proj_dim() + m.mamba_inner());
-        scan_flops_per_token += 21.0 * static_cast<double>(m.mamba_inner()) * static_cast<double>(m.mamba.state_dim);
-        break;
-    }
+    const model::LayerFlops layer = model::layer_kind_flops_per_token(kind, m);
+    matmul_params += layer.matmul_weights;
+    attention_layers += layer.attention;
+    scan_flops_per_token += layer.scan;
   }
   const double tokens = static_cast<double>(b.micro_batch_size * b.num_microbatches) * S;
   return StepFlops{.matmul = 6.0 * matmul_params * tokens,
@@ -141,7 +124,8 @@ MetricsTruncation truncate_metrics_after(const std::string& path, int64_t step) 
       const nlohmann::json j = nlohmann::json::parse(line);
       if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) line_step = j["step"].get<int64_t>();
     } catch (const nlohmann::json::exception&) {
-      // a record cut short by a crash: dropped
+      // a line written only in part (a crash, a full disk): dropped; train/run_folder.h's cut_records_after,
+      // which calls this, counts such lines apart from the records of later steps and says which it dropped
     }
     if (line_step >= 0 && line_step <= step) {
       kept += line;

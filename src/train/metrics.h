@@ -11,7 +11,8 @@ namespace sg::train {
 // Model FLOPs per training step: 6 x (matmul parameters) per token for forward+backward, plus the
 // attention score and value products, 12 x attention layers x seq x hidden per token (PaLM appendix
 // B; causal masking is not discounted, as in Megatron's MFU), summed over the layers of the stack
-// (model/stack.h). Embedding lookups are not counted.
+// (model/stack.h) as each kind declares them (model::LayerFlops, model/layer.h). Embedding lookups are
+// not counted.
 double training_flops_per_step(const model::ModelSpec& model, const model::BatchSpec& batch);
 
 // The same FLOPs by kind: the matmuls (what GEMM kernels run), the attention products (cuDNN's

@@ -5,6 +5,7 @@
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/hf_import.h"
+#include "config/model_config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/strings.h"
@@ -70,7 +71,7 @@ void check_architecture(Differences& d, const config::ModelConfig& m) {
     d.differ_as("model.num_moe_experts", "config.json describes a dense MLP (LlamaForCausalLM)",
                 num(*m.num_moe_experts), "null");
   }
-  const std::string position = m.position_embedding_type.value_or(hybrid ? "none" : "rope");
+  const std::string position = config::resolved_position_embedding_type(m);
   if (position != "rope") {
     d.differ_as("model.position_embedding_type", "config.json describes RoPE attention (LlamaForCausalLM, rope_theta)",
                 m.position_embedding_type ? position : "null (none with a hybrid pattern)", "rope");

@@ -18,13 +18,13 @@ RunRecorder::RunRecorder(const config::Config& config, const std::string& run_di
   const std::string header =
       "the resolved configuration of this run (defaults filled in, validated);\n"
       "run it again with: stepgraph train " +
-      (std::filesystem::path(run_dir) / "config.yaml").string() +
+      (std::filesystem::path(run_dir) / kConfigYaml).string() +
       (config.checkpoint.save ? "\n(add checkpoint.auto_resume=true to continue from its "
                                 "checkpoints, or checkpoint.overwrite=true to start over)"
                               : "");
   report_.config_yaml = config::emit_yaml(config, header);
-  write_text_atomically((std::filesystem::path(run_dir) / "config.yaml").string(), report_.config_yaml);
-  metrics_path_ = (std::filesystem::path(run_dir) / "metrics.jsonl").string();
+  write_text_atomically((std::filesystem::path(run_dir) / kConfigYaml).string(), report_.config_yaml);
+  metrics_path_ = (std::filesystem::path(run_dir) / kMetricsJsonl).string();
   metrics_ = std::make_unique<MetricsLog>(metrics_path_, resumed);
   if (config.logger.tensorboard_dir) tensorboard_ = std::make_unique<TensorBoardWriter>(*config.logger.tensorboard_dir);
 }
@@ -38,7 +38,7 @@ RunRecorder::~RunRecorder() {
   }
 }
 
-std::string RunRecorder::report_path() const { return (std::filesystem::path(run_dir_) / "report.html").string(); }
+std::string RunRecorder::report_path() const { return (std::filesystem::path(run_dir_) / kReportHtml).string(); }
 
 void RunRecorder::step(const StepMetrics& m) {
   last_step_ = m.step;

@@ -50,7 +50,7 @@ TEST(ModeList, SpellingErrorsAreUsageErrors) {
 }
 
 TEST(ModeList, CombinationsAreLeftToTheValidator) {
-  // Spelled right but not allowed: parsed here, refused by validate() (tests/train/bench_options_test.cpp).
+  // Spelled right but not allowed: parsed here, refused by validate() (tests/bench/bench_options_test.cpp).
   EXPECT_EQ(usage_error("local:attn,transformer_engine:full_iteration"), "");
 }
 

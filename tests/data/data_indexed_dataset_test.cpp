@@ -1,5 +1,5 @@
 // The Megatron indexed-dataset reader against .bin/.idx files built byte by byte here,
-// independently of src/train/data's writer, plus every bad-data error.
+// independently of src/data's writer, plus every bad-data error.
 #include <gtest/gtest.h>
 
 #include <cstdio>

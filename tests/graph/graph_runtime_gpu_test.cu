@@ -223,7 +223,7 @@ TEST_F(GraphRuntime, BrokenCaptureIsExplained) {
                      });
                    }),
                    "cudaErrorStreamCapture");
-  if (leaked != nullptr) cudaFree(leaked);
+  if (leaked != nullptr) SG_CUDA_CHECK(cudaFree(leaked));
 
   // A host synchronisation whose error nobody checks: the capture is invalidated and the end says so.
   expect_explained(thrown_message([&] {
@@ -282,7 +282,7 @@ TEST_F(GraphRuntime, CaptureIsThreadLocal) {
   });
   EXPECT_EQ(other_err, cudaSuccess);
   EXPECT_EQ(exec.info().kernel_nodes, 2u);
-  cudaFree(other);
+  SG_CUDA_CHECK(cudaFree(other));  // raw like its cudaMalloc: the other thread's allocation is what is tested
   cuda::device_free(buffer, "test buffer");
 }
 

@@ -39,7 +39,8 @@ TEST(MemsetFillJob, MatchesTheReferenceForEveryElementSizeAlignmentAndPitch) {
       {0, 1, 0x00, 1, 1, 0},           {3, 1, 0xAB, 17, 1, 0},         {5, 1, 0x1FF, 4095, 1, 0},
       {0, 2, 0xBEEF, 1, 1, 0},         {2, 2, 0x12345, 33, 1, 0},      {6, 2, 0xFFFF, 1000, 1, 0},
       {0, 4, 0xDEADBEEF, 3, 1, 0},     {4, 4, 0x01020304, 1031, 1, 0}, {12, 4, 0x3F800000, 8, 1, 0},
-      {1, 1, 0x7E, 13, 5, 29},         {3, 1, 0xAB, 17, 0, 32},  // zero rows: nothing written         {2, 2, 0xA5C3, 7, 4, 18},       {8, 4, 0xCAFEF00D, 5, 3, 24},
+      {1, 1, 0x7E, 13, 5, 29},         {2, 2, 0xA5C3, 7, 4, 18},       {8, 4, 0xCAFEF00D, 5, 3, 24},
+      {3, 1, 0xAB, 17, 0, 32},  // zero rows: nothing written
   };
   // Random extra cases, each aligned to its element size as the driver requires.
   std::mt19937 gen(7);

@@ -205,5 +205,34 @@ TEST(ScopePlan, ParsesConfigSpellings) {
   }
 }
 
+// One name table: every impl and scope parses back from its name, no two share one, and a module scope is
+// spelled as the module it is named after (region.h's module_name).
+TEST(ScopePlan, EveryNameRoundTrips) {
+  const std::vector<std::string> impls = graph_impl_names();
+  EXPECT_EQ(impls, (std::vector<std::string>{"none", "local", "transformer_engine"}));
+  for (GraphImpl i : {GraphImpl::none, GraphImpl::local, GraphImpl::transformer_engine}) {
+    EXPECT_EQ(find_graph_impl(graph_impl_name(i)), i) << graph_impl_name(i);
+  }
+  const std::vector<std::string> scopes = graph_scope_names();
+  EXPECT_EQ(scopes, (std::vector<std::string>{"full_iteration", "attn", "mlp", "moe", "moe_router",
+                                              "moe_preprocess", "mamba"}));
+  for (const std::string& name : scopes) {
+    const std::optional<GraphScope> scope = find_graph_scope(name);
+    ASSERT_TRUE(scope.has_value()) << name;
+    EXPECT_EQ(graph_scope_name(*scope), name);
+  }
+  const std::pair<GraphScope, Module> namesakes[] = {
+      {GraphScope::attn, Module::attn},
+      {GraphScope::mlp, Module::mlp},
+      {GraphScope::moe, Module::moe},
+      {GraphScope::moe_router, Module::moe_router},
+      {GraphScope::moe_preprocess, Module::moe_preprocess},
+      {GraphScope::mamba, Module::mamba},
+  };
+  for (const auto& [scope, module] : namesakes) EXPECT_STREQ(graph_scope_name(scope), module_name(module));
+  EXPECT_FALSE(find_graph_scope("mlps").has_value());
+  EXPECT_FALSE(find_graph_impl("Local").has_value());
+}
+
 }  // namespace
 }  // namespace sg::graph

@@ -94,18 +94,16 @@ TEST_P(AdamWGpu, MatchesReferenceAndDeterministic) {
     d_m.upload(m0);
     d_v.upload(v0);
     d_compute.poison();
-    kernels::AdamWParams p;
-    p.master_weights = d_master.get();
-    p.compute_weights = d_compute.get();
-    p.grads = d_grads.get();
-    p.exp_avg = d_m.get();
-    p.exp_avg_sq = d_v.get();
-    p.n = n;
-    p.n_decay = c.n_decay;
-    p.step_constants = d_constants.get();
-    p.grad_scale = c.with_grad_scale ? d_scale.get() : nullptr;
-    p.hyper = hyper;
-    kernels::adamw_step(stream, p);
+    kernels::adamw_step(stream, {.master_weights = d_master.get(),
+                                 .compute_weights = d_compute.get(),
+                                 .grads = d_grads.get(),
+                                 .exp_avg = d_m.get(),
+                                 .exp_avg_sq = d_v.get(),
+                                 .n = n,
+                                 .n_decay = c.n_decay,
+                                 .step_constants = d_constants.get(),
+                                 .grad_scale = c.with_grad_scale ? d_scale.get() : nullptr,
+                                 .hyper = hyper});
     SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   };
 
@@ -364,18 +362,16 @@ TEST(OptimizerTailGraph, ReplaysMatchReferenceSteps) {
                                            .step_counter = d_step.get(),
                                            .lr = d_lr.get(),
                                            .adamw_constants = d_constants.get()});
-  kernels::AdamWParams p;
-  p.master_weights = d_master.get();
-  p.compute_weights = d_compute.get();
-  p.grads = d_grads.get();
-  p.exp_avg = d_m.get();
-  p.exp_avg_sq = d_v.get();
-  p.n = n;
-  p.n_decay = n_decay;
-  p.step_constants = d_constants.get();
-  p.grad_scale = d_clip.get();
-  p.hyper = hyper;
-  kernels::adamw_step(stream, p);
+  kernels::adamw_step(stream, {.master_weights = d_master.get(),
+                               .compute_weights = d_compute.get(),
+                               .grads = d_grads.get(),
+                               .exp_avg = d_m.get(),
+                               .exp_avg_sq = d_v.get(),
+                               .n = n,
+                               .n_decay = n_decay,
+                               .step_constants = d_constants.get(),
+                               .grad_scale = d_clip.get(),
+                               .hyper = hyper});
   SG_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec = nullptr;
   SG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));

@@ -71,27 +71,23 @@ struct Problem {
     device_sync();
   }
   void forward(cudaStream_t stream) {
-    kernels::AttentionForwardParams p;
-    p.out = out.get();
-    p.lse = lse.get();
-    p.qkv = qkv.get();
-    p.dropout_seed = seed.get();
-    p.dropout_offset = offset.get();
-    p.workspace = workspace.get();
-    plan.forward(stream, p);
+    plan.forward(stream, {.out = out.get(),
+                          .lse = lse.get(),
+                          .qkv = qkv.get(),
+                          .dropout_seed = seed.get(),
+                          .dropout_offset = offset.get(),
+                          .workspace = workspace.get()});
   }
   // dout_ptr: the upstream gradient (dout by default; a test may pass out itself).
   void backward(cudaStream_t stream, const bf16* dout_ptr = nullptr) {
-    kernels::AttentionBackwardParams p;
-    p.dqkv = dqkv.get();
-    p.dout = dout_ptr ? dout_ptr : dout.get();
-    p.qkv = qkv.get();
-    p.out = out.get();
-    p.lse = lse.get();
-    p.dropout_seed = seed.get();
-    p.dropout_offset = offset.get();
-    p.workspace = workspace.get();
-    plan.backward(stream, p);
+    plan.backward(stream, {.dqkv = dqkv.get(),
+                           .dout = dout_ptr ? dout_ptr : dout.get(),
+                           .qkv = qkv.get(),
+                           .out = out.get(),
+                           .lse = lse.get(),
+                           .dropout_seed = seed.get(),
+                           .dropout_offset = offset.get(),
+                           .workspace = workspace.get()});
   }
 };
 

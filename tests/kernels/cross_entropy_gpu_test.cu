@@ -88,24 +88,27 @@ TEST_P(CrossEntropyGpu, MatchesReferenceChunkedAndDeterministic) {
     d_row_loss.poison();
     d_count.poison();
     d_acc.upload({initial_accumulator});
-    kernels::loss_token_count(stream, {d_mask.get(), T, d_count.get()});
+    kernels::loss_token_count(stream, {.loss_mask = d_mask.get(), .T = T, .token_count = d_count.get()});
     for (int64_t r0 = 0; r0 < T; r0 += c.chunk_rows) {
-      kernels::CrossEntropyParams p;
-      p.logits = static_cast<const char*>(logits_ptr) + r0 * logits_ld * elem;
-      p.logits_dtype = c.dtype;
-      p.targets = d_targets.get() + r0;
-      p.loss_mask = d_mask.get() + r0;
-      p.dlogits = d_dlogits.get() + r0 * ld;
-      p.row_loss = d_row_loss.get() + r0;
-      p.rows = std::min(c.chunk_rows, T - r0);
-      p.V = V;
-      p.logits_stride = logits_ld;
-      p.dlogits_stride = ld;
-      p.token_count = d_count.get();
-      p.loss_scale = loss_scale;
-      kernels::cross_entropy_forward_backward(stream, p);
+      kernels::cross_entropy_forward_backward(
+          stream, {.logits = static_cast<const char*>(logits_ptr) + r0 * logits_ld * elem,
+                   .logits_dtype = c.dtype,
+                   .targets = d_targets.get() + r0,
+                   .loss_mask = d_mask.get() + r0,
+                   .dlogits = d_dlogits.get() + r0 * ld,
+                   .row_loss = d_row_loss.get() + r0,
+                   .rows = std::min(c.chunk_rows, T - r0),
+                   .V = V,
+                   .logits_stride = logits_ld,
+                   .dlogits_stride = ld,
+                   .token_count = d_count.get(),
+                   .loss_scale = loss_scale});
     }
-    kernels::cross_entropy_loss_reduce(stream, {d_row_loss.get(), T, d_count.get(), loss_scale, d_acc.get()});
+    kernels::cross_entropy_loss_reduce(stream, {.row_loss = d_row_loss.get(),
+                                                .T = T,
+                                                .token_count = d_count.get(),
+                                                .loss_scale = loss_scale,
+                                                .loss_accumulator = d_acc.get()});
     SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   };
 
@@ -210,7 +213,7 @@ TEST_P(CrossEntropyGpuErrors, NanInfOutOfRangeAndMaskedRows) {
   d_row_loss.poison();
   d_dlogits.poison();
   cuda::Stream stream;
-  kernels::loss_token_count(stream, {d_mask.get(), T, d_count.get()});
+  kernels::loss_token_count(stream, {.loss_mask = d_mask.get(), .T = T, .token_count = d_count.get()});
   kernels::cross_entropy_forward_backward(stream, {.logits = d_logits.get(),
                                                    .targets = d_targets.get(),
                                                    .loss_mask = d_mask.get(),
@@ -219,7 +222,11 @@ TEST_P(CrossEntropyGpuErrors, NanInfOutOfRangeAndMaskedRows) {
                                                    .rows = T,
                                                    .V = V,
                                                    .token_count = d_count.get()});
-  kernels::cross_entropy_loss_reduce(stream, {d_row_loss.get(), T, d_count.get(), 1.0f, d_acc.get()});
+  kernels::cross_entropy_loss_reduce(stream, {.row_loss = d_row_loss.get(),
+                                              .T = T,
+                                              .token_count = d_count.get(),
+                                              .loss_scale = 1.0f,
+                                              .loss_accumulator = d_acc.get()});
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
   const std::vector<float> row_loss = d_row_loss.download();
   const std::vector<float> dl = to_float(d_dlogits.download());

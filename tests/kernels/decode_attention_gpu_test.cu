@@ -68,14 +68,25 @@ TEST_P(DecodeAttentionGpu, PrefillThenDecodeMatchReference) {
     d_qkv.upload(to_bf16(qkv));
     d_pos.upload(positions);
     d_out.poison();
-    kernels::kv_cache_append(stream, {d_k.get(), d_v.get(), d_qkv.get(), d_pos.get(), s});
-    kernels::decode_attention_forward(stream, {d_out.get(), d_qkv.get(), d_k.get(), d_v.get(), d_pos.get(), s});
+    kernels::kv_cache_append(
+        stream, {.k_cache = d_k.get(), .v_cache = d_v.get(), .qkv = d_qkv.get(), .positions = d_pos.get(), .shape = s});
+    kernels::decode_attention_forward(stream, {.out = d_out.get(),
+                                               .qkv = d_qkv.get(),
+                                               .k_cache = d_k.get(),
+                                               .v_cache = d_v.get(),
+                                               .positions = d_pos.get(),
+                                               .shape = s});
     sync();
     const auto out = d_out.download();
     EXPECT_LT(relative_error(to_float(out), out_ref), kBf16RelTol) << "prefill of slot " << b;
     // Bitwise repeatable.
     d_out.poison();
-    kernels::decode_attention_forward(stream, {d_out.get(), d_qkv.get(), d_k.get(), d_v.get(), d_pos.get(), s});
+    kernels::decode_attention_forward(stream, {.out = d_out.get(),
+                                               .qkv = d_qkv.get(),
+                                               .k_cache = d_k.get(),
+                                               .v_cache = d_v.get(),
+                                               .positions = d_pos.get(),
+                                               .shape = s});
     sync();
     const auto again = d_out.download();
     EXPECT_EQ(std::memcmp(out.data(), again.data(), out.size() * sizeof(bf16)), 0) << "second run differs";
@@ -97,8 +108,14 @@ TEST_P(DecodeAttentionGpu, PrefillThenDecodeMatchReference) {
   d_rows.upload(to_bf16(rows));
   d_pos.upload(lengths);
   d_out.poison();
-  kernels::kv_cache_append(stream, {d_k.get(), d_v.get(), d_rows.get(), d_pos.get(), s});
-  kernels::decode_attention_forward(stream, {d_out.get(), d_rows.get(), d_k.get(), d_v.get(), d_pos.get(), s});
+  kernels::kv_cache_append(
+      stream, {.k_cache = d_k.get(), .v_cache = d_v.get(), .qkv = d_rows.get(), .positions = d_pos.get(), .shape = s});
+  kernels::decode_attention_forward(stream, {.out = d_out.get(),
+                                             .qkv = d_rows.get(),
+                                             .k_cache = d_k.get(),
+                                             .v_cache = d_v.get(),
+                                             .positions = d_pos.get(),
+                                             .shape = s});
   sync();
   EXPECT_LT(relative_error(to_float(d_out.download()), out_ref), kBf16RelTol) << "decoding step";
   EXPECT_EQ(to_float(d_k.download()), k_ref);
@@ -122,8 +139,14 @@ TEST(DecodeAttentionGpuMisc, PositionOutsideTheCacheGivesNanAndNoWrite) {
   d_pos.upload({-1, 16, 1 << 30});
   d_out.upload(to_bf16(std::vector<float>(3 * 4 * 64, 0.0f)));
   cuda::Stream stream;
-  kernels::kv_cache_append(stream, {d_k.get(), d_v.get(), d_qkv.get(), d_pos.get(), s});
-  kernels::decode_attention_forward(stream, {d_out.get(), d_qkv.get(), d_k.get(), d_v.get(), d_pos.get(), s});
+  kernels::kv_cache_append(
+      stream, {.k_cache = d_k.get(), .v_cache = d_v.get(), .qkv = d_qkv.get(), .positions = d_pos.get(), .shape = s});
+  kernels::decode_attention_forward(stream, {.out = d_out.get(),
+                                             .qkv = d_qkv.get(),
+                                             .k_cache = d_k.get(),
+                                             .v_cache = d_v.get(),
+                                             .positions = d_pos.get(),
+                                             .shape = s});
   sync();
   for (float x : to_float(d_k.download())) ASSERT_EQ(x, 0.0f);
   for (float x : to_float(d_out.download())) ASSERT_TRUE(std::isnan(x));
@@ -135,9 +158,17 @@ TEST(DecodeAttentionGpuMisc, RejectsBadParams) {
   DeviceBuffer<bf16> b(4096);
   DeviceBuffer<int32_t> pos(1);
   cuda::Stream stream;
-  EXPECT_THROW(kernels::decode_attention_forward(stream, {b.get(), b.get(), b.get(), b.get(), pos.get(), s}), Error);
+  EXPECT_THROW(
+      kernels::decode_attention_forward(
+          stream,
+          {.out = b.get(), .qkv = b.get(), .k_cache = b.get(), .v_cache = b.get(), .positions = pos.get(), .shape = s}),
+      Error);
   s.head_dim = 64;
-  EXPECT_THROW(kernels::decode_attention_forward(stream, {b.get(), b.get(), b.get(), b.get(), nullptr, s}), Error);
+  EXPECT_THROW(
+      kernels::decode_attention_forward(
+          stream,
+          {.out = b.get(), .qkv = b.get(), .k_cache = b.get(), .v_cache = b.get(), .positions = nullptr, .shape = s}),
+      Error);
 }
 
 }  // namespace

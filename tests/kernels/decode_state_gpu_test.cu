@@ -30,7 +30,12 @@ TEST(DecodeStateGpu, MatchesReferenceOverSteps) {
       const auto tokens = random_tokens(B, 1000, 30 + s);
       d_tokens.upload(tokens);
       ref::decode_advance(history.data(), stride, tokens.data(), positions.data(), &step, B);
-      kernels::decode_advance(stream, {d_history.get(), stride, d_tokens.get(), d_positions.get(), d_step.get(), B});
+      kernels::decode_advance(stream, {.history = d_history.get(),
+                                       .history_stride = stride,
+                                       .tokens = d_tokens.get(),
+                                       .positions = d_positions.get(),
+                                       .step = d_step.get(),
+                                       .B = B});
       SG_CUDA_CHECK(cudaDeviceSynchronize());
     }
     EXPECT_EQ(d_history.download(), history) << "B=" << B;

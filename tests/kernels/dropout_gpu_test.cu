@@ -67,8 +67,10 @@ TEST_P(DropoutGpu, MaskAndValuesEqualCpuBitwise) {
   d_din.poison();
   sync();
   cuda::Stream stream;
-  kernels::dropout_forward(stream, {d_out.get(), d_in.get(), d_state.get(), n, p, site});
-  kernels::dropout_backward(stream, {d_din.get(), d_dout.get(), d_state.get(), n, p, site});
+  kernels::dropout_forward(
+      stream, {.out = d_out.get(), .in = d_in.get(), .state = d_state.get(), .n = n, .p = p, .site = site});
+  kernels::dropout_backward(
+      stream, {.din = d_din.get(), .dout = d_dout.get(), .state = d_state.get(), .n = n, .p = p, .site = site});
   sync();
   const auto out = d_out.download();
   const auto out_f = to_float(out);
@@ -79,7 +81,8 @@ TEST_P(DropoutGpu, MaskAndValuesEqualCpuBitwise) {
   EXPECT_TRUE(same_bits(d_din.download(), to_bf16(want_din))) << "backward differs from bf16(reference)";
 
   // In place (out == in) gives the same bits.
-  kernels::dropout_forward(stream, {d_in.get(), d_in.get(), d_state.get(), n, p, site});
+  kernels::dropout_forward(stream,
+                           {.out = d_in.get(), .in = d_in.get(), .state = d_state.get(), .n = n, .p = p, .site = site});
   sync();
   EXPECT_TRUE(same_bits(d_in.download(), out));
 }
@@ -97,7 +100,8 @@ TEST(DropoutGpuMisc, ReadsRngStateFromDeviceMemoryAlsoInAGraph) {
   DeviceBuffer<rng::RngState> d_state(1);
   d_in.upload(to_bf16(in));
   cuda::Stream stream;
-  const kernels::DropoutForwardParams params{d_out.get(), d_in.get(), d_state.get(), n, p, site};
+  const kernels::DropoutForwardParams params{
+      .out = d_out.get(), .in = d_in.get(), .state = d_state.get(), .n = n, .p = p, .site = site};
 
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
@@ -140,10 +144,14 @@ TEST(DropoutGpuMisc, ZeroPCopiesAndBadPThrows) {
   d_out.poison();
   sync();
   cuda::Stream stream;
-  kernels::dropout_forward(stream, {d_out.get(), d_in.get(), d_state.get(), n, 0.0f, 0});
+  kernels::dropout_forward(
+      stream, {.out = d_out.get(), .in = d_in.get(), .state = d_state.get(), .n = n, .p = 0.0f, .site = 0});
   sync();
   EXPECT_TRUE(same_bits(d_out.download(), to_bf16(in)));
-  EXPECT_THROW(kernels::dropout_forward(stream, {d_out.get(), d_in.get(), d_state.get(), n, 1.0f, 0}), Error);
+  EXPECT_THROW(
+      kernels::dropout_forward(
+          stream, {.out = d_out.get(), .in = d_in.get(), .state = d_state.get(), .n = n, .p = 1.0f, .site = 0}),
+      Error);
 }
 
 }  // namespace

@@ -59,7 +59,8 @@ TEST_P(EmbeddingGpu, ForwardGathersRowsExactly) {
   d_out.poison();
   sync();
   cuda::Stream stream;
-  kernels::embedding_forward(stream, {d_out.get(), d_tokens.get(), d_table.get(), T, H, V});
+  kernels::embedding_forward(
+      stream, {.out = d_out.get(), .tokens = d_tokens.get(), .table = d_table.get(), .T = T, .H = H, .vocab_size = V});
   sync();
   EXPECT_TRUE(same_bits(d_out.download(), to_bf16(out_ref))) << "T=" << T << " H=" << H << " V=" << V;
 }
@@ -84,8 +85,14 @@ TEST_P(EmbeddingGpu, BackwardMatchesReferenceAndIsDeterministic) {
     d_dtable.upload(dtable0);
     d_scratch.poison();
     sync();
-    kernels::embedding_backward(stream, {d_dtable.get(), d_dout.get(), d_tokens.get(), d_scratch.get(),
-                                         scratch_bytes, T, H, V});
+    kernels::embedding_backward(stream, {.dtable = d_dtable.get(),
+                                         .dout = d_dout.get(),
+                                         .tokens = d_tokens.get(),
+                                         .scratch = d_scratch.get(),
+                                         .scratch_bytes = scratch_bytes,
+                                         .T = T,
+                                         .H = H,
+                                         .vocab_size = V});
     sync();
     return d_dtable.download();
   };
@@ -122,10 +129,22 @@ TEST_P(EmbeddingGpu, BackwardIntoBf16IsTheFp32SumRoundedOnce) {
   d_scratch.poison();
   sync();
   cuda::Stream stream;
-  kernels::embedding_backward(stream, {d_fp32.get(), d_dout.get(), d_tokens.get(), d_scratch.get(), scratch_bytes, T,
-                                       H, V});
-  kernels::embedding_backward(stream, {d_bf16.get(), d_dout.get(), d_tokens.get(), d_scratch.get(), scratch_bytes, T,
-                                       H, V});
+  kernels::embedding_backward(stream, {.dtable = d_fp32.get(),
+                                       .dout = d_dout.get(),
+                                       .tokens = d_tokens.get(),
+                                       .scratch = d_scratch.get(),
+                                       .scratch_bytes = scratch_bytes,
+                                       .T = T,
+                                       .H = H,
+                                       .vocab_size = V});
+  kernels::embedding_backward(stream, {.dtable = d_bf16.get(),
+                                       .dout = d_dout.get(),
+                                       .tokens = d_tokens.get(),
+                                       .scratch = d_scratch.get(),
+                                       .scratch_bytes = scratch_bytes,
+                                       .T = T,
+                                       .H = H,
+                                       .vocab_size = V});
   sync();
   EXPECT_TRUE(same_bits(to_float(d_bf16.download()), round_bf16(d_fp32.download())))
       << "T=" << T << " H=" << H << " V=" << V;
@@ -153,9 +172,16 @@ TEST(EmbeddingGpuMisc, OutOfRangeTokensGiveNanRowsAndNoGradient) {
   d_out.poison();
   sync();
   cuda::Stream stream;
-  kernels::embedding_forward(stream, {d_out.get(), d_tokens.get(), d_table.get(), T, H, V});
-  kernels::embedding_backward(stream, {d_dtable.get(), d_dout.get(), d_tokens.get(), d_scratch.get(), scratch_bytes,
-                                       T, H, V});
+  kernels::embedding_forward(
+      stream, {.out = d_out.get(), .tokens = d_tokens.get(), .table = d_table.get(), .T = T, .H = H, .vocab_size = V});
+  kernels::embedding_backward(stream, {.dtable = d_dtable.get(),
+                                       .dout = d_dout.get(),
+                                       .tokens = d_tokens.get(),
+                                       .scratch = d_scratch.get(),
+                                       .scratch_bytes = scratch_bytes,
+                                       .T = T,
+                                       .H = H,
+                                       .vocab_size = V});
   sync();
   const auto out = to_float(d_out.download());
   for (int64_t t = 0; t < T; ++t) {
@@ -192,8 +218,14 @@ TEST(EmbeddingGpuMisc, BackwardIsGraphCapturable) {
   d_dout.upload(to_bf16(dout));
   const std::vector<float> zeros(V * H, 0.0f);
   cuda::Stream stream;
-  const kernels::EmbeddingBackwardParams params{d_dtable.get(), d_dout.get(), d_tokens.get(), d_scratch.get(),
-                                                scratch_bytes, T, H, V};
+  const kernels::EmbeddingBackwardParams params{.dtable = d_dtable.get(),
+                                                .dout = d_dout.get(),
+                                                .tokens = d_tokens.get(),
+                                                .scratch = d_scratch.get(),
+                                                .scratch_bytes = scratch_bytes,
+                                                .T = T,
+                                                .H = H,
+                                                .vocab_size = V};
   auto eager = [&](const std::vector<int32_t>& tokens) {
     d_tokens.upload(tokens);
     d_dtable.upload(zeros);
@@ -236,8 +268,14 @@ TEST(EmbeddingGpuMisc, BackwardRejectsSmallScratch) {
   const size_t too_small = 1024;  // not even the four [T] int32 sort arrays (4 x 512 bytes) fit
   DeviceBuffer<char> d_scratch(too_small);
   cuda::Stream stream;
-  EXPECT_THROW(kernels::embedding_backward(stream, {d_dtable.get(), d_dout.get(), d_tokens.get(), d_scratch.get(),
-                                                    too_small, T, H, V}),
+  EXPECT_THROW(kernels::embedding_backward(stream, {.dtable = d_dtable.get(),
+                                                    .dout = d_dout.get(),
+                                                    .tokens = d_tokens.get(),
+                                                    .scratch = d_scratch.get(),
+                                                    .scratch_bytes = too_small,
+                                                    .T = T,
+                                                    .H = H,
+                                                    .vocab_size = V}),
                Error);
 }
 

@@ -34,7 +34,7 @@ TEST(LmHeadChunkBudget, DefaultUnlessTheVariableSaysOtherwise) {
 
 TEST(LmHeadChunkBudget, ChunksOfThe8192RowHeads) {
   for (const int64_t H : {768, 2048}) {  // llama/small, llama/1b
-    const kernels::LmHeadShape shape{8192, H, 32768};
+    const kernels::LmHeadShape shape{.T = 8192, .H = H, .V = 32768};
     const kernels::LmHeadLayout by_default = kernels::lm_head_layout(shape);
     EXPECT_EQ(by_default.num_chunks, 2);
     EXPECT_EQ(by_default.chunk_rows, 4096);

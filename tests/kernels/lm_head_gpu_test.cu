@@ -27,7 +27,7 @@ using namespace sg::test;
 constexpr double kLossRelTol = 1e-4;
 
 TEST(LmHeadLayout, ChunksAndOffsets) {
-  const kernels::LmHeadShape shape{1000, 64, 1003};
+  const kernels::LmHeadShape shape{.T = 1000, .H = 64, .V = 1003};
   const int64_t Vp = 1008;
   const size_t row_bytes = Vp * 4;  // bf16 logits + bf16 dlogits
   const kernels::LmHeadLayout a = kernels::lm_head_layout(shape, 10 * row_bytes + 5);
@@ -93,7 +93,7 @@ TEST_P(LmHeadGpu, MatchesReferenceCompositionAndDeterministic) {
   kernels::Blas blas;
   const size_t budget = c.chunk_rows > 0 ? static_cast<size_t>(c.chunk_rows) * ((V + 7) / 8 * 8) * 4
                                          : kernels::kLmHeadDefaultChunkBudgetBytes;
-  const kernels::LmHeadPlan plan(blas, {T, H, V}, loss_scale, budget);
+  const kernels::LmHeadPlan plan(blas, {.T = T, .H = H, .V = V}, loss_scale, budget);
   if (c.chunk_rows > 0) EXPECT_EQ(plan.layout().chunk_rows, c.chunk_rows);
   const int64_t expected_chunks = (T + plan.layout().chunk_rows - 1) / plan.layout().chunk_rows;
   EXPECT_EQ(plan.layout().num_chunks, expected_chunks);

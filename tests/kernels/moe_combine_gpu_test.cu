@@ -1,6 +1,6 @@
 // GPU MoE combine (unpermute) forward and backward against reference/moe_combine, with maps from
-// reference/moe_preprocess: dropless, dropped slots and padding rows. Padding / unused rows of the
-// expert output hold NaN, so a kernel that reads them fails.
+// ref::moe_preprocess (reference/moe_permute.h): dropless, dropped slots and padding rows. Padding / unused
+// rows of the expert output hold NaN, so a kernel that reads them fails.
 // Tolerances: bf16 outputs (out, dexpert_out) computed in fp32 from the same bf16-rounded inputs,
 // relative error < kBf16RelTol (1e-2); dprobs (fp32 dot products of bf16 rows) relative error < 1e-5;
 // padding rows of dexpert_out and dprobs of dropped slots exactly 0. Outputs poisoned before each run;

@@ -67,7 +67,9 @@ TEST_P(RmsNormGpu, ForwardMatchesReference) {
   d_rstd.poison();
   sync();
   cuda::Stream stream;
-  kernels::rmsnorm_forward(stream, {d_out.get(), d_rstd.get(), d_x.get(), d_w.get(), T, H, kEps});
+  kernels::rmsnorm_forward(
+      stream,
+      {.out = d_out.get(), .rstd = d_rstd.get(), .in = d_x.get(), .weight = d_w.get(), .T = T, .H = H, .eps = kEps});
   sync();
   const auto out = d_out.download();
   EXPECT_LT(relative_error(to_float(out), out_ref), kBf16RelTol) << "T=" << T << " H=" << H;
@@ -75,7 +77,9 @@ TEST_P(RmsNormGpu, ForwardMatchesReference) {
 
   d_out.poison();
   sync();
-  kernels::rmsnorm_forward(stream, {d_out.get(), d_rstd.get(), d_x.get(), d_w.get(), T, H, kEps});
+  kernels::rmsnorm_forward(
+      stream,
+      {.out = d_out.get(), .rstd = d_rstd.get(), .in = d_x.get(), .weight = d_w.get(), .T = T, .H = H, .eps = kEps});
   sync();
   EXPECT_TRUE(same_bits(d_out.download(), out)) << "second run differs";
 }
@@ -99,8 +103,15 @@ TEST_P(RmsNormGpu, ResidualAddAndNormMatchesReference) {
   d_rstd.poison();
   sync();
   cuda::Stream stream;
-  kernels::residual_rmsnorm_forward(
-      stream, {d_res_out.get(), d_norm.get(), d_rstd.get(), d_res.get(), d_delta.get(), d_w.get(), T, H, kEps});
+  kernels::residual_rmsnorm_forward(stream, {.residual_out = d_res_out.get(),
+                                             .norm_out = d_norm.get(),
+                                             .rstd = d_rstd.get(),
+                                             .residual_in = d_res.get(),
+                                             .delta = d_delta.get(),
+                                             .weight = d_w.get(),
+                                             .T = T,
+                                             .H = H,
+                                             .eps = kEps});
   sync();
   const auto res_out = d_res_out.download();
   const auto norm = d_norm.download();
@@ -123,8 +134,13 @@ TEST_P(RmsNormGpu, ResidualAddAndNormMatchesReference) {
   d_recomputed.poison();
   d_rstd_recomputed.poison();
   sync();
-  kernels::rmsnorm_forward(stream,
-                           {d_recomputed.get(), d_rstd_recomputed.get(), d_res_out.get(), d_w.get(), T, H, kEps});
+  kernels::rmsnorm_forward(stream, {.out = d_recomputed.get(),
+                                    .rstd = d_rstd_recomputed.get(),
+                                    .in = d_res_out.get(),
+                                    .weight = d_w.get(),
+                                    .T = T,
+                                    .H = H,
+                                    .eps = kEps});
   sync();
   EXPECT_TRUE(same_bits(d_recomputed.download(), norm)) << "plain forward on residual_out != fused norm_out";
   EXPECT_TRUE(same_bits(d_rstd_recomputed.download(), d_rstd.download())) << "rstd differs from the fused one";
@@ -132,8 +148,15 @@ TEST_P(RmsNormGpu, ResidualAddAndNormMatchesReference) {
   // In place on the residual stream (residual_out == residual_in): the same bits.
   d_norm.poison();
   sync();
-  kernels::residual_rmsnorm_forward(
-      stream, {d_res.get(), d_norm.get(), d_rstd.get(), d_res.get(), d_delta.get(), d_w.get(), T, H, kEps});
+  kernels::residual_rmsnorm_forward(stream, {.residual_out = d_res.get(),
+                                             .norm_out = d_norm.get(),
+                                             .rstd = d_rstd.get(),
+                                             .residual_in = d_res.get(),
+                                             .delta = d_delta.get(),
+                                             .weight = d_w.get(),
+                                             .T = T,
+                                             .H = H,
+                                             .eps = kEps});
   sync();
   EXPECT_TRUE(same_bits(d_res.download(), sum_bf16));
   EXPECT_TRUE(same_bits(d_norm.download(), norm));
@@ -252,7 +275,13 @@ TEST(RmsNormGpuMisc, MisalignedPointersUseScalarPath) {
   d_rstd.poison();
   sync();
   cuda::Stream stream;
-  kernels::rmsnorm_forward(stream, {d_out.get() + 1, d_rstd.get(), d_x.get() + 1, d_w.get() + 1, T, H, kEps});
+  kernels::rmsnorm_forward(stream, {.out = d_out.get() + 1,
+                                    .rstd = d_rstd.get(),
+                                    .in = d_x.get() + 1,
+                                    .weight = d_w.get() + 1,
+                                    .T = T,
+                                    .H = H,
+                                    .eps = kEps});
   sync();
   auto out = to_float(d_out.download());
   out.erase(out.begin());
@@ -263,17 +292,16 @@ TEST(RmsNormGpuMisc, MisalignedPointersUseScalarPath) {
 TEST(RmsNormGpuMisc, BackwardRejectsSmallScratch) {
   DeviceBuffer<float> d_scratch(16), d_dw(64), d_rstd(4);
   DeviceBuffer<bf16> d_a(4 * 64);
-  kernels::RmsNormBackwardParams p;
-  p.din = d_a.get();
-  p.dweight = d_dw.get();
-  p.scratch = d_scratch.get();
-  p.scratch_bytes = 16 * sizeof(float);
-  p.dout = d_a.get();
-  p.in = d_a.get();
-  p.weight = d_a.get();
-  p.rstd = d_rstd.get();
-  p.T = 4;
-  p.H = 64;
+  const kernels::RmsNormBackwardParams p{.din = d_a.get(),
+                                         .dweight = d_dw.get(),
+                                         .scratch = d_scratch.get(),
+                                         .scratch_bytes = 16 * sizeof(float),
+                                         .dout = d_a.get(),
+                                         .in = d_a.get(),
+                                         .weight = d_a.get(),
+                                         .rstd = d_rstd.get(),
+                                         .T = 4,
+                                         .H = 64};
   cuda::Stream stream;
   EXPECT_THROW(kernels::rmsnorm_backward(stream, p), Error);
 }

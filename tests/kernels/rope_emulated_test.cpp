@@ -160,14 +160,25 @@ TEST(RopeEmulatedMisc, RejectsBadShapes) {
   std::vector<bf16> x(64);
   const emu::Launch launch;
   using kernels::RopeParams;
-  EXPECT_THROW(kernels::rope::run_forward(launch, RopeParams{x.data(), 2, 2, 1, 5, 5, 10000.0}), Error);  // odd d
-  EXPECT_THROW(kernels::rope::run_forward(launch, RopeParams{x.data(), 2, 2, 2, 8, 8, 10000.0}), Error);  // stride
-  EXPECT_THROW(kernels::rope::run_forward(launch, RopeParams{x.data(), 2, 0, 1, 8, 8, 10000.0}), Error);  // S == 0
-  EXPECT_THROW(kernels::rope::run_forward(launch, RopeParams{x.data(), 1, 1, 1, 4098, 4098, 10000.0}), Error);
-  EXPECT_THROW(kernels::rope::run_forward(launch, RopeParams{nullptr, 1, 1, 1, 8, 8, 10000.0}), Error);
-  RopeParams bad_scaling{x.data(), 1, 1, 1, 8, 8, 10000.0};
-  bad_scaling.scaling.factor = 8.0;
-  bad_scaling.scaling.low_freq_factor = 4.0;  // not below high_freq_factor
+  const RopeParams odd_head_dim{.x = x.data(), .T = 2, .S = 2, .num_heads = 1, .head_dim = 5, .row_stride = 5};
+  const RopeParams stride_below_heads_times_d{
+      .x = x.data(), .T = 2, .S = 2, .num_heads = 2, .head_dim = 8, .row_stride = 8};
+  const RopeParams zero_seq_length{.x = x.data(), .T = 2, .S = 0, .num_heads = 1, .head_dim = 8, .row_stride = 8};
+  const RopeParams head_dim_above_4096{
+      .x = x.data(), .T = 1, .S = 1, .num_heads = 1, .head_dim = 4098, .row_stride = 4098};
+  const RopeParams no_data{.x = nullptr, .T = 1, .S = 1, .num_heads = 1, .head_dim = 8, .row_stride = 8};
+  EXPECT_THROW(kernels::rope::run_forward(launch, odd_head_dim), Error);
+  EXPECT_THROW(kernels::rope::run_forward(launch, stride_below_heads_times_d), Error);
+  EXPECT_THROW(kernels::rope::run_forward(launch, zero_seq_length), Error);
+  EXPECT_THROW(kernels::rope::run_forward(launch, head_dim_above_4096), Error);
+  EXPECT_THROW(kernels::rope::run_forward(launch, no_data), Error);
+  const RopeParams bad_scaling{.x = x.data(),
+                               .T = 1,
+                               .S = 1,
+                               .num_heads = 1,
+                               .head_dim = 8,
+                               .row_stride = 8,
+                               .scaling = {.factor = 8.0, .low_freq_factor = 4.0}};  // not below high_freq_factor
   const std::string message = test::thrown_message([&] { kernels::rope::run_backward(launch, bad_scaling); });
   EXPECT_NE(message.find("rope_backward"), std::string::npos) << message;
   EXPECT_NE(message.find("low_freq_factor"), std::string::npos) << message;

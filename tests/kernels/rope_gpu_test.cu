@@ -128,7 +128,8 @@ TEST(RopeGpuMisc, LargePositionsElementwise) {
   d_x.upload(to_bf16(x));
   sync();
   cuda::Stream stream;
-  kernels::rope_forward(stream, {d_x.get(), T, S, 1, d, d, 10000.0});
+  kernels::rope_forward(
+      stream, {.x = d_x.get(), .T = T, .S = S, .num_heads = 1, .head_dim = d, .row_stride = d, .base = 10000.0});
   sync();
   const auto got = to_float(d_x.download());
   for (int64_t i = 0; i < T * d; ++i) {
@@ -152,9 +153,15 @@ TEST(RopeGpuMisc, DevicePositionsAndLlama3ScalingMatchReference) {
   DeviceBuffer<int32_t> d_pos(T);
   d_pos.upload(positions);
   cuda::Stream stream;
-  kernels::RopeParams params{d_x.get(), T, 1, heads, d, stride, 500000.0};
-  params.scaling = scaling;
-  params.positions = d_pos.get();
+  const kernels::RopeParams params{.x = d_x.get(),
+                                   .T = T,
+                                   .S = 1,
+                                   .num_heads = heads,
+                                   .head_dim = d,
+                                   .row_stride = stride,
+                                   .base = 500000.0,
+                                   .scaling = scaling,
+                                   .positions = d_pos.get()};
   for (const bool inverse : {false, true}) {
     auto want = x;
     if (inverse) {
@@ -185,10 +192,17 @@ TEST(RopeGpuMisc, DevicePositionsAndLlama3ScalingMatchReference) {
 TEST(RopeGpuMisc, RejectsBadShapes) {
   DeviceBuffer<bf16> d_x(64);
   cuda::Stream stream;
-  EXPECT_THROW(kernels::rope_forward(stream, {d_x.get(), 2, 2, 1, 5, 5, 10000.0}), Error);   // odd head_dim
-  EXPECT_THROW(kernels::rope_forward(stream, {d_x.get(), 2, 2, 2, 8, 8, 10000.0}), Error);   // stride < heads*d
-  EXPECT_THROW(kernels::rope_forward(stream, {d_x.get(), 2, 0, 1, 8, 8, 10000.0}), Error);   // S == 0
-  EXPECT_THROW(kernels::rope_forward(stream, {d_x.get(), 1, 1, 1, 4098, 4098, 10000.0}), Error);  // head_dim > 4096
+  using kernels::RopeParams;
+  const RopeParams odd_head_dim{.x = d_x.get(), .T = 2, .S = 2, .num_heads = 1, .head_dim = 5, .row_stride = 5};
+  const RopeParams stride_below_heads_times_d{
+      .x = d_x.get(), .T = 2, .S = 2, .num_heads = 2, .head_dim = 8, .row_stride = 8};
+  const RopeParams zero_seq_length{.x = d_x.get(), .T = 2, .S = 0, .num_heads = 1, .head_dim = 8, .row_stride = 8};
+  const RopeParams head_dim_above_4096{
+      .x = d_x.get(), .T = 1, .S = 1, .num_heads = 1, .head_dim = 4098, .row_stride = 4098};
+  EXPECT_THROW(kernels::rope_forward(stream, odd_head_dim), Error);
+  EXPECT_THROW(kernels::rope_forward(stream, stride_below_heads_times_d), Error);
+  EXPECT_THROW(kernels::rope_forward(stream, zero_seq_length), Error);
+  EXPECT_THROW(kernels::rope_forward(stream, head_dim_above_4096), Error);
 }
 
 }  // namespace

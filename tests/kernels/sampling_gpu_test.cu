@@ -53,7 +53,15 @@ std::vector<int32_t> gpu_sample(const std::vector<float>& logits, int64_t B, int
   d_step.upload({step});
   d_tokens.poison();
   cuda::Stream stream;
-  kernels::sample_tokens(stream, {d_tokens.get(), d_logits.get(), B, V, ld, config, d_step.get(), scratch, bytes});
+  kernels::sample_tokens(stream, {.tokens = d_tokens.get(),
+                                  .logits = d_logits.get(),
+                                  .B = B,
+                                  .V = V,
+                                  .ld = ld,
+                                  .config = config,
+                                  .step = d_step.get(),
+                                  .scratch = scratch,
+                                  .scratch_bytes = bytes});
   sync();
   cuda::device_free(scratch, "sampling test scratch");
   return d_tokens.download();
@@ -144,7 +152,15 @@ TEST(SamplingGpu, CapturedGraphReplaysEagerBitwise) {
   void* scratch = cuda::device_allocate(bytes, "sampling test scratch");
   d_logits.upload(logits);
   cuda::Stream stream;
-  const kernels::SampleTokensParams p{d_tokens.get(), d_logits.get(), B, V, ld, config, d_step.get(), scratch, bytes};
+  const kernels::SampleTokensParams p{.tokens = d_tokens.get(),
+                                      .logits = d_logits.get(),
+                                      .B = B,
+                                      .V = V,
+                                      .ld = ld,
+                                      .config = config,
+                                      .step = d_step.get(),
+                                      .scratch = scratch,
+                                      .scratch_bytes = bytes};
   std::vector<std::vector<int32_t>> eager;
   for (int64_t step = 0; step < 3; ++step) {
     d_step.upload({step});

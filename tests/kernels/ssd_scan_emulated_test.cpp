@@ -67,18 +67,18 @@ TEST_P(SsdScanEmulated, ForwardAndBackwardMatchReference) {
   std::memset(static_cast<void*>(dB.data()), 0xFF, dB.size() * 2);
   std::memset(static_cast<void*>(dC.data()), 0xFF, dC.size() * 2);
 
-  kernels::SsdScanForwardParams fp;
-  fp.y = y.data(), fp.x = x16.data(), fp.dt = dt.data(), fp.A = A.data(), fp.Bm = B16.data(), fp.Cm = C16.data();
-  fp.D = D.data(), fp.workspace = workspace.data(), fp.workspace_bytes = ws_bytes, fp.shape = s;
+  const kernels::SsdScanForwardParams fp{.y = y.data(), .x = x16.data(), .dt = dt.data(), .A = A.data(),
+                                         .Bm = B16.data(), .Cm = C16.data(), .D = D.data(),
+                                         .workspace = workspace.data(), .workspace_bytes = ws_bytes, .shape = s};
   const auto fa = kernels::ssd::forward_args(fp);
   kernels::ssd::dispatch_dstate<kernels::ssd::ForwardRunner>(s.dstate, emu::Launch{}, fa);
   EXPECT_LT(test::relative_error(to_float(y), y_ref), 1e-2) << "y";
 
-  kernels::SsdScanBackwardParams bp;
-  bp.dx = dx.data(), bp.ddt = ddt.data(), bp.dA = dA.data(), bp.dBm = dB.data(), bp.dCm = dC.data();
-  bp.dD = dD.data(), bp.dy = dy16.data(), bp.x = x16.data(), bp.dt = dt.data(), bp.A = A.data();
-  bp.Bm = B16.data(), bp.Cm = C16.data(), bp.D = D.data(), bp.workspace = workspace.data();
-  bp.workspace_bytes = ws_bytes, bp.shape = s;
+  const kernels::SsdScanBackwardParams bp{.dx = dx.data(), .ddt = ddt.data(), .dA = dA.data(), .dBm = dB.data(),
+                                          .dCm = dC.data(), .dD = dD.data(), .dy = dy16.data(), .x = x16.data(),
+                                          .dt = dt.data(), .A = A.data(), .Bm = B16.data(), .Cm = C16.data(),
+                                          .D = D.data(), .workspace = workspace.data(), .workspace_bytes = ws_bytes,
+                                          .shape = s};
   const auto ba = kernels::ssd::backward_args(bp);
   kernels::ssd::dispatch_dstate<kernels::ssd::BackwardRunner>(s.dstate, emu::Launch{}, ba);
   EXPECT_LT(test::relative_error(to_float(dx), dx_ref), 1e-2) << "dx";

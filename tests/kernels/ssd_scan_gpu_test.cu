@@ -73,18 +73,14 @@ struct Problem {
   }
 
   kernels::SsdScanForwardParams forward_params() {
-    kernels::SsdScanForwardParams p;
-    p.y = d_y.get(), p.x = d_x.get(), p.dt = d_dt.get(), p.A = d_A.get(), p.Bm = d_B.get(), p.Cm = d_C.get();
-    p.D = d_D.get(), p.workspace = d_ws.get(), p.workspace_bytes = d_ws.size(), p.shape = s;
-    return p;
+    return {.y = d_y.get(), .x = d_x.get(), .dt = d_dt.get(), .A = d_A.get(), .Bm = d_B.get(), .Cm = d_C.get(),
+            .D = d_D.get(), .workspace = d_ws.get(), .workspace_bytes = d_ws.size(), .shape = s};
   }
   kernels::SsdScanBackwardParams backward_params() {
-    kernels::SsdScanBackwardParams p;
-    p.dx = d_dx.get(), p.ddt = d_ddt.get(), p.dA = d_dA.get(), p.dBm = d_dB.get(), p.dCm = d_dC.get();
-    p.dD = d_dD.get(), p.dy = d_dy.get(), p.x = d_x.get(), p.dt = d_dt.get(), p.A = d_A.get();
-    p.Bm = d_B.get(), p.Cm = d_C.get(), p.D = d_D.get(), p.workspace = d_ws.get();
-    p.workspace_bytes = d_ws.size(), p.shape = s;
-    return p;
+    return {.dx = d_dx.get(), .ddt = d_ddt.get(), .dA = d_dA.get(), .dBm = d_dB.get(), .dCm = d_dC.get(),
+            .dD = d_dD.get(), .dy = d_dy.get(), .x = d_x.get(), .dt = d_dt.get(), .A = d_A.get(),
+            .Bm = d_B.get(), .Cm = d_C.get(), .D = d_D.get(), .workspace = d_ws.get(),
+            .workspace_bytes = d_ws.size(), .shape = s};
   }
   void poison_outputs() {
     d_y.poison(), d_dx.poison(), d_dB.poison(), d_dC.poison(), d_ddt.poison(), d_dA.poison(), d_dD.poison();

@@ -42,7 +42,7 @@ TEST(SwiGluGemmRule, TheVariableIsParsedAndAnUnknownValueNamesIt) {
 
 TEST(SwiGluGemmRule, NoSm90GpuMeansNoFusedKernelEvenWhenForced) {
   if (cuda::device_count() > 0 && cuda::device_properties().compute_capability() == 90) {
-    GTEST_SKIP() << "an sm_90 GPU is present: tests/kernels/swiglu_gemm_gpu_test.cu covers it";
+    GTEST_SKIP() << "an sm_90 GPU is present: tests/kernels/swiglu_backward_gemm_gpu_test.cu covers it";
   }
   const ScopedEnv env(kernels::kSwiGluBackwardGemmVariable, "always");
   EXPECT_FALSE(kernels::swiglu_backward_gemm_preferred(8192, 768, 2048));

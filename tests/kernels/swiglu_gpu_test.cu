@@ -84,8 +84,9 @@ TEST_P(SwiGluGpu, ForwardAndBackwardMatchReference) {
     d_out.poison();
     d_dgu.poison();
     sync();
-    kernels::swiglu_forward(stream, {d_out.get(), d_gu.get(), T, F});
-    kernels::swiglu_backward(stream, {d_dgu.get(), d_dout.get(), d_gu.get(), T, F});
+    kernels::swiglu_forward(stream, {.out = d_out.get(), .gate_up = d_gu.get(), .T = T, .F = F});
+    kernels::swiglu_backward(stream,
+                             {.dgate_up = d_dgu.get(), .dout = d_dout.get(), .gate_up = d_gu.get(), .T = T, .F = F});
     sync();
   };
   run();

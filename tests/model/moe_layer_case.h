@@ -1,6 +1,6 @@
 #pragma once
 // MoE layer test cases shared by the CPU twin's gradient check (moe_layer_test.cpp) and the GPU layer
-// tests (moe_layer_gpu_test.cu): one 'E' layer in a hybrid pattern, small odd shapes, the routing and
+// tests (moe_layer_gpu_test.cpp): one 'E' layer in a hybrid pattern, small odd shapes, the routing and
 // dispatch variants (dropless, token drop by probs / position, padded, sigmoid with expert bias,
 // seq_aux_loss, shared expert).
 #include <cstdint>

@@ -60,7 +60,7 @@ class StepModeDriver {
 
  private:
   struct GraphExecDeleter {
-    void operator()(CUgraphExec_st* exec) const { cudaGraphExecDestroy(exec); }
+    void operator()(CUgraphExec_st* exec) const { SG_CUDA_CHECK_NOEXCEPT(cudaGraphExecDestroy(exec)); }
   };
   model::TrainStep& step_;
   StepMode mode_;

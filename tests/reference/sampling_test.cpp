@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "cuda/philox.h"
+#include "core/philox.h"
 #include "test_util.h"
 
 namespace sg {

@@ -41,6 +41,12 @@ void AttentionDeclarations::declare(LayerDeclarations& d) {
   probs_site = d.dropout_sites.next();
 }
 
+LayerFlops AttentionLayer::flops_per_token(const ModelSpec& m) {
+  const double H = static_cast<double>(m.hidden_size);
+  return {.matmul_weights = H * static_cast<double>(m.qkv_dim()) + H * static_cast<double>(m.q_dim()),
+          .attention = static_cast<double>(m.q_dim()) / H};
+}
+
 // The GEMMs of one attention layer; their cuBLASLt plans are cached in the step's Blas, so every
 // attention layer shares them.
 struct AttentionLayer::Gemms {

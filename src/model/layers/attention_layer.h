@@ -34,6 +34,7 @@ class AttentionLayer final : public Layer {
   explicit AttentionLayer(LayerPlace place);
   ~AttentionLayer() override;
   static LayerRecompute recompute_support() { return {{RecomputeModule::core_attn}, true}; }
+  static LayerFlops flops_per_token(const ModelSpec& model);  // model/layer.h
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(LayerPlanContext& context) override;
@@ -80,6 +81,7 @@ class AttentionLayer final : public Layer {
 class AttentionLayerCpu final : public CpuLayer {
  public:
   using CpuLayer::CpuLayer;
+  static CpuLayerFootprint host_footprint(const ModelSpec& model, const BatchSpec& batch);  // model/layer.h
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(const ModelSpec& model, const BatchSpec& batch) override;

@@ -123,6 +123,14 @@ void MambaDeclarations::declare(LayerDeclarations& d) {
   norm = d.params.vector(p + "norm.weight", {inner}, ParamInit::ones);
 }
 
+LayerFlops MambaLayer::flops_per_token(const ModelSpec& m) {
+  // in_proj and out_proj, and Megatron's count of the SSD scan: 7 d_inner d_state per token forward,
+  // three times that for forward + backward.
+  const double H = static_cast<double>(m.hidden_size);
+  return {.matmul_weights = H * static_cast<double>(m.mamba_in_proj_dim() + m.mamba_inner()),
+          .scan = 21.0 * static_cast<double>(m.mamba_inner()) * static_cast<double>(m.mamba.state_dim)};
+}
+
 // The GEMMs of one Mamba layer; their cuBLASLt plans are cached in the step's Blas.
 struct MambaLayer::Gemms {
   kernels::LinearForward in_proj, out_proj;
@@ -143,6 +151,15 @@ MambaLayer::~MambaLayer() = default;
 namespace {
 // dA and dD share one scratch buffer; dD starts at a 256-byte boundary.
 int64_t dD_offset(int64_t heads) { return (heads + 63) / 64 * 64; }
+
+kernels::SsdShape ssd_shape(const MambaDims& d) {
+  return {.batch = d.batch,
+          .seqlen = d.seq,
+          .nheads = d.heads,
+          .headdim = d.head_dim,
+          .ngroups = d.groups,
+          .dstate = d.state};
+}
 }  // namespace
 
 void MambaLayer::plan(LayerPlanContext& ctx) {
@@ -168,7 +185,7 @@ void MambaLayer::plan(LayerPlanContext& ctx) {
 
 void MambaLayer::plan_device(DevicePlanContext& ctx) {
   const MambaDims& d = dims_;
-  ssd_ws_bytes_ = kernels::ssd_workspace_bytes({d.batch, d.seq, d.heads, d.head_dim, d.groups, d.state});
+  ssd_ws_bytes_ = kernels::ssd_workspace_bytes(ssd_shape(d));
   conv_ws_bytes_ = kernels::causal_conv1d_backward_scratch_bytes(d.batch, d.seq, d.conv);
   dt_ws_bytes_ = kernels::mamba_dt_backward_scratch_bytes(d.T, d.heads);
   norm_ws_bytes_ = kernels::gated_rmsnorm_backward_scratch_bytes(d.T, d.inner);
@@ -215,20 +232,27 @@ void MambaLayer::bind(LayerBindContext& ctx) {
   gemms_ = std::make_unique<Gemms>(ctx.blas(), dims_, ctx.grad_dtype());
 }
 
-template <class ScanParams>
-void MambaLayer::scan_inputs(ScanParams& p) const {
+struct MambaLayer::ScanInputs {
+  const bf16 *x, *Bm, *Cm;  // column slices of the conv output row [x | B | C]
+  int64_t row_stride;       // theirs: the row's width
+  const float *dt, *A, *D;
+  void* workspace;
+  size_t workspace_bytes;
+  kernels::SsdShape shape;
+};
+
+MambaLayer::ScanInputs MambaLayer::scan_inputs() const {
   const MambaDims& d = dims_;
-  const int64_t bc = d.groups * d.state;
-  p.x = xbc_;  // x, B and C: column slices of the conv output row [x | B | C]
-  p.Bm = xbc_ + d.inner;
-  p.Cm = xbc_ + d.inner + bc;
-  p.x_row_stride = p.bm_row_stride = p.cm_row_stride = d.conv;
-  p.dt = dt_;
-  p.A = A_;
-  p.D = D_;
-  p.workspace = ssd_ws_;
-  p.workspace_bytes = ssd_ws_bytes_;
-  p.shape = {d.batch, d.seq, d.heads, d.head_dim, d.groups, d.state};
+  return {.x = xbc_,
+          .Bm = xbc_ + d.inner,
+          .Cm = xbc_ + d.inner + d.groups * d.state,
+          .row_stride = d.conv,
+          .dt = dt_,
+          .A = A_,
+          .D = D_,
+          .workspace = ssd_ws_,
+          .workspace_bytes = ssd_ws_bytes_,
+          .shape = ssd_shape(d)};
 }
 
 void MambaLayer::forward(graph::Module /*module: mamba*/, cudaStream_t stream, const LayerIO& io) {
@@ -267,10 +291,20 @@ void MambaLayer::mixer_forward(cudaStream_t stream, const LayerIO& io) {
                                      .dt_min = static_cast<float>(m.dt_limit_min),
                                      .dt_max = static_cast<float>(m.dt_limit_max)});
   kernels::mamba_a_forward(stream, {.A = A_, .A_log = A_log_, .H = d.heads});
-  kernels::SsdScanForwardParams scan;
-  scan_inputs(scan);
-  scan.y = y_;
-  kernels::ssd_scan_forward(stream, scan);
+  const ScanInputs scan = scan_inputs();
+  kernels::ssd_scan_forward(stream, {.y = y_,
+                                     .x = scan.x,
+                                     .dt = scan.dt,
+                                     .A = scan.A,
+                                     .Bm = scan.Bm,
+                                     .Cm = scan.Cm,
+                                     .D = scan.D,
+                                     .workspace = scan.workspace,
+                                     .workspace_bytes = scan.workspace_bytes,
+                                     .shape = scan.shape,
+                                     .x_row_stride = scan.row_stride,
+                                     .bm_row_stride = scan.row_stride,
+                                     .cm_row_stride = scan.row_stride});
   kernels::gated_rmsnorm_forward(stream, {.out = normed_,
                                           .rstd = rstd_,
                                           .y = y_,
@@ -306,17 +340,29 @@ void MambaLayer::backward(graph::Module /*module: mamba*/, cudaStream_t stream, 
                                            .z_row_stride = d.in_proj,
                                            .dz_row_stride = d.in_proj});
   // dx, dB, dC straight into the columns of d conv_out.
-  kernels::SsdScanBackwardParams scan;
-  scan_inputs(scan);
-  scan.dx = d_xbc_;
-  scan.ddt = ddt_;
-  scan.dA = dA_;
-  scan.dBm = d_xbc_ + d.inner;
-  scan.dCm = d_xbc_ + d.inner + bc;
-  scan.dD = dD_;
-  scan.dy = d_normed_;
-  scan.dx_row_stride = scan.dbm_row_stride = scan.dcm_row_stride = d.conv;
-  kernels::ssd_scan_backward(stream, scan);
+  const ScanInputs scan = scan_inputs();
+  kernels::ssd_scan_backward(stream, {.dx = d_xbc_,
+                                      .ddt = ddt_,
+                                      .dA = dA_,
+                                      .dBm = d_xbc_ + d.inner,
+                                      .dCm = d_xbc_ + d.inner + bc,
+                                      .dD = dD_,
+                                      .dy = d_normed_,
+                                      .x = scan.x,
+                                      .dt = scan.dt,
+                                      .A = scan.A,
+                                      .Bm = scan.Bm,
+                                      .Cm = scan.Cm,
+                                      .D = scan.D,
+                                      .workspace = scan.workspace,
+                                      .workspace_bytes = scan.workspace_bytes,
+                                      .shape = scan.shape,
+                                      .x_row_stride = scan.row_stride,
+                                      .bm_row_stride = scan.row_stride,
+                                      .cm_row_stride = scan.row_stride,
+                                      .dx_row_stride = d.conv,
+                                      .dbm_row_stride = d.conv,
+                                      .dcm_row_stride = d.conv});
   kernels::mamba_dt_backward(stream, {.ddt_raw = d_zxbcdt_ + d.inner + d.conv,
                                       .ddt_bias = g_dt_bias_,
                                       .scratch = dt_ws_,

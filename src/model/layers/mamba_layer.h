@@ -44,6 +44,7 @@ class MambaLayer final : public Layer {
   explicit MambaLayer(LayerPlace place);
   ~MambaLayer() override;
   static LayerRecompute recompute_support() { return {{RecomputeModule::mamba}, true}; }
+  static LayerFlops flops_per_token(const ModelSpec& model);  // model/layer.h
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(LayerPlanContext& context) override;
@@ -59,8 +60,8 @@ class MambaLayer final : public Layer {
   struct Gemms;  // mamba_layer.cpp
   void mixer_forward(cudaStream_t stream, const LayerIO& io);  // everything up to out_proj's input
   // The scan's inputs, shape and workspace, common to its forward and backward parameters.
-  template <class ScanParams>
-  void scan_inputs(ScanParams& p) const;
+  struct ScanInputs;  // mamba_layer.cpp
+  ScanInputs scan_inputs() const;
 
   MambaDeclarations decl_;
   MambaDims dims_;
@@ -101,6 +102,7 @@ class MambaLayer final : public Layer {
 class MambaLayerCpu final : public CpuLayer {
  public:
   using CpuLayer::CpuLayer;
+  static CpuLayerFootprint host_footprint(const ModelSpec& model, const BatchSpec& batch);  // model/layer.h
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(const ModelSpec& model, const BatchSpec& batch) override;

@@ -26,10 +26,27 @@ void scatter_columns(float* rows, const float* src, int64_t T, int64_t stride, i
 }
 
 ref::SsdScanShape scan_shape(const MambaDims& d) {
-  return {d.batch, d.seq, d.heads, d.head_dim, d.groups, d.state};
+  return {.batch = d.batch,
+          .seqlen = d.seq,
+          .nheads = d.heads,
+          .headdim = d.head_dim,
+          .ngroups = d.groups,
+          .dstate = d.state};
 }
 
 }  // namespace
+
+CpuLayerFootprint MambaLayerCpu::host_footprint(const ModelSpec& m, const BatchSpec& b) {
+  // plan()'s buffers below: saved, then scratch.
+  const double H = static_cast<double>(m.hidden_size);
+  const double T = static_cast<double>(b.micro_batch_size) * static_cast<double>(m.seq_length);
+  const double P = static_cast<double>(m.mamba_in_proj_dim()), C = static_cast<double>(m.mamba_conv_dim());
+  const double D = static_cast<double>(m.mamba_inner()), heads = static_cast<double>(m.mamba_heads());
+  const double G = static_cast<double>(m.mamba.num_groups), BC = C - D;
+  return {.params = P * H + 5.0 * C + H * D + 3.0 * heads + D,
+          .saved = T * (P + C + D + BC + heads + 2.0 * D + G) + heads,
+          .scratch = T * (3.0 * D + BC + C + P + heads) + 2.0 * heads};
+}
 
 void MambaLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
   model_ = model;

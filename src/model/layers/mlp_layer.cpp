@@ -32,6 +32,11 @@ void MlpDeclarations::declare(LayerDeclarations& d) {
   down_proj = d.params.matrix(p + "down_proj.weight", {H, F}, ParamInit::output_projection);
 }
 
+LayerFlops MlpLayer::flops_per_token(const ModelSpec& m) {
+  return {.matmul_weights = (m.mlp_activation == MlpActivation::swiglu ? 3.0 : 2.0) *
+                            static_cast<double>(m.hidden_size) * static_cast<double>(m.ffn_hidden_size)};
+}
+
 // The GEMMs of one MLP layer; their cuBLASLt plans are cached in the step's Blas.
 struct MlpLayer::Gemms {
   kernels::LinearForward gate_up, down;

@@ -33,6 +33,7 @@ class MlpLayer final : public Layer {
   explicit MlpLayer(LayerPlace place);
   ~MlpLayer() override;
   static LayerRecompute recompute_support() { return {{RecomputeModule::mlp}, true}; }
+  static LayerFlops flops_per_token(const ModelSpec& model);  // model/layer.h
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(LayerPlanContext& context) override;
@@ -73,6 +74,7 @@ class MlpLayer final : public Layer {
 class MlpLayerCpu final : public CpuLayer {
  public:
   using CpuLayer::CpuLayer;
+  static CpuLayerFootprint host_footprint(const ModelSpec& model, const BatchSpec& batch);  // model/layer.h
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(const ModelSpec& model, const BatchSpec& batch) override;

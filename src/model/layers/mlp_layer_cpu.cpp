@@ -10,6 +10,14 @@ namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 }  // namespace
 
+CpuLayerFootprint MlpLayerCpu::host_footprint(const ModelSpec& m, const BatchSpec& b) {
+  const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.ffn_hidden_size);
+  const double T = static_cast<double>(b.micro_batch_size) * static_cast<double>(m.seq_length);
+  // gate_up (up alone when not gated) and the activation's output; scratch: their gradients.
+  const double up = m.mlp_activation == MlpActivation::swiglu ? 2.0 : 1.0;
+  return {.params = (up + 1.0) * F * H, .saved = (up + 1.0) * T * F, .scratch = (up + 1.0) * T * F};
+}
+
 void MlpLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
   T_ = batch.tokens_per_microbatch(model);
   H_ = model.hidden_size;

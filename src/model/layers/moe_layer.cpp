@@ -14,6 +14,7 @@
 #include "kernels/moe_permute.h"
 #include "kernels/moe_router.h"
 #include "kernels/swiglu.h"
+#include "model/layer_registry.h"
 
 namespace sg::model {
 
@@ -54,6 +55,14 @@ MoeShapes moe_shapes(const ModelSpec& m, int64_t T) {
   s.expert_bias = m.moe.enable_expert_bias;
   s.bias_update_rate = static_cast<float>(m.moe.bias_update_rate);
   return s;
+}
+
+LayerFlops MoeLayer::flops_per_token(const ModelSpec& m) {
+  // The router, the k routed experts a token visits (three [F, H] matrices each) and the shared expert.
+  const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.moe_ffn_hidden_size);
+  const double shared = static_cast<double>(m.moe.shared_expert_intermediate_size);
+  return {.matmul_weights = H * static_cast<double>(m.num_moe_experts) +
+                            3.0 * H * (F * static_cast<double>(m.moe_router_topk) + shared)};
 }
 
 void MoeDeclarations::declare(LayerDeclarations& d) {
@@ -307,20 +316,20 @@ void MoeLayer::bind(LayerBindContext& ctx) {
 
   // The fp32 gating linear (row-major, as kernels/gemm.h's Linear helpers derive them).
   kernels::Blas& blas = ctx.blas();
-  kernels::GemmDesc fwd;  // logits^T[E,T] = Wg[E,H] n^T: m=E n=T k=H, A = Wg (col-major [H,E]) transposed
-  fwd.transpose_a = true;
-  fwd.m = s.E, fwd.n = s.T, fwd.k = s.H;
-  fwd.lda = s.H, fwd.ldb = s.H, fwd.ldd = s.E;
-  fwd.d_type = kernels::GemmDtype::kFP32;
-  p.gate_forward = &blas.plan(fwd);
+  // logits^T[E,T] = Wg[E,H] n^T: m=E n=T k=H, A = Wg (col-major [H,E]) transposed
+  p.gate_forward = &blas.plan({.transpose_a = true,
+                               .m = s.E,
+                               .n = s.T,
+                               .k = s.H,
+                               .lda = s.H,
+                               .ldb = s.H,
+                               .ldd = s.E,
+                               .d_type = kernels::GemmDtype::kFP32});
   if (s.S > 0) {
     p.shared_gate_up = std::make_unique<kernels::LinearForward>(blas, s.T, s.H, 2 * s.S);
-    kernels::GemmDesc down;  // as LinearForward(T, S, H) with beta 1: the routed output is in D already
-    down.transpose_a = true;
-    down.m = s.H, down.n = s.T, down.k = s.S;
-    down.lda = s.S, down.ldb = s.S, down.ldd = s.H;
-    down.beta = 1.0f;
-    p.shared_down_acc = &blas.plan(down);
+    // As LinearForward(T, S, H) with beta 1: the routed output is in D already.
+    p.shared_down_acc = &blas.plan(
+        {.transpose_a = true, .m = s.H, .n = s.T, .k = s.S, .lda = s.S, .ldb = s.S, .ldd = s.H, .beta = 1.0f});
     p.shared_down_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.S, s.H);
     p.shared_down_dw = std::make_unique<kernels::LinearBackwardWeight>(blas, s.T, s.S, s.H, ctx.grad_dtype());
     p.shared_gate_up_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.H, 2 * s.S, true);

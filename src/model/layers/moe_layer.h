@@ -64,6 +64,7 @@ class MoeLayer final : public Layer {
   static LayerRecompute recompute_support() {
     return {{RecomputeModule::moe_act, RecomputeModule::moe, RecomputeModule::shared_experts}, true};
   }
+  static LayerFlops flops_per_token(const ModelSpec& model);  // model/layer.h
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(LayerPlanContext& context) override;
@@ -112,6 +113,7 @@ class MoeLayer final : public Layer {
 class MoeLayerCpu final : public CpuLayer {
  public:
   using CpuLayer::CpuLayer;
+  static CpuLayerFootprint host_footprint(const ModelSpec& model, const BatchSpec& batch);  // model/layer.h
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(const ModelSpec& model, const BatchSpec& batch) override;
@@ -146,11 +148,5 @@ class MoeLayerCpu final : public CpuLayer {
       d_shared_gate_up_, d_input_part_;
   std::vector<int32_t> step_counts_, logged_counts_;
 };
-
-// The kept tokens per expert of the last finished step, one row per MoE layer of `layers` in stack
-// order (GPU: a synchronous copy on `stream`, outside the step; CPU: the twins' own).
-std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<Layer>>& layers,
-                                                         cudaStream_t stream);
-std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<CpuLayer>>& layers);
 
 }  // namespace sg::model

@@ -1,6 +1,6 @@
 // Philox4x32-10 against Random123's published known-answer vectors (kat_vectors, philox4x32 R=10),
 // and the layout of philox_bits / philox_uniform that kernels and CPU twins share.
-#include "cuda/philox.h"
+#include "core/philox.h"
 
 #include <gtest/gtest.h>
 

@@ -50,7 +50,7 @@ struct RngState {
 // counter = (index/4 lo, index/4 hi, site, offset lo), key = seed; word index%4 is returned.
 // Only the offset's low 32 bits enter the counter: it advances once per microbatch, so it wraps after
 // 2^32 microbatches — far beyond any run. Checked against Random123's known answers in
-// tests/cuda/philox_test.cpp.
+// tests/core/philox_test.cpp.
 SG_HD uint32_t philox_bits(uint64_t seed, uint64_t offset, uint32_t site, uint64_t index) {
   const uint64_t block = index >> 2;
   const Philox4x32Counter out = philox4x32_10(

@@ -20,14 +20,14 @@
 #include "core/strings.h"
 #include "cuda/device.h"
 #include "cuda/stream.h"
-#include "data_parallel_runs.h"
 #include "dist/gradient_reducer.h"
-#include "graph/registry.h"
 #include "gpu_test_util.h"
+#include "graph/registry.h"
 #include "model/gradient_readiness.h"
 #include "model/init.h"
 #include "model/layer_registry.h"
 #include "model/train_step.h"
+#include "train/data_parallel_runs.h"
 
 namespace sg::train {
 namespace {

@@ -1,0 +1,125 @@
+// The CPU backend's host memory plan (train/host_memory.h) from what each layer kind's CPU twin declares
+// (model::CpuLayerFootprint, through the registry): every number as train/host_memory.cpp computed it
+// before, per kind, with a switch.
+#include "train/host_memory.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "model/layer_kind.h"
+#include "model/layer_registry.h"
+#include "model/layers/moe_layer.h"
+#include "model/stack.h"
+#include "standard_shapes.h"
+
+namespace sg::train {
+namespace {
+
+using model::LayerKind;
+
+// train/host_memory.cpp's formulas before the kinds declared their footprint, kept here as the
+// reference: one layer's elements with its pre-norm, then the plan's items that sum them.
+struct FormerLayerCost {
+  double params = 0.0, saved = 0.0, scratch = 0.0;
+};
+FormerLayerCost former_layer_cost(LayerKind kind, const model::ModelSpec& m, const model::BatchSpec& b) {
+  const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.ffn_hidden_size);
+  const double QKV = static_cast<double>(m.qkv_dim()), Q = static_cast<double>(m.num_attention_heads * m.head_dim());
+  const double S = static_cast<double>(m.seq_length), T = static_cast<double>(b.micro_batch_size) * S;
+  switch (kind) {
+    case LayerKind::attention:
+      return {H + QKV * H + H * Q, T * (QKV + H) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S,
+              T * (H + QKV)};
+    case LayerKind::mlp: {
+      const double up = m.mlp_activation == model::MlpActivation::swiglu ? 2.0 : 1.0;
+      return {H + (up + 1.0) * F * H, (up + 1.0) * T * F, (up + 1.0) * T * F};
+    }
+    case LayerKind::mamba: {
+      const double P = static_cast<double>(m.mamba_in_proj_dim()), C = static_cast<double>(m.mamba_conv_dim());
+      const double D = static_cast<double>(m.mamba_inner()), heads = static_cast<double>(m.mamba_heads());
+      const double G = static_cast<double>(m.mamba.num_groups), BC = C - D;
+      return {H + P * H + 5.0 * C + H * D + 3.0 * heads + D, T * (P + C + D + BC + heads + 2.0 * D + G) + heads,
+              T * (3.0 * D + BC + C + P + heads) + 2.0 * heads};
+    }
+    case LayerKind::moe: {
+      const model::MoeShapes s = model::moe_shapes(m, b.micro_batch_size * m.seq_length);
+      const double E = static_cast<double>(s.E), R = static_cast<double>(s.rows), Fe = static_cast<double>(s.F),
+                   Sh = static_cast<double>(s.S), k = static_cast<double>(s.k);
+      return {H + E * H + 3.0 * E * Fe * H + 3.0 * Sh * H + E,
+              T * (E + 2.0 * k) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh,
+              T * (E + k + H) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh};
+    }
+  }
+  return {};
+}
+
+struct FormerPlan {
+  double state = 0.0, activations = 0.0, scratch = 0.0;  // bytes of the plan's items 1, 2 and 3
+};
+FormerPlan former_plan(const model::ModelSpec& m, const model::BatchSpec& b) {
+  const double H = static_cast<double>(m.hidden_size), V = static_cast<double>(m.vocab_size);
+  const double QKV = static_cast<double>(m.qkv_dim()), S = static_cast<double>(m.seq_length);
+  const double T = static_cast<double>(b.micro_batch_size) * S;
+  FormerLayerCost layers;
+  double N = 0.0;
+  for (const LayerKind kind : model::stack_layer_kinds(m)) {
+    const FormerLayerCost c = former_layer_cost(kind, m, b);
+    layers.params += c.params;
+    layers.saved += c.saved;
+    layers.scratch += c.scratch;
+    N += 1.0;
+  }
+  const double P = V * H * (m.share_embeddings_and_output_weights ? 1.0 : 2.0) + layers.params + H;
+  return {.state = 16.0 * P,
+          .activations = ((N + 1.0) * T * (2.0 * H + 1.0) + layers.saved) * 4.0,
+          .scratch = (5.0 * T * H + layers.scratch) * 4.0 + 2.0 * std::min(T, 128.0) * V * 4.0 + S * QKV * 8.0};
+}
+
+TEST(HostMemoryPlan, TheKindsFootprintsGiveTheFormerNumbersBitForBit) {
+  for (const test::StandardShape& shape : test::standard_shapes()) {
+    SCOPED_TRACE(shape.name);
+    const HostMemoryPlan plan = plan_host_memory(shape.model, shape.batch, {.cpu_backend = true});
+    const FormerPlan former = former_plan(shape.model, shape.batch);
+    ASSERT_EQ(plan.items.size(), 5u);
+    EXPECT_EQ(plan.items[1].bytes, former.state);
+    EXPECT_EQ(plan.items[2].bytes, former.activations);
+    EXPECT_EQ(plan.items[3].bytes, former.scratch);
+    EXPECT_EQ(plan.items[4].bytes, former.state / 4.0);  // the initial weights, fp32
+  }
+}
+
+// The footprints' parameters are the ones the kinds declare, but for the MoE expert bias [E], which the
+// footprint counts (as the former formula did) also when model.moe_router_enable_expert_bias is off.
+TEST(HostMemoryPlan, TheKindsFootprintsCountTheParametersTheyDeclare) {
+  for (const test::StandardShape& shape : test::standard_shapes()) {
+    SCOPED_TRACE(shape.name);
+    const model::ModelSpec& m = shape.model;
+    const HostMemoryPlan plan = plan_host_memory(m, shape.batch, {.cpu_backend = true});
+    ASSERT_EQ(plan.items.size(), 5u);
+    const std::vector<LayerKind> kinds = model::stack_layer_kinds(m);
+    const double moe_layers = static_cast<double>(std::count(kinds.begin(), kinds.end(), LayerKind::moe));
+    const double uncounted_bias = m.moe.enable_expert_bias ? 0.0 : moe_layers * static_cast<double>(m.num_moe_experts);
+    EXPECT_EQ(plan.items[4].bytes / 4.0, static_cast<double>(model::model_layout(m).num_parameters()) + uncounted_bias);
+  }
+}
+
+TEST(HostMemoryPlan, EveryKindsTwinDeclaresItsFootprint) {
+  model::ModelSpec m;
+  m.hybrid_layer_pattern = "M*-E";
+  m.num_layers = 4;
+  m.num_moe_experts = 4;
+  m.moe_ffn_hidden_size = 32;
+  const model::BatchSpec b;
+  for (const model::LayerKindInfo& info : model::layer_kinds()) {
+    SCOPED_TRACE(info.name);
+    const model::CpuLayerFootprint footprint = model::layer_kind_host_footprint(info.kind, m, b);
+    EXPECT_GT(footprint.params, 0.0);
+    EXPECT_GT(footprint.saved, 0.0);
+    EXPECT_GT(footprint.scratch, 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace sg::train
