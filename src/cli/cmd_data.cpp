@@ -2,12 +2,10 @@
 // stepgraph data inspect PREFIX [--json] [--vocab-size V]
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
-#include "core/error.h"
 #include "core/strings.h"
 #include "data/blended_dataset.h"
 #include "data/indexed_dataset.h"
@@ -50,32 +48,8 @@ int run_synth(const SynthArgs& args) {
   return 0;
 }
 
-// The check train makes of a dataset prefix (data/blended_dataset.h: which file is missing, how to make a
-// dataset), and one more: a prefix given with its file's suffix (PREFIX.bin or PREFIX.idx, as a shell completes
-// it) when PREFIX is the dataset.
-void check_inspect_prefix(const std::string& prefix) {
-  try {
-    data::check_dataset_exists(prefix);
-  } catch (const Error&) {
-    for (const std::string suffix : {".bin", ".idx"}) {
-      if (prefix.size() <= suffix.size() || prefix.compare(prefix.size() - suffix.size(), suffix.size(), suffix) != 0) {
-        continue;
-      }
-      const std::string stem = prefix.substr(0, prefix.size() - suffix.size());
-      std::error_code ec;
-      if (std::filesystem::is_regular_file(data::bin_path(stem), ec) &&
-          std::filesystem::is_regular_file(data::index_path(stem), ec)) {
-        throw Error(strprintf("data inspect %s: give the dataset's prefix, without %s: it names the files "
-                              "PREFIX.bin and PREFIX.idx (stepgraph data inspect %s)",
-                              prefix.c_str(), suffix.c_str(), stem.c_str()));
-      }
-    }
-    throw;
-  }
-}
-
 int run_inspect(const InspectArgs& args) {
-  check_inspect_prefix(args.prefix);
+  data::check_dataset_exists(args.prefix);  // what train says of a missing dataset or a PREFIX.bin given
   const auto ds = data::IndexedDataset::open(args.prefix, args.vocab_size);
   nlohmann::json docs = nlohmann::json::array();
   const auto doc_index = ds.document_index();

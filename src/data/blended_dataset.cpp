@@ -37,32 +37,82 @@ bool usable_weight(const std::string& text, double w) {
   return mantissa.find_first_of("123456789") == std::string::npos;  // "0", "0.0", "0e5"
 }
 
-}  // namespace
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 
-void check_dataset_exists(const std::string& prefix) {
-  std::error_code ec;
-  const bool idx = std::filesystem::is_regular_file(index_path(prefix), ec);
-  const bool bin = std::filesystem::is_regular_file(bin_path(prefix), ec);
-  if (idx && bin) return;
-  const std::string missing = !idx && !bin ? index_path(prefix) + " and " + bin_path(prefix)
-                                           : (!idx ? index_path(prefix) : bin_path(prefix));
-  std::string hint;
-  if (prefix.size() < 14 || prefix.compare(prefix.size() - 14, 14, "_text_document") != 0) {
-    if (std::filesystem::is_regular_file(index_path(prefix + "_text_document"), ec)) {
-      hint = strprintf(" (%s_text_document exists: tools/preprocess_data.py names its output "
-                       "PREFIX_<json key>_document)",
-                       prefix.c_str());
-    }
-  }
-  throw Error(strprintf(
-      "dataset %s: %s not found%s. A dataset is a Megatron .bin/.idx pair; make one with\n"
+// How to make the dataset PREFIX: stepgraph data synth, or the tokenizer + preprocess_data.py path
+// (whose --output-prefix P writes P_text_document, so a PREFIX ending in _text_document is made from P).
+std::string how_to_make(const std::string& prefix) {
+  const std::string document = "_text_document";
+  const std::string output_prefix =
+      ends_with(prefix, document) ? prefix.substr(0, prefix.size() - document.size()) : prefix;
+  return strprintf(
+      "A dataset is a Megatron .bin/.idx pair; make one with\n"
       "  stepgraph data synth --out %s          (the synthetic demo corpus, 256-token vocabulary)\n"
       "or from your own text (README \"Your own data\"):\n"
       "  python3 tools/train_tokenizer.py --input FILE.jsonl --vocab-size 8000 --output TOKENIZER_DIR\n"
       "  python3 tools/preprocess_data.py --input FILE.jsonl --json-keys text --output-prefix %s "
       "--tokenizer-type HuggingFaceTokenizer --tokenizer-model TOKENIZER_DIR --append-eod\n"
       "  (then dataset.data_path=[%s_text_document])",
-      prefix.c_str(), missing.c_str(), hint.c_str(), prefix.c_str(), prefix.c_str(), prefix.c_str()));
+      prefix.c_str(), output_prefix.c_str(), output_prefix.c_str());
+}
+
+}  // namespace
+
+void check_dataset_exists(const std::string& prefix) {
+  std::error_code ec;
+  const auto is_file = [&ec](const std::string& path) { return std::filesystem::is_regular_file(path, ec); };
+  const bool idx = is_file(index_path(prefix));
+  const bool bin = is_file(bin_path(prefix));
+  if (idx && bin) return;
+  const std::string missing = !idx && !bin ? index_path(prefix) + " and " + bin_path(prefix)
+                                           : (!idx ? index_path(prefix) : bin_path(prefix));
+  // One of the pair's files named instead of the prefix (a shell completes data/x.bin): the prefix is
+  // that name without its suffix. (A prefix that itself ends in .bin, with both files, returned above.)
+  for (const std::string suffix : {".bin", ".idx"}) {
+    if (!ends_with(prefix, suffix) || !is_file(prefix)) continue;
+    const std::string stem = prefix.substr(0, prefix.size() - suffix.size());
+    const bool stem_idx = is_file(index_path(stem)), stem_bin = is_file(bin_path(stem));
+    const std::string name_it = strprintf(
+        "give the dataset's prefix, without %s: it names both files PREFIX.bin and PREFIX.idx "
+        "(in a config dataset.data_path=[%s], on the command line stepgraph data inspect %s)",
+        suffix.c_str(), stem.c_str(), stem.c_str());
+    if (stem_idx && stem_bin) {
+      throw Error(strprintf("dataset %s: %s not found: %s is a file of the dataset %s; %s", prefix.c_str(),
+                            missing.c_str(), prefix.c_str(), stem.c_str(), name_it.c_str()));
+    }
+    throw Error(strprintf("dataset %s: %s not found: %s is a file of the dataset %s, but %s is missing, so "
+                          "make that dataset again, then %s. %s",
+                          prefix.c_str(), missing.c_str(), prefix.c_str(), stem.c_str(),
+                          (stem_idx ? bin_path(stem) : index_path(stem)).c_str(), name_it.c_str(),
+                          how_to_make(stem).c_str()));
+  }
+  std::string hint;
+  if (!ends_with(prefix, "_text_document") && is_file(index_path(prefix + "_text_document"))) {
+    hint = strprintf(" (%s_text_document exists: tools/preprocess_data.py names its output "
+                     "PREFIX_<json key>_document)",
+                     prefix.c_str());
+  }
+  // What a writer killed between its renames (or before them) leaves: say so rather than only "missing".
+  for (const std::string& tmp : {index_path(prefix) + ".tmp", bin_path(prefix) + ".tmp"}) {
+    if (is_file(tmp)) {
+      hint += strprintf(" (%s is left from a write of %s that did not finish, a crash or a kill: write the "
+                        "dataset again)",
+                        tmp.c_str(), prefix.c_str());
+      break;
+    }
+  }
+  // A prefix spelled like a file (PREFIX.bin) names PREFIX.bin.bin: the advice is for PREFIX.
+  std::string make_for = prefix;
+  for (const std::string suffix : {".bin", ".idx"}) {
+    if (!ends_with(prefix, suffix)) continue;
+    make_for = prefix.substr(0, prefix.size() - suffix.size());
+    hint += strprintf(" (a dataset is named by its prefix, without %s: %s names the files %s and %s)", suffix.c_str(),
+                      make_for.c_str(), bin_path(make_for).c_str(), index_path(make_for).c_str());
+  }
+  throw Error(strprintf("dataset %s: %s not found%s. %s", prefix.c_str(), missing.c_str(), hint.c_str(),
+                        how_to_make(make_for).c_str()));
 }
 
 std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data_path) {

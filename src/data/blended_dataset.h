@@ -35,7 +35,9 @@ struct WeightedPrefix {
 std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data_path);
 
 // sg::Error when PREFIX.idx or PREFIX.bin is missing, saying how to make a dataset (stepgraph data synth,
-// tools/train_tokenizer.py + tools/preprocess_data.py).
+// tools/train_tokenizer.py + tools/preprocess_data.py), and what the name suggests: one of the pair's
+// files given instead of the prefix (DATA.bin: drop the suffix), preprocess_data.py's PREFIX_text_document
+// beside PREFIX, a *.tmp left by a write that did not finish. train, validate and `data inspect` share it.
 void check_dataset_exists(const std::string& prefix);
 
 // Where the stream stands: how many samples it has produced in total and from each source.

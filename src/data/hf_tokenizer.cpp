@@ -97,6 +97,20 @@ std::string HfTokenizerInfo::describe() const {
 HfTokenizerInfo read_hf_tokenizer(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
+    if (fs::exists(dir, ec)) {
+      // A file named instead of its folder (data/tok/tokenizer.json): the folder is the answer when it
+      // holds the tokenizer; otherwise the path is no place to train one into either.
+      const fs::path parent = fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path();
+      if (fs::is_regular_file(parent / kTokenizerJson, ec)) {
+        throw Error(strprintf("tokenizer.tokenizer_model %s is a file; give its folder, which holds %s: "
+                              "tokenizer.tokenizer_model=%s",
+                              dir.c_str(), kTokenizerJson, parent.string().c_str()));
+      }
+      throw Error(strprintf("tokenizer.tokenizer_model %s is a file, not a folder: give a Hugging Face tokenizer "
+                            "folder (the one holding %s), or train one into a new folder with `python3 "
+                            "tools/train_tokenizer.py --input FILE.jsonl --vocab-size N --output TOKENIZER_DIR`",
+                            dir.c_str(), kTokenizerJson));
+    }
     throw Error(strprintf("tokenizer.tokenizer_model %s is not a folder; train one with `python3 "
                           "tools/train_tokenizer.py --input FILE.jsonl --vocab-size N --output %s`, or give a "
                           "Hugging Face tokenizer folder (with tokenizer.json)",

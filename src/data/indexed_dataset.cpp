@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <limits>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "core/error.h"
 #include "core/strings.h"
 
@@ -63,6 +66,16 @@ std::string index_path(const std::string& prefix) { return prefix + ".idx"; }
 std::string bin_path(const std::string& prefix) { return prefix + ".bin"; }
 
 namespace {
+
+// Makes the folder's entries (a removal, a rename) durable; returns why not ("" when done).
+std::string sync_folder(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return strprintf("cannot open folder %s to sync it: %s", dir.c_str(), std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? std::string() : strprintf("cannot fsync folder %s: %s", dir.c_str(), std::strerror(err));
+}
 
 template <typename T>
 T load_le(const uint8_t* p) {
@@ -211,12 +224,16 @@ void IndexedDataset::validate_index(const MappedFile& idx) {
     }
     const uint64_t end = static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) * item;
     if (end > bin_size) {
+      // A cut .bin, or an .idx of another (larger) dataset beside this .bin: the files alone cannot
+      // tell which, so both are said, with the size the .idx expects.
       throw Error(strprintf(
-          "data file %s is truncated: sequence %llu (%lld tokens of %s at byte "
-          "%lld) ends at byte %llu, but the file has %llu bytes",
-          bin_.path().c_str(), static_cast<unsigned long long>(s), static_cast<long long>(length),
-          token_dtype_name(dtype_), static_cast<long long>(offset),
-          static_cast<unsigned long long>(end), static_cast<unsigned long long>(bin_size)));
+          "data file %s is truncated, or %s is the index of another dataset: sequence %llu (%lld tokens of "
+          "%s at byte %lld) ends at byte %llu, but the file has %llu bytes; the index describes %llu "
+          "sequences in %s bytes of %s tokens. %s",
+          bin_.path().c_str(), path, static_cast<unsigned long long>(s), static_cast<long long>(length),
+          token_dtype_name(dtype_), static_cast<long long>(offset), static_cast<unsigned long long>(end),
+          static_cast<unsigned long long>(bin_size), static_cast<unsigned long long>(S),
+          described_bin_bytes().c_str(), token_dtype_name(dtype_), remake_hint().c_str()));
     }
     token_starts_[s + 1] = token_starts_[s] + static_cast<uint64_t>(length);
   }
@@ -252,8 +269,9 @@ void IndexedDataset::check_sequences_tile_bin(const char* index_file) const {
   const int64_t item = static_cast<int64_t>(token_dtype_size(dtype_));
   const auto hint = [&] {
     return strprintf("Megatron's writer leaves no gaps: is %s (token dtype %s, %lld bytes per token) "
-                     "the index written with %s?",
-                     index_file, token_dtype_name(dtype_), static_cast<long long>(item), bin_.path().c_str());
+                     "the index written with %s? %s",
+                     index_file, token_dtype_name(dtype_), static_cast<long long>(item), bin_.path().c_str(),
+                     remake_hint().c_str());
   };
   int64_t end = 0;
   for (uint64_t s = 0; s < num_sequences_; ++s) {
@@ -272,6 +290,26 @@ void IndexedDataset::check_sequences_tile_bin(const char* index_file) const {
                           bin_.path().c_str(), static_cast<long long>(end),
                           static_cast<unsigned long long>(bin_.size()), hint().c_str()));
   }
+}
+
+std::string IndexedDataset::described_bin_bytes() const {
+  // The .bin size the .idx expects: its sequence lengths times the token size (counts past 2^64
+  // bytes, possible only in a corrupt .idx, are said as such).
+  const uint64_t item = token_dtype_size(dtype_);
+  uint64_t total = 0;
+  for (const int32_t length : sequence_lengths_) {
+    const uint64_t bytes = static_cast<uint64_t>(std::max<int32_t>(length, 0)) * item;
+    if (total > std::numeric_limits<uint64_t>::max() - bytes) return "more than 2^64";
+    total += bytes;
+  }
+  return std::to_string(total);
+}
+
+std::string IndexedDataset::remake_hint() const {
+  return strprintf("Both files must come from one run: write %s again (tools/preprocess_data.py, whose "
+                   "--output-prefix P writes P_<json key>_document; or stepgraph data synth --out %s --force for "
+                   "the synthetic corpus), or copy the .bin and .idx again from where they were made",
+                   prefix_.c_str(), prefix_.c_str());
 }
 
 void IndexedDataset::scan_tokens(int64_t vocab_size) {
@@ -460,9 +498,16 @@ void IndexedDatasetWriter::finalize() {
   SG_CHECK(!finalized_, "IndexedDatasetWriter: finalize() called twice");
   finalized_ = true;
   const std::string bin_tmp = bin_path(prefix_) + ".tmp";
-  const bool bin_ok = std::fclose(bin_) == 0;
-  bin_ = nullptr;
-  if (!bin_ok) throw Error(strprintf("cannot write data file %s", bin_tmp.c_str()));
+  const bool bin_synced = std::fflush(bin_) == 0 && ::fsync(::fileno(bin_)) == 0;
+  const int sync_errno = errno;
+  const bool bin_ok = std::fclose(bin_) == 0 && bin_synced;
+  const int close_errno = errno;
+  bin_ = nullptr;  // closed: from here on finalize() removes the temporaries itself on failure
+  if (!bin_ok) {
+    ::unlink(bin_tmp.c_str());
+    throw Error(strprintf("cannot write data file %s: %s", bin_tmp.c_str(),
+                          std::strerror(bin_synced ? close_errno : sync_errno)));
+  }
 
   std::vector<uint8_t> idx;
   auto put = [&idx](const void* p, size_t n) {
@@ -487,19 +532,77 @@ void IndexedDatasetWriter::finalize() {
   put(document_index_.data(), doc_entries * 8);
 
   const std::string idx_tmp = index_path(prefix_) + ".tmp";
-  std::FILE* f = std::fopen(idx_tmp.c_str(), "wb");
-  if (f == nullptr) {
-    throw Error(
-        strprintf("cannot create index file %s: %s", idx_tmp.c_str(), std::strerror(errno)));
+  bool idx_created = false;
+  try {
+    std::FILE* f = std::fopen(idx_tmp.c_str(), "wb");
+    if (f == nullptr) {
+      throw Error(strprintf("cannot create index file %s: %s", idx_tmp.c_str(), std::strerror(errno)));
+    }
+    idx_created = true;
+    const bool idx_written = std::fwrite(idx.data(), 1, idx.size(), f) == idx.size() && std::fflush(f) == 0 &&
+                             ::fsync(::fileno(f)) == 0;
+    const int write_errno = errno;
+    if (std::fclose(f) != 0 || !idx_written) {
+      throw Error(strprintf("cannot write index file %s: %s", idx_tmp.c_str(),
+                            std::strerror(idx_written ? errno : write_errno)));
+    }
+    replace_pair(idx_tmp);
+  } catch (...) {
+    // Nothing of this writer stays behind: neither temporary (a failed replace_pair says what it
+    // left under the final names). unlink, not remove: a folder in the way is not ours to delete.
+    ::unlink(bin_tmp.c_str());
+    if (idx_created) ::unlink(idx_tmp.c_str());
+    throw;
   }
-  const bool idx_ok = std::fwrite(idx.data(), 1, idx.size(), f) == idx.size();
-  if (std::fclose(f) != 0 || !idx_ok) {
-    throw Error(strprintf("cannot write index file %s", idx_tmp.c_str()));
+}
+
+// Replacing the pair. Two renames cannot be one atomic step, and the .idx ties itself to its .bin
+// only through the sequence lengths: the reader accepts an .idx whose sequences tile the .bin
+// exactly, so a stale .idx beside a new .bin of the same size (data synth --force with the same
+// --tokens and another --seed, or the same text under another tokenizer of the same dtype) would be
+// read as valid, with wrong document boundaries and sequence lengths. So the old .idx is removed
+// first (and that removal made durable), then the .bin and last the .idx are renamed into place: a
+// crash at any point leaves either the old pair, or a .bin without its .idx (reported as a missing
+// .idx, with the left-over PREFIX.idx.tmp named: check_dataset_exists), or the new pair; never a
+// .bin beside an .idx written for other data. Both temporaries are fsynced before the renames and
+// the folder after them, so the new pair survives a power loss once finalize() returns.
+void IndexedDatasetWriter::replace_pair(const std::string& idx_tmp) {
+  const std::string bin_tmp = bin_path(prefix_) + ".tmp";
+  const std::filesystem::path parent = std::filesystem::path(prefix_).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  const bool removed_old = ::unlink(index_path(prefix_).c_str()) == 0;
+  if (removed_old) {
+    if (const std::string why = sync_folder(dir); !why.empty()) {
+      throw Error(strprintf("%s, after removing the old index file %s to replace it: %s holds the old data "
+                            "without its index now; fix the cause and write %s again",
+                            why.c_str(), index_path(prefix_).c_str(), bin_path(prefix_).c_str(), prefix_.c_str()));
+    }
+  } else if (errno != ENOENT) {
+    throw Error(strprintf("cannot remove the old index file %s to replace it: %s (nothing was replaced; "
+                          "remove or move it, then write %s again)",
+                          index_path(prefix_).c_str(), std::strerror(errno), prefix_.c_str()));
   }
-  if (std::rename(bin_tmp.c_str(), bin_path(prefix_).c_str()) != 0 ||
-      std::rename(idx_tmp.c_str(), index_path(prefix_).c_str()) != 0) {
-    throw Error(strprintf("cannot rename %s.{bin,idx}.tmp into place: %s", prefix_.c_str(),
-                          std::strerror(errno)));
+  if (std::rename(bin_tmp.c_str(), bin_path(prefix_).c_str()) != 0) {
+    const int err = errno;
+    throw Error(strprintf("cannot rename %s to %s: %s%s; fix the cause and write %s again", bin_tmp.c_str(),
+                          bin_path(prefix_).c_str(), std::strerror(err),
+                          removed_old ? strprintf(" (the old index file %s was removed already, so %s is no "
+                                                  "dataset now)",
+                                                  index_path(prefix_).c_str(), prefix_.c_str())
+                                            .c_str()
+                                      : "",
+                          prefix_.c_str()));
+  }
+  if (std::rename(idx_tmp.c_str(), index_path(prefix_).c_str()) != 0) {
+    throw Error(strprintf("cannot rename %s to %s: %s; %s holds the new data without its index: fix the "
+                          "cause and write %s again",
+                          idx_tmp.c_str(), index_path(prefix_).c_str(), std::strerror(errno),
+                          bin_path(prefix_).c_str(), prefix_.c_str()));
+  }
+  if (const std::string why = sync_folder(dir); !why.empty()) {
+    throw Error(strprintf("%s, after renaming %s and %s into place: a crash now could lose them; write %s "
+                          "again",
+                          why.c_str(), bin_path(prefix_).c_str(), index_path(prefix_).c_str(), prefix_.c_str()));
   }
 }
 

@@ -78,6 +78,8 @@ class IndexedDataset {
   IndexedDataset() = default;
   void validate_index(const MappedFile& idx);
   void check_sequences_tile_bin(const char* index_file) const;
+  std::string described_bin_bytes() const;  // the .bin size the .idx expects, for messages
+  std::string remake_hint() const;          // how to get a matching pair again
   void scan_tokens(int64_t vocab_size);
 
   std::string prefix_;
@@ -94,7 +96,10 @@ class IndexedDataset {
 
 // Writes an indexed dataset the way Megatron's IndexedDatasetBuilder does (one sequence per
 // document unless add_sequence/end_document are used). Files appear under their final names only
-// at finalize() (written as *.tmp, then renamed), so a reader never sees a half-written corpus.
+// at finalize() (written as *.tmp, fsynced, then renamed), so a reader never sees a half-written
+// corpus; a failed finalize() or a writer destroyed before it leaves no *.tmp behind. Replacing an
+// existing PREFIX removes its old .idx before the renames, so a crash between them leaves a .bin
+// without an .idx, never a .bin beside an .idx of other data (replace_pair in the .cpp says why).
 class IndexedDatasetWriter {
  public:
   IndexedDatasetWriter(const std::string& prefix, TokenDtype dtype);
@@ -110,6 +115,8 @@ class IndexedDatasetWriter {
   uint64_t num_tokens() const { return num_tokens_; }
 
  private:
+  void replace_pair(const std::string& idx_tmp);
+
   std::string prefix_;
   TokenDtype dtype_;
   std::FILE* bin_ = nullptr;

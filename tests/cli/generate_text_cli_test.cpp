@@ -192,7 +192,9 @@ TEST_F(GenerateText, APromptThatIsNotUtf8IsAUsageError) {
   EXPECT_NE(r.out.find("byte 3 (0xE9) is not valid UTF-8"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("caf\\xE9"), std::string::npos) << "the byte shown escaped:\n" << r.out;
   EXPECT_EQ(r.out.find("no such directory"), std::string::npos) << r.out;
-  r = stepgraph("generate " + shell_quote(missing) + " --cpu --prompt ok --prompt \"$(printf '\\303\\251t\\303')\"", true);
+  r = stepgraph("generate " + shell_quote(missing) +
+                    " --cpu --prompt ok --prompt \"$(printf '\\303\\251t\\303')\"",
+                true);
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("(prompt 2)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("byte 3 (0xC3)"), std::string::npos) << r.out;

@@ -655,6 +655,47 @@ class TokenizerTools(unittest.TestCase):
         self.assertTrue(all(s >= 0 for s in sizes))
         self.assertEqual(sum(r.size for r in read_records([SAMPLE])), os.path.getsize(SAMPLE))
 
+    def test_dataset_writer_removes_the_old_index_before_replacing_the_bin(self):
+        # A kill between finalize()'s two renames (simulated: the second one raises past the OSError handling)
+        # must not leave the old .idx beside the new .bin: a stale .idx of the same size reads as valid.
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        try:
+            from sgtools.indexed_dataset import IndexedDatasetWriter
+        finally:
+            sys.path.pop(0)
+        prefix = os.path.join(self.dir, "replaced", "corpus")
+
+        def write(documents):
+            w = IndexedDatasetWriter(prefix, np.uint16)
+            w.add_documents(np.asarray(sum(documents, []), dtype=np.int64), [[len(d)] for d in documents])
+            w.finalize()
+
+        class Killed(BaseException):
+            pass
+
+        write([[1, 2, 3], [4, 5]])
+        real_replace, renamed = os.replace, []
+
+        def replace(src, dst):
+            renamed.append(dst)
+            if len(renamed) == 2:
+                raise Killed
+            real_replace(src, dst)
+
+        os.replace = replace
+        try:
+            with self.assertRaises(Killed):
+                write([[9], [8, 7, 6, 5]])  # as many tokens as the old corpus
+        finally:
+            os.replace = real_replace
+        self.assertEqual(renamed, [prefix + ".bin", prefix + ".idx"])
+        self.assertFalse(os.path.exists(prefix + ".idx"), "the old .idx stayed beside the new .bin")
+        proc = run(STEPGRAPH, "data", "inspect", prefix, expect_rc=1)
+        self.assertIn(f"{prefix}.idx.tmp is left from a write of {prefix} that did not finish", proc.stderr)
+        write([[9], [8, 7, 6, 5]])
+        self.assertEqual([d.tolist() for d in read_documents(prefix)], [[9], [8, 7, 6, 5]])
+        self.assertEqual(sorted(os.listdir(os.path.dirname(prefix))), ["corpus.bin", "corpus.idx"])
+
     def test_preprocess_next_line_names_the_checkouts_binary(self):
         binary = os.path.join(ROOT, "build", "src", "stepgraph")
         for cwd, expected in ((self.dir, binary), (ROOT, os.path.join("build", "src", "stepgraph"))):

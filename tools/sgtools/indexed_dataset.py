@@ -9,8 +9,9 @@ src/data/indexed_dataset.cpp checks (docs/data-and-checkpoints.md), little-endia
   .bin  the tokens of all sequences back to back, in the dtype of the code
 
 Offsets are the running sum of length * itemsize from 0, so the sequences tile the .bin exactly (no
-gaps, no overlap, the last one ends at the file's end). Both files are written under *.tmp names and
-renamed into place by finalize(), so a reader never sees a half-written dataset.
+gaps, no overlap, the last one ends at the file's end). Both files are written under *.tmp names, fsynced and
+renamed into place by finalize(), so a reader never sees a half-written dataset; an existing .idx is removed
+before the renames, so a crash between them never leaves a new .bin beside an old .idx.
 """
 from __future__ import annotations
 
@@ -36,6 +37,15 @@ def token_dtype_for_vocab(vocab_size: int) -> np.dtype:
 def output_prefix(prefix: str, key: str) -> str:
     """Megatron's output name for one JSON key at document level: PREFIX_<key>_document."""
     return f"{prefix}_{key}_document"
+
+
+def _sync_folder(folder: str) -> None:
+    """Makes the folder's entries (a removal, a rename) durable."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class IndexedDatasetWriter:
@@ -97,15 +107,38 @@ class IndexedDatasetWriter:
                          np.asarray(self.document_index, dtype="<i8").tobytes()])
 
     def finalize(self) -> None:
+        """Writes the .idx and renames both files into place (the order: _replace_pair)."""
         try:
+            self._bin.flush()
+            os.fsync(self._bin.fileno())
             self._bin.close()
             with open(self._idx_tmp, "wb") as f:
                 f.write(self.index_bytes())
-            os.replace(self._bin_tmp, self.bin_path)
-            os.replace(self._idx_tmp, self.idx_path)
+                f.flush()
+                os.fsync(f.fileno())
+            self._replace_pair()
         except OSError as e:
             self.abort()
             raise ToolError(f"cannot write the output {self.prefix}.{{bin,idx}}: {e.strerror}") from None
+
+    def _replace_pair(self) -> None:
+        """The old .idx goes first, then the .bin and last the .idx are renamed into place.
+
+        Two renames are not one atomic step, and an .idx ties itself to its .bin only by its sequence lengths:
+        the C++ reader accepts an .idx whose sequences tile the .bin exactly, so an old .idx beside a new .bin
+        of the same size (the same text under another tokenizer with the same dtype) would read as valid, with
+        wrong boundaries. With the old .idx removed first (durably), a crash between the renames leaves a .bin
+        without an .idx (reported as missing, with PREFIX.idx.tmp named), never a pair of two datasets. As
+        src/data/indexed_dataset.cpp (IndexedDatasetWriter::replace_pair) does."""
+        folder = os.path.dirname(self.prefix) or "."
+        try:
+            os.remove(self.idx_path)
+            _sync_folder(folder)
+        except FileNotFoundError:
+            pass
+        os.replace(self._bin_tmp, self.bin_path)
+        os.replace(self._idx_tmp, self.idx_path)
+        _sync_folder(folder)
 
     def abort(self) -> None:
         """Removes the temporary files (after an error); finished outputs are left alone."""
