@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "config/config.h"
+#include "config/graph_keys.h"
 #include "config/model_config.h"
 #include "config/validate.h"
 #include "core/strings.h"
@@ -189,7 +190,7 @@ std::string model_text(const config::Config& c) {
 }
 
 std::string graphs_text(const config::Config& c) {
-  if (c.model.cuda_graph_impl == "none") return "none";
+  if (config::graph_impl_is(c.model, graph::GraphImpl::none)) return "none";
   return c.model.cuda_graph_impl + " " + config::format_value(c, "model.cuda_graph_scope");
 }
 

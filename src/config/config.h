@@ -7,6 +7,7 @@
 // validate() (config/validate.h, which also normalizes) -> emit_yaml / model_spec.
 // Defaults are Bridge's (GPTModelProvider with the Llama provider's choices: no biases, no dropout,
 // untied embeddings); keys Bridge leaves unset (None) are std::optional here and print as null.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -169,9 +170,17 @@ struct CheckpointConfig {
   bool overwrite = false;    // delete them and start over
 };
 
+// Megatron-Bridge's Weights & Biases keys of the logger section, the one list of them. stepgraph does not log to
+// W&B (metrics.jsonl and TensorBoard instead): they are known keys so that a Bridge config loads, round-trip
+// through YAML (emit_yaml prints them only when set), and have no effect but a validation note naming the ones
+// set.
+inline constexpr std::array<const char*, 4> kBridgeWandbKeys = {"wandb_project", "wandb_exp_name", "wandb_entity",
+                                                                "wandb_save_dir"};
+
 struct LoggerConfig {
   int64_t log_interval = 100;
   std::optional<std::string> tensorboard_dir;  // TensorBoard event files go here
+  std::array<std::optional<std::string>, kBridgeWandbKeys.size()> wandb;  // kBridgeWandbKeys' values, in order
 };
 
 struct RngConfig {
@@ -357,6 +366,9 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "delete the checkpoints already in checkpoint.save and start over");
   v("logger", "log_interval", c.logger.log_interval, "steps between log lines");
   v("logger", "tensorboard_dir", c.logger.tensorboard_dir, "write TensorBoard event files here");
+  for (size_t i = 0; i < kBridgeWandbKeys.size(); ++i) {
+    v("logger", kBridgeWandbKeys[i], c.logger.wandb[i], "Bridge's Weights & Biases setting: no effect (a note)");
+  }
   v("rng", "seed", c.rng.seed, "seed of every random stream");
   v("rng", "te_rng_tracker", c.rng.te_rng_tracker, "graph-safe RNG tracker (rng side)");
   v("rerun_state_machine", "check_for_nan_in_loss", c.rerun_state_machine.check_for_nan_in_loss,

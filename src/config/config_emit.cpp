@@ -1,4 +1,5 @@
 // Config -> YAML text that load_config_yaml reads back to the same config (tested round trip).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <type_traits>
@@ -25,6 +26,14 @@ bool reserved_word(const std::string& s) {
     if (l == w) return true;
   }
   return false;
+}
+
+// One of Bridge's W&B keys (config.h), which have no effect: printed only when set, so `config show` and a run's
+// config.yaml do not offer a feature stepgraph lacks, and the YAML (and the checkpoints' config hash) of a config
+// without them is what it was before they were known. Unset, they read back as unset: the round trip holds.
+bool bridge_wandb_key(std::string_view section, std::string_view key) {
+  return section == "logger" &&
+         std::find(kBridgeWandbKeys.begin(), kBridgeWandbKeys.end(), key) != kBridgeWandbKeys.end();
 }
 
 }  // namespace
@@ -107,6 +116,9 @@ std::string emit_yaml(const Config& config, const std::string& header) {
   std::string_view current_section;
   visit_fields(
       config, [&](std::string_view section, std::string_view key, const auto& member, const char*) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(member)>, std::optional<std::string>>) {
+          if (!member && detail::bridge_wandb_key(section, key)) return;
+        }
         if (section != current_section) {
           out += section;
           out += ":\n";

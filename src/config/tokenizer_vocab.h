@@ -15,6 +15,13 @@ namespace sg::config {
 
 inline constexpr const char* kHuggingFaceTokenizer = "HuggingFaceTokenizer";
 
+// Whether the config names a tokenizer (either key set). validate's tokenizer check reports every way a named
+// tokenizer fails (a key missing, an unknown type, a folder it cannot read) and takes model.vocab_size from it
+// when it reads; only without one must model.vocab_size be set.
+inline bool tokenizer_configured(const TokenizerConfig& tokenizer) {
+  return tokenizer.tokenizer_type.has_value() || tokenizer.tokenizer_model.has_value();
+}
+
 // Megatron's padding: the smallest multiple of divisible_by that is >= vocab_size.
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by);
 

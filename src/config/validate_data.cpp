@@ -1,12 +1,15 @@
-// Rule 16, the user-data part: the tokenizer section and the vocabulary it implies, dataset.split /
-// dataset.valid_data_path, evaluation (train.eval_interval, train.eval_iters), dataset.eod_mask_loss
-// and logger.tensorboard_dir. Every failure names the keys, their values and a fix.
+// Rule 16, the user-data part: the tokenizer section and the vocabulary it implies, the datasets of
+// dataset.data_path / dataset.valid_data_path (they must exist: train opens them first), dataset.split,
+// evaluation (train.eval_interval, train.eval_iters), dataset.eod_mask_loss and the logger section. Every
+// failure names the keys, their values and a fix.
 #include <algorithm>
 
 #include "config/tokenizer_vocab.h"
 #include "config/validate.h"
 #include "core/error.h"
+#include "core/paths.h"
 #include "core/strings.h"
+#include "data/blended_dataset.h"
 #include "data/dataset_split.h"
 
 namespace sg::config::detail {
@@ -40,6 +43,36 @@ class Reporter {
   std::vector<Note>& notes_;
 };
 
+// A lower layer's error about a file or folder the config names (a dataset, the tokenizer folder), led for a
+// relative path by what it was resolved against: YAML and overrides alike are read from the working directory.
+std::string path_error(const std::string& path, const std::string& error) {
+  const std::string described = describe_path(path);
+  return described == path ? error : described + ": " + error;
+}
+
+// The datasets of a data_path-like key (prefixes, or a blend "w1 prefix1 w2 prefix2" whose weights are no
+// files): the blend as train parses it, and each PREFIX.bin/.idx present, with the data layer's own message.
+void check_datasets(Reporter& r, const std::string& key, const std::vector<std::string>& data_path) {
+  std::vector<data::WeightedPrefix> blend;
+  try {
+    blend = data::parse_data_path(data_path);
+  } catch (const Error& e) {
+    // The data layer names dataset.data_path; valid_data_path is read the same way.
+    r.fail(key == "dataset.data_path" ? e.what() : key + " (read as dataset.data_path is): " + e.what(), {key},
+           "write " + key + " as prefixes [PREFIX, ...] or a weighted blend [w1, PREFIX1, w2, PREFIX2, ...]");
+    return;
+  }
+  for (const data::WeightedPrefix& p : blend) {
+    try {
+      data::check_dataset_exists(p.prefix);
+    } catch (const Error& e) {
+      r.fail(path_error(p.prefix, e.what()), {key},
+             "make the dataset (above), or point " + key + " at an existing PREFIX, which names PREFIX.bin and "
+             "PREFIX.idx (a relative one is read from the working directory)");
+    }
+  }
+}
+
 }  // namespace
 
 void resolve_tokenizer(Config& c, std::vector<Violation>& violations, std::vector<Note>& notes) {
@@ -51,7 +84,7 @@ void resolve_tokenizer(Config& c, std::vector<Violation>& violations, std::vecto
            "set it to 1 (no padding) or a power of two such as 128 (Megatron's default)");
     return;
   }
-  if (!t.tokenizer_type && !t.tokenizer_model) return;
+  if (!tokenizer_configured(t)) return;
   if (!t.tokenizer_type || !t.tokenizer_model) {
     r.fail("the tokenizer needs both tokenizer.tokenizer_type and tokenizer.tokenizer_model",
            {"tokenizer.tokenizer_type", "tokenizer.tokenizer_model"},
@@ -75,7 +108,7 @@ void resolve_tokenizer(Config& c, std::vector<Violation>& violations, std::vecto
   try {
     info = data::read_hf_tokenizer(*t.tokenizer_model);
   } catch (const Error& e) {
-    r.fail(e.what(), {"tokenizer.tokenizer_model"},
+    r.fail(path_error(*t.tokenizer_model, e.what()), {"tokenizer.tokenizer_model"},
            "point tokenizer.tokenizer_model at a folder with tokenizer.json (tools/train_tokenizer.py writes one)");
     return;
   }
@@ -107,6 +140,11 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
   Reporter r(c, violations, notes);
   const DatasetConfig& d = c.dataset;
   const TrainConfig& t = c.train;
+  // Under mock neither is read (a path set there is rule 16's error already); an empty data_path is one too.
+  if (!d.mock) {
+    if (!d.data_path.empty()) check_datasets(r, "dataset.data_path", d.data_path);
+    if (!d.valid_data_path.empty()) check_datasets(r, "dataset.valid_data_path", d.valid_data_path);
+  }
   std::optional<data::SplitShares> shares;
   if (d.split) {
     try {
@@ -128,8 +166,10 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
         {"dataset.mock", "dataset.valid_data_path"},
         "add dataset.mock=false (with dataset.data_path) to validate on it, or drop dataset.valid_data_path");
   }
-  if (d.mock && d.split) {
-    r.note("dataset.mock is true: validation uses mock samples too (another seed); split is not read",
+  // A split that does not parse is an error under mock too: train parses it for the validation data whatever
+  // dataset.mock says (train/evaluation.cpp), and it is wrong as written. A valid one has no effect: a note.
+  if (d.mock && shares) {
+    r.note("dataset.mock is true: validation uses mock samples too (another seed); the split's shares are not used",
            {"dataset.mock", "dataset.split"});
   }
   if (t.eval_interval && *t.eval_interval < 1) {
@@ -161,6 +201,16 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
   }
   if (c.logger.tensorboard_dir && c.logger.tensorboard_dir->empty()) {
     r.fail("logger.tensorboard_dir is an empty path", {"logger.tensorboard_dir"}, "set a directory, or null");
+  }
+  std::vector<std::string> wandb_set;
+  for (size_t i = 0; i < kBridgeWandbKeys.size(); ++i) {
+    if (c.logger.wandb[i]) wandb_set.push_back(std::string("logger.") + kBridgeWandbKeys[i]);
+  }
+  if (!wandb_set.empty()) {
+    r.note(join(wandb_set, ", ") + (wandb_set.size() == 1 ? " has" : " have") +
+               " no effect: stepgraph does not log to Weights & Biases; the metrics go to the run folder's "
+               "metrics.jsonl and, with logger.tensorboard_dir, to TensorBoard event files",
+           wandb_set);
   }
 }
 

@@ -8,12 +8,14 @@
 #include "config/lr_decay.h"
 #include "config/model_config.h"
 #include "config/moment_dtype.h"
+#include "config/tokenizer_vocab.h"
 #include "config/validate.h"
 #include "core/paths.h"
 #include "core/strings.h"
 #include "kernels/shape_limits.h"
 #include "model/layer_kind.h"
 #include "model/recompute.h"
+#include "model/stack.h"
 
 namespace sg::config::detail {
 namespace {
@@ -123,13 +125,15 @@ class ShapeChecker {
     }
     if (hidden_ok || m.ffn_hidden_size) size("model.ffn_hidden_size", m.ffn_hidden_size);
     size("model.seq_length", m.seq_length);
-    if (!m.vocab_size) {
+    // A named tokenizer that was not read leaves vocab_size null (resolve_tokenizer sets it when it reads one):
+    // the tokenizer's own error says why, and "there is no tokenizer" would be false.
+    if (m.vocab_size) {
+      size("model.vocab_size", m.vocab_size);
+    } else if (!tokenizer_configured(c_.tokenizer)) {
       fail("model.vocab_size must be set (there is no tokenizer to take it from)",
            {"model.vocab_size", "tokenizer.tokenizer_model"},
            "set model.vocab_size to a positive integer, or tokenizer.tokenizer_type=HuggingFaceTokenizer "
            "tokenizer.tokenizer_model=DIR to take it from the tokenizer (padded)");
-    } else {
-      size("model.vocab_size", m.vocab_size);
     }
     positive("model.rotary_base", m.rotary_base);
     if (m.rope_scaling) positive("model.rope_scaling_factor", m.rope_scaling_factor);
@@ -341,11 +345,18 @@ class ShapeChecker {
         const std::vector<model::LayerKind> kinds = layer_pattern(c_);
         return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
       } catch (const ConfigError&) {
-        // a bad moe_layer_freq (reported by validate.cpp): below, as if every block had the kind
+        // a bad moe_layer_freq (reported by validate.cpp): below, as if every block could have the kind
       }
     }
-    return kind == model::LayerKind::attention || kind == model::LayerKind::mlp ||
-           (kind == model::LayerKind::moe && m.num_moe_experts.value_or(0) > 0);
+    // Any block may be dense or MoE: the kinds of one of each, as the model layer composes GPT blocks.
+    model::ModelSpec blocks;
+    blocks.num_layers = 2;
+    if (m.num_moe_experts.value_or(0) > 0) {
+      blocks.num_moe_experts = *m.num_moe_experts;
+      blocks.moe.layer_freq = {0, 1};
+    }
+    const std::vector<model::LayerKind> kinds = model::stack_layer_kinds(blocks);
+    return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
   }
 
   // The shapes the GPU kernels are built for (kernels/shape_limits.h), per layer kind present. A key that

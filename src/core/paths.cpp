@@ -19,4 +19,13 @@ bool same_directory(const std::string& a, const std::string& b) {
   return normalized_directory(a) == normalized_directory(b);
 }
 
+std::string describe_path(const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  // A working directory removed under the process has no name to give: say so rather than print nothing.
+  if (ec) return path + " (relative to the working directory, whose path cannot be read: " + ec.message() + ")";
+  return path + " (relative to the working directory " + cwd.string() + ")";
+}
+
 }  // namespace sg

@@ -22,11 +22,15 @@ const char* split_name(Split split) {
 SplitShares parse_split(const std::string& text) {
   const auto fail = [&](const std::string& why) {
     return Error(strprintf("dataset.split = \"%s\": %s; write train,valid,test shares such as \"969,30,1\" "
-                           "(Megatron's default) or \"90,10\"",
+                           "(Megatron's default), \"90,10\" or \"90/10/0\"",
                            text.c_str(), why.c_str()));
   };
-  const std::vector<std::string> parts = split(text, ',');
-  if (parts.empty() || parts.size() > 3) throw fail("expected 1 to 3 comma-separated numbers");
+  // Megatron reads the numbers with a regex, so "90,10,0", "90/10/0" and "90, 10, 0" all work there; stepgraph
+  // takes ',' and '/' as separators and refuses anything else rather than guess what it meant.
+  std::string commas = text;
+  std::replace(commas.begin(), commas.end(), '/', ',');
+  const std::vector<std::string> parts = split(commas, ',');
+  if (parts.empty() || parts.size() > 3) throw fail("expected 1 to 3 numbers separated by ',' or '/'");
   SplitShares shares = {0.0, 0.0, 0.0};
   double total = 0.0;
   for (size_t i = 0; i < parts.size(); ++i) {

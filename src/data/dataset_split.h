@@ -17,8 +17,8 @@ const char* split_name(Split split);  // "train", "valid", "test"
 using SplitShares = std::array<double, 3>;  // normalised: they sum to 1
 
 // "969,30,1" -> {0.969, 0.03, 0.001}; "99,1" -> {0.99, 0.01, 0} (missing parts are 0, as Megatron
-// pads them). sg::Error naming the text when it is not 1 to 3 non-negative numbers separated by commas
-// with a positive sum.
+// pads them); "90/10/0" and "90, 10, 0" as Megatron reads them too. sg::Error naming the text when it is not
+// 1 to 3 non-negative numbers separated by ',' or '/' with a positive sum.
 SplitShares parse_split(const std::string& text);
 
 // Boundaries [b0=0, b1, b2, b3=num_documents]: split s holds documents [b_s, b_{s+1}).

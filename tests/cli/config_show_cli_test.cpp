@@ -11,6 +11,7 @@
 
 #include "config/config.h"
 #include "process_util.h"
+#include "shipped_recipe_data.h"
 
 namespace {
 
@@ -97,6 +98,7 @@ TEST(ConfigShowCli, MoeLayerFreqIsWrittenInBridgesForms) {
 }
 
 TEST(ConfigShowCli, ShowValidateShowChangesNothingForEveryShippedRecipe) {
+  const sg::test::InShippedRecipeDataDir in_data_dir;  // llama/demo's dataset, as after `stepgraph data synth`
   const auto dir = temp_dir("sg_config_show_round_trip");
   std::vector<std::pair<std::string, std::vector<std::string>>> cases;
   for (const std::string& name : sg::config::shipped_recipe_names()) cases.push_back({name, {}});

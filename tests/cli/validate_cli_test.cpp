@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "shipped_recipe_data.h"
 
 namespace {
 
@@ -191,6 +192,7 @@ TEST(ValidateCli, ParseAndUsageErrorsExitTwo) {
 }
 
 TEST(ValidateCli, NoRecipeValidatesEveryShippedRecipeAsATable) {
+  const sg::test::InShippedRecipeDataDir in_data_dir;  // llama/demo's dataset, as after `stepgraph data synth`
   const auto names = sg::config::shipped_recipe_names();
   for (const auto& args :
        {std::vector<std::string>{"validate"}, std::vector<std::string>{"validate", "--all"}}) {
@@ -236,8 +238,11 @@ TEST(ValidateCli, JsonReport) {
   EXPECT_EQ(j["valid"], true);
   EXPECT_TRUE(j["unimplemented"].empty()) << "MoE layers are built (issue 11): " << r.output;
 
-  r = run({"validate", "--json"}, false);
-  EXPECT_EQ(r.exit_code, 0);
+  {
+    const sg::test::InShippedRecipeDataDir in_data_dir;  // llama/demo's dataset
+    r = run({"validate", "--json"}, false);
+  }
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["recipes"].size(), sg::config::shipped_recipe_names().size());
   EXPECT_EQ(j["valid"], true);

@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "config/model_config.h"
 #include "model/layer_kind.h"
+#include "shipped_recipe_data.h"
 
 namespace sg::config {
 namespace {
@@ -255,7 +256,7 @@ const std::vector<RuleCase> kCases = {
      "llama/tiny",
      {"dataset.mock=false"},
      "dataset.data_path",
-     {"dataset.mock=false", "dataset.data_path=data/x"}},
+     {"dataset.mock=true"}},  // the fix's other half, data_path naming a dataset: validate_data_files_test.cpp
     {16,
      "llama/tiny",
      {"optimizer.exp_avg_dtype=bf16"},
@@ -337,6 +338,20 @@ TEST(Validate, KernelLimitsAreCheckedOnlyForTheLayerKindsPresent) {
   EXPECT_TRUE(naming(no_moe_layers, "model.moe_ffn_hidden_size").empty()) << describe(no_moe_layers);
 }
 
+// A GPT stack whose blocks cannot be listed (a malformed moe_layer_freq, or more layers than validation expands)
+// is checked as if any block could be dense or MoE: the kinds of one of each, as the model composes GPT blocks.
+TEST(Validate, KernelLimitsOfAnUnlistedGptStackCoverEveryBlockKind) {
+  const config::ValidationReport bad_freq =
+      check("moe/tiny_moe", {"model.moe_layer_freq=[1,0]", "model.moe_ffn_hidden_size=100", "model.kv_channels=12"});
+  EXPECT_EQ(naming(bad_freq, "model.moe_ffn_hidden_size").size(), 1u) << describe(bad_freq);
+  EXPECT_EQ(naming(bad_freq, "model.kv_channels").size(), 1u) << describe(bad_freq);
+  const config::ValidationReport dense_long = check("llama/tiny", {"model.num_layers=200000", "model.kv_channels=12",
+                                                                   "model.moe_ffn_hidden_size=100"});
+  EXPECT_EQ(naming(dense_long, "model.kv_channels").size(), 1u) << describe(dense_long);
+  EXPECT_TRUE(naming(dense_long, "model.moe_ffn_hidden_size").empty()) << describe(dense_long);  // no experts
+  EXPECT_TRUE(naming(dense_long, "model.mamba_head_dim").empty()) << describe(dense_long);
+}
+
 TEST(Validate, KernelLimitsReportOneMistakeOnce) {
   // hidden_size not divisible by the heads: that error alone, not a head_dim one after it.
   const config::ValidationReport indivisible =
@@ -371,7 +386,9 @@ TEST(Validate, KernelLimitFixesNameAConcreteValue) {
   EXPECT_NE(naming(wide, "model.hidden_size")[0].fix.find("at most 16384"), std::string::npos);
 }
 
+// Where their data exists (llama/demo reads data/synth/corpus; without it train would stop at once).
 TEST(Validate, ShippedRecipesAreValid) {
+  const sg::test::InShippedRecipeDataDir in_data_dir;
   for (const auto& name : config::shipped_recipe_names()) {
     const config::ValidationReport r = check(name.c_str(), {});
     EXPECT_TRUE(r.ok()) << name << ":\n" << describe(r);

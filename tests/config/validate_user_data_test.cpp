@@ -1,6 +1,7 @@
 // Rule 16's user-data checks: the tokenizer section (type, folder, the vocabulary it implies, padded as
 // Megatron pads it), dataset.split / dataset.valid_data_path, train.eval_interval / train.eval_iters,
-// dataset.eod_mask_loss, logger.tensorboard_dir — and the keys round-trip through YAML.
+// dataset.eod_mask_loss, the logger section (Bridge's W&B keys: a note) — and the keys round-trip through YAML.
+// The datasets' own checks (present, relative paths): validate_data_files_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "config/graph_flags.h"
 #include "config/tokenizer_vocab.h"
 #include "config/validate.h"
+#include "data/indexed_dataset.h"
 #include "test_dir.h"
 
 namespace sg::config {
@@ -43,6 +45,12 @@ class UserDataValidation : public ::testing::Test {
     tok << R"(}}, "added_tokens": [{"id": 0, "content": "<|endoftext|>"}]})";
     tok.close();
     std::ofstream(dir_ / "tokenizer_config.json") << R"({"eos_token": "<|endoftext|>"})";
+    // Datasets to name in data_path / valid_data_path (validation checks that they exist).
+    for (const std::string name : {"corpus", "valid"}) {
+      data::IndexedDatasetWriter w((dir_ / name).string(), data::TokenDtype::uint16);
+      w.add_document(std::vector<int32_t>{1, 2, 3});
+      w.finalize();
+    }
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -55,6 +63,8 @@ class UserDataValidation : public ::testing::Test {
     o.insert(o.end(), more.begin(), more.end());
     return o;
   }
+  std::string corpus() const { return (dir_ / "corpus").string(); }
+  std::string valid() const { return (dir_ / "valid").string(); }
   fs::path dir_;
 };
 
@@ -99,17 +109,17 @@ TEST_F(UserDataValidation, TokenizerSectionErrors) {
 }
 
 TEST_F(UserDataValidation, SplitValidationDataAndEvaluation) {
-  const std::vector<std::string> data = {"dataset.mock=false", "dataset.data_path=[x]"};
+  const std::vector<std::string> data = {"dataset.mock=false", "dataset.data_path=[" + corpus() + "]"};
+  const std::string valid_data = "dataset.valid_data_path=[" + valid() + "]";
   auto with = [&](std::vector<std::string> more) {
     std::vector<std::string> o = data;
     o.insert(o.end(), more.begin(), more.end());
     return check(o);
   };
   EXPECT_TRUE(with({"dataset.split=969,30,1", "train.eval_interval=10"}).ok());
-  EXPECT_TRUE(with({"dataset.valid_data_path=[v]", "train.eval_interval=10"}).ok());
+  EXPECT_TRUE(with({valid_data, "train.eval_interval=10"}).ok());
   EXPECT_TRUE(has_violation(with({"dataset.split=9,1,x"}), "dataset.split", "969,30,1"));
-  EXPECT_TRUE(has_violation(with({"dataset.split=99,1", "dataset.valid_data_path=[v]"}), "dataset.valid_data_path",
-                            "use one"));
+  EXPECT_TRUE(has_violation(with({"dataset.split=99,1", valid_data}), "dataset.valid_data_path", "use one"));
   EXPECT_TRUE(has_violation(with({"train.eval_interval=10"}), "train.eval_interval", "dataset.split=969,30,1"));
   EXPECT_TRUE(has_violation(with({"dataset.split=100,0,0", "train.eval_interval=10"}), "train.eval_interval",
                             "no documents"));
@@ -120,14 +130,67 @@ TEST_F(UserDataValidation, SplitValidationDataAndEvaluation) {
   EXPECT_TRUE(check({"train.eval_interval=5"}).ok());  // mock data validates on mock samples
 }
 
+// A tokenizer that is named but cannot be used leaves model.vocab_size null: its own error says why, and no
+// second one claims there is "no tokenizer to take it from". Without a tokenizer that one is the error.
+TEST_F(UserDataValidation, ABrokenTokenizerIsReportedAloneNotAsAMissingVocabulary) {
+  const auto vocab_violations = [](const ValidationReport& r) {
+    return std::count_if(r.violations.begin(), r.violations.end(), [](const Violation& v) {
+      return v.message.find("model.vocab_size must be set") != std::string::npos;
+    });
+  };
+  const std::vector<std::vector<std::string>> broken = {
+      {"tokenizer.tokenizer_type=HuggingFaceTokenizer", "tokenizer.tokenizer_model=" + (dir_ / "missing").string()},
+      {"tokenizer.tokenizer_type=HuggingFaceTokenizer"},
+      {"tokenizer.tokenizer_model=" + dir_.string()},
+      {"tokenizer.tokenizer_type=SentencePieceTokenizer", "tokenizer.tokenizer_model=" + dir_.string()},
+  };
+  for (std::vector<std::string> o : broken) {
+    o.push_back("model.vocab_size=null");
+    const ValidationReport r = check(o);
+    ASSERT_EQ(r.violations.size(), 1u) << o[0] << ":\n" << describe(r);
+    EXPECT_EQ(r.violations[0].values[0].key.rfind("tokenizer.", 0), 0u) << describe(r);
+    EXPECT_EQ(vocab_violations(r), 0) << describe(r);
+  }
+  const ValidationReport none = check({"model.vocab_size=null"});
+  EXPECT_EQ(vocab_violations(none), 1) << describe(none);
+  EXPECT_TRUE(check(with_tokenizer({"model.vocab_size=null"})).ok());
+}
+
 // A data path on a mock recipe would silently train on random tokens: refused, naming dataset.mock=false.
 TEST_F(UserDataValidation, MockDataRefusesPathsItWouldNotRead) {
   EXPECT_TRUE(has_violation(check({"dataset.data_path=[x]"}), "dataset.data_path", "dataset.mock=false"));
   EXPECT_TRUE(has_violation(check({"dataset.valid_data_path=[v]"}), "dataset.valid_data_path", "dataset.mock=false"));
-  EXPECT_TRUE(check({"dataset.mock=false", "dataset.data_path=[x]", "dataset.valid_data_path=[v]"}).ok());
+  EXPECT_TRUE(check({"dataset.mock=false", "dataset.data_path=[" + corpus() + "]",
+                     "dataset.valid_data_path=[" + valid() + "]"})
+                  .ok());
   const ValidationReport split_only = check({"dataset.split=969,30,1"});  // a share setting: a note, not an error
   EXPECT_TRUE(split_only.ok());
-  EXPECT_NE(describe(split_only).find("split is not read"), std::string::npos);
+  EXPECT_NE(describe(split_only).find("the split's shares are not used"), std::string::npos);
+}
+
+// Under mock a split that does not parse is an error (train parses it for the validation data whatever
+// dataset.mock says), reported alone: not also as a split whose shares "are not used".
+TEST_F(UserDataValidation, MockWithABadSplitIsAnErrorWithoutTheUnusedSplitNote) {
+  const ValidationReport bad = check({"dataset.split=a,b"});
+  EXPECT_TRUE(has_violation(bad, "dataset.split", "969,30,1")) << describe(bad);
+  EXPECT_EQ(describe(bad).find("not used"), std::string::npos) << describe(bad);
+  EXPECT_EQ(describe(bad).find("not read"), std::string::npos) << describe(bad);
+}
+
+// Megatron reads the shares with a regex for numbers: "90/10/0" and "90, 10, 0" are splits there, and here.
+TEST_F(UserDataValidation, SplitSharesSeparatedBySlashesValidate) {
+  const std::vector<std::string> data = {"dataset.mock=false", "dataset.data_path=[" + corpus() + "]",
+                                         "train.eval_interval=10"};
+  for (const std::string split : {"90/10/0", "90, 10, 0", "99,1", "99/1"}) {
+    std::vector<std::string> o = data;
+    o.push_back("dataset.split=" + split);
+    const ValidationReport r = check(o);
+    EXPECT_TRUE(r.ok()) << split << ":\n" << describe(r);
+  }
+  EXPECT_TRUE(check({"dataset.split=90/10/0"}).ok());  // mock: a note
+  for (const std::string bad : {"a/b", "90/-10/0", "0/0/0"}) {
+    EXPECT_TRUE(has_violation(check({"dataset.split=" + bad}), "dataset.split", "90/10/0")) << bad;
+  }
 }
 
 TEST_F(UserDataValidation, EodMaskLossNeedsTheTokenizersEod) {
@@ -152,6 +215,59 @@ TEST_F(UserDataValidation, NewKeysRoundTripThroughYaml) {
   EXPECT_TRUE(back.dataset.eod_mask_loss);
   EXPECT_EQ(back.tokenizer.tokenizer_type.value_or(""), "HuggingFaceTokenizer");
   EXPECT_EQ(back.model.make_vocab_size_divisible_by, 64);
+}
+
+// A Megatron-Bridge config's logger section has W&B keys: they load (YAML and overrides), round-trip through
+// `config show`, and only a note names the ones set and says where the metrics go instead.
+TEST_F(UserDataValidation, BridgeWandbKeysLoadAndAreOnlyNoted) {
+  const auto wandb_notes = [](const ValidationReport& r) {
+    std::vector<Note> out;
+    for (const Note& n : r.notes) {
+      if (n.message.find("Weights & Biases") != std::string::npos) out.push_back(n);
+    }
+    return out;
+  };
+  EXPECT_TRUE(wandb_notes(check({})).empty());
+  std::vector<std::string> all;
+  for (const char* key : kBridgeWandbKeys) {
+    const std::string dotted = std::string("logger.") + key;
+    all.push_back(dotted + "=my_" + key);
+    const ValidationReport r = check({all.back()});
+    EXPECT_TRUE(r.ok()) << describe(r);
+    const std::vector<Note> notes = wandb_notes(r);
+    ASSERT_EQ(notes.size(), 1u) << describe(r);
+    EXPECT_NE(notes[0].message.find(dotted), std::string::npos) << notes[0].message;
+    EXPECT_NE(notes[0].message.find("metrics.jsonl"), std::string::npos) << notes[0].message;
+    EXPECT_NE(notes[0].message.find("logger.tensorboard_dir"), std::string::npos) << notes[0].message;
+    ASSERT_EQ(notes[0].values.size(), 1u);
+    EXPECT_EQ(notes[0].values[0].value, std::string("my_") + key);
+  }
+  const ValidationReport every = check(all);
+  ASSERT_EQ(wandb_notes(every).size(), 1u) << describe(every);  // one note naming all four
+  EXPECT_EQ(wandb_notes(every)[0].values.size(), kBridgeWandbKeys.size());
+
+  const Config c = load_config("llama/tiny", all);
+  const std::string yaml = emit_yaml(c);
+  const Config back = load_config_yaml(yaml, "emitted");
+  EXPECT_EQ(emit_yaml(back), yaml);
+  for (size_t i = 0; i < kBridgeWandbKeys.size(); ++i) {
+    EXPECT_EQ(back.logger.wandb[i].value_or(""), std::string("my_") + kBridgeWandbKeys[i]);
+    EXPECT_NE(yaml.find(std::string("  ") + kBridgeWandbKeys[i] + ": my_" + kBridgeWandbKeys[i] + "\n"),
+              std::string::npos)
+        << yaml;
+  }
+  // Printed only when set: no feature offered that stepgraph lacks, and the YAML of other configs is unchanged.
+  EXPECT_EQ(emit_yaml(load_config("llama/tiny")).find("wandb"), std::string::npos);
+  const Config one = load_config("llama/tiny", {"logger.wandb_entity=team"});
+  const std::string one_yaml = emit_yaml(one);
+  EXPECT_NE(one_yaml.find("  tensorboard_dir: null\n  wandb_entity: team\nrng:\n"), std::string::npos) << one_yaml;
+  EXPECT_EQ(emit_yaml(load_config_yaml(one_yaml, "emitted")), one_yaml);
+
+  const Config bridge = load_config_yaml("logger:\n  wandb_project: p\n  wandb_save_dir: /tmp/wandb\n", "bridge.yaml");
+  ASSERT_STREQ(kBridgeWandbKeys[0], "wandb_project");
+  ASSERT_STREQ(kBridgeWandbKeys[3], "wandb_save_dir");
+  EXPECT_EQ(bridge.logger.wandb[0].value_or(""), "p");
+  EXPECT_EQ(bridge.logger.wandb[3].value_or(""), "/tmp/wandb");
 }
 
 // The one rule of Bridge's CUDA-graph flags, shared by bench and train (config/graph_flags.h).

@@ -2,7 +2,7 @@
 // the run folder and a pretrained checkpoint are one folder (a wrong "no" once let checkpoint.overwrite delete
 // the checkpoint it was about to load). Every spelling of one folder — relative, `./`, absolute, a trailing
 // separator, `..` detours, a symlink — must match, whether or not the folder (or its parents) exists yet;
-// different folders, and a file below a folder, must not.
+// different folders, and a file below a folder, must not. And describe_path, the name errors give a path.
 #include "core/paths.h"
 
 #include <gtest/gtest.h>
@@ -185,6 +185,22 @@ TEST_F(Paths, AnEmptyPathIsNotTheCurrentFolder) {
   EXPECT_FALSE(same_directory("", root_.string()));
   EXPECT_FALSE(same_directory("", "/"));
   EXPECT_TRUE(same_directory("", ""));
+}
+
+// A relative config path is read from the working directory (not the YAML file's folder): an error naming one
+// says which directory that was; an absolute path is named as it is.
+TEST_F(Paths, DescribePathNamesTheWorkingDirectoryOfARelativePath) {
+  const std::string cwd = fs::current_path().string();
+  for (const std::string relative : {"data/corpus", "./tok", "../x"}) {
+    EXPECT_EQ(describe_path(relative), relative + " (relative to the working directory " + cwd + ")");
+  }
+  const std::string absolute = (root_ / "data" / "corpus").string();
+  EXPECT_EQ(describe_path(absolute), absolute);
+  EXPECT_EQ(describe_path(""), "");
+  // The directory is the one current when the message is made.
+  fs::create_directory("sub");
+  fs::current_path("sub");
+  EXPECT_EQ(describe_path("x"), "x (relative to the working directory " + (root_ / "sub").string() + ")");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "config/model_config.h"
 #include "config/validate.h"
 #include "model/spec.h"
+#include "shipped_recipe_data.h"
 
 namespace sg::test {
 
@@ -35,6 +36,7 @@ inline std::vector<StandardShape> standard_shapes() {
                       {"model.hybrid_override_pattern=M*-EM*E-", "model.num_moe_experts=4", "model.moe_router_topk=2",
                        "model.moe_ffn_hidden_size=128", "model.moe_token_dispatcher_type=alltoall"}});
   std::vector<StandardShape> shapes;
+  const InShippedRecipeDataDir in_data_dir;  // validation checks that llama/demo's dataset exists
   for (const Variant& v : variants) {
     std::string name = v.recipe;
     for (const std::string& o : v.overrides) name += " " + o;
