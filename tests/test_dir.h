@@ -1,10 +1,12 @@
 #pragma once
 // A fresh folder for the running test: <base>/<prefix>_<pid>_<test name>, emptied if an earlier run left it
-// behind. The pid keeps test programs that ctest runs in parallel apart.
+// behind. The pid keeps test programs that ctest runs in parallel apart. And a file's bytes, read back.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace sg::test {
@@ -17,6 +19,14 @@ inline std::filesystem::path fresh_test_dir(const std::string& prefix,
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// The whole file ("" when it cannot be opened: the caller's assertion on the contents says what was missing).
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 }  // namespace sg::test

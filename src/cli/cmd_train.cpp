@@ -1,5 +1,4 @@
 // stepgraph train RECIPE [overrides...]
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -13,6 +12,7 @@
 #include "dist/world_env.h"
 #include "train/distributed_run.h"
 #include "train/progress.h"
+#include "train/run_end.h"
 #include "train/run_folder.h"
 #include "train/trainer.h"
 
@@ -105,14 +105,9 @@ int run_train(const TrainArgs& args) {
     if (distributed) distributed->report_failure(e.what());
     throw;
   }
+  // The line users read last: how the run ended (finished or stopped), its numbers and files, and what to do next.
   if (summary.steps_run() > 0 && (!distributed || distributed->is_writer())) {
-    std::string val;
-    if (std::isfinite(summary.last_val_loss)) val = strprintf(", val loss %.4f", summary.last_val_loss);
-    std::fprintf(stderr, "trained %lld step%s (%lld -> %lld): loss %.4f -> %.4f%s; metrics in %s, report in %s\n",
-                 static_cast<long long>(summary.steps_run()), summary.steps_run() == 1 ? "" : "s",
-                 static_cast<long long>(summary.start_step), static_cast<long long>(summary.steps_done),
-                 summary.first_loss, summary.last_loss, val.c_str(), summary.metrics_path.c_str(),
-                 summary.report_path.c_str());
+    std::fprintf(stderr, "%s\n", train::run_summary_line(summary).c_str());
   }
   return summary.stopped_by_signal ? 128 + summary.stop_signal : 0;
 }

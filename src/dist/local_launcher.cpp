@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/signal_name.h"
 #include "core/strings.h"
 #include "dist/socket.h"
 #include "dist/store_protocol.h"
@@ -62,15 +63,6 @@ std::string new_run_id() {
 }
 
 namespace {
-
-std::string signal_name(int signal_number) {
-  switch (signal_number) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGHUP: return "SIGHUP";
-    default: return strprintf("signal %d", signal_number);
-  }
-}
 
 // Signals received by the launcher, counted in the handler (async-signal-safe) and forwarded by the loop.
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};

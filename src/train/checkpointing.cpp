@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "cuda/bf16.h"
+#include "graph/scope_plan.h"
 #include "train/nonfinite_stop.h"
 
 namespace sg::train {
@@ -38,7 +39,7 @@ std::string canonical_config(const config::Config& config) {
   // Sharding the optimizer state only moves it between ranks (and changes the grad norm's fp64 summation
   // order): a checkpoint resumes with or without it, at any world size (data_parallel_size is no key).
   c.optimizer.use_distributed_optimizer = false;
-  c.model.cuda_graph_impl = "none";
+  c.model.cuda_graph_impl = graph::graph_impl_name(graph::GraphImpl::none);
   c.model.cuda_graph_scope.clear();
   c.model.cuda_graph_warmup_steps = 0;
   c.model.use_te_rng_tracker = false;

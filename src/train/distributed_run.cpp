@@ -113,6 +113,11 @@ dist::StopAgreement DistributedRun::stop_everywhere(int64_t step, int local_reas
   return rendezvous_->agree_stop(strprintf("stop/%lld", static_cast<long long>(step)), local_reason, 24 * 3600.0);
 }
 
+bool DistributedRun::skip_evaluation_everywhere(int64_t step, bool local_skip) {
+  const int reason = local_skip ? dist::kStopForOtherReason : 0;
+  return rendezvous_->agree_stop(strprintf("eval-skip/%lld", static_cast<long long>(step)), reason, 24 * 3600.0).stop;
+}
+
 std::string DistributedRun::broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make) {
   return rendezvous_->broadcast_from_rank0(key, make);
 }

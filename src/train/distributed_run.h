@@ -68,6 +68,9 @@ class DistributedRun {
   // for one that left), and a signal to one rank is every rank's exit status. `local_reason`: this rank's
   // signal number, dist::kStopForOtherReason or 0 (dist/rendezvous.h).
   dist::StopAgreement stop_everywhere(int64_t step, int local_reason);
+  // True on every rank when any rank skips the evaluation due after `step` (a stop, a failed metrics write):
+  // a rank that evaluated alone would wait in the loss reduction for ranks that never join it.
+  bool skip_evaluation_everywhere(int64_t step, bool local_skip);
   // Rank 0's value on every rank (rank 0 computes it; e.g. which checkpoint to resume).
   std::string broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make);
   // Throws sg::Error on every rank unless all ranks pass the same value (e.g. the captured graph's shape).

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "config/graph_keys.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "cuda/arena.h"
@@ -22,7 +23,8 @@ GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& mod
                                            static_cast<int>(config.model.cuda_graph_warmup_steps));
   tokens_per_step_ = static_cast<size_t>(step_->tokens_per_step());
   if (config.train.eval_interval) {
-    eval_ = std::make_unique<GpuEvaluation>(*step_, config.model.cuda_graph_impl != "none", config.train.eval_iters);
+    const bool graphed = !config::graph_impl_is(config.model, graph::GraphImpl::none);
+    eval_ = std::make_unique<GpuEvaluation>(*step_, graphed, config.train.eval_iters);
   }
   for (auto& slot : inputs_) {
     slot.tokens = static_cast<int32_t*>(cuda::pinned_host_allocate(tokens_per_step_ * 4, "input tokens (pinned)"));

@@ -8,9 +8,11 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <string_view>
 #include <system_error>
 
 #include "checkpoint/durable_io.h"
@@ -196,25 +198,30 @@ MetricsScan scan_metrics(const fs::path& path, int64_t step) {
   return scan;
 }
 
+// Writes `content` as `archive`/`name` durably, `before` what would lose the folder's own copy: on failure that
+// has not happened, and the error says so.
+void keep_file(const std::string& run_dir, const fs::path& archive, const char* name, const std::string& content,
+               const char* before) {
+  try {
+    checkpoint::write_file_atomically((archive / name).string(), content);
+  } catch (const Error& e) {
+    throw Error(strprintf("cannot keep %s's %s in %s before %s: %s. %s is as it was; free the disk or fix the "
+                          "permissions, or choose another --run-dir",
+                          run_dir.c_str(), name, archive.string().c_str(), before, e.what(), run_dir.c_str()));
+  }
+}
+
 // Keeps the cut lines as previous/run-<k>/metrics.jsonl, with the config.yaml and report.html the resumed run
 // replaces, each written durably. No run.json: these are not a run's whole records, so start_run_folder never
 // brings them back as the records a resumed run continues.
 std::string keep_cut_records(const std::string& run_dir, const std::string& cut_lines) {
   const fs::path archive = new_archive(run_dir, "records past the checkpoint's step");
+  constexpr const char* before = "cutting its records back to the checkpoint";
+  keep_file(run_dir, archive, kMetricsJsonl, cut_lines, before);
   std::error_code ec;
-  const auto keep = [&](const char* name, const std::string& content) {
-    try {
-      checkpoint::write_file_atomically((archive / name).string(), content);
-    } catch (const Error& e) {
-      throw Error(strprintf("cannot keep %s's %s in %s before cutting its records back to the checkpoint: %s. "
-                            "Nothing was cut; free the disk or fix the permissions, or choose another --run-dir",
-                            run_dir.c_str(), name, archive.string().c_str(), e.what()));
-    }
-  };
-  keep(kMetricsJsonl, cut_lines);
   for (const char* name : {kConfigYaml, kReportHtml}) {
     const fs::path from = fs::path(run_dir) / name;
-    if (fs::exists(from, ec)) keep(name, checkpoint::read_text_file(from.string()));
+    if (fs::exists(from, ec)) keep_file(run_dir, archive, name, checkpoint::read_text_file(from.string()), before);
   }
   return archive.string();
 }
@@ -234,6 +241,44 @@ RecordsCut cut_records_after(const std::string& run_dir, int64_t step) {
   if (scan.after > 0) cut.kept_in = keep_cut_records(run_dir, scan.cut);  // before a byte of them is cut
   if (scan.after > 0 || scan.damaged > 0) truncate_metrics_after(path.string(), step);
   return cut;
+}
+
+namespace {
+
+// What a resume changes on purpose, as the stop's advice says (checkpoint.load, checkpoint.auto_resume, dropping
+// checkpoint.overwrite), is how it continues, not the configuration its records came from; the '#' header
+// changes with the spelling of the run folder's path. Neither counts as a change.
+constexpr std::string_view kResumeKeys[] = {"load", "auto_resume", "overwrite"};
+
+// config.yaml as emit_yaml writes it ("section:" lines, then "  key: value" lines), without what does not count.
+std::string comparable_config(const std::string& yaml) {
+  std::string out, section, line;
+  std::istringstream in(yaml);
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] != ' ') {
+      section = line;
+    } else if (section == "checkpoint:") {
+      const size_t start = line.find_first_not_of(' ');
+      const std::string_view key = std::string_view(line).substr(start, line.find(':') - start);
+      if (std::find(std::begin(kResumeKeys), std::end(kResumeKeys), key) != std::end(kResumeKeys)) continue;
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> keep_changed_config(const std::string& run_dir, const std::string& new_yaml) {
+  const fs::path path = fs::path(run_dir) / kConfigYaml;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  const std::string old_yaml = checkpoint::read_text_file(path.string());
+  if (comparable_config(old_yaml) == comparable_config(new_yaml)) return std::nullopt;
+  const fs::path archive = new_archive(run_dir, "the config.yaml its earlier steps ran with");
+  keep_file(run_dir, archive, kConfigYaml, old_yaml, "this run replaces it");
+  return archive.string();
 }
 
 void log_records_cut(const RecordsCut& cut, const std::string& run_dir, int64_t step) {

@@ -9,7 +9,8 @@
 //     metrics.jsonl back to the checkpoint's step; the records of later steps it cuts, a branch from an older
 //     checkpoint or steps run after the last save, go to previous/run-<k>/metrics.jsonl first, with copies of the
 //     config.yaml and report.html the resumed run replaces; no run.json there: they are not a whole run's
-//     records, so no resume brings them back);
+//     records, so no resume brings them back); when none are cut but the configuration changed, the folder's
+//     config.yaml goes to a previous/run-<k>/ of its own (keep_changed_config) before the resumed run's replaces it;
 //   * resumed from a checkpoint of another run (the ids differ): the folder's files move aside as for a
 //     fresh run, and the checkpoint's run's own files come back from previous/ when they are there (then
 //     they continue as above); else its records start a new metrics.jsonl.
@@ -60,6 +61,13 @@ RecordsCut cut_records_after(const std::string& run_dir, int64_t step);
 // Logs what cut_records_after did (nothing when there was nothing to do), and warns when the checkpoint's own
 // step has no record (the run cannot write it again: its numbers are not in the checkpoint).
 void log_records_cut(const RecordsCut& cut, const std::string& run_dir, int64_t step);
+
+// A resumed run that continues the folder (and cut no records, which keeps config.yaml with them): when the
+// folder's config.yaml differs from `new_yaml`, the one the run writes, it goes to a new previous/run-<k>/ first
+// (durably; no run.json), so the earlier steps' records keep the configuration they ran with. The '#' header and
+// the keys a resume sets (checkpoint.load, auto_resume, overwrite) do not count. Returns that folder, or nullopt
+// when the folder has no config.yaml or the same one. sg::Error naming the file and the fix when it cannot be kept.
+std::optional<std::string> keep_changed_config(const std::string& run_dir, const std::string& new_yaml);
 
 struct RunFolderStart {
   bool continues = false;                    // append to the folder's records: they are the resumed run's

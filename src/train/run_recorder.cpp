@@ -10,7 +10,7 @@
 
 namespace sg::train {
 
-RunRecorder::RunRecorder(const config::Config& config, const std::string& run_dir, bool resumed,
+RunRecorder::RunRecorder(const config::Config& config, const std::string& run_dir, const RecorderStart& start,
                          const std::string& run_id, RunReportInfo report)
     : run_dir_(run_dir), report_(std::move(report)) {
   std::filesystem::create_directories(run_dir);
@@ -23,9 +23,18 @@ RunRecorder::RunRecorder(const config::Config& config, const std::string& run_di
                                 "checkpoints, or checkpoint.overwrite=true to start over)"
                               : "");
   report_.config_yaml = config::emit_yaml(config, header);
-  write_text_atomically((std::filesystem::path(run_dir) / kConfigYaml).string(), report_.config_yaml);
+  const std::string config_path = (std::filesystem::path(run_dir) / kConfigYaml).string();
+  // The records this run continues keep the configuration they ran with.
+  if (start.resumed && !start.config_kept) {
+    if (const auto kept = keep_changed_config(run_dir, report_.config_yaml)) {
+      log::info(strprintf("%s: the configuration changed since the earlier steps of this run; kept the one they ran "
+                          "with in %s",
+                          config_path.c_str(), (std::filesystem::path(*kept) / kConfigYaml).string().c_str()));
+    }
+  }
+  write_text_atomically(config_path, report_.config_yaml);
   metrics_path_ = (std::filesystem::path(run_dir) / kMetricsJsonl).string();
-  metrics_ = std::make_unique<MetricsLog>(metrics_path_, resumed);
+  metrics_ = std::make_unique<MetricsLog>(metrics_path_, start.resumed);
   if (config.logger.tensorboard_dir) tensorboard_ = std::make_unique<TensorBoardWriter>(*config.logger.tensorboard_dir);
 }
 

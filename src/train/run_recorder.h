@@ -21,12 +21,19 @@
 
 namespace sg::train {
 
+// How a run meets its folder, as start_run_folder() and cut_records_after() (train/run_folder.h) prepared it.
+struct RecorderStart {
+  bool resumed = false;      // the folder's records are this run's (RunFolderStart::continues): append to them
+  bool config_kept = false;  // cut_records_after kept the folder's config.yaml already (RecordsCut::kept_in)
+};
+
 class RunRecorder {
  public:
-  // Writes config.yaml and run.json and opens metrics.jsonl (appended when `resumed`) and the TensorBoard file.
-  // The folder is start_run_folder()'s (train/run_folder.h) to prepare.
-  RunRecorder(const config::Config& config, const std::string& run_dir, bool resumed, const std::string& run_id,
-              RunReportInfo report);
+  // Writes config.yaml and run.json and opens metrics.jsonl (appended when resumed) and the TensorBoard file.
+  // A resumed run whose configuration changed keeps the folder's config.yaml first (keep_changed_config, unless
+  // `start.config_kept`), and logs where.
+  RunRecorder(const config::Config& config, const std::string& run_dir, const RecorderStart& start,
+              const std::string& run_id, RunReportInfo report);
   ~RunRecorder();  // writes the report if finish() did not (never throws)
   RunRecorder(const RunRecorder&) = delete;
   RunRecorder& operator=(const RunRecorder&) = delete;

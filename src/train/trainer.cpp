@@ -228,7 +228,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
                         folder.restored_from->c_str()));
   }
   // Records after the checkpoint's step belong to a run that went further: kept in previous/, cut here.
-  if (folder.continues) log_records_cut(cut_records_after(options.run_dir, start_step), options.run_dir, start_step);
+  const RecordsCut cut = folder.continues ? cut_records_after(options.run_dir, start_step) : RecordsCut{};
+  log_records_cut(cut, options.run_dir, start_step);
   const double flops = training_flops_per_step(model, batch);
   const double peak = peak_bf16_tflops(backend.device_name());
   // Tokens of the whole global batch (every rank's): tok/s is the run's; TFLOP/s and MFU stay per GPU.
@@ -245,7 +246,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
                       {"FLOPs per step", strprintf("%.4g", flops)}};
   if (run.tokenizer) run_report.facts.emplace_back("tokenizer", run.tokenizer->describe());
   if (config.checkpoint.save) run_report.facts.emplace_back("checkpoints", *config.checkpoint.save);
-  RunRecorder recorder(config, options.run_dir, /*resumed=*/folder.continues, run.run_id, run_report);
+  RunRecorder recorder(config, options.run_dir, {.resumed = folder.continues, .config_kept = cut.kept_in.has_value()},
+                       run.run_id, run_report);
   summary.metrics_path = recorder.metrics_path();
   summary.report_path = recorder.report_path();
   if (!recorder.tensorboard_path().empty()) log::info("TensorBoard events: " + recorder.tensorboard_path());
@@ -383,12 +385,14 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     submitted = step;
     for (const StepResult& r : backend.collect(1)) handle(r);
     // A stop skips the evaluation (the step still finishes and is saved; the checkpoint says the evaluation is due),
-    // except the one after the last step: the run is complete then.
+    // except the one after the last step: the run is complete then. Data parallel ranks agree first: one that
+    // evaluated alone would wait in the loss reduction for ranks that skipped it.
     if (evaluation.due(step, train_iters)) {
-      if ((step == train_iters || !graph::stop_requested()) && metrics_error.empty()) {
-        evaluate(step, step == train_iters);
-      } else {
+      const bool skip_here = (step != train_iters && graph::stop_requested()) || !metrics_error.empty();
+      if (distributed ? distributed->skip_evaluation_everywhere(step, skip_here) : skip_here) {
         eval_skipped_at = step;
+      } else {
+        evaluate(step, step == train_iters);
       }
     }
     if (save_interval > 0 && step % save_interval == 0) {
@@ -453,13 +457,14 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   }
   log::info("report: " + summary.report_path);
   if (!metrics_error.empty()) throw Error(stopped_text);
+  summary.end_note = run_end_note(config, summary);
   if (!summary.stopped_by_signal) return;
   // A stop's last word: the validation loss shown as the run's is not an older step's, and how to go on.
   if (std::isfinite(summary.last_val_loss) && last_val_step != summary.steps_done) {
     log::info(stale_val_loss_note(summary.last_val_loss, last_val_step, eval_skipped_at));
     summary.last_val_loss = NAN;
   }
-  log::info(stopped_run_summary(config, summary.stop_signal, summary.steps_done, train_iters, start_step));
+  log::info(stopped_run_summary(summary.stop_signal, summary.steps_done, train_iters));
 }
 
 }  // namespace
@@ -562,6 +567,7 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   TrainSummary summary;
   summary.start_step = loaded ? loaded->state.steps_done : 0;
   summary.steps_done = summary.start_step;
+  summary.train_iters = train_iters;
   if (summary.start_step >= train_iters) {
     log::info(strprintf("%s is at step %lld and train.train_iters = %lld: nothing to train%s", loaded->path.c_str(),
                         static_cast<long long>(summary.start_step), static_cast<long long>(train_iters),
@@ -569,7 +575,8 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
     return summary;
   }
 
-  // What will run, before the (slow) device setup.
+  // What will run, before the (slow) device setup; and, before any step, that its weights will not be kept.
+  if (!config.checkpoint.save) log::info(unsaved_weights_note(/*ended=*/false));
   log::info(describe_model(config));
   log::info(describe_batch(config));
   if (run.tokenizer) {

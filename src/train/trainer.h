@@ -30,8 +30,9 @@ struct TrainOptions {
 };
 
 struct TrainSummary {
-  int64_t start_step = 0;  // the resumed checkpoint's step (0 for a fresh run)
-  int64_t steps_done = 0;  // the last finished step
+  int64_t start_step = 0;   // the resumed checkpoint's step (0 for a fresh run)
+  int64_t steps_done = 0;   // the last finished step
+  int64_t train_iters = 0;  // train.train_iters: a run whose steps_done is short of it was stopped
   int64_t steps_run() const { return steps_done - start_step; }
   float first_loss = 0.0f;
   float last_loss = 0.0f;
@@ -40,6 +41,9 @@ struct TrainSummary {
   double last_val_loss = NAN;  // NaN when no evaluation ran
   std::string metrics_path;    // empty when nothing ran
   std::string report_path;
+  // What the run's last line adds (train/run_end.h): after a stop, what was saved and how to go on; for a
+  // finished run without checkpoint.save, that its weights were not saved and how to keep them. Else empty.
+  std::string end_note;
 };
 
 // An error the trainer has already printed: once steps run, it reports a failure before it releases

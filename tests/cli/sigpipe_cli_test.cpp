@@ -28,12 +28,7 @@ struct Outcome {
   std::string err;
 };
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using sg::test::read_file;
 
 // Runs stepgraph with stdout into a pipe nobody reads (its read end closed before the start), stderr into
 // `err_path`, and SIGPIPE's disposition at exec `inherited` (SIG_DFL or SIG_IGN).

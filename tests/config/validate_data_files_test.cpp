@@ -15,18 +15,14 @@
 #include "data/blended_dataset.h"
 #include "data/indexed_dataset.h"
 #include "test_dir.h"
+#include "validation_report_text.h"
 
 namespace sg::config {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string describe(const ValidationReport& r) {
-  std::string out;
-  for (const auto& v : r.violations) out += format_violation(v);
-  for (const auto& n : r.notes) out += format_note(n);
-  return out;
-}
+using test::describe;
 
 // What train says of `prefix` (data::check_dataset_exists); "" when it exists.
 std::string train_message(const std::string& prefix) {

@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "config/graph_flags.h"
 #include "config/validate.h"
+#include "validation_report_text.h"
 
 namespace sg::config {
 namespace {
@@ -19,12 +20,7 @@ ValidationReport check(const char* recipe, const std::vector<std::string>& overr
   return validate(load_config(recipe, overrides));
 }
 
-std::string describe(const ValidationReport& r) {
-  std::string out;
-  for (const auto& v : r.violations) out += format_violation(v);
-  for (const auto& n : r.notes) out += format_note(n);
-  return out;
-}
+using test::describe;
 
 std::vector<Violation> violations_of(const ValidationReport& r, int rule) {
   std::vector<Violation> out;

@@ -10,6 +10,7 @@
 #include "config/model_config.h"
 #include "model/layer_kind.h"
 #include "shipped_recipe_data.h"
+#include "validation_report_text.h"
 
 namespace sg::config {
 namespace {
@@ -23,12 +24,7 @@ bool names_key(const config::Violation& v, const std::string& key) {
                      [&](const config::KeyValue& kv) { return kv.key == key; });
 }
 
-std::string describe(const config::ValidationReport& r) {
-  std::string out;
-  for (const auto& v : r.violations) out += config::format_violation(v);
-  for (const auto& n : r.notes) out += config::format_note(n);
-  return out;
-}
+using test::describe;
 
 struct RuleCase {
   int rule;

@@ -14,18 +14,14 @@
 #include "config/validate.h"
 #include "data/indexed_dataset.h"
 #include "test_dir.h"
+#include "validation_report_text.h"
 
 namespace sg::config {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string describe(const ValidationReport& r) {
-  std::string out;
-  for (const auto& v : r.violations) out += format_violation(v);
-  for (const auto& n : r.notes) out += format_note(n);
-  return out;
-}
+using test::describe;
 
 bool has_violation(const ValidationReport& r, const std::string& key, const std::string& text) {
   return std::any_of(r.violations.begin(), r.violations.end(), [&](const Violation& v) {

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "dist/local_launcher.h"
+#include "dist/loopback_world.h"
 #include "dist/rank_processes.h"
 #include "dist/rendezvous.h"
 #include "dist/store_protocol.h"
@@ -22,17 +23,7 @@ namespace {
 using test::RankOutcome;
 using test::run_ranks;
 
-WorldInfo loopback_world(int rank, int world, int port, const std::string& token = "test-job") {
-  WorldInfo w;
-  w.rank = rank;
-  w.local_rank = rank;
-  w.world_size = world;
-  w.master_addr = "127.0.0.1";
-  w.master_port = port;
-  w.launcher = "torchrun";
-  w.job_token = token;
-  return w;
-}
+using test::loopback_world;
 
 RendezvousSettings quick(double timeout = 20.0) {
   RendezvousSettings s;

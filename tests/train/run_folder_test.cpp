@@ -2,7 +2,8 @@
 // ones already there; a folder without records (none, or an empty metrics.jsonl) is left as it is; an
 // archive that cannot be made is an error naming the run folder and the fix, and moves nothing; a resume
 // continues the folder of its own run (or of an unnamed one) and moves another run's aside; a run's
-// config.yaml names its run folder (an archived one's too); run ids are unique and survive run.json.
+// config.yaml names its run folder (an archived one's too); run ids are unique and survive run.json; a resume
+// whose configuration changed keeps the folder's config.yaml (what a resume sets on purpose does not count).
 #include "train/run_folder.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "config/config.h"
 #include "core/error.h"
 #include "test_dir.h"
 
@@ -21,12 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::read_file;
 
 class RunFolder : public ::testing::Test {
  protected:
@@ -157,6 +154,42 @@ TEST_F(RunFolder, ARunsOwnConfigYamlNamesItsRunFolder) {
   fs::create_directories(dir_ / "plain");
   std::ofstream(dir_ / "plain" / "config.yaml") << "x";
   EXPECT_FALSE(run_folder_of_config((dir_ / "plain" / "config.yaml").string()).has_value());
+}
+
+TEST_F(RunFolder, AResumesChangedConfigYamlIsKeptAndWhatTheResumeSetsDoesNotCount) {
+  config::Config c;
+  c.train.train_iters = 8;
+  const std::string earlier = config::emit_yaml(c, "run it again with: stepgraph train runs/x/config.yaml");
+  EXPECT_FALSE(keep_changed_config(dir_.string(), earlier).has_value());  // no config.yaml: nothing to keep
+  std::ofstream(dir_ / "config.yaml") << earlier;
+  EXPECT_FALSE(keep_changed_config(dir_.string(), earlier).has_value());
+
+  // How a resume continues (as a stop's advice says), and the header's spelling of the folder, do not count.
+  config::Config resumed = c;
+  resumed.checkpoint.load = "/ck";
+  resumed.checkpoint.auto_resume = true;
+  resumed.checkpoint.overwrite = true;
+  const std::string header = "run it again with: stepgraph train ./runs/x/config.yaml";
+  EXPECT_FALSE(keep_changed_config(dir_.string(), config::emit_yaml(resumed, header)).has_value());
+  EXPECT_FALSE(fs::exists(dir_ / "previous"));
+
+  // Anything else does: the folder's config.yaml is kept in a new previous/run-<k>/ (past the ones there), alone;
+  // the folder's own stays for the caller to replace.
+  fs::create_directories(dir_ / "previous" / "run-1");
+  config::Config longer = resumed;
+  longer.train.train_iters = 16;
+  auto kept = keep_changed_config(dir_.string(), config::emit_yaml(longer, header));
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(fs::path(*kept), dir_ / "previous" / "run-2");
+  EXPECT_EQ(read_file(fs::path(*kept) / "config.yaml"), earlier);
+  EXPECT_FALSE(fs::exists(fs::path(*kept) / "run.json"));
+  EXPECT_EQ(read_file(dir_ / "config.yaml"), earlier);
+  // Other checkpoint keys count (where it saves is part of the run).
+  config::Config elsewhere = c;
+  elsewhere.checkpoint.save = "/other";
+  kept = keep_changed_config(dir_.string(), config::emit_yaml(elsewhere));
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(fs::path(*kept), dir_ / "previous" / "run-3");
 }
 
 TEST_F(RunFolder, RunIdsAreUniqueAndRoundTripThroughRunJson) {

@@ -1,15 +1,18 @@
 #pragma once
 // The fixture of the `stepgraph train` CLI tests (tests/train/trainer_*cli_test.cpp): the real binary
 // run as a child process on the CPU fp32 reference backend, one synthetic corpus per suite, one
-// scratch folder per test (kept when the test fails), and readers for metrics.jsonl.
+// scratch folder per test (kept when the test fails), readers for metrics.jsonl, and the process helpers
+// of the tests that stop a run or limit its files.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "process_util.h"
+#include "test_dir.h"
 
 namespace sg::test::train_cli {
 
@@ -42,17 +46,33 @@ struct RunResult {
   std::string all() const { return "--- stdout:\n" + out + "--- stderr:\n" + err; }
 };
 
-inline std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using sg::test::read_file;
 
 struct Child {
   pid_t pid = -1;
   fs::path out_path, err_path;
   std::chrono::steady_clock::time_point start;
+};
+
+// The stepgraph binary with args..., as execv takes it; built before the fork, so the child only execs.
+class StepgraphArgv {
+ public:
+  explicit StepgraphArgv(const std::vector<std::string>& args) : strings_{sg::test::stepgraph_binary()} {
+    strings_.insert(strings_.end(), args.begin(), args.end());
+    for (auto& a : strings_) pointers_.push_back(a.data());
+    pointers_.push_back(nullptr);
+  }
+  StepgraphArgv(const StepgraphArgv&) = delete;  // pointers_ point into strings_
+  StepgraphArgv& operator=(const StepgraphArgv&) = delete;
+  // In the child: exec, or exit 127 (the shell's "command not found").
+  [[noreturn]] void exec() {
+    ::execv(pointers_[0], pointers_.data());
+    ::_exit(127);
+  }
+
+ private:
+  std::vector<std::string> strings_;
+  std::vector<char*> pointers_;
 };
 
 // Starts the stepgraph binary with args... with stdout/stderr going to LOG.out / LOG.err.
@@ -61,11 +81,7 @@ inline Child spawn(const std::vector<std::string>& args, const fs::path& log) {
   c.out_path = log.string() + ".out";
   c.err_path = log.string() + ".err";
   c.start = std::chrono::steady_clock::now();
-  std::vector<std::string> argv_storage = {sg::test::stepgraph_binary()};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  StepgraphArgv argv(args);
   c.pid = ::fork();
   if (c.pid == 0) {
     const int out = ::open(c.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -73,8 +89,7 @@ inline Child spawn(const std::vector<std::string>& args, const fs::path& log) {
     if (out < 0 || err < 0) ::_exit(126);
     ::dup2(out, STDOUT_FILENO);
     ::dup2(err, STDERR_FILENO);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+    argv.exec();
   }
   return c;
 }
@@ -106,6 +121,82 @@ inline RunResult wait_for(const Child& c, double timeout_s) {
   r.rc = !r.timed_out && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = read_file(c.out_path);
   r.err = read_file(c.err_path);
+  return r;
+}
+
+// SIGKILLs and reaps the child on scope exit: a failed assertion must not leave a long training running.
+// release() once the child is reaped, as its pid may name another process by then.
+struct KillOnExit {
+  explicit KillOnExit(pid_t child) : pid(child) {}
+  KillOnExit(const KillOnExit&) = delete;
+  KillOnExit& operator=(const KillOnExit&) = delete;
+  ~KillOnExit() {
+    if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+  }
+  void release() { pid = -1; }
+  pid_t pid;
+};
+
+struct PipeOptions {
+  // Every file the child writes is limited to this many bytes (RLIMIT_FSIZE; 0: no limit), with SIGXFSZ
+  // ignored, so a write past it fails with EFBIG as on a full disk. The pipe is not a file: not limited.
+  rlim_t file_size_limit = 0;
+};
+
+struct PipedChild {
+  pid_t pid = -1;     // -1: the pipe or the fork failed
+  int read_end = -1;  // the caller's to read and close
+};
+
+// Starts the stepgraph binary with args... with stdout and stderr into one pipe, as `2>&1 | tee` does, and
+// SIGPIPE and SIGINT at their default actions, as a shell starts a pipeline.
+inline PipedChild spawn_into_pipe(const std::vector<std::string>& args, PipeOptions options = {}) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {};
+  StepgraphArgv argv(args);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::signal(SIGINT, SIG_DFL);
+    if (options.file_size_limit > 0) {
+      ::signal(SIGXFSZ, SIG_IGN);
+      const rlimit limit{options.file_size_limit, options.file_size_limit};
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+    }
+    argv.exec();
+  }
+  ::close(fds[1]);
+  if (pid < 0) {
+    const int fork_error = errno;  // for the caller's message, past close()
+    ::close(fds[0]);
+    errno = fork_error;
+    return {};
+  }
+  return {.pid = pid, .read_end = fds[0]};
+}
+
+// Runs stepgraph as spawn_into_pipe does, to its end: both streams, in the order written, come back in `err`
+// (stepgraph's messages go to stderr); `out` stays empty.
+inline RunResult run_into_pipe(const std::vector<std::string>& args, PipeOptions options = {}) {
+  RunResult r;
+  const auto start = std::chrono::steady_clock::now();
+  const PipedChild child = spawn_into_pipe(args, options);
+  if (child.pid < 0) {
+    r.err = "could not start " + sg::test::stepgraph_binary() + ": " + std::strerror(errno);
+    return r;
+  }
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(child.read_end, buffer, sizeof(buffer))) > 0;) {
+    r.err.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(child.read_end);
+  int status = 0;
+  ::waitpid(child.pid, &status, 0);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
 
@@ -145,6 +236,28 @@ inline size_t count_lines(const fs::path& path) {
   size_t n = 0;
   while (std::getline(in, line)) n += line.empty() ? 0 : 1;
   return n;
+}
+
+struct MetricsWait {
+  bool ended = false;  // the child ended first: reaped, and its guard released
+  int status = 0;      // its wait status when it ended
+};
+
+// Waits until `metrics` has `lines` lines, the child ends, or `timeout` passes, whichever comes first; the
+// caller asserts on what it needs (the count is not checked here).
+inline MetricsWait wait_for_metrics_lines(KillOnExit& child, const fs::path& metrics, size_t lines,
+                                          std::chrono::seconds timeout) {
+  MetricsWait w;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (count_lines(metrics) < lines && std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(child.pid, &w.status, WNOHANG) != 0) {
+      w.ended = true;
+      child.release();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return w;
 }
 
 inline std::string trim(std::string s) {

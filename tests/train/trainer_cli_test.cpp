@@ -266,31 +266,17 @@ void TrainerSignalTest::expect_stop_saves_and_exits(int signal_number, int expec
                                               "checkpoint.save=" + ckpt, "--run-dir", run, "--cpu"});
   const Child child = spawn(args, dir_ / ("signal" + std::to_string(signal_number)));
   // A failed assertion must not leave a 100000-step training running.
-  struct KillOnExit {
-    pid_t pid;
-    ~KillOnExit() {
-      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
-    }
-  } guard{child.pid};
+  KillOnExit guard{child.pid};
   const fs::path metrics_path = fs::path(run) / "metrics.jsonl";
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(static_cast<int>(kRunTimeout));
-  int early_status = 0;
-  bool exited_early = false;
-  while (count_lines(metrics_path) < 2 && std::chrono::steady_clock::now() < deadline) {
-    if (::waitpid(child.pid, &early_status, WNOHANG) == child.pid) {
-      exited_early = true;
-      guard.pid = -1;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_FALSE(exited_early) << "exited before the signal (status " << early_status << "):\n"
+  const MetricsWait waited =
+      wait_for_metrics_lines(guard, metrics_path, 2, std::chrono::seconds(static_cast<int>(kRunTimeout)));
+  ASSERT_FALSE(waited.ended) << "exited before the signal (status " << waited.status << "):\n"
                              << read_file(child.err_path);
   ASSERT_GE(count_lines(metrics_path), 2u) << read_file(child.err_path);
   const auto sent = std::chrono::steady_clock::now();
   ASSERT_EQ(::kill(child.pid, signal_number), 0);
   const RunResult r = wait_for(child, kRunTimeout);
-  guard.pid = -1;  // reaped
+  guard.release();  // reaped
   const double stop_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   ASSERT_FALSE(r.timed_out) << r.all();
   EXPECT_EQ(r.rc, expected_rc) << r.all();

@@ -6,8 +6,6 @@
 // after a corrupt checkpoint that works. Each case failed (or passed silently) before.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -366,22 +364,14 @@ TEST_F(TrainerLifecycleTest, ASignalDuringAnEvaluationEndsItThenSavesAndReports)
       tiny_model({"train.train_iters=100", "train.eval_interval=2", "train.eval_iters=1000000",
                   "dataset.valid_data_path=[" + corpus_ + "]", "checkpoint.save=" + ckpt, "--run-dir", run, "--cpu"}),
       dir_ / "eval_stop");
-  struct KillOnExit {
-    pid_t pid;
-    ~KillOnExit() {
-      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
-    }
-  } guard{child.pid};
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (count_lines(run + "/metrics.jsonl") < 2 && std::chrono::steady_clock::now() < deadline) {
-    ASSERT_EQ(::waitpid(child.pid, nullptr, WNOHANG), 0) << "ended before the signal:\n" << read_file(child.err_path);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  KillOnExit guard{child.pid};
+  const MetricsWait waited = wait_for_metrics_lines(guard, run + "/metrics.jsonl", 2, std::chrono::seconds(60));
+  ASSERT_FALSE(waited.ended) << "ended before the signal:\n" << read_file(child.err_path);
   ASSERT_EQ(count_lines(run + "/metrics.jsonl"), 2u) << read_file(child.err_path);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // well into the evaluation
   ASSERT_EQ(::kill(child.pid, SIGINT), 0);
   const RunResult r = wait_for(child, kRunTimeout);
-  guard.pid = -1;
+  guard.release();
   EXPECT_EQ(r.rc, 130) << r.all();
   EXPECT_LT(r.seconds, 60.0) << r.all();
   EXPECT_EQ(r.err.find("did not stop within"), std::string::npos) << r.all();
@@ -391,46 +381,17 @@ TEST_F(TrainerLifecycleTest, ASignalDuringAnEvaluationEndsItThenSavesAndReports)
   EXPECT_EQ(read_file(run + "/metrics.jsonl").find("val_loss"), std::string::npos) << "a partial evaluation recorded";
 }
 
-// Runs stepgraph with every file it writes limited to `max_bytes`: a write past it fails (EFBIG, SIGXFSZ
-// ignored) as on a full disk, for metrics.jsonl and report.html alike. Output comes through a pipe, which
-// the limit does not cover. (metrics.jsonl -> /dev/full cannot fail the report: it reads /dev/full.)
-RunResult run_with_file_size_limit(const std::vector<std::string>& args, rlim_t max_bytes) {
-  int fds[2];
-  if (::pipe(fds) != 0) return {};
-  std::vector<std::string> storage = {sg::test::stepgraph_binary()};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    ::dup2(fds[1], STDOUT_FILENO);
-    ::dup2(fds[1], STDERR_FILENO);
-    ::signal(SIGXFSZ, SIG_IGN);
-    const rlimit limit{max_bytes, max_bytes};
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  RunResult r;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof(buffer))) > 0;) r.err.append(buffer, static_cast<size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 // A disk too full for metrics.jsonl is also too full for report.html: the metrics error (the cause)
 // used to be lost behind the report's.
 TEST_F(TrainerLifecycleTest, AFullDiskForMetricsAndTheReportStillNamesTheMetricsError) {
   const std::string run = path("run");
-  // config.yaml (about 3 KB) fits in 8 KB; metrics.jsonl outgrows it after some 30 steps, the report at once.
-  const RunResult r = run_with_file_size_limit(
-      tiny_model({"train.train_iters=200", "logger.log_interval=1000", "--run-dir", run, "--cpu"}), 8192);
+  // Every file it writes limited to 8 KB: a write past it fails as on a full disk, for metrics.jsonl and
+  // report.html alike (the output goes to a pipe, which the limit does not cover; metrics.jsonl -> /dev/full
+  // cannot fail the report: it reads /dev/full). config.yaml (about 3 KB) fits; metrics.jsonl outgrows it after
+  // some 30 steps, the report at once.
+  const RunResult r =
+      run_into_pipe(tiny_model({"train.train_iters=200", "logger.log_interval=1000", "--run-dir", run, "--cpu"}),
+                    {.file_size_limit = 8192});
   EXPECT_EQ(r.rc, 1) << r.all();
   EXPECT_NE(r.err.find("error: cannot write metrics file " + run + "/metrics.jsonl at step"), std::string::npos)
       << r.all();

@@ -5,17 +5,14 @@
 //   checkpoint and no report. It now stops as any stop does: status 130, checkpoint saved, report written.
 // - A TensorBoard event file the disk refuses stops the run with an error naming it, as metrics.jsonl does
 //   (the events were dropped silently).
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "checkpoint/safetensors.h"
@@ -35,60 +32,20 @@ int shell_status(int status) {
   return -1;
 }
 
-// Starts stepgraph with stdout and stderr into one pipe, as `2>&1 | tee` does, with SIGPIPE's default action (a
-// shell's); returns the pid and the pipe's read end. Before exec, the child applies `limit_bytes` to every file
-// it writes (0: none; SIGXFSZ ignored, so a write past it fails with EFBIG as on a full disk).
-pid_t spawn_into_pipe(const std::vector<std::string>& args, int& read_end, rlim_t limit_bytes = 0) {
-  int fds[2];
-  if (::pipe(fds) != 0) return -1;
-  std::vector<std::string> storage = {sg::test::stepgraph_binary()};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    ::dup2(fds[1], STDOUT_FILENO);
-    ::dup2(fds[1], STDERR_FILENO);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::signal(SIGINT, SIG_DFL);
-    if (limit_bytes > 0) {
-      ::signal(SIGXFSZ, SIG_IGN);
-      const rlimit limit{limit_bytes, limit_bytes};
-      ::setrlimit(RLIMIT_FSIZE, &limit);
-    }
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  read_end = fds[0];
-  return pid;
-}
-
-struct KillOnExit {
-  pid_t pid;
-  ~KillOnExit() {
-    if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
-  }
-};
-
 // log_interval 1: a progress line every step after tee left; 100000: none, the stop message is the first write.
 class TrainerOutputPipeTest : public TrainerCliTest, public ::testing::WithParamInterface<int> {};
 
 TEST_P(TrainerOutputPipeTest, CtrlCOnARunPipedIntoTeeStillSavesAndReports) {
   const std::string run = path("run"), ckpt = path("ckpt");
-  int read_end = -1;
-  const pid_t pid =
+  const PipedChild child =
       spawn_into_pipe(tiny_model({"train.train_iters=100000", "logger.log_interval=" + std::to_string(GetParam()),
-                                  "checkpoint.save=" + ckpt, "--run-dir", run, "--cpu"}),
-                      read_end);
-  ASSERT_GT(pid, 0);
-  KillOnExit guard{pid};
+                                  "checkpoint.save=" + ckpt, "--run-dir", run, "--cpu"}));
+  ASSERT_GT(child.pid, 0);
+  KillOnExit guard{child.pid};
   // tee reads up to the line that starts the steps, then Ctrl-C ends it: the pipe has no reader left.
   std::string line, read_lines;
   char c = 0;
-  while (line.rfind("training steps", 0) != 0 && ::read(read_end, &c, 1) == 1) {
+  while (line.rfind("training steps", 0) != 0 && ::read(child.read_end, &c, 1) == 1) {
     if (c != '\n') {
       line.push_back(c);
     } else {
@@ -97,20 +54,16 @@ TEST_P(TrainerOutputPipeTest, CtrlCOnARunPipedIntoTeeStillSavesAndReports) {
     }
   }
   ASSERT_EQ(line.rfind("training steps", 0), 0u) << "stepgraph never started the steps:\n" << read_lines << line;
-  ::close(read_end);
+  ::close(child.read_end);
   // Steps go on, each with its progress line into the readerless pipe (a SIGPIPE each, before the fix).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  int status = 0;
-  while (count_lines(run + "/metrics.jsonl") < 4 && std::chrono::steady_clock::now() < deadline) {
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    ASSERT_EQ(done, 0) << "stepgraph ended before the signal, status " << shell_status(status)
-                       << " (141: killed by SIGPIPE writing to the pipe tee left)";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const MetricsWait waited = wait_for_metrics_lines(guard, run + "/metrics.jsonl", 4, std::chrono::seconds(120));
+  ASSERT_FALSE(waited.ended) << "stepgraph ended before the signal, status " << shell_status(waited.status)
+                             << " (141: killed by SIGPIPE writing to the pipe tee left)";
   ASSERT_GE(count_lines(run + "/metrics.jsonl"), 4u);
-  ASSERT_EQ(::kill(pid, SIGINT), 0);  // the stop message goes to the pipe too
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  guard.pid = -1;
+  ASSERT_EQ(::kill(child.pid, SIGINT), 0);  // the stop message goes to the pipe too
+  int status = 0;
+  ASSERT_EQ(::waitpid(child.pid, &status, 0), child.pid);
+  guard.release();
   EXPECT_EQ(shell_status(status), 130) << "141: killed by SIGPIPE";
   const std::string latest = trim(read_file(ckpt + "/latest_checkpointed_iteration.txt"));
   ASSERT_FALSE(latest.empty()) << "no checkpoint saved";
@@ -126,14 +79,12 @@ INSTANTIATE_TEST_SUITE_P(LogInterval, TrainerOutputPipeTest, ::testing::Values(1
 // Nobody reads the output from the start (`stepgraph train ... | true`): the run trains to its end regardless.
 TEST_F(TrainerOutputTest, ARunWhoseOutputHasNoReaderTrainsToItsEnd) {
   const std::string run = path("run"), ckpt = path("ckpt");
-  int read_end = -1;
-  const pid_t pid = spawn_into_pipe(tiny_model({"train.train_iters=3", "logger.log_interval=1",
-                                                "checkpoint.save=" + ckpt, "--run-dir", run, "--cpu"}),
-                                    read_end);
-  ASSERT_GT(pid, 0);
-  ::close(read_end);
+  const PipedChild child = spawn_into_pipe(tiny_model(
+      {"train.train_iters=3", "logger.log_interval=1", "checkpoint.save=" + ckpt, "--run-dir", run, "--cpu"}));
+  ASSERT_GT(child.pid, 0);
+  ::close(child.read_end);
   int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_EQ(::waitpid(child.pid, &status, 0), child.pid);
   EXPECT_EQ(shell_status(status), 0) << "141: killed by SIGPIPE";
   EXPECT_EQ(trim(read_file(ckpt + "/latest_checkpointed_iteration.txt")), "3");
   EXPECT_EQ(count_lines(run + "/metrics.jsonl"), 3u);
@@ -145,21 +96,13 @@ TEST_F(TrainerOutputTest, ARunWhoseOutputHasNoReaderTrainsToItsEnd) {
 // saves the checkpoint first; here every file is limited, so the run has no checkpoint.save).
 TEST_F(TrainerOutputTest, AFullDiskForTensorBoardEventsFailsTheRun) {
   const std::string run = path("run"), tb = path("tb");
-  int read_end = -1;
   // Per step the event file grows by some 350 bytes and metrics.jsonl by some 230: with every file limited to
   // 8 KiB (config.yaml, about 3 KiB, fits), the event file fails first, near step 23, and metrics.jsonl has not.
-  const pid_t pid = spawn_into_pipe(
-      tiny_model({"train.train_iters=200", "--run-dir", run, "logger.tensorboard_dir=" + tb, "--cpu"}), read_end, 8192);
-  ASSERT_GT(pid, 0);
-  KillOnExit guard{pid};
-  std::string output;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(read_end, buffer, sizeof(buffer))) > 0;) output.append(buffer, static_cast<size_t>(n));
-  ::close(read_end);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  guard.pid = -1;
-  EXPECT_EQ(shell_status(status), 1) << output;
+  const RunResult r =
+      run_into_pipe(tiny_model({"train.train_iters=200", "--run-dir", run, "logger.tensorboard_dir=" + tb, "--cpu"}),
+                    {.file_size_limit = 8192});
+  const std::string& output = r.err;  // stdout and stderr, as one pipe got them
+  EXPECT_EQ(r.rc, 1) << output;
   std::vector<fs::path> events;
   for (const auto& entry : fs::directory_iterator(tb)) events.push_back(entry.path());
   ASSERT_EQ(events.size(), 1u) << output;

@@ -386,22 +386,32 @@ TEST(TrainerResume, AStoppedRunSaysWhichStepItsValidationLossIsFromAndHowToConti
   EXPECT_TRUE(std::isnan(r.summary.last_val_loss)) << r.summary.last_val_loss;
   EXPECT_NE(r.log.find("the last validation loss, "), std::string::npos) << r.log;
   EXPECT_NE(r.log.find(", is from step 2"), std::string::npos) << r.log;
-  EXPECT_NE(r.log.find("interrupted by signal 15 after step 3 of 10; saved " + ck +
-                       "/iter_0000003: to continue, run the same command with checkpoint.load=" + ck),
+  EXPECT_NE(r.log.find("interrupted by SIGTERM after step 3 of 10"), std::string::npos) << r.log;
+  // How to go on: said once, in the last line (cmd_train prints run_summary_line, which ends with this note).
+  EXPECT_NE(r.summary.end_note.find("saved " + ck + "/iter_0000003: to continue, run the same command with "
+                                    "checkpoint.load=" + ck),
             std::string::npos)
-      << r.log;
+      << r.summary.end_note;
+  EXPECT_EQ(r.log.find("to continue"), std::string::npos) << "said twice:\n" << r.log;
 }
 
 TEST(TrainerResume, AStopWithoutCheckpointSaveSaysNothingWasSaved) {
   config::Config c = tiny({});
-  std::string text = stopped_run_summary(c, SIGINT, 5, 8, 0);
-  EXPECT_NE(text.find("interrupted by signal 2 after step 5 of 8; nothing was saved (checkpoint.save is not set): a "
-                      "new run starts again from step 0"),
+  TrainSummary stopped;
+  stopped.start_step = 0;
+  stopped.steps_done = 5;
+  stopped.train_iters = 8;
+  stopped.stopped_by_signal = true;
+  stopped.stop_signal = SIGINT;
+  std::string text = run_end_note(c, stopped);
+  EXPECT_NE(text.find("nothing was saved (checkpoint.save is not set): a new run starts again from step 0"),
             std::string::npos)
       << text;
+  EXPECT_EQ(stopped_run_summary(SIGINT, 5, 8), "interrupted by SIGINT after step 5 of 8");
   c.checkpoint.save = "/ck";
   c.checkpoint.load = "/ck";
-  text = stopped_run_summary(c, SIGTERM, 5, 8, 2);
+  stopped.start_step = 2;
+  text = run_end_note(c, stopped);
   EXPECT_NE(text.find("saved /ck/iter_0000005: to continue, run the same command again"), std::string::npos) << text;
 }
 

@@ -1,0 +1,120 @@
+// train/run_recorder, in process on the CPU backend: a resumed run whose configuration changed keeps the run
+// folder's config.yaml in a new previous/run-<k>/ before writing its own (the earlier steps' records ran with
+// it), and says where in one line; a resume that changes only how it continues (checkpoint.load) keeps none; a
+// resume that cut records kept it with them, once. Each case failed before its fix.
+#include "train/run_recorder.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "graph/registry.h"
+#include "test_dir.h"
+#include "train/run_folder.h"
+#include "train/trainer.h"
+
+namespace sg::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+using test::read_file;
+
+class RunRecorderResume : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = sg::test::fresh_test_dir("run_recorder_test", fs::current_path()); }
+  void TearDown() override {
+    graph::clear_stop_request();
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  // A one-layer model the CPU trains in milliseconds a step, on mock data, saving into ck/ every 2 steps.
+  config::Config tiny(const std::vector<std::string>& extra) const {
+    std::vector<std::string> o = {"model.num_layers=1",          "model.hidden_size=64",
+                                  "model.ffn_hidden_size=128",   "model.num_attention_heads=2",
+                                  "model.num_query_groups=2",    "model.seq_length=32",
+                                  "dataset.seq_length=32",       "model.vocab_size=256",
+                                  "train.micro_batch_size=2",    "train.global_batch_size=2",
+                                  "scheduler.lr_warmup_iters=1", "train.train_iters=8",
+                                  "logger.log_interval=1000",    "checkpoint.save=" + (dir_ / "ck").string(),
+                                  "checkpoint.save_interval=2"};
+    o.insert(o.end(), extra.begin(), extra.end());
+    return config::load_config("llama/tiny", o);
+  }
+
+  // Trains `c` in run/, stopped (as by SIGTERM) right after the save of `stop_after_save`; returns the log.
+  std::string run(const config::Config& c, int64_t stop_after_save) {
+    TrainOptions options;
+    options.run_dir = run_dir();
+    options.force_cpu = true;
+    options.on_saved = [stop_after_save](int64_t step) {
+      if (step == stop_after_save) graph::request_stop(SIGTERM);
+    };
+    graph::clear_stop_request();
+    testing::internal::CaptureStderr();
+    TrainSummary summary;
+    try {
+      summary = train(c, options);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+    graph::clear_stop_request();
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(summary.steps_done, stop_after_save) << log;
+    return log;
+  }
+
+  std::string run_dir() const { return (dir_ / "run").string(); }
+  fs::path dir_;
+};
+
+TEST_F(RunRecorderResume, AChangedConfigurationKeepsTheOneTheEarlierStepsRanWith) {
+  const std::string load = "checkpoint.load=" + (dir_ / "ck").string();
+  std::string log = run(tiny({}), 2);
+  const std::string first = read_file(run_dir() + "/config.yaml");
+
+  // Resumed with checkpoint.load: how it continues, not what it trains. The config stays one; nothing kept.
+  log = run(tiny({load}), 4);
+  EXPECT_FALSE(fs::exists(run_dir() + "/previous")) << log;
+  EXPECT_EQ(log.find("configuration changed"), std::string::npos) << log;
+  const std::string second = read_file(run_dir() + "/config.yaml");
+  EXPECT_NE(second, first);  // checkpoint.load is recorded
+
+  // Resumed with another learning rate: steps 1-4 ran with the earlier config.yaml, which is kept (alone).
+  log = run(tiny({load, "optimizer.lr=1e-4"}), 6);
+  const fs::path kept = fs::path(run_dir()) / "previous" / "run-1";
+  EXPECT_EQ(read_file(kept / "config.yaml"), second) << log;
+  EXPECT_FALSE(fs::exists(kept / "metrics.jsonl"));
+  EXPECT_FALSE(fs::exists(kept / "run.json")) << "not a run's records: no resume brings it back";
+  EXPECT_NE(read_file(run_dir() + "/config.yaml").find("lr: 0.0001"), std::string::npos);
+  EXPECT_NE(log.find(run_dir() +
+                     "/config.yaml: the configuration changed since the earlier steps of this run; "
+                     "kept the one they ran with in " +
+                     (kept / "config.yaml").string()),
+            std::string::npos)
+      << log;
+  // The records go on in one file: 1-6.
+  EXPECT_NE(read_file(run_dir() + "/metrics.jsonl").find("\"step\": 6"), std::string::npos);
+}
+
+TEST_F(RunRecorderResume, ACutThatKeptTheConfigKeepsItOnce) {
+  std::string log = run(tiny({}), 4);
+  const std::string first = read_file(run_dir() + "/config.yaml");
+  // A branch from step 2 with another learning rate: steps 3-4 are cut and kept with the config they ran with.
+  log = run(tiny({"checkpoint.load=" + (dir_ / "ck" / "iter_0000002").string(), "optimizer.lr=1e-4",
+                  "checkpoint.save=" + (dir_ / "ck2").string()}),
+            4);
+  const fs::path previous = fs::path(run_dir()) / "previous";
+  EXPECT_EQ(read_file(previous / "run-1" / "config.yaml"), first) << log;
+  EXPECT_TRUE(fs::exists(previous / "run-1" / "metrics.jsonl")) << log;
+  EXPECT_FALSE(fs::exists(previous / "run-2")) << "kept twice:\n" << log;
+}
+
+}  // namespace
+}  // namespace sg::train
