@@ -55,10 +55,9 @@ std::string path_error(const std::string& path, const std::string& error) {
 void check_datasets(Reporter& r, const std::string& key, const std::vector<std::string>& data_path) {
   std::vector<data::WeightedPrefix> blend;
   try {
-    blend = data::parse_data_path(data_path);
+    blend = data::parse_data_path(data_path, key);
   } catch (const Error& e) {
-    // The data layer names dataset.data_path; valid_data_path is read the same way.
-    r.fail(key == "dataset.data_path" ? e.what() : key + " (read as dataset.data_path is): " + e.what(), {key},
+    r.fail(e.what(), {key},
            "write " + key + " as prefixes [PREFIX, ...] or a weighted blend [w1, PREFIX1, w2, PREFIX2, ...]");
     return;
   }

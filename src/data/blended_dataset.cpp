@@ -115,12 +115,13 @@ void check_dataset_exists(const std::string& prefix) {
                         how_to_make(make_for).c_str()));
 }
 
-std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data_path) {
+std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data_path, const std::string& key) {
+  const char* k = key.c_str();
   if (data_path.empty()) {
     throw Error(
-        "dataset.data_path is empty: give a list of indexed-dataset prefixes (PREFIX for "
-        "PREFIX.bin/PREFIX.idx), optionally weighted [\"0.3\", \"a\", \"0.7\", \"b\"], or set "
-        "dataset.mock: true");
+        strprintf("%s is empty: give a list of indexed-dataset prefixes (PREFIX for PREFIX.bin/PREFIX.idx), "
+                  "optionally weighted [\"0.3\", \"a\", \"0.7\", \"b\"], or set dataset.mock: true",
+                  k));
   }
   std::vector<WeightedPrefix> out;
   double first = 0.0;
@@ -129,10 +130,10 @@ std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data
       double ignored = 0.0;
       if (data_path.size() > 1 && parse_number(prefix, ignored)) {
         throw Error(
-            strprintf("dataset.data_path mixes prefixes and weights: entry \"%s\" is a number "
+            strprintf("%s mixes prefixes and weights: entry \"%s\" is a number "
                       "but the list does not start with a weight; write [\"w1\", \"prefix1\", "
                       "\"w2\", \"prefix2\", ...] or prefixes only",
-                      prefix.c_str()));
+                      k, prefix.c_str()));
       }
       out.push_back({prefix, -1.0});
     }
@@ -141,40 +142,41 @@ std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data
   }
   if (data_path.size() % 2 != 0) {
     throw Error(
-        strprintf("dataset.data_path starts with a weight (\"%s\") but has %zu entries; a "
+        strprintf("%s starts with a weight (\"%s\") but has %zu entries; a "
                   "weighted blend is pairs [\"w1\", \"prefix1\", \"w2\", \"prefix2\", ...]",
-                  data_path[0].c_str(), data_path.size()));
+                  k, data_path[0].c_str(), data_path.size()));
   }
   double total = 0.0;
   for (size_t i = 0; i < data_path.size(); i += 2) {
     double w = 0.0;
     if (!parse_number(data_path[i], w) || w < 0.0) {
       throw Error(
-          strprintf("dataset.data_path[%zu] = \"%s\" should be a non-negative weight (pairs "
+          strprintf("%s[%zu] = \"%s\" should be a non-negative weight (pairs "
                     "[\"w1\", \"prefix1\", ...])",
-                    i, data_path[i].c_str()));
+                    k, i, data_path[i].c_str()));
     }
     if (!usable_weight(data_path[i], w)) {
-      throw Error(strprintf("dataset.data_path[%zu] = \"%s\" is %s for a double; only the ratios of the "
+      throw Error(strprintf("%s[%zu] = \"%s\" is %s for a double; only the ratios of the "
                             "weights matter, so scale them all to a range such as 0.001 to 1000",
-                            i, data_path[i].c_str(), std::isfinite(w) ? "too small" : "too large"));
+                            k, i, data_path[i].c_str(), std::isfinite(w) ? "too small" : "too large"));
     }
     double ignored = 0.0;
     if (parse_number(data_path[i + 1], ignored)) {
       throw Error(
-          strprintf("dataset.data_path[%zu] = \"%s\" should be a dataset prefix, not a number "
+          strprintf("%s[%zu] = \"%s\" should be a dataset prefix, not a number "
                     "(pairs [\"w1\", \"prefix1\", ...])",
-                    i + 1, data_path[i + 1].c_str()));
+                    k, i + 1, data_path[i + 1].c_str()));
     }
     total += w;
     out.push_back({data_path[i + 1], w});
   }
   if (!std::isfinite(total)) {
-    throw Error("dataset.data_path: the blend weights sum to more than the largest double (1.8e308), so "
-                "they cannot be normalised; only their ratios matter: scale them down (e.g. to 0.3 and 0.7)");
+    throw Error(strprintf("%s: the blend weights sum to more than the largest double (1.8e308), so they cannot be "
+                          "normalised; only their ratios matter: scale them down (e.g. to 0.3 and 0.7)",
+                          k));
   }
   if (!(total > 0.0))
-    throw Error("dataset.data_path: the blend weights sum to 0; give a positive weight");
+    throw Error(strprintf("%s: the blend weights sum to 0; give a positive weight", k));
   return out;
 }
 
@@ -268,7 +270,7 @@ DataLoader::DataLoader(const DataLoaderOptions& options) : seq_length_(options.s
         std::make_unique<MockSampleSource>(options.vocab_size, options.seq_length, options.seed));
     weights_ = {1.0};
   } else {
-    const auto blend = parse_data_path(options.data_path);
+    const auto blend = parse_data_path(options.data_path, options.data_path_key);
     for (const WeightedPrefix& p : blend) check_dataset_exists(p.prefix);
     for (size_t i = 0; i < blend.size(); ++i) {
       auto dataset = IndexedDataset::open(blend[i].prefix, options.vocab_size);

@@ -31,8 +31,9 @@ struct WeightedPrefix {
 // Parses dataset.data_path the Megatron way: ["a"], ["a", "b"] (weights proportional to each
 // dataset's size, as Megatron concatenates unweighted blends) or ["0.3", "a", "0.7", "b"].
 // Errors (sg::Error) name the entry: odd-length weighted lists, negative or non-numeric weights,
-// all-zero weights, an empty list.
-std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data_path);
+// all-zero weights, an empty list. `key`: the config key the list came from, as the messages name it.
+std::vector<WeightedPrefix> parse_data_path(const std::vector<std::string>& data_path,
+                                            const std::string& key = "dataset.data_path");
 
 // sg::Error when PREFIX.idx or PREFIX.bin is missing, saying how to make a dataset (stepgraph data synth,
 // tools/train_tokenizer.py + tools/preprocess_data.py), and what the name suggests: one of the pair's
@@ -91,6 +92,7 @@ class IndexedSampleSource : public SampleSource {
 
 struct DataLoaderOptions {
   std::vector<std::string> data_path;  // dataset.data_path
+  std::string data_path_key = "dataset.data_path";  // the key data_path came from, as errors name it
   bool mock = false;                   // dataset.mock: seeded random tokens, data_path ignored
   int64_t seq_length = 0;
   int64_t vocab_size = 0;  // every token id is checked against it at open

@@ -16,6 +16,7 @@ data::DataLoaderOptions validation_data_options(const config::Config& config, co
   o.seed = data::mix_seed(static_cast<uint64_t>(config.rng.seed), 0x76616c6964ull);
   if (!config.dataset.valid_data_path.empty()) {
     o.data_path = config.dataset.valid_data_path;
+    o.data_path_key = "dataset.valid_data_path";
   } else {
     o.data_path = config.dataset.data_path;
     if (config.dataset.split) {

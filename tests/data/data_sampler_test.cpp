@@ -89,6 +89,16 @@ TEST(ParseDataPath, MegatronForms) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("pairs"), std::string::npos) << e.what();
   }
+  // The messages name the key the list came from (dataset.valid_data_path is read the same way).
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {}, {"0.3", "a", "0.7"}, {"0.3", "a", "x", "b"}, {"0", "a", "0", "b"}, {"a", "0.5"}, {"1e308", "a", "1e308", "b"}}) {
+    try {
+      parse_data_path(bad, "dataset.valid_data_path");
+      ADD_FAILURE() << "accepted: " << bad.size() << " entries";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("dataset.valid_data_path", 0), 0u) << e.what();
+    }
+  }
 }
 
 TEST_F(SamplerTest, WindowsCoverEachEpochOnceInShuffledOrder) {
