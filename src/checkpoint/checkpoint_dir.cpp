@@ -16,6 +16,7 @@
 #include "checkpoint/finite_check.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/paths.h"
 #include "core/strings.h"
 
 namespace sg::checkpoint {
@@ -295,7 +296,7 @@ CheckpointFolder find_checkpoint_folder(const std::string& given, const std::str
                     "%s) or one of its iter_NNNNNNN folders",
                     what.c_str(), path.c_str(), kLatestFile));
     }
-    throw Error(strprintf("%s %s: no such directory", what.c_str(), path.c_str()));
+    throw Error(strprintf("%s %s: no such directory", what.c_str(), describe_path(path).c_str()));
   }
   if (const auto latest = read_latest_iteration(path)) {
     const std::string iter_dir = path + "/" + iteration_dir_name(*latest);

@@ -14,6 +14,7 @@
 #include "checkpoint/finite_check.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
+#include "core/paths.h"
 #include "core/strings.h"
 #include "model/stack.h"
 
@@ -138,7 +139,9 @@ bool ignored_tensor(const std::string& name) {
 
 std::string resolve_model_folder(const std::string& path, const std::string& what) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw Error(strprintf("%s %s: no such directory", what.c_str(), path.c_str()));
+  if (!fs::exists(path, ec)) {
+    throw Error(strprintf("%s %s: no such directory", what.c_str(), describe_path(path).c_str()));
+  }
   if (!fs::is_directory(path, ec)) {
     throw Error(
         strprintf("%s %s: not a directory; give the model's folder (a Hugging Face Llama folder, or a "

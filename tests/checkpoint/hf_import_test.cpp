@@ -258,6 +258,15 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
               resolve_model_folder(dir.str() + "/nope", "generate CHECKPOINT");
             }).find("generate CHECKPOINT"),
             std::string::npos);
+  // A relative path says what it was resolved against (the working directory, also for a path from a YAML file).
+  const std::string relative = test::thrown_message([&] { resolve_model_folder("no_such_model_dir", "load"); });
+  EXPECT_NE(relative.find("load no_such_model_dir (relative to the working directory " +
+                          std::filesystem::current_path().string() + "): no such directory"),
+            std::string::npos)
+      << relative;
+  const std::string checkpoint = test::thrown_message([&] { find_checkpoint_folder("no_such_ck", "checkpoint.load"); });
+  EXPECT_NE(checkpoint.find("checkpoint.load no_such_ck (relative to the working directory"), std::string::npos)
+      << checkpoint;
   std::filesystem::create_directories(dir.str() + "/empty");
   EXPECT_NE(test::thrown_message([&] { resolve_model_folder(dir.str() + "/empty", "x"); }).find("no config.json"),
             std::string::npos);
