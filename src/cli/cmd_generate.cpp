@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/signal_name.h"
 #include "core/strings.h"
 #include "generate/generator.h"
 #include "generate/text_continuation.h"
@@ -165,8 +166,8 @@ int run_generate_command(GenerateArgs& args) {
       r.decode_tokens_per_s(),
       r.capture_ms >= 0 ? strprintf(" (the first step captured the graph: %.1f ms)", r.capture_ms).c_str() : "");
   if (r.stopped) {
-    std::fprintf(stderr, "stopped by signal %d: the tokens above are those generated before it\n",
-                 graph::stop_signal());
+    std::fprintf(stderr, "stopped by %s: the tokens above are those generated before it\n",
+                 signal_name(graph::stop_signal()).c_str());
   }
   return graph::exit_code_for_stop();
 }

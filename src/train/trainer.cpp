@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/paths.h"
+#include "core/signal_name.h"
 #include "core/strings.h"
 #include "data/batch.h"
 #include "data/blended_dataset.h"
@@ -410,16 +411,15 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
         distributed ? distributed->stop_everywhere(step, local_reason) : dist::agree_on_stop({local_reason});
     if (stop.stop && stop.signal != 0 && step == train_iters) {
       signal_at_end = stop.signal;  // every step, the last evaluation and the save are done: nothing was cut short
-      progress.line(strprintf("signal %d arrived during the last step or its save: the run completed them",
-                              stop.signal));
+      progress.line(signal_name(stop.signal) + " arrived during the last step or its save: the run completed them");
       break;
     }
     if (stop.stop) {
       summary.stopped_by_signal = stop.signal != 0;
       summary.stop_signal = stop.signal;
       const std::string why = graph::stop_requested() ? "stop requested"
-                              : stop.signal != 0      ? strprintf("rank %d received signal %d", stop.signal_rank,
-                                                                  stop.signal)
+                              : stop.signal != 0      ? strprintf("rank %d received %s", stop.signal_rank,
+                                                                  signal_name(stop.signal).c_str())
                               : metrics_error.empty() ? "another rank stopped"
                                                       : "writing the run records failed";
       progress.line(strprintf("%s: stopping after step %lld", why.c_str(), static_cast<long long>(step)));
@@ -444,11 +444,11 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
                                               : std::string("; the run stopped"));
   try {
     recorder.finish(summary.stopped_by_signal
-                        ? strprintf("stopped by signal %d after step %lld", summary.stop_signal,
+                        ? strprintf("stopped by %s after step %lld", signal_name(summary.stop_signal).c_str(),
                                     static_cast<long long>(summary.steps_done))
                         : strprintf("finished: step %lld of %lld%s", static_cast<long long>(summary.steps_done),
                                     static_cast<long long>(train_iters),
-                                    signal_at_end ? strprintf(" (signal %d arrived at the end)", signal_at_end).c_str()
+                                    signal_at_end ? (" (" + signal_name(signal_at_end) + " arrived at the end)").c_str()
                                                   : ""));
   } catch (const Error& e) {
     // A full disk fails the report too: the metrics error (the cause) leads, the report's follows.

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/signal_name.h"
 #include "cuda/device.h"
 #include "checkpoint/safetensors.h"
 #include "data/indexed_dataset.h"
@@ -293,7 +294,7 @@ void TrainerSignalTest::expect_stop_saves_and_exits(int signal_number, int expec
   EXPECT_TRUE(fs::exists(fs::path(ckpt) / iter_name / "optimizer_main_params.safetensors"));
   // A stop still leaves the run's report, saying how it ended.
   const std::string report = read_file(fs::path(run) / "report.html");
-  EXPECT_NE(report.find("stopped by signal " + std::to_string(signal_number) + " after step " + std::to_string(last)),
+  EXPECT_NE(report.find("stopped by " + sg::signal_name(signal_number) + " after step " + std::to_string(last)),
             std::string::npos)
       << r.all();
 

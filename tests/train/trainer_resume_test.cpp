@@ -423,10 +423,10 @@ TEST(TrainerResume, ASignalDuringTheLastSaveIsNoInterruption) {
   ASSERT_EQ(r.error, "") << r.log;
   EXPECT_FALSE(r.summary.stopped_by_signal) << "exit 0: every step is done and saved";
   EXPECT_EQ(r.summary.steps_done, 4);
-  EXPECT_NE(r.log.find("signal 15 arrived during the last step or its save: the run completed them"), std::string::npos)
+  EXPECT_NE(r.log.find("SIGTERM arrived during the last step or its save: the run completed them"), std::string::npos)
       << r.log;
   EXPECT_EQ(r.log.find("interrupted"), std::string::npos) << r.log;
-  EXPECT_NE(read_file(dir / "run/report.html").find("finished: step 4 of 4 (signal 15 arrived at the end)"),
+  EXPECT_NE(read_file(dir / "run/report.html").find("finished: step 4 of 4 (SIGTERM arrived at the end)"),
             std::string::npos);
 }
 
