@@ -36,6 +36,31 @@ void check_cuda(cudaError_t e, const char* what) {
   }
 }
 
+void check_cudnn(cudnnStatus_t s, const char* what) {
+  if (s != CUDNN_STATUS_SUCCESS) {
+    std::fprintf(stderr, "error: %s: %s\n", what, cudnnGetErrorString(s));
+    std::exit(1);
+  }
+}
+
+// Cleanup (destructors, the end of a case): a failure is printed and the probe goes on, as
+// SG_CUDA_CHECK_NOEXCEPT does in src/ (the probe links no stepgraph library).
+void log_cuda(cudaError_t e, const char* what) noexcept {
+  if (e != cudaSuccess) std::fprintf(stderr, "error: %s: %s\n", what, cudaGetErrorString(e));
+}
+void log_cudnn(cudnnStatus_t s, const char* what) noexcept {
+  if (s != CUDNN_STATUS_SUCCESS) std::fprintf(stderr, "error: %s: %s\n", what, cudnnGetErrorString(s));
+}
+
+// Runs `release` when the scope ends, so a case that ends early (a failed execute) leaks nothing.
+template <class F>
+struct AtExit {
+  F release;
+  ~AtExit() { release(); }
+};
+template <class F>
+AtExit(F) -> AtExit<F>;
+
 // A frontend call that failed ends this case with a message; true when it succeeded.
 bool ok(fe::error_t e, const std::string& what) {
   if (e.is_bad()) std::printf("  %s: %s\n", what.c_str(), e.get_message().c_str());
@@ -78,7 +103,14 @@ struct Buffers {
     fill(qkv, T * s.qkv_width(), 1);
     fill(dout, T * s.out_width(), 2);
   }
-  ~Buffers() { cudaFree(qkv), cudaFree(dqkv), cudaFree(o), cudaFree(dout), cudaFree(stats); }
+  ~Buffers() {
+    for (void* p : {static_cast<void*>(qkv), static_cast<void*>(dqkv), static_cast<void*>(o),
+                    static_cast<void*>(dout), static_cast<void*>(stats)}) {
+      log_cuda(cudaFree(p), "cudaFree");
+    }
+  }
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
   static void fill(__nv_bfloat16* p, int64_t n, unsigned seed) {
     std::vector<__nv_bfloat16> h(n);
     for (auto& v : h) {
@@ -147,6 +179,14 @@ void run_case(cudnnHandle_t handle, cudaStream_t stream, const Shape& s, Buffers
   if (!ok(g.get_workspace_size(workspace_bytes), "get_workspace_size")) return;
   void* workspace = nullptr;
   if (workspace_bytes > 0) check_cuda(cudaMalloc(&workspace, workspace_bytes), "cudaMalloc workspace");
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check_cuda(cudaEventCreate(&start), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+  const AtExit release{[&] {
+    log_cuda(cudaEventDestroy(start), "cudaEventDestroy");
+    log_cuda(cudaEventDestroy(stop), "cudaEventDestroy");
+    if (workspace) log_cuda(cudaFree(workspace), "cudaFree workspace");
+  }};
   const int64_t hd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
   std::unordered_map<int64_t, void*> pack = {
       {kQ, b.qkv}, {kK, b.qkv + hd}, {kV, b.qkv + hd + kvd}, {kO, b.o}, {kStats, b.stats}};
@@ -158,9 +198,6 @@ void run_case(cudnnHandle_t handle, cudaStream_t stream, const Shape& s, Buffers
   std::vector<char> first(out_bytes), last(out_bytes);
   if (!ok(g.execute(handle, pack, workspace), "execute")) return;
   check_cuda(cudaMemcpy(first.data(), out, out_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-  cudaEvent_t start, stop;
-  check_cuda(cudaEventCreate(&start), "cudaEventCreate");
-  check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
   std::vector<float> ms;
   for (int i = 0; i < 45; ++i) {
     check_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
@@ -178,8 +215,6 @@ void run_case(cudnnHandle_t handle, cudaStream_t stream, const Shape& s, Buffers
   std::printf("%-6s %-28s %-14s workspace %8.1f MiB  median %.4f ms  repeatable %s\n", s.name, name_of(pass),
               plan.c_str(), workspace_bytes / 1048576.0, ms[ms.size() / 2],
               std::memcmp(first.data(), last.data(), out_bytes) == 0 ? "yes" : "no");
-  cudaEventDestroy(start), cudaEventDestroy(stop);
-  if (workspace) cudaFree(workspace);
 }
 
 }  // namespace
@@ -193,14 +228,14 @@ int main(int argc, char** argv) {
        "plan of each, median of 40 launches after 5 warmup (CUDA events), and whether the output after the timed\n"
        "launches is bitwise the first launch's. Takes no flags; prints a table. Needs a CUDA GPU and cuDNN.",
        {}});
-  cudnnHandle_t handle;
-  if (cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS) {
-    std::fprintf(stderr, "error: cudnnCreate failed (no GPU, or no cuDNN runtime)\n");
+  cudnnHandle_t handle = nullptr;
+  if (const cudnnStatus_t s = cudnnCreate(&handle); s != CUDNN_STATUS_SUCCESS) {
+    std::fprintf(stderr, "error: cudnnCreate failed: %s (no GPU, or no cuDNN runtime)\n", cudnnGetErrorString(s));
     return 1;
   }
-  cudaStream_t stream;
+  cudaStream_t stream = nullptr;
   check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
-  cudnnSetStream(handle, stream);
+  check_cudnn(cudnnSetStream(handle, stream), "cudnnSetStream");
   std::printf("cuDNN %zu\n", cudnnGetVersion());
   for (const Shape& s : kShapes) {
     Buffers buffers(s);
@@ -208,6 +243,7 @@ int main(int argc, char** argv) {
       run_case(handle, stream, s, buffers, p);
     }
   }
-  cudnnDestroy(handle);
+  log_cudnn(cudnnDestroy(handle), "cudnnDestroy");
+  log_cuda(cudaStreamDestroy(stream), "cudaStreamDestroy");
   return 0;
 }

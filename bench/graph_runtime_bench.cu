@@ -95,6 +95,7 @@ void memset_node_table(cuda::Stream& stream, int warmup, int steps) {
   SG_CUDA_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
   for (int k = 0; k < kKernels; ++k) {
     scale_by_two<<<(kElements + 255) / 256, 256, 0, stream.get()>>>(x, kElements);
+    SG_CUDA_CHECK_LAUNCH("scale_by_two");
     if (k % kEvery == kEvery - 1) SG_CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(int), stream.get()));
   }
   cudaGraph_t kept = nullptr, lowered = nullptr;

@@ -52,7 +52,7 @@ inline constexpr DenseProbe kDenseProbes[] = {
 template <class T>
 struct Buffer {
   explicit Buffer(size_t n) : n(n) { SG_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T))); }
-  ~Buffer() { cudaFree(p); }
+  ~Buffer() { SG_CUDA_CHECK_NOEXCEPT(cudaFree(p)); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   T* p = nullptr;

@@ -493,7 +493,9 @@ config::Config bench_config(const BenchOptions& options, const CudaGraphFlags& g
   return config;
 }
 
-CudaGraphFlags graph_flags(const GraphMode& mode) { return CudaGraphFlags{mode.impl, mode.scope}; }
+CudaGraphFlags graph_flags(const GraphMode& mode) {
+  return CudaGraphFlags{.impl = graph::graph_impl_name(mode.impl), .scope = mode.scope};
+}
 
 CudaGraphFlags graph_flags(const BenchOptions& options) {
   CudaGraphFlags flags;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "config/graph_keys.h"
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "cuda/device.h"
@@ -137,7 +138,7 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
   const model::ActivationAccount& activations = plan.memory_plans[planned.memory_plan].activations;
   r.activation_bytes = activations.with_recompute();
   r.activation_bytes_without_recompute = activations.without_recompute();
-  const bool graphs = r.impl != "none";
+  const bool graphs = !config::graph_impl_is(planned.config.model, graph::GraphImpl::none);
   const graph::StepMode steady = graphs ? graph::StepMode::replay : graph::StepMode::eager;
   cuda::NvtxRange mode_range("bench mode " + r.label);
 
@@ -353,7 +354,9 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
   std::unique_ptr<dist::GradientReducer> reducer;
   if (distributed) {
     bool any_local = false;
-    for (const PlannedMode& m : plan.modes) any_local = any_local || m.config.model.cuda_graph_impl == "local";
+    for (const PlannedMode& m : plan.modes) {
+      any_local = any_local || config::graph_impl_is(m.config.model, graph::GraphImpl::local);
+    }
     const model::ModelLayout layout = model::model_layout(plan.model);
     reducer = distributed->make_step_reducer(plan.modes.front().config, layout.total(),
                                              model::gradient_readiness(layout), any_local);

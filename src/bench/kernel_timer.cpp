@@ -130,7 +130,12 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
       if (convert(activity, s.keep_names, record)) s.records.push_back(std::move(record));
     }
     size_t dropped = 0;
-    if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS) s.dropped += dropped;
+    const CUptiResult result = cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped);
+    if (result == CUPTI_SUCCESS) {
+      s.dropped += dropped;
+    } else if (s.error.empty()) {  // an unknown drop count: the window's records may be incomplete
+      s.error = "cuptiActivityGetNumDroppedRecords: " + cupti_error(result);
+    }
   }
   std::free(buffer);
 }
@@ -205,7 +210,9 @@ uint64_t KernelTimer::dropped_records() const {
 
 std::string KernelTimer::version() {
   uint32_t version = 0;
-  if (cuptiGetVersion(&version) != CUPTI_SUCCESS) return "CUPTI (version unknown)";
+  if (const CUptiResult result = cuptiGetVersion(&version); result != CUPTI_SUCCESS) {
+    return "CUPTI (version unknown: cuptiGetVersion failed: " + cupti_error(result) + ")";
+  }
   return strprintf("CUPTI API %u", version);
 }
 

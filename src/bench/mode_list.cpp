@@ -1,6 +1,7 @@
 #include "bench/mode_list.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/strings.h"
 #include "config/config.h"
@@ -20,15 +21,18 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 }  // namespace
 
 std::string GraphMode::label() const {
-  std::string text = scope.empty() ? impl : impl + ":" + join(scope, "+");
-  if (recompute) text += "+" + recompute->label();
+  std::string text = graph::graph_impl_name(impl);
+  if (!scope.empty()) text.append(":").append(join(scope, "+"));
+  if (recompute) text.append("+").append(recompute->label());
   return text;
 }
 
 GraphMode parse_graph_mode(std::string_view text) {
   const std::string entry = trim(text);
-  if (entry.empty()) throw config::ConfigError("--compare: empty mode; write modes as IMPL[:SCOPE[+SCOPE...]][+RECOMPUTE], "
-                                       "e.g. none,local,transformer_engine:attn+mlp,local+recompute_full");
+  if (entry.empty()) {
+    throw config::ConfigError("--compare: empty mode; write modes as IMPL[:SCOPE[+SCOPE...]][+RECOMPUTE], "
+                              "e.g. none,local,transformer_engine:attn+mlp,local+recompute_full");
+  }
   GraphMode mode;
   // The recompute setting is the last '+'-joined item; what comes before it is the graph mode.
   std::string graph_part = entry;
@@ -58,12 +62,14 @@ GraphMode parse_graph_mode(std::string_view text) {
     break;
   }
   const size_t colon = graph_part.find(':');
-  mode.impl = trim(graph_part.substr(0, colon));
-  if (!contains(graph_impl_names(), mode.impl)) {
-    throw config::ConfigError("--compare: unknown cuda_graph_impl '" + mode.impl + "' in '" + entry + "'" +
-                      did_you_mean(mode.impl, graph_impl_names()) + "; use one of " +
+  const std::string impl = trim(graph_part.substr(0, colon));
+  const std::optional<graph::GraphImpl> known = graph::find_graph_impl(impl);
+  if (!known) {
+    throw config::ConfigError("--compare: unknown cuda_graph_impl '" + impl + "' in '" + entry + "'" +
+                      did_you_mean(impl, graph_impl_names()) + "; use one of " +
                       join(graph_impl_names(), ", "));
   }
+  mode.impl = *known;
   if (colon == std::string::npos) return mode;
   const std::string scopes = graph_part.substr(colon + 1);
   for (const std::string& raw : split(scopes, '+')) {
@@ -81,7 +87,7 @@ GraphMode parse_graph_mode(std::string_view text) {
     }
     mode.scope.push_back(scope);
   }
-  if (mode.impl == "none") {
+  if (mode.impl == graph::GraphImpl::none) {
     throw config::ConfigError("--compare: '" + entry + "': cuda_graph_impl none graphs nothing and takes no scope; "
                       "write plain 'none' (or none+recompute_...)");
   }
@@ -90,7 +96,8 @@ GraphMode parse_graph_mode(std::string_view text) {
 
 std::vector<GraphMode> parse_mode_list(std::string_view text) {
   if (trim(text).empty()) {
-    throw config::ConfigError("--compare needs at least one mode, e.g. --compare none,local,transformer_engine:attn+mlp");
+    throw config::ConfigError(
+        "--compare needs at least one mode, e.g. --compare none,local,transformer_engine:attn+mlp");
   }
   std::vector<GraphMode> modes;
   for (const std::string& entry : split(text, ',')) {

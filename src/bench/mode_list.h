@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/graph_flags.h"
+#include "graph/scope_plan.h"
 #include "bench/recompute_mode.h"
 
 namespace sg::bench {
@@ -24,7 +25,7 @@ inline const std::vector<std::string>& graph_impl_names() { return config::cuda_
 inline const std::vector<std::string>& graph_scope_names() { return config::cuda_graph_scope_names(); }
 
 struct GraphMode {
-  std::string impl;                // none, local, transformer_engine
+  graph::GraphImpl impl = graph::GraphImpl::none;  // compared as the enum: a misspelt name does not compile
   std::vector<std::string> scope;  // as written, in order; empty: the impl's default
   std::optional<RecomputeMode> recompute;  // none: the recipe's (and overrides') recompute settings
 

@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/log.h"
 #include "core/strings.h"
 
 namespace sg::bench {
@@ -102,9 +104,13 @@ struct PowerSampler::State {
     s.power_w = milliwatts / 1000.0;
     s.sm_clock_mhz = mhz;
     unsigned long long reasons = 0;
-    if (reasons_known && api.GetClocksEventReasons(device, &reasons) == NVML_SUCCESS) {
-      s.power_capped = (reasons & kPowerReasons) != 0;
-      s.thermal = (reasons & kThermalReasons) != 0;
+    if (reasons_known) {
+      if (api.GetClocksEventReasons(device, &reasons) == NVML_SUCCESS) {
+        s.power_capped = (reasons & kPowerReasons) != 0;
+        s.thermal = (reasons & kThermalReasons) != 0;
+      } else {
+        reasons_known = false;  // a failed read is no "not capped": the summary says the reasons are unknown
+      }
     }
     return true;
   }
@@ -162,9 +168,16 @@ PowerSampler::PowerSampler(bool enabled, double interval_ms)
   st.initialized = true;
   int device = 0;
   char bus_id[64] = {0};
-  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != cudaSuccess) {
-    cudaGetLastError();  // not sticky; the caller's CUDA work reports its own errors
-    unavailable_ = "the CUDA device's PCI bus id is unknown";
+  const char* call = "cudaGetDevice";
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    call = "cudaDeviceGetPCIBusId";
+    err = cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device);
+  }
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // reported here; not sticky, so the caller's next CUDA check is not about it
+    unavailable_ = strprintf("the CUDA device's PCI bus id is unknown: %s failed: %s: %s", call, cudaGetErrorName(err),
+                             cudaGetErrorString(err));
     return;
   }
   if (const nvmlReturn_t r = api.GetHandleByPciBusId(bus_id, &st.device); r != NVML_SUCCESS) {
@@ -183,7 +196,15 @@ PowerSampler::PowerSampler(bool enabled, double interval_ms)
 
 PowerSampler::~PowerSampler() {
   if (state_->thread.joinable()) stop();
-  if (state_->initialized) state_->api.Shutdown();
+  if (state_->initialized) {
+    if (const nvmlReturn_t r = state_->api.Shutdown(); r != NVML_SUCCESS) {
+      try {  // a destructor: logged, not thrown (as SG_CUDA_CHECK_NOEXCEPT)
+        log::error(strprintf("nvmlShutdown failed: %s [%s:%d]", state_->error(r).c_str(), __FILE__, __LINE__));
+      } catch (...) {
+        std::fprintf(stderr, "error: nvmlShutdown failed: NVML error %d\n", static_cast<int>(r));
+      }
+    }
+  }
   // The library stays loaded: NVML's own at-exit work may still run.
 }
 

@@ -12,6 +12,8 @@
 namespace sg::bench {
 namespace {
 
+using graph::GraphImpl;
+
 std::string usage_error(const std::string& text) {
   try {
     parse_mode_list(text);
@@ -24,10 +26,10 @@ std::string usage_error(const std::string& text) {
 TEST(ModeList, TheIssuesExample) {
   const auto modes = parse_mode_list("none,local,transformer_engine:attn,transformer_engine:attn+mlp");
   ASSERT_EQ(modes.size(), 4u);
-  EXPECT_EQ(modes[0], (GraphMode{"none", {}, {}}));
-  EXPECT_EQ(modes[1], (GraphMode{"local", {}, {}}));
-  EXPECT_EQ(modes[2], (GraphMode{"transformer_engine", {"attn"}, {}}));
-  EXPECT_EQ(modes[3], (GraphMode{"transformer_engine", {"attn", "mlp"}, {}}));
+  EXPECT_EQ(modes[0], (GraphMode{GraphImpl::none, {}, {}}));
+  EXPECT_EQ(modes[1], (GraphMode{GraphImpl::local, {}, {}}));
+  EXPECT_EQ(modes[2], (GraphMode{GraphImpl::transformer_engine, {"attn"}, {}}));
+  EXPECT_EQ(modes[3], (GraphMode{GraphImpl::transformer_engine, {"attn", "mlp"}, {}}));
   EXPECT_EQ(modes[3].label(), "transformer_engine:attn+mlp");
   for (const GraphMode& m : modes) EXPECT_EQ(parse_graph_mode(m.label()), m);  // label round-trips
 }
@@ -35,8 +37,8 @@ TEST(ModeList, TheIssuesExample) {
 TEST(ModeList, SpacesAreTrimmedAndScopeOrderIsKept) {
   const auto modes = parse_mode_list(" local:full_iteration , transformer_engine: mlp + attn ");
   ASSERT_EQ(modes.size(), 2u);
-  EXPECT_EQ(modes[0], (GraphMode{"local", {"full_iteration"}, {}}));
-  EXPECT_EQ(modes[1], (GraphMode{"transformer_engine", {"mlp", "attn"}, {}}));
+  EXPECT_EQ(modes[0], (GraphMode{GraphImpl::local, {"full_iteration"}, {}}));
+  EXPECT_EQ(modes[1], (GraphMode{GraphImpl::transformer_engine, {"mlp", "attn"}, {}}));
 }
 
 TEST(ModeList, SpellingErrorsAreUsageErrors) {
@@ -66,19 +68,20 @@ TEST(ModeList, RecomputeSettingsFollowTheGraphMode) {
       "transformer_engine:attn+mlp+recompute_selective=core_attn/mlp,local+recompute_full=block/2,"
       "none+recompute_full=uniform,transformer_engine+recompute_none");
   ASSERT_EQ(modes.size(), 7u);
-  EXPECT_EQ(modes[0], (GraphMode{"local", {}, std::nullopt}));  // the recipe's recompute settings
-  EXPECT_EQ(modes[1], (GraphMode{"local", {}, recompute("full")}));
-  EXPECT_EQ(modes[2], (GraphMode{"transformer_engine", {"attn", "mlp"}, recompute("selective")}));
-  EXPECT_EQ(modes[3], (GraphMode{"transformer_engine", {"attn", "mlp"}, recompute("selective", {"core_attn", "mlp"})}));
-  EXPECT_EQ(modes[4], (GraphMode{"local", {}, recompute("full", {}, "block", 2)}));
-  EXPECT_EQ(modes[5], (GraphMode{"none", {}, recompute("full", {}, "uniform")}));
-  EXPECT_EQ(modes[6], (GraphMode{"transformer_engine", {}, recompute("none")}));
+  EXPECT_EQ(modes[0], (GraphMode{GraphImpl::local, {}, std::nullopt}));  // the recipe's recompute settings
+  EXPECT_EQ(modes[1], (GraphMode{GraphImpl::local, {}, recompute("full")}));
+  EXPECT_EQ(modes[2], (GraphMode{GraphImpl::transformer_engine, {"attn", "mlp"}, recompute("selective")}));
+  EXPECT_EQ(modes[3],
+            (GraphMode{GraphImpl::transformer_engine, {"attn", "mlp"}, recompute("selective", {"core_attn", "mlp"})}));
+  EXPECT_EQ(modes[4], (GraphMode{GraphImpl::local, {}, recompute("full", {}, "block", 2)}));
+  EXPECT_EQ(modes[5], (GraphMode{GraphImpl::none, {}, recompute("full", {}, "uniform")}));
+  EXPECT_EQ(modes[6], (GraphMode{GraphImpl::transformer_engine, {}, recompute("none")}));
   EXPECT_EQ(modes[3].label(), "transformer_engine:attn+mlp+recompute_selective=core_attn/mlp");
   EXPECT_EQ(modes[4].label(), "local+recompute_full=block/2");
   for (const GraphMode& m : modes) EXPECT_EQ(parse_graph_mode(m.label()), m);  // label round-trips
   // Spaces around items and between modules are trimmed.
   EXPECT_EQ(parse_graph_mode(" transformer_engine: attn + recompute_selective = core_attn / mlp "),
-            (GraphMode{"transformer_engine", {"attn"}, recompute("selective", {"core_attn", "mlp"})}));
+            (GraphMode{GraphImpl::transformer_engine, {"attn"}, recompute("selective", {"core_attn", "mlp"})}));
 }
 
 TEST(ModeList, RecomputeSpellingErrorsAreUsageErrors) {

@@ -18,6 +18,7 @@
 #include "bench/device_activity.h"
 #include "bench/report.h"
 #include "core/strings.h"
+#include "graph/scope_plan.h"
 #include "kernels/lm_head.h"
 #include "test_util.h"
 #include "train/metrics.h"
@@ -25,6 +26,8 @@
 
 namespace sg::bench {
 namespace {
+
+using graph::GraphImpl;
 
 TEST(BenchStats, PercentilesInterpolateBetweenRanks) {
   EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 0.5), 2.5);
@@ -141,11 +144,11 @@ struct Fixture {
   BenchResults results;
 };
 
-ModeResult made_up_mode(const std::string& label, const std::string& impl, double step_ms, double floor_ms,
+ModeResult made_up_mode(const std::string& label, GraphImpl impl, double step_ms, double floor_ms,
                         uint64_t peak) {
   ModeResult m;
   m.label = label;
-  m.impl = impl;
+  m.impl = graph::graph_impl_name(impl);
   for (int i = 0; i < 10; ++i) {
     m.step_ms.push_back(step_ms + 0.01 * i);  // median = step_ms + 0.045
     m.host_ms.push_back(0.5);
@@ -159,11 +162,11 @@ ModeResult made_up_mode(const std::string& label, const std::string& impl, doubl
   m.memory_after_capture = peak;
   m.memory_peak = peak;
   m.final_loss = 9.0;
-  m.captured = impl != "none";
+  m.captured = impl != GraphImpl::none;
   m.capture_ms = m.captured ? 20.0 : 0.0;
   m.instantiate_ms = m.captured ? 5.0 : 0.0;
-  m.graphs_created = impl == "local" ? 1 : impl == "none" ? 0 : 16;
-  m.graphable_layers = impl == "none" ? 0 : 4;
+  m.graphs_created = impl == GraphImpl::local ? 1 : m.captured ? 16 : 0;
+  m.graphable_layers = m.captured ? 4 : 0;
   m.total_layers = 4;
   return m;
 }
@@ -177,9 +180,10 @@ Fixture fixture() {
   f.results.env.device_summary = "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)";
   f.results.env.peak_tflops = 989.0;
   f.results.env.arena_bytes = 1 << 30;
-  f.results.modes = {made_up_mode("none", "none", 4.0, 2.0, 2'000'000'000),
-                     made_up_mode("local", "local", 2.0, 2.0, 2'000'100'000),
-                     made_up_mode("transformer_engine:attn+mlp", "transformer_engine", 2.2, 2.0, 1'999'000'000)};
+  f.results.modes = {made_up_mode("none", GraphImpl::none, 4.0, 2.0, 2'000'000'000),
+                     made_up_mode("local", GraphImpl::local, 2.0, 2.0, 2'000'100'000),
+                     made_up_mode("transformer_engine:attn+mlp", GraphImpl::transformer_engine, 2.2, 2.0,
+                                  1'999'000'000)};
   return f;
 }
 
@@ -388,12 +392,12 @@ TEST(BenchReport, StepFlopsSplitIntoMatmulAndAttention) {
 TEST(BenchReport, RecomputeModesCompareWithTheSameGraphModeWithoutRecompute) {
   Fixture f = fixture();
   for (ModeResult& m : f.results.modes) m.arena_bytes = 1 << 30;
-  ModeResult full = made_up_mode("local+recompute_full", "local", 2.5, 2.4, 1'500'000'000);
+  ModeResult full = made_up_mode("local+recompute_full", GraphImpl::local, 2.5, 2.4, 1'500'000'000);
   full.recompute = "full=uniform/1";
   full.memory_plan = 1;
   full.arena_bytes = 1 << 29;
-  ModeResult orphan = made_up_mode("transformer_engine:attn+recompute_selective", "transformer_engine", 2.3, 2.2,
-                                   1'900'000'000);
+  ModeResult orphan = made_up_mode("transformer_engine:attn+recompute_selective", GraphImpl::transformer_engine, 2.3,
+                                   2.2, 1'900'000'000);
   orphan.scope = {"attn"};  // no transformer_engine:attn without recompute was listed
   orphan.recompute = "selective=core_attn";
   orphan.memory_plan = 2;
@@ -444,7 +448,7 @@ TEST(BenchReport, RecomputeModesCompareWithTheSameGraphModeWithoutRecompute) {
 
   // Eager with recompute is not the eager reference, wherever it is listed.
   Fixture g = fixture();
-  ModeResult eager_full = made_up_mode("none+recompute_full", "none", 5.0, 4.0, 1'200'000'000);
+  ModeResult eager_full = made_up_mode("none+recompute_full", GraphImpl::none, 5.0, 4.0, 1'200'000'000);
   eager_full.recompute = "full=uniform/1";
   g.results.modes.insert(g.results.modes.begin(), eager_full);
   const BenchReport eager = summarize(g.plan, g.results);

@@ -1,6 +1,7 @@
 // The CPU backend's host memory plan (train/host_memory.h) from what each layer kind's CPU twin declares
 // (model::CpuLayerFootprint, through the registry): every number as train/host_memory.cpp computed it
-// before, per kind, with a switch.
+// before, per kind, with a switch, but for the attention output and its gradient: the former formula counted
+// them hidden_size wide, the twin allocates them q_dim wide (tests/model/cpu_layer_footprint_test.cpp).
 #include "train/host_memory.h"
 
 #include <gtest/gtest.h>
@@ -20,7 +21,8 @@ namespace {
 using model::LayerKind;
 
 // train/host_memory.cpp's formulas before the kinds declared their footprint, kept here as the
-// reference: one layer's elements with its pre-norm, then the plan's items that sum them.
+// reference (the attention output q_dim wide, Q below): one layer's elements with its pre-norm, then the
+// plan's items that sum them.
 struct FormerLayerCost {
   double params = 0.0, saved = 0.0, scratch = 0.0;
 };
@@ -30,8 +32,8 @@ FormerLayerCost former_layer_cost(LayerKind kind, const model::ModelSpec& m, con
   const double S = static_cast<double>(m.seq_length), T = static_cast<double>(b.micro_batch_size) * S;
   switch (kind) {
     case LayerKind::attention:
-      return {H + QKV * H + H * Q, T * (QKV + H) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S,
-              T * (H + QKV)};
+      return {H + QKV * H + H * Q, T * (QKV + Q) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S,
+              T * (Q + QKV)};
     case LayerKind::mlp: {
       const double up = m.mlp_activation == model::MlpActivation::swiglu ? 2.0 : 1.0;
       return {H + (up + 1.0) * F * H, (up + 1.0) * T * F, (up + 1.0) * T * F};

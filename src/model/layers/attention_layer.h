@@ -64,7 +64,7 @@ class AttentionLayer final : public Layer {
   kernels::RopeTable rope_table_;  // built once, by the first layer bound (rope_cos_sin_table())
 
   bf16* qkv_ = nullptr;  // [T, qkv_dim] after RoPE
-  bf16* attn_ = nullptr;  // [T, H] attention output
+  bf16* attn_ = nullptr;  // [T, q_dim] attention output
   float* lse_ = nullptr;  // [B, heads, S]
   bf16* d_attn_ = nullptr;
   bf16* d_qkv_ = nullptr;

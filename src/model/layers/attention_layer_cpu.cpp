@@ -12,13 +12,13 @@ size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
 CpuLayerFootprint AttentionLayerCpu::host_footprint(const ModelSpec& m, const BatchSpec& b) {
   const double H = static_cast<double>(m.hidden_size), QKV = static_cast<double>(m.qkv_dim());
-  const double Q = static_cast<double>(m.num_attention_heads * m.head_dim());
+  const double Q = static_cast<double>(m.q_dim());
   const double S = static_cast<double>(m.seq_length), T = static_cast<double>(b.micro_batch_size) * S;
-  // Saved: qkv, the attention output, the softmax statistics; scratch: their gradients. The attention
-  // output and its gradient are counted H wide, as plan() sizes them when q_dim == H (no kv_channels).
+  // plan()'s buffers. Saved: qkv, the attention output, the softmax statistics; scratch: their gradients.
+  // The attention output and its gradient are q_dim wide (heads x kv_channels), which need not be H.
   return {.params = QKV * H + H * Q,
-          .saved = T * (QKV + H) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S,
-          .scratch = T * (H + QKV)};
+          .saved = T * (QKV + Q) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S,
+          .scratch = T * (Q + QKV)};
 }
 
 void AttentionLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {

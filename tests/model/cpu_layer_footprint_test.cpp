@@ -1,0 +1,65 @@
+// The host memory a layer kind declares for its CPU twin (model::CpuLayerFootprint, summed by
+// train/host_memory.h) against what the twin allocates when it plans a microbatch: saved + scratch must be
+// the bytes of its plan() buffers, also for shapes where q_dim (heads x kv_channels) is not hidden_size.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "model/layer_kind.h"
+#include "model/layer_registry.h"
+#include "tiny_model.h"
+
+namespace {
+
+// Bytes allocated through the global operator new while `counting` (this test is single-threaded).
+bool counting = false;
+size_t counted_bytes = 0;
+
+}  // namespace
+
+void* operator new(size_t bytes) {
+  if (counting) counted_bytes += bytes;
+  if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace sg::model {
+namespace {
+
+// What each layer of `spec`'s stack allocates in plan(), against its kind's footprint (fp32 elements).
+void expect_footprints_allocated(const ModelSpec& spec, const BatchSpec& batch) {
+  const std::vector<LayerKind> kinds = stack_layer_kinds(spec);
+  std::vector<std::unique_ptr<CpuLayer>> layers = make_cpu_layers(spec);
+  ASSERT_EQ(layers.size(), kinds.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    SCOPED_TRACE("layer " + std::to_string(i) + ", " + layer_kind_info(kinds[i]).name);
+    counted_bytes = 0;
+    counting = true;
+    layers[i]->plan(spec, batch);
+    counting = false;
+    const CpuLayerFootprint footprint = layer_kind_host_footprint(kinds[i], spec, batch);
+    EXPECT_EQ(static_cast<double>(counted_bytes), (footprint.saved + footprint.scratch) * sizeof(float));
+  }
+}
+
+TEST(CpuLayerFootprint, CountsWhatTheTwinAllocates) {
+  const BatchSpec batch{.micro_batch_size = 2};
+  expect_footprints_allocated(test::tiny_hybrid_spec("*-M"), batch);
+}
+
+// model.kv_channels: 4 heads of 6 make the attention output 24 wide on a hidden size of 16.
+TEST(CpuLayerFootprint, CountsTheAttentionOutputQDimWide) {
+  ModelSpec spec = test::tiny_hybrid_spec("*-");
+  spec.kv_channels = 6;
+  ASSERT_NE(spec.q_dim(), spec.hidden_size);
+  expect_footprints_allocated(spec, BatchSpec{.micro_batch_size = 2});
+}
+
+}  // namespace
+}  // namespace sg::model
