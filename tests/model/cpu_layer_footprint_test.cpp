@@ -11,6 +11,7 @@
 
 #include "model/layer_kind.h"
 #include "model/layer_registry.h"
+#include "moe_layer_case.h"
 #include "tiny_model.h"
 
 namespace {
@@ -59,6 +60,20 @@ TEST(CpuLayerFootprint, CountsTheAttentionOutputQDimWide) {
   spec.kv_channels = 6;
   ASSERT_NE(spec.q_dim(), spec.hidden_size);
   expect_footprints_allocated(spec, BatchSpec{.micro_batch_size = 2});
+}
+
+// MoE layers (routed experts, a shared expert, capacity with padding, per-sequence aux loss groups).
+TEST(CpuLayerFootprint, CountsTheMoeLayersBuffers) {
+  for (const test::MoeCase& c : {
+           test::MoeCase{.name = "dropless", .H = 16, .E = 4, .k = 2, .F = 8, .S = 0, .micro_batch = 2, .seq = 5},
+           test::MoeCase{.name = "shared", .H = 16, .E = 6, .k = 3, .F = 8, .S = 12, .micro_batch = 3, .seq = 4},
+           test::MoeCase{.name = "seq_aux_padded", .H = 8, .E = 5, .k = 1, .F = 8, .S = 0, .micro_batch = 3, .seq = 7,
+                         .pre_softmax = true, .balancing = MoeLoadBalancing::seq_aux_loss, .capacity_factor = 1.5,
+                         .pad = true},
+       }) {
+    SCOPED_TRACE(c.name);
+    expect_footprints_allocated(test::moe_case_spec(c), test::moe_case_batch(c));
+  }
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The CPU backend's host memory plan (train/host_memory.h) from what each layer kind's CPU twin declares
 // (model::CpuLayerFootprint, through the registry): every number as train/host_memory.cpp computed it
-// before, per kind, with a switch, but for the attention output and its gradient: the former formula counted
-// them hidden_size wide, the twin allocates them q_dim wide (tests/model/cpu_layer_footprint_test.cpp).
+// before, per kind, with a switch, but for what the former formula missed of what the twins allocate
+// (tests/model/cpu_layer_footprint_test.cpp): the attention output and its gradient are q_dim wide, not
+// hidden_size, and the MoE router keeps its aux loss's per-group counts and the step's per-expert counts.
 #include "train/host_memory.h"
 
 #include <gtest/gtest.h>
@@ -50,7 +51,7 @@ FormerLayerCost former_layer_cost(LayerKind kind, const model::ModelSpec& m, con
       const double E = static_cast<double>(s.E), R = static_cast<double>(s.rows), Fe = static_cast<double>(s.F),
                    Sh = static_cast<double>(s.S), k = static_cast<double>(s.k);
       return {H + E * H + 3.0 * E * Fe * H + 3.0 * Sh * H + E,
-              T * (E + 2.0 * k) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh,
+              T * (E + 2.0 * k) + static_cast<double>(s.aux_groups + 1) * E + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh,
               T * (E + k + H) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh};
     }
   }

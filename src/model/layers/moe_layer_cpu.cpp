@@ -18,15 +18,17 @@ size_t sz(int64_t n) { return static_cast<size_t>(n); }
 }  // namespace
 
 CpuLayerFootprint MoeLayerCpu::host_footprint(const ModelSpec& m, const BatchSpec& b) {
-  // plan()'s buffers: the router's, the permuted rows', the experts' and the shared expert's. The
-  // parameters count the expert bias [E] also when it is off (an overestimate of E elements).
+  // plan()'s buffers: the router's (with the aux loss's per-group counts and the step's per-expert counts), the
+  // permuted rows', the experts' and the shared expert's. The parameters count the expert bias [E] also when it
+  // is off (an overestimate of E elements).
   const MoeShapes s = moe_shapes(m, b.micro_batch_size * m.seq_length);
   const double H = static_cast<double>(m.hidden_size);
   const double T = static_cast<double>(b.micro_batch_size) * static_cast<double>(m.seq_length);
   const double E = static_cast<double>(s.E), R = static_cast<double>(s.rows), Fe = static_cast<double>(s.F),
                Sh = static_cast<double>(s.S), k = static_cast<double>(s.k);
   return {.params = E * H + 3.0 * E * Fe * H + 3.0 * Sh * H + E,
-          .saved = T * (E + 2.0 * k) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh,
+          .saved = T * (E + 2.0 * k) + static_cast<double>(s.aux_groups + 1) * E + R * (2.0 * H + 3.0 * Fe) +
+                   3.0 * T * Sh,
           .scratch = T * (E + k + H) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh};
 }
 
