@@ -539,6 +539,22 @@ class TokenizerTools(unittest.TestCase):
             self.assertEqual(sorted(os.listdir(out)), TOKENIZER_FILES, "temporary files left behind")
             self.assertEqual(read_folder(out), before)
 
+    def test_a_failed_finalize_leaves_no_temporaries(self):
+        # Any failure while the .idx is written (not only a full disk) removes both temporary files.
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        from sgtools.indexed_dataset import IndexedDatasetWriter
+        prefix = os.path.join(self.dir, "interrupted", "corpus")
+        for error in (KeyboardInterrupt, ValueError):
+            writer = IndexedDatasetWriter(prefix, np.uint16)
+            writer.add_documents(np.array([1, 2, 3], dtype=np.uint16), [[3]])
+
+            def fail():
+                raise error("while writing the index")
+            writer.index_bytes = fail
+            with self.assertRaises(error):
+                writer.finalize()
+            self.assertEqual(os.listdir(os.path.dirname(prefix)), [], error.__name__)
+
     def test_eod_from_special_tokens_map(self):
         # A layout transformers writes: the eos_token only in special_tokens_map.json. The C++ trainer takes
         # the EOD from there (src/data/hf_tokenizer.cpp), so --append-eod must too.

@@ -120,6 +120,9 @@ class IndexedDatasetWriter:
         except OSError as e:
             self.abort()
             raise ToolError(f"cannot write the output {self.prefix}.{{bin,idx}}: {e.strerror}") from None
+        except BaseException:
+            self.abort()  # a Ctrl-C or a bug: its own message, and no temporary files left behind either
+            raise
 
     def _replace_pair(self) -> None:
         """The old .idx goes first, then the .bin and last the .idx are renamed into place.
