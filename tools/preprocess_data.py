@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 import textwrap
 from collections import deque
@@ -52,6 +53,7 @@ SUPPORTED_TOKENIZER_TYPES = ("HuggingFaceTokenizer",)
 BATCH_DOCUMENTS = 256        # documents per task sent to a worker
 BATCH_BYTES = 1 << 20        # ... or fewer, once they hold this much text
 TASKS_IN_FLIGHT_PER_WORKER = 4
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # what stops the tool (sgtools.run_tool); workers ignore/die on them
 
 # Flags of Megatron-LM's tools/preprocess_data.py with no counterpart here: parsed (argparse alone would
 # answer "unrecognized arguments"), then refused by check_args with what this tool does instead.
@@ -168,10 +170,10 @@ def init_worker(tokenizer_json: str, json_keys: list[str], eod_id: int | None) -
 
 
 def init_pool_worker(*init_args) -> None:
-    import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (it stops the pool)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler (its exception would print a
     # traceback here); SIGTERM to the parent stops the pool, SIGTERM to the process group ends workers quietly
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked from the fork until now: see encoded_batches
     init_worker(*init_args)
 
 
@@ -227,7 +229,15 @@ def encoded_batches(args: argparse.Namespace, init_args: tuple):
         yield from map(encode_batch, tasks)
         return
     import multiprocessing
-    with multiprocessing.Pool(args.workers, initializer=init_pool_worker, initargs=init_args) as pool:
+    # The workers are forked with the stop signals blocked, so the parent's handler (which raises) never runs in
+    # a worker that has not reached init_pool_worker yet: a pool stopped early (a bad input file) would print
+    # that worker's traceback. A signal that arrives meanwhile stays pending in the parent, which takes it next.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        pool = multiprocessing.Pool(args.workers, initializer=init_pool_worker, initargs=init_args)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    with pool:
         pending = deque()
         for batch in tasks:
             pending.append(pool.apply_async(encode_batch, (batch,)))

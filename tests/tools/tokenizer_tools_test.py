@@ -542,7 +542,10 @@ class TokenizerTools(unittest.TestCase):
     def test_a_failed_finalize_leaves_no_temporaries(self):
         # Any failure while the .idx is written (not only a full disk) removes both temporary files.
         sys.path.insert(0, os.path.join(ROOT, "tools"))
-        from sgtools.indexed_dataset import IndexedDatasetWriter
+        try:
+            from sgtools.indexed_dataset import IndexedDatasetWriter
+        finally:
+            sys.path.pop(0)
         prefix = os.path.join(self.dir, "interrupted", "corpus")
         for error in (KeyboardInterrupt, ValueError):
             writer = IndexedDatasetWriter(prefix, np.uint16)
@@ -672,8 +675,9 @@ class TokenizerTools(unittest.TestCase):
         self.assertEqual(sum(r.size for r in read_records([SAMPLE])), os.path.getsize(SAMPLE))
 
     def test_dataset_writer_removes_the_old_index_before_replacing_the_bin(self):
-        # A kill between finalize()'s two renames (simulated: the second one raises past the OSError handling)
-        # must not leave the old .idx beside the new .bin: a stale .idx of the same size reads as valid.
+        # A kill between finalize()'s two renames (simulated: the second one raises, and the clean-up a killed
+        # process never runs is switched off) must not leave the old .idx beside the new .bin: a stale .idx of
+        # the same size reads as valid.
         sys.path.insert(0, os.path.join(ROOT, "tools"))
         try:
             from sgtools.indexed_dataset import IndexedDatasetWriter
@@ -681,9 +685,11 @@ class TokenizerTools(unittest.TestCase):
             sys.path.pop(0)
         prefix = os.path.join(self.dir, "replaced", "corpus")
 
-        def write(documents):
+        def write(documents, killed=False):
             w = IndexedDatasetWriter(prefix, np.uint16)
             w.add_documents(np.asarray(sum(documents, []), dtype=np.int64), [[len(d)] for d in documents])
+            if killed:
+                w.abort = lambda: None
             w.finalize()
 
         class Killed(BaseException):
@@ -701,7 +707,7 @@ class TokenizerTools(unittest.TestCase):
         os.replace = replace
         try:
             with self.assertRaises(Killed):
-                write([[9], [8, 7, 6, 5]])  # as many tokens as the old corpus
+                write([[9], [8, 7, 6, 5]], killed=True)  # as many tokens as the old corpus
         finally:
             os.replace = real_replace
         self.assertEqual(renamed, [prefix + ".bin", prefix + ".idx"])
