@@ -35,7 +35,7 @@ std::string format_value(const Config& config, std::string_view dotted_key) {
                    return;
                  }
                  found = true;
-                 text = detail::format_yaml(member);
+                 text = detail::format_field(s, k, member);  // as config show prints it (emit_yaml)
                });
   if (!found) {
     throw ConfigError(strprintf("unknown config key '%.*s'", static_cast<int>(dotted_key.size()),

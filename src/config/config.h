@@ -7,13 +7,13 @@
 // validate() (config/validate.h, which also normalizes) -> emit_yaml / model_spec.
 // Defaults are Bridge's (GPTModelProvider with the Llama provider's choices: no biases, no dropout,
 // untied embeddings); keys Bridge leaves unset (None) are std::optional here and print as null.
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "config/bridge_inert_keys.h"
 #include "core/error.h"
 
 namespace sg::config {
@@ -104,6 +104,8 @@ struct ModelConfig {
   std::vector<std::string> cuda_graph_scope;  // YAML list or "attn,mlp"
   int64_t cuda_graph_warmup_steps = 3;
   bool use_te_rng_tracker = false;
+  // Megatron-Bridge's model keys stepgraph accepts without implementing them (config/bridge_inert_keys.h)
+  BridgeInertValues<bridge_inert_count("model")> bridge_inert;
 };
 
 struct TrainConfig {
@@ -170,17 +172,11 @@ struct CheckpointConfig {
   bool overwrite = false;    // delete them and start over
 };
 
-// Megatron-Bridge's Weights & Biases keys of the logger section, the one list of them. stepgraph does not log to
-// W&B (metrics.jsonl and TensorBoard instead): they are known keys so that a Bridge config loads, round-trip
-// through YAML (emit_yaml prints them only when set), and have no effect but a validation note naming the ones
-// set.
-inline constexpr std::array<const char*, 4> kBridgeWandbKeys = {"wandb_project", "wandb_exp_name", "wandb_entity",
-                                                                "wandb_save_dir"};
-
 struct LoggerConfig {
   int64_t log_interval = 100;
   std::optional<std::string> tensorboard_dir;  // TensorBoard event files go here
-  std::array<std::optional<std::string>, kBridgeWandbKeys.size()> wandb;  // kBridgeWandbKeys' values, in order
+  // Bridge's W&B keys: stepgraph logs to metrics.jsonl and TensorBoard instead (config/bridge_inert_keys.h)
+  BridgeInertValues<bridge_inert_count("logger")> bridge_inert;
 };
 
 struct RngConfig {
@@ -223,7 +219,8 @@ struct Config {
 
 // Calls visitor(section, key, member, doc) for every key in emission order. The member type is one
 // of bool, int64_t, double, std::string, std::optional<int64_t|double|std::string>,
-// std::vector<std::string>. One table serves the YAML loader, overrides, the emitter and the docs.
+// std::vector<std::string>, BridgeInertValue (a Bridge key stepgraph accepts without implementing it; printed only
+// when set). One table serves the YAML loader, overrides, the emitter and the docs.
 template <class ConfigT, class Visitor>
 void visit_fields(ConfigT& c, Visitor&& v) {
   auto& m = c.model;
@@ -312,6 +309,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "full_iteration, attn, mlp, moe, moe_router, moe_preprocess, mamba (list or a,b)");
   v("model", "cuda_graph_warmup_steps", m.cuda_graph_warmup_steps, "eager steps before capture");
   v("model", "use_te_rng_tracker", m.use_te_rng_tracker, "graph-safe RNG tracker (model side)");
+  visit_bridge_inert("model", m.bridge_inert, v);
   v("train", "micro_batch_size", c.train.micro_batch_size, "sequences per microbatch");
   v("train", "global_batch_size", c.train.global_batch_size,
     "sequences per step over all ranks; null = micro_batch_size x data-parallel size");
@@ -366,9 +364,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "delete the checkpoints already in checkpoint.save and start over");
   v("logger", "log_interval", c.logger.log_interval, "steps between log lines");
   v("logger", "tensorboard_dir", c.logger.tensorboard_dir, "write TensorBoard event files here");
-  for (size_t i = 0; i < kBridgeWandbKeys.size(); ++i) {
-    v("logger", kBridgeWandbKeys[i], c.logger.wandb[i], "Bridge's Weights & Biases setting: no effect (a note)");
-  }
+  visit_bridge_inert("logger", c.logger.bridge_inert, v);
   v("rng", "seed", c.rng.seed, "seed of every random stream");
   v("rng", "te_rng_tracker", c.rng.te_rng_tracker, "graph-safe RNG tracker (rng side)");
   v("rerun_state_machine", "check_for_nan_in_loss", c.rerun_state_machine.check_for_nan_in_loss,

@@ -7,9 +7,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "config/config.h"
+#include "config/moe_layer_freq.h"
 
 namespace sg::config::detail {
 
@@ -44,6 +46,15 @@ std::string format_yaml(const std::vector<std::string>& v);
 template <class T>
 std::string format_yaml(const std::optional<T>& v) {
   return v ? format_yaml(*v) : std::string("null");
+}
+
+// One field as emit_yaml prints it (format_value too): model.moe_layer_freq in Bridge's forms, the rest by type.
+template <class T>
+std::string format_field(std::string_view section, std::string_view key, const T& member) {
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    if (section == "model" && key == "moe_layer_freq") return format_moe_layer_freq(member);
+  }
+  return format_yaml(member);
 }
 
 }  // namespace sg::config::detail

@@ -1,5 +1,4 @@
 // Config -> YAML text that load_config_yaml reads back to the same config (tested round trip).
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <type_traits>
@@ -26,14 +25,6 @@ bool reserved_word(const std::string& s) {
     if (l == w) return true;
   }
   return false;
-}
-
-// One of Bridge's W&B keys (config.h), which have no effect: printed only when set, so `config show` and a run's
-// config.yaml do not offer a feature stepgraph lacks, and the YAML (and the checkpoints' config hash) of a config
-// without them is what it was before they were known. Unset, they read back as unset: the round trip holds.
-bool bridge_wandb_key(std::string_view section, std::string_view key) {
-  return section == "logger" &&
-         std::find(kBridgeWandbKeys.begin(), kBridgeWandbKeys.end(), key) != kBridgeWandbKeys.end();
 }
 
 }  // namespace
@@ -116,8 +107,11 @@ std::string emit_yaml(const Config& config, const std::string& header) {
   std::string_view current_section;
   visit_fields(
       config, [&](std::string_view section, std::string_view key, const auto& member, const char*) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(member)>, std::optional<std::string>>) {
-          if (!member && detail::bridge_wandb_key(section, key)) return;
+        // A Bridge key stepgraph only accepts (config/bridge_inert_keys.h) prints only when set: `config show` and
+        // a run's config.yaml offer no feature stepgraph lacks, and the YAML (and the checkpoints' config hash) of
+        // a config without them is what it was before they were known. Unset reads back as unset.
+        if constexpr (std::is_same_v<std::decay_t<decltype(member)>, BridgeInertValue>) {
+          if (!member) return;
         }
         if (section != current_section) {
           out += section;
@@ -127,12 +121,7 @@ std::string emit_yaml(const Config& config, const std::string& header) {
         out += "  ";
         out += key;
         out += ": ";
-        if constexpr (std::is_same_v<std::decay_t<decltype(member)>, std::vector<std::string>>) {
-          out += section == "model" && key == "moe_layer_freq" ? format_moe_layer_freq(member)
-                                                               : detail::format_yaml(member);
-        } else {
-          out += detail::format_yaml(member);
-        }
+        out += detail::format_field(section, key, member);
         out += '\n';
       });
   return out;

@@ -142,6 +142,17 @@ void convert(const YAML::Node& n, std::vector<std::string>& out, const std::stri
   out = std::move(items);
 }
 
+// A Bridge key stepgraph accepts without implementing it (bridge_inert_keys.h): any one value, kept as written
+// (validation judges it); null unsets it.
+void convert(const YAML::Node& n, BridgeInertValue& out, const std::string& where) {
+  if (n.IsNull()) {
+    out.text.reset();
+    return;
+  }
+  if (!n.IsScalar()) type_error(where, n, "a single value");
+  out.text = n.Scalar();
+}
+
 template <class T>
 void convert(const YAML::Node& n, std::optional<T>& out, const std::string& where) {
   if (n.IsNull()) {
@@ -182,7 +193,8 @@ bool is_string_key(std::string_view section, std::string_view key) {
   visit_fields(defaults, [&](std::string_view s, std::string_view k, const auto& member, const char*) {
     using T = std::decay_t<decltype(member)>;
     if (s == section && k == key) {
-      string_typed = std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>>;
+      string_typed = std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>> ||
+                     std::is_same_v<T, BridgeInertValue>;
     }
   });
   return string_typed;
@@ -202,12 +214,63 @@ bool assign_key(Config& config, std::string_view section, std::string_view key,
   return found;
 }
 
+namespace {
+
+// One adjacent pair swapped ("szie" for "size"): one slip of the fingers, two edits to edit_distance.
+bool swapped_pair(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  size_t i = 0;
+  while (i < a.size() && a[i] == b[i]) ++i;
+  return i + 1 < a.size() && a[i] == b[i + 1] && a[i + 1] == b[i] && a.substr(i + 2) == b.substr(i + 2);
+}
+
+// Word `a` of a mistyped key for word `b` of a real one: a typo (at most a third of the word, at least one edit, or
+// a swapped pair) or an abbreviation ("eps" for "epsilon", "frequency" for "freq": one starts with the other, the
+// shorter of at least 3 letters).
+bool word_typo(std::string_view a, std::string_view b) {
+  const size_t shorter = std::min(a.size(), b.size()), longer = std::max(a.size(), b.size());
+  return edit_distance(a, b) <= std::max<size_t>(1, longer / 3) || swapped_pair(a, b) ||
+         (shorter >= 3 && a.substr(0, shorter) == b.substr(0, shorter));
+}
+
+// Whether the unknown `key` may be a mistyped `candidate`, so that suggesting it helps: the same words with typos
+// (word_typo), the candidate's words with one left out (tensor_parallel_size for tensor_model_parallel_size), or the
+// same letters with underscores missing, extra or moved and at most one typo. A word added or replaced by another
+// word names something else however close the spelling (moe_router_dtype is no moe_router_topk, mtp_num_layers no
+// num_layers, expert_tensor_parallel_size no expert_model_parallel_size): no suggestion then.
+bool plausible_key_typo(std::string_view key, std::string_view candidate) {
+  const std::vector<std::string> words = split(key, '_'), candidate_words = split(candidate, '_');
+  if (words.size() == candidate_words.size()) {
+    bool typos = true;
+    for (size_t i = 0; i < words.size() && typos; ++i) typos = word_typo(words[i], candidate_words[i]);
+    if (typos) return true;
+  }
+  if (candidate_words.size() == words.size() + 1) {
+    size_t matched = 0;
+    for (const std::string& word : candidate_words) {
+      if (matched < words.size() && word == words[matched]) ++matched;
+    }
+    if (matched == words.size()) return true;
+  }
+  const auto letters = [](std::string_view s) {
+    std::string out;
+    for (const char ch : s) {
+      if (ch != '_') out += ch;
+    }
+    return out;
+  };
+  const std::string a = letters(key), b = letters(candidate);
+  return edit_distance(a, b) <= 1 || swapped_pair(a, b);
+}
+
+}  // namespace
+
 std::string unknown_key_message(std::string_view section, std::string_view key) {
-  std::vector<std::string> same_section;
+  std::vector<std::string> same_section;  // the section's keys `key` may be a typo of
   std::vector<std::string> elsewhere;  // the same key name under another section
   const Config defaults;
   visit_fields(defaults, [&](std::string_view s, std::string_view k, const auto&, const char*) {
-    if (s == section) same_section.emplace_back(k);
+    if (s == section && plausible_key_typo(key, k)) same_section.emplace_back(k);
     if (s != section && k == key) elsewhere.push_back(std::string(s) + "." + std::string(k));
   });
   std::string message = strprintf("unknown key '%.*s.%.*s'", static_cast<int>(section.size()),

@@ -27,6 +27,51 @@ std::string resolved_position_embedding_type(const ModelConfig& m) {
   return m.position_embedding_type.value_or(stack_is_gpt(m) ? "rope" : "none");
 }
 
+// Megatron's values (megatron/core/transformer/transformer_config.py, models/gpt/gpt_model.py) next to stepgraph's.
+const KeyValues& moe_router_score_function_values() {
+  static const KeyValues values{.key = "model.moe_router_score_function",
+                                .implemented = {"softmax", "sigmoid"},
+                                .megatron_only = {"sqrtsoftplus"}};
+  return values;
+}
+const KeyValues& moe_router_load_balancing_type_values() {
+  static const KeyValues values{.key = "model.moe_router_load_balancing_type",
+                                .implemented = {"aux_loss", "seq_aux_loss", "none"},
+                                .megatron_only = {"global_aux_loss", "sinkhorn"}};
+  return values;
+}
+const KeyValues& moe_token_drop_policy_values() {
+  static const KeyValues values{
+      .key = "model.moe_token_drop_policy", .implemented = {"probs", "position"}, .megatron_only = {}};
+  return values;
+}
+// On one GPU (expert_model_parallel_size 1) every dispatcher is the same local permutation.
+const KeyValues& moe_token_dispatcher_type_values() {
+  static const KeyValues values{.key = "model.moe_token_dispatcher_type",
+                                .implemented = {"allgather", "alltoall", "flex"},
+                                .megatron_only = {}};
+  return values;
+}
+const KeyValues& position_embedding_type_values() {
+  static const KeyValues values{.key = "model.position_embedding_type",
+                                .implemented = {"rope", "none"},
+                                .megatron_only = {"learned_absolute", "mrope", "yarn", "relative"}};
+  return values;
+}
+
+std::vector<std::string> changed_model_keys(const Config& config, std::string_view prefix) {
+  const Config defaults;
+  const std::string start = "model." + std::string(prefix);
+  std::vector<std::string> keys;
+  for (const std::string& key : config_keys()) {
+    if (key.rfind(start, 0) != 0) continue;
+    // Bridge's keys that change nothing here (config/bridge_inert_keys.h) have a note of their own.
+    if (find_bridge_inert_key("model", std::string_view(key).substr(std::string_view("model.").size()))) continue;
+    if (format_value(config, key) != format_value(defaults, key)) keys.push_back(key);
+  }
+  return keys;
+}
+
 std::optional<model::RecomputeGranularity> recompute_granularity(const ModelConfig& m) {
   if (m.recompute_granularity.value_or("").empty()) return model::RecomputeGranularity::none;
   return model::find_recompute_granularity(*m.recompute_granularity);
@@ -35,26 +80,30 @@ std::optional<model::RecomputeGranularity> recompute_granularity(const ModelConf
 model::MoeSpec moe_spec(const Config& config) {
   const ModelConfig& m = config.model;
   model::MoeSpec moe;
-  const auto pick = [](const std::string& key, const std::string& value, const std::vector<std::string>& valid) {
+  // The position of `value` among the implemented values: the model layer's enum.
+  const auto pick = [](const KeyValues& values, const std::string& value) {
+    const std::vector<std::string>& valid = values.implemented;
     for (size_t i = 0; i < valid.size(); ++i) {
       if (value == valid[i]) return i;
     }
-    throw ConfigError(strprintf("%s = %s: must be one of %s", key.c_str(), value.c_str(), join(valid, ", ").c_str()));
+    throw ConfigError(
+        strprintf("%s = %s: must be one of %s", values.key, value.c_str(), join(valid, ", ").c_str()));
   };
-  moe.score_function = pick("model.moe_router_score_function", m.moe_router_score_function, {"softmax", "sigmoid"}) == 0
+  moe.score_function = pick(moe_router_score_function_values(), m.moe_router_score_function) == 0
                            ? ref::MoeScoreFunction::softmax
                            : ref::MoeScoreFunction::sigmoid;
-  moe.pre_softmax = m.moe_router_pre_softmax;
+  // Megatron ignores pre_softmax with sigmoid (Bridge's DeepSeek-V3 providers set both); the router refuses the pair.
+  moe.pre_softmax = m.moe_router_pre_softmax && moe.score_function == ref::MoeScoreFunction::softmax;
   moe.topk_scaling_factor = m.moe_router_topk_scaling_factor.value_or(1.0);
-  moe.load_balancing = static_cast<model::MoeLoadBalancing>(pick(
-      "model.moe_router_load_balancing_type", m.moe_router_load_balancing_type, {"aux_loss", "seq_aux_loss", "none"}));
+  moe.load_balancing = static_cast<model::MoeLoadBalancing>(
+      pick(moe_router_load_balancing_type_values(), m.moe_router_load_balancing_type));
   moe.aux_loss_coeff = moe.load_balancing == model::MoeLoadBalancing::none ? 0.0 : m.moe_aux_loss_coeff;
   moe.z_loss_coeff = m.moe_z_loss_coeff.value_or(0.0);
   moe.enable_expert_bias = m.moe_router_enable_expert_bias;
   moe.bias_update_rate = m.moe_router_bias_update_rate;
   moe.capacity_factor = m.moe_expert_capacity_factor.value_or(0.0);
   moe.pad_to_capacity = m.moe_pad_expert_input_to_capacity;
-  moe.drop_policy = pick("model.moe_token_drop_policy", m.moe_token_drop_policy, {"probs", "position"}) == 0
+  moe.drop_policy = pick(moe_token_drop_policy_values(), m.moe_token_drop_policy) == 0
                         ? ref::MoeDropPolicy::probs
                         : ref::MoeDropPolicy::position;
   moe.shared_expert_intermediate_size = m.moe_shared_expert_intermediate_size.value_or(0);
@@ -168,6 +217,31 @@ std::vector<model::LayerKind> layer_pattern(const Config& config) {
   spec.num_moe_experts = m.num_moe_experts.value_or(0);
   if (spec.num_moe_experts > 0) spec.moe.layer_freq = expand_moe_layer_freq(m.moe_layer_freq, m.num_layers);
   return model::stack_layer_kinds(spec);
+}
+
+bool has_layer_kind(const Config& config, model::LayerKind kind, int64_t max_layers) {
+  const ModelConfig& m = config.model;
+  if (m.hybrid_override_pattern) {
+    return m.hybrid_override_pattern->find(model::layer_kind_letter(kind)) != std::string::npos;
+  }
+  if (m.num_layers < 1) return false;  // no stack (reported)
+  if (m.num_layers <= max_layers) {
+    try {
+      const std::vector<model::LayerKind> kinds = layer_pattern(config);
+      return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+    } catch (const ConfigError&) {
+      // a bad moe_layer_freq (reported by validation): below, as if every block could have the kind
+    }
+  }
+  // Any block may be dense or MoE: the kinds of one of each, as the model layer composes GPT blocks.
+  model::ModelSpec blocks;
+  blocks.num_layers = 2;
+  if (m.num_moe_experts.value_or(0) > 0) {
+    blocks.num_moe_experts = *m.num_moe_experts;
+    blocks.moe.layer_freq = {0, 1};
+  }
+  const std::vector<model::LayerKind> kinds = model::stack_layer_kinds(blocks);
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
 }
 
 std::string describe_layers(const Config& config) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/layer_kind.h"
@@ -20,13 +21,32 @@ int64_t resolved_moe_ffn_hidden_size(const ModelConfig& m);  // moe_ffn_hidden_s
 // position_embedding_type, else rope (none with a hybrid pattern, as Megatron's Mamba models have).
 std::string resolved_position_embedding_type(const ModelConfig& m);
 
+// A model key that names one of a fixed set of values: the ones stepgraph implements (moe_spec maps them to the
+// model layer's enums by position) and Megatron's others, which validation calls "not implemented in stepgraph"
+// rather than unknown. The one list of each.
+struct KeyValues {
+  const char* key;                         // "model.moe_router_score_function"
+  std::vector<std::string> implemented;    // "softmax", "sigmoid"
+  std::vector<std::string> megatron_only;  // "sqrtsoftplus"
+};
+const KeyValues& moe_router_score_function_values();
+const KeyValues& moe_router_load_balancing_type_values();
+const KeyValues& moe_token_drop_policy_values();
+const KeyValues& moe_token_dispatcher_type_values();
+const KeyValues& position_embedding_type_values();
+
+// The keys model.<prefix>* ("moe_", "mamba_") whose values differ from Config's defaults, in the key table's order
+// (Bridge's keys without effect, config/bridge_inert_keys.h, left out: their own note names them).
+std::vector<std::string> changed_model_keys(const Config& config, std::string_view prefix);
+
 // model.recompute_granularity as the model layer's enum: none when unset (or empty), nullopt for a name
 // Megatron does not have (validation reports it).
 std::optional<model::RecomputeGranularity> recompute_granularity(const ModelConfig& m);
 
 // Shapes of the model, unset optional keys resolved as above. Expects a config that validate() accepted.
 model::ModelSpec model_spec(const Config& config);
-// Its MoE options (Megatron's moe_* keys). Throws ConfigError for an unknown value.
+// Its MoE options (Megatron's moe_* keys; moe_router_pre_softmax only with softmax, as Megatron reads it). Throws
+// ConfigError for a value not implemented.
 model::MoeSpec moe_spec(const Config& config);
 
 // model.recompute_* as the model layer's RecomputeSpec (names it does not know are skipped:
@@ -45,6 +65,11 @@ model::BatchSpec batch_spec(const Config& config);
 // * attention, - mlp, E moe), or, without a pattern, num_layers blocks of attention followed by an MLP
 // (MoE when num_moe_experts > 0). Throws ConfigError for a character outside M*-E.
 std::vector<model::LayerKind> layer_pattern(const Config& config);
+
+// Whether the stack has layers of `kind`: the hybrid pattern's letters (an unknown letter is validation's error),
+// else the GPT layout's blocks; when those cannot be listed (a malformed moe_layer_freq, more than max_layers),
+// whether any block could have the kind.
+bool has_layer_kind(const Config& config, model::LayerKind kind, int64_t max_layers);
 
 // The layer stack as `config show`, `validate` and the start of a run print it (model/stack.h):
 // "8 layers: (*-)x4 as 4 GPT blocks", "6 layers: (M*-)x2 (hybrid pattern)"; empty when the config

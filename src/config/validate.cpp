@@ -106,9 +106,10 @@ class Validator {
     rule3_rng_tracker();
     rule4_impl_and_scope();
     rules5_to_15();
-    detail::check_shapes(report_.config, report_.violations);
+    detail::check_shapes(report_.config, report_.violations, report_.notes);
     detail::check_user_data(report_.config, report_.violations, report_.notes);
     detail::check_recompute(report_.config, report_.violations, report_.notes);
+    detail::check_bridge_inert_keys(report_.config, report_.violations, report_.notes);
     rule16_unimplemented();
     // Report in rule order; within a rule, in the order found.
     std::stable_sort(report_.violations.begin(), report_.violations.end(),
@@ -354,6 +355,33 @@ class Validator {
     if (c().checkpoint.save_interval && !c().checkpoint.save) {
       note(16, "checkpoint.save_interval without checkpoint.save: no checkpoints are written",
            {"checkpoint.save", "checkpoint.save_interval"});
+    }
+    keys_without_layers();
+  }
+
+  // MoE and Mamba keys set away from Config's defaults on a model without such layers. Notes, not errors: Megatron
+  // raises only for moe_ffn_hidden_size without experts, and a Bridge config that keeps a family's settings while
+  // its layers change (a dense or attention-only variant) trains as written; the note says what is not used.
+  void keys_without_layers() {
+    if (!layers_known_ || modules_.empty()) return;  // no stack: its error says why
+    std::vector<std::string> moe = changed_model_keys(c(), "moe_");
+    const bool gpt = !m().hybrid_override_pattern, experts = m().num_moe_experts.value_or(0) > 0;
+    if (!has_module(graph::Module::moe)) {
+      // A GPT stack with experts is dense by its moe_layer_freq: that key is the reason, not unused.
+      if (gpt && experts) std::erase(moe, "model.moe_layer_freq");
+      if (experts) moe.insert(moe.begin(), "model.num_moe_experts");
+      if (!moe.empty()) {
+        note(16, "no layer is MoE, so these keys have no effect (MoE layers: model.num_moe_experts > 0 with E in "
+                 "model.hybrid_override_pattern, or 1s in model.moe_layer_freq)", moe);
+      }
+    } else if (!gpt && contains(moe, "model.moe_layer_freq")) {
+      note(16, "moe_layer_freq has no effect with a hybrid_override_pattern: its E layers are the MoE layers",
+           {"model.moe_layer_freq", "model.hybrid_override_pattern"});
+    }
+    const std::vector<std::string> mamba = changed_model_keys(c(), "mamba_");
+    if (!has_module(graph::Module::mamba) && !mamba.empty()) {
+      note(16, "the model has no Mamba layers, so these keys have no effect (set model.hybrid_override_pattern with "
+               "M layers to have some)", mamba);
     }
   }
 

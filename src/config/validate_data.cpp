@@ -201,16 +201,6 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
   if (c.logger.tensorboard_dir && c.logger.tensorboard_dir->empty()) {
     r.fail("logger.tensorboard_dir is an empty path", {"logger.tensorboard_dir"}, "set a directory, or null");
   }
-  std::vector<std::string> wandb_set;
-  for (size_t i = 0; i < kBridgeWandbKeys.size(); ++i) {
-    if (c.logger.wandb[i]) wandb_set.push_back(std::string("logger.") + kBridgeWandbKeys[i]);
-  }
-  if (!wandb_set.empty()) {
-    r.note(join(wandb_set, ", ") + (wandb_set.size() == 1 ? " has" : " have") +
-               " no effect: stepgraph does not log to Weights & Biases; the metrics go to the run folder's "
-               "metrics.jsonl and, with logger.tensorboard_dir, to TensorBoard event files",
-           wandb_set);
-  }
 }
 
 }  // namespace sg::config::detail

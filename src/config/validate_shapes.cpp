@@ -15,7 +15,6 @@
 #include "kernels/shape_limits.h"
 #include "model/layer_kind.h"
 #include "model/recompute.h"
-#include "model/stack.h"
 
 namespace sg::config::detail {
 namespace {
@@ -36,7 +35,8 @@ int64_t nearest_multiple(int64_t value, int64_t step, int64_t max = kMaxSize) {
 
 class ShapeChecker {
  public:
-  ShapeChecker(const Config& config, std::vector<Violation>& out) : c_(config), out_(out) {}
+  ShapeChecker(const Config& config, std::vector<Violation>& out, std::vector<Note>& notes)
+      : c_(config), out_(out), notes_(notes) {}
 
   void run() {
     check_model();
@@ -54,6 +54,11 @@ class ShapeChecker {
     Violation v{16, message, {}, fix};
     for (const auto& key : keys) v.values.push_back({key, format_value(c_, key)});
     out_.push_back(std::move(v));
+  }
+  void note(const std::string& message, const std::vector<std::string>& keys) {
+    Note n{16, message, {}};
+    for (const auto& key : keys) n.values.push_back({key, format_value(c_, key)});
+    notes_.push_back(std::move(n));
   }
 
   // An integer in [min, max]; false (and reported) otherwise.
@@ -92,16 +97,20 @@ class ShapeChecker {
   void non_negative(const std::string& key, double value) {
     real(key, value, 0.0, true, INFINITY, false);
   }
-  // Whether `value` is one of `valid`; reported (with the closest one) when not.
-  bool one_of(const std::string& key, const std::string& value, const std::vector<std::string>& valid) {
-    for (const auto& v : valid) {
-      if (v == value) return true;
-    }
-    const std::string close = closest_match(value, valid);
-    fail("unknown " + key + " '" + value + "'", {key},
-         "use one of: " + join(valid, ", ") +
-             (close.empty() ? "" : "; did you mean '" + close + "'?"));
+  // Whether `value` is one of `valid`; reported when not: one of Megatron's values stepgraph does not implement
+  // as such, anything else as unknown (with the closest valid one).
+  bool one_of(const std::string& key, const std::string& value, const std::vector<std::string>& valid,
+              const std::vector<std::string>& megatron_only = {}) {
+    if (std::find(valid.begin(), valid.end(), value) != valid.end()) return true;
+    const bool megatron = std::find(megatron_only.begin(), megatron_only.end(), value) != megatron_only.end();
+    const std::string close = megatron ? "" : closest_match(value, valid);
+    fail(megatron ? key + ": Megatron's '" + value + "' is not implemented in stepgraph"
+                  : "unknown " + key + " '" + value + "'",
+         {key}, "use one of: " + join(valid, ", ") + (close.empty() ? "" : "; did you mean '" + close + "'?"));
     return false;
+  }
+  bool one_of(const KeyValues& values, const std::string& value) {
+    return one_of(values.key, value, values.implemented, values.megatron_only);
   }
 
   void check_model() {
@@ -163,40 +172,51 @@ class ShapeChecker {
       }
       size("model.moe_ffn_hidden_size", m.moe_ffn_hidden_size);
     }
-    if (m.moe_expert_capacity_factor)
-      positive("model.moe_expert_capacity_factor", *m.moe_expert_capacity_factor);
+    const std::optional<double> factor = m.moe_expert_capacity_factor;
+    if (factor && !(std::isfinite(*factor) && *factor > 0.0)) {
+      fail("model.moe_expert_capacity_factor must be a finite number > 0 (token-drop)",
+           {"model.moe_expert_capacity_factor"},
+           "set model.moe_expert_capacity_factor > 0 (e.g. 1.0) to drop tokens over capacity, or null for "
+           "token-dropless routing (Megatron reads a negative factor as null; here write null)");
+    }
     if (m.moe_pad_expert_input_to_capacity && !m.moe_expert_capacity_factor) {
       fail("moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor",
            {"model.moe_pad_expert_input_to_capacity", "model.moe_expert_capacity_factor"},
            "set model.moe_expert_capacity_factor (e.g. 1.0), or "
            "model.moe_pad_expert_input_to_capacity=false");
     }
-    const bool dispatcher_known =
-        one_of("model.moe_token_dispatcher_type", m.moe_token_dispatcher_type, {"allgather", "alltoall", "flex"});
+    one_of(moe_token_dispatcher_type_values(), m.moe_token_dispatcher_type);
     non_negative("model.moe_aux_loss_coeff", m.moe_aux_loss_coeff);
-    if (experts > 0) check_moe_routing(dispatcher_known);
+    if (experts > 0) check_moe_routing();
   }
 
-  // The rest of the MoE keys, for an MoE model (Megatron's own asserts and what the kernels need). An
-  // unknown dispatcher is reported once, by check_moe.
-  void check_moe_routing(bool dispatcher_known) {
+  // The rest of the MoE keys, for an MoE model (Megatron's own asserts and what the kernels need).
+  void check_moe_routing() {
     const ModelConfig& m = c_.model;
-    if (dispatcher_known && m.moe_token_dispatcher_type != "alltoall") {
-      fail("moe_token_dispatcher_type " + m.moe_token_dispatcher_type +
-               " is not supported: on one GPU stepgraph's dispatch is alltoall's (permute, grouped GEMM, "
-               "unpermute)",
-           {"model.moe_token_dispatcher_type"}, "set model.moe_token_dispatcher_type=alltoall");
+    if (m.moe_token_dispatcher_type == "flex") {
+      note("moe_token_dispatcher_type flex: the DeepEP/HybridEP backends are not used; with "
+           "expert_model_parallel_size 1 every dispatcher is the same local permutation",
+           {"model.moe_token_dispatcher_type"});
     }
-    one_of("model.moe_router_score_function", m.moe_router_score_function, {"softmax", "sigmoid"});
-    one_of("model.moe_router_load_balancing_type", m.moe_router_load_balancing_type,
-           {"aux_loss", "seq_aux_loss", "none"});
-    one_of("model.moe_token_drop_policy", m.moe_token_drop_policy, {"probs", "position"});
-    if (m.moe_router_pre_softmax && m.moe_router_score_function != "softmax") {
-      fail("moe_router_pre_softmax needs the softmax score function",
-           {"model.moe_router_pre_softmax", "model.moe_router_score_function"},
-           "set model.moe_router_pre_softmax=false, or model.moe_router_score_function=softmax");
+    one_of(moe_router_score_function_values(), m.moe_router_score_function);
+    one_of(moe_router_load_balancing_type_values(), m.moe_router_load_balancing_type);
+    one_of(moe_token_drop_policy_values(), m.moe_token_drop_policy);
+    if (m.moe_router_pre_softmax && m.moe_router_score_function == "sigmoid") {
+      note("moe_router_pre_softmax has no effect with the sigmoid score function (Megatron ignores it there too)",
+           {"model.moe_router_pre_softmax", "model.moe_router_score_function"});
     }
-    if (m.moe_router_topk_scaling_factor) positive("model.moe_router_topk_scaling_factor", *m.moe_router_topk_scaling_factor);
+    // Megatron's assert: a softmax over the one chosen logit is 1 for every token, so no gradient of the
+    // language-model loss reaches the router.
+    if (m.moe_router_topk == 1 && m.moe_router_score_function == "softmax" && !m.moe_router_pre_softmax) {
+      fail("moe_router_topk 1 with the softmax after the top-k gives every token probability 1: the router learns "
+           "nothing from the language-model loss (Megatron: \"Please use --moe-router-pre-softmax when topk is 1\")",
+           {"model.moe_router_topk", "model.moe_router_score_function", "model.moe_router_pre_softmax"},
+           "set model.moe_router_pre_softmax=true (the softmax over all experts, before the top-k), or "
+           "model.moe_router_topk >= 2");
+    }
+    if (m.moe_router_topk_scaling_factor) {
+      positive("model.moe_router_topk_scaling_factor", *m.moe_router_topk_scaling_factor);
+    }
     if (m.moe_z_loss_coeff) non_negative("model.moe_z_loss_coeff", *m.moe_z_loss_coeff);
     if (m.moe_router_enable_expert_bias) {
       if (m.moe_router_score_function != "sigmoid") {
@@ -215,13 +235,19 @@ class ShapeChecker {
   // pattern has M layers).
   void check_hybrid() {
     const ModelConfig& m = c_.model;
-    if (m.position_embedding_type) one_of("model.position_embedding_type", *m.position_embedding_type, {"rope", "none"});
+    if (m.position_embedding_type) one_of(position_embedding_type_values(), *m.position_embedding_type);
     const bool swiglu = m.activation_func == "silu" && m.gated_linear_unit;
     const bool squared_relu = m.activation_func == "squared_relu" && !m.gated_linear_unit;
-    if (!swiglu && !squared_relu) {
-      fail(strprintf("activation_func %s with gated_linear_unit %s is not supported", m.activation_func.c_str(),
-                     m.gated_linear_unit ? "true" : "false"),
-           {"model.activation_func", "model.gated_linear_unit"},
+    const std::string pair = strprintf("activation_func %s with gated_linear_unit %s", m.activation_func.c_str(),
+                                       m.gated_linear_unit ? "true" : "false");
+    // The dense MLP layers take both activations; the MoE experts (routed and shared) are built SwiGLU.
+    if (!swiglu && has_layers(model::LayerKind::moe)) {
+      fail("the MoE experts (routed and shared) are SwiGLU only, so " + pair + " would not apply to them",
+           {"model.activation_func", "model.gated_linear_unit", "model.num_moe_experts"},
+           "set model.activation_func=silu model.gated_linear_unit=true (the dense MLP layers then use SwiGLU too), "
+           "or make the model dense (no E layers, model.num_moe_experts=null)");
+    } else if (!swiglu && !squared_relu) {
+      fail(pair + " is not supported", {"model.activation_func", "model.gated_linear_unit"},
            "use activation_func=silu with gated_linear_unit=true (SwiGLU, Llama) or activation_func=squared_relu "
            "with gated_linear_unit=false (Nemotron-H)");
     }
@@ -257,18 +283,28 @@ class ShapeChecker {
         heads = m.mamba_expand * m.hidden_size / m.mamba_head_dim;
       }
     }
+    // Where the head count comes from: the key, or the keys it is derived from.
+    std::vector<std::string> head_keys = {"model.mamba_num_heads"};
+    std::string heads_text = strprintf("the %lld Mamba heads", ll(heads));
+    if (!m.mamba_num_heads) {
+      head_keys.insert(head_keys.end(), {"model.mamba_expand", "model.hidden_size", "model.mamba_head_dim"});
+      heads_text += strprintf(" (mamba_expand * hidden_size / mamba_head_dim = %lld * %lld / %lld)",
+                              ll(m.mamba_expand), ll(m.hidden_size), ll(m.mamba_head_dim));
+    }
     if (heads > 0 && groups_ok && heads % m.mamba_num_groups != 0) {
-      fail(strprintf("the %lld Mamba heads are not a multiple of mamba_num_groups", static_cast<long long>(heads)),
-           {"model.mamba_num_heads", "model.mamba_num_groups"},
-           "choose mamba_num_groups dividing the number of Mamba heads");
+      std::vector<std::string> keys = head_keys;
+      keys.push_back("model.mamba_num_groups");
+      fail(heads_text + " are not a multiple of mamba_num_groups", keys,
+           "choose mamba_num_groups dividing the number of Mamba heads, or set model.mamba_num_heads");
     }
     const int64_t mbs = c_.train.micro_batch_size.value_or(0);
     if (heads > 0 && head_ok && mbs >= 1 && m.seq_length >= 1) {
       const std::string problem = kernels::ssd_size_problem(
           {.batch = mbs, .seqlen = m.seq_length, .nheads = heads, .headdim = m.mamba_head_dim});
       if (!problem.empty()) {
-        fail("the Mamba2 SSD scan refuses the shape: " + problem,
-             {"train.micro_batch_size", "model.seq_length", "model.mamba_num_heads"},
+        std::vector<std::string> keys = {"train.micro_batch_size", "model.seq_length"};
+        keys.insert(keys.end(), head_keys.begin(), head_keys.end());
+        fail("the Mamba2 SSD scan refuses the shape (" + heads_text + "): " + problem, keys,
              "lower train.micro_batch_size (more microbatches instead), model.seq_length or the Mamba head count");
       }
     }
@@ -331,33 +367,8 @@ class ShapeChecker {
     }
   }
 
-  // Whether the stack has layers of `kind`: the hybrid pattern's letters (as check_layers_and_recompute reads
-  // them), else the GPT layout's blocks (model_config's layer_pattern). A kind's kernel limits are checked
-  // only where its layers run.
-  bool has_layers(model::LayerKind kind) const {
-    const ModelConfig& m = c_.model;
-    if (m.hybrid_override_pattern) {
-      return m.hybrid_override_pattern->find(model::layer_kind_letter(kind)) != std::string::npos;
-    }
-    if (m.num_layers < 1) return false;  // no stack (reported)
-    if (m.num_layers <= kMaxLayers) {
-      try {
-        const std::vector<model::LayerKind> kinds = layer_pattern(c_);
-        return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
-      } catch (const ConfigError&) {
-        // a bad moe_layer_freq (reported by validate.cpp): below, as if every block could have the kind
-      }
-    }
-    // Any block may be dense or MoE: the kinds of one of each, as the model layer composes GPT blocks.
-    model::ModelSpec blocks;
-    blocks.num_layers = 2;
-    if (m.num_moe_experts.value_or(0) > 0) {
-      blocks.num_moe_experts = *m.num_moe_experts;
-      blocks.moe.layer_freq = {0, 1};
-    }
-    const std::vector<model::LayerKind> kinds = model::stack_layer_kinds(blocks);
-    return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
-  }
+  // A kind's checks (its kernel limits, the experts' activation) apply only where its layers run.
+  bool has_layers(model::LayerKind kind) const { return has_layer_kind(c_, kind, kMaxLayers); }
 
   // The shapes the GPU kernels are built for (kernels/shape_limits.h), per layer kind present. A key that
   // failed its own check above is skipped, so one mistake is reported once.
@@ -576,12 +587,13 @@ class ShapeChecker {
 
   const Config& c_;
   std::vector<Violation>& out_;
+  std::vector<Note>& notes_;
 };
 
 }  // namespace
 
-void check_shapes(const Config& config, std::vector<Violation>& violations) {
-  ShapeChecker(config, violations).run();
+void check_shapes(const Config& config, std::vector<Violation>& violations, std::vector<Note>& notes) {
+  ShapeChecker(config, violations, notes).run();
 }
 
 }  // namespace sg::config::detail

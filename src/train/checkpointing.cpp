@@ -30,6 +30,8 @@ std::string canonical_config(const config::Config& config) {
   c.train.train_iters.reset();
   c.checkpoint = {};
   c.logger = {};
+  // Megatron-Bridge keys accepted without effect (config/bridge_inert_keys.h): a resume may add or drop them.
+  c.model.bridge_inert = {};
   // Evaluation reads validation data only: the training's numbers do not depend on it.
   c.train.eval_interval.reset();
   c.train.eval_iters = config::TrainConfig{}.eval_iters;

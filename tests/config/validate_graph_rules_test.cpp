@@ -133,8 +133,8 @@ TEST(GraphRules, MoeValuesAreReportedOnceWithTheRealCap) {
   const ValidationReport typo = check("moe/tiny_moe", {"model.moe_token_dispatcher_type=alltoal"});
   ASSERT_EQ(typo.violations.size(), 1u) << describe(typo);
   EXPECT_TRUE(contains(typo.violations[0].fix, "did you mean 'alltoall'")) << describe(typo);
-  // A known value the engine does not run is still refused, once.
-  EXPECT_EQ(check("moe/tiny_moe", {"model.moe_token_dispatcher_type=flex"}).violations.size(), 1u);
+  // A Megatron value the engine does not run is still refused, once.
+  EXPECT_EQ(check("moe/tiny_moe", {"model.moe_router_load_balancing_type=sinkhorn"}).violations.size(), 1u);
   for (const char* experts : {"1025", "2000000", "-1"}) {
     const ValidationReport r = check("moe/tiny_moe", {std::string("model.num_moe_experts=") + experts});
     ASSERT_EQ(r.violations.size(), 1u) << describe(r);

@@ -569,7 +569,8 @@ TEST(Validate, MoeKeysWithUnsupportedValuesAreClearErrors) {
     std::string override_, key;
   };
   for (const Bad& bad : std::vector<Bad>{
-           {"model.moe_token_dispatcher_type=allgather", "model.moe_token_dispatcher_type"},
+           {"model.moe_token_dispatcher_type=alltoal", "model.moe_token_dispatcher_type"},
+           {"model.moe_router_topk=1", "model.moe_router_pre_softmax"},
            {"model.moe_router_score_function=relu", "model.moe_router_score_function"},
            {"model.moe_router_load_balancing_type=sinkhorn", "model.moe_router_load_balancing_type"},
            {"model.moe_token_drop_policy=random", "model.moe_token_drop_policy"},
@@ -699,7 +700,8 @@ TEST(Validate, MoeAndMambaRecomputeModulesAreAcceptedWhereTheStackHasTheKind) {
        {"model.cuda_graph_impl=transformer_engine", "model.recompute_granularity=selective",
         "model.recompute_modules=[mamba, moe, mlp]", "model.cuda_graph_scope=attn,mamba,moe",
         "model.hybrid_override_pattern=M*EM*-ME", "model.num_moe_experts=8", "model.moe_router_topk=2",
-        "model.moe_ffn_hidden_size=256", "model.moe_aux_loss_coeff=1e-2", "model.moe_token_dispatcher_type=alltoall"}},
+        "model.moe_ffn_hidden_size=256", "model.moe_aux_loss_coeff=1e-2", "model.moe_token_dispatcher_type=alltoall",
+        "model.activation_func=silu", "model.gated_linear_unit=true"}},  // the experts are SwiGLU
   };
   for (const auto& c : ok) {
     SCOPED_TRACE(std::string(c.recipe) + " " + c.overrides[1]);

@@ -136,11 +136,13 @@ TEST_F(GraphModesRecomputeGpu, HybridMambaModulesInEveryAllowedModeAreBitwiseEqu
                                       });
 }
 
-// A hybrid stack with every layer kind, M*EM*-ME (tiny_hybrid's Mamba and attention, tiny_moe's experts).
+// A hybrid stack with every layer kind, M*EM*-ME (tiny_hybrid's Mamba and attention, tiny_moe's experts; SwiGLU
+// for the dense MLP too, as the experts compute and validation requires).
 TEST_F(GraphModesRecomputeGpu, HybridMambaMoeStackIsBitwiseEqualToEager) {
   expect_cases_bitwise_equal_to_eager(
       "hybrid/tiny_hybrid",
-      {"model.hybrid_override_pattern=M*EM*-ME", "model.num_layers=8", "model.num_moe_experts=8",
+      {"model.hybrid_override_pattern=M*EM*-ME", "model.num_layers=8", "model.activation_func=silu",
+       "model.gated_linear_unit=true", "model.num_moe_experts=8",
        "model.moe_router_topk=2", "model.moe_ffn_hidden_size=256", "model.moe_aux_loss_coeff=1e-2",
        "model.moe_token_dispatcher_type=alltoall"},
       {

@@ -33,7 +33,8 @@ inline std::vector<StandardShape> standard_shapes() {
   variants.push_back({"moe/tiny_moe", {"model.moe_shared_expert_intermediate_size=128"}});
   variants.push_back({"moe/tiny_moe", {"model.moe_expert_capacity_factor=1.5"}});
   variants.push_back({"hybrid/tiny_hybrid",
-                      {"model.hybrid_override_pattern=M*-EM*E-", "model.num_moe_experts=4", "model.moe_router_topk=2",
+                      {"model.hybrid_override_pattern=M*-EM*E-", "model.activation_func=silu",
+                       "model.gated_linear_unit=true", "model.num_moe_experts=4", "model.moe_router_topk=2",
                        "model.moe_ffn_hidden_size=128", "model.moe_token_dispatcher_type=alltoall"}});
   std::vector<StandardShape> shapes;
   const InShippedRecipeDataDir in_data_dir;  // validation checks that llama/demo's dataset exists

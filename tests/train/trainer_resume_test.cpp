@@ -432,6 +432,24 @@ TEST(TrainerResume, ASignalDuringTheLastSaveIsNoInterruption) {
 
 // ---- 7. a refused non-finite save says what stays saved ----
 
+// A Megatron-Bridge key accepted without effect (config/bridge_inert_keys.h) added or dropped between a run and its
+// resume changes nothing the training computes: no "different configuration" warning. A real change still warns.
+TEST(TrainerResume, BridgeKeysWithoutEffectDoNotChangeTheResumedConfiguration) {
+  Scratch dir("inert");
+  const std::string ck = dir / "ck";
+  ASSERT_EQ(run(tiny({"train.train_iters=2", "checkpoint.save=" + ck}), dir / "run").error, "");
+  const RunOutcome same = run(tiny({"train.train_iters=3", "checkpoint.save=" + ck, "checkpoint.load=" + ck,
+                                    "model.moe_grouped_gemm=true", "logger.wandb_project=p"}),
+                              dir / "run");
+  ASSERT_EQ(same.error, "") << same.log;
+  EXPECT_EQ(same.log.find("different configuration"), std::string::npos) << same.log;
+  const RunOutcome changed = run(tiny({"train.train_iters=4", "checkpoint.save=" + ck, "checkpoint.load=" + ck,
+                                       "model.moe_grouped_gemm=true", "optimizer.lr=1e-3"}),
+                                 dir / "run");
+  ASSERT_EQ(changed.error, "") << changed.log;
+  EXPECT_NE(changed.log.find("different configuration"), std::string::npos) << changed.log;
+}
+
 TEST(TrainerResume, ARefusedNonFiniteSaveSaysWhatStaysSaved) {
   Scratch dir("nonfinite");
   const config::Config base = tiny({});

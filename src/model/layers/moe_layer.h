@@ -1,6 +1,6 @@
 #pragma once
-// 'E': the Mixture-of-Experts MLP (Megatron's MoELayer with the alltoall dispatcher on one GPU). On the
-// normed input n [T, H]:
+// 'E': the Mixture-of-Experts MLP (Megatron's MoELayer on one GPU, where every dispatcher is the same local
+// permutation). On the normed input n [T, H]:
 //   moe_router      logits = n Wg^T in fp32 (Megatron's moe_router_dtype fp32); top-k routing, probs;
 //                   per-expert token counts; load-balancing / z-loss into the step's device scalars;
 //                   the shared expert's FC1 + SwiGLU (when moe_shared_expert_intermediate_size is set)

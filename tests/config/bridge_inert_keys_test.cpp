@@ -1,0 +1,286 @@
+// Megatron-Bridge keys stepgraph accepts without implementing them (config/bridge_inert_keys.h): they load from YAML
+// and overrides, print only when set and round-trip; a neutral value is one note, any other value a violation that
+// names key, value and fix; docs/configuration.md lists the table. And the unknown-key "did you mean" suggests only
+// plausible typos.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/bridge_inert_keys.h"
+#include "config/config.h"
+#include "config/validate.h"
+#include "core/strings.h"
+#include "validation_report_text.h"
+
+namespace sg::config {
+namespace {
+
+using test::describe;
+
+constexpr const char* kNotePrefix = "accepted from Megatron-Bridge, no effect in stepgraph: ";
+
+std::string dotted(const BridgeInertKey& k) { return std::string(k.section) + "." + k.key; }
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A value the key's row says changes nothing ("" when only unset does).
+std::string neutral_example(const BridgeInertKey& k) {
+  switch (k.accepts) {
+    case InertValues::any: return "some_value";
+    case InertValues::any_bool: return "true";
+    case InertValues::listed: return trim(split(k.neutral, ',')[0]);
+  }
+  return "";
+}
+
+std::vector<Note> inert_notes(const ValidationReport& r) {
+  std::vector<Note> out;
+  for (const Note& n : r.notes) {
+    if (n.message.rfind(kNotePrefix, 0) == 0) out.push_back(n);
+  }
+  return out;
+}
+
+// The violations whose values name `key`.
+std::vector<Violation> violations_of(const ValidationReport& r, const std::string& key) {
+  std::vector<Violation> out;
+  for (const Violation& v : r.violations) {
+    if (std::any_of(v.values.begin(), v.values.end(), [&](const KeyValue& kv) { return kv.key == key; })) {
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+ValidationReport check(const std::vector<std::string>& overrides) {
+  return validate(load_config("llama/tiny", overrides));
+}
+
+TEST(BridgeInertKeys, EachKeyIsKnownOnceAndPrintsOnlyWhenSet) {
+  const std::vector<std::string> keys = config_keys();
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size());  // no key twice
+  for (const BridgeInertKey& k : kBridgeInertKeys) {
+    EXPECT_NE(std::find(keys.begin(), keys.end(), dotted(k)), keys.end()) << dotted(k);
+    EXPECT_EQ(find_bridge_inert_key(k.section, k.key), &k);
+    EXPECT_EQ(format_value(Config{}, dotted(k)), "null") << dotted(k);
+  }
+  for (const std::string& name : shipped_recipe_names()) {
+    const std::string yaml = emit_yaml(validate(load_config(name)).config);
+    for (const BridgeInertKey& k : kBridgeInertKeys) {
+      EXPECT_FALSE(contains(yaml, std::string("  ") + k.key + ":")) << name << ": " << dotted(k);
+    }
+  }
+  // null unsets: the YAML is the default's again.
+  EXPECT_EQ(emit_yaml(load_config("llama/tiny", {"model.moe_grouped_gemm=true", "model.moe_grouped_gemm=null"})),
+            emit_yaml(load_config("llama/tiny")));
+}
+
+TEST(BridgeInertKeys, NeutralValuesLoadAndAreOneNote) {
+  std::vector<std::string> all;
+  for (const BridgeInertKey& k : kBridgeInertKeys) {
+    const std::string value = neutral_example(k);
+    if (value.empty()) continue;  // only unset is neutral
+    const std::string key = dotted(k);
+    all.push_back(key + "=" + value);
+    // From an override and from a recipe alike.
+    EXPECT_EQ(format_value(load_config("llama/tiny", {all.back()}), key), value);
+    const Config from_yaml =
+        load_config_yaml(std::string(k.section) + ":\n  " + k.key + ": " + value + "\n", "bridge.yaml");
+    EXPECT_EQ(format_value(from_yaml, key), value);
+
+    const ValidationReport r = check({all.back()});
+    EXPECT_TRUE(violations_of(r, key).empty()) << describe(r);
+    const std::vector<Note> notes = inert_notes(r);
+    ASSERT_EQ(notes.size(), 1u) << key << "\n" << describe(r);
+    EXPECT_TRUE(contains(notes[0].message, key + ": " + k.effect)) << notes[0].message;
+    ASSERT_EQ(notes[0].values.size(), 1u);
+    EXPECT_EQ(notes[0].values[0].key, key);
+    EXPECT_EQ(notes[0].values[0].value, value);
+  }
+  const ValidationReport every = check(all);
+  EXPECT_TRUE(every.ok()) << describe(every);
+  const std::vector<Note> notes = inert_notes(every);
+  ASSERT_EQ(notes.size(), 1u) << describe(every);
+  EXPECT_EQ(notes[0].values.size(), all.size());
+  // Keys that change nothing for the same reason share it: "a kernel choice" is said once.
+  const std::string& m = notes[0].message;
+  EXPECT_EQ(m.find("a kernel choice"), m.rfind("a kernel choice")) << m;
+  EXPECT_TRUE(contains(m, "model.moe_permute_fusion, model.moe_router_fusion")) << m;
+}
+
+TEST(BridgeInertKeys, EquivalentSpellingsOfANeutralValueAreNeutral) {
+  for (const char* neutral :
+       {"model.moe_input_jitter_eps=0.0", "model.moe_input_jitter_eps=0e0", "model.moe_grouped_gemm=yes",
+        "model.moe_grouped_gemm=False", "model.moe_enable_deepep=off", "model.expert_tensor_parallel_size=1",
+        "model.moe_router_dtype=fp32", "model.moe_router_num_groups=1", "model.mtp_num_layers=0",
+        "model.hybrid_mlp_ratio=0.0"}) {
+    const ValidationReport r = check({neutral});
+    EXPECT_TRUE(r.ok()) << neutral << "\n" << describe(r);
+    EXPECT_EQ(inert_notes(r).size(), 1u) << neutral << "\n" << describe(r);
+  }
+  for (const char* other : {"model.moe_input_jitter_eps=0.01", "model.moe_permute_fusion=maybe",
+                            "model.moe_router_dtype=fp64", "model.moe_router_num_groups=8", "model.mtp_num_layers=1"}) {
+    const ValidationReport r = check({other});
+    EXPECT_FALSE(r.ok()) << other;
+    EXPECT_TRUE(inert_notes(r).empty()) << other << "\n" << describe(r);
+  }
+}
+
+TEST(BridgeInertKeys, OtherValuesAreViolationsNamingKeyValueAndFix) {
+  for (const BridgeInertKey& k : kBridgeInertKeys) {
+    if (k.accepts == InertValues::any) continue;
+    const std::string key = dotted(k);
+    const ValidationReport r = check({key + "=not_a_value"});
+    const std::vector<Violation> found = violations_of(r, key);
+    ASSERT_EQ(found.size(), 1u) << key << "\n" << describe(r);
+    EXPECT_EQ(found[0].rule, 16);
+    EXPECT_EQ(found[0].values[0].value, "not_a_value");
+    EXPECT_TRUE(contains(found[0].message, "stepgraph does not implement " + key + " = not_a_value"))
+        << found[0].message;
+    EXPECT_TRUE(contains(found[0].message, k.what)) << found[0].message;
+    EXPECT_TRUE(contains(found[0].fix, "remove " + key)) << found[0].fix;
+    const std::string neutral = neutral_example(k);
+    EXPECT_EQ(contains(found[0].fix, "set it to " + neutral), !neutral.empty()) << found[0].fix;
+    EXPECT_TRUE(inert_notes(r).empty()) << describe(r);
+  }
+  // Values a Bridge recipe could really carry, each with the value that changes nothing.
+  const struct {
+    const char* override_text;
+    const char* key;
+    const char* shown;
+    const char* fix;
+  } cases[] = {
+      {"model.moe_router_dtype=fp64", "model.moe_router_dtype", "fp64", "set it to fp32"},
+      {"model.moe_shared_expert_gate=true", "model.moe_shared_expert_gate", "true", "set it to false"},
+      {"model.expert_tensor_parallel_size=2", "model.expert_tensor_parallel_size", "2", "set it to 1"},
+      {"model.hybrid_attention_ratio=0.25", "model.hybrid_attention_ratio", "0.25", "set it to 0"},
+      {"model.moe_latent_size=128", "model.moe_latent_size", "128", "remove model.moe_latent_size"},
+      {"model.moe_layer_recompute=true", "model.moe_layer_recompute", "true", "set it to false"},
+  };
+  for (const auto& c : cases) {
+    const ValidationReport r = check({c.override_text});
+    const std::vector<Violation> found = violations_of(r, c.key);
+    ASSERT_EQ(found.size(), 1u) << c.override_text << "\n" << describe(r);
+    EXPECT_EQ(found[0].values[0].value, c.shown);
+    EXPECT_TRUE(contains(found[0].fix, c.fix)) << found[0].fix;
+  }
+  // moe_layer_recompute's message names what stepgraph has instead.
+  EXPECT_TRUE(contains(format_violation(violations_of(check({"model.moe_layer_recompute=true"}),
+                                                      "model.moe_layer_recompute")[0]),
+                       "recompute_granularity selective"));
+}
+
+TEST(BridgeInertKeys, IsHybridModelTrueNotesTheInitDifference) {
+  const std::vector<Note> with = inert_notes(check({"model.is_hybrid_model=true"}));
+  ASSERT_EQ(with.size(), 1u);
+  EXPECT_TRUE(contains(with[0].message, "init_method_std / sqrt(num_layers)")) << with[0].message;
+  EXPECT_TRUE(contains(with[0].message, "init_method_std / sqrt(2 * num_layers)")) << with[0].message;
+  const std::vector<Note> without = inert_notes(check({"model.is_hybrid_model=false"}));
+  ASSERT_EQ(without.size(), 1u);
+  EXPECT_FALSE(contains(without[0].message, "sqrt")) << without[0].message;
+}
+
+TEST(BridgeInertKeys, ShowValidateShowRoundTrips) {
+  const std::vector<std::string> overrides = {
+      "model.moe_grouped_gemm=true", "model.moe_input_jitter_eps=0.0", "model.moe_router_dtype=fp32",
+      "model.moe_flex_dispatcher_backend=hybridep", "logger.wandb_exp_name='run: 1, \"quoted\"'",
+      "model.moe_per_layer_logging=on"};
+  const Config c = load_config("llama/tiny", overrides);
+  const std::string shown = emit_yaml(validate(c).config);
+  // Booleans and numbers print as written (not as the strings "true", "0.0"); other text quoted where needed.
+  for (const char* line : {"  moe_grouped_gemm: true\n", "  moe_input_jitter_eps: 0.0\n", "  moe_router_dtype: fp32\n",
+                           "  moe_per_layer_logging: on\n", "  wandb_exp_name: \"run: 1, \\\"quoted\\\"\"\n"}) {
+    EXPECT_TRUE(contains(shown, line)) << line << shown;
+  }
+  // After the model section's own keys, before the next section.
+  EXPECT_LT(shown.find("  use_te_rng_tracker:"), shown.find("  moe_grouped_gemm:"));
+  EXPECT_LT(shown.find("  moe_grouped_gemm:"), shown.find("\ntrain:"));
+  const Config again = load_config_yaml(shown, "shown.yaml");
+  EXPECT_EQ(format_value(again, "logger.wandb_exp_name"), format_value(c, "logger.wandb_exp_name"));
+  EXPECT_EQ(emit_yaml(validate(again).config), shown);
+  // A quoted boolean is the same text.
+  const Config quoted = load_config_yaml("model:\n  moe_grouped_gemm: \"true\"\n", "q.yaml");
+  EXPECT_EQ(format_value(quoted, "model.moe_grouped_gemm"), "true");
+}
+
+TEST(BridgeInertKeys, AListIsATypeError) {
+  try {
+    load_config_yaml("model:\n  moe_router_dtype: [fp32]\n", "l.yaml");
+    FAIL() << "a list loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "l.yaml:2:")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "model.moe_router_dtype: expected a single value")) << e.what();
+  }
+}
+
+// docs/configuration.md's section lists exactly the table, each key with its neutral values.
+TEST(BridgeInertKeys, DocsSectionListsTheTable) {
+  std::ifstream in(std::filesystem::path(STEPGRAPH_SOURCE_DIR) / "docs" / "configuration.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string docs = text.str();
+  const std::string heading = "\n## Megatron-Bridge keys accepted without effect\n";
+  const size_t begin = docs.find(heading);
+  ASSERT_NE(begin, std::string::npos);
+  const std::string section = docs.substr(begin, docs.find("\n## ", begin + 1) - begin);
+  size_t rows = 0;
+  for (const std::string& line : split(section, '\n')) rows += line.rfind("| `", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(rows, std::size(kBridgeInertKeys)) << section;
+  for (const BridgeInertKey& k : kBridgeInertKeys) {
+    const std::string row = "| `" + dotted(k) + "` | " + bridge_inert_neutral_text(k) + " |";
+    EXPECT_TRUE(contains(section, "\n" + row)) << row;
+  }
+}
+
+// The message of an unknown key given as an override.
+std::string unknown(const std::string& override_text) {
+  Config c;
+  try {
+    apply_override(c, override_text);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(UnknownKeySuggestions, OnlyPlausibleTyposAreSuggested) {
+  const struct {
+    const char* override_text;
+    const char* suggestion;
+  } good[] = {
+      {"model.hiden_size=1", "model.hidden_size"},
+      {"model.hidden_szie=1", "model.hidden_size"},
+      {"model.hiddensize=1", "model.hidden_size"},
+      {"model.cuda_graph_scop=attn", "model.cuda_graph_scope"},
+      {"model.layernorm_eps=1e-6", "model.layernorm_epsilon"},
+      {"model.moe_layer_frequency=2", "model.moe_layer_freq"},
+      {"model.tensor_parallel_size=2", "model.tensor_model_parallel_size"},
+      {"model.moe_router_load_balancing=none", "model.moe_router_load_balancing_type"},
+      {"model.moe_grouped_gem=true", "model.moe_grouped_gemm"},
+      {"model.moe_router_dtypes=fp32", "model.moe_router_dtype"},
+      {"train.lr=0.1", "optimizer.lr"},
+      {"logger.moe_grouped_gemm=true", "model.moe_grouped_gemm"},
+  };
+  for (const auto& g : good) {
+    EXPECT_TRUE(contains(unknown(g.override_text), std::string("did you mean '") + g.suggestion + "'"))
+        << g.override_text << ": " << unknown(g.override_text);
+  }
+  // Real Megatron keys stepgraph does not know: a word added or replaced is another key, however close the spelling.
+  for (const char* other : {"model.moe_deepep_num_sms=20", "model.mtp_loss_scaling_factor=0.1",
+                            "model.moe_shared_expert_size=128", "model.rotary_percent=1.0"}) {
+    const std::string message = unknown(other);
+    EXPECT_TRUE(contains(message, "unknown key")) << other << ": " << message;
+    EXPECT_FALSE(contains(message, "did you mean")) << other << ": " << message;
+    EXPECT_TRUE(contains(message, "docs/configuration.md")) << other << ": " << message;
+  }
+}
+
+}  // namespace
+}  // namespace sg::config

@@ -1,0 +1,303 @@
+// Megatron-Bridge's MoE and Mamba keys in validation: what the experts compute, Megatron's own refusals
+// (top-1 softmax after the top-k), the values Megatron has and stepgraph accepts (every dispatcher on one GPU,
+// pre_softmax with sigmoid) or does not implement ("not implemented", not "unknown"), and notes for keys that
+// no layer reads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/model_config.h"
+#include "config/validate.h"
+#include "core/strings.h"
+#include "model/layers/moe_layer.h"
+#include "reference/moe_router.h"
+#include "validation_report_text.h"
+
+namespace sg::config {
+namespace {
+
+using test::describe;
+
+ValidationReport check(const char* recipe, const std::vector<std::string>& overrides = {}) {
+  return validate(load_config(recipe, overrides));
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+bool names(const std::vector<KeyValue>& values, const std::string& key) {
+  return std::any_of(values.begin(), values.end(), [&](const KeyValue& kv) { return kv.key == key; });
+}
+
+// The violations / notes naming `key`.
+std::vector<Violation> violations_naming(const ValidationReport& r, const std::string& key) {
+  std::vector<Violation> out;
+  std::copy_if(r.violations.begin(), r.violations.end(), std::back_inserter(out),
+               [&](const Violation& v) { return names(v.values, key); });
+  return out;
+}
+std::vector<Note> notes_naming(const ValidationReport& r, const std::string& key) {
+  std::vector<Note> out;
+  std::copy_if(r.notes.begin(), r.notes.end(), std::back_inserter(out),
+               [&](const Note& n) { return names(n.values, key); });
+  return out;
+}
+
+const std::vector<std::string> kSquaredRelu = {"model.activation_func=squared_relu", "model.gated_linear_unit=false"};
+// hybrid/tiny_hybrid (squared-ReLU MLPs) with MoE layers.
+const std::vector<std::string> kHybridMoe = {"model.hybrid_override_pattern=M*-EM*E-", "model.num_layers=8",
+                                             "model.num_moe_experts=4", "model.moe_ffn_hidden_size=128"};
+
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST(MoeKeys, TheExpertsAreSwigluOnlySoAnotherActivationIsRefusedOnAModelWithMoeLayers) {
+  for (const ValidationReport& r : {check("moe/tiny_moe", kSquaredRelu), check("hybrid/tiny_hybrid", kHybridMoe),
+                                    check("moe/tiny_moe", {"model.activation_func=gelu"})}) {
+    const std::vector<Violation> v = violations_naming(r, "model.activation_func");
+    ASSERT_EQ(v.size(), 1u) << describe(r);
+    EXPECT_EQ(v[0].rule, 16);
+    EXPECT_TRUE(names(v[0].values, "model.gated_linear_unit")) << describe(r);
+    EXPECT_TRUE(contains(v[0].message, "SwiGLU only")) << v[0].message;
+    EXPECT_TRUE(contains(v[0].fix, "activation_func=silu model.gated_linear_unit=true")) << v[0].fix;
+    EXPECT_TRUE(contains(v[0].fix, "dense")) << v[0].fix;
+  }
+  // SwiGLU everywhere: the hybrid MoE stack is fine.
+  EXPECT_TRUE(check("hybrid/tiny_hybrid",
+                    plus(kHybridMoe, {"model.activation_func=silu", "model.gated_linear_unit=true"}))
+                  .ok());
+  // The dense MLP layers keep both activations: no MoE layer, no error.
+  for (const ValidationReport& r :
+       {check("llama/tiny", kSquaredRelu), check("hybrid/tiny_hybrid"),
+        check("moe/tiny_moe", plus(kSquaredRelu, {"model.moe_layer_freq=[0,0,0,0]"}))}) {
+    EXPECT_TRUE(r.ok()) << describe(r);
+  }
+}
+
+TEST(MoeKeys, TopOneWithTheSoftmaxAfterTheTopKIsRefusedAsMegatronDoes) {
+  const ValidationReport r = check("moe/tiny_moe", {"model.moe_router_topk=1"});
+  const std::vector<Violation> v = violations_naming(r, "model.moe_router_pre_softmax");
+  ASSERT_EQ(v.size(), 1u) << describe(r);
+  EXPECT_TRUE(names(v[0].values, "model.moe_router_topk")) << describe(r);
+  EXPECT_TRUE(contains(v[0].fix, "model.moe_router_pre_softmax=true")) << v[0].fix;
+  EXPECT_TRUE(contains(v[0].message, "Please use --moe-router-pre-softmax when topk is 1")) << v[0].message;
+  // A softmax over all experts, or sigmoid scores, give the router a gradient.
+  for (const std::vector<std::string>& ok :
+       {std::vector<std::string>{"model.moe_router_topk=1", "model.moe_router_pre_softmax=true"},
+        std::vector<std::string>{"model.moe_router_topk=1", "model.moe_router_score_function=sigmoid"}}) {
+    const ValidationReport passes = check("moe/tiny_moe", ok);
+    EXPECT_TRUE(passes.ok()) << describe(passes);
+  }
+}
+
+TEST(MoeKeys, EveryDispatcherRunsOnOneGpuAndFlexSaysItsBackendsAreNotUsed) {
+  const std::string key = "model.moe_token_dispatcher_type";
+  // Bridge's default (and Config's): a Bridge MoE config that does not set the key.
+  const ValidationReport by_default = check("moe/tiny_moe", {key + "=" + ModelConfig{}.moe_token_dispatcher_type});
+  EXPECT_TRUE(by_default.ok()) << describe(by_default);
+  for (const std::string& dispatcher : moe_token_dispatcher_type_values().implemented) {
+    SCOPED_TRACE(dispatcher);
+    const ValidationReport r = check("moe/tiny_moe", {key + "=" + dispatcher});
+    EXPECT_TRUE(r.ok()) << describe(r);
+    const std::vector<Note> notes = notes_naming(r, key);
+    if (dispatcher == "flex") {
+      ASSERT_EQ(notes.size(), 1u) << describe(r);
+      EXPECT_TRUE(contains(notes[0].message, "DeepEP")) << notes[0].message;
+    } else {
+      EXPECT_TRUE(notes.empty()) << describe(r);
+    }
+  }
+  const ValidationReport typo = check("moe/tiny_moe", {key + "=all2all"});
+  const std::vector<Violation> v = violations_naming(typo, key);
+  ASSERT_EQ(v.size(), 1u) << describe(typo);
+  EXPECT_TRUE(contains(v[0].message, "unknown")) << v[0].message;
+  EXPECT_TRUE(contains(v[0].fix, join(moe_token_dispatcher_type_values().implemented, ", "))) << v[0].fix;
+}
+
+TEST(MoeKeys, PreSoftmaxWithSigmoidIsANoteAndTheRouterIgnoresIt) {
+  // Bridge's DeepSeek-V3 / Moonlight pair.
+  const std::vector<std::string> deepseek = {"model.moe_router_score_function=sigmoid",
+                                             "model.moe_router_enable_expert_bias=true"};
+  const ValidationReport with = check("moe/tiny_moe", plus(deepseek, {"model.moe_router_pre_softmax=true"}));
+  ASSERT_TRUE(with.ok()) << describe(with);
+  const std::vector<Note> notes = notes_naming(with, "model.moe_router_pre_softmax");
+  ASSERT_EQ(notes.size(), 1u) << describe(with);
+  EXPECT_TRUE(contains(notes[0].message, "no effect")) << notes[0].message;
+  const ValidationReport without = check("moe/tiny_moe", deepseek);
+  ASSERT_TRUE(without.ok()) << describe(without);
+  EXPECT_TRUE(notes_naming(without, "model.moe_router_pre_softmax").empty()) << describe(without);
+
+  // The router the model builds takes the pair (its plan-time check refuses pre_softmax with sigmoid) and routes
+  // as sigmoid alone.
+  const int64_t T = 3;
+  const ref::MoeRouting routing = model::moe_shapes(model_spec(with.config), T).routing;
+  const ref::MoeRouting plain = model::moe_shapes(model_spec(without.config), T).routing;
+  const int64_t E = routing.E, k = routing.k;
+  std::vector<float> logits(static_cast<size_t>(T * E));
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = 0.37f * static_cast<float>((i * 7) % 11) - 1.5f;
+  std::vector<int32_t> map(static_cast<size_t>(T * k)), plain_map(map.size());
+  std::vector<float> probs(map.size()), plain_probs(map.size());
+  ref::moe_router_forward(map.data(), probs.data(), logits.data(), nullptr, routing);
+  ref::moe_router_forward(plain_map.data(), plain_probs.data(), logits.data(), nullptr, plain);
+  EXPECT_EQ(map, plain_map);
+  EXPECT_EQ(probs, plain_probs);
+  // With softmax, pre_softmax is Megatron's: the router gets it.
+  EXPECT_TRUE(model_spec(check("moe/tiny_moe", {"model.moe_router_pre_softmax=true"}).config).moe.pre_softmax);
+}
+
+// Megatron's values stepgraph does not implement are "not implemented in stepgraph", with the values it has; a
+// typo stays "unknown".
+TEST(MoeKeys, MegatronValuesNotImplementedAreNotCalledUnknown) {
+  for (const KeyValues* values : {&moe_router_score_function_values(), &moe_router_load_balancing_type_values(),
+                                  &moe_token_drop_policy_values(), &moe_token_dispatcher_type_values(),
+                                  &position_embedding_type_values()}) {
+    const std::string key = values->key;
+    std::vector<std::string> tried = values->megatron_only;
+    tried.push_back("typo" + values->implemented[0]);
+    for (const std::string& value : tried) {
+      SCOPED_TRACE(key + "=" + value);
+      const ValidationReport r = check("moe/tiny_moe", {key + "=" + value});
+      const std::vector<Violation> v = violations_naming(r, key);
+      ASSERT_EQ(v.size(), 1u) << describe(r);
+      const bool megatron = value.rfind("typo", 0) != 0;
+      EXPECT_EQ(contains(v[0].message, "Megatron's '" + value + "' is not implemented in stepgraph"), megatron)
+          << v[0].message;
+      EXPECT_EQ(contains(v[0].message, "unknown"), !megatron) << v[0].message;
+      EXPECT_TRUE(contains(v[0].fix, "use one of: " + join(values->implemented, ", "))) << v[0].fix;
+    }
+  }
+}
+
+TEST(MoeKeys, AnInvalidCapacityFactorSaysNullIsDropless) {
+  for (const char* factor : {"-1", "0"}) {
+    const ValidationReport r = check("moe/tiny_moe", {std::string("model.moe_expert_capacity_factor=") + factor});
+    const std::vector<Violation> v = violations_naming(r, "model.moe_expert_capacity_factor");
+    ASSERT_EQ(v.size(), 1u) << describe(r);
+    EXPECT_TRUE(contains(v[0].fix, "null for token-dropless")) << v[0].fix;
+  }
+}
+
+// A violation prints moe_layer_freq as config show does.
+TEST(MoeKeys, MoeLayerFreqPrintsInViolationsAsConfigShowPrintsIt) {
+  for (const char* freq : {"[1,0]", "3", "([1]*3+[0])*2"}) {
+    SCOPED_TRACE(freq);
+    const Config c = load_config("moe/tiny_moe", {std::string("model.moe_layer_freq=") + freq});
+    const std::string yaml = emit_yaml(c);
+    const std::string line = "  moe_layer_freq: ";
+    const size_t at = yaml.find(line);
+    ASSERT_NE(at, std::string::npos);
+    const std::string shown = yaml.substr(at + line.size(), yaml.find('\n', at) - at - line.size());
+    EXPECT_EQ(format_value(c, "model.moe_layer_freq"), shown);
+  }
+  const ValidationReport r = check("moe/tiny_moe", {"model.moe_layer_freq=[1,0]"});  // 2 entries, 4 blocks
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(describe(r), "model.moe_layer_freq = [1, 0]")) << describe(r);
+}
+
+TEST(MoeKeys, MoeKeysOnAModelWithoutMoeLayersAreOneNote) {
+  const std::string no_moe = "no layer is MoE";
+  const auto moe_notes = [&](const ValidationReport& r) {
+    std::vector<Note> out;
+    for (const Note& n : r.notes) {
+      if (contains(n.message, no_moe)) out.push_back(n);
+    }
+    return out;
+  };
+  // A dense recipe with MoE keys.
+  const ValidationReport dense =
+      check("llama/tiny", {"model.moe_ffn_hidden_size=512", "model.moe_router_topk=4"});
+  ASSERT_TRUE(dense.ok()) << describe(dense);
+  std::vector<Note> notes = moe_notes(dense);
+  ASSERT_EQ(notes.size(), 1u) << describe(dense);
+  EXPECT_TRUE(names(notes[0].values, "model.moe_ffn_hidden_size")) << describe(dense);
+  EXPECT_TRUE(names(notes[0].values, "model.moe_router_topk")) << describe(dense);
+  // Bridge's keys that never have an effect here (config/bridge_inert_keys.h) have their own note, not this one.
+  EXPECT_TRUE(moe_notes(check("llama/tiny", {"model.moe_grouped_gemm=true"})).empty());
+
+  // An MoE recipe made dense: the keys it sets away from the defaults, not those at them.
+  const Config tiny_moe = load_config("moe/tiny_moe");
+  ASSERT_EQ(tiny_moe.model.moe_router_topk, ModelConfig{}.moe_router_topk);
+  ASSERT_NE(tiny_moe.model.moe_ffn_hidden_size, ModelConfig{}.moe_ffn_hidden_size);
+  for (const char* zero : {"model.num_moe_experts=0", "model.num_moe_experts=null"}) {
+    const ValidationReport r = check("moe/tiny_moe", {zero});
+    notes = moe_notes(r);
+    ASSERT_EQ(notes.size(), 1u) << describe(r);
+    EXPECT_TRUE(names(notes[0].values, "model.moe_ffn_hidden_size")) << describe(r);
+    EXPECT_FALSE(names(notes[0].values, "model.moe_router_topk")) << describe(r);
+  }
+  // Experts, but moe_layer_freq makes every block dense: the experts are unused, the frequency is the reason.
+  const ValidationReport zeros = check("moe/tiny_moe", {"model.moe_layer_freq=[0,0,0,0]"});
+  notes = moe_notes(zeros);
+  ASSERT_EQ(notes.size(), 1u) << describe(zeros);
+  EXPECT_TRUE(names(notes[0].values, "model.num_moe_experts")) << describe(zeros);
+  EXPECT_FALSE(names(notes[0].values, "model.moe_layer_freq")) << describe(zeros);
+  // Experts on a hybrid pattern without E.
+  notes = moe_notes(check("hybrid/tiny_hybrid", {"model.num_moe_experts=8"}));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_TRUE(names(notes[0].values, "model.num_moe_experts"));
+
+  // The pattern decides the MoE layers: moe_layer_freq has no effect.
+  const std::vector<std::string> hybrid_moe =
+      plus(kHybridMoe, {"model.activation_func=silu", "model.gated_linear_unit=true"});
+  const ValidationReport freq = check("hybrid/tiny_hybrid", plus(hybrid_moe, {"model.moe_layer_freq=2"}));
+  ASSERT_TRUE(freq.ok()) << describe(freq);
+  EXPECT_TRUE(moe_notes(freq).empty()) << describe(freq);
+  ASSERT_EQ(notes_naming(freq, "model.moe_layer_freq").size(), 1u) << describe(freq);
+
+  // Models with MoE layers, or dense ones without MoE keys: no such note.
+  for (const ValidationReport& r :
+       {check("moe/tiny_moe"), check("llama/tiny"), check("hybrid/tiny_hybrid", hybrid_moe)}) {
+    EXPECT_TRUE(moe_notes(r).empty()) << describe(r);
+    EXPECT_TRUE(notes_naming(r, "model.moe_layer_freq").empty()) << describe(r);
+  }
+}
+
+TEST(MambaKeys, MambaKeysOnAModelWithoutMambaLayersAreOneNote) {
+  const auto mamba_notes = [](const ValidationReport& r) {
+    std::vector<Note> out;
+    for (const Note& n : r.notes) {
+      if (contains(n.message, "no Mamba layers")) out.push_back(n);
+    }
+    return out;
+  };
+  // Even a value the scan refuses: no layer runs it.
+  const ValidationReport gpt = check("llama/tiny", {"model.mamba_num_groups=4", "model.mamba_state_dim=48"});
+  ASSERT_TRUE(gpt.ok()) << describe(gpt);
+  std::vector<Note> notes = mamba_notes(gpt);
+  ASSERT_EQ(notes.size(), 1u) << describe(gpt);
+  EXPECT_TRUE(names(notes[0].values, "model.mamba_num_groups")) << describe(gpt);
+  EXPECT_TRUE(names(notes[0].values, "model.mamba_state_dim")) << describe(gpt);
+  EXPECT_TRUE(contains(notes[0].message, "model.hybrid_override_pattern")) << notes[0].message;
+  // A pattern without M.
+  notes = mamba_notes(check("hybrid/tiny_hybrid", {"model.hybrid_override_pattern=*-*-*-*-", "model.mamba_expand=4"}));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_TRUE(names(notes[0].values, "model.mamba_expand"));
+  // Mamba layers, or no mamba_* key away from its default: no note.
+  for (const ValidationReport& r : {check("hybrid/tiny_hybrid", {"model.mamba_expand=4"}), check("llama/tiny")}) {
+    EXPECT_TRUE(mamba_notes(r).empty()) << describe(r);
+  }
+}
+
+TEST(MambaKeys, ADerivedHeadCountNamesTheKeysItComesFrom) {
+  const ValidationReport derived = check("hybrid/tiny_hybrid", {"model.mamba_num_groups=3"});
+  const std::vector<Violation> v = violations_naming(derived, "model.mamba_num_groups");
+  ASSERT_EQ(v.size(), 1u) << describe(derived);
+  for (const char* key : {"model.mamba_expand", "model.hidden_size", "model.mamba_head_dim"}) {
+    EXPECT_TRUE(names(v[0].values, key)) << key << "\n" << describe(derived);
+  }
+  EXPECT_TRUE(contains(v[0].message, "mamba_expand * hidden_size / mamba_head_dim")) << v[0].message;
+  // A head count given as a key is that key alone.
+  const ValidationReport given = check("hybrid/tiny_hybrid", {"model.mamba_num_heads=6", "model.mamba_num_groups=4"});
+  const std::vector<Violation> g = violations_naming(given, "model.mamba_num_groups");
+  ASSERT_EQ(g.size(), 1u) << describe(given);
+  EXPECT_TRUE(names(g[0].values, "model.mamba_num_heads")) << describe(given);
+  EXPECT_FALSE(names(g[0].values, "model.mamba_expand")) << describe(given);
+}
+
+}  // namespace
+}  // namespace sg::config
