@@ -104,6 +104,16 @@ def run_and_signal(cmd: list[str], signum: int, cwd: str | None = None) -> tuple
     return proc.returncode, "".join(err) + rest, time.monotonic() - start
 
 
+def sgtools_module(name: str):
+    """tools/sgtools/<name>, imported as the tools import it (without leaving tools/ on sys.path)."""
+    import importlib
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        return importlib.import_module(f"sgtools.{name}")
+    finally:
+        sys.path.pop(0)
+
+
 def read_folder(folder: str) -> dict[str, bytes]:
     out = {}
     for name in TOKENIZER_FILES:
@@ -541,11 +551,7 @@ class TokenizerTools(unittest.TestCase):
 
     def test_a_failed_finalize_leaves_no_temporaries(self):
         # Any failure while the .idx is written (not only a full disk) removes both temporary files.
-        sys.path.insert(0, os.path.join(ROOT, "tools"))
-        try:
-            from sgtools.indexed_dataset import IndexedDatasetWriter
-        finally:
-            sys.path.pop(0)
+        IndexedDatasetWriter = sgtools_module("indexed_dataset").IndexedDatasetWriter
         prefix = os.path.join(self.dir, "interrupted", "corpus")
         for error in (KeyboardInterrupt, ValueError):
             writer = IndexedDatasetWriter(prefix, np.uint16)
@@ -657,11 +663,8 @@ class TokenizerTools(unittest.TestCase):
 
     def test_gz_progress_counts_compressed_bytes(self):
         # The progress bar's total is the files' size, compressed for .gz: what is read must count the same.
-        sys.path.insert(0, os.path.join(ROOT, "tools"))
-        try:
-            from sgtools.corpus import check_inputs, read_records
-        finally:
-            sys.path.pop(0)
+        corpus = sgtools_module("corpus")
+        check_inputs, read_records = corpus.check_inputs, corpus.read_records
         path = os.path.join(self.dir, "progress.jsonl.gz")
         with open(SAMPLE, "rb") as f:
             data = f.read()
@@ -678,11 +681,7 @@ class TokenizerTools(unittest.TestCase):
         # A kill between finalize()'s two renames (simulated: the second one raises, and the clean-up a killed
         # process never runs is switched off) must not leave the old .idx beside the new .bin: a stale .idx of
         # the same size reads as valid.
-        sys.path.insert(0, os.path.join(ROOT, "tools"))
-        try:
-            from sgtools.indexed_dataset import IndexedDatasetWriter
-        finally:
-            sys.path.pop(0)
+        IndexedDatasetWriter = sgtools_module("indexed_dataset").IndexedDatasetWriter
         prefix = os.path.join(self.dir, "replaced", "corpus")
 
         def write(documents, killed=False):
