@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <system_error>
 
 namespace sg::test {
 
@@ -20,6 +21,24 @@ inline std::filesystem::path fresh_test_dir(const std::string& prefix,
   std::filesystem::create_directories(dir);
   return dir;
 }
+
+// A scratch directory, <tmp>/sg_<tag>_<pid>, emptied at the start and removed at scope exit.
+struct ScratchDir {
+  std::filesystem::path path;
+  explicit ScratchDir(const std::string& tag)
+      : path(std::filesystem::temp_directory_path() / ("sg_" + tag + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string str() const { return path.string(); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
 
 // The whole file ("" when it cannot be opened: the caller's assertion on the contents says what was missing).
 inline std::string read_file(const std::filesystem::path& path) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 #include <cstdint>
+#include <exception>
 #include <random>
 #include <vector>
 
@@ -51,6 +52,16 @@ inline std::string thrown_message(const std::function<void()>& f) {
   try {
     f();
   } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The message of any std::exception `f` throws (a filesystem or JSON error too), or "" when it throws none.
+inline std::string exception_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
     return e.what();
   }
   return "";

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/spec.h"
+#include "test_dir.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/hf_config.h"
 
@@ -151,19 +152,6 @@ struct Fixture {
     c.state = state;
     return checkpoint::training_checkpoint_contents(c);
   }
-};
-
-// A scratch directory removed at scope exit.
-struct ScratchDir {
-  std::filesystem::path path;
-  explicit ScratchDir(const std::string& tag) {
-    path =
-        std::filesystem::temp_directory_path() / ("sg_" + tag + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~ScratchDir() { std::filesystem::remove_all(path); }
-  std::string str() const { return path.string(); }
 };
 
 }  // namespace sg::test

@@ -22,20 +22,14 @@
 #include "data/hf_tokenizer.h"
 #include "data/indexed_dataset.h"
 #include "test_dir.h"
+#include "test_util.h"
 
 namespace sg::data {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string thrown(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::thrown_message;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -61,9 +55,9 @@ class DatasetFilesTest : public ::testing::Test {
 TEST_F(DatasetFilesTest, AFileOfThePairGivenInsteadOfThePrefixSaysToDropTheSuffix) {
   const std::string prefix = path("sample_text_document");
   write_dataset(prefix, {{1, 2, 3}});
-  EXPECT_EQ(thrown([&] { check_dataset_exists(prefix); }), "");
+  EXPECT_EQ(thrown_message([&] { check_dataset_exists(prefix); }), "");
   for (const std::string suffix : {".bin", ".idx"}) {
-    const std::string message = thrown([&] { check_dataset_exists(prefix + suffix); });
+    const std::string message = thrown_message([&] { check_dataset_exists(prefix + suffix); });
     EXPECT_NE(message.find(prefix + suffix + " is a file of the dataset " + prefix), std::string::npos) << message;
     EXPECT_NE(message.find("without " + suffix), std::string::npos) << message;
     EXPECT_NE(message.find("dataset.data_path=[" + prefix + "]"), std::string::npos) << message;
@@ -74,7 +68,7 @@ TEST_F(DatasetFilesTest, AFileOfThePairGivenInsteadOfThePrefixSaysToDropTheSuffi
   }
   // The file given, but its dataset lacks the other file: drop the suffix and make the dataset again.
   fs::remove(index_path(prefix));
-  const std::string message = thrown([&] { check_dataset_exists(prefix + ".bin"); });
+  const std::string message = thrown_message([&] { check_dataset_exists(prefix + ".bin"); });
   EXPECT_NE(message.find("but " + index_path(prefix) + " is missing"), std::string::npos) << message;
   EXPECT_NE(message.find("without .bin"), std::string::npos) << message;
   EXPECT_NE(message.find("--output-prefix " + path("sample") + " "), std::string::npos) << message;
@@ -88,7 +82,7 @@ TEST_F(DatasetFilesTest, TheTrainPathSaysItToo) {
   o.data_path = {prefix + ".bin"};
   o.seq_length = 2;
   o.vocab_size = 256;
-  const std::string message = thrown([&] { DataLoader loader(o); });
+  const std::string message = thrown_message([&] { DataLoader loader(o); });
   EXPECT_NE(message.find("without .bin"), std::string::npos) << message;
   EXPECT_NE(message.find("dataset.data_path=[" + prefix + "]"), std::string::npos) << message;
 }
@@ -96,7 +90,7 @@ TEST_F(DatasetFilesTest, TheTrainPathSaysItToo) {
 TEST_F(DatasetFilesTest, AMissingDatasetsAdviceIsForTheNameTheUserWrites) {
   // Spelled like a file, nothing there: the advice makes DATA (what data_path should say), not DATA.bin.
   const std::string spelled_as_file = path("sample_text_document.bin");
-  std::string message = thrown([&] { check_dataset_exists(spelled_as_file); });
+  std::string message = thrown_message([&] { check_dataset_exists(spelled_as_file); });
   EXPECT_NE(message.find(spelled_as_file + ".idx and " + spelled_as_file + ".bin not found"), std::string::npos)
       << message;
   EXPECT_NE(message.find("without .bin"), std::string::npos) << message;
@@ -104,12 +98,12 @@ TEST_F(DatasetFilesTest, AMissingDatasetsAdviceIsForTheNameTheUserWrites) {
   EXPECT_NE(message.find("dataset.data_path=[" + path("sample_text_document") + "]"), std::string::npos) << message;
   EXPECT_EQ(message.find("bin_text_document"), std::string::npos) << message;
   // A PREFIX_text_document is what preprocess_data.py --output-prefix PREFIX writes.
-  message = thrown([&] { check_dataset_exists(path("web_text_document")); });
+  message = thrown_message([&] { check_dataset_exists(path("web_text_document")); });
   EXPECT_NE(message.find("--output-prefix " + path("web") + " "), std::string::npos) << message;
   EXPECT_NE(message.find("dataset.data_path=[" + path("web_text_document") + "]"), std::string::npos) << message;
   EXPECT_NE(message.find("stepgraph data synth --out " + path("web_text_document")), std::string::npos) << message;
   // Any other prefix: preprocess_data.py's output is PREFIX_text_document.
-  message = thrown([&] { check_dataset_exists(path("plain")); });
+  message = thrown_message([&] { check_dataset_exists(path("plain")); });
   EXPECT_NE(message.find("--output-prefix " + path("plain") + " "), std::string::npos) << message;
   EXPECT_NE(message.find("dataset.data_path=[" + path("plain") + "_text_document]"), std::string::npos) << message;
 }
@@ -119,7 +113,7 @@ TEST_F(DatasetFilesTest, ATemporaryLeftByAnUnfinishedWriteIsNamed) {
   const std::string prefix = path("killed");
   write_dataset(prefix, {{1, 2, 3}});
   fs::rename(index_path(prefix), index_path(prefix) + ".tmp");
-  const std::string message = thrown([&] { check_dataset_exists(prefix); });
+  const std::string message = thrown_message([&] { check_dataset_exists(prefix); });
   EXPECT_NE(message.find(index_path(prefix) + " not found"), std::string::npos) << message;
   EXPECT_NE(message.find(index_path(prefix) + ".tmp is left from a write of " + prefix + " that did not finish"),
             std::string::npos)
@@ -133,7 +127,7 @@ TEST_F(DatasetFilesTest, AnIndexOfALargerDatasetIsNotOnlyTruncation) {
   write_dataset(big, {{1, 2, 3, 4}, {5, 6, 7}, {8, 9}});  // 9 tokens, 18 bytes
   write_dataset(small, {{1, 2}, {3}});                    // 3 tokens, 6 bytes
   fs::copy_file(index_path(big), index_path(small), fs::copy_options::overwrite_existing);
-  const std::string message = thrown([&] { IndexedDataset::open(small); });
+  const std::string message = thrown_message([&] { IndexedDataset::open(small); });
   EXPECT_NE(message.find(bin_path(small) + " is truncated, or " + index_path(small) +
                          " is the index of another dataset"),
             std::string::npos)
@@ -146,7 +140,7 @@ TEST_F(DatasetFilesTest, AnIndexOfALargerDatasetIsNotOnlyTruncation) {
   // The opposite case (bytes left over) gives the same fix.
   write_dataset(small, {{1, 2}, {3}});
   fs::copy_file(index_path(small), index_path(big), fs::copy_options::overwrite_existing);
-  const std::string leftover = thrown([&] { IndexedDataset::open(big); });
+  const std::string leftover = thrown_message([&] { IndexedDataset::open(big); });
   EXPECT_NE(leftover.find("does not match its index"), std::string::npos) << leftover;
   EXPECT_NE(leftover.find("Both files must come from one run: write " + big + " again"), std::string::npos)
       << leftover;
@@ -182,7 +176,7 @@ TEST_F(DatasetFilesTest, AFailureToCreateTheIndexLeavesNoTemporaryData) {
   IndexedDatasetWriter w(prefix, TokenDtype::uint16);
   w.add_document(std::vector<int32_t>{1, 2, 3});
   EXPECT_TRUE(fs::exists(bin_path(prefix) + ".tmp"));
-  const std::string message = thrown([&] { w.finalize(); });
+  const std::string message = thrown_message([&] { w.finalize(); });
   EXPECT_NE(message.find("cannot create index file " + index_path(prefix) + ".tmp"), std::string::npos) << message;
   EXPECT_FALSE(fs::exists(bin_path(prefix) + ".tmp")) << "the .bin temporary was left behind";
   EXPECT_FALSE(fs::exists(bin_path(prefix)));
@@ -199,7 +193,7 @@ TEST_F(DatasetFilesTest, TheOldIndexIsGoneBeforeTheBinIsReplaced) {
   fs::create_directories(fs::path(bin_path(prefix)) / "in_the_way");
   IndexedDatasetWriter w(prefix, TokenDtype::uint16);
   w.add_document(std::vector<int32_t>{7, 8});
-  const std::string message = thrown([&] { w.finalize(); });
+  const std::string message = thrown_message([&] { w.finalize(); });
   EXPECT_NE(message.find("cannot rename " + bin_path(prefix) + ".tmp to " + bin_path(prefix)), std::string::npos)
       << message;
   EXPECT_NE(message.find("the old index file " + index_path(prefix) + " was removed already"), std::string::npos)
@@ -217,7 +211,7 @@ TEST_F(DatasetFilesTest, AnOldIndexThatCannotBeRemovedReplacesNothing) {
   fs::create_directories(fs::path(index_path(prefix)) / "in_the_way");  // unlink fails (EISDIR)
   IndexedDatasetWriter w(prefix, TokenDtype::uint16);
   w.add_document(std::vector<int32_t>{7, 8});
-  const std::string message = thrown([&] { w.finalize(); });
+  const std::string message = thrown_message([&] { w.finalize(); });
   EXPECT_NE(message.find("cannot remove the old index file " + index_path(prefix)), std::string::npos) << message;
   EXPECT_NE(message.find("nothing was replaced"), std::string::npos) << message;
   EXPECT_EQ(read_file(bin_path(prefix)), old_bin);
@@ -234,21 +228,21 @@ TEST_F(DatasetFilesTest, ATokenizerFileNamedInsteadOfItsFolderSaysToGiveTheFolde
   std::ofstream(tok / "tokenizer_config.json") << "{}";
   for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
     const std::string file = (tok / name).string();
-    const std::string message = thrown([&] { read_hf_tokenizer(file); });
+    const std::string message = thrown_message([&] { read_hf_tokenizer(file); });
     EXPECT_NE(message.find(file + " is a file; give its folder"), std::string::npos) << message;
     EXPECT_NE(message.find("tokenizer.tokenizer_model=" + tok.string()), std::string::npos) << message;
     EXPECT_EQ(message.find("--output " + file), std::string::npos) << message;
   }
-  EXPECT_EQ(thrown([&] { read_hf_tokenizer(tok.string()); }), "");
+  EXPECT_EQ(thrown_message([&] { read_hf_tokenizer(tok.string()); }), "");
   // A file in a folder without a tokenizer: not a place to train one into either.
   const std::string stray = path("notes.txt");
   std::ofstream(stray) << "x";
-  std::string message = thrown([&] { read_hf_tokenizer(stray); });
+  std::string message = thrown_message([&] { read_hf_tokenizer(stray); });
   EXPECT_NE(message.find(stray + " is a file, not a folder"), std::string::npos) << message;
   EXPECT_NE(message.find("--output TOKENIZER_DIR"), std::string::npos) << message;
   EXPECT_EQ(message.find("--output " + stray), std::string::npos) << message;
   // Nothing there: train one into it.
-  message = thrown([&] { read_hf_tokenizer(path("new_tok")); });
+  message = thrown_message([&] { read_hf_tokenizer(path("new_tok")); });
   EXPECT_NE(message.find("--output " + path("new_tok")), std::string::npos) << message;
 }
 

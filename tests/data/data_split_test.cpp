@@ -17,20 +17,14 @@
 #include "data/hf_tokenizer.h"
 #include "data/indexed_dataset.h"
 #include "test_dir.h"
+#include "test_util.h"
 
 namespace sg::data {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string thrown(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::thrown_message;
 
 TEST(DatasetSplit, ParsesAndNormalisesLikeMegatron) {
   const SplitShares s = parse_split("969,30,1");
@@ -43,7 +37,7 @@ TEST(DatasetSplit, ParsesAndNormalisesLikeMegatron) {
   EXPECT_DOUBLE_EQ(two[2], 0.0);
   EXPECT_DOUBLE_EQ(parse_split("1")[0], 1.0);
   for (const char* bad : {"", "a,b", "1,2,3,4", "-1,2", "0,0,0", "1,,2", "1e999"}) {
-    EXPECT_NE(thrown([&] { parse_split(bad); }).find("dataset.split"), std::string::npos) << bad;
+    EXPECT_NE(thrown_message([&] { parse_split(bad); }).find("dataset.split"), std::string::npos) << bad;
   }
 }
 
@@ -115,7 +109,7 @@ TEST_F(SplitLoaderTest, ASplitTooSmallForOneSampleSaysSo) {
   o.vocab_size = 1 << 20;
   o.split_shares = parse_split("6,3,1");
   o.split = Split::test;
-  const std::string message = thrown([&] { DataLoader loader(o); });
+  const std::string message = thrown_message([&] { DataLoader loader(o); });
   EXPECT_NE(message.find("test split: documents [9, 10) of 10"), std::string::npos) << message;
   EXPECT_NE(message.find("dataset.split"), std::string::npos) << message;
 }
@@ -125,7 +119,7 @@ TEST_F(SplitLoaderTest, AMissingDatasetSaysHowToMakeOne) {
   o.data_path = {(dir_ / "nothing").string()};
   o.seq_length = 8;
   o.vocab_size = 256;
-  const std::string message = thrown([&] { DataLoader loader(o); });
+  const std::string message = thrown_message([&] { DataLoader loader(o); });
   EXPECT_NE(message.find("nothing.idx and "), std::string::npos) << message;
   EXPECT_NE(message.find("stepgraph data synth --out"), std::string::npos) << message;
   EXPECT_NE(message.find("tools/preprocess_data.py"), std::string::npos) << message;
@@ -134,7 +128,7 @@ TEST_F(SplitLoaderTest, AMissingDatasetSaysHowToMakeOne) {
   w.add_document(std::vector<int32_t>{1, 2, 3});
   w.finalize();
   o.data_path = {(dir_ / "mine").string()};
-  EXPECT_NE(thrown([&] { DataLoader loader(o); }).find("mine_text_document exists"), std::string::npos);
+  EXPECT_NE(thrown_message([&] { DataLoader loader(o); }).find("mine_text_document exists"), std::string::npos);
 }
 
 // ---- the tokenizer folder ----
@@ -213,25 +207,24 @@ TEST_F(TokenizerFolderTest, RefusesWhatTransformersWouldSkipInAdditionalChatTemp
   write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}}})");
   const fs::path templates = dir_ / "additional_chat_templates";
   write("additional_chat_templates", "a file, not the folder");
-  EXPECT_NE(thrown([&] { read_hf_tokenizer(dir_.string()); }).find(templates.string() + " is not a folder"),
+  EXPECT_NE(thrown_message([&] { read_hf_tokenizer(dir_.string()); }).find(templates.string() + " is not a folder"),
             std::string::npos);
   fs::remove(templates);
   fs::create_directories(templates);
   write("additional_chat_templates/tool_use.jinja", "{{ messages }}");
   for (const std::string& name : {"README.md", "tool_use.jinja.bak", ".jinja"}) {
     write("additional_chat_templates/" + name, "x");
-    const std::string error = thrown([&] { read_hf_tokenizer(dir_.string()); });
+    const std::string error = thrown_message([&] { read_hf_tokenizer(dir_.string()); });
     EXPECT_NE(error.find((templates / name).string() + " is not a regular NAME.jinja file"), std::string::npos)
         << error;
     fs::remove(templates / name);
   }
   fs::create_directories(templates / "nested.jinja");
-  EXPECT_NE(thrown([&] { read_hf_tokenizer(dir_.string()); }).find("nested.jinja is not a regular NAME.jinja file"),
-            std::string::npos);
+  const auto tokenizer_error = [&] { return thrown_message([&] { read_hf_tokenizer(dir_.string()); }); };
+  EXPECT_NE(tokenizer_error().find("nested.jinja is not a regular NAME.jinja file"), std::string::npos);
   fs::remove(templates / "nested.jinja");
   fs::create_symlink(dir_ / "missing.jinja", templates / "dangling.jinja");
-  EXPECT_NE(thrown([&] { read_hf_tokenizer(dir_.string()); }).find("dangling.jinja is not a regular NAME.jinja"),
-            std::string::npos);
+  EXPECT_NE(tokenizer_error().find("dangling.jinja is not a regular NAME.jinja"), std::string::npos);
   fs::remove(templates / "dangling.jinja");
   EXPECT_EQ(read_hf_tokenizer(dir_.string()).files.back(), "additional_chat_templates/tool_use.jinja");
 }
@@ -257,24 +250,24 @@ TEST_F(TokenizerFolderTest, BosTokenResolvedAsTheEosIs) {
   EXPECT_EQ(info.eod_id, 1);
   EXPECT_NE(info.describe().find("EOD </s> = 1, BOS <|begin|> = 9"), std::string::npos) << info.describe();
   write("tokenizer_config.json", R"({"bos_token": "<start>"})");
-  const std::string error = thrown([&] { read_hf_tokenizer(dir_.string()); });
+  const std::string error = thrown_message([&] { read_hf_tokenizer(dir_.string()); });
   EXPECT_NE(error.find("names bos_token \"<start>\", but " + (dir_ / "tokenizer.json").string() + " has no such"),
             std::string::npos)
       << error;
 }
 
 TEST_F(TokenizerFolderTest, ErrorsNameTheFileAndTheFix) {
-  EXPECT_NE(thrown([&] { read_hf_tokenizer((dir_ / "none").string()); }).find("tools/train_tokenizer.py"),
+  EXPECT_NE(thrown_message([&] { read_hf_tokenizer((dir_ / "none").string()); }).find("tools/train_tokenizer.py"),
             std::string::npos);
-  EXPECT_NE(thrown([&] { read_hf_tokenizer(dir_.string()); }).find("has no tokenizer.json"), std::string::npos);
+  EXPECT_NE(thrown_message([&] { read_hf_tokenizer(dir_.string()); }).find("has no tokenizer.json"), std::string::npos);
   write("tokenizer.json", "{not json");
-  EXPECT_NE(thrown([&] { read_hf_tokenizer(dir_.string()); }).find("is not valid JSON"), std::string::npos);
+  EXPECT_NE(thrown_message([&] { read_hf_tokenizer(dir_.string()); }).find("is not valid JSON"), std::string::npos);
   write("tokenizer.json", R"({"model": {"vocab": {"a": 0}}})");
   write("tokenizer_config.json", R"({"eos_token": "</s>"})");
-  EXPECT_NE(thrown([&] { read_hf_tokenizer(dir_.string()); }).find("names eos_token \"</s>\", but"),
+  EXPECT_NE(thrown_message([&] { read_hf_tokenizer(dir_.string()); }).find("names eos_token \"</s>\", but"),
             std::string::npos);
   write("tokenizer.json", R"({"nomodel": 1})");
-  EXPECT_NE(thrown([&] { read_hf_tokenizer(dir_.string()); }).find("no \"model\" object"), std::string::npos);
+  EXPECT_NE(thrown_message([&] { read_hf_tokenizer(dir_.string()); }).find("no \"model\" object"), std::string::npos);
 }
 
 }  // namespace

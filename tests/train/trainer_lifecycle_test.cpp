@@ -28,31 +28,17 @@
 #include "train/save_dir_policy.h"
 #include "train/stop_grace.h"
 #include "train/trainer.h"
+#include "test_dir.h"
+#include "test_util.h"
 
 namespace sg::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+const auto error_of = test::exception_message;
 
-struct Scratch {
-  fs::path path;
-  explicit Scratch(const std::string& tag) {
-    path = fs::temp_directory_path() / ("sg_lifecycle_" + tag + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Scratch() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using Scratch = test::ScratchDir;
 
 TEST(Progress, TheEtaAfterAResumeCountsOnlyThisRunsSteps) {
   // Resumed at step 500 of 1000; 10 steps took 10 s: 490 steps left at 1 s each.

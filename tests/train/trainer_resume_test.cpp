@@ -31,22 +31,15 @@
 #include "train/run_folder.h"
 #include "train/save_dir_policy.h"
 #include "train/trainer.h"
+#include "test_dir.h"
+#include "test_util.h"
 
 namespace sg::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Scratch {
-  fs::path path;
-  explicit Scratch(const std::string& tag) {
-    path = fs::temp_directory_path() / ("sg_resume_" + tag + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Scratch() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using Scratch = test::ScratchDir;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -55,14 +48,7 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+const auto error_of = test::exception_message;
 
 // A one-layer model the CPU trains in milliseconds a step, on mock data; `extra` overrides (later ones win).
 config::Config tiny(const std::vector<std::string>& extra) {
