@@ -34,11 +34,14 @@ endif()
 function(sg_embed_recipes target)
   file(GLOB_RECURSE recipes CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/recipes/*.yaml)
   set(out ${CMAKE_BINARY_DIR}/generated/sg_embedded_recipes.cpp)
+  # The list itself as a dependency: rewritten only when it changes, so a removed recipe re-embeds too.
+  set(list_file ${CMAKE_BINARY_DIR}/generated/sg_recipe_list.txt)
+  file(CONFIGURE OUTPUT ${list_file} CONTENT "${recipes}")
   add_custom_command(
     OUTPUT ${out}
     COMMAND ${CMAKE_COMMAND} -DSG_RECIPE_ROOT=${CMAKE_SOURCE_DIR}/recipes -DSG_RECIPE_OUT=${out}
             -P ${CMAKE_CURRENT_FUNCTION_LIST_FILE}
-    DEPENDS ${recipes} ${CMAKE_CURRENT_FUNCTION_LIST_FILE}
+    DEPENDS ${recipes} ${list_file} ${CMAKE_CURRENT_FUNCTION_LIST_FILE}
     COMMENT "Embedding recipes/*.yaml"
     VERBATIM)
   target_sources(${target} PRIVATE ${out})

@@ -1,6 +1,6 @@
 #pragma once
 // Tests that run the stepgraph binary (or a script) as a user would: a shell command, its exit status
-// and its output.
+// and its output; or, for a test that forks the binary itself, its argv (StepgraphArgv).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +26,27 @@ inline std::string stepgraph_binary() {
   }
   return STEPGRAPH_BIN;
 }
+
+// The stepgraph binary with args..., as execv takes it; built before the fork, so the child only execs.
+class StepgraphArgv {
+ public:
+  explicit StepgraphArgv(const std::vector<std::string>& args) : strings_{stepgraph_binary()} {
+    strings_.insert(strings_.end(), args.begin(), args.end());
+    for (auto& a : strings_) pointers_.push_back(a.data());
+    pointers_.push_back(nullptr);
+  }
+  StepgraphArgv(const StepgraphArgv&) = delete;  // pointers_ point into strings_
+  StepgraphArgv& operator=(const StepgraphArgv&) = delete;
+  // In the child: exec, or exit 127 (the shell's "command not found").
+  [[noreturn]] void exec() {
+    ::execv(pointers_[0], pointers_.data());
+    ::_exit(127);
+  }
+
+ private:
+  std::vector<std::string> strings_;
+  std::vector<char*> pointers_;
+};
 
 struct CommandResult {
   int exit_code = -1;  // -1: did not start or did not exit normally

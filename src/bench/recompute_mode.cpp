@@ -59,10 +59,11 @@ const std::vector<std::string>& recompute_item_names() {
 
 std::string RecomputeMode::label() const {
   std::string text = std::string(kRecomputePrefix) + granularity;
-  if (is(granularity, Granularity::selective) && !modules.empty()) text += "=" + join(modules, "/");
+  // Appended piece by piece: GCC 12's -Wrestrict misfires on "=" + std::string temporaries.
+  if (is(granularity, Granularity::selective) && !modules.empty()) text.append("=").append(join(modules, "/"));
   if (is(granularity, Granularity::full) && method) {
-    text += "=" + *method;
-    if (num_layers) text += "/" + std::to_string(*num_layers);
+    text.append("=").append(*method);
+    if (num_layers) text.append("/").append(std::to_string(*num_layers));
   }
   return text;
 }

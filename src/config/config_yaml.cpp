@@ -200,6 +200,34 @@ bool is_string_key(std::string_view section, std::string_view key) {
   return string_typed;
 }
 
+namespace {
+// Keys that newer Megatron also takes as a list where stepgraph implements one value: a one-element list is that
+// value, a longer one is refused with `several` (what the list would mean) and the values to pick from.
+struct OneOfList {
+  std::string_view section, key, several;
+};
+constexpr OneOfList kOneOfLists[] = {
+    {"model", "moe_router_load_balancing_type", "combining several load-balancing losses"}};
+
+// `value` as the key takes it: a list of one for such a key is its element.
+YAML::Node unlisted(std::string_view section, std::string_view key, const YAML::Node& value,
+                    const std::string& where) {
+  if (!value.IsSequence()) return value;
+  for (const OneOfList& k : kOneOfLists) {
+    if (k.section != section || k.key != key) continue;
+    if (value.size() == 1) return value[0];  // [aux_loss] is aux_loss
+    std::vector<std::string> items;
+    for (const auto& item : value) items.push_back(item.IsScalar() ? item.Scalar() : describe(item));
+    if (items.empty()) throw ConfigError(where + " = []: the list is empty; give one value");
+    throw ConfigError(strprintf("%s = [%s]: %.*s (Megatron's list form) is not implemented; pick one of the list's "
+                                "values (%s)",
+                                where.c_str(), join(items, ", ").c_str(), static_cast<int>(k.several.size()),
+                                k.several.data(), join(items, " or ").c_str()));
+  }
+  return value;
+}
+}  // namespace
+
 bool assign_key(Config& config, std::string_view section, std::string_view key,
                 const YAML::Node& value, const std::string& where) {
   key = canonical_key(section, key);
@@ -207,9 +235,9 @@ bool assign_key(Config& config, std::string_view section, std::string_view key,
   visit_fields(config, [&](std::string_view s, std::string_view k, auto& member, const char*) {
     if (found || s != section || k != key) return;
     found = true;
-    convert(value, member,
-            strprintf("%s: %.*s.%.*s", where.c_str(), static_cast<int>(s.size()), s.data(),
-                      static_cast<int>(k.size()), k.data()));
+    const std::string at = strprintf("%s: %.*s.%.*s", where.c_str(), static_cast<int>(s.size()), s.data(),
+                                     static_cast<int>(k.size()), k.data());
+    convert(unlisted(s, k, value, at), member, at);
   });
   return found;
 }

@@ -92,6 +92,14 @@ class ListExpression {
   size_t pos_ = 0;
 };
 
+// "[a<sep>b]". Appended, not "[" + join(...) + "]": GCC 12 warns a false -Wrestrict on a literal + string temporary.
+std::string bracketed(const std::vector<std::string>& value, const char* separator) {
+  std::string out = "[";
+  out += join(value, separator);
+  out += ']';
+  return out;
+}
+
 bool all_digits(const std::string& s) {
   if (s.empty()) return false;
   for (char c : s) {
@@ -106,7 +114,7 @@ std::string format_moe_layer_freq(const std::vector<std::string>& value) {
   if (value.size() == 1 && all_digits(value[0])) return value[0];
   bool ints = !value.empty();
   for (const std::string& item : value) ints = ints && all_digits(item);
-  if (ints) return "[" + join(value, ", ") + "]";
+  if (ints) return bracketed(value, ", ");
   bool expression = false;
   for (const std::string& item : value) expression = expression || item.find_first_of("[]()*+") != std::string::npos;
   // An expression with commas arrives split at them (config_yaml.cpp): one string again, which reads back
@@ -116,7 +124,7 @@ std::string format_moe_layer_freq(const std::vector<std::string>& value) {
 }
 
 std::vector<int> expand_moe_layer_freq(const std::vector<std::string>& value, int64_t num_layers) {
-  const std::string text = value.empty() ? std::string("[]") : "[" + join(value, ",") + "]";
+  const std::string text = bracketed(value, ",");  // "[]" when empty
   if (value.empty()) fail(text, "it is empty");
   std::vector<int> per_block;
   if (value.size() == 1 && all_digits(value[0])) {

@@ -190,8 +190,11 @@ class Validator {
         violation(16, e.what(), {"model.moe_layer_freq", "model.num_layers"},
                   "give model.moe_layer_freq as an integer or one 0/1 per block");
       } else {
+        const bool separators = m().hybrid_override_pattern &&
+                                m().hybrid_override_pattern->find_first_of("|/") != std::string::npos;
         violation(16, e.what(), {"model.hybrid_override_pattern"},
-                  "use only M (Mamba), * (attention), - (MLP) and E (MoE), one character per layer");
+                  separators ? "remove Megatron's '|' stage separators and the '/' MTP part, as the message says"
+                             : "use only M (Mamba), * (attention), - (MLP) and E (MoE), one character per layer");
       }
     }
   }

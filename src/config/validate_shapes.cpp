@@ -342,7 +342,9 @@ class ShapeChecker {
     const ModelConfig& m = c_.model;
     if (m.hybrid_override_pattern) {
       const std::string& pattern = *m.hybrid_override_pattern;
-      if (static_cast<int64_t>(pattern.size()) != m.num_layers) {
+      // Megatron's '|' (stage) and '/' (MTP) are no layers: the pattern's own error says what to remove.
+      const bool separators = pattern.find_first_of("|/") != std::string::npos;
+      if (!separators && static_cast<int64_t>(pattern.size()) != m.num_layers) {
         fail(strprintf("hybrid_override_pattern has %zu layers but num_layers is %lld",
                        pattern.size(), static_cast<long long>(m.num_layers)),
              {"model.hybrid_override_pattern", "model.num_layers"},

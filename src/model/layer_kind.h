@@ -34,7 +34,8 @@ const char* layer_kind_name(LayerKind kind);
 char layer_kind_letter(LayerKind kind);
 
 // One kind per character of a Megatron pattern ("M*-M*-"). Throws sg::Error naming the key, the
-// character and its 1-based position, and the valid letters, for anything else (an empty pattern too).
+// character and its 1-based position, and the valid letters, for anything else (an empty pattern too);
+// Megatron's '|' (pipeline stages) and '/' (its MTP layers) are named as such, with the pattern without them.
 std::vector<LayerKind> parse_layer_pattern(std::string_view pattern,
                                            std::string_view key = "model.hybrid_override_pattern");
 

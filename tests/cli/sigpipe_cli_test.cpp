@@ -37,11 +37,7 @@ Outcome run_with_stdout_unread(const std::vector<std::string>& args, void (*inhe
   int fds[2];
   if (::pipe(fds) != 0) return outcome;
   ::close(fds[0]);
-  std::vector<std::string> storage = {sg::test::stepgraph_binary()};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  sg::test::StepgraphArgv argv(args);
   const pid_t pid = ::fork();
   if (pid == 0) {
     const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -49,8 +45,7 @@ Outcome run_with_stdout_unread(const std::vector<std::string>& args, void (*inhe
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(err, STDERR_FILENO);
     ::signal(SIGPIPE, inherited);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+    argv.exec();
   }
   ::close(fds[1]);
   int status = 0;

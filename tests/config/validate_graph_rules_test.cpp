@@ -176,5 +176,20 @@ TEST(PatternRule, AnUnknownLetterIsNamedWithoutASourceLocation) {
   EXPECT_EQ(text.find(".cpp:"), std::string::npos) << text;
 }
 
+// Megatron's '|' and '/' in a pattern are said for what they are, naming the key, in validation too.
+TEST(PatternRule, MegatronsStageAndMtpSeparatorsAreNamed) {
+  std::string text = describe(check("llama/tiny", {"model.hybrid_override_pattern=M*-|M*-"}));
+  EXPECT_TRUE(contains(text, "model.hybrid_override_pattern = M*-|M*-: '|' (character 4) is Megatron's "
+                             "pipeline-stage separator")) << text;
+  EXPECT_TRUE(contains(text, "write model.hybrid_override_pattern = M*-M*-")) << text;
+  text = describe(check("llama/tiny", {"model.hybrid_layer_pattern=M*-/*-"}));
+  EXPECT_TRUE(contains(text, "multi-token-prediction (MTP) layers, which stepgraph does not implement")) << text;
+  EXPECT_TRUE(contains(text, "write model.hybrid_override_pattern = M*-")) << text;
+  // One violation, naming what to remove: the separators are no layers, so no num_layers mismatch either.
+  const ValidationReport staged = check("llama/tiny", {"model.hybrid_override_pattern=M*-|", "model.num_layers=3"});
+  ASSERT_EQ(staged.violations.size(), 1u) << describe(staged);
+  EXPECT_TRUE(contains(staged.violations[0].fix, "remove Megatron's '|' stage separators")) << describe(staged);
+}
+
 }  // namespace
 }  // namespace sg::config

@@ -15,6 +15,7 @@
 #include "core/strings.h"
 #include "model/layers/moe_layer.h"
 #include "reference/moe_router.h"
+#include "test_util.h"
 #include "validation_report_text.h"
 
 namespace sg::config {
@@ -171,6 +172,36 @@ TEST(MoeKeys, MegatronValuesNotImplementedAreNotCalledUnknown) {
       EXPECT_TRUE(contains(v[0].fix, "use one of: " + join(values->implemented, ", "))) << v[0].fix;
     }
   }
+}
+
+// Newer Megatron takes a list of load-balancing types (their losses combined): a list of one is that type, a longer
+// list is refused as not implemented, with its values to pick from; in a recipe and in an override alike.
+TEST(MoeKeys, ALoadBalancingTypeListOfOneIsItsValueAndALongerOneIsNotImplemented) {
+  const std::string key = "model.moe_router_load_balancing_type";
+  EXPECT_EQ(load_config_yaml("model:\n  moe_router_load_balancing_type: [seq_aux_loss]\n", "r.yaml")
+                .model.moe_router_load_balancing_type,
+            "seq_aux_loss");
+  EXPECT_EQ(load_config_yaml("model:\n  moe_router_load_balancing_type:\n    - none\n", "r.yaml")
+                .model.moe_router_load_balancing_type,
+            "none");
+  const ValidationReport one = check("moe/tiny_moe", {key + "=[seq_aux_loss]"});
+  EXPECT_EQ(one.config.model.moe_router_load_balancing_type, "seq_aux_loss");
+  EXPECT_TRUE(violations_naming(one, key).empty()) << describe(one);
+  // The element is judged as the value would be: a typo is still "unknown".
+  const ValidationReport typo = check("moe/tiny_moe", {key + "=[aux_los]"});
+  ASSERT_EQ(violations_naming(typo, key).size(), 1u) << describe(typo);
+
+  std::string msg = test::thrown_message([] {
+    (void)load_config_yaml("model:\n  moe_router_load_balancing_type: [aux_loss, seq_aux_loss]\n", "r.yaml");
+  });
+  EXPECT_TRUE(contains(msg, "r.yaml:2:35: model.moe_router_load_balancing_type = [aux_loss, seq_aux_loss]: "
+                            "combining several load-balancing losses (Megatron's list form) is not implemented; "
+                            "pick one of the list's values (aux_loss or seq_aux_loss)"))
+      << msg;
+  msg = test::thrown_message([&] { (void)load_config("moe/tiny_moe", {key + "=[aux_loss,seq_aux_loss]"}); });
+  EXPECT_TRUE(contains(msg, key + " = [aux_loss, seq_aux_loss]: combining several load-balancing losses")) << msg;
+  msg = test::thrown_message([&] { (void)load_config("moe/tiny_moe", {key + "=[]"}); });
+  EXPECT_TRUE(contains(msg, key + " = []: the list is empty; give one value")) << msg;
 }
 
 TEST(MoeKeys, AnInvalidCapacityFactorSaysNullIsDropless) {

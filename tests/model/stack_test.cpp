@@ -38,6 +38,36 @@ TEST(LayerPattern, ParsesEveryLetterAndNamesTheBadOne) {
   EXPECT_NE(thrown_message([] { parse_layer_pattern("*- "); }).find("character 3 ' '"), std::string::npos);
 }
 
+// Megatron's '|' (pipeline stages) and '/' (its MTP layers after the main pattern) are named for what they are, with
+// the pattern that remains without them.
+TEST(LayerPattern, MegatronsSeparatorsSayWhatTheyAreAndThePatternWithoutThem) {
+  std::string msg = thrown_message([] { parse_layer_pattern("M*-|M*-"); });
+  EXPECT_NE(msg.find("model.hybrid_override_pattern = M*-|M*-: '|' (character 4) is Megatron's pipeline-stage "
+                     "separator and stepgraph trains on one pipeline stage: remove the '|' characters"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("write model.hybrid_override_pattern = M*-M*-"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("not a layer kind"), std::string::npos) << msg;
+
+  msg = thrown_message([] { parse_layer_pattern("M*-M*-/*-/*-", "model.hybrid_layer_pattern"); });
+  EXPECT_NE(msg.find("model.hybrid_layer_pattern = M*-M*-/*-/*-: the part after '/' (character 7), \"*-/*-\", is "
+                     "Megatron's multi-token-prediction (MTP) layers, which stepgraph does not implement: remove '/' "
+                     "and what follows"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("write model.hybrid_layer_pattern = M*-M*-"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("pipeline"), std::string::npos) << msg;
+
+  // Both: each is said, and the pattern shown has neither.
+  msg = thrown_message([] { parse_layer_pattern("M*|M*/M"); });
+  EXPECT_NE(msg.find("remove the '|' characters; the part after '/'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("write model.hybrid_override_pattern = M*M*"), std::string::npos) << msg;
+  // Nothing before the '/': no pattern to suggest.
+  msg = thrown_message([] { parse_layer_pattern("/M"); });
+  EXPECT_NE(msg.find("(MTP) layers"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("write"), std::string::npos) << msg;
+}
+
 TEST(LayerPattern, CompactFormFindsTheRepeatingUnit) {
   EXPECT_EQ(compact_layer_pattern(parse_layer_pattern("*-*-*-*-")), "(*-)x4");
   EXPECT_EQ(compact_layer_pattern(parse_layer_pattern("M*-M*-")), "(M*-)x2");

@@ -54,27 +54,6 @@ struct Child {
   std::chrono::steady_clock::time_point start;
 };
 
-// The stepgraph binary with args..., as execv takes it; built before the fork, so the child only execs.
-class StepgraphArgv {
- public:
-  explicit StepgraphArgv(const std::vector<std::string>& args) : strings_{sg::test::stepgraph_binary()} {
-    strings_.insert(strings_.end(), args.begin(), args.end());
-    for (auto& a : strings_) pointers_.push_back(a.data());
-    pointers_.push_back(nullptr);
-  }
-  StepgraphArgv(const StepgraphArgv&) = delete;  // pointers_ point into strings_
-  StepgraphArgv& operator=(const StepgraphArgv&) = delete;
-  // In the child: exec, or exit 127 (the shell's "command not found").
-  [[noreturn]] void exec() {
-    ::execv(pointers_[0], pointers_.data());
-    ::_exit(127);
-  }
-
- private:
-  std::vector<std::string> strings_;
-  std::vector<char*> pointers_;
-};
-
 // Starts the stepgraph binary with args... with stdout/stderr going to LOG.out / LOG.err.
 inline Child spawn(const std::vector<std::string>& args, const fs::path& log) {
   Child c;
