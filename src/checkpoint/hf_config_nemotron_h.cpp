@@ -1,6 +1,8 @@
 // config.json for hybrid Mamba models: transformers' NemotronHConfig (model_type nemotron_h), so a
 // checkpoint folder loads with NemotronHForCausalLM.from_pretrained(folder).
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "checkpoint/hf_config.h"
 #include "core/error.h"
@@ -60,6 +62,20 @@ nlohmann::json hf_nemotron_h_config(const model::ModelSpec& spec, const std::str
       {"use_cache", true},
       {"torch_dtype", torch_dtype},
   };
+  const std::vector<model::LayerKind> kinds = model::stack_layer_kinds(spec);
+  if (std::find(kinds.begin(), kinds.end(), model::LayerKind::moe) != kinds.end()) {
+    // NemotronHMoE ('E' layers; hf_architecture checked the routing): one group, no latent projection;
+    // the top-k renormalised only when k > 1, as Megatron's sigmoid router does.
+    config["n_routed_experts"] = spec.num_moe_experts;
+    config["num_experts_per_tok"] = spec.moe_router_topk;
+    config["moe_intermediate_size"] = spec.moe_ffn_hidden_size;
+    config["moe_shared_expert_intermediate_size"] = spec.moe.shared_expert_intermediate_size;
+    config["n_shared_experts"] = 1;
+    config["routed_scaling_factor"] = spec.moe.topk_scaling_factor;
+    config["norm_topk_prob"] = spec.moe_router_topk > 1;
+    config["n_group"] = 1;
+    config["topk_group"] = 1;
+  }
   // transformers' default is (0, inf); JSON has no infinity, so a finite limit only when one is set.
   if (m.dt_limit_min > 0.0 || std::isfinite(m.dt_limit_max)) {
     config["time_step_limit"] = {m.dt_limit_min, std::isfinite(m.dt_limit_max) ? m.dt_limit_max : 3.0e38};

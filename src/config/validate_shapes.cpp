@@ -240,13 +240,8 @@ class ShapeChecker {
     const bool squared_relu = m.activation_func == "squared_relu" && !m.gated_linear_unit;
     const std::string pair = strprintf("activation_func %s with gated_linear_unit %s", m.activation_func.c_str(),
                                        m.gated_linear_unit ? "true" : "false");
-    // The dense MLP layers take both activations; the MoE experts (routed and shared) are built SwiGLU.
-    if (!swiglu && has_layers(model::LayerKind::moe)) {
-      fail("the MoE experts (routed and shared) are SwiGLU only, so " + pair + " would not apply to them",
-           {"model.activation_func", "model.gated_linear_unit", "model.num_moe_experts"},
-           "set model.activation_func=silu model.gated_linear_unit=true (the dense MLP layers then use SwiGLU too), "
-           "or make the model dense (no E layers, model.num_moe_experts=null)");
-    } else if (!swiglu && !squared_relu) {
+    // One activation for the dense MLP layers and the MoE experts (routed and shared), as Megatron's.
+    if (!swiglu && !squared_relu) {
       fail(pair + " is not supported", {"model.activation_func", "model.gated_linear_unit"},
            "use activation_func=silu with gated_linear_unit=true (SwiGLU, Llama) or activation_func=squared_relu "
            "with gated_linear_unit=false (Nemotron-H)");
@@ -445,7 +440,7 @@ class ShapeChecker {
   void check_moe_limits() {
     const ModelConfig& m = c_.model;
     if (m.num_moe_experts.value_or(0) < 1 || *m.num_moe_experts > kMaxMoeExperts) return;  // reported
-    // The experts' grouped GEMMs: FC1 [2F, H], FC2 [H, F] (H is the LM head's check).
+    // The experts' grouped GEMMs: FC1 [2F, H] (gated) or [F, H], FC2 [H, F] (H is the LM head's check).
     if (m.moe_ffn_hidden_size && *m.moe_ffn_hidden_size >= 1 && *m.moe_ffn_hidden_size <= kMaxSize) {
       const std::string problem = kernels::grouped_gemm_dim_problem(*m.moe_ffn_hidden_size);
       if (!problem.empty()) {

@@ -117,15 +117,30 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
   const std::vector<LayerKind> kinds = stack_layer_kinds(spec);
   const auto has = [&](LayerKind k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
   if (stack_layout(spec) == StackLayout::hybrid) {
-    // NemotronH: attention without RoPE, non-gated squared-ReLU MLPs, Mamba2 mixers.
-    if (has(LayerKind::moe)) return none("NemotronHForCausalLM checkpoints with MoE layers are not written yet");
+    // NemotronH: attention without RoPE, non-gated squared-ReLU MLPs and experts, Mamba2 mixers.
     if (has(LayerKind::attention) && spec.position_embedding != PositionEmbedding::none) {
       return none("NemotronHForCausalLM's attention has no RoPE, and this hybrid model's has "
                   "(model.position_embedding_type=rope)");
     }
-    if (has(LayerKind::mlp) && spec.mlp_activation != MlpActivation::squared_relu) {
-      return none("NemotronHForCausalLM's MLP is non-gated squared ReLU, and this hybrid model's is SwiGLU "
-                  "(model.activation_func=silu, model.gated_linear_unit=true)");
+    if ((has(LayerKind::mlp) || has(LayerKind::moe)) && spec.mlp_activation != MlpActivation::squared_relu) {
+      return none("NemotronHForCausalLM's MLPs and experts are non-gated squared ReLU, and this hybrid model's are "
+                  "SwiGLU (model.activation_func=silu, model.gated_linear_unit=true)");
+    }
+    if (has(LayerKind::moe)) {
+      // NemotronHMoE: sigmoid scores (+ the correction bias for the choice), the top-k renormalised when
+      // k > 1 (Megatron's sigmoid rule; norm_topk_prob), scaled, token-dropless, always a shared expert.
+      const MoeSpec& m = spec.moe;
+      if (m.score_function != ref::MoeScoreFunction::sigmoid) {
+        return none("NemotronHForCausalLM routes with sigmoid scores (model.moe_router_score_function=sigmoid)");
+      }
+      if (spec.num_moe_experts < 2) return none("NemotronHForCausalLM's router needs at least 2 experts");
+      if (!m.dropless()) {
+        return none("NemotronHForCausalLM drops no tokens (model.moe_expert_capacity_factor=null)");
+      }
+      if (m.shared_expert_intermediate_size <= 0) {
+        return none("NemotronHForCausalLM's MoE layers have a shared expert "
+                    "(set model.moe_shared_expert_intermediate_size)");
+      }
     }
     return "NemotronHForCausalLM";
   }

@@ -11,6 +11,7 @@
 #include "config/model_config.h"
 #include "config/validate.h"
 #include "model/stack.h"
+#include "nemotron3_style.h"
 
 namespace sg {
 namespace {
@@ -70,6 +71,20 @@ TEST(HybridConfig, ShippedRecipesHaveTheFixedShapes) {
   EXPECT_EQ(model::hf_architecture(config::model_spec(config::load_config("hybrid/tiny_hybrid"))),
             "NemotronHForCausalLM");
   EXPECT_EQ(model::hf_architecture(config::model_spec(config::load_config("hybrid/small_hybrid"))), "");
+  // Nemotron 3's style: squared-ReLU experts routed by sigmoid scores with the expert bias, a shared expert.
+  const model::ModelSpec moe = config::model_spec(
+      config::load_config(test::kNemotron3StyleRecipe, test::nemotron3_style_overrides()));
+  EXPECT_EQ(moe.hybrid_layer_pattern, "MEM*EMEM");
+  EXPECT_EQ(moe.mlp_activation, model::MlpActivation::squared_relu);
+  EXPECT_EQ(model::hf_architecture(moe), "NemotronHForCausalLM");
+  EXPECT_EQ(moe.num_moe_experts, 8);
+  EXPECT_EQ(moe.moe_router_topk, 2);
+  EXPECT_EQ(moe.moe_ffn_hidden_size, 128);
+  EXPECT_EQ(moe.moe.shared_expert_intermediate_size, 256);
+  EXPECT_EQ(moe.moe.score_function, ref::MoeScoreFunction::sigmoid);
+  EXPECT_TRUE(moe.moe.enable_expert_bias);
+  EXPECT_EQ(moe.moe.topk_scaling_factor, 2.5);
+  EXPECT_TRUE(moe.moe.dropless());
 }
 
 TEST(HybridConfig, MambaKeysReachTheModelSpec) {

@@ -14,6 +14,7 @@
 #include "config/validate.h"
 #include "core/strings.h"
 #include "model/layers/moe_layer.h"
+#include "nemotron3_style.h"
 #include "reference/moe_router.h"
 #include "test_util.h"
 #include "validation_report_text.h"
@@ -57,27 +58,23 @@ std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
-TEST(MoeKeys, TheExpertsAreSwigluOnlySoAnotherActivationIsRefusedOnAModelWithMoeLayers) {
-  for (const ValidationReport& r : {check("moe/tiny_moe", kSquaredRelu), check("hybrid/tiny_hybrid", kHybridMoe),
-                                    check("moe/tiny_moe", {"model.activation_func=gelu"})}) {
-    const std::vector<Violation> v = violations_naming(r, "model.activation_func");
-    ASSERT_EQ(v.size(), 1u) << describe(r);
-    EXPECT_EQ(v[0].rule, 16);
-    EXPECT_TRUE(names(v[0].values, "model.gated_linear_unit")) << describe(r);
-    EXPECT_TRUE(contains(v[0].message, "SwiGLU only")) << v[0].message;
-    EXPECT_TRUE(contains(v[0].fix, "activation_func=silu model.gated_linear_unit=true")) << v[0].fix;
-    EXPECT_TRUE(contains(v[0].fix, "dense")) << v[0].fix;
-  }
-  // SwiGLU everywhere: the hybrid MoE stack is fine.
-  EXPECT_TRUE(check("hybrid/tiny_hybrid",
-                    plus(kHybridMoe, {"model.activation_func=silu", "model.gated_linear_unit=true"}))
-                  .ok());
-  // The dense MLP layers keep both activations: no MoE layer, no error.
+// The experts (routed and shared) take the model's MLP activation, as Megatron's: SwiGLU (Mixtral) or
+// squared ReLU (Nemotron-H), in a GPT stack or a hybrid pattern; any other pair is refused once.
+TEST(MoeKeys, TheExpertsTakeTheModelsActivation) {
   for (const ValidationReport& r :
-       {check("llama/tiny", kSquaredRelu), check("hybrid/tiny_hybrid"),
-        check("moe/tiny_moe", plus(kSquaredRelu, {"model.moe_layer_freq=[0,0,0,0]"}))}) {
+       {check("moe/tiny_moe", kSquaredRelu), check("hybrid/tiny_hybrid", kHybridMoe),
+        check("hybrid/tiny_hybrid", plus(kHybridMoe, {"model.activation_func=silu", "model.gated_linear_unit=true"})),
+        check("llama/tiny", kSquaredRelu), check("hybrid/tiny_hybrid"),
+        check(test::kNemotron3StyleRecipe, test::nemotron3_style_overrides())}) {
     EXPECT_TRUE(r.ok()) << describe(r);
   }
+  const ValidationReport r = check("moe/tiny_moe", {"model.activation_func=gelu"});
+  const std::vector<Violation> v = violations_naming(r, "model.activation_func");
+  ASSERT_EQ(v.size(), 1u) << describe(r);
+  EXPECT_EQ(v[0].rule, 16);
+  EXPECT_TRUE(names(v[0].values, "model.gated_linear_unit")) << describe(r);
+  EXPECT_TRUE(contains(v[0].message, "is not supported")) << v[0].message;
+  EXPECT_TRUE(contains(v[0].fix, "squared_relu")) << v[0].fix;
 }
 
 TEST(MoeKeys, TopOneWithTheSoftmaxAfterTheTopKIsRefusedAsMegatronDoes) {

@@ -701,7 +701,7 @@ TEST(Validate, MoeAndMambaRecomputeModulesAreAcceptedWhereTheStackHasTheKind) {
         "model.recompute_modules=[mamba, moe, mlp]", "model.cuda_graph_scope=attn,mamba,moe",
         "model.hybrid_override_pattern=M*EM*-ME", "model.num_moe_experts=8", "model.moe_router_topk=2",
         "model.moe_ffn_hidden_size=256", "model.moe_aux_loss_coeff=1e-2", "model.moe_token_dispatcher_type=alltoall",
-        "model.activation_func=silu", "model.gated_linear_unit=true"}},  // the experts are SwiGLU
+        "model.activation_func=silu", "model.gated_linear_unit=true"}},  // SwiGLU MLP and experts
   };
   for (const auto& c : ok) {
     SCOPED_TRACE(std::string(c.recipe) + " " + c.overrides[1]);

@@ -112,30 +112,52 @@ TEST(GradientZeroing, DataParallelPaddingIsZeroed) {
   EXPECT_EQ(one.zero.size(), four.zero.size());  // the padding joins the last range (the norms)
 }
 
+// SwiGLU experts (Mixtral's names) and squared-ReLU experts (Nemotron-H's): the same blocks, other names.
 TEST(GradientZeroing, MoeExpertsAndSharedExpertAreFirstWrittenRouterIsZeroed) {
-  ModelSpec spec = test::tiny_hybrid_spec("*E*E");
-  spec.num_moe_experts = 4;
-  spec.moe_router_topk = 2;
-  spec.moe_ffn_hidden_size = 12;
-  spec.moe.shared_expert_intermediate_size = 8;
-  spec.moe.enable_expert_bias = true;
-  spec.moe.score_function = ref::MoeScoreFunction::sigmoid;
-  const Planned p = plan(spec);
-  expect_covered_exactly_once(p);
-  expect_gemm_weights_first_written(p, {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
-                                        "shared_expert.gate_proj.weight", "shared_expert.up_proj.weight",
-                                        "shared_expert.down_proj.weight", "w1.weight", "w2.weight", "w3.weight",
-                                        "lm_head.weight"});
-  EXPECT_TRUE(zeroed(p, "backbone.layers.1.mixer.gate.weight"));
-  EXPECT_FALSE(zeroed(p, "backbone.layers.1.mixer.experts.0.w1.weight"));
-  EXPECT_FALSE(zeroed(p, "backbone.layers.3.mixer.experts.3.w2.weight"));
-  EXPECT_TRUE(zeroed(p, "backbone.layers.1.mixer.gate.e_score_correction_bias"));
+  for (const MlpActivation activation : {MlpActivation::swiglu, MlpActivation::squared_relu}) {
+    const bool gated = activation == MlpActivation::swiglu;
+    SCOPED_TRACE(gated ? "swiglu" : "squared_relu");
+    ModelSpec spec = test::tiny_hybrid_spec("*E*E");
+    spec.mlp_activation = activation;
+    spec.num_moe_experts = 4;
+    spec.moe_router_topk = 2;
+    spec.moe_ffn_hidden_size = 12;
+    spec.moe.shared_expert_intermediate_size = 8;
+    spec.moe.enable_expert_bias = true;
+    spec.moe.score_function = ref::MoeScoreFunction::sigmoid;
+    const std::vector<std::string> attention = {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
+                                                "lm_head.weight"};
+    // Squared ReLU: experts.j.up_proj / down_proj and shared_experts.up_proj / down_proj.
+    const std::vector<std::string> experts =
+        gated ? std::vector<std::string>{"w1.weight", "w2.weight", "w3.weight"}
+              : std::vector<std::string>{"up_proj.weight", "down_proj.weight"};
+    const std::vector<std::string> shared =
+        gated ? std::vector<std::string>{"shared_expert.gate_proj.weight", "shared_expert.up_proj.weight",
+                                         "shared_expert.down_proj.weight"}
+              : std::vector<std::string>{};
+    const auto leaves = [](std::vector<std::string> a, const std::vector<std::string>& b,
+                           const std::vector<std::string>& c) {
+      a.insert(a.end(), b.begin(), b.end());
+      a.insert(a.end(), c.begin(), c.end());
+      return a;
+    };
+    const Planned p = plan(spec);
+    expect_covered_exactly_once(p);
+    expect_gemm_weights_first_written(p, leaves(attention, experts, shared));
+    EXPECT_TRUE(zeroed(p, "backbone.layers.1.mixer.gate.weight"));
+    EXPECT_FALSE(zeroed(p, gated ? "backbone.layers.1.mixer.experts.0.w1.weight"
+                                 : "backbone.layers.1.mixer.experts.0.up_proj.weight"));
+    EXPECT_FALSE(zeroed(p, gated ? "backbone.layers.3.mixer.experts.3.w2.weight"
+                                 : "backbone.layers.3.mixer.experts.3.down_proj.weight"));
+    EXPECT_FALSE(zeroed(p, gated ? "backbone.layers.3.mixer.shared_expert.up_proj.weight"
+                                 : "backbone.layers.3.mixer.shared_experts.up_proj.weight"));
+    EXPECT_TRUE(zeroed(p, "backbone.layers.1.mixer.gate.e_score_correction_bias"));
 
-  spec.moe.shared_expert_intermediate_size = 0;
-  const Planned no_shared = plan(spec);
-  expect_covered_exactly_once(no_shared);
-  expect_gemm_weights_first_written(no_shared, {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
-                                                "w1.weight", "w2.weight", "w3.weight", "lm_head.weight"});
+    spec.moe.shared_expert_intermediate_size = 0;
+    const Planned no_shared = plan(spec);
+    expect_covered_exactly_once(no_shared);
+    expect_gemm_weights_first_written(no_shared, leaves(attention, experts, {}));
+  }
 }
 
 TEST(GradientZeroing, MambaProjectionsAreFirstWrittenItsSmallParametersZeroed) {

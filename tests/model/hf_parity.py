@@ -7,8 +7,8 @@ Steps (issue 4 "against PyTorch", issue 5 "transformers loads the saved checkpoi
       step's batch (--dump-batches); a second, 2-step run saves at step 1 (the early check);
   (c) transformers loads OUT/ckpt/iter_000000K with the class its config.json names (LlamaForCausalLM
       for GPT recipes, MixtralForCausalLM for MoE recipes such as moe/tiny_moe, NemotronHForCausalLM for
-      hybrid Mamba recipes such as hybrid/tiny_hybrid), in bfloat16 and in float32 (no missing or
-      unexpected tensor is allowed);
+      hybrid Mamba recipes such as hybrid/tiny_hybrid, with MoE layers too: tests/nemotron3_style.h), in
+      bfloat16 and in float32 (no missing or unexpected tensor is allowed);
   (d) the loss of batch K+1 is computed as stepgraph defines it: the global batch is split into
       global/micro microbatches of micro_batch_size sequences; per microbatch the mean cross-entropy
       over tokens with loss_mask 1 (sum(mask*ce) / max(sum(mask), 1)); the step loss is the mean over
@@ -32,12 +32,13 @@ GPU machine:  python3 tests/model/hf_parity.py --stepgraph build/stepgraph --out
 MoE (Mixtral): python3 tests/model/hf_parity.py --stepgraph build/stepgraph --out /tmp/hf_parity_moe \
       --recipe moe/tiny_moe --override model.moe_aux_loss_coeff=0.01
               python3 tests/model/hf_parity.py --stepgraph build/stepgraph --out /tmp/hf_parity_hybrid \
-                  --recipe hybrid/tiny_hybrid
+                  --recipe hybrid/tiny_hybrid    (NemotronH's MoE: scripts/gpu.sh's overrides)
 NemotronH is run on transformers' pure-PyTorch path (use_mamba_kernels=False: no mamba_ssm needed). That
 path clamps dt from below at time_step_min, the dt_bias INIT parameter (its CUDA path clamps to
 time_step_limit, as Megatron and stepgraph do), so the script loads with time_step_min = the limit's lower
 end to compare the same function.
-CPU check of the script itself (small model, no graphs):
+CPU check of the script itself (small model, no graphs; add --main-params --tol-fp32 1e-5 to compare the
+float32 row with the fp32 master weights stepgraph's CPU backend computed with):
   python3 tests/model/hf_parity.py --stepgraph build/stepgraph --out /tmp/hf_parity_cpu --steps 3 \
       --graphs none --cpu --override model.num_layers=2 model.hidden_size=64 model.ffn_hidden_size=128 \
       model.seq_length=32 dataset.seq_length=32
@@ -126,8 +127,8 @@ def stepgraph_loss(model, batch, micro_batch_size, device, aux=None):
     with torch.no_grad():
         for m in range(sequences // micro_batch_size):
             rows = slice(m * micro_batch_size, (m + 1) * micro_batch_size)
-            # Only Mixtral router logits carry the Megatron aux loss here: NemotronH configs define
-            # num_local_experts too (for their MoE variants), while the hybrid export has no experts.
+            # Only Mixtral router logits carry the Megatron aux loss here: NemotronH's MoE returns no
+            # router logits (its LM loss is compared as for every model; the aux loss is stepgraph's alone).
             moe = model.config.model_type == "mixtral"
             result = model(input_ids=tokens[rows].to(device), output_router_logits=bool(moe) and aux is not None)
             logits = result.logits.float()  # [mbs, L, V], fp32 softmax
@@ -139,6 +140,19 @@ def stepgraph_loss(model, batch, micro_batch_size, device, aux=None):
             mb_mask = mask[rows].reshape(-1).to(device)
             per_microbatch.append(float((ce.double() * mb_mask.double()).sum() / max(float(mb_mask.sum()), 1.0)))
     return sum(per_microbatch) / len(per_microbatch), per_microbatch
+
+
+def main_params_folder(folder, out):
+    """A folder transformers loads the checkpoint's fp32 master weights from (--main-params): its config.json
+    and optimizer_main_params.safetensors (the same tensor names) as model.safetensors, linked."""
+    view = os.path.join(out, "main_params", os.path.basename(folder))
+    os.makedirs(view, exist_ok=True)
+    for name, target in (("config.json", "config.json"), ("model.safetensors", "optimizer_main_params.safetensors")):
+        link = os.path.join(view, name)
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(os.path.join(os.path.abspath(folder), target), link)
+    return view
 
 
 def load_hf(folder, dtype, device, attn):
@@ -177,6 +191,10 @@ def main():
     p.add_argument("--tol-bf16", type=float, default=1e-2, help="relative tolerance, transformers in bfloat16")
     p.add_argument("--tol-fp32", type=float, default=1e-2, help="relative tolerance, transformers in float32")
     p.add_argument("--skip-train", action="store_true", help="reuse OUT from a previous run (compare only)")
+    p.add_argument("--main-params", action="store_true",
+                   help="the float32 row loads the checkpoint's fp32 master weights (optimizer_main_params) instead "
+                        "of its bf16 ones: with --cpu the weights stepgraph computed with, so --tol-fp32 can be "
+                        "about 1e-5 and a routing or scaling difference shows")
     args = p.parse_args()
     if args.steps < 1:
         p.error("--steps must be >= 1")
@@ -235,7 +253,8 @@ def main():
         if reference is None:
             raise SystemExit(f"error: run_{tag}/metrics.jsonl has no step {step}")
         for name, dtype, tol in (("bfloat16", torch.bfloat16, args.tol_bf16), ("float32", torch.float32, args.tol_fp32)):
-            model = load_hf(folder, dtype, args.device, args.attn)
+            source = main_params_folder(folder, out) if args.main_params and dtype == torch.float32 else folder
+            model = load_hf(source, dtype, args.device, args.attn)
             aux = []
             loss, per_mb = stepgraph_loss(model, batch, micro_batch_size, args.device, aux)
             aux_reference = metrics_losses(os.path.join(out, f"run_{tag}", "metrics.jsonl"), "moe_aux_loss").get(step)

@@ -284,6 +284,35 @@ TEST(MambaLayer, HybridModelsPickNemotronHOnlyInItsShape) {
   EXPECT_EQ(hf_architecture(gpt), "LlamaForCausalLM");
   gpt.mlp_activation = MlpActivation::squared_relu;
   EXPECT_EQ(hf_architecture(gpt, &why), "");
+  // MoE layers: squared-ReLU experts, sigmoid routing, dropless, a shared expert (NemotronHMoE).
+  ModelSpec moe = test::tiny_hybrid_spec("MEM*E");
+  moe.num_moe_experts = 4;
+  moe.moe_router_topk = 2;
+  moe.moe_ffn_hidden_size = 16;
+  moe.moe.score_function = ref::MoeScoreFunction::sigmoid;
+  moe.moe.shared_expert_intermediate_size = 24;
+  EXPECT_EQ(hf_architecture(moe, &why), "NemotronHForCausalLM") << why;
+  const auto refused_because = [&](ModelSpec changed, const char* reason) {
+    std::string why_not;
+    EXPECT_EQ(hf_architecture(changed, &why_not), "") << reason;
+    EXPECT_NE(why_not.find(reason), std::string::npos) << why_not;
+  };
+  ModelSpec changed = moe;
+  changed.moe.score_function = ref::MoeScoreFunction::softmax;
+  refused_because(changed, "sigmoid");
+  changed = moe;
+  changed.moe.capacity_factor = 1.0;
+  refused_because(changed, "drops no tokens");
+  changed = moe;
+  changed.moe.shared_expert_intermediate_size = 0;
+  refused_because(changed, "shared expert");
+  changed = moe;
+  changed.mlp_activation = MlpActivation::swiglu;
+  refused_because(changed, "squared ReLU");
+  changed = moe;
+  changed.num_moe_experts = 1;
+  changed.moe_router_topk = 1;
+  refused_because(changed, "at least 2 experts");
   // generate's decoders are Llama's: a hybrid model is refused, naming what it is.
   const ModelSpec hybrid = test::tiny_hybrid_spec("M*-M");
   const std::string refused = test::thrown_message([&] { decoder_offsets(hybrid, model_layout(hybrid)); });

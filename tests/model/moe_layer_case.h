@@ -2,7 +2,7 @@
 // MoE layer test cases shared by the CPU twin's gradient check (moe_layer_test.cpp) and the GPU layer
 // tests (moe_layer_gpu_test.cpp): one 'E' layer in a hybrid pattern, small odd shapes, the routing and
 // dispatch variants (dropless, token drop by probs / position, padded, sigmoid with expert bias,
-// seq_aux_loss, shared expert).
+// seq_aux_loss, shared expert) and the experts' activation (SwiGLU, squared ReLU).
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -29,6 +29,7 @@ struct MoeCase {
   double capacity_factor = 0.0;  // 0: dropless
   bool pad = false;
   ref::MoeDropPolicy drop = ref::MoeDropPolicy::probs;
+  model::MlpActivation activation = model::MlpActivation::swiglu;
 };
 
 inline model::ModelSpec moe_case_spec(const MoeCase& c) {
@@ -57,6 +58,7 @@ inline model::ModelSpec moe_case_spec(const MoeCase& c) {
   s.moe.pad_to_capacity = c.pad;
   s.moe.drop_policy = c.drop;
   s.moe.shared_expert_intermediate_size = c.S;
+  s.mlp_activation = c.activation;
   return s;
 }
 

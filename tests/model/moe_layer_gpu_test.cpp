@@ -3,7 +3,8 @@
 // moe_preprocess, moe; backward reversed) exactly as the step runs them, at small odd shapes: 13 or 15
 // tokens, 5 experts, top-3, a shared expert, token drop by probs and by position (padded and packed),
 // sigmoid routing with the expert bias and seq_aux_loss, all tokens on one expert (the other experts get
-// zero tokens; with capacity, most of its tokens are dropped).
+// zero tokens; with capacity, most of its tokens are dropped), and Nemotron-H's squared-ReLU experts
+// (routed and shared; FC1 is [F, H] per expert, so the grouped GEMMs run at N = F).
 //
 // The router is fp32 on both sides from the same bf16 values, so the routing decisions must agree
 // exactly (a flip would need a logit gap below ~1e-6): routing map, kept counts and the step's token
@@ -270,6 +271,11 @@ const CaseParam kCases[] = {
     {{.name = "all_on_one_capacity", .H = 16, .E = 4, .k = 1, .F = 8, .S = 0, .micro_batch = 1, .seq = 13,
       .capacity_factor = 1.0, .pad = true},
      true},
+    {{.name = "squared_relu_shared", .H = 24, .E = 5, .k = 3, .F = 16, .S = 8, .micro_batch = 1, .seq = 13,
+      .activation = MlpActivation::squared_relu}},
+    {{.name = "squared_relu_sigmoid_bias_dropped", .H = 16, .E = 6, .k = 2, .F = 8, .S = 16, .micro_batch = 2,
+      .seq = 7, .score = ref::MoeScoreFunction::sigmoid, .scaling = 2.5, .expert_bias = true, .capacity_factor = 0.75,
+      .activation = MlpActivation::squared_relu}},
     {{.name = "bf16_grads_dropless_softmax_shared", .H = 24, .E = 5, .k = 3, .F = 16, .S = 8, .micro_batch = 1,
       .seq = 13},
      false,

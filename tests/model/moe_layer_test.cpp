@@ -158,6 +158,12 @@ const MoeCase kCases[] = {
      .capacity_factor = 0.5, .pad = true},
     {.name = "drop_position", .H = 6, .E = 3, .k = 2, .F = 4, .S = 0, .micro_batch = 2, .seq = 5,
      .capacity_factor = 0.75, .drop = ref::MoeDropPolicy::position},
+    // Nemotron-H's experts: squared ReLU, routed and shared.
+    {.name = "squared_relu_shared", .H = 6, .E = 5, .k = 2, .F = 3, .S = 4, .micro_batch = 2, .seq = 5,
+     .activation = MlpActivation::squared_relu},
+    {.name = "squared_relu_sigmoid_bias_dropped", .H = 6, .E = 5, .k = 2, .F = 4, .S = 2, .micro_batch = 2,
+     .seq = 5, .score = ref::MoeScoreFunction::sigmoid, .scaling = 2.5, .expert_bias = true,
+     .capacity_factor = 0.75, .activation = MlpActivation::squared_relu},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, MoeLayerCpuGrad, ::testing::ValuesIn(kCases),
@@ -189,6 +195,35 @@ TEST(MoeLayerCpu, RegisteredForTheLetterE) {
   const ModelLayout layout = model_layout(spec);
   EXPECT_NO_THROW(layout.find("backbone.layers.0.mixer.experts.4.w3.weight"));
   EXPECT_NO_THROW(layout.find("backbone.layers.0.mixer.shared_expert.down_proj.weight"));
+}
+
+// Squared-ReLU experts carry Nemotron-H's names and one [F, H] FC1 per expert (no gate rows).
+TEST(MoeLayerCpu, SquaredReluExpertsHaveNemotronHNamesAndNoGate) {
+  MoeCase c = kCases[0];
+  c.activation = MlpActivation::squared_relu;
+  const ModelSpec spec = test::moe_case_spec(c);
+  const ModelLayout layout = model_layout(spec);
+  const ParamTensor& up = layout.find("backbone.layers.0.mixer.experts.4.up_proj.weight");
+  EXPECT_EQ(up.numel, c.F * c.H);
+  EXPECT_NO_THROW(layout.find("backbone.layers.0.mixer.experts.0.down_proj.weight"));
+  EXPECT_NO_THROW(layout.find("backbone.layers.0.mixer.shared_experts.up_proj.weight"));
+  EXPECT_NO_THROW(layout.find("backbone.layers.0.mixer.shared_experts.down_proj.weight"));
+  EXPECT_THROW(layout.find("backbone.layers.0.mixer.experts.0.w1.weight"), Error);
+  EXPECT_THROW(layout.find("backbone.layers.0.mixer.shared_expert.gate_proj.weight"), Error);
+  // Nemotron-H's router has the bias also when moe_router_enable_expert_bias is off (zero).
+  ASSERT_FALSE(c.expert_bias);
+  EXPECT_EQ(layout.find("backbone.layers.0.mixer.gate.e_score_correction_bias").numel, c.E);
+  EXPECT_EQ(initial_parameters(layout, 3)[static_cast<size_t>(
+                layout.find("backbone.layers.0.mixer.gate.e_score_correction_bias").offset)],
+            0.0f);
+  // Per expert F*H (FC1) + H*F (FC2) against SwiGLU's 2F*H + H*F; the shared expert likewise; + the bias.
+  const auto elements = [](const ModelLayout& l) {
+    int64_t n = 0;
+    for (const auto& t : l.tensors()) n += t.numel;
+    return n;
+  };
+  EXPECT_EQ(elements(model_layout(test::moe_case_spec(kCases[0]))) - elements(layout),
+            c.E * c.F * c.H + c.S * c.H - c.E);
 }
 
 }  // namespace

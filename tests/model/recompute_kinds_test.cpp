@@ -146,10 +146,16 @@ TEST(ActivationAccountKinds, MoeAndMambaModulesGiveBackExactlyTheirActivations) 
     }
     return out;
   };
-  // moe_act: the experts' SwiGLU output [rows, F] bf16.
+  // moe_act: the experts' activation output [rows, F] bf16.
   EXPECT_EQ(recomputed(selective({M::moe_act})), (std::vector<size_t>{0, 0, R * F * sizeof(bf16), 0}));
-  // shared_experts: its FC1 output [T, 2S] and SwiGLU output [T, S] bf16.
-  EXPECT_EQ(recomputed(selective({M::shared_experts})), (std::vector<size_t>{0, 0, T * 3 * S * sizeof(bf16), 0}));
+  // shared_experts: its FC1 output ([T, S] with the squared ReLU of tiny_hybrid_spec; [T, 2S] gated) and its
+  // activation output [T, S] bf16.
+  ASSERT_EQ(base.mlp_activation, MlpActivation::squared_relu);
+  EXPECT_EQ(recomputed(selective({M::shared_experts})), (std::vector<size_t>{0, 0, T * 2 * S * sizeof(bf16), 0}));
+  ModelSpec gated = base;
+  gated.mlp_activation = MlpActivation::swiglu;
+  gated.recompute = selective({M::shared_experts});
+  EXPECT_EQ(activation_account(gated, batch).layers[2].recomputed, T * 3 * S * sizeof(bf16));
   // moe: every saved activation of the layer (moe_act and shared_experts with it change nothing).
   EXPECT_EQ(recomputed(selective({M::moe})), (std::vector<size_t>{0, 0, moe_whole, 0}));
   EXPECT_EQ(recomputed(selective({M::moe_act, M::moe, M::shared_experts})), (std::vector<size_t>{0, 0, moe_whole, 0}));

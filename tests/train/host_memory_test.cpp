@@ -22,8 +22,8 @@ namespace {
 using model::LayerKind;
 
 // train/host_memory.cpp's formulas before the kinds declared their footprint, kept here as the
-// reference (the attention output q_dim wide, Q below): one layer's elements with its pre-norm, then the
-// plan's items that sum them.
+// reference (the attention output q_dim wide, Q below; the MLP's and the experts' FC1 2F wide gated, F
+// not): one layer's elements with its pre-norm, then the plan's items that sum them.
 struct FormerLayerCost {
   double params = 0.0, saved = 0.0, scratch = 0.0;
 };
@@ -31,14 +31,12 @@ FormerLayerCost former_layer_cost(LayerKind kind, const model::ModelSpec& m, con
   const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.ffn_hidden_size);
   const double QKV = static_cast<double>(m.qkv_dim()), Q = static_cast<double>(m.num_attention_heads * m.head_dim());
   const double S = static_cast<double>(m.seq_length), T = static_cast<double>(b.micro_batch_size) * S;
+  const double up = m.mlp_activation == model::MlpActivation::swiglu ? 2.0 : 1.0;
   switch (kind) {
     case LayerKind::attention:
       return {H + QKV * H + H * Q, T * (QKV + Q) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S,
               T * (Q + QKV)};
-    case LayerKind::mlp: {
-      const double up = m.mlp_activation == model::MlpActivation::swiglu ? 2.0 : 1.0;
-      return {H + (up + 1.0) * F * H, (up + 1.0) * T * F, (up + 1.0) * T * F};
-    }
+    case LayerKind::mlp: return {H + (up + 1.0) * F * H, (up + 1.0) * T * F, (up + 1.0) * T * F};
     case LayerKind::mamba: {
       const double P = static_cast<double>(m.mamba_in_proj_dim()), C = static_cast<double>(m.mamba_conv_dim());
       const double D = static_cast<double>(m.mamba_inner()), heads = static_cast<double>(m.mamba_heads());
@@ -50,9 +48,10 @@ FormerLayerCost former_layer_cost(LayerKind kind, const model::ModelSpec& m, con
       const model::MoeShapes s = model::moe_shapes(m, b.micro_batch_size * m.seq_length);
       const double E = static_cast<double>(s.E), R = static_cast<double>(s.rows), Fe = static_cast<double>(s.F),
                    Sh = static_cast<double>(s.S), k = static_cast<double>(s.k);
-      return {H + E * H + 3.0 * E * Fe * H + 3.0 * Sh * H + E,
-              T * (E + 2.0 * k) + static_cast<double>(s.aux_groups + 1) * E + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh,
-              T * (E + k + H) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh};
+      const double w = up + 1.0;
+      return {H + E * H + w * E * Fe * H + w * Sh * H + E,
+              T * (E + 2.0 * k) + static_cast<double>(s.aux_groups + 1) * E + R * (2.0 * H + w * Fe) + w * T * Sh,
+              T * (E + k + H) + R * (2.0 * H + w * Fe) + w * T * Sh};
     }
   }
   return {};
@@ -94,7 +93,8 @@ TEST(HostMemoryPlan, TheKindsFootprintsGiveTheFormerNumbersBitForBit) {
 }
 
 // The footprints' parameters are the ones the kinds declare, but for the MoE expert bias [E], which the
-// footprint counts (as the former formula did) also when model.moe_router_enable_expert_bias is off.
+// footprint counts (as the former formula did) also when a layer has none (model.moe_router_enable_expert_bias
+// off with SwiGLU experts; squared-ReLU experts always have it).
 TEST(HostMemoryPlan, TheKindsFootprintsCountTheParametersTheyDeclare) {
   for (const test::StandardShape& shape : test::standard_shapes()) {
     SCOPED_TRACE(shape.name);
@@ -103,7 +103,8 @@ TEST(HostMemoryPlan, TheKindsFootprintsCountTheParametersTheyDeclare) {
     ASSERT_EQ(plan.items.size(), 5u);
     const std::vector<LayerKind> kinds = model::stack_layer_kinds(m);
     const double moe_layers = static_cast<double>(std::count(kinds.begin(), kinds.end(), LayerKind::moe));
-    const double uncounted_bias = m.moe.enable_expert_bias ? 0.0 : moe_layers * static_cast<double>(m.num_moe_experts);
+    const bool has_bias = m.moe.enable_expert_bias || m.mlp_activation == model::MlpActivation::squared_relu;
+    const double uncounted_bias = has_bias ? 0.0 : moe_layers * static_cast<double>(m.num_moe_experts);
     EXPECT_EQ(plan.items[4].bytes / 4.0, static_cast<double>(model::model_layout(m).num_parameters()) + uncounted_bias);
   }
 }

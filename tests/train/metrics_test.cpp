@@ -22,21 +22,20 @@ StepFlops former_flops_by_kind(const model::ModelSpec& m, const model::BatchSpec
   const double S = static_cast<double>(m.seq_length);
   double matmul_params = static_cast<double>(m.vocab_size) * H;
   double attention_layers = 0.0, scan_flops_per_token = 0.0;
+  // The MLP's and the experts' linears per unit of width: FC1 (2 gated, 1 not) and FC2.
+  const double linears = m.mlp_activation == model::MlpActivation::swiglu ? 3.0 : 2.0;
   for (const LayerKind kind : model::stack_layer_kinds(m)) {
     switch (kind) {
       case LayerKind::attention:
         matmul_params += H * static_cast<double>(m.qkv_dim()) + H * static_cast<double>(m.q_dim());
         attention_layers += static_cast<double>(m.q_dim()) / H;
         break;
-      case LayerKind::mlp:
-        matmul_params +=
-            (m.mlp_activation == model::MlpActivation::swiglu ? 3.0 : 2.0) * H * static_cast<double>(m.ffn_hidden_size);
-        break;
+      case LayerKind::mlp: matmul_params += linears * H * static_cast<double>(m.ffn_hidden_size); break;
       case LayerKind::moe: {
         const double F = static_cast<double>(m.moe_ffn_hidden_size);
         const double shared = static_cast<double>(m.moe.shared_expert_intermediate_size);
         matmul_params += H * static_cast<double>(m.num_moe_experts) +
-                         3.0 * H * (F * static_cast<double>(m.moe_router_topk) + shared);
+                         linears * H * (F * static_cast<double>(m.moe_router_topk) + shared);
         break;
       }
       case LayerKind::mamba:

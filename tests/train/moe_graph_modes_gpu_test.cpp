@@ -4,7 +4,9 @@
 // attn,moe_router,moe_preprocess (Megatron's dropless setting) and attn,moe (the whole MoE layer graphed:
 // beyond Megatron for dropless routing) — with dropout 0.1 and two microbatches, for dropless routing,
 // token drop (capacity 1.0 padded, drop by probs) and sigmoid routing with the aux-loss-free expert
-// bias and token drop by position (packed). The graphs take only their instantiation memory.
+// bias and token drop by position (packed); and tests/nemotron3_style.h's model (Mamba, MoE with
+// squared-ReLU experts and a shared expert, sigmoid routing with the bias, one attention layer). The graphs
+// take only their instantiation memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 
 #include "cuda/device.h"
 #include "graph_mode_runs.h"
+#include "nemotron3_style.h"
 
 namespace sg::train {
 namespace {
@@ -27,7 +30,15 @@ using graph_runs::RunResult;
 struct Routing {
   const char* name;
   std::vector<std::string> overrides;
+  const char* recipe = "moe/tiny_moe";
+  int attention_layers = 4, moe_layers = 4;  // the recipe's (the graphed modules' layers)
 };
+
+std::vector<std::string> nemotron3_style(std::vector<std::string> more) {
+  std::vector<std::string> overrides = test::nemotron3_style_overrides();
+  overrides.insert(overrides.end(), more.begin(), more.end());
+  return overrides;
+}
 
 const Routing kRoutings[] = {
     {"dropless", {"model.moe_z_loss_coeff=1e-3"}},
@@ -39,6 +50,8 @@ const Routing kRoutings[] = {
       "model.moe_router_bias_update_rate=1e-2", "model.moe_router_topk_scaling_factor=2.5",
       "model.moe_expert_capacity_factor=1.25", "model.moe_token_drop_policy=position",
       "model.moe_router_load_balancing_type=seq_aux_loss"}},
+    {"nemotron3_squared_relu_experts", nemotron3_style({"model.moe_z_loss_coeff=1e-3"}), test::kNemotron3StyleRecipe,
+     1, 3},
 };
 
 class MoeGraphModesGpu : public ::testing::TestWithParam<Routing> {
@@ -53,7 +66,7 @@ TEST_P(MoeGraphModesGpu, EveryModeIsBitwiseEqualToEager) {
   const auto config = [&](const std::vector<std::string>& mode) {
     std::vector<std::string> overrides = routing.overrides;
     overrides.insert(overrides.end(), mode.begin(), mode.end());
-    return graph_runs::recipe_with("moe/tiny_moe", overrides);
+    return graph_runs::recipe_with(routing.recipe, overrides);
   };
   const RunResult eager = run_mode(config({"model.cuda_graph_impl=none"}));
   ASSERT_EQ(eager.losses.size(), static_cast<size_t>(kSteps));
@@ -70,15 +83,16 @@ TEST_P(MoeGraphModesGpu, EveryModeIsBitwiseEqualToEager) {
   struct Mode {
     const char* name;
     std::vector<std::string> overrides;
-    int graphs;  // 4 attention layers and 4 MoE layers: forward, backward and first-microbatch backward regions
+    int graphs;  // per graphed module: forward, backward and first-microbatch backward regions
   };
+  const int attn = routing.attention_layers, moe = routing.moe_layers;
   const std::vector<Mode> modes = {
       {"local", {"model.cuda_graph_impl=local"}, 1},
       {"transformer_engine attn,moe_router,moe_preprocess",
        {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,moe_router,moe_preprocess"},
-       4 * 3 + 4 * 2 * 3},
+       attn * 3 + moe * 2 * 3},
       {"transformer_engine attn,moe",
-       {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,moe"}, 4 * 3 + 4 * 3 * 3},
+       {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,moe"}, attn * 3 + moe * 3 * 3},
   };
   for (const Mode& mode : modes) {
     SCOPED_TRACE(std::string(routing.name) + " / " + mode.name);

@@ -1,6 +1,7 @@
 // `stepgraph train` with a hybrid Mamba pattern on the CPU backend (issue 12): the loss falls, resume is
 // bitwise exact, and the checkpoint is a NemotronH folder (config.json with the pattern and the Mamba
-// shapes; the mixers' tensors under their Hugging Face names).
+// shapes; the mixers' tensors under their Hugging Face names). With MoE layers in Nemotron-H's style
+// (squared-ReLU experts, sigmoid routing, a shared expert) the folder is a NemotronH MoE one.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -92,6 +93,52 @@ TEST_F(TrainerCliTest, HybridMambaPatternTrainsAndSavesANemotronHCheckpoint) {
   ASSERT_FALSE(after.empty());
   EXPECT_EQ(after.back().step, kIters);
   EXPECT_EQ(after.back().loss_text, metrics.back().loss_text) << "resumed hybrid run diverged";
+}
+
+// Nemotron 3's layer kinds: Mamba, MoE and attention. The routed experts, the shared expert and the router
+// (with its correction bias) are saved under NemotronHForCausalLM's names, and config.json carries the routing.
+TEST_F(TrainerCliTest, HybridMoePatternSavesANemotronHMoeCheckpoint) {
+  const RunResult r = train(
+      {"model.hybrid_override_pattern=ME*E", "model.num_layers=4", "model.activation_func=squared_relu",
+       "model.gated_linear_unit=false", "model.mamba_head_dim=64", "model.mamba_num_groups=2",
+       "model.mamba_state_dim=16", "model.num_moe_experts=4", "model.moe_router_topk=2",
+       "model.moe_ffn_hidden_size=32", "model.moe_shared_expert_intermediate_size=48",
+       "model.moe_router_score_function=sigmoid", "model.moe_router_topk_scaling_factor=2.5",
+       "model.moe_router_enable_expert_bias=true", "model.moe_aux_loss_coeff=1e-3", "train.train_iters=4",
+       "checkpoint.save=" + path("ckpt"), "--run-dir", path("run")},
+      "train");
+  ASSERT_EQ(r.rc, 0) << r.all();
+  EXPECT_NE(r.err.find("4 layers: ME*E (hybrid pattern)"), std::string::npos) << r.err;
+  const std::string folder = path("ckpt") + "/iter_0000004";
+  const nlohmann::json config = nlohmann::json::parse(read_file(folder + "/config.json"));
+  EXPECT_EQ(config["architectures"][0], "NemotronHForCausalLM");
+  EXPECT_EQ(config["hybrid_override_pattern"], "ME*E");
+  EXPECT_EQ(config["n_routed_experts"], 4);
+  EXPECT_EQ(config["num_experts_per_tok"], 2);
+  EXPECT_EQ(config["moe_intermediate_size"], 32);
+  EXPECT_EQ(config["moe_shared_expert_intermediate_size"], 48);
+  EXPECT_EQ(config["routed_scaling_factor"], 2.5);
+  EXPECT_EQ(config["norm_topk_prob"], true);
+  EXPECT_EQ(config["n_group"], 1);
+  EXPECT_EQ(config["topk_group"], 1);
+
+  const SafetensorsFile weights(folder + "/model.safetensors");
+  struct Expected {
+    const char* name;
+    std::vector<int64_t> shape;
+  };
+  const std::vector<Expected> expected = {{"backbone.layers.1.mixer.gate.weight", {4, 64}},
+                                          {"backbone.layers.1.mixer.gate.e_score_correction_bias", {4}},
+                                          {"backbone.layers.1.mixer.experts.0.up_proj.weight", {32, 64}},
+                                          {"backbone.layers.1.mixer.experts.3.down_proj.weight", {64, 32}},
+                                          {"backbone.layers.3.mixer.shared_experts.up_proj.weight", {48, 64}},
+                                          {"backbone.layers.3.mixer.shared_experts.down_proj.weight", {64, 48}}};
+  for (const Expected& e : expected) {
+    const SafetensorsFile::Entry* t = weights.find(e.name);
+    ASSERT_NE(t, nullptr) << e.name;
+    EXPECT_EQ(t->shape, e.shape) << e.name;
+  }
+  EXPECT_EQ(weights.find("backbone.layers.1.mixer.experts.0.w1.weight"), nullptr);
 }
 
 }  // namespace

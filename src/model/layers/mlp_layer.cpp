@@ -4,19 +4,14 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "kernels/gemm.h"
-#include "kernels/squared_relu.h"
-#include "kernels/swiglu.h"
 #include "kernels/swiglu_backward_gemm.h"
+#include "model/mlp_activation.h"
 
 namespace sg::model {
 
 namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 }  // namespace
-
-int64_t mlp_up_rows(const ModelSpec& model) {
-  return model.mlp_activation == MlpActivation::swiglu ? 2 * model.ffn_hidden_size : model.ffn_hidden_size;
-}
 
 void MlpDeclarations::declare(LayerDeclarations& d) {
   const ModelSpec& s = d.model;
@@ -33,8 +28,9 @@ void MlpDeclarations::declare(LayerDeclarations& d) {
 }
 
 LayerFlops MlpLayer::flops_per_token(const ModelSpec& m) {
-  return {.matmul_weights = (m.mlp_activation == MlpActivation::swiglu ? 3.0 : 2.0) *
-                            static_cast<double>(m.hidden_size) * static_cast<double>(m.ffn_hidden_size)};
+  // The first linear's columns per unit width (2 gated, 1 not) and the down projection's.
+  const double linears = static_cast<double>(activation_input_width(m.mlp_activation, 1)) + 1.0;
+  return {.matmul_weights = linears * static_cast<double>(m.hidden_size) * static_cast<double>(m.ffn_hidden_size)};
 }
 
 // The GEMMs of one MLP layer; their cuBLASLt plans are cached in the step's Blas.
@@ -59,8 +55,8 @@ void MlpLayer::plan(LayerPlanContext& ctx) {
   H_ = ctx.model().hidden_size;
   F_ = ctx.model().ffn_hidden_size;
   full_recompute_ = ctx.full_recompute();
-  N_ = mlp_up_rows(ctx.model());
   activation_ = ctx.model().mlp_activation;
+  N_ = activation_input_width(activation_, F_);
   gate_up_slot_ = ctx.saved_array<bf16>(graph::Module::mlp, "gate_up", sz(T_ * N_), RecomputeModule::mlp);
   act_slot_ = ctx.saved_array<bf16>(graph::Module::mlp, "swiglu_out", sz(T_ * F_), RecomputeModule::mlp);
   d_gate_up_ref_ = ctx.scratch("grad.d_gate_up", sz(T_ * N_) * sizeof(bf16));
@@ -85,11 +81,7 @@ void MlpLayer::bind(LayerBindContext& ctx) {
 
 void MlpLayer::activations_forward(cudaStream_t stream, const LayerIO& io) {
   gemms_->gate_up.run(stream, gate_up_, io.input, w_gate_up_);
-  if (activation_ == MlpActivation::swiglu) {
-    kernels::swiglu_forward(stream, {.out = act_, .gate_up = gate_up_, .T = T_, .F = F_});
-  } else {
-    kernels::squared_relu_forward(stream, {.out = act_, .in = gate_up_, .T = T_, .F = F_});
-  }
+  activation_forward(stream, {.activation = activation_, .out = act_, .in = gate_up_, .T = T_, .F = F_});
 }
 
 void MlpLayer::forward(graph::Module /*module: mlp*/, cudaStream_t stream, const LayerIO& io) {
@@ -120,11 +112,8 @@ void MlpLayer::backward(graph::Module /*module: mlp*/, cudaStream_t stream, cons
 void MlpLayer::backward_unfused(cudaStream_t stream, const LayerIO& io) {
   gemms_->down_dx.run(stream, d_act_, io.d_output, w_down_);
   gemms_->down_dw.run(stream, g_down_, io.d_output, act_, io.first_microbatch);
-  if (activation_ == MlpActivation::swiglu) {
-    kernels::swiglu_backward(stream, {.dgate_up = d_gate_up_, .dout = d_act_, .gate_up = gate_up_, .T = T_, .F = F_});
-  } else {
-    kernels::squared_relu_backward(stream, {.din = d_gate_up_, .dout = d_act_, .in = gate_up_, .T = T_, .F = F_});
-  }
+  activation_backward(stream,
+                      {.activation = activation_, .din = d_gate_up_, .dout = d_act_, .in = gate_up_, .T = T_, .F = F_});
 }
 
 }  // namespace sg::model

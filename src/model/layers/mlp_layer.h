@@ -25,8 +25,6 @@ struct MlpDeclarations {
   ParamRef gate_up, down_proj;  // gate_up: [gate; up] (gated) or up alone
   void declare(LayerDeclarations& d);  // checks ffn_hidden_size
 };
-// Rows of the first projection: 2F when gated (SwiGLU), F otherwise.
-int64_t mlp_up_rows(const ModelSpec& model);
 
 class MlpLayer final : public Layer {
  public:
@@ -45,14 +43,14 @@ class MlpLayer final : public Layer {
 
  private:
   struct Gemms;  // mlp_layer.cpp
-  void activations_forward(cudaStream_t stream, const LayerIO& io);  // gate_up and SwiGLU
+  void activations_forward(cudaStream_t stream, const LayerIO& io);  // gate_up and the activation
   // d_gate_up from io.d_output in two steps: the down projection's input gradient to d_act_, then the activation's
   // backward; and the down projection's weight gradient.
   void backward_unfused(cudaStream_t stream, const LayerIO& io);
 
   MlpDeclarations decl_;
   bool full_recompute_ = false;
-  int64_t T_ = 0, H_ = 0, F_ = 0, N_ = 0;  // N_: mlp_up_rows
+  int64_t T_ = 0, H_ = 0, F_ = 0, N_ = 0;  // N_: activation_input_width(F_)
   MlpActivation activation_ = MlpActivation::swiglu;
   cuda::MemorySlot gate_up_slot_, act_slot_;
   SharedBufferRef d_gate_up_ref_, d_act_ref_;

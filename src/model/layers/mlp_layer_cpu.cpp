@@ -1,8 +1,7 @@
 // The MLP layer's CPU fp32 twin (the declarations and the GPU side: mlp_layer.cpp).
 #include "model/layers/mlp_layer.h"
+#include "model/mlp_activation.h"
 #include "reference/linear.h"
-#include "reference/squared_relu.h"
-#include "reference/swiglu.h"
 
 namespace sg::model {
 
@@ -14,7 +13,7 @@ CpuLayerFootprint MlpLayerCpu::host_footprint(const ModelSpec& m, const BatchSpe
   const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.ffn_hidden_size);
   const double T = static_cast<double>(b.micro_batch_size) * static_cast<double>(m.seq_length);
   // gate_up (up alone when not gated) and the activation's output; scratch: their gradients.
-  const double up = m.mlp_activation == MlpActivation::swiglu ? 2.0 : 1.0;
+  const double up = static_cast<double>(activation_input_width(m.mlp_activation, 1));
   return {.params = (up + 1.0) * F * H, .saved = (up + 1.0) * T * F, .scratch = (up + 1.0) * T * F};
 }
 
@@ -22,8 +21,8 @@ void MlpLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
   T_ = batch.tokens_per_microbatch(model);
   H_ = model.hidden_size;
   F_ = model.ffn_hidden_size;
-  N_ = mlp_up_rows(model);
   activation_ = model.mlp_activation;
+  N_ = activation_input_width(activation_, F_);
   gate_up_.resize(sz(T_ * N_));
   act_.resize(sz(T_ * F_));
   d_gate_up_.resize(sz(T_ * N_));
@@ -32,22 +31,19 @@ void MlpLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
 
 void MlpLayerCpu::forward(const CpuLayerIO& io) {
   ref::linear_forward(gate_up_.data(), io.input, io.weight(decl_.gate_up), T_, H_, N_);
-  if (activation_ == MlpActivation::swiglu) {
-    ref::swiglu_forward(act_.data(), gate_up_.data(), T_, F_);
-  } else {
-    ref::squared_relu_forward(act_.data(), gate_up_.data(), T_, F_);
-  }
+  activation_forward({.activation = activation_, .out = act_.data(), .in = gate_up_.data(), .T = T_, .F = F_});
   ref::linear_forward(io.output, act_.data(), io.weight(decl_.down_proj), T_, F_, H_);
 }
 
 void MlpLayerCpu::backward(const CpuLayerIO& io) {
   ref::linear_backward_input(d_act_.data(), io.d_output, io.weight(decl_.down_proj), T_, F_, H_);
   ref::linear_backward_weight(io.grad(decl_.down_proj), io.d_output, act_.data(), T_, F_, H_);
-  if (activation_ == MlpActivation::swiglu) {
-    ref::swiglu_backward(d_gate_up_.data(), d_act_.data(), gate_up_.data(), T_, F_);
-  } else {
-    ref::squared_relu_backward(d_gate_up_.data(), d_act_.data(), gate_up_.data(), T_, F_);
-  }
+  activation_backward({.activation = activation_,
+                       .din = d_gate_up_.data(),
+                       .dout = d_act_.data(),
+                       .in = gate_up_.data(),
+                       .T = T_,
+                       .F = F_});
   ref::linear_backward_input(io.d_input, d_gate_up_.data(), io.weight(decl_.gate_up), T_, H_, N_);
   ref::linear_backward_weight(io.grad(decl_.gate_up), d_gate_up_.data(), io.input, T_, H_, N_);
 }

@@ -13,7 +13,6 @@
 #include "kernels/moe_gating.h"
 #include "kernels/moe_permute.h"
 #include "kernels/moe_router.h"
-#include "kernels/swiglu.h"
 #include "model/layer_registry.h"
 
 namespace sg::model {
@@ -34,6 +33,7 @@ MoeShapes moe_shapes(const ModelSpec& m, int64_t T) {
   s.k = m.moe_router_topk;
   s.F = m.moe_ffn_hidden_size;
   s.S = m.moe.shared_expert_intermediate_size;
+  s.activation = m.mlp_activation;
   s.routing = {.T = T,
                .E = s.E,
                .k = s.k,
@@ -58,11 +58,13 @@ MoeShapes moe_shapes(const ModelSpec& m, int64_t T) {
 }
 
 LayerFlops MoeLayer::flops_per_token(const ModelSpec& m) {
-  // The router, the k routed experts a token visits (three [F, H] matrices each) and the shared expert.
+  // The router, the k routed experts a token visits and the shared expert: FC1 (2F columns gated, F not)
+  // and FC2 per unit of width.
   const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.moe_ffn_hidden_size);
   const double shared = static_cast<double>(m.moe.shared_expert_intermediate_size);
+  const double linears = static_cast<double>(activation_input_width(m.mlp_activation, 1)) + 1.0;
   return {.matmul_weights = H * static_cast<double>(m.num_moe_experts) +
-                            3.0 * H * (F * static_cast<double>(m.moe_router_topk) + shared)};
+                            linears * H * (F * static_cast<double>(m.moe_router_topk) + shared)};
 }
 
 void MoeDeclarations::declare(LayerDeclarations& d) {
@@ -83,22 +85,35 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
   const int64_t H = s.hidden_size, E = s.num_moe_experts, F = s.moe_ffn_hidden_size;
   const std::string& p = d.place.param_prefix;
   router = d.params.matrix(p + "gate.weight", {E, H});
+  // The experts in the names of the checkpoint family that has them (moe_layer.h): Mixtral's SwiGLU,
+  // Nemotron-H's squared ReLU.
+  const bool gated = s.mlp_activation == MlpActivation::swiglu;
   std::vector<ParamDecl> fc1_tensors, fc2_tensors;
   for (int64_t j = 0; j < E; ++j) {
     const std::string expert = strprintf("%sexperts.%lld.", p.c_str(), ll(j));
-    fc1_tensors.emplace_back(expert + "w1.weight", std::vector<int64_t>{F, H});
-    fc1_tensors.emplace_back(expert + "w3.weight", std::vector<int64_t>{F, H});
-    fc2_tensors.emplace_back(expert + "w2.weight", std::vector<int64_t>{H, F}, ParamInit::output_projection);
+    if (gated) {
+      fc1_tensors.emplace_back(expert + "w1.weight", std::vector<int64_t>{F, H});
+      fc1_tensors.emplace_back(expert + "w3.weight", std::vector<int64_t>{F, H});
+    } else {
+      fc1_tensors.emplace_back(expert + "up_proj.weight", std::vector<int64_t>{F, H});
+    }
+    fc2_tensors.emplace_back(expert + (gated ? "w2.weight" : "down_proj.weight"), std::vector<int64_t>{H, F},
+                             ParamInit::output_projection);
   }
   fc1 = d.params.matrix(std::move(fc1_tensors));
   fc2 = d.params.matrix(std::move(fc2_tensors));
   if (s.moe.shared_expert_intermediate_size > 0) {
     const int64_t S = s.moe.shared_expert_intermediate_size;
-    shared_gate_up = d.params.matrix({{p + "shared_expert.gate_proj.weight", {S, H}},
-                                      {p + "shared_expert.up_proj.weight", {S, H}}});
-    shared_down = d.params.matrix(p + "shared_expert.down_proj.weight", {H, S}, ParamInit::output_projection);
+    const std::string shared = p + (gated ? "shared_expert." : "shared_experts.");
+    shared_fc1 = gated ? d.params.matrix({{shared + "gate_proj.weight", {S, H}}, {shared + "up_proj.weight", {S, H}}})
+                       : d.params.matrix(shared + "up_proj.weight", {S, H});
+    shared_down = d.params.matrix(shared + "down_proj.weight", {H, S}, ParamInit::output_projection);
   }
-  if (s.moe.enable_expert_bias) expert_bias = d.params.vector(p + "gate.e_score_correction_bias", {E}, ParamInit::zeros);
+  // Nemotron-H's router always has the bias (zero and unchanged without moe_router_enable_expert_bias), so
+  // its checkpoints load as NemotronHForCausalLM with nothing missing.
+  if (s.moe.enable_expert_bias || !gated) {
+    expert_bias = d.params.vector(p + "gate.e_score_correction_bias", {E}, ParamInit::zeros);
+  }
 }
 
 // ---- GPU ----
@@ -108,9 +123,9 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
 struct MoeLayer::Plans {
   const kernels::GemmPlan* gate_forward = nullptr;   // logits[T,E] fp32 = n[T,H] Wg^T (bf16 in)
   const kernels::GemmPlan* shared_down_acc = nullptr;  // out[T,H] += act Wdown^T (bf16, beta 1)
-  std::unique_ptr<kernels::LinearForward> shared_gate_up;
-  std::unique_ptr<kernels::LinearBackwardInput> shared_down_dx, shared_gate_up_dx;
-  std::unique_ptr<kernels::LinearBackwardWeight> shared_down_dw, shared_gate_up_dw;
+  std::unique_ptr<kernels::LinearForward> shared_fc1;
+  std::unique_ptr<kernels::LinearBackwardInput> shared_down_dx, shared_fc1_dx;
+  std::unique_ptr<kernels::LinearBackwardWeight> shared_down_dw, shared_fc1_dw;
   kernels::GroupedLinearForward* fc1 = nullptr;
   kernels::GroupedLinearForward* fc2 = nullptr;
   kernels::GroupedLinearBackwardInput* fc1_dx = nullptr;
@@ -124,30 +139,30 @@ struct MoeLayer::Plans {
 // Arena slots (plan) and their pointers (bind).
 struct MoeLayer::Buffers {
   // saved (forward -> backward)
-  cuda::MemorySlot logits_s, routing_map_s, probs_s, aux_counts_s, expert_counts_s, shared_gate_up_s, shared_act_s;
+  cuda::MemorySlot logits_s, routing_map_s, probs_s, aux_counts_s, expert_counts_s, shared_fc1_s, shared_act_s;
   cuda::MemorySlot kept_counts_s, expert_rows_s, offsets_s, slot_to_row_s, row_to_slot_s, permuted_s;
   cuda::MemorySlot fc1_out_s, act_s, expert_out_s;
   // state
   cuda::MemorySlot step_counts_s, logged_counts_s;
   // scratch shared by all layers
   SharedBufferRef aux_routing_map_r, d_expert_out_r, dprobs_r, d_act_r, d_fc1_r, d_permuted_r, dlogits_r,
-      d_shared_act_r, d_shared_gate_up_r;
+      d_shared_act_r, d_shared_fc1_r;
 
   float *logits = nullptr, *probs = nullptr;
   int32_t *routing_map = nullptr, *aux_routing_map = nullptr, *aux_counts = nullptr, *expert_counts = nullptr;
-  bf16 *shared_gate_up = nullptr, *shared_act = nullptr;
+  bf16 *shared_fc1 = nullptr, *shared_act = nullptr;
   int32_t *kept_counts = nullptr, *expert_rows = nullptr, *offsets = nullptr, *slot_to_row = nullptr,
           *row_to_slot = nullptr;
   bf16 *permuted = nullptr, *fc1_out = nullptr, *act = nullptr, *expert_out = nullptr;
   int32_t* step_counts = nullptr;
   bf16 *d_expert_out = nullptr, *d_act = nullptr, *d_fc1 = nullptr, *d_permuted = nullptr;
   float *dprobs = nullptr, *dlogits = nullptr;
-  bf16 *d_shared_act = nullptr, *d_shared_gate_up = nullptr;
+  bf16 *d_shared_act = nullptr, *d_shared_fc1 = nullptr;
   void *preprocess_ws = nullptr, *loss_ws = nullptr, *gating_ws = nullptr;
   // parameters
-  const bf16 *w_router = nullptr, *w_fc1 = nullptr, *w_fc2 = nullptr, *w_shared_gate_up = nullptr,
+  const bf16 *w_router = nullptr, *w_fc1 = nullptr, *w_fc2 = nullptr, *w_shared_fc1 = nullptr,
              *w_shared_down = nullptr;
-  kernels::FloatBuffer g_router, g_fc1, g_fc2, g_shared_gate_up, g_shared_down;  // main_grad, fp32 or bf16
+  kernels::FloatBuffer g_router, g_fc1, g_fc2, g_shared_fc1, g_shared_down;  // main_grad, fp32 or bf16
   float* expert_bias = nullptr;  // fp32 main weight (step_end updates it)
   float *aux_loss = nullptr, *z_loss = nullptr;
 };
@@ -185,10 +200,10 @@ void MoeLayer::plan(LayerPlanContext& ctx) {
     b.aux_counts_s = ctx.saved_array<int32_t>(Module::moe_router, "aux_counts", sz(s.aux_groups) * E, routed);
   }
   if (s.S > 0) {
-    b.shared_gate_up_s = ctx.saved_array<bf16>(Module::moe_router, "shared_gate_up", sz(s.T * 2 * s.S), shared);
+    b.shared_fc1_s = ctx.saved_array<bf16>(Module::moe_router, "shared_fc1", sz(s.T * s.shared_fc1_width()), shared);
     b.shared_act_s = ctx.saved_array<bf16>(Module::moe_router, "shared_act", sz(s.T * s.S), shared);
     b.d_shared_act_r = ctx.scratch("grad.moe_d_shared_act", sz(s.T * s.S) * sizeof(bf16));
-    b.d_shared_gate_up_r = ctx.scratch("grad.moe_d_shared_gate_up", sz(s.T * 2 * s.S) * sizeof(bf16));
+    b.d_shared_fc1_r = ctx.scratch("grad.moe_d_shared_fc1", sz(s.T * s.shared_fc1_width()) * sizeof(bf16));
   }
   b.kept_counts_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "kept_counts", E, routed);
   b.expert_rows_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "expert_rows", E, routed);
@@ -196,7 +211,7 @@ void MoeLayer::plan(LayerPlanContext& ctx) {
   b.slot_to_row_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "slot_to_row", Tk, routed);
   b.row_to_slot_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "row_to_slot", R, routed);
   b.permuted_s = ctx.saved_array<bf16>(Module::moe_preprocess, "permuted", R * sz(s.H), routed);
-  b.fc1_out_s = ctx.saved_array<bf16>(Module::moe, "expert_fc1", R * sz(2 * s.F), routed);
+  b.fc1_out_s = ctx.saved_array<bf16>(Module::moe, "expert_fc1", R * sz(s.fc1_width()), routed);
   b.act_s = ctx.saved_array<bf16>(Module::moe, "expert_act", R * sz(s.F), given_back(RecomputeModule::moe_act));
   b.expert_out_s = ctx.saved_array<bf16>(Module::moe, "expert_out", R * sz(s.H), routed);
   b.step_counts_s = ctx.state("moe_step_counts", E * sizeof(int32_t));
@@ -206,7 +221,7 @@ void MoeLayer::plan(LayerPlanContext& ctx) {
   }
   b.d_expert_out_r = ctx.scratch("grad.moe_d_expert_out", R * sz(s.H) * sizeof(bf16));
   b.d_act_r = ctx.scratch("grad.moe_d_act", R * sz(s.F) * sizeof(bf16));
-  b.d_fc1_r = ctx.scratch("grad.moe_d_fc1", R * sz(2 * s.F) * sizeof(bf16));
+  b.d_fc1_r = ctx.scratch("grad.moe_d_fc1", R * sz(s.fc1_width()) * sizeof(bf16));
   b.d_permuted_r = ctx.scratch("grad.moe_d_permuted", R * sz(s.H) * sizeof(bf16));
   b.dprobs_r = ctx.scratch("grad.moe_dprobs", Tk * sizeof(float));
   b.dlogits_r = ctx.scratch("grad.moe_dlogits", sz(s.T * s.E) * sizeof(float));
@@ -233,11 +248,11 @@ void MoeLayer::plan_device(DevicePlanContext& ctx) {
     ws = ctx.workspace("workspace." + key, plan.workspace_bytes());
     return &plan;
   };
-  p.fc1 = grouped.operator()<kernels::GroupedLinearForward>("fwd", 2 * s.F, s.H, p.ws_fc1);
+  p.fc1 = grouped.operator()<kernels::GroupedLinearForward>("fwd", s.fc1_width(), s.H, p.ws_fc1);
   p.fc2 = grouped.operator()<kernels::GroupedLinearForward>("fwd", s.H, s.F, p.ws_fc2);
-  p.fc1_dx = grouped.operator()<kernels::GroupedLinearBackwardInput>("dgrad", 2 * s.F, s.H, p.ws_fc1_dx);
+  p.fc1_dx = grouped.operator()<kernels::GroupedLinearBackwardInput>("dgrad", s.fc1_width(), s.H, p.ws_fc1_dx);
   p.fc2_dx = grouped.operator()<kernels::GroupedLinearBackwardInput>("dgrad", s.H, s.F, p.ws_fc2_dx);
-  p.fc1_dw = grouped.operator()<kernels::GroupedLinearBackwardWeight>("wgrad", 2 * s.F, s.H, p.ws_fc1_dw);
+  p.fc1_dw = grouped.operator()<kernels::GroupedLinearBackwardWeight>("wgrad", s.fc1_width(), s.H, p.ws_fc1_dw);
   p.fc2_dw = grouped.operator()<kernels::GroupedLinearBackwardWeight>("wgrad", s.H, s.F, p.ws_fc2_dw);
   p.preprocess_bytes = kernels::moe_preprocess_workspace_bytes(s.dispatch);
   p.ws_preprocess = ctx.workspace("workspace.moe_preprocess", p.preprocess_bytes);
@@ -258,10 +273,10 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   b.expert_counts = ctx.get<int32_t>(b.expert_counts_s);
   b.aux_counts = aux_counts_are_expert_counts(s) ? b.expert_counts : ctx.get<int32_t>(b.aux_counts_s);
   if (s.S > 0) {
-    b.shared_gate_up = ctx.get<bf16>(b.shared_gate_up_s);
+    b.shared_fc1 = ctx.get<bf16>(b.shared_fc1_s);
     b.shared_act = ctx.get<bf16>(b.shared_act_s);
     b.d_shared_act = ctx.get<bf16>(b.d_shared_act_r);
-    b.d_shared_gate_up = ctx.get<bf16>(b.d_shared_gate_up_r);
+    b.d_shared_fc1 = ctx.get<bf16>(b.d_shared_fc1_r);
   }
   b.kept_counts = ctx.get<int32_t>(b.kept_counts_s);
   b.expert_rows = ctx.get<int32_t>(b.expert_rows_s);
@@ -291,9 +306,9 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   b.g_fc1 = ctx.grad(decl_.fc1);
   b.g_fc2 = ctx.grad(decl_.fc2);
   if (s.S > 0) {
-    b.w_shared_gate_up = ctx.weight(decl_.shared_gate_up);
+    b.w_shared_fc1 = ctx.weight(decl_.shared_fc1);
     b.w_shared_down = ctx.weight(decl_.shared_down);
-    b.g_shared_gate_up = ctx.grad(decl_.shared_gate_up);
+    b.g_shared_fc1 = ctx.grad(decl_.shared_fc1);
     b.g_shared_down = ctx.grad(decl_.shared_down);
   }
   if (s.expert_bias) b.expert_bias = ctx.main_weight(decl_.expert_bias);
@@ -326,14 +341,15 @@ void MoeLayer::bind(LayerBindContext& ctx) {
                                .ldd = s.E,
                                .d_type = kernels::GemmDtype::kFP32});
   if (s.S > 0) {
-    p.shared_gate_up = std::make_unique<kernels::LinearForward>(blas, s.T, s.H, 2 * s.S);
+    p.shared_fc1 = std::make_unique<kernels::LinearForward>(blas, s.T, s.H, s.shared_fc1_width());
     // As LinearForward(T, S, H) with beta 1: the routed output is in D already.
     p.shared_down_acc = &blas.plan(
         {.transpose_a = true, .m = s.H, .n = s.T, .k = s.S, .lda = s.S, .ldb = s.S, .ldd = s.H, .beta = 1.0f});
     p.shared_down_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.S, s.H);
     p.shared_down_dw = std::make_unique<kernels::LinearBackwardWeight>(blas, s.T, s.S, s.H, ctx.grad_dtype());
-    p.shared_gate_up_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.H, 2 * s.S, true);
-    p.shared_gate_up_dw = std::make_unique<kernels::LinearBackwardWeight>(blas, s.T, s.H, 2 * s.S, ctx.grad_dtype());
+    p.shared_fc1_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.H, s.shared_fc1_width(), true);
+    p.shared_fc1_dw =
+        std::make_unique<kernels::LinearBackwardWeight>(blas, s.T, s.H, s.shared_fc1_width(), ctx.grad_dtype());
   }
 }
 
@@ -367,7 +383,11 @@ void MoeLayer::recompute(graph::Module module, cudaStream_t stream, const LayerI
         experts_forward(stream, io, r.output);
       } else if (r.act) {
         Buffers& b = *buf_;
-        kernels::swiglu_forward(stream, {.out = b.act, .gate_up = b.fc1_out, .T = shapes_.rows, .F = shapes_.F});
+        activation_forward(stream, {.activation = shapes_.activation,
+                                    .out = b.act,
+                                    .in = b.fc1_out,
+                                    .T = shapes_.rows,
+                                    .F = shapes_.F});
       }
       break;
     default: SG_CHECK(false, strprintf("MoE layer %d has no module %s", index(), graph::module_name(module)));
@@ -452,8 +472,8 @@ void MoeLayer::shared_expert_forward(cudaStream_t stream, const LayerIO& io) {
   const MoeShapes& s = shapes_;
   if (s.S == 0) return;
   Buffers& b = *buf_;
-  plans_->shared_gate_up->run(stream, b.shared_gate_up, io.input, b.w_shared_gate_up);
-  kernels::swiglu_forward(stream, {.out = b.shared_act, .gate_up = b.shared_gate_up, .T = s.T, .F = s.S});
+  plans_->shared_fc1->run(stream, b.shared_fc1, io.input, b.w_shared_fc1);
+  activation_forward(stream, {.activation = s.activation, .out = b.shared_act, .in = b.shared_fc1, .T = s.T, .F = s.S});
 }
 
 // `output`: combine into the layer's output and add the shared expert's FC2 (not needed by a selective rerun).
@@ -468,7 +488,7 @@ void MoeLayer::experts_forward(cudaStream_t stream, const LayerIO& io, bool outp
       .y = b.expert_out, .x = b.act, .w = b.w_fc2, .counts = b.expert_rows, .offsets = b.offsets};
   kernels::GroupedGemmSetup().add(*p.fc1, fc1).add(*p.fc2, fc2).launch(stream);
   p.fc1->run_prepared(stream, fc1);
-  kernels::swiglu_forward(stream, {.out = b.act, .gate_up = b.fc1_out, .T = s.rows, .F = s.F});
+  activation_forward(stream, {.activation = s.activation, .out = b.act, .in = b.fc1_out, .T = s.rows, .F = s.F});
   p.fc2->run_prepared(stream, fc2);
   if (!output) return;
   kernels::moe_combine_forward(stream, {.out = io.output,
@@ -483,8 +503,8 @@ void MoeLayer::experts_forward(cudaStream_t stream, const LayerIO& io, bool outp
 
 // The experts' grouped wgrad overwrites too (accumulate = false zero-fills an expert without rows).
 std::vector<ParamRef> MoeLayer::first_written_grads() const {
-  if (!decl_.shared_gate_up.valid()) return {decl_.fc1, decl_.fc2};
-  return {decl_.fc1, decl_.fc2, decl_.shared_gate_up, decl_.shared_down};
+  if (!decl_.shared_fc1.valid()) return {decl_.fc1, decl_.fc2};
+  return {decl_.fc1, decl_.fc2, decl_.shared_fc1, decl_.shared_down};
 }
 
 void MoeLayer::experts_backward(cudaStream_t stream, const LayerIO& io) {
@@ -526,7 +546,12 @@ void MoeLayer::experts_backward(cudaStream_t stream, const LayerIO& io) {
       .launch(stream);
   p.fc2_dx->run_prepared(stream, fc2_dx);
   p.fc2_dw->run_prepared(stream, fc2_dw);
-  kernels::swiglu_backward(stream, {.dgate_up = b.d_fc1, .dout = b.d_act, .gate_up = b.fc1_out, .T = s.rows, .F = s.F});
+  activation_backward(stream, {.activation = s.activation,
+                               .din = b.d_fc1,
+                               .dout = b.d_act,
+                               .in = b.fc1_out,
+                               .T = s.rows,
+                               .F = s.F});
   p.fc1_dx->run_prepared(stream, fc1_dx);
   p.fc1_dw->run_prepared(stream, fc1_dw);
 }
@@ -550,10 +575,14 @@ void MoeLayer::router_backward(cudaStream_t stream, const LayerIO& io) {
                                                .E = s.E, .H = s.H, .workspace = b.gating_ws,
                                                .workspace_bytes = p.gating_bytes});
   if (s.S > 0) {
-    kernels::swiglu_backward(stream, {.dgate_up = b.d_shared_gate_up, .dout = b.d_shared_act,
-                                      .gate_up = b.shared_gate_up, .T = s.T, .F = s.S});
-    p.shared_gate_up_dx->run(stream, io.d_input, b.d_shared_gate_up, b.w_shared_gate_up);
-    p.shared_gate_up_dw->run(stream, b.g_shared_gate_up, b.d_shared_gate_up, io.input, io.first_microbatch);
+    activation_backward(stream, {.activation = s.activation,
+                                 .din = b.d_shared_fc1,
+                                 .dout = b.d_shared_act,
+                                 .in = b.shared_fc1,
+                                 .T = s.T,
+                                 .F = s.S});
+    p.shared_fc1_dx->run(stream, io.d_input, b.d_shared_fc1, b.w_shared_fc1);
+    p.shared_fc1_dw->run(stream, b.g_shared_fc1, b.d_shared_fc1, io.input, io.first_microbatch);
   }
 }
 

@@ -3,24 +3,30 @@
 // permutation). On the normed input n [T, H]:
 //   moe_router      logits = n Wg^T in fp32 (Megatron's moe_router_dtype fp32); top-k routing, probs;
 //                   per-expert token counts; load-balancing / z-loss into the step's device scalars;
-//                   the shared expert's FC1 + SwiGLU (when moe_shared_expert_intermediate_size is set)
+//                   the shared expert's FC1 + activation (when moe_shared_expert_intermediate_size is set)
 //   moe_preprocess  offsets, the deterministic permutation (token drop by capacity), the permute of n
-//   moe             per-expert FC1 (gate | up), SwiGLU, FC2 as grouped GEMMs whose sizes stay on the device;
+//   moe             per-expert FC1, the activation, FC2 as grouped GEMMs whose sizes stay on the device;
 //                   combine weighted by the probs; + the shared expert's FC2
-// Backward mirrors it (moe: combine, FC2, SwiGLU, FC1; moe_preprocess: un-permute into d n; moe_router:
+// The experts' activation is the model's MLP activation (model/mlp_activation.h): SwiGLU (FC1 writes
+// gate | up, Mixtral) or squared ReLU (FC1 writes up alone, Nemotron-H).
+// Backward mirrors it (moe: combine, FC2, activation, FC1; moe_preprocess: un-permute into d n; moe_router:
 // router and loss gradients through the fp32 gating linear, the shared expert's FC1).
 // At the step's end, before the optimizer update (step_end), the aux-loss-free expert bias moves by the
 // step's token counts.
 // Evaluation (LayerIO::dropout false) runs the same forward but adds no auxiliary loss and no count.
 //
-// Parameters (Mixtral's names under the layer's prefix, "model.layers.b.block_sparse_moe."):
-//   gate.weight [E, H]; experts.j.w1 / w3 [F, H] (one [E, 2F, H] block: expert j's gate then up rows);
-//   experts.j.w2 [H, F] (one [E, H, F] block); with the expert bias gate.e_score_correction_bias [E]
-//   (not decayed; no gradient; changed only by step_end); with a shared expert
-//   shared_expert.gate_proj / up_proj [S, H] and shared_expert.down_proj [H, S].
+// Parameters, under the layer's prefix ("model.layers.b.block_sparse_moe.", "backbone.layers.i.mixer."):
+//   gate.weight [E, H]; with the expert bias gate.e_score_correction_bias [E] (not decayed; no gradient;
+//   changed only by step_end; with squared-ReLU experts always there, zero when the bias is off). The
+//   experts in the names of the family that has them:
+//   SwiGLU (Mixtral): experts.j.w1 / w3 [F, H] (one [E, 2F, H] block: expert j's gate then up rows),
+//     experts.j.w2 [H, F] (one [E, H, F] block); a shared expert shared_expert.gate_proj / up_proj [S, H]
+//     and shared_expert.down_proj [H, S];
+//   squared ReLU (Nemotron-H): experts.j.up_proj [F, H] (one [E, F, H] block), experts.j.down_proj [H, F];
+//     a shared expert shared_experts.up_proj [S, H] and shared_experts.down_proj [H, S].
 // No dropout inside (the output dropout is the step's).
-// Recompute (Megatron's names; model/layer.h): moe_act gives back the experts' SwiGLU output (rerun from
-// the kept FC1 output); shared_experts the shared expert's FC1 and SwiGLU outputs (rerun from n); moe the
+// Recompute (Megatron's names; model/layer.h): moe_act gives back the experts' activation output (rerun
+// from the kept FC1 output); shared_experts the shared expert's FC1 and activation outputs (rerun from n); moe the
 // whole layer's saved activations, routing and permutation included (the router, dispatch and experts
 // rerun from n; only n is kept). Full recompute reruns everything and writes the output too. A rerun
 // adds no auxiliary loss and no token count: those belong to the forward alone.
@@ -29,6 +35,7 @@
 #include <vector>
 
 #include "model/layer.h"
+#include "model/mlp_activation.h"
 #include "reference/moe_permute.h"
 #include "reference/moe_router.h"
 
@@ -39,6 +46,7 @@ struct MoeShapes {
   int64_t T = 0, H = 0, E = 0, k = 1;
   int64_t F = 0;             // moe_ffn_hidden_size
   int64_t S = 0;             // shared expert width (0: none)
+  MlpActivation activation = MlpActivation::swiglu;  // the model's MLP activation
   int64_t rows = 0;          // rows of the permuted buffers (dispatch.permuted_rows())
   int64_t aux_groups = 1;    // load-balancing groups (seq_aux_loss: sequences)
   ref::MoeRouting routing;
@@ -48,12 +56,14 @@ struct MoeShapes {
   float bias_update_rate = 0.0f;
 
   bool any_loss() const { return losses.aux_coeff > 0.0f || losses.z_coeff > 0.0f; }
+  int64_t fc1_width() const { return activation_input_width(activation, F); }         // FC1's output columns
+  int64_t shared_fc1_width() const { return activation_input_width(activation, S); }  // the shared expert's
 };
 MoeShapes moe_shapes(const ModelSpec& model, int64_t T);
 
 // The declarations the GPU layer and its CPU twin share.
 struct MoeDeclarations {
-  ParamRef router, expert_bias, fc1, fc2, shared_gate_up, shared_down;
+  ParamRef router, expert_bias, fc1, fc2, shared_fc1, shared_down;
   void declare(LayerDeclarations& d);  // checks the MoE shapes (sg::Error naming the key)
 };
 
@@ -88,9 +98,9 @@ class MoeLayer final : public Layer {
   // What Layer::recompute reruns, from the recompute settings (plan()).
   struct Reruns {
     bool router = false;   // routing and dispatch (moe, full)
-    bool shared = false;   // the shared expert's FC1 + SwiGLU (shared_experts, moe, full)
-    bool experts = false;  // FC1, SwiGLU, FC2 (moe, full)
-    bool act = false;      // SwiGLU alone (moe_act)
+    bool shared = false;   // the shared expert's FC1 + activation (shared_experts, moe, full)
+    bool experts = false;  // FC1, activation, FC2 (moe, full)
+    bool act = false;      // the activation alone (moe_act)
     bool output = false;   // combine + shared FC2 into the output (full)
   };
   // `step_state`: add the auxiliary losses and token counts (a training forward; not a rerun).
@@ -140,12 +150,12 @@ class MoeLayerCpu final : public CpuLayer {
   MoeDeclarations decl_;
   MoeShapes shapes_;
   // saved by forward for backward
-  std::vector<float> logits_, probs_, permuted_, fc1_out_, act_, expert_out_, shared_gate_up_, shared_act_;
+  std::vector<float> logits_, probs_, permuted_, fc1_out_, act_, expert_out_, shared_fc1_, shared_act_;
   std::vector<int32_t> routing_map_, aux_counts_;
   ref::MoePermutation perm_;
   // scratch
   std::vector<float> d_expert_out_, dprobs_, d_act_, d_fc1_, d_permuted_, dlogits_, d_shared_act_,
-      d_shared_gate_up_, d_input_part_;
+      d_shared_fc1_, d_input_part_;
   std::vector<int32_t> step_counts_, logged_counts_;
 };
 

@@ -9,7 +9,6 @@
 #include "reference/moe_gating.h"
 #include "reference/moe_permute.h"
 #include "reference/moe_router.h"
-#include "reference/swiglu.h"
 
 namespace sg::model {
 
@@ -26,10 +25,12 @@ CpuLayerFootprint MoeLayerCpu::host_footprint(const ModelSpec& m, const BatchSpe
   const double T = static_cast<double>(b.micro_batch_size) * static_cast<double>(m.seq_length);
   const double E = static_cast<double>(s.E), R = static_cast<double>(s.rows), Fe = static_cast<double>(s.F),
                Sh = static_cast<double>(s.S), k = static_cast<double>(s.k);
-  return {.params = E * H + 3.0 * E * Fe * H + 3.0 * Sh * H + E,
-          .saved = T * (E + 2.0 * k) + static_cast<double>(s.aux_groups + 1) * E + R * (2.0 * H + 3.0 * Fe) +
-                   3.0 * T * Sh,
-          .scratch = T * (E + k + H) + R * (2.0 * H + 3.0 * Fe) + 3.0 * T * Sh};
+  // FC1's output and the activation's per unit of width: 2 + 1 gated, 1 + 1 not (so are the weights).
+  const double widths = static_cast<double>(s.fc1_width() + s.F) / static_cast<double>(s.F);
+  return {.params = E * H + widths * E * Fe * H + widths * Sh * H + E,
+          .saved = T * (E + 2.0 * k) + static_cast<double>(s.aux_groups + 1) * E + R * (2.0 * H + widths * Fe) +
+                   widths * T * Sh,
+          .scratch = T * (E + k + H) + R * (2.0 * H + widths * Fe) + widths * T * Sh};
 }
 
 void MoeLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
@@ -42,9 +43,9 @@ void MoeLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
   routing_map_.resize(sz(s.T * s.k));
   aux_counts_.resize(sz(s.aux_groups * s.E));
   for (auto* v : {&permuted_, &expert_out_, &d_expert_out_, &d_permuted_}) v->assign(sz(s.rows * s.H), 0.0f);
-  for (auto* v : {&fc1_out_, &d_fc1_}) v->assign(sz(s.rows * 2 * s.F), 0.0f);
+  for (auto* v : {&fc1_out_, &d_fc1_}) v->assign(sz(s.rows * s.fc1_width()), 0.0f);
   for (auto* v : {&act_, &d_act_}) v->assign(sz(s.rows * s.F), 0.0f);
-  for (auto* v : {&shared_gate_up_, &d_shared_gate_up_}) v->resize(sz(s.T * 2 * s.S));
+  for (auto* v : {&shared_fc1_, &d_shared_fc1_}) v->resize(sz(s.T * s.shared_fc1_width()));
   for (auto* v : {&shared_act_, &d_shared_act_}) v->resize(sz(s.T * s.S));
   d_input_part_.resize(sz(s.T * s.H));
   step_counts_.assign(sz(s.E), 0);
@@ -88,14 +89,15 @@ void MoeLayerCpu::run_forward(const CpuLayerIO& io, bool step_state) {
   const ref::GroupedRows rows{perm_.expert_rows.data(), perm_.expert_row_offsets.data(), static_cast<int>(s.E), s.rows};
   std::fill(fc1_out_.begin(), fc1_out_.end(), 0.0f);
   std::fill(expert_out_.begin(), expert_out_.end(), 0.0f);
-  ref::grouped_linear_forward(fc1_out_.data(), permuted_.data(), io.weight(decl_.fc1), rows, 2 * s.F, s.H);
-  ref::swiglu_forward(act_.data(), fc1_out_.data(), s.rows, s.F);
+  ref::grouped_linear_forward(fc1_out_.data(), permuted_.data(), io.weight(decl_.fc1), rows, s.fc1_width(), s.H);
+  activation_forward({.activation = s.activation, .out = act_.data(), .in = fc1_out_.data(), .T = s.rows, .F = s.F});
   ref::grouped_linear_forward(expert_out_.data(), act_.data(), io.weight(decl_.fc2), rows, s.H, s.F);
   ref::moe_combine_forward(io.output, expert_out_.data(), probs_.data(), perm_.slot_to_row.data(), s.T, s.k, s.H);
 
   if (s.S > 0) {
-    ref::linear_forward(shared_gate_up_.data(), io.input, io.weight(decl_.shared_gate_up), s.T, s.H, 2 * s.S);
-    ref::swiglu_forward(shared_act_.data(), shared_gate_up_.data(), s.T, s.S);
+    ref::linear_forward(shared_fc1_.data(), io.input, io.weight(decl_.shared_fc1), s.T, s.H, s.shared_fc1_width());
+    activation_forward(
+        {.activation = s.activation, .out = shared_act_.data(), .in = shared_fc1_.data(), .T = s.T, .F = s.S});
     ref::linear_forward(d_input_part_.data(), shared_act_.data(), io.weight(decl_.shared_down), s.T, s.S, s.H);
     ref::moe_gating_add_grad(io.output, d_input_part_.data(), s.T * s.H);  // out += shared expert
   }
@@ -111,9 +113,16 @@ void MoeLayerCpu::backward(const CpuLayerIO& io) {
   std::fill(d_permuted_.begin(), d_permuted_.end(), 0.0f);
   ref::grouped_linear_backward_input(d_act_.data(), d_expert_out_.data(), io.weight(decl_.fc2), rows, s.H, s.F);
   ref::grouped_linear_backward_weight(io.grad(decl_.fc2), d_expert_out_.data(), act_.data(), rows, s.H, s.F);
-  ref::swiglu_backward(d_fc1_.data(), d_act_.data(), fc1_out_.data(), s.rows, s.F);
-  ref::grouped_linear_backward_input(d_permuted_.data(), d_fc1_.data(), io.weight(decl_.fc1), rows, 2 * s.F, s.H);
-  ref::grouped_linear_backward_weight(io.grad(decl_.fc1), d_fc1_.data(), permuted_.data(), rows, 2 * s.F, s.H);
+  activation_backward({.activation = s.activation,
+                       .din = d_fc1_.data(),
+                       .dout = d_act_.data(),
+                       .in = fc1_out_.data(),
+                       .T = s.rows,
+                       .F = s.F});
+  ref::grouped_linear_backward_input(d_permuted_.data(), d_fc1_.data(), io.weight(decl_.fc1), rows, s.fc1_width(),
+                                     s.H);
+  ref::grouped_linear_backward_weight(io.grad(decl_.fc1), d_fc1_.data(), permuted_.data(), rows, s.fc1_width(),
+                                      s.H);
   ref::moe_permute_backward(io.d_input, d_permuted_.data(), perm_.slot_to_row.data(), s.T, s.k, s.H);
 
   // Router (moe_router): the probs' gradient and the losses' through the fp32 gating linear.
@@ -132,12 +141,17 @@ void MoeLayerCpu::backward(const CpuLayerIO& io) {
   if (s.S > 0) {
     ref::linear_backward_input(d_shared_act_.data(), io.d_output, io.weight(decl_.shared_down), s.T, s.S, s.H);
     ref::linear_backward_weight(io.grad(decl_.shared_down), io.d_output, shared_act_.data(), s.T, s.S, s.H);
-    ref::swiglu_backward(d_shared_gate_up_.data(), d_shared_act_.data(), shared_gate_up_.data(), s.T, s.S);
-    ref::linear_backward_input(d_input_part_.data(), d_shared_gate_up_.data(), io.weight(decl_.shared_gate_up), s.T,
-                               s.H, 2 * s.S);
+    activation_backward({.activation = s.activation,
+                         .din = d_shared_fc1_.data(),
+                         .dout = d_shared_act_.data(),
+                         .in = shared_fc1_.data(),
+                         .T = s.T,
+                         .F = s.S});
+    ref::linear_backward_input(d_input_part_.data(), d_shared_fc1_.data(), io.weight(decl_.shared_fc1), s.T, s.H,
+                               s.shared_fc1_width());
     ref::moe_gating_add_grad(io.d_input, d_input_part_.data(), s.T * s.H);
-    ref::linear_backward_weight(io.grad(decl_.shared_gate_up), d_shared_gate_up_.data(), io.input, s.T, s.H,
-                                2 * s.S);
+    ref::linear_backward_weight(io.grad(decl_.shared_fc1), d_shared_fc1_.data(), io.input, s.T, s.H,
+                                s.shared_fc1_width());
   }
 }
 
