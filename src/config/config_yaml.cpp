@@ -207,7 +207,8 @@ struct OneOfList {
   std::string_view section, key, several;
 };
 constexpr OneOfList kOneOfLists[] = {
-    {"model", "moe_router_load_balancing_type", "combining several load-balancing losses"}};
+    {"model", "moe_router_load_balancing_type", "combining several load-balancing losses"},
+    {"model", "moe_aux_loss_coeff", "one coefficient per load-balancing type"}};
 
 // `value` as the key takes it: a list of one for such a key is its element.
 YAML::Node unlisted(std::string_view section, std::string_view key, const YAML::Node& value,

@@ -199,6 +199,13 @@ TEST(MoeKeys, ALoadBalancingTypeListOfOneIsItsValueAndALongerOneIsNotImplemented
   EXPECT_TRUE(contains(msg, key + " = [aux_loss, seq_aux_loss]: combining several load-balancing losses")) << msg;
   msg = test::thrown_message([&] { (void)load_config("moe/tiny_moe", {key + "=[]"}); });
   EXPECT_TRUE(contains(msg, key + " = []: the list is empty; give one value")) << msg;
+  // Its coefficient, a list in the same Megatron versions: one is the number, several are refused alike.
+  EXPECT_EQ(load_config_yaml("model:\n  moe_aux_loss_coeff: [0.02]\n", "r.yaml").model.moe_aux_loss_coeff, 0.02);
+  EXPECT_EQ(load_config("moe/tiny_moe", {"model.moe_aux_loss_coeff=[0.03]"}).model.moe_aux_loss_coeff, 0.03);
+  msg = test::thrown_message([] { (void)load_config("moe/tiny_moe", {"model.moe_aux_loss_coeff=[0.01,0.001]"}); });
+  EXPECT_TRUE(contains(msg, "model.moe_aux_loss_coeff = [0.01, 0.001]: one coefficient per load-balancing type "
+                            "(Megatron's list form) is not implemented; pick one of the list's values (0.01 or 0.001)"))
+      << msg;
 }
 
 TEST(MoeKeys, AnInvalidCapacityFactorSaysNullIsDropless) {
