@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/durable_io.h"
 #include "checkpoint/finite_check.h"
+#include "checkpoint/hf_config_reader.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/paths.h"
@@ -21,6 +22,7 @@
 namespace sg::checkpoint {
 
 namespace fs = std::filesystem;
+using detail::ConfigReader;
 
 namespace {
 
@@ -36,50 +38,6 @@ std::string fmt(double v) {
   for (const std::string& item : items) message += "\n  " + item;
   throw Error(message);
 }
-
-// A config.json value with its key for messages.
-class ConfigReader {
- public:
-  ConfigReader(const nlohmann::json& json, std::string path) : json_(json), path_(std::move(path)) {}
-
-  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
-    throw Error(strprintf("%s: %s %s", path_.c_str(), key.c_str(), why.c_str()));
-  }
-  bool has(const char* key) const { return json_.contains(key) && !json_[key].is_null(); }
-  int64_t integer(const char* key, std::optional<int64_t> fallback = std::nullopt) const {
-    if (!has(key)) {
-      if (fallback) return *fallback;
-      fail(key, "is missing (a Llama config.json needs it)");
-    }
-    const auto& v = json_[key];
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0) fail(key, "= " + v.dump() + ": expected a positive integer");
-    return v.get<int64_t>();
-  }
-  double number(const nlohmann::json& obj, const std::string& key, std::optional<double> fallback) const {
-    if (!obj.contains(key) || obj[key].is_null()) {
-      if (fallback) return *fallback;
-      fail(key, "is missing");
-    }
-    if (!obj[key].is_number()) fail(key, "= " + obj[key].dump() + ": expected a number");
-    return obj[key].get<double>();
-  }
-  double number(const char* key, double fallback) const { return number(json_, key, fallback); }
-  bool boolean(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    if (!json_[key].is_boolean()) fail(key, "= " + json_[key].dump() + ": expected true or false");
-    return json_[key].get<bool>();
-  }
-  std::string string(const char* key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    if (!json_[key].is_string()) fail(key, "= " + json_[key].dump() + ": expected a string");
-    return json_[key].get<std::string>();
-  }
-  const nlohmann::json& json() const { return json_; }
-
- private:
-  const nlohmann::json& json_;
-  std::string path_;
-};
 
 // RoPE: transformers 5 writes rope_parameters {rope_type, rope_theta, factor, ...}; transformers 4
 // rope_theta and rope_scaling {rope_type (or type), factor, ...}.
@@ -125,9 +83,23 @@ void read_rope(const ConfigReader& c, model::ModelSpec& spec) {
   }
 }
 
+// eos_token_id: a number or a list.
+void read_eos_token_ids(const nlohmann::json& json, HfModelConfig& out) {
+  if (!json.contains("eos_token_id")) return;
+  const auto& e = json["eos_token_id"];
+  if (e.is_number_integer()) out.eos_token_ids.push_back(e.get<int64_t>());
+  if (e.is_array()) {
+    for (const auto& x : e) {
+      if (x.is_number_integer()) out.eos_token_ids.push_back(x.get<int64_t>());
+    }
+  }
+}
+
 // A tensor the model does not expect that is still fine to skip: lm_head.weight of a tied model
-// (transformers ties it to embed_tokens as well) and old transformers' rotary inv_freq buffers.
+// (transformers ties it to embed_tokens as well), old transformers' rotary inv_freq buffers, and a NemotronH
+// folder's multi-token-prediction layers (mtp.*), which transformers skips too: they are not the model's forward.
 bool ignored_tensor(const std::string& name) {
+  if (name.rfind("mtp.", 0) == 0) return true;
   const std::string inv_freq = "rotary_emb.inv_freq";
   if (name.size() >= inv_freq.size() && name.compare(name.size() - inv_freq.size(), inv_freq.size(), inv_freq) == 0) {
     return true;
@@ -156,12 +128,12 @@ std::string resolve_model_folder(const std::string& path, const std::string& wha
       // Mixtral and NemotronH): such a checkpoint is no Llama folder either.
       throw Error(
           strprintf("%s %s: a stepgraph checkpoint without %s (its model has no transformers class, so it "
-                    "is not a dense Llama model): %s takes dense Llama folders only; continue training "
+                    "is neither a Llama nor a NemotronH model): %s takes those folders only; continue training "
                     "this checkpoint with checkpoint.load=%s",
                     what.c_str(), folder.c_str(), kConfigFile, what.c_str(), path.c_str()));
     }
     throw Error(
-        strprintf("%s %s: no %s there; give a Hugging Face Llama folder (config.json + *.safetensors, as "
+        strprintf("%s %s: no %s there; give a Hugging Face Llama or NemotronH folder (config.json + *.safetensors, as "
                   "save_pretrained writes it) or a stepgraph checkpoint folder%s",
                   what.c_str(), folder.c_str(), kConfigFile, iteration_folders_hint(folder).c_str()));
   }
@@ -193,19 +165,27 @@ HfModelConfig read_hf_config(const std::string& folder) {
            "if this is a Llama model (LlamaForCausalLM)");
   }
   const std::string model_type = c.string("model_type", "");
+  out.dtype = c.string("torch_dtype", c.string("dtype", ""));
+  read_eos_token_ids(json, out);
+  if (model_type == "nemotron_h") {
+    out.architecture = "NemotronHForCausalLM";
+    detail::read_nemotron_h_config(c, out);
+    return out;
+  }
   if (model_type != "llama") {
     std::string why =
         "= \"" + model_type +
-        "\": checkpoint.pretrained_checkpoint and generate take dense Llama folders (model_type \"llama\", "
-        "LlamaForCausalLM) only";
+        "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\") and NemotronH (\"nemotron_h\") "
+        "folders, generate Llama folders";
     if (is_checkpoint_folder(folder)) {
       why += "; " + folder +
-             " is a stepgraph checkpoint of another model (MoE or hybrid): continue training it with "
+             " is a stepgraph checkpoint of another model (MoE): continue training it with "
              "checkpoint.load=" +
              folder + " (and its model.* configuration)";
     }
     c.fail("model_type", why);
   }
+  out.architecture = "LlamaForCausalLM";
   const std::string act = c.string("hidden_act", "silu");
   if (act != "silu") c.fail("hidden_act", "= \"" + act + "\": the Llama MLP here is SwiGLU (silu)");
   for (const char* bias : {"attention_bias", "mlp_bias"}) {
@@ -261,16 +241,6 @@ HfModelConfig read_hf_config(const std::string& folder) {
   read_rope(c, s);
   out.max_position_embeddings = c.integer("max_position_embeddings", 2048);
   s.seq_length = out.max_position_embeddings;
-  out.dtype = c.string("torch_dtype", c.string("dtype", ""));
-  if (c.has("eos_token_id")) {
-    const auto& e = json["eos_token_id"];
-    if (e.is_number_integer()) out.eos_token_ids.push_back(e.get<int64_t>());
-    if (e.is_array()) {
-      for (const auto& x : e) {
-        if (x.is_number_integer()) out.eos_token_ids.push_back(x.get<int64_t>());
-      }
-    }
-  }
   return out;
 }
 

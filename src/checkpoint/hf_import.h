@@ -1,6 +1,6 @@
 #pragma once
-// Loading a Hugging Face Llama folder — what transformers' save_pretrained writes, and what a dense
-// stepgraph checkpoint folder is — into the model: config.json -> ModelSpec, safetensors weights
+// Loading a Hugging Face Llama or NemotronH folder — what transformers' save_pretrained writes (NemotronH: with
+// the Hub's per-expert tensor names), and what a stepgraph checkpoint of such a model is — into the model: config.json -> ModelSpec, safetensors weights
 // (model.safetensors, or shards listed by model.safetensors.index.json; F32, BF16 or F16 tensors, tied or
 // untied embeddings) -> the flat fp32 parameter buffer of model/param_builder.h. A stepgraph checkpoint
 // folder is verified as checkpoint.load verifies it (verify_checkpoint_folder: the recorded CRC-32s), and
@@ -23,16 +23,19 @@ namespace sg::checkpoint {
 std::string resolve_model_folder(const std::string& path, const std::string& what);
 
 struct HfModelConfig {
-  std::string path;       // FOLDER/config.json
+  std::string path;          // FOLDER/config.json
+  std::string architecture;  // "LlamaForCausalLM" or "NemotronHForCausalLM" (model/stack.h's hf_architecture)
   model::ModelSpec spec;  // seq_length = max_position_embeddings
   int64_t max_position_embeddings = 0;
   std::string dtype;                   // torch_dtype (dtype in transformers 5); "" when absent
   std::vector<int64_t> eos_token_ids;  // eos_token_id (a number or a list); empty when absent
 };
 
-// Parses FOLDER/config.json (transformers 4 spelling rope_theta + rope_scaling, or transformers 5
-// rope_parameters). sg::Error naming config.json's path, the key and its value for what this Llama
-// cannot run: a missing model_type or one other than llama, hidden_act other than silu, attention or
+// Parses FOLDER/config.json: a Llama one (below), or a NemotronH one (model_type "nemotron_h": the layer pattern
+// from hybrid_override_pattern or layers_block_type, the Mamba2, attention, MLP and MoE shapes; sg::Error for
+// biases, an activation other than relu2, a latent MoE projection, group-limited routing, or norm_topk_prob other
+// than Megatron's "k > 1"). Llama: transformers 4 spelling rope_theta + rope_scaling, or transformers 5
+// rope_parameters; sg::Error naming config.json's path, the key and its value for what this Llama cannot run: a missing model_type or one other than llama, hidden_act other than silu, attention or
 // MLP biases, a RoPE type other than default and llama3; and for values no model has: sizes that are
 // not positive integers, num_key_value_heads not dividing num_attention_heads, an odd head dimension,
 // rms_norm_eps or initializer_range not positive. (A head_dim other than hidden_size /

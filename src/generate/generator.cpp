@@ -84,6 +84,10 @@ GenerateResult run_generate(const GenerateOptions& options) {
   const char* what = "generate CHECKPOINT";
   const std::string folder = checkpoint::resolve_model_folder(options.checkpoint, what);
   const checkpoint::HfModelConfig config = checkpoint::read_hf_config(folder);
+  if (config.architecture != "LlamaForCausalLM") {  // before the weights are read: the decoders are Llama's
+    throw Error(strprintf("%s %s: a %s folder; generate runs Llama models (LlamaForCausalLM) only", what,
+                          folder.c_str(), config.architecture.c_str()));
+  }
   const model::ModelSpec& spec = config.spec;
   const model::ModelLayout layout = model::model_layout(spec);
   std::vector<float> weights;

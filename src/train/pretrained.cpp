@@ -1,6 +1,8 @@
 #include "train/pretrained.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <filesystem>
 
 #include "checkpoint/checkpoint_dir.h"
@@ -9,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/strings.h"
+#include "model/stack.h"
 
 namespace sg::train {
 
@@ -83,6 +86,72 @@ void check_architecture(Differences& d, const config::ModelConfig& m) {
   }
 }
 
+bool has_kind(const model::ModelSpec& spec, model::LayerKind kind) {
+  const std::vector<model::LayerKind> kinds = model::stack_layer_kinds(spec);
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
+// What a NemotronH folder is beyond the shape keys: its pattern, the layers' options (no RoPE, squared ReLU), the
+// Mamba2 mixers' and the MoE layers' shapes and routing, compared on the run's model as configured.
+void check_nemotron_h(Differences& d, const config::Config& config, const model::ModelSpec& s) {
+  const model::ModelSpec r = config::model_spec(config);
+  if (r.hybrid_layer_pattern != s.hybrid_layer_pattern) {
+    d.differ("model.hybrid_override_pattern", "layers", s.hybrid_layer_pattern,
+             r.hybrid_layer_pattern.empty() ? "null (GPT blocks)" : r.hybrid_layer_pattern);
+    return;  // the layers' options below are moot for another stack
+  }
+  const auto check = [&](const char* key, const char* folder_key, double folder, double configured) {
+    if (!same(folder, configured)) d.differ(std::string("model.") + key, folder_key, num(folder), num(configured));
+  };
+  const auto check_int = [&](const char* key, const char* folder_key, int64_t folder, int64_t configured) {
+    if (folder != configured) d.differ(std::string("model.") + key, folder_key, num(folder), num(configured));
+  };
+  const config::ModelConfig& m = config.model;
+  if (has_kind(s, model::LayerKind::attention) && r.position_embedding != model::PositionEmbedding::none) {
+    d.differ_as("model.position_embedding_type", "config.json describes NemotronH attention (no RoPE)",
+                config::resolved_position_embedding_type(m), "none");
+  }
+  if (has_kind(s, model::LayerKind::mlp) || has_kind(s, model::LayerKind::moe)) {
+    if (m.activation_func != "squared_relu") {
+      d.differ_as("model.activation_func", "config.json mlp_hidden_act = relu2", m.activation_func, "squared_relu");
+    }
+    if (m.gated_linear_unit) {
+      d.differ_as("model.gated_linear_unit", "config.json mlp_hidden_act = relu2 (not gated)", "true", "false");
+    }
+  }
+  if (has_kind(s, model::LayerKind::mamba)) {
+    check_int("mamba_state_dim", "ssm_state_size", s.mamba.state_dim, r.mamba.state_dim);
+    check_int("mamba_head_dim", "mamba_head_dim", s.mamba.head_dim, r.mamba.head_dim);
+    check_int("mamba_num_groups", "n_groups", s.mamba.num_groups, r.mamba.num_groups);
+    check_int("mamba_num_heads", "mamba_num_heads", s.mamba_heads(), r.mamba_heads());
+    check_int("mamba_conv_kernel", "conv_kernel", s.mamba.conv_kernel, r.mamba.conv_kernel);
+    check_int("mamba_chunk_size", "chunk_size", s.mamba.chunk_size, r.mamba.chunk_size);
+    check("mamba_dt_limit_min", "time_step_limit[0]", s.mamba.dt_limit_min, r.mamba.dt_limit_min);
+    if (s.mamba.dt_limit_max != r.mamba.dt_limit_max) {
+      const auto limit = [](double v) { return std::isfinite(v) ? num(v) : std::string("null"); };
+      d.differ("model.mamba_dt_limit_max", "time_step_limit[1]", limit(s.mamba.dt_limit_max),
+               limit(r.mamba.dt_limit_max));
+    }
+  }
+  if (has_kind(s, model::LayerKind::moe)) {
+    check_int("num_moe_experts", "n_routed_experts", s.num_moe_experts, r.num_moe_experts);
+    check_int("moe_router_topk", "num_experts_per_tok", s.moe_router_topk, r.moe_router_topk);
+    check_int("moe_ffn_hidden_size", "moe_intermediate_size", s.moe_ffn_hidden_size, r.moe_ffn_hidden_size);
+    check_int("moe_shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
+              s.moe.shared_expert_intermediate_size, r.moe.shared_expert_intermediate_size);
+    check("moe_router_topk_scaling_factor", "routed_scaling_factor", s.moe.topk_scaling_factor,
+          r.moe.topk_scaling_factor);
+    if (r.moe.score_function != ref::MoeScoreFunction::sigmoid) {
+      d.differ_as("model.moe_router_score_function", "config.json describes NemotronHMoE (sigmoid router)",
+                  m.moe_router_score_function, "sigmoid");
+    }
+    if (!r.moe.dropless()) {
+      d.differ_as("model.moe_expert_capacity_factor", "config.json describes NemotronHMoE (drops no tokens)",
+                  num(r.moe.capacity_factor), "null");
+    }
+  }
+}
+
 }  // namespace
 
 config::Config apply_pretrained_shapes(const config::Config& config) {
@@ -91,9 +160,14 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   const std::string folder = checkpoint::resolve_model_folder(*config.checkpoint.pretrained_checkpoint, kKey);
   const checkpoint::HfModelConfig hf = checkpoint::read_hf_config(folder);
   const model::ModelSpec& s = hf.spec;
+  const bool nemotron_h = hf.architecture == "NemotronHForCausalLM";
   config::Config out = config;
   config::ModelConfig& m = out.model;
   Differences d;
+  if (nemotron_h && !m.hybrid_override_pattern) {  // unset: the folder's layers (GPT blocks never match)
+    m.hybrid_override_pattern = s.hybrid_layer_pattern;
+    d.taken.push_back("hybrid_override_pattern " + s.hybrid_layer_pattern);
+  }
   take_or_check(d, "num_layers", "num_hidden_layers", s.num_layers, m.num_layers, m.num_layers == 0);
   take_or_check(d, "hidden_size", "hidden_size", s.hidden_size, m.hidden_size, m.hidden_size == 0);
   take_or_check(d, "num_attention_heads", "num_attention_heads", s.num_attention_heads, m.num_attention_heads,
@@ -101,7 +175,9 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   int64_t groups = m.num_query_groups.value_or(0), ffn = m.ffn_hidden_size.value_or(0),
           vocab = m.vocab_size.value_or(0);
   take_or_check(d, "num_query_groups", "num_key_value_heads", s.num_query_groups, groups, !m.num_query_groups);
-  take_or_check(d, "ffn_hidden_size", "intermediate_size", s.ffn_hidden_size, ffn, !m.ffn_hidden_size);
+  if (!nemotron_h || has_kind(s, model::LayerKind::mlp)) {  // intermediate_size is the dense MLPs' width
+    take_or_check(d, "ffn_hidden_size", "intermediate_size", s.ffn_hidden_size, ffn, !m.ffn_hidden_size);
+  }
   take_or_check(d, "vocab_size", "vocab_size", s.vocab_size, vocab, !m.vocab_size);
   m.num_query_groups = groups;
   m.ffn_hidden_size = ffn;
@@ -116,17 +192,23 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   } else if (*m.kv_channels != s.head_dim()) {
     d.differ("model.kv_channels", "head_dim", num(s.head_dim()), num(*m.kv_channels));
   }
-  check_architecture(d, m);
-  if (!same(m.rotary_base, s.rotary_base))
+  if (nemotron_h) {
+    m.ffn_hidden_size = ffn == 0 ? std::nullopt : std::optional<int64_t>(ffn);
+    check_nemotron_h(d, out, s);
+  } else {
+    check_architecture(d, m);
+  }
+  if (!nemotron_h && !same(m.rotary_base, s.rotary_base))  // NemotronH has no RoPE
     d.differ("model.rotary_base", "rope_theta", num(s.rotary_base), num(m.rotary_base));
   if (!same(m.layernorm_epsilon, s.layernorm_epsilon)) {
-    d.differ("model.layernorm_epsilon", "rms_norm_eps", num(s.layernorm_epsilon), num(m.layernorm_epsilon));
+    d.differ("model.layernorm_epsilon", nemotron_h ? "layer_norm_epsilon" : "rms_norm_eps", num(s.layernorm_epsilon),
+             num(m.layernorm_epsilon));
   }
   if (m.share_embeddings_and_output_weights != s.share_embeddings_and_output_weights) {
     d.differ("model.share_embeddings_and_output_weights", "tie_word_embeddings",
              boolean(s.share_embeddings_and_output_weights), boolean(m.share_embeddings_and_output_weights));
   }
-  const ref::RopeScaling& r = s.rope_scaling;
+  const ref::RopeScaling& r = s.rope_scaling;  // none in a NemotronH folder
   if (m.rope_scaling != r.enabled()) {
     d.differ("model.rope_scaling", "rope_scaling", boolean(r.enabled()), boolean(m.rope_scaling));
   }
@@ -154,7 +236,8 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
     for (const auto& line : d.lines) msg += "\n  " + line;
     msg += "\nset them to the folder's values: " + join(d.fixes, " ") +
            "\n(shape keys left unset in the recipe - num_layers/hidden_size/num_attention_heads 0, vocab_size/"
-           "ffn_hidden_size/num_query_groups/kv_channels null - are taken from config.json)";
+           "ffn_hidden_size/num_query_groups/kv_channels null, and a NemotronH folder's hybrid_override_pattern "
+           "null - are taken from config.json)";
     throw Error(msg);
   }
   if (!d.taken.empty()) log::info(strprintf("model shape from %s: %s", hf.path.c_str(), join(d.taken, ", ").c_str()));

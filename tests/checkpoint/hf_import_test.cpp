@@ -234,8 +234,8 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
        "model_type is missing: transformers needs it to pick the model class; add "
        "\"model_type\": \"llama\""},
       {"model_type", "mistral",
-       "model_type = \"mistral\": checkpoint.pretrained_checkpoint and generate take "
-       "dense Llama folders"},
+       "model_type = \"mistral\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\") and "
+       "NemotronH (\"nemotron_h\") folders, generate Llama folders"},
   };
   for (const ValueDefect& d : value_defects) {
     SCOPED_TRACE(std::string(d.key) + " = " + d.value.dump());
@@ -393,8 +393,8 @@ TEST(HfImport, StepgraphCheckpointIsVerifiedLikeCheckpointLoad) {
   mixtral["model_type"] = "mixtral";
   const std::string moe = save_own(dir.str() + "/moe", 1, mixtral);
   error = test::thrown_message([&] { read_hf_config(moe); });
-  EXPECT_NE(error.find("model_type = \"mixtral\": checkpoint.pretrained_checkpoint and generate take dense Llama "
-                       "folders"),
+  EXPECT_NE(error.find("model_type = \"mixtral\": checkpoint.pretrained_checkpoint takes Llama (model_type "
+                       "\"llama\") and NemotronH (\"nemotron_h\") folders"),
             std::string::npos)
       << error;
   EXPECT_NE(error.find("continue training it with checkpoint.load=" + moe), std::string::npos) << error;

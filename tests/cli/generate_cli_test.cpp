@@ -270,6 +270,17 @@ TEST_F(GenerateCli, ErrorsNameTheFix) {
   r = stepgraph("generate " + (dir_ / "nope").string() + " --cpu --prompt-tokens 1");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("no such directory"), std::string::npos) << r.out;
+  // A NemotronH folder (which train's pretrained_checkpoint takes) is refused before its weights are read: it has none.
+  const fs::path nemotron = dir_ / "nemotron_h";
+  fs::create_directories(nemotron);
+  std::ofstream(nemotron / "config.json")
+      << R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M*", "vocab_size": 64, "hidden_size": 64,
+             "num_attention_heads": 2, "mamba_num_heads": 2, "n_groups": 2})";
+  r = stepgraph("generate " + nemotron.string() + " --cpu --prompt-tokens 1");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("a NemotronHForCausalLM folder; generate runs Llama models (LlamaForCausalLM) only"),
+            std::string::npos)
+      << r.out;
   r = stepgraph("generate " + bare + " --cpu");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("--prompt"), std::string::npos) << r.out;

@@ -201,6 +201,76 @@ TEST(Pretrained, Llama3RopeScalingListsOnlyTheKeysThatDiffer) {
   EXPECT_TRUE(fixed.model.rope_scaling);
 }
 
+// Nemotron 3's layer kinds on the CPU backend (Mamba, MoE with squared-ReLU and shared experts routed by
+// sigmoid scores, attention without RoPE, a squared-ReLU MLP), 16-token sequences, 2 per step.
+config::Config nemotron_config(const std::vector<std::string>& overrides) {
+  std::vector<std::string> all = {"model.hybrid_override_pattern=ME*-", "model.num_layers=4", "model.hidden_size=64",
+                                  "model.num_attention_heads=2", "model.num_query_groups=2",
+                                  "model.ffn_hidden_size=96", "model.vocab_size=128",
+                                  "model.activation_func=squared_relu", "model.gated_linear_unit=false",
+                                  "model.mamba_head_dim=64", "model.mamba_num_groups=2", "model.mamba_state_dim=16",
+                                  "model.num_moe_experts=4", "model.moe_router_topk=2", "model.moe_ffn_hidden_size=32",
+                                  "model.moe_shared_expert_intermediate_size=48",
+                                  "model.moe_router_score_function=sigmoid", "model.moe_router_enable_expert_bias=true",
+                                  "model.moe_router_topk_scaling_factor=2.5", "model.seq_length=16",
+                                  "dataset.seq_length=16", "train.micro_batch_size=2", "train.global_batch_size=2",
+                                  "train.train_iters=2", "logger.log_interval=1", "scheduler.lr_warmup_iters=0"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return config::load_config("hybrid/tiny_hybrid", all);
+}
+
+// A NemotronH folder (here one stepgraph saved) gives a run with the layer pattern and shape keys unset its
+// layers, its shapes and its weights.
+TEST(Pretrained, ANemotronHFolderGivesItsLayersShapesAndWeights) {
+  Scratch dir;
+  run(nemotron_config({"checkpoint.save=" + (dir / "a")}), dir / "run_a");
+  const config::Config b = nemotron_config(
+      {"checkpoint.pretrained_checkpoint=" + (dir / "a"), "model.hybrid_override_pattern=null", "model.num_layers=0",
+       "model.hidden_size=0", "model.num_attention_heads=0", "model.num_query_groups=null",
+       "model.ffn_hidden_size=null", "model.vocab_size=null", "train.train_iters=1"});
+  const config::Config shaped = train::apply_pretrained_shapes(b);
+  EXPECT_EQ(shaped.model.hybrid_override_pattern, "ME*-");
+  EXPECT_EQ(shaped.model.num_layers, 4);
+  EXPECT_EQ(shaped.model.hidden_size, 64);
+  EXPECT_EQ(shaped.model.ffn_hidden_size, 96);
+  EXPECT_EQ(shaped.model.vocab_size, 128);
+  const auto summary = run(b, dir / "run_b", dir / "batches_b");
+  EXPECT_EQ(summary.steps_done, 1);
+  EXPECT_EQ(summary.first_loss,
+            static_cast<float>(expected_first_loss(b, dir / "a", dir / "batches_b/batch_0000001.safetensors")));
+}
+
+TEST(Pretrained, ANemotronHFolderListsWhatTheModelConfiguresOtherwise) {
+  Scratch dir;
+  run(nemotron_config({"checkpoint.save=" + (dir / "a")}), dir / "run_a");
+  const std::string pre = "checkpoint.pretrained_checkpoint=" + (dir / "a");
+  std::string error = test::thrown_message([&] {
+    train::apply_pretrained_shapes(nemotron_config({pre, "model.position_embedding_type=rope",
+                                                    "model.mamba_state_dim=32", "model.moe_router_topk=3",
+                                                    "model.moe_expert_capacity_factor=1.0"}));
+  });
+  EXPECT_NE(error.find("(4 differences)"), std::string::npos) << error;
+  EXPECT_NE(error.find("model.mamba_state_dim: config.json ssm_state_size = 16, configured 32"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("model.moe_router_topk: config.json num_experts_per_tok = 2, configured 3"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("model.position_embedding_type=none model.mamba_state_dim=16 model.moe_router_topk=2 "
+                       "model.moe_expert_capacity_factor=null"),
+            std::string::npos)
+      << error;
+  // Another layer pattern: that alone (the layers' options are moot for another stack).
+  error = test::thrown_message(
+      [&] { train::apply_pretrained_shapes(nemotron_config({pre, "model.hybrid_override_pattern=M*--"})); });
+  EXPECT_NE(error.find("(1 difference)"), std::string::npos) << error;
+  EXPECT_NE(error.find("model.hybrid_override_pattern: config.json layers = ME*-, configured M*--"), std::string::npos)
+      << error;
+  // A Llama configuration (GPT blocks) from the NemotronH folder: its pattern is taken, then SwiGLU and RoPE
+  // are what differ.
+  error = test::thrown_message([&] { train::apply_pretrained_shapes(tiny_config({pre})); });
+  EXPECT_NE(error.find("model.activation_func=squared_relu model.gated_linear_unit=false"), std::string::npos)
+      << error;
+}
+
 TEST(Pretrained, ACheckpointTrainedWithKvChannelsStartsARunWithItsHeadDim) {
   Scratch dir;
   // Run A from a random init: 4 heads of 16 over hidden 32 (head_dim != hidden / heads), saved at step 2.

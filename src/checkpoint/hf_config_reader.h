@@ -1,0 +1,63 @@
+#pragma once
+// Reading a Hugging Face config.json (checkpoint/hf_import.cpp): a value with its key for the messages, and
+// the readers of the model types other than Llama. Internal to src/checkpoint.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "checkpoint/hf_import.h"
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace sg::checkpoint::detail {
+
+// A config.json value with its key for messages.
+class ConfigReader {
+ public:
+  ConfigReader(const nlohmann::json& json, std::string path) : json_(json), path_(std::move(path)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    throw Error(strprintf("%s: %s %s", path_.c_str(), key.c_str(), why.c_str()));
+  }
+  bool has(const char* key) const { return json_.contains(key) && !json_[key].is_null(); }
+  int64_t integer(const char* key, std::optional<int64_t> fallback = std::nullopt) const {
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      fail(key, "is missing (this model's config.json needs it)");
+    }
+    const auto& v = json_[key];
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0) fail(key, "= " + v.dump() + ": expected a positive integer");
+    return v.get<int64_t>();
+  }
+  double number(const nlohmann::json& obj, const std::string& key, std::optional<double> fallback) const {
+    if (!obj.contains(key) || obj[key].is_null()) {
+      if (fallback) return *fallback;
+      fail(key, "is missing");
+    }
+    if (!obj[key].is_number()) fail(key, "= " + obj[key].dump() + ": expected a number");
+    return obj[key].get<double>();
+  }
+  double number(const char* key, double fallback) const { return number(json_, key, fallback); }
+  bool boolean(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!json_[key].is_boolean()) fail(key, "= " + json_[key].dump() + ": expected true or false");
+    return json_[key].get<bool>();
+  }
+  std::string string(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!json_[key].is_string()) fail(key, "= " + json_[key].dump() + ": expected a string");
+    return json_[key].get<std::string>();
+  }
+  const nlohmann::json& json() const { return json_; }
+
+ private:
+  const nlohmann::json& json_;
+  std::string path_;
+};
+
+// model_type "nemotron_h" (NemotronHForCausalLM: Mamba2, attention without RoPE, squared-ReLU MLPs and, with
+// "moe" layers, NemotronHMoE) into out.spec and out.max_position_embeddings (hf_import_nemotron_h.cpp).
+void read_nemotron_h_config(const ConfigReader& c, HfModelConfig& out);
+
+}  // namespace sg::checkpoint::detail

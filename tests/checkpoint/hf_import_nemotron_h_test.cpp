@@ -1,0 +1,146 @@
+// read_hf_config on NemotronH folders (checkpoint/hf_import_nemotron_h.cpp): the config.json stepgraph writes
+// (checkpoint/hf_config_nemotron_h.cpp) reads back as the same model; the newer layers_block_type list (both
+// spellings of its names) gives the same pattern; what stepgraph's NemotronH cannot run is refused naming the key.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "checkpoint/hf_config.h"
+#include "checkpoint/hf_import.h"
+#include "model/layer_registry.h"
+#include "model/stack.h"
+#include "test_dir.h"
+#include "test_util.h"
+
+namespace sg::checkpoint {
+namespace {
+
+// Every NemotronH layer kind, Nemotron 3's routing, a dt limit: the options the reader has to carry.
+model::ModelSpec nemotron_spec() {
+  model::ModelSpec s;
+  s.hybrid_layer_pattern = "ME*-EM";
+  s.num_layers = 6;
+  s.vocab_size = 320;
+  s.hidden_size = 96;
+  s.ffn_hidden_size = 160;
+  s.num_attention_heads = 4;
+  s.num_query_groups = 2;
+  s.kv_channels = 32;  // not 96 / 4
+  s.seq_length = 512;
+  s.layernorm_epsilon = 1e-6;
+  s.position_embedding = model::PositionEmbedding::none;
+  s.mlp_activation = model::MlpActivation::squared_relu;
+  s.mamba.state_dim = 32;
+  s.mamba.head_dim = 64;
+  s.mamba.num_groups = 3;
+  s.mamba.num_heads = 3;
+  s.mamba.dt_limit_min = 0.001;
+  s.mamba.dt_limit_max = 0.2;
+  s.num_moe_experts = 6;
+  s.moe_router_topk = 2;
+  s.moe_ffn_hidden_size = 40;
+  s.moe.score_function = ref::MoeScoreFunction::sigmoid;
+  s.moe.shared_expert_intermediate_size = 56;
+  s.moe.topk_scaling_factor = 2.5;
+  return s;
+}
+
+std::string write_config(const test::ScratchDir& dir, const std::string& name, const nlohmann::json& config) {
+  const std::string folder = dir.str() + "/" + name;
+  std::filesystem::create_directories(folder);
+  std::ofstream(folder + "/config.json") << config.dump(2);
+  return folder;
+}
+
+TEST(HfImportNemotronH, WhatStepgraphWritesReadsBackAsTheSameModel) {
+  test::ScratchDir dir("nemotron_h_config");
+  const model::ModelSpec s = nemotron_spec();
+  ASSERT_EQ(model::hf_architecture(s), "NemotronHForCausalLM");
+  const HfModelConfig hf = read_hf_config(write_config(dir, "written", hf_nemotron_h_config(s)));
+  EXPECT_EQ(hf.architecture, "NemotronHForCausalLM");
+  const model::ModelSpec& r = hf.spec;
+  EXPECT_EQ(r.hybrid_layer_pattern, s.hybrid_layer_pattern);
+  EXPECT_EQ(r.num_layers, 6);
+  EXPECT_EQ(r.vocab_size, s.vocab_size);
+  EXPECT_EQ(r.hidden_size, s.hidden_size);
+  EXPECT_EQ(r.ffn_hidden_size, s.ffn_hidden_size);
+  EXPECT_EQ(r.num_attention_heads, s.num_attention_heads);
+  EXPECT_EQ(r.num_query_groups, s.num_query_groups);
+  EXPECT_EQ(r.head_dim(), 32);
+  EXPECT_EQ(r.layernorm_epsilon, s.layernorm_epsilon);
+  EXPECT_EQ(r.position_embedding, model::PositionEmbedding::none);
+  EXPECT_EQ(r.mlp_activation, model::MlpActivation::squared_relu);
+  EXPECT_EQ(r.mamba.state_dim, 32);
+  EXPECT_EQ(r.mamba.num_groups, 3);
+  EXPECT_EQ(r.mamba_heads(), 3);
+  EXPECT_EQ(r.mamba.dt_limit_min, 0.001);
+  EXPECT_EQ(r.mamba.dt_limit_max, 0.2);
+  EXPECT_EQ(r.num_moe_experts, 6);
+  EXPECT_EQ(r.moe_router_topk, 2);
+  EXPECT_EQ(r.moe_ffn_hidden_size, 40);
+  EXPECT_EQ(r.moe.shared_expert_intermediate_size, 56);
+  EXPECT_EQ(r.moe.topk_scaling_factor, 2.5);
+  EXPECT_EQ(r.moe.score_function, ref::MoeScoreFunction::sigmoid);
+  EXPECT_EQ(hf.max_position_embeddings, 512);
+  // The tensors of the model read back are the tensors of the model written.
+  const model::ModelLayout written = model::model_layout(s), back = model::model_layout(r);
+  ASSERT_EQ(written.tensors().size(), back.tensors().size());
+  for (size_t i = 0; i < written.tensors().size(); ++i) {
+    EXPECT_EQ(written.tensors()[i].name, back.tensors()[i].name);
+    EXPECT_EQ(written.tensors()[i].shape, back.tensors()[i].shape) << written.tensors()[i].name;
+  }
+
+  // No limit written: transformers' (0, inf).
+  model::ModelSpec unlimited = s;
+  unlimited.mamba.dt_limit_min = 0.0;
+  unlimited.mamba.dt_limit_max = std::numeric_limits<double>::infinity();
+  const HfModelConfig open = read_hf_config(write_config(dir, "unlimited", hf_nemotron_h_config(unlimited)));
+  EXPECT_EQ(open.spec.mamba.dt_limit_max, std::numeric_limits<double>::infinity());
+}
+
+TEST(HfImportNemotronH, TheNewerLayerTypeListGivesTheSamePattern) {
+  test::ScratchDir dir("nemotron_h_types");
+  nlohmann::json config = hf_nemotron_h_config(nemotron_spec());
+  config.erase("hybrid_override_pattern");
+  config["layers_block_type"] = {"linear_attention", "moe", "full_attention", "mlp", "moe", "mamba"};
+  EXPECT_EQ(read_hf_config(write_config(dir, "new", config)).spec.hybrid_layer_pattern, "ME*-EM");
+  config["layers_block_type"] = {"mamba", "moe", "attention", "mlp", "moe", "mamba"};
+  EXPECT_EQ(read_hf_config(write_config(dir, "old_names", config)).spec.hybrid_layer_pattern, "ME*-EM");
+  config["layers_block_type"] = {"mamba", "moe", "sliding_attention", "mlp", "moe", "mamba"};
+  EXPECT_NE(test::thrown_message([&] { read_hf_config(write_config(dir, "unknown", config)); })
+                .find("layers_block_type holds \"sliding_attention\""),
+            std::string::npos);
+}
+
+TEST(HfImportNemotronH, WhatItCannotRunIsRefusedNamingTheKey) {
+  test::ScratchDir dir("nemotron_h_refused");
+  struct Defect {
+    const char* key;
+    nlohmann::json value;
+    const char* expected;
+  };
+  const Defect defects[] = {
+      {"mlp_hidden_act", "gelu", "mlp_hidden_act = \"gelu\": stepgraph's NemotronH MLPs and experts are squared ReLU"},
+      {"moe_latent_size", 64, "moe_latent_size is set: stepgraph's experts read the hidden state"},
+      {"topk_group", 2, "topk_group = 2 of n_group = 1: group-limited routing is not implemented"},
+      {"norm_topk_prob", false, "norm_topk_prob = false with num_experts_per_tok = 2"},
+      {"num_hidden_layers", 7, "num_hidden_layers = 7, but the layer pattern ME*-EM has 6 layers"},
+      {"mlp_bias", true, "mlp_bias = true: stepgraph's NemotronH has no biases"},
+      {"hybrid_override_pattern", "ME*|-EM", "Megatron's pipeline-stage separator"},
+  };
+  for (const Defect& d : defects) {
+    SCOPED_TRACE(d.key);
+    nlohmann::json config = hf_nemotron_h_config(nemotron_spec());
+    config[d.key] = d.value;
+    const std::string folder = write_config(dir, d.key, config);
+    const std::string message = test::thrown_message([&] { read_hf_config(folder); });
+    EXPECT_NE(message.find(folder + "/config.json: "), std::string::npos) << message;
+    EXPECT_NE(message.find(d.expected), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+}  // namespace sg::checkpoint
