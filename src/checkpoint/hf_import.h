@@ -1,11 +1,11 @@
 #pragma once
-// Loading a Hugging Face Llama or NemotronH folder — what transformers' save_pretrained writes (NemotronH: with
-// the Hub's per-expert tensor names), and what a stepgraph checkpoint of such a model is — into the model: config.json -> ModelSpec, safetensors weights
-// (model.safetensors, or shards listed by model.safetensors.index.json; F32, BF16 or F16 tensors, tied or
-// untied embeddings) -> the flat fp32 parameter buffer of model/param_builder.h. A stepgraph checkpoint
-// folder is verified as checkpoint.load verifies it (verify_checkpoint_folder: the recorded CRC-32s), and
-// every weight must be finite.
-// Used by checkpoint.pretrained_checkpoint (train/pretrained.h) and `stepgraph generate`.
+// Loading a Hugging Face Llama or NemotronH folder — what transformers' save_pretrained writes (NemotronH: with the
+// Hub's per-expert tensor names), and what a stepgraph checkpoint of such a model is — into the model: config.json
+// -> ModelSpec, safetensors weights (model.safetensors, or shards listed by model.safetensors.index.json; F32, BF16
+// or F16 tensors, tied or untied embeddings) -> the flat fp32 parameter buffer of model/param_builder.h. A stepgraph
+// checkpoint folder is verified as checkpoint.load verifies it (verify_checkpoint_folder: the recorded CRC-32s), and
+// every weight must be finite. Used by checkpoint.pretrained_checkpoint (train/pretrained.h) and `stepgraph
+// generate`.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,11 +35,11 @@ struct HfModelConfig {
 // from hybrid_override_pattern or layers_block_type, the Mamba2, attention, MLP and MoE shapes; sg::Error for
 // biases, an activation other than relu2, a latent MoE projection, group-limited routing, or norm_topk_prob other
 // than Megatron's "k > 1"). Llama: transformers 4 spelling rope_theta + rope_scaling, or transformers 5
-// rope_parameters; sg::Error naming config.json's path, the key and its value for what this Llama cannot run: a missing model_type or one other than llama, hidden_act other than silu, attention or
-// MLP biases, a RoPE type other than default and llama3; and for values no model has: sizes that are
-// not positive integers, num_key_value_heads not dividing num_attention_heads, an odd head dimension,
-// rms_norm_eps or initializer_range not positive. (A head_dim other than hidden_size /
-// num_attention_heads is Megatron's kv_channels.)
+// rope_parameters; sg::Error naming config.json's path, the key and its value for what this Llama cannot run: a
+// missing model_type or one other than llama, hidden_act other than silu, attention or MLP biases, a RoPE type other
+// than default and llama3; and for values no model has: sizes that are not positive integers, num_key_value_heads
+// not dividing num_attention_heads, an odd head dimension, rms_norm_eps or initializer_range not positive. (A
+// head_dim other than hidden_size / num_attention_heads is Megatron's kv_channels.)
 HfModelConfig read_hf_config(const std::string& folder);
 
 // Which weights of a stepgraph checkpoint folder to read (a plain Hugging Face folder has one kind).

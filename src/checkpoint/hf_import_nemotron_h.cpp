@@ -18,7 +18,9 @@ std::string read_pattern(const ConfigReader& c) {
   for (const char* key : {"layers_block_type", "layer_types"}) {
     if (!c.has(key)) continue;
     const nlohmann::json& list = c.json()[key];
-    if (!list.is_array() || list.empty()) c.fail(key, "= " + list.dump() + ": expected a non-empty list of layer types");
+    if (!list.is_array() || list.empty()) {
+      c.fail(key, "= " + list.dump() + ": expected a non-empty list of layer types");
+    }
     std::string pattern;
     for (const auto& item : list) {
       const std::string type = item.is_string() ? item.get<std::string>() : "";
@@ -98,7 +100,9 @@ void read_nemotron_h_config(const ConfigReader& c, HfModelConfig& out) {
   require_false(c, "attention_bias", false, "stepgraph's NemotronH has no biases");
   require_false(c, "mamba_proj_bias", false, "stepgraph's Mamba projections have no biases");
   s.layernorm_epsilon = c.number("layer_norm_epsilon", 1e-5);
-  if (!(s.layernorm_epsilon > 0.0)) c.fail("layer_norm_epsilon", "= " + strprintf("%g", s.layernorm_epsilon) + ": must be positive");
+  if (!(s.layernorm_epsilon > 0.0)) {
+    c.fail("layer_norm_epsilon", strprintf("= %g: must be positive", s.layernorm_epsilon));
+  }
   s.share_embeddings_and_output_weights = c.boolean("tie_word_embeddings", false);
   s.init_method_std = c.number("initializer_range", 0.02);
   if (!(s.init_method_std > 0.0)) c.fail("initializer_range", "must be positive");
@@ -128,7 +132,9 @@ void read_nemotron_h_config(const ConfigReader& c, HfModelConfig& out) {
         }
         c.fail("time_step_limit", "= " + limit.dump() + ": expected [low, high] as numbers");
       };
-      if (!limit.is_array() || limit.size() != 2) c.fail("time_step_limit", "= " + limit.dump() + ": expected [low, high]");
+      if (!limit.is_array() || limit.size() != 2) {
+        c.fail("time_step_limit", "= " + limit.dump() + ": expected [low, high]");
+      }
       m.dt_limit_min = bound(limit[0]);
       const double high = bound(limit[1]);
       // transformers' default is (0, inf); a very large finite bound (JSON has no infinity) is no limit.
