@@ -83,6 +83,26 @@ void read_rope(const ConfigReader& c, model::ModelSpec& spec) {
   }
 }
 
+// MixtralForCausalLM's experts: every block's MLP is num_local_experts SwiGLU experts of intermediate_size, top-k
+// softmax routing renormalised over the chosen (Megatron's softmax after top-k), token-dropless.
+void read_mixtral_experts(const ConfigReader& c, model::ModelSpec& s) {
+  s.num_moe_experts = c.integer("num_local_experts", 8);
+  s.moe_router_topk = c.integer("num_experts_per_tok", 2);
+  s.moe_ffn_hidden_size = s.ffn_hidden_size;  // intermediate_size: the experts' width
+  if (s.moe_router_topk > s.num_moe_experts) {
+    c.fail("num_experts_per_tok", strprintf("= %lld is more than num_local_experts = %lld",
+                                            static_cast<long long>(s.moe_router_topk),
+                                            static_cast<long long>(s.num_moe_experts)));
+  }
+  if (c.has("sliding_window")) {
+    c.fail("sliding_window", "= " + c.json()["sliding_window"].dump() +
+                                 ": stepgraph's attention is fully causal; a folder with a window is another model");
+  }
+  if (c.number("router_jitter_noise", 0.0) != 0.0) {
+    c.fail("router_jitter_noise", "is not 0: stepgraph's router adds no noise (set it to 0.0)");
+  }
+}
+
 // eos_token_id: a number or a list.
 void read_eos_token_ids(const nlohmann::json& json, HfModelConfig& out) {
   if (!json.contains("eos_token_id")) return;
@@ -172,20 +192,13 @@ HfModelConfig read_hf_config(const std::string& folder) {
     detail::read_nemotron_h_config(c, out);
     return out;
   }
-  if (model_type != "llama") {
-    std::string why =
-        "= \"" + model_type +
-        "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\") and NemotronH (\"nemotron_h\") "
-        "folders, generate Llama folders";
-    if (is_checkpoint_folder(folder)) {
-      why += "; " + folder +
-             " is a stepgraph checkpoint of another model (MoE): continue training it with "
-             "checkpoint.load=" +
-             folder + " (and its model.* configuration)";
-    }
-    c.fail("model_type", why);
+  const bool mixtral = model_type == "mixtral";  // Llama's attention and norms, every MLP a SwiGLU MoE
+  if (model_type != "llama" && !mixtral) {
+    c.fail("model_type", "= \"" + model_type +
+                             "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Mixtral "
+                             "(\"mixtral\") and NemotronH (\"nemotron_h\") folders, generate Llama folders");
   }
-  out.architecture = "LlamaForCausalLM";
+  out.architecture = mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM";
   const std::string act = c.string("hidden_act", "silu");
   if (act != "silu") c.fail("hidden_act", "= \"" + act + "\": the Llama MLP here is SwiGLU (silu)");
   for (const char* bias : {"attention_bias", "mlp_bias"}) {
@@ -239,6 +252,7 @@ HfModelConfig read_hf_config(const std::string& folder) {
     c.fail("initializer_range", "= " + fmt(s.init_method_std) + ": must be positive");
   }
   read_rope(c, s);
+  if (mixtral) read_mixtral_experts(c, s);
   out.max_position_embeddings = c.integer("max_position_embeddings", 2048);
   s.seq_length = out.max_position_embeddings;
   return out;

@@ -61,34 +61,73 @@ bool same(double a, double b) {
   return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b));
 }
 
-// What a Llama folder is beyond its sizes: GPT blocks of attention and a dense MLP, RoPE, SwiGLU (read_hf_config
-// refuses any other hidden_act). A model configured otherwise would train other numbers from the same weights, or
-// fail the weight load blaming the folder.
-void check_architecture(Differences& d, const config::ModelConfig& m) {
+bool has_kind(const model::ModelSpec& spec, model::LayerKind kind) {
+  const std::vector<model::LayerKind> kinds = model::stack_layer_kinds(spec);
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
+// A Mixtral folder's experts, compared on the run's model as configured: their count, top-k and width, every block
+// MoE, Mixtral's routing (softmax over the chosen, unscaled, no shared expert or bias) and no token drop.
+void check_mixtral_experts(Differences& d, const config::Config& config, const model::ModelSpec& s) {
+  const model::ModelSpec r = config::model_spec(config);
+  const auto check_int = [&](const char* key, const char* folder_key, int64_t folder, int64_t configured) {
+    if (folder != configured) d.differ(std::string("model.") + key, folder_key, num(folder), num(configured));
+  };
+  const auto differs = [&](const char* key, bool differ, const std::string& configured, const std::string& fix) {
+    if (differ) d.differ_as(std::string("model.") + key, "config.json describes Mixtral's router", configured, fix);
+  };
+  check_int("num_moe_experts", "num_local_experts", s.num_moe_experts, r.num_moe_experts);
+  check_int("moe_router_topk", "num_experts_per_tok", s.moe_router_topk, r.moe_router_topk);
+  check_int("moe_ffn_hidden_size", "intermediate_size", s.moe_ffn_hidden_size, r.moe_ffn_hidden_size);
+  if (r.num_moe_experts <= 0) return;  // the router's options are moot without experts
+  const model::MoeSpec& moe = r.moe;
+  if (!moe.layer_freq.empty()) {
+    d.differ_as("model.moe_layer_freq", "config.json describes every block MoE (MixtralForCausalLM)",
+                "some blocks dense", "1");
+  }
+  differs("moe_router_score_function", moe.score_function != ref::MoeScoreFunction::softmax,
+          config.model.moe_router_score_function, "softmax");
+  differs("moe_router_pre_softmax", moe.pre_softmax, "true", "false");
+  differs("moe_router_topk_scaling_factor", moe.topk_scaling_factor != 1.0, num(moe.topk_scaling_factor), "null");
+  differs("moe_shared_expert_intermediate_size", moe.shared_expert_intermediate_size > 0,
+          num(moe.shared_expert_intermediate_size), "null");
+  differs("moe_router_enable_expert_bias", moe.enable_expert_bias, "true", "false");
+  if (!moe.dropless()) {
+    d.differ_as("model.moe_expert_capacity_factor", "config.json describes MixtralForCausalLM (drops no tokens)",
+                num(moe.capacity_factor), "null");
+  }
+}
+
+// What a Llama or Mixtral folder is beyond its sizes: GPT blocks of attention and a dense MLP (Mixtral: every MLP
+// its experts), RoPE, SwiGLU (read_hf_config refuses any other hidden_act). A model configured otherwise would train
+// other numbers from the same weights, or fail the weight load blaming the folder.
+void check_architecture(Differences& d, const config::Config& config, const model::ModelSpec& s,
+                        const std::string& architecture) {
+  const config::ModelConfig& m = config.model;
+  const bool mixtral = architecture == "MixtralForCausalLM";
   const bool hybrid = m.hybrid_override_pattern && !m.hybrid_override_pattern->empty();
   if (hybrid) {
-    d.differ_as("model.hybrid_override_pattern", "config.json describes GPT blocks (LlamaForCausalLM)",
+    d.differ_as("model.hybrid_override_pattern", "config.json describes GPT blocks (" + architecture + ")",
                 *m.hybrid_override_pattern, "null");
   }
-  if (m.num_moe_experts.value_or(0) > 0) {
+  if (!mixtral && m.num_moe_experts.value_or(0) > 0) {
     d.differ_as("model.num_moe_experts", "config.json describes a dense MLP (LlamaForCausalLM)",
                 num(*m.num_moe_experts), "null");
   }
   const std::string position = config::resolved_position_embedding_type(m);
   if (position != "rope") {
-    d.differ_as("model.position_embedding_type", "config.json describes RoPE attention (LlamaForCausalLM, rope_theta)",
+    d.differ_as("model.position_embedding_type",
+                "config.json describes RoPE attention (" + architecture + ", rope_theta)",
                 m.position_embedding_type ? position : "null (none with a hybrid pattern)", "rope");
   }
   if (m.activation_func != "silu") d.differ("model.activation_func", "hidden_act", "silu", m.activation_func);
   if (!m.gated_linear_unit) {
-    d.differ_as("model.gated_linear_unit", "config.json hidden_act = silu in LlamaMLP, which is gated (SwiGLU)",
+    d.differ_as("model.gated_linear_unit",
+                std::string("config.json hidden_act = silu in ") + (mixtral ? "Mixtral's experts" : "LlamaMLP") +
+                    ", which is gated (SwiGLU)",
                 "false", "true");
   }
-}
-
-bool has_kind(const model::ModelSpec& spec, model::LayerKind kind) {
-  const std::vector<model::LayerKind> kinds = model::stack_layer_kinds(spec);
-  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+  if (mixtral && !hybrid) check_mixtral_experts(d, config, s);
 }
 
 // What a NemotronH folder is beyond the shape keys: its pattern, the layers' options (no RoPE, squared ReLU), the
@@ -161,6 +200,7 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   const checkpoint::HfModelConfig hf = checkpoint::read_hf_config(folder);
   const model::ModelSpec& s = hf.spec;
   const bool nemotron_h = hf.architecture == "NemotronHForCausalLM";
+  const bool mixtral = hf.architecture == "MixtralForCausalLM";
   config::Config out = config;
   config::ModelConfig& m = out.model;
   Differences d;
@@ -175,7 +215,16 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   int64_t groups = m.num_query_groups.value_or(0), ffn = m.ffn_hidden_size.value_or(0),
           vocab = m.vocab_size.value_or(0);
   take_or_check(d, "num_query_groups", "num_key_value_heads", s.num_query_groups, groups, !m.num_query_groups);
-  if (!nemotron_h || has_kind(s, model::LayerKind::mlp)) {  // intermediate_size is the dense MLPs' width
+  if (mixtral) {  // intermediate_size is the experts' width, and there is no dense MLP
+    if (!m.num_moe_experts) {
+      m.num_moe_experts = s.num_moe_experts;
+      d.taken.push_back("num_moe_experts " + num(s.num_moe_experts));
+    }
+    if (!m.moe_ffn_hidden_size) {
+      m.moe_ffn_hidden_size = s.moe_ffn_hidden_size;
+      d.taken.push_back("moe_ffn_hidden_size " + num(s.moe_ffn_hidden_size));
+    }
+  } else if (!nemotron_h || has_kind(s, model::LayerKind::mlp)) {  // intermediate_size: the dense MLPs' width
     take_or_check(d, "ffn_hidden_size", "intermediate_size", s.ffn_hidden_size, ffn, !m.ffn_hidden_size);
   }
   take_or_check(d, "vocab_size", "vocab_size", s.vocab_size, vocab, !m.vocab_size);
@@ -192,11 +241,11 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   } else if (*m.kv_channels != s.head_dim()) {
     d.differ("model.kv_channels", "head_dim", num(s.head_dim()), num(*m.kv_channels));
   }
+  if (nemotron_h || mixtral) m.ffn_hidden_size = ffn == 0 ? std::nullopt : std::optional<int64_t>(ffn);
   if (nemotron_h) {
-    m.ffn_hidden_size = ffn == 0 ? std::nullopt : std::optional<int64_t>(ffn);
     check_nemotron_h(d, out, s);
   } else {
-    check_architecture(d, m);
+    check_architecture(d, out, s, hf.architecture);
   }
   if (!nemotron_h && !same(m.rotary_base, s.rotary_base))  // NemotronH has no RoPE
     d.differ("model.rotary_base", "rope_theta", num(s.rotary_base), num(m.rotary_base));
@@ -236,8 +285,8 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
     for (const auto& line : d.lines) msg += "\n  " + line;
     msg += "\nset them to the folder's values: " + join(d.fixes, " ") +
            "\n(shape keys left unset in the recipe - num_layers/hidden_size/num_attention_heads 0, vocab_size/"
-           "ffn_hidden_size/num_query_groups/kv_channels null, and a NemotronH folder's hybrid_override_pattern "
-           "null - are taken from config.json)";
+           "ffn_hidden_size/num_query_groups/kv_channels null, a Mixtral folder's num_moe_experts/"
+           "moe_ffn_hidden_size null, a NemotronH folder's hybrid_override_pattern null - are taken from config.json)";
     throw Error(msg);
   }
   if (!d.taken.empty()) log::info(strprintf("model shape from %s: %s", hf.path.c_str(), join(d.taken, ", ").c_str()));

@@ -234,8 +234,8 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
        "model_type is missing: transformers needs it to pick the model class; add "
        "\"model_type\": \"llama\""},
       {"model_type", "mistral",
-       "model_type = \"mistral\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\") and "
-       "NemotronH (\"nemotron_h\") folders, generate Llama folders"},
+       "model_type = \"mistral\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Mixtral "
+       "(\"mixtral\") and NemotronH (\"nemotron_h\") folders, generate Llama folders"},
   };
   for (const ValueDefect& d : value_defects) {
     SCOPED_TRACE(std::string(d.key) + " = " + d.value.dump());
@@ -388,16 +388,25 @@ TEST(HfImport, StepgraphCheckpointIsVerifiedLikeCheckpointLoad) {
       << error;
   EXPECT_EQ(weights, std::vector<float>{1.0f});
 
-  // A MoE or hybrid checkpoint: the refusal says what these paths take and how that checkpoint continues.
-  nlohmann::json mixtral = llama;
-  mixtral["model_type"] = "mixtral";
-  const std::string moe = save_own(dir.str() + "/moe", 1, mixtral);
-  error = test::thrown_message([&] { read_hf_config(moe); });
-  EXPECT_NE(error.find("model_type = \"mixtral\": checkpoint.pretrained_checkpoint takes Llama (model_type "
-                       "\"llama\") and NemotronH (\"nemotron_h\") folders"),
+  // Another model type: the refusal says what these paths take. A Mixtral folder is read (its experts).
+  nlohmann::json qwen = llama;
+  qwen["model_type"] = "qwen2_moe";
+  error = test::thrown_message([&] { read_hf_config(save_own(dir.str() + "/qwen", 1, qwen)); });
+  EXPECT_NE(error.find("model_type = \"qwen2_moe\": checkpoint.pretrained_checkpoint takes Llama (model_type "
+                       "\"llama\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders"),
             std::string::npos)
       << error;
-  EXPECT_NE(error.find("continue training it with checkpoint.load=" + moe), std::string::npos) << error;
+  nlohmann::json mixtral = llama;
+  mixtral["model_type"] = "mixtral";
+  mixtral["num_local_experts"] = 4;
+  const HfModelConfig moe = read_hf_config(save_own(dir.str() + "/moe", 1, mixtral));
+  EXPECT_EQ(moe.architecture, "MixtralForCausalLM");
+  EXPECT_EQ(moe.spec.num_moe_experts, 4);
+  EXPECT_EQ(moe.spec.moe_router_topk, 2);  // transformers' default
+  EXPECT_EQ(moe.spec.moe_ffn_hidden_size, moe.spec.ffn_hidden_size);
+  mixtral["sliding_window"] = 4096;
+  error = test::thrown_message([&] { read_hf_config(save_own(dir.str() + "/window", 1, mixtral)); });
+  EXPECT_NE(error.find("sliding_window = 4096: stepgraph's attention is fully causal"), std::string::npos) << error;
   save_own(dir.str() + "/no_class", 1, nullptr);
   error = test::thrown_message([&] { resolve_model_folder(dir.str() + "/no_class", "generate CHECKPOINT"); });
   EXPECT_NE(error.find("a stepgraph checkpoint without config.json"), std::string::npos) << error;

@@ -271,6 +271,38 @@ TEST(Pretrained, ANemotronHFolderListsWhatTheModelConfiguresOtherwise) {
       << error;
 }
 
+// A Mixtral folder (one stepgraph saved from moe/tiny_moe's layout): the experts' count and width are taken when
+// unset, its weights start the run, and a router configured otherwise is listed with the fix.
+TEST(Pretrained, AMixtralFolderGivesItsExpertsAndListsAnotherRouter) {
+  Scratch dir;
+  const std::vector<std::string> moe = {"model.num_moe_experts=4", "model.moe_ffn_hidden_size=32",
+                                        "model.moe_aux_loss_coeff=1e-2"};
+  std::vector<std::string> a = {"model.num_layers=2", "model.hidden_size=32", "model.num_attention_heads=4",
+                                "model.num_query_groups=2", "model.ffn_hidden_size=48", "model.vocab_size=64",
+                                "checkpoint.save=" + (dir / "a")};
+  a.insert(a.end(), moe.begin(), moe.end());
+  run(tiny_config(a), dir / "run_a");
+  const std::string pre = "checkpoint.pretrained_checkpoint=" + (dir / "a");
+  const config::Config b = tiny_config({pre, "train.train_iters=1"});  // experts and width unset: taken
+  const config::Config shaped = train::apply_pretrained_shapes(b);
+  EXPECT_EQ(shaped.model.num_moe_experts, 4);
+  EXPECT_EQ(shaped.model.moe_ffn_hidden_size, 32);
+  const auto summary = run(b, dir / "run_b", dir / "batches_b");
+  EXPECT_EQ(summary.first_loss,
+            static_cast<float>(expected_first_loss(b, dir / "a", dir / "batches_b/batch_0000001.safetensors")));
+  const std::string error = test::thrown_message([&] {
+    train::apply_pretrained_shapes(tiny_config({pre, "model.moe_router_topk=3", "model.moe_router_pre_softmax=true",
+                                                "model.moe_expert_capacity_factor=1.5", "model.moe_layer_freq=2"}));
+  });
+  EXPECT_NE(error.find("(4 differences)"), std::string::npos) << error;
+  EXPECT_NE(error.find("model.moe_router_topk: config.json num_experts_per_tok = 2, configured 3"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("model.moe_router_topk=2 model.moe_layer_freq=1 model.moe_router_pre_softmax=false "
+                       "model.moe_expert_capacity_factor=null"),
+            std::string::npos)
+      << error;
+}
+
 TEST(Pretrained, ACheckpointTrainedWithKvChannelsStartsARunWithItsHeadDim) {
   Scratch dir;
   // Run A from a random init: 4 heads of 16 over hidden 32 (head_dim != hidden / heads), saved at step 2.
