@@ -357,7 +357,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("checkpoint", "load", c.checkpoint.load, "directory to resume from");
   v("checkpoint", "save_interval", c.checkpoint.save_interval, "steps between saves");
   v("checkpoint", "pretrained_checkpoint", c.checkpoint.pretrained_checkpoint,
-    "HF Llama folder or checkpoint to start from (step 0, fresh optimizer)");
+    "HF Llama, Mixtral or NemotronH folder or checkpoint to start from (step 0, fresh optimizer)");
   v("checkpoint", "auto_resume", c.checkpoint.auto_resume,
     "resume from checkpoint.save when it holds checkpoints and load is unset");
   v("checkpoint", "overwrite", c.checkpoint.overwrite,

@@ -205,8 +205,8 @@ CheckpointExport checkpoint_export(const config::Config& config,
 // every resume. It wins over checkpoint.pretrained_checkpoint: a resumed run does not read the pretrained weights
 // (trainer.cpp: a checkpoint to resume wins), the folder already records the larger of the pretrained context and
 // the positions trained (and the source's ids), and a pretrained_checkpoint changed between the runs would name a
-// folder these weights did not come from. It is read as written, not by read_hf_config (which takes Llama folders
-// only): a MoE or hybrid checkpoint's config.json is a MixtralConfig or NemotronHConfig.
+// folder these weights did not come from. It is read as written, not by read_hf_config (which refuses what this
+// run's model could not start from): only the source's context and token ids are needed here.
 std::optional<CheckpointSource> resumed_checkpoint_source(const std::string& folder) {
   constexpr const char* what = "the resumed checkpoint";
   const std::string path = folder + "/" + checkpoint::kConfigFile;

@@ -190,7 +190,7 @@ TEST(CheckpointExport, ResumedSourceIsTheLoadedFoldersConfigJson) {
   EXPECT_EQ(source->max_position_embeddings, 4096);
   EXPECT_TRUE(source->bos_token_id.is_null());
   EXPECT_EQ(source->eos_token_id, nlohmann::json::array({2, 3}));
-  for (const std::string& value : {R"("4096")", "0", "null"}) {
+  for (const std::string value : {R"("4096")", "0", "null"}) {
     write_config(R"({"max_position_embeddings": )" + value + "}");
     const std::string error = test::thrown_message([&] { train::resumed_checkpoint_source(dir.string()); });
     EXPECT_NE(error.find(path + ": max_position_embeddings = " + value + " is not a positive integer"),
