@@ -82,7 +82,9 @@ void read_nemotron_h_config(const ConfigReader& c, HfModelConfig& out) {
                                             static_cast<long long>(s.num_query_groups),
                                             static_cast<long long>(s.num_attention_heads)));
   }
-  const int64_t head_dim = c.integer("head_dim", s.hidden_size / s.num_attention_heads);
+  // attention_head_dim: the name in the Hub's older (remote-code) NemotronH configs.
+  const int64_t head_dim =
+      c.integer("head_dim", c.integer("attention_head_dim", s.hidden_size / s.num_attention_heads));
   if (s.hidden_size % s.num_attention_heads != 0 || head_dim != s.hidden_size / s.num_attention_heads) {
     s.kv_channels = head_dim;  // Megatron's kv_channels
   }

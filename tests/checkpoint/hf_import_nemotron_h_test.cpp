@@ -93,6 +93,12 @@ TEST(HfImportNemotronH, WhatStepgraphWritesReadsBackAsTheSameModel) {
     EXPECT_EQ(written.tensors()[i].shape, back.tensors()[i].shape) << written.tensors()[i].name;
   }
 
+  // The Hub's older configs name the head dim attention_head_dim (Nemotron Nano 9B v2: 128 for 4480 / 40).
+  nlohmann::json older = hf_nemotron_h_config(s);
+  older.erase("head_dim");
+  older["attention_head_dim"] = 48;
+  EXPECT_EQ(read_hf_config(write_config(dir, "older", older)).spec.head_dim(), 48);
+
   // No limit written: transformers' (0, inf).
   model::ModelSpec unlimited = s;
   unlimited.mamba.dt_limit_min = 0.0;
