@@ -148,13 +148,13 @@ std::string resolve_model_folder(const std::string& path, const std::string& wha
       // Mixtral and NemotronH): such a checkpoint is no Llama folder either.
       throw Error(
           strprintf("%s %s: a stepgraph checkpoint without %s (its model has no transformers class, so it "
-                    "is neither a Llama nor a NemotronH model): %s takes those folders only; continue training "
+                    "is no Llama, Mixtral or NemotronH model): %s takes those folders only; continue training "
                     "this checkpoint with checkpoint.load=%s",
                     what.c_str(), folder.c_str(), kConfigFile, what.c_str(), path.c_str()));
     }
     throw Error(
-        strprintf("%s %s: no %s there; give a Hugging Face Llama or NemotronH folder (config.json + *.safetensors, as "
-                  "save_pretrained writes it) or a stepgraph checkpoint folder%s",
+        strprintf("%s %s: no %s there; give a Hugging Face Llama, Mixtral or NemotronH folder (config.json + "
+                  "*.safetensors, as save_pretrained writes it) or a stepgraph checkpoint folder%s",
                   what.c_str(), folder.c_str(), kConfigFile, iteration_folders_hint(folder).c_str()));
   }
   // A stepgraph checkpoint's config.json (and tokenizer files) are read before its weights: verified first,
