@@ -99,6 +99,14 @@ double expected_first_loss(const config::Config& raw, const std::string& folder,
   return cpu.compute_loss(read_batch(batch_file), 0);
 }
 
+// Run `b` (train.train_iters=1) into DIR/run_b: step 1's loss is the CPU model's with `folder`'s weights.
+void expect_one_step_from(const config::Config& b, const Scratch& dir, const std::string& folder) {
+  const auto summary = run(b, dir / "run_b", dir / "batches_b");
+  EXPECT_EQ(summary.steps_done, 1);
+  EXPECT_EQ(summary.first_loss,
+            static_cast<float>(expected_first_loss(b, folder, dir / "batches_b/batch_0000001.safetensors")));
+}
+
 TEST(Pretrained, HuggingFaceFolderShapesAndWeights) {
   Scratch dir;
   const std::string hf = make_hf_folder(dir / "hf");
@@ -128,10 +136,7 @@ TEST(Pretrained, OwnCheckpointFolderAtStepZeroWithFreshOptimizer) {
   run(tiny_config({"checkpoint.pretrained_checkpoint=" + hf, "checkpoint.save=" + (dir / "a")}), dir / "run_a");
   // Run B: starts from run A's checkpoint at step 0.
   const config::Config b = tiny_config({"checkpoint.pretrained_checkpoint=" + (dir / "a"), "train.train_iters=1"});
-  const auto summary = run(b, dir / "run_b", dir / "batches_b");
-  EXPECT_EQ(summary.steps_done, 1);
-  EXPECT_EQ(summary.first_loss,
-            static_cast<float>(expected_first_loss(b, dir / "a", dir / "batches_b/batch_0000001.safetensors")));
+  expect_one_step_from(b, dir, dir / "a");
 }
 
 TEST(Pretrained, MismatchedShapesListEachKeyAndTheFix) {
@@ -234,10 +239,7 @@ TEST(Pretrained, ANemotronHFolderGivesItsLayersShapesAndWeights) {
   EXPECT_EQ(shaped.model.hidden_size, 64);
   EXPECT_EQ(shaped.model.ffn_hidden_size, 96);
   EXPECT_EQ(shaped.model.vocab_size, 128);
-  const auto summary = run(b, dir / "run_b", dir / "batches_b");
-  EXPECT_EQ(summary.steps_done, 1);
-  EXPECT_EQ(summary.first_loss,
-            static_cast<float>(expected_first_loss(b, dir / "a", dir / "batches_b/batch_0000001.safetensors")));
+  expect_one_step_from(b, dir, dir / "a");
 }
 
 TEST(Pretrained, ANemotronHFolderListsWhatTheModelConfiguresOtherwise) {
@@ -287,9 +289,7 @@ TEST(Pretrained, AMixtralFolderGivesItsExpertsAndListsAnotherRouter) {
   const config::Config shaped = train::apply_pretrained_shapes(b);
   EXPECT_EQ(shaped.model.num_moe_experts, 4);
   EXPECT_EQ(shaped.model.moe_ffn_hidden_size, 32);
-  const auto summary = run(b, dir / "run_b", dir / "batches_b");
-  EXPECT_EQ(summary.first_loss,
-            static_cast<float>(expected_first_loss(b, dir / "a", dir / "batches_b/batch_0000001.safetensors")));
+  expect_one_step_from(b, dir, dir / "a");
   const std::string error = test::thrown_message([&] {
     train::apply_pretrained_shapes(tiny_config({pre, "model.moe_router_topk=3", "model.moe_router_pre_softmax=true",
                                                 "model.moe_expert_capacity_factor=1.5", "model.moe_layer_freq=2"}));
@@ -313,10 +313,7 @@ TEST(Pretrained, ACheckpointTrainedWithKvChannelsStartsARunWithItsHeadDim) {
   // Run B starts from it with every shape key unset: the head dim is taken as model.kv_channels.
   const config::Config b = tiny_config({"checkpoint.pretrained_checkpoint=" + (dir / "a"), "train.train_iters=1"});
   EXPECT_EQ(train::apply_pretrained_shapes(b).model.kv_channels, 16);
-  const auto summary = run(b, dir / "run_b", dir / "batches_b");
-  EXPECT_EQ(summary.steps_done, 1);
-  EXPECT_EQ(summary.first_loss,
-            static_cast<float>(expected_first_loss(b, dir / "a", dir / "batches_b/batch_0000001.safetensors")));
+  expect_one_step_from(b, dir, dir / "a");
   // A configured head dim that differs names model.kv_channels, not the folder's tensors.
   const std::string error = test::thrown_message([&] {
     train::apply_pretrained_shapes(
