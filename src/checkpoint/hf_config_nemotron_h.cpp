@@ -1,8 +1,6 @@
 // config.json for hybrid Mamba models: transformers' NemotronHConfig (model_type nemotron_h), so a
 // checkpoint folder loads with NemotronHForCausalLM.from_pretrained(folder).
-#include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "checkpoint/hf_config.h"
 #include "core/error.h"
@@ -62,8 +60,7 @@ nlohmann::json hf_nemotron_h_config(const model::ModelSpec& spec, const std::str
       {"use_cache", true},
       {"torch_dtype", torch_dtype},
   };
-  const std::vector<model::LayerKind> kinds = model::stack_layer_kinds(spec);
-  if (std::find(kinds.begin(), kinds.end(), model::LayerKind::moe) != kinds.end()) {
+  if (model::stack_has_kind(spec, model::LayerKind::moe)) {
     // NemotronHMoE ('E' layers; hf_architecture checked the routing): one group, no latent projection;
     // the top-k renormalised only when k > 1, as Megatron's sigmoid router does.
     config["n_routed_experts"] = spec.num_moe_experts;

@@ -66,6 +66,11 @@ std::vector<LayerKind> stack_layer_kinds(const ModelSpec& spec) {
   return kinds;
 }
 
+bool stack_has_kind(const ModelSpec& spec, LayerKind kind) {
+  const std::vector<LayerKind> kinds = stack_layer_kinds(spec);
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
 std::vector<LayerPlace> stack_places(const ModelSpec& spec) {
   const std::vector<LayerKind> kinds = stack_layer_kinds(spec);
   const bool gpt = stack_layout(spec) == StackLayout::gpt;

@@ -51,6 +51,8 @@ struct LayerPlace {
 StackLayout stack_layout(const ModelSpec& spec);
 // One kind per layer. Throws sg::Error for an invalid pattern or num_layers (naming key and fix).
 std::vector<LayerKind> stack_layer_kinds(const ModelSpec& spec);
+// Whether the stack has a layer of `kind` (stack_layer_kinds' errors likewise).
+bool stack_has_kind(const ModelSpec& spec, LayerKind kind);
 std::vector<LayerPlace> stack_places(const ModelSpec& spec);
 // The regions each layer marks, in step order (for graph::plan_graph_scopes).
 std::vector<graph::LayerRegions> stack_regions(const ModelSpec& spec);

@@ -61,24 +61,21 @@ bool same(double a, double b) {
   return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b));
 }
 
-bool has_kind(const model::ModelSpec& spec, model::LayerKind kind) {
-  const std::vector<model::LayerKind> kinds = model::stack_layer_kinds(spec);
-  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+// A count the folder and the configured model must share.
+void check_count(Differences& d, const char* key, const char* folder_key, int64_t folder, int64_t configured) {
+  if (folder != configured) d.differ(std::string("model.") + key, folder_key, num(folder), num(configured));
 }
 
 // A Mixtral folder's experts, compared on the run's model as configured: their count, top-k and width, every block
 // MoE, Mixtral's routing (softmax over the chosen, unscaled, no shared expert or bias) and no token drop.
 void check_mixtral_experts(Differences& d, const config::Config& config, const model::ModelSpec& s) {
   const model::ModelSpec r = config::model_spec(config);
-  const auto check_int = [&](const char* key, const char* folder_key, int64_t folder, int64_t configured) {
-    if (folder != configured) d.differ(std::string("model.") + key, folder_key, num(folder), num(configured));
-  };
   const auto differs = [&](const char* key, bool differ, const std::string& configured, const std::string& fix) {
     if (differ) d.differ_as(std::string("model.") + key, "config.json describes Mixtral's router", configured, fix);
   };
-  check_int("num_moe_experts", "num_local_experts", s.num_moe_experts, r.num_moe_experts);
-  check_int("moe_router_topk", "num_experts_per_tok", s.moe_router_topk, r.moe_router_topk);
-  check_int("moe_ffn_hidden_size", "intermediate_size", s.moe_ffn_hidden_size, r.moe_ffn_hidden_size);
+  check_count(d, "num_moe_experts", "num_local_experts", s.num_moe_experts, r.num_moe_experts);
+  check_count(d, "moe_router_topk", "num_experts_per_tok", s.moe_router_topk, r.moe_router_topk);
+  check_count(d, "moe_ffn_hidden_size", "intermediate_size", s.moe_ffn_hidden_size, r.moe_ffn_hidden_size);
   if (r.num_moe_experts <= 0) return;  // the router's options are moot without experts
   const model::MoeSpec& moe = r.moe;
   if (!moe.layer_freq.empty()) {
@@ -142,15 +139,12 @@ void check_nemotron_h(Differences& d, const config::Config& config, const model:
   const auto check = [&](const char* key, const char* folder_key, double folder, double configured) {
     if (!same(folder, configured)) d.differ(std::string("model.") + key, folder_key, num(folder), num(configured));
   };
-  const auto check_int = [&](const char* key, const char* folder_key, int64_t folder, int64_t configured) {
-    if (folder != configured) d.differ(std::string("model.") + key, folder_key, num(folder), num(configured));
-  };
   const config::ModelConfig& m = config.model;
-  if (has_kind(s, model::LayerKind::attention) && r.position_embedding != model::PositionEmbedding::none) {
+  if (model::stack_has_kind(s, model::LayerKind::attention) && r.position_embedding != model::PositionEmbedding::none) {
     d.differ_as("model.position_embedding_type", "config.json describes NemotronH attention (no RoPE)",
                 config::resolved_position_embedding_type(m), "none");
   }
-  if (has_kind(s, model::LayerKind::mlp) || has_kind(s, model::LayerKind::moe)) {
+  if (model::stack_has_kind(s, model::LayerKind::mlp) || model::stack_has_kind(s, model::LayerKind::moe)) {
     if (m.activation_func != "squared_relu") {
       d.differ_as("model.activation_func", "config.json mlp_hidden_act = relu2", m.activation_func, "squared_relu");
     }
@@ -158,13 +152,13 @@ void check_nemotron_h(Differences& d, const config::Config& config, const model:
       d.differ_as("model.gated_linear_unit", "config.json mlp_hidden_act = relu2 (not gated)", "true", "false");
     }
   }
-  if (has_kind(s, model::LayerKind::mamba)) {
-    check_int("mamba_state_dim", "ssm_state_size", s.mamba.state_dim, r.mamba.state_dim);
-    check_int("mamba_head_dim", "mamba_head_dim", s.mamba.head_dim, r.mamba.head_dim);
-    check_int("mamba_num_groups", "n_groups", s.mamba.num_groups, r.mamba.num_groups);
-    check_int("mamba_num_heads", "mamba_num_heads", s.mamba_heads(), r.mamba_heads());
-    check_int("mamba_conv_kernel", "conv_kernel", s.mamba.conv_kernel, r.mamba.conv_kernel);
-    check_int("mamba_chunk_size", "chunk_size", s.mamba.chunk_size, r.mamba.chunk_size);
+  if (model::stack_has_kind(s, model::LayerKind::mamba)) {
+    check_count(d, "mamba_state_dim", "ssm_state_size", s.mamba.state_dim, r.mamba.state_dim);
+    check_count(d, "mamba_head_dim", "mamba_head_dim", s.mamba.head_dim, r.mamba.head_dim);
+    check_count(d, "mamba_num_groups", "n_groups", s.mamba.num_groups, r.mamba.num_groups);
+    check_count(d, "mamba_num_heads", "mamba_num_heads", s.mamba_heads(), r.mamba_heads());
+    check_count(d, "mamba_conv_kernel", "conv_kernel", s.mamba.conv_kernel, r.mamba.conv_kernel);
+    check_count(d, "mamba_chunk_size", "chunk_size", s.mamba.chunk_size, r.mamba.chunk_size);
     check("mamba_dt_limit_min", "time_step_limit[0]", s.mamba.dt_limit_min, r.mamba.dt_limit_min);
     if (s.mamba.dt_limit_max != r.mamba.dt_limit_max) {
       const auto limit = [](double v) { return std::isfinite(v) ? num(v) : std::string("null"); };
@@ -172,11 +166,11 @@ void check_nemotron_h(Differences& d, const config::Config& config, const model:
                limit(r.mamba.dt_limit_max));
     }
   }
-  if (has_kind(s, model::LayerKind::moe)) {
-    check_int("num_moe_experts", "n_routed_experts", s.num_moe_experts, r.num_moe_experts);
-    check_int("moe_router_topk", "num_experts_per_tok", s.moe_router_topk, r.moe_router_topk);
-    check_int("moe_ffn_hidden_size", "moe_intermediate_size", s.moe_ffn_hidden_size, r.moe_ffn_hidden_size);
-    check_int("moe_shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
+  if (model::stack_has_kind(s, model::LayerKind::moe)) {
+    check_count(d, "num_moe_experts", "n_routed_experts", s.num_moe_experts, r.num_moe_experts);
+    check_count(d, "moe_router_topk", "num_experts_per_tok", s.moe_router_topk, r.moe_router_topk);
+    check_count(d, "moe_ffn_hidden_size", "moe_intermediate_size", s.moe_ffn_hidden_size, r.moe_ffn_hidden_size);
+    check_count(d, "moe_shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
               s.moe.shared_expert_intermediate_size, r.moe.shared_expert_intermediate_size);
     check("moe_router_topk_scaling_factor", "routed_scaling_factor", s.moe.topk_scaling_factor,
           r.moe.topk_scaling_factor);
@@ -224,7 +218,7 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
       m.moe_ffn_hidden_size = s.moe_ffn_hidden_size;
       d.taken.push_back("moe_ffn_hidden_size " + num(s.moe_ffn_hidden_size));
     }
-  } else if (!nemotron_h || has_kind(s, model::LayerKind::mlp)) {  // intermediate_size: the dense MLPs' width
+  } else if (!nemotron_h || model::stack_has_kind(s, model::LayerKind::mlp)) {  // the dense MLPs' width
     take_or_check(d, "ffn_hidden_size", "intermediate_size", s.ffn_hidden_size, ffn, !m.ffn_hidden_size);
   }
   take_or_check(d, "vocab_size", "vocab_size", s.vocab_size, vocab, !m.vocab_size);
