@@ -150,6 +150,7 @@ void read_nemotron_h_config(const ConfigReader& c, HfModelConfig& out) {
     s.moe_ffn_hidden_size = c.integer("moe_intermediate_size", 7688);
     model::MoeSpec& moe = s.moe;
     moe.score_function = ref::MoeScoreFunction::sigmoid;  // NemotronHMoE's router
+    moe.enable_expert_bias = true;  // which always chooses with gate.e_score_correction_bias (zero or not)
     moe.shared_expert_intermediate_size = c.integer("moe_shared_expert_intermediate_size", 7688);
     moe.topk_scaling_factor = c.number("routed_scaling_factor", 1.0);
     if (c.has("moe_latent_size")) {

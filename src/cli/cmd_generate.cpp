@@ -177,13 +177,16 @@ const CommandRegistration kRegistration{
       auto args = std::make_shared<GenerateArgs>();
       CLI::App* cmd = app.add_subcommand(
           "generate",
-          "Generate text from a checkpoint (a stepgraph checkpoint folder or a Hugging Face Llama folder) with a KV "
-          "cache: greedy when --temperature is 0, else sampled (top-k, top-p) with a seeded Philox stream. On a GPU "
-          "the decoding step runs as one CUDA graph; without one (or with --cpu) the CPU fp32 reference decoder. The "
+          "Generate text from a checkpoint (a stepgraph checkpoint folder, or a Hugging Face Llama, Mixtral or "
+          "NemotronH folder) with a KV cache: greedy when --temperature is 0, else sampled (top-k, top-p) with a "
+          "seeded Philox stream. On a GPU the decoding step of a Llama model runs as one CUDA graph; without a GPU, "
+          "or with --cpu, the CPU fp32 decoder runs, which also runs MoE and Mamba layers (Mixtral, NemotronH: "
+          "--cpu is required for them on a GPU machine). The "
           "tokenizer is the checkpoint's tokenizer.json (Hugging Face tokenizers, through python3). Prints the text "
           "and tokens/s. Exit status: 0 generated, 1 an error (checkpoint, tokenizer, memory), 2 a usage error.");
       cmd->add_option("checkpoint", args->options.checkpoint,
-                      "checkpoint directory (its latest iteration), an iter_N folder, or a Hugging Face Llama folder")
+                      "checkpoint directory (its latest iteration), an iter_N folder, or a Hugging Face Llama, Mixtral "
+                      "or NemotronH folder")
           ->required();
       cmd->add_option("--prompt", args->options.prompts, "prompt text; repeat for a batch of prompts");
       cmd->add_option("--prompt-tokens", args->prompt_tokens,
@@ -196,7 +199,8 @@ const CommandRegistration kRegistration{
                       "sample from the smallest set holding this probability (1 = off, default)");
       cmd->add_option("--seed", args->seed, "seed of the sampling draws (default 1234)");
       cmd->add_option("--tokenizer", args->options.tokenizer_dir, "tokenizer folder (default: the checkpoint's)");
-      cmd->add_flag("--cpu", args->options.force_cpu, "use the CPU reference decoder even when a GPU is present");
+      cmd->add_flag("--cpu", args->options.force_cpu,
+                    "use the CPU fp32 decoder even when a GPU is present (required for MoE and Mamba models)");
       cmd->add_flag("--no-graphs", args->no_graphs, "GPU: run every decoding step eagerly");
       cmd->add_flag("--ignore-eos", args->options.ignore_eos, "always generate --max-new-tokens tokens");
       cmd->add_flag("--json", args->json, "print the result (token ids, text, timings) as JSON");

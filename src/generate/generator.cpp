@@ -84,11 +84,13 @@ GenerateResult run_generate(const GenerateOptions& options) {
   const char* what = "generate CHECKPOINT";
   const std::string folder = checkpoint::resolve_model_folder(options.checkpoint, what);
   const checkpoint::HfModelConfig config = checkpoint::read_hf_config(folder);
-  if (config.architecture != "LlamaForCausalLM") {  // before the weights are read: the decoders are Llama's
-    throw Error(strprintf("%s %s: a %s folder; generate runs Llama models (LlamaForCausalLM) only", what,
-                          folder.c_str(), config.architecture.c_str()));
-  }
   const model::ModelSpec& spec = config.spec;
+  // Before the weights are read.
+  const DecoderBackend backend =
+      choose_decoder_backend(config.architecture,
+                             strprintf("%s %s (%s, %s)", what, folder.c_str(), config.architecture.c_str(),
+                                       model::describe_stack(spec).c_str()),
+                             cuda::device_count(), options.force_cpu);
   const model::ModelLayout layout = model::model_layout(spec);
   std::vector<float> weights;
   result.model =
@@ -146,20 +148,20 @@ GenerateResult run_generate(const GenerateOptions& options) {
 
   std::unique_ptr<model::Decoder> decoder;
   model::GpuDecoder* gpu = nullptr;
-  if (cuda::device_count() > 0 && !options.force_cpu) {
+  if (backend == DecoderBackend::gpu) {
     auto g = std::make_unique<model::GpuDecoder>(spec, weights, decode, options.use_graphs);
     gpu = g.get();
     decoder = std::move(g);
   } else {
     if (!options.force_cpu) log::info("no GPU found: generating on the CPU with the fp32 reference decoder");
     // A large --max-new-tokens would otherwise end in std::bad_alloc or the OOM killer.
-    const double cache_bytes = model::CpuDecoder::kv_cache_bytes(spec, decode);
+    const double cache_bytes = model::CpuDecoder::state_bytes(spec, decode);
     const AvailableHostMemory available = available_host_memory();
     if (!available.source.empty() && cache_bytes > available.bytes) {
       throw Error(
-          strprintf("the CPU decoder's KV cache for %lld sequence(s) of %lld positions (the prompt plus "
-                    "--max-new-tokens %lld) needs %s, but only %s of host memory is available (%s): lower "
-                    "--max-new-tokens",
+          strprintf("the CPU decoder's KV caches and Mamba states for %lld sequence(s) of %lld positions (the "
+                    "prompt plus --max-new-tokens %lld) need %s, but only %s of host memory is available (%s): "
+                    "lower --max-new-tokens",
                     static_cast<long long>(decode.batch), static_cast<long long>(decode.capacity()),
                     static_cast<long long>(decode.max_new_tokens), bytes_text(cache_bytes).c_str(),
                     bytes_text(available.bytes).c_str(), available.source.c_str()));
@@ -252,6 +254,15 @@ GenerateResult run_generate(const GenerateOptions& options) {
     if (B == 1) stream.update(result.texts[0], /*final=*/true);
   }
   return result;
+}
+
+DecoderBackend choose_decoder_backend(const std::string& architecture, const std::string& what, int gpus,
+                                      bool force_cpu) {
+  if (gpus <= 0 || force_cpu) return DecoderBackend::cpu;
+  if (architecture == "LlamaForCausalLM") return DecoderBackend::gpu;
+  throw Error(what +
+              ": the GPU decoder runs Llama models (attention and dense MLP) only; add --cpu to generate with the "
+              "CPU fp32 decoder, which runs every layer kind (MoE, Mamba), much slower");
 }
 
 }  // namespace sg::generate

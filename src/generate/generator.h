@@ -1,9 +1,10 @@
 #pragma once
-// `stepgraph generate`: a checkpoint (Hugging Face Llama folder or stepgraph checkpoint) and prompts
-// in, generated text out. Loads config.json and the model weights (checkpoint/hf_import.h), encodes
-// with the checkpoint's tokenizer (generate/tokenizer_process.h), runs a decoder (model/decoder.h: the
-// GPU one with the decoding step as one CUDA graph, or the CPU reference twin), stops each sequence at
-// an end-of-sequence token, and measures the throughput.
+// `stepgraph generate`: a checkpoint (a Hugging Face Llama, Mixtral or NemotronH folder, or a stepgraph
+// checkpoint) and prompts in, generated text out. Loads config.json and the model weights
+// (checkpoint/hf_import.h), encodes with the checkpoint's tokenizer (generate/tokenizer_process.h), runs a
+// decoder (model/decoder.h: the GPU one with the decoding step as one CUDA graph, for Llama models; or the
+// CPU decoder, which runs every layer kind), stops each sequence at an end-of-sequence token, and measures
+// the throughput.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -52,5 +53,12 @@ struct GenerateResult {
 
 // sg::Error naming the argument for anything the user must fix.
 GenerateResult run_generate(const GenerateOptions& options);
+
+enum class DecoderBackend { gpu, cpu };
+// The GPU decoder when a GPU is there and --cpu is not given; it runs Llama models (GPT blocks of
+// attention and dense SwiGLU MLP) only, so for another architecture without --cpu: sg::Error naming the
+// model (`what`) and the fix, never a silent switch to the much slower CPU.
+DecoderBackend choose_decoder_backend(const std::string& architecture, const std::string& what, int gpus,
+                                      bool force_cpu);
 
 }  // namespace sg::generate

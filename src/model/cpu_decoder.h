@@ -1,11 +1,17 @@
 #pragma once
-// The CPU fp32 twin of the GPU decoder (model/gpu_decoder.h), composed only of sg::ref functions: the
-// same prefill / decode structure, cache layout, positions, sampling draws and step bookkeeping, in
-// fp32 with fp64 accumulation. It is what `stepgraph generate --cpu` runs and the ground truth of the
-// GPU decoder's tests.
+// The CPU fp32 decoder, composed only of sg::ref functions, for every layer kind: the stack's decoding
+// twins (model/decode_layer.h) between the step's norms, as the training step runs them:
+//   x = embedding(tokens);  per layer i: n = rmsnorm(x; pre-norm i), x += layer_i(n);  logits = lm_head(norm(x))
+// with each kind's state kept per sequence (attention: the KV cache; Mamba: conv and SSM states). For a
+// Llama model it is the twin of the GPU decoder (model/gpu_decoder.h): the same prefill / decode structure,
+// cache layout, positions, sampling draws and step bookkeeping, in fp32 with fp64 accumulation, and the
+// ground truth of the GPU decoder's tests. It is what `stepgraph generate --cpu` runs, and what generate
+// runs for models with MoE or Mamba layers.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "model/decode_layer.h"
 #include "model/decoder.h"
 
 namespace sg::model {
@@ -14,8 +20,8 @@ class CpuDecoder final : public Decoder {
  public:
   // weights: the flat fp32 buffer of model_layout(model) (layout().total() floats).
   CpuDecoder(const ModelSpec& model, std::vector<float> weights, const DecodeSpec& decode);
-  // Host bytes of the KV cache it allocates (fp32 keys and values of every layer), to check before.
-  static double kv_cache_bytes(const ModelSpec& model, const DecodeSpec& decode);
+  // Host bytes of the state its layers keep (fp32 KV caches, Mamba states), to check before.
+  static double state_bytes(const ModelSpec& model, const DecodeSpec& decode);
 
   std::string description() const override;
   const DecodeSpec& decode_spec() const override { return decode_; }
@@ -33,15 +39,14 @@ class CpuDecoder final : public Decoder {
 
   ModelSpec model_;
   ModelLayout layout_;
-  DecoderOffsets offsets_;
+  std::vector<std::unique_ptr<CpuDecodeLayer>> layers_;
   DecodeSpec decode_;
   std::vector<float> weights_;
-  std::vector<std::vector<float>> k_cache_, v_cache_;  // [layer][slots * kv_heads * capacity * d]
   std::vector<float> logits_;                          // [batch, vocab]
   std::vector<int32_t> tokens_, positions_, history_;  // [batch], [batch], [batch, max_new_tokens]
   int64_t step_ = 0;
-  // Scratch for up to max(max_prompt_tokens, batch) rows.
-  std::vector<float> x_, n_, rstd_, qkv_, attn_, delta_, h_, gate_up_, act_;
+  // Scratch for up to max(max_prompt_tokens, batch) rows: the residual stream, the norm's output, a layer's.
+  std::vector<float> x_, n_, rstd_, delta_;
 };
 
 }  // namespace sg::model

@@ -41,7 +41,7 @@ DecoderOffsets decoder_offsets(const ModelSpec& m, const ModelLayout& layout) {
   std::string why_not;
   const std::string architecture = hf_architecture(m, &why_not);
   SG_REQUIRE(architecture == "LlamaForCausalLM",
-             "generate: the decoders run GPT blocks of attention and dense MLP (Llama) only: " +
+             "generate: the GPU decoder runs GPT blocks of attention and dense MLP (Llama) only: " +
                  (why_not.empty() ? "this model is " + architecture + " (" + describe_stack(m) + ")" : why_not));
   SG_REQUIRE(m.q_dim() == m.hidden_size,
              "generate: the decoders need num_attention_heads x head_dim = hidden_size (model.kv_channels unset)");

@@ -10,8 +10,9 @@
 //                    (Philox offset = the step)
 //   generated()      the tokens so far, [batch][1 + steps]
 //
-// The model is the dense Llama of model/stack.h (GPT blocks) (Hugging Face names and flat offsets), run
-// forward only. Per row with input x (as the training step and transformers compute it):
+// The CPU decoder runs every layer kind of model/stack.h (model/decode_layer.h); the GPU decoder runs the
+// dense Llama (GPT blocks), reading the flat offsets below. Per row of a Llama with input x (as the
+// training step and transformers compute it):
 //   n = rmsnorm(x; input_layernorm)   qkv = n Wqkv^T; RoPE on q and k at the row's position
 //   append k, v to the cache          a = attention over the cache (positions 0..pos)
 //   h = x + a Wo^T                    m = rmsnorm(h; post_attention_layernorm)
@@ -39,6 +40,8 @@ struct DecodeSpec {
   // KV-cache positions per sequence: the prompt and every generated token but the last (which is
   // sampled, never fed back).
   int64_t capacity() const { return max_prompt_tokens + max_new_tokens; }
+  // Rows of one model call: one prompt's prefill, or one decoding step of the batch.
+  int64_t max_rows() const { return max_prompt_tokens > batch ? max_prompt_tokens : batch; }
   int64_t sampled_vocab(int64_t model_vocab) const { return sample_vocab > 0 ? sample_vocab : model_vocab; }
 };
 
@@ -65,7 +68,7 @@ class Decoder {
   virtual std::vector<float> last_logits() = 0;
 };
 
-// Flat-buffer offsets of the tensors the decoder reads, from the blocks the layer kinds declare (the
+// Flat-buffer offsets of the tensors the GPU decoder reads, from the blocks the layer kinds declare (the
 // attention's q_proj|k_proj|v_proj and the MLP's gate_proj|up_proj are each one contiguous block) and the
 // step's (embedding, pre-norms, final norm, LM head): no Hugging Face name is spelled here.
 struct DecoderLayerOffsets {

@@ -63,7 +63,7 @@ GpuDecoder::GpuDecoder(const ModelSpec& model, const std::vector<float>& weights
            strprintf("GpuDecoder: hidden_size = %lld must be a multiple of 8 and head_dim = %lld at most %lld",
                      static_cast<long long>(model.hidden_size), static_cast<long long>(model.head_dim()),
                      static_cast<long long>(kernels::kDecodeAttentionMaxHeadDim)));
-  rows_ = std::max(decode.max_prompt_tokens, decode.batch);
+  rows_ = decode.max_rows();
   padded_vocab_ = (model.vocab_size + 7) / 8 * 8;
   sampling_scratch_bytes_ = kernels::sample_tokens_scratch_bytes(decode.batch, decode.sampled_vocab(model.vocab_size),
                                                                  padded_vocab_, decode.sampling);

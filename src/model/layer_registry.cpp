@@ -18,6 +18,8 @@ struct Registration {
   LayerKind kind;
   std::unique_ptr<Layer> (*make)(const LayerPlace& place);
   std::unique_ptr<CpuLayer> (*make_cpu)(const LayerPlace& place);
+  std::unique_ptr<CpuDecodeLayer> (*make_cpu_decode)(const LayerPlace& place);
+  double (*decode_state_bytes)(const ModelSpec& model, const DecodeSpec& decode);
   LayerRecompute (*recompute)();  // what the kind can recompute
   LayerFlops (*flops_per_token)(const ModelSpec& model);
   CpuLayerFootprint (*host_footprint)(const ModelSpec& model, const BatchSpec& batch);
@@ -25,12 +27,16 @@ struct Registration {
 
 // Recompute is opt-in; the FLOPs and the host footprint every kind must declare (a kind without them
 // does not compile here).
-template <class GpuLayer, class CpuTwin>
+template <class GpuLayer, class CpuTwin, class CpuDecodeTwin>
 constexpr Registration kind(LayerKind k) {
   return Registration{
       .kind = k,
       .make = [](const LayerPlace& p) -> std::unique_ptr<Layer> { return std::make_unique<GpuLayer>(p); },
       .make_cpu = [](const LayerPlace& p) -> std::unique_ptr<CpuLayer> { return std::make_unique<CpuTwin>(p); },
+      .make_cpu_decode = [](const LayerPlace& p) -> std::unique_ptr<CpuDecodeLayer> {
+        return std::make_unique<CpuDecodeTwin>(p);
+      },
+      .decode_state_bytes = &CpuDecodeTwin::state_bytes,
       .recompute = []() -> LayerRecompute {
         if constexpr (requires { GpuLayer::recompute_support(); }) {
           return GpuLayer::recompute_support();
@@ -45,10 +51,10 @@ constexpr Registration kind(LayerKind k) {
 
 // ONE line per layer kind.
 constexpr Registration kRegistrations[] = {
-    kind<AttentionLayer, AttentionLayerCpu>(LayerKind::attention),
-    kind<MlpLayer, MlpLayerCpu>(LayerKind::mlp),
-    kind<MoeLayer, MoeLayerCpu>(LayerKind::moe),
-    kind<MambaLayer, MambaLayerCpu>(LayerKind::mamba),
+    kind<AttentionLayer, AttentionLayerCpu, AttentionDecodeCpu>(LayerKind::attention),
+    kind<MlpLayer, MlpLayerCpu, MlpDecodeCpu>(LayerKind::mlp),
+    kind<MoeLayer, MoeLayerCpu, MoeDecodeCpu>(LayerKind::moe),
+    kind<MambaLayer, MambaLayerCpu, MambaDecodeCpu>(LayerKind::mamba),
 };
 
 const Registration* find(LayerKind kind) {
@@ -110,6 +116,18 @@ std::vector<std::unique_ptr<CpuLayer>> make_cpu_layers(const ModelSpec& spec) {
   std::vector<std::unique_ptr<CpuLayer>> layers;
   for (const LayerPlace& place : stack_places(spec)) layers.push_back(require(place.kind).make_cpu(place));
   return layers;
+}
+
+std::vector<std::unique_ptr<CpuDecodeLayer>> make_cpu_decode_layers(const ModelSpec& spec) {
+  std::vector<std::unique_ptr<CpuDecodeLayer>> layers;
+  for (const LayerPlace& place : stack_places(spec)) layers.push_back(require(place.kind).make_cpu_decode(place));
+  return layers;
+}
+
+double decode_state_bytes(const ModelSpec& model, const DecodeSpec& decode) {
+  double bytes = 0.0;
+  for (LayerKind kind : stack_layer_kinds(model)) bytes += require(kind).decode_state_bytes(model, decode);
+  return bytes;
 }
 
 ModelLayout model_layout(const ModelSpec& spec) {

@@ -1,15 +1,17 @@
 #pragma once
-// Which layer kinds the engine can build: letter -> GPU layer and CPU twin, with what each kind
-// declares of itself (recompute, FLOPs, host memory; model/layer.h). Adding a kind is one GPU file, one
-// CPU-twin file and ONE registration line in layer_registry.cpp (docs/architecture.md has the
-// checklist). Every letter of model/layer_kind.h is registered today (tests/model/stack_test.cpp holds
-// that); a letter added to the pattern language before its kind is built would parse and validate,
-// and building the model would refuse it with "not implemented yet".
+// Which layer kinds the engine can build: letter -> GPU layer, CPU twin and CPU decoding twin
+// (model/decode_layer.h), with what each kind declares of itself (recompute, FLOPs, host memory;
+// model/layer.h). Adding a kind is one GPU file, one CPU file (both twins) and ONE registration line in
+// layer_registry.cpp (docs/architecture.md has the checklist). Every letter of model/layer_kind.h is
+// registered today (tests/model/stack_test.cpp holds that); a letter added to the pattern language before
+// its kind is built would parse and validate, and building the model would refuse it with "not
+// implemented yet".
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "model/decode_layer.h"
 #include "model/layer.h"
 #include "model/stack.h"
 
@@ -34,6 +36,10 @@ std::vector<LayerKind> missing_layer_kinds(const ModelSpec& spec);
 // One layer per place of the stack; sg::Error for a kind that is not registered.
 std::vector<std::unique_ptr<Layer>> make_layers(const ModelSpec& spec);
 std::vector<std::unique_ptr<CpuLayer>> make_cpu_layers(const ModelSpec& spec);
+std::vector<std::unique_ptr<CpuDecodeLayer>> make_cpu_decode_layers(const ModelSpec& spec);
+// Host bytes of what the CPU decoder's layers keep for one generation (KV caches, Mamba states): each
+// kind's decoding twin's state_bytes, summed over the stack.
+double decode_state_bytes(const ModelSpec& model, const DecodeSpec& decode);
 
 // The model's declarations without building a backend (checkpoint loading, `config show`).
 ModelLayout model_layout(const ModelSpec& spec);
@@ -49,5 +55,10 @@ std::vector<SavedActivationBytes> saved_activation_bytes(const ModelSpec& model,
 std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<Layer>>& layers,
                                                         cudaStream_t stream);
 std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<CpuLayer>>& layers);
+// For weights loaded from elsewhere (checkpoint.pretrained_checkpoint): when layout.spec routes without the
+// expert bias but an MoE layer's bias tensor (Nemotron-H's routers always have one) holds a non-zero value,
+// the sentence that names the tensor, the value and the fix; empty otherwise. Such weights describe a model
+// that chooses experts with the bias: this one would choose differently. Defined with the MoE kind.
+std::string unused_expert_bias(const ModelLayout& layout, const std::vector<float>& weights);
 
 }  // namespace sg::model

@@ -84,6 +84,23 @@ void causal_conv1d_silu_forward(float* out, const float* in, int64_t in_stride, 
   causal_conv1d_silu_forward_generic<float>(out, in, in_stride, weight, bias, B, S, C);
 }
 
+void causal_conv1d_silu_forward_continued(float* out, float* state, const float* in, int64_t in_stride,
+                                          const float* weight, const float* bias, int64_t S, int64_t C) {
+  constexpr int64_t kept = W - 1;
+  // Input s of the continued sequence: in's row s, or (s < 0) the kept input s rows before it.
+  const auto input = [&](int64_t c, int64_t s) { return s >= 0 ? in[s * in_stride + c] : state[c * kept + kept + s]; };
+  float last[kept];
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t t = 0; t < S; ++t) {
+      float acc = bias[c];
+      for (int64_t k = 0; k < W; ++k) acc += weight[c * W + k] * input(c, t - (W - 1) + k);
+      out[t * C + c] = acc / (1.0f + std::exp(-acc));
+    }
+    for (int64_t j = 0; j < kept; ++j) last[j] = input(c, S - kept + j);
+    for (int64_t j = 0; j < kept; ++j) state[c * kept + j] = last[j];
+  }
+}
+
 void causal_conv1d_silu_backward(float* din, int64_t din_stride, float* dweight, float* dbias, const float* dout,
                                  const float* in, int64_t in_stride, const float* weight, const float* bias,
                                  int64_t B, int64_t S, int64_t C) {

@@ -15,6 +15,12 @@ inline constexpr int64_t kCausalConv1dWidth = 4;
 void causal_conv1d_silu_forward(float* out, const float* in, int64_t in_stride, const float* weight,
                                 const float* bias, int64_t B, int64_t S, int64_t C);
 
+// The conv continued over new rows of ONE sequence, as decoding runs it (a prompt, then one token at a
+// time): state [C, 3] holds the sequence's last 3 inputs before in's first row (oldest first; zero at the
+// sequence's start) and is left holding its last 3 inputs after in's last row. The same products and
+// order as the forward, so a sequence in pieces gives the same out.
+void causal_conv1d_silu_forward_continued(float* out, float* state, const float* in, int64_t in_stride,
+                                          const float* weight, const float* bias, int64_t S, int64_t C);
 // din (strided like in): the C columns of every row are OVERWRITTEN, nothing else is touched.
 // dweight [C, 4] and dbias [C] are ADDED into.
 void causal_conv1d_silu_backward(float* din, int64_t din_stride, float* dweight, float* dbias, const float* dout,

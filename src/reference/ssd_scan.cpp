@@ -38,19 +38,23 @@ void advance(Real* state, const Real* x, const Real* Bv, Real dt, Real A, int64_
   }
 }
 
-}  // namespace
-
+// The forward from zero states (kept == nullptr) or from the states in `kept` [batch, nheads, P, N], which
+// are left holding the states after the last row.
 template <class Real>
-void ssd_scan_forward_generic(Real* y, const Real* x, const Real* dt, const Real* A, const Real* Bm, const Real* Cm,
-                              const Real* D, const SsdScanShape& s) {
-  check_shape("ref::ssd_scan_forward", s);
+void scan_forward(Real* y, Real* kept, const Real* x, const Real* dt, const Real* A, const Real* Bm, const Real* Cm,
+                  const Real* D, const SsdScanShape& s) {
   const Index ix{s};
   const int64_t P = s.headdim, N = s.dstate, heads_per_group = s.nheads / s.ngroups;
   std::vector<Real> state(P * N);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.nheads; ++h) {
       const int64_t g = h / heads_per_group;
-      std::fill(state.begin(), state.end(), Real(0));
+      Real* held = kept != nullptr ? kept + (b * s.nheads + h) * P * N : nullptr;
+      if (held != nullptr) {
+        std::copy(held, held + P * N, state.begin());
+      } else {
+        std::fill(state.begin(), state.end(), Real(0));
+      }
       for (int64_t t = 0; t < s.seqlen; ++t) {
         const Real* xt = x + ix.x(b, t, h);
         advance(state.data(), xt, Bm + ix.bc(b, t, g), dt[ix.dt(b, t, h)], A[h], P, N);
@@ -62,8 +66,18 @@ void ssd_scan_forward_generic(Real* y, const Real* x, const Real* dt, const Real
           yt[p] = static_cast<Real>(acc);
         }
       }
+      if (held != nullptr) std::copy(state.begin(), state.end(), held);
     }
   }
+}
+
+}  // namespace
+
+template <class Real>
+void ssd_scan_forward_generic(Real* y, const Real* x, const Real* dt, const Real* A, const Real* Bm, const Real* Cm,
+                              const Real* D, const SsdScanShape& s) {
+  check_shape("ref::ssd_scan_forward", s);
+  scan_forward<Real>(y, nullptr, x, dt, A, Bm, Cm, D, s);
 }
 
 // Reverse-time recurrence. With decay_t = exp(dt_t A) and grad_t = dL/dstate_t (total):
@@ -169,6 +183,12 @@ template void ssd_scan_backward_generic<double>(double*, double*, double*, doubl
 void ssd_scan_forward(float* y, const float* x, const float* dt, const float* A, const float* Bm, const float* Cm,
                       const float* D, const SsdScanShape& shape) {
   ssd_scan_forward_generic<float>(y, x, dt, A, Bm, Cm, D, shape);
+}
+
+void ssd_scan_forward_continued(float* y, float* state, const float* x, const float* dt, const float* A,
+                                const float* Bm, const float* Cm, const float* D, const SsdScanShape& shape) {
+  check_shape("ref::ssd_scan_forward_continued", shape);
+  scan_forward<float>(y, state, x, dt, A, Bm, Cm, D, shape);
 }
 
 void ssd_scan_backward(float* dx, float* ddt, float* dA, float* dBm, float* dCm, float* dD, const float* dy,

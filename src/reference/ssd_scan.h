@@ -20,6 +20,12 @@ struct SsdScanShape {
 void ssd_scan_forward(float* y, const float* x, const float* dt, const float* A, const float* Bm, const float* Cm,
                       const float* D, const SsdScanShape& shape);
 
+// The scan continued from kept states, as decoding runs it (a prompt, then one token at a time):
+// state [batch, nheads, headdim, dstate] holds each sequence's state before its first row (zero at the
+// sequence's start) and is left holding the state after its last. The same arithmetic as ssd_scan_forward,
+// which is this from zero states, so a sequence scanned in pieces gives the same y bit for bit.
+void ssd_scan_forward_continued(float* y, float* state, const float* x, const float* dt, const float* A,
+                                const float* Bm, const float* Cm, const float* D, const SsdScanShape& shape);
 void ssd_scan_backward(float* dx, float* ddt, float* dA, float* dBm, float* dCm, float* dD, const float* dy,
                        const float* x, const float* dt, const float* A, const float* Bm, const float* Cm,
                        const float* D, const SsdScanShape& shape);

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <filesystem>
+#include <optional>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/hf_import.h"
@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/strings.h"
+#include "model/layer_registry.h"
 #include "model/stack.h"
 
 namespace sg::train {
@@ -309,6 +310,8 @@ TrainingState pretrained_state(const config::Config& config, const model::ModelL
   TrainingState state;
   const std::string what =
       checkpoint::load_hf_weights(folder, layout, state.main_weights, checkpoint::WeightSource::main_params, kKey);
+  const std::string unused_bias = model::unused_expert_bias(layout, state.main_weights);
+  if (!unused_bias.empty()) throw Error(strprintf("%s %s: %s", kKey, folder.c_str(), unused_bias.c_str()));
   state.exp_avg.assign(state.main_weights.size(), 0.0f);
   state.exp_avg_sq.assign(state.main_weights.size(), 0.0f);
   state.steps_done = 0;

@@ -1,7 +1,11 @@
-// The CPU decoder (the reference backend of `stepgraph generate --cpu`):
+// The CPU decoder (`stepgraph generate --cpu`, and generate for MoE and Mamba models):
 //   * greedy tokens equal the argmax of the logits recomputed from scratch over the whole sequence at
-//     every step (tests/model/reference_forward.h: training attention, no KV cache), for untied and
-//     tied embeddings, GQA and Llama 3 RoPE scaling, and its logits match that recomputation;
+//     every step (tests/model/reference_forward.h: the training twins, no KV cache or kept state), for
+//     untied and tied embeddings, GQA and Llama 3 RoPE scaling, Mixtral-style MoE blocks, a hybrid of
+//     Mamba, attention without RoPE and squared-ReLU MLP, and Nemotron 3's MoE (sigmoid routing with the
+//     expert bias, a shared expert, squared-ReLU experts); its logits match that recomputation;
+//   * the state each kind keeps is per sequence: a batch of prompts gives each prompt's tokens alone,
+//     also for the hybrid; and start() begins every sequence afresh;
 //   * generation is deterministic (greedy, and sampling with a seed; another seed draws differently);
 //   * a batch of prompts of different lengths gives each prompt's greedy tokens as it alone does;
 //   * ids are drawn from the sampled vocabulary only (a tokenizer smaller than the padded model's);
@@ -17,6 +21,7 @@
 #include "model/init.h"
 #include "model/reference_forward.h"
 #include "test_util.h"
+#include "tiny_model.h"
 
 namespace sg {
 namespace {
@@ -36,8 +41,7 @@ std::vector<std::vector<int32_t>> generate(const model::ModelSpec& m, const std:
   return decoder.generated();
 }
 
-void expect_greedy_equals_full_recompute(const model::ModelSpec& m, uint64_t seed) {
-  const auto w = model::initial_parameters(model::model_layout(m), seed);
+void expect_greedy_equals_full_recompute(const model::ModelSpec& m, const std::vector<float>& w) {
   const std::vector<int32_t> prompt = {3, 17, 42, 8, 60};
   const int64_t max_new = 12;
   std::vector<float> last;
@@ -58,6 +62,10 @@ void expect_greedy_equals_full_recompute(const model::ModelSpec& m, uint64_t see
   EXPECT_LT(test::relative_error(last, want), 1e-5);
 }
 
+void expect_greedy_equals_full_recompute(const model::ModelSpec& m, uint64_t seed) {
+  expect_greedy_equals_full_recompute(m, model::initial_parameters(model::model_layout(m), seed));
+}
+
 TEST(CpuDecoder, GreedyEqualsArgmaxOfFullRecompute) {
   expect_greedy_equals_full_recompute(test::decoder_test_spec(), 7);
 }
@@ -69,6 +77,100 @@ TEST(CpuDecoder, GreedyEqualsFullRecomputeTiedGqaRopeScaling) {
   m.rope_scaling.factor = 8.0;
   m.rope_scaling.original_max_position_embeddings = 64.0;  // head_dim 8, base 1e4: pairs in every regime
   expect_greedy_equals_full_recompute(m, 8);
+}
+
+// decoder_test_spec's sizes with a hybrid pattern in Nemotron-H's style: Mamba (4 heads of 4, 2 groups,
+// state 4), attention without RoPE, squared-ReLU MLP.
+model::ModelSpec hybrid_decoder_spec(const std::string& pattern) {
+  model::ModelSpec m = test::tiny_hybrid_spec(pattern);
+  const model::ModelSpec dense = test::decoder_test_spec();
+  m.vocab_size = dense.vocab_size;
+  m.hidden_size = dense.hidden_size;
+  m.ffn_hidden_size = dense.ffn_hidden_size;
+  m.seq_length = dense.seq_length;
+  m.init_method_std = dense.init_method_std;
+  return m;
+}
+
+// Mixtral's shape: every block's MLP is 4 SwiGLU experts, softmax top-2.
+model::ModelSpec mixtral_decoder_spec() {
+  model::ModelSpec m = test::decoder_test_spec();
+  m.num_moe_experts = 4;
+  m.moe_router_topk = 2;
+  m.moe_ffn_hidden_size = 24;
+  return m;
+}
+
+// Nemotron 3's MoE (tests/nemotron3_style.h) on the hybrid: 6 squared-ReLU experts top-2 and a shared
+// expert, sigmoid routing with an expert bias that changes the choice, scaled by 2.5.
+model::ModelSpec nemotron3_decoder_spec() {
+  model::ModelSpec m = hybrid_decoder_spec("ME*EM-");
+  m.num_moe_experts = 6;
+  m.moe_router_topk = 2;
+  m.moe_ffn_hidden_size = 20;
+  m.moe.shared_expert_intermediate_size = 28;
+  m.moe.score_function = ref::MoeScoreFunction::sigmoid;
+  m.moe.enable_expert_bias = true;
+  m.moe.topk_scaling_factor = 2.5;
+  return m;
+}
+
+// Initial weights with each MoE layer's expert bias set to distinct values, so that it steers the choice.
+std::vector<float> weights_with_expert_bias(const model::ModelSpec& m, uint64_t seed) {
+  const model::ModelLayout layout = model::model_layout(m);
+  auto w = model::initial_parameters(layout, seed);
+  for (const auto& t : layout.tensors()) {
+    if (t.name.find("e_score_correction_bias") == std::string::npos) continue;
+    for (int64_t e = 0; e < t.numel; ++e)
+      w[static_cast<size_t>(t.offset + e)] = 0.3f * static_cast<float>((e * 5) % 7 - 3);
+  }
+  return w;
+}
+
+TEST(CpuDecoder, GreedyEqualsFullRecomputeMixtralMoe) {
+  expect_greedy_equals_full_recompute(mixtral_decoder_spec(), 13);
+}
+
+TEST(CpuDecoder, GreedyEqualsFullRecomputeHybridMamba) {
+  expect_greedy_equals_full_recompute(hybrid_decoder_spec("M*-M-"), 14);
+}
+
+TEST(CpuDecoder, GreedyEqualsFullRecomputeNemotron3Moe) {
+  const model::ModelSpec m = nemotron3_decoder_spec();
+  expect_greedy_equals_full_recompute(m, weights_with_expert_bias(m, 15));
+}
+
+// The hybrid's kept states are per sequence and start afresh: prompts of different lengths in one batch give
+// each prompt's tokens alone, and the same decoder started again gives them again.
+TEST(CpuDecoder, HybridBatchEqualsEachPromptAloneAndRestarts) {
+  const model::ModelSpec m = nemotron3_decoder_spec();
+  const auto w = weights_with_expert_bias(m, 16);
+  const std::vector<std::vector<int32_t>> prompts = {{5, 6, 7}, {9, 1, 1, 2, 33, 4, 0}, {63}};
+  model::CpuDecoder decoder(m, w, decode_spec(3, 7, 9));
+  std::vector<std::vector<int32_t>> first;
+  for (int run = 0; run < 2; ++run) {
+    decoder.start(prompts);
+    decoder.decode(8);
+    if (run == 0) first = decoder.generated();
+    EXPECT_EQ(decoder.generated(), first) << "run " << run;
+  }
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    const auto p = static_cast<int64_t>(prompts[b].size());
+    EXPECT_EQ(first[b], generate(m, w, decode_spec(1, p, 9), {prompts[b]})[0]) << "prompt " << b;
+  }
+}
+
+// What the decoder keeps per sequence: each attention layer's K and V, each Mamba layer's last 3 conv inputs
+// and SSM state; MLP and MoE layers keep nothing.
+TEST(CpuDecoder, StateBytesCountEachKindsState) {
+  const model::ModelSpec m = nemotron3_decoder_spec();  // ME*EM-: 1 attention, 2 Mamba layers
+  const model::DecodeSpec d = decode_spec(3, 7, 9);
+  const double kv = 2.0 * 3 * m.num_query_groups * 16 * m.head_dim() * 4;
+  const double mamba = 2.0 * 3 * (m.mamba_conv_dim() * 3 + m.mamba_heads() * m.mamba.head_dim * m.mamba.state_dim) * 4;
+  EXPECT_EQ(model::CpuDecoder::state_bytes(m, d), kv + mamba);
+  const model::ModelSpec mixtral = mixtral_decoder_spec();  // 2 blocks: 2 attention layers
+  EXPECT_EQ(model::CpuDecoder::state_bytes(mixtral, d),
+            2.0 * 2 * 3 * mixtral.num_query_groups * 16 * mixtral.head_dim() * 4);
 }
 
 TEST(CpuDecoder, DeterministicAndSeeded) {

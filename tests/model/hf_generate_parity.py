@@ -11,7 +11,12 @@ Checkpoints:
       Llama 3 config whose kept, interpolated and divided frequencies all turn at the prompt positions;
       tests/tools/hf_reference_generate_test.py checks the same on the CPU) in fp32;
   (b) a stepgraph checkpoint: `stepgraph train llama/tiny` for --steps steps on `stepgraph data synth`
-      (a model that uses its context), prompts cut from that corpus.
+      (a model that uses its context), prompts cut from that corpus;
+  (c) folders transformers writes itself for the architectures stepgraph decodes on the CPU only: NemotronH
+      (pattern ME*-EM: Mamba2, MoE with sigmoid routing and a correction bias that changes the choice, a shared
+      expert, squared-ReLU experts, GQA attention without RoPE, a squared-ReLU MLP) and Mixtral (4 experts
+      top-2, GQA), float32, weights redrawn with std 0.25 so that every layer matters. stepgraph runs them with
+      --cpu (the GPU decoder runs Llama models only).
 For each, stepgraph generates greedily on the GPU (the decoding step as one CUDA graph) from every
 prompt in one batch (--prompt-tokens ... --ignore-eos --json), and transformers generates greedily
 (do_sample=False) from each prompt alone, in float32 and in bfloat16 (eager attention).
@@ -102,8 +107,43 @@ def compare(model32, model16, prompt, ours, theirs, tie_margin, device, other="t
 
 
 def load(folder, dtype, device):
-    model = transformers.LlamaForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager")
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager")
     return model.to(device).eval()
+
+
+def transformers_cpu_decoder_folders(out):
+    """(c): NemotronH and Mixtral folders saved by transformers, [(name, folder)]."""
+    torch.manual_seed(0)
+    nemotron_pattern = "ME*-EM"
+    kinds = {"M": "mamba", "E": "moe", "*": "attention", "-": "mlp"}
+    nemotron = dict(vocab_size=256, hidden_size=64, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+                    intermediate_size=96, mlp_hidden_act="relu2", mamba_num_heads=2, mamba_head_dim=64, n_groups=2,
+                    ssm_state_size=16, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                    moe_shared_expert_intermediate_size=48, routed_scaling_factor=2.5, norm_topk_prob=True,
+                    max_position_embeddings=512, tie_word_embeddings=False)
+    import inspect
+    if "layers_block_type" in inspect.signature(transformers.NemotronHConfig.__init__).parameters:
+        nemotron["layers_block_type"] = [kinds[c] for c in nemotron_pattern]  # transformers >= 5.2x
+    else:
+        nemotron["hybrid_override_pattern"] = nemotron_pattern
+    mixtral = dict(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                   intermediate_size=48, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=512)
+    made = []
+    for name, config, cls in (("hf_nemotron_h_moe_mamba", transformers.NemotronHConfig(**nemotron),
+                               transformers.NemotronHForCausalLM),
+                              ("hf_mixtral", transformers.MixtralConfig(**mixtral), transformers.MixtralForCausalLM)):
+        model = cls(config).eval()
+        with torch.no_grad():
+            for pname, param in model.named_parameters():
+                if param.dim() >= 2:
+                    param.normal_(0.0, 0.25)
+            for bname, buf in model.named_buffers():
+                if bname.endswith("e_score_correction_bias"):  # distinct values that steer the choice
+                    buf.copy_(torch.tensor([0.05, -0.02, 0.1, 0.0], dtype=buf.dtype))
+        folder = os.path.join(out, name)
+        model.save_pretrained(folder)
+        made.append((name, folder))
+    return made
 
 
 def main():
@@ -148,13 +188,22 @@ def main():
     tokens = np.fromfile(corpus + ".bin", dtype=np.uint16)
     starts = rng.integers(0, len(tokens) - 64, size=args.prompts)
     checkpoints.append(("stepgraph_llama_tiny_trained", ckpt, [tokens[s:s + 24].tolist() for s in starts]))
+    # (c) architectures of the CPU decoder
+    cpu_only = set()
+    for name, folder in transformers_cpu_decoder_folders(out):
+        prompts = [rng.integers(0, 256, size=int(rng.integers(3, 20))).tolist() for _ in range(args.prompts)]
+        checkpoints.append((name, folder, prompts))
+        cpu_only.add(name)
 
     rows = []
     for name, folder, prompts in checkpoints:
-        ours, info = stepgraph_generate(args, folder, prompts, args.new_tokens, sg_flags)
+        flags = ["--cpu"] if name in cpu_only else sg_flags
+        ours, info = stepgraph_generate(args, folder, prompts, args.new_tokens, flags)
         print(f"{name}: {info['backend']}; {info['decode_tokens_per_s']:.0f} tokens/s", flush=True)
-        eager, _ = stepgraph_generate(args, folder, prompts, args.new_tokens, sg_flags + ["--no-graphs"])
-        rows.append((name, "stepgraph graphed vs eager", "all", "exact" if eager == ours else "FAIL", eager == ours))
+        if "--cpu" not in flags:
+            eager, _ = stepgraph_generate(args, folder, prompts, args.new_tokens, flags + ["--no-graphs"])
+            rows.append((name, "stepgraph graphed vs eager", "all", "exact" if eager == ours else "FAIL",
+                         eager == ours))
         hf_folder = folder  # a stepgraph checkpoint root: its latest iteration folder
         latest = os.path.join(folder, "latest_checkpointed_iteration.txt")
         if os.path.exists(latest):
@@ -166,7 +215,7 @@ def main():
                 theirs = hf_generate(model, prompt, args.new_tokens, args.device)
                 verdict, ok = compare(model32, model16, prompt, ours[i], theirs, args.tie_margin, args.device)
                 rows.append((name, f"vs transformers {dtype_name}", f"prompt {i}", verdict, ok))
-        if not args.cpu:
+        if "--cpu" not in flags:
             cpu, _ = stepgraph_generate(args, folder, prompts, args.new_tokens, ["--cpu"])
             for i, prompt in enumerate(prompts):
                 verdict, ok = compare(model32, model16, prompt, ours[i], cpu[i], args.tie_margin, args.device,

@@ -1,55 +1,44 @@
 #pragma once
-// Logits of one whole sequence recomputed from scratch with the training-side CPU twins — causal
-// attention over the full sequence (reference/attention.h), RoPE at t % S — so the decoders (KV cache,
-// per-row positions) are checked against a computation that shares none of their code paths. Offsets
-// come from the layout by Hugging Face name.
+// Logits of one whole sequence recomputed from scratch with the training step's CPU twins (model/layer.h:
+// causal attention over the full sequence, the chunk-free SSD scan from a zero state, the MoE layer's
+// permute / grouped experts / combine), dropout off, so the decoders (KV caches, kept Mamba states,
+// per-row routing) are checked against a computation that shares none of their layer code.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "core/strings.h"
 #include "model/decoder.h"
 #include "model/layer_registry.h"
 #include "model/spec.h"
-#include "reference/attention.h"
 #include "reference/embedding.h"
 #include "reference/linear.h"
 #include "reference/rmsnorm.h"
-#include "reference/rope.h"
-#include "reference/swiglu.h"
 
 namespace sg::test {
 
 // [tokens.size(), vocab_size] fp32 logits of every position.
-inline std::vector<float> full_sequence_logits(const model::ModelSpec& m, const std::vector<float>& weights,
+inline std::vector<float> full_sequence_logits(const model::ModelSpec& spec, const std::vector<float>& weights,
                                                const std::vector<int32_t>& tokens) {
-  const model::ModelLayout layout = model::model_layout(m);
-  auto w = [&](const std::string& name) { return weights.data() + layout.find(name).offset; };
-  const auto S = static_cast<int64_t>(tokens.size());
-  const int64_t H = m.hidden_size, F = m.ffn_hidden_size, QKV = m.qkv_dim(), V = m.vocab_size, d = m.head_dim();
+  model::ModelSpec m = spec;
+  m.seq_length = static_cast<int64_t>(tokens.size());  // one microbatch of the whole sequence
+  std::vector<std::unique_ptr<model::CpuLayer>> layers = model::make_cpu_layers(m);
+  const model::ModelLayout layout =
+      model::declare_model(m, [&](size_t i, model::LayerDeclarations& d) { layers[i]->declare(d); });
+  for (auto& layer : layers) layer->plan(m, model::BatchSpec{.micro_batch_size = 1});
+  const int64_t S = m.seq_length, H = m.hidden_size, V = m.vocab_size;
   const float eps = static_cast<float>(m.layernorm_epsilon);
-  std::vector<float> x(S * H), n(S * H), rstd(S), qkv(S * QKV), attn(S * H), lse(m.num_attention_heads * S);
-  std::vector<float> o(S * H), h(S * H), gate_up(S * 2 * F), act(S * F), down(S * H), logits(S * V);
-  ref::embedding_forward(x.data(), tokens.data(), w("model.embed_tokens.weight"), S, H);
-  for (int64_t l = 0; l < m.num_layers; ++l) {
-    const std::string p = strprintf("model.layers.%lld.", static_cast<long long>(l));
-    ref::rmsnorm_forward(n.data(), rstd.data(), x.data(), w(p + "input_layernorm.weight"), S, H, eps);
-    ref::linear_forward(qkv.data(), n.data(), w(p + "self_attn.q_proj.weight"), S, H, QKV);  // q|k|v rows
-    ref::rope_forward(qkv.data(), S, S, m.num_attention_heads, d, QKV, m.rotary_base, m.rope_scaling);
-    ref::rope_forward(qkv.data() + H, S, S, m.num_query_groups, d, QKV, m.rotary_base, m.rope_scaling);
-    ref::attention_forward(attn.data(), lse.data(), qkv.data(), 1, S, m.num_attention_heads, m.num_query_groups, d,
-                           0.0f, {}, 0);
-    ref::linear_forward(o.data(), attn.data(), w(p + "self_attn.o_proj.weight"), S, H, H);
-    for (int64_t i = 0; i < S * H; ++i) h[i] = x[i] + o[i];
-    ref::rmsnorm_forward(n.data(), rstd.data(), h.data(), w(p + "post_attention_layernorm.weight"), S, H, eps);
-    ref::linear_forward(gate_up.data(), n.data(), w(p + "mlp.gate_proj.weight"), S, H, 2 * F);  // gate|up rows
-    ref::swiglu_forward(act.data(), gate_up.data(), S, F);
-    ref::linear_forward(down.data(), act.data(), w(p + "mlp.down_proj.weight"), S, F, H);
-    for (int64_t i = 0; i < S * H; ++i) x[i] = h[i] + down[i];
+  const auto w = [&](model::ParamRef ref) { return weights.data() + layout.offset(ref); };
+  std::vector<float> x(S * H), n(S * H), rstd(S), delta(S * H), logits(S * V);
+  ref::embedding_forward(x.data(), tokens.data(), w(layout.embedding), S, H);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    ref::rmsnorm_forward(n.data(), rstd.data(), x.data(), w(layout.norm_before(static_cast<int64_t>(i))), S, H, eps);
+    layers[i]->forward(
+        {.layout = layout, .weights = weights.data(), .input = n.data(), .output = delta.data(), .dropout = false});
+    for (int64_t j = 0; j < S * H; ++j) x[j] += delta[j];
   }
-  ref::rmsnorm_forward(n.data(), rstd.data(), x.data(), w("model.norm.weight"), S, H, eps);
-  const char* head = m.share_embeddings_and_output_weights ? "model.embed_tokens.weight" : "lm_head.weight";
-  ref::linear_forward(logits.data(), n.data(), w(head), S, H, V);
+  ref::rmsnorm_forward(n.data(), rstd.data(), x.data(), w(layout.final_norm), S, H, eps);
+  ref::linear_forward(logits.data(), n.data(), w(layout.lm_head), S, H, V);
   return logits;
 }
 

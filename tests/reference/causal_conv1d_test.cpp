@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "test_util.h"
@@ -161,6 +162,32 @@ TEST(CausalConv1dReference, Fp32MatchesFp64) {
   EXPECT_LT(test::relative_error(dx_cols, dxd_cols), 1e-6);
   EXPECT_LT(test::relative_error(dw, as_float(dwd)), 1e-6);
   EXPECT_LT(test::relative_error(db, as_float(dbd)), 1e-6);
+}
+
+// Decoding's continued conv: one sequence fed in pieces (a prompt, single tokens, a chunk), each from the
+// state the last one left, gives the whole conv's output; the state is left holding the last 3 inputs
+// (fewer inputs than 3 so far: zeros before them).
+TEST(CausalConv1dReference, ContinuedInPiecesEqualsTheWholeConv) {
+  const int64_t S = 9, C = 5, stride = 7;
+  std::vector<float> in = test::random_normal(S * stride, 71);
+  const auto w = test::random_normal(C * W, 72);
+  const auto b = test::random_normal(C, 73);
+  std::vector<float> want(S * C), out(S * C, std::nanf("")), state(C * (W - 1), 0.0f);
+  ref::causal_conv1d_silu_forward(want.data(), in.data(), stride, w.data(), b.data(), 1, S, C);
+  ref::causal_conv1d_silu_forward_continued(out.data(), state.data(), in.data(), stride, w.data(), b.data(), 1, C);
+  for (int64_t c = 0; c < C; ++c) {
+    EXPECT_EQ(state[c * (W - 1) + 0], 0.0f);
+    EXPECT_EQ(state[c * (W - 1) + 1], 0.0f);
+    EXPECT_EQ(state[c * (W - 1) + 2], in[c]);
+  }
+  for (const auto& [t0, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 4}, {6, 1}, {7, 2}}) {
+    ref::causal_conv1d_silu_forward_continued(out.data() + t0 * C, state.data(), in.data() + t0 * stride, stride,
+                                              w.data(), b.data(), n, C);
+  }
+  EXPECT_EQ(out, want);
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t j = 0; j < W - 1; ++j) EXPECT_EQ(state[c * (W - 1) + j], in[(S - (W - 1) + j) * stride + c]);
+  }
 }
 
 }  // namespace

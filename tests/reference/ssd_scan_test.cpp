@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "test_util.h"
@@ -173,6 +174,54 @@ TEST(SsdScanReference, Fp32EntryPointsMatchFp64) {
   EXPECT_LT(test::relative_error(dB, as_float(dB64)), 1e-5);
   EXPECT_LT(test::relative_error(dC, as_float(dC64)), 1e-5);
   EXPECT_LT(test::relative_error(dD, as_float(dD64)), 1e-5);
+}
+
+// Decoding's continued scan: a sequence scanned in pieces (a prompt, then single tokens, then a chunk),
+// each piece from the state the last one left, gives the whole scan's y exactly, for each of two
+// sequences with their own states; and the state left after the last piece is the recurrence's final state.
+TEST(SsdScanReference, ContinuedInPiecesEqualsTheWholeScan) {
+  const SsdScanShape whole{.batch = 2, .seqlen = 11, .nheads = 4, .headdim = 3, .ngroups = 2, .dstate = 5};
+  const Inputs in = make_inputs(whole, 61);
+  auto as_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  const auto x = as_float(in.x), dt = as_float(in.dt), A = as_float(in.A), Bm = as_float(in.Bm), Cm = as_float(in.Cm),
+             D = as_float(in.D);
+  std::vector<float> want(x_size(whole));
+  ref::ssd_scan_forward(want.data(), x.data(), dt.data(), A.data(), Bm.data(), Cm.data(), D.data(), whole);
+  const int64_t H = whole.nheads, P = whole.headdim, N = whole.dstate, G = whole.ngroups;
+  std::vector<float> y(x_size(whole), std::nanf("")), state(whole.batch * H * P * N, 0.0f);
+  for (int64_t b = 0; b < whole.batch; ++b) {
+    float* held = state.data() + b * H * P * N;
+    for (const auto& [t0, n] : std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {4, 1}, {5, 1}, {6, 5}}) {
+      const SsdScanShape piece{.batch = 1, .seqlen = n, .nheads = H, .headdim = P, .ngroups = G, .dstate = N};
+      const int64_t row = b * whole.seqlen + t0;
+      ref::ssd_scan_forward_continued(y.data() + row * H * P, held, x.data() + row * H * P, dt.data() + row * H,
+                                      A.data(), Bm.data() + row * G * N, Cm.data() + row * G * N, D.data(), piece);
+    }
+  }
+  EXPECT_EQ(y, want);
+  // One more token with x = 0 reads the final state through C alone: y = state C.
+  for (int64_t b = 0; b < whole.batch; ++b) {
+    const SsdScanShape one{.batch = 1, .seqlen = 1, .nheads = H, .headdim = P, .ngroups = G, .dstate = N};
+    std::vector<float> x0(H * P, 0.0f), dt0(H, 0.1f), B0(G * N, 0.0f), C1(G * N), y1(H * P);
+    for (int64_t i = 0; i < G * N; ++i) C1[i] = static_cast<float>(i % N == 2);  // picks state column 2
+    std::vector<float> held(state.begin() + b * H * P * N, state.begin() + (b + 1) * H * P * N);
+    ref::ssd_scan_forward_continued(y1.data(), held.data(), x0.data(), dt0.data(), A.data(), B0.data(), C1.data(),
+                                    D.data(), one);
+    // The recurrence's final state, element (h, p, 2), in fp64 from the inputs.
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = h / (H / G);
+      for (int64_t p = 0; p < P; ++p) {
+        double s = 0.0;
+        for (int64_t t = 0; t < whole.seqlen; ++t) {
+          const int64_t r = b * whole.seqlen + t;
+          s = std::exp(in.dt[r * H + h] * in.A[h]) * s +
+              in.dt[r * H + h] * in.x[(r * H + h) * P + p] * in.Bm[(r * G + g) * N + 2];
+        }
+        s *= std::exp(0.1f * A[h]);
+        EXPECT_NEAR(y1[h * P + p], s, 1e-5 * (1.0 + std::abs(s))) << "b=" << b << " h=" << h << " p=" << p;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 //     with the override that fixes it;
 //   * so is a model the folder's weights do not describe beyond the sizes (no RoPE, another MLP activation,
 //     another head dim), and a folder's Llama 3 RoPE scaling lists only the keys that really differ;
+//   * a NemotronH folder whose routers' bias is not zero is refused for a run without the expert bias;
 //   * a checkpoint trained with model.kv_channels (head_dim != hidden / heads) starts a run, its head dim taken;
 //   * an empty value is refused by validation as empty, not as a missing folder;
 //   * checkpoint.load wins when it holds a checkpoint (resume), pretrained_checkpoint otherwise.
@@ -240,6 +241,27 @@ TEST(Pretrained, ANemotronHFolderGivesItsLayersShapesAndWeights) {
   EXPECT_EQ(shaped.model.ffn_hidden_size, 96);
   EXPECT_EQ(shaped.model.vocab_size, 128);
   expect_one_step_from(b, dir, dir / "a");
+}
+
+// Routers whose bias is not zero (a model trained with it) choose experts with it: a run configured without the
+// expert bias is refused before step 1, naming the tensor, its value and the fix. Zero biases (a model trained
+// without it) start such a run.
+TEST(Pretrained, ANonZeroExpertBiasNeedsARunThatRoutesWithIt) {
+  Scratch dir;
+  run(nemotron_config({"checkpoint.save=" + (dir / "a")}), dir / "run_a");
+  const std::string error = test::thrown_message([&] {
+    run(nemotron_config({"checkpoint.pretrained_checkpoint=" + (dir / "a"), "model.moe_router_enable_expert_bias=false",
+                         "train.train_iters=1"}),
+        dir / "run_refused");
+  });
+  EXPECT_NE(error.find("backbone.layers.1.mixer.gate.e_score_correction_bias["), std::string::npos) << error;
+  EXPECT_NE(error.find("set model.moe_router_enable_expert_bias=true"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(dir / "run_refused/metrics.jsonl")) << "refused before training";
+
+  run(nemotron_config({"model.moe_router_enable_expert_bias=false", "checkpoint.save=" + (dir / "c")}), dir / "run_c");
+  expect_one_step_from(nemotron_config({"checkpoint.pretrained_checkpoint=" + (dir / "c"),
+                                        "model.moe_router_enable_expert_bias=false", "train.train_iters=1"}),
+                       dir, dir / "c");
 }
 
 TEST(Pretrained, ANemotronHFolderListsWhatTheModelConfiguresOtherwise) {

@@ -16,8 +16,9 @@
 
 #include "cuda/library_workspaces.h"
 #include "kernels/attention.h"
-#include "kernels/rope.h"
 #include "kernels/float_buffer.h"
+#include "kernels/rope.h"
+#include "model/decode_layer.h"
 #include "model/layer.h"
 
 namespace sg::model {
@@ -95,6 +96,26 @@ class AttentionLayerCpu final : public CpuLayer {
   int64_t T_ = 0;
   std::vector<float> qkv_, attn_, lse_;  // saved
   std::vector<float> d_attn_, d_qkv_;    // scratch
+};
+
+// The decoding twin (model/decode_layer.h): the keys and values of every position so far in a cache of
+// decode.capacity() positions per sequence; each row attends over its sequence up to its own position.
+class AttentionDecodeCpu final : public CpuDecodeLayer {
+ public:
+  using CpuDecodeLayer::CpuDecodeLayer;
+  static double state_bytes(const ModelSpec& model, const DecodeSpec& decode);  // the KV cache
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(const ModelSpec& model, const DecodeSpec& decode) override;
+  void reset() override;
+  void forward(const CpuDecodeIO& io) override;
+
+ private:
+  AttentionDeclarations decl_;
+  ModelSpec model_;
+  int64_t slots_ = 0, capacity_ = 0;
+  std::vector<float> k_cache_, v_cache_;  // [slots, kv_heads, capacity, head_dim]
+  std::vector<float> qkv_, attn_;         // scratch
 };
 
 }  // namespace sg::model

@@ -1,6 +1,9 @@
 // The attention layer's CPU fp32 twin (the declarations and the GPU side: attention_layer.cpp).
+#include <algorithm>
+
 #include "model/layers/attention_layer.h"
 #include "reference/attention.h"
+#include "reference/decode_attention.h"
 #include "reference/linear.h"
 #include "reference/rope.h"
 
@@ -61,6 +64,50 @@ void AttentionLayerCpu::backward(const CpuLayerIO& io) {
   }
   ref::linear_backward_input(io.d_input, d_qkv_.data(), io.weight(decl_.qkv), T, H, QKV);
   ref::linear_backward_weight(io.grad(decl_.qkv), d_qkv_.data(), io.input, T, H, QKV);
+}
+
+double AttentionDecodeCpu::state_bytes(const ModelSpec& m, const DecodeSpec& decode) {
+  return 2.0 * static_cast<double>(decode.batch) * static_cast<double>(m.num_query_groups) *
+         static_cast<double>(decode.capacity()) * static_cast<double>(m.head_dim()) * sizeof(float);
+}
+
+void AttentionDecodeCpu::plan(const ModelSpec& model, const DecodeSpec& decode) {
+  model_ = model;
+  slots_ = decode.batch;
+  capacity_ = decode.capacity();
+  const int64_t rows = decode.max_rows();
+  const int64_t cache = slots_ * model.num_query_groups * capacity_ * model.head_dim();
+  k_cache_.assign(sz(cache), 0.0f);
+  v_cache_.assign(sz(cache), 0.0f);
+  qkv_.resize(sz(rows * model.qkv_dim()));
+  attn_.resize(sz(rows * model.q_dim()));
+}
+
+void AttentionDecodeCpu::reset() {
+  std::fill(k_cache_.begin(), k_cache_.end(), 0.0f);
+  std::fill(v_cache_.begin(), v_cache_.end(), 0.0f);
+}
+
+void AttentionDecodeCpu::forward(const CpuDecodeIO& io) {
+  const ModelSpec& m = model_;
+  const DecodeRows& r = io.rows;
+  const ref::DecodeAttentionShape shape{.T = r.T,
+                                        .rows_per_slot = r.rows_per_slot,
+                                        .first_slot = r.first_slot,
+                                        .slots = slots_,
+                                        .capacity = capacity_,
+                                        .heads = m.num_attention_heads,
+                                        .kv_heads = m.num_query_groups,
+                                        .head_dim = m.head_dim()};
+  ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), r.T, m.hidden_size, m.qkv_dim());
+  if (m.position_embedding == PositionEmbedding::rope) {
+    // q and k heads are contiguous in a QKV row: one rotation at each row's position covers both.
+    ref::rope_forward(qkv_.data(), r.T, 1, m.num_attention_heads + m.num_query_groups, m.head_dim(), m.qkv_dim(),
+                      m.rotary_base, m.rope_scaling, r.positions);
+  }
+  ref::kv_cache_append(k_cache_.data(), v_cache_.data(), qkv_.data(), r.positions, shape);
+  ref::decode_attention_forward(attn_.data(), qkv_.data(), k_cache_.data(), v_cache_.data(), r.positions, shape);
+  ref::linear_forward(io.output, attn_.data(), io.weight(decl_.o_proj), r.T, m.q_dim(), m.hidden_size);
 }
 
 }  // namespace sg::model

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/float_buffer.h"
+#include "model/decode_layer.h"
 #include "model/layer.h"
 
 namespace sg::model {
@@ -117,6 +118,29 @@ class MambaLayerCpu final : public CpuLayer {
   std::vector<float> zxbcdt_, xbc_, x_, Bm_, Cm_, dt_, A_, y_, normed_, rstd_;
   // Scratch.
   std::vector<float> d_normed_, d_y_, d_x_, d_Bm_, d_Cm_, d_xbc_, d_zxbcdt_, ddt_, dA_, dD_;
+};
+
+// The decoding twin (model/decode_layer.h): the mixer continued from each sequence's kept state, the last
+// 3 conv inputs and the SSM state (ref::causal_conv1d_silu_forward_continued, ref::ssd_scan_forward_continued:
+// the training twin's arithmetic, so a prompt and its tokens one at a time give the full sequence's rows).
+class MambaDecodeCpu final : public CpuDecodeLayer {
+ public:
+  using CpuDecodeLayer::CpuDecodeLayer;
+  static double state_bytes(const ModelSpec& model, const DecodeSpec& decode);  // conv and SSM states
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(const ModelSpec& model, const DecodeSpec& decode) override;
+  void reset() override;
+  void forward(const CpuDecodeIO& io) override;
+
+ private:
+  MambaDeclarations decl_;
+  MambaDims dims_;  // T: the most rows a call has
+  ModelSpec model_;
+  std::vector<float> conv_state_;  // [slots, conv, 3]
+  std::vector<float> ssm_state_;   // [slots, heads, head_dim, state]
+  // Scratch.
+  std::vector<float> zxbcdt_, xbc_, x_, Bm_, Cm_, dt_, A_, y_, normed_, rstd_;
 };
 
 }  // namespace sg::model

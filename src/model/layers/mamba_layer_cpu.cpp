@@ -1,4 +1,6 @@
 // The Mamba layer's CPU fp32 twin (the declarations and the GPU side: mamba_layer.cpp).
+#include <algorithm>
+
 #include "model/layers/mamba_layer.h"
 #include "reference/causal_conv1d.h"
 #include "reference/gated_rmsnorm.h"
@@ -124,6 +126,66 @@ void MambaLayerCpu::backward(const CpuLayerIO& io) {
                                    d.conv);
   ref::linear_backward_input(io.d_input, d_zxbcdt_.data(), io.weight(decl_.in_proj), d.T, d.H, d.in_proj);
   ref::linear_backward_weight(io.grad(decl_.in_proj), d_zxbcdt_.data(), io.input, d.T, d.H, d.in_proj);
+}
+
+double MambaDecodeCpu::state_bytes(const ModelSpec& m, const DecodeSpec& decode) {
+  const double per_sequence = static_cast<double>(m.mamba_conv_dim()) * (ref::kCausalConv1dWidth - 1) +
+                              static_cast<double>(m.mamba_heads() * m.mamba.head_dim * m.mamba.state_dim);
+  return static_cast<double>(decode.batch) * per_sequence * sizeof(float);
+}
+
+void MambaDecodeCpu::plan(const ModelSpec& model, const DecodeSpec& decode) {
+  model_ = model;
+  const int64_t rows = decode.max_rows();
+  dims_ = MambaDims::of(model, BatchSpec{.micro_batch_size = 1});  // the widths; rows per call below
+  MambaDims& d = dims_;
+  d.T = d.seq = rows;
+  conv_state_.assign(sz(decode.batch * d.conv * (ref::kCausalConv1dWidth - 1)), 0.0f);
+  ssm_state_.assign(sz(decode.batch * d.heads * d.head_dim * d.state), 0.0f);
+  zxbcdt_.resize(sz(rows * d.in_proj));
+  xbc_.resize(sz(rows * d.conv));
+  for (auto* v : {&x_, &y_, &normed_}) v->resize(sz(rows * d.inner));
+  for (auto* v : {&Bm_, &Cm_}) v->resize(sz(rows * d.groups * d.state));
+  dt_.resize(sz(rows * d.heads));
+  A_.resize(sz(d.heads));
+  rstd_.resize(sz(rows * d.groups));
+}
+
+void MambaDecodeCpu::reset() {
+  std::fill(conv_state_.begin(), conv_state_.end(), 0.0f);
+  std::fill(ssm_state_.begin(), ssm_state_.end(), 0.0f);
+}
+
+void MambaDecodeCpu::forward(const CpuDecodeIO& io) {
+  const MambaDims& d = dims_;
+  const DecodeRows& r = io.rows;
+  const int64_t T = r.T, bc = d.groups * d.state;
+  ref::linear_forward(zxbcdt_.data(), io.input, io.weight(decl_.in_proj), T, d.H, d.in_proj);
+  ref::mamba_dt_forward(dt_.data(), zxbcdt_.data() + d.inner + d.conv, d.in_proj, io.weight(decl_.dt_bias), T, d.heads,
+                        static_cast<float>(model_.mamba.dt_limit_min), static_cast<float>(model_.mamba.dt_limit_max));
+  ref::mamba_a_forward(A_.data(), io.weight(decl_.A_log), d.heads);
+  // Each slot's rows continue its sequence: the conv, then the scan, from the slot's kept states.
+  const int64_t conv_kept = d.conv * (ref::kCausalConv1dWidth - 1), ssm_kept = d.heads * d.head_dim * d.state;
+  for (int64_t first = 0; first < T; first += r.rows_per_slot) {
+    const int64_t n = std::min(r.rows_per_slot, T - first), slot = r.first_slot + first / r.rows_per_slot;
+    ref::causal_conv1d_silu_forward_continued(xbc_.data() + first * d.conv, conv_state_.data() + slot * conv_kept,
+                                              zxbcdt_.data() + first * d.in_proj + d.inner, d.in_proj,
+                                              io.weight(decl_.conv_weight), io.weight(decl_.conv_bias), n, d.conv);
+  }
+  gather_columns(x_.data(), xbc_.data(), T, d.conv, 0, d.inner);
+  gather_columns(Bm_.data(), xbc_.data(), T, d.conv, d.inner, bc);
+  gather_columns(Cm_.data(), xbc_.data(), T, d.conv, d.inner + bc, bc);
+  for (int64_t first = 0; first < T; first += r.rows_per_slot) {
+    const int64_t n = std::min(r.rows_per_slot, T - first), slot = r.first_slot + first / r.rows_per_slot;
+    const ref::SsdScanShape piece{
+        .batch = 1, .seqlen = n, .nheads = d.heads, .headdim = d.head_dim, .ngroups = d.groups, .dstate = d.state};
+    ref::ssd_scan_forward_continued(y_.data() + first * d.inner, ssm_state_.data() + slot * ssm_kept,
+                                    x_.data() + first * d.inner, dt_.data() + first * d.heads, A_.data(),
+                                    Bm_.data() + first * bc, Cm_.data() + first * bc, io.weight(decl_.D), piece);
+  }
+  ref::gated_rmsnorm_forward(normed_.data(), rstd_.data(), y_.data(), zxbcdt_.data(), d.in_proj, io.weight(decl_.norm),
+                             T, d.inner, d.groups, static_cast<float>(model_.layernorm_epsilon));
+  ref::linear_forward(io.output, normed_.data(), io.weight(decl_.out_proj), T, d.inner, d.H);
 }
 
 }  // namespace sg::model

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/float_buffer.h"
+#include "model/decode_layer.h"
 #include "model/layer.h"
 
 namespace sg::kernels {
@@ -85,6 +86,22 @@ class MlpLayerCpu final : public CpuLayer {
   MlpActivation activation_ = MlpActivation::swiglu;
   std::vector<float> gate_up_, act_;   // saved
   std::vector<float> d_gate_up_, d_act_;  // scratch
+};
+
+// The decoding twin (model/decode_layer.h): each row alone, no state.
+class MlpDecodeCpu final : public CpuDecodeLayer {
+ public:
+  using CpuDecodeLayer::CpuDecodeLayer;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(const ModelSpec& model, const DecodeSpec& decode) override;
+  void forward(const CpuDecodeIO& io) override;
+
+ private:
+  MlpDeclarations decl_;
+  int64_t H_ = 0, F_ = 0, N_ = 0;
+  MlpActivation activation_ = MlpActivation::swiglu;
+  std::vector<float> gate_up_, act_;  // scratch
 };
 
 }  // namespace sg::model

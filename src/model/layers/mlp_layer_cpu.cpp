@@ -48,4 +48,21 @@ void MlpLayerCpu::backward(const CpuLayerIO& io) {
   ref::linear_backward_weight(io.grad(decl_.gate_up), d_gate_up_.data(), io.input, T_, H_, N_);
 }
 
+void MlpDecodeCpu::plan(const ModelSpec& model, const DecodeSpec& decode) {
+  const int64_t rows = decode.max_rows();
+  H_ = model.hidden_size;
+  F_ = model.ffn_hidden_size;
+  activation_ = model.mlp_activation;
+  N_ = activation_input_width(activation_, F_);
+  gate_up_.resize(sz(rows * N_));
+  act_.resize(sz(rows * F_));
+}
+
+void MlpDecodeCpu::forward(const CpuDecodeIO& io) {
+  const int64_t T = io.rows.T;
+  ref::linear_forward(gate_up_.data(), io.input, io.weight(decl_.gate_up), T, H_, N_);
+  activation_forward({.activation = activation_, .out = act_.data(), .in = gate_up_.data(), .T = T, .F = F_});
+  ref::linear_forward(io.output, act_.data(), io.weight(decl_.down_proj), T, F_, H_);
+}
+
 }  // namespace sg::model

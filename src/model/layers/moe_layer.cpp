@@ -1,6 +1,7 @@
 // The MoE layer's declarations and its GPU side (the CPU twin: moe_layer_cpu.cpp).
 #include "model/layers/moe_layer.h"
 
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 
@@ -114,6 +115,39 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
   if (s.moe.enable_expert_bias || !gated) {
     expert_bias = d.params.vector(p + "gate.e_score_correction_bias", {E}, ParamInit::zeros);
   }
+}
+
+std::string unused_expert_bias(const ModelLayout& layout, const std::vector<float>& weights) {
+  const ModelSpec& m = layout.spec;
+  if (m.num_moe_experts <= 0 || m.moe.enable_expert_bias) return "";
+  // The MoE layers' declarations again, to hold their bias references (the other kinds declare as usual).
+  std::vector<ParamRef> biases;
+  std::vector<std::unique_ptr<CpuLayer>> layers = make_cpu_layers(m);
+  const ModelLayout declared = declare_model(m, [&](size_t i, LayerDeclarations& d) {
+    if (d.place.kind != LayerKind::moe) return layers[i]->declare(d);
+    MoeDeclarations moe;
+    moe.declare(d);
+    if (moe.expert_bias.valid()) biases.push_back(moe.expert_bias);
+  });
+  SG_CHECK(declared.total() == layout.total() && static_cast<int64_t>(weights.size()) == layout.total(),
+           "unused_expert_bias: the layout or the weights given are not this model's");
+  for (const ParamRef bias : biases) {
+    const int64_t first = declared.params.offset(bias);
+    for (int64_t e = 0; e < declared.params.numel(bias); ++e) {
+      const float value = weights[sz(first + e)];
+      if (value == 0.0f) continue;
+      const auto& tensors = declared.tensors();
+      const auto tensor =
+          std::find_if(tensors.begin(), tensors.end(), [&](const ParamTensor& t) { return t.offset == first; });
+      return strprintf(
+          "%s[%lld] = %g: the model these weights come from chooses experts with this bias, but "
+          "model.moe_router_enable_expert_bias is false, so this run would choose without it; set "
+          "model.moe_router_enable_expert_bias=true (the bias then also moves by "
+          "model.moe_router_bias_update_rate each step)",
+          tensor->name.c_str(), static_cast<long long>(e), static_cast<double>(value));
+    }
+  }
+  return "";
 }
 
 // ---- GPU ----

@@ -34,6 +34,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/decode_layer.h"
 #include "model/layer.h"
 #include "model/mlp_activation.h"
 #include "reference/moe_permute.h"
@@ -157,6 +158,23 @@ class MoeLayerCpu final : public CpuLayer {
   std::vector<float> d_expert_out_, dprobs_, d_act_, d_fc1_, d_permuted_, dlogits_, d_shared_act_,
       d_shared_fc1_, d_input_part_;
   std::vector<int32_t> step_counts_, logged_counts_;
+};
+
+// The decoding twin (model/decode_layer.h): each row alone through the router and its top-k experts (no
+// capacity: nothing is dropped), plus the shared expert; no state, no auxiliary loss.
+class MoeDecodeCpu final : public CpuDecodeLayer {
+ public:
+  using CpuDecodeLayer::CpuDecodeLayer;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(const ModelSpec& model, const DecodeSpec& decode) override;
+  void forward(const CpuDecodeIO& io) override;
+
+ private:
+  MoeDeclarations decl_;
+  MoeShapes shapes_;  // for the most rows a call has
+  std::vector<float> logits_, probs_, fc1_out_, act_, expert_out_, shared_fc1_, shared_act_, shared_out_;  // scratch
+  std::vector<int32_t> routing_map_;
 };
 
 }  // namespace sg::model

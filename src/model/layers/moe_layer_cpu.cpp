@@ -164,6 +164,53 @@ void MoeLayerCpu::step_end(const ModelLayout& layout, float* weights) {
                               shapes_.bias_update_rate);  // zeroes step_counts_
 }
 
+void MoeDecodeCpu::plan(const ModelSpec& model, const DecodeSpec& decode) {
+  const int64_t rows = decode.max_rows();
+  shapes_ = moe_shapes(model, rows);
+  const MoeShapes& s = shapes_;
+  logits_.resize(sz(rows * s.E));
+  probs_.resize(sz(rows * s.k));
+  routing_map_.resize(sz(rows * s.k));
+  fc1_out_.resize(sz(s.fc1_width()));
+  act_.resize(sz(s.F));
+  expert_out_.resize(sz(s.H));
+  shared_fc1_.resize(sz(rows * s.shared_fc1_width()));
+  shared_act_.resize(sz(rows * s.S));
+  shared_out_.resize(sz(rows * s.H));
+}
+
+void MoeDecodeCpu::forward(const CpuDecodeIO& io) {
+  const MoeShapes& s = shapes_;
+  const int64_t T = io.rows.T, H = s.H, N = s.fc1_width();
+  ref::MoeRouting routing = s.routing;
+  routing.T = T;
+  ref::linear_forward(logits_.data(), io.input, io.weight(decl_.router), T, H, s.E);
+  ref::moe_router_forward(routing_map_.data(), probs_.data(), logits_.data(),
+                          s.expert_bias ? io.weight(decl_.expert_bias) : nullptr, routing);
+  // Each token through its experts in selection order, weighted by its probs (the combine's order).
+  const float* fc1 = io.weight(decl_.fc1);
+  const float* fc2 = io.weight(decl_.fc2);
+  for (int64_t t = 0; t < T; ++t) {
+    float* out = io.output + t * H;
+    std::fill(out, out + H, 0.0f);
+    for (int64_t j = 0; j < s.k; ++j) {
+      const int64_t e = routing_map_[sz(t * s.k + j)];
+      ref::linear_forward(fc1_out_.data(), io.input + t * H, fc1 + e * N * H, 1, H, N);
+      activation_forward({.activation = s.activation, .out = act_.data(), .in = fc1_out_.data(), .T = 1, .F = s.F});
+      ref::linear_forward(expert_out_.data(), act_.data(), fc2 + e * H * s.F, 1, s.F, H);
+      const float p = probs_[sz(t * s.k + j)];
+      for (int64_t c = 0; c < H; ++c) out[c] += p * expert_out_[sz(c)];
+    }
+  }
+  if (s.S > 0) {
+    ref::linear_forward(shared_fc1_.data(), io.input, io.weight(decl_.shared_fc1), T, H, s.shared_fc1_width());
+    activation_forward(
+        {.activation = s.activation, .out = shared_act_.data(), .in = shared_fc1_.data(), .T = T, .F = s.S});
+    ref::linear_forward(shared_out_.data(), shared_act_.data(), io.weight(decl_.shared_down), T, s.S, H);
+    ref::moe_gating_add_grad(io.output, shared_out_.data(), T * H);  // out += shared expert
+  }
+}
+
 std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::unique_ptr<CpuLayer>>& layers) {
   std::vector<std::vector<int32_t>> out;
   for (const auto& layer : layers) {
