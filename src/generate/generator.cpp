@@ -87,7 +87,7 @@ GenerateResult run_generate(const GenerateOptions& options) {
   const model::ModelSpec& spec = config.spec;
   // Before the weights are read.
   const DecoderBackend backend =
-      choose_decoder_backend(config.architecture,
+      choose_decoder_backend(spec,
                              strprintf("%s %s (%s, %s)", what, folder.c_str(), config.architecture.c_str(),
                                        model::describe_stack(spec).c_str()),
                              cuda::device_count(), options.force_cpu);
@@ -256,13 +256,14 @@ GenerateResult run_generate(const GenerateOptions& options) {
   return result;
 }
 
-DecoderBackend choose_decoder_backend(const std::string& architecture, const std::string& what, int gpus,
+DecoderBackend choose_decoder_backend(const model::ModelSpec& model, const std::string& what, int gpus,
                                       bool force_cpu) {
   if (gpus <= 0 || force_cpu) return DecoderBackend::cpu;
-  if (architecture == "LlamaForCausalLM") return DecoderBackend::gpu;
-  throw Error(what +
-              ": the GPU decoder runs Llama models (attention and dense MLP) only; add --cpu to generate with the "
-              "CPU fp32 decoder, which runs every layer kind (MoE, Mamba), much slower");
+  const std::string refusal = model::gpu_decoder_refusal(model);
+  if (refusal.empty()) return DecoderBackend::gpu;
+  throw Error(what + ": " + refusal +
+              "; add --cpu to generate with the CPU fp32 decoder, which runs every model (MoE and Mamba layers "
+              "included), much slower");
 }
 
 }  // namespace sg::generate

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/spec.h"
 #include "reference/sampling.h"
 
 namespace sg::generate {
@@ -55,10 +56,10 @@ struct GenerateResult {
 GenerateResult run_generate(const GenerateOptions& options);
 
 enum class DecoderBackend { gpu, cpu };
-// The GPU decoder when a GPU is there and --cpu is not given; it runs Llama models (GPT blocks of
-// attention and dense SwiGLU MLP) only, so for another architecture without --cpu: sg::Error naming the
-// model (`what`) and the fix, never a silent switch to the much slower CPU.
-DecoderBackend choose_decoder_backend(const std::string& architecture, const std::string& what, int gpus,
+// The GPU decoder when a GPU is there and --cpu is not given; for a model it does not run
+// (model::gpu_decoder_refusal: MoE or Mamba layers, a query width other than hidden_size) without --cpu,
+// sg::Error naming the model (`what`), the reason and the fix: never a silent switch to the much slower CPU.
+DecoderBackend choose_decoder_backend(const model::ModelSpec& model, const std::string& what, int gpus,
                                       bool force_cpu);
 
 }  // namespace sg::generate

@@ -37,14 +37,25 @@ void check_decode_request(const ModelSpec& model, const DecodeSpec& decode,
   SG_REQUIRE(decode.capacity() <= INT32_MAX, "generate: prompt + --max-new-tokens exceeds 2^31 positions");
 }
 
-DecoderOffsets decoder_offsets(const ModelSpec& m, const ModelLayout& layout) {
+std::string gpu_decoder_refusal(const ModelSpec& m) {
   std::string why_not;
   const std::string architecture = hf_architecture(m, &why_not);
-  SG_REQUIRE(architecture == "LlamaForCausalLM",
-             "generate: the GPU decoder runs GPT blocks of attention and dense MLP (Llama) only: " +
-                 (why_not.empty() ? "this model is " + architecture + " (" + describe_stack(m) + ")" : why_not));
-  SG_REQUIRE(m.q_dim() == m.hidden_size,
-             "generate: the decoders need num_attention_heads x head_dim = hidden_size (model.kv_channels unset)");
+  if (architecture != "LlamaForCausalLM") {
+    return "the GPU decoder runs Llama models (GPT blocks of attention and dense SwiGLU MLP) only: " +
+           (why_not.empty() ? "this model is " + architecture + " (" + describe_stack(m) + ")" : why_not);
+  }
+  if (m.q_dim() != m.hidden_size) {
+    return strprintf("the GPU decoder needs num_attention_heads x head_dim = hidden_size (model.kv_channels "
+                     "unset); this model's is %lld x %lld for hidden_size %lld",
+                     static_cast<long long>(m.num_attention_heads), static_cast<long long>(m.head_dim()),
+                     static_cast<long long>(m.hidden_size));
+  }
+  return "";
+}
+
+DecoderOffsets decoder_offsets(const ModelSpec& m, const ModelLayout& layout) {
+  const std::string refusal = gpu_decoder_refusal(m);
+  SG_REQUIRE(refusal.empty(), "generate: " + refusal);
   // The blocks the kinds declare (q|k|v and gate|up are one block each: one weight per decoder GEMM),
   // declared again to hold their references; the layout given must be this model's.
   struct BlockDeclarations {  // one GPT block's two layers

@@ -78,6 +78,10 @@ struct DecoderOffsets {
   int64_t embedding = 0, lm_head = 0, final_norm = 0;
   std::vector<DecoderLayerOffsets> layers;
 };
+// Throws sg::Error (gpu_decoder_refusal's reason) for a model the GPU decoder does not run.
 DecoderOffsets decoder_offsets(const ModelSpec& model, const ModelLayout& layout);
+// Why the GPU decoder cannot run `model` (not a Llama model; a query width other than hidden_size); empty
+// when it can. The CPU decoder runs every model.
+std::string gpu_decoder_refusal(const ModelSpec& model);
 
 }  // namespace sg::model
