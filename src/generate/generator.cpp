@@ -92,6 +92,16 @@ GenerateResult run_generate(const GenerateOptions& options) {
                                        model::describe_stack(spec).c_str()),
                              cuda::device_count(), options.force_cpu);
   const model::ModelLayout layout = model::model_layout(spec);
+  // Every weight is read into fp32 host memory first (then uploaded in bf16, or kept by the CPU decoder): a model
+  // larger than the host would otherwise end in std::bad_alloc or the OOM killer.
+  const double weight_bytes = static_cast<double>(layout.total()) * sizeof(float);
+  const AvailableHostMemory host = available_host_memory();
+  if (!host.source.empty() && weight_bytes > host.bytes) {
+    throw Error(strprintf("%s %s: its %lld parameters need %s of host memory in fp32 (generate reads every weight "
+                          "there first), but only %s is available (%s)",
+                          what, folder.c_str(), static_cast<long long>(layout.num_parameters()),
+                          bytes_text(weight_bytes).c_str(), bytes_text(host.bytes).c_str(), host.source.c_str()));
+  }
   std::vector<float> weights;
   result.model =
       folder + ": " + checkpoint::load_hf_weights(folder, layout, weights, checkpoint::WeightSource::model, what);

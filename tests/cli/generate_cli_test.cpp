@@ -305,6 +305,17 @@ TEST_F(GenerateCli, ErrorsNameTheFix) {
   r = stepgraph("generate " + (dir_ / "nope").string() + " --cpu --prompt-tokens 1");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("no such directory"), std::string::npos) << r.out;
+  // A model larger than the host: refused before a weight is read (this folder has none), naming both sizes.
+  const fs::path huge = dir_ / "huge";
+  fs::create_directories(huge);
+  std::ofstream(huge / "config.json")
+      << R"({"model_type": "llama", "vocab_size": 1000000, "hidden_size": 65536, "intermediate_size": 131072,
+             "num_hidden_layers": 64, "num_attention_heads": 512, "num_key_value_heads": 8})";
+  r = stepgraph("generate " + huge.string() + " --cpu --prompt-tokens 1");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("of host memory in fp32"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("model.safetensors"), std::string::npos) << "refused before the weights are looked for:\n"
+                                                                << r.out;
   // A NemotronH folder without its weights: the file generate looks for is named.
   const fs::path nemotron = dir_ / "nemotron_h";
   fs::create_directories(nemotron);
