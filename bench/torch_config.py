@@ -33,7 +33,8 @@ class BenchConfig:
     layernorm_epsilon: float = _key("model", 1e-5)
     share_embeddings_and_output_weights: bool = _key("model", False)
     # The MLP: Megatron's activation_func / gated_linear_unit pair; stepgraph's default SwiGLU. Other than SwiGLU only
-    # for the MLP layers of hybrid models (Nemotron-H: squared_relu, not gated).
+    # in moe and hybrid models; the MoE experts (routed and shared) take the same pair: SwiGLU or Nemotron-H's
+    # squared_relu, not gated.
     activation_func: str = _key("model", "silu")
     gated_linear_unit: bool = _key("model", True)
     # Mixture of Experts (the MLP of every GPT block, or the 'E' layers of a hybrid pattern); dropless only.
@@ -41,14 +42,17 @@ class BenchConfig:
     moe_router_topk: int = _key("model", 2)
     moe_ffn_hidden_size: int = _key("model", None)  # None: ffn_hidden_size
     moe_layer_freq: int = _key("model", 1)  # every n-th GPT block is MoE (Megatron's int form)
-    moe_router_score_function: str = _key("model", "softmax")
+    moe_router_score_function: str = _key("model", "softmax")  # softmax or sigmoid
     moe_router_pre_softmax: bool = _key("model", False)
     moe_router_topk_scaling_factor: float = _key("model", None)
-    moe_router_load_balancing_type: str = _key("model", "aux_loss")
+    moe_router_load_balancing_type: str = _key("model", "aux_loss")  # aux_loss, seq_aux_loss or none
     moe_aux_loss_coeff: float = _key("model", 0.0)
     moe_z_loss_coeff: float = _key("model", None)
     moe_expert_capacity_factor: float = _key("model", None)  # None: dropless (the only kind timed here)
-    moe_shared_expert_intermediate_size: int = _key("model", None)
+    moe_shared_expert_intermediate_size: int = _key("model", None)  # None or 0: no shared expert
+    # The aux-loss-free balancing (sigmoid routing only): a per-expert bias on the selection, moved after every step.
+    moe_router_enable_expert_bias: bool = _key("model", False)
+    moe_router_bias_update_rate: float = _key("model", 0.001)
     # Hybrid Mamba2 models (Megatron's names); the chunk size is Megatron's fixed 128 unless overridden.
     hybrid_override_pattern: str = _key("model", None)
     mamba_state_dim: int = _key("model", 128)
@@ -222,9 +226,9 @@ def _problems(cfg: BenchConfig) -> list[str]:
         return [f"model.position_embedding_type {cfg.position_embedding_type!r}: rope or none"]
     if cfg.activation_func not in MLP_ACTIVATIONS:
         return [f"model.activation_func {cfg.activation_func!r}: one of {', '.join(MLP_ACTIVATIONS)}"]
-    if (cfg.activation_func, cfg.gated_linear_unit) != ("silu", True) and cfg.family != "hybrid":
+    if (cfg.activation_func, cfg.gated_linear_unit) != ("silu", True) and cfg.family == "llama":
         return [f"model.activation_func {cfg.activation_func} with gated_linear_unit {cfg.gated_linear_unit}: the "
-                f"{cfg.family} models here are SwiGLU (silu, gated) only; other MLPs only in hybrid models"]
+                "llama models here are SwiGLU (silu, gated) only; other MLPs only in moe and hybrid models"]
     if cfg.position_embedding_type == "none" and cfg.family == "llama":
         return ["model.position_embedding_type none: the Llama models here always use RoPE"]
     if cfg.position_embedding_type == "rope" and cfg.head_dim % 2:
@@ -266,15 +270,25 @@ def _moe_problems(cfg: BenchConfig) -> list[str]:
                         f"{cfg.num_moe_experts}")
     if cfg.moe_ffn_hidden_size <= 0 or cfg.moe_layer_freq <= 0:
         problems.append("model.moe_ffn_hidden_size and model.moe_layer_freq must be positive")
-    if cfg.moe_router_score_function != "softmax":
-        problems.append(f"model.moe_router_score_function {cfg.moe_router_score_function!r}: only softmax here")
-    if cfg.moe_router_load_balancing_type not in ("aux_loss", "none"):
-        problems.append(f"model.moe_router_load_balancing_type {cfg.moe_router_load_balancing_type!r}: aux_loss or "
-                        "none here")
+    if (cfg.activation_func, cfg.gated_linear_unit) not in (("silu", True), ("squared_relu", False)):
+        problems.append(f"model.activation_func {cfg.activation_func} with gated_linear_unit {cfg.gated_linear_unit}: "
+                        "the MoE experts here are silu with gated_linear_unit true (SwiGLU) or squared_relu with "
+                        "gated_linear_unit false (Nemotron-H), as stepgraph's")
+    if cfg.moe_router_score_function not in ("softmax", "sigmoid"):
+        problems.append(f"model.moe_router_score_function {cfg.moe_router_score_function!r}: softmax or sigmoid here")
+    if cfg.moe_router_load_balancing_type not in ("aux_loss", "seq_aux_loss", "none"):
+        problems.append(f"model.moe_router_load_balancing_type {cfg.moe_router_load_balancing_type!r}: aux_loss, "
+                        "seq_aux_loss or none here")
+    if cfg.moe_router_enable_expert_bias and cfg.moe_router_score_function != "sigmoid":
+        problems.append(f"model.moe_router_enable_expert_bias needs model.moe_router_score_function sigmoid, not "
+                        f"{cfg.moe_router_score_function!r} (as Megatron)")
+    if cfg.moe_router_enable_expert_bias and cfg.moe_router_bias_update_rate <= 0:
+        problems.append(f"model.moe_router_bias_update_rate {cfg.moe_router_bias_update_rate}: must be > 0")
+    if (cfg.moe_shared_expert_intermediate_size or 0) < 0:
+        problems.append(f"model.moe_shared_expert_intermediate_size {cfg.moe_shared_expert_intermediate_size}: must "
+                        "be positive (or null/0: no shared expert)")
     if cfg.moe_expert_capacity_factor is not None:
         problems.append("model.moe_expert_capacity_factor is set: only dropless MoE is timed here (set it to null)")
-    if cfg.moe_shared_expert_intermediate_size:
-        problems.append("model.moe_shared_expert_intermediate_size: shared experts are not implemented here")
     return problems
 
 
@@ -291,14 +305,17 @@ def _mamba_forward_flops_per_token(cfg: BenchConfig) -> int:
 
 def model_flops_per_step(cfg: BenchConfig) -> int:
     """Model FLOPs of one step: 3 x forward (backward = 2 x forward); forward = 2 x tokens x matmul parameters (LM
-    head included, embedding lookup not; for MoE the router and the top-k experts a token visits) + causal attention,
-    QK^T and PV over the lower triangle: 2 x batch x seq^2 x (heads x head_dim) per attention layer + the Mamba
-    layers' scan (_mamba_forward_flops_per_token). Attention recompute in the backward is not counted."""
+    head included, embedding lookup not; for MoE the router, the top-k experts a token visits and the shared expert)
+    + causal attention, QK^T and PV over the lower triangle: 2 x batch x seq^2 x (heads x head_dim) per attention
+    layer + the Mamba layers' scan (_mamba_forward_flops_per_token). Attention recompute in the backward is not
+    counted."""
     h, tokens = cfg.hidden_size, cfg.tokens_per_step
     per_token = {"*": 2 * (h * (cfg.q_dim + 2 * cfg.kv_dim) + cfg.q_dim * h),
                  "-": 2 * (3 if cfg.gated_linear_unit else 2) * h * cfg.ffn_hidden_size}
-    if cfg.num_moe_experts:
-        per_token["E"] = 2 * (h * cfg.num_moe_experts + cfg.moe_router_topk * 3 * h * cfg.moe_ffn_hidden_size)
+    if cfg.num_moe_experts:  # stepgraph's MoeLayer::flops_per_token: router, k routed experts, the shared expert
+        linears = 3 if cfg.gated_linear_unit else 2
+        per_token["E"] = 2 * (h * cfg.num_moe_experts + linears * h * (
+            cfg.moe_router_topk * cfg.moe_ffn_hidden_size + (cfg.moe_shared_expert_intermediate_size or 0)))
     if "M" in cfg.layer_pattern:
         per_token["M"] = _mamba_forward_flops_per_token(cfg)
     pattern = cfg.layer_pattern

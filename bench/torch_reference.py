@@ -70,7 +70,7 @@ from torch_config import (  # noqa: E402,F401  (SHRINK_OVERRIDES: used by the sm
     SHRINK_OVERRIDES, BenchConfig, load_config, model_flops_per_step,
 )
 from torch_llama import Llama, TrainStep  # noqa: E402
-from torch_moe import grouped_mm_unavailable  # noqa: E402
+from torch_moe import grouped_mm_unavailable, with_expert_bias_update  # noqa: E402
 from torch_stack import IMPLS, StackLM  # noqa: E402
 import gpu_power  # noqa: E402
 
@@ -156,7 +156,8 @@ def _run_mode(cfg: BenchConfig, args, mode: str, impl: str, device: torch.device
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     model = build_model(cfg, args, impl, device)
     model.init_weights(args.seed)
-    train_step = TrainStep(model, cfg, mode, args.seed)
+    # The expert-bias update (if any) is device work around each step, inside the cuda_graph capture (torch_moe).
+    train_step = with_expert_bias_update(TrainStep(model, cfg, mode, args.seed), model)
     total_steps = (CUDA_GRAPH_SIDE_WARMUP_STEPS if mode == "cuda_graph" else 0) + 1 + args.warmup + args.steps
     loss_log = torch.zeros(total_steps, dtype=torch.float32, device=device)
     out: dict = {"persistent_grads": train_step.persistent_grads}

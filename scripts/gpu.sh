@@ -229,14 +229,9 @@ if want parity; then
     python3 tests/model/hf_parity.py --stepgraph "$SG" --recipe hybrid/tiny_hybrid \
       --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_hybrid" 2>&1 | tee "$OUT/hf_parity_hybrid.txt" | tail -8
     record "HF transformers parity (NemotronH)" "rc=${PIPESTATUS[0]}"
-    # Nemotron 3's style (tests/nemotron3_style.h): Mamba, MoE with squared-ReLU and shared experts, sigmoid routing.
-    python3 tests/model/hf_parity.py --stepgraph "$SG" --recipe hybrid/tiny_hybrid \
-      --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_hybrid_moe" --override 'model.hybrid_override_pattern=MEM*EMEM' \
-      model.num_moe_experts=8 model.moe_router_topk=2 model.moe_ffn_hidden_size=128 \
-      model.moe_shared_expert_intermediate_size=256 model.moe_router_score_function=sigmoid \
-      model.moe_router_enable_expert_bias=true model.moe_router_topk_scaling_factor=2.5 \
-      model.moe_router_load_balancing_type=seq_aux_loss model.moe_aux_loss_coeff=1e-4 \
-      model.moe_token_dispatcher_type=alltoall 2>&1 | tee "$OUT/hf_parity_hybrid_moe.txt" | tail -8
+    # Nemotron 3's style: Mamba, MoE with squared-ReLU and shared experts, sigmoid routing with the expert bias.
+    python3 tests/model/hf_parity.py --stepgraph "$SG" --recipe hybrid/tiny_hybrid_moe \
+      --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_hybrid_moe" 2>&1 | tee "$OUT/hf_parity_hybrid_moe.txt" | tail -8
     record "HF transformers parity (NemotronH with MoE)" "rc=${PIPESTATUS[0]}"
   fi
   if [[ -f tests/model/hf_generate_parity.py ]]; then

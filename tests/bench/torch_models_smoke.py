@@ -10,12 +10,15 @@ checks need scripts/fetch_mamba_ssm.sh's third_party/mamba_ssm-2.3.2, else they 
   3. the pure-PyTorch mixer equals mamba_ssm's Mamba2 module (same state dict, its Triton calls replaced by
      mamba_ssm's pure-PyTorch references): split order, conv, dt, D, norm, projections; and transformers'
      NemotronH Mamba2 mixer (its PyTorch path), when transformers is installed;
-  4. MoE: routing and aux/z losses against Megatron's formulas written out; the aux loss reaches the gradients with
-     the microbatch's weight but not the loss; loop and grouped_mm experts give the same outputs and gradients, also
-     with an expert that gets no token;
+  4. MoE: routing and aux/z losses against Megatron's formulas written out (softmax; sigmoid with and without the
+     expert bias; seq_aux_loss); the aux loss reaches the gradients with the microbatch's weight but not the loss;
+     the shared expert and squared-ReLU experts written out; loop and grouped_mm experts give the same outputs and
+     gradients (SwiGLU, and Nemotron 3's squared ReLU with a shared expert), also with an expert that gets no token;
+     the expert-bias update after a step of two microbatches;
   5. a GPT-layout stack with dense MLPs equals Llama with the same weights;
   6. recipe checks: MoE/hybrid keys, refused settings;
-  7. the CLI end to end for a MoE and a hybrid model (CUDA modes skipped on the CPU).
+  7. the CLI end to end for a MoE and a hybrid model, and both with Nemotron 3's MoE settings (CUDA modes skipped on
+     the CPU).
 """
 import argparse
 import json
@@ -38,7 +41,8 @@ sys.dont_write_bytecode = True  # no __pycache__ in bench/
 import mamba_ssm_src  # noqa: E402
 import torch_moe  # noqa: E402
 from torch_config import load_config  # noqa: E402
-from torch_llama import Llama  # noqa: E402
+from torch_config import model_flops_per_step  # noqa: E402
+from torch_llama import Llama, TrainStep  # noqa: E402
 from torch_mamba2 import TorchMamba2, gated_rms_norm, init_mixer, mamba_ssm_mixer, ssd_chunked  # noqa: E402
 from torch_stack import StackLM  # noqa: E402
 from smoke_util import check, finish, rel_err  # noqa: E402  (this folder is on sys.path: the script's own)
@@ -134,7 +138,8 @@ def check_mixers_agree() -> None:
             err = rel_err(ours(u), theirs(u))
     finally:
         module.mamba_chunk_scan_combined, norm_module.rmsnorm_fn = saved
-    check(err < 1e-5, f"TorchMamba2 equals mamba_ssm's Mamba2 (use_mem_eff_path=False, conv fallback): rel err {err:.1e}")
+    check(err < 1e-5,
+          f"TorchMamba2 equals mamba_ssm's Mamba2 (use_mem_eff_path=False, conv fallback): rel err {err:.1e}")
 
 
 def check_nemotronh_mixer() -> None:
@@ -186,6 +191,103 @@ def check_router() -> None:
     check(torch.allclose(probs, 2.0 * scores.topk(k, dim=-1).values), "router: pre-softmax and the scaling factor")
 
 
+# Nemotron 3's MoE settings (as --set overrides): sigmoid routing with the expert bias, a shared expert, squared-ReLU
+# experts, per-sequence load balancing.
+NEMOTRON3_MOE = {"model.moe_router_score_function": "sigmoid", "model.moe_router_enable_expert_bias": True,
+                 "model.moe_router_topk_scaling_factor": 2.5, "model.moe_router_load_balancing_type": "seq_aux_loss",
+                 "model.moe_shared_expert_intermediate_size": 48, "model.activation_func": "squared_relu",
+                 "model.gated_linear_unit": False, "model.moe_router_bias_update_rate": 0.01}
+
+
+def check_sigmoid_router() -> None:
+    cfg = moe_config(**{"model.moe_router_score_function": "sigmoid", "model.moe_router_topk_scaling_factor": 2.5,
+                        "model.moe_z_loss_coeff": 0.0})
+    e, k = cfg.num_moe_experts, cfg.moe_router_topk
+    logits = torch.randn(16, e, generator=torch.Generator().manual_seed(20))
+    sig = torch.sigmoid(logits)
+
+    def renormalised(ids):
+        chosen = sig.gather(1, ids)
+        return 2.5 * chosen / (chosen.sum(-1, keepdim=True) + 1e-20)
+
+    def aux_of(ids):  # Megatron's aux_loss with the sigmoid scores normalised over all experts
+        counts = torch.zeros(e).index_add_(0, ids.reshape(-1), torch.ones(ids.numel()))
+        scores = sig / (sig.sum(-1, keepdim=True) + 1e-20)
+        return (scores.sum(0) * counts).sum() * e * cfg.moe_aux_loss_coeff / (k * 16 * 16)
+
+    probs, experts, aux = torch_moe.route(cfg, logits)
+    top = logits.topk(k, dim=-1).indices
+    check(torch.equal(experts, top) and torch.allclose(probs, renormalised(top), rtol=1e-6)
+          and abs(aux.item() - aux_of(top).item()) < 1e-7,
+          "sigmoid router: top-k of the logits, sigmoids over their sum x the scaling factor, aux on sigmoid/sum")
+    bias = torch.tensor([0.0, 0.0, 0.0, 0.6])
+    probs_b, experts_b, aux_b = torch_moe.route(cfg, logits, bias)
+    want = (sig + bias).topk(k, dim=-1).indices
+    check(torch.equal(experts_b, want) and not torch.equal(experts_b, top)
+          and torch.allclose(probs_b, renormalised(want), rtol=1e-6),
+          "sigmoid router with the expert bias: chooses by sigmoid + bias (the choice changes), probs without it")
+    check(abs(aux_b.item() - aux_of(top).item()) < 1e-7 and abs(aux_of(want).item() - aux_of(top).item()) > 1e-6,
+          f"the aux loss balances the choice without the bias: {aux_b.item():.6f} (with it: {aux_of(want).item():.6f})")
+    one = moe_config(**{"model.moe_router_score_function": "sigmoid", "model.moe_router_topk": 1})
+    probs_1, experts_1, _ = torch_moe.route(one, logits)
+    check(torch.allclose(probs_1, sig.gather(1, experts_1)), "sigmoid router, top-1: the sigmoid, not renormalised")
+    try:
+        torch_moe.route(moe_config(), logits, bias)
+        check(False, "softmax routing with an expert bias is refused")
+    except ValueError as err:
+        check("sigmoid" in str(err), f"softmax routing with an expert bias is refused: {err}")
+
+
+def check_seq_aux_loss() -> None:
+    seq, nseq = 8, 3
+    logits = torch.randn(seq * nseq, 4, generator=torch.Generator().manual_seed(21), requires_grad=True)
+    for score in ("softmax", "sigmoid"):
+        cfg = moe_config(**{"model.seq_length": seq, "model.moe_router_load_balancing_type": "seq_aux_loss",
+                            "model.moe_router_score_function": score, "model.moe_z_loss_coeff": 0.0})
+        e, k, coeff = cfg.num_moe_experts, cfg.moe_router_topk, cfg.moe_aux_loss_coeff
+        _, _, aux = torch_moe.route(cfg, logits)
+        want = 0.0  # the mean of the per-sequence losses (whole: the one-group loss, aux_loss's)
+        with torch.no_grad():
+            if score == "softmax":
+                scores = logits.softmax(-1)
+            else:
+                scores = torch.sigmoid(logits) / (torch.sigmoid(logits).sum(-1, keepdim=True) + 1e-20)
+            top = logits.topk(k, dim=-1).indices
+            for g in range(nseq):
+                counts = torch.bincount(top[g * seq:(g + 1) * seq].reshape(-1), minlength=e).float()
+                want += e * coeff / (k * seq * seq) * (counts * scores[g * seq:(g + 1) * seq].sum(0)).sum() / nseq
+            counts = torch.bincount(top.reshape(-1), minlength=e).float()
+            whole = e * coeff / (k * (seq * nseq) ** 2) * (counts * scores.sum(0)).sum()
+        grad = torch.autograd.grad(aux, logits)[0]
+        check(abs(aux.item() - want.item()) < 1e-8 and abs(aux.item() - whole.item()) > 1e-6 and grad.abs().sum() > 0,
+              f"seq_aux_loss ({score}): {aux.item():.7f} = the mean over {nseq} sequences {want.item():.7f} "
+              f"(one group: {whole.item():.7f}), with a gradient")
+
+
+def check_moe_written_out() -> None:
+    """The layer (loop impl, fp32) equals sum_j p_j expert_{e_j}(x) + shared(x), written out per token."""
+    for act, gated in (("silu", True), ("squared_relu", False)):
+        cfg = moe_config(**{"model.moe_shared_expert_intermediate_size": 24, "model.activation_func": act,
+                            "model.gated_linear_unit": gated, "model.moe_ffn_hidden_size": 16})
+        layer = moe_pair(cfg)["loop"]
+        x = torch.randn(1, 6, cfg.hidden_size, generator=torch.Generator().manual_seed(22))
+
+        def mlp(w1, w2, v):
+            h = F.linear(v, w1)
+            return F.linear(F.silu(h[:h.shape[0] // 2]) * h[h.shape[0] // 2:] if gated else F.relu(h) ** 2, w2)
+        with torch.no_grad():
+            probs, experts, _ = torch_moe.route(cfg, F.linear(x[0], layer.router))
+            want = torch.stack([sum(probs[t, j] * mlp(layer.fc1[experts[t, j]], layer.fc2[experts[t, j]], x[0, t])
+                                    for j in range(cfg.moe_router_topk))
+                                + mlp(layer.shared_fc1.weight, layer.shared_fc2.weight, x[0, t]) for t in range(6)])
+            err = rel_err(layer(x)[0], want)
+        shapes = (tuple(layer.fc1[0].shape), tuple(layer.shared_fc1.weight.shape), tuple(layer.shared_fc2.weight.shape))
+        width = 2 if gated else 1
+        check(err < 1e-6 and shapes == ((width * 16, 64), (width * 24, 64), (64, 24)),
+              f"MoE layer {act} gated={gated} with a shared expert of 24, written out: rel err {err:.1e}, FC1/shared "
+              f"shapes {shapes}")
+
+
 def moe_pair(cfg, seed=5):
     layers = {impl: torch_moe.MoEMLP(cfg, impl) for impl in torch_moe.EXPERT_IMPLS}
     for layer in layers.values():
@@ -194,14 +296,18 @@ def moe_pair(cfg, seed=5):
             layer.router.normal_(0.0, 0.5, generator=gen)
             for view, _ in layer.expert_weights():
                 view.normal_(0.0, 0.1, generator=gen)
+            if layer.expert_bias is not None:
+                layer.expert_bias.normal_(0.0, 0.1, generator=gen)
     return layers
 
 
 def grads_of(layer) -> torch.Tensor:
-    """The router's and every expert's gradients, flattened in one order for both impls."""
+    """The router's, every expert's and the shared expert's gradients, flattened in one order for both impls."""
+    shared = [] if layer.shared_fc1 is None else [layer.shared_fc1.weight.grad.reshape(-1),
+                                                  layer.shared_fc2.weight.grad.reshape(-1)]
     return torch.cat([layer.router.grad.reshape(-1)] + [
         (torch.stack([p.grad for p in params]) if layer.impl == "loop" else params.grad).reshape(-1)
-        for params in (layer.fc1, layer.fc2)])
+        for params in (layer.fc1, layer.fc2)] + shared)
 
 
 def check_moe_impls() -> None:
@@ -209,23 +315,26 @@ def check_moe_impls() -> None:
     if reason:
         print(f"SKIP loop vs grouped_mm: {reason}")
         return
+    for name, changes in (("SwiGLU", {}), ("Nemotron 3 (squared ReLU, shared, sigmoid + bias, seq_aux_loss)",
+                                          {**NEMOTRON3_MOE, "model.seq_length": 9})):
+        cfg = moe_config(**changes)
+        layers = moe_pair(cfg)
+        gen = torch.Generator().manual_seed(6)
+        x = torch.randn(2, 9, cfg.hidden_size, generator=gen).to(torch.bfloat16)
+        x[1, :5] = x[0, 0]  # several identical tokens: ties in the sort
+        outs, grads = {}, {}
+        dy = torch.randn(x.shape, generator=gen).to(torch.bfloat16)
+        for impl, layer in layers.items():
+            xi = x.clone().requires_grad_()
+            with torch.autocast("cpu", dtype=torch.bfloat16):  # as in the model: the loop's linears in bf16
+                out = layer(xi)
+            out.backward(dy)
+            outs[impl], grads[impl] = out.float(), grads_of(layer)
+            grads[impl + "_x"] = xi.grad.float()
+        check(rel_err(outs["grouped_mm"], outs["loop"]) < 2e-2, f"loop and grouped_mm experts, {name}: same output")
+        check(rel_err(grads["grouped_mm"], grads["loop"]) < 2e-2 and rel_err(grads["grouped_mm_x"], grads["loop_x"])
+              < 2e-2, f"loop and grouped_mm experts, {name}: same router, expert and input gradients (bf16)")
     cfg = moe_config()
-    layers = moe_pair(cfg)
-    gen = torch.Generator().manual_seed(6)
-    x = torch.randn(2, 9, cfg.hidden_size, generator=gen).to(torch.bfloat16)
-    x[1, :5] = x[0, 0]  # several identical tokens: ties in the sort
-    outs, grads = {}, {}
-    dy = torch.randn(x.shape, generator=gen).to(torch.bfloat16)
-    for impl, layer in layers.items():
-        xi = x.clone().requires_grad_()
-        with torch.autocast("cpu", dtype=torch.bfloat16):  # as in the model: the loop's linears in bf16
-            out = layer(xi)
-        out.backward(dy)
-        outs[impl], grads[impl] = out.float(), grads_of(layer)
-        grads[impl + "_x"] = xi.grad.float()
-    check(rel_err(outs["grouped_mm"], outs["loop"]) < 2e-2, "loop and grouped_mm experts: same output (bf16)")
-    check(rel_err(grads["grouped_mm"], grads["loop"]) < 2e-2 and rel_err(grads["grouped_mm_x"], grads["loop_x"])
-          < 2e-2, "loop and grouped_mm experts: same router, expert and input gradients (bf16)")
     # An expert nobody picks (its router row far below the others on all-ones tokens): zero gradients, not missing.
     layers = moe_pair(cfg, seed=8)
     for layer in layers.values():
@@ -274,6 +383,46 @@ def check_aux_gradient() -> None:
     err = rel_err(layer.router.grad, router.grad)
     check(err < 1e-6 and router.grad.abs().sum() > 0,
           f"the aux loss trains the router with the microbatch weight 0.5: rel err {err:.1e}")
+
+
+def check_expert_bias_step() -> None:
+    """One step of two microbatches: the counts of both (chosen with the bias as it was) sum, then the bias moves by
+    rate * sign(mean - count); the bias is a buffer (no gradient, not the optimizer's)."""
+    cfg = load_config(None, {**NEMOTRON3_MOE, "model.hybrid_override_pattern": "E*E", "model.num_layers": 3,
+                             "model.num_moe_experts": 4, "model.moe_router_topk": 2, "model.moe_ffn_hidden_size": 32,
+                             "model.moe_aux_loss_coeff": 0.01}, shrink="hybrid")
+    model = StackLM(cfg, "cpu", torch.float32, impl="torch")
+    model.init_weights(30)
+    layers = [m for m in model.modules() if isinstance(m, torch_moe.MoEMLP)]
+    seen = {id(layer): [] for layer in layers}
+
+    def record(layer, inputs, _):  # the dispatch counts of this microbatch, written out
+        logits = F.linear(inputs[0].reshape(-1, cfg.hidden_size).float(), layer.router)
+        ids = (torch.sigmoid(logits) + layer.expert_bias).topk(cfg.moe_router_topk, dim=-1).indices
+        seen[id(layer)].append(torch.bincount(ids.reshape(-1), minlength=cfg.num_moe_experts))
+    gen = torch.Generator().manual_seed(31)
+    for layer in layers:
+        layer.register_forward_hook(record)
+        layer.expert_bias.copy_(0.05 * torch.randn(cfg.num_moe_experts, generator=gen))
+        layer.step_counts.fill_(1000)  # stale counts: the step must start from zero
+    before = [layer.expert_bias.clone() for layer in layers]
+    step = torch_moe.with_expert_bias_update(TrainStep(model, cfg, "eager", 32), model)
+    step.feed(0)
+    step()
+    tokens = cfg.micro_batch_size * cfg.seq_length
+    for i, (layer, old) in enumerate(zip(layers, before)):
+        c1, c2 = seen[id(layer)]
+        counts = (c1 + c2).double()
+        want = old + cfg.moe_router_bias_update_rate * torch.sign(counts.mean() - counts).float()
+        check(cfg.num_microbatches == 2 and torch.equal(layer.step_counts, c1 + c2) and not torch.equal(c1, c2)
+              and counts.sum() == 2 * tokens * cfg.moe_router_topk,
+              f"MoE layer {i}: the step's counts {layer.step_counts.tolist()} = microbatch 1 {c1.tolist()} + 2 "
+              f"{c2.tolist()}")
+        check(torch.equal(layer.expert_bias, want) and not torch.equal(want, old),
+              f"MoE layer {i}: bias += 0.01 sign(mean - count): {old.tolist()} -> {layer.expert_bias.tolist()}")
+        check(layer.expert_bias.grad is None and not layer.expert_bias.requires_grad
+              and all(p is not layer.expert_bias for p in model.parameters()) and layer.router.grad.abs().sum() > 0,
+              f"MoE layer {i}: the expert bias is a buffer without gradient; the router trains")
 
 
 def check_stack_equals_llama() -> None:
@@ -326,14 +475,22 @@ def check_config() -> None:
           "hybrid family: mamba heads from expand 2 x hidden / head dim, no RoPE by default (Megatron's)")
     cfg = load_config(None, {"model.position_embedding_type": "rope"}, shrink="hybrid")
     check(cfg.position_embedding_type == "rope", "hybrid family: RoPE when the recipe asks")
+    cfg = moe_config(**NEMOTRON3_MOE)
+    check(cfg.moe_router_enable_expert_bias and cfg.moe_router_bias_update_rate == 0.01
+          and moe_config().moe_router_bias_update_rate == 0.001, "moe family: Nemotron 3's MoE keys load")
     for family, bad, expect in (("moe", {"model.moe_expert_capacity_factor": 1.0}, "dropless"),
-                                ("moe", {"model.moe_router_score_function": "sigmoid"}, "only softmax"),
+                                ("moe", {"model.moe_router_score_function": "sparsemixer"}, "softmax or sigmoid"),
+                                ("moe", {"model.moe_router_enable_expert_bias": True},
+                                 "needs model.moe_router_score_function sigmoid"),
+                                ("moe", {"model.moe_router_load_balancing_type": "sinkhorn"}, "seq_aux_loss or none"),
                                 ("moe", {"model.moe_router_topk": 9}, "moe_router_topk"),
                                 ("hybrid", {"model.num_layers": 5}, "has 4 layers"),
                                 ("hybrid", {"model.hybrid_override_pattern": "M*X-"}, "letters"),
                                 ("hybrid", {"model.mamba_num_groups": 3}, "multiple of"),
                                 ("llama", {"model.position_embedding_type": "none"}, "always use RoPE"),
-                                ("moe", {"model.activation_func": "squared_relu"}, "SwiGLU (silu, gated) only"),
+                                ("moe", {"model.activation_func": "squared_relu"}, "the MoE experts here are"),
+                                ("llama", {"model.activation_func": "squared_relu", "model.gated_linear_unit": False},
+                                 "SwiGLU (silu, gated) only"),
                                 ("hybrid", {"model.activation_func": "relu2"}, "one of")):
         try:
             load_config(None, bad, shrink=family)
@@ -362,6 +519,23 @@ def check_cli() -> None:
     check(all(abs(a - b) < 0.02 * a for a, b in zip(*losses)) and abs(losses[0][0] - math.log(512)) < 0.5,
           f"moe: loop and grouped_mm train alike from ln(512): {losses}")
     check("loop/eager" in proc.stdout and "grouped_mm/cuda_graph  skipped" in proc.stdout, "moe: table rows impl/mode")
+
+    def sets(keys: dict) -> list:  # YAML's true/false for booleans
+        return [f"--set={key}={str(v).lower() if isinstance(v, bool) else v}" for key, v in keys.items()]
+    proc, report = run_cli(["--shrink", "moe", "--modes", "eager"] + sets(NEMOTRON3_MOE))
+    rows = {r["impl"]: r for r in report["modes"]} if report else {}
+    ok = proc.returncode == 0 and all(rows.get(impl, {}).get("status") == "ok" for impl in ("loop", "grouped_mm"))
+    check(ok and all(abs(a - b) < 0.02 * a for a, b in zip(rows["loop"]["losses"], rows["grouped_mm"]["losses"])),
+          "moe CLI with Nemotron 3's MoE settings: loop and grouped_mm train alike")
+    hybrid = {**NEMOTRON3_MOE, "model.hybrid_override_pattern": "MEM*EMEM", "model.num_layers": 8,
+              "model.num_moe_experts": 4, "model.moe_ffn_hidden_size": 32, "model.moe_aux_loss_coeff": 0.001}
+    proc, report = run_cli(["--shrink", "hybrid", "--modes", "eager", "--impls", "torch"] + sets(hybrid))
+    row = report["modes"][0] if report else {}
+    check(row.get("status") == "ok" and report["layer_pattern"] == "MEM*EMEM"
+          and report["model_flops_per_step"] == model_flops_per_step(load_config(None, hybrid, shrink="hybrid"))
+          and abs(row["losses"][0] - math.log(512)) < 0.5,
+          f"hybrid CLI, Nemotron 3 style (MEM*EMEM, squared ReLU, shared expert, sigmoid + bias, seq_aux_loss): "
+          f"{row.get('status')} {row.get('error', '')}")
     impls = "torch,mamba_ssm"
     proc, report = run_cli(["--shrink", "hybrid", "--modes", "eager", "--impls", impls])
     rows = {r["impl"]: r for r in report["modes"]}
@@ -378,8 +552,10 @@ def main() -> int:
     torch.manual_seed(0)
     # NemotronH first: once mamba_ssm's sources are imported, transformers takes mamba_ssm for installed and calls its
     # fused path (which needs the compiled causal_conv1d).
-    checks = [check_nemotronh_mixer, check_ssd, check_gated_norm, check_mixers_agree, check_router, check_moe_impls,
-              check_grouped_mm_missing, check_aux_gradient, check_stack_equals_llama, check_mlp_activations, check_config] + ([] if args.skip_cli else [check_cli])
+    checks = [check_nemotronh_mixer, check_ssd, check_gated_norm, check_mixers_agree, check_router,
+              check_sigmoid_router, check_seq_aux_loss, check_moe_written_out, check_moe_impls,
+              check_grouped_mm_missing, check_aux_gradient, check_expert_bias_step, check_stack_equals_llama,
+              check_mlp_activations, check_config] + ([] if args.skip_cli else [check_cli])
     for run in checks:
         run()
     return finish()

@@ -11,7 +11,6 @@
 #include "config/model_config.h"
 #include "config/validate.h"
 #include "model/stack.h"
-#include "nemotron3_style.h"
 
 namespace sg {
 namespace {
@@ -72,8 +71,7 @@ TEST(HybridConfig, ShippedRecipesHaveTheFixedShapes) {
             "NemotronHForCausalLM");
   EXPECT_EQ(model::hf_architecture(config::model_spec(config::load_config("hybrid/small_hybrid"))), "");
   // Nemotron 3's style: squared-ReLU experts routed by sigmoid scores with the expert bias, a shared expert.
-  const model::ModelSpec moe = config::model_spec(
-      config::load_config(test::kNemotron3StyleRecipe, test::nemotron3_style_overrides()));
+  const model::ModelSpec moe = config::model_spec(config::load_config("hybrid/tiny_hybrid_moe"));
   EXPECT_EQ(moe.hybrid_layer_pattern, "MEM*EMEM");
   EXPECT_EQ(moe.mlp_activation, model::MlpActivation::squared_relu);
   EXPECT_EQ(model::hf_architecture(moe), "NemotronHForCausalLM");

@@ -14,7 +14,6 @@
 #include "config/validate.h"
 #include "core/strings.h"
 #include "model/layers/moe_layer.h"
-#include "nemotron3_style.h"
 #include "reference/moe_router.h"
 #include "test_util.h"
 #include "validation_report_text.h"
@@ -65,7 +64,7 @@ TEST(MoeKeys, TheExpertsTakeTheModelsActivation) {
        {check("moe/tiny_moe", kSquaredRelu), check("hybrid/tiny_hybrid", kHybridMoe),
         check("hybrid/tiny_hybrid", plus(kHybridMoe, {"model.activation_func=silu", "model.gated_linear_unit=true"})),
         check("llama/tiny", kSquaredRelu), check("hybrid/tiny_hybrid"),
-        check(test::kNemotron3StyleRecipe, test::nemotron3_style_overrides())}) {
+        check("hybrid/tiny_hybrid_moe")}) {
     EXPECT_TRUE(r.ok()) << describe(r);
   }
   const ValidationReport r = check("moe/tiny_moe", {"model.activation_func=gelu"});

@@ -101,7 +101,7 @@ model::ModelSpec mixtral_decoder_spec() {
   return m;
 }
 
-// Nemotron 3's MoE (tests/nemotron3_style.h) on the hybrid: 6 squared-ReLU experts top-2 and a shared
+// Nemotron 3's MoE (recipes/hybrid/tiny_hybrid_moe.yaml) on the hybrid: 6 squared-ReLU experts top-2 and a shared
 // expert, sigmoid routing with an expert bias that changes the choice, scaled by 2.5.
 model::ModelSpec nemotron3_decoder_spec() {
   model::ModelSpec m = hybrid_decoder_spec("ME*EM-");

@@ -7,7 +7,7 @@ Steps (issue 4 "against PyTorch", issue 5 "transformers loads the saved checkpoi
       step's batch (--dump-batches); a second, 2-step run saves at step 1 (the early check);
   (c) transformers loads OUT/ckpt/iter_000000K with the class its config.json names (LlamaForCausalLM
       for GPT recipes, MixtralForCausalLM for MoE recipes such as moe/tiny_moe, NemotronHForCausalLM for
-      hybrid Mamba recipes such as hybrid/tiny_hybrid, with MoE layers too: tests/nemotron3_style.h), in
+      hybrid Mamba recipes such as hybrid/tiny_hybrid, with MoE layers too: hybrid/tiny_hybrid_moe), in
       bfloat16 and in float32 (no missing or unexpected tensor is allowed);
   (d) the loss of batch K+1 is computed as stepgraph defines it: the global batch is split into
       global/micro microbatches of micro_batch_size sequences; per microbatch the mean cross-entropy

@@ -53,6 +53,49 @@ class TorchRecipesTest(unittest.TestCase):
         self.assertEqual(cfg.family, "moe")
         self.assertEqual(torch_config.model_flops_per_step(cfg), 3 * forward)
 
+    def test_nemotron3_style_moe_loads_and_flops(self):
+        """Nemotron 3's MoE settings load without refusal; FLOPs as stepgraph's MoeLayer::flops_per_token: router
+        H E + 2 H (F k + S) multiply-adds per token (not gated: 2 linears per unit of width)."""
+        keys = {"model.hybrid_override_pattern": "MEM*EMEM", "model.num_layers": 8, "model.num_moe_experts": 8,
+                "model.moe_router_topk": 2, "model.moe_ffn_hidden_size": 96,
+                "model.moe_shared_expert_intermediate_size": 160, "model.activation_func": "squared_relu",
+                "model.gated_linear_unit": False, "model.moe_router_score_function": "sigmoid",
+                "model.moe_router_enable_expert_bias": True, "model.moe_router_bias_update_rate": 0.002,
+                "model.moe_router_topk_scaling_factor": 2.5, "model.moe_router_load_balancing_type": "seq_aux_loss",
+                "model.moe_aux_loss_coeff": 1e-4}
+        cfg = torch_config.load_config(recipe("llama", "tiny"), keys)
+        self.assertEqual((cfg.family, cfg.moe_router_enable_expert_bias, cfg.moe_router_bias_update_rate),
+                         ("hybrid", True, 0.002))
+        h, q, kv, v = cfg.hidden_size, cfg.q_dim, cfg.kv_dim, cfg.vocab_size
+        t, b, s = cfg.tokens_per_step, cfg.global_batch_size, cfg.seq_length
+        moe = h * 8 + 2 * h * (96 * 2 + 160)  # multiply-adds per token
+        mamba = torch_config._mamba_forward_flops_per_token(cfg) // 2  # (FLOPs: 2 x its multiply-adds)
+        per_token = 4 * mamba + 3 * moe + (h * (q + 2 * kv) + q * h)  # MEM*EMEM: 4 M, 3 E, 1 attention
+        forward = 2 * t * (per_token + h * v) + 2 * b * s * s * q
+        self.assertEqual(torch_config.model_flops_per_step(cfg), 3 * forward)
+        gated = torch_config.load_config(recipe("llama", "tiny"), {**keys, "model.activation_func": "silu",
+                                                                    "model.gated_linear_unit": True})
+        self.assertEqual(torch_config.model_flops_per_step(gated) - torch_config.model_flops_per_step(cfg),
+                         3 * 2 * t * 3 * h * (96 * 2 + 160))  # SwiGLU experts: one linear more per unit of width
+        self.assertEqual(torch_config.load_config(recipe("llama", "tiny"), {
+            "model.num_moe_experts": 8, "model.moe_router_score_function": "sigmoid"}).moe_router_bias_update_rate,
+            0.001)
+
+    def test_moe_refusals(self):
+        moe = {"model.num_moe_experts": 4}
+        for bad, why in (({"model.moe_expert_capacity_factor": 1.0}, "model.moe_expert_capacity_factor"),
+                         ({"model.moe_router_enable_expert_bias": True}, "model.moe_router_score_function sigmoid"),
+                         ({"model.moe_router_score_function": "sigmoid", "model.moe_router_enable_expert_bias": True,
+                           "model.moe_router_bias_update_rate": 0}, "model.moe_router_bias_update_rate"),
+                         ({"model.moe_router_score_function": "sparsemixer"}, "model.moe_router_score_function"),
+                         ({"model.moe_router_load_balancing_type": "sinkhorn"}, "model.moe_router_load_balancing_type"),
+                         ({"model.activation_func": "gelu"}, "the MoE experts here are"),
+                         ({"model.activation_func": "squared_relu", "model.gated_linear_unit": True},
+                          "the MoE experts here are")):
+            with self.subTest(bad=bad), self.assertRaises(SystemExit) as raised:
+                torch_config.load_config(recipe("llama", "tiny"), {**moe, **bad})
+            self.assertIn(why, str(raised.exception))
+
     def test_hybrid_defaults_and_refusals(self):
         pattern = {"model.hybrid_override_pattern": "M*-M", "model.num_layers": 4}
         cfg = torch_config.load_config(recipe("llama", "tiny"), pattern)

@@ -4,7 +4,7 @@
 // attn,moe_router,moe_preprocess (Megatron's dropless setting) and attn,moe (the whole MoE layer graphed:
 // beyond Megatron for dropless routing) — with dropout 0.1 and two microbatches, for dropless routing,
 // token drop (capacity 1.0 padded, drop by probs) and sigmoid routing with the aux-loss-free expert
-// bias and token drop by position (packed); and tests/nemotron3_style.h's model (Mamba, MoE with
+// bias and token drop by position (packed); and hybrid/tiny_hybrid_moe (Mamba, MoE with
 // squared-ReLU experts and a shared expert, sigmoid routing with the bias, one attention layer). The graphs
 // take only their instantiation memory.
 #include <gtest/gtest.h>
@@ -18,7 +18,6 @@
 
 #include "cuda/device.h"
 #include "graph_mode_runs.h"
-#include "nemotron3_style.h"
 
 namespace sg::train {
 namespace {
@@ -34,12 +33,6 @@ struct Routing {
   int attention_layers = 4, moe_layers = 4;  // the recipe's (the graphed modules' layers)
 };
 
-std::vector<std::string> nemotron3_style(std::vector<std::string> more) {
-  std::vector<std::string> overrides = test::nemotron3_style_overrides();
-  overrides.insert(overrides.end(), more.begin(), more.end());
-  return overrides;
-}
-
 const Routing kRoutings[] = {
     {"dropless", {"model.moe_z_loss_coeff=1e-3"}},
     {"token_drop_probs_padded",
@@ -50,8 +43,7 @@ const Routing kRoutings[] = {
       "model.moe_router_bias_update_rate=1e-2", "model.moe_router_topk_scaling_factor=2.5",
       "model.moe_expert_capacity_factor=1.25", "model.moe_token_drop_policy=position",
       "model.moe_router_load_balancing_type=seq_aux_loss"}},
-    {"nemotron3_squared_relu_experts", nemotron3_style({"model.moe_z_loss_coeff=1e-3"}), test::kNemotron3StyleRecipe,
-     1, 3},
+    {"nemotron3_squared_relu_experts", {"model.moe_z_loss_coeff=1e-3"}, "hybrid/tiny_hybrid_moe", 1, 3},
 };
 
 class MoeGraphModesGpu : public ::testing::TestWithParam<Routing> {
