@@ -188,7 +188,13 @@ def load_config(recipe: str | None, overrides: dict[str, object], shrink: str | 
             family = "hybrid" if pattern else "moe" if values.get("model.num_moe_experts", (0,))[0] else "llama"
         if family not in FAMILIES:
             raise SystemExit(f"torch_reference: --shrink {shrink}: choose auto or one of {', '.join(FAMILIES)}")
-        for key, value in {**SHRINK_OVERRIDES, **SHRINK_FAMILY_OVERRIDES[family]}.items():
+        pattern = values.get("model.hybrid_override_pattern", (None,))[0] or ""
+        shrunk = {**SHRINK_OVERRIDES, **SHRINK_FAMILY_OVERRIDES[family]}
+        if family == "hybrid" and "E" in pattern:  # keep the MoE layers (Nemotron 3's style), at the MoE sizes
+            shrunk.update({**SHRINK_FAMILY_OVERRIDES["moe"], "model.hybrid_override_pattern": "ME*M"})
+        if values.get("model.moe_shared_expert_intermediate_size", (None,))[0]:
+            shrunk["model.moe_shared_expert_intermediate_size"] = 48
+        for key, value in shrunk.items():
             values[key] = (value, f"--shrink {key}")
     for key, value in overrides.items():
         if key not in RECIPE_KEYS:

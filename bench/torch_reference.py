@@ -363,9 +363,15 @@ def print_table(report: dict) -> None:
         print(f"deterministic: torch.use_deterministic_algorithms(True), CUBLAS_WORKSPACE_CONFIG="
               f"{env.get('cublas_workspace_config') or '(not recorded)'}")
     if report["family"] == "moe" or "E" in report["layer_pattern"]:
-        print(f"MoE: {c['num_moe_experts']} experts top-{c['moe_router_topk']}, expert ffn {c['moe_ffn_hidden_size']}, "
-              f"kv_channels {c['kv_channels'] or 'hidden/heads'}, dropless; aux loss coeff {c['moe_aux_loss_coeff']}, "
-              f"z-loss coeff {c['moe_z_loss_coeff'] or 0}")
+        router = c["moe_router_score_function"] + " routing" + (" with the expert bias"
+                                                                 if c["moe_router_enable_expert_bias"] else "")
+        experts = "SwiGLU" if c["gated_linear_unit"] else c["activation_func"]
+        shared = f", shared expert {c['moe_shared_expert_intermediate_size']}" \
+            if c["moe_shared_expert_intermediate_size"] else ""
+        print(f"MoE: {c['num_moe_experts']} {experts} experts top-{c['moe_router_topk']}, expert ffn "
+              f"{c['moe_ffn_hidden_size']}{shared}, {router}, kv_channels {c['kv_channels'] or 'hidden/heads'}, "
+              f"dropless; {c['moe_router_load_balancing_type']} coeff {c['moe_aux_loss_coeff']}, z-loss coeff "
+              f"{c['moe_z_loss_coeff'] or 0}")
     if report["family"] == "hybrid":
         print(f"hybrid pattern {report['layer_pattern']}: Mamba2 d_state {c['mamba_state_dim']}, head dim "
               f"{c['mamba_head_dim']}, {c['mamba_num_heads']} heads, {c['mamba_num_groups']} groups, chunk "

@@ -203,6 +203,9 @@ if want torch; then
       small_hybrid)
         torch_ref small_hybrid recipes/hybrid/small_hybrid.yaml eager,cuda_graph,compile \
           --impls "${TORCH_HYBRID_IMPLS:-mamba_ssm,torch}" ;;
+      tiny_hybrid_moe)  # Nemotron 3's style (not in the default list): the expert bias updated inside the captured step
+        torch_ref tiny_hybrid_moe recipes/hybrid/tiny_hybrid_moe.yaml eager,cuda_graph,compile \
+          --impls "${TORCH_HYBRID_IMPLS:-mamba_ssm,torch}" ;;
       ssd)
         PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" python3 bench/mamba_ssd_reference.py \
           --json "$OUT/mamba_ssd_reference.json" >"$OUT/mamba_ssd_reference.txt" 2>&1

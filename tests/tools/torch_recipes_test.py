@@ -96,6 +96,14 @@ class TorchRecipesTest(unittest.TestCase):
                 torch_config.load_config(recipe("llama", "tiny"), {**moe, **bad})
             self.assertIn(why, str(raised.exception))
 
+    def test_shrink_keeps_a_hybrid_recipes_moe_layers(self):
+        cfg = torch_config.load_config(recipe("hybrid", "tiny_hybrid_moe"), {}, shrink="auto")
+        self.assertEqual((cfg.family, cfg.layer_pattern), ("hybrid", "ME*M"))
+        self.assertEqual((cfg.num_moe_experts, cfg.moe_ffn_hidden_size, cfg.moe_shared_expert_intermediate_size),
+                         (4, 32, 48))
+        self.assertEqual(torch_config.load_config(recipe("hybrid", "tiny_hybrid"), {}, shrink="auto").layer_pattern,
+                         "M*-M")
+
     def test_hybrid_defaults_and_refusals(self):
         pattern = {"model.hybrid_override_pattern": "M*-M", "model.num_layers": 4}
         cfg = torch_config.load_config(recipe("llama", "tiny"), pattern)
