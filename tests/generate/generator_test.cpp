@@ -14,13 +14,7 @@
 namespace sg::generate {
 namespace {
 
-model::ModelSpec mixtral_spec() {
-  model::ModelSpec m = test::tiny_model_spec();
-  m.num_moe_experts = 4;
-  m.moe_router_topk = 2;
-  m.moe_ffn_hidden_size = 24;
-  return m;
-}
+model::ModelSpec mixtral_spec() { return test::with_mixtral_experts(test::tiny_model_spec()); }
 
 model::ModelSpec wide_query_spec() {  // model.kv_channels: 4 heads of 8 for hidden_size 16
   model::ModelSpec m = test::tiny_model_spec();

@@ -92,14 +92,7 @@ model::ModelSpec hybrid_decoder_spec(const std::string& pattern) {
   return m;
 }
 
-// Mixtral's shape: every block's MLP is 4 SwiGLU experts, softmax top-2.
-model::ModelSpec mixtral_decoder_spec() {
-  model::ModelSpec m = test::decoder_test_spec();
-  m.num_moe_experts = 4;
-  m.moe_router_topk = 2;
-  m.moe_ffn_hidden_size = 24;
-  return m;
-}
+model::ModelSpec mixtral_decoder_spec() { return test::with_mixtral_experts(test::decoder_test_spec()); }
 
 // Nemotron 3's MoE (recipes/hybrid/tiny_hybrid_moe.yaml) on the hybrid: 6 squared-ReLU experts top-2 and a shared
 // expert, sigmoid routing with an expert bias that changes the choice, scaled by 2.5.

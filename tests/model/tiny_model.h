@@ -46,6 +46,14 @@ inline model::ModelSpec tiny_hybrid_spec(const std::string& pattern) {
   return s;
 }
 
+// `m` with Mixtral's MoE: every block's MLP is 4 SwiGLU experts of width 24, softmax top-2.
+inline model::ModelSpec with_mixtral_experts(model::ModelSpec m) {
+  m.num_moe_experts = 4;
+  m.moe_router_topk = 2;
+  m.moe_ffn_hidden_size = 24;
+  return m;
+}
+
 // tokens/targets uniform in the vocabulary, loss_mask 1 except about one token in five.
 inline model::HostBatch random_batch(const model::ModelSpec& m, const model::BatchSpec& b, uint64_t seed) {
   const size_t n = static_cast<size_t>(b.num_microbatches * b.tokens_per_microbatch(m));
