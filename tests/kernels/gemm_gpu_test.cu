@@ -323,7 +323,11 @@ TEST(GemmGpuGraph, CapturedReplayEqualsEager) {
 // llama/1b's fc1 input gradient and fc2 weight gradient (configurations it does not rank, built by the plan) and
 // llama/tiny's output-projection weight gradient (16x64 tiles) and LM-head forward.
 TEST(GemmGpuPlan, PreferredConfigurationsRunWhereTheTableNamesThem) {
-  if (cuda::device_properties().compute_capability() != 90) GTEST_SKIP() << "the table holds Hopper measurements";
+  // An H100 (sm_90 too) refuses some of the H200's tiles; the plan then runs cuBLASLt's first choice (logged).
+  const cuda::DeviceProperties& device = cuda::device_properties();
+  if (device.compute_capability() != 90 || device.name.find("H200") == std::string::npos) {
+    GTEST_SKIP() << "the table holds an H200's measurements; this is " << device.summary();
+  }
   const ScopedEnv table_on(kernels::kGemmPreferencesVariable, nullptr);
   struct Case {
     const char* name;
