@@ -179,10 +179,9 @@ const CommandRegistration kRegistration{
           "generate",
           "Generate text from a checkpoint (a stepgraph checkpoint folder, or a Hugging Face Llama, Mixtral or "
           "NemotronH folder) with a KV cache: greedy when --temperature is 0, else sampled (top-k, top-p) with a "
-          "seeded Philox stream. On a GPU the decoding step of a Llama model runs as one CUDA graph; without a GPU, "
-          "or with --cpu, the CPU fp32 decoder runs, which also runs MoE and Mamba layers (Mixtral, NemotronH: "
-          "--cpu is required for them on a GPU machine). The "
-          "tokenizer is the checkpoint's tokenizer.json (Hugging Face tokenizers, through python3). Prints the text "
+          "seeded Philox stream. On a GPU the bf16 decoder runs every layer kind (attention, MLP, MoE, Mamba), its "
+          "decoding step as one CUDA graph; without a GPU, or with --cpu, the CPU fp32 decoder runs. The tokenizer is "
+          "the checkpoint's tokenizer.json (Hugging Face tokenizers, through python3). Prints the text "
           "and tokens/s. Exit status: 0 generated, 1 an error (checkpoint, tokenizer, memory), 2 a usage error.");
       cmd->add_option("checkpoint", args->options.checkpoint,
                       "checkpoint directory (its latest iteration), an iter_N folder, or a Hugging Face Llama, Mixtral "
@@ -200,7 +199,7 @@ const CommandRegistration kRegistration{
       cmd->add_option("--seed", args->seed, "seed of the sampling draws (default 1234)");
       cmd->add_option("--tokenizer", args->options.tokenizer_dir, "tokenizer folder (default: the checkpoint's)");
       cmd->add_flag("--cpu", args->options.force_cpu,
-                    "use the CPU fp32 decoder even when a GPU is present (required for MoE and Mamba models)");
+                    "use the CPU fp32 decoder even when a GPU is present (slow; it runs every shape)");
       cmd->add_flag("--no-graphs", args->no_graphs, "GPU: run every decoding step eagerly");
       cmd->add_flag("--ignore-eos", args->options.ignore_eos, "always generate --max-new-tokens tokens");
       cmd->add_flag("--json", args->json, "print the result (token ids, text, timings) as JSON");

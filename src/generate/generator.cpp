@@ -272,8 +272,8 @@ DecoderBackend choose_decoder_backend(const model::ModelSpec& model, const std::
   const std::string refusal = model::gpu_decoder_refusal(model);
   if (refusal.empty()) return DecoderBackend::gpu;
   throw Error(what + ": " + refusal +
-              "; add --cpu to generate with the CPU fp32 decoder, which runs every model (MoE and Mamba layers "
-              "included), much slower");
+              "; add --cpu to generate with the CPU fp32 decoder, which runs every shape, much "
+              "slower");
 }
 
 }  // namespace sg::generate

@@ -56,8 +56,8 @@ struct GenerateResult {
 GenerateResult run_generate(const GenerateOptions& options);
 
 enum class DecoderBackend { gpu, cpu };
-// The GPU decoder when a GPU is there and --cpu is not given; for a model it does not run
-// (model::gpu_decoder_refusal: MoE or Mamba layers, a query width other than hidden_size) without --cpu,
+// The GPU decoder when a GPU is there and --cpu is not given; for a shape it does not take
+// (model::gpu_decoder_refusal: hidden_size not a multiple of 8, an attention head_dim over 256) without --cpu,
 // sg::Error naming the model (`what`), the reason and the fix: never a silent switch to the much slower CPU.
 DecoderBackend choose_decoder_backend(const model::ModelSpec& model, const std::string& what, int gpus,
                                       bool force_cpu);

@@ -2,11 +2,10 @@
 // The CPU fp32 decoder, composed only of sg::ref functions, for every layer kind: the stack's decoding
 // twins (model/decode_layer.h) between the step's norms, as the training step runs them:
 //   x = embedding(tokens);  per layer i: n = rmsnorm(x; pre-norm i), x += layer_i(n);  logits = lm_head(norm(x))
-// with each kind's state kept per sequence (attention: the KV cache; Mamba: conv and SSM states). For a
-// Llama model it is the twin of the GPU decoder (model/gpu_decoder.h): the same prefill / decode structure,
-// cache layout, positions, sampling draws and step bookkeeping, in fp32 with fp64 accumulation, and the
-// ground truth of the GPU decoder's tests. It is what `stepgraph generate --cpu` runs, and what generate
-// runs for models with MoE or Mamba layers.
+// with each kind's state kept per sequence (attention: the KV cache; Mamba: conv and SSM states). It is the
+// twin of the GPU decoder (model/gpu_decoder.h): the same prefill / decode structure, state layouts,
+// positions, sampling draws and step bookkeeping, in fp32 with fp64 accumulation, and the ground truth of
+// the GPU decoder's tests. It is what `stepgraph generate --cpu` runs, and what generate runs without a GPU.
 #include <cstdint>
 #include <memory>
 #include <vector>

@@ -1,11 +1,12 @@
 #include "model/decoder.h"
 
-#include <utility>
+#include <algorithm>
 
 #include "core/error.h"
 #include "core/strings.h"
-#include "model/layers/attention_layer.h"
-#include "model/layers/mlp_layer.h"
+#include "kernels/decode_attention.h"
+#include "kernels/mamba_decode.h"
+#include "kernels/shape_limits.h"
 
 namespace sg::model {
 
@@ -38,57 +39,45 @@ void check_decode_request(const ModelSpec& model, const DecodeSpec& decode,
 }
 
 std::string gpu_decoder_refusal(const ModelSpec& m) {
-  std::string why_not;
-  const std::string architecture = hf_architecture(m, &why_not);
-  if (architecture != "LlamaForCausalLM") {
-    return "the GPU decoder runs Llama models (GPT blocks of attention and dense SwiGLU MLP) only: " +
-           (why_not.empty() ? "this model is " + architecture + " (" + describe_stack(m) + ")" : why_not);
+  // Every layer kind has a GPU decoding twin; what is left are the shapes its kernels take.
+  const auto ll = [](int64_t v) { return static_cast<long long>(v); };
+  if (m.hidden_size % 8 != 0) {
+    return strprintf("the GPU decoder needs hidden_size to be a multiple of 8 (16-byte rows); this model's is %lld",
+                     ll(m.hidden_size));
   }
-  if (m.q_dim() != m.hidden_size) {
-    return strprintf("the GPU decoder needs num_attention_heads x head_dim = hidden_size (model.kv_channels "
-                     "unset); this model's is %lld x %lld for hidden_size %lld",
-                     static_cast<long long>(m.num_attention_heads), static_cast<long long>(m.head_dim()),
-                     static_cast<long long>(m.hidden_size));
+  const std::vector<LayerKind> kinds = stack_layer_kinds(m);
+  const auto has = [&](LayerKind k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
+  if (has(LayerKind::attention) && m.head_dim() > kernels::kDecodeAttentionMaxHeadDim) {
+    return strprintf("the GPU decoder's attention takes head_dim up to %lld; this model's is %lld",
+                     ll(kernels::kDecodeAttentionMaxHeadDim), ll(m.head_dim()));
+  }
+  if (has(LayerKind::moe)) {
+    // The experts' grouped GEMMs and the shared expert's GEMMs: 16-byte rows.
+    const std::pair<const char*, int64_t> widths[] = {{"moe_ffn_hidden_size", m.moe_ffn_hidden_size},
+                                                      {"shared expert width", m.moe.shared_expert_intermediate_size}};
+    for (const auto& [name, width] : widths) {
+      const std::string problem = width > 0 ? kernels::grouped_gemm_dim_problem(width) : "";
+      if (!problem.empty()) return strprintf("the GPU decoder's MoE layers refuse the %s: ", name) + problem;
+    }
+  }
+  if (has(LayerKind::mamba)) {
+    const MambaSpec& s = m.mamba;
+    const int64_t heads = m.mamba_heads(), inner = heads * s.head_dim;
+    const int64_t in_proj = 2 * inner + 2 * s.num_groups * s.state_dim + heads;
+    if (s.head_dim > kernels::kSsdDecodeMaxHeadDim || !kernels::ssd_state_dim_problem(s.state_dim).empty()) {
+      return strprintf(
+          "the GPU decoder's Mamba scan takes mamba_head_dim up to %lld and mamba_state_dim 16, 32, 64 "
+          "or 128; this model's are %lld and %lld",
+          ll(kernels::kSsdDecodeMaxHeadDim), ll(s.head_dim), ll(s.state_dim));
+    }
+    if (in_proj % 8 != 0) {
+      return strprintf(
+          "the GPU decoder's Mamba in_proj needs a width (2 x %lld + 2 x %lld groups x %lld + %lld heads "
+          "= %lld) that is a multiple of 8 (16-byte rows)",
+          ll(inner), ll(s.num_groups), ll(s.state_dim), ll(heads), ll(in_proj));
+    }
   }
   return "";
-}
-
-DecoderOffsets decoder_offsets(const ModelSpec& m, const ModelLayout& layout) {
-  const std::string refusal = gpu_decoder_refusal(m);
-  SG_REQUIRE(refusal.empty(), "generate: " + refusal);
-  // The blocks the kinds declare (q|k|v and gate|up are one block each: one weight per decoder GEMM),
-  // declared again to hold their references; the layout given must be this model's.
-  struct BlockDeclarations {  // one GPT block's two layers
-    AttentionDeclarations attention;
-    MlpDeclarations mlp;
-    int attention_layer = 0, mlp_layer = 0;  // their places in the stack: their pre-norms
-  };
-  std::vector<BlockDeclarations> blocks(static_cast<size_t>(m.num_layers));
-  const ModelLayout declared = declare_model(m, [&](size_t, LayerDeclarations& d) {
-    BlockDeclarations& block = blocks[static_cast<size_t>(d.place.hf_layer)];
-    if (d.place.kind == LayerKind::attention) {
-      block.attention.declare(d);
-      block.attention_layer = d.place.index;
-    } else {
-      block.mlp.declare(d);
-      block.mlp_layer = d.place.index;
-    }
-  });
-  SG_CHECK(declared.total() == layout.total() && declared.tensors().size() == layout.tensors().size(),
-           "decoder_offsets: the parameter layout given is not this model's");
-  std::vector<DecoderLayerOffsets> layers;
-  for (const BlockDeclarations& block : blocks) {
-    layers.push_back({.qkv = layout.offset(block.attention.qkv),
-                      .o_proj = layout.offset(block.attention.o_proj),
-                      .gate_up = layout.offset(block.mlp.gate_up),
-                      .down_proj = layout.offset(block.mlp.down_proj),
-                      .input_norm = layout.offset(layout.norm_before(block.attention_layer)),
-                      .post_norm = layout.offset(layout.norm_before(block.mlp_layer))});
-  }
-  return {.embedding = layout.offset(layout.embedding),
-          .lm_head = layout.offset(layout.lm_head),
-          .final_norm = layout.offset(layout.final_norm),
-          .layers = std::move(layers)};
 }
 
 }  // namespace sg::model

@@ -10,9 +10,9 @@
 //                    (Philox offset = the step)
 //   generated()      the tokens so far, [batch][1 + steps]
 //
-// The CPU decoder runs every layer kind of model/stack.h (model/decode_layer.h); the GPU decoder runs the
-// dense Llama (GPT blocks), reading the flat offsets below. Per row of a Llama with input x (as the
-// training step and transformers compute it):
+// Both decoders run every layer kind of model/stack.h, each through the kinds' decoding twins
+// (model/decode_layer.h, model/gpu_decode_layer.h) between the training step's norms. Per row of a Llama
+// with input x (as the training step and transformers compute it):
 //   n = rmsnorm(x; input_layernorm)   qkv = n Wqkv^T; RoPE on q and k at the row's position
 //   append k, v to the cache          a = attention over the cache (positions 0..pos)
 //   h = x + a Wo^T                    m = rmsnorm(h; post_attention_layernorm)
@@ -68,20 +68,8 @@ class Decoder {
   virtual std::vector<float> last_logits() = 0;
 };
 
-// Flat-buffer offsets of the tensors the GPU decoder reads, from the blocks the layer kinds declare (the
-// attention's q_proj|k_proj|v_proj and the MLP's gate_proj|up_proj are each one contiguous block) and the
-// step's (embedding, pre-norms, final norm, LM head): no Hugging Face name is spelled here.
-struct DecoderLayerOffsets {
-  int64_t qkv = 0, o_proj = 0, gate_up = 0, down_proj = 0, input_norm = 0, post_norm = 0;
-};
-struct DecoderOffsets {
-  int64_t embedding = 0, lm_head = 0, final_norm = 0;
-  std::vector<DecoderLayerOffsets> layers;
-};
-// Throws sg::Error (gpu_decoder_refusal's reason) for a model the GPU decoder does not run.
-DecoderOffsets decoder_offsets(const ModelSpec& model, const ModelLayout& layout);
-// Why the GPU decoder cannot run `model` (not a Llama model; a query width other than hidden_size); empty
-// when it can. The CPU decoder runs every model.
+// Why the GPU decoder cannot run `model` (a shape its kernels do not take); empty when it can. Both
+// decoders run every layer kind; the CPU decoder runs every shape.
 std::string gpu_decoder_refusal(const ModelSpec& model);
 
 }  // namespace sg::model

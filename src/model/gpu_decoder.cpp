@@ -5,16 +5,13 @@
 
 #include "core/error.h"
 #include "core/strings.h"
-#include "model/layer_registry.h"
 #include "cuda/bf16.h"
 #include "cuda/check.h"
-#include "kernels/decode_attention.h"
 #include "kernels/decode_state.h"
 #include "kernels/embedding.h"
 #include "kernels/rmsnorm.h"
-#include "kernels/rope.h"
 #include "kernels/sampling.h"
-#include "kernels/swiglu.h"
+#include "model/layer_registry.h"
 
 namespace sg::model {
 
@@ -26,10 +23,10 @@ size_t sz(int64_t n) {
 
 struct GpuDecoder::Buffers {
   bf16* params = nullptr;
-  std::vector<bf16*> k_cache, v_cache;  // [layer] -> [batch, kv_heads, capacity, head_dim]
-  bf16 *x = nullptr, *n = nullptr, *h = nullptr, *qkv = nullptr, *attn = nullptr, *delta = nullptr;
-  bf16 *gate_up = nullptr, *act = nullptr;
+  float* fp32_params = nullptr;                       // the blocks the layers read in fp32, one after another
+  bf16 *x = nullptr, *n = nullptr, *delta = nullptr;  // [rows, H]: residual stream, pre-norm output, layer output
   float* rstd = nullptr;
+  void* layer_scratch = nullptr;        // shared by the layers (model/gpu_decode_layer.h)
   float* logits = nullptr;              // [batch, padded_vocab]
   int32_t* prompt_tokens = nullptr;     // [rows]
   int32_t* prompt_positions = nullptr;  // [rows]
@@ -48,38 +45,53 @@ struct GpuDecoder::Rows {
   int64_t out_rows = 0, first_out = 0;  // logits of the last out_rows rows -> logits rows first_out..
 };
 
+const float* GpuDecodeIO::fp32_weight(ParamRef ref) const {
+  const float* w = fp32_weights != nullptr && ref.valid() && sz(ref.index) < fp32_weights->size()
+                       ? (*fp32_weights)[sz(ref.index)]
+                       : nullptr;
+  SG_CHECK(w != nullptr, strprintf("GpuDecodeIO::fp32_weight: block %d was not asked for by fp32_params()", ref.index));
+  return w;
+}
+
 GpuDecoder::GpuDecoder(const ModelSpec& model, const std::vector<float>& weights, const DecodeSpec& decode,
                        bool use_graphs)
-    : model_(model),
-      layout_(model_layout(model)),
-      offsets_(decoder_offsets(model, layout_)),
-      decode_(decode),
-      use_graphs_(use_graphs) {
+    : model_(model), layers_(make_gpu_decode_layers(model)), decode_(decode), use_graphs_(use_graphs) {
+  const std::string refusal = gpu_decoder_refusal(model);
+  SG_REQUIRE(refusal.empty(), "generate: " + refusal);
+  layout_ = declare_model(model, [this](size_t i, LayerDeclarations& d) { layers_[i]->declare(d); });
   SG_CHECK(static_cast<int64_t>(weights.size()) == layout_.total(),
            strprintf("GpuDecoder: %zu weights for a model whose flat buffer has %lld", weights.size(),
                      static_cast<long long>(layout_.total())));
   check_decode_request(model, decode, std::vector<std::vector<int32_t>>(sz(decode.batch), std::vector<int32_t>{0}));
-  SG_CHECK(model.hidden_size % 8 == 0 && model.head_dim() <= kernels::kDecodeAttentionMaxHeadDim,
-           strprintf("GpuDecoder: hidden_size = %lld must be a multiple of 8 and head_dim = %lld at most %lld",
-                     static_cast<long long>(model.hidden_size), static_cast<long long>(model.head_dim()),
-                     static_cast<long long>(kernels::kDecodeAttentionMaxHeadDim)));
   rows_ = decode.max_rows();
   padded_vocab_ = (model.vocab_size + 7) / 8 * 8;
   sampling_scratch_bytes_ = kernels::sample_tokens_scratch_bytes(decode.batch, decode.sampled_vocab(model.vocab_size),
                                                                  padded_vocab_, decode.sampling);
-  plan_memory();
+  std::vector<float> fp32;  // the fp32 blocks, in the order the layers ask for them
+  std::vector<std::pair<ParamRef, int64_t>> fp32_at;
+  for (auto& layer : layers_) {
+    for (const ParamRef ref : layer->fp32_params()) {
+      fp32_at.emplace_back(ref, static_cast<int64_t>(fp32.size()));
+      const auto first = weights.begin() + layout_.offset(ref);
+      fp32.insert(fp32.end(), first, first + layout_.params.numel(ref));
+    }
+  }
+  plan_memory(static_cast<int64_t>(fp32.size()));
   blas_ = std::make_unique<kernels::Blas>(buf_->cublas_workspace, kernels::Blas::kWorkspaceBytes);
   // The decoding step's GEMMs are planned now, so nothing is planned inside a step or a capture.
-  const int64_t B = decode.batch, H = model.hidden_size, F = model.ffn_hidden_size;
-  kernels::LinearForward(*blas_, B, H, model.qkv_dim());
-  kernels::LinearForward(*blas_, B, H, H);
-  kernels::LinearForward(*blas_, B, H, 2 * F);
-  kernels::LinearForward(*blas_, B, F, H);
-  lm_head_plan(B);
+  for (auto& layer : layers_) layer->bind(*arena_, *blas_);
+  lm_head_plan(decode.batch);
+  for (const auto& [ref, at] : fp32_at) {
+    if (fp32_by_ref_.size() <= sz(ref.index)) fp32_by_ref_.resize(sz(ref.index) + 1, nullptr);
+    fp32_by_ref_[sz(ref.index)] = buf_->fp32_params + at;
+  }
 
   std::vector<uint16_t> bits(weights.size());
   for (size_t i = 0; i < weights.size(); ++i) bits[i] = float_to_bf16_bits(weights[i]);
   SG_CUDA_CHECK(cudaMemcpyAsync(buf_->params, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice, stream_));
+  if (!fp32.empty()) {
+    SG_CUDA_CHECK(cudaMemcpyAsync(buf_->fp32_params, fp32.data(), fp32.size() * 4, cudaMemcpyHostToDevice, stream_));
+  }
   SG_CUDA_CHECK(cudaStreamSynchronize(stream_));
   runner_ = std::make_unique<graph::FullIterationRunner>(registry_, /*warmup_steps=*/1, use_graphs_, "decode step");
 }
@@ -88,27 +100,26 @@ GpuDecoder::~GpuDecoder() {
   registry_.destroy_all();
 }
 
-void GpuDecoder::plan_memory() {
+void GpuDecoder::plan_memory(int64_t fp32_count) {
   using cuda::MemoryCategory;
   const ModelSpec& m = model_;
-  const int64_t R = rows_, B = decode_.batch, H = m.hidden_size, F = m.ffn_hidden_size, L = m.num_layers;
-  const int64_t cache = B * m.num_query_groups * decode_.capacity() * m.head_dim();
+  const int64_t R = rows_, B = decode_.batch, H = m.hidden_size;
   cuda::MemoryPlan plan;
   const auto params = plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, sz(layout_.total()));
-  std::vector<cuda::MemorySlot> k_slots, v_slots;
-  for (int64_t l = 0; l < L; ++l) {
-    const long long i = static_cast<long long>(l);
-    k_slots.push_back(
-        plan.add_array<bf16>(strprintf("kv_cache.layer%lld.k", i), MemoryCategory::activations, sz(cache)));
-    v_slots.push_back(
-        plan.add_array<bf16>(strprintf("kv_cache.layer%lld.v", i), MemoryCategory::activations, sz(cache)));
+  const auto fp32_params = plan.add_array<float>("parameters.fp32", MemoryCategory::parameters, sz(fp32_count));
+  // Each layer's state (KV caches, Mamba states) and its workspaces; then the scratch they share.
+  size_t scratch_bytes = 0;
+  for (auto& layer : layers_) {
+    layer->plan(m, decode_, plan);
+    DecodeScratch sizing;
+    layer->take_scratch(sizing);
+    scratch_bytes = std::max(scratch_bytes, sizing.bytes());
   }
+  const auto layer_scratch = plan.add("act.layer_scratch", MemoryCategory::activations, scratch_bytes);
   const auto act = [&](const char* name, int64_t width) {
     return plan.add_array<bf16>(name, MemoryCategory::activations, sz(R * width));
   };
-  const auto x = act("act.resid", H), n = act("act.norm", H), h = act("act.resid_mid", H);
-  const auto qkv = act("act.qkv", m.qkv_dim()), attn = act("act.attn", H), delta = act("act.delta", H);
-  const auto gate_up = act("act.gate_up", 2 * F), swiglu = act("act.swiglu", F);
+  const auto x = act("act.resid", H), n = act("act.norm", H), delta = act("act.delta", H);
   const auto rstd = plan.add_array<float>("act.rstd", MemoryCategory::activations, sz(R));
   const auto logits = plan.add_array<float>("act.logits", MemoryCategory::activations, sz(B * padded_vocab_));
   const auto prompt_tokens = plan.add_array<int32_t>("input.prompt_tokens", MemoryCategory::inputs, sz(R));
@@ -126,18 +137,15 @@ void GpuDecoder::plan_memory() {
   buf_ = std::make_unique<Buffers>();
   Buffers& b = *buf_;
   b.params = arena_->get<bf16>(params);
-  for (int64_t l = 0; l < L; ++l) {
-    b.k_cache.push_back(arena_->get<bf16>(k_slots[sz(l)]));
-    b.v_cache.push_back(arena_->get<bf16>(v_slots[sz(l)]));
+  b.fp32_params = arena_->get<float>(fp32_params);
+  b.layer_scratch = arena_->raw(layer_scratch);
+  for (auto& layer : layers_) {
+    DecodeScratch bound(b.layer_scratch);
+    layer->take_scratch(bound);
   }
   b.x = arena_->get<bf16>(x);
   b.n = arena_->get<bf16>(n);
-  b.h = arena_->get<bf16>(h);
-  b.qkv = arena_->get<bf16>(qkv);
-  b.attn = arena_->get<bf16>(attn);
   b.delta = arena_->get<bf16>(delta);
-  b.gate_up = arena_->get<bf16>(gate_up);
-  b.act = arena_->get<bf16>(swiglu);
   b.rstd = arena_->get<float>(rstd);
   b.logits = arena_->get<float>(logits);
   b.prompt_tokens = arena_->get<int32_t>(prompt_tokens);
@@ -151,10 +159,12 @@ void GpuDecoder::plan_memory() {
 }
 
 std::string GpuDecoder::description() const {
-  return strprintf("GPU bf16 decoder: %lld sequence(s), KV cache of %lld positions each (%s), decoding step %s",
-                   static_cast<long long>(decode_.batch), static_cast<long long>(decode_.capacity()),
-                   human_bytes(arena_->total_bytes()).c_str(),
-                   use_graphs_ ? "captured as one CUDA graph" : "eager (graphs off)");
+  return strprintf(
+      "GPU bf16 decoder: %lld sequence(s), caches and states for %lld positions each (%s), %s, "
+      "decoding step %s",
+      static_cast<long long>(decode_.batch), static_cast<long long>(decode_.capacity()),
+      human_bytes(arena_->total_bytes()).c_str(), describe_stack(model_).c_str(),
+      use_graphs_ ? "captured as one CUDA graph" : "eager (graphs off)");
 }
 
 const kernels::GemmPlan& GpuDecoder::lm_head_plan(int64_t rows) {
@@ -170,78 +180,46 @@ const kernels::GemmPlan& GpuDecoder::lm_head_plan(int64_t rows) {
                       .d_type = kernels::GemmDtype::kFP32});
 }
 
+// As the CPU decoder and the training step: each residual add is fused with the norm that follows it, the
+// last one with model.norm, so n always holds the next norm's output.
 void GpuDecoder::enqueue_forward(cudaStream_t stream, const Rows& r) {
   const ModelSpec& m = model_;
-  const int64_t T = r.T, H = m.hidden_size, F = m.ffn_hidden_size, QKV = m.qkv_dim();
+  const int64_t T = r.T, H = m.hidden_size;
   const float eps = static_cast<float>(m.layernorm_epsilon);
   const Buffers& b = *buf_;
   const bf16* W = b.params;
-  const ref::DecodeAttentionShape shape{.T = T,
-                                        .rows_per_slot = r.rows_per_slot,
-                                        .first_slot = r.first_slot,
-                                        .slots = decode_.batch,
-                                        .capacity = decode_.capacity(),
-                                        .heads = m.num_attention_heads,
-                                        .kv_heads = m.num_query_groups,
-                                        .head_dim = m.head_dim()};
-  const kernels::LinearForward qkv_gemm(*blas_, T, H, QKV), o_gemm(*blas_, T, H, H);
-  const kernels::LinearForward gate_up_gemm(*blas_, T, H, 2 * F), down_gemm(*blas_, T, F, H);
-
-  kernels::embedding_forward(
-      stream,
-      {.out = b.x, .tokens = r.tokens, .table = W + offsets_.embedding, .T = T, .H = H, .vocab_size = m.vocab_size});
+  const auto norm_weight = [&](int64_t boundary) { return W + layout_.offset(layout_.norm_before(boundary)); };
+  kernels::embedding_forward(stream, {.out = b.x,
+                                      .tokens = r.tokens,
+                                      .table = W + layout_.offset(layout_.embedding),
+                                      .T = T,
+                                      .H = H,
+                                      .vocab_size = m.vocab_size});
   kernels::rmsnorm_forward(
-      stream,
-      {.out = b.n, .rstd = b.rstd, .in = b.x, .weight = W + offsets_.layers[0].input_norm, .T = T, .H = H, .eps = eps});
-  for (int64_t l = 0; l < m.num_layers; ++l) {
-    const DecoderLayerOffsets& o = offsets_.layers[sz(l)];
-    qkv_gemm.run(stream, b.qkv, b.n, W + o.qkv);
-    kernels::rope_forward(stream, {.x = b.qkv,
-                                   .T = T,
-                                   .S = 1,
-                                   .num_heads = m.num_attention_heads + m.num_query_groups,
-                                   .head_dim = m.head_dim(),
-                                   .row_stride = QKV,
-                                   .base = m.rotary_base,
-                                   .scaling = m.rope_scaling,
-                                   .positions = r.positions});
-    kernels::kv_cache_append(stream, {.k_cache = b.k_cache[sz(l)],
-                                      .v_cache = b.v_cache[sz(l)],
-                                      .qkv = b.qkv,
-                                      .positions = r.positions,
-                                      .shape = shape});
-    kernels::decode_attention_forward(stream, {.out = b.attn,
-                                               .qkv = b.qkv,
-                                               .k_cache = b.k_cache[sz(l)],
-                                               .v_cache = b.v_cache[sz(l)],
-                                               .positions = r.positions,
-                                               .shape = shape});
-    o_gemm.run(stream, b.delta, b.attn, W + o.o_proj);
-    kernels::residual_rmsnorm_forward(stream, {.residual_out = b.h,
+      stream, {.out = b.n, .rstd = b.rstd, .in = b.x, .weight = norm_weight(0), .T = T, .H = H, .eps = eps});
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->forward(
+        stream,
+        {.layout = layout_,
+         .weights = W,
+         .fp32_weights = &fp32_by_ref_,
+         .input = b.n,
+         .output = b.delta,
+         .rows = {.T = T, .rows_per_slot = r.rows_per_slot, .first_slot = r.first_slot, .positions = r.positions},
+         .blas = *blas_});
+    kernels::residual_rmsnorm_forward(stream, {.residual_out = b.x,
                                                .norm_out = b.n,
                                                .rstd = b.rstd,
                                                .residual_in = b.x,
                                                .delta = b.delta,
-                                               .weight = W + o.post_norm,
-                                               .T = T,
-                                               .H = H,
-                                               .eps = eps});
-    gate_up_gemm.run(stream, b.gate_up, b.n, W + o.gate_up);
-    kernels::swiglu_forward(stream, {.out = b.act, .gate_up = b.gate_up, .T = T, .F = F});
-    down_gemm.run(stream, b.delta, b.act, W + o.down_proj);
-    const int64_t next_norm = l + 1 < m.num_layers ? offsets_.layers[sz(l + 1)].input_norm : offsets_.final_norm;
-    kernels::residual_rmsnorm_forward(stream, {.residual_out = b.x,
-                                               .norm_out = b.n,
-                                               .rstd = b.rstd,
-                                               .residual_in = b.h,
-                                               .delta = b.delta,
-                                               .weight = W + next_norm,
+                                               .weight = norm_weight(static_cast<int64_t>(i) + 1),
                                                .T = T,
                                                .H = H,
                                                .eps = eps});
   }
   lm_head_plan(r.out_rows)
-      .run(stream, W + offsets_.lm_head, b.n + (T - r.out_rows) * H, b.logits + r.first_out * padded_vocab_);
+      .run(stream, W + layout_.offset(layout_.lm_head), b.n + (T - r.out_rows) * H,
+           b.logits + r.first_out * padded_vocab_);
 }
 
 void GpuDecoder::enqueue_sample_and_advance(cudaStream_t stream) {
@@ -267,6 +245,7 @@ void GpuDecoder::start(const std::vector<std::vector<int32_t>>& prompts) {
   check_decode_request(model_, decode_, prompts);
   cuda::check_host_sync_allowed("GpuDecoder::start");
   const Buffers& b = *buf_;
+  for (auto& layer : layers_) layer->reset(stream_);
   std::vector<int32_t> positions(sz(decode_.max_prompt_tokens));
   std::iota(positions.begin(), positions.end(), 0);
   SG_CUDA_CHECK(

@@ -1,13 +1,14 @@
 #pragma once
-// The GPU decoder: bf16 weights and activations with fp32 accumulation, the same kernels as the
-// training step (embedding, rmsnorm, cuBLASLt GEMMs, RoPE, SwiGLU) plus the KV-cache attention
-// (kernels/decode_attention.h), sampling (kernels/sampling.h) and the step bookkeeping
-// (kernels/decode_state.h). CPU twin: model/cpu_decoder.h; the structure is model/decoder.h's.
+// The GPU decoder: bf16 weights and activations with fp32 accumulation, the training step's embedding
+// and norms around each layer's GPU decoding twin (model/gpu_decode_layer.h: attention with its KV cache,
+// MLP, MoE, Mamba with its conv and SSM states), then the LM head, sampling (kernels/sampling.h) and the
+// step bookkeeping (kernels/decode_state.h). CPU twin: model/cpu_decoder.h; the structure is
+// model/decoder.h's.
 //
-// Memory: planned once in one Arena for the DecodeSpec — the weights, a static KV cache of
-// capacity() positions per sequence and layer, activations for max(max_prompt_tokens, batch) rows,
-// the logits [batch, Vp], the token history, and the device-resident decoding state (the latest
-// tokens, each sequence's position, the step counter).
+// Memory: planned once in one Arena for the DecodeSpec — the bf16 weights and the fp32 blocks the layers
+// read in fp32, each layer's state for capacity() positions per sequence, one scratch region the layers
+// share, activations for max(max_prompt_tokens, batch) rows, the logits [batch, Vp], the token history,
+// and the device-resident decoding state (the latest tokens, each sequence's position, the step counter).
 // Prefill: eager, one prompt at a time (its GEMMs are planned for its length on first use).
 // Decoding step: one sequence of launches that reads everything that changes (tokens, positions, the
 // step) from device memory, so with graphs on it is captured ONCE (after one eager step, which loads
@@ -23,6 +24,7 @@
 #include "graph/registry.h"
 #include "kernels/gemm.h"
 #include "model/decoder.h"
+#include "model/gpu_decode_layer.h"
 
 namespace sg::model {
 
@@ -48,20 +50,21 @@ class GpuDecoder final : public Decoder {
  private:
   struct Buffers;
   struct Rows;  // the row arrangement of one forward (prefill of one prompt, or one decoding step)
-  void plan_memory();
+  void plan_memory(int64_t fp32_count);
   // Enqueues the model on `rows` and the logits of its last out_rows rows (no host sync).
   void enqueue_forward(cudaStream_t stream, const Rows& rows);
   void enqueue_sample_and_advance(cudaStream_t stream);
   const kernels::GemmPlan& lm_head_plan(int64_t rows);
 
   ModelSpec model_;
+  std::vector<std::unique_ptr<GpuDecodeLayer>> layers_;
   ModelLayout layout_;
-  DecoderOffsets offsets_;
   DecodeSpec decode_;
   bool use_graphs_;
   int64_t rows_ = 0;          // activation rows planned: max(max_prompt_tokens, batch)
   int64_t padded_vocab_ = 0;  // logits row stride (16-byte aligned rows for cuBLASLt)
   size_t sampling_scratch_bytes_ = 0;
+  std::vector<const float*> fp32_by_ref_;  // GpuDecodeIO::fp32_weights
   int64_t steps_done_ = 0;  // generated tokens per sequence so far
 
   cuda::Stream stream_;

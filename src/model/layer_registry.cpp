@@ -19,6 +19,7 @@ struct Registration {
   std::unique_ptr<Layer> (*make)(const LayerPlace& place);
   std::unique_ptr<CpuLayer> (*make_cpu)(const LayerPlace& place);
   std::unique_ptr<CpuDecodeLayer> (*make_cpu_decode)(const LayerPlace& place);
+  std::unique_ptr<GpuDecodeLayer> (*make_gpu_decode)(const LayerPlace& place);
   double (*decode_state_bytes)(const ModelSpec& model, const DecodeSpec& decode);
   LayerRecompute (*recompute)();  // what the kind can recompute
   LayerFlops (*flops_per_token)(const ModelSpec& model);
@@ -27,7 +28,7 @@ struct Registration {
 
 // Recompute is opt-in; the FLOPs and the host footprint every kind must declare (a kind without them
 // does not compile here).
-template <class GpuLayer, class CpuTwin, class CpuDecodeTwin>
+template <class GpuLayer, class CpuTwin, class CpuDecodeTwin, class GpuDecodeTwin>
 constexpr Registration kind(LayerKind k) {
   return Registration{
       .kind = k,
@@ -35,6 +36,9 @@ constexpr Registration kind(LayerKind k) {
       .make_cpu = [](const LayerPlace& p) -> std::unique_ptr<CpuLayer> { return std::make_unique<CpuTwin>(p); },
       .make_cpu_decode = [](const LayerPlace& p) -> std::unique_ptr<CpuDecodeLayer> {
         return std::make_unique<CpuDecodeTwin>(p);
+      },
+      .make_gpu_decode = [](const LayerPlace& p) -> std::unique_ptr<GpuDecodeLayer> {
+        return std::make_unique<GpuDecodeTwin>(p);
       },
       .decode_state_bytes = &CpuDecodeTwin::state_bytes,
       .recompute = []() -> LayerRecompute {
@@ -51,10 +55,10 @@ constexpr Registration kind(LayerKind k) {
 
 // ONE line per layer kind.
 constexpr Registration kRegistrations[] = {
-    kind<AttentionLayer, AttentionLayerCpu, AttentionDecodeCpu>(LayerKind::attention),
-    kind<MlpLayer, MlpLayerCpu, MlpDecodeCpu>(LayerKind::mlp),
-    kind<MoeLayer, MoeLayerCpu, MoeDecodeCpu>(LayerKind::moe),
-    kind<MambaLayer, MambaLayerCpu, MambaDecodeCpu>(LayerKind::mamba),
+    kind<AttentionLayer, AttentionLayerCpu, AttentionDecodeCpu, AttentionDecodeGpu>(LayerKind::attention),
+    kind<MlpLayer, MlpLayerCpu, MlpDecodeCpu, MlpDecodeGpu>(LayerKind::mlp),
+    kind<MoeLayer, MoeLayerCpu, MoeDecodeCpu, MoeDecodeGpu>(LayerKind::moe),
+    kind<MambaLayer, MambaLayerCpu, MambaDecodeCpu, MambaDecodeGpu>(LayerKind::mamba),
 };
 
 const Registration* find(LayerKind kind) {
@@ -121,6 +125,12 @@ std::vector<std::unique_ptr<CpuLayer>> make_cpu_layers(const ModelSpec& spec) {
 std::vector<std::unique_ptr<CpuDecodeLayer>> make_cpu_decode_layers(const ModelSpec& spec) {
   std::vector<std::unique_ptr<CpuDecodeLayer>> layers;
   for (const LayerPlace& place : stack_places(spec)) layers.push_back(require(place.kind).make_cpu_decode(place));
+  return layers;
+}
+
+std::vector<std::unique_ptr<GpuDecodeLayer>> make_gpu_decode_layers(const ModelSpec& spec) {
+  std::vector<std::unique_ptr<GpuDecodeLayer>> layers;
+  for (const LayerPlace& place : stack_places(spec)) layers.push_back(require(place.kind).make_gpu_decode(place));
   return layers;
 }
 

@@ -1,17 +1,18 @@
 #pragma once
-// Which layer kinds the engine can build: letter -> GPU layer, CPU twin and CPU decoding twin
-// (model/decode_layer.h), with what each kind declares of itself (recompute, FLOPs, host memory;
-// model/layer.h). Adding a kind is one GPU file, one CPU file (both twins) and ONE registration line in
-// layer_registry.cpp (docs/architecture.md has the checklist). Every letter of model/layer_kind.h is
-// registered today (tests/model/stack_test.cpp holds that); a letter added to the pattern language before
-// its kind is built would parse and validate, and building the model would refuse it with "not
-// implemented yet".
+// Which layer kinds the engine can build: letter -> GPU layer, CPU twin, CPU decoding twin
+// (model/decode_layer.h) and GPU decoding twin (model/gpu_decode_layer.h), with what each kind declares of
+// itself (recompute, FLOPs, host memory; model/layer.h). Adding a kind is one GPU file, one CPU file (both
+// CPU twins), one GPU decoding file and ONE registration line in layer_registry.cpp (docs/architecture.md
+// has the checklist). Every letter of model/layer_kind.h is registered today (tests/model/stack_test.cpp
+// holds that); a letter added to the pattern language before its kind is built would parse and validate,
+// and building the model would refuse it with "not implemented yet".
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "model/decode_layer.h"
+#include "model/gpu_decode_layer.h"
 #include "model/layer.h"
 #include "model/stack.h"
 
@@ -37,6 +38,7 @@ std::vector<LayerKind> missing_layer_kinds(const ModelSpec& spec);
 std::vector<std::unique_ptr<Layer>> make_layers(const ModelSpec& spec);
 std::vector<std::unique_ptr<CpuLayer>> make_cpu_layers(const ModelSpec& spec);
 std::vector<std::unique_ptr<CpuDecodeLayer>> make_cpu_decode_layers(const ModelSpec& spec);
+std::vector<std::unique_ptr<GpuDecodeLayer>> make_gpu_decode_layers(const ModelSpec& spec);
 // Host bytes of what the CPU decoder's layers keep for one generation (KV caches, Mamba states): each
 // kind's decoding twin's state_bytes, summed over the stack.
 double decode_state_bytes(const ModelSpec& model, const DecodeSpec& decode);

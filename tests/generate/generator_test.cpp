@@ -1,6 +1,6 @@
-// Which decoder generate runs: the GPU one for a model it runs (a Llama model whose query width is hidden_size)
-// when a GPU is there and --cpu is not given, the CPU decoder without a GPU or with --cpu; a model the GPU decoder
-// does not run (MoE or Mamba layers, another query width) on a GPU machine without --cpu is refused naming the
+// Which decoder generate runs: the GPU one when a GPU is there and --cpu is not given (every layer kind: Llama,
+// Mixtral-style MoE, Mamba hybrids, a query width other than hidden_size), the CPU decoder without a GPU or with
+// --cpu; a shape the GPU decoder's kernels do not take, on a GPU machine without --cpu, is refused naming the
 // model, the reason and the fix, never switched to the CPU in silence.
 #include "generate/generator.h"
 
@@ -16,35 +16,67 @@ namespace {
 
 model::ModelSpec mixtral_spec() { return test::with_mixtral_experts(test::tiny_model_spec()); }
 
+// The tiny hybrid at a Mamba shape the GPU kernels take: 8 heads of 64, 2 groups of state 16 (in_proj 1096).
+model::ModelSpec gpu_hybrid_spec(const char* pattern) {
+  model::ModelSpec m = test::tiny_hybrid_spec(pattern);
+  m.mamba.head_dim = 64;
+  m.mamba.num_heads = 8;
+  m.mamba.state_dim = 16;
+  return m;
+}
+
 model::ModelSpec wide_query_spec() {  // model.kv_channels: 4 heads of 8 for hidden_size 16
   model::ModelSpec m = test::tiny_model_spec();
   m.kv_channels = 8;
   return m;
 }
 
-TEST(ChooseDecoderBackend, GpuForWhatItRunsCpuWithoutAGpuOrWithCpu) {
-  const model::ModelSpec llama = test::tiny_model_spec();
-  EXPECT_EQ(choose_decoder_backend(llama, "m", 1, false), DecoderBackend::gpu);
-  EXPECT_EQ(choose_decoder_backend(llama, "m", 1, true), DecoderBackend::cpu);
-  EXPECT_EQ(choose_decoder_backend(llama, "m", 0, false), DecoderBackend::cpu);
-  for (const model::ModelSpec& other : {mixtral_spec(), test::tiny_hybrid_spec("M*-M"), wide_query_spec()}) {
-    EXPECT_EQ(choose_decoder_backend(other, "m", 0, false), DecoderBackend::cpu);
-    EXPECT_EQ(choose_decoder_backend(other, "m", 2, true), DecoderBackend::cpu);
+TEST(ChooseDecoderBackend, GpuForEveryLayerKindCpuWithoutAGpuOrWithCpu) {
+  for (const model::ModelSpec& m :
+       {test::tiny_model_spec(), mixtral_spec(), gpu_hybrid_spec("M*-M"), wide_query_spec()}) {
+    EXPECT_EQ(choose_decoder_backend(m, "m", 1, false), DecoderBackend::gpu);
+    EXPECT_EQ(choose_decoder_backend(m, "m", 1, true), DecoderBackend::cpu);
+    EXPECT_EQ(choose_decoder_backend(m, "m", 0, false), DecoderBackend::cpu);
   }
 }
 
-TEST(ChooseDecoderBackend, AModelTheGpuDecoderDoesNotRunNamesTheReasonAndTheFix) {
+TEST(ChooseDecoderBackend, AShapeTheGpuDecoderDoesNotTakeNamesTheReasonAndTheFix) {
+  model::ModelSpec wide_heads = test::tiny_model_spec();
+  wide_heads.kv_channels = 288;  // beyond the decoding attention's 256
   std::string error =
-      test::thrown_message([] { choose_decoder_backend(mixtral_spec(), "generate CHECKPOINT /m", 1, false); });
-  EXPECT_NE(error.find("generate CHECKPOINT /m: the GPU decoder runs Llama models"), std::string::npos) << error;
-  EXPECT_NE(error.find("MixtralForCausalLM"), std::string::npos) << error;
+      test::thrown_message([&] { choose_decoder_backend(wide_heads, "generate CHECKPOINT /m", 1, false); });
+  EXPECT_NE(
+      error.find("generate CHECKPOINT /m: the GPU decoder's attention takes head_dim up to 256; this model's is 288"),
+      std::string::npos)
+      << error;
   EXPECT_NE(error.find("add --cpu"), std::string::npos) << error;
-  error = test::thrown_message([] { choose_decoder_backend(test::tiny_hybrid_spec("M*-M"), "m", 1, false); });
-  EXPECT_NE(error.find("NemotronHForCausalLM"), std::string::npos) << error;
+  EXPECT_EQ(choose_decoder_backend(wide_heads, "m", 0, false), DecoderBackend::cpu);
+  // A Mamba stack has no attention: its head_dim is not the decoding attention's.
+  model::ModelSpec mamba_only = gpu_hybrid_spec("MM");
+  mamba_only.kv_channels = 288;
+  EXPECT_EQ(choose_decoder_backend(mamba_only, "m", 1, false), DecoderBackend::gpu);
+  model::ModelSpec odd = test::tiny_model_spec();
+  odd.hidden_size = 20;
+  odd.num_attention_heads = 5;
+  odd.num_query_groups = 5;
+  error = test::thrown_message([&] { choose_decoder_backend(odd, "m", 1, false); });
+  EXPECT_NE(error.find("hidden_size to be a multiple of 8"), std::string::npos) << error;
+  EXPECT_NE(error.find("this model's is 20"), std::string::npos) << error;
   EXPECT_NE(error.find("add --cpu"), std::string::npos) << error;
-  error = test::thrown_message([] { choose_decoder_backend(wide_query_spec(), "m", 1, false); });
-  EXPECT_NE(error.find("4 x 8 for hidden_size 16"), std::string::npos) << error;
-  EXPECT_NE(error.find("add --cpu"), std::string::npos) << error;
+  // Mamba: the scan's head and state sizes, and the in_proj GEMM's 16-byte rows.
+  error = test::thrown_message([] { choose_decoder_backend(test::tiny_hybrid_spec("M*"), "m", 1, false); });
+  EXPECT_NE(error.find("mamba_state_dim 16, 32, 64 or 128; this model's are 4 and 4"), std::string::npos) << error;
+  model::ModelSpec two_heads = gpu_hybrid_spec("M*");
+  two_heads.mamba.num_heads = 2;
+  error = test::thrown_message([&] { choose_decoder_backend(two_heads, "m", 1, false); });
+  EXPECT_NE(error.find("(2 x 128 + 2 x 2 groups x 16 + 2 heads = 322) that is a multiple of 8"), std::string::npos)
+      << error;
+  // MoE: the experts' width.
+  model::ModelSpec narrow = mixtral_spec();
+  narrow.moe_ffn_hidden_size = 20;
+  error = test::thrown_message([&] { choose_decoder_backend(narrow, "m", 1, false); });
+  EXPECT_NE(error.find("MoE layers refuse the moe_ffn_hidden_size"), std::string::npos) << error;
+  EXPECT_EQ(choose_decoder_backend(narrow, "m", 1, true), DecoderBackend::cpu);
 }
 
 }  // namespace

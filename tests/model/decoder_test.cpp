@@ -1,57 +1,90 @@
-// The decoders' flat-buffer offsets (model/decoder.h) come from the blocks the layer kinds declare and the
-// step's own: they name the Hugging Face tensors of a Llama checkpoint (checked here by name, the one place
-// outside the kinds that spells them), for untied and tied embeddings and GQA; and a layout of another
-// model is refused.
-#include "model/decoder.h"
-
+// The GPU decoding twins (model/gpu_decode_layer.h), without a GPU: they declare the same parameter layout as
+// the training layers (the decoder reads the training step's checkpoints by the same references), and their
+// scratch, taken twice from a DecodeScratch (sizing, then binding), lands at the same aligned places inside
+// the region sized for it.
 #include <gtest/gtest.h>
 
-#include <string>
+#include <cstdint>
+#include <vector>
 
-#include "core/strings.h"
+#include "model/gpu_decode_layer.h"
 #include "model/layer_registry.h"
-#include "test_util.h"
 #include "tiny_model.h"
 
 namespace sg::model {
 namespace {
 
-TEST(DecoderOffsets, AreTheLlamaTensorsOfTheLayout) {
-  for (const bool tied : {false, true}) {
-    SCOPED_TRACE(tied ? "tied" : "untied");
-    ModelSpec m = test::tiny_model_spec();  // GQA: 4 heads in 2 groups
-    m.num_layers = 3;
-    m.share_embeddings_and_output_weights = tied;
-    const ModelLayout layout = model_layout(m);
-    const auto at = [&](const std::string& name) { return layout.find(name).offset; };
-    const DecoderOffsets o = decoder_offsets(m, layout);
-    EXPECT_EQ(o.embedding, at("model.embed_tokens.weight"));
-    EXPECT_EQ(o.lm_head, tied ? o.embedding : at("lm_head.weight"));
-    EXPECT_EQ(o.final_norm, at("model.norm.weight"));
-    ASSERT_EQ(o.layers.size(), 3u);
-    for (size_t l = 0; l < o.layers.size(); ++l) {
-      const std::string p = strprintf("model.layers.%zu.", l);
-      const DecoderLayerOffsets& d = o.layers[l];
-      EXPECT_EQ(d.qkv, at(p + "self_attn.q_proj.weight"));
-      // q|k|v and gate|up are one block each: what the decoder reads as one weight.
-      EXPECT_EQ(at(p + "self_attn.k_proj.weight"), d.qkv + m.q_dim() * m.hidden_size);
-      EXPECT_EQ(at(p + "self_attn.v_proj.weight"), d.qkv + (m.q_dim() + m.kv_dim()) * m.hidden_size);
-      EXPECT_EQ(d.o_proj, at(p + "self_attn.o_proj.weight"));
-      EXPECT_EQ(d.gate_up, at(p + "mlp.gate_proj.weight"));
-      EXPECT_EQ(at(p + "mlp.up_proj.weight"), d.gate_up + m.ffn_hidden_size * m.hidden_size);
-      EXPECT_EQ(d.down_proj, at(p + "mlp.down_proj.weight"));
-      EXPECT_EQ(d.input_norm, at(p + "input_layernorm.weight"));
-      EXPECT_EQ(d.post_norm, at(p + "post_attention_layernorm.weight"));
+TEST(DecodeScratch, SizesAndBindsTheSamePiecesAligned) {
+  DecodeScratch sizing;
+  EXPECT_EQ(sizing.take<float>(3), nullptr);
+  EXPECT_EQ(sizing.take<int32_t>(0), nullptr);
+  EXPECT_EQ(sizing.take<char>(257), nullptr);
+  EXPECT_EQ(sizing.bytes(), 256u + 0u + 512u);
+  std::vector<char> region(sizing.bytes());
+  DecodeScratch bound(region.data());
+  EXPECT_EQ(reinterpret_cast<char*>(bound.take<float>(3)), region.data());
+  EXPECT_EQ(reinterpret_cast<char*>(bound.take<int32_t>(0)), region.data() + 256);
+  EXPECT_EQ(bound.take<char>(257), region.data() + 256);
+  EXPECT_EQ(bound.bytes(), sizing.bytes());
+}
+
+TEST(GpuDecodeLayers, DeclareTheTrainingLayout) {
+  ModelSpec hybrid_moe = test::tiny_hybrid_spec("M*-ME");  // Nemotron-H's squared-ReLU experts with their bias
+  hybrid_moe.num_moe_experts = 4;
+  hybrid_moe.moe_router_topk = 2;
+  hybrid_moe.moe_ffn_hidden_size = 8;
+  hybrid_moe.moe.score_function = ref::MoeScoreFunction::sigmoid;
+  hybrid_moe.moe.shared_expert_intermediate_size = 16;
+  for (const ModelSpec& m :
+       {test::tiny_model_spec(), test::with_mixtral_experts(test::tiny_model_spec()), hybrid_moe}) {
+    SCOPED_TRACE(describe_stack(m));
+    std::vector<std::unique_ptr<GpuDecodeLayer>> layers = make_gpu_decode_layers(m);
+    ASSERT_EQ(layers.size(), stack_places(m).size());
+    const ModelLayout decoded = declare_model(m, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
+    const ModelLayout trained = model_layout(m);
+    ASSERT_EQ(decoded.total(), trained.total());
+    ASSERT_EQ(decoded.tensors().size(), trained.tensors().size());
+    for (size_t i = 0; i < trained.tensors().size(); ++i) {
+      EXPECT_EQ(decoded.tensors()[i].name, trained.tensors()[i].name);
+      EXPECT_EQ(decoded.tensors()[i].offset, trained.tensors()[i].offset);
     }
+  }
+  // The expert bias is read in fp32 (as the training step keeps it) only where it routes; asked before plan().
+  for (const bool routes : {false, true}) {
+    hybrid_moe.moe.enable_expert_bias = routes;
+    std::vector<std::unique_ptr<GpuDecodeLayer>> layers = make_gpu_decode_layers(hybrid_moe);
+    declare_model(hybrid_moe, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
+    EXPECT_EQ(layers[4]->fp32_params().size(), routes ? 1u : 0u);  // "M*-ME": the E
   }
 }
 
-TEST(DecoderOffsets, RefuseALayoutOfAnotherModel) {
-  ModelSpec m = test::tiny_model_spec();
-  ModelSpec deeper = m;
-  deeper.num_layers = m.num_layers + 1;
-  EXPECT_NE(test::thrown_message([&] { decoder_offsets(m, model_layout(deeper)); }).find("not this model's"),
-            std::string::npos);
+// Attention, MLP and Mamba plan without a device (the MoE twin's grouped GEMMs need one: the GPU tests).
+TEST(GpuDecodeLayers, PlanTheirStateAndScratchForTheLongestCall) {
+  ModelSpec m = test::tiny_hybrid_spec("M*-");
+  DecodeSpec decode;
+  decode.batch = 3;
+  decode.max_prompt_tokens = 5;
+  decode.max_new_tokens = 4;
+  std::vector<std::unique_ptr<GpuDecodeLayer>> layers = make_gpu_decode_layers(m);
+  declare_model(m, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
+  cuda::MemoryPlan plan;
+  for (auto& layer : layers) layer->plan(m, decode, plan);
+  // The attention layer's KV cache and the Mamba layer's two states; the MLP keeps nothing.
+  const cuda::MemorySlot k = plan.find("decode.layer1.k_cache");
+  ASSERT_TRUE(k.valid());
+  EXPECT_EQ(plan.at(k).bytes, static_cast<size_t>(3 * m.num_query_groups * 9 * m.head_dim()) * 2);
+  EXPECT_TRUE(plan.find("decode.layer0.conv_state").valid());
+  EXPECT_TRUE(plan.find("decode.layer0.ssm_state").valid());
+  EXPECT_EQ(plan.size(), 4u);
+  // The squared-ReLU MLP's scratch for 5 rows (the prompt is the longest call): its up projection and the activation.
+  DecodeScratch mlp;
+  layers[2]->take_scratch(mlp);
+  const size_t gate_up = static_cast<size_t>(5 * m.ffn_hidden_size * 2),
+               act = static_cast<size_t>(5 * m.ffn_hidden_size * 2);
+  EXPECT_EQ(mlp.bytes(), (gate_up + 255) / 256 * 256 + (act + 255) / 256 * 256);
+  // The Mamba layer's parameters read in fp32, as the training step reads its main weights.
+  EXPECT_EQ(layers[0]->fp32_params().size(), 3u);
+  EXPECT_TRUE(layers[1]->fp32_params().empty());
 }
 
 }  // namespace

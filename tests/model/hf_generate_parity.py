@@ -12,11 +12,10 @@ Checkpoints:
       tests/tools/hf_reference_generate_test.py checks the same on the CPU) in fp32;
   (b) a stepgraph checkpoint: `stepgraph train llama/tiny` for --steps steps on `stepgraph data synth`
       (a model that uses its context), prompts cut from that corpus;
-  (c) folders transformers writes itself for the architectures stepgraph decodes on the CPU only: NemotronH
-      (pattern ME*-EM: Mamba2, MoE with sigmoid routing and a correction bias that changes the choice, a shared
-      expert, squared-ReLU experts, GQA attention without RoPE, a squared-ReLU MLP) and Mixtral (4 experts
-      top-2, GQA), float32, weights redrawn with std 0.25 so that every layer matters. stepgraph runs them with
-      --cpu (the GPU decoder runs Llama models only).
+  (c) folders transformers writes itself for the other architectures stepgraph decodes: NemotronH (pattern
+      ME*-EM: Mamba2 with 8 heads, MoE with sigmoid routing and a correction bias that changes the choice, a
+      shared expert, squared-ReLU experts, GQA attention without RoPE, a squared-ReLU MLP) and Mixtral (4
+      experts top-2, GQA), float32, weights redrawn with std 0.25 so that every layer matters.
 For each, stepgraph generates greedily on the GPU (the decoding step as one CUDA graph) from every
 prompt in one batch (--prompt-tokens ... --ignore-eos --json), and transformers generates greedily
 (do_sample=False) from each prompt alone, in float32 and in bfloat16 (eager attention).
@@ -111,13 +110,13 @@ def load(folder, dtype, device):
     return model.to(device).eval()
 
 
-def transformers_cpu_decoder_folders(out):
+def transformers_folders(out):
     """(c): NemotronH and Mixtral folders saved by transformers, [(name, folder)]."""
     torch.manual_seed(0)
     nemotron_pattern = "ME*-EM"
     kinds = {"M": "mamba", "E": "moe", "*": "attention", "-": "mlp"}
     nemotron = dict(vocab_size=256, hidden_size=64, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
-                    intermediate_size=96, mlp_hidden_act="relu2", mamba_num_heads=2, mamba_head_dim=64, n_groups=2,
+                    intermediate_size=96, mlp_hidden_act="relu2", mamba_num_heads=8, mamba_head_dim=64, n_groups=2,
                     ssm_state_size=16, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                     moe_shared_expert_intermediate_size=48, routed_scaling_factor=2.5, norm_topk_prob=True,
                     max_position_embeddings=512, tie_word_embeddings=False)
@@ -188,16 +187,14 @@ def main():
     tokens = np.fromfile(corpus + ".bin", dtype=np.uint16)
     starts = rng.integers(0, len(tokens) - 64, size=args.prompts)
     checkpoints.append(("stepgraph_llama_tiny_trained", ckpt, [tokens[s:s + 24].tolist() for s in starts]))
-    # (c) architectures of the CPU decoder
-    cpu_only = set()
-    for name, folder in transformers_cpu_decoder_folders(out):
+    # (c) MoE and Mamba architectures
+    for name, folder in transformers_folders(out):
         prompts = [rng.integers(0, 256, size=int(rng.integers(3, 20))).tolist() for _ in range(args.prompts)]
         checkpoints.append((name, folder, prompts))
-        cpu_only.add(name)
 
     rows = []
     for name, folder, prompts in checkpoints:
-        flags = ["--cpu"] if name in cpu_only else sg_flags
+        flags = sg_flags
         ours, info = stepgraph_generate(args, folder, prompts, args.new_tokens, flags)
         print(f"{name}: {info['backend']}; {info['decode_tokens_per_s']:.0f} tokens/s", flush=True)
         if "--cpu" not in flags:

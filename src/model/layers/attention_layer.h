@@ -19,6 +19,7 @@
 #include "kernels/float_buffer.h"
 #include "kernels/rope.h"
 #include "model/decode_layer.h"
+#include "model/gpu_decode_layer.h"
 #include "model/layer.h"
 
 namespace sg::model {
@@ -116,6 +117,26 @@ class AttentionDecodeCpu final : public CpuDecodeLayer {
   int64_t slots_ = 0, capacity_ = 0;
   std::vector<float> k_cache_, v_cache_;  // [slots, kv_heads, capacity, head_dim]
   std::vector<float> qkv_, attn_;         // scratch
+};
+
+// The GPU decoding twin (model/gpu_decode_layer.h): the same KV cache in bf16 (kernels/decode_attention.h).
+class AttentionDecodeGpu final : public GpuDecodeLayer {
+ public:
+  using GpuDecodeLayer::GpuDecodeLayer;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(const ModelSpec& model, const DecodeSpec& decode, cuda::MemoryPlan& memory) override;
+  void take_scratch(DecodeScratch& scratch) override;
+  void bind(const cuda::Arena& arena, kernels::Blas& blas) override;
+  void forward(cudaStream_t stream, const GpuDecodeIO& io) override;
+
+ private:
+  AttentionDeclarations decl_;
+  ModelSpec model_;
+  int64_t slots_ = 0, capacity_ = 0, rows_ = 0;
+  cuda::MemorySlot k_slot_, v_slot_;
+  bf16 *k_cache_ = nullptr, *v_cache_ = nullptr;  // [slots, kv_heads, capacity, head_dim]
+  bf16 *qkv_ = nullptr, *attn_ = nullptr;         // scratch
 };
 
 }  // namespace sg::model

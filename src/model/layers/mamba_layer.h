@@ -20,6 +20,7 @@
 
 #include "kernels/float_buffer.h"
 #include "model/decode_layer.h"
+#include "model/gpu_decode_layer.h"
 #include "model/layer.h"
 
 namespace sg::model {
@@ -141,6 +142,33 @@ class MambaDecodeCpu final : public CpuDecodeLayer {
   std::vector<float> ssm_state_;   // [slots, heads, head_dim, state]
   // Scratch.
   std::vector<float> zxbcdt_, xbc_, x_, Bm_, Cm_, dt_, A_, y_, normed_, rstd_;
+};
+
+// The GPU decoding twin (model/gpu_decode_layer.h): the same kept states (the conv's last 3 inputs in bf16, as
+// its inputs are; the SSM state in fp32), continued by kernels/mamba_decode.h.
+class MambaDecodeGpu final : public GpuDecodeLayer {
+ public:
+  using GpuDecodeLayer::GpuDecodeLayer;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  std::vector<ParamRef> fp32_params() const override { return {decl_.dt_bias, decl_.A_log, decl_.D}; }
+  void plan(const ModelSpec& model, const DecodeSpec& decode, cuda::MemoryPlan& memory) override;
+  void take_scratch(DecodeScratch& scratch) override;
+  void bind(const cuda::Arena& arena, kernels::Blas& blas) override;
+  void reset(cudaStream_t stream) override;
+  void forward(cudaStream_t stream, const GpuDecodeIO& io) override;
+
+ private:
+  MambaDeclarations decl_;
+  MambaDims dims_;  // the widths
+  ModelSpec model_;
+  int64_t rows_ = 0, batch_ = 0;
+  cuda::MemorySlot conv_state_slot_, ssm_state_slot_;
+  bf16* conv_state_ = nullptr;  // [slots, conv, 3]
+  float* ssm_state_ = nullptr;  // [slots, heads, head_dim, state]
+  // Scratch.
+  bf16 *zxbcdt_ = nullptr, *xbc_ = nullptr, *y_ = nullptr, *normed_ = nullptr;
+  float *dt_ = nullptr, *A_ = nullptr, *rstd_ = nullptr;
 };
 
 }  // namespace sg::model

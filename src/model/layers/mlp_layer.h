@@ -13,6 +13,7 @@
 
 #include "kernels/float_buffer.h"
 #include "model/decode_layer.h"
+#include "model/gpu_decode_layer.h"
 #include "model/layer.h"
 
 namespace sg::kernels {
@@ -102,6 +103,24 @@ class MlpDecodeCpu final : public CpuDecodeLayer {
   int64_t H_ = 0, F_ = 0, N_ = 0;
   MlpActivation activation_ = MlpActivation::swiglu;
   std::vector<float> gate_up_, act_;  // scratch
+};
+
+// The GPU decoding twin (model/gpu_decode_layer.h): each row alone, no state.
+class MlpDecodeGpu final : public GpuDecodeLayer {
+ public:
+  using GpuDecodeLayer::GpuDecodeLayer;
+
+  void declare(LayerDeclarations& d) override { decl_.declare(d); }
+  void plan(const ModelSpec& model, const DecodeSpec& decode, cuda::MemoryPlan& memory) override;
+  void take_scratch(DecodeScratch& scratch) override;
+  void bind(const cuda::Arena& arena, kernels::Blas& blas) override;
+  void forward(cudaStream_t stream, const GpuDecodeIO& io) override;
+
+ private:
+  MlpDeclarations decl_;
+  int64_t rows_ = 0, batch_ = 0, H_ = 0, F_ = 0, N_ = 0;
+  MlpActivation activation_ = MlpActivation::swiglu;
+  bf16 *gate_up_ = nullptr, *act_ = nullptr;  // scratch
 };
 
 }  // namespace sg::model

@@ -35,10 +35,15 @@
 #include <vector>
 
 #include "model/decode_layer.h"
+#include "model/gpu_decode_layer.h"
 #include "model/layer.h"
 #include "model/mlp_activation.h"
 #include "reference/moe_permute.h"
 #include "reference/moe_router.h"
+
+namespace sg::kernels {
+class GroupedLinearForward;
+}  // namespace sg::kernels
 
 namespace sg::model {
 
@@ -175,6 +180,38 @@ class MoeDecodeCpu final : public CpuDecodeLayer {
   MoeShapes shapes_;  // for the most rows a call has
   std::vector<float> logits_, probs_, fc1_out_, act_, expert_out_, shared_fc1_, shared_act_, shared_out_;  // scratch
   std::vector<int32_t> routing_map_;
+};
+
+// The GPU decoding twin (model/gpu_decode_layer.h): the training forward's kernels on a call's rows, every
+// token to its top-k experts (no capacity), plus the shared expert; no state, no auxiliary loss.
+class MoeDecodeGpu final : public GpuDecodeLayer {
+ public:
+  explicit MoeDecodeGpu(LayerPlace place);
+  ~MoeDecodeGpu() override;
+
+  void declare(LayerDeclarations& d) override;
+  std::vector<ParamRef> fp32_params() const override;  // the expert bias, when it routes
+  void plan(const ModelSpec& model, const DecodeSpec& decode, cuda::MemoryPlan& memory) override;
+  void take_scratch(DecodeScratch& scratch) override;
+  void bind(const cuda::Arena& arena, kernels::Blas& blas) override;
+  void forward(cudaStream_t stream, const GpuDecodeIO& io) override;
+
+ private:
+  MoeDeclarations decl_;
+  bool bias_routes_ = false;  // model.moe_router_enable_expert_bias: the bias chooses experts
+  ModelSpec model_;
+  int64_t batch_ = 0;
+  MoeShapes most_;  // for the most rows a call has
+  std::unique_ptr<kernels::GroupedLinearForward> fc1_, fc2_;
+  cuda::MemorySlot fc1_ws_, fc2_ws_;
+  size_t preprocess_bytes_ = 0;
+  // scratch
+  float *logits_ = nullptr, *probs_ = nullptr;
+  int32_t *routing_map_ = nullptr, *expert_counts_ = nullptr, *kept_counts_ = nullptr, *expert_rows_ = nullptr,
+          *offsets_ = nullptr, *slot_to_row_ = nullptr, *row_to_slot_ = nullptr;
+  void* preprocess_ws_ = nullptr;
+  bf16 *permuted_ = nullptr, *fc1_out_ = nullptr, *act_ = nullptr, *expert_out_ = nullptr, *shared_fc1_ = nullptr,
+       *shared_act_ = nullptr;
 };
 
 }  // namespace sg::model

@@ -1,0 +1,79 @@
+// The attention layer's GPU decoding twin (model/gpu_decode_layer.h): the CPU twin's KV cache
+// (attention_layer_cpu.cpp) in bf16, filled and read by kernels/decode_attention.h.
+#include "core/error.h"
+#include "core/strings.h"
+#include "kernels/decode_attention.h"
+#include "kernels/gemm.h"
+#include "kernels/rope.h"
+#include "model/layers/attention_layer.h"
+
+namespace sg::model {
+
+namespace {
+size_t sz(int64_t n) {
+  return static_cast<size_t>(n);
+}
+}  // namespace
+
+void AttentionDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, cuda::MemoryPlan& memory) {
+  SG_REQUIRE(
+      model.head_dim() <= kernels::kDecodeAttentionMaxHeadDim,
+      strprintf("generate: the GPU decoder's attention takes head_dim up to %lld; this model's is %lld",
+                static_cast<long long>(kernels::kDecodeAttentionMaxHeadDim), static_cast<long long>(model.head_dim())));
+  model_ = model;
+  slots_ = decode.batch;
+  capacity_ = decode.capacity();
+  rows_ = decode.max_rows();
+  const int64_t cache = slots_ * model.num_query_groups * capacity_ * model.head_dim();
+  const std::string prefix = strprintf("decode.layer%d.", index());
+  k_slot_ = memory.add_array<bf16>(prefix + "k_cache", cuda::MemoryCategory::activations, sz(cache));
+  v_slot_ = memory.add_array<bf16>(prefix + "v_cache", cuda::MemoryCategory::activations, sz(cache));
+}
+
+void AttentionDecodeGpu::take_scratch(DecodeScratch& scratch) {
+  qkv_ = scratch.take<bf16>(rows_ * model_.qkv_dim());
+  attn_ = scratch.take<bf16>(rows_ * model_.q_dim());
+}
+
+void AttentionDecodeGpu::bind(const cuda::Arena& arena, kernels::Blas& blas) {
+  k_cache_ = arena.get<bf16>(k_slot_);
+  v_cache_ = arena.get<bf16>(v_slot_);
+  kernels::LinearForward(blas, slots_, model_.hidden_size, model_.qkv_dim());
+  kernels::LinearForward(blas, slots_, model_.q_dim(), model_.hidden_size);
+}
+
+// No reset: a row attends only over positions its sequence has written in this generation.
+void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
+  const ModelSpec& m = model_;
+  const GpuDecodeRows& r = io.rows;
+  const int64_t T = r.T, H = m.hidden_size, QKV = m.qkv_dim();
+  const ref::DecodeAttentionShape shape{.T = T,
+                                        .rows_per_slot = r.rows_per_slot,
+                                        .first_slot = r.first_slot,
+                                        .slots = slots_,
+                                        .capacity = capacity_,
+                                        .heads = m.num_attention_heads,
+                                        .kv_heads = m.num_query_groups,
+                                        .head_dim = m.head_dim()};
+  kernels::LinearForward(io.blas, T, H, QKV).run(stream, qkv_, io.input, io.weight(decl_.qkv));
+  if (m.position_embedding == PositionEmbedding::rope) {
+    // q and k heads are contiguous in a QKV row: one rotation at each row's position covers both.
+    kernels::rope_forward(stream, {.x = qkv_,
+                                   .T = T,
+                                   .S = 1,
+                                   .num_heads = m.num_attention_heads + m.num_query_groups,
+                                   .head_dim = m.head_dim(),
+                                   .row_stride = QKV,
+                                   .base = m.rotary_base,
+                                   .scaling = m.rope_scaling,
+                                   .positions = r.positions});
+  }
+  kernels::kv_cache_append(
+      stream, {.k_cache = k_cache_, .v_cache = v_cache_, .qkv = qkv_, .positions = r.positions, .shape = shape});
+  kernels::decode_attention_forward(
+      stream,
+      {.out = attn_, .qkv = qkv_, .k_cache = k_cache_, .v_cache = v_cache_, .positions = r.positions, .shape = shape});
+  kernels::LinearForward(io.blas, T, m.q_dim(), H).run(stream, io.output, attn_, io.weight(decl_.o_proj));
+}
+
+}  // namespace sg::model

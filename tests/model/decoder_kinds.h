@@ -1,0 +1,192 @@
+#pragma once
+// The models of the GPU decoder's every-kind test (gpu_decoder_kinds_gpu_test.cu) and their weights: drawn so that
+// no routing choice the test makes is within bf16 rounding of a tie (decoder_kinds_test.cpp checks, on the CPU,
+// that such weights are found).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "model/cpu_decoder.h"
+#include "model/init.h"
+#include "model/layer_registry.h"
+#include "model/reference_forward.h"
+#include "model/tiny_model.h"
+#include "reference/embedding.h"
+#include "reference/linear.h"
+#include "reference/rmsnorm.h"
+
+namespace sg::test::decoder_kinds {
+
+struct KindsCase {
+  const char* name;
+  model::ModelSpec (*spec)();
+  double logits_tolerance;  // relative (L2) error against the CPU fp32 decoder
+};
+
+inline model::ModelSpec base_spec() {
+  model::ModelSpec s = decoder_test_spec();
+  s.vocab_size = 1000;
+  s.hidden_size = 256;  // 4 heads of 64 in 2 KV groups
+  s.num_layers = 2;
+  s.num_attention_heads = 4;
+  s.num_query_groups = 2;
+  s.ffn_hidden_size = 512;
+  s.init_method_std = 0.1;
+  return s;
+}
+
+inline model::ModelSpec mixtral_spec() {
+  model::ModelSpec s = with_mixtral_experts(base_spec());
+  s.moe_ffn_hidden_size = 136;  // not a tile multiple
+  return s;
+}
+
+// 8 Mamba heads of 64 in 2 groups of state 32 (in_proj 2 x 512 + 128 + 8 = 1160 columns), as the GPU training tests.
+inline model::ModelSpec hybrid_spec(const char* pattern) {
+  model::ModelSpec s = base_spec();
+  s.hybrid_layer_pattern = pattern;
+  s.num_layers = static_cast<int64_t>(std::strlen(pattern));
+  s.position_embedding = model::PositionEmbedding::none;
+  s.mlp_activation = model::MlpActivation::squared_relu;
+  s.mamba.num_heads = 8;
+  s.mamba.num_groups = 2;
+  s.mamba.state_dim = 32;
+  s.mamba.dt_min = 0.05;
+  s.mamba.dt_max = 0.5;
+  return s;
+}
+
+inline model::ModelSpec mamba_hybrid_spec() {
+  return hybrid_spec("M*-M");
+}
+
+inline model::ModelSpec nemotron3_spec() {
+  model::ModelSpec s = hybrid_spec("MEM*E");
+  s.num_moe_experts = 8;
+  s.moe_router_topk = 2;
+  s.moe_ffn_hidden_size = 128;
+  s.moe.shared_expert_intermediate_size = 192;
+  s.moe.score_function = ref::MoeScoreFunction::sigmoid;
+  s.moe.topk_scaling_factor = 2.5;
+  s.moe.enable_expert_bias = true;
+  return s;
+}
+
+inline model::ModelSpec wide_query_spec() {
+  model::ModelSpec s = base_spec();
+  s.kv_channels = 96;  // 4 heads of 96: a query width of 384 for hidden_size 256
+  return s;
+}
+
+inline const KindsCase kDecoderKindsCases[] = {
+    {"mixtral", &mixtral_spec, 3e-2},
+    {"nemotron3", &nemotron3_spec, 5e-2},
+    {"mamba_hybrid", &mamba_hybrid_spec, 5e-2},
+    {"wide_query", &wide_query_spec, 2e-2},
+};
+
+// The smallest gap, over the tokens and the MoE layers of the fp32 model, between the selection scores of the k-th
+// and the (k+1)-th expert (softmax probabilities, or sigmoid scores plus the expert bias): how far every routing
+// choice of the sequence is from a tie, which bf16 activations could flip (one flipped token changes the logits of
+// every later row, by far more than bf16 rounding). Infinite without MoE layers.
+inline double routing_margin(const model::ModelSpec& spec, const std::vector<float>& w,
+                             const std::vector<int32_t>& tokens) {
+  model::ModelSpec m = spec;
+  m.seq_length = static_cast<int64_t>(tokens.size());
+  const int64_t S = m.seq_length, H = m.hidden_size, E = m.num_moe_experts, k = m.moe_router_topk;
+  std::vector<std::unique_ptr<model::CpuLayer>> layers = model::make_cpu_layers(m);
+  const model::ModelLayout layout =
+      model::declare_model(m, [&](size_t i, model::LayerDeclarations& d) { layers[i]->declare(d); });
+  for (auto& layer : layers) layer->plan(m, model::BatchSpec{.micro_batch_size = 1});
+  const float eps = static_cast<float>(m.layernorm_epsilon);
+  const std::vector<model::LayerPlace> places = model::stack_places(m);
+  std::vector<float> x(S * H), n(S * H), rstd(S), delta(S * H), logits(S * E);
+  ref::embedding_forward(x.data(), tokens.data(), w.data() + layout.offset(layout.embedding), S, H);
+  double margin = INFINITY;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    ref::rmsnorm_forward(n.data(), rstd.data(), x.data(), w.data() + layout.offset(layout.norm_before(i)), S, H, eps);
+    if (places[i].kind == model::LayerKind::moe) {
+      const std::string& prefix = places[i].param_prefix;
+      ref::linear_forward(logits.data(), n.data(), w.data() + layout.find(prefix + "gate.weight").offset, S, H, E);
+      const float* bias =
+          m.moe.enable_expert_bias ? w.data() + layout.find(prefix + "gate.e_score_correction_bias").offset : nullptr;
+      for (int64_t t = 0; t < S; ++t) {
+        std::vector<double> score(E);
+        const float* row = logits.data() + t * E;
+        const float top = *std::max_element(row, row + E);
+        double sum = 0.0;
+        for (int64_t e = 0; e < E; ++e) {
+          if (m.moe.score_function == ref::MoeScoreFunction::sigmoid) {
+            score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(row[e]))) + (bias ? bias[e] : 0.0f);
+          } else {
+            score[e] = std::exp(static_cast<double>(row[e] - top));
+            sum += score[e];
+          }
+        }
+        if (sum > 0.0)
+          for (double& v : score) v /= sum;
+        std::sort(score.begin(), score.end(), std::greater<>());
+        margin = std::min(margin, score[k - 1] - score[k]);
+      }
+    }
+    layers[i]->forward(
+        {.layout = layout, .weights = w.data(), .input = n.data(), .output = delta.data(), .dropout = false});
+    for (int64_t j = 0; j < S * H; ++j) x[j] += delta[j];
+  }
+  return margin;
+}
+
+// Initial weights rounded to bf16 (the CPU side sees the GPU's weights); the expert biases, zero at init, drawn
+// in [-0.3, 0.3] so that they change which experts the sigmoid scores pick. The first seed from `seed` on whose
+// routing is at least kRoutingMargin from a tie (see routing_margin) over every prompt and, with new_tokens, the
+// CPU decoder's greedy continuation of it (what the GPU decoder feeds, when it is right): a difference is then the
+// decoder's, not a flipped near-tie.
+// bf16 activations move a router's scores by a few 1e-3 (its logits by about 1% of their spread, times the score's
+// slope); a choice at least this far from a tie cannot flip.
+inline constexpr double kRoutingMargin = 0.01;
+inline std::vector<float> weights_for(const model::ModelSpec& m, uint64_t seed,
+                                      const std::vector<std::vector<int32_t>>& prompts, int64_t new_tokens = 0) {
+  const model::ModelLayout layout = model::model_layout(m);
+  for (uint64_t s = seed; s < seed + 200; ++s) {
+    std::vector<float> w = model::initial_parameters(layout, s);
+    std::mt19937_64 gen(s);
+    std::uniform_real_distribution<float> bias(-0.3f, 0.3f);
+    for (const auto& t : layout.tensors()) {
+      if (t.name.find("e_score_correction_bias") == std::string::npos) continue;
+      for (int64_t i = 0; i < t.numel; ++i) w[t.offset + i] = bias(gen);
+    }
+    w = round_bf16(w);
+    bool clear = true;
+    for (const auto& prompt : prompts) {
+      std::vector<int32_t> fed = prompt;
+      if (new_tokens > 1 && m.num_moe_experts > 0) {
+        model::CpuDecoder cpu(m, w, decode_request(1, static_cast<int64_t>(prompt.size()), new_tokens));
+        cpu.start({prompt});
+        cpu.decode(new_tokens - 1);
+        const auto tokens = cpu.generated()[0];
+        fed.insert(fed.end(), tokens.begin(), tokens.end() - 1);  // the last token is sampled, never fed
+      }
+      clear = clear && routing_margin(m, w, fed) >= kRoutingMargin;
+    }
+    if (clear) return w;
+  }
+  ADD_FAILURE() << "no seed in 200 gives routing margins of " << kRoutingMargin;
+  return {};
+}
+
+// The prompts of the GPU test's two greedy checks, the tokens each generates, and the seeds the search starts from.
+inline const std::vector<int32_t> kSinglePrompt = {11, 502, 7, 999, 0, 350, 42, 42, 8, 17, 600};
+inline constexpr int64_t kSingleNewTokens = 8;
+inline constexpr uint64_t kSingleSeed = 21;
+inline const std::vector<std::vector<int32_t>> kBatchPrompts = {
+    {1, 2, 3}, {900, 800, 700, 600, 500, 400, 300, 17}, {5}};
+inline constexpr int64_t kBatchNewTokens = 10;
+inline constexpr uint64_t kBatchSeed = 22;
+
+}  // namespace sg::test::decoder_kinds

@@ -1,0 +1,139 @@
+// The GPU decoder on every layer kind (model/gpu_decode_layer.h) against the CPU decoder and the training
+// twins' full-sequence recomputation, on the same bf16-rounded weights:
+//   * Mixtral-style MoE blocks (SwiGLU experts, softmax top-2, RoPE);
+//   * Nemotron 3's style hybrid (Mamba, attention without RoPE, squared-ReLU MLP, MoE with squared-ReLU experts,
+//     a shared expert, sigmoid routing scaled by 2.5 and an expert bias that changes the choice);
+//   * a Mamba hybrid without MoE; a Llama whose query width (model.kv_channels) is not hidden_size.
+// The MoE models' weights are drawn so that no routing choice of the prompts and their greedy continuations is within
+// bf16 rounding of a tie.
+// For each: the prefill's logits and the last decoding step's logits within a bf16 tolerance of the CPU; greedy
+// tokens teacher-forced against the recomputation over the GPU's own prefix (each within a bf16-sized margin of
+// the argmax, most of them the argmax); a batch of prompts of different lengths (each sequence its own state);
+// the decoding step captured as one graph replays the eager decoder bitwise and is captured once; a second
+// generation (states reset) gives the first one's tokens.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model/decoder_kinds.h"
+#include "model/gpu_decoder.h"
+
+namespace {
+
+using namespace sg;
+using namespace sg::test;
+using namespace sg::test::decoder_kinds;
+
+struct GreedyCheck {
+  int64_t checked = 0, exact = 0, far = 0;
+};
+
+// Each token against the recomputation over its prefix: the argmax, or within 2% of the row's range of it. Stops
+// before the first token whose prefix routes within kRoutingMargin of a tie (on the CPU): from there on the GPU's
+// bf16 may route a row differently, which changes every later row. `checked` counts the tokens checked.
+GreedyCheck check_greedy(const model::ModelSpec& m, const std::vector<float>& w, const std::vector<int32_t>& prompt,
+                         const std::vector<int32_t>& tokens) {
+  std::vector<int32_t> seq = prompt;
+  GreedyCheck c;
+  for (const int32_t token : tokens) {
+    if (routing_margin(m, w, seq) < kRoutingMargin) break;
+    const auto logits = full_sequence_logits(m, w, seq);
+    const float* row = logits.data() + logits.size() - m.vocab_size;
+    const float top = *std::max_element(row, row + m.vocab_size);
+    const float bottom = *std::min_element(row, row + m.vocab_size);
+    ++c.checked;
+    c.exact += row[token] == top;
+    c.far += row[token] < top - 0.02f * (top - bottom);
+    seq.push_back(token);
+  }
+  return c;
+}
+
+class GpuDecoderKinds : public ::testing::TestWithParam<KindsCase> {};
+
+TEST_P(GpuDecoderKinds, LogitsAndGreedyTokensMatchTheCpu) {
+  const KindsCase c = GetParam();
+  const model::ModelSpec m = c.spec();
+  const std::vector<int32_t>& prompt = kSinglePrompt;
+  const auto w = weights_for(m, kSingleSeed, {prompt}, kSingleNewTokens);
+  const auto d = decode_request(1, static_cast<int64_t>(prompt.size()), kSingleNewTokens);
+  model::GpuDecoder gpu(m, w, d);
+  model::CpuDecoder cpu(m, w, d);
+  gpu.start({prompt});
+  cpu.start({prompt});
+  EXPECT_LT(relative_error(gpu.last_logits(), cpu.last_logits()), c.logits_tolerance) << "prefill logits";
+  gpu.decode(kSingleNewTokens - 1);
+  const auto tokens = gpu.generated()[0];
+  ASSERT_EQ(static_cast<int64_t>(tokens.size()), kSingleNewTokens);
+  // The seed's routing is clear along the CPU decoder's greedy tokens: the GPU's are checked at least up to and
+  // including the first one that differs from the CPU's (an argmax within rounding of a tie), whose prefix the seed
+  // search cleared.
+  cpu.decode(kSingleNewTokens - 1);
+  const auto cpu_tokens = cpu.generated()[0];
+  const auto first_difference = std::mismatch(tokens.begin(), tokens.end(), cpu_tokens.begin()).first - tokens.begin();
+  const GreedyCheck g = check_greedy(m, w, prompt, tokens);
+  EXPECT_GE(g.checked, std::min<int64_t>(first_difference + 1, kSingleNewTokens));
+  EXPECT_EQ(g.far, 0) << "tokens far from the recomputation's argmax";
+  EXPECT_GE(g.exact, g.checked - 2) << "exact argmaxes of " << g.checked;
+  if (g.checked == kSingleNewTokens) {  // the whole prefix routes clear of ties
+    std::vector<int32_t> prefix = prompt;
+    prefix.insert(prefix.end(), tokens.begin(), tokens.end() - 1);
+    const auto full = full_sequence_logits(m, w, prefix);
+    const std::vector<float> want(full.end() - m.vocab_size, full.end());
+    EXPECT_LT(relative_error(gpu.last_logits(), want), c.logits_tolerance) << "last decoding step's logits";
+  }
+}
+
+TEST_P(GpuDecoderKinds, BatchOfDifferentLengthsEachItsOwnState) {
+  const KindsCase c = GetParam();
+  const model::ModelSpec m = c.spec();
+  const std::vector<std::vector<int32_t>>& prompts = kBatchPrompts;
+  const auto w = weights_for(m, kBatchSeed, prompts);  // the prompts route clear of ties; check_greedy sees the rest
+  model::GpuDecoder gpu(m, w, decode_request(3, 8, kBatchNewTokens));
+  gpu.start(prompts);
+  gpu.decode(kBatchNewTokens - 1);
+  const auto out = gpu.generated();
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    SCOPED_TRACE("prompt " + std::to_string(b));
+    const GreedyCheck g = check_greedy(m, w, prompts[b], out[b]);
+    EXPECT_GE(g.checked, 1) << "the prompts route clear of ties";
+    EXPECT_EQ(g.far, 0);
+    EXPECT_GE(g.exact, g.checked - 2);
+  }
+}
+
+TEST_P(GpuDecoderKinds, GraphReplaysEagerBitwiseAndARestartRepeatsTheFirstRun) {
+  const KindsCase c = GetParam();
+  const model::ModelSpec m = c.spec();
+  const std::vector<std::vector<int32_t>> prompts = {{3, 1, 4, 1, 5}, {9, 2, 6}};
+  const auto w = weights_for(m, 23, prompts);
+  const auto d = decode_request(2, 5, 24, 0.8f, 50, 77);
+  model::GpuDecoder eager(m, w, d, /*use_graphs=*/false), graphed(m, w, d, /*use_graphs=*/true);
+  std::vector<std::vector<int32_t>> first;
+  for (int run = 0; run < 2; ++run) {  // the second generation starts from reset states and reuses the graph
+    eager.start(prompts);
+    graphed.start(prompts);
+    for (const int64_t chunk : {1, 7, 15}) {
+      eager.decode(chunk);
+      graphed.decode(chunk);
+    }
+    const auto tokens = graphed.generated();
+    EXPECT_EQ(tokens, eager.generated()) << "run " << run;
+    const auto a = graphed.last_logits(), b = eager.last_logits();
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "run " << run;
+    if (run == 0)
+      first = tokens;
+    else
+      EXPECT_EQ(tokens, first) << "a restart must not see the first generation's states";
+  }
+  EXPECT_EQ(graphed.graphs().size(), 1u);
+  EXPECT_EQ(graphed.graphs().stats().graphs_created, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GpuDecoderKinds, ::testing::ValuesIn(kDecoderKindsCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
