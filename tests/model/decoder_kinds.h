@@ -2,6 +2,8 @@
 // The models of the GPU decoder's every-kind test (gpu_decoder_kinds_gpu_test.cu) and their weights: drawn so that
 // no routing choice the test makes is within bf16 rounding of a tie (decoder_kinds_test.cpp checks, on the CPU,
 // that such weights are found).
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>

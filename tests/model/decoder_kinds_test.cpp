@@ -1,7 +1,7 @@
 // The weights of the GPU decoder's every-kind test (tests/model/decoder_kinds.h), on the CPU: for each model, the
 // seed search finds weights whose routing of the test's prompts (and, for the single prompt, of the CPU decoder's
-// greedy continuation) is kRoutingMargin from every tie, within its 200 seeds; and the margin it measures is a real one: the expert bias,
-// which the search draws to change the choice, does change the sigmoid routing's margins.
+// greedy continuation) is kRoutingMargin from every tie, within its 200 seeds; and the margin it measures is a
+// real one: the expert bias, which the search draws to change the choice, does change the sigmoid routing's margins.
 #include "model/decoder_kinds.h"
 
 #include <gtest/gtest.h>
