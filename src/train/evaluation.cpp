@@ -3,29 +3,9 @@
 #include <chrono>
 
 #include "core/strings.h"
-#include "data/shuffle.h"
+#include "train/data_options.h"
 
 namespace sg::train {
-
-data::DataLoaderOptions validation_data_options(const config::Config& config, const model::ModelSpec& model) {
-  data::DataLoaderOptions o;
-  o.mock = config.dataset.mock;
-  o.seq_length = model.seq_length;
-  o.vocab_size = model.vocab_size;
-  // Another stream than training's, also for mock data ("valid" as the mixing word).
-  o.seed = data::mix_seed(static_cast<uint64_t>(config.rng.seed), 0x76616c6964ull);
-  if (!config.dataset.valid_data_path.empty()) {
-    o.data_path = config.dataset.valid_data_path;
-    o.data_path_key = "dataset.valid_data_path";
-  } else {
-    o.data_path = config.dataset.data_path;
-    if (config.dataset.split) {
-      o.split_shares = data::parse_split(*config.dataset.split);
-      o.split = data::Split::valid;
-    }
-  }
-  return o;
-}
 
 Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
                        const data::BatchOptions& batch_options, int rank)

@@ -57,7 +57,4 @@ class Evaluation {
   model::HostBatch batch_;
 };
 
-// The validation loader's options for `config` (validated): valid split, valid_data_path or mock.
-data::DataLoaderOptions validation_data_options(const config::Config& config, const model::ModelSpec& model);
-
 }  // namespace sg::train

@@ -23,6 +23,7 @@
 #include "model/layer_registry.h"
 #include "train/backend_factory.h"
 #include "train/checkpointing.h"
+#include "train/data_options.h"
 #include "train/distributed_run.h"
 #include "train/evaluation.h"
 #include "train/host_memory.h"
@@ -54,7 +55,10 @@ class BatchSource {
  public:
   BatchSource(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
               const data::BatchOptions& options, int rank)
-      : loader_(make_options(config, model)), model_(model), batch_(batch), options_(options),
+      : loader_(training_data_options(config, model)),
+        model_(model),
+        batch_(batch),
+        options_(options),
         global_sequences_(batch.global_microbatches() * batch.micro_batch_size),
         rows_(data::rank_rows(global_sequences_, batch.data_parallel_size, rank)) {
     const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
@@ -71,19 +75,6 @@ class BatchSource {
   data::DataLoader& loader() { return loader_; }
 
  private:
-  static data::DataLoaderOptions make_options(const config::Config& config, const model::ModelSpec& model) {
-    data::DataLoaderOptions o;
-    o.data_path = config.dataset.data_path;
-    o.mock = config.dataset.mock;
-    o.seq_length = model.seq_length;
-    o.vocab_size = model.vocab_size;
-    o.seed = static_cast<uint64_t>(config.rng.seed);
-    if (config.dataset.split && !config.dataset.mock) {
-      o.split_shares = data::parse_split(*config.dataset.split);
-      o.split = data::Split::train;
-    }
-    return o;
-  }
   data::DataLoader loader_;
   model::ModelSpec model_;
   model::BatchSpec batch_;

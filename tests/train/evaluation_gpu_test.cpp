@@ -20,6 +20,7 @@
 #include "model/cpu_model.h"
 #include "test_util.h"
 #include "train/backend_factory.h"
+#include "train/data_options.h"
 #include "train/evaluation.h"
 #include "train/gpu_backend.h"
 #include "train/mock_training.h"

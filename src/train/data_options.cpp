@@ -1,0 +1,48 @@
+#include "train/data_options.h"
+
+#include "data/dataset_split.h"
+#include "data/shuffle.h"
+
+namespace sg::train {
+
+namespace {
+
+data::DataLoaderOptions common_options(const config::Config& config, const model::ModelSpec& model, uint64_t seed) {
+  data::DataLoaderOptions o;
+  o.data_path = config.dataset.data_path;
+  o.mock = config.dataset.mock;
+  o.seq_length = model.seq_length;
+  o.vocab_size = model.vocab_size;
+  o.seed = seed;
+  return o;
+}
+
+// dataset.split's share `which` of dataset.data_path; nothing without the key or with mock tokens (no files).
+void read_split(const config::Config& config, data::Split which, data::DataLoaderOptions& o) {
+  if (!config.dataset.split || config.dataset.mock) return;
+  o.split_shares = data::parse_split(*config.dataset.split);
+  o.split = which;
+}
+
+}  // namespace
+
+data::DataLoaderOptions training_data_options(const config::Config& config, const model::ModelSpec& model) {
+  data::DataLoaderOptions o = common_options(config, model, static_cast<uint64_t>(config.rng.seed));
+  read_split(config, data::Split::train, o);
+  return o;
+}
+
+data::DataLoaderOptions validation_data_options(const config::Config& config, const model::ModelSpec& model) {
+  // Another stream than training's, also for mock data ("valid" as the mixing word).
+  data::DataLoaderOptions o =
+      common_options(config, model, data::mix_seed(static_cast<uint64_t>(config.rng.seed), 0x76616c6964ull));
+  if (!config.dataset.valid_data_path.empty()) {
+    o.data_path = config.dataset.valid_data_path;
+    o.data_path_key = "dataset.valid_data_path";
+  } else {
+    read_split(config, data::Split::valid, o);
+  }
+  return o;
+}
+
+}  // namespace sg::train

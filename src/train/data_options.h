@@ -1,0 +1,15 @@
+#pragma once
+// What the data loaders read, from a validated config: the one place that reads dataset.* for them.
+//   training     dataset.data_path (its dataset.split train share when the key is set), or mock tokens
+//   validation   dataset.valid_data_path whole, else dataset.data_path's valid share; its own seed stream,
+//                also for mock tokens
+#include "config/config.h"
+#include "data/blended_dataset.h"
+#include "model/spec.h"
+
+namespace sg::train {
+
+data::DataLoaderOptions training_data_options(const config::Config& config, const model::ModelSpec& model);
+data::DataLoaderOptions validation_data_options(const config::Config& config, const model::ModelSpec& model);
+
+}  // namespace sg::train
