@@ -58,6 +58,24 @@ MoeShapes moe_shapes(const ModelSpec& m, int64_t T) {
   return s;
 }
 
+// The fp32 gating linear (row-major, as kernels/gemm.h's Linear helpers derive them).
+// logits^T[E,T] = Wg[E,H] n^T: m=E n=T k=H, A = Wg (col-major [H,E]) transposed
+kernels::GemmDesc moe_gate_forward_desc(const MoeShapes& s) {
+  return {.transpose_a = true,
+          .m = s.E,
+          .n = s.T,
+          .k = s.H,
+          .lda = s.H,
+          .ldb = s.H,
+          .ldd = s.E,
+          .d_type = kernels::GemmDtype::kFP32};
+}
+
+// As LinearForward(T, S, H) with beta 1: the routed output is in D already.
+kernels::GemmDesc moe_shared_down_accumulate_desc(const MoeShapes& s) {
+  return {.transpose_a = true, .m = s.H, .n = s.T, .k = s.S, .lda = s.S, .ldb = s.S, .ldd = s.H, .beta = 1.0f};
+}
+
 LayerFlops MoeLayer::flops_per_token(const ModelSpec& m) {
   // The router, the k routed experts a token visits and the shared expert: FC1 (2F columns gated, F not)
   // and FC2 per unit of width.
@@ -363,22 +381,11 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   init(*p.fc1_dw, p.ws_fc1_dw);
   init(*p.fc2_dw, p.ws_fc2_dw);
 
-  // The fp32 gating linear (row-major, as kernels/gemm.h's Linear helpers derive them).
   kernels::Blas& blas = ctx.blas();
-  // logits^T[E,T] = Wg[E,H] n^T: m=E n=T k=H, A = Wg (col-major [H,E]) transposed
-  p.gate_forward = &blas.plan({.transpose_a = true,
-                               .m = s.E,
-                               .n = s.T,
-                               .k = s.H,
-                               .lda = s.H,
-                               .ldb = s.H,
-                               .ldd = s.E,
-                               .d_type = kernels::GemmDtype::kFP32});
+  p.gate_forward = &blas.plan(moe_gate_forward_desc(s));
   if (s.S > 0) {
     p.shared_fc1 = std::make_unique<kernels::LinearForward>(blas, s.T, s.H, s.shared_fc1_width());
-    // As LinearForward(T, S, H) with beta 1: the routed output is in D already.
-    p.shared_down_acc = &blas.plan(
-        {.transpose_a = true, .m = s.H, .n = s.T, .k = s.S, .lda = s.S, .ldb = s.S, .ldd = s.H, .beta = 1.0f});
+    p.shared_down_acc = &blas.plan(moe_shared_down_accumulate_desc(s));
     p.shared_down_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.S, s.H);
     p.shared_down_dw = std::make_unique<kernels::LinearBackwardWeight>(blas, s.T, s.S, s.H, ctx.grad_dtype());
     p.shared_fc1_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.H, s.shared_fc1_width(), true);

@@ -34,6 +34,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "model/decode_layer.h"
 #include "model/gpu_decode_layer.h"
 #include "model/layer.h"
@@ -66,6 +67,10 @@ struct MoeShapes {
   int64_t shared_fc1_width() const { return activation_input_width(activation, S); }  // the shared expert's
 };
 MoeShapes moe_shapes(const ModelSpec& model, int64_t T);
+// The GEMMs of the layer that are not grouped (the training layer's and the decoding twin's): the fp32 gating
+// linear logits[T, E] = n Wg^T, and the shared expert's down projection added into the routed output (beta 1).
+kernels::GemmDesc moe_gate_forward_desc(const MoeShapes& s);
+kernels::GemmDesc moe_shared_down_accumulate_desc(const MoeShapes& s);
 
 // The declarations the GPU layer and its CPU twin share.
 struct MoeDeclarations {

@@ -15,10 +15,6 @@ namespace sg::model {
 
 namespace {
 
-size_t sz(int64_t n) {
-  return static_cast<size_t>(n);
-}
-
 // The shapes of one call of T rows: every token to its top-k experts.
 MoeShapes dropless_shapes(const ModelSpec& model, int64_t T) {
   MoeShapes s = moe_shapes(model, T);
@@ -26,24 +22,6 @@ MoeShapes dropless_shapes(const ModelSpec& model, int64_t T) {
   s.dispatch.pad_to_capacity = false;
   s.rows = s.dispatch.permuted_rows();
   return s;
-}
-
-// The shared expert's down projection added to the routed output (beta 1), as the training layer's.
-const kernels::GemmPlan& shared_down_accumulate(kernels::Blas& blas, const MoeShapes& s) {
-  return blas.plan(
-      {.transpose_a = true, .m = s.H, .n = s.T, .k = s.S, .lda = s.S, .ldb = s.S, .ldd = s.H, .beta = 1.0f});
-}
-
-// logits[T, E] fp32 = n[T, H] Wg^T, as the training layer's gating linear.
-const kernels::GemmPlan& gate_forward(kernels::Blas& blas, const MoeShapes& s) {
-  return blas.plan({.transpose_a = true,
-                    .m = s.E,
-                    .n = s.T,
-                    .k = s.H,
-                    .lda = s.H,
-                    .ldb = s.H,
-                    .ldd = s.E,
-                    .d_type = kernels::GemmDtype::kFP32});
 }
 
 }  // namespace
@@ -108,16 +86,16 @@ void MoeDecodeGpu::bind(const cuda::Arena& arena, kernels::Blas& blas) {
   fc2_->bind(arena.raw(fc2_ws_), fc2_->workspace_bytes());
   fc2_->initialize();
   const MoeShapes step = dropless_shapes(model_, batch_);
-  gate_forward(blas, step);
+  blas.plan(moe_gate_forward_desc(step));
   if (step.S > 0) {
     kernels::LinearForward(blas, step.T, step.H, step.shared_fc1_width());
-    shared_down_accumulate(blas, step);
+    blas.plan(moe_shared_down_accumulate_desc(step));
   }
 }
 
 void MoeDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
   const MoeShapes s = dropless_shapes(model_, io.rows.T);
-  gate_forward(io.blas, s).run(stream, io.weight(decl_.router), io.input, logits_);
+  io.blas.plan(moe_gate_forward_desc(s)).run(stream, io.weight(decl_.router), io.input, logits_);
   kernels::moe_router_forward(stream, {.logits = logits_,
                                        .expert_bias = s.expert_bias ? io.fp32_weight(decl_.expert_bias) : nullptr,
                                        .routing_map = routing_map_,
@@ -158,7 +136,7 @@ void MoeDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
     kernels::LinearForward(io.blas, s.T, s.H, s.shared_fc1_width())
         .run(stream, shared_fc1_, io.input, io.weight(decl_.shared_fc1));
     activation_forward(stream, {.activation = s.activation, .out = shared_act_, .in = shared_fc1_, .T = s.T, .F = s.S});
-    shared_down_accumulate(io.blas, s).run(stream, io.weight(decl_.shared_down), shared_act_, io.output);
+    io.blas.plan(moe_shared_down_accumulate_desc(s)).run(stream, io.weight(decl_.shared_down), shared_act_, io.output);
   }
 }
 
