@@ -62,8 +62,7 @@ std::string gpu_decoder_refusal(const ModelSpec& m) {
   }
   if (has(LayerKind::mamba)) {
     const MambaSpec& s = m.mamba;
-    const int64_t heads = m.mamba_heads(), inner = heads * s.head_dim;
-    const int64_t in_proj = 2 * inner + 2 * s.num_groups * s.state_dim + heads;
+    const int64_t heads = m.mamba_heads(), inner = m.mamba_inner(), in_proj = m.mamba_in_proj_dim();
     if (s.head_dim > kernels::kSsdDecodeMaxHeadDim || !kernels::ssd_state_dim_problem(s.state_dim).empty()) {
       return strprintf(
           "the GPU decoder's Mamba scan takes mamba_head_dim up to %lld and mamba_state_dim 16, 32, 64 "
