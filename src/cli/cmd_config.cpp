@@ -42,6 +42,7 @@ int config_show(const std::vector<std::string>& args) {
   if (const std::string layers = config::describe_layers(report.config); !layers.empty()) {
     header += "\nmodel: " + layers;
   }
+  for (const std::string& line : config::describe_derived_shapes(report.config)) header += "\n" + line;
   for (const std::string& line : config::describe_activations(report.config)) header += "\n" + line;
   std::fputs(config::emit_yaml(report.config, header).c_str(), stdout);
   // What validate notes (a setting without effect, a value normalized away) is said, as train says it:
@@ -62,8 +63,9 @@ const CommandRegistration registration("config", 20, [](CLI::App& app, int& exit
       "Print the resolved configuration (recipe + overrides, defaults filled in, normalized) as "
       "YAML. RECIPE is a .yaml path or a shipped recipe name (llama/tiny, tiny); default " +
           std::string(config::kDefaultRecipe) +
-          ". The YAML starts with `#` comment lines: the command, the recipe's source, the model's layers and "
-          "activation sizes. validate's notes (settings without effect, values normalized, e.g. a graph scope "
+          ". The YAML starts with `#` comment lines: the command, the recipe's source, the model's layers, "
+          "what a null model.mamba_num_heads resolves to, and the activation sizes. validate's notes (settings without "
+          "effect, values normalized, e.g. a graph scope "
           "dropped with model.cuda_graph_impl=none) go to stderr. The ranks are the launcher's, as for validate "
           "and train (WORLD_SIZE, or SLURM_NTASKS in an srun task). Exit 0 when the configuration resolves, "
           "even one that breaks rules (then a warning on stderr; `stepgraph validate` lists the violations), 1 "

@@ -252,4 +252,17 @@ std::string describe_layers(const Config& config) {
   }
 }
 
+std::vector<std::string> describe_derived_shapes(const Config& config) {
+  const ModelConfig& m = config.model;
+  if (m.mamba_num_heads || describe_layers(config).empty()) return {};
+  const std::vector<model::LayerKind> pattern = layer_pattern(config);
+  if (std::find(pattern.begin(), pattern.end(), model::LayerKind::mamba) == pattern.end()) return {};
+  const long long heads = model_spec(config).mamba_heads();
+  return {
+      strprintf("model.mamba_num_heads: null = mamba_expand x hidden_size / mamba_head_dim = %lld x %lld / %lld = "
+                "%lld heads",
+                static_cast<long long>(m.mamba_expand), static_cast<long long>(m.hidden_size),
+                static_cast<long long>(m.mamba_head_dim), heads)};
+}
+
 }  // namespace sg::config

@@ -76,4 +76,10 @@ bool has_layer_kind(const Config& config, model::LayerKind kind, int64_t max_lay
 // does not describe a valid stack (validation says why).
 std::string describe_layers(const Config& config);
 
+// The shapes that a null key leaves to a formula, as `config show` prints them beside the YAML (the YAML keeps
+// the null, which the checkpoint's config hash reads): "model.mamba_num_heads: null = mamba_expand x
+// hidden_size / mamba_head_dim = 2 x 256 / 64 = 8". Empty when nothing is derived or the config does not
+// describe a valid stack.
+std::vector<std::string> describe_derived_shapes(const Config& config);
+
 }  // namespace sg::config

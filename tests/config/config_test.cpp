@@ -453,6 +453,17 @@ TEST(ModelConfig, HybridPatternOverridesAndSpellings) {
   EXPECT_EQ(config::describe_layers(hybrid), "");  // no valid stack: validation says why
   config::apply_override(hybrid, "model.num_layers=4");
   EXPECT_EQ(config::describe_layers(config::load_config("llama/tiny")), "8 layers: (*-)x4 as 4 GPT blocks");
+  // A null mamba_num_heads stays null in the YAML (the checkpoint's config hash reads it); config show says
+  // what it resolves to, only for a stack with Mamba layers.
+  EXPECT_TRUE(config::describe_derived_shapes(hybrid).empty());
+  const std::vector<std::string> derived = config::describe_derived_shapes(
+      config::load_config("hybrid/tiny_hybrid", {"model.mamba_expand=3", "model.mamba_head_dim=32"}));
+  ASSERT_EQ(derived.size(), 1u);
+  EXPECT_EQ(derived[0],
+            "model.mamba_num_heads: null = mamba_expand x hidden_size / mamba_head_dim = 3 x 256 / 32 = "
+            "24 heads");
+  EXPECT_TRUE(
+      config::describe_derived_shapes(config::load_config("hybrid/tiny_hybrid", {"model.mamba_num_heads=8"})).empty());
   EXPECT_TRUE(config::validate(hybrid).ok());
   // Length against num_layers, and invalid letters, are rule 16 violations naming the key.
   const config::ValidationReport wrong_length =
