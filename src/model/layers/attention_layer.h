@@ -21,6 +21,7 @@
 #include "model/decode_layer.h"
 #include "model/gpu_decode_layer.h"
 #include "model/layer.h"
+#include "reference/decode_attention.h"
 
 namespace sg::model {
 
@@ -30,6 +31,21 @@ struct AttentionDeclarations {
   uint32_t probs_site = 0;
   void declare(LayerDeclarations& d);  // checks the head shapes
 };
+
+// One decoding call's attention shape (rows: DecodeRows on the CPU, GpuDecodeRows on the GPU), so that both
+// decoding twins read the same cache layout: `slots` sequences of `capacity` positions.
+template <class Rows>
+ref::DecodeAttentionShape decode_attention_shape(const ModelSpec& m, const Rows& rows, int64_t slots,
+                                                 int64_t capacity) {
+  return {.T = rows.T,
+          .rows_per_slot = rows.rows_per_slot,
+          .first_slot = rows.first_slot,
+          .slots = slots,
+          .capacity = capacity,
+          .heads = m.num_attention_heads,
+          .kv_heads = m.num_query_groups,
+          .head_dim = m.head_dim()};
+}
 
 class AttentionLayer final : public Layer {
  public:

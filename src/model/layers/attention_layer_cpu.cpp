@@ -91,14 +91,7 @@ void AttentionDecodeCpu::reset() {
 void AttentionDecodeCpu::forward(const CpuDecodeIO& io) {
   const ModelSpec& m = model_;
   const DecodeRows& r = io.rows;
-  const ref::DecodeAttentionShape shape{.T = r.T,
-                                        .rows_per_slot = r.rows_per_slot,
-                                        .first_slot = r.first_slot,
-                                        .slots = slots_,
-                                        .capacity = capacity_,
-                                        .heads = m.num_attention_heads,
-                                        .kv_heads = m.num_query_groups,
-                                        .head_dim = m.head_dim()};
+  const ref::DecodeAttentionShape shape = decode_attention_shape(m, r, slots_, capacity_);
   ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), r.T, m.hidden_size, m.qkv_dim());
   if (m.position_embedding == PositionEmbedding::rope) {
     // q and k heads are contiguous in a QKV row: one rotation at each row's position covers both.

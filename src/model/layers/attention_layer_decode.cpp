@@ -47,14 +47,7 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
   const ModelSpec& m = model_;
   const GpuDecodeRows& r = io.rows;
   const int64_t T = r.T, H = m.hidden_size, QKV = m.qkv_dim();
-  const ref::DecodeAttentionShape shape{.T = T,
-                                        .rows_per_slot = r.rows_per_slot,
-                                        .first_slot = r.first_slot,
-                                        .slots = slots_,
-                                        .capacity = capacity_,
-                                        .heads = m.num_attention_heads,
-                                        .kv_heads = m.num_query_groups,
-                                        .head_dim = m.head_dim()};
+  const ref::DecodeAttentionShape shape = decode_attention_shape(m, r, slots_, capacity_);
   kernels::LinearForward(io.blas, T, H, QKV).run(stream, qkv_, io.input, io.weight(decl_.qkv));
   if (m.position_embedding == PositionEmbedding::rope) {
     // q and k heads are contiguous in a QKV row: one rotation at each row's position covers both.
