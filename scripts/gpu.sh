@@ -3,7 +3,7 @@
 # the benchmarks, the PyTorch comparison and the Hugging Face parity checks (training loss and greedy
 # generation); prints a short table last.
 #
-#   bash scripts/gpu.sh [tests|bench|torch|parity|dp|sanitize|recompute|gemm_power|lm_head_chunk|all]...
+#   bash scripts/gpu.sh [tests|bench|torch|parity|dp|sanitize|recompute|gemm_power|lm_head_chunk|generate_bench|all]...
 #   RECOMPUTE_MODES=local,local+recompute_full RECOMPUTE_STEPS=10 bash scripts/gpu.sh recompute   # other --compare modes
 #   BENCH_RECIPES="moe/small_moe hybrid/small_hybrid" bash scripts/gpu.sh bench   # family/recipe items; BENCH_MODES overrides the modes
 #   TORCH_MODELS="small_moe hybrid ssd" bash scripts/gpu.sh torch   # only these PyTorch references: families
@@ -11,8 +11,12 @@
 #   TORCH_MOE_IMPLS, TORCH_HYBRID_IMPLS narrow them further
 #   TORCH_DETERMINISTIC=1 TORCH_MODELS=llama bash scripts/gpu.sh torch   # PyTorch held to stepgraph's determinism
 #
-# Default: all = tests bench torch parity dp. sanitize, recompute, gemm_power and lm_head_chunk run only when named
-# (minutes each). lm_head_chunk: small's and 1b's LM head in one chunk against two (docs/performance.md, s24, s25).
+# Default: all = tests bench torch parity dp. sanitize, recompute, gemm_power, lm_head_chunk and generate_bench run
+# only when named (minutes each).
+# generate_bench: decoding speed, `stepgraph generate` (graphed and eager) against transformers' generate() (dynamic
+#   cache, and static cache compiled) on Llama 1b, a Mixtral and a Nemotron-H of random weights, batches 1 and 8
+#   (bench/generate_reference.py; GENERATE_ARGS adds arguments, e.g. "--models llama_1b --batches 1").
+# lm_head_chunk: small's and 1b's LM head in one chunk against two (docs/performance.md, s24, s25).
 # gemm_power (issue 13): bench/gemm_power_bench.cu on llama/1b's, small's and tiny's dense GEMMs; gemm_power.txt
 #   (GEMM_POWER_ARGS replaces its arguments, e.g. "--recipe 1b --explore --ranks 5 --seconds 0.2 --rounds 3").
 # sanitize: compute-sanitizer on llama/tiny (6 steps): memcheck in the none, local and
@@ -34,7 +38,7 @@
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-known_parts=(tests bench torch parity dp sanitize recompute gemm_power lm_head_chunk all)
+known_parts=(tests bench torch parity dp sanitize recompute gemm_power lm_head_chunk generate_bench all)
 for p in "$@"; do
   if [[ $p == -h || $p == --help ]]; then
     sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -155,6 +159,14 @@ if named recompute; then
   grep -q "ended at different losses" "$OUT/recompute.txt" && rc="$rc, LOSSES DIFFER"
   record "recompute 1b mb8" "rc=$rc"
   sed -n '/^mode /,$p' "$OUT/recompute.txt"
+fi
+
+if named generate_bench; then
+  PYTHONUNBUFFERED=1 timeout "${GENERATE_TIMEOUT:-1200}" python3 bench/generate_reference.py --stepgraph "$SG" \
+    --out "${GENERATE_DIR:-/tmp/sg_generate_bench}" --json "$OUT/generate_bench.json" ${GENERATE_ARGS:-} \
+    >"$OUT/generate_bench.txt" 2>&1
+  record "generate bench" "rc=$? (generate_bench.txt)"
+  grep '^|' "$OUT/generate_bench.txt"
 fi
 
 if want torch; then
