@@ -1,5 +1,7 @@
 #pragma once
-// A validation report as text, for a failing assertion's message: every violation, then every note.
+// A validation report as text, for a failing assertion's message: every violation, then every note; and
+// whether a violation names a key.
+#include <algorithm>
 #include <string>
 
 #include "config/validate.h"
@@ -11,6 +13,10 @@ inline std::string describe(const config::ValidationReport& r) {
   for (const auto& v : r.violations) out += config::format_violation(v);
   for (const auto& n : r.notes) out += config::format_note(n);
   return out;
+}
+
+inline bool names_key(const config::Violation& v, const std::string& key) {
+  return std::any_of(v.values.begin(), v.values.end(), [&](const config::KeyValue& kv) { return kv.key == key; });
 }
 
 }  // namespace sg::test

@@ -15,6 +15,7 @@
 
 #include "config/config.h"
 #include "config/validate.h"
+#include "validation_report_text.h"
 
 namespace sg::config {
 namespace {
@@ -26,15 +27,8 @@ const std::vector<std::string> kRefused = {"fp16",  "fp8",     "FP32",  "BF16", 
                                            " fp32", "float32", "float", "bfloat16", "torch.bfloat16", "f32",
                                            "",      "32",      "fp64",  "bf8",      "fp32,bf16"};
 
-std::string describe(const ValidationReport& r) {
-  std::string out;
-  for (const auto& v : r.violations) out += format_violation(v);
-  return out;
-}
-
-bool names_key(const Violation& v, const std::string& key) {
-  return std::any_of(v.values.begin(), v.values.end(), [&](const KeyValue& kv) { return kv.key == key; });
-}
+using test::describe;
+using test::names_key;
 
 // The violations that name `key`.
 std::vector<Violation> about(const ValidationReport& r, const std::string& key) {

@@ -19,12 +19,8 @@ config::ValidationReport check(const char* recipe, const std::vector<std::string
   return config::validate(config::load_config(recipe, overrides));
 }
 
-bool names_key(const config::Violation& v, const std::string& key) {
-  return std::any_of(v.values.begin(), v.values.end(),
-                     [&](const config::KeyValue& kv) { return kv.key == key; });
-}
-
 using test::describe;
+using test::names_key;
 
 struct RuleCase {
   int rule;
@@ -303,85 +299,6 @@ TEST(Validate, EveryRuleHasABreakingAndAPassingConfig) {
   }
 }
 
-// Violations of rule 16 naming `key`.
-std::vector<config::Violation> naming(const config::ValidationReport& r, const std::string& key) {
-  std::vector<config::Violation> out;
-  for (const auto& v : r.violations) {
-    if (v.rule == 16 && names_key(v, key)) out.push_back(v);
-  }
-  return out;
-}
-
-TEST(Validate, KernelLimitsAreCheckedOnlyForTheLayerKindsPresent) {
-  // No attention layer (Mamba and MLP only): the attention kernel's head_dim and seq_len limits do not apply.
-  EXPECT_TRUE(check("llama/tiny", {"model.hybrid_override_pattern=M-M-", "model.kv_channels=12"}).ok());
-  EXPECT_TRUE(check("llama/tiny", {"model.hybrid_override_pattern=M-M-", "model.kv_channels=300"}).ok());
-  EXPECT_TRUE(check("llama/tiny", {"model.hybrid_override_pattern=M-M-", "model.num_attention_heads=64"})  // head_dim 4
-                  .ok());
-  EXPECT_FALSE(check("llama/tiny", {"model.num_attention_heads=64"}).ok());
-  // One attention layer is enough to bring them in.
-  const config::ValidationReport with_attention =
-      check("llama/tiny", {"model.hybrid_override_pattern=M*M-", "model.kv_channels=12"});
-  ASSERT_EQ(naming(with_attention, "model.kv_channels").size(), 1u) << describe(with_attention);
-  EXPECT_NE(naming(with_attention, "model.kv_channels")[0].fix.find("multiple of 8 at most 256"), std::string::npos);
-  // No Mamba layer: the SSD scan's head and state sizes do not apply.
-  EXPECT_TRUE(check("llama/tiny", {"model.mamba_state_dim=48", "model.mamba_head_dim=32"}).ok());
-  EXPECT_TRUE(check("llama/tiny", {"model.hybrid_override_pattern=*-*-", "model.mamba_state_dim=48"}).ok());
-  // No MoE layer: the grouped GEMMs' alignment does not apply (a moe_layer_freq of zeros has none either).
-  EXPECT_TRUE(check("llama/tiny", {"model.moe_ffn_hidden_size=100"}).ok());
-  const config::ValidationReport no_moe_layers =
-      check("moe/tiny_moe", {"model.moe_layer_freq=[0,0,0,0]", "model.moe_ffn_hidden_size=100"});
-  EXPECT_TRUE(naming(no_moe_layers, "model.moe_ffn_hidden_size").empty()) << describe(no_moe_layers);
-}
-
-// A GPT stack whose blocks cannot be listed (a malformed moe_layer_freq, or more layers than validation expands)
-// is checked as if any block could be dense or MoE: the kinds of one of each, as the model composes GPT blocks.
-TEST(Validate, KernelLimitsOfAnUnlistedGptStackCoverEveryBlockKind) {
-  const config::ValidationReport bad_freq =
-      check("moe/tiny_moe", {"model.moe_layer_freq=[1,0]", "model.moe_ffn_hidden_size=100", "model.kv_channels=12"});
-  EXPECT_EQ(naming(bad_freq, "model.moe_ffn_hidden_size").size(), 1u) << describe(bad_freq);
-  EXPECT_EQ(naming(bad_freq, "model.kv_channels").size(), 1u) << describe(bad_freq);
-  const config::ValidationReport dense_long = check("llama/tiny", {"model.num_layers=200000", "model.kv_channels=12",
-                                                                   "model.moe_ffn_hidden_size=100"});
-  EXPECT_EQ(naming(dense_long, "model.kv_channels").size(), 1u) << describe(dense_long);
-  EXPECT_TRUE(naming(dense_long, "model.moe_ffn_hidden_size").empty()) << describe(dense_long);  // no experts
-  EXPECT_TRUE(naming(dense_long, "model.mamba_head_dim").empty()) << describe(dense_long);
-}
-
-TEST(Validate, KernelLimitsReportOneMistakeOnce) {
-  // hidden_size not divisible by the heads: that error alone, not a head_dim one after it.
-  const config::ValidationReport indivisible =
-      check("llama/tiny", {"model.hidden_size=264", "model.num_attention_heads=5", "model.num_query_groups=5"});
-  ASSERT_EQ(naming(indivisible, "model.num_attention_heads").size(), 1u) << describe(indivisible);
-  EXPECT_NE(naming(indivisible, "model.num_attention_heads")[0].message.find("divisible"), std::string::npos);
-  // An unsupported mamba_head_dim: that error alone, not the head count computed from it.
-  const config::ValidationReport head_dim = check("hybrid/tiny_hybrid", {"model.mamba_head_dim=48"});
-  ASSERT_EQ(naming(head_dim, "model.mamba_head_dim").size(), 1u) << describe(head_dim);
-  EXPECT_NE(naming(head_dim, "model.mamba_head_dim")[0].fix.find("mamba_head_dim=64"), std::string::npos);
-  // An odd head_dim under RoPE is the attention kernel's multiple-of-8 error, once.
-  const config::ValidationReport odd = check("llama/tiny", {"model.kv_channels=33"});
-  ASSERT_EQ(odd.violations.size(), 1u) << describe(odd);
-  EXPECT_NE(odd.violations[0].message.find("multiple of 8"), std::string::npos) << describe(odd);
-}
-
-TEST(Validate, KernelLimitFixesNameAConcreteValue) {
-  const config::ValidationReport heads = check("llama/tiny", {"model.hidden_size=272", "model.num_attention_heads=8"});
-  const std::vector<config::Violation> head_violations = naming(heads, "model.num_attention_heads");
-  ASSERT_EQ(head_violations.size(), 1u) << describe(heads);
-  const config::Violation& v = head_violations[0];
-  EXPECT_NE(v.message.find("head_dim = hidden_size / num_attention_heads = 34"), std::string::npos) << v.message;
-  EXPECT_NE(v.fix.find("num_attention_heads=2: head_dim 136"), std::string::npos) << v.fix;
-  const config::ValidationReport state = check("hybrid/tiny_hybrid", {"model.mamba_state_dim=48"});
-  ASSERT_EQ(naming(state, "model.mamba_state_dim").size(), 1u) << describe(state);
-  EXPECT_NE(naming(state, "model.mamba_state_dim")[0].fix.find("16, 32, 64 or 128"), std::string::npos);
-  const config::ValidationReport ffn = check("moe/tiny_moe", {"model.moe_ffn_hidden_size=100"});
-  ASSERT_EQ(naming(ffn, "model.moe_ffn_hidden_size").size(), 1u) << describe(ffn);
-  EXPECT_NE(naming(ffn, "model.moe_ffn_hidden_size")[0].fix.find("e.g. 104"), std::string::npos);
-  const config::ValidationReport wide = check("llama/tiny", {"model.hidden_size=16392", "model.kv_channels=64"});
-  ASSERT_EQ(naming(wide, "model.hidden_size").size(), 1u) << describe(wide);
-  EXPECT_NE(naming(wide, "model.hidden_size")[0].fix.find("at most 16384"), std::string::npos);
-}
-
 // Where their data exists (llama/demo reads data/synth/corpus; without it train would stop at once).
 TEST(Validate, ShippedRecipesAreValid) {
   const sg::test::InShippedRecipeDataDir in_data_dir;
@@ -601,127 +518,6 @@ TEST(Validate, MoeLayerFreqForms) {
   EXPECT_EQ(kinds({"model.moe_layer_freq=([1]*1+[0])*2"}), "*E*-*E*-");
   EXPECT_EQ(kinds({"model.num_layers=6", "model.moe_layer_freq=([0]+[1]*2)*2"}), "*-*E*E*-*E*E");
   EXPECT_EQ(kinds({"model.moe_layer_freq=\"([1,0]*2)\""}), "*E*-*E*-");
-}
-
-TEST(Validate, Rule13GraphedRecomputeWithDropoutIsANote) {
-  for (const std::vector<std::string>& o :
-       {std::vector<std::string>{"model.cuda_graph_scope=attn", "model.recompute_modules=core_attn",
-                                 "model.attention_dropout=0.1"},
-        std::vector<std::string>{"model.cuda_graph_scope=mlp", "model.recompute_modules=mlp",
-                                 "model.hidden_dropout=0.1"}}) {
-    std::vector<std::string> overrides = {"model.cuda_graph_impl=transformer_engine",
-                                          "model.recompute_granularity=selective"};
-    overrides.insert(overrides.end(), o.begin(), o.end());
-    const config::ValidationReport r = check("llama/tiny", overrides);
-    EXPECT_TRUE(r.ok()) << describe(r);
-    const auto note = std::find_if(r.notes.begin(), r.notes.end(), [](const config::Note& n) { return n.rule == 13; });
-    ASSERT_NE(note, r.notes.end()) << describe(r);
-    EXPECT_NE(note->message.find("draws the forward's masks"), std::string::npos) << note->message;
-  }
-  // Without dropout there is nothing to note.
-  const config::ValidationReport quiet =
-      check("llama/tiny", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
-                           "model.recompute_granularity=selective", "model.recompute_modules=core_attn"});
-  EXPECT_TRUE(std::none_of(quiet.notes.begin(), quiet.notes.end(), [](const config::Note& n) { return n.rule == 13; }))
-      << describe(quiet);
-}
-
-TEST(Validate, RecomputeKeysFollowMegatronAndTheLayerKinds) {
-  // Accepted and no longer noted as unimplemented.
-  for (const std::vector<std::string>& ok :
-       {std::vector<std::string>{"model.recompute_granularity=selective", "model.recompute_modules=[core_attn, mlp, layernorm]"},
-        std::vector<std::string>{"model.recompute_granularity=full", "model.recompute_method=uniform",
-                                 "model.recompute_num_layers=2"},
-        std::vector<std::string>{"model.recompute_granularity=full", "model.recompute_method=block",
-                                 "model.recompute_num_layers=1", "model.cuda_graph_impl=local"}}) {
-    const config::ValidationReport r = check("llama/tiny", ok);
-    EXPECT_TRUE(r.ok()) << describe(r);
-    EXPECT_TRUE(config::unimplemented_features(r.config).empty());
-  }
-  // Megatron's asserts: full needs a method and a layer count; selective takes no layer count.
-  const config::ValidationReport no_method =
-      check("llama/tiny", {"model.recompute_granularity=full", "model.recompute_num_layers=1"});
-  ASSERT_FALSE(no_method.ok());
-  EXPECT_TRUE(names_key(no_method.violations[0], "model.recompute_method")) << describe(no_method);
-  const config::ValidationReport no_count =
-      check("llama/tiny", {"model.recompute_granularity=full", "model.recompute_method=block"});
-  ASSERT_FALSE(no_count.ok());
-  EXPECT_TRUE(names_key(no_count.violations[0], "model.recompute_num_layers")) << describe(no_count);
-  const config::ValidationReport selective_count =
-      check("llama/tiny", {"model.recompute_granularity=selective", "model.recompute_num_layers=1"});
-  ASSERT_FALSE(selective_count.ok());
-  EXPECT_TRUE(names_key(selective_count.violations[0], "model.recompute_num_layers")) << describe(selective_count);
-  const config::ValidationReport too_many = check(
-      "llama/tiny", {"model.recompute_granularity=full", "model.recompute_method=block", "model.recompute_num_layers=5"});
-  EXPECT_FALSE(too_many.ok()) << describe(too_many);  // llama/tiny has 4 layers
-  const config::ValidationReport bad_method = check(
-      "llama/tiny", {"model.recompute_granularity=full", "model.recompute_method=blok", "model.recompute_num_layers=1"});
-  ASSERT_FALSE(bad_method.ok());
-  EXPECT_NE(bad_method.violations[0].fix.find("did you mean 'block'"), std::string::npos) << describe(bad_method);
-  // Modules of a layer kind this stack lacks (llama/tiny: attention and dense MLP): an error naming the kind.
-  const struct {
-    const char* module;
-    const char* names;
-  } missing[] = {{"moe_act", "no MoE layers (E in the pattern"},
-                 {"moe", "no MoE layers"},
-                 {"shared_experts", "no MoE layers"},
-                 {"mamba", "no Mamba layers (M in the pattern"},
-                 {"mla_up_proj", "no layer kind"}};
-  for (const auto& m : missing) {
-    SCOPED_TRACE(m.module);
-    const config::ValidationReport r =
-        check("llama/tiny", {"model.recompute_granularity=selective", std::string("model.recompute_modules=") + m.module});
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.violations[0].rule, 16);
-    EXPECT_NE(r.violations[0].message.find(m.names), std::string::npos) << describe(r);
-    EXPECT_NE(r.violations[0].fix.find(m.module), std::string::npos) << describe(r);
-  }
-}
-
-TEST(Validate, MoeAndMambaRecomputeModulesAreAcceptedWhereTheStackHasTheKind) {
-  const struct {
-    const char* recipe;
-    std::vector<std::string> overrides;
-  } ok[] = {
-      {"moe/tiny_moe", {"model.recompute_granularity=selective", "model.recompute_modules=[core_attn, moe_act]"}},
-      {"moe/tiny_moe", {"model.recompute_granularity=selective", "model.recompute_modules=[moe, layernorm]"}},
-      {"moe/tiny_moe",
-       {"model.recompute_granularity=selective", "model.recompute_modules=[moe_act, shared_experts]",
-        "model.moe_shared_expert_intermediate_size=256"}},
-      {"moe/tiny_moe", {"model.recompute_granularity=full", "model.recompute_method=uniform",
-                        "model.recompute_num_layers=1", "model.cuda_graph_impl=local"}},
-      {"moe/tiny_moe", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn,moe",
-                        "model.recompute_granularity=selective", "model.recompute_modules=moe"}},
-      {"hybrid/tiny_hybrid", {"model.recompute_granularity=selective", "model.recompute_modules=[mamba, core_attn, mlp]"}},
-      {"hybrid/tiny_hybrid", {"model.recompute_granularity=full", "model.recompute_method=block",
-                              "model.recompute_num_layers=3"}},
-      // The every-kind stack of tests/train/graph_modes_recompute_kinds_gpu_test.cpp.
-      {"hybrid/tiny_hybrid",
-       {"model.cuda_graph_impl=transformer_engine", "model.recompute_granularity=selective",
-        "model.recompute_modules=[mamba, moe, mlp]", "model.cuda_graph_scope=attn,mamba,moe",
-        "model.hybrid_override_pattern=M*EM*-ME", "model.num_moe_experts=8", "model.moe_router_topk=2",
-        "model.moe_ffn_hidden_size=256", "model.moe_aux_loss_coeff=1e-2", "model.moe_token_dispatcher_type=alltoall",
-        "model.activation_func=silu", "model.gated_linear_unit=true"}},  // SwiGLU MLP and experts
-  };
-  for (const auto& c : ok) {
-    SCOPED_TRACE(std::string(c.recipe) + " " + c.overrides[1]);
-    const config::ValidationReport r = check(c.recipe, c.overrides);
-    EXPECT_TRUE(r.ok()) << describe(r);
-  }
-  // shared_experts needs a shared expert; mamba needs Mamba layers; moe_act needs MoE layers.
-  const config::ValidationReport no_shared =
-      check("moe/tiny_moe", {"model.recompute_granularity=selective", "model.recompute_modules=shared_experts"});
-  ASSERT_FALSE(no_shared.ok());
-  EXPECT_NE(no_shared.violations[0].message.find("no shared expert"), std::string::npos) << describe(no_shared);
-  EXPECT_NE(no_shared.violations[0].fix.find("moe_shared_expert_intermediate_size"), std::string::npos);
-  const config::ValidationReport no_mamba =
-      check("moe/tiny_moe", {"model.recompute_granularity=selective", "model.recompute_modules=mamba"});
-  ASSERT_FALSE(no_mamba.ok());
-  EXPECT_NE(no_mamba.violations[0].message.find("no Mamba layers"), std::string::npos) << describe(no_mamba);
-  const config::ValidationReport no_moe =
-      check("hybrid/tiny_hybrid", {"model.recompute_granularity=selective", "model.recompute_modules=moe_act"});
-  ASSERT_FALSE(no_moe.ok());
-  EXPECT_NE(no_moe.violations[0].message.find("no MoE layers"), std::string::npos) << describe(no_moe);
 }
 
 TEST(Validate, ResolvesBridgeDefaults) {
