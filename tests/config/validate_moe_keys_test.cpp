@@ -21,11 +21,8 @@
 namespace sg::config {
 namespace {
 
+using test::check_recipe;
 using test::describe;
-
-ValidationReport check(const char* recipe, const std::vector<std::string>& overrides = {}) {
-  return validate(load_config(recipe, overrides));
-}
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -61,13 +58,14 @@ std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std:
 // squared ReLU (Nemotron-H), in a GPT stack or a hybrid pattern; any other pair is refused once.
 TEST(MoeKeys, TheExpertsTakeTheModelsActivation) {
   for (const ValidationReport& r :
-       {check("moe/tiny_moe", kSquaredRelu), check("hybrid/tiny_hybrid", kHybridMoe),
-        check("hybrid/tiny_hybrid", plus(kHybridMoe, {"model.activation_func=silu", "model.gated_linear_unit=true"})),
-        check("llama/tiny", kSquaredRelu), check("hybrid/tiny_hybrid"),
-        check("hybrid/tiny_hybrid_moe")}) {
+       {check_recipe("moe/tiny_moe", kSquaredRelu), check_recipe("hybrid/tiny_hybrid", kHybridMoe),
+        check_recipe("hybrid/tiny_hybrid",
+                     plus(kHybridMoe, {"model.activation_func=silu", "model.gated_linear_unit=true"})),
+        check_recipe("llama/tiny", kSquaredRelu), check_recipe("hybrid/tiny_hybrid"),
+        check_recipe("hybrid/tiny_hybrid_moe")}) {
     EXPECT_TRUE(r.ok()) << describe(r);
   }
-  const ValidationReport r = check("moe/tiny_moe", {"model.activation_func=gelu"});
+  const ValidationReport r = check_recipe("moe/tiny_moe", {"model.activation_func=gelu"});
   const std::vector<Violation> v = violations_naming(r, "model.activation_func");
   ASSERT_EQ(v.size(), 1u) << describe(r);
   EXPECT_EQ(v[0].rule, 16);
@@ -77,7 +75,7 @@ TEST(MoeKeys, TheExpertsTakeTheModelsActivation) {
 }
 
 TEST(MoeKeys, TopOneWithTheSoftmaxAfterTheTopKIsRefusedAsMegatronDoes) {
-  const ValidationReport r = check("moe/tiny_moe", {"model.moe_router_topk=1"});
+  const ValidationReport r = check_recipe("moe/tiny_moe", {"model.moe_router_topk=1"});
   const std::vector<Violation> v = violations_naming(r, "model.moe_router_pre_softmax");
   ASSERT_EQ(v.size(), 1u) << describe(r);
   EXPECT_TRUE(names(v[0].values, "model.moe_router_topk")) << describe(r);
@@ -87,7 +85,7 @@ TEST(MoeKeys, TopOneWithTheSoftmaxAfterTheTopKIsRefusedAsMegatronDoes) {
   for (const std::vector<std::string>& ok :
        {std::vector<std::string>{"model.moe_router_topk=1", "model.moe_router_pre_softmax=true"},
         std::vector<std::string>{"model.moe_router_topk=1", "model.moe_router_score_function=sigmoid"}}) {
-    const ValidationReport passes = check("moe/tiny_moe", ok);
+    const ValidationReport passes = check_recipe("moe/tiny_moe", ok);
     EXPECT_TRUE(passes.ok()) << describe(passes);
   }
 }
@@ -95,11 +93,12 @@ TEST(MoeKeys, TopOneWithTheSoftmaxAfterTheTopKIsRefusedAsMegatronDoes) {
 TEST(MoeKeys, EveryDispatcherRunsOnOneGpuAndFlexSaysItsBackendsAreNotUsed) {
   const std::string key = "model.moe_token_dispatcher_type";
   // Bridge's default (and Config's): a Bridge MoE config that does not set the key.
-  const ValidationReport by_default = check("moe/tiny_moe", {key + "=" + ModelConfig{}.moe_token_dispatcher_type});
+  const ValidationReport by_default =
+      check_recipe("moe/tiny_moe", {key + "=" + ModelConfig{}.moe_token_dispatcher_type});
   EXPECT_TRUE(by_default.ok()) << describe(by_default);
   for (const std::string& dispatcher : moe_token_dispatcher_type_values().implemented) {
     SCOPED_TRACE(dispatcher);
-    const ValidationReport r = check("moe/tiny_moe", {key + "=" + dispatcher});
+    const ValidationReport r = check_recipe("moe/tiny_moe", {key + "=" + dispatcher});
     EXPECT_TRUE(r.ok()) << describe(r);
     const std::vector<Note> notes = notes_naming(r, key);
     if (dispatcher == "flex") {
@@ -109,7 +108,7 @@ TEST(MoeKeys, EveryDispatcherRunsOnOneGpuAndFlexSaysItsBackendsAreNotUsed) {
       EXPECT_TRUE(notes.empty()) << describe(r);
     }
   }
-  const ValidationReport typo = check("moe/tiny_moe", {key + "=all2all"});
+  const ValidationReport typo = check_recipe("moe/tiny_moe", {key + "=all2all"});
   const std::vector<Violation> v = violations_naming(typo, key);
   ASSERT_EQ(v.size(), 1u) << describe(typo);
   EXPECT_TRUE(contains(v[0].message, "unknown")) << v[0].message;
@@ -120,12 +119,12 @@ TEST(MoeKeys, PreSoftmaxWithSigmoidIsANoteAndTheRouterIgnoresIt) {
   // Bridge's DeepSeek-V3 / Moonlight pair.
   const std::vector<std::string> deepseek = {"model.moe_router_score_function=sigmoid",
                                              "model.moe_router_enable_expert_bias=true"};
-  const ValidationReport with = check("moe/tiny_moe", plus(deepseek, {"model.moe_router_pre_softmax=true"}));
+  const ValidationReport with = check_recipe("moe/tiny_moe", plus(deepseek, {"model.moe_router_pre_softmax=true"}));
   ASSERT_TRUE(with.ok()) << describe(with);
   const std::vector<Note> notes = notes_naming(with, "model.moe_router_pre_softmax");
   ASSERT_EQ(notes.size(), 1u) << describe(with);
   EXPECT_TRUE(contains(notes[0].message, "no effect")) << notes[0].message;
-  const ValidationReport without = check("moe/tiny_moe", deepseek);
+  const ValidationReport without = check_recipe("moe/tiny_moe", deepseek);
   ASSERT_TRUE(without.ok()) << describe(without);
   EXPECT_TRUE(notes_naming(without, "model.moe_router_pre_softmax").empty()) << describe(without);
 
@@ -144,7 +143,7 @@ TEST(MoeKeys, PreSoftmaxWithSigmoidIsANoteAndTheRouterIgnoresIt) {
   EXPECT_EQ(map, plain_map);
   EXPECT_EQ(probs, plain_probs);
   // With softmax, pre_softmax is Megatron's: the router gets it.
-  EXPECT_TRUE(model_spec(check("moe/tiny_moe", {"model.moe_router_pre_softmax=true"}).config).moe.pre_softmax);
+  EXPECT_TRUE(model_spec(check_recipe("moe/tiny_moe", {"model.moe_router_pre_softmax=true"}).config).moe.pre_softmax);
 }
 
 // Megatron's values stepgraph does not implement are "not implemented in stepgraph", with the values it has; a
@@ -158,7 +157,7 @@ TEST(MoeKeys, MegatronValuesNotImplementedAreNotCalledUnknown) {
     tried.push_back("typo" + values->implemented[0]);
     for (const std::string& value : tried) {
       SCOPED_TRACE(key + "=" + value);
-      const ValidationReport r = check("moe/tiny_moe", {key + "=" + value});
+      const ValidationReport r = check_recipe("moe/tiny_moe", {key + "=" + value});
       const std::vector<Violation> v = violations_naming(r, key);
       ASSERT_EQ(v.size(), 1u) << describe(r);
       const bool megatron = value.rfind("typo", 0) != 0;
@@ -180,11 +179,11 @@ TEST(MoeKeys, ALoadBalancingTypeListOfOneIsItsValueAndALongerOneIsNotImplemented
   EXPECT_EQ(load_config_yaml("model:\n  moe_router_load_balancing_type:\n    - none\n", "r.yaml")
                 .model.moe_router_load_balancing_type,
             "none");
-  const ValidationReport one = check("moe/tiny_moe", {key + "=[seq_aux_loss]"});
+  const ValidationReport one = check_recipe("moe/tiny_moe", {key + "=[seq_aux_loss]"});
   EXPECT_EQ(one.config.model.moe_router_load_balancing_type, "seq_aux_loss");
   EXPECT_TRUE(violations_naming(one, key).empty()) << describe(one);
   // The element is judged as the value would be: a typo is still "unknown".
-  const ValidationReport typo = check("moe/tiny_moe", {key + "=[aux_los]"});
+  const ValidationReport typo = check_recipe("moe/tiny_moe", {key + "=[aux_los]"});
   ASSERT_EQ(violations_naming(typo, key).size(), 1u) << describe(typo);
 
   std::string msg = test::thrown_message([] {
@@ -209,7 +208,8 @@ TEST(MoeKeys, ALoadBalancingTypeListOfOneIsItsValueAndALongerOneIsNotImplemented
 
 TEST(MoeKeys, AnInvalidCapacityFactorSaysNullIsDropless) {
   for (const char* factor : {"-1", "0"}) {
-    const ValidationReport r = check("moe/tiny_moe", {std::string("model.moe_expert_capacity_factor=") + factor});
+    const ValidationReport r =
+        check_recipe("moe/tiny_moe", {std::string("model.moe_expert_capacity_factor=") + factor});
     const std::vector<Violation> v = violations_naming(r, "model.moe_expert_capacity_factor");
     ASSERT_EQ(v.size(), 1u) << describe(r);
     EXPECT_TRUE(contains(v[0].fix, "null for token-dropless")) << v[0].fix;
@@ -228,7 +228,7 @@ TEST(MoeKeys, MoeLayerFreqPrintsInViolationsAsConfigShowPrintsIt) {
     const std::string shown = yaml.substr(at + line.size(), yaml.find('\n', at) - at - line.size());
     EXPECT_EQ(format_value(c, "model.moe_layer_freq"), shown);
   }
-  const ValidationReport r = check("moe/tiny_moe", {"model.moe_layer_freq=[1,0]"});  // 2 entries, 4 blocks
+  const ValidationReport r = check_recipe("moe/tiny_moe", {"model.moe_layer_freq=[1,0]"});  // 2 entries, 4 blocks
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(contains(describe(r), "model.moe_layer_freq = [1, 0]")) << describe(r);
 }
@@ -244,48 +244,48 @@ TEST(MoeKeys, MoeKeysOnAModelWithoutMoeLayersAreOneNote) {
   };
   // A dense recipe with MoE keys.
   const ValidationReport dense =
-      check("llama/tiny", {"model.moe_ffn_hidden_size=512", "model.moe_router_topk=4"});
+      check_recipe("llama/tiny", {"model.moe_ffn_hidden_size=512", "model.moe_router_topk=4"});
   ASSERT_TRUE(dense.ok()) << describe(dense);
   std::vector<Note> notes = moe_notes(dense);
   ASSERT_EQ(notes.size(), 1u) << describe(dense);
   EXPECT_TRUE(names(notes[0].values, "model.moe_ffn_hidden_size")) << describe(dense);
   EXPECT_TRUE(names(notes[0].values, "model.moe_router_topk")) << describe(dense);
   // Bridge's keys that never have an effect here (config/bridge_inert_keys.h) have their own note, not this one.
-  EXPECT_TRUE(moe_notes(check("llama/tiny", {"model.moe_grouped_gemm=true"})).empty());
+  EXPECT_TRUE(moe_notes(check_recipe("llama/tiny", {"model.moe_grouped_gemm=true"})).empty());
 
   // An MoE recipe made dense: the keys it sets away from the defaults, not those at them.
   const Config tiny_moe = load_config("moe/tiny_moe");
   ASSERT_EQ(tiny_moe.model.moe_router_topk, ModelConfig{}.moe_router_topk);
   ASSERT_NE(tiny_moe.model.moe_ffn_hidden_size, ModelConfig{}.moe_ffn_hidden_size);
   for (const char* zero : {"model.num_moe_experts=0", "model.num_moe_experts=null"}) {
-    const ValidationReport r = check("moe/tiny_moe", {zero});
+    const ValidationReport r = check_recipe("moe/tiny_moe", {zero});
     notes = moe_notes(r);
     ASSERT_EQ(notes.size(), 1u) << describe(r);
     EXPECT_TRUE(names(notes[0].values, "model.moe_ffn_hidden_size")) << describe(r);
     EXPECT_FALSE(names(notes[0].values, "model.moe_router_topk")) << describe(r);
   }
   // Experts, but moe_layer_freq makes every block dense: the experts are unused, the frequency is the reason.
-  const ValidationReport zeros = check("moe/tiny_moe", {"model.moe_layer_freq=[0,0,0,0]"});
+  const ValidationReport zeros = check_recipe("moe/tiny_moe", {"model.moe_layer_freq=[0,0,0,0]"});
   notes = moe_notes(zeros);
   ASSERT_EQ(notes.size(), 1u) << describe(zeros);
   EXPECT_TRUE(names(notes[0].values, "model.num_moe_experts")) << describe(zeros);
   EXPECT_FALSE(names(notes[0].values, "model.moe_layer_freq")) << describe(zeros);
   // Experts on a hybrid pattern without E.
-  notes = moe_notes(check("hybrid/tiny_hybrid", {"model.num_moe_experts=8"}));
+  notes = moe_notes(check_recipe("hybrid/tiny_hybrid", {"model.num_moe_experts=8"}));
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_TRUE(names(notes[0].values, "model.num_moe_experts"));
 
   // The pattern decides the MoE layers: moe_layer_freq has no effect.
   const std::vector<std::string> hybrid_moe =
       plus(kHybridMoe, {"model.activation_func=silu", "model.gated_linear_unit=true"});
-  const ValidationReport freq = check("hybrid/tiny_hybrid", plus(hybrid_moe, {"model.moe_layer_freq=2"}));
+  const ValidationReport freq = check_recipe("hybrid/tiny_hybrid", plus(hybrid_moe, {"model.moe_layer_freq=2"}));
   ASSERT_TRUE(freq.ok()) << describe(freq);
   EXPECT_TRUE(moe_notes(freq).empty()) << describe(freq);
   ASSERT_EQ(notes_naming(freq, "model.moe_layer_freq").size(), 1u) << describe(freq);
 
   // Models with MoE layers, or dense ones without MoE keys: no such note.
   for (const ValidationReport& r :
-       {check("moe/tiny_moe"), check("llama/tiny"), check("hybrid/tiny_hybrid", hybrid_moe)}) {
+       {check_recipe("moe/tiny_moe"), check_recipe("llama/tiny"), check_recipe("hybrid/tiny_hybrid", hybrid_moe)}) {
     EXPECT_TRUE(moe_notes(r).empty()) << describe(r);
     EXPECT_TRUE(notes_naming(r, "model.moe_layer_freq").empty()) << describe(r);
   }
@@ -300,7 +300,7 @@ TEST(MambaKeys, MambaKeysOnAModelWithoutMambaLayersAreOneNote) {
     return out;
   };
   // Even a value the scan refuses: no layer runs it.
-  const ValidationReport gpt = check("llama/tiny", {"model.mamba_num_groups=4", "model.mamba_state_dim=48"});
+  const ValidationReport gpt = check_recipe("llama/tiny", {"model.mamba_num_groups=4", "model.mamba_state_dim=48"});
   ASSERT_TRUE(gpt.ok()) << describe(gpt);
   std::vector<Note> notes = mamba_notes(gpt);
   ASSERT_EQ(notes.size(), 1u) << describe(gpt);
@@ -308,17 +308,19 @@ TEST(MambaKeys, MambaKeysOnAModelWithoutMambaLayersAreOneNote) {
   EXPECT_TRUE(names(notes[0].values, "model.mamba_state_dim")) << describe(gpt);
   EXPECT_TRUE(contains(notes[0].message, "model.hybrid_override_pattern")) << notes[0].message;
   // A pattern without M.
-  notes = mamba_notes(check("hybrid/tiny_hybrid", {"model.hybrid_override_pattern=*-*-*-*-", "model.mamba_expand=4"}));
+  notes = mamba_notes(
+      check_recipe("hybrid/tiny_hybrid", {"model.hybrid_override_pattern=*-*-*-*-", "model.mamba_expand=4"}));
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_TRUE(names(notes[0].values, "model.mamba_expand"));
   // Mamba layers, or no mamba_* key away from its default: no note.
-  for (const ValidationReport& r : {check("hybrid/tiny_hybrid", {"model.mamba_expand=4"}), check("llama/tiny")}) {
+  for (const ValidationReport& r :
+       {check_recipe("hybrid/tiny_hybrid", {"model.mamba_expand=4"}), check_recipe("llama/tiny")}) {
     EXPECT_TRUE(mamba_notes(r).empty()) << describe(r);
   }
 }
 
 TEST(MambaKeys, ADerivedHeadCountNamesTheKeysItComesFrom) {
-  const ValidationReport derived = check("hybrid/tiny_hybrid", {"model.mamba_num_groups=3"});
+  const ValidationReport derived = check_recipe("hybrid/tiny_hybrid", {"model.mamba_num_groups=3"});
   const std::vector<Violation> v = violations_naming(derived, "model.mamba_num_groups");
   ASSERT_EQ(v.size(), 1u) << describe(derived);
   for (const char* key : {"model.mamba_expand", "model.hidden_size", "model.mamba_head_dim"}) {
@@ -326,7 +328,8 @@ TEST(MambaKeys, ADerivedHeadCountNamesTheKeysItComesFrom) {
   }
   EXPECT_TRUE(contains(v[0].message, "mamba_expand * hidden_size / mamba_head_dim")) << v[0].message;
   // A head count given as a key is that key alone.
-  const ValidationReport given = check("hybrid/tiny_hybrid", {"model.mamba_num_heads=6", "model.mamba_num_groups=4"});
+  const ValidationReport given =
+      check_recipe("hybrid/tiny_hybrid", {"model.mamba_num_heads=6", "model.mamba_num_groups=4"});
   const std::vector<Violation> g = violations_naming(given, "model.mamba_num_groups");
   ASSERT_EQ(g.size(), 1u) << describe(given);
   EXPECT_TRUE(names(g[0].values, "model.mamba_num_heads")) << describe(given);

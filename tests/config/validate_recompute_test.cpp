@@ -13,10 +13,7 @@
 namespace sg::config {
 namespace {
 
-ValidationReport check(const char* recipe, const std::vector<std::string>& overrides) {
-  return validate(load_config(recipe, overrides));
-}
-
+using test::check_recipe;
 using test::describe;
 using test::names_key;
 
@@ -29,7 +26,7 @@ TEST(Validate, Rule13GraphedRecomputeWithDropoutIsANote) {
     std::vector<std::string> overrides = {"model.cuda_graph_impl=transformer_engine",
                                           "model.recompute_granularity=selective"};
     overrides.insert(overrides.end(), o.begin(), o.end());
-    const config::ValidationReport r = check("llama/tiny", overrides);
+    const config::ValidationReport r = check_recipe("llama/tiny", overrides);
     EXPECT_TRUE(r.ok()) << describe(r);
     const auto note = std::find_if(r.notes.begin(), r.notes.end(), [](const config::Note& n) { return n.rule == 13; });
     ASSERT_NE(note, r.notes.end()) << describe(r);
@@ -37,8 +34,8 @@ TEST(Validate, Rule13GraphedRecomputeWithDropoutIsANote) {
   }
   // Without dropout there is nothing to note.
   const config::ValidationReport quiet =
-      check("llama/tiny", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
-                           "model.recompute_granularity=selective", "model.recompute_modules=core_attn"});
+      check_recipe("llama/tiny", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn",
+                                  "model.recompute_granularity=selective", "model.recompute_modules=core_attn"});
   EXPECT_TRUE(std::none_of(quiet.notes.begin(), quiet.notes.end(), [](const config::Note& n) { return n.rule == 13; }))
       << describe(quiet);
 }
@@ -52,30 +49,30 @@ TEST(Validate, RecomputeKeysFollowMegatronAndTheLayerKinds) {
                                  "model.recompute_num_layers=2"},
         std::vector<std::string>{"model.recompute_granularity=full", "model.recompute_method=block",
                                  "model.recompute_num_layers=1", "model.cuda_graph_impl=local"}}) {
-    const config::ValidationReport r = check("llama/tiny", ok);
+    const config::ValidationReport r = check_recipe("llama/tiny", ok);
     EXPECT_TRUE(r.ok()) << describe(r);
     EXPECT_TRUE(config::unimplemented_features(r.config).empty());
   }
   // Megatron's asserts: full needs a method and a layer count; selective takes no layer count.
   const config::ValidationReport no_method =
-      check("llama/tiny", {"model.recompute_granularity=full", "model.recompute_num_layers=1"});
+      check_recipe("llama/tiny", {"model.recompute_granularity=full", "model.recompute_num_layers=1"});
   ASSERT_FALSE(no_method.ok());
   EXPECT_TRUE(names_key(no_method.violations[0], "model.recompute_method")) << describe(no_method);
   const config::ValidationReport no_count =
-      check("llama/tiny", {"model.recompute_granularity=full", "model.recompute_method=block"});
+      check_recipe("llama/tiny", {"model.recompute_granularity=full", "model.recompute_method=block"});
   ASSERT_FALSE(no_count.ok());
   EXPECT_TRUE(names_key(no_count.violations[0], "model.recompute_num_layers")) << describe(no_count);
   const config::ValidationReport selective_count =
-      check("llama/tiny", {"model.recompute_granularity=selective", "model.recompute_num_layers=1"});
+      check_recipe("llama/tiny", {"model.recompute_granularity=selective", "model.recompute_num_layers=1"});
   ASSERT_FALSE(selective_count.ok());
   EXPECT_TRUE(names_key(selective_count.violations[0], "model.recompute_num_layers")) << describe(selective_count);
-  const config::ValidationReport too_many =
-      check("llama/tiny",
-            {"model.recompute_granularity=full", "model.recompute_method=block", "model.recompute_num_layers=5"});
+  const config::ValidationReport too_many = check_recipe(
+      "llama/tiny",
+      {"model.recompute_granularity=full", "model.recompute_method=block", "model.recompute_num_layers=5"});
   EXPECT_FALSE(too_many.ok()) << describe(too_many);  // llama/tiny has 4 layers
   const config::ValidationReport bad_method =
-      check("llama/tiny",
-            {"model.recompute_granularity=full", "model.recompute_method=blok", "model.recompute_num_layers=1"});
+      check_recipe("llama/tiny",
+                   {"model.recompute_granularity=full", "model.recompute_method=blok", "model.recompute_num_layers=1"});
   ASSERT_FALSE(bad_method.ok());
   EXPECT_NE(bad_method.violations[0].fix.find("did you mean 'block'"), std::string::npos) << describe(bad_method);
   // Modules of a layer kind this stack lacks (llama/tiny: attention and dense MLP): an error naming the kind.
@@ -89,7 +86,7 @@ TEST(Validate, RecomputeKeysFollowMegatronAndTheLayerKinds) {
                  {"mla_up_proj", "no layer kind"}};
   for (const auto& m : missing) {
     SCOPED_TRACE(m.module);
-    const config::ValidationReport r = check(
+    const config::ValidationReport r = check_recipe(
         "llama/tiny", {"model.recompute_granularity=selective", std::string("model.recompute_modules=") + m.module});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.violations[0].rule, 16);
@@ -128,21 +125,21 @@ TEST(Validate, MoeAndMambaRecomputeModulesAreAcceptedWhereTheStackHasTheKind) {
   };
   for (const auto& c : ok) {
     SCOPED_TRACE(std::string(c.recipe) + " " + c.overrides[1]);
-    const config::ValidationReport r = check(c.recipe, c.overrides);
+    const config::ValidationReport r = check_recipe(c.recipe, c.overrides);
     EXPECT_TRUE(r.ok()) << describe(r);
   }
   // shared_experts needs a shared expert; mamba needs Mamba layers; moe_act needs MoE layers.
   const config::ValidationReport no_shared =
-      check("moe/tiny_moe", {"model.recompute_granularity=selective", "model.recompute_modules=shared_experts"});
+      check_recipe("moe/tiny_moe", {"model.recompute_granularity=selective", "model.recompute_modules=shared_experts"});
   ASSERT_FALSE(no_shared.ok());
   EXPECT_NE(no_shared.violations[0].message.find("no shared expert"), std::string::npos) << describe(no_shared);
   EXPECT_NE(no_shared.violations[0].fix.find("moe_shared_expert_intermediate_size"), std::string::npos);
   const config::ValidationReport no_mamba =
-      check("moe/tiny_moe", {"model.recompute_granularity=selective", "model.recompute_modules=mamba"});
+      check_recipe("moe/tiny_moe", {"model.recompute_granularity=selective", "model.recompute_modules=mamba"});
   ASSERT_FALSE(no_mamba.ok());
   EXPECT_NE(no_mamba.violations[0].message.find("no Mamba layers"), std::string::npos) << describe(no_mamba);
   const config::ValidationReport no_moe =
-      check("hybrid/tiny_hybrid", {"model.recompute_granularity=selective", "model.recompute_modules=moe_act"});
+      check_recipe("hybrid/tiny_hybrid", {"model.recompute_granularity=selective", "model.recompute_modules=moe_act"});
   ASSERT_FALSE(no_moe.ok());
   EXPECT_NE(no_moe.violations[0].message.find("no MoE layers"), std::string::npos) << describe(no_moe);
 }

@@ -15,10 +15,7 @@
 namespace sg::config {
 namespace {
 
-config::ValidationReport check(const char* recipe, const std::vector<std::string>& overrides) {
-  return config::validate(config::load_config(recipe, overrides));
-}
-
+using test::check_recipe;
 using test::describe;
 using test::names_key;
 
@@ -272,7 +269,7 @@ TEST(Validate, EveryRuleHasABreakingAndAPassingConfig) {
     std::string trace = std::string(c.recipe) + " rule " + std::to_string(c.rule) + ":";
     for (const auto& o : c.breaks) trace += " " + o;
     SCOPED_TRACE(trace);
-    const config::ValidationReport broken = check(c.recipe, c.breaks);
+    const config::ValidationReport broken = check_recipe(c.recipe, c.breaks);
     const auto it =
         std::find_if(broken.violations.begin(), broken.violations.end(),
                      [&](const config::Violation& v) { return v.rule == c.rule && names_key(v, c.key); });
@@ -286,7 +283,7 @@ TEST(Validate, EveryRuleHasABreakingAndAPassingConfig) {
                 std::string::npos);
       EXPECT_NE(config::format_violation(*it).find(c.key), std::string::npos);
     }
-    const config::ValidationReport passing = check(c.recipe, c.passes);
+    const config::ValidationReport passing = check_recipe(c.recipe, c.passes);
     EXPECT_TRUE(passing.ok()) << "the nearby config should pass:\n" << describe(passing);
     covered[c.rule] = true;
   }
@@ -303,13 +300,13 @@ TEST(Validate, EveryRuleHasABreakingAndAPassingConfig) {
 TEST(Validate, ShippedRecipesAreValid) {
   const sg::test::InShippedRecipeDataDir in_data_dir;
   for (const auto& name : config::shipped_recipe_names()) {
-    const config::ValidationReport r = check(name.c_str(), {});
+    const config::ValidationReport r = check_recipe(name.c_str(), {});
     EXPECT_TRUE(r.ok()) << name << ":\n" << describe(r);
   }
 }
 
 TEST(Validate, Rule2ImplNoneClearsTheScopeWithANote) {
-  const config::ValidationReport r = check("llama/tiny", {"model.cuda_graph_scope=attn,mlp"});
+  const config::ValidationReport r = check_recipe("llama/tiny", {"model.cuda_graph_scope=attn,mlp"});
   EXPECT_TRUE(r.ok()) << describe(r);
   EXPECT_TRUE(r.config.model.cuda_graph_scope.empty());
   ASSERT_FALSE(r.notes.empty());
@@ -319,15 +316,14 @@ TEST(Validate, Rule2ImplNoneClearsTheScopeWithANote) {
 }
 
 TEST(Validate, Rule3KeepsTheTrackersInSync) {
-  config::ValidationReport r =
-      check("llama/tiny", {"model.use_te_rng_tracker=false"});  // impl none: sync, note
+  config::ValidationReport r = check_recipe("llama/tiny", {"model.use_te_rng_tracker=false"});  // impl none: sync, note
   EXPECT_TRUE(r.ok());
   EXPECT_TRUE(r.config.model.use_te_rng_tracker);
   EXPECT_TRUE(r.config.rng.te_rng_tracker);
   EXPECT_TRUE(
       std::any_of(r.notes.begin(), r.notes.end(), [](const config::Note& n) { return n.rule == 3; }));
   // With graphs on, either false is an error naming both keys.
-  r = check("llama/tiny", {"model.cuda_graph_impl=local", "rng.te_rng_tracker=false"});
+  r = check_recipe("llama/tiny", {"model.cuda_graph_impl=local", "rng.te_rng_tracker=false"});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.violations[0].rule, 3);
   EXPECT_TRUE(names_key(r.violations[0], "model.use_te_rng_tracker"));
@@ -344,14 +340,14 @@ TEST(Validate, Rule3KeepsTheTrackersInSync) {
 }
 
 TEST(Validate, Rule4NormalizesEmptyScopes) {
-  config::ValidationReport r = check("llama/tiny", {"model.cuda_graph_impl=local"});
+  config::ValidationReport r = check_recipe("llama/tiny", {"model.cuda_graph_impl=local"});
   EXPECT_TRUE(r.ok()) << describe(r);
   EXPECT_EQ(r.config.model.cuda_graph_scope, std::vector<std::string>{"full_iteration"});
   // transformer_engine without a scope graphs whole layers: every module scope the model has.
-  r = check("llama/tiny", {"model.cuda_graph_impl=transformer_engine"});
+  r = check_recipe("llama/tiny", {"model.cuda_graph_impl=transformer_engine"});
   EXPECT_TRUE(r.ok()) << describe(r);
   EXPECT_EQ(r.config.model.cuda_graph_scope, (std::vector<std::string>{"attn", "mlp"}));
-  r = check("moe/tiny_moe", {"model.cuda_graph_impl=transformer_engine"});
+  r = check_recipe("moe/tiny_moe", {"model.cuda_graph_impl=transformer_engine"});
   EXPECT_TRUE(r.ok()) << describe(r);
   EXPECT_EQ(r.config.model.cuda_graph_scope,
             (std::vector<std::string>{"attn", "moe_router", "moe_preprocess"}));
@@ -359,14 +355,13 @@ TEST(Validate, Rule4NormalizesEmptyScopes) {
   EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const config::Note& n) {
     return n.rule == 4 && n.message.find("add moe to the scope") != std::string::npos;
   })) << describe(r);
-  r = check("moe/tiny_moe",
-            {"model.cuda_graph_impl=transformer_engine", "model.moe_expert_capacity_factor=1",
-             "model.moe_pad_expert_input_to_capacity=true"});
+  r = check_recipe("moe/tiny_moe", {"model.cuda_graph_impl=transformer_engine", "model.moe_expert_capacity_factor=1",
+                                    "model.moe_pad_expert_input_to_capacity=true"});
   EXPECT_TRUE(r.ok()) << describe(r);
   EXPECT_EQ(r.config.model.cuda_graph_scope, (std::vector<std::string>{"attn", "moe"}));
   // The exact message of the brief's example.
-  r = check("llama/tiny", {"model.cuda_graph_impl=transformer_engine",
-                           "model.cuda_graph_scope=full_iteration,attn"});
+  r = check_recipe("llama/tiny",
+                   {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=full_iteration,attn"});
   ASSERT_EQ(r.violations.size(), 1u) << describe(r);
   EXPECT_EQ(config::format_violation(r.violations[0])
                 .rfind("[rule 4] full_iteration is only valid with cuda_graph_impl local\n"
@@ -379,26 +374,25 @@ TEST(Validate, Rule4NormalizesEmptyScopes) {
 }
 
 TEST(Validate, ReportsEveryViolationAtOnceInRuleOrder) {
-  const config::ValidationReport r =
-      check("llama/tiny", {"model.cuda_graph_impl=local", "model.cuda_graph_scope=attn",
-                           "model.cpu_offloading=true", "model.cuda_graph_warmup_steps=-2",
-                           "model.num_attention_heads=3", "model.num_query_groups=null",
-                           "train.global_batch_size=5"});
+  const config::ValidationReport r = check_recipe(
+      "llama/tiny", {"model.cuda_graph_impl=local", "model.cuda_graph_scope=attn", "model.cpu_offloading=true",
+                     "model.cuda_graph_warmup_steps=-2", "model.num_attention_heads=3", "model.num_query_groups=null",
+                     "train.global_batch_size=5"});
   std::vector<int> rules;
   for (const auto& v : r.violations) rules.push_back(v.rule);
   EXPECT_EQ(rules, (std::vector<int>{4, 10, 15, 16, 16})) << describe(r);
 }
 
 TEST(Validate, UnknownValuesListTheValidOnes) {
-  const config::ValidationReport r = check(
-      "llama/tiny", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=atn"});
+  const config::ValidationReport r =
+      check_recipe("llama/tiny", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=atn"});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.violations[0].rule, 1);
   EXPECT_NE(
       r.violations[0].fix.find("full_iteration, attn, mlp, moe, moe_router, moe_preprocess, mamba"),
       std::string::npos);
   EXPECT_NE(r.violations[0].fix.find("did you mean 'attn'"), std::string::npos);
-  const config::ValidationReport impl = check("llama/tiny", {"model.cuda_graph_impl=TE"});
+  const config::ValidationReport impl = check_recipe("llama/tiny", {"model.cuda_graph_impl=TE"});
   EXPECT_NE(impl.violations.at(0).fix.find("none, local, transformer_engine"), std::string::npos);
 }
 
@@ -440,7 +434,7 @@ TEST(Validate, Bf16MainGradientsAreValidForEveryLayerKind) {
     const config::Config c = config::load_config(recipe, {"ddp.grad_reduce_in_fp32=false"});
     EXPECT_FALSE(c.ddp.grad_reduce_in_fp32);
     EXPECT_TRUE(config::unimplemented_features(c).empty());
-    EXPECT_TRUE(check(recipe, {"ddp.grad_reduce_in_fp32=false"}).ok());
+    EXPECT_TRUE(check_recipe(recipe, {"ddp.grad_reduce_in_fp32=false"}).ok());
   }
   EXPECT_THROW(config::load_config("llama/tiny", {"ddp.grad_reduce_in_fp32=bf16"}), Error);
 }
@@ -457,11 +451,11 @@ TEST(Validate, Bf16SecondMomentWithBeta2NearOneIsANote) {
   std::vector<std::string> near_one = bf16, lower = bf16;
   near_one.push_back("optimizer.adam_beta2=0.999");
   lower.push_back("optimizer.adam_beta2=0.95");
-  const config::ValidationReport r = check("llama/tiny", near_one);
+  const config::ValidationReport r = check_recipe("llama/tiny", near_one);
   EXPECT_TRUE(r.ok()) << describe(r);
   EXPECT_EQ(bf16_note(r), 1);
-  EXPECT_EQ(bf16_note(check("llama/tiny", lower)), 0);
-  EXPECT_EQ(bf16_note(check("llama/tiny", {"optimizer.adam_beta2=0.999"})), 0);
+  EXPECT_EQ(bf16_note(check_recipe("llama/tiny", lower)), 0);
+  EXPECT_EQ(bf16_note(check_recipe("llama/tiny", {"optimizer.adam_beta2=0.999"})), 0);
 }
 
 TEST(Validate, Rule8DroplessMoeScopeIsANote) {
@@ -538,7 +532,7 @@ TEST(Validate, ResolvesBridgeDefaults) {
 TEST(Validate, ReportsABadTrainItersOnceUnderItsOwnKey) {
   // lr_decay_iters defaults to train_iters: a bad train_iters must not come back as a second violation of a
   // key the user never set.
-  const config::ValidationReport r = check("llama/tiny", {"train.train_iters=-5"});
+  const config::ValidationReport r = check_recipe("llama/tiny", {"train.train_iters=-5"});
   ASSERT_EQ(r.violations.size(), 1u) << describe(r);
   EXPECT_TRUE(names_key(r.violations[0], "train.train_iters")) << describe(r);
   EXPECT_FALSE(names_key(r.violations[0], "scheduler.lr_decay_iters")) << describe(r);
