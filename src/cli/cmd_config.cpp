@@ -64,9 +64,8 @@ const CommandRegistration registration("config", 20, [](CLI::App& app, int& exit
       "YAML. RECIPE is a .yaml path or a shipped recipe name (llama/tiny, tiny); default " +
           std::string(config::kDefaultRecipe) +
           ". The YAML starts with `#` comment lines: the command, the recipe's source, the model's layers, "
-          "what a null model.mamba_num_heads resolves to, and the activation sizes. validate's notes (settings without "
-          "effect, values normalized, e.g. a graph scope "
-          "dropped with model.cuda_graph_impl=none) go to stderr. The ranks are the launcher's, as for validate "
+          "what a null model.mamba_num_heads resolves to, and the activation sizes. validate's notes (settings "
+          "without effect, values normalized, e.g. a graph scope dropped with model.cuda_graph_impl=none) go to stderr. The ranks are the launcher's, as for validate "
           "and train (WORLD_SIZE, or SLURM_NTASKS in an srun task). Exit 0 when the configuration resolves, "
           "even one that breaks rules (then a warning on stderr; `stepgraph validate` lists the violations), 1 "
           "when it cannot be resolved (an unreadable pretrained checkpoint, a malformed launcher variable), 2 a "
