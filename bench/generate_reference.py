@@ -11,7 +11,7 @@ for --new-tokens tokens, never stopping at an end-of-sequence token:
                      one CUDA graph (the first step's capture counted in its time, and given apart)
   stepgraph eager    the same with --no-graphs
   hf eager           model.generate() in bf16 with SDPA attention and the dynamic cache
-  hf static+compile  the same with cache_implementation="static", which transformers compiles (torch.compile)
+  hf static_compile  the same with cache_implementation="static", which transformers compiles (torch.compile)
 Decode tokens/s counts the tokens after each sequence's first (prefill and the first token are apart, as
 `stepgraph generate` reports them). transformers' decode time is generate(N) minus generate(1) on the same
 prompts, medians of --repeats timed calls after a warmup call; stepgraph's is its reported decode time, median
@@ -68,6 +68,8 @@ def nemotron_h_small():
 
 
 MODELS = {"llama_1b": llama_1b, "mixtral_small": mixtral_small, "nemotron_h_small": nemotron_h_small}
+# transformers' modes: the cache_implementation each passes to generate() (None: the dynamic cache).
+HF_CACHES = {"eager": None, "static_compile": "static"}
 
 
 def write_folder(name, out):
@@ -99,14 +101,14 @@ def stepgraph_decode(args, folder, prompts, extra):
     return statistics.median(tps), statistics.median(capture)
 
 
-def hf_decode(args, model, prompts):
+def hf_decode(args, model, prompts, cache):
     ids = torch.tensor(prompts, device="cuda")
     mask = torch.ones_like(ids)
 
     def timed(n):
         config = transformers.GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False, num_beams=1,
                                                eos_token_id=None, pad_token_id=0, bos_token_id=None,
-                                               cache_implementation=args.cache)
+                                               cache_implementation=cache)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         with torch.no_grad():
@@ -134,12 +136,16 @@ def main():
     p.add_argument("--hf-modes", default="eager,static_compile", help="transformers modes: eager, static_compile")
     p.add_argument("--json", help="write the rows here")
     args = p.parse_args()
-    if not torch.cuda.is_available():
-        print("error: needs a GPU (stepgraph's decoder and transformers' on CUDA)", file=sys.stderr)
-        return 2
     unknown = [m for m in args.models.split(",") if m not in MODELS]
     if unknown:
         print(f"error: --models: unknown {unknown}; choose from {', '.join(MODELS)}", file=sys.stderr)
+        return 2
+    unknown = [m for m in args.hf_modes.split(",") if m not in HF_CACHES]
+    if unknown:
+        print(f"error: --hf-modes: unknown {unknown}; choose from {', '.join(HF_CACHES)}", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("error: needs a GPU (stepgraph's decoder and transformers' on CUDA)", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
     rows = []
@@ -161,9 +167,8 @@ def main():
             model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16,
                                                                       attn_implementation="sdpa").cuda().eval()
             for mode in args.hf_modes.split(","):
-                args.cache = "static" if mode == "static_compile" else None
                 try:
-                    results["hf " + mode] = (hf_decode(args, model, prompts), "")
+                    results["hf " + mode] = (hf_decode(args, model, prompts, HF_CACHES[mode]), "")
                 except Exception as e:  # noqa: BLE001 - reported in the table, the run goes on
                     results["hf " + mode] = (None, f"failed: {type(e).__name__}: {str(e)[:160]}")
                 torch._dynamo.reset()
