@@ -64,6 +64,20 @@ named() { for p in "${parts[@]}"; do [[ $p == "$1" ]] && return 0; done; return 
 summary=()
 record() { summary+=("$(printf '%-34s %s' "$1" "$2")"); }
 
+# PyTorch loads the cuDNN its wheel bundles and refuses to start when LD_LIBRARY_PATH names another one (the
+# system cuDNN 9.14 that stepgraph links). PY runs Python without the LD_LIBRARY_PATH entries that hold a libcudnn;
+# Python runs stepgraph through $SG_PY, which restores the caller's LD_LIBRARY_PATH.
+py_ld_path=""
+IFS=: read -ra ld_entries <<<"${LD_LIBRARY_PATH:-}"
+for d in "${ld_entries[@]}"; do
+  compgen -G "$d/libcudnn.so*" >/dev/null || py_ld_path+="${py_ld_path:+:}$d"
+done
+PY=(env LD_LIBRARY_PATH="$py_ld_path" python3)
+SG_PY=$(mktemp -d)/stepgraph
+printf '#!/usr/bin/env bash\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "${LD_LIBRARY_PATH:-}" "$(realpath "$SG")" \
+  >"$SG_PY"
+chmod +x "$SG_PY"
+
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 
 if want tests; then
@@ -99,16 +113,21 @@ if want bench; then
     case $family in
       llama) modes=none,local,transformer_engine:attn,transformer_engine:attn+mlp ;;
       moe) modes=none,local,transformer_engine:attn+moe_router+moe_preprocess,transformer_engine:attn+moe ;;
-      hybrid) modes=none,local,transformer_engine:attn+mamba,transformer_engine:attn+mamba+mlp ;;
+      hybrid)  # the MLP scope where the MLPs are dense, the MoE scopes where they are experts (rule 7)
+        if grep -qE '^ *num_moe_experts: *[1-9]' "recipes/$family/$r.yaml" 2>/dev/null; then
+          modes=none,local,transformer_engine:attn+mamba+moe_router+moe_preprocess,transformer_engine:attn+mamba+moe
+        else
+          modes=none,local,transformer_engine:attn+mamba,transformer_engine:attn+mamba+mlp
+        fi ;;
       *) record "stepgraph bench $item" "unknown family: llama moe hybrid"; continue ;;
     esac
     "$SG" bench -m "$family" -mr "$r" -g h200 -c bf16 -ng 1 --plain --compare "${BENCH_MODES:-$modes}" \
       --json "$OUT/bench_$r.json" --trace "$OUT/trace_$r.json" >"$OUT/bench_$r.txt" 2>&1
     record "stepgraph bench $r" "rc=$?"
     sed -n '/^mode /,$p' "$OUT/bench_$r.txt"
-    python3 bench/kernel_table.py "$OUT/trace_$r.json" --mode none --markdown >"$OUT/kernels_$r.md" 2>&1
+    "${PY[@]}" bench/kernel_table.py "$OUT/trace_$r.json" --mode none --markdown >"$OUT/kernels_$r.md" 2>&1
     # Where the local step's kernel time goes, and its GEMM-only MFU next to its MFU (issue 13).
-    python3 bench/kernel_table.py "$OUT/trace_$r.json" --mode local --bench "$OUT/bench_$r.json" 2>&1 \
+    "${PY[@]}" bench/kernel_table.py "$OUT/trace_$r.json" --mode local --bench "$OUT/bench_$r.json" 2>&1 \
       | sed -n '/^GEMM: /,$p' | tee "$OUT/mfu_$r.txt"
   done
 fi
@@ -162,7 +181,7 @@ if named recompute; then
 fi
 
 if named generate_bench; then
-  PYTHONUNBUFFERED=1 timeout "${GENERATE_TIMEOUT:-1200}" python3 bench/generate_reference.py --stepgraph "$SG" \
+  PYTHONUNBUFFERED=1 timeout "${GENERATE_TIMEOUT:-1200}" "${PY[@]}" bench/generate_reference.py --stepgraph "$SG_PY" \
     --out "${GENERATE_DIR:-/tmp/sg_generate_bench}" --json "$OUT/generate_bench.json" ${GENERATE_ARGS:-} \
     >"$OUT/generate_bench.txt" 2>&1
   record "generate bench" "rc=$? (generate_bench.txt)"
@@ -183,7 +202,7 @@ if want torch; then
     fi
     local det=()
     [[ ${TORCH_DETERMINISTIC:-0} == 1 ]] && det=(--deterministic) && name+=_det
-    PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" python3 bench/torch_reference.py --recipe "$recipe" \
+    PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" "${PY[@]}" bench/torch_reference.py --recipe "$recipe" \
       --steps "${TORCH_STEPS:-30}" --warmup 10 --modes "${TORCH_MODES:-$modes}" --mode-timeout "${TORCH_MODE_TIMEOUT:-300}" \
       "${det[@]}" "$@" --json "$OUT/torch_$name.json" >"$OUT/torch_$name.txt" 2>&1
     record "torch reference $name" "rc=$?"
@@ -219,12 +238,12 @@ if want torch; then
         torch_ref tiny_hybrid_moe recipes/hybrid/tiny_hybrid_moe.yaml eager,cuda_graph,compile \
           --impls "${TORCH_HYBRID_IMPLS:-mamba_ssm,torch}" ;;
       ssd)
-        PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" python3 bench/mamba_ssd_reference.py \
+        PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" "${PY[@]}" bench/mamba_ssd_reference.py \
           --json "$OUT/mamba_ssd_reference.json" >"$OUT/mamba_ssd_reference.txt" 2>&1
         record "mamba_ssm SSD scan reference" "rc=$? (mamba_ssd_reference.txt)"
         tail -4 "$OUT/mamba_ssd_reference.txt" ;;
       sdpa)
-        PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" python3 bench/torch_sdpa_determinism_probe.py \
+        PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-900}" "${PY[@]}" bench/torch_sdpa_determinism_probe.py \
           --shapes tiny,small,1b >"$OUT/torch_sdpa_determinism.txt" 2>&1
         record "PyTorch SDPA determinism probe" "rc=$? (torch_sdpa_determinism.txt)"
         grep "deterministic=" "$OUT/torch_sdpa_determinism.txt" ;;
@@ -235,22 +254,24 @@ fi
 
 if want parity; then
   if [[ -f tests/model/hf_parity.py ]]; then
-    python3 tests/model/hf_parity.py --stepgraph "$SG" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}" 2>&1 | tee "$OUT/hf_parity.txt" | tail -8
+    "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}" 2>&1 \
+      | tee "$OUT/hf_parity.txt" | tail -8
     record "HF transformers parity" "rc=${PIPESTATUS[0]}"
     # MoE (issue 11): checkpoints load as MixtralForCausalLM; LM loss, and Megatron's aux loss apart.
-    python3 tests/model/hf_parity.py --stepgraph "$SG" --out "${PARITY_MOE_DIR:-/tmp/stepgraph_hf_parity_moe}" \
+    "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_MOE_DIR:-/tmp/stepgraph_hf_parity_moe}" \
       --recipe moe/tiny_moe --override model.moe_aux_loss_coeff=0.01 2>&1 | tee "$OUT/hf_parity_moe.txt" | tail -12
     record "HF transformers parity (MoE as Mixtral)" "rc=${PIPESTATUS[0]}"
-    python3 tests/model/hf_parity.py --stepgraph "$SG" --recipe hybrid/tiny_hybrid \
+    "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --recipe hybrid/tiny_hybrid \
       --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_hybrid" 2>&1 | tee "$OUT/hf_parity_hybrid.txt" | tail -8
     record "HF transformers parity (NemotronH)" "rc=${PIPESTATUS[0]}"
     # Nemotron 3's style: Mamba, MoE with squared-ReLU and shared experts, sigmoid routing with the expert bias.
-    python3 tests/model/hf_parity.py --stepgraph "$SG" --recipe hybrid/tiny_hybrid_moe \
+    "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --recipe hybrid/tiny_hybrid_moe \
       --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_hybrid_moe" 2>&1 | tee "$OUT/hf_parity_hybrid_moe.txt" | tail -8
     record "HF transformers parity (NemotronH with MoE)" "rc=${PIPESTATUS[0]}"
   fi
   if [[ -f tests/model/hf_generate_parity.py ]]; then
-    python3 tests/model/hf_generate_parity.py --stepgraph "$SG" --out "${GENERATE_PARITY_DIR:-/tmp/stepgraph_hf_generate}" 2>&1 \
+    "${PY[@]}" tests/model/hf_generate_parity.py --stepgraph "$SG_PY" \
+      --out "${GENERATE_PARITY_DIR:-/tmp/stepgraph_hf_generate}" 2>&1 \
       | tee "$OUT/hf_generate_parity.txt" | tail -30
     record "HF generate greedy parity" "rc=${PIPESTATUS[0]}"
   fi
@@ -359,7 +380,7 @@ if want dp; then
         nccl_runs=$(( nccl_runs + 1 ))
     done
     record "dp ws1 runs through NCCL" "$nccl_runs/7 (rendezvous + communicator in the log)"
-    python3 bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws1_nccl/metrics.jsonl" \
+    "${PY[@]}" bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws1_nccl/metrics.jsonl" \
       "$D/ws1_nccl_local/metrics.jsonl" "$D/ws1_nccl_te/metrics.jsonl" "$D/ws1_nccl_distopt_local/metrics.jsonl" \
       "$D/ws1_nccl_overlap_local/metrics.jsonl" "$D/ws1_nccl_overlap_te/metrics.jsonl" \
       "$D/ws1_nccl_overlap_distopt_local/metrics.jsonl" | tee "$D/losses_ws1_nccl.txt"
@@ -402,7 +423,7 @@ if want dp; then
   run_dp resume_ws1_bf16_moments "$SG" train "${tiny[@]}" "${bf16_moments[@]}" checkpoint.load="$D/ckpt_bf16_moments" \
     --run-dir "$D/resume_ws1_bf16_moments"
   echo "-- bf16 moments: saved by world size 2 (distributed optimizer), resumed by 1, against world size 1:"
-  python3 bench/data_parallel_report.py losses "$D/ws1_bf16_moments/metrics.jsonl" \
+  "${PY[@]}" bench/data_parallel_report.py losses "$D/ws1_bf16_moments/metrics.jsonl" \
     "$D/save_ws2_bf16_moments/metrics.jsonl" "$D/resume_ws1_bf16_moments/metrics.jsonl" | tee "$D/losses_bf16_moments.txt"
   record "dp bf16 moments ws2 save, ws1 resume" "rc=${PIPESTATUS[0]} (losses_bf16_moments.txt)"
   # bf16 main gradients (ddp.grad_reduce_in_fp32=false), reduced in bf16: world size 2 against 1 (within the
@@ -424,23 +445,23 @@ if want dp; then
   echo "-- bf16 main gradients: world size 2 against 1; the local graph against eager; a save and resume against the"
   echo "   uninterrupted distributed-optimizer run:"
   {
-    python3 bench/data_parallel_report.py losses "$D/ws1_bf16_grads/metrics.jsonl" "$D/ws2_bf16_grads/metrics.jsonl"
-    python3 bench/data_parallel_report.py losses "$D/ws2_bf16_grads/metrics.jsonl" \
+    "${PY[@]}" bench/data_parallel_report.py losses "$D/ws1_bf16_grads/metrics.jsonl" "$D/ws2_bf16_grads/metrics.jsonl"
+    "${PY[@]}" bench/data_parallel_report.py losses "$D/ws2_bf16_grads/metrics.jsonl" \
       "$D/ws2_bf16_grads_local/metrics.jsonl"
-    python3 bench/data_parallel_report.py losses "$D/ws2_distopt_bf16_grads/metrics.jsonl" \
+    "${PY[@]}" bench/data_parallel_report.py losses "$D/ws2_distopt_bf16_grads/metrics.jsonl" \
       "$D/save_ws2_bf16_grads/metrics.jsonl" "$D/resume_ws2_bf16_grads/metrics.jsonl"
   } | tee "$D/losses_bf16_grads.txt"
   record "dp bf16 main gradients" "$(grep -c 'bitwise equal' "$D/losses_bf16_grads.txt")/3 bitwise (losses_bf16_grads.txt)"
   echo "-- world size 2 ($ws2_where; and the distributed optimizer, and a resume at world size 1) against world size 1:"
-  python3 bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws2/metrics.jsonl" \
+  "${PY[@]}" bench/data_parallel_report.py losses "$D/ws1/metrics.jsonl" "$D/ws2/metrics.jsonl" \
     "$D/ws2_distopt/metrics.jsonl" "$D/resume_ws1/metrics.jsonl" "$D/resume_ws2/metrics.jsonl" \
     | tee "$D/losses_ws1_vs_ws2.txt"
   record "dp ws2 vs ws1 losses ($ws2_where)" "rc=${PIPESTATUS[0]} (losses_ws1_vs_ws2.txt)"
   echo "-- every graph mode at world size 2 ($ws2_where) against eager (bitwise expected):"
-  python3 bench/data_parallel_report.py losses "$D/ws2/metrics.jsonl" "$D/ws2_local/metrics.jsonl" \
+  "${PY[@]}" bench/data_parallel_report.py losses "$D/ws2/metrics.jsonl" "$D/ws2_local/metrics.jsonl" \
     "$D/ws2_te/metrics.jsonl" "$D/ws2_overlap_local/metrics.jsonl" "$D/ws2_overlap_te/metrics.jsonl" \
     | tee "$D/losses_graphs_ws2.txt"
-  python3 bench/data_parallel_report.py losses "$D/ws2_distopt/metrics.jsonl" \
+  "${PY[@]}" bench/data_parallel_report.py losses "$D/ws2_distopt/metrics.jsonl" \
     "$D/ws2_distopt_local/metrics.jsonl" | tee -a "$D/losses_graphs_ws2.txt"
   record "dp graphs (and overlap) vs eager at ws2" "$(grep -c 'bitwise equal' "$D/losses_graphs_ws2.txt")/5 bitwise"
   # One rank stopped or killed while the step's collectives run (tiny for as long as it takes, local graph).
@@ -497,7 +518,7 @@ if want dp; then
       checkpoint.load="$D/ckpt_signal" --run-dir "$D/resume_signal_ws2"
     run_dp straight_ws2 "${ws2[@]}" train "${tiny[@]}" "${local_graph[@]}" train.train_iters=$end \
       --run-dir "$D/straight_ws2"
-    python3 bench/data_parallel_report.py losses "$D/straight_ws2/metrics.jsonl" "$D/signal_ws2/metrics.jsonl" \
+    "${PY[@]}" bench/data_parallel_report.py losses "$D/straight_ws2/metrics.jsonl" "$D/signal_ws2/metrics.jsonl" \
       "$D/resume_signal_ws2/metrics.jsonl" | tee "$D/losses_signal_ws2.txt"
     record "dp stopped + resumed vs one run (ws2)" "$(grep -c 'bitwise equal' "$D/losses_signal_ws2.txt")/2 bitwise"
   fi
@@ -537,7 +558,7 @@ if want dp; then
       record "dp bench $r -ng 2${suffix:+ ($suffix)}" "rc=$rc (-ng 1: rc=$rc1)"
       if (( rc1 == 0 && rc == 0 )); then
         echo "-- scaling $r${suffix:+ ($suffix)}:"
-        python3 bench/data_parallel_report.py scaling "$D/bench_${r}_ng1.json" "$D/bench_${r}_ng2${suffix}.json" \
+        "${PY[@]}" bench/data_parallel_report.py scaling "$D/bench_${r}_ng1.json" "$D/bench_${r}_ng2${suffix}.json" \
           | tee "$D/scaling_${r}${suffix}.txt"
       fi
     }
