@@ -16,7 +16,9 @@ Decode tokens/s counts the tokens after each sequence's first (prefill and the f
 `stepgraph generate` reports them). transformers' decode time is generate(N) minus generate(1) on the same
 prompts, medians of --repeats timed calls after a warmup call; stepgraph's is its reported decode time, median
 of --repeats runs (each run a new process: load, plan, capture). A mode that fails is reported with its error
-and the run goes on. Prints a Markdown table; --json writes the rows.
+and the run goes on. Prints a Markdown table; --json writes the rows. --profile adds, per model and batch, one
+more graphed stepgraph run with `generate --profile` and prints its kernel table (CUPTI's time per decoding step by
+kernel) after the table; --hf-modes none leaves transformers out.
 """
 import argparse
 import json
@@ -101,6 +103,19 @@ def stepgraph_decode(args, folder, prompts, extra):
     return statistics.median(tps), statistics.median(capture)
 
 
+def stepgraph_profile(args, folder, prompts):
+    """The kernel table `generate --profile` prints (stderr), from its heading line on."""
+    cmd = [args.stepgraph, "generate", folder, "--max-new-tokens", str(args.new_tokens), "--ignore-eos", "--profile"]
+    for p in prompts:
+        cmd += ["--prompt-tokens", ",".join(str(t) for t in p)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"failed: exit status {r.returncode}: {r.stderr.strip().splitlines()[-1:]}"
+    lines = r.stderr.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("device time per")), len(lines))
+    return "\n".join(lines[first:])
+
+
 def hf_decode(args, model, prompts, cache):
     ids = torch.tensor(prompts, device="cuda")
     mask = torch.ones_like(ids)
@@ -133,14 +148,17 @@ def main():
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--hf-modes", default="eager,static_compile", help="transformers modes: eager, static_compile")
+    p.add_argument("--hf-modes", default="eager,static_compile",
+                   help="transformers modes: eager, static_compile; none: stepgraph alone")
+    p.add_argument("--profile", action="store_true", help="print stepgraph's kernel table per model and batch")
     p.add_argument("--json", help="write the rows here")
     args = p.parse_args()
     unknown = [m for m in args.models.split(",") if m not in MODELS]
     if unknown:
         print(f"error: --models: unknown {unknown}; choose from {', '.join(MODELS)}", file=sys.stderr)
         return 2
-    unknown = [m for m in args.hf_modes.split(",") if m not in HF_CACHES]
+    hf_modes = [] if args.hf_modes == "none" else args.hf_modes.split(",")
+    unknown = [m for m in hf_modes if m not in HF_CACHES]
     if unknown:
         print(f"error: --hf-modes: unknown {unknown}; choose from {', '.join(HF_CACHES)}", file=sys.stderr)
         return 2
@@ -148,7 +166,7 @@ def main():
         print("error: needs a GPU (stepgraph's decoder and transformers' on CUDA)", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
-    rows = []
+    rows, profiles = [], []
     print(f"GPU {torch.cuda.get_device_name()}, torch {torch.__version__}, transformers {transformers.__version__}; "
           f"prompt {args.prompt_len} tokens, {args.new_tokens} new tokens, medians of {args.repeats}", flush=True)
     print("| model | batch | mode | decode tokens/s | vs hf eager | note |\n|---|---|---|---|---|---|", flush=True)
@@ -164,9 +182,11 @@ def main():
             g = torch.Generator().manual_seed(batch)
             prompts = torch.randint(1, vocab, (batch, args.prompt_len), generator=g).tolist()
             results = {}
-            model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16,
-                                                                      attn_implementation="sdpa").cuda().eval()
-            for mode in args.hf_modes.split(","):
+            model = None
+            if hf_modes:
+                model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16,
+                                                                          attn_implementation="sdpa").cuda().eval()
+            for mode in hf_modes:
                 try:
                     results["hf " + mode] = (hf_decode(args, model, prompts, HF_CACHES[mode]), "")
                 except Exception as e:  # noqa: BLE001 - reported in the table, the run goes on
@@ -180,12 +200,16 @@ def main():
                     results[mode] = (tps, f"capture {capture:.1f} ms" if capture >= 0 else "")
                 except Exception as e:  # noqa: BLE001
                     results[mode] = (None, f"failed: {e}")
+            if args.profile:
+                profiles.append((name, batch, stepgraph_profile(args, folder, prompts)))
             base = results.get("hf eager", (None, ""))[0]
             for mode, (tps, note) in results.items():
                 ratio = f"{tps / base:.2f}x" if tps and base else "-"
                 shown = f"{tps:.1f}" if tps else "-"
                 print(f"| {name} | {batch} | {mode} | {shown} | {ratio} | {note} |", flush=True)
                 rows.append(dict(model=name, batch=batch, mode=mode, decode_tokens_per_s=tps, note=note))
+    for name, batch, table in profiles:
+        print(f"\nstepgraph generate --profile, {name}, batch {batch} (graphed):\n{table}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(prompt_len=args.prompt_len, new_tokens=args.new_tokens, repeats=args.repeats, rows=rows),

@@ -15,7 +15,8 @@
 # only when named (minutes each).
 # generate_bench: decoding speed, `stepgraph generate` (graphed and eager) against transformers' generate() (dynamic
 #   cache, and static cache compiled) on Llama 1b, a Mixtral and a Nemotron-H of random weights, batches 1 and 8
-#   (bench/generate_reference.py; GENERATE_ARGS adds arguments, e.g. "--models llama_1b --batches 1").
+#   (bench/generate_reference.py; GENERATE_ARGS adds arguments, e.g. "--models llama_1b --batches 1"; "--hf-modes
+#   none --profile": stepgraph alone, with the kernel table of `generate --profile` per model and batch).
 # lm_head_chunk: small's and 1b's LM head in one chunk against two (docs/performance.md, s24, s25).
 # gemm_power (issue 13): bench/gemm_power_bench.cu on llama/1b's, small's and tiny's dense GEMMs; gemm_power.txt
 #   (GEMM_POWER_ARGS replaces its arguments, e.g. "--recipe 1b --explore --ranks 5 --seconds 0.2 --rounds 3").

@@ -29,9 +29,10 @@ std::string cupti_error(CUptiResult result) {
 
 void check_cupti(CUptiResult result, const char* call) {
   if (result == CUPTI_SUCCESS) return;
-  throw Error(strprintf("%s failed: %s. The kernel-time floor needs CUPTI (libcupti from the CUDA toolkit, and "
-                        "no other profiler attached); --floor-steps 0 runs the bench without it",
-                        call, cupti_error(result).c_str()));
+  throw Error(
+      strprintf("%s failed: %s. Kernel timing needs CUPTI (libcupti from the CUDA toolkit, and no other "
+                "profiler attached); without it, run bench with --floor-steps 0, generate without --profile",
+                call, cupti_error(result).c_str()));
 }
 
 // On the noexcept path (the destructor): check_cupti's failure, logged to stderr instead of thrown.

@@ -1,15 +1,19 @@
 // stepgraph generate CHECKPOINT --prompt TEXT [--max-new-tokens N --temperature T --top-k K --top-p P
-//                   --seed S --cpu --no-graphs --ignore-eos --tokenizer DIR --prompt-tokens IDS --json]
+//                   --seed S --cpu --no-graphs --ignore-eos --tokenizer DIR --prompt-tokens IDS --json --profile]
 #include <unistd.h>
 
 #include <charconv>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
+#include "bench/kernel_profile.h"
+#include "bench/kernel_timer.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/signal_name.h"
 #include "core/strings.h"
+#include "cuda/device.h"
 #include "generate/generator.h"
 #include "generate/text_continuation.h"
 #include "graph/registry.h"
@@ -34,6 +38,7 @@ struct GenerateArgs {
   std::string seed = "1234";  // text: CLI11 would wrap -1 and saturate 2^64 into a valid uint64
   bool no_graphs = false;
   bool json = false;
+  bool profile = false;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -101,7 +106,17 @@ void apply_flags(GenerateArgs& args) {
     throw CLI::ValidationError(e.what());
   }
   o.use_graphs = !args.no_graphs;
+  if (args.profile && o.force_cpu) {
+    throw CLI::ValidationError("--profile",
+                               "times the GPU decoder's kernels, and --cpu runs the CPU decoder; drop one");
+  }
 }
+
+// --profile: CUPTI traces the decoding steps (not the prefill); the table goes to stderr and into the JSON.
+struct DecodeProfiler {
+  std::unique_ptr<bench::KernelTimer> timer;  // made before the decoder captures its graph (CUPTI must be attached)
+  std::vector<bench::ActivityRecord> records;
+};
 
 int run_generate_command(GenerateArgs& args) {
   generate::GenerateOptions& o = args.options;
@@ -126,7 +141,17 @@ int run_generate_command(GenerateArgs& args) {
   // exit status says which signal (128 + N), as train's does. A second signal exits at once.
   graph::install_stop_handlers(kStopGraceSeconds);
   o.stop_requested = [] { return graph::stop_requested(); };
+  DecodeProfiler profiler;
+  if (args.profile) {
+    SG_REQUIRE(cuda::device_count() > 0, "--profile times the GPU decoder's kernels, and this machine has no GPU");
+    profiler.timer = std::make_unique<bench::KernelTimer>();
+    o.on_decode_begin = [&profiler] { profiler.timer->begin(/*keep_names=*/true); };
+    o.on_decode_end = [&profiler] { profiler.records = profiler.timer->end(); };
+  }
   const generate::GenerateResult r = generate::run_generate(o);
+  const auto batch = static_cast<int64_t>(r.tokens.size());
+  const int64_t steps = batch > 0 ? r.decode_tokens / batch : 0;
+  const bench::KernelProfile profile = bench::profile_kernels(profiler.records);
   if (args.json) {
     nlohmann::json j;
     j["model"] = r.model;
@@ -142,6 +167,16 @@ int run_generate_command(GenerateArgs& args) {
     j["decode_tokens_per_s"] = r.decode_tokens_per_s();
     j["capture_ms"] = r.capture_ms;
     j["stopped_by_signal"] = r.stopped ? nlohmann::json(graph::stop_signal()) : nlohmann::json(nullptr);
+    if (args.profile) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& row : profile.rows) {
+        rows.push_back({{"kernel", row.name},
+                        {"launches", row.launches},
+                        {"total_ns", row.total_ns},
+                        {"longest_ns", row.longest_ns}});
+      }
+      j["profile"] = {{"steps", steps}, {"busy_ns", profile.summary.busy_ns}, {"kernels", rows}};
+    }
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else if (streaming) {
     echo_prompt();  // no text was generated (an end-of-sequence token first)
@@ -165,6 +200,14 @@ int run_generate_command(GenerateArgs& args) {
       static_cast<long long>(r.prefill_tokens), r.prefill_ms, static_cast<long long>(r.decode_tokens), r.decode_ms,
       r.decode_tokens_per_s(),
       r.capture_ms >= 0 ? strprintf(" (the first step captured the graph: %.1f ms)", r.capture_ms).c_str() : "");
+  if (args.profile && steps > 0) {
+    std::fprintf(stderr, "%s",
+                 bench::format_kernel_profile(profile, steps, "decoding step", r.decode_ms / static_cast<double>(steps))
+                     .c_str());
+    std::fprintf(stderr, "(measured under CUPTI tracing, which adds host time to eager launches)\n");
+  } else if (args.profile) {
+    std::fprintf(stderr, "--profile: no decoding step ran (every sequence ended at its first token)\n");
+  }
   if (r.stopped) {
     std::fprintf(stderr, "stopped by %s: the tokens above are those generated before it\n",
                  signal_name(graph::stop_signal()).c_str());
@@ -203,6 +246,9 @@ const CommandRegistration kRegistration{
       cmd->add_flag("--no-graphs", args->no_graphs, "GPU: run every decoding step eagerly");
       cmd->add_flag("--ignore-eos", args->options.ignore_eos, "always generate --max-new-tokens tokens");
       cmd->add_flag("--json", args->json, "print the result (token ids, text, timings) as JSON");
+      cmd->add_flag("--profile", args->profile,
+                    "GPU: trace the decoding steps with CUPTI and print each kernel's time per step (stderr; with "
+                    "--json also under \"profile\")");
       cmd->callback([args, &exit_code] {
         apply_flags(*args);
         exit_code = run_generate_command(*args);

@@ -241,6 +241,7 @@ GenerateResult run_generate(const GenerateOptions& options) {
   // Decoding in chunks: after each, the host reads the tokens (EOS check, streamed text). Only the
   // decoder's time counts (not the tokenizer's).
   int64_t done = 1;
+  if (options.on_decode_begin) options.on_decode_begin();
   while (done < decode.max_new_tokens && !finished()) {
     if (options.stop_requested && options.stop_requested()) {
       result.stopped = true;
@@ -254,6 +255,7 @@ GenerateResult run_generate(const GenerateOptions& options) {
     result.decode_ms += ms_since(t0);
     done += n;
   }
+  if (options.on_decode_end) options.on_decode_end();
   result.decode_tokens = (done - 1) * B;
   if (gpu != nullptr && gpu->graphs().size() > 0) result.capture_ms = gpu->graphs().stats().capture_step_ms;
 

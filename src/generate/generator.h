@@ -31,6 +31,10 @@ struct GenerateOptions {
   std::function<void(const std::string& new_text)> on_text;
   // Polled between decoding chunks (a stop signal): true ends the decoding with what was generated so far.
   std::function<bool()> stop_requested;
+  // Called just before the first decoding step and just after the last (not around the prefill): the window
+  // `generate --profile` traces.
+  std::function<void()> on_decode_begin;
+  std::function<void()> on_decode_end;
 };
 
 struct GenerateResult {

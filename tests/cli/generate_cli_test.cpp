@@ -14,8 +14,8 @@
 //   * --prompt-tokens runs without a tokenizer; errors name what to fix: no tokenizer.json, a damaged one (its
 //     own error, not "no tokenizer.json"), Python without `tokenizers`, a token outside the vocabulary, a
 //     missing folder, a file given as the folder; a bad flag (--temperature,
-//     --top-p, --top-k, --max-new-tokens, --prompt-tokens, --seed out of range, top-k/top-p without sampling) is a
-//     usage error (status 2) before any file is read.
+//     --top-p, --top-k, --max-new-tokens, --prompt-tokens, --seed out of range, top-k/top-p without sampling,
+//     --profile with --cpu) is a usage error (status 2) before any file is read; --profile without a GPU is refused.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "checkpoint/hf_import.h"
+#include "cuda/device.h"
 #include "model/cpu_decoder.h"
 #include "model/layer_registry.h"
 #include "process_util.h"
@@ -281,21 +282,29 @@ TEST_F(GenerateCli, ErrorsNameTheFix) {
   EXPECT_NE(r.out.find("outside the model's vocabulary"), std::string::npos) << r.out;
   // Usage errors exit with status 2, before any file is read (the folder need not exist).
   const std::string missing = (dir_ / "nope").string();
-  for (const auto& [flags, names] :
-       std::vector<std::pair<std::string, std::string>>{{"--prompt-tokens 1 --temperature -1", "--temperature"},
-                                                        {"--prompt-tokens 1 --top-p 2", "--top-p"},
-                                                        {"--prompt-tokens 1 --top-k -3", "--top-k"},
-                                                        {"--prompt-tokens 1 --max-new-tokens 0", "--max-new-tokens"},
-                                                        {"--prompt-tokens 1,x", "--prompt-tokens"},
-                                                        {"--prompt-tokens 1 --prompt hi", "not both"},
-                                                        {"--prompt-tokens 1 --seed -1", "--seed '-1'"},
-                                                        {"--prompt-tokens 1 --seed 18446744073709551616", "--seed"},
-                                                        {"--prompt-tokens 1 --top-k 5", "--temperature T > 0"}}) {
+  for (const auto& [flags, names] : std::vector<std::pair<std::string, std::string>>{
+           {"--prompt-tokens 1 --temperature -1", "--temperature"},
+           {"--prompt-tokens 1 --top-p 2", "--top-p"},
+           {"--prompt-tokens 1 --top-k -3", "--top-k"},
+           {"--prompt-tokens 1 --max-new-tokens 0", "--max-new-tokens"},
+           {"--prompt-tokens 1,x", "--prompt-tokens"},
+           {"--prompt-tokens 1 --prompt hi", "not both"},
+           {"--prompt-tokens 1 --seed -1", "--seed '-1'"},
+           {"--prompt-tokens 1 --seed 18446744073709551616", "--seed"},
+           {"--prompt-tokens 1 --top-k 5", "--temperature T > 0"},
+           {"--prompt-tokens 1 --profile", "--cpu runs the CPU decoder"}}) {
     r = stepgraph("generate " + missing + " --cpu " + flags);
     EXPECT_EQ(r.rc, 2) << flags << "\n" << r.out;
     EXPECT_NE(r.out.find(names), std::string::npos) << flags << "\n" << r.out;
     EXPECT_EQ(r.out.find("no such directory"), std::string::npos) << flags << "\n" << r.out;
     EXPECT_EQ(r.out.find(".cpp:"), std::string::npos) << "a flag's error names no source line:\n" << r.out;
+  }
+  // --profile times GPU kernels: without a GPU it is refused, not silently ignored.
+  if (sg::cuda::device_count() == 0) {
+    r = stepgraph("generate " + bare + " --prompt-tokens 1,2 --max-new-tokens 2 --profile");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("--profile times the GPU decoder's kernels, and this machine has no GPU"), std::string::npos)
+        << r.out;
   }
   // A KV cache larger than the host's memory: refused before allocating, not std::bad_alloc or the OOM killer.
   r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1 --max-new-tokens 1000000000");
