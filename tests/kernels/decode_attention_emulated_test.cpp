@@ -1,0 +1,171 @@
+// KV-cache attention (src/kernels/decode_attention.cuh: the append, the split attention and the merge), run on
+// the CPU by tests/simt_emulator.h with the launchers' own checks and launch sequence, on
+// decode_attention_case.h's scenario (small shapes: the emulator is slow), outputs and workspace poisoned
+// before each run; split_plan's bounds over many shapes; a position outside the cache gives NaN through the
+// merge; bad parameters (a missing workspace among them) are refused before any launch.
+#define SG_SIMT_EMULATION 1
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "core/strings.h"
+#include "gpu_test_util.h"  // bf16 conversions only: nothing here touches a GPU
+#include "kernels/decode_attention.cuh"
+#include "kernels/decode_attention_case.h"
+#include "simt_emulator.h"
+
+namespace sg {
+namespace {
+
+using kernels::kDecodeAttentionWorkspaceBytes;
+namespace da = kernels::decode_attention;
+
+// Poisons every output: an element the kernels forget stays NaN and fails the comparison.
+class EmulatedBackend {
+ public:
+  explicit EmulatedBackend(const test::DecodeAttentionCase& c)
+      : k_(test::to_bf16(std::vector<float>(c.slots * c.kv_heads * c.capacity * c.d, 0.0f))), v_(k_) {}
+  std::vector<float> run(const std::vector<float>& qkv, const std::vector<int32_t>& positions,
+                         const ref::DecodeAttentionShape& s) {
+    const auto in = test::to_bf16(qkv);
+    da::run_append(
+        emu::Launch{},
+        {.k_cache = k_.data(), .v_cache = v_.data(), .qkv = in.data(), .positions = positions.data(), .shape = s});
+    std::vector<bf16> out = test::to_bf16(std::vector<float>(s.T * s.heads * s.head_dim, kNan));
+    workspace_.assign(kDecodeAttentionWorkspaceBytes / sizeof(float), kNan);
+    da::run_attention(emu::Launch{}, {.out = out.data(),
+                                      .qkv = in.data(),
+                                      .k_cache = k_.data(),
+                                      .v_cache = v_.data(),
+                                      .positions = positions.data(),
+                                      .shape = s,
+                                      .workspace = workspace_.data(),
+                                      .workspace_bytes = kDecodeAttentionWorkspaceBytes});
+    return test::to_float(out);
+  }
+  std::pair<std::vector<float>, std::vector<float>> caches() const { return {test::to_float(k_), test::to_float(v_)}; }
+
+ private:
+  static constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<bf16> k_, v_;
+  std::vector<float> workspace_;
+};
+
+// Splits (split_plan) of each run, prefill / decoding step:
+//   slots2_cap200_d64_P100: 1 (400 pairs) / 4 of 64 keys, the last past both rows' positions
+//   slots1_cap100_d36_P70: 2, the second past the first 64 rows / 2; head_dim 36 (scalar key loads)
+//   slots3_cap70_d100_P20: 2 / 2; head_dim 100 (4 values a lane, the last lanes idle)
+//   slots1_cap130_d256_P65: 2 of 96 keys / 3 of 64 keys, the third empty; the largest head_dim
+const test::DecodeAttentionCase kCases[] = {
+    {2, 200, 4, 2, 64, 100}, {1, 100, 2, 1, 36, 70}, {3, 70, 6, 3, 100, 20}, {1, 130, 2, 2, 256, 65}};
+
+class DecodeAttentionEmulated : public ::testing::TestWithParam<test::DecodeAttentionCase> {};
+
+TEST_P(DecodeAttentionEmulated, PrefillThenDecodeMatchReference) {
+  EmulatedBackend backend(GetParam());
+  test::check_decode_attention_case(GetParam(), backend);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionEmulated, ::testing::ValuesIn(kCases), [](const auto& info) {
+  const test::DecodeAttentionCase& c = info.param;
+  return strprintf("slots%lld_cap%lld_h%lld_kv%lld_d%lld_P%lld", static_cast<long long>(c.slots),
+                   static_cast<long long>(c.capacity), static_cast<long long>(c.heads),
+                   static_cast<long long>(c.kv_heads), static_cast<long long>(c.d), static_cast<long long>(c.prompt));
+});
+
+TEST(DecodeAttentionSplitPlan, CoversTheCacheWithinTheWorkspace) {
+  for (const int64_t T : {1, 2, 3, 8, 17, 64, 255, 256, 600}) {
+    for (const int64_t heads : {1, 2, 4, 16, 32, 64}) {
+      for (const int64_t capacity : {1, 31, 63, 64, 65, 200, 1000, 4096, 100000}) {
+        const ref::DecodeAttentionShape s{
+            .T = T, .slots = T, .capacity = capacity, .heads = heads, .kv_heads = 1, .head_dim = 256};
+        const da::SplitPlan plan = da::split_plan(s);
+        const std::string where =
+            strprintf("T %lld heads %lld capacity %lld: %lld splits of %lld keys", static_cast<long long>(T),
+                      static_cast<long long>(heads), static_cast<long long>(capacity),
+                      static_cast<long long>(plan.splits), static_cast<long long>(plan.split_keys));
+        ASSERT_GE(plan.splits, 1) << where;
+        EXPECT_GE(plan.splits * plan.split_keys, capacity) << where << ": keys left out";
+        EXPECT_LT((plan.splits - 1) * plan.split_keys, capacity) << where << ": a split empty even at a full cache";
+        EXPECT_LE(static_cast<size_t>(da::workspace_floats(s, plan)) * sizeof(float), kDecodeAttentionWorkspaceBytes)
+            << where;
+        if (plan.splits > 1) {
+          EXPECT_EQ(plan.split_keys % 32, 0) << where;
+          EXPECT_GE(plan.split_keys, kernels::kDecodeAttentionMinSplitKeys) << where;
+          EXPECT_LT(T * heads, kernels::kDecodeAttentionTargetBlocks) << where << ": enough pairs need no split";
+        }
+      }
+    }
+  }
+  // A decoding step of Llama 1b (16 heads), a 256-position cache: 4 splits of 64 keys, 64 blocks.
+  const da::SplitPlan plan =
+      da::split_plan({.T = 1, .slots = 1, .capacity = 256, .heads = 16, .kv_heads = 16, .head_dim = 128});
+  EXPECT_EQ(plan.splits, 4);
+  EXPECT_EQ(plan.split_keys, 64);
+}
+
+TEST(DecodeAttentionEmulatedMisc, PositionOutsideTheCacheGivesNanThroughTheMerge) {
+  const ref::DecodeAttentionShape s{.T = 3, .slots = 3, .capacity = 256, .heads = 4, .kv_heads = 2, .head_dim = 64};
+  ASSERT_GT(da::split_plan(s).splits, 1);
+  const int64_t cache = 3 * 2 * 256 * 64;
+  std::vector<bf16> k = test::to_bf16(std::vector<float>(cache, 0.0f)), v = k;
+  const auto qkv = test::to_bf16(test::random_normal(3 * s.qkv_width(), 5));
+  const std::vector<int32_t> positions = {-1, 256, 1 << 30};
+  std::vector<bf16> out = test::to_bf16(std::vector<float>(3 * 4 * 64, 0.0f));
+  std::vector<float> workspace(kDecodeAttentionWorkspaceBytes / sizeof(float), 0.0f);
+  da::run_append(
+      emu::Launch{},
+      {.k_cache = k.data(), .v_cache = v.data(), .qkv = qkv.data(), .positions = positions.data(), .shape = s});
+  da::run_attention(emu::Launch{}, {.out = out.data(),
+                                    .qkv = qkv.data(),
+                                    .k_cache = k.data(),
+                                    .v_cache = v.data(),
+                                    .positions = positions.data(),
+                                    .shape = s,
+                                    .workspace = workspace.data(),
+                                    .workspace_bytes = kDecodeAttentionWorkspaceBytes});
+  for (float x : test::to_float(k)) ASSERT_EQ(x, 0.0f);
+  for (float x : test::to_float(out)) ASSERT_TRUE(std::isnan(x));
+}
+
+TEST(DecodeAttentionEmulatedMisc, RejectsBadParams) {
+  ref::DecodeAttentionShape s{.T = 1, .slots = 1, .capacity = 256, .heads = 2, .kv_heads = 1, .head_dim = 512};
+  std::vector<bf16> b(1 << 16);
+  std::vector<float> workspace(kDecodeAttentionWorkspaceBytes / sizeof(float));
+  const std::vector<int32_t> pos = {0};
+  const auto run = [&](const int32_t* positions, void* ws, size_t ws_bytes) {
+    da::run_attention(emu::Launch{}, {.out = b.data(),
+                                      .qkv = b.data(),
+                                      .k_cache = b.data(),
+                                      .v_cache = b.data(),
+                                      .positions = positions,
+                                      .shape = s,
+                                      .workspace = ws,
+                                      .workspace_bytes = ws_bytes});
+  };
+  const auto message = [&](const int32_t* positions, void* ws, size_t ws_bytes) -> std::string {
+    try {
+      run(positions, ws, ws_bytes);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_NE(message(pos.data(), workspace.data(), kDecodeAttentionWorkspaceBytes).find("head_dim = 512 exceeds"),
+            std::string::npos);
+  s.head_dim = 64;
+  EXPECT_NE(message(nullptr, workspace.data(), kDecodeAttentionWorkspaceBytes).find("null positions"),
+            std::string::npos);
+  // One row of 2 heads over 256 positions: 4 splits, which need the workspace.
+  EXPECT_NE(message(pos.data(), nullptr, 0).find("need a workspace of"), std::string::npos);
+  EXPECT_NE(message(pos.data(), workspace.data(), 64).find("reserve kDecodeAttentionWorkspaceBytes"),
+            std::string::npos);
+  s.T = 0;  // nothing to do: no workspace needed, nothing launched
+  EXPECT_EQ(message(pos.data(), nullptr, 0), "(no error)");
+}
+
+}  // namespace
+}  // namespace sg
