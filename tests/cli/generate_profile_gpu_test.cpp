@@ -1,7 +1,7 @@
 // `stepgraph generate --profile` through the real binary on the GPU decoder: a Hugging Face Llama folder
 // (tests/checkpoint/make_hf_llama.py), 8 decoding steps graphed and eager. The profile counts what the step
-// launches (one decoding attention per layer per step, the sampling kernel once per step), its busy time fits
-// inside the measured decoding time, and tracing changes no token.
+// launches (the KV-cache append and attention once per layer per step: one split at this 14-position cache; the
+// step's argmax and advance once), its busy time fits inside the measured decoding time, and tracing changes no token.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -56,8 +56,11 @@ TEST(GenerateProfileGpu, CountsTheStepsKernelsAndChangesNoToken) {
     const nlohmann::json& p = traced["profile"];
     const int64_t steps = p["steps"].get<int64_t>();
     EXPECT_EQ(steps, 8) << flags;  // 9 new tokens: the first from the prefill, 8 decoding steps
-    EXPECT_EQ(launches_of(p, "decode_attention_kernel"), steps * layers) << flags << "\n" << p.dump(1);
+    EXPECT_EQ(launches_of(p, "attention_split_kernel"), steps * layers) << flags << "\n" << p.dump(1);
+    EXPECT_EQ(launches_of(p, "attention_merge_kernel"), 0) << flags;
     EXPECT_EQ(launches_of(p, "kv_cache_append_kernel"), steps * layers) << flags;
+    EXPECT_EQ(launches_of(p, "decode_advance_kernel"), steps) << flags;
+    EXPECT_EQ(launches_of(p, "argmax_kernel"), steps) << flags << ": greedy, one argmax a step";
     const double busy_ms = p["busy_ns"].get<double>() / 1e6;
     EXPECT_GT(busy_ms, 0.0) << flags;
     EXPECT_LE(busy_ms, traced["decode_ms"].get<double>()) << flags << ": the device was busy longer than decoding took";
