@@ -10,8 +10,8 @@
 namespace sg::bench {
 namespace {
 
-// "void sg::kernels::(anonymous namespace)::decode_attention_kernel(bf16*, ...)" ->
-// "sg::kernels::decode_attention_kernel": the part before the argument list, without anonymous namespaces
+// "void sg::kernels::(anonymous namespace)::argmax_kernel(int*, float const*, long, long)" ->
+// "sg::kernels::argmax_kernel": the part before the argument list, without anonymous namespaces
 // (whose parenthesis is not the argument list's); templates stay (their arguments tell tile shapes apart).
 std::string short_kernel_name(const std::string& mangled) {
   std::string name = demangle(mangled);
