@@ -75,7 +75,7 @@ for d in "${ld_entries[@]}"; do
 done
 PY=(env LD_LIBRARY_PATH="$py_ld_path" python3)
 SG_PY=$(mktemp -d)/stepgraph
-printf '#!/usr/bin/env bash\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "${LD_LIBRARY_PATH:-}" "$(realpath "$SG")" \
+printf '#!/usr/bin/env bash\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "${LD_LIBRARY_PATH:-}" "$(realpath -m "$SG")" \
   >"$SG_PY"
 chmod +x "$SG_PY"
 
