@@ -1,7 +1,7 @@
 // KV-cache attention (src/kernels/decode_attention.cuh: the append, the split attention and the merge), run on
 // the CPU by tests/simt_emulator.h with the launchers' own checks and launch sequence, on
 // decode_attention_case.h's scenario (small shapes: the emulator is slow), outputs and workspace poisoned
-// before each run; split_plan's bounds over many shapes; a position outside the cache gives NaN through the
+// before each run; one split over two 1024-key chunks; split_plan's bounds over many shapes; a position outside the cache gives NaN through the
 // merge; bad parameters (a missing workspace among them) are refused before any launch.
 #define SG_SIMT_EMULATION 1
 #include <gtest/gtest.h>
@@ -75,6 +75,43 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionEmulated, ::testing::ValuesIn(kC
                    static_cast<long long>(c.capacity), static_cast<long long>(c.heads),
                    static_cast<long long>(c.kv_heads), static_cast<long long>(c.d), static_cast<long long>(c.prompt));
 });
+
+// 64 sequences x 4 heads = 256 pairs: one split each, over caches of 1040 to 1100 positions filled at random, so
+// each block's online softmax runs two 1024-key chunks (the rescale between chunks; the prefill scenario above
+// never reaches a second chunk at the emulator's sizes).
+TEST(DecodeAttentionEmulatedMisc, OneSplitOverTwoChunks) {
+  const int64_t slots = 64, capacity = 1100;
+  const ref::DecodeAttentionShape s{
+      .T = slots, .rows_per_slot = 1, .slots = slots, .capacity = capacity, .heads = 4, .kv_heads = 2, .head_dim = 32};
+  ASSERT_EQ(da::split_plan(s).splits, 1);
+  const int64_t cache = slots * s.kv_heads * capacity * s.head_dim;
+  const auto k = test::round_bf16(test::random_normal(cache, 31)), v = test::round_bf16(test::random_normal(cache, 32));
+  const auto qkv = test::round_bf16(test::random_normal(slots * s.qkv_width(), 33));
+  std::vector<int32_t> positions(slots);
+  for (int64_t t = 0; t < slots; ++t) positions[t] = static_cast<int32_t>(1040 + t % 60);
+  // The row's own k and v go to its position first, as in a decoding step.
+  std::vector<float> k_ref = k, v_ref = v;
+  ref::kv_cache_append(k_ref.data(), v_ref.data(), qkv.data(), positions.data(), s);
+  std::vector<float> out_ref(slots * s.heads * s.head_dim);
+  ref::decode_attention_forward(out_ref.data(), qkv.data(), k_ref.data(), v_ref.data(), positions.data(), s);
+
+  std::vector<bf16> k_cache = test::to_bf16(k), v_cache = test::to_bf16(v);
+  const auto in = test::to_bf16(qkv);
+  std::vector<bf16> out = test::to_bf16(std::vector<float>(out_ref.size(), std::numeric_limits<float>::quiet_NaN()));
+  da::run_append(emu::Launch{}, {.k_cache = k_cache.data(),
+                                 .v_cache = v_cache.data(),
+                                 .qkv = in.data(),
+                                 .positions = positions.data(),
+                                 .shape = s});
+  da::run_attention(emu::Launch{}, {.out = out.data(),
+                                    .qkv = in.data(),
+                                    .k_cache = k_cache.data(),
+                                    .v_cache = v_cache.data(),
+                                    .positions = positions.data(),
+                                    .shape = s});  // one split: no workspace needed
+  EXPECT_EQ(test::to_float(k_cache), k_ref);
+  EXPECT_LT(test::relative_error(test::to_float(out), out_ref), test::kBf16RelTol);
+}
 
 TEST(DecodeAttentionSplitPlan, CoversTheCacheWithinTheWorkspace) {
   for (const int64_t T : {1, 2, 3, 8, 17, 64, 255, 256, 600}) {
