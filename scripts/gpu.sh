@@ -74,7 +74,9 @@ for d in "${ld_entries[@]}"; do
   compgen -G "$d/libcudnn.so*" >/dev/null || py_ld_path+="${py_ld_path:+:}$d"
 done
 PY=(env LD_LIBRARY_PATH="$py_ld_path" python3)
-SG_PY=$(mktemp -d)/stepgraph
+sg_py_dir=$(mktemp -d)
+trap 'rm -rf "$sg_py_dir"' EXIT
+SG_PY=$sg_py_dir/stepgraph
 printf '#!/usr/bin/env bash\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "${LD_LIBRARY_PATH:-}" "$(realpath -m "$SG")" \
   >"$SG_PY"
 chmod +x "$SG_PY"
