@@ -4,11 +4,11 @@
 //
 // A decoding step has few (row, query head) pairs: one block each would leave most of the GPU idle while
 // each block walks the whole cache. So the keys are split (flash-decoding): split_plan() gives each pair
-// enough blocks to fill about kTargetBlocks, each block attends over its own range of keys and writes its
-// running max, sum and unnormalised output (fp32) to the workspace, and a second kernel merges the splits
-// in split order. The plan depends only on the shape (never on the device or the step), so a captured step
-// and an eager one compute the same values, bit for bit. A prefill has enough pairs: one split, whose block
-// writes the bf16 output directly.
+// enough blocks to fill about kDecodeAttentionTargetBlocks, each block attends over its own range of keys and
+// writes its running max, sum and unnormalised output (fp32) to the workspace, and a second kernel merges the
+// splits in split order. The plan depends only on the shape (never on the device or the step), so a captured
+// step and an eager one compute the same values, bit for bit. A prefill of more than a few rows has enough
+// pairs for one split, whose block writes the bf16 output directly.
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
