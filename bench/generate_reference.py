@@ -88,10 +88,15 @@ def write_folder(name, out):
     return folder
 
 
-def stepgraph_decode(args, folder, prompts, extra):
-    cmd = [args.stepgraph, "generate", folder, "--max-new-tokens", str(args.new_tokens), "--ignore-eos", "--json"]
+def generate_command(args, folder, prompts, *flags):
+    cmd = [args.stepgraph, "generate", folder, "--max-new-tokens", str(args.new_tokens), "--ignore-eos", *flags]
     for p in prompts:
         cmd += ["--prompt-tokens", ",".join(str(t) for t in p)]
+    return cmd
+
+
+def stepgraph_decode(args, folder, prompts, extra):
+    cmd = generate_command(args, folder, prompts, "--json")
     tps, capture = [], []
     for _ in range(args.repeats):
         r = subprocess.run(cmd + list(extra), capture_output=True, text=True)
@@ -105,10 +110,7 @@ def stepgraph_decode(args, folder, prompts, extra):
 
 def stepgraph_profile(args, folder, prompts):
     """The kernel table `generate --profile` prints (stderr), from its heading line on."""
-    cmd = [args.stepgraph, "generate", folder, "--max-new-tokens", str(args.new_tokens), "--ignore-eos", "--profile"]
-    for p in prompts:
-        cmd += ["--prompt-tokens", ",".join(str(t) for t in p)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(generate_command(args, folder, prompts, "--profile"), capture_output=True, text=True)
     if r.returncode != 0:
         return f"failed: exit status {r.returncode}: {r.stderr.strip().splitlines()[-1:]}"
     lines = r.stderr.splitlines()

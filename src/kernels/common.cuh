@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "cuda/bf16.h"
@@ -187,6 +188,23 @@ SG_DEVICE float block_reduce_sum(float v, float* scratch) {
   block_sync();
   v = lane < num_warps ? scratch[lane] : 0.0f;
   return warp_reduce_sum(v);
+}
+
+// Max over the block, broadcast to every thread (max is exact: any order gives the same value). The same
+// requirements as block_reduce_sum.
+SG_DEVICE float block_reduce_max(float v, float* scratch) {
+  const int lane = static_cast<int>(lane_id());
+  const int warp = static_cast<int>(warp_id());
+  const int num_warps = block_threads() >> 5;
+  SG_UNROLL
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, shfl_xor(v, offset));
+  block_sync();  // a previous call's readers are done with scratch
+  if (lane == 0) scratch[warp] = v;
+  block_sync();
+  v = lane < num_warps ? scratch[lane] : -INFINITY;
+  SG_UNROLL
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, shfl_xor(v, offset));
+  return v;
 }
 
 }  // namespace sg::kernels::detail

@@ -127,19 +127,6 @@ SG_KERNEL(256) kv_cache_append_kernel(AppendArgs a) {
   }
 }
 
-// Block max in a fixed order (warp butterflies, then the warps' results in order), broadcast.
-SG_DEVICE float block_reduce_max(float v, float* scratch) {
-  SG_UNROLL
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, detail::shfl_xor(v, offset));
-  detail::block_sync();  // a previous call's readers are done with scratch
-  if (detail::lane_id() == 0) scratch[detail::warp_id()] = v;
-  detail::block_sync();
-  float m = scratch[0];
-  SG_UNROLL
-  for (int w = 1; w < kWarps; ++w) m = fmaxf(m, scratch[w]);
-  return m;
-}
-
 // Shared memory of the split kernel: q (head_dim), one chunk's scores, the warps' output sums, reduction scratch.
 inline size_t split_smem_bytes(int64_t head_dim) {
   return static_cast<size_t>(head_dim + kKeyChunk + kWarps * head_dim + 32) * sizeof(float);
@@ -200,7 +187,7 @@ SG_KERNEL(kThreads) attention_split_kernel(AttentionArgs a) {
       scores[j] = dot * a.scale;
       local_max = fmaxf(local_max, scores[j]);
     }
-    const float new_max = fmaxf(running_max, block_reduce_max(local_max, scratch));
+    const float new_max = fmaxf(running_max, detail::block_reduce_max(local_max, scratch));
     const float rescale = expf(running_max - new_max);  // 0 for the first chunk (exp(-inf))
     detail::block_sync();                               // every score of the chunk is written
     float local_sum = 0.0f;
@@ -245,19 +232,10 @@ SG_KERNEL(kThreads) attention_split_kernel(AttentionArgs a) {
     if (e < d) partial[warp * d + e] = acc[k];
   }
   detail::block_sync();
-  if (a.splits == 1) {
-    const float inv_sum = 1.0f / running_sum;
-    for (int64_t e = tid; e < d; e += kThreads) {
-      float sum = partial[e];
-      SG_UNROLL
-      for (int w = 1; w < kWarps; ++w) sum += partial[w * d + e];
-      a.out[(t * s.heads + h) * d + e] = __float2bfloat16_rn(sum * inv_sum);
-    }
-    return;
-  }
+  // The warps' sums in warp order; normalised into the output with one split, else the split's partial result.
   // An empty split (its keys all past the row's position) writes max -inf, sum 0 and zeros: it weighs nothing.
-  float* mine = partial_at(a, t, h, split);
-  if (tid == 0) {
+  float* mine = a.splits == 1 ? nullptr : partial_at(a, t, h, split);
+  if (mine != nullptr && tid == 0) {
     mine[0] = running_max;
     mine[1] = running_sum;
   }
@@ -265,7 +243,11 @@ SG_KERNEL(kThreads) attention_split_kernel(AttentionArgs a) {
     float sum = partial[e];
     SG_UNROLL
     for (int w = 1; w < kWarps; ++w) sum += partial[w * d + e];
-    mine[2 + e] = sum;
+    if (mine != nullptr) {
+      mine[2 + e] = sum;
+    } else {
+      a.out[(t * s.heads + h) * d + e] = __float2bfloat16_rn(sum * (1.0f / running_sum));
+    }
   }
 }
 

@@ -23,35 +23,42 @@ namespace {
 using kernels::kDecodeAttentionWorkspaceBytes;
 namespace da = kernels::decode_attention;
 
-// Poisons every output: an element the kernels forget stays NaN and fails the comparison.
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+
+// Appends the rows' k and v to the caches and attends, in the emulator, with the whole workspace filled with
+// `fill` first; the output starts as `fill` too (NaN poisons: an element the kernels forget fails a comparison).
+std::vector<float> append_and_attend(std::vector<bf16>& k, std::vector<bf16>& v, const std::vector<bf16>& qkv,
+                                     const std::vector<int32_t>& positions, const ref::DecodeAttentionShape& s,
+                                     float fill) {
+  da::run_append(
+      emu::Launch{},
+      {.k_cache = k.data(), .v_cache = v.data(), .qkv = qkv.data(), .positions = positions.data(), .shape = s});
+  std::vector<bf16> out = test::to_bf16(std::vector<float>(s.T * s.heads * s.head_dim, fill));
+  std::vector<float> workspace(kDecodeAttentionWorkspaceBytes / sizeof(float), fill);
+  da::run_attention(emu::Launch{}, {.out = out.data(),
+                                    .qkv = qkv.data(),
+                                    .k_cache = k.data(),
+                                    .v_cache = v.data(),
+                                    .positions = positions.data(),
+                                    .shape = s,
+                                    .workspace = workspace.data(),
+                                    .workspace_bytes = kDecodeAttentionWorkspaceBytes});
+  return test::to_float(out);
+}
+
+// decode_attention_case.h's backend: caches of zeros, outputs and workspace poisoned.
 class EmulatedBackend {
  public:
   explicit EmulatedBackend(const test::DecodeAttentionCase& c)
       : k_(test::to_bf16(std::vector<float>(c.slots * c.kv_heads * c.capacity * c.d, 0.0f))), v_(k_) {}
   std::vector<float> run(const std::vector<float>& qkv, const std::vector<int32_t>& positions,
                          const ref::DecodeAttentionShape& s) {
-    const auto in = test::to_bf16(qkv);
-    da::run_append(
-        emu::Launch{},
-        {.k_cache = k_.data(), .v_cache = v_.data(), .qkv = in.data(), .positions = positions.data(), .shape = s});
-    std::vector<bf16> out = test::to_bf16(std::vector<float>(s.T * s.heads * s.head_dim, kNan));
-    workspace_.assign(kDecodeAttentionWorkspaceBytes / sizeof(float), kNan);
-    da::run_attention(emu::Launch{}, {.out = out.data(),
-                                      .qkv = in.data(),
-                                      .k_cache = k_.data(),
-                                      .v_cache = v_.data(),
-                                      .positions = positions.data(),
-                                      .shape = s,
-                                      .workspace = workspace_.data(),
-                                      .workspace_bytes = kDecodeAttentionWorkspaceBytes});
-    return test::to_float(out);
+    return append_and_attend(k_, v_, test::to_bf16(qkv), positions, s, kNan);
   }
   std::pair<std::vector<float>, std::vector<float>> caches() const { return {test::to_float(k_), test::to_float(v_)}; }
 
  private:
-  static constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
   std::vector<bf16> k_, v_;
-  std::vector<float> workspace_;
 };
 
 // Splits (split_plan) of each run, prefill / decoding step:
@@ -96,21 +103,9 @@ TEST(DecodeAttentionEmulatedMisc, OneSplitOverTwoChunks) {
   ref::decode_attention_forward(out_ref.data(), qkv.data(), k_ref.data(), v_ref.data(), positions.data(), s);
 
   std::vector<bf16> k_cache = test::to_bf16(k), v_cache = test::to_bf16(v);
-  const auto in = test::to_bf16(qkv);
-  std::vector<bf16> out = test::to_bf16(std::vector<float>(out_ref.size(), std::numeric_limits<float>::quiet_NaN()));
-  da::run_append(emu::Launch{}, {.k_cache = k_cache.data(),
-                                 .v_cache = v_cache.data(),
-                                 .qkv = in.data(),
-                                 .positions = positions.data(),
-                                 .shape = s});
-  da::run_attention(emu::Launch{}, {.out = out.data(),
-                                    .qkv = in.data(),
-                                    .k_cache = k_cache.data(),
-                                    .v_cache = v_cache.data(),
-                                    .positions = positions.data(),
-                                    .shape = s});  // one split: no workspace needed
+  const std::vector<float> out = append_and_attend(k_cache, v_cache, test::to_bf16(qkv), positions, s, kNan);
   EXPECT_EQ(test::to_float(k_cache), k_ref);
-  EXPECT_LT(test::relative_error(test::to_float(out), out_ref), test::kBf16RelTol);
+  EXPECT_LT(test::relative_error(out, out_ref), test::kBf16RelTol);
 }
 
 TEST(DecodeAttentionSplitPlan, CoversTheCacheWithinTheWorkspace) {
@@ -151,21 +146,10 @@ TEST(DecodeAttentionEmulatedMisc, PositionOutsideTheCacheGivesNanThroughTheMerge
   std::vector<bf16> k = test::to_bf16(std::vector<float>(cache, 0.0f)), v = k;
   const auto qkv = test::to_bf16(test::random_normal(3 * s.qkv_width(), 5));
   const std::vector<int32_t> positions = {-1, 256, 1 << 30};
-  std::vector<bf16> out = test::to_bf16(std::vector<float>(3 * 4 * 64, 0.0f));
-  std::vector<float> workspace(kDecodeAttentionWorkspaceBytes / sizeof(float), 0.0f);
-  da::run_append(
-      emu::Launch{},
-      {.k_cache = k.data(), .v_cache = v.data(), .qkv = qkv.data(), .positions = positions.data(), .shape = s});
-  da::run_attention(emu::Launch{}, {.out = out.data(),
-                                    .qkv = qkv.data(),
-                                    .k_cache = k.data(),
-                                    .v_cache = v.data(),
-                                    .positions = positions.data(),
-                                    .shape = s,
-                                    .workspace = workspace.data(),
-                                    .workspace_bytes = kDecodeAttentionWorkspaceBytes});
+  // Output and workspace start as zeros, so every NaN is one the kernels wrote.
+  const std::vector<float> out = append_and_attend(k, v, qkv, positions, s, 0.0f);
   for (float x : test::to_float(k)) ASSERT_EQ(x, 0.0f);
-  for (float x : test::to_float(out)) ASSERT_TRUE(std::isnan(x));
+  for (float x : out) ASSERT_TRUE(std::isnan(x));
 }
 
 TEST(DecodeAttentionEmulatedMisc, RejectsBadParams) {
