@@ -175,6 +175,13 @@ SG_UNROLL
   return v;
 }
 
+// Butterfly max over the warp (exact: every lane ends with the warp's max).
+SG_DEVICE float warp_reduce_max(float v) {
+  SG_UNROLL
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, shfl_xor(v, offset));
+  return v;
+}
+
 // Sum over the block in a fixed order (warps, then warp sums), broadcast to every thread.
 // The block (1-D) must be a multiple of 32 threads (<= 1024) and every thread must call it (it
 // synchronises). `scratch` is 32 floats of shared memory; it may be reused by consecutive calls.
@@ -188,23 +195,6 @@ SG_DEVICE float block_reduce_sum(float v, float* scratch) {
   block_sync();
   v = lane < num_warps ? scratch[lane] : 0.0f;
   return warp_reduce_sum(v);
-}
-
-// Max over the block, broadcast to every thread (max is exact: any order gives the same value). The same
-// requirements as block_reduce_sum.
-SG_DEVICE float block_reduce_max(float v, float* scratch) {
-  const int lane = static_cast<int>(lane_id());
-  const int warp = static_cast<int>(warp_id());
-  const int num_warps = block_threads() >> 5;
-  SG_UNROLL
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, shfl_xor(v, offset));
-  block_sync();  // a previous call's readers are done with scratch
-  if (lane == 0) scratch[warp] = v;
-  block_sync();
-  v = lane < num_warps ? scratch[lane] : -INFINITY;
-  SG_UNROLL
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, shfl_xor(v, offset));
-  return v;
 }
 
 }  // namespace sg::kernels::detail

@@ -11,12 +11,13 @@
 // Positions are read from device memory, so a captured decoding step serves every step of a
 // generation (the host never passes a per-step value). Graph-safe: no allocation, no sync.
 //
-// Work split of decode_attention_forward (kernels/decode_attention.cuh): the keys of each (row, query head)
-// are split across blocks until the grid has about kDecodeAttentionTargetBlocks blocks (a decoding step of a
-// few sequences; a prefill has enough rows and runs one split), each split an online softmax over its keys
-// (chunks of 1024 scores in shared memory, so any cache capacity works), and a second kernel merges the
-// splits in split order. The split depends only on the shape and every sum runs in a fixed order, so results
-// are bitwise reproducible, captured or eager. head_dim <= 256.
+// Work split of decode_attention_forward (kernels/decode_attention.cuh): a block takes one row, the query heads
+// of one KV head (up to 8; they read the same keys, so each tile of 32 keys and values is loaded once into
+// shared memory for all of them) and one split of the keys, an online softmax over its tiles. A decoding step
+// has few rows, so its keys are split into tiles of their own (as many splits as the workspace's
+// kDecodeAttentionMaxPartials allow): each block makes one trip to memory instead of walking the cache. A
+// second kernel merges a row's splits in split order. The split depends only on the shape and every sum runs
+// in a fixed order, so results are bitwise reproducible, captured or eager. head_dim <= 256.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -37,12 +38,14 @@ struct KvCacheAppendParams {
 void kv_cache_append(cudaStream_t stream, const KvCacheAppendParams& p);
 
 inline constexpr int64_t kDecodeAttentionMaxHeadDim = 256;
-inline constexpr int64_t kDecodeAttentionTargetBlocks = 256;  // about two per SM of an H100 or H200
-inline constexpr int64_t kDecodeAttentionMinSplitKeys = 64;
-// The workspace the splits need at most: T x heads x splits < 2 x kDecodeAttentionTargetBlocks (row, head, split)
-// triples whenever there is more than one split, each its max, its sum and head_dim values (fp32).
-inline constexpr size_t kDecodeAttentionWorkspaceBytes =
-    2 * kDecodeAttentionTargetBlocks * (2 + kDecodeAttentionMaxHeadDim) * sizeof(float);
+// (row, query head, split) partial results the workspace holds: the splits of a step with T rows and H query
+// heads are at most kDecodeAttentionMaxPartials / (T x H).
+inline constexpr int64_t kDecodeAttentionMaxPartials = 4096;
+// The workspace decode_attention_forward needs at most for a model's head_dim: each partial result's max, sum
+// and head_dim values (fp32).
+constexpr size_t decode_attention_workspace_bytes(int64_t head_dim) {
+  return static_cast<size_t>(kDecodeAttentionMaxPartials * (2 + head_dim)) * sizeof(float);
+}
 
 struct DecodeAttentionParams {
   bf16* out = nullptr;            // [T, heads * head_dim]
@@ -51,7 +54,9 @@ struct DecodeAttentionParams {
   const bf16* v_cache = nullptr;
   const int32_t* positions = nullptr;  // device [T]
   ref::DecodeAttentionShape shape;
-  void* workspace = nullptr;  // kDecodeAttentionWorkspaceBytes, 16-byte aligned; unused (may be null) by a prefill
+  // decode_attention_workspace_bytes(head_dim), 16-byte aligned; may be null where the plan has one split
+  // (T x heads > kDecodeAttentionMaxPartials / 2, as in a long prefill, or a capacity of at most 32 keys).
+  void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };
 void decode_attention_forward(cudaStream_t stream, const DecodeAttentionParams& p);

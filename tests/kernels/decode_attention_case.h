@@ -7,7 +7,8 @@
 //   Backend::caches() -> the K and V caches (bf16 values as float)
 // kv_cache_append copies bf16 values exactly (bitwise), attention outputs within kBf16RelTol (a bf16 output of
 // an fp32 computation). The shapes cover one split and many (kernels/decode_attention.cuh's split_plan), splits
-// past a row's position (empty), several 1024-key chunks in one split, and head_dim not a multiple of 8.
+// past a row's position (empty), several tiles in one split, several blocks of query heads per KV head, and
+// head_dim not a multiple of 8.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,8 +1,9 @@
 // KV-cache attention (src/kernels/decode_attention.cuh: the append, the split attention and the merge), run on
 // the CPU by tests/simt_emulator.h with the launchers' own checks and launch sequence, on
 // decode_attention_case.h's scenario (small shapes: the emulator is slow), outputs and workspace poisoned
-// before each run; one split over two 1024-key chunks; split_plan's bounds over many shapes; a position outside the cache gives NaN through the
-// merge; bad parameters (a missing workspace among them) are refused before any launch.
+// before each run; splits of several tiles, and one split of several tiles; split_plan's and heads_per_block's
+// rules over many shapes; a position outside the cache gives NaN through the merge; bad parameters (a missing
+// workspace among them) are refused before any launch.
 #define SG_SIMT_EMULATION 1
 #include <gtest/gtest.h>
 
@@ -20,7 +21,7 @@
 namespace sg {
 namespace {
 
-using kernels::kDecodeAttentionWorkspaceBytes;
+using kernels::decode_attention_workspace_bytes;
 namespace da = kernels::decode_attention;
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
@@ -34,7 +35,8 @@ std::vector<float> append_and_attend(std::vector<bf16>& k, std::vector<bf16>& v,
       emu::Launch{},
       {.k_cache = k.data(), .v_cache = v.data(), .qkv = qkv.data(), .positions = positions.data(), .shape = s});
   std::vector<bf16> out = test::to_bf16(std::vector<float>(s.T * s.heads * s.head_dim, fill));
-  std::vector<float> workspace(kDecodeAttentionWorkspaceBytes / sizeof(float), fill);
+  const size_t workspace_bytes = decode_attention_workspace_bytes(s.head_dim);
+  std::vector<float> workspace(workspace_bytes / sizeof(float), fill);
   da::run_attention(emu::Launch{}, {.out = out.data(),
                                     .qkv = qkv.data(),
                                     .k_cache = k.data(),
@@ -42,7 +44,7 @@ std::vector<float> append_and_attend(std::vector<bf16>& k, std::vector<bf16>& v,
                                     .positions = positions.data(),
                                     .shape = s,
                                     .workspace = workspace.data(),
-                                    .workspace_bytes = kDecodeAttentionWorkspaceBytes});
+                                    .workspace_bytes = workspace_bytes});
   return test::to_float(out);
 }
 
@@ -61,13 +63,15 @@ class EmulatedBackend {
   std::vector<bf16> k_, v_;
 };
 
-// Splits (split_plan) of each run, prefill / decoding step:
-//   slots2_cap200_d64_P100: 1 (400 pairs) / 4 of 64 keys, the last past both rows' positions
-//   slots1_cap100_d36_P70: 2, the second past the first 64 rows / 2; head_dim 36 (scalar key loads)
-//   slots3_cap70_d100_P20: 2 / 2; head_dim 100 (4 values a lane, the last lanes idle)
-//   slots1_cap130_d256_P65: 2 of 96 keys / 3 of 64 keys, the third empty; the largest head_dim
-const test::DecodeAttentionCase kCases[] = {
-    {2, 200, 4, 2, 64, 100}, {1, 100, 2, 1, 36, 70}, {3, 70, 6, 3, 100, 20}, {1, 130, 2, 2, 256, 65}};
+// Splits (split_plan) of each run, prefill / decoding step; blocks take heads_per_block query heads:
+//   slots2_cap200_d64_P100: 7 of 32 keys, the later ones past the first rows' positions (empty) / the same
+//   slots1_cap100_d36_P70: 4 / 4; head_dim 36 (element-by-element tile loads)
+//   slots3_cap70_d100_P20: 3 / 3; head_dim 100 (4 values a lane, the last lanes idle)
+//   slots1_cap130_d256_P65: 5 / 5, the last two past every position; the largest head_dim
+//   slots2_cap80_h12_kv1_d32_P40: 3 / 3; 12 query heads a KV head: two blocks of 6 (8 at most)
+//   slots1_cap50_h9_kv1_d16_P30: 2 / 2; 9 query heads a KV head: three blocks of 3
+const test::DecodeAttentionCase kCases[] = {{2, 200, 4, 2, 64, 100}, {1, 100, 2, 1, 36, 70}, {3, 70, 6, 3, 100, 20},
+                                            {1, 130, 2, 2, 256, 65}, {2, 80, 12, 1, 32, 40}, {1, 50, 9, 1, 16, 30}};
 
 class DecodeAttentionEmulated : public ::testing::TestWithParam<test::DecodeAttentionCase> {};
 
@@ -83,19 +87,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionEmulated, ::testing::ValuesIn(kC
                    static_cast<long long>(c.kv_heads), static_cast<long long>(c.d), static_cast<long long>(c.prompt));
 });
 
-// 64 sequences x 4 heads = 256 pairs: one split each, over caches of 1040 to 1100 positions filled at random, so
-// each block's online softmax runs two 1024-key chunks (the rescale between chunks; the prefill scenario above
-// never reaches a second chunk at the emulator's sizes).
-TEST(DecodeAttentionEmulatedMisc, OneSplitOverTwoChunks) {
-  const int64_t slots = 64, capacity = 1100;
+// Runs one decoding row per sequence (heads 4, KV heads 2, head_dim 32) over caches filled at random up to the
+// rows' positions, against the reference.
+void check_over_random_caches(int64_t slots, int64_t capacity, const std::vector<int32_t>& positions) {
   const ref::DecodeAttentionShape s{
       .T = slots, .rows_per_slot = 1, .slots = slots, .capacity = capacity, .heads = 4, .kv_heads = 2, .head_dim = 32};
-  ASSERT_EQ(da::split_plan(s).splits, 1);
   const int64_t cache = slots * s.kv_heads * capacity * s.head_dim;
   const auto k = test::round_bf16(test::random_normal(cache, 31)), v = test::round_bf16(test::random_normal(cache, 32));
   const auto qkv = test::round_bf16(test::random_normal(slots * s.qkv_width(), 33));
-  std::vector<int32_t> positions(slots);
-  for (int64_t t = 0; t < slots; ++t) positions[t] = static_cast<int32_t>(1040 + t % 60);
   // The row's own k and v go to its position first, as in a decoding step.
   std::vector<float> k_ref = k, v_ref = v;
   ref::kv_cache_append(k_ref.data(), v_ref.data(), qkv.data(), positions.data(), s);
@@ -108,10 +107,31 @@ TEST(DecodeAttentionEmulatedMisc, OneSplitOverTwoChunks) {
   EXPECT_LT(test::relative_error(out, out_ref), test::kBf16RelTol);
 }
 
+// 64 sequences x 4 heads = 256 pairs over a 1100-position cache: 12 splits of 96 keys, so each block's online
+// softmax rescales across 3 tiles before the merge; rows at positions 1040 to 1099.
+TEST(DecodeAttentionEmulatedMisc, SplitsOfSeveralTiles) {
+  const ref::DecodeAttentionShape s{.T = 64, .slots = 64, .capacity = 1100, .heads = 4, .kv_heads = 2, .head_dim = 32};
+  ASSERT_EQ(da::split_plan(s).splits, 12);
+  ASSERT_EQ(da::split_plan(s).split_keys, 96);
+  std::vector<int32_t> positions(64);
+  for (int64_t t = 0; t < 64; ++t) positions[t] = static_cast<int32_t>(1040 + t % 60);
+  check_over_random_caches(64, 1100, positions);
+}
+
+// 520 rows x 4 heads = 2080 pairs, over half of kDecodeAttentionMaxPartials: one split, whose block runs three
+// tiles (the last one partial) and writes the output itself.
+TEST(DecodeAttentionEmulatedMisc, OneSplitOfSeveralTiles) {
+  const ref::DecodeAttentionShape s{.T = 520, .slots = 520, .capacity = 80, .heads = 4, .kv_heads = 2, .head_dim = 32};
+  ASSERT_EQ(da::split_plan(s).splits, 1);
+  std::vector<int32_t> positions(520);
+  for (int64_t t = 0; t < 520; ++t) positions[t] = static_cast<int32_t>(66 + t % 14);
+  check_over_random_caches(520, 80, positions);
+}
+
 TEST(DecodeAttentionSplitPlan, CoversTheCacheWithinTheWorkspace) {
-  for (const int64_t T : {1, 2, 3, 8, 17, 64, 255, 256, 600}) {
+  for (const int64_t T : {1, 2, 3, 8, 17, 64, 255, 256, 600, 2049}) {
     for (const int64_t heads : {1, 2, 4, 16, 32, 64}) {
-      for (const int64_t capacity : {1, 31, 63, 64, 65, 200, 1000, 4096, 100000}) {
+      for (const int64_t capacity : {1, 31, 32, 33, 64, 65, 200, 1000, 4096, 100000}) {
         const ref::DecodeAttentionShape s{
             .T = T, .slots = T, .capacity = capacity, .heads = heads, .kv_heads = 1, .head_dim = 256};
         const da::SplitPlan plan = da::split_plan(s);
@@ -122,21 +142,39 @@ TEST(DecodeAttentionSplitPlan, CoversTheCacheWithinTheWorkspace) {
         ASSERT_GE(plan.splits, 1) << where;
         EXPECT_GE(plan.splits * plan.split_keys, capacity) << where << ": keys left out";
         EXPECT_LT((plan.splits - 1) * plan.split_keys, capacity) << where << ": a split empty even at a full cache";
-        EXPECT_LE(static_cast<size_t>(da::workspace_floats(s, plan)) * sizeof(float), kDecodeAttentionWorkspaceBytes)
+        EXPECT_LE(static_cast<size_t>(da::workspace_floats(s, plan)) * sizeof(float),
+                  decode_attention_workspace_bytes(s.head_dim))
             << where;
         if (plan.splits > 1) {
-          EXPECT_EQ(plan.split_keys % 32, 0) << where;
-          EXPECT_GE(plan.split_keys, kernels::kDecodeAttentionMinSplitKeys) << where;
-          EXPECT_LT(T * heads, kernels::kDecodeAttentionTargetBlocks) << where << ": enough pairs need no split";
+          EXPECT_EQ(plan.split_keys % da::kTileKeys, 0) << where;
+          EXPECT_LE(T * heads * plan.splits, kernels::kDecodeAttentionMaxPartials) << where;
+        }
+        const int64_t tiles = (capacity + da::kTileKeys - 1) / da::kTileKeys;
+        if (T * heads * tiles <= kernels::kDecodeAttentionMaxPartials) {
+          EXPECT_EQ(plan.splits, tiles) << where << ": the workspace allows a split per tile";
+        }
+        if (2 * T * heads > kernels::kDecodeAttentionMaxPartials) {
+          EXPECT_EQ(plan.splits, 1) << where;
         }
       }
     }
   }
-  // A decoding step of Llama 1b (16 heads), a 256-position cache: 4 splits of 64 keys, 64 blocks.
+  // A decoding step of Llama 1b (16 heads), a 256-position cache: 8 splits of one tile.
   const da::SplitPlan plan =
       da::split_plan({.T = 1, .slots = 1, .capacity = 256, .heads = 16, .kv_heads = 16, .head_dim = 128});
-  EXPECT_EQ(plan.splits, 4);
-  EXPECT_EQ(plan.split_keys, 64);
+  EXPECT_EQ(plan.splits, 8);
+  EXPECT_EQ(plan.split_keys, 32);
+}
+
+TEST(DecodeAttentionSplitPlan, HeadsPerBlockDivideTheGroupUpToEight) {
+  const std::pair<int64_t, int64_t> group_and_heads_per_block[] = {{1, 1}, {2, 2},  {3, 3},  {4, 4},  {8, 8},
+                                                                   {9, 3}, {11, 1}, {12, 6}, {16, 8}, {64, 8}};
+  for (const auto& [group, expected] : group_and_heads_per_block) {
+    EXPECT_EQ(
+        da::heads_per_block({.T = 1, .slots = 1, .capacity = 8, .heads = 2 * group, .kv_heads = 2, .head_dim = 8}),
+        expected)
+        << "query heads per KV head: " << group;
+  }
 }
 
 TEST(DecodeAttentionEmulatedMisc, PositionOutsideTheCacheGivesNanThroughTheMerge) {
@@ -155,7 +193,7 @@ TEST(DecodeAttentionEmulatedMisc, PositionOutsideTheCacheGivesNanThroughTheMerge
 TEST(DecodeAttentionEmulatedMisc, RejectsBadParams) {
   ref::DecodeAttentionShape s{.T = 1, .slots = 1, .capacity = 256, .heads = 2, .kv_heads = 1, .head_dim = 512};
   std::vector<bf16> b(1 << 16);
-  std::vector<float> workspace(kDecodeAttentionWorkspaceBytes / sizeof(float));
+  std::vector<float> workspace(decode_attention_workspace_bytes(256) / sizeof(float));
   const std::vector<int32_t> pos = {0};
   const auto run = [&](const int32_t* positions, void* ws, size_t ws_bytes) {
     da::run_attention(emu::Launch{}, {.out = b.data(),
@@ -175,14 +213,13 @@ TEST(DecodeAttentionEmulatedMisc, RejectsBadParams) {
     }
     return "(no error)";
   };
-  EXPECT_NE(message(pos.data(), workspace.data(), kDecodeAttentionWorkspaceBytes).find("head_dim = 512 exceeds"),
+  EXPECT_NE(message(pos.data(), workspace.data(), workspace.size() * 4).find("head_dim = 512 exceeds"),
             std::string::npos);
   s.head_dim = 64;
-  EXPECT_NE(message(nullptr, workspace.data(), kDecodeAttentionWorkspaceBytes).find("null positions"),
-            std::string::npos);
-  // One row of 2 heads over 256 positions: 4 splits, which need the workspace.
+  EXPECT_NE(message(nullptr, workspace.data(), workspace.size() * 4).find("null positions"), std::string::npos);
+  // One row of 2 heads over 256 positions: 8 splits, which need the workspace.
   EXPECT_NE(message(pos.data(), nullptr, 0).find("need a workspace of"), std::string::npos);
-  EXPECT_NE(message(pos.data(), workspace.data(), 64).find("reserve kDecodeAttentionWorkspaceBytes"),
+  EXPECT_NE(message(pos.data(), workspace.data(), 64).find("reserve decode_attention_workspace_bytes(head_dim)"),
             std::string::npos);
   s.T = 0;  // nothing to do: no workspace needed, nothing launched
   EXPECT_EQ(message(pos.data(), nullptr, 0), "(no error)");

@@ -31,7 +31,11 @@ void sync() {
 class GpuBackend {
  public:
   explicit GpuBackend(const sg::test::DecodeAttentionCase& c)
-      : cache_(c.slots * c.kv_heads * c.capacity * c.d), k_(cache_), v_(cache_), workspace_(kWorkspace) {
+      : cache_(c.slots * c.kv_heads * c.capacity * c.d),
+        workspace_bytes_(kernels::decode_attention_workspace_bytes(c.d)),
+        k_(cache_),
+        v_(cache_),
+        workspace_(workspace_bytes_) {
     k_.upload(to_bf16(std::vector<float>(cache_, 0.0f)));
     v_.upload(to_bf16(std::vector<float>(cache_, 0.0f)));
   }
@@ -54,7 +58,7 @@ class GpuBackend {
                                                   .positions = d_pos.get(),
                                                   .shape = s,
                                                   .workspace = workspace_.get(),
-                                                  .workspace_bytes = kWorkspace});
+                                                  .workspace_bytes = workspace_bytes_});
       sync();
       const auto out = d_out.download();
       if (run == 0) first = out;
@@ -67,20 +71,21 @@ class GpuBackend {
   }
 
  private:
-  static constexpr size_t kWorkspace = kernels::kDecodeAttentionWorkspaceBytes;
   int64_t cache_;
+  size_t workspace_bytes_;
   DeviceBuffer<bf16> k_, v_;
   DeviceBuffer<unsigned char> workspace_;
   cuda::Stream stream_;
 };
 
-// d = 36 and 100: not a multiple of 8 (scalar loads); prompts of 2100 and 1030 tokens: several 1024-key chunks in
-// one split (the prefills) and 18 splits of 64 keys, the last past the row's position (the decoding step of the
-// last shape); slots2_cap40: a decoding step of 2 x 6 pairs split in 2 (the reference is O(P^2): the sizes keep it
-// to about a second).
-const sg::test::DecodeAttentionCase kShapes[] = {{1, 8, 2, 1, 64, 1},     {2, 2200, 4, 2, 128, 2100},
-                                                 {3, 200, 4, 4, 36, 150}, {4, 70, 16, 2, 96, 64},
-                                                 {2, 40, 6, 3, 100, 17},  {1, 1100, 4, 1, 256, 1030}};
+// d = 36 and 100: not a multiple of 8 (element-by-element tile loads); prompts of 2100, 1030 and 260 tokens: one
+// split of many tiles (their prefills: over kDecodeAttentionMaxPartials / 2 pairs) and a split per tile, the last
+// ones past the row's position (their decoding steps); cap200_d36: prefills of 4 splits of 2 tiles; h16_kv2 and
+// h8_kv1_d256: 8 query heads a block (h8_kv1_d256: 16 accumulators a thread, the most); h12_kv1: 2 blocks of 6
+// query heads per KV head (the reference is O(P^2): the sizes keep it to about a second).
+const sg::test::DecodeAttentionCase kShapes[] = {
+    {1, 8, 2, 1, 64, 1},    {2, 2200, 4, 2, 128, 2100}, {3, 200, 4, 4, 36, 150},   {4, 70, 16, 2, 96, 64},
+    {2, 40, 6, 3, 100, 17}, {1, 1100, 4, 1, 256, 1030}, {2, 300, 12, 1, 128, 260}, {1, 100, 8, 1, 256, 90}};
 
 class DecodeAttentionGpu : public ::testing::TestWithParam<sg::test::DecodeAttentionCase> {};
 
@@ -96,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionGpu, ::testing::ValuesIn(kShapes
                    static_cast<long long>(s.kv_heads), static_cast<long long>(s.d), static_cast<long long>(s.prompt));
 });
 
-// Capacity 16: one split per (row, head); 256: four, merged by the second kernel, which writes the NaN.
+// Capacity 16: one split per (row, head); 256: eight, merged by the second kernel, which writes the NaN.
 TEST(DecodeAttentionGpuMisc, PositionOutsideTheCacheGivesNanAndNoWrite) {
   for (const int64_t capacity : {16, 256}) {
     const ref::DecodeAttentionShape s{
@@ -104,7 +109,7 @@ TEST(DecodeAttentionGpuMisc, PositionOutsideTheCacheGivesNanAndNoWrite) {
     const int64_t W = s.qkv_width(), cache = 3 * 2 * capacity * 64;
     DeviceBuffer<bf16> d_k(cache), d_v(cache), d_qkv(3 * W), d_out(3 * 4 * 64);
     DeviceBuffer<int32_t> d_pos(3);
-    DeviceBuffer<unsigned char> workspace(kernels::kDecodeAttentionWorkspaceBytes);
+    DeviceBuffer<unsigned char> workspace(kernels::decode_attention_workspace_bytes(64));
     d_k.upload(to_bf16(std::vector<float>(cache, 0.0f)));
     d_v.upload(to_bf16(std::vector<float>(cache, 0.0f)));
     d_qkv.upload(to_bf16(random_normal(3 * W, 5)));
@@ -120,7 +125,7 @@ TEST(DecodeAttentionGpuMisc, PositionOutsideTheCacheGivesNanAndNoWrite) {
                                                .positions = d_pos.get(),
                                                .shape = s,
                                                .workspace = workspace.get(),
-                                               .workspace_bytes = kernels::kDecodeAttentionWorkspaceBytes});
+                                               .workspace_bytes = kernels::decode_attention_workspace_bytes(64)});
     sync();
     for (float x : to_float(d_k.download())) ASSERT_EQ(x, 0.0f) << "capacity " << capacity;
     for (float x : to_float(d_out.download())) ASSERT_TRUE(std::isnan(x)) << "capacity " << capacity;

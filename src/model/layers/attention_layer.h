@@ -153,7 +153,7 @@ class AttentionDecodeGpu final : public GpuDecodeLayer {
   cuda::MemorySlot k_slot_, v_slot_;
   bf16 *k_cache_ = nullptr, *v_cache_ = nullptr;  // [slots, kv_heads, capacity, head_dim]
   bf16 *qkv_ = nullptr, *attn_ = nullptr;         // scratch
-  void* attention_workspace_ = nullptr;           // scratch: kernels::kDecodeAttentionWorkspaceBytes
+  void* attention_workspace_ = nullptr;           // scratch: kernels::decode_attention_workspace_bytes
 };
 
 }  // namespace sg::model

@@ -33,7 +33,8 @@ void AttentionDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, 
 void AttentionDecodeGpu::take_scratch(DecodeScratch& scratch) {
   qkv_ = scratch.take<bf16>(rows_ * model_.qkv_dim());
   attn_ = scratch.take<bf16>(rows_ * model_.q_dim());
-  attention_workspace_ = scratch.take<unsigned char>(static_cast<int64_t>(kernels::kDecodeAttentionWorkspaceBytes));
+  attention_workspace_ =
+      scratch.take<unsigned char>(static_cast<int64_t>(kernels::decode_attention_workspace_bytes(model_.head_dim())));
 }
 
 void AttentionDecodeGpu::bind(const cuda::Arena& arena, kernels::Blas& blas) {
@@ -64,14 +65,15 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
   }
   kernels::kv_cache_append(
       stream, {.k_cache = k_cache_, .v_cache = v_cache_, .qkv = qkv_, .positions = r.positions, .shape = shape});
-  kernels::decode_attention_forward(stream, {.out = attn_,
-                                             .qkv = qkv_,
-                                             .k_cache = k_cache_,
-                                             .v_cache = v_cache_,
-                                             .positions = r.positions,
-                                             .shape = shape,
-                                             .workspace = attention_workspace_,
-                                             .workspace_bytes = kernels::kDecodeAttentionWorkspaceBytes});
+  kernels::decode_attention_forward(stream,
+                                    {.out = attn_,
+                                     .qkv = qkv_,
+                                     .k_cache = k_cache_,
+                                     .v_cache = v_cache_,
+                                     .positions = r.positions,
+                                     .shape = shape,
+                                     .workspace = attention_workspace_,
+                                     .workspace_bytes = kernels::decode_attention_workspace_bytes(m.head_dim())});
   kernels::LinearForward(io.blas, T, m.q_dim(), H).run(stream, io.output, attn_, io.weight(decl_.o_proj));
 }
 

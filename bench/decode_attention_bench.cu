@@ -1,0 +1,160 @@
+// KV-cache attention alone (kernels/decode_attention.h: decode_attention_forward, split and merge) at the shapes of
+// bench/generate_reference.py's models: one decoding step of batch 1 and 8 with the rows at the last position of
+// a 256-position cache (128-token prompts, 128 new tokens) and of a 4096-position one, and a 128-token prefill.
+// Each call is timed inside a CUDA graph of --calls launches, as the decoder replays it: the median over --iters
+// replays (CUDA events) after --warmup, divided by --calls. The KV bytes column counts each sequence's keys and
+// values up to its position once; GB/s is that over the time (H100 HBM3: about 3,350 GB/s at most).
+// Usage: build/bench/decode_attention_bench [--iters N] [--warmup N] [--calls N] (--help: the flags).
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_args.h"
+#include "cuda/check.h"
+#include "cuda/stream.h"
+#include "kernels/decode_attention.h"
+
+namespace {
+
+using namespace sg;
+
+struct Shape {
+  const char* name;
+  int64_t T, rows_per_slot, heads, kv_heads, head_dim, capacity;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+template <class T>
+T* device_alloc(size_t n) {
+  T* p = nullptr;
+  SG_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+  return p;
+}
+
+void upload_random_bf16(bf16* dst, size_t n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<bf16> v(n);
+  for (auto& x : v) {
+    const uint16_t bits = float_to_bf16_bits(dist(gen));
+    std::memcpy(static_cast<void*>(&x), &bits, 2);
+  }
+  SG_CUDA_CHECK(cudaMemcpy(dst, v.data(), n * sizeof(bf16), cudaMemcpyHostToDevice));
+}
+
+struct Timing {
+  double us_per_call, kv_bytes;
+};
+
+// Rows of a decoding step sit at the cache's last position; a prefill's rows at positions 0 .. T-1 of one slot.
+Timing bench_shape(const Shape& shape, int warmup, int iters, int calls) {
+  const int64_t slots = shape.T / shape.rows_per_slot;
+  const ref::DecodeAttentionShape s{.T = shape.T,
+                                    .rows_per_slot = shape.rows_per_slot,
+                                    .slots = slots,
+                                    .capacity = shape.capacity,
+                                    .heads = shape.heads,
+                                    .kv_heads = shape.kv_heads,
+                                    .head_dim = shape.head_dim};
+  const size_t cache = static_cast<size_t>(slots * s.kv_heads * s.capacity * s.head_dim);
+  const size_t qkv = static_cast<size_t>(s.T * s.qkv_width()), out = static_cast<size_t>(s.T * s.heads * s.head_dim);
+  const size_t workspace_bytes = kernels::decode_attention_workspace_bytes(s.head_dim);
+  bf16 *k = device_alloc<bf16>(cache), *v = device_alloc<bf16>(cache), *q = device_alloc<bf16>(qkv),
+       *o = device_alloc<bf16>(out);
+  void* workspace = device_alloc<unsigned char>(workspace_bytes);
+  int32_t* positions = device_alloc<int32_t>(static_cast<size_t>(s.T));
+  upload_random_bf16(k, cache, 1);
+  upload_random_bf16(v, cache, 2);
+  upload_random_bf16(q, qkv, 3);
+  std::vector<int32_t> host_positions(static_cast<size_t>(s.T));
+  int64_t keys = 0;  // per slot, the most keys a row reads
+  for (int64_t t = 0; t < s.T; ++t) {
+    host_positions[t] = static_cast<int32_t>(shape.rows_per_slot == 1 ? s.capacity - 1 : t % shape.rows_per_slot);
+    keys = std::max<int64_t>(keys, host_positions[t] + 1);
+  }
+  SG_CUDA_CHECK(
+      cudaMemcpy(positions, host_positions.data(), host_positions.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  const kernels::DecodeAttentionParams params{.out = o,
+                                              .qkv = q,
+                                              .k_cache = k,
+                                              .v_cache = v,
+                                              .positions = positions,
+                                              .shape = s,
+                                              .workspace = workspace,
+                                              .workspace_bytes = workspace_bytes};
+
+  cuda::Stream stream;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  kernels::decode_attention_forward(stream, params);  // loads the kernels before the capture
+  stream.synchronize();
+  SG_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) kernels::decode_attention_forward(stream, params);
+  SG_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  SG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < warmup; ++i) SG_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  stream.synchronize();
+  cuda::Event start(true), stop(true);
+  std::vector<double> per_call;
+  for (int i = 0; i < iters; ++i) {
+    start.record(stream);
+    SG_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    stop.record(stream);
+    per_call.push_back(cuda::Event::elapsed_ms(start, stop) * 1000.0 / calls);
+  }
+  SG_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  SG_CUDA_CHECK(cudaGraphDestroy(graph));
+  for (void* p : std::initializer_list<void*>{k, v, q, o, workspace, positions}) SG_CUDA_CHECK(cudaFree(p));
+  return {median(per_call), static_cast<double>(slots * s.kv_heads * keys * s.head_dim * 2 * 2)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bench::ToolArgs args = bench::read_tool_args(
+      argc, argv,
+      {.program = "decode_attention_bench",
+       .about = "Times KV-cache attention alone (kernels/decode_attention.h) at the shapes of\n"
+                "bench/generate_reference.py's models: decoding steps of batch 1 and 8 at the last position of a\n"
+                "256- and a 4096-position cache, and a 128-token prefill. Each call inside a CUDA graph of --calls\n"
+                "launches; the median replay over --iters (CUDA events) after --warmup, divided by --calls. Prints a\n"
+                "table; writes nothing. Needs a CUDA GPU.",
+       .flags = {{.name = "--iters", .default_value = "50", .min = 1, .max = 100000, .help = "timed graph replays"},
+                 {.name = "--warmup", .default_value = "5", .min = 0, .max = 100000, .help = "untimed replays first"},
+                 {.name = "--calls", .default_value = "20", .min = 1, .max = 1000, .help = "launches per graph"}}});
+  const int iters = static_cast<int>(args.integer("--iters"));
+  const int warmup = static_cast<int>(args.integer("--warmup"));
+  const int calls = static_cast<int>(args.integer("--calls"));
+  // name, T, rows per slot, heads, KV heads, head_dim, capacity
+  const Shape shapes[] = {
+      {"llama_1b decode b1", 1, 1, 16, 16, 128, 256},       {"llama_1b decode b8", 8, 1, 16, 16, 128, 256},
+      {"llama_1b decode b1", 1, 1, 16, 16, 128, 4096},      {"llama_1b decode b8", 8, 1, 16, 16, 128, 4096},
+      {"llama_1b prefill 128", 128, 128, 16, 16, 128, 256}, {"mixtral_small decode b1", 1, 1, 12, 4, 64, 256},
+      {"mixtral_small decode b8", 8, 1, 12, 4, 64, 256},    {"nemotron_h_small decode b1", 1, 1, 8, 2, 128, 256},
+      {"nemotron_h_small decode b8", 8, 1, 8, 2, 128, 256}, {"nemotron_h_small decode b8", 8, 1, 8, 2, 128, 4096}};
+  try {
+    std::printf("decode_attention_forward, median of %d graph replays of %d calls after %d warmup\n", iters, calls,
+                warmup);
+    std::printf("| shape | rows | heads / kv | head_dim | capacity | us per call | KV MB | GB/s |\n");
+    std::printf("|---|---|---|---|---|---|---|---|\n");
+    for (const Shape& shape : shapes) {
+      const Timing t = bench_shape(shape, warmup, iters, calls);
+      std::printf("| %s | %lld | %lld / %lld | %lld | %lld | %.2f | %.2f | %.0f |\n", shape.name,
+                  static_cast<long long>(shape.T), static_cast<long long>(shape.heads),
+                  static_cast<long long>(shape.kv_heads), static_cast<long long>(shape.head_dim),
+                  static_cast<long long>(shape.capacity), t.us_per_call, t.kv_bytes / 1e6,
+                  t.kv_bytes / (t.us_per_call * 1e3));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "decode_attention_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
