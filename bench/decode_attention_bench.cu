@@ -7,14 +7,14 @@
 // Usage: build/bench/decode_attention_bench [--iters N] [--warmup N] [--calls N] (--help: the flags).
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
-#include <random>
-#include <string>
 #include <vector>
 
 #include "bench_args.h"
+#include "bench_device.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
+#include "graph/capture.h"
+#include "graph/graph_exec.h"
 #include "kernels/decode_attention.h"
 
 namespace {
@@ -26,28 +26,8 @@ struct Shape {
   int64_t T, rows_per_slot, heads, kv_heads, head_dim, capacity;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-template <class T>
-T* device_alloc(size_t n) {
-  T* p = nullptr;
-  SG_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
-  return p;
-}
-
-void upload_random_bf16(bf16* dst, size_t n, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<bf16> v(n);
-  for (auto& x : v) {
-    const uint16_t bits = float_to_bf16_bits(dist(gen));
-    std::memcpy(static_cast<void*>(&x), &bits, 2);
-  }
-  SG_CUDA_CHECK(cudaMemcpy(dst, v.data(), n * sizeof(bf16), cudaMemcpyHostToDevice));
-}
+using bench::device_alloc;
+using bench::median;
 
 struct Timing {
   double us_per_call, kv_bytes;
@@ -70,9 +50,9 @@ Timing bench_shape(const Shape& shape, int warmup, int iters, int calls) {
        *o = device_alloc<bf16>(out);
   void* workspace = device_alloc<unsigned char>(workspace_bytes);
   int32_t* positions = device_alloc<int32_t>(static_cast<size_t>(s.T));
-  upload_random_bf16(k, cache, 1);
-  upload_random_bf16(v, cache, 2);
-  upload_random_bf16(q, qkv, 3);
+  bench::upload(k, bench::random_bf16(cache, 1, 1.0f));
+  bench::upload(v, bench::random_bf16(cache, 2, 1.0f));
+  bench::upload(q, bench::random_bf16(qkv, 3, 1.0f));
   std::vector<int32_t> host_positions(static_cast<size_t>(s.T));
   int64_t keys = 0;  // per slot, the most keys a row reads
   for (int64_t t = 0; t < s.T; ++t) {
@@ -91,26 +71,25 @@ Timing bench_shape(const Shape& shape, int warmup, int iters, int calls) {
                                               .workspace_bytes = workspace_bytes};
 
   cuda::Stream stream;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
   kernels::decode_attention_forward(stream, params);  // loads the kernels before the capture
   stream.synchronize();
-  SG_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) kernels::decode_attention_forward(stream, params);
-  SG_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  SG_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < warmup; ++i) SG_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  graph::GraphExec exec("decode_attention_bench");
+  {
+    graph::StreamCapture capture(stream, "decode_attention_bench");
+    for (int i = 0; i < calls; ++i) kernels::decode_attention_forward(stream, params);
+    exec.install(capture.end(), stream, 0.0);
+  }
+  for (int i = 0; i < warmup; ++i) exec.launch(stream);
   stream.synchronize();
   cuda::Event start(true), stop(true);
   std::vector<double> per_call;
   for (int i = 0; i < iters; ++i) {
     start.record(stream);
-    SG_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    exec.launch(stream);
     stop.record(stream);
     per_call.push_back(cuda::Event::elapsed_ms(start, stop) * 1000.0 / calls);
   }
-  SG_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  SG_CUDA_CHECK(cudaGraphDestroy(graph));
+  exec.destroy();
   for (void* p : std::initializer_list<void*>{k, v, q, o, workspace, positions}) SG_CUDA_CHECK(cudaFree(p));
   return {median(per_call), static_cast<double>(slots * s.kv_heads * keys * s.head_dim * 2 * 2)};
 }

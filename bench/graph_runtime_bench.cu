@@ -13,10 +13,11 @@
 
 #include "../tests/graph/toy_step.cuh"
 #include "bench_args.h"
+#include "bench_device.h"
 #include "core/error.h"
+#include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/stream.h"
-#include "cuda/check.h"
 #include "graph/full_iteration_runner.h"
 #include "graph/memset_nodes.h"
 #include "graph/registry.h"
@@ -36,10 +37,7 @@ struct ModeResult {
   GraphStats stats;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using bench::median;
 
 // Times `steps` steps after `warmup` untimed ones; step() enqueues one step and returns its launches.
 template <class StepFn>

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench_args.h"
+#include "bench_device.h"
 #include "core/error.h"
 #include "cuda/bf16.h"
 #include "cuda/check.h"
@@ -121,11 +122,6 @@ struct ExpertLinearBuffers {
   Buffer<bf16> y, dx;
   Buffer<int32_t> counts, offsets;
 };
-
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 // Median device time of launch(i) (i = iteration, for rotating inputs): all launches queued back to back,
 // an event pair around each, read after one final synchronisation.

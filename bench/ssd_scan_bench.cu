@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench_args.h"
+#include "bench_device.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
 #include "kernels/ssd_scan.h"
@@ -19,33 +20,10 @@ namespace {
 
 using namespace sg;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-template <class T>
-T* device_alloc(size_t n) {
-  T* p = nullptr;
-  SG_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
-  return p;
-}
-
-template <class T>
-void upload(T* dst, const std::vector<T>& src) {
-  SG_CUDA_CHECK(cudaMemcpy(dst, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-
-std::vector<bf16> random_bf16(size_t n, uint64_t seed, float stddev) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<bf16> v(n);
-  for (auto& x : v) {
-    const uint16_t bits = float_to_bf16_bits(dist(gen));
-    std::memcpy(static_cast<void*>(&x), &bits, 2);
-  }
-  return v;
-}
+using bench::device_alloc;
+using bench::median;
+using bench::random_bf16;
+using bench::upload;
 
 struct Timing {
   double fwd_ms, bwd_ms, both_ms;
