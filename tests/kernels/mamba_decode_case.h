@@ -153,6 +153,19 @@ struct ConvDecodeCase {
   std::vector<bf16> in, weight, bias, state0;  // state0: [slots, C, 3], non-zero
 
   int64_t row_stride() const { return s.stride == s.C ? 0 : s.stride; }
+  // A call on `in_` (rows of this case's stride and offset) with this case's weights.
+  ConvCall call(const SlotRows& rows, const std::vector<bf16>& in_, std::vector<bf16>& out,
+                std::vector<bf16>& state) const {
+    return {.rows = rows,
+            .C = s.C,
+            .in_row_stride = row_stride(),
+            .in_offset = s.offset,
+            .in = in_,
+            .weight = weight,
+            .bias = bias,
+            .out = out,
+            .state = state};
+  }
 };
 
 // The twin called per slot on rows of `in` ([T, stride], view at offset), from and into `state` [slots, C, 3].
@@ -185,15 +198,7 @@ inline ConvDecodeCase make_conv_decode_case(const ConvDecodeShape& s, uint64_t s
 inline void check_conv_case(const ConvDecodeShape& s, const RunConv& run) {
   const ConvDecodeCase c = make_conv_decode_case(s, 11 + s.rows.T * 101 + s.C);
   std::vector<bf16> out = nan_bf16(c.out_ref.size()), state = c.state0;
-  run({.rows = s.rows,
-       .C = s.C,
-       .in_row_stride = c.row_stride(),
-       .in_offset = s.offset,
-       .in = c.in,
-       .weight = c.weight,
-       .bias = c.bias,
-       .out = out,
-       .state = state});
+  run(c.call(s.rows, c.in, out, state));
   expect_bf16_near(out, c.out_ref, "out");
   EXPECT_EQ(to_float(state), c.state_ref) << "conv state (every slot: the call's updated, the others untouched)";
 }
@@ -205,42 +210,18 @@ inline void check_conv_pieces(const RunConv& run) {
   const ConvDecodeCase c = make_conv_decode_case(whole, 7);
   const int64_t C = whole.C, stride = whole.stride;
   std::vector<bf16> out_whole = nan_bf16(kWhole * C), state_whole = c.state0;
-  run({.rows = whole.rows,
-       .C = C,
-       .in_row_stride = stride,
-       .in_offset = whole.offset,
-       .in = c.in,
-       .weight = c.weight,
-       .bias = c.bias,
-       .out = out_whole,
-       .state = state_whole});
+  run(c.call(whole.rows, c.in, out_whole, state_whole));
   expect_bf16_near(out_whole, c.out_ref, "out of the whole call");
 
   std::vector<bf16> state = c.state0, out_prefill = nan_bf16(kPrefill * C);
-  run({.rows = {kPrefill, kPrefill, kSlot, kSlots},
-       .C = C,
-       .in_row_stride = stride,
-       .in_offset = whole.offset,
-       .in = c.in,
-       .weight = c.weight,
-       .bias = c.bias,
-       .out = out_prefill,
-       .state = state});
+  run(c.call({kPrefill, kPrefill, kSlot, kSlots}, c.in, out_prefill, state));
   std::vector<bf16> pieces(out_prefill.begin(), out_prefill.end());
   for (int64_t k = 0; k < kSteps; ++k) {
     // One row per slot: slot kSlot's is row kPrefill + k of the whole sequence, the others random.
     std::vector<bf16> step_in = to_bf16(view_rows(kSlots, stride, whole.offset, C, 100 + k));
     std::copy_n(c.in.begin() + (kPrefill + k) * stride, stride, step_in.begin() + kSlot * stride);
     std::vector<bf16> step_out = nan_bf16(kSlots * C);
-    run({.rows = {kSlots, 1, 0, kSlots},
-         .C = C,
-         .in_row_stride = stride,
-         .in_offset = whole.offset,
-         .in = step_in,
-         .weight = c.weight,
-         .bias = c.bias,
-         .out = step_out,
-         .state = state});
+    run(c.call({kSlots, 1, 0, kSlots}, step_in, step_out, state));
     pieces.insert(pieces.end(), step_out.begin() + kSlot * C, step_out.begin() + (kSlot + 1) * C);
   }
   EXPECT_TRUE(same_bits(pieces, out_whole)) << "out of the slot fed in pieces differs from the whole call's";
@@ -255,15 +236,7 @@ inline void check_conv_noop(const RunConv& run) {
   const ConvDecodeCase c = make_conv_decode_case({{3, 1, 0, 3}, 16, 16, 0}, 5);
   std::vector<bf16> out = nan_bf16(3 * 16), state = c.state0;
   const std::vector<bf16> out0 = out;
-  run({.rows = {0, 1, 0, 3},
-       .C = 16,
-       .in_row_stride = 0,
-       .in_offset = 0,
-       .in = c.in,
-       .weight = c.weight,
-       .bias = c.bias,
-       .out = out,
-       .state = state});
+  run(c.call({0, 1, 0, 3}, c.in, out, state));
   EXPECT_TRUE(same_bits(out, out0)) << "out written by an empty call";
   EXPECT_TRUE(same_bits(state, c.state0)) << "state written by an empty call";
 }
