@@ -15,6 +15,7 @@
 // Everything is validated at open, so bad data is an sg::Error naming the file before any kernel
 // runs; that includes that the sequences tile the .bin exactly (from byte 0 to its end, without
 // gaps), as Megatron's writer lays them out.
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <span>
@@ -24,6 +25,9 @@
 #include "data/mapped_file.h"
 
 namespace sg::data {
+
+// The .bin and .idx hold little-endian values, read and written as this machine's own.
+static_assert(std::endian::native == std::endian::little, "indexed datasets are little-endian");
 
 enum class TokenDtype : uint8_t {
   uint8 = 1,
