@@ -18,10 +18,11 @@
 // eighteenth sessions' runs, at 1b and small, where a GEMM runs for hundreds of microseconds).
 // --ops narrows the GEMMs to some of the three ops, --linears to some of the linears; --grad-dtype bf16 times the
 // weight gradients writing bf16, as the step does with bf16 main gradients (ddp.grad_reduce_in_fp32=false);
-// --lm-head-rows sets the LM head's chunk (8192 at 1b and small: one chunk, STEPGRAPH_LM_HEAD_CHUNK_MIB=1024).
+// --lm-head-rows sets the LM head's chunk (8192 at 1b and small: one chunk, STEPGRAPH_LM_HEAD_CHUNK_MIB=1024);
+// --rows sets every GEMM's rows (1 to 8: the matrix-vector products of `stepgraph generate`'s decoding step).
 // Usage: build/bench/gemm_power_bench [--recipe 1b|small|tiny|all] [--ranks N] [--seconds S] [--rounds R] [--explore]
 //                                     [--clusters ID,ID,...] [--host-launches] [--ops OP,OP,...] [--grad-dtype fp32|bf16]
-//                                     [--linears NAME,...] [--lm-head-rows N]
+//                                     [--linears NAME,...] [--lm-head-rows N] [--rows N]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -168,47 +169,87 @@ struct Args {
   kernels::FloatDtype grad_dtype = kernels::FloatDtype::fp32;  // --grad-dtype
   std::vector<std::string> linears;  // --linears (empty: all)
   int64_t lm_head_rows = 0;          // --lm-head-rows (0: the recipe's, the default chunk)
+  int64_t rows = 0;                  // --rows (0: the recipe's tokens)
 };
 
 const bench::ToolSpec& tool_spec() {
   using bench::ToolValue;
   static const bench::ToolSpec spec = {
       .program = "gemm_power_bench",
-      .about = "Times cuBLASLt's GEMM candidates for each dense GEMM of a recipe's step under the board's power cap:\n"
-               "each candidate launched back to back for --seconds per round, rounds alternating their order; per\n"
-               "candidate ms per GEMM, TFLOP/s, the ratio to the heuristic's first choice, board power and SM clock\n"
-               "(NVML), and which candidate the step runs. Prints tables; writes nothing. Needs a CUDA GPU.",
+      .about =
+          "Times cuBLASLt's GEMM candidates for each dense GEMM of a recipe's step under the board's power cap:\n"
+          "each candidate launched back to back for --seconds per round, rounds alternating their order; per\n"
+          "candidate ms per GEMM, TFLOP/s, the ratio to the heuristic's first choice, board power and SM clock\n"
+          "(NVML), and which candidate the step runs. Prints tables; writes nothing. Needs a CUDA GPU.",
       .flags = {
-          {.name = "--recipe", .value = ToolValue::text, .default_value = "1b",
-           .choices = {"1b", "small", "tiny", "all"}, .help = "which recipe's dense GEMMs"},
-          {.name = "--ranks", .default_value = "6", .min = 1, .max = 16,
+          {.name = "--recipe",
+           .value = ToolValue::text,
+           .default_value = "1b",
+           .choices = {"1b", "small", "tiny", "all"},
+           .help = "which recipe's dense GEMMs"},
+          {.name = "--ranks",
+           .default_value = "6",
+           .min = 1,
+           .max = 16,
            .help = "cuBLASLt heuristic candidates per GEMM, from its first choice; with --explore, how many of "
                    "the explored configurations run the rounds"},
-          {.name = "--seconds", .value = ToolValue::number, .default_value = "0.3", .min = 0.001, .max = 10,
-           .value_name = "S", .help = "how long each candidate runs back to back per round"},
-          {.name = "--rounds", .default_value = "4", .min = 1, .max = 10, .value_name = "R",
+          {.name = "--seconds",
+           .value = ToolValue::number,
+           .default_value = "0.3",
+           .min = 0.001,
+           .max = 10,
+           .value_name = "S",
+           .help = "how long each candidate runs back to back per round"},
+          {.name = "--rounds",
+           .default_value = "4",
+           .min = 1,
+           .max = 10,
+           .value_name = "R",
            .help = "rounds, alternating the candidates' order"},
-          {.name = "--explore", .value = ToolValue::none,
+          {.name = "--explore",
+           .value = ToolValue::none,
            .help = "every tile of the first choice's algorithm on the --clusters shapes, not only the heuristic's "
                    "ranking (candidates named tTILE-cCLUSTER, cublasLt.h enum values)"},
-          {.name = "--clusters", .list = true, .default_value = "2,3,5", .min = 2, .max = 64, .value_name = "ID,ID,...",
+          {.name = "--clusters",
+           .list = true,
+           .default_value = "2,3,5",
+           .min = 2,
+           .max = 64,
+           .value_name = "ID,ID,...",
            .help = "--explore's cluster shapes as cublasLt.h's CUBLASLT_CLUSTER_SHAPE_* values (2,3,5: 1x1, 2x1, "
                    "1x2; 4,6,8: 4x1, 2x2, 1x4)"},
-          {.name = "--host-launches", .value = ToolValue::none,
+          {.name = "--host-launches",
+           .value = ToolValue::none,
            .help = "launch the GEMMs from the host one by one, not from CUDA graphs of up to 100 launches as the "
                    "step does (host launches time the host where a GEMM is shorter than a launch, as at tiny)"},
-          {.name = "--ops", .value = ToolValue::text, .list = true,
+          {.name = "--ops",
+           .value = ToolValue::text,
+           .list = true,
            .default_value = "forward,backward_input,backward_weight",
-           .choices = {"forward", "backward_input", "backward_weight"}, .value_name = "OP,OP,...",
+           .choices = {"forward", "backward_input", "backward_weight"},
+           .value_name = "OP,OP,...",
            .help = "which ops of each linear"},
-          {.name = "--grad-dtype", .value = ToolValue::text, .default_value = "fp32", .choices = {"fp32", "bf16"},
+          {.name = "--grad-dtype",
+           .value = ToolValue::text,
+           .default_value = "fp32",
+           .choices = {"fp32", "bf16"},
            .help = "the weight gradient's output (bf16: the step's with ddp.grad_reduce_in_fp32=false)"},
-          {.name = "--linears", .value = ToolValue::text, .list = true,
-           .choices = {"qkv", "o", "fc1", "fc2", "lm_head"}, .value_name = "NAME,...",
+          {.name = "--linears",
+           .value = ToolValue::text,
+           .list = true,
+           .choices = {"qkv", "o", "fc1", "fc2", "lm_head"},
+           .value_name = "NAME,...",
            .help = "which linears (default all)"},
-          {.name = "--lm-head-rows", .min = 1, .max = 65536,
+          {.name = "--lm-head-rows",
+           .min = 1,
+           .max = 65536,
            .help = "rows of the LM head's chunk (default: the default budget's, 4096 at 1b and small; 8192 is "
                    "their one chunk with STEPGRAPH_LM_HEAD_CHUNK_MIB=1024)"},
+          {.name = "--rows",
+           .min = 1,
+           .max = 65536,
+           .help = "rows of every GEMM, the LM head's included (default: the recipe's tokens; 1 to 8 are the "
+                   "decoding step's matrix-vector products, `stepgraph generate` at that batch)"},
       }};
   return spec;
 }
@@ -232,6 +273,13 @@ Args parse(int argc, char** argv) {
   a.grad_dtype = p.text("--grad-dtype") == "bf16" ? kernels::FloatDtype::bf16 : kernels::FloatDtype::fp32;
   a.linears = p.items("--linears");
   if (p.given("--lm-head-rows")) a.lm_head_rows = p.integer("--lm-head-rows");
+  if (p.given("--rows")) a.rows = p.integer("--rows");
+  if (a.rows > 0 && a.lm_head_rows > 0) {
+    std::fprintf(stderr,
+                 "gemm_power_bench: --rows sets the LM head's rows too: give --rows or --lm-head-rows, not "
+                 "both; see gemm_power_bench --help\n");
+    std::exit(2);
+  }
   return a;
 }
 
@@ -289,6 +337,7 @@ int run(int argc, char** argv) {
   if (args.lm_head_rows > 0) {
     std::printf("LM head: chunks of %lld rows (--lm-head-rows)\n", static_cast<long long>(args.lm_head_rows));
   }
+  if (args.rows > 0) std::printf("every GEMM: %lld rows (--rows)\n", static_cast<long long>(args.rows));
   std::printf("%-6s %-8s %-16s %8s %10s %8s %7s %13s %7s %7s  %s\n", "recipe", "linear", "op", "cand", "ms",
               "TFLOP/s", "vs 0", "rounds", "W", "MHz", "algorithm (cublasLt.h enum values)");
   cuda::Stream stream;
@@ -300,6 +349,7 @@ int run(int argc, char** argv) {
         continue;
       }
       if (args.lm_head_rows > 0 && std::string(l.name) == "lm_head") l.T = args.lm_head_rows;
+      if (args.rows > 0) l.T = args.rows;
       for (const Op op : args.ops) {
         const kernels::FloatDtype g = args.grad_dtype;
         std::vector<const kernels::GemmPlan*> plans{&blas.plan(desc_of(l, op, 0, g))};  // no algorithm at all: an error
