@@ -123,9 +123,9 @@ bool is_checkpoint_folder(const std::string& folder);
 struct FolderVerification {
   // The key or argument that named the folder ("checkpoint.load", "checkpoint.pretrained_checkpoint",
   // "generate CHECKPOINT"): the advice for a damaged folder names it.
-  std::string what;
+  std::string what{};
   // The tensor files the caller reads (file names in the folder): each must be recorded and whole.
-  std::vector<std::string> tensor_files;
+  std::vector<std::string> tensor_files{};
   // Also verify the recorded tensor files the caller does not read (a resume reads them all). When false
   // they are skipped (generate need not read 12 bytes a parameter of optimizer state to use the model).
   bool all_tensor_files = true;

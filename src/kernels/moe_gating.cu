@@ -24,7 +24,6 @@ constexpr int kXLanes = 8;
 constexpr int kYLanes = 32;
 constexpr int kWeightThreads = kXLanes * kYLanes;
 constexpr int kWarps = kWeightThreads / 32;
-constexpr int kYLanesPerWarp = 32 / kXLanes;
 constexpr int kExpertTile = 8;
 constexpr int64_t kTargetBlocks = 264;     // ~2 blocks per SM of an H200 before the tokens are split further
 constexpr int64_t kMinChunkTokens = 256;   // 8 tokens per lane at least

@@ -212,7 +212,7 @@ TEST_F(TokenizerFolderTest, RefusesWhatTransformersWouldSkipInAdditionalChatTemp
   fs::remove(templates);
   fs::create_directories(templates);
   write("additional_chat_templates/tool_use.jinja", "{{ messages }}");
-  for (const std::string& name : {"README.md", "tool_use.jinja.bak", ".jinja"}) {
+  for (const std::string name : {"README.md", "tool_use.jinja.bak", ".jinja"}) {
     write("additional_chat_templates/" + name, "x");
     const std::string error = thrown_message([&] { read_hf_tokenizer(dir_.string()); });
     EXPECT_NE(error.find((templates / name).string() + " is not a regular NAME.jinja file"), std::string::npos)

@@ -21,7 +21,7 @@ std::string thrown(const std::string& text) {
 }
 
 TEST(DatasetSplitSeparators, SlashesReadAsCommasDo) {
-  for (const std::string& text : {"90/10/0", "90, 10, 0", " 90 / 10 / 0 ", "90/10,0"}) {
+  for (const std::string text : {"90/10/0", "90, 10, 0", " 90 / 10 / 0 ", "90/10,0"}) {
     EXPECT_EQ(parse_split(text), parse_split("90,10,0")) << text;
   }
   EXPECT_EQ(parse_split("99/1"), parse_split("99,1,0"));  // missing shares are 0
@@ -29,7 +29,7 @@ TEST(DatasetSplitSeparators, SlashesReadAsCommasDo) {
 }
 
 TEST(DatasetSplitSeparators, BadTextIsStillRefusedNamingItAndTheForms) {
-  for (const std::string& bad : {"a,b", "a/b", "90/-10", "-1,2", "0/0/0", "0,0", "1/2/3/4", "90//10", "90;10"}) {
+  for (const std::string bad : {"a,b", "a/b", "90/-10", "-1,2", "0/0/0", "0,0", "1/2/3/4", "90//10", "90;10"}) {
     const std::string message = thrown(bad);
     EXPECT_NE(message.find("dataset.split = \"" + bad + "\""), std::string::npos) << bad << ": " << message;
     EXPECT_NE(message.find("90/10/0"), std::string::npos) << bad << ": " << message;

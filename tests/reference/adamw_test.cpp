@@ -81,8 +81,12 @@ TEST(RefAdamW, Bf16MomentsRoundOnlyTheStoredMoments) {
       EXPECT_EQ(mixed.v[i], avg_sq_bf16 ? sg::round_to_bf16(fp32.v[i]) : fp32.v[i]) << i;
     }
     // 0.11, 0.0103 and 0.002475 are not bf16 values: the rounding is visible.
-    if (avg_bf16) EXPECT_NE(mixed.m[0], fp32.m[0]);
-    if (avg_sq_bf16) EXPECT_NE(mixed.v[0], fp32.v[0]);
+    if (avg_bf16) {
+      EXPECT_NE(mixed.m[0], fp32.m[0]);
+    }
+    if (avg_sq_bf16) {
+      EXPECT_NE(mixed.v[0], fp32.v[0]);
+    }
   }
 }
 
