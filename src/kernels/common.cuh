@@ -161,6 +161,23 @@ SG_DEVICE void store_floats(bf16* dst, const float (&src)[VEC]) {
   store_bf16<VEC>(dst, src);
 }
 
+// Single-rounding fp32 primitives: fused multiply-add and a product the compiler may not fuse into a sum.
+#if defined(SG_SIMT_EMULATION)
+inline float fma_rn(float a, float b, float c) {
+  return std::fma(a, b, c);
+}
+inline float mul_rn(float a, float b) {
+  return a * b;
+}
+#else
+SG_DEVICE float fma_rn(float a, float b, float c) {
+  return __fmaf_rn(a, b, c);
+}
+SG_DEVICE float mul_rn(float a, float b) {
+  return __fmul_rn(a, b);
+}
+#endif
+
 // Threads in the running block (blockDim.x; the emulator's block size).
 #if defined(SG_SIMT_EMULATION)
 inline int block_threads() { return sg::emu::current_block()->nthreads; }

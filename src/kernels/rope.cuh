@@ -14,8 +14,8 @@
 //                per (row, pair) of the tile (fp64 sincos, rounded to fp32, into shared memory), its latency
 //                overlapping the loads, then a barrier: the decoding path (positions from device memory);
 //   3. every thread rotates its chunks with the tile's cos/sin and stores them.
-// Per element both are exactly the per-element algorithm (same fp64 angle and sincos: cos_sin() below, the
-// same fp32 products and fused sums: rotate(), same bf16 rounding), so the output is bit for bit that of
+// Per element both are exactly the per-element algorithm (same fp64 angle and sincos: cos_sin(), the same
+// fp32 products and fused sums: rotate(), both in rope_rotation.cuh; same bf16 rounding), so the output is bit for bit that of
 // one thread per (row, pair) looping over the heads (tests/kernels/rope_per_element.cuh keeps that
 // algorithm and the tests compare bits). VEC = 1 (one pair per chunk) serves head_dim not a multiple of
 // 16, row strides not a multiple of 8 and x not 16-byte aligned.
@@ -28,6 +28,7 @@
 #include "core/strings.h"
 #include "kernels/common.cuh"
 #include "kernels/rope.h"
+#include "kernels/rope_rotation.cuh"
 #include "reference/rope_frequencies.h"
 
 namespace sg::kernels::rope {
@@ -65,16 +66,6 @@ inline size_t shared_bytes(const RopeParams& p, int64_t rows) {
   return half * sizeof(double) + 2 * static_cast<size_t>(rows) * half * sizeof(float);
 }
 
-// cos and sin of pos * inv_freq: the fp64 angle and sincos, rounded to fp32, that the table and the
-// computed path share (one definition, so both give the same bits).
-SG_DEVICE void cos_sin(int64_t pos, double inv_freq, float& c, float& s) {
-  const double angle = static_cast<double>(pos) * inv_freq;
-  double sd, cd;
-  sincos(angle, &sd, &cd);
-  c = static_cast<float>(cd);
-  s = static_cast<float>(sd);
-}
-
 // Where pair i of a tile row sits in the cos (and sin) table. VEC = 8: pairs 8g..8g+3 of every chunk g
 // first, then pairs 8g+4..8g+7, so the 16-byte reads of consecutive chunks hit consecutive banks.
 template <int VEC>
@@ -101,24 +92,6 @@ SG_DEVICE Packed<VEC> load_packed(const bf16* src) {
 template <int VEC>
 SG_DEVICE void unpack(const Packed<VEC>& v, float (&x)[VEC]) {
   detail::load_bf16<VEC>(reinterpret_cast<const bf16*>(&v), x);
-}
-
-// Single-rounding fp32 primitives: fused multiply-add and a product the compiler may not fuse into a sum.
-#if defined(SG_SIMT_EMULATION)
-inline float fma_rn(float a, float b, float c) { return std::fma(a, b, c); }
-inline float mul_rn(float a, float b) { return a * b; }
-#else
-SG_DEVICE float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
-SG_DEVICE float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-#endif
-
-// out1 = x1 cos - x2 sin and out2 = x2 cos + x1 sin, with the contraction nvcc gave the per-element
-// kernel's plain expressions (its SASS: FFMA(x1, cos, -FMUL(x2, sin)) and FFMA(x1, sin, FMUL(x2, cos)), in
-// forward and backward alike). Spelled out, because which product nvcc fuses depends on the surrounding
-// code: left to the compiler, the tiled kernel fused x2 cos instead, and would differ in the last bit.
-SG_DEVICE void rotate(float x1, float x2, float c, float s, float& out1, float& out2) {
-  out1 = fma_rn(x1, c, -mul_rn(x2, s));
-  out2 = fma_rn(x1, s, mul_rn(x2, c));
 }
 
 // The VEC cos (or sin) values of chunk g of a shared-memory tile row (`row_table` = the row's first entry).

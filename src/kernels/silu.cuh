@@ -26,6 +26,11 @@ SG_DEVICE float fast_reciprocal(float x) { return __fdividef(1.0f, x); }
 
 SG_DEVICE float sigmoid(float x) { return fast_reciprocal(1.0f + fast_exp(-x)); }
 SG_DEVICE float silu(float x) { return x * sigmoid(x); }
+// SwiGLU's value, silu(gate) * up, in this order of operations (the SwiGLU kernel and the decoding linear's
+// fused epilogue share it, so the two give the same bits).
+SG_DEVICE float swiglu(float gate, float up) {
+  return gate * sigmoid(gate) * up;
+}
 SG_DEVICE float silu_grad(float x) {
   const float s = sigmoid(x);
   return s * (1.0f + x * (1.0f - s));

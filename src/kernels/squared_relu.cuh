@@ -24,6 +24,12 @@ SG_HOST_DEVICE int64_t blocks_for(int64_t chunks) {
   return blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks);
 }
 
+// relu(x)^2 in fp32 (the decoding linear's fused epilogue uses it too).
+SG_DEVICE float value(float x) {
+  const float r = fmaxf(x, 0.0f);
+  return r * r;
+}
+
 // One thread per VEC values (grid-stride). BACKWARD: dst = dout * 2 relu(in); else dst = relu(in)^2.
 template <int VEC, bool BACKWARD>
 SG_KERNEL(kThreads) squared_relu_kernel(Args a) {
@@ -40,10 +46,7 @@ SG_UNROLL
       for (int k = 0; k < VEC; ++k) x[k] = g[k] * (2.0f * fmaxf(x[k], 0.0f));
     } else {
 SG_UNROLL
-      for (int k = 0; k < VEC; ++k) {
-        const float r = fmaxf(x[k], 0.0f);
-        x[k] = r * r;
-      }
+for (int k = 0; k < VEC; ++k) x[k] = value(x[k]);
     }
     detail::store_bf16<VEC>(a.dst + i * VEC, x);
   }

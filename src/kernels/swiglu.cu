@@ -22,6 +22,7 @@ using detail::kBf16PerVec;
 using detail::load_bf16;
 using detail::sigmoid;
 using detail::store_bf16;
+using detail::swiglu;
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 1 << 16;  // grid-stride beyond this
@@ -41,7 +42,7 @@ __global__ void __launch_bounds__(kThreads) swiglu_forward_kernel(SwiGluForwardP
     load_bf16<VEC>(gate, g);
     load_bf16<VEC>(gate + p.F, u);
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) g[k] = g[k] * sigmoid(g[k]) * u[k];
+    for (int k = 0; k < VEC; ++k) g[k] = swiglu(g[k], u[k]);
     store_bf16<VEC>(p.out + t * p.F + j, g);
   }
 }
