@@ -250,6 +250,14 @@ inline ToolArgs parse_tool_args(int argc, const char* const* argv, const ToolSpe
   return args;
 }
 
+// The flags of a bench that times CUDA-graph replays of --calls launches (decode_attention_bench,
+// decode_linear_bench).
+inline std::vector<ToolFlag> graph_replay_flags() {
+  return {{.name = "--iters", .default_value = "50", .min = 1, .max = 100000, .help = "timed graph replays"},
+          {.name = "--warmup", .default_value = "5", .min = 0, .max = 100000, .help = "untimed replays first"},
+          {.name = "--calls", .default_value = "20", .min = 1, .max = 1000, .help = "launches per graph"}};
+}
+
 // parse_tool_args for a tool's main: --help prints the usage on stdout and exits 0, a usage error prints its
 // message on stderr and exits 2. Call it before any CUDA call.
 inline ToolArgs read_tool_args(int argc, const char* const* argv, const ToolSpec& spec) {

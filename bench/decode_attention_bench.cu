@@ -105,9 +105,7 @@ int main(int argc, char** argv) {
                 "256- and a 4096-position cache, and a 128-token prefill. Each call inside a CUDA graph of --calls\n"
                 "launches; the median replay over --iters (CUDA events) after --warmup, divided by --calls. Prints a\n"
                 "table; writes nothing. Needs a CUDA GPU.",
-       .flags = {{.name = "--iters", .default_value = "50", .min = 1, .max = 100000, .help = "timed graph replays"},
-                 {.name = "--warmup", .default_value = "5", .min = 0, .max = 100000, .help = "untimed replays first"},
-                 {.name = "--calls", .default_value = "20", .min = 1, .max = 1000, .help = "launches per graph"}}});
+       .flags = bench::graph_replay_flags()});
   const int iters = static_cast<int>(args.integer("--iters"));
   const int warmup = static_cast<int>(args.integer("--warmup"));
   const int calls = static_cast<int>(args.integer("--calls"));

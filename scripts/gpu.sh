@@ -17,7 +17,8 @@
 #   cache, and static cache compiled) on Llama 1b, a Mixtral and a Nemotron-H of random weights, batches 1 and 8
 #   (bench/generate_reference.py; GENERATE_ARGS adds arguments, e.g. "--models llama_1b --batches 1"; "--hf-modes
 #   none --profile": stepgraph alone, with the kernel table of `generate --profile` per model and batch); first
-#   bench/decode_attention_bench.cu, the attention kernel alone at those models' shapes (decode_attention_bench.txt).
+#   bench/decode_attention_bench.cu, the attention kernel alone at those models' shapes (decode_attention_bench.txt),
+#   and bench/decode_linear_bench.cu, the step's linears against cuBLASLt (decode_linear_bench.txt).
 # lm_head_chunk: small's and 1b's LM head in one chunk against two (docs/performance.md, s24, s25).
 # gemm_power (issue 13): bench/gemm_power_bench.cu on llama/1b's, small's and tiny's dense GEMMs; gemm_power.txt
 #   (GEMM_POWER_ARGS replaces its arguments, e.g. "--recipe 1b --explore --ranks 5 --seconds 0.2 --rounds 3").
@@ -189,6 +190,11 @@ if named generate_bench; then
     "$B/bench/decode_attention_bench" >"$OUT/decode_attention_bench.txt" 2>&1
     record "decode attention bench" "rc=$? (decode_attention_bench.txt)"
     cat "$OUT/decode_attention_bench.txt"
+  fi
+  if [[ -x "$B/bench/decode_linear_bench" ]]; then  # the step's linears alone (graph replays)
+    "$B/bench/decode_linear_bench" >"$OUT/decode_linear_bench.txt" 2>&1
+    record "decode linear bench" "rc=$? (decode_linear_bench.txt)"
+    cat "$OUT/decode_linear_bench.txt"
   fi
   PYTHONUNBUFFERED=1 timeout "${GENERATE_TIMEOUT:-1200}" "${PY[@]}" bench/generate_reference.py --stepgraph "$SG_PY" \
     --out "${GENERATE_DIR:-/tmp/sg_generate_bench}" --json "$OUT/generate_bench.json" ${GENERATE_ARGS:-} \

@@ -1,7 +1,9 @@
 // `stepgraph generate --profile` through the real binary on the GPU decoder: a Hugging Face Llama folder
 // (tests/checkpoint/make_hf_llama.py), 8 decoding steps graphed and eager. The profile counts what the step
-// launches (the KV-cache append and attention once per layer per step: one split at this 14-position cache; the
-// step's argmax and advance once), its busy time fits inside the measured decoding time, and tracing changes no token.
+// launches (per layer per step: the four linears through the matrix-vector kernel, the QKV projection with RoPE and
+// the KV-cache append fused into it and the MLP's activation into fc1, so no RoPE, append or SwiGLU launch; attention
+// once, one split at this 14-position cache; the step's argmax and advance once), its busy time fits inside the
+// measured decoding time, and tracing changes no token.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -58,7 +60,10 @@ TEST(GenerateProfileGpu, CountsTheStepsKernelsAndChangesNoToken) {
     EXPECT_EQ(steps, 8) << flags;  // 9 new tokens: the first from the prefill, 8 decoding steps
     EXPECT_EQ(launches_of(p, "attention_split_kernel"), steps * layers) << flags << "\n" << p.dump(1);
     EXPECT_EQ(launches_of(p, "attention_merge_kernel"), 0) << flags;
-    EXPECT_EQ(launches_of(p, "kv_cache_append_kernel"), steps * layers) << flags;
+    EXPECT_EQ(launches_of(p, "decode_linear_kernel"), 4 * steps * layers) << flags << ": qkv, o, fc1 and fc2";
+    EXPECT_EQ(launches_of(p, "kv_cache_append_kernel"), 0) << flags << ": the append is in the QKV projection";
+    EXPECT_EQ(launches_of(p, "rope_kernel"), 0) << flags << ": RoPE is in the QKV projection";
+    EXPECT_EQ(launches_of(p, "swiglu_forward_kernel"), 0) << flags << ": SwiGLU is in fc1";
     EXPECT_EQ(launches_of(p, "decode_advance_kernel"), steps) << flags;
     EXPECT_EQ(launches_of(p, "argmax_kernel"), steps) << flags << ": greedy, one argmax a step";
     const double busy_ms = p["busy_ns"].get<double>() / 1e6;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/decode_linear.h"
 #include "model/gpu_decode_layer.h"
 #include "model/layer_registry.h"
 #include "tiny_model.h"
@@ -76,12 +77,22 @@ TEST(GpuDecodeLayers, PlanTheirStateAndScratchForTheLongestCall) {
   EXPECT_TRUE(plan.find("decode.layer0.conv_state").valid());
   EXPECT_TRUE(plan.find("decode.layer0.ssm_state").valid());
   EXPECT_EQ(plan.size(), 4u);
-  // The squared-ReLU MLP's scratch for 5 rows (the prompt is the longest call): its up projection and the activation.
+  // The squared-ReLU MLP's scratch for 5 rows (the prompt is the longest call): more rows than the decoder gives the
+  // matrix-vector kernel (model/decode_linear.h), so cuBLASLt's up projection and then the activation kernel.
   DecodeScratch mlp;
   layers[2]->take_scratch(mlp);
-  const size_t gate_up = static_cast<size_t>(5 * m.ffn_hidden_size * 2),
-               act = static_cast<size_t>(5 * m.ffn_hidden_size * 2);
-  EXPECT_EQ(mlp.bytes(), (gate_up + 255) / 256 * 256 + (act + 255) / 256 * 256);
+  const size_t up = static_cast<size_t>(5 * m.ffn_hidden_size * 2), act = up;
+  EXPECT_EQ(mlp.bytes(), (up + 255) / 256 * 256 + (act + 255) / 256 * 256);
+  // With prompts of 2 tokens the longest call is the step's 3 rows: the kernel, its activation fused, needs only the
+  // activation's output.
+  decode.max_prompt_tokens = 2;
+  ASSERT_LE(decode.max_rows(), kDecodeGemvMaxRows);
+  cuda::MemoryPlan short_plan;
+  for (auto& layer : layers) layer->plan(m, decode, short_plan);
+  DecodeScratch short_mlp;
+  layers[2]->take_scratch(short_mlp);
+  const size_t short_act = static_cast<size_t>(3 * m.ffn_hidden_size * 2);
+  EXPECT_EQ(short_mlp.bytes(), (short_act + 255) / 256 * 256);
   // The Mamba layer's parameters read in fp32, as the training step reads its main weights.
   EXPECT_EQ(layers[0]->fp32_params().size(), 3u);
   EXPECT_TRUE(layers[1]->fp32_params().empty());

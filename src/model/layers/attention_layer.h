@@ -19,6 +19,7 @@
 #include "kernels/float_buffer.h"
 #include "kernels/rope.h"
 #include "model/decode_layer.h"
+#include "model/decode_linear.h"
 #include "model/gpu_decode_layer.h"
 #include "model/layer.h"
 #include "reference/decode_attention.h"
@@ -150,6 +151,7 @@ class AttentionDecodeGpu final : public GpuDecodeLayer {
   AttentionDeclarations decl_;
   ModelSpec model_;
   int64_t slots_ = 0, capacity_ = 0, rows_ = 0;
+  DecodeLinear qkv_proj_, o_proj_;
   cuda::MemorySlot k_slot_, v_slot_;
   bf16 *k_cache_ = nullptr, *v_cache_ = nullptr;  // [slots, kv_heads, capacity, head_dim]
   bf16 *qkv_ = nullptr, *attn_ = nullptr;         // scratch

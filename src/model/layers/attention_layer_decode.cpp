@@ -3,7 +3,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "kernels/decode_attention.h"
-#include "kernels/gemm.h"
+#include "kernels/decode_linear.h"
 #include "kernels/rope.h"
 #include "model/layers/attention_layer.h"
 
@@ -24,6 +24,8 @@ void AttentionDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, 
   slots_ = decode.batch;
   capacity_ = decode.capacity();
   rows_ = decode.max_rows();
+  qkv_proj_ = DecodeLinear(model.hidden_size, model.qkv_dim());
+  o_proj_ = DecodeLinear(model.q_dim(), model.hidden_size);
   const int64_t cache = slots_ * model.num_query_groups * capacity_ * model.head_dim();
   const std::string prefix = strprintf("decode.layer%d.", index());
   k_slot_ = memory.add_array<bf16>(prefix + "k_cache", cuda::MemoryCategory::activations, sz(cache));
@@ -40,31 +42,50 @@ void AttentionDecodeGpu::take_scratch(DecodeScratch& scratch) {
 void AttentionDecodeGpu::bind(const cuda::Arena& arena, kernels::Blas& blas) {
   k_cache_ = arena.get<bf16>(k_slot_);
   v_cache_ = arena.get<bf16>(v_slot_);
-  kernels::LinearForward(blas, slots_, model_.hidden_size, model_.qkv_dim());
-  kernels::LinearForward(blas, slots_, model_.q_dim(), model_.hidden_size);
+  qkv_proj_.prepare(blas, slots_);
+  o_proj_.prepare(blas, slots_);
 }
 
 // No reset: a row attends only over positions its sequence has written in this generation.
 void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
   const ModelSpec& m = model_;
   const GpuDecodeRows& r = io.rows;
-  const int64_t T = r.T, H = m.hidden_size, QKV = m.qkv_dim();
+  const int64_t T = r.T, QKV = m.qkv_dim();
   const ref::DecodeAttentionShape shape = decode_attention_shape(m, r, slots_, capacity_);
-  kernels::LinearForward(io.blas, T, H, QKV).run(stream, qkv_, io.input, io.weight(decl_.qkv));
-  if (m.position_embedding == PositionEmbedding::rope) {
-    // q and k heads are contiguous in a QKV row: one rotation at each row's position covers both.
-    kernels::rope_forward(stream, {.x = qkv_,
-                                   .T = T,
-                                   .S = 1,
-                                   .num_heads = m.num_attention_heads + m.num_query_groups,
-                                   .head_dim = m.head_dim(),
-                                   .row_stride = QKV,
-                                   .base = m.rotary_base,
-                                   .scaling = m.rope_scaling,
-                                   .positions = r.positions});
+  const bool rope = m.position_embedding == PositionEmbedding::rope;
+  if (!qkv_proj_.runs_gemm(T)) {
+    // A decoding step: the projection, RoPE and the cache append in one launch (kernels/decode_linear.h).
+    kernels::decode_linear_forward(stream, {.y = qkv_,
+                                            .x = io.input,
+                                            .w = io.weight(decl_.qkv),
+                                            .T = T,
+                                            .K = m.hidden_size,
+                                            .N = QKV,
+                                            .epilogue = kernels::DecodeLinearEpilogue::kQkv,
+                                            .qkv = {.k_cache = k_cache_,
+                                                    .v_cache = v_cache_,
+                                                    .positions = r.positions,
+                                                    .shape = shape,
+                                                    .rope = rope,
+                                                    .base = m.rotary_base,
+                                                    .scaling = m.rope_scaling}});
+  } else {
+    qkv_proj_.run(stream, io.blas, T, qkv_, io.input, io.weight(decl_.qkv));
+    if (rope) {
+      // q and k heads are contiguous in a QKV row: one rotation at each row's position covers both.
+      kernels::rope_forward(stream, {.x = qkv_,
+                                     .T = T,
+                                     .S = 1,
+                                     .num_heads = m.num_attention_heads + m.num_query_groups,
+                                     .head_dim = m.head_dim(),
+                                     .row_stride = QKV,
+                                     .base = m.rotary_base,
+                                     .scaling = m.rope_scaling,
+                                     .positions = r.positions});
+    }
+    kernels::kv_cache_append(
+        stream, {.k_cache = k_cache_, .v_cache = v_cache_, .qkv = qkv_, .positions = r.positions, .shape = shape});
   }
-  kernels::kv_cache_append(
-      stream, {.k_cache = k_cache_, .v_cache = v_cache_, .qkv = qkv_, .positions = r.positions, .shape = shape});
   kernels::decode_attention_forward(stream,
                                     {.out = attn_,
                                      .qkv = qkv_,
@@ -74,7 +95,7 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
                                      .shape = shape,
                                      .workspace = attention_workspace_,
                                      .workspace_bytes = kernels::decode_attention_workspace_bytes(m.head_dim())});
-  kernels::LinearForward(io.blas, T, m.q_dim(), H).run(stream, io.output, attn_, io.weight(decl_.o_proj));
+  o_proj_.run(stream, io.blas, T, io.output, attn_, io.weight(decl_.o_proj));
 }
 
 }  // namespace sg::model

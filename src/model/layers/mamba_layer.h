@@ -20,6 +20,7 @@
 
 #include "kernels/float_buffer.h"
 #include "model/decode_layer.h"
+#include "model/decode_linear.h"
 #include "model/gpu_decode_layer.h"
 #include "model/layer.h"
 
@@ -161,6 +162,7 @@ class MambaDecodeGpu final : public GpuDecodeLayer {
  private:
   MambaDeclarations decl_;
   MambaDims dims_;  // the widths
+  DecodeLinear in_proj_, out_proj_;
   ModelSpec model_;
   int64_t rows_ = 0, batch_ = 0;
   cuda::MemorySlot conv_state_slot_, ssm_state_slot_;

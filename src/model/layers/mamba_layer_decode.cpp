@@ -4,7 +4,6 @@
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "kernels/gated_rmsnorm.h"
-#include "kernels/gemm.h"
 #include "kernels/mamba_decode.h"
 #include "kernels/mamba_dt.h"
 #include "kernels/shape_limits.h"
@@ -21,6 +20,8 @@ size_t sz(int64_t n) {
 void MambaDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, cuda::MemoryPlan& memory) {
   model_ = model;
   dims_ = MambaDims::of(model, BatchSpec{.micro_batch_size = 1});  // the widths; rows per call below
+  in_proj_ = DecodeLinear(dims_.H, dims_.in_proj);
+  out_proj_ = DecodeLinear(dims_.inner, dims_.H);
   rows_ = decode.max_rows();
   batch_ = decode.batch;
   const MambaDims& d = dims_;
@@ -45,8 +46,8 @@ void MambaDecodeGpu::take_scratch(DecodeScratch& scratch) {
 void MambaDecodeGpu::bind(const cuda::Arena& arena, kernels::Blas& blas) {
   conv_state_ = arena.get<bf16>(conv_state_slot_);
   ssm_state_ = arena.get<float>(ssm_state_slot_);
-  kernels::LinearForward(blas, batch_, dims_.H, dims_.in_proj);
-  kernels::LinearForward(blas, batch_, dims_.inner, dims_.H);
+  in_proj_.prepare(blas, batch_);
+  out_proj_.prepare(blas, batch_);
 }
 
 void MambaDecodeGpu::reset(cudaStream_t stream) {
@@ -61,7 +62,7 @@ void MambaDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
   const MambaSpec& m = model_.mamba;
   const GpuDecodeRows& r = io.rows;
   const int64_t T = r.T, bc = d.groups * d.state;
-  kernels::LinearForward(io.blas, T, d.H, d.in_proj).run(stream, zxbcdt_, io.input, io.weight(decl_.in_proj));
+  in_proj_.run(stream, io.blas, T, zxbcdt_, io.input, io.weight(decl_.in_proj));
   kernels::mamba_dt_forward(stream, {.dt = dt_,
                                      .dt_raw = zxbcdt_ + d.inner + d.conv,
                                      .dt_bias = io.fp32_weight(decl_.dt_bias),
@@ -111,7 +112,7 @@ void MambaDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
                                           .G = d.groups,
                                           .z_row_stride = d.in_proj,
                                           .eps = static_cast<float>(model_.layernorm_epsilon)});
-  kernels::LinearForward(io.blas, T, d.inner, d.H).run(stream, io.output, normed_, io.weight(decl_.out_proj));
+  out_proj_.run(stream, io.blas, T, io.output, normed_, io.weight(decl_.out_proj));
 }
 
 }  // namespace sg::model

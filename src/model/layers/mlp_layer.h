@@ -13,6 +13,7 @@
 
 #include "kernels/float_buffer.h"
 #include "model/decode_layer.h"
+#include "model/decode_linear.h"
 #include "model/gpu_decode_layer.h"
 #include "model/layer.h"
 
@@ -118,9 +119,9 @@ class MlpDecodeGpu final : public GpuDecodeLayer {
 
  private:
   MlpDeclarations decl_;
-  int64_t rows_ = 0, batch_ = 0, H_ = 0, F_ = 0, N_ = 0;
-  MlpActivation activation_ = MlpActivation::swiglu;
-  bf16 *gate_up_ = nullptr, *act_ = nullptr;  // scratch
+  int64_t rows_ = 0, batch_ = 0;
+  DecodeLinear fc1_, fc2_;                    // fc1 with the activation
+  bf16 *gate_up_ = nullptr, *act_ = nullptr;  // scratch (gate_up_: cuBLASLt's path only)
 };
 
 }  // namespace sg::model

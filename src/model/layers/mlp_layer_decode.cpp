@@ -1,6 +1,5 @@
 // The dense MLP's GPU decoding twin (model/gpu_decode_layer.h): each row alone, as the CPU twin
-// (mlp_layer_cpu.cpp), with the training step's GEMMs and activation kernel.
-#include "kernels/gemm.h"
+// (mlp_layer_cpu.cpp). A decoding step's fc1 and activation are one matrix-vector launch (model/decode_linear.h).
 #include "model/layers/mlp_layer.h"
 #include "model/mlp_activation.h"
 
@@ -9,27 +8,25 @@ namespace sg::model {
 void MlpDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, cuda::MemoryPlan& /*memory*/) {
   rows_ = decode.max_rows();
   batch_ = decode.batch;
-  H_ = model.hidden_size;
-  F_ = model.ffn_hidden_size;
-  activation_ = model.mlp_activation;
-  N_ = activation_input_width(activation_, F_);
+  const int64_t H = model.hidden_size, F = model.ffn_hidden_size;
+  fc1_ = DecodeLinear(H, activation_input_width(model.mlp_activation, F), model.mlp_activation);
+  fc2_ = DecodeLinear(F, H);
 }
 
 void MlpDecodeGpu::take_scratch(DecodeScratch& scratch) {
-  gate_up_ = scratch.take<bf16>(rows_ * N_);
-  act_ = scratch.take<bf16>(rows_ * F_);
+  gate_up_ = fc1_.runs_gemm(rows_) ? scratch.take<bf16>(rows_ * fc1_.weight_rows()) : nullptr;
+  act_ = scratch.take<bf16>(rows_ * fc1_.out_width());
 }
 
 void MlpDecodeGpu::bind(const cuda::Arena& /*arena*/, kernels::Blas& blas) {
-  kernels::LinearForward(blas, batch_, H_, N_);
-  kernels::LinearForward(blas, batch_, F_, H_);
+  fc1_.prepare(blas, batch_);
+  fc2_.prepare(blas, batch_);
 }
 
 void MlpDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
   const int64_t T = io.rows.T;
-  kernels::LinearForward(io.blas, T, H_, N_).run(stream, gate_up_, io.input, io.weight(decl_.gate_up));
-  activation_forward(stream, {.activation = activation_, .out = act_, .in = gate_up_, .T = T, .F = F_});
-  kernels::LinearForward(io.blas, T, F_, H_).run(stream, io.output, act_, io.weight(decl_.down_proj));
+  fc1_.run(stream, io.blas, T, act_, io.input, io.weight(decl_.gate_up), gate_up_);
+  fc2_.run(stream, io.blas, T, io.output, act_, io.weight(decl_.down_proj));
 }
 
 }  // namespace sg::model

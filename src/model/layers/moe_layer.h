@@ -36,6 +36,7 @@
 
 #include "kernels/gemm.h"
 #include "model/decode_layer.h"
+#include "model/decode_linear.h"
 #include "model/gpu_decode_layer.h"
 #include "model/layer.h"
 #include "model/mlp_activation.h"
@@ -208,6 +209,7 @@ class MoeDecodeGpu final : public GpuDecodeLayer {
   int64_t batch_ = 0;
   MoeShapes most_;  // for the most rows a call has
   std::unique_ptr<kernels::GroupedLinearForward> fc1_, fc2_;
+  DecodeLinear shared_fc1_proj_;  // the shared expert's fc1 and activation
   cuda::MemorySlot fc1_ws_, fc2_ws_;
   size_t preprocess_bytes_ = 0;
   // scratch

@@ -50,6 +50,7 @@ void MoeDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, cuda::
         kernels::GroupedGemmDims{.num_groups = static_cast<int>(s.E), .max_total_rows = s.rows, .N = N, .K = K});
   };
   fc1_ = grouped(s.fc1_width(), s.H);
+  if (s.S > 0) shared_fc1_proj_ = DecodeLinear(s.H, s.shared_fc1_width(), s.activation);
   fc2_ = grouped(s.H, s.F);
   const std::string prefix = strprintf("decode.layer%d.", index());
   fc1_ws_ = memory.add(prefix + "grouped_fc1", cuda::MemoryCategory::workspaces, fc1_->workspace_bytes());
@@ -88,7 +89,7 @@ void MoeDecodeGpu::bind(const cuda::Arena& arena, kernels::Blas& blas) {
   const MoeShapes step = dropless_shapes(model_, batch_);
   blas.plan(moe_gate_forward_desc(step));
   if (step.S > 0) {
-    kernels::LinearForward(blas, step.T, step.H, step.shared_fc1_width());
+    shared_fc1_proj_.prepare(blas, step.T);
     blas.plan(moe_shared_down_accumulate_desc(step));
   }
 }
@@ -133,9 +134,7 @@ void MoeDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
                                         .k = s.k,
                                         .H = s.H});
   if (s.S > 0) {
-    kernels::LinearForward(io.blas, s.T, s.H, s.shared_fc1_width())
-        .run(stream, shared_fc1_, io.input, io.weight(decl_.shared_fc1));
-    activation_forward(stream, {.activation = s.activation, .out = shared_act_, .in = shared_fc1_, .T = s.T, .F = s.S});
+    shared_fc1_proj_.run(stream, io.blas, s.T, shared_act_, io.input, io.weight(decl_.shared_fc1), shared_fc1_);
     io.blas.plan(moe_shared_down_accumulate_desc(s)).run(stream, io.weight(decl_.shared_down), shared_act_, io.output);
   }
 }

@@ -1,0 +1,166 @@
+// The decoding step's linears: kernels/decode_linear.h's matrix-vector kernel against what the decoder ran before
+// it, cuBLASLt's GEMM (kernels/gemm.h's LinearForward) followed by the activation kernel where the linear has one,
+// at the shapes of bench/generate_reference.py's models, for 1, 2, 4 and 8 rows. Each variant is timed inside a CUDA
+// graph of --calls launches, as the decoder replays it, the calls rotating through copies of the weight that
+// together exceed the L2 cache (a decoding step reads each layer's weights once, from memory). The median replay
+// over --iters (CUDA events) after --warmup, divided by --calls; the two variants' replays alternate. GB/s counts
+// the weight's bytes once a call.
+// Usage: build/bench/decode_linear_bench [--iters N] [--warmup N] [--calls N] (--help: the flags).
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "bench_args.h"
+#include "bench_device.h"
+#include "cuda/check.h"
+#include "cuda/stream.h"
+#include "graph/capture.h"
+#include "graph/graph_exec.h"
+#include "kernels/decode_linear.h"
+#include "kernels/gemm.h"
+#include "kernels/squared_relu.h"
+#include "kernels/swiglu.h"
+
+namespace {
+
+using namespace sg;
+using kernels::DecodeLinearEpilogue;
+
+struct Shape {
+  const char* model;
+  const char* linear;
+  int64_t K, N;
+  DecodeLinearEpilogue epilogue;
+};
+
+constexpr size_t kRotationBytes = size_t{256} << 20;  // the weight copies' total: five times an H100's L2
+
+// One captured graph of `calls` launches of `enqueue(stream, call)`, timed as the median replay.
+class TimedGraph {
+ public:
+  TimedGraph(cuda::Stream& stream, int calls, const std::function<void(cudaStream_t, int)>& enqueue)
+      : stream_(stream), calls_(calls), exec_("decode_linear_bench") {
+    enqueue(stream, 0);  // loads the kernels and plans before the capture
+    stream.synchronize();
+    graph::StreamCapture capture(stream, "decode_linear_bench");
+    for (int i = 0; i < calls; ++i) enqueue(stream, i);
+    exec_.install(capture.end(), stream, 0.0);
+  }
+  ~TimedGraph() { exec_.destroy(); }
+  void warm(int n) {
+    for (int i = 0; i < n; ++i) exec_.launch(stream_);
+    stream_.synchronize();
+  }
+  void time_once(cuda::Event& start, cuda::Event& stop) {
+    start.record(stream_);
+    exec_.launch(stream_);
+    stop.record(stream_);
+    us_per_call_.push_back(cuda::Event::elapsed_ms(start, stop) * 1000.0 / calls_);
+  }
+  double median_us() const { return bench::median(us_per_call_); }
+
+ private:
+  cuda::Stream& stream_;
+  int calls_;
+  graph::GraphExec exec_;
+  std::vector<double> us_per_call_;
+};
+
+struct Result {
+  double gemv_us, gemm_us;
+};
+
+Result bench_shape(const Shape& s, int64_t T, int warmup, int iters, int calls) {
+  const int64_t F = kernels::decode_linear_out_width(s.epilogue, s.N);
+  const size_t w_elems = static_cast<size_t>(s.N * s.K);
+  const size_t copies = std::max<size_t>(2, kRotationBytes / (w_elems * sizeof(bf16)) + 1);
+  bf16* w = bench::device_alloc<bf16>(w_elems * copies);
+  bf16* x = bench::device_alloc<bf16>(static_cast<size_t>(T * s.K));
+  bf16* pre = bench::device_alloc<bf16>(static_cast<size_t>(T * s.N));
+  bf16* y = bench::device_alloc<bf16>(static_cast<size_t>(T * F));
+  for (size_t c = 0; c < copies; ++c) bench::upload(w + c * w_elems, bench::random_bf16(w_elems, 1 + c, 0.02f));
+  bench::upload(x, bench::random_bf16(static_cast<size_t>(T * s.K), 7, 1.0f));
+  kernels::Blas blas;
+  const auto weight = [&](int call) { return w + static_cast<size_t>(call) % copies * w_elems; };
+  cuda::Stream stream;
+  TimedGraph gemv(stream, calls, [&](cudaStream_t st, int call) {
+    kernels::decode_linear_forward(
+        st, {.y = y, .x = x, .w = weight(call), .T = T, .K = s.K, .N = s.N, .epilogue = s.epilogue});
+  });
+  TimedGraph gemm(stream, calls, [&](cudaStream_t st, int call) {
+    const kernels::LinearForward linear(blas, T, s.K, s.N);
+    if (s.epilogue == DecodeLinearEpilogue::kNone) {
+      linear.run(st, y, x, weight(call));
+    } else if (s.epilogue == DecodeLinearEpilogue::kSwiglu) {
+      linear.run(st, pre, x, weight(call));
+      kernels::swiglu_forward(st, {.out = y, .gate_up = pre, .T = T, .F = F});
+    } else {
+      linear.run(st, pre, x, weight(call));
+      kernels::squared_relu_forward(st, {.out = y, .in = pre, .T = T, .F = F});
+    }
+  });
+  gemv.warm(warmup);
+  gemm.warm(warmup);
+  cuda::Event start(true), stop(true);
+  for (int i = 0; i < iters; ++i) {
+    gemv.time_once(start, stop);
+    gemm.time_once(start, stop);
+  }
+  for (void* p : std::initializer_list<void*>{w, x, pre, y}) SG_CUDA_CHECK(cudaFree(p));
+  return {gemv.median_us(), gemm.median_us()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bench::ToolArgs args = bench::read_tool_args(
+      argc, argv,
+      {.program = "decode_linear_bench",
+       .about =
+           "Times the decoding step's linears: kernels/decode_linear.h's matrix-vector kernel (its activation\n"
+           "fused) against cuBLASLt's GEMM plus the activation kernel, at the shapes of\n"
+           "bench/generate_reference.py's models, for 1, 2, 4 and 8 rows. Each variant inside a CUDA graph of --calls\n"
+           "launches over copies of the weight that exceed the L2 cache; the median replay over --iters (CUDA\n"
+           "events, the variants alternating) after --warmup, divided by --calls. Prints a table; writes\n"
+           "nothing. Needs a CUDA GPU.",
+       .flags = bench::graph_replay_flags()});
+  const int iters = static_cast<int>(args.integer("--iters"));
+  const int warmup = static_cast<int>(args.integer("--warmup"));
+  const int calls = static_cast<int>(args.integer("--calls"));
+  const Shape shapes[] = {
+      {"llama_1b", "qkv", 2048, 6144, DecodeLinearEpilogue::kNone},
+      {"llama_1b", "o", 2048, 2048, DecodeLinearEpilogue::kNone},
+      {"llama_1b", "fc1 + swiglu", 2048, 11264, DecodeLinearEpilogue::kSwiglu},
+      {"llama_1b", "fc2", 5632, 2048, DecodeLinearEpilogue::kNone},
+      {"mixtral_small", "qkv", 768, 1280, DecodeLinearEpilogue::kNone},
+      {"mixtral_small", "o", 768, 768, DecodeLinearEpilogue::kNone},
+      {"nemotron_h_small", "mamba in_proj", 1024, 6176, DecodeLinearEpilogue::kNone},
+      {"nemotron_h_small", "mamba out_proj", 2048, 1024, DecodeLinearEpilogue::kNone},
+      {"nemotron_h_small", "qkv", 1024, 1536, DecodeLinearEpilogue::kNone},
+      {"nemotron_h_small", "fc1 + relu2", 1024, 2816, DecodeLinearEpilogue::kSquaredRelu},
+      {"nemotron_h_small", "fc2", 2816, 1024, DecodeLinearEpilogue::kNone},
+  };
+  try {
+    std::printf(
+        "decode_linear_forward against cuBLASLt (+ the activation kernel), median of %d graph replays of %d "
+        "calls after %d warmup\n",
+        iters, calls, warmup);
+    std::printf(
+        "| model | linear | K x N | weight MB | rows | matrix-vector us | GB/s | cuBLASLt us | GB/s | speedup |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const Shape& s : shapes) {
+      for (const int64_t T : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}}) {
+        const Result r = bench_shape(s, T, warmup, iters, calls);
+        const double mb = static_cast<double>(s.N * s.K * 2) / 1e6;
+        std::printf("| %s | %s | %lld x %lld | %.1f | %lld | %.2f | %.0f | %.2f | %.0f | %.2fx |\n", s.model, s.linear,
+                    static_cast<long long>(s.K), static_cast<long long>(s.N), mb, static_cast<long long>(T), r.gemv_us,
+                    mb * 1e3 / r.gemv_us, r.gemm_us, mb * 1e3 / r.gemm_us, r.gemm_us / r.gemv_us);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "decode_linear_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

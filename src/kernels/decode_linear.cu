@@ -1,0 +1,21 @@
+// The launcher of kernels/decode_linear.h: the kernel and its launch sequence are in decode_linear.cuh (shared
+// with the CPU emulator of the tests).
+#include "kernels/cuda_launch.cuh"
+#include "kernels/decode_linear.cuh"
+
+namespace sg::kernels {
+
+int64_t decode_linear_out_width(DecodeLinearEpilogue epilogue, int64_t N) {
+  return decode_linear::out_width(epilogue, N);
+}
+
+bool decode_linear_takes(int64_t T, int64_t K, int64_t N, DecodeLinearEpilogue epilogue) {
+  return T >= 1 && T <= kDecodeLinearMaxRows && K > 0 && K % detail::kBf16PerVec == 0 && N > 0 &&
+         (epilogue != DecodeLinearEpilogue::kSwiglu || N % 2 == 0);
+}
+
+void decode_linear_forward(cudaStream_t stream, const DecodeLinearParams& p) {
+  decode_linear::run(detail::CudaLaunch{stream}, p);
+}
+
+}  // namespace sg::kernels
