@@ -7,7 +7,7 @@
 // load of a pass (2 x kChunksInFlight per lane) is issued before the first multiply, so a lane keeps that many
 // 16-byte reads from memory in flight (streaming: read once). The x rows' chunks come from L1 and L2 (every warp
 // reads them). Each lane keeps kRows x 2 fp32 sums; the warp then reduces them by halving (each exchange step
-// hands half of the values to the partner lane, so 16 values take 15 shuffles, not 80), every value in the same
+// hands half of the values to the partner lane, so 16 values take 16 shuffles, not 80), every value in the same
 // tree, so a weight row's outputs depend neither on the warp's other row nor on the number of x rows (the tests
 // compare bits across both). No shared memory, no barrier.
 // The two rows: W rows 2w and 2w + 1 (outputs 2w, 2w + 1), or with kSwiglu the gate row w and the up row N/2 + w

@@ -46,7 +46,7 @@ SG_UNROLL
       for (int k = 0; k < VEC; ++k) x[k] = g[k] * (2.0f * fmaxf(x[k], 0.0f));
     } else {
 SG_UNROLL
-for (int k = 0; k < VEC; ++k) x[k] = value(x[k]);
+      for (int k = 0; k < VEC; ++k) x[k] = value(x[k]);
     }
     detail::store_bf16<VEC>(a.dst + i * VEC, x);
   }

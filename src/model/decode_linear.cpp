@@ -1,3 +1,4 @@
+// model/decode_linear.h: which path a decoding layer's linear takes, and the STEPGRAPH_DECODE_GEMV switch.
 #include "model/decode_linear.h"
 
 #include <cstdlib>

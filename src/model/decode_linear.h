@@ -1,8 +1,9 @@
 #pragma once
 // A decoding layer's linear, y = x W^T, and optionally the MLP activation after it (model/mlp_activation.h).
 // A decoding step's rows (up to kDecodeGemvMaxRows) go through kernels/decode_linear.h's
-// matrix-vector kernel, the activation fused into it; more rows (a prompt's prefill) through cuBLASLt's GEMM and
-// then the activation kernel. The two paths agree within bf16 rounding, not bitwise: they sum in other orders.
+// matrix-vector kernel, the activation fused into it; more rows (a prompt's prefill), or a shape the kernel does
+// not take (K not a multiple of 8), through cuBLASLt's GEMM and then the activation kernel. The two paths agree
+// within bf16 rounding, not bitwise: they sum in other orders.
 //
 // STEPGRAPH_DECODE_GEMV, read once per process: 1 (the default) as above, or 0 (cuBLASLt and the activation
 // kernel for every call: the A/B of docs/performance.md); any other value stops the run naming the variable.
