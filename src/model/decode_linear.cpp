@@ -11,10 +11,7 @@
 
 namespace sg::model {
 
-namespace {
-
-bool read_decode_gemv_variable() {
-  const char* v = std::getenv(kDecodeGemvVariable);
+bool decode_gemv_setting(const char* v) {
   if (v == nullptr || std::string(v) == "1") return true;
   if (std::string(v) == "0") return false;
   throw Error(
@@ -22,6 +19,8 @@ bool read_decode_gemv_variable() {
                 "default) or 0 (cuBLASLt for every call)",
                 kDecodeGemvVariable, v));
 }
+
+namespace {
 
 kernels::DecodeLinearEpilogue epilogue_of(const std::optional<MlpActivation>& activation) {
   if (!activation) return kernels::DecodeLinearEpilogue::kNone;
@@ -32,7 +31,7 @@ kernels::DecodeLinearEpilogue epilogue_of(const std::optional<MlpActivation>& ac
 }  // namespace
 
 bool decode_gemv_enabled() {
-  static const bool enabled = read_decode_gemv_variable();
+  static const bool enabled = decode_gemv_setting(std::getenv(kDecodeGemvVariable));
   return enabled;
 }
 

@@ -23,7 +23,9 @@ inline constexpr const char* kDecodeGemvVariable = "STEPGRAPH_DECODE_GEMV";
 // fp32 multiply-adds (8 x 2 x 8 for each pair of 16-byte weight chunks) keep the SMs issuing, and cuBLASLt's
 // tensor-core GEMM was faster on the larger layers (docs/performance.md, thirty-sixth session).
 inline constexpr int64_t kDecodeGemvMaxRows = 4;
-bool decode_gemv_enabled();
+// The variable's value (null: unset) as the switch; throws sg::Error naming the variable for any other value.
+bool decode_gemv_setting(const char* value);
+bool decode_gemv_enabled();  // the process's setting, read once
 
 class DecodeLinear {
  public:
