@@ -1,5 +1,6 @@
 // The decoding step's linears: kernels/decode_linear.h's matrix-vector kernel against what the decoder ran before
-// it, cuBLASLt's GEMM (kernels/gemm.h's LinearForward) followed by the activation kernel where the linear has one,
+// it, cuBLASLt's GEMM (kernels/gemm.h's LinearForward) followed by the activation kernel where the linear has one
+// (and for the attention's QKV projection by RoPE and the KV-cache append, against the kernel's fused epilogue),
 // at the shapes of bench/generate_reference.py's models, for 1, 2, 4 and 8 rows. Each variant is timed inside a CUDA
 // graph of --calls launches, as the decoder replays it, the calls rotating through copies of the weight that
 // together exceed the L2 cache (a decoding step reads each layer's weights once, from memory). The median replay
@@ -17,8 +18,10 @@
 #include "cuda/stream.h"
 #include "graph/capture.h"
 #include "graph/graph_exec.h"
+#include "kernels/decode_attention.h"
 #include "kernels/decode_linear.h"
 #include "kernels/gemm.h"
+#include "kernels/rope.h"
 #include "kernels/squared_relu.h"
 #include "kernels/swiglu.h"
 
@@ -32,7 +35,11 @@ struct Shape {
   const char* linear;
   int64_t K, N;
   DecodeLinearEpilogue epilogue;
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;  // kQkv: the attention's geometry (N = its QKV width)
+  bool rope = false;                              // kQkv: rotate q and k
 };
+
+constexpr int64_t kCachePositions = 256;  // kQkv: each row appends at position 200 of a 256-position cache
 
 constexpr size_t kRotationBytes = size_t{256} << 20;  // the weight copies' total: five times an H100's L2
 
@@ -81,16 +88,50 @@ Result bench_shape(const Shape& s, int64_t T, int warmup, int iters, int calls) 
   bf16* y = bench::device_alloc<bf16>(static_cast<size_t>(T * F));
   for (size_t c = 0; c < copies; ++c) bench::upload(w + c * w_elems, bench::random_bf16(w_elems, 1 + c, 0.02f));
   bench::upload(x, bench::random_bf16(static_cast<size_t>(T * s.K), 7, 1.0f));
+  // kQkv: a KV cache of a slot per row, every row at position 200.
+  kernels::DecodeQkvEpilogue qkv{.rope = s.rope};
+  const bool attention = s.epilogue == DecodeLinearEpilogue::kQkv;
+  const size_t cache = attention ? static_cast<size_t>(T * s.kv_heads * kCachePositions * s.head_dim) : 0;
+  int32_t* positions = bench::device_alloc<int32_t>(static_cast<size_t>(T));
+  bf16* k_cache = bench::device_alloc<bf16>(cache);
+  bf16* v_cache = bench::device_alloc<bf16>(cache);
+  if (attention) {
+    bench::upload(positions, std::vector<int32_t>(static_cast<size_t>(T), 200));
+    qkv = {.k_cache = k_cache,
+           .v_cache = v_cache,
+           .positions = positions,
+           .shape = {.T = T,
+                     .slots = T,
+                     .capacity = kCachePositions,
+                     .heads = s.heads,
+                     .kv_heads = s.kv_heads,
+                     .head_dim = s.head_dim},
+           .rope = s.rope};
+  }
   kernels::Blas blas;
   const auto weight = [&](int call) { return w + static_cast<size_t>(call) % copies * w_elems; };
   cuda::Stream stream;
   TimedGraph gemv(stream, calls, [&](cudaStream_t st, int call) {
     kernels::decode_linear_forward(
-        st, {.y = y, .x = x, .w = weight(call), .T = T, .K = s.K, .N = s.N, .epilogue = s.epilogue});
+        st, {.y = y, .x = x, .w = weight(call), .T = T, .K = s.K, .N = s.N, .epilogue = s.epilogue, .qkv = qkv});
   });
   TimedGraph gemm(stream, calls, [&](cudaStream_t st, int call) {
     const kernels::LinearForward linear(blas, T, s.K, s.N);
-    if (s.epilogue == DecodeLinearEpilogue::kNone) {
+    if (attention) {  // as the attention layer runs a prompt's rows
+      linear.run(st, y, x, weight(call));
+      if (s.rope) {
+        kernels::rope_forward(st, {.x = y,
+                                   .T = T,
+                                   .S = 1,
+                                   .num_heads = s.heads + s.kv_heads,
+                                   .head_dim = s.head_dim,
+                                   .row_stride = s.N,
+                                   .base = qkv.base,
+                                   .positions = positions});
+      }
+      kernels::kv_cache_append(
+          st, {.k_cache = k_cache, .v_cache = v_cache, .qkv = y, .positions = positions, .shape = qkv.shape});
+    } else if (s.epilogue == DecodeLinearEpilogue::kNone) {
       linear.run(st, y, x, weight(call));
     } else if (s.epilogue == DecodeLinearEpilogue::kSwiglu) {
       linear.run(st, pre, x, weight(call));
@@ -107,7 +148,7 @@ Result bench_shape(const Shape& s, int64_t T, int warmup, int iters, int calls) 
     gemv.time_once(start, stop);
     gemm.time_once(start, stop);
   }
-  for (void* p : std::initializer_list<void*>{w, x, pre, y}) SG_CUDA_CHECK(cudaFree(p));
+  for (void* p : std::initializer_list<void*>{w, x, pre, y, positions, k_cache, v_cache}) SG_CUDA_CHECK(cudaFree(p));
   return {gemv.median_us(), gemm.median_us()};
 }
 
@@ -118,8 +159,8 @@ int main(int argc, char** argv) {
       argc, argv,
       {.program = "decode_linear_bench",
        .about =
-           "Times the decoding step's linears: kernels/decode_linear.h's matrix-vector kernel (its activation\n"
-           "fused) against cuBLASLt's GEMM plus the activation kernel, at the shapes of\n"
+           "Times the decoding step's linears: kernels/decode_linear.h's matrix-vector kernel (its activation,\n"
+           "or RoPE and the KV-cache append, fused) against cuBLASLt's GEMM plus those kernels, at the shapes of\n"
            "bench/generate_reference.py's models, for 1, 2, 4 and 8 rows. Each variant inside a CUDA graph of --calls\n"
            "launches over copies of the weight that exceed the L2 cache; the median replay over --iters (CUDA\n"
            "events, the variants alternating) after --warmup, divided by --calls. Prints a table; writes\n"
@@ -130,14 +171,17 @@ int main(int argc, char** argv) {
   const int calls = static_cast<int>(args.integer("--calls"));
   const Shape shapes[] = {
       {"llama_1b", "qkv", 2048, 6144, DecodeLinearEpilogue::kNone},
+      {"llama_1b", "qkv + rope + append", 2048, 6144, DecodeLinearEpilogue::kQkv, 16, 16, 128, true},
       {"llama_1b", "o", 2048, 2048, DecodeLinearEpilogue::kNone},
       {"llama_1b", "fc1 + swiglu", 2048, 11264, DecodeLinearEpilogue::kSwiglu},
       {"llama_1b", "fc2", 5632, 2048, DecodeLinearEpilogue::kNone},
       {"mixtral_small", "qkv", 768, 1280, DecodeLinearEpilogue::kNone},
+      {"mixtral_small", "qkv + rope + append", 768, 1280, DecodeLinearEpilogue::kQkv, 12, 4, 64, true},
       {"mixtral_small", "o", 768, 768, DecodeLinearEpilogue::kNone},
       {"nemotron_h_small", "mamba in_proj", 1024, 6176, DecodeLinearEpilogue::kNone},
       {"nemotron_h_small", "mamba out_proj", 2048, 1024, DecodeLinearEpilogue::kNone},
       {"nemotron_h_small", "qkv", 1024, 1536, DecodeLinearEpilogue::kNone},
+      {"nemotron_h_small", "qkv + append", 1024, 1536, DecodeLinearEpilogue::kQkv, 8, 2, 128, false},
       {"nemotron_h_small", "fc1 + relu2", 1024, 2816, DecodeLinearEpilogue::kSquaredRelu},
       {"nemotron_h_small", "fc2", 2816, 1024, DecodeLinearEpilogue::kNone},
   };
