@@ -15,7 +15,8 @@
 // kv_cache_append one after the other, bitwise, for the QKV rows and both caches (filled with other values first,
 // so a write to the wrong place shows), one row at a position past the cache (no cache write); with RoPE (plain and
 // Llama 3 scaled frequencies) and without, with and without grouped KV heads.
-//   Backend::run_qkv(x, w, K, epilogue, fused) -> {y, k cache, v cache}: the fused kernel, or the three launches
+//   Backend::run_qkv(x, w, K, epilogue, positions, fused) -> {y, k cache, v cache}: the fused kernel or the three
+//   launches, on caches the backend fills with the same random values each time and y poisoned (NaN)
 #include <gtest/gtest.h>
 
 #include <cmath>
