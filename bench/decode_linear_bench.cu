@@ -1,10 +1,11 @@
-// The decoding step's linears: kernels/decode_linear.h's matrix-vector kernel against what the decoder ran before
+// The decoding step's linears: kernels/decode_linear.h's matrix-vector kernel (its fp32 multiply-adds, which the
+// decoder runs, and its tensor-core variant) against what the decoder ran before
 // it, cuBLASLt's GEMM (kernels/gemm.h's LinearForward) followed by the activation kernel where the linear has one
 // (and for the attention's QKV projection by RoPE and the KV-cache append, against the kernel's fused epilogue),
 // at the shapes of bench/generate_reference.py's models, for 1, 2, 4 and 8 rows. Each variant is timed inside a CUDA
 // graph of --calls launches, as the decoder replays it, the calls rotating through copies of the weight that
 // together exceed the L2 cache (a decoding step reads each layer's weights once, from memory). The median replay
-// over --iters (CUDA events) after --warmup, divided by --calls; the two variants' replays alternate. GB/s counts
+// over --iters (CUDA events) after --warmup, divided by --calls; the three variants' replays alternate. GB/s counts
 // the weight's bytes once a call.
 // Usage: build/bench/decode_linear_bench [--iters N] [--warmup N] [--calls N] (--help: the flags).
 #include <algorithm>
@@ -75,7 +76,7 @@ class TimedGraph {
 };
 
 struct Result {
-  double gemv_us, gemm_us;
+  double gemv_us, mma_us, gemm_us;  // fp32 multiply-adds, tensor cores, cuBLASLt
 };
 
 Result bench_shape(const Shape& s, int64_t T, int warmup, int iters, int calls) {
@@ -111,10 +112,21 @@ Result bench_shape(const Shape& s, int64_t T, int warmup, int iters, int calls) 
   kernels::Blas blas;
   const auto weight = [&](int call) { return w + static_cast<size_t>(call) % copies * w_elems; };
   cuda::Stream stream;
-  TimedGraph gemv(stream, calls, [&](cudaStream_t st, int call) {
-    kernels::decode_linear_forward(
-        st, {.y = y, .x = x, .w = weight(call), .T = T, .K = s.K, .N = s.N, .epilogue = s.epilogue, .qkv = qkv});
-  });
+  const auto kernel = [&](bool tensor_cores) {
+    return [&, tensor_cores](cudaStream_t st, int call) {
+      kernels::decode_linear_forward(st, {.y = y,
+                                          .x = x,
+                                          .w = weight(call),
+                                          .T = T,
+                                          .K = s.K,
+                                          .N = s.N,
+                                          .epilogue = s.epilogue,
+                                          .qkv = qkv,
+                                          .tensor_cores = tensor_cores});
+    };
+  };
+  TimedGraph gemv(stream, calls, kernel(false));
+  TimedGraph mma(stream, calls, kernel(true));
   TimedGraph gemm(stream, calls, [&](cudaStream_t st, int call) {
     const kernels::LinearForward linear(blas, T, s.K, s.N);
     if (attention) {  // as the attention layer runs a prompt's rows
@@ -142,14 +154,16 @@ Result bench_shape(const Shape& s, int64_t T, int warmup, int iters, int calls) 
     }
   });
   gemv.warm(warmup);
+  mma.warm(warmup);
   gemm.warm(warmup);
   cuda::Event start(true), stop(true);
   for (int i = 0; i < iters; ++i) {
     gemv.time_once(start, stop);
+    mma.time_once(start, stop);
     gemm.time_once(start, stop);
   }
   for (void* p : std::initializer_list<void*>{w, x, pre, y, positions, k_cache, v_cache}) SG_CUDA_CHECK(cudaFree(p));
-  return {gemv.median_us(), gemm.median_us()};
+  return {gemv.median_us(), mma.median_us(), gemm.median_us()};
 }
 
 }  // namespace
@@ -159,8 +173,9 @@ int main(int argc, char** argv) {
       argc, argv,
       {.program = "decode_linear_bench",
        .about =
-           "Times the decoding step's linears: kernels/decode_linear.h's matrix-vector kernel (its activation,\n"
-           "or RoPE and the KV-cache append, fused) against cuBLASLt's GEMM plus those kernels, at the shapes of\n"
+           "Times the decoding step's linears: kernels/decode_linear.h's matrix-vector kernel, in fp32\n"
+           "multiply-adds and on tensor cores (its activation, or RoPE and the KV-cache append, fused), against\n"
+           "cuBLASLt's GEMM plus those kernels, at the shapes of\n"
            "bench/generate_reference.py's models, for 1, 2, 4 and 8 rows. Each variant inside a CUDA graph of --calls\n"
            "launches over copies of the weight that exceed the L2 cache; the median replay over --iters (CUDA\n"
            "events, the variants alternating) after --warmup, divided by --calls. Prints a table; writes\n"
@@ -191,15 +206,19 @@ int main(int argc, char** argv) {
         "calls after %d warmup\n",
         iters, calls, warmup);
     std::printf(
-        "| model | linear | K x N | weight MB | rows | matrix-vector us | GB/s | cuBLASLt us | GB/s | speedup |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+        "| model | linear | K x N | weight MB | rows | fp32 FMA us | GB/s | tensor cores us | GB/s | cuBLASLt us | "
+        "GB/s "
+        "| FMA speedup | tensor-core speedup |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const Shape& s : shapes) {
       for (const int64_t T : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}}) {
         const Result r = bench_shape(s, T, warmup, iters, calls);
         const double mb = static_cast<double>(s.N * s.K * 2) / 1e6;
-        std::printf("| %s | %s | %lld x %lld | %.1f | %lld | %.2f | %.0f | %.2f | %.0f | %.2fx |\n", s.model, s.linear,
-                    static_cast<long long>(s.K), static_cast<long long>(s.N), mb, static_cast<long long>(T), r.gemv_us,
-                    mb * 1e3 / r.gemv_us, r.gemm_us, mb * 1e3 / r.gemm_us, r.gemm_us / r.gemv_us);
+        std::printf(
+            "| %s | %s | %lld x %lld | %.1f | %lld | %.2f | %.0f | %.2f | %.0f | %.2f | %.0f | %.2fx | %.2fx |\n",
+            s.model, s.linear, static_cast<long long>(s.K), static_cast<long long>(s.N), mb, static_cast<long long>(T),
+            r.gemv_us, mb * 1e3 / r.gemv_us, r.mma_us, mb * 1e3 / r.mma_us, r.gemm_us, mb * 1e3 / r.gemm_us,
+            r.gemm_us / r.gemv_us, r.gemm_us / r.mma_us);
       }
     }
   } catch (const std::exception& e) {

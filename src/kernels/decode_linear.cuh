@@ -209,6 +209,153 @@ decode_linear_kernel(Args a) {
   }
 }
 
+// The tensor-core variant (DecodeLinearParams::tensor_cores). A block takes 16 weight rows (the mma's m) and the
+// x rows (its n = 8; rows past T are zeros); its 8 warps split K in 32-element steps (warp w: steps w, w + 8, ...).
+// In a step, lane (group g, quad c) loads 16 bytes of weight rows g and g + 8 and of x row g at chunk 4 s + c: the
+// step's 32 elements of K, which two mma.sync k16 steps take in a fixed order (words 0-1 of each chunk, then words
+// 2-3; the A and B fragments pair the same words, so the product is the sum over K). The warps' 16 x 8 partial sums
+// are then added in warp order through shared memory, and one thread per (x row, slot) runs the epilogue.
+// Slots: kNone / kSquaredRelu rows j0 .. j0 + 15; kSwiglu gate rows j .. j + 7 then their up rows; kQkv the rotation
+// pairs (slots i and i + 8: columns i and i + d/2 of a head) in the first blocks, then 16 consecutive columns.
+inline constexpr int kMmaThreads = 256;
+inline constexpr int kMmaWarps = kMmaThreads / 32;
+inline constexpr int kMmaRows = 16;          // weight rows a block takes
+inline constexpr int kMmaStepsInFlight = 4;  // 32-element steps of K a warp loads before its first mma
+
+// One slot of a block: its W row (valid even where the slot is not written), its output column (-1: none) and,
+// under kQkv, the rotation pair i (-1: none).
+struct MmaSlot {
+  int64_t row, column, pair;
+};
+
+SG_HOST_DEVICE int64_t mma_rotation_pairs(const Args& a) {
+  return a.qkv.rope ? (a.qkv.shape.heads + a.qkv.shape.kv_heads) * (a.qkv.shape.head_dim / 2) : 0;
+}
+SG_HOST_DEVICE int64_t mma_pair_blocks(const Args& a) {
+  return detail::ceil_div(mma_rotation_pairs(a), kMmaRows / 2);
+}
+
+template <DecodeLinearEpilogue E>
+SG_DEVICE MmaSlot mma_slot(const Args& a, int64_t block, int i) {
+  constexpr int kHalf = kMmaRows / 2;
+  if constexpr (E == DecodeLinearEpilogue::kSwiglu) {
+    const int64_t j = block * kHalf + i % kHalf;
+    const int64_t jj = j < a.out_width ? j : a.out_width - 1;
+    return {i < kHalf ? jj : a.out_width + jj, i < kHalf && j < a.out_width ? j : -1, -1};
+  } else if constexpr (E == DecodeLinearEpilogue::kQkv) {
+    const int64_t pairs = mma_rotation_pairs(a);
+    if (block < mma_pair_blocks(a)) {
+      const int64_t d = a.qkv.shape.head_dim, half = d / 2;
+      const int64_t p = block * kHalf + i % kHalf, pc = p < pairs ? p : pairs - 1;
+      const int64_t row = pc / half * d + pc % half + (i < kHalf ? 0 : half);
+      return {row, p < pairs ? row : -1, pc % half};
+    }
+    const int64_t col = 2 * pairs + (block - mma_pair_blocks(a)) * kMmaRows + i;
+    return {col < a.N ? col : a.N - 1, col < a.N ? col : -1, -1};
+  } else {
+    const int64_t j = block * kMmaRows + i;
+    return {j < a.N ? j : a.N - 1, j < a.N ? j : -1, -1};
+  }
+}
+
+// 16 bytes of x row t at chunk q, or zeros past T or K.
+SG_DEVICE uint4 load_x_chunk(const Args& a, int64_t t, int64_t q, int64_t chunks) {
+  if (t < a.T && q < chunks) return detail::load_16_bytes(a.x + t * a.K + q * detail::kBf16PerVec);
+  return uint4{0u, 0u, 0u, 0u};
+}
+
+template <DecodeLinearEpilogue E>
+SG_KERNEL(kMmaThreads)
+decode_linear_mma_kernel(Args a) {
+  const int64_t block = detail::block_index_x();
+  const int lane = static_cast<int>(detail::lane_id()), warp = static_cast<int>(detail::warp_id());
+  const int g = lane / 4, c = lane % 4;
+  const bf16* w_lo = a.w + mma_slot<E>(a, block, g).row * a.K;
+  const bf16* w_hi = a.w + mma_slot<E>(a, block, g + 8).row * a.K;
+  const int64_t chunks = a.K / detail::kBf16PerVec;
+  const int64_t steps = detail::ceil_div(chunks, 4);
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t s0 = warp; s0 < steps; s0 += static_cast<int64_t>(kMmaWarps) * kMmaStepsInFlight) {
+    uint4 lo[kMmaStepsInFlight], hi[kMmaStepsInFlight], xv[kMmaStepsInFlight];
+    SG_UNROLL
+    for (int u = 0; u < kMmaStepsInFlight; ++u) {
+      const int64_t q = (s0 + static_cast<int64_t>(u) * kMmaWarps) * 4 + c;
+      const bool in = q < chunks;
+      lo[u] = in ? load_weight_chunk(w_lo + q * detail::kBf16PerVec) : uint4{0u, 0u, 0u, 0u};
+      hi[u] = in ? load_weight_chunk(w_hi + q * detail::kBf16PerVec) : uint4{0u, 0u, 0u, 0u};
+      xv[u] = load_x_chunk(a, g, q, chunks);
+    }
+    SG_UNROLL
+    for (int u = 0; u < kMmaStepsInFlight; ++u) {
+      if ((s0 + static_cast<int64_t>(u) * kMmaWarps) >= steps) break;  // the warp's steps: uniform
+      const uint32_t first[4] = {lo[u].x, hi[u].x, lo[u].y, hi[u].y};
+      const uint32_t second[4] = {lo[u].z, hi[u].z, lo[u].w, hi[u].w};
+      detail::mma_bf16(d, first, xv[u].x, xv[u].y);
+      detail::mma_bf16(d, second, xv[u].z, xv[u].w);
+    }
+  }
+  // d: (slot g, x rows 2c, 2c + 1) and (slot g + 8, the same rows).
+  auto* partial = reinterpret_cast<float*>(detail::dynamic_smem());  // [kMmaWarps][kMmaRows][8]
+  float* sums = partial + kMmaWarps * kMmaRows * 8;                  // [kMmaRows][8]
+  float* mine = partial + warp * kMmaRows * 8;
+  mine[g * 8 + 2 * c] = d[0];
+  mine[g * 8 + 2 * c + 1] = d[1];
+  mine[(g + 8) * 8 + 2 * c] = d[2];
+  mine[(g + 8) * 8 + 2 * c + 1] = d[3];
+  detail::block_sync();
+  const int tid = detail::thread_index();
+  if (tid < kMmaRows * 8) {
+    float total = partial[tid];
+    for (int w = 1; w < kMmaWarps; ++w) total += partial[w * kMmaRows * 8 + tid];
+    sums[tid] = total;
+  }
+  detail::block_sync();
+  if (tid >= kMmaRows * 8) return;
+  const int slot = tid / 8, t = tid % 8;
+  const MmaSlot m = mma_slot<E>(a, block, slot);
+  if (t >= a.T || m.column < 0) return;
+  const float value = bf16_round(sums[slot * 8 + t]);
+  const int64_t j = m.column;
+  if constexpr (E == DecodeLinearEpilogue::kSwiglu) {
+    a.y[t * a.out_width + j] = __float2bfloat16_rn(detail::swiglu(value, bf16_round(sums[(slot + 8) * 8 + t])));
+  } else if constexpr (E == DecodeLinearEpilogue::kQkv) {
+    const int partner = slot < kMmaRows / 2 ? slot + kMmaRows / 2 : slot - kMmaRows / 2;
+    store_qkv(a, t, j, m.pair, slot >= kMmaRows / 2, value, bf16_round(sums[partner * 8 + t]));
+  } else {
+    a.y[t * a.out_width + j] =
+        __float2bfloat16_rn(E == DecodeLinearEpilogue::kSquaredRelu ? squared_relu::value(value) : value);
+  }
+}
+
+template <class Launch>
+void launch_mma(const Launch& launch, const Args& args, DecodeLinearEpilogue epilogue) {
+  int64_t blocks = detail::ceil_div(args.N, kMmaRows);
+  if (epilogue == DecodeLinearEpilogue::kSwiglu) blocks = detail::ceil_div(args.out_width, kMmaRows / 2);
+  if (epilogue == DecodeLinearEpilogue::kQkv) {
+    blocks = mma_pair_blocks(args) + detail::ceil_div(args.N - 2 * mma_rotation_pairs(args), kMmaRows);
+  }
+  const dim3 grid(static_cast<unsigned>(blocks));
+  constexpr size_t smem = (kMmaWarps + 1) * kMmaRows * 8 * sizeof(float);
+  switch (epilogue) {
+    case DecodeLinearEpilogue::kNone:
+      launch("decode_linear_mma_kernel", decode_linear_mma_kernel<DecodeLinearEpilogue::kNone>, grid, kMmaThreads, smem,
+             args);
+      break;
+    case DecodeLinearEpilogue::kSwiglu:
+      launch("decode_linear_mma_kernel", decode_linear_mma_kernel<DecodeLinearEpilogue::kSwiglu>, grid, kMmaThreads,
+             smem, args);
+      break;
+    case DecodeLinearEpilogue::kSquaredRelu:
+      launch("decode_linear_mma_kernel", decode_linear_mma_kernel<DecodeLinearEpilogue::kSquaredRelu>, grid,
+             kMmaThreads, smem, args);
+      break;
+    case DecodeLinearEpilogue::kQkv:
+      launch("decode_linear_mma_kernel", decode_linear_mma_kernel<DecodeLinearEpilogue::kQkv>, grid, kMmaThreads, smem,
+             args);
+      break;
+  }
+}
+
 template <int kRows, class Launch>
 void launch_rows(const Launch& launch, const Args& args, DecodeLinearEpilogue epilogue) {
   const int64_t warps = detail::ceil_div(args.out_width, args.outputs_per_warp);
@@ -281,7 +428,9 @@ void run(const Launch& launch, const DecodeLinearParams& p) {
                   .out_width = out_width(p.epilogue, p.N),
                   .outputs_per_warp = p.epilogue == DecodeLinearEpilogue::kSwiglu ? 1 : kWeightRows,
                   .qkv = p.qkv};
-  if (p.T == 1) {
+  if (p.tensor_cores) {
+    launch_mma(launch, args, p.epilogue);
+  } else if (p.T == 1) {
     launch_rows<1>(launch, args, p.epilogue);
   } else if (p.T == 2) {
     launch_rows<2>(launch, args, p.epilogue);

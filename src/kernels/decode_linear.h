@@ -55,6 +55,11 @@ struct DecodeLinearParams {
   int64_t N = 0;            // rows of W; even with kSwiglu
   DecodeLinearEpilogue epilogue = DecodeLinearEpilogue::kNone;
   DecodeQkvEpilogue qkv{};  // kQkv only
+  // The math: fp32 multiply-adds (false: what the decoder runs), or bf16 tensor cores (mma.sync m16n8k16, the rows
+  // of x as its n = 8 columns; fp32 accumulation in the tensor core's order) for the many-row steps where the
+  // multiply-adds keep the SMs issuing. An experiment that bench/decode_linear_bench.cu times against the other;
+  // the same epilogues, the same guarantees (bitwise fused = unfused, each row = the row alone).
+  bool tensor_cores = false;
 };
 
 int64_t decode_linear_out_width(DecodeLinearEpilogue epilogue, int64_t N);

@@ -26,11 +26,20 @@ namespace dl = kernels::decode_linear;
 // emulated kernels' formulas (kernels/silu.cuh's sigmoid is 1 / (1 + exp(-x)) under emulation).
 class EmulatedBackend {
  public:
+  bool tensor_cores = false;  // which math decode_linear_forward runs
+
   std::vector<bf16> run(const std::vector<bf16>& x, const std::vector<bf16>& w, int64_t T, int64_t K, int64_t N,
                         DecodeLinearEpilogue epilogue) const {
     const int64_t F = kernels::decode_linear_out_width(epilogue, N);
     std::vector<bf16> y = test::to_bf16(std::vector<float>((T + 1) * F, NAN));
-    dl::run(emu::Launch{}, {.y = y.data(), .x = x.data(), .w = w.data(), .T = T, .K = K, .N = N, .epilogue = epilogue});
+    dl::run(emu::Launch{}, {.y = y.data(),
+                            .x = x.data(),
+                            .w = w.data(),
+                            .T = T,
+                            .K = K,
+                            .N = N,
+                            .epilogue = epilogue,
+                            .tensor_cores = tensor_cores});
     return y;
   }
   std::vector<bf16> activation(const std::vector<bf16>& pre, int64_t T, int64_t F, DecodeLinearEpilogue e) const {
@@ -61,10 +70,12 @@ class EmulatedBackend {
                        .K = K,
                        .N = N,
                        .epilogue = DecodeLinearEpilogue::kQkv,
-                       .qkv = e});
+                       .qkv = e,
+                       .tensor_cores = tensor_cores});
       return o;
     }
-    dl::run(launch, {.y = o.y.data(), .x = x.data(), .w = w.data(), .T = s.T, .K = K, .N = N});
+    dl::run(launch,
+            {.y = o.y.data(), .x = x.data(), .w = w.data(), .T = s.T, .K = K, .N = N, .tensor_cores = tensor_cores});
     if (e.rope) kernels::rope::run_forward(launch, test::unfused_rope_params(o.y.data(), e));
     kernels::decode_attention::run_append(launch, test::unfused_append_params(o.y.data(), e));
     return o;
@@ -81,7 +92,11 @@ TEST(DecodeLinearEmulated, MatchesReferenceAndUnfusedAndRowsAlone) {
       {2, 2056, 10, DecodeLinearEpilogue::kSwiglu},   {8, 264, 38, DecodeLinearEpilogue::kSwiglu},
       {3, 24, 6, DecodeLinearEpilogue::kSquaredRelu}, {8, 2056, 9, DecodeLinearEpilogue::kSquaredRelu},
   };
-  for (const auto& c : cases) test::check_decode_linear_case(c, backend);
+  for (const bool tensor_cores : {false, true}) {
+    SCOPED_TRACE(tensor_cores ? "tensor cores" : "fp32 multiply-adds");
+    backend.tensor_cores = tensor_cores;
+    for (const auto& c : cases) test::check_decode_linear_case(c, backend);
+  }
 }
 
 TEST(DecodeLinearEmulated, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
@@ -90,7 +105,11 @@ TEST(DecodeLinearEmulated, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
       {1, 64, 2, 2, 16, true, 0.0}, {3, 264, 4, 2, 8, true, 8.0},  {2, 24, 3, 1, 16, false, 0.0},
       {8, 64, 2, 1, 6, true, 0.0},  {4, 32, 1, 1, 10, false, 0.0},
   };
-  for (const auto& c : cases) test::check_decode_qkv_case(c, backend);
+  for (const bool tensor_cores : {false, true}) {
+    SCOPED_TRACE(tensor_cores ? "tensor cores" : "fp32 multiply-adds");
+    backend.tensor_cores = tensor_cores;
+    for (const auto& c : cases) test::check_decode_qkv_case(c, backend);
+  }
 }
 
 // The halving reduction alone: every lane ends with the warp's sum of the value `index` names, and the lanes the

@@ -8,6 +8,7 @@
 // tested on the CPU (decode_linear_emulated_test.cpp).
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 #include "cuda/stream.h"
@@ -27,6 +28,8 @@ using kernels::DecodeLinearEpilogue;
 
 class GpuBackend {
  public:
+  bool tensor_cores = false;  // which math decode_linear_forward runs
+
   std::vector<bf16> run(const std::vector<bf16>& x, const std::vector<bf16>& w, int64_t T, int64_t K, int64_t N,
                         DecodeLinearEpilogue epilogue) {
     const int64_t F = kernels::decode_linear_out_width(epilogue, N);
@@ -34,8 +37,14 @@ class GpuBackend {
     dx.upload(x);
     dw.upload(w);
     dy.poison();
-    kernels::decode_linear_forward(
-        stream_, {.y = dy.get(), .x = dx.get(), .w = dw.get(), .T = T, .K = K, .N = N, .epilogue = epilogue});
+    kernels::decode_linear_forward(stream_, {.y = dy.get(),
+                                             .x = dx.get(),
+                                             .w = dw.get(),
+                                             .T = T,
+                                             .K = K,
+                                             .N = N,
+                                             .epilogue = epilogue,
+                                             .tensor_cores = tensor_cores});
     test::sync_device();
     return dy.download();
   }
@@ -74,9 +83,12 @@ class GpuBackend {
                                                .K = K,
                                                .N = N,
                                                .epilogue = DecodeLinearEpilogue::kQkv,
-                                               .qkv = e});
+                                               .qkv = e,
+                                               .tensor_cores = tensor_cores});
     } else {
-      kernels::decode_linear_forward(stream_, {.y = dy.get(), .x = dx.get(), .w = dw.get(), .T = s.T, .K = K, .N = N});
+      kernels::decode_linear_forward(
+          stream_,
+          {.y = dy.get(), .x = dx.get(), .w = dw.get(), .T = s.T, .K = K, .N = N, .tensor_cores = tensor_cores});
       if (e.rope) kernels::rope_forward(stream_, test::unfused_rope_params(dy.get(), e));
       kernels::kv_cache_append(stream_, test::unfused_append_params(dy.get(), e));
     }
@@ -101,7 +113,11 @@ TEST(DecodeLinearGpu, MatchesReferenceAndUnfusedAndRowsAlone) {
       {7, 4104, 1001, DecodeLinearEpilogue::kNone},         // K past a pass of 256 chunks, N odd
       {4, 8, 6, DecodeLinearEpilogue::kSwiglu},             // one chunk of K
   };
-  for (const auto& c : cases) test::check_decode_linear_case(c, backend);
+  for (const bool tensor_cores : {false, true}) {
+    SCOPED_TRACE(tensor_cores ? "tensor cores" : "fp32 multiply-adds");
+    backend.tensor_cores = tensor_cores;
+    for (const auto& c : cases) test::check_decode_linear_case(c, backend);
+  }
 }
 
 TEST(DecodeLinearGpu, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
@@ -113,21 +129,33 @@ TEST(DecodeLinearGpu, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
       {2, 1024, 8, 2, 128, false, 0.0},   // a Nemotron-H: no RoPE
       {8, 264, 4, 2, 72, true, 0.0},      // 8 rows, head_dim not a multiple of 16
   };
-  for (const auto& c : cases) test::check_decode_qkv_case(c, backend);
+  for (const bool tensor_cores : {false, true}) {
+    SCOPED_TRACE(tensor_cores ? "tensor cores" : "fp32 multiply-adds");
+    backend.tensor_cores = tensor_cores;
+    for (const auto& c : cases) test::check_decode_qkv_case(c, backend);
+  }
 }
 
 TEST(DecodeLinearGpu, EagerRerunsAndGraphReplayAreBitwiseEqual) {
-  for (const auto& c : {test::DecodeLinearCase{8, 2048, 11264, DecodeLinearEpilogue::kSwiglu},
-                        test::DecodeLinearCase{1, 5632, 2048, DecodeLinearEpilogue::kNone}}) {
-    SCOPED_TRACE(test::describe(c));
+  for (const auto& [c, tensor_cores] :
+       {std::pair{test::DecodeLinearCase{8, 2048, 11264, DecodeLinearEpilogue::kSwiglu}, false},
+        std::pair{test::DecodeLinearCase{1, 5632, 2048, DecodeLinearEpilogue::kNone}, false},
+        std::pair{test::DecodeLinearCase{8, 2048, 11264, DecodeLinearEpilogue::kSwiglu}, true}}) {
+    SCOPED_TRACE(test::describe(c) + (tensor_cores ? " tensor cores" : ""));
     const int64_t F = kernels::decode_linear_out_width(c.epilogue, c.N);
     test::DeviceBuffer<bf16> dx(c.T * c.K), dw(c.N * c.K), dy(c.T * F);
     dx.upload(test::to_bf16(test::random_normal(c.T * c.K, 5)));
     dw.upload(test::to_bf16(test::random_normal(c.N * c.K, 6, 0.02f)));
     cuda::Stream stream;
     const auto enqueue = [&](cudaStream_t s) {
-      kernels::decode_linear_forward(
-          s, {.y = dy.get(), .x = dx.get(), .w = dw.get(), .T = c.T, .K = c.K, .N = c.N, .epilogue = c.epilogue});
+      kernels::decode_linear_forward(s, {.y = dy.get(),
+                                         .x = dx.get(),
+                                         .w = dw.get(),
+                                         .T = c.T,
+                                         .K = c.K,
+                                         .N = c.N,
+                                         .epilogue = c.epilogue,
+                                         .tensor_cores = tensor_cores});
     };
     const auto snapshot = [&] { return test::Snapshot{test::named_bytes("y", dy.download())}; };
     dy.poison();
