@@ -2,8 +2,9 @@
 // The linear layer of a decoding step, y = epilogue(x W^T) for a few rows (1 to kDecodeLinearMaxRows), as a
 // matrix-vector kernel: the step's GEMMs read every weight once for one to eight rows, so they are bound by
 // memory, and cuBLASLt's kernels for these shapes (tiles made for many rows, split-K with a separate reduce)
-// reached 1.45-2.8 TB/s of the H100's 3.35 (docs/performance.md, thirty-fifth session). The epilogue takes the
-// MLP's activation, so the first linear of an MLP and its activation are one launch.
+// reached 1.45-2.8 TB/s of the H100's 3.35 (docs/performance.md, thirty-fifth session). The epilogues take the
+// launches that followed the GEMM: the MLP's activation, and for the attention's QKV projection RoPE and the
+// KV-cache append.
 //
 // CPU twin: reference/linear.h's linear_forward, each value rounded to bf16 (the kernel's output without an
 // epilogue), then reference/swiglu.h or reference/squared_relu.h on those bf16 values, rounded again:
@@ -18,8 +19,9 @@
 // So an epilogue gives exactly what kNone followed by the activation kernel gives, or for kQkv by rope_forward and
 // kv_cache_append (the tests compare bits).
 //
-// Every sum runs in an order fixed by K alone (kernels/decode_linear.cuh): a row's outputs do not depend on the
-// other rows of the call or on how many there are, and a captured step computes what an eager one does.
+// Every sum runs in an order fixed by K (and by the choice of math, `tensor_cores`) alone (kernels/decode_linear.cuh):
+// a row's outputs do not depend on the other rows of the call or on how many there are, and a captured step computes
+// what an eager one does.
 // fp32 accumulation from bf16 inputs, no atomics. Graph-safe: no allocation, no sync.
 #include <cuda_runtime.h>
 
