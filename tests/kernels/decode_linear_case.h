@@ -134,6 +134,21 @@ struct QkvOutputs {
   std::vector<bf16> y, k_cache, v_cache;
 };
 
+// The linear of a QKV case: with the epilogue (fused) or plain, as the unfused path's first launch.
+inline kernels::DecodeLinearParams qkv_linear_params(bf16* y, const bf16* x, const bf16* w, int64_t K,
+                                                     const kernels::DecodeQkvEpilogue& e, bool fused,
+                                                     bool tensor_cores) {
+  return {.y = y,
+          .x = x,
+          .w = w,
+          .T = e.shape.T,
+          .K = K,
+          .N = e.shape.qkv_width(),
+          .epilogue = fused ? kernels::DecodeLinearEpilogue::kQkv : kernels::DecodeLinearEpilogue::kNone,
+          .qkv = fused ? e : kernels::DecodeQkvEpilogue{},
+          .tensor_cores = tensor_cores};
+}
+
 // The unfused path's launches on the QKV rows y: RoPE (where e.rope) and the append, as the attention layer runs them.
 inline kernels::RopeParams unfused_rope_params(bf16* y, const kernels::DecodeQkvEpilogue& e) {
   const ref::DecodeAttentionShape& s = e.shape;
@@ -187,6 +202,16 @@ void check_decode_qkv_case(const DecodeQkvCase& c, Backend& backend) {
         x, w, c.K, {.k_cache = nullptr, .v_cache = nullptr, .positions = nullptr, .shape = e.shape, .rope = false}, pos,
         true);
     EXPECT_FALSE(same_bits(plain.y, fused.y)) << "RoPE left the q and k heads as they were";
+  }
+}
+
+// Every case through `check`, with the fp32 kernel and then with the tensor-core one (Backend::tensor_cores).
+template <class Backend, class Case, size_t N, class Check>
+void check_with_both_maths(Backend& backend, const Case (&cases)[N], Check check) {
+  for (const bool tensor_cores : {false, true}) {
+    SCOPED_TRACE(tensor_cores ? "tensor cores" : "fp32 multiply-adds");
+    backend.tensor_cores = tensor_cores;
+    for (const Case& c : cases) check(c, backend);
   }
 }
 

@@ -62,20 +62,8 @@ class EmulatedBackend {
     e.v_cache = o.v_cache.data();
     e.positions = positions.data();
     const emu::Launch launch;
-    if (fused) {
-      dl::run(launch, {.y = o.y.data(),
-                       .x = x.data(),
-                       .w = w.data(),
-                       .T = s.T,
-                       .K = K,
-                       .N = N,
-                       .epilogue = DecodeLinearEpilogue::kQkv,
-                       .qkv = e,
-                       .tensor_cores = tensor_cores});
-      return o;
-    }
-    dl::run(launch,
-            {.y = o.y.data(), .x = x.data(), .w = w.data(), .T = s.T, .K = K, .N = N, .tensor_cores = tensor_cores});
+    dl::run(launch, test::qkv_linear_params(o.y.data(), x.data(), w.data(), K, e, fused, tensor_cores));
+    if (fused) return o;
     if (e.rope) kernels::rope::run_forward(launch, test::unfused_rope_params(o.y.data(), e));
     kernels::decode_attention::run_append(launch, test::unfused_append_params(o.y.data(), e));
     return o;
@@ -92,11 +80,7 @@ TEST(DecodeLinearEmulated, MatchesReferenceAndUnfusedAndRowsAlone) {
       {2, 2056, 10, DecodeLinearEpilogue::kSwiglu},   {8, 264, 38, DecodeLinearEpilogue::kSwiglu},
       {3, 24, 6, DecodeLinearEpilogue::kSquaredRelu}, {8, 2056, 9, DecodeLinearEpilogue::kSquaredRelu},
   };
-  for (const bool tensor_cores : {false, true}) {
-    SCOPED_TRACE(tensor_cores ? "tensor cores" : "fp32 multiply-adds");
-    backend.tensor_cores = tensor_cores;
-    for (const auto& c : cases) test::check_decode_linear_case(c, backend);
-  }
+  test::check_with_both_maths(backend, cases, test::check_decode_linear_case<EmulatedBackend>);
 }
 
 TEST(DecodeLinearEmulated, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
@@ -105,11 +89,7 @@ TEST(DecodeLinearEmulated, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
       {1, 64, 2, 2, 16, true, 0.0}, {3, 264, 4, 2, 8, true, 8.0},  {2, 24, 3, 1, 16, false, 0.0},
       {8, 64, 2, 1, 6, true, 0.0},  {4, 32, 1, 1, 10, false, 0.0},
   };
-  for (const bool tensor_cores : {false, true}) {
-    SCOPED_TRACE(tensor_cores ? "tensor cores" : "fp32 multiply-adds");
-    backend.tensor_cores = tensor_cores;
-    for (const auto& c : cases) test::check_decode_qkv_case(c, backend);
-  }
+  test::check_with_both_maths(backend, cases, test::check_decode_qkv_case<EmulatedBackend>);
 }
 
 // The halving reduction alone: every lane ends with the warp's sum of the value `index` names, and the lanes the

@@ -75,20 +75,9 @@ class GpuBackend {
     e.k_cache = dk.get();
     e.v_cache = dv.get();
     e.positions = dpos.get();
-    if (fused) {
-      kernels::decode_linear_forward(stream_, {.y = dy.get(),
-                                               .x = dx.get(),
-                                               .w = dw.get(),
-                                               .T = s.T,
-                                               .K = K,
-                                               .N = N,
-                                               .epilogue = DecodeLinearEpilogue::kQkv,
-                                               .qkv = e,
-                                               .tensor_cores = tensor_cores});
-    } else {
-      kernels::decode_linear_forward(
-          stream_,
-          {.y = dy.get(), .x = dx.get(), .w = dw.get(), .T = s.T, .K = K, .N = N, .tensor_cores = tensor_cores});
+    kernels::decode_linear_forward(stream_,
+                                   test::qkv_linear_params(dy.get(), dx.get(), dw.get(), K, e, fused, tensor_cores));
+    if (!fused) {
       if (e.rope) kernels::rope_forward(stream_, test::unfused_rope_params(dy.get(), e));
       kernels::kv_cache_append(stream_, test::unfused_append_params(dy.get(), e));
     }
@@ -113,11 +102,7 @@ TEST(DecodeLinearGpu, MatchesReferenceAndUnfusedAndRowsAlone) {
       {7, 4104, 1001, DecodeLinearEpilogue::kNone},         // K past a pass of 256 chunks, N odd
       {4, 8, 6, DecodeLinearEpilogue::kSwiglu},             // one chunk of K
   };
-  for (const bool tensor_cores : {false, true}) {
-    SCOPED_TRACE(tensor_cores ? "tensor cores" : "fp32 multiply-adds");
-    backend.tensor_cores = tensor_cores;
-    for (const auto& c : cases) test::check_decode_linear_case(c, backend);
-  }
+  test::check_with_both_maths(backend, cases, test::check_decode_linear_case<GpuBackend>);
 }
 
 TEST(DecodeLinearGpu, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
@@ -129,11 +114,7 @@ TEST(DecodeLinearGpu, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
       {2, 1024, 8, 2, 128, false, 0.0},   // a Nemotron-H: no RoPE
       {8, 264, 4, 2, 72, true, 0.0},      // 8 rows, head_dim not a multiple of 16
   };
-  for (const bool tensor_cores : {false, true}) {
-    SCOPED_TRACE(tensor_cores ? "tensor cores" : "fp32 multiply-adds");
-    backend.tensor_cores = tensor_cores;
-    for (const auto& c : cases) test::check_decode_qkv_case(c, backend);
-  }
+  test::check_with_both_maths(backend, cases, test::check_decode_qkv_case<GpuBackend>);
 }
 
 TEST(DecodeLinearGpu, EagerRerunsAndGraphReplayAreBitwiseEqual) {
