@@ -13,8 +13,7 @@
 #include "bench_device.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
-#include "graph/capture.h"
-#include "graph/graph_exec.h"
+#include "graph_replay_timer.h"
 #include "kernels/decode_attention.h"
 
 namespace {
@@ -27,7 +26,6 @@ struct Shape {
 };
 
 using bench::device_alloc;
-using bench::median;
 
 struct Timing {
   double us_per_call, kv_bytes;
@@ -71,27 +69,14 @@ Timing bench_shape(const Shape& shape, int warmup, int iters, int calls) {
                                               .workspace_bytes = workspace_bytes};
 
   cuda::Stream stream;
-  kernels::decode_attention_forward(stream, params);  // loads the kernels before the capture
-  stream.synchronize();
-  graph::GraphExec exec("decode_attention_bench");
-  {
-    graph::StreamCapture capture(stream, "decode_attention_bench");
-    for (int i = 0; i < calls; ++i) kernels::decode_attention_forward(stream, params);
-    exec.install(capture.end(), stream, 0.0);
-  }
-  for (int i = 0; i < warmup; ++i) exec.launch(stream);
-  stream.synchronize();
+  bench::GraphReplayTimer timer(
+      stream, calls, [&](cudaStream_t st, int) { kernels::decode_attention_forward(st, params); },
+      "decode_attention_bench");
+  timer.warm(warmup);
   cuda::Event start(true), stop(true);
-  std::vector<double> per_call;
-  for (int i = 0; i < iters; ++i) {
-    start.record(stream);
-    exec.launch(stream);
-    stop.record(stream);
-    per_call.push_back(cuda::Event::elapsed_ms(start, stop) * 1000.0 / calls);
-  }
-  exec.destroy();
+  for (int i = 0; i < iters; ++i) timer.time_once(start, stop);
   for (void* p : std::initializer_list<void*>{k, v, q, o, workspace, positions}) SG_CUDA_CHECK(cudaFree(p));
-  return {median(per_call), static_cast<double>(slots * s.kv_heads * keys * s.head_dim * 2 * 2)};
+  return {timer.median_us(), static_cast<double>(slots * s.kv_heads * keys * s.head_dim * 2 * 2)};
 }
 
 }  // namespace
@@ -106,9 +91,7 @@ int main(int argc, char** argv) {
                 "launches; the median replay over --iters (CUDA events) after --warmup, divided by --calls. Prints a\n"
                 "table; writes nothing. Needs a CUDA GPU.",
        .flags = bench::graph_replay_flags()});
-  const int iters = static_cast<int>(args.integer("--iters"));
-  const int warmup = static_cast<int>(args.integer("--warmup"));
-  const int calls = static_cast<int>(args.integer("--calls"));
+  const auto [iters, warmup, calls] = bench::graph_replay_counts(args);
   // name, T, rows per slot, heads, KV heads, head_dim, capacity
   const Shape shapes[] = {
       {"llama_1b decode b1", 1, 1, 16, 16, 128, 256},       {"llama_1b decode b8", 8, 1, 16, 16, 128, 256},

@@ -10,15 +10,13 @@
 // Usage: build/bench/decode_linear_bench [--iters N] [--warmup N] [--calls N] (--help: the flags).
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <vector>
 
 #include "bench_args.h"
 #include "bench_device.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
-#include "graph/capture.h"
-#include "graph/graph_exec.h"
+#include "graph_replay_timer.h"
 #include "kernels/decode_attention.h"
 #include "kernels/decode_linear.h"
 #include "kernels/gemm.h"
@@ -43,37 +41,6 @@ struct Shape {
 constexpr int64_t kCachePositions = 256;  // kQkv: each row appends at position 200 of a 256-position cache
 
 constexpr size_t kRotationBytes = size_t{256} << 20;  // the weight copies' total: five times an H100's L2
-
-// One captured graph of `calls` launches of `enqueue(stream, call)`, timed as the median replay.
-class TimedGraph {
- public:
-  TimedGraph(cuda::Stream& stream, int calls, const std::function<void(cudaStream_t, int)>& enqueue)
-      : stream_(stream), calls_(calls), exec_("decode_linear_bench") {
-    enqueue(stream, 0);  // loads the kernels and plans before the capture
-    stream.synchronize();
-    graph::StreamCapture capture(stream, "decode_linear_bench");
-    for (int i = 0; i < calls; ++i) enqueue(stream, i);
-    exec_.install(capture.end(), stream, 0.0);
-  }
-  ~TimedGraph() { exec_.destroy(); }
-  void warm(int n) {
-    for (int i = 0; i < n; ++i) exec_.launch(stream_);
-    stream_.synchronize();
-  }
-  void time_once(cuda::Event& start, cuda::Event& stop) {
-    start.record(stream_);
-    exec_.launch(stream_);
-    stop.record(stream_);
-    us_per_call_.push_back(cuda::Event::elapsed_ms(start, stop) * 1000.0 / calls_);
-  }
-  double median_us() const { return bench::median(us_per_call_); }
-
- private:
-  cuda::Stream& stream_;
-  int calls_;
-  graph::GraphExec exec_;
-  std::vector<double> us_per_call_;
-};
 
 struct Result {
   double gemv_us, mma_us, gemm_us;  // fp32 multiply-adds, tensor cores, cuBLASLt
@@ -125,34 +92,37 @@ Result bench_shape(const Shape& s, int64_t T, int warmup, int iters, int calls) 
                                           .tensor_cores = tensor_cores});
     };
   };
-  TimedGraph gemv(stream, calls, kernel(false));
-  TimedGraph mma(stream, calls, kernel(true));
-  TimedGraph gemm(stream, calls, [&](cudaStream_t st, int call) {
-    const kernels::LinearForward linear(blas, T, s.K, s.N);
-    if (attention) {  // as the attention layer runs a prompt's rows
-      linear.run(st, y, x, weight(call));
-      if (s.rope) {
-        kernels::rope_forward(st, {.x = y,
-                                   .T = T,
-                                   .S = 1,
-                                   .num_heads = s.heads + s.kv_heads,
-                                   .head_dim = s.head_dim,
-                                   .row_stride = s.N,
-                                   .base = qkv.base,
-                                   .positions = positions});
-      }
-      kernels::kv_cache_append(
-          st, {.k_cache = k_cache, .v_cache = v_cache, .qkv = y, .positions = positions, .shape = qkv.shape});
-    } else if (s.epilogue == DecodeLinearEpilogue::kNone) {
-      linear.run(st, y, x, weight(call));
-    } else if (s.epilogue == DecodeLinearEpilogue::kSwiglu) {
-      linear.run(st, pre, x, weight(call));
-      kernels::swiglu_forward(st, {.out = y, .gate_up = pre, .T = T, .F = F});
-    } else {
-      linear.run(st, pre, x, weight(call));
-      kernels::squared_relu_forward(st, {.out = y, .in = pre, .T = T, .F = F});
-    }
-  });
+  bench::GraphReplayTimer gemv(stream, calls, kernel(false), "decode_linear_bench");
+  bench::GraphReplayTimer mma(stream, calls, kernel(true), "decode_linear_bench");
+  bench::GraphReplayTimer gemm(
+      stream, calls,
+      [&](cudaStream_t st, int call) {
+        const kernels::LinearForward linear(blas, T, s.K, s.N);
+        if (attention) {  // as the attention layer runs a prompt's rows
+          linear.run(st, y, x, weight(call));
+          if (s.rope) {
+            kernels::rope_forward(st, {.x = y,
+                                       .T = T,
+                                       .S = 1,
+                                       .num_heads = s.heads + s.kv_heads,
+                                       .head_dim = s.head_dim,
+                                       .row_stride = s.N,
+                                       .base = qkv.base,
+                                       .positions = positions});
+          }
+          kernels::kv_cache_append(
+              st, {.k_cache = k_cache, .v_cache = v_cache, .qkv = y, .positions = positions, .shape = qkv.shape});
+        } else if (s.epilogue == DecodeLinearEpilogue::kNone) {
+          linear.run(st, y, x, weight(call));
+        } else if (s.epilogue == DecodeLinearEpilogue::kSwiglu) {
+          linear.run(st, pre, x, weight(call));
+          kernels::swiglu_forward(st, {.out = y, .gate_up = pre, .T = T, .F = F});
+        } else {
+          linear.run(st, pre, x, weight(call));
+          kernels::squared_relu_forward(st, {.out = y, .in = pre, .T = T, .F = F});
+        }
+      },
+      "decode_linear_bench");
   gemv.warm(warmup);
   mma.warm(warmup);
   gemm.warm(warmup);
@@ -181,9 +151,7 @@ int main(int argc, char** argv) {
            "events, the variants alternating) after --warmup, divided by --calls. Prints a table; writes\n"
            "nothing. Needs a CUDA GPU.",
        .flags = bench::graph_replay_flags()});
-  const int iters = static_cast<int>(args.integer("--iters"));
-  const int warmup = static_cast<int>(args.integer("--warmup"));
-  const int calls = static_cast<int>(args.integer("--calls"));
+  const auto [iters, warmup, calls] = bench::graph_replay_counts(args);
   const Shape shapes[] = {
       {"llama_1b", "qkv", 2048, 6144, DecodeLinearEpilogue::kNone},
       {"llama_1b", "qkv + rope + append", 2048, 6144, DecodeLinearEpilogue::kQkv, 16, 16, 128, true},
