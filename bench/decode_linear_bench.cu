@@ -100,18 +100,8 @@ Result bench_shape(const Shape& s, int64_t T, int warmup, int iters, int calls) 
         const kernels::LinearForward linear(blas, T, s.K, s.N);
         if (attention) {  // as the attention layer runs a prompt's rows
           linear.run(st, y, x, weight(call));
-          if (s.rope) {
-            kernels::rope_forward(st, {.x = y,
-                                       .T = T,
-                                       .S = 1,
-                                       .num_heads = s.heads + s.kv_heads,
-                                       .head_dim = s.head_dim,
-                                       .row_stride = s.N,
-                                       .base = qkv.base,
-                                       .positions = positions});
-          }
-          kernels::kv_cache_append(
-              st, {.k_cache = k_cache, .v_cache = v_cache, .qkv = y, .positions = positions, .shape = qkv.shape});
+          if (s.rope) kernels::rope_forward(st, kernels::decode_qkv_rope_params(y, qkv));
+          kernels::kv_cache_append(st, kernels::decode_qkv_append_params(y, qkv));
         } else if (s.epilogue == DecodeLinearEpilogue::kNone) {
           linear.run(st, y, x, weight(call));
         } else if (s.epilogue == DecodeLinearEpilogue::kSwiglu) {

@@ -18,4 +18,22 @@ void decode_linear_forward(cudaStream_t stream, const DecodeLinearParams& p) {
   decode_linear::run(detail::CudaLaunch{stream}, p);
 }
 
+RopeParams decode_qkv_rope_params(bf16* qkv, const DecodeQkvEpilogue& e) {
+  const ref::DecodeAttentionShape& s = e.shape;
+  // q and k heads are contiguous in a QKV row: one rotation at each row's position covers both.
+  return {.x = qkv,
+          .T = s.T,
+          .S = 1,
+          .num_heads = s.heads + s.kv_heads,
+          .head_dim = s.head_dim,
+          .row_stride = s.qkv_width(),
+          .base = e.base,
+          .scaling = e.scaling,
+          .positions = e.positions};
+}
+
+KvCacheAppendParams decode_qkv_append_params(const bf16* qkv, const DecodeQkvEpilogue& e) {
+  return {.k_cache = e.k_cache, .v_cache = e.v_cache, .qkv = qkv, .positions = e.positions, .shape = e.shape};
+}
+
 }  // namespace sg::kernels

@@ -28,6 +28,8 @@
 #include <cstdint>
 
 #include "cuda/bf16.h"
+#include "kernels/decode_attention.h"
+#include "kernels/rope.h"
 #include "reference/decode_attention.h"
 #include "reference/rope_frequencies.h"
 
@@ -71,5 +73,11 @@ int64_t decode_linear_out_width(DecodeLinearEpilogue epilogue, int64_t N);
 bool decode_linear_takes(int64_t T, int64_t K, int64_t N, DecodeLinearEpilogue epilogue);
 
 void decode_linear_forward(cudaStream_t stream, const DecodeLinearParams& p);
+
+// kQkv's unfused equivalent on QKV rows `qkv` [T, N] that a kNone call (or cuBLASLt) wrote: rope_forward with the
+// first (where e.rope), then kv_cache_append with the second. A prompt's rows take that path
+// (model/layers/attention_layer_decode.cpp); the tests compare it with the fused call.
+RopeParams decode_qkv_rope_params(bf16* qkv, const DecodeQkvEpilogue& e);
+KvCacheAppendParams decode_qkv_append_params(const bf16* qkv, const DecodeQkvEpilogue& e);
 
 }  // namespace sg::kernels

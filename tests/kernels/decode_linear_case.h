@@ -26,9 +26,7 @@
 
 #include "core/strings.h"
 #include "gpu_test_util.h"
-#include "kernels/decode_attention.h"
 #include "kernels/decode_linear.h"
-#include "kernels/rope.h"
 #include "reference/linear.h"
 #include "reference/squared_relu.h"
 #include "reference/swiglu.h"
@@ -147,23 +145,6 @@ inline kernels::DecodeLinearParams qkv_linear_params(bf16* y, const bf16* x, con
           .epilogue = fused ? kernels::DecodeLinearEpilogue::kQkv : kernels::DecodeLinearEpilogue::kNone,
           .qkv = fused ? e : kernels::DecodeQkvEpilogue{},
           .tensor_cores = tensor_cores};
-}
-
-// The unfused path's launches on the QKV rows y: RoPE (where e.rope) and the append, as the attention layer runs them.
-inline kernels::RopeParams unfused_rope_params(bf16* y, const kernels::DecodeQkvEpilogue& e) {
-  const ref::DecodeAttentionShape& s = e.shape;
-  return {.x = y,
-          .T = s.T,
-          .S = 1,
-          .num_heads = s.heads + s.kv_heads,
-          .head_dim = s.head_dim,
-          .row_stride = s.qkv_width(),
-          .base = e.base,
-          .scaling = e.scaling,
-          .positions = e.positions};
-}
-inline kernels::KvCacheAppendParams unfused_append_params(const bf16* y, const kernels::DecodeQkvEpilogue& e) {
-  return {.k_cache = e.k_cache, .v_cache = e.v_cache, .qkv = y, .positions = e.positions, .shape = e.shape};
 }
 
 template <class Backend>

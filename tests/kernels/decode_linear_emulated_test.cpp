@@ -64,8 +64,8 @@ class EmulatedBackend {
     const emu::Launch launch;
     dl::run(launch, test::qkv_linear_params(o.y.data(), x.data(), w.data(), K, e, fused, tensor_cores));
     if (fused) return o;
-    if (e.rope) kernels::rope::run_forward(launch, test::unfused_rope_params(o.y.data(), e));
-    kernels::decode_attention::run_append(launch, test::unfused_append_params(o.y.data(), e));
+    if (e.rope) kernels::rope::run_forward(launch, kernels::decode_qkv_rope_params(o.y.data(), e));
+    kernels::decode_attention::run_append(launch, kernels::decode_qkv_append_params(o.y.data(), e));
     return o;
   }
 };

@@ -78,8 +78,8 @@ class GpuBackend {
     kernels::decode_linear_forward(stream_,
                                    test::qkv_linear_params(dy.get(), dx.get(), dw.get(), K, e, fused, tensor_cores));
     if (!fused) {
-      if (e.rope) kernels::rope_forward(stream_, test::unfused_rope_params(dy.get(), e));
-      kernels::kv_cache_append(stream_, test::unfused_append_params(dy.get(), e));
+      if (e.rope) kernels::rope_forward(stream_, kernels::decode_qkv_rope_params(dy.get(), e));
+      kernels::kv_cache_append(stream_, kernels::decode_qkv_append_params(dy.get(), e));
     }
     test::sync_device();
     return {.y = dy.download(), .k_cache = dk.download(), .v_cache = dv.download()};

@@ -52,7 +52,13 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
   const GpuDecodeRows& r = io.rows;
   const int64_t T = r.T, QKV = m.qkv_dim();
   const ref::DecodeAttentionShape shape = decode_attention_shape(m, r, slots_, capacity_);
-  const bool rope = m.position_embedding == PositionEmbedding::rope;
+  const kernels::DecodeQkvEpilogue qkv{.k_cache = k_cache_,
+                                       .v_cache = v_cache_,
+                                       .positions = r.positions,
+                                       .shape = shape,
+                                       .rope = m.position_embedding == PositionEmbedding::rope,
+                                       .base = m.rotary_base,
+                                       .scaling = m.rope_scaling};
   if (!qkv_proj_.runs_gemm(T)) {
     // A decoding step: the projection, RoPE and the cache append in one launch (kernels/decode_linear.h).
     kernels::decode_linear_forward(stream, {.y = qkv_,
@@ -62,29 +68,11 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
                                             .K = m.hidden_size,
                                             .N = QKV,
                                             .epilogue = kernels::DecodeLinearEpilogue::kQkv,
-                                            .qkv = {.k_cache = k_cache_,
-                                                    .v_cache = v_cache_,
-                                                    .positions = r.positions,
-                                                    .shape = shape,
-                                                    .rope = rope,
-                                                    .base = m.rotary_base,
-                                                    .scaling = m.rope_scaling}});
+                                            .qkv = qkv});
   } else {
     qkv_proj_.run(stream, io.blas, T, qkv_, io.input, io.weight(decl_.qkv));
-    if (rope) {
-      // q and k heads are contiguous in a QKV row: one rotation at each row's position covers both.
-      kernels::rope_forward(stream, {.x = qkv_,
-                                     .T = T,
-                                     .S = 1,
-                                     .num_heads = m.num_attention_heads + m.num_query_groups,
-                                     .head_dim = m.head_dim(),
-                                     .row_stride = QKV,
-                                     .base = m.rotary_base,
-                                     .scaling = m.rope_scaling,
-                                     .positions = r.positions});
-    }
-    kernels::kv_cache_append(
-        stream, {.k_cache = k_cache_, .v_cache = v_cache_, .qkv = qkv_, .positions = r.positions, .shape = shape});
+    if (qkv.rope) kernels::rope_forward(stream, kernels::decode_qkv_rope_params(qkv_, qkv));
+    kernels::kv_cache_append(stream, kernels::decode_qkv_append_params(qkv_, qkv));
   }
   kernels::decode_attention_forward(stream,
                                     {.out = attn_,
