@@ -15,8 +15,9 @@ for --new-tokens tokens, never stopping at an end-of-sequence token:
 Decode tokens/s counts the tokens after each sequence's first (prefill and the first token are apart, as
 `stepgraph generate` reports them). transformers' decode time is generate(N) minus generate(1) on the same
 prompts, medians of --repeats timed calls after a warmup call; stepgraph's is its reported decode time, median
-of --repeats runs (each run a new process: load, plan, capture). A mode that fails is reported with its error
-and the run goes on. Prints a Markdown table; --json writes the rows. --profile adds, per model and batch, one
+of --repeats runs (each run a new process: load, plan, capture), the modes' runs taken in turns. --decode-gemv
+1,0,tensor_cores runs the graphed mode under each STEPGRAPH_DECODE_GEMV value (model/decode_gemv.h), in the same
+turns. A mode that fails is reported with its error and the run goes on. Prints a Markdown table; --json writes the rows. --profile adds, per model and batch, one
 more graphed stepgraph run with `generate --profile` and prints its kernel table (CUPTI's time per decoding step by
 kernel) after the table; --hf-modes none leaves transformers out.
 """
@@ -95,17 +96,37 @@ def generate_command(args, folder, prompts, *flags):
     return cmd
 
 
-def stepgraph_decode(args, folder, prompts, extra):
+def stepgraph_variants(args):
+    """(mode, extra flags, environment) of each stepgraph run: graphed under each --decode-gemv value, then eager."""
+    variants = []
+    for value in args.decode_gemv.split(",") if args.decode_gemv else [None]:
+        if value is None:
+            variants.append(("stepgraph", [], None))
+        else:
+            variants.append((f"stepgraph gemv={value}", [], dict(os.environ, STEPGRAPH_DECODE_GEMV=value)))
+    variants.append(("stepgraph eager", ["--no-graphs"], None))
+    return variants
+
+
+def stepgraph_decode(args, folder, prompts, variants):
+    """{mode: (median decode tokens/s, median capture ms) or the failure's text}: the variants' runs taken in turns,
+    so that a drift of the machine's speed reaches each alike."""
     cmd = generate_command(args, folder, prompts, "--json")
-    tps, capture = [], []
+    runs = {mode: ([], []) for mode, _, _ in variants}
+    failed = {}
     for _ in range(args.repeats):
-        r = subprocess.run(cmd + list(extra), capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"exit status {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
-        j = json.loads(r.stdout)
-        tps.append(j["decode_tokens_per_s"])
-        capture.append(j.get("capture_ms", -1))
-    return statistics.median(tps), statistics.median(capture)
+        for mode, extra, env in variants:
+            if mode in failed:
+                continue
+            r = subprocess.run(cmd + list(extra), capture_output=True, text=True, env=env)
+            if r.returncode != 0:
+                failed[mode] = f"failed: exit status {r.returncode}: {r.stderr.strip().splitlines()[-1:]}"
+                continue
+            j = json.loads(r.stdout)
+            runs[mode][0].append(j["decode_tokens_per_s"])
+            runs[mode][1].append(j.get("capture_ms", -1))
+    return {mode: failed.get(mode) or (statistics.median(runs[mode][0]), statistics.median(runs[mode][1]))
+            for mode, _, _ in variants}
 
 
 def stepgraph_profile(args, folder, prompts):
@@ -152,12 +173,19 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--hf-modes", default="eager,static_compile",
                    help="transformers modes: eager, static_compile; none: stepgraph alone")
+    p.add_argument("--decode-gemv", default="",
+                   help="comma-separated STEPGRAPH_DECODE_GEMV values (1, 0, tensor_cores): the graphed stepgraph run "
+                        "once under each, in turns (default: the variable as this process has it)")
     p.add_argument("--profile", action="store_true", help="print stepgraph's kernel table per model and batch")
     p.add_argument("--json", help="write the rows here")
     args = p.parse_args()
     unknown = [m for m in args.models.split(",") if m not in MODELS]
     if unknown:
         print(f"error: --models: unknown {unknown}; choose from {', '.join(MODELS)}", file=sys.stderr)
+        return 2
+    unknown = [v for v in args.decode_gemv.split(",") if args.decode_gemv and v not in ("1", "0", "tensor_cores")]
+    if unknown:
+        print(f"error: --decode-gemv: unknown {unknown}; choose from 1, 0, tensor_cores", file=sys.stderr)
         return 2
     hf_modes = [] if args.hf_modes == "none" else args.hf_modes.split(",")
     unknown = [m for m in hf_modes if m not in HF_CACHES]
@@ -196,12 +224,12 @@ def main():
                 torch._dynamo.reset()
             del model
             torch.cuda.empty_cache()
-            for mode, extra in (("stepgraph", []), ("stepgraph eager", ["--no-graphs"])):
-                try:
-                    tps, capture = stepgraph_decode(args, folder, prompts, extra)
+            for mode, outcome in stepgraph_decode(args, folder, prompts, stepgraph_variants(args)).items():
+                if isinstance(outcome, str):
+                    results[mode] = (None, outcome)
+                else:
+                    tps, capture = outcome
                     results[mode] = (tps, f"capture {capture:.1f} ms" if capture >= 0 else "")
-                except Exception as e:  # noqa: BLE001
-                    results[mode] = (None, f"failed: {e}")
             if args.profile:
                 profiles.append((name, batch, stepgraph_profile(args, folder, prompts)))
             base = results.get("hf eager", (None, ""))[0]

@@ -16,7 +16,8 @@
 # generate_bench: decoding speed, `stepgraph generate` (graphed and eager) against transformers' generate() (dynamic
 #   cache, and static cache compiled) on Llama 1b, a Mixtral and a Nemotron-H of random weights, batches 1 and 8
 #   (bench/generate_reference.py; GENERATE_ARGS adds arguments, e.g. "--models llama_1b --batches 1"; "--hf-modes
-#   none --profile": stepgraph alone, with the kernel table of `generate --profile` per model and batch); first
+#   none --profile": stepgraph alone, with the kernel table of `generate --profile` per model and batch; "--decode-gemv
+#   1,0,tensor_cores --batches 1,2,4,8": the graphed run under each STEPGRAPH_DECODE_GEMV value, in turns); first
 #   bench/decode_attention_bench.cu, the attention kernel alone at those models' shapes (decode_attention_bench.txt),
 #   and bench/decode_linear_bench.cu, the step's linears against cuBLASLt (decode_linear_bench.txt).
 # lm_head_chunk: small's and 1b's LM head in one chunk against two (docs/performance.md, s24, s25).

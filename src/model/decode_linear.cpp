@@ -1,7 +1,6 @@
-// model/decode_linear.h: which path a decoding layer's linear takes, and the STEPGRAPH_DECODE_GEMV switch.
+// model/decode_linear.h: which path a decoding layer's linear takes.
 #include "model/decode_linear.h"
 
-#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
@@ -10,15 +9,6 @@
 #include "model/mlp_activation.h"
 
 namespace sg::model {
-
-bool decode_gemv_setting(const char* v) {
-  if (v == nullptr || std::string(v) == "1") return true;
-  if (std::string(v) == "0") return false;
-  throw Error(
-      strprintf("%s='%s': must be 1 (a decoding step's linears through the matrix-vector kernel; the "
-                "default) or 0 (cuBLASLt for every call)",
-                kDecodeGemvVariable, v));
-}
 
 namespace {
 
@@ -30,21 +20,32 @@ kernels::DecodeLinearEpilogue epilogue_of(const std::optional<MlpActivation>& ac
 
 }  // namespace
 
-bool decode_gemv_enabled() {
-  static const bool enabled = decode_gemv_setting(std::getenv(kDecodeGemvVariable));
-  return enabled;
-}
-
-DecodeLinear::DecodeLinear(int64_t K, int64_t N, std::optional<MlpActivation> activation)
-    : K_(K), N_(N), out_width_(kernels::decode_linear_out_width(epilogue_of(activation), N)), activation_(activation) {
+DecodeLinear::DecodeLinear(int64_t K, int64_t N, std::optional<MlpActivation> activation,
+                           std::optional<DecodeGemv> gemv)
+    : K_(K),
+      N_(N),
+      out_width_(kernels::decode_linear_out_width(epilogue_of(activation), N)),
+      activation_(activation),
+      gemv_(decode_gemv_mode(gemv)) {
   SG_CHECK(
       !activation || activation_input_width(*activation, out_width_) == N,
       strprintf("DecodeLinear: %lld weight rows do not make the activation's input width", static_cast<long long>(N)));
 }
 
 bool DecodeLinear::runs_gemm(int64_t T) const {
-  return !decode_gemv_enabled() || T > kDecodeGemvMaxRows ||
-         !kernels::decode_linear_takes(T, K_, N_, epilogue_of(activation_));
+  return T > decode_gemv_max_rows(gemv_) || !kernels::decode_linear_takes(T, K_, N_, epilogue_of(activation_));
+}
+
+kernels::DecodeLinearParams DecodeLinear::kernel_params(int64_t T, bf16* y, const bf16* x, const bf16* w) const {
+  // More rows than the fp32 kernel's only under tensor_cores (runs_gemm).
+  return {.y = y,
+          .x = x,
+          .w = w,
+          .T = T,
+          .K = K_,
+          .N = N_,
+          .epilogue = epilogue_of(activation_),
+          .tensor_cores = T > kDecodeGemvMaxRows};
 }
 
 void DecodeLinear::prepare(kernels::Blas& blas, int64_t T) const {
@@ -55,8 +56,7 @@ void DecodeLinear::run(cudaStream_t stream, kernels::Blas& blas, int64_t T, bf16
                        bf16* pre_activation) const {
   if (T == 0) return;
   if (!runs_gemm(T)) {
-    kernels::decode_linear_forward(
-        stream, {.y = y, .x = x, .w = w, .T = T, .K = K_, .N = N_, .epilogue = epilogue_of(activation_)});
+    kernels::decode_linear_forward(stream, kernel_params(T, y, x, w));
     return;
   }
   if (!activation_) {

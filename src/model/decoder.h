@@ -19,11 +19,13 @@
 //   x' = h + down(silu(gate(m)) * up(m))
 // then model.norm and lm_head on the rows whose next token is wanted.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "model/stack.h"
+#include "model/decode_gemv.h"
 #include "model/spec.h"
+#include "model/stack.h"
 #include "reference/sampling.h"
 
 namespace sg::model {
@@ -36,6 +38,9 @@ struct DecodeSpec {
   // Ids are drawn from [0, sample_vocab): the tokenizer's vocabulary, so the rows Megatron pads vocab_size
   // with (which no tokenizer can decode) are never drawn; 0: every row of model.vocab_size.
   int64_t sample_vocab = 0;
+  // The GPU decoder's linears: which rows take the matrix-vector kernel (model/decode_gemv.h); none: the process's
+  // STEPGRAPH_DECODE_GEMV.
+  std::optional<DecodeGemv> gemv;
 
   // KV-cache positions per sequence: the prompt and every generated token but the last (which is
   // sampled, never fed back).

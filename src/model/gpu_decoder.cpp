@@ -161,10 +161,11 @@ void GpuDecoder::plan_memory(int64_t fp32_count) {
 std::string GpuDecoder::description() const {
   return strprintf(
       "GPU bf16 decoder: %lld sequence(s), caches and states for %lld positions each (%s), %s, "
-      "decoding step %s",
+      "decoding step %s, %s",
       static_cast<long long>(decode_.batch), static_cast<long long>(decode_.capacity()),
       human_bytes(arena_->total_bytes()).c_str(), describe_stack(model_).c_str(),
-      use_graphs_ ? "captured as one CUDA graph" : "eager (graphs off)");
+      use_graphs_ ? "captured as one CUDA graph" : "eager (graphs off)",
+      describe_decode_gemv(decode_gemv_mode(decode_.gemv)).c_str());
 }
 
 const kernels::GemmPlan& GpuDecoder::lm_head_plan(int64_t rows) {

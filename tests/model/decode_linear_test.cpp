@@ -1,20 +1,16 @@
 // Which path a decoding layer's linear takes (model/decode_linear.h), without a GPU: the matrix-vector kernel for
-// up to kDecodeGemvMaxRows rows of a shape it takes, cuBLASLt otherwise; the activation's widths; and the
-// STEPGRAPH_DECODE_GEMV values (this test runs with the variable unset: the default).
+// up to kDecodeGemvMaxRows rows of a shape it takes (up to 8 under tensor_cores, past 4 on the tensor cores),
+// cuBLASLt otherwise, under each STEPGRAPH_DECODE_GEMV mode (this test runs with the variable unset: the default);
+// the activation's widths; the kernel's parameters.
 #include "model/decode_linear.h"
 
 #include <gtest/gtest.h>
-
-#include <string>
-
-#include "core/error.h"
-#include "test_util.h"
 
 namespace sg::model {
 namespace {
 
 TEST(DecodeLinear, TheKernelTakesAStepsRowsAndCublasltTheRest) {
-  ASSERT_TRUE(decode_gemv_enabled());
+  ASSERT_EQ(decode_gemv_mode(), DecodeGemv::fp32);
   const DecodeLinear plain(2048, 6144);
   for (int64_t T = 1; T <= kDecodeGemvMaxRows; ++T) EXPECT_FALSE(plain.runs_gemm(T)) << "T=" << T;
   EXPECT_TRUE(plain.runs_gemm(kDecodeGemvMaxRows + 1));
@@ -26,15 +22,25 @@ TEST(DecodeLinear, TheKernelTakesAStepsRowsAndCublasltTheRest) {
   EXPECT_EQ(gated.weight_rows(), 11264);
   EXPECT_FALSE(gated.runs_gemm(1));
   EXPECT_EQ(DecodeLinear(1024, 2816, MlpActivation::squared_relu).out_width(), 2816);
+  const kernels::DecodeLinearParams p = gated.kernel_params(3, nullptr, nullptr, nullptr);
+  EXPECT_EQ(p.T, 3);
+  EXPECT_EQ(p.K, 2048);
+  EXPECT_EQ(p.N, 11264);
+  EXPECT_EQ(p.epilogue, kernels::DecodeLinearEpilogue::kSwiglu);
+  EXPECT_FALSE(p.tensor_cores);
 }
 
-TEST(DecodeLinear, TheSwitchTakesOneOrZeroAndNamesTheVariableOtherwise) {
-  EXPECT_TRUE(decode_gemv_setting(nullptr));
-  EXPECT_TRUE(decode_gemv_setting("1"));
-  EXPECT_FALSE(decode_gemv_setting("0"));
-  const std::string message = test::thrown_message([] { decode_gemv_setting("yes"); });
-  EXPECT_NE(message.find("STEPGRAPH_DECODE_GEMV='yes'"), std::string::npos) << message;
-  EXPECT_NE(message.find("must be 1"), std::string::npos) << message;
+TEST(DecodeLinear, OffRunsCublasltAndTensorCoresTakesStepsOfUpToEightRows) {
+  const DecodeLinear off(2048, 6144, std::nullopt, DecodeGemv::off);
+  for (int64_t T : {1, 4, 8}) EXPECT_TRUE(off.runs_gemm(T)) << "T=" << T;
+  const DecodeLinear tc(2048, 6144, std::nullopt, DecodeGemv::tensor_cores);
+  for (int64_t T = 1; T <= kernels::kDecodeLinearMaxRows; ++T) {
+    EXPECT_FALSE(tc.runs_gemm(T)) << "T=" << T;
+    // The fp32 math up to its rows, the tensor cores past them.
+    EXPECT_EQ(tc.kernel_params(T, nullptr, nullptr, nullptr).tensor_cores, T > kDecodeGemvMaxRows) << "T=" << T;
+  }
+  EXPECT_TRUE(tc.runs_gemm(kernels::kDecodeLinearMaxRows + 1));
+  EXPECT_TRUE(DecodeLinear(1001, 64, std::nullopt, DecodeGemv::tensor_cores).runs_gemm(8));
 }
 
 }  // namespace

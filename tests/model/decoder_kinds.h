@@ -190,5 +190,15 @@ inline const std::vector<std::vector<int32_t>> kBatchPrompts = {
     {1, 2, 3}, {900, 800, 700, 600, 500, 400, 300, 17}, {5}};
 inline constexpr int64_t kBatchNewTokens = 10;
 inline constexpr uint64_t kBatchSeed = 22;
+// B <= 8 prompts for the test of each STEPGRAPH_DECODE_GEMV mode: the first of 8 tokens (the prefill's calls fit the
+// tensor-core math's rows too), prompt b its first b tokens. Prefixes, so that the routing the seed search clears is
+// that of the 8 tokens, which 8 prompts of their own would rarely all give.
+inline std::vector<std::vector<int32_t>> gemv_mode_prompts(int64_t B) {
+  const std::vector<int32_t> longest = {402, 17, 963, 5, 250, 250, 781, 66};
+  std::vector<std::vector<int32_t>> prompts = {longest};
+  for (int64_t b = 1; b < B; ++b) prompts.emplace_back(longest.begin(), longest.begin() + b);
+  return prompts;
+}
+inline constexpr uint64_t kGemvModesSeed = 24;
 
 }  // namespace sg::test::decoder_kinds

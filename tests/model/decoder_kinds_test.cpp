@@ -1,10 +1,13 @@
 // The weights of the GPU decoder's every-kind test (tests/model/decoder_kinds.h), on the CPU: for each model, the
 // seed search finds weights whose routing of the test's prompts (and, for the single prompt, of the CPU decoder's
-// greedy continuation) is kRoutingMargin from every tie, within its 200 seeds; and the margin it measures is a
+// greedy continuation, and of the decode-gemv modes' 6 and 8 prompts) is kRoutingMargin from every tie, within its
+// 200 seeds; and the margin it measures is a
 // real one: the expert bias, which the search draws to change the choice, does change the sigmoid routing's margins.
 #include "model/decoder_kinds.h"
 
 #include <gtest/gtest.h>
+
+#include <string>
 
 namespace sg::test::decoder_kinds {
 namespace {
@@ -20,6 +23,18 @@ TEST(DecoderKindsWeights, TheSeedSearchFindsClearRoutingForEveryModel) {
     ASSERT_FALSE(batch.empty());
     for (const auto& prompt : kBatchPrompts) {
       EXPECT_GE(routing_margin(m, batch, prompt), m.num_moe_experts > 0 ? kRoutingMargin : INFINITY);
+    }
+    for (const int64_t B : {6, 8}) {
+      SCOPED_TRACE("the decode-gemv modes' prompts, B=" + std::to_string(B));
+      const auto prompts = gemv_mode_prompts(B);
+      ASSERT_EQ(static_cast<int64_t>(prompts.size()), B);
+      EXPECT_EQ(prompts[0].size(), 8u);  // the longest prompt: the prefill's calls are of up to 8 rows
+      const auto w = weights_for(m, kGemvModesSeed, prompts);
+      ASSERT_FALSE(w.empty());
+      for (const auto& prompt : prompts) {
+        ASSERT_LE(prompt.size(), 8u);
+        EXPECT_GE(routing_margin(m, w, prompt), m.num_moe_experts > 0 ? kRoutingMargin : INFINITY);
+      }
     }
   }
 }

@@ -133,6 +133,47 @@ TEST_P(GpuDecoderKinds, GraphReplaysEagerBitwiseAndARestartRepeatsTheFirstRun) {
   EXPECT_EQ(graphed.graphs().stats().graphs_created, 1);
 }
 
+// Each STEPGRAPH_DECODE_GEMV mode (model/decode_gemv.h) given to the decoder, at 6 and 8 sequences with prompts of up
+// to 8 tokens: under tensor_cores those calls run the matrix-vector kernel's tensor-core math (every linear, with its
+// fused epilogues: RoPE and the cache append, SwiGLU or squared ReLU), under 1 and 0 cuBLASLt. For each mode the
+// prefill's logits within the CPU decoder's tolerance, every sequence's greedy tokens against the recomputation,
+// and the graph against eager bitwise.
+TEST_P(GpuDecoderKinds, EveryDecodeGemvModeAtSixAndEightSequences) {
+  const KindsCase c = GetParam();
+  const model::ModelSpec m = c.spec();
+  for (const int64_t B : {6, 8}) {
+    const std::vector<std::vector<int32_t>> prompts = gemv_mode_prompts(B);
+    const auto w = weights_for(m, kGemvModesSeed, prompts);
+    const auto cpu_spec = decode_request(B, 8, kBatchNewTokens);
+    model::CpuDecoder cpu(m, w, cpu_spec);
+    cpu.start(prompts);
+    for (const model::DecodeGemv mode :
+         {model::DecodeGemv::off, model::DecodeGemv::fp32, model::DecodeGemv::tensor_cores}) {
+      SCOPED_TRACE("B=" + std::to_string(B) + " STEPGRAPH_DECODE_GEMV=" + model::decode_gemv_value(mode));
+      const auto d = decode_request(B, 8, kBatchNewTokens, 0.0f, 0, 1, mode);
+      model::GpuDecoder eager(m, w, d, /*use_graphs=*/false), graphed(m, w, d, /*use_graphs=*/true);
+      EXPECT_NE(graphed.description().find(model::describe_decode_gemv(mode)), std::string::npos)
+          << graphed.description();
+      eager.start(prompts);
+      graphed.start(prompts);
+      EXPECT_LT(relative_error(eager.last_logits(), cpu.last_logits()), c.logits_tolerance) << "prefill logits";
+      eager.decode(kBatchNewTokens - 1);
+      graphed.decode(kBatchNewTokens - 1);
+      const auto out = graphed.generated();
+      EXPECT_EQ(out, eager.generated());
+      const auto a = graphed.last_logits(), b = eager.last_logits();
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "graph against eager";
+      for (int64_t i = 0; i < B; ++i) {
+        SCOPED_TRACE("sequence " + std::to_string(i));
+        const GreedyCheck g = check_greedy(m, w, prompts[i], out[i]);
+        EXPECT_GE(g.checked, 1) << "the prompts route clear of ties";
+        EXPECT_EQ(g.far, 0);
+        EXPECT_GE(g.exact, g.checked - 2);
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, GpuDecoderKinds, ::testing::ValuesIn(kDecoderKindsCases),
                          [](const auto& info) { return std::string(info.param.name); });
 

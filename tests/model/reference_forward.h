@@ -5,6 +5,7 @@
 // per-row routing) are checked against a computation that shares none of their layer code.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,13 +68,17 @@ inline model::ModelSpec decoder_test_spec() {
   return s;
 }
 
-// A decoding request: `batch` prompts of at most max_prompt tokens, max_new tokens each.
+// A decoding request: `batch` prompts of at most max_prompt tokens, max_new tokens each; `gemv`: the GPU decoder's
+// linears (none: the process's STEPGRAPH_DECODE_GEMV).
 inline model::DecodeSpec decode_request(int64_t batch, int64_t max_prompt, int64_t max_new, float temperature = 0.0f,
-                                        int64_t top_k = 0, uint64_t seed = 1) {
+                                        int64_t top_k = 0, uint64_t seed = 1,
+                                        std::optional<model::DecodeGemv> gemv = std::nullopt) {
   return {.batch = batch,
           .max_prompt_tokens = max_prompt,
           .max_new_tokens = max_new,
-          .sampling = {.temperature = temperature, .top_k = top_k, .top_p = 1.0f, .seed = seed}};
+          .sampling = {.temperature = temperature, .top_k = top_k, .top_p = 1.0f, .seed = seed},
+          .sample_vocab = 0,
+          .gemv = gemv};
 }
 
 }  // namespace sg::test

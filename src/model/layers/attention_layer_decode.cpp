@@ -24,8 +24,8 @@ void AttentionDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, 
   slots_ = decode.batch;
   capacity_ = decode.capacity();
   rows_ = decode.max_rows();
-  qkv_proj_ = DecodeLinear(model.hidden_size, model.qkv_dim());
-  o_proj_ = DecodeLinear(model.q_dim(), model.hidden_size);
+  qkv_proj_ = DecodeLinear(model.hidden_size, model.qkv_dim(), std::nullopt, decode.gemv);
+  o_proj_ = DecodeLinear(model.q_dim(), model.hidden_size, std::nullopt, decode.gemv);
   const int64_t cache = slots_ * model.num_query_groups * capacity_ * model.head_dim();
   const std::string prefix = strprintf("decode.layer%d.", index());
   k_slot_ = memory.add_array<bf16>(prefix + "k_cache", cuda::MemoryCategory::activations, sz(cache));
@@ -50,7 +50,7 @@ void AttentionDecodeGpu::bind(const cuda::Arena& arena, kernels::Blas& blas) {
 void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
   const ModelSpec& m = model_;
   const GpuDecodeRows& r = io.rows;
-  const int64_t T = r.T, QKV = m.qkv_dim();
+  const int64_t T = r.T;
   const ref::DecodeAttentionShape shape = decode_attention_shape(m, r, slots_, capacity_);
   const kernels::DecodeQkvEpilogue qkv{.k_cache = k_cache_,
                                        .v_cache = v_cache_,
@@ -61,14 +61,10 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
                                        .scaling = m.rope_scaling};
   if (!qkv_proj_.runs_gemm(T)) {
     // A decoding step: the projection, RoPE and the cache append in one launch (kernels/decode_linear.h).
-    kernels::decode_linear_forward(stream, {.y = qkv_,
-                                            .x = io.input,
-                                            .w = io.weight(decl_.qkv),
-                                            .T = T,
-                                            .K = m.hidden_size,
-                                            .N = QKV,
-                                            .epilogue = kernels::DecodeLinearEpilogue::kQkv,
-                                            .qkv = qkv});
+    kernels::DecodeLinearParams p = qkv_proj_.kernel_params(T, qkv_, io.input, io.weight(decl_.qkv));
+    p.epilogue = kernels::DecodeLinearEpilogue::kQkv;
+    p.qkv = qkv;
+    kernels::decode_linear_forward(stream, p);
   } else {
     qkv_proj_.run(stream, io.blas, T, qkv_, io.input, io.weight(decl_.qkv));
     if (qkv.rope) kernels::rope_forward(stream, kernels::decode_qkv_rope_params(qkv_, qkv));

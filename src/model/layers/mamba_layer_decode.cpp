@@ -20,8 +20,8 @@ size_t sz(int64_t n) {
 void MambaDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, cuda::MemoryPlan& memory) {
   model_ = model;
   dims_ = MambaDims::of(model, BatchSpec{.micro_batch_size = 1});  // the widths; rows per call below
-  in_proj_ = DecodeLinear(dims_.H, dims_.in_proj);
-  out_proj_ = DecodeLinear(dims_.inner, dims_.H);
+  in_proj_ = DecodeLinear(dims_.H, dims_.in_proj, std::nullopt, decode.gemv);
+  out_proj_ = DecodeLinear(dims_.inner, dims_.H, std::nullopt, decode.gemv);
   rows_ = decode.max_rows();
   batch_ = decode.batch;
   const MambaDims& d = dims_;

@@ -9,8 +9,8 @@ void MlpDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, cuda::
   rows_ = decode.max_rows();
   batch_ = decode.batch;
   const int64_t H = model.hidden_size, F = model.ffn_hidden_size;
-  fc1_ = DecodeLinear(H, activation_input_width(model.mlp_activation, F), model.mlp_activation);
-  fc2_ = DecodeLinear(F, H);
+  fc1_ = DecodeLinear(H, activation_input_width(model.mlp_activation, F), model.mlp_activation, decode.gemv);
+  fc2_ = DecodeLinear(F, H, std::nullopt, decode.gemv);
 }
 
 void MlpDecodeGpu::take_scratch(DecodeScratch& scratch) {

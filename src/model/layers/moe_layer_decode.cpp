@@ -50,7 +50,7 @@ void MoeDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, cuda::
         kernels::GroupedGemmDims{.num_groups = static_cast<int>(s.E), .max_total_rows = s.rows, .N = N, .K = K});
   };
   fc1_ = grouped(s.fc1_width(), s.H);
-  if (s.S > 0) shared_fc1_proj_ = DecodeLinear(s.H, s.shared_fc1_width(), s.activation);
+  if (s.S > 0) shared_fc1_proj_ = DecodeLinear(s.H, s.shared_fc1_width(), s.activation, decode.gemv);
   fc2_ = grouped(s.H, s.F);
   const std::string prefix = strprintf("decode.layer%d.", index());
   fc1_ws_ = memory.add(prefix + "grouped_fc1", cuda::MemoryCategory::workspaces, fc1_->workspace_bytes());
