@@ -17,9 +17,10 @@ Decode tokens/s counts the tokens after each sequence's first (prefill and the f
 prompts, medians of --repeats timed calls after a warmup call; stepgraph's is its reported decode time, median
 of --repeats runs (each run a new process: load, plan, capture), the modes' runs taken in turns. --decode-gemv
 1,0,tensor_cores runs the graphed mode under each STEPGRAPH_DECODE_GEMV value (model/decode_gemv.h), in the same
-turns. A mode that fails is reported with its error and the run goes on. Prints a Markdown table; --json writes the rows. --profile adds, per model and batch, one
-more graphed stepgraph run with `generate --profile` and prints its kernel table (CUPTI's time per decoding step by
-kernel) after the table; --hf-modes none leaves transformers out.
+turns; --no-eager leaves the eager run out. A mode that fails is reported with its error and the run goes on.
+Prints a Markdown table; --json writes the rows. --profile adds, per model and batch, one more graphed stepgraph
+run with `generate --profile` and prints its kernel table (CUPTI's time per decoding step by kernel) after the
+table; --hf-modes none leaves transformers out.
 """
 import argparse
 import json
@@ -97,14 +98,16 @@ def generate_command(args, folder, prompts, *flags):
 
 
 def stepgraph_variants(args):
-    """(mode, extra flags, environment) of each stepgraph run: graphed under each --decode-gemv value, then eager."""
+    """(mode, extra flags, environment) of each stepgraph run: graphed under each --decode-gemv value, then eager
+    (unless --no-eager)."""
     variants = []
     for value in args.decode_gemv.split(",") if args.decode_gemv else [None]:
         if value is None:
             variants.append(("stepgraph", [], None))
         else:
             variants.append((f"stepgraph gemv={value}", [], dict(os.environ, STEPGRAPH_DECODE_GEMV=value)))
-    variants.append(("stepgraph eager", ["--no-graphs"], None))
+    if not args.no_eager:
+        variants.append(("stepgraph eager", ["--no-graphs"], None))
     return variants
 
 
@@ -176,6 +179,7 @@ def main():
     p.add_argument("--decode-gemv", default="",
                    help="comma-separated STEPGRAPH_DECODE_GEMV values (1, 0, tensor_cores): the graphed stepgraph run "
                         "once under each, in turns (default: the variable as this process has it)")
+    p.add_argument("--no-eager", action="store_true", help="leave out the eager stepgraph run (--no-graphs)")
     p.add_argument("--profile", action="store_true", help="print stepgraph's kernel table per model and batch")
     p.add_argument("--json", help="write the rows here")
     args = p.parse_args()

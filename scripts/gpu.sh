@@ -19,7 +19,8 @@
 #   none --profile": stepgraph alone, with the kernel table of `generate --profile` per model and batch; "--decode-gemv
 #   1,0,tensor_cores --batches 1,2,4,8": the graphed run under each STEPGRAPH_DECODE_GEMV value, in turns); first
 #   bench/decode_attention_bench.cu, the attention kernel alone at those models' shapes (decode_attention_bench.txt),
-#   and bench/decode_linear_bench.cu, the step's linears against cuBLASLt (decode_linear_bench.txt).
+#   and bench/decode_linear_bench.cu, the step's linears against cuBLASLt (decode_linear_bench.txt);
+#   GENERATE_KERNEL_BENCHES=0 leaves those two out.
 # lm_head_chunk: small's and 1b's LM head in one chunk against two (docs/performance.md, s24, s25).
 # gemm_power (issue 13): bench/gemm_power_bench.cu on llama/1b's, small's and tiny's dense GEMMs; gemm_power.txt
 #   (GEMM_POWER_ARGS replaces its arguments, e.g. "--recipe 1b --explore --ranks 5 --seconds 0.2 --rounds 3").
@@ -187,12 +188,12 @@ if named recompute; then
 fi
 
 if named generate_bench; then
-  if [[ -x "$B/bench/decode_attention_bench" ]]; then  # the attention kernel alone first (graph replays)
+  if [[ "${GENERATE_KERNEL_BENCHES:-1}" == 1 && -x "$B/bench/decode_attention_bench" ]]; then  # the attention kernel alone first (graph replays)
     "$B/bench/decode_attention_bench" >"$OUT/decode_attention_bench.txt" 2>&1
     record "decode attention bench" "rc=$? (decode_attention_bench.txt)"
     cat "$OUT/decode_attention_bench.txt"
   fi
-  if [[ -x "$B/bench/decode_linear_bench" ]]; then  # the step's linears alone (graph replays)
+  if [[ "${GENERATE_KERNEL_BENCHES:-1}" == 1 && -x "$B/bench/decode_linear_bench" ]]; then  # the step's linears alone
     "$B/bench/decode_linear_bench" >"$OUT/decode_linear_bench.txt" 2>&1
     record "decode linear bench" "rc=$? (decode_linear_bench.txt)"
     cat "$OUT/decode_linear_bench.txt"
