@@ -361,13 +361,24 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   if (!options.dump_batches_dir.empty()) std::filesystem::create_directories(options.dump_batches_dir);
   log::info(strprintf("training steps %lld to %lld", static_cast<long long>(start_step + 1),
                       static_cast<long long>(train_iters)));
+  // Cut short again (a stop, or a failed metrics write): the run ends before its first step, whose save would record
+  // no pending evaluation and so lose this one; the checkpoint saved at the end still says it is due.
+  bool pending_evaluation_cut = false;
   if (loaded && loaded->eval_pending && evaluation.enabled()) {
     progress.line(
         strprintf("step %lld: the evaluation a stop skipped there, first", static_cast<long long>(start_step)));
     evaluate(start_step, false);
+    pending_evaluation_cut = eval_skipped_at == start_step;
+  }
+  if (pending_evaluation_cut && graph::stop_requested()) {
+    summary.stopped_by_signal = true;
+    summary.stop_signal = graph::stop_signal();
+    progress.line(strprintf("stop requested: stopping at step %lld, before its next step (the evaluation there is "
+                            "still due)",
+                            static_cast<long long>(start_step)));
   }
   int signal_at_end = 0;  // a signal during the last step or its save: the run completes them, and is finished
-  for (int64_t step = start_step + 1; step <= train_iters; ++step) {
+  for (int64_t step = start_step + 1; !pending_evaluation_cut && step <= train_iters; ++step) {
     const model::HostBatch& host_batch = data.next();
     if (!options.dump_batches_dir.empty()) {
       dump_batch(options.dump_batches_dir, step, host_batch, batch.num_microbatches * batch.micro_batch_size,

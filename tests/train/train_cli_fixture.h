@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -222,13 +223,12 @@ struct MetricsWait {
   int status = 0;      // its wait status when it ended
 };
 
-// Waits until `metrics` has `lines` lines, the child ends, or `timeout` passes, whichever comes first; the
-// caller asserts on what it needs (the count is not checked here).
-inline MetricsWait wait_for_metrics_lines(KillOnExit& child, const fs::path& metrics, size_t lines,
-                                          std::chrono::seconds timeout) {
+// Waits until done() holds, the child ends, or `timeout` passes, whichever comes first; the caller asserts on what
+// it needs.
+inline MetricsWait wait_until(KillOnExit& child, const std::function<bool()>& done, std::chrono::seconds timeout) {
   MetricsWait w;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (count_lines(metrics) < lines && std::chrono::steady_clock::now() < deadline) {
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
     if (::waitpid(child.pid, &w.status, WNOHANG) != 0) {
       w.ended = true;
       child.release();
@@ -237,6 +237,18 @@ inline MetricsWait wait_for_metrics_lines(KillOnExit& child, const fs::path& met
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return w;
+}
+
+// Waits until `metrics` has `lines` lines (see wait_until; the count is not checked here).
+inline MetricsWait wait_for_metrics_lines(KillOnExit& child, const fs::path& metrics, size_t lines,
+                                          std::chrono::seconds timeout) {
+  return wait_until(child, [&] { return count_lines(metrics) >= lines; }, timeout);
+}
+
+// Waits until the file (a child's stderr) holds `text` (see wait_until).
+inline MetricsWait wait_for_text(KillOnExit& child, const fs::path& file, const std::string& text,
+                                 std::chrono::seconds timeout) {
+  return wait_until(child, [&] { return read_file(file).find(text) != std::string::npos; }, timeout);
 }
 
 inline std::string trim(std::string s) {

@@ -1,5 +1,6 @@
 // Resuming after a stop, through the real binary on the CPU backend (a run-lifecycle audit): an evaluation a
-// stop skipped is done first by the resumed run, which still trains bit for bit like an uninterrupted one; a
+// stop skipped is done first by the resumed run (a stop during it ends that run before its first step, the
+// evaluation still due), which still trains bit for bit like an uninterrupted one; a
 // checkpoint of other data sources is refused before any "resuming anyway". Each case failed before its fix.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -66,6 +67,26 @@ TEST_F(TrainerResumeCliTest, AnEvaluationAStopSkippedIsDoneFirstByTheResumedRun)
             std::string::npos)
       << r.all();
   EXPECT_EQ(r.err.find(", val loss"), std::string::npos) << "no evaluation finished: none to show\n" << r.all();
+
+  // Resumed, and stopped again inside that evaluation: the run ends before step 3 (whose save would record no
+  // pending evaluation), and step 2's checkpoint still says the evaluation is due.
+  const Child again = spawn(tiny_model(args({"train.eval_iters=1000000", "checkpoint.load=" + ckpt,
+                                             "checkpoint.save=" + ckpt, "--run-dir", run, "--cpu"})),
+                            dir_ / "stopped_again");
+  KillOnExit again_guard{again.pid};
+  const MetricsWait in_evaluation = wait_for_text(again_guard, again.err_path,
+                                                  "step 2: the evaluation a stop skipped there, first",
+                                                  std::chrono::seconds(60));
+  ASSERT_FALSE(in_evaluation.ended) << "ended before the signal:\n" << read_file(again.err_path);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(::kill(again.pid, SIGTERM), 0);
+  r = wait_for(again, kRunTimeout);
+  again_guard.release();
+  ASSERT_EQ(r.rc, 143) << r.all();
+  EXPECT_NE(r.err.find("stopping at step 2, before its next step"), std::string::npos) << r.all();
+  EXPECT_EQ(trim(read_file(ckpt + "/latest_checkpointed_iteration.txt")), "2") << r.all();
+  EXPECT_FALSE(fs::exists(ckpt + "/iter_0000003")) << r.all();
+  EXPECT_TRUE(nlohmann::json::parse(read_file(ckpt + "/iter_0000002/train_state.json"))["extra"]["eval_pending"]);
 
   // Resumed: the evaluation of step 2 first, then steps 3-4; every record as the uninterrupted run's.
   r = train(args({"train.eval_iters=1", "checkpoint.load=" + ckpt, "checkpoint.save=" + ckpt, "--run-dir", run}),
