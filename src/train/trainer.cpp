@@ -183,7 +183,7 @@ struct RunContext {
 // The steps of a run, with progress, metrics, evaluation, checkpoints and stops; fills `summary`.
 void run_steps(const config::Config& config, const TrainOptions& options, const model::ModelSpec& model,
                const model::BatchSpec& batch, TrainingBackend& backend, BatchSource& data,
-               const std::optional<LoadedCheckpoint>& loaded, std::optional<TrainingState>& pretrained,
+               std::optional<LoadedCheckpoint>& loaded, std::optional<TrainingState>& pretrained,
                const RunContext& run, TrainSummary& summary) {
   const int64_t train_iters = config.train.train_iters.value_or(0);
   const int64_t start_step = summary.start_step;
@@ -203,6 +203,9 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   for (size_t i = 2; i < plan_lines.size(); ++i) log::info(plan_lines[i]);
   if (loaded) {
     backend.load_state(loaded->state);  // the loader is at its data position already (resume_data_position)
+    // The backend holds its own copy now. The host copy (12 bytes a parameter, which train/host_memory.h does not
+    // plan for) would otherwise stay until the run ends, beside the copy each save makes.
+    loaded->state = TrainingState{.steps_done = loaded->state.steps_done, .rng = loaded->state.rng};
     log::info(strprintf("resumed from %s at step %lld", loaded->path.c_str(), static_cast<long long>(start_step)));
   } else if (pretrained) {
     backend.load_state(*pretrained);

@@ -44,6 +44,7 @@ struct RunResult {
   bool timed_out = false;
   double seconds = 0.0;
   std::string out, err;
+  long max_rss_kb = 0;  // the child's peak resident memory (getrusage's ru_maxrss), when it was waited for
   std::string all() const { return "--- stdout:\n" + out + "--- stderr:\n" + err; }
 };
 
@@ -80,8 +81,12 @@ inline RunResult wait_for(const Child& c, double timeout_s) {
   if (c.pid < 0) return r;
   int status = 0;
   for (;;) {
-    const pid_t done = ::waitpid(c.pid, &status, WNOHANG);
-    if (done == c.pid) break;
+    struct rusage usage {};
+    const pid_t done = ::wait4(c.pid, &status, WNOHANG, &usage);
+    if (done == c.pid) {
+      r.max_rss_kb = usage.ru_maxrss;
+      break;
+    }
     if (done < 0) {  // not our child (any more): nothing to wait for
       r.out = read_file(c.out_path);
       r.err = read_file(c.err_path);

@@ -1,7 +1,8 @@
 // Resuming after a stop, through the real binary on the CPU backend (a run-lifecycle audit): an evaluation a
 // stop skipped is done first by the resumed run (a stop during it ends that run before its first step, the
 // evaluation still due), which still trains bit for bit like an uninterrupted one; a
-// checkpoint of other data sources is refused before any "resuming anyway". Each case failed before its fix.
+// checkpoint of other data sources is refused before any "resuming anyway"; a resumed run keeps no host copy of the
+// checkpoint it loaded. Each case failed before its fix.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -113,6 +114,27 @@ TEST_F(TrainerResumeCliTest, ACheckpointOfOtherDataSourcesIsRefusedWithoutResumi
       << r.all();
   EXPECT_EQ(r.err.find("resuming anyway"), std::string::npos) << r.all();
   EXPECT_EQ(r.err.find("training steps"), std::string::npos) << "refused before the backend:\n" << r.all();
+}
+
+// A resumed run does not keep the loaded checkpoint (fp32 weights and both moments: 12 bytes a parameter) once the
+// backend has it: its peak memory, a save included, is that of a fresh run of the same model. An embedding-heavy
+// model (8.4M parameters, about 100 MB a copy) so that one copy stands well above the noise.
+TEST_F(TrainerResumeCliTest, AResumedRunKeepsNoHostCopyOfTheCheckpoint) {
+  const std::vector<std::string> wide = {"model.vocab_size=65536", "checkpoint.save=" + path("ckpt")};
+  auto args = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), wide.begin(), wide.end());
+    return extra;
+  };
+  const RunResult fresh = train(args({"train.train_iters=2", "--run-dir", path("run")}), "fresh");
+  ASSERT_EQ(fresh.rc, 0) << fresh.all();
+  const RunResult resumed =
+      train(args({"train.train_iters=4", "checkpoint.load=" + path("ckpt"), "--run-dir", path("run")}), "resumed");
+  ASSERT_EQ(resumed.rc, 0) << resumed.all();
+  ASSERT_NE(resumed.err.find("resumed from"), std::string::npos) << resumed.all();
+  ASSERT_GT(fresh.max_rss_kb, 0);
+  const long copy_kb = 8388608L * 12 / 1024;  // the embedding and the LM head alone
+  EXPECT_LT(resumed.max_rss_kb - fresh.max_rss_kb, copy_kb / 2)
+      << "peak resident memory: fresh " << fresh.max_rss_kb << " KB, resumed " << resumed.max_rss_kb << " KB";
 }
 
 }  // namespace
