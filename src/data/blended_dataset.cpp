@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
@@ -345,7 +346,12 @@ void DataLoader::seek(const DataPosition& position) {
                   position.per_source.size(), sources_.size()));
   }
   uint64_t sum = 0;
-  for (const uint64_t c : position.per_source) sum += c;
+  for (const uint64_t c : position.per_source) {
+    if (c > UINT64_MAX - sum) {
+      throw Error("data position is inconsistent: its per-source counts overflow 64 bits (a damaged or edited file)");
+    }
+    sum += c;
+  }
   if (sum != position.consumed_samples) {
     throw Error(
         strprintf("data position is inconsistent: per-source counts sum to %llu but "

@@ -321,7 +321,14 @@ void resume_data_position(const LoadedCheckpoint& loaded, data::DataLoader& load
         loaded.path.c_str(), checkpoint::kTrainStateFile, loaded.position.per_source.size(), loader.num_sources(),
         loaded.path.c_str()));
   }
-  loader.seek(loaded.position);
+  try {
+    loader.seek(loaded.position);
+  } catch (const Error& e) {
+    throw Error(
+        strprintf("%s/%s: %s; resume from another checkpoint, or start a run from its weights with "
+                  "checkpoint.pretrained_checkpoint=%s",
+                  loaded.path.c_str(), checkpoint::kTrainStateFile, e.what(), loaded.path.c_str()));
+  }
   if (!loaded.same_config) {
     log::warn(strprintf("%s was saved with a different configuration (model, optimizer, schedule or data "
                         "settings changed); resuming anyway, but the run will not match an uninterrupted one",

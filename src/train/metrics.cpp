@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/durable_io.h"
 #include "core/error.h"
 #include "core/strings.h"
 #include "model/layer_registry.h"
@@ -46,11 +47,27 @@ double peak_bf16_tflops(const std::string& device_name) {
   return 0.0;
 }
 
+namespace {
+// Whether the file exists, is not empty and its last byte is not a newline: a record cut before its end (a full
+// disk, a crash) that whole records appended after it would otherwise join on one line.
+bool ends_inside_a_line(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in || in.tellg() <= 0) return false;
+  in.seekg(-1, std::ios::end);
+  return in.get() != '\n';
+}
+}  // namespace
+
 MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
+  const bool terminate = append && ends_inside_a_line(path);
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (file_ == nullptr) {
     throw Error(strprintf("cannot open metrics file %s: %s; choose a writable --run-dir", path.c_str(),
                           std::strerror(errno)));
+  }
+  // The cut record keeps its own line (a reader drops it as unreadable, or reads it when only the newline was lost).
+  if (terminate && (std::fputc('\n', file_) == EOF || std::fflush(file_) != 0)) {
+    throw Error(strprintf("cannot write metrics file %s: %s", path.c_str(), std::strerror(errno)));
   }
 }
 
@@ -136,22 +153,9 @@ MetricsTruncation truncate_metrics_after(const std::string& path, int64_t step) 
     }
   }
   if (result.dropped == 0) return result;
-  const std::string tmp = strprintf("%s.tmp-%d", path.c_str(), static_cast<int>(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << kept;
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw Error(strprintf("cannot rewrite metrics file %s (via %s): %s", path.c_str(), tmp.c_str(),
-                            std::strerror(errno)));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    throw Error(strprintf("cannot replace metrics file %s: %s", path.c_str(), std::strerror(err)));
-  }
+  // Durably (fsync of the file, then of its folder): after a crash the file holds the kept records or all of them,
+  // never none.
+  checkpoint::write_file_atomically(path, kept);
   return result;
 }
 

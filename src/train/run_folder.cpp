@@ -57,7 +57,7 @@ std::optional<std::string> read_run_id(const std::string& run_dir) {
 
 void write_run_id(const std::string& run_dir, const std::string& run_id) {
   const nlohmann::json j = {{"run_id", run_id}};
-  write_text_atomically((fs::path(run_dir) / kRunJson).string(), j.dump() + "\n");
+  checkpoint::write_file_atomically((fs::path(run_dir) / kRunJson).string(), j.dump() + "\n");
 }
 
 namespace {

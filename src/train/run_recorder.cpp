@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "checkpoint/durable_io.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "train/run_folder.h"
@@ -32,7 +33,7 @@ RunRecorder::RunRecorder(const config::Config& config, const std::string& run_di
                           config_path.c_str(), (std::filesystem::path(*kept) / kConfigYaml).string().c_str()));
     }
   }
-  write_text_atomically(config_path, report_.config_yaml);
+  checkpoint::write_file_atomically(config_path, report_.config_yaml);
   metrics_path_ = (std::filesystem::path(run_dir) / kMetricsJsonl).string();
   metrics_ = std::make_unique<MetricsLog>(metrics_path_, start.resumed);
   if (config.logger.tensorboard_dir) tensorboard_ = std::make_unique<TensorBoardWriter>(*config.logger.tensorboard_dir);

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/durable_io.h"
 #include "core/strings.h"
 #include "train/svg_chart.h"
 
@@ -122,7 +123,7 @@ void write_run_report(const std::string& metrics_path, const std::string& html_p
     body += "<h2>Configuration</h2>\n<details><summary>config.yaml</summary><pre>" + html_escape(info.config_yaml) +
             "</pre></details>\n";
   }
-  write_text_atomically(html_path, html_page(info.title, body));
+  checkpoint::write_file_atomically(html_path, html_page(info.title, body));
 }
 
 }  // namespace sg::train

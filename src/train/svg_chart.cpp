@@ -1,14 +1,8 @@
 #include "train/svg_chart.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 
-#include "core/error.h"
 #include "core/strings.h"
 
 namespace sg::train {
@@ -272,17 +266,6 @@ std::string html_page(const std::string& title, const std::string& body) {
          "table.num td{text-align:right}table.num td:first-child{text-align:left}\n"
          "</style></head><body>\n" +
          body + "\n</body></html>\n";
-}
-
-void write_text_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = strprintf("%s.tmp-%d", path.c_str(), static_cast<int>(::getpid()));
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) throw Error(strprintf("cannot write %s: %s", tmp.c_str(), std::strerror(errno)));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error(strprintf("cannot write %s: %s", path.c_str(), std::strerror(errno)));
-  }
 }
 
 }  // namespace sg::train

@@ -49,7 +49,4 @@ std::string html_page(const std::string& title, const std::string& body);
 // A two-column table of key/value rows (escaped).
 std::string html_table(const std::vector<std::pair<std::string, std::string>>& rows);
 
-// Writes `text` to `path` through a temporary and a rename (a reader never sees half a page).
-void write_text_atomically(const std::string& path, const std::string& text);
-
 }  // namespace sg::train

@@ -17,6 +17,7 @@
 #include "bench/chrome_trace.h"
 #include "bench/device_activity.h"
 #include "bench/report.h"
+#include "checkpoint/durable_io.h"
 #include "core/strings.h"
 #include "graph/scope_plan.h"
 #include "kernels/lm_head.h"
@@ -488,7 +489,7 @@ TEST(BenchReport, HtmlPageHasPerModeBarsAndHistograms) {
   EXPECT_EQ(svgs, 6u + 3u);  // six bar charts, one histogram per mode
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("https://"), std::string::npos);
-  if (const char* out = std::getenv("SG_BENCH_HTML")) train::write_text_atomically(out, html);
+  if (const char* out = std::getenv("SG_BENCH_HTML")) checkpoint::write_file_atomically(out, html);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <numeric>
 #include <set>
@@ -14,6 +15,7 @@
 #include "data/blended_dataset.h"
 #include "data/indexed_dataset.h"
 #include "test_dir.h"
+#include "test_util.h"
 
 namespace sg::data {
 namespace {
@@ -217,6 +219,10 @@ TEST_F(SamplerTest, RefusesPositionsOfAnotherConfig) {
   EXPECT_THROW(loader.seek(wrong_sources), Error);
   DataPosition wrong_sum{10, {3, 4}};
   EXPECT_THROW(loader.seek(wrong_sum), Error);
+  // Counts whose sum wraps around to consumed_samples.
+  DataPosition wrapping{16, {UINT64_MAX, 17}};
+  const std::string message = test::thrown_message([&] { loader.seek(wrapping); });
+  EXPECT_NE(message.find("overflow"), std::string::npos) << message;
   EXPECT_THROW(DataPosition::from_json(nlohmann::json{{"consumed_samples", -1}}), Error);
 }
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@
 #include "core/error.h"
 #include "graph/registry.h"
 #include "model/layer_registry.h"
+#include "test_dir.h"
+#include "test_util.h"
 #include "train/host_memory.h"
 #include "train/metrics.h"
 #include "train/nonfinite_stop.h"
@@ -28,8 +31,6 @@
 #include "train/save_dir_policy.h"
 #include "train/stop_grace.h"
 #include "train/trainer.h"
-#include "test_dir.h"
-#include "test_util.h"
 
 namespace sg::train {
 namespace {
@@ -158,6 +159,34 @@ TEST(Metrics, TruncationKeepsOnlyStepsUpToTheCheckpoint) {
   EXPECT_EQ(expected, 6);
   EXPECT_EQ(truncate_metrics_after(dir / "missing.jsonl", 3).kept, 0u);
   EXPECT_FALSE(fs::exists(dir / "missing.jsonl"));
+}
+
+// A file whose last record lost its newline (a full disk cut the write there): records appended by a resumed run
+// start on a line of their own, and the earlier record stays readable.
+TEST(Metrics, AppendingAfterACutNewlineStartsANewLine) {
+  Scratch dir("metrics_newline");
+  const std::string path = dir / "metrics.jsonl";
+  {
+    std::ofstream out(path);
+    out << "{\"step\": 1, \"loss\": 1}\n{\"step\": 2, \"loss\": 1}";
+  }
+  StepMetrics m;
+  m.step = 3;
+  {
+    MetricsLog log(path, /*append=*/true);
+    log.write(m);
+  }
+  {
+    MetricsLog log(path, /*append=*/true);  // a file that ends in a newline gets no empty line
+    m.step = 4;
+    log.write(m);
+  }
+  std::ifstream in(path);
+  std::string line;
+  std::vector<int64_t> steps;
+  while (std::getline(in, line)) steps.push_back(nlohmann::json::parse(line).at("step").get<int64_t>());
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(truncate_metrics_after(path, 3).kept, 3u);
 }
 
 TEST(Metrics, AWriteErrorIsAnError) {
