@@ -47,7 +47,8 @@ from sgtools import ToolError, run_tool
 from sgtools.corpus import Record, check_inputs, check_txt_keys, document_texts, read_records
 from sgtools.indexed_dataset import IndexedDatasetWriter, output_prefix, token_dtype_for_vocab
 from sgtools.progress import Progress, human_bytes, human_seconds
-from sgtools.tokenizer_files import CONFIG_FILE, SPECIAL_TOKENS_FILE, TOKENIZER_FILE, load_tokenizer_folder
+from sgtools.tokenizer_files import (CONFIG_FILE, SPECIAL_TOKENS_FILE, TOKENIZER_FILE, load_tokenizer_folder,
+                                     open_tokenizer_file)
 
 SUPPORTED_TOKENIZER_TYPES = ("HuggingFaceTokenizer",)
 BATCH_DOCUMENTS = 256        # documents per task sent to a worker
@@ -165,8 +166,7 @@ _encoder: dict = {}
 
 
 def init_worker(tokenizer_json: str, json_keys: list[str], eod_id: int | None) -> None:
-    from tokenizers import Tokenizer
-    _encoder.update(tokenizer=Tokenizer.from_file(tokenizer_json), keys=json_keys, eod=eod_id)
+    _encoder.update(tokenizer=open_tokenizer_file(tokenizer_json), keys=json_keys, eod=eod_id)
 
 
 def init_pool_worker(*init_args) -> None:

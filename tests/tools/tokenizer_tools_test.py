@@ -12,7 +12,9 @@ On the tokenizer and dataset of tokenizer_tools_fixture.TokenizerToolsCase, chec
   - the EOD comes from tokenizer_config.json, else special_tokens_map.json (as the C++ trainer);
   - input details: a byte order mark, .GZ suffixes in capitals, files given twice, the progress count of .gz
     inputs (compressed bytes);
-  - tools/tokenizer_server.py (what `stepgraph generate` runs): --help, errors for ids outside the vocabulary.
+  - tools/tokenizer_server.py (what `stepgraph generate` runs): --help, errors for ids outside the vocabulary;
+  - a tokenizer.json saved with truncation and padding on encodes as the plain one (both turned off, as transformers
+    does).
 tokenizer_tools_errors_test.py checks the errors, signals and full disks.
 
     python3 tests/tools/tokenizer_tools_test.py --stepgraph build/src/stepgraph [-v]
@@ -109,6 +111,30 @@ class TokenizerTools(TokenizerToolsCase):
         for ext in (".bin", ".idx"):
             with open(self.dataset + ext, "rb") as a, open(one + "_text_document" + ext, "rb") as b:
                 self.assertEqual(a.read(), b.read(), f"{ext} differs between 1 and 2 workers")
+
+    def test_saved_truncation_and_padding_are_turned_off(self):
+        # A tokenizer.json saved after enable_truncation / enable_padding keeps them, and the raw library applies
+        # them: documents cut to 8 tokens, or pad ids in the .bin. The tools encode as transformers' default call
+        # (Megatron's HuggingFaceTokenizer) does: the same files as the plain folder's, and whole prompts.
+        folder = os.path.join(self.dir, "tok_truncating_padding")
+        shutil.copytree(self.tok, folder)
+        saved = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+        saved.enable_truncation(max_length=8)
+        saved.enable_padding(length=96, pad_id=1, pad_token=saved.id_to_token(1))
+        saved.save(os.path.join(folder, "tokenizer.json"))
+        as_is = Tokenizer.from_file(os.path.join(folder, "tokenizer.json")).encode(self.texts[0]).ids
+        self.assertEqual(as_is[8:], [1] * 88, "used as is, the saved file truncates to 8 and pads to 96")
+        out = os.path.join(self.dir, "truncating_padding", "sample")
+        preprocess(folder, out, "--json-keys", "text", "--append-eod", "--workers", "2", "--documents-per-task", "7")
+        for ext in (".bin", ".idx"):
+            with open(self.dataset + ext, "rb") as a, open(out + "_text_document" + ext, "rb") as b:
+                self.assertEqual(a.read(), b.read(), f"{ext} differs from the plain folder's")
+        text = self.texts[0]
+        proc = subprocess.run([sys.executable, SERVER, folder], capture_output=True, text=True, timeout=60,
+                              input=json.dumps({"encode": text}) + "\n")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        reply = json.loads(proc.stdout.splitlines()[1])
+        self.assertEqual(reply, {"ids": self.tokenizer.encode(text).ids})
 
     def test_auto_tokenizer_loads_the_folder(self):
         try:

@@ -60,8 +60,20 @@ def _token_text(value) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def open_tokenizer_file(tokenizer_json: str):
+    """The tokenizers.Tokenizer of a tokenizer.json, with any truncation or padding it saved turned off.
+
+    A tokenizer.json written after enable_truncation / enable_padding keeps them, and the raw library applies them:
+    documents would be cut to max_length, or pad ids written as text. transformers' tokenizer (Megatron's
+    HuggingFaceTokenizer) turns both off on a default call, so the tools encode as it does."""
+    tokenizer = import_tokenizers().Tokenizer.from_file(tokenizer_json)
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
 def load_tokenizer_folder(path: str) -> TokenizerFolder:
-    tokenizers = import_tokenizers()
+    import_tokenizers()  # a missing package is said first
     if not os.path.isdir(path):
         raise ToolError(f"tokenizer folder {path} does not exist (train one with "
                         f"`python3 tools/train_tokenizer.py --input FILE --vocab-size N --output {path}`)")
@@ -71,7 +83,7 @@ def load_tokenizer_folder(path: str) -> TokenizerFolder:
                         f"written by tools/train_tokenizer.py or a Hugging Face tokenizer folder with a fast "
                         f"tokenizer ({TOKENIZER_FILE})")
     try:
-        tokenizer = tokenizers.Tokenizer.from_file(tokenizer_json)
+        tokenizer = open_tokenizer_file(tokenizer_json)
     except Exception as e:  # the Rust side raises a plain Exception with its parse error
         raise ToolError(f"{tokenizer_json} is not a valid tokenizers file: {e}") from None
     eos, source = None, None
