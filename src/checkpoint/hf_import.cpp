@@ -13,6 +13,7 @@
 #include "checkpoint/durable_io.h"
 #include "checkpoint/finite_check.h"
 #include "checkpoint/hf_config_reader.h"
+#include "checkpoint/python_json.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/paths.h"
@@ -170,12 +171,8 @@ std::string resolve_model_folder(const std::string& path, const std::string& wha
 HfModelConfig read_hf_config(const std::string& folder) {
   HfModelConfig out;
   out.path = folder + "/" + kConfigFile;
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(read_text_file(out.path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(strprintf("%s is not valid JSON: %s", out.path.c_str(), e.what()));
-  }
+  // Python's Infinity/NaN (a NemotronH's time_step_limit) tagged as transformers 5 writes them.
+  const nlohmann::json json = parse_python_json(read_text_file(out.path), out.path);
   if (!json.is_object()) throw Error(out.path + " is not a JSON object");
   const ConfigReader c(json, out.path);
   if (!c.has("model_type")) {

@@ -128,7 +128,8 @@ void read_nemotron_h_config(const ConfigReader& c, HfModelConfig& out) {
       const nlohmann::json& limit = c.json()["time_step_limit"];
       const auto bound = [&](const nlohmann::json& v) {
         if (v.is_number()) return v.get<double>();
-        // transformers 5 writes infinity as {"__float__": "Infinity"} (JSON has no infinity).
+        // transformers 5 writes infinity as {"__float__": "Infinity"} (JSON has no infinity); Python's bare
+        // Infinity, as earlier writers left it, is read in that form too (checkpoint/python_json.h).
         if (v.is_object() && v.contains("__float__") && v["__float__"] == "Infinity") {
           return std::numeric_limits<double>::infinity();
         }

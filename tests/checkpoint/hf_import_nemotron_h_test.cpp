@@ -1,6 +1,6 @@
 // read_hf_config on NemotronH folders (checkpoint/hf_import_nemotron_h.cpp): the config.json stepgraph writes
 // (checkpoint/hf_config_nemotron_h.cpp) reads back as the same model; the newer layers_block_type list (both
-// spellings of its names) gives the same pattern; what stepgraph's NemotronH cannot run is refused naming the key.
+// spellings of its names) gives the same pattern; Python's bare Infinity in time_step_limit is read; what stepgraph's NemotronH cannot run is refused naming the key.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -105,6 +105,19 @@ TEST(HfImportNemotronH, WhatStepgraphWritesReadsBackAsTheSameModel) {
   unlimited.mamba.dt_limit_max = std::numeric_limits<double>::infinity();
   const HfModelConfig open = read_hf_config(write_config(dir, "unlimited", hf_nemotron_h_config(unlimited)));
   EXPECT_EQ(open.spec.mamba.dt_limit_max, std::numeric_limits<double>::infinity());
+
+  // Python's json.dumps writes the default limit with a bare Infinity, not JSON (transformers 4, NVIDIA's releases
+  // of Nemotron 3): read as transformers 5's {"__float__": "Infinity"}.
+  std::string text = hf_nemotron_h_config(s).dump(2);
+  const std::string limit = "\"time_step_limit\": [\n    0.001,\n    0.2\n  ]";
+  ASSERT_NE(text.find(limit), std::string::npos) << text;
+  text.replace(text.find(limit), limit.size(), "\"time_step_limit\": [0.0, Infinity]");
+  const std::string folder = dir.str() + "/python_infinity";
+  std::filesystem::create_directories(folder);
+  std::ofstream(folder + "/config.json") << text;
+  const HfModelConfig python = read_hf_config(folder);
+  EXPECT_EQ(python.spec.mamba.dt_limit_min, 0.0);
+  EXPECT_EQ(python.spec.mamba.dt_limit_max, std::numeric_limits<double>::infinity());
 }
 
 TEST(HfImportNemotronH, TheNewerLayerTypeListGivesTheSamePattern) {
