@@ -35,6 +35,8 @@ namespace sg::checkpoint {
 
 inline constexpr const char* kModelFile = "model.safetensors";
 inline constexpr const char* kConfigFile = "config.json";
+// A Hugging Face folder's generation defaults; read for its eos_token_id (checkpoint/hf_import.h).
+inline constexpr const char* kGenerationConfigFile = "generation_config.json";
 inline constexpr const char* kOptimizerMainParamsFile = "optimizer_main_params.safetensors";
 inline constexpr const char* kOptimizerExpAvgFile = "optimizer_exp_avg.safetensors";
 inline constexpr const char* kOptimizerExpAvgSqFile = "optimizer_exp_avg_sq.safetensors";

@@ -1,5 +1,6 @@
 #include "checkpoint/hf_import.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -106,13 +107,18 @@ void read_mixtral_experts(const ConfigReader& c, model::ModelSpec& s) {
 
 // eos_token_id: a number or a list.
 void read_eos_token_ids(const nlohmann::json& json, HfModelConfig& out) {
-  if (!json.contains("eos_token_id")) return;
-  const auto& e = json["eos_token_id"];
-  if (e.is_number_integer()) out.eos_token_ids.push_back(e.get<int64_t>());
-  if (e.is_array()) {
-    for (const auto& x : e) {
-      if (x.is_number_integer()) out.eos_token_ids.push_back(x.get<int64_t>());
+  if (!json.is_object() || !json.contains("eos_token_id")) return;
+  const auto add = [&](const nlohmann::json& x) {
+    if (!x.is_number_integer()) return;
+    const int64_t id = x.get<int64_t>();
+    if (std::find(out.eos_token_ids.begin(), out.eos_token_ids.end(), id) == out.eos_token_ids.end()) {
+      out.eos_token_ids.push_back(id);
     }
+  };
+  const auto& e = json["eos_token_id"];
+  add(e);
+  if (e.is_array()) {
+    for (const auto& x : e) add(x);
   }
 }
 
@@ -184,6 +190,12 @@ HfModelConfig read_hf_config(const std::string& folder) {
   const std::string model_type = c.string("model_type", "");
   out.dtype = c.string("torch_dtype", c.string("dtype", ""));
   read_eos_token_ids(json, out);
+  // transformers' generate() stops at generation_config.json's eos_token_id where the folder has one (Llama 3
+  // Instruct lists its end-of-turn token only there): both files' ids stop a sequence.
+  const std::string generation_config = folder + "/" + kGenerationConfigFile;
+  if (std::filesystem::exists(generation_config)) {
+    read_eos_token_ids(parse_python_json(read_text_file(generation_config), generation_config), out);
+  }
   if (model_type == "nemotron_h") {
     out.architecture = "NemotronHForCausalLM";
     detail::read_nemotron_h_config(c, out);

@@ -28,7 +28,9 @@ struct HfModelConfig {
   model::ModelSpec spec;  // seq_length = max_position_embeddings
   int64_t max_position_embeddings = 0;
   std::string dtype;                   // torch_dtype (dtype in transformers 5); "" when absent
-  std::vector<int64_t> eos_token_ids;  // eos_token_id (a number or a list); empty when absent
+  // eos_token_id (a number or a list) of config.json and of generation_config.json where the folder has one, each id
+  // once; empty when absent.
+  std::vector<int64_t> eos_token_ids;
 };
 
 // Parses FOLDER/config.json: a Llama one (below), or a NemotronH one (model_type "nemotron_h": the layer pattern

@@ -110,6 +110,16 @@ TEST(HfImport, LoadsEveryFolderLayout) {
     expect_weights_equal_expected(folder, layout, weights);
   }
   EXPECT_EQ(read_hf_config(dir.str() + "/bf16_two_shards_llama3").eos_token_ids, (std::vector<int64_t>{5}));
+  // generation_config.json's eos_token_id stops a sequence too (transformers' generate() reads it: Llama 3
+  // Instruct's end-of-turn token is only there); each id once.
+  const std::string with_generation = dir.str() + "/with_generation_config";
+  std::filesystem::create_directories(with_generation);
+  std::filesystem::copy_file(dir.str() + "/bf16_two_shards_llama3/config.json", with_generation + "/config.json");
+  std::ofstream(with_generation + "/generation_config.json") << R"({"eos_token_id": [5, 63], "do_sample": true})";
+  EXPECT_EQ(read_hf_config(with_generation).eos_token_ids, (std::vector<int64_t>{5, 63}));
+  std::ofstream(with_generation + "/generation_config.json") << "{\"eos_token_id\": 7";
+  const std::string broken = test::thrown_message([&] { read_hf_config(with_generation); });
+  EXPECT_NE(broken.find(with_generation + "/generation_config.json is not valid JSON"), std::string::npos) << broken;
 }
 
 // Every half-precision value widens exactly: compared with sign x significand x 2^exponent in double.
