@@ -2,6 +2,7 @@
 //                   --seed S --cpu --no-graphs --ignore-eos --tokenizer DIR --prompt-tokens IDS --json --profile]
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <memory>
@@ -22,8 +23,19 @@
 namespace sg::cli {
 namespace {
 
-// Seconds between a stop signal and the watchdog's exit: one decoding chunk (16 steps) and the printing.
+// Seconds between a stop signal and the watchdog's exit: one decoding chunk and the printing; longer when a step is
+// measured slower (stop_grace_seconds).
 constexpr double kStopGraceSeconds = 30.0;
+
+// The grace for a decoder whose steps take `seconds_per_step`: a chunk (about a second, or one slower step) twice
+// over and the printing, and never less than kStopGraceSeconds.
+double stop_grace_seconds(double seconds_per_step) {
+  return std::max(kStopGraceSeconds, 2.0 * seconds_per_step + 10.0);
+}
+
+const graph::StopGraceText kGenerateGraceText{
+    .covers = "the decoding step in flight and printing what was generated; a prompt's prefill is not cut short",
+    .gives_up = "without printing what was generated"};
 
 // The text as it is, a NUL character included (a byte-level tokenizer decodes token "\x00" to one; printf's %s
 // would end the text there and drop the rest of the chunk).
@@ -139,7 +151,10 @@ int run_generate_command(GenerateArgs& args) {
   }
   // A stop signal ends the decoding between chunks: what was generated so far is printed (the JSON too), and the
   // exit status says which signal (128 + N), as train's does. A second signal exits at once.
-  graph::install_stop_handlers(kStopGraceSeconds);
+  graph::install_stop_handlers(kStopGraceSeconds, kGenerateGraceText);
+  o.on_step_time = [](double seconds_per_step) {
+    graph::install_stop_handlers(stop_grace_seconds(seconds_per_step), kGenerateGraceText);
+  };
   o.stop_requested = [] { return graph::stop_requested(); };
   DecodeProfiler profiler;
   if (args.profile) {

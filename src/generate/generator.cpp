@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <set>
@@ -77,7 +78,8 @@ GenerateResult run_generate(const GenerateOptions& options) {
              "generate: give the prompt as text (--prompt) or as token ids (--prompt-tokens), not both");
   SG_REQUIRE(options.max_new_tokens > 0,
              strprintf("--max-new-tokens %lld: must be positive", static_cast<long long>(options.max_new_tokens)));
-  SG_CHECK(options.chunk_steps > 0, "generate: chunk_steps must be positive");
+  SG_CHECK(options.chunk_steps > 0 && options.chunk_seconds > 0.0,
+           "generate: chunk_steps and chunk_seconds must be positive");
   ref::check_sampling_config(options.sampling);
   GenerateResult result;
 
@@ -238,9 +240,9 @@ GenerateResult run_generate(const GenerateOptions& options) {
     }
     return true;
   };
-  // Decoding in chunks: after each, the host reads the tokens (EOS check, streamed text). Only the
-  // decoder's time counts (not the tokenizer's).
-  int64_t done = 1;
+  // Decoding in chunks: after each, the host reads the tokens (EOS check, streamed text, a stop). Only the
+  // decoder's time counts (not the tokenizer's). The first chunk is one step, which measures a step.
+  int64_t done = 1, chunk = 1;
   if (options.on_decode_begin) options.on_decode_begin();
   while (done < decode.max_new_tokens && !finished()) {
     if (options.stop_requested && options.stop_requested()) {
@@ -248,12 +250,16 @@ GenerateResult run_generate(const GenerateOptions& options) {
       break;
     }
     if (tokenizer && B == 1 && options.on_text) stream.update(text_of(0, tokens[0]));
-    const int64_t n = std::min(options.chunk_steps, decode.max_new_tokens - done);
+    const int64_t n = std::min(chunk, decode.max_new_tokens - done);
     t0 = Clock::now();
     decoder->decode(n);
     tokens = decoder->generated();
-    result.decode_ms += ms_since(t0);
+    const double chunk_ms = ms_since(t0);
+    result.decode_ms += chunk_ms;
     done += n;
+    const double seconds_per_step = chunk_ms / 1e3 / static_cast<double>(n);
+    chunk = next_chunk_steps(seconds_per_step, options.chunk_seconds, options.chunk_steps);
+    if (options.on_step_time) options.on_step_time(seconds_per_step);
   }
   if (options.on_decode_end) options.on_decode_end();
   result.decode_tokens = (done - 1) * B;
@@ -266,6 +272,12 @@ GenerateResult run_generate(const GenerateOptions& options) {
     if (B == 1) stream.update(result.texts[0], /*final=*/true);
   }
   return result;
+}
+
+int64_t next_chunk_steps(double seconds_per_step, double chunk_seconds, int64_t max_steps) {
+  if (!(seconds_per_step > 0.0)) return max_steps;
+  const double fit = std::floor(chunk_seconds / seconds_per_step);
+  return fit < 1.0 ? 1 : fit >= static_cast<double>(max_steps) ? max_steps : static_cast<int64_t>(fit);
 }
 
 DecoderBackend choose_decoder_backend(const model::ModelSpec& model, const std::string& what, int gpus,

@@ -25,12 +25,18 @@ struct GenerateOptions {
   bool force_cpu = false;        // the CPU reference decoder even with a GPU
   bool use_graphs = true;        // GPU: capture the decoding step as one graph
   bool ignore_eos = false;       // always generate max_new_tokens
-  int64_t chunk_steps = 16;      // decoding steps between host checks for EOS
+  int64_t chunk_steps = 16;      // the most decoding steps between host checks (EOS, the stream, a stop)
+  // The longest a chunk should take: after the first chunk (one step), each holds as many steps as fit this at the
+  // measured time a step (next_chunk_steps), so a stop is answered within about this long even on a slow (CPU)
+  // decoder; a GPU step fits chunk_steps many times.
+  double chunk_seconds = 1.0;
   // Streams the text of sequence 0 as it grows (single prompt with a tokenizer): the new part of texts[0] (see
   // GenerateResult), held back while it ends inside a character; may be empty.
   std::function<void(const std::string& new_text)> on_text;
   // Polled between decoding chunks (a stop signal): true ends the decoding with what was generated so far.
   std::function<bool()> stop_requested;
+  // Called after each decoding chunk with the seconds a step took in it: `generate` sizes its stop grace by it.
+  std::function<void(double seconds_per_step)> on_step_time;
   // Called just before the first decoding step and just after the last (not around the prefill): the window
   // `generate --profile` traces.
   std::function<void()> on_decode_begin;
@@ -58,6 +64,10 @@ struct GenerateResult {
 
 // sg::Error naming the argument for anything the user must fix.
 GenerateResult run_generate(const GenerateOptions& options);
+
+// The steps of the next decoding chunk: as many as take `chunk_seconds` at `seconds_per_step`, at least 1 and at most
+// `max_steps`.
+int64_t next_chunk_steps(double seconds_per_step, double chunk_seconds, int64_t max_steps);
 
 enum class DecoderBackend { gpu, cpu };
 // The GPU decoder when a GPU is there and --cpu is not given; for a shape it does not take

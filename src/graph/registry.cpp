@@ -190,6 +190,7 @@ static_assert(std::atomic<int>::is_always_lock_free && std::atomic<long long>::i
 
 sem_t g_watchdog_sem;  // posted by the handler (sem_post is async-signal-safe); never destroyed
 std::mutex g_install_mutex;
+StopGraceText g_grace_text;  // under g_install_mutex; read by the watchdog thread, never by the handler
 bool g_installed = false;
 bool g_watchdog_started = false;
 struct sigaction g_previous_int {};
@@ -242,24 +243,29 @@ void watchdog_main() {
     }
     const int signal_number = g_stop_signal.load();
     if (signal_number == 0) continue;  // the stop was withdrawn (tests)
-    // A thread, not a signal handler: formatting is allowed here.
-    char message[320];
-    const int n = std::snprintf(message, sizeof message,
-                                "\nstepgraph: the run did not stop within %.1f s of signal %d (the grace period covers "
-                                "the step in flight and, with checkpoint.save, one checkpoint save); exiting now "
-                                "with status %d, without a final checkpoint\n",
-                                static_cast<double>(g_grace_ms.load()) / 1000.0, signal_number, 128 + signal_number);
-    write_stderr(message, n > 0 ? std::min(static_cast<size_t>(n), sizeof message - 1) : 0);
+    // A thread, not a signal handler: formatting and the mutex are allowed here.
+    StopGraceText text;
+    {
+      std::lock_guard<std::mutex> lock(g_install_mutex);
+      text = g_grace_text;
+    }
+    const std::string message = strprintf(
+        "\nstepgraph: the run did not stop within %.1f s of signal %d (the grace period covers %s); exiting now "
+        "with status %d, %s\n",
+        static_cast<double>(g_grace_ms.load()) / 1000.0, signal_number, text.covers.c_str(), 128 + signal_number,
+        text.gives_up.c_str());
+    write_stderr(message.data(), message.size());
     _exit(128 + signal_number);
   }
 }
 
 }  // namespace
 
-void install_stop_handlers(double grace_seconds) {
+void install_stop_handlers(double grace_seconds, const StopGraceText& text) {
   SG_CHECK(grace_seconds > 0.0, strprintf("stop grace period must be positive, got %g s", grace_seconds));
   std::lock_guard<std::mutex> lock(g_install_mutex);
   g_grace_ms.store(static_cast<long long>(grace_seconds * 1000.0));
+  g_grace_text = text;
   if (!g_watchdog_started) {
     SG_CHECK(sem_init(&g_watchdog_sem, 0, 0) == 0, "sem_init for the stop watchdog failed");
     std::thread(watchdog_main).detach();  // never joined: it must not keep the process alive or block exit

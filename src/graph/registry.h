@@ -78,8 +78,13 @@ void cancel_release_after_graphs(int handle) noexcept;
 
 // ---- stop handling (SIGINT / SIGTERM / SIGHUP) ----
 
-// Installs the handlers (idempotent; re-installing updates the grace period).
-void install_stop_handlers(double grace_seconds = 1.5);
+// What the watchdog's message says the grace period covers, and what its exit gives up.
+struct StopGraceText {
+  std::string covers = "the step in flight and, with checkpoint.save, one checkpoint save";
+  std::string gives_up = "without a final checkpoint";
+};
+// Installs the handlers (idempotent; re-installing updates the grace period and the text).
+void install_stop_handlers(double grace_seconds = 1.5, const StopGraceText& text = {});
 // Restores the handlers that were there before (tests). The watchdog stays, idle.
 void uninstall_stop_handlers();
 // Polled by the training loop between steps (and by the bench/test loops).

@@ -1,7 +1,7 @@
 // Which decoder generate runs: the GPU one when a GPU is there and --cpu is not given (every layer kind: Llama,
 // Mixtral-style MoE, Mamba hybrids, a query width other than hidden_size), the CPU decoder without a GPU or with
 // --cpu; a shape the GPU decoder's kernels do not take, on a GPU machine without --cpu, is refused naming the
-// model, the reason and the fix, never switched to the CPU in silence.
+// model, the reason and the fix, never switched to the CPU in silence. And how many decoding steps a chunk holds.
 #include "generate/generator.h"
 
 #include <gtest/gtest.h>
@@ -77,6 +77,17 @@ TEST(ChooseDecoderBackend, AShapeTheGpuDecoderDoesNotTakeNamesTheReasonAndTheFix
   error = test::thrown_message([&] { choose_decoder_backend(narrow, "m", 1, false); });
   EXPECT_NE(error.find("MoE layers refuse the moe_ffn_hidden_size"), std::string::npos) << error;
   EXPECT_EQ(choose_decoder_backend(narrow, "m", 1, true), DecoderBackend::cpu);
+}
+
+// Decoding chunks sized by the measured step time, so that a stop signal is answered within about a second on the
+// CPU decoder too (a 16-step chunk of a real model on the CPU outlasted the stop's grace period, and nothing was
+// printed).
+TEST(NextChunkSteps, AsManyStepsAsFitTheChunksSecondsWithinOneAndTheMost) {
+  EXPECT_EQ(next_chunk_steps(0.001, 1.0, 16), 16);  // a GPU step: the most
+  EXPECT_EQ(next_chunk_steps(0.1, 1.0, 16), 10);
+  EXPECT_EQ(next_chunk_steps(0.3, 1.0, 16), 3);
+  EXPECT_EQ(next_chunk_steps(2.5, 1.0, 16), 1);   // a step slower than a chunk: one at a time
+  EXPECT_EQ(next_chunk_steps(0.0, 1.0, 16), 16);  // not measured (a clock too coarse)
 }
 
 }  // namespace
