@@ -29,6 +29,13 @@ void stage(const SaveHooks& hooks, const char* name) {
   if (hooks.on_stage) hooks.on_stage(name);
 }
 
+// The iteration folder an "iter_NNNNNNN.old-<pid>" name was moved aside from ("" for any other name): a re-save on a
+// filesystem that cannot swap folders moves the previous one there for a moment (move_into_place).
+std::string moved_aside_from(const std::string& name) {
+  const size_t old = name.find(".old-");
+  return name.rfind("iter_", 0) == 0 && old != std::string::npos ? name.substr(0, old) : std::string();
+}
+
 // Temporaries of interrupted saves: iter_NNNNNNN.tmp-<pid> folders and latest-file temporaries.
 bool is_stale_tmp(const std::string& name) {
   const bool iter_tmp = name.rfind("iter_", 0) == 0 && name.find(".tmp-") != std::string::npos;
@@ -60,9 +67,16 @@ void move_into_place(const std::string& tmp, const std::string& final_path) {
   const std::string old = strprintf("%s.old-%d", final_path.c_str(), static_cast<int>(::getpid()));
   log::warn("checkpoint: the filesystem cannot swap folders atomically; replacing " + final_path +
             " in two renames");
-  if (std::rename(final_path.c_str(), old.c_str()) != 0 ||
-      std::rename(tmp.c_str(), final_path.c_str()) != 0) {
+  if (std::rename(final_path.c_str(), old.c_str()) != 0) {
     throw Error(strprintf("cannot replace %s: %s", final_path.c_str(), std::strerror(errno)));
+  }
+  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    const int err = errno;
+    // The previous folder goes back, so `latest` names a whole one.
+    const bool restored = std::rename(old.c_str(), final_path.c_str()) == 0;
+    throw Error(strprintf("cannot replace %s: %s (%s)", final_path.c_str(), std::strerror(err),
+                          restored ? "the previous folder is back in place"
+                                   : ("the previous folder is at " + old + "; rename it back").c_str()));
   }
   fs::remove_all(old, ec);
 }
@@ -174,6 +188,18 @@ std::string save_checkpoint(const std::string& dir, int64_t iteration,
       log::info("checkpoint: removing " + entry.path().string() + " left by an interrupted save");
       fs::remove_all(entry.path(), ec);
     }
+    // A re-save that stopped between its two renames: the folder moved aside is the only copy when its iteration
+    // folder is missing, and goes back; otherwise it is a leftover.
+    const std::string from = moved_aside_from(name);
+    if (from.empty()) continue;
+    const fs::path original = fs::path(dir) / from;
+    if (fs::exists(original, ec)) {
+      log::info("checkpoint: removing " + entry.path().string() + " left by an interrupted re-save");
+      fs::remove_all(entry.path(), ec);
+    } else if (std::rename(entry.path().c_str(), original.c_str()) == 0) {
+      log::warn("checkpoint: " + entry.path().string() + " was moved aside by an interrupted re-save: restored as " +
+                original.string());
+    }
   }
   const std::string final_path = dir + "/" + iteration_dir_name(iteration);
   const std::string tmp = strprintf("%s.tmp-%d", final_path.c_str(), static_cast<int>(::getpid()));
@@ -246,7 +272,7 @@ std::vector<int64_t> remove_checkpoints(const std::string& dir) {
   if (ec) throw Error(strprintf("cannot remove %s/%s: %s", dir.c_str(), kLatestFile, ec.message().c_str()));
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (iteration_of_folder(name) >= 0 || is_stale_tmp(name)) {
+    if (iteration_of_folder(name) >= 0 || is_stale_tmp(name) || !moved_aside_from(name).empty()) {
       fs::remove_all(entry.path(), ec);
       if (ec) throw Error(strprintf("cannot remove %s: %s", entry.path().c_str(), ec.message().c_str()));
     }

@@ -1,5 +1,6 @@
 // Checkpoint folders: save/load round trip through `latest`, refusal of mismatched shapes, and
-// atomicity — a save killed at any point leaves `latest` naming a whole, loadable checkpoint.
+// atomicity — a save killed at any point leaves `latest` naming a whole, loadable checkpoint, and a folder an
+// interrupted re-save moved aside is restored.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -196,6 +197,23 @@ TEST(CheckpointAtomicity, CrashBetweenStagesKeepsLatestWhole) {
     EXPECT_EQ(fs::exists(dir.str() + "/iter_0000020"), stage == "renamed");
     if (stage == "renamed") expect_loads_iteration(dir.str() + "/iter_0000020", 20);
   }
+}
+
+// A re-save on a filesystem without an atomic folder swap moves the previous folder aside for a moment; a crash
+// there leaves iter_N.old-<pid>. The next save restores it where iter_N is missing (it is the only copy, and
+// `latest` may name it), and removes it where iter_N is whole.
+TEST(CheckpointAtomicity, AFolderMovedAsideByAnInterruptedReSaveIsRestoredOrRemoved) {
+  test::ScratchDir dir("ckpt_moved_aside");
+  save_checkpoint(dir.str(), 10, Fixture(10).contents());
+  save_checkpoint(dir.str(), 20, Fixture(20).contents());
+  fs::rename(dir.str() + "/iter_0000010", dir.str() + "/iter_0000010.old-4242");  // the crash between the renames
+  fs::copy(dir.str() + "/iter_0000020", dir.str() + "/iter_0000020.old-4243");    // a leftover beside a whole one
+  save_checkpoint(dir.str(), 30, Fixture(30).contents());
+  EXPECT_FALSE(fs::exists(dir.str() + "/iter_0000010.old-4242"));
+  EXPECT_FALSE(fs::exists(dir.str() + "/iter_0000020.old-4243"));
+  expect_loads_iteration(dir.str() + "/iter_0000010", 10);
+  expect_loads_iteration(dir.str() + "/iter_0000020", 20);
+  EXPECT_EQ(read_latest_iteration(dir.str()), 30);
 }
 
 TEST(CheckpointAtomicity, KilledAtArbitraryTimesLatestAlwaysLoads) {
