@@ -42,12 +42,13 @@ std::string fmt(double v) {
 }
 
 // RoPE: transformers 5 writes rope_parameters {rope_type, rope_theta, factor, ...}; transformers 4
-// rope_theta and rope_scaling {rope_type (or type), factor, ...}.
-void read_rope(const ConfigReader& c, model::ModelSpec& spec) {
+// rope_theta and rope_scaling {rope_type (or type), factor, ...}. `default_theta`: the model class's default for a
+// config.json without rope_theta (LlamaConfig 10000, MixtralConfig 1e6).
+void read_rope(const ConfigReader& c, model::ModelSpec& spec, double default_theta) {
   const nlohmann::json& j = c.json();
   const nlohmann::json* scaling = nullptr;
   std::string key = "rope_scaling";
-  spec.rotary_base = c.number("rope_theta", 10000.0);
+  spec.rotary_base = c.number("rope_theta", default_theta);
   if (c.has("rope_parameters")) {
     key = "rope_parameters";
     scaling = &j["rope_parameters"];
@@ -260,9 +261,11 @@ HfModelConfig read_hf_config(const std::string& folder) {
   if (!(s.init_method_std > 0.0)) {
     c.fail("initializer_range", "= " + fmt(s.init_method_std) + ": must be positive");
   }
-  read_rope(c, s);
+  // A key config.json leaves out takes the model class's default, as transformers reads it (save_pretrained writes
+  // them all; a hand-written file may not).
+  read_rope(c, s, mixtral ? 1e6 : 10000.0);
   if (mixtral) read_mixtral_experts(c, s);
-  out.max_position_embeddings = c.integer("max_position_embeddings", 2048);
+  out.max_position_embeddings = c.integer("max_position_embeddings", mixtral ? 4096 * 32 : 2048);
   s.seq_length = out.max_position_embeddings;
   return out;
 }
