@@ -18,6 +18,8 @@ or {"error": "..."} and exits 1. Then, per request line:
   {"encode": "text"}          ->  {"ids": [...]}     (add_special_tokens=True, as AutoTokenizer does)
   {"decode": [ids]}           ->  {"text": "..."}    (special tokens skipped)
   {"decode_raw": [ids]}       ->  {"text": "..."}    (special tokens kept)
+Decoded text gets transformers' clean-up (no space before punctuation and contractions) where the folder's
+tokenizer_config.json sets clean_up_tokenization_spaces, as transformers' decode does.
 A bad request (an id outside the vocabulary, say) gets {"error": "..."}, which stepgraph shows as
 `tokenizer: ...`; end of input ends the server.
 """
@@ -30,7 +32,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from sgtools import ToolError  # noqa: E402
-from sgtools.tokenizer_files import load_tokenizer_folder  # noqa: E402
+from sgtools.tokenizer_files import clean_up_tokenization, load_tokenizer_folder  # noqa: E402
 
 
 def reply(obj) -> None:
@@ -38,7 +40,8 @@ def reply(obj) -> None:
     sys.stdout.flush()
 
 
-def handle(tokenizer, vocab_size: int, request) -> dict:
+def handle(folder, request) -> dict:
+    tokenizer, vocab_size = folder.tokenizer, folder.vocab_size
     if not isinstance(request, dict):
         return {"error": "a request is a JSON object"}
     if "encode" in request and isinstance(request["encode"], str):
@@ -52,7 +55,8 @@ def handle(tokenizer, vocab_size: int, request) -> dict:
             if bad is not None:
                 return {"error": f"token id {bad} is out of range: the vocabulary has {vocab_size:,} tokens "
                                  f"(ids 0..{vocab_size - 1})"}
-            return {"text": tokenizer.decode(ids, skip_special_tokens=skip)}
+            text = tokenizer.decode(ids, skip_special_tokens=skip)
+            return {"text": clean_up_tokenization(text) if folder.clean_up_tokenization_spaces else text}
     return {"error": "unknown request; use encode, decode or decode_raw"}
 
 
@@ -77,7 +81,7 @@ def main(argv: list[str]) -> int:
         except json.JSONDecodeError as e:
             reply({"error": f"not JSON: {e}"})
             continue
-        reply(handle(folder.tokenizer, folder.vocab_size, request))
+        reply(handle(folder, request))
     return 0
 
 

@@ -136,6 +136,30 @@ class TokenizerTools(TokenizerToolsCase):
         reply = json.loads(proc.stdout.splitlines()[1])
         self.assertEqual(reply, {"ids": self.tokenizer.encode(text).ids})
 
+    def test_server_cleans_up_spaces_where_the_config_says_so(self):
+        # transformers' decode removes the space before punctuation and contractions where tokenizer_config.json sets
+        # clean_up_tokenization_spaces (Llama 3's folders do); train_tokenizer writes false, which keeps the text.
+        text = "Yes , it is n't here . Is it ? It 's fine !"
+        ids = self.tokenizer.encode(text).ids
+        folder = os.path.join(self.dir, "tok_clean_up")
+        shutil.copytree(self.tok, folder)
+        config_path = os.path.join(folder, "tokenizer_config.json")
+        with open(config_path) as f:
+            config = json.load(f)
+
+        def decoded(clean_up):
+            config["clean_up_tokenization_spaces"] = clean_up
+            with open(config_path, "w") as f:
+                json.dump(config, f)
+            proc = subprocess.run([sys.executable, SERVER, folder], capture_output=True, text=True, timeout=60,
+                                  input=json.dumps({"decode": ids}) + "\n" + json.dumps({"decode_raw": ids}) + "\n")
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            return [json.loads(line)["text"] for line in proc.stdout.splitlines()[1:]]
+
+        self.assertEqual(decoded(False), [text, text])
+        cleaned = "Yes, it isn't here. Is it? It's fine!"
+        self.assertEqual(decoded(True), [cleaned, cleaned])
+
     def test_auto_tokenizer_loads_the_folder(self):
         try:
             from transformers import AutoTokenizer

@@ -51,6 +51,9 @@ class TokenizerFolder:
     eos_token: str | None
     eod_id: int | None       # id of eos_token
     eos_source: str | None   # the file that names eos_token
+    # tokenizer_config.json's clean_up_tokenization_spaces (absent: False, transformers' default): decoded text gets
+    # clean_up_tokenization, as transformers' decode gives it
+    clean_up_tokenization_spaces: bool = False
 
 
 def _token_text(value) -> str | None:
@@ -97,15 +100,33 @@ def load_tokenizer_folder(path: str) -> TokenizerFolder:
     if eos is not None and eod_id is None:
         raise ToolError(f"{source} names eos_token {eos!r}, but {tokenizer_json} has no such token; correct the "
                         f"name, or add the token to its added_tokens")
+    clean_up = json_object_in(os.path.join(path, CONFIG_FILE)).get("clean_up_tokenization_spaces") is True
     return TokenizerFolder(path, tokenizer, tokenizer.get_vocab_size(with_added_tokens=True), eos, eod_id,
-                           source if eos is not None else None)
+                           source if eos is not None else None, clean_up)
+
+
+# transformers' clean-up of decoded text (PreTrainedTokenizerBase.clean_up_tokenization): the space a word-level
+# tokenization left before punctuation and English contractions, removed in this order.
+CLEAN_UP_REPLACEMENTS = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+                         (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+
+
+def clean_up_tokenization(text: str) -> str:
+    for before, after in CLEAN_UP_REPLACEMENTS:
+        text = text.replace(before, after)
+    return text
 
 
 def special_token_in(path: str, key: str) -> str | None:
     """The special token `key` the JSON file at `path` names; None when the file or the key is absent, or
     the key is null or not a token (as special_token_in in src/data/hf_tokenizer.cpp)."""
+    return _token_text(json_object_in(path).get(key))
+
+
+def json_object_in(path: str) -> dict:
+    """The JSON object in the file at `path`; {} when the file is absent; ToolError naming it when it is not one."""
     if not os.path.isfile(path):
-        return None
+        return {}
     try:
         with open(path, encoding="utf-8") as f:
             obj = json.load(f)
@@ -115,7 +136,7 @@ def special_token_in(path: str, key: str) -> str | None:
         raise ToolError(f"cannot read {path}: {e.strerror}") from None
     if not isinstance(obj, dict):
         raise ToolError(f"{path} is not a JSON object; correct it, or remove it")
-    return _token_text(obj.get(key))
+    return obj
 
 
 def write_tokenizer_folder(path: str, tokenizer, eos_token: str, extra_special_tokens: list[str]) -> list[str]:
