@@ -11,6 +11,7 @@ const std::vector<LrDecayStyleName>& lr_decay_styles() {
       {.name = "linear", .style = model::LrDecayStyle::linear},
       {.name = "cosine", .style = model::LrDecayStyle::cosine},
       {.name = "inverse-square-root", .style = std::nullopt},
+      {.name = "WSD", .style = std::nullopt},  // Megatron's warmup-stable-decay (its lr_wsd_decay_* keys)
   };
   return styles;
 }

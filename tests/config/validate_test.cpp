@@ -222,7 +222,7 @@ const std::vector<RuleCase> kCases = {
     {16, "llama/tiny", {"optimizer.min_lr=1.0"}, "optimizer.min_lr", {"optimizer.min_lr=1e-5"}},
     {16,
      "llama/tiny",
-     {"scheduler.lr_decay_style=WSD"},
+     {"scheduler.lr_decay_style=exponential"},
      "scheduler.lr_decay_style",
      {"scheduler.lr_decay_style=constant"}},
     {16,
