@@ -232,12 +232,21 @@ YAML::Node unlisted(std::string_view section, std::string_view key, const YAML::
 bool assign_key(Config& config, std::string_view section, std::string_view key,
                 const YAML::Node& value, const std::string& where) {
   key = canonical_key(section, key);
+  // Megatron's None for recompute_modules is its default list (TransformerConfig: None -> ["core_attn"]), not an
+  // empty one.
+  static const std::vector<std::string> kDefaultRecomputeModules = ModelConfig().recompute_modules;
   bool found = false;
   visit_fields(config, [&](std::string_view s, std::string_view k, auto& member, const char*) {
     if (found || s != section || k != key) return;
     found = true;
     const std::string at = strprintf("%s: %.*s.%.*s", where.c_str(), static_cast<int>(s.size()), s.data(),
                                      static_cast<int>(k.size()), k.data());
+    if constexpr (std::is_same_v<std::decay_t<decltype(member)>, std::vector<std::string>>) {
+      if (value.IsNull() && s == "model" && k == "recompute_modules") {
+        member = kDefaultRecomputeModules;
+        return;
+      }
+    }
     convert(unlisted(s, k, value, at), member, at);
   });
   return found;

@@ -346,6 +346,12 @@ class Validator {
       note(16, "recompute_modules applies only with recompute_granularity selective",
            {"model.recompute_granularity", "model.recompute_modules"});
     }
+    if (m().recompute_granularity == "selective" && m().recompute_modules.empty()) {
+      note(16,
+           "recompute_granularity selective with an empty recompute_modules recomputes nothing (null is Megatron's "
+           "default, [core_attn])",
+           {"model.recompute_granularity", "model.recompute_modules"});
+    }
     // bf16 keeps 8 significant bits: where (1 - beta2) is below its relative spacing, beta2 * v rounds
     // back to v and a small g^2 adds nothing, so the stored second moment stops following the gradients.
     if (c().optimizer.exp_avg_sq_dtype == "bf16" && c().optimizer.adam_beta2 > 1.0 - 1.0 / 256) {

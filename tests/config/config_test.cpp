@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -178,6 +179,24 @@ TEST(Config, ScopeAcceptsListOrCommaString) {
       config::load_config_yaml("model:\n  cuda_graph_scope: []\n", "d").model.cuda_graph_scope.empty());
   EXPECT_TRUE(
       config::load_config_yaml("model:\n  cuda_graph_scope:\n", "e").model.cuda_graph_scope.empty());
+}
+
+// Megatron's None for recompute_modules is its default list, ["core_attn"]; an empty list recomputes nothing, which
+// validation notes.
+TEST(Config, ANullRecomputeModulesIsMegatronsDefaultList) {
+  const std::vector<std::string> core_attn = {"core_attn"};
+  EXPECT_EQ(config::load_config_yaml("model:\n  recompute_modules: null\n", "a").model.recompute_modules, core_attn);
+  EXPECT_EQ(config::load_config("tiny", {"model.recompute_modules=null"}).model.recompute_modules, core_attn);
+  EXPECT_EQ(config::load_config("tiny", {"model.recompute_modules=mlp", "model.recompute_modules=null"})
+                .model.recompute_modules,
+            core_attn);
+  const config::Config empty =
+      config::load_config("tiny", {"model.recompute_granularity=selective", "model.recompute_modules=[]"});
+  EXPECT_TRUE(empty.model.recompute_modules.empty());
+  const config::ValidationReport r = config::validate(empty);
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const config::Note& n) {
+    return config::format_note(n).find("recomputes nothing") != std::string::npos;
+  }));
 }
 
 TEST(Config, ParseErrorsNameFileLineColumnAndKey) {
