@@ -352,6 +352,10 @@ TEST(BridgeFlags, DefaultsAcceptedOthersNotImplementedLauncherFlagsIgnored) {
   const BenchOptions many = tiny({"--c4_train_shards", "6", "7", "--steps", "4", "optimizer.lr=1e-3"});
   EXPECT_EQ(many.steps, 4);
   EXPECT_EQ(many.overrides, std::vector<std::string>{"optimizer.lr=1e-3"});
+  // -cb's bash commands hold '=' (Bridge's are usually exports): only a section.key=value ends its values.
+  const BenchOptions bash = tiny({"-cb", "export NCCL_DEBUG=INFO", "A=1 echo x", "optimizer.lr=1e-3"});
+  EXPECT_EQ(bash.overrides, std::vector<std::string>{"optimizer.lr=1e-3"});
+  EXPECT_EQ(thrown([&] { check_bench_options(bash); }), "");
   const BenchOptions launcher = tiny({"-a", "acct", "-p", "batch", "-t", "00:10:00", "-wdp", "proj", "--detach",
                                       "false", "-hf", "tok", "--dryrun"});
   EXPECT_EQ(thrown([&] { check_bench_options(launcher); }), "");
