@@ -1,28 +1,21 @@
 // stepgraph config show [RECIPE] [section.key=value ...]: the resolved configuration as YAML.
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
 #include "cli/command.h"
-#include "core/strings.h"
 #include "config/config.h"
 #include "config/model_config.h"
 #include "config/validate.h"
+#include "core/strings.h"
 #include "train/pretrained.h"
 
 namespace sg::cli {
 namespace {
 
-bool is_file(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(path, ec);
-}
-
 int config_show(const std::vector<std::string>& args) {
   std::string recipe = config::kDefaultRecipe;
   std::vector<std::string> overrides = args;
-  // A first argument without '=' is the recipe (so is an existing file whose name has one).
-  if (!args.empty() && (!config::looks_like_override(args[0]) || is_file(args[0]))) {
+  if (!args.empty() && config::is_recipe_argument(args[0])) {
     recipe = args[0];
     overrides.erase(overrides.begin());
   }

@@ -1,6 +1,7 @@
 // stepgraph train RECIPE [overrides...]
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "cli/command.h"
 #include "config/config.h"
@@ -27,8 +28,9 @@ struct TrainArgs {
   bool plain = false;
   std::string dump_batches;
   std::string rendezvous_file;
-  std::string cuda_graph_impl;   // --cuda_graph_impl (Bridge's run_script.py flag)
-  std::string cuda_graph_scope;  // --cuda_graph_scope a,b
+  // Bridge's run_script.py flags; given empty (an unset shell variable) they are checked, and refused, as bench does.
+  std::optional<std::string> cuda_graph_impl;   // --cuda_graph_impl
+  std::optional<std::string> cuda_graph_scope;  // --cuda_graph_scope a,b
 };
 
 // runs/<name>: a shipped recipe's name ("llama/tiny" -> tiny), a YAML file's stem ("my/run.yaml" -> run).
@@ -45,7 +47,7 @@ int run_train(const TrainArgs& args) {
   std::vector<std::string> overrides = args.overrides;
   std::string recipe = args.recipe;
   // `stepgraph train model.x=1` (no recipe) trains the default recipe with the override.
-  if (config::looks_like_override(recipe)) {
+  if (!config::is_recipe_argument(recipe)) {
     overrides.insert(overrides.begin(), recipe);
     recipe = config::kDefaultRecipe;
   }
@@ -56,11 +58,11 @@ int run_train(const TrainArgs& args) {
     // as configured, since its flags are computed inside the graph): the same rule as `stepgraph bench`,
     // so turning graphs on is one flag.
     config::CudaGraphFlags flags;
-    if (!args.cuda_graph_impl.empty()) {
-      config::check_impl_flag(args.cuda_graph_impl);
-      flags.impl = args.cuda_graph_impl;
+    if (args.cuda_graph_impl) {
+      config::check_impl_flag(*args.cuda_graph_impl);
+      flags.impl = *args.cuda_graph_impl;
     }
-    if (!args.cuda_graph_scope.empty()) flags.scope = config::parse_scope_flag(args.cuda_graph_scope);
+    if (args.cuda_graph_scope) flags.scope = config::parse_scope_flag(*args.cuda_graph_scope);
     if (flags.impl || flags.scope) config::apply_cuda_graph_overrides(config, flags);
   } catch (const config::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -4,7 +4,6 @@
 // 2 usage or parse error.
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,11 +22,6 @@
 
 namespace sg::cli {
 namespace {
-
-bool is_file(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(path, ec);
-}
 
 struct Outcome {
   std::string name;
@@ -259,9 +253,7 @@ int validate_all(const std::vector<std::string>& overrides, bool json) {
 }
 
 int run_validate(const std::vector<std::string>& args, bool json, bool all) {
-  // A first argument without '=' is the recipe (so is an existing file whose name has one).
-  const bool has_recipe =
-      !args.empty() && (!config::looks_like_override(args[0]) || is_file(args[0]));
+  const bool has_recipe = !args.empty() && config::is_recipe_argument(args[0]);
   if (all && has_recipe) {
     throw config::ConfigError("--all validates every shipped recipe; give overrides only, not '" +
                              args[0] + "'");

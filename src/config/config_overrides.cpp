@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iterator>
 #include <string_view>
 
@@ -85,6 +86,11 @@ bool is_path_key(const std::string& key) {
 }  // namespace
 
 bool looks_like_override(std::string_view text) { return text.find('=') != std::string_view::npos; }
+
+bool is_recipe_argument(const std::string& argument) {
+  std::error_code ec;
+  return !looks_like_override(argument) || std::filesystem::is_regular_file(argument, ec);
+}
 
 void apply_override(Config& config, std::string_view override_text) {
   const std::string shown = printable(override_text);

@@ -1,6 +1,7 @@
 // The configuration as the CLI reads it: `validate` counts the launcher's ranks as `train` does, the
 // graph flags' help lists every scope (and says what happens to the NaN check), a --cuda_graph_scope that
-// would be dropped is refused, and an out-of-range warmup never reaches the plan.
+// would be dropped is refused, so is an empty one, a recipe file with '=' in its name is the recipe for every
+// command, and an out-of-range warmup never reaches the plan.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -61,6 +62,39 @@ TEST(ConfigFlagsCli, TrainRefusesAScopeWithoutGraphs) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_TRUE(contains(r.output, "add --cuda_graph_impl transformer_engine")) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir / "run" / "config.yaml")) << "it trained eagerly";
+  std::filesystem::remove_all(dir);
+}
+
+// An empty graph flag (an unset shell variable) is refused, as bench refuses it, not read as absent.
+TEST(ConfigFlagsCli, TrainRefusesAnEmptyGraphFlag) {
+  const std::filesystem::path dir = sg::test::fresh_test_dir("config_flags_empty");
+  for (const char* flag : {"--cuda_graph_impl", "--cuda_graph_scope"}) {
+    const CommandResult r = sg::test::run_stepgraph({"train", "llama/tiny", flag, "", "--cpu", "--plain",
+                                                     "train.train_iters=1", "--run-dir", (dir / "run").string()});
+    EXPECT_EQ(r.exit_code, 2) << flag << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, std::string("error: ") + flag + ": ")) << r.output;
+    EXPECT_TRUE(contains(r.output, "''")) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "run" / "config.yaml")) << flag << ": it trained";
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A recipe file whose name holds an '=' is the recipe, for train as for validate and config show.
+TEST(ConfigFlagsCli, ARecipeFileWithAnEqualsSignInItsNameIsTheRecipe) {
+  const std::filesystem::path dir = sg::test::fresh_test_dir("config_flags_equals");
+  const std::string recipe = (dir / "lr=3e-4.yaml").string();
+  std::filesystem::copy_file(std::string(STEPGRAPH_SOURCE_DIR) + "/recipes/llama/tiny.yaml", recipe);
+  const CommandResult r = sg::test::run_stepgraph({"train", recipe, "--cpu", "--plain", "train.train_iters=1",
+                                                   "scheduler.lr_warmup_iters=0", "--run-dir", (dir / "run").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "run" / "config.yaml")) << r.output;
+  for (const char* command : {"validate", "config"}) {
+    std::vector<std::string> args = {command};
+    if (std::string(command) == "config") args.push_back("show");
+    args.push_back(recipe);
+    const CommandResult other = sg::test::run_stepgraph(args);
+    EXPECT_EQ(other.exit_code, 0) << command << "\n" << other.output;
+  }
   std::filesystem::remove_all(dir);
 }
 
