@@ -1,7 +1,9 @@
 // Argument checks shared by the commands: number validators with plain messages, and the answer to a
 // mistyped command.
 #include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -32,6 +34,19 @@ CLI::Validator number_at_least(bool allow_zero) {
 }
 
 }  // namespace
+
+CLI::Validator seed_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        uint64_t seed = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+          return "'" + text + "': give a whole number from 0 to 18446744073709551615";
+        }
+        return "";
+      },
+      "0 to 2^64 - 1");
+}
 
 CLI::Validator integer_in_range(long long lo, long long hi) {
   return CLI::Validator(

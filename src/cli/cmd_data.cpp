@@ -114,7 +114,7 @@ const CommandRegistration kRegistration{
       s->add_option("--tokens", synth->tokens, "at least this many tokens (whole documents)")
           ->check(positive_number())
           ->capture_default_str();
-      s->add_option("--seed", synth->seed, "generator seed")->capture_default_str();
+      s->add_option("--seed", synth->seed, "generator seed")->check(seed_number())->capture_default_str();
       s->add_flag("--force", synth->force,
                   "replace PREFIX.bin/PREFIX.idx when they exist (without it, an existing dataset is an error)");
       s->add_flag("--json", synth->json, "print the summary as JSON");

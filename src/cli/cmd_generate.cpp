@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -47,7 +46,7 @@ struct GenerateArgs {
   float temperature = 0.0f;
   int64_t top_k = 0;
   float top_p = 1.0f;
-  std::string seed = "1234";  // text: CLI11 would wrap -1 and saturate 2^64 into a valid uint64
+  uint64_t seed = 1234;  // read through seed_number(): CLI11 alone would wrap -1 and saturate 2^64
   bool no_graphs = false;
   bool json = false;
   bool profile = false;
@@ -67,14 +66,6 @@ std::vector<int32_t> parse_ids(const std::string& text) {
     ids.push_back(static_cast<int32_t>(v));
   }
   return ids;
-}
-
-uint64_t parse_seed(const std::string& text) {
-  uint64_t seed = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
-  SG_REQUIRE(ec == std::errc() && end == text.data() + text.size(),
-             "--seed '" + text + "': give a whole number from 0 to 18446744073709551615");
-  return seed;
 }
 
 // The flags into options, checked before any file is read: a usage error (exit status 2), with the flag's
@@ -108,7 +99,7 @@ void apply_flags(GenerateArgs& args) {
     o.sampling.temperature = args.temperature;
     o.sampling.top_k = args.top_k;
     o.sampling.top_p = args.top_p;
-    o.sampling.seed = parse_seed(args.seed);
+    o.sampling.seed = args.seed;
     ref::check_sampling_config(o.sampling);
     // Greedy decoding ignores top-k and top-p: asking for them without sampling is a mistake, not a no-op.
     SG_REQUIRE(o.sampling.temperature > 0.0f || (args.top_k == 0 && args.top_p == 1.0f),
@@ -254,7 +245,7 @@ const CommandRegistration kRegistration{
       cmd->add_option("--top-k", args->top_k, "sample among the k most likely tokens (0 = all, default)");
       cmd->add_option("--top-p", args->top_p,
                       "sample from the smallest set holding this probability (1 = off, default)");
-      cmd->add_option("--seed", args->seed, "seed of the sampling draws (default 1234)");
+      cmd->add_option("--seed", args->seed, "seed of the sampling draws (default 1234)")->check(seed_number());
       cmd->add_option("--tokenizer", args->options.tokenizer_dir, "tokenizer folder (default: the checkpoint's)");
       cmd->add_flag("--cpu", args->options.force_cpu,
                     "use the CPU fp32 decoder even when a GPU is present (slow; it runs every shape)");

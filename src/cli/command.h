@@ -28,6 +28,9 @@ CLI::Validator non_negative_number();
 // A whole decimal integer in [lo, hi]: "'abc' is not an integer", "must be an integer in [1, 1024] (got 0)"
 // (CLI11's Range says "Value abc not in range 1 to 1024" for a word).
 CLI::Validator integer_in_range(long long lo, long long hi);
+// A seed, read exactly: a whole decimal number from 0 to 2^64 - 1 (CLI11 alone wraps -5 and saturates 2^64 and more
+// into valid seeds, so different arguments gave the same draws).
+CLI::Validator seed_number();
 
 // The number of ranks the launcher's environment describes (WORLD_SIZE, or SLURM_NTASKS in an srun task), as
 // `train` reads it: Megatron's data_parallel_size, which the batch must divide. `validate` and `config show`

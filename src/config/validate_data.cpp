@@ -3,6 +3,7 @@
 // evaluation (train.eval_interval, train.eval_iters), dataset.eod_mask_loss and the logger section. Every
 // failure names the keys, their values and a fix.
 #include <algorithm>
+#include <limits>
 
 #include "config/tokenizer_vocab.h"
 #include "config/validate.h"
@@ -175,8 +176,9 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
     r.fail("train.eval_interval must be >= 1 (or null: no evaluation)", {"train.eval_interval"},
            "set train.eval_interval to the steps between evaluations, e.g. 100");
   }
-  if (t.eval_iters < 1) {
-    r.fail("train.eval_iters must be >= 1", {"train.eval_iters"},
+  // At most 2^31 - 1, as the step counts: the evaluation's loss buffer holds one float a batch.
+  if (t.eval_iters < 1 || t.eval_iters > std::numeric_limits<int32_t>::max()) {
+    r.fail("train.eval_iters must be between 1 and 2147483647", {"train.eval_iters"},
            "set train.eval_iters to the global batches per evaluation (Megatron's default 100)");
   }
   const bool has_validation_data =

@@ -24,6 +24,16 @@ std::string thousands(int64_t value) {
 
 namespace {
 
+// steps x tokens with thousands separators, in scientific notation where it passes int64 (2^31 steps of 2^31
+// sequences printed a negative count).
+std::string total_tokens_text(int64_t steps, int64_t tokens_per_step) {
+  int64_t total = 0;
+  if (__builtin_mul_overflow(steps, tokens_per_step, &total)) {
+    return strprintf("%.3g", static_cast<double>(steps) * static_cast<double>(tokens_per_step));
+  }
+  return thousands(total);
+}
+
 std::string millions(int64_t n) {
   if (n >= 1000000000) return strprintf("%.2f B", static_cast<double>(n) / 1e9);
   if (n >= 1000000) return strprintf("%.2f M", static_cast<double>(n) / 1e6);
@@ -66,7 +76,7 @@ std::string describe_batch(const config::Config& config) {
       static_cast<long long>(sequences), sequences == 1 ? "" : "s", static_cast<long long>(m.seq_length),
       thousands(tokens).c_str(), static_cast<long long>(b.num_microbatches), b.num_microbatches == 1 ? "" : "es",
       static_cast<long long>(b.micro_batch_size), ranks.c_str(), static_cast<long long>(steps),
-      thousands(steps * tokens).c_str());
+      total_tokens_text(steps, tokens).c_str());
 }
 
 std::string describe_optimizer(const config::Config& config) {

@@ -109,6 +109,13 @@ TEST_F(DataCliTest, BadDataAndUsageErrors) {
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("must be positive (got 0)"), std::string::npos) << r.out;  // not a 300-digit range
   EXPECT_EQ(run("data inspect " + prefix + " --documents -1").rc, 2);
+  // A seed is read exactly: CLI11 alone wrapped -5 and saturated 2^64 and more into the same valid seed.
+  for (const std::string seed : {"-5", "18446744073709551616", "99999999999999999999999", "1e3"}) {
+    r = run("data synth --out " + (dir_ / "seeded").string() + " --tokens 1000 --seed " + seed);
+    EXPECT_EQ(r.rc, 2) << seed << ": " << r.out;
+    EXPECT_NE(r.out.find("give a whole number from 0 to 18446744073709551615"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(run("data synth --out " + (dir_ / "seeded").string() + " --tokens 1000 --seed 18446744073709551615").rc, 0);
   EXPECT_EQ(run("data").rc, 2);
   // A prefix that names a folder would write hidden ".bin"/".idx" files: refused, naming a prefix to use.
   for (const std::string& folder : {dir_.string(), dir_.string() + "/"}) {

@@ -289,7 +289,7 @@ TEST_F(GenerateCli, ErrorsNameTheFix) {
            {"--prompt-tokens 1 --max-new-tokens 0", "--max-new-tokens"},
            {"--prompt-tokens 1,x", "--prompt-tokens"},
            {"--prompt-tokens 1 --prompt hi", "not both"},
-           {"--prompt-tokens 1 --seed -1", "--seed '-1'"},
+           {"--prompt-tokens 1 --seed -1", "--seed: '-1'"},
            {"--prompt-tokens 1 --seed 18446744073709551616", "--seed"},
            {"--prompt-tokens 1 --top-k 5", "--temperature T > 0"},
            {"--prompt-tokens 1 --profile", "--cpu runs the CPU decoder"}}) {

@@ -122,6 +122,11 @@ TEST_F(UserDataValidation, SplitValidationDataAndEvaluation) {
   EXPECT_TRUE(has_violation(with({"dataset.split=9,1", "train.eval_interval=0"}), "train.eval_interval", ">= 1"));
   EXPECT_TRUE(has_violation(with({"dataset.split=9,1", "train.eval_interval=5", "train.eval_iters=0"}),
                             "train.eval_iters", "100"));
+  // No more than the step counts (2^31 - 1): the evaluation's loss buffer holds a float a batch.
+  EXPECT_TRUE(
+      has_violation(with({"dataset.split=9,1", "train.eval_interval=5", "train.eval_iters=4611686018427387904"}),
+                    "train.eval_iters", "100"));
+  EXPECT_TRUE(with({"dataset.split=9,1", "train.eval_interval=5", "train.eval_iters=2147483647"}).ok());
   EXPECT_NE(describe(with({"dataset.split=9,1"})).find("no evaluation runs"), std::string::npos);
   EXPECT_TRUE(check({"train.eval_interval=5"}).ok());  // mock data validates on mock samples
 }
