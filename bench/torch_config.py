@@ -312,9 +312,10 @@ def _mamba_forward_flops_per_token(cfg: BenchConfig) -> int:
 def model_flops_per_step(cfg: BenchConfig) -> int:
     """Model FLOPs of one step: 3 x forward (backward = 2 x forward); forward = 2 x tokens x matmul parameters (LM
     head included, embedding lookup not; for MoE the router, the top-k experts a token visits and the shared expert)
-    + causal attention, QK^T and PV over the lower triangle: 2 x batch x seq^2 x (heads x head_dim) per attention
-    layer + the Mamba layers' scan (_mamba_forward_flops_per_token). Attention recompute in the backward is not
-    counted."""
+    + attention, QK^T and PV over the whole seq x seq square: 4 x batch x seq^2 x (heads x head_dim) per attention
+    layer, the causal mask not discounted, as stepgraph's training_flops_per_step (train/metrics.h) and Megatron's
+    MFU count it, so that both sides' TFLOP/s and MFU columns compare + the Mamba layers' scan
+    (_mamba_forward_flops_per_token). Attention recompute in the backward is not counted."""
     h, tokens = cfg.hidden_size, cfg.tokens_per_step
     per_token = {"*": 2 * (h * (cfg.q_dim + 2 * cfg.kv_dim) + cfg.q_dim * h),
                  "-": 2 * (3 if cfg.gated_linear_unit else 2) * h * cfg.ffn_hidden_size}
@@ -326,5 +327,5 @@ def model_flops_per_step(cfg: BenchConfig) -> int:
         per_token["M"] = _mamba_forward_flops_per_token(cfg)
     pattern = cfg.layer_pattern
     forward = tokens * (sum(per_token[c] for c in pattern) + 2 * h * cfg.vocab_size)
-    forward += pattern.count("*") * 2 * cfg.global_batch_size * cfg.seq_length ** 2 * cfg.q_dim
+    forward += pattern.count("*") * 4 * cfg.global_batch_size * cfg.seq_length ** 2 * cfg.q_dim
     return 3 * forward

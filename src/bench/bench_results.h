@@ -3,6 +3,7 @@
 // table and JSON by report (pure CPU, unit-tested on made-up results).
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,5 +89,10 @@ struct BenchResults {
   BenchEnvironment env;
   std::vector<ModeResult> modes;  // in run order
 };
+
+// A mode's kernel-time floor, as the table, the JSON and the run's progress line give it: the median of the floor
+// steps' busy times (one traced step that ran slow must not move it), or their mean where the per-step times are
+// missing; none without floor steps or kernel records.
+std::optional<double> floor_median_ms(const ModeResult& m);
 
 }  // namespace sg::bench

@@ -401,9 +401,8 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
     const SampleStats step_ms = sample_stats(m.step_ms);
     const SampleStats host_ms = sample_stats(m.host_ms);
     std::string floor;
-    if (m.floor_steps > 0 && m.floor.busy_ns > 0) {
-      const double floor_ms = static_cast<double>(m.floor.busy_ns) / 1e6 / m.floor_steps;
-      floor = strprintf("; floor %.3f ms (step/floor %.3fx)", floor_ms, step_ms.median / floor_ms);
+    if (const std::optional<double> floor_ms = floor_median_ms(m); floor_ms && *floor_ms > 0) {
+      floor = strprintf("; floor %.3f ms (step/floor %.3fx)", *floor_ms, step_ms.median / *floor_ms);
     }
     tracker.line(strprintf("median step %.3f ms (p90 %.3f) over %zu steps; host %.3f ms per step%s; peak memory %s",
                            step_ms.median, step_ms.p90, step_ms.count, host_ms.median, floor.c_str(),

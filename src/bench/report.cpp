@@ -160,12 +160,12 @@ BenchReport summarize(const BenchPlan& plan, const BenchResults& results) {
         report.notes.push_back(m.label + ": CUPTI delivered no kernel records, so there is no floor (is another "
                                          "profiler attached?)");
       } else {
-        // The median: one traced step that ran slow (a clock dip, CUPTI's own work) must not move the floor.
         s.floor_mean_ms = static_cast<double>(m.floor.busy_ns) / 1e6 / m.floor_steps;
-        s.floor_ms = m.floor_step_ms.size() == static_cast<size_t>(m.floor_steps) ? sample_stats(m.floor_step_ms).median
-                                                                                  : *s.floor_mean_ms;
+        s.floor_ms = floor_median_ms(m);
         s.floor_sum_ms = static_cast<double>(m.floor.duration_sum_ns()) / 1e6 / m.floor_steps;
-        if (std::isfinite(s.step_ms.median) && *s.floor_ms > 0) s.efficiency = s.step_ms.median / *s.floor_ms;
+        if (std::isfinite(s.step_ms.median) && s.floor_ms && *s.floor_ms > 0) {
+          s.efficiency = s.step_ms.median / *s.floor_ms;
+        }
       }
       if (m.floor.invalid > 0) {
         report.notes.push_back(strprintf("%s: %llu CUPTI records had no valid timestamps and were left out",
@@ -233,6 +233,13 @@ BenchReport summarize(const BenchPlan& plan, const BenchResults& results) {
                            "recompute");
   }
   return report;
+}
+
+std::optional<double> floor_median_ms(const ModeResult& m) {
+  if (m.floor_steps <= 0 || m.floor.records() == 0) return std::nullopt;
+  // The median: one traced step that ran slow (a clock dip, CUPTI's own work) must not move the floor.
+  if (m.floor_step_ms.size() == static_cast<size_t>(m.floor_steps)) return sample_stats(m.floor_step_ms).median;
+  return static_cast<double>(m.floor.busy_ns) / 1e6 / m.floor_steps;
 }
 
 std::string format_report(const BenchPlan& plan, const BenchResults& results, const BenchReport& report) {

@@ -188,6 +188,23 @@ Fixture fixture() {
   return f;
 }
 
+// The floor the run's progress line prints is the table's: the median of the floor steps' busy times (the line took
+// their mean, so one slow traced step moved it), their mean where per-step times are missing, none without records.
+TEST(BenchReport, TheFloorIsTheMedianOfTheTracedSteps) {
+  ModeResult m;
+  EXPECT_FALSE(floor_median_ms(m).has_value());
+  m.floor_steps = 3;
+  m.floor.kernels = 30;
+  m.floor.busy_ns = 12'000'000;  // 1 + 1 + 10 ms
+  m.floor_step_ms = {1.0, 10.0, 1.0};
+  ASSERT_TRUE(floor_median_ms(m).has_value());
+  EXPECT_EQ(*floor_median_ms(m), 1.0);
+  m.floor_step_ms.clear();
+  EXPECT_EQ(*floor_median_ms(m), 4.0);
+  m.floor.kernels = 0;
+  EXPECT_FALSE(floor_median_ms(m).has_value());
+}
+
 TEST(BenchReport, DerivedFiguresMatchAHandComputation) {
   const Fixture f = fixture();
   const BenchReport r = summarize(f.plan, f.results);

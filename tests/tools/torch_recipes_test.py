@@ -40,7 +40,7 @@ class TorchRecipesTest(unittest.TestCase):
         cfg = torch_config.load_config(recipe("llama", "small"), {})
         h, kv, f, v, L = cfg.hidden_size, cfg.kv_dim, cfg.ffn_hidden_size, cfg.vocab_size, cfg.num_layers
         t, b, s = cfg.tokens_per_step, cfg.global_batch_size, cfg.seq_length
-        forward = 2 * t * (L * (h * (h + 2 * kv) + h * h + 3 * h * f) + h * v) + L * 2 * b * s * s * h
+        forward = 2 * t * (L * (h * (h + 2 * kv) + h * h + 3 * h * f) + h * v) + L * 4 * b * s * s * h
         self.assertEqual(torch_config.model_flops_per_step(cfg), 3 * forward)
 
     def test_moe_flops_count_the_routed_experts(self):
@@ -49,7 +49,7 @@ class TorchRecipesTest(unittest.TestCase):
         h, q, kv, v, L = cfg.hidden_size, cfg.q_dim, cfg.kv_dim, cfg.vocab_size, cfg.num_layers
         t, b, s, k, e = cfg.tokens_per_step, cfg.global_batch_size, cfg.seq_length, cfg.moe_router_topk, 8
         per_layer = h * (q + 2 * kv) + q * h + h * e + k * 3 * h * 128
-        forward = 2 * t * (L * per_layer + h * v) + L * 2 * b * s * s * q
+        forward = 2 * t * (L * per_layer + h * v) + L * 4 * b * s * s * q
         self.assertEqual(cfg.family, "moe")
         self.assertEqual(torch_config.model_flops_per_step(cfg), 3 * forward)
 
@@ -71,7 +71,7 @@ class TorchRecipesTest(unittest.TestCase):
         moe = h * 8 + 2 * h * (96 * 2 + 160)  # multiply-adds per token
         mamba = torch_config._mamba_forward_flops_per_token(cfg) // 2  # (FLOPs: 2 x its multiply-adds)
         per_token = 4 * mamba + 3 * moe + (h * (q + 2 * kv) + q * h)  # MEM*EMEM: 4 M, 3 E, 1 attention
-        forward = 2 * t * (per_token + h * v) + 2 * b * s * s * q
+        forward = 2 * t * (per_token + h * v) + 4 * b * s * s * q
         self.assertEqual(torch_config.model_flops_per_step(cfg), 3 * forward)
         gated = torch_config.load_config(recipe("llama", "tiny"), {**keys, "model.activation_func": "silu",
                                                                     "model.gated_linear_unit": True})
