@@ -84,7 +84,10 @@ Rendezvous::Rendezvous(const WorldInfo& world, const RendezvousSettings& setting
   int port = 0;
   if (!settings.file.empty()) {
     if (world.rank == 0) {
-      server_ = std::make_unique<StoreServer>(world.master_port, world.world_size, world.job_token);
+      // The file names the port: a free one unless MASTER_PORT is set (one derived from SLURM_JOB_ID could be taken,
+      // by another step of the job on this node, say).
+      server_ = std::make_unique<StoreServer>(world.master_port_given ? world.master_port : 0, world.world_size,
+                                              world.job_token);
       host = world.master_addr.empty() ? local_host_name() : world.master_addr;
       port = server_->port();
       write_rendezvous_file(settings.file, {host, port, world.job_token, world.world_size});

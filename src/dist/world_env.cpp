@@ -126,6 +126,7 @@ WorldInfo slurm_world(const EnvLookup& env) {
   }
   if (auto v = get(env, "MASTER_PORT")) {
     w.master_port = parse_env_int("MASTER_PORT", *v, 1, 65535);
+    w.master_port_given = true;
   } else if (auto job = get(env, "SLURM_JOB_ID")) {
     // The range of parse_env_int would be the derived digits', not the variable's: check the whole id.
     if (job->find_first_not_of("0123456789") != std::string::npos) {
@@ -208,8 +209,10 @@ RendezvousSettings rendezvous_settings_from_env(const EnvLookup& env) {
   if (auto v = get(env, "STEPGRAPH_RENDEZVOUS_TIMEOUT")) {
     char* end = nullptr;
     const double t = std::strtod(v->c_str(), &end);
-    if (end != v->c_str() + v->size() || !(t > 0.0)) {
-      throw Error("STEPGRAPH_RENDEZVOUS_TIMEOUT = '" + *v + "' must be a positive number of seconds");
+    // At most 10^7 s (115 days): the deadline is steady_clock nanoseconds, which a larger (or infinite) value would
+    // overflow into the past.
+    if (end != v->c_str() + v->size() || !(t > 0.0) || !(t <= 1e7)) {
+      throw Error("STEPGRAPH_RENDEZVOUS_TIMEOUT = '" + *v + "' must be a number of seconds above 0 and at most 1e7");
     }
     s.timeout_seconds = t;
   }

@@ -29,6 +29,7 @@ struct WorldInfo {
   int local_world_size = 0;  // 0: not given by the launcher
   std::string master_addr;   // "" when neither given nor derivable (then only a file rendezvous works)
   int master_port = 0;       // 0 when neither given nor derivable
+  bool master_port_given = false;  // MASTER_PORT set (not derived from SLURM_JOB_ID)
   std::string launcher;      // "torchrun", "slurm" or "none"
   std::string master_source; // where master_addr came from ("MASTER_ADDR", "SLURM_NODELIST", ...)
   // Identifies this job, so a rank of another job cannot join our rendezvous: TORCHELASTIC_RUN_ID,
@@ -50,7 +51,7 @@ WorldInfo world_from_env(const EnvLookup& env);
 // The rendezvous settings stepgraph reads itself:
 //   STEPGRAPH_RENDEZVOUS_FILE     exchange the NCCL unique id through this file on a shared filesystem
 //                                 instead of the TCP store at MASTER_ADDR:MASTER_PORT
-//   STEPGRAPH_RENDEZVOUS_TIMEOUT  seconds to wait for the other ranks (default 300)
+//   STEPGRAPH_RENDEZVOUS_TIMEOUT  seconds to wait for the other ranks (default 300, at most 1e7)
 struct RendezvousSettings {
   std::string file;
   double timeout_seconds = 300.0;

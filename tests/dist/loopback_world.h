@@ -14,6 +14,7 @@ inline dist::WorldInfo loopback_world(int rank, int world, int port, const std::
   w.world_size = world;
   w.master_addr = "127.0.0.1";
   w.master_port = port;
+  w.master_port_given = port != 0;
   w.launcher = "torchrun";
   w.job_token = token;
   return w;

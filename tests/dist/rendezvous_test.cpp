@@ -2,6 +2,8 @@
 // test. Rank 0's store hands a blob (the NCCL unique id's role) to every rank; host all-gathers agree;
 // a rank that dies or fails ends every other rank within seconds; refusals and timeouts say what is
 // wrong; the file rendezvous finds rank 0 without MASTER_ADDR/MASTER_PORT and skips a stale file.
+#include "dist/rendezvous.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,8 +16,8 @@
 #include "dist/local_launcher.h"
 #include "dist/loopback_world.h"
 #include "dist/rank_processes.h"
-#include "dist/rendezvous.h"
 #include "dist/store_protocol.h"
+#include "dist/store_server.h"
 
 namespace sg::dist {
 namespace {
@@ -234,6 +236,8 @@ TEST(Rendezvous, InconsistentRanksAreRefused) {
 
 TEST(Rendezvous, FileRendezvousFindsRankZeroAndSkipsAStaleFile) {
   const std::string path = std::string(::testing::TempDir()) + "stepgraph_rdzv_" + std::to_string(::getpid());
+  StoreServer holder(0, 1, "another-program");  // holds the port a Slurm job id would have given
+  const int taken_port = holder.port();
   {
     // A leftover of another run, pointing at a port nobody serves.
     std::ofstream stale(path);
@@ -242,8 +246,10 @@ TEST(Rendezvous, FileRendezvousFindsRankZeroAndSkipsAStaleFile) {
   const auto outcomes = run_ranks(3, [&](int rank) {
     RendezvousSettings s = quick();
     s.file = path;
-    // No port known in advance: rank 0 serves on a free one and publishes it in the file.
-    WorldInfo w = loopback_world(rank, 3, 0, "new-job");
+    // No port given: rank 0 serves on a free one and publishes it in the file, also where a port was derived (from
+    // SLURM_JOB_ID) and is taken.
+    WorldInfo w = loopback_world(rank, 3, taken_port, "new-job");
+    w.master_port_given = false;
     if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others read the stale file
     Rendezvous rdzv(w, s);
     if (rdzv.broadcast_from_rank0("id", [] { return blob_for_test(); }) != blob_for_test()) return 50;

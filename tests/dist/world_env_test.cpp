@@ -180,6 +180,11 @@ TEST(WorldEnv, RendezvousSettings) {
   EXPECT_EQ(s.file, "/shared/x");
   EXPECT_EQ(s.timeout_seconds, 2.5);
   EXPECT_THROW(rendezvous_settings_from_env(env_of({{"STEPGRAPH_RENDEZVOUS_TIMEOUT", "soon"}})), Error);
+  // The deadline is steady_clock nanoseconds: a value past 1e7 s (or infinite) overflowed it into the past.
+  for (const char* huge : {"1e10", "inf", "nan", "1e7001"}) {
+    EXPECT_THROW(rendezvous_settings_from_env(env_of({{"STEPGRAPH_RENDEZVOUS_TIMEOUT", huge}})), Error) << huge;
+  }
+  EXPECT_EQ(rendezvous_settings_from_env(env_of({{"STEPGRAPH_RENDEZVOUS_TIMEOUT", "1e7"}})).timeout_seconds, 1e7);
 }
 
 TEST(WorldEnv, DeviceForLocalRank) {
