@@ -30,6 +30,18 @@ int RankExit::exit_code() const {
   return 1;
 }
 
+namespace {
+// A rank the launcher signalled that still exited with a status of its own (not the peer-failure status, not the
+// status of a stop by SIGTERM, SIGINT or SIGHUP, not killed): its own failure, reported while it tore down (a device
+// release or an NCCL abort can outlast the launcher's grace).
+bool failed_on_its_own_after_the_launchers_signal(const RankExit& e) {
+  if (!e.killed_by_launcher || !WIFEXITED(e.status)) return false;
+  const int code = WEXITSTATUS(e.status);
+  return code != 0 && code != kPeerFailedExitCode && code != 128 + SIGTERM && code != 128 + SIGINT &&
+         code != 128 + SIGHUP && code != 128 + SIGKILL;
+}
+}  // namespace
+
 int choose_exit_code(const std::vector<RankExit>& exits_in_order, int* failed_rank) {
   const RankExit* chosen = nullptr;
   for (const RankExit& e : exits_in_order) {
@@ -37,6 +49,10 @@ int choose_exit_code(const std::vector<RankExit>& exits_in_order, int* failed_ra
       chosen = &e;
       break;
     }
+  }
+  for (const RankExit& e : exits_in_order) {
+    if (chosen != nullptr) break;
+    if (failed_on_its_own_after_the_launchers_signal(e)) chosen = &e;
   }
   if (chosen == nullptr) {
     for (const RankExit& e : exits_in_order) {

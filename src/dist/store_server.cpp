@@ -75,16 +75,22 @@ void StoreServer::on_hello(Connection& c, const std::string& payload) {
   const int world = in.i32();
   const std::string token = in.str();
   std::string refusal;
-  if (world != world_size_) {
+  // A rank of another job is turned away and this job goes on; a rank of this job that cannot join (another world
+  // size, a rank out of range or twice) ends the job at once, as a failing rank does: the others would otherwise
+  // wait out the rendezvous timeout for a rank that already exited.
+  bool ends_the_job = true;
+  if (token != job_token_) {
+    refusal = strprintf(
+        "this rank belongs to another job (token '%s', rank 0 has '%s'): MASTER_ADDR:MASTER_PORT is "
+        "used by two runs; give each run its own MASTER_PORT",
+        token.c_str(), job_token_.c_str());
+    ends_the_job = false;
+  } else if (world != world_size_) {
     refusal = strprintf("this rank says the world size is %d, rank 0 says %d: every rank must get the same "
                         "WORLD_SIZE / SLURM_NTASKS",
                         world, world_size_);
   } else if (rank < 0 || rank >= world_size_) {
     refusal = strprintf("rank %d is outside [0, %d)", rank, world_size_);
-  } else if (token != job_token_) {
-    refusal = strprintf("this rank belongs to another job (token '%s', rank 0 has '%s'): MASTER_ADDR:MASTER_PORT is "
-                        "used by two runs; give each run its own MASTER_PORT",
-                        token.c_str(), job_token_.c_str());
   } else {
     for (const auto& other : connections_) {
       if (other->rank == rank) {
@@ -96,6 +102,7 @@ void StoreServer::on_hello(Connection& c, const std::string& payload) {
   if (!refusal.empty()) {
     send(c, code(StoreMessage::error), PayloadWriter().str(refusal).data());
     c.open = false;
+    if (ends_the_job) on_fail(rank, strprintf("rank %d was refused at the rendezvous: %s", rank, refusal.c_str()));
     return;
   }
   c.rank = rank;

@@ -150,6 +150,12 @@ TEST(LocalLauncher, ExitCodeChoice) {
   EXPECT_EQ(failed, 1);
   EXPECT_EQ(choose_exit_code({exited(0, 143, true), exited(1, 2)}, &failed), 2) << "killed ranks come last";
   EXPECT_EQ(choose_exit_code({exited(0, kPeerFailedExitCode), exited(1, 143, true)}, &failed), kPeerFailedExitCode);
+  // The failing rank was slow to exit: the others ended first (status 70), the launcher signalled it, and it still
+  // exited with its own status. That status is the run's, not the first 70.
+  EXPECT_EQ(
+      choose_exit_code({exited(0, kPeerFailedExitCode), exited(2, kPeerFailedExitCode), exited(1, 4, true)}, &failed),
+      4);
+  EXPECT_EQ(failed, 1);
   RankExit signalled;
   signalled.rank = 3;
   signalled.status = SIGSEGV;  // W_TERMSIG

@@ -206,32 +206,59 @@ TEST(Rendezvous, NoRankZeroIsATimeoutThatSaysSo) {
   }
 }
 
-TEST(Rendezvous, InconsistentRanksAreRefused) {
+// A rank of this job that cannot join (here: another world size) is refused and ends the job at once: rank 0 exits
+// with the peer-failure status naming the refusal, well before the rendezvous timeout (it waited all of it).
+TEST(Rendezvous, ARankOfThisJobThatCannotJoinEndsTheJob) {
   const int port = find_free_port();
-  const auto outcomes = run_ranks(3, [&](int rank) {
-    if (rank == 0) {
-      try {
-        Rendezvous rdzv(loopback_world(0, 2, port), quick(3.0));
-      } catch (const Error&) {
-        return 0;  // times out: its rank 1 never joins validly... or joins: both fine here
-      }
-      return 0;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    try {
-      // rank 1 claims a world of 3; rank 2 claims another job.
-      Rendezvous rdzv(rank == 1 ? loopback_world(1, 3, port) : loopback_world(1, 2, port, "other-job"), quick(3.0));
-    } catch (const Error& e) {
-      const std::string text = e.what();
-      if (rank == 1 && text.find("world size is 3, rank 0 says 2") != std::string::npos) return 0;
-      if (rank == 2 && text.find("belongs to another job") != std::string::npos) return 0;
-      std::fprintf(stderr, "%s\n", text.c_str());
-      return 40;
-    }
-    return 41;
-  }, std::chrono::seconds(30));
+  const auto outcomes = run_ranks(
+      2,
+      [&](int rank) {
+        if (rank == 0) {
+          Rendezvous rdzv(loopback_world(0, 2, port), quick(20.0));
+          return 42;  // joined: the refused rank was counted
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        try {
+          Rendezvous rdzv(loopback_world(1, 3, port), quick(20.0));
+        } catch (const Error& e) {
+          if (std::string(e.what()).find("world size is 3, rank 0 says 2") != std::string::npos) return 0;
+          std::fprintf(stderr, "%s\n", e.what());
+          return 40;
+        }
+        return 41;
+      },
+      std::chrono::seconds(60));
   EXPECT_EQ(outcomes[1].code(), 0) << outcomes[1].stderr_text;
-  EXPECT_EQ(outcomes[2].code(), 0) << outcomes[2].stderr_text;
+  EXPECT_EQ(outcomes[0].code(), kPeerFailedExitCode) << outcomes[0].stderr_text;
+  EXPECT_NE(outcomes[0].stderr_text.find("rank 1 was refused at the rendezvous"), std::string::npos)
+      << outcomes[0].stderr_text;
+  EXPECT_LT(outcomes[0].seconds, 10.0) << "rank 0 waited for the timeout";
+}
+
+// A rank of another job (another token on the same MASTER_PORT) is turned away, and this job's ranks still join.
+TEST(Rendezvous, ARankOfAnotherJobIsRefusedAndTheJobGoesOn) {
+  const int port = find_free_port();
+  const auto outcomes = run_ranks(
+      3,
+      [&](int rank) {
+        if (rank == 2) {  // another job's rank, first
+          try {
+            Rendezvous rdzv(loopback_world(1, 2, port, "other-job"), quick(10.0));
+          } catch (const Error& e) {
+            if (std::string(e.what()).find("belongs to another job") != std::string::npos) return 0;
+            std::fprintf(stderr, "%s\n", e.what());
+            return 40;
+          }
+          return 41;
+        }
+        if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        Rendezvous rdzv(loopback_world(rank, 2, port), quick(10.0));
+        if (rdzv.broadcast_from_rank0("id", [] { return blob_for_test(); }) != blob_for_test()) return 50;
+        rdzv.finish();
+        return 0;
+      },
+      std::chrono::seconds(60));
+  for (const RankOutcome& o : outcomes) EXPECT_EQ(o.code(), 0) << o.stderr_text;
 }
 
 TEST(Rendezvous, FileRendezvousFindsRankZeroAndSkipsAStaleFile) {
