@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "core/crash_report.h"
 #include "core/error.h"
+#include "core/inherited_signals.h"
 
 namespace sg::cli {
 std::vector<CommandInfo>& command_registry() {
@@ -63,6 +64,7 @@ std::string restore_sigpipe_for_printing_commands(CLI::App& app) {
 
 int main(int argc, char** argv) {
   sg::crash::install_crash_reporter("stepgraph");  // no death without a message (docs/reliability.md)
+  (void)sg::hangup_ignored_at_start();  // read before any stop handler replaces it (nohup keeps SIGHUP ignored)
   // The recipe list comes from the recipes embedded in the binary (one source of truth).
   std::string recipes;
   for (const std::string& name : sg::config::shipped_recipe_names()) recipes += (recipes.empty() ? "" : ", ") + name;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/inherited_signals.h"
 #include "core/signal_name.h"
 #include "core/strings.h"
 #include "dist/socket.h"
@@ -99,6 +100,11 @@ class ForwardSignals {
     action.sa_flags = SA_RESTART;
     for (int i = 0; i < 3; ++i) {
       g_received[i].store(0);
+      // SIGHUP inherited as ignored (nohup) stays ignored, here and in the ranks (hangup_ignored_at_start).
+      if (kForwarded[i] == SIGHUP && hangup_ignored_at_start()) {
+        sigaction(SIGHUP, nullptr, &previous_[i]);
+        continue;
+      }
       sigaction(kForwarded[i], &action, &previous_[i]);
     }
   }
@@ -185,7 +191,10 @@ LaunchResult launch_local(const LaunchOptions& options) {
       if (::getppid() != launcher) _exit(1);  // the launcher died before prctl
       struct sigaction dfl {};
       dfl.sa_handler = SIG_DFL;
-      for (const int s : kForwarded) ::sigaction(s, &dfl, nullptr);
+      for (const int s : kForwarded) {
+        if (s == SIGHUP && hangup_ignored_at_start()) continue;  // nohup's SIG_IGN reaches the ranks
+        ::sigaction(s, &dfl, nullptr);
+      }
       ::execve(argv[0], argv.data(), envp.data());
       const char message[] = "stepgraph launch: cannot execute the rank's command\n";
       ssize_t ignored = ::write(STDERR_FILENO, message, sizeof(message) - 1);

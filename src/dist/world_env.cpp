@@ -54,8 +54,14 @@ WorldInfo torchrun_world(const EnvLookup& env) {
   for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK"}) {
     if (get(env, name)) set.emplace_back(name);
   }
+  // A stray torchrun variable in an srun task (an sbatch template's LOCAL_RANK, say) hides Slurm's: say so.
+  const std::string slurm_too = set.size() < 3 && get(env, "SLURM_PROCID")
+                                    ? "; this is also an srun task (SLURM_PROCID is set): unset " + join(set, " and ") +
+                                          " to use Slurm's variables"
+                                    : "";
   const std::string why = join(set, " and ") + (set.size() == 1 ? " is" : " are") +
-                          " (torchrun and stepgraph launch set RANK, WORLD_SIZE and LOCAL_RANK together)";
+                          " (torchrun and stepgraph launch set RANK, WORLD_SIZE and LOCAL_RANK together" + slurm_too +
+                          ")";
   WorldInfo w;
   w.launcher = "torchrun";
   w.world_size = parse_env_int("WORLD_SIZE", require(env, "WORLD_SIZE", why), 1, 1 << 20);

@@ -5,9 +5,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/inherited_signals.h"
 #include "core/strings.h"
 #include "cuda/device.h"
 #include "graph/capture.h"
@@ -281,8 +282,13 @@ void install_stop_handlers(double grace_seconds, const StopGraceText& text) {
   action.sa_flags = SA_RESTART;
   SG_CHECK(sigaction(SIGINT, &action, &g_previous_int) == 0, "installing the SIGINT handler failed");
   SG_CHECK(sigaction(SIGTERM, &action, &g_previous_term) == 0, "installing the SIGTERM handler failed");
-  // SIGHUP (the terminal or ssh session went away) ends a run like SIGTERM: finish, save, exit.
-  SG_CHECK(sigaction(SIGHUP, &action, &g_previous_hup) == 0, "installing the SIGHUP handler failed");
+  // SIGHUP (the terminal or ssh session went away) ends a run like SIGTERM: finish, save, exit. Unless the process
+  // started with it ignored (nohup): then the run is meant to outlive the session (core/inherited_signals.h).
+  if (hangup_ignored_at_start()) {
+    SG_CHECK(sigaction(SIGHUP, nullptr, &g_previous_hup) == 0, "reading the SIGHUP disposition failed");
+  } else {
+    SG_CHECK(sigaction(SIGHUP, &action, &g_previous_hup) == 0, "installing the SIGHUP handler failed");
+  }
   g_installed = true;
 }
 

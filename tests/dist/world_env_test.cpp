@@ -173,6 +173,20 @@ TEST(WorldEnv, SlurmMissingOrInconsistentVariablesAreNamed) {
   EXPECT_NE(error_of(vars).find("SLURM_NODELIST = 'bad[1-2'"), std::string::npos) << error_of(vars);
 }
 
+// A complete Slurm task with one stray torchrun variable: the error says how to use Slurm's.
+TEST(WorldEnv, AStrayTorchrunVariableInAnSrunTaskSaysHowToUseSlurms) {
+  const auto env = env_of({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}, {"LOCAL_RANK", "1"}});
+  std::string message;
+  try {
+    world_from_env(env);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("WORLD_SIZE is not set, but LOCAL_RANK is"), std::string::npos) << message;
+  EXPECT_NE(message.find("SLURM_PROCID is set): unset LOCAL_RANK to use Slurm's variables"), std::string::npos)
+      << message;
+}
+
 TEST(WorldEnv, RendezvousSettings) {
   EXPECT_EQ(rendezvous_settings_from_env(env_of({})).timeout_seconds, 300.0);
   const RendezvousSettings s =

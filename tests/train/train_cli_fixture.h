@@ -56,8 +56,10 @@ struct Child {
   std::chrono::steady_clock::time_point start;
 };
 
-// Starts the stepgraph binary with args... with stdout/stderr going to LOG.out / LOG.err.
-inline Child spawn(const std::vector<std::string>& args, const fs::path& log) {
+// Starts the stepgraph binary with args... with stdout/stderr going to LOG.out / LOG.err. The child starts with
+// SIGINT and SIGHUP at their defaults whatever the test process inherited (a background job ignores SIGINT, nohup
+// SIGHUP), or with SIGHUP ignored as nohup starts a command (`sighup_ignored`).
+inline Child spawn(const std::vector<std::string>& args, const fs::path& log, bool sighup_ignored = false) {
   Child c;
   c.out_path = log.string() + ".out";
   c.err_path = log.string() + ".err";
@@ -70,6 +72,8 @@ inline Child spawn(const std::vector<std::string>& args, const fs::path& log) {
     if (out < 0 || err < 0) ::_exit(126);
     ::dup2(out, STDOUT_FILENO);
     ::dup2(err, STDERR_FILENO);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGHUP, sighup_ignored ? SIG_IGN : SIG_DFL);
     argv.exec();
   }
   return c;

@@ -260,6 +260,24 @@ TEST_F(TrainerSignalTest, SigintSavesTheLastStepAndExits130) { expect_stop_saves
 
 TEST_F(TrainerSignalTest, SighupSavesTheLastStepAndExits129) { expect_stop_saves_and_exits(SIGHUP, 129); }
 
+// Started under nohup (SIGHUP ignored), a run outlives its terminal: SIGHUP neither stops nor kills it.
+TEST_F(TrainerSignalTest, UnderNohupSighupIsIgnored) {
+  const std::string run = path("run_nohup");
+  const Child child = spawn(tiny_model({"train.train_iters=150", "--run-dir", run, "--cpu"}), dir_ / "nohup",
+                            /*sighup_ignored=*/true);
+  KillOnExit guard{child.pid};
+  const fs::path metrics_path = fs::path(run) / "metrics.jsonl";
+  const MetricsWait waited =
+      wait_for_metrics_lines(guard, metrics_path, 2, std::chrono::seconds(static_cast<int>(kRunTimeout)));
+  ASSERT_FALSE(waited.ended) << "exited before the signal:\n" << read_file(child.err_path);
+  ASSERT_EQ(::kill(child.pid, SIGHUP), 0);
+  const RunResult r = wait_for(child, kRunTimeout);
+  guard.release();
+  EXPECT_EQ(r.rc, 0) << r.all();
+  EXPECT_EQ(count_lines(metrics_path), 150u) << r.all();
+  EXPECT_EQ(r.err.find("stop requested"), std::string::npos) << r.all();
+}
+
 void TrainerSignalTest::expect_stop_saves_and_exits(int signal_number, int expected_rc) {
   const std::string ckpt = path("ckpt"), run = path("run");
   // scheduler.lr_decay_iters is fixed so that the resume (fewer train_iters) keeps the schedule valid.
