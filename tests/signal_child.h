@@ -56,8 +56,19 @@ inline ChildResult run_signalled_child(const SignalledChild& c) {
   std::string exe = "/proc/self/exe";
   std::string filter = "--gtest_filter=" + c.helper_test;
   char* argv[] = {exe.data(), filter.data(), nullptr};
+  // The child starts with the stop signals at their defaults, whatever this process inherited (nohup's ignored
+  // SIGHUP, a background job's ignored SIGINT), which stepgraph would keep (core/inherited_signals.h).
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGHUP);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
-  const int spawn_err = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, env.data());
+  const int spawn_err = posix_spawn(&pid, exe.c_str(), &actions, &attributes, argv, env.data());
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   close(out_pipe[1]);
   if (spawn_err != 0) {
