@@ -414,19 +414,21 @@ TEST(HfImport, StepgraphCheckpointIsVerifiedLikeCheckpointLoad) {
   EXPECT_EQ(moe.spec.num_moe_experts, 4);
   EXPECT_EQ(moe.spec.moe_router_topk, 2);  // transformers' default
   EXPECT_EQ(moe.spec.moe_ffn_hidden_size, moe.spec.ffn_hidden_size);
-  // Keys left out take MixtralConfig's defaults, not LlamaConfig's.
-  nlohmann::json bare_mixtral = mixtral;
-  bare_mixtral.erase("rope_theta");
-  bare_mixtral.erase("max_position_embeddings");
-  const HfModelConfig bare = read_hf_config(save_own(dir.str() + "/bare_moe", 1, bare_mixtral));
-  EXPECT_EQ(bare.spec.rotary_base, 1e6);
-  EXPECT_EQ(bare.max_position_embeddings, 131072);
-  nlohmann::json bare_llama = llama;
-  bare_llama.erase("rope_theta");
-  bare_llama.erase("max_position_embeddings");
-  const HfModelConfig plain = read_hf_config(save_own(dir.str() + "/bare_llama", 1, bare_llama));
-  EXPECT_EQ(plain.spec.rotary_base, 10000.0);
-  EXPECT_EQ(plain.max_position_embeddings, 2048);
+  // Keys left out take the model class's defaults: MixtralConfig's for a Mixtral, not LlamaConfig's.
+  struct Defaults {
+    const nlohmann::json& config;
+    const char* name;
+    double rope_theta;
+    int64_t max_positions;
+  };
+  for (const Defaults& d : {Defaults{mixtral, "bare_mixtral", 1e6, 131072}, Defaults{llama, "bare_llama", 1e4, 2048}}) {
+    nlohmann::json bare = d.config;
+    bare.erase("rope_theta");
+    bare.erase("max_position_embeddings");
+    const HfModelConfig read = read_hf_config(save_own(dir.str() + "/" + d.name, 1, bare));
+    EXPECT_EQ(read.spec.rotary_base, d.rope_theta) << d.name;
+    EXPECT_EQ(read.max_position_embeddings, d.max_positions) << d.name;
+  }
   mixtral["sliding_window"] = 4096;
   error = test::thrown_message([&] { read_hf_config(save_own(dir.str() + "/window", 1, mixtral)); });
   EXPECT_NE(error.find("sliding_window = 4096: stepgraph's attention is fully causal"), std::string::npos) << error;
