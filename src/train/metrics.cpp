@@ -1,7 +1,5 @@
 #include "train/metrics.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
