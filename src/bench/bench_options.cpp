@@ -17,30 +17,6 @@
 namespace sg::bench {
 namespace {
 
-// "section.key=value": a word before the '=' of identifiers joined by dots, as an override's key is.
-bool is_dotted_override(std::string_view text) {
-  const size_t eq = text.find('=');
-  if (eq == std::string_view::npos) return false;
-  const std::string_view key = text.substr(0, eq);
-  bool dot = false, part_empty = true;
-  for (const char c : key) {
-    if (c == '.') {
-      if (part_empty) return false;
-      dot = true;
-      part_empty = true;
-    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
-      part_empty = false;
-    } else {
-      return false;
-    }
-  }
-  return dot && !part_empty;
-}
-
-}  // namespace
-
-namespace {
-
 // Bridge's argparse choices (scripts/performance/argument_parser.py).
 // --task: lora in current Bridge, peft in older releases.
 const std::vector<std::string> kTasks = {"pretrain", "sft", "lora", "peft"};
@@ -219,7 +195,7 @@ std::vector<std::string> bridge_flag_values(const BridgeFlag& flag, const std::s
     case BridgeArity::many:
       // Values run to the next flag or the first trailing override (section.key=value). A value with an '=' of
       // another shape is a value: -cb "export NCCL_DEBUG=INFO", as Bridge's commands are.
-      while (i + 1 < args.size() && !is_flag(args[i + 1]) && !is_dotted_override(args[i + 1])) {
+      while (i + 1 < args.size() && !is_flag(args[i + 1]) && !config::looks_like_dotted_override(args[i + 1])) {
         values.push_back(args[++i]);
       }
       break;

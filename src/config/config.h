@@ -402,6 +402,9 @@ void apply_override(Config& config, std::string_view override_text);
 void apply_overrides(Config& config, const std::vector<std::string>& overrides);
 // True when the text has the shape of an override (contains '=') rather than a recipe name/path.
 bool looks_like_override(std::string_view text);
+// True when the text before its '=' has an override key's shape, section.key of letters, digits and _ (what
+// apply_override takes), rather than merely holding an '=' ("export X=1").
+bool looks_like_dotted_override(std::string_view text);
 // Whether a command's first argument is its recipe: anything but an override, and an existing file even when its
 // name holds an '=' (train, validate and config show read it alike).
 bool is_recipe_argument(const std::string& argument);

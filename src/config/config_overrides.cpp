@@ -87,6 +87,15 @@ bool is_path_key(const std::string& key) {
 
 bool looks_like_override(std::string_view text) { return text.find('=') != std::string_view::npos; }
 
+bool looks_like_dotted_override(std::string_view text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos) return false;
+  const std::string key = trim(text.substr(0, eq));
+  if (!std::all_of(key.begin(), key.end(), [](char ch) { return is_key_char(ch) || ch == '.'; })) return false;
+  const auto parts = split(key, '.');
+  return parts.size() == 2 && !parts[0].empty() && !parts[1].empty();
+}
+
 bool is_recipe_argument(const std::string& argument) {
   std::error_code ec;
   return !looks_like_override(argument) || std::filesystem::is_regular_file(argument, ec);

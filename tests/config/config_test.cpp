@@ -274,6 +274,17 @@ TEST(Config, ParseErrorsNameFileLineColumnAndKey) {
                    .train.micro_batch_size.has_value());
 }
 
+// The shape of an override's key, as bench's many-valued flags tell a trailing override from a value holding '='.
+TEST(Config, ADottedOverrideHasAKeyOfTheFormSectionKey) {
+  EXPECT_TRUE(config::looks_like_dotted_override("optimizer.lr=1e-3"));
+  EXPECT_TRUE(config::looks_like_dotted_override(" model.cuda_graph_scope = attn"));
+  EXPECT_FALSE(config::looks_like_dotted_override("export NCCL_DEBUG=INFO"));
+  EXPECT_FALSE(config::looks_like_dotted_override("A=1 echo x"));
+  EXPECT_FALSE(config::looks_like_dotted_override("model.a.b=1"));
+  EXPECT_FALSE(config::looks_like_dotted_override(".lr=1"));
+  EXPECT_FALSE(config::looks_like_dotted_override("optimizer.lr"));
+}
+
 TEST(Config, Overrides) {
   config::Config c = config::load_config("llama/tiny");
   config::apply_overrides(
