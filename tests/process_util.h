@@ -27,6 +27,20 @@ inline std::string stepgraph_binary() {
   return STEPGRAPH_BIN;
 }
 
+// The source tree the test's scripts live in: $STEPGRAPH_SOURCE_DIR, else the folder above this executable's build
+// folder (ROOT/BUILD/tests/<test>) where it holds tests/process_util.h, else the path configured at build time. So
+// a checkout copied to another path (the GPU machine's) finds its own scripts.
+inline std::string stepgraph_source_dir() {
+  if (const char* env = std::getenv("STEPGRAPH_SOURCE_DIR"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path root = self.parent_path().parent_path().parent_path();
+    if (std::filesystem::is_regular_file(root / "tests" / "process_util.h", ec)) return root.string();
+  }
+  return STEPGRAPH_SOURCE_DIR;
+}
+
 // The stepgraph binary with args..., as execv takes it; built before the fork, so the child only execs.
 class StepgraphArgv {
  public:

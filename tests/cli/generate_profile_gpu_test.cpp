@@ -19,6 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using sg::test::run_command;
 using sg::test::shell_quote;
+using sg::test::stepgraph_source_dir;
 
 nlohmann::json generate_json(const std::string& folder, const std::string& flags) {
   const auto r =
@@ -44,7 +45,7 @@ TEST(GenerateProfileGpu, CountsTheStepsKernelsAndChangesNoToken) {
   fs::remove_all(dir);
   const std::string folder = (dir / "hf").string();
   const int layers = 3;
-  const auto made = run_command("python3 " + std::string(STEPGRAPH_SOURCE_DIR) +
+  const auto made = run_command("python3 " + shell_quote(stepgraph_source_dir()) +
                                 "/tests/checkpoint/make_hf_llama.py --vocab 320 --hidden 64 --heads 4 --kv-heads 2 "
                                 "--ffn 96 --layers " +
                                 std::to_string(layers) + " --out " + shell_quote(folder) + " 2>&1");

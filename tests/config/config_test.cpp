@@ -142,10 +142,12 @@ TEST(Config, RecipeResolution) {
   EXPECT_EQ(config::find_recipe("llama/tiny").name, "llama/tiny");
   EXPECT_EQ(config::find_recipe("tiny").name, "llama/tiny");
   EXPECT_EQ(config::find_recipe("tiny_moe").name, "moe/tiny_moe");
-  if (!std::filesystem::exists("recipes/moe/tiny_moe.yaml")) {  // tests run in the build directory
-    EXPECT_TRUE(config::find_recipe("recipes/moe/tiny_moe.yaml").embedded);
-    EXPECT_EQ(config::find_recipe("recipes/moe/tiny_moe.yaml").name, "moe/tiny_moe");
-  }
+  // A recipe path that names no file (here: under an empty folder) falls back to the embedded recipe of its name.
+  const std::string missing =
+      (std::filesystem::temp_directory_path() / "sg_config_test_no_recipes" / "recipes/moe/tiny_moe.yaml").string();
+  ASSERT_FALSE(std::filesystem::exists(missing));
+  EXPECT_TRUE(config::find_recipe(missing).embedded);
+  EXPECT_EQ(config::find_recipe(missing).name, "moe/tiny_moe");
   EXPECT_EQ(config::find_recipe("/nonexistent/recipes/llama/1b.yaml").name, "llama/1b");
   // A file on disk wins over the embedded recipe of the same name.
   const auto dir = std::filesystem::temp_directory_path() / "sg_config_test_recipes";

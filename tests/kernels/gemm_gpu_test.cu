@@ -2,7 +2,8 @@
 // Inputs are rounded to bf16 on the host so the CPU reference sees exactly what the GPU sees.
 // Tolerances: bf16 outputs (LinearForward, LinearBackwardInput) relative error < kBf16RelTol (1e-2)
 // against the fp32 reference (the bf16 rounding of the output alone is ~2e-3); the fp32 weight gradient
-// < 1e-4 (products of bf16 values are exact in fp32; only the fp32 summation order differs).
+// < 1e-4 (products of bf16 values are exact in fp32; only the fp32 summation order differs); the bf16 weight
+// gradient element by element: the bf16 value nearest to the exact sum but for 1% (count_not_nearest_bf16).
 // Outputs are poisoned (NaN) before each run, so an unwritten element fails; second runs are bitwise equal.
 #include <gtest/gtest.h>
 
@@ -161,20 +162,22 @@ TEST_P(GemmGpu, LinearBackwardWeightAccumulatesInFp32) {
 }
 
 // bf16 main gradients (ddp.grad_reduce_in_fp32=false): each run's fp32 sum (over the bf16 dW widened) is
-// rounded once where it is stored. Against the reference doing exactly that: within one bf16 rounding (the GPU's
-// fp32 order differs, which can move a value across a rounding boundary); an overwrite of a poisoned dW is
-// every element written; a buffer of the wrong dtype is refused by name.
+// rounded once where it is stored. Every element must be the bf16 value nearest to the exact sum, except the few
+// (count_not_nearest_bf16 allows 1%) where the GPU's fp32 order moved a sum across a rounding boundary; a kernel
+// that rounded the product sum before adding dW, or truncated, misses a quarter to a half of them. The second run
+// adds to the stored values; an overwrite of a poisoned dW writes every element; a buffer of the wrong dtype is
+// refused by name.
 TEST_P(GemmGpu, LinearBackwardWeightIntoBf16RoundsEachSumOnce) {
   const auto [T, K, N] = GetParam();
   const auto dy = round_bf16(random_normal(T * N, 150 + T));
   const auto x = round_bf16(random_normal(T * K, 250 + T));
   const auto dw0 = round_bf16(random_normal(N * K, 350 + N));
-  std::vector<float> once = dw0;
-  ref::linear_backward_weight(once.data(), dy.data(), x.data(), T, K, N);
-  once = round_bf16(once);
-  std::vector<float> twice = once;
-  ref::linear_backward_weight(twice.data(), dy.data(), x.data(), T, K, N);
-  twice = round_bf16(twice);
+  const auto exact_sum_onto = [&](const std::vector<float>& base) {
+    std::vector<double> sum(base.begin(), base.end());
+    add_exact_weight_gradient(sum.data(), dy.data(), x.data(), T, K, N);
+    return sum;
+  };
+  const int64_t allowed = allowed_bf16_order_misses(static_cast<size_t>(N * K));
 
   DeviceBuffer<bf16> d_dy(T * N), d_x(T * K), d_dw(N * K);
   d_dy.upload(to_bf16(dy));
@@ -185,20 +188,19 @@ TEST_P(GemmGpu, LinearBackwardWeightIntoBf16RoundsEachSumOnce) {
   wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get());
   stream.synchronize();
   const auto r1 = to_float(d_dw.download());
-  EXPECT_LT(relative_error(r1, once), kBf16RelTol);
+  EXPECT_LE(count_not_nearest_bf16(r1, exact_sum_onto(dw0)), allowed) << "first run";
   wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get());
   stream.synchronize();
-  EXPECT_LT(relative_error(to_float(d_dw.download()), twice), kBf16RelTol);
+  EXPECT_LE(count_not_nearest_bf16(to_float(d_dw.download()), exact_sum_onto(r1)), allowed) << "second run";
 
   d_dw.poison();
   device_sync();
   wgrad.run(stream, d_dw.get(), d_dy.get(), d_x.get(), /*overwrite=*/true);
   stream.synchronize();
-  std::vector<float> fresh(static_cast<size_t>(N * K), 0.0f);
-  ref::linear_backward_weight(fresh.data(), dy.data(), x.data(), T, K, N);
   const auto overwritten = to_float(d_dw.download());
   for (const float v : overwritten) ASSERT_TRUE(std::isfinite(v));
-  EXPECT_LT(relative_error(overwritten, round_bf16(fresh)), kBf16RelTol);
+  EXPECT_LE(count_not_nearest_bf16(overwritten, exact_sum_onto(std::vector<float>(N * K, 0.0f))), allowed)
+      << "overwrite";
 
   DeviceBuffer<float> fp32_dw(N * K);
   const std::string error = thrown_message([&] { wgrad.run(stream, fp32_dw.get(), d_dy.get(), d_x.get()); });
