@@ -148,6 +148,11 @@ void write_contents(const std::string& tmp, const CheckpointContents& contents, 
     }
     write_text(f.filename, read_text_file(f.source));
   }
+  for (const TextFile& f : contents.text_files) {
+    SG_CHECK(!checked_relative_path(f.filename).has_parent_path(),
+             "checkpoint: a text file's name must be a name in the folder, got \"" + f.filename + "\"");
+    write_text(f.filename, f.text);
+  }
   // Deepest first: a subfolder's entry lies in its parent.
   std::sort(subfolders.begin(), subfolders.end(), [](const fs::path& a, const fs::path& b) {
     return std::distance(a.begin(), a.end()) > std::distance(b.begin(), b.end());
@@ -366,6 +371,7 @@ CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkp
   if (!checkpoint.model_config.is_null()) c.json_files.push_back({kConfigFile, checkpoint.model_config});
   c.json_files.push_back({kTrainStateFile, checkpoint.state.to_json()});
   c.copied_files = checkpoint.extra_files;
+  c.text_files = checkpoint.extra_texts;
   c.checksums_into = kTrainStateFile;
   return c;
 }

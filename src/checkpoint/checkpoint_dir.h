@@ -59,10 +59,15 @@ struct CopiedFile {
   std::string source;    // path to read
   std::string filename;  // path inside the checkpoint folder: a name, or subfolder/name (created, and fsynced)
 };
+struct TextFile {
+  std::string filename;  // a name in the checkpoint folder
+  std::string text;      // written as given
+};
 struct CheckpointContents {
   std::vector<TensorFile> tensor_files;
   std::vector<JsonFile> json_files;
   std::vector<CopiedFile> copied_files;
+  std::vector<TextFile> text_files;
   // The JSON file (one of json_files, written last) that records the size and CRC-32 of every
   // file written before it under "file_checksums"; empty for none.
   std::string checksums_into;
@@ -157,6 +162,7 @@ struct TrainingCheckpoint {
   std::vector<TensorRef> exp_avg_sq;
   TrainState state;
   std::vector<CopiedFile> extra_files;  // copied in (the tokenizer's files), each with its checksum
+  std::vector<TextFile> extra_texts;    // written as given (the source's generation_config.json), with checksums
 };
 CheckpointContents training_checkpoint_contents(const TrainingCheckpoint& checkpoint);
 

@@ -61,7 +61,6 @@ nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string
   if (model::hf_architecture(spec, &why_not) != "MixtralForCausalLM") {
     throw Error("config.json: " + (why_not.empty() ? std::string("not a Mixtral model") : why_not));
   }
-  if (spec.rope_scaling.enabled()) throw Error("config.json: MixtralConfig has no Llama 3 rope scaling");
   // Llama's config without the dense MLP, plus the experts. The aux loss is Megatron's (reported apart);
   // transformers computes its own only with output_router_logits.
   model::ModelSpec dense = spec;
@@ -90,14 +89,13 @@ nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& 
                   "Hugging Face config for MoE models is not written",
                   static_cast<long long>(spec.num_moe_experts)));
   }
-  if (spec.num_attention_heads <= 0 || spec.hidden_size % spec.num_attention_heads != 0 ||
-      spec.num_query_groups <= 0 || spec.num_attention_heads % spec.num_query_groups != 0) {
-    throw Error(strprintf(
-        "config.json: hidden_size %lld, num_attention_heads %lld, num_query_groups %lld "
-        "do not describe a Llama attention (heads must divide hidden_size, groups must "
-        "divide heads)",
-        static_cast<long long>(spec.hidden_size), static_cast<long long>(spec.num_attention_heads),
-        static_cast<long long>(spec.num_query_groups)));
+  // head_dim is written, so the heads need not divide hidden_size (model.kv_channels; transformers reads head_dim).
+  if (spec.num_attention_heads <= 0 || spec.num_query_groups <= 0 ||
+      spec.num_attention_heads % spec.num_query_groups != 0) {
+    throw Error(
+        strprintf("config.json: num_attention_heads %lld, num_query_groups %lld do not describe a Llama "
+                  "attention (the groups must divide the heads)",
+                  static_cast<long long>(spec.num_attention_heads), static_cast<long long>(spec.num_query_groups)));
   }
   if (torch_dtype != "bfloat16" && torch_dtype != "float32") {
     throw Error("config.json: torch_dtype must be \"bfloat16\" or \"float32\", got \"" +

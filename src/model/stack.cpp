@@ -175,6 +175,8 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
   if (m.topk_scaling_factor != 1.0) return none("MixtralForCausalLM has no model.moe_router_topk_scaling_factor");
   if (m.shared_expert_intermediate_size > 0) return none("MixtralForCausalLM has no shared expert");
   if (m.enable_expert_bias) return none("MixtralForCausalLM has no expert bias");
+  if (!m.dropless()) return none("MixtralForCausalLM drops no tokens (model.moe_expert_capacity_factor=null)");
+  if (spec.rope_scaling.enabled()) return none("MixtralForCausalLM has no Llama 3 rope scaling (model.rope_scaling)");
   return "MixtralForCausalLM";
 }
 

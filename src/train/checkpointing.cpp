@@ -8,6 +8,7 @@
 #include "checkpoint/durable_io.h"
 #include "checkpoint/hf_config.h"
 #include "checkpoint/hf_import.h"
+#include "checkpoint/python_json.h"
 #include "config/model_config.h"
 #include "core/log.h"
 #include "core/strings.h"
@@ -128,12 +129,20 @@ std::vector<uint8_t> rng_bytes(const rng::RngState& s) {
 }
 
 // The config.json at `path`, parsed.
+// As transformers writes it (a NemotronH config's bare Infinity included).
 nlohmann::json read_config_json(const std::string& path) {
-  try {
-    return nlohmann::json::parse(checkpoint::read_text_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(strprintf("%s is not valid JSON: %s", path.c_str(), e.what()));
-  }
+  return checkpoint::parse_python_json(checkpoint::read_text_file(path), path);
+}
+
+// FOLDER's generation_config.json as written (its eos ids are where transformers' generate() and stepgraph's stop,
+// hf_import.h), checked to be JSON now; empty when the folder has none.
+std::string generation_config_text(const std::string& folder) {
+  const std::string path = folder + "/" + checkpoint::kGenerationConfigFile;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::string();
+  std::string text = checkpoint::read_text_file(path);
+  checkpoint::parse_python_json(text, path);
+  return text;
 }
 
 // config.json's bos_token_id or eos_token_id as `source` (the file at `path`, named through `what`) has it; null
@@ -151,11 +160,12 @@ nlohmann::json source_token_id(const nlohmann::json& source, const char* key, co
   return value;
 }
 
-CheckpointSource source_of(const nlohmann::json& config_json, int64_t max_position_embeddings, const std::string& path,
-                           const char* what) {
+CheckpointSource source_of(const std::string& folder, const nlohmann::json& config_json,
+                           int64_t max_position_embeddings, const std::string& path, const char* what) {
   return CheckpointSource{.max_position_embeddings = max_position_embeddings,
                           .bos_token_id = source_token_id(config_json, "bos_token_id", path, what),
-                          .eos_token_id = source_token_id(config_json, "eos_token_id", path, what)};
+                          .eos_token_id = source_token_id(config_json, "eos_token_id", path, what),
+                          .generation_config = generation_config_text(folder)};
 }
 
 nlohmann::json id_or_null(const std::optional<int64_t>& id) {
@@ -196,8 +206,8 @@ CheckpointExport checkpoint_export(const config::Config& config,
       checkpoint::resolve_model_folder(*config.checkpoint.pretrained_checkpoint, "checkpoint.pretrained_checkpoint");
   const checkpoint::HfModelConfig hf = checkpoint::read_hf_config(folder);
   // Read again for the keys HfModelConfig does not keep as written (bos, and eos as a number or a list).
-  out.source =
-      source_of(read_config_json(hf.path), hf.max_position_embeddings, hf.path, "checkpoint.pretrained_checkpoint");
+  out.source = source_of(folder, read_config_json(hf.path), hf.max_position_embeddings, hf.path,
+                         "checkpoint.pretrained_checkpoint");
   return out;
 }
 
@@ -222,7 +232,7 @@ std::optional<CheckpointSource> resumed_checkpoint_source(const std::string& fol
                   "to the context the weights serve (model.seq_length for a model trained from scratch)",
                   what, path.c_str(), key, positions.dump().c_str()));
   }
-  return source_of(config_json, positions.get<int64_t>(), path, what);
+  return source_of(folder, config_json, positions.get<int64_t>(), path, what);
 }
 
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
@@ -259,6 +269,10 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   if (record.eval_pending) ckpt.state.extra[kEvalPendingKey] = true;
   for (const std::string& name : exported.tokenizer.files) {
     ckpt.extra_files.push_back({.source = exported.tokenizer.dir + "/" + name, .filename = name});
+  }
+  if (exported.source && !exported.source->generation_config.empty()) {
+    ckpt.extra_texts.push_back(
+        {.filename = checkpoint::kGenerationConfigFile, .text = exported.source->generation_config});
   }
   return checkpoint::save_checkpoint(dir, state.steps_done, checkpoint::training_checkpoint_contents(ckpt));
 }

@@ -33,6 +33,9 @@ struct CheckpointSource {
   int64_t max_position_embeddings = 0;  // the context its weights serve (its RoPE, llama3 scaling included)
   nlohmann::json bos_token_id;          // as its config.json has them: null, an id or a list of ids; kept when
   nlohmann::json eos_token_id;          // the run has no tokenizer of its own (its vocabulary is the source's)
+  // Its generation_config.json as written (empty: none), copied into every save: transformers' generate() and
+  // stepgraph's stop at the eos ids listed there (Llama 3 Instruct lists its end-of-turn token only there).
+  std::string generation_config;
 };
 
 // What a saved folder's Hugging Face files take from outside the training state.
@@ -41,12 +44,13 @@ struct CheckpointExport {
   std::optional<CheckpointSource> source;  // nullopt: trained from scratch
 };
 
-// The export of a run: `tokenizer`'s files, BOS and EOD, and checkpoint.pretrained_checkpoint's config.json (read
-// now, so a malformed one fails before the first step). sg::Error naming the file, the key and its value when a
+// The export of a run: `tokenizer`'s files, BOS and EOD, and checkpoint.pretrained_checkpoint's config.json and
+// generation_config.json (read now, so a malformed one fails before the first step). sg::Error naming the file, the key and its value when a
 // bos_token_id or eos_token_id there is not null, an id or a list of ids.
 CheckpointExport checkpoint_export(const config::Config& config, const std::optional<data::HfTokenizerInfo>& tokenizer);
 
-// The source of a run that resumed FOLDER (LoadedCheckpoint::path): its config.json, which replaces
+// The source of a run that resumed FOLDER (LoadedCheckpoint::path): its config.json (and generation_config.json,
+// where a save copied one in), which replace
 // checkpoint.pretrained_checkpoint's (checkpointing.cpp says why); nullopt when FOLDER has none (no transformers
 // class loads its model, so none is written either). sg::Error naming the file, the key and its value when
 // max_position_embeddings is not a positive integer, or bos_token_id or eos_token_id not null, an id or a list.

@@ -1,6 +1,8 @@
 #include "train/run_plan.h"
 
+#include "checkpoint/hf_config.h"
 #include "config/model_config.h"
+#include "core/error.h"
 #include "core/strings.h"
 #include "cuda/arena.h"
 #include "graph/scope_plan.h"
@@ -49,6 +51,17 @@ std::string describe_model(const config::Config& config) {
   const int64_t embeddings = m.vocab_size * m.hidden_size * (tied ? 1 : 2);
   std::string why_no_hf;
   const std::string hf = model::hf_architecture(m, &why_no_hf);
+  if (!hf.empty()) {
+    // Every save writes this config.json: a model it refuses is refused now, before a step is spent.
+    try {
+      checkpoint::hf_model_config(m, "bfloat16");
+    } catch (const Error& e) {
+      throw Error(
+          strprintf("%s; this run's checkpoints (%s) could not be saved, so it is refused before its first "
+                    "step: change the model settings the message names",
+                    e.what(), hf.c_str()));
+    }
+  }
   return strprintf("model: %s, hidden %lld (%lld heads, %lld KV), ffn %lld, seq %lld, vocab %lld%s: %s parameters "
                    "(%s in the embedding%s); checkpoints load as %s",
                    model::describe_stack(m).c_str(), static_cast<long long>(m.hidden_size),

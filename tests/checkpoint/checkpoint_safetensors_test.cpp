@@ -251,6 +251,17 @@ TEST(HfConfig, LlamaConfigFields) {
   moe.num_moe_experts = 4;
   EXPECT_THROW(hf_llama_config(moe), Error);
   EXPECT_THROW(hf_llama_config(spec, "float16"), Error);
+  // model.kv_channels: heads that do not divide hidden_size, described by head_dim (transformers reads it).
+  auto wide_heads = spec;
+  wide_heads.hidden_size = 24;
+  wide_heads.num_attention_heads = 5;
+  wide_heads.num_query_groups = 5;
+  wide_heads.kv_channels = 8;
+  const auto w = hf_llama_config(wide_heads, "bfloat16");
+  EXPECT_EQ(w["head_dim"], 8);
+  EXPECT_EQ(w["num_attention_heads"], 5);
+  wide_heads.num_query_groups = 2;  // groups that do not divide the heads describe no attention
+  expect_error_contains([&] { hf_llama_config(wide_heads, "bfloat16"); }, {"the groups must divide the heads"});
 }
 
 // transformers warns when rope_scaling's original_max_position_embeddings is not an integer (8192.0).

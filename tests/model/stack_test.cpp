@@ -107,6 +107,15 @@ TEST(Stack, GptLayoutIsAttentionThenMlpPerBlockWithLlamaNames) {
   sigmoid.moe.score_function = ref::MoeScoreFunction::sigmoid;
   EXPECT_EQ(hf_architecture(sigmoid, &why), "");
   EXPECT_NE(why.find("softmax"), std::string::npos) << why;
+  // Token drop and Llama 3 RoPE scaling: MixtralConfig has neither, so its config.json would describe another model.
+  ModelSpec capacity = moe;
+  capacity.moe.capacity_factor = 1.0;
+  EXPECT_EQ(hf_architecture(capacity, &why), "");
+  EXPECT_NE(why.find("model.moe_expert_capacity_factor"), std::string::npos) << why;
+  ModelSpec scaled = moe;
+  scaled.rope_scaling.factor = 8.0;
+  EXPECT_EQ(hf_architecture(scaled, &why), "");
+  EXPECT_NE(why.find("rope scaling"), std::string::npos) << why;
   // moe_layer_freq: MoE in blocks 0 and 2 only.
   ModelSpec every_other = moe;
   every_other.num_layers = 4;

@@ -20,6 +20,7 @@
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/file_checksum.h"
+#include "checkpoint/hf_import.h"
 #include "config/config.h"
 #include "process_util.h"
 #include "test_dir.h"
@@ -174,6 +175,44 @@ TEST(CheckpointExport, ResumedRunsKeepTheLoadedFoldersContextAndSpecialTokenIds)
   both.train.train_iters = 5;
   run(both, dir / "run");
   expect_source_kept("iter_0000005");
+  fs::remove_all(dir);
+}
+
+// The source's generation_config.json (where Llama 3 Instruct lists its end-of-turn token among the eos ids) is
+// written into every save byte for byte with its checksum, so transformers' generate() and stepgraph's stop where the
+// source's did; a resumed run takes it from the loaded folder. A malformed one is refused before the first step.
+TEST(CheckpointExport, CopiesTheSourcesGenerationConfigIntoEverySave) {
+  const fs::path dir = test::fresh_test_dir("sg_checkpoint_export");
+  const std::string hf = make_hf_folder(dir / "hf", "");
+  edit_config(hf, "eos_token_id", 5);
+  const std::string generation = "{\n  \"eos_token_id\": [5, 7, 9],\n  \"temperature\": 0.6\n}\n";
+  write_files(hf, {{"generation_config.json", generation}});
+  const std::string ck = (dir / "ck").string();
+  const config::Config first = tiny_config({"checkpoint.pretrained_checkpoint=" + hf, "checkpoint.save=" + ck});
+  run(first, dir / "run");
+  const auto expect_copied = [&](const std::string& iteration) {
+    const fs::path saved = dir / "ck" / iteration;
+    EXPECT_EQ(test::read_file(saved / "generation_config.json"), generation) << iteration;
+    EXPECT_TRUE(read_json(saved / "train_state.json")["file_checksums"].contains("generation_config.json"))
+        << iteration;
+    EXPECT_EQ(verification_error(saved), "") << iteration;
+    EXPECT_EQ(checkpoint::read_hf_config(saved.string()).eos_token_ids, (std::vector<int64_t>{5, 7, 9})) << iteration;
+  };
+  expect_copied("iter_0000002");
+
+  config::Config resumed = train::apply_pretrained_shapes(first);
+  resumed.checkpoint.pretrained_checkpoint.reset();
+  resumed.checkpoint.load = ck;
+  resumed.train.train_iters = 3;
+  run(resumed, dir / "run");
+  expect_copied("iter_0000003");
+
+  write_files(hf, {{"generation_config.json", "{\"eos_token_id\": [5,"}});
+  config::Config bad = first;
+  bad.checkpoint.save = (dir / "ck_bad").string();
+  const std::string error = test::thrown_message([&] { run(bad, dir / "run_bad"); });
+  EXPECT_NE(error.find(hf + "/generation_config.json"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(dir / "ck_bad" / checkpoint::kLatestFile)) << "refused after a step";
   fs::remove_all(dir);
 }
 
