@@ -54,7 +54,7 @@ function(sg_protobuf_sources target proto)
     COMMENT "protoc ${proto}")
   target_sources(${target} PRIVATE ${cc})
   set_source_files_properties(${cc} PROPERTIES COMPILE_OPTIONS "-w")
-  target_include_directories(${target} PRIVATE ${out})
+  target_include_directories(${target} PUBLIC ${out})  # tests read the events with the same classes
   target_link_libraries(${target} PUBLIC sg_protobuf_lite)
 endfunction()
 

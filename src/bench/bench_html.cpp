@@ -31,13 +31,15 @@ std::string without_label(const std::string& line) {
   return colon == std::string::npos ? line : line.substr(colon + 2);
 }
 
+// Every rank's tokens, as the stdout table's and the JSON's tokens per step (num_microbatches is one rank's).
 std::string thousands_tokens(const BenchPlan& plan) {
-  const int64_t tokens = plan.batch.num_microbatches * plan.batch.tokens_per_microbatch(plan.model);
-  return train::thousands(tokens) + strprintf(" (%lld microbatch%s of %lld sequences x %lld tokens)",
-                                              static_cast<long long>(plan.batch.num_microbatches),
-                                              plan.batch.num_microbatches == 1 ? "" : "es",
-                                              static_cast<long long>(plan.batch.micro_batch_size),
-                                              static_cast<long long>(plan.model.seq_length));
+  const int64_t tokens = plan.batch.global_microbatches() * plan.batch.tokens_per_microbatch(plan.model);
+  const int64_t ranks = plan.batch.data_parallel_size;
+  return train::thousands(tokens) +
+         strprintf(" (%s%lld microbatch%s of %lld sequences x %lld tokens)",
+                   ranks > 1 ? strprintf("%lld ranks x ", static_cast<long long>(ranks)).c_str() : "",
+                   static_cast<long long>(plan.batch.num_microbatches), plan.batch.num_microbatches == 1 ? "" : "es",
+                   static_cast<long long>(plan.batch.micro_batch_size), static_cast<long long>(plan.model.seq_length));
 }
 
 }  // namespace

@@ -62,7 +62,9 @@ std::string chrome_trace_json(const std::vector<TraceProcess>& processes, const 
   }
   nlohmann::json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}};
   trace["otherData"] = nlohmann::json::parse(metadata_json);
-  return trace.dump(1);
+  return trace.dump(
+      1, ' ', false,
+      nlohmann::json::error_handler_t::replace);  // a recipe path that is not UTF-8 must not lose the trace
 }
 
 void write_chrome_trace(const std::string& path, const std::vector<TraceProcess>& processes,

@@ -248,8 +248,8 @@ std::string format_report(const BenchPlan& plan, const BenchResults& results, co
   const double flops = train::training_flops_per_step(plan.model, plan.batch);
   std::string out = strprintf(
       "stepgraph bench %s on %s\n"
-      "  model: %s, hidden %lld, ffn %lld, %lld heads, seq %lld, vocab %lld; %.0f tokens and %.3g TFLOP "
-      "per step\n"
+      "  model: %s, hidden %lld, ffn %lld, %lld heads, seq %lld, vocab %lld; %.0f tokens per step (every rank's), "
+      "%.3g TFLOP per step per GPU\n"
       "  peak %s; arena %s\n"
       "  per mode: %d eager warmup, 1 capture, %d measured (CUDA events) with %d floor step%s (CUPTI) among them\n",
       plan.recipe.c_str(), env.device_summary.c_str(), model::describe_stack(model).c_str(),
@@ -471,7 +471,8 @@ std::string report_json(const BenchPlan& plan, const BenchResults& results, cons
     mode["optimizer_steps"] = r.optimizer_steps;
     j["modes"].push_back(std::move(mode));
   }
-  return j.dump(2);
+  // A recipe path or an override value that is not UTF-8 is written with U+FFFD rather than losing the file.
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace sg::bench

@@ -167,7 +167,8 @@ int run_bench_rank(const bench::BenchPlan& plan, const bench::BenchOptions& opti
         const nlohmann::json metadata = {{"recipe", plan.recipe},
                                          {"device", results.env.device_name},
                                          {"what", "one steady-state step per mode: the first CUPTI floor step"}};
-        write_chrome_trace(options.trace_path, processes, metadata.dump());
+        write_chrome_trace(options.trace_path, processes,
+                           metadata.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       },
       " (open it in https://ui.perfetto.dev)");
   if (!failed.empty()) throw Error(join(failed, "; "));

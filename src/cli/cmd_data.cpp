@@ -40,7 +40,8 @@ int run_synth(const SynthArgs& args) {
     nlohmann::json j = summary.to_json();
     j["prefix"] = args.out;
     j["seed"] = args.seed;
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n",
+                j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());  // paths need not be UTF-8
   } else {
     std::printf("wrote %s.bin and %s.idx (seed %llu)\n%s", args.out.c_str(), args.out.c_str(),
                 static_cast<unsigned long long>(args.seed), summary.to_text().c_str());
@@ -72,7 +73,8 @@ int run_inspect(const InspectArgs& args) {
         {"sequences", ds.num_sequences()}, {"documents", ds.num_documents()},
         {"tokens", ds.num_tokens()},       {"min_token", ds.min_token()},
         {"max_token", ds.max_token()},     {"first_documents", docs}};
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n",
+                j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());  // paths need not be UTF-8
     return 0;
   }
   std::printf("%s (.bin/.idx)\n", args.prefix.c_str());

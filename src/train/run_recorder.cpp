@@ -13,7 +13,7 @@ namespace sg::train {
 
 RunRecorder::RunRecorder(const config::Config& config, const std::string& run_dir, const RecorderStart& start,
                          const std::string& run_id, RunReportInfo report)
-    : run_dir_(run_dir), report_(std::move(report)) {
+    : run_dir_(run_dir), report_(std::move(report)), last_step_(start.start_step) {
   std::filesystem::create_directories(run_dir);
   write_run_id(run_dir, run_id);
   const std::string header =
@@ -36,7 +36,10 @@ RunRecorder::RunRecorder(const config::Config& config, const std::string& run_di
   checkpoint::write_file_atomically(config_path, report_.config_yaml);
   metrics_path_ = (std::filesystem::path(run_dir) / kMetricsJsonl).string();
   metrics_ = std::make_unique<MetricsLog>(metrics_path_, start.resumed);
-  if (config.logger.tensorboard_dir) tensorboard_ = std::make_unique<TensorBoardWriter>(*config.logger.tensorboard_dir);
+  if (config.logger.tensorboard_dir) {
+    tensorboard_ = std::make_unique<TensorBoardWriter>(*config.logger.tensorboard_dir);
+    tensorboard_->session_start(start.start_step + 1);
+  }
 }
 
 RunRecorder::~RunRecorder() {

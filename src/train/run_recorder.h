@@ -25,11 +25,13 @@ namespace sg::train {
 struct RecorderStart {
   bool resumed = false;      // the folder's records are this run's (RunFolderStart::continues): append to them
   bool config_kept = false;  // cut_records_after kept the folder's config.yaml already (RecordsCut::kept_in)
+  int64_t start_step = 0;    // the step the run continues from: its checkpoint's iteration (0: a fresh run)
 };
 
 class RunRecorder {
  public:
-  // Writes config.yaml and run.json and opens metrics.jsonl (appended when resumed) and the TensorBoard file.
+  // Writes config.yaml and run.json and opens metrics.jsonl (appended when resumed) and the TensorBoard file (its
+  // session starting at start.start_step + 1).
   // A resumed run whose configuration changed keeps the folder's config.yaml first (keep_changed_config, unless
   // `start.config_kept`), and logs where.
   RunRecorder(const config::Config& config, const std::string& run_dir, const RecorderStart& start,

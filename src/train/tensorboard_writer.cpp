@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -29,33 +30,46 @@ void put_u64(std::string& out, uint64_t v) {
 }  // namespace
 
 TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
-  open(new_event_file_path(dir));
-}
-
-TensorBoardWriter::TensorBoardWriter(const std::string& file_path, ExactPath) {
-  open(file_path);
-}
-
-std::string TensorBoardWriter::new_event_file_path(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(strprintf("logger.tensorboard_dir %s: cannot create it: %s", dir.c_str(), ec.message().c_str()));
+  const std::string base = new_event_file_path(dir);
+  // Created exclusively: a name taken (two runs of one process within a microsecond) gets a suffix, never a
+  // truncated file.
+  for (int suffix = 0; file_ == nullptr; ++suffix) {
+    path_ = suffix == 0 ? base : strprintf("%s.%d", base.c_str(), suffix);
+    file_ = std::fopen(path_.c_str(), "wbx");
+    if (file_ == nullptr && (errno != EEXIST || suffix == 99)) open_failed();
+  }
+  write_first_record();
+}
+
+TensorBoardWriter::TensorBoardWriter(const std::string& file_path, ExactPath) : path_(file_path) {
+  file_ = std::fopen(path_.c_str(), "wb");
+  if (file_ == nullptr) open_failed();
+  write_first_record();
+}
+
+std::string TensorBoardWriter::new_event_file_path(const std::string& dir) {
   char host[256] = "localhost";
   ::gethostname(host, sizeof(host) - 1);
   host[sizeof(host) - 1] = '\0';
-  // "tfevents" in the name is what TensorBoard looks for; time, host and pid keep concurrent runs apart.
-  return (std::filesystem::path(dir) / strprintf("events.out.tfevents.%lld.%s.%d",
-                                                 static_cast<long long>(now_seconds()), host,
-                                                 static_cast<int>(::getpid())))
+  // "tfevents" in the name is what TensorBoard looks for; time, host and pid keep concurrent runs apart. TensorBoard
+  // reads a folder's files in name order, so the time (to the microsecond: a resumed run's file sorts after the
+  // file it continues, for its session start to apply) comes first.
+  const double now = now_seconds();
+  const auto seconds = static_cast<long long>(now);
+  const auto micros = std::min(999999LL, static_cast<long long>((now - static_cast<double>(seconds)) * 1e6));
+  return (std::filesystem::path(dir) /
+          strprintf("events.out.tfevents.%lld.%06lld.%s.%d", seconds, micros, host, static_cast<int>(::getpid())))
       .string();
 }
 
-void TensorBoardWriter::open(const std::string& file_path) {
-  path_ = file_path;
-  file_ = std::fopen(path_.c_str(), "wb");
-  if (file_ == nullptr) {
-    throw Error(strprintf("logger.tensorboard_dir: cannot create %s: %s", path_.c_str(), std::strerror(errno)));
-  }
+void TensorBoardWriter::open_failed() const {
+  throw Error(strprintf("logger.tensorboard_dir: cannot create %s: %s", path_.c_str(), std::strerror(errno)));
+}
+
+void TensorBoardWriter::write_first_record() {
   tensorboard::Event first;
   first.set_wall_time(now_seconds());
   first.set_file_version("brain.Event:2");
@@ -90,6 +104,15 @@ void TensorBoardWriter::fail() const {
   const int err = errno;
   throw Error(strprintf("cannot write TensorBoard events file %s (logger.tensorboard_dir): %s%s", path_.c_str(),
                         err ? std::strerror(err) : "write error", err == ENOSPC ? " (the disk is full)" : ""));
+}
+
+void TensorBoardWriter::session_start(int64_t first_step) {
+  tensorboard::Event event;
+  event.set_wall_time(now_seconds());
+  event.set_step(first_step);
+  event.mutable_session_log()->set_status(tensorboard::SessionLog::START);
+  write_record(event.SerializeAsString());
+  flush();
 }
 
 void TensorBoardWriter::scalar(const std::string& tag, int64_t step, double value, double wall_time) {

@@ -152,11 +152,20 @@ double max_expert_load(const std::vector<std::vector<int32_t>>& rows) {
   return worst;
 }
 
-StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, double tokens,
+// The tokens a run consumed by the end of `step`: the samples before its baseline, then one global batch a step
+// (a resume that changed train.global_batch_size starts a new baseline; checkpointing.h).
+int64_t tokens_consumed(const SamplesBaseline& baseline, int64_t step, const model::BatchSpec& batch,
+                        const model::ModelSpec& model) {
+  const int64_t sequences_per_step = batch.global_microbatches() * batch.micro_batch_size;
+  return (static_cast<int64_t>(baseline.consumed_samples) + (step - baseline.iteration) * sequences_per_step) *
+         model.seq_length;
+}
+
+StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, double tokens, int64_t tokens_so_far,
                        uint64_t memory_used) {
   StepMetrics m;
   m.capture = r.capture_step;
-  m.tokens = static_cast<int64_t>(tokens) * r.step;
+  m.tokens = tokens_so_far;
   m.step = r.step;
   m.loss = r.loss;
   m.grad_norm = r.grad_norm;
@@ -229,6 +238,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   const double peak = peak_bf16_tflops(backend.device_name());
   // Tokens of the whole global batch (every rank's): tok/s is the run's; TFLOP/s and MFU stay per GPU.
   const double tokens = static_cast<double>(batch.global_microbatches() * batch.tokens_per_microbatch(model));
+  const SamplesBaseline samples_baseline = loaded ? loaded->samples_baseline : SamplesBaseline{};
   DistributedRun* const distributed = options.distributed;
   const bool writer = distributed == nullptr || distributed->is_writer();
   RunReportInfo run_report;
@@ -238,10 +248,11 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   run_report.facts = {{"backend", backend.description()},
                       {"run folder", options.run_dir},
                       {"tokens per step", thousands(static_cast<int64_t>(tokens))},
-                      {"FLOPs per step", strprintf("%.4g", flops)}};
+                      {"FLOPs per step per GPU", strprintf("%.4g", flops)}};
   if (run.tokenizer) run_report.facts.emplace_back("tokenizer", run.tokenizer->describe());
   if (config.checkpoint.save) run_report.facts.emplace_back("checkpoints", *config.checkpoint.save);
-  RunRecorder recorder(config, options.run_dir, {.resumed = folder.continues, .config_kept = cut.kept_in.has_value()},
+  RunRecorder recorder(config, options.run_dir,
+                       {.resumed = folder.continues, .config_kept = cut.kept_in.has_value(), .start_step = start_step},
                        run.run_id, run_report);
   summary.metrics_path = recorder.metrics_path();
   summary.report_path = recorder.report_path();
@@ -286,9 +297,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
       const std::string removed = remove_overwritten_checkpoints(*run.dirs);
       if (!removed.empty()) progress.line(removed);
     }
-    const ResumeRecord resume_record{.run_id = run.run_id,
-                                     .samples_baseline = loaded ? loaded->samples_baseline : SamplesBaseline{},
-                                     .eval_pending = eval_skipped_at == step};
+    const ResumeRecord resume_record{
+        .run_id = run.run_id, .samples_baseline = samples_baseline, .eval_pending = eval_skipped_at == step};
     const std::string dir = save_checkpoint(*config.checkpoint.save, config, backend.layout(), state,
                                             data.loader().position(), resume_record, run.checkpoint_export);
     const double seconds = seconds_since(start);
@@ -307,7 +317,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     summary.last_loss = r.loss;
     summary.steps_done = r.step;
     stop_handlers.step_took(r.step_ms / 1e3);
-    StepMetrics m = to_metrics(r, flops, peak, tokens, backend.device_memory_used());
+    StepMetrics m = to_metrics(r, flops, peak, tokens, tokens_consumed(samples_baseline, r.step, batch, model),
+                               backend.device_memory_used());
     m.wall_time_s = seconds_since(run.start);
     m.moe = model.num_moe_experts > 0;
     m.aux_loss = r.aux_loss;
@@ -351,7 +362,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     m.batches = e.batches;
     m.ms = e.ms;
     m.wall_time_s = seconds_since(run.start);
-    m.tokens = static_cast<int64_t>(tokens) * step;
+    m.tokens = tokens_consumed(samples_baseline, step, batch, model);
     record([&] { recorder.eval(m); });
     if (!metrics_error.empty()) eval_skipped_at = step;  // not recorded: a resumed run evaluates it again
     summary.last_val_loss = e.loss;

@@ -14,7 +14,8 @@ backend, then checks what the run leaves:
     without transformers);
   - the TensorBoard event file reads with the tensorboard package's EventAccumulator (else with protobuf's
     parser and the schema compiled by protoc; else only its TFRecord framing is checked) and holds the
-    losses of metrics.jsonl;
+    losses of metrics.jsonl; after a branch from step 3 into the same TensorBoard folder, TensorBoard shows each
+    step once (the branch's session start drops the first run's later steps);
   - evaluation does not change training: the same run without validation has bitwise equal losses;
   - `stepgraph generate` on the save directory uses the tokenizer copied into the checkpoint.
 
@@ -260,6 +261,32 @@ class UserDataPath(unittest.TestCase):
         for tag in ("learning-rate", "grad-norm", "tokens-per-second", "mem-allocated-bytes",
                     "lm loss validation ppl"):
             self.assertIn(tag, scalars)
+
+    def test_tensorboard_shows_each_step_once_after_a_branch(self):
+        # A branch from step 3 of the 6-step run, writing into a copy of its TensorBoard folder: TensorBoard itself
+        # (EventAccumulator, reading the folder) shows steps 1-5 once each, 4 and 5 the branch's, not the first
+        # run's 4-6 beside them (the branch's file opens with a session start at step 4).
+        try:
+            from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        except ImportError:
+            print("\nNOTICE: the tensorboard package is not installed: the branch's TensorBoard view is not checked "
+                  "(bash scripts/setup.sh installs it)", file=sys.stderr)
+            return
+        tb = os.path.join(self.dir, "tb_branch")
+        shutil.copytree(os.path.join(self.dir, "tb_my_run"), tb)
+        branch = os.path.join(self.dir, "runs", "branch")
+        run(STEPGRAPH, "train", "my_run.yaml", "--cpu", "--plain", "--run-dir", branch, "train.train_iters=5",
+            "checkpoint.load=" + os.path.join(self.dir, "ckpt_my_run", "iter_0000003"),
+            "checkpoint.save=" + os.path.join(self.dir, "ckpt_branch"), "logger.tensorboard_dir=" + tb, cwd=self.dir)
+        acc = EventAccumulator(tb, size_guidance={"scalars": 0})
+        acc.Reload()
+        first = {l["step"]: f32(l["loss"]) for l in read_jsonl(os.path.join(self.run_dir, "metrics.jsonl"))
+                 if "loss" in l}
+        branched = {l["step"]: f32(l["loss"]) for l in read_jsonl(os.path.join(branch, "metrics.jsonl"))
+                    if "loss" in l}
+        self.assertEqual(sorted(branched), [4, 5])
+        shown = [(e.step, e.value) for e in acc.Scalars("lm loss")]
+        self.assertEqual(shown, [(s, first[s]) for s in (1, 2, 3)] + [(s, branched[s]) for s in (4, 5)])
 
 
 if __name__ == "__main__":

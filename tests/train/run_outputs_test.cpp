@@ -139,8 +139,8 @@ TEST_F(RunOutputs, RunFolderHasConfigReportAndTensorBoardEvents) {
     pos += 16 + length;
     ++records;
   }
-  // file version + 6 steps x 7 scalars (CPU: no capture step) + 2 evaluations x 2.
-  EXPECT_EQ(records, 1u + 6u * 7u + 2u * 2u);
+  // file version + session start + 6 steps x 7 scalars (CPU: no capture step) + 2 evaluations x 2.
+  EXPECT_EQ(records, 2u + 6u * 7u + 2u * 2u);
   for (const char* tag : {"brain.Event:2", "lm loss", "lm loss validation", "learning-rate", "grad-norm",
                           "tokens-per-second", "mem-allocated-bytes"}) {
     EXPECT_NE(all.find(tag), std::string::npos) << tag;

@@ -1,14 +1,19 @@
 // train/run_recorder, in process on the CPU backend: a resumed run whose configuration changed keeps the run
 // folder's config.yaml in a new previous/run-<k>/ before writing its own (the earlier steps' records ran with
 // it), and says where in one line; a resume that changes only how it continues (checkpoint.load) keeps none; a
-// resume that cut records kept it with them, once. Each case failed before its fix.
+// resume that cut records kept it with them, once; TensorBoard shows each step once after a resume, a branch or a
+// fresh run into the same folder (each run's session start); a resumed run that ends before its first step reports
+// its checkpoint's step. Each case failed before its fix.
 #include "train/run_recorder.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +22,7 @@
 #include "graph/registry.h"
 #include "test_dir.h"
 #include "train/run_folder.h"
+#include "train/tensorboard_event.pb.h"
 #include "train/trainer.h"
 
 namespace sg::train {
@@ -114,6 +120,56 @@ TEST_F(RunRecorderResume, ACutThatKeptTheConfigKeepsItOnce) {
   EXPECT_EQ(read_file(previous / "run-1" / "config.yaml"), first) << log;
   EXPECT_TRUE(fs::exists(previous / "run-1" / "metrics.jsonl")) << log;
   EXPECT_FALSE(fs::exists(previous / "run-2")) << "kept twice:\n" << log;
+}
+
+// TensorBoard's reading of a folder (its EventAccumulator with purge_orphaned_data, its default): the files in name
+// order, and a SessionLog START at step S drops every event read before at a step >= S. Returns tag -> steps.
+std::map<std::string, std::vector<int64_t>> tensorboard_view(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::map<std::string, std::vector<int64_t>> steps;
+  for (const fs::path& file : files) {
+    const std::string bytes = read_file(file);
+    for (size_t pos = 0; pos + 16 <= bytes.size();) {
+      uint64_t length = 0;
+      std::memcpy(&length, bytes.data() + pos, 8);
+      sg::tensorboard::Event event;
+      EXPECT_TRUE(event.ParseFromArray(bytes.data() + pos + 12, static_cast<int>(length))) << file;
+      pos += 16 + length;
+      if (event.has_session_log() && event.session_log().status() == sg::tensorboard::SessionLog::START) {
+        for (auto& [tag, list] : steps) std::erase_if(list, [&](int64_t s) { return s >= event.step(); });
+      }
+      for (const auto& value : event.summary().value()) steps[value.tag()].push_back(event.step());
+    }
+  }
+  return steps;
+}
+
+// A branch from step 4 of a run that reached 6, then a fresh run into the same folders: TensorBoard shows each
+// step once (the branch's 5 and 6, then only the fresh run's 1 and 2), not the earlier files' steps beside them.
+TEST_F(RunRecorderResume, TensorBoardShowsEachStepOnceAfterABranchAndAFreshRun) {
+  const std::string tb = "logger.tensorboard_dir=" + (dir_ / "tb").string();
+  run(tiny({tb}), 6);
+  run(tiny({tb, "checkpoint.load=" + (dir_ / "ck" / "iter_0000004").string(),
+            "checkpoint.save=" + (dir_ / "ck2").string()}),
+      6);
+  std::map<std::string, std::vector<int64_t>> view = tensorboard_view(dir_ / "tb");
+  EXPECT_EQ(view["lm loss"], (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(view["learning-rate"], (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  run(tiny({tb, "checkpoint.save=" + (dir_ / "ck3").string()}), 2);
+  view = tensorboard_view(dir_ / "tb");
+  EXPECT_EQ(view["lm loss"], (std::vector<int64_t>{1, 2}));
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_ / "tb")) ++files;
+  EXPECT_EQ(files, 3u) << "one file a run, none overwritten";
+}
+
+// A resumed run that ends before its first step (an error, a stop) reports the checkpoint's step, not step 0.
+TEST_F(RunRecorderResume, AResumedRunEndingBeforeItsFirstStepReportsTheCheckpointsStep) {
+  { RunRecorder recorder(tiny({}), run_dir(), {.resumed = true, .start_step = 4}, "run-id", RunReportInfo{}); }
+  const std::string html = read_file(run_dir() + "/report.html");
+  EXPECT_NE(html.find("ended early, after step 4"), std::string::npos) << html;
 }
 
 }  // namespace

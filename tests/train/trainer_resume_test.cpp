@@ -165,6 +165,11 @@ TEST(TrainerResume, ARunThatChangedItsGlobalBatchSizeResumesAgain) {
   ASSERT_EQ(r.error, "") << r.log;
   EXPECT_NE(r.log.find("saved with a different configuration"), std::string::npos) << r.log;
   ASSERT_EQ(checkpoint::read_latest_iteration(ck2), 6);
+  // metrics.jsonl's tokens: 4 steps of 2 sequences, then 4 a step (32 tokens each), not 4 a step since step 1.
+  std::vector<int64_t> tokens;
+  std::istringstream lines(read_file(dir / "run2/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) tokens.push_back(nlohmann::json::parse(line)["tokens"]);
+  EXPECT_EQ(tokens, (std::vector<int64_t>{(8 + 4) * 32, (8 + 8) * 32}));
   // Its own checkpoint, with the same configuration, resumes (it was refused: "expected 24").
   args = batch4;
   args.insert(args.end(), {"checkpoint.load=" + ck2, "checkpoint.save=" + ck2});
