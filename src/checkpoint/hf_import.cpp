@@ -220,12 +220,15 @@ HfModelConfig read_hf_config(const std::string& folder) {
   s.ffn_hidden_size = c.integer("intermediate_size");
   s.num_layers = c.integer("num_hidden_layers");
   s.num_attention_heads = c.integer("num_attention_heads");
-  s.num_query_groups = c.integer("num_key_value_heads", s.num_attention_heads);
+  // Keys left out take the model class's defaults: MixtralConfig's 8 key/value heads, LlamaConfig's one per head.
+  s.num_query_groups = c.integer("num_key_value_heads", mixtral ? 8 : s.num_attention_heads);
   if (s.num_attention_heads % s.num_query_groups != 0) {
     c.fail("num_key_value_heads",
-           strprintf("= %lld does not divide num_attention_heads = %lld: grouped-query attention shares each "
+           strprintf("= %lld%s does not divide num_attention_heads = %lld: grouped-query attention shares each "
                      "key/value head among a whole number of query heads",
-                     static_cast<long long>(s.num_query_groups), static_cast<long long>(s.num_attention_heads)));
+                     static_cast<long long>(s.num_query_groups),
+                     c.has("num_key_value_heads") ? "" : " (absent: MixtralConfig's default)",
+                     static_cast<long long>(s.num_attention_heads)));
   }
   if (s.vocab_size > INT32_MAX) {
     c.fail("vocab_size",
@@ -251,7 +254,7 @@ HfModelConfig read_hf_config(const std::string& folder) {
                      static_cast<long long>(s.hidden_size), static_cast<long long>(s.num_attention_heads),
                      static_cast<long long>(s.head_dim())));
   }
-  s.layernorm_epsilon = c.number("rms_norm_eps", 1e-6);
+  s.layernorm_epsilon = c.number("rms_norm_eps", mixtral ? 1e-5 : 1e-6);  // MixtralConfig's, LlamaConfig's
   if (!(s.layernorm_epsilon > 0.0)) {
     c.fail("rms_norm_eps",
            "= " + fmt(s.layernorm_epsilon) + ": must be positive (RMSNorm divides by sqrt(mean + eps))");

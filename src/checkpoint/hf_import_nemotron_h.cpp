@@ -76,15 +76,16 @@ void read_nemotron_h_config(const ConfigReader& c, HfModelConfig& out) {
   }
   s.hidden_size = c.integer("hidden_size");
   s.num_attention_heads = c.integer("num_attention_heads", 32);
-  s.num_query_groups = c.integer("num_key_value_heads", s.num_attention_heads);
+  // Keys left out take NemotronHConfig's defaults (8 key/value heads, head_dim 128), as transformers reads them.
+  s.num_query_groups = c.integer("num_key_value_heads", 8);
   if (s.num_attention_heads % s.num_query_groups != 0) {
-    c.fail("num_key_value_heads", strprintf("= %lld does not divide num_attention_heads = %lld",
-                                            static_cast<long long>(s.num_query_groups),
-                                            static_cast<long long>(s.num_attention_heads)));
+    c.fail("num_key_value_heads",
+           strprintf("= %lld%s does not divide num_attention_heads = %lld", static_cast<long long>(s.num_query_groups),
+                     c.has("num_key_value_heads") ? "" : " (absent: NemotronHConfig's default)",
+                     static_cast<long long>(s.num_attention_heads)));
   }
   // attention_head_dim: the name in the Hub's older (remote-code) NemotronH configs.
-  const int64_t head_dim =
-      c.integer("head_dim", c.integer("attention_head_dim", s.hidden_size / s.num_attention_heads));
+  const int64_t head_dim = c.integer("head_dim", c.integer("attention_head_dim", 128));
   if (s.hidden_size % s.num_attention_heads != 0 || head_dim != s.hidden_size / s.num_attention_heads) {
     s.kv_channels = head_dim;  // Megatron's kv_channels
   }

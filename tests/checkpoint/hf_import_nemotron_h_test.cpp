@@ -98,6 +98,21 @@ TEST(HfImportNemotronH, WhatStepgraphWritesReadsBackAsTheSameModel) {
   older.erase("head_dim");
   older["attention_head_dim"] = 48;
   EXPECT_EQ(read_hf_config(write_config(dir, "older", older)).spec.head_dim(), 48);
+  // Neither key, nor num_key_value_heads: NemotronHConfig's defaults, head_dim 128 and 8 key/value heads (not
+  // hidden_size / heads and one a head).
+  nlohmann::json bare = hf_nemotron_h_config(s);
+  bare.erase("head_dim");
+  bare.erase("num_key_value_heads");
+  bare["num_attention_heads"] = 16;
+  const model::ModelSpec defaults = read_hf_config(write_config(dir, "bare", bare)).spec;
+  EXPECT_EQ(defaults.head_dim(), 128);
+  EXPECT_EQ(defaults.num_query_groups, 8);
+  bare["num_attention_heads"] = 12;
+  const std::string error = test::thrown_message([&] { read_hf_config(write_config(dir, "bare12", bare)); });
+  EXPECT_NE(error.find("num_key_value_heads = 8 (absent: NemotronHConfig's default) does not divide "
+                       "num_attention_heads = 12"),
+            std::string::npos)
+      << error;
 
   // No limit written: transformers' (0, inf).
   model::ModelSpec unlimited = s;

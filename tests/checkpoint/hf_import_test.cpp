@@ -420,14 +420,21 @@ TEST(HfImport, StepgraphCheckpointIsVerifiedLikeCheckpointLoad) {
     const char* name;
     double rope_theta;
     int64_t max_positions;
+    int64_t key_value_heads;  // of 16 heads
+    double rms_norm_eps;
   };
-  for (const Defaults& d : {Defaults{mixtral, "bare_mixtral", 1e6, 131072}, Defaults{llama, "bare_llama", 1e4, 2048}}) {
+  for (const Defaults& d :
+       {Defaults{mixtral, "bare_mixtral", 1e6, 131072, 8, 1e-5}, Defaults{llama, "bare_llama", 1e4, 2048, 16, 1e-6}}) {
     nlohmann::json bare = d.config;
-    bare.erase("rope_theta");
-    bare.erase("max_position_embeddings");
+    for (const char* key : {"rope_theta", "max_position_embeddings", "num_key_value_heads", "rms_norm_eps"}) {
+      bare.erase(key);
+    }
+    bare["num_attention_heads"] = 16;
     const HfModelConfig read = read_hf_config(save_own(dir.str() + "/" + d.name, 1, bare));
     EXPECT_EQ(read.spec.rotary_base, d.rope_theta) << d.name;
     EXPECT_EQ(read.max_position_embeddings, d.max_positions) << d.name;
+    EXPECT_EQ(read.spec.num_query_groups, d.key_value_heads) << d.name;
+    EXPECT_EQ(read.spec.layernorm_epsilon, d.rms_norm_eps) << d.name;
   }
   mixtral["sliding_window"] = 4096;
   error = test::thrown_message([&] { read_hf_config(save_own(dir.str() + "/window", 1, mixtral)); });

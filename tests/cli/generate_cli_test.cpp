@@ -330,7 +330,7 @@ TEST_F(GenerateCli, ErrorsNameTheFix) {
   fs::create_directories(nemotron);
   std::ofstream(nemotron / "config.json")
       << R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M*", "vocab_size": 64, "hidden_size": 64,
-             "num_attention_heads": 2, "mamba_num_heads": 2, "n_groups": 2})";
+             "num_attention_heads": 2, "num_key_value_heads": 2, "mamba_num_heads": 2, "n_groups": 2})";
   r = stepgraph("generate " + nemotron.string() + " --cpu --prompt-tokens 1");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
