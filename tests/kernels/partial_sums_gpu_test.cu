@@ -1,5 +1,5 @@
 // add_partial_column_sums: the column sums of a [rows, cols] fp32 partial matrix ADDED into one or more
-// destination segments, against fp64 sums (relative error < kFp32RelTol, 1e-5), bitwise repeatable, and
+// destination segments, against its CPU twin (reference/partial_sums: fp64 sums) (relative error < kFp32RelTol, 1e-5), bitwise repeatable, and
 // nothing added for zero rows. The batched form (many stacked matrices, one launch, destinations through a
 // device offset table) adds bit for bit what one add_partial_column_sums per matrix adds, and leaves the
 // elements between its destinations alone. Into bf16 destinations (a bf16 main gradient), both forms add bit for
@@ -11,8 +11,9 @@
 
 #include "cuda/stream.h"
 #include "gpu_test_util.h"
-#include "kernels/partial_sums.h"
 #include "kernel_gpu_test_util.h"
+#include "kernels/partial_sums.h"
+#include "reference/partial_sums.h"
 
 namespace {
 
@@ -24,16 +25,9 @@ TEST(PartialColumnSumsGpu, AddsColumnSumsIntoSegments) {
     const int64_t a_cols = 37, b_cols = 70, ld = a_cols + b_cols;
     const auto partials = random_normal(rows * ld, 10 + rows);
     const auto a0 = random_normal(a_cols, 20 + rows), b0 = random_normal(b_cols, 30 + rows);
-    std::vector<float> a_ref(a_cols), b_ref(b_cols);
-    for (int64_t c = 0; c < ld; ++c) {
-      double s = 0.0;
-      for (int64_t r = 0; r < rows; ++r) s += partials[r * ld + c];
-      if (c < a_cols) {
-        a_ref[c] = static_cast<float>(a0[c] + s);
-      } else {
-        b_ref[c - a_cols] = static_cast<float>(b0[c - a_cols] + s);
-      }
-    }
+    std::vector<float> a_ref = a0, b_ref = b0;
+    ref::add_partial_column_sums(a_ref.data(), partials.data(), rows, ld, 0, a_cols);
+    ref::add_partial_column_sums(b_ref.data(), partials.data(), rows, ld, a_cols, b_cols);
     DeviceBuffer<float> d_p(rows * ld), d_a(a_cols), d_b(b_cols);
     d_p.upload(partials);
     cuda::Stream stream;
@@ -142,15 +136,12 @@ TEST(PartialColumnSumsGpu, BatchedEqualsOneCallPerMatrixBitwise) {
     sync_device();
     const auto batched = d_batched.download();
     EXPECT_TRUE(bitwise_equal(batched, d_single.download())) << "rows=" << rows << " cols=" << cols;
-    std::vector<float> ref = dst0;
+    std::vector<float> expected = dst0;
     for (int64_t k = 0; k < count; ++k) {
-      for (int64_t c = 0; c < cols; ++c) {
-        double s = dst0[offsets[k] + c];
-        for (int64_t r = 0; r < rows; ++r) s += partials[(k * rows + r) * cols + c];
-        ref[offsets[k] + c] = static_cast<float>(s);
-      }
+      ref::add_partial_column_sums(expected.data() + offsets[k], partials.data() + k * rows * cols, rows, cols, 0,
+                                   cols);
     }
-    EXPECT_LT(relative_error(batched, ref), kFp32RelTol) << "rows=" << rows << " cols=" << cols;
+    EXPECT_LT(relative_error(batched, expected), kFp32RelTol) << "rows=" << rows << " cols=" << cols;
     for (int64_t k = 0; k < count; ++k) {
       for (int64_t g = 0; g < 5; ++g) {
         const int64_t i = offsets[k] - 5 + g;
