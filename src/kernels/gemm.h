@@ -194,9 +194,10 @@ class LinearBackwardInput {
 // dW[N, K] += dy[T, N]^T x[T, K] into the main_grad (beta = 1), or with `overwrite` dW = dy^T x
 // (the step's first write of this gradient, model/gradient_zeroing.h: dW is not read). Both bitwise
 // equal on a zeroed dW: the same algorithm. The main_grad is fp32, or bf16 with ddp.grad_reduce_in_fp32=false:
-// the sum is fp32 either way; into bf16, cuBLASLt's epilogue rounds it to bf16 and, accumulating, adds that to the
-// stored value and rounds again (measured, tests/kernels/gemm_gpu_test.cu), as PyTorch's `grad += bf16 gradient`
-// and Megatron's accumulation into a bf16 main_grad do; an overwrite rounds it once.
+// the sum is fp32 either way. Accumulating into bf16, cuBLASLt's epilogue either rounds the sum over the widened dW
+// once or, by the algorithm its heuristic picks for the shape, rounds the product sum to bf16, adds it to the stored
+// value and rounds again, as PyTorch's `grad += bf16 gradient` and Megatron's bf16 main_grad do (measured,
+// tests/kernels/gemm_gpu_test.cu); an overwrite rounds it once.
 class LinearBackwardWeight {
  public:
   LinearBackwardWeight(Blas& blas, int64_t T, int64_t K, int64_t N, FloatDtype grad_dtype = FloatDtype::fp32);
