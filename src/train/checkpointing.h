@@ -45,13 +45,12 @@ struct CheckpointExport {
 };
 
 // The export of a run: `tokenizer`'s files, BOS and EOD, and checkpoint.pretrained_checkpoint's config.json and
-// generation_config.json (read now, so a malformed one fails before the first step). sg::Error naming the file, the key and its value when a
-// bos_token_id or eos_token_id there is not null, an id or a list of ids.
+// generation_config.json (read now, so a malformed one fails before the first step). sg::Error naming the file, the
+// key and its value when a bos_token_id or eos_token_id there is not null, an id or a list of ids.
 CheckpointExport checkpoint_export(const config::Config& config, const std::optional<data::HfTokenizerInfo>& tokenizer);
 
 // The source of a run that resumed FOLDER (LoadedCheckpoint::path): its config.json (and generation_config.json,
-// where a save copied one in), which replace
-// checkpoint.pretrained_checkpoint's (checkpointing.cpp says why); nullopt when FOLDER has none (no transformers
+// where a save copied one in), which replace checkpoint.pretrained_checkpoint's (checkpointing.cpp says why); nullopt when FOLDER has none (no transformers
 // class loads its model, so none is written either). sg::Error naming the file, the key and its value when
 // max_position_embeddings is not a positive integer, or bos_token_id or eos_token_id not null, an id or a list.
 std::optional<CheckpointSource> resumed_checkpoint_source(const std::string& folder);
