@@ -3,7 +3,8 @@
 # the benchmarks, the PyTorch comparison and the Hugging Face parity checks (training loss and greedy
 # generation); prints a short table last.
 #
-#   bash scripts/gpu.sh [tests|bench|torch|parity|dp|sanitize|recompute|gemm_power|lm_head_chunk|generate_bench|all]...
+#   bash scripts/gpu.sh [tests|bench|torch|parity|generate_parity|dp|sanitize|recompute|gemm_power|lm_head_chunk|
+#                        generate_bench|all]...
 #   RECOMPUTE_MODES=local,local+recompute_full RECOMPUTE_STEPS=10 bash scripts/gpu.sh recompute   # other --compare modes
 #   BENCH_RECIPES="moe/small_moe hybrid/small_hybrid" bash scripts/gpu.sh bench   # family/recipe items; BENCH_MODES overrides the modes
 #   TORCH_MODELS="small_moe hybrid ssd" bash scripts/gpu.sh torch   # only these PyTorch references: families
@@ -13,6 +14,8 @@
 #
 # Default: all = tests bench torch parity dp. sanitize, recompute, gemm_power, lm_head_chunk and generate_bench run
 # only when named (minutes each).
+# generate_parity: parity's greedy-generation check alone, at each of GENERATE_PARITY_PROMPTS prompts a batch
+#   (default "4 8": decoding steps on the matrix-vector kernel's fp32 math, then on its tensor-core math).
 # generate_bench: decoding speed, `stepgraph generate` (graphed and eager) against transformers' generate() (dynamic
 #   cache, and static cache compiled) on Llama 1b, a Mixtral and a Nemotron-H of random weights, batches 1 and 8
 #   (bench/generate_reference.py; GENERATE_ARGS adds arguments, e.g. "--models llama_1b --batches 1"; "--hf-modes
@@ -43,7 +46,7 @@
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-known_parts=(tests bench torch parity dp sanitize recompute gemm_power lm_head_chunk generate_bench all)
+known_parts=(tests bench torch parity generate_parity dp sanitize recompute gemm_power lm_head_chunk generate_bench all)
 for p in "$@"; do
   if [[ $p == -h || $p == --help ]]; then
     sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -286,11 +289,16 @@ if want parity; then
       --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_hybrid_moe" 2>&1 | tee "$OUT/hf_parity_hybrid_moe.txt" | tail -8
     record "HF transformers parity (NemotronH with MoE)" "rc=${PIPESTATUS[0]}"
   fi
+fi
+if want parity || named generate_parity; then
   if [[ -f tests/model/hf_generate_parity.py ]]; then
-    "${PY[@]}" tests/model/hf_generate_parity.py --stepgraph "$SG_PY" \
-      --out "${GENERATE_PARITY_DIR:-/tmp/stepgraph_hf_generate}" 2>&1 \
-      | tee "$OUT/hf_generate_parity.txt" | tail -30
-    record "HF generate greedy parity" "rc=${PIPESTATUS[0]}"
+    # 4 prompts decode on the matrix-vector kernel's fp32 math, 8 on its tensor-core math (model/decode_gemv.h).
+    for prompts in ${GENERATE_PARITY_PROMPTS:-4 8}; do
+      "${PY[@]}" tests/model/hf_generate_parity.py --stepgraph "$SG_PY" --prompts "$prompts" \
+        --out "${GENERATE_PARITY_DIR:-/tmp/stepgraph_hf_generate}_$prompts" 2>&1 \
+        | tee "$OUT/hf_generate_parity_$prompts.txt" | tail -30
+      record "HF generate greedy parity, $prompts prompts" "rc=${PIPESTATUS[0]}"
+    done
   fi
 fi
 

@@ -20,14 +20,14 @@ const char* decode_gemv_value(DecodeGemv mode) {
 }
 
 DecodeGemv decode_gemv_setting(const char* v) {
-  if (v == nullptr) return DecodeGemv::fp32;
+  if (v == nullptr) return DecodeGemv::tensor_cores;
   for (const DecodeGemv mode : {DecodeGemv::off, DecodeGemv::fp32, DecodeGemv::tensor_cores}) {
     if (std::string(v) == decode_gemv_value(mode)) return mode;
   }
   throw Error(
-      strprintf("%s='%s': must be 1 (a decoding step's linears of up to %lld rows through the "
-                "matrix-vector kernel; the default), 0 (cuBLASLt for every call) or tensor_cores (as 1, and "
-                "steps of up to %lld rows through the kernel's tensor-core math)",
+      strprintf("%s='%s': must be tensor_cores (the default: a decoding step's linears of up to %lld rows "
+                "through the matrix-vector kernel's fp32 math, and of up to %lld rows through its tensor-core "
+                "math), 1 (the fp32 math alone, cuBLASLt above) or 0 (cuBLASLt for every call)",
                 kDecodeGemvVariable, v, static_cast<long long>(kDecodeGemvMaxRows),
                 static_cast<long long>(kernels::kDecodeLinearMaxRows)));
 }

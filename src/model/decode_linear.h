@@ -41,7 +41,7 @@ class DecodeLinear {
  private:
   int64_t K_ = 0, N_ = 0, out_width_ = 0;
   std::optional<MlpActivation> activation_;
-  DecodeGemv gemv_ = DecodeGemv::fp32;
+  DecodeGemv gemv_ = DecodeGemv::tensor_cores;
 };
 
 }  // namespace sg::model

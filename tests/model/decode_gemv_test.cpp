@@ -14,7 +14,7 @@ namespace sg::model {
 namespace {
 
 TEST(DecodeGemv, TheSwitchTakesItsThreeValuesAndNamesTheVariableOtherwise) {
-  EXPECT_EQ(decode_gemv_setting(nullptr), DecodeGemv::fp32);
+  EXPECT_EQ(decode_gemv_setting(nullptr), DecodeGemv::tensor_cores);
   EXPECT_EQ(decode_gemv_setting("1"), DecodeGemv::fp32);
   EXPECT_EQ(decode_gemv_setting("0"), DecodeGemv::off);
   EXPECT_EQ(decode_gemv_setting("tensor_cores"), DecodeGemv::tensor_cores);
@@ -30,7 +30,7 @@ TEST(DecodeGemv, TheSwitchTakesItsThreeValuesAndNamesTheVariableOtherwise) {
   for (const char* bad : {"yes", "2", "tensor-cores", ""}) {
     const std::string message = test::thrown_message([&] { decode_gemv_setting(bad); });
     EXPECT_NE(message.find(std::string("STEPGRAPH_DECODE_GEMV='") + bad + "'"), std::string::npos) << message;
-    EXPECT_NE(message.find("must be 1"), std::string::npos) << message;
+    EXPECT_NE(message.find("must be tensor_cores (the default"), std::string::npos) << message;
     EXPECT_NE(message.find("tensor_cores"), std::string::npos) << message;
   }
 }
@@ -39,10 +39,11 @@ TEST(DecodeGemv, EachModesRowsAndADecodersModeOverTheProcesss) {
   EXPECT_EQ(decode_gemv_max_rows(DecodeGemv::off), 0);
   EXPECT_EQ(decode_gemv_max_rows(DecodeGemv::fp32), kDecodeGemvMaxRows);
   EXPECT_EQ(decode_gemv_max_rows(DecodeGemv::tensor_cores), kernels::kDecodeLinearMaxRows);
-  ASSERT_EQ(decode_gemv_mode(), DecodeGemv::fp32);
+  ASSERT_EQ(decode_gemv_mode(), DecodeGemv::tensor_cores);
   EXPECT_EQ(decode_gemv_mode(DecodeGemv::off), DecodeGemv::off);
   EXPECT_EQ(decode_gemv_mode(DecodeGemv::tensor_cores), DecodeGemv::tensor_cores);
-  EXPECT_EQ(decode_gemv_mode(std::nullopt), DecodeGemv::fp32);
+  EXPECT_EQ(decode_gemv_mode(std::nullopt), DecodeGemv::tensor_cores);
+  EXPECT_EQ(decode_gemv_mode(DecodeGemv::fp32), DecodeGemv::fp32);
 }
 
 }  // namespace

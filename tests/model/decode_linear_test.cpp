@@ -1,6 +1,7 @@
 // Which path a decoding layer's linear takes (model/decode_linear.h), without a GPU: the matrix-vector kernel for
-// up to kDecodeGemvMaxRows rows of a shape it takes (up to 8 under tensor_cores, past 4 on the tensor cores),
-// cuBLASLt otherwise, under each STEPGRAPH_DECODE_GEMV mode (this test runs with the variable unset: the default);
+// up to 8 rows of a shape it takes under tensor_cores (the default; past 4 on the tensor cores) and up to
+// kDecodeGemvMaxRows under 1, cuBLASLt otherwise, under each STEPGRAPH_DECODE_GEMV mode (this test runs with the
+// variable unset);
 // the activation's widths; the kernel's parameters.
 #include "model/decode_linear.h"
 
@@ -10,12 +11,16 @@ namespace sg::model {
 namespace {
 
 TEST(DecodeLinear, TheKernelTakesAStepsRowsAndCublasltTheRest) {
-  ASSERT_EQ(decode_gemv_mode(), DecodeGemv::fp32);
-  const DecodeLinear plain(2048, 6144);
+  ASSERT_EQ(decode_gemv_mode(), DecodeGemv::tensor_cores);
+  const DecodeLinear by_default(2048, 6144);
+  for (int64_t T = 1; T <= kernels::kDecodeLinearMaxRows; ++T) EXPECT_FALSE(by_default.runs_gemm(T)) << "T=" << T;
+  EXPECT_TRUE(by_default.runs_gemm(kernels::kDecodeLinearMaxRows + 1));
+  EXPECT_TRUE(by_default.runs_gemm(128));            // a prompt
+  EXPECT_TRUE(DecodeLinear(1001, 64).runs_gemm(1));  // K not a multiple of 8: no 16-byte rows
+  const DecodeLinear plain(2048, 6144, std::nullopt, DecodeGemv::fp32);
   for (int64_t T = 1; T <= kDecodeGemvMaxRows; ++T) EXPECT_FALSE(plain.runs_gemm(T)) << "T=" << T;
   EXPECT_TRUE(plain.runs_gemm(kDecodeGemvMaxRows + 1));
-  EXPECT_TRUE(plain.runs_gemm(128));                 // a prompt
-  EXPECT_TRUE(DecodeLinear(1001, 64).runs_gemm(1));  // K not a multiple of 8: no 16-byte rows
+  EXPECT_EQ(plain.kernel_params(kDecodeGemvMaxRows, nullptr, nullptr, nullptr).tensor_cores, false);
   EXPECT_EQ(plain.out_width(), 6144);
   const DecodeLinear gated(2048, 11264, MlpActivation::swiglu);
   EXPECT_EQ(gated.out_width(), 5632);

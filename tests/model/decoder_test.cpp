@@ -64,7 +64,9 @@ TEST(GpuDecodeLayers, PlanTheirStateAndScratchForTheLongestCall) {
   ModelSpec m = test::tiny_hybrid_spec("M*-");
   DecodeSpec decode;
   decode.batch = 3;
-  decode.max_prompt_tokens = 5;
+  // A prompt of more rows than the decoder gives the matrix-vector kernel under any mode (model/decode_gemv.h).
+  const int64_t prompt = kernels::kDecodeLinearMaxRows + 1;
+  decode.max_prompt_tokens = prompt;
   decode.max_new_tokens = 4;
   std::vector<std::unique_ptr<GpuDecodeLayer>> layers = make_gpu_decode_layers(m);
   declare_model(m, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
@@ -73,15 +75,15 @@ TEST(GpuDecodeLayers, PlanTheirStateAndScratchForTheLongestCall) {
   // The attention layer's KV cache and the Mamba layer's two states; the MLP keeps nothing.
   const cuda::MemorySlot k = plan.find("decode.layer1.k_cache");
   ASSERT_TRUE(k.valid());
-  EXPECT_EQ(plan.at(k).bytes, static_cast<size_t>(3 * m.num_query_groups * 9 * m.head_dim()) * 2);
+  EXPECT_EQ(plan.at(k).bytes, static_cast<size_t>(3 * m.num_query_groups * (prompt + 4) * m.head_dim()) * 2);
   EXPECT_TRUE(plan.find("decode.layer0.conv_state").valid());
   EXPECT_TRUE(plan.find("decode.layer0.ssm_state").valid());
   EXPECT_EQ(plan.size(), 4u);
-  // The squared-ReLU MLP's scratch for 5 rows (the prompt is the longest call): more rows than the decoder gives the
-  // matrix-vector kernel (model/decode_linear.h), so cuBLASLt's up projection and then the activation kernel.
+  // The squared-ReLU MLP's scratch for the prompt's rows (the longest call): cuBLASLt's up projection and then the
+  // activation kernel (model/decode_linear.h).
   DecodeScratch mlp;
   layers[2]->take_scratch(mlp);
-  const size_t up = static_cast<size_t>(5 * m.ffn_hidden_size * 2), act = up;
+  const size_t up = static_cast<size_t>(prompt * m.ffn_hidden_size * 2), act = up;
   EXPECT_EQ(mlp.bytes(), (up + 255) / 256 * 256 + (act + 255) / 256 * 256);
   // With prompts of 2 tokens the longest call is the step's 3 rows: the kernel, its activation fused, needs only the
   // activation's output.
