@@ -206,7 +206,7 @@ HfModelConfig read_hf_config(const std::string& folder) {
   if (model_type != "llama" && !mixtral) {
     c.fail("model_type", "= \"" + model_type +
                              "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Mixtral "
-                             "(\"mixtral\") and NemotronH (\"nemotron_h\") folders, generate Llama folders");
+                             "(\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does generate");
   }
   out.architecture = mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM";
   const std::string act = c.string("hidden_act", "silu");

@@ -80,6 +80,13 @@ void apply_flags(GenerateArgs& args) {
                                "give the prompt as text (--prompt) or as token ids (--prompt-tokens), "
                                "not both");
   }
+  for (size_t i = 0; i < o.prompts.size(); ++i) {
+    if (o.prompts[i].empty()) {
+      throw CLI::ValidationError("--prompt",
+                                 strprintf("%san empty prompt: give some text (the model continues it)",
+                                           o.prompts.size() > 1 ? strprintf("(prompt %zu) ", i + 1).c_str() : ""));
+    }
+  }
   // The tokenizer reads UTF-8: an invalid byte (a Latin-1 terminal, a file in another encoding) would become U+FFFD
   // in the JSON to it, and the model would continue a prompt that is not the one given.
   for (size_t i = 0; i < o.prompts.size(); ++i) {
@@ -155,8 +162,7 @@ int run_generate_command(GenerateArgs& args) {
     o.on_decode_end = [&profiler] { profiler.records = profiler.timer->end(); };
   }
   const generate::GenerateResult r = generate::run_generate(o);
-  const auto batch = static_cast<int64_t>(r.tokens.size());
-  const int64_t steps = batch > 0 ? r.decode_tokens / batch : 0;
+  const int64_t steps = r.decode_steps;
   const bench::KernelProfile profile = bench::profile_kernels(profiler.records);
   if (args.json) {
     nlohmann::json j;
@@ -168,6 +174,7 @@ int run_generate_command(GenerateArgs& args) {
     j["eos_ids"] = r.eos_ids;
     j["prefill_tokens"] = r.prefill_tokens;
     j["prefill_ms"] = r.prefill_ms;
+    j["decode_steps"] = r.decode_steps;
     j["decode_tokens"] = r.decode_tokens;
     j["decode_ms"] = r.decode_ms;
     j["decode_tokens_per_s"] = r.decode_tokens_per_s();
@@ -202,9 +209,9 @@ int run_generate_command(GenerateArgs& args) {
   }
   std::fprintf(stderr, "%s\n%s\n", r.model.c_str(), r.backend.c_str());
   std::fprintf(
-      stderr, "prefill: %lld prompt tokens in %.1f ms | decode: %lld tokens in %.1f ms = %.1f tokens/s%s\n",
-      static_cast<long long>(r.prefill_tokens), r.prefill_ms, static_cast<long long>(r.decode_tokens), r.decode_ms,
-      r.decode_tokens_per_s(),
+      stderr, "prefill: %lld prompt tokens in %.1f ms | decode: %lld tokens in %lld steps, %.1f ms = %.1f tokens/s%s\n",
+      static_cast<long long>(r.prefill_tokens), r.prefill_ms, static_cast<long long>(r.decode_tokens),
+      static_cast<long long>(r.decode_steps), r.decode_ms, r.decode_tokens_per_s(),
       r.capture_ms >= 0 ? strprintf(" (the first step captured the graph: %.1f ms)", r.capture_ms).c_str() : "");
   if (args.profile && steps > 0) {
     std::fprintf(stderr, "%s",
@@ -236,12 +243,17 @@ const CommandRegistration kRegistration{
                       "checkpoint directory (its latest iteration), an iter_N folder, or a Hugging Face Llama, Mixtral "
                       "or NemotronH folder")
           ->required();
-      cmd->add_option("--prompt", args->options.prompts, "prompt text; repeat for a batch of prompts");
+      // One value a flag (CLI11 would take every following word): a prompt's unquoted words or the checkpoint after
+      // it would otherwise become more prompts.
+      cmd->add_option("--prompt", args->options.prompts,
+                      "prompt text (quote it: one word after the flag); repeat the flag for a batch of prompts")
+          ->allow_extra_args(false);
       cmd->add_option("--prompt-tokens", args->prompt_tokens,
-                      "a prompt as comma-separated token ids instead of text; repeat for a batch");
+                      "a prompt as comma-separated token ids instead of text; repeat the flag for a batch")
+          ->allow_extra_args(false);
       cmd->add_option("--max-new-tokens", args->options.max_new_tokens, "tokens to generate per prompt (default 64)")
           ->check(positive_number());
-      cmd->add_option("--temperature", args->temperature, "0 = greedy (default); > 0 samples");
+      cmd->add_option("--temperature", args->temperature, "0 = greedy (default); 1e-5 or more samples");
       cmd->add_option("--top-k", args->top_k, "sample among the k most likely tokens (0 = all, default)");
       cmd->add_option("--top-p", args->top_p,
                       "sample from the smallest set holding this probability (1 = off, default)");

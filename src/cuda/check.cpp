@@ -13,7 +13,8 @@ const char* error_hint(cudaError_t err) {
     case cudaErrorInsufficientDriver:
       return "no usable GPU: check nvidia-smi; without a GPU, stepgraph train uses the CPU backend";
     case cudaErrorMemoryAllocation:
-      return "out of device memory: reduce train.micro_batch_size or model.seq_length";
+      return "out of device memory: in training, reduce train.micro_batch_size or model.seq_length; in generate, "
+             "--max-new-tokens or the prompts";
     case cudaErrorStreamCaptureUnsupported:
     case cudaErrorStreamCaptureInvalidated:
     case cudaErrorStreamCaptureImplicit:

@@ -71,6 +71,23 @@ class TextStream {
   std::string printed_;
 };
 
+// --prompt-tokens ids the model has no embedding for: named by the flag (the decoder's own check, reached only by a
+// tokenizer that does not fit, says less).
+void check_prompt_token_ids(const std::vector<std::vector<int32_t>>& prompts, int64_t vocab_size,
+                            const std::string& folder) {
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    for (const int32_t id : prompts[b]) {
+      if (id >= vocab_size) {
+        throw Error(
+            strprintf("--prompt-tokens: %sid %d is outside the model's vocabulary: %s/config.json has "
+                      "vocab_size %lld, so ids run from 0 to %lld",
+                      prompts.size() > 1 ? strprintf("prompt %zu has ", b + 1).c_str() : "", id, folder.c_str(),
+                      static_cast<long long>(vocab_size), static_cast<long long>(vocab_size - 1)));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 GenerateResult run_generate(const GenerateOptions& options) {
@@ -93,21 +110,8 @@ GenerateResult run_generate(const GenerateOptions& options) {
                              strprintf("%s %s (%s, %s)", what, folder.c_str(), config.architecture.c_str(),
                                        model::describe_stack(spec).c_str()),
                              cuda::device_count(), options.force_cpu);
-  const model::ModelLayout layout = model::model_layout(spec);
-  // Every weight is read into fp32 host memory first (then uploaded in bf16, or kept by the CPU decoder): a model
-  // larger than the host would otherwise end in std::bad_alloc or the OOM killer.
-  const double weight_bytes = static_cast<double>(layout.total()) * sizeof(float);
-  const AvailableHostMemory host = available_host_memory();
-  if (!host.source.empty() && weight_bytes > host.bytes) {
-    throw Error(strprintf("%s %s: its %lld parameters need %s of host memory in fp32 (generate reads every weight "
-                          "there first), but only %s is available (%s)",
-                          what, folder.c_str(), static_cast<long long>(layout.num_parameters()),
-                          bytes_text(weight_bytes).c_str(), bytes_text(host.bytes).c_str(), host.source.c_str()));
-  }
-  std::vector<float> weights;
-  result.model =
-      folder + ": " + checkpoint::load_hf_weights(folder, layout, weights, checkpoint::WeightSource::model, what);
-
+  // Everything the user may have got wrong (the tokenizer, the prompts, the lengths) is checked before the weights
+  // are read: on a large model that read takes minutes.
   // The tokenizer: required for text prompts, used for the output text whenever one is found. Only its absence
   // is optional: a tokenizer.json that is there but does not load (damaged, a server that fails) is an error.
   std::unique_ptr<TokenizerProcess> tokenizer;
@@ -133,6 +137,7 @@ GenerateResult run_generate(const GenerateOptions& options) {
                   static_cast<long long>(spec.vocab_size)));
   }
   result.prompt_tokens = options.prompt_tokens;
+  check_prompt_token_ids(options.prompt_tokens, spec.vocab_size, folder);
   for (const auto& text : options.prompts) result.prompt_tokens.push_back(tokenizer->encode(text));
 
   std::set<int64_t> eos;
@@ -158,14 +163,7 @@ GenerateResult run_generate(const GenerateOptions& options) {
                   static_cast<long long>(decode.capacity()), static_cast<long long>(config.max_position_embeddings)));
   }
 
-  std::unique_ptr<model::Decoder> decoder;
-  model::GpuDecoder* gpu = nullptr;
-  if (backend == DecoderBackend::gpu) {
-    auto g = std::make_unique<model::GpuDecoder>(spec, weights, decode, options.use_graphs);
-    gpu = g.get();
-    decoder = std::move(g);
-  } else {
-    if (!options.force_cpu) log::info("no GPU found: generating on the CPU with the fp32 reference decoder");
+  if (backend == DecoderBackend::cpu) {
     // A large --max-new-tokens would otherwise end in std::bad_alloc or the OOM killer.
     const double cache_bytes = model::CpuDecoder::state_bytes(spec, decode);
     const AvailableHostMemory available = available_host_memory();
@@ -178,6 +176,32 @@ GenerateResult run_generate(const GenerateOptions& options) {
                     static_cast<long long>(decode.max_new_tokens), bytes_text(cache_bytes).c_str(),
                     bytes_text(available.bytes).c_str(), available.source.c_str()));
     }
+  }
+
+  const model::ModelLayout layout = model::model_layout(spec);
+  // Every weight is read into fp32 host memory first (then uploaded in bf16, or kept by the CPU decoder): a model
+  // larger than the host would otherwise end in std::bad_alloc or the OOM killer.
+  const double weight_bytes = static_cast<double>(layout.total()) * sizeof(float);
+  const AvailableHostMemory host = available_host_memory();
+  if (!host.source.empty() && weight_bytes > host.bytes) {
+    throw Error(
+        strprintf("%s %s: its %lld parameters need %s of host memory in fp32 (generate reads every weight "
+                  "there first), but only %s is available (%s)",
+                  what, folder.c_str(), static_cast<long long>(layout.num_parameters()),
+                  bytes_text(weight_bytes).c_str(), bytes_text(host.bytes).c_str(), host.source.c_str()));
+  }
+  std::vector<float> weights;
+  result.model =
+      folder + ": " + checkpoint::load_hf_weights(folder, layout, weights, checkpoint::WeightSource::model, what);
+
+  std::unique_ptr<model::Decoder> decoder;
+  model::GpuDecoder* gpu = nullptr;
+  if (backend == DecoderBackend::gpu) {
+    auto g = std::make_unique<model::GpuDecoder>(spec, weights, decode, options.use_graphs);
+    gpu = g.get();
+    decoder = std::move(g);
+  } else {
+    if (!options.force_cpu) log::info("no GPU found: generating on the CPU with the fp32 reference decoder");
     decoder = std::make_unique<model::CpuDecoder>(spec, std::move(weights), decode);
   }
   weights = {};
@@ -262,10 +286,15 @@ GenerateResult run_generate(const GenerateOptions& options) {
     if (options.on_step_time) options.on_step_time(seconds_per_step);
   }
   if (options.on_decode_end) options.on_decode_end();
-  result.decode_tokens = (done - 1) * B;
+  result.decode_steps = done - 1;
   if (gpu != nullptr && gpu->graphs().size() > 0) result.capture_ms = gpu->graphs().stats().capture_step_ms;
 
-  for (auto& t : tokens) t.resize(length_to_eos(t, eos));
+  // A sequence's first token comes from the prefill; the ones it keeps after it from decoding steps (a step past a
+  // sequence's EOS computes a token that is dropped, and does not count).
+  for (auto& t : tokens) {
+    t.resize(length_to_eos(t, eos));
+    result.decode_tokens += static_cast<int64_t>(t.size()) - 1;
+  }
   result.tokens = tokens;
   if (tokenizer) {
     for (size_t b = 0; b < tokens.size(); ++b) result.texts.push_back(text_of(b, tokens[b]));

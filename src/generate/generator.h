@@ -55,7 +55,8 @@ struct GenerateResult {
   std::vector<int64_t> eos_ids;              // what stopped a sequence
   int64_t prefill_tokens = 0;                // prompt tokens run through the model
   double prefill_ms = 0.0;                   // prefill and the first token
-  int64_t decode_tokens = 0;                 // tokens produced by decoding steps, all sequences
+  int64_t decode_steps = 0;                  // decoding steps run (every sequence takes part in each)
+  int64_t decode_tokens = 0;                 // the tokens kept from them, all sequences (none past a sequence's EOS)
   double decode_ms = 0.0;
   double capture_ms = -1.0;  // the step that captured the decoding graph; < 0: none
   bool stopped = false;      // stop_requested() ended the decoding before max_new_tokens or EOS

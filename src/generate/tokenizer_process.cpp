@@ -66,9 +66,21 @@ std::string find_tokenizer_server() {
 }
 
 std::string find_tokenizer_dir(const std::string& explicit_dir, const std::string& model_folder) {
-  if (!explicit_dir.empty()) return explicit_dir;
   std::error_code ec;
-  const fs::path folder(model_folder);
+  if (!explicit_dir.empty()) {
+    if (!fs::is_regular_file(fs::path(explicit_dir) / data::kTokenizerJson, ec)) {
+      throw Error(
+          strprintf("--tokenizer %s: %s; give a folder with a %s (one written by tools/train_tokenizer.py, "
+                    "or a Hugging Face model's folder with a fast tokenizer)",
+                    explicit_dir.c_str(),
+                    fs::is_directory(explicit_dir, ec) ? strprintf("no %s there", data::kTokenizerJson).c_str()
+                                                       : "no such folder",
+                    data::kTokenizerJson));
+    }
+    return explicit_dir;
+  }
+  // Absolute, so a relative folder's parent is named (the parent of "hf" is "", of "/runs/hf" "/runs").
+  const fs::path folder = fs::absolute(model_folder, ec).lexically_normal();
   for (const fs::path& dir : {folder, folder.parent_path()}) {
     if (!dir.empty() && fs::is_regular_file(dir / data::kTokenizerJson, ec)) return dir.string();
   }

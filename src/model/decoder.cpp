@@ -27,8 +27,8 @@ void check_decode_request(const ModelSpec& model, const DecodeSpec& decode,
                          static_cast<long long>(decode.max_prompt_tokens)));
     for (size_t i = 0; i < p.size(); ++i) {
       SG_REQUIRE(p[i] >= 0 && p[i] < model.vocab_size,
-                 strprintf("generate: prompt %zu token %zu is id %d, outside the model's vocabulary [0, %lld): the "
-                           "tokenizer does not belong to this checkpoint",
+                 strprintf("generate: prompt %zu token %zu is id %d, outside the model's vocabulary [0, %lld): a "
+                           "tokenizer of another model, or a wrong id",
                            b + 1, i + 1, p[i], static_cast<long long>(model.vocab_size)));
     }
   }

@@ -100,6 +100,23 @@ GpuDecoder::~GpuDecoder() {
   registry_.destroy_all();
 }
 
+void GpuDecoder::check_device_memory(const cuda::MemoryPlan& plan) const {
+  // The arena is one allocation: what does not fit is said in generate's terms, before cudaMalloc's own error.
+  const cuda::MemoryLayout layout = plan.layout();
+  size_t free_bytes = 0, total_bytes = 0;
+  SG_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (layout.total_bytes <= free_bytes) return;
+  const size_t weights = plan.category_bytes(cuda::MemoryCategory::parameters);
+  throw Error(strprintf(
+      "the GPU decoder needs %s of device memory: %s of weights, and %s of KV caches, Mamba states and "
+      "workspaces for %lld sequence(s) of up to %lld positions (the longest prompt plus --max-new-tokens %lld); "
+      "%s of the GPU's %s is free. Lower --max-new-tokens, give fewer or shorter prompts, or add --cpu",
+      human_bytes(layout.total_bytes).c_str(), human_bytes(weights).c_str(),
+      human_bytes(layout.total_bytes - weights).c_str(), static_cast<long long>(decode_.batch),
+      static_cast<long long>(decode_.capacity()), static_cast<long long>(decode_.max_new_tokens),
+      human_bytes(free_bytes).c_str(), human_bytes(total_bytes).c_str()));
+}
+
 void GpuDecoder::plan_memory(int64_t fp32_count) {
   using cuda::MemoryCategory;
   const ModelSpec& m = model_;
@@ -132,6 +149,7 @@ void GpuDecoder::plan_memory(int64_t fp32_count) {
   const auto sampling = plan.add("workspace.sampling", MemoryCategory::workspaces, sampling_scratch_bytes_);
   const auto cublas = plan.add("workspace.cublaslt", MemoryCategory::workspaces, kernels::Blas::kWorkspaceBytes);
 
+  check_device_memory(plan);
   arena_ = std::make_unique<cuda::Arena>(plan);
   arena_->zero();
   buf_ = std::make_unique<Buffers>();

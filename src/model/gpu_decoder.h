@@ -51,6 +51,8 @@ class GpuDecoder final : public Decoder {
   struct Buffers;
   struct Rows;  // the row arrangement of one forward (prefill of one prompt, or one decoding step)
   void plan_memory(int64_t fp32_count);
+  // sg::Error naming the sizes and generate's fixes when the plan does not fit the free device memory.
+  void check_device_memory(const cuda::MemoryPlan& plan) const;
   // Enqueues the model on `rows` and the logits of its last out_rows rows (no host sync).
   void enqueue_forward(cudaStream_t stream, const Rows& rows);
   void enqueue_sample_and_advance(cudaStream_t stream);

@@ -14,6 +14,11 @@ namespace sg::ref {
 void check_sampling_config(const SamplingConfig& c) {
   SG_REQUIRE(std::isfinite(c.temperature) && c.temperature >= 0.0f,
              strprintf("--temperature %g: must be >= 0 (0 = greedy)", static_cast<double>(c.temperature)));
+  SG_REQUIRE(c.temperature == 0.0f || c.temperature >= kMinSamplingTemperature,
+             strprintf("--temperature %g: too small to sample (below %g only logits within a few 1e-5 of the top "
+                       "one are ever drawn); give 0 for greedy decoding, or at least %g",
+                       static_cast<double>(c.temperature), static_cast<double>(kMinSamplingTemperature),
+                       static_cast<double>(kMinSamplingTemperature)));
   SG_REQUIRE(c.top_k >= 0, strprintf("--top-k %lld: must be >= 0 (0 = off)", static_cast<long long>(c.top_k)));
   SG_REQUIRE(c.top_p > 0.0f && c.top_p <= 1.0f,
              strprintf("--top-p %g: must be in (0, 1] (1 = off)", static_cast<double>(c.top_p)));

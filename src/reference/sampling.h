@@ -22,6 +22,10 @@ namespace sg::ref {
 // Philox call site of the sampling draws (word 2 of the counter; see core/philox.h).
 inline constexpr uint32_t kSamplingSite = 0x5a3du;
 
+// The smallest temperature that samples (vLLM's epsilon too). Below it the top token is drawn but for logits within a
+// few 1e-5 of it, and the GPU's fp32 1 / temperature overflows near 3e-39: 0 (greedy) says what is meant.
+inline constexpr float kMinSamplingTemperature = 1e-5f;
+
 struct SamplingConfig {
   float temperature = 0.0f;  // 0: greedy
   int64_t top_k = 0;         // 0: no top-k
@@ -31,7 +35,8 @@ struct SamplingConfig {
   bool greedy() const { return temperature == 0.0f; }
 };
 
-// Throws sg::Error naming the option (--temperature, --top-k, --top-p) for a value out of range.
+// Throws sg::Error naming the option (--temperature, --top-k, --top-p) for a value out of range (a temperature
+// in (0, kMinSamplingTemperature) included).
 void check_sampling_config(const SamplingConfig& config);
 
 // The distribution sampling draws from for one row: kept tokens in order and their probabilities

@@ -245,7 +245,7 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
        "\"model_type\": \"llama\""},
       {"model_type", "mistral",
        "model_type = \"mistral\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Mixtral "
-       "(\"mixtral\") and NemotronH (\"nemotron_h\") folders, generate Llama folders"},
+       "(\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does generate"},
   };
   for (const ValueDefect& d : value_defects) {
     SCOPED_TRACE(std::string(d.key) + " = " + d.value.dump());

@@ -145,6 +145,12 @@ TEST_F(GenerateCli, EosFromConfigStopsTheSequence) {
   const size_t first = static_cast<size_t>(
       std::find_if(tokens.begin(), tokens.end(), [&](int32_t t) { return t == tokens[3] || t == 0; }) - tokens.begin());
   EXPECT_EQ(got, std::vector<int32_t>(tokens.begin(), tokens.begin() + first + 1));
+  // The decode count is the tokens kept after the prefill's first one, not every step's (one chunk may run past the
+  // EOS); the steps run are counted apart.
+  EXPECT_EQ(stopped["decode_tokens"].get<int64_t>(), static_cast<int64_t>(got.size()) - 1) << stopped.dump();
+  EXPECT_GE(stopped["decode_steps"].get<int64_t>(), static_cast<int64_t>(got.size()) - 1) << stopped.dump();
+  EXPECT_EQ(full["decode_tokens"].get<int64_t>(), 9) << full.dump();
+  EXPECT_EQ(full["decode_steps"].get<int64_t>(), 9) << full.dump();
   EXPECT_EQ(generate_json(eos, "--prompt-tokens 5,6,7 --max-new-tokens 10 --ignore-eos")["tokens"], full["tokens"]);
 }
 
@@ -279,11 +285,42 @@ TEST_F(GenerateCli, ErrorsNameTheFix) {
   EXPECT_NE(r.out.find("an empty id between commas"), std::string::npos) << r.out;
   r = stepgraph("generate " + bare + " --cpu --prompt-tokens 1,2,320");
   EXPECT_EQ(r.rc, 1) << r.out;
-  EXPECT_NE(r.out.find("outside the model's vocabulary"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--prompt-tokens: id 320 is outside the model's vocabulary"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vocab_size 320, so ids run from 0 to 319"), std::string::npos) << r.out;
+  // --tokenizer names itself, whether the folder is missing or has no tokenizer.json.
+  r = stepgraph("generate " + bare + " --cpu --prompt hello --tokenizer " + bare);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("--tokenizer " + bare + ": no tokenizer.json there"), std::string::npos) << r.out;
+  r = stepgraph("generate " + bare + " --cpu --prompt hello --tokenizer " + bare + "/nope");
+  EXPECT_NE(r.out.find("--tokenizer " + bare + "/nope: no such folder"), std::string::npos) << r.out;
+  // A folder given relative to the working directory: its parent is named, not "".
+  r = stepgraph("generate bare --cpu --prompt hello", false, "cd " + shell_quote(dir_.string()) + " &&");
+  EXPECT_NE(r.out.find("no tokenizer.json in " + bare + " or " + dir_.string() + ":"), std::string::npos) << r.out;
+  // Flags take one value each: an unquoted prompt's words, or the checkpoint after the flag, are not more prompts.
+  r = stepgraph("generate --cpu --prompt-tokens 1,2 " + bare + " --max-new-tokens 2 --json");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  r = stepgraph("generate " + bare + " --cpu --prompt-tokens 5 6 7");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("not expected: 7 6"), std::string::npos) << r.out;
+  // Mistakes in the prompt are found before the weights are read: a damaged weights file does not hide them.
+  const std::string truncated = (dir_ / "truncated_weights").string();
+  fs::copy(bare, truncated);
+  fs::resize_file(truncated + "/model.safetensors", fs::file_size(truncated + "/model.safetensors") / 2);
+  r = stepgraph("generate " + truncated + " --cpu --prompt-tokens 1,2,320");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("--prompt-tokens: id 320"), std::string::npos) << r.out;
+  r = stepgraph("generate " + truncated + " --cpu --prompt hello");
+  EXPECT_NE(r.out.find("no tokenizer.json"), std::string::npos) << r.out;
+  r = stepgraph("generate " + truncated + " --cpu --prompt-tokens 1,2,3");  // and the file is still checked
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
   // Usage errors exit with status 2, before any file is read (the folder need not exist).
   const std::string missing = (dir_ / "nope").string();
   for (const auto& [flags, names] : std::vector<std::pair<std::string, std::string>>{
            {"--prompt-tokens 1 --temperature -1", "--temperature"},
+           {"--prompt-tokens 1 --temperature 1e-39", "give 0 for greedy decoding"},
+           {"--prompt ''", "an empty prompt"},
+           {"--prompt hi --prompt ''", "(prompt 2) an empty prompt"},
            {"--prompt-tokens 1 --top-p 2", "--top-p"},
            {"--prompt-tokens 1 --top-k -3", "--top-k"},
            {"--prompt-tokens 1 --max-new-tokens 0", "--max-new-tokens"},

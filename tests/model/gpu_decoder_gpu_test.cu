@@ -8,6 +8,7 @@
 //   * the decoding step captured as ONE graph replays the eager decoder bitwise (tokens and logits),
 //     is captured once and reused by later decode() calls and by a second generation;
 //   * ids are drawn only below the sampled vocabulary (greedy and sampled);
+//   * a KV cache larger than the GPU is refused before cudaMalloc, naming the sizes and generate's flags;
 //   * sampling: 512 copies of a prompt draw their first token with frequencies matching the CPU
 //     softmax (top-k, temperature), and the CPU decoder with the same seed draws the same first tokens
 //     except where a draw is within rounding of a boundary.
@@ -94,6 +95,17 @@ TEST(GpuDecoder, LogitsAndGreedyTokensMatchTheCpu) {
   const auto full = full_sequence_logits(m, w, prefix);
   const std::vector<float> want(full.end() - m.vocab_size, full.end());
   EXPECT_LT(relative_error(gpu.last_logits(), want), 2e-2) << "last decoding step's logits";
+}
+
+TEST(GpuDecoder, ACacheLargerThanTheGpuIsRefusedNamingGeneratesFlags) {
+  const auto m = gpu_spec();
+  const auto w = bf16_weights(m, 5);
+  // 1e9 positions of 3 layers' K and V (2 groups of 64, bf16): 1.5 TB.
+  const std::string message = thrown_message([&] { model::GpuDecoder(m, w, spec_for(1, 4, 1000000000)); });
+  EXPECT_NE(message.find("the GPU decoder needs"), std::string::npos) << message;
+  EXPECT_NE(message.find("Lower --max-new-tokens"), std::string::npos) << message;
+  EXPECT_EQ(message.find("train."), std::string::npos) << "no training settings in generate's error:\n" << message;
+  EXPECT_EQ(message.find("cudaMalloc"), std::string::npos) << "refused before allocating:\n" << message;
 }
 
 TEST(GpuDecoder, BatchOfDifferentLengths) {

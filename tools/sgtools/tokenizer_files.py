@@ -82,9 +82,9 @@ def load_tokenizer_folder(path: str) -> TokenizerFolder:
                         f"`python3 tools/train_tokenizer.py --input FILE --vocab-size N --output {path}`)")
     tokenizer_json = os.path.join(path, TOKENIZER_FILE)
     if not os.path.isfile(tokenizer_json):
-        raise ToolError(f"tokenizer folder {path} has no {TOKENIZER_FILE}: --tokenizer-model must be a folder "
-                        f"written by tools/train_tokenizer.py or a Hugging Face tokenizer folder with a fast "
-                        f"tokenizer ({TOKENIZER_FILE})")
+        raise ToolError(f"tokenizer folder {path} has no {TOKENIZER_FILE}: give a folder written by "
+                        f"tools/train_tokenizer.py or a Hugging Face tokenizer folder with a fast tokenizer "
+                        f"({TOKENIZER_FILE})")
     try:
         tokenizer = open_tokenizer_file(tokenizer_json)
     except Exception as e:  # the Rust side raises a plain Exception with its parse error
