@@ -215,6 +215,10 @@ struct Config {
   // Ranks that each run a slice of the global batch: WORLD_SIZE / (TP x PP), as Bridge derives it from
   // the launcher (ConfigContainer.data_parallel_size). Not a key: set by `train` / `bench -ng`.
   int64_t data_parallel_size = 1;
+  // Keys validate() filled in from others, Bridge's null defaults ("model.ffn_hidden_size", "model.vocab_size" from
+  // the tokenizer). Not a key: a run's config.yaml writes them as null (EmitDerived::as_null), so an override of
+  // what they derive from derives them again when the file is run with it.
+  std::vector<std::string> derived_keys;
 };
 
 // Calls visitor(section, key, member, doc) for every key in emission order. The member type is one
@@ -412,7 +416,11 @@ bool is_recipe_argument(const std::string& argument);
 // ---- YAML out (config_emit.cpp) -------------------------------------------------------------------
 // The config as YAML that load_config_yaml reads back to the same config. `header` becomes leading
 // comment lines.
-std::string emit_yaml(const Config& config, const std::string& header = "");
+// How emit_yaml writes Config::derived_keys: their values (`config show`, the checkpoints' config), or null with the
+// value in a comment ("ffn_hidden_size: null  # = 512 (MLP width; null = 4 * hidden_size)"), as a run's config.yaml.
+enum class EmitDerived { as_values, as_null };
+std::string emit_yaml(const Config& config, const std::string& header = "",
+                      EmitDerived derived = EmitDerived::as_values);
 
 // ---- Recipes (config_recipes.cpp) ----------------------------------------------------------------
 // recipes/**/*.yaml are embedded at build time (cmake/EmbedRecipes.cmake), so a shipped recipe loads

@@ -1,4 +1,5 @@
 // Config -> YAML text that load_config_yaml reads back to the same config (tested round trip).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <type_traits>
@@ -95,7 +96,7 @@ std::string format_yaml(const std::vector<std::string>& v) {
 
 namespace sg::config {
 
-std::string emit_yaml(const Config& config, const std::string& header) {
+std::string emit_yaml(const Config& config, const std::string& header, EmitDerived derived) {
   std::string out;
   if (!header.empty()) {
     for (const auto& line : split(header, '\n')) {
@@ -106,7 +107,7 @@ std::string emit_yaml(const Config& config, const std::string& header) {
   }
   std::string_view current_section;
   visit_fields(
-      config, [&](std::string_view section, std::string_view key, const auto& member, const char*) {
+      config, [&](std::string_view section, std::string_view key, const auto& member, const char* doc) {
         // A Bridge key stepgraph only accepts (config/bridge_inert_keys.h) prints only when set: `config show` and
         // a run's config.yaml offer no feature stepgraph lacks, and the YAML (and the checkpoints' config hash) of
         // a config without them is what it was before they were known. Unset reads back as unset.
@@ -121,7 +122,14 @@ std::string emit_yaml(const Config& config, const std::string& header) {
         out += "  ";
         out += key;
         out += ": ";
-        out += detail::format_field(section, key, member);
+        const std::string value = detail::format_field(section, key, member);
+        const std::string dotted = std::string(section) + "." + std::string(key);
+        if (derived == EmitDerived::as_null &&
+            std::find(config.derived_keys.begin(), config.derived_keys.end(), dotted) != config.derived_keys.end()) {
+          out += "null  # = " + value + " (" + doc + ")";
+        } else {
+          out += value;
+        }
         out += '\n';
       });
   return out;

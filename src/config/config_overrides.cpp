@@ -136,6 +136,13 @@ void apply_override(Config& config, std::string_view override_text) {
                       " is a path and the value is empty (an unset shell variable?); give a path, or write " + key +
                       "=null to unset it");
   }
+  // Megatron's null recompute_modules is its default list, not none: an empty value (an unset shell variable) would
+  // turn selective recompute of core_attn on unasked.
+  if (value.empty() && key == "model.recompute_modules") {
+    throw ConfigError(where +
+                      ": model.recompute_modules is empty (an unset shell variable?); give the modules "
+                      "(e.g. core_attn,mlp), [] for none, or null for Megatron's default [core_attn]");
+  }
   YAML::Node node;  // an empty value is null: it unsets an optional key or empties a list
   if (!value.empty()) {
     if (value.find('\n') != std::string::npos || value.find('\r') != std::string::npos) {

@@ -313,6 +313,9 @@ std::string unknown_key_message(std::string_view section, std::string_view key) 
   });
   std::string message = strprintf("unknown key '%.*s.%.*s'", static_cast<int>(section.size()),
                                   section.data(), static_cast<int>(key.size()), key.data());
+  if (key == "<<") {  // yaml-cpp reads a merge key as a plain key
+    return message + ": YAML merge keys (<<) are not supported; write the keys out in the section";
+  }
   const std::string close = closest_match(key, same_section);
   if (!close.empty()) {
     message += strprintf("; did you mean '%.*s.%s'?", static_cast<int>(section.size()),

@@ -147,18 +147,22 @@ class Validator {
   void resolve_defaults() {
     if (!m().ffn_hidden_size && m().hidden_size > 0 && m().hidden_size <= kMaxSize) {
       m().ffn_hidden_size = resolved_ffn_hidden_size(m());
+      derived("model.ffn_hidden_size");
     }
     if (!m().num_query_groups && m().num_attention_heads > 0) {
       m().num_query_groups = resolved_num_query_groups(m());
+      derived("model.num_query_groups");
     }
     if (m().num_moe_experts.value_or(0) > 0 && !m().moe_ffn_hidden_size && m().ffn_hidden_size) {
       m().moe_ffn_hidden_size = resolved_moe_ffn_hidden_size(m());
+      derived("model.moe_ffn_hidden_size");
     }
     if (m().hybrid_override_pattern && m().hybrid_override_pattern->empty()) {
       m().hybrid_override_pattern.reset();
     }
     if (!c().train.global_batch_size && c().train.micro_batch_size) {
       c().train.global_batch_size = *c().train.micro_batch_size * std::max<int64_t>(1, c().data_parallel_size);
+      derived("train.global_batch_size");
     }
     if (c().optimizer.use_distributed_optimizer != c().ddp.use_distributed_optimizer) {
       // Bridge's rule: either flag turns the distributed optimizer on in both places.
@@ -171,8 +175,15 @@ class Validator {
     // An invalid train_iters is reported once, under its own key, not again as the decay it would default.
     if (!c().scheduler.lr_decay_iters && c().train.train_iters && *c().train.train_iters >= 1) {
       c().scheduler.lr_decay_iters = resolved_lr_decay_iters(c());
+      derived("scheduler.lr_decay_iters");
     }
-    if (!c().dataset.seq_length) c().dataset.seq_length = m().seq_length;
+    if (!c().dataset.seq_length) {
+      c().dataset.seq_length = m().seq_length;
+      derived("dataset.seq_length");
+    }
+  }
+  void derived(const std::string& key) {
+    if (!contains(c().derived_keys, key)) c().derived_keys.push_back(key);
   }
 
   // The graphable modules of the model's layers (model/layer_kind.h), for the scope rules.
@@ -307,10 +318,20 @@ class Validator {
       m().cuda_graph_scope = whole_layer_scopes();
       // Megatron's default for a dropless MoE layer is its router and preprocess; say so, and how to have more.
       const bool dropless_moe = has_module(graph::Module::moe) && !drop_and_pad_moe();
+      // The whole layer is `moe` in place of the router and preprocess scopes (rule 6: moe excludes moe_router).
+      std::vector<std::string> whole;
+      for (const std::string& scope : m().cuda_graph_scope) {
+        if (scope == graph::graph_scope_name(graph::GraphScope::moe_router)) {
+          whole.push_back(graph::graph_scope_name(graph::GraphScope::moe));
+        } else if (scope != graph::graph_scope_name(graph::GraphScope::moe_preprocess)) {
+          whole.push_back(scope);
+        }
+      }
       note(4,
            "cuda_graph_impl transformer_engine with no scope graphs whole layers" +
                std::string(dropless_moe ? " (a dropless MoE layer: its router and preprocess, as Megatron does; "
-                                          "add moe to the scope to graph the whole layer)"
+                                          "model.cuda_graph_scope=" +
+                                              join(whole, ",") + " graphs the whole layer)"
                                         : "") +
                ": scope set to " + format_value(c(), "model.cuda_graph_scope"),
            keys);

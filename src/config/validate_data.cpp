@@ -115,6 +115,7 @@ void resolve_tokenizer(Config& c, std::vector<Violation>& violations, std::vecto
   const int64_t padded = padded_vocab_size(info.vocab_size, m.make_vocab_size_divisible_by);
   if (!m.vocab_size) {
     m.vocab_size = padded;  // Bridge: taken from the tokenizer, padded as Megatron pads it
+    c.derived_keys.push_back("model.vocab_size");
     return;
   }
   if (*m.vocab_size < info.vocab_size) {
@@ -180,6 +181,12 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
   if (t.eval_iters < 1 || t.eval_iters > std::numeric_limits<int32_t>::max()) {
     r.fail("train.eval_iters must be between 1 and 2147483647", {"train.eval_iters"},
            "set train.eval_iters to the global batches per evaluation (Megatron's default 100)");
+  }
+  // Training reads the first share of data_path (train would refuse its empty split after loading the data).
+  if (!d.mock && shares && !d.data_path.empty() && (*shares)[0] <= 0.0) {
+    r.fail("dataset.split gives the training split no documents, so there is nothing to train on",
+           {"dataset.split", "dataset.data_path"},
+           "give the first (train) share a positive weight, e.g. dataset.split=969,30,1 (train,valid,test)");
   }
   const bool has_validation_data =
       d.mock || !d.valid_data_path.empty() || (shares && (*shares)[1] > 0.0);

@@ -3,6 +3,7 @@
 // names the keys, values and a fix.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "config/lr_decay.h"
@@ -216,6 +217,18 @@ class ShapeChecker {
     }
     if (m.moe_router_topk_scaling_factor) {
       positive("model.moe_router_topk_scaling_factor", *m.moe_router_topk_scaling_factor);
+    }
+    // Keys that do nothing in this configuration (as Megatron ignores them): said, not silently dropped.
+    if (m.moe_router_load_balancing_type == "none" && m.moe_aux_loss_coeff > 0.0) {
+      note(strprintf("moe_aux_loss_coeff %g has no effect: moe_router_load_balancing_type none adds no auxiliary "
+                     "loss",
+                     m.moe_aux_loss_coeff),
+           {"model.moe_aux_loss_coeff", "model.moe_router_load_balancing_type"});
+    }
+    if (!m.moe_expert_capacity_factor && m.moe_token_drop_policy != ModelConfig().moe_token_drop_policy) {
+      note("moe_token_drop_policy " + m.moe_token_drop_policy +
+               " has no effect: moe_expert_capacity_factor is null (dropless), so no token is dropped",
+           {"model.moe_token_drop_policy", "model.moe_expert_capacity_factor"});
     }
     if (m.moe_z_loss_coeff) non_negative("model.moe_z_loss_coeff", *m.moe_z_loss_coeff);
     if (m.moe_router_enable_expert_bias) {
@@ -565,6 +578,15 @@ class ShapeChecker {
     }
     if (ck.load && ck.load->empty()) {
       fail("checkpoint.load is an empty path", {"checkpoint.load"}, "set a directory, or null");
+    } else if (ck.load && !(ck.save && same_directory(*ck.load, *ck.save))) {
+      // load = save is Bridge's resume idiom, where a missing folder is a fresh start; any other load must exist
+      // (train refuses it, and validate is its pre-flight check).
+      std::error_code ec;
+      if (!std::filesystem::exists(*ck.load, ec)) {
+        fail("checkpoint.load " + *ck.load + ": no such directory", {"checkpoint.load"},
+             "point it at a checkpoint directory (an earlier run's checkpoint.save) or one of its iter_N folders, "
+             "or null to start fresh");
+      }
     }
     if (ck.pretrained_checkpoint && ck.pretrained_checkpoint->empty()) {
       fail("checkpoint.pretrained_checkpoint is an empty path", {"checkpoint.pretrained_checkpoint"},

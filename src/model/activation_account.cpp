@@ -68,8 +68,8 @@ std::string index_list(const std::vector<int>& indices) {
 std::vector<std::string> describe_activations(const ModelSpec& model, const ActivationAccount& account) {
   std::vector<std::string> lines;
   const RecomputeSpec& r = model.recompute;
-  std::string head = strprintf("activations per microbatch: %zu layers, %s without recompute", account.layers.size(),
-                               human_bytes(account.without_recompute()).c_str());
+  std::string head = strprintf("activations per microbatch: %zu stack layers, %s without recompute",
+                               account.layers.size(), human_bytes(account.without_recompute()).c_str());
   if (r.on()) {
     head += strprintf("; recompute %s: %s (%s kept + %s recompute buffer)", describe_recompute(r).c_str(),
                       human_bytes(account.with_recompute()).c_str(),

@@ -113,10 +113,11 @@ std::string describe_recompute(const RecomputeSpec& spec) {
     }
     case RecomputeGranularity::full: {
       const long long k = static_cast<long long>(spec.num_layers);
+      // Megatron counts model.num_layers' layers: a GPT block (attention and MLP, two stack layers) is one.
       if (spec.method == RecomputeMethod::uniform) {
-        return strprintf("full, uniform: every layer, in chunks of %lld layer%s", k, k == 1 ? "" : "s");
+        return strprintf("full, uniform: every layer, in chunks of %lld model layer%s", k, k == 1 ? "" : "s");
       }
-      return strprintf("full, block: the first %lld layer%s", k, k == 1 ? "" : "s");
+      return strprintf("full, block: the first %lld model layer%s", k, k == 1 ? "" : "s");
     }
   }
   return "?";

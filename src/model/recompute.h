@@ -43,7 +43,8 @@ struct RecomputeProblem {
 };
 std::vector<RecomputeProblem> check_recompute(const ModelSpec& spec);
 
-// "selective (core_attn, mlp)", "full, uniform, 1 layer per chunk", "full, block, first 2 layers", "off".
+// "selective (core_attn, mlp)", "full, uniform: every layer, in chunks of 1 model layer", "full, block: the first 2
+// model layers" (model.num_layers' unit: a GPT block is one), "off".
 std::string describe_recompute(const RecomputeSpec& spec);
 
 }  // namespace sg::model

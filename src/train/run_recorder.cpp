@@ -17,13 +17,14 @@ RunRecorder::RunRecorder(const config::Config& config, const std::string& run_di
   std::filesystem::create_directories(run_dir);
   write_run_id(run_dir, run_id);
   const std::string header =
-      "the resolved configuration of this run (defaults filled in, validated);\n"
+      "the resolved configuration of this run (defaults filled in, validated; a key derived from others is null,\n"
+      "its value in a comment, so overriding what it derives from derives it again);\n"
       "run it again with: stepgraph train " +
       (std::filesystem::path(run_dir) / kConfigYaml).string() +
       (config.checkpoint.save ? "\n(add checkpoint.auto_resume=true to continue from its "
                                 "checkpoints, or checkpoint.overwrite=true to start over)"
                               : "");
-  report_.config_yaml = config::emit_yaml(config, header);
+  report_.config_yaml = config::emit_yaml(config, header, config::EmitDerived::as_null);
   const std::string config_path = (std::filesystem::path(run_dir) / kConfigYaml).string();
   // The records this run continues keep the configuration they ran with.
   if (start.resumed && !start.config_kept) {

@@ -115,7 +115,7 @@ TEST(BenchRecomputePlan, DryrunPrintsEachModesActivationsAndArena) {
                       "  model.recompute_method = uniform\n  model.recompute_num_layers = 1\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("  activations per microbatch: 8 layers"), std::string::npos) << text;
+  EXPECT_NE(text.find("  activations per microbatch: 8 stack layers"), std::string::npos) << text;
   EXPECT_NE(text.find("recompute full, uniform"), std::string::npos) << text;
   EXPECT_NE(text.find("(memory plan 2 of 2); activations per microbatch"), std::string::npos) << text;
   EXPECT_NE(text.find("with recompute full=uniform/1"), std::string::npos) << text;

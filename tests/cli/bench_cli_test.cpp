@@ -46,7 +46,7 @@ TEST(BenchCli, DryrunPrintsThePlanWithoutAGpu) {
       << r.output;
   EXPECT_TRUE(has(r, "mode transformer_engine:attn+mlp:")) << r.output;
   EXPECT_TRUE(has(r, "5 measured steps")) << r.output;
-  EXPECT_TRUE(has(r, "activations per microbatch: 8 layers")) << r.output;
+  EXPECT_TRUE(has(r, "activations per microbatch: 8 stack layers")) << r.output;
   // Activation recompute as a recipe override applies to every compared mode (one memory plan).
   const Result recompute = bench({"-m", "llama", "-mr", "tiny", "--compare", "none,local", "--dryrun",
                                   "model.recompute_granularity=full", "model.recompute_method=uniform",

@@ -331,7 +331,7 @@ TEST(ValidateCli, JsonAndConfigShowPrintActivationBytesWithAndWithoutRecompute) 
            "model.recompute_num_layers=1"},
           false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("# activations per microbatch: 8 layers"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("# activations per microbatch: 8 stack layers"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("recompute full, uniform"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("recompute_method: uniform\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("with recompute"), std::string::npos) << r.output;

@@ -2,7 +2,9 @@
 // to 0 or a denormal, a NUL byte in a recipe, an empty list item, an unknown recipe name; and the
 // checkpoint-directory keys and the NaN-check note (rule 5) that replaced a refusal.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -55,6 +57,21 @@ TEST(HostileConfig, ANulByteInARecipeIsNamedWithItsLine) {
   EXPECT_EQ(e.find("unknown escape"), std::string::npos) << e;
 }
 
+// Megatron's null recompute_modules is [core_attn]: an empty override (an unset shell variable) is refused, not
+// read as null; a YAML merge key says it is one.
+TEST(HostileConfig, AnEmptyRecomputeModulesAndAMergeKeyAreNamed) {
+  std::string e = override_error("model.recompute_modules=");
+  EXPECT_NE(e.find("model.recompute_modules is empty"), std::string::npos) << e;
+  EXPECT_NE(e.find("[] for none"), std::string::npos) << e;
+  Config c = load_config("llama/tiny");
+  apply_override(c, "model.recompute_modules=[]");
+  EXPECT_TRUE(c.model.recompute_modules.empty());
+  apply_override(c, "model.recompute_modules=null");
+  EXPECT_EQ(c.model.recompute_modules, std::vector<std::string>{"core_attn"});
+  e = config_error([] { load_config_yaml("optimizer:\n  <<: {lr: 0.0003}\n", "r.yaml"); });
+  EXPECT_NE(e.find("YAML merge keys (<<) are not supported"), std::string::npos) << e;
+}
+
 TEST(HostileConfig, AnEmptyListItemSaysWhichItem) {
   std::string e = override_error("model.cuda_graph_scope=attn,,mlp");
   EXPECT_NE(e.find("item 2 of the list is empty"), std::string::npos) << e;
@@ -88,10 +105,25 @@ TEST(CheckpointKeys, AutoResumeAndOverwriteAreKeysThatContradictEachOther) {
     EXPECT_EQ(r.violations[0].rule, 16);
     EXPECT_NE(r.violations[0].message.find("checkpoint.overwrite"), std::string::npos);
   }
-  // Another folder starts over without a conflict.
-  EXPECT_TRUE(validate(load_config("llama/tiny", {"checkpoint.save=/tmp/x", "checkpoint.load=/tmp/x/old",
+  // Another folder starts over without a conflict (checkpoint.load must exist: train would refuse it).
+  const std::string save = ::testing::TempDir() + "sg_checkpoint_keys_" + std::to_string(::getpid());
+  std::filesystem::create_directories(save + "/old");
+  EXPECT_TRUE(validate(load_config("llama/tiny", {"checkpoint.save=" + save, "checkpoint.load=" + save + "/old",
                                                   "checkpoint.overwrite=true"}))
                   .ok());
+  std::filesystem::remove_all(save);
+}
+
+// validate is train's pre-flight check: a checkpoint.load that does not exist is refused there too, except as
+// checkpoint.save (Bridge's resume idiom: a first run finds nothing and starts fresh).
+TEST(CheckpointKeys, ALoadFolderThatDoesNotExistIsRefusedUnlessItIsTheSaveFolder) {
+  const std::string missing = ::testing::TempDir() + "sg_no_such_checkpoint_" + std::to_string(::getpid());
+  const ValidationReport r = validate(load_config("llama/tiny", {"checkpoint.load=" + missing}));
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_NE(r.violations[0].message.find("checkpoint.load " + missing + ": no such directory"), std::string::npos)
+      << r.violations[0].message;
+  EXPECT_NE(r.violations[0].fix.find("null to start fresh"), std::string::npos);
+  EXPECT_TRUE(validate(load_config("llama/tiny", {"checkpoint.load=" + missing, "checkpoint.save=" + missing})).ok());
 }
 
 TEST(NanChecks, AWholeStepGraphKeepsTheChecksWithANote) {

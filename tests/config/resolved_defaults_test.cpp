@@ -2,6 +2,9 @@
 // the config are the ones model_spec builds the model with, from the same functions.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "config/model_config.h"
 #include "config/validate.h"
 
@@ -26,6 +29,40 @@ TEST(ResolvedDefaults, ValidationWritesWhatModelSpecBuilds) {
   ModelConfig dense = bare.model;
   dense.num_moe_experts.reset();
   EXPECT_EQ(resolved_moe_ffn_hidden_size(dense), 0);  // no MoE layers: no expert width
+}
+
+// A run's config.yaml writes the keys validation derived as null (their value in a comment): run again with an
+// override of what they derive from, they follow it, as they would from the recipe; run as it is, it is the same run.
+TEST(ResolvedDefaults, ARunsConfigDerivesItsDerivedKeysAgainUnderOverrides) {
+  // llama/tiny with its widths and batch left to Bridge's defaults.
+  const std::vector<std::string> unset = {"model.ffn_hidden_size=null", "model.num_query_groups=null",
+                                          "train.global_batch_size=null"};
+  Config recipe = load_config("llama/tiny", unset);
+  apply_override(recipe, "train.train_iters=6");
+  const Config resolved = validate(recipe).config;
+  EXPECT_EQ(resolved.scheduler.lr_decay_iters, 6);
+  const std::string run_yaml = emit_yaml(resolved, "", EmitDerived::as_null);
+  EXPECT_NE(run_yaml.find("  lr_decay_iters: null  # = 6 (decay steps; null = train_iters)\n"), std::string::npos)
+      << run_yaml;
+  EXPECT_NE(run_yaml.find("  ffn_hidden_size: null  # = "), std::string::npos) << run_yaml;
+  EXPECT_NE(emit_yaml(resolved).find("  lr_decay_iters: 6\n"), std::string::npos) << "config show keeps values";
+  // As it is: the same resolved config.
+  EXPECT_EQ(emit_yaml(validate(load_config_yaml(run_yaml, "run")).config), emit_yaml(resolved));
+  // With overrides: what was derived follows them, as from the recipe.
+  const std::vector<std::string> overrides = {"train.train_iters=100", "model.hidden_size=128",
+                                              "model.num_attention_heads=8", "train.micro_batch_size=4"};
+  Config rerun = load_config_yaml(run_yaml, "run");
+  apply_overrides(rerun, overrides);
+  Config from_recipe = load_config("llama/tiny", unset);
+  apply_overrides(from_recipe, overrides);
+  const Config a = validate(rerun).config, b = validate(from_recipe).config;
+  EXPECT_EQ(a.scheduler.lr_decay_iters, 100);
+  EXPECT_EQ(a.model.ffn_hidden_size, b.model.ffn_hidden_size);
+  EXPECT_EQ(a.model.num_query_groups, b.model.num_query_groups);
+  EXPECT_EQ(a.train.global_batch_size, b.train.global_batch_size);
+  EXPECT_EQ(a.model.ffn_hidden_size, 512);
+  EXPECT_EQ(a.model.num_query_groups, 8);
+  EXPECT_EQ(a.train.global_batch_size, 4);
 }
 
 TEST(ResolvedDefaults, PositionEmbeddingIsRopeUnlessHybrid) {

@@ -146,6 +146,27 @@ TEST(MoeKeys, PreSoftmaxWithSigmoidIsANoteAndTheRouterIgnoresIt) {
   EXPECT_TRUE(model_spec(check_recipe("moe/tiny_moe", {"model.moe_router_pre_softmax=true"}).config).moe.pre_softmax);
 }
 
+// Keys this configuration ignores (as Megatron does) are said, not silently dropped.
+TEST(MoeKeys, AnAuxLossWithoutLoadBalancingAndADropPolicyWithoutDropsAreNotes) {
+  const ValidationReport none =
+      check_recipe("moe/tiny_moe", {"model.moe_router_load_balancing_type=none", "model.moe_aux_loss_coeff=0.01"});
+  ASSERT_TRUE(none.ok()) << describe(none);
+  const std::vector<Note> aux = notes_naming(none, "model.moe_aux_loss_coeff");
+  ASSERT_EQ(aux.size(), 1u) << describe(none);
+  EXPECT_TRUE(contains(aux[0].message, "no effect")) << aux[0].message;
+  EXPECT_TRUE(notes_naming(check_recipe("moe/tiny_moe", {"model.moe_aux_loss_coeff=0.01"}), "model.moe_aux_loss_coeff")
+                  .empty());
+  const ValidationReport position = check_recipe("moe/tiny_moe", {"model.moe_token_drop_policy=position"});
+  ASSERT_TRUE(position.ok()) << describe(position);
+  const std::vector<Note> drop = notes_naming(position, "model.moe_token_drop_policy");
+  ASSERT_EQ(drop.size(), 1u) << describe(position);
+  EXPECT_TRUE(contains(drop[0].message, "dropless")) << drop[0].message;
+  EXPECT_TRUE(notes_naming(check_recipe("moe/tiny_moe", {"model.moe_token_drop_policy=position",
+                                                         "model.moe_expert_capacity_factor=1.5"}),
+                           "model.moe_token_drop_policy")
+                  .empty());
+}
+
 // Megatron's values stepgraph does not implement are "not implemented in stepgraph", with the values it has; a
 // typo stays "unknown".
 TEST(MoeKeys, MegatronValuesNotImplementedAreNotCalledUnknown) {

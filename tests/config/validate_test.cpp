@@ -351,10 +351,15 @@ TEST(Validate, Rule4NormalizesEmptyScopes) {
   EXPECT_TRUE(r.ok()) << describe(r);
   EXPECT_EQ(r.config.model.cuda_graph_scope,
             (std::vector<std::string>{"attn", "moe_router", "moe_preprocess"}));
-  // The note says that a dropless MoE layer is not graphed whole, and how to have it.
-  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const config::Note& n) {
-    return n.rule == 4 && n.message.find("add moe to the scope") != std::string::npos;
+  // The note says that a dropless MoE layer is not graphed whole, and how to have it: a scope that validates.
+  const std::string suggested = "model.cuda_graph_scope=attn,moe";
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [&](const config::Note& n) {
+    return n.rule == 4 && n.message.find(suggested + " graphs the whole layer") != std::string::npos;
   })) << describe(r);
+  const config::ValidationReport followed =
+      check_recipe("moe/tiny_moe", {"model.cuda_graph_impl=transformer_engine", suggested});
+  EXPECT_TRUE(followed.ok()) << describe(followed);
+  EXPECT_EQ(followed.config.model.cuda_graph_scope, (std::vector<std::string>{"attn", "moe"}));
   r = check_recipe("moe/tiny_moe", {"model.cuda_graph_impl=transformer_engine", "model.moe_expert_capacity_factor=1",
                                     "model.moe_pad_expert_input_to_capacity=true"});
   EXPECT_TRUE(r.ok()) << describe(r);

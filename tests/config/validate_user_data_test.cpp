@@ -119,6 +119,8 @@ TEST_F(UserDataValidation, SplitValidationDataAndEvaluation) {
   EXPECT_TRUE(has_violation(with({"train.eval_interval=10"}), "train.eval_interval", "dataset.split=969,30,1"));
   EXPECT_TRUE(has_violation(with({"dataset.split=100,0,0", "train.eval_interval=10"}), "train.eval_interval",
                             "no documents"));
+  // No training share: train would refuse its empty split after reading the data.
+  EXPECT_TRUE(has_violation(with({"dataset.split=0,1,0"}), "dataset.split", "first (train) share"));
   EXPECT_TRUE(has_violation(with({"dataset.split=9,1", "train.eval_interval=0"}), "train.eval_interval", ">= 1"));
   EXPECT_TRUE(has_violation(with({"dataset.split=9,1", "train.eval_interval=5", "train.eval_iters=0"}),
                             "train.eval_iters", "100"));

@@ -141,7 +141,7 @@ TEST(ActivationAccount, RecomputeGivesBackExactlyTheNamedActivations) {
 
   const std::vector<std::string> lines = describe_activations(uniform, f);
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_NE(lines[0].find("8 layers"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("8 stack layers"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("recompute full, uniform"), std::string::npos) << lines[0];
   EXPECT_NE(lines[1].find("4 attention layers (0, 2, 4, 6)"), std::string::npos) << lines[1];
 }

@@ -180,12 +180,15 @@ TEST_F(RunOutputs, TrainYamlWritesToItsStemAndGraphFlagsHaveBridgesSideEffects) 
                                          true, dir_.string());
   EXPECT_EQ(scope.exit_code, 0) << scope.output;
 
-  // The run's own config.yaml runs again in its own folder (the header says so), not in runs/config/.
-  const auto again = test::run_stepgraph({"train", "runs/mine/config.yaml", "--cpu", "--plain", "train.train_iters=1"},
+  // The run's own config.yaml runs again in its own folder (the header says so), not in runs/config/; its derived
+  // keys follow the override (the decay is the new train_iters, as from mine.yaml, not the first run's).
+  const auto again = test::run_stepgraph({"train", "runs/mine/config.yaml", "--cpu", "--plain", "train.train_iters=2"},
                                          true, dir_.string());
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_FALSE(fs::exists(dir_ / "runs" / "config")) << again.output;
-  EXPECT_EQ(read_jsonl(dir_ / "runs" / "mine" / "metrics.jsonl").size(), 1u) << again.output;
+  EXPECT_EQ(read_jsonl(dir_ / "runs" / "mine" / "metrics.jsonl").size(), 2u) << again.output;
+  EXPECT_NE(test::read_file(dir_ / "runs" / "mine" / "config.yaml").find("  lr_decay_iters: null  # = 2 ("),
+            std::string::npos);
   EXPECT_TRUE(fs::exists(dir_ / "runs" / "mine" / "previous" / "run-2" / "metrics.jsonl")) << again.output;
 }
 
