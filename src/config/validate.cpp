@@ -160,9 +160,10 @@ class Validator {
     if (m().hybrid_override_pattern && m().hybrid_override_pattern->empty()) {
       m().hybrid_override_pattern.reset();
     }
+    // Not a derived key for a run's config.yaml: it depends on the ranks, and a run resumed at another world size
+    // keeps its global batch (the extra microbatches accumulate).
     if (!c().train.global_batch_size && c().train.micro_batch_size) {
       c().train.global_batch_size = *c().train.micro_batch_size * std::max<int64_t>(1, c().data_parallel_size);
-      derived("train.global_batch_size");
     }
     if (c().optimizer.use_distributed_optimizer != c().ddp.use_distributed_optimizer) {
       // Bridge's rule: either flag turns the distributed optimizer on in both places.
