@@ -1,13 +1,14 @@
 #pragma once
 // Shared by CPU and GPU tests: seeded random inputs, error metrics with stated tolerances, a scoped
 // environment variable.
+#include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <functional>
-#include <string>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -41,6 +42,18 @@ inline double relative_error(const std::vector<float>& a, const std::vector<floa
   }
   if (a.size() != b.size()) return INFINITY;
   return den == 0.0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+// max |a - b| / |b| over the elements (b the reference): every element at its own scale, where a norm-wise error
+// would let a few large values swamp the rest. A non-finite value in `a` gives +inf.
+inline double max_relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]) / std::fabs(static_cast<double>(b[i])));
+  }
+  return worst;
 }
 
 // Tolerances used across the GPU tests (issue 4): bf16 compute vs the fp32 CPU reference, and fp32.

@@ -3,10 +3,15 @@
 // Tolerances: integer outputs (routing maps, counts) exact; fp32 probs, losses and dlogits within a
 // relative error of 1e-5 (same fp32 inputs, fp32 math in another summation order; the logits of a row
 // are well separated, so rounding never changes a top-k); expert bias exact. Outputs are poisoned before
-// each run, and every launch runs twice with bitwise identical results.
+// each run, and every launch runs twice with bitwise identical results. The aux- and z-loss gradients are
+// also checked alone (dprobs = 0, one loss at a time; aux within 5e-5): inside dlogits 1e-5 cannot see them.
+// The selection rule (ties to the lower expert, NaN below every number) on logits with ties, NaN and
+// saturated sigmoids: routing maps exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "core/strings.h"
@@ -24,6 +29,9 @@ using ref::MoeRouting;
 using ref::MoeScoreFunction;
 
 constexpr double kRouterRelTol = 1e-5;
+// The aux-loss gradient alone, s (g - <g, s>): near-uniform counts cancel it up to 56x (softmax_E3_k2, counts 5 5 4),
+// and fp32 rounding is relative to the terms: 3.6e-6 there on an H100, at most 1.6e-7 on the other cases.
+constexpr double kAuxGradRelTol = 5e-5;
 
 struct RouterCase {
   const char* name;
@@ -165,10 +173,151 @@ TEST_P(MoeRouterGpu, MatchesReference) {
   EXPECT_TRUE(same_bits(again.probs, o.probs));
   EXPECT_TRUE(same_bits(again.dlogits, o.dlogits));
   EXPECT_TRUE(same_bits(again.sums, o.sums));
+
+  // Each loss gradient alone: dprobs = 0 leaves dlogits = that loss's gradient. Inside the full dlogits above most
+  // cases hold them at 1e-6 .. 6e-4 of its norm, so dropping one entirely would pass there; here it is all of it.
+  DeviceBuffer<float> d_zero_dprobs(T * k);
+  d_zero_dprobs.upload(std::vector<float>(T * k, 0.0f));
+  d_aux_counts.upload(aux_counts_ref);
+  const auto loss_gradient_alone = [&](const MoeRouterLosses& only) {
+    d_dlogits.poison();
+    kernels::moe_router_backward(stream, {.dlogits = d_dlogits.get(),
+                                          .dprobs = d_zero_dprobs.get(),
+                                          .logits = d_logits.get(),
+                                          .routing_map = d_map.get(),
+                                          .aux_counts = d_aux_counts.get(),
+                                          .routing = r,
+                                          .losses = only,
+                                          .loss_grad_scale = grad_scale});
+    return d_dlogits.download();
+  };
+  const auto nonzero = [](const std::vector<float>& v) {
+    return std::any_of(v.begin(), v.end(), [](float x) { return x != 0.0f; });
+  };
+  // With k == E every expert takes every token: uniform counts make the aux gradient 0 up to rounding, and the two
+  // sides' rounding noise would be compared with itself.
+  if (l.aux_coeff > 0.0f && k < E) {
+    const MoeRouterLosses aux_only{.aux_coeff = l.aux_coeff, .aux_group_tokens = l.aux_group_tokens};
+    std::vector<float> want(T * E, 0.0f);
+    ref::moe_aux_loss_backward<float>(want.data(), logits.data(), aux_counts_ref.data(), r, aux_only, grad_scale);
+    EXPECT_LT(relative_error(loss_gradient_alone(aux_only), want), kAuxGradRelTol) << "aux-loss gradient alone";
+    EXPECT_TRUE(nonzero(want)) << "the aux-loss gradient check is vacuous";
+  }
+  if (l.z_coeff > 0.0f) {
+    const MoeRouterLosses z_only{.z_coeff = l.z_coeff};
+    std::vector<float> want(T * E, 0.0f);
+    ref::moe_z_loss_backward<float>(want.data(), logits.data(), r, z_only, grad_scale);
+    EXPECT_LT(relative_error(loss_gradient_alone(z_only), want), kRouterRelTol) << "z-loss gradient alone";
+    EXPECT_TRUE(nonzero(want)) << "the z-loss gradient check is vacuous";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, MoeRouterGpu, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Logits on a grid of 1/8 (ties in every row), from [lo, hi] eighths; every 4th row with some NaN and -inf, one
+// row all NaN, one with fewer finite logits than k; with `saturated`, a third of each row at 18 .. 26 (sigmoid
+// exactly 1.0f on both sides: exp(-18) is below half a float step of 1).
+std::vector<float> tied_logits(int64_t T, int64_t E, int64_t k, int lo, int hi, bool saturated, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int> eighths(lo, hi), high(18 * 8, 26 * 8), expert(0, static_cast<int>(E) - 1);
+  std::vector<float> x(T * E);
+  for (int64_t i = 0; i < T * E; ++i) {
+    x[i] = static_cast<float>(saturated && i % 3 == 0 ? high(gen) : eighths(gen)) / 8.0f;
+  }
+  for (int64_t t = 0; t < T; t += 4) {
+    for (int i = 0; i < 3; ++i) x[t * E + expert(gen)] = NAN;
+    x[t * E + expert(gen)] = -INFINITY;
+  }
+  std::fill(x.begin() + 1 * E, x.begin() + 2 * E, NAN);
+  std::fill(x.begin() + 5 * E, x.begin() + 6 * E - (k - 1), NAN);  // k - 1 finite logits, at the end
+  return x;
+}
+
+struct TieCase {
+  const char* name;
+  MoeRouting routing;
+  bool zero_bias;  // sigmoid: select on sigmoid(logit) + 0, where saturated logits tie at 1.0
+  int lo, hi;      // logits in eighths
+  bool saturated;
+};
+
+// The routing maps of the GPU and the twin, exactly: ties go to the lower expert (lanes own experts l + 32 i, so
+// the warp's merge must honour that too), NaN sorts below every number (and ties with -inf).
+TEST(MoeRouterGpuMisc, TiesNanAndSaturatedSigmoidsRouteAsTheTwin) {
+  const TieCase cases[] = {
+      {"softmax_E128_k8", {.T = 67, .E = 128, .k = 8}, false, -32, 32, false},
+      {"pre_softmax_E40_k3", {.T = 41, .E = 40, .k = 3, .pre_softmax = true}, false, -8, 8, false},
+      {"sigmoid_E8_k2", {.T = 33, .E = 8, .k = 2, .score_function = MoeScoreFunction::sigmoid}, false, -4, 4, false},
+      {"sigmoid_zero_bias_saturated_E128_k8",
+       {.T = 67, .E = 128, .k = 8, .score_function = MoeScoreFunction::sigmoid},
+       true,
+       -32,
+       32,
+       true},
+      {"sigmoid_zero_bias_saturated_E40_k4",
+       {.T = 41, .E = 40, .k = 4, .score_function = MoeScoreFunction::sigmoid},
+       true,
+       -8,
+       8,
+       true},
+  };
+  cuda::Stream stream;
+  for (const TieCase& c : cases) {
+    const MoeRouting& r = c.routing;
+    const int64_t T = r.T, E = r.E, k = r.k;
+    const auto logits = tied_logits(T, E, k, c.lo, c.hi, c.saturated, 7000 + E * 3 + k);
+    const std::vector<float> bias(E, 0.0f);
+    std::vector<int32_t> map_ref(T * k), aux_map_ref(T * k);
+    std::vector<float> probs_ref(T * k), unused(T * k);
+    ref::moe_router_forward(map_ref.data(), probs_ref.data(), logits.data(), c.zero_bias ? bias.data() : nullptr, r);
+    ref::moe_router_forward(aux_map_ref.data(), unused.data(), logits.data(), nullptr, r);
+
+    // Not vacuous: some row's k-th choice ties (equal selection value) with an expert it left out.
+    int64_t boundary_ties = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const auto value = [&](int64_t e) {
+        const float v = logits[t * E + e];
+        return std::isnan(v) ? -INFINITY : c.zero_bias ? 1.0f / (1.0f + std::exp(-v)) : v;
+      };
+      const int32_t* ids = map_ref.data() + t * k;
+      for (int64_t e = 0; e < E; ++e) {
+        if (std::find(ids, ids + k, e) == ids + k && value(e) == value(ids[k - 1])) {
+          ++boundary_ties;
+          break;
+        }
+      }
+    }
+    EXPECT_GT(boundary_ties, T / 4) << c.name;
+
+    DeviceBuffer<float> d_logits(T * E), d_bias(E), d_probs(T * k);
+    DeviceBuffer<int32_t> d_map(T * k), d_aux_map(T * k);
+    d_logits.upload(logits);
+    d_bias.upload(bias);
+    fill_bytes(d_map, kPoisonIntByte);
+    fill_bytes(d_aux_map, kPoisonIntByte);
+    d_probs.poison();
+    kernels::moe_router_forward(stream, {.logits = d_logits.get(),
+                                         .expert_bias = c.zero_bias ? d_bias.get() : nullptr,
+                                         .routing_map = d_map.get(),
+                                         .probs = d_probs.get(),
+                                         .aux_routing_map = c.zero_bias ? d_aux_map.get() : nullptr,
+                                         .routing = r});
+    device_sync();
+    EXPECT_EQ(d_map.download(), map_ref) << c.name;
+    if (c.zero_bias) EXPECT_EQ(d_aux_map.download(), aux_map_ref) << c.name << ": aux routing map";
+    // The rows without NaN or -inf: their probs too (equal logits give equal probs, whichever tied expert won).
+    const auto probs = d_probs.download();
+    std::vector<float> got, want;
+    for (int64_t t = 0; t < T; ++t) {
+      if (!std::all_of(logits.begin() + t * E, logits.begin() + (t + 1) * E, [](float v) { return std::isfinite(v); }))
+        continue;
+      got.insert(got.end(), probs.begin() + t * k, probs.begin() + (t + 1) * k);
+      want.insert(want.end(), probs_ref.begin() + t * k, probs_ref.begin() + (t + 1) * k);
+    }
+    EXPECT_LT(relative_error(got, want), kRouterRelTol) << c.name << ": probs";
+  }
+}
 
 // Counts over many chunks of slots (1024 per block) with partial last chunks, every token's first slot
 // on one expert (one shared-memory bin takes them all), groups that end inside a chunk, the small_moe

@@ -1,14 +1,21 @@
 // GPU SSD scan (forward, backward) against reference/ssd_scan (the sequential recurrence) on the same
 // bf16-rounded inputs, fresh random per shape: sequence lengths that are not multiples of the chunk (1, 127,
-// 129, 300), 2048; ngroups 1 and 8; nheads 2..32; dstate 16/32/64/128; one shape with strong decay.
+// 129, 300), 2048; ngroups 1 and 8; nheads 2..32; dstate 16/32/64/128; one shape with strong decay and one
+// with slow decay (state carried across chunks). Every shape runs with D ~ N(0, 1) and with D = nullptr.
 // Tolerances (relative L2 error vs the fp32 twin): y, dx, dB, dC, ddt, dA < 1e-2 (bf16 operands and
 // outputs, bf16 copies of the passed states as matmul operands); dD < 1e-4 (fp32 sums of the inputs).
+// The skip term D x is most of y (D dy of dx), so 1e-2 barely sees the scan: its part alone, y - D x and
+// dx - D dy, must be within kScanTol of the twin's, after forgiving each element half a bf16 step of its
+// stored value (its own rounding); without D, y and dx < kScanTol and ddt, dA, dB, dC the bits of the D run.
 // Outputs and the workspace are poisoned (NaN) before every run; a second run, and one forward+backward
 // captured in a CUDA graph and replayed (twice), must equal the eager results bit for bit. Strided x/B/C
 // (column slices of one conv-output row) and strided dx/dB/dC give the packed results bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <vector>
 
@@ -17,6 +24,7 @@
 #include "gpu_test_util.h"
 #include "kernels/ssd_scan.h"
 #include "reference/ssd_scan.h"
+#include "ssd_scan_checks.h"
 
 namespace {
 
@@ -26,19 +34,32 @@ using kernels::SsdShape;
 
 struct Case {
   SsdShape shape;
-  float dt_max;  // dt ~ U(0.001, dt_max), A ~ -U(1, 16)
+  float dt_max;                       // dt ~ U(0.001, dt_max)
+  float a_min = 1.0f, a_max = 16.0f;  // A ~ -U(a_min, a_max); slow decay (a_max 0.5) carries state across chunks
 };
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "S" << c.shape.seqlen << " H" << c.shape.nheads << " N" << c.shape.dstate << " dt<" << c.dt_max << " A in -["
+      << c.a_min << ", " << c.a_max << "]";
+}
 
-void sync() { SG_CUDA_CHECK(cudaDeviceSynchronize()); }
+void sync() {
+  SG_CUDA_CHECK(cudaDeviceSynchronize());
+}
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-int64_t nx(const SsdShape& s) { return s.batch * s.seqlen * s.nheads * s.headdim; }
-int64_t nbc(const SsdShape& s) { return s.batch * s.seqlen * s.ngroups * s.dstate; }
-int64_t ndt(const SsdShape& s) { return s.batch * s.seqlen * s.nheads; }
+int64_t nx(const SsdShape& s) {
+  return s.batch * s.seqlen * s.nheads * s.headdim;
+}
+int64_t nbc(const SsdShape& s) {
+  return s.batch * s.seqlen * s.ngroups * s.dstate;
+}
+int64_t ndt(const SsdShape& s) {
+  return s.batch * s.seqlen * s.nheads;
+}
 
 // Device copies of the inputs and outputs of one shape.
 struct Problem {
@@ -49,8 +70,21 @@ struct Problem {
   DeviceBuffer<unsigned char> d_ws;
 
   Problem(const Case& cs, uint64_t seed)
-      : s(cs.shape), d_x(nx(s)), d_B(nbc(s)), d_C(nbc(s)), d_dy(nx(s)), d_y(nx(s)), d_dx(nx(s)), d_dB(nbc(s)),
-        d_dC(nbc(s)), d_dt(ndt(s)), d_A(s.nheads), d_D(s.nheads), d_ddt(ndt(s)), d_dA(s.nheads), d_dD(s.nheads),
+      : s(cs.shape),
+        d_x(nx(s)),
+        d_B(nbc(s)),
+        d_C(nbc(s)),
+        d_dy(nx(s)),
+        d_y(nx(s)),
+        d_dx(nx(s)),
+        d_dB(nbc(s)),
+        d_dC(nbc(s)),
+        d_dt(ndt(s)),
+        d_A(s.nheads),
+        d_D(s.nheads),
+        d_ddt(ndt(s)),
+        d_dA(s.nheads),
+        d_dD(s.nheads),
         d_ws(kernels::ssd_workspace_bytes(s)) {
     x = round_bf16(random_normal(nx(s), seed));
     Bm = round_bf16(random_normal(nbc(s), seed + 1, 0.5f));
@@ -58,7 +92,7 @@ struct Problem {
     dy = round_bf16(random_normal(nx(s), seed + 3));
     D = random_normal(s.nheads, seed + 4);
     std::mt19937_64 gen(seed + 5);
-    std::uniform_real_distribution<float> udt(0.001f, cs.dt_max), ua(1.0f, 16.0f);
+    std::uniform_real_distribution<float> udt(0.001f, cs.dt_max), ua(cs.a_min, cs.a_max);
     dt.resize(ndt(s));
     for (auto& v : dt) v = udt(gen);
     A.resize(s.nheads);
@@ -72,15 +106,36 @@ struct Problem {
     d_D.upload(D);
   }
 
-  kernels::SsdScanForwardParams forward_params() {
-    return {.y = d_y.get(), .x = d_x.get(), .dt = d_dt.get(), .A = d_A.get(), .Bm = d_B.get(), .Cm = d_C.get(),
-            .D = d_D.get(), .workspace = d_ws.get(), .workspace_bytes = d_ws.size(), .shape = s};
+  // with_d false: no skip term (D and dD null).
+  kernels::SsdScanForwardParams forward_params(bool with_d = true) {
+    return {.y = d_y.get(),
+            .x = d_x.get(),
+            .dt = d_dt.get(),
+            .A = d_A.get(),
+            .Bm = d_B.get(),
+            .Cm = d_C.get(),
+            .D = with_d ? d_D.get() : nullptr,
+            .workspace = d_ws.get(),
+            .workspace_bytes = d_ws.size(),
+            .shape = s};
   }
-  kernels::SsdScanBackwardParams backward_params() {
-    return {.dx = d_dx.get(), .ddt = d_ddt.get(), .dA = d_dA.get(), .dBm = d_dB.get(), .dCm = d_dC.get(),
-            .dD = d_dD.get(), .dy = d_dy.get(), .x = d_x.get(), .dt = d_dt.get(), .A = d_A.get(),
-            .Bm = d_B.get(), .Cm = d_C.get(), .D = d_D.get(), .workspace = d_ws.get(),
-            .workspace_bytes = d_ws.size(), .shape = s};
+  kernels::SsdScanBackwardParams backward_params(bool with_d = true) {
+    return {.dx = d_dx.get(),
+            .ddt = d_ddt.get(),
+            .dA = d_dA.get(),
+            .dBm = d_dB.get(),
+            .dCm = d_dC.get(),
+            .dD = with_d ? d_dD.get() : nullptr,
+            .dy = d_dy.get(),
+            .x = d_x.get(),
+            .dt = d_dt.get(),
+            .A = d_A.get(),
+            .Bm = d_B.get(),
+            .Cm = d_C.get(),
+            .D = with_d ? d_D.get() : nullptr,
+            .workspace = d_ws.get(),
+            .workspace_bytes = d_ws.size(),
+            .shape = s};
   }
   void poison_outputs() {
     d_y.poison(), d_dx.poison(), d_dB.poison(), d_dC.poison(), d_ddt.poison(), d_dA.poison(), d_dD.poison();
@@ -93,7 +148,7 @@ struct Results {
   std::vector<float> ddt, dA, dD;
 };
 Results download(const Problem& pr) {
-  return {pr.d_y.download(), pr.d_dx.download(), pr.d_dB.download(), pr.d_dC.download(),
+  return {pr.d_y.download(),   pr.d_dx.download(), pr.d_dB.download(), pr.d_dC.download(),
           pr.d_ddt.download(), pr.d_dA.download(), pr.d_dD.download()};
 }
 void expect_same_bits(const Results& a, const Results& b, const char* what) {
@@ -113,19 +168,20 @@ TEST_P(SsdScanGpu, MatchesReferenceDeterministicAndGraphSafe) {
   const SsdShape& s = cs.shape;
   Problem pr(cs, 100 + s.seqlen * 31 + s.nheads * 7 + s.dstate);
   const ref::SsdScanShape rs{s.batch, s.seqlen, s.nheads, s.headdim, s.ngroups, s.dstate};
-  std::vector<float> y_ref(nx(s)), dx_ref(nx(s)), ddt_ref(ndt(s)), dA_ref(s.nheads), dB_ref(nbc(s)),
-      dC_ref(nbc(s)), dD_ref(s.nheads);
-  ref::ssd_scan_forward(y_ref.data(), pr.x.data(), pr.dt.data(), pr.A.data(), pr.Bm.data(), pr.Cm.data(),
-                        pr.D.data(), rs);
+  std::vector<float> y_ref(nx(s)), dx_ref(nx(s)), ddt_ref(ndt(s)), dA_ref(s.nheads), dB_ref(nbc(s)), dC_ref(nbc(s)),
+      dD_ref(s.nheads);
+  ref::ssd_scan_forward(y_ref.data(), pr.x.data(), pr.dt.data(), pr.A.data(), pr.Bm.data(), pr.Cm.data(), pr.D.data(),
+                        rs);
   ref::ssd_scan_backward(dx_ref.data(), ddt_ref.data(), dA_ref.data(), dB_ref.data(), dC_ref.data(), dD_ref.data(),
-                         pr.dy.data(), pr.x.data(), pr.dt.data(), pr.A.data(), pr.Bm.data(), pr.Cm.data(),
-                         pr.D.data(), rs);
+                         pr.dy.data(), pr.x.data(), pr.dt.data(), pr.A.data(), pr.Bm.data(), pr.Cm.data(), pr.D.data(),
+                         rs);
+  const auto y_scan_ref = minus_skip(y_ref, pr.x, pr.D, s), dx_scan_ref = minus_skip(dx_ref, pr.dy, pr.D, s);
   cuda::Stream stream;
-  auto eager = [&] {
+  auto eager = [&](bool with_d = true) {
     pr.poison_outputs();
     sync();
-    kernels::ssd_scan_forward(stream, pr.forward_params());
-    kernels::ssd_scan_backward(stream, pr.backward_params());
+    kernels::ssd_scan_forward(stream, pr.forward_params(with_d));
+    kernels::ssd_scan_backward(stream, pr.backward_params(with_d));
     sync();
     return download(pr);
   };
@@ -137,6 +193,17 @@ TEST_P(SsdScanGpu, MatchesReferenceDeterministicAndGraphSafe) {
   EXPECT_LT(relative_error(first.ddt, ddt_ref), 1e-2) << "ddt";
   EXPECT_LT(relative_error(first.dA, dA_ref), 1e-2) << "dA";
   EXPECT_LT(relative_error(first.dD, dD_ref), 1e-4) << "dD";
+  EXPECT_LT(scan_part_error(to_float(first.y), pr.x, pr.D, s, y_scan_ref), kScanTol) << "y - D x";
+  EXPECT_LT(scan_part_error(to_float(first.dx), pr.dy, pr.D, s, dx_scan_ref), kScanTol) << "dx - D dy";
+
+  // No skip term: the scan part alone; the other gradients do not depend on D.
+  const Results no_d = eager(false);
+  EXPECT_LT(relative_error(to_float(no_d.y), y_scan_ref), kScanTol) << "y, D = nullptr";
+  EXPECT_LT(relative_error(to_float(no_d.dx), dx_scan_ref), kScanTol) << "dx, D = nullptr";
+  EXPECT_TRUE(same_bits(no_d.ddt, first.ddt)) << "ddt, D = nullptr";
+  EXPECT_TRUE(same_bits(no_d.dA, first.dA)) << "dA, D = nullptr";
+  EXPECT_TRUE(same_bits(no_d.dB, first.dB)) << "dB, D = nullptr";
+  EXPECT_TRUE(same_bits(no_d.dC, first.dC)) << "dC, D = nullptr";
 
   expect_same_bits(eager(), first, "second eager run");
 
@@ -162,17 +229,19 @@ TEST_P(SsdScanGpu, MatchesReferenceDeterministicAndGraphSafe) {
 }
 
 const Case kCases[] = {
-    {{1, 1, 2, 64, 1, 16}, 0.1f},       {{2, 127, 4, 64, 1, 64}, 0.1f},   {{2, 129, 2, 64, 2, 32}, 0.1f},
-    {{1, 300, 8, 64, 8, 128}, 0.1f},    {{2, 300, 16, 64, 8, 128}, 0.1f}, {{1, 500, 4, 64, 2, 128}, 1.0f},
-    {{1, 2048, 32, 64, 8, 128}, 0.1f}, {{1, 2048, 32, 64, 1, 64}, 0.1f},  {{2, 640, 24, 64, 1, 16}, 0.1f},
+    {{1, 1, 2, 64, 1, 16}, 0.1f},      {{2, 127, 4, 64, 1, 64}, 0.1f},
+    {{2, 129, 2, 64, 2, 32}, 0.1f},    {{1, 300, 8, 64, 8, 128}, 0.1f},
+    {{2, 300, 16, 64, 8, 128}, 0.1f},  {{1, 500, 4, 64, 2, 128}, 1.0f},
+    {{1, 2048, 32, 64, 8, 128}, 0.1f}, {{1, 2048, 32, 64, 1, 64}, 0.1f},
+    {{2, 640, 24, 64, 1, 16}, 0.1f},   {{2, 1000, 8, 64, 2, 128}, 0.1f, 0.05f, 0.5f},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SsdScanGpu, ::testing::ValuesIn(kCases), [](const auto& info) {
   const SsdShape& s = info.param.shape;
-  return strprintf("B%lld_S%lld_H%lld_G%lld_N%lld%s", static_cast<long long>(s.batch),
-                   static_cast<long long>(s.seqlen), static_cast<long long>(s.nheads),
-                   static_cast<long long>(s.ngroups), static_cast<long long>(s.dstate),
-                   info.param.dt_max > 0.5f ? "_strong_decay" : "");
+  return strprintf("B%lld_S%lld_H%lld_G%lld_N%lld%s", static_cast<long long>(s.batch), static_cast<long long>(s.seqlen),
+                   static_cast<long long>(s.nheads), static_cast<long long>(s.ngroups),
+                   static_cast<long long>(s.dstate),
+                   info.param.a_max < 1.0f ? "_slow_decay" : (info.param.dt_max > 0.5f ? "_strong_decay" : ""));
 });
 
 // x, B, C as column slices of one row [x | B | C] (as the conv output holds them), dy in a wider row, and
@@ -240,9 +309,13 @@ TEST(SsdScanGpuMisc, RejectsBadWorkspaceAndShapes) {
   fp.workspace_bytes = 16;
   EXPECT_NE(thrown_message([&] { kernels::ssd_scan_forward(stream, fp); }).find("ssd_workspace_bytes"),
             std::string::npos);
-  EXPECT_NE(thrown_message([&] { (void)kernels::ssd_workspace_bytes({1, 64, 2, 32, 1, 16}); }).find("headdim 32"),
+  EXPECT_NE(thrown_message([&] {
+              (void)kernels::ssd_workspace_bytes({1, 64, 2, 32, 1, 16});
+            }).find("headdim 32"),
             std::string::npos);
-  EXPECT_NE(thrown_message([&] { (void)kernels::ssd_workspace_bytes({1, 64, 3, 64, 2, 16}); }).find("multiple"),
+  EXPECT_NE(thrown_message([&] {
+              (void)kernels::ssd_workspace_bytes({1, 64, 3, 64, 2, 16});
+            }).find("multiple"),
             std::string::npos);
   auto bp = pr.backward_params();
   bp.dx_row_stride = 65;
