@@ -293,9 +293,11 @@ fi
 if want parity || named generate_parity; then
   if [[ -f tests/model/hf_generate_parity.py ]]; then
     # 4 prompts decode on the matrix-vector kernel's fp32 math, 8 on its tensor-core math (model/decode_gemv.h).
+    # A fresh folder each run unless named (the script trains into it and refuses a corpus or checkpoints there).
+    generate_parity_root=${GENERATE_PARITY_DIR:-$(mktemp -d /tmp/stepgraph_hf_generate_XXXXXX)}
     for prompts in ${GENERATE_PARITY_PROMPTS:-4 8}; do
       "${PY[@]}" tests/model/hf_generate_parity.py --stepgraph "$SG_PY" --prompts "$prompts" \
-        --out "${GENERATE_PARITY_DIR:-/tmp/stepgraph_hf_generate}_$prompts" 2>&1 \
+        --out "$generate_parity_root/prompts_$prompts" 2>&1 \
         | tee "$OUT/hf_generate_parity_$prompts.txt" | tail -30
       record "HF generate greedy parity, $prompts prompts" "rc=${PIPESTATUS[0]}"
     done

@@ -73,12 +73,20 @@ class EmulatedBackend {
 TEST(DecodeLinearEmulated, MatchesReferenceAndUnfusedAndRowsAlone) {
   EmulatedBackend backend;
   const test::DecodeLinearCase cases[] = {
-      {1, 8, 1, DecodeLinearEpilogue::kNone},         {2, 264, 5, DecodeLinearEpilogue::kNone},
-      {3, 2056, 6, DecodeLinearEpilogue::kNone},      {4, 264, 37, DecodeLinearEpilogue::kNone},
-      {5, 24, 9, DecodeLinearEpilogue::kNone},        {8, 2056, 7, DecodeLinearEpilogue::kNone},
-      {1, 8800, 5, DecodeLinearEpilogue::kNone},      {1, 264, 2, DecodeLinearEpilogue::kSwiglu},
-      {2, 2056, 10, DecodeLinearEpilogue::kSwiglu},   {8, 264, 38, DecodeLinearEpilogue::kSwiglu},
-      {3, 24, 6, DecodeLinearEpilogue::kSquaredRelu}, {8, 2056, 9, DecodeLinearEpilogue::kSquaredRelu},
+      {1, 8, 1, DecodeLinearEpilogue::kNone},
+      {2, 264, 5, DecodeLinearEpilogue::kNone},
+      {3, 2056, 6, DecodeLinearEpilogue::kNone},
+      {4, 264, 37, DecodeLinearEpilogue::kNone},
+      {5, 24, 9, DecodeLinearEpilogue::kNone},
+      {8, 2056, 7, DecodeLinearEpilogue::kNone},
+      {1, 8800, 5, DecodeLinearEpilogue::kNone},
+      {1, 264, 2, DecodeLinearEpilogue::kSwiglu},
+      {2, 2056, 10, DecodeLinearEpilogue::kSwiglu},
+      {8, 264, 38, DecodeLinearEpilogue::kSwiglu},
+      {3, 24, 6, DecodeLinearEpilogue::kSquaredRelu},
+      {8, 2056, 9, DecodeLinearEpilogue::kSquaredRelu},
+      {8, 64, 128, DecodeLinearEpilogue::kNone},
+      {6, 64, 64, DecodeLinearEpilogue::kNone},  // K 64: 4 of 8 warps idle
   };
   test::check_with_both_maths(backend, cases, test::check_decode_linear_case<EmulatedBackend>);
 }
@@ -86,8 +94,12 @@ TEST(DecodeLinearEmulated, MatchesReferenceAndUnfusedAndRowsAlone) {
 TEST(DecodeLinearEmulated, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
   EmulatedBackend backend;
   const test::DecodeQkvCase cases[] = {
-      {1, 64, 2, 2, 16, true, 0.0}, {3, 264, 4, 2, 8, true, 8.0},  {2, 24, 3, 1, 16, false, 0.0},
-      {8, 64, 2, 1, 6, true, 0.0},  {4, 32, 1, 1, 10, false, 0.0},
+      {1, 64, 2, 2, 16, true, 0.0},
+      {3, 264, 4, 2, 8, true, 8.0},
+      {2, 24, 3, 1, 16, false, 0.0},
+      {8, 64, 2, 1, 6, true, 0.0},
+      {4, 32, 1, 1, 10, false, 0.0},
+      {8, 64, 4, 2, 16, true, 0.0},  // the generate parity's Mixtral (hidden 64, head_dim 16) at 8 sequences
   };
   test::check_with_both_maths(backend, cases, test::check_decode_qkv_case<EmulatedBackend>);
 }

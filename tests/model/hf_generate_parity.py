@@ -107,6 +107,9 @@ def compare(model32, model16, prompt, ours, theirs, tie_margin, device, other="t
 
 def load(folder, dtype, device):
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager")
+    # generate() fills a GenerationConfig's unset keys from the model's, so eos_token_id=None alone still stopped at
+    # the folder's EOS while stepgraph ran --ignore-eos (the rows then differed in length, not in a token).
+    model.generation_config.eos_token_id = None
     return model.to(device).eval()
 
 
