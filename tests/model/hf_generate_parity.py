@@ -23,7 +23,10 @@ prompt in one batch (--prompt-tokens ... --ignore-eos --json), and transformers 
 A row passes when the token lists are equal ("exact"), or when they first differ at a step where the
 float32 transformers logits of the two candidate tokens are closer than bf16 rounding moves a logit at that
 step (twice the largest |bf16 - fp32| logit difference of transformers on that prefix), or within
---tie-margin of the row's logit range: a "near tie", reported with both numbers. The random-weight fixtures
+--tie-margin of the row's logit range: a "near tie", reported with both numbers. In an MoE model a token's
+experts can tie too: a first difference where some router's k-th and (k+1)-th choices are closer in float32 than
+twice bf16's change to its scores is a "near tie (routing)" (a router flipped that way moves the logits further
+than bf16 moves them along one path). The random-weight fixtures
 have flat logits, so most of their rows end in such ties; the trained checkpoint's peaked logits rarely tie. The
 float32 rows must be exact or near ties; bf16 rows are reported the same way. Also checked: the
 stepgraph tokens with --no-graphs (eager decoding) are identical to the graphed ones, and the CPU
@@ -80,6 +83,41 @@ def hf_generate(model, prompt, n, device):
     return out[0, len(prompt):].tolist()
 
 
+def routing_scores(model, prefix):
+    """[(scores the router's top-k chooses by, k)] at the prefix's last position, one per MoE router (Mixtral:
+    the logits, whose softmax keeps their order; NemotronH: sigmoid(logits) + the correction bias)."""
+    caught = []
+
+    def hook(module, inputs, outputs):
+        logits = outputs[0].float().reshape(-1, outputs[0].shape[-1])[-1]
+        bias = getattr(module, "e_score_correction_bias", None)
+        caught.append((logits.sigmoid() + bias.float() if bias is not None else logits, module.top_k))
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()
+               if type(m).__name__.endswith(("TopKRouter", "TopkRouter"))]
+    try:
+        with torch.no_grad():
+            model(input_ids=prefix)
+    finally:
+        for h in handles:
+            h.remove()
+    return caught
+
+
+def routing_near_tie(model32, model16, prefix):
+    """A router whose k-th and (k+1)-th choices are closer in float32 than twice the change bfloat16 makes to its
+    scores at this step: which expert a token reaches is for rounding to decide, and with it the next token."""
+    for layer, ((s32, k), (s16, _)) in enumerate(zip(routing_scores(model32, prefix), routing_scores(model16, prefix))):
+        if k >= s32.numel():
+            continue
+        ranked = torch.sort(s32, descending=True).values
+        margin = float(ranked[k - 1] - ranked[k])
+        noise = float((s16 - s32).abs().max())
+        if margin <= 2 * noise:
+            return f"router {layer}: choices {k} and {k + 1} {margin:.2e} apart, bf16 moves them by up to {noise:.2e}"
+    return None
+
+
 def compare(model32, model16, prompt, ours, theirs, tie_margin, device, other="transformers"):
     """'exact', 'near tie (...)' or 'FAIL (...)' from the transformers logits at the first difference.
 
@@ -101,8 +139,12 @@ def compare(model32, model16, prompt, ours, theirs, tie_margin, device, other="t
     gap = abs(float(logits[ours[i]] - logits[theirs[i]]))
     bf16_noise = float((logits16 - logits).abs().max())
     ok = gap <= max(tie_margin * spread, 2 * bf16_noise)
-    return (f"{'near tie' if ok else 'FAIL'} at step {i}: stepgraph {ours[i]}, {other} {theirs[i]}, fp32 logit gap "
-            f"{gap / spread:.2e} of the range, bf16 moves logits by up to {bf16_noise / spread:.2e}"), ok
+    text = (f"at step {i}: stepgraph {ours[i]}, {other} {theirs[i]}, fp32 logit gap {gap / spread:.2e} of the range, "
+            f"bf16 moves logits by up to {bf16_noise / spread:.2e}")
+    routing = None if ok else routing_near_tie(model32, model16, prefix)
+    if routing:
+        return f"near tie (routing) {text}; {routing}", True
+    return f"{'near tie' if ok else 'FAIL'} {text}", ok
 
 
 def load(folder, dtype, device):
