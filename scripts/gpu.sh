@@ -3,8 +3,8 @@
 # the benchmarks, the PyTorch comparison and the Hugging Face parity checks (training loss and greedy
 # generation); prints a short table last.
 #
-#   bash scripts/gpu.sh [tests|bench|torch|parity|generate_parity|dp|sanitize|recompute|gemm_power|lm_head_chunk|
-#                        generate_bench|all]...
+#   bash scripts/gpu.sh [tests|bench|torch|parity|generate_parity|edge_configs|dp|sanitize|recompute|gemm_power|
+#                        lm_head_chunk|generate_bench|all]...
 #   RECOMPUTE_MODES=local,local+recompute_full RECOMPUTE_STEPS=10 bash scripts/gpu.sh recompute   # other --compare modes
 #   BENCH_RECIPES="moe/small_moe hybrid/small_hybrid" bash scripts/gpu.sh bench   # family/recipe items; BENCH_MODES overrides the modes
 #   TORCH_MODELS="small_moe hybrid ssd" bash scripts/gpu.sh torch   # only these PyTorch references: families
@@ -14,6 +14,10 @@
 #
 # Default: all = tests bench torch parity dp. sanitize, recompute, gemm_power, lm_head_chunk and generate_bench run
 # only when named (minutes each).
+# edge_configs: configurations at the edges of what validation accepts (widths and vocabularies that are not tile
+#   multiples, 2- and 33-token sequences, graph warmup 0, capacity factor 0.01, top-k = experts, 3 Mamba heads,
+#   kv_channels x heads != hidden, evaluation and dropout with recompute inside graphs, mixed MoE layers), 6 steps
+#   each with graphs on: each must train or be refused with an "error:" line, never crash (edge_configs.txt).
 # generate_parity: parity's greedy-generation check alone, at each of GENERATE_PARITY_PROMPTS prompts a batch
 #   (default "4 8": decoding steps on the matrix-vector kernel's fp32 math, then on its tensor-core math).
 # generate_bench: decoding speed, `stepgraph generate` (graphed and eager) against transformers' generate() (dynamic
@@ -46,7 +50,7 @@
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-known_parts=(tests bench torch parity generate_parity dp sanitize recompute gemm_power lm_head_chunk generate_bench all)
+known_parts=(tests bench torch parity generate_parity edge_configs dp sanitize recompute gemm_power lm_head_chunk generate_bench all)
 for p in "$@"; do
   if [[ $p == -h || $p == --help ]]; then
     sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -302,6 +306,49 @@ if want parity || named generate_parity; then
       record "HF generate greedy parity, $prompts prompts" "rc=${PIPESTATUS[0]}"
     done
   fi
+fi
+
+if named edge_configs; then
+  # Every one trains on the CPU backend (checked when the list was made); on the GPU each must train or be refused
+  # with an error line (exit 1), never end on a signal, a CUDA error or an assertion.
+  edge_failed=0
+  edge_run() {
+    local log
+    log=$(mktemp)
+    timeout 300 "$SG" train "$@" train.train_iters=6 scheduler.lr_warmup_iters=1 logger.log_interval=3 --plain \
+      --run-dir "$(mktemp -d)" >"$log" 2>&1
+    local rc=$? verdict
+    if [[ $rc -eq 0 ]]; then
+      verdict=trained
+    elif [[ $rc -eq 1 ]] && grep -q "^error: " "$log" && ! grep -qiE "cuda.*failed|illegal|assert" "$log"; then
+      verdict="refused: $(grep -m1 -A1 '^error: ' "$log" | tail -1 | cut -c1-120)"
+    else
+      verdict="FAILED (rc=$rc): $(tail -2 "$log" | tr '\n' ' ' | cut -c1-160)"
+      edge_failed=1
+    fi
+    printf '%-100s %s\n' "$*" "$verdict" | tee -a "$OUT/edge_configs.txt"
+    rm -f "$log"
+  }
+  L=(--cuda_graph_impl local) TE=(--cuda_graph_impl transformer_engine)
+  edge_run llama/tiny model.ffn_hidden_size=700 "${L[@]}"
+  edge_run moe/tiny_moe model.moe_shared_expert_intermediate_size=100 "${TE[@]}" --cuda_graph_scope attn,moe
+  edge_run llama/tiny model.vocab_size=8191 "${L[@]}"
+  edge_run llama/tiny model.seq_length=33 dataset.seq_length=33 "${L[@]}"
+  edge_run llama/tiny model.seq_length=2 dataset.seq_length=2 "${L[@]}"
+  edge_run llama/tiny model.cuda_graph_warmup_steps=0 "${L[@]}"
+  edge_run moe/tiny_moe model.cuda_graph_warmup_steps=0 "${TE[@]}" --cuda_graph_scope attn,moe
+  edge_run moe/tiny_moe model.moe_expert_capacity_factor=0.01 model.moe_pad_expert_input_to_capacity=true "${TE[@]}"
+  edge_run moe/tiny_moe model.moe_expert_capacity_factor=0.5 "${TE[@]}" --cuda_graph_scope attn,moe
+  edge_run moe/tiny_moe model.moe_router_topk=8 "${TE[@]}" --cuda_graph_scope attn,moe
+  edge_run moe/tiny_moe "model.moe_layer_freq=[1,0,1,0]" "${TE[@]}" --cuda_graph_scope attn,mlp,moe
+  edge_run hybrid/tiny_hybrid model.mamba_num_heads=3 model.mamba_num_groups=3 model.seq_length=200 \
+    dataset.seq_length=200 "${TE[@]}" --cuda_graph_scope attn,mamba
+  edge_run hybrid/tiny_hybrid_moe "${TE[@]}"
+  edge_run llama/tiny model.kv_channels=32 "${L[@]}"
+  edge_run llama/tiny train.eval_interval=2 train.eval_iters=2 "${L[@]}"
+  edge_run llama/tiny model.hidden_dropout=0.1 model.attention_dropout=0.1 model.recompute_granularity=selective \
+    model.recompute_modules=core_attn,mlp "${TE[@]}" --cuda_graph_scope attn,mlp
+  record "edge configurations" "$([[ $edge_failed -eq 0 ]] && echo ok || echo FAILED) (edge_configs.txt)"
 fi
 
 if named sanitize; then
