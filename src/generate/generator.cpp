@@ -190,16 +190,19 @@ GenerateResult run_generate(const GenerateOptions& options) {
                   what, folder.c_str(), static_cast<long long>(layout.num_parameters()),
                   bytes_text(weight_bytes).c_str(), bytes_text(host.bytes).c_str(), host.source.c_str()));
   }
-  std::vector<float> weights;
-  result.model =
-      folder + ": " + checkpoint::load_hf_weights(folder, layout, weights, checkpoint::WeightSource::model, what);
-
   std::unique_ptr<model::Decoder> decoder;
   model::GpuDecoder* gpu = nullptr;
   if (backend == DecoderBackend::gpu) {
-    auto g = std::make_unique<model::GpuDecoder>(spec, weights, decode, options.use_graphs);
+    // Planned and allocated before the weights are read: a cache too large for the GPU is refused now.
+    auto g = std::make_unique<model::GpuDecoder>(spec, decode, options.use_graphs);
     gpu = g.get();
     decoder = std::move(g);
+  }
+  std::vector<float> weights;
+  result.model =
+      folder + ": " + checkpoint::load_hf_weights(folder, layout, weights, checkpoint::WeightSource::model, what);
+  if (gpu != nullptr) {
+    gpu->upload_weights(weights);
   } else {
     if (!options.force_cpu) log::info("no GPU found: generating on the CPU with the fp32 reference decoder");
     decoder = std::make_unique<model::CpuDecoder>(spec, std::move(weights), decode);

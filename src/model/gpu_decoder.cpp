@@ -53,39 +53,52 @@ const float* GpuDecodeIO::fp32_weight(ParamRef ref) const {
   return w;
 }
 
-GpuDecoder::GpuDecoder(const ModelSpec& model, const std::vector<float>& weights, const DecodeSpec& decode,
-                       bool use_graphs)
+GpuDecoder::GpuDecoder(const ModelSpec& model, const DecodeSpec& decode, bool use_graphs)
     : model_(model), layers_(make_gpu_decode_layers(model)), decode_(decode), use_graphs_(use_graphs) {
   const std::string refusal = gpu_decoder_refusal(model);
   SG_REQUIRE(refusal.empty(), "generate: " + refusal);
   layout_ = declare_model(model, [this](size_t i, LayerDeclarations& d) { layers_[i]->declare(d); });
-  SG_CHECK(static_cast<int64_t>(weights.size()) == layout_.total(),
-           strprintf("GpuDecoder: %zu weights for a model whose flat buffer has %lld", weights.size(),
-                     static_cast<long long>(layout_.total())));
   check_decode_request(model, decode, std::vector<std::vector<int32_t>>(sz(decode.batch), std::vector<int32_t>{0}));
   rows_ = decode.max_rows();
   padded_vocab_ = (model.vocab_size + 7) / 8 * 8;
   sampling_scratch_bytes_ = kernels::sample_tokens_scratch_bytes(decode.batch, decode.sampled_vocab(model.vocab_size),
                                                                  padded_vocab_, decode.sampling);
-  std::vector<float> fp32;  // the fp32 blocks, in the order the layers ask for them
-  std::vector<std::pair<ParamRef, int64_t>> fp32_at;
+  // The fp32 blocks, in the order the layers ask for them: where each lands in parameters.fp32.
+  int64_t fp32_count = 0;
   for (auto& layer : layers_) {
     for (const ParamRef ref : layer->fp32_params()) {
-      fp32_at.emplace_back(ref, static_cast<int64_t>(fp32.size()));
-      const auto first = weights.begin() + layout_.offset(ref);
-      fp32.insert(fp32.end(), first, first + layout_.params.numel(ref));
+      fp32_blocks_.emplace_back(ref, fp32_count);
+      fp32_count += layout_.params.numel(ref);
     }
   }
-  plan_memory(static_cast<int64_t>(fp32.size()));
+  plan_memory(fp32_count);
   blas_ = std::make_unique<kernels::Blas>(buf_->cublas_workspace, kernels::Blas::kWorkspaceBytes);
   // The decoding step's GEMMs are planned now, so nothing is planned inside a step or a capture.
   for (auto& layer : layers_) layer->bind(*arena_, *blas_);
   lm_head_plan(decode.batch);
-  for (const auto& [ref, at] : fp32_at) {
+  for (const auto& [ref, at] : fp32_blocks_) {
     if (fp32_by_ref_.size() <= sz(ref.index)) fp32_by_ref_.resize(sz(ref.index) + 1, nullptr);
     fp32_by_ref_[sz(ref.index)] = buf_->fp32_params + at;
   }
+  runner_ = std::make_unique<graph::FullIterationRunner>(registry_, /*warmup_steps=*/1, use_graphs_, "decode step");
+}
 
+GpuDecoder::GpuDecoder(const ModelSpec& model, const std::vector<float>& weights, const DecodeSpec& decode,
+                       bool use_graphs)
+    : GpuDecoder(model, decode, use_graphs) {
+  upload_weights(weights);
+}
+
+void GpuDecoder::upload_weights(const std::vector<float>& weights) {
+  SG_CHECK(static_cast<int64_t>(weights.size()) == layout_.total(),
+           strprintf("GpuDecoder: %zu weights for a model whose flat buffer has %lld", weights.size(),
+                     static_cast<long long>(layout_.total())));
+  cuda::check_host_sync_allowed("GpuDecoder::upload_weights");
+  std::vector<float> fp32;
+  for (const auto& [ref, at] : fp32_blocks_) {
+    const auto first = weights.begin() + layout_.offset(ref);
+    fp32.insert(fp32.end(), first, first + layout_.params.numel(ref));
+  }
   std::vector<uint16_t> bits(weights.size());
   for (size_t i = 0; i < weights.size(); ++i) bits[i] = float_to_bf16_bits(weights[i]);
   SG_CUDA_CHECK(cudaMemcpyAsync(buf_->params, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice, stream_));
@@ -93,7 +106,7 @@ GpuDecoder::GpuDecoder(const ModelSpec& model, const std::vector<float>& weights
     SG_CUDA_CHECK(cudaMemcpyAsync(buf_->fp32_params, fp32.data(), fp32.size() * 4, cudaMemcpyHostToDevice, stream_));
   }
   SG_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  runner_ = std::make_unique<graph::FullIterationRunner>(registry_, /*warmup_steps=*/1, use_graphs_, "decode step");
+  weights_uploaded_ = true;
 }
 
 GpuDecoder::~GpuDecoder() {
@@ -261,6 +274,7 @@ void GpuDecoder::enqueue_sample_and_advance(cudaStream_t stream) {
 }
 
 void GpuDecoder::start(const std::vector<std::vector<int32_t>>& prompts) {
+  SG_CHECK(weights_uploaded_, "GpuDecoder::start before upload_weights");
   check_decode_request(model_, decode_, prompts);
   cuda::check_host_sync_allowed("GpuDecoder::start");
   const Buffers& b = *buf_;

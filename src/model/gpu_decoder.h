@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "cuda/arena.h"
@@ -34,6 +35,11 @@ class GpuDecoder final : public Decoder {
   // use_graphs = false runs every decoding step eagerly (the same launches).
   GpuDecoder(const ModelSpec& model, const std::vector<float>& weights, const DecodeSpec& decode,
              bool use_graphs = true);
+  // Plans and allocates everything (refused with generate's fixes when it does not fit the free device
+  // memory) but uploads no weights: generate builds the decoder first, so a cache too large for the GPU is
+  // refused before minutes of reading weights. upload_weights() must come before start().
+  GpuDecoder(const ModelSpec& model, const DecodeSpec& decode, bool use_graphs = true);
+  void upload_weights(const std::vector<float>& weights);
   ~GpuDecoder() override;
 
   std::string description() const override;
@@ -66,7 +72,9 @@ class GpuDecoder final : public Decoder {
   int64_t rows_ = 0;          // activation rows planned: max(max_prompt_tokens, batch)
   int64_t padded_vocab_ = 0;  // logits row stride (16-byte aligned rows for cuBLASLt)
   size_t sampling_scratch_bytes_ = 0;
-  std::vector<const float*> fp32_by_ref_;  // GpuDecodeIO::fp32_weights
+  std::vector<std::pair<ParamRef, int64_t>> fp32_blocks_;  // the fp32 blocks' offsets in parameters.fp32
+  std::vector<const float*> fp32_by_ref_;                  // GpuDecodeIO::fp32_weights
+  bool weights_uploaded_ = false;
   int64_t steps_done_ = 0;  // generated tokens per sequence so far
 
   cuda::Stream stream_;
