@@ -46,6 +46,22 @@ void ScopedGraphRunner::end_step(cudaStream_t stream) {
   }
 }
 
+void ScopedGraphRunner::abort_step() noexcept {
+  in_step_ = false;
+  captured_this_step_ = false;  // a failed step reports no capture time
+}
+
+void ScopedGraphRunner::run_step(cudaStream_t stream, const RegionBody& step) {
+  begin_step();
+  try {
+    step(stream);
+  } catch (...) {
+    abort_step();
+    throw;
+  }
+  end_step(stream);
+}
+
 void ScopedGraphRunner::recapture() {
   for (auto& [key, e] : entries_) e.stale = true;
 }

@@ -39,6 +39,14 @@ class ScopedGraphRunner final : public RegionRunner {
   // captured (to time it: GraphStats::capture_step_ms); other steps never wait.
   void begin_step();
   void end_step(cudaStream_t stream);
+  // Leaves a step that threw (a region's body or its capture failed) without synchronising: the
+  // runner is outside a step again, so the caller may report the error or step again (the step counts
+  // as begun; a region whose capture failed is captured at its next run). No-op outside a step.
+  void abort_step() noexcept;
+  // One step: begin_step, `step` (which runs its regions through this runner), end_step. If `step`
+  // throws, abort_step and rethrow: the caller sees the step's own error, and the next run_step starts
+  // a step. GraphedStep runs its steps through here.
+  void run_step(cudaStream_t stream, const RegionBody& step);
 
   void run(const RegionKey& key, cudaStream_t stream, const RegionBody& body) override;
 

@@ -33,12 +33,12 @@ graph::StepMode GraphedStep::run(cudaStream_t stream) {
   // step is an error in every mode, not only inside graphed regions.
   const std::string name = strprintf("step %lld", static_cast<long long>(steps_run_));
   cuda::NvtxRange range(name);
-  scoped_->begin_step();
-  {
-    cuda::StepGuard guard(name);
-    step_.enqueue_step(stream, *scoped_);
-  }
-  scoped_->end_step(stream);
+  // run_step leaves the runner outside a step when the step throws (a failed region capture), so a
+  // caller that catches and steps again sees its own error, not a runner stuck inside a step.
+  scoped_->run_step(stream, [this, &name](cudaStream_t s) {
+    cuda::StepGuard guard(name);  // ends before end_step's one synchronisation of a capture step
+    step_.enqueue_step(s, *scoped_);
+  });
   if (scoped_->step_captured()) return graph::StepMode::capture;
   return scoped_->graphs_active() ? graph::StepMode::replay : graph::StepMode::eager;
 }
