@@ -16,6 +16,7 @@
 #include "kernels/shape_limits.h"
 #include "model/layer_kind.h"
 #include "model/recompute.h"
+#include "reference/moe_permute.h"
 
 namespace sg::config::detail {
 namespace {
@@ -463,8 +464,9 @@ class ShapeChecker {
                        ll(nearest_multiple(*m.moe_ffn_hidden_size, kernels::kGroupedGemmDimMultiple))));
       }
     }
-    // seq_aux_loss balances each sequence of a microbatch apart: one group per sequence.
     const int64_t mbs = c_.train.micro_batch_size.value_or(0);
+    check_padded_capacity(mbs);
+    // seq_aux_loss balances each sequence of a microbatch apart: one group per sequence.
     if (m.moe_router_load_balancing_type == "seq_aux_loss" && mbs >= 1) {
       const std::string problem = kernels::moe_loss_groups_problem(mbs);
       if (!problem.empty()) {
@@ -475,6 +477,35 @@ class ShapeChecker {
                        ll(kernels::kMoeMaxLossGroups)));
       }
     }
+  }
+
+  // Padded to capacity, every expert's group has `capacity` rows (the model's capacity: ref::moe_expert_capacity),
+  // and the E * capacity permuted rows must fit the kernels' int32 row ids. (Unpadded, a capacity above the
+  // tokens of a microbatch is clamped to them: it drops nothing, as in Megatron.)
+  void check_padded_capacity(int64_t mbs) {
+    const ModelConfig& m = c_.model;
+    const std::optional<double> factor = m.moe_expert_capacity_factor;
+    const int64_t E = m.num_moe_experts.value_or(0), k = m.moe_router_topk;
+    if (!m.moe_pad_expert_input_to_capacity || !factor || !(std::isfinite(*factor) && *factor > 0.0)) return;
+    if (E < 1 || k < 1 || k > E || mbs < 1 || mbs > kMaxSize || m.seq_length < 1 || m.seq_length > kMaxSize) return;
+    const int64_t T = mbs * m.seq_length;
+    const int64_t capacity = ref::moe_expert_capacity(T, k, E, *factor, /*pad_to_capacity=*/true);
+    if (capacity <= kMaxSize / E) return;
+    // The largest factor that fits, rounded down to 3 significant digits.
+    const double max_factor =
+        static_cast<double>(kMaxSize / E) * static_cast<double>(E) / (static_cast<double>(T) * static_cast<double>(k));
+    const double unit = std::pow(10.0, std::floor(std::log10(max_factor)) - 2);
+    fail(strprintf("moe_pad_expert_input_to_capacity pads each of the %lld experts to its capacity "
+                   "ceil(T k / E x moe_expert_capacity_factor) = %.6g rows (T = micro_batch_size x seq_length = %lld "
+                   "tokens, k = %lld): %.6g padded rows in all exceed the kernels' int32 row ids (2^31 - 1)",
+                   ll(E), ref::moe_expert_capacity_exact(T, k, E, *factor), ll(T), ll(k),
+                   static_cast<double>(E) * ref::moe_expert_capacity_exact(T, k, E, *factor)),
+         {"model.moe_expert_capacity_factor", "model.moe_pad_expert_input_to_capacity", "model.num_moe_experts",
+          "model.moe_router_topk", "train.micro_batch_size", "model.seq_length"},
+         strprintf("lower model.moe_expert_capacity_factor to at most %g, or set "
+                   "model.moe_pad_expert_input_to_capacity=false (unpadded, a capacity above the %lld tokens of a "
+                   "microbatch drops nothing and adds no padding rows)",
+                   std::floor(max_factor / unit) * unit, ll(T)));
   }
 
   void check_batch_and_optimizer() {

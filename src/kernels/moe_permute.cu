@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kPlanThreads)
   using BlockScan = cub::BlockScan<int, kPlanThreads>;
   __shared__ typename BlockScan::TempStorage scan_storage;
   const int E = static_cast<int>(p.dispatch.E);
-  const int capacity = static_cast<int>(p.dispatch.capacity);
+  const int capacity = static_cast<int>(p.dispatch.capacity);  // <= INT32_MAX: ref::check_moe_dispatch
   int counts[kPlanItems], kept[kPlanItems], rows[kPlanItems], offsets[kPlanItems];
 #pragma unroll
   for (int i = 0; i < kPlanItems; ++i) {

@@ -8,11 +8,19 @@
 
 namespace sg::ref {
 
-int64_t moe_expert_capacity(int64_t T, int64_t k, int64_t E, double capacity_factor) {
+double moe_expert_capacity_exact(int64_t T, int64_t k, int64_t E, double capacity_factor) {
   SG_CHECK(E >= 1 && capacity_factor > 0.0 && std::isfinite(capacity_factor),
            strprintf("moe_expert_capacity: moe_expert_capacity_factor=%g must be finite and > 0 (E=%lld)",
                      capacity_factor, (long long)E));
-  return static_cast<int64_t>(std::ceil(static_cast<double>(T * k) / static_cast<double>(E) * capacity_factor));
+  SG_CHECK(T >= 0 && k >= 1, strprintf("moe_expert_capacity: bad shape T=%lld k=%lld", (long long)T, (long long)k));
+  return std::ceil(static_cast<double>(T) * static_cast<double>(k) / static_cast<double>(E) * capacity_factor);
+}
+
+int64_t moe_expert_capacity(int64_t T, int64_t k, int64_t E, double capacity_factor, bool pad_to_capacity) {
+  const double exact = moe_expert_capacity_exact(T, k, E, capacity_factor);
+  // Clamped in double, before the conversion (a double past int64's range does not convert).
+  const double limit = pad_to_capacity ? 0x1p62 : static_cast<double>(T);
+  return static_cast<int64_t>(std::min(exact, limit));
 }
 
 void check_moe_dispatch(const MoeDispatch& d, const char* op) {
@@ -22,9 +30,19 @@ void check_moe_dispatch(const MoeDispatch& d, const char* op) {
   SG_CHECK(d.capacity >= 0, strprintf("%s: capacity=%lld must be >= 0 (0 = dropless)", op, (long long)d.capacity));
   SG_CHECK(!d.pad_to_capacity || d.capacity > 0,
            strprintf("%s: moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor (capacity > 0)", op));
-  SG_CHECK(d.permuted_rows() < (int64_t{1} << 31) && d.T * d.k < (int64_t{1} << 31),
-           strprintf("%s: %lld permuted rows do not fit int32 row ids; use fewer tokens per microbatch", op,
-                     (long long)d.permuted_rows()));
+  // The kernels hold the capacity and row ids in int32 (moe_expert_capacity clamps an unpadded capacity to T).
+  constexpr int64_t kMaxRows = INT32_MAX;
+  SG_CHECK(d.capacity <= kMaxRows,
+           strprintf("%s: capacity=%lld exceeds 2^31 - 1 (int32 row ids); lower model.moe_expert_capacity_factor", op,
+                     (long long)d.capacity));
+  SG_CHECK(d.T * d.k <= kMaxRows && (!d.pad_to_capacity || d.capacity <= kMaxRows / d.E),
+           strprintf("%s: the permuted rows (T k = %lld x %lld%s) do not fit int32 row ids; use fewer tokens per "
+                     "microbatch%s",
+                     op, (long long)d.T, (long long)d.k,
+                     d.pad_to_capacity
+                         ? strprintf(", padded E capacity = %lld x %lld", (long long)d.E, (long long)d.capacity).c_str()
+                         : "",
+                     d.pad_to_capacity ? " or a lower model.moe_expert_capacity_factor" : ""));
 }
 
 MoePermutation moe_preprocess(const int32_t* routing_map, const float* probs, const MoeDispatch& d) {

@@ -30,8 +30,15 @@ struct MoeDispatch {
   constexpr int64_t permuted_rows() const { return pad_to_capacity ? E * capacity : T * k; }
 };
 
-// Megatron's get_capacity for T tokens routed to k experts each: ceil((T k / E) * capacity_factor).
-int64_t moe_expert_capacity(int64_t T, int64_t k, int64_t E, double capacity_factor);
+// Megatron's get_capacity for T tokens routed to k experts each: ceil((T k / E) * capacity_factor), in double
+// (it may exceed every integer type: a factor of 1e9 or 1e300 as "never drop").
+double moe_expert_capacity_exact(int64_t T, int64_t k, int64_t E, double capacity_factor);
+// The capacity of a dispatch, the one both the GPU layer and the CPU twin use (model/moe_shapes):
+//   unpadded:  at most T. An expert receives at most T slots (a token's k experts are distinct), so a
+//              capacity >= T keeps every slot: clamping it to T changes no result and keeps it in range;
+//   padded:    the exact capacity, the rows of every expert's padded group (Megatron's shape), saturated at
+//              2^62 so it converts; check_moe_dispatch (and validation) refuse E * capacity >= 2^31.
+int64_t moe_expert_capacity(int64_t T, int64_t k, int64_t E, double capacity_factor, bool pad_to_capacity);
 
 // Throws sg::Error naming the bad field and its value.
 void check_moe_dispatch(const MoeDispatch& d, const char* op);

@@ -227,6 +227,12 @@ TEST(MoeKeys, ALoadBalancingTypeListOfOneIsItsValueAndALongerOneIsNotImplemented
       << msg;
 }
 
+size_t padded_rows_violations(const std::string& factor) {
+  const ValidationReport r = check_recipe(
+      "moe/tiny_moe", {"model.moe_expert_capacity_factor=" + factor, "model.moe_pad_expert_input_to_capacity=true"});
+  return violations_naming(r, "model.moe_expert_capacity_factor").size();
+}
+
 TEST(MoeKeys, AnInvalidCapacityFactorSaysNullIsDropless) {
   for (const char* factor : {"-1", "0"}) {
     const ValidationReport r =
@@ -235,6 +241,30 @@ TEST(MoeKeys, AnInvalidCapacityFactorSaysNullIsDropless) {
     ASSERT_EQ(v.size(), 1u) << describe(r);
     EXPECT_TRUE(contains(v[0].fix, "null for token-dropless")) << v[0].fix;
   }
+}
+
+// A "never drop" factor: unpadded, the capacity is clamped to the tokens of a microbatch (reference/moe_permute.h),
+// so any factor is fine; padded, the capacity is every expert's rows, and E x capacity rows past int32 are refused
+// before any GPU work, naming the factor, with the largest one that fits. tiny_moe: T = 4 x 256, k = 2, E = 8,
+// capacity 256 x factor.
+TEST(MoeKeys, APaddedCapacityPastInt32RowsIsRefusedNamingTheFactor) {
+  for (const char* factor : {"1e9", "1e300"}) {
+    SCOPED_TRACE(factor);
+    const std::string key = std::string("model.moe_expert_capacity_factor=") + factor;
+    const ValidationReport unpadded = check_recipe("moe/tiny_moe", {key});
+    EXPECT_TRUE(unpadded.ok()) << describe(unpadded);
+    const ValidationReport padded = check_recipe("moe/tiny_moe", {key, "model.moe_pad_expert_input_to_capacity=true"});
+    const std::vector<Violation> v = violations_naming(padded, "model.moe_expert_capacity_factor");
+    ASSERT_EQ(v.size(), 1u) << describe(padded);
+    EXPECT_TRUE(names(v[0].values, "model.moe_pad_expert_input_to_capacity")) << describe(padded);
+    EXPECT_TRUE(contains(v[0].message, "exceed the kernels' int32 row ids")) << v[0].message;
+    EXPECT_TRUE(contains(v[0].message, "T = micro_batch_size x seq_length = 1024 tokens")) << v[0].message;
+    // (2^31 - 1) / 8 rows per expert: factor at most 268435455 x 8 / 2048 = 1048575.99, rounded down.
+    EXPECT_TRUE(contains(v[0].fix, "lower model.moe_expert_capacity_factor to at most 1.04e+06")) << v[0].fix;
+    EXPECT_TRUE(contains(v[0].fix, "model.moe_pad_expert_input_to_capacity=false")) << v[0].fix;
+  }
+  EXPECT_EQ(padded_rows_violations("1.04e6"), 0u);
+  EXPECT_EQ(padded_rows_violations("1.05e6"), 1u);
 }
 
 // A violation prints moe_layer_freq as config show does.

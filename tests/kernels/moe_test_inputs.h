@@ -76,7 +76,7 @@ struct MoeDispatchCase {
     return {.T = T,
             .E = E,
             .k = k,
-            .capacity = capacity_factor > 0 ? ref::moe_expert_capacity(T, k, E, capacity_factor) : 0,
+            .capacity = capacity_factor > 0 ? ref::moe_expert_capacity(T, k, E, capacity_factor, pad) : 0,
             .drop_policy = policy,
             .pad_to_capacity = pad};
   }
@@ -117,6 +117,10 @@ inline const MoeDispatchCase kMoeDispatchCases[] = {
     // top-3: the gather's second batch of slots is partial; rows not a multiple of the expand's 4
     {"dropless_k3_partial_batch", 99, 6, 3, 40, 0.0, ref::MoeDropPolicy::probs, false, {}},
     {"dropless_small_moe_shape", 8192, 8, 2, 768, 0.0, ref::MoeDropPolicy::probs, false, {}},
+    // "Never drop" factors: ceil(T k / E x factor) is past int32 (1e9) and int64 (1e300); unpadded, the capacity
+    // is clamped to T (reference/moe_permute.h), where the plan kernel's int capacity went negative.
+    {"never_drop_factor_1e9_probs", 16384, 8, 2, 16, 1e9, ref::MoeDropPolicy::probs, false, {.skew = 1.0f}},
+    {"never_drop_factor_1e300_position", 16384, 8, 2, 16, 1e300, ref::MoeDropPolicy::position, false, {}},
 };
 
 template <class T>

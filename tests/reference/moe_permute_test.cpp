@@ -20,12 +20,19 @@ using ref::MoeDropPolicy;
 using V = std::vector<int32_t>;
 
 TEST(MoePermuteReference, CapacityIsMegatronsCeil) {
-  EXPECT_EQ(ref::moe_expert_capacity(8, 2, 4, 1.0), 4);
-  EXPECT_EQ(ref::moe_expert_capacity(7, 1, 3, 1.0), 3);       // ceil(2.33)
-  EXPECT_EQ(ref::moe_expert_capacity(7, 2, 8, 1.25), 3);      // ceil(1.75 * 1.25 = 2.19)
-  EXPECT_EQ(ref::moe_expert_capacity(4096, 8, 128, 1.0), 256);
-  EXPECT_NE(test::thrown_message([] { ref::moe_expert_capacity(8, 2, 4, 0.0); }).find("moe_expert_capacity_factor"),
-            std::string::npos);
+  for (const bool pad : {false, true}) {  // below T: the same with and without padding
+    EXPECT_EQ(ref::moe_expert_capacity(8, 2, 4, 1.0, pad), 4);
+    EXPECT_EQ(ref::moe_expert_capacity(7, 1, 3, 1.0, pad), 3);   // ceil(2.33)
+    EXPECT_EQ(ref::moe_expert_capacity(7, 2, 8, 1.25, pad), 3);  // ceil(1.75 * 1.25 = 2.19)
+    EXPECT_EQ(ref::moe_expert_capacity(4096, 8, 128, 1.0, pad), 256);
+    EXPECT_EQ(ref::moe_expert_capacity(16384, 2, 8, 3.999, pad), 16380);  // ceil(4096 * 3.999 = 16379.9), < T
+    EXPECT_NE(
+        test::thrown_message([pad] { ref::moe_expert_capacity(8, 2, 4, 0.0, pad); }).find("moe_expert_capacity_factor"),
+        std::string::npos);
+  }
+  // Above T: padded groups keep Megatron's capacity (the padded shape); unpadded ones are clamped to T.
+  EXPECT_EQ(ref::moe_expert_capacity(8, 2, 4, 3.0, true), 12);
+  EXPECT_EQ(ref::moe_expert_capacity(8, 2, 4, 3.0, false), 8);
 }
 
 // T = 3, k = 2, E = 3. Slots: s0 t0->e0, s1 t0->e2, s2 t1->e2, s3 t1->e1, s4 t2->e0, s5 t2->e2.
@@ -101,12 +108,59 @@ V random_routing(int64_t T, int64_t E, int64_t k, uint64_t seed) {
   return map;
 }
 
+// A "never drop" factor: ceil(T k / E x 1e9) is 4.1e12 for T = 16384, k = 2, E = 8, past int32 (the GPU plan
+// kernel's capacity went negative and wrote at negative rows), and 1e300 is past int64 (the conversion was
+// undefined). Unpadded, the capacity is clamped to T, and the permutation is the dropless one.
+TEST(MoePermuteReference, HugeCapacityFactorsKeepEverySlotWithoutPadding) {
+  const int64_t T = 16384, E = 8, k = 2;
+  const V map = random_routing(T, E, k, 11);
+  const auto probs = test::random_normal(T * k, 12);
+  const auto dropless = ref::moe_preprocess(map.data(), probs.data(), {.T = T, .E = E, .k = k});
+  for (const double factor : {1e9, 1e300, 4.0, 100.0}) {
+    const int64_t capacity = ref::moe_expert_capacity(T, k, E, factor, false);
+    EXPECT_EQ(capacity, T) << factor;
+    for (const MoeDropPolicy policy : {MoeDropPolicy::probs, MoeDropPolicy::position}) {
+      SCOPED_TRACE(testing::Message() << "factor=" << factor << " policy=" << static_cast<int>(policy));
+      const auto p = ref::moe_preprocess(map.data(), probs.data(),
+                                         {.T = T, .E = E, .k = k, .capacity = capacity, .drop_policy = policy});
+      EXPECT_EQ(p.kept_counts, dropless.kept_counts);
+      EXPECT_EQ(p.expert_rows, dropless.expert_rows);
+      EXPECT_EQ(p.expert_row_offsets, dropless.expert_row_offsets);
+      EXPECT_EQ(p.slot_to_row, dropless.slot_to_row);
+      EXPECT_EQ(p.row_to_slot, dropless.row_to_slot);
+    }
+  }
+}
+
+// Padded, the capacity is the groups' rows: too many for int32 row ids is refused (validation says so first,
+// naming the factor), whatever the factor.
+TEST(MoePermuteReference, HugePaddedCapacitiesAreRefused) {
+  const int64_t T = 16384, E = 8, k = 2;
+  EXPECT_EQ(ref::moe_expert_capacity(T, k, E, 1e9, true), int64_t{4096} * 1000000000);
+  EXPECT_EQ(ref::moe_expert_capacity(T, k, E, 1e300, true), int64_t{1} << 62);  // saturated, converted
+  const V map(T * k, 0);
+  for (const double factor : {1e9, 1e300}) {
+    const MoeDispatch d{
+        .T = T, .E = E, .k = k, .capacity = ref::moe_expert_capacity(T, k, E, factor, true), .pad_to_capacity = true};
+    const std::string message = test::thrown_message([&] { ref::moe_preprocess(map.data(), nullptr, d); });
+    EXPECT_NE(message.find("exceeds 2^31 - 1"), std::string::npos) << message;
+    EXPECT_NE(message.find("moe_expert_capacity_factor"), std::string::npos) << message;
+  }
+  // Below 2^31 per expert but not in all: the padded rows are refused too (2^28 x 8 = 2^31).
+  const MoeDispatch rows{.T = T, .E = E, .k = k, .capacity = int64_t{1} << 28, .pad_to_capacity = true};
+  const std::string message = test::thrown_message([&] { ref::moe_preprocess(map.data(), nullptr, rows); });
+  EXPECT_NE(message.find("padded E capacity = 8 x 268435456"), std::string::npos) << message;
+  // The largest that fits: (2^31 - 1) / 8 rows per expert.
+  EXPECT_NO_THROW(
+      ref::check_moe_dispatch({.T = T, .E = E, .k = k, .capacity = INT32_MAX / 8, .pad_to_capacity = true}, "test"));
+}
+
 TEST(MoePermuteReference, RandomRoutingsGiveConsistentPermutations) {
   const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{37, 8, 2}, {50, 5, 3}, {16, 1, 1}};
   for (const auto& [T, E, k] : shapes) {
     const V map = random_routing(T, E, k, 3 + T);
     const auto probs = test::random_normal(T * k, 4 + T);
-    const int64_t cap = ref::moe_expert_capacity(T, k, E, 0.8);
+    const int64_t cap = ref::moe_expert_capacity(T, k, E, 0.8, false);
     for (const MoeDispatch& d : {MoeDispatch{.T = T, .E = E, .k = k},
                                  MoeDispatch{.T = T, .E = E, .k = k, .capacity = cap},
                                  MoeDispatch{.T = T, .E = E, .k = k, .capacity = cap,

@@ -41,9 +41,10 @@ MoeShapes moe_shapes(const ModelSpec& m, int64_t T) {
   s.dispatch.T = T;
   s.dispatch.E = s.E;
   s.dispatch.k = s.k;
-  s.dispatch.capacity = m.moe.dropless() ? 0 : ref::moe_expert_capacity(T, s.k, s.E, m.moe.capacity_factor);
   s.dispatch.drop_policy = m.moe.drop_policy;
   s.dispatch.pad_to_capacity = !m.moe.dropless() && m.moe.pad_to_capacity;
+  s.dispatch.capacity =
+      m.moe.dropless() ? 0 : ref::moe_expert_capacity(T, s.k, s.E, m.moe.capacity_factor, s.dispatch.pad_to_capacity);
   s.rows = s.dispatch.permuted_rows();
   s.expert_bias = m.moe.enable_expert_bias;
   s.bias_update_rate = static_cast<float>(m.moe.bias_update_rate);
