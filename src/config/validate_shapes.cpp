@@ -306,6 +306,9 @@ class ShapeChecker {
       fail(heads_text + " are not a multiple of mamba_num_groups", keys,
            "choose mamba_num_groups dividing the number of Mamba heads, or set model.mamba_num_heads");
     }
+    if (heads > 0 && head_ok && groups_ok && heads % m.mamba_num_groups == 0) {
+      check_gated_norm_width(heads, head_keys, heads_text);
+    }
     const int64_t mbs = c_.train.micro_batch_size.value_or(0);
     if (heads > 0 && head_ok && mbs >= 1 && m.seq_length >= 1) {
       const std::string problem = kernels::ssd_size_problem(
@@ -330,12 +333,38 @@ class ShapeChecker {
     non_negative("model.mamba_dt_init_floor", m.mamba_dt_init_floor);
     non_negative("model.mamba_dt_limit_min", m.mamba_dt_limit_min);
     if (m.mamba_dt_limit_max && !(*m.mamba_dt_limit_max > m.mamba_dt_limit_min)) {
-      fail("mamba_dt_limit_max must exceed mamba_dt_limit_min", {"model.mamba_dt_limit_min", "model.mamba_dt_limit_max"},
+      fail("mamba_dt_limit_max must exceed mamba_dt_limit_min",
+           {"model.mamba_dt_limit_min", "model.mamba_dt_limit_max"},
            "raise model.mamba_dt_limit_max, or null for no upper limit");
     }
     positive_range("mamba_A_init_min", m.mamba_A_init_min, "mamba_A_init_max", m.mamba_A_init_max,
                    "Megatron's A_init_range: 1, 16");
   }
+  // The gated RMSNorm's groups of d_inner / mamba_num_groups columns (heads divisible by the groups): their
+  // backward's shared memory (kernels/shape_limits.h). The fix names the fewest groups that fit.
+  void check_gated_norm_width(int64_t heads, const std::vector<std::string>& head_keys, const std::string& heads_text) {
+    const ModelConfig& m = c_.model;
+    const int64_t inner = heads * m.mamba_head_dim, width = inner / m.mamba_num_groups;
+    const std::string problem = kernels::gated_rmsnorm_group_width_problem(width);
+    if (problem.empty()) return;
+    int64_t groups = heads;  // one head per group: head_dim columns, always within the limit
+    for (int64_t g = m.mamba_num_groups + 1; g < heads; ++g) {
+      if (heads % g == 0 && kernels::gated_rmsnorm_group_width_problem(inner / g).empty()) {
+        groups = g;
+        break;
+      }
+    }
+    std::vector<std::string> keys = {"model.mamba_num_groups"};
+    keys.insert(keys.end(), head_keys.begin(), head_keys.end());
+    fail(strprintf("the Mamba2 gated RMSNorm refuses its group width d_inner / mamba_num_groups = %lld / %lld = %lld "
+                   "(d_inner = heads x mamba_head_dim; %s): %s",
+                   ll(inner), ll(m.mamba_num_groups), ll(width), heads_text.c_str(), problem.c_str()),
+         keys,
+         strprintf("use more groups: model.mamba_num_groups=%lld (groups of %lld columns, dividing the %lld heads) or "
+                   "more, or a smaller d_inner (model.mamba_expand, model.hidden_size or model.mamba_num_heads)",
+                   ll(groups), ll(inner / groups), ll(heads)));
+  }
+
   // 0 < lo <= hi for the model keys lo_key, hi_key.
   void positive_range(const std::string& lo_key, double lo, const std::string& hi_key, double hi,
                       const std::string& defaults) {

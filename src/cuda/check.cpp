@@ -1,5 +1,6 @@
 #include "cuda/check.h"
 
+#include <climits>
 #include <cstdio>
 
 #include "core/log.h"
@@ -56,6 +57,29 @@ void log_cuda_error(cudaError_t err, const char* call, const char* file, int lin
     // Out of memory for the message: say what failed without allocating.
     std::fprintf(stderr, "error: %s failed: %s [%s:%d]\n", call, cudaGetErrorName(err), file, line);
   }
+}
+
+void set_max_dynamic_shared_memory(const void* kernel, const char* kernel_name, size_t bytes) {
+  const cudaError_t err =
+      bytes > static_cast<size_t>(INT_MAX)
+          ? cudaErrorInvalidValue
+          : cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (err == cudaSuccess) return;
+  (void)cudaGetLastError();  // reported here, not by the next launch check
+  // The limit, for the message only (the queries' own failures leave it unknown).
+  int device = 0, limit = -1;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    limit = -1;
+  }
+  const std::string limit_text =
+      limit >= 0 ? strprintf("%d bytes on device %d", limit, device) : std::string("unknown");
+  throw Error(strprintf(
+      "cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, %zu) failed: %s: %s: "
+      "kernel %s asks for %zu bytes of dynamic shared memory per block; the most a block may opt "
+      "into is %s (cudaDevAttrMaxSharedMemoryPerBlockOptin, less the kernel's static shared memory)",
+      kernel_name, bytes, cudaGetErrorName(err), cudaGetErrorString(err), kernel_name, bytes, limit_text.c_str()));
 }
 
 }  // namespace sg::cuda

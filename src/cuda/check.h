@@ -2,6 +2,7 @@
 // CUDA error checking that names the call, the file:line and a hint for the usual causes.
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <string>
 
 #include "core/error.h"
@@ -16,6 +17,12 @@ const char* error_hint(cudaError_t err);
 // throw would terminate the process and a dropped error would hide why a run ended. Also clears the
 // (non-sticky) last error, so the next launch check does not report this failure as its own.
 void log_cuda_error(cudaError_t err, const char* call, const char* file, int line) noexcept;
+
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes): a kernel's opt-in to more
+// than 48 KiB of dynamic shared memory (a host-side attribute, capturable). On failure throws sg::Error naming
+// the kernel, the bytes asked for and the device's opt-in limit per block, where the runtime says only
+// "invalid argument".
+void set_max_dynamic_shared_memory(const void* kernel, const char* kernel_name, size_t bytes);
 
 }  // namespace sg::cuda
 

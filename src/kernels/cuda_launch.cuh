@@ -18,8 +18,7 @@ struct CudaLaunch {
                   const Args& args) const {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
     if (smem_bytes > 48 * 1024) {
-      SG_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem_bytes)));
+      ::sg::cuda::set_max_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), name, smem_bytes);
     }
     kernel<<<grid, threads, smem_bytes, stream>>>(args);
     const cudaError_t err = cudaGetLastError();

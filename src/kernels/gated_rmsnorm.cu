@@ -8,7 +8,10 @@ namespace sg::kernels {
 
 int64_t gated_rmsnorm_backward_num_partials(int64_t T) { return gated_norm::backward_partials(T); }
 
-size_t gated_rmsnorm_backward_scratch_bytes(int64_t T, int64_t D) {
+size_t gated_rmsnorm_backward_scratch_bytes(int64_t T, int64_t D, int64_t G) {
+  const char* op = "gated_rmsnorm_backward_scratch_bytes";
+  gated_norm::check_shape(op, T, D, G);
+  gated_norm::check_group_width(op, D, G);
   return static_cast<size_t>(gated_rmsnorm_backward_num_partials(T) * D) * sizeof(float);
 }
 

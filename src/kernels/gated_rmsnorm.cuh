@@ -11,6 +11,7 @@
 #include "kernels/launch_checks.h"
 #include "kernels/partial_sums.cuh"
 #include "kernels/reciprocal_sqrt.cuh"
+#include "kernels/shape_limits.h"
 #include "kernels/silu.cuh"
 
 namespace sg::kernels::gated_norm {
@@ -26,7 +27,8 @@ using detail::store_f32;
 
 inline constexpr int kMaxThreads = 256;
 inline constexpr int64_t kMaxPartials = 256;
-inline constexpr int kReduceFloats = 32;  // block_reduce_sum's shared scratch, at the start of shared memory
+// block_reduce_sum's shared scratch, at the start of shared memory (kernels/shape_limits.h counts it too).
+inline constexpr int kReduceFloats = kGatedRmsNormReduceFloats;
 
 SG_HOST_DEVICE int64_t backward_partials(int64_t T) { return T < kMaxPartials ? T : kMaxPartials; }
 
@@ -137,6 +139,13 @@ SG_UNROLL
   }
 }
 
+// The backward's group width within the shared memory a block may opt into (kernels/shape_limits.h).
+inline void check_group_width(const char* op, int64_t D, int64_t G) {
+  const std::string problem = gated_rmsnorm_group_width_problem(D / G);
+  SG_CHECK(problem.empty(), strprintf("%s: d_inner %lld in %lld groups (mamba_num_groups): %s; use more groups", op,
+                                      static_cast<long long>(D), static_cast<long long>(G), problem.c_str()));
+}
+
 inline void check_shape(const char* op, int64_t T, int64_t D, int64_t G) {
   SG_CHECK(T >= 0 && T <= INT32_MAX && D > 0,
            strprintf("%s: bad shape T=%lld D=%lld (0 <= T < 2^31, D > 0)", op, static_cast<long long>(T),
@@ -171,6 +180,7 @@ template <class Launch>
 void run_backward(const Launch& launch, GatedRmsNormBackwardParams p) {
   const char* op = "gated_rmsnorm_backward";
   check_shape(op, p.T, p.D, p.G);
+  check_group_width(op, p.D, p.G);
   p.z_row_stride = detail::resolve_row_stride(op, "z_row_stride", p.z_row_stride, p.D);
   p.dz_row_stride = detail::resolve_row_stride(op, "dz_row_stride", p.dz_row_stride, p.D);
   SG_CHECK(p.dy && p.dz && p.dweight.data && p.dout && p.y && p.z && p.weight && p.rstd,
@@ -184,8 +194,8 @@ void run_backward(const Launch& launch, GatedRmsNormBackwardParams p) {
   const bool vec = detail::bf16_vector_path_ok(gs, {p.z_row_stride, p.dz_row_stride},
                                                {p.dy, p.dz, p.dout, p.y, p.z, p.weight, p.scratch});
   const int threads = detail::row_block_threads(gs, vec ? kBf16PerVec : 1, kMaxThreads);
-  // More than 48 KiB for gs > 12256: the launch policy opts in (fails clearly past the device's limit).
-  const size_t smem = sizeof(float) * (kReduceFloats + gs);
+  // More than 48 KiB for gs > 12256: the launch policy opts in, up to gs = kGatedRmsNormMaxGroupWidth (checked).
+  const size_t smem = static_cast<size_t>(gated_rmsnorm_backward_smem_bytes(gs));
   const dim3 grid(static_cast<unsigned>(p.G), static_cast<unsigned>(partials));
   if (vec) {
     launch("gated_rmsnorm_backward_kernel", gated_rmsnorm_backward_kernel<kBf16PerVec>, grid, threads, smem, p);

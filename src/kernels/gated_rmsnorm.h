@@ -15,7 +15,8 @@
 // writes them to row r of the fp32 scratch [P, D]; the rows are then added in a fixed order into the fp32
 // dweight (kernels/partial_sums.h). Plan the scratch with gated_rmsnorm_backward_scratch_bytes (the model's
 // arena). Graph-safe: no allocation, no sync, no host reads of device memory (for gs > 12256 the backward
-// raises its kernel's shared-memory limit once with cudaFuncSetAttribute, a host-side attribute).
+// raises its kernel's shared-memory limit once with cudaFuncSetAttribute, a host-side attribute; gs is at most
+// kGatedRmsNormMaxGroupWidth = 58080, kernels/shape_limits.h).
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -59,6 +60,8 @@ void gated_rmsnorm_backward(cudaStream_t stream, const GatedRmsNormBackwardParam
 
 // min(T, 256): depends on T only, so the order of the dweight sums (hence its bits) is fixed for a shape.
 int64_t gated_rmsnorm_backward_num_partials(int64_t T);
-size_t gated_rmsnorm_backward_scratch_bytes(int64_t T, int64_t D);
+// Throws sg::Error when the backward cannot run G groups of D / G columns (kernels/shape_limits.h: the shared
+// memory of a group), so a model that wide fails when it plans its scratch, not at its first backward.
+size_t gated_rmsnorm_backward_scratch_bytes(int64_t T, int64_t D, int64_t G);
 
 }  // namespace sg::kernels

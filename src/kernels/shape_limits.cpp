@@ -56,6 +56,15 @@ std::string ssd_size_problem(const SsdSizeLimitsInput& s) {
                    ll(s.batch), ll(s.seqlen), ll(s.nheads));
 }
 
+std::string gated_rmsnorm_group_width_problem(int64_t group_width) {
+  if (group_width > 0 && group_width <= kGatedRmsNormMaxGroupWidth) return {};
+  return strprintf(
+      "a group of %lld columns needs %lld bytes of shared memory in the backward, over the %lld a block "
+      "may opt into on sm_90 (groups of at most %lld columns)",
+      ll(group_width), ll(gated_rmsnorm_backward_smem_bytes(group_width)), ll(kMaxOptInSharedBytesPerBlock),
+      ll(kGatedRmsNormMaxGroupWidth));
+}
+
 std::string grouped_gemm_dim_problem(int64_t size) {
   if (size >= kGroupedGemmDimMultiple && size <= INT32_MAX && size % kGroupedGemmDimMultiple == 0) return {};
   return strprintf("%lld is not a multiple of %lld in [%lld, 2^31): the TMA loads need 16-byte aligned rows and "

@@ -58,6 +58,20 @@ struct SsdSizeLimitsInput {
 };
 std::string ssd_size_problem(const SsdSizeLimitsInput& s);
 
+// ---- Gated RMSNorm of the Mamba2 mixer (kernels/gated_rmsnorm.cuh) ----
+// The backward block of a group sums the group's dweight in dynamic shared memory, after block_reduce_sum's
+// 32 floats: 4 (32 + gs) bytes for gs = d_inner / mamba_num_groups columns. Past 48 KiB the launcher opts in,
+// up to sm_90's limit per block (cudaDevAttrMaxSharedMemoryPerBlockOptin on H100 and H200: 227 KiB), so gs is
+// at most 58080.
+inline constexpr int64_t kMaxOptInSharedBytesPerBlock = 232448;
+inline constexpr int kGatedRmsNormReduceFloats = 32;
+constexpr int64_t gated_rmsnorm_backward_smem_bytes(int64_t group_width) {
+  return static_cast<int64_t>(sizeof(float)) * (kGatedRmsNormReduceFloats + group_width);
+}
+inline constexpr int64_t kGatedRmsNormMaxGroupWidth =
+    kMaxOptInSharedBytesPerBlock / static_cast<int64_t>(sizeof(float)) - kGatedRmsNormReduceFloats;
+std::string gated_rmsnorm_group_width_problem(int64_t group_width);
+
 // ---- MoE (kernels/grouped_gemm.cpp, moe_router.cu) ----
 // A feature dimension (N or K) of the experts' CUTLASS grouped GEMMs: TMA loads need 16-byte aligned rows
 // and segment starts, so a multiple of 8 bf16, at least 8 and below 2^31.

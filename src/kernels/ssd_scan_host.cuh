@@ -138,8 +138,7 @@ struct CudaLaunch {
   void operator()(const char* name, Kernel kernel, dim3 grid, int threads, size_t smem_bytes, const SsdArgs& a) const {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
     if (smem_bytes > 48 * 1024) {
-      SG_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem_bytes)));
+      ::sg::cuda::set_max_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), name, smem_bytes);
     }
     kernel<<<grid, threads, smem_bytes, stream>>>(a);
     const cudaError_t err = cudaGetLastError();

@@ -99,5 +99,37 @@ TEST(Validate, KernelLimitFixesNameAConcreteValue) {
   EXPECT_NE(naming(wide, "model.hidden_size")[0].fix.find("at most 16384"), std::string::npos);
 }
 
+// The Mamba2 gated RMSNorm's groups of d_inner / mamba_num_groups columns: past 58080 its backward asks for more
+// shared memory than an sm_90 block may opt into, which failed at the first backward as "invalid argument".
+TEST(Validate, GatedNormGroupsWiderThanTheSharedMemoryAreRefusedNamingTheKeys) {
+  // d_inner = 4 x 16384 = 65536 (1024 heads of 64) in one group. Attention heads of 128 keep the rest valid.
+  const std::vector<std::string> wide = {"model.hidden_size=16384", "model.num_attention_heads=128",
+                                         "model.mamba_expand=4", "model.mamba_head_dim=64"};
+  std::vector<std::string> one_group = wide;
+  one_group.push_back("model.mamba_num_groups=1");
+  const config::ValidationReport r = check_recipe("hybrid/tiny_hybrid", one_group);
+  const std::vector<config::Violation> v = naming(r, "model.mamba_num_groups");
+  ASSERT_EQ(v.size(), 1u) << describe(r);
+  ASSERT_EQ(r.violations.size(), 1u) << describe(r);
+  for (const char* key : {"model.mamba_expand", "model.hidden_size", "model.mamba_head_dim"}) {
+    EXPECT_TRUE(names_key(v[0], key)) << key << ": " << describe(r);
+  }
+  EXPECT_NE(v[0].message.find("gated RMSNorm"), std::string::npos) << v[0].message;
+  EXPECT_NE(v[0].message.find("65536 / 1 = 65536"), std::string::npos) << v[0].message;
+  EXPECT_NE(v[0].message.find("232448"), std::string::npos) << v[0].message;  // the limit
+  EXPECT_NE(v[0].message.find("at most 58080 columns"), std::string::npos) << v[0].message;
+  EXPECT_NE(v[0].fix.find("model.mamba_num_groups=2 (groups of 32768 columns"), std::string::npos) << v[0].fix;
+  // Two groups of 32768 fit; so does tiny_hybrid itself.
+  std::vector<std::string> two_groups = wide;
+  two_groups.push_back("model.mamba_num_groups=2");
+  const config::ValidationReport fits = check_recipe("hybrid/tiny_hybrid", two_groups);
+  EXPECT_TRUE(fits.ok()) << describe(fits);
+  // With mamba_num_heads set, the heads are named instead of the keys they would be derived from.
+  const config::ValidationReport heads =
+      check_recipe("hybrid/tiny_hybrid", {"model.mamba_num_heads=1024", "model.mamba_num_groups=1"});
+  ASSERT_EQ(naming(heads, "model.mamba_num_groups").size(), 1u) << describe(heads);
+  EXPECT_TRUE(names_key(naming(heads, "model.mamba_num_groups")[0], "model.mamba_num_heads")) << describe(heads);
+}
+
 }  // namespace
 }  // namespace sg::config

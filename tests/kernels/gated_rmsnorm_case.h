@@ -33,7 +33,7 @@ struct GatedNormCase {
   std::vector<float> out_ref, rstd_ref, dy_ref, dz_ref, dweight_ref;
 
   int64_t row_stride() const { return s.stride == s.D ? 0 : s.stride; }  // packed rows passed as 0
-  size_t scratch_bytes() const { return kernels::gated_rmsnorm_backward_scratch_bytes(s.T, s.D); }
+  size_t scratch_bytes() const { return kernels::gated_rmsnorm_backward_scratch_bytes(s.T, s.D, s.G); }
 
   kernels::GatedRmsNormForwardParams forward(bf16* out, float* rstd, const bf16* y_, const bf16* z_base,
                                              const bf16* w) const {

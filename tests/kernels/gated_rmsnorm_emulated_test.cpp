@@ -11,6 +11,7 @@
 #include "gpu_test_util.h"  // bf16 conversions only: nothing here touches a GPU
 #include "kernels/gated_rmsnorm.cuh"
 #include "kernels/gated_rmsnorm_case.h"
+#include "test_util.h"
 
 namespace sg {
 namespace {
@@ -58,6 +59,44 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GatedRmsNormEmulated, ::testing::ValuesIn(kShap
   return strprintf("T%lld_D%lld_G%lld_stride%lld_at%lld", static_cast<long long>(s.T), static_cast<long long>(s.D),
                    static_cast<long long>(s.G), static_cast<long long>(s.stride), static_cast<long long>(s.offset));
 });
+
+// Groups wider than 58080 columns need more shared memory in the backward than an sm_90 block may opt into: the
+// scratch planning (the model's plan) and the launcher refuse them, naming the groups, not the runtime's
+// "invalid argument" at the first backward. The forward has no such limit.
+TEST(GatedRmsNormEmulatedMisc, GroupsPastTheSharedMemoryLimitAreRefused) {
+  const std::string plan = test::thrown_message([] { kernels::gated_rmsnorm_backward_scratch_bytes(4, 65536, 1); });
+  EXPECT_NE(plan.find("gated_rmsnorm_backward_scratch_bytes: d_inner 65536 in 1 groups"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("at most 58080 columns"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("use more groups"), std::string::npos) << plan;
+  EXPECT_GT(kernels::gated_rmsnorm_backward_scratch_bytes(4, 65536, 2), 0u);
+  EXPECT_GT(kernels::gated_rmsnorm_backward_scratch_bytes(4, 58080, 1), 0u);
+  EXPECT_NE(test::thrown_message([] {
+              kernels::gated_rmsnorm_backward_scratch_bytes(4, 58081, 1);
+            }).find("a group of 58081 columns"),
+            std::string::npos);
+
+  // The launcher's own check, before any launch (the emulator would run it otherwise).
+  const int64_t D = 58088;
+  std::vector<bf16> row(D);
+  std::vector<float> dw(D), scratch(D);
+  const float rstd = 1.0f;
+  const kernels::GatedRmsNormBackwardParams p{.dy = row.data(),
+                                              .dz = row.data(),
+                                              .dweight = dw.data(),
+                                              .scratch = scratch.data(),
+                                              .scratch_bytes = scratch.size() * sizeof(float),
+                                              .dout = row.data(),
+                                              .y = row.data(),
+                                              .z = row.data(),
+                                              .weight = row.data(),
+                                              .rstd = &rstd,
+                                              .T = 1,
+                                              .D = D,
+                                              .G = 1};
+  const std::string launch = test::thrown_message([&] { kernels::gated_norm::run_backward(emu::Launch{}, p); });
+  EXPECT_NE(launch.find("gated_rmsnorm_backward: d_inner 58088 in 1 groups"), std::string::npos) << launch;
+  EXPECT_NE(launch.find("at most 58080 columns"), std::string::npos) << launch;
+}
 
 }  // namespace
 }  // namespace sg

@@ -63,6 +63,20 @@ TEST(ShapeLimits, SsdScanHeadDimStateDimAndSize) {
   EXPECT_EQ(kernels::ssd_size_problem({.batch = 4096, .seqlen = (1 << 20) - 1, .nheads = 4, .headdim = 64}), "");
 }
 
+// The gated RMSNorm backward's group in shared memory: 4 (32 + gs) bytes within sm_90's 232448 (227 KiB) a block
+// may opt into; past it cudaFuncSetAttribute failed at the first backward with "invalid argument".
+TEST(ShapeLimits, GatedRmsNormGroupWidthFitsTheOptInSharedMemory) {
+  EXPECT_EQ(kernels::kGatedRmsNormMaxGroupWidth, 58080);
+  EXPECT_EQ(kernels::gated_rmsnorm_backward_smem_bytes(58080), 232448);
+  for (const int64_t gs : {1, 64, 12256, 32768, 58080}) EXPECT_EQ(kernels::gated_rmsnorm_group_width_problem(gs), "");
+  const std::string p = kernels::gated_rmsnorm_group_width_problem(58081);
+  EXPECT_TRUE(has(p, "a group of 58081 columns needs 232452 bytes of shared memory")) << p;
+  EXPECT_TRUE(has(p, "232448")) << p;
+  EXPECT_TRUE(has(p, "at most 58080 columns")) << p;
+  EXPECT_FALSE(kernels::gated_rmsnorm_group_width_problem(65536).empty());
+  EXPECT_FALSE(kernels::gated_rmsnorm_group_width_problem(0).empty());
+}
+
 TEST(ShapeLimits, GroupedGemmDimsAndRouterGroups) {
   for (const int64_t n : {8, 96, 1408, 4096}) EXPECT_EQ(kernels::grouped_gemm_dim_problem(n), "") << n;
   for (const int64_t n : {0, 4, 100, 130}) {

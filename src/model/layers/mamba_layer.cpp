@@ -188,7 +188,7 @@ void MambaLayer::plan_device(DevicePlanContext& ctx) {
   ssd_ws_bytes_ = kernels::ssd_workspace_bytes(ssd_shape(d));
   conv_ws_bytes_ = kernels::causal_conv1d_backward_scratch_bytes(d.batch, d.seq, d.conv);
   dt_ws_bytes_ = kernels::mamba_dt_backward_scratch_bytes(d.T, d.heads);
-  norm_ws_bytes_ = kernels::gated_rmsnorm_backward_scratch_bytes(d.T, d.inner);
+  norm_ws_bytes_ = kernels::gated_rmsnorm_backward_scratch_bytes(d.T, d.inner, d.groups);
   ssd_ws_ref_ = ctx.workspace("workspace.ssd_scan", ssd_ws_bytes_);
   conv_ws_ref_ = ctx.workspace("workspace.mamba_conv_partials", conv_ws_bytes_);
   dt_ws_ref_ = ctx.workspace("workspace.mamba_dt_partials", dt_ws_bytes_);
