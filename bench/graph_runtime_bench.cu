@@ -163,7 +163,8 @@ int run(int argc, char** argv) {
   {
     GraphRegistry registry;
     ScopedGraphRunner runner(
-        plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mlp}, toy.layer_regions()),
+        // The toy's backward regions have no first-microbatch variant: planned as one microbatch.
+        plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mlp}, toy.layer_regions(), 1),
         registry, 1);
     auto step = [&] {
       runner.begin_step();

@@ -174,7 +174,7 @@ std::vector<Module> scope_modules(GraphScope scope) {
   return {};
 }
 
-int ScopePlan::num_graphs(int64_t num_microbatches) const {
+int ScopePlan::num_graphs() const {
   if (full_iteration) return 1;
   const auto backward = std::count_if(graphed_regions.begin(), graphed_regions.end(),
                                       [](const RegionKey& k) { return k.phase == Phase::backward; });
@@ -191,15 +191,23 @@ std::string ScopePlan::describe() const {
     return strprintf("%s [full_iteration]: 1 graph of the whole step (%d layers)", graph_impl_name(impl),
                      total_layers);
   }
-  return strprintf("%s %s: %d region graphs, %d graphable layers of %d", graph_impl_name(impl),
-                   scope_list(scopes).c_str(), num_graphs(), graphable_layers, total_layers);
+  const int regions = static_cast<int>(graphed_regions.size());
+  const std::string variants = num_graphs() > regions
+                                   ? strprintf(" (%d regions, the %d backward ones twice: %lld microbatches)", regions,
+                                               num_graphs() - regions, static_cast<long long>(num_microbatches))
+                                   : std::string();
+  return strprintf("%s %s: %d region graphs%s, %d graphable layers of %d", graph_impl_name(impl),
+                   scope_list(scopes).c_str(), num_graphs(), variants.c_str(), graphable_layers, total_layers);
 }
 
 ScopePlan plan_graph_scopes(GraphImpl impl, const std::vector<GraphScope>& scopes,
-                            const std::vector<LayerRegions>& layers) {
+                            const std::vector<LayerRegions>& layers, int64_t num_microbatches) {
+  SG_CHECK(num_microbatches >= 1,
+           strprintf("graph scope planning: %lld microbatches (at least 1)", static_cast<long long>(num_microbatches)));
   ScopePlan plan;
   plan.impl = impl;
   plan.total_layers = static_cast<int>(layers.size());
+  plan.num_microbatches = num_microbatches;
   {
     std::set<int> seen;
     for (const auto& l : layers) {

@@ -74,22 +74,29 @@ struct ScopePlan {
                                            // regions in reverse layer order (the order they run)
   int graphable_layers = 0;  // layers with at least one graphed region
   int total_layers = 0;
+  int64_t num_microbatches = 1;  // the step's microbatches (plan_graph_scopes' argument)
 
   // Graphs the run will create: 1 (full iteration), graphed_regions.size() (scoped) or 0. With more
-  // than one microbatch, each graphed backward region is captured twice (RegionKey::first_microbatch).
-  int num_graphs(int64_t num_microbatches = 1) const;
+  // than one microbatch, each graphed backward region is captured twice (RegionKey::first_microbatch),
+  // so scoped: graphed_regions.size() + the backward ones. The one count: describe() and the trainer's
+  // start report both say it.
+  int num_graphs() const;
   bool graphs_region(const RegionKey& key) const;
-  // "transformer_engine [attn, mlp]: 16 region graphs, 4 graphable layers of 4"
+  // "transformer_engine [attn, mlp]: 24 region graphs (16 regions, the 8 backward ones twice: 2 microbatches),
+  // 4 graphable layers of 4"; with one microbatch "...: 16 region graphs, 4 graphable layers of 4"
   std::string describe() const;
 };
 
 // Modules a scope covers (see the table above); empty for full_iteration.
 std::vector<Module> scope_modules(GraphScope scope);
 
+// `num_microbatches` (>= 1): the step's microbatches; with more than one the step runs each backward region
+// in two variants (RegionKey::first_microbatch), and a graphed one is two graphs. A step that keys no
+// first-microbatch variant (a test's toy step) plans as 1.
 // Throws sg::Error naming the rule, the values and the fix for an invalid impl/scope combination,
 // or for a layer list with duplicate layer indices.
 ScopePlan plan_graph_scopes(GraphImpl impl, const std::vector<GraphScope>& scopes,
-                            const std::vector<LayerRegions>& layers);
+                            const std::vector<LayerRegions>& layers, int64_t num_microbatches);
 
 // "3 eager warmup steps, capture at step 4, replay after (...)": model.cuda_graph_warmup_steps as the plan
 // and the logs state it. The steps count from where this run starts, so a resumed run warms up again.

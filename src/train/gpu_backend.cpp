@@ -176,7 +176,7 @@ void GpuBackend::load_state(const TrainingState& state) {
 std::vector<std::string> GpuBackend::start_report() const {
   const graph::ScopePlan& plan = graphed_->plan();
   if (plan.impl == graph::GraphImpl::none) return {"CUDA graphs: off (model.cuda_graph_impl = none): every step eager"};
-  const int graphs = plan.num_graphs(step_->batch_spec().num_microbatches);
+  const int graphs = plan.num_graphs();  // the plan knows the step's microbatches: describe() says the same
   return {strprintf("CUDA graphs: %d graph%s will be captured; %d graphable layers of %d; %s", graphs,
                     graphs == 1 ? "" : "s", plan.graphable_layers, plan.total_layers,
                     graphed_->describe().c_str())};

@@ -8,9 +8,10 @@ namespace sg::train {
 
 GraphedStep::GraphedStep(model::TrainStep& step, const std::string& impl, const std::vector<std::string>& scope,
                          int warmup_steps)
-    : step_(step), warmup_steps_(warmup_steps),
+    : step_(step),
+      warmup_steps_(warmup_steps),
       plan_(graph::plan_graph_scopes(graph::parse_graph_impl(impl), graph::parse_graph_scopes(scope),
-                                     step.layer_regions())) {
+                                     step.layer_regions(), step.batch_spec().num_microbatches)) {
   if (plan_.impl == graph::GraphImpl::transformer_engine) {
     scoped_ = std::make_unique<graph::ScopedGraphRunner>(plan_, registry_, warmup_steps);
   } else {

@@ -132,9 +132,9 @@ std::string describe_activation_plan(const config::Config& config) {
 
 std::string describe_graph_plan(const config::Config& config) {
   const model::ModelSpec m = config::model_spec(config);
-  const graph::ScopePlan plan = graph::plan_graph_scopes(graph::parse_graph_impl(config.model.cuda_graph_impl),
-                                                         graph::parse_graph_scopes(config.model.cuda_graph_scope),
-                                                         model::stack_regions(m));
+  const graph::ScopePlan plan = graph::plan_graph_scopes(
+      graph::parse_graph_impl(config.model.cuda_graph_impl), graph::parse_graph_scopes(config.model.cuda_graph_scope),
+      model::stack_regions(m), config::batch_spec(config).num_microbatches);
   if (plan.impl == graph::GraphImpl::none) {
     return "CUDA graphs: off (model.cuda_graph_impl = none): every step eager";
   }

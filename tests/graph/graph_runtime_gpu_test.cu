@@ -95,8 +95,9 @@ class GraphRuntime : public ::testing::Test {
                          int recapture_at, GraphStats& stats) {
     toy.reset();
     GraphRegistry registry;
-    ScopedGraphRunner runner(plan_graph_scopes(GraphImpl::transformer_engine, scopes, toy.layer_regions()),
-                             registry, kWarmup);
+    // The toy's backward regions have no first-microbatch variant: planned as one microbatch.
+    ScopedGraphRunner runner(plan_graph_scopes(GraphImpl::transformer_engine, scopes, toy.layer_regions(), 1), registry,
+                             kWarmup);
     for (int s = 0; s < kSteps; ++s) {
       if (s == recapture_at) runner.recapture();
       runner.begin_step();
@@ -298,7 +299,8 @@ TEST_F(GraphRuntime, MemoryReturnsToBaselineAfterGraphsDestroyed) {
       for (int s = 0; s < 4; ++s) full.run_step(stream, [&](cudaStream_t st) { toy.enqueue(st, eager); });
     }
     {
-      ScopedGraphRunner scoped(plan_graph_scopes(GraphImpl::transformer_engine, {}, toy.layer_regions()), registry, 1);
+      ScopedGraphRunner scoped(plan_graph_scopes(GraphImpl::transformer_engine, {}, toy.layer_regions(), 1), registry,
+                               1);
       for (int s = 0; s < 3; ++s) {
         scoped.begin_step();
         toy.enqueue(stream, scoped);

@@ -3,11 +3,11 @@
 
 #include <gtest/gtest.h>
 
-#include "test_util.h"
-
 #include <functional>
 
 #include "core/error.h"
+#include "core/strings.h"
+#include "test_util.h"
 
 namespace sg::graph {
 namespace {
@@ -29,7 +29,7 @@ std::vector<LayerRegions> hybrid() {
 }
 
 TEST(ScopePlan, NoneMakesNoGraphs) {
-  const ScopePlan p = plan_graph_scopes(GraphImpl::none, {GraphScope::attn}, dense(4));
+  const ScopePlan p = plan_graph_scopes(GraphImpl::none, {GraphScope::attn}, dense(4), 1);
   EXPECT_EQ(p.num_graphs(), 0);
   EXPECT_FALSE(p.full_iteration);
   EXPECT_TRUE(p.graphed_regions.empty());
@@ -39,7 +39,7 @@ TEST(ScopePlan, NoneMakesNoGraphs) {
 
 TEST(ScopePlan, LocalIsOneFullIterationGraph) {
   for (const auto& scopes : {std::vector<GraphScope>{}, std::vector<GraphScope>{GraphScope::full_iteration}}) {
-    const ScopePlan p = plan_graph_scopes(GraphImpl::local, scopes, dense(4));
+    const ScopePlan p = plan_graph_scopes(GraphImpl::local, scopes, dense(4), 1);
     EXPECT_TRUE(p.full_iteration);
     EXPECT_EQ(p.num_graphs(), 1);
     EXPECT_TRUE(p.graphed_regions.empty());
@@ -47,14 +47,14 @@ TEST(ScopePlan, LocalIsOneFullIterationGraph) {
     EXPECT_EQ(p.graphable_layers, 4);  // every layer is inside the one graph
     EXPECT_NE(p.describe().find("1 graph of the whole step"), std::string::npos) << p.describe();
   }
-  const std::string msg = thrown_message([] { plan_graph_scopes(GraphImpl::local, {GraphScope::attn}, dense(2)); });
+  const std::string msg = thrown_message([] { plan_graph_scopes(GraphImpl::local, {GraphScope::attn}, dense(2), 1); });
   EXPECT_NE(msg.find("cuda_graph_impl local"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[attn]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("transformer_engine"), std::string::npos) << msg;  // the fix
 }
 
 TEST(ScopePlan, AttnOnlyGraphsAttentionForwardAndBackward) {
-  const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn}, dense(3));
+  const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn}, dense(3), 1);
   ASSERT_EQ(p.num_graphs(), 6);
   EXPECT_EQ(p.graphable_layers, 3);
   // Run order: forward ascending, then backward descending.
@@ -68,7 +68,8 @@ TEST(ScopePlan, AttnOnlyGraphsAttentionForwardAndBackward) {
 }
 
 TEST(ScopePlan, AttnAndMlpGraphWholeDenseLayers) {
-  const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mlp}, dense(4));
+  const ScopePlan p =
+      plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mlp}, dense(4), 1);
   EXPECT_EQ(p.num_graphs(), 16);
   EXPECT_EQ(p.graphable_layers, 4);
   // Backward of a layer runs mlp before attn.
@@ -79,22 +80,54 @@ TEST(ScopePlan, AttnAndMlpGraphWholeDenseLayers) {
 // With more than one microbatch the first microbatch's backward regions (they overwrite the gradients
 // the later ones add to) are graphs of their own; the plan lists the plain key, which graphs both.
 TEST(ScopePlan, FirstMicrobatchBackwardIsARegionOfItsOwn) {
-  const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mlp}, dense(4));
-  EXPECT_EQ(p.num_graphs(1), 16);
-  EXPECT_EQ(p.num_graphs(2), 16 + 8);
-  EXPECT_EQ(p.num_graphs(8), 16 + 8);
+  const auto plan = [](int64_t microbatches) {
+    return plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mlp}, dense(4),
+                             microbatches);
+  };
+  EXPECT_EQ(plan(1).num_graphs(), 16);
+  EXPECT_EQ(plan(2).num_graphs(), 16 + 8);
+  EXPECT_EQ(plan(8).num_graphs(), 16 + 8);
+  EXPECT_EQ(plan(2).graphed_regions, plan(1).graphed_regions);  // the same regions, the backward ones twice
+  const ScopePlan p = plan(2);
   const RegionKey first{3, Module::mlp, Phase::backward, /*first_microbatch=*/true};
   EXPECT_NE(first, (RegionKey{3, Module::mlp, Phase::backward}));
   EXPECT_EQ(first.plain(), (RegionKey{3, Module::mlp, Phase::backward}));
   EXPECT_TRUE(p.graphs_region(first.plain()));
   EXPECT_EQ(region_name(first), "layer 3 mlp backward first");
   EXPECT_EQ(region_name(first.plain()), "layer 3 mlp backward");
-  const ScopePlan local = plan_graph_scopes(GraphImpl::local, {GraphScope::full_iteration}, dense(4));
-  EXPECT_EQ(local.num_graphs(4), 1);
+  const ScopePlan local = plan_graph_scopes(GraphImpl::local, {GraphScope::full_iteration}, dense(4), 4);
+  EXPECT_EQ(local.num_graphs(), 1);
+  EXPECT_NE(local.describe().find("1 graph of the whole step"), std::string::npos) << local.describe();
+  EXPECT_EQ(plan_graph_scopes(GraphImpl::none, {}, dense(4), 4).num_graphs(), 0);
+  EXPECT_NE(thrown_message([&] { plan(0); }).find("0 microbatches"), std::string::npos);
+}
+
+// The description says the number of graphs the run creates, with the step's microbatches: it once
+// counted one microbatch ("16 region graphs") while the trainer's start report, on the same line, said
+// 24. [attn, mlp] over 4 dense layers with 2 microbatches graphs what tests/train/graph_modes_gpu_test.cpp's
+// tiny recipe does (its stack: 4 attention and 4 MLP layers; global batch 8 of micro batch 4), where 24 region
+// graphs are live (12 for attn or mlp alone).
+TEST(ScopePlan, DescribeCountsTheGraphsOfEveryMicrobatchVariant) {
+  const ScopePlan two =
+      plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mlp}, dense(4), 2);
+  EXPECT_EQ(two.num_graphs(), 24);  // GraphModesGpu.EveryModeIsBitwiseEqualToEager: attn,mlp -> 24
+  EXPECT_NE(two.describe().find(strprintf("%d region graphs", two.num_graphs())), std::string::npos) << two.describe();
+  EXPECT_EQ(two.describe(),
+            "transformer_engine [attn, mlp]: 24 region graphs (16 regions, the 8 backward ones twice: 2 "
+            "microbatches), 4 graphable layers of 4");
+  for (GraphScope scope : {GraphScope::attn, GraphScope::mlp}) {
+    const ScopePlan one_module = plan_graph_scopes(GraphImpl::transformer_engine, {scope}, dense(4), 2);
+    EXPECT_EQ(one_module.num_graphs(), 12);  // the GPU test's attn and mlp modes
+    EXPECT_NE(one_module.describe().find("12 region graphs"), std::string::npos) << one_module.describe();
+  }
+  // One microbatch: no first-microbatch variants, and the description says nothing of them.
+  const ScopePlan one =
+      plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mlp}, dense(4), 1);
+  EXPECT_EQ(one.describe(), "transformer_engine [attn, mlp]: 16 region graphs, 4 graphable layers of 4");
 }
 
 TEST(ScopePlan, EmptyScopeWithTransformerEngineGraphsEveryMarkedModule) {
-  const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {}, hybrid());
+  const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {}, hybrid(), 1);
   EXPECT_EQ(p.num_graphs(), 2 * 6);  // mamba, attn, mlp, router, preprocess, moe
   EXPECT_EQ(p.graphable_layers, 4);
 }
@@ -102,22 +135,22 @@ TEST(ScopePlan, EmptyScopeWithTransformerEngineGraphsEveryMarkedModule) {
 TEST(ScopePlan, HybridPatternPicksOnlyMatchingLayers) {
   const auto layers = hybrid();
   {
-    const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mamba}, layers);
+    const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mamba}, layers, 1);
     EXPECT_EQ(p.num_graphs(), 2);
     EXPECT_EQ(p.graphable_layers, 1);
     EXPECT_TRUE(p.graphs_region({0, Module::mamba, Phase::forward}));
   }
   {
     // moe covers the whole MoE layer: router, preprocess and experts.
-    const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::moe}, layers);
+    const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::moe}, layers, 1);
     EXPECT_EQ(p.num_graphs(), 6);
     EXPECT_EQ(p.graphable_layers, 1);
     EXPECT_TRUE(p.graphs_region({3, Module::moe_router, Phase::backward}));
   }
   {
-    const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine,
-                                          {GraphScope::attn, GraphScope::moe_router, GraphScope::moe_preprocess},
-                                          layers);
+    const ScopePlan p =
+        plan_graph_scopes(GraphImpl::transformer_engine,
+                          {GraphScope::attn, GraphScope::moe_router, GraphScope::moe_preprocess}, layers, 1);
     EXPECT_EQ(p.num_graphs(), 6);  // attn (layer 1) + router + preprocess (layer 3), fwd and bwd
     EXPECT_EQ(p.graphable_layers, 2);
     EXPECT_FALSE(p.graphs_region({3, Module::moe, Phase::forward}));
@@ -125,9 +158,9 @@ TEST(ScopePlan, HybridPatternPicksOnlyMatchingLayers) {
   }
   {
     // mlp does not graph MoE layers, and a scope the model lacks graphs nothing.
-    const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mlp}, dense(0));
+    const ScopePlan p = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mlp}, dense(0), 1);
     EXPECT_EQ(p.num_graphs(), 0);
-    const ScopePlan q = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mamba}, dense(2));
+    const ScopePlan q = plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mamba}, dense(2), 1);
     EXPECT_EQ(q.num_graphs(), 0);
     EXPECT_EQ(q.graphable_layers, 0);
   }
@@ -135,7 +168,7 @@ TEST(ScopePlan, HybridPatternPicksOnlyMatchingLayers) {
 
 TEST(ScopePlan, DuplicateScopesAreNormalised) {
   const ScopePlan p =
-      plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::attn}, dense(2));
+      plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::attn}, dense(2), 1);
   EXPECT_EQ(p.scopes, std::vector<GraphScope>{GraphScope::attn});
   EXPECT_EQ(p.num_graphs(), 4);
 }
@@ -143,15 +176,17 @@ TEST(ScopePlan, DuplicateScopesAreNormalised) {
 TEST(ScopePlan, RejectsInvalidCombinations) {
   const auto layers = hybrid();
   std::string msg = thrown_message(
-      [&] { plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::full_iteration}, layers); });
+      [&] { plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::full_iteration}, layers, 1); });
   EXPECT_NE(msg.find("full_iteration is only valid with cuda_graph_impl local"), std::string::npos) << msg;
-  msg = thrown_message(
-      [&] { plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::moe, GraphScope::moe_router}, layers); });
+  msg = thrown_message([&] {
+    plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::moe, GraphScope::moe_router}, layers, 1);
+  });
   EXPECT_NE(msg.find("moe and moe_router are mutually exclusive"), std::string::npos) << msg;
-  msg = thrown_message([&] { plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::moe_preprocess}, layers); });
+  msg = thrown_message(
+      [&] { plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::moe_preprocess}, layers, 1); });
   EXPECT_NE(msg.find("moe_preprocess requires moe_router"), std::string::npos) << msg;
   msg = thrown_message([] {
-    plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn}, {{0, {Module::attn}}, {0, {Module::mlp}}});
+    plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn}, {{0, {Module::attn}}, {0, {Module::mlp}}}, 1);
   });
   EXPECT_NE(msg.find("layer 0 is listed twice"), std::string::npos) << msg;
 }

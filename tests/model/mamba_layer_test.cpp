@@ -239,26 +239,27 @@ TEST(MambaLayer, ScopePlanningOfAHybridPattern) {
   EXPECT_EQ(regions[2].modules, std::vector<Module>{Module::mlp});
   using graph::GraphImpl;
   using graph::GraphScope;
-  const graph::ScopePlan mamba = graph::plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mamba}, regions);
+  const graph::ScopePlan mamba =
+      graph::plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mamba}, regions, 1);
   EXPECT_EQ(mamba.graphed_regions,
             (std::vector<RegionKey>{{0, Module::mamba, Phase::forward}, {0, Module::mamba, Phase::backward}}));
   EXPECT_EQ(mamba.graphable_layers, 1);
   EXPECT_EQ(mamba.total_layers, 3);
   const graph::ScopePlan attn_mamba =
-      graph::plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mamba}, regions);
+      graph::plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn, GraphScope::mamba}, regions, 1);
   EXPECT_EQ(attn_mamba.graphed_regions,
             (std::vector<RegionKey>{{0, Module::mamba, Phase::forward},
                                     {1, Module::attn, Phase::forward},
                                     {1, Module::attn, Phase::backward},
                                     {0, Module::mamba, Phase::backward}}));
   const graph::ScopePlan mamba_mlp =
-      graph::plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mamba, GraphScope::mlp}, regions);
+      graph::plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::mamba, GraphScope::mlp}, regions, 1);
   EXPECT_EQ(mamba_mlp.num_graphs(), 4);
   EXPECT_FALSE(mamba_mlp.graphs_region({1, Module::attn, Phase::forward}));
   EXPECT_TRUE(mamba_mlp.graphs_region({2, Module::mlp, Phase::backward}));
-  const graph::ScopePlan all = graph::plan_graph_scopes(GraphImpl::transformer_engine, {}, regions);
+  const graph::ScopePlan all = graph::plan_graph_scopes(GraphImpl::transformer_engine, {}, regions, 1);
   EXPECT_EQ(all.num_graphs(), 6);  // every module of every layer, forward and backward
-  const graph::ScopePlan local = graph::plan_graph_scopes(GraphImpl::local, {GraphScope::full_iteration}, regions);
+  const graph::ScopePlan local = graph::plan_graph_scopes(GraphImpl::local, {GraphScope::full_iteration}, regions, 1);
   EXPECT_TRUE(local.full_iteration);
   EXPECT_EQ(local.num_graphs(), 1);
 }

@@ -186,8 +186,8 @@ TEST(Stack, RegionsAndScopePlanningComeFromTheLayers) {
   EXPECT_EQ(regions[0].modules, std::vector<Module>{Module::attn});
   EXPECT_EQ(regions[3].layer, 3);
   EXPECT_EQ(regions[3].modules, std::vector<Module>{Module::mlp});
-  const graph::ScopePlan attn = graph::plan_graph_scopes(graph::GraphImpl::transformer_engine,
-                                                         {graph::GraphScope::attn}, regions);
+  const graph::ScopePlan attn =
+      graph::plan_graph_scopes(graph::GraphImpl::transformer_engine, {graph::GraphScope::attn}, regions, 1);
   const std::vector<graph::RegionKey> expected = {{0, Module::attn, graph::Phase::forward},
                                                   {2, Module::attn, graph::Phase::forward},
                                                   {2, Module::attn, graph::Phase::backward},
@@ -195,7 +195,7 @@ TEST(Stack, RegionsAndScopePlanningComeFromTheLayers) {
   EXPECT_EQ(attn.graphed_regions, expected);
   EXPECT_EQ(attn.graphable_layers, 2);
   EXPECT_EQ(attn.total_layers, 4);
-  const graph::ScopePlan all = graph::plan_graph_scopes(graph::GraphImpl::transformer_engine, {}, regions);
+  const graph::ScopePlan all = graph::plan_graph_scopes(graph::GraphImpl::transformer_engine, {}, regions, 1);
   EXPECT_EQ(all.num_graphs(), 8);
   EXPECT_EQ(all.graphable_layers, 4);
   // The GPT spelling marks the same regions.

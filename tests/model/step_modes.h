@@ -25,7 +25,8 @@ class StepModeDriver {
   StepModeDriver(model::TrainStep& step, StepMode mode, const std::vector<graph::GraphScope>& scopes = {})
       : step_(step), mode_(mode) {
     if (mode == StepMode::region_graphs) {
-      scoped_.emplace(graph::plan_graph_scopes(graph::GraphImpl::transformer_engine, scopes, step.layer_regions()),
+      scoped_.emplace(graph::plan_graph_scopes(graph::GraphImpl::transformer_engine, scopes, step.layer_regions(),
+                                               step.batch_spec().num_microbatches),
                       registry_, /*warmup_steps=*/1);
     }
   }
