@@ -6,10 +6,11 @@
 #include <string_view>
 #include <vector>
 
+#include "config/config.h"
+#include "kernels/shape_limits.h"
 #include "model/layer_kind.h"
 #include "model/recompute_spec.h"
 #include "model/spec.h"
-#include "config/config.h"
 
 namespace sg::config {
 
@@ -65,6 +66,11 @@ model::BatchSpec batch_spec(const Config& config);
 // * attention, - mlp, E moe), or, without a pattern, num_layers blocks of attention followed by an MLP
 // (MoE when num_moe_experts > 0). Throws ConfigError for a character outside M*-E.
 std::vector<model::LayerKind> layer_pattern(const Config& config);
+
+// The most layers validation accepts (model.num_layers): the training step reduces the weight gradients of its
+// num_layers + 1 RMSNorms (each layer's pre-norm, the final norm) in one batched launch of at most
+// kernels::kMaxBatchedColumnSums matrices (model/train_step_run.cpp).
+inline constexpr int64_t kMaxLayers = kernels::kMaxBatchedColumnSums - 1;
 
 // Whether the stack has layers of `kind`: the hybrid pattern's letters (an unknown letter is validation's error),
 // else the GPT layout's blocks; when those cannot be listed (a malformed moe_layer_freq, more than max_layers),

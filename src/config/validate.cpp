@@ -417,7 +417,6 @@ class Validator {
   }
 
   static constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
-  static constexpr int64_t kMaxLayers = 100000;
   // The graph runtime counts steps in int: the capture step, warmup + 1, must fit (rule 15's summary: 2^31 - 2).
   static constexpr int64_t kMaxWarmupSteps = std::numeric_limits<int32_t>::max() - 1;
 

@@ -22,7 +22,6 @@ namespace sg::config::detail {
 namespace {
 
 constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
-constexpr int64_t kMaxLayers = 100000;
 // The router kernel's limit (kernels/moe_router.cu: lane l of a warp owns experts l + 32 i, i < 32).
 constexpr int64_t kMaxMoeExperts = 1024;
 
@@ -117,7 +116,14 @@ class ShapeChecker {
 
   void check_model() {
     const ModelConfig& m = c_.model;
-    size("model.num_layers", m.num_layers, kMaxLayers);
+    if (m.num_layers > kMaxLayers) {
+      fail(strprintf("model.num_layers must be at most %lld: the training step sums the weight gradients of its "
+                     "num_layers + 1 RMSNorms in one launch, one grid row each, at most %lld rows",
+                     ll(kMaxLayers), ll(kernels::kMaxBatchedColumnSums)),
+           {"model.num_layers"}, strprintf("set model.num_layers to a value between 1 and %lld", ll(kMaxLayers)));
+    } else {
+      size("model.num_layers", m.num_layers, kMaxLayers);
+    }
     const bool hidden_ok = size("model.hidden_size", m.hidden_size);
     const bool heads_ok = size("model.num_attention_heads", m.num_attention_heads);
     // The head dimension's own limits (RoPE's even pairs included) are the attention kernel's:

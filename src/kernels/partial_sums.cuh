@@ -7,6 +7,7 @@
 #include "core/strings.h"
 #include "kernels/common.cuh"
 #include "kernels/partial_sums.h"
+#include "kernels/shape_limits.h"
 
 namespace sg::kernels::partial_sums {
 SG_EMULATED_NAMESPACE_BEGIN
@@ -103,10 +104,11 @@ void run_column_sums(const Launch& launch, const float* partials, int64_t rows,
 template <class Launch>
 void run_column_sums_batched(const Launch& launch, const float* partials, int64_t rows, int64_t cols, int64_t count,
                              FloatBuffer dst_base, const int64_t* dst_offsets) {
-  SG_CHECK(rows >= 0 && cols > 0 && count >= 0 && count <= 65535,
+  SG_CHECK(rows >= 0 && cols > 0 && count >= 0 && count <= kMaxBatchedColumnSums,
            strprintf("add_partial_column_sums_batched: rows = %lld, cols = %lld, count = %lld (need rows >= 0, "
-                     "cols > 0, 0 <= count <= 65535)",
-                     static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(count)));
+                     "cols > 0, 0 <= count <= %lld)",
+                     static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(count),
+                     static_cast<long long>(kMaxBatchedColumnSums)));
   if (rows == 0 || count == 0) return;
   SG_CHECK(partials != nullptr && dst_base.data != nullptr && dst_offsets != nullptr,
            "add_partial_column_sums_batched: null partials, dst_base or dst_offsets");

@@ -81,4 +81,10 @@ std::string grouped_gemm_dim_problem(int64_t size);
 inline constexpr int64_t kMoeMaxLossGroups = 65535;
 std::string moe_loss_groups_problem(int64_t groups);
 
+// ---- Batched column sums (kernels/partial_sums.cuh) ----
+// add_partial_column_sums_batched reduces `count` partial matrices, one per grid row (grid dimension y): at
+// most 65535. The training step reduces every RMSNorm's weight gradient in one such launch: each layer's
+// pre-norm and the final norm, num_layers + 1 of them (model/train_step_run.cpp).
+inline constexpr int64_t kMaxBatchedColumnSums = 65535;
+
 }  // namespace sg::kernels

@@ -131,5 +131,19 @@ TEST(Validate, GatedNormGroupsWiderThanTheSharedMemoryAreRefusedNamingTheKeys) {
   EXPECT_TRUE(names_key(naming(heads, "model.mamba_num_groups")[0], "model.mamba_num_heads")) << describe(heads);
 }
 
+// Every RMSNorm's weight gradient (num_layers pre-norms and the final norm) is reduced in one launch of at most
+// 65535 grid rows: 65534 layers at most, where 100000 passed and failed at the first backward.
+TEST(Validate, NumLayersIsBoundedByTheBatchedNormGradientLaunch) {
+  for (const char* layers : {"65535", "100000"}) {
+    const config::ValidationReport r = check_recipe("llama/tiny", {std::string("model.num_layers=") + layers});
+    const std::vector<config::Violation> v = naming(r, "model.num_layers");
+    ASSERT_EQ(v.size(), 1u) << describe(r);
+    EXPECT_NE(v[0].message.find("model.num_layers must be at most 65534"), std::string::npos) << v[0].message;
+    EXPECT_NE(v[0].message.find("num_layers + 1 RMSNorms"), std::string::npos) << v[0].message;
+  }
+  const config::ValidationReport edge = check_recipe("llama/tiny", {"model.num_layers=65534"});
+  EXPECT_TRUE(naming(edge, "model.num_layers").empty()) << describe(edge);
+}
+
 }  // namespace
 }  // namespace sg::config

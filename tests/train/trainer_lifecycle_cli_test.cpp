@@ -284,7 +284,7 @@ TEST_F(TrainerLifecycleTest, AConfigThatDoesNotFitInHostMemoryIsRefusedWithThePl
     std::string key;  // the key the message points at
   };
   const Case cases[] = {
-      {{"model.num_layers=100000", "model.hidden_size=4096", "model.ffn_hidden_size=11008",
+      {{"model.num_layers=65534", "model.hidden_size=4096", "model.ffn_hidden_size=11008",
         "model.num_attention_heads=32", "model.num_query_groups=32"},
        "model.num_layers"},
       {{"model.seq_length=65536", "dataset.seq_length=65536", "train.micro_batch_size=65536",
