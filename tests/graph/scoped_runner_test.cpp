@@ -16,7 +16,7 @@ using test::thrown_message;
 // One dense layer, its attention graphed; a warmup no test reaches, so every region runs eagerly.
 ScopedGraphRunner eager_runner(GraphRegistry& registry) {
   const std::vector<LayerRegions> layers = {{0, {Module::attn, Module::mlp}}};
-  return ScopedGraphRunner(plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn}, layers), registry,
+  return ScopedGraphRunner(plan_graph_scopes(GraphImpl::transformer_engine, {GraphScope::attn}, layers, 1), registry,
                            /*warmup_steps=*/1000);
 }
 
