@@ -353,6 +353,7 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
   // Data parallel: the reducer outlives the step, and the step every mode's graphs.
   std::unique_ptr<dist::GradientReducer> reducer;
   if (distributed) {
+    // The bench evaluates nothing: only a whole-step graph (impl local) captures a collective.
     bool any_local = false;
     for (const PlannedMode& m : plan.modes) {
       any_local = any_local || config::graph_impl_is(m.config.model, graph::GraphImpl::local);

@@ -1,6 +1,5 @@
 #include "train/distributed_backend.h"
 
-#include "config/graph_keys.h"
 #include "core/error.h"
 #include "core/strings.h"
 #include "model/gradient_readiness.h"
@@ -12,11 +11,12 @@ DistributedGpuBackend::DistributedGpuBackend(DistributedRun& run, const config::
                                              const model::ModelSpec& model, const model::BatchSpec& batch,
                                              const model::OptimizerSpec& optimizer, rng::RngState rng)
     : run_(run) {
-  // The collectives are captured only with a whole-step graph (impl local); transformer_engine runs them
-  // eagerly between region replays.
+  // Collectives are captured in the whole-step graph (impl local) and, with evaluation on, in the evaluation
+  // graph of any graph mode (its loss all-reduce); transformer_engine runs the step's collectives eagerly
+  // between region replays (collectives_captured_in_graphs).
   const model::ModelLayout layout = model::model_layout(model);
   reducer_ = run_.make_step_reducer(config, layout.total(), model::gradient_readiness(layout),
-                                    config::graph_impl_is(config.model, graph::GraphImpl::local));
+                                    collectives_captured_in_graphs(config));
   inner_ = std::make_unique<GpuBackend>(config, model, batch, optimizer, rng, reducer_.get());
   inner_->notify = [this](const std::string& text) { notify(text); };
 }

@@ -58,8 +58,9 @@ class DistributedRun {
   // The reducer for the training step of a validated `config` with `num_params` flat parameters: selects
   // the GPU, applies the NCCL_GRAPH_REGISTER rule (dist/communicator.h; NCCL reads it when the
   // communicator is created), then make_reducer with optimizer.use_distributed_optimizer,
-  // ddp.bucket_size and ddp.overlap_grad_reduce. `graphs_capture_collectives`: some mode captures the
-  // whole step (impl local). `readiness`: model::gradient_readiness of the step's layout.
+  // ddp.bucket_size and ddp.overlap_grad_reduce. `graphs_capture_collectives`: some graph of the run holds a
+  // collective (train/gpu_backend.h collectives_captured_in_graphs: the whole step with impl local, the
+  // evaluation's loss all-reduce in any graph mode). `readiness`: model::gradient_readiness of the step's layout.
   std::unique_ptr<dist::GradientReducer> make_step_reducer(const config::Config& config, int64_t num_params,
                                                            const dist::GradientReadiness& readiness,
                                                            bool graphs_capture_collectives);

@@ -9,8 +9,10 @@ namespace sg::train {
 
 Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
                        const data::BatchOptions& batch_options, int rank)
-    : interval_(config.train.eval_interval.value_or(0)), iters_(config.train.eval_iters),
-      sequences_(batch.num_microbatches * batch.micro_batch_size), seq_length_(model.seq_length),
+    : interval_(evaluation_enabled(config) ? *config.train.eval_interval : 0),
+      iters_(config.train.eval_iters),
+      sequences_(batch.num_microbatches * batch.micro_batch_size),
+      seq_length_(model.seq_length),
       global_sequences_(batch.global_microbatches() * batch.micro_batch_size),
       rows_(data::rank_rows(global_sequences_, batch.data_parallel_size, rank)),
       batch_options_(batch_options) {

@@ -25,6 +25,12 @@
 
 namespace sg::train {
 
+// Whether a run of `config` evaluates: train.eval_interval set (validation refuses values below 1). The one
+// decision, which the trainer's Evaluation, the GPU backend's evaluation graph and the run plan follow.
+inline bool evaluation_enabled(const config::Config& config) {
+  return config.train.eval_interval.value_or(0) > 0;
+}
+
 class Evaluation {
  public:
   // `config` validated. Opens the validation datasets only when evaluation is on. `rank`: this

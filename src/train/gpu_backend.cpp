@@ -10,8 +10,17 @@
 #include "cuda/device.h"
 #include "model/init.h"
 #include "model/layer_registry.h"
+#include "train/evaluation.h"
 
 namespace sg::train {
+
+bool evaluation_graphed(const config::Config& config) {
+  return evaluation_enabled(config) && !config::graph_impl_is(config.model, graph::GraphImpl::none);
+}
+
+bool collectives_captured_in_graphs(const config::Config& config) {
+  return config::graph_impl_is(config.model, graph::GraphImpl::local) || evaluation_graphed(config);
+}
 
 GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
                        const model::OptimizerSpec& optimizer, rng::RngState rng, dist::GradientReducer* reducer) {
@@ -22,9 +31,8 @@ GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& mod
   graphed_ = std::make_unique<GraphedStep>(*step_, config.model.cuda_graph_impl, config.model.cuda_graph_scope,
                                            static_cast<int>(config.model.cuda_graph_warmup_steps));
   tokens_per_step_ = static_cast<size_t>(step_->tokens_per_step());
-  if (config.train.eval_interval) {
-    const bool graphed = !config::graph_impl_is(config.model, graph::GraphImpl::none);
-    eval_ = std::make_unique<GpuEvaluation>(*step_, graphed, config.train.eval_iters);
+  if (evaluation_enabled(config)) {
+    eval_ = std::make_unique<GpuEvaluation>(*step_, evaluation_graphed(config), config.train.eval_iters);
   }
   for (auto& slot : inputs_) {
     slot.tokens = static_cast<int32_t*>(cuda::pinned_host_allocate(tokens_per_step_ * 4, "input tokens (pinned)"));

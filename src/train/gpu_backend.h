@@ -18,6 +18,16 @@
 
 namespace sg::train {
 
+// Whether the GPU backend of `config` builds its whole-evaluation graph: evaluation on (evaluation_enabled)
+// and any graph mode but none, whatever the training's scope (train/gpu_evaluation.h).
+bool evaluation_graphed(const config::Config& config);
+// Whether a CUDA graph of the run holds a collective when the step has a reducer (data parallelism): the
+// whole step's graph (impl local) holds the gradient reduction, and the evaluation graph (any impl but
+// none, with evaluation on) ends with the evaluation loss's all-reduce (TrainStep::enqueue_eval). With
+// transformer_engine and no evaluation the step's collectives run eagerly between region replays. What the
+// NCCL_GRAPH_REGISTER rule is applied to (DistributedRun::make_step_reducer).
+bool collectives_captured_in_graphs(const config::Config& config);
+
 class GpuBackend final : public TrainingBackend {
  public:
   // `reducer` (data parallelism; must outlive the backend): the step's collectives (model/train_step.h).

@@ -11,6 +11,7 @@
 #include "model/stack.h"
 #include "model/train_step.h"
 #include "train/backend_factory.h"
+#include "train/gpu_backend.h"
 
 namespace sg::train {
 
@@ -141,7 +142,7 @@ std::string describe_graph_plan(const config::Config& config) {
   const int64_t warmup = config.model.cuda_graph_warmup_steps;
   std::string text = strprintf("CUDA graphs: %s; %s", plan.describe().c_str(),
                                graph::describe_warmup(static_cast<int>(warmup)).c_str());
-  if (config.train.eval_interval) {
+  if (evaluation_graphed(config)) {
     text += "\n  evaluation: 1 more graph (the forward-only evaluation of one batch): the first evaluated batch "
             "eager, the second captured, replayed after";
   }
