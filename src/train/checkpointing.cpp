@@ -6,6 +6,7 @@
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/durable_io.h"
+#include "checkpoint/file_checksum.h"
 #include "checkpoint/hf_config.h"
 #include "checkpoint/hf_import.h"
 #include "checkpoint/python_json.h"
@@ -277,17 +278,24 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   return checkpoint::save_checkpoint(dir, state.steps_done, checkpoint::training_checkpoint_contents(ckpt));
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& config,
-                                 const model::ModelLayout& layout, const std::string& what) {
-  const auto n = static_cast<size_t>(layout.total());
-  LoadedCheckpoint out;
+ResumeFolder find_resume_folder(const std::string& path, const std::string& what) {
   const checkpoint::CheckpointFolder folder = checkpoint::find_checkpoint_folder(path, what);
-  out.path = folder.path;
+  ResumeFolder out{.path = folder.path, .note = ""};
   if (folder.newest_without_latest) {
     out.note = strprintf("%s %s has no %s (a save was interrupted before writing it): resuming its newest "
                          "iteration folder, %s, verified before use",
                          what.c_str(), path.c_str(), checkpoint::kLatestFile, out.path.c_str());
   }
+  return out;
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& config,
+                                 const model::ModelLayout& layout, const std::string& what) {
+  const auto n = static_cast<size_t>(layout.total());
+  LoadedCheckpoint out;
+  ResumeFolder folder = find_resume_folder(path, what);
+  out.path = std::move(folder.path);
+  out.note = std::move(folder.note);
   out.state.main_weights.assign(n, 0.0f);
   out.state.exp_avg.assign(n, 0.0f);
   out.state.exp_avg_sq.assign(n, 0.0f);
@@ -312,6 +320,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& 
   std::memcpy(&out.state.rng, ts.rng_state.data(), sizeof(rng::RngState));
   out.state.steps_done = ts.iteration;
   out.position = ts.data_position;
+  out.train_state_crc = checkpoint::crc32_hex(checkpoint::file_digest(state_file).crc32);
   if (ts.extra.is_object() && ts.extra.contains("run_id") && ts.extra["run_id"].is_string()) {
     out.run_id = ts.extra["run_id"].get<std::string>();
   }

@@ -92,7 +92,16 @@ struct LoadedCheckpoint {
   bool eval_pending = false;  // ResumeRecord::eval_pending of the file
   bool same_config = true;    // saved with the same configuration hash (false: resume_data_position warns)
   std::string note;           // a line for the log ("" when nothing to say): how `path` was found
+  std::string train_state_crc;  // the CRC-32 of its train_state.json as read (ranks compare what they resumed)
 };
+
+// The iteration folder load_checkpoint(path, ..., what) loads (a save directory's latest, or its newest iteration
+// folder when it has no latest file), with LoadedCheckpoint::note. sg::Error as load_checkpoint's when there is none.
+struct ResumeFolder {
+  std::string path;
+  std::string note;
+};
+ResumeFolder find_resume_folder(const std::string& path, const std::string& what = "checkpoint.load");
 
 // Loads DIR (its latest iteration) or an iteration folder. Refuses, listing every tensor name and
 // shape that differs, a checkpoint that does not match `layout`. `what` names the key that named `path`

@@ -1,7 +1,9 @@
 #include "train/distributed_run.h"
 
 #include <cuda_runtime.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -126,8 +128,35 @@ void DistributedRun::require_same(const std::string& key, const std::string& val
   rendezvous_->require_same(key, value, what);
 }
 
+void DistributedRun::save_everywhere(int64_t step, const std::function<void()>& write) {
+  constexpr const char* kSaved = "saved";
+  std::string outcome;
+  if (is_writer()) {
+    try {
+      write();
+    } catch (const std::exception& e) {
+      // Reported before anything else: the others, waiting below, end naming it (not a failure of their own).
+      report_failure(e.what());
+      throw;
+    }
+    outcome = kSaved;
+  }
+  // Generous, as the stop agreement: rank 0's write may take hours; a dead rank ends the wait at once.
+  const std::string key = strprintf("save/%lld", static_cast<long long>(step));
+  const std::vector<std::string> all = rendezvous_->store().all_gather(key, outcome, 24 * 3600.0);
+  SG_CHECK(!all.empty() && all[0] == kSaved,
+           strprintf("rank %d: rank 0 did not save the checkpoint of step %lld (it answered '%s')", rank(),
+                     static_cast<long long>(step), all.empty() ? "" : all[0].c_str()));
+}
+
 void DistributedRun::report_failure(const std::string& message) noexcept {
   if (rendezvous_) rendezvous_->report_failure(message);
+}
+
+void DistributedRun::end_failed_rank(const std::string& message, int exit_code) noexcept {
+  report_failure(message);  // returns once the store passed it on: the others are ending
+  std::fflush(nullptr);
+  ::_exit(exit_code);
 }
 
 void DistributedRun::finish() {

@@ -9,6 +9,8 @@
 //   finish()     normal end: a barrier with every rank, then the graphs, then ncclCommDestroy
 //   destructor   without finish() (an exception): the other ranks are told at once (they end within
 //                seconds), every graph is destroyed, then ncclCommAbort
+//   end_failed_rank()  the trainer's steps failed: the others are told, then _exit before the backend is
+//                released (its stream may wait in a collective the others left)
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -76,8 +78,21 @@ class DistributedRun {
   std::string broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make);
   // Throws sg::Error on every rank unless all ranks pass the same value (e.g. the captured graph's shape).
   void require_same(const std::string& key, const std::string& value, const std::string& what);
+  // The checkpoint save after `step`, by every rank (each after the backend's state(), collective with the
+  // distributed optimizer): rank 0 runs `write` (the others ignore it), then every rank meets the others at a
+  // barrier for this save (24 h, as stop_everywhere: a large save takes hours; a dead rank ends the wait at once)
+  // and returns only once rank 0's write is done. A rank that returned early and then failed (a failed metrics
+  // write ends the run after the final save) would abort rank 0 in the middle of writing and lose the checkpoint.
+  // A write that throws is reported first (every other rank ends naming it, status 70), then rethrown on rank 0.
+  void save_everywhere(int64_t step, const std::function<void()>& write);
 
   void report_failure(const std::string& message) noexcept;
+  // How a rank whose steps failed ends (the caller printed the error): the other ranks are told (they end at once,
+  // status 70), stdio is flushed and the process _exits with `exit_code` without releasing the device. Its stream
+  // may hold collectives of steps in flight that can never complete now that the others have ended: releasing the
+  // GPU (the backend's cudaStreamSynchronize) would wait for them forever. The driver reclaims the device, as for
+  // the ranks that end because of it.
+  [[noreturn]] void end_failed_rank(const std::string& message, int exit_code) noexcept;
   void finish();
 
  private:

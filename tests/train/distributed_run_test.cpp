@@ -4,11 +4,21 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
 
-#include "dist/rank_processes.h"
+#include "core/error.h"
+#include "core/strings.h"
 #include "dist/local_launcher.h"
 #include "dist/loopback_world.h"
+#include "dist/rank_processes.h"
+#include "dist/store_protocol.h"
+#include "test_dir.h"
+#include "train/distributed_resume.h"
 
 namespace sg::train {
 namespace {
@@ -35,6 +45,150 @@ TEST(DistributedRun, ASkippedEvaluationOnOneRankIsSkippedOnEveryRank) {
     EXPECT_EQ(outcomes[static_cast<size_t>(r)].code(), 0)
         << "rank " << r << ":\n" << outcomes[static_cast<size_t>(r)].stderr_text;
   }
+}
+
+namespace fs = std::filesystem;
+
+dist::RendezvousSettings test_settings() {
+  dist::RendezvousSettings settings;
+  settings.timeout_seconds = 20.0;
+  return settings;
+}
+
+// A save is every rank's (trainer.cpp): rank 1 returns from it only once rank 0's write is done, so a failure of its
+// own right after (a failed metrics write ends the run after the final save; the final save of a normal end) cannot
+// abort rank 0 in the middle of writing the checkpoint. Before, rank 1 returned at once and its failure ended rank 0
+// (status 70) while it wrote: the checkpoint was lost, and rank 1 said "the run stopped after saving step N".
+TEST(DistributedRun, NoRankLeavesASaveBeforeRankZeroHasWrittenIt) {
+  const fs::path dir = test::fresh_test_dir("dp_save");
+  const fs::path written = dir / "iter_0000004";
+  const int port = dist::find_free_port();
+  const auto outcomes = test::run_ranks(2, [&](int rank) {
+    DistributedRun run(test::loopback_world(rank, 2, port), test_settings());
+    run.save_everywhere(4, [&] {  // rank 0's write: a second, then the folder is whole
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      std::ofstream(written) << "whole";
+    });
+    if (rank == 1) {
+      run.report_failure("rank 1's metrics write failed; the run stopped after saving step 4");  // as train() does
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(20));  // rank 1's failure ends this rank now (status 70)
+    return 0;
+  });
+  EXPECT_TRUE(fs::exists(written)) << "rank 0 was ended in the middle of its write:\n" << outcomes[0].stderr_text;
+  EXPECT_EQ(outcomes[1].code(), 1) << outcomes[1].stderr_text;
+  EXPECT_GE(outcomes[1].seconds, 0.9) << "rank 1 left the save before rank 0's write was done";
+  EXPECT_EQ(outcomes[0].code(), dist::kPeerFailedExitCode) << outcomes[0].stderr_text;
+  EXPECT_NE(outcomes[0].stderr_text.find("rank 1's metrics write failed"), std::string::npos)
+      << outcomes[0].stderr_text;
+  fs::remove_all(dir);
+}
+
+// A save that fails on rank 0 is reported before anything else: every other rank, waiting for it, ends naming rank 0's
+// error (status 70), and rank 0 gets its own error back (the trainer's exit status: 1, or 3 for a non-finite state).
+TEST(DistributedRun, ASaveThatFailsOnRankZeroEndsEveryRankNamingIt) {
+  const int port = dist::find_free_port();
+  const auto outcomes = test::run_ranks(2, [&](int rank) {
+    DistributedRun run(test::loopback_world(rank, 2, port), test_settings());
+    try {
+      run.save_everywhere(6, [] { throw Error("cannot write iter_0000006: No space left on device"); });
+    } catch (const Error& e) {
+      if (rank == 0) return std::string(e.what()).find("No space left") != std::string::npos ? 3 : 4;
+      std::this_thread::sleep_for(std::chrono::seconds(20));  // the store's abort ends this rank first (status 70)
+      return 5;
+    }
+    return 6;  // returned as if the checkpoint were saved
+  });
+  EXPECT_EQ(outcomes[0].code(), 3) << outcomes[0].stderr_text;
+  EXPECT_EQ(outcomes[1].code(), dist::kPeerFailedExitCode) << outcomes[1].stderr_text;
+  EXPECT_NE(outcomes[1].stderr_text.find("rank 0 failed: cannot write iter_0000006: No space left on device"),
+            std::string::npos)
+      << outcomes[1].stderr_text;
+}
+
+// A save directory with a latest file naming `iteration` (and that iteration's folder).
+void fake_save_dir(const fs::path& dir, int iteration) {
+  const fs::path folder = dir / strprintf("iter_%07d", iteration);
+  fs::create_directories(folder);
+  std::ofstream(folder / "train_state.json") << "{}";
+  std::ofstream(dir / "latest_checkpointed_iteration.txt") << iteration;
+}
+
+// Rank 0 resolves the folder to resume (its latest file) and every rank gets that folder: ranks that read the save
+// directory each for themselves (a node-local checkpoint.save; a latest file replaced between their reads) resumed
+// different steps without a word, then waited a day in stop agreements of different steps.
+TEST(DistributedResume, EveryRankResumesTheFolderRankZeroResolved) {
+  const fs::path dir = test::fresh_test_dir("dp_resume");
+  fake_save_dir(dir / "rank0_view", 2);
+  fake_save_dir(dir / "rank1_view", 1);
+  const fs::path chosen = dir / "rank0_view" / "iter_0000002";
+  for (const bool rank0_resumes : {true, false}) {
+    const int port = dist::find_free_port();
+    const auto outcomes = test::run_ranks(2, [&](int rank) {
+      DistributedRun run(test::loopback_world(rank, 2, port), test_settings());
+      const std::optional<std::string> mine =
+          rank == 0 ? (rank0_resumes ? std::optional<std::string>((dir / "rank0_view").string()) : std::nullopt)
+                    : std::optional<std::string>((dir / "rank1_view").string());
+      const std::optional<ResumeFolder> folder = resume_folder_everywhere(run, mine, "checkpoint.load");
+      run.finish();  // both ranks here: the agreement is done
+      if (!rank0_resumes) return folder ? 11 : 0;
+      if (!folder) return 12;
+      std::fprintf(stderr, "rank %d resumes %s\n", rank, folder->path.c_str());
+      return folder->path == chosen.string() ? 0 : 13;
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(outcomes[static_cast<size_t>(r)].code(), 0)
+          << "rank 0 resumes " << (rank0_resumes ? chosen.string() : "nothing") << "; rank " << r << ":\n"
+          << outcomes[static_cast<size_t>(r)].stderr_text;
+    }
+  }
+  fs::remove_all(dir);
+}
+
+// After loading, the ranks compare what they resumed (step and train_state.json's checksum): a rank that read other
+// files under rank 0's path (a node-local copy) is an error on every rank naming both; a rank that cannot read rank
+// 0's folder at all says that the folder is rank 0's choice and what to fix.
+TEST(DistributedResume, RanksThatResumedDifferentCheckpointsAreAnErrorNamingThem) {
+  const int port = dist::find_free_port();
+  const auto outcomes = test::run_ranks(2, [&](int rank) {
+    DistributedRun run(test::loopback_world(rank, 2, port), test_settings());
+    if (rank == 1) {  // rank 0's choice that this rank cannot read: named as such
+      try {
+        load_resume_folder(run, "/ckpt/iter_0000002", []() -> LoadedCheckpoint {
+          throw Error("checkpoint.load /ckpt/iter_0000002: no such directory");
+        });
+        return 20;
+      } catch (const Error& e) {
+        std::fprintf(stderr, "load: %s\n", e.what());
+      }
+    }
+    LoadedCheckpoint loaded;
+    loaded.path = "/ckpt/iter_0000002";
+    loaded.state.steps_done = 2;
+    loaded.train_state_crc = rank == 0 ? "0a1b2c3d" : "99999999";
+    try {
+      require_same_resume(run, loaded);
+      return 21;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "agreement: %s\n", e.what());
+    }
+    run.finish();
+    return 0;
+  });
+  for (int r = 0; r < 2; ++r) {
+    const std::string& text = outcomes[static_cast<size_t>(r)].stderr_text;
+    EXPECT_EQ(outcomes[static_cast<size_t>(r)].code(), 0) << "rank " << r << ":\n" << text;
+    EXPECT_NE(text.find("agreement: the checkpoint each rank resumed from /ckpt/iter_0000002"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("rank 0 has step 2, train_state.json CRC-32 0a1b2c3d, rank 1 has step 2, train_state.json "
+                        "CRC-32 99999999"),
+              std::string::npos)
+        << text;
+  }
+  EXPECT_NE(outcomes[1].stderr_text.find("load: rank 1 cannot load /ckpt/iter_0000002, the checkpoint rank 0 resumes"),
+            std::string::npos)
+      << outcomes[1].stderr_text;
 }
 
 }  // namespace
