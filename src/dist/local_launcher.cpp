@@ -144,9 +144,11 @@ LaunchResult launch_local(const LaunchOptions& options) {
 
   // Everything the children need is built before fork: the child only calls async-signal-safe functions.
   std::vector<std::string> base_env;
+  // Ours to set, or (TORCHELASTIC_USE_AGENT_STORE, from an enclosing torchrun) to drop: no agent store listens on
+  // this launch's MASTER_PORT, so rank 0 serves stepgraph's store there.
   const auto ours = [](const std::string& entry) {
-    for (const char* name : {"RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
-                             "MASTER_PORT=", "STEPGRAPH_RUN_ID=", "GROUP_RANK="}) {
+    for (const char* name : {"RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",
+                             "STEPGRAPH_RUN_ID=", "GROUP_RANK=", "TORCHELASTIC_USE_AGENT_STORE="}) {
       if (entry.rfind(name, 0) == 0) return true;
     }
     return false;

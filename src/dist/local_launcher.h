@@ -3,9 +3,10 @@
 //
 // Each rank is fork/exec'd with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT and STEPGRAPH_RUN_ID (one token per launch) added to the launcher's environment (which
-// is passed on whole: NCCL_* settings reach every rank). The ranks run in a process group of their own,
-// so a terminal's Ctrl-C reaches only the launcher, which forwards every SIGINT/SIGTERM/SIGHUP it gets
-// to every rank exactly once (a second Ctrl-C is a second signal to each rank, as if sent directly).
+// is passed on whole: NCCL_* settings reach every rank; but not TORCHELASTIC_USE_AGENT_STORE: no torchrun agent
+// store holds this launch's MASTER_PORT, so rank 0 serves stepgraph's store on it). The ranks run in a process
+// group of their own, so a terminal's Ctrl-C reaches only the launcher, which forwards every SIGINT/SIGTERM/SIGHUP
+// it gets to every rank exactly once (a second Ctrl-C is a second signal to each rank, as if sent directly).
 // If the launcher itself is killed, the ranks get SIGTERM (PR_SET_PDEATHSIG).
 //
 // Fail fast: when a rank fails (non-zero exit or a signal) while others still run, the others get

@@ -73,6 +73,29 @@ FileEntry await_rendezvous_file(const std::string& path, const WorldInfo& world,
   }
 }
 
+// What rank 0's listen error names: where the port came from, and the variable that picks another.
+std::string port_source_text(const WorldInfo& world) {
+  if (world.port_source.empty()) return "MASTER_PORT";
+  if (world.agent_store && world.port_source == "MASTER_PORT + 1") {
+    return "MASTER_PORT + 1: torchrun's agent serves its own store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True)";
+  }
+  return world.port_source;
+}
+
+// What a rank that cannot reach rank 0's store should check. Under torchrun's agent store the store is on MASTER_ADDR
+// at another port than MASTER_PORT, and MASTER_ADDR need not be global rank 0's host.
+std::string connect_hint(const WorldInfo& world) {
+  if (!world.agent_store) return "";
+  return strprintf(
+      "is rank 0 running? Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) rank 0 serves stepgraph's store on "
+      "MASTER_ADDR at %s = %d (STEPGRAPH_STORE_PORT picks another; torchrun's own store holds MASTER_PORT), which "
+      "needs global rank 0 on MASTER_ADDR's host: true on one node and with --rdzv-backend static. With torchrun's "
+      "c10d rendezvous across nodes MASTER_ADDR can be another node's (it depends on torch's version), and its "
+      "MASTER_PORT is one the OS picked: set STEPGRAPH_RENDEZVOUS_FILE (or train --rendezvous-file) to a path on "
+      "a filesystem every node sees, which needs no address, or start the ranks with srun",
+      world.port_source.c_str(), world.master_port);
+}
+
 }  // namespace
 
 Rendezvous::Rendezvous(const WorldInfo& world, const RendezvousSettings& settings, AbortHandler on_abort)
@@ -84,10 +107,11 @@ Rendezvous::Rendezvous(const WorldInfo& world, const RendezvousSettings& setting
   int port = 0;
   if (!settings.file.empty()) {
     if (world.rank == 0) {
-      // The file names the port: a free one unless MASTER_PORT is set (one derived from SLURM_JOB_ID could be taken,
-      // by another step of the job on this node, say).
+      // The file names the port: a free one unless STEPGRAPH_STORE_PORT or Slurm's MASTER_PORT sets it (one derived
+      // from SLURM_JOB_ID could be taken, by another step of the job on this node, say; MASTER_PORT + 1 under
+      // torchrun's agent store by anything).
       server_ = std::make_unique<StoreServer>(world.master_port_given ? world.master_port : 0, world.world_size,
-                                              world.job_token);
+                                              world.job_token, port_source_text(world), world.port_variable);
       host = world.master_addr.empty() ? local_host_name() : world.master_addr;
       port = server_->port();
       write_rendezvous_file(settings.file, {host, port, world.job_token, world.world_size});
@@ -106,7 +130,10 @@ Rendezvous::Rendezvous(const WorldInfo& world, const RendezvousSettings& setting
     }
     host = world.master_addr;
     port = world.master_port;
-    if (world.rank == 0) server_ = std::make_unique<StoreServer>(port, world.world_size, world.job_token);
+    if (world.rank == 0) {
+      server_ = std::make_unique<StoreServer>(port, world.world_size, world.job_token, port_source_text(world),
+                                              world.port_variable);
+    }
     where_ = strprintf("tcp %s:%d", host.c_str(), port);
   }
   std::function<std::string()> status;
@@ -121,8 +148,9 @@ Rendezvous::Rendezvous(const WorldInfo& world, const RendezvousSettings& setting
     };
   }
   const double left = std::max(0.1, std::chrono::duration<double>(deadline - Clock::now()).count());
-  client_ = std::make_unique<StoreClient>(host, port, world.rank, world.world_size, world.job_token, left,
-                                          std::move(on_abort), status);
+  client_ =
+      std::make_unique<StoreClient>(host, port, world.rank, world.world_size, world.job_token, left,
+                                    std::move(on_abort), status, settings.file.empty() ? connect_hint(world) : "");
 }
 
 Rendezvous::~Rendezvous() {

@@ -1,9 +1,12 @@
 #pragma once
 // Joining a data-parallel run: rank 0 serves the rendezvous store, every rank connects to it and waits
 // until all ranks are there. Where the store is:
-//   TCP (default)  MASTER_ADDR:MASTER_PORT, from the launcher (dist/world_env.h)
+//   TCP (default)  MASTER_ADDR:MASTER_PORT, from the launcher (dist/world_env.h); STEPGRAPH_STORE_PORT if
+//                  set, and MASTER_PORT + 1 under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True:
+//                  torchrun's agent serves its own TCPStore on MASTER_PORT): WorldInfo::master_port
 //   file           STEPGRAPH_RENDEZVOUS_FILE on a filesystem every rank sees: rank 0 opens the store on a
-//                  free port (MASTER_PORT if set) and writes "host port token world" into the file (host:
+//                  free port (STEPGRAPH_STORE_PORT, or Slurm's MASTER_PORT, if set: WorldInfo::master_port_given)
+//                  and writes "host port token world" into the file (host:
 //                  MASTER_ADDR if set, else its host name); the others read it. No address or port needs
 //                  to be known in advance. Use a path of its own per job (e.g. with $SLURM_JOB_ID in it):
 //                  a stale file of an earlier run is skipped only when the job tokens differ.

@@ -78,16 +78,17 @@ Socket bind_and_listen(int family, int port, std::string& error) {
 
 }  // namespace
 
-Socket listen_on(int port, const std::string& port_variable) {
-  SG_CHECK(port >= 0 && port <= 65535, strprintf("%s = %d is not a TCP port", port_variable.c_str(), port));
+Socket listen_on(int port, const std::string& port_source, const std::string& port_variable) {
+  const std::string& variable = port_variable.empty() ? port_source : port_variable;
+  SG_CHECK(port >= 0 && port <= 65535, strprintf("%s = %d is not a TCP port", port_source.c_str(), port));
   std::string error6, error4;
   Socket s = bind_and_listen(AF_INET6, port, error6);
   if (!s.valid()) s = bind_and_listen(AF_INET, port, error4);
   if (!s.valid()) {
-    throw Error(strprintf("rank 0 cannot serve the rendezvous store on port %d (%s): %s. Pick a free port: %s=<port> "
-                          "(another job or a previous run may still hold this one)",
-                          port, port_variable.c_str(), error4.empty() ? error6.c_str() : error4.c_str(),
-                          port_variable.c_str()));
+    throw Error(
+        strprintf("rank 0 cannot serve the rendezvous store on port %d (%s): %s. Pick a free port: %s=<port> "
+                  "(another job or a previous run may still hold this one)",
+                  port, port_source.c_str(), error4.empty() ? error6.c_str() : error4.c_str(), variable.c_str()));
   }
   return s;
 }
@@ -118,7 +119,8 @@ Socket try_connect(const std::string& host, int port) {
   return out;
 }
 
-Socket connect_until(const std::string& host, int port, Clock::time_point deadline, const std::string& what) {
+Socket connect_until(const std::string& host, int port, Clock::time_point deadline, const std::string& what,
+                     const std::string& hint) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -133,10 +135,13 @@ Socket connect_until(const std::string& host, int port, Clock::time_point deadli
     Socket s = try_connect(host, port);
     if (s.valid()) return s;
     if (Clock::now() >= deadline) {
-      throw Error(strprintf("could not connect to %s:%d (%s) before the timeout: is rank 0 running, and are "
-                            "MASTER_ADDR/MASTER_PORT its host and a port it can open? (STEPGRAPH_RENDEZVOUS_TIMEOUT "
-                            "sets the timeout)",
-                            host.c_str(), port, what.c_str()));
+      throw Error(
+          strprintf("could not connect to %s:%d (%s) before the timeout: %s (STEPGRAPH_RENDEZVOUS_TIMEOUT "
+                    "sets the timeout)",
+                    host.c_str(), port, what.c_str(),
+                    hint.empty() ? "is rank 0 running, and are MASTER_ADDR/MASTER_PORT its host and a port it "
+                                   "can open?"
+                                 : hint.c_str()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

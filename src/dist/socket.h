@@ -36,13 +36,17 @@ class Socket {
 using Clock = std::chrono::steady_clock;
 
 // A listening socket on every interface (IPv6 dual-stack where available, else IPv4). port 0 picks a
-// free one; bound_port() tells which. Throws sg::Error naming the port ("MASTER_PORT 29500 is in use").
-Socket listen_on(int port, const std::string& port_variable = "MASTER_PORT");
+// free one; bound_port() tells which. Throws sg::Error naming the port, where it came from (`port_source`:
+// "MASTER_PORT", "MASTER_PORT + 1", ...) and the variable that picks another (`port_variable`; default: the
+// source).
+Socket listen_on(int port, const std::string& port_source = "MASTER_PORT", const std::string& port_variable = "");
 int bound_port(const Socket& socket);
 
 // Connects to host:port, retrying refused/unreachable attempts every 50 ms until `deadline` (rank 0 may
-// not be listening yet). Throws sg::Error naming host, port and what the connection was for.
-Socket connect_until(const std::string& host, int port, Clock::time_point deadline, const std::string& what);
+// not be listening yet). Throws sg::Error naming host, port, what the connection was for and `hint` (what to
+// check; default: MASTER_ADDR/MASTER_PORT).
+Socket connect_until(const std::string& host, int port, Clock::time_point deadline, const std::string& what,
+                     const std::string& hint = "");
 // One attempt; an invalid Socket when it fails.
 Socket try_connect(const std::string& host, int port);
 

@@ -29,12 +29,14 @@ AbortHandler exit_on_peer_failure(int own_rank) {
 }
 
 StoreClient::StoreClient(const std::string& host, int port, int rank, int world_size, const std::string& job_token,
-                         double timeout_seconds, AbortHandler on_abort, std::function<std::string()> joined_status)
+                         double timeout_seconds, AbortHandler on_abort, std::function<std::string()> joined_status,
+                         const std::string& connect_hint)
     : rank_(rank), world_size_(world_size), on_abort_(std::move(on_abort)) {
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000.0));
-  socket_ = connect_until(host, port, deadline,
-                          strprintf("the rendezvous store of rank 0, for rank %d of %d", rank, world_size));
+  socket_ =
+      connect_until(host, port, deadline,
+                    strprintf("the rendezvous store of rank 0, for rank %d of %d", rank, world_size), connect_hint);
   send(code(StoreMessage::hello), PayloadWriter().i32(rank).i32(world_size).str(job_token).data());
   reader_ = std::thread([this] { read_loop(); });
   const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
@@ -50,9 +52,10 @@ StoreClient::StoreClient(const std::string& host, int port, int rank, int world_
       if (joined_status) problem += " (" + joined_status() + ")";
       problem += "; start every rank (WORLD_SIZE / SLURM_NTASKS of them), or raise STEPGRAPH_RENDEZVOUS_TIMEOUT";
     } else if (closed_ && !ready_ && !peer_failure_) {
-      problem = strprintf("rank %d lost the connection to the rendezvous store at %s:%d while joining (is another "
-                          "program listening on MASTER_PORT?)",
-                          rank, host.c_str(), port);
+      problem = strprintf(
+          "rank %d lost the connection to the rendezvous store at %s:%d while joining (is another "
+          "program listening on port %d?)",
+          rank, host.c_str(), port, port);
     }
   }
   if (!problem.empty()) {

@@ -33,9 +33,11 @@ class StoreClient {
  public:
   // Connects to host:port (retrying until the timeout: rank 0 may start later), says hello and waits
   // until every rank has joined. Throws sg::Error on a refusal (wrong world size, duplicate rank,
-  // another job's token) or a timeout; `joined_status` (rank 0) adds which ranks are missing.
+  // another job's token) or a timeout; `joined_status` (rank 0) adds which ranks are missing; `connect_hint`
+  // says what to check when rank 0 never answers (dist/socket.h's connect_until).
   StoreClient(const std::string& host, int port, int rank, int world_size, const std::string& job_token,
-              double timeout_seconds, AbortHandler on_abort, std::function<std::string()> joined_status = {});
+              double timeout_seconds, AbortHandler on_abort, std::function<std::string()> joined_status = {},
+              const std::string& connect_hint = "");
   ~StoreClient();  // closes the connection (without bye: the others treat that as a failure)
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;

@@ -20,10 +20,11 @@ namespace {
 uint8_t code(StoreMessage m) { return static_cast<uint8_t>(m); }
 }  // namespace
 
-StoreServer::StoreServer(int port, int world_size, std::string job_token, const std::string& port_variable)
+StoreServer::StoreServer(int port, int world_size, std::string job_token, const std::string& port_source,
+                         const std::string& port_variable)
     : world_size_(world_size), job_token_(std::move(job_token)) {
   SG_CHECK(world_size >= 1, strprintf("rendezvous store: world size %d must be at least 1", world_size));
-  listener_ = listen_on(port, port_variable);
+  listener_ = listen_on(port, port_source, port_variable);
   port_ = bound_port(listener_);
   SG_CHECK(::pipe2(wake_pipe_, O_CLOEXEC) == 0, std::string("pipe failed: ") + std::strerror(errno));
   thread_ = std::thread([this] { serve(); });

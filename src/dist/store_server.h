@@ -22,8 +22,9 @@ namespace sg::dist {
 class StoreServer {
  public:
   // Listens on `port` (0: any free port; see port()) and starts serving. Throws sg::Error when the port
-  // cannot be opened.
-  StoreServer(int port, int world_size, std::string job_token, const std::string& port_variable = "MASTER_PORT");
+  // cannot be opened, naming `port_source` and `port_variable` (dist/socket.h's listen_on).
+  StoreServer(int port, int world_size, std::string job_token, const std::string& port_source = "MASTER_PORT",
+              const std::string& port_variable = "");
   ~StoreServer();  // stops the thread and closes every connection
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;

@@ -71,7 +71,10 @@ WorldInfo torchrun_world(const EnvLookup& env) {
                           w.rank, w.world_size));
   }
   w.local_rank = parse_env_int("LOCAL_RANK", require(env, "LOCAL_RANK", why), 0, INT_MAX);
-  if (auto v = get(env, "LOCAL_WORLD_SIZE")) w.local_world_size = parse_env_int("LOCAL_WORLD_SIZE", *v, 1, 1 << 20);
+  if (auto v = get(env, "LOCAL_WORLD_SIZE")) {
+    w.local_world_size = parse_env_int("LOCAL_WORLD_SIZE", *v, 1, 1 << 20);
+    w.local_world_size_variable = "LOCAL_WORLD_SIZE";
+  }
   check_local("LOCAL_RANK", w.local_rank, "LOCAL_WORLD_SIZE", w.local_world_size, "WORLD_SIZE", w.world_size);
   if (auto v = get(env, "MASTER_ADDR")) {
     w.master_addr = *v;
@@ -102,12 +105,14 @@ WorldInfo slurm_world(const EnvLookup& env) {
   for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"}) {
     if (auto v = get(env, name)) {
       w.local_world_size = slurm_tasks_on_first_node(name, *v);
+      w.local_world_size_variable = name;
       break;
     }
   }
   if (w.local_world_size > 0 && w.local_rank >= w.local_world_size) {
     // Heterogeneous task counts per node are allowed: only the first node's count is known here.
     w.local_world_size = 0;
+    w.local_world_size_variable.clear();
   }
   check_local("SLURM_LOCALID", w.local_rank, "SLURM_NTASKS_PER_NODE", w.local_world_size, size_name.c_str(),
               w.world_size);
@@ -132,7 +137,6 @@ WorldInfo slurm_world(const EnvLookup& env) {
   }
   if (auto v = get(env, "MASTER_PORT")) {
     w.master_port = parse_env_int("MASTER_PORT", *v, 1, 65535);
-    w.master_port_given = true;
   } else if (auto job = get(env, "SLURM_JOB_ID")) {
     // The range of parse_env_int would be the derived digits', not the variable's: check the whole id.
     if (job->find_first_not_of("0123456789") != std::string::npos) {
@@ -145,6 +149,54 @@ WorldInfo slurm_world(const EnvLookup& env) {
     w.master_port = 15000 + parse_env_int("SLURM_JOB_ID", digits, 0, 9999);
   }
   return w;
+}
+
+// Where stepgraph's own store listens (world_env.h's file comment): master_port is MASTER_PORT (or Slurm's derived
+// port) on entry, the store's port on return.
+void resolve_store_port(const EnvLookup& env, WorldInfo& w) {
+  if (w.launcher == "none") return;
+  // torchrun exports str(True) / str(False); torch's own workers test for exactly "True".
+  w.agent_store = w.launcher == "torchrun" && get(env, "TORCHELASTIC_USE_AGENT_STORE") == std::string("True");
+  const char* agent_note =
+      "torchrun's elastic agent serves its own TCPStore on MASTER_ADDR:MASTER_PORT "
+      "(TORCHELASTIC_USE_AGENT_STORE=True) and sets MASTER_PORT itself";
+  if (auto v = get(env, "STEPGRAPH_STORE_PORT")) {
+    int port = 0;
+    try {
+      port = parse_env_int("STEPGRAPH_STORE_PORT", *v, 1, 65535);
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) +
+                  ": set it to a free TCP port on rank 0's host for stepgraph's rendezvous store, or unset it");
+    }
+    if (w.agent_store && port == w.master_port) {
+      throw Error(
+          strprintf("STEPGRAPH_STORE_PORT = %d is MASTER_PORT, but %s: set STEPGRAPH_STORE_PORT to another "
+                    "free port, or unset it to use MASTER_PORT + 1",
+                    port, agent_note));
+    }
+    w.master_port = port;
+    w.master_port_given = true;
+    w.port_source = w.port_variable = "STEPGRAPH_STORE_PORT";
+    return;
+  }
+  if (w.agent_store) {
+    w.port_variable = "STEPGRAPH_STORE_PORT";
+    if (w.master_port == 0) return;  // named by the TCP rendezvous (dist/rendezvous.cpp)
+    if (w.master_port >= 65535) {
+      throw Error(
+          strprintf("MASTER_PORT = %d leaves no MASTER_PORT + 1 for stepgraph's rendezvous store (%s): set "
+                    "STEPGRAPH_STORE_PORT to a free port on rank 0's host",
+                    w.master_port, agent_note));
+    }
+    w.master_port += 1;
+    w.port_source = "MASTER_PORT + 1";
+    return;
+  }
+  w.port_variable = "MASTER_PORT";
+  const bool set = get(env, "MASTER_PORT").has_value();
+  if (w.master_port > 0) w.port_source = set ? "MASTER_PORT" : "SLURM_JOB_ID";
+  // A file rendezvous serves Slurm's MASTER_PORT; under torchrun-style launchers, which always set one, a free port.
+  w.master_port_given = set && w.launcher == "slurm";
 }
 
 }  // namespace
@@ -177,14 +229,28 @@ WorldInfo world_from_env(const EnvLookup& env) {
   } else {
     w.launcher = "none";
   }
+  resolve_store_port(env, w);
   w.job_token = job_token(env);
   return w;
 }
 
 std::string WorldInfo::describe() const {
   std::string text = strprintf("rank %d of %d (local rank %d, %s)", rank, world_size, local_rank, launcher.c_str());
-  if (!master_addr.empty()) text += strprintf(", master %s:%d", master_addr.c_str(), master_port);
+  if (!master_addr.empty()) {
+    text += strprintf(", master %s:%d", master_addr.c_str(), master_port);
+    if (port_source != "MASTER_PORT" && !port_source.empty()) {
+      text += " (" + port_source + (agent_store ? ": torchrun's agent store holds MASTER_PORT" : "") + ")";
+    }
+  }
   return text;
+}
+
+std::string WorldInfo::ranks_on_node_source() const {
+  if (local_world_size > 0 && !local_world_size_variable.empty()) {
+    return strprintf("%s = %d", local_world_size_variable.c_str(), local_world_size);
+  }
+  if (local_world_size > 0) return strprintf("local world size %d", local_world_size);
+  return strprintf("at least local rank %d + 1", local_rank);
 }
 
 int device_for_local_rank(const WorldInfo& world, int device_count,
@@ -195,7 +261,7 @@ int device_for_local_rank(const WorldInfo& world, int device_count,
     throw Error(strprintf("rank %d needs a GPU and sees none (%s): data parallelism runs one rank per GPU", world.rank,
                           visible.c_str()));
   }
-  const int ranks_here = world.local_world_size > 0 ? world.local_world_size : world.local_rank + 1;
+  const int ranks_here = world.ranks_on_node();
   if (device_count == 1 && !cuda_visible_devices && ranks_here > 1) {
     throw Error(strprintf("%d ranks on this node but this machine has 1 GPU (%s): start at most 1 rank per GPU "
                           "(launch -n / bench -ng / torchrun --nproc-per-node at most 1 here)",

@@ -2,6 +2,7 @@
 // Who this process is in a data-parallel run, read from the environment the common launchers set:
 //
 //   torchrun / stepgraph launch   RANK, WORLD_SIZE, LOCAL_RANK, [LOCAL_WORLD_SIZE], MASTER_ADDR, MASTER_PORT
+//                                 (torchrun also TORCHELASTIC_USE_AGENT_STORE: the store's port below)
 //   Slurm (srun, one task per GPU) SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, [SLURM_NTASKS_PER_NODE];
 //                                 MASTER_ADDR if set, else the first host of SLURM_STEP_NODELIST /
 //                                 SLURM_JOB_NODELIST / SLURM_NODELIST (where task 0 runs with Slurm's
@@ -11,6 +12,12 @@
 //   neither                       a single process: world size 1
 //
 // torchrun's variables win when both are present (torchrun inside an srun allocation sets its own).
+//
+// The port of stepgraph's own rendezvous store (rank 0 serves it at MASTER_ADDR, dist/rendezvous.h):
+//   STEPGRAPH_STORE_PORT if set (any launcher);
+//   else MASTER_PORT + 1 when TORCHELASTIC_USE_AGENT_STORE=True: torchrun's elastic agent (node rank 0)
+//        already serves its own TCPStore on MASTER_ADDR:MASTER_PORT, and overwrites MASTER_PORT;
+//   else MASTER_PORT (Slurm without it: 15000 + the last four digits of SLURM_JOB_ID).
 // Every inconsistency is an sg::Error naming the variable, its value and the fix.
 #include <functional>
 #include <optional>
@@ -28,10 +35,20 @@ struct WorldInfo {
   int local_rank = 0;
   int local_world_size = 0;  // 0: not given by the launcher
   std::string master_addr;   // "" when neither given nor derivable (then only a file rendezvous works)
-  int master_port = 0;       // 0 when neither given nor derivable
-  bool master_port_given = false;  // MASTER_PORT set (not derived from SLURM_JOB_ID)
+  // The port of stepgraph's rendezvous store, which rank 0 serves at master_addr (see the file comment):
+  // MASTER_PORT, STEPGRAPH_STORE_PORT, MASTER_PORT + 1 under torchrun's agent store, or derived from
+  // SLURM_JOB_ID; 0 when neither given nor derivable.
+  int master_port = 0;
+  bool master_port_given = false;  // a file rendezvous serves this port, not a free one: STEPGRAPH_STORE_PORT, or
+                                   // MASTER_PORT under Slurm (not one derived from SLURM_JOB_ID; torchrun-style
+                                   // launchers always set MASTER_PORT, so there a free one)
+  std::string port_source;         // "MASTER_PORT", "STEPGRAPH_STORE_PORT", "MASTER_PORT + 1", "SLURM_JOB_ID"
+  std::string port_variable;       // the variable that sets another port: MASTER_PORT, or STEPGRAPH_STORE_PORT where
+                                   // torchrun's agent owns MASTER_PORT ("": MASTER_PORT)
+  bool agent_store = false;        // TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent serves MASTER_ADDR:MASTER_PORT
   std::string launcher;      // "torchrun", "slurm" or "none"
   std::string master_source; // where master_addr came from ("MASTER_ADDR", "SLURM_NODELIST", ...)
+  std::string local_world_size_variable;  // where local_world_size came from ("LOCAL_WORLD_SIZE", ...); "" if not given
   // Identifies this job, so a rank of another job cannot join our rendezvous: TORCHELASTIC_RUN_ID,
   // STEPGRAPH_RUN_ID, or SLURM_JOB_ID.SLURM_STEP_ID; "" when none is set.
   std::string job_token;
@@ -42,7 +59,12 @@ struct WorldInfo {
   // launcher started it (`stepgraph launch -n 1`, `torchrun --nproc-per-node 1`), as PyTorch's DDP does —
   // so the whole NCCL path runs on one GPU. One Slurm task, or no launcher, is a plain single process.
   bool data_parallel_path() const { return distributed() || launcher == "torchrun"; }
-  // "rank 1 of 4 (local rank 1, torchrun), master 10.0.0.1:29500"
+  // The ranks on this node (each holds its own host buffers, each needs a GPU): local_world_size, else at least
+  // local_rank + 1 (Slurm with another task count per node than the first node's).
+  int ranks_on_node() const { return local_world_size > 0 ? local_world_size : local_rank + 1; }
+  // Where that count came from: "LOCAL_WORLD_SIZE = 8", or "at least local rank 2 + 1" when the launcher gave none.
+  std::string ranks_on_node_source() const;
+  // "rank 1 of 4 (local rank 1, torchrun), store 10.0.0.1:29500"
   std::string describe() const;
 };
 

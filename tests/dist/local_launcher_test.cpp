@@ -1,19 +1,20 @@
 // `stepgraph launch`'s engine (dist/local_launcher.h) with shell commands as ranks: the environment each
 // rank gets, the exit status when all succeed, fail-fast with the failing rank's status, signal
 // forwarding, and the exit-code choice.
+#include "dist/local_launcher.h"
+
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 
-#include "dist/local_launcher.h"
 #include "dist/store_protocol.h"
 
 namespace sg::dist {
@@ -59,6 +60,23 @@ TEST(LocalLauncher, EveryRankGetsItsEnvironment) {
     EXPECT_EQ(id.size(), 16u);
     if (rank == 0) run_id = id;
     EXPECT_EQ(id, run_id) << "one run id per launch";
+  }
+}
+
+// An enclosing torchrun's TORCHELASTIC_USE_AGENT_STORE=True would move the ranks' store off MASTER_PORT, where no
+// agent store listens under `stepgraph launch`: the launcher drops it (and passes the rest of its environment on).
+TEST(LocalLauncher, TheRanksDoNotInheritTorchrunsAgentStoreFlag) {
+  const std::string dir = ::testing::TempDir();
+  ASSERT_EQ(::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1), 0);
+  ASSERT_EQ(::setenv("STEPGRAPH_LAUNCH_TEST_KEPT", "kept", 1), 0);
+  const LaunchResult r =
+      launch_local(shell(2, "echo \"${TORCHELASTIC_USE_AGENT_STORE-unset} $STEPGRAPH_LAUNCH_TEST_KEPT\" > " + dir +
+                                "launch_agent_$RANK.txt"));
+  ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+  ::unsetenv("STEPGRAPH_LAUNCH_TEST_KEPT");
+  EXPECT_EQ(r.exit_code, 0) << r.summary;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(read_file(dir + "launch_agent_" + std::to_string(rank) + ".txt"), "unset kept\n") << "rank " << rank;
   }
 }
 

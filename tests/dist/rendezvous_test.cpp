@@ -1,21 +1,27 @@
 // The rendezvous with real processes on loopback (dist/rendezvous.h): ranks are forked copies of this
 // test. Rank 0's store hands a blob (the NCCL unique id's role) to every rank; host all-gathers agree;
 // a rank that dies or fails ends every other rank within seconds; refusals and timeouts say what is
-// wrong; the file rendezvous finds rank 0 without MASTER_ADDR/MASTER_PORT and skips a stale file.
+// wrong; the file rendezvous finds rank 0 without MASTER_ADDR/MASTER_PORT and skips a stale file; under
+// torchrun's agent store (which holds MASTER_PORT) the store moves to MASTER_PORT + 1 or STEPGRAPH_STORE_PORT.
 #include "dist/rendezvous.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "dist/local_launcher.h"
 #include "dist/loopback_world.h"
 #include "dist/rank_processes.h"
+#include "dist/socket.h"
 #include "dist/store_protocol.h"
 #include "dist/store_server.h"
 
@@ -259,6 +265,133 @@ TEST(Rendezvous, ARankOfAnotherJobIsRefusedAndTheJobGoesOn) {
       },
       std::chrono::seconds(60));
   for (const RankOutcome& o : outcomes) EXPECT_EQ(o.code(), 0) << o.stderr_text;
+}
+
+// ---- torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) ----
+// torchrun's elastic agent (node rank 0) serves its own TCPStore on MASTER_ADDR:MASTER_PORT and tells the workers so.
+// Here a listening socket holds that port in its place, and the ranks read torchrun's environment as
+// world_from_env does.
+
+EnvLookup env_of(const std::map<std::string, std::string>& vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+// The environment torchrun gives rank `rank` of `world` on one node, its agent's store at 127.0.0.1:`master_port`.
+std::map<std::string, std::string> torchrun_env(int rank, int world, int master_port) {
+  return {{"RANK", std::to_string(rank)},
+          {"LOCAL_RANK", std::to_string(rank)},
+          {"WORLD_SIZE", std::to_string(world)},
+          {"LOCAL_WORLD_SIZE", std::to_string(world)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(master_port)},
+          {"TORCHELASTIC_RUN_ID", "agent-store-test"},
+          {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+}
+
+// A listening port P (the agent's store) whose P + 1 is free a moment ago.
+struct AgentStoreStandIn {
+  Socket listener;
+  int port = 0;
+};
+AgentStoreStandIn hold_port_with_free_next() {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    Socket held = listen_on(0, "the agent store's stand-in");
+    const int port = bound_port(held);
+    if (port >= 65535) continue;
+    try {
+      Socket probe = listen_on(port + 1, "its next port");
+    } catch (const Error&) {
+      continue;
+    }
+    return {std::move(held), port};
+  }
+  throw Error("no port with a free next port found");
+}
+
+// Whether a connection waits on the listener: some rank spoke to the agent's store.
+bool someone_connected(const Socket& listener) {
+  pollfd p{listener.fd(), POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
+}
+
+TEST(Rendezvous, UnderTorchrunsAgentStoreTheStoreTakesMasterPortPlusOne) {
+  const AgentStoreStandIn agent = hold_port_with_free_next();
+  const int world = 2;
+  const auto outcomes = run_ranks(world, [&](int rank) {
+    const WorldInfo w = world_from_env(env_of(torchrun_env(rank, world, agent.port)));
+    Rendezvous rdzv(w, quick());
+    if (rdzv.where() != "tcp 127.0.0.1:" + std::to_string(agent.port + 1)) {
+      std::fprintf(stderr, "where: %s\n", rdzv.where().c_str());
+      return 60;
+    }
+    if (rdzv.broadcast_from_rank0("nccl_unique_id", [] { return blob_for_test(); }) != blob_for_test()) return 61;
+    rdzv.finish();
+    return 0;
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(outcomes[static_cast<size_t>(r)].code(), 0) << "rank " << r << ":\n"
+                                                          << outcomes[static_cast<size_t>(r)].stderr_text;
+  }
+  EXPECT_FALSE(someone_connected(agent.listener)) << "a rank spoke stepgraph's protocol to torchrun's store";
+}
+
+TEST(Rendezvous, StepgraphStorePortIsHonoredUnderTorchrunsAgentStore) {
+  const AgentStoreStandIn agent = hold_port_with_free_next();
+  Socket next = listen_on(agent.port + 1, "MASTER_PORT + 1, taken too");  // STEPGRAPH_STORE_PORT must avoid it
+  const int chosen = find_free_port();
+  const int world = 2;
+  const auto outcomes = run_ranks(world, [&](int rank) {
+    auto vars = torchrun_env(rank, world, agent.port);
+    vars["STEPGRAPH_STORE_PORT"] = std::to_string(chosen);
+    Rendezvous rdzv(world_from_env(env_of(vars)), quick());
+    if (rdzv.where() != "tcp 127.0.0.1:" + std::to_string(chosen)) return 62;
+    if (rdzv.broadcast_from_rank0("id", [] { return blob_for_test(); }) != blob_for_test()) return 63;
+    rdzv.finish();
+    return 0;
+  });
+  for (const RankOutcome& o : outcomes) EXPECT_EQ(o.code(), 0) << o.stderr_text;
+  EXPECT_FALSE(someone_connected(agent.listener));
+  EXPECT_FALSE(someone_connected(next));
+}
+
+// MASTER_PORT + 1 taken as well: rank 0's error names where its port came from and STEPGRAPH_STORE_PORT, the variable
+// that picks another (torchrun overwrites MASTER_PORT).
+TEST(Rendezvous, UnderTorchrunsAgentStoreATakenPortNamesStepgraphStorePort) {
+  const AgentStoreStandIn agent = hold_port_with_free_next();
+  Socket next = listen_on(agent.port + 1, "MASTER_PORT + 1, taken too");
+  try {
+    Rendezvous rdzv(world_from_env(env_of(torchrun_env(0, 1, agent.port))), quick(1.0));
+    FAIL() << "served on a taken port";
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find(strprintf("cannot serve the rendezvous store on port %d (MASTER_PORT + 1: torchrun's agent",
+                                  agent.port + 1)),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("STEPGRAPH_STORE_PORT=<port>"), std::string::npos) << text;
+  }
+}
+
+// A rank that finds no store at MASTER_ADDR:MASTER_PORT + 1 is told why that can happen under torchrun (c10d across
+// nodes) and what needs no address.
+TEST(Rendezvous, UnderTorchrunsAgentStoreNoRankZeroNamesTheFileRendezvous) {
+  const AgentStoreStandIn agent = hold_port_with_free_next();
+  try {
+    Rendezvous rdzv(world_from_env(env_of(torchrun_env(1, 2, agent.port))), quick(0.5));
+    FAIL();
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find(strprintf("could not connect to 127.0.0.1:%d", agent.port + 1)), std::string::npos) << text;
+    EXPECT_NE(text.find("MASTER_PORT + 1"), std::string::npos) << text;
+    EXPECT_NE(text.find("STEPGRAPH_STORE_PORT"), std::string::npos) << text;
+    EXPECT_NE(text.find("c10d"), std::string::npos) << text;
+    EXPECT_NE(text.find("STEPGRAPH_RENDEZVOUS_FILE"), std::string::npos) << text;
+  }
+  EXPECT_FALSE(someone_connected(agent.listener));
 }
 
 TEST(Rendezvous, FileRendezvousFindsRankZeroAndSkipsAStaleFile) {

@@ -173,6 +173,112 @@ TEST(WorldEnv, SlurmMissingOrInconsistentVariablesAreNamed) {
   EXPECT_NE(error_of(vars).find("SLURM_NODELIST = 'bad[1-2'"), std::string::npos) << error_of(vars);
 }
 
+// Where stepgraph's own store listens. torchrun's elastic agent serves its TCPStore on MASTER_ADDR:MASTER_PORT and says
+// so with TORCHELASTIC_USE_AGENT_STORE=True: then MASTER_PORT + 1, or STEPGRAPH_STORE_PORT. Elsewhere MASTER_PORT as
+// before (or the port Slurm's job id gives), unless STEPGRAPH_STORE_PORT is set.
+TEST(WorldEnv, TheStorePortAvoidsTorchrunsAgentStore) {
+  const std::map<std::string, std::string> torchrun = {{"RANK", "1"},
+                                                       {"WORLD_SIZE", "2"},
+                                                       {"LOCAL_RANK", "1"},
+                                                       {"MASTER_ADDR", "node0"},
+                                                       {"MASTER_PORT", "29500"},
+                                                       {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  WorldInfo w = world_from_env(env_of(torchrun));
+  EXPECT_TRUE(w.agent_store);
+  EXPECT_EQ(w.master_port, 29501);
+  EXPECT_EQ(w.port_source, "MASTER_PORT + 1");
+  EXPECT_EQ(w.port_variable, "STEPGRAPH_STORE_PORT");
+  EXPECT_FALSE(w.master_port_given) << "derived: a file rendezvous serves a free port";
+  EXPECT_NE(w.describe().find("master node0:29501 (MASTER_PORT + 1: torchrun's agent store holds MASTER_PORT)"),
+            std::string::npos)
+      << w.describe();
+
+  auto vars = torchrun;
+  vars["STEPGRAPH_STORE_PORT"] = "41000";
+  w = world_from_env(env_of(vars));
+  EXPECT_EQ(w.master_port, 41000);
+  EXPECT_EQ(w.port_source, "STEPGRAPH_STORE_PORT");
+  EXPECT_TRUE(w.master_port_given);
+
+  // Without the agent store (torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, stepgraph launch): MASTER_PORT.
+  vars = torchrun;
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  w = world_from_env(env_of(vars));
+  EXPECT_FALSE(w.agent_store);
+  EXPECT_EQ(w.master_port, 29500);
+  EXPECT_EQ(w.port_source, "MASTER_PORT");
+  EXPECT_FALSE(w.master_port_given) << "a file rendezvous serves a free port, as before";
+  vars.erase("TORCHELASTIC_USE_AGENT_STORE");
+  EXPECT_EQ(world_from_env(env_of(vars)).master_port, 29500);
+
+  // Slurm: unchanged (MASTER_PORT, else derived from the job id, not given); the flag is torchrun's only.
+  std::map<std::string, std::string> slurm = {{"SLURM_PROCID", "0"},
+                                              {"SLURM_NTASKS", "2"},
+                                              {"SLURM_LOCALID", "0"},
+                                              {"SLURM_JOB_ID", "4412345"},
+                                              {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  w = world_from_env(env_of(slurm));
+  EXPECT_FALSE(w.agent_store);
+  EXPECT_EQ(w.master_port, 15000 + 2345);
+  EXPECT_EQ(w.port_source, "SLURM_JOB_ID");
+  EXPECT_FALSE(w.master_port_given);
+  slurm["MASTER_PORT"] = "4000";
+  w = world_from_env(env_of(slurm));
+  EXPECT_EQ(w.master_port, 4000);
+  EXPECT_TRUE(w.master_port_given);
+  slurm["STEPGRAPH_STORE_PORT"] = "4100";
+  EXPECT_EQ(world_from_env(env_of(slurm)).master_port, 4100);
+}
+
+TEST(WorldEnv, ABadStepgraphStorePortIsNamedWithTheFix) {
+  const std::map<std::string, std::string> torchrun = {{"RANK", "0"},
+                                                       {"WORLD_SIZE", "2"},
+                                                       {"LOCAL_RANK", "0"},
+                                                       {"MASTER_ADDR", "node0"},
+                                                       {"MASTER_PORT", "29500"},
+                                                       {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  for (const char* bad : {"29x", "0", "70000", "-5"}) {
+    auto vars = torchrun;
+    vars["STEPGRAPH_STORE_PORT"] = bad;
+    const std::string e = error_of(vars);
+    EXPECT_NE(e.find(std::string("STEPGRAPH_STORE_PORT = '") + bad + "' is not an integer in [1, 65535]"),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("free TCP port"), std::string::npos) << e;
+  }
+  // The agent's own port: torchrun's store is there.
+  auto vars = torchrun;
+  vars["STEPGRAPH_STORE_PORT"] = "29500";
+  std::string e = error_of(vars);
+  EXPECT_NE(e.find("STEPGRAPH_STORE_PORT = 29500 is MASTER_PORT"), std::string::npos) << e;
+  EXPECT_NE(e.find("TORCHELASTIC_USE_AGENT_STORE=True"), std::string::npos) << e;
+  // No MASTER_PORT + 1 above 65535.
+  vars = torchrun;
+  vars["MASTER_PORT"] = "65535";
+  e = error_of(vars);
+  EXPECT_NE(e.find("MASTER_PORT = 65535 leaves no MASTER_PORT + 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("set STEPGRAPH_STORE_PORT"), std::string::npos) << e;
+  vars["STEPGRAPH_STORE_PORT"] = "29501";
+  EXPECT_EQ(error_of(vars), "");
+}
+
+// The ranks on this node, for the host memory plan and the GPU check: LOCAL_WORLD_SIZE (SLURM_NTASKS_PER_NODE), else
+// at least local rank + 1.
+TEST(WorldEnv, RanksOnThisNode) {
+  WorldInfo w = world_from_env(env_of(
+      {{"RANK", "9"}, {"WORLD_SIZE", "16"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "8"}, {"MASTER_PORT", "1"}}));
+  EXPECT_EQ(w.ranks_on_node(), 8);
+  EXPECT_EQ(w.local_world_size_variable, "LOCAL_WORLD_SIZE");
+  w = world_from_env(env_of({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "3"}}));
+  EXPECT_EQ(w.ranks_on_node(), 4);
+  EXPECT_EQ(w.local_world_size_variable, "");
+  w = world_from_env(env_of(
+      {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}, {"SLURM_NTASKS_PER_NODE", "4(x2)"}}));
+  EXPECT_EQ(w.ranks_on_node(), 4);
+  EXPECT_EQ(w.local_world_size_variable, "SLURM_NTASKS_PER_NODE");
+  EXPECT_EQ(world_from_env(env_of({})).ranks_on_node(), 1);
+}
+
 // A complete Slurm task with one stray torchrun variable: the error says how to use Slurm's.
 TEST(WorldEnv, AStrayTorchrunVariableInAnSrunTaskSaysHowToUseSlurms) {
   const auto env = env_of({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}, {"LOCAL_RANK", "1"}});
