@@ -53,34 +53,44 @@ double mapped_bytes() {
   return 0.0;
 }
 
-void consider(AvailableHostMemory& best, double bytes, const std::string& source) {
+void consider(std::vector<AvailableHostMemory>& limits, double bytes, const std::string& source, bool per_process) {
   if (bytes < 0) return;
-  if (best.source.empty() || bytes < best.bytes) best = {std::max(bytes, 0.0), source};
+  limits.push_back({std::max(bytes, 0.0), source, per_process});
 }
 
 }  // namespace
 
-AvailableHostMemory available_host_memory() {
-  AvailableHostMemory best;
-  consider(best, meminfo_bytes("MemAvailable"), "MemAvailable in /proc/meminfo");
+std::vector<AvailableHostMemory> host_memory_limits() {
+  std::vector<AvailableHostMemory> limits;
+  consider(limits, meminfo_bytes("MemAvailable"), "MemAvailable in /proc/meminfo", false);
   const double v2_max = file_number("/sys/fs/cgroup/memory.max");
   if (v2_max >= 0) {
-    consider(best, v2_max - std::max(file_number("/sys/fs/cgroup/memory.current"), 0.0),
-             strprintf("the cgroup limit (memory.max %s minus current usage)", bytes_text(v2_max).c_str()));
+    consider(limits, v2_max - std::max(file_number("/sys/fs/cgroup/memory.current"), 0.0),
+             strprintf("the cgroup limit (memory.max %s minus current usage)", bytes_text(v2_max).c_str()), false);
   }
   const double v1_max = file_number("/sys/fs/cgroup/memory/memory.limit_in_bytes");
   if (v1_max >= 0 && v1_max < 1e18) {
-    consider(best, v1_max - std::max(file_number("/sys/fs/cgroup/memory/memory.usage_in_bytes"), 0.0),
-             strprintf("the cgroup limit (memory.limit_in_bytes %s minus current usage)", bytes_text(v1_max).c_str()));
+    consider(limits, v1_max - std::max(file_number("/sys/fs/cgroup/memory/memory.usage_in_bytes"), 0.0),
+             strprintf("the cgroup limit (memory.limit_in_bytes %s minus current usage)", bytes_text(v1_max).c_str()),
+             false);
   }
   for (const auto& [resource, name] :
        {std::pair{RLIMIT_AS, "RLIMIT_AS (ulimit -v)"}, std::pair{RLIMIT_DATA, "RLIMIT_DATA (ulimit -d)"}}) {
     rlimit limit{};
     if (::getrlimit(resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-      consider(best, static_cast<double>(limit.rlim_cur) - mapped_bytes(),
+      consider(limits, static_cast<double>(limit.rlim_cur) - mapped_bytes(),
                strprintf("%s of %s minus what the process maps", name,
-                         bytes_text(static_cast<double>(limit.rlim_cur)).c_str()));
+                         bytes_text(static_cast<double>(limit.rlim_cur)).c_str()),
+               true);
     }
+  }
+  return limits;
+}
+
+AvailableHostMemory available_host_memory() {
+  AvailableHostMemory best;
+  for (const AvailableHostMemory& limit : host_memory_limits()) {
+    if (best.source.empty() || limit.bytes < best.bytes) best = limit;
   }
   return best;
 }

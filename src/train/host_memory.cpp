@@ -12,10 +12,14 @@
 
 namespace sg::train {
 
-double HostMemoryPlan::total() const {
+double HostMemoryPlan::per_rank() const {
   double t = 0.0;
   for (const auto& i : items) t += i.bytes;
   return t;
+}
+
+double HostMemoryPlan::total() const {
+  return per_rank() * static_cast<double>(std::max(ranks_on_node, 1));
 }
 
 std::string HostMemoryPlan::describe() const {
@@ -27,13 +31,16 @@ std::string HostMemoryPlan::describe() const {
 HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpec& b,
                                 const HostMemoryOptions& options) {
   HostMemoryPlan plan;
+  plan.ranks_on_node = std::max(options.ranks_on_node, 1);
+  plan.ranks_source = options.ranks_source;
+  plan.cpu_backend = options.cpu_backend;
   const double f32 = 4.0;
   const double tokens_per_step =
       static_cast<double>(b.micro_batch_size) * static_cast<double>(b.num_microbatches) * static_cast<double>(m.seq_length);
   // tokens + targets (int32) and the loss mask (fp32); the GPU backend's pinned copies are two more.
   plan.items.push_back({"input batch", tokens_per_step * 12.0 * (options.cpu_backend ? 1.0 : 3.0),
                         "train.global_batch_size, model.seq_length"});
-  if (!options.cpu_backend) return plan;
+  if (!options.cpu_backend && !options.checkpoint_staging) return plan;
 
   const double H = static_cast<double>(m.hidden_size), V = static_cast<double>(m.vocab_size);
   const double QKV = static_cast<double>(m.qkv_dim()), S = static_cast<double>(m.seq_length);
@@ -51,6 +58,14 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
   }
   const double P = V * H * (m.share_embeddings_and_output_weights ? 1.0 : 2.0) + layers.params + H;
   const std::string param_keys = "model.num_layers, model.hidden_size, model.ffn_hidden_size, model.vocab_size";
+  // A save copies weights and both moments (fp32) and a bf16 copy of the weights; a load the same. The GPU backend
+  // downloads the fp32 state on every data-parallel rank (a sharded one gathered first) and every rank loads a
+  // checkpoint it resumes.
+  const HostMemoryItem checkpoint_copy{"checkpoint copy of the state", 14.0 * P, param_keys};
+  if (!options.cpu_backend) {
+    plan.items.push_back(checkpoint_copy);
+    return plan;
+  }
   plan.items.push_back({strprintf("weights, gradients and Adam moments (fp32, %.3g parameters)", P), 16.0 * P,
                         param_keys});
   // The residual stream, its pre-norm output and rstd at the N + 1 layer boundaries (model/cpu_model.h),
@@ -63,22 +78,39 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
   plan.items.push_back({"scratch", scratch, "train.micro_batch_size, model.seq_length, model.vocab_size"});
   // The initial weights are built before they are copied in.
   plan.items.push_back({"initial weights", P * f32, param_keys});
-  if (options.checkpoint_staging) {
-    // A save copies weights and both moments (fp32) and a bf16 copy of the weights; a load the same.
-    plan.items.push_back({"checkpoint copy of the state", 14.0 * P, param_keys});
-  }
+  if (options.checkpoint_staging) plan.items.push_back(checkpoint_copy);
   return plan;
 }
 
 void check_host_memory(const HostMemoryPlan& plan, const AvailableHostMemory& available) {
-  if (available.source.empty() || plan.total() <= available.bytes) return;
+  // A per-process limit holds this rank only; a shared one every rank on the node.
+  const bool shared = !available.per_process && plan.ranks_on_node > 1;
+  const double need = shared ? plan.total() : plan.per_rank();
+  if (available.source.empty() || need <= available.bytes) return;
   const auto largest = std::max_element(plan.items.begin(), plan.items.end(),
                                         [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
-  throw Error(strprintf(
-      "the run needs about %s of host memory (%s), but only %s is available (%s). Nothing was allocated. "
-      "The largest part is the %s: lower %s, or train on a GPU",
-      bytes_text(plan.total()).c_str(), plan.describe().c_str(), bytes_text(available.bytes).c_str(),
-      available.source.c_str(), largest->what.c_str(), largest->keys.c_str()));
+  const std::string needs =
+      shared
+          ? strprintf("%s of host memory on this node: %d ranks (%s) x %s per rank (%s)", bytes_text(need).c_str(),
+                      plan.ranks_on_node, plan.ranks_source.empty() ? "ranks on this node" : plan.ranks_source.c_str(),
+                      bytes_text(plan.per_rank()).c_str(), plan.describe().c_str())
+          : strprintf("%s of host memory (%s)", bytes_text(need).c_str(), plan.describe().c_str());
+  std::string fixes = "lower " + largest->keys;
+  if (shared) {
+    fixes +=
+        ", or start fewer ranks on this node (torchrun --nproc-per-node, stepgraph launch -n, srun "
+        "--ntasks-per-node)";
+  }
+  if (plan.cpu_backend) fixes += ", or train on a GPU";
+  throw Error(
+      strprintf("the run needs about %s, but only %s is available (%s). Nothing was allocated. "
+                "The largest part is the %s: %s",
+                needs.c_str(), bytes_text(available.bytes).c_str(), available.source.c_str(), largest->what.c_str(),
+                fixes.c_str()));
+}
+
+void check_host_memory(const HostMemoryPlan& plan, const std::vector<AvailableHostMemory>& limits) {
+  for (const AvailableHostMemory& limit : limits) check_host_memory(plan, limit);
 }
 
 void with_host_allocation(const std::string& what, const std::function<void()>& allocate) {

@@ -22,24 +22,37 @@ struct HostMemoryItem {
 };
 
 struct HostMemoryPlan {
-  std::vector<HostMemoryItem> items;
-  double total() const;
+  std::vector<HostMemoryItem> items;  // what one process (one rank) holds
+  // The processes on this node that hold as much each: the data-parallel ranks (all of them download the
+  // state at a save and load it at a resume, at the same time).
+  int ranks_on_node = 1;
+  std::string ranks_source;  // where the count came from: "LOCAL_WORLD_SIZE = 8"
+  bool cpu_backend = true;
+  double per_rank() const;       // the items' sum
+  double total() const;          // per_rank() x ranks_on_node: what the node needs
   std::string describe() const;  // "a 1.2 GiB + b 30 MiB + ..."
 };
 
 struct HostMemoryOptions {
   bool cpu_backend = true;        // the model lives in host memory
   bool checkpoint_staging = false;  // a save or load copies the state once more on the host
+  int ranks_on_node = 1;            // dist::WorldInfo::ranks_on_node() of a data-parallel run
+  std::string ranks_source;         // e.g. "LOCAL_WORLD_SIZE = 8", named by the error
 };
 
-// What a run needs on the host: the input batches, and with the CPU backend the model, its
-// optimizer state, activations and scratch, plus the checkpoint copies when saving or loading.
+// What one rank needs on the host: the input batches, and with the CPU backend the model, its
+// optimizer state, activations and scratch; plus, with either backend, the checkpoint copies when saving or
+// loading (the GPU backend downloads the fp32 state to save it, and reads a checkpoint into host memory).
 HostMemoryPlan plan_host_memory(const model::ModelSpec& model, const model::BatchSpec& batch,
                                 const HostMemoryOptions& options);
 
 // sg::Error when the plan does not fit `available`: both totals, every item, and the keys of the
-// largest item to change.
+// largest item to change. A limit the node's processes share (MemAvailable, a cgroup) must hold every rank's
+// plan (total(); the error names the rank count and the per-rank need), a per-process one (an rlimit) one
+// rank's (per_rank()).
 void check_host_memory(const HostMemoryPlan& plan, const AvailableHostMemory& available);
+// Each of them (core/available_memory.h's host_memory_limits()).
+void check_host_memory(const HostMemoryPlan& plan, const std::vector<AvailableHostMemory>& limits);
 
 // Runs `allocate` and turns an allocation failure (std::bad_alloc, std::length_error) into an
 // sg::Error naming `what` was being allocated and how much memory the plan expected.

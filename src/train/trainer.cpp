@@ -525,10 +525,13 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
                                                     "two runs writing one run folder mix their records");
   }
   const bool cpu_backend = uses_cpu_backend(options.force_cpu);
+  // Every data-parallel rank on this node holds its own batches and checkpoint copies, at the same time.
   check_host_memory(plan_host_memory(model, batch,
                                      {.cpu_backend = cpu_backend,
-                                      .checkpoint_staging = config.checkpoint.save || config.checkpoint.load}),
-                    available_host_memory());
+                                      .checkpoint_staging = config.checkpoint.save || config.checkpoint.load,
+                                      .ranks_on_node = distributed ? distributed->world().ranks_on_node() : 1,
+                                      .ranks_source = distributed ? distributed->world().ranks_on_node_source() : ""}),
+                    host_memory_limits());
   RunContext run;
   run.start = run_start;
   run.tokenizer = config::load_tokenizer(config);

@@ -1,4 +1,4 @@
-// The CPU backend's host memory plan (train/host_memory.h) from what each layer kind's CPU twin declares
+// The host memory plan (train/host_memory.h): the CPU backend's from what each layer kind's CPU twin declares
 // (model::CpuLayerFootprint, through the registry): every number as train/host_memory.cpp computed it
 // before, per kind, with a switch, but for what the former formula missed of what the twins allocate
 // (tests/model/cpu_layer_footprint_test.cpp): the attention output and its gradient are q_dim wide, not
@@ -8,8 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
+#include "core/available_memory.h"
+#include "core/error.h"
 #include "model/layer_kind.h"
 #include "model/layer_registry.h"
 #include "model/layers/moe_layer.h"
@@ -123,6 +126,53 @@ TEST(HostMemoryPlan, EveryKindsTwinDeclaresItsFootprint) {
     EXPECT_GT(footprint.saved, 0.0);
     EXPECT_GT(footprint.scratch, 0.0);
   }
+}
+
+// Data parallel: each rank on a node holds its own batches and, at a save or a resume, its own copy of the whole state
+// (every rank downloads it, every rank loads the checkpoint), all at once. A limit the node shares (MemAvailable, a
+// cgroup) must hold them all; an rlimit is each process's own.
+TEST(HostMemoryPlan, TheRanksOnANodeShareItsMemory) {
+  const test::StandardShape shape = test::standard_shapes().front();
+  SCOPED_TRACE(shape.name);
+  const HostMemoryOptions gpu{.cpu_backend = false, .checkpoint_staging = true};
+  const HostMemoryPlan one = plan_host_memory(shape.model, shape.batch, gpu);
+  // The GPU backend's checkpoint copy is planned: 14 bytes a parameter, as the CPU backend's.
+  ASSERT_EQ(one.items.size(), 2u);
+  EXPECT_EQ(one.items[1].what, "checkpoint copy of the state");
+  const HostMemoryPlan cpu =
+      plan_host_memory(shape.model, shape.batch, {.cpu_backend = true, .checkpoint_staging = true});
+  EXPECT_EQ(one.items[1].bytes, cpu.items.back().bytes);
+  EXPECT_EQ(one.ranks_on_node, 1);
+  EXPECT_EQ(one.total(), one.per_rank());
+
+  HostMemoryOptions eight = gpu;
+  eight.ranks_on_node = 8;
+  eight.ranks_source = "LOCAL_WORLD_SIZE = 8";
+  const HostMemoryPlan node = plan_host_memory(shape.model, shape.batch, eight);
+  EXPECT_EQ(node.per_rank(), one.per_rank());
+  EXPECT_EQ(node.total(), 8.0 * one.per_rank());
+
+  // Room for four ranks: one fits, eight do not, and the error says how many and how much each.
+  const AvailableHostMemory shared{4.0 * one.per_rank(), "MemAvailable in /proc/meminfo"};
+  EXPECT_NO_THROW(check_host_memory(one, shared));
+  std::string e;
+  try {
+    check_host_memory(node, shared);
+  } catch (const Error& error) {
+    e = error.what();
+  }
+  EXPECT_NE(e.find("of host memory on this node: 8 ranks (LOCAL_WORLD_SIZE = 8) x " + bytes_text(one.per_rank()) +
+                   " per rank"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("the run needs about " + bytes_text(8.0 * one.per_rank())), std::string::npos) << e;
+  EXPECT_NE(e.find("start fewer ranks on this node"), std::string::npos) << e;
+  EXPECT_EQ(e.find("train on a GPU"), std::string::npos) << e;
+  // The same bytes as one process's rlimit: each rank has its own.
+  EXPECT_NO_THROW(check_host_memory(node, AvailableHostMemory{4.0 * one.per_rank(), "RLIMIT_AS (ulimit -v)", true}));
+  EXPECT_THROW(
+      check_host_memory(node, std::vector<AvailableHostMemory>{{16.0 * one.per_rank(), "RLIMIT_AS", true}, shared}),
+      Error);
 }
 
 }  // namespace
