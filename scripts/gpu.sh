@@ -608,6 +608,19 @@ if want dp; then
   rc=$?
   ended_in=$([[ -n $killed_at ]] && python3 -c "print(f'{$(date +%s.%N) - $killed_at:.1f}')" || echo "-")
   record "dp SIGKILL to rank 1 ($ws2_where)" "rc=$rc ($([[ $ws2_where == "two GPUs" ]] && echo "137: launch reports the killed rank" || echo "70: rank 0's")), ended ${ended_in} s after the kill"
+  # A failure of rank 1's own while collectives of its steps are in flight (its batch dump cannot be written at step
+  # 20: a folder stands where the file goes; a loader error or bad_alloc alike): rank 1 prints it and exits 1 at once
+  # without releasing the GPU, whose stream may wait in an all-reduce of rank 0, which has ended (70, naming rank 1's
+  # error). Before, rank 1 then waited in the release (cudaStreamSynchronize) until the timeout (124).
+  rm -rf "$D/fail_ws2_dump"
+  mkdir -p "$D/fail_ws2_dump/rank1/batch_0000020.safetensors"
+  failed_from=$(date +%s.%N)
+  timeout 180 "${ws2[@]}" train "${long[@]}" --dump-batches "$D/fail_ws2_dump" --run-dir "$D/fail_ws2" \
+    >"$D/fail_ws2.log" 2>&1
+  rc=$?
+  took=$(python3 -c "print(f'{$(date +%s.%N) - $failed_from:.1f}')")
+  rank0_line=$(grep -o "ending because rank 1 failed: cannot create [^ ]*" "$D/fail_ws2.log" | head -1)
+  record "dp rank-local error on rank 1 ($ws2_where)" "rc=$rc ($([[ $ws2_where == "two GPUs" ]] && echo "1: launch reports rank 1's" || echo "70: rank 0's"); 124: a rank hung), run took ${took} s; rank 0: '${rank0_line:-no such line}'"
   if (( ngpu < 2 )); then
     record "dp bench -ng 2 (scaling)" "NOT RUN: needs 2 GPUs (kind nvidia-h200-x2), this machine has $ngpu"
     # bench -ng 2's rank path on the one GPU (started by the script, each rank a bench rank): it runs, the modes

@@ -24,6 +24,7 @@
 #include "train/backend_factory.h"
 #include "train/checkpointing.h"
 #include "train/data_options.h"
+#include "train/distributed_resume.h"
 #include "train/distributed_run.h"
 #include "train/evaluation.h"
 #include "train/host_memory.h"
@@ -136,6 +137,14 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 [[noreturn]] void report_and_rethrow(const std::exception& e, int exit_code) {
   log::error(e.what());
   throw ReportedError(e.what(), exit_code);
+}
+
+// Data parallel: a failure once steps run is printed, told to the other ranks (they end at once), and ends this
+// process before the backend is released: its stream may hold collectives of steps in flight that the others left,
+// which the release would wait for forever (DistributedRun::end_failed_rank).
+[[noreturn]] void end_failed_rank(DistributedRun& distributed, const std::exception& e, int exit_code) {
+  log::error(e.what());
+  distributed.end_failed_rank(e.what(), exit_code);
 }
 
 // The largest per-expert token count over the mean (1 = balanced), over all MoE layers.
@@ -288,23 +297,33 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     if (!config.checkpoint.save || step == last_saved) return;
     const auto start = std::chrono::steady_clock::now();
     TrainingState state = backend.state();  // every rank: a sharded optimizer state is gathered collectively
-    if (!writer) {                          // rank 0 writes the run's one checkpoint
-      last_saved = step;
-      return;
+    std::string dir;
+    // Rank 0 writes the run's one checkpoint.
+    const auto write = [&] {
+      if (run.dirs != nullptr && run.dirs->overwrite_pending) {  // checkpoint.overwrite: nothing removed before now
+        check_state_finite(state, backend.layout(), config);     // a refused save removes nothing either
+        const std::string removed = remove_overwritten_checkpoints(*run.dirs);
+        if (!removed.empty()) progress.line(removed);
+      }
+      const ResumeRecord resume_record{
+          .run_id = run.run_id, .samples_baseline = samples_baseline, .eval_pending = eval_skipped_at == step};
+      dir = save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, data.loader().position(),
+                            resume_record, run.checkpoint_export);
+    };
+    if (distributed == nullptr) {
+      write();
+    } else {
+      if (!writer) state = TrainingState{};  // written by rank 0 only: no host copy here while it writes
+      // Every rank returns once rank 0's write is done (or every rank ends naming its failure): one that went on
+      // and failed would abort rank 0 in the middle of the write.
+      distributed->save_everywhere(step, write);
     }
-    if (run.dirs != nullptr && run.dirs->overwrite_pending) {  // checkpoint.overwrite: nothing removed before now
-      check_state_finite(state, backend.layout(), config);     // a refused save removes nothing either
-      const std::string removed = remove_overwritten_checkpoints(*run.dirs);
-      if (!removed.empty()) progress.line(removed);
-    }
-    const ResumeRecord resume_record{
-        .run_id = run.run_id, .samples_baseline = samples_baseline, .eval_pending = eval_skipped_at == step};
-    const std::string dir = save_checkpoint(*config.checkpoint.save, config, backend.layout(), state,
-                                            data.loader().position(), resume_record, run.checkpoint_export);
+    // Every rank: the others waited as long as rank 0 wrote, and their stop watchdog must cover that wait too.
     const double seconds = seconds_since(start);
     stop_handlers.save_took(seconds);
-    progress.line(strprintf("saved checkpoint %s (%.1f s)", dir.c_str(), seconds));
     last_saved = step;
+    if (!writer) return;
+    progress.line(strprintf("saved checkpoint %s (%.1f s)", dir.c_str(), seconds));
     if (options.on_saved) options.on_saved(step);
   };
 
@@ -555,22 +574,25 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   // Data parallel: rank 0 owns checkpoint.save (its lock, its policy) and tells the others what to resume.
   CheckpointDirs dirs;
   if (distributed == nullptr || distributed->is_writer()) dirs = prepare_checkpoint_dirs(config.checkpoint);
-  if (distributed) {
-    const std::string resume = distributed->broadcast_from_rank0(
-        "resume_from", [&dirs] { return dirs.resume_from ? "+" + *dirs.resume_from : std::string("-"); });
-    dirs.resume_from = resume.size() > 1 && resume[0] == '+' ? std::optional<std::string>(resume.substr(1))
-                                                             : std::nullopt;
-  }
   if (!dirs.note.empty()) log::info(dirs.note);
+  if (distributed) {  // rank 0 resolves the iteration folder and every rank loads that one (train/distributed_resume.h)
+    const std::optional<ResumeFolder> folder =
+        resume_folder_everywhere(*distributed, dirs.resume_from, resume_key(config.checkpoint));
+    dirs.resume_from = folder ? std::optional<std::string>(folder->path) : std::nullopt;
+    if (folder && !folder->note.empty()) log::info(folder->note);
+  }
   std::optional<LoadedCheckpoint> loaded;
   if (dirs.resume_from) {
     with_host_allocation("the checkpoint's weights and optimizer state", [&] {
-      loaded =
-          load_checkpoint(*dirs.resume_from, config, model::model_layout(model), resume_key(config.checkpoint));
+      const auto load = [&] {
+        return load_checkpoint(*dirs.resume_from, config, model::model_layout(model), resume_key(config.checkpoint));
+      };
+      loaded = distributed ? load_resume_folder(*distributed, *dirs.resume_from, load) : load();
     });
     if (!loaded->note.empty()) log::info(loaded->note);
     resume_data_position(*loaded, data->loader());  // before any device work: a refusal says nothing about resuming
   }
+  if (distributed) require_same_resume(*distributed, loaded);  // every rank resumed the same step and train state
   run.dirs = &dirs;
   // A resumed run keeps its run id; a fresh one gets rank 0's new one (every rank's folder names the same run).
   run.run_id = loaded && !loaded->run_id.empty() ? loaded->run_id : new_run_id();
@@ -612,10 +634,10 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   try {
     run_steps(config, options, model, batch, *backend, *data, loaded, pretrained, run, summary);
   } catch (const NonFiniteError& e) {
-    if (distributed) distributed->report_failure(e.what());  // before the device is released: no rank waits
+    if (distributed) end_failed_rank(*distributed, e, kExitNonFinite);
     report_and_rethrow(e, kExitNonFinite);
   } catch (const std::exception& e) {
-    if (distributed) distributed->report_failure(e.what());
+    if (distributed) end_failed_rank(*distributed, e, 1);
     report_and_rethrow(e, 1);
   }
   return summary;

@@ -1,0 +1,100 @@
+// The trainer's data-parallel paths that run without a GPU: one rank (as `stepgraph launch -n 1` starts it) joins the
+// rendezvous and trains on the CPU backend through the same save, resume and failure paths as ranks on GPUs. Each run
+// is a forked process (tests/dist/rank_processes.h): a failed rank ends its process.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "config/config.h"
+#include "dist/local_launcher.h"
+#include "dist/loopback_world.h"
+#include "dist/rank_processes.h"
+#include "test_dir.h"
+#include "train/distributed_run.h"
+#include "train/trainer.h"
+
+namespace sg::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+config::Config tiny_cpu_run(int64_t iters, const std::vector<std::string>& more = {}) {
+  std::vector<std::string> overrides = {
+      "model.num_layers=1",          "model.hidden_size=64",        "model.ffn_hidden_size=128",
+      "model.num_attention_heads=2", "model.num_query_groups=2",    "model.seq_length=32",
+      "dataset.seq_length=32",       "model.vocab_size=256",        "train.micro_batch_size=2",
+      "train.global_batch_size=2",   "scheduler.lr_warmup_iters=1", "train.train_iters=" + std::to_string(iters)};
+  overrides.insert(overrides.end(), more.begin(), more.end());
+  return config::load_config("llama/tiny", overrides);
+}
+
+// train() as rank 0 of a world of one on loopback; `check` gets the summary and returns the exit code.
+test::RankOutcome train_as_one_rank(const config::Config& config, TrainOptions options,
+                                    const std::function<int(const TrainSummary&)>& check) {
+  const int port = dist::find_free_port();
+  return test::run_ranks(1, [&](int rank) {
+    dist::RendezvousSettings settings;
+    settings.timeout_seconds = 20.0;
+    DistributedRun run(test::loopback_world(rank, 1, port), settings);
+    options.distributed = &run;
+    options.force_cpu = true;
+    int code = 0;
+    try {
+      code = check(train(config, options));
+    } catch (const ReportedError&) {
+      return 40;  // train() came back through the backend's release
+    }
+    run.finish();
+    return code;
+  })[0];
+}
+
+// A failure of one rank's own once steps run (here its batch dump cannot be written at step 3: a folder stands where
+// the file goes; a loader error or bad_alloc alike) ends that rank's process with the failure's status, after printing
+// it and telling the other ranks, without releasing the backend: on a GPU its stream may hold a step whose all-reduce
+// waits for ranks that have just ended, and the release (cudaStreamSynchronize) waited for it forever. Before, train()
+// threw on, through the backend's release.
+TEST(DistributedTrainer, ARankWhoseStepsFailEndsItsProcessWithTheFailuresStatus) {
+  const fs::path dir = test::fresh_test_dir("dp_fail");
+  fs::create_directories(dir / "dump" / "batch_0000003.safetensors");
+  TrainOptions options;
+  options.run_dir = (dir / "run").string();
+  options.dump_batches_dir = (dir / "dump").string();
+  const test::RankOutcome outcome = train_as_one_rank(tiny_cpu_run(6), options, [](const TrainSummary&) { return 0; });
+  EXPECT_EQ(outcome.code(), 1) << outcome.stderr_text;
+  EXPECT_NE(outcome.stderr_text.find("error: "), std::string::npos) << outcome.stderr_text;
+  EXPECT_NE(outcome.stderr_text.find("batch_0000003.safetensors"), std::string::npos) << outcome.stderr_text;
+  EXPECT_TRUE(fs::exists(dir / "dump" / "batch_0000002.safetensors")) << "the steps before it ran";
+  fs::remove_all(dir);
+}
+
+// The saves and the resume of a data-parallel run (every rank meets rank 0 after its write; rank 0 resolves the
+// iteration folder every rank loads, and the ranks compare what they loaded) at world size one: a run saved by a rank
+// resumes from its latest iteration.
+TEST(DistributedTrainer, ARankSavesThroughTheStoreAndResumesTheFolderRankZeroChose) {
+  const fs::path dir = test::fresh_test_dir("dp_resume_run");
+  const std::string save = (dir / "ckpt").string();
+  TrainOptions options;
+  options.run_dir = (dir / "run").string();
+  const test::RankOutcome first =
+      train_as_one_rank(tiny_cpu_run(4, {"checkpoint.save=" + save, "checkpoint.save_interval=2"}), options,
+                        [](const TrainSummary& s) { return s.steps_done == 4 ? 0 : 1; });
+  ASSERT_EQ(first.code(), 0) << first.stderr_text;
+  EXPECT_EQ(checkpoint::read_latest_iteration(save), 4);
+  EXPECT_TRUE(fs::exists(dir / "ckpt" / "iter_0000002"));
+  const test::RankOutcome resumed = train_as_one_rank(
+      tiny_cpu_run(6, {"checkpoint.save=" + save, "checkpoint.load=" + save, "checkpoint.save_interval=2"}), options,
+      [](const TrainSummary& s) { return s.start_step == 4 && s.steps_done == 6 ? 0 : 1; });
+  EXPECT_EQ(resumed.code(), 0) << resumed.stderr_text;
+  EXPECT_NE(resumed.stderr_text.find("resumed from " + save + "/iter_0000004"), std::string::npos)
+      << resumed.stderr_text;
+  EXPECT_EQ(checkpoint::read_latest_iteration(save), 6);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sg::train
