@@ -581,8 +581,10 @@ if want dp; then
   if wait_steps "$D/signal_ws2" 20 && pid=$(rank_pid "$D/signal_ws2" 1); then kill -TERM "$pid"; fi
   wait "$runner"
   rc=$?
-  stop_line=$(grep -o "rank 1 received signal 15: stopping after step [0-9]*" "$D/signal_ws2.log" | head -1)
-  rank0_status=$(grep -o "stopped by signal 15 after step [0-9]*" "$D/signal_ws2/report.html" 2>/dev/null | head -1)
+  # The signal by name since 7848294 (core/signal_name.h); "signal 15" before.
+  stop_line=$(grep -oE "rank 1 received (SIGTERM|signal 15): stopping after step [0-9]+" "$D/signal_ws2.log" | head -1)
+  rank0_status=$(grep -oE "stopped by (SIGTERM|signal 15) after step [0-9]+" "$D/signal_ws2/report.html" 2>/dev/null |
+    head -1)
   stop_step=$(cat "$D/ckpt_signal/latest_checkpointed_iteration.txt" 2>/dev/null)
   record "dp SIGTERM to rank 1 ($ws2_where)" "rc=$rc (143 expected); rank 0: '${stop_line:-no stop line}', report '${rank0_status:-no stop}'; saved: step ${stop_step:-none}"
   # Resumed at world size 2 for 6 more steps: the stopped run and its resume together train bitwise like one run.
