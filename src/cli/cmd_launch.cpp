@@ -78,8 +78,10 @@ const CommandRegistration kRegistration{"launch", 12, [](CLI::App& app, int& exi
   cmd->footer("Examples:\n"
               "  stepgraph launch -n 2 -- train llama/small train.train_iters=100\n"
               "  stepgraph launch -n 8 -- train llama/1b optimizer.use_distributed_optimizer=true\n"
-              "torchrun and srun work too: stepgraph train reads RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT "
-              "or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID. See docs/distributed.md.");
+              "torchrun (with --no-python) and srun work too: stepgraph train reads "
+              "RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID; rank 0's "
+              "store listens on MASTER_PORT (MASTER_PORT + 1 under torchrun's agent store; STEPGRAPH_STORE_PORT sets "
+              "it). See docs/distributed.md.");
   // The rank's command, unparsed: after `--` CLI11 hands it to the positional; without `--`, the first
   // word goes there and prefix_command() leaves the rest in remaining().
   cmd->add_option("command", args->command, "the stepgraph command every rank runs, after --");

@@ -130,7 +130,8 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
       "report and exit (status 130/143/129). Exit status: 0 trained, 1 an error (invalid config, bad data or "
       "checkpoint, ...), 2 usage or parse error, 3 stopped by a NaN/Inf "
       "(rerun_state_machine.check_for_nan_in_loss, ddp.check_for_nan_in_grad, or a refused save of a "
-      "non-finite state). Data parallel when started by `stepgraph launch -n N -- train ...`, torchrun or srun "
+      "non-finite state). Data parallel when started by `stepgraph launch -n N -- train ...`, torchrun "
+      "(--no-python) or srun "
       "(one rank per GPU; docs/distributed.md): a signal to any rank stops every rank after the same step, each "
       "exiting with that signal's status; a rank that fails ends the others with status 70.");
   cmd->add_option("recipe", args->recipe,
@@ -150,7 +151,8 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
   cmd->add_flag("--plain", args->plain, "plain log lines instead of a progress bar");
   cmd->add_option("--rendezvous-file", args->rendezvous_file,
                   "data parallel: find rank 0 through this file on a shared filesystem instead of "
-                  "MASTER_ADDR:MASTER_PORT (STEPGRAPH_RENDEZVOUS_FILE)");
+                  "MASTER_ADDR:MASTER_PORT (MASTER_PORT + 1 under torchrun's agent store, or STEPGRAPH_STORE_PORT) "
+                  "(STEPGRAPH_RENDEZVOUS_FILE)");
   cmd->add_option("--dump-batches", args->dump_batches,
                   "write every step's batch to DIR/batch_<step>.safetensors (tokens, targets, loss_mask)");
   cmd->callback([args, &exit_code] { exit_code = run_train(*args); });
