@@ -53,8 +53,8 @@ std::string format_violation(const Violation& violation);
 std::string format_note(const Note& note);
 
 namespace detail {
-// Rule 16's shape and value checks (validate_shapes.cpp), on a config whose defaults are resolved; accepted
-// values that do less than Megatron's are notes.
+// Rule 16's shape and value checks (validate_shapes*.cpp, one ShapeChecker: validate_shapes_checker.h), on a
+// config whose defaults are resolved; accepted values that do less than Megatron's are notes.
 void check_shapes(const Config& config, std::vector<Violation>& violations, std::vector<Note>& notes);
 // validate_data.cpp: the tokenizer (reads its files; sets model.vocab_size when null) and, after the
 // shape checks, split / validation data / evaluation / eod_mask_loss / tensorboard_dir.

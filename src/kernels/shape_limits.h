@@ -1,6 +1,6 @@
 #pragma once
 // The shapes the GPU kernels are built for, written once: each kernel's plan-time check calls these, and so
-// does `stepgraph validate` (config/validate_shapes.cpp, rule 16), so a config the kernels would refuse is
+// does `stepgraph validate` (config/validate_shapes*.cpp, rule 16), so a config the kernels would refuse is
 // refused before any GPU work, for the same reason. Host-only (no CUDA headers): CPU tests and the config
 // layer use them without a device.
 //
