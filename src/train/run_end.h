@@ -1,7 +1,7 @@
 #pragma once
 // What a run says last: the step it stopped after, what was saved, how to go on, which step its last validation
 // loss is from, and, without checkpoint.save, that its weights were not kept. (A signal that arrives during the
-// last step or its save ends nothing: the run is complete, trainer.cpp says so, and exits 0.)
+// last step or its save ends nothing: the run is complete, run_steps.cpp says so, and exits 0.)
 #include <cstdint>
 #include <string>
 

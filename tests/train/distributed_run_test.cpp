@@ -23,7 +23,7 @@
 namespace sg::train {
 namespace {
 
-// The trainer asks before every due evaluation (trainer.cpp): a rank that got SIGTERM, or whose metrics write
+// The trainer asks before every due evaluation (run_steps.cpp): a rank that got SIGTERM, or whose metrics write
 // failed, skips it, and then so must the others, whose evaluation would wait for it in the loss reduction.
 TEST(DistributedRun, ASkippedEvaluationOnOneRankIsSkippedOnEveryRank) {
   const int port = dist::find_free_port();
@@ -55,7 +55,7 @@ dist::RendezvousSettings test_settings() {
   return settings;
 }
 
-// A save is every rank's (trainer.cpp): rank 1 returns from it only once rank 0's write is done, so a failure of its
+// A save is every rank's (run_steps.cpp): rank 1 returns from it only once rank 0's write is done, so a failure of its
 // own right after (a failed metrics write ends the run after the final save; the final save of a normal end) cannot
 // abort rank 0 in the middle of writing the checkpoint. Before, rank 1 returned at once and its failure ended rank 0
 // (status 70) while it wrote: the checkpoint was lost, and rank 1 said "the run stopped after saving step N".
