@@ -109,7 +109,8 @@ void ShapeChecker::check_gated_norm_width(int64_t heads, const std::vector<std::
                  ll(inner), ll(m.mamba_num_groups), ll(width), heads_text.c_str(), problem.c_str()),
        keys,
        strprintf("use more groups: model.mamba_num_groups=%lld (groups of %lld columns, dividing the %lld heads) or "
-                 "more, or a smaller d_inner (model.mamba_expand, model.hidden_size or model.mamba_num_heads)",
+                 "a larger divisor of the heads, or a smaller d_inner (model.mamba_expand, model.hidden_size or "
+                 "model.mamba_num_heads)",
                  ll(groups), ll(inner / groups), ll(heads)));
 }
 

@@ -64,7 +64,8 @@ struct WorldInfo {
   int ranks_on_node() const { return local_world_size > 0 ? local_world_size : local_rank + 1; }
   // Where that count came from: "LOCAL_WORLD_SIZE = 8", or "at least local rank 2 + 1" when the launcher gave none.
   std::string ranks_on_node_source() const;
-  // "rank 1 of 4 (local rank 1, torchrun), store 10.0.0.1:29500"
+  // "rank 1 of 4 (local rank 1, torchrun), master 10.0.0.1:29501 (MASTER_PORT + 1: torchrun's agent store holds
+  // MASTER_PORT)": the port is the store's, with where it came from when not MASTER_PORT.
   std::string describe() const;
 };
 
