@@ -33,6 +33,9 @@ TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const Optim
   SG_CHECK(batch.micro_batch_size > 0 && batch.num_microbatches > 0,
            strprintf("micro_batch_size = %lld and num_microbatches = %lld must be positive",
                      static_cast<long long>(batch.micro_batch_size), static_cast<long long>(batch.num_microbatches)));
+  SG_CHECK(options.reducer != nullptr || (options.planned_world_size == 1 && !options.planned_distributed_optimizer),
+           "TrainStepOptions::planned_world_size and planned_distributed_optimizer size a memory plan "
+           "(TrainStep::plan_memory); a step trains at another world size only through a reducer");
   SG_CHECK(dp_.num_params == layout_.total() && dp_.world_size == batch.data_parallel_size,
            strprintf("the data-parallel layout (%lld parameters, world size %d) does not match the model (%lld) and "
                      "batch (data_parallel_size %lld)",

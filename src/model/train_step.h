@@ -104,6 +104,12 @@ struct TrainStepOptions {
   // layout (padded, and with the distributed optimizer the fp32 state holds this rank's shard only),
   // and the step calls its collectives. nullptr: one process, the whole batch here.
   dist::GradientReducer* reducer = nullptr;
+  // Without a reducer: the data parallelism a memory plan is for (TrainStep::plan_memory from the config, as
+  // validate and bench --dryrun print it): the buffers sized as one rank of `planned_world_size` would have
+  // them (its shard of the fp32 state under the distributed optimizer). A step built without a reducer
+  // trains in one process: both must stay at their defaults there.
+  int planned_world_size = 1;
+  bool planned_distributed_optimizer = false;
   // true: zero the whole gradient buffer at each step's start and let every writer add, as before
   // first writers (model/gradient_zeroing.h). Only the reference of the GPU test that checks them.
   bool zero_all_gradients = false;

@@ -17,7 +17,9 @@
 namespace sg::model {
 
 dist::DataParallelLayout TrainStep::data_parallel_layout(const TrainStepOptions& options, int64_t num_params) {
-  return options.reducer ? options.reducer->layout() : dist::plan_data_parallel(num_params, 1, 0, false);
+  if (options.reducer != nullptr) return options.reducer->layout();
+  // Every rank's shard has the same size: rank 0 stands for each of them.
+  return dist::plan_data_parallel(num_params, options.planned_world_size, 0, options.planned_distributed_optimizer);
 }
 
 void TrainStep::bind_reducer() {

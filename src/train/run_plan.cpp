@@ -110,15 +110,31 @@ std::string describe_optimizer(const config::Config& config) {
 std::string describe_gpu_memory_plan(const config::Config& config) {
   const model::ModelSpec m = config::model_spec(config);
   const model::BatchSpec b = config::batch_spec(config);
-  const cuda::MemoryLayout layout = model::TrainStep::plan_memory(m, b, {}, optimizer_spec(config)).layout();
-  std::string text = strprintf("GPU memory plan (one arena, from the config; no device needed): %s",
+  // One rank's arena: at data_parallel_size > 1 with the distributed optimizer, its shard of the fp32 state.
+  const model::TrainStepOptions options{
+      .planned_world_size = static_cast<int>(std::max<int64_t>(1, config.data_parallel_size)),
+      .planned_distributed_optimizer = config.optimizer.use_distributed_optimizer && config.data_parallel_size > 1};
+  const cuda::MemoryLayout layout = model::TrainStep::plan_memory(m, b, options, optimizer_spec(config)).layout();
+  const std::string ranks =
+      config.data_parallel_size <= 1
+          ? ""
+          : strprintf(
+                "; each of the %lld data-parallel ranks%s", static_cast<long long>(config.data_parallel_size),
+                options.planned_distributed_optimizer ? ", holding its shard of the fp32 weights and moments" : "");
+  std::string text = strprintf("GPU memory plan (one arena, from the config; no device needed%s): %s", ranks.c_str(),
                                human_bytes(layout.total_bytes).c_str());
   std::vector<std::string> parts;
   for (int c = 0; c < cuda::kNumMemoryCategories; ++c) {
     const auto category = static_cast<cuda::MemoryCategory>(c);
     std::string part = strprintf("%s %s", cuda::memory_category_name(category),
                                  human_bytes(layout.requested_bytes[c]).c_str());
-    if (category == cuda::MemoryCategory::workspaces) part += " + cuDNN attention and CUB sort scratch (sized on the GPU)";
+    if (category == cuda::MemoryCategory::workspaces) {
+      // The layers' plan_device() workspaces: declared only with a device (model/layer.h).
+      part += model::stack_has_kind(m, model::LayerKind::mamba)
+                  ? " + cuDNN attention, CUB sort scratch and the Mamba2 layers' SSD scan and partial-sum workspaces "
+                    "(sized on the GPU)"
+                  : " + cuDNN attention and CUB sort scratch (sized on the GPU)";
+    }
     parts.push_back(part);
   }
   text += "\n  " + join(std::vector<std::string>(parts.begin(), parts.begin() + 4), " | ");

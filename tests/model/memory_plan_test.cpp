@@ -99,6 +99,28 @@ TEST(MemoryPlan, Bf16MainGradientsHalveTheGradientBuffer) {
   EXPECT_EQ(fp32.requested_bytes() - bf16.requested_bytes(), n * 2);
 }
 
+// One rank's arena of a data-parallel run (validate's plan at WORLD_SIZE > 1): with the distributed optimizer
+// the fp32 master weights and both moments are this rank's shard of the padded buffer, the gradients and bf16
+// weights whole (padded); without it every buffer is whole, as at one rank.
+TEST(MemoryPlan, OneRankOfADistributedOptimizerHoldsItsShardOfTheFp32State) {
+  const ModelSpec spec = test::tiny_model_spec();
+  BatchSpec batch = batch_of(2, 1);
+  batch.data_parallel_size = 4;
+  const auto n = static_cast<size_t>(model_layout(spec).total());
+  const cuda::MemoryPlan whole = TrainStep::plan_memory(spec, batch, {.planned_world_size = 4});
+  const cuda::MemoryPlan sharded =
+      TrainStep::plan_memory(spec, batch, {.planned_world_size = 4, .planned_distributed_optimizer = true});
+  const size_t padded = (n + 4 * 128 - 1) / (4 * 128) * (4 * 128), shard = padded / 4;
+  EXPECT_EQ(whole.category_bytes(cuda::MemoryCategory::main_weights), n * 4);
+  EXPECT_EQ(sharded.category_bytes(cuda::MemoryCategory::main_weights), shard * 4);
+  for (const char* moment : {"optimizer.exp_avg", "optimizer.exp_avg_sq"}) {
+    EXPECT_EQ(whole.at(whole.find(moment)).bytes, n * 4) << moment;
+    EXPECT_EQ(sharded.at(sharded.find(moment)).bytes, shard * 4) << moment;
+  }
+  EXPECT_EQ(sharded.at(sharded.find("gradients")).bytes, padded * 4);
+  EXPECT_LT(sharded.requested_bytes(), whole.requested_bytes());
+}
+
 TEST(MemoryPlan, FollowsAHybridPatternAndAttentionDropout) {
   ModelSpec spec = test::tiny_model_spec();
   spec.hybrid_layer_pattern = "*-*";

@@ -40,5 +40,33 @@ TEST(RunPlan, TheGraphLineCountsEveryMicrobatchVariant) {
       << one;
 }
 
+// The plan without a device is one rank's arena at a data-parallel size above 1 (its shard of the fp32 state
+// under the distributed optimizer: smaller than the unsharded plan), and it names the workspaces only the
+// device sizes, the Mamba2 layers' among them.
+TEST(RunPlan, TheMemoryPlanIsOneRanksAndNamesWhatTheDeviceSizes) {
+  const auto plan = [](const std::string& recipe, int64_t ranks, bool sharded) {
+    config::Config c = config::load_config(
+        recipe, {"train.global_batch_size=32",
+                 sharded ? "optimizer.use_distributed_optimizer=true" : "optimizer.use_distributed_optimizer=false"});
+    c.data_parallel_size = ranks;
+    return describe_gpu_memory_plan(c);
+  };
+  const auto total = [](const std::string& text) {
+    const size_t colon = text.find("): ");
+    return text.substr(colon + 3, text.find('\n') - colon - 3);
+  };
+  const std::string one = plan("tiny", 1, false), whole = plan("tiny", 4, false), sharded = plan("tiny", 4, true);
+  EXPECT_EQ(one.find("data-parallel"), std::string::npos) << one;
+  EXPECT_NE(whole.find("each of the 4 data-parallel ranks)"), std::string::npos) << whole;
+  EXPECT_NE(sharded.find("each of the 4 data-parallel ranks, holding its shard of the fp32 weights and moments"),
+            std::string::npos)
+      << sharded;
+  EXPECT_NE(total(sharded), total(whole)) << sharded << "\n" << whole;
+  EXPECT_EQ(one.find("Mamba2"), std::string::npos) << one;
+  const std::string hybrid = plan("tiny_hybrid", 1, false);
+  EXPECT_NE(hybrid.find("the Mamba2 layers' SSD scan and partial-sum workspaces (sized on the GPU)"), std::string::npos)
+      << hybrid;
+}
+
 }  // namespace
 }  // namespace sg::train
