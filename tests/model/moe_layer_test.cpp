@@ -226,5 +226,38 @@ TEST(MoeLayerCpu, SquaredReluExpertsHaveNemotronHNamesAndNoGate) {
             c.E * c.F * c.H + c.S * c.H - c.E);
 }
 
+// Megatron's initialization and weight-decay groups over every tensor of an MoE model, in both namings: the
+// router and each expert's and the shared expert's FC1 N(0, std), their FC2 (and attention's o_proj) the output
+// projection's scaled std, norms at 1, the expert bias at 0; matrices decayed, 1-D tensors (norms, the expert
+// bias) not.
+TEST(MoeLayerCpu, InitAndWeightDecayFollowMegatron) {
+  for (const MlpActivation activation : {MlpActivation::swiglu, MlpActivation::squared_relu}) {
+    MoeCase c = kCases[0];
+    c.activation = activation;
+    const ModelLayout layout = model_layout(test::moe_case_spec(c));
+    int routers = 0, output_projections = 0, biases = 0;
+    for (const ParamTensor& t : layout.tensors()) {
+      SCOPED_TRACE(t.name);
+      const bool matrix = t.shape.size() >= 2;
+      EXPECT_EQ(t.weight_decay, matrix);
+      const bool output = t.name.find("down_proj") != std::string::npos || t.name.find(".w2.") != std::string::npos ||
+                          t.name.find("o_proj") != std::string::npos;
+      if (t.name.find("e_score_correction_bias") != std::string::npos) {
+        EXPECT_EQ(t.init, ParamInit::zeros);
+        ++biases;
+      } else if (!matrix) {
+        EXPECT_EQ(t.init, ParamInit::ones);
+      } else {
+        EXPECT_EQ(t.init, output ? ParamInit::output_projection : ParamInit::normal);
+      }
+      if (matrix && output) ++output_projections;
+      if (t.name.find("gate.weight") != std::string::npos && t.name.find("experts") == std::string::npos) ++routers;
+    }
+    EXPECT_GT(routers, 0);
+    EXPECT_GE(output_projections, c.E) << "every expert's FC2";
+    EXPECT_EQ(biases, activation == MlpActivation::squared_relu || c.expert_bias ? 1 : 0);
+  }
+}
+
 }  // namespace
 }  // namespace sg::model
