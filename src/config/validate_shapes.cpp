@@ -308,8 +308,11 @@ void ShapeChecker::check_data_and_io() {
         "checkpoint.overwrite deletes the checkpoints in checkpoint.save, but the run is asked to resume "
         "from them",
         {"checkpoint.overwrite", "checkpoint.auto_resume", "checkpoint.load", "checkpoint.save"},
-        "choose one: checkpoint.overwrite=true to start over, or checkpoint.auto_resume=true (or "
-        "checkpoint.load=<checkpoint.save>) to continue");
+        // The keys to turn off, named: a run's config.yaml keeps auto_resume, so "add overwrite" alone fails.
+        std::string("to start over: checkpoint.overwrite=true ") +
+            (ck.auto_resume ? "checkpoint.auto_resume=false" : "") + (ck.auto_resume && resumes_from_save ? " " : "") +
+            (resumes_from_save ? "checkpoint.load=null" : "") +
+            "; to continue from its checkpoints: checkpoint.overwrite=false");
   }
   size("logger.log_interval", c_.logger.log_interval, std::numeric_limits<int64_t>::max());
   in_range("rng.seed", c_.rng.seed, 0, std::numeric_limits<int64_t>::max());

@@ -11,6 +11,28 @@
 
 namespace sg::train {
 
+std::vector<std::string> start_over_overrides(const config::CheckpointConfig& checkpoint) {
+  // Overwrite is refused with a resume (auto_resume, or load = save); starting over loads nothing either.
+  std::vector<std::string> keys = {"checkpoint.overwrite=true"};
+  if (checkpoint.auto_resume) keys.push_back("checkpoint.auto_resume=false");
+  if (checkpoint.load) keys.push_back("checkpoint.load=null");
+  return keys;
+}
+
+std::vector<std::string> continue_overrides(const config::CheckpointConfig& checkpoint) {
+  if (checkpoint.auto_resume) return {};
+  std::vector<std::string> keys = {"checkpoint.auto_resume=true"};  // resumes checkpoint.save with load unset
+  if (checkpoint.load) keys.push_back("checkpoint.load=null");
+  return keys;
+}
+
+std::string start_over_hint(const config::CheckpointConfig& checkpoint) {
+  const std::string start_over = join(start_over_overrides(checkpoint), " ");
+  const std::vector<std::string> resume = continue_overrides(checkpoint);
+  if (resume.empty()) return "\n(it continues from its checkpoints as it is; add " + start_over + " to start over)";
+  return "\n(add " + join(resume, " ") + " to continue from its checkpoints, or " + start_over + " to start over)";
+}
+
 RunRecorder::RunRecorder(const config::Config& config, const std::string& run_dir, const RecorderStart& start,
                          const std::string& run_id, RunReportInfo report)
     : run_dir_(run_dir), report_(std::move(report)), last_step_(start.start_step) {
@@ -21,9 +43,7 @@ RunRecorder::RunRecorder(const config::Config& config, const std::string& run_di
       "its value in a comment, so overriding what it derives from derives it again);\n"
       "run it again with: stepgraph train " +
       (std::filesystem::path(run_dir) / kConfigYaml).string() +
-      (config.checkpoint.save ? "\n(add checkpoint.auto_resume=true to continue from its "
-                                "checkpoints, or checkpoint.overwrite=true to start over)"
-                              : "");
+      (config.checkpoint.save ? start_over_hint(config.checkpoint) : "");
   report_.config_yaml = config::emit_yaml(config, header, config::EmitDerived::as_null);
   const std::string config_path = (std::filesystem::path(run_dir) / kConfigYaml).string();
   // The records this run continues keep the configuration they ran with.

@@ -21,6 +21,13 @@
 
 namespace sg::train {
 
+// config.yaml's last header line for a run with checkpoint.save: the overrides that rerun it from its checkpoints
+// (none when it already does) and those that start it over. Starting over turns off the resume keys the file
+// itself sets: checkpoint.overwrite with auto_resume, or with load = save, is refused.
+std::vector<std::string> start_over_overrides(const config::CheckpointConfig& checkpoint);
+std::vector<std::string> continue_overrides(const config::CheckpointConfig& checkpoint);
+std::string start_over_hint(const config::CheckpointConfig& checkpoint);
+
 // How a run meets its folder, as start_run_folder() and cut_records_after() (train/run_folder.h) prepared it.
 struct RecorderStart {
   bool resumed = false;      // the folder's records are this run's (RunFolderStart::continues): append to them

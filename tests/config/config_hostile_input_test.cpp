@@ -104,6 +104,15 @@ TEST(CheckpointKeys, AutoResumeAndOverwriteAreKeysThatContradictEachOther) {
     ASSERT_EQ(r.violations.size(), 1u);
     EXPECT_EQ(r.violations[0].rule, 16);
     EXPECT_NE(r.violations[0].message.find("checkpoint.overwrite"), std::string::npos);
+    // The fix turns off the resume key that is on (a run's config.yaml keeps auto_resume: adding overwrite alone
+    // to it fails).
+    const std::string& fix = r.violations[0].fix;
+    EXPECT_NE(fix.find(both[1] == "checkpoint.auto_resume=true" ? "to start over: checkpoint.overwrite=true "
+                                                                  "checkpoint.auto_resume=false"
+                                                                : "to start over: checkpoint.overwrite=true "
+                                                                  "checkpoint.load=null"),
+              std::string::npos)
+        << fix;
   }
   // Another folder starts over without a conflict (checkpoint.load must exist: train would refuse it).
   const std::string save = ::testing::TempDir() + "sg_checkpoint_keys_" + std::to_string(::getpid());

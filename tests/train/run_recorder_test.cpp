@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/validate.h"
+#include "core/strings.h"
 #include "graph/registry.h"
 #include "test_dir.h"
 #include "train/run_folder.h"
@@ -170,6 +172,38 @@ TEST_F(RunRecorderResume, AResumedRunEndingBeforeItsFirstStepReportsTheCheckpoin
   { RunRecorder recorder(tiny({}), run_dir(), {.resumed = true, .start_step = 4}, "run-id", RunReportInfo{}); }
   const std::string html = read_file(run_dir() + "/report.html");
   EXPECT_NE(html.find("ended early, after step 4"), std::string::npos) << html;
+}
+
+// config.yaml's header tells how to rerun the run: from its checkpoints, or over. Each instruction, applied to
+// the configuration the file holds (any of the resume keys a run may have been started with), validates, and
+// the text names every override.
+TEST(StartOverHint, EachInstructionValidatesOnTheConfigurationItIsWrittenInto) {
+  const std::string save = ::testing::TempDir() + "sg_start_over_" + std::to_string(::getpid());
+  std::filesystem::create_directories(save);
+  for (const std::vector<std::string>& run :
+       {std::vector<std::string>{}, std::vector<std::string>{"checkpoint.auto_resume=true"},
+        std::vector<std::string>{"checkpoint.load=" + save}}) {
+    std::vector<std::string> overrides = {"checkpoint.save=" + save};
+    overrides.insert(overrides.end(), run.begin(), run.end());
+    SCOPED_TRACE(overrides.back());
+    const config::Config written = config::load_config("llama/tiny", overrides);
+    ASSERT_TRUE(config::validate(written).ok());
+    const std::string hint = start_over_hint(written.checkpoint);
+    for (const auto& more : {start_over_overrides(written.checkpoint), continue_overrides(written.checkpoint)}) {
+      std::vector<std::string> all = overrides;
+      all.insert(all.end(), more.begin(), more.end());
+      const config::ValidationReport report = config::validate(config::load_config("llama/tiny", all));
+      EXPECT_TRUE(report.ok()) << join(more, " ") << "\n" << (report.ok() ? "" : report.violations[0].message);
+      for (const auto& key : more) EXPECT_NE(hint.find(key), std::string::npos) << hint;
+    }
+    const config::Config over = config::load_config("llama/tiny", [&] {
+      std::vector<std::string> all = overrides;
+      for (const auto& key : start_over_overrides(written.checkpoint)) all.push_back(key);
+      return all;
+    }());
+    EXPECT_TRUE(over.checkpoint.overwrite && !over.checkpoint.auto_resume && !over.checkpoint.load) << hint;
+  }
+  std::filesystem::remove_all(save);
 }
 
 }  // namespace
