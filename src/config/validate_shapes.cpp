@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "config/checkpoint_overrides.h"
 #include "config/lr_decay.h"
 #include "config/moment_dtype.h"
 #include "config/tokenizer_vocab.h"
@@ -309,9 +310,7 @@ void ShapeChecker::check_data_and_io() {
         "from them",
         {"checkpoint.overwrite", "checkpoint.auto_resume", "checkpoint.load", "checkpoint.save"},
         // The keys to turn off, named: a run's config.yaml keeps auto_resume, so "add overwrite" alone fails.
-        std::string("to start over: checkpoint.overwrite=true ") +
-            (ck.auto_resume ? "checkpoint.auto_resume=false" : "") + (ck.auto_resume && resumes_from_save ? " " : "") +
-            (resumes_from_save ? "checkpoint.load=null" : "") +
+        "to start over: " + join(start_over_overrides(ck), " ") +
             "; to continue from its checkpoints: checkpoint.overwrite=false");
   }
   size("logger.log_interval", c_.logger.log_interval, std::numeric_limits<int64_t>::max());

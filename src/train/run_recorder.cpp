@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "checkpoint/durable_io.h"
+#include "config/checkpoint_overrides.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "train/run_folder.h"
@@ -11,24 +12,9 @@
 
 namespace sg::train {
 
-std::vector<std::string> start_over_overrides(const config::CheckpointConfig& checkpoint) {
-  // Overwrite is refused with a resume (auto_resume, or load = save); starting over loads nothing either.
-  std::vector<std::string> keys = {"checkpoint.overwrite=true"};
-  if (checkpoint.auto_resume) keys.push_back("checkpoint.auto_resume=false");
-  if (checkpoint.load) keys.push_back("checkpoint.load=null");
-  return keys;
-}
-
-std::vector<std::string> continue_overrides(const config::CheckpointConfig& checkpoint) {
-  if (checkpoint.auto_resume) return {};
-  std::vector<std::string> keys = {"checkpoint.auto_resume=true"};  // resumes checkpoint.save with load unset
-  if (checkpoint.load) keys.push_back("checkpoint.load=null");
-  return keys;
-}
-
 std::string start_over_hint(const config::CheckpointConfig& checkpoint) {
-  const std::string start_over = join(start_over_overrides(checkpoint), " ");
-  const std::vector<std::string> resume = continue_overrides(checkpoint);
+  const std::string start_over = join(config::start_over_overrides(checkpoint), " ");
+  const std::vector<std::string> resume = config::continue_overrides(checkpoint);
   if (resume.empty()) return "\n(it continues from its checkpoints as it is; add " + start_over + " to start over)";
   return "\n(add " + join(resume, " ") + " to continue from its checkpoints, or " + start_over + " to start over)";
 }

@@ -21,11 +21,8 @@
 
 namespace sg::train {
 
-// config.yaml's last header line for a run with checkpoint.save: the overrides that rerun it from its checkpoints
-// (none when it already does) and those that start it over. Starting over turns off the resume keys the file
-// itself sets: checkpoint.overwrite with auto_resume, or with load = save, is refused.
-std::vector<std::string> start_over_overrides(const config::CheckpointConfig& checkpoint);
-std::vector<std::string> continue_overrides(const config::CheckpointConfig& checkpoint);
+// config.yaml's last header line for a run with checkpoint.save: how to rerun it from its checkpoints and how
+// to start it over (config/checkpoint_overrides.h).
 std::string start_over_hint(const config::CheckpointConfig& checkpoint);
 
 // How a run meets its folder, as start_run_folder() and cut_records_after() (train/run_folder.h) prepared it.

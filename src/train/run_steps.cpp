@@ -138,9 +138,13 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   for (size_t i = 2; i < plan_lines.size(); ++i) log::info(plan_lines[i]);
   if (loaded) {
     backend.load_state(loaded->state);  // the loader is at its data position already (resume_data_position)
-    // The backend holds its own copy now. The host copy (12 bytes a parameter, which train/host_memory.h does not
-    // plan for) would otherwise stay until the run ends, beside the copy each save makes.
-    loaded->state = TrainingState{.steps_done = loaded->state.steps_done, .rng = loaded->state.rng};
+    // The backend holds its own copy now. The host copy (12 bytes a parameter) would otherwise stay until the run
+    // ends, beside the copy each save makes: train/host_memory.h plans one checkpoint copy at a time.
+    loaded->state = TrainingState{.main_weights = {},
+                                  .exp_avg = {},
+                                  .exp_avg_sq = {},
+                                  .steps_done = loaded->state.steps_done,
+                                  .rng = loaded->state.rng};
     log::info(strprintf("resumed from %s at step %lld", loaded->path.c_str(), static_cast<long long>(start_step)));
   } else if (pretrained) {
     backend.load_state(*pretrained);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "config/checkpoint_overrides.h"
 #include "config/config.h"
 #include "config/validate.h"
 #include "core/strings.h"
@@ -189,7 +190,8 @@ TEST(StartOverHint, EachInstructionValidatesOnTheConfigurationItIsWrittenInto) {
     const config::Config written = config::load_config("llama/tiny", overrides);
     ASSERT_TRUE(config::validate(written).ok());
     const std::string hint = start_over_hint(written.checkpoint);
-    for (const auto& more : {start_over_overrides(written.checkpoint), continue_overrides(written.checkpoint)}) {
+    for (const auto& more :
+         {config::start_over_overrides(written.checkpoint), config::continue_overrides(written.checkpoint)}) {
       std::vector<std::string> all = overrides;
       all.insert(all.end(), more.begin(), more.end());
       const config::ValidationReport report = config::validate(config::load_config("llama/tiny", all));
@@ -198,7 +200,7 @@ TEST(StartOverHint, EachInstructionValidatesOnTheConfigurationItIsWrittenInto) {
     }
     const config::Config over = config::load_config("llama/tiny", [&] {
       std::vector<std::string> all = overrides;
-      for (const auto& key : start_over_overrides(written.checkpoint)) all.push_back(key);
+      for (const auto& key : config::start_over_overrides(written.checkpoint)) all.push_back(key);
       return all;
     }());
     EXPECT_TRUE(over.checkpoint.overwrite && !over.checkpoint.auto_resume && !over.checkpoint.load) << hint;
