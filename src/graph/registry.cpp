@@ -129,6 +129,14 @@ GraphExec& GraphRegistry::capture(const std::string& name, cudaStream_t stream, 
     exec = execs_.back().get();
   }
   exec->install(captured.graph, stream, captured.capture_ms);  // takes ownership of the graph
+  if (capture_check_) {
+    try {
+      capture_check_(exec->info());
+    } catch (...) {
+      exec->destroy();  // refused: never launched, and the runner captures again if the run goes on
+      throw;
+    }
+  }
   return *exec;
 }
 

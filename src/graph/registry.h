@@ -37,8 +37,15 @@ class GraphRegistry {
 
   // Captures `body` on `stream` as graph `name` and makes it executable: instantiated (with upload)
   // the first time, updated in place (cudaGraphExecUpdate) on a re-capture of the same topology.
-  // Does NOT launch it. Throws the explained capture error when the capture breaks.
+  // Does NOT launch it. Throws the explained capture error when the capture breaks, and the capture
+  // check's error (the graph destroyed, never launched) when the check refuses it.
   GraphExec& capture(const std::string& name, cudaStream_t stream, const RegionBody& body);
+
+  // Runs after every capture, before the graph can be launched. Data parallelism compares each rank's
+  // graph here: ranks whose captured collectives differ would wait on each other forever at the first
+  // replay, so the comparison has to come before it.
+  using CaptureCheck = std::function<void(const GraphInfo&)>;
+  void set_capture_check(CaptureCheck check) { capture_check_ = std::move(check); }
 
   GraphExec* find(const std::string& name);
   // One replay (counted in stats().replays).
@@ -60,6 +67,7 @@ class GraphRegistry {
   std::unordered_map<std::string, size_t> index_;
   int graphable_regions_ = 0;
   double capture_step_ms_ = -1.0;
+  CaptureCheck capture_check_;
 };
 
 // ---- cleanup order: graphs first, then what they reference ----

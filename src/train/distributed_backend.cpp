@@ -19,6 +19,18 @@ DistributedGpuBackend::DistributedGpuBackend(DistributedRun& run, const config::
                                     collectives_captured_in_graphs(config));
   inner_ = std::make_unique<GpuBackend>(config, model, batch, optimizer, rng, reducer_.get());
   inner_->notify = [this](const std::string& text) { notify(text); };
+  // Every rank captures the same graphs in the same order (same loop, same config), so the n-th capture of
+  // each rank is compared with the others' n-th, before its first launch.
+  inner_->set_capture_check([this](const graph::GraphInfo& g) {
+    const long long n = ++captures_checked_;
+    run_.require_same(
+        strprintf("captured-graph/%lld", n),
+        strprintf("graph '%s' of %llu nodes (%llu kernels)", g.name.c_str(), static_cast<unsigned long long>(g.nodes),
+                  static_cast<unsigned long long>(g.kernel_nodes)),
+        strprintf("captured CUDA graph %lld (every rank must capture the same graphs, or their "
+                  "collectives would wait on each other forever)",
+                  n));
+  });
 }
 
 DistributedGpuBackend::~DistributedGpuBackend() = default;
@@ -31,21 +43,6 @@ std::vector<std::string> DistributedGpuBackend::start_report() const {
   std::vector<std::string> lines = inner_->start_report();
   lines.push_back(run_.describe());
   return lines;
-}
-
-std::vector<StepResult> DistributedGpuBackend::collect(int in_flight) {
-  std::vector<StepResult> results = inner_->collect(in_flight);
-  for (const StepResult& r : results) {
-    if (!r.capture_step) continue;
-    // Every rank reaches its capture step's result at the same collect() call (same loop, same config).
-    const graph::GraphStats s = inner_->graph_stats();
-    run_.require_same("captured-graphs",
-                      strprintf("%d graphs of %llu nodes (%llu kernels)", s.graphs_live,
-                                static_cast<unsigned long long>(s.nodes),
-                                static_cast<unsigned long long>(s.kernel_nodes)),
-                      "the captured CUDA graphs (every rank must capture the same step)");
-  }
-  return results;
 }
 
 }  // namespace sg::train

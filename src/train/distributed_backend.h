@@ -1,9 +1,9 @@
 #pragma once
 // The GPU backend of one data-parallel rank: GpuBackend with a gradient reducer over the run's NCCL
 // communicator (train/distributed_run.h), so the step's collectives run inside it — captured with the
-// whole step (local full_iteration) or eagerly between region replays (transformer_engine). After the
-// capture step every rank checks that every other captured the same graphs (count, nodes, kernels): a
-// rank that captured a different step would deadlock the collectives later.
+// whole step (local full_iteration) or eagerly between region replays (transformer_engine). Each captured
+// graph (the step's, the evaluation's) is compared across ranks (name, nodes, kernels) before its first
+// launch: a rank that captured a different step would deadlock the collectives at the replay.
 #include <memory>
 
 #include "config/config.h"
@@ -25,7 +25,7 @@ class DistributedGpuBackend final : public TrainingBackend {
   std::string memory_plan() const override { return inner_->memory_plan(); }
   const model::ModelLayout& layout() const override { return inner_->layout(); }
   void submit(const model::HostBatch& batch) override { inner_->submit(batch); }
-  std::vector<StepResult> collect(int in_flight) override;
+  std::vector<StepResult> collect(int in_flight) override { return inner_->collect(in_flight); }
   // Each rank evaluates its rows of the batch; the step sums the ranks' losses (TrainStep::enqueue_eval).
   void eval_submit(const model::HostBatch& batch) override { inner_->eval_submit(batch); }
   EvalResult eval_collect() override { return inner_->eval_collect(); }
@@ -39,6 +39,7 @@ class DistributedGpuBackend final : public TrainingBackend {
 
  private:
   DistributedRun& run_;
+  int64_t captures_checked_ = 0;
   std::unique_ptr<dist::GradientReducer> reducer_;
   std::unique_ptr<GpuBackend> inner_;  // declared after reducer_: destroyed (graphs, step) before it
 };

@@ -45,6 +45,11 @@ GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& mod
   }
 }
 
+void GpuBackend::set_capture_check(const graph::GraphRegistry::CaptureCheck& check) {
+  graphed_->set_capture_check(check);
+  if (eval_) eval_->set_capture_check(check);
+}
+
 GpuBackend::~GpuBackend() {
   // Never throw from here: the device may be in an error state after a failed step. But say so: a
   // silent release would hide why a run ended.

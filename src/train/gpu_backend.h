@@ -52,6 +52,8 @@ class GpuBackend final : public TrainingBackend {
   std::vector<std::vector<int32_t>> moe_token_counts() override;
 
   graph::GraphStats graph_stats() const { return graphed_->stats(); }
+  // Checks every graph the backend captures (the step's and the evaluation's) before its first launch.
+  void set_capture_check(const graph::GraphRegistry::CaptureCheck& check);
   // The evaluation's own graph (train/gpu_evaluation.h); empty stats without evaluation.
   graph::GraphStats eval_graph_stats() const { return eval_ ? eval_->stats() : graph::GraphStats{}; }
   // Device memory the graphs took at capture (cudaMemGetInfo before and after the capture step); -1

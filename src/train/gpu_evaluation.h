@@ -32,6 +32,8 @@ class GpuEvaluation {
   void submit(cudaStream_t stream, const model::HostBatch& batch);
   EvalResult collect(cudaStream_t stream);
   graph::GraphStats stats() const { return registry_.stats(); }
+  // Checks the evaluation graph before its first launch (graph/registry.h).
+  void set_capture_check(graph::GraphRegistry::CaptureCheck check) { registry_.set_capture_check(std::move(check)); }
 
  private:
   struct Slot {

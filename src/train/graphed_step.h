@@ -31,6 +31,8 @@ class GraphedStep {
 
   const graph::ScopePlan& plan() const { return plan_; }
   graph::GraphStats stats() const { return registry_.stats(); }
+  // Checks each captured graph before its first launch (graph/registry.h).
+  void set_capture_check(graph::GraphRegistry::CaptureCheck check) { registry_.set_capture_check(std::move(check)); }
   // "local (full_iteration): 1 graph of the whole step; 4 graphable layers of 4; 3 warmup steps"
   std::string describe() const;
 

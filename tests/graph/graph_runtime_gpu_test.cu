@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cuda/arena.h"
 #include "cuda/device.h"
@@ -265,6 +266,48 @@ TEST_F(GraphRuntime, BrokenCaptureIsExplained) {
   float first = 0.0f;
   SG_CUDA_CHECK(cudaMemcpy(&first, buffer, sizeof(float), cudaMemcpyDeviceToHost));
   EXPECT_EQ(first, 3.0f);
+  registry.destroy_all();
+  cuda::device_free(buffer, "test buffer");
+}
+
+// The capture check (data parallelism's cross-rank comparison) sees each graph after its capture and before
+// its first launch; a refused graph is destroyed unlaunched, and the next step captures again.
+TEST_F(GraphRuntime, CaptureCheckRunsBeforeTheFirstLaunchAndARefusedGraphNeverRuns) {
+  cuda::Stream stream;
+  float* buffer = static_cast<float*>(cuda::device_allocate(256 * sizeof(float), "test buffer"));
+  SG_CUDA_CHECK(cudaMemsetAsync(buffer, 0, 256 * sizeof(float), stream));
+  GraphRegistry registry;
+  std::vector<GraphInfo> checked;
+  bool refuse = true;
+  registry.set_capture_check([&](const GraphInfo& g) {
+    checked.push_back(g);
+    if (refuse) throw Error("rank 1 captured another graph");
+  });
+  FullIterationRunner runner(registry, /*warmup_steps=*/0);
+  auto body = [&](cudaStream_t s) {
+    add_one<<<1, 256, 0, s>>>(buffer, 256);
+    add_one<<<1, 256, 0, s>>>(buffer, 256);
+  };
+  EXPECT_NE(thrown_message([&] { runner.run_step(stream, body); }).find("rank 1 captured another graph"),
+            std::string::npos);
+  ASSERT_EQ(checked.size(), 1u);
+  EXPECT_EQ(checked[0].kernel_nodes, 2u);
+  EXPECT_EQ(checked[0].launches, 0u) << "checked after a launch";
+  ASSERT_EQ(registry.graphs().size(), 1u);
+  EXPECT_FALSE(registry.find(checked[0].name)->valid()) << "the refused graph is still executable";
+  EXPECT_EQ(registry.stats().replays, 0u);
+  stream.synchronize();
+  float first = -1.0f;
+  SG_CUDA_CHECK(cudaMemcpy(&first, buffer, sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(first, 0.0f) << "the refused graph ran";
+
+  refuse = false;  // the next step captures again, is checked again, then launches
+  EXPECT_EQ(runner.run_step(stream, body), StepMode::capture);
+  EXPECT_EQ(runner.run_step(stream, body), StepMode::replay);
+  EXPECT_EQ(checked.size(), 2u) << "a replay is not a capture";
+  stream.synchronize();
+  SG_CUDA_CHECK(cudaMemcpy(&first, buffer, sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(first, 4.0f);
   registry.destroy_all();
   cuda::device_free(buffer, "test buffer");
 }
