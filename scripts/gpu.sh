@@ -634,6 +634,31 @@ if want dp; then
     grep -q "ended at different losses" "$D/bench_tiny_ng2_one_gpu.txt" && rc="$rc, LOSSES DIFFER"
     record "dp bench -ng 2 ($ws2_where, not timed)" "rc=$rc (bench_tiny_ng2_one_gpu.txt)"
     sed -n '/^mode /,$p' "$D/bench_tiny_ng2_one_gpu.txt"
+    # SIGTERM to bench rank 1 alone while its steps run: it says so and ends (143) without releasing its step, whose
+    # stream may wait in a collective; rank 0 ends within seconds naming it (70), rather than waiting in a collective.
+    "${ws2[@]}" bench -m llama -mr tiny -g h200 -c bf16 -ng 2 -gb 8 --plain --steps 200000 --compare none \
+      --json "$D/bench_sigterm_ng2.json" >"$D/bench_sigterm_ng2.txt" 2>&1 &
+    runner=$!
+    termed_at=
+    for i in $(seq 600); do
+      grep -q "^arena " "$D/bench_sigterm_ng2.txt" 2>/dev/null && break
+      sleep 0.1
+    done
+    sleep 5
+    for p in $(pgrep -f -- "--json $D/bench_sigterm_ng2.json"); do
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=1"; then
+        kill -TERM "$p" && termed_at=$(date +%s.%N)
+        break
+      fi
+    done
+    ( sleep 120; pkill -KILL -f -- "--json $D/bench_sigterm_ng2.json" ) &
+    watchdog=$!
+    wait "$runner"
+    rc=$?
+    kill "$watchdog" 2>/dev/null
+    ended_in=$([[ -n $termed_at ]] && python3 -c "print(f'{$(date +%s.%N) - $termed_at:.1f}')" || echo "-")
+    rank1_line=$(grep -o "\[rank 1\] stepgraph bench stopped by [^;]*" "$D/bench_sigterm_ng2.txt" | head -1)
+    record "dp bench SIGTERM to rank 1 ($ws2_where)" "rc=$rc (70: rank 0's; 137: a hang the watchdog killed), ended ${ended_in} s after the signal; '${rank1_line:-no such line}'"
   else
     # Scaling: the same micro batch per GPU, twice the global batch at -ng 2.
     # ng2_run RECIPE MICRO_BATCH SUFFIX [overrides]: bench -ng 2 (twice the global batch) and its scaling over -ng 1.

@@ -4,27 +4,29 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "bench/bench_stats.h"
+#include "bench/kernel_timer.h"
+#include "bench/power_sampler.h"
+#include "bench/report.h"
 #include "config/graph_keys.h"
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/nvtx.h"
 #include "cuda/stream.h"
+#include "data/batch.h"
+#include "data/rank_batch.h"
 #include "graph/registry.h"
 #include "model/gradient_readiness.h"
 #include "model/init.h"
 #include "model/layer_registry.h"
 #include "model/train_step.h"
-#include "bench/bench_stats.h"
-#include "bench/kernel_timer.h"
-#include "bench/power_sampler.h"
-#include "bench/report.h"
-#include "data/batch.h"
-#include "data/rank_batch.h"
+#include "train/distributed_run.h"
 #include "train/graphed_step.h"
 #include "train/metrics.h"
 
@@ -310,6 +312,19 @@ std::string no_gpu_message() {
          "CUDA_VISIBLE_DEVICES). `stepgraph bench ... --dryrun` validates the configuration without one.";
 }
 
+namespace {
+
+// Data parallel: a rank whose modes fail (a signal to this rank alone included) says why, tells the others (they end
+// at once) and ends with the status the command would give, without releasing its step: its stream may wait in a
+// collective the others left (train::DistributedRun::end_failed_rank).
+[[noreturn]] void end_failed_bench_rank(train::DistributedRun& distributed, const std::exception& e) {
+  const bool interrupted = dynamic_cast<const BenchInterrupted*>(&e) != nullptr;
+  std::fprintf(stderr, interrupted ? "%s; no report written\n" : "error: %s\n", e.what());
+  distributed.end_failed_rank(e.what(), interrupted ? graph::exit_code_for_stop() : 1);
+}
+
+}  // namespace
+
 BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, train::DistributedRun* distributed) {
   if (cuda::device_count() == 0) throw Error(no_gpu_message());
   SG_CHECK(!plan.modes.empty(), "stepgraph bench: no mode to run");
@@ -376,39 +391,45 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
   std::unique_ptr<model::TrainStep> step;
   std::optional<size_t> step_plan;
   std::vector<float> weights, zeros;
-  for (size_t i = 0; i < plan.modes.size(); ++i) {
-    const PlannedMode& planned = plan.modes[i];
-    tracker.set_mode(i, planned.label);
-    if (step_plan != planned.memory_plan) {
-      if (step) {
-        stream.synchronize();
-        step.reset();  // frees the previous arena before the next one is allocated
+  try {
+    for (size_t i = 0; i < plan.modes.size(); ++i) {
+      const PlannedMode& planned = plan.modes[i];
+      tracker.set_mode(i, planned.label);
+      if (step_plan != planned.memory_plan) {
+        if (step) {
+          stream.synchronize();
+          step.reset();  // frees the previous arena before the next one is allocated
+        }
+        step = std::make_unique<model::TrainStep>(planned.model, plan.batch, plan.optimizer, plan.seed, step_options);
+        step_plan = planned.memory_plan;
+        const uint64_t arena = step->arena().total_bytes();
+        results.env.arena_bytes = std::max(results.env.arena_bytes, arena);
+        if (progress.line) progress.line(arena_line(plan, planned.memory_plan, arena));
+        if (weights.empty()) {
+          weights = model::initial_parameters(step->layout(), plan.seed);
+          zeros.assign(weights.size(), 0.0f);
+        }
+        step->upload_batch(stream, batch);
       }
-      step = std::make_unique<model::TrainStep>(planned.model, plan.batch, plan.optimizer, plan.seed, step_options);
-      step_plan = planned.memory_plan;
-      const uint64_t arena = step->arena().total_bytes();
-      results.env.arena_bytes = std::max(results.env.arena_bytes, arena);
-      if (progress.line) progress.line(arena_line(plan, planned.memory_plan, arena));
-      if (weights.empty()) {
-        weights = model::initial_parameters(step->layout(), plan.seed);
-        zeros.assign(weights.size(), 0.0f);
+      SharedState shared{*step, stream, weights, zeros, timer.get(), power};
+      results.modes.push_back(run_mode(plan, planned, shared, tracker));
+      ModeResult& m = results.modes.back();
+      m.arena_bytes = step->arena().total_bytes();
+      const SampleStats step_ms = sample_stats(m.step_ms);
+      const SampleStats host_ms = sample_stats(m.host_ms);
+      std::string floor;
+      if (const std::optional<double> floor_ms = floor_median_ms(m); floor_ms && *floor_ms > 0) {
+        floor = strprintf("; floor %.3f ms (step/floor %.3fx)", *floor_ms, step_ms.median / *floor_ms);
       }
-      step->upload_batch(stream, batch);
+      tracker.line(strprintf("median step %.3f ms (p90 %.3f) over %zu steps; host %.3f ms per step%s; peak memory %s",
+                             step_ms.median, step_ms.p90, step_ms.count, host_ms.median, floor.c_str(),
+                             human_bytes(m.memory_peak).c_str()));
+      if (m.power.measured()) tracker.line("power: " + describe_power(m.power));
     }
-    SharedState shared{*step, stream, weights, zeros, timer.get(), power};
-    results.modes.push_back(run_mode(plan, planned, shared, tracker));
-    ModeResult& m = results.modes.back();
-    m.arena_bytes = step->arena().total_bytes();
-    const SampleStats step_ms = sample_stats(m.step_ms);
-    const SampleStats host_ms = sample_stats(m.host_ms);
-    std::string floor;
-    if (const std::optional<double> floor_ms = floor_median_ms(m); floor_ms && *floor_ms > 0) {
-      floor = strprintf("; floor %.3f ms (step/floor %.3fx)", *floor_ms, step_ms.median / *floor_ms);
-    }
-    tracker.line(strprintf("median step %.3f ms (p90 %.3f) over %zu steps; host %.3f ms per step%s; peak memory %s",
-                           step_ms.median, step_ms.p90, step_ms.count, host_ms.median, floor.c_str(),
-                           human_bytes(m.memory_peak).c_str()));
-    if (m.power.measured()) tracker.line("power: " + describe_power(m.power));
+  } catch (const std::exception& e) {
+    // Before `step` and `stream` are released: they may hold collectives the other ranks left.
+    if (distributed) end_failed_bench_rank(*distributed, e);
+    throw;
   }
   return results;
 }
