@@ -46,17 +46,25 @@ struct RngState {
   uint64_t offset;
 };
 
+// The Philox counter of one call site's 4-word block `block` at generator offset `offset`:
+// (block lo, block hi ^ (offset hi << 16), site, offset lo). The offset advances once per microbatch of the
+// global batch (every data-parallel rank's), so a run passes 2^32 of them after 2^32 / (global_batch_size /
+// micro_batch_size) steps (262144 steps of 16384 microbatches): its high bits enter word 1, so no offset
+// repeats an earlier one's stream. The map is one-to-one while block < 2^48 (index < 2^50) and offset < 2^48;
+// below offset 2^32 it is the layout the numbers always had, so every run's draws so far are unchanged.
+SG_HD Philox4x32Counter philox_counter(uint64_t block, uint32_t site, uint64_t offset) {
+  return Philox4x32Counter{{static_cast<uint32_t>(block),
+                            static_cast<uint32_t>(block >> 32) ^ (static_cast<uint32_t>(offset >> 32) << 16), site,
+                            static_cast<uint32_t>(offset)}};
+}
+
 // The stream of numbers for one call site: (seed, offset, site) -> 4 words per 4 consecutive indices.
-// counter = (index/4 lo, index/4 hi, site, offset lo), key = seed; word index%4 is returned.
-// Only the offset's low 32 bits enter the counter: it advances once per microbatch, so it wraps after
-// 2^32 microbatches — far beyond any run. Checked against Random123's known answers in
-// tests/core/philox_test.cpp.
+// counter = philox_counter(index/4, site, offset), key = seed; word index%4 is returned. Checked against
+// Random123's known answers in tests/core/philox_test.cpp.
 SG_HD uint32_t philox_bits(uint64_t seed, uint64_t offset, uint32_t site, uint64_t index) {
-  const uint64_t block = index >> 2;
-  const Philox4x32Counter out = philox4x32_10(
-      Philox4x32Counter{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), site,
-                         static_cast<uint32_t>(offset)}},
-      Philox4x32Key{{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}});
+  const Philox4x32Counter out =
+      philox4x32_10(philox_counter(index >> 2, site, offset),
+                    Philox4x32Key{{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}});
   return out.v[index & 3];
 }
 

@@ -14,7 +14,7 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 1 << 16;  // grid-stride beyond this
 
 // One thread per group of 4 consecutive elements: one Philox call gives the 4 words that
-// rng::philox_bits returns for indices 4g..4g+3 (same counter and key construction), so the mask is
+// rng::philox_bits returns for indices 4g..4g+3 (rng::philox_counter and the same key), so the mask is
 // bitwise the CPU's.
 __global__ void __launch_bounds__(kThreads)
     dropout_kernel(bf16* out, const bf16* in, const rng::RngState* state, int64_t n, float p, uint32_t site) {
@@ -25,10 +25,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
        g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const auto block = static_cast<uint64_t>(g);
-    const rng::Philox4x32Counter words = rng::philox4x32_10(
-        rng::Philox4x32Counter{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), site,
-                                static_cast<uint32_t>(offset)}},
-        rng::Philox4x32Key{{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}});
+    const rng::Philox4x32Counter words =
+        rng::philox4x32_10(rng::philox_counter(block, site, offset),
+                           rng::Philox4x32Key{{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}});
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const int64_t i = 4 * g + k;

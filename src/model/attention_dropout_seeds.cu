@@ -13,7 +13,7 @@ __global__ void attention_dropout_seeds_kernel(const rng::RngState* state, const
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= count) return;
   const rng::RngState s = *state;
-  seeds[i] = attention_dropout_seed(s.seed, sites[i]);
+  seeds[i] = attention_dropout_seed(s.seed, sites[i], s.offset);
   offsets[i] = attention_dropout_offset(s.offset);
 }
 

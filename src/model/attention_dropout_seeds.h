@@ -18,7 +18,7 @@ namespace sg::model {
 struct AttentionDropoutSeedsParams {
   const rng::RngState* state = nullptr;  // device: the generator attention dropout draws from
   const uint32_t* sites = nullptr;       // device [count]: each slot's attention-probabilities site
-  int64_t* seeds = nullptr;              // device [count]: attention_dropout_seed(seed, sites[i])
+  int64_t* seeds = nullptr;              // device [count]: attention_dropout_seed(seed, sites[i], offset)
   int64_t* offsets = nullptr;            // device [count]: attention_dropout_offset(offset)
   int count = 0;
 };

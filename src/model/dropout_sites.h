@@ -32,17 +32,25 @@ inline constexpr uint64_t kRngOffsetPerMicrobatch = 1;
 // the microbatch's RNG offset is spread by 2^32 so the counter ranges of consecutive microbatches never
 // overlap (cuDNN advances its counter within one call by far less than that). Written on the device once per
 // microbatch from the RngState (model/attention_dropout_seeds.h); both values stay non-negative.
+// The spread keeps 31 bits of the generator offset, which advances once per microbatch of the global batch:
+// a run of 16384 microbatches a step passes 2^31 of them after 131072 steps. The bits above enter the seed
+// (its "epoch", offset / 2^31), so microbatch k + 2^31 does not draw microbatch k's masks again; in the first
+// epoch the seed is the hash of (seed, site) alone, as it always was.
 constexpr uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
-constexpr int64_t attention_dropout_seed(uint64_t seed, uint32_t site) {
-  return static_cast<int64_t>(splitmix64(seed ^ (static_cast<uint64_t>(site) << 32 | 0xA77Eu)) >> 1);
+inline constexpr int kAttentionDropoutOffsetBits = 31;
+constexpr int64_t attention_dropout_seed(uint64_t seed, uint32_t site, uint64_t offset = 0) {
+  uint64_t h = splitmix64(seed ^ (static_cast<uint64_t>(site) << 32 | 0xA77Eu));
+  const uint64_t epoch = offset >> kAttentionDropoutOffsetBits;
+  if (epoch != 0) h = splitmix64(h ^ splitmix64(epoch));
+  return static_cast<int64_t>(h >> 1);
 }
 constexpr int64_t attention_dropout_offset(uint64_t offset) {
-  return static_cast<int64_t>((offset & 0x7FFFFFFFull) << 32);
+  return static_cast<int64_t>((offset & ((uint64_t{1} << kAttentionDropoutOffsetBits) - 1)) << 32);
 }
 
 }  // namespace sg::model

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <set>
+#include <utility>
 
 namespace sg::rng {
 namespace {
@@ -29,7 +30,9 @@ TEST(Philox, KnownAnswerPi) {
                {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
 }
 
-// philox_bits: counter = (index/4 lo, index/4 hi, site, offset lo), key = seed (lo, hi), word index%4.
+// philox_bits: counter = philox_counter(index/4, site, offset) = (index/4 lo, index/4 hi ^ (offset hi << 16), site,
+// offset lo), key = seed (lo, hi), word index%4. Below offset 2^32 (here) that is (index/4 lo, index/4 hi, site,
+// offset lo): the layout every draw so far had, pinned.
 TEST(Philox, BitsLayout) {
   const uint64_t seed = 0x0123456789abcdefULL, offset = 77;
   const uint32_t site = 5;
@@ -40,6 +43,32 @@ TEST(Philox, BitsLayout) {
         {{0x89abcdefu, 0x01234567u}});
     EXPECT_EQ(philox_bits(seed, offset, site, index), out.v[index % 4]) << "index " << index;
   }
+}
+
+// The offset's high bits enter counter word 1 (shifted by 16, so an index's block hi below 2^16 never meets them):
+// offsets 2^32 apart draw different numbers (a run's generator offset passes 2^32 after 2^32 microbatches of the
+// global batch), and (block, offset) -> counter stays one-to-one for blocks and offsets below 2^48.
+TEST(Philox, OffsetHighBitsEnterTheCounter) {
+  constexpr uint64_t k2To32 = uint64_t{1} << 32;
+  for (uint64_t index : {0ULL, 3ULL, 4ULL, 1000003ULL, (1ULL << 34) + 6}) {
+    std::set<uint32_t> words;
+    for (uint64_t offset : {uint64_t{9}, k2To32 + 9, 2 * k2To32 + 9, (uint64_t{1} << 47) + 9}) {
+      words.insert(philox_bits(42, offset, 3, index));
+    }
+    EXPECT_EQ(words.size(), 4u) << "index " << index;
+  }
+  const Philox4x32Counter c = philox_counter(0x0000'0005'0000'0007ULL, 11, 0x0000'0003'0000'0009ULL);
+  EXPECT_EQ(c.v[0], 7u);
+  EXPECT_EQ(c.v[1], 5u | (3u << 16));
+  EXPECT_EQ(c.v[2], 11u);
+  EXPECT_EQ(c.v[3], 9u);
+  // One-to-one below 2^48: a block hi and an offset hi never share bits.
+  std::set<std::pair<uint32_t, uint32_t>> seen;
+  for (uint64_t block_hi : {0ULL, 1ULL, 0xFFFFULL})
+    for (uint64_t offset_hi : {0ULL, 1ULL, 0xFFFFULL}) {
+      const Philox4x32Counter k = philox_counter(block_hi << 32, 0, offset_hi << 32);
+      EXPECT_TRUE(seen.insert({k.v[1], k.v[3]}).second) << block_hi << " " << offset_hi;
+    }
 }
 
 TEST(Philox, UniformIsExact24BitFraction) {

@@ -132,6 +132,28 @@ TEST(AttentionDropoutOffset, OffsetsAreNonNegativeForAnyOffset) {
   }
 }
 
+// The offset keeps 31 bits of the generator offset; the rest enters the seed. 16384 microbatches a step pass
+// 2^31 of them at step 131073: its first microbatch must not draw step 1's first masks again (the same cuDNN seed
+// and offset before), and neither must any later epoch's. The first epoch's seed is the (seed, site) hash alone.
+TEST(AttentionDropoutSeed, OffsetsPast2To31DrawNewStreams) {
+  constexpr uint64_t k2To31 = uint64_t{1} << 31;
+  EXPECT_EQ(uint64_t{131072} * 16384, k2To31);  // the first microbatch of step 131073
+  for (const uint64_t seed : kSeeds) {
+    for (const uint32_t site : {0u, 3u, 93u}) {
+      EXPECT_EQ(attention_dropout_seed(seed, site, k2To31 - 1), attention_dropout_seed(seed, site));
+      std::set<std::pair<int64_t, int64_t>> draws;
+      for (const uint64_t offset : {uint64_t{0}, k2To31, 2 * k2To31, 3 * k2To31, uint64_t{1} << 40,
+                                    std::numeric_limits<uint64_t>::max() - (k2To31 - 1)}) {
+        const int64_t s = attention_dropout_seed(seed, site, offset);
+        EXPECT_GE(s, 0);
+        EXPECT_EQ(attention_dropout_offset(offset), 0) << offset;
+        EXPECT_TRUE(draws.insert({s, attention_dropout_offset(offset)}).second)
+            << "seed " << seed << " site " << site << " offset " << offset << " repeats an earlier draw";
+      }
+    }
+  }
+}
+
 // The dense model's sites (attention_probs 3b, attention_output 3b+1, mlp_output 3b+2) handed out by
 // the allocator.
 TEST(DropoutSiteAllocator, HandsOutTheDenseModelsSitesInStackOrder) {

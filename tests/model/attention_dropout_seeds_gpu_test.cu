@@ -1,5 +1,5 @@
 // model/attention_dropout_seeds.h's kernel on the GPU: every slot gets attention_dropout_seed(state.seed,
-// sites[i]) and attention_dropout_offset(state.offset) (model/dropout_sites.h, checked on the CPU in
+// sites[i], state.offset) and attention_dropout_offset(state.offset) (model/dropout_sites.h, checked on the CPU in
 // attention_dropout_seed_test.cpp), read from the device RngState at run time — so a replayed graph
 // follows the state's offset — for counts across several blocks; a slot past count is not written.
 // Filter: --gtest_filter='AttentionDropoutSeedsGpu*'
@@ -48,7 +48,7 @@ TEST_F(AttentionDropoutSeedsGpu, EverySlotGetsTheHostFormula) {
     const std::vector<int64_t> seeds = d_seeds.download(), offsets = d_offsets.download();
     for (int i = 0; i < count; ++i) {
       const size_t s = static_cast<size_t>(i);
-      EXPECT_EQ(seeds[s], attention_dropout_seed(state.seed, sites[s])) << "slot " << i;
+      EXPECT_EQ(seeds[s], attention_dropout_seed(state.seed, sites[s], state.offset)) << "slot " << i;
       EXPECT_EQ(offsets[s], attention_dropout_offset(state.offset)) << "slot " << i;
     }
     EXPECT_EQ(seeds[sites.size()], int64_t{-1}) << "a slot past count was written";
@@ -82,7 +82,7 @@ TEST_F(AttentionDropoutSeedsGpu, AReplayReadsTheCurrentState) {
     stream.synchronize();
     const std::vector<int64_t> seeds = d_seeds.download(), offsets = d_offsets.download();
     for (size_t i = 0; i < sites.size(); ++i) {
-      EXPECT_EQ(seeds[i], attention_dropout_seed(42, sites[i])) << "offset " << offset << " slot " << i;
+      EXPECT_EQ(seeds[i], attention_dropout_seed(42, sites[i], offset)) << "offset " << offset << " slot " << i;
       EXPECT_EQ(offsets[i], attention_dropout_offset(offset)) << "offset " << offset << " slot " << i;
     }
   }

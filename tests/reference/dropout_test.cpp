@@ -62,6 +62,28 @@ TEST(DropoutReference, ReproducibleAndKeyedBySeedOffsetSite) {
   EXPECT_NE(base, run({9 + (uint64_t(1) << 32), 2}, 1));
 }
 
+// The generator offset advances once per microbatch of the global batch: 16384 microbatches a step pass 2^32 of
+// them at step 262145, whose first microbatch must not draw step 1's first mask again (only the offset's low 32
+// bits entered the Philox counter before). Offsets below 2^32 keep the numbers they always had (BitsLayout in
+// tests/core/philox_test.cpp).
+TEST(DropoutReference, OffsetsPast2To32DrawNewMasks) {
+  const int64_t n = 4096;
+  const auto in = test::random_normal(n, 141);
+  auto run = [&](uint64_t offset) {
+    std::vector<float> out(n);
+    ref::dropout_forward(out.data(), in.data(), n, 0.25f, rng::RngState{1234, offset}, 1);
+    return out;
+  };
+  constexpr uint64_t k2To32 = uint64_t{1} << 32;
+  const uint64_t step_262145 = uint64_t{262144} * 16384;  // 2^32: the first microbatch of step 262145
+  EXPECT_EQ(step_262145, k2To32);
+  EXPECT_NE(run(0), run(step_262145));
+  EXPECT_NE(run(5), run(k2To32 + 5));
+  EXPECT_NE(run(k2To32 + 5), run(2 * k2To32 + 5));
+  EXPECT_NE(run(7), run((uint64_t{1} << 47) + 7));
+  EXPECT_EQ(run(k2To32 + 5), run(k2To32 + 5));
+}
+
 TEST(DropoutReference, BackwardUsesTheForwardMask) {
   const int64_t n = 777;
   const float p = 0.4f;
