@@ -18,13 +18,22 @@ double HostMemoryPlan::per_rank() const {
   return t;
 }
 
+double HostMemoryPlan::every_rank() const {
+  double t = 0.0;
+  for (const auto& i : items) t += i.writer_only ? 0.0 : i.bytes;
+  return t;
+}
+
 double HostMemoryPlan::total() const {
-  return per_rank() * static_cast<double>(std::max(ranks_on_node, 1));
+  return every_rank() * static_cast<double>(std::max(ranks_on_node, 1)) + (per_rank() - every_rank());
 }
 
 std::string HostMemoryPlan::describe() const {
   std::vector<std::string> parts;
-  for (const auto& i : items) parts.push_back(i.what + " " + bytes_text(i.bytes));
+  for (const auto& i : items) {
+    parts.push_back(i.what + " " + bytes_text(i.bytes) +
+                    (i.writer_only && ranks_on_node > 1 ? " (the rank that writes checkpoints only)" : ""));
+  }
   return join(parts, ", ");
 }
 
@@ -58,10 +67,11 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
   }
   const double P = V * H * (m.share_embeddings_and_output_weights ? 1.0 : 2.0) + layers.params + H;
   const std::string param_keys = "model.num_layers, model.hidden_size, model.ffn_hidden_size, model.vocab_size";
-  // A save copies weights and both moments (fp32) and a bf16 copy of the weights; a load the same. The GPU backend
-  // downloads the fp32 state on every data-parallel rank (a sharded one gathered first) and every rank loads a
-  // checkpoint it resumes.
-  const HostMemoryItem checkpoint_copy{"checkpoint copy of the state", 14.0 * P, param_keys};
+  // A save copies weights and both moments (fp32) and a bf16 copy of the weights; a load the same. Every
+  // data-parallel rank loads a checkpoint it resumes; to save, the GPU backend downloads the fp32 state on the rank
+  // that writes it, and with the distributed optimizer on every rank (the shards are gathered, a collective).
+  const HostMemoryItem checkpoint_copy{"checkpoint copy of the state", 14.0 * P, param_keys,
+                                       !options.checkpoint_copy_on_every_rank};
   if (!options.cpu_backend) {
     plan.items.push_back(checkpoint_copy);
     return plan;
@@ -89,11 +99,15 @@ void check_host_memory(const HostMemoryPlan& plan, const AvailableHostMemory& av
   if (available.source.empty() || need <= available.bytes) return;
   const auto largest = std::max_element(plan.items.begin(), plan.items.end(),
                                         [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
+  // The rank that writes checkpoints holds its own copy of the state on top, unless every rank does.
+  const double writer_only = plan.per_rank() - plan.every_rank();
+  const std::string writer_text =
+      writer_only > 0.0 ? " + " + bytes_text(writer_only) + " on the rank that writes checkpoints" : "";
   const std::string needs =
       shared
-          ? strprintf("%s of host memory on this node: %d ranks (%s) x %s per rank (%s)", bytes_text(need).c_str(),
+          ? strprintf("%s of host memory on this node: %d ranks (%s) x %s per rank%s (%s)", bytes_text(need).c_str(),
                       plan.ranks_on_node, plan.ranks_source.empty() ? "ranks on this node" : plan.ranks_source.c_str(),
-                      bytes_text(plan.per_rank()).c_str(), plan.describe().c_str())
+                      bytes_text(plan.every_rank()).c_str(), writer_text.c_str(), plan.describe().c_str())
           : strprintf("%s of host memory (%s)", bytes_text(need).c_str(), plan.describe().c_str());
   std::string fixes = "lower " + largest->keys;
   if (shared) {

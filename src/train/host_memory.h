@@ -19,37 +19,44 @@ struct HostMemoryItem {
   std::string what;              // "weights, gradients and Adam moments (fp32)"
   double bytes = 0.0;            // double: absurd configs must not overflow the arithmetic
   std::string keys;              // the keys that size it: "model.num_layers, model.hidden_size, ..."
+  bool writer_only = false;      // held by the rank that writes checkpoints only, not by every rank
 };
 
 struct HostMemoryPlan {
-  std::vector<HostMemoryItem> items;  // what one process (one rank) holds
-  // The processes on this node that hold as much each: the data-parallel ranks (all of them download the
-  // state at a save and load it at a resume, at the same time).
+  std::vector<HostMemoryItem> items;  // what one process (one rank) holds; the rank that writes checkpoints, the most
+  // The processes on this node that hold the items each, at the same time: the data-parallel ranks. A writer_only
+  // item counts once: at most one rank of a node writes (rank 0's node; another node holds none, planned alike).
   int ranks_on_node = 1;
   std::string ranks_source;  // where the count came from: "LOCAL_WORLD_SIZE = 8"
   bool cpu_backend = true;
-  double per_rank() const;       // the items' sum
-  double total() const;          // per_rank() x ranks_on_node: what the node needs
-  std::string describe() const;  // "a 1.2 GiB + b 30 MiB + ..."
+  double per_rank() const;       // the items' sum: what the rank that writes checkpoints needs (another, no more)
+  double every_rank() const;     // the sum of the items every rank holds (not writer_only)
+  double total() const;          // every_rank() x ranks_on_node + the writer_only items: what the node needs
+  std::string describe() const;  // "a 1.2 GiB, b 30 MiB, ..."
 };
 
 struct HostMemoryOptions {
   bool cpu_backend = true;        // the model lives in host memory
   bool checkpoint_staging = false;  // a save or load copies the state once more on the host
+  // Whether every rank holds that copy at once: a resume (every rank loads the checkpoint) or a save with the
+  // distributed optimizer (every rank gathers the state). Otherwise only the rank that writes checkpoints
+  // downloads the state to save it (train/checkpointing.h copies_state_to_save).
+  bool checkpoint_copy_on_every_rank = true;
   int ranks_on_node = 1;            // dist::WorldInfo::ranks_on_node() of a data-parallel run
-  std::string ranks_source;         // e.g. "LOCAL_WORLD_SIZE = 8", named by the error
+  std::string ranks_source{};       // e.g. "LOCAL_WORLD_SIZE = 8", named by the error
 };
 
 // What one rank needs on the host: the input batches, and with the CPU backend the model, its
 // optimizer state, activations and scratch; plus, with either backend, the checkpoint copies when saving or
-// loading (the GPU backend downloads the fp32 state to save it, and reads a checkpoint into host memory).
+// loading (the GPU backend downloads the fp32 state to save it, and reads a checkpoint into host memory), on the
+// rank that writes checkpoints only unless options.checkpoint_copy_on_every_rank.
 HostMemoryPlan plan_host_memory(const model::ModelSpec& model, const model::BatchSpec& batch,
                                 const HostMemoryOptions& options);
 
 // sg::Error when the plan does not fit `available`: both totals, every item, and the keys of the
 // largest item to change. A limit the node's processes share (MemAvailable, a cgroup) must hold every rank's
-// plan (total(); the error names the rank count and the per-rank need), a per-process one (an rlimit) one
-// rank's (per_rank()).
+// plan (total(); the error names the rank count, the per-rank need and the writing rank's own), a per-process one
+// (an rlimit) one rank's (per_rank(): the writing rank's, which a rank that does not write is held to as well).
 void check_host_memory(const HostMemoryPlan& plan, const AvailableHostMemory& available);
 // Each of them (core/available_memory.h's host_memory_limits()).
 void check_host_memory(const HostMemoryPlan& plan, const std::vector<AvailableHostMemory>& limits);

@@ -181,6 +181,10 @@ CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& c) {
       save.c_str(), contents_text(save).c_str(), save.c_str()));
 }
 
+bool may_resume(const config::CheckpointConfig& c) {
+  return c.load.has_value() || (c.save && c.auto_resume);
+}
+
 std::string remove_overwritten_checkpoints(CheckpointDirs& dirs) {
   if (!dirs.overwrite_pending) return "";
   const std::string save = *dirs.overwrite_pending;

@@ -30,6 +30,10 @@ struct CheckpointDirs {
 // sg::Error for every refusal, naming the directories and the keys that resolve it. Removes nothing.
 CheckpointDirs prepare_checkpoint_dirs(const config::CheckpointConfig& checkpoint);
 
+// Whether prepare_checkpoint_dirs(checkpoint) can name a checkpoint to resume, before any folder is looked at:
+// checkpoint.load is set, or checkpoint.auto_resume with checkpoint.save (every data-parallel rank loads it).
+bool may_resume(const config::CheckpointConfig& checkpoint);
+
 // checkpoint.overwrite, at the run's first save (its state already checked finite): removes what
 // checkpoint.save holds and returns the line for the log; "" when no removal is pending (done once).
 std::string remove_overwritten_checkpoints(CheckpointDirs& dirs);

@@ -1,20 +1,28 @@
 // The trainer's data-parallel paths that run without a GPU: one rank (as `stepgraph launch -n 1` starts it) joins the
-// rendezvous and trains on the CPU backend through the same save, resume and failure paths as ranks on GPUs. Each run
-// is a forked process (tests/dist/rank_processes.h): a failed rank ends its process.
+// rendezvous and trains on the CPU backend through the same save, resume and failure paths as ranks on GPUs; and two
+// ranks run the step loop (run_steps) each on its own CPU backend, for what every rank does at a save. Each run is a
+// forked process (tests/dist/rank_processes.h): a failed rank ends its process.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "config/config.h"
+#include "config/model_config.h"
+#include "config/validate.h"
 #include "dist/local_launcher.h"
 #include "dist/loopback_world.h"
 #include "dist/rank_processes.h"
 #include "test_dir.h"
+#include "train/backend_factory.h"
+#include "train/cpu_backend.h"
 #include "train/distributed_run.h"
+#include "train/run_steps.h"
 #include "train/trainer.h"
 
 namespace sg::train {
@@ -93,6 +101,95 @@ TEST(DistributedTrainer, ARankSavesThroughTheStoreAndResumesTheFolderRankZeroCho
   EXPECT_NE(resumed.stderr_text.find("resumed from " + save + "/iter_0000004"), std::string::npos)
       << resumed.stderr_text;
   EXPECT_EQ(checkpoint::read_latest_iteration(save), 6);
+  fs::remove_all(dir);
+}
+
+// The CPU reference backend, counting the state downloads (TrainingBackend::state()) of its rank.
+class StateCountingBackend final : public TrainingBackend {
+ public:
+  StateCountingBackend(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch)
+      : inner_(model, batch, optimizer_spec(config), {static_cast<uint64_t>(config.rng.seed), 0}) {}
+  std::string description() const override { return inner_.description(); }
+  std::string memory_plan() const override { return inner_.memory_plan(); }
+  const model::ModelLayout& layout() const override { return inner_.layout(); }
+  void submit(const model::HostBatch& batch) override { inner_.submit(batch); }
+  std::vector<StepResult> collect(int in_flight) override { return inner_.collect(in_flight); }
+  void eval_submit(const model::HostBatch& batch) override { inner_.eval_submit(batch); }
+  EvalResult eval_collect() override { return inner_.eval_collect(); }
+  TrainingState state() override {
+    ++downloads;
+    return inner_.state();
+  }
+  void load_state(const TrainingState& state) override { inner_.load_state(state); }
+
+  int downloads = 0;
+
+ private:
+  CpuBackend inner_;
+};
+
+// Two ranks run `iters` steps of run_steps, saving every step into `save`, each on its own CPU backend (nothing
+// reduced: what a save does is the point); each exits with the number of states its backend downloaded.
+std::vector<test::RankOutcome> two_ranks_saving(const fs::path& dir, int64_t iters, bool distributed_optimizer) {
+  const std::string save = (dir / "ckpt").string();
+  config::Config raw = tiny_cpu_run(iters, {"dataset.mock=true", "train.global_batch_size=4", "checkpoint.save=" + save,
+                                            "checkpoint.save_interval=1"});
+  raw.data_parallel_size = 2;
+  raw.optimizer.use_distributed_optimizer = distributed_optimizer;
+  raw.ddp.use_distributed_optimizer = distributed_optimizer;
+  const config::ValidationReport report = config::validate(raw);
+  EXPECT_TRUE(report.ok()) << (report.violations.empty() ? "" : config::format_violation(report.violations[0]));
+  const config::Config& config = report.config;
+  const int port = dist::find_free_port();
+  return test::run_ranks(2, [&](int rank) {
+    dist::RendezvousSettings settings;
+    settings.timeout_seconds = 20.0;
+    DistributedRun run(test::loopback_world(rank, 2, port), settings);
+    const model::ModelSpec model = config::model_spec(config);
+    const model::BatchSpec batch = config::batch_spec(config);
+    BatchSource data(config, model, batch, {}, rank);
+    Evaluation evaluation(config, model, batch, {}, rank);
+    StateCountingBackend backend(config, model, batch);
+    CheckpointDirs dirs;
+    if (run.is_writer()) dirs = prepare_checkpoint_dirs(config.checkpoint);
+    RunContext context;
+    context.evaluation = &evaluation;
+    context.start = std::chrono::steady_clock::now();
+    context.run_id = "two-ranks";
+    context.dirs = &dirs;
+    TrainOptions options;
+    options.run_dir = (dir / ("run_" + std::to_string(rank))).string();
+    options.distributed = &run;
+    std::optional<LoadedCheckpoint> loaded;
+    std::optional<TrainingState> pretrained;
+    TrainSummary summary;
+    summary.train_iters = iters;
+    run_steps(config, options, model, batch, backend, data, loaded, pretrained, context, summary);
+    run.finish();
+    return summary.steps_done == iters ? backend.downloads : 90;
+  });
+}
+
+// Only rank 0 writes a data-parallel run's checkpoints. Without the distributed optimizer the other ranks skip
+// TrainingBackend::state() at a save: their whole fp32 state would be downloaded into host memory to be thrown away
+// (before, every rank downloaded it at every save). With it, state() gathers the sharded optimizer state, a
+// collective, so every rank calls it at every save. Either way every rank meets rank 0 at each save.
+TEST(DistributedTrainer, OnlyTheWritingRankDownloadsTheStateToSaveItUnlessTheOptimizerIsSharded) {
+  const fs::path dir = test::fresh_test_dir("dp_save_downloads");
+  // Three steps, three saves (the final one is step 3's).
+  const std::vector<test::RankOutcome> plain = two_ranks_saving(dir / "plain", 3, false);
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_EQ(plain[0].code(), 3) << plain[0].stderr_text;
+  EXPECT_EQ(plain[1].code(), 0) << plain[1].stderr_text;
+  EXPECT_EQ(checkpoint::list_iterations((dir / "plain" / "ckpt").string()), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_NE(plain[0].stderr_text.find("saved checkpoint"), std::string::npos) << plain[0].stderr_text;
+  EXPECT_EQ(plain[1].stderr_text.find("saved checkpoint"), std::string::npos) << plain[1].stderr_text;
+
+  const std::vector<test::RankOutcome> sharded = two_ranks_saving(dir / "sharded", 3, true);
+  ASSERT_EQ(sharded.size(), 2u);
+  EXPECT_EQ(sharded[0].code(), 3) << sharded[0].stderr_text;
+  EXPECT_EQ(sharded[1].code(), 3) << sharded[1].stderr_text;
+  EXPECT_EQ(checkpoint::list_iterations((dir / "sharded" / "ckpt").string()), (std::vector<int64_t>{1, 2, 3}));
   fs::remove_all(dir);
 }
 

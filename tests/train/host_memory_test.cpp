@@ -128,13 +128,13 @@ TEST(HostMemoryPlan, EveryKindsTwinDeclaresItsFootprint) {
   }
 }
 
-// Data parallel: each rank on a node holds its own batches and, at a save or a resume, its own copy of the whole state
-// (every rank downloads it, every rank loads the checkpoint), all at once. A limit the node shares (MemAvailable, a
-// cgroup) must hold them all; an rlimit is each process's own.
+// Data parallel: each rank on a node holds its own batches and, at a resume (every rank loads the checkpoint) or at a
+// save with the distributed optimizer (every rank gathers the state), its own copy of the whole state, all at once. A
+// limit the node shares (MemAvailable, a cgroup) must hold them all; an rlimit is each process's own.
 TEST(HostMemoryPlan, TheRanksOnANodeShareItsMemory) {
   const test::StandardShape shape = test::standard_shapes().front();
   SCOPED_TRACE(shape.name);
-  const HostMemoryOptions gpu{.cpu_backend = false, .checkpoint_staging = true};
+  const HostMemoryOptions gpu{.cpu_backend = false, .checkpoint_staging = true, .checkpoint_copy_on_every_rank = true};
   const HostMemoryPlan one = plan_host_memory(shape.model, shape.batch, gpu);
   // The GPU backend's checkpoint copy is planned: 14 bytes a parameter, as the CPU backend's.
   ASSERT_EQ(one.items.size(), 2u);
@@ -173,6 +173,69 @@ TEST(HostMemoryPlan, TheRanksOnANodeShareItsMemory) {
   EXPECT_THROW(
       check_host_memory(node, std::vector<AvailableHostMemory>{{16.0 * one.per_rank(), "RLIMIT_AS", true}, shared}),
       Error);
+}
+
+// Without a resume or the distributed optimizer only the rank that writes checkpoints downloads the state to save it
+// (train/checkpointing.h copies_state_to_save): the node holds one copy, beside every rank's batches. The error says
+// so; an rlimit holds the writing rank's need.
+TEST(HostMemoryPlan, OnlyTheRankThatWritesCheckpointsCopiesTheStateToSaveIt) {
+  const test::StandardShape shape = test::standard_shapes().front();
+  SCOPED_TRACE(shape.name);
+  HostMemoryOptions options{.cpu_backend = false, .checkpoint_staging = true, .checkpoint_copy_on_every_rank = false};
+  options.ranks_on_node = 8;
+  options.ranks_source = "LOCAL_WORLD_SIZE = 8";
+  const HostMemoryPlan node = plan_host_memory(shape.model, shape.batch, options);
+  ASSERT_EQ(node.items.size(), 2u);
+  const HostMemoryItem& batches = node.items[0];
+  const HostMemoryItem& copy = node.items[1];
+  EXPECT_FALSE(batches.writer_only);
+  EXPECT_TRUE(copy.writer_only);
+  EXPECT_GT(copy.bytes, 8.0 * batches.bytes) << "the case that matters: the copy dwarfs the batches";
+  EXPECT_EQ(node.per_rank(), batches.bytes + copy.bytes);
+  EXPECT_EQ(node.every_rank(), batches.bytes);
+  EXPECT_EQ(node.total(), 8.0 * batches.bytes + copy.bytes);
+  options.checkpoint_copy_on_every_rank = true;
+  const HostMemoryPlan every = plan_host_memory(shape.model, shape.batch, options);
+  EXPECT_EQ(every.total(), 8.0 * (batches.bytes + copy.bytes));
+  EXPECT_EQ(every.per_rank(), node.per_rank());
+
+  // Room for the batches of eight ranks and two copies: enough for one writer, not for every rank's copy.
+  const AvailableHostMemory shared{8.0 * batches.bytes + 2.0 * copy.bytes, "MemAvailable in /proc/meminfo"};
+  EXPECT_NO_THROW(check_host_memory(node, shared));
+  std::string e;
+  try {
+    check_host_memory(every, shared);
+  } catch (const Error& error) {
+    e = error.what();
+  }
+  EXPECT_NE(e.find("8 ranks (LOCAL_WORLD_SIZE = 8) x " + bytes_text(every.per_rank()) + " per rank ("),
+            std::string::npos)
+      << e;
+  // Too little even for one copy: the error names the copy as the writing rank's own.
+  const AvailableHostMemory tight{8.0 * batches.bytes + 0.5 * copy.bytes, "MemAvailable in /proc/meminfo"};
+  e.clear();
+  try {
+    check_host_memory(node, tight);
+  } catch (const Error& error) {
+    e = error.what();
+  }
+  const std::string need = "the run needs about " + bytes_text(node.total()) +
+                           " of host memory on this node: 8 ranks (LOCAL_WORLD_SIZE = 8) x " +
+                           bytes_text(batches.bytes) + " per rank + " + bytes_text(copy.bytes) +
+                           " on the rank that writes checkpoints";
+  EXPECT_NE(e.find(need), std::string::npos) << e;
+  const std::string item =
+      "checkpoint copy of the state " + bytes_text(copy.bytes) + " (the rank that writes checkpoints only)";
+  EXPECT_NE(e.find(item), std::string::npos) << e;
+  // A per-process limit holds one rank's need, the writing rank's (its batches and the copy).
+  EXPECT_THROW(check_host_memory(node, AvailableHostMemory{0.9 * node.per_rank(), "RLIMIT_AS (ulimit -v)", true}),
+               Error);
+  EXPECT_NO_THROW(check_host_memory(node, AvailableHostMemory{node.per_rank(), "RLIMIT_AS (ulimit -v)", true}));
+  // One process: the copy is its own, and nothing says otherwise.
+  options.ranks_on_node = 1;
+  const HostMemoryPlan one = plan_host_memory(shape.model, shape.batch, options);
+  EXPECT_EQ(one.total(), one.per_rank());
+  EXPECT_EQ(one.describe().find("only"), std::string::npos) << one.describe();
 }
 
 }  // namespace

@@ -302,6 +302,7 @@ TEST(CheckpointDirs, AnEmptyOrNewSaveDirectoryStartsFresh) {
   CheckpointDirs d = prepare_checkpoint_dirs(dirs_config(dir / "new"));
   EXPECT_TRUE(d.save_lock.held());
   EXPECT_FALSE(d.resume_from.has_value());
+  EXPECT_FALSE(may_resume(dirs_config(dir / "new")));
   EXPECT_TRUE(fs::is_directory(dir / "new"));
   d = CheckpointDirs();
   // Bridge's idiom on a first run: load = save, nothing there yet.
@@ -312,6 +313,11 @@ TEST(CheckpointDirs, AnEmptyOrNewSaveDirectoryStartsFresh) {
   d = prepare_checkpoint_dirs(dirs_config({}, dir / "elsewhere"));
   EXPECT_FALSE(d.save_lock.held());
   EXPECT_EQ(d.resume_from, dir / "elsewhere");
+  EXPECT_TRUE(may_resume(dirs_config({}, dir / "elsewhere")));
+  config::CheckpointConfig auto_without_save = dirs_config({});
+  auto_without_save.auto_resume = true;  // auto_resume resumes checkpoint.save: none here
+  EXPECT_FALSE(may_resume(auto_without_save));
+  EXPECT_FALSE(prepare_checkpoint_dirs(auto_without_save).resume_from.has_value());
 }
 
 TEST(CheckpointDirs, AnOccupiedSaveDirectoryIsResumedRefusedOrOverwritten) {
@@ -327,9 +333,13 @@ TEST(CheckpointDirs, AnOccupiedSaveDirectoryIsResumedRefusedOrOverwritten) {
   e = error_of([&] { prepare_checkpoint_dirs(dirs_config(save, dir / "other")); });
   EXPECT_NE(e.find("checkpoints of another run"), std::string::npos) << e;
 
+  // may_resume (the host memory plan's: every rank loads what is resumed) says so before the folder is read.
+  EXPECT_FALSE(may_resume(dirs_config(save)));
   config::CheckpointConfig c = dirs_config(save);
   c.auto_resume = true;
   EXPECT_EQ(prepare_checkpoint_dirs(c).resume_from, save);
+  EXPECT_TRUE(may_resume(c));
+  EXPECT_TRUE(may_resume(dirs_config(save, save)));
   EXPECT_EQ(prepare_checkpoint_dirs(dirs_config(save, save)).resume_from, save);
   EXPECT_EQ(prepare_checkpoint_dirs(dirs_config(save, save + "/iter_0000010")).resume_from, save + "/iter_0000010");
   e = error_of([&] { prepare_checkpoint_dirs(dirs_config(save, save + "/iter_0000005")); });
@@ -339,6 +349,7 @@ TEST(CheckpointDirs, AnOccupiedSaveDirectoryIsResumedRefusedOrOverwritten) {
   c.overwrite = true;
   CheckpointDirs d = prepare_checkpoint_dirs(c);
   EXPECT_FALSE(d.resume_from.has_value());
+  EXPECT_FALSE(may_resume(c));
   // Nothing is removed before the run's first save (a run refused before it keeps them: trainer_resume_test).
   EXPECT_NE(d.note.find("holds iterations 5, 10 (latest 10); they stay until this run's first save"),
             std::string::npos)
