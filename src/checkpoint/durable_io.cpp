@@ -78,13 +78,23 @@ void fsync_directory(const std::string& dir) {
 }
 
 void write_file_atomically(const std::string& path, std::string_view content) {
+  replace_file_atomically(path, [content](DurableFileWriter& writer) {
+    writer.write(content.data(), content.size());
+    return true;
+  });
+}
+
+bool replace_file_atomically(const std::string& path, const std::function<bool(DurableFileWriter&)>& write) {
   const size_t slash = path.find_last_of('/');
   const std::string dir =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const std::string tmp = strprintf("%s.tmp-%d", path.c_str(), static_cast<int>(::getpid()));
   try {
-    DurableFileWriter writer(tmp, content.size());
-    writer.write(content.data(), content.size());
+    DurableFileWriter writer(tmp, 0);
+    if (!write(writer)) {
+      std::remove(tmp.c_str());
+      return false;
+    }
     writer.close();
   } catch (...) {
     std::remove(tmp.c_str());  // a failed write (disk full) leaves nothing behind
@@ -97,6 +107,7 @@ void write_file_atomically(const std::string& path, std::string_view content) {
         strprintf("cannot rename %s to %s: %s", tmp.c_str(), path.c_str(), std::strerror(err)));
   }
   fsync_directory(dir);
+  return true;
 }
 
 std::string read_text_file(const std::string& path) {

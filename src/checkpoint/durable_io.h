@@ -37,6 +37,10 @@ void fsync_directory(const std::string& dir);
 // `path` gets `content` atomically: written to a temporary name beside it, fsynced, renamed over
 // `path`, and the directory fsynced. A reader sees the old or the new content, never a mix.
 void write_file_atomically(const std::string& path, std::string_view content);
+// The same, for content too large to hold in memory: `write` streams it into the temporary's writer. When it
+// returns false, the temporary is removed and `path` stays as it was (nothing to replace); when it throws, nothing
+// is left behind either. Returns whether `path` was replaced.
+bool replace_file_atomically(const std::string& path, const std::function<bool(DurableFileWriter&)>& write);
 // sg::Error naming the path when it is missing or not a regular file (a FIFO would block the read,
 // a directory reads as empty).
 std::string read_text_file(const std::string& path);

@@ -131,29 +131,38 @@ MetricsTruncation truncate_metrics_after(const std::string& path, int64_t step) 
   MetricsTruncation result;
   std::ifstream in(path, std::ios::binary);
   if (!in) return result;
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    int64_t line_step = -1;
-    try {
-      const nlohmann::json j = nlohmann::json::parse(line);
-      if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) line_step = j["step"].get<int64_t>();
-    } catch (const nlohmann::json::exception&) {
-      // a line written only in part (a crash, a full disk): dropped; train/run_folder.h's cut_records_after,
-      // which calls this, counts such lines apart from the records of later steps and says which it dropped
-    }
-    if (line_step >= 0 && line_step <= step) {
-      kept += line;
-      kept += '\n';
-      ++result.kept;
-    } else {
-      ++result.dropped;
-    }
-  }
-  if (result.dropped == 0) return result;
+  // The kept lines stream into the replacement, a buffer at a time: the file grows by a line a step (~270 bytes:
+  // 2.7 GB at 10M steps), so holding it whole would take that much host memory at a resume.
+  constexpr size_t kBufferBytes = size_t{4} << 20;
   // Durably (fsync of the file, then of its folder): after a crash the file holds the kept records or all of them,
-  // never none.
-  checkpoint::write_file_atomically(path, kept);
+  // never none. Nothing dropped: the file stays as it is.
+  checkpoint::replace_file_atomically(path, [&](checkpoint::DurableFileWriter& out) {
+    std::string kept, line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      int64_t line_step = -1;
+      try {
+        const nlohmann::json j = nlohmann::json::parse(line);
+        if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) line_step = j["step"].get<int64_t>();
+      } catch (const nlohmann::json::exception&) {
+        // a line written only in part (a crash, a full disk): dropped; train/run_folder.h's cut_records_after,
+        // which calls this, counts such lines apart from the records of later steps and says which it dropped
+      }
+      if (line_step >= 0 && line_step <= step) {
+        kept += line;
+        kept += '\n';
+        ++result.kept;
+        if (kept.size() >= kBufferBytes) {
+          out.write(kept.data(), kept.size());
+          kept.clear();
+        }
+      } else {
+        ++result.dropped;
+      }
+    }
+    out.write(kept.data(), kept.size());
+    return result.dropped > 0;
+  });
   return result;
 }
 

@@ -85,7 +85,8 @@ struct MetricsTruncation {
 
 // Rewrites `path` (atomically: temporary + rename) with only the records whose step is <= `step`,
 // in their order: a run resumed from step 5 after an earlier one reached 8 must not leave steps 6-8
-// in front of its own. A missing file is left missing.
+// in front of its own. A missing file is left missing, a file with nothing to drop as it is. The kept records are
+// streamed (a few MiB of host memory, whatever the file's size: a line a step).
 MetricsTruncation truncate_metrics_after(const std::string& path, int64_t step);
 
 }  // namespace sg::train
