@@ -9,8 +9,11 @@
 namespace sg::model {
 
 namespace {
-// Counter word 3 for initialisation draws: keeps them apart from any dropout stream (whose word 3 is the
-// per-step RNG offset) should the seeds coincide.
+// Counter word 3 for initialisation draws (kInitTag + 1 for the uniform ones). A dropout stream's word 3 is the
+// low half of the generator offset and its key the same rng.seed, so the hidden dropout of the global microbatch
+// at offset kInitTag (6679; 6680, and reference/mamba_init's 0x3a3b = 14907) draws the words that initialised the
+// tensor whose index is its site: the tag keeps them apart from every other microbatch only. Left so: separating
+// them would change either every model's initial weights or every run's dropout masks.
 constexpr uint32_t kInitTag = 0x1a17u;
 }  // namespace
 
