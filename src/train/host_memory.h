@@ -37,7 +37,7 @@ struct HostMemoryPlan {
 
 struct HostMemoryOptions {
   bool cpu_backend = true;        // the model lives in host memory
-  bool checkpoint_staging = false;  // a save or load copies the state once more on the host
+  bool checkpoint_staging = false;  // a save, a load or a pretrained start copies the state once more on the host
   // Whether every rank holds that copy at once: a resume (every rank loads the checkpoint) or a save with the
   // distributed optimizer (every rank gathers the state). Otherwise only the rank that writes checkpoints
   // downloads the state to save it (train/checkpointing.h copies_state_to_save).
