@@ -53,12 +53,11 @@ int run_inspect(const InspectArgs& args) {
   data::check_dataset_exists(args.prefix);  // what train says of a missing dataset or a PREFIX.bin given
   const auto ds = data::IndexedDataset::open(args.prefix, args.vocab_size);
   nlohmann::json docs = nlohmann::json::array();
-  const auto doc_index = ds.document_index();
   const uint64_t shown = std::min<uint64_t>(
       ds.num_documents(), static_cast<uint64_t>(std::max<int64_t>(args.documents, 0)));
   for (uint64_t d = 0; d < shown; ++d) {
     std::vector<int32_t> tokens;
-    for (int64_t s = doc_index[d]; s < doc_index[d + 1]; ++s) {
+    for (int64_t s = ds.document_index(d); s < ds.document_index(d + 1); ++s) {
       const auto seq = ds.sequence(static_cast<uint64_t>(s));
       tokens.insert(tokens.end(), seq.begin(), seq.end());
     }

@@ -101,17 +101,37 @@ void for_each_token(TokenDtype dtype, const uint8_t* p, uint64_t count, Fn&& fn)
 IndexedDataset IndexedDataset::open(const std::string& prefix, int64_t vocab_size) {
   IndexedDataset ds;
   ds.prefix_ = prefix;
-  MappedFile idx(index_path(prefix), "index file");
+  ds.idx_ = MappedFile(index_path(prefix), "index file");
   ds.bin_ = MappedFile(bin_path(prefix), "data file");
-  ds.validate_index(idx);
+  ds.validate_index();
   ds.scan_tokens(vocab_size);
   return ds;
 }
 
-void IndexedDataset::validate_index(const MappedFile& idx) {
-  const char* path = idx.path().c_str();
-  const size_t size = idx.size();
-  const uint8_t* p = idx.data();
+int32_t IndexedDataset::sequence_length(uint64_t s) const {
+  return load_le<int32_t>(lengths_ + 4 * s);
+}
+int64_t IndexedDataset::sequence_offset(uint64_t s) const {
+  return load_le<int64_t>(offsets_ + 8 * s);
+}
+int64_t IndexedDataset::document_index(uint64_t d) const {
+  return load_le<int64_t>(documents_ + 8 * d);
+}
+
+uint64_t IndexedDataset::token_start(uint64_t s) const {
+  // The sequences tile the .bin from byte 0 (checked at open), so a sequence's byte offset is its stream position
+  // times the token size.
+  return s < num_sequences_ ? static_cast<uint64_t>(sequence_offset(s)) / token_dtype_size(dtype_) : num_tokens();
+}
+
+uint64_t IndexedDataset::document_token_start(uint64_t d) const {
+  return token_start(static_cast<uint64_t>(document_index(d)));
+}
+
+void IndexedDataset::validate_index() {
+  const char* path = idx_.path().c_str();
+  const size_t size = idx_.size();
+  const uint8_t* p = idx_.data();
   if (size < kIndexHeaderBytes) {
     throw Error(
         strprintf("index file %s is truncated: %zu bytes, but the header alone is %zu bytes", path,
@@ -170,41 +190,32 @@ void IndexedDataset::validate_index(const MappedFile& idx) {
                   path));
   }
   const uint64_t S = num_sequences_;
-  sequence_lengths_.resize(S);
-  sequence_offsets_.resize(S);
-  document_index_.resize(doc_entries);
+  document_entries_ = doc_entries;
   const uint8_t* arrays = p + kIndexHeaderBytes;
-  if (S > 0) {
-    std::memcpy(sequence_lengths_.data(), arrays, S * 4);
-    std::memcpy(sequence_offsets_.data(), arrays + S * 4, S * 8);
-  }
-  std::memcpy(document_index_.data(), arrays + S * 12, doc_entries * 8);
+  lengths_ = arrays;
+  offsets_ = arrays + S * 4;
+  documents_ = arrays + S * 12;
 
   const uint64_t item = token_dtype_size(dtype_);
   const uint64_t bin_size = bin_.size();
-  token_starts_.assign(S + 1, 0);
+  int64_t previous_end = 0;  // the end of sequence s - 1 in bytes
   for (uint64_t s = 0; s < S; ++s) {
-    const int64_t length = sequence_lengths_[s];
-    const int64_t offset = sequence_offsets_[s];
+    const int64_t length = sequence_length(s);
+    const int64_t offset = sequence_offset(s);
     if (length < 0) {
       throw Error(strprintf("index file %s is inconsistent: sequence %llu has negative length %lld",
                             path, static_cast<unsigned long long>(s),
                             static_cast<long long>(length)));
     }
-    if (offset < 0 ||
-        (s > 0 && offset < sequence_offsets_[s - 1] +
-                               sequence_lengths_[s - 1] * static_cast<int64_t>(item))) {
-      throw Error(strprintf(
-          "index file %s is inconsistent: byte offset %lld of sequence %llu is %s; offsets must "
-          "increase and sequences must not overlap",
-          path, static_cast<long long>(offset), static_cast<unsigned long long>(s),
-          offset < 0 ? "negative"
-                     : strprintf("before the end of sequence %llu (%lld)",
-                                 static_cast<unsigned long long>(s - 1),
-                                 static_cast<long long>(sequence_offsets_[s - 1] +
-                                                        sequence_lengths_[s - 1] *
-                                                            static_cast<int64_t>(item)))
-                           .c_str()));
+    if (offset < 0 || (s > 0 && offset < previous_end)) {
+      throw Error(
+          strprintf("index file %s is inconsistent: byte offset %lld of sequence %llu is %s; offsets must "
+                    "increase and sequences must not overlap",
+                    path, static_cast<long long>(offset), static_cast<unsigned long long>(s),
+                    offset < 0 ? "negative"
+                               : strprintf("before the end of sequence %llu (%lld)",
+                                           static_cast<unsigned long long>(s - 1), static_cast<long long>(previous_end))
+                                     .c_str()));
     }
     const uint64_t end = static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) * item;
     if (end > bin_size) {
@@ -219,29 +230,29 @@ void IndexedDataset::validate_index(const MappedFile& idx) {
           static_cast<unsigned long long>(bin_size), static_cast<unsigned long long>(S),
           described_bin_bytes().c_str(), token_dtype_name(dtype_), remake_hint().c_str()));
     }
-    token_starts_[s + 1] = token_starts_[s] + static_cast<uint64_t>(length);
+    previous_end = static_cast<int64_t>(end);
   }
   check_sequences_tile_bin(path);
-  if (document_index_.front() != 0) {
+  if (document_index(0) != 0) {
     throw Error(
         strprintf("index file %s is inconsistent: the document index starts at %lld; it must "
                   "start at 0",
-                  path, static_cast<long long>(document_index_.front())));
+                  path, static_cast<long long>(document_index(0))));
   }
   for (uint64_t d = 1; d < doc_entries; ++d) {
-    if (document_index_[d] < document_index_[d - 1]) {
-      throw Error(strprintf(
-          "index file %s is inconsistent: document index entry %llu (%lld) is less "
-          "than entry %llu (%lld); it must not decrease",
-          path, static_cast<unsigned long long>(d), static_cast<long long>(document_index_[d]),
-          static_cast<unsigned long long>(d - 1), static_cast<long long>(document_index_[d - 1])));
+    if (document_index(d) < document_index(d - 1)) {
+      throw Error(
+          strprintf("index file %s is inconsistent: document index entry %llu (%lld) is less "
+                    "than entry %llu (%lld); it must not decrease",
+                    path, static_cast<unsigned long long>(d), static_cast<long long>(document_index(d)),
+                    static_cast<unsigned long long>(d - 1), static_cast<long long>(document_index(d - 1))));
     }
   }
-  if (static_cast<uint64_t>(document_index_.back()) != S) {
-    throw Error(strprintf(
-        "index file %s is inconsistent: the document index ends at %lld; it must end "
-        "at the sequence count %llu",
-        path, static_cast<long long>(document_index_.back()), static_cast<unsigned long long>(S)));
+  if (static_cast<uint64_t>(document_index(doc_entries - 1)) != S) {
+    throw Error(
+        strprintf("index file %s is inconsistent: the document index ends at %lld; it must end "
+                  "at the sequence count %llu",
+                  path, static_cast<long long>(document_index(doc_entries - 1)), static_cast<unsigned long long>(S)));
   }
 }
 
@@ -259,14 +270,14 @@ void IndexedDataset::check_sequences_tile_bin(const char* index_file) const {
   };
   int64_t end = 0;
   for (uint64_t s = 0; s < num_sequences_; ++s) {
-    if (sequence_offsets_[s] != end) {
-      throw Error(strprintf("data file %s does not match its index: sequence %llu starts at byte %lld, but the "
-                            "previous data ends at byte %lld. %s",
-                            bin_.path().c_str(), static_cast<unsigned long long>(s),
-                            static_cast<long long>(sequence_offsets_[s]), static_cast<long long>(end),
-                            hint().c_str()));
+    if (sequence_offset(s) != end) {
+      throw Error(
+          strprintf("data file %s does not match its index: sequence %llu starts at byte %lld, but the "
+                    "previous data ends at byte %lld. %s",
+                    bin_.path().c_str(), static_cast<unsigned long long>(s), static_cast<long long>(sequence_offset(s)),
+                    static_cast<long long>(end), hint().c_str()));
     }
-    end = sequence_offsets_[s] + static_cast<int64_t>(sequence_lengths_[s]) * item;
+    end = sequence_offset(s) + static_cast<int64_t>(sequence_length(s)) * item;
   }
   if (static_cast<uint64_t>(end) != bin_.size()) {
     throw Error(strprintf("data file %s does not match its index: the sequences end at byte %lld but the file "
@@ -281,7 +292,8 @@ std::string IndexedDataset::described_bin_bytes() const {
   // bytes, possible only in a corrupt .idx, are said as such).
   const uint64_t item = token_dtype_size(dtype_);
   uint64_t total = 0;
-  for (const int32_t length : sequence_lengths_) {
+  for (uint64_t s = 0; s < num_sequences_; ++s) {
+    const int32_t length = sequence_length(s);
     const uint64_t bytes = static_cast<uint64_t>(std::max<int32_t>(length, 0)) * item;
     if (total > std::numeric_limits<uint64_t>::max() - bytes) return "more than 2^64";
     total += bytes;
@@ -301,9 +313,10 @@ void IndexedDataset::scan_tokens(int64_t vocab_size) {
   int64_t hi = std::numeric_limits<int64_t>::min();
   const uint64_t item = token_dtype_size(dtype_);
   for (uint64_t s = 0; s < num_sequences_; ++s) {
-    const uint8_t* p = bin_.data() + sequence_offsets_[s];
+    const int64_t offset = sequence_offset(s), length = sequence_length(s);
+    const uint8_t* p = bin_.data() + offset;
     int64_t seq_lo = lo, seq_hi = hi;
-    for_each_token(dtype_, p, static_cast<uint64_t>(sequence_lengths_[s]), [&](int64_t t) {
+    for_each_token(dtype_, p, static_cast<uint64_t>(length), [&](int64_t t) {
       seq_lo = std::min(seq_lo, t);
       seq_hi = std::max(seq_hi, t);
     });
@@ -311,7 +324,7 @@ void IndexedDataset::scan_tokens(int64_t vocab_size) {
     const bool bad_low = vocab_size > 0 ? seq_lo < 0 : seq_lo < INT32_MIN;
     if (bad_high || bad_low) {
       // Find the first offending token so the message points at it.
-      for (int64_t i = 0; i < sequence_lengths_[s]; ++i) {
+      for (int64_t i = 0; i < length; ++i) {
         int64_t t = 0;
         for_each_token(dtype_, p + i * item, 1, [&](int64_t v) { t = v; });
         const bool bad =
@@ -323,13 +336,11 @@ void IndexedDataset::scan_tokens(int64_t vocab_size) {
                                             "model.vocab_size",
                                             static_cast<long long>(vocab_size))
                                       : std::string("does not fit int32");
-        throw Error(
-            strprintf("data file %s: token id %lld at sequence %llu, position %lld (byte %lld) "
-                      "is %s",
-                      bin_.path().c_str(), static_cast<long long>(t),
-                      static_cast<unsigned long long>(s), static_cast<long long>(i),
-                      static_cast<long long>(sequence_offsets_[s] + i * static_cast<int64_t>(item)),
-                      limit.c_str()));
+        throw Error(strprintf(
+            "data file %s: token id %lld at sequence %llu, position %lld (byte %lld) "
+            "is %s",
+            bin_.path().c_str(), static_cast<long long>(t), static_cast<unsigned long long>(s),
+            static_cast<long long>(i), static_cast<long long>(offset + i * static_cast<int64_t>(item)), limit.c_str()));
       }
     }
     lo = seq_lo;
@@ -344,8 +355,8 @@ std::vector<int32_t> IndexedDataset::sequence(uint64_t s) const {
   SG_CHECK(s < num_sequences_, strprintf("%s: sequence %llu out of range (%llu sequences)",
                                          prefix_.c_str(), static_cast<unsigned long long>(s),
                                          static_cast<unsigned long long>(num_sequences_)));
-  std::vector<int32_t> out(static_cast<size_t>(sequence_lengths_[s]));
-  if (!out.empty()) read_tokens(token_starts_[s], out.size(), out.data());
+  std::vector<int32_t> out(static_cast<size_t>(sequence_length(s)));
+  if (!out.empty()) read_tokens(token_start(s), out.size(), out.data());
   return out;
 }
 
@@ -355,16 +366,24 @@ void IndexedDataset::read_tokens(uint64_t start, uint64_t count, int32_t* out) c
                      prefix_.c_str(), static_cast<unsigned long long>(start),
                      static_cast<unsigned long long>(start + count),
                      static_cast<unsigned long long>(num_tokens())));
-  // The sequence holding `start`: the last s with token_starts_[s] <= start (skipping empty ones).
-  uint64_t s =
-      static_cast<uint64_t>(std::upper_bound(token_starts_.begin(), token_starts_.end(), start) -
-                            token_starts_.begin() - 1);
-  uint64_t pos = start - token_starts_[s];
+  // The sequence holding `start`: the last s with token_start(s) <= start (skipping empty ones), by bisection
+  // over s in [0, S] (token_start(S) is num_tokens()).
+  uint64_t lo = 0, hi = num_sequences_ + 1;  // the first s with token_start(s) > start lies in [lo, hi]
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (token_start(mid) <= start) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  uint64_t s = lo - 1;
+  uint64_t pos = start - token_start(s);
   uint64_t written = 0;
   while (written < count) {
-    const uint64_t available = static_cast<uint64_t>(sequence_lengths_[s]) - pos;
+    const uint64_t available = static_cast<uint64_t>(sequence_length(s)) - pos;
     const uint64_t n = std::min(available, count - written);
-    const uint8_t* p = bin_.data() + sequence_offsets_[s] + pos * token_dtype_size(dtype_);
+    const uint8_t* p = bin_.data() + sequence_offset(s) + pos * token_dtype_size(dtype_);
     int32_t* dst = out + written;
     uint64_t i = 0;
     for_each_token(dtype_, p, n, [&](int64_t t) { dst[i++] = static_cast<int32_t>(t); });

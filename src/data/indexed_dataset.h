@@ -14,7 +14,10 @@
 //   (multimodal files add int8[S] sequence modes after this; they are ignored here.)
 // Everything is validated at open, so bad data is an sg::Error naming the file before any kernel
 // runs; that includes that the sequences tile the .bin exactly (from byte 0 to its end, without
-// gaps), as Megatron's writer lays them out.
+// gaps), as Megatron's writer lays them out. The arrays are read in place from the mapped .idx (28 bytes a
+// sequence that a copy would hold in each process, twice where the validation split opens the dataset again:
+// 56 GB a rank for a corpus of 10^9 documents), and a sequence's stream position is its byte offset over the
+// token size (the tiling makes them one).
 #include <bit>
 #include <cstdint>
 #include <cstdio>
@@ -61,16 +64,19 @@ class IndexedDataset {
   const std::string& prefix() const { return prefix_; }
   TokenDtype dtype() const { return dtype_; }
   uint64_t num_sequences() const { return num_sequences_; }
-  uint64_t num_documents() const { return document_index_.size() - 1; }
-  uint64_t num_tokens() const { return token_starts_.back(); }
+  uint64_t num_documents() const { return document_entries_ - 1; }
+  uint64_t num_tokens() const { return bin_.size() / token_dtype_size(dtype_); }
   int64_t min_token() const { return min_token_; }  // 0 when the corpus is empty
   int64_t max_token() const { return max_token_; }
 
-  std::span<const int64_t> sequence_offsets() const { return sequence_offsets_; }
-  std::span<const int64_t> document_index() const { return document_index_; }
+  // The .idx's arrays, read from the mapped file: sequence s's length and byte offset in the .bin, and document
+  // index entry d (d <= num_documents(): sequence of document d's start, num_sequences() last).
+  int32_t sequence_length(uint64_t s) const;
+  int64_t sequence_offset(uint64_t s) const;
+  int64_t document_index(uint64_t d) const;
   // Stream position (see read_tokens) of document d's first token; d == num_documents() gives
   // num_tokens().
-  uint64_t document_token_start(uint64_t d) const { return token_starts_[static_cast<size_t>(document_index_[d])]; }
+  uint64_t document_token_start(uint64_t d) const;
 
   // Tokens of sequence `s`, converted to int32 (validated to fit at open).
   std::vector<int32_t> sequence(uint64_t s) const;
@@ -80,8 +86,9 @@ class IndexedDataset {
 
  private:
   IndexedDataset() = default;
-  void validate_index(const MappedFile& idx);
+  void validate_index();
   void check_sequences_tile_bin(const char* index_file) const;
+  uint64_t token_start(uint64_t s) const;   // stream position of sequence s's first token; S gives num_tokens()
   std::string described_bin_bytes() const;  // the .bin size the .idx expects, for messages
   std::string remake_hint() const;          // how to get a matching pair again
   void scan_tokens(int64_t vocab_size);
@@ -89,10 +96,12 @@ class IndexedDataset {
   std::string prefix_;
   TokenDtype dtype_ = TokenDtype::uint16;
   uint64_t num_sequences_ = 0;
-  std::vector<int32_t> sequence_lengths_;
-  std::vector<int64_t> sequence_offsets_;
-  std::vector<int64_t> document_index_;
-  std::vector<uint64_t> token_starts_;  // [S+1]: stream position of each sequence's first token
+  uint64_t document_entries_ = 0;
+  MappedFile idx_;
+  // The .idx's arrays inside idx_ (little-endian, not aligned for their types: read with memcpy).
+  const uint8_t* lengths_ = nullptr;    // int32[S]
+  const uint8_t* offsets_ = nullptr;    // int64[S]
+  const uint8_t* documents_ = nullptr;  // int64[D]
   MappedFile bin_;
   int64_t min_token_ = 0;
   int64_t max_token_ = 0;
