@@ -247,10 +247,15 @@ std::string IndexedSampleSource::describe() const {
 void IndexedSampleSource::sample(uint64_t index, int32_t* out) {
   const uint64_t epoch = index / windows_;
   if (epoch != cached_epoch_) {
-    order_ = seeded_permutation(windows_, mix_seed(seed_, source_id_, epoch));
+    const uint64_t epoch_seed = mix_seed(seed_, source_id_, epoch);
+    if (windows_ <= uint64_t{1} << 32) {
+      order32_ = seeded_permutation<uint32_t>(windows_, epoch_seed);
+    } else {
+      order_ = seeded_permutation(windows_, epoch_seed);
+    }
     cached_epoch_ = epoch;
   }
-  const uint64_t window = order_[index % windows_];
+  const uint64_t window = windows_ <= uint64_t{1} << 32 ? order32_[index % windows_] : order_[index % windows_];
   dataset_.read_tokens(token_begin_ + window * static_cast<uint64_t>(seq_length_),
                        static_cast<uint64_t>(seq_length_) + 1, out);
 }

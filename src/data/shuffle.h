@@ -3,6 +3,7 @@
 // std::shuffle are implementation-defined, so a sample order built with them could change with the
 // standard library and break exact resume; these are defined here bit for bit.
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace sg::data {
@@ -51,14 +52,18 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-// A seeded permutation of 0..n-1 (Fisher-Yates, specified above).
-inline std::vector<uint64_t> seeded_permutation(uint64_t n, uint64_t seed) {
-  std::vector<uint64_t> perm(n);
-  for (uint64_t i = 0; i < n; ++i) perm[i] = i;
+// A seeded permutation of 0..n-1 (Fisher-Yates, specified above), stored as T: the same permutation for every T
+// that holds n - 1 (uint32_t halves a large corpus's 8 bytes a window: 2.4e8 windows of a 10^12-token corpus at
+// seq_length 4096 are 1 GB instead of 2 GB, in every rank).
+template <class T = uint64_t>
+std::vector<T> seeded_permutation(uint64_t n, uint64_t seed) {
+  static_assert(std::is_unsigned_v<T>, "a permutation holds indices");
+  std::vector<T> perm(n);
+  for (uint64_t i = 0; i < n; ++i) perm[i] = static_cast<T>(i);
   SplitMix64 rng(seed);
   for (uint64_t i = n; i > 1; --i) {
     const uint64_t j = rng.below(i);
-    const uint64_t tmp = perm[i - 1];
+    const T tmp = perm[i - 1];
     perm[i - 1] = perm[j];
     perm[j] = tmp;
   }
