@@ -126,6 +126,7 @@ struct SharedState {
   const std::vector<float>& zeros;
   KernelTimer* timer;  // null when --floor-steps 0
   PowerSampler& power;
+  train::DistributedRun* distributed;  // null for one process
 };
 
 ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedState& shared, Tracker& tracker) {
@@ -147,6 +148,7 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
   // Every mode starts from the same state, so all of them run the very same training steps.
   step.load_state(stream, shared.weights, shared.zeros, shared.zeros, 0, rng::RngState{plan.seed, 0});
   train::GraphedStep graphed(step, r.impl, r.scope, plan.warmup_steps);
+  if (shared.distributed) graphed.set_capture_check(shared.distributed->capture_check());
   r.description = graphed.describe();
   tracker.line(r.description);
 
@@ -411,7 +413,7 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
         }
         step->upload_batch(stream, batch);
       }
-      SharedState shared{*step, stream, weights, zeros, timer.get(), power};
+      SharedState shared{*step, stream, weights, zeros, timer.get(), power, distributed};
       results.modes.push_back(run_mode(plan, planned, shared, tracker));
       ModeResult& m = results.modes.back();
       m.arena_bytes = step->arena().total_bytes();

@@ -19,18 +19,7 @@ DistributedGpuBackend::DistributedGpuBackend(DistributedRun& run, const config::
                                     collectives_captured_in_graphs(config));
   inner_ = std::make_unique<GpuBackend>(config, model, batch, optimizer, rng, reducer_.get());
   inner_->notify = [this](const std::string& text) { notify(text); };
-  // Every rank captures the same graphs in the same order (same loop, same config), so the n-th capture of
-  // each rank is compared with the others' n-th, before its first launch.
-  inner_->set_capture_check([this](const graph::GraphInfo& g) {
-    const long long n = ++captures_checked_;
-    run_.require_same(
-        strprintf("captured-graph/%lld", n),
-        strprintf("graph '%s' of %llu nodes (%llu kernels)", g.name.c_str(), static_cast<unsigned long long>(g.nodes),
-                  static_cast<unsigned long long>(g.kernel_nodes)),
-        strprintf("captured CUDA graph %lld (every rank must capture the same graphs, or their "
-                  "collectives would wait on each other forever)",
-                  n));
-  });
+  inner_->set_capture_check(run_.capture_check());  // before any capture: every graph compared across ranks
 }
 
 DistributedGpuBackend::~DistributedGpuBackend() = default;

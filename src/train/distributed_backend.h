@@ -39,7 +39,6 @@ class DistributedGpuBackend final : public TrainingBackend {
 
  private:
   DistributedRun& run_;
-  int64_t captures_checked_ = 0;
   std::unique_ptr<dist::GradientReducer> reducer_;
   std::unique_ptr<GpuBackend> inner_;  // declared after reducer_: destroyed (graphs, step) before it
 };

@@ -128,6 +128,18 @@ void DistributedRun::require_same(const std::string& key, const std::string& val
   rendezvous_->require_same(key, value, what);
 }
 
+graph::GraphRegistry::CaptureCheck DistributedRun::capture_check() {
+  return [this](const graph::GraphInfo& g) {
+    const long long n = ++captures_checked_;
+    require_same(strprintf("captured-graph/%lld", n),
+                 strprintf("graph '%s' of %llu nodes (%llu kernels)", g.name.c_str(),
+                           static_cast<unsigned long long>(g.nodes), static_cast<unsigned long long>(g.kernel_nodes)),
+                 strprintf("captured CUDA graph %lld (every rank must capture the same graphs, or their collectives "
+                           "would wait on each other forever)",
+                           n));
+  };
+}
+
 void DistributedRun::save_everywhere(int64_t step, const std::function<void()>& write) {
   constexpr const char* kSaved = "saved";
   std::string outcome;

@@ -21,6 +21,7 @@
 #include "dist/gradient_reducer.h"
 #include "dist/rendezvous.h"
 #include "dist/world_env.h"
+#include "graph/registry.h"
 
 namespace sg::train {
 
@@ -78,6 +79,11 @@ class DistributedRun {
   std::string broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make);
   // Throws sg::Error on every rank unless all ranks pass the same value (e.g. the captured graph's shape).
   void require_same(const std::string& key, const std::string& value, const std::string& what);
+  // The check every graph registry of the run applies to its captures (graph/registry.h): every rank captures the
+  // same graphs in the same order (same loop, same config), so each rank's n-th capture is compared with the
+  // others' n-th (name, nodes, kernels) before its first launch; ranks whose captured collectives differ would
+  // wait on each other forever at that launch. The check refers to this run, which must outlive it.
+  graph::GraphRegistry::CaptureCheck capture_check();
   // The checkpoint save after `step`, by every rank (each after the backend's state(), collective with the
   // distributed optimizer): rank 0 runs `write` (the others ignore it), then every rank meets the others at a
   // barrier for this save (24 h, as stop_everywhere: a large save takes hours; a dead rank ends the wait at once)
@@ -102,6 +108,7 @@ class DistributedRun {
   std::unique_ptr<dist::Communicator> communicator_;
   int device_ = -1;
   bool finished_ = false;
+  int64_t captures_checked_ = 0;
 };
 
 }  // namespace sg::train
