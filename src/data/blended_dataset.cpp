@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <numeric>
 
 #include "core/error.h"
@@ -57,6 +59,33 @@ std::string how_to_make(const std::string& prefix) {
       "--tokenizer-type HuggingFaceTokenizer --tokenizer-model TOKENIZER_DIR --append-eod\n"
       "  (then dataset.data_path=[%s_text_document])",
       prefix.c_str(), output_prefix.c_str(), output_prefix.c_str());
+}
+
+// The datasets this process's loaders hold open, by prefix and vocab_size: a second loader of one corpus (training's
+// and dataset.split's validation loader) reads the one open copy instead of mapping and scanning the files again.
+class OpenDatasets {
+ public:
+  std::shared_ptr<const IndexedDataset> find(const std::string& prefix, int64_t vocab_size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = open_.find({prefix, vocab_size});
+    return it == open_.end() ? nullptr : it->second.lock();
+  }
+  std::shared_ptr<const IndexedDataset> open(const std::string& prefix, int64_t vocab_size) {
+    auto dataset = std::make_shared<const IndexedDataset>(IndexedDataset::open(prefix, vocab_size));
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::erase_if(open_, [](const auto& entry) { return entry.second.expired(); });
+    open_[{prefix, vocab_size}] = dataset;
+    return dataset;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<std::string, int64_t>, std::weak_ptr<const IndexedDataset>> open_;
+};
+
+OpenDatasets& open_datasets() {
+  static OpenDatasets datasets;
+  return datasets;
 }
 
 }  // namespace
@@ -207,41 +236,47 @@ DataPosition DataPosition::from_json(const nlohmann::json& j) {
 
 // ---------------------------------------------------------------------------------------------
 
-IndexedSampleSource::IndexedSampleSource(IndexedDataset dataset, int64_t seq_length, uint64_t seed,
-                                         uint64_t source_id, const DocumentRange& documents)
-    : dataset_(std::move(dataset)), seq_length_(seq_length), seed_(seed), source_id_(source_id),
+IndexedSampleSource::IndexedSampleSource(IndexedDataset dataset, int64_t seq_length, uint64_t seed, uint64_t source_id,
+                                         const DocumentRange& documents)
+    : IndexedSampleSource(std::make_shared<const IndexedDataset>(std::move(dataset)), seq_length, seed, source_id,
+                          documents) {}
+
+IndexedSampleSource::IndexedSampleSource(std::shared_ptr<const IndexedDataset> dataset, int64_t seq_length,
+                                         uint64_t seed, uint64_t source_id, const DocumentRange& documents)
+    : dataset_(std::move(dataset)),
+      seq_length_(seq_length),
+      seed_(seed),
+      source_id_(source_id),
       range_label_(documents.label) {
-  const uint64_t docs = dataset_.num_documents();
+  const uint64_t docs = dataset_->num_documents();
   const uint64_t last = std::min(documents.last, docs);
   const uint64_t first = std::min(documents.first, last);
-  token_begin_ = dataset_.document_token_start(first);
-  token_end_ = dataset_.document_token_start(last);
+  token_begin_ = dataset_->document_token_start(first);
+  token_end_ = dataset_->document_token_start(last);
   const uint64_t tokens = token_end_ - token_begin_;
   const uint64_t needed = static_cast<uint64_t>(seq_length) + 1;
   if (tokens < needed) {
     const std::string part =
         range_label_.empty() ? std::string() : strprintf(" (%s)", range_label_.c_str());
-    throw Error(
-        strprintf("dataset %s%s has %llu tokens; one sample needs seq_length + 1 = %llu. Use a "
-                  "larger corpus, a shorter model.seq_length%s",
-                  dataset_.prefix().c_str(), part.c_str(), static_cast<unsigned long long>(tokens),
-                  static_cast<unsigned long long>(needed),
-                  range_label_.empty() ? "" : " or a larger share in dataset.split"));
+    throw Error(strprintf(
+        "dataset %s%s has %llu tokens; one sample needs seq_length + 1 = %llu. Use a "
+        "larger corpus, a shorter model.seq_length%s",
+        dataset_->prefix().c_str(), part.c_str(), static_cast<unsigned long long>(tokens),
+        static_cast<unsigned long long>(needed), range_label_.empty() ? "" : " or a larger share in dataset.split"));
   }
   windows_ = (tokens - 1) / static_cast<uint64_t>(seq_length);
 }
 
 std::string IndexedSampleSource::describe() const {
   if (!range_label_.empty()) {
-    return strprintf("%s (%s): %llu tokens (%s), %llu samples per epoch", dataset_.prefix().c_str(),
+    return strprintf("%s (%s): %llu tokens (%s), %llu samples per epoch", dataset_->prefix().c_str(),
                      range_label_.c_str(), static_cast<unsigned long long>(num_tokens()),
-                     token_dtype_name(dataset_.dtype()), static_cast<unsigned long long>(windows_));
+                     token_dtype_name(dataset_->dtype()), static_cast<unsigned long long>(windows_));
   }
-  return strprintf("%s: %llu documents, %llu tokens (%s), %llu samples per epoch",
-                   dataset_.prefix().c_str(),
-                   static_cast<unsigned long long>(dataset_.num_documents()),
-                   static_cast<unsigned long long>(dataset_.num_tokens()),
-                   token_dtype_name(dataset_.dtype()), static_cast<unsigned long long>(windows_));
+  return strprintf("%s: %llu documents, %llu tokens (%s), %llu samples per epoch", dataset_->prefix().c_str(),
+                   static_cast<unsigned long long>(dataset_->num_documents()),
+                   static_cast<unsigned long long>(dataset_->num_tokens()), token_dtype_name(dataset_->dtype()),
+                   static_cast<unsigned long long>(windows_));
 }
 
 void IndexedSampleSource::sample(uint64_t index, int32_t* out) {
@@ -256,8 +291,8 @@ void IndexedSampleSource::sample(uint64_t index, int32_t* out) {
     cached_epoch_ = epoch;
   }
   const uint64_t window = windows_ <= uint64_t{1} << 32 ? order32_[index % windows_] : order_[index % windows_];
-  dataset_.read_tokens(token_begin_ + window * static_cast<uint64_t>(seq_length_),
-                       static_cast<uint64_t>(seq_length_) + 1, out);
+  dataset_->read_tokens(token_begin_ + window * static_cast<uint64_t>(seq_length_),
+                        static_cast<uint64_t>(seq_length_) + 1, out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -277,9 +312,14 @@ DataLoader::DataLoader(const DataLoaderOptions& options) : seq_length_(options.s
     weights_ = {1.0};
   } else {
     const auto blend = parse_data_path(options.data_path, options.data_path_key);
-    for (const WeightedPrefix& p : blend) check_dataset_exists(p.prefix);
+    std::vector<std::shared_ptr<const IndexedDataset>> open(blend.size());
+    for (size_t i = 0; i < blend.size(); ++i) open[i] = open_datasets().find(blend[i].prefix, options.vocab_size);
     for (size_t i = 0; i < blend.size(); ++i) {
-      auto dataset = IndexedDataset::open(blend[i].prefix, options.vocab_size);
+      if (!open[i]) check_dataset_exists(blend[i].prefix);
+    }
+    for (size_t i = 0; i < blend.size(); ++i) {
+      if (!open[i]) open[i] = open_datasets().open(blend[i].prefix, options.vocab_size);
+      const IndexedDataset& dataset = *open[i];
       DocumentRange range;
       if (options.split_shares) {
         const auto bounds = split_document_bounds(*options.split_shares, dataset.num_documents());
@@ -290,8 +330,7 @@ DataLoader::DataLoader(const DataLoaderOptions& options) : seq_length_(options.s
                            static_cast<unsigned long long>(bounds[s + 1]),
                            static_cast<unsigned long long>(dataset.num_documents()))};
       }
-      auto source = std::make_unique<IndexedSampleSource>(std::move(dataset), options.seq_length,
-                                                          options.seed, i, range);
+      auto source = std::make_unique<IndexedSampleSource>(open[i], options.seq_length, options.seed, i, range);
       // Unweighted blends follow each dataset's size.
       weights_.push_back(blend[i].weight >= 0.0 ? blend[i].weight
                                                 : static_cast<double>(source->num_tokens()));

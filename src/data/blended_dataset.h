@@ -73,13 +73,16 @@ class IndexedSampleSource : public SampleSource {
  public:
   IndexedSampleSource(IndexedDataset dataset, int64_t seq_length, uint64_t seed,
                       uint64_t source_id, const DocumentRange& documents = {});
+  // A dataset other loaders may read too (DataLoader shares one open corpus between them).
+  IndexedSampleSource(std::shared_ptr<const IndexedDataset> dataset, int64_t seq_length, uint64_t seed,
+                      uint64_t source_id, const DocumentRange& documents = {});
   std::string describe() const override;
   uint64_t num_tokens() const override { return token_end_ - token_begin_; }
   void sample(uint64_t index, int32_t* out) override;
-  const IndexedDataset& dataset() const { return dataset_; }
+  const IndexedDataset& dataset() const { return *dataset_; }
 
  private:
-  IndexedDataset dataset_;
+  std::shared_ptr<const IndexedDataset> dataset_;
   int64_t seq_length_;
   uint64_t seed_;
   uint64_t source_id_;
@@ -107,6 +110,10 @@ struct DataLoaderOptions {
 
 class DataLoader {
  public:
+  // Opens every dataset of options.data_path (IndexedDataset::open: both files mapped, every token scanned), or
+  // takes it from a loader of this process that holds it open with the same vocab_size: training's loader and
+  // dataset.split's validation loader read one corpus, whose scan reads all of it (2 TB for 10^12 uint16 tokens).
+  // Such a loader reads the corpus as it was when first opened, even if its files were written again since.
   explicit DataLoader(const DataLoaderOptions& options);
   ~DataLoader();
   DataLoader(DataLoader&&) noexcept;
