@@ -14,6 +14,7 @@
 #include "bench/power_sampler.h"
 #include "bench/report.h"
 #include "config/graph_keys.h"
+#include "core/signal_name.h"
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "cuda/device.h"
@@ -99,8 +100,8 @@ class Tracker {
       // Let the enqueued work finish so the graphs and the arena are released from an idle device. A failure is
       // logged, and the stop the signal asked for goes on.
       SG_CUDA_CHECK_NOEXCEPT(cudaStreamSynchronize(stream));
-      throw BenchInterrupted(strprintf("stepgraph bench stopped by signal %d during %s", graph::stop_signal(),
-                                       prefix_.c_str()));
+      throw BenchInterrupted(strprintf("stepgraph bench stopped by %s during %s",
+                                       signal_name(graph::stop_signal()).c_str(), prefix_.c_str()));
     }
   }
 
