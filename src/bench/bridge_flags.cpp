@@ -66,7 +66,10 @@ const std::vector<BridgeFlag>& bridge_flags() {
       {{"--save_dir"}, K::default_only, A::one, "none", "not implemented yet (the bench saves nothing)"},
       {{"--load_dir"}, K::default_only, A::one, "none", "not implemented yet"},
       {{"--save_interval"}, K::default_only, A::one, "none", "not implemented yet"},
-      {{"--most_recent_k"}, K::default_only, A::one, "none", "not implemented yet"},
+      // Bridge's checkpoint.most_recent_k, which train implements; -1 is its default (keep every checkpoint).
+      {{"--most_recent_k"}, K::default_only, A::one, "none|-1",
+       "not implemented yet (the bench saves nothing, so there is nothing to keep; train keeps the k newest "
+       "checkpoints with checkpoint.most_recent_k)"},
       {{"--c4_root"}, K::default_only, A::one, "none", "not implemented yet (mock data)"},
       {{"--c4_train_shards"}, K::default_only, A::many, "none", "not implemented yet (mock data)"},
       {{"--dataset_paths"}, K::default_only, A::many, "none", "not implemented yet (mock data)"},

@@ -14,6 +14,7 @@
 #include "checkpoint/durable_io.h"
 #include "checkpoint/file_checksum.h"
 #include "checkpoint/finite_check.h"
+#include "checkpoint/retention.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/paths.h"
@@ -277,7 +278,8 @@ std::vector<int64_t> remove_checkpoints(const std::string& dir) {
   if (ec) throw Error(strprintf("cannot remove %s/%s: %s", dir.c_str(), kLatestFile, ec.message().c_str()));
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (iteration_of_folder(name) >= 0 || is_stale_tmp(name) || !moved_aside_from(name).empty()) {
+    if (iteration_of_folder(name) >= 0 || is_stale_tmp(name) || !moved_aside_from(name).empty() ||
+        is_removal_leftover(name)) {
       fs::remove_all(entry.path(), ec);
       if (ec) throw Error(strprintf("cannot remove %s: %s", entry.path().c_str(), ec.message().c_str()));
     }

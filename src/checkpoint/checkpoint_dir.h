@@ -11,6 +11,8 @@
 //                                                        lie in a subfolder (additional_chat_templates/x.jinja)
 //   DIR/latest_checkpointed_iteration.txt                "100\n": the newest whole save
 //   DIR/.lock                                            held by the run saving here (save_dir_lock.h)
+//   DIR/iter_0000050.removing                            an old iteration folder being removed by retention
+//                                                        (checkpoint.most_recent_k, retention.h): no checkpoint
 // Saving is atomic: files go into DIR/iter_0000100.tmp-<pid>, each fsynced, the folder fsynced,
 // renamed to iter_0000100 (swapped atomically if it exists), DIR fsynced, and only then is `latest`
 // replaced (temporary + fsync + rename). A crash at any point leaves `latest` naming a whole
@@ -99,8 +101,8 @@ std::optional<int64_t> read_latest_iteration(const std::string& dir);
 std::vector<int64_t> list_iterations(const std::string& dir);
 // Whether DIR holds anything of a checkpoint: a latest file or an iteration folder.
 bool holds_checkpoints(const std::string& dir);
-// Removes DIR's iteration folders, its latest file and leftovers of interrupted saves (the folder
-// itself, its lock and any other file stay). Returns the iterations removed.
+// Removes DIR's iteration folders, its latest file and leftovers of interrupted saves and removals (retention.h)
+// (the folder itself, its lock and any other file stay). Returns the iterations removed.
 std::vector<int64_t> remove_checkpoints(const std::string& dir);
 
 // A folder to load from: DIR/iter_N named by DIR's latest file, or DIR itself when it is an

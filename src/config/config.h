@@ -170,6 +170,9 @@ struct CheckpointConfig {
   // stepgraph's: what to do when checkpoint.save already holds checkpoints (train refuses otherwise).
   bool auto_resume = false;  // with load unset: resume from checkpoint.save's latest iteration
   bool overwrite = false;    // delete them and start over
+  // Bridge's retention: -1 keeps every checkpoint; k >= 1 keeps the k newest iteration folders of `save` (each save
+  // then removes the older ones: train/save_dir_policy.h). No effect on the numbers (not in the config hash).
+  int64_t most_recent_k = -1;
 };
 
 struct LoggerConfig {
@@ -360,6 +363,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("checkpoint", "save", c.checkpoint.save, "directory to save checkpoints to");
   v("checkpoint", "load", c.checkpoint.load, "directory to resume from");
   v("checkpoint", "save_interval", c.checkpoint.save_interval, "steps between saves");
+  v("checkpoint", "most_recent_k", c.checkpoint.most_recent_k,
+    "checkpoints kept in checkpoint.save: -1 every one, k >= 1 the k newest (each save removes older ones)");
   v("checkpoint", "pretrained_checkpoint", c.checkpoint.pretrained_checkpoint,
     "HF Llama, Mixtral or NemotronH folder or checkpoint to start from (step 0, fresh optimizer)");
   v("checkpoint", "auto_resume", c.checkpoint.auto_resume,

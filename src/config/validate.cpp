@@ -387,6 +387,10 @@ class Validator {
       note(16, "checkpoint.save_interval without checkpoint.save: no checkpoints are written",
            {"checkpoint.save", "checkpoint.save_interval"});
     }
+    if (c().checkpoint.most_recent_k >= 1 && !c().checkpoint.save) {
+      note(16, "checkpoint.most_recent_k without checkpoint.save: no checkpoints are written, so none are removed",
+           {"checkpoint.save", "checkpoint.most_recent_k"});
+    }
     keys_without_layers();
   }
 

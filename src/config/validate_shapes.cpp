@@ -284,6 +284,17 @@ void ShapeChecker::check_data_and_io() {
   }
   const auto& ck = c_.checkpoint;
   if (ck.save_interval) size("checkpoint.save_interval", *ck.save_interval, std::numeric_limits<int64_t>::max());
+  // Bridge's CheckpointConfig.most_recent_k: -1 keeps every checkpoint; 0 would keep none (not even the one just
+  // saved), and any other negative value has no meaning.
+  if (ck.most_recent_k != -1 && ck.most_recent_k < 1) {
+    fail(strprintf("checkpoint.most_recent_k = %lld: it is -1 (keep every checkpoint) or a count >= 1 (keep that many "
+                   "of the newest)%s",
+                   static_cast<long long>(ck.most_recent_k),
+                   ck.most_recent_k == 0 ? "; 0 would keep no checkpoint, not even the one just saved" : ""),
+         {"checkpoint.most_recent_k"},
+         "set checkpoint.most_recent_k=-1 to keep every checkpoint, or checkpoint.most_recent_k=K (K >= 1) to keep "
+         "the K newest");
+  }
   if (ck.save && ck.save->empty()) {
     fail("checkpoint.save is an empty path", {"checkpoint.save"}, "set a directory, or null");
   }

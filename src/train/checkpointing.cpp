@@ -25,8 +25,8 @@ using checkpoint::TensorDtype;
 using checkpoint::TensorRef;
 
 // Identifies what decides the numbers: model, optimizer, schedule, data. Keys that may change on
-// resume without changing a bit are left out: train_iters, checkpoint, logging, NaN checks, and the
-// CUDA-graph settings (graphs are bitwise equal to eager).
+// resume without changing a bit are left out: train_iters, checkpoint (its folders, save_interval and the
+// retention of most_recent_k), logging, NaN checks, and the CUDA-graph settings (graphs are bitwise equal to eager).
 std::string canonical_config(const config::Config& config) {
   config::Config c = config;
   c.train.train_iters.reset();

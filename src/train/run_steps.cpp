@@ -21,6 +21,7 @@
 #include "train/run_folder.h"
 #include "train/run_plan.h"
 #include "train/run_recorder.h"
+#include "train/save_dir_policy.h"
 #include "train/stop_grace.h"
 
 namespace sg::train {
@@ -222,6 +223,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     // shards, a collective every rank joins (copies_state_to_save).
     TrainingState state = downloads_state ? backend.state() : TrainingState{};
     std::string dir;
+    RetentionOutcome retention;
     // Rank 0 writes the run's one checkpoint.
     const auto write = [&] {
       if (run.dirs != nullptr && run.dirs->overwrite_pending) {  // checkpoint.overwrite: nothing removed before now
@@ -233,6 +235,9 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
           .run_id = run.run_id, .samples_baseline = samples_baseline, .eval_pending = eval_skipped_at == step};
       dir = save_checkpoint(*config.checkpoint.save, config, backend.layout(), state, data.loader().position(),
                             resume_record, run.checkpoint_export);
+      // checkpoint.most_recent_k, once the new folder is durable and `latest` names it; inside the write, so the other
+      // ranks wait for it at save_everywhere's barrier. It never throws: the save succeeded whatever it removes.
+      retention = apply_checkpoint_retention(config.checkpoint, {.on_stage = options.on_checkpoint_removal});
     };
     if (distributed == nullptr) {
       write();
@@ -248,6 +253,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     last_saved = step;
     if (!writer) return;
     progress.line(strprintf("saved checkpoint %s (%.1f s)", dir.c_str(), seconds));
+    if (!retention.line.empty()) progress.line(retention.line);
+    for (const std::string& warning : retention.warnings) log::warn(warning);
     if (options.on_saved) options.on_saved(step);
   };
 

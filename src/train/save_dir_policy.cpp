@@ -1,5 +1,6 @@
 #include "train/save_dir_policy.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "checkpoint/checkpoint_dir.h"
@@ -194,6 +195,71 @@ std::string remove_overwritten_checkpoints(CheckpointDirs& dirs) {
   dirs.overwrite_pending.reset();
   return any ? "checkpoint.overwrite: removed " + before + " from " + save + " before this run's first save"
              : std::string();
+}
+
+namespace {
+
+// "iter_0000100, iter_0000200": folder names; of more than four, the first and the last two.
+std::string folder_list_text(const std::vector<std::string>& names) {
+  if (names.size() <= 4) return join(names, ", ");
+  return names.front() + ", ..., " + names[names.size() - 2] + ", " + names.back();
+}
+
+std::vector<std::string> folder_names(const std::vector<int64_t>& iterations) {
+  std::vector<std::string> out;
+  for (const int64_t it : iterations) out.push_back(checkpoint::iteration_dir_name(it));
+  return out;
+}
+
+}  // namespace
+
+RetentionOutcome apply_checkpoint_retention(const config::CheckpointConfig& c,
+                                            const checkpoint::RetentionHooks& hooks) {
+  RetentionOutcome out;
+  if (!c.save) return out;
+  const std::string& save = *c.save;
+  const int64_t k = c.most_recent_k;
+  const std::string who =
+      k >= 1 ? strprintf("checkpoint.most_recent_k=%lld", static_cast<long long>(k)) : "checkpoint.save " + save;
+  const std::string after =
+      " The save itself succeeded and the run goes on; the next save tries again (or remove "
+      "the folder by hand).";
+  try {
+    // A resume reads checkpoint.pretrained_checkpoint's config.json again (train/checkpointing.h): the iteration
+    // folder holding it stays.
+    std::vector<int64_t> pinned;
+    if (k >= 1 && c.pretrained_checkpoint && !c.pretrained_checkpoint->empty()) {
+      const fs::path pretrained = normalized_directory(*c.pretrained_checkpoint);
+      const fs::path save_path = normalized_directory(save);
+      for (const int64_t it : checkpoint::list_iterations(save)) {
+        if (is_within(pretrained, save_path / checkpoint::iteration_dir_name(it))) pinned.push_back(it);
+      }
+    }
+    const checkpoint::RetentionResult r = checkpoint::remove_old_iterations(save, k, pinned, hooks);
+    std::vector<std::string> parts;
+    if (!r.removed.empty()) {
+      std::string kept = "kept " + folder_list_text(folder_names(r.kept));
+      // A pinned folder older than the k newest stays only because of the pretrained weights: said.
+      for (const int64_t it : pinned) {
+        const auto pos = std::find(r.kept.begin(), r.kept.end(), it);
+        if (pos != r.kept.end() && r.kept.end() - pos > k) {
+          kept += "; " + checkpoint::iteration_dir_name(it) + " holds checkpoint.pretrained_checkpoint";
+        }
+      }
+      parts.push_back("removed " + folder_list_text(folder_names(r.removed)) + " from " + save + " (" + kept + ")");
+    }
+    if (!r.leftovers.empty()) {
+      // A crash, or a failure a warning named, in an earlier pass.
+      parts.push_back(std::string(r.removed.empty() ? "removed " : "and ") + folder_list_text(r.leftovers) +
+                      ", left by an earlier removal that did not finish" +
+                      (r.removed.empty() ? ", from " + save : std::string()));
+    }
+    if (!parts.empty()) out.line = who + ": " + join(parts, "; ");
+    for (const std::string& failure : r.failures) out.warnings.push_back(who + ": " + failure + "." + after);
+  } catch (const std::exception& e) {
+    out.warnings.push_back(who + ": " + e.what() + "." + after);
+  }
+  return out;
 }
 
 std::string resume_key(const config::CheckpointConfig& c) {

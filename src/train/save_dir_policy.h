@@ -9,11 +9,15 @@
 //   * checkpoint.overwrite removes them only right before the run's first save (remove_overwritten_checkpoints),
 //     so a run refused or failed before it (a mistyped checkpoint.load, a damaged or mismatched checkpoint, a NaN,
 //     a stop before any save writes nothing) removes nothing;
+//   * checkpoint.most_recent_k removes the iteration folders beyond the k newest after each save
+//     (apply_checkpoint_retention);
 //   * checkpoint.save is never checkpoint.pretrained_checkpoint's folder (its latest file would make that folder
 //     name the fine-tuned weights), nor, with checkpoint.overwrite, a folder holding it.
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "checkpoint/retention.h"
 #include "checkpoint/save_dir_lock.h"
 #include "config/config.h"
 
@@ -37,6 +41,20 @@ bool may_resume(const config::CheckpointConfig& checkpoint);
 // checkpoint.overwrite, at the run's first save (its state already checked finite): removes what
 // checkpoint.save holds and returns the line for the log; "" when no removal is pending (done once).
 std::string remove_overwritten_checkpoints(CheckpointDirs& dirs);
+
+// checkpoint.most_recent_k, right after a save into checkpoint.save (whose latest file then names the new folder):
+// removes its iteration folders beyond the k newest (checkpoint/retention.h: each renamed out of the iteration-name
+// pattern first, so a crash never leaves a half folder that a resume could take for a checkpoint), never the folder
+// `latest` names nor one that holds checkpoint.pretrained_checkpoint (every resume reads its config.json again). With
+// any k (-1 too) it removes the leftovers of a removal a crash interrupted. Never throws: a folder it cannot remove is
+// a warning (the save itself succeeded; the next save tries again). The writing rank alone runs it, inside its write
+// (data parallel: DistributedRun::save_everywhere's barrier covers it). `hooks`: tests inject failures and crashes.
+struct RetentionOutcome {
+  std::string line;                   // one line for the log: what was removed ("" when nothing was)
+  std::vector<std::string> warnings;  // one a folder that could not be removed: its path and the reason
+};
+RetentionOutcome apply_checkpoint_retention(const config::CheckpointConfig& checkpoint,
+                                            const checkpoint::RetentionHooks& hooks = {});
 
 // The key that named the checkpoint a run resumes, for messages: "checkpoint.load", or
 // "checkpoint.auto_resume (checkpoint.save)" when auto_resume resumed checkpoint.save without checkpoint.load.

@@ -27,6 +27,9 @@ struct TrainOptions {
   // Called after each checkpoint save with its step (tools and tests observe saves; a stop
   // requested here ends the run right after this save).
   std::function<void(int64_t step)> on_saved;
+  // checkpoint.most_recent_k's test hook (checkpoint::RetentionHooks::on_stage): runs before each step of an old
+  // folder's removal ("rename", "remove") with its path; one that throws makes that removal fail.
+  std::function<void(const std::string& stage, const std::string& path)> on_checkpoint_removal;
 };
 
 struct TrainSummary {

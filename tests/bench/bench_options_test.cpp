@@ -365,6 +365,18 @@ TEST(BridgeFlags, DefaultsAcceptedOthersNotImplementedLauncherFlagsIgnored) {
   EXPECT_NE(bench_flags_help().find("--max_steps"), std::string::npos);
 }
 
+// Bridge's --most_recent_k is train's checkpoint.most_recent_k; the bench saves no checkpoint, so only its defaults
+// (None, or -1: keep every one) are accepted, and another value says why and where retention is.
+TEST(BridgeFlags, MostRecentKSaysTheBenchSavesNothingAndNamesTrainsKey) {
+  EXPECT_EQ(thrown([] { check_bench_options(tiny({"--most_recent_k", "None"})); }), "");
+  EXPECT_EQ(thrown([] { check_bench_options(tiny({"--most_recent_k", "-1"})); }), "");
+  const std::string message = thrown([] { check_bench_options(tiny({"--most_recent_k", "2"})); });
+  EXPECT_NE(message.find("--most_recent_k 2 (the bench saves nothing, so there is nothing to keep; train keeps the "
+                         "k newest checkpoints with checkpoint.most_recent_k)"),
+            std::string::npos)
+      << message;
+}
+
 // Bridge's _set_recompute_overrides: -rl N is full recompute, method block, N layers; --recompute_modules is
 // selective with those modules. Both at once is Megatron's refusal (num_layers with selective).
 TEST(BridgeFlags, RecomputeFlagsHaveBridgesSideEffects) {

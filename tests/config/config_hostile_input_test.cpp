@@ -135,6 +135,51 @@ TEST(CheckpointKeys, ALoadFolderThatDoesNotExistIsRefusedUnlessItIsTheSaveFolder
   EXPECT_TRUE(validate(load_config("llama/tiny", {"checkpoint.load=" + missing, "checkpoint.save=" + missing})).ok());
 }
 
+// Bridge's checkpoint.most_recent_k: -1 (the default) keeps every checkpoint, k >= 1 the k newest; 0 and other
+// negative values are refused naming the key, the value and the fix; set without checkpoint.save it is a note.
+TEST(CheckpointKeys, MostRecentKIsMinusOneOrACountAndANoteWithoutSave) {
+  EXPECT_EQ(Config{}.checkpoint.most_recent_k, -1);
+  EXPECT_EQ(load_config("llama/tiny").checkpoint.most_recent_k, -1);
+  for (const char* ok : {"-1", "1", "3", "1000"}) {
+    SCOPED_TRACE(ok);
+    const Config c =
+        load_config("llama/tiny", {"checkpoint.save=/tmp/x", std::string("checkpoint.most_recent_k=") + ok});
+    EXPECT_EQ(c.checkpoint.most_recent_k, std::stoll(ok));
+    const ValidationReport r = validate(c);
+    EXPECT_TRUE(r.ok()) << (r.violations.empty() ? "" : format_violation(r.violations[0]));
+    for (const Note& n : r.notes) EXPECT_EQ(n.message.find("most_recent_k"), std::string::npos) << n.message;
+  }
+  for (const char* bad : {"0", "-2", "-100"}) {
+    SCOPED_TRACE(bad);
+    const ValidationReport r =
+        validate(load_config("llama/tiny", {"checkpoint.save=/tmp/x", std::string("checkpoint.most_recent_k=") + bad}));
+    ASSERT_EQ(r.violations.size(), 1u);
+    const Violation& v = r.violations[0];
+    EXPECT_EQ(v.rule, 16);
+    EXPECT_NE(v.message.find(std::string("checkpoint.most_recent_k = ") + bad), std::string::npos) << v.message;
+    EXPECT_NE(v.message.find("-1 (keep every checkpoint) or a count >= 1"), std::string::npos) << v.message;
+    ASSERT_EQ(v.values.size(), 1u);
+    EXPECT_EQ(v.values[0].key, "checkpoint.most_recent_k");
+    EXPECT_EQ(v.values[0].value, bad);
+    EXPECT_NE(v.fix.find("checkpoint.most_recent_k=-1 to keep every checkpoint"), std::string::npos) << v.fix;
+    EXPECT_EQ(v.message.find("not even the one just saved") != std::string::npos, std::string(bad) == "0") << v.message;
+  }
+  // The YAML key reads as the override does; `config show` prints it.
+  EXPECT_EQ(load_config_yaml("checkpoint:\n  most_recent_k: 2\n", "r.yaml").checkpoint.most_recent_k, 2);
+  EXPECT_NE(emit_yaml(load_config("llama/tiny")).find("  most_recent_k: -1\n"), std::string::npos);
+  EXPECT_NE(override_error("checkpoint.most_recent_k=two").find("checkpoint.most_recent_k"), std::string::npos);
+  // Without checkpoint.save nothing is written, so nothing is removed: a note, not an error.
+  const ValidationReport unsaved = validate(load_config("llama/tiny", {"checkpoint.most_recent_k=2"}));
+  EXPECT_TRUE(unsaved.ok());
+  bool noted = false;
+  for (const Note& n : unsaved.notes) {
+    noted |= n.rule == 16 && n.message ==
+                                 "checkpoint.most_recent_k without checkpoint.save: no checkpoints are "
+                                 "written, so none are removed";
+  }
+  EXPECT_TRUE(noted);
+}
+
 TEST(NanChecks, AWholeStepGraphKeepsTheChecksWithANote) {
   // Rule 5 was a refusal (Megatron's host-side checks cannot run inside a whole-step graph); the
   // flags are device-side here, so it is a note and the checks stay on.

@@ -50,6 +50,7 @@ TEST(Config, DefaultsAreBridgeDefaults) {
   EXPECT_FALSE(c.model.moe_expert_capacity_factor.has_value());
   EXPECT_EQ(c.model.recompute_modules, std::vector<std::string>{"core_attn"});
   EXPECT_EQ(c.model.tensor_model_parallel_size, 1);
+  EXPECT_EQ(c.checkpoint.most_recent_k, -1);  // CheckpointConfig.most_recent_k: keep every checkpoint
 }
 
 TEST(Config, KeyTableCoversEverySection) {
@@ -70,8 +71,8 @@ TEST(Config, KeyTableCoversEverySection) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
   // main's 94 + 11 MoE keys + model.recompute_method + 5 data-parallel keys + 3 precision-aware optimizer keys
-  // + Bridge's keys accepted without effect (config/bridge_inert_keys.h)
-  EXPECT_EQ(keys.size(), 114u + std::size(config::kBridgeInertKeys));
+  // + checkpoint.most_recent_k + Bridge's keys accepted without effect (config/bridge_inert_keys.h)
+  EXPECT_EQ(keys.size(), 115u + std::size(config::kBridgeInertKeys));
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/checkpoint_dir.h"
@@ -129,11 +130,18 @@ class StateCountingBackend final : public TrainingBackend {
 };
 
 // Two ranks run `iters` steps of run_steps, saving every step into `save`, each on its own CPU backend (nothing
-// reduced: what a save does is the point); each exits with the number of states its backend downloaded.
-std::vector<test::RankOutcome> two_ranks_saving(const fs::path& dir, int64_t iters, bool distributed_optimizer) {
+// reduced: what a save does is the point); each exits with the number of states its backend downloaded, or with
+// what `exit_code` makes of its rank and that number once its steps are done. `more`: overrides; `setup` adjusts a
+// rank's options.
+std::vector<test::RankOutcome> two_ranks_saving(
+    const fs::path& dir, int64_t iters, bool distributed_optimizer, const std::vector<std::string>& more = {},
+    const std::function<void(int rank, TrainOptions& options)>& setup = nullptr,
+    const std::function<int(int rank, int downloads)>& exit_code = nullptr) {
   const std::string save = (dir / "ckpt").string();
-  config::Config raw = tiny_cpu_run(iters, {"dataset.mock=true", "train.global_batch_size=4", "checkpoint.save=" + save,
-                                            "checkpoint.save_interval=1"});
+  std::vector<std::string> overrides = {"dataset.mock=true", "train.global_batch_size=4", "checkpoint.save=" + save,
+                                        "checkpoint.save_interval=1"};
+  overrides.insert(overrides.end(), more.begin(), more.end());
+  config::Config raw = tiny_cpu_run(iters, overrides);
   raw.data_parallel_size = 2;
   raw.optimizer.use_distributed_optimizer = distributed_optimizer;
   raw.ddp.use_distributed_optimizer = distributed_optimizer;
@@ -160,13 +168,16 @@ std::vector<test::RankOutcome> two_ranks_saving(const fs::path& dir, int64_t ite
     TrainOptions options;
     options.run_dir = (dir / ("run_" + std::to_string(rank))).string();
     options.distributed = &run;
+    if (setup) setup(rank, options);
     std::optional<LoadedCheckpoint> loaded;
     std::optional<TrainingState> pretrained;
     TrainSummary summary;
     summary.train_iters = iters;
     run_steps(config, options, model, batch, backend, data, loaded, pretrained, context, summary);
+    if (summary.steps_done != iters) return 90;
+    const int code = exit_code ? exit_code(rank, backend.downloads) : backend.downloads;
     run.finish();
-    return summary.steps_done == iters ? backend.downloads : 90;
+    return code;
   });
 }
 
@@ -190,6 +201,41 @@ TEST(DistributedTrainer, OnlyTheWritingRankDownloadsTheStateToSaveItUnlessTheOpt
   EXPECT_EQ(sharded[0].code(), 3) << sharded[0].stderr_text;
   EXPECT_EQ(sharded[1].code(), 3) << sharded[1].stderr_text;
   EXPECT_EQ(checkpoint::list_iterations((dir / "sharded" / "ckpt").string()), (std::vector<int64_t>{1, 2, 3}));
+  fs::remove_all(dir);
+}
+
+// checkpoint.most_recent_k in a data-parallel run: only the writing rank removes old folders, inside the write that
+// DistributedRun::save_everywhere runs, so every rank returns from a save only once its removals are done too. The
+// writer's removal of its last old folder is slowed down; the other rank, right after its steps, already sees only
+// the newest folder (a removal after the save's barrier would still be running then).
+TEST(DistributedTrainer, OnlyTheWritingRankRemovesOldCheckpointsInsideTheSave) {
+  const fs::path dir = test::fresh_test_dir("dp_retention");
+  const std::string save = (dir / "ckpt").string();
+  int removal_steps = 0;  // in each rank's own process
+  const std::vector<test::RankOutcome> ranks = two_ranks_saving(
+      dir, 3, false, {"checkpoint.most_recent_k=1"},
+      [&](int, TrainOptions& options) {
+        options.on_checkpoint_removal = [&](const std::string& stage, const std::string& path) {
+          ++removal_steps;
+          if (stage == "remove" && path.ends_with("iter_0000002.removing")) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+          }
+        };
+      },
+      [&](int rank, int) {
+        if (rank == 0) return removal_steps;  // rename and remove of iter_0000001, then of iter_0000002
+        if (removal_steps != 0) return 91;
+        const bool pruned = checkpoint::list_iterations(save) == std::vector<int64_t>{3} &&
+                            !fs::exists(save + "/iter_0000002.removing");
+        return pruned ? 0 : 92;
+      });
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[0].code(), 4) << ranks[0].stderr_text;
+  EXPECT_EQ(ranks[1].code(), 0) << ranks[1].stderr_text;
+  EXPECT_EQ(checkpoint::list_iterations(save), (std::vector<int64_t>{3}));
+  EXPECT_NE(ranks[0].stderr_text.find("checkpoint.most_recent_k=1: removed iter_0000002"), std::string::npos)
+      << ranks[0].stderr_text;
+  EXPECT_EQ(ranks[1].stderr_text.find("most_recent_k"), std::string::npos) << ranks[1].stderr_text;
   fs::remove_all(dir);
 }
 
