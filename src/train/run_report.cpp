@@ -1,9 +1,13 @@
 #include "train/run_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "checkpoint/durable_io.h"
 #include "core/strings.h"
@@ -12,74 +16,222 @@
 namespace sg::train {
 namespace {
 
-struct Curves {
-  std::vector<double> step, loss, lr, grad_norm, tokens_per_s, step_ms, memory_mib;
-  std::vector<double> eval_step, val_loss, val_ppl, eval_ms, eval_batches;
-  std::vector<ChartMarker> captures;
+// The widths report.html draws its line charts at (render_line_chart), which their series' envelopes are kept for.
+constexpr int kLossChartWidth = 980, kChartWidth = 640;
+// The evaluations table lists at most about this many rows (EvalRows).
+constexpr size_t kMaxEvalRows = 1000;
+
+struct EvalRow {
+  double step, val_loss, val_ppl, batches, ms;
 };
 
-double number(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : NAN;
-}
+// The evaluations the table lists, in bounded memory however many a run records (an evaluation every step is
+// allowed): every one while there are at most kMaxEvalRows, then one in `stride` (the 1st, the stride + 1-th, ...;
+// the stride doubling whenever more would be kept), and always the last.
+class EvalRows {
+ public:
+  void add(const EvalRow& row) {
+    if (count_ % stride_ == 0) {
+      kept_.push_back(row);
+      if (kept_.size() > kMaxEvalRows) {  // kept_[k] is evaluation k x stride: keep the even k
+        for (size_t k = 0; 2 * k < kept_.size(); ++k) kept_[k] = kept_[2 * k];
+        kept_.resize((kept_.size() + 1) / 2);
+        stride_ *= 2;
+      }
+    }
+    last_ = row;
+    ++count_;
+  }
+  size_t count() const { return count_; }
+  size_t stride() const { return stride_; }
+  const EvalRow& last() const { return last_; }
+  // The rows listed, in order.
+  std::vector<EvalRow> listed() const {
+    std::vector<EvalRow> rows = kept_;
+    if (count_ > 0 && (count_ - 1) % stride_ != 0) rows.push_back(last_);
+    return rows;
+  }
 
-Curves read_metrics(const std::string& path) {
-  Curves c;
+ private:
+  std::vector<EvalRow> kept_;
+  size_t count_ = 0, stride_ = 1;
+  EvalRow last_{};
+};
+
+// What report.html shows of metrics.jsonl, reduced while it is read: the charts' series as their envelopes
+// (train/svg_chart.h: the same charts as from every record), the numbers the page prints as they are, so its
+// memory does not grow with the run's length (a line a step: ~560 MB at 10M steps, held whole before).
+struct Records {
+  SeriesEnvelope loss{kLossChartWidth}, val_loss{kLossChartWidth};
+  SeriesEnvelope lr{kChartWidth}, grad_norm{kChartWidth}, tokens_per_s{kChartWidth}, step_ms{kChartWidth},
+      memory_mib{kChartWidth};
+  size_t steps = 0;                                           // training records
+  double first_step = NAN, last_step = NAN, last_loss = NAN;  // of the first and the last training record
+  EvalRows evals;
+  std::vector<ChartMarker> captures;  // one a process start at most (a resume captures again)
+};
+
+// A line of metrics.jsonl read as nlohmann::json::parse reads it (the same lexer and grammar: a line that does not
+// parse is no record; a key given twice has its last value), keeping only the top-level values the report shows,
+// without building the object: the run end reads every line of the file (a line a step).
+class RecordLine final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  enum Field : int {
+    kStep,
+    kLoss,
+    kLr,
+    kGradNorm,
+    kTokensPerS,
+    kStepMs,
+    kMemory,
+    kValLoss,
+    kValPpl,
+    kEvalMs,
+    kEvalBatches,
+    kCapture,
+    kFields
+  };
+
+  // Whether `line` is a JSON object; its fields are then read.
+  bool read(const std::string& line) {
+    std::fill(std::begin(present_), std::end(present_), false);
+    std::fill(std::begin(numbers_), std::end(numbers_), NAN);
+    capture_ = object_ = false;
+    depth_ = 0;
+    field_ = -1;
+    return nlohmann::json::sax_parse(line, this) && object_;
+  }
+  bool has(Field f) const { return present_[f]; }
+  double number(Field f) const { return numbers_[f]; }  // NaN unless the value is a number
+  bool capture() const { return capture_; }             // "capture": true
+
+  bool null() override { return scalar(NAN); }
+  bool boolean(bool value) override {
+    scalar(NAN);
+    if (depth_ == 1 && field_ == kCapture) capture_ = value;
+    return true;
+  }
+  bool number_integer(number_integer_t value) override { return scalar(static_cast<double>(value)); }
+  bool number_unsigned(number_unsigned_t value) override { return scalar(static_cast<double>(value)); }
+  bool number_float(number_float_t value, const string_t&) override { return scalar(value); }
+  bool string(string_t&) override { return scalar(NAN); }
+  bool binary(binary_t&) override { return scalar(NAN); }
+  bool start_object(std::size_t) override {
+    if (depth_ == 0) object_ = true;
+    return open();
+  }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& name) override {
+    if (depth_ != 1) return true;
+    static constexpr const char* kNames[kFields] = {
+        "step",     "loss",    "lr",      "grad_norm",    "tokens_per_s", "step_ms", "device_memory_used",
+        "val_loss", "val_ppl", "eval_ms", "eval_batches", "capture"};
+    field_ = -1;
+    for (int f = 0; f < kFields; ++f) {
+      if (name == kNames[f]) field_ = f;
+    }
+    if (field_ >= 0) present_[field_] = true;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  // A value of a top-level field (`value`: NaN unless it is a number); the last one counts.
+  bool scalar(double value) {
+    if (depth_ == 1 && field_ >= 0) {
+      numbers_[field_] = value;
+      if (field_ == kCapture) capture_ = false;
+    }
+    return true;
+  }
+  bool open() {
+    scalar(NAN);  // an object or an array as a field's value
+    ++depth_;
+    return true;
+  }
+  bool close() {
+    --depth_;
+    return true;
+  }
+
+  bool present_[kFields];
+  double numbers_[kFields];
+  bool capture_ = false, object_ = false;
+  int depth_ = 0, field_ = -1;
+};
+
+Records read_metrics(const std::string& path) {
+  Records r;
   // Only a file holds records: a device (/dev/full in the full-disk tests) would read without end.
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return c;
+  if (!std::filesystem::is_regular_file(path, ec)) return r;
   std::ifstream in(path);
   std::string line;
+  RecordLine j;
   while (std::getline(in, line)) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception&) {
-      continue;  // a torn last line of a killed run
-    }
-    if (!j.is_object() || !j.contains("step")) continue;
-    const double step = number(j, "step");
-    if (j.contains("val_loss")) {
-      c.eval_step.push_back(step);
-      c.val_loss.push_back(number(j, "val_loss"));
-      c.val_ppl.push_back(number(j, "val_ppl"));
-      c.eval_ms.push_back(number(j, "eval_ms"));
-      c.eval_batches.push_back(number(j, "eval_batches"));
+    // Not an object: a torn last line of a killed run.
+    if (!j.read(line) || !j.has(RecordLine::kStep)) continue;
+    const double step = j.number(RecordLine::kStep);
+    if (j.has(RecordLine::kValLoss)) {
+      const EvalRow row{step, j.number(RecordLine::kValLoss), j.number(RecordLine::kValPpl),
+                        j.number(RecordLine::kEvalBatches), j.number(RecordLine::kEvalMs)};
+      r.evals.add(row);
+      r.val_loss.add(step, row.val_loss);
       continue;
     }
-    c.step.push_back(step);
-    c.loss.push_back(number(j, "loss"));
-    c.lr.push_back(number(j, "lr"));
-    c.grad_norm.push_back(number(j, "grad_norm"));
-    const bool capture = j.value("capture", false);
+    if (r.steps++ == 0) r.first_step = step;
+    r.last_step = step;
+    r.last_loss = j.number(RecordLine::kLoss);
+    r.loss.add(step, r.last_loss);
+    r.lr.add(step, j.number(RecordLine::kLr));
+    r.grad_norm.add(step, j.number(RecordLine::kGradNorm));
     // The capture step's time includes the capture: kept out of the throughput curves, marked instead.
-    c.tokens_per_s.push_back(capture ? NAN : number(j, "tokens_per_s"));
-    c.step_ms.push_back(capture ? NAN : number(j, "step_ms"));
-    c.memory_mib.push_back(number(j, "device_memory_used") / (1024.0 * 1024.0));
-    if (capture) c.captures.push_back({step, "graph capture"});
+    if (j.capture()) {
+      r.captures.push_back({step, "graph capture"});
+    } else {
+      r.tokens_per_s.add(step, j.number(RecordLine::kTokensPerS));
+      r.step_ms.add(step, j.number(RecordLine::kStepMs));
+    }
+    r.memory_mib.add(step, j.number(RecordLine::kMemory) / (1024.0 * 1024.0));
   }
-  return c;
+  return r;
 }
 
-LineChart chart(const std::string& title, const std::string& y_label, const Curves& c,
-                std::vector<ChartSeries> series, bool log_y = false) {
+LineChart chart(const std::string& title, const std::string& y_label, const Records& r, std::vector<ChartSeries> series,
+                bool log_y = false) {
   LineChart ch;
   ch.title = title;
   ch.x_label = "step";
   ch.y_label = y_label;
   ch.series = std::move(series);
-  ch.markers = c.captures;
+  ch.markers = r.captures;
   ch.log_y = log_y;
   return ch;
 }
 
-std::string eval_table(const Curves& c) {
-  if (c.eval_step.empty()) return "<p>No evaluation (train.eval_interval is null).</p>\n";
-  std::string out = "<table class=\"num\"><tr><th>step</th><th>val loss</th><th>val ppl</th><th>batches</th>"
-                    "<th>ms</th></tr>";
-  for (size_t i = 0; i < c.eval_step.size(); ++i) {
-    out += strprintf("<tr><td>%.0f</td><td>%.4f</td><td>%.3f</td><td>%.0f</td><td>%.1f</td></tr>", c.eval_step[i],
-                     c.val_loss[i], c.val_ppl[i], c.eval_batches[i], c.eval_ms[i]);
+// "1st", "2nd", "3rd", "4th", ..., "11th", ..., "21st".
+std::string ordinal(size_t n) {
+  const size_t tens = n % 100, ones = n % 10;
+  const char* suffix = tens >= 11 && tens <= 13 ? "th" : ones == 1 ? "st" : ones == 2 ? "nd" : ones == 3 ? "rd" : "th";
+  return std::to_string(n) + suffix;
+}
+
+std::string eval_table(const EvalRows& evals) {
+  if (evals.count() == 0) return "<p>No evaluation (train.eval_interval is null).</p>\n";
+  std::string out;
+  if (evals.stride() > 1) {
+    const size_t s = evals.stride();
+    out += strprintf(
+        "<p>%zu evaluations; listed: the %s, %s, %s, ... (one in %zu) and the last. metrics.jsonl "
+        "holds them all.</p>\n",
+        evals.count(), ordinal(1).c_str(), ordinal(s + 1).c_str(), ordinal(2 * s + 1).c_str(), s);
+  }
+  out += "<table class=\"num\"><tr><th>step</th><th>val loss</th><th>val ppl</th><th>batches</th><th>ms</th></tr>";
+  for (const EvalRow& e : evals.listed()) {
+    out += strprintf("<tr><td>%.0f</td><td>%.4f</td><td>%.3f</td><td>%.0f</td><td>%.1f</td></tr>", e.step, e.val_loss,
+                     e.val_ppl, e.batches, e.ms);
   }
   return out + "</table>\n";
 }
@@ -87,35 +239,37 @@ std::string eval_table(const Curves& c) {
 }  // namespace
 
 void write_run_report(const std::string& metrics_path, const std::string& html_path, const RunReportInfo& info) {
-  const Curves c = read_metrics(metrics_path);
+  const Records r = read_metrics(metrics_path);
   std::string body = "<h1>" + html_escape(info.title) + "</h1>\n<p class=\"sub\">" + html_escape(info.status) +
                      "</p>\n";
   std::vector<std::pair<std::string, std::string>> facts = info.facts;
-  if (!c.step.empty()) {
-    facts.emplace_back("steps in metrics.jsonl", strprintf("%.0f to %.0f", c.step.front(), c.step.back()));
-    facts.emplace_back("last loss", strprintf("%.4f", c.loss.back()));
+  if (r.steps > 0) {
+    facts.emplace_back("steps in metrics.jsonl", strprintf("%.0f to %.0f", r.first_step, r.last_step));
+    facts.emplace_back("last loss", strprintf("%.4f", r.last_loss));
   }
-  if (!c.val_loss.empty()) {
-    facts.emplace_back("last val loss", strprintf("%.4f (ppl %.3f) at step %.0f", c.val_loss.back(), c.val_ppl.back(),
-                                                  c.eval_step.back()));
+  if (r.evals.count() > 0) {
+    const EvalRow& last = r.evals.last();
+    facts.emplace_back("last val loss",
+                       strprintf("%.4f (ppl %.3f) at step %.0f", last.val_loss, last.val_ppl, last.step));
   }
   body += html_table(facts);
 
   body += "<h2>Loss</h2>\n<div class=\"grid2\">";
-  ChartSeries train{"train loss", c.step, c.loss};
-  ChartSeries val{"validation loss", c.eval_step, c.val_loss};
+  ChartSeries val = r.val_loss.series("validation loss");
   val.markers = true;
-  body += render_line_chart(chart("loss", "loss (nats)", c, {train, val}), 980, 320);
+  body += render_line_chart(chart("loss", "loss (nats)", r, {r.loss.series("train loss"), val}), kLossChartWidth, 320);
   body += "</div>\n<h2>Optimizer</h2>\n<div class=\"grid2\">";
-  body += render_line_chart(chart("learning rate", "lr", c, {{"lr", c.step, c.lr}}));
-  body += render_line_chart(chart("gradient norm (before clipping)", "norm", c, {{"grad norm", c.step, c.grad_norm}},
-                                  /*log_y=*/true));
+  body += render_line_chart(chart("learning rate", "lr", r, {r.lr.series("lr")}), kChartWidth);
+  body += render_line_chart(chart("gradient norm (before clipping)", "norm", r, {r.grad_norm.series("grad norm")},
+                                  /*log_y=*/true),
+                            kChartWidth);
   body += "</div>\n<h2>Throughput and memory</h2>\n<div class=\"grid2\">";
-  body += render_line_chart(chart("throughput", "tokens/s", c, {{"tokens/s", c.step, c.tokens_per_s}}));
-  body += render_line_chart(chart("step time", "ms", c, {{"step ms", c.step, c.step_ms}}));
-  body += render_line_chart(chart(info.gpu ? "device memory in use" : "process resident memory (CPU backend)",
-                                  "MiB", c, {{"MiB", c.step, c.memory_mib}}));
-  body += "</div>\n<h2>Evaluations</h2>\n" + eval_table(c);
+  body += render_line_chart(chart("throughput", "tokens/s", r, {r.tokens_per_s.series("tokens/s")}), kChartWidth);
+  body += render_line_chart(chart("step time", "ms", r, {r.step_ms.series("step ms")}), kChartWidth);
+  body += render_line_chart(chart(info.gpu ? "device memory in use" : "process resident memory (CPU backend)", "MiB", r,
+                                  {r.memory_mib.series("MiB")}),
+                            kChartWidth);
+  body += "</div>\n<h2>Evaluations</h2>\n" + eval_table(r.evals);
   if (!info.plan.empty()) {
     body += "<h2>Plan</h2>\n<pre>" + html_escape(join(info.plan, "\n")) + "</pre>\n";
   }

@@ -53,19 +53,34 @@ struct Range {
 // A series with more drawable points than this many per pixel column of the plot is decimated (drawn_points).
 constexpr double kMaxPointsPerColumn = 4.0;
 
+// A line chart's plot: its margins, left (the y ticks) and right.
+constexpr double kPlotLeft = 64.0, kPlotRight = 16.0;
+double plot_width(int chart_width) {
+  return chart_width - kPlotLeft - kPlotRight;
+}
+
+// The envelope's bucket width for `column` x per pixel column (> 0): the widest power of two not wider.
+double bucket_width_for(double column) {
+  return std::ldexp(1.0, std::ilogb(column));
+}
+
 // The indices of the points of `s` a chart draws (finite, and positive on a log axis), in order. Past
-// kMaxPointsPerColumn per pixel column of the plot (`column` maps x to it), each run of consecutive points in one
-// column keeps its first, lowest, highest and last point, in their order: the same line to the eye (the SVG has
-// 0.1 px resolution), with its spikes, while a run's report keeps every one of its steps only in metrics.jsonl
-// (six charts of a 10M-step run would otherwise write 60M points, ~700 MB of SVG, into report.html).
-template <class Column>
-std::vector<size_t> drawn_points(const ChartSeries& s, bool log_y, double plot_width, const Column& column) {
+// kMaxPointsPerColumn per pixel column of the plot (`column`: x per pixel column), each run of consecutive points in
+// one bucket of x (bucket_width_for(column) wide, or the series' own when SeriesEnvelope kept wider ones) keeps its
+// first, lowest, highest and last point, in their order: the same line to the eye (a bucket is at most a pixel
+// column wide; the SVG has 0.1 px resolution), with its spikes, while a run's report keeps every one of its steps
+// only in metrics.jsonl (six charts of a 10M-step run would otherwise write 60M points, ~700 MB of SVG, into
+// report.html). Buckets, not the pixel columns themselves: their edges do not move with the axis's range, so
+// SeriesEnvelope can keep the same envelope while it reads the points (svg_chart.h).
+std::vector<size_t> drawn_points(const ChartSeries& s, bool log_y, double plot_width, double column) {
   std::vector<size_t> all;
   for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
     if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i]) || (log_y && s.y[i] <= 0.0)) continue;
     all.push_back(i);
   }
-  if (static_cast<double>(all.size()) <= kMaxPointsPerColumn * std::max(plot_width, 1.0)) return all;
+  const size_t count = s.reduced ? s.reduced->points : all.size();
+  if (static_cast<double>(count) <= kMaxPointsPerColumn * std::max(plot_width, 1.0)) return all;
+  const double width = std::max(bucket_width_for(column), s.reduced ? s.reduced->bucket_width : 0.0);
   std::vector<size_t> kept;
   size_t first = 0, low = 0, high = 0, last = 0;
   bool open = false;
@@ -78,7 +93,7 @@ std::vector<size_t> drawn_points(const ChartSeries& s, bool log_y, double plot_w
     }
   };
   for (const size_t i : all) {
-    const double c = column(s.x[i]);
+    const double c = std::floor(s.x[i] / width);
     if (open && c == current) {
       if (s.y[i] < s.y[low]) low = i;
       if (s.y[i] > s.y[high]) high = i;
@@ -128,6 +143,11 @@ std::string render_line_chart(const LineChart& chart, int width, int height) {
       yr.add(s.y[i]);
       all_positive = all_positive && s.y[i] > 0.0;
     }
+    // A reduced series kept its lowest and highest y (each bucket's), not necessarily its least and greatest x.
+    if (s.reduced && s.reduced->points > 0) {
+      xr.add(s.reduced->x_lo);
+      xr.add(s.reduced->x_hi);
+    }
   }
   if (xr.empty()) return no_data(chart.title);
   for (const ChartMarker& m : chart.markers) xr.add(m.x);
@@ -146,8 +166,8 @@ std::string render_line_chart(const LineChart& chart, int width, int height) {
     yt.lo = std::floor(yt.lo);
     yt.hi = std::ceil(yt.hi);
   }
-  const double left = 64, right = 16, top = 12, bottom = 40;
-  const double pw = width - left - right, ph = height - top - bottom;
+  const double left = kPlotLeft, top = 12, bottom = 40;
+  const double pw = plot_width(width), ph = height - top - bottom;
   const auto px = [&](double x) { return left + (x - xr.lo) / (xr.hi - xr.lo) * pw; };
   const auto py = [&](double y) { return top + (1.0 - (ty(y) - yt.lo) / (yt.hi - yt.lo)) * ph; };
   const auto pyt = [&](double t) { return top + (1.0 - (t - yt.lo) / (yt.hi - yt.lo)) * ph; };
@@ -180,7 +200,7 @@ std::string render_line_chart(const LineChart& chart, int width, int height) {
     const std::string color = s.color.empty() ? kPalette[k % std::size(kPalette)] : s.color;
     std::string points;
     size_t n = 0;
-    for (const size_t i : drawn_points(s, log_y, pw, [&](double x) { return std::floor(px(x)); })) {
+    for (const size_t i : drawn_points(s, log_y, pw, (xr.hi - xr.lo) / std::max(pw, 1.0))) {
       points += strprintf("%.1f,%.1f ", px(s.x[i]), py(s.y[i]));
       if (s.markers) {
         svg += strprintf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>", px(s.x[i]), py(s.y[i]),
@@ -212,6 +232,92 @@ std::string render_line_chart(const LineChart& chart, int width, int height) {
   }
   svg += "</svg>";
   return figure(chart.title, svg);
+}
+
+SeriesEnvelope::SeriesEnvelope(int chart_width) {
+  const double pw = std::max(plot_width(chart_width), 1.0);
+  point_limit_ = static_cast<size_t>(kMaxPointsPerColumn * pw);  // what render_line_chart draws point for point
+  run_limit_ = static_cast<size_t>(2.0 * pw) + 1;  // so the buckets are never wider than the chart's (svg_chart.h)
+}
+
+double SeriesEnvelope::bucket_of(double x) const {
+  return width_ > 0.0 ? std::floor(x / width_) : x;
+}
+
+void SeriesEnvelope::add(double x, double y) {
+  if (!std::isfinite(x) || !std::isfinite(y)) return;
+  const Point p{x, y, points_++};
+  x_lo_ = p.index == 0 ? x : std::min(x_lo_, x);
+  x_hi_ = p.index == 0 ? x : std::max(x_hi_, x);
+  if (merged_) return insert(p);
+  points_kept_.push_back(p);
+  if (points_kept_.size() <= point_limit_) return;
+  // More points than a chart of the planned width draws one by one: from here on, their envelope, at the width of
+  // the span so far (one x value each while they all have one).
+  merged_ = true;
+  const double span = x_hi_ - x_lo_;
+  width_ = span > 0.0 ? bucket_width_for(span / static_cast<double>(run_limit_)) : 0.0;
+  runs_.reserve(run_limit_ + 1);
+  for (const Point& q : points_kept_) insert(q);
+  std::vector<Point>().swap(points_kept_);
+}
+
+void SeriesEnvelope::insert(const Point& p) {
+  const double bucket = bucket_of(p.x);
+  if (!runs_.empty() && runs_.back().bucket == bucket) {
+    Run& run = runs_.back();
+    if (p.y < run.low.y) run.low = p;  // the first of equals, as drawn_points keeps it
+    if (p.y > run.high.y) run.high = p;
+    run.last = p;
+    return;
+  }
+  runs_.push_back({bucket, p, p, p, p});
+  // More runs than the limit hold more than one x value: the span is positive. Each widening doubles a width at
+  // which the runs did not fit, so for x that never decreases the width stays below 2 x span / (run limit - 1),
+  // at most the width a chart of the planned width cuts its envelope at (a power of two above span / (2 x plot
+  // width)). For x that goes back and forth the width may grow to infinity: one bucket, one run.
+  while (runs_.size() > run_limit_) {
+    const double span = x_hi_ - x_lo_;
+    widen(width_ > 0.0 ? 2.0 * width_ : bucket_width_for(span > 0.0 ? span / static_cast<double>(run_limit_) : 1.0));
+  }
+}
+
+void SeriesEnvelope::widen(double width) {
+  width_ = width;
+  size_t kept = 0;
+  for (Run& run : runs_) {
+    // Every point of a run is in one bucket of the old width, so in one of the new (a multiple of it).
+    run.bucket = bucket_of(run.first.x);
+    if (kept > 0 && runs_[kept - 1].bucket == run.bucket) {
+      Run& into = runs_[kept - 1];
+      if (run.low.y < into.low.y) into.low = run.low;
+      if (run.high.y > into.high.y) into.high = run.high;
+      into.last = run.last;
+    } else {
+      runs_[kept++] = run;
+    }
+  }
+  runs_.resize(kept);
+}
+
+ChartSeries SeriesEnvelope::series(std::string name) const {
+  ChartSeries s;
+  s.name = std::move(name);
+  s.reduced = ReducedSeries{.points = points_, .bucket_width = width_, .x_lo = x_lo_, .x_hi = x_hi_};
+  for (const Point& p : points_kept_) {
+    s.x.push_back(p.x);
+    s.y.push_back(p.y);
+  }
+  for (const Run& run : runs_) {
+    Point kept[4] = {run.first, run.low, run.high, run.last};
+    std::sort(std::begin(kept), std::end(kept), [](const Point& a, const Point& b) { return a.index < b.index; });
+    for (size_t k = 0; k < 4; ++k) {
+      if (k > 0 && kept[k].index == kept[k - 1].index) continue;
+      s.x.push_back(kept[k].x);
+      s.y.push_back(kept[k].y);
+    }
+  }
+  return s;
 }
 
 std::string render_bar_chart(const std::string& title, const std::string& unit, const std::vector<ChartBar>& bars,
