@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -170,11 +171,11 @@ struct MetricsScan {
   size_t after = 0, damaged = 0;
   int64_t last_step = -1;
   bool step_recorded = false;
-  std::string cut;  // the lines truncate_metrics_after drops (later steps, and lines that are no record), in order
 };
 
-// Reads metrics.jsonl as truncate_metrics_after does: a line is a record when it parses and has a step.
-MetricsScan scan_metrics(const fs::path& path, int64_t step) {
+// Reads metrics.jsonl as truncate_metrics_after does: a line is a record when it parses and has a step. The lines
+// that drops (later steps, and lines that are no record) go to `cut`, in order.
+MetricsScan scan_metrics(const fs::path& path, int64_t step, const std::function<void(const std::string&)>& cut) {
   MetricsScan scan;
   std::ifstream in(path, std::ios::binary);
   std::string line;
@@ -193,18 +194,62 @@ MetricsScan scan_metrics(const fs::path& path, int64_t step) {
     } else {
       ++scan.damaged;
     }
-    scan.cut += line + "\n";
+    cut(line);
   }
   return scan;
 }
 
-// Writes `content` as `archive`/`name` durably, `before` what would lose the folder's own copy: on failure that
-// has not happened, and the error says so.
-void keep_file(const std::string& run_dir, const fs::path& archive, const char* name, const std::string& content,
-               const char* before) {
+// The lines a cut drops, held until they pass kSpillBytes, then written to a temporary beside metrics.jsonl: a branch
+// from an old checkpoint of a long run cuts most of the file (a line a step, ~270 bytes: GBs at 10M steps), which
+// would otherwise be in host memory at the resume. Removed unless keep() moved it into an archive.
+class CutLines {
+ public:
+  explicit CutLines(const fs::path& metrics) : spill_(strprintf("%s.cut-%d", metrics.c_str(), ::getpid())) {}
+  ~CutLines() {
+    writer_.reset();
+    std::error_code ec;
+    if (spilled_) fs::remove(spill_, ec);
+  }
+  CutLines(const CutLines&) = delete;
+  CutLines& operator=(const CutLines&) = delete;
+
+  void add(const std::string& line) {
+    held_ += line;
+    held_ += '\n';
+    if (held_.size() < kSpillBytes) return;
+    if (!writer_) {
+      spilled_ = true;
+      writer_.emplace(spill_.string(), 0);
+    }
+    writer_->write(held_.data(), held_.size());
+    held_.clear();
+  }
+  // Writes them, durably, as `to`.
+  void keep(const fs::path& to) {
+    if (!writer_) return checkpoint::write_file_atomically(to.string(), held_);
+    writer_->write(held_.data(), held_.size());
+    writer_->close();
+    writer_.reset();
+    fs::rename(spill_, to);
+    spilled_ = false;
+    checkpoint::fsync_directory(to.parent_path().string());
+  }
+
+ private:
+  static constexpr size_t kSpillBytes = size_t{4} << 20;
+  fs::path spill_;
+  std::string held_;
+  std::optional<checkpoint::DurableFileWriter> writer_;
+  bool spilled_ = false;
+};
+
+// Writes `archive`/`name` durably with `write`, `before` what would lose the folder's own copy: on failure that has
+// not happened, and the error says so.
+void keep_file(const std::string& run_dir, const fs::path& archive, const char* name,
+               const std::function<void(const fs::path&)>& write, const char* before) {
   try {
-    checkpoint::write_file_atomically((archive / name).string(), content);
-  } catch (const Error& e) {
+    write(archive / name);
+  } catch (const std::exception& e) {  // sg::Error, or a rename's std::filesystem::filesystem_error
     throw Error(strprintf("cannot keep %s's %s in %s before %s: %s. %s is as it was; free the disk or fix the "
                           "permissions, or choose another --run-dir",
                           run_dir.c_str(), name, archive.string().c_str(), before, e.what(), run_dir.c_str()));
@@ -214,14 +259,21 @@ void keep_file(const std::string& run_dir, const fs::path& archive, const char* 
 // Keeps the cut lines as previous/run-<k>/metrics.jsonl, with the config.yaml and report.html the resumed run
 // replaces, each written durably. No run.json: these are not a run's whole records, so start_run_folder never
 // brings them back as the records a resumed run continues.
-std::string keep_cut_records(const std::string& run_dir, const std::string& cut_lines) {
+std::string keep_cut_records(const std::string& run_dir, CutLines& cut_lines) {
   const fs::path archive = new_archive(run_dir, "records past the checkpoint's step");
   constexpr const char* before = "cutting its records back to the checkpoint";
-  keep_file(run_dir, archive, kMetricsJsonl, cut_lines, before);
+  keep_file(
+      run_dir, archive, kMetricsJsonl, [&](const fs::path& to) { cut_lines.keep(to); }, before);
   std::error_code ec;
   for (const char* name : {kConfigYaml, kReportHtml}) {
     const fs::path from = fs::path(run_dir) / name;
-    if (fs::exists(from, ec)) keep_file(run_dir, archive, name, checkpoint::read_text_file(from.string()), before);
+    if (!fs::exists(from, ec)) continue;
+    keep_file(
+        run_dir, archive, name,
+        [&](const fs::path& to) {
+          checkpoint::write_file_atomically(to.string(), checkpoint::read_text_file(from.string()));
+        },
+        before);
   }
   return archive.string();
 }
@@ -233,12 +285,21 @@ RecordsCut cut_records_after(const std::string& run_dir, int64_t step) {
   const fs::path path = fs::path(run_dir) / kMetricsJsonl;
   std::error_code ec;
   if (!fs::exists(path, ec)) return cut;  // no records to cut (nor a line lost)
-  const MetricsScan scan = scan_metrics(path, step);
+  CutLines cut_lines(path);
+  MetricsScan scan;
+  try {
+    scan = scan_metrics(path, step, [&](const std::string& line) { cut_lines.add(line); });
+  } catch (const Error& e) {  // the temporary the cut lines spill into could not be written
+    throw Error(
+        strprintf("cannot keep %s's records past step %lld before cutting them: %s. %s is as it was; free "
+                  "the disk or fix the permissions, or choose another --run-dir",
+                  run_dir.c_str(), static_cast<long long>(step), e.what(), run_dir.c_str()));
+  }
   cut.records_after = scan.after;
   cut.last_step = scan.last_step;
   cut.damaged_lines = scan.damaged;
   cut.step_recorded = step == 0 || scan.step_recorded;
-  if (scan.after > 0) cut.kept_in = keep_cut_records(run_dir, scan.cut);  // before a byte of them is cut
+  if (scan.after > 0) cut.kept_in = keep_cut_records(run_dir, cut_lines);  // before a byte of them is cut
   if (scan.after > 0 || scan.damaged > 0) truncate_metrics_after(path.string(), step);
   return cut;
 }
@@ -277,7 +338,9 @@ std::optional<std::string> keep_changed_config(const std::string& run_dir, const
   const std::string old_yaml = checkpoint::read_text_file(path.string());
   if (comparable_config(old_yaml) == comparable_config(new_yaml)) return std::nullopt;
   const fs::path archive = new_archive(run_dir, "the config.yaml its earlier steps ran with");
-  keep_file(run_dir, archive, kConfigYaml, old_yaml, "this run replaces it");
+  keep_file(
+      run_dir, archive, kConfigYaml,
+      [&](const fs::path& to) { checkpoint::write_file_atomically(to.string(), old_yaml); }, "this run replaces it");
   return archive.string();
 }
 

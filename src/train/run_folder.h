@@ -55,8 +55,10 @@ struct RecordsCut {
   std::optional<std::string> kept_in;  // previous/run-<k>/: the cut lines, config.yaml and report.html as they were
 };
 // Cuts metrics.jsonl back to `step`. When that cuts whole records of later steps, the cut lines and copies of
-// config.yaml and report.html go to a new previous/run-<k>/ first (durably), so none of them is lost. sg::Error
-// naming the file and the fix when that or the rewrite fails (then nothing was cut).
+// config.yaml and report.html go to a new previous/run-<k>/ first (durably), so none of them is lost. The cut lines
+// past 4 MiB stream through a temporary beside metrics.jsonl (metrics.jsonl.cut-<pid>, renamed into the archive):
+// a branch from an old checkpoint of a long run cuts most of its records. sg::Error naming the file and the fix when
+// that or the rewrite fails (then nothing was cut).
 RecordsCut cut_records_after(const std::string& run_dir, int64_t step);
 // Logs what cut_records_after did (nothing when there was nothing to do), and warns when the checkpoint's own
 // step has no record (the run cannot write it again: its numbers are not in the checkpoint).

@@ -3,10 +3,12 @@
 // archive that cannot be made is an error naming the run folder and the fix, and moves nothing; a resume
 // continues the folder of its own run (or of an unnamed one) and moves another run's aside; a run's
 // config.yaml names its run folder (an archived one's too); run ids are unique and survive run.json; a resume
-// whose configuration changed keeps the folder's config.yaml (what a resume sets on purpose does not count).
+// whose configuration changed keeps the folder's config.yaml (what a resume sets on purpose does not count); a
+// branch from an old checkpoint of a long run keeps the records it cuts without holding them in memory.
 #include "train/run_folder.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -190,6 +192,55 @@ TEST_F(RunFolder, AResumesChangedConfigYamlIsKeptAndWhatTheResumeSetsDoesNotCoun
   kept = keep_changed_config(dir_.string(), config::emit_yaml(elsewhere));
   ASSERT_TRUE(kept.has_value());
   EXPECT_EQ(fs::path(*kept), dir_ / "previous" / "run-3");
+}
+
+// A resume from step 10 in the folder of a run that went on to step 250000 (~64 MB of records): the cut records
+// stream into previous/run-1/metrics.jsonl (they were one string before: the peak resident memory rose by more
+// than 64 MB), and no temporary is left.
+TEST_F(RunFolder, ABranchFromAnOldCheckpointKeepsTheRecordsItCutsWithoutHoldingThemInMemory) {
+  constexpr int64_t kSteps = 250'000, kResumeStep = 10;
+  const auto record = [](int64_t step) {
+    return "{\"step\": " + std::to_string(step) +
+           ", \"loss\": 2.12345678, \"grad_norm\": 0.234567891, \"lr\": 0.000299999881, \"step_ms\": 1234.5678, "
+           "\"tokens_per_s\": 3400000.0, \"tflops_per_gpu\": 400.123, \"mfu\": 0.40456, \"device_memory_used\": "
+           "70000000000, \"wall_time_s\": 1234567.890, \"tokens\": " +
+           std::to_string(step * 4194304) + "}\n";
+  };
+  write_run("long");
+  std::string kept, cut;
+  {
+    std::ofstream out(dir_ / "metrics.jsonl", std::ios::binary | std::ios::trunc);
+    for (int64_t step = 1; step <= kSteps; ++step) out << record(step);
+  }
+  for (int64_t step = 1; step <= kResumeStep; ++step) kept += record(step);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const int64_t peak_before = usage.ru_maxrss;
+  const RecordsCut result = cut_records_after(dir_.string(), kResumeStep);
+  getrusage(RUSAGE_SELF, &usage);
+  const int64_t grown = (usage.ru_maxrss - peak_before) * 1024;  // Linux reports KiB
+  EXPECT_LT(grown, 24 << 20) << "cutting " << kSteps - kResumeStep << " records raised the peak resident memory by "
+                             << grown << " bytes";
+  EXPECT_EQ(result.records_after, static_cast<size_t>(kSteps - kResumeStep));
+  EXPECT_EQ(result.last_step, kSteps);
+  ASSERT_TRUE(result.kept_in.has_value());
+  EXPECT_EQ(read_file(dir_ / "metrics.jsonl"), kept);
+  // The cut records, whole and in order.
+  std::ifstream in(fs::path(*result.kept_in) / "metrics.jsonl", std::ios::binary);
+  std::string line;
+  int64_t step = kResumeStep;
+  while (std::getline(in, line)) {
+    ++step;
+    if (line + "\n" != record(step)) {
+      ADD_FAILURE() << "line " << step - kResumeStep << " of the kept records: " << line;
+      break;
+    }
+  }
+  EXPECT_EQ(step, kSteps);
+  EXPECT_EQ(read_file(fs::path(*result.kept_in) / "report.html"), "report of long");
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().filename().string().find(".cut-"), std::string::npos) << entry.path() << " was left";
+  }
 }
 
 TEST_F(RunFolder, RunIdsAreUniqueAndRoundTripThroughRunJson) {
