@@ -58,6 +58,13 @@ IndexedDatasetWriter::~IndexedDatasetWriter() {
 
 void IndexedDatasetWriter::add_sequence(std::span<const int32_t> tokens) {
   SG_CHECK(!finalized_, "IndexedDatasetWriter: add after finalize()");
+  // The .idx format stores each sequence's length as int32 (Megatron's layout), as the Python writer refuses too.
+  if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
+    throw Error(
+        strprintf("%s: a sequence of %zu tokens does not fit the .idx format's int32 sequence length (at most "
+                  "%d tokens); split the document into smaller sequences",
+                  prefix_.c_str(), tokens.size(), INT32_MAX));
+  }
   int64_t lo = 0, hi = 0;
   switch (dtype_) {
     case TokenDtype::uint8:

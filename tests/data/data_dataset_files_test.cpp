@@ -9,11 +9,13 @@
 //     mixed pair;
 //   * tokenizer.tokenizer_model naming tokenizer.json (or another file of the folder) says to give the folder.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -182,6 +184,24 @@ TEST_F(DatasetFilesTest, AFailureToCreateTheIndexLeavesNoTemporaryData) {
   EXPECT_FALSE(fs::exists(bin_path(prefix)));
   EXPECT_FALSE(fs::exists(index_path(prefix)));
   EXPECT_TRUE(fs::is_directory(index_path(prefix) + ".tmp")) << "a folder in the way is not the writer's to delete";
+}
+
+TEST_F(DatasetFilesTest, ASequencePastTheIndexsInt32LengthIsRefusedBeforeAnyTokenIsWritten) {
+  // 2^31 tokens of address space that is never touched (no memory is committed): the length check comes first.
+  const size_t count = static_cast<size_t>(INT32_MAX) + 1;
+  void* tokens = mmap(nullptr, count * sizeof(int32_t), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(tokens, MAP_FAILED);
+  const std::string prefix = path("corpus");
+  IndexedDatasetWriter w(prefix, TokenDtype::int32);
+  const std::string message =
+      thrown_message([&] { w.add_sequence(std::span<const int32_t>(static_cast<const int32_t*>(tokens), count)); });
+  munmap(tokens, count * sizeof(int32_t));
+  EXPECT_NE(message.find("a sequence of 2147483648 tokens does not fit the .idx format's int32 sequence length"),
+            std::string::npos)
+      << message;
+  w.add_document(std::vector<int32_t>{1, 2, 3});  // the writer is still usable: nothing of the refused one was written
+  w.finalize();
+  EXPECT_EQ(fs::file_size(bin_path(prefix)), 3 * sizeof(int32_t));
 }
 
 TEST_F(DatasetFilesTest, TheOldIndexIsGoneBeforeTheBinIsReplaced) {
