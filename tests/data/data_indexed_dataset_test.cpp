@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "data/indexed_dataset.h"
+#include "process_memory.h"
 #include "test_dir.h"
 
 namespace sg::data {
@@ -341,20 +342,6 @@ TEST_F(IndexedDatasetTest, EmptyCorpusIsValid) {
   EXPECT_EQ(ds.num_tokens(), 0u);
 }
 
-// This process's anonymous resident memory (heap, not the mapped files), in bytes; -1 where /proc says nothing.
-int64_t resident_anonymous_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("RssAnon:", 0) != 0) continue;
-    std::istringstream fields(line.substr(8));
-    int64_t kib = -1;
-    fields >> kib;
-    return kib * 1024;
-  }
-  return -1;
-}
-
 // A corpus of many documents: the .idx's arrays are read in place, never copied. They held 28 bytes a sequence of
 // each process's heap (10^9 documents: 28 GB a rank, twice where the validation split opens the corpus again);
 // 2M sequences took 56 MB here.
@@ -369,10 +356,10 @@ TEST_F(IndexedDatasetTest, ManyDocumentsTakeNoHeapForTheIndex) {
     }
     writer.finalize();
   }
-  const int64_t before = resident_anonymous_bytes();
+  const int64_t before = test::resident_anonymous_bytes();
   if (before < 0) GTEST_SKIP() << "no RssAnon in /proc/self/status";
   const auto ds = IndexedDataset::open(prefix, 1000);
-  const int64_t grown = resident_anonymous_bytes() - before;
+  const int64_t grown = test::resident_anonymous_bytes() - before;
   EXPECT_LT(grown, 8 << 20) << "opening " << kDocuments << " documents took " << grown << " bytes of heap";
   EXPECT_EQ(ds.num_documents(), kDocuments);
   EXPECT_EQ(ds.num_tokens(), kDocuments / 2 * 3);

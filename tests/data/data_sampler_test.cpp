@@ -19,6 +19,7 @@
 #include "data/dataset_split.h"
 #include "data/indexed_dataset.h"
 #include "data/shuffle.h"
+#include "process_memory.h"
 #include "test_dir.h"
 #include "test_util.h"
 
@@ -328,20 +329,6 @@ TEST(SeededPermutation, FourByteIndicesHoldTheSameOrder) {
   }
 }
 
-// This process's anonymous resident memory in bytes; -1 where /proc says nothing.
-int64_t resident_anonymous_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("RssAnon:", 0) != 0) continue;
-    std::istringstream fields(line.substr(8));
-    int64_t kib = -1;
-    fields >> kib;
-    return kib * 1024;
-  }
-  return -1;
-}
-
 // A source's epoch order takes 4 bytes a window (8M windows: 32 MB; it was 64 MB, and a 10^12-token corpus's 2.4e8
 // windows at seq_length 4096 took 2 GB in every rank), and reads the windows it always read.
 TEST_F(SamplerTest, AnEpochOrderTakesFourBytesAWindow) {
@@ -355,11 +342,11 @@ TEST_F(SamplerTest, AnEpochOrderTakesFourBytesAWindow) {
     w.finalize();
   }
   IndexedSampleSource source(IndexedDataset::open(prefix, 65536), /*seq_length=*/1, /*seed=*/7, /*source_id=*/0);
-  const int64_t before = resident_anonymous_bytes();
+  const int64_t before = test::resident_anonymous_bytes();
   if (before < 0) GTEST_SKIP() << "no RssAnon in /proc/self/status";
   int32_t window[2] = {-1, -1};
   source.sample(0, window);  // builds epoch 0's order
-  const int64_t grown = resident_anonymous_bytes() - before;
+  const int64_t grown = test::resident_anonymous_bytes() - before;
   EXPECT_LT(grown, 48 << 20) << "an order of " << kWindows << " windows took " << grown << " bytes";
   const std::vector<uint64_t> order = seeded_permutation(static_cast<uint64_t>(kWindows), mix_seed(7, 0, 0));
   for (const uint64_t k : {uint64_t{0}, uint64_t{1}, uint64_t{4'999'999}, uint64_t{kWindows - 1}}) {

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "graph/registry.h"
 #include "test_dir.h"
+#include "train/cpu_training_runs.h"
 #include "train/trainer.h"
 
 namespace sg::train {
@@ -26,35 +27,16 @@ using Scratch = test::ScratchDir;
 
 // A one-layer model the CPU trains in milliseconds a step, on mock data, saving every step.
 config::Config tiny(const std::vector<std::string>& extra) {
-  std::vector<std::string> o = {
-      "model.num_layers=1",          "model.hidden_size=64",        "model.ffn_hidden_size=128",
-      "model.num_attention_heads=2", "model.num_query_groups=2",    "model.seq_length=32",
-      "dataset.seq_length=32",       "model.vocab_size=256",        "train.micro_batch_size=2",
-      "train.global_batch_size=2",   "scheduler.lr_warmup_iters=1", "scheduler.lr_decay_iters=100",
-      "logger.log_interval=1000",    "checkpoint.save_interval=1"};
+  std::vector<std::string> o = {"checkpoint.save_interval=1"};
   o.insert(o.end(), extra.begin(), extra.end());
-  return config::load_config("llama/tiny", o);
+  return test::one_layer_cpu_config(o);
 }
 
-struct RunOutcome {
-  TrainSummary summary;
-  std::string error;  // what train() threw, "" when it returned
-  std::string log;    // its stderr
-};
+using RunOutcome = test::CpuRunOutcome;
 
 RunOutcome run(const config::Config& c, const std::string& run_dir, TrainOptions options = {}) {
   options.run_dir = run_dir;
-  options.force_cpu = true;
-  RunOutcome r;
-  graph::clear_stop_request();
-  testing::internal::CaptureStderr();
-  try {
-    r.summary = train(c, options);
-  } catch (const std::exception& e) {
-    r.error = e.what();
-  }
-  r.log = testing::internal::GetCapturedStderr();
-  return r;
+  return test::train_on_cpu(c, options);
 }
 
 // DIR's entries but the lock and the latest file, sorted.

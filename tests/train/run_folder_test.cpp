@@ -8,7 +8,6 @@
 #include "train/run_folder.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -18,6 +17,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "process_memory.h"
 #include "test_dir.h"
 
 namespace sg::train {
@@ -213,12 +213,9 @@ TEST_F(RunFolder, ABranchFromAnOldCheckpointKeepsTheRecordsItCutsWithoutHoldingT
     for (int64_t step = 1; step <= kSteps; ++step) out << record(step);
   }
   for (int64_t step = 1; step <= kResumeStep; ++step) kept += record(step);
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const int64_t peak_before = usage.ru_maxrss;
+  const int64_t peak_before = test::peak_resident_bytes();
   const RecordsCut result = cut_records_after(dir_.string(), kResumeStep);
-  getrusage(RUSAGE_SELF, &usage);
-  const int64_t grown = (usage.ru_maxrss - peak_before) * 1024;  // Linux reports KiB
+  const int64_t grown = test::peak_resident_bytes() - peak_before;
   EXPECT_LT(grown, 24 << 20) << "cutting " << kSteps - kResumeStep << " records raised the peak resident memory by "
                              << grown << " bytes";
   EXPECT_EQ(result.records_after, static_cast<size_t>(kSteps - kResumeStep));

@@ -7,7 +7,6 @@
 #include "train/run_report.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <cmath>
 #include <cstdint>
@@ -18,16 +17,11 @@
 #include <vector>
 
 #include "core/strings.h"
+#include "process_memory.h"
 #include "test_dir.h"
 
 namespace sg::train {
 namespace {
-
-int64_t peak_resident_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -86,9 +80,9 @@ TEST(RunReport, ALongRunsReportTakesBoundedMemory) {
   }
   RunReportInfo info;
   info.title = "stepgraph run: long";
-  const int64_t peak_before = peak_resident_bytes();
+  const int64_t peak_before = test::peak_resident_bytes();
   write_run_report(metrics, html, info);
-  const int64_t grown = peak_resident_bytes() - peak_before;
+  const int64_t grown = test::peak_resident_bytes() - peak_before;
   EXPECT_LT(grown, 16 << 20) << "the report of " << kSteps << " steps raised the peak resident memory by " << grown
                              << " bytes";
   const std::string page = read_file(html);

@@ -25,14 +25,15 @@
 #include "core/error.h"
 #include "graph/registry.h"
 #include "model/layer_registry.h"
+#include "test_dir.h"
+#include "test_util.h"
 #include "train/checkpointing.h"
+#include "train/cpu_training_runs.h"
 #include "train/nonfinite_stop.h"
 #include "train/run_end.h"
 #include "train/run_folder.h"
 #include "train/save_dir_policy.h"
 #include "train/trainer.h"
-#include "test_dir.h"
-#include "test_util.h"
 
 namespace sg::train {
 namespace {
@@ -52,42 +53,22 @@ const auto error_of = test::exception_message;
 
 // A one-layer model the CPU trains in milliseconds a step, on mock data; `extra` overrides (later ones win).
 config::Config tiny(const std::vector<std::string>& extra) {
-  std::vector<std::string> o = {
-      "model.num_layers=1",           "model.hidden_size=64",        "model.ffn_hidden_size=128",
-      "model.num_attention_heads=2",  "model.num_query_groups=2",    "model.seq_length=32",
-      "dataset.seq_length=32",        "model.vocab_size=256",        "train.micro_batch_size=2",
-      "train.global_batch_size=2",    "scheduler.lr_warmup_iters=1", "train.train_iters=8",
-      "scheduler.lr_decay_iters=100", "logger.log_interval=1000"};
+  std::vector<std::string> o = {"train.train_iters=8"};
   o.insert(o.end(), extra.begin(), extra.end());
-  return config::load_config("llama/tiny", o);
+  return test::one_layer_cpu_config(o);
 }
 
-struct RunOutcome {
-  TrainSummary summary;
-  std::string error;  // what train() threw, "" when it returned
-  std::string log;    // its stderr
-};
+using RunOutcome = test::CpuRunOutcome;
 
 // Trains `c` in `run_dir`; a stop (SIGTERM) is requested right after the save of `stop_after_save`, as a signal
 // arriving during that save.
 RunOutcome run(const config::Config& c, const std::string& run_dir, int64_t stop_after_save = -1) {
   TrainOptions options;
   options.run_dir = run_dir;
-  options.force_cpu = true;
   options.on_saved = [stop_after_save](int64_t step) {
     if (step == stop_after_save) graph::request_stop(SIGTERM);
   };
-  RunOutcome r;
-  graph::clear_stop_request();
-  testing::internal::CaptureStderr();
-  try {
-    r.summary = train(c, options);
-  } catch (const std::exception& e) {
-    r.error = e.what();
-  }
-  r.log = testing::internal::GetCapturedStderr();
-  graph::clear_stop_request();
-  return r;
+  return test::train_on_cpu(c, options);
 }
 
 std::vector<int64_t> iterations(const std::string& dir) {

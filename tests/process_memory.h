@@ -1,0 +1,34 @@
+#pragma once
+// What a test may assert about its own process's memory (Linux): the peak resident set so far, and the anonymous
+// resident memory now (heap, not mapped files).
+#include <sys/resource.h>
+
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace sg::test {
+
+// The peak resident memory of this process so far, in bytes (getrusage reports KiB).
+inline int64_t peak_resident_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+// This process's anonymous resident memory in bytes; -1 where /proc says nothing.
+inline int64_t resident_anonymous_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("RssAnon:", 0) != 0) continue;
+    std::istringstream fields(line.substr(8));
+    int64_t kib = -1;
+    fields >> kib;
+    return kib * 1024;
+  }
+  return -1;
+}
+
+}  // namespace sg::test
