@@ -12,7 +12,6 @@
 #include "core/strings.h"
 #include "process_memory.h"
 #include "test_dir.h"
-#include "test_util.h"
 #include "train/metrics.h"
 
 namespace sg::train {
