@@ -101,6 +101,17 @@ nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& 
     throw Error("config.json: torch_dtype must be \"bfloat16\" or \"float32\", got \"" +
                 torch_dtype + "\"");
   }
+  // Built before the list below, with what may throw (a fractional original context): GCC 12's stack-use-after-scope
+  // check reports the cleanup of a ?: of braced json temporaries when an element throws inside the outer list.
+  nlohmann::json rope_scaling = nullptr;
+  if (spec.rope_scaling.enabled()) {
+    const int64_t original_context = original_max_position_embeddings(spec.rope_scaling);
+    rope_scaling = {{"rope_type", "llama3"},
+                    {"factor", spec.rope_scaling.factor},
+                    {"low_freq_factor", spec.rope_scaling.low_freq_factor},
+                    {"high_freq_factor", spec.rope_scaling.high_freq_factor},
+                    {"original_max_position_embeddings", original_context}};
+  }
   return nlohmann::json{
       {"architectures", {"LlamaForCausalLM"}},
       {"model_type", "llama"},
@@ -118,14 +129,7 @@ nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& 
       {"max_position_embeddings", spec.seq_length},
       {"rms_norm_eps", spec.layernorm_epsilon},
       {"rope_theta", spec.rotary_base},
-      {"rope_scaling",
-       spec.rope_scaling.enabled()
-           ? nlohmann::json{{"rope_type", "llama3"},
-                            {"factor", spec.rope_scaling.factor},
-                            {"low_freq_factor", spec.rope_scaling.low_freq_factor},
-                            {"high_freq_factor", spec.rope_scaling.high_freq_factor},
-                            {"original_max_position_embeddings", original_max_position_embeddings(spec.rope_scaling)}}
-           : nlohmann::json(nullptr)},
+      {"rope_scaling", rope_scaling},
       {"tie_word_embeddings", spec.share_embeddings_and_output_weights},
       {"attention_bias", false},
       {"mlp_bias", false},
