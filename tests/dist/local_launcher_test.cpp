@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "dist/store_protocol.h"
+#include "test_dir.h"
 
 namespace sg::dist {
 namespace {
@@ -94,9 +95,15 @@ TEST(LocalLauncher, OneFailingRankEndsTheOthersWithinSecondsAndGivesItsStatus) {
 }
 
 TEST(LocalLauncher, ARankIgnoringSigtermIsKilledAfterTheGrace) {
+  // Rank 0 fails only once rank 1 ignores SIGTERM: the launcher's SIGTERM at rank 0's exit would otherwise end a
+  // rank 1 that had not reached its trap yet (a slow fork: a loaded machine, a sanitizer's build).
+  const test::ScratchDir dir("launch_sigterm_ignored");
+  const std::string ignoring = dir / "rank1_ignores_sigterm";
   const auto t0 = std::chrono::steady_clock::now();
-  const LaunchResult r =
-      launch_local(shell(2, "if [ $RANK = 0 ]; then exit 7; fi; trap '' TERM; while :; do sleep 0.05; done"));
+  const std::string script = "if [ $RANK = 0 ]; then i=0; while [ ! -e " + ignoring +
+                             " ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; exit 7; fi; trap '' TERM; : > " +
+                             ignoring + "; while :; do sleep 0.05; done";
+  const LaunchResult r = launch_local(shell(2, script));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.exit_code, 7) << r.summary;
   EXPECT_LT(seconds, 6.0);
