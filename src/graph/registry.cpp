@@ -217,7 +217,15 @@ long long monotonic_ns() {  // clock_gettime is async-signal-safe
   return static_cast<long long>(now.tv_sec) * 1'000'000'000LL + now.tv_nsec;
 }
 
+// The interrupted code may be between a failed call and its read of errno (a write's EINTR or ENOSPC, a poll's
+// EINTR): the handler's own calls (write, sem_post) must not change it. ThreadSanitizer: "signal handler spoils errno".
+struct SavedErrno {
+  int value = errno;
+  ~SavedErrno() { errno = value; }
+};
+
 extern "C" void stepgraph_stop_handler(int signal_number) {
+  const SavedErrno saved_errno;
   const int count = g_signal_count.fetch_add(1) + 1;
   if (count > 1 && monotonic_ns() - g_first_signal_ns.load() < kDuplicateSignalNs) {
     static const char kMessage[] =

@@ -4,17 +4,18 @@
 // this test executable itself, filtered to StopSignalHelper.Run with SG_STOP_SIGNAL_HELPER set.
 // (tests/graph/graph_signal_gpu_test.cu does the same while replaying CUDA graphs.)
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -117,6 +118,25 @@ TEST(StopSignal, TheSameSignalTwiceAtOnceIsOneStopRequest) {
   ASSERT_TRUE(WIFEXITED(r.status)) << r.output;
   EXPECT_EQ(WEXITSTATUS(r.status), 130) << r.output;
   EXPECT_GE(r.seconds, 1.4) << "the repeat was taken for a second request and exited at once:\n" << r.output;
+}
+
+// A signal between a failed call and its caller's read of errno leaves errno as it was: here the handler's own
+// write fails (stderr closed, EBADF), and the interrupted code must still read its ENOSPC.
+TEST(StopSignal, TheHandlerLeavesErrnoAsItWas) {
+  install_stop_handlers(1.5);
+  const int saved_stderr = ::dup(STDERR_FILENO);
+  ASSERT_GE(saved_stderr, 0);
+  ::close(STDERR_FILENO);
+  errno = ENOSPC;
+  ::raise(SIGINT);
+  const int after = errno;
+  ::dup2(saved_stderr, STDERR_FILENO);
+  ::close(saved_stderr);
+  const bool stopped = stop_requested();
+  clear_stop_request();  // before the watchdog's grace period ends this process
+  uninstall_stop_handlers();
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(after, ENOSPC) << std::strerror(after);
 }
 
 TEST(StopSignal, FlagApiWithoutSignals) {
