@@ -23,7 +23,6 @@
 #include "dist/rank_processes.h"
 #include "dist/socket.h"
 #include "dist/store_protocol.h"
-#include "dist/store_server.h"
 
 namespace sg::dist {
 namespace {
@@ -396,8 +395,10 @@ TEST(Rendezvous, UnderTorchrunsAgentStoreNoRankZeroNamesTheFileRendezvous) {
 
 TEST(Rendezvous, FileRendezvousFindsRankZeroAndSkipsAStaleFile) {
   const std::string path = std::string(::testing::TempDir()) + "stepgraph_rdzv_" + std::to_string(::getpid());
-  StoreServer holder(0, 1, "another-program");  // holds the port a Slurm job id would have given
-  const int taken_port = holder.port();
+  // Holds the port a Slurm job id would have given. A listening socket, not a StoreServer: the ranks are forked
+  // copies of this process, and a thread running at the fork makes ThreadSanitizer refuse the ranks' own threads.
+  const Socket holder = listen_on(0, "another program's port");
+  const int taken_port = bound_port(holder);
   {
     // A leftover of another run, pointing at a port nobody serves.
     std::ofstream stale(path);
