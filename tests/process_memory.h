@@ -11,9 +11,10 @@
 namespace sg::test {
 
 // Built with AddressSanitizer or ThreadSanitizer (scripts/sanitize_cpu.sh). Their allocators keep freed memory
-// resident for a while (ASan's quarantine) and end the process on an allocation they cannot serve instead of
-// throwing std::bad_alloc: a test's bound on peak resident memory, or its impossible allocation, is checked
-// only without them.
+// resident for a while (ASan's quarantine), their shadow memory is resident and anonymous too (TSan's: several
+// times what the program touches), and they end the process on an allocation they cannot serve instead of
+// throwing std::bad_alloc: a test's bound on its resident memory, or its impossible allocation, is checked only
+// without them.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 inline constexpr bool kSanitizedAllocator = true;
 #elif defined(__has_feature)
