@@ -1,10 +1,16 @@
 // Rule 16's Mamba checks (validate_shapes_checker.h), for a pattern with M layers: the mixer's shapes the SSD scan,
-// the causal conv1d and the gated RMSNorm are built for (kernels/shape_limits.h), and its init ranges.
+// the causal conv1d and the gated RMSNorm are built for (kernels/shape_limits.h), its init ranges, and a note where
+// its gated RMSNorm's epsilon is not Megatron's.
 #include "config/validate_shapes_checker.h"
 #include "core/strings.h"
 #include "kernels/shape_limits.h"
 
 namespace sg::config::detail {
+
+namespace {
+// MambaMixer's ExtendedRMSNorm(eps=1e-5): its gated norm's epsilon, not read from the config.
+constexpr double kMegatronGatedNormEpsilon = 1e-5;
+}  // namespace
 
 void ShapeChecker::check_mamba() {
   const ModelConfig& m = c_.model;
@@ -85,6 +91,16 @@ void ShapeChecker::check_mamba() {
   }
   positive_range("mamba_A_init_min", m.mamba_A_init_min, "mamba_A_init_max", m.mamba_A_init_max,
                  "Megatron's A_init_range: 1, 16");
+  // The gated RMSNorm inside each mixer takes layernorm_epsilon, as transformers' NemotronH does (its gated norm
+  // reads layer_norm_epsilon), so a saved checkpoint computes there what stepgraph trained. Megatron's MambaMixer
+  // (and mamba_ssm's Mamba2) build that norm with eps 1e-5 whatever layernorm_epsilon is: the two agree at the
+  // default only, and one config.json cannot say both, so the difference is said rather than removed.
+  if (m.layernorm_epsilon != kMegatronGatedNormEpsilon) {
+    note(strprintf("layernorm_epsilon %g is also the epsilon of the gated RMSNorm inside every Mamba mixer, as in "
+                   "transformers' NemotronH; Megatron's MambaMixer keeps 1e-5 there whatever layernorm_epsilon is",
+                   m.layernorm_epsilon),
+         {"model.layernorm_epsilon"});
+  }
 }
 
 // The gated RMSNorm's groups of d_inner / mamba_num_groups columns (heads divisible by the groups): their

@@ -182,5 +182,40 @@ TEST(HybridConfig, UnsupportedMambaValuesAreRule16Errors) {
   EXPECT_TRUE(validate_with("llama/tiny", {"model.mamba_conv_kernel=3"}).ok());
 }
 
+// The notes naming `key`.
+std::vector<config::Note> notes_of(const config::ValidationReport& r, const std::string& key) {
+  std::vector<config::Note> out;
+  for (const auto& n : r.notes) {
+    for (const auto& kv : n.values) {
+      if (kv.key == key) out.push_back(n);
+    }
+  }
+  return out;
+}
+
+// The mixer's gated RMSNorm reads layernorm_epsilon (as transformers' NemotronH); Megatron's MambaMixer fixes
+// it at 1e-5. Away from 1e-5 a Mamba model says so; the default, and a model without M layers, say nothing.
+TEST(HybridConfig, GatedNormEpsilonAwayFromMegatronsIsNoted) {
+  const std::vector<std::string> hybrid = {"model.hybrid_override_pattern=M*-M", "model.num_layers=4"};
+  std::vector<std::string> overrides = hybrid;
+  overrides.push_back("model.layernorm_epsilon=1e-6");
+  const config::ValidationReport r = validate_with("llama/tiny", overrides);
+  EXPECT_TRUE(r.ok());
+  const std::vector<config::Note> notes = notes_of(r, "model.layernorm_epsilon");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].rule, 16);
+  EXPECT_NE(notes[0].message.find("gated RMSNorm inside every Mamba mixer"), std::string::npos) << notes[0].message;
+  EXPECT_NE(notes[0].message.find("Megatron's MambaMixer keeps 1e-5"), std::string::npos) << notes[0].message;
+
+  EXPECT_TRUE(notes_of(validate_with("llama/tiny", hybrid), "model.layernorm_epsilon").empty());
+  overrides = hybrid;
+  overrides.push_back("model.layernorm_epsilon=1e-5");
+  EXPECT_TRUE(notes_of(validate_with("llama/tiny", overrides), "model.layernorm_epsilon").empty());
+  EXPECT_TRUE(notes_of(validate_with("llama/tiny", {"model.hybrid_override_pattern=*-*-", "model.num_layers=4",
+                                                    "model.layernorm_epsilon=1e-6"}),
+                       "model.layernorm_epsilon")
+                  .empty());
+}
+
 }  // namespace
 }  // namespace sg
