@@ -53,6 +53,10 @@ TEST(MambaLayer, DeclaresNemotronHTensorsWithMegatronInit) {
     EXPECT_EQ(t.weight_decay, e.decay);
     EXPECT_EQ(t.weight_decay, t.offset < layout.num_decay());
   }
+  // Megatron's MambaMixer: in_proj by init_method N(0, init_method_std), out_proj by output_layer_init_method
+  // (the std over sqrt(2 num_layers), Megatron's multiplier without is_hybrid_model).
+  EXPECT_EQ(layout.find("backbone.layers.0.mixer.in_proj.weight").init, ParamInit::normal);
+  EXPECT_EQ(layout.find("backbone.layers.0.mixer.out_proj.weight").init, ParamInit::output_projection);
   EXPECT_EQ(layout.find("backbone.layers.0.norm.weight").shape, std::vector<int64_t>{16});
   EXPECT_EQ(layout.find("backbone.layers.1.mixer.up_proj.weight").shape, (std::vector<int64_t>{24, 16}));  // relu^2
   EXPECT_NE(test::thrown_message([&] { layout.find("backbone.layers.1.mixer.gate_proj.weight"); }), "");
