@@ -124,7 +124,6 @@ struct SharedState {
   model::TrainStep& step;
   cuda::Stream& stream;
   const std::vector<float>& weights;
-  const std::vector<float>& zeros;
   KernelTimer* timer;  // null when --floor-steps 0
   PowerSampler& power;
   train::DistributedRun* distributed;  // null for one process
@@ -147,7 +146,8 @@ ModeResult run_mode(const BenchPlan& plan, const PlannedMode& planned, SharedSta
   cuda::NvtxRange mode_range("bench mode " + r.label);
 
   // Every mode starts from the same state, so all of them run the very same training steps.
-  step.load_state(stream, shared.weights, shared.zeros, shared.zeros, 0, rng::RngState{plan.seed, 0});
+  const model::FlatView zeros = model::FlatView::zeros(static_cast<int64_t>(shared.weights.size()));
+  step.load_state(stream, shared.weights, zeros, zeros, 0, rng::RngState{plan.seed, 0});
   train::GraphedStep graphed(step, r.impl, r.scope, plan.warmup_steps);
   if (shared.distributed) graphed.set_capture_check(shared.distributed->capture_check());
   r.description = graphed.describe();
@@ -393,7 +393,7 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
   // peak memory is its own (bench_plan.h).
   std::unique_ptr<model::TrainStep> step;
   std::optional<size_t> step_plan;
-  std::vector<float> weights, zeros;
+  std::vector<float> weights;
   try {
     for (size_t i = 0; i < plan.modes.size(); ++i) {
       const PlannedMode& planned = plan.modes[i];
@@ -410,11 +410,10 @@ BenchResults run_bench(const BenchPlan& plan, const BenchProgress& progress, tra
         if (progress.line) progress.line(arena_line(plan, planned.memory_plan, arena));
         if (weights.empty()) {
           weights = model::initial_parameters(step->layout(), plan.seed);
-          zeros.assign(weights.size(), 0.0f);
         }
         step->upload_batch(stream, batch);
       }
-      SharedState shared{*step, stream, weights, zeros, timer.get(), power, distributed};
+      SharedState shared{*step, stream, weights, timer.get(), power, distributed};
       results.modes.push_back(run_mode(plan, planned, shared, tracker));
       ModeResult& m = results.modes.back();
       m.arena_bytes = step->arena().total_bytes();

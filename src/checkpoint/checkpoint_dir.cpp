@@ -543,38 +543,51 @@ TrainState verify_checkpoint_folder(const std::string& dir, const FolderVerifica
   return state;
 }
 
-TrainState load_training_checkpoint(const std::string& path, const TrainingCheckpointDest& dest) {
+OpenedTrainingCheckpoint open_training_checkpoint(const std::string& path, const TrainingCheckpointDest& expected) {
   const std::string dir = resolve_checkpoint(path);
+  OpenedTrainingCheckpoint out;
   struct Part {
     const char* filename;
-    const std::vector<TensorDest>* dest;
+    const std::vector<TensorDest>* expected;
+    std::optional<SafetensorsFile>* file;
   };
-  const Part parts[] = {{kModelFile, &dest.model},
-                        {kOptimizerMainParamsFile, &dest.main_params},
-                        {kOptimizerExpAvgFile, &dest.exp_avg},
-                        {kOptimizerExpAvgSqFile, &dest.exp_avg_sq}};
+  const Part parts[] = {{kModelFile, &expected.model, &out.model},
+                        {kOptimizerMainParamsFile, &expected.main_params, &out.main_params},
+                        {kOptimizerExpAvgFile, &expected.exp_avg, &out.exp_avg},
+                        {kOptimizerExpAvgSqFile, &expected.exp_avg_sq, &out.exp_avg_sq}};
   FolderVerification verification{.what = "checkpoint.load"};
   for (const Part& part : parts) {
-    if (!part.dest->empty()) verification.tensor_files.push_back(part.filename);
+    if (!part.expected->empty()) verification.tensor_files.push_back(part.filename);
   }
-  const TrainState state = verify_checkpoint_folder(dir, verification);
-
-  std::vector<std::pair<SafetensorsFile, const std::vector<TensorDest>*>> files;
+  out.state = verify_checkpoint_folder(dir, verification);
   std::string errors;
   for (const Part& part : parts) {
-    if (part.dest->empty()) continue;
-    SafetensorsFile file(dir + "/" + part.filename);
-    const auto diffs = file.differences(*part.dest);
+    if (part.expected->empty()) continue;
+    const SafetensorsFile& file = part.file->emplace(dir + "/" + part.filename);
+    const auto diffs = file.differences(*part.expected);
     if (!diffs.empty()) {
       if (!errors.empty()) errors += '\n';
       errors += format_differences(file.path(), diffs);
     }
-    files.emplace_back(std::move(file), part.dest);
   }
   if (!errors.empty()) throw Error(errors);
-  for (const auto& entry : files) check_all_finite(entry.first);
-  for (const auto& [file, tensors] : files) file.copy_into(*tensors);
-  return state;
+  for (const Part& part : parts) {
+    if (*part.file) check_all_finite(**part.file);
+  }
+  return out;
+}
+
+TrainState load_training_checkpoint(const std::string& path, const TrainingCheckpointDest& dest) {
+  const OpenedTrainingCheckpoint opened = open_training_checkpoint(path, dest);
+  const std::pair<const std::optional<SafetensorsFile>&, const std::vector<TensorDest>&> parts[] = {
+      {opened.model, dest.model},
+      {opened.main_params, dest.main_params},
+      {opened.exp_avg, dest.exp_avg},
+      {opened.exp_avg_sq, dest.exp_avg_sq}};
+  for (const auto& [file, tensors] : parts) {
+    if (file) file->copy_into(tensors);
+  }
+  return opened.state;
 }
 
 }  // namespace sg::checkpoint

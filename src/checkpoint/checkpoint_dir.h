@@ -184,4 +184,14 @@ struct TrainingCheckpointDest {
 // finite. Returns the train state.
 TrainState load_training_checkpoint(const std::string& path, const TrainingCheckpointDest& dest);
 
+// A verified training checkpoint whose tensor files stay memory-mapped (nullopt: a part not asked for).
+struct OpenedTrainingCheckpoint {
+  TrainState state;
+  std::optional<SafetensorsFile> model, main_params, exp_avg, exp_avg_sq;
+};
+// load_training_checkpoint's verification, with the same errors, without its copy: the caller reads the mapped
+// tensors (file-backed pages, shared by the processes that map them, instead of a private copy). `expected`'s data
+// pointers are not used.
+OpenedTrainingCheckpoint open_training_checkpoint(const std::string& path, const TrainingCheckpointDest& expected);
+
 }  // namespace sg::checkpoint

@@ -76,29 +76,29 @@ CpuModel::~CpuModel() = default;
 
 void CpuModel::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
-void CpuModel::load_state(const std::vector<float>& weights, const std::vector<float>& exp_avg,
-                          const std::vector<float>& exp_avg_sq, int64_t steps_done, rng::RngState rng) {
-  const auto check = [&](const char* what, const std::vector<float>& v) {
-    SG_CHECK(static_cast<int64_t>(v.size()) == layout_.total(),
-             strprintf("%s has %zu values; this model's flat parameter buffer has %lld (a checkpoint of another "
+void CpuModel::load_state(const FlatView& weights, const FlatView& exp_avg, const FlatView& exp_avg_sq,
+                          int64_t steps_done, rng::RngState rng) {
+  const auto check = [&](const char* what, const FlatView& v) {
+    SG_CHECK(v.size() == layout_.total(),
+             strprintf("%s has %lld values; this model's flat parameter buffer has %lld (a checkpoint of another "
                        "model shape?)",
-                       what, v.size(), static_cast<long long>(layout_.total())));
+                       what, static_cast<long long>(v.size()), static_cast<long long>(layout_.total())));
   };
   check("main weights", weights);
   check("exp_avg", exp_avg);
   check("exp_avg_sq", exp_avg_sq);
   SG_CHECK(steps_done >= 0, "steps_done must not be negative");
-  weights_ = weights;
-  // A bf16 moment holds the values rounded to nearest even, as the GPU step's upload does.
-  const auto stored = [](const std::vector<float>& values, kernels::FloatDtype dtype) {
-    std::vector<float> out = values;
+  // Into the buffers the model holds anyway: no second host copy of the state.
+  const auto load = [&](const FlatView& values, std::vector<float>& into, kernels::FloatDtype dtype) {
+    values.read(0, values.size(), into.data());
+    // A bf16 moment holds the values rounded to nearest even, as the GPU step's upload does.
     if (dtype == kernels::FloatDtype::bf16) {
-      for (float& x : out) x = round_to_bf16(x);
+      for (float& x : into) x = round_to_bf16(x);
     }
-    return out;
   };
-  exp_avg_ = stored(exp_avg, optimizer_.exp_avg_dtype);
-  exp_avg_sq_ = stored(exp_avg_sq, optimizer_.exp_avg_sq_dtype);
+  load(weights, weights_, kernels::FloatDtype::fp32);
+  load(exp_avg, exp_avg_, optimizer_.exp_avg_dtype);
+  load(exp_avg_sq, exp_avg_sq_, optimizer_.exp_avg_sq_dtype);
   steps_done_ = steps_done;
   rng_ = rng;
 }

@@ -17,12 +17,12 @@
 // rerunning the norms, the layers' forwards (with the microbatch's RNG state) and the dropout + add &
 // norm between them. A wrong schedule or different random numbers would change the results.
 #include <cstdint>
-#include <vector>
-
 #include <memory>
+#include <vector>
 
 #include "core/philox.h"
 #include "model/batch.h"
+#include "model/flat_view.h"
 #include "model/layer.h"
 #include "model/recompute_layout.h"
 #include "model/spec.h"
@@ -61,10 +61,10 @@ class CpuModel {
   const std::vector<float>& exp_avg() const { return exp_avg_; }
   const std::vector<float>& exp_avg_sq() const { return exp_avg_sq_; }
   void zero_grads();
-  // Restores a checkpointed state (each vector layout().total() floats); throws sg::Error on a size
-  // mismatch naming the buffer and both sizes.
-  void load_state(const std::vector<float>& weights, const std::vector<float>& exp_avg,
-                  const std::vector<float>& exp_avg_sq, int64_t steps_done, rng::RngState rng);
+  // Restores a checkpointed state (each view layout().total() floats, read straight into the model's buffers);
+  // throws sg::Error on a size mismatch naming the buffer and both sizes.
+  void load_state(const FlatView& weights, const FlatView& exp_avg, const FlatView& exp_avg_sq, int64_t steps_done,
+                  rng::RngState rng);
 
   // Forward (and backward when `backward`) of ONE microbatch: tokens/targets/loss_mask point at its
   // T = micro_batch_size * seq_length entries. Backward ADDS d(loss * grad_scale)/dparam into grads().

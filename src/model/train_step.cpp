@@ -2,6 +2,7 @@
 // The step itself is in train_step_run.cpp.
 #include "model/train_step.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -54,6 +55,8 @@ TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const Optim
   }
   T_ = batch.tokens_per_microbatch(model);
   first_writers_overwrite_ = !options.zero_all_gradients;
+  SG_CHECK(options.upload_chunk_elements > 0, "TrainStepOptions::upload_chunk_elements must be positive");
+  upload_chunk_ = options.upload_chunk_elements;
   grad_zero_ranges_ = gradient_zero_ranges(
       layout_, first_writers_overwrite_ ? first_written_gradients(layout_, layers_) : std::vector<ParamRef>{},
       dp_.padded_params);
@@ -276,51 +279,89 @@ StepScalars* TrainStep::scalars_device() const { return scalars_; }
 
 void TrainStep::check_setup_allowed(const char* what) const { cuda::check_host_sync_allowed(what); }
 
-void TrainStep::upload_parameters(cudaStream_t stream, const std::vector<float>& weights) {
+void TrainStep::upload_parameters(cudaStream_t stream, const FlatView& weights) {
   check_setup_allowed("TrainStep::upload_parameters");
-  const std::vector<float> zeros(sz(layout_.total()), 0.0f);
+  const FlatView zeros = FlatView::zeros(layout_.total());
   load_state(stream, weights, zeros, zeros, 0, download_rng_state(stream));
 }
 
-void TrainStep::load_state(cudaStream_t stream, const std::vector<float>& weights, const std::vector<float>& exp_avg,
-                           const std::vector<float>& exp_avg_sq, int64_t steps_done, rng::RngState rng) {
+void TrainStep::load_state(cudaStream_t stream, const FlatView& weights, const FlatView& exp_avg,
+                           const FlatView& exp_avg_sq, int64_t steps_done, rng::RngState rng) {
   check_setup_allowed("TrainStep::load_state");
-  const size_t n = sz(layout_.total());
-  const auto check = [&](const char* what, const std::vector<float>& v) {
-    SG_CHECK(v.size() == n, strprintf("%s has %zu values; this model's flat parameter buffer has %zu (a checkpoint "
+  const int64_t n = layout_.total();
+  const auto check = [&](const char* what, const FlatView& v) {
+    SG_CHECK(v.size() == n, strprintf("%s has %lld values; this model's flat parameter buffer has %lld (a checkpoint "
                                       "of another model shape?)",
-                                      what, v.size(), n));
+                                      what, static_cast<long long>(v.size()), static_cast<long long>(n)));
   };
   check("main weights", weights);
   check("exp_avg", exp_avg);
   check("exp_avg_sq", exp_avg_sq);
   SG_CHECK(steps_done >= 0, "steps_done must not be negative");
-  // bf16 copy rounded on the host exactly as the device's __float2bfloat16 (round to nearest even).
-  std::vector<uint16_t> compute(n);
-  for (size_t i = 0; i < n; ++i) compute[i] = float_to_bf16_bits(weights[i]);
   StepScalars scalars;
   scalars.steps_done = steps_done;
-  // The fp32 state of what this rank owns (dist/sharding.h: padding zero); the bf16 weights whole.
-  const std::vector<float> main_owned = dist::owned_slice(weights, dp_);
-  const std::vector<float> avg_owned = dist::owned_slice(exp_avg, dp_);
-  const std::vector<float> avg_sq_owned = dist::owned_slice(exp_avg_sq, dp_);
-  const size_t owned = sz(dp_.owned.size);
-  SG_CUDA_CHECK(cudaMemcpyAsync(main_weights_, main_owned.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
-  SG_CUDA_CHECK(cudaMemcpyAsync(params_, compute.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
-  // A bf16 moment takes the values rounded to nearest even (exact when they came from a bf16 run).
-  std::vector<uint16_t> avg_bits, avg_sq_bits;
-  const auto upload_moment = [&](const kernels::FloatBuffer& moment, const std::vector<float>& values,
-                                 std::vector<uint16_t>& bits) {
-    if (moment.dtype == kernels::FloatDtype::fp32) {
-      SG_CUDA_CHECK(cudaMemcpyAsync(moment.data, values.data(), owned * sizeof(float), cudaMemcpyHostToDevice, stream));
+  // The fp32 state of what this rank owns (dist/sharding.h): [owned.begin, n) from the views, zero past n (the
+  // shards' padding, as dist::owned_slice has it); the bf16 weights whole.
+  const dist::FlatRange owned = dp_.owned;
+  const int64_t owned_end = std::min(owned.end(), n);
+  const int64_t padding_begin = std::max(owned.begin, n);
+  const int64_t chunk = std::min(upload_chunk_, std::max<int64_t>(n, 1));
+  std::vector<float> values(sz(chunk));
+  std::vector<uint16_t> bits(sz(chunk));
+  const auto to_bits = [&](int64_t count) {
+    for (int64_t i = 0; i < count; ++i) bits[sz(i)] = float_to_bf16_bits(values[sz(i)]);
+  };
+  // Reads `view`'s [begin, end) a chunk at a time into `values` and enqueues its copies. A cudaMemcpyAsync from
+  // pageable memory may return before the copy has read it, so each chunk's copies finish before the buffers are
+  // refilled (and before they are freed).
+  const auto each_chunk = [&](const FlatView& view, int64_t begin, int64_t end, const auto& enqueue) {
+    for (int64_t b = begin; b < end; b += chunk) {
+      const int64_t e = std::min(end, b + chunk);
+      view.read(b, e, values.data());
+      enqueue(b, e);
+      SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+  };
+  // The weights: their bf16 copy rounded on the host exactly as the device's __float2bfloat16 (round to nearest
+  // even), and the owned part in fp32.
+  each_chunk(weights, 0, n, [&](int64_t b, int64_t e) {
+    to_bits(e - b);
+    SG_CUDA_CHECK(
+        cudaMemcpyAsync(params_ + b, bits.data(), sz(e - b) * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
+    const int64_t from = std::max(b, owned.begin), to = std::min(e, owned_end);
+    if (from < to) {
+      SG_CUDA_CHECK(cudaMemcpyAsync(main_weights_ + (from - owned.begin), values.data() + (from - b),
+                                    sz(to - from) * sizeof(float), cudaMemcpyHostToDevice, stream));
+    }
+  });
+  if (padding_begin < owned.end()) {
+    SG_CUDA_CHECK(cudaMemsetAsync(main_weights_ + (padding_begin - owned.begin), 0,
+                                  sz(owned.end() - padding_begin) * sizeof(float), stream));
+  }
+  // A bf16 moment takes the values rounded to nearest even (exact when they came from a bf16 run); a moment of zeros
+  // (a fresh optimizer) is set on the device.
+  const auto upload_moment = [&](const kernels::FloatBuffer& moment, const FlatView& view) {
+    const size_t bytes = moment.element_bytes();
+    if (view.is_zeros()) {
+      SG_CUDA_CHECK(cudaMemsetAsync(moment.data, 0, sz(owned.size) * bytes, stream));
       return;
     }
-    bits.resize(owned);
-    for (size_t i = 0; i < owned; ++i) bits[i] = float_to_bf16_bits(values[i]);
-    SG_CUDA_CHECK(cudaMemcpyAsync(moment.data, bits.data(), owned * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
+    each_chunk(view, owned.begin, owned_end, [&](int64_t b, int64_t e) {
+      const void* source = values.data();
+      if (moment.dtype != kernels::FloatDtype::fp32) {
+        to_bits(e - b);
+        source = bits.data();
+      }
+      SG_CUDA_CHECK(
+          cudaMemcpyAsync(moment.at(b - owned.begin).data, source, sz(e - b) * bytes, cudaMemcpyHostToDevice, stream));
+    });
+    if (padding_begin < owned.end()) {
+      SG_CUDA_CHECK(cudaMemsetAsync(moment.at(padding_begin - owned.begin).data, 0,
+                                    sz(owned.end() - padding_begin) * bytes, stream));
+    }
   };
-  upload_moment(exp_avg_, avg_owned, avg_bits);
-  upload_moment(exp_avg_sq_, avg_sq_owned, avg_sq_bits);
+  upload_moment(exp_avg_, exp_avg);
+  upload_moment(exp_avg_sq_, exp_avg_sq);
   SG_CUDA_CHECK(cudaMemcpyAsync(scalars_, &scalars, sizeof(scalars), cudaMemcpyHostToDevice, stream));
   SG_CUDA_CHECK(cudaMemsetAsync(grads_.data, 0, sz(dp_.padded_params) * grads_.element_bytes(), stream));
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -68,6 +68,7 @@
 #include "kernels/lm_head.h"
 #include "model/batch.h"
 #include "model/dropout_sites.h"
+#include "model/flat_view.h"
 #include "model/layer.h"
 #include "model/layer_context.h"
 #include "model/recompute_layout.h"
@@ -113,6 +114,9 @@ struct TrainStepOptions {
   // true: zero the whole gradient buffer at each step's start and let every writer add, as before
   // first writers (model/gradient_zeroing.h). Only the reference of the GPU test that checks them.
   bool zero_all_gradients = false;
+  // Elements load_state converts and uploads at a time (its host buffers' size); tests set a small one to cross
+  // chunk edges inside tensors, gaps and shards.
+  int64_t upload_chunk_elements = kUploadChunkElements;
 };
 
 class TrainStep {
@@ -160,14 +164,15 @@ class TrainStep {
 
   // ---- setup and inspection (synchronous on `stream`; never inside a step) ----
   // With the distributed optimizer, the fp32 state downloads gather every rank's shard: every rank must
-  // call them together. Uploads always take the full vectors; each rank keeps its shard.
+  // call them together. Uploads always take the full state; each rank keeps its shard.
   // fp32 weights (layout().total() floats) into the main weights and their bf16 copy; zeroes the Adam
   // moments and the step counter.
-  void upload_parameters(cudaStream_t stream, const std::vector<float>& weights);
-  // A checkpointed state: weights, moments, steps done and the "default" generator's RngState (the
-  // other generators keep their seeds and take the same offset).
-  void load_state(cudaStream_t stream, const std::vector<float>& weights, const std::vector<float>& exp_avg,
-                  const std::vector<float>& exp_avg_sq, int64_t steps_done, rng::RngState rng);
+  void upload_parameters(cudaStream_t stream, const FlatView& weights);
+  // A checkpointed state: weights, moments (FlatView::zeros: a fresh optimizer), steps done and the "default"
+  // generator's RngState (the other generators keep their seeds and take the same offset). Reads the views in chunks
+  // of kUploadChunkElements through two host buffers (model/flat_view.h), so the host holds no copy of the state.
+  void load_state(cudaStream_t stream, const FlatView& weights, const FlatView& exp_avg, const FlatView& exp_avg_sq,
+                  int64_t steps_done, rng::RngState rng);
   std::vector<float> download_main_weights(cudaStream_t stream) const;
   std::vector<float> download_compute_weights(cudaStream_t stream) const;  // the bf16 copy, widened
   std::vector<float> download_grads(cudaStream_t stream) const;  // as fp32 (widened where they are stored in bf16)
@@ -257,6 +262,7 @@ class TrainStep {
   // first writers overwrite (false with TrainStepOptions::zero_all_gradients: one range, everything).
   std::vector<dist::FlatRange> grad_zero_ranges_;
   bool first_writers_overwrite_ = true;
+  int64_t upload_chunk_ = kUploadChunkElements;  // TrainStepOptions::upload_chunk_elements
   BatchSpec batch_;
   OptimizerSpec optimizer_;
   int64_t T_ = 0;

@@ -8,6 +8,7 @@
 
 #include "core/philox.h"
 #include "model/batch.h"
+#include "model/flat_view.h"
 #include "model/stack.h"
 
 namespace sg::train {
@@ -38,10 +39,34 @@ struct EvalResult {
 // Everything a checkpoint needs to resume bit-exactly, on the host.
 struct TrainingState {
   std::vector<float> main_weights;  // fp32, ModelLayout::total() elements
-  std::vector<float> exp_avg;
+  std::vector<float> exp_avg;       // empty (both moments): zeros, a fresh optimizer (a pretrained start)
   std::vector<float> exp_avg_sq;
   int64_t steps_done = 0;
   rng::RngState rng{};  // the generator state the next step starts from
+};
+
+// What a backend loads: the state as views (model/flat_view.h) of host vectors (a TrainingState) or of the mapped
+// files of a checkpoint (train/checkpointing.h LoadedCheckpoint), which the backend reads in chunks without a host
+// copy. Moments of FlatView::zeros are a fresh optimizer's.
+struct TrainingStateView {
+  model::FlatView main_weights, exp_avg, exp_avg_sq;
+  int64_t steps_done = 0;
+  rng::RngState rng{};
+
+  TrainingStateView() = default;
+  // Views of `state`'s vectors (it must outlive the view), as string_view of a string.
+  TrainingStateView(const TrainingState& state)  // NOLINT: implicit on purpose
+      : main_weights(state.main_weights),
+        exp_avg(moment(state, state.exp_avg)),
+        exp_avg_sq(moment(state, state.exp_avg_sq)),
+        steps_done(state.steps_done),
+        rng(state.rng) {}
+
+ private:
+  static model::FlatView moment(const TrainingState& state, const std::vector<float>& values) {
+    const bool fresh = state.exp_avg.empty() && state.exp_avg_sq.empty();
+    return fresh ? model::FlatView::zeros(static_cast<int64_t>(state.main_weights.size())) : model::FlatView(values);
+  }
 };
 
 class TrainingBackend {
@@ -66,7 +91,8 @@ class TrainingBackend {
   virtual EvalResult eval_collect() = 0;
 
   virtual TrainingState state() = 0;  // waits for the device; copies the state to the host
-  virtual void load_state(const TrainingState& state) = 0;
+  // Reads `state` (its views must stay valid until it returns) into the backend's own buffers.
+  virtual void load_state(const TrainingStateView& state) = 0;
 
   // Lines for the user at start (what will be graphed) and at the end (replays, graph memory).
   virtual std::vector<std::string> start_report() const { return {}; }

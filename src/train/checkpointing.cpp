@@ -60,7 +60,7 @@ std::vector<Ref> tensors_of(const model::ModelLayout& layout, Ptr base, TensorDt
     r.name = t.name;
     r.dtype = dtype;
     r.shape = t.shape;
-    r.data = base + static_cast<size_t>(t.offset) * element_size;
+    r.data = base == nullptr ? nullptr : base + static_cast<size_t>(t.offset) * element_size;  // null: expected only
     out.push_back(std::move(r));
   }
   return out;
@@ -300,20 +300,32 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& 
   ResumeFolder folder = find_resume_folder(path, what);
   out.path = std::move(folder.path);
   out.note = std::move(folder.note);
-  out.state.main_weights.assign(n, 0.0f);
-  out.state.exp_avg.assign(n, 0.0f);
-  out.state.exp_avg_sq.assign(n, 0.0f);
-  // The bf16 weights are derived from the fp32 main weights; they are only checked (names, shapes).
-  std::vector<uint16_t> bf16(n);
-  checkpoint::TrainingCheckpointDest dest;
-  dest.model = tensors_of<TensorDest>(layout, reinterpret_cast<uint8_t*>(bf16.data()), TensorDtype::BF16, 2);
-  dest.main_params = tensors_of<TensorDest>(layout, reinterpret_cast<uint8_t*>(out.state.main_weights.data()),
-                                            TensorDtype::F32, 4);
-  dest.exp_avg = tensors_of<TensorDest>(layout, reinterpret_cast<uint8_t*>(out.state.exp_avg.data()),
-                                        TensorDtype::F32, 4);
-  dest.exp_avg_sq = tensors_of<TensorDest>(layout, reinterpret_cast<uint8_t*>(out.state.exp_avg_sq.data()),
-                                           TensorDtype::F32, 4);
-  const checkpoint::TrainState ts = checkpoint::load_training_checkpoint(out.path, dest);
+  // Only expected (names, shapes, dtypes): the fp32 tensors are read where they are mapped, and the bf16 weights,
+  // derived from the fp32 main weights, are only checked.
+  checkpoint::TrainingCheckpointDest expected;
+  uint8_t* const none = nullptr;
+  expected.model = tensors_of<TensorDest>(layout, none, TensorDtype::BF16, 2);
+  expected.main_params = tensors_of<TensorDest>(layout, none, TensorDtype::F32, 4);
+  expected.exp_avg = expected.main_params;
+  expected.exp_avg_sq = expected.main_params;
+  auto opened =
+      std::make_shared<checkpoint::OpenedTrainingCheckpoint>(checkpoint::open_training_checkpoint(out.path, expected));
+  opened->model.reset();
+  const checkpoint::TrainState& ts = opened->state;
+  // One piece per tensor: the file holds them in the Hugging Face order without the flat buffer's gaps.
+  const auto view = [&](const checkpoint::SafetensorsFile& file) {
+    std::vector<model::FlatView::Piece> pieces;
+    for (const model::ParamTensor& t : layout.tensors()) {
+      const checkpoint::SafetensorsFile::Entry* e = file.find(t.name);
+      SG_CHECK(e != nullptr && e->nbytes == static_cast<uint64_t>(t.numel) * 4, "load_checkpoint: " + t.name);
+      pieces.push_back({.offset = t.offset, .count = t.numel, .data = reinterpret_cast<const std::byte*>(e->data)});
+    }
+    return model::FlatView(static_cast<int64_t>(n), std::move(pieces));
+  };
+  out.state.main_weights = view(*opened->main_params);
+  out.state.exp_avg = view(*opened->exp_avg);
+  out.state.exp_avg_sq = view(*opened->exp_avg_sq);
+  out.mapped_files = std::move(opened);
   const std::string state_file = out.path + "/" + checkpoint::kTrainStateFile;
   const std::string advice = checkpoint::damaged_checkpoint_advice(out.path, "checkpoint.load");
   if (ts.rng_state.size() != sizeof(rng::RngState)) {
@@ -337,6 +349,13 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& 
   out.samples_baseline =
       out.same_config ? recorded : SamplesBaseline{ts.iteration, ts.data_position.consumed_samples};
   return out;
+}
+
+void LoadedCheckpoint::release_state() {
+  state.main_weights = {};
+  state.exp_avg = {};
+  state.exp_avg_sq = {};
+  mapped_files.reset();
 }
 
 void resume_data_position(const LoadedCheckpoint& loaded, data::DataLoader& loader) {

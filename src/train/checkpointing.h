@@ -3,11 +3,13 @@
 // train/checkpoint (model weights under Hugging Face names, fp32 main weights and Adam moments under
 // the same names, train_state.json with step, data position and RNG state).
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "config/config.h"
 #include "data/blended_dataset.h"
 #include "data/hf_tokenizer.h"
@@ -90,7 +92,13 @@ bool copies_state_to_save(const config::Config& config, bool writer);
 
 struct LoadedCheckpoint {
   std::string path;  // the iteration folder that was loaded
-  TrainingState state;
+  // The state to load: steps, RNG, and views of the checkpoint's mapped fp32 tensor files (mapped_files), which the
+  // backend reads without a host copy. Their pages are the page cache's: shared by the ranks of a node that map the
+  // same files, and evictable. release_state() unmaps them once the backend holds the state.
+  TrainingStateView state;
+  std::shared_ptr<const checkpoint::OpenedTrainingCheckpoint> mapped_files;
+  // Empties state's views and unmaps the files (steps_done and rng stay).
+  void release_state();
   data::DataPosition position;
   std::string run_id;  // the run that saved it; "" for a checkpoint from before run ids
   // What the resumed run's saves record: the file's baseline when the configuration is the same, else one at

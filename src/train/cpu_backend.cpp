@@ -69,6 +69,8 @@ TrainingState CpuBackend::state() {
   return s;
 }
 
-void CpuBackend::load_state(const TrainingState& state) { model_.load_state(state.main_weights, state.exp_avg, state.exp_avg_sq, state.steps_done, state.rng); }
+void CpuBackend::load_state(const TrainingStateView& state) {
+  model_.load_state(state.main_weights, state.exp_avg, state.exp_avg_sq, state.steps_done, state.rng);
+}
 
 }  // namespace sg::train

@@ -23,7 +23,7 @@ class CpuBackend final : public TrainingBackend {
   EvalResult eval_collect() override;
   TrainingState state() override;
   uint64_t device_memory_used() const override;  // the process's resident memory
-  void load_state(const TrainingState& state) override;
+  void load_state(const TrainingStateView& state) override;
   std::vector<std::vector<int32_t>> moe_token_counts() override {
     return model::moe_step_token_counts(model_.layers());
   }

@@ -30,7 +30,7 @@ class DistributedGpuBackend final : public TrainingBackend {
   void eval_submit(const model::HostBatch& batch) override { inner_->eval_submit(batch); }
   EvalResult eval_collect() override { return inner_->eval_collect(); }
   TrainingState state() override { return inner_->state(); }  // collective with the distributed optimizer
-  void load_state(const TrainingState& state) override { inner_->load_state(state); }
+  void load_state(const TrainingStateView& state) override { inner_->load_state(state); }
   std::vector<std::string> start_report() const override;
   std::vector<std::string> end_report() const override { return inner_->end_report(); }
   uint64_t device_memory_used() const override { return inner_->device_memory_used(); }

@@ -181,7 +181,7 @@ TrainingState GpuBackend::state() {
   return s;
 }
 
-void GpuBackend::load_state(const TrainingState& state) {
+void GpuBackend::load_state(const TrainingStateView& state) {
   step_->load_state(stream_, state.main_weights, state.exp_avg, state.exp_avg_sq, state.steps_done, state.rng);
   loaded_steps_ = state.steps_done;
 }

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "model/flat_view.h"
 #include "model/layer_registry.h"
 #include "model/stack.h"
 
@@ -49,7 +50,6 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
   // tokens + targets (int32) and the loss mask (fp32); the GPU backend's pinned copies are two more.
   plan.items.push_back({"input batch", tokens_per_step * 12.0 * (options.cpu_backend ? 1.0 : 3.0),
                         "train.global_batch_size, model.seq_length"});
-  if (!options.cpu_backend && !options.checkpoint_staging) return plan;
 
   const double H = static_cast<double>(m.hidden_size), V = static_cast<double>(m.vocab_size);
   const double QKV = static_cast<double>(m.qkv_dim()), S = static_cast<double>(m.seq_length);
@@ -67,13 +67,21 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
   }
   const double P = V * H * (m.share_embeddings_and_output_weights ? 1.0 : 2.0) + layers.params + H;
   const std::string param_keys = "model.num_layers, model.hidden_size, model.ffn_hidden_size, model.vocab_size";
-  // A save copies weights and both moments (fp32) and a bf16 copy of the weights; a load the same. Every
-  // data-parallel rank loads a checkpoint it resumes; to save, the GPU backend downloads the fp32 state on the rank
-  // that writes it, and with the distributed optimizer on every rank (the shards are gathered, a collective).
-  const HostMemoryItem checkpoint_copy{"checkpoint copy of the state", 14.0 * P, param_keys,
-                                       !options.checkpoint_copy_on_every_rank};
+  // The checkpoint items of options (host_memory.h): none holds the whole state on every rank unless the distributed
+  // optimizer gathers it to save.
+  std::vector<HostMemoryItem> checkpoint_items;
+  if (options.checkpoint_resume && !options.cpu_backend) {
+    checkpoint_items.push_back({"checkpoint upload buffers", static_cast<double>(model::kUploadChunkBytes), ""});
+  }
+  if (options.pretrained_start) {
+    checkpoint_items.push_back({"pretrained weights (fp32)", P * f32, param_keys});
+  }
+  if (options.checkpoint_save) {
+    checkpoint_items.push_back(
+        {"checkpoint copy of the state", 14.0 * P, param_keys, !options.checkpoint_copy_on_every_rank});
+  }
   if (!options.cpu_backend) {
-    plan.items.push_back(checkpoint_copy);
+    plan.items.insert(plan.items.end(), checkpoint_items.begin(), checkpoint_items.end());
     return plan;
   }
   plan.items.push_back({strprintf("weights, gradients and Adam moments (fp32, %.3g parameters)", P), 16.0 * P,
@@ -88,7 +96,7 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
   plan.items.push_back({"scratch", scratch, "train.micro_batch_size, model.seq_length, model.vocab_size"});
   // The initial weights are built before they are copied in.
   plan.items.push_back({"initial weights", P * f32, param_keys});
-  if (options.checkpoint_staging) plan.items.push_back(checkpoint_copy);
+  plan.items.insert(plan.items.end(), checkpoint_items.begin(), checkpoint_items.end());
   return plan;
 }
 
@@ -109,7 +117,7 @@ void check_host_memory(const HostMemoryPlan& plan, const AvailableHostMemory& av
                       plan.ranks_on_node, plan.ranks_source.empty() ? "ranks on this node" : plan.ranks_source.c_str(),
                       bytes_text(plan.every_rank()).c_str(), writer_text.c_str(), plan.describe().c_str())
           : strprintf("%s of host memory (%s)", bytes_text(need).c_str(), plan.describe().c_str());
-  std::string fixes = "lower " + largest->keys;
+  std::string fixes = largest->keys.empty() ? "free host memory" : "lower " + largest->keys;  // "": a fixed size
   if (shared) {
     fixes +=
         ", or start fewer ranks on this node (torchrun --nproc-per-node, stepgraph launch -n, srun "

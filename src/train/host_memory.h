@@ -18,7 +18,7 @@ namespace sg::train {
 struct HostMemoryItem {
   std::string what;              // "weights, gradients and Adam moments (fp32)"
   double bytes = 0.0;            // double: absurd configs must not overflow the arithmetic
-  std::string keys;              // the keys that size it: "model.num_layers, model.hidden_size, ..."
+  std::string keys;              // the keys that size it: "model.num_layers, model.hidden_size, ..."; "": none
   bool writer_only = false;      // held by the rank that writes checkpoints only, not by every rank
 };
 
@@ -37,19 +37,29 @@ struct HostMemoryPlan {
 
 struct HostMemoryOptions {
   bool cpu_backend = true;        // the model lives in host memory
-  bool checkpoint_staging = false;  // a save, a load or a pretrained start copies the state once more on the host
-  // Whether every rank holds that copy at once: a resume (every rank loads the checkpoint) or a save with the
-  // distributed optimizer (every rank gathers the state). Otherwise only the rank that writes checkpoints
-  // downloads the state to save it (train/checkpointing.h copies_state_to_save).
-  bool checkpoint_copy_on_every_rank = true;
+  // A save downloads the state to the host (fp32 weights and both moments, and the writer's bf16 copy of the
+  // weights): 14 bytes a parameter.
+  bool checkpoint_save = false;
+  // Whether every rank holds that copy at once: a save with the distributed optimizer (every rank gathers the
+  // state). Otherwise only the rank that writes checkpoints downloads the state to save it (train/checkpointing.h
+  // copies_state_to_save).
+  bool checkpoint_copy_on_every_rank = false;
+  // A resume: every rank's backend reads the mapped checkpoint files (file-backed page cache, shared by the node's
+  // ranks and evictable, so not planned) through its upload buffers (GPU: model::kUploadChunkBytes; the CPU backend
+  // reads straight into its own buffers).
+  bool checkpoint_resume = false;
+  // checkpoint.pretrained_checkpoint: every rank holds the fp32 weights (4 bytes a parameter) until its backend has
+  // them; its moments are zeros set by the backend.
+  bool pretrained_start = false;
   int ranks_on_node = 1;            // dist::WorldInfo::ranks_on_node() of a data-parallel run
   std::string ranks_source{};       // e.g. "LOCAL_WORLD_SIZE = 8", named by the error
 };
 
 // What one rank needs on the host: the input batches, and with the CPU backend the model, its
-// optimizer state, activations and scratch; plus, with either backend, the checkpoint copies when saving or
-// loading (the GPU backend downloads the fp32 state to save it, and reads a checkpoint into host memory), on the
-// rank that writes checkpoints only unless options.checkpoint_copy_on_every_rank.
+// optimizer state, activations and scratch; plus, with either backend, what options say of checkpoints: the copy a
+// save downloads (on the rank that writes checkpoints only unless options.checkpoint_copy_on_every_rank), a resume's
+// upload buffers and a pretrained start's weights. The items are summed although a start's and a save's memory are
+// never held at once: the plan errs on the safe side.
 HostMemoryPlan plan_host_memory(const model::ModelSpec& model, const model::BatchSpec& batch,
                                 const HostMemoryOptions& options);
 

@@ -312,8 +312,7 @@ TrainingState pretrained_state(const config::Config& config, const model::ModelL
       checkpoint::load_hf_weights(folder, layout, state.main_weights, checkpoint::WeightSource::main_params, kKey);
   const std::string unused_bias = model::unused_expert_bias(layout, state.main_weights);
   if (!unused_bias.empty()) throw Error(strprintf("%s %s: %s", kKey, folder.c_str(), unused_bias.c_str()));
-  state.exp_avg.assign(state.main_weights.size(), 0.0f);
-  state.exp_avg_sq.assign(state.main_weights.size(), 0.0f);
+  // The moments stay empty: zeros that the backend sets itself (TrainingStateView), not 8 bytes a parameter here.
   state.steps_done = 0;
   state.rng = rng::RngState{static_cast<uint64_t>(config.rng.seed), 0};
   log::info(strprintf("starting from pretrained weights %s: %s (step 0, fresh optimizer state)", folder.c_str(),

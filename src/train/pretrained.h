@@ -26,7 +26,7 @@ config::Config apply_pretrained_shapes(const config::Config& config);
 bool has_checkpoint_to_resume(const config::Config& config);
 
 // The training state of step 0 with the folder's weights: fp32 main weights in `layout`, zero Adam
-// moments, the configured seed at offset 0. Logs which file was read.
+// moments (empty vectors: TrainingStateView's zeros), the configured seed at offset 0. Logs which file was read.
 TrainingState pretrained_state(const config::Config& config, const model::ModelLayout& layout);
 
 }  // namespace sg::train

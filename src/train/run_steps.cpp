@@ -139,13 +139,9 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   for (size_t i = 2; i < plan_lines.size(); ++i) log::info(plan_lines[i]);
   if (loaded) {
     backend.load_state(loaded->state);  // the loader is at its data position already (resume_data_position)
-    // The backend holds its own copy now. The host copy (12 bytes a parameter) would otherwise stay until the run
-    // ends, beside the copy each save makes: train/host_memory.h plans one checkpoint copy at a time.
-    loaded->state = TrainingState{.main_weights = {},
-                                  .exp_avg = {},
-                                  .exp_avg_sq = {},
-                                  .steps_done = loaded->state.steps_done,
-                                  .rng = loaded->state.rng};
+    // The backend holds its own copy now. The mapped files' pages (12 bytes a parameter, file-backed) would otherwise
+    // stay resident in this process until the run ends, beside the copy each save makes.
+    loaded->release_state();
     log::info(strprintf("resumed from %s at step %lld", loaded->path.c_str(), static_cast<long long>(start_step)));
   } else if (pretrained) {
     backend.load_state(*pretrained);

@@ -16,8 +16,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -32,6 +32,7 @@
 #include "model/cpu_model.h"
 #include "model/dropout_sites.h"
 #include "model/init.h"
+#include "model/layer_registry.h"
 #include "model/train_step.h"
 #include "reference/adamw.h"
 #include "reference/grad_norm.h"
@@ -383,16 +384,42 @@ TEST_P(TrainStepResume, LoadStateResumesBitExactly) {
     rng = first.download_rng_state(stream);
   }
   EXPECT_EQ(steps_done, 2);
-  TrainStep resumed(spec, bs, optimizer, seed);
-  resumed.load_state(stream, master, exp_avg, exp_avg_sq, steps_done, rng);
-  resumed.upload_batch(stream, test::random_batch(spec, bs, 502));
-  resumed.enqueue_step(stream, eager);
-  const float loss = resumed.download_scalars(stream).loss;
-  EXPECT_EQ(std::memcmp(&loss, &uninterrupted.losses[2], sizeof(float)), 0) << loss << " vs " << uninterrupted.losses[2];
-  EXPECT_TRUE(bitwise_equal(resumed.download_main_weights(stream), uninterrupted.master));
-  EXPECT_TRUE(bitwise_equal(resumed.download_compute_weights(stream), uninterrupted.compute));
-  EXPECT_TRUE(bitwise_equal(resumed.download_exp_avg(stream), uninterrupted.exp_avg));
-  EXPECT_TRUE(bitwise_equal(resumed.download_exp_avg_sq(stream), uninterrupted.exp_avg_sq));
+  const auto resume = [&](const TrainStepOptions& options, const FlatView& w, const FlatView& m, const FlatView& v) {
+    TrainStep resumed(spec, bs, optimizer, seed, options);
+    resumed.load_state(stream, w, m, v, steps_done, rng);
+    EXPECT_TRUE(bitwise_equal(resumed.download_main_weights(stream), master));
+    resumed.upload_batch(stream, test::random_batch(spec, bs, 502));
+    resumed.enqueue_step(stream, eager);
+    const float loss = resumed.download_scalars(stream).loss;
+    EXPECT_EQ(std::memcmp(&loss, &uninterrupted.losses[2], sizeof(float)), 0)
+        << loss << " vs " << uninterrupted.losses[2];
+    EXPECT_TRUE(bitwise_equal(resumed.download_main_weights(stream), uninterrupted.master));
+    EXPECT_TRUE(bitwise_equal(resumed.download_compute_weights(stream), uninterrupted.compute));
+    EXPECT_TRUE(bitwise_equal(resumed.download_exp_avg(stream), uninterrupted.exp_avg));
+    EXPECT_TRUE(bitwise_equal(resumed.download_exp_avg_sq(stream), uninterrupted.exp_avg_sq));
+  };
+  {
+    SCOPED_TRACE("host vectors, one chunk");
+    resume({}, master, exp_avg, exp_avg_sq);
+  }
+  // As a resume reads a mapped checkpoint (train/checkpointing.h): one piece per tensor, in the file's order (here
+  // reversed) and unaligned, read in chunks of 1000 elements that end inside tensors and alignment gaps.
+  const ModelLayout layout = model_layout(spec);
+  std::vector<std::vector<std::byte>> files;
+  const auto mapped = [&](const std::vector<float>& values) {
+    std::vector<std::byte>& bytes = files.emplace_back(2 + values.size() * 4);
+    std::vector<FlatView::Piece> pieces;
+    size_t at = 2;
+    for (auto t = layout.tensors().rbegin(); t != layout.tensors().rend(); ++t) {
+      std::memcpy(bytes.data() + at, values.data() + t->offset, static_cast<size_t>(t->numel) * 4);
+      pieces.push_back({.offset = t->offset, .count = t->numel, .data = bytes.data() + at});
+      at += static_cast<size_t>(t->numel) * 4;
+    }
+    return FlatView(layout.total(), std::move(pieces));
+  };
+  files.reserve(3);
+  SCOPED_TRACE("mapped pieces, chunks of 1000");
+  resume({.upload_chunk_elements = 1000}, mapped(master), mapped(exp_avg), mapped(exp_avg_sq));
 }
 
 INSTANTIATE_TEST_SUITE_P(Moments, TrainStepResume, ::testing::Bool(),

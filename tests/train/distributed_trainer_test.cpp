@@ -121,7 +121,7 @@ class StateCountingBackend final : public TrainingBackend {
     ++downloads;
     return inner_.state();
   }
-  void load_state(const TrainingState& state) override { inner_.load_state(state); }
+  void load_state(const TrainingStateView& state) override { inner_.load_state(state); }
 
   int downloads = 0;
 

@@ -27,7 +27,7 @@ class RecordingBackend final : public TrainingBackend {
   void eval_submit(const model::HostBatch& batch) override { batches.push_back(batch); }
   EvalResult eval_collect() override { return {}; }
   TrainingState state() override { return {}; }
-  void load_state(const TrainingState&) override {}
+  void load_state(const TrainingStateView&) override {}
 
   std::vector<model::HostBatch> batches;
 };

@@ -13,6 +13,7 @@
 
 #include "core/available_memory.h"
 #include "core/error.h"
+#include "model/flat_view.h"
 #include "model/layer_kind.h"
 #include "model/layer_registry.h"
 #include "model/layers/moe_layer.h"
@@ -128,19 +129,18 @@ TEST(HostMemoryPlan, EveryKindsTwinDeclaresItsFootprint) {
   }
 }
 
-// Data parallel: each rank on a node holds its own batches and, at a resume (every rank loads the checkpoint) or at a
-// save with the distributed optimizer (every rank gathers the state), its own copy of the whole state, all at once. A
-// limit the node shares (MemAvailable, a cgroup) must hold them all; an rlimit is each process's own.
+// Data parallel: each rank on a node holds its own batches and, at a save with the distributed optimizer (every rank
+// gathers the state), its own copy of the whole state, all at once. A limit the node shares (MemAvailable, a cgroup)
+// must hold them all; an rlimit is each process's own.
 TEST(HostMemoryPlan, TheRanksOnANodeShareItsMemory) {
   const test::StandardShape shape = test::standard_shapes().front();
   SCOPED_TRACE(shape.name);
-  const HostMemoryOptions gpu{.cpu_backend = false, .checkpoint_staging = true, .checkpoint_copy_on_every_rank = true};
+  const HostMemoryOptions gpu{.cpu_backend = false, .checkpoint_save = true, .checkpoint_copy_on_every_rank = true};
   const HostMemoryPlan one = plan_host_memory(shape.model, shape.batch, gpu);
   // The GPU backend's checkpoint copy is planned: 14 bytes a parameter, as the CPU backend's.
   ASSERT_EQ(one.items.size(), 2u);
   EXPECT_EQ(one.items[1].what, "checkpoint copy of the state");
-  const HostMemoryPlan cpu =
-      plan_host_memory(shape.model, shape.batch, {.cpu_backend = true, .checkpoint_staging = true});
+  const HostMemoryPlan cpu = plan_host_memory(shape.model, shape.batch, {.cpu_backend = true, .checkpoint_save = true});
   EXPECT_EQ(one.items[1].bytes, cpu.items.back().bytes);
   EXPECT_EQ(one.ranks_on_node, 1);
   EXPECT_EQ(one.total(), one.per_rank());
@@ -181,7 +181,7 @@ TEST(HostMemoryPlan, TheRanksOnANodeShareItsMemory) {
 TEST(HostMemoryPlan, OnlyTheRankThatWritesCheckpointsCopiesTheStateToSaveIt) {
   const test::StandardShape shape = test::standard_shapes().front();
   SCOPED_TRACE(shape.name);
-  HostMemoryOptions options{.cpu_backend = false, .checkpoint_staging = true, .checkpoint_copy_on_every_rank = false};
+  HostMemoryOptions options{.cpu_backend = false, .checkpoint_save = true, .checkpoint_copy_on_every_rank = false};
   options.ranks_on_node = 8;
   options.ranks_source = "LOCAL_WORLD_SIZE = 8";
   const HostMemoryPlan node = plan_host_memory(shape.model, shape.batch, options);
@@ -236,6 +236,36 @@ TEST(HostMemoryPlan, OnlyTheRankThatWritesCheckpointsCopiesTheStateToSaveIt) {
   const HostMemoryPlan one = plan_host_memory(shape.model, shape.batch, options);
   EXPECT_EQ(one.total(), one.per_rank());
   EXPECT_EQ(one.describe().find("only"), std::string::npos) << one.describe();
+}
+
+// A resume holds no copy of the state on any rank: each backend reads the mapped checkpoint (page cache, shared by
+// the node's ranks) through its upload buffers, a fixed size whatever the model's; the CPU backend reads straight into
+// its own buffers. A pretrained start holds the fp32 weights on every rank (4 bytes a parameter), not the moments.
+TEST(HostMemoryPlan, AResumeHoldsNoCopyOfTheStateOnAnyRank) {
+  const model::ModelSpec small = test::standard_shapes().front().model;
+  model::ModelSpec large = small;
+  large.vocab_size *= 16;  // the state grows, the upload buffers do not
+  const model::BatchSpec batch = test::standard_shapes().front().batch;
+  HostMemoryOptions resume{.cpu_backend = false, .checkpoint_resume = true, .ranks_on_node = 8};
+  for (const model::ModelSpec& m : {small, large}) {
+    const HostMemoryPlan plan = plan_host_memory(m, batch, resume);
+    ASSERT_EQ(plan.items.size(), 2u);
+    EXPECT_EQ(plan.items[1].what, "checkpoint upload buffers");
+    EXPECT_EQ(plan.items[1].bytes, static_cast<double>(model::kUploadChunkBytes));
+    EXPECT_FALSE(plan.items[1].writer_only);
+    EXPECT_EQ(plan.total(), 8.0 * plan.per_rank());
+  }
+  resume.cpu_backend = true;
+  EXPECT_EQ(plan_host_memory(large, batch, resume).total(),
+            plan_host_memory(large, batch, {.cpu_backend = true, .ranks_on_node = 8}).total());
+
+  const double P = static_cast<double>(model::model_layout(large).num_parameters());
+  const HostMemoryPlan pretrained =
+      plan_host_memory(large, batch, {.cpu_backend = false, .pretrained_start = true, .ranks_on_node = 8});
+  ASSERT_EQ(pretrained.items.size(), 2u);
+  EXPECT_EQ(pretrained.items[1].what, "pretrained weights (fp32)");
+  EXPECT_NEAR(pretrained.items[1].bytes, 4.0 * P, 0.01 * 4.0 * P);
+  EXPECT_FALSE(pretrained.items[1].writer_only);
 }
 
 }  // namespace

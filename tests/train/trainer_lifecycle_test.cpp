@@ -102,7 +102,7 @@ TEST(HostMemory, ThePlanCountsTheParametersOfTheLayout) {
   ASSERT_GE(cpu.items.size(), 2u);
   EXPECT_DOUBLE_EQ(cpu.items[0].bytes, 2 * 2 * 32 * 12.0);  // the input batch
   EXPECT_DOUBLE_EQ(cpu.items[1].bytes, 16 * P);              // weights, gradients, Adam moments
-  const HostMemoryPlan staged = plan_host_memory(m, b, {.cpu_backend = true, .checkpoint_staging = true});
+  const HostMemoryPlan staged = plan_host_memory(m, b, {.cpu_backend = true, .checkpoint_save = true});
   EXPECT_DOUBLE_EQ(staged.total() - cpu.total(), 14 * P);
   // The GPU backend keeps only the batches on the host.
   EXPECT_EQ(plan_host_memory(m, b, {.cpu_backend = false}).items.size(), 1u);

@@ -118,8 +118,11 @@ TEST_F(TrainerResumeCliTest, ACheckpointOfOtherDataSourcesIsRefusedWithoutResumi
 }
 
 // A resumed run does not keep the loaded checkpoint (fp32 weights and both moments: 12 bytes a parameter) once the
-// backend has it: its peak memory, a save included, is that of a fresh run of the same model. An embedding-heavy
-// model (8.4M parameters, about 100 MB a copy) so that one copy stands well above the noise.
+// backend has it: its peak memory, a save included, is that of a fresh run of the same model. The resume reads the
+// checkpoint's mapped files (no private copy: CheckpointView.AResumeHoldsNoPrivateHostCopyOfTheState), whose pages
+// count in the resident set while mapped, so the peak resident set measured here is what tells whether the run
+// unmapped them before its save (LoadedCheckpoint::release_state). An embedding-heavy model (8.4M parameters, about
+// 100 MB a copy) so that one copy stands well above the noise.
 TEST_F(TrainerResumeCliTest, AResumedRunKeepsNoHostCopyOfTheCheckpoint) {
   if (sg::test::kSanitizedAllocator) GTEST_SKIP() << "a sanitizer's allocator keeps freed memory resident";
   const std::vector<std::string> wide = {"model.vocab_size=65536", "checkpoint.save=" + path("ckpt")};
