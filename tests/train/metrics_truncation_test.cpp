@@ -42,9 +42,10 @@ TEST(MetricsTruncation, ALongRunsRecordsAreCutWithoutHoldingThemInMemory) {
   const int64_t grown = test::peak_resident_bytes() - peak_before;
   EXPECT_EQ(cut.kept, static_cast<size_t>(kSteps - 10));
   EXPECT_EQ(cut.dropped, 10u);
-  if (!test::kSanitizedAllocator)
+  if (!test::kSanitizedAllocator) {
     EXPECT_LT(grown, 24 << 20) << "cutting a " << before.st_size
                                << "-byte metrics.jsonl raised the peak resident memory by " << grown << " bytes";
+  }
   // The kept records, whole and in order.
   std::ifstream in(path, std::ios::binary);
   std::string line;
