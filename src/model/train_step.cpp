@@ -381,7 +381,7 @@ void TrainStep::download_floats(cudaStream_t stream, const float* src, std::vect
 }
 
 std::vector<float> TrainStep::download_main_weights(cudaStream_t stream) const {
-  return download_optimizer_state(stream, main_weights_);
+  return download_moment(stream, main_weights_);
 }
 std::vector<float> TrainStep::download_grads(cudaStream_t stream) const { return download_widened(stream, grads_); }
 

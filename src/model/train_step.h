@@ -178,6 +178,10 @@ class TrainStep {
   std::vector<float> download_grads(cudaStream_t stream) const;  // as fp32 (widened where they are stored in bf16)
   std::vector<float> download_exp_avg(cudaStream_t stream) const;
   std::vector<float> download_exp_avg_sq(cudaStream_t stream) const;
+  // The collectives of download_main_weights, download_exp_avg and download_exp_avg_sq, in that order, without their
+  // copies to the host: a data-parallel rank that does not write the checkpoint joins the gathers of the one that
+  // does. Nothing without the distributed optimizer (nothing is gathered).
+  void join_state_gather(cudaStream_t stream) const;
   StepScalars download_scalars(cudaStream_t stream) const;
   rng::RngState download_rng_state(cudaStream_t stream);  // the "default" generator
   // Copies a host batch into the input buffers (tests, tools; the trainer copies asynchronously into
@@ -248,8 +252,12 @@ class TrainStep {
   // The reducer's layout, or world size 1 with everything owned when there is none.
   static dist::DataParallelLayout data_parallel_layout(const TrainStepOptions& options, int64_t num_params);
   void bind_reducer();
-  std::vector<float> download_optimizer_state(cudaStream_t stream, const float* slice) const;
+  // The whole fp32 state buffer `moment` (main weights or a moment, fp32 or bf16) as fp32: gathered from every rank
+  // with the distributed optimizer (a collective), else this rank's whole buffer.
   std::vector<float> download_moment(cudaStream_t stream, const kernels::FloatBuffer& moment) const;
+  // The distributed optimizer's gather of every rank's shard of `moment` (fp32 or bf16) into the gradient buffer,
+  // and into *out as fp32 (layout().total() values) unless out is null (join_state_gather).
+  void gather_state(cudaStream_t stream, const kernels::FloatBuffer& moment, std::vector<float>* out) const;
   uint64_t rank_rng_offset() const;          // where this rank's microbatches start in the global stream
   uint64_t other_ranks_rng_offset() const;   // skipped at the end of each step: the other ranks' microbatches
   void check_setup_allowed(const char* what) const;

@@ -58,56 +58,56 @@ uint64_t TrainStep::other_ranks_rng_offset() const {
          kRngOffsetPerMicrobatch;
 }
 
-std::vector<float> TrainStep::download_optimizer_state(cudaStream_t stream, const float* slice) const {
-  check_setup_allowed("TrainStep::download_optimizer_state");
-  if (!dp_.sharded) {
-    std::vector<float> out;
-    download_floats(stream, slice, out);
-    return out;
-  }
-  // Every rank's shard into the gradient buffer (free between steps; the next step zeroes or overwrites
-  // all of it), in place.
+std::vector<float> TrainStep::download_moment(cudaStream_t stream, const kernels::FloatBuffer& moment) const {
+  check_setup_allowed("TrainStep::download_moment");
+  if (!dp_.sharded) return download_widened(stream, moment);
   std::vector<float> out;
-  if (!grads_.is_bf16()) {
-    reducer_->gather_optimizer_slices(slice, grads_.data, dist::ElementType::f32, stream);
-    download_floats(stream, static_cast<const float*>(grads_.data), out);
+  gather_state(stream, moment, &out);
+  return out;
+}
+
+void TrainStep::join_state_gather(cudaStream_t stream) const {
+  check_setup_allowed("TrainStep::join_state_gather");
+  if (!dp_.sharded) return;
+  gather_state(stream, kernels::FloatBuffer(main_weights_), nullptr);
+  gather_state(stream, exp_avg_, nullptr);
+  gather_state(stream, exp_avg_sq_, nullptr);
+}
+
+void TrainStep::gather_state(cudaStream_t stream, const kernels::FloatBuffer& moment, std::vector<float>* out) const {
+  // Every rank's shard into the gradient buffer (free between steps; the next step zeroes or overwrites all of it),
+  // in place.
+  if (moment.is_bf16()) {
+    // It holds padded_params bf16 values whatever its own dtype: gathered, then widened.
+    reducer_->gather_optimizer_slices(moment.data, grads_.data, dist::ElementType::bf16, stream);
+    if (out != nullptr) *out = download_widened(stream, kernels::FloatBuffer(static_cast<bf16*>(grads_.data)));
+  } else if (!grads_.is_bf16()) {
+    reducer_->gather_optimizer_slices(static_cast<const float*>(moment.data), grads_.data, dist::ElementType::f32,
+                                      stream);
+    if (out != nullptr) download_floats(stream, static_cast<const float*>(grads_.data), *out);
   } else {
     // A bf16 gradient buffer holds half of every shard's fp32 values: gathered in two halves, each moved as
     // bf16-sized elements (a shard is a multiple of dist::kShardAlignment elements, so it halves evenly).
+    const auto* slice = static_cast<const float*>(moment.data);
     const int64_t shard = dp_.owned.size, half = shard / 2, total = layout_.total();
-    std::vector<float> staged(static_cast<size_t>(dp_.world_size * half));
-    out.resize(static_cast<size_t>(total));
+    std::vector<float> staged(out != nullptr ? static_cast<size_t>(dp_.world_size * half) : 0);
+    if (out != nullptr) out->resize(static_cast<size_t>(total));
     for (int64_t h = 0; h < 2; ++h) {
       reducer_->gather_optimizer_slices(slice + h * half, grads_.data, dist::ElementType::bf16, stream);
+      if (out == nullptr) continue;
       SG_CUDA_CHECK(cudaMemcpyAsync(staged.data(), grads_.data, staged.size() * sizeof(float), cudaMemcpyDeviceToHost,
                                     stream));
       SG_CUDA_CHECK(cudaStreamSynchronize(stream));
       for (int64_t r = 0; r < dp_.world_size; ++r) {
         for (int64_t j = 0; j < half; ++j) {
           const int64_t at = r * shard + h * half + j;
-          if (at < total) out[static_cast<size_t>(at)] = staged[static_cast<size_t>(r * half + j)];
+          if (at < total) (*out)[static_cast<size_t>(at)] = staged[static_cast<size_t>(r * half + j)];
         }
       }
     }
   }
   SG_CUDA_CHECK(cudaMemsetAsync(grads_.data, 0, static_cast<size_t>(dp_.padded_params) * grads_.element_bytes(), stream));
   SG_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return out;
-}
-
-std::vector<float> TrainStep::download_moment(cudaStream_t stream, const kernels::FloatBuffer& moment) const {
-  if (moment.dtype == kernels::FloatDtype::fp32) {
-    return download_optimizer_state(stream, static_cast<const float*>(moment.data));
-  }
-  check_setup_allowed("TrainStep::download_moment");
-  if (!dp_.sharded) return download_widened(stream, moment);
-  // bf16: every rank's shard gathered into the gradient buffer first (as above; it holds padded_params bf16
-  // values whatever its own dtype), then widened.
-  reducer_->gather_optimizer_slices(moment.data, grads_.data, dist::ElementType::bf16, stream);
-  std::vector<float> out = download_widened(stream, kernels::FloatBuffer(static_cast<bf16*>(grads_.data)));
-  SG_CUDA_CHECK(cudaMemsetAsync(grads_.data, 0, static_cast<size_t>(dp_.padded_params) * grads_.element_bytes(), stream));
-  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return out;
 }
 
 }  // namespace sg::model

@@ -91,6 +91,10 @@ class TrainingBackend {
   virtual EvalResult eval_collect() = 0;
 
   virtual TrainingState state() = 0;  // waits for the device; copies the state to the host
+  // The collectives of state() without its copy: a data-parallel rank that does not write the checkpoint calls it
+  // while the writer calls state() (with the distributed optimizer state() gathers the shards, a collective every rank
+  // joins). Nothing to do for a backend without collectives.
+  virtual void join_state_gather() {}
   // Reads `state` (its views must stay valid until it returns) into the backend's own buffers.
   virtual void load_state(const TrainingStateView& state) = 0;
 

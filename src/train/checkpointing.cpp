@@ -236,10 +236,6 @@ std::optional<CheckpointSource> resumed_checkpoint_source(const std::string& fol
   return source_of(folder, config_json, positions.get<int64_t>(), path, what);
 }
 
-bool copies_state_to_save(const config::Config& config, bool writer) {
-  return writer || config.optimizer.use_distributed_optimizer;
-}
-
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,
                             const TrainingState& state, const data::DataPosition& position, const ResumeRecord& record,
                             const CheckpointExport& exported) {

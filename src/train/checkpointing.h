@@ -83,13 +83,6 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
                             const TrainingState& state, const data::DataPosition& position, const ResumeRecord& record,
                             const CheckpointExport& exported = {});
 
-// Whether a rank copies the training state to the host at a save (TrainingBackend::state(): weights and both moments
-// in fp32; the writer's save_checkpoint adds a bf16 copy of the weights): the rank that writes checkpoints (`writer`:
-// rank 0 of a data-parallel run, or the single process), and with optimizer.use_distributed_optimizer every
-// data-parallel rank, whose state() gathers the sharded state with the others' (a collective every rank joins).
-// Without it the other ranks skip the download: their copy would be thrown away unwritten.
-bool copies_state_to_save(const config::Config& config, bool writer);
-
 struct LoadedCheckpoint {
   std::string path;  // the iteration folder that was loaded
   // The state to load: steps, RNG, and views of the checkpoint's mapped fp32 tensor files (mapped_files), which the

@@ -30,6 +30,7 @@ class DistributedGpuBackend final : public TrainingBackend {
   void eval_submit(const model::HostBatch& batch) override { inner_->eval_submit(batch); }
   EvalResult eval_collect() override { return inner_->eval_collect(); }
   TrainingState state() override { return inner_->state(); }  // collective with the distributed optimizer
+  void join_state_gather() override { inner_->join_state_gather(); }
   void load_state(const TrainingStateView& state) override { inner_->load_state(state); }
   std::vector<std::string> start_report() const override;
   std::vector<std::string> end_report() const override { return inner_->end_report(); }

@@ -181,6 +181,11 @@ TrainingState GpuBackend::state() {
   return s;
 }
 
+void GpuBackend::join_state_gather() {
+  stream_.synchronize();
+  step_->join_state_gather(stream_);
+}
+
 void GpuBackend::load_state(const TrainingStateView& state) {
   step_->load_state(stream_, state.main_weights, state.exp_avg, state.exp_avg_sq, state.steps_done, state.rng);
   loaded_steps_ = state.steps_done;

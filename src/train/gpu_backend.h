@@ -43,6 +43,7 @@ class GpuBackend final : public TrainingBackend {
   void eval_submit(const model::HostBatch& batch) override;
   EvalResult eval_collect() override;
   TrainingState state() override;
+  void join_state_gather() override;
   void load_state(const TrainingStateView& state) override;
   std::vector<std::string> start_report() const override;
   std::vector<std::string> end_report() const override;

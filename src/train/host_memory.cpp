@@ -67,8 +67,7 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
   }
   const double P = V * H * (m.share_embeddings_and_output_weights ? 1.0 : 2.0) + layers.params + H;
   const std::string param_keys = "model.num_layers, model.hidden_size, model.ffn_hidden_size, model.vocab_size";
-  // The checkpoint items of options (host_memory.h): none holds the whole state on every rank unless the distributed
-  // optimizer gathers it to save.
+  // The checkpoint items of options (host_memory.h): none holds a copy of the whole state on every rank.
   std::vector<HostMemoryItem> checkpoint_items;
   if (options.checkpoint_resume && !options.cpu_backend) {
     checkpoint_items.push_back({"checkpoint upload buffers", static_cast<double>(model::kUploadChunkBytes), ""});
@@ -77,8 +76,7 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
     checkpoint_items.push_back({"pretrained weights (fp32)", P * f32, param_keys});
   }
   if (options.checkpoint_save) {
-    checkpoint_items.push_back(
-        {"checkpoint copy of the state", 14.0 * P, param_keys, !options.checkpoint_copy_on_every_rank});
+    checkpoint_items.push_back({"checkpoint copy of the state", 14.0 * P, param_keys, /*writer_only=*/true});
   }
   if (!options.cpu_backend) {
     plan.items.insert(plan.items.end(), checkpoint_items.begin(), checkpoint_items.end());

@@ -37,13 +37,10 @@ struct HostMemoryPlan {
 
 struct HostMemoryOptions {
   bool cpu_backend = true;        // the model lives in host memory
-  // A save downloads the state to the host (fp32 weights and both moments, and the writer's bf16 copy of the
-  // weights): 14 bytes a parameter.
+  // A save downloads the state to the host (fp32 weights and both moments, and a bf16 copy of the weights: 14 bytes
+  // a parameter) on the rank that writes checkpoints alone: with the distributed optimizer the others join the
+  // gathers without a copy (TrainingBackend::join_state_gather).
   bool checkpoint_save = false;
-  // Whether every rank holds that copy at once: a save with the distributed optimizer (every rank gathers the
-  // state). Otherwise only the rank that writes checkpoints downloads the state to save it (train/checkpointing.h
-  // copies_state_to_save).
-  bool checkpoint_copy_on_every_rank = false;
   // A resume: every rank's backend reads the mapped checkpoint files (file-backed page cache, shared by the node's
   // ranks and evictable, so not planned) through its upload buffers (GPU: model::kUploadChunkBytes; the CPU backend
   // reads straight into its own buffers).
@@ -57,8 +54,8 @@ struct HostMemoryOptions {
 
 // What one rank needs on the host: the input batches, and with the CPU backend the model, its
 // optimizer state, activations and scratch; plus, with either backend, what options say of checkpoints: the copy a
-// save downloads (on the rank that writes checkpoints only unless options.checkpoint_copy_on_every_rank), a resume's
-// upload buffers and a pretrained start's weights. The items are summed although a start's and a save's memory are
+// save downloads (on the rank that writes checkpoints only), a resume's upload buffers and a pretrained start's
+// weights. The items are summed although a start's and a save's memory are
 // never held at once: the plan errs on the safe side.
 HostMemoryPlan plan_host_memory(const model::ModelSpec& model, const model::BatchSpec& batch,
                                 const HostMemoryOptions& options);

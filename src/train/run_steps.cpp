@@ -168,7 +168,6 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   const SamplesBaseline samples_baseline = loaded ? loaded->samples_baseline : SamplesBaseline{};
   DistributedRun* const distributed = options.distributed;
   const bool writer = distributed == nullptr || distributed->is_writer();
-  const bool downloads_state = copies_state_to_save(config, writer);  // at a save
   RunReportInfo run_report;
   run_report.title = "stepgraph run: " + std::filesystem::path(options.run_dir).filename().string();
   run_report.gpu = gpu;
@@ -215,9 +214,14 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   auto save = [&](int64_t step) {
     if (!config.checkpoint.save || step == last_saved) return;
     const auto start = std::chrono::steady_clock::now();
-    // Rank 0 downloads the state it writes; the others only with the distributed optimizer, whose state() gathers the
-    // shards, a collective every rank joins (copies_state_to_save).
-    TrainingState state = downloads_state ? backend.state() : TrainingState{};
+    // Rank 0 downloads the state it writes. The others join its collectives (the distributed optimizer's gathers of
+    // the shards) without a host copy: theirs would be thrown away unwritten, 12 bytes a parameter on every rank.
+    TrainingState state;
+    if (writer) {
+      state = backend.state();
+    } else {
+      backend.join_state_gather();
+    }
     std::string dir;
     RetentionOutcome retention;
     // Rank 0 writes the run's one checkpoint.
@@ -238,7 +242,6 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     if (distributed == nullptr) {
       write();
     } else {
-      if (!writer) state = TrainingState{};  // gathered, not written here: no host copy while rank 0 writes
       // Every rank returns once rank 0's write is done (or every rank ends naming its failure): one that went on
       // and failed would abort rank 0 in the middle of the write.
       distributed->save_everywhere(step, write);

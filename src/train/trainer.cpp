@@ -97,13 +97,11 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   }
   const bool cpu_backend = uses_cpu_backend(options.force_cpu);
   // Every data-parallel rank on this node holds its own batches, at the same time, and the pretrained weights or a
-  // resume's upload buffers (the checkpoint it resumes is mapped: page cache, shared by the ranks), and its own copy
-  // of the state when it gathers it to save (the distributed optimizer); otherwise only rank 0 downloads the state it
-  // saves.
+  // resume's upload buffers (the checkpoint it resumes is mapped: page cache, shared by the ranks); only rank 0
+  // downloads the state it saves (the others join the distributed optimizer's gathers without a copy).
   check_host_memory(plan_host_memory(model, batch,
                                      {.cpu_backend = cpu_backend,
                                       .checkpoint_save = config.checkpoint.save.has_value(),
-                                      .checkpoint_copy_on_every_rank = copies_state_to_save(config, /*writer=*/false),
                                       .checkpoint_resume = may_resume(config.checkpoint),
                                       .pretrained_start = config.checkpoint.pretrained_checkpoint.has_value(),
                                       .ranks_on_node = distributed ? distributed->world().ranks_on_node() : 1,

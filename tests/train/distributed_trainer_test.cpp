@@ -105,7 +105,8 @@ TEST(DistributedTrainer, ARankSavesThroughTheStoreAndResumesTheFolderRankZeroCho
   fs::remove_all(dir);
 }
 
-// The CPU reference backend, counting the state downloads (TrainingBackend::state()) of its rank.
+// The CPU reference backend, counting the state downloads (TrainingBackend::state()) of its rank, and the times it
+// joined another rank's (join_state_gather).
 class StateCountingBackend final : public TrainingBackend {
  public:
   StateCountingBackend(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch)
@@ -121,17 +122,19 @@ class StateCountingBackend final : public TrainingBackend {
     ++downloads;
     return inner_.state();
   }
+  void join_state_gather() override { ++joins; }
   void load_state(const TrainingStateView& state) override { inner_.load_state(state); }
 
   int downloads = 0;
+  int joins = 0;
 
  private:
   CpuBackend inner_;
 };
 
 // Two ranks run `iters` steps of run_steps, saving every step into `save`, each on its own CPU backend (nothing
-// reduced: what a save does is the point); each exits with the number of states its backend downloaded, or with
-// what `exit_code` makes of its rank and that number once its steps are done. `more`: overrides; `setup` adjusts a
+// reduced: what a save does is the point); each exits with the number of states its backend downloaded plus 10 x
+// the gathers it joined, or with what `exit_code` makes of its rank and the downloads once its steps are done. `more`: overrides; `setup` adjusts a
 // rank's options.
 std::vector<test::RankOutcome> two_ranks_saving(
     const fs::path& dir, int64_t iters, bool distributed_optimizer, const std::vector<std::string>& more = {},
@@ -175,32 +178,32 @@ std::vector<test::RankOutcome> two_ranks_saving(
     summary.train_iters = iters;
     run_steps(config, options, model, batch, backend, data, loaded, pretrained, context, summary);
     if (summary.steps_done != iters) return 90;
-    const int code = exit_code ? exit_code(rank, backend.downloads) : backend.downloads;
+    const int code = exit_code ? exit_code(rank, backend.downloads) : backend.downloads + 10 * backend.joins;
     run.finish();
     return code;
   });
 }
 
-// Only rank 0 writes a data-parallel run's checkpoints. Without the distributed optimizer the other ranks skip
-// TrainingBackend::state() at a save: their whole fp32 state would be downloaded into host memory to be thrown away
-// (before, every rank downloaded it at every save). With it, state() gathers the sharded optimizer state, a
-// collective, so every rank calls it at every save. Either way every rank meets rank 0 at each save.
-TEST(DistributedTrainer, OnlyTheWritingRankDownloadsTheStateToSaveItUnlessTheOptimizerIsSharded) {
+// Only rank 0 writes a data-parallel run's checkpoints, and only rank 0 downloads the state to save it
+// (TrainingBackend::state()): another rank's whole fp32 state would be downloaded into host memory to be thrown away
+// (before, every rank downloaded it at every save without the distributed optimizer, and every rank did with it). The
+// other ranks join the download's collectives instead (join_state_gather: the distributed optimizer's gathers of the
+// shards, which every rank must join), at every save, with the distributed optimizer or without. Either way every
+// rank meets rank 0 at each save.
+TEST(DistributedTrainer, OnlyTheWritingRankDownloadsTheStateToSaveIt) {
   const fs::path dir = test::fresh_test_dir("dp_save_downloads");
   // Three steps, three saves (the final one is step 3's).
-  const std::vector<test::RankOutcome> plain = two_ranks_saving(dir / "plain", 3, false);
-  ASSERT_EQ(plain.size(), 2u);
-  EXPECT_EQ(plain[0].code(), 3) << plain[0].stderr_text;
-  EXPECT_EQ(plain[1].code(), 0) << plain[1].stderr_text;
-  EXPECT_EQ(checkpoint::list_iterations((dir / "plain" / "ckpt").string()), (std::vector<int64_t>{1, 2, 3}));
-  EXPECT_NE(plain[0].stderr_text.find("saved checkpoint"), std::string::npos) << plain[0].stderr_text;
-  EXPECT_EQ(plain[1].stderr_text.find("saved checkpoint"), std::string::npos) << plain[1].stderr_text;
-
-  const std::vector<test::RankOutcome> sharded = two_ranks_saving(dir / "sharded", 3, true);
-  ASSERT_EQ(sharded.size(), 2u);
-  EXPECT_EQ(sharded[0].code(), 3) << sharded[0].stderr_text;
-  EXPECT_EQ(sharded[1].code(), 3) << sharded[1].stderr_text;
-  EXPECT_EQ(checkpoint::list_iterations((dir / "sharded" / "ckpt").string()), (std::vector<int64_t>{1, 2, 3}));
+  for (const bool sharded : {false, true}) {
+    SCOPED_TRACE(sharded ? "distributed optimizer" : "plain");
+    const fs::path run = dir / (sharded ? "sharded" : "plain");
+    const std::vector<test::RankOutcome> ranks = two_ranks_saving(run, 3, sharded);
+    ASSERT_EQ(ranks.size(), 2u);
+    EXPECT_EQ(ranks[0].code(), 3) << "3 downloads, no join\n" << ranks[0].stderr_text;
+    EXPECT_EQ(ranks[1].code(), 30) << "no download, 3 joins\n" << ranks[1].stderr_text;
+    EXPECT_EQ(checkpoint::list_iterations((run / "ckpt").string()), (std::vector<int64_t>{1, 2, 3}));
+    EXPECT_NE(ranks[0].stderr_text.find("saved checkpoint"), std::string::npos) << ranks[0].stderr_text;
+    EXPECT_EQ(ranks[1].stderr_text.find("saved checkpoint"), std::string::npos) << ranks[1].stderr_text;
+  }
   fs::remove_all(dir);
 }
 
