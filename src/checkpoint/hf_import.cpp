@@ -408,6 +408,13 @@ std::vector<std::string> weight_files(const std::string& folder, WeightSource so
 
 std::string load_hf_weights(const std::string& folder, const model::ModelLayout& layout, std::vector<float>& weights,
                             WeightSource source, const std::string& what) {
+  MappedHfWeights mapped = map_hf_weights(folder, layout, source, what);
+  weights = mapped.view.to_vector();
+  return mapped.description;
+}
+
+MappedHfWeights map_hf_weights(const std::string& folder, const model::ModelLayout& layout, WeightSource source,
+                               const std::string& what) {
   const bool own_checkpoint = is_checkpoint_folder(folder);
   if (own_checkpoint) {
     verify_checkpoint_folder(
@@ -415,7 +422,8 @@ std::string load_hf_weights(const std::string& folder, const model::ModelLayout&
   }
   const WeightFiles w = find_weight_files(folder, source);
   const std::vector<std::string>& paths = w.paths;
-  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  MappedHfWeights out;
+  std::vector<std::unique_ptr<SafetensorsFile>>& files = out.files;
   std::map<std::string, const SafetensorsFile::Entry*> found;
   std::map<std::string, std::string> file_of;
   std::vector<std::string> diffs;
@@ -489,21 +497,23 @@ std::string load_hf_weights(const std::string& folder, const model::ModelLayout&
                   "narrower dtype; use an intact copy of the weights",
                   what.c_str(), folder.c_str(), path.c_str(), describe(*bad).c_str()));
   }
-  weights.assign(static_cast<size_t>(layout.total()), 0.0f);
+  // One piece per tensor, where the file holds it (the checks above made each a floating-point tensor of its shape).
+  std::vector<model::FlatView::Piece> pieces;
   for (const auto& t : layout.tensors()) {
     const auto& e = *found.at(t.name);
-    float* dst = weights.data() + t.offset;
-    if (e.dtype == TensorDtype::F32) {
-      std::memcpy(dst, e.data, static_cast<size_t>(t.numel) * 4);
-    } else {
-      for (int64_t i = 0; i < t.numel; ++i) dst[i] = float_element(e.dtype, e.data, i);  // exact widening
-    }
+    const model::FlatView::Element element = e.dtype == TensorDtype::F32    ? model::FlatView::Element::f32
+                                             : e.dtype == TensorDtype::BF16 ? model::FlatView::Element::bf16
+                                                                            : model::FlatView::Element::f16;
+    pieces.push_back(
+        {.offset = t.offset, .count = t.numel, .data = reinterpret_cast<const std::byte*>(e.data), .element = element});
   }
+  out.view = model::FlatView(layout.total(), std::move(pieces));
   std::string read = paths.size() == 1 ? fs::path(paths[0]).filename().string()
                                        : strprintf("%zu shards of %s", paths.size(), kIndexFile);
-  return strprintf(
+  out.description = strprintf(
       "%s (%s)%s", read.c_str(), join(std::vector<std::string>(dtypes.begin(), dtypes.end()), ", ").c_str(),
       ignored > 0 ? strprintf(", %d tensor(s) not used (tied lm_head / rotary buffers)", ignored).c_str() : "");
+  return out;
 }
 
 }  // namespace sg::checkpoint

@@ -7,11 +7,14 @@
 // every weight must be finite. Used by checkpoint.pretrained_checkpoint (train/pretrained.h) and `stepgraph
 // generate`.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "model/stack.h"
+#include "checkpoint/safetensors.h"
+#include "model/flat_view.h"
 #include "model/spec.h"
+#include "model/stack.h"
 
 namespace sg::checkpoint {
 
@@ -69,5 +72,16 @@ std::vector<std::string> weight_files(const std::string& folder, WeightSource so
 // Returns a one-line description of what was read.
 std::string load_hf_weights(const std::string& folder, const model::ModelLayout& layout, std::vector<float>& weights,
                             WeightSource source, const std::string& what);
+
+// load_hf_weights' weights, validated alike, left where they are mapped: `view` reads them (layout.total() values,
+// F16 and BF16 widened exactly, alignment gaps zero) while `files` stay open, so a pretrained start's backend takes
+// them without a host copy (file-backed pages, shared by the ranks of a node).
+struct MappedHfWeights {
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  model::FlatView view;
+  std::string description;  // what load_hf_weights returns
+};
+MappedHfWeights map_hf_weights(const std::string& folder, const model::ModelLayout& layout, WeightSource source,
+                               const std::string& what);
 
 }  // namespace sg::checkpoint

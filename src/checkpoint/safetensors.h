@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "checkpoint/file_checksum.h"
+#include "core/f16_bits.h"
 #include "data/mapped_file.h"
 
 namespace sg::checkpoint {
@@ -25,8 +26,7 @@ size_t dtype_size(TensorDtype dtype);
 bool parse_dtype(const std::string& name, TensorDtype& out);
 bool is_floating(TensorDtype dtype);  // F32, BF16, F16
 
-// IEEE binary16 bits -> float: exact (every half value, subnormals, infinities and NaN payloads included).
-float f16_bits_to_float(uint16_t bits);
+// f16_bits_to_float (IEEE binary16 bits -> float, exact) is core/f16_bits.h's.
 // Element i of a floating-point tensor's little-endian bytes as float: exact for F32, BF16 and F16.
 float float_element(TensorDtype dtype, const void* data, int64_t i);
 

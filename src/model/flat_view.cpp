@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/bf16_bits.h"
 #include "core/error.h"
+#include "core/f16_bits.h"
 #include "core/strings.h"
 
 namespace sg::model {
@@ -44,8 +46,18 @@ void FlatView::read(int64_t begin, int64_t end, float* out) const {
     if (it->offset > at) std::fill(out + (at - begin), out + (it->offset - begin), 0.0f);
     at = std::max(at, it->offset);
     const int64_t stop = std::min(end, it->offset + it->count);
-    // memcpy: the piece may be unaligned for float.
-    std::memcpy(out + (at - begin), it->data + (at - it->offset) * 4, static_cast<size_t>(stop - at) * 4);
+    float* to = out + (at - begin);
+    // memcpy: the piece may be unaligned for its type.
+    if (it->element == Element::f32) {
+      std::memcpy(to, it->data + (at - it->offset) * 4, static_cast<size_t>(stop - at) * 4);
+    } else {
+      const std::byte* from = it->data + (at - it->offset) * 2;
+      for (int64_t i = 0; i < stop - at; ++i) {
+        uint16_t bits = 0;
+        std::memcpy(&bits, from + i * 2, 2);
+        to[i] = it->element == Element::bf16 ? bf16_bits_to_float(bits) : f16_bits_to_float(bits);
+      }
+    }
     at = stop;
   }
   if (at < end) std::fill(out + (at - begin), out + (end - begin), 0.0f);

@@ -2,8 +2,9 @@
 // A read-only view of a flat fp32 array the size of the parameter buffer (model/param_builder.h): the main weights or
 // an Adam moment as a checkpoint holds it. Its values need not lie in one host buffer: a checkpoint file stores one
 // tensor after another in the Hugging Face tensor order, while the flat buffer places decayed blocks first and leaves
-// alignment gaps, so a view of a memory-mapped file is one piece per tensor. Loaders (TrainStep::load_state,
-// CpuModel::load_state) read it chunk by chunk, so a resume needs no host copy of the whole state.
+// alignment gaps, so a view of a memory-mapped file is one piece per tensor; a Hugging Face folder's pieces may be
+// bf16 or fp16, widened exactly as they are read. Loaders (TrainStep::load_state, CpuModel::load_state) read it chunk
+// by chunk, so a resume or a pretrained start needs no host copy of the whole state.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -18,12 +19,14 @@ inline constexpr int64_t kUploadChunkBytes = kUploadChunkElements * (4 + 2);
 
 class FlatView {
  public:
-  // Flat elements [offset, offset + count): `count` little-endian fp32 values at `data`, at any alignment (a mapped
-  // file's tensor data starts wherever its header ends).
+  enum class Element : uint8_t { f32, bf16, f16 };  // how a piece's values are stored (little-endian)
+  // Flat elements [offset, offset + count): `count` values at `data`, at any alignment (a mapped file's tensor data
+  // starts wherever its header ends).
   struct Piece {
     int64_t offset = 0;
     int64_t count = 0;
     const std::byte* data = nullptr;
+    Element element = Element::f32;
   };
 
   FlatView() = default;  // size 0
@@ -38,7 +41,8 @@ class FlatView {
 
   int64_t size() const { return size_; }
   bool is_zeros() const { return pieces_.empty(); }  // no piece: every element zero (zeros(), or size 0)
-  // Copies elements [begin, end) into out[0, end - begin): the pieces' values, zero in between.
+  // Copies elements [begin, end) into out[0, end - begin): the pieces' values (bf16 and fp16 widened exactly), zero in
+  // between.
   void read(int64_t begin, int64_t end, float* out) const;
   std::vector<float> to_vector() const;  // every element (tests, small models)
 

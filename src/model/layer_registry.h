@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/decode_layer.h"
+#include "model/flat_view.h"
 #include "model/gpu_decode_layer.h"
 #include "model/layer.h"
 #include "model/stack.h"
@@ -61,6 +62,6 @@ std::vector<std::vector<int32_t>> moe_step_token_counts(const std::vector<std::u
 // expert bias but an MoE layer's bias tensor (Nemotron-H's routers always have one) holds a non-zero value,
 // the sentence that names the tensor, the value and the fix; empty otherwise. Such weights describe a model
 // that chooses experts with the bias: this one would choose differently. Defined with the MoE kind.
-std::string unused_expert_bias(const ModelLayout& layout, const std::vector<float>& weights);
+std::string unused_expert_bias(const ModelLayout& layout, const FlatView& weights);
 
 }  // namespace sg::model

@@ -69,11 +69,8 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
   const std::string param_keys = "model.num_layers, model.hidden_size, model.ffn_hidden_size, model.vocab_size";
   // The checkpoint items of options (host_memory.h): none holds a copy of the whole state on every rank.
   std::vector<HostMemoryItem> checkpoint_items;
-  if (options.checkpoint_resume && !options.cpu_backend) {
+  if (options.checkpoint_load && !options.cpu_backend) {
     checkpoint_items.push_back({"checkpoint upload buffers", static_cast<double>(model::kUploadChunkBytes), ""});
-  }
-  if (options.pretrained_start) {
-    checkpoint_items.push_back({"pretrained weights (fp32)", P * f32, param_keys});
   }
   if (options.checkpoint_save) {
     checkpoint_items.push_back({"checkpoint copy of the state", 14.0 * P, param_keys, /*writer_only=*/true});

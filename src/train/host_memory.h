@@ -41,22 +41,19 @@ struct HostMemoryOptions {
   // a parameter) on the rank that writes checkpoints alone: with the distributed optimizer the others join the
   // gathers without a copy (TrainingBackend::join_state_gather).
   bool checkpoint_save = false;
-  // A resume: every rank's backend reads the mapped checkpoint files (file-backed page cache, shared by the node's
-  // ranks and evictable, so not planned) through its upload buffers (GPU: model::kUploadChunkBytes; the CPU backend
-  // reads straight into its own buffers).
-  bool checkpoint_resume = false;
-  // checkpoint.pretrained_checkpoint: every rank holds the fp32 weights (4 bytes a parameter) until its backend has
-  // them; its moments are zeros set by the backend.
-  bool pretrained_start = false;
+  // A resume or a pretrained start: every rank's backend reads the mapped checkpoint or weight files (file-backed page
+  // cache, shared by the node's ranks and evictable, so not planned) through its upload buffers (GPU:
+  // model::kUploadChunkBytes; the CPU backend reads straight into its own buffers).
+  bool checkpoint_load = false;
   int ranks_on_node = 1;            // dist::WorldInfo::ranks_on_node() of a data-parallel run
   std::string ranks_source{};       // e.g. "LOCAL_WORLD_SIZE = 8", named by the error
 };
 
 // What one rank needs on the host: the input batches, and with the CPU backend the model, its
 // optimizer state, activations and scratch; plus, with either backend, what options say of checkpoints: the copy a
-// save downloads (on the rank that writes checkpoints only), a resume's upload buffers and a pretrained start's
-// weights. The items are summed although a start's and a save's memory are
-// never held at once: the plan errs on the safe side.
+// save downloads (on the rank that writes checkpoints only) and the upload buffers of a resume or a pretrained start.
+// The items are summed although a start's and a save's memory are never held at once: the plan errs on the safe
+// side.
 HostMemoryPlan plan_host_memory(const model::ModelSpec& model, const model::BatchSpec& batch,
                                 const HostMemoryOptions& options);
 

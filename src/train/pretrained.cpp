@@ -303,21 +303,25 @@ bool has_checkpoint_to_resume(const config::Config& config) {
   return std::filesystem::exists(dir + "/" + checkpoint::kTrainStateFile, ec);
 }
 
-TrainingState pretrained_state(const config::Config& config, const model::ModelLayout& layout) {
+PretrainedStart pretrained_state(const config::Config& config, const model::ModelLayout& layout) {
   SG_CHECK(config.checkpoint.pretrained_checkpoint.has_value(),
            "pretrained_state: checkpoint.pretrained_checkpoint is unset");
   const std::string folder = checkpoint::resolve_model_folder(*config.checkpoint.pretrained_checkpoint, kKey);
-  TrainingState state;
-  const std::string what =
-      checkpoint::load_hf_weights(folder, layout, state.main_weights, checkpoint::WeightSource::main_params, kKey);
-  const std::string unused_bias = model::unused_expert_bias(layout, state.main_weights);
+  auto weights = std::make_shared<checkpoint::MappedHfWeights>(
+      checkpoint::map_hf_weights(folder, layout, checkpoint::WeightSource::main_params, kKey));
+  const std::string unused_bias = model::unused_expert_bias(layout, weights->view);
   if (!unused_bias.empty()) throw Error(strprintf("%s %s: %s", kKey, folder.c_str(), unused_bias.c_str()));
-  // The moments stay empty: zeros that the backend sets itself (TrainingStateView), not 8 bytes a parameter here.
-  state.steps_done = 0;
-  state.rng = rng::RngState{static_cast<uint64_t>(config.rng.seed), 0};
+  PretrainedStart start;
+  start.state.main_weights = weights->view;
+  // A fresh optimizer: zeros the backend sets itself, not 8 bytes a parameter here.
+  start.state.exp_avg = model::FlatView::zeros(layout.total());
+  start.state.exp_avg_sq = model::FlatView::zeros(layout.total());
+  start.state.steps_done = 0;
+  start.state.rng = rng::RngState{static_cast<uint64_t>(config.rng.seed), 0};
   log::info(strprintf("starting from pretrained weights %s: %s (step 0, fresh optimizer state)", folder.c_str(),
-                      what.c_str()));
-  return state;
+                      weights->description.c_str()));
+  start.weights = std::move(weights);
+  return start;
 }
 
 }  // namespace sg::train

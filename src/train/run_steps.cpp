@@ -119,8 +119,8 @@ StepMetrics to_metrics(const StepResult& r, double flops, double peak_tflops, do
 
 void run_steps(const config::Config& config, const TrainOptions& options, const model::ModelSpec& model,
                const model::BatchSpec& batch, TrainingBackend& backend, BatchSource& data,
-               std::optional<LoadedCheckpoint>& loaded, std::optional<TrainingState>& pretrained, const RunContext& run,
-               TrainSummary& summary) {
+               std::optional<LoadedCheckpoint>& loaded, std::optional<PretrainedStart>& pretrained,
+               const RunContext& run, TrainSummary& summary) {
   const int64_t train_iters = config.train.train_iters.value_or(0);
   const int64_t start_step = summary.start_step;
   Evaluation& evaluation = *run.evaluation;
@@ -144,8 +144,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     loaded->release_state();
     log::info(strprintf("resumed from %s at step %lld", loaded->path.c_str(), static_cast<long long>(start_step)));
   } else if (pretrained) {
-    backend.load_state(*pretrained);
-    pretrained.reset();  // the host copy of the weights is no longer needed
+    backend.load_state(pretrained->state);
+    pretrained.reset();  // unmaps the weight files (their pages would otherwise stay resident in this process)
   }
 
   const RunFolderStart folder =

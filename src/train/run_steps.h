@@ -13,6 +13,7 @@
 #include "train/batch_source.h"
 #include "train/checkpointing.h"
 #include "train/evaluation.h"
+#include "train/pretrained.h"
 #include "train/save_dir_policy.h"
 #include "train/trainer.h"
 
@@ -30,10 +31,10 @@ struct RunContext {
 };
 
 // The steps of a run, with progress, metrics, evaluation, checkpoints and stops; fills `summary`. Loads `loaded`
-// (a resume) or else `pretrained` into the backend first, and releases their host copies.
+// (a resume) or else `pretrained` into the backend first, and unmaps their files once it holds the state.
 void run_steps(const config::Config& config, const TrainOptions& options, const model::ModelSpec& model,
                const model::BatchSpec& batch, TrainingBackend& backend, BatchSource& data,
-               std::optional<LoadedCheckpoint>& loaded, std::optional<TrainingState>& pretrained, const RunContext& run,
-               TrainSummary& summary);
+               std::optional<LoadedCheckpoint>& loaded, std::optional<PretrainedStart>& pretrained,
+               const RunContext& run, TrainSummary& summary);
 
 }  // namespace sg::train

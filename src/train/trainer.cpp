@@ -96,14 +96,14 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
                                                     "two runs writing one run folder mix their records");
   }
   const bool cpu_backend = uses_cpu_backend(options.force_cpu);
-  // Every data-parallel rank on this node holds its own batches, at the same time, and the pretrained weights or a
-  // resume's upload buffers (the checkpoint it resumes is mapped: page cache, shared by the ranks); only rank 0
-  // downloads the state it saves (the others join the distributed optimizer's gathers without a copy).
+  // Every data-parallel rank on this node holds its own batches, at the same time, and the upload buffers of a resume
+  // or a pretrained start (the files it reads are mapped: page cache, shared by the ranks); only rank 0 downloads the
+  // state it saves (the others join the distributed optimizer's gathers without a copy).
   check_host_memory(plan_host_memory(model, batch,
                                      {.cpu_backend = cpu_backend,
                                       .checkpoint_save = config.checkpoint.save.has_value(),
-                                      .checkpoint_resume = may_resume(config.checkpoint),
-                                      .pretrained_start = config.checkpoint.pretrained_checkpoint.has_value(),
+                                      .checkpoint_load = may_resume(config.checkpoint) ||
+                                                         config.checkpoint.pretrained_checkpoint.has_value(),
                                       .ranks_on_node = distributed ? distributed->world().ranks_on_node() : 1,
                                       .ranks_source = distributed ? distributed->world().ranks_on_node_source() : ""}),
                     host_memory_limits());
@@ -156,10 +156,9 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   // A resumed run's saves keep what the folder it loaded keeps (the context and ids of its first run's source).
   if (loaded) run.checkpoint_export.source = resumed_checkpoint_source(loaded->path);
   // A checkpoint to resume wins; otherwise checkpoint.pretrained_checkpoint starts the run at step 0.
-  std::optional<TrainingState> pretrained;
-  if (!loaded && config.checkpoint.pretrained_checkpoint) {
-    with_host_allocation("the pretrained weights", [&] { pretrained = pretrained_state(config, model::model_layout(model)); });
-  }
+  std::optional<PretrainedStart> pretrained;
+  if (!loaded && config.checkpoint.pretrained_checkpoint)
+    pretrained = pretrained_state(config, model::model_layout(model));
 
   TrainSummary summary;
   summary.start_step = loaded ? loaded->state.steps_done : 0;

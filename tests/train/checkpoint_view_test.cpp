@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "train/backend_factory.h"
 #include "train/checkpointing.h"
 #include "train/cpu_training_runs.h"
+#include "train/pretrained.h"
 
 namespace sg::train {
 namespace {
@@ -156,14 +159,50 @@ int64_t private_data_bytes() {
   return -1;
 }
 
+// Runs `load` in a child process whose RLIMIT_DATA is its private memory now plus `margin`, then `check` with the
+// limit lifted. The child's exit status: 0 when both went well, 3 when `load` threw (its stderr says what), 4 when
+// `check` failed.
+int in_child_under_data_limit(int64_t margin, const std::function<void()>& load, const std::function<bool()>& check) {
+  const pid_t child = fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    rlimit before{};
+    getrlimit(RLIMIT_DATA, &before);
+    rlimit limit = before;
+    limit.rlim_cur = static_cast<rlim_t>(private_data_bytes() + margin);
+    setrlimit(RLIMIT_DATA, &limit);
+    try {
+      load();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "under RLIMIT_DATA + %lld bytes: %s\n", static_cast<long long>(margin), e.what());
+      _exit(3);
+    }
+    setrlimit(RLIMIT_DATA, &before);
+    _exit(check() ? 0 : 4);
+  }
+  int status = 0;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -2;
+  return WEXITSTATUS(status);
+}
+
+bool holds(TrainingBackend& backend, const TrainingState& expected, bool fresh_optimizer) {
+  const TrainingState held = backend.state();
+  const std::vector<float> zeros(expected.main_weights.size(), 0.0f);
+  return same_bits(held.main_weights, expected.main_weights) &&
+         same_bits(held.exp_avg, fresh_optimizer ? zeros : expected.exp_avg) &&
+         same_bits(held.exp_avg_sq, fresh_optimizer ? zeros : expected.exp_avg_sq);
+}
+
 // A resume holds no private host copy of the state: loading a checkpoint and handing it to the backend fits in 2
 // bytes a parameter of private memory above what the process held before (the former host copy took 14: fp32
 // weights and both moments, and the bf16 weights), checked as a hard RLIMIT_DATA in a child, so the peak counts,
-// not what is resident afterwards. An embedding-heavy model (8.4M parameters, 100 MB a copy of the fp32 state).
+// not what is resident afterwards. So does a pretrained start from the same folder (the former copy: the fp32
+// weights and two moments of zeros, 12 bytes a parameter). An embedding-heavy model (8.4M parameters, 100 MB a copy
+// of the fp32 state).
 TEST(CheckpointView, AResumeHoldsNoPrivateHostCopyOfTheState) {
   if (test::kSanitizedAllocator) GTEST_SKIP() << "a sanitizer's shadow memory and allocator count as private memory";
   test::ScratchDir dir("ckpt_view_memory");
-  const config::Config c = test::one_layer_cpu_config({"model.vocab_size=65536"});
+  config::Config c = test::one_layer_cpu_config({"model.vocab_size=65536"});
   const model::ModelLayout layout = model::model_layout(config::model_spec(c));
   const auto P = layout.total();
   ASSERT_GT(P, 8'000'000);
@@ -174,35 +213,29 @@ TEST(CheckpointView, AResumeHoldsNoPrivateHostCopyOfTheState) {
   }
   const std::unique_ptr<TrainingBackend> backend = make_backend(c, /*force_cpu=*/true, nullptr);
   const int64_t margin = 2 * P;
+  const auto expected = [&] { return random_state(layout, 3); };
 
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    rlimit before{};
-    getrlimit(RLIMIT_DATA, &before);
-    rlimit limit = before;
-    limit.rlim_cur = static_cast<rlim_t>(private_data_bytes() + margin);
-    setrlimit(RLIMIT_DATA, &limit);
-    try {
-      LoadedCheckpoint loaded = load_checkpoint(folder, c, layout);
-      backend->load_state(loaded.state);
-      loaded.release_state();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "resume under RLIMIT_DATA + %lld bytes failed: %s\n", static_cast<long long>(margin),
-                   e.what());
-      _exit(3);
-    }
-    setrlimit(RLIMIT_DATA, &before);
-    const TrainingState expected = random_state(layout, 3);
-    const TrainingState held = backend->state();
-    const bool same = same_bits(held.main_weights, expected.main_weights) &&
-                      same_bits(held.exp_avg, expected.exp_avg) && same_bits(held.exp_avg_sq, expected.exp_avg_sq);
-    _exit(same ? 0 : 4);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: the resume needed more private memory (stderr says); 4: other values";
+  EXPECT_EQ(in_child_under_data_limit(
+                margin,
+                [&] {
+                  LoadedCheckpoint loaded = load_checkpoint(folder, c, layout);
+                  backend->load_state(loaded.state);
+                  loaded.release_state();
+                },
+                [&] { return holds(*backend, expected(), false); }),
+            0)
+      << "3: the resume needed more private memory (stderr says); 4: other values";
+  c.checkpoint.pretrained_checkpoint = folder;
+  EXPECT_EQ(in_child_under_data_limit(
+                margin,
+                [&] {
+                  std::optional<PretrainedStart> start = pretrained_state(c, layout);
+                  backend->load_state(start->state);
+                  start.reset();
+                },
+                [&] { return holds(*backend, expected(), true); }),
+            0)
+      << "3: the pretrained start needed more private memory (stderr says); 4: other values";
 
   // And in this process: what a loaded checkpoint keeps resident of its own (the former copy: 12 bytes a parameter).
   const int64_t anonymous = test::resident_anonymous_bytes();

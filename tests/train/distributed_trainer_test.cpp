@@ -173,7 +173,7 @@ std::vector<test::RankOutcome> two_ranks_saving(
     options.distributed = &run;
     if (setup) setup(rank, options);
     std::optional<LoadedCheckpoint> loaded;
-    std::optional<TrainingState> pretrained;
+    std::optional<PretrainedStart> pretrained;
     TrainSummary summary;
     summary.train_iters = iters;
     run_steps(config, options, model, batch, backend, data, loaded, pretrained, context, summary);

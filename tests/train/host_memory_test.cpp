@@ -129,20 +129,15 @@ TEST(HostMemoryPlan, EveryKindsTwinDeclaresItsFootprint) {
   }
 }
 
-// Data parallel: each rank on a node holds its own batches and, at a pretrained start, its own fp32 copy of the
-// weights, all at once. A limit the node shares (MemAvailable, a cgroup) must hold them all; an rlimit is each
-// process's own.
+// Data parallel: each rank on a node holds its own batches and, at a resume, its own upload buffers, all at once. A
+// limit the node shares (MemAvailable, a cgroup) must hold them all; an rlimit is each process's own.
 TEST(HostMemoryPlan, TheRanksOnANodeShareItsMemory) {
   const test::StandardShape shape = test::standard_shapes().front();
   SCOPED_TRACE(shape.name);
-  const HostMemoryOptions gpu{.cpu_backend = false, .pretrained_start = true};
+  const HostMemoryOptions gpu{.cpu_backend = false, .checkpoint_load = true};
   const HostMemoryPlan one = plan_host_memory(shape.model, shape.batch, gpu);
-  // The GPU backend's pretrained weights are planned: 4 bytes a parameter, as the CPU backend's.
   ASSERT_EQ(one.items.size(), 2u);
-  EXPECT_EQ(one.items[1].what, "pretrained weights (fp32)");
-  const HostMemoryPlan cpu =
-      plan_host_memory(shape.model, shape.batch, {.cpu_backend = true, .pretrained_start = true});
-  EXPECT_EQ(one.items[1].bytes, cpu.items.back().bytes);
+  EXPECT_EQ(one.items[1].what, "checkpoint upload buffers");
   EXPECT_EQ(one.ranks_on_node, 1);
   EXPECT_EQ(one.total(), one.per_rank());
 
@@ -225,34 +220,26 @@ TEST(HostMemoryPlan, OnlyTheRankThatWritesCheckpointsCopiesTheStateToSaveIt) {
   EXPECT_EQ(one.describe().find("only"), std::string::npos) << one.describe();
 }
 
-// A resume holds no copy of the state on any rank: each backend reads the mapped checkpoint (page cache, shared by
-// the node's ranks) through its upload buffers, a fixed size whatever the model's; the CPU backend reads straight into
-// its own buffers. A pretrained start holds the fp32 weights on every rank (4 bytes a parameter), not the moments.
+// A resume or a pretrained start holds no copy of the state on any rank: each backend reads the mapped checkpoint or
+// weights (page cache, shared by the node's ranks) through its upload buffers, a fixed size whatever the model's; the
+// CPU backend reads straight into its own buffers.
 TEST(HostMemoryPlan, AResumeHoldsNoCopyOfTheStateOnAnyRank) {
   const model::ModelSpec small = test::standard_shapes().front().model;
   model::ModelSpec large = small;
   large.vocab_size *= 16;  // the state grows, the upload buffers do not
   const model::BatchSpec batch = test::standard_shapes().front().batch;
-  HostMemoryOptions resume{.cpu_backend = false, .checkpoint_resume = true, .ranks_on_node = 8};
+  HostMemoryOptions load{.cpu_backend = false, .checkpoint_load = true, .ranks_on_node = 8};
   for (const model::ModelSpec& m : {small, large}) {
-    const HostMemoryPlan plan = plan_host_memory(m, batch, resume);
+    const HostMemoryPlan plan = plan_host_memory(m, batch, load);
     ASSERT_EQ(plan.items.size(), 2u);
     EXPECT_EQ(plan.items[1].what, "checkpoint upload buffers");
     EXPECT_EQ(plan.items[1].bytes, static_cast<double>(model::kUploadChunkBytes));
     EXPECT_FALSE(plan.items[1].writer_only);
     EXPECT_EQ(plan.total(), 8.0 * plan.per_rank());
   }
-  resume.cpu_backend = true;
-  EXPECT_EQ(plan_host_memory(large, batch, resume).total(),
+  load.cpu_backend = true;
+  EXPECT_EQ(plan_host_memory(large, batch, load).total(),
             plan_host_memory(large, batch, {.cpu_backend = true, .ranks_on_node = 8}).total());
-
-  const double P = static_cast<double>(model::model_layout(large).num_parameters());
-  const HostMemoryPlan pretrained =
-      plan_host_memory(large, batch, {.cpu_backend = false, .pretrained_start = true, .ranks_on_node = 8});
-  ASSERT_EQ(pretrained.items.size(), 2u);
-  EXPECT_EQ(pretrained.items[1].what, "pretrained weights (fp32)");
-  EXPECT_NEAR(pretrained.items[1].bytes, 4.0 * P, 0.01 * 4.0 * P);
-  EXPECT_FALSE(pretrained.items[1].writer_only);
 }
 
 }  // namespace

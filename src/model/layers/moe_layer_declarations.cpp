@@ -127,7 +127,7 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
   }
 }
 
-std::string unused_expert_bias(const ModelLayout& layout, const std::vector<float>& weights) {
+std::string unused_expert_bias(const ModelLayout& layout, const FlatView& weights) {
   const ModelSpec& m = layout.spec;
   if (m.num_moe_experts <= 0 || m.moe.enable_expert_bias) return "";
   // The MoE layers' declarations again, to hold their bias references (the other kinds declare as usual).
@@ -139,12 +139,14 @@ std::string unused_expert_bias(const ModelLayout& layout, const std::vector<floa
     moe.declare(d);
     if (moe.expert_bias.valid()) biases.push_back(moe.expert_bias);
   });
-  SG_CHECK(declared.total() == layout.total() && static_cast<int64_t>(weights.size()) == layout.total(),
+  SG_CHECK(declared.total() == layout.total() && weights.size() == layout.total(),
            "unused_expert_bias: the layout or the weights given are not this model's");
   for (const ParamRef bias : biases) {
     const int64_t first = declared.params.offset(bias);
+    std::vector<float> values(sz(declared.params.numel(bias)));
+    weights.read(first, first + declared.params.numel(bias), values.data());
     for (int64_t e = 0; e < declared.params.numel(bias); ++e) {
-      const float value = weights[sz(first + e)];
+      const float value = values[sz(e)];
       if (value == 0.0f) continue;
       const auto& tensors = declared.tensors();
       const auto tensor =
