@@ -5,6 +5,7 @@ and its model FLOPs.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 
 FAMILIES = ("llama", "moe", "hybrid")
@@ -55,6 +56,8 @@ class BenchConfig:
     moe_router_bias_update_rate: float = _key("model", 0.001)
     # Hybrid Mamba2 models (Megatron's names); the chunk size is Megatron's fixed 128 unless overridden.
     hybrid_override_pattern: str = _key("model", None)
+    # Megatron's is_hybrid_model: the output projections start with std / sqrt(num_layers), else / sqrt(2 num_layers).
+    is_hybrid_model: bool = _key("model", False)
     mamba_state_dim: int = _key("model", 128)
     mamba_head_dim: int = _key("model", 64)
     mamba_num_groups: int = _key("model", 8)
@@ -69,6 +72,12 @@ class BenchConfig:
     adam_beta2: float = _key("optimizer", 0.95)
     adam_eps: float = _key("optimizer", 1e-8)
     clip_grad: float = _key("optimizer", 1.0)  # <= 0: no clipping (Megatron)
+
+    @property
+    def output_init_std_divisor(self) -> float:
+        """sqrt(num_layers) with is_hybrid_model, else sqrt(2 num_layers): stepgraph's (Megatron's) output-projection
+        init is std over this."""
+        return math.sqrt((1 if self.is_hybrid_model else 2) * self.num_layers)
 
     @property
     def head_dim(self) -> int:

@@ -4,8 +4,6 @@ RMSNorm, RoPE, causal attention, the decoder's embedding/head/loss (DecoderLM) a
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -151,10 +149,11 @@ class Llama(DecoderLM):
 
     @torch.no_grad()
     def init_weights(self, seed: int, std: float = 0.02) -> None:
-        """stepgraph's scheme: matrices ~ normal(0, std), o_proj/down_proj with std / sqrt(2 L), norms 1; drawn per
-        Hugging Face tensor in a fixed order, so fused and separate projections start from the same values."""
+        """stepgraph's scheme: matrices ~ normal(0, std), o_proj/down_proj with std / sqrt(2 L) (/ sqrt(L) with
+        model.is_hybrid_model), norms 1; drawn per Hugging Face tensor in a fixed order, so fused and separate
+        projections start from the same values."""
         gen = torch.Generator(device=self.embed_tokens.weight.device).manual_seed(seed)
-        scaled_std = std / math.sqrt(2 * self.cfg.num_layers)
+        scaled_std = std / self.cfg.output_init_std_divisor
         for _, view, output_projection in self.hf_views():
             if view.dim() == 1:
                 view.fill_(1.0)

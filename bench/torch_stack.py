@@ -8,8 +8,6 @@ grouped_mm), for hybrid models the Mamba2 mixer (bench/torch_mamba2.py: mamba_ss
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -109,10 +107,11 @@ class StackLM(DecoderLM):
 
     @torch.no_grad()
     def init_weights(self, seed: int, std: float = 0.02) -> None:
-        """As Llama.init_weights: matrices normal(0, std), output projections std / sqrt(2 num_layers), norms 1, the
-        Mamba parameters as Megatron's; drawn in layer order, so every impl starts from the same values."""
+        """As Llama.init_weights: matrices normal(0, std), output projections std / sqrt(2 num_layers) (/ sqrt(num_layers)
+        with model.is_hybrid_model), norms 1, the Mamba parameters as Megatron's; drawn in layer order, so every impl
+        starts from the same values."""
         gen = torch.Generator(device=self.embed_tokens.weight.device).manual_seed(seed)
-        out_std = std / math.sqrt(2 * self.cfg.num_layers)
+        out_std = std / self.cfg.output_init_std_divisor
         self.embed_tokens.weight.normal_(0.0, std, generator=gen)
         for layer in self.layers:
             for name, param in layer.named_parameters():

@@ -108,8 +108,7 @@ void check_bridge_inert_keys(const Config& config, std::vector<Violation>& viola
         return;
       }
       noted.push_back({name, shown});
-      std::string effect = k.effect;
-      if (k.if_true && yaml_bool(*member.text) == "true") effect += std::string("; ") + k.if_true;
+      const std::string effect = k.effect;
       auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& r) { return r.first == effect; });
       if (it == reasons.end()) it = reasons.insert(reasons.end(), {effect, {}});
       it->second.push_back(name);

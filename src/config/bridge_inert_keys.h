@@ -34,7 +34,6 @@ struct BridgeInertKey {
   const char* neutral;  // with `listed`: the neutral values, comma-separated; "": only unset
   const char* what;     // what the key does in Megatron
   const char* effect;   // why a neutral value changes nothing in stepgraph: the validation note's words
-  const char* if_true = nullptr;  // added to the note when the value is true: what differs from Megatron
 };
 
 inline constexpr const char* kWandbEffect =
@@ -105,13 +104,6 @@ inline constexpr BridgeInertKey kBridgeInertKeys[] = {
     {.section = "model", .key = "expert_tensor_parallel_size", .accepts = InertValues::listed, .neutral = "1",
      .what = "tensor parallelism inside the experts (unset: tensor_model_parallel_size)",
      .effect = "1: the experts are not split"},
-    {.section = "model", .key = "is_hybrid_model", .accepts = InertValues::any_bool, .neutral = "",
-     .what = "marks a hybrid (Mamba) model; Megatron then draws the output projections' initial weights with "
-             "init_method_std / sqrt(num_layers) instead of / sqrt(2 * num_layers)",
-     .effect = "stepgraph builds a hybrid stack from hybrid_override_pattern",
-     .if_true = "with true, Megatron would draw the initial weights of the output projections (of attention, "
-                "MLPs, experts and Mamba mixers) with init_method_std / sqrt(num_layers); stepgraph draws them with "
-                "init_method_std / sqrt(2 * num_layers), as for every model: only the initial weights differ"},
     {.section = "model", .key = "hybrid_attention_ratio", .accepts = InertValues::listed, .neutral = "0",
      .what = "share of attention layers when Megatron lays out the hybrid stack itself (deprecated; Megatron "
              "refuses it with a layer pattern): write the layers in hybrid_override_pattern",

@@ -71,6 +71,9 @@ struct ModelConfig {
   // Megatron's per-layer pattern: M = Mamba, * = attention, - = MLP, E = MoE. null: num_layers
   // blocks of attention followed by MLP (or MoE when num_moe_experts > 0).
   std::optional<std::string> hybrid_override_pattern;
+  // Megatron's is_hybrid_model: the output projections' initial std is init_method_std / sqrt(num_layers)
+  // instead of / sqrt(2 * num_layers) (Megatron's output_layer_init_method). Bridge's NemotronH recipes set it.
+  bool is_hybrid_model = false;
   // Hybrid models (Megatron's MambaModel, Nemotron-H). position_embedding_type null: rope for GPT
   // blocks, none with a hybrid pattern (Megatron's MambaModel default).
   std::optional<std::string> position_embedding_type;  // rope, none
@@ -277,6 +280,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("model", "kv_channels", m.kv_channels, "attention head dim; null = hidden_size / num_attention_heads");
   v("model", "hybrid_override_pattern", m.hybrid_override_pattern,
     "per-layer pattern: M Mamba, * attention, - MLP, E MoE");
+  v("model", "is_hybrid_model", m.is_hybrid_model,
+    "output projections' initial std init_method_std / sqrt(num_layers); false: / sqrt(2 * num_layers)");
   v("model", "position_embedding_type", m.position_embedding_type,
     "rope, none; null = rope (GPT blocks), none (hybrid pattern)");
   v("model", "activation_func", m.activation_func, "MLP activation: silu, squared_relu");

@@ -122,6 +122,7 @@ model::ModelSpec model_spec(const Config& config) {
   spec.vocab_size = m.vocab_size.value_or(0);
   spec.num_layers = m.num_layers;
   spec.hybrid_layer_pattern = m.hybrid_override_pattern.value_or("");
+  spec.is_hybrid_model = m.is_hybrid_model;
   spec.hidden_size = m.hidden_size;
   spec.ffn_hidden_size = resolved_ffn_hidden_size(m);
   spec.num_attention_heads = m.num_attention_heads;

@@ -42,7 +42,9 @@ float init_uniform(uint64_t seed, uint32_t stream, uint64_t index) {
 void init_parameters(const ModelLayout& model, uint64_t seed, float* out, int threads) {
   const ModelSpec& spec = model.spec;
   std::fill(out, out + model.total(), 0.0f);  // alignment gaps
-  const double output_scale = 1.0 / std::sqrt(2.0 * static_cast<double>(spec.num_layers));
+  // Megatron's output_layer_init_method: scaled_init_method_normal with multiplier 1 for a hybrid model, else 2.
+  const double multiplier = spec.is_hybrid_model ? 1.0 : 2.0;
+  const double output_scale = 1.0 / std::sqrt(multiplier * static_cast<double>(spec.num_layers));
   const auto& tensors = model.tensors();
   // Work items: (tensor, element range) chunks, spread over threads; each element's value depends only
   // on (seed, tensor index, element index).

@@ -1,8 +1,9 @@
 #pragma once
 // Initial parameters, computed on the host in fp32 so the CPU and GPU backends start from identical
 // values. Each tensor's ParamInit (model/param_builder.h) decides: normal ~ N(0, init_method_std);
-// output_projection with the std scaled by 1/sqrt(2 num_layers) (GPT-2 / Megatron; num_layers as the
-// config spells it, see model/stack.h); ones; zeros; or the tensor's own function. Gaps are 0.
+// output_projection with the std scaled by 1/sqrt(2 num_layers), or 1/sqrt(num_layers) with is_hybrid_model
+// (GPT-2 / Megatron's output_layer_init_method; num_layers as the config spells it, see model/stack.h); ones;
+// zeros; or the tensor's own function. Gaps are 0.
 //
 // The random numbers come from Philox (counter = element index, tensor index; key = seed), normals
 // through Box-Muller in double, so the values depend only on (seed, tensor, element) — not on the

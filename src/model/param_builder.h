@@ -33,7 +33,8 @@ inline constexpr int64_t kParamAlignment = 64;
 // How a tensor's initial values are drawn (model/init.cpp).
 enum class ParamInit : uint8_t {
   normal,             // N(0, init_method_std)
-  output_projection,  // N(0, init_method_std / sqrt(2 num_layers)): o_proj, down_proj (GPT-2 / Megatron)
+  output_projection,  // N(0, init_method_std / sqrt(2 num_layers)), / sqrt(num_layers) with is_hybrid_model:
+                      // o_proj, down_proj, Mamba out_proj (GPT-2 / Megatron's output_layer_init_method)
   ones,               // norm weights
   zeros,              // biases
   custom,             // ParamDecl::custom (Mamba's A_log, dt_bias, ...)

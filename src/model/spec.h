@@ -42,6 +42,9 @@ struct ModelSpec {
   int64_t num_layers = 4;
   // Megatron's hybrid_override_pattern (* attention, - MLP, E MoE, M Mamba); empty: the GPT layout.
   std::string hybrid_layer_pattern;
+  // Megatron's is_hybrid_model: output projections start with std init_method_std / sqrt(num_layers), not
+  // / sqrt(2 num_layers) (model/init.h). Only the initial values depend on it.
+  bool is_hybrid_model = false;
   int64_t hidden_size = 256;
   int64_t ffn_hidden_size = 704;
   int64_t num_attention_heads = 4;

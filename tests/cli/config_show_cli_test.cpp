@@ -97,6 +97,24 @@ TEST(ConfigShowCli, MoeLayerFreqIsWrittenInBridgesForms) {
   EXPECT_TRUE(has(show("([1]*1+[0])*2"), "  moe_layer_freq: \"([1]*1+[0])*2\"\n")) << show("([1]*1+[0])*2");
 }
 
+// model.is_hybrid_model is a model key (no longer one Bridge key accepted without effect, printed only when set):
+// `config show` prints it, the hybrid recipes' true and an override's value, and reads its own output back.
+TEST(ConfigShowCli, IsHybridModelIsPrintedAndReadBack) {
+  EXPECT_TRUE(has(run_with_env("", {"config", "show", "llama/tiny"}, false).output, "  is_hybrid_model: false\n"));
+  EXPECT_TRUE(
+      has(run_with_env("", {"config", "show", "hybrid/tiny_hybrid"}, false).output, "  is_hybrid_model: true\n"));
+  const CommandResult set = run_with_env("", {"config", "show", "llama/tiny", "model.is_hybrid_model=true"});
+  ASSERT_EQ(set.exit_code, 0) << set.output;
+  EXPECT_TRUE(has(set.output, "  is_hybrid_model: true\n")) << set.output;
+  EXPECT_FALSE(has(set.output, "no effect in stepgraph")) << "no Bridge-key note: " << set.output;
+  const auto dir = temp_dir("sg_config_show_is_hybrid");
+  const std::string file = (dir / "shown.yaml").string();
+  std::ofstream(file) << run_with_env("", {"config", "show", "llama/tiny", "model.is_hybrid_model=true"}, false).output;
+  const CommandResult again = run_with_env("", {"config", "show", file}, false);
+  EXPECT_TRUE(has(again.output, "  is_hybrid_model: true\n")) << again.output;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ConfigShowCli, ShowValidateShowChangesNothingForEveryShippedRecipe) {
   const sg::test::InShippedRecipeDataDir in_data_dir;  // llama/demo's dataset, as after `stepgraph data synth`
   const auto dir = temp_dir("sg_config_show_round_trip");

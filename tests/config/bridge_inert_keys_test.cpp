@@ -177,16 +177,6 @@ TEST(BridgeInertKeys, OtherValuesAreViolationsNamingKeyValueAndFix) {
                        "recompute_granularity selective"));
 }
 
-TEST(BridgeInertKeys, IsHybridModelTrueNotesTheInitDifference) {
-  const std::vector<Note> with = inert_notes(check({"model.is_hybrid_model=true"}));
-  ASSERT_EQ(with.size(), 1u);
-  EXPECT_TRUE(contains(with[0].message, "init_method_std / sqrt(num_layers)")) << with[0].message;
-  EXPECT_TRUE(contains(with[0].message, "init_method_std / sqrt(2 * num_layers)")) << with[0].message;
-  const std::vector<Note> without = inert_notes(check({"model.is_hybrid_model=false"}));
-  ASSERT_EQ(without.size(), 1u);
-  EXPECT_FALSE(contains(without[0].message, "sqrt")) << without[0].message;
-}
-
 TEST(BridgeInertKeys, ShowValidateShowRoundTrips) {
   const std::vector<std::string> overrides = {
       "model.moe_grouped_gemm=true", "model.moe_input_jitter_eps=0.0", "model.moe_router_dtype=fp32",

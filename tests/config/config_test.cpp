@@ -71,8 +71,9 @@ TEST(Config, KeyTableCoversEverySection) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
   // main's 94 + 11 MoE keys + model.recompute_method + 5 data-parallel keys + 3 precision-aware optimizer keys
-  // + checkpoint.most_recent_k + Bridge's keys accepted without effect (config/bridge_inert_keys.h)
-  EXPECT_EQ(keys.size(), 115u + std::size(config::kBridgeInertKeys));
+  // + checkpoint.most_recent_k + model.is_hybrid_model + Bridge's keys accepted without effect
+  // (config/bridge_inert_keys.h)
+  EXPECT_EQ(keys.size(), 116u + std::size(config::kBridgeInertKeys));
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {

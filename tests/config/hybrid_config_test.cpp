@@ -64,8 +64,11 @@ TEST(HybridConfig, ShippedRecipesHaveTheFixedShapes) {
     EXPECT_EQ(spec.mamba.chunk_size, 128);
     EXPECT_EQ(spec.position_embedding, model::PositionEmbedding::none);
     EXPECT_EQ(spec.mlp_activation, s.activation);
+    // As Megatron-Bridge's NemotronH recipes (and Megatron's training scripts for every layer pattern).
+    EXPECT_TRUE(spec.is_hybrid_model);
     EXPECT_TRUE(config::unimplemented_features(r.config).empty());
   }
+  EXPECT_TRUE(config::model_spec(config::load_config("hybrid/tiny_hybrid_moe")).is_hybrid_model);
   // Nemotron-H's style exports as NemotronHForCausalLM; small_hybrid's SwiGLU MLP has no transformers class.
   EXPECT_EQ(model::hf_architecture(config::model_spec(config::load_config("hybrid/tiny_hybrid"))),
             "NemotronHForCausalLM");
@@ -83,6 +86,29 @@ TEST(HybridConfig, ShippedRecipesHaveTheFixedShapes) {
   EXPECT_TRUE(moe.moe.enable_expert_bias);
   EXPECT_EQ(moe.moe.topk_scaling_factor, 2.5);
   EXPECT_TRUE(moe.moe.dropless());
+}
+
+// model.is_hybrid_model is a model key (it was one Bridge key accepted without effect): Megatron's default false,
+// printed by `config show` and read back, carried into the ModelSpec the initial weights are drawn from, and no note.
+TEST(HybridConfig, IsHybridModelIsAModelKeyThatRoundTrips) {
+  const config::ValidationReport plain = validate_with("llama/tiny", {});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain.config.model.is_hybrid_model);
+  EXPECT_FALSE(config::model_spec(plain.config).is_hybrid_model);
+  EXPECT_NE(config::emit_yaml(plain.config).find("  is_hybrid_model: false\n"), std::string::npos);
+
+  const config::ValidationReport set = validate_with("llama/tiny", {"model.is_hybrid_model=true"});
+  ASSERT_TRUE(set.ok());
+  for (const config::Note& n : set.notes) {
+    EXPECT_EQ(n.message.find("is_hybrid_model"), std::string::npos) << n.message;
+  }
+  const std::string shown = config::emit_yaml(set.config);
+  EXPECT_NE(shown.find("  is_hybrid_model: true\n"), std::string::npos) << shown;
+  const config::Config back = config::load_config_yaml(shown, "shown.yaml");
+  EXPECT_TRUE(back.model.is_hybrid_model);
+  EXPECT_TRUE(config::model_spec(back).is_hybrid_model);
+  EXPECT_EQ(config::emit_yaml(config::validate(back).config), shown);
+  EXPECT_EQ(config::format_value(back, "model.is_hybrid_model"), "true");
 }
 
 TEST(HybridConfig, MambaKeysReachTheModelSpec) {

@@ -13,6 +13,7 @@
 #include "model/init.h"
 #include "model/layer_registry.h"
 #include "test_util.h"
+#include "tiny_model.h"
 
 namespace sg::model {
 namespace {
@@ -284,6 +285,61 @@ TEST(Init, NormsOneGapsZeroMatricesNormalWithScaledOutputs) {
       ASSERT_EQ(w[i], 0.0f) << "alignment gap at " << i;
     }
   }
+}
+
+// Megatron's is_hybrid_model (output_layer_init_method with multiplier 1 instead of 2): every output projection of
+// every layer kind (attention o_proj, the MLP's down_proj, each expert's and the shared expert's down_proj, the Mamba
+// mixer's out_proj) starts with std init_method_std / sqrt(num_layers) instead of / sqrt(2 num_layers): the sample
+// std of each is that, on 4096 to 16384 draws, and so a ratio of sqrt(2) between the two; nothing else changes.
+TEST(Init, IsHybridModelDrawsOutputProjectionsWithStdOverSqrtNumLayers) {
+  ModelSpec s = test::tiny_hybrid_spec("M*-E");
+  s.vocab_size = 128;
+  s.hidden_size = 64;
+  s.num_attention_heads = 4;
+  s.num_query_groups = 4;
+  s.ffn_hidden_size = 256;
+  s.mamba.head_dim = 16;
+  s.mamba.num_heads = 16;  // out_proj [64, 256]
+  s.num_moe_experts = 4;
+  s.moe_router_topk = 2;
+  s.moe_ffn_hidden_size = 64;
+  s.moe.shared_expert_intermediate_size = 128;
+  s.init_method_std = 0.05;
+  ModelSpec hybrid = s;
+  hybrid.is_hybrid_model = true;
+  const ModelLayout layout = model_layout(s);
+  ASSERT_EQ(model_layout(hybrid).total(), layout.total());
+  const std::vector<float> megatron = initial_parameters(layout, 11),
+                           scaled = initial_parameters(model_layout(hybrid), 11);
+  const auto sample_std = [&](const std::vector<float>& w, const ParamTensor& t) {
+    double sq = 0.0;
+    for (int64_t i = 0; i < t.numel; ++i)
+      sq += static_cast<double>(w[static_cast<size_t>(t.offset + i)]) * w[static_cast<size_t>(t.offset + i)];
+    return std::sqrt(sq / static_cast<double>(t.numel));
+  };
+  std::set<std::string> outputs;
+  for (const ParamTensor& t : layout.tensors()) {
+    SCOPED_TRACE(t.name);
+    const auto begin = static_cast<ptrdiff_t>(t.offset), end = begin + static_cast<ptrdiff_t>(t.numel);
+    if (t.init != ParamInit::output_projection) {
+      EXPECT_TRUE(std::equal(megatron.begin() + begin, megatron.begin() + end, scaled.begin() + begin));
+      continue;
+    }
+    outputs.insert(t.name);
+    ASSERT_GE(t.numel, 4096);
+    const double without = sample_std(megatron, t), with = sample_std(scaled, t);
+    EXPECT_NEAR(without / (0.05 / std::sqrt(2.0 * 4)), 1.0, 0.05);  // 4 layers: the pattern's letters
+    EXPECT_NEAR(with / (0.05 / std::sqrt(4.0)), 1.0, 0.05);
+    EXPECT_NEAR(with / without, std::sqrt(2.0), 0.05);
+  }
+  EXPECT_EQ(
+      outputs,
+      (std::set<std::string>{
+          "backbone.layers.0.mixer.out_proj.weight", "backbone.layers.1.mixer.o_proj.weight",
+          "backbone.layers.2.mixer.down_proj.weight", "backbone.layers.3.mixer.experts.0.down_proj.weight",
+          "backbone.layers.3.mixer.experts.1.down_proj.weight", "backbone.layers.3.mixer.experts.2.down_proj.weight",
+          "backbone.layers.3.mixer.experts.3.down_proj.weight",
+          "backbone.layers.3.mixer.shared_experts.down_proj.weight"}));
 }
 
 TEST(Init, ZerosAndCustomInitDrawFromTheTensorsOwnStreams) {

@@ -422,6 +422,28 @@ TEST(TrainerResume, BridgeKeysWithoutEffectDoNotChangeTheResumedConfiguration) {
   EXPECT_NE(changed.log.find("different configuration"), std::string::npos) << changed.log;
 }
 
+// model.is_hybrid_model changes the initial weights (it was a Bridge key without effect): a resume with it flipped is
+// a changed configuration, either way, and the same value is none.
+TEST(TrainerResume, FlippingIsHybridModelChangesTheResumedConfiguration) {
+  Scratch dir("is_hybrid");
+  const std::string ck = dir / "ck";
+  ASSERT_EQ(run(tiny({"train.train_iters=2", "checkpoint.save=" + ck}), dir / "run").error, "");
+  const RunOutcome flipped =
+      run(tiny({"train.train_iters=3", "checkpoint.save=" + ck, "checkpoint.load=" + ck, "model.is_hybrid_model=true"}),
+          dir / "run");
+  ASSERT_EQ(flipped.error, "") << flipped.log;
+  EXPECT_NE(flipped.log.find("saved with a different configuration"), std::string::npos) << flipped.log;
+  const RunOutcome same =
+      run(tiny({"train.train_iters=4", "checkpoint.save=" + ck, "checkpoint.load=" + ck, "model.is_hybrid_model=true"}),
+          dir / "run");
+  ASSERT_EQ(same.error, "") << same.log;
+  EXPECT_EQ(same.log.find("different configuration"), std::string::npos) << same.log;
+  const RunOutcome back =
+      run(tiny({"train.train_iters=5", "checkpoint.save=" + ck, "checkpoint.load=" + ck}), dir / "run");
+  ASSERT_EQ(back.error, "") << back.log;
+  EXPECT_NE(back.log.find("saved with a different configuration"), std::string::npos) << back.log;
+}
+
 TEST(TrainerResume, ARefusedNonFiniteSaveSaysWhatStaysSaved) {
   Scratch dir("nonfinite");
   const config::Config base = tiny({});
