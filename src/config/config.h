@@ -225,6 +225,15 @@ struct Config {
   // the tokenizer). Not a key: a run's config.yaml writes them as null (EmitDerived::as_null), so an override of
   // what they derive from derives them again when the file is run with it.
   std::vector<std::string> derived_keys;
+  // A key Megatron knows under two names (model.hybrid_override_pattern and its newer name model.hybrid_layer_pattern):
+  // the name that gave it its value, and where ("recipe.yaml:9:28", "override '...'"). A value under the other name
+  // too is refused, as Megatron and Bridge refuse both names set. Not a key; a key unset (null) has no entry.
+  struct KeyName {
+    std::string key;    // the key as emitted: "model.hybrid_override_pattern"
+    std::string name;   // the name used: "model.hybrid_layer_pattern"
+    std::string where;  // of the value
+  };
+  std::vector<KeyName> key_names;
 };
 
 // Calls visitor(section, key, member, doc) for every key in emission order. The member type is one

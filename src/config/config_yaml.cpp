@@ -174,9 +174,55 @@ std::string position(const std::string& source, const YAML::Mark& mark) {
 namespace {
 struct KeyAlias {
   std::string_view section, alias, key;
+  std::string_view names;  // which name Megatron prefers, and which one stepgraph writes
 };
-// Megatron renamed hybrid_override_pattern to hybrid_layer_pattern; both spellings are accepted.
-constexpr KeyAlias kKeyAliases[] = {{"model", "hybrid_layer_pattern", "hybrid_override_pattern"}};
+// Megatron renamed hybrid_override_pattern to hybrid_layer_pattern; both spellings are accepted, one at a time.
+constexpr KeyAlias kKeyAliases[] = {
+    {"model", "hybrid_layer_pattern", "hybrid_override_pattern",
+     "Megatron's name is hybrid_layer_pattern (--hybrid-override-pattern is deprecated there), and stepgraph's recipes "
+     "and `config show` write hybrid_override_pattern"}};
+
+// The pair of names canonical `key` has, or nullptr.
+const KeyAlias* alias_of(std::string_view section, std::string_view key) {
+  for (const KeyAlias& a : kKeyAliases) {
+    if (a.section == section && a.key == key) return &a;
+  }
+  return nullptr;
+}
+
+std::string dotted(std::string_view section, std::string_view key) {
+  return std::string(section) + "." + std::string(key);
+}
+
+// Records that `name` (one of a's two names) gave the key `value` at `where`, or, for a null or empty value, that the
+// key is unset. A value under one name while the other one holds a value (`before`) is refused, as Megatron
+// (arguments.py) and Bridge (HybridModelProvider.finalize) refuse both set, even to the same pattern.
+void record_key_name(Config& config, const KeyAlias& a, std::string_view name, const std::optional<std::string>& value,
+                     const std::optional<std::string>& before, const std::string& where) {
+  const std::string key = dotted(a.section, a.key), used = dotted(a.section, name);
+  auto it = std::find_if(config.key_names.begin(), config.key_names.end(),
+                         [&](const Config::KeyName& k) { return k.key == key; });
+  if (!value || value->empty()) {
+    if (it != config.key_names.end()) config.key_names.erase(it);
+    return;
+  }
+  if (it == config.key_names.end()) {
+    config.key_names.push_back({key, used, where});
+    return;
+  }
+  if (it->name != used && before && !before->empty()) {
+    const std::string other = it->name;
+    throw ConfigError(strprintf(
+        "%s: %s = %s, but %s = %s is set too (at %s): they are two names of one key, and Megatron and "
+        "Megatron-Bridge refuse both set, even to the same pattern. Keep one name: remove one of the two, give the "
+        "value under the name already set (%s=%s replaces it), or unset that name first (%s=null). %.*s",
+        where.c_str(), used.c_str(), format_yaml(*value).c_str(), other.c_str(), format_yaml(*before).c_str(),
+        it->where.c_str(), other.c_str(), value->c_str(), other.c_str(), static_cast<int>(a.names.size()),
+        a.names.data()));
+  }
+  it->name = used;
+  it->where = where;
+}
 }  // namespace
 
 std::string_view canonical_key(std::string_view section, std::string_view key) {
@@ -231,6 +277,7 @@ YAML::Node unlisted(std::string_view section, std::string_view key, const YAML::
 
 bool assign_key(Config& config, std::string_view section, std::string_view key,
                 const YAML::Node& value, const std::string& where) {
+  const std::string_view name = key;  // as written: one of a key's two names, for its record
   key = canonical_key(section, key);
   // Megatron's None for recompute_modules is its default list (TransformerConfig: None -> ["core_attn"]), not an
   // empty one.
@@ -241,9 +288,23 @@ bool assign_key(Config& config, std::string_view section, std::string_view key,
     found = true;
     const std::string at = strprintf("%s: %.*s.%.*s", where.c_str(), static_cast<int>(s.size()), s.data(),
                                      static_cast<int>(k.size()), k.data());
-    if constexpr (std::is_same_v<std::decay_t<decltype(member)>, std::vector<std::string>>) {
+    using T = std::decay_t<decltype(member)>;
+    if constexpr (std::is_same_v<T, std::vector<std::string>>) {
       if (value.IsNull() && s == "model" && k == "recompute_modules") {
         member = kDefaultRecomputeModules;
+        return;
+      }
+    }
+    if constexpr (std::is_same_v<T, std::optional<std::string>>) {
+      if (const KeyAlias* alias = alias_of(s, k)) {
+        const T before = member;
+        convert(unlisted(s, k, value, at), member, at);
+        try {
+          record_key_name(config, *alias, name, member, before, where);
+        } catch (const ConfigError&) {
+          member = before;  // refused: the config keeps the value it had
+          throw;
+        }
         return;
       }
     }
@@ -475,14 +536,11 @@ Config load_config_yaml(std::string_view text, const std::string& source) {
         const std::string key_where = position(source, entry.first.Mark());
         if (!entry.first.IsScalar()) throw ConfigError(key_where + ": a key must be a plain word");
         const std::string key = entry.first.Scalar();
-        const std::string_view canonical = detail::canonical_key(section, key);
-        if (!seen_keys.insert(std::string(canonical)).second) {
-          throw ConfigError(strprintf("%s: key '%s.%s' appears twice%s", key_where.c_str(), section.c_str(),
-                                      key.c_str(),
-                                      canonical == key ? ""
-                                                       : (" (as " + std::string(canonical) + " and " + key +
-                                                          ", two spellings of one key)")
-                                                             .c_str()));
+        // The same name twice; a key's two names (hybrid_override_pattern, hybrid_layer_pattern) both with a value
+        // are refused by assign_key, naming both values.
+        if (!seen_keys.insert(key).second) {
+          throw ConfigError(
+              strprintf("%s: key '%s.%s' appears twice", key_where.c_str(), section.c_str(), key.c_str()));
         }
         const std::string value_where = position(source, entry.second.Mark());
         if (!detail::assign_key(config, section, key, entry.second, value_where)) {

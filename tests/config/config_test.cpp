@@ -452,14 +452,81 @@ TEST(ModelConfig, SpecsAndLayerPattern) {
 
 // Megatron's hybrid layer pattern as users type it: unquoted on the command line (a value starting
 // with '*' is no YAML alias for a string key), under either of Megatron's names, one layer per letter.
+// model.hybrid_override_pattern and model.hybrid_layer_pattern both set, in any order and from anywhere, are refused
+// (they were: the last one won, silently), as Megatron's arguments.py and Bridge's HybridModelProvider refuse them,
+// even with one pattern. The message names both keys, both values, where each was set, and the ways out.
+TEST(ModelConfig, BothHybridPatternNamesAreRefused) {
+  // A recipe file with both: each value's line and column.
+  std::string error = config_error([] {
+    config::load_config_yaml(
+        "model:\n  num_layers: 4\n  hybrid_override_pattern: \"M*-M\"\n  hybrid_layer_pattern: "
+        "\"*-*-\"\n",
+        "r.yaml");
+  });
+  for (const char* part : {"r.yaml:4:25: model.hybrid_layer_pattern = \"*-*-\", but model.hybrid_override_pattern = "
+                           "\"M*-M\" is set too (at r.yaml:3:28)",
+                           "two names of one key", "Megatron and Megatron-Bridge refuse both",
+                           "Megatron's name is hybrid_layer_pattern", "model.hybrid_override_pattern=null"}) {
+    EXPECT_NE(error.find(part), std::string::npos) << part << "\n" << error;
+  }
+  // The same pattern twice is refused too (Megatron asserts the newer name is unset).
+  EXPECT_NE(config_error([] {
+              config::load_config_yaml("model:\n  hybrid_layer_pattern: \"*-\"\n  hybrid_override_pattern: \"*-\"\n",
+                                       "r.yaml");
+            })
+                .find("r.yaml:3:28: model.hybrid_override_pattern = \"*-\", but model.hybrid_layer_pattern = \"*-\" is "
+                      "set too (at r.yaml:2:25)"),
+            std::string::npos);
+  // A shipped recipe's pattern and an override of the other name: the override's text, the recipe's position, the
+  // override to write instead. The refused override changes nothing.
+  config::Config c = config::load_config("hybrid/tiny_hybrid");
+  error = config_error([&] { config::apply_override(c, "model.hybrid_layer_pattern=M*-M*-M-"); });
+  for (const char* part :
+       {"override 'model.hybrid_layer_pattern=M*-M*-M-': model.hybrid_layer_pattern = \"M*-M*-M-\", "
+        "but model.hybrid_override_pattern = \"M*-M-M*-\" is set too (at recipes/hybrid/tiny_hybrid.yaml:",
+        "model.hybrid_override_pattern=M*-M*-M- replaces it"}) {
+    EXPECT_NE(error.find(part), std::string::npos) << part << "\n" << error;
+  }
+  EXPECT_EQ(c.model.hybrid_override_pattern, "M*-M-M*-");
+  EXPECT_THROW(config::load_config("hybrid/tiny_hybrid", {"model.hybrid_layer_pattern=M*-M-M*-"}), config::ConfigError);
+  // Two overrides, one of each name.
+  error = config_error([] {
+    config::load_config("llama/tiny", {"model.hybrid_layer_pattern=*-*-", "model.hybrid_override_pattern=*-*-"});
+  });
+  EXPECT_NE(
+      error.find("override 'model.hybrid_override_pattern=*-*-': model.hybrid_override_pattern = \"*-*-\", but "
+                 "model.hybrid_layer_pattern = \"*-*-\" is set too (at override 'model.hybrid_layer_pattern=*-*-')"),
+      std::string::npos)
+      << error;
+  // One name at a time is fine: the same name again, the other after a null, a null under either name.
+  EXPECT_EQ(config::load_config("hybrid/tiny_hybrid", {"model.hybrid_override_pattern=M*-M*-M-"})
+                .model.hybrid_override_pattern,
+            "M*-M*-M-");
+  EXPECT_EQ(config::load_config("hybrid/tiny_hybrid",
+                                {"model.hybrid_override_pattern=null", "model.hybrid_layer_pattern=M*-M*-M-"})
+                .model.hybrid_override_pattern,
+            "M*-M*-M-");
+  EXPECT_EQ(
+      config::load_config("hybrid/tiny_hybrid", {"model.hybrid_layer_pattern=null"}).model.hybrid_override_pattern,
+      std::nullopt);
+  EXPECT_EQ(
+      config::load_config_yaml("model:\n  hybrid_override_pattern: null\n  hybrid_layer_pattern: \"*-\"\n", "r.yaml")
+          .model.hybrid_override_pattern,
+      "*-");
+}
+
 TEST(ModelConfig, HybridPatternOverridesAndSpellings) {
   config::Config c = config::load_config("llama/tiny");
   config::apply_override(c, "model.hybrid_override_pattern=M*-M*-");
   EXPECT_EQ(c.model.hybrid_override_pattern, "M*-M*-");
   config::apply_override(c, "model.hybrid_override_pattern=*-*-");
   EXPECT_EQ(c.model.hybrid_override_pattern, "*-*-");
-  config::apply_override(c, "model.hybrid_layer_pattern=*--*");  // Megatron's newer name
+  config::apply_override(c, "model.hybrid_override_pattern=null");  // one name at a time (both: refused, below)
+  config::apply_override(c, "model.hybrid_layer_pattern=*--*");     // Megatron's newer name
   EXPECT_EQ(c.model.hybrid_override_pattern, "*--*");
+  config::apply_override(c, "model.hybrid_layer_pattern=*-");
+  EXPECT_EQ(c.model.hybrid_override_pattern, "*-");
+  config::apply_override(c, "model.hybrid_layer_pattern=");         // unset under either name
   config::apply_override(c, "model.hybrid_override_pattern='*-'");  // quoting still works
   EXPECT_EQ(c.model.hybrid_override_pattern, "*-");
   // Only string keys take raw text: elsewhere a YAML error stays an error.
@@ -475,7 +542,7 @@ TEST(ModelConfig, HybridPatternOverridesAndSpellings) {
   EXPECT_NE(config_error([] {
               config::load_config_yaml(
                   "model:\n  hybrid_override_pattern: \"*-\"\n  hybrid_layer_pattern: \"*-\"\n", "r.yaml");
-            }).find("two spellings of one key"),
+            }).find("two names of one key"),
             std::string::npos);
 
   // The pattern is the model: "*-*-" is four layers (not four GPT blocks of attention + MLP).
