@@ -33,7 +33,9 @@ std::string HostMemoryPlan::describe() const {
   std::vector<std::string> parts;
   for (const auto& i : items) {
     parts.push_back(i.what + " " + bytes_text(i.bytes) +
-                    (i.writer_only && ranks_on_node > 1 ? " (the rank that writes checkpoints only)" : ""));
+                    (i.writer_only && (ranks_on_node > 1 || !writes_checkpoints)
+                         ? " (the rank that writes checkpoints only)"
+                         : ""));
   }
   return join(parts, ", ");
 }
@@ -44,6 +46,7 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
   plan.ranks_on_node = std::max(options.ranks_on_node, 1);
   plan.ranks_source = options.ranks_source;
   plan.cpu_backend = options.cpu_backend;
+  plan.writes_checkpoints = options.writes_checkpoints;
   const double f32 = 4.0;
   const double tokens_per_step =
       static_cast<double>(b.micro_batch_size) * static_cast<double>(b.num_microbatches) * static_cast<double>(m.seq_length);
@@ -96,9 +99,11 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& m, const model::BatchSpe
 }
 
 void check_host_memory(const HostMemoryPlan& plan, const AvailableHostMemory& available) {
-  // A per-process limit holds this rank only; a shared one every rank on the node.
+  // A per-process limit holds this rank only (without the writer's items on a rank that does not write checkpoints:
+  // its limit may be lower); a shared one every rank on the node.
   const bool shared = !available.per_process && plan.ranks_on_node > 1;
-  const double need = shared ? plan.total() : plan.per_rank();
+  const double own = plan.writes_checkpoints ? plan.per_rank() : plan.every_rank();
+  const double need = shared ? plan.total() : own;
   if (available.source.empty() || need <= available.bytes) return;
   const auto largest = std::max_element(plan.items.begin(), plan.items.end(),
                                         [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
@@ -111,7 +116,10 @@ void check_host_memory(const HostMemoryPlan& plan, const AvailableHostMemory& av
           ? strprintf("%s of host memory on this node: %d ranks (%s) x %s per rank%s (%s)", bytes_text(need).c_str(),
                       plan.ranks_on_node, plan.ranks_source.empty() ? "ranks on this node" : plan.ranks_source.c_str(),
                       bytes_text(plan.every_rank()).c_str(), writer_text.c_str(), plan.describe().c_str())
-          : strprintf("%s of host memory (%s)", bytes_text(need).c_str(), plan.describe().c_str());
+          : strprintf(
+                "%s of host memory%s (%s)", bytes_text(need).c_str(),
+                plan.writes_checkpoints || plan.per_rank() == own ? "" : " on this rank, which writes no checkpoints",
+                plan.describe().c_str());
   std::string fixes = largest->keys.empty() ? "free host memory" : "lower " + largest->keys;  // "": a fixed size
   if (shared) {
     fixes +=

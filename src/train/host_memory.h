@@ -29,6 +29,9 @@ struct HostMemoryPlan {
   int ranks_on_node = 1;
   std::string ranks_source;  // where the count came from: "LOCAL_WORLD_SIZE = 8"
   bool cpu_backend = true;
+  // Whether this process writes checkpoints: a per-process limit (an rlimit) holds its own need, per_rank() or, on a
+  // rank that does not write, every_rank().
+  bool writes_checkpoints = true;
   double per_rank() const;       // the items' sum: what the rank that writes checkpoints needs (another, no more)
   double every_rank() const;     // the sum of the items every rank holds (not writer_only)
   double total() const;          // every_rank() x ranks_on_node + the writer_only items: what the node needs
@@ -47,6 +50,7 @@ struct HostMemoryOptions {
   bool checkpoint_load = false;
   int ranks_on_node = 1;            // dist::WorldInfo::ranks_on_node() of a data-parallel run
   std::string ranks_source{};       // e.g. "LOCAL_WORLD_SIZE = 8", named by the error
+  bool writes_checkpoints = true;   // this process is the rank that writes checkpoints (DistributedRun::is_writer)
 };
 
 // What one rank needs on the host: the input batches, and with the CPU backend the model, its
@@ -60,7 +64,7 @@ HostMemoryPlan plan_host_memory(const model::ModelSpec& model, const model::Batc
 // sg::Error when the plan does not fit `available`: both totals, every item, and the keys of the
 // largest item to change. A limit the node's processes share (MemAvailable, a cgroup) must hold every rank's
 // plan (total(); the error names the rank count, the per-rank need and the writing rank's own), a per-process one
-// (an rlimit) one rank's (per_rank(): the writing rank's, which a rank that does not write is held to as well).
+// (an rlimit) this process's own (per_rank() on the rank that writes checkpoints, every_rank() on another).
 void check_host_memory(const HostMemoryPlan& plan, const AvailableHostMemory& available);
 // Each of them (core/available_memory.h's host_memory_limits()).
 void check_host_memory(const HostMemoryPlan& plan, const std::vector<AvailableHostMemory>& limits);

@@ -105,7 +105,8 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
                                       .checkpoint_load = may_resume(config.checkpoint) ||
                                                          config.checkpoint.pretrained_checkpoint.has_value(),
                                       .ranks_on_node = distributed ? distributed->world().ranks_on_node() : 1,
-                                      .ranks_source = distributed ? distributed->world().ranks_on_node_source() : ""}),
+                                      .ranks_source = distributed ? distributed->world().ranks_on_node_source() : "",
+                                      .writes_checkpoints = distributed == nullptr || distributed->is_writer()}),
                     host_memory_limits());
   RunContext run;
   run.start = run_start;

@@ -220,6 +220,34 @@ TEST(HostMemoryPlan, OnlyTheRankThatWritesCheckpointsCopiesTheStateToSaveIt) {
   EXPECT_EQ(one.describe().find("only"), std::string::npos) << one.describe();
 }
 
+// A per-process limit (an rlimit) holds this process's own need: a rank that does not write checkpoints holds no copy
+// of the state at a save, so a limit between its need and the writing rank's refuses only the writing rank.
+TEST(HostMemoryPlan, APerProcessLimitHoldsARankThatWritesNoCheckpointsToItsOwnNeed) {
+  const test::StandardShape shape = test::standard_shapes().front();
+  HostMemoryOptions options{.cpu_backend = false, .checkpoint_save = true, .ranks_on_node = 8};
+  const HostMemoryPlan writer = plan_host_memory(shape.model, shape.batch, options);
+  options.writes_checkpoints = false;
+  const HostMemoryPlan other = plan_host_memory(shape.model, shape.batch, options);
+  ASSERT_LT(writer.every_rank(), 0.5 * writer.per_rank()) << "the case that matters: the copy dwarfs the batches";
+  const AvailableHostMemory rlimit{0.5 * writer.per_rank(), "RLIMIT_AS (ulimit -v)", true};
+  EXPECT_THROW(check_host_memory(writer, rlimit), Error);
+  EXPECT_NO_THROW(check_host_memory(other, rlimit));
+  // Below its own need the other rank is refused too, and the error says whose need it is.
+  std::string e;
+  try {
+    check_host_memory(other, AvailableHostMemory{0.5 * other.every_rank(), "RLIMIT_AS (ulimit -v)", true});
+  } catch (const Error& error) {
+    e = error.what();
+  }
+  EXPECT_NE(e.find("the run needs about " + bytes_text(other.every_rank()) +
+                   " of host memory on this rank, which writes no checkpoints"),
+            std::string::npos)
+      << e;
+  // A limit the node's ranks share still counts the writing rank's copy, whichever rank checks it.
+  const AvailableHostMemory shared{writer.total() - 1.0, "MemAvailable in /proc/meminfo"};
+  EXPECT_THROW(check_host_memory(other, shared), Error);
+}
+
 // A resume or a pretrained start holds no copy of the state on any rank: each backend reads the mapped checkpoint or
 // weights (page cache, shared by the node's ranks) through its upload buffers, a fixed size whatever the model's; the
 // CPU backend reads straight into its own buffers.
