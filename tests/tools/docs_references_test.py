@@ -12,7 +12,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from docs_references import check_docs
+sys.dont_write_bytecode = True  # no __pycache__ in tests/tools/
+from docs_references import check_docs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SELF = "tests/tools/docs_references.py"  # where 'History' says how a line keeps an old name
