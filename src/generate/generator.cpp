@@ -179,35 +179,38 @@ GenerateResult run_generate(const GenerateOptions& options) {
   }
 
   const model::ModelLayout layout = model::model_layout(spec);
-  // Every weight is read into fp32 host memory first (then uploaded in bf16, or kept by the CPU decoder): a model
-  // larger than the host would otherwise end in std::bad_alloc or the OOM killer.
-  const double weight_bytes = static_cast<double>(layout.total()) * sizeof(float);
-  const AvailableHostMemory host = available_host_memory();
-  if (!host.source.empty() && weight_bytes > host.bytes) {
-    throw Error(
-        strprintf("%s %s: its %lld parameters need %s of host memory in fp32 (generate reads every weight "
-                  "there first), but only %s is available (%s)",
-                  what, folder.c_str(), static_cast<long long>(layout.num_parameters()),
-                  bytes_text(weight_bytes).c_str(), bytes_text(host.bytes).c_str(), host.source.c_str()));
-  }
   std::unique_ptr<model::Decoder> decoder;
   model::GpuDecoder* gpu = nullptr;
   if (backend == DecoderBackend::gpu) {
     // Planned and allocated before the weights are read: a cache too large for the GPU is refused now.
     auto g = std::make_unique<model::GpuDecoder>(spec, decode, options.use_graphs);
     gpu = g.get();
+    // The weights stay in their mapped files (file-backed pages, no host copy) and are uploaded a chunk at a time;
+    // the files are unmapped once the device holds them.
+    checkpoint::MappedHfWeights mapped =
+        checkpoint::map_hf_weights(folder, layout, checkpoint::WeightSource::model, what);
+    result.model = folder + ": " + mapped.description;
+    gpu->upload_weights(mapped.view);
+    mapped = {};
     decoder = std::move(g);
-  }
-  std::vector<float> weights;
-  result.model =
-      folder + ": " + checkpoint::load_hf_weights(folder, layout, weights, checkpoint::WeightSource::model, what);
-  if (gpu != nullptr) {
-    gpu->upload_weights(weights);
   } else {
+    // The CPU decoder keeps every weight in fp32 host memory: a model larger than the host would otherwise end in
+    // std::bad_alloc or the OOM killer.
+    const double weight_bytes = static_cast<double>(layout.total()) * sizeof(float);
+    const AvailableHostMemory host = available_host_memory();
+    if (!host.source.empty() && weight_bytes > host.bytes) {
+      throw Error(strprintf(
+          "%s %s: its %lld parameters need %s of host memory in fp32 (the CPU decoder keeps every weight there), "
+          "but only %s is available (%s)",
+          what, folder.c_str(), static_cast<long long>(layout.num_parameters()), bytes_text(weight_bytes).c_str(),
+          bytes_text(host.bytes).c_str(), host.source.c_str()));
+    }
+    std::vector<float> weights;
+    result.model =
+        folder + ": " + checkpoint::load_hf_weights(folder, layout, weights, checkpoint::WeightSource::model, what);
     if (!options.force_cpu) log::info("no GPU found: generating on the CPU with the fp32 reference decoder");
     decoder = std::make_unique<model::CpuDecoder>(spec, std::move(weights), decode);
   }
-  weights = {};
   result.backend = decoder->description();
 
   const int64_t B = decode.batch;

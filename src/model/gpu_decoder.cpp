@@ -11,6 +11,7 @@
 #include "kernels/embedding.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/sampling.h"
+#include "model/chunked_upload.h"
 #include "model/layer_registry.h"
 
 namespace sg::model {
@@ -83,30 +84,52 @@ GpuDecoder::GpuDecoder(const ModelSpec& model, const DecodeSpec& decode, bool us
   runner_ = std::make_unique<graph::FullIterationRunner>(registry_, /*warmup_steps=*/1, use_graphs_, "decode step");
 }
 
-GpuDecoder::GpuDecoder(const ModelSpec& model, const std::vector<float>& weights, const DecodeSpec& decode,
-                       bool use_graphs)
+GpuDecoder::GpuDecoder(const ModelSpec& model, const FlatView& weights, const DecodeSpec& decode, bool use_graphs)
     : GpuDecoder(model, decode, use_graphs) {
   upload_weights(weights);
 }
 
-void GpuDecoder::upload_weights(const std::vector<float>& weights) {
-  SG_CHECK(static_cast<int64_t>(weights.size()) == layout_.total(),
-           strprintf("GpuDecoder: %zu weights for a model whose flat buffer has %lld", weights.size(),
-                     static_cast<long long>(layout_.total())));
+void GpuDecoder::upload_weights(const FlatView& weights, int64_t chunk_elements) {
+  const int64_t n = layout_.total();
+  SG_CHECK(weights.size() == n, strprintf("GpuDecoder: %lld weights for a model whose flat buffer has %lld",
+                                          static_cast<long long>(weights.size()), static_cast<long long>(n)));
   cuda::check_host_sync_allowed("GpuDecoder::upload_weights");
-  std::vector<float> fp32;
-  for (const auto& [ref, at] : fp32_blocks_) {
-    const auto first = weights.begin() + layout_.offset(ref);
-    fp32.insert(fp32.end(), first, first + layout_.params.numel(ref));
-  }
-  std::vector<uint16_t> bits(weights.size());
-  for (size_t i = 0; i < weights.size(); ++i) bits[i] = float_to_bf16_bits(weights[i]);
-  SG_CUDA_CHECK(cudaMemcpyAsync(buf_->params, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice, stream_));
-  if (!fp32.empty()) {
-    SG_CUDA_CHECK(cudaMemcpyAsync(buf_->fp32_params, fp32.data(), fp32.size() * 4, cudaMemcpyHostToDevice, stream_));
-  }
+  ChunkedUpload upload(stream_, chunk_elements, n);
+  upload.each_chunk(weights, 0, n, [&](int64_t b, int64_t e) {
+    SG_CUDA_CHECK(cudaMemcpyAsync(buf_->params + b, upload.bf16_bits(e - b), sz(e - b) * sizeof(uint16_t),
+                                  cudaMemcpyHostToDevice, stream_));
+    // The parts of the fp32 blocks in this chunk, to where each lands in parameters.fp32.
+    for (const auto& [ref, at] : fp32_blocks_) {
+      const int64_t first = layout_.offset(ref), last = first + layout_.params.numel(ref);
+      const int64_t from = std::max(b, first), to = std::min(e, last);
+      if (from >= to) continue;
+      SG_CUDA_CHECK(cudaMemcpyAsync(buf_->fp32_params + at + (from - first), upload.values() + (from - b),
+                                    sz(to - from) * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    }
+  });
   SG_CUDA_CHECK(cudaStreamSynchronize(stream_));
   weights_uploaded_ = true;
+}
+
+std::vector<uint16_t> GpuDecoder::download_weight_bits() {
+  std::vector<uint16_t> bits(sz(layout_.total()));
+  SG_CUDA_CHECK(
+      cudaMemcpyAsync(bits.data(), buf_->params, bits.size() * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream_));
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return bits;
+}
+
+std::vector<GpuDecoder::Fp32Block> GpuDecoder::download_fp32_blocks() {
+  std::vector<Fp32Block> blocks;
+  for (const auto& [ref, at] : fp32_blocks_) {
+    Fp32Block& block = blocks.emplace_back();
+    block.offset = layout_.offset(ref);
+    block.values.resize(sz(layout_.params.numel(ref)));
+    SG_CUDA_CHECK(cudaMemcpyAsync(block.values.data(), buf_->fp32_params + at, block.values.size() * sizeof(float),
+                                  cudaMemcpyDeviceToHost, stream_));
+  }
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return blocks;
 }
 
 GpuDecoder::~GpuDecoder() {

@@ -25,21 +25,33 @@
 #include "graph/registry.h"
 #include "kernels/gemm.h"
 #include "model/decoder.h"
+#include "model/flat_view.h"
 #include "model/gpu_decode_layer.h"
 
 namespace sg::model {
 
 class GpuDecoder final : public Decoder {
  public:
-  // weights: the flat fp32 buffer of model_layout(model); uploaded once, rounded to bf16.
-  // use_graphs = false runs every decoding step eagerly (the same launches).
-  GpuDecoder(const ModelSpec& model, const std::vector<float>& weights, const DecodeSpec& decode,
-             bool use_graphs = true);
+  // weights: the flat fp32 buffer of model_layout(model) (a host vector, or a view of a mapped folder's tensors);
+  // uploaded once, rounded to bf16. use_graphs = false runs every decoding step eagerly (the same launches).
+  GpuDecoder(const ModelSpec& model, const FlatView& weights, const DecodeSpec& decode, bool use_graphs = true);
   // Plans and allocates everything (refused with generate's fixes when it does not fit the free device
   // memory) but uploads no weights: generate builds the decoder first, so a cache too large for the GPU is
   // refused before minutes of reading weights. upload_weights() must come before start().
   GpuDecoder(const ModelSpec& model, const DecodeSpec& decode, bool use_graphs = true);
-  void upload_weights(const std::vector<float>& weights);
+  // Reads `weights` chunk_elements at a time through two host buffers (model/chunked_upload.h), so the host holds no
+  // copy of them (generate uploads a mapped folder's tensors, checkpoint::map_hf_weights); every element rounded to
+  // bf16 (round to nearest even, as __float2bfloat16), the fp32 blocks also kept in fp32. Returns once the device
+  // holds them: the view's memory may be released then. Tests pass a small chunk.
+  void upload_weights(const FlatView& weights, int64_t chunk_elements = kUploadChunkElements);
+  // The weights as the device holds them (tests): the bf16 bits of the flat buffer, and each block kept in fp32
+  // with its offset in the flat buffer.
+  struct Fp32Block {
+    int64_t offset = 0;
+    std::vector<float> values;
+  };
+  std::vector<uint16_t> download_weight_bits();
+  std::vector<Fp32Block> download_fp32_blocks();
   ~GpuDecoder() override;
 
   std::string description() const override;

@@ -12,6 +12,7 @@
 #include "kernels/embedding.h"
 #include "kernels/grad_norm.h"
 #include "kernels/rmsnorm.h"
+#include "model/chunked_upload.h"
 #include "model/gradient_zeroing.h"
 #include "model/layer_registry.h"
 
@@ -305,32 +306,17 @@ void TrainStep::load_state(cudaStream_t stream, const FlatView& weights, const F
   const dist::FlatRange owned = dp_.owned;
   const int64_t owned_end = std::min(owned.end(), n);
   const int64_t padding_begin = std::max(owned.begin, n);
-  const int64_t chunk = std::min(upload_chunk_, std::max<int64_t>(n, 1));
-  std::vector<float> values(sz(chunk));
-  std::vector<uint16_t> bits(sz(chunk));
-  const auto to_bits = [&](int64_t count) {
-    for (int64_t i = 0; i < count; ++i) bits[sz(i)] = float_to_bf16_bits(values[sz(i)]);
-  };
-  // Reads `view`'s [begin, end) a chunk at a time into `values` and enqueues its copies. A cudaMemcpyAsync from
-  // pageable memory may return before the copy has read it, so each chunk's copies finish before the buffers are
-  // refilled (and before they are freed).
-  const auto each_chunk = [&](const FlatView& view, int64_t begin, int64_t end, const auto& enqueue) {
-    for (int64_t b = begin; b < end; b += chunk) {
-      const int64_t e = std::min(end, b + chunk);
-      view.read(b, e, values.data());
-      enqueue(b, e);
-      SG_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
-  };
+  // Two host buffers of upload_chunk_ elements (model/chunked_upload.h): each chunk is read, converted and copied,
+  // and its copies finish before the next is read.
+  ChunkedUpload upload(stream, upload_chunk_, n);
   // The weights: their bf16 copy rounded on the host exactly as the device's __float2bfloat16 (round to nearest
   // even), and the owned part in fp32.
-  each_chunk(weights, 0, n, [&](int64_t b, int64_t e) {
-    to_bits(e - b);
-    SG_CUDA_CHECK(
-        cudaMemcpyAsync(params_ + b, bits.data(), sz(e - b) * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
+  upload.each_chunk(weights, 0, n, [&](int64_t b, int64_t e) {
+    SG_CUDA_CHECK(cudaMemcpyAsync(params_ + b, upload.bf16_bits(e - b), sz(e - b) * sizeof(uint16_t),
+                                  cudaMemcpyHostToDevice, stream));
     const int64_t from = std::max(b, owned.begin), to = std::min(e, owned_end);
     if (from < to) {
-      SG_CUDA_CHECK(cudaMemcpyAsync(main_weights_ + (from - owned.begin), values.data() + (from - b),
+      SG_CUDA_CHECK(cudaMemcpyAsync(main_weights_ + (from - owned.begin), upload.values() + (from - b),
                                     sz(to - from) * sizeof(float), cudaMemcpyHostToDevice, stream));
     }
   });
@@ -346,12 +332,9 @@ void TrainStep::load_state(cudaStream_t stream, const FlatView& weights, const F
       SG_CUDA_CHECK(cudaMemsetAsync(moment.data, 0, sz(owned.size) * bytes, stream));
       return;
     }
-    each_chunk(view, owned.begin, owned_end, [&](int64_t b, int64_t e) {
-      const void* source = values.data();
-      if (moment.dtype != kernels::FloatDtype::fp32) {
-        to_bits(e - b);
-        source = bits.data();
-      }
+    upload.each_chunk(view, owned.begin, owned_end, [&](int64_t b, int64_t e) {
+      const void* source = upload.values();
+      if (moment.dtype != kernels::FloatDtype::fp32) source = upload.bf16_bits(e - b);
       SG_CUDA_CHECK(
           cudaMemcpyAsync(moment.at(b - owned.begin).data, source, sz(e - b) * bytes, cudaMemcpyHostToDevice, stream));
     });

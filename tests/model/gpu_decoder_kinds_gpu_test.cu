@@ -10,7 +10,9 @@
 // tokens teacher-forced against the recomputation over the GPU's own prefix (each within a bf16-sized margin of
 // the argmax, most of them the argmax); a batch of prompts of different lengths (each sequence its own state);
 // the decoding step captured as one graph replays the eager decoder bitwise and is captured once; a second
-// generation (states reset) gives the first one's tokens.
+// generation (states reset) gives the first one's tokens. And a decoder uploaded from a view of the weights as
+// generate maps them (one piece per tensor, out of order, unaligned, read in small chunks) holds the vector's bf16
+// weights and fp32 blocks bit for bit and generates its tokens and logits bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "core/bf16_bits.h"
 #include "model/decoder_kinds.h"
+#include "model/flat_view.h"
 #include "model/gpu_decoder.h"
 
 namespace {
@@ -172,6 +176,71 @@ TEST_P(GpuDecoderKinds, EveryDecodeGemvModeAtSixAndEightSequences) {
       }
     }
   }
+}
+
+// generate uploads a mapped folder's tensors (checkpoint::map_hf_weights) through a FlatView, a chunk at a time. Here
+// the view holds one piece per tensor in reversed order, 2 bytes off alignment (as a safetensors file's data may
+// be), read in chunks of 777 elements that end inside tensors, fp32 blocks and alignment gaps. The weights are not
+// rounded to bf16 first, so the rounding is exercised. Expected: the bf16 bits of every element as the host rounds
+// it (float_to_bf16_bits, round to nearest even), each fp32 block's values exactly, for both decoders; then the two
+// eager decoders generate the same tokens and last logits bit for bit.
+TEST_P(GpuDecoderKinds, AnUploadFromMappedPiecesInSmallChunksHoldsTheVectorsWeightsBitForBit) {
+  const KindsCase c = GetParam();
+  const model::ModelSpec m = c.spec();
+  const model::ModelLayout layout = model::model_layout(m);
+  const std::vector<float> w = model::initial_parameters(layout, 31);
+  const int64_t n = layout.total();
+  ASSERT_EQ(static_cast<int64_t>(w.size()), n);
+  // A view reads zeros in the alignment gaps: the vector must hold zeros there too for the comparison to be fair.
+  std::vector<bool> in_tensor(w.size(), false);
+  for (const auto& t : layout.tensors()) std::fill_n(in_tensor.begin() + t.offset, t.numel, true);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!in_tensor[static_cast<size_t>(i)]) ASSERT_EQ(w[static_cast<size_t>(i)], 0.0f) << "gap element " << i;
+  }
+  // The "file": the tensors one after another in reversed order, starting 2 bytes into the buffer.
+  std::vector<std::byte> file(2 + w.size() * sizeof(float));
+  std::vector<model::FlatView::Piece> pieces;
+  size_t at = 2;
+  for (auto t = layout.tensors().rbegin(); t != layout.tensors().rend(); ++t) {
+    std::memcpy(file.data() + at, w.data() + t->offset, static_cast<size_t>(t->numel) * sizeof(float));
+    pieces.push_back({.offset = t->offset, .count = t->numel, .data = file.data() + at});
+    at += static_cast<size_t>(t->numel) * sizeof(float);
+  }
+  const model::FlatView view(n, std::move(pieces));
+  ASSERT_EQ(view.to_vector(), w) << "the view reads the vector's values";
+
+  const std::vector<std::vector<int32_t>> prompts = {{3, 1, 4, 1, 5}, {9, 2, 6}};
+  const auto d = decode_request(2, 5, 16, 0.0f, 0, 77);
+  model::GpuDecoder from_vector(m, w, d, /*use_graphs=*/false);
+  model::GpuDecoder from_view(m, d, /*use_graphs=*/false);
+  from_view.upload_weights(view, /*chunk_elements=*/777);
+
+  std::vector<uint16_t> want_bits(w.size());
+  for (size_t i = 0; i < w.size(); ++i) want_bits[i] = float_to_bf16_bits(w[i]);
+  EXPECT_TRUE(from_vector.download_weight_bits() == want_bits) << "vector upload: bf16 bits differ";
+  EXPECT_TRUE(from_view.download_weight_bits() == want_bits) << "view upload: bf16 bits differ";
+  const auto fp32_of = [&](model::GpuDecoder& decoder, const char* which) {
+    for (const auto& block : decoder.download_fp32_blocks()) {
+      ASSERT_LE(block.offset + static_cast<int64_t>(block.values.size()), n);
+      EXPECT_EQ(std::memcmp(block.values.data(), w.data() + block.offset, block.values.size() * sizeof(float)), 0)
+          << which << ": the fp32 block at " << block.offset << " differs";
+    }
+  };
+  fp32_of(from_vector, "vector upload");
+  fp32_of(from_view, "view upload");
+  EXPECT_EQ(from_view.download_fp32_blocks().size(), from_vector.download_fp32_blocks().size());
+  if (m.hybrid_layer_pattern.find('M') != std::string::npos) {
+    EXPECT_FALSE(from_view.download_fp32_blocks().empty()) << "a Mamba layer keeps A_log, D and dt_bias in fp32";
+  }
+
+  from_vector.start(prompts);
+  from_view.start(prompts);
+  from_vector.decode(15);
+  from_view.decode(15);
+  EXPECT_EQ(from_view.generated(), from_vector.generated());
+  const auto a = from_view.last_logits(), b = from_vector.last_logits();
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "last logits differ";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GpuDecoderKinds, ::testing::ValuesIn(kDecoderKindsCases),
