@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "sanitizer_build.h"
+
 namespace sg::test {
 
 // Built with AddressSanitizer or ThreadSanitizer (scripts/sanitize_cpu.sh). Their allocators keep freed memory
@@ -15,17 +17,7 @@ namespace sg::test {
 // times what the program touches), and they end the process on an allocation they cannot serve instead of
 // throwing std::bad_alloc: a test's bound on its resident memory, or its impossible allocation, is checked only
 // without them.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kSanitizedAllocator = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kSanitizedAllocator = true;
-#else
-inline constexpr bool kSanitizedAllocator = false;
-#endif
-#else
-inline constexpr bool kSanitizedAllocator = false;
-#endif
+inline constexpr bool kSanitizedAllocator = kAddressSanitizer || kThreadSanitizer;
 
 // The peak resident memory of this process so far, in bytes (getrusage reports KiB).
 inline int64_t peak_resident_bytes() {

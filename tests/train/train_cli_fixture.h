@@ -18,8 +18,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "process_util.h"
+#include "sanitizer_build.h"
 #include "test_dir.h"
 
 namespace sg::test::train_cli {
@@ -135,17 +136,7 @@ struct PipeOptions {
 // False in a ThreadSanitizer build (scripts/sanitize_cpu.sh thread): its runtime writes 512 KiB of shadow to
 // /tmp/tsan.rodata.<pid> and maps it before main, so under a smaller file_size_limit the binary dies of SIGBUS
 // at start. The tests of a full disk skip there.
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kSmallFileSizeLimitWorks = false;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kSmallFileSizeLimitWorks = false;
-#else
-inline constexpr bool kSmallFileSizeLimitWorks = true;
-#endif
-#else
-inline constexpr bool kSmallFileSizeLimitWorks = true;
-#endif
+inline constexpr bool kSmallFileSizeLimitWorks = !test::kThreadSanitizer;
 
 struct PipedChild {
   pid_t pid = -1;     // -1: the pipe or the fork failed
