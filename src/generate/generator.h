@@ -2,9 +2,8 @@
 // `stepgraph generate`: a checkpoint (a Hugging Face Llama, Mixtral or NemotronH folder, or a stepgraph
 // checkpoint) and prompts in, generated text out. Loads config.json and the model weights
 // (checkpoint/hf_import.h), encodes with the checkpoint's tokenizer (generate/tokenizer_process.h), runs a
-// decoder (model/decoder.h: the GPU one with the decoding step as one CUDA graph, for Llama models; or the
-// CPU decoder, which runs every layer kind), stops each sequence at an end-of-sequence token, and measures
-// the throughput.
+// decoder (model/decoder.h: the GPU one with the decoding step as one CUDA graph, or the CPU fp32 one; both
+// run every layer kind), stops each sequence at an end-of-sequence token, and measures the throughput.
 #include <cstdint>
 #include <functional>
 #include <string>

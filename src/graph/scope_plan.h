@@ -59,8 +59,9 @@ std::optional<ScopeProblem> check_graph_scope_name(std::string_view text);
 std::vector<ScopeProblem> check_scope_rules(GraphImpl impl, const std::vector<GraphScope>& scopes);
 
 // The regions one layer of the model marks, in step order (the model exposes this; graph/ never
-// includes model/). E.g. a dense Llama layer: {i, {attn, mlp}}; a MoE layer: {i, {attn, moe_router,
-// moe_preprocess, moe}}; a Mamba layer: {i, {mamba}}. Every module has a forward and a backward region.
+// includes model/). Each layer of the stack is one kind, so a GPT block is two layers: attention {i, {attn}},
+// then MLP {i + 1, {mlp}} or MoE {i + 1, {moe_router, moe_preprocess, moe}}; a Mamba layer: {i, {mamba}}.
+// Every module has a forward and a backward region.
 struct LayerRegions {
   int layer = 0;
   std::vector<Module> modules;
