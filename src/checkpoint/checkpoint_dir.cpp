@@ -384,7 +384,7 @@ namespace {
 nlohmann::json read_state_json(const std::string& state_path) {
   try {
     return nlohmann::json::parse(read_text_file(state_path));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range for a number past double (1e999)
     throw Error(strprintf("train state %s is not valid JSON: %s", state_path.c_str(), e.what()));
   }
 }

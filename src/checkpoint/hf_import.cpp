@@ -319,7 +319,7 @@ WeightFiles find_weight_files(const std::string& folder, WeightSource source) {
     nlohmann::json json;
     try {
       json = nlohmann::json::parse(read_text_file(index));
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range for a number past double
       throw Error(strprintf("%s is not valid JSON: %s", index.c_str(), e.what()));
     }
     if (!json.is_object() || !json.contains("weight_map") || !json["weight_map"].is_object()) {

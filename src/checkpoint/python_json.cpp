@@ -53,7 +53,7 @@ std::string json_with_tagged_non_finite(const std::string& text) {
 nlohmann::json parse_python_json(const std::string& text, const std::string& path) {
   try {
     return nlohmann::json::parse(json_with_tagged_non_finite(text));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range for a number past double (1e999)
     throw Error(strprintf("%s is not valid JSON: %s", path.c_str(), e.what()));
   }
 }

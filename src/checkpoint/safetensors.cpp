@@ -167,7 +167,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path, "checkpo
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(file_.data() + 8, file_.data() + 8 + n);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range for a number past double (1e999)
     throw Error(
         strprintf("checkpoint file %s: the safetensors header is not valid JSON: %s", p, e.what()));
   }

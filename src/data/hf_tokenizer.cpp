@@ -27,7 +27,7 @@ json read_json(const std::string& path) {
   text << in.rdbuf();
   try {
     return json::parse(text.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error; out_of_range for a number past double (1e999)
     throw Error(strprintf("%s is not valid JSON: %s", path.c_str(), e.what()));
   }
 }

@@ -225,6 +225,21 @@ TEST(Safetensors, CorruptFilesAreClearErrors) {
   expect_error_contains(open_bad, {bad, "overlap or leave a gap"});
 }
 
+// Found by tests/fuzz/safetensors_fuzz.cpp: nlohmann::json::parse throws out_of_range, not parse_error, for a
+// number past double's range, and it escaped the reader as a foreign exception.
+TEST(Safetensors, AHeaderNumberPastDoubleIsAClearError) {
+  test::ScratchDir dir("st_number_overflow");
+  const std::string path = dir.str() + "/big.safetensors";
+  const std::string header = R"({"w": {"dtype": "F32", "shape": [1e999], "data_offsets": [0, 4]}})";
+  std::vector<uint8_t> bytes(8);
+  const uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  bytes.resize(bytes.size() + 4);
+  write_all(path, bytes);
+  expect_error_contains([&] { SafetensorsFile f(path); }, {path, "not valid JSON", "number overflow", "1e999"});
+}
+
 TEST(HfConfig, LlamaConfigFields) {
   auto spec = test::tiny_llama_spec(true);
   spec.rotary_base = 500000.0;

@@ -214,6 +214,27 @@ TEST(CheckpointVerify, ATrainStateWithItsChecksumRemovedIsRefusedNamingTheIterat
   EXPECT_EQ(try_load(dir.str()).error, "");
 }
 
+// Found by tests/fuzz/checkpoint_folder_fuzz.cpp: a number past double's range made nlohmann::json::parse throw
+// out_of_range, not parse_error, and it escaped the load as a foreign exception without the way to continue.
+TEST(CheckpointVerify, ATrainStateNumberPastDoubleIsNotValidJson) {
+  test::ScratchDir dir("verify_state_overflow");
+  save_checkpoint(dir.str(), 3, Fixture(3).contents());
+  const std::string folder = save_checkpoint(dir.str(), 5, Fixture(5).contents());
+  const std::string victim = folder + "/" + kTrainStateFile;
+  const std::string good = read_all(victim);
+  const std::string iteration = "\"iteration\": 5,";
+  ASSERT_NE(good.find(iteration), std::string::npos) << good;
+  std::string overflowing = good;
+  overflowing.replace(good.find(iteration), iteration.size(), "\"iteration\": 5e999,");
+  write_all(victim, overflowing);
+  const LoadOutcome r = try_load(dir.str());
+  EXPECT_NE(r.error.find("train state " + victim + " is not valid JSON"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("5e999"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("set checkpoint.load=" + dir.str() + "/" + iteration_dir_name(3)), std::string::npos)
+      << r.error;
+  EXPECT_TRUE(r.untouched);
+}
+
 TEST(CheckpointVerify, AFailedSaveLeavesNoTemporaryFolder) {
   test::ScratchDir dir("verify_failed_save");
   save_checkpoint(dir.str(), 5, Fixture(5).contents());

@@ -285,6 +285,16 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
   EXPECT_NE(error.find("generate X " + good + "/config.json: not a directory"), std::string::npos) << error;
 }
 
+// Found by tests/fuzz (the JSON readers): a number past double's range made nlohmann::json::parse throw
+// out_of_range, not parse_error, which escaped as a foreign exception instead of naming the index.
+TEST(HfImport, AnIndexNumberPastDoubleIsNotValidJson) {
+  test::ScratchDir dir("hf_import_index_overflow");
+  const std::string index = dir.str() + "/model.safetensors.index.json";
+  std::ofstream(index) << R"({"metadata": {"total_size": 1e999}, "weight_map": {"w": "a.safetensors"}})";
+  const std::string error = test::thrown_message([&] { weight_files(dir.str(), WeightSource::model); });
+  EXPECT_NE(error.find(index + " is not valid JSON"), std::string::npos) << error;
+}
+
 TEST(HfImport, StepgraphCheckpointFolderLoadsTheSameWay) {
   test::ScratchDir dir("hf_import_own");
   const auto spec = test::tiny_llama_spec(false);

@@ -34,5 +34,14 @@ TEST(PythonJson, TextThatIsNotJsonEvenSoNamesTheFile) {
   EXPECT_NE(message.find("/m/config.json is not valid JSON"), std::string::npos) << message;
 }
 
+// Found by tests/fuzz/hf_config_fuzz.cpp: a number past double's range made nlohmann::json::parse throw
+// out_of_range, which escaped as a foreign exception instead of the error naming the file.
+TEST(PythonJson, ANumberPastDoubleNamesTheFile) {
+  const std::string message =
+      test::thrown_message([] { parse_python_json("{\"rope_theta\": 1e555}", "/m/config.json"); });
+  EXPECT_NE(message.find("/m/config.json is not valid JSON"), std::string::npos) << message;
+  EXPECT_NE(message.find("1e555"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace sg::checkpoint

@@ -270,5 +270,17 @@ TEST_F(TokenizerFolderTest, ErrorsNameTheFileAndTheFix) {
   EXPECT_NE(thrown_message([&] { read_hf_tokenizer(dir_.string()); }).find("no \"model\" object"), std::string::npos);
 }
 
+// Found by tests/fuzz/hf_tokenizer_fuzz.cpp: a number past double's range (nlohmann::json's out_of_range, not its
+// parse_error) escaped read_hf_tokenizer as a foreign exception.
+TEST_F(TokenizerFolderTest, ANumberPastDoubleIsNotValidJson) {
+  write("tokenizer.json", R"({"model": {"vocab": {"a": 0}, "dropout": 2e999}})");
+  const std::string error = thrown_message([&] { read_hf_tokenizer(dir_.string()); });
+  EXPECT_NE(error.find((dir_ / "tokenizer.json").string() + " is not valid JSON"), std::string::npos) << error;
+  write("tokenizer.json", R"({"model": {"vocab": {"a": 0}}})");
+  write("tokenizer_config.json", R"({"eos_token": "a", "model_max_length": 1e400})");
+  EXPECT_NE(thrown_message([&] { read_hf_tokenizer(dir_.string()); }).find("tokenizer_config.json is not valid JSON"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace sg::data
