@@ -316,7 +316,8 @@ std::string comparable_config(const std::string& yaml) {
   std::string out, section, line;
   std::istringstream in(yaml);
   while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
+    // (A line of spaces only, which an edit may leave, is blank too: no key to read.)
+    if (line.find_first_not_of(' ') == std::string::npos || line[0] == '#') continue;
     if (line[0] != ' ') {
       section = line;
     } else if (section == "checkpoint:") {
