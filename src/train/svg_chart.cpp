@@ -50,6 +50,9 @@ struct Range {
   }
 };
 
+// An axis gets about 5 ticks (nice_step); this bounds the loops that draw them whatever the values.
+constexpr int kMaxTicks = 50;
+
 // A series with more drawable points than this many per pixel column of the plot is decimated (drawn_points).
 constexpr double kMaxPointsPerColumn = 4.0;
 
@@ -175,14 +178,21 @@ std::string render_line_chart(const LineChart& chart, int width, int height) {
   std::string svg = strprintf("<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", width, height,
                               width, height);
   svg += strprintf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"plot\"/>", left, top, pw, ph);
-  for (double t = yt.lo; t <= yt.hi + 1e-9 * (yt.hi - yt.lo); t += ystep) {
+  // Ticks by index, at most kMaxTicks: a step below the values' resolution (steps 1e17 and 1e17 + 16 in a damaged
+  // metrics.jsonl: t += 5 leaves t where it is) would otherwise never reach the end.
+  for (int k = 0; k <= kMaxTicks; ++k) {
+    const double t = yt.lo + k * ystep;
+    if (!(t <= yt.hi + 1e-9 * (yt.hi - yt.lo))) break;
     const double y = pyt(t);
     svg += strprintf("<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", left, left + pw, y, y);
     svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>", left - 6, y + 4,
                      html_escape(format_tick(log_y ? std::pow(10.0, t) : t)).c_str());
   }
   const double xstep = nice_step(xr.hi - xr.lo, 6);
-  for (double t = std::ceil(xr.lo / xstep) * xstep; t <= xr.hi + 1e-9; t += xstep) {
+  const double xfirst = std::ceil(xr.lo / xstep) * xstep;
+  for (int k = 0; k <= kMaxTicks; ++k) {
+    const double t = xfirst + k * xstep;
+    if (!(t <= xr.hi + 1e-9)) break;
     const double x = px(t);
     svg += strprintf("<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", x, x, top, top + ph);
     svg += strprintf("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%s</text>", x, top + ph + 16,

@@ -222,5 +222,22 @@ TEST(SeriesEnvelope, KeepsAtMostEightPointsAPixelColumnWhateverTheLength) {
   EXPECT_LT(render_line_chart(chart).size(), 256u * 1024);
 }
 
+// Found with tests/fuzz/run_records_fuzz.cpp's harness (a metrics.jsonl with steps 1e17 and 1e17 + 16): the tick
+// step (5) was below the values' resolution (16), so `t += step` left t where it was and the tick loop never ended,
+// writing SVG until memory ran out. The ticks are counted now.
+TEST(SvgLineChart, AStepBelowTheValuesResolutionStillEndsTheTicks) {
+  ChartSeries s{"loss", {1e17, 1e17 + 16}, {1e17, 1e17 + 16}};
+  LineChart chart;
+  chart.series = {s};
+  const std::string svg = render_line_chart(chart, 640, 260);
+  size_t ticks = 0;
+  for (size_t at = svg.find("class=\"tick\""); at != std::string::npos; at = svg.find("class=\"tick\"", at + 1)) {
+    ++ticks;
+  }
+  EXPECT_GT(ticks, 0u);
+  EXPECT_LE(ticks, 2u * 51);
+  EXPECT_LT(svg.size(), 64u * 1024);
+}
+
 }  // namespace
 }  // namespace sg::train
