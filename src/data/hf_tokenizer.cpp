@@ -151,8 +151,10 @@ HfTokenizerInfo read_hf_tokenizer(const std::string& dir) {
   };
   if (vocab.is_object()) {
     for (const auto& [token, id] : vocab.items()) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0) {
-        throw shape_error("model.vocab[\"" + token + "\"] is not a non-negative integer id");
+      // Token ids are 32-bit (INT32_MAX + 1 would also overflow the vocabulary size below).
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+        throw shape_error("model.vocab[\"" + token + "\"] = " + id.dump() +
+                          " is not a token id (an integer from 0 to 2147483647)");
       }
       max_id = std::max(max_id, id.get<int64_t>());
     }
@@ -167,8 +169,9 @@ HfTokenizerInfo read_hf_tokenizer(const std::string& dir) {
   if (tokenizer.contains("added_tokens") && tokenizer["added_tokens"].is_array()) {
     for (const json& t : tokenizer["added_tokens"]) {
       if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
-          !t["content"].is_string() || t["id"].get<int64_t>() < 0) {
-        throw shape_error("an added_tokens entry has no integer \"id\" and string \"content\": " + t.dump());
+          !t["content"].is_string() || t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() > INT32_MAX) {
+        throw shape_error("an added_tokens entry has no \"id\" from 0 to 2147483647 and string \"content\": " +
+                          t.dump());
       }
       added.emplace_back(t["content"].get<std::string>(), t["id"].get<int64_t>());
       max_id = std::max(max_id, added.back().second);

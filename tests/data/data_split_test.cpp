@@ -270,6 +270,22 @@ TEST_F(TokenizerFolderTest, ErrorsNameTheFileAndTheFix) {
   EXPECT_NE(thrown_message([&] { read_hf_tokenizer(dir_.string()); }).find("no \"model\" object"), std::string::npos);
 }
 
+// Found with tests/fuzz/hf_tokenizer_fuzz.cpp's harness: an id of INT64_MAX overflowed the vocabulary size (id + 1,
+// undefined behaviour), and ids past INT32_MAX were cut to 32 bits in eod_id and bos_id. Token ids are 32-bit.
+TEST_F(TokenizerFolderTest, TokenIdsPast32BitsAreRefused) {
+  write("tokenizer.json", R"({"model": {"vocab": {"a": 0, "b": 9223372036854775807}}})");
+  std::string error = thrown_message([&] { read_hf_tokenizer(dir_.string()); });
+  EXPECT_NE(error.find((dir_ / "tokenizer.json").string() + ": model.vocab[\"b\"] = 9223372036854775807 is not a "
+                                                            "token id (an integer from 0 to 2147483647)"),
+            std::string::npos)
+      << error;
+  write("tokenizer.json", R"({"model": {"vocab": {"a": 0}}, "added_tokens": [{"id": 2147483648, "content": "x"}]})");
+  error = thrown_message([&] { read_hf_tokenizer(dir_.string()); });
+  EXPECT_NE(error.find("an added_tokens entry has no \"id\" from 0 to 2147483647"), std::string::npos) << error;
+  write("tokenizer.json", R"({"model": {"vocab": {"a": 2147483647}}})");
+  EXPECT_EQ(read_hf_tokenizer(dir_.string()).vocab_size, int64_t{2147483648});
+}
+
 // Found by tests/fuzz/hf_tokenizer_fuzz.cpp: a number past double's range (nlohmann::json's out_of_range, not its
 // parse_error) escaped read_hf_tokenizer as a foreign exception.
 TEST_F(TokenizerFolderTest, ANumberPastDoubleIsNotValidJson) {
