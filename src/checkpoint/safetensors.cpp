@@ -224,15 +224,27 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path, "checkpo
     const bool known = parse_dtype(dtype, e.dtype);
     SG_CHECK(known, "safetensors: dtype " + dtype + " passed the check above");
     unsigned __int128 elements = 1;
+    // The product of the non-zero dimensions must fit int64 too: a zero dimension makes the tensor empty, but
+    // num_elements multiplies them all in order ([2^62, 2^62, 0] would overflow before the 0).
+    unsigned __int128 nonzero = 1;
     for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned()) {
-        throw Error(strprintf("checkpoint file %s: tensor %s has a bad shape %s", p, name.c_str(),
-                              v["shape"].dump().c_str()));
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+        throw Error(
+            strprintf("checkpoint file %s: tensor %s has a bad shape %s (expected dimensions from 0 to "
+                      "2^63 - 1)",
+                      p, name.c_str(), v["shape"].dump().c_str()));
       }
       e.shape.push_back(d.get<int64_t>());
       elements *= d.get<uint64_t>();
       if (elements > (unsigned __int128)size)
         elements = (unsigned __int128)size + 1;  // clamp: too big anyway
+      if (d.get<uint64_t>() > 0) nonzero *= d.get<uint64_t>();
+      if (nonzero > static_cast<unsigned __int128>(INT64_MAX)) {
+        throw Error(
+            strprintf("checkpoint file %s: tensor %s has a bad shape %s: its dimensions multiply past "
+                      "2^63 - 1",
+                      p, name.c_str(), v["shape"].dump().c_str()));
+      }
     }
     const uint64_t begin = v["data_offsets"][0].get<uint64_t>();
     const uint64_t end = v["data_offsets"][1].get<uint64_t>();

@@ -240,6 +240,31 @@ TEST(Safetensors, AHeaderNumberPastDoubleIsAClearError) {
   expect_error_contains([&] { SafetensorsFile f(path); }, {path, "not valid JSON", "number overflow", "1e999"});
 }
 
+// Found with tests/fuzz/safetensors_fuzz.cpp's harness: a zero dimension made the byte count 0, so [2^62, 2^62, 0]
+// passed the offsets check, and num_elements (finite_check, the loaders) then overflowed int64 multiplying 2^62 by
+// 2^62 (undefined behaviour); a dimension past 2^63 - 1 was read as a negative one.
+TEST(Safetensors, ShapesWhoseDimensionsOverflowInt64AreRefused) {
+  test::ScratchDir dir("st_shape_overflow");
+  const std::string path = dir.str() + "/shape.safetensors";
+  const auto write_header = [&](const std::string& shape) {
+    const std::string header = R"({"w": {"dtype": "F32", "shape": )" + shape + R"(, "data_offsets": [0, 0]}})";
+    std::vector<uint8_t> bytes(8);
+    const uint64_t n = header.size();
+    std::memcpy(bytes.data(), &n, 8);
+    bytes.insert(bytes.end(), header.begin(), header.end());
+    write_all(path, bytes);
+  };
+  write_header("[4611686018427387904, 4611686018427387904, 0]");
+  expect_error_contains([&] { SafetensorsFile f(path); },
+                        {path, "tensor w has a bad shape [4611686018427387904,4611686018427387904,0]",
+                         "its dimensions multiply past 2^63 - 1"});
+  write_header("[0, 18446744073709551615]");
+  expect_error_contains([&] { SafetensorsFile f(path); },
+                        {path, "tensor w has a bad shape [0,18446744073709551615]", "from 0 to 2^63 - 1"});
+  write_header("[0, 9223372036854775807]");  // empty, and its dimensions fit: read
+  EXPECT_EQ(SafetensorsFile(path).tensors().at(0).shape, (std::vector<int64_t>{0, INT64_MAX}));
+}
+
 TEST(HfConfig, LlamaConfigFields) {
   auto spec = test::tiny_llama_spec(true);
   spec.rotary_base = 500000.0;
