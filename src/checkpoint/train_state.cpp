@@ -89,7 +89,8 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& sou
     return Error(strprintf("train state %s: %s", source.c_str(), what.c_str()));
   };
   if (!j.is_object()) throw fail("not a JSON object");
-  if (j.value("format", std::string()) != kFormat) {
+  // Compared as JSON: j.value("format", "") would throw nlohmann's type_error for a "format" that is no string.
+  if (!j.contains("format") || j["format"] != kFormat) {
     throw fail(strprintf("\"format\" is not \"%s\"; not a stepgraph train state", kFormat));
   }
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() < kOldestVersion ||

@@ -173,6 +173,19 @@ TEST(TrainStateChecksum, OtherVersionsAreRefusedNamingTheOnesThisBuildReads) {
   }
 }
 
+// Found with tests/fuzz/checkpoint_folder_fuzz.cpp's harness: a "format" that is no string made j.value("format", "")
+// throw nlohmann's type_error, which escaped checkpoint.load instead of the error naming the file.
+TEST(TrainStateChecksum, AFormatThatIsNoStringIsNotAStepgraphTrainState) {
+  for (const char* format : {"1", "null", "[\"stepgraph-train-state\"]", "{}"}) {
+    nlohmann::json j = nlohmann::json::parse(saved_text(sample_state()));
+    j["format"] = nlohmann::json::parse(format);
+    const std::string e = load_error(j.dump(2));
+    EXPECT_NE(e.find("train state ckpt/iter_0001234/train_state.json: \"format\" is not \"stepgraph-train-state\""),
+              std::string::npos)
+        << format << ": " << e;
+  }
+}
+
 // The field checks still name what is wrong in a file that is sealed but wrong (another tool wrote it).
 TEST(TrainStateChecksum, ASealedFileIsStillCheckedFieldByField) {
   nlohmann::json j = sample_state().to_json();
