@@ -19,6 +19,9 @@
 #   FUZZ_DIR       the build folder (default <checkout>/../<checkout name>-fuzz): objects, harness binaries,
 #                  corpus/<harness>/ (seeds and what the fuzzer adds), findings/<harness>/, logs/<harness>.log
 #   FUZZ_JOBS      compile jobs (default 2)
+#   BUILD_DIR      the main build whose libraries (src/libsg_*.a) supply the uninstrumented model, kernel and CUDA
+#                  code (default <checkout>/build; scripts/build.sh makes it)
+#   CUDA_HOME      the CUDA toolkit (default /usr/local/cuda): its headers and libcudart_static, cublasLt, cudnn
 #   CXX            the compiler (default /usr/bin/clang++)
 #   SG_FUZZ_TMP    where the harnesses write their scratch files (default /dev/shm)
 set -euo pipefail
