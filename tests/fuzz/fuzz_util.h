@@ -17,6 +17,7 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -26,10 +27,18 @@
 
 namespace sg::fuzz {
 
-// <base>/sg_fuzz_<name>_<pid>, made once per process and emptied by clear(). The base is $SG_FUZZ_TMP, else
-// /dev/shm (a tmpfs: a file write costs no disk), else the system's temporary folder.
+// <base>/sg_fuzz_<name>_<pid>, made once per process, emptied by clear() and removed when the process exits (not
+// when it aborts at a finding). The base is $SG_FUZZ_TMP, else /dev/shm (a tmpfs: a file write costs no disk), else
+// the system's temporary folder.
+struct ScratchDir {
+  std::filesystem::path path;
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
 inline const std::filesystem::path& scratch_dir(const std::string& name) {
-  static const std::filesystem::path dir = [&] {
+  static const ScratchDir dir{[&] {
     std::filesystem::path base;
     if (const char* env = std::getenv("SG_FUZZ_TMP"); env != nullptr && *env != '\0') {
       base = env;
@@ -44,8 +53,8 @@ inline const std::filesystem::path& scratch_dir(const std::string& name) {
     // The messages of expected errors and warnings would flood the fuzzer's output.
     log::set_level(log::Level::error);
     return d;
-  }();
-  return dir;
+  }()};
+  return dir.path;
 }
 
 // Empties `dir` (keeps the folder).
