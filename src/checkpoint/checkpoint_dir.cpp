@@ -102,13 +102,18 @@ int64_t iteration_of_folder(const std::string& name) {
 }
 
 // A copied file's name in the folder: a relative path that stays inside it (no "..", ".", or empty parts).
-fs::path checked_relative_path(const std::string& filename) {
+// A name or subfolder/name that stays inside the checkpoint folder: relative, no "." or ".." part.
+bool is_path_inside_folder(const std::string& filename) {
   const fs::path path(filename);
   bool inside = !filename.empty() && path.is_relative();
   for (const fs::path& part : path) inside = inside && !part.empty() && part != "." && part != "..";
-  SG_CHECK(inside,
+  return inside;
+}
+
+fs::path checked_relative_path(const std::string& filename) {
+  SG_CHECK(is_path_inside_folder(filename),
            "checkpoint: a copied file's name must be a relative path inside the folder, got \"" + filename + "\"");
-  return path;
+  return fs::path(filename);
 }
 
 nlohmann::json digest_json(const FileDigest& d) {
@@ -431,6 +436,8 @@ std::map<std::string, FileDigest> recorded_digests(const nlohmann::json& state, 
   };
   if (!sums.is_object()) throw malformed("not an object");
   for (auto it = sums.begin(); it != sums.end(); ++it) {
+    // The save records only files inside the folder; any other name would make the check read outside it.
+    if (!is_path_inside_folder(it.key())) throw malformed("\"" + it.key() + "\" is no file inside the checkpoint");
     const nlohmann::json& v = it.value();
     if (!v.is_object() || !v.contains("bytes") || !v["bytes"].is_number_unsigned() || !v.contains("crc32") ||
         !v["crc32"].is_string()) {

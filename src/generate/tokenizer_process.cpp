@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -127,28 +129,20 @@ TokenizerProcess::TokenizerProcess(const std::string& tokenizer_dir) : dir_(toke
                   python.c_str(), std::strerror(rc)));
   }
   try {
-    read_ready_line(server, tokenizer_dir);
+    read_ready_line(tokenizer_dir);
   } catch (...) {
     stop();  // the destructor does not run for a constructor that throws
     throw;
   }
 }
 
-void TokenizerProcess::read_ready_line(const std::string& server, const std::string& tokenizer_dir) {
-  nlohmann::json ready;
-  std::string line;
-  try {
-    line = request("");
-    ready = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error&) {
-    throw Error(
-        strprintf("tokenizer process %s printed \"%s\" instead of its ready line", server.c_str(), line.c_str()));
-  }
+void TokenizerProcess::read_ready_line(const std::string& tokenizer_dir) {
+  const nlohmann::json ready = reply("", "ready");
   if (ready.contains("error")) {
     throw Error(strprintf("tokenizer %s: %s", tokenizer_dir.c_str(), ready["error"].get<std::string>().c_str()));
   }
-  vocab_size_ = ready.value("vocab_size", int64_t{0});
-  if (ready.contains("eos_id") && ready["eos_id"].is_number_integer()) eos_id_ = ready["eos_id"].get<int32_t>();
+  vocab_size_ = ready["vocab_size"].get<int64_t>();
+  if (ready.contains("eos_id") && !ready["eos_id"].is_null()) eos_id_ = ready["eos_id"].get<int32_t>();
 }
 
 TokenizerProcess::~TokenizerProcess() { stop(); }
@@ -185,17 +179,59 @@ std::string TokenizerProcess::request(const std::string& json_line) {
 }
 
 std::vector<int32_t> TokenizerProcess::encode(const std::string& text) {
-  const nlohmann::json reply = nlohmann::json::parse(
-      request(nlohmann::json{{"encode", text}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
-  if (reply.contains("error")) throw Error("tokenizer: " + reply["error"].get<std::string>());
-  return reply.at("ids").get<std::vector<int32_t>>();
+  const nlohmann::json answer =
+      reply(nlohmann::json{{"encode", text}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "ids");
+  return answer["ids"].get<std::vector<int32_t>>();
 }
 
 std::string TokenizerProcess::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) {
-  const nlohmann::json reply =
-      nlohmann::json::parse(request(nlohmann::json{{skip_special_tokens ? "decode" : "decode_raw", ids}}.dump()));
-  if (reply.contains("error")) throw Error("tokenizer: " + reply["error"].get<std::string>());
-  return reply.at("text").get<std::string>();
+  return reply(nlohmann::json{{skip_special_tokens ? "decode" : "decode_raw", ids}}.dump(), "text")["text"]
+      .get<std::string>();
+}
+
+namespace {
+
+bool is_int32(const nlohmann::json& v) {
+  return v.is_number_integer() && v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX;
+}
+
+// Whether `answer` is the reply tools/tokenizer_server.py's docstring defines for `expected`.
+bool is_reply(const nlohmann::json& answer, const std::string& expected) {
+  if (!answer.is_object()) return false;
+  if (answer.contains("error")) return answer["error"].is_string();
+  if (!answer.contains(expected)) return false;
+  const nlohmann::json& value = answer[expected];
+  if (expected == "ready") {
+    const bool eos_ok = !answer.contains("eos_id") || answer["eos_id"].is_null() ||
+                        (is_int32(answer["eos_id"]) && answer["eos_id"].get<int64_t>() >= 0);
+    return value.is_boolean() && answer.contains("vocab_size") && answer["vocab_size"].is_number_integer() && eos_ok;
+  }
+  if (expected == "ids") return value.is_array() && std::all_of(value.begin(), value.end(), is_int32);
+  return value.is_string();  // "text"
+}
+
+}  // namespace
+
+// Anything but a reply (a foreign print on the server's stdout, a damaged install) is named with its line, not
+// left to escape as a JSON exception.
+nlohmann::json TokenizerProcess::reply(const std::string& json_line, const char* expected) {
+  const std::string line = request(json_line);
+  nlohmann::json answer;
+  try {
+    answer = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception&) {  // parse_error; out_of_range for a number past double
+    answer = nullptr;
+  }
+  if (!is_reply(answer, expected)) {
+    throw Error(
+        strprintf("the tokenizer process (tools/%s %s) answered \"%s\" where a reply with \"%s\" was "
+                  "expected; run it by hand to see why, or reinstall with bash scripts/setup.sh",
+                  kServer, dir_.c_str(), line.c_str(), expected));
+  }
+  if (answer.contains("error") && std::string(expected) != "ready") {
+    throw Error("tokenizer: " + answer["error"].get<std::string>());
+  }
+  return answer;
 }
 
 }  // namespace sg::generate

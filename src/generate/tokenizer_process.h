@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,7 +41,10 @@ class TokenizerProcess {
 
  private:
   std::string request(const std::string& json_line);  // one line out, one line back
-  void read_ready_line(const std::string& server, const std::string& tokenizer_dir);
+  void read_ready_line(const std::string& tokenizer_dir);
+  // One request, its answer checked: an "error" (raised, except for the ready line) or a reply holding
+  // `expected` ("ready", "ids" or "text") with the right types; anything else is an error naming the line.
+  nlohmann::json reply(const std::string& json_line, const char* expected);
   void stop() noexcept;  // closes our end (the server then exits) and reaps it
 
   std::string dir_;

@@ -235,6 +235,30 @@ TEST(CheckpointVerify, ATrainStateNumberPastDoubleIsNotValidJson) {
   EXPECT_TRUE(r.untouched);
 }
 
+// A recorded name is a file inside the folder: "../x" or "/x" (an edit, resealed) would make the check read a file
+// outside the checkpoint, and the load pass when that file happens to match.
+TEST(CheckpointVerify, ARecordedNameOutsideTheFolderIsMalformed) {
+  test::ScratchDir dir("verify_outside_name");
+  const std::string folder = save_checkpoint(dir.str(), 5, Fixture(5).contents());
+  const std::string outside = dir.str() + "/outside.bin";
+  write_all(outside, "bytes outside the checkpoint");
+  const FileDigest digest = file_digest(outside);
+  const std::string victim = folder + "/" + kTrainStateFile;
+  const std::string good = read_all(victim);
+  for (const std::string& name : {std::string("../outside.bin"), outside, std::string("./") + kModelFile}) {
+    nlohmann::json state = nlohmann::json::parse(good);
+    state[kFileChecksumsKey][name] = {{"bytes", digest.bytes}, {"crc32", crc32_hex(digest.crc32)}};
+    seal_train_state_json(state);
+    write_all(victim, state.dump(2));
+    const LoadOutcome r = try_load(dir.str());
+    EXPECT_NE(r.error.find("is malformed (\"" + name + "\" is no file inside the checkpoint)"), std::string::npos)
+        << name << ": " << r.error;
+    EXPECT_TRUE(r.untouched) << name;
+  }
+  write_all(victim, good);
+  EXPECT_EQ(try_load(dir.str()).error, "");
+}
+
 TEST(CheckpointVerify, AFailedSaveLeavesNoTemporaryFolder) {
   test::ScratchDir dir("verify_failed_save");
   save_checkpoint(dir.str(), 5, Fixture(5).contents());
