@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of the parsers of the files a user (or a crash) hands stepgraph: libFuzzer harnesses
+# Coverage-guided fuzzing of the parsers of the files and strings a user (or a crash) hands stepgraph (recipes,
+# checkpoints, data, command-line overrides, the launcher's environment): libFuzzer harnesses
 # (tests/fuzz/*_fuzz.cpp), one per parser, built with clang++ from the host sources they need (no CUDA device code)
 #   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -std=c++20
 # into a build folder outside the checkout, then run one after the other (one fuzzing process at a time, under
@@ -10,7 +11,7 @@
 #
 # usage: scripts/fuzz_cpu.sh [--help] [--build-only] [--replay] [HARNESS ...]
 #   HARNESS        any of: safetensors indexed_dataset checkpoint_folder hf_config hf_tokenizer config_yaml
-#                  run_records (default: all)
+#                  run_records config_overrides launcher_env layer_patterns (default: all)
 #   --build-only   build the harnesses and write the seed corpora, run nothing
 #   --replay       run each harness once over its seeds and its kept findings (crash-*, timeout-*, oom-*), no
 #                  fuzzing: a fix's check
@@ -28,7 +29,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
 
-all_harnesses=(safetensors indexed_dataset checkpoint_folder hf_config hf_tokenizer config_yaml run_records)
+all_harnesses=(safetensors indexed_dataset checkpoint_folder hf_config hf_tokenizer config_yaml run_records
+               config_overrides launcher_env layer_patterns)
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 build_only=0
@@ -74,6 +76,7 @@ cflags=(-g -O1 -std=c++20 -w "${includes[@]}" "${sanitize[@]}")
 sources() {
   ls "$src"/src/{core,checkpoint,data,config}/*.cpp
   ls "$src"/src/train/{run_report,svg_chart,run_folder,metrics}.cpp
+  ls "$src"/src/dist/{hostlist,world_env}.cpp "$src"/src/model/layer_kind.cpp "$src"/src/bench/bridge_flags.cpp
 }
 main_build=${BUILD_DIR:-$src/build}
 main_libs=(model graph dist kernels cuda reference core)

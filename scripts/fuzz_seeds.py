@@ -173,6 +173,54 @@ def run_records_seeds():
                   + SEP + b"model:\n  num_layers: 2\n")
 
 
+def config_overrides_seeds(checkout):
+    """The first byte picks a recipe (sorted recipes/**/*.yaml), then one override or Bridge flag a line."""
+    recipes = sorted(str(p) for p in (checkout / "recipes").rglob("*.yaml"))
+    lines = {
+        "scope": ["model.cuda_graph_scope=attn,mlp", "train.train_iters=50"],
+        "null_save": ["checkpoint.save=null", "optimizer.lr=3e-4", "train.global_batch_size=8"],
+        "quoted": ["model.hybrid_override_pattern=\"M*-M*-\"", "model.recompute_modules=[core_attn, mlp]"],
+        "moe_freq": ["model.moe_layer_freq=([1]*3+[0])*2", "model.num_layers=8"],
+        "recompute": ["model.recompute_granularity=full", "model.recompute_method=uniform",
+                      "model.recompute_num_layers=1"],
+        "bridge": ["-tp 1", "-rl 2", "--lr 1e-4", "-ms 10", "--data mock", "--wandb_project_name x"],
+        "bridge_selective": ["--recompute_modules core_attn,mlp", "--num_layers 4", "-vp None"],
+    }
+    for i, (name, args) in enumerate(lines.items()):
+        yield name, bytes([i % max(len(recipes), 1)]) + "\n".join(args).encode()
+    for i, path in enumerate(recipes):
+        yield "recipe_" + pathlib.Path(path).stem, bytes([i]) + b"train.train_iters=5\n"
+
+
+def launcher_env_seeds():
+    """One NAME=VALUE a line; the first line is also read as a Slurm hostlist."""
+    yield "hostlist", b"gpu-[001-004,010],login1\nSLURM_PROCID=1\nSLURM_NTASKS=8\nSLURM_LOCALID=1\n" \
+        b"SLURM_NTASKS_PER_NODE=4(x2)\nSLURM_JOB_NODELIST=gpu-[001-004,010],login1\nSLURM_JOB_ID=1234567\n" \
+        b"SLURM_STEP_ID=0"
+    yield "rack", b"rack[1-2]-node[07-08]\nSLURM_PROCID=0\nSLURM_NPROCS=2\nSLURM_LOCALID=0\n" \
+        b"SLURM_STEP_NODELIST=rack[1-2]-node[07-08]\nMASTER_PORT=29500\nSTEPGRAPH_RENDEZVOUS_TIMEOUT=60"
+    yield "torchrun", b"RANK=3\nWORLD_SIZE=4\nLOCAL_RANK=1\nLOCAL_WORLD_SIZE=2\nMASTER_ADDR=10.0.0.1\n" \
+        b"MASTER_PORT=29500\nTORCHELASTIC_USE_AGENT_STORE=True\nTORCHELASTIC_RUN_ID=abc\nCUDA_VISIBLE_DEVICES=0,1"
+    yield "store_port", b"RANK=0\nWORLD_SIZE=1\nLOCAL_RANK=0\nMASTER_ADDR=localhost\nMASTER_PORT=29500\n" \
+        b"STEPGRAPH_STORE_PORT=29600\nSTEPGRAPH_RENDEZVOUS_FILE=/tmp/rdzv\nSTEPGRAPH_RUN_ID=x"
+    yield "slurm_ip", b"node1\nSLURM_PROCID=0\nSLURM_NTASKS=1\nSLURM_LOCALID=0\nSLURM_LAUNCH_NODE_IPADDR=10.1.2.3"
+
+
+def layer_patterns_seeds(checkout):
+    """The first byte is model.num_layers, the rest a hybrid pattern or a moe_layer_freq."""
+    yield "freq_expr", bytes([8]) + b"([1]*3+[0])*2+[1,1]"
+    yield "freq_list", bytes([4]) + b"1,0,1,1"
+    yield "freq_int", bytes([12]) + b"2"
+    yield "freq_bracketed", bytes([3]) + b"[1, 0, 1]"
+    yield "megatron_stages", bytes([8]) + b"M*-M|M*-M/MM"
+    for path in sorted((checkout / "recipes").rglob("*.yaml")):
+        for line in path.read_text().splitlines():
+            key, _, value = line.strip().partition(":")
+            if key in ("hybrid_override_pattern", "moe_layer_freq"):
+                value = value.strip().strip('"')
+                yield path.stem + "_" + key, bytes([len(value) % 256]) + value.encode()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=pathlib.Path)
@@ -186,6 +234,9 @@ def main():
         "hf_tokenizer": hf_tokenizer_seeds(),
         "config_yaml": config_yaml_seeds(args.checkout),
         "run_records": run_records_seeds(),
+        "config_overrides": config_overrides_seeds(args.checkout),
+        "launcher_env": launcher_env_seeds(),
+        "layer_patterns": layer_patterns_seeds(args.checkout),
     }
     for harness, seeds in corpora.items():
         folder = args.out / harness
