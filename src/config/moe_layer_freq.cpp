@@ -11,11 +11,16 @@ namespace sg::config {
 namespace {
 
 constexpr const char* kKey = "model.moe_layer_freq";
+// A list expression is user input: its length and its nesting are bounded before anything is built or recursed into.
+constexpr size_t kMaxEntries = 100000;
+constexpr int kMaxDepth = 32;
 
-[[noreturn]] void fail(const std::string& text, const std::string& why) {
-  throw ConfigError(strprintf("%s = %s: %s; write an integer N (every N-th block is MoE), a 0/1 list with one "
-                              "entry per block ([1,0,1,1]) or a list expression such as \"([1]*3+[0])*2\"",
-                              kKey, text.c_str(), why.c_str()));
+[[noreturn]] void fail(const std::string& value, const std::string& why) {
+  const std::string text = value.size() > 200 ? value.substr(0, 200) + "..." : value;
+  throw ConfigError(
+      strprintf("%s = %s: %s; write an integer N (every N-th block is MoE), a 0/1 list with one "
+                "entry per block ([1,0,1,1]) or a list expression such as \"([1]*3+[0])*2\"",
+                kKey, text.c_str(), why.c_str()));
 }
 
 // expr := term ('+' term)*;  term := atom ('*' int)*;  atom := '[' bit (',' bit)* ']' | '(' expr ')'
@@ -56,6 +61,10 @@ class ListExpression {
     std::vector<int> out = term();
     while (eat('+')) {
       const std::vector<int> more = term();
+      if (out.size() + more.size() > kMaxEntries) {
+        fail(text_, strprintf("a '+' before character %zu makes %zu entries, at most %zu (one per block)", pos_,
+                              out.size() + more.size(), kMaxEntries));
+      }
       out.insert(out.end(), more.begin(), more.end());
     }
     return out;
@@ -63,18 +72,27 @@ class ListExpression {
   std::vector<int> term() {
     std::vector<int> out = atom();
     while (eat('*')) {
-      const int64_t times = integer();
+      const int64_t times = integer();  // at most 6 digits: the product below fits
+      const uint64_t entries = out.size() * static_cast<uint64_t>(times);
+      if (entries > kMaxEntries) {
+        fail(text_, strprintf("a repeat at character %zu makes %llu entries, at most %zu (one per block)", pos_,
+                              static_cast<unsigned long long>(entries), kMaxEntries));
+      }
       std::vector<int> repeated;
+      repeated.reserve(entries);
       for (int64_t i = 0; i < times; ++i) repeated.insert(repeated.end(), out.begin(), out.end());
       out = std::move(repeated);
-      if (out.size() > 100000) fail(text_, "the list is too long");
     }
     return out;
   }
   std::vector<int> atom() {
     if (eat('(')) {
+      if (++depth_ > kMaxDepth) {
+        fail(text_, strprintf("parentheses nest deeper than %d at character %zu", kMaxDepth, pos_));
+      }
       std::vector<int> out = expr();
       expect(')');
+      --depth_;
       return out;
     }
     expect('[');
@@ -90,6 +108,7 @@ class ListExpression {
 
   std::string text_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 // "[a<sep>b]". Appended, not "[" + join(...) + "]": GCC 12 warns a false -Wrestrict on a literal + string temporary.
