@@ -31,6 +31,13 @@ std::string require(const EnvLookup& env, const std::string& name, const std::st
 
 void check_local(const char* rank_name, int local_rank, const char* size_name, int local_size, const char* world_name,
                  int world) {
+  // Bounded by the world size, which is bounded: local_rank + 1 (WorldInfo::ranks_on_node) cannot overflow.
+  if (local_rank >= world) {
+    throw Error(
+        strprintf("%s = %d must be less than %s = %d (a rank on this node is one of the world's): the "
+                  "launcher's environment is inconsistent",
+                  rank_name, local_rank, world_name, world));
+  }
   if (local_size > 0 && local_rank >= local_size) {
     throw Error(strprintf("%s = %d must be less than %s = %d: the launcher's environment is inconsistent", rank_name,
                           local_rank, size_name, local_size));

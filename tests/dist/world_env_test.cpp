@@ -279,6 +279,20 @@ TEST(WorldEnv, RanksOnThisNode) {
   EXPECT_EQ(world_from_env(env_of({})).ranks_on_node(), 1);
 }
 
+// Found with the launcher_env fuzz harness (tests/fuzz/launcher_env_fuzz.cpp): a local rank was bounded only by
+// INT_MAX, so LOCAL_RANK (or SLURM_LOCALID) = 2147483647 without a local world size made ranks_on_node() overflow int
+// (undefined behaviour) when the device was picked. A local rank is below the world size: named with both variables.
+TEST(WorldEnv, ALocalRankAtOrPastTheWorldSizeIsNamed) {
+  std::string e = error_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "2147483647"}});
+  EXPECT_NE(e.find("LOCAL_RANK = 2147483647 must be less than WORLD_SIZE = 1"), std::string::npos) << e;
+  e = error_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}});
+  EXPECT_NE(e.find("LOCAL_RANK = 2 must be less than WORLD_SIZE = 2"), std::string::npos) << e;
+  e = error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "2147483647"}});
+  EXPECT_NE(e.find("SLURM_LOCALID = 2147483647 must be less than SLURM_NTASKS = 1"), std::string::npos) << e;
+  e = error_of({{"SLURM_PROCID", "0"}, {"SLURM_NPROCS", "2"}, {"SLURM_LOCALID", "5"}});
+  EXPECT_NE(e.find("SLURM_LOCALID = 5 must be less than SLURM_NPROCS = 2"), std::string::npos) << e;
+}
+
 // A complete Slurm task with one stray torchrun variable: the error says how to use Slurm's.
 TEST(WorldEnv, AStrayTorchrunVariableInAnSrunTaskSaysHowToUseSlurms) {
   const auto env = env_of({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}, {"LOCAL_RANK", "1"}});
