@@ -145,6 +145,10 @@ std::string format_moe_layer_freq(const std::vector<std::string>& value) {
 std::vector<int> expand_moe_layer_freq(const std::vector<std::string>& value, int64_t num_layers) {
   const std::string text = bracketed(value, ",");  // "[]" when empty
   if (value.empty()) fail(text, "it is empty");
+  if (num_layers > static_cast<int64_t>(kMaxEntries)) {  // one entry per block: bounded before it is expanded
+    fail(text, strprintf("model.num_layers = %lld is more blocks than it expands to (at most %zu)",
+                         static_cast<long long>(num_layers), kMaxEntries));
+  }
   std::vector<int> per_block;
   if (value.size() == 1 && all_digits(value[0])) {
     // An integer: every N-th block (Megatron: [1 if i % N == 0 else 0 for i in range(num_layers)]).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/validate.h"
 
 namespace sg::config {
 namespace {
@@ -51,6 +52,23 @@ TEST(MoeLayerFreq, DeepParenthesesAreRefusedNotRecursedInto) {
   EXPECT_NE(e.find("parentheses nest deeper than 32"), std::string::npos) << e;
   const std::string deeper = std::string(100000, '(') + "[1]" + std::string(100000, ')');
   EXPECT_NE(expand_error(deeper, 1).find("parentheses nest deeper than 32"), std::string::npos);
+}
+
+// Found while fuzzing the overrides (by hand, from the harness's inputs): the integer form expanded to one entry per
+// block for any model.num_layers, and validate's check for layer kinds the engine does not build listed every block
+// too, so `stepgraph validate llama/tiny model.num_layers=1000000000000` ended in std::bad_alloc after gigabytes.
+TEST(MoeLayerFreq, MoreBlocksThanTheLimitAreRefusedNotExpanded) {
+  const std::string e = expand_error("1", 10'000'000);
+  EXPECT_NE(e.find("model.num_layers = 10000000"), std::string::npos) << e;
+  EXPECT_NE(e.find("at most 100000"), std::string::npos) << e;
+  EXPECT_NE(expand_error("2", 1'000'000'000'000).find("at most 100000"), std::string::npos);
+  // A MoE key on a dense model makes validate look for MoE blocks in model.moe_layer_freq.
+  for (const std::vector<std::string>& overrides : std::vector<std::vector<std::string>>{
+           {"model.num_layers=1000000000000"}, {"model.num_layers=1000000000000", "model.moe_router_topk=2"}}) {
+    Config c = load_config("llama/tiny", overrides);
+    const ValidationReport report = validate(c);  // reports model.num_layers (rule 16), throws nothing
+    EXPECT_FALSE(report.violations.empty());
+  }
 }
 
 }  // namespace
