@@ -7,7 +7,7 @@
 # nice -n 10) from seed corpora that scripts/fuzz_seeds.py writes from tiny valid files. A harness counts an
 # sg::Error as the parser's expected answer to bad bytes; a crash, a hang, an ASan/UBSan report, an allocation past
 # -rss_limit_mb or any other exception escaping is a finding, kept as crash-*/timeout-*/oom-* in the build folder.
-# docs/reliability.md ("Fuzzing the file parsers") says what the harnesses found and the tests that keep it fixed.
+# docs/reliability.md ("Fuzzing the file and string parsers") says what the harnesses found and the tests that keep it fixed.
 #
 # usage: scripts/fuzz_cpu.sh [--help] [--build-only] [--replay] [HARNESS ...]
 #   HARNESS        any of: safetensors indexed_dataset checkpoint_folder hf_config hf_tokenizer config_yaml

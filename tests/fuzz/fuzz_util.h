@@ -1,5 +1,5 @@
 #pragma once
-// Shared by the libFuzzer harnesses of the file parsers (tests/fuzz/*_fuzz.cpp, built and run by
+// Shared by the libFuzzer harnesses of the file and string parsers (tests/fuzz/*_fuzz.cpp, built and run by
 // scripts/fuzz_cpu.sh): a scratch folder on a tmpfs for the APIs that take a path, and the rule every harness
 // applies, that a parser rejects bad bytes with an sg::Error and nothing else.
 //
