@@ -101,8 +101,8 @@ int64_t iteration_of_folder(const std::string& name) {
   return value;
 }
 
-// A copied file's name in the folder: a relative path that stays inside it (no "..", ".", or empty parts).
-// A name or subfolder/name that stays inside the checkpoint folder: relative, no "." or ".." part.
+// A file's name in the folder (a copied one, or one train_state.json records): a relative path that stays inside it
+// (no "..", ".", or empty parts).
 bool is_path_inside_folder(const std::string& filename) {
   const fs::path path(filename);
   bool inside = !filename.empty() && path.is_relative();

@@ -191,7 +191,9 @@ std::string TokenizerProcess::decode(const std::vector<int32_t>& ids, bool skip_
 
 namespace {
 
+// (nlohmann stores a non-negative integer as unsigned: 2^64 - 1 read as int64 would be -1.)
 bool is_int32(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= INT32_MAX;
   return v.is_number_integer() && v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX;
 }
 
@@ -204,7 +206,8 @@ bool is_reply(const nlohmann::json& answer, const std::string& expected) {
   if (expected == "ready") {
     const bool eos_ok = !answer.contains("eos_id") || answer["eos_id"].is_null() ||
                         (is_int32(answer["eos_id"]) && answer["eos_id"].get<int64_t>() >= 0);
-    return value.is_boolean() && answer.contains("vocab_size") && answer["vocab_size"].is_number_integer() && eos_ok;
+    return value.is_boolean() && answer.contains("vocab_size") && is_int32(answer["vocab_size"]) &&
+           answer["vocab_size"].get<int64_t>() > 0 && eos_ok;
   }
   if (expected == "ids") return value.is_array() && std::all_of(value.begin(), value.end(), is_int32);
   return value.is_string();  // "text"

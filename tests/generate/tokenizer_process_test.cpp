@@ -78,7 +78,8 @@ TEST(TokenizerProcess, AnythingButAReadyLineIsNamedWithTheLine) {
        {std::string("Traceback (most recent call last):"), std::string(R"({"ready": true, "vocab_size": 1e999})"),
         std::string(R"({"ready": true, "vocab_size": "many"})"), std::string(R"({"ready": true})"),
         std::string(R"({"ready": true, "vocab_size": 300, "eos_id": 4294967296})"), std::string(R"({"error": 5})"),
-        std::string("[1, 2]")}) {
+        std::string(R"({"ready": true, "vocab_size": 18446744073709551615})"),
+        std::string(R"({"ready": true, "vocab_size": -3})"), std::string("[1, 2]")}) {
     const std::string e = start_error(ready);
     EXPECT_NE(e.find("answered \"" + ready + "\" where a reply with \"ready\" was expected"), std::string::npos)
         << ready << ": " << e;
@@ -87,8 +88,9 @@ TEST(TokenizerProcess, AnythingButAReadyLineIsNamedWithTheLine) {
 
 TEST(TokenizerProcess, ABadEncodeOrDecodeReplyIsNamedWithTheLine) {
   const std::string ready = R"({"ready": true, "vocab_size": 300, "eos_id": 2})";
-  for (const std::string& answer : {std::string(R"({"ids": ["a"]})"), std::string(R"({"ids": [4294967296]})"),
-                                    std::string(R"({"text": "x"})"), std::string("not json")}) {
+  for (const std::string& answer :
+       {std::string(R"({"ids": ["a"]})"), std::string(R"({"ids": [4294967296]})"),
+        std::string(R"({"ids": [18446744073709551615]})"), std::string(R"({"text": "x"})"), std::string("not json")}) {
     FakeServer server(ready, {answer});
     TokenizerProcess process(server.tokenizer_dir());
     try {
