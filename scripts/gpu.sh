@@ -345,7 +345,7 @@ if named edge_configs; then
     dataset.seq_length=200 "${TE[@]}" --cuda_graph_scope attn,mamba
   edge_run hybrid/tiny_hybrid_moe "${TE[@]}"
   edge_run llama/tiny model.kv_channels=32 "${L[@]}"
-  edge_run llama/tiny train.eval_interval=2 train.eval_iters=2 "${L[@]}"
+  edge_run llama/tiny validation.eval_interval=2 validation.eval_iters=2 "${L[@]}"
   edge_run llama/tiny model.hidden_dropout=0.1 model.attention_dropout=0.1 model.recompute_granularity=selective \
     model.recompute_modules=core_attn,mlp "${TE[@]}" --cuda_graph_scope attn,mlp
   record "edge configurations" "$([[ $edge_failed -eq 0 ]] && echo ok || echo FAILED) (edge_configs.txt)"

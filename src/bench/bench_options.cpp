@@ -313,7 +313,10 @@ std::optional<std::string> refused_key_reason(const std::string& key) {
     return "each mode runs warmup + capture + --steps + --floor-steps steps (or -ms/--max_steps in all); "
            "the learning-rate decay length is scheduler.lr_decay_iters";
   }
-  if (key == "train.eval_interval" || key == "train.eval_iters") return "the bench runs no evaluation";
+  if (key.rfind("validation.", 0) == 0 || key == "train.eval_interval" || key == "train.eval_iters" ||
+      key == "train.skip_train") {
+    return "the bench runs no evaluation";
+  }
   if (key == "dataset.split" || key == "dataset.valid_data_path") {
     return "the bench measures on mock data and runs no evaluation";
   }

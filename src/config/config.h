@@ -1,6 +1,6 @@
 #pragma once
 // The run configuration, in Megatron-Bridge's language: the sections and key names of Bridge's
-// ConfigContainer (model, train, optimizer, scheduler, dataset, checkpoint, logger, rng,
+// ConfigContainer (model, train, validation, optimizer, scheduler, dataset, tokenizer, checkpoint, logger, rng,
 // rerun_state_machine, ddp), so a Bridge user's dotted overrides work unchanged.
 //
 // Flow: a recipe (YAML file or shipped recipe name) -> load_config -> apply_overrides ->
@@ -115,8 +115,22 @@ struct TrainConfig {
   std::optional<int64_t> micro_batch_size;
   std::optional<int64_t> global_batch_size;  // null: micro_batch_size x data-parallel size (one microbatch each)
   std::optional<int64_t> train_iters;
-  std::optional<int64_t> eval_interval;  // null: no evaluation
+};
+
+// Bridge's ValidationConfig (Megatron's megatron/training/config): evaluation on the validation data. Bridge still
+// reads train.eval_interval, train.eval_iters and train.skip_train as deprecated names of these keys (config_yaml.cpp).
+struct ValidationConfig {
+  std::optional<int64_t> eval_interval;  // null: no evaluation during training
   int64_t eval_iters = 100;              // global batches per evaluation (Megatron's default)
+  std::optional<int64_t> start_eval_at_iter;      // null: evaluate from the first eval_interval on
+  std::optional<int64_t> eval_global_batch_size;  // null: train.global_batch_size (the only size implemented)
+  std::optional<int64_t> eval_micro_batch_size;   // null: train.micro_batch_size (the only size implemented)
+  bool skip_train = false;                        // no training step: evaluate the loaded (or initial) weights and exit
+  // Megatron-LM's other validation keys; Bridge's training loop does not read them. Refused when set (not implemented).
+  bool test_mode = false;
+  bool full_validation = false;
+  bool multiple_validation_sets = false;
+  std::vector<std::string> validation_set_names;  // null (empty): none
 };
 
 struct OptimizerConfig {
@@ -207,6 +221,7 @@ struct DdpConfig {
 struct Config {
   ModelConfig model;
   TrainConfig train;
+  ValidationConfig validation;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   DatasetConfig dataset;
@@ -335,9 +350,24 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("train", "global_batch_size", c.train.global_batch_size,
     "sequences per step over all ranks; null = micro_batch_size x data-parallel size");
   v("train", "train_iters", c.train.train_iters, "optimizer steps");
-  v("train", "eval_interval", c.train.eval_interval,
+  v("validation", "eval_interval", c.validation.eval_interval,
     "steps between evaluations on the validation data; null = none");
-  v("train", "eval_iters", c.train.eval_iters, "global batches per evaluation");
+  v("validation", "eval_iters", c.validation.eval_iters, "global batches per evaluation");
+  v("validation", "start_eval_at_iter", c.validation.start_eval_at_iter,
+    "no evaluation during training before this step; null = from the first eval_interval");
+  v("validation", "eval_global_batch_size", c.validation.eval_global_batch_size,
+    "sequences per evaluation batch; null = train.global_batch_size (the only size implemented)");
+  v("validation", "eval_micro_batch_size", c.validation.eval_micro_batch_size,
+    "sequences per evaluation microbatch; null = train.micro_batch_size (the only size implemented)");
+  v("validation", "skip_train", c.validation.skip_train,
+    "no training: evaluate the checkpoint loaded (checkpoint.load, pretrained_checkpoint) and exit");
+  v("validation", "test_mode", c.validation.test_mode, "Megatron's functional-test mode (not implemented)");
+  v("validation", "full_validation", c.validation.full_validation,
+    "evaluate the whole validation set each time (not implemented)");
+  v("validation", "multiple_validation_sets", c.validation.multiple_validation_sets,
+    "one loss per validation dataset (not implemented)");
+  v("validation", "validation_set_names", c.validation.validation_set_names,
+    "names of the validation sets (with multiple_validation_sets; not implemented)");
   v("optimizer", "lr", c.optimizer.lr, "peak learning rate (must be set)");
   v("optimizer", "min_lr", c.optimizer.min_lr, "learning rate at the end of decay");
   v("optimizer", "weight_decay", c.optimizer.weight_decay, "AdamW decoupled weight decay");

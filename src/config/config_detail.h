@@ -15,8 +15,9 @@
 
 namespace sg::config::detail {
 
-// Sets section.key from `value`. `where` prefixes error messages ("file:3:5" or "override '...'").
-// Returns false when the key does not exist (the caller reports it with a suggestion); throws
+// Sets section.key from `value`. `where` prefixes error messages ("file:3:5" or "override '...'"). A key under
+// another name (model.hybrid_layer_pattern) or its deprecated section (train.eval_interval for
+// validation.eval_interval) sets the key and records the name in Config::key_names. Returns false when the key does not exist (the caller reports it with a suggestion); throws
 // ConfigError when the value has the wrong type.
 bool assign_key(Config& config, std::string_view section, std::string_view key,
                 const YAML::Node& value, const std::string& where);

@@ -223,6 +223,49 @@ void record_key_name(Config& config, const KeyAlias& a, std::string_view name, c
   it->name = used;
   it->where = where;
 }
+// Keys Bridge moved to another section and still reads under the old one: TrainingConfig's eval_interval, eval_iters
+// and skip_train are deprecated in favour of ValidationConfig's (Bridge's ConfigContainer copies a set one over).
+struct MovedKey {
+  std::string_view from_section, to_section, key;
+};
+constexpr MovedKey kMovedKeys[] = {{"train", "validation", "eval_interval"},
+                                   {"train", "validation", "eval_iters"},
+                                   {"train", "validation", "skip_train"}};
+
+// The moved key section.key is under either of its names, or nullptr.
+const MovedKey* moved_key(std::string_view section, std::string_view key) {
+  for (const MovedKey& m : kMovedKeys) {
+    if (m.key == key && (m.from_section == section || m.to_section == section)) return &m;
+  }
+  return nullptr;
+}
+
+bool from_override(const std::string& where) {
+  return where.rfind("override '", 0) == 0;
+}
+
+// Records that `section` (one of m's two) gave the key the value `after` (it held `before`) at `where`. In one file,
+// the two names holding different values are refused: Bridge would keep the train one without saying so. An override
+// replaces the value whichever name gave it.
+void record_moved_key_name(Config& config, const MovedKey& m, std::string_view section, const std::string& before,
+                           const std::string& after, const std::string& where) {
+  const std::string key = dotted(m.to_section, m.key), used = dotted(section, m.key);
+  auto it = std::find_if(config.key_names.begin(), config.key_names.end(),
+                         [&](const Config::KeyName& k) { return k.key == key; });
+  if (it == config.key_names.end()) {
+    config.key_names.push_back({key, used, where});
+    return;
+  }
+  if (it->name != used && before != after && !from_override(where) && !from_override(it->where)) {
+    throw ConfigError(strprintf(
+        "%s: %s = %s, but %s = %s is set too (at %s): %s is Megatron-Bridge's deprecated name of %s, and the two "
+        "differ. Keep one: %s (Bridge's ValidationConfig) is the current name",
+        where.c_str(), used.c_str(), after.c_str(), it->name.c_str(), before.c_str(), it->where.c_str(),
+        dotted(m.from_section, m.key).c_str(), key.c_str(), key.c_str()));
+  }
+  it->name = used;
+  it->where = where;
+}
 }  // namespace
 
 std::string_view canonical_key(std::string_view section, std::string_view key) {
@@ -275,8 +318,10 @@ YAML::Node unlisted(std::string_view section, std::string_view key, const YAML::
 }
 }  // namespace
 
-bool assign_key(Config& config, std::string_view section, std::string_view key,
-                const YAML::Node& value, const std::string& where) {
+namespace {
+// Sets section.key, `key` in either of its names (a KeyAlias's).
+bool assign_field(Config& config, std::string_view section, std::string_view key, const YAML::Node& value,
+                  const std::string& where) {
   const std::string_view name = key;  // as written: one of a key's two names, for its record
   key = canonical_key(section, key);
   // Megatron's None for recompute_modules is its default list (TransformerConfig: None -> ["core_attn"]), not an
@@ -311,6 +356,34 @@ bool assign_key(Config& config, std::string_view section, std::string_view key,
     convert(unlisted(s, k, value, at), member, at);
   });
   return found;
+}
+}  // namespace
+
+bool assign_key(Config& config, std::string_view section, std::string_view key, const YAML::Node& value,
+                const std::string& where) {
+  if (const MovedKey* moved = moved_key(section, key)) {
+    // A file's null under the old name is Bridge's unset TrainingConfig field (its default), which Bridge does not
+    // copy: a dump of a Bridge config writes `train: eval_interval: null` beside `validation: eval_interval: 500`.
+    if (section == moved->from_section && value.IsNull() && !from_override(where)) return true;
+    const std::string target = dotted(moved->to_section, moved->key);
+    const std::string before = format_value(config, target);
+    try {
+      assign_field(config, moved->to_section, moved->key, value, where);
+    } catch (const ConfigError& e) {
+      if (section == moved->to_section) throw;
+      throw ConfigError(strprintf("%s (written as %s, Bridge's deprecated name of %s)", e.what(),
+                                  dotted(section, key).c_str(), target.c_str()));
+    }
+    const std::string after = format_value(config, target);
+    try {
+      record_moved_key_name(config, *moved, section, before, after, where);
+    } catch (const ConfigError&) {
+      assign_field(config, moved->to_section, moved->key, YAML::Load(before), where);  // keeps the value it had
+      throw;
+    }
+    return true;
+  }
+  return assign_field(config, section, key, value, where);
 }
 
 namespace {

@@ -1,6 +1,6 @@
 // Rule 16, the user-data part: the tokenizer section and the vocabulary it implies, the datasets of
 // dataset.data_path / dataset.valid_data_path (they must exist: train opens them first), dataset.split,
-// evaluation (train.eval_interval, train.eval_iters), dataset.eod_mask_loss and the logger section. Every
+// evaluation (the validation section), dataset.eod_mask_loss and the logger section. Every
 // failure names the keys, their values and a fix.
 #include <algorithm>
 #include <limits>
@@ -140,7 +140,7 @@ void resolve_tokenizer(Config& c, std::vector<Violation>& violations, std::vecto
 void check_user_data(const Config& c, std::vector<Violation>& violations, std::vector<Note>& notes) {
   Reporter r(c, violations, notes);
   const DatasetConfig& d = c.dataset;
-  const TrainConfig& t = c.train;
+  const ValidationConfig& v = c.validation;
   // Under mock neither is read (a path set there is rule 16's error already); an empty data_path is one too.
   if (!d.mock) {
     if (!d.data_path.empty()) check_datasets(r, "dataset.data_path", d.data_path);
@@ -173,33 +173,66 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
     r.note("dataset.mock is true: validation uses mock samples too (another seed); the split's shares are not used",
            {"dataset.mock", "dataset.split"});
   }
-  if (t.eval_interval && *t.eval_interval < 1) {
-    r.fail("train.eval_interval must be >= 1 (or null: no evaluation)", {"train.eval_interval"},
-           "set train.eval_interval to the steps between evaluations, e.g. 100");
+  if (v.eval_interval && *v.eval_interval < 1) {
+    r.fail("validation.eval_interval must be >= 1 (or null: no evaluation)", {"validation.eval_interval"},
+           "set validation.eval_interval to the steps between evaluations, e.g. 100");
   }
   // At most 2^31 - 1, as the step counts: the evaluation's loss buffer holds one float a batch.
-  if (t.eval_iters < 1 || t.eval_iters > std::numeric_limits<int32_t>::max()) {
-    r.fail("train.eval_iters must be between 1 and 2147483647", {"train.eval_iters"},
-           "set train.eval_iters to the global batches per evaluation (Megatron's default 100)");
+  if (v.eval_iters < 1 || v.eval_iters > std::numeric_limits<int32_t>::max()) {
+    r.fail("validation.eval_iters must be between 1 and 2147483647", {"validation.eval_iters"},
+           "set validation.eval_iters to the global batches per evaluation (Megatron's default 100)");
+  }
+  if (v.start_eval_at_iter && *v.start_eval_at_iter < 0) {
+    r.fail("validation.start_eval_at_iter must be >= 0 (or null: from the first eval_interval)",
+           {"validation.start_eval_at_iter"}, "set it to the first step that may evaluate, or null");
+  }
+  if (v.start_eval_at_iter && !v.eval_interval && !v.skip_train) {
+    r.note("validation.start_eval_at_iter has no effect: validation.eval_interval is null (no evaluation)",
+           {"validation.start_eval_at_iter", "validation.eval_interval"});
   }
   // Training reads the first share of data_path (train would refuse its empty split after loading the data).
-  if (!d.mock && shares && !d.data_path.empty() && (*shares)[0] <= 0.0) {
+  if (!v.skip_train && !d.mock && shares && !d.data_path.empty() && (*shares)[0] <= 0.0) {
     r.fail("dataset.split gives the training split no documents, so there is nothing to train on",
            {"dataset.split", "dataset.data_path"},
            "give the first (train) share a positive weight, e.g. dataset.split=969,30,1 (train,valid,test)");
   }
   const bool has_validation_data =
       d.mock || !d.valid_data_path.empty() || (shares && (*shares)[1] > 0.0);
-  if (t.eval_interval && !has_validation_data) {
+  const char* const evaluating_key = v.skip_train ? "validation.skip_train" : "validation.eval_interval";
+  if ((v.eval_interval || v.skip_train) && !has_validation_data) {
     r.fail(d.split ? "dataset.split gives the validation split no documents, so there is nothing to evaluate"
-                   : "train.eval_interval is set but there is no validation data",
-           {"train.eval_interval", "dataset.split", "dataset.valid_data_path"},
+                   : std::string(evaluating_key) + " is set but there is no validation data",
+           {evaluating_key, "dataset.split", "dataset.valid_data_path"},
            "split data_path with dataset.split=969,30,1 (train,valid,test shares), name validation datasets "
-           "with dataset.valid_data_path=[PREFIX], or set train.eval_interval=null");
+           "with dataset.valid_data_path=[PREFIX], or set " +
+               std::string(evaluating_key) + (v.skip_train ? "=false" : "=null"));
   }
-  if (!t.eval_interval && (d.split ? shares && (*shares)[1] > 0.0 : !d.valid_data_path.empty())) {
-    r.note("there is validation data but train.eval_interval is null: no evaluation runs",
-           {"train.eval_interval"});
+  if (!v.eval_interval && !v.skip_train && (d.split ? shares && (*shares)[1] > 0.0 : !d.valid_data_path.empty())) {
+    r.note("there is validation data but validation.eval_interval is null: no evaluation runs",
+           {"validation.eval_interval"});
+  }
+  if (v.skip_train) {
+    if (c.checkpoint.overwrite) {
+      r.fail(
+          "validation.skip_train saves nothing, so checkpoint.overwrite (delete checkpoint.save's checkpoints "
+          "and start over) has nothing to start over",
+          {"validation.skip_train", "checkpoint.overwrite"},
+          "drop checkpoint.overwrite to evaluate a checkpoint, or validation.skip_train to train");
+    }
+    const bool loads =
+        c.checkpoint.load || c.checkpoint.pretrained_checkpoint || (c.checkpoint.auto_resume && c.checkpoint.save);
+    r.note(loads ? "validation.skip_train: no training step and no save; one evaluation of the checkpoint's weights"
+                 : "validation.skip_train without a checkpoint to load (checkpoint.load, "
+                   "checkpoint.pretrained_checkpoint): one evaluation of the initial, untrained weights",
+           {"validation.skip_train", "checkpoint.load", "checkpoint.pretrained_checkpoint"});
+  }
+  // Bridge's deprecated names, read as the validation keys (config_yaml.cpp).
+  for (const Config::KeyName& name : c.key_names) {
+    if (name.key.rfind("validation.", 0) != 0 || name.name == name.key) continue;
+    r.note(strprintf("%s (at %s) is Megatron-Bridge's deprecated name of %s (TrainingConfig's evaluation keys moved "
+                     "to ValidationConfig); read as that key, which config show and a run's config.yaml write",
+                     name.name.c_str(), name.where.c_str(), name.key.c_str()),
+           {name.key});
   }
   if (d.eod_mask_loss && !c.tokenizer.tokenizer_model) {
     r.fail("dataset.eod_mask_loss needs the end-of-document token id, which comes from the tokenizer",

@@ -27,7 +27,7 @@ struct StepResult {
   bool capture_step = false; // this step captured graphs (its time includes capture; reported apart)
 };
 
-// What one evaluation (train.eval_interval) measured.
+// What one evaluation (validation.eval_interval) measured.
 struct EvalResult {
   double loss = 0.0;        // mean over the evaluated batches of each batch's loss (as the training loss)
   int64_t batches = 0;

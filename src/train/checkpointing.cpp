@@ -27,6 +27,19 @@ using checkpoint::TensorRef;
 // Identifies what decides the numbers: model, optimizer, schedule, data. Keys that may change on
 // resume without changing a bit are left out: train_iters, checkpoint (its folders, save_interval and the
 // retention of most_recent_k), logging, NaN checks, and the CUDA-graph settings (graphs are bitwise equal to eager).
+// The text of the reset validation section as it was before the section existed, when its two keys were train keys
+// (the train section's last ones): checkpoints saved then hash as the same configuration.
+std::string with_evaluation_keys_in_train(std::string text) {
+  const size_t begin = text.find("\nvalidation:\n");
+  SG_CHECK(begin != std::string::npos, "canonical_config: the emitted configuration has no validation section");
+  size_t end = begin + 1;
+  do {
+    end = text.find('\n', end) + 1;
+  } while (end < text.size() && text.compare(end, 2, "  ") == 0);
+  text.replace(begin + 1, end - begin - 1, "  eval_interval: null\n  eval_iters: 100\n");
+  return text;
+}
+
 std::string canonical_config(const config::Config& config) {
   config::Config c = config;
   c.train.train_iters.reset();
@@ -35,8 +48,7 @@ std::string canonical_config(const config::Config& config) {
   // Megatron-Bridge keys accepted without effect (config/bridge_inert_keys.h): a resume may add or drop them.
   c.model.bridge_inert = {};
   // Evaluation reads validation data only: the training's numbers do not depend on it.
-  c.train.eval_interval.reset();
-  c.train.eval_iters = config::TrainConfig{}.eval_iters;
+  c.validation = {};
   c.dataset.valid_data_path.clear();
   c.rerun_state_machine = {};
   c.ddp = {};
@@ -49,7 +61,7 @@ std::string canonical_config(const config::Config& config) {
   c.model.use_te_rng_tracker = false;
   c.rng.te_rng_tracker = false;
   c.source.clear();
-  return config::emit_yaml(c);
+  return with_evaluation_keys_in_train(config::emit_yaml(c));
 }
 
 template <class Ref, class Ptr>
@@ -261,7 +273,7 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
   ckpt.state.iteration = state.steps_done;
   ckpt.state.data_position = position;
   ckpt.state.rng_state = rng_bytes(state.rng);
-  ckpt.state.config_hash = checkpoint::config_hash_hex(canonical_config(config));
+  ckpt.state.config_hash = canonical_config_hash(config);
   ckpt.state.extra["run_id"] = record.run_id;
   if (record.samples_baseline != SamplesBaseline{}) {
     ckpt.state.extra[kSamplesBaselineKey] = {{"iteration", record.samples_baseline.iteration},
@@ -338,7 +350,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& 
   }
   out.eval_pending = ts.extra.is_object() && ts.extra.contains(kEvalPendingKey) &&
                      ts.extra[kEvalPendingKey].is_boolean() && ts.extra[kEvalPendingKey].get<bool>();
-  out.same_config = ts.config_hash == checkpoint::config_hash_hex(canonical_config(config));
+  out.same_config = ts.config_hash == canonical_config_hash(config);
   const SamplesBaseline recorded = recorded_baseline(ts, state_file, advice);
   check_consumed_samples(ts, state_file, config::batch_spec(config), out.same_config, recorded, advice);
   // From here on every step takes this configuration's global batch: a changed configuration starts anew.
@@ -376,6 +388,10 @@ void resume_data_position(const LoadedCheckpoint& loaded, data::DataLoader& load
                         "settings changed); resuming anyway, but the run will not match an uninterrupted one",
                         loaded.path.c_str()));
   }
+}
+
+std::string canonical_config_hash(const config::Config& config) {
+  return checkpoint::config_hash_hex(canonical_config(config));
 }
 
 }  // namespace sg::train

@@ -75,6 +75,10 @@ struct ResumeRecord {
   bool eval_pending = false;
 };
 
+// The hash train_state.json records: of the settings the training's numbers depend on (not the evaluation, the
+// checkpoint and logger sections, the graph mode, the train_iters), so a resume can tell a changed configuration.
+std::string canonical_config_hash(const config::Config& config);
+
 // Saves under config.checkpoint.save-style root `dir` as iter_<steps_done>; returns the folder.
 // `record` goes into train_state.json. config.json's max_position_embeddings is model.seq_length, or the
 // source's when that is larger; its bos_token_id/eos_token_id are the tokenizer's (its BOS, its EOD: null

@@ -9,8 +9,11 @@ namespace sg::train {
 
 Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
                        const data::BatchOptions& batch_options, int rank)
-    : interval_(evaluation_enabled(config) ? *config.train.eval_interval : 0),
-      iters_(config.train.eval_iters),
+    : enabled_(evaluation_enabled(config)),
+      interval_(config.validation.eval_interval.value_or(0)),
+      start_(config.validation.start_eval_at_iter.value_or(0)),
+      skip_train_(config.validation.skip_train),
+      iters_(config.validation.eval_iters),
       sequences_(batch.num_microbatches * batch.micro_batch_size),
       seq_length_(model.seq_length),
       global_sequences_(batch.global_microbatches() * batch.micro_batch_size),
@@ -27,17 +30,27 @@ Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& mod
 Evaluation::~Evaluation() = default;
 
 bool Evaluation::due(int64_t step, int64_t last_step) const {
-  return enabled() && (step % interval_ == 0 || step == last_step);
+  return enabled_ && interval_ > 0 && ((step % interval_ == 0 && step >= start_) || step == last_step);
 }
 
 std::string Evaluation::describe() const {
-  if (!enabled()) return "validation: off (train.eval_interval = null)";
-  std::string text = strprintf("validation: every %lld steps and after the last, %lld global batch%s (%lld tokens), "
-                               "forward only, dropout off; the same batches every time:",
-                               static_cast<long long>(interval_), static_cast<long long>(iters_),
-                               iters_ == 1 ? "" : "es", static_cast<long long>(iters_ * global_sequences_ * seq_length_));
+  if (!enabled()) return "validation: off (validation.eval_interval = null)";
+  const std::string when = skip_train_ ? std::string("once, instead of training (validation.skip_train)")
+                           : start_ > interval_
+                               ? strprintf("every %lld steps from step %lld on and after the last",
+                                           static_cast<long long>(interval_), static_cast<long long>(start_))
+                               : strprintf("every %lld steps and after the last", static_cast<long long>(interval_));
+  std::string text = strprintf(
+      "validation: %s, %lld global batch%s (%lld tokens), forward only, dropout off; the "
+      "same batches every time:",
+      when.c_str(), static_cast<long long>(iters_), iters_ == 1 ? "" : "es",
+      static_cast<long long>(tokens_per_evaluation()));
   for (const std::string& line : split(loader_->describe(), '\n')) text += "\n  " + line;
   return text;
+}
+
+std::string Evaluation::data_description() const {
+  return loader_ ? loader_->describe() : std::string();
 }
 
 EvalResult Evaluation::run(TrainingBackend& backend, const std::function<bool()>& stop) {

@@ -1,5 +1,6 @@
 #pragma once
-// Evaluation on validation data (train.eval_interval, train.eval_iters), as Megatron's evaluate():
+// Evaluation on validation data (the validation section: eval_interval, eval_iters, start_eval_at_iter, skip_train),
+// as Megatron's evaluate():
 // every eval_interval steps (and after the last step) eval_iters global batches of validation data go
 // through the backend's forward-only path (dropout off, no backward, no optimizer, no RNG advance),
 // and the mean loss is the validation loss; val_ppl = exp(val_loss).
@@ -25,10 +26,11 @@
 
 namespace sg::train {
 
-// Whether a run of `config` evaluates: train.eval_interval set (validation refuses values below 1). The one
-// decision, which the trainer's Evaluation, the GPU backend's evaluation graph and the run plan follow.
+// Whether a run of `config` evaluates: validation.eval_interval set (validate refuses values below 1), or
+// validation.skip_train (one evaluation instead of training). The one decision, which the trainer's Evaluation, the
+// GPU backend's evaluation graph and the run plan follow.
 inline bool evaluation_enabled(const config::Config& config) {
-  return config.train.eval_interval.value_or(0) > 0;
+  return config.validation.eval_interval.value_or(0) > 0 || config.validation.skip_train;
 }
 
 class Evaluation {
@@ -40,9 +42,14 @@ class Evaluation {
              const data::BatchOptions& batch_options, int rank = 0);
   ~Evaluation();
 
-  bool enabled() const { return interval_ > 0; }
+  bool enabled() const { return enabled_; }
   int64_t iters() const { return iters_; }
-  // After step `step` of `last_step`: every interval steps, and after the last one.
+  // Tokens one evaluation reads (every rank's): eval_iters global batches.
+  int64_t tokens_per_evaluation() const { return iters_ * global_sequences_ * seq_length_; }
+  // The validation datasets (or mock source), as the loader describes them; "" when evaluation is off.
+  std::string data_description() const;
+  // After step `step` of `last_step`: every interval steps from validation.start_eval_at_iter on, and after the last
+  // one (as Megatron's final evaluation, whatever start_eval_at_iter says). Never without validation.eval_interval.
   bool due(int64_t step, int64_t last_step) const;
   // "every 50 steps and after the last: 4 global batches (4096 tokens) from <source>"
   std::string describe() const;
@@ -53,7 +60,10 @@ class Evaluation {
   EvalResult run(TrainingBackend& backend, const std::function<bool()>& stop = {});
 
  private:
-  int64_t interval_ = 0;
+  bool enabled_ = false;
+  int64_t interval_ = 0;  // 0: no evaluation during training (validation.skip_train alone)
+  int64_t start_ = 0;     // validation.start_eval_at_iter
+  bool skip_train_ = false;
   int64_t iters_ = 0;
   int64_t sequences_ = 0, seq_length_ = 0;  // this rank's rows of a validation batch
   int64_t global_sequences_ = 0;

@@ -32,7 +32,7 @@ GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& mod
                                            static_cast<int>(config.model.cuda_graph_warmup_steps));
   tokens_per_step_ = static_cast<size_t>(step_->tokens_per_step());
   if (evaluation_enabled(config)) {
-    eval_ = std::make_unique<GpuEvaluation>(*step_, evaluation_graphed(config), config.train.eval_iters);
+    eval_ = std::make_unique<GpuEvaluation>(*step_, evaluation_graphed(config), config.validation.eval_iters);
   }
   for (auto& slot : inputs_) {
     slot.tokens = static_cast<int32_t*>(cuda::pinned_host_allocate(tokens_per_step_ * 4, "input tokens (pinned)"));
@@ -160,13 +160,13 @@ std::vector<std::vector<int32_t>> GpuBackend::moe_token_counts() {
 }
 
 void GpuBackend::eval_submit(const model::HostBatch& batch) {
-  SG_CHECK(eval_ != nullptr, "GpuBackend: evaluation needs train.eval_interval (set when the backend was made)");
+  SG_CHECK(eval_ != nullptr, "GpuBackend: evaluation needs validation.eval_interval (set when the backend was made)");
   SG_CHECK(pending_.empty(), "GpuBackend::eval_submit: collect(0) the training steps first");
   eval_->submit(stream_, batch);
 }
 
 EvalResult GpuBackend::eval_collect() {
-  SG_CHECK(eval_ != nullptr, "GpuBackend: evaluation needs train.eval_interval (set when the backend was made)");
+  SG_CHECK(eval_ != nullptr, "GpuBackend: evaluation needs validation.eval_interval (set when the backend was made)");
   return eval_->collect(stream_);
 }
 

@@ -80,7 +80,7 @@ class GpuBackend final : public TrainingBackend {
   cuda::Stream stream_;
   std::unique_ptr<model::TrainStep> step_;
   std::unique_ptr<GraphedStep> graphed_;
-  std::unique_ptr<GpuEvaluation> eval_;  // when train.eval_interval is set
+  std::unique_ptr<GpuEvaluation> eval_;  // when validation.eval_interval is set
   InputSlot inputs_[2];
   InFlight ring_[kRing];
   std::deque<int> pending_;  // ring indices of submitted, not yet collected steps

@@ -12,7 +12,7 @@ namespace sg::train {
 GpuEvaluation::GpuEvaluation(model::TrainStep& step, bool graphs, int64_t max_batches)
     : step_(step), tokens_(static_cast<size_t>(step.tokens_per_step())), max_batches_(max_batches),
       runner_(registry_, /*warmup_steps=*/1, /*enabled=*/graphs, "evaluation") {
-  SG_CHECK(max_batches > 0, "GpuEvaluation: train.eval_iters must be positive");
+  SG_CHECK(max_batches > 0, "GpuEvaluation: validation.eval_iters must be positive");
   for (Slot& slot : slots_) {
     slot.tokens = static_cast<int32_t*>(cuda::pinned_host_allocate(tokens_ * 4, "eval tokens (pinned)"));
     slot.targets = static_cast<int32_t*>(cuda::pinned_host_allocate(tokens_ * 4, "eval targets (pinned)"));
@@ -36,7 +36,7 @@ void GpuEvaluation::submit(cudaStream_t stream, const model::HostBatch& batch) {
   SG_CHECK(batch.tokens.size() == tokens_ && batch.targets.size() == tokens_ && batch.loss_mask.size() == tokens_,
            strprintf("evaluation batch of %zu tokens for a step of %zu", batch.tokens.size(), tokens_));
   SG_CHECK(submitted_ < max_batches_,
-           strprintf("GpuEvaluation: more than train.eval_iters = %lld batches before collect()",
+           strprintf("GpuEvaluation: more than validation.eval_iters = %lld batches before collect()",
                      static_cast<long long>(max_batches_)));
   if (submitted_ == 0) start_ = std::chrono::steady_clock::now();
   Slot& slot = slots_[slot_uses_++ % 2];

@@ -1,5 +1,5 @@
 #pragma once
-// Evaluation on the GPU (train.eval_interval): TrainStep::enqueue_eval — every microbatch's forward with
+// Evaluation on the GPU (validation.eval_interval): TrainStep::enqueue_eval — every microbatch's forward with
 // dropout off and the LM head's loss only — on the training stream, between steps. With CUDA graphs on
 // (any cuda_graph_impl but none) the evaluation of one batch is its own graph: the first evaluated batch
 // runs eagerly (first use of the no-dropout attention plan), the second is captured, every later one
@@ -23,7 +23,7 @@ namespace sg::train {
 
 class GpuEvaluation {
  public:
-  // `max_batches`: train.eval_iters (the pinned loss array's size).
+  // `max_batches`: validation.eval_iters (the pinned loss array's size).
   GpuEvaluation(model::TrainStep& step, bool graphs, int64_t max_batches);
   ~GpuEvaluation();
   GpuEvaluation(const GpuEvaluation&) = delete;

@@ -46,7 +46,7 @@ struct StepMetrics {
   std::vector<std::vector<int32_t>> moe_tokens;
 };
 
-// One evaluation (train.eval_interval).
+// One evaluation (validation.eval_interval).
 struct EvalMetrics {
   int64_t step = 0;  // the optimizer step after which it ran
   double val_loss = 0.0;

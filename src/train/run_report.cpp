@@ -219,7 +219,7 @@ std::string ordinal(size_t n) {
 }
 
 std::string eval_table(const EvalRows& evals) {
-  if (evals.count() == 0) return "<p>No evaluation (train.eval_interval is null).</p>\n";
+  if (evals.count() == 0) return "<p>No evaluation (validation.eval_interval is null).</p>\n";
   std::string out;
   if (evals.stride() > 1) {
     const size_t s = evals.stride();

@@ -19,6 +19,7 @@
 #include "train/checkpointing.h"
 #include "train/distributed_resume.h"
 #include "train/distributed_run.h"
+#include "train/evaluate_only.h"
 #include "train/evaluation.h"
 #include "train/host_memory.h"
 #include "train/nonfinite_stop.h"
@@ -76,7 +77,9 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   const model::ModelSpec model = config::model_spec(config);
   const model::BatchSpec batch = config::batch_spec(config);
   const int64_t train_iters = config.train.train_iters.value_or(0);
-  if (train_iters <= 0) throw Error("train.train_iters must be set to a positive number of steps");
+  // validation.skip_train evaluates instead of training (train/evaluate_only.h): no training data, no save.
+  const bool skip_train = config.validation.skip_train;
+  if (train_iters <= 0 && !skip_train) throw Error("train.train_iters must be set to a positive number of steps");
   DistributedRun* const distributed = options.distributed;
   const int world_size = distributed ? distributed->world_size() : 1;
   const int rank = distributed ? distributed->rank() : 0;
@@ -101,7 +104,7 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   // state it saves (the others join the distributed optimizer's gathers without a copy).
   check_host_memory(plan_host_memory(model, batch,
                                      {.cpu_backend = cpu_backend,
-                                      .checkpoint_save = config.checkpoint.save.has_value(),
+                                      .checkpoint_save = config.checkpoint.save.has_value() && !skip_train,
                                       .checkpoint_load = may_resume(config.checkpoint) ||
                                                          config.checkpoint.pretrained_checkpoint.has_value(),
                                       .ranks_on_node = distributed ? distributed->world().ranks_on_node() : 1,
@@ -122,19 +125,23 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
                 "dataset.eod_mask_loss=false or use a tokenizer with an eos token");
   }
   std::optional<BatchSource> data;
-  with_host_allocation("the input batch buffers (train.global_batch_size x model.seq_length tokens)",
-                       [&] { data.emplace(config, model, batch, batch_options, rank); });
+  if (!skip_train) {
+    with_host_allocation("the input batch buffers (train.global_batch_size x model.seq_length tokens)",
+                         [&] { data.emplace(config, model, batch, batch_options, rank); });
+  }
   std::optional<Evaluation> evaluation;
   with_host_allocation("the validation batch buffers",
                        [&] { evaluation.emplace(config, model, batch, batch_options, rank); });
   run.evaluation = &*evaluation;
   // Data parallel: rank 0 owns checkpoint.save (its lock, its policy) and tells the others what to resume.
+  const config::CheckpointConfig checkpoint_settings =
+      skip_train ? checkpoint_to_evaluate(config.checkpoint) : config.checkpoint;
   CheckpointDirs dirs;
-  if (distributed == nullptr || distributed->is_writer()) dirs = prepare_checkpoint_dirs(config.checkpoint);
+  if (distributed == nullptr || distributed->is_writer()) dirs = prepare_checkpoint_dirs(checkpoint_settings);
   if (!dirs.note.empty()) log::info(dirs.note);
   if (distributed) {  // rank 0 resolves the iteration folder and every rank loads that one (train/distributed_resume.h)
     const std::optional<ResumeFolder> folder =
-        resume_folder_everywhere(*distributed, dirs.resume_from, resume_key(config.checkpoint));
+        resume_folder_everywhere(*distributed, dirs.resume_from, resume_key(checkpoint_settings));
     dirs.resume_from = folder ? std::optional<std::string>(folder->path) : std::nullopt;
     if (folder && !folder->note.empty()) log::info(folder->note);
   }
@@ -142,12 +149,13 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   if (dirs.resume_from) {
     with_host_allocation("the checkpoint's weights and optimizer state", [&] {
       const auto load = [&] {
-        return load_checkpoint(*dirs.resume_from, config, model::model_layout(model), resume_key(config.checkpoint));
+        return load_checkpoint(*dirs.resume_from, config, model::model_layout(model), resume_key(checkpoint_settings));
       };
       loaded = distributed ? load_resume_folder(*distributed, *dirs.resume_from, load) : load();
     });
     if (!loaded->note.empty()) log::info(loaded->note);
-    resume_data_position(*loaded, data->loader());  // before any device work: a refusal says nothing about resuming
+    // Before any device work: a refusal says nothing about resuming.
+    if (data) resume_data_position(*loaded, data->loader());
   }
   if (distributed) require_same_resume(*distributed, loaded);  // every rank resumed the same step and train state
   run.dirs = &dirs;
@@ -163,6 +171,22 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
 
   TrainSummary summary;
   summary.start_step = loaded ? loaded->state.steps_done : 0;
+  if (skip_train) {
+    summary.steps_done = summary.start_step;
+    log::info(describe_model(config));
+    if (run.tokenizer) log::info("tokenizer: " + run.tokenizer->describe());
+    log::info(evaluation->describe());
+    std::unique_ptr<TrainingBackend> backend;
+    with_host_allocation(cpu_backend ? "the CPU backend's model" : "the GPU backend's host buffers",
+                         [&] { backend = make_backend(config, options.force_cpu, distributed); });
+    try {
+      summary.evaluation_path = evaluate_only(config, options, *backend, loaded, pretrained, *evaluation);
+    } catch (const std::exception& e) {
+      if (distributed) end_failed_rank(*distributed, e, 1);
+      report_and_rethrow(e, 1);
+    }
+    return summary;
+  }
   summary.steps_done = summary.start_step;
   summary.train_iters = train_iters;
   if (summary.start_step >= train_iters) {

@@ -43,6 +43,7 @@ struct TrainSummary {
   int stop_signal = 0;  // that signal, received by this rank or (data parallel) another one: exit 128 + it
   double last_val_loss = NAN;  // NaN when no evaluation ran
   std::string metrics_path;    // empty when nothing ran
+  std::string evaluation_path;  // validation.skip_train: the evaluation's result file (rank 0)
   std::string report_path;
   // What the run's last line adds (train/run_end.h): after a stop, what was saved and how to go on; for a
   // finished run without checkpoint.save, that its weights were not saved and how to keep them. Else empty.

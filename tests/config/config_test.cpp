@@ -55,25 +55,41 @@ TEST(Config, DefaultsAreBridgeDefaults) {
 
 TEST(Config, KeyTableCoversEverySection) {
   const auto sections = config::config_sections();
-  EXPECT_EQ(sections, (std::vector<std::string>{"model", "train", "optimizer", "scheduler",
-                                                "dataset", "tokenizer", "checkpoint", "logger",
-                                                "rng", "rerun_state_machine", "ddp"}));
+  EXPECT_EQ(sections,
+            (std::vector<std::string>{"model", "train", "validation", "optimizer", "scheduler", "dataset", "tokenizer",
+                                      "checkpoint", "logger", "rng", "rerun_state_machine", "ddp"}));
   const auto keys = config::config_keys();
-  for (const char* key :
-       {"model.cuda_graph_impl", "model.cuda_graph_scope", "model.cuda_graph_warmup_steps",
-        "model.use_te_rng_tracker", "rng.te_rng_tracker",
-        "rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad",
-        "model.hybrid_override_pattern", "model.recompute_method", "dataset.pad_cu_seqlens", "checkpoint.save_interval",
-        "tokenizer.tokenizer_type", "tokenizer.tokenizer_model", "dataset.split", "dataset.valid_data_path",
-        "dataset.eod_mask_loss", "train.eval_interval", "train.eval_iters", "logger.tensorboard_dir",
-        "optimizer.use_precision_aware_optimizer", "optimizer.exp_avg_dtype", "optimizer.exp_avg_sq_dtype",
-        "ddp.grad_reduce_in_fp32"}) {
+  for (const char* key : {"model.cuda_graph_impl",
+                          "model.cuda_graph_scope",
+                          "model.cuda_graph_warmup_steps",
+                          "model.use_te_rng_tracker",
+                          "rng.te_rng_tracker",
+                          "rerun_state_machine.check_for_nan_in_loss",
+                          "ddp.check_for_nan_in_grad",
+                          "model.hybrid_override_pattern",
+                          "model.recompute_method",
+                          "dataset.pad_cu_seqlens",
+                          "checkpoint.save_interval",
+                          "tokenizer.tokenizer_type",
+                          "tokenizer.tokenizer_model",
+                          "dataset.split",
+                          "dataset.valid_data_path",
+                          "dataset.eod_mask_loss",
+                          "validation.eval_interval",
+                          "validation.eval_iters",
+                          "validation.skip_train",
+                          "validation.start_eval_at_iter",
+                          "logger.tensorboard_dir",
+                          "optimizer.use_precision_aware_optimizer",
+                          "optimizer.exp_avg_dtype",
+                          "optimizer.exp_avg_sq_dtype",
+                          "ddp.grad_reduce_in_fp32"}) {
     EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
   }
   // main's 94 + 11 MoE keys + model.recompute_method + 5 data-parallel keys + 3 precision-aware optimizer keys
-  // + checkpoint.most_recent_k + model.is_hybrid_model + Bridge's keys accepted without effect
-  // (config/bridge_inert_keys.h)
-  EXPECT_EQ(keys.size(), 116u + std::size(config::kBridgeInertKeys));
+  // + checkpoint.most_recent_k + model.is_hybrid_model + the validation section's 8 keys beyond the 2 that were
+  // train's + Bridge's keys accepted without effect (config/bridge_inert_keys.h)
+  EXPECT_EQ(keys.size(), 124u + std::size(config::kBridgeInertKeys));
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {

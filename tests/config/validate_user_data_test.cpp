@@ -1,5 +1,5 @@
 // Rule 16's user-data checks: the tokenizer section (type, folder, the vocabulary it implies, padded as
-// Megatron pads it), dataset.split / dataset.valid_data_path, train.eval_interval / train.eval_iters,
+// Megatron pads it), dataset.split / dataset.valid_data_path, validation.eval_interval / validation.eval_iters,
 // dataset.eod_mask_loss, the logger section (Bridge's W&B keys: a note) — and the keys round-trip through YAML.
 // The datasets' own checks (present, relative paths): validate_data_files_test.cpp.
 #include <gtest/gtest.h>
@@ -112,25 +112,27 @@ TEST_F(UserDataValidation, SplitValidationDataAndEvaluation) {
     o.insert(o.end(), more.begin(), more.end());
     return check(o);
   };
-  EXPECT_TRUE(with({"dataset.split=969,30,1", "train.eval_interval=10"}).ok());
-  EXPECT_TRUE(with({valid_data, "train.eval_interval=10"}).ok());
+  EXPECT_TRUE(with({"dataset.split=969,30,1", "validation.eval_interval=10"}).ok());
+  EXPECT_TRUE(with({valid_data, "validation.eval_interval=10"}).ok());
   EXPECT_TRUE(has_violation(with({"dataset.split=9,1,x"}), "dataset.split", "969,30,1"));
   EXPECT_TRUE(has_violation(with({"dataset.split=99,1", valid_data}), "dataset.valid_data_path", "use one"));
-  EXPECT_TRUE(has_violation(with({"train.eval_interval=10"}), "train.eval_interval", "dataset.split=969,30,1"));
-  EXPECT_TRUE(has_violation(with({"dataset.split=100,0,0", "train.eval_interval=10"}), "train.eval_interval",
+  EXPECT_TRUE(
+      has_violation(with({"validation.eval_interval=10"}), "validation.eval_interval", "dataset.split=969,30,1"));
+  EXPECT_TRUE(has_violation(with({"dataset.split=100,0,0", "validation.eval_interval=10"}), "validation.eval_interval",
                             "no documents"));
   // No training share: train would refuse its empty split after reading the data.
   EXPECT_TRUE(has_violation(with({"dataset.split=0,1,0"}), "dataset.split", "first (train) share"));
-  EXPECT_TRUE(has_violation(with({"dataset.split=9,1", "train.eval_interval=0"}), "train.eval_interval", ">= 1"));
-  EXPECT_TRUE(has_violation(with({"dataset.split=9,1", "train.eval_interval=5", "train.eval_iters=0"}),
-                            "train.eval_iters", "100"));
-  // No more than the step counts (2^31 - 1): the evaluation's loss buffer holds a float a batch.
   EXPECT_TRUE(
-      has_violation(with({"dataset.split=9,1", "train.eval_interval=5", "train.eval_iters=4611686018427387904"}),
-                    "train.eval_iters", "100"));
-  EXPECT_TRUE(with({"dataset.split=9,1", "train.eval_interval=5", "train.eval_iters=2147483647"}).ok());
+      has_violation(with({"dataset.split=9,1", "validation.eval_interval=0"}), "validation.eval_interval", ">= 1"));
+  EXPECT_TRUE(has_violation(with({"dataset.split=9,1", "validation.eval_interval=5", "validation.eval_iters=0"}),
+                            "validation.eval_iters", "100"));
+  // No more than the step counts (2^31 - 1): the evaluation's loss buffer holds a float a batch.
+  EXPECT_TRUE(has_violation(
+      with({"dataset.split=9,1", "validation.eval_interval=5", "validation.eval_iters=4611686018427387904"}),
+      "validation.eval_iters", "100"));
+  EXPECT_TRUE(with({"dataset.split=9,1", "validation.eval_interval=5", "validation.eval_iters=2147483647"}).ok());
   EXPECT_NE(describe(with({"dataset.split=9,1"})).find("no evaluation runs"), std::string::npos);
-  EXPECT_TRUE(check({"train.eval_interval=5"}).ok());  // mock data validates on mock samples
+  EXPECT_TRUE(check({"validation.eval_interval=5"}).ok());  // mock data validates on mock samples
 }
 
 // A tokenizer that is named but cannot be used leaves model.vocab_size null: its own error says why, and no
@@ -183,7 +185,7 @@ TEST_F(UserDataValidation, MockWithABadSplitIsAnErrorWithoutTheUnusedSplitNote) 
 // Megatron reads the shares with a regex for numbers: "90/10/0" and "90, 10, 0" are splits there, and here.
 TEST_F(UserDataValidation, SplitSharesSeparatedBySlashesValidate) {
   const std::vector<std::string> data = {"dataset.mock=false", "dataset.data_path=[" + corpus() + "]",
-                                         "train.eval_interval=10"};
+                                         "validation.eval_interval=10"};
   for (const std::string split : {"90/10/0", "90, 10, 0", "99,1", "99/1"}) {
     std::vector<std::string> o = data;
     o.push_back("dataset.split=" + split);
@@ -205,15 +207,15 @@ TEST_F(UserDataValidation, EodMaskLossNeedsTheTokenizersEod) {
 }
 
 TEST_F(UserDataValidation, NewKeysRoundTripThroughYaml) {
-  Config c = load_config("llama/tiny", with_tokenizer({"dataset.split=969,30,1", "train.eval_interval=50",
-                                                       "train.eval_iters=4", "logger.tensorboard_dir=runs/tb",
-                                                       "dataset.eod_mask_loss=true",
-                                                       "model.make_vocab_size_divisible_by=64"}));
+  Config c = load_config(
+      "llama/tiny", with_tokenizer({"dataset.split=969,30,1", "validation.eval_interval=50", "validation.eval_iters=4",
+                                    "logger.tensorboard_dir=runs/tb", "dataset.eod_mask_loss=true",
+                                    "model.make_vocab_size_divisible_by=64"}));
   const Config back = load_config_yaml(emit_yaml(c), "emitted");
   EXPECT_EQ(emit_yaml(back), emit_yaml(c));
   EXPECT_EQ(back.dataset.split.value_or(""), "969,30,1");
-  EXPECT_EQ(back.train.eval_interval.value_or(0), 50);
-  EXPECT_EQ(back.train.eval_iters, 4);
+  EXPECT_EQ(back.validation.eval_interval.value_or(0), 50);
+  EXPECT_EQ(back.validation.eval_iters, 4);
   EXPECT_EQ(back.logger.tensorboard_dir.value_or(""), "runs/tb");
   EXPECT_TRUE(back.dataset.eod_mask_loss);
   EXPECT_EQ(back.tokenizer.tokenizer_type.value_or(""), "HuggingFaceTokenizer");

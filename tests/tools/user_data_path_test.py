@@ -57,6 +57,7 @@ train:
   micro_batch_size: 2
   global_batch_size: 4
   train_iters: {iters}
+validation:
   eval_interval: {eval_interval}
   eval_iters: 2
 optimizer:
@@ -196,6 +197,26 @@ class UserDataPath(unittest.TestCase):
         self.assertIn("val loss", log)
         self.assertIn("valid split: documents", log)  # the validation data says where it comes from
         self.assertIn("train split: documents", log)
+
+    def test_skip_train_evaluates_the_checkpoint_as_the_run_did(self):
+        # The README's step 4: validation.skip_train on the run's checkpoints gives step 6's validation loss again,
+        # and changes none of the run folder's records.
+        before = {name: open(os.path.join(self.run_dir, name), "rb").read() for name in ("metrics.jsonl", "config.yaml")}
+        out = run(STEPGRAPH, "train", "my_run.yaml", "--cpu", "--plain", "validation.skip_train=true",
+                  "checkpoint.load=" + os.path.join(self.dir, "ckpt_my_run"), cwd=self.dir)
+        result_path = os.path.join(self.run_dir, "evaluations", "iter_0000006.json")
+        self.assertIn("wrote runs/my_run/evaluations/iter_0000006.json", out.stderr)  # the default run folder
+        with open(result_path) as f:
+            result = json.load(f)
+        evals = [l for l in read_jsonl(os.path.join(self.run_dir, "metrics.jsonl")) if "val_loss" in l]
+        self.assertEqual(result["iteration"], 6)
+        self.assertEqual(result["batches"], 2)
+        self.assertEqual(f"{result['val_loss']:.9g}", f"{evals[-1]['val_loss']:.9g}")  # the bits metrics.jsonl shows
+        self.assertTrue(result["weights"].endswith("iter_0000006"))
+        for name, text in before.items():
+            self.assertEqual(open(os.path.join(self.run_dir, name), "rb").read(), text, name)
+        self.assertEqual(sorted(n for n in os.listdir(os.path.join(self.dir, "ckpt_my_run")) if n.startswith("iter_")),
+                         ["iter_0000003", "iter_0000006"])
 
     def test_evaluation_does_not_change_training(self):
         ours = [l["loss"] for l in read_jsonl(os.path.join(self.run_dir, "metrics.jsonl")) if "loss" in l]

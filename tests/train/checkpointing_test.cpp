@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
+#include "config/config.h"
+#include "config/validate.h"
+#include "core/strings.h"
 #include "data/blended_dataset.h"
 #include "test_util.h"
 
@@ -27,6 +31,34 @@ TEST(ResumeDataPosition, ARefusedPositionNamesTheTrainStateFile) {
   EXPECT_NE(message.find("checkpoint.pretrained_checkpoint=/runs/ckpt/iter_0000002"), std::string::npos) << message;
   loaded.position = {.consumed_samples = 16, .per_source = {16}};
   resume_data_position(loaded, loader);  // a consistent one is taken
+}
+
+// The hash train_state.json records for a configuration is what it was before the validation section existed
+// (eval_interval and eval_iters were train keys; a build of 360464d wrote these two), so checkpoints saved then resume
+// as the same configuration, and it depends on no evaluation key.
+TEST(CanonicalConfigHash, IsTheOneSavedBeforeTheValidationSectionAndIgnoresEvaluation) {
+  const struct {
+    const char* recipe;
+    const char* hash;
+  } saved[] = {{"llama/tiny", "fba5d025e3d9d565"}, {"hybrid/tiny_hybrid_moe", "faae870788f1a349"}};
+  for (const auto& s : saved) {
+    for (const std::vector<std::string>& evaluation :
+         {std::vector<std::string>{},
+          {"validation.eval_interval=1", "validation.eval_iters=3", "validation.start_eval_at_iter=2"},
+          {"validation.skip_train=true"}}) {
+      std::vector<std::string> overrides = {"train.train_iters=1", "scheduler.lr_decay_iters=100"};
+      overrides.insert(overrides.end(), evaluation.begin(), evaluation.end());
+      const config::ValidationReport report = config::validate(config::load_config(s.recipe, overrides));
+      ASSERT_TRUE(report.ok()) << s.recipe;
+      EXPECT_EQ(canonical_config_hash(report.config), s.hash) << s.recipe << " " << join(evaluation, " ");
+    }
+  }
+  // A setting the training depends on changes it.
+  EXPECT_NE(canonical_config_hash(config::validate(config::load_config("llama/tiny", {"train.train_iters=1",
+                                                                                      "scheduler.lr_decay_iters=100",
+                                                                                      "optimizer.lr=0.5"}))
+                                      .config),
+            "fba5d025e3d9d565");
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 #pragma once
-// Shared by the CPU trainer tests: a one-layer llama/tiny the CPU trains in milliseconds a step on mock data, and
-// train() run on the CPU with its stderr captured and its error kept.
+// Shared by the CPU trainer tests: a one-layer llama/tiny the CPU trains in milliseconds a step on mock data,
+// train() run on the CPU with its stderr captured and its error kept, and a run's metrics.jsonl read back.
 #include <gtest/gtest.h>
 
 #include <exception>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -45,6 +48,17 @@ inline CpuRunOutcome train_on_cpu(const config::Config& c, train::TrainOptions o
   r.log = testing::internal::GetCapturedStderr();
   graph::clear_stop_request();
   return r;
+}
+
+// One JSON object per line of a JSON-lines file (metrics.jsonl).
+inline std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
 }
 
 }  // namespace sg::test

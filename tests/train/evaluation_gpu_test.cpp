@@ -1,4 +1,4 @@
-// Evaluation on the GPU (train.eval_interval): forward only with dropout off, its own CUDA graph when
+// Evaluation on the GPU (validation.eval_interval): forward only with dropout off, its own CUDA graph when
 // graphs are on, and it never changes the training. With dropout on and two microbatches, in every
 // graph mode: the training losses, final weights, Adam moments and RNG offset are bitwise equal with and
 // without evaluations every 3 steps; the evaluation graph is captured once and replayed; the validation
@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -18,12 +21,14 @@
 #include "data/batch.h"
 #include "data/blended_dataset.h"
 #include "model/cpu_model.h"
+#include "test_dir.h"
 #include "test_util.h"
 #include "train/backend_factory.h"
 #include "train/data_options.h"
 #include "train/evaluation.h"
 #include "train/gpu_backend.h"
 #include "train/mock_training.h"
+#include "train/trainer.h"
 
 namespace sg::train {
 namespace {
@@ -32,8 +37,9 @@ constexpr int64_t kSteps = 12;
 
 config::Config tiny_with(const std::vector<std::string>& extra) {
   std::vector<std::string> overrides = {"model.attention_dropout=0.1", "model.hidden_dropout=0.1",
-                                        "train.global_batch_size=8", "train.train_iters=12", "dataset.mock=true",
-                                        "model.cuda_graph_warmup_steps=2", "train.eval_iters=2"};
+                                        "train.global_batch_size=8",   "train.train_iters=12",
+                                        "dataset.mock=true",           "model.cuda_graph_warmup_steps=2",
+                                        "validation.eval_iters=2"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
   return test::validated_tiny(overrides);
 }
@@ -94,7 +100,7 @@ TEST_F(EvaluationGpu, NeverChangesTheTrainingAndIsItsOwnGraph) {
   for (const Mode& mode : modes) {
     SCOPED_TRACE(mode.name);
     std::vector<std::string> with_eval = mode.overrides;
-    with_eval.push_back("train.eval_interval=3");
+    with_eval.push_back("validation.eval_interval=3");
     const TrainingRun plain = run_training(tiny_with(mode.overrides), false);
     const TrainingRun evaluated = run_training(tiny_with(with_eval), true);
     ASSERT_EQ(plain.losses.size(), static_cast<size_t>(kSteps));
@@ -123,7 +129,7 @@ TEST_F(EvaluationGpu, NeverChangesTheTrainingAndIsItsOwnGraph) {
 }
 
 TEST_F(EvaluationGpu, AgreesWithTheCpuTwinAtTheSameWeights) {
-  const config::Config config = tiny_with({"train.eval_interval=1", "model.cuda_graph_impl=none"});
+  const config::Config config = tiny_with({"validation.eval_interval=1", "model.cuda_graph_impl=none"});
   const model::ModelSpec model = config::model_spec(config);
   const model::BatchSpec batch = config::batch_spec(config);
   const rng::RngState rng{static_cast<uint64_t>(config.rng.seed), 0};
@@ -136,9 +142,45 @@ TEST_F(EvaluationGpu, AgreesWithTheCpuTwinAtTheSameWeights) {
   const double gpu_loss = evaluation.run(gpu).loss;
   double cpu_sum = 0.0;
   test::LoaderBatches valid(validation_data_options(config, model), model, batch);
-  for (int64_t i = 0; i < config.train.eval_iters; ++i) cpu_sum += cpu.evaluate(valid.next());
-  const double cpu_loss = cpu_sum / static_cast<double>(config.train.eval_iters);
+  for (int64_t i = 0; i < config.validation.eval_iters; ++i) cpu_sum += cpu.evaluate(valid.next());
+  const double cpu_loss = cpu_sum / static_cast<double>(config.validation.eval_iters);
   EXPECT_NEAR(gpu_loss, cpu_loss, test::kBf16RelTol * cpu_loss) << "GPU " << gpu_loss << " vs CPU " << cpu_loss;
+}
+
+// validation.skip_train through train(): the checkpoint a GPU run saved at step 4 is evaluated to that run's own
+// validation loss at step 4, bit for bit (as %.17g), in the eager and the whole-step-graph modes.
+TEST_F(EvaluationGpu, SkipTrainGivesTheTrainingRunsValidationLossBitForBit) {
+  const std::filesystem::path dir =
+      test::fresh_test_dir("evaluation_gpu_skip_train", std::filesystem::temp_directory_path());
+  for (const std::vector<std::string>& mode :
+       {std::vector<std::string>{"model.cuda_graph_impl=none"},
+        {"model.cuda_graph_impl=local", "model.cuda_graph_scope=full_iteration"}}) {
+    SCOPED_TRACE(mode[0]);
+    const std::string ck = (dir / ("ck_" + std::to_string(mode.size()))).string();
+    std::vector<std::string> training = mode;
+    for (const char* o : {"train.train_iters=4", "scheduler.lr_decay_iters=100", "validation.eval_interval=4",
+                          "checkpoint.save_interval=4"}) {
+      training.push_back(o);
+    }
+    training.push_back("checkpoint.save=" + ck);
+    TrainOptions options;
+    options.run_dir = (dir / ("run_" + std::to_string(mode.size()))).string();
+    const TrainSummary trained = train(tiny_with(training), options);
+    ASSERT_TRUE(std::isfinite(trained.last_val_loss));
+    std::vector<std::string> evaluating = mode;
+    evaluating.push_back("scheduler.lr_decay_iters=100");
+    evaluating.push_back("validation.skip_train=true");
+    evaluating.push_back("checkpoint.load=" + ck);
+    const TrainSummary evaluated = train(tiny_with(evaluating), options);
+    const nlohmann::json result = nlohmann::json::parse(test::read_file(evaluated.evaluation_path));
+    EXPECT_EQ(result["iteration"], 4);
+    EXPECT_EQ(result["graphed"], mode.size() > 1);
+    char want[40], got[40];
+    std::snprintf(want, sizeof want, "%.17g", trained.last_val_loss);
+    std::snprintf(got, sizeof got, "%.17g", result["val_loss"].get<double>());
+    EXPECT_STREQ(got, want);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -19,9 +19,10 @@
 #include "config/config.h"
 #include "config/validate.h"
 #include "core/crc32c.h"
+#include "cpu_training_runs.h"
 #include "process_util.h"
-#include "train/trainer.h"
 #include "test_dir.h"
+#include "train/trainer.h"
 
 namespace sg::train {
 namespace {
@@ -30,15 +31,7 @@ namespace fs = std::filesystem;
 
 using test::read_file;
 
-std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  }
-  return out;
-}
+using test::read_jsonl;
 
 class RunOutputs : public ::testing::Test {
  protected:
@@ -107,7 +100,7 @@ TEST_F(RunOutputs, RunFolderHasConfigReportAndTensorBoardEvents) {
   // config.yaml: the resolved configuration, which validates and runs again.
   const config::Config saved = config::load_config((dir_ / "r" / "config.yaml").string());
   EXPECT_TRUE(config::validate(saved).ok());
-  EXPECT_EQ(saved.train.eval_interval.value_or(0), 3);
+  EXPECT_EQ(saved.validation.eval_interval.value_or(0), 3);
   EXPECT_EQ(saved.model.hidden_size, 64);
   // report.html: self-contained charts.
   const std::string html = read_file(dir_ / "r" / "report.html");

@@ -117,7 +117,7 @@ TEST(RunReport, AFewEvaluationsAreAllListed) {
   EXPECT_EQ(page.find("evaluations; listed"), std::string::npos);
   EXPECT_EQ(count(page.substr(page.find("<h2>Evaluations</h2>")), "<tr><td>"), 3u);
   EXPECT_EQ(page.find("No evaluation"), std::string::npos);
-  EXPECT_NE(report_of(dir, step_record(1, 3.0)).find("No evaluation (train.eval_interval is null)."),
+  EXPECT_NE(report_of(dir, step_record(1, 3.0)).find("No evaluation (validation.eval_interval is null)."),
             std::string::npos);
 }
 

@@ -1,0 +1,191 @@
+// Bridge's validation section (ValidationConfig): its keys load from YAML and overrides and round-trip; the old
+// names train.eval_interval, train.eval_iters and train.skip_train still set them (Bridge reads them, deprecated), a
+// file's null under an old name is Bridge's unset field, two names with different values in one file are refused,
+// an override under either name replaces the value; validate's rules and notes for the section, and the keys train
+// refuses as not implemented.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/validate.h"
+#include "validation_report_text.h"
+
+namespace sg::config {
+namespace {
+
+using test::check_recipe;
+using test::describe;
+
+const char kModel[] =
+    "model: {num_layers: 2, hidden_size: 64, num_attention_heads: 4, seq_length: 32, vocab_size: 256}\n";
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool has_note(const ValidationReport& r, const std::string& text) {
+  return std::any_of(r.notes.begin(), r.notes.end(),
+                     [&](const Note& n) { return n.message.find(text) != std::string::npos; });
+}
+
+bool has_violation(const ValidationReport& r, const std::string& key, const std::string& text) {
+  return std::any_of(r.violations.begin(), r.violations.end(), [&](const Violation& v) {
+    return test::names_key(v, key) && (v.message + " " + v.fix).find(text) != std::string::npos;
+  });
+}
+
+TEST(ValidationSection, KeysLoadAndRoundTripUnderTheValidationSection) {
+  const Config c = load_config_yaml(std::string(kModel) +
+                                        "validation:\n  eval_interval: 50\n  eval_iters: 4\n  start_eval_at_iter: 200\n"
+                                        "  skip_train: true\n",
+                                    "r.yaml");
+  EXPECT_EQ(c.validation.eval_interval.value_or(0), 50);
+  EXPECT_EQ(c.validation.eval_iters, 4);
+  EXPECT_EQ(c.validation.start_eval_at_iter.value_or(0), 200);
+  EXPECT_TRUE(c.validation.skip_train);
+  const std::string yaml = emit_yaml(c);
+  EXPECT_NE(yaml.find("validation:\n  eval_interval: 50\n  eval_iters: 4\n  start_eval_at_iter: 200\n"),
+            std::string::npos)
+      << yaml;
+  EXPECT_EQ(emit_yaml(load_config_yaml(yaml, "emitted")), yaml);
+}
+
+TEST(ValidationSection, BridgesDeprecatedTrainNamesSetTheValidationKeys) {
+  const Config c = load_config_yaml(std::string(kModel) +
+                                        "train:\n  eval_interval: 7\n  eval_iters: 3\n"
+                                        "  skip_train: true\n",
+                                    "old.yaml");
+  EXPECT_EQ(c.validation.eval_interval.value_or(0), 7);
+  EXPECT_EQ(c.validation.eval_iters, 3);
+  EXPECT_TRUE(c.validation.skip_train);
+  // Written under the current names only: the file reads back the same.
+  const std::string yaml = emit_yaml(c);
+  EXPECT_EQ(yaml.find("train:\n  micro_batch_size: null\n  global_batch_size: null\n  train_iters: null\nvalidation:"),
+            yaml.find("train:"))
+      << yaml;
+  // validate says which name is deprecated, where it was written and what the current one is.
+  const ValidationReport r = validate(load_config("llama/tiny", {"train.eval_interval=5"}));
+  EXPECT_TRUE(has_note(r,
+                       "train.eval_interval (at override 'train.eval_interval=5') is Megatron-Bridge's deprecated "
+                       "name of validation.eval_interval"))
+      << describe(r);
+  EXPECT_FALSE(has_note(validate(load_config("llama/tiny", {"validation.eval_interval=5"})), "deprecated"));
+}
+
+// A Bridge config dumped to YAML lists TrainingConfig's deprecated fields as null beside the validation section:
+// in either order, the null leaves the validation key as it is.
+TEST(ValidationSection, AFilesNullUnderTheOldNameIsBridgesUnsetField) {
+  for (const bool train_first : {true, false}) {
+    const std::string train = "train:\n  eval_interval: null\n  eval_iters: null\n  skip_train: null\n";
+    const std::string validation = "validation:\n  eval_interval: 500\n  eval_iters: 32\n  skip_train: false\n";
+    const Config c =
+        load_config_yaml(std::string(kModel) + (train_first ? train + validation : validation + train), "dump.yaml");
+    EXPECT_EQ(c.validation.eval_interval.value_or(0), 500) << train_first;
+    EXPECT_EQ(c.validation.eval_iters, 32) << train_first;
+  }
+  // Both names with the same value (a dump of a Bridge config that used the old name): accepted.
+  const Config same = load_config_yaml(
+      std::string(kModel) + "train:\n  eval_interval: 20\nvalidation:\n  eval_interval: 20\n", "same.yaml");
+  EXPECT_EQ(same.validation.eval_interval.value_or(0), 20);
+}
+
+TEST(ValidationSection, TwoNamesWithDifferentValuesInOneFileAreRefusedNamingBoth) {
+  const std::string message = error_of([] {
+    load_config_yaml(std::string(kModel) + "train:\n  eval_interval: 2\nvalidation:\n  eval_interval: 3\n", "r.yaml");
+  });
+  for (const char* part :
+       {"r.yaml:5:18: validation.eval_interval = 3", "train.eval_interval = 2 is set too (at r.yaml:3:18)",
+        "deprecated name of validation.eval_interval"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << part << "\n" << message;
+  }
+  // The same with the old name last, and for a value set to null under the current name.
+  EXPECT_NE(error_of([] {
+              load_config_yaml(std::string(kModel) + "validation:\n  eval_iters: 3\ntrain:\n  eval_iters: 4\n",
+                               "r.yaml");
+            }).find("validation.eval_iters = 3 is set too"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              load_config_yaml(std::string(kModel) + "train:\n  eval_interval: 2\nvalidation:\n  eval_interval: null\n",
+                               "r.yaml");
+            }).find("differ"),
+            std::string::npos);
+}
+
+TEST(ValidationSection, AnOverrideUnderEitherNameReplacesTheValue) {
+  // A recipe written with the old name, overridden with the new one, and the other way round.
+  const std::string old_recipe = std::string(kModel) + "train:\n  eval_interval: 2\n";
+  Config c = load_config_yaml(old_recipe, "r.yaml");
+  apply_override(c, "validation.eval_interval=9");
+  EXPECT_EQ(c.validation.eval_interval.value_or(0), 9);
+  c = load_config_yaml(std::string(kModel) + "validation:\n  eval_interval: 2\n", "r.yaml");
+  apply_override(c, "train.eval_interval=11");
+  EXPECT_EQ(c.validation.eval_interval.value_or(0), 11);
+  // An override's null under the old name is what its user asked for: no evaluation (unlike a file's null).
+  apply_override(c, "train.eval_interval=null");
+  EXPECT_FALSE(c.validation.eval_interval.has_value());
+  // A wrong type under the old name says which key it is.
+  const std::string message = error_of([&] { apply_override(c, "train.eval_iters=abc"); });
+  EXPECT_NE(message.find("written as train.eval_iters, Bridge's deprecated name of validation.eval_iters"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(c.validation.eval_iters, 100);
+}
+
+TEST(ValidationSection, ValidateChecksTheSectionsValues) {
+  EXPECT_TRUE(has_violation(check_recipe("llama/tiny", {"validation.start_eval_at_iter=-1"}),
+                            "validation.start_eval_at_iter", ">= 0"));
+  EXPECT_TRUE(
+      has_note(check_recipe("llama/tiny", {"validation.start_eval_at_iter=10"}), "start_eval_at_iter has no effect"));
+  EXPECT_TRUE(check_recipe("llama/tiny", {"validation.eval_interval=5", "validation.start_eval_at_iter=10"}).ok());
+  // skip_train: saves nothing, so checkpoint.overwrite is a contradiction; it needs validation data like an
+  // evaluation during training; without a checkpoint to load it says it evaluates the initial weights.
+  EXPECT_TRUE(has_violation(
+      check_recipe("llama/tiny", {"validation.skip_train=true", "checkpoint.save=/tmp/x", "checkpoint.overwrite=true"}),
+      "checkpoint.overwrite", "saves nothing"));
+  EXPECT_TRUE(has_violation(
+      check_recipe("llama/tiny", {"validation.skip_train=true", "dataset.mock=false", "dataset.data_path=null"}),
+      "validation.skip_train", "no validation data"));
+  const ValidationReport fresh = check_recipe("llama/tiny", {"validation.skip_train=true"});
+  EXPECT_TRUE(fresh.ok()) << describe(fresh);
+  EXPECT_TRUE(has_note(fresh, "the initial, untrained weights")) << describe(fresh);
+  EXPECT_TRUE(has_note(check_recipe("llama/tiny", {"validation.skip_train=true", "checkpoint.load=/tmp/ck"}),
+                       "one evaluation of the checkpoint's weights"));
+}
+
+TEST(ValidationSection, KeysWithoutAnImplementationAreNamedAndTrainRefusesThem) {
+  struct Case {
+    std::vector<std::string> overrides;
+    const char* key;
+  };
+  const Case cases[] = {
+      {{"validation.full_validation=true"}, "validation.full_validation"},
+      {{"validation.multiple_validation_sets=true"}, "validation.multiple_validation_sets"},
+      {{"validation.validation_set_names=[wiki]"}, "validation.validation_set_names"},
+      {{"validation.test_mode=true"}, "validation.test_mode"},
+      {{"validation.eval_global_batch_size=8"}, "validation.eval_global_batch_size"},
+      {{"validation.eval_micro_batch_size=1"}, "validation.eval_micro_batch_size"},
+  };
+  for (const Case& c : cases) {
+    const std::vector<std::string> missing =
+        unimplemented_features(validate(load_config("llama/tiny", c.overrides)).config);
+    ASSERT_EQ(missing.size(), 1u) << c.key;
+    EXPECT_NE(missing[0].find(c.key), std::string::npos) << missing[0];
+  }
+  // The training batch's own sizes are what evaluation runs: accepted.
+  EXPECT_TRUE(unimplemented_features(validate(load_config("llama/tiny", {"validation.eval_global_batch_size=4",
+                                                                         "validation.eval_micro_batch_size=4"}))
+                                         .config)
+                  .empty());
+}
+
+}  // namespace
+}  // namespace sg::config
