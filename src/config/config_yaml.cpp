@@ -176,11 +176,15 @@ struct KeyAlias {
   std::string_view section, alias, key;
   std::string_view names;  // which name Megatron prefers, and which one stepgraph writes
 };
-// Megatron renamed hybrid_override_pattern to hybrid_layer_pattern; both spellings are accepted, one at a time.
+// Keys Megatron renamed; both spellings are accepted, one at a time: hybrid_override_pattern became
+// hybrid_layer_pattern, cuda_graph_scope became cuda_graph_modules (its CUDA-graph refactor, e41b370).
 constexpr KeyAlias kKeyAliases[] = {
     {"model", "hybrid_layer_pattern", "hybrid_override_pattern",
      "Megatron's name is hybrid_layer_pattern (--hybrid-override-pattern is deprecated there), and stepgraph's recipes "
-     "and `config show` write hybrid_override_pattern"}};
+     "and `config show` write hybrid_override_pattern"},
+    {"model", "cuda_graph_modules", "cuda_graph_scope",
+     "Megatron's name is cuda_graph_modules (cuda_graph_scope is deprecated there; Bridge's run_script.py flag is "
+     "still --cuda_graph_scope), and stepgraph's recipes and `config show` write cuda_graph_scope"}};
 
 // The pair of names canonical `key` has, or nullptr.
 const KeyAlias* alias_of(std::string_view section, std::string_view key) {
@@ -194,15 +198,29 @@ std::string dotted(std::string_view section, std::string_view key) {
   return std::string(section) + "." + std::string(key);
 }
 
-// Records that `name` (one of a's two names) gave the key `value` at `where`, or, for a null or empty value, that the
-// key is unset. A value under one name while the other one holds a value (`before`) is refused, as Megatron
-// (arguments.py) and Bridge (HybridModelProvider.finalize) refuse both set, even to the same pattern.
-void record_key_name(Config& config, const KeyAlias& a, std::string_view name, const std::optional<std::string>& value,
-                     const std::optional<std::string>& before, const std::string& where) {
+// A renamed key's value as record_key_name takes it, or nullopt when unset (null, "", an empty list): as YAML for
+// the message, and as an override's text for the fix ("M*-M", "attn,mlp": one shell word).
+struct SetValue {
+  std::string yaml, override_text;
+};
+std::optional<SetValue> as_set_value(const std::optional<std::string>& value) {
+  if (!value || value->empty()) return std::nullopt;
+  return SetValue{format_yaml(*value), *value};
+}
+std::optional<SetValue> as_set_value(const std::vector<std::string>& value) {
+  if (value.empty()) return std::nullopt;
+  return SetValue{format_yaml(value), join(value, ",")};
+}
+
+// Records that `name` (one of a's two names) gave the key `value` (as_set_value's) at `where`, or, for nullopt, that
+// the key is unset. A value under one name while the other one holds a value (`before`) is refused, as Megatron
+// (arguments.py, TransformerConfig) and Bridge (HybridModelProvider.finalize) refuse both set, even to one value.
+void record_key_name(Config& config, const KeyAlias& a, std::string_view name, const std::optional<SetValue>& value,
+                     const std::optional<SetValue>& before, const std::string& where) {
   const std::string key = dotted(a.section, a.key), used = dotted(a.section, name);
   auto it = std::find_if(config.key_names.begin(), config.key_names.end(),
                          [&](const Config::KeyName& k) { return k.key == key; });
-  if (!value || value->empty()) {
+  if (!value) {
     if (it != config.key_names.end()) config.key_names.erase(it);
     return;
   }
@@ -210,15 +228,14 @@ void record_key_name(Config& config, const KeyAlias& a, std::string_view name, c
     config.key_names.push_back({key, used, where});
     return;
   }
-  if (it->name != used && before && !before->empty()) {
+  if (it->name != used && before) {
     const std::string other = it->name;
     throw ConfigError(strprintf(
         "%s: %s = %s, but %s = %s is set too (at %s): they are two names of one key, and Megatron and "
-        "Megatron-Bridge refuse both set, even to the same pattern. Keep one name: remove one of the two, give the "
+        "Megatron-Bridge refuse both set, even to the same value. Keep one name: remove one of the two, give the "
         "value under the name already set (%s=%s replaces it), or unset that name first (%s=null). %.*s",
-        where.c_str(), used.c_str(), format_yaml(*value).c_str(), other.c_str(), format_yaml(*before).c_str(),
-        it->where.c_str(), other.c_str(), value->c_str(), other.c_str(), static_cast<int>(a.names.size()),
-        a.names.data()));
+        where.c_str(), used.c_str(), value->yaml.c_str(), other.c_str(), before->yaml.c_str(), it->where.c_str(),
+        other.c_str(), value->override_text.c_str(), other.c_str(), static_cast<int>(a.names.size()), a.names.data()));
   }
   it->name = used;
   it->where = where;
@@ -340,12 +357,12 @@ bool assign_field(Config& config, std::string_view section, std::string_view key
         return;
       }
     }
-    if constexpr (std::is_same_v<T, std::optional<std::string>>) {
+    if constexpr (std::is_same_v<T, std::optional<std::string>> || std::is_same_v<T, std::vector<std::string>>) {
       if (const KeyAlias* alias = alias_of(s, k)) {
         const T before = member;
         convert(unlisted(s, k, value, at), member, at);
         try {
-          record_key_name(config, *alias, name, member, before, where);
+          record_key_name(config, *alias, name, as_set_value(member), as_set_value(before), where);
         } catch (const ConfigError&) {
           member = before;  // refused: the config keeps the value it had
           throw;

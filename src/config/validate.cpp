@@ -243,7 +243,12 @@ class Validator {
   }
 
   void rule1_known_values() {
-    if (const auto problem = graph::check_graph_impl_name(m().cuda_graph_impl)) {
+    detail::read_megatron_graph_spellings(report_.config, report_.violations, report_.notes);
+    // A full_iteration impl left as it is was refused there with its scope (the name itself is Megatron's).
+    const auto problem = m().cuda_graph_impl == graph::graph_scope_name(graph::GraphScope::full_iteration)
+                             ? std::nullopt
+                             : graph::check_graph_impl_name(m().cuda_graph_impl);
+    if (problem) {
       violation(1, problem->message, {"model.cuda_graph_impl"}, problem->fix);
     }
     impl_known_ = contains(kImpls, m().cuda_graph_impl);
@@ -337,7 +342,10 @@ class Validator {
     const std::vector<std::string> keys = {"model.cuda_graph_impl", "model.cuda_graph_scope"};
     if (impl_is(graph::GraphImpl::local) && m().cuda_graph_scope.empty()) {
       m().cuda_graph_scope = {graph::graph_scope_name(graph::GraphScope::full_iteration)};
-      note(4, "cuda_graph_impl local with no scope means full_iteration", keys);
+      note(4,
+           "cuda_graph_impl local with no scope means full_iteration: the whole step (Megatron's local with no "
+           "modules graphs each whole layer; transformer_engine does that here)",
+           keys);
     } else if (impl_is(graph::GraphImpl::transformer_engine) && m().cuda_graph_scope.empty() && layers_known_) {
       m().cuda_graph_scope = whole_layer_scopes();
       // Megatron's default for a dropless MoE layer is its router and preprocess; say so, and how to have more.

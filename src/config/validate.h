@@ -53,6 +53,9 @@ std::string format_violation(const Violation& violation);
 std::string format_note(const Note& note);
 
 namespace detail {
+// validate_graph_spellings.cpp: Megatron's newer CUDA-graph spellings (cuda_graph_impl full_iteration, the scope
+// "full") rewritten as stepgraph's, with a note each; a combination Megatron refuses is a violation.
+void read_megatron_graph_spellings(Config& config, std::vector<Violation>& violations, std::vector<Note>& notes);
 // Rule 16's shape and value checks (validate_shapes*.cpp, one ShapeChecker: validate_shapes_checker.h), on a
 // config whose defaults are resolved; accepted values that do less than Megatron's are notes.
 void check_shapes(const Config& config, std::vector<Violation>& violations, std::vector<Note>& notes);
