@@ -156,6 +156,11 @@ struct SchedulerConfig {
   int64_t lr_warmup_iters = 0;
   std::optional<int64_t> lr_decay_iters;  // null: train_iters
   std::string lr_decay_style = "linear";  // constant, linear, cosine, inverse-square-root
+  // Megatron's weight-decay schedule (config/weight_decay.h): AdamW's decay goes from start to end over train_iters;
+  // null is optimizer.weight_decay (Megatron-LM's rule). Only a constant decay is implemented.
+  std::optional<double> start_weight_decay;
+  std::optional<double> end_weight_decay;
+  std::string weight_decay_incr_style = "constant";  // constant, linear, cosine
 };
 
 struct DatasetConfig {
@@ -387,6 +392,12 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("scheduler", "lr_decay_iters", c.scheduler.lr_decay_iters, "decay steps; null = train_iters");
   v("scheduler", "lr_decay_style", c.scheduler.lr_decay_style,
     "constant, linear, cosine, inverse-square-root");
+  v("scheduler", "start_weight_decay", c.scheduler.start_weight_decay,
+    "AdamW's weight decay at the first step (replaces optimizer.weight_decay); null = optimizer.weight_decay");
+  v("scheduler", "end_weight_decay", c.scheduler.end_weight_decay,
+    "weight decay at the last step; null = optimizer.weight_decay (only end = start is implemented)");
+  v("scheduler", "weight_decay_incr_style", c.scheduler.weight_decay_incr_style,
+    "constant, linear, cosine: from start to end (constant needs end = start)");
   v("dataset", "data_path", c.dataset.data_path, "indexed dataset prefixes (list or a,b)");
   v("dataset", "mock", c.dataset.mock, "random tokens instead of data_path");
   v("dataset", "seq_length", c.dataset.seq_length, "must equal model.seq_length; null = that");

@@ -11,6 +11,7 @@
 #include "config/lr_decay.h"
 #include "config/model_config.h"
 #include "config/moe_layer_freq.h"
+#include "config/weight_decay.h"
 #include "core/strings.h"
 #include "graph/scope_plan.h"
 #include "model/layer_registry.h"
@@ -89,6 +90,12 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
   if (c.dataset.packed_sequence) out.push_back({"packed sequences", {"dataset.packed_sequence"}});
   if (const auto style = unimplemented_lr_decay_style(c.scheduler.lr_decay_style)) {
     out.push_back({*style + " lr decay", {"scheduler.lr_decay_style"}});
+  }
+  if (weight_decay_changes(c) && c.scheduler.weight_decay_incr_style != "constant" &&
+      end_weight_decay(c) > start_weight_decay(c)) {
+    out.push_back(
+        {"a weight decay that changes during the run (the step applies one decay)",
+         {"scheduler.start_weight_decay", "scheduler.end_weight_decay", "scheduler.weight_decay_incr_style"}});
   }
   // Evaluation runs the training batch's shapes (its graph is the training step's forward).
   const ValidationConfig& v = c.validation;

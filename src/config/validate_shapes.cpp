@@ -12,6 +12,7 @@
 #include "config/moment_dtype.h"
 #include "config/tokenizer_vocab.h"
 #include "config/validate_shapes_checker.h"
+#include "config/weight_decay.h"
 #include "core/paths.h"
 #include "core/strings.h"
 #include "kernels/shape_limits.h"
@@ -260,6 +261,25 @@ void ShapeChecker::check_batch_and_optimizer() {
          "shorten the warmup or lengthen the decay (lr_decay_iters null = train.train_iters)");
   }
   one_of("scheduler.lr_decay_style", s.lr_decay_style, lr_decay_style_names());
+  // Megatron's asserts (OptimizerParamScheduler): non-negative, never decreasing, constant means one value.
+  if (s.start_weight_decay) non_negative("scheduler.start_weight_decay", *s.start_weight_decay);
+  if (s.end_weight_decay) non_negative("scheduler.end_weight_decay", *s.end_weight_decay);
+  one_of("scheduler.weight_decay_incr_style", s.weight_decay_incr_style, weight_decay_incr_styles());
+  const std::vector<std::string> wd_keys = {"scheduler.start_weight_decay", "scheduler.end_weight_decay",
+                                            "optimizer.weight_decay"};
+  if (end_weight_decay(c_) < start_weight_decay(c_)) {
+    fail(
+        "the weight decay schedule decreases: end_weight_decay is below start_weight_decay (a null one is "
+        "optimizer.weight_decay)",
+        wd_keys, "set scheduler.end_weight_decay >= scheduler.start_weight_decay, as Megatron requires");
+  } else if (weight_decay_changes(c_) && s.weight_decay_incr_style == "constant") {
+    fail(
+        "weight_decay_incr_style constant needs end_weight_decay = start_weight_decay (a null one is "
+        "optimizer.weight_decay)",
+        {"scheduler.weight_decay_incr_style", "scheduler.start_weight_decay", "scheduler.end_weight_decay",
+         "optimizer.weight_decay"},
+        "set both to the decay to apply, or a linear or cosine weight_decay_incr_style");
+  }
 }
 
 void ShapeChecker::check_data_and_io() {

@@ -1,14 +1,15 @@
 #include "train/backend_factory.h"
 
+#include "config/lr_decay.h"
+#include "config/model_config.h"
+#include "config/moment_dtype.h"
+#include "config/weight_decay.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "cuda/device.h"
 #include "train/cpu_backend.h"
 #include "train/distributed_backend.h"
 #include "train/gpu_backend.h"
-#include "config/lr_decay.h"
-#include "config/model_config.h"
-#include "config/moment_dtype.h"
 
 namespace sg::train {
 
@@ -16,7 +17,7 @@ model::OptimizerSpec optimizer_spec(const config::Config& config) {
   model::OptimizerSpec o;
   o.lr = config.optimizer.lr.value_or(o.lr);
   o.min_lr = config.optimizer.min_lr;
-  o.weight_decay = config.optimizer.weight_decay;
+  o.weight_decay = config::effective_weight_decay(config);  // the schedule's, when set
   o.adam_beta1 = config.optimizer.adam_beta1;
   o.adam_beta2 = config.optimizer.adam_beta2;
   o.adam_eps = config.optimizer.adam_eps;

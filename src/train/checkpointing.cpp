@@ -11,6 +11,7 @@
 #include "checkpoint/hf_import.h"
 #include "checkpoint/python_json.h"
 #include "config/model_config.h"
+#include "config/weight_decay.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "cuda/bf16.h"
@@ -24,12 +25,16 @@ using checkpoint::TensorDest;
 using checkpoint::TensorDtype;
 using checkpoint::TensorRef;
 
-// Identifies what decides the numbers: model, optimizer, schedule, data. Keys that may change on
-// resume without changing a bit are left out: train_iters, checkpoint (its folders, save_interval and the
-// retention of most_recent_k), logging, NaN checks, and the CUDA-graph settings (graphs are bitwise equal to eager).
-// The text of the reset validation section as it was before the section existed, when its two keys were train keys
-// (the train section's last ones): checkpoints saved then hash as the same configuration.
-std::string with_evaluation_keys_in_train(std::string text) {
+// The canonical text as it was before keys were added whose reset values it holds, so checkpoints saved then hash as
+// the same configuration: the validation section's two keys were the train section's last ones, and the
+// weight-decay schedule's keys (folded into optimizer.weight_decay) did not exist.
+std::string as_before_newer_keys(std::string text) {
+  for (const char* line :
+       {"  start_weight_decay: null\n", "  end_weight_decay: null\n", "  weight_decay_incr_style: constant\n"}) {
+    const size_t at = text.find(line);
+    SG_CHECK(at != std::string::npos, std::string("canonical_config: no line ") + line);
+    text.erase(at, std::strlen(line));
+  }
   const size_t begin = text.find("\nvalidation:\n");
   SG_CHECK(begin != std::string::npos, "canonical_config: the emitted configuration has no validation section");
   size_t end = begin + 1;
@@ -40,6 +45,9 @@ std::string with_evaluation_keys_in_train(std::string text) {
   return text;
 }
 
+// Identifies what decides the numbers: model, optimizer, schedule, data. Keys that may change on
+// resume without changing a bit are left out: train_iters, checkpoint (its folders, save_interval and the
+// retention of most_recent_k), logging, NaN checks, and the CUDA-graph settings (graphs are bitwise equal to eager).
 std::string canonical_config(const config::Config& config) {
   config::Config c = config;
   c.train.train_iters.reset();
@@ -50,6 +58,11 @@ std::string canonical_config(const config::Config& config) {
   // Evaluation reads validation data only: the training's numbers do not depend on it.
   c.validation = {};
   c.dataset.valid_data_path.clear();
+  // The schedule the step accepts is one decay (config/weight_decay.h): hashed as that optimizer.weight_decay.
+  c.optimizer.weight_decay = config::effective_weight_decay(config);
+  c.scheduler.start_weight_decay.reset();
+  c.scheduler.end_weight_decay.reset();
+  c.scheduler.weight_decay_incr_style = config::SchedulerConfig{}.weight_decay_incr_style;
   c.rerun_state_machine = {};
   c.ddp = {};
   // Sharding the optimizer state only moves it between ranks (and changes the grad norm's fp64 summation
@@ -61,7 +74,7 @@ std::string canonical_config(const config::Config& config) {
   c.model.use_te_rng_tracker = false;
   c.rng.te_rng_tracker = false;
   c.source.clear();
-  return with_evaluation_keys_in_train(config::emit_yaml(c));
+  return as_before_newer_keys(config::emit_yaml(c));
 }
 
 template <class Ref, class Ptr>

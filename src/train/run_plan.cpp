@@ -2,6 +2,7 @@
 
 #include "checkpoint/hf_config.h"
 #include "config/model_config.h"
+#include "config/weight_decay.h"
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/arena.h"
@@ -95,12 +96,12 @@ std::string describe_batch(const config::Config& config) {
 
 std::string describe_optimizer(const config::Config& config) {
   const config::OptimizerConfig& o = config.optimizer;
-  std::string text = strprintf("optimizer: AdamW (betas %g, %g; eps %g; weight decay %g; clip %g); fp32 master weights, %s",
-                               o.adam_beta1, o.adam_beta2, o.adam_eps, o.weight_decay, o.clip_grad,
-                               config.ddp.grad_reduce_in_fp32
-                                   ? "fp32 gradients"
-                                   : "bf16 gradients (ddp.grad_reduce_in_fp32=false: summed in fp32, rounded where "
-                                     "stored, as PyTorch's autocast rounds its weight gradients; reduced in bf16)");
+  std::string text = strprintf(
+      "optimizer: AdamW (betas %g, %g; eps %g; weight decay %g; clip %g); fp32 master weights, %s", o.adam_beta1,
+      o.adam_beta2, o.adam_eps, config::effective_weight_decay(config), o.clip_grad,
+      config.ddp.grad_reduce_in_fp32 ? "fp32 gradients"
+                                     : "bf16 gradients (ddp.grad_reduce_in_fp32=false: summed in fp32, rounded where "
+                                       "stored, as PyTorch's autocast rounds its weight gradients; reduced in bf16)");
   if (o.exp_avg_dtype == "fp32" && o.exp_avg_sq_dtype == "fp32") return text + ", fp32 Adam moments";
   return text + strprintf("; Adam moments stored as exp_avg %s, exp_avg_sq %s (the precision-aware optimizer: computed "
                           "in fp32, rounded when stored; PyTorch's fused AdamW keeps them in fp32)",

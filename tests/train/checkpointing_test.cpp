@@ -53,6 +53,16 @@ TEST(CanonicalConfigHash, IsTheOneSavedBeforeTheValidationSectionAndIgnoresEvalu
       EXPECT_EQ(canonical_config_hash(report.config), s.hash) << s.recipe << " " << join(evaluation, " ");
     }
   }
+  // The weight-decay schedule Bridge's recipes set is its decay: hashed as that optimizer.weight_decay (and at
+  // optimizer.weight_decay's own value, as the configuration without the keys).
+  const auto hash = [](std::vector<std::string> more) {
+    more.insert(more.end(), {"train.train_iters=1", "scheduler.lr_decay_iters=100"});
+    return canonical_config_hash(config::validate(config::load_config("llama/tiny", more)).config);
+  };
+  EXPECT_EQ(hash({"scheduler.start_weight_decay=0.1", "scheduler.end_weight_decay=0.1"}), "fba5d025e3d9d565");
+  EXPECT_EQ(hash({"scheduler.start_weight_decay=0.033", "scheduler.end_weight_decay=0.033"}),
+            hash({"optimizer.weight_decay=0.033"}));
+  EXPECT_NE(hash({"optimizer.weight_decay=0.033"}), "fba5d025e3d9d565");
   // A setting the training depends on changes it.
   EXPECT_NE(canonical_config_hash(config::validate(config::load_config("llama/tiny", {"train.train_iters=1",
                                                                                       "scheduler.lr_decay_iters=100",

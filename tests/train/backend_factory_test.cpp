@@ -1,0 +1,55 @@
+// The optimizer the backends are made with: AdamW's weight decay is the weight-decay schedule's when its keys are set
+// (Bridge's recipes: 0.033 beside optimizer.weight_decay 0.1), so a run with them trains bit for bit as a run with
+// optimizer.weight_decay at that value, and differently from one with 0.1.
+#include "train/backend_factory.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "config/validate.h"
+#include "cpu_training_runs.h"
+#include "test_dir.h"
+
+namespace sg::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(OptimizerSpec, TakesTheWeightDecayScheduleOverOptimizerWeightDecay) {
+  const config::Config c =
+      config::validate(test::one_layer_cpu_config({"optimizer.weight_decay=0.1", "scheduler.start_weight_decay=0.033",
+                                                   "scheduler.end_weight_decay=0.033"}))
+          .config;
+  EXPECT_DOUBLE_EQ(optimizer_spec(c).weight_decay, 0.033);
+  EXPECT_DOUBLE_EQ(
+      optimizer_spec(config::validate(test::one_layer_cpu_config({"optimizer.weight_decay=0.1"})).config).weight_decay,
+      0.1);
+}
+
+TEST(OptimizerSpec, AScheduledDecayTrainsAsThatOptimizerWeightDecay) {
+  const fs::path dir = test::fresh_test_dir("backend_factory_test", fs::current_path());
+  const auto losses = [&](const std::string& name, std::vector<std::string> overrides) {
+    overrides.insert(overrides.end(), {"train.train_iters=4", "optimizer.lr=0.01"});
+    TrainOptions options;
+    options.run_dir = (dir / name).string();
+    const test::CpuRunOutcome r = test::train_on_cpu(test::one_layer_cpu_config(overrides), options);
+    EXPECT_EQ(r.error, "") << name;
+    std::vector<std::string> out;  // as metrics.jsonl prints them: equal text, equal floats
+    for (const auto& j : test::read_jsonl(dir / name / "metrics.jsonl")) {
+      if (j.contains("loss")) out.push_back(j["loss"].dump() + " " + j["grad_norm"].dump());
+    }
+    return out;
+  };
+  const auto scheduled = losses("scheduled", {"optimizer.weight_decay=0.1", "scheduler.start_weight_decay=0.033",
+                                              "scheduler.end_weight_decay=0.033"});
+  ASSERT_EQ(scheduled.size(), 4u);
+  EXPECT_EQ(scheduled, losses("plain", {"optimizer.weight_decay=0.033"}));
+  EXPECT_NE(scheduled, losses("unscheduled", {"optimizer.weight_decay=0.1"}));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sg::train
