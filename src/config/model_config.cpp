@@ -27,6 +27,12 @@ std::string resolved_position_embedding_type(const ModelConfig& m) {
   return m.position_embedding_type.value_or(stack_is_gpt(m) ? "rope" : "none");
 }
 
+std::string resolved_activation_func(const ModelConfig& m) {
+  if (m.activation_func == "relu2") return "squared_relu";
+  if (m.activation_func == "torch.nn.functional.silu") return "silu";
+  return m.activation_func;
+}
+
 // Megatron's values (megatron/core/transformer/transformer_config.py, models/gpt/gpt_model.py) next to stepgraph's.
 const KeyValues& moe_router_score_function_values() {
   static const KeyValues values{.key = "model.moe_router_score_function",
@@ -37,7 +43,7 @@ const KeyValues& moe_router_score_function_values() {
 const KeyValues& moe_router_load_balancing_type_values() {
   static const KeyValues values{.key = "model.moe_router_load_balancing_type",
                                 .implemented = {"aux_loss", "seq_aux_loss", "none"},
-                                .megatron_only = {"global_aux_loss", "sinkhorn"}};
+                                .megatron_only = {"global_aux_loss", "sinkhorn", "quantile_balancing"}};
   return values;
 }
 const KeyValues& moe_token_drop_policy_values() {
@@ -143,7 +149,7 @@ model::ModelSpec model_spec(const Config& config) {
   spec.position_embedding = resolved_position_embedding_type(m) == "none" ? model::PositionEmbedding::none
                                                                            : model::PositionEmbedding::rope;
   spec.mlp_activation =
-      m.activation_func == "squared_relu" ? model::MlpActivation::squared_relu : model::MlpActivation::swiglu;
+      resolved_activation_func(m) == "squared_relu" ? model::MlpActivation::squared_relu : model::MlpActivation::swiglu;
   model::MambaSpec& mamba = spec.mamba;
   mamba.state_dim = m.mamba_state_dim;
   mamba.head_dim = m.mamba_head_dim;

@@ -21,6 +21,9 @@ int64_t resolved_num_query_groups(const ModelConfig& m);    // num_query_groups,
 int64_t resolved_moe_ffn_hidden_size(const ModelConfig& m);  // moe_ffn_hidden_size, else the above; 0 without MoE
 // position_embedding_type, else rope (none with a hybrid pattern, as Megatron's Mamba models have).
 std::string resolved_position_embedding_type(const ModelConfig& m);
+// model.activation_func by its canonical name: Bridge's aliases (activation_map.py) relu2 for squared_relu and the
+// fully qualified torch.nn.functional.silu for silu are the same functions. Other names are returned as written.
+std::string resolved_activation_func(const ModelConfig& m);
 
 // A model key that names one of a fixed set of values: the ones stepgraph implements (moe_spec maps them to the
 // model layer's enums by position) and Megatron's others, which validation calls "not implemented in stepgraph"

@@ -9,6 +9,7 @@
 
 #include "config/checkpoint_overrides.h"
 #include "config/lr_decay.h"
+#include "config/model_config.h"
 #include "config/moment_dtype.h"
 #include "config/tokenizer_vocab.h"
 #include "config/validate_shapes_checker.h"
@@ -84,8 +85,14 @@ void ShapeChecker::check_model() {
 void ShapeChecker::check_hybrid() {
   const ModelConfig& m = c_.model;
   if (m.position_embedding_type) one_of(position_embedding_type_values(), *m.position_embedding_type);
-  const bool swiglu = m.activation_func == "silu" && m.gated_linear_unit;
-  const bool squared_relu = m.activation_func == "squared_relu" && !m.gated_linear_unit;
+  const std::string activation = resolved_activation_func(m);
+  if (activation != m.activation_func) {
+    note(strprintf("activation_func %s is Megatron-Bridge's other name of %s", m.activation_func.c_str(),
+                   activation.c_str()),
+         {"model.activation_func"});
+  }
+  const bool swiglu = activation == "silu" && m.gated_linear_unit;
+  const bool squared_relu = activation == "squared_relu" && !m.gated_linear_unit;
   const std::string pair = strprintf("activation_func %s with gated_linear_unit %s", m.activation_func.c_str(),
                                      m.gated_linear_unit ? "true" : "false");
   // One activation for the dense MLP layers and the MoE experts (routed and shared), as Megatron's.

@@ -118,7 +118,8 @@ void check_architecture(Differences& d, const config::Config& config, const mode
                 "config.json describes RoPE attention (" + architecture + ", rope_theta)",
                 m.position_embedding_type ? position : "null (none with a hybrid pattern)", "rope");
   }
-  if (m.activation_func != "silu") d.differ("model.activation_func", "hidden_act", "silu", m.activation_func);
+  if (config::resolved_activation_func(m) != "silu")
+    d.differ("model.activation_func", "hidden_act", "silu", m.activation_func);
   if (!m.gated_linear_unit) {
     d.differ_as("model.gated_linear_unit",
                 std::string("config.json hidden_act = silu in ") + (mixtral ? "Mixtral's experts" : "LlamaMLP") +
@@ -146,7 +147,7 @@ void check_nemotron_h(Differences& d, const config::Config& config, const model:
                 config::resolved_position_embedding_type(m), "none");
   }
   if (model::stack_has_kind(s, model::LayerKind::mlp) || model::stack_has_kind(s, model::LayerKind::moe)) {
-    if (m.activation_func != "squared_relu") {
+    if (config::resolved_activation_func(m) != "squared_relu") {
       d.differ_as("model.activation_func", "config.json mlp_hidden_act = relu2", m.activation_func, "squared_relu");
     }
     if (m.gated_linear_unit) {

@@ -3,6 +3,7 @@
 // pair, and clear rule-16 errors for values the engine does not support.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -175,6 +176,26 @@ TEST(HybridConfig, PositionEmbeddingDefaultsByLayoutAndActivationPairs) {
     EXPECT_EQ(v->rule, 16);
     EXPECT_NE(v->fix.find("squared_relu with gated_linear_unit=false"), std::string::npos) << v->fix;
   }
+}
+
+// Bridge's other names of the two activations (activation_map.py): the same MLP, with a note naming the canonical one.
+TEST(HybridConfig, BridgesActivationAliasesAreTheSameActivation) {
+  const struct {
+    std::vector<std::string> alias;
+    model::MlpActivation activation;
+  } cases[] = {{{"model.activation_func=relu2", "model.gated_linear_unit=false"}, model::MlpActivation::squared_relu},
+               {{"model.activation_func=torch.nn.functional.silu"}, model::MlpActivation::swiglu}};
+  for (const auto& c : cases) {
+    const config::ValidationReport r = validate_with("llama/tiny", c.alias);
+    ASSERT_TRUE(r.ok()) << c.alias[0];
+    EXPECT_EQ(config::model_spec(r.config).mlp_activation, c.activation) << c.alias[0];
+    EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const config::Note& n) {
+      return n.message.find("Megatron-Bridge's other name of") != std::string::npos;
+    })) << c.alias[0];
+  }
+  // An alias is still held to the gating rule.
+  EXPECT_NE(violation_of(validate_with("llama/tiny", {"model.activation_func=relu2"}), "model.activation_func"),
+            nullptr);
 }
 
 TEST(HybridConfig, UnsupportedMambaValuesAreRule16Errors) {

@@ -489,6 +489,7 @@ TEST(Validate, MoeKeysWithUnsupportedValuesAreClearErrors) {
            {"model.moe_router_topk=1", "model.moe_router_pre_softmax"},
            {"model.moe_router_score_function=relu", "model.moe_router_score_function"},
            {"model.moe_router_load_balancing_type=sinkhorn", "model.moe_router_load_balancing_type"},
+           {"model.moe_router_load_balancing_type=quantile_balancing", "model.moe_router_load_balancing_type"},
            {"model.moe_token_drop_policy=random", "model.moe_token_drop_policy"},
            {"model.moe_router_enable_expert_bias=true", "model.moe_router_enable_expert_bias"},
            {"model.moe_layer_freq=[1,0,1]", "model.moe_layer_freq"},
