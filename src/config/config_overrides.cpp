@@ -83,6 +83,14 @@ bool is_path_key(const std::string& key) {
   return std::find(std::begin(kPathKeys), std::end(kPathKeys), key) != std::end(kPathKeys);
 }
 
+// An override key's parts. Megatron's model.transformer.KEY (the TransformerConfig a Bridge GPT or hybrid model config
+// holds) is model.KEY here, as Bridge's attribute proxy reads it.
+std::vector<std::string> override_key_parts(const std::string& key) {
+  std::vector<std::string> parts = split(key, '.');
+  if (parts.size() == 3 && parts[0] == "model" && parts[1] == "transformer") parts.erase(parts.begin() + 1);
+  return parts;
+}
+
 }  // namespace
 
 bool looks_like_override(std::string_view text) { return text.find('=') != std::string_view::npos; }
@@ -92,7 +100,7 @@ bool looks_like_dotted_override(std::string_view text) {
   if (eq == std::string_view::npos) return false;
   const std::string key = trim(text.substr(0, eq));
   if (!std::all_of(key.begin(), key.end(), [](char ch) { return is_key_char(ch) || ch == '.'; })) return false;
-  const auto parts = split(key, '.');
+  const auto parts = override_key_parts(key);
   return parts.size() == 2 && !parts[0].empty() && !parts[1].empty();
 }
 
@@ -119,7 +127,7 @@ void apply_override(Config& config, std::string_view override_text) {
     throw malformed("the key '" + printable(key) +
                     "' has characters other than letters, digits, _ and .");
   }
-  const auto parts = split(key, '.');
+  const auto parts = override_key_parts(key);
   if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
     throw malformed("the key '" + key + "' is not of the form section.key");
   }

@@ -10,10 +10,12 @@
 #include <cstdlib>
 #include <set>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
-#include "core/strings.h"
 #include "config/config.h"
 #include "config/config_detail.h"
+#include "core/strings.h"
 
 namespace sg::config::detail {
 namespace {
@@ -530,6 +532,9 @@ int nul_byte_line(std::string_view text) {
 
 // True when the text holds nothing but comments, blank lines, document markers and a null: the only
 // texts that may load as a null document (yaml-cpp also returns null for some unreadable input).
+// Hydra's instantiation key, which Bridge writes into every section of a saved config (config_utils.py).
+constexpr const char* kHydraTargetKey = "_target_";
+
 bool only_comments(std::string_view text) {
   for (const auto& raw : split(text, '\n')) {
     const std::string line = trim(raw);
@@ -608,6 +613,7 @@ Config load_config_yaml(std::string_view text, const std::string& source) {
       if (!section_key.IsScalar())
         throw ConfigError(where + ": a section name must be a plain word");
       const std::string section = section_key.Scalar();
+      if (section == kHydraTargetKey) continue;  // the ConfigContainer's class, in a saved Bridge config
       const auto sections = config_sections();
       if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
         throw ConfigError(where + ": " + detail::unknown_section_message(section));
@@ -622,18 +628,32 @@ Config load_config_yaml(std::string_view text, const std::string& source) {
                                     section_value.IsSequence() ? "a list" : "a single value"));
       }
       std::set<std::string> seen_keys;
+      // The section's entries, and those of Megatron's model.transformer (the TransformerConfig a Bridge GPT or
+      // hybrid model config holds; its keys are model keys here, as Bridge's own attribute proxy reads them).
+      std::vector<std::pair<YAML::Node, YAML::Node>> entries;
       for (const auto& entry : section_value) {
-        const std::string key_where = position(source, entry.first.Mark());
-        if (!entry.first.IsScalar()) throw ConfigError(key_where + ": a key must be a plain word");
-        const std::string key = entry.first.Scalar();
+        const bool nested = section == "model" && entry.first.IsScalar() && entry.first.Scalar() == "transformer" &&
+                            entry.second.IsMap();
+        if (!nested) {
+          entries.emplace_back(entry.first, entry.second);
+          continue;
+        }
+        for (const auto& inner : entry.second) entries.emplace_back(inner.first, inner.second);
+      }
+      for (const auto& [key_node, value_node] : entries) {
+        const std::string key_where = position(source, key_node.Mark());
+        if (!key_node.IsScalar()) throw ConfigError(key_where + ": a key must be a plain word");
+        const std::string key = key_node.Scalar();
+        // The class a Bridge config file names for instantiating the section: stepgraph builds its own.
+        if (key == kHydraTargetKey) continue;
         // The same name twice; a key's two names (hybrid_override_pattern, hybrid_layer_pattern) both with a value
         // are refused by assign_key, naming both values.
         if (!seen_keys.insert(key).second) {
           throw ConfigError(
               strprintf("%s: key '%s.%s' appears twice", key_where.c_str(), section.c_str(), key.c_str()));
         }
-        const std::string value_where = position(source, entry.second.Mark());
-        if (!detail::assign_key(config, section, key, entry.second, value_where)) {
+        const std::string value_where = position(source, value_node.Mark());
+        if (!detail::assign_key(config, section, key, value_node, value_where)) {
           throw ConfigError(key_where + ": " + detail::unknown_key_message(section, key));
         }
       }
