@@ -180,6 +180,8 @@ struct DatasetConfig {
 struct TokenizerConfig {
   std::optional<std::string> tokenizer_type;   // HuggingFaceTokenizer
   std::optional<std::string> tokenizer_model;  // a folder with tokenizer.json
+  // Bridge's: model.vocab_size is the tokenizer's (padded) even when set (its from-scratch pretraining recipes).
+  bool use_tokenizer_vocab_size = false;
 };
 
 struct CheckpointConfig {
@@ -415,6 +417,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("tokenizer", "tokenizer_type", c.tokenizer.tokenizer_type, "HuggingFaceTokenizer");
   v("tokenizer", "tokenizer_model", c.tokenizer.tokenizer_model,
     "tokenizer folder (tokenizer.json, tokenizer_config.json)");
+  v("tokenizer", "use_tokenizer_vocab_size", c.tokenizer.use_tokenizer_vocab_size,
+    "model.vocab_size is the tokenizer's vocabulary, padded, even when set");
   v("checkpoint", "save", c.checkpoint.save, "directory to save checkpoints to");
   v("checkpoint", "load", c.checkpoint.load, "directory to resume from");
   v("checkpoint", "save_interval", c.checkpoint.save_interval, "steps between saves");

@@ -84,7 +84,13 @@ void resolve_tokenizer(Config& c, std::vector<Violation>& violations, std::vecto
            "set it to 1 (no padding) or a power of two such as 128 (Megatron's default)");
     return;
   }
-  if (!tokenizer_configured(t)) return;
+  if (!tokenizer_configured(t)) {
+    if (t.use_tokenizer_vocab_size) {
+      r.note("tokenizer.use_tokenizer_vocab_size has no effect without a tokenizer: model.vocab_size is used",
+             {"tokenizer.use_tokenizer_vocab_size", "model.vocab_size"});
+    }
+    return;
+  }
   if (!t.tokenizer_type || !t.tokenizer_model) {
     r.fail("the tokenizer needs both tokenizer.tokenizer_type and tokenizer.tokenizer_model",
            {"tokenizer.tokenizer_type", "tokenizer.tokenizer_model"},
@@ -113,6 +119,15 @@ void resolve_tokenizer(Config& c, std::vector<Violation>& violations, std::vecto
     return;
   }
   const int64_t padded = padded_vocab_size(info.vocab_size, m.make_vocab_size_divisible_by);
+  // Bridge's use_tokenizer_vocab_size: a set model.vocab_size gives way to the tokenizer's (setup.py).
+  if (t.use_tokenizer_vocab_size && m.vocab_size && *m.vocab_size != padded) {
+    r.note(strprintf("tokenizer.use_tokenizer_vocab_size: model.vocab_size %lld is replaced by the tokenizer's "
+                     "vocabulary padded to a multiple of %lld: %lld",
+                     static_cast<long long>(*m.vocab_size), static_cast<long long>(m.make_vocab_size_divisible_by),
+                     static_cast<long long>(padded)),
+           {"tokenizer.use_tokenizer_vocab_size", "model.vocab_size", "tokenizer.tokenizer_model"});
+  }
+  if (t.use_tokenizer_vocab_size) m.vocab_size.reset();
   if (!m.vocab_size) {
     m.vocab_size = padded;  // Bridge: taken from the tokenizer, padded as Megatron pads it
     c.derived_keys.push_back("model.vocab_size");

@@ -265,7 +265,8 @@ void ShapeChecker::check_batch_and_optimizer() {
   if (s.lr_decay_iters && size("scheduler.lr_decay_iters", *s.lr_decay_iters, std::numeric_limits<int64_t>::max()) &&
       s.lr_warmup_iters >= *s.lr_decay_iters) {
     fail("lr_warmup_iters must be less than lr_decay_iters", {"scheduler.lr_warmup_iters", "scheduler.lr_decay_iters"},
-         "shorten the warmup or lengthen the decay (lr_decay_iters null = train.train_iters)");
+         "shorten the warmup or lengthen the decay (lr_decay_iters null = train.train_iters); Megatron-Bridge would "
+         "cap the warmup at lr_decay_iters - 1 with a log line, which changes the schedule the recipe asks for");
   }
   one_of("scheduler.lr_decay_style", s.lr_decay_style, lr_decay_style_names());
   // Megatron's asserts (OptimizerParamScheduler): non-negative, never decreasing, constant means one value.

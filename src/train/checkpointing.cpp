@@ -27,10 +27,11 @@ using checkpoint::TensorRef;
 
 // The canonical text as it was before keys were added whose reset values it holds, so checkpoints saved then hash as
 // the same configuration: the validation section's two keys were the train section's last ones, and the
-// weight-decay schedule's keys (folded into optimizer.weight_decay) did not exist.
+// weight-decay schedule's keys (folded into optimizer.weight_decay) and tokenizer.use_tokenizer_vocab_size (whose
+// effect is model.vocab_size's value) did not exist.
 std::string as_before_newer_keys(std::string text) {
-  for (const char* line :
-       {"  start_weight_decay: null\n", "  end_weight_decay: null\n", "  weight_decay_incr_style: constant\n"}) {
+  for (const char* line : {"  start_weight_decay: null\n", "  end_weight_decay: null\n",
+                           "  weight_decay_incr_style: constant\n", "  use_tokenizer_vocab_size: false\n"}) {
     const size_t at = text.find(line);
     SG_CHECK(at != std::string::npos, std::string("canonical_config: no line ") + line);
     text.erase(at, std::strlen(line));
@@ -63,6 +64,7 @@ std::string canonical_config(const config::Config& config) {
   c.scheduler.start_weight_decay.reset();
   c.scheduler.end_weight_decay.reset();
   c.scheduler.weight_decay_incr_style = config::SchedulerConfig{}.weight_decay_incr_style;
+  c.tokenizer.use_tokenizer_vocab_size = false;  // validate applied it to model.vocab_size
   c.rerun_state_machine = {};
   c.ddp = {};
   // Sharding the optimizer state only moves it between ranks (and changes the grad norm's fp64 summation

@@ -88,8 +88,9 @@ TEST(Config, KeyTableCoversEverySection) {
   }
   // main's 94 + 11 MoE keys + model.recompute_method + 5 data-parallel keys + 3 precision-aware optimizer keys
   // + checkpoint.most_recent_k + model.is_hybrid_model + the validation section's 8 keys beyond the 2 that were
-  // train's + the 3 weight-decay schedule keys + Bridge's keys accepted without effect (config/bridge_inert_keys.h)
-  EXPECT_EQ(keys.size(), 127u + std::size(config::kBridgeInertKeys));
+  // train's + the 3 weight-decay schedule keys + tokenizer.use_tokenizer_vocab_size + Bridge's keys accepted without
+  // effect (config/bridge_inert_keys.h)
+  EXPECT_EQ(keys.size(), 128u + std::size(config::kBridgeInertKeys));
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {

@@ -206,6 +206,23 @@ TEST_F(UserDataValidation, EodMaskLossNeedsTheTokenizersEod) {
                             "logger.tensorboard_dir", "directory"));
 }
 
+// Bridge's tokenizer.use_tokenizer_vocab_size (its from-scratch recipes set it): a set model.vocab_size gives way to
+// the tokenizer's padded vocabulary, with a note; without a tokenizer it changes nothing, and says so.
+TEST_F(UserDataValidation, UseTokenizerVocabSizeReplacesASetVocabSize) {
+  const ValidationReport r =
+      check(with_tokenizer({"model.vocab_size=4096", "tokenizer.use_tokenizer_vocab_size=true"}));
+  ASSERT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r.config.model.vocab_size.value_or(0), 2048);  // 2000 tokens padded to a multiple of 128
+  EXPECT_NE(describe(r).find("model.vocab_size 4096 is replaced by the tokenizer's vocabulary"), std::string::npos)
+      << describe(r);
+  // Without the key the set size stays (with a note that it is not the padded one).
+  EXPECT_EQ(check(with_tokenizer({"model.vocab_size=4096"})).config.model.vocab_size.value_or(0), 4096);
+  const ValidationReport mock = check({"tokenizer.use_tokenizer_vocab_size=true"});
+  EXPECT_TRUE(mock.ok());
+  EXPECT_EQ(mock.config.model.vocab_size, load_config("llama/tiny").model.vocab_size);
+  EXPECT_NE(describe(mock).find("has no effect without a tokenizer"), std::string::npos) << describe(mock);
+}
+
 TEST_F(UserDataValidation, NewKeysRoundTripThroughYaml) {
   Config c = load_config(
       "llama/tiny", with_tokenizer({"dataset.split=969,30,1", "validation.eval_interval=50", "validation.eval_iters=4",

@@ -63,6 +63,7 @@ TEST(CanonicalConfigHash, IsTheOneSavedBeforeTheValidationSectionAndIgnoresEvalu
   EXPECT_EQ(hash({"scheduler.start_weight_decay=0.033", "scheduler.end_weight_decay=0.033"}),
             hash({"optimizer.weight_decay=0.033"}));
   EXPECT_NE(hash({"optimizer.weight_decay=0.033"}), "fba5d025e3d9d565");
+  EXPECT_EQ(hash({"tokenizer.use_tokenizer_vocab_size=true"}), "fba5d025e3d9d565");  // no tokenizer: no effect
   // A setting the training depends on changes it.
   EXPECT_NE(canonical_config_hash(config::validate(config::load_config("llama/tiny", {"train.train_iters=1",
                                                                                       "scheduler.lr_decay_iters=100",
