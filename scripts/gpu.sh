@@ -346,6 +346,8 @@ if named edge_configs; then
   edge_run hybrid/tiny_hybrid_moe "${TE[@]}"
   edge_run llama/tiny model.kv_channels=32 "${L[@]}"
   edge_run llama/tiny validation.eval_interval=2 validation.eval_iters=2 "${L[@]}"
+  # Megatron's newer spelling of the whole-step graph (validate reads it as local + full_iteration).
+  edge_run llama/tiny model.cuda_graph_impl=full_iteration model.use_te_rng_tracker=true rng.te_rng_tracker=true
   edge_run llama/tiny model.hidden_dropout=0.1 model.attention_dropout=0.1 model.recompute_granularity=selective \
     model.recompute_modules=core_attn,mlp "${TE[@]}" --cuda_graph_scope attn,mlp
   record "edge configurations" "$([[ $edge_failed -eq 0 ]] && echo ok || echo FAILED) (edge_configs.txt)"
