@@ -45,4 +45,16 @@ data::DataLoaderOptions validation_data_options(const config::Config& config, co
   return o;
 }
 
+bool has_test_data(const config::Config& config) {
+  if (!config.dataset.split || config.dataset.mock || config.dataset.data_path.empty()) return false;
+  return data::parse_split(*config.dataset.split)[2] > 0.0;
+}
+
+data::DataLoaderOptions test_data_options(const config::Config& config, const model::ModelSpec& model) {
+  data::DataLoaderOptions o =
+      common_options(config, model, data::mix_seed(static_cast<uint64_t>(config.rng.seed), 0x74657374ull));  // "test"
+  read_split(config, data::Split::test, o);
+  return o;
+}
+
 }  // namespace sg::train

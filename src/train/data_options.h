@@ -3,6 +3,7 @@
 //   training     dataset.data_path (its dataset.split train share when the key is set), or mock tokens
 //   validation   dataset.valid_data_path whole, else dataset.data_path's valid share; its own seed stream,
 //                also for mock tokens
+//   test         dataset.data_path's test share (dataset.split's third), its own seed stream; none with mock tokens
 #include "config/config.h"
 #include "data/blended_dataset.h"
 #include "model/spec.h"
@@ -11,5 +12,8 @@ namespace sg::train {
 
 data::DataLoaderOptions training_data_options(const config::Config& config, const model::ModelSpec& model);
 data::DataLoaderOptions validation_data_options(const config::Config& config, const model::ModelSpec& model);
+// Whether there is test data: dataset.split gives its third share documents of dataset.data_path (not mock).
+bool has_test_data(const config::Config& config);
+data::DataLoaderOptions test_data_options(const config::Config& config, const model::ModelSpec& model);
 
 }  // namespace sg::train

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/durable_io.h"
@@ -33,7 +34,7 @@ config::CheckpointConfig checkpoint_to_evaluate(const config::CheckpointConfig& 
 
 std::string evaluate_only(const config::Config& config, const TrainOptions& options, TrainingBackend& backend,
                           std::optional<LoadedCheckpoint>& loaded, std::optional<PretrainedStart>& pretrained,
-                          Evaluation& evaluation) {
+                          Evaluation& evaluation, Evaluation& test_evaluation) {
   log::info(backend.description());
   std::string weights;
   int64_t step = 0;
@@ -59,9 +60,19 @@ std::string evaluate_only(const config::Config& config, const TrainOptions& opti
                 .ms = e.ms,
                 .tokens = evaluation.tokens_per_evaluation()};
   log::info(format_eval_line(m));
+  std::optional<EvalResult> test;
+  if (test_evaluation.enabled()) {
+    test = test_evaluation.run(backend);
+    log::info(format_eval_line({.step = step,
+                                .test = true,
+                                .val_loss = test->loss,
+                                .val_ppl = std::exp(test->loss),
+                                .batches = test->batches,
+                                .ms = test->ms}));
+  }
   if (options.distributed != nullptr && !options.distributed->is_writer()) return "";
 
-  const nlohmann::json record = {
+  nlohmann::json record = {
       {"iteration", step},
       {"weights", weights.empty() ? nlohmann::json(nullptr) : nlohmann::json(weights)},
       {"val_loss", e.loss},
@@ -72,6 +83,12 @@ std::string evaluate_only(const config::Config& config, const TrainOptions& opti
       {"graphed", e.graphed},
       {"validation_data", evaluation.data_description()},
   };
+  if (test) {
+    record["test_loss"] = test->loss;
+    record["test_ppl"] = std::exp(test->loss);
+    record["test_batches"] = test->batches;
+    record["test_data"] = test_evaluation.data_description();
+  }
   const std::filesystem::path dir = std::filesystem::path(options.run_dir) / "evaluations";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -2,7 +2,8 @@
 // validation.skip_train (Megatron's --skip-train, Bridge's ValidationConfig.skip_train): no training step. The
 // weights of the checkpoint the run loads (checkpoint.load, or checkpoint.save with checkpoint.auto_resume, or
 // checkpoint.pretrained_checkpoint; else the initial ones) are evaluated once on the validation data, as a training
-// run's evaluations are, and the result is printed and written to <run folder>/evaluations/iter_<step>.json. Nothing
+// run's evaluations are, then on dataset.split's test share when it has documents (as Megatron evaluates its test
+// set), and the result is printed and written to <run folder>/evaluations/iter_<step>.json. Nothing
 // else is written: no checkpoint, and none of the run folder's training records (config.yaml, metrics.jsonl,
 // report.html), so evaluating a checkpoint beside its training run changes none of that run's files.
 #include <optional>
@@ -26,6 +27,6 @@ config::CheckpointConfig checkpoint_to_evaluate(const config::CheckpointConfig& 
 // writer) writes the result file. Returns its path ("" on the other ranks).
 std::string evaluate_only(const config::Config& config, const TrainOptions& options, TrainingBackend& backend,
                           std::optional<LoadedCheckpoint>& loaded, std::optional<PretrainedStart>& pretrained,
-                          Evaluation& evaluation);
+                          Evaluation& evaluation, Evaluation& test_evaluation);
 
 }  // namespace sg::train

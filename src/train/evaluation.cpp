@@ -8,8 +8,9 @@
 namespace sg::train {
 
 Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-                       const data::BatchOptions& batch_options, int rank)
-    : enabled_(evaluation_enabled(config)),
+                       const data::BatchOptions& batch_options, int rank, EvalData data)
+    : test_(data == EvalData::test),
+      enabled_(evaluation_enabled(config) && (!test_ || has_test_data(config))),
       interval_(config.validation.eval_interval.value_or(0)),
       start_(config.validation.start_eval_at_iter.value_or(0)),
       skip_train_(config.validation.skip_train),
@@ -20,7 +21,8 @@ Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& mod
       rows_(data::rank_rows(global_sequences_, batch.data_parallel_size, rank)),
       batch_options_(batch_options) {
   if (!enabled()) return;
-  loader_ = std::make_unique<data::DataLoader>(validation_data_options(config, model));
+  loader_ = std::make_unique<data::DataLoader>(test_ ? test_data_options(config, model)
+                                                     : validation_data_options(config, model));
   const auto n = static_cast<size_t>(sequences_ * seq_length_);
   batch_.tokens.resize(n);
   batch_.targets.resize(n);
@@ -34,16 +36,25 @@ bool Evaluation::due(int64_t step, int64_t last_step) const {
 }
 
 std::string Evaluation::describe() const {
-  if (!enabled()) return "validation: off (validation.eval_interval = null)";
-  const std::string when = skip_train_ ? std::string("once, instead of training (validation.skip_train)")
-                           : start_ > interval_
-                               ? strprintf("every %lld steps from step %lld on and after the last",
-                                           static_cast<long long>(interval_), static_cast<long long>(start_))
-                               : strprintf("every %lld steps and after the last", static_cast<long long>(interval_));
+  if (!enabled()) {
+    return test_ ? "test: none (dataset.split gives the test share no documents, or the data is mock)"
+                 : "validation: off (validation.eval_interval = null)";
+  }
+  std::string when;
+  if (test_) {
+    when = skip_train_ ? "once, after the validation" : "once, after the last step's validation";
+  } else if (skip_train_) {
+    when = "once, instead of training (validation.skip_train)";
+  } else if (start_ > interval_) {
+    when = strprintf("every %lld steps from step %lld on and after the last", static_cast<long long>(interval_),
+                     static_cast<long long>(start_));
+  } else {
+    when = strprintf("every %lld steps and after the last", static_cast<long long>(interval_));
+  }
   std::string text = strprintf(
-      "validation: %s, %lld global batch%s (%lld tokens), forward only, dropout off; the "
-      "same batches every time:",
-      when.c_str(), static_cast<long long>(iters_), iters_ == 1 ? "" : "es",
+      "%s: %s, %lld global batch%s (%lld tokens), forward only, dropout off; the same "
+      "batches every time:",
+      test_ ? "test" : "validation", when.c_str(), static_cast<long long>(iters_), iters_ == 1 ? "" : "es",
       static_cast<long long>(tokens_per_evaluation()));
   for (const std::string& line : split(loader_->describe(), '\n')) text += "\n  " + line;
   return text;

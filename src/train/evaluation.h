@@ -5,6 +5,9 @@
 // through the backend's forward-only path (dropout off, no backward, no optimizer, no RNG advance),
 // and the mean loss is the validation loss; val_ppl = exp(val_loss).
 //
+// Test data: dataset.split's third share of dataset.data_path, read once after the last step's validation (and after
+// a skip_train validation) when evaluation is on (EvalData::test).
+//
 // Validation data: the valid split of dataset.data_path (dataset.split, Megatron's document-level
 // split of every dataset of the blend), or dataset.valid_data_path, or mock samples with another seed
 // (dataset.mock). Every evaluation reads the SAME first eval_iters global batches of that stream (it is
@@ -33,15 +36,20 @@ inline bool evaluation_enabled(const config::Config& config) {
   return config.validation.eval_interval.value_or(0) > 0 || config.validation.skip_train;
 }
 
+// Which data an Evaluation reads: the validation data, or dataset.split's test share (evaluated once, after the last
+// step or the skip_train validation, as Megatron's do_test).
+enum class EvalData { validation, test };
+
 class Evaluation {
  public:
   // `config` validated. Opens the validation datasets only when evaluation is on. `rank`: this
   // data-parallel rank, which evaluates its rows of every validation batch (data/rank_batch.h); the
   // backend sums the ranks' losses.
   Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-             const data::BatchOptions& batch_options, int rank = 0);
+             const data::BatchOptions& batch_options, int rank = 0, EvalData data = EvalData::validation);
   ~Evaluation();
 
+  // Validation: evaluation_enabled(config). Test: that, and test data (has_test_data).
   bool enabled() const { return enabled_; }
   int64_t iters() const { return iters_; }
   // Tokens one evaluation reads (every rank's): eval_iters global batches.
@@ -60,6 +68,7 @@ class Evaluation {
   EvalResult run(TrainingBackend& backend, const std::function<bool()>& stop = {});
 
  private:
+  bool test_ = false;  // EvalData::test
   bool enabled_ = false;
   int64_t interval_ = 0;  // 0: no evaluation during training (validation.skip_train alone)
   int64_t start_ = 0;     // validation.start_eval_at_iter

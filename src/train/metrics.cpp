@@ -110,11 +110,13 @@ void MetricsLog::write(const StepMetrics& m) {
 
 void MetricsLog::write(const EvalMetrics& m) {
   errno = 0;
-  const int printed = std::fprintf(file_,
-               "{\"step\": %lld, \"val_loss\": %s, \"val_ppl\": %s, \"eval_batches\": %lld, \"eval_ms\": %.1f, "
-               "\"wall_time_s\": %.3f, \"tokens\": %lld}\n",
-               static_cast<long long>(m.step), json_number(m.val_loss).c_str(), json_number(m.val_ppl).c_str(),
-               static_cast<long long>(m.batches), m.ms, m.wall_time_s, static_cast<long long>(m.tokens));
+  const int printed =
+      std::fprintf(file_,
+                   "{\"step\": %lld, \"%s_loss\": %s, \"%s_ppl\": %s, \"eval_batches\": %lld, \"eval_ms\": %.1f, "
+                   "\"wall_time_s\": %.3f, \"tokens\": %lld}\n",
+                   static_cast<long long>(m.step), m.test ? "test" : "val", json_number(m.val_loss).c_str(),
+                   m.test ? "test" : "val", json_number(m.val_ppl).c_str(), static_cast<long long>(m.batches), m.ms,
+                   m.wall_time_s, static_cast<long long>(m.tokens));
   check_written(printed, m.step);
 }
 

@@ -49,6 +49,9 @@ struct StepMetrics {
 // One evaluation (validation.eval_interval).
 struct EvalMetrics {
   int64_t step = 0;  // the optimizer step after which it ran
+  // The test split's (dataset.split's third share, evaluated once after the last step): metrics.jsonl writes
+  // test_loss and test_ppl in place of val_loss and val_ppl.
+  bool test = false;
   double val_loss = 0.0;
   double val_ppl = 0.0;  // exp(val_loss)
   int64_t batches = 0;

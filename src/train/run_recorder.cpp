@@ -83,8 +83,8 @@ void RunRecorder::step(const StepMetrics& m) {
 void RunRecorder::eval(const EvalMetrics& m) {
   metrics_->write(m);
   if (!tensorboard_) return;
-  tensorboard_->scalar("lm loss validation", m.step, m.val_loss);
-  tensorboard_->scalar("lm loss validation ppl", m.step, m.val_ppl);
+  tensorboard_->scalar(m.test ? "lm loss test" : "lm loss validation", m.step, m.val_loss);
+  tensorboard_->scalar(m.test ? "lm loss test ppl" : "lm loss validation ppl", m.step, m.val_ppl);
   tensorboard_->flush();
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,7 @@ struct Records {
   size_t steps = 0;                                           // training records
   double first_step = NAN, last_step = NAN, last_loss = NAN;  // of the first and the last training record
   EvalRows evals;
+  std::optional<EvalRow> test;        // the test split's evaluation after the last step (the last one recorded)
   std::vector<ChartMarker> captures;  // one a process start at most (a resume captures again)
 };
 
@@ -89,6 +91,8 @@ class RecordLine final : public nlohmann::json_sax<nlohmann::json> {
     kEvalMs,
     kEvalBatches,
     kCapture,
+    kTestLoss,
+    kTestPpl,
     kFields
   };
 
@@ -126,8 +130,8 @@ class RecordLine final : public nlohmann::json_sax<nlohmann::json> {
   bool key(string_t& name) override {
     if (depth_ != 1) return true;
     static constexpr const char* kNames[kFields] = {
-        "step",     "loss",    "lr",      "grad_norm",    "tokens_per_s", "step_ms", "device_memory_used",
-        "val_loss", "val_ppl", "eval_ms", "eval_batches", "capture"};
+        "step",     "loss",    "lr",      "grad_norm",    "tokens_per_s", "step_ms",   "device_memory_used",
+        "val_loss", "val_ppl", "eval_ms", "eval_batches", "capture",      "test_loss", "test_ppl"};
     field_ = -1;
     for (int f = 0; f < kFields; ++f) {
       if (name == kNames[f]) field_ = f;
@@ -179,6 +183,11 @@ Records read_metrics(const std::string& path) {
                         j.number(RecordLine::kEvalBatches), j.number(RecordLine::kEvalMs)};
       r.evals.add(row);
       r.val_loss.add(step, row.val_loss);
+      continue;
+    }
+    if (j.has(RecordLine::kTestLoss)) {
+      r.test = EvalRow{step, j.number(RecordLine::kTestLoss), j.number(RecordLine::kTestPpl),
+                       j.number(RecordLine::kEvalBatches), j.number(RecordLine::kEvalMs)};
       continue;
     }
     if (r.steps++ == 0) r.first_step = step;
@@ -251,6 +260,10 @@ void write_run_report(const std::string& metrics_path, const std::string& html_p
     const EvalRow& last = r.evals.last();
     facts.emplace_back("last val loss",
                        strprintf("%.4f (ppl %.3f) at step %.0f", last.val_loss, last.val_ppl, last.step));
+  }
+  if (r.test) {
+    facts.emplace_back("test loss", strprintf("%.4f (ppl %.3f) at step %.0f, %.0f batches (dataset.split's test share)",
+                                              r.test->val_loss, r.test->val_ppl, r.test->step, r.test->batches));
   }
   body += html_table(facts);
 

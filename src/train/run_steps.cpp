@@ -319,6 +319,20 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     val_status = strprintf(" | val %.4f", e.loss);
     if (e.captured) progress.line(strprintf("step %lld: captured the evaluation graph", static_cast<long long>(step)));
     progress.line(format_eval_line(m));
+    // After the last step's validation: the test split, once (Megatron's do_test); a stop does not cut it short.
+    if (!finish || run.test_evaluation == nullptr || !run.test_evaluation->enabled()) return;
+    const EvalResult t = run.test_evaluation->run(backend);
+    stop_handlers.eval_took((e.ms + t.ms) / 1e3);  // the watchdog's grace covers the two together
+    EvalMetrics tm = m;
+    tm.test = true;
+    tm.val_loss = t.loss;
+    tm.val_ppl = std::exp(t.loss);
+    tm.batches = t.batches;
+    tm.ms = t.ms;
+    tm.wall_time_s = seconds_since(run.start);
+    record([&] { recorder.eval(tm); });
+    summary.test_loss = t.loss;
+    progress.line(format_eval_line(tm));
   };
 
   if (!options.dump_batches_dir.empty()) std::filesystem::create_directories(options.dump_batches_dir);

@@ -25,6 +25,7 @@ struct RunContext {
   std::optional<data::HfTokenizerInfo> tokenizer;
   CheckpointExport checkpoint_export;  // what saved folders take from the tokenizer and a pretrained source
   Evaluation* evaluation = nullptr;
+  Evaluation* test_evaluation = nullptr;  // dataset.split's test share, after the last step's validation
   std::chrono::steady_clock::time_point start;
   std::string run_id;              // train/run_folder.h: the checkpoint's when resuming, else a new one (rank 0's)
   CheckpointDirs* dirs = nullptr;  // rank 0's checkpoint.save policy (train/save_dir_policy.h)

@@ -133,6 +133,10 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   with_host_allocation("the validation batch buffers",
                        [&] { evaluation.emplace(config, model, batch, batch_options, rank); });
   run.evaluation = &*evaluation;
+  std::optional<Evaluation> test_evaluation;
+  with_host_allocation("the test batch buffers",
+                       [&] { test_evaluation.emplace(config, model, batch, batch_options, rank, EvalData::test); });
+  run.test_evaluation = &*test_evaluation;
   // Data parallel: rank 0 owns checkpoint.save (its lock, its policy) and tells the others what to resume.
   const config::CheckpointConfig checkpoint_settings =
       skip_train ? checkpoint_to_evaluate(config.checkpoint) : config.checkpoint;
@@ -176,11 +180,13 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
     log::info(describe_model(config));
     if (run.tokenizer) log::info("tokenizer: " + run.tokenizer->describe());
     log::info(evaluation->describe());
+    if (test_evaluation->enabled()) log::info(test_evaluation->describe());
     std::unique_ptr<TrainingBackend> backend;
     with_host_allocation(cpu_backend ? "the CPU backend's model" : "the GPU backend's host buffers",
                          [&] { backend = make_backend(config, options.force_cpu, distributed); });
     try {
-      summary.evaluation_path = evaluate_only(config, options, *backend, loaded, pretrained, *evaluation);
+      summary.evaluation_path =
+          evaluate_only(config, options, *backend, loaded, pretrained, *evaluation, *test_evaluation);
     } catch (const std::exception& e) {
       if (distributed) end_failed_rank(*distributed, e, 1);
       report_and_rethrow(e, 1);
@@ -206,6 +212,7 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   }
   log::info("data: " + data->loader().describe());
   log::info(evaluation->describe());
+  if (test_evaluation->enabled()) log::info(test_evaluation->describe());
 
   std::unique_ptr<TrainingBackend> backend;
   with_host_allocation(cpu_backend ? "the CPU backend's model (weights, gradients, Adam moments, activations)"

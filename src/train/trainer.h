@@ -42,6 +42,7 @@ struct TrainSummary {
   bool stopped_by_signal = false;
   int stop_signal = 0;  // that signal, received by this rank or (data parallel) another one: exit 128 + it
   double last_val_loss = NAN;  // NaN when no evaluation ran
+  double test_loss = NAN;      // the test split's, after the last step (NaN when none ran)
   std::string metrics_path;    // empty when nothing ran
   std::string evaluation_path;  // validation.skip_train: the evaluation's result file (rank 0)
   std::string report_path;
