@@ -242,6 +242,7 @@ void record_key_name(Config& config, const KeyAlias& a, std::string_view name, c
   it->name = used;
   it->where = where;
 }
+
 // Keys Bridge moved to another section and still reads under the old one: TrainingConfig's eval_interval, eval_iters
 // and skip_train are deprecated in favour of ValidationConfig's (Bridge's ConfigContainer copies a set one over).
 struct MovedKey {

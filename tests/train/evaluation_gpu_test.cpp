@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "cuda/device.h"
 #include "data/batch.h"
 #include "data/blended_dataset.h"
+#include "data/indexed_dataset.h"
 #include "model/cpu_model.h"
 #include "test_dir.h"
 #include "test_util.h"
@@ -147,39 +149,63 @@ TEST_F(EvaluationGpu, AgreesWithTheCpuTwinAtTheSameWeights) {
   EXPECT_NEAR(gpu_loss, cpu_loss, test::kBf16RelTol * cpu_loss) << "GPU " << gpu_loss << " vs CPU " << cpu_loss;
 }
 
-// validation.skip_train through train(): the checkpoint a GPU run saved at step 4 is evaluated to that run's own
-// validation loss at step 4, bit for bit (as %.17g), in the eager and the whole-step-graph modes.
-TEST_F(EvaluationGpu, SkipTrainGivesTheTrainingRunsValidationLossBitForBit) {
+// validation.skip_train and the test split through train(), on a corpus split 80,10,10: the checkpoint a GPU run
+// saved at step 4 is evaluated to that run's own validation and test losses at step 4, bit for bit (as %.17g); and the
+// losses are the same bits in the eager and the whole-step-graph modes (the test evaluation replays the evaluation
+// graph the validation captured).
+TEST_F(EvaluationGpu, SkipTrainAndTheTestSplitGiveTheTrainingRunsLossesBitForBit) {
   const std::filesystem::path dir =
       test::fresh_test_dir("evaluation_gpu_skip_train", std::filesystem::temp_directory_path());
+  {
+    data::IndexedDatasetWriter w((dir / "corpus").string(), data::TokenDtype::uint16);
+    std::mt19937 rng(11);
+    for (int d = 0; d < 400; ++d) {
+      std::vector<int32_t> doc(50 + rng() % 300);
+      for (int32_t& t : doc) t = static_cast<int32_t>(rng() % 8000);
+      w.add_document(doc);
+    }
+    w.finalize();
+  }
+  const auto text = [](double v) {
+    char out[40];
+    std::snprintf(out, sizeof out, "%.17g", v);
+    return std::string(out);
+  };
+  std::vector<std::string> losses_by_mode;
   for (const std::vector<std::string>& mode :
        {std::vector<std::string>{"model.cuda_graph_impl=none"},
         {"model.cuda_graph_impl=local", "model.cuda_graph_scope=full_iteration"}}) {
     SCOPED_TRACE(mode[0]);
     const std::string ck = (dir / ("ck_" + std::to_string(mode.size()))).string();
-    std::vector<std::string> training = mode;
-    for (const char* o : {"train.train_iters=4", "scheduler.lr_decay_iters=100", "validation.eval_interval=4",
-                          "checkpoint.save_interval=4"}) {
+    std::vector<std::string> common = mode;
+    for (const std::string& o :
+         {std::string("scheduler.lr_decay_iters=100"), std::string("dataset.mock=false"),
+          "dataset.data_path=[" + (dir / "corpus").string() + "]", std::string("dataset.split=80,10,10")}) {
+      common.push_back(o);
+    }
+    std::vector<std::string> training = common;
+    for (const std::string& o : {std::string("train.train_iters=4"), std::string("validation.eval_interval=4"),
+                                 std::string("checkpoint.save_interval=4"), "checkpoint.save=" + ck}) {
       training.push_back(o);
     }
-    training.push_back("checkpoint.save=" + ck);
     TrainOptions options;
     options.run_dir = (dir / ("run_" + std::to_string(mode.size()))).string();
     const TrainSummary trained = train(tiny_with(training), options);
     ASSERT_TRUE(std::isfinite(trained.last_val_loss));
-    std::vector<std::string> evaluating = mode;
-    evaluating.push_back("scheduler.lr_decay_iters=100");
+    ASSERT_TRUE(std::isfinite(trained.test_loss));
+    std::vector<std::string> evaluating = common;
     evaluating.push_back("validation.skip_train=true");
     evaluating.push_back("checkpoint.load=" + ck);
     const TrainSummary evaluated = train(tiny_with(evaluating), options);
     const nlohmann::json result = nlohmann::json::parse(test::read_file(evaluated.evaluation_path));
     EXPECT_EQ(result["iteration"], 4);
     EXPECT_EQ(result["graphed"], mode.size() > 1);
-    char want[40], got[40];
-    std::snprintf(want, sizeof want, "%.17g", trained.last_val_loss);
-    std::snprintf(got, sizeof got, "%.17g", result["val_loss"].get<double>());
-    EXPECT_STREQ(got, want);
+    EXPECT_EQ(text(result["val_loss"].get<double>()), text(trained.last_val_loss));
+    EXPECT_EQ(text(result["test_loss"].get<double>()), text(trained.test_loss));
+    losses_by_mode.push_back(text(trained.last_val_loss) + " " + text(trained.test_loss));
   }
+  ASSERT_EQ(losses_by_mode.size(), 2u);
+  EXPECT_EQ(losses_by_mode[0], losses_by_mode[1]) << "graphed evaluation differs from eager evaluation";
   std::filesystem::remove_all(dir);
 }
 
