@@ -1,9 +1,10 @@
 #pragma once
 // Megatron-Bridge keys stepgraph accepts without implementing them: the one table of them. Bridge's recipes
-// (Qwen3-MoE, NemotronH, the logger's W&B keys) set them, and each has values that change nothing here
-// (moe_grouped_gemm: the experts always run as grouped GEMMs). Such a key loads from YAML and overrides with its
-// value kept as written, prints in `config show` only when set (a config without them emits, and hashes, as
-// before), and validate() notes the neutral values and refuses the others with the fix
+// (its common pretraining settings, the Llama, Qwen3-MoE and NemotronH recipes, the logger's W&B keys) set them,
+// and each has values that change nothing here (moe_grouped_gemm: the experts always run as grouped GEMMs;
+// model.context_parallel_size 1; train.manual_gc: no Python garbage collector). Such a key loads from YAML and
+// overrides with its value kept as written, prints in `config show` only when set (a config without them emits,
+// and hashes, as before), and validate() notes the neutral values and refuses the others with the fix
 // (bridge_inert_keys.cpp). docs/configuration.md's "Megatron-Bridge keys accepted without effect" lists them
 // (tests/config/bridge_inert_keys_test.cpp holds the two together).
 #include <array>
@@ -40,8 +41,25 @@ inline constexpr const char* kWandbEffect =
     "stepgraph does not log to Weights & Biases; the metrics go to the run folder's metrics.jsonl and, with "
     "logger.tensorboard_dir, to TensorBoard event files";
 
-// Emission order within each section: the table's. Neutral sets follow Megatron's TransformerConfig /
-// ModelParallelConfig semantics (each key's `what`).
+inline constexpr const char* kNoPipelineEffect =
+    "no pipeline parallelism (model.pipeline_model_parallel_size 1): nothing is sent between stages";
+inline constexpr const char* kHfMetadataEffect =
+    "metadata: the model is the config's keys (checkpoint.pretrained_checkpoint loads Hugging Face weights)";
+inline constexpr const char* kNoPythonEffect = "stepgraph is not Python: no garbage collector";
+inline constexpr const char* kScheduleEffect = "a schedule: the all-gathered weights are the same";
+inline constexpr const char* kFp32Spellings = "fp32, float32, torch.float32";  // Bridge's spellings of fp32
+inline constexpr const char* kWsdEffect =
+    "read only with lr_decay_style WSD, which stepgraph does not implement (refused)";
+inline constexpr const char* kLoaderEffect =
+    "stepgraph reads its batches with its own loader (no PyTorch DataLoader workers or builder threads)";
+inline constexpr const char* kWarningOnlyEffect =
+    "a non-fatal check: with rerun_state_machine.rerun_mode disabled Megatron only logs a warning; stepgraph does "
+    "not check";
+
+// Emission order within each section: the table's. Neutral sets follow the semantics of Megatron's TransformerConfig,
+// ModelParallelConfig, OptimizerConfig, DistributedDataParallelConfig and megatron/training/config, and of Bridge's
+// overrides of them (each key's `what`): values that change nothing on one GPU or with plain data parallelism, in
+// bf16, without tensor, pipeline or context parallelism.
 inline constexpr BridgeInertKey kBridgeInertKeys[] = {
     {.section = "model", .key = "moe_grouped_gemm", .accepts = InertValues::any_bool, .neutral = "",
      .what = "run a layer's local experts as one grouped GEMM (false: Megatron's SequentialMLP, a GEMM per expert)",
@@ -121,6 +139,170 @@ inline constexpr BridgeInertKey kBridgeInertKeys[] = {
     {.section = "model", .key = "mamba_training_ssm_states_dtype", .accepts = InertValues::listed, .neutral = "",
      .what = "dtype of the Mamba scan's inter-chunk states in training (unset: the activations' dtype)",
      .effect = ""},
+    {.section = "model", .key = "context_parallel_size", .accepts = InertValues::listed, .neutral = "1",
+     .what = "context parallelism: each rank holds a slice of every sequence",
+     .effect = "1: every rank holds whole sequences"},
+    {.section = "model", .key = "sequence_parallel", .accepts = InertValues::listed, .neutral = "false",
+     .what = "with tensor parallelism, split the norms' and dropouts' activations along the sequence (Megatron "
+             "refuses it without tensor parallelism)",
+     .effect = "false: off"},
+    {.section = "model", .key = "virtual_pipeline_model_parallel_size", .accepts = InertValues::listed,
+     .neutral = "", .what = "interleaved pipeline schedule: model chunks per pipeline rank", .effect = ""},
+    {.section = "model", .key = "pipeline_dtype", .accepts = InertValues::any, .neutral = "",
+     .what = "dtype of the activations pipeline stages send each other", .effect = kNoPipelineEffect},
+    {.section = "model", .key = "pipeline_model_parallel_layout", .accepts = InertValues::listed, .neutral = "",
+     .what = "the layers of each pipeline stage, written out as Megatron's layout string", .effect = ""},
+    {.section = "model", .key = "account_for_embedding_in_pipeline_split", .accepts = InertValues::listed,
+     .neutral = "false", .what = "count the embedding as a layer when the layers are split into pipeline stages",
+     .effect = "false: off"},
+    {.section = "model", .key = "account_for_loss_in_pipeline_split", .accepts = InertValues::listed,
+     .neutral = "false", .what = "count the loss as a layer when the layers are split into pipeline stages",
+     .effect = "false: off"},
+    {.section = "model", .key = "transformer_impl", .accepts = InertValues::listed,
+     .neutral = "transformer_engine, local, inference_optimized",
+     .what = "the layers' modules: Transformer Engine's, Megatron's own (local) or its inference ones",
+     .effect = "a kernel choice"},
+    {.section = "model", .key = "attention_backend", .accepts = InertValues::any, .neutral = "",
+     .what = "attention kernel: auto (Transformer Engine picks), flash, fused, unfused, local",
+     .effect = "a kernel choice"},
+    {.section = "model", .key = "apply_rope_fusion", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "fused RoPE kernel", .effect = "a kernel choice"},
+    {.section = "model", .key = "bias_activation_fusion", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "fuse the bias add with the MLP activation", .effect = "a kernel choice"},
+    {.section = "model", .key = "masked_softmax_fusion", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "fused scaled, masked softmax kernel (unfused attention)", .effect = "a kernel choice"},
+    {.section = "model", .key = "persist_layer_norm", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "Apex's persistent fused LayerNorm kernel", .effect = "a kernel choice"},
+    {.section = "model", .key = "bias_dropout_fusion", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "fuse the bias add, dropout and residual add", .effect = "a kernel choice"},
+    {.section = "model", .key = "cross_entropy_loss_fusion", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "fused vocabulary-parallel cross-entropy kernel", .effect = "a kernel choice"},
+    {.section = "model", .key = "cross_entropy_fusion_impl", .accepts = InertValues::listed, .neutral = "native, te",
+     .what = "the fused cross entropy's implementation: Megatron's (native) or Transformer Engine's (te)",
+     .effect = "a kernel choice"},
+    {.section = "model", .key = "use_fused_weighted_squared_relu", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "fused kernel of the experts' squared ReLU weighted by the routing probability",
+     .effect = "a kernel choice"},
+    {.section = "model", .key = "fine_grained_activation_offloading", .accepts = InertValues::listed,
+     .neutral = "false", .what = "offload the inputs of the modules in offload_modules to host memory",
+     .effect = "false: off"},
+    {.section = "model", .key = "offload_modules", .accepts = InertValues::listed, .neutral = "",
+     .what = "the modules whose inputs fine_grained_activation_offloading offloads", .effect = ""},
+    {.section = "model", .key = "cp_comm_type", .accepts = InertValues::any, .neutral = "",
+     .what = "context parallelism's communication: p2p, all_gather, a2a, a2a+p2p",
+     .effect = "no context parallelism (context_parallel_size 1): nothing to communicate"},
+    {.section = "model", .key = "hf_model_id", .accepts = InertValues::any, .neutral = "",
+     .what = "Hugging Face model the provider was built from (checkpoint metadata)", .effect = kHfMetadataEffect},
+    {.section = "model", .key = "hf_model_revision", .accepts = InertValues::any, .neutral = "",
+     .what = "revision of that Hugging Face model", .effect = kHfMetadataEffect},
+    {.section = "model", .key = "normalization", .accepts = InertValues::listed, .neutral = "RMSNorm",
+     .what = "the layers' norm: LayerNorm (Megatron's default) or RMSNorm", .effect = "the norms are RMSNorm"},
+    {.section = "model", .key = "rotary_percent", .accepts = InertValues::listed, .neutral = "1.0",
+     .what = "share of each head's dimensions RoPE rotates", .effect = "1.0: RoPE rotates the whole head"},
+    {.section = "model", .key = "qk_layernorm", .accepts = InertValues::listed, .neutral = "false",
+     .what = "normalize each head's queries and keys before attention", .effect = "false: no query and key norm"},
+    {.section = "model", .key = "moe_flex_dispatcher_num_sms", .accepts = InertValues::any, .neutral = "",
+     .what = "SMs the flex token dispatcher's communication uses (every backend)",
+     .effect = "a communication choice"},
+    {.section = "train", .key = "manual_gc", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "turn off Python's automatic garbage collection and collect at fixed steps instead",
+     .effect = kNoPythonEffect},
+    {.section = "train", .key = "manual_gc_interval", .accepts = InertValues::any, .neutral = "",
+     .what = "steps between manual_gc's collections (0: none between steps)", .effect = kNoPythonEffect},
+    {.section = "train", .key = "manual_gc_eval", .accepts = InertValues::any, .neutral = "",
+     .what = "with manual_gc, collect before and after each evaluation", .effect = kNoPythonEffect},
+    {.section = "train", .key = "empty_unused_memory_level", .accepts = InertValues::listed, .neutral = "0, 1, 2",
+     .what = "return PyTorch's cached device memory every step (torch.cuda.empty_cache): 0 never, 1 before the "
+             "optimizer step, 2 also after it",
+     .effect = "stepgraph plans its device memory before the first step: no allocator cache to empty"},
+    {.section = "train", .key = "check_optimizer_step_success", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "agree on the optimizer step's success across the model-parallel ranks",
+     .effect = "no tensor or pipeline parallelism: each rank holds the whole model"},
+    {.section = "optimizer", .key = "optimizer", .accepts = InertValues::listed, .neutral = "adam",
+     .what = "the optimizer: adam (AdamW, with Megatron's default decoupled_weight_decay), sgd, lion, muon, ...",
+     .effect = "the optimizer is AdamW"},
+    {.section = "optimizer", .key = "bf16", .accepts = InertValues::listed, .neutral = "true",
+     .what = "bf16 mixed precision (false with fp16 false: fp32 training)",
+     .effect = "stepgraph trains in bf16 mixed precision"},
+    {.section = "optimizer", .key = "fp16", .accepts = InertValues::listed, .neutral = "false",
+     .what = "fp16 mixed precision with loss scaling", .effect = "false: no fp16"},
+    {.section = "optimizer", .key = "overlap_param_gather", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "overlap the distributed optimizer's all-gather of the updated weights with the next forward (meant "
+             "to match ddp.overlap_param_gather)",
+     .effect = kScheduleEffect},
+    {.section = "optimizer", .key = "main_grads_dtype", .accepts = InertValues::listed, .neutral = kFp32Spellings,
+     .what = "dtype of the main gradients with the precision-aware optimizer (fp32 without it; bf16 reduction is "
+             "ddp.grad_reduce_in_fp32=false)",
+     .effect = "fp32: the main gradients are as ddp.grad_reduce_in_fp32 says"},
+    {.section = "optimizer", .key = "main_params_dtype", .accepts = InertValues::listed, .neutral = kFp32Spellings,
+     .what = "dtype of the main (master) weights with the precision-aware optimizer (fp32 without it)",
+     .effect = "the main weights are fp32"},
+    {.section = "scheduler", .key = "lr_warmup_init", .accepts = InertValues::listed, .neutral = "0",
+     .what = "the learning rate the warmup starts from", .effect = "0: the warmup rises from 0"},
+    {.section = "scheduler", .key = "override_opt_param_scheduler", .accepts = InertValues::any_bool,
+     .neutral = "",
+     .what = "on resume, take the schedule (lr, min_lr, warmup, decay iterations and style) from the config, "
+             "not the checkpoint (false: a checkpoint whose schedule differs from the config's is an error)",
+     .effect = "stepgraph always takes the schedule from the config; a resume whose schedule changed warns that "
+               "the configuration changed"},
+    {.section = "scheduler", .key = "use_checkpoint_opt_param_scheduler", .accepts = InertValues::listed,
+     .neutral = "false", .what = "on resume, take the schedule from the checkpoint instead of the config",
+     .effect = "false: the schedule is the config's"},
+    {.section = "scheduler", .key = "lr_wsd_decay_style", .accepts = InertValues::listed,
+     .neutral = "exponential, linear, cosine, minus_sqrt",
+     .what = "decay of the warmup-stable-decay schedule's last phase (lr_decay_style WSD)", .effect = kWsdEffect},
+    {.section = "scheduler", .key = "lr_wsd_decay_iters", .accepts = InertValues::any, .neutral = "",
+     .what = "iterations of the warmup-stable-decay schedule's last phase (lr_decay_style WSD)",
+     .effect = kWsdEffect},
+    {.section = "dataset", .key = "num_workers", .accepts = InertValues::any, .neutral = "",
+     .what = "PyTorch DataLoader worker processes", .effect = kLoaderEffect},
+    {.section = "dataset", .key = "num_dataset_builder_threads", .accepts = InertValues::any, .neutral = "",
+     .what = "threads that build the datasets' sample indices", .effect = kLoaderEffect},
+    {.section = "dataset", .key = "data_sharding", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "with dataloader_type cyclic, each data-parallel rank draws from its own shard of the samples",
+     .effect = "used only by dataloader_type cyclic"},
+    {.section = "dataset", .key = "dataloader_type", .accepts = InertValues::listed, .neutral = "single",
+     .what = "the sampler: single (the dataset's sample order, read in sequence), cyclic (reshuffled every "
+             "epoch), batch, external",
+     .effect = "single: the samples are read in the dataset's order"},
+    {.section = "dataset", .key = "mmap_bin_files", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "memory-map the .bin files (false: read them)",
+     .effect = "stepgraph memory-maps them: the tokens are the same"},
+    {.section = "dataset", .key = "skip_getting_attention_mask_from_dataset", .accepts = InertValues::any_bool,
+     .neutral = "",
+     .what = "no attention mask from the dataset: the attention kernel masks causally (false: the dataset's "
+             "causal mask)",
+     .effect = "the attention is causal by construction (with reset_attention_mask false the dataset's mask is "
+               "the causal one)"},
+    {.section = "dataset", .key = "reset_position_ids", .accepts = InertValues::listed, .neutral = "false",
+     .what = "restart the position ids after each end-of-document token",
+     .effect = "false: positions run over the whole sequence"},
+    {.section = "dataset", .key = "reset_attention_mask", .accepts = InertValues::listed, .neutral = "false",
+     .what = "no attention across end-of-document tokens", .effect = "false: attention spans the whole sequence"},
+    {.section = "checkpoint", .key = "ckpt_format", .accepts = InertValues::listed,
+     .neutral = "torch_dist, torch, torch_dcp, fsdp_dtensor", .what = "Megatron's checkpoint format",
+     .effect = "stepgraph writes its own checkpoint folders (safetensors)"},
+    {.section = "checkpoint", .key = "fully_parallel_save", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "spread the writing of a checkpoint over the data-parallel ranks",
+     .effect = "an I/O choice: the checkpoint holds the same tensors"},
+    {.section = "checkpoint", .key = "async_save", .accepts = InertValues::listed, .neutral = "false",
+     .what = "write the checkpoint in the background while training goes on",
+     .effect = "false: a save finishes before training goes on, as stepgraph's do"},
+    {.section = "checkpoint", .key = "save_optim", .accepts = InertValues::listed, .neutral = "true",
+     .what = "save the optimizer state (false: the weights only)",
+     .effect = "true: stepgraph's checkpoints hold the optimizer state"},
+    {.section = "checkpoint", .key = "save_rng", .accepts = InertValues::listed, .neutral = "true",
+     .what = "save the RNG state", .effect = "true: stepgraph's checkpoints hold the RNG state"},
+    {.section = "checkpoint", .key = "load_optim", .accepts = InertValues::listed, .neutral = "true",
+     .what = "load the optimizer state on resume (false: the weights only, a fresh optimizer)",
+     .effect = "true: a resume loads the optimizer state"},
+    {.section = "checkpoint", .key = "load_rng", .accepts = InertValues::listed, .neutral = "true",
+     .what = "load the RNG state on resume", .effect = "true: a resume loads the RNG state"},
+    {.section = "checkpoint", .key = "dist_ckpt_strictness", .accepts = InertValues::listed,
+     .neutral = "assume_ok_unexpected, log_unexpected, log_all, raise_unexpected, raise_all, return_unexpected, "
+                "return_all, ignore_all",
+     .what = "what loading a distributed checkpoint does with missing or unexpected tensors",
+     .effect = "stepgraph refuses a checkpoint whose tensors differ from the model's (as raise_all)"},
     {.section = "logger", .key = "wandb_project", .accepts = InertValues::any, .neutral = "",
      .what = "Weights & Biases project", .effect = kWandbEffect},
     {.section = "logger", .key = "wandb_exp_name", .accepts = InertValues::any, .neutral = "",
@@ -129,6 +311,48 @@ inline constexpr BridgeInertKey kBridgeInertKeys[] = {
      .what = "Weights & Biases team or user", .effect = kWandbEffect},
     {.section = "logger", .key = "wandb_save_dir", .accepts = InertValues::any, .neutral = "",
      .what = "Weights & Biases local folder", .effect = kWandbEffect},
+    {.section = "logger", .key = "log_timers_to_tensorboard", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "write the step's timers to TensorBoard", .effect = "logging only"},
+    {.section = "logger", .key = "log_throughput", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "log the throughput per GPU", .effect = "logging only"},
+    {.section = "logger", .key = "timing_log_level", .accepts = InertValues::listed, .neutral = "-1, 0, 1, 2",
+     .what = "which timers are measured and logged (-1 none, 0 the iteration, 1 and 2 finer ones, with barriers)",
+     .effect = "logging only"},
+    {.section = "logger", .key = "log_params_norm", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "compute and log the norm of the weights", .effect = "logging only"},
+    {.section = "rng", .key = "data_parallel_random_init", .accepts = InertValues::listed, .neutral = "false",
+     .what = "initialize the weights with another seed on each data-parallel rank",
+     .effect = "false: every rank starts from the same weights"},
+    {.section = "rerun_state_machine", .key = "rerun_mode", .accepts = InertValues::listed, .neutral = "disabled",
+     .what = "Megatron's rerun state machine: validate_results reruns a step whose loss or gradients look wrong, "
+             "to tell a transient fault from a persistent one; report_determinism_stats reruns every step",
+     .effect = "disabled: a NaN loss stops the run (check_for_nan_in_loss), as in stepgraph"},
+    {.section = "rerun_state_machine", .key = "check_for_spiky_loss", .accepts = InertValues::any_bool,
+     .neutral = "", .what = "flag a loss far above the largest one seen (spiky_loss_factor times)",
+     .effect = kWarningOnlyEffect},
+    {.section = "ddp", .key = "overlap_param_gather", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "overlap the distributed optimizer's all-gather of the updated weights with the next forward",
+     .effect = kScheduleEffect},
+    {.section = "ddp", .key = "average_in_collective", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "average the gradients in the collective instead of dividing by the data-parallel size before the sum",
+     .effect = "a rounding choice: stepgraph scales the loss by 1 / (microbatches x data-parallel size), so the "
+               "sum over the ranks is the mean"},
+    {.section = "ddp", .key = "data_parallel_sharding_strategy", .accepts = InertValues::listed,
+     .neutral = "no_shard, optim, optim_grads, optim_grads_params",
+     .what = "Megatron-FSDP's sharding of the optimizer state, gradients and weights; read only with "
+             "use_megatron_fsdp",
+     .effect = "without use_megatron_fsdp Megatron does not read it either: the optimizer state is sharded as "
+               "optimizer.use_distributed_optimizer says"},
+    {.section = "ddp", .key = "check_for_large_grads", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "flag a gradient norm far above the ones seen, before the data-parallel reduction",
+     .effect = kWarningOnlyEffect},
+    {.section = "ddp", .key = "use_megatron_fsdp", .accepts = InertValues::listed, .neutral = "false",
+     .what = "Megatron-FSDP: weights, gradients and optimizer state sharded over the data-parallel ranks",
+     .effect = "false: data parallelism, the optimizer state sharded with optimizer.use_distributed_optimizer"},
+    {.section = "ddp", .key = "num_distributed_optimizer_instances", .accepts = InertValues::listed,
+     .neutral = "1",
+     .what = "copies of the distributed optimizer, each sharded over a part of the data-parallel ranks",
+     .effect = "1: one distributed optimizer over all data-parallel ranks"},
 };
 
 // How many of the table's keys belong to `section` (the size of that section's value array).

@@ -115,6 +115,8 @@ struct TrainConfig {
   std::optional<int64_t> micro_batch_size;
   std::optional<int64_t> global_batch_size;  // null: micro_batch_size x data-parallel size (one microbatch each)
   std::optional<int64_t> train_iters;
+  // Bridge's keys stepgraph accepts without implementing them (config/bridge_inert_keys.h), here and below
+  BridgeInertValues<bridge_inert_count("train")> bridge_inert;
 };
 
 // Bridge's ValidationConfig (Megatron's megatron/training/config): evaluation on the validation data. Bridge still
@@ -150,6 +152,7 @@ struct OptimizerConfig {
   bool use_precision_aware_optimizer = false;
   std::string exp_avg_dtype = "fp32";     // fp32 or bf16 (config/moment_dtype.h)
   std::string exp_avg_sq_dtype = "fp32";  // fp32 or bf16
+  BridgeInertValues<bridge_inert_count("optimizer")> bridge_inert;
 };
 
 struct SchedulerConfig {
@@ -161,6 +164,7 @@ struct SchedulerConfig {
   std::optional<double> start_weight_decay;
   std::optional<double> end_weight_decay;
   std::string weight_decay_incr_style = "constant";  // constant, linear, cosine
+  BridgeInertValues<bridge_inert_count("scheduler")> bridge_inert;
 };
 
 struct DatasetConfig {
@@ -175,6 +179,7 @@ struct DatasetConfig {
   // null: all of data_path trains
   std::optional<std::string> split;
   std::vector<std::string> valid_data_path;  // separate validation prefixes (instead of split)
+  BridgeInertValues<bridge_inert_count("dataset")> bridge_inert;
 };
 
 struct TokenizerConfig {
@@ -197,22 +202,25 @@ struct CheckpointConfig {
   // Bridge's retention: -1 keeps every checkpoint; k >= 1 keeps the k newest iteration folders of `save` (each save
   // then removes the older ones: train/save_dir_policy.h). No effect on the numbers (not in the config hash).
   int64_t most_recent_k = -1;
+  BridgeInertValues<bridge_inert_count("checkpoint")> bridge_inert;
 };
 
 struct LoggerConfig {
   int64_t log_interval = 100;
   std::optional<std::string> tensorboard_dir;  // TensorBoard event files go here
-  // Bridge's W&B keys: stepgraph logs to metrics.jsonl and TensorBoard instead (config/bridge_inert_keys.h)
+  // Bridge's W&B and timer keys: stepgraph logs to metrics.jsonl and TensorBoard (config/bridge_inert_keys.h)
   BridgeInertValues<bridge_inert_count("logger")> bridge_inert;
 };
 
 struct RngConfig {
   int64_t seed = 1234;
   bool te_rng_tracker = false;
+  BridgeInertValues<bridge_inert_count("rng")> bridge_inert;
 };
 
 struct RerunStateMachineConfig {
   bool check_for_nan_in_loss = true;
+  BridgeInertValues<bridge_inert_count("rerun_state_machine")> bridge_inert;
 };
 
 struct DdpConfig {
@@ -223,6 +231,7 @@ struct DdpConfig {
   // Main gradients stored and reduced in fp32 (true) or bf16 (false). Megatron's dataclass default is false;
   // stepgraph's is true, its exact fp32 weight gradients (Bridge's recipes set true too).
   bool grad_reduce_in_fp32 = true;
+  BridgeInertValues<bridge_inert_count("ddp")> bridge_inert;
 };
 
 struct Config {
@@ -357,6 +366,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("train", "global_batch_size", c.train.global_batch_size,
     "sequences per step over all ranks; null = micro_batch_size x data-parallel size");
   v("train", "train_iters", c.train.train_iters, "optimizer steps");
+  visit_bridge_inert("train", c.train.bridge_inert, v);
   v("validation", "eval_interval", c.validation.eval_interval,
     "steps between evaluations on the validation data; null = none");
   v("validation", "eval_iters", c.validation.eval_iters, "global batches per evaluation");
@@ -390,6 +400,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "storage of Adam's first moment: fp32, bf16 (bf16 needs use_precision_aware_optimizer)");
   v("optimizer", "exp_avg_sq_dtype", c.optimizer.exp_avg_sq_dtype,
     "storage of Adam's second moment: fp32, bf16 (bf16 needs use_precision_aware_optimizer)");
+  visit_bridge_inert("optimizer", c.optimizer.bridge_inert, v);
   v("scheduler", "lr_warmup_iters", c.scheduler.lr_warmup_iters, "linear warmup steps");
   v("scheduler", "lr_decay_iters", c.scheduler.lr_decay_iters, "decay steps; null = train_iters");
   v("scheduler", "lr_decay_style", c.scheduler.lr_decay_style,
@@ -400,6 +411,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "weight decay at the last step; null = optimizer.weight_decay (only end = start is implemented)");
   v("scheduler", "weight_decay_incr_style", c.scheduler.weight_decay_incr_style,
     "constant, linear, cosine: from start to end (constant needs end = start)");
+  visit_bridge_inert("scheduler", c.scheduler.bridge_inert, v);
   v("dataset", "data_path", c.dataset.data_path, "indexed dataset prefixes (list or a,b)");
   v("dataset", "mock", c.dataset.mock, "random tokens instead of data_path");
   v("dataset", "seq_length", c.dataset.seq_length, "must equal model.seq_length; null = that");
@@ -414,6 +426,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "train,valid,test document shares of each dataset (\"969,30,1\"); null = all trains");
   v("dataset", "valid_data_path", c.dataset.valid_data_path,
     "validation dataset prefixes (instead of split)");
+  visit_bridge_inert("dataset", c.dataset.bridge_inert, v);
   v("tokenizer", "tokenizer_type", c.tokenizer.tokenizer_type, "HuggingFaceTokenizer");
   v("tokenizer", "tokenizer_model", c.tokenizer.tokenizer_model,
     "tokenizer folder (tokenizer.json, tokenizer_config.json)");
@@ -430,13 +443,16 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "resume from checkpoint.save when it holds checkpoints and load is unset");
   v("checkpoint", "overwrite", c.checkpoint.overwrite,
     "delete the checkpoints already in checkpoint.save and start over");
+  visit_bridge_inert("checkpoint", c.checkpoint.bridge_inert, v);
   v("logger", "log_interval", c.logger.log_interval, "steps between log lines");
   v("logger", "tensorboard_dir", c.logger.tensorboard_dir, "write TensorBoard event files here");
   visit_bridge_inert("logger", c.logger.bridge_inert, v);
   v("rng", "seed", c.rng.seed, "seed of every random stream");
   v("rng", "te_rng_tracker", c.rng.te_rng_tracker, "graph-safe RNG tracker (rng side)");
+  visit_bridge_inert("rng", c.rng.bridge_inert, v);
   v("rerun_state_machine", "check_for_nan_in_loss", c.rerun_state_machine.check_for_nan_in_loss,
     "stop on a NaN/Inf loss (device flag, read with the step's metrics)");
+  visit_bridge_inert("rerun_state_machine", c.rerun_state_machine.bridge_inert, v);
   v("ddp", "check_for_nan_in_grad", c.ddp.check_for_nan_in_grad,
     "stop on a NaN/Inf gradient norm (device flag, read with the step's metrics)");
   v("ddp", "use_distributed_optimizer", c.ddp.use_distributed_optimizer,
@@ -446,6 +462,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "reduce each gradient bucket as soon as the backward finished it, overlapped with the rest");
   v("ddp", "grad_reduce_in_fp32", c.ddp.grad_reduce_in_fp32,
     "main gradients stored and reduced in fp32; false: bf16 (summed in fp32, rounded where stored)");
+  visit_bridge_inert("ddp", c.ddp.bridge_inert, v);
 }
 
 // Every dotted key ("model.hidden_size"), in emission order.

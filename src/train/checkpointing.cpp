@@ -54,8 +54,14 @@ std::string canonical_config(const config::Config& config) {
   c.train.train_iters.reset();
   c.checkpoint = {};
   c.logger = {};
-  // Megatron-Bridge keys accepted without effect (config/bridge_inert_keys.h): a resume may add or drop them.
+  // Megatron-Bridge keys accepted without effect (config/bridge_inert_keys.h): a resume may add or drop them. Those of
+  // checkpoint, logger, rerun_state_machine and ddp go with their sections.
   c.model.bridge_inert = {};
+  c.train.bridge_inert = {};
+  c.optimizer.bridge_inert = {};
+  c.scheduler.bridge_inert = {};
+  c.dataset.bridge_inert = {};
+  c.rng.bridge_inert = {};
   // Evaluation reads validation data only: the training's numbers do not depend on it.
   c.validation = {};
   c.dataset.valid_data_path.clear();

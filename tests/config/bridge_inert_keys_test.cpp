@@ -1,6 +1,7 @@
-// Megatron-Bridge keys stepgraph accepts without implementing them (config/bridge_inert_keys.h): they load from YAML
-// and overrides, print only when set and round-trip; a neutral value is one note, any other value a violation that
-// names key, value and fix; docs/configuration.md lists the table. And the unknown-key "did you mean" suggests only
+// Megatron-Bridge keys stepgraph accepts without implementing them (config/bridge_inert_keys.h), in every section
+// that has them: they load from YAML and overrides, print only when set, in their section, and round-trip; a neutral
+// value is one note, any other value a violation that names key, value and fix; the settings Bridge's recipes share
+// load and change nothing; docs/configuration.md lists the table. And the unknown-key "did you mean" suggests only
 // plausible typos.
 #include <gtest/gtest.h>
 
@@ -116,17 +117,38 @@ TEST(BridgeInertKeys, NeutralValuesLoadAndAreOneNote) {
 }
 
 TEST(BridgeInertKeys, EquivalentSpellingsOfANeutralValueAreNeutral) {
-  for (const char* neutral :
-       {"model.moe_input_jitter_eps=0.0", "model.moe_input_jitter_eps=0e0", "model.moe_grouped_gemm=yes",
-        "model.moe_grouped_gemm=False", "model.moe_enable_deepep=off", "model.expert_tensor_parallel_size=1",
-        "model.moe_router_dtype=fp32", "model.moe_router_num_groups=1", "model.mtp_num_layers=0",
-        "model.hybrid_mlp_ratio=0.0"}) {
+  for (const char* neutral : {"model.moe_input_jitter_eps=0.0",
+                              "model.moe_input_jitter_eps=0e0",
+                              "model.moe_grouped_gemm=yes",
+                              "model.moe_grouped_gemm=False",
+                              "model.moe_enable_deepep=off",
+                              "model.expert_tensor_parallel_size=1",
+                              "model.moe_router_dtype=fp32",
+                              "model.moe_router_num_groups=1",
+                              "model.mtp_num_layers=0",
+                              "model.hybrid_mlp_ratio=0.0",
+                              "model.rotary_percent=1",
+                              "model.context_parallel_size=1.0",
+                              "optimizer.main_grads_dtype=torch.float32",
+                              "optimizer.main_params_dtype=float32",
+                              "optimizer.bf16=yes",
+                              "optimizer.fp16=off",
+                              "scheduler.lr_warmup_init=0.0",
+                              "logger.timing_log_level=-1",
+                              "checkpoint.save_optim=True",
+                              "ddp.data_parallel_sharding_strategy=optim_grads_params",
+                              "ddp.num_distributed_optimizer_instances=1",
+                              "rerun_state_machine.check_for_spiky_loss=true"}) {
     const ValidationReport r = check({neutral});
     EXPECT_TRUE(r.ok()) << neutral << "\n" << describe(r);
     EXPECT_EQ(inert_notes(r).size(), 1u) << neutral << "\n" << describe(r);
   }
-  for (const char* other : {"model.moe_input_jitter_eps=0.01", "model.moe_permute_fusion=maybe",
-                            "model.moe_router_dtype=fp64", "model.moe_router_num_groups=8", "model.mtp_num_layers=1"}) {
+  for (const char* other :
+       {"model.moe_input_jitter_eps=0.01", "model.moe_permute_fusion=maybe", "model.moe_router_dtype=fp64",
+        "model.moe_router_num_groups=8", "model.mtp_num_layers=1", "model.rotary_percent=0.5",
+        "model.normalization=LayerNorm", "optimizer.main_grads_dtype=torch.bfloat16",
+        "optimizer.main_params_dtype=fp16", "optimizer.optimizer=sgd", "scheduler.lr_warmup_init=1e-6",
+        "logger.timing_log_level=3", "ddp.data_parallel_sharding_strategy=fsdp", "dataset.dataloader_type=cyclic"}) {
     const ValidationReport r = check({other});
     EXPECT_FALSE(r.ok()) << other;
     EXPECT_TRUE(inert_notes(r).empty()) << other << "\n" << describe(r);
@@ -163,6 +185,25 @@ TEST(BridgeInertKeys, OtherValuesAreViolationsNamingKeyValueAndFix) {
       {"model.hybrid_attention_ratio=0.25", "model.hybrid_attention_ratio", "0.25", "set it to 0"},
       {"model.moe_latent_size=128", "model.moe_latent_size", "128", "remove model.moe_latent_size"},
       {"model.moe_layer_recompute=true", "model.moe_layer_recompute", "true", "set it to false"},
+      {"model.context_parallel_size=2", "model.context_parallel_size", "2", "set it to 1"},
+      {"model.sequence_parallel=true", "model.sequence_parallel", "true", "set it to false"},
+      {"model.virtual_pipeline_model_parallel_size=5", "model.virtual_pipeline_model_parallel_size", "5",
+       "remove model.virtual_pipeline_model_parallel_size"},
+      {"model.normalization=LayerNorm", "model.normalization", "LayerNorm", "set it to RMSNorm"},
+      {"model.qk_layernorm=true", "model.qk_layernorm", "true", "set it to false"},
+      {"optimizer.main_params_dtype=torch.float16", "optimizer.main_params_dtype", "torch.float16",
+       "set it to fp32 or float32 or torch.float32"},
+      {"optimizer.optimizer=dist_muon", "optimizer.optimizer", "dist_muon", "set it to adam"},
+      {"optimizer.bf16=false", "optimizer.bf16", "false", "set it to true"},
+      {"scheduler.use_checkpoint_opt_param_scheduler=true", "scheduler.use_checkpoint_opt_param_scheduler", "true",
+       "set it to false"},
+      {"dataset.reset_attention_mask=true", "dataset.reset_attention_mask", "true", "set it to false"},
+      {"checkpoint.load_optim=false", "checkpoint.load_optim", "false", "set it to true"},
+      {"rng.data_parallel_random_init=true", "rng.data_parallel_random_init", "true", "set it to false"},
+      {"rerun_state_machine.rerun_mode=validate_results", "rerun_state_machine.rerun_mode", "validate_results",
+       "set it to disabled"},
+      {"ddp.use_megatron_fsdp=true", "ddp.use_megatron_fsdp", "true", "set it to false"},
+      {"ddp.num_distributed_optimizer_instances=2", "ddp.num_distributed_optimizer_instances", "2", "set it to 1"},
   };
   for (const auto& c : cases) {
     const ValidationReport r = check({c.override_text});
@@ -198,6 +239,103 @@ TEST(BridgeInertKeys, ShowValidateShowRoundTrips) {
   // A quoted boolean is the same text.
   const Config quoted = load_config_yaml("model:\n  moe_grouped_gemm: \"true\"\n", "q.yaml");
   EXPECT_EQ(format_value(quoted, "model.moe_grouped_gemm"), "true");
+}
+
+// Every section's keys, all set at once: each prints in its own section, after that section's own keys, and
+// `config show`'s output reads back to itself.
+TEST(BridgeInertKeys, EachPrintsInItsSectionAndRoundTrips) {
+  std::vector<std::string> overrides;
+  for (const BridgeInertKey& k : kBridgeInertKeys) {
+    if (!neutral_example(k).empty()) overrides.push_back(dotted(k) + "=" + neutral_example(k));
+  }
+  const ValidationReport r = check(overrides);
+  ASSERT_TRUE(r.ok()) << describe(r);
+  const std::string shown = emit_yaml(r.config);
+  const std::string text = "\n" + shown;  // each section's line starts after a newline
+  std::set<std::string> with_keys;
+  for (const BridgeInertKey& k : kBridgeInertKeys) {
+    const std::string value = neutral_example(k);
+    if (value.empty()) continue;
+    with_keys.insert(k.section);
+    const std::string header = std::string(k.section) + ":\n";
+    const size_t begin = text.find("\n" + header);
+    ASSERT_NE(begin, std::string::npos) << k.section;
+    size_t end = begin + 1;  // the next section's line, or npos
+    while ((end = text.find('\n', end)) != std::string::npos && text.compare(end + 1, 2, "  ") == 0) ++end;
+    const size_t at = text.find("\n  " + std::string(k.key) + ": " + format_value(r.config, dotted(k)) + "\n", begin);
+    EXPECT_TRUE(at != std::string::npos && at < end) << dotted(k) << "\n" << shown;
+    // After every key of the section that is not one of these.
+    for (const std::string& key : config_keys()) {
+      if (key.rfind(std::string(k.section) + ".", 0) != 0) continue;
+      const std::string leaf = key.substr(key.find('.') + 1);
+      if (find_bridge_inert_key(k.section, leaf)) continue;
+      EXPECT_LT(text.find("\n  " + leaf + ":", begin), at) << key << " after " << dotted(k);
+    }
+  }
+  EXPECT_EQ(with_keys, (std::set<std::string>{"model", "train", "optimizer", "scheduler", "dataset", "checkpoint",
+                                              "logger", "rng", "rerun_state_machine", "ddp"}));
+  const Config again = load_config_yaml(shown, "shown.yaml");
+  EXPECT_EQ(emit_yaml(validate(again).config), shown);
+  for (const BridgeInertKey& k : kBridgeInertKeys) {
+    EXPECT_EQ(format_value(again, dotted(k)), format_value(r.config, dotted(k))) << dotted(k);
+  }
+}
+
+// What Bridge's recipes set in common (recipes/common.py's _pretrain_common, optimizer_utils.py's Adam with cosine
+// annealing) and what its Llama 3 H100 recipes add (recipes/llama/h100/llama3.py), at those recipes' values: the
+// config is valid, and one note names every key that changes nothing.
+TEST(BridgeInertKeys, TheSettingsBridgesRecipesShareChangeNothing) {
+  const std::vector<std::string> bridge = {"train.manual_gc=true",
+                                           "train.manual_gc_interval=100",
+                                           "train.manual_gc_eval=100",
+                                           "optimizer.optimizer=adam",
+                                           "optimizer.bf16=true",
+                                           "optimizer.fp16=false",
+                                           "optimizer.main_grads_dtype=torch.float32",
+                                           "optimizer.main_params_dtype=torch.float32",
+                                           "scheduler.lr_warmup_init=0.0",
+                                           "scheduler.override_opt_param_scheduler=true",
+                                           "scheduler.lr_wsd_decay_style=minus_sqrt",
+                                           "scheduler.lr_wsd_decay_iters=null",
+                                           "ddp.overlap_param_gather=true",
+                                           "ddp.average_in_collective=true",
+                                           "ddp.data_parallel_sharding_strategy=optim_grads_params",
+                                           "ddp.use_megatron_fsdp=false",
+                                           "dataset.reset_attention_mask=false",
+                                           "dataset.reset_position_ids=false",
+                                           "dataset.num_dataset_builder_threads=1",
+                                           "dataset.data_sharding=true",
+                                           "dataset.dataloader_type=single",
+                                           "dataset.num_workers=8",
+                                           "dataset.skip_getting_attention_mask_from_dataset=true",
+                                           "logger.log_timers_to_tensorboard=true",
+                                           "checkpoint.ckpt_format=torch_dist",
+                                           "checkpoint.fully_parallel_save=true",
+                                           "model.pipeline_model_parallel_layout=null",
+                                           "model.pipeline_dtype=null",
+                                           "model.virtual_pipeline_model_parallel_size=null",
+                                           "model.context_parallel_size=1",
+                                           "model.sequence_parallel=false",
+                                           "model.transformer_impl=transformer_engine",
+                                           "model.attention_backend=null",
+                                           "model.cross_entropy_loss_fusion=true",
+                                           "model.cross_entropy_fusion_impl=te",
+                                           "model.fine_grained_activation_offloading=false",
+                                           "model.offload_modules=null"};
+  const ValidationReport r = check(bridge);
+  ASSERT_TRUE(r.ok()) << describe(r);
+  const std::vector<Note> notes = inert_notes(r);
+  ASSERT_EQ(notes.size(), 1u) << describe(r);
+  size_t set = 0;
+  for (const std::string& o : bridge) set += o.substr(o.find('=') + 1) == "null" ? 0 : 1;
+  EXPECT_EQ(notes[0].values.size(), set) << notes[0].message;
+  // The training they describe is the one without them.
+  std::string without = emit_yaml(check({}).config), with = emit_yaml(r.config);
+  for (const BridgeInertKey& k : kBridgeInertKeys) {
+    const size_t at = with.find("\n  " + std::string(k.key) + ": ");
+    if (at != std::string::npos) with.erase(at, with.find('\n', at + 1) - at);
+  }
+  EXPECT_EQ(with, without);
 }
 
 TEST(BridgeInertKeys, AListIsATypeError) {
@@ -264,7 +402,7 @@ TEST(UnknownKeySuggestions, OnlyPlausibleTyposAreSuggested) {
   }
   // Real Megatron keys stepgraph does not know: a word added or replaced is another key, however close the spelling.
   for (const char* other : {"model.moe_deepep_num_sms=20", "model.mtp_loss_scaling_factor=0.1",
-                            "model.moe_shared_expert_size=128", "model.rotary_percent=1.0"}) {
+                            "model.moe_shared_expert_size=128", "model.rotary_interleaved=false"}) {
     const std::string message = unknown(other);
     EXPECT_TRUE(contains(message, "unknown key")) << other << ": " << message;
     EXPECT_FALSE(contains(message, "did you mean")) << other << ": " << message;

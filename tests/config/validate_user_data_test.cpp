@@ -253,7 +253,9 @@ TEST_F(UserDataValidation, BridgeWandbKeysLoadAndAreOnlyNoted) {
   EXPECT_TRUE(wandb_notes(check({})).empty());
   std::vector<std::string> wandb_keys;
   for (const BridgeInertKey& k : kBridgeInertKeys) {
-    if (std::string_view(k.section) == "logger") wandb_keys.push_back(k.key);
+    if (std::string_view(k.section) == "logger" && std::string_view(k.key).rfind("wandb_", 0) == 0) {
+      wandb_keys.push_back(k.key);
+    }
   }
   EXPECT_EQ(wandb_keys, (std::vector<std::string>{"wandb_project", "wandb_exp_name", "wandb_entity",
                                                    "wandb_save_dir"}));

@@ -72,5 +72,22 @@ TEST(CanonicalConfigHash, IsTheOneSavedBeforeTheValidationSectionAndIgnoresEvalu
             "fba5d025e3d9d565");
 }
 
+// Megatron-Bridge keys accepted without effect (config/bridge_inert_keys.h), in every section that has them, leave
+// the hash as it is: a resume may add or drop them.
+TEST(CanonicalConfigHash, IgnoresBridgeKeysWithoutEffectInEverySection) {
+  const auto hash = [](std::vector<std::string> more) {
+    more.insert(more.end(), {"train.train_iters=1", "scheduler.lr_decay_iters=100"});
+    const config::ValidationReport report = config::validate(config::load_config("llama/tiny", more));
+    EXPECT_TRUE(report.ok()) << join(more, " ");
+    return canonical_config_hash(report.config);
+  };
+  EXPECT_EQ(
+      hash({"model.context_parallel_size=1", "train.manual_gc=true", "optimizer.bf16=true",
+            "scheduler.override_opt_param_scheduler=true", "dataset.num_workers=8", "checkpoint.ckpt_format=torch_dist",
+            "logger.log_throughput=true", "rng.data_parallel_random_init=false",
+            "rerun_state_machine.rerun_mode=disabled", "ddp.average_in_collective=true"}),
+      "fba5d025e3d9d565");
+}
+
 }  // namespace
 }  // namespace sg::train

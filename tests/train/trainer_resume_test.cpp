@@ -410,9 +410,11 @@ TEST(TrainerResume, BridgeKeysWithoutEffectDoNotChangeTheResumedConfiguration) {
   Scratch dir("inert");
   const std::string ck = dir / "ck";
   ASSERT_EQ(run(tiny({"train.train_iters=2", "checkpoint.save=" + ck}), dir / "run").error, "");
-  const RunOutcome same = run(tiny({"train.train_iters=3", "checkpoint.save=" + ck, "checkpoint.load=" + ck,
-                                    "model.moe_grouped_gemm=true", "logger.wandb_project=p"}),
-                              dir / "run");
+  const RunOutcome same =
+      run(tiny({"train.train_iters=3", "checkpoint.save=" + ck, "checkpoint.load=" + ck, "model.moe_grouped_gemm=true",
+                "logger.wandb_project=p", "train.manual_gc=true", "optimizer.main_grads_dtype=torch.float32",
+                "dataset.num_workers=8", "ddp.overlap_param_gather=true"}),
+          dir / "run");
   ASSERT_EQ(same.error, "") << same.log;
   EXPECT_EQ(same.log.find("different configuration"), std::string::npos) << same.log;
   const RunOutcome changed = run(tiny({"train.train_iters=4", "checkpoint.save=" + ck, "checkpoint.load=" + ck,
