@@ -11,6 +11,7 @@
 #include "config/lr_decay.h"
 #include "config/model_config.h"
 #include "config/moe_layer_freq.h"
+#include "config/moment_dtype.h"
 #include "config/weight_decay.h"
 #include "core/strings.h"
 #include "graph/scope_plan.h"
@@ -203,6 +204,7 @@ class Validator {
       c().optimizer.use_distributed_optimizer = true;
       c().ddp.use_distributed_optimizer = true;
     }
+    read_bridge_moment_dtypes(c().optimizer, report_.notes);  // torch.float32 is fp32 (config/moment_dtype.h)
     // An invalid train_iters is reported once, under its own key, not again as the decay it would default.
     if (!c().scheduler.lr_decay_iters && c().train.train_iters && *c().train.train_iters >= 1) {
       c().scheduler.lr_decay_iters = resolved_lr_decay_iters(c());

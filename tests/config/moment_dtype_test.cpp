@@ -1,8 +1,9 @@
 // config/moment_dtype.h: the names optimizer.exp_avg_dtype and optimizer.exp_avg_sq_dtype accept (Megatron's
 // --exp-avg-dtype / --exp-avg-sq-dtype spellings that stepgraph stores: fp32 and bf16), the dtype each names,
 // and validation's answers through that table: every accepted spelling passes (bf16 with the precision-aware
-// optimizer), every other one — Megatron's fp16 and fp8, other cases, other words for the same type, blanks —
-// is refused with a violation naming the key, the value and the accepted names; bf16 without the
+// optimizer), Bridge's spellings of the same dtypes (torch.float32, float32, torch.bfloat16, bfloat16) are read as
+// fp32 and bf16 with a note, every other one — Megatron's fp16 and fp8, other cases, other words for the same type,
+// blanks — is refused with a violation naming the key, the value and the accepted names; bf16 without the
 // precision-aware optimizer is refused naming both keys.
 #include "config/moment_dtype.h"
 
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -23,9 +25,13 @@ namespace {
 const std::vector<std::string> kKeys = {"optimizer.exp_avg_dtype", "optimizer.exp_avg_sq_dtype"};
 
 // Spellings a user may try that are not stepgraph's names.
-const std::vector<std::string> kRefused = {"fp16",  "fp8",     "FP32",  "BF16",     "Fp32",           "bf16 ",
-                                           " fp32", "float32", "float", "bfloat16", "torch.bfloat16", "f32",
-                                           "",      "32",      "fp64",  "bf8",      "fp32,bf16"};
+const std::vector<std::string> kRefused = {"fp16",  "fp8",           "FP32",  "BF16",          "Fp32",     "bf16 ",
+                                           " fp32", "Float32",       "float", "torch.float16", "f32",      "",
+                                           "32",    "torch.Float32", "fp64",  "bf8",           "fp32,bf16"};
+
+// Bridge's spellings (how it writes a torch.dtype, and the names its str_to_dtype reads back) and the name each is.
+const std::vector<std::pair<std::string, std::string>> kBridgeSpellings = {
+    {"torch.float32", "fp32"}, {"float32", "fp32"}, {"torch.bfloat16", "bf16"}, {"bfloat16", "bf16"}};
 
 using test::describe;
 using test::names_key;
@@ -68,7 +74,60 @@ TEST(MomentDtype, EveryNameMapsToItsDtype) {
 }
 
 TEST(MomentDtype, EveryOtherSpellingIsUnknown) {
-  for (const std::string& name : kRefused) EXPECT_FALSE(moment_dtype_named(name).has_value()) << "'" << name << "'";
+  for (const std::string& name : kRefused) {
+    EXPECT_FALSE(moment_dtype_named(name).has_value()) << "'" << name << "'";
+    EXPECT_FALSE(moment_dtype_spelled(name).has_value()) << "'" << name << "'";
+  }
+  // Bridge's spellings are no names: validation rewrites them first (below), so only fp32 and bf16 ever run.
+  for (const auto& [spelling, name] : kBridgeSpellings) {
+    EXPECT_FALSE(moment_dtype_named(spelling).has_value()) << spelling;
+    EXPECT_EQ(moment_dtype_spelled(spelling), name) << spelling;
+  }
+  for (const std::string& name : moment_dtype_names()) EXPECT_FALSE(moment_dtype_spelled(name).has_value()) << name;
+}
+
+// Bridge's spellings validate as the names: the config then holds (and `config show` prints) fp32 / bf16, as if they
+// had been written so, and one note says which keys were read how.
+TEST(MomentDtype, BridgesSpellingsAreReadAsTheNamesWithANote) {
+  for (const std::string& key : kKeys) {
+    for (const auto& [spelling, name] : kBridgeSpellings) {
+      SCOPED_TRACE(key + "=" + spelling);
+      const ValidationReport r = validate(with_moment_dtype(key, spelling, true));
+      ASSERT_TRUE(r.ok()) << describe(r);
+      EXPECT_EQ(
+          key == "optimizer.exp_avg_dtype" ? r.config.optimizer.exp_avg_dtype : r.config.optimizer.exp_avg_sq_dtype,
+          name);
+      const ValidationReport as_name = validate(with_moment_dtype(key, name, true));
+      EXPECT_EQ(emit_yaml(r.config), emit_yaml(as_name.config));
+      std::vector<Note> notes;
+      for (const Note& n : r.notes) {
+        if (n.message.find("Bridge's spelling") != std::string::npos) notes.push_back(n);
+      }
+      ASSERT_EQ(notes.size(), 1u) << describe(r);
+      EXPECT_EQ(notes[0].rule, 16);
+      EXPECT_NE(notes[0].message.find(key + " " + spelling + " as " + name), std::string::npos) << notes[0].message;
+      ASSERT_EQ(notes[0].values.size(), 1u);
+      EXPECT_EQ(notes[0].values[0].key, key);
+      EXPECT_EQ(notes[0].values[0].value, spelling);
+      EXPECT_EQ(as_name.notes.size() + 1, r.notes.size()) << describe(r);  // the names themselves: no such note
+    }
+  }
+  // Both keys in one note; Bridge's recipes write both as torch.float32, without the precision-aware optimizer.
+  const ValidationReport both = validate(
+      load_config("llama/tiny", {"optimizer.exp_avg_dtype=torch.float32", "optimizer.exp_avg_sq_dtype=torch.float32"}));
+  ASSERT_TRUE(both.ok()) << describe(both);
+  size_t noted = 0;
+  for (const Note& n : both.notes) noted += n.message.find("Bridge's spelling") != std::string::npos ? 1 : 0;
+  EXPECT_EQ(noted, 1u) << describe(both);
+  EXPECT_EQ(emit_yaml(both.config), emit_yaml(validate(load_config("llama/tiny")).config));
+  // bf16 in Bridge's spelling still needs the precision-aware optimizer, and the refusal names the dtype as stepgraph's.
+  for (const std::string& key : kKeys) {
+    const ValidationReport r = validate(with_moment_dtype(key, "torch.bfloat16", false));
+    const std::vector<Violation> v = about(r, key);
+    ASSERT_EQ(v.size(), 1u) << describe(r);
+    EXPECT_TRUE(names_key(v[0], "optimizer.use_precision_aware_optimizer")) << describe(r);
+    EXPECT_NE(v[0].fix.find(key + "=fp32"), std::string::npos) << v[0].fix;
+  }
 }
 
 TEST(MomentDtype, ValidationAcceptsEveryNameForBothKeys) {

@@ -72,8 +72,8 @@ TEST(CanonicalConfigHash, IsTheOneSavedBeforeTheValidationSectionAndIgnoresEvalu
             "fba5d025e3d9d565");
 }
 
-// Megatron-Bridge keys accepted without effect (config/bridge_inert_keys.h), in every section that has them, leave
-// the hash as it is: a resume may add or drop them.
+// Megatron-Bridge keys accepted without effect (config/bridge_inert_keys.h), in every section that has them, and
+// Bridge's spellings of the moments' dtypes leave the hash as it is: a resume may add or drop them.
 TEST(CanonicalConfigHash, IgnoresBridgeKeysWithoutEffectInEverySection) {
   const auto hash = [](std::vector<std::string> more) {
     more.insert(more.end(), {"train.train_iters=1", "scheduler.lr_decay_iters=100"});
@@ -87,6 +87,7 @@ TEST(CanonicalConfigHash, IgnoresBridgeKeysWithoutEffectInEverySection) {
             "logger.log_throughput=true", "rng.data_parallel_random_init=false",
             "rerun_state_machine.rerun_mode=disabled", "ddp.average_in_collective=true"}),
       "fba5d025e3d9d565");
+  EXPECT_EQ(hash({"optimizer.exp_avg_dtype=torch.float32", "optimizer.exp_avg_sq_dtype=float32"}), "fba5d025e3d9d565");
 }
 
 }  // namespace

@@ -413,7 +413,7 @@ TEST(TrainerResume, BridgeKeysWithoutEffectDoNotChangeTheResumedConfiguration) {
   const RunOutcome same =
       run(tiny({"train.train_iters=3", "checkpoint.save=" + ck, "checkpoint.load=" + ck, "model.moe_grouped_gemm=true",
                 "logger.wandb_project=p", "train.manual_gc=true", "optimizer.main_grads_dtype=torch.float32",
-                "dataset.num_workers=8", "ddp.overlap_param_gather=true"}),
+                "dataset.num_workers=8", "ddp.overlap_param_gather=true", "optimizer.exp_avg_dtype=torch.float32"}),
           dir / "run");
   ASSERT_EQ(same.error, "") << same.log;
   EXPECT_EQ(same.log.find("different configuration"), std::string::npos) << same.log;
