@@ -63,6 +63,7 @@ FILE_EXTENSIONS = {"safetensors", "json", "jsonl", "yaml", "txt", "py", "md", "b
 # section.key words that are no config key, each with what it is.
 NOT_CONFIG_KEYS = {
     "model.vocab",  # tokenizer.json's vocabulary: the JSON path inside a Hugging Face tokenizer file
+    "model.transformer",  # Megatron's TransformerConfig map in a saved Bridge model config: its keys are model keys
 }
 # Paths the docs cite that lie outside this repository, each with where it is.
 EXTERNAL_PATHS = {
