@@ -309,7 +309,7 @@ void check_recipe_family(const BenchOptions& o) {
 // Keys the bench never reads whose override asks for something it does not do (a length, an evaluation, a
 // checkpoint): refused rather than accepted and changing nothing. The value says why and what to use instead.
 std::optional<std::string> refused_key_reason(const std::string& key) {
-  if (key == "train.train_iters") {
+  if (key == "train.train_iters" || key == "train.train_samples") {
     return "each mode runs warmup + capture + --steps + --floor-steps steps (or -ms/--max_steps in all); "
            "the learning-rate decay length is scheduler.lr_decay_iters";
   }

@@ -115,6 +115,8 @@ struct TrainConfig {
   std::optional<int64_t> micro_batch_size;
   std::optional<int64_t> global_batch_size;  // null: micro_batch_size x data-parallel size (one microbatch each)
   std::optional<int64_t> train_iters;
+  // Megatron's sample-based length (config/training_samples.h): train_iters = train_samples / global_batch_size.
+  std::optional<int64_t> train_samples;
   // Bridge's keys stepgraph accepts without implementing them (config/bridge_inert_keys.h), here and below
   BridgeInertValues<bridge_inert_count("train")> bridge_inert;
 };
@@ -159,6 +161,9 @@ struct SchedulerConfig {
   int64_t lr_warmup_iters = 0;
   std::optional<int64_t> lr_decay_iters;  // null: train_iters
   std::string lr_decay_style = "linear";  // constant, linear, cosine, inverse-square-root
+  // Megatron's sample-based schedule lengths, with train.train_samples (config/training_samples.h).
+  int64_t lr_warmup_samples = 0;
+  std::optional<int64_t> lr_decay_samples;  // null: train.train_samples
   // Megatron's weight-decay schedule (config/weight_decay.h): AdamW's decay goes from start to end over train_iters;
   // null is optimizer.weight_decay (Megatron-LM's rule). Only a constant decay is implemented.
   std::optional<double> start_weight_decay;
@@ -366,6 +371,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("train", "global_batch_size", c.train.global_batch_size,
     "sequences per step over all ranks; null = micro_batch_size x data-parallel size");
   v("train", "train_iters", c.train.train_iters, "optimizer steps");
+  v("train", "train_samples", c.train.train_samples,
+    "sample-based length instead of train_iters: train_iters = train_samples / global_batch_size");
   visit_bridge_inert("train", c.train.bridge_inert, v);
   v("validation", "eval_interval", c.validation.eval_interval,
     "steps between evaluations on the validation data; null = none");
@@ -403,6 +410,10 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   visit_bridge_inert("optimizer", c.optimizer.bridge_inert, v);
   v("scheduler", "lr_warmup_iters", c.scheduler.lr_warmup_iters, "linear warmup steps");
   v("scheduler", "lr_decay_iters", c.scheduler.lr_decay_iters, "decay steps; null = train_iters");
+  v("scheduler", "lr_warmup_samples", c.scheduler.lr_warmup_samples,
+    "with train.train_samples: warmup in samples (a multiple of global_batch_size)");
+  v("scheduler", "lr_decay_samples", c.scheduler.lr_decay_samples,
+    "with train.train_samples: decay in samples (a multiple of global_batch_size); null = train_samples");
   v("scheduler", "lr_decay_style", c.scheduler.lr_decay_style,
     "constant, linear, cosine, inverse-square-root");
   v("scheduler", "start_weight_decay", c.scheduler.start_weight_decay,

@@ -12,6 +12,7 @@
 #include "config/model_config.h"
 #include "config/moment_dtype.h"
 #include "config/tokenizer_vocab.h"
+#include "config/training_samples.h"
 #include "config/validate_shapes_checker.h"
 #include "config/weight_decay.h"
 #include "core/paths.h"
@@ -263,7 +264,7 @@ void ShapeChecker::check_batch_and_optimizer() {
   const auto& s = c_.scheduler;
   in_range("scheduler.lr_warmup_iters", s.lr_warmup_iters, 0, std::numeric_limits<int64_t>::max());
   if (s.lr_decay_iters && size("scheduler.lr_decay_iters", *s.lr_decay_iters, std::numeric_limits<int64_t>::max()) &&
-      s.lr_warmup_iters >= *s.lr_decay_iters) {
+      resolved_lr_warmup_iters(c_) >= *s.lr_decay_iters) {
     fail("lr_warmup_iters must be less than lr_decay_iters", {"scheduler.lr_warmup_iters", "scheduler.lr_decay_iters"},
          "shorten the warmup or lengthen the decay (lr_decay_iters null = train.train_iters); Megatron-Bridge would "
          "cap the warmup at lr_decay_iters - 1 with a log line, which changes the schedule the recipe asks for");

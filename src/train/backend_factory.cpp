@@ -3,6 +3,7 @@
 #include "config/lr_decay.h"
 #include "config/model_config.h"
 #include "config/moment_dtype.h"
+#include "config/training_samples.h"
 #include "config/weight_decay.h"
 #include "core/log.h"
 #include "core/strings.h"
@@ -34,7 +35,7 @@ model::OptimizerSpec optimizer_spec(const config::Config& config) {
   o.exp_avg_dtype = moment_dtype("optimizer.exp_avg_dtype", config.optimizer.exp_avg_dtype);
   o.exp_avg_sq_dtype = moment_dtype("optimizer.exp_avg_sq_dtype", config.optimizer.exp_avg_sq_dtype);
   o.main_grad_dtype = config.ddp.grad_reduce_in_fp32 ? kernels::FloatDtype::fp32 : kernels::FloatDtype::bf16;
-  o.lr_warmup_iters = config.scheduler.lr_warmup_iters;
+  o.lr_warmup_iters = config::resolved_lr_warmup_iters(config);  // lr_warmup_samples' steps with train_samples
   o.lr_decay_iters = config::resolved_lr_decay_iters(config).value_or(0);
   o.lr_decay_style = config::lr_decay_style(config.scheduler.lr_decay_style);
   return o;

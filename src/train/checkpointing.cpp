@@ -11,6 +11,7 @@
 #include "checkpoint/hf_import.h"
 #include "checkpoint/python_json.h"
 #include "config/model_config.h"
+#include "config/training_samples.h"
 #include "config/weight_decay.h"
 #include "core/log.h"
 #include "core/strings.h"
@@ -28,10 +29,11 @@ using checkpoint::TensorRef;
 // The canonical text as it was before keys were added whose reset values it holds, so checkpoints saved then hash as
 // the same configuration: the validation section's two keys were the train section's last ones, and the
 // weight-decay schedule's keys (folded into optimizer.weight_decay) and tokenizer.use_tokenizer_vocab_size (whose
-// effect is model.vocab_size's value) did not exist.
+// effect is model.vocab_size's value) and the sample-based lengths (folded into the steps) did not exist.
 std::string as_before_newer_keys(std::string text) {
   for (const char* line : {"  start_weight_decay: null\n", "  end_weight_decay: null\n",
-                           "  weight_decay_incr_style: constant\n", "  use_tokenizer_vocab_size: false\n"}) {
+                           "  weight_decay_incr_style: constant\n", "  use_tokenizer_vocab_size: false\n",
+                           "  train_samples: null\n", "  lr_warmup_samples: 0\n", "  lr_decay_samples: null\n"}) {
     const size_t at = text.find(line);
     SG_CHECK(at != std::string::npos, std::string("canonical_config: no line ") + line);
     text.erase(at, std::strlen(line));
@@ -71,6 +73,11 @@ std::string canonical_config(const config::Config& config) {
   c.scheduler.end_weight_decay.reset();
   c.scheduler.weight_decay_incr_style = config::SchedulerConfig{}.weight_decay_incr_style;
   c.tokenizer.use_tokenizer_vocab_size = false;  // validate applied it to model.vocab_size
+  // Sample-based lengths hash as the steps they are (validate derived lr_decay_iters from them).
+  c.scheduler.lr_warmup_iters = config::resolved_lr_warmup_iters(config);
+  c.scheduler.lr_warmup_samples = 0;
+  c.scheduler.lr_decay_samples.reset();
+  c.train.train_samples.reset();
   c.rerun_state_machine = {};
   c.ddp = {};
   // Sharding the optimizer state only moves it between ranks (and changes the grad norm's fp64 summation

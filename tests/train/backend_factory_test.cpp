@@ -1,6 +1,6 @@
 // The optimizer the backends are made with: AdamW's weight decay is the weight-decay schedule's when its keys are set
 // (Bridge's recipes: 0.033 beside optimizer.weight_decay 0.1), so a run with them trains bit for bit as a run with
-// optimizer.weight_decay at that value, and differently from one with 0.1.
+// optimizer.weight_decay at that value, and differently from one with 0.1; a sample-based schedule is its steps'.
 #include "train/backend_factory.h"
 
 #include <gtest/gtest.h>
@@ -48,6 +48,34 @@ TEST(OptimizerSpec, AScheduledDecayTrainsAsThatOptimizerWeightDecay) {
   ASSERT_EQ(scheduled.size(), 4u);
   EXPECT_EQ(scheduled, losses("plain", {"optimizer.weight_decay=0.033"}));
   EXPECT_NE(scheduled, losses("unscheduled", {"optimizer.weight_decay=0.1"}));
+  fs::remove_all(dir);
+}
+
+// Megatron's sample-based lengths are the same schedule as the steps they make: a run of train_samples 8 with a
+// 2-sample warmup and a 200-sample decay (global batch 2) trains bit for bit as 4 steps, a 1-step warmup and a
+// 100-step decay, learning rates included.
+TEST(OptimizerSpec, ASampleBasedScheduleTrainsAsItsSteps) {
+  const fs::path dir = test::fresh_test_dir("backend_factory_samples_test", fs::current_path());
+  const auto records = [&](const std::string& name, std::vector<std::string> overrides) {
+    overrides.insert(overrides.begin(), "optimizer.lr=0.01");
+    TrainOptions options;
+    options.run_dir = (dir / name).string();
+    const test::CpuRunOutcome r = test::train_on_cpu(test::one_layer_cpu_config(overrides), options);
+    EXPECT_EQ(r.error, "") << name;
+    std::vector<std::string> out;
+    for (const auto& j : test::read_jsonl(dir / name / "metrics.jsonl")) {
+      if (j.contains("loss")) out.push_back(j["loss"].dump() + " " + j["grad_norm"].dump() + " " + j["lr"].dump());
+    }
+    return out;
+  };
+  const auto samples = records(
+      "samples", {"train.train_iters=null", "train.train_samples=8", "scheduler.lr_warmup_iters=0",
+                  "scheduler.lr_decay_iters=null", "scheduler.lr_warmup_samples=2", "scheduler.lr_decay_samples=200"});
+  ASSERT_EQ(samples.size(), 4u);
+  EXPECT_EQ(samples,
+            records("iters", {"train.train_iters=4", "scheduler.lr_warmup_iters=1", "scheduler.lr_decay_iters=100"}));
+  EXPECT_NE(samples,
+            records("other", {"train.train_iters=4", "scheduler.lr_warmup_iters=2", "scheduler.lr_decay_iters=100"}));
   fs::remove_all(dir);
 }
 

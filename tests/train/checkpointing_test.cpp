@@ -64,6 +64,14 @@ TEST(CanonicalConfigHash, IsTheOneSavedBeforeTheValidationSectionAndIgnoresEvalu
             hash({"optimizer.weight_decay=0.033"}));
   EXPECT_NE(hash({"optimizer.weight_decay=0.033"}), "fba5d025e3d9d565");
   EXPECT_EQ(hash({"tokenizer.use_tokenizer_vocab_size=true"}), "fba5d025e3d9d565");  // no tokenizer: no effect
+  // Sample-based lengths hash as the steps they make (llama/tiny: global batch 4, a 5-step warmup).
+  EXPECT_EQ(canonical_config_hash(
+                config::validate(
+                    config::load_config(
+                        "llama/tiny", {"train.train_iters=null", "train.train_samples=4", "scheduler.lr_warmup_iters=0",
+                                       "scheduler.lr_warmup_samples=20", "scheduler.lr_decay_samples=400"}))
+                    .config),
+            "fba5d025e3d9d565");
   // A setting the training depends on changes it.
   EXPECT_NE(canonical_config_hash(config::validate(config::load_config("llama/tiny", {"train.train_iters=1",
                                                                                       "scheduler.lr_decay_iters=100",

@@ -1,0 +1,94 @@
+#include "config/training_samples.h"
+
+#include <string>
+
+#include "core/strings.h"
+
+namespace sg::config {
+namespace {
+
+std::vector<KeyValue> values(const Config& config, const std::vector<std::string>& keys) {
+  std::vector<KeyValue> out;
+  for (const std::string& key : keys) out.push_back({key, format_value(config, key)});
+  return out;
+}
+
+}  // namespace
+
+void resolve_sample_based_lengths(Config& config, std::vector<Violation>& violations, std::vector<Note>& notes) {
+  TrainConfig& t = config.train;
+  SchedulerConfig& s = config.scheduler;
+  const auto fail = [&](const std::string& message, const std::vector<std::string>& keys, const std::string& fix) {
+    violations.push_back({16, message, values(config, keys), fix});
+  };
+  const bool sample_fields = s.lr_warmup_samples != 0 || s.lr_decay_samples.has_value();
+  if (!t.train_samples) {
+    if (sample_fields) {
+      fail(
+          "scheduler.lr_warmup_samples and lr_decay_samples go with train.train_samples (sample-based training); "
+          "this run counts train.train_iters",
+          {"scheduler.lr_warmup_samples", "scheduler.lr_decay_samples", "train.train_iters"},
+          "use scheduler.lr_warmup_iters / lr_decay_iters, or set train.train_samples (and train.train_iters=null)");
+    }
+    return;
+  }
+  if (t.train_iters) {
+    fail("train.train_iters and train.train_samples both give the run's length (Bridge refuses both)",
+         {"train.train_iters", "train.train_samples"}, "keep one: train.train_iters=null, or train.train_samples=null");
+    return;
+  }
+  if (s.lr_warmup_iters != 0 || s.lr_decay_iters) {
+    fail(
+        "sample-based training (train.train_samples) takes its schedule in samples: lr_warmup_samples and "
+        "lr_decay_samples, not lr_warmup_iters and lr_decay_iters (Bridge refuses the mix)",
+        {"train.train_samples", "scheduler.lr_warmup_iters", "scheduler.lr_decay_iters"},
+        "set scheduler.lr_warmup_iters=0 scheduler.lr_decay_iters=null and give the lengths in samples");
+    return;
+  }
+  const int64_t gbs = t.global_batch_size.value_or(0);
+  if (gbs < 1) return;  // the batch rules report it
+  const int64_t samples = *t.train_samples;
+  if (samples < gbs) {
+    fail(strprintf("train.train_samples %lld is less than one global batch (%lld sequences): no step to train",
+                   static_cast<long long>(samples), static_cast<long long>(gbs)),
+         {"train.train_samples", "train.global_batch_size"}, "set train.train_samples to at least the global batch");
+    return;
+  }
+  // A length in samples the steps' schedule reproduces: a whole number of global batches.
+  const auto whole_batches = [&](const char* key, int64_t value) {
+    if (value >= 0 && value % gbs == 0) return true;
+    fail(strprintf("%s %lld is not a whole number of global batches (%lld sequences): stepgraph's schedule counts "
+                   "steps, and Megatron's would change between two of them",
+                   key, static_cast<long long>(value), static_cast<long long>(gbs)),
+         {key, "train.global_batch_size"},
+         strprintf("use %lld or %lld", static_cast<long long>(value / gbs * gbs),
+                   static_cast<long long>((value / gbs + 1) * gbs)));
+    return false;
+  };
+  const bool warmup_ok = whole_batches("scheduler.lr_warmup_samples", s.lr_warmup_samples);
+  const int64_t decay_samples = s.lr_decay_samples.value_or(samples);
+  const bool decay_ok =
+      whole_batches(s.lr_decay_samples ? "scheduler.lr_decay_samples" : "train.train_samples", decay_samples);
+  t.train_iters = samples / gbs;  // Bridge's rounding down
+  config.derived_keys.push_back("train.train_iters");
+  if (samples % gbs != 0 && decay_ok) {
+    notes.push_back({16,
+                     strprintf("train.train_samples %lld is %lld steps of %lld sequences; the last %lld samples are "
+                               "not trained (as Bridge rounds down)",
+                               static_cast<long long>(samples), static_cast<long long>(*t.train_iters),
+                               static_cast<long long>(gbs), static_cast<long long>(samples % gbs)),
+                     values(config, {"train.train_samples", "train.global_batch_size"})});
+  }
+  if (warmup_ok && decay_ok) {
+    s.lr_decay_iters = decay_samples / gbs;
+    config.derived_keys.push_back("scheduler.lr_decay_iters");
+  }
+}
+
+int64_t resolved_lr_warmup_iters(const Config& config) {
+  const int64_t gbs = config.train.global_batch_size.value_or(0);
+  if (config.train.train_samples && gbs > 0) return config.scheduler.lr_warmup_samples / gbs;
+  return config.scheduler.lr_warmup_iters;
+}
+
+}  // namespace sg::config
