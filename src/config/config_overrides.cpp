@@ -139,14 +139,15 @@ void apply_override(Config& config, std::string_view override_text) {
       std::count_if(value.begin(), value.end(), [](char ch) { return ch == '[' || ch == '{'; }));
   if (brackets > kMaxBrackets) throw malformed("the value nests too deeply");
 
-  if (value.empty() && is_path_key(key)) {
-    throw ConfigError(where + ": " + key +
-                      " is a path and the value is empty (an unset shell variable?); give a path, or write " + key +
-                      "=null to unset it");
+  const std::string dotted_key = parts[0] + "." + parts[1];  // model.transformer.X is model.X
+  if (value.empty() && is_path_key(dotted_key)) {
+    throw ConfigError(where + ": " + dotted_key +
+                      " is a path and the value is empty (an unset shell variable?); give a path, or write " +
+                      dotted_key + "=null to unset it");
   }
   // Megatron's null recompute_modules is its default list, not none: an empty value (an unset shell variable) would
   // turn selective recompute of core_attn on unasked.
-  if (value.empty() && key == "model.recompute_modules") {
+  if (value.empty() && dotted_key == "model.recompute_modules") {
     throw ConfigError(where +
                       ": model.recompute_modules is empty (an unset shell variable?); give the modules "
                       "(e.g. core_attn,mlp), [] for none, or null for Megatron's default [core_attn]");

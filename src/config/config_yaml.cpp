@@ -276,7 +276,9 @@ void record_moved_key_name(Config& config, const MovedKey& m, std::string_view s
     config.key_names.push_back({key, used, where});
     return;
   }
-  if (it->name != used && before != after && !from_override(where) && !from_override(it->where)) {
+  // A null is Bridge's unset field: the value set under the other name stands (as Bridge copies a set one over).
+  if (it->name != used && before != after && before != "null" && after != "null" && !from_override(where) &&
+      !from_override(it->where)) {
     throw ConfigError(strprintf(
         "%s: %s = %s, but %s = %s is set too (at %s): %s is Megatron-Bridge's deprecated name of %s, and the two "
         "differ. Keep one: %s (Bridge's ValidationConfig) is the current name",
@@ -385,6 +387,14 @@ bool assign_key(Config& config, std::string_view section, std::string_view key, 
     // A file's null under the old name is Bridge's unset TrainingConfig field (its default), which Bridge does not
     // copy: a dump of a Bridge config writes `train: eval_interval: null` beside `validation: eval_interval: 500`.
     if (section == moved->from_section && value.IsNull() && !from_override(where)) return true;
+    // The same for a null under the new name after the old name gave a value in this file (a Bridge dump before its
+    // finalize copied it over).
+    if (value.IsNull() && !from_override(where)) {
+      const std::string key = dotted(moved->to_section, moved->key);
+      for (const Config::KeyName& k : config.key_names) {
+        if (k.key == key && k.name != key && !from_override(k.where)) return true;
+      }
+    }
     const std::string target = dotted(moved->to_section, moved->key);
     const std::string before = format_value(config, target);
     try {

@@ -32,19 +32,6 @@ void resolve_sample_based_lengths(Config& config, std::vector<Violation>& violat
     }
     return;
   }
-  if (t.train_iters) {
-    fail("train.train_iters and train.train_samples both give the run's length (Bridge refuses both)",
-         {"train.train_iters", "train.train_samples"}, "keep one: train.train_iters=null, or train.train_samples=null");
-    return;
-  }
-  if (s.lr_warmup_iters != 0 || s.lr_decay_iters) {
-    fail(
-        "sample-based training (train.train_samples) takes its schedule in samples: lr_warmup_samples and "
-        "lr_decay_samples, not lr_warmup_iters and lr_decay_iters (Bridge refuses the mix)",
-        {"train.train_samples", "scheduler.lr_warmup_iters", "scheduler.lr_decay_iters"},
-        "set scheduler.lr_warmup_iters=0 scheduler.lr_decay_iters=null and give the lengths in samples");
-    return;
-  }
   const int64_t gbs = t.global_batch_size.value_or(0);
   if (gbs < 1) return;  // the batch rules report it
   const int64_t samples = *t.train_samples;
@@ -54,9 +41,36 @@ void resolve_sample_based_lengths(Config& config, std::vector<Violation>& violat
          {"train.train_samples", "train.global_batch_size"}, "set train.train_samples to at least the global batch");
     return;
   }
+  if (s.lr_warmup_samples < 0) {
+    fail("scheduler.lr_warmup_samples must be >= 0", {"scheduler.lr_warmup_samples"}, "set it to 0 for no warmup");
+    return;
+  }
+  if (s.lr_decay_samples && *s.lr_decay_samples < 1) {
+    fail("scheduler.lr_decay_samples must be >= 1 (or null: train.train_samples)", {"scheduler.lr_decay_samples"},
+         "set the decay's length in samples, or null");
+    return;
+  }
+  const int64_t decay_samples = s.lr_decay_samples.value_or(samples);
+  // The step counts the sample lengths make. An _iters key set to exactly that (as `config show` writes the derived
+  // values) says the same; any other value mixes the two modes, which Bridge refuses.
+  const int64_t steps = samples / gbs, warmup_steps = s.lr_warmup_samples / gbs, decay_steps = decay_samples / gbs;
+  if (t.train_iters && *t.train_iters != steps) {
+    fail("train.train_iters and train.train_samples both give the run's length (Bridge refuses both)",
+         {"train.train_iters", "train.train_samples"}, "keep one: train.train_iters=null, or train.train_samples=null");
+    return;
+  }
+  if ((s.lr_warmup_iters != 0 && s.lr_warmup_iters != warmup_steps) ||
+      (s.lr_decay_iters && *s.lr_decay_iters != decay_steps)) {
+    fail(
+        "sample-based training (train.train_samples) takes its schedule in samples: lr_warmup_samples and "
+        "lr_decay_samples, not lr_warmup_iters and lr_decay_iters (Bridge refuses the mix)",
+        {"train.train_samples", "scheduler.lr_warmup_iters", "scheduler.lr_decay_iters"},
+        "set scheduler.lr_warmup_iters=0 scheduler.lr_decay_iters=null and give the lengths in samples");
+    return;
+  }
   // A length in samples the steps' schedule reproduces: a whole number of global batches.
   const auto whole_batches = [&](const char* key, int64_t value) {
-    if (value >= 0 && value % gbs == 0) return true;
+    if (value % gbs == 0) return true;
     fail(strprintf("%s %lld is not a whole number of global batches (%lld sequences): stepgraph's schedule counts "
                    "steps, and Megatron's would change between two of them",
                    key, static_cast<long long>(value), static_cast<long long>(gbs)),
@@ -66,21 +80,27 @@ void resolve_sample_based_lengths(Config& config, std::vector<Violation>& violat
     return false;
   };
   const bool warmup_ok = whole_batches("scheduler.lr_warmup_samples", s.lr_warmup_samples);
-  const int64_t decay_samples = s.lr_decay_samples.value_or(samples);
   const bool decay_ok =
       whole_batches(s.lr_decay_samples ? "scheduler.lr_decay_samples" : "train.train_samples", decay_samples);
-  t.train_iters = samples / gbs;  // Bridge's rounding down
-  config.derived_keys.push_back("train.train_iters");
+  if (warmup_ok && decay_ok && s.lr_warmup_samples >= decay_samples) {
+    fail("lr_warmup_samples must be less than lr_decay_samples (null = train.train_samples)",
+         {"scheduler.lr_warmup_samples", "scheduler.lr_decay_samples", "train.train_samples"},
+         "shorten the warmup or lengthen the decay");
+  }
+  if (!t.train_iters) {
+    t.train_iters = steps;  // Bridge's rounding down
+    config.derived_keys.push_back("train.train_iters");
+  }
   if (samples % gbs != 0 && decay_ok) {
     notes.push_back({16,
                      strprintf("train.train_samples %lld is %lld steps of %lld sequences; the last %lld samples are "
                                "not trained (as Bridge rounds down)",
-                               static_cast<long long>(samples), static_cast<long long>(*t.train_iters),
+                               static_cast<long long>(samples), static_cast<long long>(steps),
                                static_cast<long long>(gbs), static_cast<long long>(samples % gbs)),
                      values(config, {"train.train_samples", "train.global_batch_size"})});
   }
-  if (warmup_ok && decay_ok) {
-    s.lr_decay_iters = decay_samples / gbs;
+  if (warmup_ok && decay_ok && !s.lr_decay_iters) {
+    s.lr_decay_iters = decay_steps;
     config.derived_keys.push_back("scheduler.lr_decay_iters");
   }
 }

@@ -208,6 +208,14 @@ class Validator {
       c().ddp.use_distributed_optimizer = true;
     }
     read_bridge_moment_dtypes(c().optimizer, report_.notes);  // torch.float32 is fp32 (config/moment_dtype.h)
+    // Bridge's other names of the activations (relu2): rewritten, so the config (and its checkpoint hash) is one.
+    if (const std::string activation = resolved_activation_func(m()); activation != m().activation_func) {
+      note(16,
+           strprintf("activation_func %s is Megatron-Bridge's other name of %s", m().activation_func.c_str(),
+                     activation.c_str()),
+           {"model.activation_func"});
+      m().activation_func = activation;
+    }
     // An invalid train_iters is reported once, under its own key, not again as the decay it would default.
     if (!c().scheduler.lr_decay_iters && c().train.train_iters && *c().train.train_iters >= 1) {
       c().scheduler.lr_decay_iters = resolved_lr_decay_iters(c());

@@ -234,11 +234,13 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
           {"validation.skip_train", "checkpoint.overwrite"},
           "drop checkpoint.overwrite to evaluate a checkpoint, or validation.skip_train to train");
     }
-    const bool loads =
-        c.checkpoint.load || c.checkpoint.pretrained_checkpoint || (c.checkpoint.auto_resume && c.checkpoint.save);
+    const bool loads = c.checkpoint.load || c.checkpoint.pretrained_checkpoint;
+    const bool may_load = c.checkpoint.auto_resume && c.checkpoint.save;
     r.note(loads ? "validation.skip_train: no training step and no save; one evaluation of the checkpoint's weights"
-                 : "validation.skip_train without a checkpoint to load (checkpoint.load, "
-                   "checkpoint.pretrained_checkpoint): one evaluation of the initial, untrained weights",
+           : may_load ? "validation.skip_train: no training step and no save; one evaluation of checkpoint.save's "
+                        "latest checkpoint (checkpoint.auto_resume), or of the initial weights when it holds none"
+                      : "validation.skip_train without a checkpoint to load (checkpoint.load, "
+                        "checkpoint.pretrained_checkpoint): one evaluation of the initial, untrained weights",
            {"validation.skip_train", "checkpoint.load", "checkpoint.pretrained_checkpoint"});
   }
   // Bridge's deprecated names, read as the validation keys (config_yaml.cpp).

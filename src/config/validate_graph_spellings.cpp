@@ -31,6 +31,7 @@ void read_megatron_graph_spellings(Config& config, std::vector<Violation>& viola
       violations.push_back({1, "cuda_graph_scope full (the whole layer) is given with other entries",
                             values(config, keys),
                             "use model.cuda_graph_scope=full alone, or the modules to graph (attn, mlp, ...)"});
+      scope.erase(std::remove(scope.begin(), scope.end(), "full"), scope.end());  // reported once, here
     }
   }
   if (config.model.cuda_graph_impl != full_iteration) return;

@@ -12,7 +12,6 @@
 #include "config/model_config.h"
 #include "config/moment_dtype.h"
 #include "config/tokenizer_vocab.h"
-#include "config/training_samples.h"
 #include "config/validate_shapes_checker.h"
 #include "config/weight_decay.h"
 #include "core/paths.h"
@@ -86,12 +85,7 @@ void ShapeChecker::check_model() {
 void ShapeChecker::check_hybrid() {
   const ModelConfig& m = c_.model;
   if (m.position_embedding_type) one_of(position_embedding_type_values(), *m.position_embedding_type);
-  const std::string activation = resolved_activation_func(m);
-  if (activation != m.activation_func) {
-    note(strprintf("activation_func %s is Megatron-Bridge's other name of %s", m.activation_func.c_str(),
-                   activation.c_str()),
-         {"model.activation_func"});
-  }
+  const std::string activation = resolved_activation_func(m);  // validate rewrote Bridge's aliases already
   const bool swiglu = activation == "silu" && m.gated_linear_unit;
   const bool squared_relu = activation == "squared_relu" && !m.gated_linear_unit;
   const std::string pair = strprintf("activation_func %s with gated_linear_unit %s", m.activation_func.c_str(),
@@ -263,8 +257,9 @@ void ShapeChecker::check_batch_and_optimizer() {
 
   const auto& s = c_.scheduler;
   in_range("scheduler.lr_warmup_iters", s.lr_warmup_iters, 0, std::numeric_limits<int64_t>::max());
+  // With train.train_samples the lengths are checked in samples (config/training_samples.h).
   if (s.lr_decay_iters && size("scheduler.lr_decay_iters", *s.lr_decay_iters, std::numeric_limits<int64_t>::max()) &&
-      resolved_lr_warmup_iters(c_) >= *s.lr_decay_iters) {
+      !c_.train.train_samples && s.lr_warmup_iters >= *s.lr_decay_iters) {
     fail("lr_warmup_iters must be less than lr_decay_iters", {"scheduler.lr_warmup_iters", "scheduler.lr_decay_iters"},
          "shorten the warmup or lengthen the decay (lr_decay_iters null = train.train_iters); Megatron-Bridge would "
          "cap the warmup at lr_decay_iters - 1 with a log line, which changes the schedule the recipe asks for");

@@ -258,7 +258,7 @@ IndexedSampleSource::IndexedSampleSource(std::shared_ptr<const IndexedDataset> d
   if (tokens < needed) {
     const std::string part =
         range_label_.empty() ? std::string() : strprintf(" (%s)", range_label_.c_str());
-    throw Error(strprintf(
+    throw TooFewTokensError(strprintf(
         "dataset %s%s has %llu tokens; one sample needs seq_length + 1 = %llu. Use a "
         "larger corpus, a shorter model.seq_length%s",
         dataset_->prefix().c_str(), part.c_str(), static_cast<unsigned long long>(tokens),

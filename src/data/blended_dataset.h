@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "data/dataset_split.h"
 #include "data/indexed_dataset.h"
 
@@ -68,7 +69,15 @@ struct DocumentRange {
   std::string label;           // "train split, documents [0, 97)": for describe()
 };
 
-// Windows of (a document range of) an indexed dataset, reshuffled every epoch.
+// A dataset (or its split's document range) holds fewer tokens than one sample: the evaluation of a test split
+// that small is skipped (train/evaluation.h); everywhere else it is the error it says.
+class TooFewTokensError : public sg::Error {
+ public:
+  using sg::Error::Error;
+};
+
+// Windows of (a document range of) an indexed dataset, reshuffled every epoch; TooFewTokensError when the range
+// holds no sample.
 class IndexedSampleSource : public SampleSource {
  public:
   IndexedSampleSource(IndexedDataset dataset, int64_t seq_length, uint64_t seed,

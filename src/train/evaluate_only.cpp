@@ -17,7 +17,11 @@ namespace sg::train {
 
 config::CheckpointConfig checkpoint_to_evaluate(const config::CheckpointConfig& checkpoint) {
   config::CheckpointConfig reading = checkpoint;
-  if (!reading.load && reading.auto_resume && reading.save) reading.load = reading.save;
+  // auto_resume evaluates checkpoint.save's latest when it holds one; otherwise, as a run starting fresh there, the
+  // initial weights.
+  if (!reading.load && reading.auto_resume && reading.save && checkpoint::holds_checkpoints(*reading.save)) {
+    reading.load = reading.save;
+  }
   // Megatron would evaluate the initial weights here, beside a folder of trained ones: surely not what was meant.
   if (!reading.load && !reading.pretrained_checkpoint && reading.save && checkpoint::holds_checkpoints(*reading.save)) {
     throw Error(

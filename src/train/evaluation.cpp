@@ -21,8 +21,18 @@ Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& mod
       rows_(data::rank_rows(global_sequences_, batch.data_parallel_size, rank)),
       batch_options_(batch_options) {
   if (!enabled()) return;
-  loader_ = std::make_unique<data::DataLoader>(test_ ? test_data_options(config, model)
-                                                     : validation_data_options(config, model));
+  if (!test_) {
+    loader_ = std::make_unique<data::DataLoader>(validation_data_options(config, model));
+  } else {
+    // A test share too small for one sample (a "969,30,1" split of a small corpus) is no test data: skipped, said.
+    try {
+      loader_ = std::make_unique<data::DataLoader>(test_data_options(config, model));
+    } catch (const data::TooFewTokensError& e) {
+      enabled_ = false;
+      too_small_ = e.what();
+      return;
+    }
+  }
   const auto n = static_cast<size_t>(sequences_ * seq_length_);
   batch_.tokens.resize(n);
   batch_.targets.resize(n);
@@ -37,6 +47,7 @@ bool Evaluation::due(int64_t step, int64_t last_step) const {
 
 std::string Evaluation::describe() const {
   if (!enabled()) {
+    if (!too_small_.empty()) return "test: skipped: " + too_small_;
     return test_ ? "test: none (dataset.split gives the test share no documents, or the data is mock)"
                  : "validation: off (validation.eval_interval = null)";
   }

@@ -49,8 +49,10 @@ class Evaluation {
              const data::BatchOptions& batch_options, int rank = 0, EvalData data = EvalData::validation);
   ~Evaluation();
 
-  // Validation: evaluation_enabled(config). Test: that, and test data (has_test_data).
+  // Validation: evaluation_enabled(config). Test: that, and test data (has_test_data) of at least one sample.
   bool enabled() const { return enabled_; }
+  // A test evaluation skipped because its share holds no sample (the loader's words); "" otherwise.
+  const std::string& skipped_because() const { return too_small_; }
   int64_t iters() const { return iters_; }
   // Tokens one evaluation reads (every rank's): eval_iters global batches.
   int64_t tokens_per_evaluation() const { return iters_ * global_sequences_ * seq_length_; }
@@ -69,6 +71,7 @@ class Evaluation {
 
  private:
   bool test_ = false;  // EvalData::test
+  std::string too_small_;  // the test share holds no sample: why it is skipped
   bool enabled_ = false;
   int64_t interval_ = 0;  // 0: no evaluation during training (validation.skip_train alone)
   int64_t start_ = 0;     // validation.start_eval_at_iter

@@ -180,7 +180,9 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
     log::info(describe_model(config));
     if (run.tokenizer) log::info("tokenizer: " + run.tokenizer->describe());
     log::info(evaluation->describe());
-    if (test_evaluation->enabled()) log::info(test_evaluation->describe());
+    if (test_evaluation->enabled() || !test_evaluation->skipped_because().empty()) {
+      log::info(test_evaluation->describe());
+    }
     std::unique_ptr<TrainingBackend> backend;
     with_host_allocation(cpu_backend ? "the CPU backend's model" : "the GPU backend's host buffers",
                          [&] { backend = make_backend(config, options.force_cpu, distributed); });
@@ -212,7 +214,9 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   }
   log::info("data: " + data->loader().describe());
   log::info(evaluation->describe());
-  if (test_evaluation->enabled()) log::info(test_evaluation->describe());
+  if (test_evaluation->enabled() || !test_evaluation->skipped_because().empty()) {
+    log::info(test_evaluation->describe());
+  }
 
   std::unique_ptr<TrainingBackend> backend;
   with_host_allocation(cpu_backend ? "the CPU backend's model (weights, gradients, Adam moments, activations)"

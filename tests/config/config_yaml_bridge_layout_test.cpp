@@ -62,6 +62,8 @@ TEST(BridgeSavedLayout, ModelTransformerOverridesAreModelKeys) {
   EXPECT_TRUE(looks_like_dotted_override("model.transformer.hidden_size=128"));
   EXPECT_FALSE(looks_like_dotted_override("train.transformer.hidden_size=128"));
   EXPECT_THROW(apply_override(c, "model._target_=x"), ConfigError);
+  // The empty-value guards see the key it stands for.
+  EXPECT_THROW(apply_override(c, "model.transformer.recompute_modules="), ConfigError);
   EXPECT_THROW(apply_override(c, "train.transformer.num_layers=2"), ConfigError);
 }
 

@@ -189,6 +189,9 @@ TEST(HybridConfig, BridgesActivationAliasesAreTheSameActivation) {
     const config::ValidationReport r = validate_with("llama/tiny", c.alias);
     ASSERT_TRUE(r.ok()) << c.alias[0];
     EXPECT_EQ(config::model_spec(r.config).mlp_activation, c.activation) << c.alias[0];
+    // Rewritten to the canonical name: the config (and a checkpoint's configuration hash) is the canonical one's.
+    EXPECT_EQ(r.config.model.activation_func,
+              c.activation == model::MlpActivation::squared_relu ? "squared_relu" : "silu");
     EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const config::Note& n) {
       return n.message.find("Megatron-Bridge's other name of") != std::string::npos;
     })) << c.alias[0];

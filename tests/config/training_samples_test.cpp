@@ -65,8 +65,22 @@ TEST(TrainingSamples, TheModesAreNotMixedAndLengthsAreWholeBatches) {
   EXPECT_TRUE(refused(sample_based({"scheduler.lr_decay_samples=198"}), "use 196 or 200"));
   EXPECT_TRUE(refused(sample_based({"train.train_samples=402"}), "train.train_samples 402 is not a whole number"));
   EXPECT_TRUE(refused(sample_based({"train.train_samples=3"}), "less than one global batch"));
-  // The warmup rule holds on the steps.
-  EXPECT_TRUE(refused(sample_based({"scheduler.lr_warmup_samples=400"}), "lr_warmup_iters must be less than"));
+  // The warmup rule holds in samples, naming the sample keys; signs before divisibility.
+  EXPECT_TRUE(refused(sample_based({"scheduler.lr_warmup_samples=400"}), "lr_warmup_samples must be less than"));
+  EXPECT_TRUE(refused(sample_based({"scheduler.lr_warmup_samples=-8"}), "lr_warmup_samples must be >= 0"));
+  EXPECT_TRUE(refused(sample_based({"scheduler.lr_decay_samples=0"}), "lr_decay_samples must be >= 1"));
+}
+
+// `config show` writes the derived steps as values beside the sample keys: equal to the samples' steps they say the
+// same and load back; other values mix the modes.
+TEST(TrainingSamples, ConfigShowsDerivedStepsLoadBack) {
+  const ValidationReport r = check_recipe("llama/tiny", kSampleBased);
+  ASSERT_TRUE(r.ok()) << describe(r);
+  const ValidationReport again = validate(load_config_yaml(emit_yaml(r.config), "shown.yaml"));
+  ASSERT_TRUE(again.ok()) << describe(again);
+  EXPECT_EQ(again.config.train.train_iters.value_or(0), 100);
+  EXPECT_EQ(resolved_lr_warmup_iters(again.config), 10);
+  EXPECT_TRUE(refused(sample_based({"train.train_iters=99"}), "train.train_iters and train.train_samples both"));
 }
 
 }  // namespace

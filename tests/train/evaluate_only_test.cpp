@@ -144,6 +144,16 @@ TEST_F(EvaluateOnly, TheInitialWeightsOnlyWhenNothingNamesACheckpoint) {
     EXPECT_NE(message.find("checkpoint.load=" + ck()), std::string::npos) << message;
   }
   EXPECT_FALSE(fs::exists(dir_ / "refused" / "evaluations"));
+  // checkpoint.auto_resume with a checkpoint.save that holds none (or is not there yet): the initial weights, as a run
+  // starting fresh there would train from them.
+  for (const char* save : {"empty_save", "missing_save"}) {
+    if (std::string(save) == "empty_save") fs::create_directories(dir_ / save);
+    const TrainSummary s =
+        run(std::string("auto_") + save,
+            {"validation.skip_train=true", "checkpoint.save=" + (dir_ / save).string(), "checkpoint.auto_resume=true"});
+    EXPECT_TRUE(result(s)["weights"].is_null()) << save;
+    EXPECT_EQ(result(s)["iteration"], 0) << save;
+  }
   // A checkpoint.load with no checkpoint is the error a resume gives, not an evaluation of the initial weights.
   fs::create_directories(dir_ / "empty");
   EXPECT_THROW(run("empty_load", {"validation.skip_train=true", "checkpoint.load=" + (dir_ / "empty").string()}),

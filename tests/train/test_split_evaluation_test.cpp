@@ -110,5 +110,21 @@ TEST_F(TestSplitEvaluation, OnceAfterTheLastStepsValidationAndTheTrainingIsUncha
   EXPECT_NE(result["test_data"].get<std::string>().find("test split"), std::string::npos) << result.dump();
 }
 
+// A test share too small for one sample (a 969,30,1 split of a small corpus) is skipped, saying why: the run trains
+// and validates as without it.
+TEST_F(TestSplitEvaluation, AShareTooSmallForOneSampleIsSkippedAndSaid) {
+  // 100 documents, the last of 10 tokens: split 98,1,1 gives the test share that one, short of a 33-token sample.
+  data::IndexedDatasetWriter w((dir_ / "short_tail").string(), data::TokenDtype::uint16);
+  for (int d = 0; d < 100; ++d) w.add_document(std::vector<int32_t>(d < 99 ? 40 : 10, 7));
+  w.finalize();
+  const test::CpuRunOutcome r = run("tiny_share", {"dataset.data_path=[" + (dir_ / "short_tail").string() + "]",
+                                                   "dataset.split=98,1,1", "validation.eval_interval=2"});
+  ASSERT_EQ(r.error, "") << r.log;
+  EXPECT_TRUE(records("tiny_share", "test_loss").empty());
+  EXPECT_EQ(records("tiny_share", "val_loss").size(), 2u);
+  EXPECT_NE(r.log.find("test: skipped: dataset "), std::string::npos) << r.log;
+  EXPECT_NE(r.log.find("(test split: documents [99, 100) of 100) has 10 tokens"), std::string::npos) << r.log;
+}
+
 }  // namespace
 }  // namespace sg::train
