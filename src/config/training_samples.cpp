@@ -5,21 +5,12 @@
 #include "core/strings.h"
 
 namespace sg::config {
-namespace {
-
-std::vector<KeyValue> values(const Config& config, const std::vector<std::string>& keys) {
-  std::vector<KeyValue> out;
-  for (const std::string& key : keys) out.push_back({key, format_value(config, key)});
-  return out;
-}
-
-}  // namespace
 
 void resolve_sample_based_lengths(Config& config, std::vector<Violation>& violations, std::vector<Note>& notes) {
   TrainConfig& t = config.train;
   SchedulerConfig& s = config.scheduler;
   const auto fail = [&](const std::string& message, const std::vector<std::string>& keys, const std::string& fix) {
-    violations.push_back({16, message, values(config, keys), fix});
+    violations.push_back({16, message, detail::key_values(config, keys), fix});
   };
   const bool sample_fields = s.lr_warmup_samples != 0 || s.lr_decay_samples.has_value();
   if (!t.train_samples) {
@@ -97,7 +88,7 @@ void resolve_sample_based_lengths(Config& config, std::vector<Violation>& violat
                                "not trained (as Bridge rounds down)",
                                static_cast<long long>(samples), static_cast<long long>(steps),
                                static_cast<long long>(gbs), static_cast<long long>(samples % gbs)),
-                     values(config, {"train.train_samples", "train.global_batch_size"})});
+                     detail::key_values(config, {"train.train_samples", "train.global_batch_size"})});
   }
   if (warmup_ok && decay_ok && !s.lr_decay_iters) {
     s.lr_decay_iters = decay_steps;

@@ -155,11 +155,7 @@ class Validator {
   Config& c() { return report_.config; }
   ModelConfig& m() { return report_.config.model; }
 
-  std::vector<KeyValue> values(const std::vector<std::string>& keys) {
-    std::vector<KeyValue> out;
-    for (const auto& key : keys) out.push_back({key, format_value(c(), key)});
-    return out;
-  }
+  std::vector<KeyValue> values(const std::vector<std::string>& keys) { return detail::key_values(c(), keys); }
   void violation(int rule, std::string message, const std::vector<std::string>& keys,
                  std::string fix) {
     report_.violations.push_back({rule, std::move(message), values(keys), std::move(fix)});
@@ -672,5 +668,13 @@ std::vector<std::string> unimplemented_features(const Config& config) {
   }
   return out;
 }
+
+namespace detail {
+std::vector<KeyValue> key_values(const Config& config, const std::vector<std::string>& keys) {
+  std::vector<KeyValue> out;
+  for (const std::string& key : keys) out.push_back({key, format_value(config, key)});
+  return out;
+}
+}  // namespace detail
 
 }  // namespace sg::config

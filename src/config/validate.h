@@ -53,6 +53,8 @@ std::string format_violation(const Violation& violation);
 std::string format_note(const Note& note);
 
 namespace detail {
+// Each key with its value as format_value prints it: a violation's or note's values.
+std::vector<KeyValue> key_values(const Config& config, const std::vector<std::string>& keys);
 // validate_graph_spellings.cpp: Megatron's newer CUDA-graph spellings (cuda_graph_impl full_iteration, the scope
 // "full") rewritten as stepgraph's, with a note each; a combination Megatron refuses is a violation.
 void read_megatron_graph_spellings(Config& config, std::vector<Violation>& violations, std::vector<Note>& notes);

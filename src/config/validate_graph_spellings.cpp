@@ -8,15 +8,6 @@
 #include "graph/scope_plan.h"
 
 namespace sg::config::detail {
-namespace {
-
-std::vector<KeyValue> values(const Config& config, const std::vector<std::string>& keys) {
-  std::vector<KeyValue> out;
-  for (const std::string& key : keys) out.push_back({key, format_value(config, key)});
-  return out;
-}
-
-}  // namespace
 
 void read_megatron_graph_spellings(Config& config, std::vector<Violation>& violations, std::vector<Note>& notes) {
   const std::vector<std::string> keys = {"model.cuda_graph_impl", "model.cuda_graph_scope"};
@@ -26,10 +17,10 @@ void read_megatron_graph_spellings(Config& config, std::vector<Violation>& viola
     if (scope.size() == 1) {
       scope.clear();
       notes.push_back({1, "cuda_graph_scope full (Megatron's deprecated spelling of the whole layer) is the empty list",
-                       values(config, keys)});
+                       key_values(config, keys)});
     } else {
       violations.push_back({1, "cuda_graph_scope full (the whole layer) is given with other entries",
-                            values(config, keys),
+                            key_values(config, keys),
                             "use model.cuda_graph_scope=full alone, or the modules to graph (attn, mlp, ...)"});
       scope.erase(std::remove(scope.begin(), scope.end(), "full"), scope.end());  // reported once, here
     }
@@ -39,7 +30,7 @@ void read_megatron_graph_spellings(Config& config, std::vector<Violation>& viola
     violations.push_back({4,
                           "cuda_graph_impl full_iteration graphs the whole iteration, so cuda_graph_scope must be "
                           "empty (as Megatron requires)",
-                          values(config, keys),
+                          key_values(config, keys),
                           "drop model.cuda_graph_scope, or use model.cuda_graph_impl=transformer_engine for "
                           "per-module graphs"});
     return;
@@ -49,7 +40,7 @@ void read_megatron_graph_spellings(Config& config, std::vector<Violation>& viola
   notes.push_back({4,
                    "cuda_graph_impl full_iteration (Megatron's spelling since its CUDA-graph refactor) is local with "
                    "cuda_graph_scope full_iteration: the whole step as one graph, its optimizer update included",
-                   values(config, keys)});
+                   key_values(config, keys)});
 }
 
 }  // namespace sg::config::detail

@@ -57,22 +57,12 @@ std::string evaluate_only(const config::Config& config, const TrainOptions& opti
                       static_cast<long long>(step)));
   // A signal ends the process as it would without a run to save: an evaluation has nothing to lose.
   const EvalResult e = evaluation.run(backend);
-  EvalMetrics m{.step = step,
-                .val_loss = e.loss,
-                .val_ppl = std::exp(e.loss),
-                .batches = e.batches,
-                .ms = e.ms,
-                .tokens = evaluation.tokens_per_evaluation()};
+  const EvalMetrics m = eval_metrics(step, e, /*test=*/false, 0.0, evaluation.tokens_per_evaluation());
   log::info(format_eval_line(m));
   std::optional<EvalResult> test;
   if (test_evaluation.enabled()) {
     test = test_evaluation.run(backend);
-    log::info(format_eval_line({.step = step,
-                                .test = true,
-                                .val_loss = test->loss,
-                                .val_ppl = std::exp(test->loss),
-                                .batches = test->batches,
-                                .ms = test->ms}));
+    log::info(format_eval_line(eval_metrics(step, *test, /*test=*/true, 0.0, test_evaluation.tokens_per_evaluation())));
   }
   if (options.distributed != nullptr && !options.distributed->is_writer()) return "";
 

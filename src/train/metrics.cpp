@@ -12,6 +12,7 @@
 #include "core/strings.h"
 #include "model/layer_registry.h"
 #include "model/stack.h"
+#include "train/backend.h"
 
 namespace sg::train {
 
@@ -106,6 +107,17 @@ void MetricsLog::write(const StepMetrics& m) {
                            .c_str()
                      : "");
   check_written(printed, m.step);
+}
+
+EvalMetrics eval_metrics(int64_t step, const EvalResult& result, bool test, double wall_time_s, int64_t tokens) {
+  return EvalMetrics{.step = step,
+                     .test = test,
+                     .val_loss = result.loss,
+                     .val_ppl = std::exp(result.loss),
+                     .batches = result.batches,
+                     .ms = result.ms,
+                     .wall_time_s = wall_time_s,
+                     .tokens = tokens};
 }
 
 void MetricsLog::write(const EvalMetrics& m) {

@@ -60,6 +60,10 @@ struct EvalMetrics {
   int64_t tokens = 0;
 };
 
+struct EvalResult;  // train/backend.h
+// An evaluation's record from its result: val_ppl = exp(loss).
+EvalMetrics eval_metrics(int64_t step, const EvalResult& result, bool test, double wall_time_s, int64_t tokens);
+
 // One JSON object per line; flushed after every record so a crash loses nothing written. A fresh run
 // starts the file anew; a resumed run (append) continues it, after truncate_metrics_after has cut
 // the records the checkpoint does not include. A failed write (a full disk) is an sg::Error, never

@@ -304,14 +304,8 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
           static_cast<long long>(step), static_cast<long long>(e.batches), static_cast<long long>(evaluation.iters())));
       return;
     }
-    EvalMetrics m;
-    m.step = step;
-    m.val_loss = e.loss;
-    m.val_ppl = std::exp(e.loss);
-    m.batches = e.batches;
-    m.ms = e.ms;
-    m.wall_time_s = seconds_since(run.start);
-    m.tokens = tokens_consumed(samples_baseline, step, batch, model);
+    const int64_t tokens = tokens_consumed(samples_baseline, step, batch, model);
+    const EvalMetrics m = eval_metrics(step, e, /*test=*/false, seconds_since(run.start), tokens);
     record([&] { recorder.eval(m); });
     if (!metrics_error.empty()) eval_skipped_at = step;  // not recorded: a resumed run evaluates it again
     summary.last_val_loss = e.loss;
@@ -323,13 +317,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     if (!finish || run.test_evaluation == nullptr || !run.test_evaluation->enabled()) return;
     const EvalResult t = run.test_evaluation->run(backend);
     stop_handlers.eval_took((e.ms + t.ms) / 1e3);  // the watchdog's grace covers the two together
-    EvalMetrics tm = m;
-    tm.test = true;
-    tm.val_loss = t.loss;
-    tm.val_ppl = std::exp(t.loss);
-    tm.batches = t.batches;
-    tm.ms = t.ms;
-    tm.wall_time_s = seconds_since(run.start);
+    const EvalMetrics tm = eval_metrics(step, t, /*test=*/true, seconds_since(run.start), tokens);
     record([&] { recorder.eval(tm); });
     summary.test_loss = t.loss;
     progress.line(format_eval_line(tm));

@@ -3,6 +3,7 @@
 // train() run on the CPU with its stderr captured and its error kept, and a run's metrics.jsonl read back.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -48,6 +49,13 @@ inline CpuRunOutcome train_on_cpu(const config::Config& c, train::TrainOptions o
   r.log = testing::internal::GetCapturedStderr();
   graph::clear_stop_request();
   return r;
+}
+
+// A loss as metrics.jsonl prints it (%.9g): equal text, the same float.
+inline std::string printed_as_metrics(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
 }
 
 // One JSON object per line of a JSON-lines file (metrics.jsonl).

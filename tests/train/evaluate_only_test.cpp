@@ -76,12 +76,7 @@ class EvaluateOnly : public ::testing::Test {
   fs::path dir_;
 };
 
-// %.9g, as metrics.jsonl prints: equal text, the same float loss.
-std::string printed(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", v);
-  return text;
-}
+using test::printed_as_metrics;
 
 TEST_F(EvaluateOnly, TheLoadedCheckpointGetsTheTrainingRunsValidationLossAndNothingElseIsWritten) {
   const std::map<int64_t, double> trained = train_and_save();
@@ -98,7 +93,7 @@ TEST_F(EvaluateOnly, TheLoadedCheckpointGetsTheTrainingRunsValidationLossAndNoth
   const nlohmann::json r = result(s);
   EXPECT_EQ(r["iteration"], 4);
   EXPECT_EQ(r["weights"], ck() + "/iter_0000004");
-  EXPECT_EQ(printed(r["val_loss"].get<double>()), printed(trained.at(4)));
+  EXPECT_EQ(printed_as_metrics(r["val_loss"].get<double>()), printed_as_metrics(trained.at(4)));
   EXPECT_DOUBLE_EQ(r["val_ppl"].get<double>(), std::exp(r["val_loss"].get<double>()));
   EXPECT_EQ(r["batches"], 3);
   EXPECT_EQ(r["tokens"], 3 * 2 * 32);  // global batches of 2 sequences of 32 tokens
@@ -111,19 +106,19 @@ TEST_F(EvaluateOnly, TheLoadedCheckpointGetsTheTrainingRunsValidationLossAndNoth
   // An earlier iteration folder, by its path.
   const TrainSummary at2 = run("eval2", {"validation.skip_train=true", "checkpoint.load=" + ck() + "/iter_0000002"});
   EXPECT_EQ(result(at2)["iteration"], 2);
-  EXPECT_EQ(printed(result(at2)["val_loss"].get<double>()), printed(trained.at(2)));
+  EXPECT_EQ(printed_as_metrics(result(at2)["val_loss"].get<double>()), printed_as_metrics(trained.at(2)));
 }
 
 TEST_F(EvaluateOnly, AutoResumeAndAPretrainedStartNameTheWeightsToo) {
   const std::map<int64_t, double> trained = train_and_save();
   const TrainSummary resumed =
       run("auto", {"validation.skip_train=true", "checkpoint.save=" + ck(), "checkpoint.auto_resume=true"});
-  EXPECT_EQ(printed(result(resumed)["val_loss"].get<double>()), printed(trained.at(4)));
+  EXPECT_EQ(printed_as_metrics(result(resumed)["val_loss"].get<double>()), printed_as_metrics(trained.at(4)));
   // A checkpoint as pretrained_checkpoint: its weights alone, at step 0.
   const TrainSummary pretrained =
       run("pretrained", {"validation.skip_train=true", "checkpoint.pretrained_checkpoint=" + ck()});
   EXPECT_EQ(result(pretrained)["iteration"], 0);
-  EXPECT_EQ(printed(result(pretrained)["val_loss"].get<double>()), printed(trained.at(4)));
+  EXPECT_EQ(printed_as_metrics(result(pretrained)["val_loss"].get<double>()), printed_as_metrics(trained.at(4)));
 }
 
 TEST_F(EvaluateOnly, TheInitialWeightsOnlyWhenNothingNamesACheckpoint) {

@@ -60,11 +60,7 @@ class TestSplitEvaluation : public ::testing::Test {
   fs::path dir_;
 };
 
-std::string printed(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", v);
-  return text;
-}
+using test::printed_as_metrics;
 
 TEST_F(TestSplitEvaluation, OnceAfterTheLastStepsValidationAndTheTrainingIsUnchanged) {
   const test::CpuRunOutcome r = run(
@@ -77,7 +73,7 @@ TEST_F(TestSplitEvaluation, OnceAfterTheLastStepsValidationAndTheTrainingIsUncha
   const double test_loss = tests[0]["test_loss"].get<double>();
   EXPECT_TRUE(std::isfinite(test_loss));
   EXPECT_NEAR(tests[0]["test_ppl"].get<double>(), std::exp(test_loss), 1e-6 * std::exp(test_loss));
-  EXPECT_EQ(printed(r.summary.test_loss), printed(test_loss));
+  EXPECT_EQ(printed_as_metrics(r.summary.test_loss), printed_as_metrics(test_loss));
   // After the step-4 validation record, which reads other documents.
   const std::vector<nlohmann::json> lines = test::read_jsonl(dir_ / "eval" / "metrics.jsonl");
   ASSERT_TRUE(lines.back().contains("test_loss"));
@@ -105,7 +101,7 @@ TEST_F(TestSplitEvaluation, OnceAfterTheLastStepsValidationAndTheTrainingIsUncha
       "again", {"dataset.split=80,10,10", "validation.skip_train=true", "checkpoint.load=" + (dir_ / "ck").string()});
   ASSERT_EQ(again.error, "") << again.log;
   const nlohmann::json result = nlohmann::json::parse(test::read_file(again.summary.evaluation_path));
-  EXPECT_EQ(printed(result["test_loss"].get<double>()), printed(test_loss));
+  EXPECT_EQ(printed_as_metrics(result["test_loss"].get<double>()), printed_as_metrics(test_loss));
   EXPECT_EQ(result["test_batches"], 2);
   EXPECT_NE(result["test_data"].get<std::string>().find("test split"), std::string::npos) << result.dump();
 }
