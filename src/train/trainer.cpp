@@ -173,16 +173,21 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
   if (!loaded && config.checkpoint.pretrained_checkpoint)
     pretrained = pretrained_state(config, model::model_layout(model));
 
+  // The validation plan, and the test split's when it has one (or why a share it has is skipped).
+  const auto log_evaluations = [&] {
+    log::info(evaluation->describe());
+    if (test_evaluation->enabled() || !test_evaluation->skipped_because().empty()) {
+      log::info(test_evaluation->describe());
+    }
+  };
+
   TrainSummary summary;
   summary.start_step = loaded ? loaded->state.steps_done : 0;
   if (skip_train) {
     summary.steps_done = summary.start_step;
     log::info(describe_model(config));
     if (run.tokenizer) log::info("tokenizer: " + run.tokenizer->describe());
-    log::info(evaluation->describe());
-    if (test_evaluation->enabled() || !test_evaluation->skipped_because().empty()) {
-      log::info(test_evaluation->describe());
-    }
+    log_evaluations();
     std::unique_ptr<TrainingBackend> backend;
     with_host_allocation(cpu_backend ? "the CPU backend's model" : "the GPU backend's host buffers",
                          [&] { backend = make_backend(config, options.force_cpu, distributed); });
@@ -213,10 +218,7 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
                         static_cast<long long>(model.vocab_size)));
   }
   log::info("data: " + data->loader().describe());
-  log::info(evaluation->describe());
-  if (test_evaluation->enabled() || !test_evaluation->skipped_because().empty()) {
-    log::info(test_evaluation->describe());
-  }
+  log_evaluations();
 
   std::unique_ptr<TrainingBackend> backend;
   with_host_allocation(cpu_backend ? "the CPU backend's model (weights, gradients, Adam moments, activations)"

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -21,7 +20,6 @@
 #include "cuda/device.h"
 #include "data/batch.h"
 #include "data/blended_dataset.h"
-#include "data/indexed_dataset.h"
 #include "model/cpu_model.h"
 #include "test_dir.h"
 #include "test_util.h"
@@ -30,6 +28,7 @@
 #include "train/evaluation.h"
 #include "train/gpu_backend.h"
 #include "train/mock_training.h"
+#include "train/random_corpus.h"
 #include "train/trainer.h"
 
 namespace sg::train {
@@ -156,16 +155,8 @@ TEST_F(EvaluationGpu, AgreesWithTheCpuTwinAtTheSameWeights) {
 TEST_F(EvaluationGpu, SkipTrainAndTheTestSplitGiveTheTrainingRunsLossesBitForBit) {
   const std::filesystem::path dir =
       test::fresh_test_dir("evaluation_gpu_skip_train", std::filesystem::temp_directory_path());
-  {
-    data::IndexedDatasetWriter w((dir / "corpus").string(), data::TokenDtype::uint16);
-    std::mt19937 rng(11);
-    for (int d = 0; d < 400; ++d) {
-      std::vector<int32_t> doc(50 + rng() % 300);
-      for (int32_t& t : doc) t = static_cast<int32_t>(rng() % 8000);
-      w.add_document(doc);
-    }
-    w.finalize();
-  }
+  test::write_random_corpus((dir / "corpus").string(),
+                            {.documents = 400, .min_tokens = 50, .max_tokens = 349, .vocab = 8000, .seed = 11});
   const auto text = [](double v) {
     char out[40];
     std::snprintf(out, sizeof out, "%.17g", v);

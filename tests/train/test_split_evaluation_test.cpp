@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "data/indexed_dataset.h"
 #include "test_dir.h"
 #include "test_util.h"
+#include "train/random_corpus.h"
 #include "train/trainer.h"
 
 namespace sg::train {
@@ -28,14 +28,8 @@ class TestSplitEvaluation : public ::testing::Test {
   void SetUp() override {
     dir_ = test::fresh_test_dir("test_split_evaluation_test", fs::current_path());
     // 120 documents of 20 to 80 tokens below the model's 256.
-    data::IndexedDatasetWriter w((dir_ / "corpus").string(), data::TokenDtype::uint16);
-    std::mt19937 rng(7);
-    for (int d = 0; d < 120; ++d) {
-      std::vector<int32_t> doc(20 + rng() % 61);
-      for (int32_t& t : doc) t = static_cast<int32_t>(rng() % 256);
-      w.add_document(doc);
-    }
-    w.finalize();
+    test::write_random_corpus((dir_ / "corpus").string(),
+                              {.documents = 120, .min_tokens = 20, .max_tokens = 80, .vocab = 256, .seed = 7});
   }
   void TearDown() override {
     if (!HasFailure()) fs::remove_all(dir_);
