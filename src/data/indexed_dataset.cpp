@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "data/token_scan.h"
 
 namespace sg::data {
 
@@ -309,46 +310,44 @@ std::string IndexedDataset::remake_hint() const {
 }
 
 void IndexedDataset::scan_tokens(int64_t vocab_size) {
-  int64_t lo = std::numeric_limits<int64_t>::max();
-  int64_t hi = std::numeric_limits<int64_t>::min();
-  const uint64_t item = token_dtype_size(dtype_);
-  for (uint64_t s = 0; s < num_sequences_; ++s) {
-    const int64_t offset = sequence_offset(s), length = sequence_length(s);
-    const uint8_t* p = bin_.data() + offset;
-    int64_t seq_lo = lo, seq_hi = hi;
-    for_each_token(dtype_, p, static_cast<uint64_t>(length), [&](int64_t t) {
-      seq_lo = std::min(seq_lo, t);
-      seq_hi = std::max(seq_hi, t);
-    });
-    const bool bad_high = vocab_size > 0 ? seq_hi >= vocab_size : seq_hi > INT32_MAX;
-    const bool bad_low = vocab_size > 0 ? seq_lo < 0 : seq_lo < INT32_MIN;
-    if (bad_high || bad_low) {
-      // Find the first offending token so the message points at it.
-      for (int64_t i = 0; i < length; ++i) {
-        int64_t t = 0;
-        for_each_token(dtype_, p + i * item, 1, [&](int64_t v) { t = v; });
-        const bool bad =
-            vocab_size > 0 ? (t < 0 || t >= vocab_size) : (t < INT32_MIN || t > INT32_MAX);
-        if (!bad) continue;
-        const std::string limit = vocab_size > 0
-                                      ? strprintf(
-                                            "outside [0, vocab_size=%lld); check the tokenizer and "
-                                            "model.vocab_size",
-                                            static_cast<long long>(vocab_size))
-                                      : std::string("does not fit int32");
-        throw Error(strprintf(
-            "data file %s: token id %lld at sequence %llu, position %lld (byte %lld) "
-            "is %s",
-            bin_.path().c_str(), static_cast<long long>(t), static_cast<unsigned long long>(s),
-            static_cast<long long>(i), static_cast<long long>(offset + i * static_cast<int64_t>(item)), limit.c_str()));
-      }
-    }
-    lo = seq_lo;
-    hi = seq_hi;
+  // validate_index established that the sequences tile the .bin from byte 0 to its end, so the .bin is one array
+  // of num_tokens() tokens in stream order: scanned whole, and a bad id mapped back to its sequence after.
+  const int64_t allowed_min = vocab_size > 0 ? 0 : INT32_MIN;
+  const int64_t allowed_max = vocab_size > 0 ? vocab_size - 1 : INT32_MAX;
+  TokenScanOptions options;
+  options.label = bin_.path();
+  const TokenScan scan = scan_token_array(dtype_, bin_.data(), num_tokens(), allowed_min, allowed_max, options);
+  if (scan.first_bad) {
+    const uint64_t position = *scan.first_bad;
+    const uint64_t s = sequence_holding(position);
+    const std::string limit = vocab_size > 0 ? strprintf(
+                                                   "outside [0, vocab_size=%lld); check the tokenizer and "
+                                                   "model.vocab_size",
+                                                   static_cast<long long>(vocab_size))
+                                             : std::string("does not fit int32");
+    throw Error(strprintf("data file %s: token id %lld at sequence %llu, position %llu (byte %llu) is %s",
+                          bin_.path().c_str(), static_cast<long long>(scan.bad_token),
+                          static_cast<unsigned long long>(s),
+                          static_cast<unsigned long long>(position - token_start(s)),
+                          static_cast<unsigned long long>(position * token_dtype_size(dtype_)), limit.c_str()));
   }
-  if (num_tokens() == 0) lo = hi = 0;
-  min_token_ = lo;
-  max_token_ = hi;
+  min_token_ = scan.min_token;
+  max_token_ = scan.max_token;
+}
+
+uint64_t IndexedDataset::sequence_holding(uint64_t position) const {
+  // The last s with token_start(s) <= position (so empty sequences are skipped), by bisection over s in [0, S]
+  // (token_start(S) is num_tokens()).
+  uint64_t lo = 0, hi = num_sequences_ + 1;  // the first s with token_start(s) > position lies in [lo, hi]
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (token_start(mid) <= position) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo - 1;
 }
 
 std::vector<int32_t> IndexedDataset::sequence(uint64_t s) const {
@@ -366,18 +365,7 @@ void IndexedDataset::read_tokens(uint64_t start, uint64_t count, int32_t* out) c
                      prefix_.c_str(), static_cast<unsigned long long>(start),
                      static_cast<unsigned long long>(start + count),
                      static_cast<unsigned long long>(num_tokens())));
-  // The sequence holding `start`: the last s with token_start(s) <= start (skipping empty ones), by bisection
-  // over s in [0, S] (token_start(S) is num_tokens()).
-  uint64_t lo = 0, hi = num_sequences_ + 1;  // the first s with token_start(s) > start lies in [lo, hi]
-  while (lo < hi) {
-    const uint64_t mid = lo + (hi - lo) / 2;
-    if (token_start(mid) <= start) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  uint64_t s = lo - 1;
+  uint64_t s = sequence_holding(start);
   uint64_t pos = start - token_start(s);
   uint64_t written = 0;
   while (written < count) {

@@ -57,8 +57,9 @@ std::string bin_path(const std::string& prefix);    // PREFIX.bin
 
 class IndexedDataset {
  public:
-  // Opens and validates PREFIX.idx / PREFIX.bin and scans every token once (min/max id). With
-  // vocab_size > 0, a token id outside [0, vocab_size) is an error naming the file and position.
+  // Opens and validates PREFIX.idx / PREFIX.bin and scans every token once (min/max id; data/token_scan.h: a few
+  // threads for a large .bin, progress lines when it runs long). With vocab_size > 0, a token id outside
+  // [0, vocab_size) is an error naming the file and the first such token's sequence, position and byte.
   static IndexedDataset open(const std::string& prefix, int64_t vocab_size = 0);
 
   const std::string& prefix() const { return prefix_; }
@@ -89,6 +90,7 @@ class IndexedDataset {
   void validate_index();
   void check_sequences_tile_bin(const char* index_file) const;
   uint64_t token_start(uint64_t s) const;   // stream position of sequence s's first token; S gives num_tokens()
+  uint64_t sequence_holding(uint64_t position) const;  // the sequence of stream position < num_tokens()
   std::string described_bin_bytes() const;  // the .bin size the .idx expects, for messages
   std::string remake_hint() const;          // how to get a matching pair again
   void scan_tokens(int64_t vocab_size);
