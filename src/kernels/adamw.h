@@ -19,11 +19,12 @@
 
 namespace sg::kernels {
 
+// The weight decay is no constant of the run: optimizer_step_scalars computes it from the step (Megatron's
+// schedule, kernels/weight_decay_schedule.h) into AdamWStepConstants::decay_factor.
 struct AdamWHyperparams {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float eps = 1e-8f;
-  float weight_decay = 0.0f;
 };
 
 // The update's step-dependent constants, from lr and t (the 1-based update), computed as the CPU twin does
@@ -31,7 +32,7 @@ struct AdamWHyperparams {
 struct AdamWStepConstants {
   float step_size = 0.0f;              // lr / (1 - beta1^t)
   float bias_correction2_sqrt = 1.0f;  // sqrt(1 - beta2^t)
-  float decay_factor = 1.0f;           // 1 - lr * weight_decay (fp32), applied to elements [0, n_decay)
+  float decay_factor = 1.0f;           // 1 - lr * weight_decay (fp32, this update's decay), on elements [0, n_decay)
 };
 
 struct AdamWParams {
@@ -46,7 +47,7 @@ struct AdamWParams {
   int64_t n_decay = 0;
   const AdamWStepConstants* step_constants = nullptr;  // device (optimizer_step_scalars writes them)
   const float* grad_scale = nullptr;  // device scalar (clip coefficient); nullptr means 1
-  // Plan-time constants: beta1, beta2 and eps here (weight_decay is in step_constants' decay_factor).
+  // Plan-time constants: beta1, beta2 and eps (the weight decay is in step_constants' decay_factor).
   AdamWHyperparams hyper;
 };
 

@@ -2,7 +2,8 @@
 // Kernel and launch sequence of optimizer_step_scalars (kernels/optimizer_step_scalars.h), written over a
 // launch policy so the CPU emulator of the tests runs the same code as the launcher (detail::CudaLaunch).
 // The formulas are those of the kernels this one replaced (grad-norm finalize, loss check, lr schedule,
-// AdamW's per-thread bias corrections, step increment), expression for expression, so the bits are too.
+// AdamW's per-thread bias corrections, step increment), expression for expression, so the bits are too; the
+// weight decay's is ref::weight_decay_at's (reference/weight_decay_schedule.h).
 #include <cmath>
 
 #include "core/error.h"
@@ -16,7 +17,7 @@ SG_EMULATED_NAMESPACE_BEGIN
 inline constexpr int kThreads = kGradNormPartials;  // one partial per thread
 inline constexpr int kWarps = kThreads / 32;
 static_assert(kThreads == 1024, "one block of 1024 threads sums the partials (cub::BlockReduce<double, 1024>'s order)");
-// Lane 0 of warp 1: computes the loss flag, lr, AdamW's constants and the counter while thread 0 adds the
+// Lane 0 of warp 1: computes the loss flag, lr, weight decay, AdamW's constants and the counter while thread 0 adds the
 // warp sums.
 inline constexpr int kScheduleThread = 32;
 // Threads kRngFirstThread.. advance one RNG state each (warps 16..31, idle but for the block sum).
@@ -70,12 +71,23 @@ SG_DEVICE float scheduled_lr(const LrScheduleConfig& s, int64_t step) {
   return static_cast<float>(min_lr + (lr - min_lr) * 0.5 * (1.0 + cos(kPi * progress)));
 }
 
+// steps_done = optimizer steps done so far; see kernels/weight_decay_schedule.h (ref::weight_decay_at).
+SG_DEVICE float scheduled_weight_decay(const WeightDecayScheduleConfig& s, int64_t steps_done) {
+  if (s.style == WeightDecayScheduleConfig::Style::constant) return static_cast<float>(s.start);
+  // n > incr_samples without forming n (steps_done * samples_per_step may not fit in int64 far past the end).
+  if (steps_done > s.incr_samples / s.samples_per_step) return static_cast<float>(s.end);
+  const double ratio = static_cast<double>(steps_done * s.samples_per_step) / static_cast<double>(s.incr_samples);
+  const double coeff =
+      s.style == WeightDecayScheduleConfig::Style::linear ? ratio : 0.5 * (cos(kPi * (1.0 - ratio)) + 1.0);
+  return static_cast<float>(s.start + coeff * (s.end - s.start));
+}
+
 // Update t (1-based): bias corrections in fp64, rounded to fp32 (ref::adamw_step_constants).
-SG_DEVICE AdamWStepConstants adamw_step_constants(float lr, int64_t t, const AdamWHyperparams& h) {
+SG_DEVICE AdamWStepConstants adamw_step_constants(float lr, int64_t t, const AdamWHyperparams& h, float weight_decay) {
   const double td = static_cast<double>(t);
   return {.step_size = static_cast<float>(lr / (1.0 - pow(static_cast<double>(h.beta1), td))),
           .bias_correction2_sqrt = static_cast<float>(sqrt(1.0 - pow(static_cast<double>(h.beta2), td))),
-          .decay_factor = 1.0f - lr * h.weight_decay};
+          .decay_factor = 1.0f - lr * weight_decay};
 }
 
 // Norm, clip coefficient (ref::clip_coefficient: a non-finite norm -> 1) and the sticky flag.
@@ -96,7 +108,8 @@ SG_DEVICE void write_schedule(const OptimizerStepScalarsParams& p) {
   const int64_t steps_done = *p.step_counter;
   const float lr = scheduled_lr(p.schedule, steps_done);
   *p.lr = lr;
-  *p.adamw_constants = adamw_step_constants(lr, steps_done + 1, p.adamw);
+  *p.adamw_constants =
+      adamw_step_constants(lr, steps_done + 1, p.adamw, scheduled_weight_decay(p.weight_decay, steps_done));
   *p.step_counter = steps_done + 1;
 }
 
@@ -140,6 +153,11 @@ void run(const Launch& launch, const OptimizerStepScalarsParams& p) {
   SG_CHECK(p.schedule.warmup_iters >= 0 && p.schedule.decay_iters >= 0,
            strprintf("optimizer_step_scalars: lr schedule warmup_iters=%lld and decay_iters=%lld must be >= 0",
                      static_cast<long long>(p.schedule.warmup_iters), static_cast<long long>(p.schedule.decay_iters)));
+  const WeightDecayScheduleConfig& wd = p.weight_decay;
+  SG_CHECK(wd.style == WeightDecayScheduleConfig::Style::constant || (wd.incr_samples > 0 && wd.samples_per_step > 0),
+           strprintf("optimizer_step_scalars: a changing weight-decay schedule needs incr_samples=%lld and "
+                     "samples_per_step=%lld > 0",
+                     static_cast<long long>(wd.incr_samples), static_cast<long long>(wd.samples_per_step)));
   SG_CHECK(p.rng_count >= 0 && p.rng_count <= kMaxStepScalarsRngStates && (p.rng_count == 0 || p.rng_states),
            strprintf("optimizer_step_scalars: rng_count=%lld (0 to %lld, with rng_states a device pointer)",
                      static_cast<long long>(p.rng_count), static_cast<long long>(kMaxStepScalarsRngStates)));

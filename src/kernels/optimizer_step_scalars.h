@@ -6,8 +6,9 @@
 //      cub::BlockReduce<double, 1024>), rounded to fp32; clip coefficient as ref::clip_coefficient; the
 //      sticky grad non-finite flag (ddp.check_for_nan_in_grad);
 //   2. the sticky loss non-finite flag (rerun_state_machine.check_for_nan_in_loss) for the step loss;
-//   3. lr = the schedule at step = *step_counter (steps done so far), fp64 rounded to fp32;
-//   4. AdamW's constants for update t = steps done + 1 (kernels/adamw.h AdamWStepConstants);
+//   3. lr and weight decay = their schedules at step = *step_counter (steps done so far), fp64 rounded to fp32;
+//   4. AdamW's constants for update t = steps done + 1 (kernels/adamw.h AdamWStepConstants), its decay factor
+//      from that weight decay;
 //   5. *step_counter += 1;
 //   6. the RNG trackers' advance after the step's last microbatch (cuda/rng_tracker.h): offset += by for each
 //      state, folded in here because nothing between the last microbatch and this launch draws numbers.
@@ -21,6 +22,7 @@
 #include "kernels/adamw.h"
 #include "kernels/grad_norm.h"
 #include "kernels/lr_schedule.h"
+#include "kernels/weight_decay_schedule.h"
 
 namespace sg::kernels {
 
@@ -34,9 +36,10 @@ struct OptimizerStepScalarsParams {
   // The loss check.
   const float* loss = nullptr;        // device scalar: the step loss, final (summed over ranks)
   int32_t* loss_nonfinite = nullptr;  // device flag: set to 1 when the loss is NaN/inf, never cleared here
-  // Learning rate and AdamW's constants, from the steps done.
+  // Learning rate, weight decay and AdamW's constants, from the steps done.
   LrScheduleConfig schedule;                      // plan-time
-  AdamWHyperparams adamw;                         // plan-time: beta1, beta2, weight_decay used here
+  WeightDecayScheduleConfig weight_decay;         // plan-time
+  AdamWHyperparams adamw;                         // plan-time: beta1, beta2 used here
   int64_t* step_counter = nullptr;                // device scalar IN: steps done; OUT: steps done + 1
   float* lr = nullptr;                            // device scalar OUT: the lr of this step's update
   AdamWStepConstants* adamw_constants = nullptr;  // device OUT: for adamw_step's update t = steps done + 1

@@ -10,6 +10,7 @@
 #include "model/dropout_sites.h"
 #include "model/init.h"
 #include "model/layer_registry.h"
+#include "model/weight_decay_schedule.h"
 #include "reference/adamw.h"
 #include "reference/cross_entropy.h"
 #include "reference/dropout.h"
@@ -18,6 +19,7 @@
 #include "reference/linear.h"
 #include "reference/lr_schedule.h"
 #include "reference/rmsnorm.h"
+#include "reference/weight_decay_schedule.h"
 
 namespace sg::model {
 
@@ -276,7 +278,8 @@ CpuStepResult CpuModel::train_step(const HostBatch& batch) {
   adam.beta1 = static_cast<float>(optimizer_.adam_beta1);
   adam.beta2 = static_cast<float>(optimizer_.adam_beta2);
   adam.eps = static_cast<float>(optimizer_.adam_eps);
-  adam.weight_decay = static_cast<float>(optimizer_.weight_decay);
+  adam.weight_decay =
+      ref::weight_decay_at(weight_decay_schedule<ref::WeightDecaySchedule>(optimizer_, batch_), steps_done_);
   adam.exp_avg_bf16 = optimizer_.exp_avg_dtype == kernels::FloatDtype::bf16;
   adam.exp_avg_sq_bf16 = optimizer_.exp_avg_sq_dtype == kernels::FloatDtype::bf16;
   const int64_t n_decay = layout_.num_decay(), n = layout_.total();

@@ -101,8 +101,10 @@ struct BatchSpec {
 };
 
 // Optimizer and LR schedule of the training step (Megatron-Bridge optimizer.* / scheduler.* keys).
-// Plan-time constants of the step: only the lr (from the device step counter) changes between steps.
+// Plan-time constants of the step: only the lr and the weight decay (from the device step counter) change
+// between steps.
 enum class LrDecayStyle : uint8_t { constant, linear, cosine };
+enum class WeightDecayIncrStyle : uint8_t { constant, linear, cosine };
 
 struct OptimizerSpec {
   double lr = 3e-4;         // optimizer.lr: peak, after warmup
@@ -110,7 +112,14 @@ struct OptimizerSpec {
   int64_t lr_warmup_iters = 0;  // scheduler.lr_warmup_iters
   int64_t lr_decay_iters = 0;   // scheduler.lr_decay_iters: absolute step where the decay ends
   LrDecayStyle lr_decay_style = LrDecayStyle::constant;  // scheduler.lr_decay_style
-  double weight_decay = 0.01;  // optimizer.weight_decay (matrices only, see model/param_builder.h)
+  // AdamW's decay (matrices only, see model/param_builder.h): Megatron's schedule (scheduler.start_weight_decay,
+  // end_weight_decay, weight_decay_incr_style; kernels/weight_decay_schedule.h). constant: weight_decay at every
+  // step; linear, cosine: from weight_decay to end_weight_decay over weight_decay_incr_samples samples, each step
+  // counting the global batch.
+  double weight_decay = 0.01;  // the first step's: scheduler.start_weight_decay, null = optimizer.weight_decay
+  WeightDecayIncrStyle weight_decay_incr_style = WeightDecayIncrStyle::constant;
+  double end_weight_decay = 0.0;          // linear, cosine
+  int64_t weight_decay_incr_samples = 0;  // linear, cosine: Megatron's wd_incr_steps (> 0)
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.95;
   double adam_eps = 1e-8;

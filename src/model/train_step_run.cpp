@@ -15,10 +15,12 @@
 #include "kernels/optimizer_step_scalars.h"
 #include "kernels/partial_sums.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/weight_decay_schedule.h"
 #include "model/attention_dropout_seeds.h"
 #include "model/dropout_sites.h"
 #include "model/gradient_readiness.h"
 #include "model/train_step.h"
+#include "model/weight_decay_schedule.h"
 
 namespace sg::model {
 
@@ -74,9 +76,10 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
   if (reducer_) reducer_->reduce_norm_partials(stream);  // the shards' sums of squares, over ranks
   const kernels::AdamWHyperparams adam_hyper{.beta1 = static_cast<float>(optimizer_.adam_beta1),
                                              .beta2 = static_cast<float>(optimizer_.adam_beta2),
-                                             .eps = static_cast<float>(optimizer_.adam_eps),
-                                             .weight_decay = static_cast<float>(optimizer_.weight_decay)};
-  // Norm, clip coefficient, both NaN flags, lr, AdamW's constants, steps done + 1, the RNG advance: one launch.
+                                             .eps = static_cast<float>(optimizer_.adam_eps)};
+  // Norm, clip coefficient, both NaN flags, lr, weight decay, AdamW's constants, steps done + 1, the RNG advance:
+  // one launch.
+  const auto weight_decay = weight_decay_schedule<kernels::WeightDecayScheduleConfig>(optimizer_, batch_);
   kernels::optimizer_step_scalars(stream, {.norm_partials = grad_norm_partials_,
                                            .max_norm = static_cast<float>(optimizer_.clip_grad),
                                            .grad_norm = &scalars_->grad_norm,
@@ -85,6 +88,7 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
                                            .loss = &scalars_->loss,
                                            .loss_nonfinite = &scalars_->loss_nonfinite,
                                            .schedule = lr_schedule(optimizer_),
+                                           .weight_decay = weight_decay,
                                            .adamw = adam_hyper,
                                            .step_counter = &scalars_->steps_done,
                                            .lr = &scalars_->lr,

@@ -9,7 +9,7 @@ struct AdamWConfig {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float eps = 1e-8f;
-  float weight_decay = 0.0f;
+  float weight_decay = 0.0f;  // this update's (weight_decay_at of reference/weight_decay_schedule.h)
   // Moments stored in bf16 (kernels::FloatDtype::bf16): each new moment is rounded to nearest even
   // after the weight update has used its fp32 value.
   bool exp_avg_bf16 = false;

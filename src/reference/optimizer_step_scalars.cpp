@@ -25,7 +25,9 @@ double sum_norm_partials(const double* partials, int64_t n) {
 }
 
 OptimizerStepScalars optimizer_step_scalars(const double* partials, int64_t n, float max_norm, float loss,
-                                            const LrSchedule& schedule, int64_t steps_done, const AdamWConfig& config) {
+                                            const LrSchedule& schedule,
+                                            const WeightDecaySchedule& weight_decay_schedule, int64_t steps_done,
+                                            AdamWConfig config) {
   OptimizerStepScalars out;
   const double norm = std::sqrt(sum_norm_partials(partials, n));
   out.grad_norm = static_cast<float>(norm);
@@ -33,6 +35,8 @@ OptimizerStepScalars optimizer_step_scalars(const double* partials, int64_t n, f
   out.grad_nonfinite = !std::isfinite(out.grad_norm);
   out.loss_nonfinite = !std::isfinite(loss);
   out.lr = lr_at(schedule, steps_done);
+  out.weight_decay = weight_decay_at(weight_decay_schedule, steps_done);
+  config.weight_decay = out.weight_decay;
   out.adamw = adamw_step_constants(out.lr, steps_done + 1, config);
   return out;
 }

@@ -1,11 +1,12 @@
 #pragma once
 // CPU twin of src/kernels/optimizer_step_scalars: the optimizer's per-step scalars from the gradient
 // norm's partial sums, the step loss and the steps done (the formulas of reference/grad_norm.h,
-// reference/lr_schedule.h and reference/adamw.h).
+// reference/lr_schedule.h, reference/weight_decay_schedule.h and reference/adamw.h).
 #include <cstdint>
 
 #include "reference/adamw.h"
 #include "reference/lr_schedule.h"
+#include "reference/weight_decay_schedule.h"
 
 namespace sg::ref {
 
@@ -19,10 +20,14 @@ struct OptimizerStepScalars {
   bool grad_nonfinite = false;    // the norm is NaN/inf
   bool loss_nonfinite = false;    // the loss is NaN/inf
   float lr = 0.0f;                // lr_at(schedule, steps_done)
-  AdamWStepConstants adamw;       // adamw_step_constants(lr, steps_done + 1, config)
+  float weight_decay = 0.0f;      // weight_decay_at(weight_decay_schedule, steps_done)
+  AdamWStepConstants adamw;       // adamw_step_constants(lr, steps_done + 1, config with that weight_decay)
 };
 
+// config's betas (its weight_decay is the schedule's at steps_done).
 OptimizerStepScalars optimizer_step_scalars(const double* partials, int64_t n, float max_norm, float loss,
-                                            const LrSchedule& schedule, int64_t steps_done, const AdamWConfig& config);
+                                            const LrSchedule& schedule,
+                                            const WeightDecaySchedule& weight_decay_schedule, int64_t steps_done,
+                                            AdamWConfig config);
 
 }  // namespace sg::ref

@@ -18,7 +18,11 @@ model::OptimizerSpec optimizer_spec(const config::Config& config) {
   model::OptimizerSpec o;
   o.lr = config.optimizer.lr.value_or(o.lr);
   o.min_lr = config.optimizer.min_lr;
-  o.weight_decay = config::effective_weight_decay(config);  // the schedule's, when set
+  // Megatron's weight-decay schedule (its keys, when set, replace optimizer.weight_decay).
+  o.weight_decay = config::start_weight_decay(config);
+  o.weight_decay_incr_style = config::weight_decay_incr_style(config);
+  o.end_weight_decay = config::end_weight_decay(config);
+  o.weight_decay_incr_samples = config::weight_decay_incr_samples(config);
   o.adam_beta1 = config.optimizer.adam_beta1;
   o.adam_beta2 = config.optimizer.adam_beta2;
   o.adam_eps = config.optimizer.adam_eps;

@@ -28,12 +28,17 @@ using checkpoint::TensorRef;
 
 // The canonical text as it was before keys were added whose reset values it holds, so checkpoints saved then hash as
 // the same configuration: the validation section's two keys were the train section's last ones, and the
-// weight-decay schedule's keys (folded into optimizer.weight_decay) and tokenizer.use_tokenizer_vocab_size (whose
-// effect is model.vocab_size's value) and the sample-based lengths (folded into the steps) did not exist.
-std::string as_before_newer_keys(std::string text) {
-  for (const char* line : {"  start_weight_decay: null\n", "  end_weight_decay: null\n",
-                           "  weight_decay_incr_style: constant\n", "  use_tokenizer_vocab_size: false\n",
-                           "  train_samples: null\n", "  lr_warmup_samples: 0\n", "  lr_decay_samples: null\n"}) {
+// weight-decay schedule's keys (a constant one folded into optimizer.weight_decay) and
+// tokenizer.use_tokenizer_vocab_size (whose effect is model.vocab_size's value) and the sample-based lengths (folded
+// into the steps) did not exist.
+std::string as_before_newer_keys(std::string text, bool weight_decay_folded) {
+  std::vector<const char*> lines = {"  use_tokenizer_vocab_size: false\n", "  train_samples: null\n",
+                                    "  lr_warmup_samples: 0\n", "  lr_decay_samples: null\n"};
+  if (weight_decay_folded) {
+    lines.insert(lines.end(), {"  start_weight_decay: null\n", "  end_weight_decay: null\n",
+                               "  weight_decay_incr_style: constant\n"});
+  }
+  for (const char* line : lines) {
     const size_t at = text.find(line);
     SG_CHECK(at != std::string::npos, std::string("canonical_config: no line ") + line);
     text.erase(at, std::strlen(line));
@@ -64,14 +69,24 @@ std::string canonical_config(const config::Config& config) {
   c.scheduler.bridge_inert = {};
   c.dataset.bridge_inert = {};
   c.rng.bridge_inert = {};
+  c.mixed_precision = {};  // Bridge keys too; validate copied the one with an effect over ddp's (not hashed either)
   // Evaluation reads validation data only: the training's numbers do not depend on it.
   c.validation = {};
   c.dataset.valid_data_path.clear();
-  // The schedule the step accepts is one decay (config/weight_decay.h): hashed as that optimizer.weight_decay.
-  c.optimizer.weight_decay = config::effective_weight_decay(config);
-  c.scheduler.start_weight_decay.reset();
-  c.scheduler.end_weight_decay.reset();
-  c.scheduler.weight_decay_incr_style = config::SchedulerConfig{}.weight_decay_incr_style;
+  // A constant weight-decay schedule is one decay (config/weight_decay.h): hashed as that optimizer.weight_decay,
+  // as before the schedule's keys. A changing one as its resolved start and end (optimizer.weight_decay then has no
+  // effect) and style, and its length below.
+  const bool decay_changes = config::weight_decay_changes(config);
+  if (decay_changes) {
+    c.scheduler.start_weight_decay = config::start_weight_decay(config);
+    c.scheduler.end_weight_decay = config::end_weight_decay(config);
+    c.optimizer.weight_decay = config::OptimizerConfig{}.weight_decay;
+  } else {
+    c.optimizer.weight_decay = config::start_weight_decay(config);
+    c.scheduler.start_weight_decay.reset();
+    c.scheduler.end_weight_decay.reset();
+    c.scheduler.weight_decay_incr_style = config::SchedulerConfig{}.weight_decay_incr_style;
+  }
   c.tokenizer.use_tokenizer_vocab_size = false;  // validate applied it to model.vocab_size
   // Sample-based lengths hash as the steps they are (validate derived lr_decay_iters from them).
   c.scheduler.lr_warmup_iters = config::resolved_lr_warmup_iters(config);
@@ -89,7 +104,13 @@ std::string canonical_config(const config::Config& config) {
   c.model.use_te_rng_tracker = false;
   c.rng.te_rng_tracker = false;
   c.source.clear();
-  return as_before_newer_keys(config::emit_yaml(c));
+  std::string text = as_before_newer_keys(config::emit_yaml(c), !decay_changes);
+  // train_iters is left out above, but a changing decay's length (train_iters x global batch, or train_samples)
+  // decides every step's decay.
+  if (decay_changes) {
+    text += strprintf("wd_incr_steps: %lld\n", static_cast<long long>(config::weight_decay_incr_samples(config)));
+  }
+  return text;
 }
 
 template <class Ref, class Ptr>

@@ -94,11 +94,28 @@ std::string describe_batch(const config::Config& config) {
       total_tokens_text(steps, tokens).c_str());
 }
 
+namespace {
+
+// The decay, or how Megatron's schedule changes it: "0 to 0.1, linear over 1000 steps".
+std::string describe_weight_decay(const config::Config& config) {
+  const double start = config::start_weight_decay(config);
+  if (!config::weight_decay_changes(config)) return strprintf("%g", start);
+  const int64_t samples = config::weight_decay_incr_samples(config);
+  const int64_t gbs = config.train.global_batch_size.value_or(0);
+  const std::string length = gbs > 0 && samples % gbs == 0
+                                 ? strprintf("%lld steps", static_cast<long long>(samples / gbs))
+                                 : strprintf("%lld samples", static_cast<long long>(samples));
+  return strprintf("%g to %g, %s over %s", start, config::end_weight_decay(config),
+                   config.scheduler.weight_decay_incr_style.c_str(), length.c_str());
+}
+
+}  // namespace
+
 std::string describe_optimizer(const config::Config& config) {
   const config::OptimizerConfig& o = config.optimizer;
   std::string text = strprintf(
-      "optimizer: AdamW (betas %g, %g; eps %g; weight decay %g; clip %g); fp32 master weights, %s", o.adam_beta1,
-      o.adam_beta2, o.adam_eps, config::effective_weight_decay(config), o.clip_grad,
+      "optimizer: AdamW (betas %g, %g; eps %g; weight decay %s; clip %g); fp32 master weights, %s", o.adam_beta1,
+      o.adam_beta2, o.adam_eps, describe_weight_decay(config).c_str(), o.clip_grad,
       config.ddp.grad_reduce_in_fp32 ? "fp32 gradients"
                                      : "bf16 gradients (ddp.grad_reduce_in_fp32=false: summed in fp32, rounded where "
                                        "stored, as PyTorch's autocast rounds its weight gradients; reduced in bf16)");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/validate.h"
+#include "core/error.h"
 #include "validation_report_text.h"
 
 namespace sg::config {
@@ -22,10 +23,12 @@ Config with(const std::vector<std::string>& overrides) {
 }
 
 TEST(WeightDecaySchedule, TheSchedulesValueReplacesOptimizerWeightDecay) {
-  EXPECT_DOUBLE_EQ(effective_weight_decay(with({"optimizer.weight_decay=0.1"})), 0.1);
+  EXPECT_DOUBLE_EQ(start_weight_decay(with({"optimizer.weight_decay=0.1"})), 0.1);
+  EXPECT_DOUBLE_EQ(end_weight_decay(with({"optimizer.weight_decay=0.1"})), 0.1);
   const Config bridge =
       with({"optimizer.weight_decay=0.1", "scheduler.start_weight_decay=0.033", "scheduler.end_weight_decay=0.033"});
-  EXPECT_DOUBLE_EQ(effective_weight_decay(bridge), 0.033);
+  EXPECT_DOUBLE_EQ(start_weight_decay(bridge), 0.033);
+  EXPECT_DOUBLE_EQ(end_weight_decay(bridge), 0.033);
   EXPECT_FALSE(weight_decay_changes(bridge));
   const ValidationReport r = validate(bridge);
   EXPECT_TRUE(r.ok()) << describe(r);
@@ -37,6 +40,40 @@ TEST(WeightDecaySchedule, TheSchedulesValueReplacesOptimizerWeightDecay) {
                                     std::string("scheduler.weight_decay_incr_style=") + style});
     EXPECT_TRUE(same.ok() && unimplemented_features(same.config).empty()) << style << describe(same);
   }
+}
+
+// A null end is optimizer.weight_decay, so a start alone below it makes a schedule (linear or cosine) that rises to it.
+TEST(WeightDecaySchedule, ANullEndIsOptimizerWeightDecay) {
+  const Config c = with(
+      {"optimizer.weight_decay=0.1", "scheduler.start_weight_decay=0.0", "scheduler.weight_decay_incr_style=linear"});
+  EXPECT_DOUBLE_EQ(start_weight_decay(c), 0.0);
+  EXPECT_DOUBLE_EQ(end_weight_decay(c), 0.1);
+  EXPECT_TRUE(weight_decay_changes(c));
+  EXPECT_EQ(weight_decay_incr_style(c), model::WeightDecayIncrStyle::linear);
+}
+
+// Bridge's wd_incr_steps: train_iters x global_batch_size, or train_samples with sample-based training.
+TEST(WeightDecaySchedule, TheLengthIsTheRunsInSamples) {
+  const Config iters =
+      validate(with({"train.train_iters=50", "train.global_batch_size=8", "train.micro_batch_size=2"})).config;
+  EXPECT_EQ(weight_decay_incr_iters(iters), 50);
+  EXPECT_EQ(weight_decay_incr_samples(iters), 400);
+  const ValidationReport samples = validate(with(
+      {"train.train_iters=null", "train.train_samples=403", "train.global_batch_size=8", "train.micro_batch_size=2",
+       "scheduler.lr_warmup_iters=0", "scheduler.lr_decay_iters=null", "scheduler.lr_decay_samples=400"}));
+  ASSERT_TRUE(samples.ok()) << describe(samples);
+  EXPECT_EQ(weight_decay_incr_iters(samples.config), 50);
+  EXPECT_EQ(weight_decay_incr_samples(samples.config), 403) << "Megatron's ratio counts train_samples, not the steps";
+}
+
+TEST(WeightDecaySchedule, TheStyleNamesAreMegatrons) {
+  EXPECT_EQ(weight_decay_incr_styles(), (std::vector<std::string>{"constant", "linear", "cosine"}));
+  EXPECT_EQ(weight_decay_incr_style(with({})), model::WeightDecayIncrStyle::constant);
+  EXPECT_EQ(weight_decay_incr_style(with({"scheduler.weight_decay_incr_style=cosine"})),
+            model::WeightDecayIncrStyle::cosine);
+  Config c = with({});
+  c.scheduler.weight_decay_incr_style = "exponential";  // validation refuses it first
+  EXPECT_THROW(weight_decay_incr_style(c), Error);
 }
 
 TEST(WeightDecaySchedule, ValidateRefusesWhatMegatronAssertsAgainst) {

@@ -1,7 +1,7 @@
 // GPU AdamW against reference/adamw on fresh random inputs (the step's constants from
 // ref::adamw_step_constants, uploaded); plus the whole optimizer tail (grad-norm partials, the optimizer's
-// per-step scalars: clip, lr, AdamW's constants, step increment; AdamW) captured in a CUDA graph and
-// replayed, against the CPU reference run step by step.
+// per-step scalars: clip, lr, a cosine weight-decay schedule, AdamW's constants, step increment; AdamW) captured
+// in a CUDA graph and replayed, against the CPU reference run step by step.
 // Tolerances: fp32 master weights and moments < kFp32RelTol (1e-5) relative error; the bf16 compute
 // copy must equal bf16(GPU master) exactly. Outputs are poisoned; a second run is bitwise identical.
 #include <gtest/gtest.h>
@@ -20,6 +20,7 @@
 #include "reference/adamw.h"
 #include "reference/grad_norm.h"
 #include "reference/lr_schedule.h"
+#include "reference/weight_decay_schedule.h"
 
 namespace {
 
@@ -75,10 +76,10 @@ TEST_P(AdamWGpu, MatchesReferenceAndDeterministic) {
   const std::vector<float>&master0 = in.master0, &grads = in.grads, &m0 = in.m0, &v0 = in.v0;
   const float lr = 3e-4f, grad_scale = c.with_grad_scale ? 0.37f : 1.0f;
   const int64_t steps_done = 4;  // this update is t = 5
-  const kernels::AdamWHyperparams hyper{0.9f, 0.95f, 1e-8f, 0.1f};
+  const kernels::AdamWHyperparams hyper{0.9f, 0.95f, 1e-8f};
 
   std::vector<float> ref_p = master0, ref_m = m0, ref_v = v0;
-  const ref::AdamWConfig config{hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay};
+  const ref::AdamWConfig config{hyper.beta1, hyper.beta2, hyper.eps, 0.1f};
   reference_update(ref_p, grads, ref_m, ref_v, c.n_decay, lr, grad_scale, steps_done + 1, config);
 
   DeviceBuffer<float> d_master(n), d_grads(n), d_m(n), d_v(n), d_scale(1);
@@ -214,8 +215,8 @@ TEST_P(AdamWBf16MomentsGpu, StorageRoundsOnlyTheMoments) {
   const std::vector<float>&master0 = in.master0, &grads = in.grads;
   const std::vector<float> m0 = round_bf16(in.m0), v0 = round_bf16(in.v0);  // as a bf16 run stores them
   const float lr = 3e-4f, grad_scale = 0.61f;
-  const kernels::AdamWHyperparams hyper{0.9f, 0.95f, 1e-8f, 0.1f};
-  ref::AdamWConfig config{hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay};
+  const kernels::AdamWHyperparams hyper{0.9f, 0.95f, 1e-8f};
+  ref::AdamWConfig config{hyper.beta1, hyper.beta2, hyper.eps, 0.1f};
   DeviceBuffer<float> d_grads(n), d_scale(1);
   DeviceBuffer<kernels::AdamWStepConstants> d_constants(1);
   d_grads.upload(grads);
@@ -320,7 +321,13 @@ INSTANTIATE_TEST_SUITE_P(Sizes, AdamWBf16MomentsGpu,
 TEST(OptimizerTailGraph, ReplaysMatchReferenceSteps) {
   const int64_t n = 100003, n_decay = 60001, replays = 4;
   const float max_norm = 1.0f;
-  const kernels::AdamWHyperparams hyper{0.9f, 0.999f, 1e-8f, 0.01f};
+  const kernels::AdamWHyperparams hyper{0.9f, 0.999f, 1e-8f};
+  // Megatron's schedule from 0.01 to 0.5 over 3 steps: each replay decays by its own step's.
+  const kernels::WeightDecayScheduleConfig decay{.start = 0.01,
+                                                 .end = 0.5,
+                                                 .incr_samples = 3,
+                                                 .samples_per_step = 1,
+                                                 .style = kernels::WeightDecayScheduleConfig::Style::cosine};
   kernels::LrScheduleConfig sched;
   sched.lr = 1e-3f;
   sched.min_lr = 1e-5f;
@@ -358,6 +365,7 @@ TEST(OptimizerTailGraph, ReplaysMatchReferenceSteps) {
                                            .loss = d_loss.get(),
                                            .loss_nonfinite = d_loss_flag.get(),
                                            .schedule = sched,
+                                           .weight_decay = decay,
                                            .adamw = hyper,
                                            .step_counter = d_step.get(),
                                            .lr = d_lr.get(),
@@ -386,7 +394,12 @@ TEST(OptimizerTailGraph, ReplaysMatchReferenceSteps) {
   ref_sched.warmup_iters = sched.warmup_iters;
   ref_sched.decay_iters = sched.decay_iters;
   ref_sched.style = ref::LrSchedule::Style::cosine;
-  const ref::AdamWConfig config{hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay};
+  ref::AdamWConfig config{hyper.beta1, hyper.beta2, hyper.eps};
+  const ref::WeightDecaySchedule ref_decay{.start = decay.start,
+                                           .end = decay.end,
+                                           .incr_samples = decay.incr_samples,
+                                           .samples_per_step = decay.samples_per_step,
+                                           .style = ref::WeightDecaySchedule::Style::cosine};
   std::vector<float> ref_p = master0, ref_m(n, 0.0f), ref_v(n, 0.0f);
   const double ref_norm = ref::grad_global_norm(grads.data(), n);
   const float ref_clip = ref::clip_coefficient(ref_norm, max_norm);
@@ -394,6 +407,7 @@ TEST(OptimizerTailGraph, ReplaysMatchReferenceSteps) {
   float ref_lr = 0.0f;
   for (int64_t step = 0; step < replays; ++step) {
     ref_lr = ref::lr_at(ref_sched, step);
+    config.weight_decay = ref::weight_decay_at(ref_decay, step);
     reference_update(ref_p, grads, ref_m, ref_v, n_decay, ref_lr, ref_clip, step + 1, config);
   }
   EXPECT_EQ(d_step.download()[0], replays);

@@ -3,14 +3,17 @@
 // partial sums (wide magnitudes, so the summation order shows in the bits; zeros; NaN/inf at the first,
 // a middle and the last partial; sums whose fp32 norm or fp64 sum overflow; subnormals) under every clip
 // setting (clipping active, inactive, off with max_norm 0 and < 0) and finite and non-finite losses with
-// the flags set or clear before; and every lr style at the warmup and decay boundaries, counters 0, 1 and
-// 2^40, with two AdamW configurations. The reference is reference/optimizer_step_scalars.h.
+// the flags set or clear before; every lr style at the warmup and decay boundaries, counters 0, 1 and
+// 2^40, with two AdamW configurations; and every weight-decay style (Megatron's schedule) at the start, during,
+// at and past its end, a global batch of 1 and of 3 (a length in samples that is no whole number of steps
+// included). The reference is reference/optimizer_step_scalars.h.
 //
 // Checks: the emulator evaluates the kernel's expressions with the host's math, so everything must equal
 // the reference bit for bit. On the GPU, the norm (fp64 adds in the same order, IEEE sqrt), clip
 // coefficient (IEEE division), flags, counter and AdamW's decay factor (from the GPU's lr) must too; the
 // lr and AdamW's bias corrections go through the device's cos/pow and fused multiply-adds, so they may
-// differ from the host's by one fp32 ulp.
+// differ from the host's by one fp32 ulp, and so may a changing weight decay (its fp64 value rounds to the
+// same fp32 but for a rounding tie), so the decay factor is held to one ulp there.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -35,6 +38,7 @@ struct StepScalarsCase {
   int32_t grad_nonfinite_before = 0, loss_nonfinite_before = 0;
   kernels::LrScheduleConfig schedule;
   kernels::AdamWHyperparams adamw;
+  kernels::WeightDecayScheduleConfig weight_decay;
   int64_t steps_done = 0;
 };
 
@@ -58,13 +62,23 @@ inline ref::LrSchedule to_ref(const kernels::LrScheduleConfig& k) {
                                           : ref::LrSchedule::Style::cosine};
 }
 
+inline ref::WeightDecaySchedule to_ref(const kernels::WeightDecayScheduleConfig& k) {
+  // The same fields, the styles in the same order.
+  return {.start = k.start,
+          .end = k.end,
+          .incr_samples = k.incr_samples,
+          .samples_per_step = k.samples_per_step,
+          .style = static_cast<ref::WeightDecaySchedule::Style>(k.style)};
+}
+
+// The weight decay is the case's schedule's (ref::optimizer_step_scalars sets it).
 inline ref::AdamWConfig to_ref(const kernels::AdamWHyperparams& h) {
-  return {.beta1 = h.beta1, .beta2 = h.beta2, .eps = h.eps, .weight_decay = h.weight_decay};
+  return {.beta1 = h.beta1, .beta2 = h.beta2, .eps = h.eps};
 }
 
 inline ref::OptimizerStepScalars reference(const StepScalarsCase& c) {
   return ref::optimizer_step_scalars(c.partials.data(), static_cast<int64_t>(c.partials.size()), c.max_norm, c.loss,
-                                     to_ref(c.schedule), c.steps_done, to_ref(c.adamw));
+                                     to_ref(c.schedule), to_ref(c.weight_decay), c.steps_done, to_ref(c.adamw));
 }
 
 // Sums of squares spread over ~16 decades: adding them in another order changes the low bits.
@@ -81,7 +95,10 @@ inline kernels::LrScheduleConfig default_schedule() {
           .style = kernels::LrScheduleConfig::Style::cosine};
 }
 
-inline const kernels::AdamWHyperparams kAdamWConfigs[] = {{0.9f, 0.999f, 1e-8f, 0.1f}, {0.9f, 0.95f, 1e-8f, 0.0f}};
+inline const kernels::AdamWHyperparams kAdamWConfigs[] = {{0.9f, 0.999f, 1e-8f}, {0.9f, 0.95f, 1e-8f}};
+// A constant decay of 0.1 and none, alternating with kAdamWConfigs.
+inline const kernels::WeightDecayScheduleConfig kConstantDecays[] = {{.start = 0.1, .end = 0.1},
+                                                                     {.start = 0.0, .end = 0.0}};
 
 // The partial-sum variants x clip settings x losses (the schedule fixed, mid-decay).
 inline std::vector<StepScalarsCase> norm_cases() {
@@ -121,6 +138,7 @@ inline std::vector<StepScalarsCase> norm_cases() {
       c.loss_nonfinite_before = (k / 3) % 2;
       c.schedule = default_schedule();
       c.adamw = kAdamWConfigs[k % 2];
+      c.weight_decay = kConstantDecays[k % 2];
       c.steps_done = 5000 + k;
       cases.push_back(c);
       ++k;
@@ -146,9 +164,44 @@ inline std::vector<StepScalarsCase> schedule_cases() {
         c.partials = partials;
         c.schedule = {.lr = 3e-4f, .min_lr = 3e-5f, .warmup_iters = warmup, .decay_iters = 10000, .style = style};
         c.adamw = kAdamWConfigs[k % 2];
+        c.weight_decay = kConstantDecays[k % 2];
         c.steps_done = step;
         cases.push_back(c);
         ++k;
+      }
+    }
+  }
+  return cases;
+}
+
+// Every weight-decay style from 0.033 to 0.1 over 12 samples, with a global batch of 1 (12 steps) and of 5 (2.4
+// steps, as train_samples 12 that is no whole number of batches): the steps at the start, during, at and past the
+// end, and 2^40; the lr in its warmup and decay.
+inline std::vector<StepScalarsCase> weight_decay_cases() {
+  using Style = kernels::WeightDecayScheduleConfig::Style;
+  StepScalarsCase base;
+  base.partials = wide_partials(5);
+  base.schedule = {.lr = 3e-4f,
+                   .min_lr = 3e-5f,
+                   .warmup_iters = 2,
+                   .decay_iters = 20,
+                   .style = kernels::LrScheduleConfig::Style::cosine};
+  std::vector<StepScalarsCase> cases;
+  for (const Style style : {Style::constant, Style::linear, Style::cosine}) {
+    for (const int64_t batch : {int64_t{1}, int64_t{5}}) {
+      for (const int64_t step : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{11}, int64_t{12},
+                                 int64_t{13}, int64_t{1} << 40}) {
+        StepScalarsCase c = base;
+        c.name = strprintf("wd_style_%d_batch_%lld_step_%lld", static_cast<int>(style), static_cast<long long>(batch),
+                           static_cast<long long>(step));
+        c.adamw = kAdamWConfigs[cases.size() % 2];
+        c.weight_decay = {.start = 0.033,
+                          .end = style == Style::constant ? 0.033 : 0.1,
+                          .incr_samples = 12,
+                          .samples_per_step = batch,
+                          .style = style};
+        c.steps_done = step;
+        cases.push_back(c);
       }
     }
   }
@@ -178,11 +231,21 @@ inline void expect_matches_reference(const StepScalarsCase& c, const StepScalars
   EXPECT_EQ(got.grad_nonfinite, want.grad_nonfinite || c.grad_nonfinite_before ? 1 : 0);
   EXPECT_EQ(got.loss_nonfinite, want.loss_nonfinite || c.loss_nonfinite_before ? 1 : 0);
   EXPECT_EQ(got.step_counter, c.steps_done + 1);
-  // AdamW's constants from the lr the kernel computed (the same lr as the reference's, up to an ulp on the GPU).
-  const ref::AdamWStepConstants from_lr = ref::adamw_step_constants(got.lr, c.steps_done + 1, to_ref(c.adamw));
-  EXPECT_TRUE(same_bits(got.adamw.decay_factor, from_lr.decay_factor))
-      << got.adamw.decay_factor << " vs " << from_lr.decay_factor;
+  // AdamW's constants from the lr the kernel computed (the same lr as the reference's, up to an ulp on the GPU)
+  // and the reference's weight decay.
+  ref::AdamWConfig config = to_ref(c.adamw);
+  config.weight_decay = want.weight_decay;
+  const ref::AdamWStepConstants from_lr = ref::adamw_step_constants(got.lr, c.steps_done + 1, config);
+  if (math == Math::host || c.weight_decay.style == kernels::WeightDecayScheduleConfig::Style::constant) {
+    EXPECT_TRUE(same_bits(got.adamw.decay_factor, from_lr.decay_factor))
+        << got.adamw.decay_factor << " vs " << from_lr.decay_factor;
+  } else {
+    EXPECT_LE(ulps_apart(got.adamw.decay_factor, from_lr.decay_factor), 1)
+        << got.adamw.decay_factor << " vs " << from_lr.decay_factor;
+  }
   if (math == Math::host) {
+    EXPECT_TRUE(same_bits(got.adamw.decay_factor, want.adamw.decay_factor))
+        << got.adamw.decay_factor << " vs " << want.adamw.decay_factor;
     EXPECT_TRUE(same_bits(got.lr, want.lr)) << got.lr << " vs " << want.lr;
     EXPECT_TRUE(same_bits(got.adamw.step_size, want.adamw.step_size))
         << got.adamw.step_size << " vs " << want.adamw.step_size;

@@ -1,7 +1,7 @@
 // The optimizer's per-step scalars kernel (src/kernels/optimizer_step_scalars.cuh), run on the CPU by
 // tests/simt_emulator.h with the launcher's own checks: bit for bit the reference (the formulas of the
-// grad-norm finalize, loss check, lr schedule and AdamW bias corrections it replaced) on the cases of
-// optimizer_step_scalars_case.h, every output poisoned first.
+// grad-norm finalize, loss check, lr schedule and AdamW bias corrections it replaced, and Megatron's weight-decay
+// schedule) on the cases of optimizer_step_scalars_case.h, every output poisoned first.
 #define SG_SIMT_EMULATION 1
 #include <gtest/gtest.h>
 
@@ -31,6 +31,7 @@ kernels::OptimizerStepScalarsParams params_for(const StepScalarsCase& c, const f
           .loss = loss,
           .loss_nonfinite = &r.loss_nonfinite,
           .schedule = c.schedule,
+          .weight_decay = c.weight_decay,
           .adamw = c.adamw,
           .step_counter = &r.step_counter,
           .lr = &r.lr,
@@ -86,6 +87,48 @@ TEST(OptimizerStepScalarsEmulated, BlockSumIsBitwiseTheReferenceOrder) {
   EXPECT_GE(orders_differ, 6) << "the partials must tell summation orders apart";
 }
 
+TEST(OptimizerStepScalarsEmulated, WeightDecayAndAdamWConstantsMatchReferenceBitwise) {
+  for (const StepScalarsCase& c : test::weight_decay_cases()) {
+    test::expect_matches_reference(c, run_emulated(c), test::Math::host);
+  }
+}
+
+// A run's steps, one launch each on the counter the last one advanced: every style's decay factor bitwise the
+// CPU twin's (so the GPU and the CPU backends decay alike), a changing decay's factor changing from step to step.
+TEST(OptimizerStepScalarsEmulated, RepeatedStepsFollowTheWeightDecaySchedule) {
+  using Style = kernels::WeightDecayScheduleConfig::Style;
+  for (const Style style : {Style::constant, Style::linear, Style::cosine}) {
+    StepScalarsCase c = test::weight_decay_cases().front();
+    c.schedule = {.lr = 1e-3f,
+                  .min_lr = 1e-5f,
+                  .warmup_iters = 3,
+                  .decay_iters = 50,
+                  .style = kernels::LrScheduleConfig::Style::cosine};
+    c.weight_decay = {.start = 0.0,
+                      .end = style == Style::constant ? 0.0 : 0.1,
+                      .incr_samples = 40 * 4,
+                      .samples_per_step = 4,
+                      .style = style};
+    StepScalarsResult r{};
+    int changed = 0;
+    float last_decay = 0.0f;
+    for (int64_t step = 0; step < 45; ++step) {
+      kernels::optimizer_scalars::run(emu::Launch{}, params_for(c, &c.loss, r));
+      StepScalarsCase at = c;
+      at.steps_done = step;
+      const ref::OptimizerStepScalars want = test::reference(at);
+      EXPECT_TRUE(test::same_bits(r.adamw.decay_factor, want.adamw.decay_factor))
+          << "style " << static_cast<int>(style) << " step " << step << ": " << r.adamw.decay_factor << " vs "
+          << want.adamw.decay_factor;
+      const float decay = want.weight_decay;
+      changed += step > 0 && decay != last_decay;
+      last_decay = decay;
+    }
+    EXPECT_EQ(last_decay, static_cast<float>(c.weight_decay.end)) << "past the end: the end decay";
+    EXPECT_EQ(changed, style == Style::constant ? 0 : 40) << "style " << static_cast<int>(style);
+  }
+}
+
 TEST(OptimizerStepScalarsEmulated, RepeatedStepsAdvanceTheCounter) {
   StepScalarsCase c = test::schedule_cases().front();
   c.schedule = {.lr = 1e-3f, .min_lr = 0.0f, .warmup_iters = 2, .decay_iters = 6,
@@ -131,6 +174,11 @@ TEST(OptimizerStepScalarsEmulated, LauncherRejectsMissingPointersAndNegativeIter
   EXPECT_NE(test::thrown_message([&] { kernels::optimizer_scalars::run(emu::Launch{}, p); }).find("warmup_iters=-1"),
             std::string::npos);
   p.schedule.warmup_iters = 0;
+  p.weight_decay = {
+      .start = 0.0, .end = 0.1, .incr_samples = 0, .style = kernels::WeightDecayScheduleConfig::Style::linear};
+  EXPECT_NE(test::thrown_message([&] { kernels::optimizer_scalars::run(emu::Launch{}, p); }).find("incr_samples=0"),
+            std::string::npos);
+  p.weight_decay.incr_samples = 10;
   p.rng_count = 2;  // without states
   EXPECT_NE(test::thrown_message([&] { kernels::optimizer_scalars::run(emu::Launch{}, p); }).find("rng_count=2"),
             std::string::npos);

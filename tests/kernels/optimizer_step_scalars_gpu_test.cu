@@ -2,7 +2,7 @@
 // optimizer_step_scalars_case.h (tolerances there: bitwise except the lr and AdamW's bias corrections, one
 // fp32 ulp), every output poisoned first; its block sum of the partials (kernels/optimizer_step_scalars.cuh)
 // bitwise that of cub::BlockReduce<double, 1024>, the grad-norm finalize this kernel replaced, and of the
-// reference; a rerun and a CUDA-graph replay bitwise identical.
+// reference; a rerun and a CUDA-graph replay (its weight decay changing from step to step) bitwise identical.
 #include <cub/block/block_reduce.cuh>
 #include <gtest/gtest.h>
 
@@ -49,6 +49,7 @@ struct DeviceStepScalars {
             .loss = loss.get(),
             .loss_nonfinite = loss_nonfinite.get(),
             .schedule = c.schedule,
+            .weight_decay = c.weight_decay,
             .adamw = c.adamw,
             .step_counter = step_counter.get(),
             .lr = lr.get(),
@@ -90,6 +91,14 @@ TEST(OptimizerStepScalarsGpu, LrAndAdamWConstantsMatchReference) {
   DeviceStepScalars d;
   sg::cuda::Stream stream;
   for (const StepScalarsCase& c : schedule_cases()) expect_matches_reference(c, run_on_gpu(d, c, stream), Math::device);
+}
+
+TEST(OptimizerStepScalarsGpu, WeightDecayAndAdamWConstantsMatchReference) {
+  DeviceStepScalars d;
+  sg::cuda::Stream stream;
+  for (const StepScalarsCase& c : weight_decay_cases()) {
+    expect_matches_reference(c, run_on_gpu(d, c, stream), Math::device);
+  }
 }
 
 // What grad_norm_finalize did before this kernel replaced it: cub's block sum of the 1024 partials.
@@ -174,6 +183,11 @@ TEST(OptimizerStepScalarsGpu, GraphReplaysAdvanceTheCounter) {
   StepScalarsCase c = schedule_cases().front();
   c.schedule = {.lr = 1e-3f, .min_lr = 1e-5f, .warmup_iters = 2, .decay_iters = 6,
                 .style = kernels::LrScheduleConfig::Style::cosine};
+  c.weight_decay = {.start = 0.01,
+                    .end = 0.1,
+                    .incr_samples = 6 * 4,
+                    .samples_per_step = 4,
+                    .style = kernels::WeightDecayScheduleConfig::Style::linear};
   d.set(c);
   sg::cuda::Stream stream;
   cudaGraph_t graph = nullptr;

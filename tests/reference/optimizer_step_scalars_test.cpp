@@ -1,6 +1,6 @@
 // CPU reference of the optimizer's per-step scalars against hand-computed values: the partial sums' fixed
 // order (pairwise within groups of 32, then the groups in order), AdamW's step constants, and the whole
-// set for one step.
+// set for one step (its weight decay the schedule's at that step).
 #include "reference/optimizer_step_scalars.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@ namespace {
 
 using sg::ref::AdamWConfig;
 using sg::ref::LrSchedule;
+using sg::ref::WeightDecaySchedule;
 
 TEST(RefOptimizerStepScalars, PartialsAddPairwiseWithinGroupsThenGroupsInOrder) {
   // Doubles near 2^53 are 2 apart, and a tie rounds to the even one (2^53 + 4k). Group 0 (partials 0..31):
@@ -43,7 +44,9 @@ TEST(RefOptimizerStepScalars, OneStepByHand) {
   const LrSchedule s{.lr = 1e-3f, .min_lr = 0.0f, .warmup_iters = 10, .decay_iters = 20,
                      .style = LrSchedule::Style::linear};
   const AdamWConfig adam{0.9f, 0.999f, 1e-8f, 0.0f};
-  const sg::ref::OptimizerStepScalars r = sg::ref::optimizer_step_scalars(p.data(), 1024, 1.0f, 3.0f, s, 15, adam);
+  const WeightDecaySchedule none;
+  const sg::ref::OptimizerStepScalars r =
+      sg::ref::optimizer_step_scalars(p.data(), 1024, 1.0f, 3.0f, s, none, 15, adam);
   EXPECT_EQ(r.grad_norm, 5.0f);
   EXPECT_EQ(r.clip_coefficient, 1.0f / (5.0f + 1e-6f));
   EXPECT_FALSE(r.grad_nonfinite);
@@ -51,9 +54,18 @@ TEST(RefOptimizerStepScalars, OneStepByHand) {
   EXPECT_NEAR(r.lr, 5e-4, 1e-9);
   EXPECT_EQ(r.adamw.step_size, sg::ref::adamw_step_constants(r.lr, 16, adam).step_size);
   EXPECT_EQ(r.adamw.decay_factor, 1.0f);
+  // Linear from 0 to 0.2 over 20 samples of 1 a step: update 16 (15 steps done) decays by 0.15, whatever the
+  // config's weight_decay.
+  const WeightDecaySchedule linear{
+      .start = 0.0, .end = 0.2, .incr_samples = 20, .samples_per_step = 1, .style = WeightDecaySchedule::Style::linear};
+  const sg::ref::OptimizerStepScalars decayed = sg::ref::optimizer_step_scalars(
+      p.data(), 1024, 1.0f, 3.0f, s, linear, 15, AdamWConfig{0.9f, 0.999f, 1e-8f, 0.7f});
+  EXPECT_EQ(decayed.weight_decay, 0.15f);
+  EXPECT_EQ(decayed.adamw.decay_factor, 1.0f - r.lr * 0.15f);
 
   p[5] = NAN;
-  const sg::ref::OptimizerStepScalars bad = sg::ref::optimizer_step_scalars(p.data(), 1024, 1.0f, INFINITY, s, 15, adam);
+  const sg::ref::OptimizerStepScalars bad =
+      sg::ref::optimizer_step_scalars(p.data(), 1024, 1.0f, INFINITY, s, none, 15, adam);
   EXPECT_TRUE(bad.grad_nonfinite);
   EXPECT_TRUE(bad.loss_nonfinite);
   EXPECT_EQ(bad.clip_coefficient, 1.0f) << "a non-finite norm does not scale";

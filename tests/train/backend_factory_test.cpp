@@ -1,6 +1,7 @@
 // The optimizer the backends are made with: AdamW's weight decay is the weight-decay schedule's when its keys are set
 // (Bridge's recipes: 0.033 beside optimizer.weight_decay 0.1), so a run with them trains bit for bit as a run with
-// optimizer.weight_decay at that value, and differently from one with 0.1; a sample-based schedule is its steps'.
+// optimizer.weight_decay at that value, and differently from one with 0.1; a decay that changes reaches the step as
+// Megatron's schedule; a sample-based schedule is its steps'.
 #include "train/backend_factory.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include "config/validate.h"
 #include "cpu_training_runs.h"
 #include "test_dir.h"
+#include "train/run_plan.h"
 
 namespace sg::train {
 namespace {
@@ -27,6 +29,22 @@ TEST(OptimizerSpec, TakesTheWeightDecayScheduleOverOptimizerWeightDecay) {
   EXPECT_DOUBLE_EQ(
       optimizer_spec(config::validate(test::one_layer_cpu_config({"optimizer.weight_decay=0.1"})).config).weight_decay,
       0.1);
+}
+
+// A decay that changes: from the start to the end (a null one is optimizer.weight_decay) over the run's samples.
+TEST(OptimizerSpec, CarriesAChangingWeightDecaySchedule) {
+  const config::Config c =
+      config::validate(
+          test::one_layer_cpu_config({"train.train_iters=6", "optimizer.weight_decay=0.1",
+                                      "scheduler.start_weight_decay=0.01", "scheduler.weight_decay_incr_style=cosine"}))
+          .config;
+  const model::OptimizerSpec o = optimizer_spec(c);
+  EXPECT_DOUBLE_EQ(o.weight_decay, 0.01);
+  EXPECT_DOUBLE_EQ(o.end_weight_decay, 0.1);
+  EXPECT_EQ(o.weight_decay_incr_style, model::WeightDecayIncrStyle::cosine);
+  EXPECT_EQ(o.weight_decay_incr_samples, 12);  // 6 steps of 2 sequences
+  EXPECT_NE(describe_optimizer(c).find("weight decay 0.01 to 0.1, cosine over 6 steps;"), std::string::npos)
+      << describe_optimizer(c);
 }
 
 TEST(OptimizerSpec, AScheduledDecayTrainsAsThatOptimizerWeightDecay) {

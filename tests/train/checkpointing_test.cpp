@@ -80,14 +80,19 @@ TEST(CanonicalConfigHash, IsTheOneSavedBeforeTheValidationSectionAndIgnoresEvalu
             "fba5d025e3d9d565");
 }
 
+// llama/tiny with `overrides`, validated (it must be valid), hashed.
+std::string validated_tiny_hash(const std::vector<std::string>& overrides) {
+  const config::ValidationReport report = config::validate(config::load_config("llama/tiny", overrides));
+  EXPECT_TRUE(report.ok()) << join(overrides, " ");
+  return canonical_config_hash(report.config);
+}
+
 // Megatron-Bridge keys accepted without effect (config/bridge_inert_keys.h), in every section that has them, and
 // Bridge's spellings of the moments' dtypes leave the hash as it is: a resume may add or drop them.
 TEST(CanonicalConfigHash, IgnoresBridgeKeysWithoutEffectInEverySection) {
   const auto hash = [](std::vector<std::string> more) {
     more.insert(more.end(), {"train.train_iters=1", "scheduler.lr_decay_iters=100"});
-    const config::ValidationReport report = config::validate(config::load_config("llama/tiny", more));
-    EXPECT_TRUE(report.ok()) << join(more, " ");
-    return canonical_config_hash(report.config);
+    return validated_tiny_hash(more);
   };
   EXPECT_EQ(
       hash({"model.context_parallel_size=1", "train.manual_gc=true", "optimizer.bf16=true",
@@ -96,6 +101,30 @@ TEST(CanonicalConfigHash, IgnoresBridgeKeysWithoutEffectInEverySection) {
             "rerun_state_machine.rerun_mode=disabled", "ddp.average_in_collective=true"}),
       "fba5d025e3d9d565");
   EXPECT_EQ(hash({"optimizer.exp_avg_dtype=torch.float32", "optimizer.exp_avg_sq_dtype=float32"}), "fba5d025e3d9d565");
+}
+
+// A weight decay that changes during the run hashes as its resolved start and end (a null one is
+// optimizer.weight_decay, which has no other effect then), its style and its length: train_iters, left out of the
+// hash otherwise, changes every step's decay.
+TEST(CanonicalConfigHash, AChangingWeightDecayHashesItsScheduleAndLength) {
+  const auto hash = [](std::vector<std::string> more) {
+    more.insert(more.begin(), {"train.train_iters=10", "scheduler.lr_decay_iters=100"});
+    return validated_tiny_hash(more);
+  };
+  const std::string linear = hash({"scheduler.start_weight_decay=0.0", "scheduler.end_weight_decay=0.1",
+                                   "scheduler.weight_decay_incr_style=linear"});
+  EXPECT_NE(linear, "fba5d025e3d9d565");
+  EXPECT_NE(linear, hash({"optimizer.weight_decay=0.0"}));
+  EXPECT_EQ(linear, hash({"optimizer.weight_decay=0.1", "scheduler.start_weight_decay=0.0",
+                          "scheduler.weight_decay_incr_style=linear"}));
+  EXPECT_NE(linear, hash({"scheduler.start_weight_decay=0.0", "scheduler.end_weight_decay=0.1",
+                          "scheduler.weight_decay_incr_style=cosine"}));
+  EXPECT_NE(linear, hash({"scheduler.start_weight_decay=0.0", "scheduler.end_weight_decay=0.2",
+                          "scheduler.weight_decay_incr_style=linear"}));
+  EXPECT_NE(linear, hash({"train.train_iters=20", "scheduler.start_weight_decay=0.0", "scheduler.end_weight_decay=0.1",
+                          "scheduler.weight_decay_incr_style=linear"}));
+  // Constant: the run's length still makes no difference.
+  EXPECT_EQ(hash({"train.train_iters=20"}), hash({}));
 }
 
 }  // namespace
