@@ -12,9 +12,8 @@
 #include "core/strings.h"
 
 namespace sg::config {
-namespace {
 
-// A YAML 1.1 boolean as the loader reads one (config_yaml.cpp): "true", "false", or nullopt.
+namespace detail {
 std::optional<std::string> yaml_bool(std::string_view text) {
   std::string l;
   for (const char ch : text) l += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -22,6 +21,10 @@ std::optional<std::string> yaml_bool(std::string_view text) {
   if (l == "false" || l == "no" || l == "off") return "false";
   return std::nullopt;
 }
+}  // namespace detail
+
+namespace {
+using detail::yaml_bool;
 
 // A decimal number written in full (digits, sign, point, exponent: no "inf", "nan" or hex), or nullopt.
 std::optional<double> yaml_number(std::string_view text) {
@@ -48,7 +51,7 @@ std::string dotted(const BridgeInertKey& k) { return std::string(k.section) + ".
 // The values that change nothing, each as written in the docs; empty for `any` (every value) and for a key only
 // unset leaves neutral.
 std::vector<std::string> neutral_values(const BridgeInertKey& key) {
-  if (key.accepts == InertValues::any_bool) return {"true", "false"};
+  if (key.accepts == InertValues::any_bool || key.accepts == InertValues::copied) return {"true", "false"};
   std::vector<std::string> out;
   if (key.accepts == InertValues::listed) {
     for (const std::string& value : split(key.neutral, ',')) {
@@ -107,6 +110,7 @@ void check_bridge_inert_keys(const Config& config, std::vector<Violation>& viola
                  (neutral.empty() ? "" : ", or set it to " + join(neutral, " or ") + " (no effect here)")});
         return;
       }
+      if (k.accepts == InertValues::copied) return;  // it has an effect: apply_mixed_precision notes it
       noted.push_back({name, shown});
       const std::string effect = k.effect;
       auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& r) { return r.first == effect; });

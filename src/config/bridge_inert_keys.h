@@ -26,6 +26,7 @@ enum class InertValues : uint8_t {
   any,       // every value: a kernel, schedule, communication or logging choice
   any_bool,  // true or false
   listed,    // BridgeInertKey::neutral's values (numbers compare as numbers, YAML booleans as booleans)
+  copied,    // true or false, which validate copies over another key (mixed_precision's over ddp's, as Bridge does)
 };
 
 struct BridgeInertKey {
@@ -52,6 +53,20 @@ inline constexpr const char* kWsdEffect =
     "read only with lr_decay_style WSD, which stepgraph does not implement (refused)";
 inline constexpr const char* kLoaderEffect =
     "stepgraph reads its batches with its own loader (no PyTorch DataLoader workers or builder threads)";
+// Precision (Megatron's TransformerConfig and OptimizerConfig, Bridge's MixedPrecisionConfig): stepgraph trains in bf16
+// mixed precision, as Bridge's bf16_mixed recipe does.
+inline constexpr const char* kBf16Effect = "stepgraph trains in bf16 mixed precision: bf16 compute over fp32 main weights";
+inline constexpr const char* kParamsDtypes = "fp32, float32, torch.float32, bf16, bfloat16, torch.bfloat16";
+inline constexpr const char* kParamsDtypeEffect =
+    "stepgraph creates the weights as fp32 main weights and computes with their bf16 copy, as Megatron's bf16 mixed "
+    "precision does from either dtype";
+inline constexpr const char* kFp8Effect = "read only with fp8 set, which stepgraph does not implement (refused)";
+inline constexpr const char* kFp4Effect = "read only with fp4 set, which stepgraph does not implement (refused)";
+inline constexpr const char* kLowPrecisionEffect =
+    "read only with fp8 or fp4 set, which stepgraph does not implement (refused)";
+inline constexpr const char* kFp16Effect =
+    "read only with fp16 (dynamic loss scaling), which stepgraph does not implement (refused)";
+inline constexpr const char* kAutocastEffect = "read only with autocast on, which stepgraph does not implement (refused)";
 inline constexpr const char* kWarningOnlyEffect =
     "a non-fatal check: with rerun_state_machine.rerun_mode disabled Megatron only logs a warning; stepgraph does "
     "not check";
@@ -352,7 +367,121 @@ inline constexpr BridgeInertKey kBridgeInertKeys[] = {
     {.section = "ddp", .key = "num_distributed_optimizer_instances", .accepts = InertValues::listed,
      .neutral = "1",
      .what = "copies of the distributed optimizer, each sharded over a part of the data-parallel ranks",
-     .effect = "1: one distributed optimizer over all data-parallel ranks"},
+     .effect = "1: one distributed optimizer over all data-parallel ranks"},    // Precision keys: the model's and optimizer's, and Bridge's mixed_precision section (config/mixed_precision.h).
+    {.section = "model", .key = "fp16", .accepts = InertValues::listed, .neutral = "false",
+     .what = "fp16 mixed precision with loss scaling", .effect = "false: no fp16"},
+    {.section = "model", .key = "bf16", .accepts = InertValues::listed, .neutral = "true",
+     .what = "bf16 mixed precision (false with fp16 false: fp32 training)", .effect = kBf16Effect},
+    {.section = "model", .key = "params_dtype", .accepts = InertValues::listed, .neutral = kParamsDtypes,
+     .what = "dtype the weights are created in (bf16 or fp16 mixed precision then computes with a bf16 or fp16 copy)", .effect = kParamsDtypeEffect},
+    {.section = "model", .key = "enable_autocast", .accepts = InertValues::listed, .neutral = "false",
+     .what = "run the model under torch.autocast", .effect = "false: off"},
+    {.section = "model", .key = "autocast_dtype", .accepts = InertValues::any, .neutral = "",
+     .what = "dtype of torch.autocast, read only with enable_autocast", .effect = kAutocastEffect},
+    {.section = "model", .key = "fp8", .accepts = InertValues::listed, .neutral = "",
+     .what = "FP8 GEMMs through Transformer Engine: e4m3 or hybrid", .effect = ""},
+    {.section = "model", .key = "fp8_recipe", .accepts = InertValues::any, .neutral = "",
+     .what = "FP8 scaling recipe: tensorwise, delayed, mxfp8 or blockwise", .effect = kFp8Effect},
+    {.section = "model", .key = "fp8_param", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "keep the weights in FP8", .effect = kFp8Effect},
+    {.section = "model", .key = "fp8_margin", .accepts = InertValues::any, .neutral = "",
+     .what = "margin of the FP8 scaling factor", .effect = kFp8Effect},
+    {.section = "model", .key = "fp8_amax_history_len", .accepts = InertValues::any, .neutral = "",
+     .what = "amax history length of FP8 delayed scaling", .effect = kFp8Effect},
+    {.section = "model", .key = "fp8_amax_compute_algo", .accepts = InertValues::any, .neutral = "",
+     .what = "amax choice of FP8 delayed scaling: most_recent or max", .effect = kFp8Effect},
+    {.section = "model", .key = "fp8_wgrad", .accepts = InertValues::any, .neutral = "",
+     .what = "FP8 weight-gradient GEMMs (false: in higher precision)", .effect = kFp8Effect},
+    {.section = "model", .key = "fp8_dot_product_attention", .accepts = InertValues::any, .neutral = "",
+     .what = "FP8 attention", .effect = kFp8Effect},
+    {.section = "model", .key = "fp8_multi_head_attention", .accepts = InertValues::any, .neutral = "",
+     .what = "FP8 attention projections", .effect = kFp8Effect},
+    {.section = "model", .key = "first_last_layers_bf16", .accepts = InertValues::any, .neutral = "",
+     .what = "keep the first and last layers in bf16 under FP8 or FP4", .effect = kLowPrecisionEffect},
+    {.section = "model", .key = "num_layers_at_start_in_bf16", .accepts = InertValues::any, .neutral = "",
+     .what = "with first_last_layers_bf16: the leading layers kept in bf16", .effect = kLowPrecisionEffect},
+    {.section = "model", .key = "num_layers_at_end_in_bf16", .accepts = InertValues::any, .neutral = "",
+     .what = "with first_last_layers_bf16: the trailing layers kept in bf16", .effect = kLowPrecisionEffect},
+    {.section = "model", .key = "fp4", .accepts = InertValues::listed, .neutral = "",
+     .what = "FP4 GEMMs through Transformer Engine: e2m1", .effect = ""},
+    {.section = "model", .key = "fp4_recipe", .accepts = InertValues::any, .neutral = "",
+     .what = "FP4 scaling recipe: nvfp4", .effect = kFp4Effect},
+    {.section = "model", .key = "fp4_param", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "keep the weights in FP4", .effect = kFp4Effect},
+    {.section = "optimizer", .key = "params_dtype", .accepts = InertValues::listed, .neutral = kParamsDtypes,
+     .what = "dtype of the model's weights as the optimizer sees them", .effect = kParamsDtypeEffect},
+    {.section = "optimizer", .key = "loss_scale", .accepts = InertValues::listed, .neutral = "",
+     .what = "a constant loss scale (in bf16 too: the loss is multiplied by it and the gradients divided)", .effect = ""},
+    {.section = "optimizer", .key = "initial_loss_scale", .accepts = InertValues::any, .neutral = "",
+     .what = "start of the dynamic fp16 loss scale", .effect = kFp16Effect},
+    {.section = "optimizer", .key = "min_loss_scale", .accepts = InertValues::any, .neutral = "",
+     .what = "floor of the dynamic fp16 loss scale", .effect = kFp16Effect},
+    {.section = "optimizer", .key = "loss_scale_window", .accepts = InertValues::any, .neutral = "",
+     .what = "steps without overflow before the dynamic fp16 loss scale grows", .effect = kFp16Effect},
+    {.section = "optimizer", .key = "hysteresis", .accepts = InertValues::any, .neutral = "",
+     .what = "overflows tolerated before the dynamic fp16 loss scale shrinks", .effect = kFp16Effect},
+    {.section = "mixed_precision", .key = "fp32", .accepts = InertValues::listed, .neutral = "false",
+     .what = "fp32 training", .effect = "false: stepgraph trains in bf16 mixed precision"},
+    {.section = "mixed_precision", .key = "fp16", .accepts = InertValues::listed, .neutral = "false",
+     .what = "fp16 mixed precision with loss scaling (the fp16_* recipes)", .effect = "false: no fp16"},
+    {.section = "mixed_precision", .key = "bf16", .accepts = InertValues::listed, .neutral = "true",
+     .what = "bf16 mixed precision (the bf16_* recipes set it; the dataclass default is false)", .effect = kBf16Effect},
+    {.section = "mixed_precision", .key = "params_dtype", .accepts = InertValues::listed, .neutral = kParamsDtypes,
+     .what = "dtype the weights are created in (copied to model and optimizer)", .effect = kParamsDtypeEffect},
+    {.section = "mixed_precision", .key = "pipeline_dtype", .accepts = InertValues::any, .neutral = "",
+     .what = "dtype of the activations pipeline stages send each other", .effect = kNoPipelineEffect},
+    {.section = "mixed_precision", .key = "autocast_dtype", .accepts = InertValues::any, .neutral = "",
+     .what = "dtype of torch.autocast, read only with autocast_enabled", .effect = kAutocastEffect},
+    {.section = "mixed_precision", .key = "autocast_enabled", .accepts = InertValues::listed, .neutral = "false",
+     .what = "run the model under torch.autocast", .effect = "false: off"},
+    {.section = "mixed_precision", .key = "grad_reduce_in_fp32", .accepts = InertValues::copied, .neutral = "",
+     .what = "main gradients stored and reduced in fp32 (true: the dataclass default and every bf16 recipe's) or in bf16 (false)", .effect = "validate copies it over ddp.grad_reduce_in_fp32, as Bridge does"},
+    {.section = "mixed_precision", .key = "fp8", .accepts = InertValues::listed, .neutral = "",
+     .what = "FP8 training: e4m3 or hybrid (the *_fp8_* and *_mxfp8_* recipes set it)", .effect = ""},
+    {.section = "mixed_precision", .key = "fp8_recipe", .accepts = InertValues::any, .neutral = "",
+     .what = "FP8 scaling recipe: tensorwise, delayed, mxfp8 or blockwise", .effect = kFp8Effect},
+    {.section = "mixed_precision", .key = "first_last_layers_bf16", .accepts = InertValues::any, .neutral = "",
+     .what = "keep the first and last layers in bf16 under FP8 or FP4", .effect = kLowPrecisionEffect},
+    {.section = "mixed_precision", .key = "fp8_margin", .accepts = InertValues::any, .neutral = "",
+     .what = "margin of the FP8 scaling factor", .effect = kFp8Effect},
+    {.section = "mixed_precision", .key = "fp8_amax_history_len", .accepts = InertValues::any, .neutral = "",
+     .what = "amax history length of FP8 delayed scaling", .effect = kFp8Effect},
+    {.section = "mixed_precision", .key = "fp8_amax_compute_algo", .accepts = InertValues::any, .neutral = "",
+     .what = "amax choice of FP8 delayed scaling: most_recent or max", .effect = kFp8Effect},
+    {.section = "mixed_precision", .key = "fp8_wgrad", .accepts = InertValues::any, .neutral = "",
+     .what = "FP8 weight-gradient GEMMs (false: in higher precision)", .effect = kFp8Effect},
+    {.section = "mixed_precision", .key = "fp8_dot_product_attention", .accepts = InertValues::any, .neutral = "",
+     .what = "FP8 attention", .effect = kFp8Effect},
+    {.section = "mixed_precision", .key = "fp8_multi_head_attention", .accepts = InertValues::any, .neutral = "",
+     .what = "FP8 attention projections", .effect = kFp8Effect},
+    {.section = "mixed_precision", .key = "fp8_param", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "keep the weights in FP8 (kept equal to fp8_param_gather)", .effect = kFp8Effect},
+    {.section = "mixed_precision", .key = "fp8_param_gather", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "all-gather the weights in FP8", .effect = kFp8Effect},
+    {.section = "mixed_precision", .key = "fp4", .accepts = InertValues::listed, .neutral = "",
+     .what = "FP4 training: e2m1 (the *_nvfp4_* recipes set it)", .effect = ""},
+    {.section = "mixed_precision", .key = "fp4_recipe", .accepts = InertValues::any, .neutral = "",
+     .what = "FP4 scaling recipe: nvfp4", .effect = kFp4Effect},
+    {.section = "mixed_precision", .key = "fp4_param", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "keep the weights in FP4 (kept equal to fp4_param_gather)", .effect = kFp4Effect},
+    {.section = "mixed_precision", .key = "fp4_param_gather", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "all-gather the weights in FP4", .effect = kFp4Effect},
+    {.section = "mixed_precision", .key = "loss_scale", .accepts = InertValues::listed, .neutral = "",
+     .what = "a constant loss scale (in bf16 too: the loss is multiplied by it and the gradients divided)", .effect = ""},
+    {.section = "mixed_precision", .key = "initial_loss_scale", .accepts = InertValues::any, .neutral = "",
+     .what = "start of the dynamic fp16 loss scale", .effect = kFp16Effect},
+    {.section = "mixed_precision", .key = "min_loss_scale", .accepts = InertValues::any, .neutral = "",
+     .what = "floor of the dynamic fp16 loss scale", .effect = kFp16Effect},
+    {.section = "mixed_precision", .key = "loss_scale_window", .accepts = InertValues::any, .neutral = "",
+     .what = "steps without overflow before the dynamic fp16 loss scale grows", .effect = kFp16Effect},
+    {.section = "mixed_precision", .key = "hysteresis", .accepts = InertValues::any, .neutral = "",
+     .what = "overflows tolerated before the dynamic fp16 loss scale shrinks", .effect = kFp16Effect},
+    {.section = "mixed_precision", .key = "num_layers_at_start_in_bf16", .accepts = InertValues::any, .neutral = "",
+     .what = "with first_last_layers_bf16: the leading layers kept in bf16", .effect = kLowPrecisionEffect},
+    {.section = "mixed_precision", .key = "num_layers_at_end_in_bf16", .accepts = InertValues::any, .neutral = "",
+     .what = "with first_last_layers_bf16: the trailing layers kept in bf16", .effect = kLowPrecisionEffect},
+    {.section = "mixed_precision", .key = "reuse_grad_buf_for_mxfp8_param_ag", .accepts = InertValues::any_bool, .neutral = "",
+     .what = "reuse the gradient buffer for the MXFP8 weights' all-gather", .effect = "read only with MXFP8 weights, which stepgraph does not implement (refused)"},
 };
 
 // How many of the table's keys belong to `section` (the size of that section's value array).
@@ -390,6 +519,8 @@ bool bridge_inert_neutral(const BridgeInertKey& key, std::string_view value);
 std::string bridge_inert_neutral_text(const BridgeInertKey& key);
 
 namespace detail {
+// A YAML 1.1 boolean as the loader reads one (config_yaml.cpp: yes, On, FALSE, ...): "true", "false", or nullopt.
+std::optional<std::string> yaml_bool(std::string_view text);
 // The value as YAML: as written when it reads back the same unquoted (true, 0, 1e-3, fp32), else quoted.
 std::string format_yaml(const BridgeInertValue& value);
 // Rule 16's part for these keys, after the defaults are resolved: one note naming the keys set to neutral values

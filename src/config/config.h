@@ -239,6 +239,14 @@ struct DdpConfig {
   BridgeInertValues<bridge_inert_count("ddp")> bridge_inert;
 };
 
+// Bridge's mixed_precision section (MixedPrecisionConfig, or the name of one of its recipes, which the loader writes
+// out as its keys: config/mixed_precision.h). Its keys are Bridge keys (config/bridge_inert_keys.h): validate copies
+// grad_reduce_in_fp32 over ddp's, and the section's values replace the model's and optimizer's keys of the same
+// names, as Bridge's MixedPrecisionConfig.setup does.
+struct MixedPrecisionConfig {
+  BridgeInertValues<bridge_inert_count("mixed_precision")> bridge_inert;
+};
+
 struct Config {
   ModelConfig model;
   TrainConfig train;
@@ -252,6 +260,7 @@ struct Config {
   RngConfig rng;
   RerunStateMachineConfig rerun_state_machine;
   DdpConfig ddp;
+  MixedPrecisionConfig mixed_precision;
   // Where the config came from (file path or shipped recipe), for messages. Not a key.
   std::string source;
   // Ranks that each run a slice of the global batch: WORLD_SIZE / (TP x PP), as Bridge derives it from
@@ -474,6 +483,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("ddp", "grad_reduce_in_fp32", c.ddp.grad_reduce_in_fp32,
     "main gradients stored and reduced in fp32; false: bf16 (summed in fp32, rounded where stored)");
   visit_bridge_inert("ddp", c.ddp.bridge_inert, v);
+  visit_bridge_inert("mixed_precision", c.mixed_precision.bridge_inert, v);
 }
 
 // Every dotted key ("model.hidden_size"), in emission order.

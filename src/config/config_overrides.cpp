@@ -11,6 +11,7 @@
 
 #include "config/config.h"
 #include "config/config_detail.h"
+#include "config/mixed_precision.h"
 #include "core/strings.h"
 
 namespace sg::config {
@@ -126,6 +127,11 @@ void apply_override(Config& config, std::string_view override_text) {
   if (!std::all_of(key.begin(), key.end(), [](char ch) { return is_key_char(ch) || ch == '.'; })) {
     throw malformed("the key '" + printable(key) +
                     "' has characters other than letters, digits, _ and .");
+  }
+  // Bridge's mixed_precision=bf16_mixed: a recipe's name for the whole section.
+  if (key == "mixed_precision") {
+    detail::assign_mixed_precision_recipe(config, value, where);
+    return;
   }
   const auto parts = override_key_parts(key);
   if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {

@@ -15,10 +15,14 @@
 
 #include "config/config.h"
 #include "config/config_detail.h"
+#include "config/mixed_precision.h"
 #include "core/strings.h"
 
 namespace sg::config::detail {
 namespace {
+
+// Hydra's instantiation key, which Bridge writes into every section of a saved config (config_utils.py).
+constexpr const char* kHydraTargetKey = "_target_";
 
 // Quoted scalars carry the non-specific tag "!": '5' is a string, never an integer.
 bool is_quoted(const YAML::Node& n) { return n.Tag() == "!"; }
@@ -379,10 +383,21 @@ bool assign_field(Config& config, std::string_view section, std::string_view key
   });
   return found;
 }
+
+// Bridge's YAML dump writes a torch.dtype, and a function it does not call, as a Hydra reference
+// ({_target_: torch.bfloat16, _call_: false}: megatron/training/config/yaml_utils.py): the name is the value.
+YAML::Node hydra_reference_as_name(const YAML::Node& value) {
+  if (!value.IsMap() || value.size() != 2 || !value[kHydraTargetKey].IsScalar()) return value;
+  const YAML::Node call = value["_call_"];
+  if (!call.IsScalar() || (call.Scalar() != "false" && call.Scalar() != "False")) return value;
+  return YAML::Node(value[kHydraTargetKey].Scalar());
+}
+
 }  // namespace
 
-bool assign_key(Config& config, std::string_view section, std::string_view key, const YAML::Node& value,
+bool assign_key(Config& config, std::string_view section, std::string_view key, const YAML::Node& written,
                 const std::string& where) {
+  const YAML::Node value = hydra_reference_as_name(written);
   if (const MovedKey* moved = moved_key(section, key)) {
     // A file's null under the old name is Bridge's unset TrainingConfig field (its default), which Bridge does not
     // copy: a dump of a Bridge config writes `train: eval_interval: null` beside `validation: eval_interval: 500`.
@@ -543,8 +558,6 @@ int nul_byte_line(std::string_view text) {
 
 // True when the text holds nothing but comments, blank lines, document markers and a null: the only
 // texts that may load as a null document (yaml-cpp also returns null for some unreadable input).
-// Hydra's instantiation key, which Bridge writes into every section of a saved config (config_utils.py).
-constexpr const char* kHydraTargetKey = "_target_";
 
 bool only_comments(std::string_view text) {
   for (const auto& raw : split(text, '\n')) {
@@ -624,7 +637,7 @@ Config load_config_yaml(std::string_view text, const std::string& source) {
       if (!section_key.IsScalar())
         throw ConfigError(where + ": a section name must be a plain word");
       const std::string section = section_key.Scalar();
-      if (section == kHydraTargetKey) continue;  // the ConfigContainer's class, in a saved Bridge config
+      if (section == detail::kHydraTargetKey) continue;  // the ConfigContainer's class, in a saved Bridge config
       const auto sections = config_sections();
       if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
         throw ConfigError(where + ": " + detail::unknown_section_message(section));
@@ -633,6 +646,12 @@ Config load_config_yaml(std::string_view text, const std::string& source) {
         throw ConfigError(where + ": section '" + section + "' appears twice");
       }
       if (section_value.IsNull()) continue;
+      // Bridge's mixed_precision may name a recipe (mixed_precision: bf16_mixed): the keys the recipe sets.
+      if (section == "mixed_precision" && section_value.IsScalar()) {
+        detail::assign_mixed_precision_recipe(config, section_value.Scalar(),
+                                              position(source, section_value.Mark()));
+        continue;
+      }
       if (!section_value.IsMap()) {
         throw ConfigError(strprintf("%s: section '%s' must be a map of keys, got %s",
                                     position(source, section_value.Mark()).c_str(), section.c_str(),
@@ -656,7 +675,7 @@ Config load_config_yaml(std::string_view text, const std::string& source) {
         if (!key_node.IsScalar()) throw ConfigError(key_where + ": a key must be a plain word");
         const std::string key = key_node.Scalar();
         // The class a Bridge config file names for instantiating the section: stepgraph builds its own.
-        if (key == kHydraTargetKey) continue;
+        if (key == detail::kHydraTargetKey) continue;
         // The same name twice; a key's two names (hybrid_override_pattern, hybrid_layer_pattern) both with a value
         // are refused by assign_key, naming both values.
         if (!seen_keys.insert(key).second) {

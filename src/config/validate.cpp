@@ -9,6 +9,7 @@
 
 #include "config/graph_keys.h"
 #include "config/lr_decay.h"
+#include "config/mixed_precision.h"
 #include "config/model_config.h"
 #include "config/moe_layer_freq.h"
 #include "config/moment_dtype.h"
@@ -130,6 +131,7 @@ class Validator {
   explicit Validator(const Config& config) { report_.config = config; }
 
   ValidationReport run() {
+    detail::apply_mixed_precision(report_.config, report_.notes);  // first: later rules see the values it copies
     resolve_defaults();
     detail::resolve_tokenizer(report_.config, report_.violations, report_.notes);
     count_layers();
