@@ -164,8 +164,12 @@ struct SchedulerConfig {
   // Megatron's sample-based schedule lengths, with train.train_samples (config/training_samples.h).
   int64_t lr_warmup_samples = 0;
   std::optional<int64_t> lr_decay_samples;  // null: train.train_samples
+  // Bridge's newer lengths (config/schedule_lengths.h): the schedule's length in steps (replaces lr_decay_iters), and
+  // the warmup as a fraction of the decay.
+  std::optional<int64_t> max_steps;
+  std::optional<double> lr_warmup_fraction;
   // Megatron's weight-decay schedule (config/weight_decay.h): AdamW's decay goes from start to end over train_iters;
-  // null is optimizer.weight_decay (Megatron-LM's rule). Only a constant decay is implemented.
+  // null is optimizer.weight_decay (Megatron-LM's rule).
   std::optional<double> start_weight_decay;
   std::optional<double> end_weight_decay;
   std::string weight_decay_incr_style = "constant";  // constant, linear, cosine
@@ -423,12 +427,16 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "with train.train_samples: warmup in samples (a multiple of global_batch_size)");
   v("scheduler", "lr_decay_samples", c.scheduler.lr_decay_samples,
     "with train.train_samples: decay in samples (a multiple of global_batch_size); null = train_samples");
+  v("scheduler", "max_steps", c.scheduler.max_steps,
+    "the schedule's length in steps (>= train_iters): replaces lr_decay_iters; null: none");
+  v("scheduler", "lr_warmup_fraction", c.scheduler.lr_warmup_fraction,
+    "warmup as a fraction of lr_decay_iters, to the nearest step (instead of lr_warmup_iters); null: none");
   v("scheduler", "lr_decay_style", c.scheduler.lr_decay_style,
     "constant, linear, cosine, inverse-square-root");
   v("scheduler", "start_weight_decay", c.scheduler.start_weight_decay,
     "AdamW's weight decay at the first step (replaces optimizer.weight_decay); null = optimizer.weight_decay");
   v("scheduler", "end_weight_decay", c.scheduler.end_weight_decay,
-    "weight decay at the last step; null = optimizer.weight_decay (only end = start is implemented)");
+    "weight decay at the last step; null = optimizer.weight_decay");
   v("scheduler", "weight_decay_incr_style", c.scheduler.weight_decay_incr_style,
     "constant, linear, cosine: from start to end (constant needs end = start)");
   visit_bridge_inert("scheduler", c.scheduler.bridge_inert, v);

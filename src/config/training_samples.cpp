@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "config/schedule_lengths.h"
 #include "core/strings.h"
 
 namespace sg::config {
@@ -97,6 +98,7 @@ void resolve_sample_based_lengths(Config& config, std::vector<Violation>& violat
 }
 
 int64_t resolved_lr_warmup_iters(const Config& config) {
+  if (const std::optional<int64_t> from_fraction = lr_warmup_fraction_iters(config)) return *from_fraction;
   const int64_t gbs = config.train.global_batch_size.value_or(0);
   if (config.train.train_samples && gbs > 0) return config.scheduler.lr_warmup_samples / gbs;
   return config.scheduler.lr_warmup_iters;

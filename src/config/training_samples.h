@@ -17,8 +17,8 @@ namespace sg::config {
 // refuses sample-based scheduler keys. `config.train.global_batch_size` is resolved already.
 void resolve_sample_based_lengths(Config& config, std::vector<Violation>& violations, std::vector<Note>& notes);
 
-// The warmup the schedule takes, in steps: lr_warmup_samples / global_batch_size with train.train_samples, else
-// scheduler.lr_warmup_iters.
+// The warmup the schedule takes, in steps: scheduler.lr_warmup_fraction's (config/schedule_lengths.h) when set, else
+// lr_warmup_samples / global_batch_size with train.train_samples, else scheduler.lr_warmup_iters.
 int64_t resolved_lr_warmup_iters(const Config& config);
 
 }  // namespace sg::config

@@ -13,8 +13,8 @@
 #include "config/model_config.h"
 #include "config/moe_layer_freq.h"
 #include "config/moment_dtype.h"
+#include "config/schedule_lengths.h"
 #include "config/training_samples.h"
-#include "config/weight_decay.h"
 #include "core/strings.h"
 #include "graph/scope_plan.h"
 #include "model/layer_registry.h"
@@ -94,12 +94,6 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
   if (const auto style = unimplemented_lr_decay_style(c.scheduler.lr_decay_style)) {
     out.push_back({*style + " lr decay", {"scheduler.lr_decay_style"}});
   }
-  if (weight_decay_changes(c) && c.scheduler.weight_decay_incr_style != "constant" &&
-      end_weight_decay(c) > start_weight_decay(c)) {
-    out.push_back(
-        {"a weight decay that changes during the run (the step applies one decay)",
-         {"scheduler.start_weight_decay", "scheduler.end_weight_decay", "scheduler.weight_decay_incr_style"}});
-  }
   // Evaluation runs the training batch's shapes (its graph is the training step's forward).
   const ValidationConfig& v = c.validation;
   const int64_t global_batch = c.train.global_batch_size.value_or(c.train.micro_batch_size.value_or(0) *
@@ -141,6 +135,7 @@ class Validator {
     rule4_impl_and_scope();
     rules5_to_15();
     detail::check_shapes(report_.config, report_.violations, report_.notes);
+    check_lr_warmup_fraction(report_.config, report_.violations, report_.notes);
     detail::check_user_data(report_.config, report_.violations, report_.notes);
     detail::check_recompute(report_.config, report_.violations, report_.notes);
     detail::check_bridge_inert_keys(report_.config, report_.violations, report_.notes);
@@ -214,6 +209,7 @@ class Validator {
            {"model.activation_func"});
       m().activation_func = activation;
     }
+    resolve_max_steps(c(), report_.violations, report_.notes);  // Bridge's max_steps is the decay's length
     // An invalid train_iters is reported once, under its own key, not again as the decay it would default.
     if (!c().scheduler.lr_decay_iters && c().train.train_iters && *c().train.train_iters >= 1) {
       c().scheduler.lr_decay_iters = resolved_lr_decay_iters(c());

@@ -50,7 +50,8 @@ model::WeightDecayIncrStyle weight_decay_incr_style(const Config& config) {
 }
 
 int64_t weight_decay_incr_iters(const Config& config) {
-  return config.train.train_iters.value_or(0);
+  // Bridge's weight_decay_iters: scheduler.max_steps or train.train_iters.
+  return config.scheduler.max_steps.value_or(config.train.train_iters.value_or(0));
 }
 
 int64_t weight_decay_incr_samples(const Config& config) {

@@ -23,7 +23,8 @@ const std::vector<std::string>& weight_decay_incr_styles();
 // The style the step trains with. Throws sg::Error naming the key and the choices for another name (validation
 // refuses it first; this guards a config that skipped it).
 model::WeightDecayIncrStyle weight_decay_incr_style(const Config& config);
-// The iterations the decay changes over (Bridge's weight_decay_iters): train.train_iters as validation resolved it.
+// The iterations the decay changes over (Bridge's weight_decay_iters): scheduler.max_steps, else train.train_iters as
+// validation resolved it.
 int64_t weight_decay_incr_iters(const Config& config);
 // Megatron's wd_incr_steps, in samples: train.train_samples with sample-based training, else
 // weight_decay_incr_iters x train.global_batch_size (Bridge's _calculate_scheduler_steps).

@@ -32,8 +32,9 @@ using checkpoint::TensorRef;
 // tokenizer.use_tokenizer_vocab_size (whose effect is model.vocab_size's value) and the sample-based lengths (folded
 // into the steps) did not exist.
 std::string as_before_newer_keys(std::string text, bool weight_decay_folded) {
-  std::vector<const char*> lines = {"  use_tokenizer_vocab_size: false\n", "  train_samples: null\n",
-                                    "  lr_warmup_samples: 0\n", "  lr_decay_samples: null\n"};
+  std::vector<const char*> lines = {
+      "  use_tokenizer_vocab_size: false\n", "  train_samples: null\n", "  lr_warmup_samples: 0\n",
+      "  lr_decay_samples: null\n",          "  max_steps: null\n",     "  lr_warmup_fraction: null\n"};
   if (weight_decay_folded) {
     lines.insert(lines.end(), {"  start_weight_decay: null\n", "  end_weight_decay: null\n",
                                "  weight_decay_incr_style: constant\n"});
@@ -89,7 +90,9 @@ std::string canonical_config(const config::Config& config) {
   }
   c.tokenizer.use_tokenizer_vocab_size = false;  // validate applied it to model.vocab_size
   // Sample-based lengths hash as the steps they are (validate derived lr_decay_iters from them).
-  c.scheduler.lr_warmup_iters = config::resolved_lr_warmup_iters(config);
+  c.scheduler.lr_warmup_iters = config::resolved_lr_warmup_iters(config);  // lr_warmup_fraction's too
+  c.scheduler.lr_warmup_fraction.reset();
+  c.scheduler.max_steps.reset();  // validate made it lr_decay_iters (and the decay's length, hashed below)
   c.scheduler.lr_warmup_samples = 0;
   c.scheduler.lr_decay_samples.reset();
   c.train.train_samples.reset();

@@ -1,15 +1,18 @@
 // The optimizer the backends are made with: AdamW's weight decay is the weight-decay schedule's when its keys are set
 // (Bridge's recipes: 0.033 beside optimizer.weight_decay 0.1), so a run with them trains bit for bit as a run with
 // optimizer.weight_decay at that value, and differently from one with 0.1; a decay that changes reaches the step as
-// Megatron's schedule; a sample-based schedule is its steps'.
+// Megatron's schedule, trains otherwise than a constant one and resumes mid-schedule bit for bit; a sample-based
+// schedule is its steps'.
 #include "train/backend_factory.h"
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "config/validate.h"
 #include "cpu_training_runs.h"
 #include "test_dir.h"
@@ -94,6 +97,47 @@ TEST(OptimizerSpec, ASampleBasedScheduleTrainsAsItsSteps) {
             records("iters", {"train.train_iters=4", "scheduler.lr_warmup_iters=1", "scheduler.lr_decay_iters=100"}));
   EXPECT_NE(samples,
             records("other", {"train.train_iters=4", "scheduler.lr_warmup_iters=2", "scheduler.lr_decay_iters=100"}));
+  fs::remove_all(dir);
+}
+
+// Megatron's decay that changes during the run, on the CPU backend: a linear schedule trains otherwise than its
+// start's constant decay, and a run stopped mid-schedule and resumed from its checkpoint trains bit for bit as the
+// uninterrupted one (the decay follows the steps done the checkpoint restores).
+TEST(OptimizerSpec, AChangingWeightDecayTrainsAndResumesMidScheduleBitForBit) {
+  const fs::path dir = test::fresh_test_dir("backend_factory_wd_test", fs::current_path());
+  const auto run = [&](const std::string& name, std::vector<std::string> overrides, int64_t stop_after_save) {
+    overrides.insert(overrides.begin(), {"train.train_iters=6", "optimizer.lr=0.01", "checkpoint.save_interval=3"});
+    TrainOptions options;
+    options.run_dir = (dir / name).string();
+    options.on_saved = [stop_after_save](int64_t step) {
+      if (step == stop_after_save) graph::request_stop(SIGTERM);
+    };
+    const test::CpuRunOutcome r = test::train_on_cpu(test::one_layer_cpu_config(overrides), options);
+    EXPECT_EQ(r.error, "") << name << "\n" << r.log;
+    std::vector<std::string> out;
+    for (const auto& j : test::read_jsonl(dir / name / "metrics.jsonl")) {
+      if (j.contains("loss")) out.push_back(j["loss"].dump() + " " + j["grad_norm"].dump());
+    }
+    return out;
+  };
+  const std::vector<std::string> linear = {"scheduler.start_weight_decay=0.0", "scheduler.end_weight_decay=1.0",
+                                           "scheduler.weight_decay_incr_style=linear"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), linear.begin(), linear.end());
+    return more;
+  };
+  const std::string whole_ckpt = (dir / "whole_ckpt").string(), ckpt = (dir / "ckpt").string();
+  const auto whole = run("whole", with({"checkpoint.save=" + whole_ckpt}), -1);
+  ASSERT_EQ(whole.size(), 6u);
+  EXPECT_NE(whole, run("constant", {"optimizer.weight_decay=0.0"}, -1));
+  // Stopped after step 3's save, then resumed to step 6 in the same run folder.
+  EXPECT_EQ(run("stopped", with({"checkpoint.save=" + ckpt}), 3).size(), 3u);
+  EXPECT_EQ(run("stopped", with({"checkpoint.load=" + ckpt, "checkpoint.save=" + ckpt}), -1), whole);
+  for (const char* file : {checkpoint::kModelFile, checkpoint::kOptimizerMainParamsFile,
+                           checkpoint::kOptimizerExpAvgFile, checkpoint::kOptimizerExpAvgSqFile}) {
+    EXPECT_EQ(test::read_file(whole_ckpt + "/iter_0000006/" + file), test::read_file(ckpt + "/iter_0000006/" + file))
+        << file;
+  }
   fs::remove_all(dir);
 }
 
