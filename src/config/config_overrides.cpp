@@ -130,7 +130,11 @@ void apply_override(Config& config, std::string_view override_text) {
   }
   // Bridge's mixed_precision=bf16_mixed: a recipe's name for the whole section.
   if (key == "mixed_precision") {
-    detail::assign_mixed_precision_recipe(config, value, where);
+    if (value == "null" || value == "~") {
+      config.mixed_precision = {};  // Bridge's None: no section
+    } else {
+      detail::assign_mixed_precision_recipe(config, value, where);
+    }
     return;
   }
   const auto parts = override_key_parts(key);

@@ -81,6 +81,8 @@ TEST(MixedPrecision, ARecipeNameLoadsAsTheKeysItSets) {
   // A recipe name replaces the whole section, as Bridge replaces it with the recipe's MixedPrecisionConfig.
   const Config replaced = load_config("llama/tiny", {"mixed_precision.fp8=hybrid", "mixed_precision=bf16_mixed"});
   EXPECT_EQ(format_value(replaced, "mixed_precision.fp8"), "null");
+  // null is Bridge's None: no section.
+  EXPECT_EQ(emit_yaml(load_config("llama/tiny", {"mixed_precision=bf16_mixed", "mixed_precision=null"})), base_yaml());
   // The recipe Bridge's LLM recipes use validates as what stepgraph does.
   const ValidationReport r = validate(from_file);
   EXPECT_TRUE(r.ok()) << describe(r);
