@@ -106,4 +106,13 @@ std::string unknown_subcommand_message(const CLI::App& app, int argc, const char
   return "";
 }
 
+void add_config_file_option(CLI::App& command, std::vector<std::string>& files) {
+  command
+      .add_option("--config-file", files,
+                  "a YAML file of keys to set over the recipe, in the recipe's layout (Megatron-Bridge's "
+                  "--config-file: e.g. train: {train_iters: 100}); applied before the dotted overrides; "
+                  "repeatable, in order")
+      ->allow_extra_args(false);  // one file a flag: the words after it are the recipe and overrides
+}
+
 }  // namespace sg::cli

@@ -12,7 +12,7 @@
 namespace sg::cli {
 namespace {
 
-int config_show(const std::vector<std::string>& args) {
+int config_show(const std::vector<std::string>& args, const std::vector<std::string>& config_files) {
   std::string recipe = config::kDefaultRecipe;
   std::vector<std::string> overrides = args;
   if (!args.empty() && config::is_recipe_argument(args[0])) {
@@ -21,13 +21,17 @@ int config_show(const std::vector<std::string>& args) {
   }
   const config::RecipeText text = config::find_recipe(recipe);
   config::Config config = config::load_config_yaml(text.text, text.source);
+  for (const std::string& file : config_files) config::merge_config_file(config, file);
   config::apply_overrides(config, overrides);
   // The ranks of the launcher's environment, as validate and train count them (global_batch_size = null
   // resolves to micro batch x ranks).
   config.data_parallel_size = data_parallel_size_from_env();
   const config::ValidationReport report = config::validate(train::apply_pretrained_shapes(config));
   // Quoted so that the printed command pastes back into a shell.
-  const std::string words = shell_join(args.empty() ? std::vector<std::string>{recipe} : args);
+  std::vector<std::string> shown;
+  for (const std::string& file : config_files) shown.insert(shown.end(), {"--config-file", file});
+  for (const std::string& word : args.empty() ? std::vector<std::string>{recipe} : args) shown.push_back(word);
+  const std::string words = shell_join(shown);
 
   std::string header = "stepgraph config show " + words;
   header += "\nresolved from " + text.source + (text.embedded ? " (built into stepgraph)" : "");
@@ -65,11 +69,13 @@ const CommandRegistration registration("config", 20, [](CLI::App& app, int& exit
           "parse error.");
   auto args = std::make_shared<std::vector<std::string>>();
   show->add_option("args", *args, "[RECIPE] [section.key=value ...]");
+  auto config_files = std::make_shared<std::vector<std::string>>();
+  add_config_file_option(*show, *config_files);
   show->footer(
       "Example: stepgraph config show llama/tiny model.cuda_graph_impl=local train.train_iters=50");
-  show->callback([args, &exit_code] {
+  show->callback([args, config_files, &exit_code] {
     try {
-      exit_code = config_show(*args);
+      exit_code = config_show(*args, *config_files);
     } catch (const config::ConfigError& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       exit_code = e.exit_code();

@@ -23,6 +23,7 @@ namespace {
 struct TrainArgs {
   std::string recipe = config::kDefaultRecipe;
   std::vector<std::string> overrides;
+  std::vector<std::string> config_files;  // --config-file, over the recipe before the overrides
   std::string run_dir;
   bool cpu = false;
   bool plain = false;
@@ -53,7 +54,7 @@ int run_train(const TrainArgs& args) {
   }
   config::Config config;
   try {
-    config = config::load_config(recipe, overrides);
+    config = config::load_config(recipe, args.config_files, overrides);
     // Bridge's flags and their side effects (graph-safe RNG on; unlike Bridge, the loss NaN check stays
     // as configured, since its flags are computed inside the graph): the same rule as `stepgraph bench`,
     // so turning graphs on is one flag.
@@ -139,6 +140,7 @@ const CommandRegistration kRegistration{"train", 10, [](CLI::App& app, int& exit
   cmd->add_option("recipe", args->recipe,
                   "recipe name (llama/tiny, llama/demo, ...) or a YAML path; default llama/demo");
   cmd->add_option("overrides", args->overrides, "dotted overrides: train.train_iters=50 model.cuda_graph_impl=local");
+  add_config_file_option(*cmd, args->config_files);
   cmd->add_option("--run-dir", args->run_dir,
                   "where config.yaml, metrics.jsonl and report.html go (default runs/<recipe name or YAML file stem>); "
                   "another run's files there move to previous/run-<k>/ (a resume continues its own run's)");

@@ -34,8 +34,8 @@ struct Outcome {
 
 // `data_parallel_size`: std::nullopt reads the launcher's environment here, so that a malformed variable is
 // this recipe's error (with --json, in its report).
-Outcome evaluate(const std::string& recipe, const std::vector<std::string>& overrides,
-                 std::optional<int64_t> data_parallel_size) {
+Outcome evaluate(const std::string& recipe, const std::vector<std::string>& config_files,
+                 const std::vector<std::string>& overrides, std::optional<int64_t> data_parallel_size) {
   Outcome outcome;
   outcome.name = recipe;
   try {
@@ -43,6 +43,7 @@ Outcome evaluate(const std::string& recipe, const std::vector<std::string>& over
     outcome.name = text.name;
     outcome.source = text.source;
     config::Config config = config::load_config_yaml(text.text, text.source);
+    for (const std::string& file : config_files) config::merge_config_file(config, file);
     config::apply_overrides(config, overrides);
     config.data_parallel_size = data_parallel_size ? *data_parallel_size : data_parallel_size_from_env();
     // Shape keys a pretrained_checkpoint folder provides are filled in (or checked) as `train` does.
@@ -145,8 +146,9 @@ std::string result_text(const Outcome& o) {
   return "INVALID: " + plural(o.report->violations.size(), "violation");
 }
 
-int validate_one(const std::string& recipe, const std::vector<std::string>& overrides, bool json) {
-  const Outcome o = evaluate(recipe, overrides, std::nullopt);
+int validate_one(const std::string& recipe, const std::vector<std::string>& config_files,
+                 const std::vector<std::string>& overrides, bool json) {
+  const Outcome o = evaluate(recipe, config_files, overrides, std::nullopt);
   if (json) {
     std::printf("%s\n", dump_json(to_json(o)).c_str());
     if (!o.report) std::fprintf(stderr, "error: %s\n", o.error.c_str());
@@ -188,11 +190,11 @@ std::string graphs_text(const config::Config& c) {
   return c.model.cuda_graph_impl + " " + config::format_value(c, "model.cuda_graph_scope");
 }
 
-int validate_all(const std::vector<std::string>& overrides, bool json) {
+int validate_all(const std::vector<std::string>& config_files, const std::vector<std::string>& overrides, bool json) {
   std::vector<Outcome> outcomes;
   const int64_t data_parallel_size = data_parallel_size_from_env();
   for (const auto& name : config::shipped_recipe_names())
-    outcomes.push_back(evaluate(name, overrides, data_parallel_size));
+    outcomes.push_back(evaluate(name, config_files, overrides, data_parallel_size));
   int exit_code = 0;
   for (const auto& o : outcomes) exit_code = std::max(exit_code, o.exit_code());
   if (json) {
@@ -252,14 +254,15 @@ int validate_all(const std::vector<std::string>& overrides, bool json) {
   return exit_code;
 }
 
-int run_validate(const std::vector<std::string>& args, bool json, bool all) {
+int run_validate(const std::vector<std::string>& args, const std::vector<std::string>& config_files, bool json,
+                 bool all) {
   const bool has_recipe = !args.empty() && config::is_recipe_argument(args[0]);
   if (all && has_recipe) {
     throw config::ConfigError("--all validates every shipped recipe; give overrides only, not '" +
                              args[0] + "'");
   }
-  if (all || !has_recipe) return validate_all(args, json);
-  return validate_one(args[0], std::vector<std::string>(args.begin() + 1, args.end()), json);
+  if (all || !has_recipe) return validate_all(config_files, args, json);
+  return validate_one(args[0], config_files, std::vector<std::string>(args.begin() + 1, args.end()), json);
 }
 
 const CommandRegistration registration("validate", 30, [](CLI::App& app, int& exit_code) {
@@ -279,6 +282,8 @@ const CommandRegistration registration("validate", 30, [](CLI::App& app, int& ex
       "args", *args,
       "[RECIPE] [section.key=value ...]: a .yaml path or shipped name (llama/tiny, tiny), "
       "then Megatron-Bridge style overrides");
+  auto config_files = std::make_shared<std::vector<std::string>>();
+  add_config_file_option(*cmd, *config_files);
   cmd->add_flag("--json", *json, "machine-readable report on stdout");
   cmd->add_flag("--all", *all, "validate every shipped recipe (the overrides apply to each)");
   cmd->footer(
@@ -286,7 +291,7 @@ const CommandRegistration registration("validate", 30, [](CLI::App& app, int& ex
       "model.cuda_graph_impl=local\n"
       "  stepgraph validate moe/tiny_moe model.cuda_graph_impl=transformer_engine "
       "model.cuda_graph_scope=attn,moe_router,moe_preprocess --json");
-  cmd->callback([args, json, all, &exit_code] {
+  cmd->callback([args, config_files, json, all, &exit_code] {
     // With --json every outcome is a JSON object on stdout, errors included (an `error` string).
     const auto fail = [&json](const std::string& message, int code) {
       if (*json) {
@@ -296,7 +301,7 @@ const CommandRegistration registration("validate", 30, [](CLI::App& app, int& ex
       return code;
     };
     try {
-      exit_code = run_validate(*args, *json, *all);
+      exit_code = run_validate(*args, *config_files, *json, *all);
     } catch (const config::ConfigError& e) {
       exit_code = fail(e.what(), e.exit_code());
     } catch (const std::exception& e) {

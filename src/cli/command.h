@@ -32,6 +32,10 @@ CLI::Validator integer_in_range(long long lo, long long hi);
 // into valid seeds, so different arguments gave the same draws).
 CLI::Validator seed_number();
 
+// --config-file FILE (repeatable) on train, validate and config show: Bridge's YAML of overrides, set over the recipe
+// before the dotted overrides (config::merge_config_file).
+void add_config_file_option(CLI::App& command, std::vector<std::string>& files);
+
 // The number of ranks the launcher's environment describes (WORLD_SIZE, or SLURM_NTASKS in an srun task), as
 // `train` reads it: Megatron's data_parallel_size, which the batch must divide. `validate` and `config show`
 // resolve the config as any rank of that world sees it, so a WORLD_SIZE without this process's RANK /

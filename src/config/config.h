@@ -508,6 +508,9 @@ std::string format_value(const Config& config, std::string_view dotted_key);
 // keep their defaults. Throws ConfigError on bad YAML, unknown section/key (with a suggestion), wrong
 // type, duplicate key.
 Config load_config_yaml(std::string_view text, const std::string& source);
+// Sets the keys a YAML text holds over `config`, the others kept: Bridge's --config-file, a recipe's overrides as a
+// file (OmegaConf merges it over the recipe's ConfigContainer). The same checks and messages as a recipe's.
+void merge_config_yaml(Config& config, std::string_view text, const std::string& source);
 
 // ---- Overrides (config_overrides.cpp) -------------------------------------------------------------
 // Applies "section.key=value"; value is a YAML scalar or flow list ("attn,mlp" and "[attn, mlp]" are
@@ -557,5 +560,10 @@ std::vector<std::string> shipped_recipe_names();
 RecipeText find_recipe(std::string_view name_or_path);
 // find_recipe + load_config_yaml + apply_overrides (not yet validated or normalized).
 Config load_config(std::string_view name_or_path, const std::vector<std::string>& overrides = {});
+// Bridge's order: the recipe, then each --config-file (merge_config_yaml, in order), then the dotted overrides.
+Config load_config(std::string_view name_or_path, const std::vector<std::string>& config_files,
+                   const std::vector<std::string>& overrides);
+// Merges the YAML file at `path` over `config`; a file that cannot be read is an error naming it.
+void merge_config_file(Config& config, const std::string& path);
 
 }  // namespace sg::config

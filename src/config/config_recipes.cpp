@@ -36,12 +36,12 @@ std::string basename_of(const std::string& name) {
   return slash == std::string::npos ? name : name.substr(slash + 1);
 }
 
-std::string read_file(const std::filesystem::path& path) {
+std::string read_file(const std::filesystem::path& path, const char* what = "recipe file") {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("cannot read recipe file '" + path.string() + "'");
+  if (!in) throw ConfigError(strprintf("cannot read %s '%s'", what, path.string().c_str()));
   std::ostringstream text;
   text << in.rdbuf();
-  if (in.bad()) throw ConfigError("error reading recipe file '" + path.string() + "'");
+  if (in.bad()) throw ConfigError(strprintf("error reading %s '%s'", what, path.string().c_str()));
   return text.str();
 }
 
@@ -100,10 +100,26 @@ RecipeText find_recipe(std::string_view name_or_path) {
 }
 
 Config load_config(std::string_view name_or_path, const std::vector<std::string>& overrides) {
+  return load_config(name_or_path, {}, overrides);
+}
+
+Config load_config(std::string_view name_or_path, const std::vector<std::string>& config_files,
+                   const std::vector<std::string>& overrides) {
   const RecipeText recipe = find_recipe(name_or_path);
   Config config = load_config_yaml(recipe.text, recipe.source);
+  for (const std::string& file : config_files) merge_config_file(config, file);
   apply_overrides(config, overrides);
   return config;
+}
+
+void merge_config_file(Config& config, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw ConfigError("--config-file '" + path + "' is not a file" +
+                      (std::filesystem::exists(path, ec) ? "" : " (no such path)") +
+                      "; give a YAML file of keys to set over the recipe");
+  }
+  merge_config_yaml(config, read_file(path, "config file"), path);
 }
 
 }  // namespace sg::config

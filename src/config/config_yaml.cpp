@@ -593,6 +593,13 @@ std::string quoting_hint(std::string_view text, int line) {
 }  // namespace
 
 Config load_config_yaml(std::string_view text, const std::string& source) {
+  Config config;
+  config.source = source;
+  merge_config_yaml(config, text, source);
+  return config;
+}
+
+void merge_config_yaml(Config& config, std::string_view text, const std::string& source) {
   using detail::position;
   if (const int line = nul_byte_line(text); line > 0) {
     throw ConfigError(strprintf("%s:%d: the file holds a NUL byte (binary data, or a UTF-16 file?); a "
@@ -614,14 +621,12 @@ Config load_config_yaml(std::string_view text, const std::string& source) {
   } catch (const YAML::Exception& e) {
     throw ConfigError(strprintf("%s: invalid YAML: %s", source.c_str(), e.what()));
   }
-  Config config;
-  config.source = source;
   if (root.IsNull()) {
     if (!only_comments(text)) {
       throw ConfigError(source +
                         ": invalid YAML: no document could be read (check the first lines)");
     }
-    return config;
+    return;
   }
   if (!root.IsMap()) {
     throw ConfigError(strprintf("%s: a recipe is a map of sections (model:, train:, ...), got %s",
@@ -691,7 +696,6 @@ Config load_config_yaml(std::string_view text, const std::string& source) {
   } catch (const YAML::Exception& e) {  // yaml-cpp's own conversions; not expected, kept clear
     throw ConfigError(strprintf("%s: %s", position(source, e.mark).c_str(), e.msg.c_str()));
   }
-  return config;
 }
 
 }  // namespace sg::config
