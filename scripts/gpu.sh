@@ -346,11 +346,10 @@ if named edge_configs; then
   edge_run hybrid/tiny_hybrid_moe "${TE[@]}"
   edge_run llama/tiny model.kv_channels=32 "${L[@]}"
   edge_run llama/tiny validation.eval_interval=2 validation.eval_iters=2 "${L[@]}"
-  # A weight decay that changes every step (computed on the device from the step counter), Bridge's mixed_precision
-  # recipe and its lr_warmup_fraction, under the whole-step graph.
+  # A weight decay that changes every step (computed on the device from the step counter) and Bridge's
+  # mixed_precision recipe, under the whole-step graph.
   edge_run llama/tiny scheduler.start_weight_decay=0 scheduler.end_weight_decay=0.1 \
-    scheduler.weight_decay_incr_style=cosine mixed_precision=bf16_mixed scheduler.lr_warmup_iters=0 \
-    scheduler.lr_warmup_fraction=0.1 "${L[@]}"
+    scheduler.weight_decay_incr_style=cosine mixed_precision=bf16_mixed "${L[@]}" --cuda_graph_scope full_iteration
   # Megatron's newer spelling of the whole-step graph (validate reads it as local + full_iteration).
   edge_run llama/tiny model.cuda_graph_impl=full_iteration model.use_te_rng_tracker=true rng.te_rng_tracker=true
   edge_run llama/tiny model.hidden_dropout=0.1 model.attention_dropout=0.1 model.recompute_granularity=selective \
