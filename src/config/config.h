@@ -117,6 +117,8 @@ struct TrainConfig {
   std::optional<int64_t> train_iters;
   // Megatron's sample-based length (config/training_samples.h): train_iters = train_samples / global_batch_size.
   std::optional<int64_t> train_samples;
+  // Bridge's length in passes over the training data (config/num_epochs.h): train_iters derived from it.
+  std::optional<double> num_epochs;
   // Bridge's keys stepgraph accepts without implementing them (config/bridge_inert_keys.h), here and below
   BridgeInertValues<bridge_inert_count("train")> bridge_inert;
 };
@@ -386,6 +388,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("train", "train_iters", c.train.train_iters, "optimizer steps");
   v("train", "train_samples", c.train.train_samples,
     "sample-based length instead of train_iters: train_iters = train_samples / global_batch_size");
+  v("train", "num_epochs", c.train.num_epochs,
+    "passes over dataset.data_path instead of train_iters: ceil(epochs x ceil(samples per epoch / global batch))");
   visit_bridge_inert("train", c.train.bridge_inert, v);
   v("validation", "eval_interval", c.validation.eval_interval,
     "steps between evaluations on the validation data; null = none");

@@ -13,6 +13,7 @@
 #include "config/model_config.h"
 #include "config/moe_layer_freq.h"
 #include "config/moment_dtype.h"
+#include "config/num_epochs.h"
 #include "config/schedule_lengths.h"
 #include "config/training_samples.h"
 #include "core/strings.h"
@@ -190,7 +191,9 @@ class Validator {
     if (!c().train.global_batch_size && c().train.micro_batch_size) {
       c().train.global_batch_size = *c().train.micro_batch_size * std::max<int64_t>(1, c().data_parallel_size);
     }
-    // train.train_samples: train_iters and the decay length from it, before the decay defaults to train_iters.
+    // train.num_epochs and train.train_samples: train_iters and the decay length from them, before the decay
+    // defaults to train_iters.
+    resolve_num_epochs(c(), report_.violations, report_.notes);
     resolve_sample_based_lengths(c(), report_.violations, report_.notes);
     if (c().optimizer.use_distributed_optimizer != c().ddp.use_distributed_optimizer) {
       // Bridge's rule: either flag turns the distributed optimizer on in both places.

@@ -236,6 +236,67 @@ DataPosition DataPosition::from_json(const nlohmann::json& j) {
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+struct TokenRange {
+  uint64_t begin = 0, end = 0;
+};
+
+// The token stream positions of a document range (clamped to the dataset's documents).
+TokenRange token_range(const IndexedDataset& dataset, const DocumentRange& documents) {
+  const uint64_t last = std::min(documents.last, dataset.num_documents());
+  const uint64_t first = std::min(documents.first, last);
+  return {dataset.document_token_start(first), dataset.document_token_start(last)};
+}
+
+// Windows of seq_length + 1 tokens (sharing one) in the range; TooFewTokensError when there is none.
+uint64_t windows_in(const IndexedDataset& dataset, int64_t seq_length, const DocumentRange& documents) {
+  const TokenRange range = token_range(dataset, documents);
+  const uint64_t tokens = range.end - range.begin;
+  const uint64_t needed = static_cast<uint64_t>(seq_length) + 1;
+  if (tokens < needed) {
+    const std::string part = documents.label.empty() ? std::string() : strprintf(" (%s)", documents.label.c_str());
+    throw TooFewTokensError(strprintf(
+        "dataset %s%s has %llu tokens; one sample needs seq_length + 1 = %llu. Use a "
+        "larger corpus, a shorter model.seq_length%s",
+        dataset.prefix().c_str(), part.c_str(), static_cast<unsigned long long>(tokens),
+        static_cast<unsigned long long>(needed), documents.label.empty() ? "" : " or a larger share in dataset.split"));
+  }
+  return (tokens - 1) / static_cast<uint64_t>(seq_length);
+}
+
+// The documents of options.split in `dataset` (all of them without split_shares), labelled for messages.
+DocumentRange split_range(const DataLoaderOptions& options, const IndexedDataset& dataset) {
+  if (!options.split_shares) return {};
+  const auto bounds = split_document_bounds(*options.split_shares, dataset.num_documents());
+  const auto s = static_cast<size_t>(options.split);
+  return {bounds[s], bounds[s + 1],
+          strprintf("%s split: documents [%llu, %llu) of %llu", split_name(options.split),
+                    static_cast<unsigned long long>(bounds[s]), static_cast<unsigned long long>(bounds[s + 1]),
+                    static_cast<unsigned long long>(dataset.num_documents()))};
+}
+
+}  // namespace
+
+uint64_t samples_per_epoch(const DataLoaderOptions& options) {
+  if (options.mock) throw Error("mock data is an endless stream: it has no epoch");
+  if (options.seq_length <= 0) {
+    throw Error(strprintf("data: seq_length must be positive (got %lld)", static_cast<long long>(options.seq_length)));
+  }
+  uint64_t samples = 0;
+  const std::vector<WeightedPrefix> blend = parse_data_path(options.data_path, options.data_path_key);
+  for (const WeightedPrefix& p : blend) {
+    if (blend.size() > 1 && p.weight >= 0.0) {  // one dataset alone is all of the stream, whatever its weight
+      throw Error(options.data_path_key +
+                  " is a weighted blend: its samples follow the weights, so it has no epoch to count");
+    }
+    check_dataset_exists(p.prefix);
+    const IndexedDataset dataset = IndexedDataset::open_index(p.prefix);
+    samples += windows_in(dataset, options.seq_length, split_range(options, dataset));
+  }
+  return samples;
+}
+
 IndexedSampleSource::IndexedSampleSource(IndexedDataset dataset, int64_t seq_length, uint64_t seed, uint64_t source_id,
                                          const DocumentRange& documents)
     : IndexedSampleSource(std::make_shared<const IndexedDataset>(std::move(dataset)), seq_length, seed, source_id,
@@ -248,23 +309,10 @@ IndexedSampleSource::IndexedSampleSource(std::shared_ptr<const IndexedDataset> d
       seed_(seed),
       source_id_(source_id),
       range_label_(documents.label) {
-  const uint64_t docs = dataset_->num_documents();
-  const uint64_t last = std::min(documents.last, docs);
-  const uint64_t first = std::min(documents.first, last);
-  token_begin_ = dataset_->document_token_start(first);
-  token_end_ = dataset_->document_token_start(last);
-  const uint64_t tokens = token_end_ - token_begin_;
-  const uint64_t needed = static_cast<uint64_t>(seq_length) + 1;
-  if (tokens < needed) {
-    const std::string part =
-        range_label_.empty() ? std::string() : strprintf(" (%s)", range_label_.c_str());
-    throw TooFewTokensError(strprintf(
-        "dataset %s%s has %llu tokens; one sample needs seq_length + 1 = %llu. Use a "
-        "larger corpus, a shorter model.seq_length%s",
-        dataset_->prefix().c_str(), part.c_str(), static_cast<unsigned long long>(tokens),
-        static_cast<unsigned long long>(needed), range_label_.empty() ? "" : " or a larger share in dataset.split"));
-  }
-  windows_ = (tokens - 1) / static_cast<uint64_t>(seq_length);
+  const TokenRange range = token_range(*dataset_, documents);
+  token_begin_ = range.begin;
+  token_end_ = range.end;
+  windows_ = windows_in(*dataset_, seq_length, documents);
 }
 
 std::string IndexedSampleSource::describe() const {
@@ -319,17 +367,7 @@ DataLoader::DataLoader(const DataLoaderOptions& options) : seq_length_(options.s
     }
     for (size_t i = 0; i < blend.size(); ++i) {
       if (!open[i]) open[i] = open_datasets().open(blend[i].prefix, options.vocab_size);
-      const IndexedDataset& dataset = *open[i];
-      DocumentRange range;
-      if (options.split_shares) {
-        const auto bounds = split_document_bounds(*options.split_shares, dataset.num_documents());
-        const auto s = static_cast<size_t>(options.split);
-        range = {bounds[s], bounds[s + 1],
-                 strprintf("%s split: documents [%llu, %llu) of %llu", split_name(options.split),
-                           static_cast<unsigned long long>(bounds[s]),
-                           static_cast<unsigned long long>(bounds[s + 1]),
-                           static_cast<unsigned long long>(dataset.num_documents()))};
-      }
+      const DocumentRange range = split_range(options, *open[i]);
       auto source = std::make_unique<IndexedSampleSource>(open[i], options.seq_length, options.seed, i, range);
       // Unweighted blends follow each dataset's size.
       weights_.push_back(blend[i].weight >= 0.0 ? blend[i].weight

@@ -117,6 +117,12 @@ struct DataLoaderOptions {
   Split split = Split::train;
 };
 
+// Samples one epoch of the training data holds: the windows of every dataset of an unweighted options.data_path
+// (its options.split share with split_shares), read from the index files alone (IndexedDataset::open_index). Bridge's
+// train.num_epochs counts these. sg::Error for mock data (endless), a weighted blend (whose epoch is not defined) or
+// a missing dataset; TooFewTokensError when a dataset's share holds no sample.
+uint64_t samples_per_epoch(const DataLoaderOptions& options);
+
 class DataLoader {
  public:
   // Opens every dataset of options.data_path (IndexedDataset::open: both files mapped, every token scanned), or

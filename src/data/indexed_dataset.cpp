@@ -100,12 +100,17 @@ void for_each_token(TokenDtype dtype, const uint8_t* p, uint64_t count, Fn&& fn)
 }  // namespace
 
 IndexedDataset IndexedDataset::open(const std::string& prefix, int64_t vocab_size) {
+  IndexedDataset ds = open_index(prefix);
+  ds.scan_tokens(vocab_size);
+  return ds;
+}
+
+IndexedDataset IndexedDataset::open_index(const std::string& prefix) {
   IndexedDataset ds;
   ds.prefix_ = prefix;
   ds.idx_ = MappedFile(index_path(prefix), "index file");
   ds.bin_ = MappedFile(bin_path(prefix), "data file");
   ds.validate_index();
-  ds.scan_tokens(vocab_size);
   return ds;
 }
 

@@ -61,6 +61,9 @@ class IndexedDataset {
   // threads for a large .bin, progress lines when it runs long). With vocab_size > 0, a token id outside
   // [0, vocab_size) is an error naming the file and the first such token's sequence, position and byte.
   static IndexedDataset open(const std::string& prefix, int64_t vocab_size = 0);
+  // Opens and validates the pair without reading the tokens: for what the index alone says (documents, token
+  // counts), e.g. the samples of an epoch. min_token() and max_token() are 0.
+  static IndexedDataset open_index(const std::string& prefix);
 
   const std::string& prefix() const { return prefix_; }
   TokenDtype dtype() const { return dtype_; }

@@ -32,9 +32,13 @@ using checkpoint::TensorRef;
 // tokenizer.use_tokenizer_vocab_size (whose effect is model.vocab_size's value) and the sample-based lengths (folded
 // into the steps) did not exist.
 std::string as_before_newer_keys(std::string text, bool weight_decay_folded) {
-  std::vector<const char*> lines = {
-      "  use_tokenizer_vocab_size: false\n", "  train_samples: null\n", "  lr_warmup_samples: 0\n",
-      "  lr_decay_samples: null\n",          "  max_steps: null\n",     "  lr_warmup_fraction: null\n"};
+  std::vector<const char*> lines = {"  use_tokenizer_vocab_size: false\n",
+                                    "  train_samples: null\n",
+                                    "  num_epochs: null\n",
+                                    "  lr_warmup_samples: 0\n",
+                                    "  lr_decay_samples: null\n",
+                                    "  max_steps: null\n",
+                                    "  lr_warmup_fraction: null\n"};
   if (weight_decay_folded) {
     lines.insert(lines.end(), {"  start_weight_decay: null\n", "  end_weight_decay: null\n",
                                "  weight_decay_incr_style: constant\n"});
@@ -96,6 +100,7 @@ std::string canonical_config(const config::Config& config) {
   c.scheduler.lr_warmup_samples = 0;
   c.scheduler.lr_decay_samples.reset();
   c.train.train_samples.reset();
+  c.train.num_epochs.reset();  // like train_iters, which it makes: the run's length
   c.rerun_state_machine = {};
   c.ddp = {};
   // Sharding the optimizer state only moves it between ranks (and changes the grad norm's fp64 summation

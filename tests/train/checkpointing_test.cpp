@@ -67,6 +67,7 @@ TEST(CanonicalConfigHash, IsTheOneSavedBeforeTheValidationSectionAndIgnoresEvalu
   // Bridge's newer lengths hash as the schedule they make (llama/tiny: a 5-step warmup).
   EXPECT_EQ(hash({"scheduler.lr_warmup_iters=0", "scheduler.lr_warmup_fraction=0.05"}), "fba5d025e3d9d565");
   EXPECT_EQ(hash({"scheduler.lr_decay_iters=null", "scheduler.max_steps=100"}), "fba5d025e3d9d565");
+  EXPECT_EQ(hash({"train.num_epochs=null"}), "fba5d025e3d9d565");
   // Bridge's mixed_precision section: bf16_mixed is what stepgraph trains.
   EXPECT_EQ(hash({"mixed_precision=bf16_mixed"}), "fba5d025e3d9d565");
   // Sample-based lengths hash as the steps they make (llama/tiny: global batch 4, a 5-step warmup).
