@@ -20,9 +20,7 @@ int config_show(const std::vector<std::string>& args, const std::vector<std::str
     overrides.erase(overrides.begin());
   }
   const config::RecipeText text = config::find_recipe(recipe);
-  config::Config config = config::load_config_yaml(text.text, text.source);
-  for (const std::string& file : config_files) config::merge_config_file(config, file);
-  config::apply_overrides(config, overrides);
+  config::Config config = config::load_config(text, config_files, overrides);
   // The ranks of the launcher's environment, as validate and train count them (global_batch_size = null
   // resolves to micro batch x ranks).
   config.data_parallel_size = data_parallel_size_from_env();

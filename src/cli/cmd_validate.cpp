@@ -42,9 +42,7 @@ Outcome evaluate(const std::string& recipe, const std::vector<std::string>& conf
     const config::RecipeText text = config::find_recipe(recipe);
     outcome.name = text.name;
     outcome.source = text.source;
-    config::Config config = config::load_config_yaml(text.text, text.source);
-    for (const std::string& file : config_files) config::merge_config_file(config, file);
-    config::apply_overrides(config, overrides);
+    config::Config config = config::load_config(text, config_files, overrides);
     config.data_parallel_size = data_parallel_size ? *data_parallel_size : data_parallel_size_from_env();
     // Shape keys a pretrained_checkpoint folder provides are filled in (or checked) as `train` does.
     outcome.report = config::validate(train::apply_pretrained_shapes(config));

@@ -567,6 +567,9 @@ Config load_config(std::string_view name_or_path, const std::vector<std::string>
 // Bridge's order: the recipe, then each --config-file (merge_config_yaml, in order), then the dotted overrides.
 Config load_config(std::string_view name_or_path, const std::vector<std::string>& config_files,
                    const std::vector<std::string>& overrides);
+// The same from a recipe already found (find_recipe), for a command that also prints where it came from.
+Config load_config(const RecipeText& recipe, const std::vector<std::string>& config_files,
+                   const std::vector<std::string>& overrides);
 // Merges the YAML file at `path` over `config`; a file that cannot be read is an error naming it.
 void merge_config_file(Config& config, const std::string& path);
 

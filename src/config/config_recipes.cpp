@@ -105,7 +105,11 @@ Config load_config(std::string_view name_or_path, const std::vector<std::string>
 
 Config load_config(std::string_view name_or_path, const std::vector<std::string>& config_files,
                    const std::vector<std::string>& overrides) {
-  const RecipeText recipe = find_recipe(name_or_path);
+  return load_config(find_recipe(name_or_path), config_files, overrides);
+}
+
+Config load_config(const RecipeText& recipe, const std::vector<std::string>& config_files,
+                   const std::vector<std::string>& overrides) {
   Config config = load_config_yaml(recipe.text, recipe.source);
   for (const std::string& file : config_files) merge_config_file(config, file);
   apply_overrides(config, overrides);
