@@ -15,6 +15,10 @@
 
 namespace sg::config::detail {
 
+// Hydra's instantiation key, which Bridge writes into every section of a saved config (config_utils.py): the
+// section walker skips it, assign_key reads a Hydra reference ({_target_: torch.bfloat16, _call_: false}) by it.
+inline constexpr const char* kHydraTargetKey = "_target_";
+
 // Sets section.key from `value`. `where` prefixes error messages ("file:3:5" or "override '...'"). A key under
 // another name (model.hybrid_layer_pattern) or its deprecated section (train.eval_interval for
 // validation.eval_interval) sets the key and records the name in Config::key_names. Returns false when the key does not exist (the caller reports it with a suggestion); throws
