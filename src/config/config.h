@@ -129,8 +129,12 @@ struct ValidationConfig {
   std::optional<int64_t> eval_interval;  // null: no evaluation during training
   int64_t eval_iters = 100;              // global batches per evaluation (Megatron's default)
   std::optional<int64_t> start_eval_at_iter;      // null: evaluate from the first eval_interval on
-  std::optional<int64_t> eval_global_batch_size;  // null: train.global_batch_size (the only size implemented)
-  std::optional<int64_t> eval_micro_batch_size;   // null: train.micro_batch_size (the only size implemented)
+  // null: train.global_batch_size. Any size the ranks share in whole microbatches: the evaluation packs its rows into
+  // the training step's shape (train/evaluation.h).
+  std::optional<int64_t> eval_global_batch_size;
+  // null: train.micro_batch_size. Only Bridge's rule that eval_global_batch_size divides into these microbatches on
+  // every rank: the loss is a token mean, whatever the microbatches.
+  std::optional<int64_t> eval_micro_batch_size;
   bool skip_train = false;                        // no training step: evaluate the loaded (or initial) weights and exit
   // Megatron-LM's other validation keys; Bridge's training loop does not read them. Refused when set (not implemented).
   bool test_mode = false;
@@ -397,9 +401,9 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("validation", "start_eval_at_iter", c.validation.start_eval_at_iter,
     "no evaluation during training before this step; null = from the first eval_interval");
   v("validation", "eval_global_batch_size", c.validation.eval_global_batch_size,
-    "sequences per evaluation batch; null = train.global_batch_size (the only size implemented)");
+    "sequences per evaluation batch; null = train.global_batch_size (run in the training step's shape)");
   v("validation", "eval_micro_batch_size", c.validation.eval_micro_batch_size,
-    "sequences per evaluation microbatch; null = train.micro_batch_size (the only size implemented)");
+    "sequences per evaluation microbatch; null = train.micro_batch_size (sets only Bridge's divisibility rule)");
   v("validation", "skip_train", c.validation.skip_train,
     "no training: evaluate the checkpoint loaded (checkpoint.load, pretrained_checkpoint) and exit");
   v("validation", "test_mode", c.validation.test_mode, "Megatron's functional-test mode (not implemented)");

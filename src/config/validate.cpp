@@ -95,20 +95,7 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
   if (const auto style = unimplemented_lr_decay_style(c.scheduler.lr_decay_style)) {
     out.push_back({*style + " lr decay", {"scheduler.lr_decay_style"}});
   }
-  // Evaluation runs the training batch's shapes (its graph is the training step's forward).
   const ValidationConfig& v = c.validation;
-  const int64_t global_batch = c.train.global_batch_size.value_or(c.train.micro_batch_size.value_or(0) *
-                                                                  std::max<int64_t>(1, c.data_parallel_size));
-  if (v.eval_global_batch_size && *v.eval_global_batch_size != global_batch) {
-    out.push_back(
-        {"an evaluation batch other than the training one (evaluation runs train.global_batch_size "
-         "sequences a batch)",
-         {"validation.eval_global_batch_size", "train.global_batch_size"}});
-  }
-  if (v.eval_micro_batch_size && *v.eval_micro_batch_size != c.train.micro_batch_size.value_or(0)) {
-    out.push_back({"an evaluation microbatch other than the training one",
-                   {"validation.eval_micro_batch_size", "train.micro_batch_size"}});
-  }
   if (v.test_mode) out.push_back({"Megatron's functional-test mode", {"validation.test_mode"}});
   if (v.full_validation) {
     out.push_back({"evaluation on the whole validation set (validation.eval_iters batches are evaluated)",

@@ -4,6 +4,7 @@
 // failure names the keys, their values and a fix.
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "config/tokenizer_vocab.h"
 #include "config/validate.h"
@@ -70,6 +71,47 @@ void check_datasets(Reporter& r, const std::string& key, const std::vector<std::
              "make the dataset (above), or point " + key + " at an existing PREFIX, which names PREFIX.bin and "
              "PREFIX.idx (a relative one is read from the working directory)");
     }
+  }
+}
+
+// validation.eval_global_batch_size and eval_micro_batch_size (null: the training's): Bridge's rule that the ranks
+// share an evaluation batch in whole microbatches. The evaluation runs in the training step's shape
+// (train/evaluation.h), so the evaluation microbatch changes nothing but this rule: a note says so.
+void check_eval_batch(const Config& c, Reporter& r) {
+  const ValidationConfig& v = c.validation;
+  bool valid = true;
+  for (const auto& [key, value] : {std::pair{"validation.eval_global_batch_size", v.eval_global_batch_size},
+                                   std::pair{"validation.eval_micro_batch_size", v.eval_micro_batch_size}}) {
+    if (value && *value < 1) {
+      r.fail(std::string(key) + " must be >= 1 (or null: the training's)", {key},
+             std::string("set ") + key + " to a positive number of sequences, or null");
+      valid = false;
+    }
+  }
+  if (!valid || (!v.eval_global_batch_size && !v.eval_micro_batch_size)) return;  // the training's: its own rules
+  const int64_t micro = v.eval_micro_batch_size.value_or(c.train.micro_batch_size.value_or(0));
+  const int64_t global = v.eval_global_batch_size.value_or(c.train.global_batch_size.value_or(0));
+  const int64_t ranks = std::max<int64_t>(1, c.data_parallel_size);
+  if (micro < 1 || global < 1) return;  // the training's batch is invalid: reported under its keys
+  if (global % (micro * ranks) != 0) {
+    r.fail(strprintf("the evaluation batch of %lld sequences does not divide into microbatches of %lld sequences on "
+                     "each of %lld data-parallel rank%s (Bridge's rule)",
+                     static_cast<long long>(global), static_cast<long long>(micro), static_cast<long long>(ranks),
+                     ranks == 1 ? "" : "s"),
+           {"validation.eval_global_batch_size", "validation.eval_micro_batch_size", "train.global_batch_size",
+            "train.micro_batch_size"},
+           strprintf("set validation.eval_global_batch_size to a multiple of %lld, e.g. %lld",
+                     static_cast<long long>(micro * ranks),
+                     static_cast<long long>(std::max<int64_t>(1, global / (micro * ranks)) * micro * ranks)));
+    return;
+  }
+  if (v.eval_micro_batch_size && *v.eval_micro_batch_size != c.train.micro_batch_size.value_or(0)) {
+    r.note(strprintf("the evaluation runs in the training step's microbatches of %lld sequences (its compiled "
+                     "shapes); validation.eval_micro_batch_size = %lld sets only how the evaluation batch must divide. "
+                     "The validation loss, a mean over the evaluation's tokens, does not depend on it",
+                     static_cast<long long>(c.train.micro_batch_size.value_or(0)),
+                     static_cast<long long>(*v.eval_micro_batch_size)),
+           {"validation.eval_micro_batch_size", "train.micro_batch_size"});
   }
 }
 
@@ -192,11 +234,12 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
     r.fail("validation.eval_interval must be >= 1 (or null: no evaluation)", {"validation.eval_interval"},
            "set validation.eval_interval to the steps between evaluations, e.g. 100");
   }
-  // At most 2^31 - 1, as the step counts: the evaluation's loss buffer holds one float a batch.
+  // At most 2^31 - 1, as the step counts.
   if (v.eval_iters < 1 || v.eval_iters > std::numeric_limits<int32_t>::max()) {
     r.fail("validation.eval_iters must be between 1 and 2147483647", {"validation.eval_iters"},
            "set validation.eval_iters to the global batches per evaluation (Megatron's default 100)");
   }
+  check_eval_batch(c, r);
   if (v.start_eval_at_iter && *v.start_eval_at_iter < 0) {
     r.fail("validation.start_eval_at_iter must be >= 0 (or null: from the first eval_interval)",
            {"validation.start_eval_at_iter"}, "set it to the first step that may evaluate, or null");

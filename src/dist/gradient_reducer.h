@@ -17,7 +17,7 @@
 //                         AdamW over the owned range
 //   gather_weights        the updated bf16 weights of every shard on every rank (sharded only)
 // and in the forward-only evaluation (each rank evaluates its rows of every validation batch):
-//   reduce_eval_loss      *eval_loss summed over ranks
+//   reduce_eval_loss      eval_loss_sums (token loss sum, token count) summed over ranks
 //
 // The loss is pre-scaled by 1 / (microbatches x data-parallel size) in the step, so sums over ranks are
 // the global means, and a step at world size N adds the same terms as at world size 1, in another order.
@@ -37,7 +37,7 @@ struct ReducerBuffers {
   ElementType grad_type = ElementType::f32;
   void* params = nullptr;          // [padded_params] bf16 compute weights
   float* loss = nullptr;           // the step's device loss scalar
-  float* eval_loss = nullptr;      // the evaluation's device loss scalar
+  double* eval_loss_sums = nullptr;  // the evaluation's device token loss sum and token count [2]
   double* norm_partials = nullptr; // the grad norm's per-block partial sums
   int64_t norm_partials_count = 0;
 };

@@ -26,7 +26,7 @@ NcclGradientReducer::NcclGradientReducer(Communicator& communicator, DataParalle
 
 void NcclGradientReducer::check_bound() const {
   SG_CHECK(buffers_.grads != nullptr && buffers_.params != nullptr && buffers_.loss != nullptr &&
-               buffers_.eval_loss != nullptr && buffers_.norm_partials != nullptr,
+               buffers_.eval_loss_sums != nullptr && buffers_.norm_partials != nullptr,
            "NcclGradientReducer used before bind(): the step binds its buffers when it plans its memory");
 }
 
@@ -123,7 +123,7 @@ void NcclGradientReducer::gather_weights(cudaStream_t stream) {
 
 void NcclGradientReducer::reduce_eval_loss(cudaStream_t stream) {
   check_bound();
-  comm_.all_reduce_sum(buffers_.eval_loss, buffers_.eval_loss, 1, ElementType::f32, stream);
+  comm_.all_reduce_sum(buffers_.eval_loss_sums, buffers_.eval_loss_sums, 2, ElementType::f64, stream);
 }
 
 void NcclGradientReducer::gather_optimizer_slices(const void* shard, void* staging, ElementType type,

@@ -149,13 +149,16 @@ __global__ void __launch_bounds__(kReduceThreads)
 
 __global__ void __launch_bounds__(kReduceThreads)
     loss_reduce_kernel(const float* __restrict__ row_loss, int64_t T, const float* __restrict__ token_count,
-                       float loss_scale, float* __restrict__ loss_accumulator) {
+                       float loss_scale, float* __restrict__ loss_accumulator, double* __restrict__ loss_sums) {
   using BlockReduce = cub::BlockReduce<double, kReduceThreads>;
   __shared__ typename BlockReduce::TempStorage reduce_storage;
   double local = 0.0;
   for (int64_t i = threadIdx.x; i < T; i += kReduceThreads) local += row_loss[i];
   const double total = BlockReduce(reduce_storage).Sum(local);
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0 && loss_sums != nullptr) {
+    loss_sums[0] += total;
+    loss_sums[1] += static_cast<double>(*token_count);
+  } else if (threadIdx.x == 0) {
     const double mean = total / fmax(static_cast<double>(*token_count), 1.0);
     *loss_accumulator += static_cast<float>(mean * static_cast<double>(loss_scale));
   }
@@ -205,11 +208,12 @@ void cross_entropy_forward_backward(cudaStream_t stream, const CrossEntropyParam
 }
 
 void cross_entropy_loss_reduce(cudaStream_t stream, const CrossEntropyLossReduceParams& p) {
-  SG_CHECK(p.row_loss && p.token_count && p.loss_accumulator,
-           "cross_entropy_loss_reduce: row_loss, token_count and loss_accumulator must be device pointers");
+  SG_CHECK(p.row_loss && p.token_count && (p.loss_accumulator == nullptr) != (p.loss_sums == nullptr),
+           "cross_entropy_loss_reduce: row_loss, token_count and exactly one of loss_accumulator and loss_sums must be "
+           "device pointers");
   SG_CHECK(p.T >= 0, strprintf("cross_entropy_loss_reduce: T=%lld must be >= 0", (long long)p.T));
-  loss_reduce_kernel<<<1, kReduceThreads, 0, stream>>>(p.row_loss, p.T, p.token_count, p.loss_scale,
-                                                       p.loss_accumulator);
+  loss_reduce_kernel<<<1, kReduceThreads, 0, stream>>>(p.row_loss, p.T, p.token_count, p.loss_scale, p.loss_accumulator,
+                                                       p.loss_sums);
   SG_CUDA_CHECK_LAUNCH("loss_reduce_kernel");
 }
 

@@ -13,6 +13,8 @@
 // loss_scale = 1 / num_microbatches is a plan-time constant; the step zeroes *loss_accumulator once at
 // its start, so after the last microbatch it holds the step loss. The reduction runs over the whole
 // microbatch's row_loss (not per chunk), so the loss does not depend on the chunk size.
+// Evaluation instead adds the unscaled token sum and the token count into loss_sums (Bridge's evaluate() divides
+// the two totals of the whole evaluation, so its loss is a mean over tokens, however the rows are grouped).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -55,7 +57,9 @@ struct CrossEntropyLossReduceParams {
   int64_t T = 0;
   const float* token_count = nullptr;  // device scalar from loss_token_count
   float loss_scale = 1.0f;             // plan-time: 1 / num_microbatches
+  // Exactly one of the two outputs:
   float* loss_accumulator = nullptr;   // device scalar: += loss_scale * sum(row_loss) / max(count, 1)
+  double* loss_sums = nullptr;         // device [2]: += {sum(row_loss), count} (evaluation; loss_scale unused)
 };
 // One block, fixed-order fp64 sum; one thread does the read-modify-write (no atomics).
 void cross_entropy_loss_reduce(cudaStream_t stream, const CrossEntropyLossReduceParams& p);

@@ -110,7 +110,8 @@ LmHeadPlan::ChunkGemms LmHeadPlan::plan_chunk(Blas& blas, int64_t rows) const {
 }
 
 void LmHeadPlan::execute(cudaStream_t stream, const LmHeadBuffers& b) const {
-  SG_CHECK(b.dhidden && b.dweight.data, "lm_head execute: dhidden and dweight must be device pointers");
+  SG_CHECK(b.dhidden && b.dweight.data && b.loss_accumulator,
+           "lm_head execute: dhidden, dweight and loss_accumulator must be device pointers");
   SG_CHECK(b.dweight.dtype == grad_dtype_, strprintf("lm_head execute: planned for %s gradients, given a %s dweight",
                                                      float_dtype_name(grad_dtype_), float_dtype_name(b.dweight.dtype)));
   run(stream, b, /*backward=*/true);
@@ -119,9 +120,10 @@ void LmHeadPlan::execute(cudaStream_t stream, const LmHeadBuffers& b) const {
 void LmHeadPlan::execute_loss(cudaStream_t stream, const LmHeadBuffers& b) const { run(stream, b, /*backward=*/false); }
 
 void LmHeadPlan::run(cudaStream_t stream, const LmHeadBuffers& b, bool backward) const {
-  SG_CHECK(b.hidden && b.weight && b.targets && b.loss_mask && b.loss_accumulator && b.workspace,
-           "lm_head: hidden, weight, targets, loss_mask, loss_accumulator and workspace must all be device "
-           "pointers");
+  SG_CHECK(b.hidden && b.weight && b.targets && b.loss_mask && b.workspace &&
+               (b.loss_accumulator == nullptr) != (b.loss_sums == nullptr),
+           "lm_head: hidden, weight, targets, loss_mask, workspace and exactly one of loss_accumulator and loss_sums "
+           "must be device pointers");
   SG_CHECK(aligned_to(b.workspace, kWorkspaceAlignment),
            strprintf("lm_head: workspace %p must be 256-byte aligned", b.workspace));
   const int64_t T = shape_.T, H = shape_.H, V = shape_.V;
@@ -163,7 +165,8 @@ void LmHeadPlan::run(cudaStream_t stream, const LmHeadBuffers& b, bool backward)
                                      .T = T,
                                      .token_count = token_count,
                                      .loss_scale = loss_scale_,
-                                     .loss_accumulator = b.loss_accumulator});
+                                     .loss_accumulator = b.loss_accumulator,
+                                     .loss_sums = b.loss_sums});
 }
 
 }  // namespace sg::kernels

@@ -68,6 +68,8 @@ struct LmHeadBuffers {
   bool overwrite_dweight = false;    // the first chunk OVERWRITES dweight (not read): the step's first
                                      // writer of this gradient (model/gradient_zeroing.h)
   float* loss_accumulator = nullptr; // device scalar, += loss_scale * sum(mask*ce) / max(sum(mask), 1)
+  double* loss_sums = nullptr;       // instead of loss_accumulator, execute_loss only (evaluation): device [2],
+                                     // += {sum(mask*ce), sum(mask)} (kernels/cross_entropy.h)
   void* workspace = nullptr;         // layout().workspace_bytes, 256-byte aligned, not shared with
                                      // anything live across the LM head
 };
@@ -86,7 +88,8 @@ class LmHeadPlan {
   // on the host (non-null, 16-byte alignment) and throws sg::Error naming the buffer.
   void execute(cudaStream_t stream, const LmHeadBuffers& buffers) const;
   // Forward only (evaluation): per chunk the logits GEMM and the cross-entropy, then the loss reduction —
-  // the same loss execute() adds, bit for bit, with neither backward GEMM. dhidden and dweight are not
+  // the same loss execute() adds, bit for bit, with neither backward GEMM (or, with loss_sums, its token sum and
+  // count). dhidden and dweight are not
   // used (may be null); the cross-entropy still writes dlogits into the workspace, which nothing reads.
   void execute_loss(cudaStream_t stream, const LmHeadBuffers& buffers) const;
 

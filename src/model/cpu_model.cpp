@@ -105,8 +105,8 @@ void CpuModel::load_state(const FlatView& weights, const FlatView& exp_avg, cons
   rng_ = rng;
 }
 
-double CpuModel::microbatch(const int32_t* tokens, const int32_t* targets, const float* loss_mask,
-                            rng::RngState rng, bool backward, float grad_scale) {
+double CpuModel::microbatch(const int32_t* tokens, const int32_t* targets, const float* loss_mask, rng::RngState rng,
+                            bool backward, float grad_scale, TokenLossSums* sums) {
   const ModelSpec& m = layout_.spec;
   const int64_t T = T_, H = m.hidden_size, V = m.vocab_size;
   const size_t N = layers_.size();
@@ -139,7 +139,8 @@ double CpuModel::microbatch(const int32_t* tokens, const int32_t* targets, const
   // d n_N (d_norm_) and the lm_head gradient, as on the GPU.
   const int64_t lm_head = layout_.offset(layout_.lm_head);
   const float* final_out = norm_[N].data();
-  const double count = std::max(ref::loss_token_count(loss_mask, T), 1.0);
+  const double mask_sum = ref::loss_token_count(loss_mask, T);
+  const double count = std::max(mask_sum, 1.0);
   const float ce_scale = static_cast<float>(static_cast<double>(grad_scale) / count);
   std::vector<float> logits(sz(std::min(T, kLmHeadChunkRows) * V)), dlogits;
   if (backward) dlogits.resize(logits.size());
@@ -155,6 +156,10 @@ double CpuModel::microbatch(const int32_t* tokens, const int32_t* targets, const
     }
   }
   const double loss = loss_sum / count;
+  if (sums != nullptr) {
+    sums->loss += loss_sum;
+    sums->tokens += mask_sum;
+  }
   if (!backward) return loss;
 
   // Backward: d x_k lives in d_resid[k % 2]. d x_N = final_norm'(d n_N); per layer, reversed:
@@ -235,7 +240,7 @@ float CpuModel::compute_gradients(const HostBatch& batch, uint64_t first_offset)
   return static_cast<float>(loss / static_cast<double>(M));
 }
 
-double CpuModel::compute_loss(const HostBatch& batch, uint64_t first_offset) {
+double CpuModel::compute_loss(const HostBatch& batch, uint64_t first_offset, TokenLossSums* sums) {
   batch.check(layout_.spec, batch_);
   aux_losses_ = {};
   const int64_t M = batch_.num_microbatches;
@@ -244,20 +249,22 @@ double CpuModel::compute_loss(const HostBatch& batch, uint64_t first_offset) {
     const size_t at = sz(mb * T_);
     const rng::RngState rng{rng_.seed, first_offset + static_cast<uint64_t>(mb) * kRngOffsetPerMicrobatch};
     loss += microbatch(batch.tokens.data() + at, batch.targets.data() + at, batch.loss_mask.data() + at, rng, false,
-                       1.0f);
+                       1.0f, sums);
   }
   aux_losses_.load_balancing /= static_cast<double>(M);
   aux_losses_.z /= static_cast<double>(M);
   return loss / static_cast<double>(M);
 }
 
-float CpuModel::evaluate(const HostBatch& batch) {
+TokenLossSums CpuModel::evaluate(const HostBatch& batch) {
   struct DropoutOff {
     bool& flag;
     explicit DropoutOff(bool& f) : flag(f) { flag = false; }
     ~DropoutOff() { flag = true; }
   } off(dropout_on_);
-  return static_cast<float>(compute_loss(batch, rng_.offset));
+  TokenLossSums sums;
+  compute_loss(batch, rng_.offset, &sums);
+  return sums;
 }
 
 CpuStepResult CpuModel::train_step(const HostBatch& batch) {

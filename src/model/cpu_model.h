@@ -41,6 +41,13 @@ struct CpuStepResult {
   bool grads_finite = true;
 };
 
+// An evaluated batch's cross-entropy summed over its loss tokens, and the count of those tokens (the loss mask's
+// sum): the numerator and denominator Bridge's evaluate() adds over an evaluation (StepScalars::eval_loss_sums).
+struct TokenLossSums {
+  double loss = 0.0;
+  double tokens = 0.0;
+};
+
 class CpuModel {
  public:
   // Parameters start at model/init.h's values for rng.seed; dropout draws from `rng` (offset advanced
@@ -68,16 +75,18 @@ class CpuModel {
 
   // Forward (and backward when `backward`) of ONE microbatch: tokens/targets/loss_mask point at its
   // T = micro_batch_size * seq_length entries. Backward ADDS d(loss * grad_scale)/dparam into grads().
-  // Returns the microbatch's masked mean loss (fp64 sum / max(mask sum, 1)).
+  // Returns the microbatch's masked mean loss (fp64 sum / max(mask sum, 1)); `sums`, when given, gets the
+  // sum and the mask sum added.
   double microbatch(const int32_t* tokens, const int32_t* targets, const float* loss_mask, rng::RngState rng,
-                    bool backward, float grad_scale);
+                    bool backward, float grad_scale, TokenLossSums* sums = nullptr);
 
   // Zeroes the gradients, runs every microbatch of `batch` (microbatch m with RngState{seed,
   // first_offset + m * kRngOffsetPerMicrobatch}) and leaves d(step loss)/dparam in grads().
   // Returns the step loss (mean over microbatches). Does not touch the optimizer or the RNG counter.
   float compute_gradients(const HostBatch& batch, uint64_t first_offset);
-  // The same loss without the backward (grads untouched); for finite differences.
-  double compute_loss(const HostBatch& batch, uint64_t first_offset);
+  // The same loss without the backward (grads untouched); for finite differences. `sums`, when given, gets every
+  // microbatch's token loss sum and token count added.
+  double compute_loss(const HostBatch& batch, uint64_t first_offset, TokenLossSums* sums = nullptr);
   // The auxiliary losses (MoE load balancing, z-loss) of the last compute_gradients / compute_loss,
   // per layer the mean over microbatches, summed over layers. The objective whose gradient
   // compute_gradients leaves is compute_loss + aux_losses().load_balancing + aux_losses().z.
@@ -88,10 +97,10 @@ class CpuModel {
   // [0, num_decay)), then steps_done()++ and the RNG offset advanced by num_microbatches.
   CpuStepResult train_step(const HostBatch& batch);
 
-  // Forward-only evaluation (the twin of TrainStep::enqueue_eval; Megatron's model.eval()): the loss
-  // of `batch` as train_step computes it (mean over microbatches of each one's masked mean loss) with
-  // dropout off. Changes no weight, gradient, optimizer state, step counter or RNG offset.
-  float evaluate(const HostBatch& batch);
+  // Forward-only evaluation (the twin of TrainStep::enqueue_eval; Megatron's model.eval()): the token loss sum and
+  // token count of `batch` with dropout off (an evaluation divides the totals of its batches, as Bridge's
+  // evaluate()). Changes no weight, gradient, optimizer state, step counter or RNG offset.
+  TokenLossSums evaluate(const HostBatch& batch);
 
   int64_t steps_done() const { return steps_done_; }
   const std::vector<std::unique_ptr<CpuLayer>>& layers() const { return layers_; }

@@ -95,7 +95,9 @@ struct StepScalars {
   float loss = 0.0f;           // the last step's loss: mean over microbatches of the masked mean CE
   int32_t loss_nonfinite = 0;  // 1: the step loss was NaN/inf (rerun_state_machine.check_for_nan_in_loss)
   int32_t grad_nonfinite = 0;  // 1: the grad norm was NaN/inf (ddp.check_for_nan_in_grad)
-  float eval_loss = 0.0f;      // enqueue_eval's result: the evaluated batch's loss (mean over microbatches)
+  // enqueue_eval's result: the evaluated batch's token loss sum and loss-token count over every rank's rows (the
+  // evaluation divides the totals of all its batches, as Bridge's evaluate())
+  double eval_loss_sums[2] = {0.0, 0.0};
 };
 
 struct TrainStepOptions {
@@ -143,14 +145,14 @@ class TrainStep {
   void enqueue_step(cudaStream_t stream, graph::RegionRunner& regions);
   // Forward-only evaluation of the batch in the input buffers (Megatron's model.eval() + forward):
   // every microbatch's forward — the layers' forward modules with their dropout off, no hidden
-  // dropout — then the LM head's loss only (no backward GEMMs); the mean loss over the microbatches
-  // lands in StepScalars::eval_loss (zeroed first). It writes only activations, LM-head workspace and
-  // eval_loss — no parameter, gradient, optimizer state, RNG state or other step scalar — so training
+  // dropout — then the LM head's loss only (no backward GEMMs); the token loss sum and token count of the
+  // microbatches land in StepScalars::eval_loss_sums (zeroed first). It writes only activations, LM-head workspace
+  // and eval_loss_sums — no parameter, gradient, optimizer state, RNG state or other step scalar — so training
   // gives the same bits with and without evaluation. Region keys are the forward ones of enqueue_step,
   // but the bodies differ when dropout is on: run it with its own runner (eager, or inside its own
   // whole capture), never the training step's scoped runner.
   void enqueue_eval(cudaStream_t stream, graph::RegionRunner& regions);
-  const float* eval_loss() const { return &scalars_device()->eval_loss; }
+  const double* eval_loss_sums() const { return scalars_device()->eval_loss_sums; }
 
   // Every buffer the step plans, declared on the CPU without a device (`stepgraph validate`,
   // `bench --dryrun`, `train` at start): the same declarations as the constructor's, except the

@@ -34,7 +34,7 @@ void TrainStep::bind_reducer() {
   b.grad_type = grads_.is_bf16() ? dist::ElementType::bf16 : dist::ElementType::f32;
   b.params = params_;
   b.loss = &scalars_->loss;
-  b.eval_loss = &scalars_->eval_loss;
+  b.eval_loss_sums = scalars_->eval_loss_sums;
   b.norm_partials = grad_norm_partials_;
   b.norm_partials_count = kernels::kGradNormPartials;
   const cuda::Stream stream;

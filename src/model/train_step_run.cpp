@@ -113,19 +113,19 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
 }
 
 void TrainStep::enqueue_eval(cudaStream_t stream, graph::RegionRunner& regions) {
-  SG_CUDA_CHECK(cudaMemsetAsync(&scalars_->eval_loss, 0, sizeof(float), stream));
+  SG_CUDA_CHECK(cudaMemsetAsync(scalars_->eval_loss_sums, 0, sizeof(scalars_->eval_loss_sums), stream));
   for (int64_t mb = 0; mb < batch_.num_microbatches; ++mb) {
     const cuda::NvtxRange range(strprintf("eval microbatch %lld", static_cast<long long>(mb)));
     forward(stream, regions, mb, /*train=*/false);
-    // The loss only, scaled by 1/M like the training loss: eval_loss = mean over the microbatches.
+    // The loss only: its token sum and token count, added over the microbatches.
     lm_head_->execute_loss(stream, {.hidden = norm_[layers_.size()],
                                     .weight = params_ + layout_.offset(layout_.lm_head),
                                     .targets = targets_ + mb * T_,
                                     .loss_mask = loss_mask_ + mb * T_,
-                                    .loss_accumulator = &scalars_->eval_loss,
+                                    .loss_sums = scalars_->eval_loss_sums,
                                     .workspace = lm_head_workspace_});
   }
-  if (reducer_) reducer_->reduce_eval_loss(stream);  // every rank's rows of the batch: the global mean
+  if (reducer_) reducer_->reduce_eval_loss(stream);  // every rank's rows of the batch: the global sums
 }
 
 void TrainStep::forward(cudaStream_t stream, graph::RegionRunner& regions, int64_t mb, bool train) {

@@ -1,6 +1,7 @@
 #pragma once
 // Where the training step runs. The trainer loop (train/trainer.h) is written once against this
 // interface; GpuBackend runs the bf16 step with CUDA graphs, CpuBackend the fp32 reference model.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -29,12 +30,22 @@ struct StepResult {
 
 // What one evaluation (validation.eval_interval) measured.
 struct EvalResult {
-  double loss = 0.0;        // mean over the evaluated batches of each batch's loss (as the training loss)
+  // The mean loss over the evaluated loss tokens: the batches' summed token losses over their summed token counts
+  // (Bridge's evaluate(); max(count, 1) as the training loss), so it does not depend on how rows form batches.
+  double loss = 0.0;
+  double loss_tokens = 0.0;  // the tokens it counted (loss mask 1), every rank's
+  // Batches evaluated: a backend's eval_collect counts the step-shaped batches it ran; Evaluation::run reports the
+  // validation batches (of validation.eval_global_batch_size sequences) they held.
   int64_t batches = 0;
   double ms = 0.0;          // wall time of the evaluation, data loading included
   bool captured = false;    // this evaluation captured the evaluation graph
   bool graphed = false;     // the evaluation ran as a CUDA graph (captured or replayed)
 };
+
+// EvalResult::loss from the summed token losses and token count.
+inline double token_mean_loss(double loss_sum, double tokens) {
+  return loss_sum / std::max(tokens, 1.0);
+}
 
 // Everything a checkpoint needs to resume bit-exactly, on the host.
 struct TrainingState {
@@ -85,7 +96,7 @@ class TrainingBackend {
 
   // Forward-only evaluation, between steps (call collect(0) first): eval_submit() runs one global
   // batch's forward with dropout off and no backward, optimizer or RNG advance; eval_collect() waits and
-  // returns the mean loss of the batches submitted since the last eval_collect(). Nothing the training
+  // returns the token mean loss of the batches submitted since the last eval_collect(). Nothing the training
   // reads changes, so a run's training losses are the same bits with and without evaluation.
   virtual void eval_submit(const model::HostBatch& batch) = 0;
   virtual EvalResult eval_collect() = 0;

@@ -52,9 +52,12 @@ void CpuBackend::eval_submit(const model::HostBatch& batch) { eval_losses_.push_
 EvalResult CpuBackend::eval_collect() {
   EvalResult r;
   r.batches = static_cast<int64_t>(eval_losses_.size());
-  double sum = 0.0;  // fixed order, as the GPU backend
-  for (const float loss : eval_losses_) sum += static_cast<double>(loss);
-  r.loss = r.batches > 0 ? sum / static_cast<double>(r.batches) : 0.0;
+  double loss_sum = 0.0;  // in submission order, as the GPU backend
+  for (const model::TokenLossSums& sums : eval_losses_) {
+    loss_sum += sums.loss;
+    r.loss_tokens += sums.tokens;
+  }
+  r.loss = token_mean_loss(loss_sum, r.loss_tokens);
   eval_losses_.clear();
   return r;
 }

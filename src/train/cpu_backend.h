@@ -31,7 +31,7 @@ class CpuBackend final : public TrainingBackend {
  private:
   model::CpuModel model_;
   std::deque<StepResult> done_;
-  std::vector<float> eval_losses_;  // since the last eval_collect
+  std::vector<model::TokenLossSums> eval_losses_;  // since the last eval_collect
 };
 
 }  // namespace sg::train

@@ -1,9 +1,10 @@
 #pragma once
 // Evaluation on validation data (the validation section: eval_interval, eval_iters, start_eval_at_iter, skip_train),
 // as Megatron's evaluate():
-// every eval_interval steps (and after the last step) eval_iters global batches of validation data go
-// through the backend's forward-only path (dropout off, no backward, no optimizer, no RNG advance),
-// and the mean loss is the validation loss; val_ppl = exp(val_loss).
+// every eval_interval steps (and after the last step) eval_iters global batches of validation data (of
+// validation.eval_global_batch_size sequences) go through the backend's forward-only path (dropout off, no backward,
+// no optimizer, no RNG advance), and the mean loss over their loss tokens is the validation loss (Bridge's
+// evaluate(): summed token losses over the token count); val_ppl = exp(val_loss).
 //
 // Test data: dataset.split's third share of dataset.data_path, read once after the last step's validation (and after
 // a skip_train validation) when evaluation is on (EvalData::test).
@@ -40,6 +41,21 @@ inline bool evaluation_enabled(const config::Config& config) {
 // step or the skip_train validation, as Megatron's do_test).
 enum class EvalData { validation, test };
 
+// How one evaluation's rows meet the step. Bridge reads eval_iters batches of validation.eval_global_batch_size
+// sequences, each cut among the ranks as a training batch is (data/rank_batch.h). A rank's rows, in order, fill
+// batches of the training step's shape (its compiled shapes and graphs: no second plan and no memory for one), the
+// last padded with rows of loss mask 0, which the loss does not count. validation.eval_micro_batch_size sets only
+// Bridge's divisibility rule: the loss is a token mean over the whole evaluation, whatever the microbatches.
+struct EvalBatching {
+  int64_t global_sequences = 0;  // validation.eval_global_batch_size (train.global_batch_size when null)
+  int64_t rank_sequences = 0;    // this rank's rows of each: global_sequences / data_parallel_size
+  int64_t step_sequences = 0;    // rows of one step-shaped batch on a rank: num_microbatches x micro_batch_size
+  int64_t submissions = 0;       // step-shaped batches one evaluation runs
+  int64_t padding_rows = 0;      // rows of loss mask 0 in the last of them
+};
+// `config` validated (validate refuses an evaluation batch the ranks cannot share).
+EvalBatching eval_batching(const config::Config& config, const model::BatchSpec& batch);
+
 class Evaluation {
  public:
   // `config` validated. Opens the validation datasets only when evaluation is on. `rank`: this
@@ -53,9 +69,11 @@ class Evaluation {
   bool enabled() const { return enabled_; }
   // A test evaluation skipped because its share holds no sample (the loader's words); "" otherwise.
   const std::string& skipped_because() const { return too_small_; }
+  // Validation batches one evaluation reads (validation.eval_iters).
   int64_t iters() const { return iters_; }
+  const EvalBatching& batching() const { return batching_; }
   // Tokens one evaluation reads (every rank's): eval_iters global batches.
-  int64_t tokens_per_evaluation() const { return iters_ * global_sequences_ * seq_length_; }
+  int64_t tokens_per_evaluation() const { return iters_ * batching_.global_sequences * seq_length_; }
   // The validation datasets (or mock source), as the loader describes them; "" when evaluation is off.
   std::string data_description() const;
   // After step `step` of `last_step`: every interval steps from validation.start_eval_at_iter on, and after the last
@@ -64,9 +82,10 @@ class Evaluation {
   // "every 50 steps and after the last: 4 global batches (4096 tokens) from <source>"
   std::string describe() const;
 
-  // One evaluation: rewinds the validation stream, submits eval_iters batches, collects. The backend's
-  // training steps must all be collected first. When `stop` returns true between batches the
-  // evaluation ends early (a signal asked the run to stop): the result then counts fewer batches.
+  // One evaluation: rewinds the validation stream, reads eval_iters batches, submits them as batching().submissions
+  // step-shaped batches, collects; the result counts the validation batches read. The backend's training steps must
+  // all be collected first. When `stop` returns true between batches the evaluation ends early (a signal asked the
+  // run to stop): the result then counts fewer batches.
   EvalResult run(TrainingBackend& backend, const std::function<bool()>& stop = {});
 
  private:
@@ -77,12 +96,13 @@ class Evaluation {
   int64_t start_ = 0;     // validation.start_eval_at_iter
   bool skip_train_ = false;
   int64_t iters_ = 0;
-  int64_t sequences_ = 0, seq_length_ = 0;  // this rank's rows of a validation batch
-  int64_t global_sequences_ = 0;
-  data::RankRows rows_;
+  int64_t seq_length_ = 0;
+  EvalBatching batching_;
+  data::RankRows rows_;  // this rank's rows of a validation batch
   data::BatchOptions batch_options_;
   std::unique_ptr<data::DataLoader> loader_;
-  model::HostBatch batch_;
+  model::HostBatch rank_rows_;  // this rank's rows of one validation batch, as read
+  model::HostBatch batch_;      // the step-shaped batch they fill
 };
 
 }  // namespace sg::train

@@ -32,7 +32,7 @@ GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& mod
                                            static_cast<int>(config.model.cuda_graph_warmup_steps));
   tokens_per_step_ = static_cast<size_t>(step_->tokens_per_step());
   if (evaluation_enabled(config)) {
-    eval_ = std::make_unique<GpuEvaluation>(*step_, evaluation_graphed(config), config.validation.eval_iters);
+    eval_ = std::make_unique<GpuEvaluation>(*step_, evaluation_graphed(config));
   }
   for (auto& slot : inputs_) {
     slot.tokens = static_cast<int32_t*>(cuda::pinned_host_allocate(tokens_per_step_ * 4, "input tokens (pinned)"));

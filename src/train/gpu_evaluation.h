@@ -7,7 +7,9 @@
 // host check inside, and the training's region graphs contain dropout.
 //
 // Per batch: host batch -> pinned slot (two, alternating) -> cudaMemcpyAsync into the step's input
-// buffers -> the evaluation -> cudaMemcpyAsync of its loss into a pinned array. collect() waits once.
+// buffers -> the evaluation -> cudaMemcpyAsync of its token loss sum and token count into the slot. The host adds a
+// slot's sums into the totals, in submission order, before it reuses the slot; collect() waits once and adds the
+// last ones.
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -23,8 +25,7 @@ namespace sg::train {
 
 class GpuEvaluation {
  public:
-  // `max_batches`: validation.eval_iters (the pinned loss array's size).
-  GpuEvaluation(model::TrainStep& step, bool graphs, int64_t max_batches);
+  GpuEvaluation(model::TrainStep& step, bool graphs);
   ~GpuEvaluation();
   GpuEvaluation(const GpuEvaluation&) = delete;
   GpuEvaluation& operator=(const GpuEvaluation&) = delete;
@@ -40,18 +41,23 @@ class GpuEvaluation {
     int32_t* tokens = nullptr;  // pinned
     int32_t* targets = nullptr;
     float* loss_mask = nullptr;
-    cuda::Event copied;
+    double* loss_sums = nullptr;  // pinned [2]: its batch's StepScalars::eval_loss_sums
+    cuda::Event copied;           // the inputs are on the device
+    cuda::Event summed;           // loss_sums holds its batch's sums
     bool used = false;
+    bool unsummed = false;  // loss_sums not yet added into the totals
   };
+  // Waits for the slot's sums and adds them into the totals.
+  void add_sums(Slot& slot);
+
   model::TrainStep& step_;
   size_t tokens_ = 0;
-  int64_t max_batches_ = 0;
   graph::GraphRegistry registry_;
   graph::EagerRegionRunner eager_;
   graph::FullIterationRunner runner_;
   Slot slots_[2];
-  float* losses_ = nullptr;  // pinned [max_batches]
-  int64_t submitted_ = 0;    // batches since the last collect
+  double loss_sum_ = 0.0, loss_tokens_ = 0.0;  // of the batches summed since the last collect
+  int64_t submitted_ = 0;                      // batches since the last collect
   int64_t slot_uses_ = 0;
   bool captured_ = false, graphed_ = false;
   std::chrono::steady_clock::time_point start_;

@@ -193,7 +193,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   // A stop finishes the current step (or evaluation) and saves: the watchdog's grace covers them.
   StopHandlers stop_handlers({.saves = config.checkpoint.save.has_value(),
                               .checkpoint_bytes = 14.0 * static_cast<double>(backend.layout().total()),
-                              .eval_batches = evaluation.enabled() ? evaluation.iters() : 0});
+                              .eval_batches = evaluation.enabled() ? evaluation.batching().submissions : 0});
 
   // A checkpoint is taken only after collect(0): every submitted step is finished, so the loader's
   // position is exactly the data the saved state has consumed.

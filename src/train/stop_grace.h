@@ -16,7 +16,7 @@ struct StopGraceInputs {
   double checkpoint_bytes = 0.0;  // bytes one save writes
   double step_seconds = -1.0;     // the slowest step so far; < 0 before the first one is measured
   double save_seconds = -1.0;     // the slowest save so far; < 0 before the first one
-  int64_t eval_batches = 0;       // batches one evaluation runs (validation.eval_iters); 0: no evaluation
+  int64_t eval_batches = 0;       // step-shaped batches one evaluation runs (EvalBatching); 0: no evaluation
   double eval_seconds = -1.0;     // the slowest evaluation so far; < 0 before the first one
 };
 

@@ -178,8 +178,6 @@ TEST(ValidationSection, KeysWithoutAnImplementationAreNamedAndTrainRefusesThem) 
       {{"validation.multiple_validation_sets=true"}, "validation.multiple_validation_sets"},
       {{"validation.validation_set_names=[wiki]"}, "validation.validation_set_names"},
       {{"validation.test_mode=true"}, "validation.test_mode"},
-      {{"validation.eval_global_batch_size=8"}, "validation.eval_global_batch_size"},
-      {{"validation.eval_micro_batch_size=1"}, "validation.eval_micro_batch_size"},
   };
   for (const Case& c : cases) {
     const std::vector<std::string> missing =
@@ -187,11 +185,53 @@ TEST(ValidationSection, KeysWithoutAnImplementationAreNamedAndTrainRefusesThem) 
     ASSERT_EQ(missing.size(), 1u) << c.key;
     EXPECT_NE(missing[0].find(c.key), std::string::npos) << missing[0];
   }
-  // The training batch's own sizes are what evaluation runs: accepted.
-  EXPECT_TRUE(unimplemented_features(validate(load_config("llama/tiny", {"validation.eval_global_batch_size=4",
-                                                                         "validation.eval_micro_batch_size=4"}))
+  // An evaluation batch of any size the ranks share in whole microbatches is implemented (train/evaluation.h).
+  EXPECT_TRUE(unimplemented_features(validate(load_config("llama/tiny", {"validation.eval_global_batch_size=12",
+                                                                         "validation.eval_micro_batch_size=2"}))
                                          .config)
                   .empty());
+}
+
+// Bridge's rule for the evaluation batch: eval_global_batch_size divides into eval_micro_batch_size microbatches on
+// every data-parallel rank (each null: the training's). llama/tiny trains micro batches of 4.
+TEST(ValidationSection, TheEvaluationBatchDividesIntoMicrobatchesOnEveryRank) {
+  const auto report = [](const std::vector<std::string>& overrides, int ranks = 1) {
+    Config config = load_config("llama/tiny", overrides);
+    config.data_parallel_size = ranks;
+    return validate(config);
+  };
+  {  // 6 sequences in microbatches of 4 (the training's): refused, naming the keys and a size that works.
+    const ValidationReport r = report({"validation.eval_global_batch_size=6"});
+    ASSERT_EQ(r.violations.size(), 1u);
+    const std::string text = format_violation(r.violations[0]);
+    EXPECT_NE(text.find("6 sequences does not divide into microbatches of 4"), std::string::npos) << text;
+    EXPECT_NE(text.find("validation.eval_global_batch_size = 6"), std::string::npos) << text;
+    EXPECT_NE(text.find("a multiple of 4, e.g. 4"), std::string::npos) << text;
+  }
+  {  // ... in microbatches of 2: accepted, with a note that the step's microbatches of 4 run it.
+    const ValidationReport r = report({"validation.eval_global_batch_size=6", "validation.eval_micro_batch_size=2"});
+    EXPECT_TRUE(r.ok()) << format_violation(r.violations.at(0));
+    bool noted = false;
+    for (const Note& n : r.notes)
+      noted = noted || n.message.find("training step's microbatches of 4") != std::string::npos;
+    EXPECT_TRUE(noted);
+  }
+  {  // 12 in microbatches of 2 on 4 ranks: not a multiple of 8, refused; on 3 ranks a multiple of 6, accepted.
+    const auto r = report(
+        {"validation.eval_global_batch_size=12", "validation.eval_micro_batch_size=2", "train.global_batch_size=48"},
+        4);
+    ASSERT_EQ(r.violations.size(), 1u);
+    EXPECT_NE(format_violation(r.violations[0]).find("each of 4 data-parallel ranks"), std::string::npos);
+    EXPECT_TRUE(report({"validation.eval_global_batch_size=12", "validation.eval_micro_batch_size=2",
+                        "train.global_batch_size=48"},
+                       3)
+                    .ok());
+  }
+  for (const char* bad : {"validation.eval_global_batch_size=0", "validation.eval_micro_batch_size=-2"}) {
+    const ValidationReport r = report({bad});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(format_violation(r.violations[0]).find("must be >= 1"), std::string::npos) << bad;
+  }
 }
 
 }  // namespace

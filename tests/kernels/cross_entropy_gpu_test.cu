@@ -1,7 +1,7 @@
 // GPU cross-entropy (token count, chunked loss+dlogits, loss reduction) against reference/cross_entropy.
 // Tolerances: dlogits are bf16 outputs -> relative error < kBf16RelTol (1e-2) vs the fp32 reference;
-// row losses, token count and the accumulated loss are fp32 -> < kFp32RelTol (1e-5). Outputs are
-// poisoned before each run; a second run must be bitwise identical.
+// row losses, token count, the accumulated loss and the evaluation's loss sums -> < kFp32RelTol (1e-5). Outputs
+// are poisoned before each run; a second run must be bitwise identical.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -150,6 +150,22 @@ TEST_P(CrossEntropyGpu, MatchesReferenceChunkedAndDeterministic) {
   EXPECT_TRUE(bitwise_equal(dl_raw.data(), dl_raw2.data(), dl_raw.size() * sizeof(bf16)));
   EXPECT_TRUE(bitwise_equal(row_loss.data(), row_loss2.data(), row_loss.size() * sizeof(float)));
   EXPECT_TRUE(bitwise_equal(&acc, &acc2, sizeof(float)));
+
+  // Evaluation's form: the unscaled token sum and the token count ADDED into loss_sums (twice here, onto what it held);
+  // the sum against the CPU twin's, and against the rows' own losses summed in fp64 on the host.
+  DeviceBuffer<double> d_sums(2);
+  d_sums.upload({0.25, 2.0});
+  for (int k = 0; k < 2; ++k) {
+    kernels::cross_entropy_loss_reduce(
+        stream, {.row_loss = d_row_loss.get(), .T = T, .token_count = d_count.get(), .loss_sums = d_sums.get()});
+  }
+  SG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<double> sums = d_sums.download();
+  double rows_sum = 0.0;
+  for (const float l : row_loss) rows_sum += static_cast<double>(l);
+  EXPECT_NEAR(sums[0], 0.25 + 2.0 * rows_sum, 1e-12 * (0.25 + 2.0 * std::abs(rows_sum)));
+  EXPECT_NEAR(sums[0], 0.25 + 2.0 * ref_sum, kFp32RelTol * (0.25 + 2.0 * std::abs(ref_sum)));
+  EXPECT_EQ(sums[1], 2.0 + 2.0 * ref_count);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -13,6 +13,12 @@ namespace sg::model {
 namespace {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof(double)) == 0;
+}
+bool same_bits(const TokenLossSums& a, const TokenLossSums& b) {
+  return same_bits(a.loss, b.loss) && same_bits(a.tokens, b.tokens);
+}
 
 struct EvalSetup {
   ModelSpec spec = test::tiny_model_spec();
@@ -37,22 +43,31 @@ TEST(CpuEval, IsTheLossWithDropoutOffAndChangesNothing) {
   const std::vector<float> weights = model.weights(), m = model.exp_avg(), v = model.exp_avg_sq();
   const rng::RngState rng = model.rng_state();
   const int64_t steps = model.steps_done();
-  const float eval = model.evaluate(valid);
+  const TokenLossSums eval = model.evaluate(valid);
   EXPECT_EQ(model.weights(), weights);
   EXPECT_EQ(model.exp_avg(), m);
   EXPECT_EQ(model.exp_avg_sq(), v);
   EXPECT_EQ(model.rng_state().offset, rng.offset);
   EXPECT_EQ(model.steps_done(), steps);
   EXPECT_TRUE(same_bits(model.evaluate(valid), eval));  // deterministic
+  // The token count is the loss mask's sum, and the loss sum a positive sum of cross-entropies.
+  double mask_sum = 0.0;
+  for (const float w : valid.loss_mask) mask_sum += static_cast<double>(w);
+  EXPECT_EQ(eval.tokens, mask_sum);
+  EXPECT_GT(eval.loss, 0.0);
 
-  // The same weights in a model without dropout give the same loss: dropout was off.
+  // The same weights in a model without dropout give the same sums: dropout was off.
   ModelSpec no_dropout = s.spec;
   no_dropout.hidden_dropout = no_dropout.attention_dropout = 0.0f;
   CpuModel plain(no_dropout, s.batch, s.opt, rng);
   plain.load_state(weights, m, v, steps, rng);
-  EXPECT_TRUE(same_bits(static_cast<float>(plain.compute_loss(valid, rng.offset)), eval));
+  TokenLossSums plain_sums;
+  plain.compute_loss(valid, rng.offset, &plain_sums);
+  EXPECT_TRUE(same_bits(plain_sums, eval));
   // ... and dropout does change the loss of this model, so the comparison above means something.
-  EXPECT_FALSE(same_bits(static_cast<float>(model.compute_loss(valid, rng.offset)), eval));
+  TokenLossSums dropout_sums;
+  model.compute_loss(valid, rng.offset, &dropout_sums);
+  EXPECT_FALSE(same_bits(dropout_sums.loss, eval.loss));
 }
 
 TEST(CpuEval, InterleavedEvaluationsLeaveTrainingLossesBitwiseEqual) {

@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "config/model_config.h"
 #include "config/validate.h"
+#include "core/strings.h"
 #include "cuda/device.h"
 #include "data/batch.h"
 #include "data/blended_dataset.h"
@@ -24,6 +25,7 @@
 #include "test_dir.h"
 #include "test_util.h"
 #include "train/backend_factory.h"
+#include "train/cpu_backend.h"
 #include "train/data_options.h"
 #include "train/evaluation.h"
 #include "train/gpu_backend.h"
@@ -129,23 +131,44 @@ TEST_F(EvaluationGpu, NeverChangesTheTrainingAndIsItsOwnGraph) {
   }
 }
 
+// With the training's batch, and with validation batches of 4 sequences read 3 times: 12 rows in the step's 8-row
+// shape, the second step-shaped batch half padding, which neither side counts (both count the tokens of 12 rows, not
+// 16). The GPU and the CPU twin (CpuBackend through the same Evaluation) agree at the same
+// weights; and reading the 12 rows as one validation batch of 12 packs them alike, so the GPU loss is the same bits.
 TEST_F(EvaluationGpu, AgreesWithTheCpuTwinAtTheSameWeights) {
-  const config::Config config = tiny_with({"validation.eval_interval=1", "model.cuda_graph_impl=none"});
-  const model::ModelSpec model = config::model_spec(config);
-  const model::BatchSpec batch = config::batch_spec(config);
-  const rng::RngState rng{static_cast<uint64_t>(config.rng.seed), 0};
-  GpuBackend gpu(config, model, batch, optimizer_spec(config), rng);
-  model::CpuModel cpu(model, batch, optimizer_spec(config), rng);
-  // The same initial weights on both (the GPU step rounds them to bf16 for compute; the CPU keeps fp32).
-  const TrainingState state = gpu.state();
-  cpu.load_state(state.main_weights, state.exp_avg, state.exp_avg_sq, state.steps_done, state.rng);
-  Evaluation evaluation(config, model, batch, {});
-  const double gpu_loss = evaluation.run(gpu).loss;
-  double cpu_sum = 0.0;
-  test::LoaderBatches valid(validation_data_options(config, model), model, batch);
-  for (int64_t i = 0; i < config.validation.eval_iters; ++i) cpu_sum += cpu.evaluate(valid.next());
-  const double cpu_loss = cpu_sum / static_cast<double>(config.validation.eval_iters);
-  EXPECT_NEAR(gpu_loss, cpu_loss, test::kBf16RelTol * cpu_loss) << "GPU " << gpu_loss << " vs CPU " << cpu_loss;
+  const std::vector<std::vector<std::string>> eval_batches = {
+      {}, {"validation.eval_global_batch_size=4", "validation.eval_iters=3"}};
+  for (const std::vector<std::string>& eval_batch : eval_batches) {
+    SCOPED_TRACE(join(eval_batch, " "));
+    std::vector<std::string> overrides = {"validation.eval_interval=1", "model.cuda_graph_impl=none"};
+    overrides.insert(overrides.end(), eval_batch.begin(), eval_batch.end());
+    const config::Config config = tiny_with(overrides);
+    const model::ModelSpec model = config::model_spec(config);
+    const model::BatchSpec batch = config::batch_spec(config);
+    const rng::RngState rng{static_cast<uint64_t>(config.rng.seed), 0};
+    GpuBackend gpu(config, model, batch, optimizer_spec(config), rng);
+    CpuBackend cpu(model, batch, optimizer_spec(config), rng);
+    // The same initial weights on both (the GPU step rounds them to bf16 for compute; the CPU keeps fp32).
+    const TrainingState state = gpu.state();
+    cpu.load_state(state);
+    Evaluation evaluation(config, model, batch, {});
+    const EvalResult on_gpu = evaluation.run(gpu);
+    const EvalResult on_cpu = evaluation.run(cpu);
+    const int64_t rows = config.validation.eval_iters * evaluation.batching().global_sequences;
+    EXPECT_EQ(on_gpu.loss_tokens, static_cast<double>(rows * model.seq_length));
+    EXPECT_EQ(on_cpu.loss_tokens, on_gpu.loss_tokens);
+    EXPECT_EQ(on_gpu.batches, config.validation.eval_iters);
+    EXPECT_NEAR(on_gpu.loss, on_cpu.loss, test::kBf16RelTol * on_cpu.loss)
+        << "GPU " << on_gpu.loss << " vs CPU " << on_cpu.loss;
+    if (!eval_batch.empty()) {
+      const config::Config as_one = tiny_with(
+          {"validation.eval_interval=1", "model.cuda_graph_impl=none", "validation.eval_global_batch_size=12"});
+      Evaluation one(as_one, model, batch, {});
+      ASSERT_EQ(one.batching().padding_rows, 4);
+      const EvalResult again = one.run(gpu);
+      EXPECT_EQ(std::memcmp(&again.loss, &on_gpu.loss, sizeof(double)), 0) << again.loss << " vs " << on_gpu.loss;
+    }
+  }
 }
 
 // validation.skip_train and the test split through train(), on a corpus split 80,10,10: the checkpoint a GPU run

@@ -12,25 +12,12 @@
 #include "train/backend.h"
 #include "train/evaluation.h"
 #include "train/mock_training.h"
+#include "train/recording_backend.h"
 
 namespace sg::train {
 namespace {
 
-// Records the batches the evaluation submits; trains nothing.
-class RecordingBackend final : public TrainingBackend {
- public:
-  std::string description() const override { return "recording"; }
-  std::string memory_plan() const override { return ""; }
-  const model::ModelLayout& layout() const override { throw Error("RecordingBackend has no layout"); }
-  void submit(const model::HostBatch&) override {}
-  std::vector<StepResult> collect(int) override { return {}; }
-  void eval_submit(const model::HostBatch& batch) override { batches.push_back(batch); }
-  EvalResult eval_collect() override { return {}; }
-  TrainingState state() override { return {}; }
-  void load_state(const TrainingStateView&) override {}
-
-  std::vector<model::HostBatch> batches;
-};
+using test::RecordingBackend;
 
 std::vector<model::HostBatch> evaluated_batches(int data_parallel_size, int rank) {
   config::Config config = test::validated_tiny({"dataset.mock=true", "train.global_batch_size=8",
