@@ -346,6 +346,9 @@ if named edge_configs; then
   edge_run hybrid/tiny_hybrid_moe "${TE[@]}"
   edge_run llama/tiny model.kv_channels=32 "${L[@]}"
   edge_run llama/tiny validation.eval_interval=2 validation.eval_iters=2 "${L[@]}"
+  # Validation batches of 5 sequences in microbatches of 1: 10 rows in the step's 4-row shape, the last half padding.
+  edge_run llama/tiny validation.eval_interval=3 validation.eval_iters=2 validation.eval_global_batch_size=5 \
+    validation.eval_micro_batch_size=1 "${L[@]}" --cuda_graph_scope full_iteration
   # A weight decay that changes every step (computed on the device from the step counter) and Bridge's
   # mixed_precision recipe, under the whole-step graph.
   edge_run llama/tiny scheduler.start_weight_decay=0 scheduler.end_weight_decay=0.1 \
