@@ -42,7 +42,14 @@ void resolve_num_epochs(Config& config, std::vector<Violation>& violations, std:
   options.seq_length = seq_length;
   uint64_t samples = 0;
   try {
+    // A data_path or split that does not parse, or a dataset that is missing, is reported once, by the data checks
+    // (validate_data.cpp), not again here.
     if (d.split) options.split_shares = data::parse_split(*d.split);
+    for (const data::WeightedPrefix& p : data::parse_data_path(d.data_path)) data::check_dataset_exists(p.prefix);
+  } catch (const Error&) {
+    return;
+  }
+  try {
     samples = data::samples_per_epoch(options);
   } catch (const Error& e) {
     fail(std::string("train.num_epochs needs the samples of an epoch: ") + e.what(),

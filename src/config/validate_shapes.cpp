@@ -227,7 +227,8 @@ void ShapeChecker::check_batch_and_optimizer() {
     }
   }
   if (c_.ddp.bucket_size) size("ddp.bucket_size", *c_.ddp.bucket_size, std::numeric_limits<int64_t>::max());
-  size("train.train_iters", t.train_iters);
+  // With train.num_epochs the length is derived; when it could not be, that check (or the data's) says why.
+  if (t.train_iters || !t.num_epochs) size("train.train_iters", t.train_iters);
 
   const auto& o = c_.optimizer;
   if (!o.lr) {

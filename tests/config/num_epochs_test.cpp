@@ -105,8 +105,12 @@ TEST_F(NumEpochs, AnotherLengthMockDataOrABlendIsRefused) {
   EXPECT_NE(describe(blend).find("weighted blend"), std::string::npos) << describe(blend);
   // One dataset with a weight is all of the stream: it has an epoch.
   EXPECT_TRUE(check({"train.num_epochs=1", "dataset.data_path=[\"1\"," + corpus() + "]"}).ok());
+  // A missing dataset is refused once, by the data check that names the file and how to make it; neither the epoch
+  // count nor the train_iters it could not derive adds a second or third error.
   const ValidationReport missing = check({"train.num_epochs=1", "dataset.data_path=[" + corpus() + "_none]"});
-  EXPECT_TRUE(refuses(missing, "train.num_epochs")) << describe(missing);
+  ASSERT_EQ(missing.violations.size(), 1u) << describe(missing);
+  EXPECT_NE(missing.violations[0].message.find("_none.idx and "), std::string::npos) << describe(missing);
+  EXPECT_TRUE(refuses(missing, "dataset.data_path")) << describe(missing);
 }
 
 }  // namespace
