@@ -161,8 +161,8 @@ TEST_F(EvaluationGpu, AgreesWithTheCpuTwinAtTheSameWeights) {
     EXPECT_NEAR(on_gpu.loss, on_cpu.loss, test::kBf16RelTol * on_cpu.loss)
         << "GPU " << on_gpu.loss << " vs CPU " << on_cpu.loss;
     if (!eval_batch.empty()) {
-      const config::Config as_one = tiny_with(
-          {"validation.eval_interval=1", "model.cuda_graph_impl=none", "validation.eval_global_batch_size=12"});
+      const config::Config as_one = tiny_with({"validation.eval_interval=1", "model.cuda_graph_impl=none",
+                                               "validation.eval_global_batch_size=12", "validation.eval_iters=1"});
       Evaluation one(as_one, model, batch, {});
       ASSERT_EQ(one.batching().padding_rows, 4);
       const EvalResult again = one.run(gpu);
