@@ -349,6 +349,12 @@ if named edge_configs; then
   # Validation batches of 5 sequences in microbatches of 1: 10 rows in the step's 4-row shape, the last half padding.
   edge_run llama/tiny validation.eval_interval=3 validation.eval_iters=2 validation.eval_global_batch_size=5 \
     validation.eval_micro_batch_size=1 "${L[@]}" --cuda_graph_scope full_iteration
+  # Megatron-LM's full validation on a synthetic corpus's 10% valid split, the last validation batch partial.
+  edge_corpus=$(mktemp -d)/synth
+  "$SG" data synth --out "$edge_corpus" --tokens 300000 >/dev/null
+  edge_run llama/tiny dataset.mock=false "dataset.data_path=[$edge_corpus]" dataset.split=90,10,0 model.vocab_size=256 \
+    validation.eval_interval=3 validation.full_validation=true validation.eval_global_batch_size=6 \
+    validation.eval_micro_batch_size=2 "${L[@]}" --cuda_graph_scope full_iteration
   # A weight decay that changes every step (computed on the device from the step counter) and Bridge's
   # mixed_precision recipe, under the whole-step graph.
   edge_run llama/tiny scheduler.start_weight_decay=0 scheduler.end_weight_decay=0.1 \

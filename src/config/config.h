@@ -136,7 +136,8 @@ struct ValidationConfig {
   // every rank: the loss is a token mean, whatever the microbatches.
   std::optional<int64_t> eval_micro_batch_size;
   bool skip_train = false;                        // no training step: evaluate the loaded (or initial) weights and exit
-  // Megatron-LM's other validation keys; Bridge's training loop does not read them. Refused when set (not implemented).
+  // Megatron-LM's other validation keys; Bridge's training loop does not read them. full_validation is implemented
+  // (train/evaluation.h); the others are refused when set (not implemented).
   bool test_mode = false;
   bool full_validation = false;
   bool multiple_validation_sets = false;
@@ -408,7 +409,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "no training: evaluate the checkpoint loaded (checkpoint.load, pretrained_checkpoint) and exit");
   v("validation", "test_mode", c.validation.test_mode, "Megatron's functional-test mode (not implemented)");
   v("validation", "full_validation", c.validation.full_validation,
-    "evaluate the whole validation set each time (not implemented)");
+    "evaluate the whole validation set each time, every sample once (Megatron-LM's; not eval_iters batches)");
   v("validation", "multiple_validation_sets", c.validation.multiple_validation_sets,
     "one loss per validation dataset (not implemented)");
   v("validation", "validation_set_names", c.validation.validation_set_names,

@@ -97,10 +97,6 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
   }
   const ValidationConfig& v = c.validation;
   if (v.test_mode) out.push_back({"Megatron's functional-test mode", {"validation.test_mode"}});
-  if (v.full_validation) {
-    out.push_back({"evaluation on the whole validation set (validation.eval_iters batches are evaluated)",
-                   {"validation.full_validation"}});
-  }
   if (v.multiple_validation_sets || !v.validation_set_names.empty()) {
     out.push_back({"one loss per validation dataset",
                    {"validation.multiple_validation_sets", "validation.validation_set_names"}});

@@ -115,6 +115,58 @@ void check_eval_batch(const Config& c, Reporter& r) {
   }
 }
 
+// Megatron-LM's validation.full_validation: every evaluation reads each sample of the validation set once (Bridge's
+// training loop does not read the key). That needs a set with an end: no mock stream, no weighted blend of several
+// datasets (its samples follow the weights). A note gives the set's size and says eval_iters is not used.
+void check_full_validation(const Config& c, Reporter& r) {
+  const ValidationConfig& v = c.validation;
+  const DatasetConfig& d = c.dataset;
+  if (!v.full_validation) return;
+  if (d.mock) {
+    r.fail("validation.full_validation reads the whole validation set, and dataset.mock is an endless stream",
+           {"validation.full_validation", "dataset.mock"},
+           "validate on your data (dataset.mock=false with dataset.data_path and dataset.split, or "
+           "dataset.valid_data_path), or drop validation.full_validation");
+    return;
+  }
+  const bool own_set = !d.valid_data_path.empty();
+  const std::string key = own_set ? "dataset.valid_data_path" : "dataset.data_path";
+  data::DataLoaderOptions options;
+  options.data_path = own_set ? d.valid_data_path : d.data_path;
+  options.data_path_key = key;
+  options.seq_length = d.seq_length.value_or(c.model.seq_length);
+  uint64_t samples = 0;
+  try {
+    // What does not parse or is missing is the data checks' to report, once.
+    const std::vector<data::WeightedPrefix> blend = data::parse_data_path(options.data_path, key);
+    for (const data::WeightedPrefix& p : blend) data::check_dataset_exists(p.prefix);
+    if (blend.size() > 1 && blend[0].weight >= 0.0) {
+      r.fail("validation.full_validation reads each sample of the validation set once, and " + key +
+                 " is a weighted blend, whose samples follow the weights",
+             {"validation.full_validation", key},
+             "give the validation datasets without weights (each then read whole), or drop validation.full_validation");
+      return;
+    }
+    if (!own_set && d.split) {
+      options.split_shares = data::parse_split(*d.split);
+      options.split = data::Split::valid;
+    }
+    if (options.seq_length < 1) return;
+    samples = data::samples_per_epoch(options);
+  } catch (const Error&) {
+    return;  // a split without validation documents, or too few tokens: the data checks and train report it
+  }
+  const int64_t global = v.eval_global_batch_size.value_or(c.train.global_batch_size.value_or(0));
+  if (global < 1) return;
+  const auto batches = static_cast<long long>((samples + static_cast<uint64_t>(global) - 1) / global);
+  r.note(strprintf("validation.full_validation: every evaluation reads the whole validation set, %llu samples in %lld "
+                   "global batch%s of %lld sequences; validation.eval_iters (the test split's batches) is not used "
+                   "for it",
+                   static_cast<unsigned long long>(samples), batches, batches == 1 ? "" : "es",
+                   static_cast<long long>(global)),
+         {"validation.full_validation", "validation.eval_iters"});
+}
+
 }  // namespace
 
 void resolve_tokenizer(Config& c, std::vector<Violation>& violations, std::vector<Note>& notes) {
@@ -240,6 +292,7 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
            "set validation.eval_iters to the global batches per evaluation (Megatron's default 100)");
   }
   check_eval_batch(c, r);
+  check_full_validation(c, r);
   if (v.start_eval_at_iter && *v.start_eval_at_iter < 0) {
     r.fail("validation.start_eval_at_iter must be >= 0 (or null: from the first eval_interval)",
            {"validation.start_eval_at_iter"}, "set it to the first step that may evaluate, or null");

@@ -370,8 +370,8 @@ DataLoader::DataLoader(const DataLoaderOptions& options) : seq_length_(options.s
       const DocumentRange range = split_range(options, *open[i]);
       auto source = std::make_unique<IndexedSampleSource>(open[i], options.seq_length, options.seed, i, range);
       // Unweighted blends follow each dataset's size.
-      weights_.push_back(blend[i].weight >= 0.0 ? blend[i].weight
-                                                : static_cast<double>(source->num_tokens()));
+      const uint64_t size = options.blend_by_windows ? source->num_windows() : source->num_tokens();
+      weights_.push_back(blend[i].weight >= 0.0 ? blend[i].weight : static_cast<double>(size));
       sources_.push_back(std::move(source));
     }
   }

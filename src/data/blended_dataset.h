@@ -87,6 +87,7 @@ class IndexedSampleSource : public SampleSource {
                       uint64_t source_id, const DocumentRange& documents = {});
   std::string describe() const override;
   uint64_t num_tokens() const override { return token_end_ - token_begin_; }
+  uint64_t num_windows() const { return windows_; }  // the samples of one epoch
   void sample(uint64_t index, int32_t* out) override;
   const IndexedDataset& dataset() const { return *dataset_; }
 
@@ -115,6 +116,9 @@ struct DataLoaderOptions {
   // dataset.split: read only `split`'s documents of every dataset (dataset_split.h). Unset: all.
   std::optional<SplitShares> split_shares;
   Split split = Split::train;
+  // An unweighted blend weighs its datasets by their windows instead of their tokens, so its first
+  // samples_per_epoch(options) samples are every window of every dataset once (validation.full_validation).
+  bool blend_by_windows = false;
 };
 
 // Samples one epoch of the training data holds: the windows of every dataset of an unweighted options.data_path

@@ -42,6 +42,8 @@ data::DataLoaderOptions validation_data_options(const config::Config& config, co
   } else {
     read_split(config, data::Split::valid, o);
   }
+  // The whole set, each window once: an unweighted blend's stream takes its datasets in proportion to their windows.
+  o.blend_by_windows = config.validation.full_validation;
   return o;
 }
 

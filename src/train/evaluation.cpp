@@ -8,7 +8,13 @@
 
 namespace sg::train {
 
-EvalBatching eval_batching(const config::Config& config, const model::BatchSpec& batch) {
+data::RankRows uneven_rank_rows(int64_t sequences, int64_t data_parallel_size, int64_t rank) {
+  const int64_t first = rank * sequences / data_parallel_size;
+  return {first, (rank + 1) * sequences / data_parallel_size - first};
+}
+
+EvalBatching eval_batching(const config::Config& config, const model::BatchSpec& batch, int rank,
+                           std::optional<uint64_t> set_samples) {
   EvalBatching b;
   b.step_sequences = batch.num_microbatches * batch.micro_batch_size;
   b.global_sequences =
@@ -18,9 +24,21 @@ EvalBatching eval_batching(const config::Config& config, const model::BatchSpec&
            strprintf("validation.eval_global_batch_size = %lld does not divide among %lld data-parallel ranks",
                      static_cast<long long>(b.global_sequences), static_cast<long long>(ranks)));
   b.rank_sequences = b.global_sequences / ranks;
-  const int64_t rows = config.validation.eval_iters * b.rank_sequences;
-  b.submissions = (rows + b.step_sequences - 1) / b.step_sequences;
-  b.padding_rows = b.submissions * b.step_sequences - rows;
+  b.batches = config.validation.eval_iters;
+  b.last_global_sequences = b.global_sequences;
+  if (set_samples) {
+    SG_CHECK(*set_samples > 0 && *set_samples <= static_cast<uint64_t>(INT64_MAX / 2),
+             strprintf("full validation of %llu samples", static_cast<unsigned long long>(*set_samples)));
+    const auto samples = static_cast<int64_t>(*set_samples);
+    b.batches = (samples + b.global_sequences - 1) / b.global_sequences;
+    b.last_global_sequences = samples - (b.batches - 1) * b.global_sequences;
+  }
+  // Every rank runs the step-shaped batches of the rank with the most rows (one more of an uneven last batch).
+  const int64_t full_rows = (b.batches - 1) * b.rank_sequences;
+  const int64_t most_rows = full_rows + (b.last_global_sequences + ranks - 1) / ranks;
+  b.rows = full_rows + uneven_rank_rows(b.last_global_sequences, ranks, rank).count;
+  b.submissions = (most_rows + b.step_sequences - 1) / b.step_sequences;
+  b.padding_rows = b.submissions * b.step_sequences - b.rows;
   return b;
 }
 
@@ -31,14 +49,18 @@ Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& mod
       interval_(config.validation.eval_interval.value_or(0)),
       start_(config.validation.start_eval_at_iter.value_or(0)),
       skip_train_(config.validation.skip_train),
-      iters_(config.validation.eval_iters),
+      full_(data == EvalData::validation && config.validation.full_validation),
+      rank_(rank),
+      ranks_(std::max<int64_t>(1, batch.data_parallel_size)),
       seq_length_(model.seq_length),
       batch_options_(batch_options) {
   if (!enabled()) return;
-  batching_ = eval_batching(config, batch);
-  rows_ = data::rank_rows(batching_.global_sequences, batch.data_parallel_size, rank);
+  rows_ = data::rank_rows(eval_batching(config, batch).global_sequences, batch.data_parallel_size, rank);
+  std::optional<uint64_t> set_samples;
   if (!test_) {
-    loader_ = std::make_unique<data::DataLoader>(validation_data_options(config, model));
+    const data::DataLoaderOptions options = validation_data_options(config, model);
+    loader_ = std::make_unique<data::DataLoader>(options);
+    if (full_) set_samples = data::samples_per_epoch(options);  // validate refused what has no whole set
   } else {
     // A test share too small for one sample (a "969,30,1" split of a small corpus) is no test data: skipped, said.
     try {
@@ -49,6 +71,7 @@ Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& mod
       return;
     }
   }
+  batching_ = eval_batching(config, batch, rank, set_samples);
   const auto resize = [this](model::HostBatch& b, int64_t sequences) {
     const auto n = static_cast<size_t>(sequences * seq_length_);
     b.tokens.resize(n);
@@ -82,23 +105,29 @@ std::string Evaluation::describe() const {
   } else {
     when = strprintf("every %lld steps and after the last", static_cast<long long>(interval_));
   }
-  // The step-shaped batches, when they are not one a validation batch.
-  std::string shape;
-  if (batching_.submissions != iters_ || batching_.padding_rows > 0) {
-    shape = strprintf(", run as %lld batch%s of the training step's %lld sequences a rank",
-                      static_cast<long long>(batching_.submissions), batching_.submissions == 1 ? "" : "es",
-                      static_cast<long long>(batching_.step_sequences));
-    if (batching_.padding_rows > 0) {
-      shape +=
-          strprintf(" (the last with %lld padding rows, not counted)", static_cast<long long>(batching_.padding_rows));
+  const EvalBatching& b = batching_;
+  std::string batches = strprintf("%lld global batch%s of %lld sequences", static_cast<long long>(b.batches),
+                                  b.batches == 1 ? "" : "es", static_cast<long long>(b.global_sequences));
+  if (full_) {
+    batches = strprintf("the whole validation set (validation.full_validation), %lld samples in %s",
+                        static_cast<long long>((b.batches - 1) * b.global_sequences + b.last_global_sequences),
+                        batches.c_str());
+    if (b.last_global_sequences != b.global_sequences) {
+      batches += strprintf(" (the last of %lld)", static_cast<long long>(b.last_global_sequences));
     }
   }
-  std::string text = strprintf(
-      "%s: %s, %lld global batch%s of %lld sequences (%lld tokens)%s, forward only, dropout off; the same "
-      "batches every time:",
-      test_ ? "test" : "validation", when.c_str(), static_cast<long long>(iters_), iters_ == 1 ? "" : "es",
-      static_cast<long long>(batching_.global_sequences), static_cast<long long>(tokens_per_evaluation()),
-      shape.c_str());
+  // The step-shaped batches, when they are not one a validation batch.
+  if (b.submissions != b.batches || b.padding_rows > 0) {
+    batches += strprintf(", run as %lld batch%s of the training step's %lld sequences a rank",
+                         static_cast<long long>(b.submissions), b.submissions == 1 ? "" : "es",
+                         static_cast<long long>(b.step_sequences));
+    if (b.padding_rows > 0) {
+      batches += strprintf(" (%lld padding rows at the end, not counted)", static_cast<long long>(b.padding_rows));
+    }
+  }
+  std::string text = strprintf("%s: %s, %s (%lld tokens), forward only, dropout off; the same batches every time:",
+                               test_ ? "test" : "validation", when.c_str(), batches.c_str(),
+                               static_cast<long long>(tokens_per_evaluation()));
   for (const std::string& line : split(loader_->describe(), '\n')) text += "\n  " + line;
   return text;
 }
@@ -119,27 +148,42 @@ EvalResult Evaluation::run(TrainingBackend& backend, const std::function<bool()>
     std::copy_n(rank_rows_.targets.begin() + row_span(from), row_span(rows), batch_.targets.begin() + row_span(at));
     std::copy_n(rank_rows_.loss_mask.begin() + row_span(from), row_span(rows), batch_.loss_mask.begin() + row_span(at));
   };
-  int64_t read = 0;    // validation batches read
-  int64_t filled = 0;  // rows of batch_ filled
-  for (; read < iters_; ++read) {
+  const EvalBatching& b = batching_;
+  int64_t read = 0;       // validation batches read
+  int64_t filled = 0;     // rows of batch_ filled
+  int64_t submitted = 0;  // step-shaped batches
+  const auto submit = [&] {
+    backend.eval_submit(batch_);
+    ++submitted;
+    filled = 0;
+  };
+  for (; read < b.batches; ++read) {
     if (read > 0 && stop && stop()) break;
-    data::fill_rank_batch(*loader_, view, batching_.global_sequences, rows_, batch_options_);
-    for (int64_t row = 0; row < batching_.rank_sequences;) {
-      const int64_t rows = std::min(batching_.rank_sequences - row, batching_.step_sequences - filled);
-      move_rows(row, filled, rows);
-      row += rows;
-      filled += rows;
-      if (filled == batching_.step_sequences) {
-        backend.eval_submit(batch_);
-        filled = 0;
-      }
+    // The last batch of a full validation holds what the set has left, which the ranks may not share evenly.
+    const bool last = read == b.batches - 1;
+    const data::RankRows rows = last ? uneven_rank_rows(b.last_global_sequences, ranks_, rank_) : rows_;
+    const int64_t sequences = last ? b.last_global_sequences : b.global_sequences;
+    if (rows.count == 0) {  // none of its rows are this rank's (fewer than the ranks)
+      for (int64_t i = 0; i < sequences; ++i) loader_->skip();
+    } else {
+      data::HostBatchView part = view;
+      part.num_sequences = rows.count;
+      data::fill_rank_batch(*loader_, part, sequences, rows, batch_options_);
+    }
+    for (int64_t row = 0; row < rows.count;) {
+      const int64_t n = std::min(rows.count - row, b.step_sequences - filled);
+      move_rows(row, filled, n);
+      row += n;
+      filled += n;
+      if (filled == b.step_sequences) submit();
     }
   }
-  if (read == iters_ && filled > 0) {  // the last, padded: rows the loss does not count
+  // Padding, rows the loss does not count, up to the batches every rank runs (their loss reductions are collective).
+  while (read == b.batches && submitted < b.submissions) {
     std::fill(batch_.tokens.begin() + row_span(filled), batch_.tokens.end(), 0);
     std::fill(batch_.targets.begin() + row_span(filled), batch_.targets.end(), 0);
     std::fill(batch_.loss_mask.begin() + row_span(filled), batch_.loss_mask.end(), 0.0f);
-    backend.eval_submit(batch_);
+    submit();
   }
   EvalResult r = backend.eval_collect();
   r.batches = read;

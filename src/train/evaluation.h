@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "config/config.h"
@@ -42,19 +43,29 @@ inline bool evaluation_enabled(const config::Config& config) {
 enum class EvalData { validation, test };
 
 // How one evaluation's rows meet the step. Bridge reads eval_iters batches of validation.eval_global_batch_size
-// sequences, each cut among the ranks as a training batch is (data/rank_batch.h). A rank's rows, in order, fill
-// batches of the training step's shape (its compiled shapes and graphs: no second plan and no memory for one), the
-// last padded with rows of loss mask 0, which the loss does not count. validation.eval_micro_batch_size sets only
+// sequences, each cut among the ranks as a training batch is (data/rank_batch.h); with validation.full_validation
+// (Megatron-LM's), as many as the validation set fills, every sample once, the last batch holding what is left
+// (cut among the ranks as evenly as it goes). A rank's rows, in order, fill batches of the training step's shape (its
+// compiled shapes and graphs: no second plan and no memory for one), then rows of loss mask 0, which the loss does
+// not count, pad them to the same number of batches on every rank. validation.eval_micro_batch_size sets only
 // Bridge's divisibility rule: the loss is a token mean over the whole evaluation, whatever the microbatches.
 struct EvalBatching {
-  int64_t global_sequences = 0;  // validation.eval_global_batch_size (train.global_batch_size when null)
-  int64_t rank_sequences = 0;    // this rank's rows of each: global_sequences / data_parallel_size
-  int64_t step_sequences = 0;    // rows of one step-shaped batch on a rank: num_microbatches x micro_batch_size
-  int64_t submissions = 0;       // step-shaped batches one evaluation runs
-  int64_t padding_rows = 0;      // rows of loss mask 0 in the last of them
+  int64_t batches = 0;                // validation batches one evaluation reads (validation.eval_iters, or the set's)
+  int64_t global_sequences = 0;       // validation.eval_global_batch_size (train.global_batch_size when null)
+  int64_t last_global_sequences = 0;  // of the last batch: global_sequences, or what the whole set leaves
+  int64_t rank_sequences = 0;         // this rank's rows of each full batch: global_sequences / data_parallel_size
+  int64_t step_sequences = 0;         // rows of one step-shaped batch on a rank: num_microbatches x micro_batch_size
+  int64_t rows = 0;                   // this rank's rows of one evaluation
+  int64_t submissions = 0;            // step-shaped batches one evaluation runs, the same on every rank
+  int64_t padding_rows = 0;           // this rank's rows of loss mask 0: submissions x step_sequences - rows
 };
-// `config` validated (validate refuses an evaluation batch the ranks cannot share).
-EvalBatching eval_batching(const config::Config& config, const model::BatchSpec& batch);
+// `config` validated (validate refuses an evaluation batch the ranks cannot share). `set_samples`: with
+// full_validation, the samples of the whole validation set (data::samples_per_epoch); nullopt otherwise.
+EvalBatching eval_batching(const config::Config& config, const model::BatchSpec& batch, int rank = 0,
+                           std::optional<uint64_t> set_samples = std::nullopt);
+// Rank `rank`'s rows of a validation batch of `sequences` that the ranks may not share evenly (full_validation's last):
+// contiguous, the first ranks taking one fewer when it does not divide.
+data::RankRows uneven_rank_rows(int64_t sequences, int64_t data_parallel_size, int64_t rank);
 
 class Evaluation {
  public:
@@ -69,11 +80,13 @@ class Evaluation {
   bool enabled() const { return enabled_; }
   // A test evaluation skipped because its share holds no sample (the loader's words); "" otherwise.
   const std::string& skipped_because() const { return too_small_; }
-  // Validation batches one evaluation reads (validation.eval_iters).
-  int64_t iters() const { return iters_; }
+  // Validation batches one evaluation reads (validation.eval_iters, or with full_validation the set's).
+  int64_t iters() const { return batching_.batches; }
   const EvalBatching& batching() const { return batching_; }
-  // Tokens one evaluation reads (every rank's): eval_iters global batches.
-  int64_t tokens_per_evaluation() const { return iters_ * batching_.global_sequences * seq_length_; }
+  // Tokens one evaluation reads (every rank's).
+  int64_t tokens_per_evaluation() const {
+    return ((batching_.batches - 1) * batching_.global_sequences + batching_.last_global_sequences) * seq_length_;
+  }
   // The validation datasets (or mock source), as the loader describes them; "" when evaluation is off.
   std::string data_description() const;
   // After step `step` of `last_step`: every interval steps from validation.start_eval_at_iter on, and after the last
@@ -95,7 +108,8 @@ class Evaluation {
   int64_t interval_ = 0;  // 0: no evaluation during training (validation.skip_train alone)
   int64_t start_ = 0;     // validation.start_eval_at_iter
   bool skip_train_ = false;
-  int64_t iters_ = 0;
+  bool full_ = false;             // validation.full_validation (never the test data)
+  int64_t rank_ = 0, ranks_ = 1;  // this data-parallel rank, of ranks_
   int64_t seq_length_ = 0;
   EvalBatching batching_;
   data::RankRows rows_;  // this rank's rows of a validation batch

@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
 #include "config/validate.h"
+#include "data/indexed_dataset.h"
+#include "test_dir.h"
 #include "validation_report_text.h"
 
 namespace sg::config {
@@ -174,7 +177,6 @@ TEST(ValidationSection, KeysWithoutAnImplementationAreNamedAndTrainRefusesThem) 
     const char* key;
   };
   const Case cases[] = {
-      {{"validation.full_validation=true"}, "validation.full_validation"},
       {{"validation.multiple_validation_sets=true"}, "validation.multiple_validation_sets"},
       {{"validation.validation_set_names=[wiki]"}, "validation.validation_set_names"},
       {{"validation.test_mode=true"}, "validation.test_mode"},
@@ -232,6 +234,45 @@ TEST(ValidationSection, TheEvaluationBatchDividesIntoMicrobatchesOnEveryRank) {
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(format_violation(r.violations[0]).find("must be >= 1"), std::string::npos) << bad;
   }
+}
+
+// validation.full_validation (Megatron-LM's): a note gives the whole set's samples and batches; an endless mock
+// stream and a weighted blend (whose samples follow the weights) have no whole set to read, and are refused.
+TEST(ValidationSection, FullValidationNeedsASetWithAnEnd) {
+  const std::filesystem::path dir = test::fresh_test_dir("validation_full_validation");
+  const std::string prefix = (dir / "corpus").string();
+  {
+    data::IndexedDatasetWriter writer(prefix, data::TokenDtype::uint16);
+    for (int d = 0; d < 10; ++d) writer.add_document(std::vector<int32_t>(1000, d + 1));
+    writer.finalize();
+  }
+  // llama/tiny (seq_length 256, global batch 4) validating on the corpus's 10000 tokens: 39 windows, 10 batches.
+  const std::vector<std::string> on_corpus = {"dataset.mock=false",
+                                              "dataset.valid_data_path=[" + prefix + "]",
+                                              "dataset.data_path=[" + prefix + "]",
+                                              "model.vocab_size=256",
+                                              "validation.eval_interval=10",
+                                              "validation.full_validation=true"};
+  const ValidationReport ok = validate(load_config("llama/tiny", on_corpus));
+  EXPECT_TRUE(ok.ok()) << format_violation(ok.violations.at(0));
+  bool noted = false;
+  for (const Note& n : ok.notes) {
+    noted =
+        noted || n.message.find("the whole validation set, 39 samples in 10 global batches of 4") != std::string::npos;
+  }
+  EXPECT_TRUE(noted);
+
+  const ValidationReport mock = validate(load_config("llama/tiny", {"validation.full_validation=true"}));
+  ASSERT_FALSE(mock.ok());
+  EXPECT_NE(format_violation(mock.violations[0]).find("dataset.mock is an endless stream"), std::string::npos);
+
+  std::vector<std::string> weighted = on_corpus;
+  weighted.push_back("dataset.valid_data_path=[\"0.5\"," + prefix + ",\"0.5\"," + prefix + "]");
+  const ValidationReport blend = validate(load_config("llama/tiny", weighted));
+  ASSERT_FALSE(blend.ok());
+  const std::string text = format_violation(blend.violations[0]);
+  EXPECT_NE(text.find("dataset.valid_data_path is a weighted blend"), std::string::npos) << text;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

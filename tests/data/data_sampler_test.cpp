@@ -191,6 +191,29 @@ TEST_F(SamplerTest, BlendFollowsWeightsExactly) {
   EXPECT_EQ(unweighted.position().per_source, (std::vector<uint64_t>{25, 75}));
 }
 
+// blend_by_windows (validation.full_validation): an unweighted blend of datasets whose windows are not in proportion
+// to their tokens (small ones, where (tokens - 1) / seq_length rounds far down) yields, in its first
+// samples_per_epoch samples, every window of every dataset exactly once; weighing by tokens (the default) reads the
+// small ones into their second epoch.
+TEST_F(SamplerTest, ABlendByWindowsReadsEveryWindowOnceInOneEpoch) {
+  const auto a = make_corpus("wa", {7}, 0);         // 7 tokens: 1 window of 4
+  const auto b = make_corpus("wb", {11}, 100000);   // 11 tokens: 2 windows
+  const auto c = make_corpus("wc", {101}, 200000);  // 101 tokens: 25 windows
+  DataLoaderOptions by_windows = options({a, b, c}, 4);
+  by_windows.blend_by_windows = true;
+  const uint64_t samples = samples_per_epoch(by_windows);
+  ASSERT_EQ(samples, 1u + 2u + 25u);
+  DataLoader loader(by_windows);
+  std::set<std::vector<int32_t>> seen;
+  for (const auto& w : take(loader, static_cast<int>(samples))) seen.insert(w);
+  EXPECT_EQ(seen.size(), samples) << "a window read twice";
+  EXPECT_EQ(loader.position().per_source, (std::vector<uint64_t>{1, 2, 25}));
+
+  DataLoader by_tokens(options({a, b, c}, 4));
+  take(by_tokens, static_cast<int>(samples));
+  EXPECT_NE(by_tokens.position().per_source, (std::vector<uint64_t>{1, 2, 25}));
+}
+
 TEST_F(SamplerTest, MockIsSeededAndResumable) {
   DataLoaderOptions o;
   o.mock = true;

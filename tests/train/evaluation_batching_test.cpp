@@ -6,15 +6,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
 #include "config/model_config.h"
+#include "data/indexed_dataset.h"
 #include "model/cpu_model.h"
+#include "test_dir.h"
 #include "train/backend.h"
 #include "train/backend_factory.h"
 #include "train/cpu_backend.h"
+#include "train/data_options.h"
 #include "train/evaluation.h"
 #include "train/mock_training.h"
 #include "train/recording_backend.h"
@@ -49,7 +55,9 @@ Recorded recorded(const config::Config& config, int rank) {
   Evaluation evaluation(config, model, batch, {}, rank);
   RecordingBackend backend;
   const EvalResult r = evaluation.run(backend);
-  EXPECT_EQ(r.batches, config.validation.eval_iters);  // validation batches, not step-shaped ones
+  // Validation batches (eval_iters, or the whole set's), not step-shaped ones.
+  EXPECT_EQ(r.batches, config.validation.full_validation ? evaluation.iters() : config.validation.eval_iters);
+  EXPECT_EQ(static_cast<int64_t>(backend.batches.size()), evaluation.batching().submissions);
   return {backend.batches, evaluation.batching()};
 }
 
@@ -167,6 +175,74 @@ TEST(EvaluationBatching, TheLossIsTheMeanOverTheEvaluatedTokens) {
     mean_of_means += sums.loss / sums.tokens / static_cast<double>(recorder.batches.size());
   }
   EXPECT_GT(std::abs(mean_of_means - r.loss), 1e-6 * r.loss) << mean_of_means << " vs " << r.loss;
+}
+
+// validation.full_validation on a corpus split 80,20,0 (100 documents of 100 random tokens; the valid split's 2000
+// tokens hold 31 windows of 64): every evaluation reads each of the 31 once, in 6 validation batches of 6, the last
+// holding 1. On 2 ranks that last row is rank 1's and rank 0 has none of it; both run 4 step-shaped batches of 4
+// rows (rank 0's last row and rank 1's none padding), and together they read the single process's rows.
+TEST(EvaluationBatching, FullValidationReadsEachSampleOfTheSetOnce) {
+  const std::filesystem::path dir = test::fresh_test_dir("evaluation_full_validation");
+  const std::string prefix = (dir / "corpus").string();
+  {
+    data::IndexedDatasetWriter writer(prefix, data::TokenDtype::uint16);
+    std::mt19937 gen(5);
+    std::uniform_int_distribution<int32_t> token(0, 255);
+    for (int d = 0; d < 100; ++d) {
+      std::vector<int32_t> doc(100);
+      for (int32_t& t : doc) t = token(gen);
+      writer.add_document(doc);
+    }
+    writer.finalize();
+  }
+  const std::vector<std::string> overrides = {"dataset.mock=false",
+                                              "dataset.data_path=[" + prefix + "]",
+                                              "dataset.split=80,20,0",
+                                              "model.vocab_size=256",
+                                              "train.global_batch_size=8",
+                                              "train.eval_interval=1",
+                                              "validation.full_validation=true",
+                                              "validation.eval_global_batch_size=6",
+                                              "validation.eval_micro_batch_size=1"};
+  const config::Config one = tiny(overrides, 1);
+  const model::ModelSpec model = config::model_spec(one);
+  const auto seq = static_cast<size_t>(model.seq_length);
+  ASSERT_EQ(data::samples_per_epoch(validation_data_options(one, model)), 31u);
+
+  // Every window of the split, read from the validation stream: each is a distinct row.
+  data::DataLoader stream(validation_data_options(one, model));
+  std::map<std::vector<int32_t>, int> windows;
+  for (int i = 0; i < 31; ++i) {
+    std::vector<int32_t> w(seq + 1);
+    stream.next(w.data());
+    ++windows[std::vector<int32_t>(w.begin(), w.end() - 1)];
+  }
+  ASSERT_EQ(windows.size(), 31u);
+
+  const Recorded single = recorded(one, 0);
+  EXPECT_EQ(single.batching.batches, 6);
+  EXPECT_EQ(single.batching.last_global_sequences, 1);
+  EXPECT_EQ(single.batching.submissions, 4);  // 31 rows in steps of 8: 1 padding row
+  EXPECT_EQ(single.batching.padding_rows, 1);
+  std::map<std::vector<int32_t>, int> read;
+  for (size_t row = 0; row < 31; ++row) ++read[tokens_of(single.batches, row, seq, 8)];
+  EXPECT_EQ(read, windows);
+  EXPECT_EQ(mask_of(single.batches, 31, seq, 8), std::vector<float>(seq, 0.0f));
+
+  std::map<std::vector<int32_t>, int> by_ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(testing::Message() << "rank " << rank);
+    const Recorded mine = recorded(tiny(overrides, 2), rank);
+    EXPECT_EQ(mine.batching.rows, 15 + rank);
+    EXPECT_EQ(mine.batching.submissions, 4);
+    ASSERT_EQ(mine.batches.size(), 4u);
+    for (size_t row = 0; row < static_cast<size_t>(15 + rank); ++row) ++by_ranks[tokens_of(mine.batches, row, seq, 4)];
+    for (size_t row = static_cast<size_t>(15 + rank); row < 16; ++row) {
+      EXPECT_EQ(mask_of(mine.batches, row, seq, 4), std::vector<float>(seq, 0.0f)) << "padding row " << row;
+    }
+  }
+  EXPECT_EQ(by_ranks, windows);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
