@@ -136,8 +136,9 @@ struct ValidationConfig {
   // every rank: the loss is a token mean, whatever the microbatches.
   std::optional<int64_t> eval_micro_batch_size;
   bool skip_train = false;                        // no training step: evaluate the loaded (or initial) weights and exit
-  // Megatron-LM's other validation keys; Bridge's training loop does not read them. full_validation is implemented
-  // (train/evaluation.h); the others are refused when set (not implemented).
+  // Megatron-LM's other validation keys; Bridge's training loop does not read them. full_validation
+  // (train/evaluation.h) and multiple_validation_sets (config/validation_sets.h) are implemented; test_mode is refused
+  // when set (not implemented).
   bool test_mode = false;
   bool full_validation = false;
   bool multiple_validation_sets = false;
@@ -411,9 +412,9 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("validation", "full_validation", c.validation.full_validation,
     "evaluate the whole validation set each time, every sample once (Megatron-LM's; not eval_iters batches)");
   v("validation", "multiple_validation_sets", c.validation.multiple_validation_sets,
-    "one loss per validation dataset (not implemented)");
+    "one loss per validation dataset, each evaluated on its own (Megatron-LM's; config/validation_sets.h)");
   v("validation", "validation_set_names", c.validation.validation_set_names,
-    "names of the validation sets (with multiple_validation_sets; not implemented)");
+    "names of the validation sets, one a dataset in order (with multiple_validation_sets); [] = their indices");
   v("optimizer", "lr", c.optimizer.lr, "peak learning rate (must be set)");
   v("optimizer", "min_lr", c.optimizer.min_lr, "learning rate at the end of decay");
   v("optimizer", "weight_decay", c.optimizer.weight_decay, "AdamW decoupled weight decay");

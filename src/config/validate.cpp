@@ -97,10 +97,6 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
   }
   const ValidationConfig& v = c.validation;
   if (v.test_mode) out.push_back({"Megatron's functional-test mode", {"validation.test_mode"}});
-  if (v.multiple_validation_sets || !v.validation_set_names.empty()) {
-    out.push_back({"one loss per validation dataset",
-                   {"validation.multiple_validation_sets", "validation.validation_set_names"}});
-  }
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include "config/tokenizer_vocab.h"
 #include "config/validate.h"
+#include "config/validation_sets.h"
 #include "core/error.h"
 #include "core/paths.h"
 #include "core/strings.h"
@@ -293,6 +294,7 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
   }
   check_eval_batch(c, r);
   check_full_validation(c, r);
+  check_validation_sets(c, violations);
   if (v.start_eval_at_iter && *v.start_eval_at_iter < 0) {
     r.fail("validation.start_eval_at_iter must be >= 0 (or null: from the first eval_interval)",
            {"validation.start_eval_at_iter"}, "set it to the first step that may evaluate, or null");

@@ -32,7 +32,8 @@ data::DataLoaderOptions training_data_options(const config::Config& config, cons
   return o;
 }
 
-data::DataLoaderOptions validation_data_options(const config::Config& config, const model::ModelSpec& model) {
+data::DataLoaderOptions validation_data_options(const config::Config& config, const model::ModelSpec& model,
+                                                const std::string& set_prefix) {
   // Another stream than training's, also for mock data ("valid" as the mixing word).
   data::DataLoaderOptions o =
       common_options(config, model, data::mix_seed(static_cast<uint64_t>(config.rng.seed), 0x76616c6964ull));
@@ -44,6 +45,7 @@ data::DataLoaderOptions validation_data_options(const config::Config& config, co
   }
   // The whole set, each window once: an unweighted blend's stream takes its datasets in proportion to their windows.
   o.blend_by_windows = config.validation.full_validation;
+  if (!set_prefix.empty()) o.data_path = {set_prefix};  // its split share, as in the blend
   return o;
 }
 

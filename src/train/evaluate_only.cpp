@@ -38,7 +38,7 @@ config::CheckpointConfig checkpoint_to_evaluate(const config::CheckpointConfig& 
 
 std::string evaluate_only(const config::Config& config, const TrainOptions& options, TrainingBackend& backend,
                           std::optional<LoadedCheckpoint>& loaded, std::optional<PretrainedStart>& pretrained,
-                          Evaluation& evaluation, Evaluation& test_evaluation) {
+                          const std::vector<Evaluation*>& evaluations, Evaluation& test_evaluation) {
   log::info(backend.description());
   std::string weights;
   int64_t step = 0;
@@ -56,27 +56,34 @@ std::string evaluate_only(const config::Config& config, const TrainOptions& opti
                       weights.empty() ? "the initial weights (no checkpoint loaded)" : weights.c_str(),
                       static_cast<long long>(step)));
   // A signal ends the process as it would without a run to save: an evaluation has nothing to lose.
-  const EvalResult e = evaluation.run(backend);
-  const EvalMetrics m = eval_metrics(step, e, /*test=*/false, 0.0, evaluation.tokens_per_evaluation());
-  log::info(format_eval_line(m));
+  nlohmann::json sets = nlohmann::json::array();  // one a validation set (multiple_validation_sets)
+  nlohmann::json record = {{"iteration", step},
+                           {"weights", weights.empty() ? nlohmann::json(nullptr) : nlohmann::json(weights)}};
+  bool graphed = false;
+  for (Evaluation* evaluation : evaluations) {
+    const EvalResult e = evaluation->run(backend);
+    EvalMetrics m = eval_metrics(step, e, /*test=*/false, 0.0, evaluation->tokens_per_evaluation());
+    m.set = evaluation->set_name();
+    log::info(format_eval_line(m));
+    graphed = graphed || e.graphed;
+    nlohmann::json result = {{"val_loss", e.loss},    {"val_ppl", m.val_ppl},
+                             {"batches", e.batches},  {"tokens", m.tokens},
+                             {"seconds", e.ms / 1e3}, {"validation_data", evaluation->data_description()}};
+    if (m.set.empty()) {
+      record.update(result);
+    } else {
+      result["name"] = m.set;
+      sets.push_back(std::move(result));
+    }
+  }
+  if (!sets.empty()) record["validation_sets"] = std::move(sets);
+  record["graphed"] = graphed;
   std::optional<EvalResult> test;
   if (test_evaluation.enabled()) {
     test = test_evaluation.run(backend);
     log::info(format_eval_line(eval_metrics(step, *test, /*test=*/true, 0.0, test_evaluation.tokens_per_evaluation())));
   }
   if (options.distributed != nullptr && !options.distributed->is_writer()) return "";
-
-  nlohmann::json record = {
-      {"iteration", step},
-      {"weights", weights.empty() ? nlohmann::json(nullptr) : nlohmann::json(weights)},
-      {"val_loss", e.loss},
-      {"val_ppl", m.val_ppl},
-      {"batches", e.batches},
-      {"tokens", m.tokens},
-      {"seconds", e.ms / 1e3},
-      {"graphed", e.graphed},
-      {"validation_data", evaluation.data_description()},
-  };
   if (test) {
     record["test_loss"] = test->loss;
     record["test_ppl"] = std::exp(test->loss);

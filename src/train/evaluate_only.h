@@ -27,6 +27,6 @@ config::CheckpointConfig checkpoint_to_evaluate(const config::CheckpointConfig& 
 // writer) writes the result file. Returns its path ("" on the other ranks).
 std::string evaluate_only(const config::Config& config, const TrainOptions& options, TrainingBackend& backend,
                           std::optional<LoadedCheckpoint>& loaded, std::optional<PretrainedStart>& pretrained,
-                          Evaluation& evaluation, Evaluation& test_evaluation);
+                          const std::vector<Evaluation*>& evaluations, Evaluation& test_evaluation);
 
 }  // namespace sg::train

@@ -43,13 +43,15 @@ EvalBatching eval_batching(const config::Config& config, const model::BatchSpec&
 }
 
 Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-                       const data::BatchOptions& batch_options, int rank, EvalData data)
+                       const data::BatchOptions& batch_options, int rank, EvalData data,
+                       const config::ValidationSet& set)
     : test_(data == EvalData::test),
       enabled_(evaluation_enabled(config) && (!test_ || has_test_data(config))),
       interval_(config.validation.eval_interval.value_or(0)),
       start_(config.validation.start_eval_at_iter.value_or(0)),
       skip_train_(config.validation.skip_train),
       full_(data == EvalData::validation && config.validation.full_validation),
+      set_name_(set.name),
       rank_(rank),
       ranks_(std::max<int64_t>(1, batch.data_parallel_size)),
       seq_length_(model.seq_length),
@@ -58,7 +60,7 @@ Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& mod
   rows_ = data::rank_rows(eval_batching(config, batch).global_sequences, batch.data_parallel_size, rank);
   std::optional<uint64_t> set_samples;
   if (!test_) {
-    const data::DataLoaderOptions options = validation_data_options(config, model);
+    const data::DataLoaderOptions options = validation_data_options(config, model, set.prefix);
     loader_ = std::make_unique<data::DataLoader>(options);
     if (full_) set_samples = data::samples_per_epoch(options);  // validate refused what has no whole set
   } else {
@@ -109,7 +111,7 @@ std::string Evaluation::describe() const {
   std::string batches = strprintf("%lld global batch%s of %lld sequences", static_cast<long long>(b.batches),
                                   b.batches == 1 ? "" : "es", static_cast<long long>(b.global_sequences));
   if (full_) {
-    batches = strprintf("the whole validation set (validation.full_validation), %lld samples in %s",
+    batches = strprintf("the whole set (validation.full_validation), %lld samples in %s",
                         static_cast<long long>((b.batches - 1) * b.global_sequences + b.last_global_sequences),
                         batches.c_str());
     if (b.last_global_sequences != b.global_sequences) {
@@ -125,9 +127,10 @@ std::string Evaluation::describe() const {
       batches += strprintf(" (%lld padding rows at the end, not counted)", static_cast<long long>(b.padding_rows));
     }
   }
-  std::string text = strprintf("%s: %s, %s (%lld tokens), forward only, dropout off; the same batches every time:",
-                               test_ ? "test" : "validation", when.c_str(), batches.c_str(),
-                               static_cast<long long>(tokens_per_evaluation()));
+  const std::string what = test_ ? "test" : set_name_.empty() ? "validation" : "validation set " + set_name_;
+  std::string text =
+      strprintf("%s: %s, %s (%lld tokens), forward only, dropout off; the same batches every time:", what.c_str(),
+                when.c_str(), batches.c_str(), static_cast<long long>(tokens_per_evaluation()));
   for (const std::string& line : split(loader_->describe(), '\n')) text += "\n  " + line;
   return text;
 }

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "config/validation_sets.h"
 #include "data/batch.h"
 #include "data/blended_dataset.h"
 #include "data/rank_batch.h"
@@ -72,14 +73,19 @@ class Evaluation {
   // `config` validated. Opens the validation datasets only when evaluation is on. `rank`: this
   // data-parallel rank, which evaluates its rows of every validation batch (data/rank_batch.h); the
   // backend sums the ranks' losses.
+  // `set`: with validation.multiple_validation_sets, the one validation dataset it evaluates (its name labels its
+  // records); the default, all the validation data.
   Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-             const data::BatchOptions& batch_options, int rank = 0, EvalData data = EvalData::validation);
+             const data::BatchOptions& batch_options, int rank = 0, EvalData data = EvalData::validation,
+             const config::ValidationSet& set = {});
   ~Evaluation();
 
   // Validation: evaluation_enabled(config). Test: that, and test data (has_test_data) of at least one sample.
   bool enabled() const { return enabled_; }
   // A test evaluation skipped because its share holds no sample (the loader's words); "" otherwise.
   const std::string& skipped_because() const { return too_small_; }
+  // The validation set's name (multiple_validation_sets); "" for all the validation data, and for the test data.
+  const std::string& set_name() const { return set_name_; }
   // Validation batches one evaluation reads (validation.eval_iters, or with full_validation the set's).
   int64_t iters() const { return batching_.batches; }
   const EvalBatching& batching() const { return batching_; }
@@ -109,6 +115,7 @@ class Evaluation {
   int64_t start_ = 0;     // validation.start_eval_at_iter
   bool skip_train_ = false;
   bool full_ = false;             // validation.full_validation (never the test data)
+  std::string set_name_;
   int64_t rank_ = 0, ranks_ = 1;  // this data-parallel rank, of ranks_
   int64_t seq_length_ = 0;
   EvalBatching batching_;

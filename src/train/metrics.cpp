@@ -125,10 +125,12 @@ void MetricsLog::write(const EvalMetrics& m) {
   const int printed =
       std::fprintf(file_,
                    "{\"step\": %lld, \"%s_loss\": %s, \"%s_ppl\": %s, \"eval_batches\": %lld, \"eval_ms\": %.1f, "
-                   "\"wall_time_s\": %.3f, \"tokens\": %lld}\n",
+                   "\"wall_time_s\": %.3f, \"tokens\": %lld%s}\n",
                    static_cast<long long>(m.step), m.test ? "test" : "val", json_number(m.val_loss).c_str(),
                    m.test ? "test" : "val", json_number(m.val_ppl).c_str(), static_cast<long long>(m.batches), m.ms,
-                   m.wall_time_s, static_cast<long long>(m.tokens));
+                   m.wall_time_s, static_cast<long long>(m.tokens),
+                   // A set's name is letters, digits, '.', '_' and '-' (config/validation_sets.h): no escaping.
+                   m.set.empty() ? "" : (", \"val_set\": \"" + m.set + "\"").c_str());
   check_written(printed, m.step);
 }
 

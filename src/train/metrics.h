@@ -52,6 +52,9 @@ struct EvalMetrics {
   // The test split's (dataset.split's third share, evaluated once after the last step): metrics.jsonl writes
   // test_loss and test_ppl in place of val_loss and val_ppl.
   bool test = false;
+  // The validation set's name (validation.multiple_validation_sets): metrics.jsonl adds "val_set", TensorBoard's tags
+  // Megatron's "-NAME" suffix. "" for all the validation data and for the test data.
+  std::string set;
   double val_loss = 0.0;
   double val_ppl = 0.0;  // exp(val_loss)
   int64_t batches = 0;

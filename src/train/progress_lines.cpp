@@ -24,9 +24,10 @@ std::string format_step_line(const StepMetrics& m, int64_t train_iters, bool gpu
 }
 
 std::string format_eval_line(const EvalMetrics& m) {
+  const std::string what = m.test ? "test" : m.set.empty() ? "val" : "val " + m.set;
   return strprintf("step %6lld | %s loss %.4f | %s ppl %.3f | %lld batch%s in %.2f s", static_cast<long long>(m.step),
-                   m.test ? "test" : "val", m.val_loss, m.test ? "test" : "val", m.val_ppl,
-                   static_cast<long long>(m.batches), m.batches == 1 ? "" : "es", m.ms / 1e3);
+                   what.c_str(), m.val_loss, what.c_str(), m.val_ppl, static_cast<long long>(m.batches),
+                   m.batches == 1 ? "" : "es", m.ms / 1e3);
 }
 
 uint64_t process_resident_bytes() {

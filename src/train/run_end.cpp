@@ -65,7 +65,11 @@ std::string run_summary_line(const TrainSummary& s) {
                      static_cast<long long>(s.train_iters));
   }
   text += strprintf(": loss %.4f -> %.4f", s.first_loss, s.last_loss);
-  if (std::isfinite(s.last_val_loss)) text += strprintf(", val loss %.4f", s.last_val_loss);
+  if (!s.val_set_losses.empty()) {
+    for (const auto& [name, loss] : s.val_set_losses) text += strprintf(", val loss %s %.4f", name.c_str(), loss);
+  } else if (std::isfinite(s.last_val_loss)) {
+    text += strprintf(", val loss %.4f", s.last_val_loss);
+  }
   if (std::isfinite(s.test_loss)) text += strprintf(", test loss %.4f", s.test_loss);
   text += "; metrics in " + s.metrics_path + ", report in " + s.report_path;
   if (!s.end_note.empty()) text += "; " + s.end_note;

@@ -83,8 +83,10 @@ void RunRecorder::step(const StepMetrics& m) {
 void RunRecorder::eval(const EvalMetrics& m) {
   metrics_->write(m);
   if (!tensorboard_) return;
-  tensorboard_->scalar(m.test ? "lm loss test" : "lm loss validation", m.step, m.val_loss);
-  tensorboard_->scalar(m.test ? "lm loss test ppl" : "lm loss validation ppl", m.step, m.val_ppl);
+  // Megatron's tags; a validation set's with its "-NAME" suffix (evaluate_and_print_results).
+  const std::string tag = m.test ? "lm loss test" : "lm loss validation" + (m.set.empty() ? "" : "-" + m.set);
+  tensorboard_->scalar(tag, m.step, m.val_loss);
+  tensorboard_->scalar(tag + " ppl", m.step, m.val_ppl);
   tensorboard_->flush();
 }
 

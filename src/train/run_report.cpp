@@ -24,6 +24,7 @@ constexpr size_t kMaxEvalRows = 1000;
 
 struct EvalRow {
   double step, val_loss, val_ppl, batches, ms;
+  std::string set;  // the validation set's name (multiple_validation_sets), else ""
 };
 
 // The evaluations the table lists, in bounded memory however many a run records (an evaluation every step is
@@ -63,7 +64,15 @@ class EvalRows {
 // (train/svg_chart.h: the same charts as from every record), the numbers the page prints as they are, so its
 // memory does not grow with the run's length (a line a step: ~560 MB at 10M steps, held whole before).
 struct Records {
-  SeriesEnvelope loss{kLossChartWidth}, val_loss{kLossChartWidth};
+  SeriesEnvelope loss{kLossChartWidth};
+  // The validation loss: one series, or one a validation set (multiple_validation_sets) in the order they appear,
+  // each with its last evaluation.
+  struct ValSeries {
+    std::string set;
+    SeriesEnvelope loss{kLossChartWidth};
+    EvalRow last;
+  };
+  std::vector<ValSeries> val_losses;
   SeriesEnvelope lr{kChartWidth}, grad_norm{kChartWidth}, tokens_per_s{kChartWidth}, step_ms{kChartWidth},
       memory_mib{kChartWidth};
   size_t steps = 0;                                           // training records
@@ -93,6 +102,7 @@ class RecordLine final : public nlohmann::json_sax<nlohmann::json> {
     kCapture,
     kTestLoss,
     kTestPpl,
+    kValSet,
     kFields
   };
 
@@ -101,6 +111,7 @@ class RecordLine final : public nlohmann::json_sax<nlohmann::json> {
     std::fill(std::begin(present_), std::end(present_), false);
     std::fill(std::begin(numbers_), std::end(numbers_), NAN);
     capture_ = object_ = false;
+    val_set_.clear();
     depth_ = 0;
     field_ = -1;
     return nlohmann::json::sax_parse(line, this) && object_;
@@ -108,6 +119,7 @@ class RecordLine final : public nlohmann::json_sax<nlohmann::json> {
   bool has(Field f) const { return present_[f]; }
   double number(Field f) const { return numbers_[f]; }  // NaN unless the value is a number
   bool capture() const { return capture_; }             // "capture": true
+  const std::string& val_set() const { return val_set_; }  // "val_set": a string, else ""
 
   bool null() override { return scalar(NAN); }
   bool boolean(bool value) override {
@@ -118,7 +130,10 @@ class RecordLine final : public nlohmann::json_sax<nlohmann::json> {
   bool number_integer(number_integer_t value) override { return scalar(static_cast<double>(value)); }
   bool number_unsigned(number_unsigned_t value) override { return scalar(static_cast<double>(value)); }
   bool number_float(number_float_t value, const string_t&) override { return scalar(value); }
-  bool string(string_t&) override { return scalar(NAN); }
+  bool string(string_t& value) override {
+    if (depth_ == 1 && field_ == kValSet) val_set_ = value;
+    return scalar(NAN);
+  }
   bool binary(binary_t&) override { return scalar(NAN); }
   bool start_object(std::size_t) override {
     if (depth_ == 0) object_ = true;
@@ -131,7 +146,8 @@ class RecordLine final : public nlohmann::json_sax<nlohmann::json> {
     if (depth_ != 1) return true;
     static constexpr const char* kNames[kFields] = {
         "step",     "loss",    "lr",      "grad_norm",    "tokens_per_s", "step_ms",   "device_memory_used",
-        "val_loss", "val_ppl", "eval_ms", "eval_batches", "capture",      "test_loss", "test_ppl"};
+        "val_loss", "val_ppl", "eval_ms", "eval_batches", "capture",      "test_loss", "test_ppl",
+        "val_set"};
     field_ = -1;
     for (int f = 0; f < kFields; ++f) {
       if (name == kNames[f]) field_ = f;
@@ -163,6 +179,7 @@ class RecordLine final : public nlohmann::json_sax<nlohmann::json> {
   bool present_[kFields];
   double numbers_[kFields];
   bool capture_ = false, object_ = false;
+  std::string val_set_;
   int depth_ = 0, field_ = -1;
 };
 
@@ -179,10 +196,18 @@ Records read_metrics(const std::string& path) {
     if (!j.read(line) || !j.has(RecordLine::kStep)) continue;
     const double step = j.number(RecordLine::kStep);
     if (j.has(RecordLine::kValLoss)) {
-      const EvalRow row{step, j.number(RecordLine::kValLoss), j.number(RecordLine::kValPpl),
-                        j.number(RecordLine::kEvalBatches), j.number(RecordLine::kEvalMs)};
+      const EvalRow row{step,
+                        j.number(RecordLine::kValLoss),
+                        j.number(RecordLine::kValPpl),
+                        j.number(RecordLine::kEvalBatches),
+                        j.number(RecordLine::kEvalMs),
+                        j.val_set()};
       r.evals.add(row);
-      r.val_loss.add(step, row.val_loss);
+      auto series = std::find_if(r.val_losses.begin(), r.val_losses.end(),
+                                 [&](const Records::ValSeries& s) { return s.set == row.set; });
+      if (series == r.val_losses.end()) series = r.val_losses.insert(r.val_losses.end(), {row.set});
+      series->loss.add(step, row.val_loss);
+      series->last = row;
       continue;
     }
     if (j.has(RecordLine::kTestLoss)) {
@@ -237,10 +262,14 @@ std::string eval_table(const EvalRows& evals) {
         "holds them all.</p>\n",
         evals.count(), ordinal(1).c_str(), ordinal(s + 1).c_str(), ordinal(2 * s + 1).c_str(), s);
   }
-  out += "<table class=\"num\"><tr><th>step</th><th>val loss</th><th>val ppl</th><th>batches</th><th>ms</th></tr>";
-  for (const EvalRow& e : evals.listed()) {
-    out += strprintf("<tr><td>%.0f</td><td>%.4f</td><td>%.3f</td><td>%.0f</td><td>%.1f</td></tr>", e.step, e.val_loss,
-                     e.val_ppl, e.batches, e.ms);
+  const std::vector<EvalRow> rows = evals.listed();
+  const bool sets = std::any_of(rows.begin(), rows.end(), [](const EvalRow& e) { return !e.set.empty(); });
+  out += std::string("<table class=\"num\"><tr><th>step</th>") + (sets ? "<th>set</th>" : "") +
+         "<th>val loss</th><th>val ppl</th><th>batches</th><th>ms</th></tr>";
+  for (const EvalRow& e : rows) {
+    out +=
+        strprintf("<tr><td>%.0f</td>%s<td>%.4f</td><td>%.3f</td><td>%.0f</td><td>%.1f</td></tr>", e.step,
+                  sets ? ("<td>" + html_escape(e.set) + "</td>").c_str() : "", e.val_loss, e.val_ppl, e.batches, e.ms);
   }
   return out + "</table>\n";
 }
@@ -256,10 +285,9 @@ void write_run_report(const std::string& metrics_path, const std::string& html_p
     facts.emplace_back("steps in metrics.jsonl", strprintf("%.0f to %.0f", r.first_step, r.last_step));
     facts.emplace_back("last loss", strprintf("%.4f", r.last_loss));
   }
-  if (r.evals.count() > 0) {
-    const EvalRow& last = r.evals.last();
-    facts.emplace_back("last val loss",
-                       strprintf("%.4f (ppl %.3f) at step %.0f", last.val_loss, last.val_ppl, last.step));
+  for (const Records::ValSeries& s : r.val_losses) {
+    facts.emplace_back(s.set.empty() ? "last val loss" : "last val loss, set " + s.set,
+                       strprintf("%.4f (ppl %.3f) at step %.0f", s.last.val_loss, s.last.val_ppl, s.last.step));
   }
   if (r.test) {
     facts.emplace_back("test loss", strprintf("%.4f (ppl %.3f) at step %.0f, %.0f batches (dataset.split's test share)",
@@ -268,9 +296,12 @@ void write_run_report(const std::string& metrics_path, const std::string& html_p
   body += html_table(facts);
 
   body += "<h2>Loss</h2>\n<div class=\"grid2\">";
-  ChartSeries val = r.val_loss.series("validation loss");
-  val.markers = true;
-  body += render_line_chart(chart("loss", "loss (nats)", r, {r.loss.series("train loss"), val}), kLossChartWidth, 320);
+  std::vector<ChartSeries> losses = {r.loss.series("train loss")};
+  for (const Records::ValSeries& s : r.val_losses) {
+    losses.push_back(s.loss.series(s.set.empty() ? "validation loss" : "validation loss, set " + s.set));
+    losses.back().markers = true;
+  }
+  body += render_line_chart(chart("loss", "loss (nats)", r, std::move(losses)), kLossChartWidth, 320);
   body += "</div>\n<h2>Optimizer</h2>\n<div class=\"grid2\">";
   body += render_line_chart(chart("learning rate", "lr", r, {r.lr.series("lr")}), kChartWidth);
   body += render_line_chart(chart("gradient norm (before clipping)", "norm", r, {r.grad_norm.series("grad norm")},

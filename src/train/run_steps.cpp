@@ -123,7 +123,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
                const RunContext& run, TrainSummary& summary) {
   const int64_t train_iters = config.train.train_iters.value_or(0);
   const int64_t start_step = summary.start_step;
-  Evaluation& evaluation = *run.evaluation;
+  const Evaluation& evaluation = *run.evaluations.front();  // the schedule, which every validation set shares
   const bool gpu = backend.on_gpu();
   log::info(backend.description());
   std::vector<std::string> plan_lines = {describe_model(config), describe_batch(config), describe_optimizer(config)};
@@ -193,7 +193,13 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   // A stop finishes the current step (or evaluation) and saves: the watchdog's grace covers them.
   StopHandlers stop_handlers({.saves = config.checkpoint.save.has_value(),
                               .checkpoint_bytes = 14.0 * static_cast<double>(backend.layout().total()),
-                              .eval_batches = evaluation.enabled() ? evaluation.batching().submissions : 0});
+                              .eval_batches = [&run] {
+                                int64_t batches = 0;
+                                for (const Evaluation* e : run.evaluations) {
+                                  if (e->enabled()) batches += e->batching().submissions;
+                                }
+                                return batches;
+                              }()});
 
   // A checkpoint is taken only after collect(0): every submitted step is finished, so the loader's
   // position is exactly the data the saved state has consumed.
@@ -293,30 +299,46 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
     for (const StepResult& r : backend.collect(0)) handle(r);
     // A stop ends a lone process's evaluation between batches (the rest of the run is the final save
     // and report); data parallel ranks finish it, as one rank leaving would hang the others' reduction.
-    const EvalResult e =
-        evaluation.run(backend, [distributed, finish] { return !distributed && !finish && graph::stop_requested(); });
-    stop_handlers.eval_took(e.ms / 1e3);
-    if (e.batches < evaluation.iters()) {
-      eval_skipped_at = step;
-      progress.line(strprintf(
-          "step %lld: stop requested: the evaluation ended after %lld of %lld batches (not "
-          "recorded)",
-          static_cast<long long>(step), static_cast<long long>(e.batches), static_cast<long long>(evaluation.iters())));
-      return;
+    // One evaluation a validation set (multiple_validation_sets), recorded only when all of them ran whole.
+    std::vector<std::pair<const Evaluation*, EvalResult>> results;
+    double ms = 0.0;
+    for (Evaluation* set : run.evaluations) {
+      const EvalResult e =
+          set->run(backend, [distributed, finish] { return !distributed && !finish && graph::stop_requested(); });
+      ms += e.ms;
+      if (e.batches < set->iters()) {
+        stop_handlers.eval_took(ms / 1e3);
+        eval_skipped_at = step;
+        progress.line(
+            strprintf("step %lld: stop requested: the evaluation%s ended after %lld of %lld batches (not "
+                      "recorded)",
+                      static_cast<long long>(step),
+                      set->set_name().empty() ? "" : (" of validation set " + set->set_name()).c_str(),
+                      static_cast<long long>(e.batches), static_cast<long long>(set->iters())));
+        return;
+      }
+      results.emplace_back(set, e);
     }
+    stop_handlers.eval_took(ms / 1e3);
     const int64_t tokens = tokens_consumed(samples_baseline, step, batch, model);
-    const EvalMetrics m = eval_metrics(step, e, /*test=*/false, seconds_since(run.start), tokens);
-    record([&] { recorder.eval(m); });
+    summary.val_set_losses.clear();
+    for (const auto& [set, e] : results) {
+      EvalMetrics m = eval_metrics(step, e, /*test=*/false, seconds_since(run.start), tokens);
+      m.set = set->set_name();
+      record([&] { recorder.eval(m); });
+      if (e.captured)
+        progress.line(strprintf("step %lld: captured the evaluation graph", static_cast<long long>(step)));
+      progress.line(format_eval_line(m));
+      if (!m.set.empty()) summary.val_set_losses.emplace_back(m.set, e.loss);
+    }
     if (!metrics_error.empty()) eval_skipped_at = step;  // not recorded: a resumed run evaluates it again
-    summary.last_val_loss = e.loss;
+    summary.last_val_loss = results.front().second.loss;  // the first set's with several
     last_val_step = step;
-    val_status = strprintf(" | val %.4f", e.loss);
-    if (e.captured) progress.line(strprintf("step %lld: captured the evaluation graph", static_cast<long long>(step)));
-    progress.line(format_eval_line(m));
+    val_status = strprintf(" | val %.4f", summary.last_val_loss);
     // After the last step's validation: the test split, once (Megatron's do_test); a stop does not cut it short.
     if (!finish || run.test_evaluation == nullptr || !run.test_evaluation->enabled()) return;
     const EvalResult t = run.test_evaluation->run(backend);
-    stop_handlers.eval_took((e.ms + t.ms) / 1e3);  // the watchdog's grace covers the two together
+    stop_handlers.eval_took((ms + t.ms) / 1e3);  // the watchdog's grace covers them together
     const EvalMetrics tm = eval_metrics(step, t, /*test=*/true, seconds_since(run.start), tokens);
     record([&] { recorder.eval(tm); });
     summary.test_loss = t.loss;
@@ -431,6 +453,7 @@ void run_steps(const config::Config& config, const TrainOptions& options, const 
   if (std::isfinite(summary.last_val_loss) && last_val_step != summary.steps_done) {
     log::info(stale_val_loss_note(summary.last_val_loss, last_val_step, eval_skipped_at));
     summary.last_val_loss = NAN;
+    summary.val_set_losses.clear();
   }
   log::info(stopped_run_summary(summary.stop_signal, summary.steps_done, train_iters));
 }

@@ -24,7 +24,8 @@ namespace sg::train {
 struct RunContext {
   std::optional<data::HfTokenizerInfo> tokenizer;
   CheckpointExport checkpoint_export;  // what saved folders take from the tokenizer and a pretrained source
-  Evaluation* evaluation = nullptr;
+  // The validation: one evaluation, or one a set (validation.multiple_validation_sets), all on one schedule.
+  std::vector<Evaluation*> evaluations;
   Evaluation* test_evaluation = nullptr;  // dataset.split's test share, after the last step's validation
   std::chrono::steady_clock::time_point start;
   std::string run_id;              // train/run_folder.h: the checkpoint's when resuming, else a new one (rank 0's)

@@ -129,10 +129,15 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
     with_host_allocation("the input batch buffers (train.global_batch_size x model.seq_length tokens)",
                          [&] { data.emplace(config, model, batch, batch_options, rank); });
   }
-  std::optional<Evaluation> evaluation;
-  with_host_allocation("the validation batch buffers",
-                       [&] { evaluation.emplace(config, model, batch, batch_options, rank); });
-  run.evaluation = &*evaluation;
+  // One evaluation, or one a validation set (validation.multiple_validation_sets).
+  std::vector<std::unique_ptr<Evaluation>> evaluations;
+  with_host_allocation("the validation batch buffers", [&] {
+    for (const config::ValidationSet& set : config::validation_sets(config)) {
+      evaluations.push_back(
+          std::make_unique<Evaluation>(config, model, batch, batch_options, rank, EvalData::validation, set));
+      run.evaluations.push_back(evaluations.back().get());
+    }
+  });
   std::optional<Evaluation> test_evaluation;
   with_host_allocation("the test batch buffers",
                        [&] { test_evaluation.emplace(config, model, batch, batch_options, rank, EvalData::test); });
@@ -175,7 +180,7 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
 
   // The validation plan, and the test split's when it has one (or why a share it has is skipped).
   const auto log_evaluations = [&] {
-    log::info(evaluation->describe());
+    for (const Evaluation* evaluation : run.evaluations) log::info(evaluation->describe());
     if (test_evaluation->enabled() || !test_evaluation->skipped_because().empty()) {
       log::info(test_evaluation->describe());
     }
@@ -193,7 +198,7 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
                          [&] { backend = make_backend(config, options.force_cpu, distributed); });
     try {
       summary.evaluation_path =
-          evaluate_only(config, options, *backend, loaded, pretrained, *evaluation, *test_evaluation);
+          evaluate_only(config, options, *backend, loaded, pretrained, run.evaluations, *test_evaluation);
     } catch (const std::exception& e) {
       if (distributed) end_failed_rank(*distributed, e, 1);
       report_and_rethrow(e, 1);

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "config/config.h"
 #include "core/error.h"
@@ -41,7 +43,9 @@ struct TrainSummary {
   float last_loss = 0.0f;
   bool stopped_by_signal = false;
   int stop_signal = 0;  // that signal, received by this rank or (data parallel) another one: exit 128 + it
-  double last_val_loss = NAN;  // NaN when no evaluation ran
+  double last_val_loss = NAN;  // NaN when no evaluation ran; the first set's with multiple_validation_sets
+  // With validation.multiple_validation_sets: each set's last validation loss, by name, in order.
+  std::vector<std::pair<std::string, double>> val_set_losses;
   double test_loss = NAN;      // the test split's, after the last step (NaN when none ran)
   std::string metrics_path;    // empty when nothing ran
   std::string evaluation_path;  // validation.skip_train: the evaluation's result file (rank 0)

@@ -177,8 +177,6 @@ TEST(ValidationSection, KeysWithoutAnImplementationAreNamedAndTrainRefusesThem) 
     const char* key;
   };
   const Case cases[] = {
-      {{"validation.multiple_validation_sets=true"}, "validation.multiple_validation_sets"},
-      {{"validation.validation_set_names=[wiki]"}, "validation.validation_set_names"},
       {{"validation.test_mode=true"}, "validation.test_mode"},
   };
   for (const Case& c : cases) {

@@ -164,7 +164,7 @@ std::vector<test::RankOutcome> two_ranks_saving(
     CheckpointDirs dirs;
     if (run.is_writer()) dirs = prepare_checkpoint_dirs(config.checkpoint);
     RunContext context;
-    context.evaluation = &evaluation;
+    context.evaluations = {&evaluation};
     context.start = std::chrono::steady_clock::now();
     context.run_id = "two-ranks";
     context.dirs = &dirs;
