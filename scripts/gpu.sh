@@ -355,6 +355,11 @@ if named edge_configs; then
   edge_run llama/tiny dataset.mock=false "dataset.data_path=[$edge_corpus]" dataset.split=90,10,0 model.vocab_size=256 \
     validation.eval_interval=3 validation.full_validation=true validation.eval_global_batch_size=6 \
     validation.eval_micro_batch_size=2 "${L[@]}" --cuda_graph_scope full_iteration
+  # Megatron-LM's multiple validation sets: two datasets evaluated one by one, each with its own loss.
+  "$SG" data synth --out "${edge_corpus}_b" --tokens 100000 --seed 9 >/dev/null
+  edge_run llama/tiny dataset.mock=false "dataset.data_path=[$edge_corpus]" \
+    "dataset.valid_data_path=[$edge_corpus,${edge_corpus}_b]" model.vocab_size=256 validation.eval_interval=3 \
+    validation.eval_iters=2 validation.multiple_validation_sets=true "validation.validation_set_names=[a,b]" "${L[@]}"
   # A weight decay that changes every step (computed on the device from the step counter) and Bridge's
   # mixed_precision recipe, under the whole-step graph.
   edge_run llama/tiny scheduler.start_weight_decay=0 scheduler.end_weight_decay=0.1 \
