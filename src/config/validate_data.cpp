@@ -160,11 +160,19 @@ void check_full_validation(const Config& c, Reporter& r) {
   const int64_t global = v.eval_global_batch_size.value_or(c.train.global_batch_size.value_or(0));
   if (global < 1) return;
   const auto batches = static_cast<long long>((samples + static_cast<uint64_t>(global) - 1) / global);
-  r.note(strprintf("validation.full_validation: every evaluation reads the whole validation set, %llu samples in %lld "
-                   "global batch%s of %lld sequences; validation.eval_iters (the test split's batches) is not used "
-                   "for it",
-                   static_cast<unsigned long long>(samples), batches, batches == 1 ? "" : "es",
-                   static_cast<long long>(global)),
+  // With multiple_validation_sets each dataset is read whole on its own, in its own batches.
+  const std::string read = v.multiple_validation_sets
+                               ? strprintf(
+                                     "each validation dataset whole, %llu samples in all, in batches of %lld "
+                                     "sequences",
+                                     static_cast<unsigned long long>(samples), static_cast<long long>(global))
+                               : strprintf(
+                                     "the whole validation set, %llu samples in %lld global batch%s of %lld "
+                                     "sequences",
+                                     static_cast<unsigned long long>(samples), batches, batches == 1 ? "" : "es",
+                                     static_cast<long long>(global));
+  r.note("validation.full_validation: every evaluation reads " + read +
+             "; validation.eval_iters (the test split's batches) is not used for it",
          {"validation.full_validation", "validation.eval_iters"});
 }
 
