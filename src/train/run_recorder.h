@@ -4,7 +4,8 @@
 //                  runs/<name>/config.yaml` runs it again
 //   metrics.jsonl  one JSON line per step (loss, grad norm, lr, step ms, tokens/s, TFLOP/s, MFU, memory,
 //                  wall_time_s, tokens; "capture": true on the step that captured the CUDA graphs) and
-//                  one per evaluation (step, val_loss, val_ppl, eval_batches, eval_ms, wall_time_s, tokens)
+//                  one per evaluation (step, val_loss, val_ppl, eval_batches, eval_ms, wall_time_s, tokens; and
+//                  val_set, a set's name, with validation.multiple_validation_sets: one record a set)
 //   report.html    the run as charts (train/run_report.h), at the end — also after Ctrl-C or an error
 //   run.json       the run's id; previous/run-<k>/: an earlier run's files (train/run_folder.h)
 // and, with logger.tensorboard_dir, TensorBoard event files with the same numbers under Megatron's tags:
