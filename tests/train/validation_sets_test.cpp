@@ -1,6 +1,6 @@
 // validation.multiple_validation_sets (Megatron-LM's) on the CPU backend, in process: each validation dataset is
 // evaluated on its own, with its own loss, and that loss is the one a run validating on that dataset alone records;
-// metrics.jsonl gets one record a set with its "val_set" name, the progress lines, the run's last line and
+// metrics.jsonl gets one record a set with its "val_set" name, TensorBoard its tags, the progress lines, the last line and
 // report.html name the sets, and validation.skip_train writes one result a set. Also the rules: names one a dataset.
 #include <gtest/gtest.h>
 
@@ -60,8 +60,17 @@ using test::printed_as_metrics;
 TEST_F(ValidationSets, EachDatasetIsEvaluatedAloneAndRecordedByName) {
   const std::string both = "dataset.valid_data_path=[" + prefix("wiki") + "," + prefix("code") + "]";
   const test::CpuRunOutcome r =
-      run("sets", {both, "validation.multiple_validation_sets=true", "validation.validation_set_names=[wiki,code]"});
+      run("sets", {both, "validation.multiple_validation_sets=true", "validation.validation_set_names=[wiki,code]",
+                   "logger.tensorboard_dir=" + (dir_ / "tb").string()});
   ASSERT_EQ(r.error, "") << r.log;
+  // TensorBoard: Megatron's tag with the set's suffix, for the loss and the perplexity.
+  std::string events;
+  for (const auto& file : fs::recursive_directory_iterator(dir_ / "tb")) {
+    if (file.is_regular_file()) events += test::read_file(file.path().string());
+  }
+  for (const char* tag : {"lm loss validation-wiki", "lm loss validation-code ppl"}) {
+    EXPECT_NE(events.find(tag), std::string::npos) << tag;
+  }
   const std::vector<nlohmann::json> records = validations("sets");
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(records[0]["val_set"], "wiki");
