@@ -1,7 +1,8 @@
 // validation.multiple_validation_sets (Megatron-LM's) on the CPU backend, in process: each validation dataset is
 // evaluated on its own, with its own loss, and that loss is the one a run validating on that dataset alone records;
-// metrics.jsonl gets one record a set with its "val_set" name, TensorBoard its tags, the progress lines, the last line and
-// report.html name the sets, and validation.skip_train writes one result a set. Also the rules: names one a dataset.
+// metrics.jsonl gets one record a set with its "val_set" name; TensorBoard's tags, the progress lines, the run's last
+// line and report.html name the sets; validation.skip_train writes one result a set. Also the rules: names one a
+// dataset.
 #include <gtest/gtest.h>
 
 #include <filesystem>
