@@ -131,9 +131,9 @@ void check_full_validation(const Config& c, Reporter& r) {
     return;
   }
   const bool own_set = !d.valid_data_path.empty();
-  const std::string key = own_set ? "dataset.valid_data_path" : "dataset.data_path";
+  const std::string& key = validation_data_key(c);
   data::DataLoaderOptions options;
-  options.data_path = own_set ? d.valid_data_path : d.data_path;
+  options.data_path = validation_data_paths(c);
   options.data_path_key = key;
   options.seq_length = d.seq_length.value_or(c.model.seq_length);
   uint64_t samples = 0;

@@ -11,15 +11,6 @@ namespace sg::config {
 
 namespace {
 
-const std::string& validation_key(const Config& config) {
-  static const std::string kValid = "dataset.valid_data_path", kData = "dataset.data_path";
-  return config.dataset.valid_data_path.empty() ? kData : kValid;
-}
-
-const std::vector<std::string>& validation_paths(const Config& config) {
-  return config.dataset.valid_data_path.empty() ? config.dataset.data_path : config.dataset.valid_data_path;
-}
-
 bool good_name(const std::string& name) {
   return !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
@@ -29,10 +20,19 @@ bool good_name(const std::string& name) {
 
 }  // namespace
 
+const std::vector<std::string>& validation_data_paths(const Config& config) {
+  return config.dataset.valid_data_path.empty() ? config.dataset.data_path : config.dataset.valid_data_path;
+}
+
+const std::string& validation_data_key(const Config& config) {
+  static const std::string kValid = "dataset.valid_data_path", kData = "dataset.data_path";
+  return config.dataset.valid_data_path.empty() ? kData : kValid;
+}
+
 std::vector<ValidationSet> validation_sets(const Config& config) {
   if (!config.validation.multiple_validation_sets || config.dataset.mock) return {{"", ""}};
   const std::vector<data::WeightedPrefix> blend =
-      data::parse_data_path(validation_paths(config), validation_key(config));
+      data::parse_data_path(validation_data_paths(config), validation_data_key(config));
   std::vector<ValidationSet> sets;
   for (size_t i = 0; i < blend.size(); ++i) {
     const std::vector<std::string>& names = config.validation.validation_set_names;
@@ -63,10 +63,10 @@ void check_validation_sets(const Config& config, std::vector<Violation>& violati
         "dataset.split), or drop validation.multiple_validation_sets");
     return;
   }
-  const std::string& key = validation_key(config);
+  const std::string& key = validation_data_key(config);
   std::vector<data::WeightedPrefix> blend;
   try {
-    blend = data::parse_data_path(validation_paths(config), key);
+    blend = data::parse_data_path(validation_data_paths(config), key);
   } catch (const Error&) {
     return;  // the data checks report a list that does not parse
   }

@@ -17,6 +17,11 @@ struct ValidationSet {
   std::string prefix;  // the dataset (PREFIX.bin / PREFIX.idx)
 };
 
+// The validation data's datasets as configured: dataset.valid_data_path when set, else dataset.data_path (its
+// dataset.split valid shares), and the key they come from, as messages name it.
+const std::vector<std::string>& validation_data_paths(const Config& config);
+const std::string& validation_data_key(const Config& config);
+
 // The sets multiple_validation_sets evaluates, in order (one with the key off: the blend, named ""). Throws sg::Error
 // for a data path that does not parse; validate reports it first.
 std::vector<ValidationSet> validation_sets(const Config& config);

@@ -17,6 +17,14 @@ RankRows rank_rows(int64_t global_sequences, int64_t data_parallel_size, int64_t
   return {rank * per_rank, per_rank};
 }
 
+RankRows uneven_rank_rows(int64_t sequences, int64_t data_parallel_size, int64_t rank) {
+  SG_CHECK(data_parallel_size >= 1 && rank >= 0 && rank < data_parallel_size && sequences >= 0,
+           strprintf("rank %lld of data-parallel size %lld, %lld sequences", static_cast<long long>(rank),
+                     static_cast<long long>(data_parallel_size), static_cast<long long>(sequences)));
+  const int64_t first = rank * sequences / data_parallel_size;
+  return {first, (rank + 1) * sequences / data_parallel_size - first};
+}
+
 DataPosition fill_rank_batch(DataLoader& loader, const HostBatchView& out, int64_t global_sequences,
                              const RankRows& rows, const BatchOptions& options) {
   SG_CHECK(out.num_sequences == rows.count && rows.first >= 0 && rows.first + rows.count <= global_sequences,

@@ -19,6 +19,10 @@ struct RankRows {
 // Throws sg::Error unless global_sequences divides evenly among data_parallel_size ranks.
 RankRows rank_rows(int64_t global_sequences, int64_t data_parallel_size, int64_t rank);
 
+// The same for a batch of `sequences` the ranks may not share evenly (full validation's last batch): contiguous, the
+// first ranks taking one fewer when it does not divide (none when there are fewer sequences than ranks).
+RankRows uneven_rank_rows(int64_t sequences, int64_t data_parallel_size, int64_t rank);
+
 // Fills `out` (out.num_sequences = rows.count) with rows [rows.first, rows.first + rows.count) of the
 // next global batch of `global_sequences` samples, skipping the other ranks' rows without reading them.
 // Returns the loader position after the whole global batch (the same on every rank).

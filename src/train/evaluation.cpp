@@ -8,11 +8,6 @@
 
 namespace sg::train {
 
-data::RankRows uneven_rank_rows(int64_t sequences, int64_t data_parallel_size, int64_t rank) {
-  const int64_t first = rank * sequences / data_parallel_size;
-  return {first, (rank + 1) * sequences / data_parallel_size - first};
-}
-
 EvalBatching eval_batching(const config::Config& config, const model::BatchSpec& batch, int rank,
                            std::optional<uint64_t> set_samples) {
   EvalBatching b;
@@ -36,7 +31,7 @@ EvalBatching eval_batching(const config::Config& config, const model::BatchSpec&
   // Every rank runs the step-shaped batches of the rank with the most rows (one more of an uneven last batch).
   const int64_t full_rows = (b.batches - 1) * b.rank_sequences;
   const int64_t most_rows = full_rows + (b.last_global_sequences + ranks - 1) / ranks;
-  b.rows = full_rows + uneven_rank_rows(b.last_global_sequences, ranks, rank).count;
+  b.rows = full_rows + data::uneven_rank_rows(b.last_global_sequences, ranks, rank).count;
   b.submissions = (most_rows + b.step_sequences - 1) / b.step_sequences;
   b.padding_rows = b.submissions * b.step_sequences - b.rows;
   return b;
@@ -57,7 +52,6 @@ Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& mod
       seq_length_(model.seq_length),
       batch_options_(batch_options) {
   if (!enabled()) return;
-  rows_ = data::rank_rows(eval_batching(config, batch).global_sequences, batch.data_parallel_size, rank);
   std::optional<uint64_t> set_samples;
   if (!test_) {
     const data::DataLoaderOptions options = validation_data_options(config, model, set.prefix);
@@ -152,6 +146,7 @@ EvalResult Evaluation::run(TrainingBackend& backend, const std::function<bool()>
     std::copy_n(rank_rows_.loss_mask.begin() + row_span(from), row_span(rows), batch_.loss_mask.begin() + row_span(at));
   };
   const EvalBatching& b = batching_;
+  const data::RankRows full_rows = data::rank_rows(b.global_sequences, ranks_, rank_);
   int64_t read = 0;       // validation batches read
   int64_t filled = 0;     // rows of batch_ filled
   int64_t submitted = 0;  // step-shaped batches
@@ -164,7 +159,7 @@ EvalResult Evaluation::run(TrainingBackend& backend, const std::function<bool()>
     if (read > 0 && stop && stop()) break;
     // The last batch of a full validation holds what the set has left, which the ranks may not share evenly.
     const bool last = read == b.batches - 1;
-    const data::RankRows rows = last ? uneven_rank_rows(b.last_global_sequences, ranks_, rank_) : rows_;
+    const data::RankRows rows = last ? data::uneven_rank_rows(b.last_global_sequences, ranks_, rank_) : full_rows;
     const int64_t sequences = last ? b.last_global_sequences : b.global_sequences;
     if (rows.count == 0) {  // none of its rows are this rank's (fewer than the ranks)
       for (int64_t i = 0; i < sequences; ++i) loader_->skip();

@@ -64,9 +64,6 @@ struct EvalBatching {
 // full_validation, the samples of the whole validation set (data::samples_per_epoch); nullopt otherwise.
 EvalBatching eval_batching(const config::Config& config, const model::BatchSpec& batch, int rank = 0,
                            std::optional<uint64_t> set_samples = std::nullopt);
-// Rank `rank`'s rows of a validation batch of `sequences` that the ranks may not share evenly (full_validation's last):
-// contiguous, the first ranks taking one fewer when it does not divide.
-data::RankRows uneven_rank_rows(int64_t sequences, int64_t data_parallel_size, int64_t rank);
 
 class Evaluation {
  public:
@@ -119,7 +116,6 @@ class Evaluation {
   int64_t rank_ = 0, ranks_ = 1;  // this data-parallel rank, of ranks_
   int64_t seq_length_ = 0;
   EvalBatching batching_;
-  data::RankRows rows_;  // this rank's rows of a validation batch
   data::BatchOptions batch_options_;
   std::unique_ptr<data::DataLoader> loader_;
   model::HostBatch rank_rows_;  // this rank's rows of one validation batch, as read

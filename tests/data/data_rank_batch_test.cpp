@@ -144,5 +144,26 @@ TEST(RankRows, ContiguousEqualBlocksAndClearErrors) {
   }
 }
 
+// A batch the ranks may not share evenly (full validation's last): contiguous rows, the first ranks one fewer, none
+// when the ranks outnumber the rows; where it divides, exactly rank_rows.
+TEST(UnevenRankRows, ContiguousTheFirstRanksOneFewerAndRankRowsWhereItDivides) {
+  const auto rows = [](int64_t sequences, int64_t ranks, int64_t rank) {
+    const RankRows r = uneven_rank_rows(sequences, ranks, rank);
+    return std::vector<int64_t>{r.first, r.count};
+  };
+  EXPECT_EQ(rows(5, 2, 0), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(rows(5, 2, 1), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(rows(5, 3, 0), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(rows(5, 3, 2), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(rows(1, 2, 0), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(rows(1, 2, 1), (std::vector<int64_t>{0, 1}));
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    const RankRows even = rank_rows(12, 4, rank), uneven = uneven_rank_rows(12, 4, rank);
+    EXPECT_EQ(uneven.first, even.first);
+    EXPECT_EQ(uneven.count, even.count);
+  }
+  EXPECT_THROW(uneven_rank_rows(5, 2, 2), Error);
+}
+
 }  // namespace
 }  // namespace sg::data
