@@ -70,8 +70,8 @@ class OpenDatasets {
     const auto it = open_.find({prefix, vocab_size});
     return it == open_.end() ? nullptr : it->second.lock();
   }
-  std::shared_ptr<const IndexedDataset> open(const std::string& prefix, int64_t vocab_size) {
-    auto dataset = std::make_shared<const IndexedDataset>(IndexedDataset::open(prefix, vocab_size));
+  std::shared_ptr<const IndexedDataset> open(const std::string& prefix, int64_t vocab_size, const ScanShare& share) {
+    auto dataset = std::make_shared<const IndexedDataset>(IndexedDataset::open(prefix, vocab_size, share));
     std::lock_guard<std::mutex> lock(mutex_);
     std::erase_if(open_, [](const auto& entry) { return entry.second.expired(); });
     open_[{prefix, vocab_size}] = dataset;
@@ -366,7 +366,7 @@ DataLoader::DataLoader(const DataLoaderOptions& options) : seq_length_(options.s
       if (!open[i]) check_dataset_exists(blend[i].prefix);
     }
     for (size_t i = 0; i < blend.size(); ++i) {
-      if (!open[i]) open[i] = open_datasets().open(blend[i].prefix, options.vocab_size);
+      if (!open[i]) open[i] = open_datasets().open(blend[i].prefix, options.vocab_size, options.scan_share);
       const DocumentRange range = split_range(options, *open[i]);
       auto source = std::make_unique<IndexedSampleSource>(open[i], options.seq_length, options.seed, i, range);
       // Unweighted blends follow each dataset's size.

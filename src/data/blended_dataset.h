@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "data/dataset_split.h"
 #include "data/indexed_dataset.h"
+#include "data/token_scan_share.h"
 
 namespace sg::data {
 
@@ -119,6 +120,9 @@ struct DataLoaderOptions {
   // An unweighted blend weighs its datasets by their windows instead of their tokens, so its first
   // samples_per_epoch(options) samples are every window of every dataset once (validation.full_validation).
   bool blend_by_windows = false;
+  // Data parallel: the ranks share the scan of each corpus they open (data/token_scan_share.h), so the run reads it
+  // once. Collective: every rank's loaders open the same corpora in the same order. Default: scanned whole, alone.
+  ScanShare scan_share;
 };
 
 // Samples one epoch of the training data holds: the windows of every dataset of an unweighted options.data_path
@@ -129,7 +133,8 @@ uint64_t samples_per_epoch(const DataLoaderOptions& options);
 
 class DataLoader {
  public:
-  // Opens every dataset of options.data_path (IndexedDataset::open: both files mapped, every token scanned), or
+  // Opens every dataset of options.data_path (IndexedDataset::open: both files mapped, every token scanned, by the
+  // ranks together with options.scan_share), or
   // takes it from a loader of this process that holds it open with the same vocab_size: training's loader and
   // dataset.split's validation loader read one corpus, whose scan reads all of it (2 TB for 10^12 uint16 tokens).
   // Such a loader reads the corpus as it was when first opened, even if its files were written again since.

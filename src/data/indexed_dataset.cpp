@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "data/token_scan.h"
+#include "data/token_scan_share.h"
 
 namespace sg::data {
 
@@ -101,7 +102,13 @@ void for_each_token(TokenDtype dtype, const uint8_t* p, uint64_t count, Fn&& fn)
 
 IndexedDataset IndexedDataset::open(const std::string& prefix, int64_t vocab_size) {
   IndexedDataset ds = open_index(prefix);
-  ds.scan_tokens(vocab_size);
+  ds.scan_tokens(vocab_size, nullptr);
+  return ds;
+}
+
+IndexedDataset IndexedDataset::open(const std::string& prefix, int64_t vocab_size, const ScanShare& share) {
+  IndexedDataset ds = open_index(prefix);
+  ds.scan_tokens(vocab_size, &share);
   return ds;
 }
 
@@ -314,14 +321,15 @@ std::string IndexedDataset::remake_hint() const {
                    prefix_.c_str(), prefix_.c_str());
 }
 
-void IndexedDataset::scan_tokens(int64_t vocab_size) {
+void IndexedDataset::scan_tokens(int64_t vocab_size, const ScanShare* share) {
   // validate_index established that the sequences tile the .bin from byte 0 to its end, so the .bin is one array
   // of num_tokens() tokens in stream order: scanned whole, and a bad id mapped back to its sequence after.
   const int64_t allowed_min = vocab_size > 0 ? 0 : INT32_MIN;
   const int64_t allowed_max = vocab_size > 0 ? vocab_size - 1 : INT32_MAX;
   TokenScanOptions options;
   options.label = bin_.path();
-  const TokenScan scan = scan_token_array(dtype_, bin_.data(), num_tokens(), allowed_min, allowed_max, options);
+  const TokenScan scan = scan_token_array_shared(dtype_, bin_.data(), num_tokens(), allowed_min, allowed_max,
+                                                 share ? *share : ScanShare{}, options);
   if (scan.first_bad) {
     const uint64_t position = *scan.first_bad;
     const uint64_t s = sequence_holding(position);

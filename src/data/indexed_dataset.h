@@ -55,12 +55,17 @@ TokenDtype token_dtype_for_vocab(int64_t vocab_size);
 std::string index_path(const std::string& prefix);  // PREFIX.idx
 std::string bin_path(const std::string& prefix);    // PREFIX.bin
 
+struct ScanShare;  // data/token_scan_share.h
+
 class IndexedDataset {
  public:
   // Opens and validates PREFIX.idx / PREFIX.bin and scans every token once (min/max id; data/token_scan.h: a few
   // threads for a large .bin, progress lines when it runs long). With vocab_size > 0, a token id outside
   // [0, vocab_size) is an error naming the file and the first such token's sequence, position and byte.
   static IndexedDataset open(const std::string& prefix, int64_t vocab_size = 0);
+  // The same, the scan shared with the other processes of `share` (data/token_scan_share.h): collective, every
+  // process of the share opens the same corpora in the same order.
+  static IndexedDataset open(const std::string& prefix, int64_t vocab_size, const ScanShare& share);
   // Opens and validates the pair without reading the tokens: for what the index alone says (documents, token
   // counts), e.g. the samples of an epoch. min_token() and max_token() are 0.
   static IndexedDataset open_index(const std::string& prefix);
@@ -96,7 +101,7 @@ class IndexedDataset {
   uint64_t sequence_holding(uint64_t position) const;  // the sequence of stream position < num_tokens()
   std::string described_bin_bytes() const;  // the .bin size the .idx expects, for messages
   std::string remake_hint() const;          // how to get a matching pair again
-  void scan_tokens(int64_t vocab_size);
+  void scan_tokens(int64_t vocab_size, const ScanShare* share);
 
   std::string prefix_;
   TokenDtype dtype_ = TokenDtype::uint16;

@@ -5,13 +5,13 @@
 namespace sg::train {
 
 BatchSource::BatchSource(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-                         const data::BatchOptions& options, int rank)
-    : loader_(training_data_options(config, model)),
+                         const data::BatchOptions& options, const DataRank& rank)
+    : loader_(training_data_options(config, model, rank.scan_share)),
       model_(model),
       batch_(batch),
       options_(options),
       global_sequences_(batch.global_microbatches() * batch.micro_batch_size),
-      rows_(data::rank_rows(global_sequences_, batch.data_parallel_size, rank)) {
+      rows_(data::rank_rows(global_sequences_, batch.data_parallel_size, rank.rank)) {
   const size_t n = static_cast<size_t>(batch.num_microbatches * batch.tokens_per_microbatch(model));
   host_.tokens.resize(n);
   host_.targets.resize(n);

@@ -8,6 +8,7 @@
 #include "data/rank_batch.h"
 #include "model/batch.h"
 #include "model/spec.h"
+#include "train/data_options.h"
 
 namespace sg::train {
 
@@ -16,7 +17,7 @@ namespace sg::train {
 class BatchSource {
  public:
   BatchSource(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-              const data::BatchOptions& options, int rank);
+              const data::BatchOptions& options, const DataRank& rank);
   const model::HostBatch& next();
   data::DataLoader& loader() { return loader_; }
 

@@ -7,8 +7,10 @@ namespace sg::train {
 
 namespace {
 
-data::DataLoaderOptions common_options(const config::Config& config, const model::ModelSpec& model, uint64_t seed) {
+data::DataLoaderOptions common_options(const config::Config& config, const model::ModelSpec& model, uint64_t seed,
+                                       const data::ScanShare& scan_share) {
   data::DataLoaderOptions o;
+  o.scan_share = scan_share;
   o.data_path = config.dataset.data_path;
   o.mock = config.dataset.mock;
   o.seq_length = model.seq_length;
@@ -26,17 +28,18 @@ void read_split(const config::Config& config, data::Split which, data::DataLoade
 
 }  // namespace
 
-data::DataLoaderOptions training_data_options(const config::Config& config, const model::ModelSpec& model) {
-  data::DataLoaderOptions o = common_options(config, model, static_cast<uint64_t>(config.rng.seed));
+data::DataLoaderOptions training_data_options(const config::Config& config, const model::ModelSpec& model,
+                                              const data::ScanShare& scan_share) {
+  data::DataLoaderOptions o = common_options(config, model, static_cast<uint64_t>(config.rng.seed), scan_share);
   read_split(config, data::Split::train, o);
   return o;
 }
 
 data::DataLoaderOptions validation_data_options(const config::Config& config, const model::ModelSpec& model,
-                                                const std::string& set_prefix) {
+                                                const std::string& set_prefix, const data::ScanShare& scan_share) {
   // Another stream than training's, also for mock data ("valid" as the mixing word).
-  data::DataLoaderOptions o =
-      common_options(config, model, data::mix_seed(static_cast<uint64_t>(config.rng.seed), 0x76616c6964ull));
+  data::DataLoaderOptions o = common_options(
+      config, model, data::mix_seed(static_cast<uint64_t>(config.rng.seed), 0x76616c6964ull), scan_share);
   if (!config.dataset.valid_data_path.empty()) {
     o.data_path = config.dataset.valid_data_path;
     o.data_path_key = "dataset.valid_data_path";
@@ -54,9 +57,10 @@ bool has_test_data(const config::Config& config) {
   return data::parse_split(*config.dataset.split)[2] > 0.0;
 }
 
-data::DataLoaderOptions test_data_options(const config::Config& config, const model::ModelSpec& model) {
-  data::DataLoaderOptions o =
-      common_options(config, model, data::mix_seed(static_cast<uint64_t>(config.rng.seed), 0x74657374ull));  // "test"
+data::DataLoaderOptions test_data_options(const config::Config& config, const model::ModelSpec& model,
+                                          const data::ScanShare& scan_share) {
+  data::DataLoaderOptions o = common_options(
+      config, model, data::mix_seed(static_cast<uint64_t>(config.rng.seed), 0x74657374ull), scan_share);  // "test"
   read_split(config, data::Split::test, o);
   return o;
 }

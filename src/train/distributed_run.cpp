@@ -140,6 +140,13 @@ graph::GraphRegistry::CaptureCheck DistributedRun::capture_check() {
   };
 }
 
+data::ScanShare DistributedRun::corpus_scan_share() {
+  return {.part = world_.rank, .parts = world_.world_size, .exchange = [this](const std::string& mine) {
+            return rendezvous_->store().all_gather(
+                strprintf("corpus-scan/%lld", static_cast<long long>(++corpus_scans_)), mine, 24 * 3600.0);
+          }};
+}
+
 void DistributedRun::save_everywhere(int64_t step, const std::function<void()>& write) {
   constexpr const char* kSaved = "saved";
   std::string outcome;

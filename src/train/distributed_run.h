@@ -17,6 +17,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "data/token_scan_share.h"
 #include "dist/communicator.h"
 #include "dist/gradient_reducer.h"
 #include "dist/rendezvous.h"
@@ -84,6 +85,12 @@ class DistributedRun {
   // others' n-th (name, nodes, kernels) before its first launch; ranks whose captured collectives differ would
   // wait on each other forever at that launch. The check refers to this run, which must outlive it.
   graph::GraphRegistry::CaptureCheck capture_check();
+  // The ranks' shares of the scan of every corpus their loaders open (data/token_scan_share.h): rank r scans the
+  // r-th of world_size parts, and the n-th open of every rank all-gathers its part through the store (24 h, as
+  // stop_everywhere: a slow disk's part takes as long as it takes; a dead rank ends the wait at once). Every rank
+  // opens the same corpora in the same order (same config); a rank that did not is an error naming both corpora.
+  // The share refers to this run, which must outlive it.
+  data::ScanShare corpus_scan_share();
   // The checkpoint save after `step`, by every rank (each after the backend's state(), collective with the
   // distributed optimizer): rank 0 runs `write` (the others ignore it), then every rank meets the others at a
   // barrier for this save (24 h, as stop_everywhere: a large save takes hours; a dead rank ends the wait at once)
@@ -109,6 +116,7 @@ class DistributedRun {
   int device_ = -1;
   bool finished_ = false;
   int64_t captures_checked_ = 0;
+  int64_t corpus_scans_ = 0;
 };
 
 }  // namespace sg::train

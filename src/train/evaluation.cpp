@@ -38,7 +38,7 @@ EvalBatching eval_batching(const config::Config& config, const model::BatchSpec&
 }
 
 Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-                       const data::BatchOptions& batch_options, int rank, EvalData data,
+                       const data::BatchOptions& batch_options, const DataRank& rank, EvalData data,
                        const config::ValidationSet& set)
     : test_(data == EvalData::test),
       enabled_(evaluation_enabled(config) && (!test_ || has_test_data(config))),
@@ -47,27 +47,27 @@ Evaluation::Evaluation(const config::Config& config, const model::ModelSpec& mod
       skip_train_(config.validation.skip_train),
       full_(data == EvalData::validation && config.validation.full_validation),
       set_name_(set.name),
-      rank_(rank),
+      rank_(rank.rank),
       ranks_(std::max<int64_t>(1, batch.data_parallel_size)),
       seq_length_(model.seq_length),
       batch_options_(batch_options) {
   if (!enabled()) return;
   std::optional<uint64_t> set_samples;
   if (!test_) {
-    const data::DataLoaderOptions options = validation_data_options(config, model, set.prefix);
+    const data::DataLoaderOptions options = validation_data_options(config, model, set.prefix, rank.scan_share);
     loader_ = std::make_unique<data::DataLoader>(options);
     if (full_) set_samples = data::samples_per_epoch(options);  // validate refused what has no whole set
   } else {
     // A test share too small for one sample (a "969,30,1" split of a small corpus) is no test data: skipped, said.
     try {
-      loader_ = std::make_unique<data::DataLoader>(test_data_options(config, model));
+      loader_ = std::make_unique<data::DataLoader>(test_data_options(config, model, rank.scan_share));
     } catch (const data::TooFewTokensError& e) {
       enabled_ = false;
       too_small_ = e.what();
       return;
     }
   }
-  batching_ = eval_batching(config, batch, rank, set_samples);
+  batching_ = eval_batching(config, batch, rank.rank, set_samples);
   const auto resize = [this](model::HostBatch& b, int64_t sequences) {
     const auto n = static_cast<size_t>(sequences * seq_length_);
     b.tokens.resize(n);

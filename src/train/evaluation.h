@@ -29,6 +29,7 @@
 #include "model/batch.h"
 #include "model/spec.h"
 #include "train/backend.h"
+#include "train/data_options.h"
 
 namespace sg::train {
 
@@ -68,12 +69,12 @@ EvalBatching eval_batching(const config::Config& config, const model::BatchSpec&
 class Evaluation {
  public:
   // `config` validated. Opens the validation datasets only when evaluation is on. `rank`: this
-  // data-parallel rank, which evaluates its rows of every validation batch (data/rank_batch.h); the
-  // backend sums the ranks' losses.
+  // data-parallel rank, which evaluates its rows of every validation batch (data/rank_batch.h; the backend sums the
+  // ranks' losses), and its share of each corpus's scan.
   // `set`: with validation.multiple_validation_sets, the one validation dataset it evaluates (its name labels its
   // records); the default, all the validation data.
   Evaluation(const config::Config& config, const model::ModelSpec& model, const model::BatchSpec& batch,
-             const data::BatchOptions& batch_options, int rank = 0, EvalData data = EvalData::validation,
+             const data::BatchOptions& batch_options, const DataRank& rank = {}, EvalData data = EvalData::validation,
              const config::ValidationSet& set = {});
   ~Evaluation();
 

@@ -124,23 +124,27 @@ TrainSummary train(const config::Config& raw_config, const TrainOptions& options
                 " names no eos_token (tokenizer_config.json), so there is no EOD id to mask; set "
                 "dataset.eod_mask_loss=false or use a tokenizer with an eos token");
   }
+  // The ranks scan a part of each corpus their loaders open, and combine the parts: the run reads a corpus once.
+  const DataRank data_rank{.rank = rank,
+                           .scan_share = distributed ? distributed->corpus_scan_share() : data::ScanShare{}};
   std::optional<BatchSource> data;
   if (!skip_train) {
     with_host_allocation("the input batch buffers (train.global_batch_size x model.seq_length tokens)",
-                         [&] { data.emplace(config, model, batch, batch_options, rank); });
+                         [&] { data.emplace(config, model, batch, batch_options, data_rank); });
   }
   // One evaluation, or one a validation set (validation.multiple_validation_sets).
   std::vector<std::unique_ptr<Evaluation>> evaluations;
   with_host_allocation("the validation batch buffers", [&] {
     for (const config::ValidationSet& set : config::validation_sets(config)) {
       evaluations.push_back(
-          std::make_unique<Evaluation>(config, model, batch, batch_options, rank, EvalData::validation, set));
+          std::make_unique<Evaluation>(config, model, batch, batch_options, data_rank, EvalData::validation, set));
       run.evaluations.push_back(evaluations.back().get());
     }
   });
   std::optional<Evaluation> test_evaluation;
-  with_host_allocation("the test batch buffers",
-                       [&] { test_evaluation.emplace(config, model, batch, batch_options, rank, EvalData::test); });
+  with_host_allocation("the test batch buffers", [&] {
+    test_evaluation.emplace(config, model, batch, batch_options, data_rank, EvalData::test);
+  });
   run.test_evaluation = &*test_evaluation;
   // Data parallel: rank 0 owns checkpoint.save (its lock, its policy) and tells the others what to resume.
   const config::CheckpointConfig checkpoint_settings =

@@ -11,57 +11,18 @@
 
 #include "core/error.h"
 #include "data/indexed_dataset.h"
+#include "data/token_arrays.h"
 #include "data/token_scan.h"
 #include "test_dir.h"
 
 namespace sg::data {
 namespace {
 
-// Tokens of one dtype as the .bin holds them, and the values they stand for.
-struct Array {
-  TokenDtype dtype;
-  std::vector<int64_t> values;
-  std::vector<uint8_t> bytes;
-
-  void set(size_t i, int64_t v) {
-    values[i] = v;
-    std::memcpy(bytes.data() + i * token_dtype_size(dtype), &v, token_dtype_size(dtype));  // little-endian
-  }
-};
-
-int64_t lowest(TokenDtype dtype) {
-  switch (dtype) {
-    case TokenDtype::int8: return INT8_MIN;
-    case TokenDtype::int16: return INT16_MIN;
-    case TokenDtype::int32: return INT32_MIN;
-    case TokenDtype::int64: return INT64_MIN;
-    default: return 0;
-  }
-}
-
-int64_t highest(TokenDtype dtype) {
-  switch (dtype) {
-    case TokenDtype::uint8: return UINT8_MAX;
-    case TokenDtype::int8: return INT8_MAX;
-    case TokenDtype::int16: return INT16_MAX;
-    case TokenDtype::uint16: return UINT16_MAX;
-    case TokenDtype::int32: return INT32_MAX;
-    default: return INT64_MAX;
-  }
-}
-
-// n tokens drawn from [lo, hi] (the dtype's whole range by default).
-Array random_array(TokenDtype dtype, size_t n, uint64_t seed, int64_t lo, int64_t hi) {
-  Array a{dtype, std::vector<int64_t>(n), std::vector<uint8_t>(n * token_dtype_size(dtype))};
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int64_t> pick(lo, hi);
-  for (size_t i = 0; i < n; ++i) a.set(i, pick(rng));
-  return a;
-}
-
-Array random_array(TokenDtype dtype, size_t n, uint64_t seed) {
-  return random_array(dtype, n, seed, lowest(dtype), highest(dtype));
-}
+using test::Array;
+using test::highest;
+using test::kIntegerDtypes;
+using test::lowest;
+using test::random_array;
 
 TokenScanOptions split(unsigned threads, uint64_t chunk_tokens) {
   TokenScanOptions o;
@@ -73,9 +34,6 @@ TokenScanOptions split(unsigned threads, uint64_t chunk_tokens) {
 TokenScan scan(const Array& a, int64_t allowed_min, int64_t allowed_max, const TokenScanOptions& o) {
   return scan_token_array(a.dtype, a.bytes.data(), a.values.size(), allowed_min, allowed_max, o);
 }
-
-constexpr TokenDtype kIntegerDtypes[] = {TokenDtype::uint8,  TokenDtype::int8,  TokenDtype::int16,
-                                         TokenDtype::uint16, TokenDtype::int32, TokenDtype::int64};
 
 TEST(TokenScan, SameBoundsAsAPlainLoopAtEverySplit) {
   uint64_t seed = 1;

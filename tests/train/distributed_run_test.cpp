@@ -1,5 +1,6 @@
 // DistributedRun's host agreements with real processes on loopback (forked ranks, no GPU): a stop or a skipped
-// evaluation on one rank is every rank's, so none waits in a collective for ranks that are not coming.
+// evaluation on one rank is every rank's, so none waits in a collective for ranks that are not coming; the ranks
+// share the scan of each corpus.
 #include "train/distributed_run.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,9 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "data/blended_dataset.h"
+#include "data/indexed_dataset.h"
+#include "data/token_scan_share.h"
 #include "dist/local_launcher.h"
 #include "dist/loopback_world.h"
 #include "dist/rank_processes.h"
@@ -53,6 +57,79 @@ dist::RendezvousSettings test_settings() {
   dist::RendezvousSettings settings;
   settings.timeout_seconds = 20.0;
   return settings;
+}
+
+// A uint8 corpus of 40 MB (three scan chunks, one a rank of three), token ids (s + i) % 200; `bad_at` puts 250 at
+// sequence `bad_at`, position 5.
+void write_corpus(const std::string& prefix, int64_t bad_at) {
+  data::IndexedDatasetWriter writer(prefix, data::TokenDtype::uint8);
+  std::vector<int32_t> tokens(1000);
+  for (int64_t s = 0; s < 40000; ++s) {
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((static_cast<size_t>(s) + i) % 200);
+    if (s == bad_at) tokens[5] = 250;
+    writer.add_document(tokens);
+  }
+  writer.finalize();
+}
+
+// The ranks' loaders scan a part of each corpus each and combine the parts through the store: rank r scans only the
+// r-th part, every rank ends with the whole corpus's bounds, a bad id in one rank's part stops every rank with the
+// message one process's open gives, and ranks that opened different corpora stop naming both.
+TEST(DistributedRun, TheRanksShareTheScanOfEveryCorpusTheirLoadersOpen) {
+  const fs::path dir = test::fresh_test_dir("dp_scan");
+  const std::string good = (dir / "good").string(), bad = (dir / "bad").string();
+  write_corpus(good, -1);
+  write_corpus(bad, 39000);  // in the last chunk: rank 2's part
+  std::string single;
+  try {
+    data::IndexedDataset::open(bad, 200);
+  } catch (const Error& e) {
+    single = e.what();
+  }
+  ASSERT_NE(single.find("token id 250 at sequence 39000"), std::string::npos) << single;
+  const int port = dist::find_free_port();
+  const int world = 3;
+  const auto outcomes = test::run_ranks(world, [&](int rank) {
+    DistributedRun run(test::loopback_world(rank, world, port), test_settings());
+    data::ScanShare share = run.corpus_scan_share();
+    std::vector<data::PartScan> sent;
+    share.exchange = [&sent, inner = share.exchange](const std::string& mine) {
+      sent.push_back(data::decode_part_scan(mine));
+      return inner(mine);
+    };
+    const data::IndexedDataset ds = data::IndexedDataset::open(good, 200, share);
+    if (ds.min_token() != 0 || ds.max_token() != 199) return 10;
+    const data::PartRange expected = data::scan_part_range(ds.num_tokens(), data::kScanChunkBytes, rank, world);
+    if (sent.size() != 1 || sent[0].range.begin != expected.begin || sent[0].range.end != expected.end) return 11;
+    if (expected.end - expected.begin >= ds.num_tokens()) return 12;  // a part, not the whole corpus
+    data::DataLoaderOptions options;
+    options.data_path = {bad};
+    options.seq_length = 64;
+    options.vocab_size = 200;
+    options.scan_share = share;
+    try {
+      data::DataLoader loader(options);
+      return 13;
+    } catch (const Error& e) {
+      if (e.what() != single) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        return 14;
+      }
+    }
+    try {
+      data::IndexedDataset::open(rank == 1 ? bad : good, 256, share);
+      return 15;
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("are not parts of one corpus") == std::string::npos) return 16;
+    }
+    run.finish();
+    return 0;
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(outcomes[static_cast<size_t>(r)].code(), 0) << "rank " << r << ":\n"
+                                                          << outcomes[static_cast<size_t>(r)].stderr_text;
+  }
+  fs::remove_all(dir);
 }
 
 // A save is every rank's (run_steps.cpp): rank 1 returns from it only once rank 0's write is done, so a failure of its

@@ -158,8 +158,8 @@ std::vector<test::RankOutcome> two_ranks_saving(
     DistributedRun run(test::loopback_world(rank, 2, port), settings);
     const model::ModelSpec model = config::model_spec(config);
     const model::BatchSpec batch = config::batch_spec(config);
-    BatchSource data(config, model, batch, {}, rank);
-    Evaluation evaluation(config, model, batch, {}, rank);
+    BatchSource data(config, model, batch, {}, {.rank = rank, .scan_share = {}});
+    Evaluation evaluation(config, model, batch, {}, {.rank = rank, .scan_share = {}});
     StateCountingBackend backend(config, model, batch);
     CheckpointDirs dirs;
     if (run.is_writer()) dirs = prepare_checkpoint_dirs(config.checkpoint);

@@ -52,7 +52,7 @@ struct Recorded {
 Recorded recorded(const config::Config& config, int rank) {
   const model::ModelSpec model = config::model_spec(config);
   const model::BatchSpec batch = config::batch_spec(config);
-  Evaluation evaluation(config, model, batch, {}, rank);
+  Evaluation evaluation(config, model, batch, {}, {.rank = rank, .scan_share = {}});
   RecordingBackend backend;
   const EvalResult r = evaluation.run(backend);
   // Validation batches (eval_iters, or the whole set's), not step-shaped ones.

@@ -25,7 +25,7 @@ std::vector<model::HostBatch> evaluated_batches(int data_parallel_size, int rank
   config.data_parallel_size = data_parallel_size;
   const model::ModelSpec model = config::model_spec(config);
   const model::BatchSpec batch = config::batch_spec(config);
-  Evaluation evaluation(config, model, batch, {}, rank);
+  Evaluation evaluation(config, model, batch, {}, {.rank = rank, .scan_share = {}});
   RecordingBackend backend;
   evaluation.run(backend);
   evaluation.run(backend);  // rewound: the same batches again
