@@ -366,6 +366,8 @@ DataLoader::DataLoader(const DataLoaderOptions& options) : seq_length_(options.s
       if (!open[i]) check_dataset_exists(blend[i].prefix);
     }
     for (size_t i = 0; i < blend.size(); ++i) {
+      // Found again: a blend that names one prefix twice opens (and scans) it once.
+      if (!open[i]) open[i] = open_datasets().find(blend[i].prefix, options.vocab_size);
       if (!open[i]) open[i] = open_datasets().open(blend[i].prefix, options.vocab_size, options.scan_share);
       const DocumentRange range = split_range(options, *open[i]);
       auto source = std::make_unique<IndexedSampleSource>(open[i], options.seq_length, options.seed, i, range);

@@ -134,9 +134,9 @@ uint64_t samples_per_epoch(const DataLoaderOptions& options);
 class DataLoader {
  public:
   // Opens every dataset of options.data_path (IndexedDataset::open: both files mapped, every token scanned, by the
-  // ranks together with options.scan_share), or
-  // takes it from a loader of this process that holds it open with the same vocab_size: training's loader and
-  // dataset.split's validation loader read one corpus, whose scan reads all of it (2 TB for 10^12 uint16 tokens).
+  // ranks together with options.scan_share), or takes it from a loader of this process that holds it open with the
+  // same vocab_size: training's loader and dataset.split's validation loader read one corpus, whose scan reads all of
+  // it (2 TB for 10^12 uint16 tokens); a blend naming one prefix twice opens it once.
   // Such a loader reads the corpus as it was when first opened, even if its files were written again since.
   explicit DataLoader(const DataLoaderOptions& options);
   ~DataLoader();

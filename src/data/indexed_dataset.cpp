@@ -328,8 +328,14 @@ void IndexedDataset::scan_tokens(int64_t vocab_size, const ScanShare* share) {
   const int64_t allowed_max = vocab_size > 0 ? vocab_size - 1 : INT32_MAX;
   TokenScanOptions options;
   options.label = bin_.path();
+  // What the ranks sharing the scan compare before they combine their parts (data/token_scan_share.h).
+  const std::string corpus =
+      strprintf("%s (%s, %llu tokens in %llu sequences and %llu documents, ids checked against [%lld, %lld])",
+                bin_.path().c_str(), token_dtype_name(dtype_), static_cast<unsigned long long>(num_tokens()),
+                static_cast<unsigned long long>(num_sequences()), static_cast<unsigned long long>(num_documents()),
+                static_cast<long long>(allowed_min), static_cast<long long>(allowed_max));
   const TokenScan scan = scan_token_array_shared(dtype_, bin_.data(), num_tokens(), allowed_min, allowed_max,
-                                                 share ? *share : ScanShare{}, options);
+                                                 share ? *share : ScanShare{}, corpus, options);
   if (scan.first_bad) {
     const uint64_t position = *scan.first_bad;
     const uint64_t s = sequence_holding(position);

@@ -155,6 +155,10 @@ class ScanProgress {
 
 }  // namespace
 
+uint64_t scan_chunk_tokens(TokenDtype dtype, const TokenScanOptions& options) {
+  return options.chunk_tokens > 0 ? options.chunk_tokens : kScanChunkBytes / token_dtype_size(dtype);
+}
+
 unsigned scan_threads(uint64_t bytes, unsigned hardware) {
   const uint64_t by_size = std::max<uint64_t>(1, bytes / kScanBytesPerThread);
   return static_cast<unsigned>(std::min<uint64_t>({std::max(hardware, 1u), kScanMaxThreads, by_size}));
@@ -166,7 +170,7 @@ TokenScan scan_token_array(TokenDtype dtype, const uint8_t* data, uint64_t num_t
   if (num_tokens == 0) return result;
   const Kernels k = kernels(dtype);
   const uint64_t item = token_dtype_size(dtype);
-  const uint64_t chunk = options.chunk_tokens > 0 ? options.chunk_tokens : kScanChunkBytes / item;
+  const uint64_t chunk = scan_chunk_tokens(dtype, options);
   const uint64_t num_chunks = (num_tokens + chunk - 1) / chunk;
   const unsigned threads = static_cast<unsigned>(std::min<uint64_t>(
       options.threads > 0 ? options.threads : scan_threads(num_tokens * item, std::thread::hardware_concurrency()),

@@ -38,6 +38,9 @@ inline constexpr uint64_t kScanChunkBytes = uint64_t{16} << 20;
 inline constexpr uint64_t kScanBytesPerThread = uint64_t{64} << 20;
 inline constexpr unsigned kScanMaxThreads = 16;
 
+// Tokens of one chunk of a scan of `dtype` tokens: options.chunk_tokens, else kScanChunkBytes' worth.
+uint64_t scan_chunk_tokens(TokenDtype dtype, const TokenScanOptions& options);
+
 // Threads for `bytes` of tokens on a machine of `hardware` threads: min(hardware, 16, bytes / 64 MiB), at least 1.
 unsigned scan_threads(uint64_t bytes, unsigned hardware);
 

@@ -155,8 +155,20 @@ void StoreClient::set(const std::string& key, const std::string& value) {
 }
 
 std::string StoreClient::get(const std::string& key, double timeout_seconds) {
+  return get(key, timeout_seconds, {}, timeout_seconds);
+}
+
+std::string StoreClient::get(const std::string& key, double timeout_seconds, const std::function<void(double)>& waiting,
+                             double every_seconds) {
   send(code(StoreMessage::get), PayloadWriter().str(key).data());
-  const bool got = wait_until(timeout_seconds, [&] { return values_.count(key) > 0 || closed_ || peer_failure_; });
+  const auto start = std::chrono::steady_clock::now();
+  const auto waited = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const auto ready = [&] { return values_.count(key) > 0 || closed_ || peer_failure_; };
+  bool got = false;
+  for (double left = timeout_seconds; !got && left > 0; left = timeout_seconds - waited()) {
+    got = wait_until(waiting ? std::min(left, every_seconds) : left, ready);
+    if (!got && waiting && waited() < timeout_seconds) waiting(waited());
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = values_.find(key);
   if (it != values_.end()) return it->second;

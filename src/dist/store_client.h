@@ -48,6 +48,9 @@ class StoreClient {
   void set(const std::string& key, const std::string& value);
   // Waits until some rank has set `key`. Throws sg::Error after the timeout.
   std::string get(const std::string& key, double timeout_seconds);
+  // The same, calling `waiting(seconds waited so far)` every `every_seconds` while it waits (a line for the log).
+  std::string get(const std::string& key, double timeout_seconds, const std::function<void(double)>& waiting,
+                  double every_seconds);
   // Every rank's value for `key`, in rank order, once all ranks have called all_gather with it.
   std::vector<std::string> all_gather(const std::string& key, const std::string& value, double timeout_seconds);
 

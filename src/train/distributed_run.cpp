@@ -141,10 +141,33 @@ graph::GraphRegistry::CaptureCheck DistributedRun::capture_check() {
 }
 
 data::ScanShare DistributedRun::corpus_scan_share() {
-  return {.part = world_.rank, .parts = world_.world_size, .exchange = [this](const std::string& mine) {
-            return rendezvous_->store().all_gather(
-                strprintf("corpus-scan/%lld", static_cast<long long>(++corpus_scans_)), mine, 24 * 3600.0);
-          }};
+  // Through rank 0, not an all-gather: each rank's part goes to rank 0 alone and the one combined result back, so the
+  // store carries O(ranks) messages a corpus, not O(ranks^2). 24 h, as stop_everywhere: a rank's part on a slow disk
+  // takes as long as it takes, and a rank that fails ends the wait at once; rank 0 logs which rank it waits for.
+  return {
+      .part = world_.rank,
+      .parts = world_.world_size,
+      .exchange = [this](const std::string& mine, const data::ScanCombine& combine) {
+        constexpr double kWait = 24 * 3600.0, kSayEvery = 60.0;
+        const std::string key = strprintf("corpus-scan/%lld", static_cast<long long>(++corpus_scans_));
+        dist::StoreClient& store = rendezvous_->store();
+        if (world_.rank != 0) {
+          store.set(strprintf("%s/rank%d", key.c_str(), world_.rank), mine);
+          return store.get(key, kWait);
+        }
+        std::vector<std::string> parts = {mine};
+        for (int r = 1; r < world_.world_size; ++r) {
+          parts.push_back(store.get(
+              strprintf("%s/rank%d", key.c_str(), r), kWait,
+              [r](double waited) {
+                log::info(strprintf("waiting for rank %d's part of the corpus scan (%.0f s after its own)", r, waited));
+              },
+              kSayEvery));
+        }
+        std::string combined = combine(parts);
+        store.set(key, combined);
+        return combined;
+      }};
 }
 
 void DistributedRun::save_everywhere(int64_t step, const std::function<void()>& write) {

@@ -86,10 +86,10 @@ class DistributedRun {
   // wait on each other forever at that launch. The check refers to this run, which must outlive it.
   graph::GraphRegistry::CaptureCheck capture_check();
   // The ranks' shares of the scan of every corpus their loaders open (data/token_scan_share.h): rank r scans the
-  // r-th of world_size parts, and the n-th open of every rank all-gathers its part through the store (24 h, as
-  // stop_everywhere: a slow disk's part takes as long as it takes; a dead rank ends the wait at once). Every rank
-  // opens the same corpora in the same order (same config); a rank that did not is an error naming both corpora.
-  // The share refers to this run, which must outlive it.
+  // r-th of world_size parts, sends its result to rank 0 through the store (key corpus-scan/<n>/rank<r> for the n-th
+  // corpus), and every rank gets rank 0's combination of them (corpus-scan/<n>). Every rank opens the same corpora
+  // in the same order (one config); ranks whose n-th corpora differ stop naming both. Not thread-safe (the loaders
+  // are made on one thread); the share refers to this run, which must outlive it.
   data::ScanShare corpus_scan_share();
   // The checkpoint save after `step`, by every rank (each after the backend's state(), collective with the
   // distributed optimizer): rank 0 runs `write` (the others ignore it), then every rank meets the others at a

@@ -3,14 +3,14 @@
 // IndexedDataset::open the same message on every rank.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/error.h"
+#include "data/blended_dataset.h"
 #include "data/indexed_dataset.h"
+#include "data/thread_scan_exchange.h"
 #include "data/token_arrays.h"
 #include "data/token_scan_share.h"
 #include "test_dir.h"
@@ -18,38 +18,8 @@
 namespace sg::data {
 namespace {
 
-// The all-gather of `parts` threads, once: each waits until every part has passed its value.
-class ThreadExchange {
- public:
-  explicit ThreadExchange(int parts) : values_(static_cast<size_t>(parts)) {}
-
-  ScanShare share(int part) {
-    return {.part = part, .parts = static_cast<int>(values_.size()), .exchange = [this, part](const std::string& mine) {
-              std::unique_lock<std::mutex> lock(mutex_);
-              values_[static_cast<size_t>(part)] = mine;
-              ++arrived_;
-              changed_.notify_all();
-              changed_.wait(lock, [this] { return arrived_ == values_.size(); });
-              return values_;
-            }};
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::string> values_;
-  size_t arrived_ = 0;
-};
-
-// Runs body(part) on one thread a part and returns what each returned.
-template <typename T, typename Body>
-std::vector<T> on_parts(int parts, const Body& body) {
-  std::vector<T> out(static_cast<size_t>(parts));
-  std::vector<std::jthread> threads;
-  for (int p = 0; p < parts; ++p) threads.emplace_back([&, p] { out[static_cast<size_t>(p)] = body(p); });
-  threads.clear();  // joins
-  return out;
-}
+using test::on_parts;
+using ThreadExchange = test::ThreadScanExchange;
 
 TEST(TokenScanShare, PartsTileTheArrayInWholeChunks) {
   for (const uint64_t tokens : {0ull, 1ull, 99ull, 100ull, 101ull, 1000ull, 12345ull}) {
@@ -79,13 +49,13 @@ TEST(TokenScanShare, PartsTileTheArrayInWholeChunks) {
 
 TEST(TokenScanShare, APartsResultTravelsAsText) {
   PartScan part{
-      .label = "/data/with space/corpus.bin", .num_tokens = 1ull << 40, .range = {16, 1ull << 39}, .scan = {}};
+      .corpus = "/data/with space/corpus.bin", .num_tokens = 1ull << 40, .range = {16, 1ull << 39}, .scan = {}};
   part.scan.min_token = -5;
   part.scan.max_token = 128000;
   part.scan.first_bad = (1ull << 38) + 3;
   part.scan.bad_token = -5;
   const PartScan back = decode_part_scan(encode_part_scan(part));
-  EXPECT_EQ(back.label, part.label);
+  EXPECT_EQ(back.corpus, part.corpus);
   EXPECT_EQ(back.num_tokens, part.num_tokens);
   EXPECT_EQ(back.range.begin, part.range.begin);
   EXPECT_EQ(back.range.end, part.range.end);
@@ -97,8 +67,34 @@ TEST(TokenScanShare, APartsResultTravelsAsText) {
   part.scan.first_bad.reset();
   EXPECT_FALSE(decode_part_scan(encode_part_scan(part)).scan.first_bad);
   for (const char* bad :
-       {"", "1 2 3", "10 0 11 0 0 0 0 0\nx", "10 5 4 0 0 0 0 0\nx", "10 0 5 0 0 2 0 0\nx", "10 0 5 0 0 0 0 0 7\nx"}) {
+       {"", "1 2 3", "10 0 11 0 0 0 0 0\nx", "10 5 4 0 0 0 0 0\nx", "10 0 5 0 0 2 0 0\nx", "10 0 5 0 0 0 0 0 7\nx",
+        "10 0 5 0 0 1 7 0\nx"}) {  // the last: a first bad id outside the part's range
     EXPECT_THROW(decode_part_scan(bad), Error) << bad;
+  }
+}
+
+// The combination goes back to every part as text: the scan, or the error combining raised, which every part raises.
+TEST(TokenScanShare, TheCombinedResultTravelsBackOrEveryPartRaisesItsError) {
+  TokenScan scan;
+  scan.min_token = -3;
+  scan.max_token = 70000;
+  scan.first_bad = 1ull << 41;
+  scan.bad_token = 70000;
+  const TokenScan back = decode_combined_scan(encode_combined_scan(scan));
+  EXPECT_EQ(back.min_token, -3);
+  EXPECT_EQ(back.max_token, 70000);
+  EXPECT_EQ(back.first_bad, scan.first_bad);
+  EXPECT_EQ(back.bad_token, 70000);
+  scan.first_bad.reset();
+  EXPECT_FALSE(decode_combined_scan(encode_combined_scan(scan)).first_bad);
+  try {
+    decode_combined_scan(encode_combined_error("the ranks' parts ...\nsecond line"));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "the ranks' parts ...\nsecond line");
+  }
+  for (const char* bad : {"", "scan 1 2", "scan 1 2 0 0 0 9", "scam 1 2 0 0 0"}) {
+    EXPECT_THROW(decode_combined_scan(bad), Error) << bad;
   }
 }
 
@@ -121,7 +117,8 @@ TEST(TokenScanShare, PartsTogetherScanAsOneScanOfTheWholeArray) {
                                         << " parts");
         ThreadExchange exchange(parts);
         const auto results = on_parts<TokenScan>(parts, [&](int p) {
-          return scan_token_array_shared(dtype, b.bytes.data(), b.values.size(), 0, vocab - 1, exchange.share(p), o);
+          return scan_token_array_shared(dtype, b.bytes.data(), b.values.size(), 0, vocab - 1, exchange.share(p),
+                                         "corpus", o);
         });
         for (const TokenScan& s : results) {
           EXPECT_EQ(s.first_bad, whole.first_bad);
@@ -144,7 +141,7 @@ TEST(TokenScanShare, AnEmptyArrayAndPartsWithoutTokens) {
   o.chunk_tokens = 64;
   ThreadExchange exchange(4);
   const auto results = on_parts<TokenScan>(4, [&](int p) {
-    return scan_token_array_shared(TokenDtype::uint16, a.bytes.data(), 5, 0, 100, exchange.share(p), o);
+    return scan_token_array_shared(TokenDtype::uint16, a.bytes.data(), 5, 0, 100, exchange.share(p), "corpus", o);
   });
   const TokenScan whole = scan_token_array(TokenDtype::uint16, a.bytes.data(), 5, 0, 100, o);
   for (const TokenScan& s : results) {
@@ -154,7 +151,7 @@ TEST(TokenScanShare, AnEmptyArrayAndPartsWithoutTokens) {
   }
   ThreadExchange none(3);
   for (const TokenScan& s : on_parts<TokenScan>(3, [&](int p) {
-         return scan_token_array_shared(TokenDtype::uint16, a.bytes.data(), 0, 0, 100, none.share(p), o);
+         return scan_token_array_shared(TokenDtype::uint16, a.bytes.data(), 0, 0, 100, none.share(p), "corpus", o);
        })) {
     EXPECT_EQ(s.min_token, 0);
     EXPECT_EQ(s.max_token, 0);
@@ -164,31 +161,31 @@ TEST(TokenScanShare, AnEmptyArrayAndPartsWithoutTokens) {
 
 // Ranks that opened different corpora at the same point would combine unrelated parts: an error naming both.
 TEST(TokenScanShare, PartsOfDifferentCorporaAreAnErrorNamingThem) {
-  const PartScan a{.label = "/data/a.bin", .num_tokens = 100, .range = {0, 50}, .scan = {}};
-  const PartScan b{.label = "/data/b.bin", .num_tokens = 100, .range = {50, 100}, .scan = {}};
+  const PartScan a{.corpus = "/data/a.bin", .num_tokens = 100, .range = {0, 50}, .scan = {}};
+  const PartScan b{.corpus = "/data/b.bin", .num_tokens = 100, .range = {50, 100}, .scan = {}};
   try {
     combine_part_scans({a, b});
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("rank 0 scanned tokens [0, 50) of /data/a.bin, 100 tokens"), std::string::npos) << m;
-    EXPECT_NE(m.find("rank 1 scanned tokens [50, 100) of /data/b.bin, 100 tokens"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 0 scanned tokens [0, 50) of /data/a.bin"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 1 scanned tokens [50, 100) of /data/b.bin"), std::string::npos) << m;
     EXPECT_NE(m.find("in the same order"), std::string::npos) << m;
   }
   PartScan other_size = b;
-  other_size.label = a.label;
+  other_size.corpus = a.corpus;
   other_size.num_tokens = 120;
   EXPECT_THROW(combine_part_scans({a, other_size}), Error);
   PartScan gap = b;
-  gap.label = a.label;
+  gap.corpus = a.corpus;
   gap.range = {60, 100};
   EXPECT_THROW(combine_part_scans({a, gap}), Error);
   PartScan short_end = b;
-  short_end.label = a.label;
+  short_end.corpus = a.corpus;
   short_end.range = {50, 90};
   EXPECT_THROW(combine_part_scans({a, short_end}), Error);
   PartScan b_of_a = b;
-  b_of_a.label = a.label;
+  b_of_a.corpus = a.corpus;
   EXPECT_NO_THROW(combine_part_scans({a, b_of_a}));
 }
 
@@ -235,6 +232,41 @@ TEST(TokenScanShare, EveryRankNamesTheSameFirstBadToken) {
     EXPECT_EQ(lo, 0);
     EXPECT_EQ(hi, 250);
   }
+
+  // A rank checking against another vocabulary would pass ids the others refuse: every rank stops, naming both.
+  ThreadExchange vocabularies(3);
+  const auto mismatch = on_parts<std::string>(3, [&](int p) -> std::string {
+    try {
+      IndexedDataset::open(prefix, p == 1 ? 300 : 256, vocabularies.share(p));
+      return "no error";
+    } catch (const Error& e) {
+      return e.what();
+    }
+  });
+  for (const std::string& m : mismatch) {
+    EXPECT_EQ(m, mismatch[0]);
+    EXPECT_NE(m.find("are not parts of one corpus"), std::string::npos) << m;
+    EXPECT_NE(m.find("ids checked against [0, 255]"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 1 scanned tokens [16777216, 33554432) of " + prefix +
+                     ".bin (uint8, 40000000 tokens in 40000 sequences and 40000 documents, ids checked against "
+                     "[0, 299])"),
+              std::string::npos)
+        << m;
+  }
+
+  // A blend naming the corpus twice opens and scans it once: one exchange.
+  ThreadExchange blend(2);
+  on_parts<int>(2, [&](int p) {
+    DataLoaderOptions options;
+    options.data_path = {"1", prefix, "2", prefix};
+    options.seq_length = 16;
+    options.vocab_size = 256;
+    options.scan_share = blend.share(p);
+    DataLoader loader(options);
+    return 0;
+  });
+  EXPECT_EQ(blend.calls(0), 1);
+  EXPECT_EQ(blend.calls(1), 1);
 }
 
 }  // namespace

@@ -72,6 +72,41 @@ TEST(Rendezvous, RankZeroBlobReachesEveryRankAndHostCollectivesAgree) {
   }
 }
 
+// A long wait for a key can say so: get() with a `waiting` callback calls it every so often until the value comes (rank
+// 0 names the rank whose part of a corpus scan it waits for), and returns the value as the plain get() does.
+TEST(Rendezvous, AWaitForAKeyCanSaySoWhileItWaits) {
+  const int port = find_free_port();
+  const auto outcomes = run_ranks(2, [&](int rank) {
+    Rendezvous rdzv(loopback_world(rank, 2, port), quick());
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      rdzv.store().set("late", "value");
+    } else {
+      std::vector<double> said;
+      const std::string value = rdzv.store().get(
+          "late", 20.0, [&](double waited) { said.push_back(waited); }, 0.1);
+      if (value != "value") return 10;
+      if (said.size() < 3 || said.size() > 12) return 11;  // about six: every 0.1 s for 0.7 s
+      for (size_t i = 1; i < said.size(); ++i) {
+        if (said[i] <= said[i - 1]) return 12;
+      }
+      try {
+        rdzv.store().get(
+            "never", 0.3, [](double) {}, 0.1);
+        return 13;
+      } catch (const Error& e) {
+        if (std::string(e.what()).find("timed out while waiting for 'never'") == std::string::npos) return 14;
+      }
+    }
+    rdzv.finish();
+    return 0;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(outcomes[static_cast<size_t>(r)].code(), 0) << "rank " << r << ":\n"
+                                                          << outcomes[static_cast<size_t>(r)].stderr_text;
+  }
+}
+
 // The stop agreement's rule: any reason stops every rank; the lowest rank's signal is the exit status of all.
 TEST(StopAgreement, AnyReasonStopsAndTheLowestSignalledRankNamesTheSignal) {
   EXPECT_FALSE(agree_on_stop({0, 0, 0}).stop);

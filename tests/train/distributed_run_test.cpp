@@ -93,9 +93,9 @@ TEST(DistributedRun, TheRanksShareTheScanOfEveryCorpusTheirLoadersOpen) {
     DistributedRun run(test::loopback_world(rank, world, port), test_settings());
     data::ScanShare share = run.corpus_scan_share();
     std::vector<data::PartScan> sent;
-    share.exchange = [&sent, inner = share.exchange](const std::string& mine) {
+    share.exchange = [&sent, inner = share.exchange](const std::string& mine, const data::ScanCombine& combine) {
       sent.push_back(data::decode_part_scan(mine));
-      return inner(mine);
+      return inner(mine, combine);
     };
     const data::IndexedDataset ds = data::IndexedDataset::open(good, 200, share);
     if (ds.min_token() != 0 || ds.max_token() != 199) return 10;
