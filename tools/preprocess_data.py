@@ -39,13 +39,13 @@ import shlex
 import signal
 import sys
 import textwrap
-from collections import deque
 
 import numpy as np
 
 from sgtools import ToolError, run_tool
 from sgtools.corpus import Record, check_inputs, check_txt_keys, document_texts, read_records
 from sgtools.indexed_dataset import IndexedDatasetWriter, output_prefix, token_dtype_for_vocab
+from sgtools.ordered_workers import OrderedWorkers
 from sgtools.progress import Progress, human_bytes, human_seconds
 from sgtools.tokenizer_files import (CONFIG_FILE, SPECIAL_TOKENS_FILE, TOKENIZER_FILE, load_tokenizer_folder,
                                      open_tokenizer_file)
@@ -170,9 +170,9 @@ def init_worker(tokenizer_json: str, json_keys: list[str], eod_id: int | None) -
 
 
 def init_pool_worker(*init_args) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (it stops the pool)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (it stops the workers)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler (its exception would print a
-    # traceback here); SIGTERM to the parent stops the pool, SIGTERM to the process group ends workers quietly
+    # traceback here); SIGTERM to the parent stops the workers, SIGTERM to the process group ends workers quietly
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked from the fork until now: see encoded_batches
     init_worker(*init_args)
 
@@ -228,23 +228,17 @@ def encoded_batches(args: argparse.Namespace, init_args: tuple):
         init_worker(*init_args)
         yield from map(encode_batch, tasks)
         return
-    import multiprocessing
-    # The workers are forked with the stop signals blocked, so the parent's handler (which raises) never runs in
-    # a worker that has not reached init_pool_worker yet: a pool stopped early (a bad input file) would print
-    # that worker's traceback. A signal that arrives meanwhile stays pending in the parent, which takes it next.
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    # Not multiprocessing.Pool, whose terminate() can hang on a stop (sgtools/ordered_workers.py says how). The workers
+    # are forked with the stop signals blocked, so the parent's handler (which raises) never runs in a worker that has
+    # not reached init_pool_worker yet: workers stopped early (a bad input file) would print that worker's traceback.
+    # A signal that arrives meanwhile stays pending in the parent, which takes it next.
+    workers = OrderedWorkers(args.workers, encode_batch, init_pool_worker, init_args, blocked=STOP_SIGNALS)
     try:
-        pool = multiprocessing.Pool(args.workers, initializer=init_pool_worker, initargs=init_args)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    with pool:
-        pending = deque()
-        for batch in tasks:
-            pending.append(pool.apply_async(encode_batch, (batch,)))
-            if len(pending) >= args.workers * TASKS_IN_FLIGHT_PER_WORKER:
-                yield pending.popleft().get()
-        while pending:
-            yield pending.popleft().get()
+        yield from workers.map(tasks, TASKS_IN_FLIGHT_PER_WORKER)
+    except BaseException:  # a signal, an error or the consumer's close(): the workers end now
+        workers.kill()
+        raise
+    workers.close()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -291,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         for writer in writers.values():
             writer.finalize()
     except BaseException:
-        results.close()  # stops the worker pool now
+        results.close()  # stops the workers now
         for writer in writers.values():
             writer.abort()
         raise
