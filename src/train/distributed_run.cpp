@@ -160,7 +160,7 @@ data::ScanShare DistributedRun::corpus_scan_share() {
           parts.push_back(store.get(
               strprintf("%s/rank%d", key.c_str(), r), kWait,
               [r](double waited) {
-                log::info(strprintf("waiting for rank %d's part of the corpus scan (%.0f s after its own)", r, waited));
+                log::info(strprintf("waiting for rank %d's part of the corpus scan (%.0f s so far)", r, waited));
               },
               kSayEvery));
         }
