@@ -3,7 +3,7 @@
 # the benchmarks, the PyTorch comparison and the Hugging Face parity checks (training loss and greedy
 # generation); prints a short table last.
 #
-#   bash scripts/gpu.sh [tests|bench|torch|parity|generate_parity|edge_configs|dp|sanitize|recompute|gemm_power|
+#   bash scripts/gpu.sh [tests|bench|torch|parity|generate_parity|edge_configs|dp|dp_moe|sanitize|recompute|gemm_power|
 #                        lm_head_chunk|generate_bench|all]...
 #   RECOMPUTE_MODES=local,local+recompute_full RECOMPUTE_STEPS=10 bash scripts/gpu.sh recompute   # other --compare modes
 #   BENCH_RECIPES="moe/small_moe hybrid/small_hybrid" bash scripts/gpu.sh bench   # family/recipe items; BENCH_MODES overrides the modes
@@ -45,12 +45,14 @@
 # in every graph mode, bitwise equal to the plain run. On 2 GPUs (kind nvidia-h200-x2) `stepgraph launch -n 2`
 # runs them, then bench -ng 2 against -ng 1 (scaling efficiency), which one GPU records as NOT RUN (it runs
 # bench -ng 2's rank path there, untimed); docs/distributed.md.
+# dp_moe (part of dp, or alone): MoE models at world size 2 against 1 (the losses, auxiliary losses and routed tokens)
+# and their graph modes at world size 2 against eager.
 #
 # Expects a build made for sm_90 in ${BUILD_DIR:-build} (scripts/build.sh here, or on the GPU machine:
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-known_parts=(tests bench torch parity generate_parity edge_configs dp sanitize recompute gemm_power lm_head_chunk generate_bench all)
+known_parts=(tests bench torch parity generate_parity edge_configs dp dp_moe sanitize recompute gemm_power lm_head_chunk generate_bench all)
 for p in "$@"; do
   if [[ $p == -h || $p == --help ]]; then
     sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -427,19 +429,22 @@ if named sanitize; then
   sanitize synccheck_cudnn synccheck "${local_barriers[@]}" -- model.cuda_graph_impl=none
 fi
 
-if want dp; then
+if want dp || want dp_moe; then
+  # What both data-parallel parts use: the ranks at world size 2, the graph-mode overrides, run_dp.
   ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
   D="$OUT/dp"
   mkdir -p "$D"
-  rm -rf "$D/ckpt"
-  # Same global batch everywhere: 8 sequences = 2 microbatches of 4 at world size 1, 1 per rank at 2.
-  # Dropout on, so the per-rank RNG offsets are checked too.
-  tiny=(llama/tiny train.global_batch_size=8 train.train_iters=30 scheduler.lr_decay_iters=30 dataset.mock=true logger.log_interval=10
-        model.hidden_dropout=0.1 model.attention_dropout=0.1 --plain)
+  if (( ngpu < 2 )); then
+    # World size 2 without a second GPU: two torchrun-style ranks on this one, NCCL over loopback
+    # (scripts/two_ranks_one_gpu.sh says why that checks world size 2's results but not its speed).
+    ws2=(bash scripts/two_ranks_one_gpu.sh "$SG")
+    ws2_where="two ranks on one GPU"
+  else
+    ws2=("$SG" launch -n 2 --)
+    ws2_where="two GPUs"
+  fi
   graphs=(model.use_te_rng_tracker=true rng.te_rng_tracker=true)
   local_graph=("${graphs[@]}" model.cuda_graph_impl=local rerun_state_machine.check_for_nan_in_loss=false)
-  te_graph=("${graphs[@]}" model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=attn,mlp)
-  overlap=(ddp.overlap_grad_reduce=true ddp.bucket_size=100000)
   run_dp() {  # name, then the command
     local name=$1; shift
     local start=$(date +%s)
@@ -448,6 +453,16 @@ if want dp; then
     record "dp $name" "rc=$rc ($(( $(date +%s) - start )) s)"
     (( rc == 0 )) || tail -20 "$D/$name.log"
   }
+fi
+
+if want dp; then
+  rm -rf "$D/ckpt"
+  # Same global batch everywhere: 8 sequences = 2 microbatches of 4 at world size 1, 1 per rank at 2.
+  # Dropout on, so the per-rank RNG offsets are checked too.
+  tiny=(llama/tiny train.global_batch_size=8 train.train_iters=30 scheduler.lr_decay_iters=30 dataset.mock=true logger.log_interval=10
+        model.hidden_dropout=0.1 model.attention_dropout=0.1 --plain)
+  te_graph=("${graphs[@]}" model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=attn,mlp)
+  overlap=(ddp.overlap_grad_reduce=true ddp.bucket_size=100000)
   run_dp ws1 "$SG" train "${tiny[@]}" --run-dir "$D/ws1"
   if (( ngpu < 2 )); then
     # One GPU: the whole NCCL path at world size 1 (stepgraph launch -n 1: rendezvous, communicator,
@@ -479,13 +494,6 @@ if want dp; then
       "$D/ws1_nccl_overlap_local/metrics.jsonl" "$D/ws1_nccl_overlap_te/metrics.jsonl" \
       "$D/ws1_nccl_overlap_distopt_local/metrics.jsonl" | tee "$D/losses_ws1_nccl.txt"
     record "dp ws1 over NCCL vs plain" "$(grep -c 'bitwise equal' "$D/losses_ws1_nccl.txt")/7 bitwise"
-    # World size 2 without a second GPU: two torchrun-style ranks on this one, NCCL over loopback
-    # (scripts/two_ranks_one_gpu.sh says why that checks world size 2's results but not its speed).
-    ws2=(bash scripts/two_ranks_one_gpu.sh "$SG")
-    ws2_where="two ranks on one GPU"
-  else
-    ws2=("$SG" launch -n 2 --)
-    ws2_where="two GPUs"
   fi
   run_dp ws2 "${ws2[@]}" train "${tiny[@]}" --run-dir "$D/ws2"
   run_dp ws2_local "${ws2[@]}" train "${tiny[@]}" "${local_graph[@]}" --run-dir "$D/ws2_local"
@@ -706,6 +714,42 @@ if want dp; then
       ng2_run "$r" "$mbs" _overlap ddp.overlap_grad_reduce=true
     done
   fi
+fi
+
+if want dp || want dp_moe; then
+  # MoE at world size 2 against 1 on the same global batch: moe/tiny_moe (softmax routing, aux loss and z-loss), and
+  # sigmoid routing with the expert bias and the per-sequence aux loss, both dropless. The losses within fp32
+  # summation-order rounding, the auxiliary losses within 1e-2 relative and the tokens routed per logged step equal
+  # (bench/data_parallel_report.py); at world size 2 the whole-step graph and transformer_engine attn,moe bitwise
+  # equal to eager. Token counts logged every step.
+  moe=(moe/tiny_moe train.global_batch_size=8 train.train_iters=30 scheduler.lr_decay_iters=30 dataset.mock=true
+       logger.log_interval=1 model.hidden_dropout=0.1 model.attention_dropout=0.1 model.moe_z_loss_coeff=1e-3 --plain)
+  moe_te=("${graphs[@]}" model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=attn,moe)
+  moe_bias=(model.moe_router_score_function=sigmoid model.moe_router_enable_expert_bias=true
+            model.moe_router_bias_update_rate=1e-2 model.moe_router_load_balancing_type=seq_aux_loss)
+  for variant in moe moe_bias; do
+    extra=()
+    [[ $variant == moe_bias ]] && extra=("${moe_bias[@]}")
+    run_dp "${variant}_ws1" "$SG" train "${moe[@]}" "${extra[@]}" --run-dir "$D/${variant}_ws1"
+    run_dp "${variant}_ws2" "${ws2[@]}" train "${moe[@]}" "${extra[@]}" --run-dir "$D/${variant}_ws2"
+    run_dp "${variant}_ws2_local" "${ws2[@]}" train "${moe[@]}" "${extra[@]}" "${local_graph[@]}" \
+      --run-dir "$D/${variant}_ws2_local"
+    run_dp "${variant}_ws2_te" "${ws2[@]}" train "${moe[@]}" "${extra[@]}" "${moe_te[@]}" --run-dir "$D/${variant}_ws2_te"
+    ws2_runs=("$D/${variant}_ws2/metrics.jsonl")
+    graph_runs=("$D/${variant}_ws2_local/metrics.jsonl" "$D/${variant}_ws2_te/metrics.jsonl")
+    if [[ $variant == moe ]]; then
+      # The distributed optimizer too (the expert bias, an fp32 weight the forward reads, is refused with it).
+      run_dp moe_ws2_distopt "${ws2[@]}" train "${moe[@]}" optimizer.use_distributed_optimizer=true \
+        --run-dir "$D/moe_ws2_distopt"
+      ws2_runs+=("$D/moe_ws2_distopt/metrics.jsonl")
+    fi
+    echo "-- $variant: world size 2 ($ws2_where) against world size 1; then its graph modes against its eager run:"
+    {
+      "${PY[@]}" bench/data_parallel_report.py losses "$D/${variant}_ws1/metrics.jsonl" "${ws2_runs[@]}"
+      "${PY[@]}" bench/data_parallel_report.py losses "$D/${variant}_ws2/metrics.jsonl" "${graph_runs[@]}"
+    } | tee "$D/losses_${variant}.txt"
+    record "dp $variant ws2 vs ws1 ($ws2_where)" "$(grep -c 'as the reference' "$D/losses_${variant}.txt")/$(( ${#ws2_runs[@]} + ${#graph_runs[@]} )) MoE metrics as the reference, $(grep -c 'bitwise equal' "$D/losses_${variant}.txt")/${#graph_runs[@]} graph modes bitwise (losses_${variant}.txt)"
+  done
 fi
 
 echo

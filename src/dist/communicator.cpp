@@ -18,6 +18,7 @@ ncclDataType_t nccl_type(ElementType t) {
     case ElementType::f32: return ncclFloat32;
     case ElementType::f64: return ncclFloat64;
     case ElementType::bf16: return ncclBfloat16;
+    case ElementType::i32: return ncclInt32;
   }
   return ncclFloat32;
 }

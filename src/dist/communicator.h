@@ -33,7 +33,7 @@ using NcclUniqueIdBytes = std::array<char, 128>;  // ncclUniqueId, as bytes for 
 // ncclGetUniqueId on this process (rank 0); needs no GPU.
 NcclUniqueIdBytes new_nccl_unique_id();
 
-enum class ElementType : uint8_t { f32, f64, bf16 };
+enum class ElementType : uint8_t { f32, f64, bf16, i32 };
 
 class Communicator {
  public:

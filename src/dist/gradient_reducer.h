@@ -9,7 +9,8 @@
 //                         reduced on the reducer's own stream, overlapped with the rest of the backward
 //   reduce_gradients      grads (padded_params values) summed over ranks: all of them (all-reduce in
 //                         buckets) or this rank's shard (reduce-scatter); with overlap only the join of
-//                         the reducer's stream; then *loss summed over ranks
+//                         the reducer's stream; then the step's losses and the layers' step counts (the
+//                         MoE tokens per expert, which step_end's expert-bias update reads) summed over ranks
 //   grad norm stage 1     per-block sums of squares over the owned range
 //   reduce_norm_partials  those partial sums summed over ranks (sharded only: otherwise every rank
 //                         already holds every gradient and its norm is the global one)
@@ -19,8 +20,9 @@
 // and in the forward-only evaluation (each rank evaluates its rows of every validation batch):
 //   reduce_eval_loss      eval_loss_sums (token loss sum, token count) summed over ranks
 //
-// The loss is pre-scaled by 1 / (microbatches x data-parallel size) in the step, so sums over ranks are
-// the global means, and a step at world size N adds the same terms as at world size 1, in another order.
+// The losses (and the MoE auxiliary losses' gradients) are pre-scaled by 1 / (microbatches x data-parallel
+// size) in the step, so sums over ranks are the global means, and a step at world size N adds the same terms
+// as at world size 1, in another order. The step counts are integers: their sum is exact.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -36,7 +38,10 @@ struct ReducerBuffers {
                                    // ddp.grad_reduce_in_fp32=false: then reduced in bf16, as Megatron does)
   ElementType grad_type = ElementType::f32;
   void* params = nullptr;          // [padded_params] bf16 compute weights
-  float* loss = nullptr;           // the step's device loss scalar
+  float* losses = nullptr;         // the step's device loss scalars: MoE aux loss, z-loss, loss
+  int64_t losses_count = 0;
+  int32_t* step_counts = nullptr;    // the layers' per-step counts (model/layer_context.h), one array
+  int64_t step_counts_count = 0;     //   (0: the model has none)
   double* eval_loss_sums = nullptr;  // the evaluation's device token loss sum and token count [2]
   double* norm_partials = nullptr; // the grad norm's per-block partial sums
   int64_t norm_partials_count = 0;

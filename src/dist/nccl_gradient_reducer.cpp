@@ -25,7 +25,7 @@ NcclGradientReducer::NcclGradientReducer(Communicator& communicator, DataParalle
 }
 
 void NcclGradientReducer::check_bound() const {
-  SG_CHECK(buffers_.grads != nullptr && buffers_.params != nullptr && buffers_.loss != nullptr &&
+  SG_CHECK(buffers_.grads != nullptr && buffers_.params != nullptr && buffers_.losses != nullptr &&
                buffers_.eval_loss_sums != nullptr && buffers_.norm_partials != nullptr,
            "NcclGradientReducer used before bind(): the step binds its buffers when it plans its memory");
 }
@@ -103,7 +103,12 @@ void NcclGradientReducer::reduce_gradients(cudaStream_t stream) {
     SG_CUDA_CHECK(cudaStreamWaitEvent(stream, *buckets_done_, 0));
     forked_ = false;
   }
-  comm_.all_reduce_sum(buffers_.loss, buffers_.loss, 1, ElementType::f32, stream);
+  comm_.all_reduce_sum(buffers_.losses, buffers_.losses, static_cast<size_t>(buffers_.losses_count), ElementType::f32,
+                       stream);
+  if (buffers_.step_counts_count > 0) {
+    comm_.all_reduce_sum(buffers_.step_counts, buffers_.step_counts, static_cast<size_t>(buffers_.step_counts_count),
+                         ElementType::i32, stream);
+  }
 }
 
 void NcclGradientReducer::reduce_norm_partials(cudaStream_t stream) {

@@ -85,6 +85,13 @@ SharedBufferRef LayerPlanContext::shared_state(const std::string& name, size_t b
   return shared_.request("state." + name, cuda::MemoryCategory::optimizer_state, bytes);
 }
 
+int64_t LayerPlanContext::step_counts(int64_t count) {
+  SG_CHECK(count > 0, strprintf("layer %d asked for %lld step counts", layer_, static_cast<long long>(count)));
+  const int64_t offset = step_counts_;
+  step_counts_ += count;
+  return offset;
+}
+
 int LayerPlanContext::attention_dropout_slot(uint32_t site) {
   attention_sites_.push_back(site);
   return static_cast<int>(attention_sites_.size() - 1);
@@ -126,6 +133,11 @@ float* LayerBindContext::main_weight(ParamRef ref) const {
            "optimizer.use_distributed_optimizer each data-parallel rank holds only its shard of them: not "
            "implemented yet. Set optimizer.use_distributed_optimizer=false (and ddp.use_distributed_optimizer)");
   return pointers_.main_weights + layout_.offset(ref);
+}
+
+int32_t* LayerBindContext::step_counts(int64_t offset) const {
+  SG_CHECK(pointers_.step_counts != nullptr, "LayerBindContext::step_counts: the step planned no step counts");
+  return pointers_.step_counts + offset;
 }
 
 }  // namespace sg::model

@@ -111,6 +111,12 @@ class LayerPlanContext {
   // Whether this layer is recomputed whole (full granularity): Layer::recompute must then also write
   // its output, which the next layer of the chunk reads.
   bool full_recompute() const { return recompute_ != nullptr && recompute_->full(layer_); }
+  // `count` int32 counts the layer adds up over a step's microbatches (the MoE tokens per expert), in the
+  // step's one "state.step_counts" array; returns their offset there (LayerBindContext::step_counts gives
+  // the pointer). With data parallelism the reducer sums that array over ranks before Layer::step_end, so
+  // step_end reads the whole global batch's counts, as at world size 1.
+  int64_t step_counts(int64_t count);
+  int64_t step_counts_total() const { return step_counts_; }
   // Scratch shared by all layers (activations category), e.g. "grad.d_qkv".
   SharedBufferRef scratch(const std::string& name, size_t bytes);
   // State shared by all layers of a kind that lives across steps (optimizer_state category), planned as
@@ -133,6 +139,7 @@ class LayerPlanContext {
   int layer_ = 0;
   std::vector<SavedActivationBytes> saved_bytes_;
   std::vector<uint32_t> attention_sites_;
+  int64_t step_counts_ = 0;
 };
 
 class DevicePlanContext {
@@ -167,6 +174,7 @@ struct StepPointers {
   kernels::FloatBuffer grads;                  // main_grad (flat), fp32 or bf16 (OptimizerSpec::main_grad_dtype)
   float* aux_loss = nullptr;                   // device scalars of the step's auxiliary losses
   float* z_loss = nullptr;                     //   (AuxLosses; zeroed at the step's start)
+  int32_t* step_counts = nullptr;              // the layers' step counts (LayerPlanContext::step_counts)
   const rng::RngState* hidden_rng = nullptr;   // "default" generator: our Philox dropout
   int64_t* attention_dropout_seeds = nullptr;  // [slots] cuDNN seeds, written per microbatch
   int64_t* attention_dropout_offsets = nullptr;
@@ -200,6 +208,8 @@ class LayerBindContext {
   // Its fp32 master weights (Mamba's dt_bias, A_log, D: bf16 would put ~3% of error on dt and A; MoE's expert bias).
   // Throws sg::Error when the step holds only a shard of them (the distributed optimizer).
   float* main_weight(ParamRef ref) const;
+  // The layer's counts at `offset` (what LayerPlanContext::step_counts returned).
+  int32_t* step_counts(int64_t offset) const;
 
  private:
   const ModelLayout& layout_;

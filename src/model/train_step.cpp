@@ -43,17 +43,6 @@ TrainStep::TrainStep(const ModelSpec& model, const BatchSpec& batch, const Optim
                      "batch (data_parallel_size %lld)",
                      static_cast<long long>(dp_.num_params), dp_.world_size, static_cast<long long>(layout_.total()),
                      static_cast<long long>(batch.data_parallel_size)));
-  // MoE layers scale their auxiliary losses by this rank's microbatches and update their expert bias
-  // from this rank's token counts: at more than one rank both need a reduction over ranks first.
-  if (dp_.world_size > 1) {
-    for (const LayerKind kind : stack_layer_kinds(model)) {
-      SG_CHECK(kind != LayerKind::moe,
-               strprintf("MoE layers with data parallelism (%d ranks) are not implemented yet: their auxiliary "
-                         "losses and expert-bias updates are per rank (docs/distributed.md). Train MoE models on "
-                         "one rank",
-                         dp_.world_size));
-    }
-  }
   T_ = batch.tokens_per_microbatch(model);
   first_writers_overwrite_ = !options.zero_all_gradients;
   SG_CHECK(options.upload_chunk_elements > 0, "TrainStepOptions::upload_chunk_elements must be positive");
@@ -114,7 +103,8 @@ TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const Mo
     plan_context.set_layer(layer->index());
     layer->plan(plan_context);
   }
-  LayerPlans out{plan_context.saved_bytes(), plan_context.attention_dropout_sites(), std::move(boundaries)};
+  LayerPlans out{plan_context.saved_bytes(), plan_context.attention_dropout_sites(), plan_context.step_counts_total(),
+                 std::move(boundaries)};
   if (device != nullptr) {
     for (auto& layer : layers) layer->plan_device(*device);
   }
@@ -125,6 +115,7 @@ TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const Mo
   plan.add_array<uint32_t>("attention.dropout_sites", MemoryCategory::optimizer_state, slots);
   plan.add_array<int64_t>("attention.dropout_seeds", MemoryCategory::optimizer_state, slots);
   plan.add_array<int64_t>("attention.dropout_offsets", MemoryCategory::optimizer_state, slots);
+  plan.add_array<int32_t>("state.step_counts", MemoryCategory::optimizer_state, sz(out.step_counts));
   // The step's scratch between layers (each region uses fixed ones).
   for (const char* name : {"act.delta", "grad.d_resid_a", "grad.d_resid_b", "grad.d_delta", "grad.d_norm"}) {
     plan.add_array<bf16>(name, MemoryCategory::activations, sz(T * H));
@@ -191,6 +182,8 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   dropout_sites_ = arena_->get<uint32_t>(slot("attention.dropout_sites"));
   dropout_seeds_ = arena_->get<int64_t>(slot("attention.dropout_seeds"));
   dropout_offsets_ = arena_->get<int64_t>(slot("attention.dropout_offsets"));
+  step_counts_count_ = planned.step_counts;
+  if (step_counts_count_ > 0) step_counts_ = arena_->get<int32_t>(slot("state.step_counts"));
   rng_.bind(arena_->get<rng::RngState>(slot("rng.states")));  // uploads the initial generator states
   hidden_rng_ = rng_.device_state(cuda::kDefaultRng);
   attention_rng_ = rng_.device_state(cuda::kModelParallelRng);
@@ -226,6 +219,7 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   pointers.grads = grads_;
   pointers.aux_loss = &scalars_->aux_loss;
   pointers.z_loss = &scalars_->z_loss;
+  pointers.step_counts = step_counts_;
   pointers.hidden_rng = hidden_rng_;
   pointers.attention_dropout_seeds = dropout_seeds_;
   pointers.attention_dropout_offsets = dropout_offsets_;

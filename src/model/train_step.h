@@ -221,6 +221,7 @@ class TrainStep {
   struct LayerPlans {
     std::vector<SavedActivationBytes> saved_activations;
     std::vector<uint32_t> attention_dropout_sites;  // per cuDNN seed slot
+    int64_t step_counts = 0;                        // the layers' int32 step counts (LayerPlanContext)
     BoundarySlots boundaries;                       // the residual stream and pre-norms (recompute_layout.h)
   };
   // Declares every buffer into `plan`: the step's own and its layers' (Layer::plan), then `device`
@@ -301,6 +302,8 @@ class TrainStep {
   uint32_t* dropout_sites_ = nullptr;  // [slots] the attention layers' sites (written once)
   int64_t* dropout_seeds_ = nullptr;   // [slots]
   int64_t* dropout_offsets_ = nullptr;
+  int32_t* step_counts_ = nullptr;          // [step_counts_count_] the layers' step counts (summed over ranks)
+  int64_t step_counts_count_ = 0;
   std::vector<bf16*> resid_;     // [N+1] x_i; x_N enters the final norm
   std::vector<bf16*> norm_;      // [N+1] n_i; n_N = final norm output (the LM head input)
   std::vector<float*> rstd_;     // [N+1]

@@ -33,7 +33,10 @@ void TrainStep::bind_reducer() {
   b.grads = grads_.data;
   b.grad_type = grads_.is_bf16() ? dist::ElementType::bf16 : dist::ElementType::f32;
   b.params = params_;
-  b.loss = &scalars_->loss;
+  b.losses = &scalars_->aux_loss;  // aux_loss, z_loss, loss: one run of StepScalars (train_step_run.cpp)
+  b.losses_count = 3;
+  b.step_counts = step_counts_;
+  b.step_counts_count = step_counts_count_;
   b.eval_loss_sums = scalars_->eval_loss_sums;
   b.norm_partials = grad_norm_partials_;
   b.norm_partials_count = kernels::kGradNormPartials;

@@ -37,6 +37,7 @@ class DistributedGpuBackend final : public TrainingBackend {
   uint64_t device_memory_used() const override { return inner_->device_memory_used(); }
   std::string device_name() const override { return inner_->device_name(); }
   bool on_gpu() const override { return inner_->on_gpu(); }
+  std::vector<std::vector<int32_t>> moe_token_counts() override { return inner_->moe_token_counts(); }
 
  private:
   DistributedRun& run_;

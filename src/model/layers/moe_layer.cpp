@@ -53,7 +53,8 @@ struct MoeLayer::Buffers {
   cuda::MemorySlot kept_counts_s, expert_rows_s, offsets_s, slot_to_row_s, row_to_slot_s, permuted_s;
   cuda::MemorySlot fc1_out_s, act_s, expert_out_s;
   // state
-  cuda::MemorySlot step_counts_s, logged_counts_s;
+  int64_t step_counts_at = 0;  // in the step's step counts (summed over data-parallel ranks)
+  cuda::MemorySlot logged_counts_s;
   // scratch shared by all layers
   SharedBufferRef aux_routing_map_r, d_expert_out_r, dprobs_r, d_act_r, d_fc1_r, d_permuted_r, dlogits_r,
       d_shared_act_r, d_shared_fc1_r;
@@ -83,7 +84,8 @@ MoeLayer::~MoeLayer() = default;
 void MoeLayer::plan(LayerPlanContext& ctx) {
   using graph::Module;
   shapes_ = moe_shapes(ctx.model(), ctx.tokens());
-  microbatches_ = ctx.batch().num_microbatches;
+  // The auxiliary losses are means over the global batch's microbatches (every rank's: the reducer sums).
+  microbatches_ = ctx.batch().global_microbatches();
   const MoeShapes& s = shapes_;
   Buffers& b = *buf_;
   const size_t Tk = sz(s.T * s.k), R = sz(s.rows), E = sz(s.E);
@@ -124,7 +126,7 @@ void MoeLayer::plan(LayerPlanContext& ctx) {
   b.fc1_out_s = ctx.saved_array<bf16>(Module::moe, "expert_fc1", R * sz(s.fc1_width()), routed);
   b.act_s = ctx.saved_array<bf16>(Module::moe, "expert_act", R * sz(s.F), given_back(RecomputeModule::moe_act));
   b.expert_out_s = ctx.saved_array<bf16>(Module::moe, "expert_out", R * sz(s.H), routed);
-  b.step_counts_s = ctx.state("moe_step_counts", E * sizeof(int32_t));
+  b.step_counts_at = ctx.step_counts(s.E);
   b.logged_counts_s = ctx.state("moe_logged_counts", E * sizeof(int32_t));
   if (s.expert_bias && s.losses.aux_coeff > 0.0f) {
     b.aux_routing_map_r = ctx.scratch("act.moe_aux_routing_map", Tk * sizeof(int32_t));
@@ -197,7 +199,7 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   b.fc1_out = ctx.get<bf16>(b.fc1_out_s);
   b.act = ctx.get<bf16>(b.act_s);
   b.expert_out = ctx.get<bf16>(b.expert_out_s);
-  b.step_counts = ctx.get<int32_t>(b.step_counts_s);
+  b.step_counts = ctx.step_counts(b.step_counts_at);
   logged_counts_ = ctx.get<int32_t>(b.logged_counts_s);
   if (b.aux_routing_map_r.index >= 0) b.aux_routing_map = ctx.get<int32_t>(b.aux_routing_map_r);
   b.d_expert_out = ctx.get<bf16>(b.d_expert_out_r);

@@ -101,7 +101,8 @@ class MoeLayer final : public Layer {
   void step_end(cudaStream_t stream) override;
 
   const MoeShapes& shapes() const { return shapes_; }
-  // Device [E] int32: the last step's kept tokens per expert, summed over its microbatches (logged).
+  // Device [E] int32: the last step's kept tokens per expert, summed over its microbatches and over the data-parallel
+  // ranks (logged).
   const int32_t* step_token_counts() const { return logged_counts_; }
 
  private:
@@ -126,7 +127,7 @@ class MoeLayer final : public Layer {
   MoeDeclarations decl_;
   MoeShapes shapes_;
   Reruns reruns_;
-  int64_t microbatches_ = 1;
+  int64_t microbatches_ = 1;  // the global batch's (every rank's): the auxiliary losses are their mean
   std::unique_ptr<Plans> plans_;
   std::unique_ptr<Buffers> buf_;
   int32_t* logged_counts_ = nullptr;
