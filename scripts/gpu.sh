@@ -46,7 +46,7 @@
 # runs them, then bench -ng 2 against -ng 1 (scaling efficiency), which one GPU records as NOT RUN (it runs
 # bench -ng 2's rank path there, untimed); docs/distributed.md.
 # dp_moe (part of dp, or alone): MoE models at world size 2 against 1 (the losses, auxiliary losses and routed tokens)
-# and their graph modes at world size 2 against eager.
+# and their graph modes at world size 2 against eager, and validation.test_mode's weight comparison at world size 2.
 #
 # Expects a build made for sm_90 in ${BUILD_DIR:-build} (scripts/build.sh here, or on the GPU machine:
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
@@ -742,6 +742,13 @@ if want dp || want dp_moe; then
       run_dp moe_ws2_distopt "${ws2[@]}" train "${moe[@]}" optimizer.use_distributed_optimizer=true \
         --run-dir "$D/moe_ws2_distopt"
       ws2_runs+=("$D/moe_ws2_distopt/metrics.jsonl")
+      # validation.test_mode: the ranks compare their weights' fingerprints after every step, outside the graph (the
+      # same losses as without it), and find them equal.
+      run_dp moe_ws2_test_mode "${ws2[@]}" train "${moe[@]}" "${local_graph[@]}" validation.test_mode=true \
+        --run-dir "$D/moe_ws2_test_mode"
+      graph_runs+=("$D/moe_ws2_test_mode/metrics.jsonl")
+      grep -q "after every step the 2 ranks compare fingerprints" "$D/moe_ws2_test_mode.log" \
+        || echo "dp_moe: no test_mode note in moe_ws2_test_mode.log"
     fi
     echo "-- $variant: world size 2 ($ws2_where) against world size 1; then its graph modes against its eager run:"
     {

@@ -114,6 +114,8 @@ int run_bench_command(const std::vector<std::string>& args) {
                                                                      dist::process_environment()));
     distributed->select_device();
     if (!distributed->is_writer()) log::set_level(log::Level::warn);
+    // The ranks' flags made one plan (stepgraph launch, srun): each mode's configuration is every rank's.
+    for (const bench::PlannedMode& mode : plan.modes) distributed->require_same_config(mode.config);
   }
   note_unused_overrides();
   try {

@@ -84,6 +84,9 @@ int run_train(const TrainArgs& args) {
   const std::unique_ptr<train::DistributedRun> distributed = train::DistributedRun::from_environment();
   if (distributed) {
     if (cuda::device_count() > 0 && !args.cpu) distributed->select_device();  // before any other CUDA work
+    // As loaded, before the changes below that are the rank's own (its tensorboard_dir). Every rank throws the same
+    // error when they differ.
+    distributed->require_same_config(config);
     config.data_parallel_size = distributed->world_size();
     options.distributed = distributed.get();
     if (!distributed->is_writer()) {

@@ -136,9 +136,9 @@ struct ValidationConfig {
   // every rank: the loss is a token mean, whatever the microbatches.
   std::optional<int64_t> eval_micro_batch_size;
   bool skip_train = false;                        // no training step: evaluate the loaded (or initial) weights and exit
-  // Megatron-LM's other validation keys; Bridge's training loop does not read them. full_validation
-  // (train/evaluation.h) and multiple_validation_sets (config/validation_sets.h) are implemented; test_mode is refused
-  // when set (not implemented).
+  // Megatron-LM's other validation keys; Bridge's training loop does not read them: full_validation
+  // (train/evaluation.h), multiple_validation_sets (config/validation_sets.h) and test_mode (its realtime test that
+  // the data-parallel ranks hold the same weights: train/distributed_run.h require_same_weights).
   bool test_mode = false;
   bool full_validation = false;
   bool multiple_validation_sets = false;
@@ -408,7 +408,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "sequences per evaluation microbatch; null = train.micro_batch_size (sets only Bridge's divisibility rule)");
   v("validation", "skip_train", c.validation.skip_train,
     "no training: evaluate the checkpoint loaded (checkpoint.load, pretrained_checkpoint) and exit");
-  v("validation", "test_mode", c.validation.test_mode, "Megatron's functional-test mode (not implemented)");
+  v("validation", "test_mode", c.validation.test_mode,
+    "compare the data-parallel ranks' weights after every step (Megatron's realtime test)");
   v("validation", "full_validation", c.validation.full_validation,
     "evaluate the whole validation set each time, every sample once (Megatron-LM's; not eval_iters batches)");
   v("validation", "multiple_validation_sets", c.validation.multiple_validation_sets,

@@ -95,8 +95,6 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
   if (const auto style = unimplemented_lr_decay_style(c.scheduler.lr_decay_style)) {
     out.push_back({*style + " lr decay", {"scheduler.lr_decay_style"}});
   }
-  const ValidationConfig& v = c.validation;
-  if (v.test_mode) out.push_back({"Megatron's functional-test mode", {"validation.test_mode"}});
   return out;
 }
 

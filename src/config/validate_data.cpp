@@ -255,6 +255,24 @@ void resolve_tokenizer(Config& c, std::vector<Violation>& violations, std::vecto
   }
 }
 
+// Megatron-LM's validation.test_mode: its realtime test that the data-parallel ranks hold the same weights
+// (train/distributed_run.h require_same_weights, after every step).
+void check_test_mode(const Config& c, Reporter& r) {
+  if (!c.validation.test_mode) return;
+  if (c.data_parallel_size <= 1) {
+    r.note(
+        "validation.test_mode compares the data-parallel ranks' weights after every step; with one rank there is "
+        "nothing to compare it with, so it checks nothing here",
+        {"validation.test_mode"});
+  } else {
+    r.note(strprintf("validation.test_mode: after every step the %lld ranks compare fingerprints of their weights (a "
+                     "read of the bf16 weights, and of the fp32 ones without the distributed optimizer, and a wait "
+                     "for every rank): ranks that differ stop the run naming the tensors",
+                     static_cast<long long>(c.data_parallel_size)),
+           {"validation.test_mode"});
+  }
+}
+
 void check_user_data(const Config& c, std::vector<Violation>& violations, std::vector<Note>& notes) {
   Reporter r(c, violations, notes);
   const DatasetConfig& d = c.dataset;
@@ -302,6 +320,7 @@ void check_user_data(const Config& c, std::vector<Violation>& violations, std::v
   }
   check_eval_batch(c, r);
   check_full_validation(c, r);
+  check_test_mode(c, r);
   check_validation_sets(c, violations);
   if (v.start_eval_at_iter && *v.start_eval_at_iter < 0) {
     r.fail("validation.start_eval_at_iter must be >= 0 (or null: from the first eval_interval)",

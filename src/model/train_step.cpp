@@ -116,6 +116,10 @@ TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const Mo
   plan.add_array<int64_t>("attention.dropout_seeds", MemoryCategory::optimizer_state, slots);
   plan.add_array<int64_t>("attention.dropout_offsets", MemoryCategory::optimizer_state, slots);
   plan.add_array<int32_t>("state.step_counts", MemoryCategory::optimizer_state, sz(out.step_counts));
+  if (options.weight_fingerprints) {
+    plan.add_array<uint64_t>("workspace.weight_fingerprints", MemoryCategory::workspaces,
+                             sz(weight_fingerprint_layout(layout, dp.padded_params, dp.sharded).count()));
+  }
   // The step's scratch between layers (each region uses fixed ones).
   for (const char* name : {"act.delta", "grad.d_resid_a", "grad.d_resid_b", "grad.d_delta", "grad.d_norm"}) {
     plan.add_array<bf16>(name, MemoryCategory::activations, sz(T * H));
@@ -183,6 +187,10 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   dropout_seeds_ = arena_->get<int64_t>(slot("attention.dropout_seeds"));
   dropout_offsets_ = arena_->get<int64_t>(slot("attention.dropout_offsets"));
   step_counts_count_ = planned.step_counts;
+  if (options.weight_fingerprints) {
+    fingerprints_ = weight_fingerprint_layout(layout_, dp_.padded_params, dp_.sharded);
+    fingerprint_values_ = arena_->get<uint64_t>(slot("workspace.weight_fingerprints"));
+  }
   if (step_counts_count_ > 0) step_counts_ = arena_->get<int32_t>(slot("state.step_counts"));
   rng_.bind(arena_->get<rng::RngState>(slot("rng.states")));  // uploads the initial generator states
   hidden_rng_ = rng_.device_state(cuda::kDefaultRng);

@@ -74,6 +74,7 @@
 #include "model/recompute_layout.h"
 #include "model/spec.h"
 #include "model/stack.h"
+#include "model/weight_fingerprints.h"
 
 namespace sg::model {
 
@@ -119,6 +120,8 @@ struct TrainStepOptions {
   // Elements load_state converts and uploads at a time (its host buffers' size); tests set a small one to cross
   // chunk edges inside tensors, gaps and shards.
   int64_t upload_chunk_elements = kUploadChunkElements;
+  // validation.test_mode with data parallelism: plan the buffer of enqueue_weight_fingerprints.
+  bool weight_fingerprints = false;
 };
 
 class TrainStep {
@@ -185,6 +188,11 @@ class TrainStep {
   // does. Nothing without the distributed optimizer (nothing is gathered).
   void join_state_gather(cudaStream_t stream) const;
   StepScalars download_scalars(cudaStream_t stream) const;
+  // validation.test_mode (TrainStepOptions::weight_fingerprints): the fingerprints of this rank's weights
+  // (model/weight_fingerprints.h says which), enqueued on `stream` after a step, outside its graph, and copied into
+  // `host` (pinned, weight_fingerprints().count() values). Ranks holding the same weights get the same values.
+  const WeightFingerprintLayout& weight_fingerprints() const { return fingerprints_; }
+  void enqueue_weight_fingerprints(cudaStream_t stream, uint64_t* host) const;
   rng::RngState download_rng_state(cudaStream_t stream);  // the "default" generator
   // Copies a host batch into the input buffers (tests, tools; the trainer copies asynchronously into
   // tokens()/targets()/loss_mask() from pinned memory instead).
@@ -302,6 +310,8 @@ class TrainStep {
   uint32_t* dropout_sites_ = nullptr;  // [slots] the attention layers' sites (written once)
   int64_t* dropout_seeds_ = nullptr;   // [slots]
   int64_t* dropout_offsets_ = nullptr;
+  WeightFingerprintLayout fingerprints_;    // count() 0 unless TrainStepOptions::weight_fingerprints
+  uint64_t* fingerprint_values_ = nullptr;  // [fingerprints_.count()]
   int32_t* step_counts_ = nullptr;          // [step_counts_count_] the layers' step counts (summed over ranks)
   int64_t step_counts_count_ = 0;
   std::vector<bf16*> resid_;     // [N+1] x_i; x_N enters the final norm

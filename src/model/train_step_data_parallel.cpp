@@ -1,6 +1,6 @@
 // TrainStep's data-parallel pieces (dist/gradient_reducer.h): binding the reducer to the step's
 // buffers, the optimizer-state downloads that gather every rank's shard, and where each rank's
-// microbatches sit in the run's random stream.
+// microbatches sit in the run's random stream, and the weight fingerprints the ranks compare (validation.test_mode).
 //
 // RNG: rank r runs the global batch's microbatches [r M, (r+1) M) (M = num_microbatches; data/rank_batch.h),
 // so its generators start a step at the run's offset + r M kRngOffsetPerMicrobatch and, after its own M
@@ -10,6 +10,7 @@
 #include "cuda/check.h"
 #include "cuda/stream.h"
 #include "kernels/grad_norm.h"
+#include "kernels/weight_fingerprint.h"
 #include "model/dropout_sites.h"
 #include "model/gradient_readiness.h"
 #include "model/train_step.h"
@@ -50,6 +51,27 @@ void TrainStep::bind_reducer() {
     rng_.upload();
     SG_CUDA_CHECK(cudaDeviceSynchronize());
   }
+}
+
+void TrainStep::enqueue_weight_fingerprints(cudaStream_t stream, uint64_t* host) const {
+  SG_CHECK(fingerprints_.count() > 0,
+           "TrainStep::enqueue_weight_fingerprints: TrainStepOptions::weight_fingerprints "
+           "was not set, so no buffer was planned");
+  kernels::weight_fingerprints(stream, {.data = params_,
+                                        .element_bytes = static_cast<int>(sizeof(bf16)),
+                                        .count = fingerprints_.bf16_elements,
+                                        .chunk_elements = fingerprints_.chunk_elements,
+                                        .fingerprints = fingerprint_values_});
+  if (fingerprints_.fp32_elements > 0) {
+    kernels::weight_fingerprints(stream, {.data = main_weights_,
+                                          .element_bytes = static_cast<int>(sizeof(float)),
+                                          .count = fingerprints_.fp32_elements,
+                                          .chunk_elements = fingerprints_.chunk_elements,
+                                          .fingerprints = fingerprint_values_ + fingerprints_.bf16_chunks()});
+  }
+  SG_CUDA_CHECK(cudaMemcpyAsync(host, fingerprint_values_,
+                                static_cast<size_t>(fingerprints_.count()) * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                                stream));
 }
 
 uint64_t TrainStep::rank_rng_offset() const {

@@ -26,6 +26,9 @@ struct StepResult {
   bool grads_finite = true;
   double step_ms = 0.0;      // device time between the step's start and end events (CPU: wall time)
   bool capture_step = false; // this step captured graphs (its time includes capture; reported apart)
+  // validation.test_mode with data parallelism: this rank's weight fingerprints after the step
+  // (model/weight_fingerprints.h), which the ranks compare; empty otherwise.
+  std::vector<uint64_t> weight_fingerprints;
 };
 
 // What one evaluation (validation.eval_interval) measured.

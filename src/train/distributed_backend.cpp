@@ -28,6 +28,17 @@ std::string DistributedGpuBackend::description() const {
   return inner_->description() + "; " + reducer_->layout().describe();
 }
 
+std::vector<StepResult> DistributedGpuBackend::collect(int in_flight) {
+  std::vector<StepResult> results = inner_->collect(in_flight);
+  for (const StepResult& r : results) {
+    if (r.weight_fingerprints.empty()) continue;
+    run_.require_same_weights(r.step, r.weight_fingerprints, [this](int64_t index) {
+      return model::describe_weight_fingerprint(inner_->layout(), inner_->step().weight_fingerprints(), index);
+    });
+  }
+  return results;
+}
+
 std::vector<std::string> DistributedGpuBackend::start_report() const {
   std::vector<std::string> lines = inner_->start_report();
   lines.push_back(run_.describe());

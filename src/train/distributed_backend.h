@@ -3,7 +3,8 @@
 // communicator (train/distributed_run.h), so the step's collectives run inside it — captured with the
 // whole step (local full_iteration) or eagerly between region replays (transformer_engine). Each captured
 // graph (the step's, the evaluation's) is compared across ranks (name, nodes, kernels) before its first
-// launch: a rank that captured a different step would deadlock the collectives at the replay.
+// launch: a rank that captured a different step would deadlock the collectives at the replay. With
+// validation.test_mode the ranks compare their weights after every step.
 #include <memory>
 
 #include "config/config.h"
@@ -25,7 +26,9 @@ class DistributedGpuBackend final : public TrainingBackend {
   std::string memory_plan() const override { return inner_->memory_plan(); }
   const model::ModelLayout& layout() const override { return inner_->layout(); }
   void submit(const model::HostBatch& batch) override { inner_->submit(batch); }
-  std::vector<StepResult> collect(int in_flight) override { return inner_->collect(in_flight); }
+  // With validation.test_mode, each collected step's weight fingerprints are compared with every other rank's
+  // (DistributedRun::require_same_weights): ranks holding different weights stop the run naming what differs.
+  std::vector<StepResult> collect(int in_flight) override;
   // Each rank evaluates its rows of the batch; the step sums the ranks' losses (TrainStep::enqueue_eval).
   void eval_submit(const model::HostBatch& batch) override { inner_->eval_submit(batch); }
   EvalResult eval_collect() override { return inner_->eval_collect(); }

@@ -6,7 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "checkpoint/train_state.h"
+#include "config/config_differences.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/strings.h"
@@ -15,6 +20,7 @@
 #include "dist/nccl_gradient_reducer.h"
 #include "dist/nccl_library.h"
 #include "dist/sharding.h"
+#include "reference/weight_fingerprint.h"
 
 namespace sg::train {
 
@@ -126,6 +132,101 @@ std::string DistributedRun::broadcast_from_rank0(const std::string& key, const s
 
 void DistributedRun::require_same(const std::string& key, const std::string& value, const std::string& what) {
   rendezvous_->require_same(key, value, what);
+}
+
+namespace {
+
+// "2", "2, 3", or the first eight and how many more.
+std::string rank_list(const std::vector<int>& ranks) {
+  constexpr size_t kShown = 8;
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < ranks.size() && i < kShown; ++i) shown.push_back(std::to_string(ranks[i]));
+  if (ranks.size() > kShown) shown.push_back(strprintf("%zu more", ranks.size() - kShown));
+  return join(shown, ", ");
+}
+
+std::string hex_words(const std::vector<uint64_t>& values) {
+  std::string out;
+  for (const uint64_t v : values) out += strprintf("%016llx ", static_cast<unsigned long long>(v));
+  return out;
+}
+
+std::vector<uint64_t> parse_hex_words(const std::string& text) {
+  std::vector<uint64_t> out;
+  for (size_t at = 0; at + 16 <= text.size(); at += 17) out.push_back(std::stoull(text.substr(at, 16), nullptr, 16));
+  return out;
+}
+
+}  // namespace
+
+std::optional<DistributedRun::RankDifference> DistributedRun::differences_from_rank0(const std::string& key,
+                                                                                     const std::string& digest,
+                                                                                     const std::string& text) {
+  dist::StoreClient& store = rendezvous_->store();
+  const double wait = settings_.timeout_seconds;
+  const std::vector<std::string> digests = store.all_gather(key + "/digest", digest, wait);
+  RankDifference d;
+  for (size_t r = 1; r < digests.size(); ++r) {
+    if (digests[r] != digests[0]) d.ranks.push_back(static_cast<int>(r));
+  }
+  if (d.ranks.empty()) return std::nullopt;
+  // Every rank reads rank 0's text and the first differing rank's, so every rank can throw the same error.
+  const int first = d.ranks[0];
+  const auto text_key = [&key](int r) { return strprintf("%s/text/rank%d", key.c_str(), r); };
+  if (rank() == 0 || rank() == first) store.set(text_key(rank()), text);
+  d.rank0 = rank() == 0 ? text : store.get(text_key(0), wait);
+  d.first = rank() == first ? text : store.get(text_key(first), wait);
+  return d;
+}
+
+void DistributedRun::require_same_config(const config::Config& config) {
+  const std::string lines = config::key_value_lines(config);
+  const std::optional<RankDifference> d = differences_from_rank0(
+      strprintf("config/%lld", static_cast<long long>(++configs_checked_)), checkpoint::config_hash_hex(lines), lines);
+  if (!d) return;
+  const std::vector<config::KeyDifference> differences = config::key_differences(d->rank0, d->first);
+  constexpr size_t kShownKeys = 6;
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < differences.size() && i < kShownKeys; ++i) {
+    const config::KeyDifference& k = differences[i];
+    keys.push_back(strprintf("%s = %s on rank %d, %s on rank 0", k.key.c_str(), k.b.c_str(), d->ranks[0], k.a.c_str()));
+  }
+  if (differences.size() > kShownKeys) keys.push_back(strprintf("%zu more keys", differences.size() - kShownKeys));
+  if (keys.empty()) keys.push_back("no key differs, but the texts do (another stepgraph build?)");
+  throw Error(
+      strprintf("the ranks run different configurations: %s. %s %s %s from rank 0's (of %d ranks). Start "
+                "every rank with the same recipe, --config-file files and overrides (check each node's "
+                "command line and recipe files)",
+                join(keys, "; ").c_str(), d->ranks.size() == 1 ? "Rank" : "Ranks", rank_list(d->ranks).c_str(),
+                d->ranks.size() == 1 ? "differs" : "differ", world_size()));
+}
+
+void DistributedRun::require_same_weights(int64_t step, const std::vector<uint64_t>& fingerprints,
+                                          const std::function<std::string(int64_t)>& describe) {
+  const std::optional<RankDifference> d = differences_from_rank0(
+      strprintf("weights/%lld", static_cast<long long>(step)),
+      strprintf("%016llx", static_cast<unsigned long long>(ref::fingerprint_digest(fingerprints))),
+      hex_words(fingerprints));
+  if (!d) return;
+  const std::vector<uint64_t> rank0 = parse_hex_words(d->rank0), first = parse_hex_words(d->first);
+  std::vector<int64_t> differing;
+  for (size_t i = 0; i < rank0.size() && i < first.size(); ++i) {
+    if (rank0[i] != first[i]) differing.push_back(static_cast<int64_t>(i));
+  }
+  constexpr size_t kShown = 3;
+  std::vector<std::string> what;
+  for (size_t i = 0; i < differing.size() && i < kShown; ++i) what.push_back(describe(differing[i]));
+  if (rank0.size() != first.size())
+    what.push_back(strprintf("%zu fingerprints against rank 0's %zu", first.size(), rank0.size()));
+  throw Error(strprintf(
+      "validation.test_mode: after step %lld the data-parallel ranks hold different weights: %s %s %s from rank 0 "
+      "(of %d ranks); rank %d's weights differ in %zu of %zu chunks of %lld elements, the first in: %s. Every rank "
+      "applies the "
+      "same update to the same weights, so this is a fault (a GPU's memory or arithmetic, the network, a corrupted "
+      "load) or a bug: resume from the last checkpoint, and if it comes back on the same node, take that node out",
+      static_cast<long long>(step), d->ranks.size() == 1 ? "rank" : "ranks", rank_list(d->ranks).c_str(),
+      d->ranks.size() == 1 ? "differs" : "differ", world_size(), d->ranks[0], differing.size(), rank0.size(),
+      static_cast<long long>(ref::kFingerprintChunkElements), join(what, "; ").c_str()));
 }
 
 graph::GraphRegistry::CaptureCheck DistributedRun::capture_check() {

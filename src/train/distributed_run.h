@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "data/token_scan_share.h"
@@ -80,6 +82,19 @@ class DistributedRun {
   std::string broadcast_from_rank0(const std::string& key, const std::function<std::string()>& make);
   // Throws sg::Error on every rank unless all ranks pass the same value (e.g. the captured graph's shape).
   void require_same(const std::string& key, const std::string& value, const std::string& what);
+  // Throws sg::Error on every rank unless every rank runs the same configuration: every key's value
+  // (config/config_differences.h), as each rank loaded it, before its own changes. Ranks with another lr would
+  // train apart silently (the same gradients, other updates), and ranks with another batch, model or graph
+  // setting would wait on each other in a collective until a timeout that names nothing. The error names the
+  // ranks that differ from rank 0 and the first keys in which the first of them does. One digest a rank goes
+  // through the store; the texts only when they differ.
+  void require_same_config(const config::Config& config);
+  // validation.test_mode (Megatron's realtime consistency test): every rank's weight fingerprints after step `step`
+  // (model/weight_fingerprints.h) must be rank 0's. Throws sg::Error on every rank otherwise, naming the step, the
+  // ranks that differ and what the first differing fingerprints of the first of them cover (`describe(index)`). One
+  // digest a rank goes through the store; the fingerprints only when they differ.
+  void require_same_weights(int64_t step, const std::vector<uint64_t>& fingerprints,
+                            const std::function<std::string(int64_t)>& describe);
   // The check every graph registry of the run applies to its captures (graph/registry.h): every rank captures the
   // same graphs in the same order (same loop, same config), so each rank's n-th capture is compared with the
   // others' n-th (name, nodes, kernels) before its first launch; ranks whose captured collectives differ would
@@ -109,6 +124,15 @@ class DistributedRun {
   void finish();
 
  private:
+  // The ranks whose `text` differs from rank 0's (by its `digest`, all-gathered under `key`), with rank 0's text and
+  // the first of them's; nullopt when none differs. Collective.
+  struct RankDifference {
+    std::vector<int> ranks;
+    std::string rank0, first;
+  };
+  std::optional<RankDifference> differences_from_rank0(const std::string& key, const std::string& digest,
+                                                       const std::string& text);
+
   dist::WorldInfo world_;
   dist::RendezvousSettings settings_;
   std::unique_ptr<dist::Rendezvous> rendezvous_;
@@ -117,6 +141,7 @@ class DistributedRun {
   bool finished_ = false;
   int64_t captures_checked_ = 0;
   int64_t corpus_scans_ = 0;
+  int64_t configs_checked_ = 0;
 };
 
 }  // namespace sg::train

@@ -26,6 +26,10 @@ GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& mod
                        const model::OptimizerSpec& optimizer, rng::RngState rng, dist::GradientReducer* reducer) {
   model::TrainStepOptions step_options;
   step_options.reducer = reducer;
+  // validation.test_mode: the ranks compare their weights' fingerprints after every step (DistributedGpuBackend::collect); one
+  // process has nothing to compare them with.
+  step_options.weight_fingerprints =
+      config.validation.test_mode && reducer != nullptr && reducer->layout().world_size > 1;
   step_ = std::make_unique<model::TrainStep>(model, batch, optimizer, rng.seed, step_options);
   step_->upload_parameters(stream_, model::initial_parameters(step_->layout(), rng.seed));
   graphed_ = std::make_unique<GraphedStep>(*step_, config.model.cuda_graph_impl, config.model.cuda_graph_scope,
@@ -39,9 +43,14 @@ GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& mod
     slot.targets = static_cast<int32_t*>(cuda::pinned_host_allocate(tokens_per_step_ * 4, "input targets (pinned)"));
     slot.loss_mask = static_cast<float*>(cuda::pinned_host_allocate(tokens_per_step_ * 4, "input loss mask (pinned)"));
   }
+  const size_t fingerprint_bytes = static_cast<size_t>(step_->weight_fingerprints().count()) * sizeof(uint64_t);
   for (auto& r : ring_) {
     r.scalars = static_cast<model::StepScalars*>(
         cuda::pinned_host_allocate(sizeof(model::StepScalars), "step scalars (pinned)"));
+    if (fingerprint_bytes > 0) {
+      r.fingerprints =
+          static_cast<uint64_t*>(cuda::pinned_host_allocate(fingerprint_bytes, "weight fingerprints (pinned)"));
+    }
   }
 }
 
@@ -64,7 +73,10 @@ GpuBackend::~GpuBackend() {
     cuda::pinned_host_free_noexcept(slot.targets, "input targets (pinned)");
     cuda::pinned_host_free_noexcept(slot.loss_mask, "input loss mask (pinned)");
   }
-  for (auto& r : ring_) cuda::pinned_host_free_noexcept(r.scalars, "step scalars (pinned)");
+  for (auto& r : ring_) {
+    cuda::pinned_host_free_noexcept(r.scalars, "step scalars (pinned)");
+    if (r.fingerprints != nullptr) cuda::pinned_host_free_noexcept(r.fingerprints, "weight fingerprints (pinned)");
+  }
 }
 
 std::string GpuBackend::description() const {
@@ -110,6 +122,7 @@ void GpuBackend::submit(const model::HostBatch& batch) {
   f.end.record(stream_);
   SG_CUDA_CHECK(cudaMemcpyAsync(f.scalars, step_->scalars(), sizeof(model::StepScalars), cudaMemcpyDeviceToHost,
                                 stream_));
+  if (f.fingerprints != nullptr) step_->enqueue_weight_fingerprints(stream_, f.fingerprints);
   f.done.record(stream_);
   f.capture = mode == graph::StepMode::capture;
   if (f.capture) {
@@ -149,6 +162,9 @@ std::vector<StepResult> GpuBackend::collect(int in_flight) {
     r.grads_finite = s.grad_nonfinite == 0;
     r.step_ms = cuda::Event::elapsed_ms(f.start, f.end);
     r.capture_step = f.capture;
+    if (f.fingerprints != nullptr) {
+      r.weight_fingerprints.assign(f.fingerprints, f.fingerprints + step_->weight_fingerprints().count());
+    }
     out.push_back(r);
   }
   return out;

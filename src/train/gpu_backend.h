@@ -73,6 +73,7 @@ class GpuBackend final : public TrainingBackend {
   struct InFlight {
     cuda::Event start{true}, end{true}, done;
     model::StepScalars* scalars = nullptr;  // pinned
+    uint64_t* fingerprints = nullptr;       // pinned, validation.test_mode with data parallelism
     bool capture = false;
   };
   static constexpr int kRing = 4;
