@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -136,21 +137,15 @@ TEST(DistributedRun, TheRanksShareTheScanOfEveryCorpusTheirLoadersOpen) {
   fs::remove_all(dir);
 }
 
-// Ranks started with different configurations (another lr and batch on one node's command line, another seed on
-// another's) stop before anything else, each with the same error naming the ranks and the keys that differ; ranks
-// with one configuration pass.
-TEST(DistributedRun, RanksWithDifferentConfigurationsStopNamingTheKeys) {
+// Forked ranks, each running `body`, which must throw sg::Error on every rank with one message: returns it (rank 0's),
+// having checked that every rank threw the same and then ended cleanly.
+std::string every_ranks_error(int world, const std::function<void(int rank, DistributedRun& run)>& body) {
   const int port = dist::find_free_port();
-  const int world = 4;
   constexpr const char* kMarker = "MESSAGE: ";
   const auto outcomes = test::run_ranks(world, [&](int rank) {
     DistributedRun run(test::loopback_world(rank, world, port), test_settings());
-    run.require_same_config(config::load_config("llama/tiny", {"optimizer.lr=0.0002"}));
-    std::vector<std::string> overrides = {"optimizer.lr=0.0002"};
-    if (rank == 2) overrides = {"optimizer.lr=0.0003", "train.micro_batch_size=2"};
-    if (rank == 3) overrides.push_back("rng.seed=9");
     try {
-      run.require_same_config(config::load_config("llama/tiny", overrides));
+      body(rank, run);
       return 10;
     } catch (const Error& e) {
       std::fprintf(stderr, "%s%s\n", kMarker, e.what());
@@ -165,53 +160,46 @@ TEST(DistributedRun, RanksWithDifferentConfigurationsStopNamingTheKeys) {
     const size_t at = err.find(kMarker);
     messages.push_back(at == std::string::npos ? "" : err.substr(at, err.find('\n', at) - at));
   }
-  const std::string& m = messages[0];
+  for (int r = 1; r < world; ++r) EXPECT_EQ(messages[static_cast<size_t>(r)], messages[0]) << "rank " << r;
+  return messages[0];
+}
+
+// Ranks started with different configurations (another lr and batch on one node's command line, another seed on
+// another's) stop before anything else, each with the same error naming the ranks and the keys that differ; ranks
+// with one configuration pass.
+TEST(DistributedRun, RanksWithDifferentConfigurationsStopNamingTheKeys) {
+  const std::string m = every_ranks_error(4, [](int rank, DistributedRun& run) {
+    run.require_same_config(config::load_config("llama/tiny", {"optimizer.lr=0.0002"}));
+    std::vector<std::string> overrides = {"optimizer.lr=0.0002"};
+    if (rank == 2) overrides = {"optimizer.lr=0.0003", "train.micro_batch_size=2"};
+    if (rank == 3) overrides.push_back("rng.seed=9");
+    run.require_same_config(config::load_config("llama/tiny", overrides));
+  });
   for (const char* part : {"the ranks run different configurations: ", "train.micro_batch_size = 2 on rank 2, ",
                            " on rank 0; optimizer.lr = ", "Ranks 2, 3 differ from rank 0's (of 4 ranks)",
                            "Start every rank with the same recipe"}) {
     EXPECT_NE(m.find(part), std::string::npos) << "no '" << part << "' in: " << m;
   }
   EXPECT_EQ(m.find("rng.seed"), std::string::npos) << "rank 2's keys only (the first rank that differs): " << m;
-  for (int r = 1; r < world; ++r) EXPECT_EQ(messages[static_cast<size_t>(r)], m) << "rank " << r;
 }
 
 // validation.test_mode: ranks holding the same weights pass; a rank whose weights changed (one chunk here) stops every
 // rank with one error naming the step, the rank and what the differing chunk covers.
 TEST(DistributedRun, RanksHoldingDifferentWeightsStopNamingTheChunk) {
-  const int port = dist::find_free_port();
-  const int world = 3;
-  constexpr const char* kMarker = "MESSAGE: ";
-  const auto outcomes = test::run_ranks(world, [&](int rank) {
-    DistributedRun run(test::loopback_world(rank, world, port), test_settings());
+  const std::string m = every_ranks_error(3, [](int rank, DistributedRun& run) {
     std::vector<uint64_t> fingerprints = {11, 22, 33, 44, 55};
     const auto describe = [](int64_t index) {
       return strprintf("chunk-%lld-of-the-test", static_cast<long long>(index));
     };
     run.require_same_weights(1, fingerprints, describe);
     if (rank == 1) fingerprints[3] = 45;
-    try {
-      run.require_same_weights(2, fingerprints, describe);
-      return 10;
-    } catch (const Error& e) {
-      std::fprintf(stderr, "%s%s\n", kMarker, e.what());
-    }
-    run.finish();
-    return 0;
+    run.require_same_weights(2, fingerprints, describe);
   });
-  std::vector<std::string> messages;
-  for (int r = 0; r < world; ++r) {
-    const std::string& err = outcomes[static_cast<size_t>(r)].stderr_text;
-    EXPECT_EQ(outcomes[static_cast<size_t>(r)].code(), 0) << "rank " << r << ":\n" << err;
-    const size_t at = err.find(kMarker);
-    messages.push_back(at == std::string::npos ? "" : err.substr(at, err.find('\n', at) - at));
-  }
-  const std::string& m = messages[0];
   for (const char* part : {"validation.test_mode: after step 2 the data-parallel ranks hold different weights: rank 1 "
                            "differs from rank 0 (of 3 ranks)",
                            "rank 1's weights differ in 1 of 5 chunks", "the first in: chunk-3-of-the-test."}) {
     EXPECT_NE(m.find(part), std::string::npos) << "no '" << part << "' in: " << m;
   }
-  for (int r = 1; r < world; ++r) EXPECT_EQ(messages[static_cast<size_t>(r)], m) << "rank " << r;
 }
 
 // A save is every rank's (run_steps.cpp): rank 1 returns from it only once rank 0's write is done, so a failure of its
