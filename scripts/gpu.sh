@@ -751,11 +751,11 @@ if want dp || want dp_moe; then
         || echo "dp_moe: no test_mode note in moe_ws2_test_mode.log"
     fi
     echo "-- $variant: world size 2 ($ws2_where) against world size 1; then its graph modes against its eager run:"
-    {
-      "${PY[@]}" bench/data_parallel_report.py losses "$D/${variant}_ws1/metrics.jsonl" "${ws2_runs[@]}"
-      "${PY[@]}" bench/data_parallel_report.py losses "$D/${variant}_ws2/metrics.jsonl" "${graph_runs[@]}"
-    } | tee "$D/losses_${variant}.txt"
-    record "dp $variant ws2 vs ws1 ($ws2_where)" "$(grep -c 'as the reference' "$D/losses_${variant}.txt")/$(( ${#ws2_runs[@]} + ${#graph_runs[@]} )) MoE metrics as the reference, $(grep -c 'bitwise equal' "$D/losses_${variant}.txt")/${#graph_runs[@]} graph modes bitwise (losses_${variant}.txt)"
+    "${PY[@]}" bench/data_parallel_report.py losses "$D/${variant}_ws1/metrics.jsonl" "${ws2_runs[@]}" \
+      | tee "$D/losses_${variant}.txt"
+    "${PY[@]}" bench/data_parallel_report.py losses "$D/${variant}_ws2/metrics.jsonl" "${graph_runs[@]}" \
+      | tee "$D/losses_${variant}_graphs.txt"
+    record "dp $variant ws2 vs ws1 ($ws2_where)" "$(cat "$D/losses_${variant}.txt" "$D/losses_${variant}_graphs.txt" | grep -c 'as the reference')/$(( ${#ws2_runs[@]} + ${#graph_runs[@]} )) MoE metrics as the reference, $(grep -c 'bitwise equal' "$D/losses_${variant}_graphs.txt")/${#graph_runs[@]} graph modes bitwise (losses_${variant}*.txt)"
   done
 fi
 
