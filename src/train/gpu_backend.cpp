@@ -26,8 +26,8 @@ GpuBackend::GpuBackend(const config::Config& config, const model::ModelSpec& mod
                        const model::OptimizerSpec& optimizer, rng::RngState rng, dist::GradientReducer* reducer) {
   model::TrainStepOptions step_options;
   step_options.reducer = reducer;
-  // validation.test_mode: the ranks compare their weights' fingerprints after every step (DistributedGpuBackend::collect); one
-  // process has nothing to compare them with.
+  // validation.test_mode: the ranks compare their weights' fingerprints after every step
+  // (DistributedGpuBackend::collect); one process has nothing to compare them with.
   step_options.weight_fingerprints =
       config.validation.test_mode && reducer != nullptr && reducer->layout().world_size > 1;
   step_ = std::make_unique<model::TrainStep>(model, batch, optimizer, rng.seed, step_options);
