@@ -21,6 +21,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -96,7 +97,9 @@ class IndexedDataset {
  private:
   IndexedDataset() = default;
   void validate_index();
-  void check_sequences_tile_bin(const char* index_file) const;
+  // Throws when the sequences do not tile the .bin: first_gap and end (the last sequence's end in bytes) come from
+  // validate_index's single pass over the arrays.
+  void check_sequences_tile_bin(const char* index_file, std::optional<uint64_t> first_gap, int64_t end) const;
   uint64_t token_start(uint64_t s) const;   // stream position of sequence s's first token; S gives num_tokens()
   uint64_t sequence_holding(uint64_t position) const;  // the sequence of stream position < num_tokens()
   std::string described_bin_bytes() const;  // the .bin size the .idx expects, for messages
