@@ -205,6 +205,25 @@ void Rendezvous::require_same(const std::string& key, const std::string& value, 
   }
 }
 
+std::optional<RankDifference> Rendezvous::differences_from_rank0(const std::string& key, const std::string& digest,
+                                                                 const std::string& text) {
+  StoreClient& store = *client_;
+  const double wait = settings_.timeout_seconds;
+  const std::vector<std::string> digests = store.all_gather(key + "/digest", digest, wait);
+  RankDifference d;
+  for (size_t r = 1; r < digests.size(); ++r) {
+    if (digests[r] != digests[0]) d.ranks.push_back(static_cast<int>(r));
+  }
+  if (d.ranks.empty()) return std::nullopt;
+  // Every rank reads rank 0's text and the first differing rank's, so every rank can throw the same error.
+  const int first = d.ranks[0];
+  const auto text_key = [&key](int r) { return strprintf("%s/text/rank%d", key.c_str(), r); };
+  if (rank() == 0 || rank() == first) store.set(text_key(rank()), text);
+  d.rank0 = rank() == 0 ? text : store.get(text_key(0), wait);
+  d.first = rank() == first ? text : store.get(text_key(first), wait);
+  return d;
+}
+
 void Rendezvous::report_failure(const std::string& message) noexcept {
   finished_ = true;  // reported: the destructor adds nothing
   if (client_) client_->report_failure(message);

@@ -14,6 +14,7 @@
 // per-step stop agreement and the liveness signal (dist/store_client.h).
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ struct StopAgreement {
 };
 // The agreement from every rank's reason (index = rank).
 StopAgreement agree_on_stop(const std::vector<int>& reasons);
+// The ranks whose value differs from rank 0's (ascending), with rank 0's text and the first of them's
+// (Rendezvous::differences_from_rank0).
+struct RankDifference {
+  std::vector<int> ranks;
+  std::string rank0, first;
+};
 
 class Rendezvous {
  public:
@@ -57,6 +64,12 @@ class Rendezvous {
   StopAgreement agree_stop(const std::string& key, int local_reason, double timeout_seconds);
   // Throws sg::Error on every rank, naming the ranks and values, unless all ranks pass the same value.
   void require_same(const std::string& key, const std::string& value, const std::string& what);
+  // require_same's digest form, for values too large to all-gather (a configuration, weight fingerprints): the ranks
+  // whose `text` differs from rank 0's, by its `digest` (all-gathered under `key`), with rank 0's text and the first
+  // of them's; nullopt when none differs. Only on a difference do the two texts go through the store, so that every
+  // rank can build the same error from them. Collective.
+  std::optional<RankDifference> differences_from_rank0(const std::string& key, const std::string& digest,
+                                                       const std::string& text);
 
   void report_failure(const std::string& message) noexcept;
   void finish();  // normal end of this rank: a barrier with every other rank

@@ -159,29 +159,9 @@ std::vector<uint64_t> parse_hex_words(const std::string& text) {
 
 }  // namespace
 
-std::optional<DistributedRun::RankDifference> DistributedRun::differences_from_rank0(const std::string& key,
-                                                                                     const std::string& digest,
-                                                                                     const std::string& text) {
-  dist::StoreClient& store = rendezvous_->store();
-  const double wait = settings_.timeout_seconds;
-  const std::vector<std::string> digests = store.all_gather(key + "/digest", digest, wait);
-  RankDifference d;
-  for (size_t r = 1; r < digests.size(); ++r) {
-    if (digests[r] != digests[0]) d.ranks.push_back(static_cast<int>(r));
-  }
-  if (d.ranks.empty()) return std::nullopt;
-  // Every rank reads rank 0's text and the first differing rank's, so every rank can throw the same error.
-  const int first = d.ranks[0];
-  const auto text_key = [&key](int r) { return strprintf("%s/text/rank%d", key.c_str(), r); };
-  if (rank() == 0 || rank() == first) store.set(text_key(rank()), text);
-  d.rank0 = rank() == 0 ? text : store.get(text_key(0), wait);
-  d.first = rank() == first ? text : store.get(text_key(first), wait);
-  return d;
-}
-
 void DistributedRun::require_same_config(const config::Config& config) {
   const std::string lines = config::key_value_lines(config);
-  const std::optional<RankDifference> d = differences_from_rank0(
+  const std::optional<dist::RankDifference> d = rendezvous_->differences_from_rank0(
       strprintf("config/%lld", static_cast<long long>(++configs_checked_)), checkpoint::config_hash_hex(lines), lines);
   if (!d) return;
   const std::vector<config::KeyDifference> differences = config::key_differences(d->rank0, d->first);
@@ -203,7 +183,7 @@ void DistributedRun::require_same_config(const config::Config& config) {
 
 void DistributedRun::require_same_weights(int64_t step, const std::vector<uint64_t>& fingerprints,
                                           const std::function<std::string(int64_t)>& describe) {
-  const std::optional<RankDifference> d = differences_from_rank0(
+  const std::optional<dist::RankDifference> d = rendezvous_->differences_from_rank0(
       strprintf("weights/%lld", static_cast<long long>(step)),
       strprintf("%016llx", static_cast<unsigned long long>(ref::fingerprint_digest(fingerprints))),
       hex_words(fingerprints));

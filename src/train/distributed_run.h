@@ -124,15 +124,6 @@ class DistributedRun {
   void finish();
 
  private:
-  // The ranks whose `text` differs from rank 0's (by its `digest`, all-gathered under `key`), with rank 0's text and
-  // the first of them's; nullopt when none differs. Collective.
-  struct RankDifference {
-    std::vector<int> ranks;
-    std::string rank0, first;
-  };
-  std::optional<RankDifference> differences_from_rank0(const std::string& key, const std::string& digest,
-                                                       const std::string& text);
-
   dist::WorldInfo world_;
   dist::RendezvousSettings settings_;
   std::unique_ptr<dist::Rendezvous> rendezvous_;

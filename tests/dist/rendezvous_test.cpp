@@ -143,6 +143,31 @@ TEST(Rendezvous, DifferentValuesOnRanksAreAnErrorOnEveryRank) {
   for (const RankOutcome& o : outcomes) EXPECT_EQ(o.code(), 0) << o.stderr_text;
 }
 
+// The digest form: equal digests give nullopt everywhere (a value the same on every rank, then another where two of
+// four ranks differ); every rank gets the same answer, the differing ranks in order with rank 0's text and the first
+// differing rank's, although only those two put a text in the store.
+TEST(Rendezvous, DigestsThatDifferFromRankZerosGiveEveryRankBothTexts) {
+  const int port = find_free_port();
+  const int world = 4;
+  const auto outcomes = run_ranks(world, [&](int rank) {
+    Rendezvous rdzv(loopback_world(rank, world, port), quick());
+    if (rdzv.differences_from_rank0("same", "d0", "text of every rank")) return 30;
+    const bool odd = rank == 1 || rank == 3;
+    const std::optional<RankDifference> d =
+        rdzv.differences_from_rank0("odd", odd ? "d1" : "d0", strprintf("text of rank %d", rank));
+    if (!d) return 31;
+    if (d->ranks != std::vector<int>{1, 3}) return 32;
+    if (d->rank0 != "text of rank 0") return 33;
+    if (d->first != "text of rank 1") return 34;
+    rdzv.finish();
+    return 0;
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(outcomes[static_cast<size_t>(r)].code(), 0) << "rank " << r << ":\n"
+                                                          << outcomes[static_cast<size_t>(r)].stderr_text;
+  }
+}
+
 TEST(Rendezvous, ARankThatDiesEndsEveryOtherRankWithinSeconds) {
   const int port = find_free_port();
   const int world = 3;
