@@ -366,6 +366,12 @@ if named edge_configs; then
   # mixed_precision recipe, under the whole-step graph.
   edge_run llama/tiny scheduler.start_weight_decay=0 scheduler.end_weight_decay=0.1 \
     scheduler.weight_decay_incr_style=cosine mixed_precision=bf16_mixed "${L[@]}" --cuda_graph_scope full_iteration
+  # Megatron's warmup-stable-decay and inverse-square-root lr schedules (computed on the device from the step counter,
+  # as the others), the warmup rising from lr_warmup_init, under the whole-step graph and the per-layer graphs.
+  edge_run llama/tiny scheduler.lr_decay_style=WSD scheduler.lr_wsd_decay_style=minus_sqrt \
+    scheduler.lr_wsd_decay_iters=3 scheduler.lr_decay_iters=6 scheduler.lr_warmup_init=1e-5 "${L[@]}" \
+    --cuda_graph_scope full_iteration
+  edge_run llama/tiny scheduler.lr_decay_style=inverse-square-root "${TE[@]}" --cuda_graph_scope attn,mlp
   # Megatron's newer spelling of the whole-step graph (validate reads it as local + full_iteration).
   edge_run llama/tiny model.cuda_graph_impl=full_iteration model.use_te_rng_tracker=true rng.te_rng_tracker=true
   edge_run llama/tiny model.hidden_dropout=0.1 model.attention_dropout=0.1 model.recompute_granularity=selective \

@@ -49,8 +49,6 @@ inline constexpr const char* kHfMetadataEffect =
 inline constexpr const char* kNoPythonEffect = "stepgraph is not Python: no garbage collector";
 inline constexpr const char* kScheduleEffect = "a schedule: the all-gathered weights are the same";
 inline constexpr const char* kFp32Spellings = "fp32, float32, torch.float32";  // Bridge's spellings of fp32
-inline constexpr const char* kWsdEffect =
-    "read only with lr_decay_style WSD, which stepgraph does not implement (refused)";
 inline constexpr const char* kLoaderEffect =
     "stepgraph reads its batches with its own loader (no PyTorch DataLoader workers or builder threads)";
 // Precision (Megatron's TransformerConfig and OptimizerConfig, Bridge's MixedPrecisionConfig): stepgraph trains in bf16
@@ -252,8 +250,6 @@ inline constexpr BridgeInertKey kBridgeInertKeys[] = {
     {.section = "optimizer", .key = "main_params_dtype", .accepts = InertValues::listed, .neutral = kFp32Spellings,
      .what = "dtype of the main (master) weights with the precision-aware optimizer (fp32 without it)",
      .effect = "the main weights are fp32"},
-    {.section = "scheduler", .key = "lr_warmup_init", .accepts = InertValues::listed, .neutral = "0",
-     .what = "the learning rate the warmup starts from", .effect = "0: the warmup rises from 0"},
     {.section = "scheduler", .key = "override_opt_param_scheduler", .accepts = InertValues::any_bool,
      .neutral = "",
      .what = "on resume, take the schedule (lr, min_lr, warmup, decay iterations and style) from the config, "
@@ -263,12 +259,6 @@ inline constexpr BridgeInertKey kBridgeInertKeys[] = {
     {.section = "scheduler", .key = "use_checkpoint_opt_param_scheduler", .accepts = InertValues::listed,
      .neutral = "false", .what = "on resume, take the schedule from the checkpoint instead of the config",
      .effect = "false: the schedule is the config's"},
-    {.section = "scheduler", .key = "lr_wsd_decay_style", .accepts = InertValues::listed,
-     .neutral = "exponential, linear, cosine, minus_sqrt",
-     .what = "decay of the warmup-stable-decay schedule's last phase (lr_decay_style WSD)", .effect = kWsdEffect},
-    {.section = "scheduler", .key = "lr_wsd_decay_iters", .accepts = InertValues::any, .neutral = "",
-     .what = "iterations of the warmup-stable-decay schedule's last phase (lr_decay_style WSD)",
-     .effect = kWsdEffect},
     {.section = "dataset", .key = "num_workers", .accepts = InertValues::any, .neutral = "",
      .what = "PyTorch DataLoader worker processes", .effect = kLoaderEffect},
     {.section = "dataset", .key = "num_dataset_builder_threads", .accepts = InertValues::any, .neutral = "",

@@ -168,7 +168,12 @@ struct OptimizerConfig {
 struct SchedulerConfig {
   int64_t lr_warmup_iters = 0;
   std::optional<int64_t> lr_decay_iters;  // null: train_iters
-  std::string lr_decay_style = "linear";  // constant, linear, cosine, inverse-square-root
+  std::string lr_decay_style = "linear";  // constant, linear, cosine, inverse-square-root, WSD
+  double lr_warmup_init = 0.0;            // the lr the warmup rises from
+  // WSD (warmup-stable-decay): the annealing phase's style and length, which ends at lr_decay_iters.
+  std::string lr_wsd_decay_style = "exponential";  // exponential, linear, cosine, minus_sqrt
+  std::optional<int64_t> lr_wsd_decay_iters;
+  std::optional<int64_t> lr_wsd_decay_samples;  // with train.train_samples
   // Megatron's sample-based schedule lengths, with train.train_samples (config/training_samples.h).
   int64_t lr_warmup_samples = 0;
   std::optional<int64_t> lr_decay_samples;  // null: train.train_samples
@@ -443,7 +448,14 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("scheduler", "lr_warmup_fraction", c.scheduler.lr_warmup_fraction,
     "warmup as a fraction of lr_decay_iters, to the nearest step (instead of lr_warmup_iters); null: none");
   v("scheduler", "lr_decay_style", c.scheduler.lr_decay_style,
-    "constant, linear, cosine, inverse-square-root");
+    "constant, linear, cosine, inverse-square-root, WSD (warmup-stable-decay)");
+  v("scheduler", "lr_warmup_init", c.scheduler.lr_warmup_init, "the lr the warmup rises from (<= optimizer.lr)");
+  v("scheduler", "lr_wsd_decay_style", c.scheduler.lr_wsd_decay_style,
+    "WSD's annealing: exponential, linear, cosine, minus_sqrt");
+  v("scheduler", "lr_wsd_decay_iters", c.scheduler.lr_wsd_decay_iters,
+    "WSD: the annealing steps, ending at lr_decay_iters; null: none (WSD needs it)");
+  v("scheduler", "lr_wsd_decay_samples", c.scheduler.lr_wsd_decay_samples,
+    "with train.train_samples: WSD's annealing in samples (a multiple of global_batch_size)");
   v("scheduler", "start_weight_decay", c.scheduler.start_weight_decay,
     "AdamW's weight decay at the first step (replaces optimizer.weight_decay); null = optimizer.weight_decay");
   v("scheduler", "end_weight_decay", c.scheduler.end_weight_decay,

@@ -1,5 +1,6 @@
 #include "config/training_samples.h"
 
+#include <optional>
 #include <string>
 
 #include "config/schedule_lengths.h"
@@ -13,14 +14,17 @@ void resolve_sample_based_lengths(Config& config, std::vector<Violation>& violat
   const auto fail = [&](const std::string& message, const std::vector<std::string>& keys, const std::string& fix) {
     violations.push_back({16, message, detail::key_values(config, keys), fix});
   };
-  const bool sample_fields = s.lr_warmup_samples != 0 || s.lr_decay_samples.has_value();
+  const bool sample_fields =
+      s.lr_warmup_samples != 0 || s.lr_decay_samples.has_value() || s.lr_wsd_decay_samples.has_value();
   if (!t.train_samples) {
     if (sample_fields) {
       fail(
-          "scheduler.lr_warmup_samples and lr_decay_samples go with train.train_samples (sample-based training); "
-          "this run counts train.train_iters",
-          {"scheduler.lr_warmup_samples", "scheduler.lr_decay_samples", "train.train_iters"},
-          "use scheduler.lr_warmup_iters / lr_decay_iters, or set train.train_samples (and train.train_iters=null)");
+          "scheduler.lr_warmup_samples, lr_decay_samples and lr_wsd_decay_samples go with train.train_samples "
+          "(sample-based training); this run counts train.train_iters",
+          {"scheduler.lr_warmup_samples", "scheduler.lr_decay_samples", "scheduler.lr_wsd_decay_samples",
+           "train.train_iters"},
+          "use scheduler.lr_warmup_iters / lr_decay_iters / lr_wsd_decay_iters, or set train.train_samples (and "
+          "train.train_iters=null)");
     }
     return;
   }
@@ -51,13 +55,19 @@ void resolve_sample_based_lengths(Config& config, std::vector<Violation>& violat
          {"train.train_iters", "train.train_samples"}, "keep one: train.train_iters=null, or train.train_samples=null");
     return;
   }
+  const std::optional<int64_t> wsd_steps =
+      s.lr_wsd_decay_samples ? std::optional<int64_t>(*s.lr_wsd_decay_samples / gbs) : std::nullopt;
   if ((s.lr_warmup_iters != 0 && s.lr_warmup_iters != warmup_steps) ||
-      (s.lr_decay_iters && *s.lr_decay_iters != decay_steps)) {
+      (s.lr_decay_iters && *s.lr_decay_iters != decay_steps) ||
+      (s.lr_wsd_decay_iters && s.lr_wsd_decay_iters != wsd_steps)) {
     fail(
-        "sample-based training (train.train_samples) takes its schedule in samples: lr_warmup_samples and "
-        "lr_decay_samples, not lr_warmup_iters and lr_decay_iters (Bridge refuses the mix)",
-        {"train.train_samples", "scheduler.lr_warmup_iters", "scheduler.lr_decay_iters"},
-        "set scheduler.lr_warmup_iters=0 scheduler.lr_decay_iters=null and give the lengths in samples");
+        "sample-based training (train.train_samples) takes its schedule in samples: lr_warmup_samples, "
+        "lr_decay_samples and lr_wsd_decay_samples, not lr_warmup_iters, lr_decay_iters and lr_wsd_decay_iters "
+        "(Bridge refuses the mix)",
+        {"train.train_samples", "scheduler.lr_warmup_iters", "scheduler.lr_decay_iters",
+         "scheduler.lr_wsd_decay_iters"},
+        "set scheduler.lr_warmup_iters=0 scheduler.lr_decay_iters=null scheduler.lr_wsd_decay_iters=null and give "
+        "the lengths in samples");
     return;
   }
   // A length in samples the steps' schedule reproduces: a whole number of global batches.
@@ -74,6 +84,8 @@ void resolve_sample_based_lengths(Config& config, std::vector<Violation>& violat
   const bool warmup_ok = whole_batches("scheduler.lr_warmup_samples", s.lr_warmup_samples);
   const bool decay_ok =
       whole_batches(s.lr_decay_samples ? "scheduler.lr_decay_samples" : "train.train_samples", decay_samples);
+  const bool wsd_ok = !s.lr_wsd_decay_samples || *s.lr_wsd_decay_samples < 1 ||
+                      whole_batches("scheduler.lr_wsd_decay_samples", *s.lr_wsd_decay_samples);
   if (warmup_ok && decay_ok && s.lr_warmup_samples >= decay_samples) {
     fail("lr_warmup_samples must be less than lr_decay_samples (null = train.train_samples)",
          {"scheduler.lr_warmup_samples", "scheduler.lr_decay_samples", "train.train_samples"},
@@ -94,6 +106,11 @@ void resolve_sample_based_lengths(Config& config, std::vector<Violation>& violat
   if (warmup_ok && decay_ok && !s.lr_decay_iters) {
     s.lr_decay_iters = decay_steps;
     config.derived_keys.push_back("scheduler.lr_decay_iters");
+  }
+  // WSD's annealing phase in steps (config/lr_decay.h checks it; a length below one sample is reported there).
+  if (wsd_ok && wsd_steps && !s.lr_wsd_decay_iters) {
+    s.lr_wsd_decay_iters = *s.lr_wsd_decay_samples < 1 ? *s.lr_wsd_decay_samples : *wsd_steps;
+    config.derived_keys.push_back("scheduler.lr_wsd_decay_iters");
   }
 }
 

@@ -92,9 +92,6 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
     out.push_back({"linear-layer biases", {"model.add_bias_linear", "model.add_qkv_bias"}});
   }
   if (c.dataset.packed_sequence) out.push_back({"packed sequences", {"dataset.packed_sequence"}});
-  if (const auto style = unimplemented_lr_decay_style(c.scheduler.lr_decay_style)) {
-    out.push_back({*style + " lr decay", {"scheduler.lr_decay_style"}});
-  }
   return out;
 }
 
@@ -114,6 +111,7 @@ class Validator {
     rules5_to_15();
     detail::check_shapes(report_.config, report_.violations, report_.notes);
     check_lr_warmup_fraction(report_.config, report_.violations, report_.notes);
+    check_lr_schedule(report_.config, report_.violations, report_.notes);
     detail::check_user_data(report_.config, report_.violations, report_.notes);
     detail::check_recompute(report_.config, report_.violations, report_.notes);
     detail::check_bridge_inert_keys(report_.config, report_.violations, report_.notes);

@@ -266,6 +266,7 @@ void ShapeChecker::check_batch_and_optimizer() {
          "cap the warmup at lr_decay_iters - 1 with a log line, which changes the schedule the recipe asks for");
   }
   one_of("scheduler.lr_decay_style", s.lr_decay_style, lr_decay_style_names());
+  one_of("scheduler.lr_wsd_decay_style", s.lr_wsd_decay_style, lr_wsd_decay_style_names());
   // Megatron's asserts (OptimizerParamScheduler): non-negative, never decreasing, constant means one value.
   if (s.start_weight_decay) non_negative("scheduler.start_weight_decay", *s.start_weight_decay);
   if (s.end_weight_decay) non_negative("scheduler.end_weight_decay", *s.end_weight_decay);

@@ -59,15 +59,38 @@ SG_UNROLL
 
 // step = optimizer steps done so far; see kernels/lr_schedule.h.
 SG_DEVICE float scheduled_lr(const LrScheduleConfig& s, int64_t step) {
+  using Style = LrScheduleConfig::Style;
+  using WsdDecay = LrScheduleConfig::WsdDecay;
   const double lr = s.lr, min_lr = s.min_lr;
   if (step < s.warmup_iters) {
-    return static_cast<float>(lr * static_cast<double>(step + 1) / static_cast<double>(s.warmup_iters));
+    const double init = s.warmup_init;
+    return static_cast<float>(init + (lr - init) * static_cast<double>(step + 1) / static_cast<double>(s.warmup_iters));
   }
-  if (s.style == LrScheduleConfig::Style::constant) return s.lr;
+  if (s.style == Style::constant) return s.lr;
   if (step >= s.decay_iters) return s.min_lr;
+  if (s.style == Style::inverse_square_root) {
+    const double g = static_cast<double>(s.samples_per_step);
+    const double warmup = fmax(static_cast<double>(s.warmup_iters) * g, 1.0);
+    const double done = fmax(static_cast<double>(step) * g, 1.0);
+    return static_cast<float>(fmax(min_lr, lr * sqrt(warmup) / sqrt(done)));
+  }
+  double coeff = 1.0;
+  if (s.style == Style::wsd) {
+    const int64_t anneal_start = s.decay_iters - s.wsd_decay_iters;
+    if (step > anneal_start) {
+      const double q = static_cast<double>(step - anneal_start) / static_cast<double>(s.wsd_decay_iters);
+      switch (s.wsd_decay) {
+        case WsdDecay::exponential: coeff = 2.0 * pow(0.5, q) - 1.0; break;
+        case WsdDecay::linear: coeff = 1.0 - q; break;
+        case WsdDecay::cosine: coeff = 0.5 * (1.0 + cos(kPi * q)); break;
+        case WsdDecay::minus_sqrt: coeff = 1.0 - sqrt(q); break;
+      }
+    }
+    return static_cast<float>(min_lr + (lr - min_lr) * coeff);
+  }
   const double progress =
       static_cast<double>(step - s.warmup_iters) / static_cast<double>(s.decay_iters - s.warmup_iters);
-  if (s.style == LrScheduleConfig::Style::linear) return static_cast<float>(min_lr + (lr - min_lr) * (1.0 - progress));
+  if (s.style == Style::linear) return static_cast<float>(min_lr + (lr - min_lr) * (1.0 - progress));
   return static_cast<float>(min_lr + (lr - min_lr) * 0.5 * (1.0 + cos(kPi * progress)));
 }
 
@@ -153,6 +176,13 @@ void run(const Launch& launch, const OptimizerStepScalarsParams& p) {
   SG_CHECK(p.schedule.warmup_iters >= 0 && p.schedule.decay_iters >= 0,
            strprintf("optimizer_step_scalars: lr schedule warmup_iters=%lld and decay_iters=%lld must be >= 0",
                      static_cast<long long>(p.schedule.warmup_iters), static_cast<long long>(p.schedule.decay_iters)));
+  SG_CHECK(
+      p.schedule.style != LrScheduleConfig::Style::wsd ||
+          (p.schedule.wsd_decay_iters > 0 && p.schedule.wsd_decay_iters <= p.schedule.decay_iters),
+      strprintf("optimizer_step_scalars: a WSD lr schedule needs 0 < wsd_decay_iters=%lld <= decay_iters=%lld",
+                static_cast<long long>(p.schedule.wsd_decay_iters), static_cast<long long>(p.schedule.decay_iters)));
+  SG_CHECK(p.schedule.samples_per_step > 0, strprintf("optimizer_step_scalars: lr schedule samples_per_step=%lld > 0",
+                                                      static_cast<long long>(p.schedule.samples_per_step)));
   const WeightDecayScheduleConfig& wd = p.weight_decay;
   SG_CHECK(wd.style == WeightDecayScheduleConfig::Style::constant || (wd.incr_samples > 0 && wd.samples_per_step > 0),
            strprintf("optimizer_step_scalars: a changing weight-decay schedule needs incr_samples=%lld and "

@@ -10,6 +10,7 @@
 #include "model/dropout_sites.h"
 #include "model/init.h"
 #include "model/layer_registry.h"
+#include "model/lr_schedule.h"
 #include "model/weight_decay_schedule.h"
 #include "reference/adamw.h"
 #include "reference/cross_entropy.h"
@@ -29,20 +30,6 @@ namespace {
 constexpr int64_t kLmHeadChunkRows = 128;
 
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
-
-ref::LrSchedule lr_schedule(const OptimizerSpec& o) {
-  ref::LrSchedule s;
-  s.lr = static_cast<float>(o.lr);
-  s.min_lr = static_cast<float>(o.min_lr);
-  s.warmup_iters = o.lr_warmup_iters;
-  s.decay_iters = o.lr_decay_iters;
-  switch (o.lr_decay_style) {
-    case LrDecayStyle::constant: s.style = ref::LrSchedule::Style::constant; break;
-    case LrDecayStyle::linear: s.style = ref::LrSchedule::Style::linear; break;
-    case LrDecayStyle::cosine: s.style = ref::LrSchedule::Style::cosine; break;
-  }
-  return s;
-}
 
 void add_into(float* dst, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
@@ -278,7 +265,7 @@ CpuStepResult CpuModel::train_step(const HostBatch& batch) {
   r.grad_norm = static_cast<float>(norm);
   r.grads_finite = std::isfinite(norm);
   r.clip_coef = ref::clip_coefficient(norm, static_cast<float>(optimizer_.clip_grad));
-  r.lr = ref::lr_at(lr_schedule(optimizer_), steps_done_);
+  r.lr = ref::lr_at(lr_schedule<ref::LrSchedule>(optimizer_, batch_), steps_done_);
   // The layers' own updates (the expert bias) before AdamW, as the GPU step orders them.
   for (auto& layer : layers_) layer->step_end(layout_, weights_.data());
   ref::AdamWConfig adam;

@@ -103,7 +103,9 @@ struct BatchSpec {
 // Optimizer and LR schedule of the training step (Megatron-Bridge optimizer.* / scheduler.* keys).
 // Plan-time constants of the step: only the lr and the weight decay (from the device step counter) change
 // between steps.
-enum class LrDecayStyle : uint8_t { constant, linear, cosine };
+// Megatron's --lr-decay-style and, for WSD, --lr-wsd-decay-style (kernels/lr_schedule.h has the formulas).
+enum class LrDecayStyle : uint8_t { constant, linear, cosine, inverse_square_root, wsd };
+enum class LrWsdDecayStyle : uint8_t { exponential, linear, cosine, minus_sqrt };
 enum class WeightDecayIncrStyle : uint8_t { constant, linear, cosine };
 
 struct OptimizerSpec {
@@ -112,6 +114,10 @@ struct OptimizerSpec {
   int64_t lr_warmup_iters = 0;  // scheduler.lr_warmup_iters
   int64_t lr_decay_iters = 0;   // scheduler.lr_decay_iters: absolute step where the decay ends
   LrDecayStyle lr_decay_style = LrDecayStyle::constant;  // scheduler.lr_decay_style
+  double lr_warmup_init = 0.0;                           // scheduler.lr_warmup_init: the lr the warmup rises from
+  // WSD: the last lr_wsd_decay_iters steps before lr_decay_iters anneal from lr to min_lr in this style.
+  int64_t lr_wsd_decay_iters = 0;                                     // scheduler.lr_wsd_decay_iters
+  LrWsdDecayStyle lr_wsd_decay_style = LrWsdDecayStyle::exponential;  // scheduler.lr_wsd_decay_style
   // AdamW's decay (matrices only, see model/param_builder.h): Megatron's schedule (scheduler.start_weight_decay,
   // end_weight_decay, weight_decay_incr_style; kernels/weight_decay_schedule.h). constant: weight_decay at every
   // step; linear, cosine: from weight_decay to end_weight_decay over weight_decay_incr_samples samples, each step

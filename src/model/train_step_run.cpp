@@ -19,6 +19,7 @@
 #include "model/attention_dropout_seeds.h"
 #include "model/dropout_sites.h"
 #include "model/gradient_readiness.h"
+#include "model/lr_schedule.h"
 #include "model/train_step.h"
 #include "model/weight_decay_schedule.h"
 
@@ -34,20 +35,6 @@ static_assert(offsetof(StepScalars, loss_nonfinite) == offsetof(StepScalars, los
 static_assert(offsetof(StepScalars, grad_nonfinite) == offsetof(StepScalars, loss_nonfinite) + sizeof(int32_t));
 constexpr size_t kPerStepScalarBytes =
     offsetof(StepScalars, grad_nonfinite) + sizeof(int32_t) - offsetof(StepScalars, aux_loss);
-
-kernels::LrScheduleConfig lr_schedule(const OptimizerSpec& o) {
-  kernels::LrScheduleConfig s;
-  s.lr = static_cast<float>(o.lr);
-  s.min_lr = static_cast<float>(o.min_lr);
-  s.warmup_iters = o.lr_warmup_iters;
-  s.decay_iters = o.lr_decay_iters;
-  switch (o.lr_decay_style) {
-    case LrDecayStyle::constant: s.style = kernels::LrScheduleConfig::Style::constant; break;
-    case LrDecayStyle::linear: s.style = kernels::LrScheduleConfig::Style::linear; break;
-    case LrDecayStyle::cosine: s.style = kernels::LrScheduleConfig::Style::cosine; break;
-  }
-  return s;
-}
 
 }  // namespace
 
@@ -87,7 +74,7 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
                                            .grad_nonfinite = &scalars_->grad_nonfinite,
                                            .loss = &scalars_->loss,
                                            .loss_nonfinite = &scalars_->loss_nonfinite,
-                                           .schedule = lr_schedule(optimizer_),
+                                           .schedule = lr_schedule<kernels::LrScheduleConfig>(optimizer_, batch_),
                                            .weight_decay = weight_decay,
                                            .adamw = adam_hyper,
                                            .step_counter = &scalars_->steps_done,

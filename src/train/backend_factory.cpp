@@ -42,6 +42,11 @@ model::OptimizerSpec optimizer_spec(const config::Config& config) {
   o.lr_warmup_iters = config::resolved_lr_warmup_iters(config);  // lr_warmup_samples' steps with train_samples
   o.lr_decay_iters = config::resolved_lr_decay_iters(config).value_or(0);
   o.lr_decay_style = config::lr_decay_style(config.scheduler.lr_decay_style);
+  o.lr_warmup_init = config.scheduler.lr_warmup_init;
+  if (o.lr_decay_style == model::LrDecayStyle::wsd) {
+    o.lr_wsd_decay_iters = config.scheduler.lr_wsd_decay_iters.value_or(0);  // lr_wsd_decay_samples' steps too
+    o.lr_wsd_decay_style = config::lr_wsd_decay_style(config.scheduler.lr_wsd_decay_style);
+  }
   return o;
 }
 

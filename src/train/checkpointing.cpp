@@ -29,9 +29,9 @@ using checkpoint::TensorRef;
 // The canonical text as it was before keys were added whose reset values it holds, so checkpoints saved then hash as
 // the same configuration: the validation section's two keys were the train section's last ones, and the
 // weight-decay schedule's keys (a constant one folded into optimizer.weight_decay) and
-// tokenizer.use_tokenizer_vocab_size (whose effect is model.vocab_size's value) and the sample-based lengths (folded
-// into the steps) did not exist.
-std::string as_before_newer_keys(std::string text, bool weight_decay_folded) {
+// tokenizer.use_tokenizer_vocab_size (whose effect is model.vocab_size's value), the sample-based lengths (folded
+// into the steps) and the lr schedule's warmup start and WSD keys (folded where they shape nothing) did not exist.
+std::string as_before_newer_keys(std::string text, bool weight_decay_folded, bool lr_schedule_folded) {
   std::vector<const char*> lines = {"  use_tokenizer_vocab_size: false\n",
                                     "  train_samples: null\n",
                                     "  num_epochs: null\n",
@@ -42,6 +42,11 @@ std::string as_before_newer_keys(std::string text, bool weight_decay_folded) {
   if (weight_decay_folded) {
     lines.insert(lines.end(), {"  start_weight_decay: null\n", "  end_weight_decay: null\n",
                                "  weight_decay_incr_style: constant\n"});
+  }
+  lines.push_back("  lr_wsd_decay_samples: null\n");
+  if (lr_schedule_folded) {
+    lines.insert(lines.end(),
+                 {"  lr_warmup_init: 0.0\n", "  lr_wsd_decay_style: exponential\n", "  lr_wsd_decay_iters: null\n"});
   }
   for (const char* line : lines) {
     const size_t at = text.find(line);
@@ -101,6 +106,15 @@ std::string canonical_config(const config::Config& config) {
   c.scheduler.lr_decay_samples.reset();
   c.train.train_samples.reset();
   c.train.num_epochs.reset();  // like train_iters, which it makes: the run's length
+  // The schedule's shape keys of later versions hash only where they shape it (as before them otherwise): the warmup's
+  // start under a warmup, WSD's annealing under WSD (in steps, as validate derived them from samples).
+  c.scheduler.lr_wsd_decay_samples.reset();
+  if (config::resolved_lr_warmup_iters(config) == 0) c.scheduler.lr_warmup_init = 0.0;
+  if (c.scheduler.lr_decay_style != "WSD") {
+    c.scheduler.lr_wsd_decay_style = config::SchedulerConfig{}.lr_wsd_decay_style;
+    c.scheduler.lr_wsd_decay_iters.reset();
+  }
+  const bool lr_schedule_folded = c.scheduler.lr_warmup_init == 0.0 && c.scheduler.lr_decay_style != "WSD";
   c.rerun_state_machine = {};
   c.ddp = {};
   // Sharding the optimizer state only moves it between ranks (and changes the grad norm's fp64 summation
@@ -112,7 +126,7 @@ std::string canonical_config(const config::Config& config) {
   c.model.use_te_rng_tracker = false;
   c.rng.te_rng_tracker = false;
   c.source.clear();
-  std::string text = as_before_newer_keys(config::emit_yaml(c), !decay_changes);
+  std::string text = as_before_newer_keys(config::emit_yaml(c), !decay_changes, lr_schedule_folded);
   // train_iters is left out above, but a changing decay's length (train_iters x global batch, or train_samples)
   // decides every step's decay.
   if (decay_changes) {

@@ -1,6 +1,7 @@
 #include "train/run_plan.h"
 
 #include "checkpoint/hf_config.h"
+#include "config/lr_decay.h"
 #include "config/model_config.h"
 #include "config/weight_decay.h"
 #include "core/error.h"
@@ -183,9 +184,36 @@ std::string describe_graph_plan(const config::Config& config) {
   return text;
 }
 
+std::string describe_lr_schedule(const config::Config& config) {
+  const model::OptimizerSpec o = optimizer_spec(config);
+  std::string text = "lr: ";
+  if (o.lr_warmup_iters > 0) {
+    text += strprintf("warmup over %lld step%s from %g to %g, then ", static_cast<long long>(o.lr_warmup_iters),
+                      o.lr_warmup_iters == 1 ? "" : "s", o.lr_warmup_init, o.lr);
+  }
+  const long long end = o.lr_decay_iters;
+  switch (o.lr_decay_style) {
+    case model::LrDecayStyle::constant: return text + strprintf("%g constant", o.lr);
+    case model::LrDecayStyle::linear:
+    case model::LrDecayStyle::cosine:
+      return text + strprintf("%s decay from %g to %g at step %lld", config.scheduler.lr_decay_style.c_str(), o.lr,
+                              o.min_lr, end);
+    case model::LrDecayStyle::inverse_square_root:
+      return text + strprintf(
+                        "%g times the inverse square root of the samples done over the warmup's (at least "
+                        "%g), %g from step %lld",
+                        o.lr, o.min_lr, o.min_lr, end);
+    case model::LrDecayStyle::wsd:
+      return text + strprintf("WSD: %g until step %lld, then %s annealing to %g at step %lld", o.lr,
+                              end - o.lr_wsd_decay_iters, config.scheduler.lr_wsd_decay_style.c_str(), o.min_lr, end);
+  }
+  return text;
+}
+
 std::vector<std::string> describe_run_plan(const config::Config& config) {
-  return {describe_model(config), describe_batch(config), describe_optimizer(config), describe_gpu_memory_plan(config),
-          describe_activation_plan(config), describe_graph_plan(config)};
+  return {describe_model(config),       describe_batch(config),           describe_optimizer(config),
+          describe_lr_schedule(config), describe_gpu_memory_plan(config), describe_activation_plan(config),
+          describe_graph_plan(config)};
 }
 
 }  // namespace sg::train

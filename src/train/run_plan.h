@@ -19,6 +19,9 @@ std::string describe_batch(const config::Config& config);
 // "optimizer: AdamW (lr 3e-4, ...); fp32 master weights, gradients and Adam moments", or with the
 // precision-aware optimizer the moments' bf16 storage, said as not what PyTorch's fused AdamW keeps.
 std::string describe_optimizer(const config::Config& config);
+// "lr: warmup over 100 steps from 0 to 0.0003, then cosine decay from 0.0003 to 3e-05 at step 10000", or WSD's
+// stable and annealing phases, the inverse square root's floor, a constant lr.
+std::string describe_lr_schedule(const config::Config& config);
 // The GPU arena by category, planned without a device (a few lines).
 std::string describe_gpu_memory_plan(const config::Config& config);
 // Activation bytes of one microbatch per layer, with and without model.recompute_* (a few lines;

@@ -149,7 +149,6 @@ TEST(BridgeInertKeys, EquivalentSpellingsOfANeutralValueAreNeutral) {
                               "optimizer.main_params_dtype=float32",
                               "optimizer.bf16=yes",
                               "optimizer.fp16=off",
-                              "scheduler.lr_warmup_init=0.0",
                               "logger.timing_log_level=-1",
                               "checkpoint.save_optim=True",
                               "ddp.data_parallel_sharding_strategy=optim_grads_params",
@@ -163,8 +162,8 @@ TEST(BridgeInertKeys, EquivalentSpellingsOfANeutralValueAreNeutral) {
        {"model.moe_input_jitter_eps=0.01", "model.moe_permute_fusion=maybe", "model.moe_router_dtype=fp64",
         "model.moe_router_num_groups=8", "model.mtp_num_layers=1", "model.rotary_percent=0.5",
         "model.normalization=LayerNorm", "optimizer.main_grads_dtype=torch.bfloat16",
-        "optimizer.main_params_dtype=fp16", "optimizer.optimizer=sgd", "scheduler.lr_warmup_init=1e-6",
-        "logger.timing_log_level=3", "ddp.data_parallel_sharding_strategy=fsdp", "dataset.dataloader_type=cyclic"}) {
+        "optimizer.main_params_dtype=fp16", "optimizer.optimizer=sgd", "logger.timing_log_level=3",
+        "ddp.data_parallel_sharding_strategy=fsdp", "dataset.dataloader_type=cyclic"}) {
     const ValidationReport r = check({other});
     EXPECT_FALSE(r.ok()) << other;
     EXPECT_TRUE(inert_notes(r).empty()) << other << "\n" << describe(r);
@@ -312,10 +311,7 @@ TEST(BridgeInertKeys, TheSettingsBridgesRecipesShareChangeNothing) {
                                            "optimizer.fp16=false",
                                            "optimizer.main_grads_dtype=torch.float32",
                                            "optimizer.main_params_dtype=torch.float32",
-                                           "scheduler.lr_warmup_init=0.0",
                                            "scheduler.override_opt_param_scheduler=true",
-                                           "scheduler.lr_wsd_decay_style=minus_sqrt",
-                                           "scheduler.lr_wsd_decay_iters=null",
                                            "ddp.overlap_param_gather=true",
                                            "ddp.average_in_collective=true",
                                            "ddp.data_parallel_sharding_strategy=optim_grads_params",

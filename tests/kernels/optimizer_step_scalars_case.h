@@ -52,14 +52,16 @@ struct StepScalarsResult {
 };
 
 inline ref::LrSchedule to_ref(const kernels::LrScheduleConfig& k) {
-  using S = kernels::LrScheduleConfig::Style;
+  // The same fields, the styles in the same order.
   return {.lr = k.lr,
           .min_lr = k.min_lr,
+          .warmup_init = k.warmup_init,
           .warmup_iters = k.warmup_iters,
           .decay_iters = k.decay_iters,
-          .style = k.style == S::constant ? ref::LrSchedule::Style::constant
-                   : k.style == S::linear ? ref::LrSchedule::Style::linear
-                                          : ref::LrSchedule::Style::cosine};
+          .wsd_decay_iters = k.wsd_decay_iters,
+          .samples_per_step = k.samples_per_step,
+          .style = static_cast<ref::LrSchedule::Style>(k.style),
+          .wsd_decay = static_cast<ref::LrSchedule::WsdDecay>(k.wsd_decay)};
 }
 
 inline ref::WeightDecaySchedule to_ref(const kernels::WeightDecayScheduleConfig& k) {
@@ -147,22 +149,47 @@ inline std::vector<StepScalarsCase> norm_cases() {
   return cases;
 }
 
-// Every lr style at the boundary steps of warmups 0, 1 and 2000 (decay ends at 10000), and step 2^40.
+// Every lr style (WSD with each annealing style) at the boundary steps of warmups 0, 1 and 2000 (decay ends at
+// 10000; WSD anneals over its last 2500 steps), a warmup from 0 and from 1e-5, a global batch of 1 and of 3 (the
+// inverse square root counts samples), and step 2^40.
 inline std::vector<StepScalarsCase> schedule_cases() {
   using Style = kernels::LrScheduleConfig::Style;
+  using WsdDecay = kernels::LrScheduleConfig::WsdDecay;
   const std::vector<double> partials = wide_partials(4);
+  struct Shape {
+    Style style;
+    WsdDecay wsd_decay = WsdDecay::exponential;
+  };
+  const std::vector<Shape> shapes = {{Style::constant},
+                                     {Style::linear},
+                                     {Style::cosine},
+                                     {Style::inverse_square_root},
+                                     {Style::wsd, WsdDecay::exponential},
+                                     {Style::wsd, WsdDecay::linear},
+                                     {Style::wsd, WsdDecay::cosine},
+                                     {Style::wsd, WsdDecay::minus_sqrt}};
   std::vector<StepScalarsCase> cases;
   int k = 0;
-  for (const Style style : {Style::constant, Style::linear, Style::cosine}) {
+  for (const Shape& shape : shapes) {
     for (const int64_t warmup : {int64_t{0}, int64_t{1}, int64_t{2000}}) {
-      for (const int64_t step : {int64_t{0}, int64_t{1}, warmup - 1, warmup, warmup + 1, int64_t{3333}, int64_t{9999},
-                                 int64_t{10000}, int64_t{10001}, int64_t{1} << 40}) {
+      for (const int64_t step :
+           {int64_t{0}, int64_t{1}, warmup - 1, warmup, warmup + 1, int64_t{3333}, int64_t{7500}, int64_t{7501},
+            int64_t{8750}, int64_t{9999}, int64_t{10000}, int64_t{10001}, int64_t{1} << 40}) {
         if (step < 0) continue;
         StepScalarsCase c;
-        c.name = strprintf("style_%d_warmup_%lld_step_%lld", static_cast<int>(style), static_cast<long long>(warmup),
-                           static_cast<long long>(step));
+        c.name =
+            strprintf("style_%d_%d_warmup_%lld_step_%lld", static_cast<int>(shape.style),
+                      static_cast<int>(shape.wsd_decay), static_cast<long long>(warmup), static_cast<long long>(step));
         c.partials = partials;
-        c.schedule = {.lr = 3e-4f, .min_lr = 3e-5f, .warmup_iters = warmup, .decay_iters = 10000, .style = style};
+        c.schedule = {.lr = 3e-4f,
+                      .min_lr = 3e-5f,
+                      .warmup_init = k % 2 == 0 ? 0.0f : 1e-5f,
+                      .warmup_iters = warmup,
+                      .decay_iters = 10000,
+                      .wsd_decay_iters = 2500,
+                      .samples_per_step = k % 3 == 0 ? 3 : 1,
+                      .style = shape.style,
+                      .wsd_decay = shape.wsd_decay};
         c.adamw = kAdamWConfigs[k % 2];
         c.weight_decay = kConstantDecays[k % 2];
         c.steps_done = step;

@@ -2,11 +2,12 @@
 // (Bridge's recipes: 0.033 beside optimizer.weight_decay 0.1), so a run with them trains bit for bit as a run with
 // optimizer.weight_decay at that value, and differently from one with 0.1; a decay that changes reaches the step as
 // Megatron's schedule, trains otherwise than a constant one and resumes mid-schedule bit for bit; a sample-based
-// schedule is its steps'.
+// schedule is its steps'; the WSD and inverse-square-root lr schedules reach the step as Megatron computes them.
 #include "train/backend_factory.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <string>
@@ -138,6 +139,50 @@ TEST(OptimizerSpec, AChangingWeightDecayTrainsAndResumesMidScheduleBitForBit) {
     EXPECT_EQ(test::read_file(whole_ckpt + "/iter_0000006/" + file), test::read_file(ckpt + "/iter_0000006/" + file))
         << file;
   }
+  fs::remove_all(dir);
+}
+
+// Megatron's other lr styles reach the step: the CPU backend's logged learning rates are get_lr's, computed here by
+// hand (a global batch of 2; Megatron's warmup one update earlier), and the run plan says the schedule.
+TEST(LrSchedule, WsdAndInverseSquareRootTrainWithMegatronsLearningRates) {
+  const fs::path dir = test::fresh_test_dir("backend_factory_lr_test", fs::current_path());
+  const auto learning_rates = [&](const std::string& name, std::vector<std::string> overrides) {
+    overrides.insert(overrides.begin(), {"train.train_iters=6", "optimizer.lr=0.01", "optimizer.min_lr=0.001"});
+    TrainOptions options;
+    options.run_dir = (dir / name).string();
+    const test::CpuRunOutcome r = test::train_on_cpu(test::one_layer_cpu_config(overrides), options);
+    EXPECT_EQ(r.error, "") << name << "\n" << r.log;
+    std::vector<double> out;
+    for (const auto& j : test::read_jsonl(dir / name / "metrics.jsonl")) {
+      if (j.contains("loss")) out.push_back(j["lr"].get<double>());
+    }
+    return out;
+  };
+  const auto expect_near = [](const std::vector<double>& got, const std::vector<double>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-7 * want[i]) << "step " << i + 1;
+  };
+  // WSD, linear annealing over the last 3 of 6 steps, after a 1-step warmup from 0.002.
+  const std::vector<std::string> wsd = {"scheduler.lr_decay_style=WSD", "scheduler.lr_wsd_decay_style=linear",
+                                        "scheduler.lr_wsd_decay_iters=3", "scheduler.lr_decay_iters=6",
+                                        "scheduler.lr_warmup_iters=1", "scheduler.lr_warmup_init=0.002"};
+  expect_near(learning_rates("wsd", wsd), {0.01, 0.01, 0.01, 0.01, 0.001 + 0.009 * 2.0 / 3.0, 0.001 + 0.009 / 3.0});
+  // The inverse square root of the samples done over the warmup's (2 steps of 2 samples).
+  const std::vector<std::string> isr = {"scheduler.lr_decay_style=inverse-square-root", "scheduler.lr_warmup_iters=2",
+                                        "scheduler.lr_decay_iters=100"};
+  expect_near(learning_rates("isr", isr), {0.005, 0.01, 0.01, 0.01 * std::sqrt(4.0 / 6.0), 0.01 * std::sqrt(0.5),
+                                           0.01 * std::sqrt(0.4)});
+  const auto plan = [](std::vector<std::string> overrides) {
+    overrides.insert(overrides.begin(), {"train.train_iters=6", "optimizer.lr=0.01", "optimizer.min_lr=0.001"});
+    const config::ValidationReport r = config::validate(test::one_layer_cpu_config(overrides));
+    EXPECT_TRUE(r.ok());
+    return describe_lr_schedule(r.config);
+  };
+  EXPECT_EQ(plan(wsd), "lr: warmup over 1 step from 0.002 to 0.01, then WSD: 0.01 until step 3, then linear annealing "
+                       "to 0.001 at step 6");
+  EXPECT_EQ(plan({"scheduler.lr_decay_style=constant", "scheduler.lr_warmup_iters=0"}), "lr: 0.01 constant");
+  EXPECT_EQ(plan(isr), "lr: warmup over 2 steps from 0 to 0.01, then 0.01 times the inverse square root of the samples "
+                       "done over the warmup's (at least 0.001), 0.001 from step 100");
   fs::remove_all(dir);
 }
 

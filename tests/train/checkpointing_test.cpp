@@ -133,5 +133,33 @@ TEST(CanonicalConfigHash, AChangingWeightDecayHashesItsScheduleAndLength) {
   EXPECT_EQ(hash({"train.train_iters=20"}), hash({}));
 }
 
+// The lr schedule's shape keys hash where they shape it, and as before them where they do not (a checkpoint saved
+// before they existed resumes as the same configuration): the warmup's start under a warmup, WSD's annealing under
+// WSD, by its steps (from samples too).
+TEST(CanonicalConfigHash, TheLrScheduleHashesWhatShapesIt) {
+  const auto hash = [](std::vector<std::string> more) {
+    more.insert(more.begin(), {"train.train_iters=10", "scheduler.lr_decay_iters=100"});
+    return validated_tiny_hash(more);
+  };
+  const std::string before = hash({});
+  EXPECT_EQ(before, "fba5d025e3d9d565");
+  EXPECT_EQ(hash({"scheduler.lr_wsd_decay_style=cosine", "scheduler.lr_wsd_decay_iters=20"}), before);
+  EXPECT_EQ(hash({"scheduler.lr_warmup_iters=0", "scheduler.lr_warmup_init=1e-5"}),
+            hash({"scheduler.lr_warmup_iters=0"}));
+  EXPECT_NE(hash({"scheduler.lr_warmup_init=1e-5"}), before);  // llama/tiny warms up over 5 steps
+  const std::string wsd = hash({"scheduler.lr_decay_style=WSD", "scheduler.lr_wsd_decay_iters=20"});
+  EXPECT_NE(wsd, before);
+  EXPECT_NE(wsd, hash({"scheduler.lr_decay_style=WSD", "scheduler.lr_wsd_decay_iters=30"}));
+  EXPECT_NE(wsd, hash({"scheduler.lr_decay_style=WSD", "scheduler.lr_wsd_decay_iters=20",
+                       "scheduler.lr_wsd_decay_style=linear"}));
+  EXPECT_NE(hash({"scheduler.lr_decay_style=inverse-square-root"}), before);
+  // In samples (global batch 4): the steps they make.
+  EXPECT_EQ(validated_tiny_hash({"train.train_iters=null", "train.train_samples=40", "scheduler.lr_warmup_iters=0",
+                                 "scheduler.lr_warmup_samples=20", "scheduler.lr_decay_samples=400",
+                                 "scheduler.lr_decay_style=WSD", "scheduler.lr_wsd_decay_samples=80"}),
+            validated_tiny_hash({"train.train_iters=10", "scheduler.lr_decay_iters=100", "scheduler.lr_decay_style=WSD",
+                                 "scheduler.lr_wsd_decay_iters=20"}));
+}
+
 }  // namespace
 }  // namespace sg::train
