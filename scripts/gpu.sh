@@ -118,6 +118,11 @@ if want bench; then
       record "grouped GEMM bench, timing $timing" "rc=${PIPESTATUS[0]} (bench_grouped_gemm_$timing.txt)"
     done
   fi
+  if [[ -x "$B/bench/weight_fingerprint_bench" ]]; then
+    # validation.test_mode's device cost a step (docs/distributed.md): the fingerprints of the whole weights.
+    "$B/bench/weight_fingerprint_bench" 2>&1 | tee "$OUT/bench_weight_fingerprint.txt" | tail -5
+    record "weight fingerprint bench" "rc=${PIPESTATUS[0]} (bench_weight_fingerprint.txt)"
+  fi
   if [[ -x "$B/bench/swiglu_backward_gemm_bench" ]]; then
     "$B/bench/swiglu_backward_gemm_bench" 2>&1 | tee "$OUT/bench_swiglu_backward_gemm.txt" | tail -4
     record "SwiGLU backward GEMM bench" "rc=${PIPESTATUS[0]} (bench_swiglu_backward_gemm.txt)"
