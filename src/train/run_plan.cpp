@@ -200,8 +200,8 @@ std::string describe_lr_schedule(const config::Config& config) {
                               o.min_lr, end);
     case model::LrDecayStyle::inverse_square_root:
       return text + strprintf(
-                        "%g times the inverse square root of the samples done over the warmup's (at least "
-                        "%g), %g from step %lld",
+                        "inverse square root: %g x sqrt(warmup samples / samples done), at least %g; %g from "
+                        "step %lld",
                         o.lr, o.min_lr, o.min_lr, end);
     case model::LrDecayStyle::wsd:
       return text + strprintf("WSD: %g until step %lld, then %s annealing to %g at step %lld", o.lr,

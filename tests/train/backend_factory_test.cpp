@@ -181,8 +181,9 @@ TEST(LrSchedule, WsdAndInverseSquareRootTrainWithMegatronsLearningRates) {
   EXPECT_EQ(plan(wsd), "lr: warmup over 1 step from 0.002 to 0.01, then WSD: 0.01 until step 3, then linear annealing "
                        "to 0.001 at step 6");
   EXPECT_EQ(plan({"scheduler.lr_decay_style=constant", "scheduler.lr_warmup_iters=0"}), "lr: 0.01 constant");
-  EXPECT_EQ(plan(isr), "lr: warmup over 2 steps from 0 to 0.01, then 0.01 times the inverse square root of the samples "
-                       "done over the warmup's (at least 0.001), 0.001 from step 100");
+  EXPECT_EQ(plan(isr),
+            "lr: warmup over 2 steps from 0 to 0.01, then inverse square root: 0.01 x sqrt(warmup samples / "
+            "samples done), at least 0.001; 0.001 from step 100");
   fs::remove_all(dir);
 }
 
