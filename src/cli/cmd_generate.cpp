@@ -207,6 +207,8 @@ int run_generate_command(GenerateArgs& args) {
       }
     }
   }
+  // The text's last line before the report on stderr, also where both go to one pipe (stdout is block-buffered there).
+  std::fflush(stdout);
   std::fprintf(stderr, "%s\n%s\n", r.model.c_str(), r.backend.c_str());
   std::fprintf(
       stderr, "prefill: %lld prompt tokens in %.1f ms | decode: %lld tokens in %lld steps, %.1f ms = %.1f tokens/s%s\n",

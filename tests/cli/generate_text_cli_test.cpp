@@ -119,6 +119,10 @@ TEST_F(GenerateText, SentencePieceKeepsTheSpaceAfterThePrompt) {
     const Result screen = stepgraph("generate " + shell_quote(model) + " --cpu " + flags);
     ASSERT_EQ(screen.rc, 0) << screen.out;
     EXPECT_EQ(screen.out, "The river" + text + "\n");
+    // stdout and stderr into one pipe (`2>&1 | tee log`): the streamed text's line ends before the report starts.
+    const Result merged = stepgraph("generate " + shell_quote(model) + " --cpu " + flags, /*merge=*/true);
+    ASSERT_EQ(merged.rc, 0) << merged.out;
+    EXPECT_EQ(merged.out.rfind("The river" + text + "\n", 0), 0u) << merged.out;
 
     // A batch (printed at the end) and --prompt-tokens (no prompt echoed) give the same texts.
     const auto batch =
