@@ -32,7 +32,9 @@ TEST(TokenScanShare, PartsTileTheArrayInWholeChunks) {
           SCOPED_TRACE(testing::Message() << tokens << " tokens, chunk " << chunk << ", part " << p << " of " << parts);
           EXPECT_EQ(r.begin, next);
           EXPECT_LE(r.begin, r.end);
-          if (r.end < tokens) EXPECT_EQ(r.end % chunk, 0u);
+          if (r.end < tokens) {
+            EXPECT_EQ(r.end % chunk, 0u);
+          }
           // As even as whole chunks go: a part holds floor or ceil of chunks / parts.
           const uint64_t part_chunks = (r.end - r.begin + chunk - 1) / chunk;
           EXPECT_GE(part_chunks, chunks / parts);

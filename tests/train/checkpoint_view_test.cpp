@@ -66,7 +66,7 @@ std::string save(const std::string& dir, const config::Config& c, const model::M
                  const TrainingState& state) {
   const auto consumed = static_cast<uint64_t>(state.steps_done * 2);
   return save_checkpoint(dir, c, layout, state, {.consumed_samples = consumed, .per_source = {consumed}},
-                         ResumeRecord{.run_id = "view"});
+                         ResumeRecord{.run_id = "view", .samples_baseline = {}});
 }
 
 // Rewrites FOLDER/NAME as another valid safetensors writer could have: the tensors in reverse order, after a header
