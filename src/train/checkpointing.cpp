@@ -109,7 +109,9 @@ std::string canonical_config(const config::Config& config) {
   // The schedule's shape keys of later versions hash only where they shape it (as before them otherwise): the warmup's
   // start under a warmup, WSD's annealing under WSD (in steps, as validate derived them from samples).
   c.scheduler.lr_wsd_decay_samples.reset();
-  if (config::resolved_lr_warmup_iters(config) == 0) c.scheduler.lr_warmup_init = 0.0;
+  // (-0.0 too: it prints otherwise.)
+  if (config::resolved_lr_warmup_iters(config) == 0 || c.scheduler.lr_warmup_init == 0.0)
+    c.scheduler.lr_warmup_init = 0.0;
   if (c.scheduler.lr_decay_style != "WSD") {
     c.scheduler.lr_wsd_decay_style = config::SchedulerConfig{}.lr_wsd_decay_style;
     c.scheduler.lr_wsd_decay_iters.reset();

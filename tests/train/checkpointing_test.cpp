@@ -147,6 +147,7 @@ TEST(CanonicalConfigHash, TheLrScheduleHashesWhatShapesIt) {
   EXPECT_EQ(hash({"scheduler.lr_warmup_iters=0", "scheduler.lr_warmup_init=1e-5"}),
             hash({"scheduler.lr_warmup_iters=0"}));
   EXPECT_NE(hash({"scheduler.lr_warmup_init=1e-5"}), before);  // llama/tiny warms up over 5 steps
+  EXPECT_EQ(hash({"scheduler.lr_warmup_init=-0.0"}), before);
   const std::string wsd = hash({"scheduler.lr_decay_style=WSD", "scheduler.lr_wsd_decay_iters=20"});
   EXPECT_NE(wsd, before);
   EXPECT_NE(wsd, hash({"scheduler.lr_decay_style=WSD", "scheduler.lr_wsd_decay_iters=30"}));
