@@ -24,13 +24,21 @@
 
 namespace sg::kernels {
 
+// Packed rows (rows_per_group, group_stride below): where the T rows of H of the plain norm's [T, H] operands lie.
+// By default one after another; with rows_per_group > 1, that many rows side by side in each packed row of
+// group_stride elements (qk_layernorm normalizes every query head, or every key head, of the [tokens, qkv_dim]
+// projection as a row: rows_per_group = heads, group_stride = qkv_dim). Row r starts at
+// (r / rows_per_group) * group_stride + (r % rows_per_group) * H; rstd stays [T]. T must be whole groups. The
+// residual forward takes contiguous rows only. (Plain fields, not a struct: designated initializers may omit them.)
 struct RmsNormForwardParams {
-  bf16* out = nullptr;           // [T, H]
+  bf16* out = nullptr;           // [T, H] (may alias `in`: each thread reads its elements before writing them)
   float* rstd = nullptr;         // [T]: rsqrt(mean(x^2) + eps), saved for the backward
   const bf16* in = nullptr;      // [T, H]
   const bf16* weight = nullptr;  // [H]
   int64_t T = 0, H = 0;
   float eps = 1e-5f;
+  int64_t rows_per_group = 1;  // packed rows of out and in (above)
+  int64_t group_stride = 0;    // 0: rows_per_group * H
 };
 void rmsnorm_forward(cudaStream_t stream, const RmsNormForwardParams& p);
 
@@ -52,8 +60,8 @@ void residual_rmsnorm_forward(cudaStream_t stream, const ResidualRmsNormForwardP
 
 // din = rmsnorm_backward(dout) [+ dresidual]; dweight += sum_t dout * x * rstd.
 // The optional dresidual fuses the residual-stream gradient add (d residual_in = d residual_out + d norm
-// input) into this pass; din may alias dresidual (each element is read before it is written by the same
-// thread). Nothing else may alias.
+// input) into this pass; din may alias dresidual or dout (each element is read before it is written by the
+// same thread). Nothing else may alias.
 struct RmsNormBackwardParams {
   bf16* din = nullptr;               // [T, H], overwritten
   float* dweight = nullptr;          // [H] fp32 main_grad, ADDED into; nullptr: only the partial rows are
@@ -67,6 +75,8 @@ struct RmsNormBackwardParams {
   const float* rstd = nullptr;       // [T], from the forward
   const bf16* dresidual = nullptr;   // [T, H] or nullptr: added to din
   int64_t T = 0, H = 0;
+  int64_t rows_per_group = 1;  // packed rows of din, dout, in and dresidual (above); scratch is [.., H]
+  int64_t group_stride = 0;    // 0: rows_per_group * H
 };
 void rmsnorm_backward(cudaStream_t stream, const RmsNormBackwardParams& p);
 

@@ -29,6 +29,7 @@
 #include "kernels/launch_checks.h"
 #include "kernels/partial_sums.cuh"
 #include "kernels/rmsnorm.h"
+#include "kernels/rmsnorm_rows.cuh"
 #include "kernels/shape_limits.h"
 
 namespace sg::kernels::rmsnorm_bwd {
@@ -50,6 +51,7 @@ SG_HOST_DEVICE int64_t num_partials(int64_t T) { return T < kMaxPartials ? T : k
 
 struct BackwardArgs {
   RmsNormBackwardParams p;
+  rmsnorm_rows::Rows rows;  // of din, dout, in, dresidual
   int warps_per_row = 1;   // W
   int groups = 1;          // R: rows in flight per block
   int64_t partials = 0;    // P: blocks
@@ -95,16 +97,16 @@ struct RowInputs {
 
 // Loads them for `row` (nothing when row >= T). Vector v = j + k * group_threads of chunk k.
 template <int VEC, int CHUNKS>
-SG_DEVICE void load_row(const RmsNormBackwardParams& p, int64_t row, int j, int group_threads,
-                        RowInputs<VEC, CHUNKS>& in) {
+SG_DEVICE void load_row(const RmsNormBackwardParams& p, const rmsnorm_rows::Rows& rows, int64_t row, int j,
+                        int group_threads, RowInputs<VEC, CHUNKS>& in) {
   if (row >= p.T) return;
-  const int64_t n_vec = p.H / VEC;
+  const int64_t n_vec = p.H / VEC, base = rmsnorm_rows::row_start(rows, row, p.H);
   in.r = p.rstd[row];
 SG_UNROLL
   for (int k = 0; k < CHUNKS; ++k) {
     const int64_t v = j + static_cast<int64_t>(k) * group_threads;
     if (v >= n_vec) continue;
-    const int64_t at = row * p.H + v * VEC;
+    const int64_t at = base + v * VEC;
     load_packed<VEC>(p.in + at, in.x[k]);
     load_packed<VEC>(p.dout + at, in.dy[k]);
     // Read before this thread's din store of the row: din may alias dresidual.
@@ -162,12 +164,12 @@ SG_UNROLL
   const int64_t iters = detail::ceil_div(p.T, rows_per_iter);  // the same for every thread of the block
   const int64_t first_row = static_cast<int64_t>(detail::block_index_x()) * a.groups + group;
   RowInputs<VEC, CHUNKS> cur;
-  load_row(p, first_row, j, group_threads, cur);
+  load_row(p, a.rows, first_row, j, group_threads, cur);
   for (int64_t i = 0; i < iters; ++i) {
     const int64_t row = first_row + i * rows_per_iter;
     const bool live = row < p.T;  // uniform over the group (whole warps)
     RowInputs<VEC, CHUNKS> next;
-    if constexpr (kPrefetch) load_row(p, row + rows_per_iter, j, group_threads, next);
+    if constexpr (kPrefetch) load_row(p, a.rows, row + rows_per_iter, j, group_threads, next);
     float dot = 0.0f;
     if (live) {
 SG_UNROLL
@@ -187,6 +189,7 @@ SG_UNROLL
     }
     if (live) {
       const float r = cur.r;
+      bf16* din = p.din + rmsnorm_rows::row_start(a.rows, row, H);
       const float coef = r * r * r * dot * inv_h;
 SG_UNROLL
       for (int k = 0; k < CHUNKS; ++k) {
@@ -206,7 +209,7 @@ SG_UNROLL
           if (p.dresidual != nullptr) out[e] += unpacked(cur.dres[k], e);
           sums[e] += gv * xv * r;
         }
-        detail::store_bf16<VEC>(p.din + row * H + v * VEC, out);
+        detail::store_bf16<VEC>(din + v * VEC, out);
         if constexpr (kShared) {
           detail::store_f32<VEC>(shared_acc + v * VEC, sums);
         } else {
@@ -218,7 +221,7 @@ SG_UNROLL
     if constexpr (kPrefetch) {
       cur = next;
     } else {
-      load_row(p, row + rows_per_iter, j, group_threads, cur);
+      load_row(p, a.rows, row + rows_per_iter, j, group_threads, cur);
     }
   }
 
@@ -318,11 +321,13 @@ void run_backward(const Launch& launch, const RmsNormBackwardParams& p) {
   if (p.T == 0) return;
   BackwardArgs a;
   a.p = p;
+  a.rows = rmsnorm_rows::resolve(op, p.rows_per_group, p.group_stride, p.T, p.H);
   a.partials = num_partials(p.T);
   detail::check_scratch(op, p.scratch, p.scratch_bytes, static_cast<size_t>(a.partials * p.H) * sizeof(float),
                         strprintf("T=%lld H=%lld", static_cast<long long>(p.T), static_cast<long long>(p.H)),
                         "rmsnorm_backward_scratch_bytes(T, H)");
-  const bool vec = detail::bf16_vector_path_ok(p.H, {}, {p.din, p.dout, p.in, p.weight, p.dresidual, p.scratch});
+  const bool vec =
+      detail::bf16_vector_path_ok(p.H, {a.rows.group_stride}, {p.din, p.dout, p.in, p.weight, p.dresidual, p.scratch});
   const BackwardShape s = backward_shape(p.H, vec);
   a.warps_per_row = s.warps_per_row;
   a.groups = s.groups;

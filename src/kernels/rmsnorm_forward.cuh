@@ -22,6 +22,7 @@
 #include "kernels/launch_checks.h"
 #include "kernels/reciprocal_sqrt.cuh"
 #include "kernels/rmsnorm.h"
+#include "kernels/rmsnorm_rows.cuh"
 
 namespace sg::kernels::rmsnorm_fwd {
 SG_EMULATED_NAMESPACE_BEGIN
@@ -45,6 +46,7 @@ struct ForwardArgs {
   const bf16* weight = nullptr;
   int64_t T = 0, H = 0;
   float eps = 0.0f;
+  rmsnorm_rows::Rows rows;  // of every [T, H] operand (contiguous for the residual variant)
 };
 
 // The 8 bf16 of a 16-byte vector as 4 packed words (the lower column in the low half).
@@ -64,7 +66,7 @@ SG_KERNEL(kWarpRowThreads) rmsnorm_forward_warp_kernel(ForwardArgs a) {
   const int64_t row = static_cast<int64_t>(detail::block_index_x()) * kWarpRowsPerBlock + detail::warp_id();
   if (row >= a.T) return;  // the whole warp: this kernel has no barrier
   const int lane = static_cast<int>(detail::lane_id());
-  const int64_t H = a.H, base = row * H;
+  const int64_t H = a.H, base = rmsnorm_rows::row_start(a.rows, row, H);
   // Every input load of the row first (1 or 2 vectors per chunk in flight per lane).
   Vec8 x[CHUNKS] = {}, d[CHUNKS] = {};
 SG_UNROLL
@@ -117,20 +119,21 @@ SG_KERNEL(kMaxRowThreads) rmsnorm_forward_block_kernel(ForwardArgs a) {
   float* reduce_scratch = reinterpret_cast<float*>(detail::dynamic_smem());  // 32 floats
   const int64_t H = a.H;
   const int64_t row = detail::block_index_x();
+  const int64_t base = rmsnorm_rows::row_start(a.rows, row, H);
   const int t = detail::thread_index();
   const int64_t first = static_cast<int64_t>(t) * VEC;
   const int64_t stride = static_cast<int64_t>(detail::block_threads()) * VEC;
-  const bf16* x = a.in + row * H;
+  const bf16* x = a.in + base;
   float sum_sq = 0.0f;
   for (int64_t c = first; c < H; c += stride) {
     float v[VEC];
     detail::load_bf16<VEC>(x + c, v);
     if constexpr (kResidual) {
       float dv[VEC];
-      detail::load_bf16<VEC>(a.delta + row * H + c, dv);
-SG_UNROLL
+      detail::load_bf16<VEC>(a.delta + base + c, dv);
+      SG_UNROLL
       for (int k = 0; k < VEC; ++k) v[k] = __bfloat162float(__float2bfloat16_rn(v[k] + dv[k]));
-      detail::store_bf16<VEC>(a.residual_out + row * H + c, v);  // exact: v[k] is already a bf16 value
+      detail::store_bf16<VEC>(a.residual_out + base + c, v);  // exact: v[k] is already a bf16 value
     }
 SG_UNROLL
     for (int k = 0; k < VEC; ++k) sum_sq += v[k] * v[k];
@@ -139,8 +142,8 @@ SG_UNROLL
   const float r = detail::reciprocal_sqrt(sum_sq / static_cast<float>(H) + a.eps);
   if (t == 0) a.rstd[row] = r;
   // The residual variant reads back this thread's own residual_out stores of the first loop.
-  const bf16* src = kResidual ? a.residual_out + row * H : x;
-  bf16* y = a.norm_out + row * H;
+  const bf16* src = kResidual ? a.residual_out + base : x;
+  bf16* y = a.norm_out + base;
   for (int64_t c = first; c < H; c += stride) {
     float v[VEC], w[VEC];
     detail::load_bf16<VEC>(src + c, v);
@@ -195,9 +198,16 @@ template <class Launch>
 void run_rmsnorm_forward(const Launch& launch, const RmsNormForwardParams& p) {
   check_shape("rmsnorm_forward", p.T, p.H);
   SG_CHECK(p.out && p.rstd && p.in && p.weight, "rmsnorm_forward: null pointer in params");
-  const ForwardArgs a{.norm_out = p.out, .rstd = p.rstd, .in = p.in, .weight = p.weight, .T = p.T, .H = p.H,
-                      .eps = p.eps};
-  run_forward<Launch, false>(launch, a, detail::bf16_vector_path_ok(p.H, {}, {p.out, p.in, p.weight}));
+  const ForwardArgs a{.norm_out = p.out,
+                      .rstd = p.rstd,
+                      .in = p.in,
+                      .weight = p.weight,
+                      .T = p.T,
+                      .H = p.H,
+                      .eps = p.eps,
+                      .rows = rmsnorm_rows::resolve("rmsnorm_forward", p.rows_per_group, p.group_stride, p.T, p.H)};
+  run_forward<Launch, false>(launch, a,
+                             detail::bf16_vector_path_ok(p.H, {a.rows.group_stride}, {p.out, p.in, p.weight}));
 }
 
 template <class Launch>
@@ -205,8 +215,16 @@ void run_residual_rmsnorm_forward(const Launch& launch, const ResidualRmsNormFor
   check_shape("residual_rmsnorm_forward", p.T, p.H);
   SG_CHECK(p.residual_out && p.norm_out && p.rstd && p.residual_in && p.delta && p.weight,
            "residual_rmsnorm_forward: null pointer in params");
-  const ForwardArgs a{.norm_out = p.norm_out, .rstd = p.rstd, .residual_out = p.residual_out, .in = p.residual_in,
-                      .delta = p.delta, .weight = p.weight, .T = p.T, .H = p.H, .eps = p.eps};
+  const ForwardArgs a{.norm_out = p.norm_out,
+                      .rstd = p.rstd,
+                      .residual_out = p.residual_out,
+                      .in = p.residual_in,
+                      .delta = p.delta,
+                      .weight = p.weight,
+                      .T = p.T,
+                      .H = p.H,
+                      .eps = p.eps,
+                      .rows = {.per_group = 1, .group_stride = p.H}};
   const bool vec =
       detail::bf16_vector_path_ok(p.H, {}, {p.residual_out, p.norm_out, p.residual_in, p.delta, p.weight});
   run_forward<Launch, true>(launch, a, vec);
