@@ -288,6 +288,10 @@ if want parity; then
     "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}" 2>&1 \
       | tee "$OUT/hf_parity.txt" | tail -8
     record "HF transformers parity" "rc=${PIPESTATUS[0]}"
+    # Qwen3: the query and key norms (model.qk_layernorm); checkpoints load as Qwen3ForCausalLM.
+    "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_qwen3" \
+      --override model.qk_layernorm=true 2>&1 | tee "$OUT/hf_parity_qwen3.txt" | tail -8
+    record "HF transformers parity (Qwen3)" "rc=${PIPESTATUS[0]}"
     # MoE (issue 11): checkpoints load as MixtralForCausalLM; LM loss, and Megatron's aux loss apart.
     "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_MOE_DIR:-/tmp/stepgraph_hf_parity_moe}" \
       --recipe moe/tiny_moe --override model.moe_aux_loss_coeff=0.01 2>&1 | tee "$OUT/hf_parity_moe.txt" | tail -12
@@ -352,6 +356,10 @@ if named edge_configs; then
     dataset.seq_length=200 "${TE[@]}" --cuda_graph_scope attn,mamba
   edge_run hybrid/tiny_hybrid_moe "${TE[@]}"
   edge_run llama/tiny model.kv_channels=32 "${L[@]}"
+  # Qwen3's query and key norms: heads of 24 (3 vectors of a row, not a power of 2), with MoE, in a hybrid pattern.
+  edge_run llama/tiny model.qk_layernorm=true model.kv_channels=24 "${L[@]}"
+  edge_run moe/tiny_moe model.qk_layernorm=true "${TE[@]}" --cuda_graph_scope attn,moe
+  edge_run hybrid/tiny_hybrid model.qk_layernorm=true "${TE[@]}" --cuda_graph_scope attn,mamba
   edge_run llama/tiny validation.eval_interval=2 validation.eval_iters=2 "${L[@]}"
   # Validation batches of 5 sequences in microbatches of 1: 10 rows in the step's 4-row shape, the last half padding.
   edge_run llama/tiny validation.eval_interval=3 validation.eval_iters=2 validation.eval_global_batch_size=5 \

@@ -12,6 +12,7 @@ namespace sg::checkpoint {
 nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
   const std::string architecture = model::hf_architecture(spec);
   if (architecture == "LlamaForCausalLM") return hf_llama_config(spec, torch_dtype);
+  if (architecture == "Qwen3ForCausalLM") return hf_qwen3_config(spec, torch_dtype);
   if (architecture == "MixtralForCausalLM") return hf_mixtral_config(spec, torch_dtype);
   if (architecture == "NemotronHForCausalLM") return hf_nemotron_h_config(spec, torch_dtype);
   return nullptr;
@@ -75,6 +76,25 @@ nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string
   c["router_aux_loss_coef"] = spec.moe.aux_loss_coeff;
   c["output_router_logits"] = false;
   c["sliding_window"] = nullptr;
+  return c;
+}
+
+nlohmann::json hf_qwen3_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
+  std::string why_not;
+  if (model::hf_architecture(spec, &why_not) != "Qwen3ForCausalLM") {
+    throw Error("config.json: " +
+                (why_not.empty() ? std::string("not a Qwen3 model (model.qk_layernorm=false)") : why_not));
+  }
+  // Llama's config plus the norms, which Qwen3 always has; the attention is full (no sliding window).
+  model::ModelSpec llama = spec;
+  llama.qk_layernorm = false;
+  nlohmann::json c = hf_llama_config(llama, torch_dtype);
+  for (const char* key : {"mlp_bias", "pretraining_tp"}) c.erase(key);
+  c["architectures"] = {"Qwen3ForCausalLM"};
+  c["model_type"] = "qwen3";
+  c["use_sliding_window"] = false;
+  c["sliding_window"] = nullptr;
+  c["max_window_layers"] = spec.num_layers;
   return c;
 }
 

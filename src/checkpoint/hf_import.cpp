@@ -106,6 +106,24 @@ void read_mixtral_experts(const ConfigReader& c, model::ModelSpec& s) {
   }
 }
 
+// Qwen3's attention beyond Llama's: full attention in every layer (use_sliding_window, or transformers 5's
+// layer_types, would window some), and no biases (attention_bias is read with Llama's keys).
+void read_qwen3_attention(const ConfigReader& c) {
+  if (c.boolean("use_sliding_window", false)) {
+    c.fail("use_sliding_window",
+           "= true: stepgraph's attention is fully causal; a folder with a window is another "
+           "model");
+  }
+  const nlohmann::json& j = c.json();
+  if (j.contains("layer_types") && j["layer_types"].is_array()) {
+    for (const auto& type : j["layer_types"]) {
+      if (!type.is_string() || type.get<std::string>() != "full_attention") {
+        c.fail("layer_types", "lists " + type.dump() + ": stepgraph's attention is full_attention in every layer");
+      }
+    }
+  }
+}
+
 // eos_token_id: a number or a list.
 void read_eos_token_ids(const nlohmann::json& json, HfModelConfig& out) {
   if (!json.is_object() || !json.contains("eos_token_id")) return;
@@ -153,15 +171,15 @@ std::string resolve_model_folder(const std::string& path, const std::string& wha
   if (!fs::exists(folder + "/" + kConfigFile, ec)) {
     if (is_checkpoint_folder(folder)) {
       // hf_model_config writes none for a model no transformers class loads (MoE and hybrid stacks beyond
-      // Mixtral and NemotronH): such a checkpoint is no Llama folder either.
+      // Qwen3, Mixtral and NemotronH): such a checkpoint is no Llama folder either.
       throw Error(
           strprintf("%s %s: a stepgraph checkpoint without %s (its model has no transformers class, so it "
-                    "is no Llama, Mixtral or NemotronH model): %s takes those folders only; continue training "
+                    "is no Llama, Qwen3, Mixtral or NemotronH model): %s takes those folders only; continue training "
                     "this checkpoint with checkpoint.load=%s",
                     what.c_str(), folder.c_str(), kConfigFile, what.c_str(), path.c_str()));
     }
     throw Error(
-        strprintf("%s %s: no %s there; give a Hugging Face Llama, Mixtral or NemotronH folder (config.json + "
+        strprintf("%s %s: no %s there; give a Hugging Face Llama, Qwen3, Mixtral or NemotronH folder (config.json + "
                   "*.safetensors, as save_pretrained writes it) or a stepgraph checkpoint folder%s",
                   what.c_str(), folder.c_str(), kConfigFile, iteration_folders_hint(folder).c_str()));
   }
@@ -203,40 +221,45 @@ HfModelConfig read_hf_config(const std::string& folder) {
     return out;
   }
   const bool mixtral = model_type == "mixtral";  // Llama's attention and norms, every MLP a SwiGLU MoE
-  if (model_type != "llama" && !mixtral) {
+  const bool qwen3 = model_type == "qwen3";      // Llama with a query and a key norm per head
+  if (model_type != "llama" && !mixtral && !qwen3) {
     c.fail("model_type", "= \"" + model_type +
-                             "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Mixtral "
-                             "(\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does generate");
+                             "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Qwen3 "
+                             "(\"qwen3\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does "
+                             "generate");
   }
-  out.architecture = mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM";
+  out.architecture = mixtral ? "MixtralForCausalLM" : qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
   const std::string act = c.string("hidden_act", "silu");
   if (act != "silu") c.fail("hidden_act", "= \"" + act + "\": the Llama MLP here is SwiGLU (silu)");
   for (const char* bias : {"attention_bias", "mlp_bias"}) {
     if (c.boolean(bias, false)) c.fail(bias, "= true: stepgraph's Llama has no biases");
   }
   model::ModelSpec& s = out.spec;
+  s.qk_layernorm = qwen3;
+  if (qwen3) read_qwen3_attention(c);
   s.vocab_size = c.integer("vocab_size");
   s.hidden_size = c.integer("hidden_size");
   s.ffn_hidden_size = c.integer("intermediate_size");
   s.num_layers = c.integer("num_hidden_layers");
   s.num_attention_heads = c.integer("num_attention_heads");
-  // Keys left out take the model class's defaults: MixtralConfig's 8 key/value heads, LlamaConfig's one per head.
-  s.num_query_groups = c.integer("num_key_value_heads", mixtral ? 8 : s.num_attention_heads);
+  // Keys left out take the model class's defaults: MixtralConfig's 8 key/value heads, Qwen3Config's 32, LlamaConfig's
+  // one per head.
+  s.num_query_groups = c.integer("num_key_value_heads", mixtral ? 8 : qwen3 ? 32 : s.num_attention_heads);
   if (s.num_attention_heads % s.num_query_groups != 0) {
     c.fail("num_key_value_heads",
            strprintf("= %lld%s does not divide num_attention_heads = %lld: grouped-query attention shares each "
                      "key/value head among a whole number of query heads",
                      static_cast<long long>(s.num_query_groups),
-                     c.has("num_key_value_heads") ? "" : " (absent: MixtralConfig's default)",
+                     c.has("num_key_value_heads") ? "" : " (absent: the model class's default)",
                      static_cast<long long>(s.num_attention_heads)));
   }
   if (s.vocab_size > INT32_MAX) {
     c.fail("vocab_size",
            strprintf("= %lld: token ids are 32-bit here; at most %d", static_cast<long long>(s.vocab_size), INT32_MAX));
   }
-  if (c.has("head_dim")) {
+  if (c.has("head_dim") || qwen3) {
     // Megatron's kv_channels, set only where it is not hidden_size / num_attention_heads (kv_channels' null).
-    const int64_t head_dim = c.integer("head_dim");
+    const int64_t head_dim = c.integer("head_dim", 128);  // Qwen3Config's default
     if (s.hidden_size % s.num_attention_heads != 0 || head_dim != s.hidden_size / s.num_attention_heads) {
       s.kv_channels = head_dim;
     }
@@ -254,7 +277,7 @@ HfModelConfig read_hf_config(const std::string& folder) {
                      static_cast<long long>(s.hidden_size), static_cast<long long>(s.num_attention_heads),
                      static_cast<long long>(s.head_dim())));
   }
-  s.layernorm_epsilon = c.number("rms_norm_eps", mixtral ? 1e-5 : 1e-6);  // MixtralConfig's, LlamaConfig's
+  s.layernorm_epsilon = c.number("rms_norm_eps", mixtral ? 1e-5 : 1e-6);  // MixtralConfig's; LlamaConfig's, Qwen3's
   if (!(s.layernorm_epsilon > 0.0)) {
     c.fail("rms_norm_eps",
            "= " + fmt(s.layernorm_epsilon) + ": must be positive (RMSNorm divides by sqrt(mean + eps))");
@@ -268,7 +291,7 @@ HfModelConfig read_hf_config(const std::string& folder) {
   // them all; a hand-written file may not).
   read_rope(c, s, mixtral ? 1e6 : 10000.0);
   if (mixtral) read_mixtral_experts(c, s);
-  out.max_position_embeddings = c.integer("max_position_embeddings", mixtral ? 4096 * 32 : 2048);
+  out.max_position_embeddings = c.integer("max_position_embeddings", mixtral ? 4096 * 32 : qwen3 ? 32768 : 2048);
   s.seq_length = out.max_position_embeddings;
   return out;
 }

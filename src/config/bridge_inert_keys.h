@@ -212,8 +212,6 @@ inline constexpr BridgeInertKey kBridgeInertKeys[] = {
      .what = "the layers' norm: LayerNorm (Megatron's default) or RMSNorm", .effect = "the norms are RMSNorm"},
     {.section = "model", .key = "rotary_percent", .accepts = InertValues::listed, .neutral = "1.0",
      .what = "share of each head's dimensions RoPE rotates", .effect = "1.0: RoPE rotates the whole head"},
-    {.section = "model", .key = "qk_layernorm", .accepts = InertValues::listed, .neutral = "false",
-     .what = "normalize each head's queries and keys before attention", .effect = "false: no query and key norm"},
     {.section = "model", .key = "moe_flex_dispatcher_num_sms", .accepts = InertValues::any, .neutral = "",
      .what = "SMs the flex token dispatcher's communication uses (every backend)",
      .effect = "a communication choice"},

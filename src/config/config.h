@@ -42,6 +42,7 @@ struct ModelConfig {
   bool rope_scaling = false;          // Llama 3.x RoPE frequency scaling (Bridge's Llama31 provider)
   double rope_scaling_factor = 8.0;   // its factor (8 for Llama 3.1, 32 for Llama 3.2)
   double layernorm_epsilon = 1e-5;
+  bool qk_layernorm = false;  // RMSNorm of each query and key head before RoPE (Qwen3)
   bool share_embeddings_and_output_weights = false;
   double init_method_std = 0.02;
   double attention_dropout = 0.0;
@@ -319,6 +320,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("model", "rope_scaling", m.rope_scaling, "Llama 3 RoPE frequency scaling");
   v("model", "rope_scaling_factor", m.rope_scaling_factor, "its factor (Llama 3.1: 8, 3.2: 32)");
   v("model", "layernorm_epsilon", m.layernorm_epsilon, "RMSNorm epsilon");
+  v("model", "qk_layernorm", m.qk_layernorm, "RMSNorm of each query and key head before RoPE (Qwen3)");
   v("model", "share_embeddings_and_output_weights", m.share_embeddings_and_output_weights,
     "tie the output layer to the embedding");
   v("model", "init_method_std", m.init_method_std, "std of the normal weight init");
@@ -489,7 +491,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("checkpoint", "most_recent_k", c.checkpoint.most_recent_k,
     "checkpoints kept in checkpoint.save: -1 every one, k >= 1 the k newest (each save removes older ones)");
   v("checkpoint", "pretrained_checkpoint", c.checkpoint.pretrained_checkpoint,
-    "HF Llama, Mixtral or NemotronH folder or checkpoint to start from (step 0, fresh optimizer)");
+    "HF Llama, Qwen3, Mixtral or NemotronH folder or checkpoint to start from (step 0, fresh optimizer)");
   v("checkpoint", "auto_resume", c.checkpoint.auto_resume,
     "resume from checkpoint.save when it holds checkpoints and load is unset");
   v("checkpoint", "overwrite", c.checkpoint.overwrite,

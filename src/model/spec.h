@@ -53,6 +53,9 @@ struct ModelSpec {
   double rotary_base = 10000.0;
   ref::RopeScaling rope_scaling;  // Llama 3 RoPE frequency scaling (factor 0: none)
   double layernorm_epsilon = 1e-5;
+  // Megatron's qk_layernorm (Qwen3's q_norm and k_norm): each query head and each key head of the QKV
+  // projection is RMS-normalized over head_dim (one [head_dim] weight for q, one for k) before RoPE.
+  bool qk_layernorm = false;
   bool share_embeddings_and_output_weights = false;
   double init_method_std = 0.02;
   float attention_dropout = 0.0f;

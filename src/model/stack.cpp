@@ -123,6 +123,11 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
   const auto has = [&](LayerKind k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
   if (stack_layout(spec) == StackLayout::hybrid) {
     // NemotronH: attention without RoPE, non-gated squared-ReLU MLPs and experts, Mamba2 mixers.
+    if (has(LayerKind::attention) && spec.qk_layernorm) {
+      return none(
+          "NemotronHForCausalLM's attention has no query and key norms, and this hybrid model's has "
+          "(model.qk_layernorm=true)");
+    }
     if (has(LayerKind::attention) && spec.position_embedding != PositionEmbedding::none) {
       return none("NemotronHForCausalLM's attention has no RoPE, and this hybrid model's has "
                   "(model.position_embedding_type=rope)");
@@ -163,7 +168,13 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
                 " needs RoPE and SwiGLU (model.position_embedding_type=rope, model.activation_func=silu, "
                 "model.gated_linear_unit=true)");
   }
-  if (!moe) return "LlamaForCausalLM";
+  // Qwen3: Llama with a query and a key RMSNorm per head.
+  if (!moe) return spec.qk_layernorm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+  if (spec.qk_layernorm) {
+    return none(
+        "no transformers architecture for MoE with query and key norms yet (Qwen3MoeForCausalLM names its "
+        "experts otherwise than stepgraph's Mixtral layout)");
+  }
   // Mixtral: every block MoE, softmax over all experts, top-k renormalised (= Megatron's softmax after
   // top-k), no scaling, no shared expert, no expert bias.
   const MoeSpec& m = spec.moe;

@@ -31,7 +31,12 @@ using checkpoint::TensorRef;
 // weight-decay schedule's keys (a constant one folded into optimizer.weight_decay) and
 // tokenizer.use_tokenizer_vocab_size (whose effect is model.vocab_size's value), the sample-based lengths (folded
 // into the steps) and the lr schedule's warmup start and WSD keys (folded where they shape nothing) did not exist.
-std::string as_before_newer_keys(std::string text, bool weight_decay_folded, bool lr_schedule_folded) {
+// The keys of later versions that hash as before them (left out) in this configuration.
+struct FoldedKeys {
+  bool weight_decay = false, lr_schedule = false, qk_layernorm = false;
+};
+
+std::string as_before_newer_keys(std::string text, const FoldedKeys& folded) {
   std::vector<const char*> lines = {"  use_tokenizer_vocab_size: false\n",
                                     "  train_samples: null\n",
                                     "  num_epochs: null\n",
@@ -39,15 +44,16 @@ std::string as_before_newer_keys(std::string text, bool weight_decay_folded, boo
                                     "  lr_decay_samples: null\n",
                                     "  max_steps: null\n",
                                     "  lr_warmup_fraction: null\n"};
-  if (weight_decay_folded) {
+  if (folded.weight_decay) {
     lines.insert(lines.end(), {"  start_weight_decay: null\n", "  end_weight_decay: null\n",
                                "  weight_decay_incr_style: constant\n"});
   }
   lines.push_back("  lr_wsd_decay_samples: null\n");
-  if (lr_schedule_folded) {
+  if (folded.lr_schedule) {
     lines.insert(lines.end(),
                  {"  lr_warmup_init: 0.0\n", "  lr_wsd_decay_style: exponential\n", "  lr_wsd_decay_iters: null\n"});
   }
+  if (folded.qk_layernorm) lines.push_back("  qk_layernorm: false\n");  // an inert Bridge key before
   for (const char* line : lines) {
     const size_t at = text.find(line);
     SG_CHECK(at != std::string::npos, std::string("canonical_config: no line ") + line);
@@ -128,7 +134,9 @@ std::string canonical_config(const config::Config& config) {
   c.model.use_te_rng_tracker = false;
   c.rng.te_rng_tracker = false;
   c.source.clear();
-  std::string text = as_before_newer_keys(config::emit_yaml(c), !decay_changes, lr_schedule_folded);
+  std::string text = as_before_newer_keys(
+      config::emit_yaml(c),
+      {.weight_decay = !decay_changes, .lr_schedule = lr_schedule_folded, .qk_layernorm = !c.model.qk_layernorm});
   // train_iters is left out above, but a changing decay's length (train_iters x global batch, or train_samples)
   // decides every step's decay.
   if (decay_changes) {

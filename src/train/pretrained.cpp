@@ -243,6 +243,13 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   } else {
     check_architecture(d, out, s, hf.architecture);
   }
+  if (m.qk_layernorm != s.qk_layernorm) {  // a Qwen3 folder's q_norm and k_norm
+    d.differ_as("model.qk_layernorm",
+                s.qk_layernorm
+                    ? "config.json describes Qwen3 (q_norm and k_norm in every attention)"
+                    : "config.json describes attention without query and key norms (" + hf.architecture + ")",
+                boolean(m.qk_layernorm), boolean(s.qk_layernorm));
+  }
   if (!nemotron_h && !same(m.rotary_base, s.rotary_base))  // NemotronH has no RoPE
     d.differ("model.rotary_base", "rope_theta", num(s.rotary_base), num(m.rotary_base));
   if (!same(m.layernorm_epsilon, s.layernorm_epsilon)) {

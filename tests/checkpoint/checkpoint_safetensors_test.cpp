@@ -14,6 +14,7 @@
 #include "checkpoint/train_state.h"
 #include "checkpoint_test_util.h"
 #include "core/error.h"
+#include "model/stack.h"
 
 namespace sg::checkpoint {
 namespace {
@@ -302,6 +303,34 @@ TEST(HfConfig, LlamaConfigFields) {
   EXPECT_EQ(w["num_attention_heads"], 5);
   wide_heads.num_query_groups = 2;  // groups that do not divide the heads describe no attention
   expect_error_contains([&] { hf_llama_config(wide_heads, "bfloat16"); }, {"the groups must divide the heads"});
+}
+
+// model.qk_layernorm makes a Qwen3 (Llama's keys, plus full attention in every layer); with experts or in a
+// hybrid stack no transformers class is written, and why says so.
+TEST(HfConfig, Qwen3ConfigFields) {
+  auto spec = test::tiny_llama_spec(true);
+  spec.qk_layernorm = true;
+  EXPECT_EQ(model::hf_architecture(spec), "Qwen3ForCausalLM");
+  const auto c = hf_model_config(spec, "bfloat16");
+  EXPECT_EQ(c["architectures"], nlohmann::json::array({"Qwen3ForCausalLM"}));
+  EXPECT_EQ(c["model_type"], "qwen3");
+  EXPECT_EQ(c["head_dim"], 8);
+  EXPECT_EQ(c["num_key_value_heads"], 2);
+  EXPECT_EQ(c["use_sliding_window"], false);
+  EXPECT_EQ(c["max_window_layers"], 2);
+  EXPECT_EQ(c["attention_bias"], false);
+  EXPECT_EQ(c["tie_word_embeddings"], true);
+  EXPECT_FALSE(c.contains("mlp_bias"));
+  expect_error_contains([&] { hf_llama_config(spec, "bfloat16"); }, {"not a Llama model"});
+  auto llama = spec;
+  llama.qk_layernorm = false;
+  expect_error_contains([&] { hf_qwen3_config(llama, "bfloat16"); }, {"not a Qwen3 model (model.qk_layernorm=false)"});
+  auto moe = spec;
+  moe.num_moe_experts = 4;
+  std::string why;
+  EXPECT_EQ(model::hf_architecture(moe, &why), "");
+  EXPECT_NE(why.find("MoE with query and key norms"), std::string::npos) << why;
+  EXPECT_TRUE(hf_model_config(moe, "bfloat16").is_null());
 }
 
 // transformers warns when rope_scaling's original_max_position_embeddings is not an integer (8192.0).

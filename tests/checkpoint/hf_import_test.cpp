@@ -24,6 +24,7 @@
 #include "checkpoint/safetensors.h"
 #include "checkpoint_test_util.h"
 #include "model/layer_registry.h"
+#include "model/stack.h"
 #include "process_util.h"
 #include "test_util.h"
 
@@ -120,6 +121,50 @@ TEST(HfImport, LoadsEveryFolderLayout) {
   std::ofstream(with_generation + "/generation_config.json") << "{\"eos_token_id\": 7";
   const std::string broken = test::thrown_message([&] { read_hf_config(with_generation); });
   EXPECT_NE(broken.find(with_generation + "/generation_config.json is not valid JSON"), std::string::npos) << broken;
+}
+
+// A Qwen3 folder: Llama's tensors plus each attention's q_norm and k_norm, read into a model with qk_layernorm; its
+// config.json round-trips through hf_model_config (what a stepgraph checkpoint of that model writes). A folder
+// whose attention is windowed is refused, naming the key.
+TEST(HfImport, Qwen3FolderLoadsWithItsQueryAndKeyNorms) {
+  test::ScratchDir dir("hf_import_qwen3");
+  const std::string folder = make_folder(dir.str() + "/qwen3", "--dtype bf16 --qwen3");
+  const HfModelConfig config = read_hf_config(folder);
+  EXPECT_EQ(config.architecture, "Qwen3ForCausalLM");
+  const model::ModelSpec& s = config.spec;
+  EXPECT_TRUE(s.qk_layernorm);
+  EXPECT_EQ(s.head_dim(), 8);
+  EXPECT_EQ(s.num_query_groups, 2);
+  EXPECT_EQ(model::hf_architecture(s), "Qwen3ForCausalLM");
+  const model::ModelLayout layout = model::model_layout(s);
+  std::vector<float> weights;
+  load_hf_weights(folder, layout, weights, WeightSource::model, "test");
+  expect_weights_equal_expected(folder, layout, weights);
+  int norms = 0;
+  for (const auto& t : layout.tensors()) norms += t.name.find("_norm.weight") != std::string::npos ? 1 : 0;
+  EXPECT_EQ(norms, 4);  // q_norm and k_norm of 2 layers
+
+  // The config.json stepgraph writes for that model reads back as the same model.
+  const std::string written = dir.str() + "/written";
+  std::filesystem::create_directories(written);
+  std::ofstream(written + "/config.json") << hf_model_config(s, "bfloat16").dump(2);
+  const model::ModelSpec back = read_hf_config(written).spec;
+  EXPECT_TRUE(back.qk_layernorm);
+  EXPECT_EQ(back.head_dim(), s.head_dim());
+  EXPECT_EQ(back.num_query_groups, s.num_query_groups);
+  EXPECT_EQ(back.layernorm_epsilon, s.layernorm_epsilon);
+
+  // A Llama folder's weights lack the norms: a Qwen3 model cannot load them.
+  const std::string llama = make_folder(dir.str() + "/llama", "--dtype bf16");
+  model::ModelSpec with_norms = read_hf_config(llama).spec;
+  with_norms.qk_layernorm = true;
+  const std::string missing = test::thrown_message(
+      [&] { load_hf_weights(llama, model::model_layout(with_norms), weights, WeightSource::model, "test"); });
+  EXPECT_NE(missing.find("model.layers.0.self_attn.q_norm.weight"), std::string::npos) << missing;
+
+  const std::string sliding = make_folder(dir.str() + "/sliding", "--dtype bf16 --qwen3 --break sliding");
+  const std::string error = test::thrown_message([&] { read_hf_config(sliding); });
+  EXPECT_NE(error.find("use_sliding_window = true: stepgraph's attention is fully causal"), std::string::npos) << error;
 }
 
 // Every half-precision value widens exactly: compared with sign x significand x 2^exponent in double.
@@ -244,8 +289,8 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
        "model_type is missing: transformers needs it to pick the model class; add "
        "\"model_type\": \"llama\""},
       {"model_type", "mistral",
-       "model_type = \"mistral\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Mixtral "
-       "(\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does generate"},
+       "model_type = \"mistral\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Qwen3 "
+       "(\"qwen3\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does generate"},
   };
   for (const ValueDefect& d : value_defects) {
     SCOPED_TRACE(std::string(d.key) + " = " + d.value.dump());
@@ -413,7 +458,7 @@ TEST(HfImport, StepgraphCheckpointIsVerifiedLikeCheckpointLoad) {
   qwen["model_type"] = "qwen2_moe";
   error = test::thrown_message([&] { read_hf_config(save_own(dir.str() + "/qwen", 1, qwen)); });
   EXPECT_NE(error.find("model_type = \"qwen2_moe\": checkpoint.pretrained_checkpoint takes Llama (model_type "
-                       "\"llama\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders"),
+                       "\"llama\"), Qwen3 (\"qwen3\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders"),
             std::string::npos)
       << error;
   nlohmann::json mixtral = llama;

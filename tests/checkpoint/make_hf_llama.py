@@ -2,17 +2,18 @@
 """Writes a small synthetic Hugging Face Llama folder, as transformers' save_pretrained lays it out:
 config.json and model.safetensors, or shards model-0000i-of-0000N.safetensors with
 model.safetensors.index.json; BF16, F16 or F32 tensors; tied or untied embeddings; optional Llama 3
-rope_scaling (transformers 4 spelling) or rope_parameters (transformers 5 spelling).
+rope_scaling (transformers 4 spelling) or rope_parameters (transformers 5 spelling); with --qwen3 a Qwen3
+folder (model_type qwen3: each attention's q_norm and k_norm, head_dim in config.json).
 
 Also writes expected.safetensors: every tensor in F32 with exactly the values the model files hold
 (rounded to bf16 or fp16 first), so a loader's result can be compared element by element.
 
   python3 tests/checkpoint/make_hf_llama.py --out DIR [--dtype bf16|fp16|fp32] [--shards N] [--tied]
       [--vocab 64 --hidden 32 --layers 2 --heads 4 --kv-heads 2 --ffn 48] [--rope-scaling FACTOR]
-      [--rope-parameters] [--std 0.3] [--seed 0] [--break DEFECT]
+      [--rope-parameters] [--qwen3] [--std 0.3] [--seed 0] [--break DEFECT]
 
 --break writes a folder with one defect, for the loaders' error messages: missing, extra, shape (a tensor);
-bias, act, yarn, head_dim (config.json); nan, inf (model.layers.1.mlp.down_proj.weight element 7 is NaN,
+bias, act, yarn, head_dim, sliding (config.json; sliding: a Qwen3 use_sliding_window); nan, inf (model.layers.1.mlp.down_proj.weight element 7 is NaN,
 element 7 and 9 of model.norm.weight are +inf); f64 (two tensors stored as F64); stale (a model.safetensors
 beside the shards' index); shard_missing, shard_outside (a shard name ../NAME), index_moved (the index maps
 a tensor to another shard), index_ghost (the index names a tensor no shard holds), index_unlisted (a shard
@@ -71,6 +72,10 @@ def tensor_specs(a):
             (p + "self_attn.k_proj.weight", (a.kv_heads * head_dim, a.hidden)),
             (p + "self_attn.v_proj.weight", (a.kv_heads * head_dim, a.hidden)),
             (p + "self_attn.o_proj.weight", (a.hidden, a.heads * head_dim)),
+        ]
+        if a.qwen3:
+            specs += [(p + "self_attn.q_norm.weight", (head_dim,)), (p + "self_attn.k_norm.weight", (head_dim,))]
+        specs += [
             (p + "mlp.gate_proj.weight", (a.ffn, a.hidden)),
             (p + "mlp.up_proj.weight", (a.ffn, a.hidden)),
             (p + "mlp.down_proj.weight", (a.hidden, a.ffn)),
@@ -93,6 +98,10 @@ def make_config(a):
         "torch_dtype": {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[a.dtype], "bos_token_id": None,
         "eos_token_id": a.eos,
     }
+    if a.qwen3:
+        config.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=a.hidden // a.heads,
+                      use_sliding_window=False, sliding_window=None, max_window_layers=a.layers)
+        del config["mlp_bias"]
     scaling = None
     if a.rope_scaling:
         scaling = {"rope_type": "llama3", "factor": a.rope_scaling, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -111,6 +120,8 @@ def make_config(a):
         config["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
     elif defect == "head_dim":
         config["head_dim"] = a.hidden // a.heads * 2
+    elif defect == "sliding":
+        config["use_sliding_window"] = True
     return config
 
 
@@ -131,11 +142,12 @@ def main():
     p.add_argument("--rope-scaling", type=float, default=0.0, help="llama3 factor (0: none)")
     p.add_argument("--original-max-pos", type=int, default=64, help="llama3 original_max_position_embeddings")
     p.add_argument("--rope-parameters", action="store_true", help="transformers 5 rope_parameters spelling")
+    p.add_argument("--qwen3", action="store_true", help="a Qwen3 folder: q_norm and k_norm in every attention")
     p.add_argument("--eos", type=int, default=None, help="eos_token_id")
     p.add_argument("--std", type=float, default=0.3, help="std of the matrices (large: peaked logits)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--break", dest="break_", default=None,
-                   choices=["missing", "extra", "shape", "bias", "act", "yarn", "head_dim", "nan", "inf", "f64",
+                   choices=["missing", "extra", "shape", "bias", "act", "yarn", "head_dim", "sliding", "nan", "inf", "f64",
                             "stale", "shard_missing", "shard_outside", "index_moved", "index_ghost",
                             "index_unlisted"])
     a = p.parse_args()

@@ -205,7 +205,6 @@ TEST(BridgeInertKeys, OtherValuesAreViolationsNamingKeyValueAndFix) {
       {"model.virtual_pipeline_model_parallel_size=5", "model.virtual_pipeline_model_parallel_size", "5",
        "remove model.virtual_pipeline_model_parallel_size"},
       {"model.normalization=LayerNorm", "model.normalization", "LayerNorm", "set it to RMSNorm"},
-      {"model.qk_layernorm=true", "model.qk_layernorm", "true", "set it to false"},
       {"optimizer.main_params_dtype=torch.float16", "optimizer.main_params_dtype", "torch.float16",
        "set it to fp32 or float32 or torch.float32"},
       {"optimizer.optimizer=dist_muon", "optimizer.optimizer", "dist_muon", "set it to adam"},

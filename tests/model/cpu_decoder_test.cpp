@@ -79,6 +79,24 @@ TEST(CpuDecoder, GreedyEqualsFullRecomputeTiedGqaRopeScaling) {
   expect_greedy_equals_full_recompute(m, 8);
 }
 
+// Qwen3's query and key norms, their weights away from the ones of the init so that a norm that read another
+// head's weights, or the keys' weights for the queries, would differ.
+TEST(CpuDecoder, GreedyEqualsFullRecomputeQwen3QueryKeyNorms) {
+  auto m = test::decoder_test_spec();
+  m.qk_layernorm = true;
+  const model::ModelLayout layout = model::model_layout(m);
+  std::vector<float> w = model::initial_parameters(layout, 9);
+  int norms = 0;
+  for (const auto& t : layout.tensors()) {
+    const bool k = t.name.find("k_norm.weight") != std::string::npos;
+    if (!k && t.name.find("q_norm.weight") == std::string::npos) continue;
+    ++norms;
+    for (int64_t i = 0; i < t.numel; ++i) w[t.offset + i] = (k ? 0.6f : 1.4f) + 0.05f * static_cast<float>(i % 7);
+  }
+  ASSERT_EQ(norms, 2 * m.num_layers);
+  expect_greedy_equals_full_recompute(m, w);
+}
+
 // decoder_test_spec's sizes with a hybrid pattern in Nemotron-H's style: Mamba (4 heads of 4, 2 groups,
 // state 4), attention without RoPE, squared-ReLU MLP.
 model::ModelSpec hybrid_decoder_spec(const std::string& pattern) {

@@ -62,6 +62,13 @@ TEST(CpuLayerFootprint, CountsTheAttentionOutputQDimWide) {
   expect_footprints_allocated(spec, BatchSpec{.micro_batch_size = 2});
 }
 
+// model.qk_layernorm: the projection before the norms, their rstd and one token's heads of scratch.
+TEST(CpuLayerFootprint, CountsTheQueryAndKeyNormsBuffers) {
+  ModelSpec spec = test::tiny_hybrid_spec("*-");
+  spec.qk_layernorm = true;
+  expect_footprints_allocated(spec, BatchSpec{.micro_batch_size = 2});
+}
+
 // MoE layers (routed experts, a shared expert, capacity with padding, per-sequence aux loss groups).
 TEST(CpuLayerFootprint, CountsTheMoeLayersBuffers) {
   for (const test::MoeCase& c : {

@@ -2,7 +2,8 @@
 // finite differences of the step loss, in the tiny model (two microbatches, masked tokens, untied and
 // tied embeddings, with and without dropout — with dropout the masks are a fixed function of the RNG
 // state, so the loss is still a differentiable function of the weights and the check applies), and in
-// a hybrid pattern whose layer boundaries are not GPT blocks ("*--*": two MLPs in a row, attention last).
+// a hybrid pattern whose layer boundaries are not GPT blocks ("*--*": two MLPs in a row, attention last), and with
+// Qwen3's query and key norms (model.qk_layernorm: their weights' gradients too).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,6 +59,7 @@ struct Case {
   bool tied;
   float dropout;
   const char* pattern;  // hybrid_layer_pattern; "" = the GPT layout
+  bool qk_layernorm = false;
 };
 
 class CpuModelGrad : public ::testing::TestWithParam<Case> {};
@@ -69,6 +71,7 @@ TEST_P(CpuModelGrad, EveryParameterMatchesFiniteDifferences) {
   spec.share_embeddings_and_output_weights = GetParam().tied;
   spec.attention_dropout = GetParam().dropout;
   spec.hidden_dropout = GetParam().dropout;
+  spec.qk_layernorm = GetParam().qk_layernorm;
   spec.hybrid_layer_pattern = GetParam().pattern;
   if (!spec.hybrid_layer_pattern.empty()) spec.num_layers = static_cast<int64_t>(spec.hybrid_layer_pattern.size());
   // Larger weights than a real init, so every path (attention scores, SwiGLU curvature) is exercised
@@ -84,12 +87,14 @@ TEST_P(CpuModelGrad, EveryParameterMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, CpuModelGrad,
                          ::testing::Values(Case{false, 0.0f, ""}, Case{true, 0.0f, ""}, Case{false, 0.2f, ""},
-                                           Case{false, 0.2f, "*--*"}, Case{false, 0.2f, "M*-M"}),
+                                           Case{false, 0.2f, "*--*"}, Case{false, 0.2f, "M*-M"},
+                                           Case{false, 0.2f, "", true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.tied ? "tied" : "untied") +
                                   (info.param.dropout > 0 ? "_dropout" : "") +
                                   (info.param.pattern[0] != 0 ? "_hybrid" : "") +
-                                  (std::string(info.param.pattern).find('M') != std::string::npos ? "_mamba" : "");
+                                  (std::string(info.param.pattern).find('M') != std::string::npos ? "_mamba" : "") +
+                                  (info.param.qk_layernorm ? "_qk_layernorm" : "");
                          });
 
 TEST(CpuModel, DropoutRunsAreReproducibleAndDependOnTheRngOffset) {

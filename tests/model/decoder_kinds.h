@@ -86,11 +86,19 @@ inline model::ModelSpec wide_query_spec() {
   return s;
 }
 
+// Qwen3: every query and key head RMS-normalized before RoPE (the GPU decoder's unfused projection path).
+inline model::ModelSpec qwen3_spec() {
+  model::ModelSpec s = base_spec();
+  s.qk_layernorm = true;
+  return s;
+}
+
 inline const KindsCase kDecoderKindsCases[] = {
     {"mixtral", &mixtral_spec, 3e-2},
     {"nemotron3", &nemotron3_spec, 5e-2},
     {"mamba_hybrid", &mamba_hybrid_spec, 5e-2},
     {"wide_query", &wide_query_spec, 2e-2},
+    {"qwen3", &qwen3_spec, 2e-2},
 };
 
 // The smallest gap, over the tokens and the MoE layers of the fp32 model, between the selection scores of the k-th
@@ -145,7 +153,8 @@ inline double routing_margin(const model::ModelSpec& spec, const std::vector<flo
 }
 
 // Initial weights rounded to bf16 (the CPU side sees the GPU's weights); the expert biases, zero at init, drawn
-// in [-0.3, 0.3] so that they change which experts the sigmoid scores pick. The first seed from `seed` on whose
+// in [-0.3, 0.3] so that they change which experts the sigmoid scores pick, the query and key norms' weights in
+// [0.7, 1.3]. The first seed from `seed` on whose
 // routing is at least kRoutingMargin from a tie (see routing_margin) over every prompt and, with new_tokens, the
 // CPU decoder's greedy continuation of it (what the GPU decoder feeds, when it is right): a difference is then the
 // decoder's, not a flipped near-tie.
@@ -160,8 +169,12 @@ inline std::vector<float> weights_for(const model::ModelSpec& m, uint64_t seed,
     std::mt19937_64 gen(s);
     std::uniform_real_distribution<float> bias(-0.3f, 0.3f);
     for (const auto& t : layout.tensors()) {
-      if (t.name.find("e_score_correction_bias") == std::string::npos) continue;
-      for (int64_t i = 0; i < t.numel; ++i) w[t.offset + i] = bias(gen);
+      // Query and key norm weights (ones at init) drawn in [0.7, 1.3]: a norm that read another head's weights
+      // would differ.
+      const bool qk_norm =
+          t.name.find("q_norm.weight") != std::string::npos || t.name.find("k_norm.weight") != std::string::npos;
+      if (t.name.find("e_score_correction_bias") == std::string::npos && !qk_norm) continue;
+      for (int64_t i = 0; i < t.numel; ++i) w[t.offset + i] = qk_norm ? 1.0f + bias(gen) : bias(gen);
     }
     w = round_bf16(w);
     bool clear = true;

@@ -9,7 +9,8 @@ Checkpoints:
       large spread, so the logits are peaked): untied GQA in bf16 with 3 shards; tied with Llama 3
       rope_scaling (factor 8, rope_theta 5e5, original context 256 < max_position_embeddings 512: a valid
       Llama 3 config whose kept, interpolated and divided frequencies all turn at the prompt positions;
-      tests/tools/hf_reference_generate_test.py checks the same on the CPU) in fp32;
+      tests/tools/hf_reference_generate_test.py checks the same on the CPU) in fp32; a Qwen3 folder (q_norm and
+      k_norm, GQA) in bf16;
   (b) a stepgraph checkpoint: `stepgraph train llama/tiny` for --steps steps on `stepgraph data synth`
       (a model that uses its context), prompts cut from that corpus;
   (c) folders transformers writes itself for the other architectures stepgraph decodes: NemotronH (pattern
@@ -216,7 +217,8 @@ def main():
     synth = [("hf_bf16_untied_gqa_3shards", ["--dtype", "bf16", "--shards", "3", "--std", "0.08"]),
              ("hf_fp32_tied_llama3_rope", ["--dtype", "fp32", "--tied", "--std", "0.08", "--rope-scaling", "8",
                                            "--rope-theta", "500000", "--original-max-pos", "256"]
-              + (["--rope-parameters"] if v5 else []))]
+              + (["--rope-parameters"] if v5 else [])),
+             ("hf_bf16_qwen3_gqa", ["--dtype", "bf16", "--qwen3", "--std", "0.08"])]
     for name, flags in synth:
         folder = os.path.join(out, name)
         run([sys.executable, MAKE_HF, "--out", folder] + shapes + flags)

@@ -61,6 +61,28 @@ TEST(MemoryPlan, DeclaredWithoutADeviceFromTheShapes) {
   EXPECT_EQ(more.requested_bytes() - plan.requested_bytes(), static_cast<size_t>(T * 2) * 12);
 }
 
+// model.qk_layernorm keeps, per attention layer, the projection before the norms (bf16) and the norms' rstd (one fp32
+// per query and key head of every token); their partial rows are a workspace only the device plan sizes.
+TEST(MemoryPlan, QkLayernormKeepsTheProjectionAndTheNormsRstd) {
+  ModelSpec spec = test::tiny_model_spec();
+  const BatchSpec batch = batch_of(2, 1);
+  const int64_t T = batch.tokens_per_microbatch(spec);
+  const cuda::MemoryPlan plain = TrainStep::plan_memory(spec, batch);
+  EXPECT_FALSE(plain.find("act.layer0.qkv_before_qk_norm").valid());
+  spec.qk_layernorm = true;
+  const cuda::MemoryPlan plan = TrainStep::plan_memory(spec, batch);
+  const size_t projection = static_cast<size_t>(T * spec.qkv_dim()) * 2;
+  const size_t rstd = static_cast<size_t>(T * (spec.num_attention_heads + spec.num_query_groups)) * 4;
+  for (const char* layer : {"act.layer0.", "act.layer2."}) {
+    EXPECT_EQ(plan.at(plan.find(std::string(layer) + "qkv_before_qk_norm")).bytes, projection) << layer;
+    EXPECT_EQ(plan.at(plan.find(std::string(layer) + "qk_norm_rstd")).bytes, rstd) << layer;
+  }
+  EXPECT_FALSE(plan.find("act.layer1.qkv_before_qk_norm").valid());  // an MLP layer
+  EXPECT_EQ(
+      plan.category_bytes(cuda::MemoryCategory::parameters) - plain.category_bytes(cuda::MemoryCategory::parameters),
+      static_cast<size_t>(model_layout(spec).total() - model_layout(test::tiny_model_spec()).total()) * 2);
+}
+
 // The tiny model's plan with the default optimizer and with `optimizer`, and its parameter count: the storage-dtype
 // tests below.
 struct PlansOf {

@@ -117,6 +117,7 @@ struct ParityCase {
   const char* pattern = "";  // hybrid_layer_pattern ("" = GPT blocks)
   bool fused_swiglu_backward = false;  // STEPGRAPH_SWIGLU_BACKWARD_GEMM=always: the MLP's fused backward GEMM
   bool bf16_grads = false;  // ddp.grad_reduce_in_fp32=false: both sides' gradients rounded to bf16 where stored
+  bool qk_layernorm = false;  // Qwen3's query and key norms
 };
 
 class TrainStepParity : public ::testing::TestWithParam<ParityCase> {};
@@ -128,6 +129,7 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   spec.share_embeddings_and_output_weights = c.tied;
   spec.hidden_dropout = c.hidden_dropout;
   spec.hybrid_layer_pattern = c.pattern;
+  spec.qk_layernorm = c.qk_layernorm;
   if (!spec.hybrid_layer_pattern.empty()) spec.num_layers = static_cast<int64_t>(spec.hybrid_layer_pattern.size());
   const BatchSpec bs = batch_spec(c.num_microbatches);
   OptimizerSpec opt = test_optimizer();
@@ -221,23 +223,23 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, TrainStepParity,
-                         ::testing::Values(ParityCase{1, false, 0.0f}, ParityCase{2, false, 0.0f},
-                                           ParityCase{2, true, 0.0f}, ParityCase{2, false, 0.1f},
-                                           ParityCase{2, false, 0.1f, "*--*"}, ParityCase{2, false, 0.1f, "M*-M"},
-                                           ParityCase{1, true, 0.0f, "MM-"}, ParityCase{1, false, 0.0f, "", true},
-                                           ParityCase{2, false, 0.1f, "", true},
-                                           ParityCase{2, false, 0.1f, "", false, true},
-                                           ParityCase{1, true, 0.0f, "", true, true},
-                                           ParityCase{2, false, 0.1f, "M*-M", false, true}),
-                         [](const ::testing::TestParamInfo<ParityCase>& info) {
-                           return "mb" + std::to_string(info.param.num_microbatches) +
-                                  (info.param.tied ? "_tied" : "") + (info.param.hidden_dropout > 0 ? "_dropout" : "") +
-                                  (info.param.pattern[0] != 0 ? "_hybrid" : "") +
-                                  (std::string(info.param.pattern).find('M') != std::string::npos ? "_mamba" : "") +
-                                  (info.param.fused_swiglu_backward ? "_fused_swiglu_backward" : "") +
-                                  (info.param.bf16_grads ? "_bf16_grads" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, TrainStepParity,
+    ::testing::Values(ParityCase{1, false, 0.0f}, ParityCase{2, false, 0.0f}, ParityCase{2, true, 0.0f},
+                      ParityCase{2, false, 0.1f}, ParityCase{2, false, 0.1f, "*--*"},
+                      ParityCase{2, false, 0.1f, "M*-M"}, ParityCase{1, true, 0.0f, "MM-"},
+                      ParityCase{1, false, 0.0f, "", true}, ParityCase{2, false, 0.1f, "", true},
+                      ParityCase{2, false, 0.1f, "", false, true}, ParityCase{1, true, 0.0f, "", true, true},
+                      ParityCase{2, false, 0.1f, "M*-M", false, true},
+                      ParityCase{2, false, 0.1f, "", false, false, true},
+                      ParityCase{1, true, 0.0f, "M*-M", false, true, true}),
+    [](const ::testing::TestParamInfo<ParityCase>& info) {
+      return "mb" + std::to_string(info.param.num_microbatches) + (info.param.tied ? "_tied" : "") +
+             (info.param.hidden_dropout > 0 ? "_dropout" : "") + (info.param.pattern[0] != 0 ? "_hybrid" : "") +
+             (std::string(info.param.pattern).find('M') != std::string::npos ? "_mamba" : "") +
+             (info.param.fused_swiglu_backward ? "_fused_swiglu_backward" : "") +
+             (info.param.bf16_grads ? "_bf16_grads" : "") + (info.param.qk_layernorm ? "_qk_layernorm" : "");
+    });
 
 // ---- determinism and graphs ----
 

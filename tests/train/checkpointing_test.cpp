@@ -162,5 +162,16 @@ TEST(CanonicalConfigHash, TheLrScheduleHashesWhatShapesIt) {
                                  "scheduler.lr_wsd_decay_iters=20"}));
 }
 
+// model.qk_layernorm was an inert Bridge key, accepted only false: false hashes as before it (a checkpoint saved then
+// resumes), true as a different model.
+TEST(CanonicalConfigHash, QkLayernormHashesOnlyWhenOn) {
+  const std::string before = validated_tiny_hash({"train.train_iters=10", "scheduler.lr_decay_iters=100"});
+  EXPECT_EQ(before, "fba5d025e3d9d565");
+  EXPECT_EQ(validated_tiny_hash({"train.train_iters=10", "scheduler.lr_decay_iters=100", "model.qk_layernorm=false"}),
+            before);
+  EXPECT_NE(validated_tiny_hash({"train.train_iters=10", "scheduler.lr_decay_iters=100", "model.qk_layernorm=true"}),
+            before);
+}
+
 }  // namespace
 }  // namespace sg::train

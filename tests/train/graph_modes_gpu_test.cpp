@@ -113,6 +113,33 @@ TEST_F(GraphModesGpu, EveryModeIsBitwiseEqualToEager) {
   }
 }
 
+// Qwen3's query and key norms (model.qk_layernorm) in every graph mode and under core_attn and full recompute: the
+// norms' partial-row weight gradients, the projection they keep and the value copy replay bit for bit.
+TEST_F(GraphModesGpu, QkLayernormEveryModeAndRecomputeIsBitwiseEqualToEager) {
+  const std::vector<std::string> qk = {"model.qk_layernorm=true"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), qk.begin(), qk.end());
+    return tiny_with(more);
+  };
+  const RunResult eager = run_mode(with({"model.cuda_graph_impl=none"}));
+  EXPECT_LT(eager.losses.back(), eager.losses.front());  // it trains
+  const std::vector<Mode> modes = {
+      {"local", {"model.cuda_graph_impl=local"}, 1},
+      {"transformer_engine attn", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn"}, 12},
+      {"local, selective core_attn",
+       {"model.cuda_graph_impl=local", "model.recompute_granularity=selective", "model.recompute_modules=core_attn"},
+       1},
+      {"local, full recompute",
+       {"model.cuda_graph_impl=local", "model.recompute_granularity=full", "model.recompute_method=uniform",
+        "model.recompute_num_layers=1"},
+       1},
+  };
+  for (const Mode& mode : modes) {
+    SCOPED_TRACE(mode.name);
+    expect_mode_bitwise_equal_to_eager(mode.name, run_mode(with(mode.overrides)), eager, mode.graphs);
+  }
+}
+
 // A resumed run warms up again before it captures: resumed at step 23 with 2 warmup steps, it captures in
 // step 26. The capture notice names that step (it once counted the steps this process ran: "at step 3").
 TEST_F(GraphModesGpu, ACaptureAfterAResumeIsNamedByTheRunsStep) {

@@ -10,6 +10,7 @@
 //     another head dim), and a folder's Llama 3 RoPE scaling lists only the keys that really differ;
 //   * a NemotronH folder whose routers' bias is not zero is refused for a run without the expert bias;
 //   * a checkpoint trained with model.kv_channels (head_dim != hidden / heads) starts a run, its head dim taken;
+//   * a Qwen3 folder trains with model.qk_layernorm, and only with it;
 //   * an empty value is refused by validation as empty, not as a missing folder;
 //   * checkpoint.load wins when it holds a checkpoint (resume), pretrained_checkpoint otherwise.
 #include "train/pretrained.h"
@@ -186,6 +187,29 @@ TEST(Pretrained, ALlamaFolderIsRefusedForAModelWithoutRopeOrSwigluOrWithAnotherH
   const std::string run_error = test::thrown_message([&] { run(no_rope, dir / "run"); });
   EXPECT_NE(run_error.find("1 difference"), std::string::npos) << run_error;
   EXPECT_NE(run_error.find("model.position_embedding_type=rope"), std::string::npos) << run_error;
+}
+
+// A Qwen3 folder trains with model.qk_layernorm (step 1's loss is the CPU model's from the folder's weights, norms
+// included); a model configured without the norms is refused for it, and one with them for a Llama folder.
+TEST(Pretrained, AQwen3FolderTrainsWithItsQueryAndKeyNorms) {
+  Scratch dir;
+  const std::string qwen3 = make_hf_folder(dir / "qwen3", "--qwen3");
+  expect_one_step_from(
+      tiny_config({"checkpoint.pretrained_checkpoint=" + qwen3, "model.qk_layernorm=true", "train.train_iters=1"}), dir,
+      qwen3);
+  const std::string without = test::thrown_message(
+      [&] { train::apply_pretrained_shapes(tiny_config({"checkpoint.pretrained_checkpoint=" + qwen3})); });
+  EXPECT_NE(without.find("model.qk_layernorm: config.json describes Qwen3 (q_norm and k_norm in every attention), "
+                         "configured false"),
+            std::string::npos)
+      << without;
+  EXPECT_NE(without.find("model.qk_layernorm=true"), std::string::npos) << without;
+  const std::string llama = make_hf_folder(dir / "llama");
+  const std::string with = test::thrown_message([&] {
+    train::apply_pretrained_shapes(
+        tiny_config({"checkpoint.pretrained_checkpoint=" + llama, "model.qk_layernorm=true"}));
+  });
+  EXPECT_NE(with.find("model.qk_layernorm=false"), std::string::npos) << with;
 }
 
 TEST(Pretrained, Llama3RopeScalingListsOnlyTheKeysThatDiffer) {

@@ -7,6 +7,8 @@
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "kernels/gemm.h"
+#include "kernels/partial_sums.h"
+#include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 
 namespace sg::model {
@@ -38,6 +40,10 @@ void AttentionDeclarations::declare(LayerDeclarations& d) {
                          {p + "k_proj.weight", {KV, H}},
                          {p + "v_proj.weight", {KV, H}}});
   o_proj = d.params.matrix(p + "o_proj.weight", {H, Q}, ParamInit::output_projection);
+  if (s.qk_layernorm) {
+    q_norm = d.params.vector(p + "q_norm.weight", {s.head_dim()});
+    k_norm = d.params.vector(p + "k_norm.weight", {s.head_dim()});
+  }
   probs_site = d.dropout_sites.next();
 }
 
@@ -77,6 +83,11 @@ void AttentionLayer::plan(LayerPlanContext& ctx) {
   lse_slot_ = ctx.saved_array<float>(Module::attn, "softmax_lse", sz(lse_count), RecomputeModule::core_attn);
   d_attn_ref_ = ctx.scratch("grad.d_attn", sz(T_ * Q) * sizeof(bf16));
   d_qkv_ref_ = ctx.scratch("grad.d_qkv", sz(T_ * QKV) * sizeof(bf16));
+  if (model_.qk_layernorm) {
+    const int64_t norm_rows = T_ * (model_.num_attention_heads + model_.num_query_groups);
+    qkv_proj_slot_ = ctx.saved_array<bf16>(Module::attn, "qkv_before_qk_norm", sz(T_ * QKV));
+    qk_rstd_slot_ = ctx.saved_array<float>(Module::attn, "qk_norm_rstd", sz(norm_rows));
+  }
   if (model_.attention_dropout > 0.0f) dropout_slot_ = ctx.attention_dropout_slot(decl_.probs_site);
   if (model_.position_embedding == PositionEmbedding::rope) {
     rope_table_ref_ = ctx.shared_state("rope_cos_sin", kernels::rope_table_bytes(model_.seq_length, model_.head_dim()));
@@ -94,6 +105,11 @@ void AttentionLayer::plan_device(DevicePlanContext& ctx) {
   attention_ = &ctx.objects().get<kernels::AttentionPlan>(
       "attention.cudnn_plan", [&] { return std::make_unique<kernels::AttentionPlan>(ctx.cudnn(), shape); });
   workspace_ref_ = ctx.workspace("workspace.cudnn_attention", attention_->workspace_bytes());
+  if (model_.qk_layernorm) {
+    // The query heads' rows outnumber the keys': their partial rows serve both backwards, one after the other.
+    qk_norm_partials_bytes_ = kernels::rmsnorm_backward_scratch_bytes(T_ * model_.num_attention_heads, shape.head_dim);
+    qk_norm_partials_ref_ = ctx.workspace("workspace.qk_norm_partials", qk_norm_partials_bytes_);
+  }
   if (shape.dropout_p > 0.0f) {
     // Evaluation runs with dropout off (Megatron's model.eval()); cuDNN's dropout is a plan-time constant.
     shape.dropout_p = 0.0f;
@@ -117,6 +133,15 @@ void AttentionLayer::bind(LayerBindContext& ctx) {
   w_o_ = ctx.weight(decl_.o_proj);
   g_qkv_ = ctx.grad(decl_.qkv);
   g_o_ = ctx.grad(decl_.o_proj);
+  if (model_.qk_layernorm) {
+    qkv_proj_ = ctx.get<bf16>(qkv_proj_slot_);
+    qk_rstd_ = ctx.get<float>(qk_rstd_slot_);
+    qk_norm_partials_ = ctx.get<float>(qk_norm_partials_ref_);
+    w_q_norm_ = ctx.weight(decl_.q_norm);
+    w_k_norm_ = ctx.weight(decl_.k_norm);
+    g_q_norm_ = ctx.grad(decl_.q_norm);
+    g_k_norm_ = ctx.grad(decl_.k_norm);
+  }
   if (dropout_slot_ >= 0) {
     dropout_seed_ = ctx.pointers().attention_dropout_seeds + dropout_slot_;
     dropout_offset_ = ctx.pointers().attention_dropout_offsets + dropout_slot_;
@@ -169,8 +194,74 @@ void AttentionLayer::attention_forward(cudaStream_t stream, bool dropout) {
                          .workspace = workspace_});
 }
 
+// The query heads, then the key heads, of qkv_proj_ as rows of head_dim (kernels/rmsnorm.h's packed rows) into
+// qkv_; the values copied as they are.
+void AttentionLayer::qk_norm_forward(cudaStream_t stream) {
+  const ModelSpec& m = model_;
+  const int64_t d = m.head_dim(), Q = m.q_dim(), KV = m.kv_dim(), QKV = m.qkv_dim();
+  const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups;
+  const float eps = static_cast<float>(m.layernorm_epsilon);
+  kernels::rmsnorm_forward(stream, {.out = qkv_,
+                                    .rstd = qk_rstd_,
+                                    .in = qkv_proj_,
+                                    .weight = w_q_norm_,
+                                    .T = T_ * heads,
+                                    .H = d,
+                                    .eps = eps,
+                                    .rows_per_group = heads,
+                                    .group_stride = QKV});
+  kernels::rmsnorm_forward(stream, {.out = qkv_ + Q,
+                                    .rstd = qk_rstd_ + T_ * heads,
+                                    .in = qkv_proj_ + Q,
+                                    .weight = w_k_norm_,
+                                    .T = T_ * kv_heads,
+                                    .H = d,
+                                    .eps = eps,
+                                    .rows_per_group = kv_heads,
+                                    .group_stride = QKV});
+  const size_t row_bytes = sz(QKV) * sizeof(bf16);
+  SG_CUDA_CHECK(cudaMemcpy2DAsync(qkv_ + Q + KV, row_bytes, qkv_proj_ + Q + KV, row_bytes, sz(KV) * sizeof(bf16),
+                                  sz(T_), cudaMemcpyDeviceToDevice, stream));
+}
+
+// d_qkv_'s query and key heads through their norms, in place; the weight gradients summed from the partial rows
+// (into main_grad of either dtype).
+void AttentionLayer::qk_norm_backward(cudaStream_t stream) {
+  const ModelSpec& m = model_;
+  const int64_t d = m.head_dim(), Q = m.q_dim(), QKV = m.qkv_dim();
+  const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups;
+  const struct {
+    int64_t offset, per_token;
+    const bf16* weight;
+    const float* rstd;
+    kernels::FloatBuffer grad;
+  } norms[] = {{0, heads, w_q_norm_, qk_rstd_, g_q_norm_}, {Q, kv_heads, w_k_norm_, qk_rstd_ + T_ * heads, g_k_norm_}};
+  for (const auto& n : norms) {
+    kernels::rmsnorm_backward(stream, {.din = d_qkv_ + n.offset,
+                                       .dweight = nullptr,
+                                       .scratch = qk_norm_partials_,
+                                       .scratch_bytes = qk_norm_partials_bytes_,
+                                       .dout = d_qkv_ + n.offset,
+                                       .in = qkv_proj_ + n.offset,
+                                       .weight = n.weight,
+                                       .rstd = n.rstd,
+                                       .T = T_ * n.per_token,
+                                       .H = d,
+                                       .rows_per_group = n.per_token,
+                                       .group_stride = QKV});
+    kernels::add_partial_column_sums(stream, qk_norm_partials_,
+                                     kernels::rmsnorm_backward_num_partials(T_ * n.per_token),
+                                     {{.dst = n.grad, .cols = d}});
+  }
+}
+
 void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
-  gemms_->qkv.run(stream, qkv_, io.input, w_qkv_);
+  if (model_.qk_layernorm) {
+    gemms_->qkv.run(stream, qkv_proj_, io.input, w_qkv_);
+    qk_norm_forward(stream);
+  } else {
+    gemms_->qkv.run(stream, qkv_, io.input, w_qkv_);
+  }
   if (model_.position_embedding == PositionEmbedding::rope)
     kernels::rope_forward(stream, rope_params(model_, qkv_, T_, rope_table_));
   attention_forward(stream, io.dropout);
@@ -199,6 +290,7 @@ void AttentionLayer::backward(graph::Module /*module: attn*/, cudaStream_t strea
   if (model_.position_embedding == PositionEmbedding::rope) {
     kernels::rope_backward(stream, rope_params(model_, d_qkv_, T_, rope_table_));
   }
+  if (model_.qk_layernorm) qk_norm_backward(stream);
   gemms_->qkv_dx.run(stream, io.d_input, d_qkv_, w_qkv_);
   gemms_->qkv_dw.run(stream, g_qkv_, d_qkv_, io.input, io.first_microbatch);
 }

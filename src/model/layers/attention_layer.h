@@ -1,10 +1,14 @@
 #pragma once
 // '*': causal self-attention with grouped-query heads and RoPE (Llama). On the normed input n:
-//   qkv = n Wqkv^T; RoPE on q and k (unless position_embedding is none); a = attention(qkv) (cuDNN flash attention, attention_dropout
-//   inside); delta = a Wo^T.
-// Parameters: q_proj, k_proj, v_proj (one fused [qkv_dim, H] block), o_proj (output-projection init).
+//   qkv = n Wqkv^T; with qk_layernorm (Qwen3) every query head and every key head RMS-normalized over head_dim;
+//   RoPE on q and k (unless position_embedding is none); a = attention(qkv) (cuDNN flash attention,
+//   attention_dropout inside); delta = a Wo^T.
+// Parameters: q_proj, k_proj, v_proj (one fused [qkv_dim, H] block), o_proj (output-projection init); with
+// qk_layernorm q_norm and k_norm ([head_dim] each, ones, no weight decay).
 // Dropout site: the attention probabilities (one; the output dropout is the step's).
 // Module: attn.
+// qk_layernorm keeps the projection before the norms (the norms' backward reads it) and their rstd; v is copied
+// from it into the normed qkv, which cuDNN reads packed.
 // Recompute: core_attn gives back the attention output and its softmax statistics (qkv is kept, so only
 // the attention kernel reruns, with the microbatch's cuDNN seeds: the same dropout mask); full
 // recompute gives back qkv too and reruns the whole module.
@@ -29,6 +33,7 @@ namespace sg::model {
 // The declarations the GPU layer and its CPU twin share.
 struct AttentionDeclarations {
   ParamRef qkv, o_proj;
+  ParamRef q_norm, k_norm;  // qk_layernorm only
   uint32_t probs_site = 0;
   void declare(LayerDeclarations& d);  // checks the head shapes
 };
@@ -67,6 +72,8 @@ class AttentionLayer final : public Layer {
  private:
   struct Gemms;  // attention_layer.cpp
   void attention_forward(cudaStream_t stream, bool dropout);
+  void qk_norm_forward(cudaStream_t stream);   // qkv_proj_ -> qkv_ (qk_layernorm)
+  void qk_norm_backward(cudaStream_t stream);  // d_qkv_ in place
   kernels::RopeTable rope_cos_sin_table(LayerBindContext& context) const;
 
   AttentionDeclarations decl_;
@@ -75,7 +82,9 @@ class AttentionLayer final : public Layer {
   int64_t T_ = 0;
   int dropout_slot_ = -1;  // cuDNN seed slot; -1 without attention dropout
   cuda::MemorySlot qkv_slot_, attn_slot_, lse_slot_;
+  cuda::MemorySlot qkv_proj_slot_, qk_rstd_slot_;  // qk_layernorm only
   SharedBufferRef d_attn_ref_, d_qkv_ref_, workspace_ref_;
+  SharedBufferRef qk_norm_partials_ref_;  // qk_layernorm only: the norms' dweight partial rows
   SharedBufferRef rope_table_ref_;  // the cos/sin table every attention layer reads (RoPE only)
   const kernels::AttentionPlan* attention_ = nullptr;  // shared by every attention layer
   const kernels::AttentionPlan* eval_attention_ = nullptr;  // dropout off (evaluation); only with attention dropout
@@ -83,6 +92,10 @@ class AttentionLayer final : public Layer {
   kernels::RopeTable rope_table_;  // built once, by the first layer bound (rope_cos_sin_table())
 
   bf16* qkv_ = nullptr;  // [T, qkv_dim] after RoPE
+  bf16* qkv_proj_ = nullptr;  // [T, qkv_dim] the projection before the qk norms (qk_layernorm only)
+  float* qk_rstd_ = nullptr;  // [T, heads] then [T, kv_heads]: the qk norms' rstd
+  float* qk_norm_partials_ = nullptr;
+  size_t qk_norm_partials_bytes_ = 0;
   bf16* attn_ = nullptr;  // [T, q_dim] attention output
   float* lse_ = nullptr;  // [B, heads, S]
   bf16* d_attn_ = nullptr;
@@ -91,8 +104,10 @@ class AttentionLayer final : public Layer {
   cuda::LibraryWorkspace workspace_registration_;  // cuDNN's alone (graph/workspace_memsets.h)
   const bf16* w_qkv_ = nullptr;
   const bf16* w_o_ = nullptr;
+  const bf16 *w_q_norm_ = nullptr, *w_k_norm_ = nullptr;
   kernels::FloatBuffer g_qkv_;
   kernels::FloatBuffer g_o_;
+  kernels::FloatBuffer g_q_norm_, g_k_norm_;
   int64_t* dropout_seed_ = nullptr;
   int64_t* dropout_offset_ = nullptr;
 };
@@ -113,7 +128,9 @@ class AttentionLayerCpu final : public CpuLayer {
   BatchSpec batch_;
   int64_t T_ = 0;
   std::vector<float> qkv_, attn_, lse_;  // saved
+  std::vector<float> qkv_proj_, qk_rstd_;  // saved with qk_layernorm: before the norms, their rstd
   std::vector<float> d_attn_, d_qkv_;    // scratch
+  std::vector<float> d_heads_;           // scratch: one token's normed heads' gradient (qk_layernorm)
 };
 
 // The decoding twin (model/decode_layer.h): the keys and values of every position so far in a cache of
@@ -134,6 +151,7 @@ class AttentionDecodeCpu final : public CpuDecodeLayer {
   int64_t slots_ = 0, capacity_ = 0;
   std::vector<float> k_cache_, v_cache_;  // [slots, kv_heads, capacity, head_dim]
   std::vector<float> qkv_, attn_;         // scratch
+  std::vector<float> qk_rstd_;            // scratch (qk_layernorm)
 };
 
 // The GPU decoding twin (model/gpu_decode_layer.h): the same KV cache in bf16 (kernels/decode_attention.h).
@@ -155,6 +173,7 @@ class AttentionDecodeGpu final : public GpuDecodeLayer {
   cuda::MemorySlot k_slot_, v_slot_;
   bf16 *k_cache_ = nullptr, *v_cache_ = nullptr;  // [slots, kv_heads, capacity, head_dim]
   bf16 *qkv_ = nullptr, *attn_ = nullptr;         // scratch
+  float* qk_rstd_ = nullptr;                      // scratch (qk_layernorm)
   void* attention_workspace_ = nullptr;           // scratch: kernels::decode_attention_workspace_bytes
 };
 

@@ -5,12 +5,27 @@
 #include "reference/attention.h"
 #include "reference/decode_attention.h"
 #include "reference/linear.h"
+#include "reference/rmsnorm.h"
 #include "reference/rope.h"
 
 namespace sg::model {
 
 namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
+
+// qk_layernorm on T rows of [qkv_dim]: each query head, then each key head, RMS-normalized over head_dim into out
+// (which may be in); rstd [T, heads] then [T, kv_heads], as the GPU layer lays it out. The values are not touched.
+void qk_norm_forward(const ModelSpec& m, float* out, float* rstd, const float* in, const float* q_norm,
+                     const float* k_norm, int64_t T) {
+  const int64_t d = m.head_dim(), Q = m.q_dim(), QKV = m.qkv_dim();
+  const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups;
+  const float eps = static_cast<float>(m.layernorm_epsilon);
+  for (int64_t t = 0; t < T; ++t) {
+    ref::rmsnorm_forward(out + t * QKV, rstd + t * heads, in + t * QKV, q_norm, heads, d, eps);
+    ref::rmsnorm_forward(out + t * QKV + Q, rstd + T * heads + t * kv_heads, in + t * QKV + Q, k_norm, kv_heads, d,
+                         eps);
+  }
+}
 }  // namespace
 
 CpuLayerFootprint AttentionLayerCpu::host_footprint(const ModelSpec& m, const BatchSpec& b) {
@@ -19,9 +34,14 @@ CpuLayerFootprint AttentionLayerCpu::host_footprint(const ModelSpec& m, const Ba
   const double S = static_cast<double>(m.seq_length), T = static_cast<double>(b.micro_batch_size) * S;
   // plan()'s buffers. Saved: qkv, the attention output, the softmax statistics; scratch: their gradients.
   // The attention output and its gradient are q_dim wide (heads x kv_channels), which need not be H.
-  return {.params = QKV * H + H * Q,
-          .saved = T * (QKV + Q) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S,
-          .scratch = T * (Q + QKV)};
+  // qk_layernorm: the norm weights, the projection before them and their rstd; one token's heads of scratch.
+  const double heads = static_cast<double>(m.num_attention_heads + m.num_query_groups);
+  const double d = static_cast<double>(m.head_dim());
+  const double qk = m.qk_layernorm ? 1.0 : 0.0;
+  return {.params = QKV * H + H * Q + qk * 2.0 * d,
+          .saved = T * (QKV + Q) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S +
+                   qk * T * (QKV + heads),
+          .scratch = T * (Q + QKV) + qk * static_cast<double>(m.num_attention_heads) * d};
 }
 
 void AttentionLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
@@ -33,13 +53,25 @@ void AttentionLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
   lse_.resize(sz(batch.micro_batch_size * model.num_attention_heads * model.seq_length));
   d_attn_.resize(sz(T_ * model.q_dim()));
   d_qkv_.resize(sz(T_ * model.qkv_dim()));
+  if (model.qk_layernorm) {
+    qkv_proj_.resize(sz(T_ * model.qkv_dim()));
+    qk_rstd_.resize(sz(T_ * (model.num_attention_heads + model.num_query_groups)));
+    d_heads_.resize(sz(model.q_dim()));
+  }
 }
 
 void AttentionLayerCpu::forward(const CpuLayerIO& io) {
   const ModelSpec& m = model_;
   const int64_t T = T_, H = m.hidden_size, Q = m.q_dim(), QKV = m.qkv_dim(), S = m.seq_length;
   const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups, d = m.head_dim();
-  ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), T, H, QKV);
+  if (m.qk_layernorm) {
+    ref::linear_forward(qkv_proj_.data(), io.input, io.weight(decl_.qkv), T, H, QKV);
+    qkv_ = qkv_proj_;  // the values as they are
+    qk_norm_forward(m, qkv_.data(), qk_rstd_.data(), qkv_proj_.data(), io.weight(decl_.q_norm), io.weight(decl_.k_norm),
+                    T);
+  } else {
+    ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), T, H, QKV);
+  }
   if (m.position_embedding == PositionEmbedding::rope) {
     ref::rope_forward(qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
     ref::rope_forward(qkv_.data() + Q, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
@@ -62,6 +94,22 @@ void AttentionLayerCpu::backward(const CpuLayerIO& io) {
     ref::rope_backward(d_qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
     ref::rope_backward(d_qkv_.data() + Q, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
   }
+  if (m.qk_layernorm) {
+    // Each token's query heads, then key heads, through their norms (the reference's din may not alias dout).
+    const struct {
+      int64_t offset, count;
+      ParamRef weight;
+      const float* rstd;
+    } norms[] = {{0, heads, decl_.q_norm, qk_rstd_.data()}, {Q, kv_heads, decl_.k_norm, qk_rstd_.data() + T * heads}};
+    for (const auto& n : norms) {
+      for (int64_t t = 0; t < T; ++t) {
+        float* dx = d_qkv_.data() + t * QKV + n.offset;
+        ref::rmsnorm_backward(d_heads_.data(), io.grad(n.weight), dx, qkv_proj_.data() + t * QKV + n.offset,
+                              io.weight(n.weight), n.rstd + t * n.count, n.count, d);
+        std::copy(d_heads_.begin(), d_heads_.begin() + n.count * d, dx);
+      }
+    }
+  }
   ref::linear_backward_input(io.d_input, d_qkv_.data(), io.weight(decl_.qkv), T, H, QKV);
   ref::linear_backward_weight(io.grad(decl_.qkv), d_qkv_.data(), io.input, T, H, QKV);
 }
@@ -81,6 +129,7 @@ void AttentionDecodeCpu::plan(const ModelSpec& model, const DecodeSpec& decode) 
   v_cache_.assign(sz(cache), 0.0f);
   qkv_.resize(sz(rows * model.qkv_dim()));
   attn_.resize(sz(rows * model.q_dim()));
+  if (model.qk_layernorm) qk_rstd_.resize(sz(rows * (model.num_attention_heads + model.num_query_groups)));
 }
 
 void AttentionDecodeCpu::reset() {
@@ -93,6 +142,10 @@ void AttentionDecodeCpu::forward(const CpuDecodeIO& io) {
   const DecodeRows& r = io.rows;
   const ref::DecodeAttentionShape shape = decode_attention_shape(m, r, slots_, capacity_);
   ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), r.T, m.hidden_size, m.qkv_dim());
+  if (m.qk_layernorm) {
+    qk_norm_forward(m, qkv_.data(), qk_rstd_.data(), qkv_.data(), io.weight(decl_.q_norm), io.weight(decl_.k_norm),
+                    r.T);
+  }
   if (m.position_embedding == PositionEmbedding::rope) {
     // q and k heads are contiguous in a QKV row: one rotation at each row's position covers both.
     ref::rope_forward(qkv_.data(), r.T, 1, m.num_attention_heads + m.num_query_groups, m.head_dim(), m.qkv_dim(),

@@ -4,6 +4,7 @@
 #include "core/strings.h"
 #include "kernels/decode_attention.h"
 #include "kernels/decode_linear.h"
+#include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "model/layers/attention_layer.h"
 
@@ -35,6 +36,8 @@ void AttentionDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, 
 void AttentionDecodeGpu::take_scratch(DecodeScratch& scratch) {
   qkv_ = scratch.take<bf16>(rows_ * model_.qkv_dim());
   attn_ = scratch.take<bf16>(rows_ * model_.q_dim());
+  if (model_.qk_layernorm)
+    qk_rstd_ = scratch.take<float>(rows_ * (model_.num_attention_heads + model_.num_query_groups));
   attention_workspace_ =
       scratch.take<unsigned char>(static_cast<int64_t>(kernels::decode_attention_workspace_bytes(model_.head_dim())));
 }
@@ -59,7 +62,29 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
                                        .rope = m.position_embedding == PositionEmbedding::rope,
                                        .base = m.rotary_base,
                                        .scaling = m.rope_scaling};
-  if (!qkv_proj_.runs_gemm(T)) {
+  if (m.qk_layernorm) {
+    // The norms come between the projection and RoPE: in place on the query heads, then on the key heads.
+    qkv_proj_.run(stream, io.blas, T, qkv_, io.input, io.weight(decl_.qkv));
+    const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups;
+    const struct {
+      int64_t offset, per_token;
+      ParamRef weight;
+      float* rstd;
+    } norms[] = {{0, heads, decl_.q_norm, qk_rstd_}, {m.q_dim(), kv_heads, decl_.k_norm, qk_rstd_ + T * heads}};
+    for (const auto& n : norms) {
+      kernels::rmsnorm_forward(stream, {.out = qkv_ + n.offset,
+                                        .rstd = n.rstd,
+                                        .in = qkv_ + n.offset,
+                                        .weight = io.weight(n.weight),
+                                        .T = T * n.per_token,
+                                        .H = m.head_dim(),
+                                        .eps = static_cast<float>(m.layernorm_epsilon),
+                                        .rows_per_group = n.per_token,
+                                        .group_stride = m.qkv_dim()});
+    }
+    if (qkv.rope) kernels::rope_forward(stream, kernels::decode_qkv_rope_params(qkv_, qkv));
+    kernels::kv_cache_append(stream, kernels::decode_qkv_append_params(qkv_, qkv));
+  } else if (!qkv_proj_.runs_gemm(T)) {
     // A decoding step: the projection, RoPE and the cache append in one launch (kernels/decode_linear.h).
     kernels::DecodeLinearParams p = qkv_proj_.kernel_params(T, qkv_, io.input, io.weight(decl_.qkv));
     p.epilogue = kernels::DecodeLinearEpilogue::kQkv;
