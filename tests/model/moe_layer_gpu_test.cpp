@@ -50,7 +50,7 @@ struct GpuHarness {
   std::unique_ptr<kernels::CudnnContext> cudnn;
   std::unique_ptr<cuda::Arena> arena;
   std::unique_ptr<kernels::Blas> blas;
-  cuda::MemorySlot params_s, main_s, grads_s, scalars_s, in_s, out_s, dout_s, din_s, blas_s;
+  cuda::MemorySlot params_s, main_s, grads_s, scalars_s, in_s, out_s, dout_s, din_s, blas_s, counts_s;
   int64_t T = 0, H = 0;
   bool grads_bf16 = false;
 
@@ -75,6 +75,9 @@ struct GpuHarness {
     LayerPlanContext pc(spec, batch, plan, shared);
     pc.set_layer(0);
     layer.plan(pc);
+    // The step-wide counts the layer asked for (its tokens per expert), as TrainStep plans them.
+    counts_s =
+        plan.add_array<int32_t>("state.step_counts", MemoryCategory::optimizer_state, sz(pc.step_counts_total()));
     cudnn = std::make_unique<kernels::CudnnContext>();
     DevicePlanContext dc(spec, batch, shared, objects, *cudnn, grad_dtype);
     layer.plan_device(dc);
@@ -90,6 +93,7 @@ struct GpuHarness {
         grads_bf16 ? kernels::FloatBuffer(arena->get<bf16>(grads_s)) : kernels::FloatBuffer(arena->get<float>(grads_s));
     p.aux_loss = arena->get<float>(scalars_s);
     p.z_loss = p.aux_loss + 1;
+    p.step_counts = arena->get<int32_t>(counts_s);
     LayerBindContext bc(layout, *arena, shared, objects, *blas, p);
     layer.bind(bc);
     SG_CUDA_CHECK(cudaDeviceSynchronize());
