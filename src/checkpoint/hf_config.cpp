@@ -13,6 +13,7 @@ nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& 
   const std::string architecture = model::hf_architecture(spec);
   if (architecture == "LlamaForCausalLM") return hf_llama_config(spec, torch_dtype);
   if (architecture == "Qwen3ForCausalLM") return hf_qwen3_config(spec, torch_dtype);
+  if (architecture == "Qwen3MoeForCausalLM") return hf_qwen3_moe_config(spec, torch_dtype);
   if (architecture == "MixtralForCausalLM") return hf_mixtral_config(spec, torch_dtype);
   if (architecture == "NemotronHForCausalLM") return hf_nemotron_h_config(spec, torch_dtype);
   return nullptr;
@@ -95,6 +96,33 @@ nlohmann::json hf_qwen3_config(const model::ModelSpec& spec, const std::string& 
   c["use_sliding_window"] = false;
   c["sliding_window"] = nullptr;
   c["max_window_layers"] = spec.num_layers;
+  return c;
+}
+
+nlohmann::json hf_qwen3_moe_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
+  std::string why_not;
+  if (model::hf_architecture(spec, &why_not) != "Qwen3MoeForCausalLM") {
+    throw Error("config.json: " + (why_not.empty() ? std::string("not a Qwen3-MoE model") : why_not));
+  }
+  // Qwen3's config (the dense blocks' MLP is intermediate_size wide), plus the experts: softmax routing, the top-k
+  // renormalised unless the softmax came before the top-k, the dense blocks listed in mlp_only_layers.
+  model::ModelSpec dense = spec;
+  dense.num_moe_experts = 0;
+  nlohmann::json c = hf_qwen3_config(dense, torch_dtype);
+  c["architectures"] = {"Qwen3MoeForCausalLM"};
+  c["model_type"] = "qwen3_moe";
+  c["num_experts"] = spec.num_moe_experts;
+  c["num_experts_per_tok"] = spec.moe_router_topk;
+  c["moe_intermediate_size"] = spec.moe_ffn_hidden_size;
+  c["norm_topk_prob"] = !spec.moe.pre_softmax;
+  c["decoder_sparse_step"] = 1;
+  nlohmann::json dense_blocks = nlohmann::json::array();
+  for (int64_t b = 0; b < spec.num_layers; ++b) {
+    if (!spec.moe.is_moe_block(b)) dense_blocks.push_back(b);
+  }
+  c["mlp_only_layers"] = dense_blocks;
+  c["router_aux_loss_coef"] = spec.moe.aux_loss_coeff;
+  c["output_router_logits"] = false;
   return c;
 }
 

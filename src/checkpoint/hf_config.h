@@ -21,12 +21,16 @@ nlohmann::json hf_nemotron_h_config(const model::ModelSpec& spec, const std::str
 // Qwen3Config (Qwen3ForCausalLM): a Llama with model.qk_layernorm (q_norm and k_norm per head).
 nlohmann::json hf_qwen3_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
+// Qwen3MoeConfig (Qwen3MoeForCausalLM): Qwen3 with softmax-routed SwiGLU experts in the MoE blocks (model::hf_architecture
+// says why not otherwise).
+nlohmann::json hf_qwen3_moe_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
+
 // MixtralConfig (MixtralForCausalLM) for GPT blocks whose MLPs are all softmax-routed MoE without a
 // shared expert or expert bias (model::hf_architecture says why not otherwise).
 nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
 // config.json for the architecture the model picks (model::hf_architecture): LlamaConfig for GPT blocks
-// of attention and dense MLP, Qwen3Config, MixtralConfig, NemotronHConfig for hybrid patterns; null when no
+// of attention and dense MLP, Qwen3Config, Qwen3MoeConfig, MixtralConfig, NemotronHConfig for hybrid patterns; null when no
 // transformers class loads this model yet (the checkpoint folder then has no config.json; it still
 // resumes training).
 nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");

@@ -106,6 +106,44 @@ void read_mixtral_experts(const ConfigReader& c, model::ModelSpec& s) {
   }
 }
 
+// Qwen3MoeForCausalLM's experts: num_experts SwiGLU experts of moe_intermediate_size in the blocks that are neither
+// in mlp_only_layers nor off decoder_sparse_step (those have a dense MLP of intermediate_size); a softmax over all
+// experts, the top-k renormalised with norm_topk_prob (Megatron's softmax after top-k), not without it (Megatron's
+// moe_router_pre_softmax); token-dropless. Absent keys take Qwen3MoeConfig's defaults.
+void read_qwen3_moe_experts(const ConfigReader& c, model::ModelSpec& s) {
+  s.num_moe_experts = c.integer(c.has("num_local_experts") ? "num_local_experts" : "num_experts", 128);
+  s.moe_router_topk = c.integer("num_experts_per_tok", 8);
+  s.moe_ffn_hidden_size = c.integer("moe_intermediate_size", 768);
+  s.moe.pre_softmax = !c.boolean("norm_topk_prob", false);
+  if (s.num_moe_experts < 1)
+    c.fail("num_experts", strprintf("= %lld: must be positive", static_cast<long long>(s.num_moe_experts)));
+  if (s.moe_router_topk < 1 || s.moe_router_topk > s.num_moe_experts) {
+    c.fail("num_experts_per_tok",
+           strprintf("= %lld must be between 1 and num_experts = %lld", static_cast<long long>(s.moe_router_topk),
+                     static_cast<long long>(s.num_moe_experts)));
+  }
+  const int64_t step = c.integer("decoder_sparse_step", 1);
+  if (step < 1) c.fail("decoder_sparse_step", strprintf("= %lld: must be positive", static_cast<long long>(step)));
+  std::vector<int> freq(static_cast<size_t>(s.num_layers), 0);
+  for (int64_t b = 0; b < s.num_layers; ++b) freq[static_cast<size_t>(b)] = (b + 1) % step == 0 ? 1 : 0;
+  const nlohmann::json& j = c.json();
+  if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null()) {
+    const nlohmann::json& dense = j["mlp_only_layers"];
+    if (!dense.is_array()) c.fail("mlp_only_layers", "= " + dense.dump() + ": expected a list of layer indices");
+    for (const auto& b : dense) {
+      if (!b.is_number_integer() || b.get<int64_t>() < 0 || b.get<int64_t>() >= s.num_layers) {
+        c.fail("mlp_only_layers",
+               "lists " + b.dump() + ": not a layer index below num_hidden_layers = " + std::to_string(s.num_layers));
+      }
+      freq[static_cast<size_t>(b.get<int64_t>())] = 0;
+    }
+  }
+  if (std::find(freq.begin(), freq.end(), 1) == freq.end()) {
+    c.fail("mlp_only_layers", "and decoder_sparse_step leave no MoE block: that is a dense Qwen3 (model_type qwen3)");
+  }
+  if (std::find(freq.begin(), freq.end(), 0) != freq.end()) s.moe.layer_freq = freq;  // empty: every block
+}
+
 // Qwen3's attention beyond Llama's: full attention in every layer (use_sliding_window, or transformers 5's
 // layer_types, would window some), and no biases (attention_bias is read with Llama's keys).
 void read_qwen3_attention(const ConfigReader& c) {
@@ -221,14 +259,18 @@ HfModelConfig read_hf_config(const std::string& folder) {
     return out;
   }
   const bool mixtral = model_type == "mixtral";  // Llama's attention and norms, every MLP a SwiGLU MoE
-  const bool qwen3 = model_type == "qwen3";      // Llama with a query and a key norm per head
+  const bool qwen3_moe = model_type == "qwen3_moe";       // Qwen3 with softmax-routed SwiGLU experts
+  const bool qwen3 = model_type == "qwen3" || qwen3_moe;  // Llama with a query and a key norm per head
   if (model_type != "llama" && !mixtral && !qwen3) {
     c.fail("model_type", "= \"" + model_type +
                              "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Qwen3 "
-                             "(\"qwen3\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does "
-                             "generate");
+                             "(\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") "
+                             "folders, as does generate");
   }
-  out.architecture = mixtral ? "MixtralForCausalLM" : qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+  out.architecture = mixtral     ? "MixtralForCausalLM"
+                     : qwen3_moe ? "Qwen3MoeForCausalLM"
+                     : qwen3     ? "Qwen3ForCausalLM"
+                                 : "LlamaForCausalLM";
   const std::string act = c.string("hidden_act", "silu");
   if (act != "silu") c.fail("hidden_act", "= \"" + act + "\": the Llama MLP here is SwiGLU (silu)");
   for (const char* bias : {"attention_bias", "mlp_bias"}) {
@@ -242,9 +284,12 @@ HfModelConfig read_hf_config(const std::string& folder) {
   s.ffn_hidden_size = c.integer("intermediate_size");
   s.num_layers = c.integer("num_hidden_layers");
   s.num_attention_heads = c.integer("num_attention_heads");
-  // Keys left out take the model class's defaults: MixtralConfig's 8 key/value heads, Qwen3Config's 32, LlamaConfig's
-  // one per head.
-  s.num_query_groups = c.integer("num_key_value_heads", mixtral ? 8 : qwen3 ? 32 : s.num_attention_heads);
+  // Keys left out take the model class's defaults: MixtralConfig's 8 key/value heads, Qwen3Config's 32,
+  // Qwen3MoeConfig's 4, LlamaConfig's one per head.
+  s.num_query_groups = c.integer("num_key_value_heads", mixtral     ? 8
+                                                        : qwen3_moe ? 4
+                                                        : qwen3     ? 32
+                                                                    : s.num_attention_heads);
   if (s.num_attention_heads % s.num_query_groups != 0) {
     c.fail("num_key_value_heads",
            strprintf("= %lld%s does not divide num_attention_heads = %lld: grouped-query attention shares each "
@@ -257,9 +302,9 @@ HfModelConfig read_hf_config(const std::string& folder) {
     c.fail("vocab_size",
            strprintf("= %lld: token ids are 32-bit here; at most %d", static_cast<long long>(s.vocab_size), INT32_MAX));
   }
-  if (c.has("head_dim") || qwen3) {
+  if (c.has("head_dim") || (qwen3 && !qwen3_moe)) {
     // Megatron's kv_channels, set only where it is not hidden_size / num_attention_heads (kv_channels' null).
-    const int64_t head_dim = c.integer("head_dim", 128);  // Qwen3Config's default
+    const int64_t head_dim = c.integer("head_dim", 128);  // Qwen3Config's default (Qwen3-MoE's: hidden / heads)
     if (s.hidden_size % s.num_attention_heads != 0 || head_dim != s.hidden_size / s.num_attention_heads) {
       s.kv_channels = head_dim;
     }
@@ -291,6 +336,7 @@ HfModelConfig read_hf_config(const std::string& folder) {
   // them all; a hand-written file may not).
   read_rope(c, s, mixtral ? 1e6 : 10000.0);
   if (mixtral) read_mixtral_experts(c, s);
+  if (qwen3_moe) read_qwen3_moe_experts(c, s);
   out.max_position_embeddings = c.integer("max_position_embeddings", mixtral ? 4096 * 32 : qwen3 ? 32768 : 2048);
   s.seq_length = out.max_position_embeddings;
   return out;

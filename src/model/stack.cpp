@@ -71,9 +71,14 @@ bool stack_has_kind(const ModelSpec& spec, LayerKind kind) {
   return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
 }
 
+bool qwen3_moe_names(const ModelSpec& spec) {
+  return stack_layout(spec) == StackLayout::gpt && spec.qk_layernorm && spec.mlp_activation == MlpActivation::swiglu;
+}
+
 std::vector<LayerPlace> stack_places(const ModelSpec& spec) {
   const std::vector<LayerKind> kinds = stack_layer_kinds(spec);
   const bool gpt = stack_layout(spec) == StackLayout::gpt;
+  const bool qwen3_moe = qwen3_moe_names(spec);
   std::vector<LayerPlace> places;
   for (size_t i = 0; i < kinds.size(); ++i) {
     LayerPlace p;
@@ -83,7 +88,8 @@ std::vector<LayerPlace> stack_places(const ModelSpec& spec) {
       p.hf_layer = static_cast<int64_t>(i / 2);
       p.first_in_hf_layer = i % 2 == 0;
       const std::string block = strprintf("model.layers.%lld.", static_cast<long long>(p.hf_layer));
-      p.param_prefix = block + layer_kind_info(p.kind).hf_module + ".";
+      p.param_prefix =
+          block + (p.kind == LayerKind::moe && qwen3_moe ? "mlp" : layer_kind_info(p.kind).hf_module) + ".";
       p.norm_name = block + (p.first_in_hf_layer ? "input_layernorm.weight" : "post_attention_layernorm.weight");
     } else {
       p.hf_layer = static_cast<int64_t>(i);
@@ -170,14 +176,23 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
   }
   // Qwen3: Llama with a query and a key RMSNorm per head.
   if (!moe) return spec.qk_layernorm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+  const MoeSpec& m = spec.moe;
   if (spec.qk_layernorm) {
-    return none(
-        "no transformers architecture for MoE with query and key norms yet (Qwen3MoeForCausalLM names its "
-        "experts otherwise than stepgraph's Mixtral layout)");
+    // Qwen3-MoE: softmax routing over all experts, the top-k renormalised (norm_topk_prob, = Megatron's softmax
+    // after top-k) or not (= moe_router_pre_softmax), unscaled, token-dropless, no shared expert or expert bias;
+    // dense blocks where mlp_only_layers lists them.
+    const std::string qwen3_moe = "Qwen3MoeForCausalLM";
+    if (m.score_function != ref::MoeScoreFunction::softmax) {
+      return none(qwen3_moe + " routes with a softmax (model.moe_router_score_function=softmax)");
+    }
+    if (m.topk_scaling_factor != 1.0) return none(qwen3_moe + " has no model.moe_router_topk_scaling_factor");
+    if (m.shared_expert_intermediate_size > 0) return none(qwen3_moe + " has no shared expert");
+    if (m.enable_expert_bias) return none(qwen3_moe + " has no expert bias");
+    if (!m.dropless()) return none(qwen3_moe + " drops no tokens (model.moe_expert_capacity_factor=null)");
+    return qwen3_moe;
   }
   // Mixtral: every block MoE, softmax over all experts, top-k renormalised (= Megatron's softmax after
   // top-k), no scaling, no shared expert, no expert bias.
-  const MoeSpec& m = spec.moe;
   if (mlp) return none("MixtralForCausalLM needs every block MoE (model.moe_layer_freq mixes dense and MoE blocks)");
   if (m.score_function != ref::MoeScoreFunction::softmax || m.pre_softmax) {
     return none("MixtralForCausalLM routes with a softmax over the top-k logits (model.moe_router_score_function="

@@ -54,6 +54,10 @@ std::vector<LayerKind> stack_layer_kinds(const ModelSpec& spec);
 // Whether the stack has a layer of `kind` (stack_layer_kinds' errors likewise).
 bool stack_has_kind(const ModelSpec& spec, LayerKind kind);
 std::vector<LayerPlace> stack_places(const ModelSpec& spec);
+// Whether the MoE layers take Qwen3-MoE's Hugging Face names (model.layers.b.mlp.gate, mlp.experts.j.gate_proj /
+// up_proj / down_proj): GPT blocks with query and key norms (model.qk_layernorm) and SwiGLU experts. Otherwise
+// Mixtral's (block_sparse_moe.gate, experts.j.w1 / w3 / w2) or, in hybrid stacks, NemotronH's.
+bool qwen3_moe_names(const ModelSpec& spec);
 // The regions each layer marks, in step order (for graph::plan_graph_scopes).
 std::vector<graph::LayerRegions> stack_regions(const ModelSpec& spec);
 // "8 layers: (*-)x4 as 4 GPT blocks", "6 layers: (M*-)x2 (hybrid pattern)".

@@ -305,8 +305,7 @@ TEST(HfConfig, LlamaConfigFields) {
   expect_error_contains([&] { hf_llama_config(wide_heads, "bfloat16"); }, {"the groups must divide the heads"});
 }
 
-// model.qk_layernorm makes a Qwen3 (Llama's keys, plus full attention in every layer); with experts or in a
-// hybrid stack no transformers class is written, and why says so.
+// model.qk_layernorm makes a Qwen3 (Llama's keys, plus full attention in every layer), with experts a Qwen3-MoE.
 TEST(HfConfig, Qwen3ConfigFields) {
   auto spec = test::tiny_llama_spec(true);
   spec.qk_layernorm = true;
@@ -325,11 +324,28 @@ TEST(HfConfig, Qwen3ConfigFields) {
   auto llama = spec;
   llama.qk_layernorm = false;
   expect_error_contains([&] { hf_qwen3_config(llama, "bfloat16"); }, {"not a Qwen3 model (model.qk_layernorm=false)"});
+  // With experts: Qwen3-MoE, its routing from Megatron's (norm_topk_prob unless the softmax came first), the dense
+  // blocks listed; a shared expert has no Qwen3-MoE form.
   auto moe = spec;
   moe.num_moe_experts = 4;
+  moe.moe_router_topk = 2;
+  moe.moe_ffn_hidden_size = 16;
+  moe.moe.layer_freq = {0, 1};
+  ASSERT_EQ(model::hf_architecture(moe), "Qwen3MoeForCausalLM");
+  const auto m = hf_model_config(moe, "bfloat16");
+  EXPECT_EQ(m["model_type"], "qwen3_moe");
+  EXPECT_EQ(m["num_experts"], 4);
+  EXPECT_EQ(m["num_experts_per_tok"], 2);
+  EXPECT_EQ(m["moe_intermediate_size"], 16);
+  EXPECT_EQ(m["intermediate_size"], 64);
+  EXPECT_EQ(m["norm_topk_prob"], true);
+  EXPECT_EQ(m["mlp_only_layers"], nlohmann::json::array({0}));
+  moe.moe.pre_softmax = true;
+  EXPECT_EQ(hf_model_config(moe, "bfloat16")["norm_topk_prob"], false);
+  moe.moe.shared_expert_intermediate_size = 32;
   std::string why;
   EXPECT_EQ(model::hf_architecture(moe, &why), "");
-  EXPECT_NE(why.find("MoE with query and key norms"), std::string::npos) << why;
+  EXPECT_NE(why.find("Qwen3MoeForCausalLM has no shared expert"), std::string::npos) << why;
   EXPECT_TRUE(hf_model_config(moe, "bfloat16").is_null());
 }
 

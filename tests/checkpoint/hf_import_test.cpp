@@ -167,6 +167,55 @@ TEST(HfImport, Qwen3FolderLoadsWithItsQueryAndKeyNorms) {
   EXPECT_NE(error.find("use_sliding_window = true: stepgraph's attention is fully causal"), std::string::npos) << error;
 }
 
+// A Qwen3-MoE folder: experts in the blocks mlp_only_layers does not list (a dense MLP there), norm_topk_prob's
+// routing; its weights load under the layout's Qwen3-MoE names and its config.json round-trips.
+TEST(HfImport, Qwen3MoeFolderLoadsItsExpertsAndDenseBlocks) {
+  test::ScratchDir dir("hf_import_qwen3_moe");
+  const std::string folder = make_folder(dir.str() + "/qwen3_moe",
+                                         "--dtype bf16 --qwen3 --experts 4 --topk 2 "
+                                         "--moe-ffn 16 --mlp-only 1 --norm-topk");
+  const HfModelConfig config = read_hf_config(folder);
+  EXPECT_EQ(config.architecture, "Qwen3MoeForCausalLM");
+  const model::ModelSpec& s = config.spec;
+  EXPECT_TRUE(s.qk_layernorm);
+  EXPECT_EQ(s.num_moe_experts, 4);
+  EXPECT_EQ(s.moe_router_topk, 2);
+  EXPECT_EQ(s.moe_ffn_hidden_size, 16);
+  EXPECT_EQ(s.ffn_hidden_size, 48);
+  EXPECT_FALSE(s.moe.pre_softmax);  // norm_topk_prob: the top-k renormalised
+  EXPECT_EQ(s.moe.layer_freq, (std::vector<int>{1, 0}));
+  EXPECT_EQ(model::hf_architecture(s), "Qwen3MoeForCausalLM");
+  const model::ModelLayout layout = model::model_layout(s);
+  EXPECT_NE(layout.find("model.layers.0.mlp.experts.3.gate_proj.weight").numel, 0);
+  std::vector<float> weights;
+  load_hf_weights(folder, layout, weights, WeightSource::model, "test");
+  expect_weights_equal_expected(folder, layout, weights);
+
+  const std::string written = dir.str() + "/written";
+  std::filesystem::create_directories(written);
+  const nlohmann::json json = hf_model_config(s, "bfloat16");
+  EXPECT_EQ(json["mlp_only_layers"], nlohmann::json::array({1}));
+  EXPECT_EQ(json["norm_topk_prob"], true);
+  std::ofstream(written + "/config.json") << json.dump(2);
+  const model::ModelSpec back = read_hf_config(written).spec;
+  EXPECT_EQ(back.moe.layer_freq, s.moe.layer_freq);
+  EXPECT_EQ(back.moe.pre_softmax, s.moe.pre_softmax);
+  EXPECT_EQ(back.num_moe_experts, s.num_moe_experts);
+  EXPECT_EQ(back.moe_ffn_hidden_size, s.moe_ffn_hidden_size);
+
+  // A dense-only list names the key.
+  nlohmann::json dense = json;
+  dense["mlp_only_layers"] = {0, 1};
+  std::ofstream(written + "/config.json") << dense.dump(2);
+  const std::string error = test::thrown_message([&] { read_hf_config(written); });
+  EXPECT_NE(error.find("mlp_only_layers and decoder_sparse_step leave no MoE block"), std::string::npos) << error;
+  dense["mlp_only_layers"] = {2};
+  std::ofstream(written + "/config.json") << dense.dump(2);
+  const std::string range = test::thrown_message([&] { read_hf_config(written); });
+  EXPECT_NE(range.find("mlp_only_layers lists 2: not a layer index below num_hidden_layers = 2"), std::string::npos)
+      << range;
+}
+
 // Every half-precision value widens exactly: compared with sign x significand x 2^exponent in double.
 TEST(HfImport, F16WidensExactly) {
   for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
@@ -290,7 +339,7 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
        "\"model_type\": \"llama\""},
       {"model_type", "mistral",
        "model_type = \"mistral\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Qwen3 "
-       "(\"qwen3\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does generate"},
+       "(\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does generate"},
   };
   for (const ValueDefect& d : value_defects) {
     SCOPED_TRACE(std::string(d.key) + " = " + d.value.dump());
@@ -458,7 +507,8 @@ TEST(HfImport, StepgraphCheckpointIsVerifiedLikeCheckpointLoad) {
   qwen["model_type"] = "qwen2_moe";
   error = test::thrown_message([&] { read_hf_config(save_own(dir.str() + "/qwen", 1, qwen)); });
   EXPECT_NE(error.find("model_type = \"qwen2_moe\": checkpoint.pretrained_checkpoint takes Llama (model_type "
-                       "\"llama\"), Qwen3 (\"qwen3\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders"),
+                       "\"llama\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH "
+                       "(\"nemotron_h\") folders"),
             std::string::npos)
       << error;
   nlohmann::json mixtral = llama;

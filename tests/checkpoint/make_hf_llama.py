@@ -3,14 +3,17 @@
 config.json and model.safetensors, or shards model-0000i-of-0000N.safetensors with
 model.safetensors.index.json; BF16, F16 or F32 tensors; tied or untied embeddings; optional Llama 3
 rope_scaling (transformers 4 spelling) or rope_parameters (transformers 5 spelling); with --qwen3 a Qwen3
-folder (model_type qwen3: each attention's q_norm and k_norm, head_dim in config.json).
+folder (model_type qwen3: each attention's q_norm and k_norm, head_dim in config.json), with --experts a Qwen3-MoE
+folder (model_type qwen3_moe: mlp.gate and mlp.experts.j.gate_proj / up_proj / down_proj in the blocks not listed in
+--mlp-only, whose MLP stays dense).
 
 Also writes expected.safetensors: every tensor in F32 with exactly the values the model files hold
 (rounded to bf16 or fp16 first), so a loader's result can be compared element by element.
 
   python3 tests/checkpoint/make_hf_llama.py --out DIR [--dtype bf16|fp16|fp32] [--shards N] [--tied]
       [--vocab 64 --hidden 32 --layers 2 --heads 4 --kv-heads 2 --ffn 48] [--rope-scaling FACTOR]
-      [--rope-parameters] [--qwen3] [--std 0.3] [--seed 0] [--break DEFECT]
+      [--rope-parameters] [--qwen3 [--experts E --topk K --moe-ffn F --mlp-only 1,3 --norm-topk]] [--std 0.3]
+      [--seed 0] [--break DEFECT]
 
 --break writes a folder with one defect, for the loaders' error messages: missing, extra, shape (a tensor);
 bias, act, yarn, head_dim, sliding (config.json; sliding: a Qwen3 use_sliding_window); nan, inf (model.layers.1.mlp.down_proj.weight element 7 is NaN,
@@ -61,6 +64,10 @@ def write_bf16_safetensors(path, tensors):
             f.write(b)
 
 
+def mlp_only(a):
+    return [int(x) for x in a.mlp_only.split(",") if x]
+
+
 def tensor_specs(a):
     """(name, shape) in Hugging Face state-dict order."""
     head_dim = a.hidden // a.heads
@@ -76,9 +83,17 @@ def tensor_specs(a):
         if a.qwen3:
             specs += [(p + "self_attn.q_norm.weight", (head_dim,)), (p + "self_attn.k_norm.weight", (head_dim,))]
         specs += [
-            (p + "mlp.gate_proj.weight", (a.ffn, a.hidden)),
-            (p + "mlp.up_proj.weight", (a.ffn, a.hidden)),
-            (p + "mlp.down_proj.weight", (a.hidden, a.ffn)),
+        ]
+        if a.experts and i not in mlp_only(a):
+            specs.append((p + "mlp.gate.weight", (a.experts, a.hidden)))
+            for j in range(a.experts):
+                e = f"{p}mlp.experts.{j}."
+                specs += [(e + "gate_proj.weight", (a.moe_ffn, a.hidden)), (e + "up_proj.weight", (a.moe_ffn, a.hidden)),
+                          (e + "down_proj.weight", (a.hidden, a.moe_ffn))]
+        else:
+            specs += [(p + "mlp.gate_proj.weight", (a.ffn, a.hidden)), (p + "mlp.up_proj.weight", (a.ffn, a.hidden)),
+                      (p + "mlp.down_proj.weight", (a.hidden, a.ffn))]
+        specs += [
             (p + "input_layernorm.weight", (a.hidden,)),
             (p + "post_attention_layernorm.weight", (a.hidden,)),
         ]
@@ -102,6 +117,11 @@ def make_config(a):
         config.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=a.hidden // a.heads,
                       use_sliding_window=False, sliding_window=None, max_window_layers=a.layers)
         del config["mlp_bias"]
+        if a.experts:
+            config.update(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", num_experts=a.experts,
+                          num_experts_per_tok=a.topk, moe_intermediate_size=a.moe_ffn, norm_topk_prob=a.norm_topk,
+                          decoder_sparse_step=1, mlp_only_layers=mlp_only(a), router_aux_loss_coef=0.001,
+                          output_router_logits=False)
     scaling = None
     if a.rope_scaling:
         scaling = {"rope_type": "llama3", "factor": a.rope_scaling, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -143,6 +163,11 @@ def main():
     p.add_argument("--original-max-pos", type=int, default=64, help="llama3 original_max_position_embeddings")
     p.add_argument("--rope-parameters", action="store_true", help="transformers 5 rope_parameters spelling")
     p.add_argument("--qwen3", action="store_true", help="a Qwen3 folder: q_norm and k_norm in every attention")
+    p.add_argument("--experts", type=int, default=0, help="with --qwen3: a Qwen3-MoE folder of this many experts")
+    p.add_argument("--topk", type=int, default=2, help="its num_experts_per_tok")
+    p.add_argument("--moe-ffn", type=int, default=16, help="its moe_intermediate_size")
+    p.add_argument("--mlp-only", default="", help="its mlp_only_layers, comma-separated (dense blocks)")
+    p.add_argument("--norm-topk", action="store_true", help="its norm_topk_prob (else false)")
     p.add_argument("--eos", type=int, default=None, help="eos_token_id")
     p.add_argument("--std", type=float, default=0.3, help="std of the matrices (large: peaked logits)")
     p.add_argument("--seed", type=int, default=0)

@@ -7,7 +7,7 @@ Steps (issue 4 "against PyTorch", issue 5 "transformers loads the saved checkpoi
       step's batch (--dump-batches); a second, 2-step run saves at step 1 (the early check);
   (c) transformers loads OUT/ckpt/iter_000000K with the class its config.json names (LlamaForCausalLM
       for GPT recipes, Qwen3ForCausalLM with --override model.qk_layernorm=true, MixtralForCausalLM for MoE
-      recipes such as moe/tiny_moe, NemotronHForCausalLM for
+      recipes such as moe/tiny_moe (Qwen3MoeForCausalLM with model.qk_layernorm=true), NemotronHForCausalLM for
       hybrid Mamba recipes such as hybrid/tiny_hybrid, with MoE layers too: hybrid/tiny_hybrid_moe), in
       bfloat16 and in float32 (no missing or unexpected tensor is allowed);
   (d) the loss of batch K+1 is computed as stepgraph defines it: the global batch is split into

@@ -212,6 +212,34 @@ TEST(Pretrained, AQwen3FolderTrainsWithItsQueryAndKeyNorms) {
   EXPECT_NE(with.find("model.qk_layernorm=false"), std::string::npos) << with;
 }
 
+// A Qwen3-MoE folder (block 1 dense, norm_topk_prob): the experts' shape keys are taken from it, the MoE blocks and
+// the routing must match (listed with their fixes), and a run configured so trains from its weights.
+TEST(Pretrained, AQwen3MoeFolderGivesItsExpertsAndListsItsBlocksAndRouter) {
+  Scratch dir;
+  const std::string folder = make_hf_folder(dir / "qwen3_moe",
+                                            "--qwen3 --experts 4 --topk 2 --moe-ffn 16 --mlp-only 1 "
+                                            "--norm-topk");
+  const std::string error = test::thrown_message([&] {
+    train::apply_pretrained_shapes(tiny_config({"checkpoint.pretrained_checkpoint=" + folder, "model.qk_layernorm=true",
+                                                "model.moe_router_pre_softmax=true"}));
+  });
+  EXPECT_NE(error.find("model.moe_layer_freq: config.json's mlp_only_layers and decoder_sparse_step make the MoE "
+                       "blocks [1,0], configured [1,1]"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("model.moe_router_pre_softmax: config.json norm_topk_prob = true, configured true"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("model.moe_layer_freq=[1,0] model.moe_router_pre_softmax=false"), std::string::npos) << error;
+  const config::Config c = tiny_config({"checkpoint.pretrained_checkpoint=" + folder, "model.qk_layernorm=true",
+                                        "model.moe_layer_freq=[1,0]", "train.train_iters=1"});
+  const config::Config shaped = train::apply_pretrained_shapes(c);
+  EXPECT_EQ(shaped.model.num_moe_experts, 4);
+  EXPECT_EQ(shaped.model.moe_ffn_hidden_size, 16);
+  EXPECT_EQ(shaped.model.ffn_hidden_size, 48);
+  expect_one_step_from(c, dir, folder);
+}
+
 TEST(Pretrained, Llama3RopeScalingListsOnlyTheKeysThatDiffer) {
   Scratch dir;
   const std::string hf = make_hf_folder(dir / "hf", "--rope-scaling 8 --original-max-pos 8192");

@@ -21,7 +21,8 @@
 //   experts in the names of the family that has them:
 //   SwiGLU (Mixtral): experts.j.w1 / w3 [F, H] (one [E, 2F, H] block: expert j's gate then up rows),
 //     experts.j.w2 [H, F] (one [E, H, F] block); a shared expert shared_expert.gate_proj / up_proj [S, H]
-//     and shared_expert.down_proj [H, S];
+//     and shared_expert.down_proj [H, S]; with query and key norms (Qwen3-MoE, model/stack.h qwen3_moe_names:
+//     the prefix "model.layers.b.mlp.") experts.j.gate_proj / up_proj and experts.j.down_proj;
 //   squared ReLU (Nemotron-H): experts.j.up_proj [F, H] (one [E, F, H] block), experts.j.down_proj [H, F];
 //     a shared expert shared_experts.up_proj [S, H] and shared_experts.down_proj [H, S].
 // No dropout inside (the output dropout is the step's).

@@ -8,6 +8,7 @@
 #include "kernels/gemm.h"
 #include "model/layer_registry.h"
 #include "model/layers/moe_layer.h"
+#include "model/stack.h"
 
 namespace sg::model {
 
@@ -96,19 +97,20 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
   const int64_t H = s.hidden_size, E = s.num_moe_experts, F = s.moe_ffn_hidden_size;
   const std::string& p = d.place.param_prefix;
   router = d.params.matrix(p + "gate.weight", {E, H});
-  // The experts in the names of the checkpoint family that has them (moe_layer.h): Mixtral's SwiGLU,
+  // The experts in the names of the checkpoint family that has them (moe_layer.h): Mixtral's or Qwen3-MoE's SwiGLU,
   // Nemotron-H's squared ReLU.
   const bool gated = s.mlp_activation == MlpActivation::swiglu;
+  const bool qwen3 = qwen3_moe_names(s);
   std::vector<ParamDecl> fc1_tensors, fc2_tensors;
   for (int64_t j = 0; j < E; ++j) {
     const std::string expert = strprintf("%sexperts.%lld.", p.c_str(), ll(j));
     if (gated) {
-      fc1_tensors.emplace_back(expert + "w1.weight", std::vector<int64_t>{F, H});
-      fc1_tensors.emplace_back(expert + "w3.weight", std::vector<int64_t>{F, H});
+      fc1_tensors.emplace_back(expert + (qwen3 ? "gate_proj.weight" : "w1.weight"), std::vector<int64_t>{F, H});
+      fc1_tensors.emplace_back(expert + (qwen3 ? "up_proj.weight" : "w3.weight"), std::vector<int64_t>{F, H});
     } else {
       fc1_tensors.emplace_back(expert + "up_proj.weight", std::vector<int64_t>{F, H});
     }
-    fc2_tensors.emplace_back(expert + (gated ? "w2.weight" : "down_proj.weight"), std::vector<int64_t>{H, F},
+    fc2_tensors.emplace_back(expert + (gated && !qwen3 ? "w2.weight" : "down_proj.weight"), std::vector<int64_t>{H, F},
                              ParamInit::output_projection);
   }
   fc1 = d.params.matrix(std::move(fc1_tensors));
