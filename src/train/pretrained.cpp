@@ -118,9 +118,10 @@ void check_experts(Differences& d, const config::Config& config, const model::Mo
   }
 }
 
-// What a Llama or Mixtral folder is beyond its sizes: GPT blocks of attention and a dense MLP (Mixtral: every MLP
-// its experts), RoPE, SwiGLU (read_hf_config refuses any other hidden_act). A model configured otherwise would train
-// other numbers from the same weights, or fail the weight load blaming the folder.
+// What a Llama, Qwen3, Qwen3-MoE or Mixtral folder is beyond its sizes: GPT blocks of attention and a dense MLP
+// (Mixtral: every MLP its experts; Qwen3-MoE: its MoE blocks'), RoPE, SwiGLU (read_hf_config refuses any other
+// hidden_act). A model configured otherwise would train other numbers from the same weights, or fail the weight load
+// blaming the folder. (The query and key norms are compared by the caller.)
 void check_architecture(Differences& d, const config::Config& config, const model::ModelSpec& s,
                         const std::string& architecture) {
   const config::ModelConfig& m = config.model;
@@ -314,7 +315,7 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
     for (const auto& line : d.lines) msg += "\n  " + line;
     msg += "\nset them to the folder's values: " + join(d.fixes, " ") +
            "\n(shape keys left unset in the recipe - num_layers/hidden_size/num_attention_heads 0, vocab_size/"
-           "ffn_hidden_size/num_query_groups/kv_channels null, a Mixtral folder's num_moe_experts/"
+           "ffn_hidden_size/num_query_groups/kv_channels null, a Mixtral or Qwen3-MoE folder's num_moe_experts/"
            "moe_ffn_hidden_size null, a NemotronH folder's hybrid_override_pattern null - are taken from config.json)";
     throw Error(msg);
   }
