@@ -34,6 +34,12 @@ struct PackedRowsCase {
   std::vector<float> out_ref, rstd_ref, din_ref, dweight_ref;  // of the gathered rows
   // rstd storage: rows() values, at least one (the kernels take no null pointer, even for no rows)
   std::vector<float> rstd_buffer() const { return std::vector<float>(std::max<size_t>(rstd_ref.size(), 1), NAN); }
+  // The reference's rstd as the backward's input, in such storage.
+  std::vector<float> rstd_input() const {
+    std::vector<float> r = rstd_ref;
+    r.resize(std::max<size_t>(r.size(), 1), 0.0f);
+    return r;
+  }
 
   int64_t rows() const { return s.tokens * s.per_group; }
   int64_t elements() const { return s.offset + s.tokens * s.group_stride; }
@@ -106,7 +112,6 @@ inline PackedRowsCase make_packed_rows_case(const PackedRowsShape& s) {
   const auto xr = c.gather(c.x), dyr = c.gather(c.dout), wf = to_float(c.weight);
   c.out_ref.resize(xr.size());
   c.rstd_ref.resize(static_cast<size_t>(c.rows()));
-  c.rstd_ref.reserve(1);  // data() is not null
   ref::rmsnorm_forward(c.out_ref.data(), c.rstd_ref.data(), xr.data(), wf.data(), c.rows(), s.H, PackedRowsCase::kEps);
   c.din_ref.resize(xr.size());
   c.dweight_ref = c.dweight0;

@@ -42,12 +42,13 @@ TEST_P(RmsNormPackedRowsEmulated, ForwardMatchesReferenceOnlyInItsRows) {
 
 TEST_P(RmsNormPackedRowsEmulated, BackwardMatchesReferenceOnlyInItsRows) {
   const PackedRowsCase c = test::make_packed_rows_case(GetParam());
+  const std::vector<float> rstd_in = c.rstd_input();
   const std::vector<bf16> poisoned = test::to_bf16(std::vector<float>(c.elements(), NAN));
   std::vector<float> scratch(c.scratch_bytes() / sizeof(float), NAN);
   std::vector<bf16> din = poisoned;
   std::vector<float> dw = c.dweight0;
   kernels::rmsnorm_bwd::run_backward(emu::Launch{}, c.backward(din.data(), dw.data(), scratch.data(), c.dout.data(),
-                                                               c.x.data(), c.weight.data(), c.rstd_ref.data()));
+                                                               c.x.data(), c.weight.data(), rstd_in.data()));
   test::expect_packed_backward(c, din, dw, poisoned);
 
   std::vector<bf16> in_place = c.dout;  // din over dout, as the attention layer runs it
@@ -55,7 +56,7 @@ TEST_P(RmsNormPackedRowsEmulated, BackwardMatchesReferenceOnlyInItsRows) {
   std::fill(scratch.begin(), scratch.end(), NAN);
   kernels::rmsnorm_bwd::run_backward(
       emu::Launch{}, c.backward(in_place.data(), dw2.data(), scratch.data(), in_place.data(), c.x.data(),
-                                c.weight.data(), c.rstd_ref.data()));
+                                c.weight.data(), rstd_in.data()));
   EXPECT_TRUE(test::bitwise_equal(c.gather(in_place), c.gather(din))) << "in place differs";
   EXPECT_TRUE(c.same_outside_rows(in_place, c.dout)) << "in place wrote outside its rows";
   EXPECT_TRUE(test::bitwise_equal(dw2, dw));
@@ -78,8 +79,9 @@ TEST(RmsNormPackedRowsEmulatedMisc, RejectsOverlappingGroupsAndPartialGroups) {
   msg = test::thrown_message([&] { kernels::rmsnorm_fwd::run_rmsnorm_forward(emu::Launch{}, p); });
   EXPECT_NE(msg.find("not whole groups"), std::string::npos) << msg;
   std::vector<float> dw = c.dweight0, scratch(c.scratch_bytes() / sizeof(float));
+  const std::vector<float> rstd_in = c.rstd_input();
   auto b =
-      c.backward(out.data(), dw.data(), scratch.data(), c.dout.data(), c.x.data(), c.weight.data(), c.rstd_ref.data());
+      c.backward(out.data(), dw.data(), scratch.data(), c.dout.data(), c.x.data(), c.weight.data(), rstd_in.data());
   b.rows_per_group = 3;
   msg = test::thrown_message([&] { kernels::rmsnorm_bwd::run_backward(emu::Launch{}, b); });
   EXPECT_NE(msg.find("rmsnorm_backward: T = 8 rows are not whole groups"), std::string::npos) << msg;

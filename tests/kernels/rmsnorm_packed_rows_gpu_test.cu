@@ -75,9 +75,7 @@ TEST_P(RmsNormPackedRowsGpu, ForwardAndBackwardMatchReferenceOnlyInTheirRows) {
   EXPECT_TRUE(c.same_outside_rows(in_place, c.x)) << "forward in place wrote outside its rows";
 
   // Backward from the reference's rstd, into a poisoned buffer, then in place over dout.
-  std::vector<float> rstd_ref = c.rstd_ref;
-  rstd_ref.resize(at_least_one(c.rows()), 0.0f);
-  d_rstd.upload(rstd_ref);
+  d_rstd.upload(c.rstd_input());
   d_dy.upload(c.dout);
   const auto backward = [&](bf16* din, const bf16* dout) {
     return [&c, &d_dw, &d_scratch, &d_x, &d_w, &d_rstd, din, dout](cudaStream_t s) {
