@@ -47,6 +47,12 @@ void AttentionDeclarations::declare(LayerDeclarations& d) {
   probs_site = d.dropout_sites.next();
 }
 
+std::array<QkNormRows, 2> AttentionDeclarations::qk_norms(const ModelSpec& m, int64_t T) const {
+  const int64_t heads = m.num_attention_heads;
+  return {{{.weight = q_norm, .column = 0, .per_token = heads, .rstd_offset = 0},
+           {.weight = k_norm, .column = m.q_dim(), .per_token = m.num_query_groups, .rstd_offset = T * heads}}};
+}
+
 LayerFlops AttentionLayer::flops_per_token(const ModelSpec& m) {
   const double H = static_cast<double>(m.hidden_size);
   return {.matmul_weights = H * static_cast<double>(m.qkv_dim()) + H * static_cast<double>(m.q_dim()),
@@ -137,10 +143,11 @@ void AttentionLayer::bind(LayerBindContext& ctx) {
     qkv_proj_ = ctx.get<bf16>(qkv_proj_slot_);
     qk_rstd_ = ctx.get<float>(qk_rstd_slot_);
     qk_norm_partials_ = ctx.get<float>(qk_norm_partials_ref_);
-    w_q_norm_ = ctx.weight(decl_.q_norm);
-    w_k_norm_ = ctx.weight(decl_.k_norm);
-    g_q_norm_ = ctx.grad(decl_.q_norm);
-    g_k_norm_ = ctx.grad(decl_.k_norm);
+    const std::array<QkNormRows, 2> norms = decl_.qk_norms(model_, T_);
+    for (size_t i = 0; i < norms.size(); ++i) {
+      qk_norm_weights_[i] = ctx.weight(norms[i].weight);
+      qk_norm_grads_[i] = ctx.grad(norms[i].weight);
+    }
   }
   if (dropout_slot_ >= 0) {
     dropout_seed_ = ctx.pointers().attention_dropout_seeds + dropout_slot_;
@@ -194,31 +201,23 @@ void AttentionLayer::attention_forward(cudaStream_t stream, bool dropout) {
                          .workspace = workspace_});
 }
 
-// The query heads, then the key heads, of qkv_proj_ as rows of head_dim (kernels/rmsnorm.h's packed rows) into
-// qkv_; the values copied as they are.
+// The query heads, then the key heads, of qkv_proj_ as rows of head_dim into qkv_; the values copied as they are.
 void AttentionLayer::qk_norm_forward(cudaStream_t stream) {
   const ModelSpec& m = model_;
-  const int64_t d = m.head_dim(), Q = m.q_dim(), KV = m.kv_dim(), QKV = m.qkv_dim();
-  const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups;
-  const float eps = static_cast<float>(m.layernorm_epsilon);
-  kernels::rmsnorm_forward(stream, {.out = qkv_,
-                                    .rstd = qk_rstd_,
-                                    .in = qkv_proj_,
-                                    .weight = w_q_norm_,
-                                    .T = T_ * heads,
-                                    .H = d,
-                                    .eps = eps,
-                                    .rows_per_group = heads,
-                                    .group_stride = QKV});
-  kernels::rmsnorm_forward(stream, {.out = qkv_ + Q,
-                                    .rstd = qk_rstd_ + T_ * heads,
-                                    .in = qkv_proj_ + Q,
-                                    .weight = w_k_norm_,
-                                    .T = T_ * kv_heads,
-                                    .H = d,
-                                    .eps = eps,
-                                    .rows_per_group = kv_heads,
-                                    .group_stride = QKV});
+  const int64_t Q = m.q_dim(), KV = m.kv_dim(), QKV = m.qkv_dim();
+  const std::array<QkNormRows, 2> norms = decl_.qk_norms(m, T_);
+  for (size_t i = 0; i < norms.size(); ++i) {
+    const QkNormRows& n = norms[i];
+    kernels::rmsnorm_forward(stream, {.out = qkv_ + n.column,
+                                      .rstd = qk_rstd_ + n.rstd_offset,
+                                      .in = qkv_proj_ + n.column,
+                                      .weight = qk_norm_weights_[i],
+                                      .T = T_ * n.per_token,
+                                      .H = m.head_dim(),
+                                      .eps = static_cast<float>(m.layernorm_epsilon),
+                                      .rows_per_group = n.per_token,
+                                      .group_stride = QKV});
+  }
   const size_t row_bytes = sz(QKV) * sizeof(bf16);
   SG_CUDA_CHECK(cudaMemcpy2DAsync(qkv_ + Q + KV, row_bytes, qkv_proj_ + Q + KV, row_bytes, sz(KV) * sizeof(bf16),
                                   sz(T_), cudaMemcpyDeviceToDevice, stream));
@@ -228,30 +227,25 @@ void AttentionLayer::qk_norm_forward(cudaStream_t stream) {
 // (into main_grad of either dtype).
 void AttentionLayer::qk_norm_backward(cudaStream_t stream) {
   const ModelSpec& m = model_;
-  const int64_t d = m.head_dim(), Q = m.q_dim(), QKV = m.qkv_dim();
-  const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups;
-  const struct {
-    int64_t offset, per_token;
-    const bf16* weight;
-    const float* rstd;
-    kernels::FloatBuffer grad;
-  } norms[] = {{0, heads, w_q_norm_, qk_rstd_, g_q_norm_}, {Q, kv_heads, w_k_norm_, qk_rstd_ + T_ * heads, g_k_norm_}};
-  for (const auto& n : norms) {
-    kernels::rmsnorm_backward(stream, {.din = d_qkv_ + n.offset,
+  const int64_t d = m.head_dim();
+  const std::array<QkNormRows, 2> norms = decl_.qk_norms(m, T_);
+  for (size_t i = 0; i < norms.size(); ++i) {
+    const QkNormRows& n = norms[i];
+    kernels::rmsnorm_backward(stream, {.din = d_qkv_ + n.column,
                                        .dweight = nullptr,
                                        .scratch = qk_norm_partials_,
                                        .scratch_bytes = qk_norm_partials_bytes_,
-                                       .dout = d_qkv_ + n.offset,
-                                       .in = qkv_proj_ + n.offset,
-                                       .weight = n.weight,
-                                       .rstd = n.rstd,
+                                       .dout = d_qkv_ + n.column,
+                                       .in = qkv_proj_ + n.column,
+                                       .weight = qk_norm_weights_[i],
+                                       .rstd = qk_rstd_ + n.rstd_offset,
                                        .T = T_ * n.per_token,
                                        .H = d,
                                        .rows_per_group = n.per_token,
-                                       .group_stride = QKV});
+                                       .group_stride = m.qkv_dim()});
     kernels::add_partial_column_sums(stream, qk_norm_partials_,
                                      kernels::rmsnorm_backward_num_partials(T_ * n.per_token),
-                                     {{.dst = n.grad, .cols = d}});
+                                     {{.dst = qk_norm_grads_[i], .cols = d}});
   }
 }
 

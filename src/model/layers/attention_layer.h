@@ -14,6 +14,7 @@
 // recompute gives back qkv too and reruns the whole module.
 // RoPE reads its cos/sin from one table of seq_length positions (state.rope_cos_sin, shared by every
 // attention layer), built once at bind: eager, graph replay and recompute all rotate from it.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -30,12 +31,22 @@
 
 namespace sg::model {
 
+// qk_layernorm's norms as rows of head_dim inside T rows of [qkv_dim] (kernels/rmsnorm.h's packed rows): the query
+// heads from column 0, the key heads from q_dim; their rstd [T, heads] then [T, kv_heads]. Every twin reads this.
+struct QkNormRows {
+  ParamRef weight;          // q_norm or k_norm
+  int64_t column = 0;       // of the first head in a QKV row
+  int64_t per_token = 0;    // heads per row
+  int64_t rstd_offset = 0;  // where this norm's rstd starts
+};
+
 // The declarations the GPU layer and its CPU twin share.
 struct AttentionDeclarations {
   ParamRef qkv, o_proj;
   ParamRef q_norm, k_norm;  // qk_layernorm only
   uint32_t probs_site = 0;
   void declare(LayerDeclarations& d);  // checks the head shapes
+  std::array<QkNormRows, 2> qk_norms(const ModelSpec& m, int64_t T) const;  // the query norm, then the key norm
 };
 
 // One decoding call's attention shape (rows: DecodeRows on the CPU, GpuDecodeRows on the GPU), so that both
@@ -104,10 +115,10 @@ class AttentionLayer final : public Layer {
   cuda::LibraryWorkspace workspace_registration_;  // cuDNN's alone (graph/workspace_memsets.h)
   const bf16* w_qkv_ = nullptr;
   const bf16* w_o_ = nullptr;
-  const bf16 *w_q_norm_ = nullptr, *w_k_norm_ = nullptr;
+  std::array<const bf16*, 2> qk_norm_weights_{};  // qk_layernorm: in decl_.qk_norms()'s order
   kernels::FloatBuffer g_qkv_;
   kernels::FloatBuffer g_o_;
-  kernels::FloatBuffer g_q_norm_, g_k_norm_;
+  std::array<kernels::FloatBuffer, 2> qk_norm_grads_{};
   int64_t* dropout_seed_ = nullptr;
   int64_t* dropout_offset_ = nullptr;
 };

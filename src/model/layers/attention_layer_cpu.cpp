@@ -14,16 +14,16 @@ namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
 // qk_layernorm on T rows of [qkv_dim]: each query head, then each key head, RMS-normalized over head_dim into out
-// (which may be in); rstd [T, heads] then [T, kv_heads], as the GPU layer lays it out. The values are not touched.
-void qk_norm_forward(const ModelSpec& m, float* out, float* rstd, const float* in, const float* q_norm,
-                     const float* k_norm, int64_t T) {
-  const int64_t d = m.head_dim(), Q = m.q_dim(), QKV = m.qkv_dim();
-  const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups;
-  const float eps = static_cast<float>(m.layernorm_epsilon);
-  for (int64_t t = 0; t < T; ++t) {
-    ref::rmsnorm_forward(out + t * QKV, rstd + t * heads, in + t * QKV, q_norm, heads, d, eps);
-    ref::rmsnorm_forward(out + t * QKV + Q, rstd + T * heads + t * kv_heads, in + t * QKV + Q, k_norm, kv_heads, d,
-                         eps);
+// (which may be in), as the GPU layer does (AttentionDeclarations::qk_norms). The values are not touched.
+template <class Weights>
+void qk_norm_forward(const ModelSpec& m, const AttentionDeclarations& decl, float* out, float* rstd, const float* in,
+                     const Weights& weight, int64_t T) {
+  const int64_t QKV = m.qkv_dim();
+  for (const QkNormRows& n : decl.qk_norms(m, T)) {
+    for (int64_t t = 0; t < T; ++t) {
+      ref::rmsnorm_forward(out + t * QKV + n.column, rstd + n.rstd_offset + t * n.per_token, in + t * QKV + n.column,
+                           weight(n.weight), n.per_token, m.head_dim(), static_cast<float>(m.layernorm_epsilon));
+    }
   }
 }
 }  // namespace
@@ -67,8 +67,8 @@ void AttentionLayerCpu::forward(const CpuLayerIO& io) {
   if (m.qk_layernorm) {
     ref::linear_forward(qkv_proj_.data(), io.input, io.weight(decl_.qkv), T, H, QKV);
     qkv_ = qkv_proj_;  // the values as they are
-    qk_norm_forward(m, qkv_.data(), qk_rstd_.data(), qkv_proj_.data(), io.weight(decl_.q_norm), io.weight(decl_.k_norm),
-                    T);
+    qk_norm_forward(
+        m, decl_, qkv_.data(), qk_rstd_.data(), qkv_proj_.data(), [&](ParamRef w) { return io.weight(w); }, T);
   } else {
     ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), T, H, QKV);
   }
@@ -96,17 +96,12 @@ void AttentionLayerCpu::backward(const CpuLayerIO& io) {
   }
   if (m.qk_layernorm) {
     // Each token's query heads, then key heads, through their norms (the reference's din may not alias dout).
-    const struct {
-      int64_t offset, count;
-      ParamRef weight;
-      const float* rstd;
-    } norms[] = {{0, heads, decl_.q_norm, qk_rstd_.data()}, {Q, kv_heads, decl_.k_norm, qk_rstd_.data() + T * heads}};
-    for (const auto& n : norms) {
+    for (const QkNormRows& n : decl_.qk_norms(m, T)) {
       for (int64_t t = 0; t < T; ++t) {
-        float* dx = d_qkv_.data() + t * QKV + n.offset;
-        ref::rmsnorm_backward(d_heads_.data(), io.grad(n.weight), dx, qkv_proj_.data() + t * QKV + n.offset,
-                              io.weight(n.weight), n.rstd + t * n.count, n.count, d);
-        std::copy(d_heads_.begin(), d_heads_.begin() + n.count * d, dx);
+        float* dx = d_qkv_.data() + t * QKV + n.column;
+        ref::rmsnorm_backward(d_heads_.data(), io.grad(n.weight), dx, qkv_proj_.data() + t * QKV + n.column,
+                              io.weight(n.weight), qk_rstd_.data() + n.rstd_offset + t * n.per_token, n.per_token, d);
+        std::copy(d_heads_.begin(), d_heads_.begin() + n.per_token * d, dx);
       }
     }
   }
@@ -143,8 +138,8 @@ void AttentionDecodeCpu::forward(const CpuDecodeIO& io) {
   const ref::DecodeAttentionShape shape = decode_attention_shape(m, r, slots_, capacity_);
   ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), r.T, m.hidden_size, m.qkv_dim());
   if (m.qk_layernorm) {
-    qk_norm_forward(m, qkv_.data(), qk_rstd_.data(), qkv_.data(), io.weight(decl_.q_norm), io.weight(decl_.k_norm),
-                    r.T);
+    qk_norm_forward(
+        m, decl_, qkv_.data(), qk_rstd_.data(), qkv_.data(), [&](ParamRef w) { return io.weight(w); }, r.T);
   }
   if (m.position_embedding == PositionEmbedding::rope) {
     // q and k heads are contiguous in a QKV row: one rotation at each row's position covers both.

@@ -65,16 +65,10 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
   if (m.qk_layernorm) {
     // The norms come between the projection and RoPE: in place on the query heads, then on the key heads.
     qkv_proj_.run(stream, io.blas, T, qkv_, io.input, io.weight(decl_.qkv));
-    const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups;
-    const struct {
-      int64_t offset, per_token;
-      ParamRef weight;
-      float* rstd;
-    } norms[] = {{0, heads, decl_.q_norm, qk_rstd_}, {m.q_dim(), kv_heads, decl_.k_norm, qk_rstd_ + T * heads}};
-    for (const auto& n : norms) {
-      kernels::rmsnorm_forward(stream, {.out = qkv_ + n.offset,
-                                        .rstd = n.rstd,
-                                        .in = qkv_ + n.offset,
+    for (const QkNormRows& n : decl_.qk_norms(m, T)) {
+      kernels::rmsnorm_forward(stream, {.out = qkv_ + n.column,
+                                        .rstd = qk_rstd_ + n.rstd_offset,
+                                        .in = qkv_ + n.column,
                                         .weight = io.weight(n.weight),
                                         .T = T * n.per_token,
                                         .H = m.head_dim(),
