@@ -1,0 +1,132 @@
+// The column-sum kernel (src/kernels/column_sums.cuh), run on the CPU by tests/simt_emulator.h with the launcher's
+// own checks and launch sequence (slot kernel, then the partial-sum reduction), against the fp32 twin: cases and
+// tolerance as the GPU test (column_sums_case.h). Small shapes: the emulator is slow. The bits depend on the shape
+// only: the same matrix in packed or strided rows, through the 16-byte or the scalar path, gives the same bits.
+// Into a bf16 main gradient: bit for bit the fp32 launch's result on the rounded start, rounded once.
+#define SG_SIMT_EMULATION 1
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/strings.h"
+#include "gpu_test_util.h"  // bf16 conversions only: nothing here touches a GPU
+#include "kernels/column_sums.cuh"
+#include "kernels/column_sums_case.h"
+
+namespace sg {
+namespace {
+
+using test::ColumnSumsCase;
+using test::ColumnSumsShape;
+
+const ColumnSumsShape kShapes[] = {
+    {0, 7, 7},             // nothing added
+    {1, 7, 7},             // one row, a partial column block
+    {1, 8, 8},             // one row, 16-byte path
+    {5, 33, 40},           // strided, two column blocks of the scalar path
+    {37, 1000, 1000},      // 16-byte path, four column blocks (the last partial)
+    {37, 1000, 1003},      // the same width, scalar path
+    {300, 24, 24, true},   // skewed rows
+    {3000, 40, 40},        // more rows than slots (1024), 16-byte path
+    {9000, 16, 16},        // 8 or 9 rows a slot: the 4-row loads and the remainder, 16-byte path
+    {5000, 33, 35, true},  // 4 or 5 rows a slot, scalar path, skewed
+};
+
+std::vector<float> run(const ColumnSumsCase& c, const std::vector<bf16>& in, int64_t stride) {
+  std::vector<float> dst = c.dst0, scratch(c.scratch_floats(), NAN);
+  kernels::colsums::run_column_sums(emu::Launch{}, c.params(dst.data(), scratch.data(), in.data(), stride));
+  return dst;
+}
+
+class ColumnSumsEmulated : public ::testing::TestWithParam<ColumnSumsShape> {};
+
+TEST_P(ColumnSumsEmulated, MatchesReference) {
+  const ColumnSumsCase c = test::make_column_sums_case(GetParam());
+  test::expect_column_sums(c, run(c, c.in, c.row_stride()));
+}
+
+TEST_P(ColumnSumsEmulated, BitsDoNotDependOnTheLayout) {
+  const ColumnSumsCase c = test::make_column_sums_case(GetParam());
+  const std::vector<float> first = run(c, c.in, c.row_stride());
+  // An odd stride (the scalar path) and a wider multiple of 8 (the 16-byte path where cols % 8 == 0).
+  for (const int64_t stride : {c.s.cols + 1, (c.s.cols + 15) / 8 * 8}) {
+    const std::vector<bf16> in = c.with_stride(stride);
+    const bool vector = kernels::colsums::vector_path(c.params(kernels::FloatBuffer{}, nullptr, in.data(), stride));
+    EXPECT_EQ(vector, stride % 8 == 0 && c.s.cols % 8 == 0) << "stride " << stride;
+    EXPECT_TRUE(test::bitwise_equal(run(c, in, stride), first)) << "stride " << stride;
+  }
+}
+
+TEST_P(ColumnSumsEmulated, IntoBf16GradientRoundsTheFp32SumOnce) {
+  const ColumnSumsCase c = test::make_column_sums_case(GetParam());
+  const std::vector<float> start = test::round_bf16(c.dst0);
+  std::vector<float> dst32 = start, scratch(c.scratch_floats(), NAN);
+  std::vector<bf16> dst16 = test::to_bf16(start);
+  const emu::Launch launch;
+  kernels::colsums::run_column_sums(launch, c.params(dst32.data(), scratch.data(), c.in.data()));
+  kernels::colsums::run_column_sums(launch, c.params(dst16.data(), scratch.data(), c.in.data()));
+  EXPECT_TRUE(test::bitwise_equal(test::to_float(dst16), test::round_bf16(dst32)));
+  if (c.s.rows > 0) {
+    EXPECT_NE(test::to_float(dst16), start) << "nothing was added";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ColumnSumsEmulated, ::testing::ValuesIn(kShapes), [](const auto& info) {
+  const ColumnSumsShape& s = info.param;
+  return strprintf("rows%lld_cols%lld_stride%lld%s", static_cast<long long>(s.rows), static_cast<long long>(s.cols),
+                   static_cast<long long>(s.stride), s.skewed ? "_skewed" : "");
+});
+
+TEST(ColumnSumsEmulatedMisc, PartialRowsAreAFunctionOfRowsCappedAt128) {
+  const std::pair<int64_t, int64_t> expected[] = {{0, 0},      {1, 1},      {8, 1},      {9, 2},
+                                                  {1024, 128}, {1025, 128}, {65536, 128}};
+  for (const auto& [rows, partials] : expected) {
+    EXPECT_EQ(kernels::colsums::num_partials(rows), partials) << "rows " << rows;
+    EXPECT_EQ(kernels::column_sums_num_partials(rows), partials) << "rows " << rows;
+    EXPECT_EQ(kernels::column_sums_scratch_bytes(rows, 1152), static_cast<size_t>(partials * 1152 * 4));
+  }
+}
+
+TEST(ColumnSumsEmulatedMisc, RejectsBadParamsNamingTheField) {
+  std::vector<bf16> in(64);
+  std::vector<float> dst(8), scratch(8);
+  const kernels::ColumnSumsParams good{
+      .dst = dst.data(), .scratch = scratch.data(), .scratch_bytes = 32, .in = in.data(), .rows = 4, .cols = 8};
+  auto message = [](kernels::ColumnSumsParams p) {
+    return test::thrown_message([&] { kernels::colsums::run_column_sums(emu::Launch{}, p); });
+  };
+  EXPECT_EQ(message(good), "");
+  auto p = good;
+  p.row_stride = 7;
+  EXPECT_NE(message(p).find("row_stride = 7"), std::string::npos) << message(p);
+  p = good;
+  p.scratch_bytes = 28;
+  EXPECT_NE(message(p).find("scratch of 28 bytes"), std::string::npos) << message(p);
+  p = good;
+  p.scratch = nullptr;
+  EXPECT_NE(message(p).find("scratch"), std::string::npos) << message(p);
+  p = good;
+  p.in = nullptr;
+  EXPECT_NE(message(p).find("in is null"), std::string::npos) << message(p);
+  p = good;
+  p.dst = kernels::FloatBuffer{};
+  EXPECT_NE(message(p).find("dst.data is null"), std::string::npos) << message(p);
+  p = good;
+  p.cols = 0;
+  EXPECT_NE(message(p).find("cols=0"), std::string::npos) << message(p);
+  p = good;
+  p.rows = -1;
+  EXPECT_NE(message(p).find("rows=-1"), std::string::npos) << message(p);
+  p = good;
+  p.rows = 0;
+  p.scratch = nullptr;
+  p.scratch_bytes = 0;
+  p.in = nullptr;
+  EXPECT_EQ(message(p), "") << "zero rows read neither in nor scratch";
+}
+
+}  // namespace
+}  // namespace sg
