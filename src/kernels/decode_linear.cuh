@@ -14,6 +14,8 @@
 // (output w): the halving puts the gate's and the up's sums of an x row on lanes 16 apart. kQkv with RoPE gives the
 // first warps the rotation's pairs (columns i and i + d/2 of a q or k head), the rest consecutive columns; the
 // rotation, its fp64 angle included, is kernels/rope_rotation.cuh's, so the output is bit for bit rope_forward's.
+// A bias joins each weight row's fp32 sum once the reduction is done (the tensor-core kernel: once the warps' partial
+// sums are added), before anything is rounded.
 #include <cmath>
 #include <cstdint>
 
@@ -38,6 +40,7 @@ struct Args {
   bf16* y;
   const bf16* x;
   const bf16* w;
+  const bf16* bias;  // [N] or null
   int64_t T, K, N;
   int64_t out_width;         // columns of y
   int64_t outputs_per_warp;  // 2, or 1 with kSwiglu
@@ -189,10 +192,13 @@ decode_linear_kernel(Args a) {
   }
   int index = 0;
   warp_halving_sum<V, 16>(v, index, lane);
+  const int r = index / kRows, t = index % kRows;
+  // Every lane (r is 0 or 1, both valid W rows) adds its row's bias before the exchange below, so the partner's value
+  // arrives biased too. No add without a bias: + 0.0f would turn a -0.0 sum into +0.0.
+  if (a.bias) v[0] += __bfloat162float(a.bias[r == 0 ? columns.first : columns.second]);
   // The first halving step splits r: lanes below 16 hold weight row 0's sums, lane + 16 the same x row's of row 1.
   const float other = detail::shfl_xor(v[0], 16);
   if (lane % (32 / V) != 0) return;
-  const int r = index / kRows, t = index % kRows;
   if (t >= a.T) return;
   if constexpr (E == DecodeLinearEpilogue::kSwiglu) {
     if (r == 0) a.y[t * a.out_width + j0] = __float2bfloat16_rn(detail::swiglu(bf16_round(v[0]), bf16_round(other)));
@@ -307,6 +313,9 @@ decode_linear_mma_kernel(Args a) {
   if (tid < kMmaRows * 8) {
     float total = partial[tid];
     for (int w = 1; w < kMmaWarps; ++w) total += partial[w * kMmaRows * 8 + tid];
+    // The bias of the slot's W row, here so that every slot's sum the epilogue reads (a partner's too) has it; none
+    // added without one (+ 0.0f would turn a -0.0 sum into +0.0).
+    if (a.bias) total += __bfloat162float(a.bias[mma_slot<E>(a, block, tid / 8).row]);
     sums[tid] = total;
   }
   detail::block_sync();
@@ -422,6 +431,7 @@ void run(const Launch& launch, const DecodeLinearParams& p) {
   const Args args{.y = p.y,
                   .x = p.x,
                   .w = p.w,
+                  .bias = p.bias,
                   .T = p.T,
                   .K = p.K,
                   .N = p.N,

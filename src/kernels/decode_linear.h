@@ -6,18 +6,22 @@
 // launches that followed the GEMM: the MLP's activation, and for the attention's QKV projection RoPE and the
 // KV-cache append.
 //
-// CPU twin: reference/linear.h's linear_forward, each value rounded to bf16 (the kernel's output without an
-// epilogue), then reference/swiglu.h or reference/squared_relu.h on those bf16 values, rounded again:
-//   kNone         y[T, N]     = bf16(x W^T)
-//   kSwiglu       y[T, N / 2] = bf16(silu(g) u), g = bf16((x W^T)[:, j]), u = bf16((x W^T)[:, N/2 + j])
+// CPU twin: reference/linear.h's linear_forward then (with a bias) reference/linear.h's add_row_bias(y, bias, T, N),
+// each value rounded to bf16 (the kernel's output without an epilogue), then reference/swiglu.h or
+// reference/squared_relu.h on those bf16 values, rounded again. With s = x W^T + bias (fp32; bias[n] on W row n's
+// column, or nothing without a bias):
+//   kNone         y[T, N]     = bf16(s)
+//   kSwiglu       y[T, N / 2] = bf16(silu(g) u), g = bf16(s[:, j]), u = bf16(s[:, N/2 + j])
 //                                (W's rows are [gate N/2 | up N/2], as the MLP's fc1: model/mlp_activation.h)
-//   kSquaredRelu  y[T, N]     = bf16(relu(v)^2), v = bf16(x W^T)
-//   kQkv          y[T, N]     = the attention's fused QKV rows, bf16(x W^T), its q and k heads rotated at
+//   kSquaredRelu  y[T, N]     = bf16(relu(v)^2), v = bf16(s)
+//   kQkv          y[T, N]     = the attention's fused QKV rows, bf16(s), its q and k heads rotated at
 //                                positions[t] (kernels/rope.h's math) where `qkv.rope` says so, and each row's k
 //                                and v heads also written to the KV cache (kernels/decode_attention.h's
 //                                kv_cache_append; a position outside the cache writes nothing there)
 // So an epilogue gives exactly what kNone followed by the activation kernel gives, or for kQkv by rope_forward and
-// kv_cache_append (the tests compare bits).
+// kv_cache_append (the tests compare bits); with a bias, what cuBLASLt's bias epilogue (kernels/gemm.h's
+// LinearForward with_bias) followed by those kernels gives, up to the GEMM's summation order. Without a bias the sums
+// are rounded as they are (no + 0.0f, which would turn -0.0 into +0.0).
 //
 // Every sum runs in an order fixed by K (and by the choice of math, `tensor_cores`) alone (kernels/decode_linear.cuh):
 // a row's outputs do not depend on the other rows of the call or on how many there are, and a captured step computes
@@ -51,12 +55,13 @@ struct DecodeQkvEpilogue {
 };
 
 struct DecodeLinearParams {
-  bf16* y = nullptr;        // [T, decode_linear_out_width(epilogue, N)]
-  const bf16* x = nullptr;  // [T, K], 16-byte aligned
-  const bf16* w = nullptr;  // [N, K], 16-byte aligned
-  int64_t T = 0;            // rows: 0 (nothing to do) to kDecodeLinearMaxRows
-  int64_t K = 0;            // a multiple of 8 (16-byte rows)
-  int64_t N = 0;            // rows of W; even with kSwiglu
+  bf16* y = nullptr;           // [T, decode_linear_out_width(epilogue, N)]
+  const bf16* x = nullptr;     // [T, K], 16-byte aligned
+  const bf16* w = nullptr;     // [N, K], 16-byte aligned
+  const bf16* bias = nullptr;  // [N] or null: added to x W^T (per W row, fp32) before any rounding or epilogue
+  int64_t T = 0;               // rows: 0 (nothing to do) to kDecodeLinearMaxRows
+  int64_t K = 0;               // a multiple of 8 (16-byte rows)
+  int64_t N = 0;               // rows of W; even with kSwiglu
   DecodeLinearEpilogue epilogue = DecodeLinearEpilogue::kNone;
   DecodeQkvEpilogue qkv{};  // kQkv only
   // The math: fp32 multiply-adds (false: what the decoder runs), or bf16 tensor cores (mma.sync m16n8k16, the rows

@@ -19,6 +19,12 @@ void linear_forward(float* y, const float* x, const float* w, int64_t T, int64_t
   }
 }
 
+void add_row_bias(float* y, const float* bias, int64_t T, int64_t N) {
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t n = 0; n < N; ++n) y[t * N + n] += bias[n];
+  }
+}
+
 void linear_backward_input(float* dx, const float* dy, const float* w, int64_t T, int64_t K, int64_t N) {
   std::vector<double> row(static_cast<size_t>(K));
   for (int64_t t = 0; t < T; ++t) {

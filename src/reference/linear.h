@@ -1,5 +1,5 @@
 #pragma once
-// CPU fp32 reference of the linear layer (no bias): the ground truth for kernels/gemm.h and the CPU
+// CPU fp32 reference of the linear layer: the ground truth for kernels/gemm.h and the CPU
 // backend. Row-major, PyTorch convention: the weight W is [N, K] = [out_features, in_features].
 #include <cstdint>
 
@@ -7,6 +7,10 @@ namespace sg::ref {
 
 // y[T, N] = x[T, K] W^T. Overwrites y.
 void linear_forward(float* y, const float* x, const float* w, int64_t T, int64_t K, int64_t N);
+
+// y[T, N] += bias[N] on every row: the bias of LinearForward's epilogue (kernels/gemm.h). Its gradient, the column
+// sums of dy, is reference/column_sums.h's.
+void add_row_bias(float* y, const float* bias, int64_t T, int64_t N);
 
 // dx[T, K] = dy[T, N] W. Overwrites dx.
 void linear_backward_input(float* dx, const float* dy, const float* w, int64_t T, int64_t K, int64_t N);

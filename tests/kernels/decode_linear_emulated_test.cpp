@@ -3,10 +3,15 @@
 // every row count the dispatch has (1, 2, 4 and 8 rows, and 3 and 5 through the next one up), K not a multiple
 // of a block's 256 chunks and K past several passes, N not a multiple of a block's 4 rows, each epilogue; the
 // halving reduction's lanes against a plain sum; the QKV epilogue against the linear, RoPE and the KV-cache append
-// one after the other (bitwise); bad parameters refused before any launch.
+// one after the other (bitwise); all of it without a bias and with one; the bias added to the fp32 sum before any
+// rounding (exactly), and without one nothing added (a -0.0 sum stays -0.0; every case's bits equal those with a
+// bias of -0.0, the identity of the fp32 add); bad parameters refused before any launch.
 #define SG_SIMT_EMULATION 1
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "gpu_test_util.h"  // bf16 conversions only: nothing here touches a GPU
@@ -22,19 +27,33 @@ namespace {
 using kernels::DecodeLinearEpilogue;
 namespace dl = kernels::decode_linear;
 
+// The bias a kernel reads: null for an empty one, else a copy one element into a buffer, so aligned to 2 bytes only.
+class BiasAtOddOffset {
+ public:
+  explicit BiasAtOddOffset(const std::vector<bf16>& bias) : padded_(bias.empty() ? 0 : bias.size() + 1) {
+    std::copy(bias.begin(), bias.end(), padded_.begin() + (bias.empty() ? 0 : 1));
+  }
+  const bf16* get() const { return padded_.empty() ? nullptr : padded_.data() + 1; }
+
+ private:
+  std::vector<bf16> padded_;
+};
+
 // decode_linear_case.h's backend: the emulated kernel; the activations by their CPU twins, which compute the
 // emulated kernels' formulas (kernels/silu.cuh's sigmoid is 1 / (1 + exp(-x)) under emulation).
 class EmulatedBackend {
  public:
   bool tensor_cores = false;  // which math decode_linear_forward runs
 
-  std::vector<bf16> run(const std::vector<bf16>& x, const std::vector<bf16>& w, int64_t T, int64_t K, int64_t N,
-                        DecodeLinearEpilogue epilogue) const {
+  std::vector<bf16> run(const std::vector<bf16>& x, const std::vector<bf16>& w, const std::vector<bf16>& bias,
+                        int64_t T, int64_t K, int64_t N, DecodeLinearEpilogue epilogue) const {
     const int64_t F = kernels::decode_linear_out_width(epilogue, N);
     std::vector<bf16> y = test::to_bf16(std::vector<float>((T + 1) * F, NAN));
+    const BiasAtOddOffset b(bias);
     dl::run(emu::Launch{}, {.y = y.data(),
                             .x = x.data(),
                             .w = w.data(),
+                            .bias = b.get(),
                             .T = T,
                             .K = K,
                             .N = N,
@@ -51,8 +70,9 @@ class EmulatedBackend {
     }
     return test::to_bf16(out);
   }
-  test::QkvOutputs run_qkv(const std::vector<bf16>& x, const std::vector<bf16>& w, int64_t K,
-                           kernels::DecodeQkvEpilogue e, const std::vector<int32_t>& positions, bool fused) const {
+  test::QkvOutputs run_qkv(const std::vector<bf16>& x, const std::vector<bf16>& w, const std::vector<bf16>& bias,
+                           int64_t K, kernels::DecodeQkvEpilogue e, const std::vector<int32_t>& positions,
+                           bool fused) const {
     const ref::DecodeAttentionShape& s = e.shape;
     const int64_t N = s.qkv_width(), cache = s.slots * s.kv_heads * s.capacity * s.head_dim;
     test::QkvOutputs o{.y = test::to_bf16(std::vector<float>(s.T * N, NAN)),
@@ -62,7 +82,8 @@ class EmulatedBackend {
     e.v_cache = o.v_cache.data();
     e.positions = positions.data();
     const emu::Launch launch;
-    dl::run(launch, test::qkv_linear_params(o.y.data(), x.data(), w.data(), K, e, fused, tensor_cores));
+    const BiasAtOddOffset b(bias);
+    dl::run(launch, test::qkv_linear_params(o.y.data(), x.data(), w.data(), b.get(), K, e, fused, tensor_cores));
     if (fused) return o;
     if (e.rope) kernels::rope::run_forward(launch, kernels::decode_qkv_rope_params(o.y.data(), e));
     kernels::decode_attention::run_append(launch, kernels::decode_qkv_append_params(o.y.data(), e));
@@ -88,7 +109,7 @@ TEST(DecodeLinearEmulated, MatchesReferenceAndUnfusedAndRowsAlone) {
       {8, 64, 128, DecodeLinearEpilogue::kNone},
       {6, 64, 64, DecodeLinearEpilogue::kNone},  // K 64: 4 of 8 warps idle
   };
-  test::check_with_both_maths(backend, cases, test::check_decode_linear_case<EmulatedBackend>);
+  test::check_with_both_maths_and_bias(backend, cases, test::check_decode_linear_case<EmulatedBackend>);
 }
 
 TEST(DecodeLinearEmulated, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
@@ -101,7 +122,39 @@ TEST(DecodeLinearEmulated, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
       {4, 32, 1, 1, 10, false, 0.0},
       {8, 64, 4, 2, 16, true, 0.0},  // the generate parity's Mixtral (hidden 64, head_dim 16) at 8 sequences
   };
-  test::check_with_both_maths(backend, cases, test::check_decode_qkv_case<EmulatedBackend>);
+  test::check_with_both_maths_and_bias(backend, cases, test::check_decode_qkv_case<EmulatedBackend>);
+}
+
+TEST(DecodeLinearEmulated, BiasJoinsTheSumBeforeRounding) {
+  EmulatedBackend backend;
+  for (const bool tensor_cores : {false, true}) {
+    SCOPED_TRACE(tensor_cores ? "tensor cores" : "fp32 multiply-adds");
+    backend.tensor_cores = tensor_cores;
+    test::check_decode_linear_bias_before_rounding(backend);
+  }
+}
+
+// Sums that are -0.0: x 2^-100 times W -2^-100 underflows to -0.0 in every fma, from the first (+0.0 + -0.0 would be
+// +0.0 only for an add of exact zeros). Without a bias they stay -0.0 (an added 0.0f would make them +0.0); a bias of
+// -0.0 leaves them, one of +0.0 makes them +0.0 (the bias is an fp32 add to the sum). The fp32 kernel only: the
+// tensor-core sums start from +0.0 and stay +0.0 here.
+TEST(DecodeLinearEmulated, NullBiasKeepsNegativeZeroSums) {
+  const EmulatedBackend backend;
+  const int64_t K = 264, N = 5;
+  for (const int64_t T : {1, 2, 3, 8}) {
+    SCOPED_TRACE(T);
+    const auto x = test::to_bf16(std::vector<float>(T * K, 0x1p-100f));
+    const auto w = test::to_bf16(std::vector<float>(N * K, -0x1p-100f));
+    const auto bits = [&](const std::vector<float>& bias) {
+      const std::vector<bf16> y = backend.run(x, w, test::to_bf16(bias), T, K, N, DecodeLinearEpilogue::kNone);
+      std::vector<uint16_t> out(T * N);
+      std::memcpy(out.data(), y.data(), out.size() * sizeof(uint16_t));
+      return out;
+    };
+    EXPECT_EQ(bits({}), std::vector<uint16_t>(T * N, 0x8000u)) << "without a bias";
+    EXPECT_EQ(bits(std::vector<float>(N, -0.0f)), std::vector<uint16_t>(T * N, 0x8000u)) << "a bias of -0.0";
+    EXPECT_EQ(bits(std::vector<float>(N, 0.0f)), std::vector<uint16_t>(T * N, 0x0000u)) << "a bias of +0.0";
+  }
 }
 
 // The halving reduction alone: every lane ends with the warp's sum of the value `index` names, and the lanes the
