@@ -1,6 +1,7 @@
 // The host memory a layer kind declares for its CPU twin (model::CpuLayerFootprint, summed by
 // train/host_memory.h) against what the twin allocates when it plans a microbatch: saved + scratch must be
-// the bytes of its plan() buffers, also for shapes where q_dim (heads x kv_channels) is not hidden_size.
+// the bytes of its plan() buffers, also for shapes where q_dim (heads x kv_channels) is not hidden_size; its parameters
+// the elements of the tensors the layer declares.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -38,6 +39,8 @@ void expect_footprints_allocated(const ModelSpec& spec, const BatchSpec& batch) 
   const std::vector<LayerKind> kinds = stack_layer_kinds(spec);
   std::vector<std::unique_ptr<CpuLayer>> layers = make_cpu_layers(spec);
   ASSERT_EQ(layers.size(), kinds.size());
+  const std::vector<LayerPlace> places = stack_places(spec);
+  const ModelLayout layout = model_layout(spec);
   for (size_t i = 0; i < layers.size(); ++i) {
     SCOPED_TRACE("layer " + std::to_string(i) + ", " + layer_kind_info(kinds[i]).name);
     counted_bytes = 0;
@@ -46,6 +49,12 @@ void expect_footprints_allocated(const ModelSpec& spec, const BatchSpec& batch) 
     counting = false;
     const CpuLayerFootprint footprint = layer_kind_host_footprint(kinds[i], spec, batch);
     EXPECT_EQ(static_cast<double>(counted_bytes), (footprint.saved + footprint.scratch) * sizeof(float));
+    // Its parameters: the tensors the layer declares under its prefix.
+    int64_t declared = 0;
+    for (const ParamTensor& t : layout.params.tensors()) {
+      if (t.name.rfind(places[i].param_prefix, 0) == 0) declared += t.numel;
+    }
+    EXPECT_EQ(footprint.params, static_cast<double>(declared)) << places[i].param_prefix;
   }
 }
 

@@ -18,8 +18,8 @@ size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
 CpuLayerFootprint MoeLayerCpu::host_footprint(const ModelSpec& m, const BatchSpec& b) {
   // plan()'s buffers: the router's (with the aux loss's per-group counts and the step's per-expert counts), the
-  // permuted rows', the experts' and the shared expert's. The parameters count the expert bias [E] also when it
-  // is off (an overestimate of E elements).
+  // permuted rows', the experts' and the shared expert's. The parameters count the expert bias [E] where the layer
+  // declares it (moe_layer_declarations.cpp: enabled, or Nemotron-H's non-gated experts, whose router always has it).
   const MoeShapes s = moe_shapes(m, b.micro_batch_size * m.seq_length);
   const double H = static_cast<double>(m.hidden_size);
   const double T = static_cast<double>(b.micro_batch_size) * static_cast<double>(m.seq_length);
@@ -27,7 +27,8 @@ CpuLayerFootprint MoeLayerCpu::host_footprint(const ModelSpec& m, const BatchSpe
                Sh = static_cast<double>(s.S), k = static_cast<double>(s.k);
   // FC1's output and the activation's per unit of width: 2 + 1 gated, 1 + 1 not (so are the weights).
   const double widths = static_cast<double>(s.fc1_width() + s.F) / static_cast<double>(s.F);
-  return {.params = E * H + widths * E * Fe * H + widths * Sh * H + E,
+  const double expert_bias = m.moe.enable_expert_bias || m.mlp_activation != MlpActivation::swiglu ? E : 0.0;
+  return {.params = E * H + widths * E * Fe * H + widths * Sh * H + expert_bias,
           .saved = T * (E + 2.0 * k) + static_cast<double>(s.aux_groups + 1) * E + R * (2.0 * H + widths * Fe) +
                    widths * T * Sh,
           .scratch = T * (E + k + H) + R * (2.0 * H + widths * Fe) + widths * T * Sh};
