@@ -12,6 +12,7 @@ namespace sg::checkpoint {
 nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
   const std::string architecture = model::hf_architecture(spec);
   if (architecture == "LlamaForCausalLM") return hf_llama_config(spec, torch_dtype);
+  if (architecture == "Qwen2ForCausalLM") return hf_qwen2_config(spec, torch_dtype);
   if (architecture == "Qwen3ForCausalLM") return hf_qwen3_config(spec, torch_dtype);
   if (architecture == "Qwen3MoeForCausalLM") return hf_qwen3_moe_config(spec, torch_dtype);
   if (architecture == "MixtralForCausalLM") return hf_mixtral_config(spec, torch_dtype);
@@ -93,6 +94,25 @@ nlohmann::json hf_qwen3_config(const model::ModelSpec& spec, const std::string& 
   for (const char* key : {"mlp_bias", "pretraining_tp"}) c.erase(key);
   c["architectures"] = {"Qwen3ForCausalLM"};
   c["model_type"] = "qwen3";
+  c["use_sliding_window"] = false;
+  c["sliding_window"] = nullptr;
+  c["max_window_layers"] = spec.num_layers;
+  return c;
+}
+
+nlohmann::json hf_qwen2_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
+  std::string why_not;
+  if (model::hf_architecture(spec, &why_not) != "Qwen2ForCausalLM") {
+    throw Error("config.json: " +
+                (why_not.empty() ? std::string("not a Qwen2 model (model.add_qkv_bias=false)") : why_not));
+  }
+  // Llama's config, whose attention Qwen2's is with the QKV bias it always has; full attention (no sliding window).
+  model::ModelSpec llama = spec;
+  llama.add_qkv_bias = false;
+  nlohmann::json c = hf_llama_config(llama, torch_dtype);
+  for (const char* key : {"attention_bias", "mlp_bias", "pretraining_tp"}) c.erase(key);
+  c["architectures"] = {"Qwen2ForCausalLM"};
+  c["model_type"] = "qwen2";
   c["use_sliding_window"] = false;
   c["sliding_window"] = nullptr;
   c["max_window_layers"] = spec.num_layers;

@@ -18,6 +18,9 @@ nlohmann::json hf_llama_config(const model::ModelSpec& spec,
 // NemotronHForCausalLM cannot express (model::hf_architecture says why).
 nlohmann::json hf_nemotron_h_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
+// Qwen2Config (Qwen2ForCausalLM): a Llama with model.add_qkv_bias (a bias on q_proj, k_proj and v_proj).
+nlohmann::json hf_qwen2_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
+
 // Qwen3Config (Qwen3ForCausalLM): a Llama with model.qk_layernorm (q_norm and k_norm per head).
 nlohmann::json hf_qwen3_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
@@ -30,7 +33,7 @@ nlohmann::json hf_qwen3_moe_config(const model::ModelSpec& spec, const std::stri
 nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
 // config.json for the architecture the model picks (model::hf_architecture): LlamaConfig for GPT blocks
-// of attention and dense MLP, Qwen3Config, Qwen3MoeConfig, MixtralConfig, NemotronHConfig for hybrid patterns; null when no
+// of attention and dense MLP, Qwen2Config, Qwen3Config, Qwen3MoeConfig, MixtralConfig, NemotronHConfig for hybrid patterns; null when no
 // transformers class loads this model yet (the checkpoint folder then has no config.json; it still
 // resumes training).
 nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");

@@ -144,9 +144,10 @@ void read_qwen3_moe_experts(const ConfigReader& c, model::ModelSpec& s) {
   if (std::find(freq.begin(), freq.end(), 0) != freq.end()) s.moe.layer_freq = freq;  // empty: every block
 }
 
-// Qwen3's attention beyond Llama's: full attention in every layer (use_sliding_window, or transformers 5's
-// layer_types, would window some), and no biases (attention_bias is read with Llama's keys).
-void read_qwen3_attention(const ConfigReader& c) {
+// Qwen2's and Qwen3's attention beyond Llama's: full attention in every layer (use_sliding_window, or transformers 5's
+// layer_types, would window some). Qwen3's has no biases (attention_bias is read with Llama's keys); Qwen2's has the
+// QKV bias, always.
+void read_qwen_attention(const ConfigReader& c) {
   if (c.boolean("use_sliding_window", false)) {
     c.fail("use_sliding_window",
            "= true: stepgraph's attention is fully causal; a folder with a window is another "
@@ -261,35 +262,42 @@ HfModelConfig read_hf_config(const std::string& folder) {
   const bool mixtral = model_type == "mixtral";  // Llama's attention and norms, every MLP a SwiGLU MoE
   const bool qwen3_moe = model_type == "qwen3_moe";       // Qwen3 with softmax-routed SwiGLU experts
   const bool qwen3 = model_type == "qwen3" || qwen3_moe;  // Llama with a query and a key norm per head
-  if (model_type != "llama" && !mixtral && !qwen3) {
+  const bool qwen2 = model_type == "qwen2";               // Llama with a bias on q_proj, k_proj and v_proj
+  if (model_type != "llama" && !mixtral && !qwen3 && !qwen2) {
     c.fail("model_type", "= \"" + model_type +
-                             "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Qwen3 "
-                             "(\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") "
-                             "folders, as does generate");
+                             "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Qwen2 "
+                             "(\"qwen2\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH "
+                             "(\"nemotron_h\") folders, as does generate");
   }
   out.architecture = mixtral     ? "MixtralForCausalLM"
                      : qwen3_moe ? "Qwen3MoeForCausalLM"
                      : qwen3     ? "Qwen3ForCausalLM"
+                     : qwen2     ? "Qwen2ForCausalLM"
                                  : "LlamaForCausalLM";
   const std::string act = c.string("hidden_act", "silu");
   if (act != "silu") c.fail("hidden_act", "= \"" + act + "\": the Llama MLP here is SwiGLU (silu)");
   for (const char* bias : {"attention_bias", "mlp_bias"}) {
-    if (c.boolean(bias, false)) c.fail(bias, "= true: stepgraph's Llama has no biases");
+    if (c.boolean(bias, false)) {
+      c.fail(bias,
+             "= true: stepgraph's Llama has no biases (of biases it has only Qwen2's on q_proj, k_proj and "
+             "v_proj: model_type \"qwen2\")");
+    }
   }
   model::ModelSpec& s = out.spec;
   s.qk_layernorm = qwen3;
-  if (qwen3) read_qwen3_attention(c);
+  s.add_qkv_bias = qwen2;
+  if (qwen3 || qwen2) read_qwen_attention(c);
   s.vocab_size = c.integer("vocab_size");
   s.hidden_size = c.integer("hidden_size");
   s.ffn_hidden_size = c.integer("intermediate_size");
   s.num_layers = c.integer("num_hidden_layers");
   s.num_attention_heads = c.integer("num_attention_heads");
-  // Keys left out take the model class's defaults: MixtralConfig's 8 key/value heads, Qwen3Config's 32,
-  // Qwen3MoeConfig's 4, LlamaConfig's one per head.
-  s.num_query_groups = c.integer("num_key_value_heads", mixtral     ? 8
-                                                        : qwen3_moe ? 4
-                                                        : qwen3     ? 32
-                                                                    : s.num_attention_heads);
+  // Keys left out take the model class's defaults: MixtralConfig's 8 key/value heads, Qwen2Config's and
+  // Qwen3Config's 32, Qwen3MoeConfig's 4, LlamaConfig's one per head.
+  s.num_query_groups = c.integer("num_key_value_heads", mixtral          ? 8
+                                                        : qwen3_moe      ? 4
+                                                        : qwen3 || qwen2 ? 32
+                                                                         : s.num_attention_heads);
   if (s.num_attention_heads % s.num_query_groups != 0) {
     c.fail("num_key_value_heads",
            strprintf("= %lld%s does not divide num_attention_heads = %lld: grouped-query attention shares each "
@@ -322,7 +330,8 @@ HfModelConfig read_hf_config(const std::string& folder) {
                      static_cast<long long>(s.hidden_size), static_cast<long long>(s.num_attention_heads),
                      static_cast<long long>(s.head_dim())));
   }
-  s.layernorm_epsilon = c.number("rms_norm_eps", mixtral ? 1e-5 : 1e-6);  // MixtralConfig's; LlamaConfig's, Qwen3's
+  // MixtralConfig's; LlamaConfig's, Qwen2's, Qwen3's.
+  s.layernorm_epsilon = c.number("rms_norm_eps", mixtral ? 1e-5 : 1e-6);
   if (!(s.layernorm_epsilon > 0.0)) {
     c.fail("rms_norm_eps",
            "= " + fmt(s.layernorm_epsilon) + ": must be positive (RMSNorm divides by sqrt(mean + eps))");
@@ -337,7 +346,9 @@ HfModelConfig read_hf_config(const std::string& folder) {
   read_rope(c, s, mixtral ? 1e6 : 10000.0);
   if (mixtral) read_mixtral_experts(c, s);
   if (qwen3_moe) read_qwen3_moe_experts(c, s);
-  out.max_position_embeddings = c.integer("max_position_embeddings", mixtral ? 4096 * 32 : qwen3 ? 32768 : 2048);
+  out.max_position_embeddings = c.integer("max_position_embeddings", mixtral          ? 4096 * 32
+                                                                     : qwen3 || qwen2 ? 32768
+                                                                                      : 2048);
   s.seq_length = out.max_position_embeddings;
   return out;
 }

@@ -48,7 +48,7 @@ struct ModelConfig {
   double attention_dropout = 0.0;
   double hidden_dropout = 0.0;
   bool add_bias_linear = false;
-  bool add_qkv_bias = false;
+  bool add_qkv_bias = false;  // biases of q_proj, k_proj and v_proj (Qwen2)
   // Mixture of Experts: null or 0 experts is a dense model.
   std::optional<int64_t> num_moe_experts;
   int64_t moe_router_topk = 2;
@@ -327,7 +327,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("model", "attention_dropout", m.attention_dropout, "dropout on attention probabilities");
   v("model", "hidden_dropout", m.hidden_dropout, "dropout before each residual add");
   v("model", "add_bias_linear", m.add_bias_linear, "biases in linear layers");
-  v("model", "add_qkv_bias", m.add_qkv_bias, "bias in the QKV projection");
+  v("model", "add_qkv_bias", m.add_qkv_bias, "bias in the query, key and value projections (Qwen2)");
   v("model", "num_moe_experts", m.num_moe_experts, "experts per MoE layer; null/0 = dense");
   v("model", "moe_router_topk", m.moe_router_topk, "experts per token");
   v("model", "moe_ffn_hidden_size", m.moe_ffn_hidden_size,

@@ -140,6 +140,7 @@ model::ModelSpec model_spec(const Config& config) {
   spec.rope_scaling.factor = m.rope_scaling ? m.rope_scaling_factor : 0.0;
   spec.layernorm_epsilon = m.layernorm_epsilon;
   spec.qk_layernorm = m.qk_layernorm;
+  spec.add_qkv_bias = m.add_qkv_bias;
   spec.share_embeddings_and_output_weights = m.share_embeddings_and_output_weights;
   spec.init_method_std = m.init_method_std;
   spec.attention_dropout = static_cast<float>(m.attention_dropout);

@@ -88,8 +88,9 @@ std::vector<Unimplemented> find_unimplemented(const Config& c) {
     if (m.hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
     out.push_back({model::missing_layer_kind_text(kind), keys});
   }
-  if (m.add_bias_linear || m.add_qkv_bias) {
-    out.push_back({"linear-layer biases", {"model.add_bias_linear", "model.add_qkv_bias"}});
+  if (m.add_bias_linear) {
+    out.push_back(
+        {"linear-layer biases beyond the QKV projection's (model.add_qkv_bias has them)", {"model.add_bias_linear"}});
   }
   if (c.dataset.packed_sequence) out.push_back({"packed sequences", {"dataset.packed_sequence"}});
   return out;

@@ -56,6 +56,8 @@ struct ModelSpec {
   // Megatron's qk_layernorm (Qwen3's q_norm and k_norm): each query head and each key head of the QKV
   // projection is RMS-normalized over head_dim (one [head_dim] weight for q, one for k) before RoPE.
   bool qk_layernorm = false;
+  // Megatron's add_qkv_bias (Qwen2): a bias on the query, key and value projections (zeros, no weight decay).
+  bool add_qkv_bias = false;
   bool share_embeddings_and_output_weights = false;
   double init_method_std = 0.02;
   float attention_dropout = 0.0f;

@@ -134,6 +134,11 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
           "NemotronHForCausalLM's attention has no query and key norms, and this hybrid model's has "
           "(model.qk_layernorm=true)");
     }
+    if (has(LayerKind::attention) && spec.add_qkv_bias) {
+      return none(
+          "NemotronHForCausalLM's attention biases (attention_bias) would bias o_proj too, and this hybrid model's "
+          "biases only q, k and v (model.add_qkv_bias=true)");
+    }
     if (has(LayerKind::attention) && spec.position_embedding != PositionEmbedding::none) {
       return none("NemotronHForCausalLM's attention has no RoPE, and this hybrid model's has "
                   "(model.position_embedding_type=rope)");
@@ -173,6 +178,20 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
     return none(std::string(moe ? "MixtralForCausalLM" : "LlamaForCausalLM") +
                 " needs RoPE and SwiGLU (model.position_embedding_type=rope, model.activation_func=silu, "
                 "model.gated_linear_unit=true)");
+  }
+  if (spec.add_qkv_bias) {
+    // Qwen2: Llama with a bias on q_proj, k_proj and v_proj (Qwen3's attention_bias would bias o_proj too).
+    if (spec.qk_layernorm) {
+      return none(
+          "no transformers class has query and key norms with biases on q, k and v alone "
+          "(model.qk_layernorm=true with model.add_qkv_bias=true; Qwen3's attention_bias biases o_proj too)");
+    }
+    if (moe) {
+      return none(
+          "no transformers MoE class has biases on q, k and v alone with these experts (Qwen2-MoE's "
+          "always have a gated shared expert); set model.add_qkv_bias=false for MixtralForCausalLM");
+    }
+    return "Qwen2ForCausalLM";
   }
   // Qwen3: Llama with a query and a key RMSNorm per head.
   if (!moe) return spec.qk_layernorm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";

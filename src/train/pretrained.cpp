@@ -133,7 +133,7 @@ void check_architecture(Differences& d, const config::Config& config, const mode
                 *m.hybrid_override_pattern, "null");
   }
   if (!mixtral && !qwen3_moe && m.num_moe_experts.value_or(0) > 0) {
-    d.differ_as("model.num_moe_experts", "config.json describes a dense MLP (LlamaForCausalLM)",
+    d.differ_as("model.num_moe_experts", "config.json describes a dense MLP (" + architecture + ")",
                 num(*m.num_moe_experts), "null");
   }
   const std::string position = config::resolved_position_embedding_type(m);
@@ -276,6 +276,12 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
                     ? "config.json describes Qwen3 (q_norm and k_norm in every attention)"
                     : "config.json describes attention without query and key norms (" + hf.architecture + ")",
                 boolean(m.qk_layernorm), boolean(s.qk_layernorm));
+  }
+  if (m.add_qkv_bias != s.add_qkv_bias) {  // a Qwen2 folder's q_proj, k_proj and v_proj biases
+    d.differ_as("model.add_qkv_bias",
+                s.add_qkv_bias ? "config.json describes Qwen2 (a bias on q_proj, k_proj and v_proj)"
+                               : "config.json describes attention without QKV biases (" + hf.architecture + ")",
+                boolean(m.add_qkv_bias), boolean(s.add_qkv_bias));
   }
   if (!nemotron_h && !same(m.rotary_base, s.rotary_base))  // NemotronH has no RoPE
     d.differ("model.rotary_base", "rope_theta", num(s.rotary_base), num(m.rotary_base));

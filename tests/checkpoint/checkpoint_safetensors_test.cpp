@@ -306,6 +306,37 @@ TEST(HfConfig, LlamaConfigFields) {
 }
 
 // model.qk_layernorm makes a Qwen3 (Llama's keys, plus full attention in every layer), with experts a Qwen3-MoE.
+TEST(HfConfig, Qwen2ConfigFields) {
+  auto spec = test::tiny_llama_spec(false);
+  spec.add_qkv_bias = true;
+  EXPECT_EQ(model::hf_architecture(spec), "Qwen2ForCausalLM");
+  const auto c = hf_model_config(spec, "bfloat16");
+  EXPECT_EQ(c["architectures"], nlohmann::json::array({"Qwen2ForCausalLM"}));
+  EXPECT_EQ(c["model_type"], "qwen2");
+  EXPECT_EQ(c["head_dim"], 8);
+  EXPECT_EQ(c["num_key_value_heads"], 2);
+  EXPECT_EQ(c["use_sliding_window"], false);
+  EXPECT_EQ(c["max_window_layers"], 2);
+  EXPECT_FALSE(c.contains("attention_bias"));  // Qwen2's q, k and v always have one; o_proj never
+  EXPECT_FALSE(c.contains("mlp_bias"));
+  expect_error_contains([&] { hf_llama_config(spec, "bfloat16"); }, {"not a Llama model"});
+  auto llama = spec;
+  llama.add_qkv_bias = false;
+  expect_error_contains([&] { hf_qwen2_config(llama, "bfloat16"); }, {"not a Qwen2 model (model.add_qkv_bias=false)"});
+  // No transformers class has the bias with the query and key norms, or with Mixtral's experts: no config.json.
+  auto with_norms = spec;
+  with_norms.qk_layernorm = true;
+  std::string why;
+  EXPECT_EQ(model::hf_architecture(with_norms, &why), "");
+  EXPECT_NE(why.find("model.add_qkv_bias=true"), std::string::npos) << why;
+  EXPECT_TRUE(hf_model_config(with_norms, "bfloat16").is_null());
+  auto moe = spec;
+  moe.num_moe_experts = 4;
+  moe.moe_ffn_hidden_size = 16;
+  EXPECT_EQ(model::hf_architecture(moe, &why), "");
+  EXPECT_NE(why.find("model.add_qkv_bias=false"), std::string::npos) << why;
+}
+
 TEST(HfConfig, Qwen3ConfigFields) {
   auto spec = test::tiny_llama_spec(true);
   spec.qk_layernorm = true;

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -163,6 +164,58 @@ TEST(HfImport, Qwen3FolderLoadsWithItsQueryAndKeyNorms) {
   EXPECT_NE(missing.find("model.layers.0.self_attn.q_norm.weight"), std::string::npos) << missing;
 
   const std::string sliding = make_folder(dir.str() + "/sliding", "--dtype bf16 --qwen3 --break sliding");
+  const std::string error = test::thrown_message([&] { read_hf_config(sliding); });
+  EXPECT_NE(error.find("use_sliding_window = true: stepgraph's attention is fully causal"), std::string::npos) << error;
+}
+
+// A Qwen2 folder: Llama's tensors plus each attention's q_proj, k_proj and v_proj biases, read into a model with
+// add_qkv_bias (the three land in one [qkv_dim] block, values as the folder holds them); its config.json round-trips
+// through hf_model_config. A Llama model cannot load its biases, nor a Qwen2 model a Llama folder; a windowed
+// attention is refused.
+TEST(HfImport, Qwen2FolderLoadsWithItsQkvBiases) {
+  test::ScratchDir dir("hf_import_qwen2");
+  const std::string folder = make_folder(dir.str() + "/qwen2", "--dtype bf16 --qwen2");
+  const HfModelConfig config = read_hf_config(folder);
+  EXPECT_EQ(config.architecture, "Qwen2ForCausalLM");
+  const model::ModelSpec& s = config.spec;
+  EXPECT_TRUE(s.add_qkv_bias);
+  EXPECT_FALSE(s.qk_layernorm);
+  EXPECT_EQ(s.num_query_groups, 2);
+  EXPECT_EQ(model::hf_architecture(s), "Qwen2ForCausalLM");
+  const model::ModelLayout layout = model::model_layout(s);
+  std::vector<float> weights;
+  load_hf_weights(folder, layout, weights, WeightSource::model, "test");
+  expect_weights_equal_expected(folder, layout, weights);
+  int biases = 0;
+  for (const auto& t : layout.tensors()) {
+    if (t.name.find("_proj.bias") == std::string::npos) continue;
+    ++biases;
+    float largest = 0.0f;
+    for (int64_t i = 0; i < t.numel; ++i) largest = std::max(largest, std::fabs(weights[t.offset + i]));
+    EXPECT_GT(largest, 0.0f) << t.name;  // the folder's values, not the zeros of the init
+  }
+  EXPECT_EQ(biases, 6);  // q, k and v of 2 layers
+
+  const std::string written = dir.str() + "/written";
+  std::filesystem::create_directories(written);
+  std::ofstream(written + "/config.json") << hf_model_config(s, "bfloat16").dump(2);
+  const HfModelConfig back = read_hf_config(written);
+  EXPECT_EQ(back.architecture, "Qwen2ForCausalLM");
+  EXPECT_TRUE(back.spec.add_qkv_bias);
+  EXPECT_EQ(back.spec.head_dim(), s.head_dim());
+  EXPECT_EQ(back.spec.num_query_groups, s.num_query_groups);
+
+  model::ModelSpec without = s;
+  without.add_qkv_bias = false;
+  const std::string extra = test::thrown_message(
+      [&] { load_hf_weights(folder, model::model_layout(without), weights, WeightSource::model, "test"); });
+  EXPECT_NE(extra.find("model.layers.0.self_attn.q_proj.bias"), std::string::npos) << extra;
+  const std::string llama = make_folder(dir.str() + "/llama", "--dtype bf16");
+  const std::string missing =
+      test::thrown_message([&] { load_hf_weights(llama, layout, weights, WeightSource::model, "test"); });
+  EXPECT_NE(missing.find("model.layers.0.self_attn.k_proj.bias"), std::string::npos) << missing;
+
+  const std::string sliding = make_folder(dir.str() + "/sliding", "--dtype bf16 --qwen2 --break sliding");
   const std::string error = test::thrown_message([&] { read_hf_config(sliding); });
   EXPECT_NE(error.find("use_sliding_window = true: stepgraph's attention is fully causal"), std::string::npos) << error;
 }
@@ -338,8 +391,10 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
        "model_type is missing: transformers needs it to pick the model class; add "
        "\"model_type\": \"llama\""},
       {"model_type", "mistral",
-       "model_type = \"mistral\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Qwen3 "
-       "(\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does generate"},
+       "model_type = \"mistral\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Qwen2 "
+       "(\"qwen2\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders, "
+       "as "
+       "does generate"},
   };
   for (const ValueDefect& d : value_defects) {
     SCOPED_TRACE(std::string(d.key) + " = " + d.value.dump());
@@ -507,8 +562,8 @@ TEST(HfImport, StepgraphCheckpointIsVerifiedLikeCheckpointLoad) {
   qwen["model_type"] = "qwen2_moe";
   error = test::thrown_message([&] { read_hf_config(save_own(dir.str() + "/qwen", 1, qwen)); });
   EXPECT_NE(error.find("model_type = \"qwen2_moe\": checkpoint.pretrained_checkpoint takes Llama (model_type "
-                       "\"llama\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH "
-                       "(\"nemotron_h\") folders"),
+                       "\"llama\"), Qwen2 (\"qwen2\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and "
+                       "NemotronH (\"nemotron_h\") folders"),
             std::string::npos)
       << error;
   nlohmann::json mixtral = llama;

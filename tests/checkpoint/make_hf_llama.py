@@ -2,7 +2,8 @@
 """Writes a small synthetic Hugging Face Llama folder, as transformers' save_pretrained lays it out:
 config.json and model.safetensors, or shards model-0000i-of-0000N.safetensors with
 model.safetensors.index.json; BF16, F16 or F32 tensors; tied or untied embeddings; optional Llama 3
-rope_scaling (transformers 4 spelling) or rope_parameters (transformers 5 spelling); with --qwen3 a Qwen3
+rope_scaling (transformers 4 spelling) or rope_parameters (transformers 5 spelling); with --qwen2 a Qwen2 folder
+(model_type qwen2: each attention's q_proj, k_proj and v_proj with a bias); with --qwen3 a Qwen3
 folder (model_type qwen3: each attention's q_norm and k_norm, head_dim in config.json), with --experts a Qwen3-MoE
 folder (model_type qwen3_moe: mlp.gate and mlp.experts.j.gate_proj / up_proj / down_proj in the blocks not listed in
 --mlp-only, whose MLP stays dense).
@@ -12,11 +13,11 @@ Also writes expected.safetensors: every tensor in F32 with exactly the values th
 
   python3 tests/checkpoint/make_hf_llama.py --out DIR [--dtype bf16|fp16|fp32] [--shards N] [--tied]
       [--vocab 64 --hidden 32 --layers 2 --heads 4 --kv-heads 2 --ffn 48] [--rope-scaling FACTOR]
-      [--rope-parameters] [--qwen3 [--experts E --topk K --moe-ffn F --mlp-only 1,3 --norm-topk]] [--std 0.3]
+      [--rope-parameters] [--qwen2] [--qwen3 [--experts E --topk K --moe-ffn F --mlp-only 1,3 --norm-topk]] [--std 0.3]
       [--seed 0] [--break DEFECT]
 
 --break writes a folder with one defect, for the loaders' error messages: missing, extra, shape (a tensor);
-bias, act, yarn, head_dim, sliding (config.json; sliding: a Qwen3 use_sliding_window); nan, inf (model.layers.1.mlp.down_proj.weight element 7 is NaN,
+bias, act, yarn, head_dim, sliding (config.json; sliding: a Qwen2 or Qwen3 use_sliding_window); nan, inf (model.layers.1.mlp.down_proj.weight element 7 is NaN,
 element 7 and 9 of model.norm.weight are +inf); f64 (two tensors stored as F64); stale (a model.safetensors
 beside the shards' index); shard_missing, shard_outside (a shard name ../NAME), index_moved (the index maps
 a tensor to another shard), index_ghost (the index names a tensor no shard holds), index_unlisted (a shard
@@ -80,6 +81,10 @@ def tensor_specs(a):
             (p + "self_attn.v_proj.weight", (a.kv_heads * head_dim, a.hidden)),
             (p + "self_attn.o_proj.weight", (a.hidden, a.heads * head_dim)),
         ]
+        if a.qwen2:
+            specs += [(p + "self_attn.q_proj.bias", (a.heads * head_dim,)),
+                      (p + "self_attn.k_proj.bias", (a.kv_heads * head_dim,)),
+                      (p + "self_attn.v_proj.bias", (a.kv_heads * head_dim,))]
         if a.qwen3:
             specs += [(p + "self_attn.q_norm.weight", (head_dim,)), (p + "self_attn.k_norm.weight", (head_dim,))]
         specs += [
@@ -113,6 +118,10 @@ def make_config(a):
         "torch_dtype": {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[a.dtype], "bos_token_id": None,
         "eos_token_id": a.eos,
     }
+    if a.qwen2:
+        config.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
+                      sliding_window=None, max_window_layers=a.layers)
+        del config["mlp_bias"], config["attention_bias"]
     if a.qwen3:
         config.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=a.hidden // a.heads,
                       use_sliding_window=False, sliding_window=None, max_window_layers=a.layers)
@@ -162,6 +171,7 @@ def main():
     p.add_argument("--rope-scaling", type=float, default=0.0, help="llama3 factor (0: none)")
     p.add_argument("--original-max-pos", type=int, default=64, help="llama3 original_max_position_embeddings")
     p.add_argument("--rope-parameters", action="store_true", help="transformers 5 rope_parameters spelling")
+    p.add_argument("--qwen2", action="store_true", help="a Qwen2 folder: q, k and v biases in every attention")
     p.add_argument("--qwen3", action="store_true", help="a Qwen3 folder: q_norm and k_norm in every attention")
     p.add_argument("--experts", type=int, default=0, help="with --qwen3: a Qwen3-MoE folder of this many experts")
     p.add_argument("--topk", type=int, default=2, help="its num_experts_per_tok")
@@ -180,7 +190,9 @@ def main():
     rng = np.random.default_rng(a.seed)
     values = {}
     for name, shape in tensor_specs(a):
-        if len(shape) == 1:
+        if name.endswith(".bias"):
+            v = 0.3 * rng.standard_normal(shape)
+        elif len(shape) == 1:
             v = 1.0 + 0.1 * rng.standard_normal(shape)
         else:
             v = a.std * rng.standard_normal(shape)

@@ -431,6 +431,23 @@ TEST(Validate, Rule16NotesUnimplementedFeaturesAndTrainCanRefuseThem) {
   EXPECT_TRUE(config::unimplemented_features(config::load_config("moe/tiny_moe")).empty());
 }
 
+// The QKV bias (Qwen2) is built, alone or with the query and key norms, in GPT and hybrid stacks; the other linear
+// biases (add_bias_linear) are noted as not built, naming only that key.
+TEST(Validate, QkvBiasIsBuiltAndOtherLinearBiasesAreNot) {
+  for (const char* recipe : {"llama/tiny", "moe/tiny_moe", "hybrid/tiny_hybrid"}) {
+    SCOPED_TRACE(recipe);
+    const config::Config c = config::load_config(recipe, {"model.add_qkv_bias=true", "model.qk_layernorm=true"});
+    EXPECT_TRUE(config::unimplemented_features(c).empty());
+    EXPECT_TRUE(check_recipe(recipe, {"model.add_qkv_bias=true"}).ok());
+    EXPECT_TRUE(config::model_spec(c).add_qkv_bias);
+  }
+  const auto features =
+      config::unimplemented_features(config::load_config("llama/tiny", {"model.add_bias_linear=true"}));
+  ASSERT_EQ(features.size(), 1u);
+  EXPECT_NE(features[0].find("model.add_bias_linear"), std::string::npos) << features[0];
+  EXPECT_EQ(features[0].find("model.add_qkv_bias ="), std::string::npos) << features[0];
+}
+
 // bf16 main gradients (ddp.grad_reduce_in_fp32=false) are built for every layer kind: valid and nothing refused for
 // the dense, MoE and hybrid recipes; the value must be a boolean.
 TEST(Validate, Bf16MainGradientsAreValidForEveryLayerKind) {

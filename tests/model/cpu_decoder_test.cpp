@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -94,6 +95,23 @@ TEST(CpuDecoder, GreedyEqualsFullRecomputeQwen3QueryKeyNorms) {
     for (int64_t i = 0; i < t.numel; ++i) w[t.offset + i] = (k ? 0.6f : 1.4f) + 0.05f * static_cast<float>(i % 7);
   }
   ASSERT_EQ(norms, 2 * m.num_layers);
+  expect_greedy_equals_full_recompute(m, w);
+}
+
+// Qwen2's QKV bias, drawn away from the zeros of the init (a decoder that left it out, or added the query's bias to
+// the keys, would differ).
+TEST(CpuDecoder, GreedyEqualsFullRecomputeQwen2QkvBias) {
+  auto m = test::decoder_test_spec();
+  m.add_qkv_bias = true;
+  const model::ModelLayout layout = model::model_layout(m);
+  std::vector<float> w = model::initial_parameters(layout, 10);
+  int biases = 0;
+  for (const auto& t : layout.tensors()) {
+    if (t.name.find("_proj.bias") == std::string::npos) continue;
+    ++biases;
+    for (int64_t i = 0; i < t.numel; ++i) w[t.offset + i] = 0.4f * std::sin(0.7f * static_cast<float>(i + biases));
+  }
+  ASSERT_EQ(biases, 3 * m.num_layers);  // q, k and v of every attention
   expect_greedy_equals_full_recompute(m, w);
 }
 

@@ -78,6 +78,13 @@ TEST(CpuLayerFootprint, CountsTheQueryAndKeyNormsBuffers) {
   expect_footprints_allocated(spec, BatchSpec{.micro_batch_size = 2});
 }
 
+// model.add_qkv_bias: the bias [qkv_dim] of every attention's projection.
+TEST(CpuLayerFootprint, CountsTheQkvBias) {
+  ModelSpec spec = test::tiny_hybrid_spec("*-");
+  spec.add_qkv_bias = true;
+  expect_footprints_allocated(spec, BatchSpec{.micro_batch_size = 2});
+}
+
 // MoE layers (routed experts, a shared expert, capacity with padding, per-sequence aux loss groups).
 TEST(CpuLayerFootprint, CountsTheMoeLayersBuffers) {
   for (const test::MoeCase& c : {

@@ -3,7 +3,8 @@
 // tied embeddings, with and without dropout — with dropout the masks are a fixed function of the RNG
 // state, so the loss is still a differentiable function of the weights and the check applies), and in
 // a hybrid pattern whose layer boundaries are not GPT blocks ("*--*": two MLPs in a row, attention last), and with
-// Qwen3's query and key norms (model.qk_layernorm: their weights' gradients too).
+// Qwen3's query and key norms (model.qk_layernorm: their weights' gradients too), and with Qwen2's QKV bias
+// (model.add_qkv_bias: zero at init, so a forward that left it out would give it no finite difference).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -60,6 +61,7 @@ struct Case {
   float dropout;
   const char* pattern;  // hybrid_layer_pattern; "" = the GPT layout
   bool qk_layernorm = false;
+  bool qkv_bias = false;
 };
 
 class CpuModelGrad : public ::testing::TestWithParam<Case> {};
@@ -72,6 +74,7 @@ TEST_P(CpuModelGrad, EveryParameterMatchesFiniteDifferences) {
   spec.attention_dropout = GetParam().dropout;
   spec.hidden_dropout = GetParam().dropout;
   spec.qk_layernorm = GetParam().qk_layernorm;
+  spec.add_qkv_bias = GetParam().qkv_bias;
   spec.hybrid_layer_pattern = GetParam().pattern;
   if (!spec.hybrid_layer_pattern.empty()) spec.num_layers = static_cast<int64_t>(spec.hybrid_layer_pattern.size());
   // Larger weights than a real init, so every path (attention scores, SwiGLU curvature) is exercised
@@ -88,13 +91,14 @@ TEST_P(CpuModelGrad, EveryParameterMatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Tiny, CpuModelGrad,
                          ::testing::Values(Case{false, 0.0f, ""}, Case{true, 0.0f, ""}, Case{false, 0.2f, ""},
                                            Case{false, 0.2f, "*--*"}, Case{false, 0.2f, "M*-M"},
-                                           Case{false, 0.2f, "", true}),
+                                           Case{false, 0.2f, "", true}, Case{false, 0.2f, "", false, true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.tied ? "tied" : "untied") +
                                   (info.param.dropout > 0 ? "_dropout" : "") +
                                   (info.param.pattern[0] != 0 ? "_hybrid" : "") +
                                   (std::string(info.param.pattern).find('M') != std::string::npos ? "_mamba" : "") +
-                                  (info.param.qk_layernorm ? "_qk_layernorm" : "");
+                                  (info.param.qk_layernorm ? "_qk_layernorm" : "") +
+                                  (info.param.qkv_bias ? "_qkv_bias" : "");
                          });
 
 TEST(CpuModel, DropoutRunsAreReproducibleAndDependOnTheRngOffset) {

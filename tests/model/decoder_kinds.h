@@ -93,12 +93,21 @@ inline model::ModelSpec qwen3_spec() {
   return s;
 }
 
+// Qwen2: a bias on q, k and v (the GPU decoder's kernel adds it before RoPE and the cache; cuBLASLt's epilogue in a
+// prompt's rows).
+inline model::ModelSpec qwen2_spec() {
+  model::ModelSpec s = base_spec();
+  s.add_qkv_bias = true;
+  return s;
+}
+
 inline const KindsCase kDecoderKindsCases[] = {
     {"mixtral", &mixtral_spec, 3e-2},
     {"nemotron3", &nemotron3_spec, 5e-2},
     {"mamba_hybrid", &mamba_hybrid_spec, 5e-2},
     {"wide_query", &wide_query_spec, 2e-2},
     {"qwen3", &qwen3_spec, 2e-2},
+    {"qwen2", &qwen2_spec, 2e-2},
 };
 
 // The smallest gap, over the tokens and the MoE layers of the fp32 model, between the selection scores of the k-th
@@ -154,7 +163,7 @@ inline double routing_margin(const model::ModelSpec& spec, const std::vector<flo
 
 // Initial weights rounded to bf16 (the CPU side sees the GPU's weights); the expert biases, zero at init, drawn
 // in [-0.3, 0.3] so that they change which experts the sigmoid scores pick, the query and key norms' weights in
-// [0.7, 1.3]. The first seed from `seed` on whose
+// [0.7, 1.3], the QKV biases (zeros at init) in [-0.3, 0.3]. The first seed from `seed` on whose
 // routing is at least kRoutingMargin from a tie (see routing_margin) over every prompt and, with new_tokens, the
 // CPU decoder's greedy continuation of it (what the GPU decoder feeds, when it is right): a difference is then the
 // decoder's, not a flipped near-tie.
@@ -173,7 +182,8 @@ inline std::vector<float> weights_for(const model::ModelSpec& m, uint64_t seed,
       // would differ.
       const bool qk_norm =
           t.name.find("q_norm.weight") != std::string::npos || t.name.find("k_norm.weight") != std::string::npos;
-      if (t.name.find("e_score_correction_bias") == std::string::npos && !qk_norm) continue;
+      const bool qkv_bias = t.name.find("_proj.bias") != std::string::npos;  // q, k and v (zeros at init)
+      if (t.name.find("e_score_correction_bias") == std::string::npos && !qk_norm && !qkv_bias) continue;
       for (int64_t i = 0; i < t.numel; ++i) w[t.offset + i] = qk_norm ? 1.0f + bias(gen) : bias(gen);
     }
     w = round_bf16(w);

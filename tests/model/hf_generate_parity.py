@@ -9,8 +9,8 @@ Checkpoints:
       large spread, so the logits are peaked): untied GQA in bf16 with 3 shards; tied with Llama 3
       rope_scaling (factor 8, rope_theta 5e5, original context 256 < max_position_embeddings 512: a valid
       Llama 3 config whose kept, interpolated and divided frequencies all turn at the prompt positions;
-      tests/tools/hf_reference_generate_test.py checks the same on the CPU) in fp32; a Qwen3 folder (q_norm and
-      k_norm, GQA) in bf16, and a Qwen3-MoE folder (8 experts top-2 renormalised, block 1 dense) in fp32;
+      tests/tools/hf_reference_generate_test.py checks the same on the CPU) in fp32; a Qwen2 folder (q, k and v
+      biases, GQA) and a Qwen3 folder (q_norm and k_norm, GQA) in bf16, and a Qwen3-MoE folder (8 experts top-2 renormalised, block 1 dense) in fp32;
   (b) a stepgraph checkpoint: `stepgraph train llama/tiny` for --steps steps on `stepgraph data synth`
       (a model that uses its context), prompts cut from that corpus;
   (c) folders transformers writes itself for the other architectures stepgraph decodes: NemotronH (pattern
@@ -218,6 +218,7 @@ def main():
              ("hf_fp32_tied_llama3_rope", ["--dtype", "fp32", "--tied", "--std", "0.08", "--rope-scaling", "8",
                                            "--rope-theta", "500000", "--original-max-pos", "256"]
               + (["--rope-parameters"] if v5 else [])),
+             ("hf_bf16_qwen2_gqa", ["--dtype", "bf16", "--qwen2", "--std", "0.08"]),
              ("hf_bf16_qwen3_gqa", ["--dtype", "bf16", "--qwen3", "--std", "0.08"]),
              ("hf_fp32_qwen3_moe", ["--dtype", "fp32", "--qwen3", "--std", "0.08", "--experts", "8", "--topk", "2",
                                     "--moe-ffn", "64", "--mlp-only", "1", "--norm-topk"])]

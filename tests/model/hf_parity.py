@@ -6,7 +6,8 @@ Steps (issue 4 "against PyTorch", issue 5 "transformers loads the saved checkpoi
   (b) `stepgraph train RECIPE` trains K+1 steps on it, saving a checkpoint at step K and dumping every
       step's batch (--dump-batches); a second, 2-step run saves at step 1 (the early check);
   (c) transformers loads OUT/ckpt/iter_000000K with the class its config.json names (LlamaForCausalLM
-      for GPT recipes, Qwen3ForCausalLM with --override model.qk_layernorm=true, MixtralForCausalLM for MoE
+      for GPT recipes, Qwen2ForCausalLM with --override model.add_qkv_bias=true, Qwen3ForCausalLM with
+      --override model.qk_layernorm=true, MixtralForCausalLM for MoE
       recipes such as moe/tiny_moe (Qwen3MoeForCausalLM with model.qk_layernorm=true), NemotronHForCausalLM for
       hybrid Mamba recipes such as hybrid/tiny_hybrid, with MoE layers too: hybrid/tiny_hybrid_moe), in
       bfloat16 and in float32 (no missing or unexpected tensor is allowed);

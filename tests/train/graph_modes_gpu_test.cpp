@@ -113,12 +113,11 @@ TEST_F(GraphModesGpu, EveryModeIsBitwiseEqualToEager) {
   }
 }
 
-// Qwen3's query and key norms (model.qk_layernorm) in every graph mode and under core_attn and full recompute: the
-// norms' partial-row weight gradients, the projection they keep and the value copy replay bit for bit.
-TEST_F(GraphModesGpu, QkLayernormEveryModeAndRecomputeIsBitwiseEqualToEager) {
-  const std::vector<std::string> qk = {"model.qk_layernorm=true"};
+// The tiny model with `variant`'s keys in every graph mode and under core_attn and full recompute, each bit for bit
+// what eager gives.
+void expect_attention_variant_bitwise_equal_to_eager(const std::vector<std::string>& variant) {
   const auto with = [&](std::vector<std::string> more) {
-    more.insert(more.begin(), qk.begin(), qk.end());
+    more.insert(more.begin(), variant.begin(), variant.end());
     return tiny_with(more);
   };
   const RunResult eager = run_mode(with({"model.cuda_graph_impl=none"}));
@@ -138,6 +137,18 @@ TEST_F(GraphModesGpu, QkLayernormEveryModeAndRecomputeIsBitwiseEqualToEager) {
     SCOPED_TRACE(mode.name);
     expect_mode_bitwise_equal_to_eager(mode.name, run_mode(with(mode.overrides)), eager, mode.graphs);
   }
+}
+
+// Qwen3's query and key norms (model.qk_layernorm): the norms' partial-row weight gradients, the projection they
+// keep and the value copy replay bit for bit.
+TEST_F(GraphModesGpu, QkLayernormEveryModeAndRecomputeIsBitwiseEqualToEager) {
+  expect_attention_variant_bitwise_equal_to_eager({"model.qk_layernorm=true"});
+}
+
+// Qwen2's QKV bias (model.add_qkv_bias): the GEMM's bias epilogue and the bias gradient's partial rows replay bit for
+// bit.
+TEST_F(GraphModesGpu, QkvBiasEveryModeAndRecomputeIsBitwiseEqualToEager) {
+  expect_attention_variant_bitwise_equal_to_eager({"model.add_qkv_bias=true"});
 }
 
 // A resumed run warms up again before it captures: resumed at step 23 with 2 warmup steps, it captures in

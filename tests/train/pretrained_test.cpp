@@ -212,6 +212,29 @@ TEST(Pretrained, AQwen3FolderTrainsWithItsQueryAndKeyNorms) {
   EXPECT_NE(with.find("model.qk_layernorm=false"), std::string::npos) << with;
 }
 
+// A Qwen2 folder trains with model.add_qkv_bias (step 1's loss is the CPU model's from the folder's weights, biases
+// included); a model configured without the biases is refused for it, and one with them for a Llama folder.
+TEST(Pretrained, AQwen2FolderTrainsWithItsQkvBiases) {
+  Scratch dir;
+  const std::string qwen2 = make_hf_folder(dir / "qwen2", "--qwen2");
+  expect_one_step_from(
+      tiny_config({"checkpoint.pretrained_checkpoint=" + qwen2, "model.add_qkv_bias=true", "train.train_iters=1"}), dir,
+      qwen2);
+  const std::string without = test::thrown_message(
+      [&] { train::apply_pretrained_shapes(tiny_config({"checkpoint.pretrained_checkpoint=" + qwen2})); });
+  EXPECT_NE(without.find("model.add_qkv_bias: config.json describes Qwen2 (a bias on q_proj, k_proj and v_proj), "
+                         "configured false"),
+            std::string::npos)
+      << without;
+  EXPECT_NE(without.find("model.add_qkv_bias=true"), std::string::npos) << without;
+  const std::string llama = make_hf_folder(dir / "llama");
+  const std::string with = test::thrown_message([&] {
+    train::apply_pretrained_shapes(
+        tiny_config({"checkpoint.pretrained_checkpoint=" + llama, "model.add_qkv_bias=true"}));
+  });
+  EXPECT_NE(with.find("model.add_qkv_bias=false"), std::string::npos) << with;
+}
+
 // A Qwen3-MoE folder (block 1 dense, norm_topk_prob): the experts' shape keys are taken from it, the MoE blocks and
 // the routing must match (listed with their fixes), and a run configured so trains from its weights.
 TEST(Pretrained, AQwen3MoeFolderGivesItsExpertsAndListsItsBlocksAndRouter) {

@@ -1,10 +1,11 @@
 #pragma once
 // '*': causal self-attention with grouped-query heads and RoPE (Llama). On the normed input n:
-//   qkv = n Wqkv^T; with qk_layernorm (Qwen3) every query head and every key head RMS-normalized over head_dim;
+//   qkv = n Wqkv^T (+ b with add_qkv_bias: Qwen2); with qk_layernorm (Qwen3) every query head and every key head RMS-normalized over head_dim;
 //   RoPE on q and k (unless position_embedding is none); a = attention(qkv) (cuDNN flash attention,
 //   attention_dropout inside); delta = a Wo^T.
 // Parameters: q_proj, k_proj, v_proj (one fused [qkv_dim, H] block), o_proj (output-projection init); with
-// qk_layernorm q_norm and k_norm ([head_dim] each, ones, no weight decay).
+// qk_layernorm q_norm and k_norm ([head_dim] each, ones, no weight decay); with add_qkv_bias q_proj.bias, k_proj.bias,
+// v_proj.bias (one fused [qkv_dim] block, zeros, no weight decay: Megatron's).
 // Dropout site: the attention probabilities (one; the output dropout is the step's).
 // Module: attn.
 // qk_layernorm keeps the projection before the norms (the norms' backward reads it) and their rstd; v is copied
@@ -44,6 +45,7 @@ struct QkNormRows {
 struct AttentionDeclarations {
   ParamRef qkv, o_proj;
   ParamRef q_norm, k_norm;  // qk_layernorm only
+  ParamRef qkv_bias;        // add_qkv_bias only: q_proj, k_proj, v_proj's biases, one [qkv_dim] block
   uint32_t probs_site = 0;
   void declare(LayerDeclarations& d);  // checks the head shapes
   std::array<QkNormRows, 2> qk_norms(const ModelSpec& m, int64_t T) const;  // the query norm, then the key norm
@@ -96,6 +98,7 @@ class AttentionLayer final : public Layer {
   cuda::MemorySlot qkv_proj_slot_, qk_rstd_slot_;  // qk_layernorm only
   SharedBufferRef d_attn_ref_, d_qkv_ref_, workspace_ref_;
   SharedBufferRef qk_norm_partials_ref_;  // qk_layernorm only: the norms' dweight partial rows
+  SharedBufferRef qkv_bias_partials_ref_;  // add_qkv_bias only: the bias gradient's partial rows
   SharedBufferRef rope_table_ref_;  // the cos/sin table every attention layer reads (RoPE only)
   const kernels::AttentionPlan* attention_ = nullptr;  // shared by every attention layer
   const kernels::AttentionPlan* eval_attention_ = nullptr;  // dropout off (evaluation); only with attention dropout
@@ -107,6 +110,8 @@ class AttentionLayer final : public Layer {
   float* qk_rstd_ = nullptr;  // [T, heads] then [T, kv_heads]: the qk norms' rstd
   float* qk_norm_partials_ = nullptr;
   size_t qk_norm_partials_bytes_ = 0;
+  float* qkv_bias_partials_ = nullptr;
+  size_t qkv_bias_partials_bytes_ = 0;
   bf16* attn_ = nullptr;  // [T, q_dim] attention output
   float* lse_ = nullptr;  // [B, heads, S]
   bf16* d_attn_ = nullptr;
@@ -116,8 +121,10 @@ class AttentionLayer final : public Layer {
   const bf16* w_qkv_ = nullptr;
   const bf16* w_o_ = nullptr;
   std::array<const bf16*, 2> qk_norm_weights_{};  // qk_layernorm: in decl_.qk_norms()'s order
+  const bf16* w_qkv_bias_ = nullptr;              // add_qkv_bias only (null: the QKV GEMM has no bias epilogue)
   kernels::FloatBuffer g_qkv_;
   kernels::FloatBuffer g_o_;
+  kernels::FloatBuffer g_qkv_bias_;
   std::array<kernels::FloatBuffer, 2> qk_norm_grads_{};
   int64_t* dropout_seed_ = nullptr;
   int64_t* dropout_offset_ = nullptr;

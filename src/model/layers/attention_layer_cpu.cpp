@@ -3,6 +3,7 @@
 
 #include "model/layers/attention_layer.h"
 #include "reference/attention.h"
+#include "reference/column_sums.h"
 #include "reference/decode_attention.h"
 #include "reference/linear.h"
 #include "reference/rmsnorm.h"
@@ -35,10 +36,12 @@ CpuLayerFootprint AttentionLayerCpu::host_footprint(const ModelSpec& m, const Ba
   // plan()'s buffers. Saved: qkv, the attention output, the softmax statistics; scratch: their gradients.
   // The attention output and its gradient are q_dim wide (heads x kv_channels), which need not be H.
   // qk_layernorm: the norm weights, the projection before them and their rstd; one token's heads of scratch.
+  // add_qkv_bias: the bias.
   const double heads = static_cast<double>(m.num_attention_heads + m.num_query_groups);
   const double d = static_cast<double>(m.head_dim());
   const double qk = m.qk_layernorm ? 1.0 : 0.0;
-  return {.params = QKV * H + H * Q + qk * 2.0 * d,
+  const double bias = m.add_qkv_bias ? QKV : 0.0;
+  return {.params = QKV * H + H * Q + qk * 2.0 * d + bias,
           .saved = T * (QKV + Q) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S +
                    qk * T * (QKV + heads),
           .scratch = T * (Q + QKV) + qk * static_cast<double>(m.num_attention_heads) * d};
@@ -66,11 +69,13 @@ void AttentionLayerCpu::forward(const CpuLayerIO& io) {
   const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups, d = m.head_dim();
   if (m.qk_layernorm) {
     ref::linear_forward(qkv_proj_.data(), io.input, io.weight(decl_.qkv), T, H, QKV);
+    if (m.add_qkv_bias) ref::add_row_bias(qkv_proj_.data(), io.weight(decl_.qkv_bias), T, QKV);
     qkv_ = qkv_proj_;  // the values as they are
     qk_norm_forward(
         m, decl_, qkv_.data(), qk_rstd_.data(), qkv_proj_.data(), [&](ParamRef w) { return io.weight(w); }, T);
   } else {
     ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), T, H, QKV);
+    if (m.add_qkv_bias) ref::add_row_bias(qkv_.data(), io.weight(decl_.qkv_bias), T, QKV);
   }
   if (m.position_embedding == PositionEmbedding::rope) {
     ref::rope_forward(qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
@@ -107,6 +112,7 @@ void AttentionLayerCpu::backward(const CpuLayerIO& io) {
   }
   ref::linear_backward_input(io.d_input, d_qkv_.data(), io.weight(decl_.qkv), T, H, QKV);
   ref::linear_backward_weight(io.grad(decl_.qkv), d_qkv_.data(), io.input, T, H, QKV);
+  if (m.add_qkv_bias) ref::column_sums(io.grad(decl_.qkv_bias), d_qkv_.data(), T, QKV, QKV);
 }
 
 double AttentionDecodeCpu::state_bytes(const ModelSpec& m, const DecodeSpec& decode) {
@@ -137,6 +143,7 @@ void AttentionDecodeCpu::forward(const CpuDecodeIO& io) {
   const DecodeRows& r = io.rows;
   const ref::DecodeAttentionShape shape = decode_attention_shape(m, r, slots_, capacity_);
   ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), r.T, m.hidden_size, m.qkv_dim());
+  if (m.add_qkv_bias) ref::add_row_bias(qkv_.data(), io.weight(decl_.qkv_bias), r.T, m.qkv_dim());
   if (m.qk_layernorm) {
     qk_norm_forward(
         m, decl_, qkv_.data(), qk_rstd_.data(), qkv_.data(), [&](ParamRef w) { return io.weight(w); }, r.T);

@@ -25,7 +25,7 @@ void AttentionDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, 
   slots_ = decode.batch;
   capacity_ = decode.capacity();
   rows_ = decode.max_rows();
-  qkv_proj_ = DecodeLinear(model.hidden_size, model.qkv_dim(), std::nullopt, decode.gemv);
+  qkv_proj_ = DecodeLinear(model.hidden_size, model.qkv_dim(), std::nullopt, decode.gemv, model.add_qkv_bias);
   o_proj_ = DecodeLinear(model.q_dim(), model.hidden_size, std::nullopt, decode.gemv);
   const int64_t cache = slots_ * model.num_query_groups * capacity_ * model.head_dim();
   const std::string prefix = strprintf("decode.layer%d.", index());
@@ -62,9 +62,10 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
                                        .rope = m.position_embedding == PositionEmbedding::rope,
                                        .base = m.rotary_base,
                                        .scaling = m.rope_scaling};
+  const bf16* bias = m.add_qkv_bias ? io.weight(decl_.qkv_bias) : nullptr;
   if (m.qk_layernorm) {
     // The norms come between the projection and RoPE: in place on the query heads, then on the key heads.
-    qkv_proj_.run(stream, io.blas, T, qkv_, io.input, io.weight(decl_.qkv));
+    qkv_proj_.run(stream, io.blas, T, qkv_, io.input, io.weight(decl_.qkv), nullptr, bias);
     for (const QkNormRows& n : decl_.qk_norms(m, T)) {
       kernels::rmsnorm_forward(stream, {.out = qkv_ + n.column,
                                         .rstd = qk_rstd_ + n.rstd_offset,
@@ -80,12 +81,12 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
     kernels::kv_cache_append(stream, kernels::decode_qkv_append_params(qkv_, qkv));
   } else if (!qkv_proj_.runs_gemm(T)) {
     // A decoding step: the projection, RoPE and the cache append in one launch (kernels/decode_linear.h).
-    kernels::DecodeLinearParams p = qkv_proj_.kernel_params(T, qkv_, io.input, io.weight(decl_.qkv));
+    kernels::DecodeLinearParams p = qkv_proj_.kernel_params(T, qkv_, io.input, io.weight(decl_.qkv), bias);
     p.epilogue = kernels::DecodeLinearEpilogue::kQkv;
     p.qkv = qkv;
     kernels::decode_linear_forward(stream, p);
   } else {
-    qkv_proj_.run(stream, io.blas, T, qkv_, io.input, io.weight(decl_.qkv));
+    qkv_proj_.run(stream, io.blas, T, qkv_, io.input, io.weight(decl_.qkv), nullptr, bias);
     if (qkv.rope) kernels::rope_forward(stream, kernels::decode_qkv_rope_params(qkv_, qkv));
     kernels::kv_cache_append(stream, kernels::decode_qkv_append_params(qkv_, qkv));
   }
