@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -81,23 +82,35 @@ nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string
   return c;
 }
 
+namespace {
+
+// A dense Qwen family's config.json: Llama's (of `llama`, the model without what the family always has) as
+// `architecture` and `model_type`, without `dropped` keys, with full attention in every layer (no sliding window).
+nlohmann::json qwen_dense_config(const model::ModelSpec& llama, const std::string& torch_dtype,
+                                 const char* architecture, const char* model_type,
+                                 std::initializer_list<const char*> dropped) {
+  nlohmann::json c = hf_llama_config(llama, torch_dtype);
+  for (const char* key : dropped) c.erase(key);
+  c["architectures"] = {architecture};
+  c["model_type"] = model_type;
+  c["use_sliding_window"] = false;
+  c["sliding_window"] = nullptr;
+  c["max_window_layers"] = llama.num_layers;
+  return c;
+}
+
+}  // namespace
+
 nlohmann::json hf_qwen3_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
   std::string why_not;
   if (model::hf_architecture(spec, &why_not) != "Qwen3ForCausalLM") {
     throw Error("config.json: " +
                 (why_not.empty() ? std::string("not a Qwen3 model (model.qk_layernorm=false)") : why_not));
   }
-  // Llama's config plus the norms, which Qwen3 always has; the attention is full (no sliding window).
+  // Llama plus the norms, which Qwen3 always has (its attention_bias, false, is Llama's key).
   model::ModelSpec llama = spec;
   llama.qk_layernorm = false;
-  nlohmann::json c = hf_llama_config(llama, torch_dtype);
-  for (const char* key : {"mlp_bias", "pretraining_tp"}) c.erase(key);
-  c["architectures"] = {"Qwen3ForCausalLM"};
-  c["model_type"] = "qwen3";
-  c["use_sliding_window"] = false;
-  c["sliding_window"] = nullptr;
-  c["max_window_layers"] = spec.num_layers;
-  return c;
+  return qwen_dense_config(llama, torch_dtype, "Qwen3ForCausalLM", "qwen3", {"mlp_bias", "pretraining_tp"});
 }
 
 nlohmann::json hf_qwen2_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
@@ -106,17 +119,11 @@ nlohmann::json hf_qwen2_config(const model::ModelSpec& spec, const std::string& 
     throw Error("config.json: " +
                 (why_not.empty() ? std::string("not a Qwen2 model (model.add_qkv_bias=false)") : why_not));
   }
-  // Llama's config, whose attention Qwen2's is with the QKV bias it always has; full attention (no sliding window).
+  // Llama plus the QKV bias, which Qwen2 always has (no attention_bias key: o_proj never has one).
   model::ModelSpec llama = spec;
   llama.add_qkv_bias = false;
-  nlohmann::json c = hf_llama_config(llama, torch_dtype);
-  for (const char* key : {"attention_bias", "mlp_bias", "pretraining_tp"}) c.erase(key);
-  c["architectures"] = {"Qwen2ForCausalLM"};
-  c["model_type"] = "qwen2";
-  c["use_sliding_window"] = false;
-  c["sliding_window"] = nullptr;
-  c["max_window_layers"] = spec.num_layers;
-  return c;
+  return qwen_dense_config(llama, torch_dtype, "Qwen2ForCausalLM", "qwen2",
+                           {"attention_bias", "mlp_bias", "pretraining_tp"});
 }
 
 nlohmann::json hf_qwen3_moe_config(const model::ModelSpec& spec, const std::string& torch_dtype) {

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <ostream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -114,6 +115,45 @@ inline void expect_column_sums(const ColumnSumsCase& c, const std::vector<float>
   } else {
     EXPECT_FALSE(got == c.dst0) << "nothing was added";
   }
+}
+
+// The launcher's checks on a valid call `good` (rows 4, cols 8, a 32-byte scratch) made bad one field at a time:
+// `message(p)` runs the launcher and returns what it threw ("" for nothing). Each error names the field; zero rows
+// read neither `in` nor the scratch.
+template <class Message>
+void expect_bad_column_sums_params_named(const kernels::ColumnSumsParams& good, const Message& message) {
+  EXPECT_EQ(message(good), "");
+  const auto expect_named = [&](const kernels::ColumnSumsParams& p, const char* named) {
+    const std::string m = message(p);
+    EXPECT_NE(m.find(named), std::string::npos) << m;
+  };
+  auto p = good;
+  p.row_stride = 7;
+  expect_named(p, "row_stride = 7");
+  p = good;
+  p.scratch_bytes = 28;
+  expect_named(p, "scratch of 28 bytes");
+  p = good;
+  p.scratch = nullptr;
+  expect_named(p, "scratch");
+  p = good;
+  p.in = nullptr;
+  expect_named(p, "in is null");
+  p = good;
+  p.dst = kernels::FloatBuffer{};
+  expect_named(p, "dst.data is null");
+  p = good;
+  p.cols = 0;
+  expect_named(p, "cols=0");
+  p = good;
+  p.rows = -1;
+  expect_named(p, "rows=-1");
+  p = good;
+  p.rows = 0;
+  p.scratch = nullptr;
+  p.scratch_bytes = 0;
+  p.in = nullptr;
+  EXPECT_EQ(message(p), "") << "zero rows read neither in nor scratch";
 }
 
 }  // namespace sg::test

@@ -95,37 +95,9 @@ TEST(ColumnSumsEmulatedMisc, RejectsBadParamsNamingTheField) {
   std::vector<float> dst(8), scratch(8);
   const kernels::ColumnSumsParams good{
       .dst = dst.data(), .scratch = scratch.data(), .scratch_bytes = 32, .in = in.data(), .rows = 4, .cols = 8};
-  auto message = [](kernels::ColumnSumsParams p) {
+  test::expect_bad_column_sums_params_named(good, [](const kernels::ColumnSumsParams& p) {
     return test::thrown_message([&] { kernels::colsums::run_column_sums(emu::Launch{}, p); });
-  };
-  EXPECT_EQ(message(good), "");
-  auto p = good;
-  p.row_stride = 7;
-  EXPECT_NE(message(p).find("row_stride = 7"), std::string::npos) << message(p);
-  p = good;
-  p.scratch_bytes = 28;
-  EXPECT_NE(message(p).find("scratch of 28 bytes"), std::string::npos) << message(p);
-  p = good;
-  p.scratch = nullptr;
-  EXPECT_NE(message(p).find("scratch"), std::string::npos) << message(p);
-  p = good;
-  p.in = nullptr;
-  EXPECT_NE(message(p).find("in is null"), std::string::npos) << message(p);
-  p = good;
-  p.dst = kernels::FloatBuffer{};
-  EXPECT_NE(message(p).find("dst.data is null"), std::string::npos) << message(p);
-  p = good;
-  p.cols = 0;
-  EXPECT_NE(message(p).find("cols=0"), std::string::npos) << message(p);
-  p = good;
-  p.rows = -1;
-  EXPECT_NE(message(p).find("rows=-1"), std::string::npos) << message(p);
-  p = good;
-  p.rows = 0;
-  p.scratch = nullptr;
-  p.scratch_bytes = 0;
-  p.in = nullptr;
-  EXPECT_EQ(message(p), "") << "zero rows read neither in nor scratch";
+  });
 }
 
 }  // namespace
