@@ -80,6 +80,19 @@ TEST(CpuDecoder, GreedyEqualsFullRecomputeTiedGqaRopeScaling) {
   expect_greedy_equals_full_recompute(m, 8);
 }
 
+// Sets element i of every tensor of `layout` whose name contains `part` to value(i, n) (n: that tensor's place among
+// them, from 1); returns how many it set.
+template <class Value>
+int set_named_tensors(const model::ModelLayout& layout, std::vector<float>& w, const char* part, const Value& value) {
+  int n = 0;
+  for (const auto& t : layout.tensors()) {
+    if (t.name.find(part) == std::string::npos) continue;
+    ++n;
+    for (int64_t i = 0; i < t.numel; ++i) w[t.offset + i] = value(i, n);
+  }
+  return n;
+}
+
 // Qwen3's query and key norms, their weights away from the ones of the init so that a norm that read another
 // head's weights, or the keys' weights for the queries, would differ.
 TEST(CpuDecoder, GreedyEqualsFullRecomputeQwen3QueryKeyNorms) {
@@ -87,14 +100,11 @@ TEST(CpuDecoder, GreedyEqualsFullRecomputeQwen3QueryKeyNorms) {
   m.qk_layernorm = true;
   const model::ModelLayout layout = model::model_layout(m);
   std::vector<float> w = model::initial_parameters(layout, 9);
-  int norms = 0;
-  for (const auto& t : layout.tensors()) {
-    const bool k = t.name.find("k_norm.weight") != std::string::npos;
-    if (!k && t.name.find("q_norm.weight") == std::string::npos) continue;
-    ++norms;
-    for (int64_t i = 0; i < t.numel; ++i) w[t.offset + i] = (k ? 0.6f : 1.4f) + 0.05f * static_cast<float>(i % 7);
-  }
-  ASSERT_EQ(norms, 2 * m.num_layers);
+  const auto around = [](float center) {
+    return [center](int64_t i, int) { return center + 0.05f * static_cast<float>(i % 7); };
+  };
+  ASSERT_EQ(set_named_tensors(layout, w, "q_norm.weight", around(1.4f)), m.num_layers);
+  ASSERT_EQ(set_named_tensors(layout, w, "k_norm.weight", around(0.6f)), m.num_layers);
   expect_greedy_equals_full_recompute(m, w);
 }
 
@@ -105,12 +115,8 @@ TEST(CpuDecoder, GreedyEqualsFullRecomputeQwen2QkvBias) {
   m.add_qkv_bias = true;
   const model::ModelLayout layout = model::model_layout(m);
   std::vector<float> w = model::initial_parameters(layout, 10);
-  int biases = 0;
-  for (const auto& t : layout.tensors()) {
-    if (t.name.find("_proj.bias") == std::string::npos) continue;
-    ++biases;
-    for (int64_t i = 0; i < t.numel; ++i) w[t.offset + i] = 0.4f * std::sin(0.7f * static_cast<float>(i + biases));
-  }
+  const int biases = set_named_tensors(
+      layout, w, "_proj.bias", [](int64_t i, int n) { return 0.4f * std::sin(0.7f * static_cast<float>(i + n)); });
   ASSERT_EQ(biases, 3 * m.num_layers);  // q, k and v of every attention
   expect_greedy_equals_full_recompute(m, w);
 }
