@@ -491,7 +491,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("checkpoint", "most_recent_k", c.checkpoint.most_recent_k,
     "checkpoints kept in checkpoint.save: -1 every one, k >= 1 the k newest (each save removes older ones)");
   v("checkpoint", "pretrained_checkpoint", c.checkpoint.pretrained_checkpoint,
-    "HF Llama, Qwen3, Mixtral or NemotronH folder or checkpoint to start from (step 0, fresh optimizer)");
+    "HF Llama, Qwen2, Qwen3, Mixtral or NemotronH folder or checkpoint to start from (step 0, fresh optimizer)");
   v("checkpoint", "auto_resume", c.checkpoint.auto_resume,
     "resume from checkpoint.save when it holds checkpoints and load is unset");
   v("checkpoint", "overwrite", c.checkpoint.overwrite,

@@ -338,7 +338,7 @@ void ShapeChecker::check_data_and_io() {
   }
   if (ck.pretrained_checkpoint && ck.pretrained_checkpoint->empty()) {
     fail("checkpoint.pretrained_checkpoint is an empty path", {"checkpoint.pretrained_checkpoint"},
-         "set a Hugging Face Llama, Qwen3, Mixtral or NemotronH folder or a checkpoint directory, or null");
+         "set a Hugging Face Llama, Qwen2, Qwen3, Mixtral or NemotronH folder or a checkpoint directory, or null");
   }
   const bool resumes_from_save = ck.load && ck.save && same_directory(*ck.load, *ck.save);
   if (ck.overwrite && (ck.auto_resume || resumes_from_save)) {

@@ -118,7 +118,7 @@ void check_experts(Differences& d, const config::Config& config, const model::Mo
   }
 }
 
-// What a Llama, Qwen3, Qwen3-MoE or Mixtral folder is beyond its sizes: GPT blocks of attention and a dense MLP
+// What a Llama, Qwen2, Qwen3, Qwen3-MoE or Mixtral folder is beyond its sizes: GPT blocks of attention and a dense MLP
 // (Mixtral: every MLP its experts; Qwen3-MoE: its MoE blocks'), RoPE, SwiGLU (read_hf_config refuses any other
 // hidden_act). A model configured otherwise would train other numbers from the same weights, or fail the weight load
 // blaming the folder. (The query and key norms are compared by the caller.)
@@ -246,7 +246,7 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
       d.taken.push_back("moe_ffn_hidden_size " + num(s.moe_ffn_hidden_size));
     }
   }
-  // The dense MLPs' width, where the folder has dense MLPs (every block of a Llama or Qwen3 folder).
+  // The dense MLPs' width, where the folder has dense MLPs (every block of a Llama, Qwen2 or Qwen3 folder).
   if (!mixtral && (!(nemotron_h || qwen3_moe) || model::stack_has_kind(s, model::LayerKind::mlp))) {
     take_or_check(d, "ffn_hidden_size", "intermediate_size", s.ffn_hidden_size, ffn, !m.ffn_hidden_size);
   }
