@@ -10,6 +10,16 @@
 
 namespace sg::checkpoint {
 
+namespace detail {
+void require_hf_architecture(const model::ModelSpec& spec, const std::string& architecture,
+                             const std::string& otherwise) {
+  std::string why_not;
+  if (model::hf_architecture(spec, &why_not) != architecture) {
+    throw Error("config.json: " + (why_not.empty() ? otherwise : why_not));
+  }
+}
+}  // namespace detail
+
 nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
   const std::string architecture = model::hf_architecture(spec);
   if (architecture == "LlamaForCausalLM") return hf_llama_config(spec, torch_dtype);
@@ -61,10 +71,7 @@ int64_t original_max_position_embeddings(const ref::RopeScaling& scaling) {
 }  // namespace
 
 nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
-  std::string why_not;
-  if (model::hf_architecture(spec, &why_not) != "MixtralForCausalLM") {
-    throw Error("config.json: " + (why_not.empty() ? std::string("not a Mixtral model") : why_not));
-  }
+  detail::require_hf_architecture(spec, "MixtralForCausalLM", "not a Mixtral model");
   // Llama's config without the dense MLP, plus the experts. The aux loss is Megatron's (reported apart);
   // transformers computes its own only with output_router_logits.
   model::ModelSpec dense = spec;
@@ -102,11 +109,7 @@ nlohmann::json qwen_dense_config(const model::ModelSpec& llama, const std::strin
 }  // namespace
 
 nlohmann::json hf_qwen3_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
-  std::string why_not;
-  if (model::hf_architecture(spec, &why_not) != "Qwen3ForCausalLM") {
-    throw Error("config.json: " +
-                (why_not.empty() ? std::string("not a Qwen3 model (model.qk_layernorm=false)") : why_not));
-  }
+  detail::require_hf_architecture(spec, "Qwen3ForCausalLM", "not a Qwen3 model (model.qk_layernorm=false)");
   // Llama plus the norms, which Qwen3 always has (its attention_bias, false, is Llama's key).
   model::ModelSpec llama = spec;
   llama.qk_layernorm = false;
@@ -114,11 +117,7 @@ nlohmann::json hf_qwen3_config(const model::ModelSpec& spec, const std::string& 
 }
 
 nlohmann::json hf_qwen2_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
-  std::string why_not;
-  if (model::hf_architecture(spec, &why_not) != "Qwen2ForCausalLM") {
-    throw Error("config.json: " +
-                (why_not.empty() ? std::string("not a Qwen2 model (model.add_qkv_bias=false)") : why_not));
-  }
+  detail::require_hf_architecture(spec, "Qwen2ForCausalLM", "not a Qwen2 model (model.add_qkv_bias=false)");
   // Llama plus the QKV bias, which Qwen2 always has (no attention_bias key: o_proj never has one).
   model::ModelSpec llama = spec;
   llama.add_qkv_bias = false;
@@ -127,10 +126,7 @@ nlohmann::json hf_qwen2_config(const model::ModelSpec& spec, const std::string& 
 }
 
 nlohmann::json hf_qwen3_moe_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
-  std::string why_not;
-  if (model::hf_architecture(spec, &why_not) != "Qwen3MoeForCausalLM") {
-    throw Error("config.json: " + (why_not.empty() ? std::string("not a Qwen3-MoE model") : why_not));
-  }
+  detail::require_hf_architecture(spec, "Qwen3MoeForCausalLM", "not a Qwen3-MoE model");
   // Qwen3's config (the dense blocks' MLP is intermediate_size wide), plus the experts: softmax routing, the top-k
   // renormalised unless the softmax came before the top-k, the dense blocks listed in mlp_only_layers.
   model::ModelSpec dense = spec;
@@ -154,10 +150,7 @@ nlohmann::json hf_qwen3_moe_config(const model::ModelSpec& spec, const std::stri
 }
 
 nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
-  std::string why_not;
-  if (model::hf_architecture(spec, &why_not) != "LlamaForCausalLM") {
-    throw Error("config.json: " + (why_not.empty() ? std::string("not a Llama model") : why_not));
-  }
+  detail::require_hf_architecture(spec, "LlamaForCausalLM", "not a Llama model");
   if (spec.num_moe_experts > 0) {
     throw Error(
         strprintf("config.json: model.num_moe_experts = %lld; LlamaForCausalLM is dense, so a "

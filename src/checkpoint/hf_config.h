@@ -54,4 +54,11 @@ bool is_hf_token_id_value(const nlohmann::json& value);
 // Sets max_position_embeddings (the hf_*_config functions write model.seq_length). A null config stays null.
 void set_hf_max_position_embeddings(nlohmann::json& config, int64_t max_position_embeddings);
 
+namespace detail {
+// The hf_*_config functions' precondition: sg::Error "config.json: " + why model::hf_architecture gives another class
+// than `architecture` (or `otherwise` where it names none).
+void require_hf_architecture(const model::ModelSpec& spec, const std::string& architecture,
+                             const std::string& otherwise);
+}  // namespace detail
+
 }  // namespace sg::checkpoint

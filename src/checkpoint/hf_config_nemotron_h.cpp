@@ -10,10 +10,7 @@
 namespace sg::checkpoint {
 
 nlohmann::json hf_nemotron_h_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
-  std::string why_not;
-  if (model::hf_architecture(spec, &why_not) != "NemotronHForCausalLM") {
-    throw Error("config.json: " + (why_not.empty() ? std::string("not a NemotronH model") : why_not));
-  }
+  detail::require_hf_architecture(spec, "NemotronHForCausalLM", "not a NemotronH model");
   if (torch_dtype != "bfloat16" && torch_dtype != "float32") {
     throw Error("config.json: torch_dtype must be \"bfloat16\" or \"float32\", got \"" + torch_dtype + "\"");
   }

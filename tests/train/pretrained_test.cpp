@@ -189,50 +189,34 @@ TEST(Pretrained, ALlamaFolderIsRefusedForAModelWithoutRopeOrSwigluOrWithAnotherH
   EXPECT_NE(run_error.find("model.position_embedding_type=rope"), std::string::npos) << run_error;
 }
 
-// A Qwen3 folder trains with model.qk_layernorm (step 1's loss is the CPU model's from the folder's weights, norms
-// included); a model configured without the norms is refused for it, and one with them for a Llama folder.
-TEST(Pretrained, AQwen3FolderTrainsWithItsQueryAndKeyNorms) {
-  Scratch dir;
-  const std::string qwen3 = make_hf_folder(dir / "qwen3", "--qwen3");
+// A folder of a Llama variant (make_hf_llama.py's `make_flag`) trains with the boolean `key` on (step 1's loss is the
+// CPU model's from the folder's weights, the variant's tensors included); a model configured without it is refused for
+// that folder, the error saying what config.json `describes`, and one with it for a Llama folder.
+void expect_variant_folder_trains_with_its_key(const Scratch& dir, const std::string& make_flag, const std::string& key,
+                                               const std::string& describes) {
+  const std::string folder = make_hf_folder(dir / make_flag.substr(2), make_flag);
   expect_one_step_from(
-      tiny_config({"checkpoint.pretrained_checkpoint=" + qwen3, "model.qk_layernorm=true", "train.train_iters=1"}), dir,
-      qwen3);
+      tiny_config({"checkpoint.pretrained_checkpoint=" + folder, key + "=true", "train.train_iters=1"}), dir, folder);
   const std::string without = test::thrown_message(
-      [&] { train::apply_pretrained_shapes(tiny_config({"checkpoint.pretrained_checkpoint=" + qwen3})); });
-  EXPECT_NE(without.find("model.qk_layernorm: config.json describes Qwen3 (q_norm and k_norm in every attention), "
-                         "configured false"),
-            std::string::npos)
+      [&] { train::apply_pretrained_shapes(tiny_config({"checkpoint.pretrained_checkpoint=" + folder})); });
+  EXPECT_NE(without.find(key + ": config.json describes " + describes + ", configured false"), std::string::npos)
       << without;
-  EXPECT_NE(without.find("model.qk_layernorm=true"), std::string::npos) << without;
+  EXPECT_NE(without.find(key + "=true"), std::string::npos) << without;
   const std::string llama = make_hf_folder(dir / "llama");
   const std::string with = test::thrown_message([&] {
-    train::apply_pretrained_shapes(
-        tiny_config({"checkpoint.pretrained_checkpoint=" + llama, "model.qk_layernorm=true"}));
+    train::apply_pretrained_shapes(tiny_config({"checkpoint.pretrained_checkpoint=" + llama, key + "=true"}));
   });
-  EXPECT_NE(with.find("model.qk_layernorm=false"), std::string::npos) << with;
+  EXPECT_NE(with.find(key + "=false"), std::string::npos) << with;
 }
 
-// A Qwen2 folder trains with model.add_qkv_bias (step 1's loss is the CPU model's from the folder's weights, biases
-// included); a model configured without the biases is refused for it, and one with them for a Llama folder.
+TEST(Pretrained, AQwen3FolderTrainsWithItsQueryAndKeyNorms) {
+  expect_variant_folder_trains_with_its_key(Scratch{}, "--qwen3", "model.qk_layernorm",
+                                            "Qwen3 (q_norm and k_norm in every attention)");
+}
+
 TEST(Pretrained, AQwen2FolderTrainsWithItsQkvBiases) {
-  Scratch dir;
-  const std::string qwen2 = make_hf_folder(dir / "qwen2", "--qwen2");
-  expect_one_step_from(
-      tiny_config({"checkpoint.pretrained_checkpoint=" + qwen2, "model.add_qkv_bias=true", "train.train_iters=1"}), dir,
-      qwen2);
-  const std::string without = test::thrown_message(
-      [&] { train::apply_pretrained_shapes(tiny_config({"checkpoint.pretrained_checkpoint=" + qwen2})); });
-  EXPECT_NE(without.find("model.add_qkv_bias: config.json describes Qwen2 (a bias on q_proj, k_proj and v_proj), "
-                         "configured false"),
-            std::string::npos)
-      << without;
-  EXPECT_NE(without.find("model.add_qkv_bias=true"), std::string::npos) << without;
-  const std::string llama = make_hf_folder(dir / "llama");
-  const std::string with = test::thrown_message([&] {
-    train::apply_pretrained_shapes(
-        tiny_config({"checkpoint.pretrained_checkpoint=" + llama, "model.add_qkv_bias=true"}));
-  });
-  EXPECT_NE(with.find("model.add_qkv_bias=false"), std::string::npos) << with;
+  expect_variant_folder_trains_with_its_key(Scratch{}, "--qwen2", "model.add_qkv_bias",
+                                            "Qwen2 (a bias on q_proj, k_proj and v_proj)");
 }
 
 // A Qwen3-MoE folder (block 1 dense, norm_topk_prob): the experts' shape keys are taken from it, the MoE blocks and
