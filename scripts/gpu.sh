@@ -296,6 +296,10 @@ if want parity; then
     "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_qwen2" \
       --override model.add_qkv_bias=true 2>&1 | tee "$OUT/hf_parity_qwen2.txt" | tail -8
     record "HF transformers parity (Qwen2)" "rc=${PIPESTATUS[0]}"
+    # Llama's attention_bias and mlp_bias (model.add_bias_linear); checkpoints load as LlamaForCausalLM.
+    "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_bias" \
+      --override model.add_bias_linear=true 2>&1 | tee "$OUT/hf_parity_bias.txt" | tail -8
+    record "HF transformers parity (Llama biases)" "rc=${PIPESTATUS[0]}"
     "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --recipe moe/tiny_moe \
       --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_qwen3_moe" --override model.qk_layernorm=true \
       "model.moe_layer_freq=[1,1,0,1]" 2>&1 | tee "$OUT/hf_parity_qwen3_moe.txt" | tail -8
@@ -372,6 +376,10 @@ if named edge_configs; then
   edge_run llama/tiny model.add_qkv_bias=true model.kv_channels=24 model.num_query_groups=2 "${L[@]}"
   edge_run llama/tiny model.add_qkv_bias=true model.qk_layernorm=true "${TE[@]}" --cuda_graph_scope attn,mlp
   edge_run hybrid/tiny_hybrid model.add_qkv_bias=true "${TE[@]}" --cuda_graph_scope attn,mamba
+  # Every linear's bias: GQA heads of 24 with the fused SwiGLU backward's shapes, graphed MLPs, a hybrid pattern.
+  edge_run llama/tiny model.add_bias_linear=true model.kv_channels=24 model.num_query_groups=2 "${L[@]}"
+  edge_run llama/tiny model.add_bias_linear=true model.ffn_hidden_size=200 "${TE[@]}" --cuda_graph_scope attn,mlp
+  edge_run hybrid/tiny_hybrid model.add_bias_linear=true "${TE[@]}" --cuda_graph_scope attn,mlp,mamba
   edge_run llama/tiny validation.eval_interval=2 validation.eval_iters=2 "${L[@]}"
   # Validation batches of 5 sequences in microbatches of 1: 10 rows in the step's 4-row shape, the last half padding.
   edge_run llama/tiny validation.eval_interval=3 validation.eval_iters=2 validation.eval_global_batch_size=5 \

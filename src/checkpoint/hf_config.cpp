@@ -199,8 +199,9 @@ nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& 
       {"rope_theta", spec.rotary_base},
       {"rope_scaling", rope_scaling},
       {"tie_word_embeddings", spec.share_embeddings_and_output_weights},
-      {"attention_bias", false},
-      {"mlp_bias", false},
+      // model.add_bias_linear: q, k, v and o_proj's biases, and the MLP's (model.add_qkv_bias alone is Qwen2's).
+      {"attention_bias", spec.add_bias_linear},
+      {"mlp_bias", spec.add_bias_linear},
       {"attention_dropout", std::stod(strprintf("%g", spec.attention_dropout))},  // 0.1, not 0.100000001
       {"initializer_range", spec.init_method_std},
       {"pretraining_tp", 1},

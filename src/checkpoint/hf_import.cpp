@@ -276,16 +276,26 @@ HfModelConfig read_hf_config(const std::string& folder) {
                                  : "LlamaForCausalLM";
   const std::string act = c.string("hidden_act", "silu");
   if (act != "silu") c.fail("hidden_act", "= \"" + act + "\": the Llama MLP here is SwiGLU (silu)");
+  // Llama's biases are Megatron's add_bias_linear: on every linear of attention and the MLP, so both keys or neither.
+  const bool llama = out.architecture == "LlamaForCausalLM";
+  const bool attention_bias = c.boolean("attention_bias", false), mlp_bias = c.boolean("mlp_bias", false);
   for (const char* bias : {"attention_bias", "mlp_bias"}) {
-    if (c.boolean(bias, false)) {
-      c.fail(bias,
-             "= true: stepgraph's Llama has no biases (of biases it has only Qwen2's on q_proj, k_proj and "
-             "v_proj: model_type \"qwen2\")");
+    if (!c.boolean(bias, false)) continue;
+    if (!llama) {
+      c.fail(bias, "= true: stepgraph's " + out.architecture +
+                       " has no such biases (its linear biases are Llama's attention_bias with mlp_bias, and Qwen2's "
+                       "on q_proj, k_proj and v_proj)");
+    }
+    if (attention_bias != mlp_bias) {
+      c.fail(bias, std::string("= true without ") + (attention_bias ? "mlp_bias" : "attention_bias") +
+                       ": stepgraph's linear biases are Megatron's model.add_bias_linear, on attention and the MLP "
+                       "together (or model.add_qkv_bias: q_proj, k_proj and v_proj alone, a Qwen2 folder)");
     }
   }
   model::ModelSpec& s = out.spec;
   s.qk_layernorm = qwen3;
   s.add_qkv_bias = qwen2;
+  s.add_bias_linear = llama && attention_bias && mlp_bias;
   if (qwen3 || qwen2) read_qwen_attention(c);
   s.vocab_size = c.integer("vocab_size");
   s.hidden_size = c.integer("hidden_size");

@@ -47,7 +47,7 @@ struct ModelConfig {
   double init_method_std = 0.02;
   double attention_dropout = 0.0;
   double hidden_dropout = 0.0;
-  bool add_bias_linear = false;
+  bool add_bias_linear = false;  // biases of q, k, v, o_proj and the dense MLP's linears (Llama's attention_bias)
   bool add_qkv_bias = false;  // biases of q_proj, k_proj and v_proj (Qwen2)
   // Mixture of Experts: null or 0 experts is a dense model.
   std::optional<int64_t> num_moe_experts;
@@ -326,7 +326,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("model", "init_method_std", m.init_method_std, "std of the normal weight init");
   v("model", "attention_dropout", m.attention_dropout, "dropout on attention probabilities");
   v("model", "hidden_dropout", m.hidden_dropout, "dropout before each residual add");
-  v("model", "add_bias_linear", m.add_bias_linear, "biases in linear layers");
+  v("model", "add_bias_linear", m.add_bias_linear,
+    "biases on every linear of attention and the dense MLP (Llama's attention_bias + mlp_bias)");
   v("model", "add_qkv_bias", m.add_qkv_bias, "bias in the query, key and value projections (Qwen2)");
   v("model", "num_moe_experts", m.num_moe_experts, "experts per MoE layer; null/0 = dense");
   v("model", "moe_router_topk", m.moe_router_topk, "experts per token");

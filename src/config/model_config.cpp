@@ -141,6 +141,7 @@ model::ModelSpec model_spec(const Config& config) {
   spec.layernorm_epsilon = m.layernorm_epsilon;
   spec.qk_layernorm = m.qk_layernorm;
   spec.add_qkv_bias = m.add_qkv_bias;
+  spec.add_bias_linear = m.add_bias_linear;
   spec.share_embeddings_and_output_weights = m.share_embeddings_and_output_weights;
   spec.init_method_std = m.init_method_std;
   spec.attention_dropout = static_cast<float>(m.attention_dropout);

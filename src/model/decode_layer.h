@@ -32,6 +32,8 @@ struct CpuDecodeIO {
   DecodeRows rows;
 
   const float* weight(ParamRef ref) const { return weights + layout.offset(ref); }
+  // An optional block's weights (a bias): null where the layer did not declare it.
+  const float* optional_weight(ParamRef ref) const { return ref.valid() ? weight(ref) : nullptr; }
 };
 
 class CpuDecodeLayer : public LayerBase {

@@ -1,5 +1,5 @@
 #pragma once
-// A decoding layer's linear, y = x W^T (+ bias: the attention's QKV bias, add_qkv_bias), and optionally the MLP
+// A decoding layer's linear, y = x W^T (+ bias: add_qkv_bias, add_bias_linear), and optionally the MLP
 // activation after it (model/mlp_activation.h).
 // A decoding step's rows (up to kDecodeGemvMaxRows, or 8 under tensor_cores: model/decode_gemv.h) go through
 // kernels/decode_linear.h's matrix-vector kernel, the activation fused into it; more rows (a prompt's prefill), or a

@@ -67,6 +67,8 @@ struct GpuDecodeIO {
   kernels::Blas& blas;  // the GEMMs of a call's row count, planned on first use (a prompt's length)
 
   const bf16* weight(ParamRef ref) const { return weights + layout.offset(ref); }
+  // An optional block's weights (a bias): null where the layer did not declare it.
+  const bf16* optional_weight(ParamRef ref) const { return ref.valid() ? weight(ref) : nullptr; }
   const float* fp32_weight(ParamRef ref) const;  // sg::Error for a block no layer asked for
 };
 

@@ -147,6 +147,8 @@ struct CpuLayerIO {
   float loss_scale = 1.0f;
 
   const float* weight(ParamRef ref) const { return weights + layout.offset(ref); }
+  // An optional block's weights (a bias): null where the layer did not declare it.
+  const float* optional_weight(ParamRef ref) const { return ref.valid() ? weight(ref) : nullptr; }
   float* grad(ParamRef ref) const { return grads + layout.offset(ref); }
 };
 

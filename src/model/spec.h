@@ -58,6 +58,11 @@ struct ModelSpec {
   bool qk_layernorm = false;
   // Megatron's add_qkv_bias (Qwen2): a bias on the query, key and value projections (zeros, no weight decay).
   bool add_qkv_bias = false;
+  // Megatron's add_bias_linear (Llama's attention_bias + mlp_bias): a bias on every linear of the attention
+  // (q, k, v and o_proj) and the dense MLP (fc1 and fc2); Mamba's projections have none, as in Megatron.
+  bool add_bias_linear = false;
+  // Whether q, k and v have a bias (either key, as Megatron's add_qkv_bias or add_bias_linear).
+  bool has_qkv_bias() const { return add_qkv_bias || add_bias_linear; }
   bool share_embeddings_and_output_weights = false;
   double init_method_std = 0.02;
   float attention_dropout = 0.0f;

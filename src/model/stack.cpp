@@ -134,6 +134,11 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
           "NemotronHForCausalLM's attention has no query and key norms, and this hybrid model's has "
           "(model.qk_layernorm=true)");
     }
+    if (spec.add_bias_linear) {
+      return none(
+          "NemotronHForCausalLM's attention has no biases, and this hybrid model's linears have them "
+          "(model.add_bias_linear=true)");
+    }
     if (has(LayerKind::attention) && spec.add_qkv_bias) {
       return none(
           "NemotronHForCausalLM's attention biases (attention_bias) would bias o_proj too, and this hybrid model's "
@@ -178,6 +183,16 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
     return none(std::string(moe ? "MixtralForCausalLM" : "LlamaForCausalLM") +
                 " needs RoPE and SwiGLU (model.position_embedding_type=rope, model.activation_func=silu, "
                 "model.gated_linear_unit=true)");
+  }
+  if (spec.add_bias_linear) {
+    // Llama's attention_bias and mlp_bias: a bias on q, k, v, o_proj, gate_proj, up_proj and down_proj.
+    if (spec.qk_layernorm) {
+      return none(
+          "no transformers class has query and key norms with biases on every linear (model.qk_layernorm=true with "
+          "model.add_bias_linear=true; Qwen3 has no mlp_bias)");
+    }
+    if (moe) return none("stepgraph's experts have no biases (model.add_bias_linear=true with experts)");
+    return "LlamaForCausalLM";
   }
   if (spec.add_qkv_bias) {
     // Qwen2: Llama with a bias on q_proj, k_proj and v_proj (Qwen3's attention_bias would bias o_proj too).

@@ -63,8 +63,8 @@ std::vector<graph::LayerRegions> stack_regions(const ModelSpec& spec);
 // "8 layers: (*-)x4 as 4 GPT blocks", "6 layers: (M*-)x2 (hybrid pattern)".
 std::string describe_stack(const ModelSpec& spec);
 // The transformers class that loads this model's checkpoints ("LlamaForCausalLM" for GPT blocks of
-// RoPE attention and SwiGLU MLP, "Qwen2ForCausalLM" with model.add_qkv_bias, "Qwen3ForCausalLM" with
-// model.qk_layernorm, "MixtralForCausalLM" with every MLP
+// RoPE attention and SwiGLU MLP, also with model.add_bias_linear (attention_bias and mlp_bias), "Qwen2ForCausalLM"
+// with model.add_qkv_bias alone, "Qwen3ForCausalLM" with model.qk_layernorm, "MixtralForCausalLM" with every MLP
 // Mixtral's experts; "NemotronHForCausalLM" for hybrid patterns of M, * without RoPE and - with squared ReLU);
 // empty when none does yet, and then *why_none says why.
 std::string hf_architecture(const ModelSpec& spec, std::string* why_none = nullptr);

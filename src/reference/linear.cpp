@@ -20,6 +20,7 @@ void linear_forward(float* y, const float* x, const float* w, int64_t T, int64_t
 }
 
 void add_row_bias(float* y, const float* bias, int64_t T, int64_t N) {
+  if (bias == nullptr) return;
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t n = 0; n < N; ++n) y[t * N + n] += bias[n];
   }

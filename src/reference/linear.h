@@ -8,8 +8,8 @@ namespace sg::ref {
 // y[T, N] = x[T, K] W^T. Overwrites y.
 void linear_forward(float* y, const float* x, const float* w, int64_t T, int64_t K, int64_t N);
 
-// y[T, N] += bias[N] on every row: the bias of LinearForward's epilogue (kernels/gemm.h). Its gradient, the column
-// sums of dy, is reference/column_sums.h's.
+// y[T, N] += bias[N] on every row: the bias of LinearForward's epilogue (kernels/gemm.h); a null bias adds nothing
+// (a linear without one). Its gradient, the column sums of dy, is reference/column_sums.h's.
 void add_row_bias(float* y, const float* bias, int64_t T, int64_t N);
 
 // dx[T, K] = dy[T, N] W. Overwrites dx.

@@ -277,7 +277,15 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
                     : "config.json describes attention without query and key norms (" + hf.architecture + ")",
                 boolean(m.qk_layernorm), boolean(s.qk_layernorm));
   }
-  if (m.add_qkv_bias != s.add_qkv_bias) {  // a Qwen2 folder's q_proj, k_proj and v_proj biases
+  if (m.add_bias_linear != s.add_bias_linear) {  // a Llama folder's attention_bias and mlp_bias
+    d.differ_as("model.add_bias_linear",
+                s.add_bias_linear
+                    ? "config.json describes Llama with attention_bias and mlp_bias (a bias on every "
+                      "linear of attention and the MLP)"
+                    : "config.json describes o_proj and MLP linears without biases (" + hf.architecture + ")",
+                boolean(m.add_bias_linear), boolean(s.add_bias_linear));
+  } else if ((m.add_qkv_bias || m.add_bias_linear) !=
+             s.has_qkv_bias()) {  // a Qwen2 folder's q_proj, k_proj and v_proj biases
     d.differ_as("model.add_qkv_bias",
                 s.add_qkv_bias ? "config.json describes Qwen2 (a bias on q_proj, k_proj and v_proj)"
                                : "config.json describes attention without QKV biases (" + hf.architecture + ")",

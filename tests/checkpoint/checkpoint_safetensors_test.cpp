@@ -337,6 +337,36 @@ TEST(HfConfig, Qwen2ConfigFields) {
   EXPECT_NE(why.find("model.add_qkv_bias=false"), std::string::npos) << why;
 }
 
+// model.add_bias_linear: Llama's attention_bias and mlp_bias (with or without add_qkv_bias, which it implies). No
+// transformers class has them with the query and key norms, and NemotronH's attention has no biases.
+TEST(HfConfig, LlamaBiasFields) {
+  auto spec = test::tiny_llama_spec(false);
+  EXPECT_EQ(hf_llama_config(spec, "bfloat16")["attention_bias"], false);
+  spec.add_bias_linear = true;
+  for (const bool qkv : {false, true}) {
+    spec.add_qkv_bias = qkv;
+    EXPECT_EQ(model::hf_architecture(spec), "LlamaForCausalLM");
+    const auto c = hf_model_config(spec, "bfloat16");
+    EXPECT_EQ(c["model_type"], "llama");
+    EXPECT_EQ(c["attention_bias"], true);
+    EXPECT_EQ(c["mlp_bias"], true);
+  }
+  std::string why;
+  auto with_norms = spec;
+  with_norms.qk_layernorm = true;
+  EXPECT_EQ(model::hf_architecture(with_norms, &why), "");
+  EXPECT_NE(why.find("model.add_bias_linear=true"), std::string::npos) << why;
+  auto hybrid = test::tiny_llama_spec(false);
+  hybrid.hybrid_layer_pattern = "M*-";
+  hybrid.num_layers = 3;
+  hybrid.position_embedding = model::PositionEmbedding::none;
+  hybrid.mlp_activation = model::MlpActivation::squared_relu;
+  hybrid.add_bias_linear = true;
+  EXPECT_EQ(model::hf_architecture(hybrid, &why), "");
+  EXPECT_NE(why.find("NemotronHForCausalLM's attention has no biases"), std::string::npos) << why;
+  EXPECT_TRUE(hf_model_config(hybrid, "bfloat16").is_null());
+}
+
 TEST(HfConfig, Qwen3ConfigFields) {
   auto spec = test::tiny_llama_spec(true);
   spec.qk_layernorm = true;

@@ -168,6 +168,22 @@ TEST(HfImport, Qwen3FolderLoadsWithItsQueryAndKeyNorms) {
   EXPECT_NE(error.find("use_sliding_window = true: stepgraph's attention is fully causal"), std::string::npos) << error;
 }
 
+// Loads `folder` into `layout` (every value what the folder holds) and returns how many linear biases ("_proj.bias")
+// the layout has, each checked to hold the folder's values, not the zeros of the init.
+int load_folder_with_biases(const std::string& folder, const model::ModelLayout& layout, std::vector<float>& weights) {
+  load_hf_weights(folder, layout, weights, WeightSource::model, "test");
+  expect_weights_equal_expected(folder, layout, weights);
+  int biases = 0;
+  for (const auto& t : layout.tensors()) {
+    if (t.name.find("_proj.bias") == std::string::npos) continue;
+    ++biases;
+    float largest = 0.0f;
+    for (int64_t i = 0; i < t.numel; ++i) largest = std::max(largest, std::fabs(weights[t.offset + i]));
+    EXPECT_GT(largest, 0.0f) << t.name;
+  }
+  return biases;
+}
+
 // A Qwen2 folder: Llama's tensors plus each attention's q_proj, k_proj and v_proj biases, read into a model with
 // add_qkv_bias (the three land in one [qkv_dim] block, values as the folder holds them); its config.json round-trips
 // through hf_model_config. A Llama model cannot load its biases, nor a Qwen2 model a Llama folder; a windowed
@@ -184,16 +200,7 @@ TEST(HfImport, Qwen2FolderLoadsWithItsQkvBiases) {
   EXPECT_EQ(model::hf_architecture(s), "Qwen2ForCausalLM");
   const model::ModelLayout layout = model::model_layout(s);
   std::vector<float> weights;
-  load_hf_weights(folder, layout, weights, WeightSource::model, "test");
-  expect_weights_equal_expected(folder, layout, weights);
-  int biases = 0;
-  for (const auto& t : layout.tensors()) {
-    if (t.name.find("_proj.bias") == std::string::npos) continue;
-    ++biases;
-    float largest = 0.0f;
-    for (int64_t i = 0; i < t.numel; ++i) largest = std::max(largest, std::fabs(weights[t.offset + i]));
-    EXPECT_GT(largest, 0.0f) << t.name;  // the folder's values, not the zeros of the init
-  }
+  const int biases = load_folder_with_biases(folder, layout, weights);
   EXPECT_EQ(biases, 6);  // q, k and v of 2 layers
 
   const std::string written = dir.str() + "/written";
@@ -218,6 +225,45 @@ TEST(HfImport, Qwen2FolderLoadsWithItsQkvBiases) {
   const std::string sliding = make_folder(dir.str() + "/sliding", "--dtype bf16 --qwen2 --break sliding");
   const std::string error = test::thrown_message([&] { read_hf_config(sliding); });
   EXPECT_NE(error.find("use_sliding_window = true: stepgraph's attention is fully causal"), std::string::npos) << error;
+}
+
+// A Llama folder with attention_bias and mlp_bias: a bias on q, k, v, o_proj, gate_proj, up_proj and down_proj, read
+// into a model with add_bias_linear (values as the folder holds them); its config.json round-trips. A model with the
+// QKV bias alone cannot load its other biases, and a folder with one of the two keys is refused, naming the other.
+TEST(HfImport, LlamaFolderWithBiasesLoadsThemAll) {
+  test::ScratchDir dir("hf_import_llama_bias");
+  const std::string folder = make_folder(dir.str() + "/biases", "--dtype bf16 --bias-linear");
+  const HfModelConfig config = read_hf_config(folder);
+  EXPECT_EQ(config.architecture, "LlamaForCausalLM");
+  const model::ModelSpec& s = config.spec;
+  EXPECT_TRUE(s.add_bias_linear);
+  EXPECT_FALSE(s.add_qkv_bias);
+  EXPECT_EQ(model::hf_architecture(s), "LlamaForCausalLM");
+  const model::ModelLayout layout = model::model_layout(s);
+  std::vector<float> weights;
+  const int biases = load_folder_with_biases(folder, layout, weights);
+  EXPECT_EQ(biases, 14);  // q, k, v, o, gate, up and down of 2 layers
+
+  const std::string written = dir.str() + "/written";
+  std::filesystem::create_directories(written);
+  std::ofstream(written + "/config.json") << hf_model_config(s, "bfloat16").dump(2);
+  const HfModelConfig back = read_hf_config(written);
+  EXPECT_EQ(back.architecture, "LlamaForCausalLM");
+  EXPECT_TRUE(back.spec.add_bias_linear);
+
+  model::ModelSpec qkv_only = s;
+  qkv_only.add_bias_linear = false;
+  qkv_only.add_qkv_bias = true;
+  const std::string extra = test::thrown_message(
+      [&] { load_hf_weights(folder, model::model_layout(qkv_only), weights, WeightSource::model, "test"); });
+  EXPECT_NE(extra.find("model.layers.0.mlp.down_proj.bias"), std::string::npos) << extra;
+
+  nlohmann::json mlp_only = nlohmann::json::parse(std::ifstream(folder + "/config.json"));
+  mlp_only["attention_bias"] = false;
+  std::ofstream(written + "/config.json") << mlp_only.dump(2);
+  const std::string error = test::thrown_message([&] { read_hf_config(written); });
+  EXPECT_NE(error.find("mlp_bias = true without attention_bias"), std::string::npos) << error;
+  EXPECT_NE(error.find("model.add_bias_linear"), std::string::npos) << error;
 }
 
 // A Qwen3-MoE folder: experts in the blocks mlp_only_layers does not list (a dense MLP there), norm_topk_prob's
@@ -345,7 +391,9 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
     EXPECT_EQ(weights, std::vector<float>{1.0f}) << "nothing is copied from a refused folder";
   }
   const std::pair<const char*, const char*> config_defects[] = {
-      {"bias", "attention_bias = true"},
+      {"bias",
+       "attention_bias = true without mlp_bias: stepgraph's linear biases are Megatron's "
+       "model.add_bias_linear"},
       {"act", "hidden_act = \"gelu\""},
       {"yarn", "rope_scaling.rope_type = \"yarn\""},
   };

@@ -3,7 +3,8 @@
 config.json and model.safetensors, or shards model-0000i-of-0000N.safetensors with
 model.safetensors.index.json; BF16, F16 or F32 tensors; tied or untied embeddings; optional Llama 3
 rope_scaling (transformers 4 spelling) or rope_parameters (transformers 5 spelling); with --qwen2 a Qwen2 folder
-(model_type qwen2: each attention's q_proj, k_proj and v_proj with a bias); with --qwen3 a Qwen3
+(model_type qwen2: each attention's q_proj, k_proj and v_proj with a bias); with --bias-linear a Llama folder with
+attention_bias and mlp_bias (a bias on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj and down_proj); with --qwen3 a Qwen3
 folder (model_type qwen3: each attention's q_norm and k_norm, head_dim in config.json), with --experts a Qwen3-MoE
 folder (model_type qwen3_moe: mlp.gate and mlp.experts.j.gate_proj / up_proj / down_proj in the blocks not listed in
 --mlp-only, whose MLP stays dense).
@@ -13,7 +14,7 @@ Also writes expected.safetensors: every tensor in F32 with exactly the values th
 
   python3 tests/checkpoint/make_hf_llama.py --out DIR [--dtype bf16|fp16|fp32] [--shards N] [--tied]
       [--vocab 64 --hidden 32 --layers 2 --heads 4 --kv-heads 2 --ffn 48] [--rope-scaling FACTOR]
-      [--rope-parameters] [--qwen2] [--qwen3 [--experts E --topk K --moe-ffn F --mlp-only 1,3 --norm-topk]] [--std 0.3]
+      [--rope-parameters] [--qwen2] [--bias-linear] [--qwen3 [--experts E --topk K --moe-ffn F --mlp-only 1,3 --norm-topk]] [--std 0.3]
       [--seed 0] [--break DEFECT]
 
 --break writes a folder with one defect, for the loaders' error messages: missing, extra, shape (a tensor);
@@ -81,10 +82,12 @@ def tensor_specs(a):
             (p + "self_attn.v_proj.weight", (a.kv_heads * head_dim, a.hidden)),
             (p + "self_attn.o_proj.weight", (a.hidden, a.heads * head_dim)),
         ]
-        if a.qwen2:
+        if a.qwen2 or a.bias_linear:
             specs += [(p + "self_attn.q_proj.bias", (a.heads * head_dim,)),
                       (p + "self_attn.k_proj.bias", (a.kv_heads * head_dim,)),
                       (p + "self_attn.v_proj.bias", (a.kv_heads * head_dim,))]
+        if a.bias_linear:
+            specs.append((p + "self_attn.o_proj.bias", (a.hidden,)))
         if a.qwen3:
             specs += [(p + "self_attn.q_norm.weight", (head_dim,)), (p + "self_attn.k_norm.weight", (head_dim,))]
         specs += [
@@ -98,6 +101,9 @@ def tensor_specs(a):
         else:
             specs += [(p + "mlp.gate_proj.weight", (a.ffn, a.hidden)), (p + "mlp.up_proj.weight", (a.ffn, a.hidden)),
                       (p + "mlp.down_proj.weight", (a.hidden, a.ffn))]
+            if a.bias_linear:
+                specs += [(p + "mlp.gate_proj.bias", (a.ffn,)), (p + "mlp.up_proj.bias", (a.ffn,)),
+                          (p + "mlp.down_proj.bias", (a.hidden,))]
         specs += [
             (p + "input_layernorm.weight", (a.hidden,)),
             (p + "post_attention_layernorm.weight", (a.hidden,)),
@@ -118,6 +124,8 @@ def make_config(a):
         "torch_dtype": {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[a.dtype], "bos_token_id": None,
         "eos_token_id": a.eos,
     }
+    if a.bias_linear:
+        config.update(attention_bias=True, mlp_bias=True)
     if a.qwen2:
         config.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
                       sliding_window=None, max_window_layers=a.layers)
@@ -172,6 +180,8 @@ def main():
     p.add_argument("--original-max-pos", type=int, default=64, help="llama3 original_max_position_embeddings")
     p.add_argument("--rope-parameters", action="store_true", help="transformers 5 rope_parameters spelling")
     p.add_argument("--qwen2", action="store_true", help="a Qwen2 folder: q, k and v biases in every attention")
+    p.add_argument("--bias-linear", action="store_true",
+                   help="a Llama folder with attention_bias and mlp_bias: a bias on every linear")
     p.add_argument("--qwen3", action="store_true", help="a Qwen3 folder: q_norm and k_norm in every attention")
     p.add_argument("--experts", type=int, default=0, help="with --qwen3: a Qwen3-MoE folder of this many experts")
     p.add_argument("--topk", type=int, default=2, help="its num_experts_per_tok")

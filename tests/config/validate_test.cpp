@@ -9,7 +9,9 @@
 #include "config/config.h"
 #include "config/model_config.h"
 #include "model/layer_kind.h"
+#include "model/layer_registry.h"
 #include "shipped_recipe_data.h"
+#include "test_util.h"
 #include "validation_report_text.h"
 
 namespace sg::config {
@@ -431,9 +433,10 @@ TEST(Validate, Rule16NotesUnimplementedFeaturesAndTrainCanRefuseThem) {
   EXPECT_TRUE(config::unimplemented_features(config::load_config("moe/tiny_moe")).empty());
 }
 
-// The QKV bias (Qwen2) is built, alone or with the query and key norms, in GPT and hybrid stacks; the other linear
-// biases (add_bias_linear) are noted as not built, naming only that key.
-TEST(Validate, QkvBiasIsBuiltAndOtherLinearBiasesAreNot) {
+// The QKV bias (Qwen2) is built, alone or with the query and key norms, in GPT and hybrid stacks; so are the biases of
+// every linear (add_bias_linear) in GPT and hybrid stacks without experts. With MoE layers add_bias_linear is noted
+// as not built (the experts' biases), naming it and the experts' key, and the MoE layer refuses it.
+TEST(Validate, LinearBiasesAreBuiltExceptTheExperts) {
   for (const char* recipe : {"llama/tiny", "moe/tiny_moe", "hybrid/tiny_hybrid"}) {
     SCOPED_TRACE(recipe);
     const config::Config c = config::load_config(recipe, {"model.add_qkv_bias=true", "model.qk_layernorm=true"});
@@ -441,11 +444,25 @@ TEST(Validate, QkvBiasIsBuiltAndOtherLinearBiasesAreNot) {
     EXPECT_TRUE(check_recipe(recipe, {"model.add_qkv_bias=true"}).ok());
     EXPECT_TRUE(config::model_spec(c).add_qkv_bias);
   }
-  const auto features =
-      config::unimplemented_features(config::load_config("llama/tiny", {"model.add_bias_linear=true"}));
+  for (const char* recipe : {"llama/tiny", "hybrid/tiny_hybrid"}) {
+    SCOPED_TRACE(recipe);
+    const config::Config c = config::load_config(recipe, {"model.add_bias_linear=true"});
+    EXPECT_TRUE(config::unimplemented_features(c).empty());
+    EXPECT_TRUE(check_recipe(recipe, {"model.add_bias_linear=true"}).ok());
+    const model::ModelSpec spec = config::model_spec(c);
+    EXPECT_TRUE(spec.add_bias_linear);
+    EXPECT_TRUE(spec.has_qkv_bias());
+    EXPECT_FALSE(spec.add_qkv_bias);
+  }
+  const config::Config moe = config::load_config("moe/tiny_moe", {"model.add_bias_linear=true"});
+  const auto features = config::unimplemented_features(moe);
   ASSERT_EQ(features.size(), 1u);
-  EXPECT_NE(features[0].find("model.add_bias_linear"), std::string::npos) << features[0];
-  EXPECT_EQ(features[0].find("model.add_qkv_bias ="), std::string::npos) << features[0];
+  EXPECT_NE(features[0].find("expert biases"), std::string::npos) << features[0];
+  EXPECT_NE(features[0].find("model.add_bias_linear = true, model.num_moe_experts = "), std::string::npos)
+      << features[0];
+  const std::string refused = test::thrown_message([&] { model::model_layout(config::model_spec(moe)); });
+  EXPECT_NE(refused.find("model.add_bias_linear = true: MoE layers have no expert biases yet"), std::string::npos)
+      << refused;
 }
 
 // bf16 main gradients (ddp.grad_reduce_in_fp32=false) are built for every layer kind: valid and nothing refused for

@@ -121,6 +121,19 @@ TEST(CpuDecoder, GreedyEqualsFullRecomputeQwen2QkvBias) {
   expect_greedy_equals_full_recompute(m, w);
 }
 
+// Llama's biases on every linear (model.add_bias_linear), drawn away from the zeros of the init: q, k, v and o_proj's,
+// and the MLP's (fc1's before SwiGLU, fc2's).
+TEST(CpuDecoder, GreedyEqualsFullRecomputeLlamaLinearBiases) {
+  auto m = test::decoder_test_spec();
+  m.add_bias_linear = true;
+  const model::ModelLayout layout = model::model_layout(m);
+  std::vector<float> w = model::initial_parameters(layout, 11);
+  const int biases = set_named_tensors(
+      layout, w, "_proj.bias", [](int64_t i, int n) { return 0.3f * std::cos(0.9f * static_cast<float>(i + 2 * n)); });
+  ASSERT_EQ(biases, 7 * m.num_layers);  // q, k, v, o; gate, up, down of every block
+  expect_greedy_equals_full_recompute(m, w);
+}
+
 // decoder_test_spec's sizes with a hybrid pattern in Nemotron-H's style: Mamba (4 heads of 4, 2 groups,
 // state 4), attention without RoPE, squared-ReLU MLP.
 model::ModelSpec hybrid_decoder_spec(const std::string& pattern) {

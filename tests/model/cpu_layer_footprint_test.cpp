@@ -85,6 +85,17 @@ TEST(CpuLayerFootprint, CountsTheQkvBias) {
   expect_footprints_allocated(spec, BatchSpec{.micro_batch_size = 2});
 }
 
+// model.add_bias_linear: q, k, v and o_proj's biases and both MLP linears', gated (SwiGLU) and not (squared ReLU).
+TEST(CpuLayerFootprint, CountsTheLinearBiases) {
+  ModelSpec gated = test::tiny_hybrid_spec("*-");
+  gated.mlp_activation = MlpActivation::swiglu;
+  gated.add_bias_linear = true;
+  expect_footprints_allocated(gated, BatchSpec{.micro_batch_size = 2});
+  ModelSpec squared_relu = test::tiny_hybrid_spec("M*-");
+  squared_relu.add_bias_linear = true;
+  expect_footprints_allocated(squared_relu, BatchSpec{.micro_batch_size = 2});
+}
+
 // MoE layers (routed experts, a shared expert, capacity with padding, per-sequence aux loss groups).
 TEST(CpuLayerFootprint, CountsTheMoeLayersBuffers) {
   for (const test::MoeCase& c : {

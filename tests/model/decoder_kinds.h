@@ -101,6 +101,21 @@ inline model::ModelSpec qwen2_spec() {
   return s;
 }
 
+// Llama's attention_bias and mlp_bias (model.add_bias_linear): a bias on q, k, v, o_proj and the MLP's linears, fc1's
+// before the fused SwiGLU.
+inline model::ModelSpec llama_bias_spec() {
+  model::ModelSpec s = base_spec();
+  s.add_bias_linear = true;
+  return s;
+}
+
+// The same biases in Nemotron-H's attention (no RoPE) and squared-ReLU MLP, with Mamba layers (which have none).
+inline model::ModelSpec hybrid_bias_spec() {
+  model::ModelSpec s = mamba_hybrid_spec();
+  s.add_bias_linear = true;
+  return s;
+}
+
 inline const KindsCase kDecoderKindsCases[] = {
     {"mixtral", &mixtral_spec, 3e-2},
     {"nemotron3", &nemotron3_spec, 5e-2},
@@ -108,6 +123,8 @@ inline const KindsCase kDecoderKindsCases[] = {
     {"wide_query", &wide_query_spec, 2e-2},
     {"qwen3", &qwen3_spec, 2e-2},
     {"qwen2", &qwen2_spec, 2e-2},
+    {"llama_bias", &llama_bias_spec, 2e-2},
+    {"hybrid_bias", &hybrid_bias_spec, 5e-2},
 };
 
 // The smallest gap, over the tokens and the MoE layers of the fp32 model, between the selection scores of the k-th
@@ -163,7 +180,7 @@ inline double routing_margin(const model::ModelSpec& spec, const std::vector<flo
 
 // Initial weights rounded to bf16 (the CPU side sees the GPU's weights); the expert biases, zero at init, drawn
 // in [-0.3, 0.3] so that they change which experts the sigmoid scores pick, the query and key norms' weights in
-// [0.7, 1.3], the QKV biases (zeros at init) in [-0.3, 0.3]. The first seed from `seed` on whose
+// [0.7, 1.3], the linears' biases (zeros at init) in [-0.3, 0.3]. The first seed from `seed` on whose
 // routing is at least kRoutingMargin from a tie (see routing_margin) over every prompt and, with new_tokens, the
 // CPU decoder's greedy continuation of it (what the GPU decoder feeds, when it is right): a difference is then the
 // decoder's, not a flipped near-tie.
@@ -182,8 +199,8 @@ inline std::vector<float> weights_for(const model::ModelSpec& m, uint64_t seed,
       // would differ.
       const bool qk_norm =
           t.name.find("q_norm.weight") != std::string::npos || t.name.find("k_norm.weight") != std::string::npos;
-      const bool qkv_bias = t.name.find("_proj.bias") != std::string::npos;  // q, k and v (zeros at init)
-      if (t.name.find("e_score_correction_bias") == std::string::npos && !qk_norm && !qkv_bias) continue;
+      const bool linear_bias = t.name.find("_proj.bias") != std::string::npos;  // zeros at init
+      if (t.name.find("e_score_correction_bias") == std::string::npos && !qk_norm && !linear_bias) continue;
       for (int64_t i = 0; i < t.numel; ++i) w[t.offset + i] = qk_norm ? 1.0f + bias(gen) : bias(gen);
     }
     w = round_bf16(w);

@@ -219,6 +219,7 @@ def main():
                                            "--rope-theta", "500000", "--original-max-pos", "256"]
               + (["--rope-parameters"] if v5 else [])),
              ("hf_bf16_qwen2_gqa", ["--dtype", "bf16", "--qwen2", "--std", "0.08"]),
+             ("hf_bf16_llama_bias", ["--dtype", "bf16", "--bias-linear", "--std", "0.08"]),
              ("hf_bf16_qwen3_gqa", ["--dtype", "bf16", "--qwen3", "--std", "0.08"]),
              ("hf_fp32_qwen3_moe", ["--dtype", "fp32", "--qwen3", "--std", "0.08", "--experts", "8", "--topk", "2",
                                     "--moe-ffn", "64", "--mlp-only", "1", "--norm-topk"])]

@@ -42,7 +42,7 @@ using graph_runs::recipe_with;
 
 // A graph mode: its overrides and the number of graphs it must create.
 struct Mode {
-  const char* name;
+  std::string name;
   std::vector<std::string> overrides;
   int graphs;
 };
@@ -109,24 +109,27 @@ TEST_F(GraphModesGpu, EveryModeIsBitwiseEqualToEager) {
   };
   for (const Mode& mode : modes) {
     SCOPED_TRACE(mode.name);
-    expect_mode_bitwise_equal_to_eager(mode.name, run_mode(tiny_with(mode.overrides)), eager, mode.graphs);
+    expect_mode_bitwise_equal_to_eager(mode.name.c_str(), run_mode(tiny_with(mode.overrides)), eager, mode.graphs);
   }
 }
 
 // The tiny model with `variant`'s keys in every graph mode and under core_attn and full recompute, each bit for bit
-// what eager gives.
-void expect_attention_variant_bitwise_equal_to_eager(const std::vector<std::string>& variant) {
+// what eager gives; with `mlp_too` (a variant of the MLP as well) the MLP graphed and recomputed too.
+void expect_attention_variant_bitwise_equal_to_eager(const std::vector<std::string>& variant, bool mlp_too = false) {
   const auto with = [&](std::vector<std::string> more) {
     more.insert(more.begin(), variant.begin(), variant.end());
     return tiny_with(more);
   };
   const RunResult eager = run_mode(with({"model.cuda_graph_impl=none"}));
   EXPECT_LT(eager.losses.back(), eager.losses.front());  // it trains
+  const std::string scope = mlp_too ? "attn,mlp" : "attn", modules = mlp_too ? "core_attn,mlp" : "core_attn";
   const std::vector<Mode> modes = {
       {"local", {"model.cuda_graph_impl=local"}, 1},
-      {"transformer_engine attn", {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=attn"}, 12},
-      {"local, selective core_attn",
-       {"model.cuda_graph_impl=local", "model.recompute_granularity=selective", "model.recompute_modules=core_attn"},
+      {"transformer_engine " + scope,
+       {"model.cuda_graph_impl=transformer_engine", "model.cuda_graph_scope=" + scope},
+       mlp_too ? 24 : 12},
+      {"local, selective " + modules,
+       {"model.cuda_graph_impl=local", "model.recompute_granularity=selective", "model.recompute_modules=" + modules},
        1},
       {"local, full recompute",
        {"model.cuda_graph_impl=local", "model.recompute_granularity=full", "model.recompute_method=uniform",
@@ -135,7 +138,7 @@ void expect_attention_variant_bitwise_equal_to_eager(const std::vector<std::stri
   };
   for (const Mode& mode : modes) {
     SCOPED_TRACE(mode.name);
-    expect_mode_bitwise_equal_to_eager(mode.name, run_mode(with(mode.overrides)), eager, mode.graphs);
+    expect_mode_bitwise_equal_to_eager(mode.name.c_str(), run_mode(with(mode.overrides)), eager, mode.graphs);
   }
 }
 
@@ -149,6 +152,12 @@ TEST_F(GraphModesGpu, QkLayernormEveryModeAndRecomputeIsBitwiseEqualToEager) {
 // bit.
 TEST_F(GraphModesGpu, QkvBiasEveryModeAndRecomputeIsBitwiseEqualToEager) {
   expect_attention_variant_bitwise_equal_to_eager({"model.add_qkv_bias=true"});
+}
+
+// Every linear's bias (model.add_bias_linear): the bias epilogues of the attention's and the MLP's GEMMs and the
+// biases' gradient partial rows replay bit for bit, the MLP graphed and recomputed too.
+TEST_F(GraphModesGpu, LinearBiasesEveryModeAndRecomputeIsBitwiseEqualToEager) {
+  expect_attention_variant_bitwise_equal_to_eager({"model.add_bias_linear=true"}, /*mlp_too=*/true);
 }
 
 // A resumed run warms up again before it captures: resumed at step 23 with 2 warmup steps, it captures in
@@ -205,7 +214,7 @@ TEST_F(GraphModesGpu, HybridMambaPatternEveryModeIsBitwiseEqualToEager) {
   };
   for (const Mode& mode : modes) {
     SCOPED_TRACE(mode.name);
-    expect_mode_bitwise_equal_to_eager(mode.name, run_mode(with(mode.overrides)), eager, mode.graphs);
+    expect_mode_bitwise_equal_to_eager(mode.name.c_str(), run_mode(with(mode.overrides)), eager, mode.graphs);
   }
 }
 

@@ -219,6 +219,12 @@ TEST(Pretrained, AQwen2FolderTrainsWithItsQkvBiases) {
                                             "Qwen2 (a bias on q_proj, k_proj and v_proj)");
 }
 
+TEST(Pretrained, ALlamaFolderWithBiasesTrainsWithAddBiasLinear) {
+  expect_variant_folder_trains_with_its_key(
+      Scratch{}, "--bias-linear", "model.add_bias_linear",
+      "Llama with attention_bias and mlp_bias (a bias on every linear of attention and the MLP)");
+}
+
 // A Qwen3-MoE folder (block 1 dense, norm_topk_prob): the experts' shape keys are taken from it, the MoE blocks and
 // the routing must match (listed with their fixes), and a run configured so trains from its weights.
 TEST(Pretrained, AQwen3MoeFolderGivesItsExpertsAndListsItsBlocksAndRouter) {

@@ -6,7 +6,6 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/check.h"
-#include "kernels/column_sums.h"
 #include "kernels/gemm.h"
 #include "kernels/partial_sums.h"
 #include "kernels/rmsnorm.h"
@@ -41,11 +40,12 @@ void AttentionDeclarations::declare(LayerDeclarations& d) {
                          {p + "k_proj.weight", {KV, H}},
                          {p + "v_proj.weight", {KV, H}}});
   o_proj = d.params.matrix(p + "o_proj.weight", {H, Q}, ParamInit::output_projection);
-  if (s.add_qkv_bias) {
+  if (s.has_qkv_bias()) {
     qkv_bias = d.params.vector({{p + "q_proj.bias", {Q}, ParamInit::zeros},
                                 {p + "k_proj.bias", {KV}, ParamInit::zeros},
                                 {p + "v_proj.bias", {KV}, ParamInit::zeros}});
   }
+  if (s.add_bias_linear) o_proj_bias = d.params.vector(p + "o_proj.bias", {H}, ParamInit::zeros);
   if (s.qk_layernorm) {
     q_norm = d.params.vector(p + "q_norm.weight", {s.head_dim()});
     k_norm = d.params.vector(p + "k_norm.weight", {s.head_dim()});
@@ -71,9 +71,10 @@ struct AttentionLayer::Gemms {
   kernels::LinearForward qkv, o_proj;           // y[T, N] = x[T, K] W^T
   kernels::LinearBackwardInput qkv_dx, o_proj_dx;  // dx = dy W
   kernels::LinearBackwardWeight qkv_dw, o_proj_dw;  // dW += dy^T x (main_grad; = in the first microbatch)
-  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t Q, int64_t QKV, bool qkv_bias, kernels::FloatDtype grad_dtype)
+  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t Q, int64_t QKV, bool qkv_bias, bool o_proj_bias,
+        kernels::FloatDtype grad_dtype)
       : qkv(b, T, H, QKV, qkv_bias),
-        o_proj(b, T, Q, H),
+        o_proj(b, T, Q, H, o_proj_bias),
         qkv_dx(b, T, H, QKV),
         o_proj_dx(b, T, Q, H),
         qkv_dw(b, T, H, QKV, grad_dtype),
@@ -122,10 +123,8 @@ void AttentionLayer::plan_device(DevicePlanContext& ctx) {
     qk_norm_partials_bytes_ = kernels::rmsnorm_backward_scratch_bytes(T_ * model_.num_attention_heads, shape.head_dim);
     qk_norm_partials_ref_ = ctx.workspace("workspace.qk_norm_partials", qk_norm_partials_bytes_);
   }
-  if (model_.add_qkv_bias) {
-    qkv_bias_partials_bytes_ = kernels::column_sums_scratch_bytes(T_, model_.qkv_dim());
-    qkv_bias_partials_ref_ = ctx.workspace("workspace.qkv_bias_partials", qkv_bias_partials_bytes_);
-  }
+  qkv_bias_.plan_device(ctx, model_.has_qkv_bias(), T_, model_.qkv_dim());
+  o_proj_bias_.plan_device(ctx, model_.add_bias_linear, T_, model_.hidden_size);
   if (shape.dropout_p > 0.0f) {
     // Evaluation runs with dropout off (Megatron's model.eval()); cuDNN's dropout is a plan-time constant.
     shape.dropout_p = 0.0f;
@@ -159,17 +158,14 @@ void AttentionLayer::bind(LayerBindContext& ctx) {
       qk_norm_grads_[i] = ctx.grad(norms[i].weight);
     }
   }
-  if (model_.add_qkv_bias) {
-    w_qkv_bias_ = ctx.weight(decl_.qkv_bias);
-    g_qkv_bias_ = ctx.grad(decl_.qkv_bias);
-    qkv_bias_partials_ = ctx.get<float>(qkv_bias_partials_ref_);
-  }
+  qkv_bias_.bind(ctx, decl_.qkv_bias);
+  o_proj_bias_.bind(ctx, decl_.o_proj_bias);
   if (dropout_slot_ >= 0) {
     dropout_seed_ = ctx.pointers().attention_dropout_seeds + dropout_slot_;
     dropout_offset_ = ctx.pointers().attention_dropout_offsets + dropout_slot_;
   }
   gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, model_.hidden_size, model_.q_dim(), model_.qkv_dim(),
-                                   model_.add_qkv_bias, ctx.grad_dtype());
+                                   qkv_bias_.present(), o_proj_bias_.present(), ctx.grad_dtype());
   if (model_.position_embedding == PositionEmbedding::rope) rope_table_ = rope_cos_sin_table(ctx);
 }
 
@@ -266,15 +262,15 @@ void AttentionLayer::qk_norm_backward(cudaStream_t stream) {
 
 void AttentionLayer::forward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
   if (model_.qk_layernorm) {
-    gemms_->qkv.run(stream, qkv_proj_, io.input, w_qkv_, w_qkv_bias_);
+    gemms_->qkv.run(stream, qkv_proj_, io.input, w_qkv_, qkv_bias_.weight());
     qk_norm_forward(stream);
   } else {
-    gemms_->qkv.run(stream, qkv_, io.input, w_qkv_, w_qkv_bias_);
+    gemms_->qkv.run(stream, qkv_, io.input, w_qkv_, qkv_bias_.weight());
   }
   if (model_.position_embedding == PositionEmbedding::rope)
     kernels::rope_forward(stream, rope_params(model_, qkv_, T_, rope_table_));
   attention_forward(stream, io.dropout);
-  gemms_->o_proj.run(stream, io.output, attn_, w_o_);
+  gemms_->o_proj.run(stream, io.output, attn_, w_o_, o_proj_bias_.weight());
 }
 
 void AttentionLayer::recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) {
@@ -288,6 +284,7 @@ void AttentionLayer::recompute(graph::Module module, cudaStream_t stream, const 
 void AttentionLayer::backward(graph::Module /*module: attn*/, cudaStream_t stream, const LayerIO& io) {
   gemms_->o_proj_dx.run(stream, d_attn_, io.d_output, w_o_);
   gemms_->o_proj_dw.run(stream, g_o_, io.d_output, attn_, io.first_microbatch);
+  o_proj_bias_.backward(stream, io.d_output);
   attention_->backward(stream, {.dqkv = d_qkv_,
                                 .dout = d_attn_,
                                 .qkv = qkv_,
@@ -302,14 +299,7 @@ void AttentionLayer::backward(graph::Module /*module: attn*/, cudaStream_t strea
   if (model_.qk_layernorm) qk_norm_backward(stream);
   gemms_->qkv_dx.run(stream, io.d_input, d_qkv_, w_qkv_);
   gemms_->qkv_dw.run(stream, g_qkv_, d_qkv_, io.input, io.first_microbatch);
-  if (model_.add_qkv_bias) {
-    kernels::column_sums(stream, {.dst = g_qkv_bias_,
-                                  .scratch = qkv_bias_partials_,
-                                  .scratch_bytes = qkv_bias_partials_bytes_,
-                                  .in = d_qkv_,
-                                  .rows = T_,
-                                  .cols = model_.qkv_dim()});
-  }
+  qkv_bias_.backward(stream, d_qkv_);
 }
 
 }  // namespace sg::model

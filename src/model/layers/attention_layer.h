@@ -1,11 +1,13 @@
 #pragma once
 // '*': causal self-attention with grouped-query heads and RoPE (Llama). On the normed input n:
-//   qkv = n Wqkv^T (+ b with add_qkv_bias: Qwen2); with qk_layernorm (Qwen3) every query head and every key head RMS-normalized over head_dim;
+//   qkv = n Wqkv^T (+ b with add_qkv_bias or add_bias_linear: Qwen2, Llama's attention_bias); with qk_layernorm
+//   (Qwen3) every query head and every key head RMS-normalized over head_dim;
 //   RoPE on q and k (unless position_embedding is none); a = attention(qkv) (cuDNN flash attention,
-//   attention_dropout inside); delta = a Wo^T.
+//   attention_dropout inside); delta = a Wo^T (+ bo with add_bias_linear).
 // Parameters: q_proj, k_proj, v_proj (one fused [qkv_dim, H] block), o_proj (output-projection init); with
-// qk_layernorm q_norm and k_norm ([head_dim] each, ones, no weight decay); with add_qkv_bias q_proj.bias, k_proj.bias,
-// v_proj.bias (one fused [qkv_dim] block, zeros, no weight decay: Megatron's).
+// qk_layernorm q_norm and k_norm ([head_dim] each, ones, no weight decay); with either bias key q_proj.bias,
+// k_proj.bias, v_proj.bias (one fused [qkv_dim] block, zeros, no weight decay: Megatron's); with add_bias_linear
+// o_proj.bias ([H], zeros, no weight decay).
 // Dropout site: the attention probabilities (one; the output dropout is the step's).
 // Module: attn.
 // qk_layernorm keeps the projection before the norms (the norms' backward reads it) and their rstd; v is copied
@@ -28,6 +30,7 @@
 #include "model/decode_linear.h"
 #include "model/gpu_decode_layer.h"
 #include "model/layer.h"
+#include "model/linear_bias.h"
 #include "reference/decode_attention.h"
 
 namespace sg::model {
@@ -45,7 +48,8 @@ struct QkNormRows {
 struct AttentionDeclarations {
   ParamRef qkv, o_proj;
   ParamRef q_norm, k_norm;  // qk_layernorm only
-  ParamRef qkv_bias;        // add_qkv_bias only: q_proj, k_proj, v_proj's biases, one [qkv_dim] block
+  ParamRef qkv_bias;        // ModelSpec::has_qkv_bias() only: q_proj, k_proj, v_proj's biases, one [qkv_dim] block
+  ParamRef o_proj_bias;     // add_bias_linear only: [H]
   uint32_t probs_site = 0;
   void declare(LayerDeclarations& d);  // checks the head shapes
   std::array<QkNormRows, 2> qk_norms(const ModelSpec& m, int64_t T) const;  // the query norm, then the key norm
@@ -98,7 +102,6 @@ class AttentionLayer final : public Layer {
   cuda::MemorySlot qkv_proj_slot_, qk_rstd_slot_;  // qk_layernorm only
   SharedBufferRef d_attn_ref_, d_qkv_ref_, workspace_ref_;
   SharedBufferRef qk_norm_partials_ref_;  // qk_layernorm only: the norms' dweight partial rows
-  SharedBufferRef qkv_bias_partials_ref_;  // add_qkv_bias only: the bias gradient's partial rows
   SharedBufferRef rope_table_ref_;  // the cos/sin table every attention layer reads (RoPE only)
   const kernels::AttentionPlan* attention_ = nullptr;  // shared by every attention layer
   const kernels::AttentionPlan* eval_attention_ = nullptr;  // dropout off (evaluation); only with attention dropout
@@ -110,8 +113,6 @@ class AttentionLayer final : public Layer {
   float* qk_rstd_ = nullptr;  // [T, heads] then [T, kv_heads]: the qk norms' rstd
   float* qk_norm_partials_ = nullptr;
   size_t qk_norm_partials_bytes_ = 0;
-  float* qkv_bias_partials_ = nullptr;
-  size_t qkv_bias_partials_bytes_ = 0;
   bf16* attn_ = nullptr;  // [T, q_dim] attention output
   float* lse_ = nullptr;  // [B, heads, S]
   bf16* d_attn_ = nullptr;
@@ -121,10 +122,9 @@ class AttentionLayer final : public Layer {
   const bf16* w_qkv_ = nullptr;
   const bf16* w_o_ = nullptr;
   std::array<const bf16*, 2> qk_norm_weights_{};  // qk_layernorm: in decl_.qk_norms()'s order
-  const bf16* w_qkv_bias_ = nullptr;              // add_qkv_bias only (null: the QKV GEMM has no bias epilogue)
   kernels::FloatBuffer g_qkv_;
   kernels::FloatBuffer g_o_;
-  kernels::FloatBuffer g_qkv_bias_;
+  LinearBias qkv_bias_, o_proj_bias_;  // model/linear_bias.h (absent without their keys)
   std::array<kernels::FloatBuffer, 2> qk_norm_grads_{};
   int64_t* dropout_seed_ = nullptr;
   int64_t* dropout_offset_ = nullptr;

@@ -36,11 +36,11 @@ CpuLayerFootprint AttentionLayerCpu::host_footprint(const ModelSpec& m, const Ba
   // plan()'s buffers. Saved: qkv, the attention output, the softmax statistics; scratch: their gradients.
   // The attention output and its gradient are q_dim wide (heads x kv_channels), which need not be H.
   // qk_layernorm: the norm weights, the projection before them and their rstd; one token's heads of scratch.
-  // add_qkv_bias: the bias.
+  // The biases: q, k and v's (add_qkv_bias or add_bias_linear), o_proj's (add_bias_linear).
   const double heads = static_cast<double>(m.num_attention_heads + m.num_query_groups);
   const double d = static_cast<double>(m.head_dim());
   const double qk = m.qk_layernorm ? 1.0 : 0.0;
-  const double bias = m.add_qkv_bias ? QKV : 0.0;
+  const double bias = (m.has_qkv_bias() ? QKV : 0.0) + (m.add_bias_linear ? H : 0.0);
   return {.params = QKV * H + H * Q + qk * 2.0 * d + bias,
           .saved = T * (QKV + Q) + static_cast<double>(b.micro_batch_size * m.num_attention_heads) * S +
                    qk * T * (QKV + heads),
@@ -69,13 +69,13 @@ void AttentionLayerCpu::forward(const CpuLayerIO& io) {
   const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups, d = m.head_dim();
   if (m.qk_layernorm) {
     ref::linear_forward(qkv_proj_.data(), io.input, io.weight(decl_.qkv), T, H, QKV);
-    if (m.add_qkv_bias) ref::add_row_bias(qkv_proj_.data(), io.weight(decl_.qkv_bias), T, QKV);
+    ref::add_row_bias(qkv_proj_.data(), io.optional_weight(decl_.qkv_bias), T, QKV);
     qkv_ = qkv_proj_;  // the values as they are
     qk_norm_forward(
         m, decl_, qkv_.data(), qk_rstd_.data(), qkv_proj_.data(), [&](ParamRef w) { return io.weight(w); }, T);
   } else {
     ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), T, H, QKV);
-    if (m.add_qkv_bias) ref::add_row_bias(qkv_.data(), io.weight(decl_.qkv_bias), T, QKV);
+    ref::add_row_bias(qkv_.data(), io.optional_weight(decl_.qkv_bias), T, QKV);
   }
   if (m.position_embedding == PositionEmbedding::rope) {
     ref::rope_forward(qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
@@ -84,6 +84,7 @@ void AttentionLayerCpu::forward(const CpuLayerIO& io) {
   ref::attention_forward(attn_.data(), lse_.data(), qkv_.data(), batch_.micro_batch_size, S, heads, kv_heads, d,
                          io.dropout ? m.attention_dropout : 0.0f, io.rng, decl_.probs_site);
   ref::linear_forward(io.output, attn_.data(), io.weight(decl_.o_proj), T, Q, H);
+  ref::add_row_bias(io.output, io.optional_weight(decl_.o_proj_bias), T, H);
 }
 
 void AttentionLayerCpu::backward(const CpuLayerIO& io) {
@@ -92,6 +93,7 @@ void AttentionLayerCpu::backward(const CpuLayerIO& io) {
   const int64_t heads = m.num_attention_heads, kv_heads = m.num_query_groups, d = m.head_dim();
   ref::linear_backward_input(d_attn_.data(), io.d_output, io.weight(decl_.o_proj), T, Q, H);
   ref::linear_backward_weight(io.grad(decl_.o_proj), io.d_output, attn_.data(), T, Q, H);
+  if (decl_.o_proj_bias.valid()) ref::column_sums(io.grad(decl_.o_proj_bias), io.d_output, T, H, H);
   ref::attention_backward(d_qkv_.data(), d_attn_.data(), qkv_.data(), attn_.data(), lse_.data(),
                           batch_.micro_batch_size, S, heads, kv_heads, d, m.attention_dropout, io.rng,
                           decl_.probs_site);
@@ -112,7 +114,7 @@ void AttentionLayerCpu::backward(const CpuLayerIO& io) {
   }
   ref::linear_backward_input(io.d_input, d_qkv_.data(), io.weight(decl_.qkv), T, H, QKV);
   ref::linear_backward_weight(io.grad(decl_.qkv), d_qkv_.data(), io.input, T, H, QKV);
-  if (m.add_qkv_bias) ref::column_sums(io.grad(decl_.qkv_bias), d_qkv_.data(), T, QKV, QKV);
+  if (decl_.qkv_bias.valid()) ref::column_sums(io.grad(decl_.qkv_bias), d_qkv_.data(), T, QKV, QKV);
 }
 
 double AttentionDecodeCpu::state_bytes(const ModelSpec& m, const DecodeSpec& decode) {
@@ -143,7 +145,7 @@ void AttentionDecodeCpu::forward(const CpuDecodeIO& io) {
   const DecodeRows& r = io.rows;
   const ref::DecodeAttentionShape shape = decode_attention_shape(m, r, slots_, capacity_);
   ref::linear_forward(qkv_.data(), io.input, io.weight(decl_.qkv), r.T, m.hidden_size, m.qkv_dim());
-  if (m.add_qkv_bias) ref::add_row_bias(qkv_.data(), io.weight(decl_.qkv_bias), r.T, m.qkv_dim());
+  ref::add_row_bias(qkv_.data(), io.optional_weight(decl_.qkv_bias), r.T, m.qkv_dim());
   if (m.qk_layernorm) {
     qk_norm_forward(
         m, decl_, qkv_.data(), qk_rstd_.data(), qkv_.data(), [&](ParamRef w) { return io.weight(w); }, r.T);
@@ -156,6 +158,7 @@ void AttentionDecodeCpu::forward(const CpuDecodeIO& io) {
   ref::kv_cache_append(k_cache_.data(), v_cache_.data(), qkv_.data(), r.positions, shape);
   ref::decode_attention_forward(attn_.data(), qkv_.data(), k_cache_.data(), v_cache_.data(), r.positions, shape);
   ref::linear_forward(io.output, attn_.data(), io.weight(decl_.o_proj), r.T, m.q_dim(), m.hidden_size);
+  ref::add_row_bias(io.output, io.optional_weight(decl_.o_proj_bias), r.T, m.hidden_size);
 }
 
 }  // namespace sg::model

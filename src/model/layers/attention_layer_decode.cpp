@@ -25,8 +25,8 @@ void AttentionDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, 
   slots_ = decode.batch;
   capacity_ = decode.capacity();
   rows_ = decode.max_rows();
-  qkv_proj_ = DecodeLinear(model.hidden_size, model.qkv_dim(), std::nullopt, decode.gemv, model.add_qkv_bias);
-  o_proj_ = DecodeLinear(model.q_dim(), model.hidden_size, std::nullopt, decode.gemv);
+  qkv_proj_ = DecodeLinear(model.hidden_size, model.qkv_dim(), std::nullopt, decode.gemv, model.has_qkv_bias());
+  o_proj_ = DecodeLinear(model.q_dim(), model.hidden_size, std::nullopt, decode.gemv, model.add_bias_linear);
   const int64_t cache = slots_ * model.num_query_groups * capacity_ * model.head_dim();
   const std::string prefix = strprintf("decode.layer%d.", index());
   k_slot_ = memory.add_array<bf16>(prefix + "k_cache", cuda::MemoryCategory::activations, sz(cache));
@@ -62,7 +62,7 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
                                        .rope = m.position_embedding == PositionEmbedding::rope,
                                        .base = m.rotary_base,
                                        .scaling = m.rope_scaling};
-  const bf16* bias = m.add_qkv_bias ? io.weight(decl_.qkv_bias) : nullptr;
+  const bf16* bias = io.optional_weight(decl_.qkv_bias);
   if (m.qk_layernorm) {
     // The norms come between the projection and RoPE: in place on the query heads, then on the key heads.
     qkv_proj_.run(stream, io.blas, T, qkv_, io.input, io.weight(decl_.qkv), nullptr, bias);
@@ -99,7 +99,8 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
                                      .shape = shape,
                                      .workspace = attention_workspace_,
                                      .workspace_bytes = kernels::decode_attention_workspace_bytes(m.head_dim())});
-  o_proj_.run(stream, io.blas, T, io.output, attn_, io.weight(decl_.o_proj));
+  o_proj_.run(stream, io.blas, T, io.output, attn_, io.weight(decl_.o_proj), nullptr,
+              io.optional_weight(decl_.o_proj_bias));
 }
 
 }  // namespace sg::model

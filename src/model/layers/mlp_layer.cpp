@@ -25,6 +25,15 @@ void MlpDeclarations::declare(LayerDeclarations& d) {
     gate_up = d.params.matrix(p + "up_proj.weight", {F, H});
   }
   down_proj = d.params.matrix(p + "down_proj.weight", {H, F}, ParamInit::output_projection);
+  if (s.add_bias_linear) {
+    if (s.mlp_activation == MlpActivation::swiglu) {
+      gate_up_bias =
+          d.params.vector({{p + "gate_proj.bias", {F}, ParamInit::zeros}, {p + "up_proj.bias", {F}, ParamInit::zeros}});
+    } else {
+      gate_up_bias = d.params.vector(p + "up_proj.bias", {F}, ParamInit::zeros);
+    }
+    down_proj_bias = d.params.vector(p + "down_proj.bias", {H}, ParamInit::zeros);
+  }
 }
 
 LayerFlops MlpLayer::flops_per_token(const ModelSpec& m) {
@@ -38,9 +47,9 @@ struct MlpLayer::Gemms {
   kernels::LinearForward gate_up, down;
   kernels::LinearBackwardInput gate_up_dx, down_dx;
   kernels::LinearBackwardWeight gate_up_dw, down_dw;
-  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t F, int64_t N, kernels::FloatDtype grad_dtype)
-      : gate_up(b, T, H, N),
-        down(b, T, F, H),
+  Gemms(kernels::Blas& b, int64_t T, int64_t H, int64_t F, int64_t N, bool biases, kernels::FloatDtype grad_dtype)
+      : gate_up(b, T, H, N, biases),
+        down(b, T, F, H, biases),
         gate_up_dx(b, T, H, N),
         down_dx(b, T, F, H),
         gate_up_dw(b, T, H, N, grad_dtype),
@@ -63,6 +72,11 @@ void MlpLayer::plan(LayerPlanContext& ctx) {
   d_act_ref_ = ctx.scratch("grad.d_act", sz(T_ * F_) * sizeof(bf16));
 }
 
+void MlpLayer::plan_device(DevicePlanContext& ctx) {
+  gate_up_bias_.plan_device(ctx, ctx.model().add_bias_linear, T_, N_);
+  down_bias_.plan_device(ctx, ctx.model().add_bias_linear, T_, H_);
+}
+
 void MlpLayer::bind(LayerBindContext& ctx) {
   gate_up_ = ctx.get<bf16>(gate_up_slot_);
   act_ = ctx.get<bf16>(act_slot_);
@@ -72,7 +86,9 @@ void MlpLayer::bind(LayerBindContext& ctx) {
   w_down_ = ctx.weight(decl_.down_proj);
   g_gate_up_ = ctx.grad(decl_.gate_up);
   g_down_ = ctx.grad(decl_.down_proj);
-  gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, H_, F_, N_, ctx.grad_dtype());
+  gate_up_bias_.bind(ctx, decl_.gate_up_bias);
+  down_bias_.bind(ctx, decl_.down_proj_bias);
+  gemms_ = std::make_unique<Gemms>(ctx.blas(), T_, H_, F_, N_, gate_up_bias_.present(), ctx.grad_dtype());
   swiglu_backward_gemm_.reset();
   if (activation_ == MlpActivation::swiglu && kernels::swiglu_backward_gemm_preferred(T_, H_, F_)) {
     swiglu_backward_gemm_ = std::make_unique<kernels::SwiGluBackwardGemm>(T_, H_, F_);
@@ -80,13 +96,13 @@ void MlpLayer::bind(LayerBindContext& ctx) {
 }
 
 void MlpLayer::activations_forward(cudaStream_t stream, const LayerIO& io) {
-  gemms_->gate_up.run(stream, gate_up_, io.input, w_gate_up_);
+  gemms_->gate_up.run(stream, gate_up_, io.input, w_gate_up_, gate_up_bias_.weight());
   activation_forward(stream, {.activation = activation_, .out = act_, .in = gate_up_, .T = T_, .F = F_});
 }
 
 void MlpLayer::forward(graph::Module /*module: mlp*/, cudaStream_t stream, const LayerIO& io) {
   activations_forward(stream, io);
-  gemms_->down.run(stream, io.output, act_, w_down_);
+  gemms_->down.run(stream, io.output, act_, w_down_, down_bias_.weight());
 }
 
 void MlpLayer::recompute(graph::Module module, cudaStream_t stream, const LayerIO& io) {
@@ -105,8 +121,10 @@ void MlpLayer::backward(graph::Module /*module: mlp*/, cudaStream_t stream, cons
   } else {
     backward_unfused(stream, io);
   }
+  down_bias_.backward(stream, io.d_output);
   gemms_->gate_up_dx.run(stream, io.d_input, d_gate_up_, w_gate_up_);
   gemms_->gate_up_dw.run(stream, g_gate_up_, d_gate_up_, io.input, io.first_microbatch);
+  gate_up_bias_.backward(stream, d_gate_up_);
 }
 
 void MlpLayer::backward_unfused(cudaStream_t stream, const LayerIO& io) {

@@ -2,8 +2,11 @@
 // '-': the dense MLP. On the normed input n, with ModelSpec::mlp_activation:
 //   swiglu (Llama):              [gate, up] = n Wgate_up^T; act = silu(gate) * up; delta = act Wdown^T
 //   squared_relu (Nemotron-H):   up = n Wup^T;             act = relu(up)^2;      delta = act Wdown^T
+// with add_bias_linear (Llama's mlp_bias) a bias added to gate_up before the activation and to delta.
 // Parameters: gate_proj, up_proj (one fused [2F, H] block; up_proj [F, H] alone when not gated),
-// down_proj (output-projection init). No dropout inside (the output dropout is the step's). Module: mlp.
+// down_proj (output-projection init); with add_bias_linear their biases (gate_proj.bias and up_proj.bias one [2F]
+// block, or up_proj.bias [F]; down_proj.bias [H]; zeros, no weight decay). No dropout inside (the output dropout is
+// the step's). Module: mlp.
 // Recompute: mlp gives back gate_up and the activation's output (rerun: the gate_up GEMM and the
 // activation from the kept input n); full recompute reruns the down projection too (the next layer of
 // the chunk reads it).
@@ -16,6 +19,7 @@
 #include "model/decode_linear.h"
 #include "model/gpu_decode_layer.h"
 #include "model/layer.h"
+#include "model/linear_bias.h"
 
 namespace sg::kernels {
 class SwiGluBackwardGemm;
@@ -26,6 +30,7 @@ namespace sg::model {
 // The declarations the GPU layer and its CPU twin share.
 struct MlpDeclarations {
   ParamRef gate_up, down_proj;  // gate_up: [gate; up] (gated) or up alone
+  ParamRef gate_up_bias, down_proj_bias;  // add_bias_linear only
   void declare(LayerDeclarations& d);  // checks ffn_hidden_size
 };
 
@@ -38,6 +43,7 @@ class MlpLayer final : public Layer {
 
   void declare(LayerDeclarations& d) override { decl_.declare(d); }
   void plan(LayerPlanContext& context) override;
+  void plan_device(DevicePlanContext& context) override;
   void bind(LayerBindContext& context) override;
   std::vector<ParamRef> first_written_grads() const override { return {decl_.gate_up, decl_.down_proj}; }
   void forward(graph::Module module, cudaStream_t stream, const LayerIO& io) override;
@@ -70,6 +76,7 @@ class MlpLayer final : public Layer {
   const bf16* w_down_ = nullptr;
   kernels::FloatBuffer g_gate_up_;
   kernels::FloatBuffer g_down_;
+  LinearBias gate_up_bias_, down_bias_;  // model/linear_bias.h (absent without add_bias_linear)
 };
 
 class MlpLayerCpu final : public CpuLayer {

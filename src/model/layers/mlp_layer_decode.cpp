@@ -9,8 +9,9 @@ void MlpDecodeGpu::plan(const ModelSpec& model, const DecodeSpec& decode, cuda::
   rows_ = decode.max_rows();
   batch_ = decode.batch;
   const int64_t H = model.hidden_size, F = model.ffn_hidden_size;
-  fc1_ = DecodeLinear(H, activation_input_width(model.mlp_activation, F), model.mlp_activation, decode.gemv);
-  fc2_ = DecodeLinear(F, H, std::nullopt, decode.gemv);
+  fc1_ = DecodeLinear(H, activation_input_width(model.mlp_activation, F), model.mlp_activation, decode.gemv,
+                      model.add_bias_linear);
+  fc2_ = DecodeLinear(F, H, std::nullopt, decode.gemv, model.add_bias_linear);
 }
 
 void MlpDecodeGpu::take_scratch(DecodeScratch& scratch) {
@@ -25,8 +26,10 @@ void MlpDecodeGpu::bind(const cuda::Arena& /*arena*/, kernels::Blas& blas) {
 
 void MlpDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
   const int64_t T = io.rows.T;
-  fc1_.run(stream, io.blas, T, act_, io.input, io.weight(decl_.gate_up), gate_up_);
-  fc2_.run(stream, io.blas, T, io.output, act_, io.weight(decl_.down_proj));
+  fc1_.run(stream, io.blas, T, act_, io.input, io.weight(decl_.gate_up), gate_up_,
+           io.optional_weight(decl_.gate_up_bias));
+  fc2_.run(stream, io.blas, T, io.output, act_, io.weight(decl_.down_proj), nullptr,
+           io.optional_weight(decl_.down_proj_bias));
 }
 
 }  // namespace sg::model

@@ -90,6 +90,9 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
                      ll(s.moe_router_topk), ll(s.num_moe_experts)));
   SG_CHECK(s.moe_ffn_hidden_size > 0,
            strprintf("model.moe_ffn_hidden_size = %lld: must be positive", ll(s.moe_ffn_hidden_size)));
+  SG_CHECK(!s.add_bias_linear,
+           "model.add_bias_linear = true: MoE layers have no expert biases yet (the attention and dense MLP have "
+           "theirs); set model.add_bias_linear=false for a model with experts");
   SG_CHECK(!s.moe.enable_expert_bias || s.moe.score_function == ref::MoeScoreFunction::sigmoid,
            "model.moe_router_enable_expert_bias needs model.moe_router_score_function=sigmoid");
   SG_CHECK(s.moe.load_balancing != MoeLoadBalancing::seq_aux_loss || s.moe.aux_loss_coeff == 0.0 || s.seq_length > 0,
