@@ -23,10 +23,18 @@ SG_HOST_DEVICE int64_t num_partials(int64_t rows) {
   return rows <= 0 ? 0 : detail::ceil_div(rows < kMaxSlots ? rows : kMaxSlots, kSlotsPerBlock);
 }
 
+// A row's values times its scale, each product rounded to fp32 on its own (mul_rn: never fused into the sum).
+template <int VEC>
+SG_DEVICE void scale_values(float scale, float (&v)[VEC]) {
+  SG_UNROLL
+  for (int k = 0; k < VEC; ++k) v[k] = detail::mul_rn(scale, v[k]);
+}
+
 // Slot s = block_y * 8 + t / 32 sums rows s, s + num_slots, ... of its columns in increasing order, the same
 // order for either VEC (so the bits do not depend on the path); the block's 8 slots are then added in slot
-// order into partial row block_y.
-template <int VEC>
+// order into partial row block_y. SCALED: the values are scaled by their row's factor first; an unscaled launch
+// runs the code without the multiply (so its bits are those of a scale of 1).
+template <int VEC, bool SCALED>
 SG_KERNEL(kThreads)
 column_sums_kernel(ColumnSumsParams p) {
   constexpr int kBlockCols = kLanes * VEC;
@@ -46,6 +54,10 @@ column_sums_kernel(ColumnSumsParams p) {
       float v[kUnroll][VEC];
       SG_UNROLL
       for (int u = 0; u < kUnroll; ++u) detail::load_bf16<VEC>(src + (r + u * num_slots) * p.row_stride, v[u]);
+      if constexpr (SCALED) {
+        SG_UNROLL
+        for (int u = 0; u < kUnroll; ++u) scale_values<VEC>(p.row_scale[r + u * num_slots], v[u]);
+      }
       SG_UNROLL
       for (int u = 0; u < kUnroll; ++u) {
         SG_UNROLL
@@ -55,6 +67,7 @@ column_sums_kernel(ColumnSumsParams p) {
     for (; r < p.rows; r += num_slots) {
       float v[VEC];
       detail::load_bf16<VEC>(src + r * p.row_stride, v);
+      if constexpr (SCALED) scale_values<VEC>(p.row_scale[r], v);
       SG_UNROLL
       for (int k = 0; k < VEC; ++k) acc[k] += v[k];
     }
@@ -78,6 +91,21 @@ inline bool vector_path(const ColumnSumsParams& p) {
   return detail::bf16_vector_path_ok(p.cols, {p.row_stride}, {p.in});
 }
 
+// The slot kernel on the 16-byte path where it applies, else the scalar one.
+template <bool SCALED, class Launch>
+void launch_slots(const Launch& launch, const ColumnSumsParams& p, int64_t partials) {
+  if (vector_path(p)) {
+    constexpr int kVec = 8;
+    const dim3 grid(static_cast<unsigned>(detail::ceil_div(p.cols, kLanes * kVec)), static_cast<unsigned>(partials));
+    launch("column_sums_kernel", column_sums_kernel<kVec, SCALED>, grid, kThreads,
+           sizeof(float) * kSlotsPerBlock * kLanes * kVec, p);
+  } else {
+    const dim3 grid(static_cast<unsigned>(detail::ceil_div(p.cols, kLanes)), static_cast<unsigned>(partials));
+    launch("column_sums_kernel", column_sums_kernel<1, SCALED>, grid, kThreads, sizeof(float) * kSlotsPerBlock * kLanes,
+           p);
+  }
+}
+
 template <class Launch>
 void run_column_sums(const Launch& launch, ColumnSumsParams p) {
   const char* op = "column_sums";
@@ -92,14 +120,10 @@ void run_column_sums(const Launch& launch, ColumnSumsParams p) {
       op, p.scratch, p.scratch_bytes, static_cast<size_t>(partials * p.cols) * sizeof(float),
       strprintf("rows=%lld cols=%lld", static_cast<long long>(p.rows), static_cast<long long>(p.cols)),
       "column_sums_scratch_bytes(rows, cols)");
-  if (vector_path(p)) {
-    constexpr int kVec = 8;
-    const dim3 grid(static_cast<unsigned>(detail::ceil_div(p.cols, kLanes * kVec)), static_cast<unsigned>(partials));
-    launch("column_sums_kernel", column_sums_kernel<kVec>, grid, kThreads,
-           sizeof(float) * kSlotsPerBlock * kLanes * kVec, p);
+  if (p.row_scale != nullptr) {
+    launch_slots<true>(launch, p, partials);
   } else {
-    const dim3 grid(static_cast<unsigned>(detail::ceil_div(p.cols, kLanes)), static_cast<unsigned>(partials));
-    launch("column_sums_kernel", column_sums_kernel<1>, grid, kThreads, sizeof(float) * kSlotsPerBlock * kLanes, p);
+    launch_slots<false>(launch, p, partials);
   }
   partial_sums::run_column_sums(launch, p.scratch, partials, {{p.dst, p.cols}});
 }

@@ -1,13 +1,15 @@
 #pragma once
-// One column_sums test case (the bias gradient dst[c] += sum_r in[r, c]), shared by the GPU test and the
-// CPU-emulated test: bf16 input rows of `stride` elements (NaN in the columns past `cols`, so a read outside the
-// view poisons the result), normal values scaled by 2^-8 .. 2^8 in a fixed pattern (bf16 values of one magnitude
-// mostly sum exactly in fp32, and a change of summation order would not show in the bits), optionally skewed
-// (every 97th row 1000x larger), a random fp32 start of dst, the fp32 twin's result (reference/column_sums: sums
-// in double), the launcher parameters over any storage, and the check.
-// Tolerance: |got[c] - ref[c]| <= kColumnSumsTol * (|dst0[c]| + sum_r |in[r, c]|) for every column, kColumnSumsTol
-// = 1e-5: fp32 sums of at most ~90 sequential adds per column (64 rows of a slot at 65536 rows, 8 slots, the partial
-// rows' reduction, the add into dst) stay within 90 * 2^-24 = 5.4e-6 of that scale. With zero rows dst keeps its bits.
+// One column_sums test case (the bias gradient dst[c] += sum_r in[r, c], or with row scales the gate weight gradient
+// dst[c] += sum_r row_scale[r] in[r, c]), shared by the GPU test and the CPU-emulated test: bf16 input rows of
+// `stride` elements (NaN in the columns past `cols`, so a read outside the view poisons the result), normal values
+// scaled by 2^-8 .. 2^8 in a fixed pattern (bf16 values of one magnitude mostly sum exactly in fp32, and a change of
+// summation order would not show in the bits), optionally skewed (every 97th row 1000x larger), optionally scaled
+// (random normal fp32 row scales, every 5th row's 0, about half negative), a random fp32 start of dst, the fp32
+// twin's result (reference/column_sums: sums in double), the launcher parameters over any storage, and the check.
+// Tolerance: |got[c] - ref[c]| <= kColumnSumsTol * (|dst0[c]| + sum_r |row_scale[r] in[r, c]|) for every column,
+// kColumnSumsTol = 1e-5: fp32 sums of at most ~90 sequential adds per column (64 rows of a slot at 65536 rows, 8
+// slots, the partial rows' reduction, the add into dst), plus one rounded product per term when scaled, stay within
+// 91 * 2^-24 = 5.4e-6 of that scale. With zero rows dst keeps its bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,24 +32,28 @@ inline constexpr double kColumnSumsTol = 1e-5;
 struct ColumnSumsShape {
   int64_t rows, cols, stride;
   bool skewed = false;  // every 97th row (from row 3) 1000x larger
+  bool scaled = false;  // row_scale set (random, with zeros and negatives)
 };
 
 inline void PrintTo(const ColumnSumsShape& s, std::ostream* os) {
-  *os << "rows=" << s.rows << " cols=" << s.cols << " stride=" << s.stride << (s.skewed ? " skewed" : "");
+  *os << "rows=" << s.rows << " cols=" << s.cols << " stride=" << s.stride << (s.skewed ? " skewed" : "")
+      << (s.scaled ? " scaled" : "");
 }
 
 struct ColumnSumsCase {
   ColumnSumsShape s;
   std::vector<float> in_f;  // [rows, stride]: the bf16-rounded values, NaN past cols
   std::vector<bf16> in;     // the same in bf16
+  std::vector<float> row_scale;  // [rows] when s.scaled, else empty
   std::vector<float> dst0, dst_ref;
-  std::vector<double> scale;  // |dst0[c]| + sum_r |in[r, c]|
+  std::vector<double> scale;  // |dst0[c]| + sum_r |row_scale[r] in[r, c]|
 
   int64_t row_stride() const { return s.stride == s.cols ? 0 : s.stride; }  // packed rows passed as 0
   size_t scratch_bytes() const { return kernels::column_sums_scratch_bytes(s.rows, s.cols); }
   size_t scratch_floats() const { return scratch_bytes() / sizeof(float); }
 
-  kernels::ColumnSumsParams params(kernels::FloatBuffer dst, float* scratch, const bf16* in_,
+  // row_scale_: this case's row scales in the launcher's memory (null when !s.scaled).
+  kernels::ColumnSumsParams params(kernels::FloatBuffer dst, float* scratch, const bf16* in_, const float* row_scale_,
                                    int64_t stride = -1) const {
     if (stride < 0) stride = row_stride();
     return {.dst = dst,
@@ -56,8 +62,11 @@ struct ColumnSumsCase {
             .in = in_,
             .rows = s.rows,
             .cols = s.cols,
-            .row_stride = stride};
+            .row_stride = stride,
+            .row_scale = row_scale_};
   }
+  // The row scales in host memory for an emulated launch: null when the case is not scaled.
+  const float* host_row_scale() const { return s.scaled ? row_scale.data() : nullptr; }
 
   // The same matrix in rows of `stride` >= cols elements (NaN past cols).
   std::vector<bf16> with_stride(int64_t stride) const {
@@ -69,7 +78,8 @@ struct ColumnSumsCase {
 };
 
 inline ColumnSumsCase make_column_sums_case(const ColumnSumsShape& s, bool keep_float_input = true) {
-  const uint64_t seed = static_cast<uint64_t>(s.rows * 131 + s.cols * 7 + s.stride) + (s.skewed ? 1000003 : 0);
+  const uint64_t seed =
+      static_cast<uint64_t>(s.rows * 131 + s.cols * 7 + s.stride) + (s.skewed ? 1000003 : 0) + (s.scaled ? 2000003 : 0);
   ColumnSumsCase c;
   c.s = s;
   std::vector<float> in = random_normal(static_cast<size_t>(s.rows * s.stride), seed + 1);
@@ -86,13 +96,20 @@ inline ColumnSumsCase make_column_sums_case(const ColumnSumsShape& s, bool keep_
   }
   c.in = to_bf16(in);
   in = to_float(c.in);
+  if (s.scaled) {
+    c.row_scale = random_normal(static_cast<size_t>(s.rows), seed + 3);
+    for (int64_t r = 2; r < s.rows; r += 5) c.row_scale[r] = 0.0f;
+  }
   c.dst0 = random_normal(static_cast<size_t>(s.cols), seed + 2);
   c.dst_ref = c.dst0;
-  ref::column_sums(c.dst_ref.data(), in.data(), s.rows, s.cols, s.stride);
+  ref::column_sums(c.dst_ref.data(), in.data(), s.rows, s.cols, s.stride, c.host_row_scale());
   c.scale.assign(s.cols, 0.0);
   for (int64_t col = 0; col < s.cols; ++col) c.scale[col] = std::fabs(static_cast<double>(c.dst0[col]));
-  for (int64_t r = 0; r < s.rows; ++r)
-    for (int64_t col = 0; col < s.cols; ++col) c.scale[col] += std::fabs(static_cast<double>(in[r * s.stride + col]));
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const double row_scale = s.scaled ? std::fabs(static_cast<double>(c.row_scale[r])) : 1.0;
+    for (int64_t col = 0; col < s.cols; ++col)
+      c.scale[col] += row_scale * std::fabs(static_cast<double>(in[r * s.stride + col]));
+  }
   if (keep_float_input) c.in_f = std::move(in);
   return c;
 }
