@@ -304,6 +304,12 @@ if want parity; then
       --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_qwen3_moe" --override model.qk_layernorm=true \
       "model.moe_layer_freq=[1,1,0,1]" 2>&1 | tee "$OUT/hf_parity_qwen3_moe.txt" | tail -8
     record "HF transformers parity (Qwen3-MoE)" "rc=${PIPESTATUS[0]}"
+    # Qwen2-MoE: a gated shared expert (moe_shared_expert_gate), QKV biases, a dense block, the top-k not renormalised.
+    "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --recipe moe/tiny_moe \
+      --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_qwen2_moe" --override model.moe_shared_expert_intermediate_size=96 \
+      model.moe_shared_expert_gate=true model.add_qkv_bias=true "model.moe_layer_freq=[1,0,1,1]" \
+      model.moe_router_pre_softmax=true 2>&1 | tee "$OUT/hf_parity_qwen2_moe.txt" | tail -8
+    record "HF transformers parity (Qwen2-MoE)" "rc=${PIPESTATUS[0]}"
     # MoE (issue 11): checkpoints load as MixtralForCausalLM; LM loss, and Megatron's aux loss apart.
     "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_MOE_DIR:-/tmp/stepgraph_hf_parity_moe}" \
       --recipe moe/tiny_moe --override model.moe_aux_loss_coeff=0.01 2>&1 | tee "$OUT/hf_parity_moe.txt" | tail -12
@@ -371,6 +377,10 @@ if named edge_configs; then
   # Qwen3's query and key norms: heads of 24 (3 vectors of a row, not a power of 2), with MoE, in a hybrid pattern.
   edge_run llama/tiny model.qk_layernorm=true model.kv_channels=24 "${L[@]}"
   edge_run moe/tiny_moe model.qk_layernorm=true "${TE[@]}" --cuda_graph_scope attn,moe
+  # A gated shared expert (moe_shared_expert_gate): an odd width, recomputed; in a hybrid with squared ReLU.
+  edge_run moe/tiny_moe model.moe_shared_expert_intermediate_size=100 model.moe_shared_expert_gate=true \
+    model.recompute_granularity=selective model.recompute_modules=shared_experts "${TE[@]}" --cuda_graph_scope attn,moe
+  edge_run hybrid/tiny_hybrid_moe model.moe_shared_expert_gate=true "${TE[@]}"
   edge_run hybrid/tiny_hybrid model.qk_layernorm=true "${TE[@]}" --cuda_graph_scope attn,mamba
   # Qwen2's QKV bias: with heads of 24 and GQA, with the query and key norms, in a hybrid pattern.
   edge_run llama/tiny model.add_qkv_bias=true model.kv_channels=24 model.num_query_groups=2 "${L[@]}"

@@ -26,6 +26,7 @@ nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& 
   if (architecture == "Qwen2ForCausalLM") return hf_qwen2_config(spec, torch_dtype);
   if (architecture == "Qwen3ForCausalLM") return hf_qwen3_config(spec, torch_dtype);
   if (architecture == "Qwen3MoeForCausalLM") return hf_qwen3_moe_config(spec, torch_dtype);
+  if (architecture == "Qwen2MoeForCausalLM") return hf_qwen2_moe_config(spec, torch_dtype);
   if (architecture == "MixtralForCausalLM") return hf_mixtral_config(spec, torch_dtype);
   if (architecture == "NemotronHForCausalLM") return hf_nemotron_h_config(spec, torch_dtype);
   return nullptr;
@@ -125,15 +126,14 @@ nlohmann::json hf_qwen2_config(const model::ModelSpec& spec, const std::string& 
                            {"attention_bias", "mlp_bias", "pretraining_tp"});
 }
 
-nlohmann::json hf_qwen3_moe_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
-  detail::require_hf_architecture(spec, "Qwen3MoeForCausalLM", "not a Qwen3-MoE model");
-  // Qwen3's config (the dense blocks' MLP is intermediate_size wide), plus the experts: softmax routing, the top-k
-  // renormalised unless the softmax came before the top-k, the dense blocks listed in mlp_only_layers.
-  model::ModelSpec dense = spec;
-  dense.num_moe_experts = 0;
-  nlohmann::json c = hf_qwen3_config(dense, torch_dtype);
-  c["architectures"] = {"Qwen3MoeForCausalLM"};
-  c["model_type"] = "qwen3_moe";
+namespace {
+
+// The Qwen MoE families' expert keys on their dense config `c`: softmax routing, the top-k renormalised unless the
+// softmax came before the top-k, the dense blocks listed in mlp_only_layers.
+void set_qwen_moe_keys(nlohmann::json& c, const model::ModelSpec& spec, const char* architecture,
+                       const char* model_type) {
+  c["architectures"] = {architecture};
+  c["model_type"] = model_type;
   c["num_experts"] = spec.num_moe_experts;
   c["num_experts_per_tok"] = spec.moe_router_topk;
   c["moe_intermediate_size"] = spec.moe_ffn_hidden_size;
@@ -146,6 +146,32 @@ nlohmann::json hf_qwen3_moe_config(const model::ModelSpec& spec, const std::stri
   c["mlp_only_layers"] = dense_blocks;
   c["router_aux_loss_coef"] = spec.moe.aux_loss_coeff;
   c["output_router_logits"] = false;
+}
+
+}  // namespace
+
+nlohmann::json hf_qwen3_moe_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
+  detail::require_hf_architecture(spec, "Qwen3MoeForCausalLM", "not a Qwen3-MoE model");
+  // Qwen3's config (the dense blocks' MLP is intermediate_size wide), plus the experts.
+  model::ModelSpec dense = spec;
+  dense.num_moe_experts = 0;
+  nlohmann::json c = hf_qwen3_config(dense, torch_dtype);
+  set_qwen_moe_keys(c, spec, "Qwen3MoeForCausalLM", "qwen3_moe");
+  return c;
+}
+
+nlohmann::json hf_qwen2_moe_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
+  detail::require_hf_architecture(spec, "Qwen2MoeForCausalLM", "not a Qwen2-MoE model");
+  // Llama's config (the dense blocks' MLP is intermediate_size wide) as Qwen2's, plus the experts and the gated shared
+  // expert (always there); qkv_bias says whether q, k and v have biases (o_proj never has).
+  model::ModelSpec llama = spec;
+  llama.num_moe_experts = 0;
+  llama.add_qkv_bias = false;
+  nlohmann::json c = qwen_dense_config(llama, torch_dtype, "Qwen2MoeForCausalLM", "qwen2_moe",
+                                       {"attention_bias", "mlp_bias", "pretraining_tp"});
+  set_qwen_moe_keys(c, spec, "Qwen2MoeForCausalLM", "qwen2_moe");
+  c["shared_expert_intermediate_size"] = spec.moe.shared_expert_intermediate_size;
+  c["qkv_bias"] = spec.has_qkv_bias();
   return c;
 }
 

@@ -27,6 +27,9 @@ nlohmann::json hf_qwen3_config(const model::ModelSpec& spec, const std::string& 
 // Qwen3MoeConfig (Qwen3MoeForCausalLM): Qwen3 with softmax-routed SwiGLU experts in the MoE blocks (model::hf_architecture
 // says why not otherwise).
 nlohmann::json hf_qwen3_moe_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
+// Qwen2MoeConfig (Qwen2MoeForCausalLM): SwiGLU experts with a gated shared expert (model.moe_shared_expert_gate),
+// softmax routing, q, k and v biased or not (qkv_bias), dense blocks in mlp_only_layers.
+nlohmann::json hf_qwen2_moe_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
 // MixtralConfig (MixtralForCausalLM) for GPT blocks whose MLPs are all softmax-routed MoE without a
 // shared expert or expert bias (model::hf_architecture says why not otherwise).

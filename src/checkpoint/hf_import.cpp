@@ -106,15 +106,21 @@ void read_mixtral_experts(const ConfigReader& c, model::ModelSpec& s) {
   }
 }
 
-// Qwen3MoeForCausalLM's experts: num_experts SwiGLU experts of moe_intermediate_size in the blocks that are neither
-// in mlp_only_layers nor off decoder_sparse_step (those have a dense MLP of intermediate_size); a softmax over all
-// experts, the top-k renormalised with norm_topk_prob (Megatron's softmax after top-k), not without it (Megatron's
-// moe_router_pre_softmax); token-dropless. Absent keys take Qwen3MoeConfig's defaults.
-void read_qwen3_moe_experts(const ConfigReader& c, model::ModelSpec& s) {
-  s.num_moe_experts = c.integer(c.has("num_local_experts") ? "num_local_experts" : "num_experts", 128);
-  s.moe_router_topk = c.integer("num_experts_per_tok", 8);
-  s.moe_ffn_hidden_size = c.integer("moe_intermediate_size", 768);
+// The Qwen MoE families' experts (Qwen3MoeForCausalLM's, Qwen2MoeForCausalLM's): num_experts SwiGLU experts of
+// moe_intermediate_size in the blocks that are neither in mlp_only_layers nor off decoder_sparse_step (those have a
+// dense MLP of intermediate_size); a softmax over all experts, the top-k renormalised with norm_topk_prob (Megatron's
+// softmax after top-k), not without it (Megatron's moe_router_pre_softmax); token-dropless. Absent keys take the
+// config class's defaults (Qwen3MoeConfig's, or with `qwen2` Qwen2MoeConfig's), as transformers reads them.
+// Qwen2-MoE's blocks also have a shared expert of shared_expert_intermediate_size, always gated.
+void read_qwen_moe_experts(const ConfigReader& c, model::ModelSpec& s, bool qwen2) {
+  s.num_moe_experts = c.integer(c.has("num_local_experts") ? "num_local_experts" : "num_experts", qwen2 ? 60 : 128);
+  s.moe_router_topk = c.integer("num_experts_per_tok", qwen2 ? 4 : 8);
+  s.moe_ffn_hidden_size = c.integer("moe_intermediate_size", qwen2 ? 1408 : 768);
   s.moe.pre_softmax = !c.boolean("norm_topk_prob", false);
+  if (qwen2) {
+    s.moe.shared_expert_intermediate_size = c.integer("shared_expert_intermediate_size", 5632);  // positive
+    s.moe.shared_expert_gate = true;
+  }
   if (s.num_moe_experts < 1)
     c.fail("num_experts", strprintf("= %lld: must be positive", static_cast<long long>(s.num_moe_experts)));
   if (s.moe_router_topk < 1 || s.moe_router_topk > s.num_moe_experts) {
@@ -211,16 +217,18 @@ std::string resolve_model_folder(const std::string& path, const std::string& wha
     if (is_checkpoint_folder(folder)) {
       // hf_model_config writes none for a model no transformers class loads (MoE and hybrid stacks beyond
       // Qwen3, Mixtral and NemotronH): such a checkpoint is no Llama folder either.
-      throw Error(
-          strprintf("%s %s: a stepgraph checkpoint without %s (its model has no transformers class, so it "
-                    "is no Llama, Qwen3, Mixtral or NemotronH model): %s takes those folders only; continue training "
-                    "this checkpoint with checkpoint.load=%s",
-                    what.c_str(), folder.c_str(), kConfigFile, what.c_str(), path.c_str()));
+      throw Error(strprintf(
+          "%s %s: a stepgraph checkpoint without %s (its model has no transformers class, so it "
+          "is no Llama, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Mixtral or NemotronH model): %s takes those folders "
+          "only; continue training "
+          "this checkpoint with checkpoint.load=%s",
+          what.c_str(), folder.c_str(), kConfigFile, what.c_str(), path.c_str()));
     }
-    throw Error(
-        strprintf("%s %s: no %s there; give a Hugging Face Llama, Qwen3, Mixtral or NemotronH folder (config.json + "
-                  "*.safetensors, as save_pretrained writes it) or a stepgraph checkpoint folder%s",
-                  what.c_str(), folder.c_str(), kConfigFile, iteration_folders_hint(folder).c_str()));
+    throw Error(strprintf(
+        "%s %s: no %s there; give a Hugging Face Llama, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Mixtral or NemotronH "
+        "folder (config.json + "
+        "*.safetensors, as save_pretrained writes it) or a stepgraph checkpoint folder%s",
+        what.c_str(), folder.c_str(), kConfigFile, iteration_folders_hint(folder).c_str()));
   }
   // A stepgraph checkpoint's config.json (and tokenizer files) are read before its weights: verified first,
   // so a damaged one is reported as such, not as a shape that differs. The weights are verified where they
@@ -262,16 +270,19 @@ HfModelConfig read_hf_config(const std::string& folder) {
   const bool mixtral = model_type == "mixtral";  // Llama's attention and norms, every MLP a SwiGLU MoE
   const bool qwen3_moe = model_type == "qwen3_moe";       // Qwen3 with softmax-routed SwiGLU experts
   const bool qwen3 = model_type == "qwen3" || qwen3_moe;  // Llama with a query and a key norm per head
-  const bool qwen2 = model_type == "qwen2";               // Llama with a bias on q_proj, k_proj and v_proj
+  // Qwen2 with softmax-routed SwiGLU experts and a gated shared expert; q, k and v biased as qkv_bias says.
+  const bool qwen2_moe = model_type == "qwen2_moe";
+  const bool qwen2 = model_type == "qwen2" || qwen2_moe;  // Llama with a bias on q_proj, k_proj and v_proj
   if (model_type != "llama" && !mixtral && !qwen3 && !qwen2) {
     c.fail("model_type", "= \"" + model_type +
                              "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Qwen2 "
-                             "(\"qwen2\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH "
-                             "(\"nemotron_h\") folders, as does generate");
+                             "(\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and "
+                             "NemotronH (\"nemotron_h\") folders, as does generate");
   }
   out.architecture = mixtral     ? "MixtralForCausalLM"
                      : qwen3_moe ? "Qwen3MoeForCausalLM"
                      : qwen3     ? "Qwen3ForCausalLM"
+                     : qwen2_moe ? "Qwen2MoeForCausalLM"
                      : qwen2     ? "Qwen2ForCausalLM"
                                  : "LlamaForCausalLM";
   const std::string act = c.string("hidden_act", "silu");
@@ -294,7 +305,7 @@ HfModelConfig read_hf_config(const std::string& folder) {
   }
   model::ModelSpec& s = out.spec;
   s.qk_layernorm = qwen3;
-  s.add_qkv_bias = qwen2;
+  s.add_qkv_bias = qwen2_moe ? c.boolean("qkv_bias", true) : qwen2;
   s.add_bias_linear = llama && attention_bias && mlp_bias;
   if (qwen3 || qwen2) read_qwen_attention(c);
   s.vocab_size = c.integer("vocab_size");
@@ -303,9 +314,10 @@ HfModelConfig read_hf_config(const std::string& folder) {
   s.num_layers = c.integer("num_hidden_layers");
   s.num_attention_heads = c.integer("num_attention_heads");
   // Keys left out take the model class's defaults: MixtralConfig's 8 key/value heads, Qwen2Config's and
-  // Qwen3Config's 32, Qwen3MoeConfig's 4, LlamaConfig's one per head.
+  // Qwen3Config's 32, Qwen2MoeConfig's 16, Qwen3MoeConfig's 4, LlamaConfig's one per head.
   s.num_query_groups = c.integer("num_key_value_heads", mixtral          ? 8
                                                         : qwen3_moe      ? 4
+                                                        : qwen2_moe      ? 16
                                                         : qwen3 || qwen2 ? 32
                                                                          : s.num_attention_heads);
   if (s.num_attention_heads % s.num_query_groups != 0) {
@@ -355,7 +367,7 @@ HfModelConfig read_hf_config(const std::string& folder) {
   // them all; a hand-written file may not).
   read_rope(c, s, mixtral ? 1e6 : 10000.0);
   if (mixtral) read_mixtral_experts(c, s);
-  if (qwen3_moe) read_qwen3_moe_experts(c, s);
+  if (qwen3_moe || qwen2_moe) read_qwen_moe_experts(c, s, qwen2_moe);
   out.max_position_embeddings = c.integer("max_position_embeddings", mixtral          ? 4096 * 32
                                                                      : qwen3 || qwen2 ? 32768
                                                                                       : 2048);

@@ -113,8 +113,6 @@ inline constexpr BridgeInertKey kBridgeInertKeys[] = {
      .what = "group-limited routing: the groups each token may use", .effect = "one group: plain top-k routing"},
     {.section = "model", .key = "moe_router_topk_limited_devices", .accepts = InertValues::listed, .neutral = "",
      .what = "device-limited routing (deprecated for moe_router_num_groups)", .effect = ""},
-    {.section = "model", .key = "moe_shared_expert_gate", .accepts = InertValues::listed, .neutral = "false",
-     .what = "a sigmoid gate on the shared expert's output", .effect = "false: no gate"},
     {.section = "model", .key = "moe_router_force_load_balancing", .accepts = InertValues::listed, .neutral = "false",
      .what = "benchmarking: random router scores, so the experts get even loads",
      .effect = "false: the router's own scores"},

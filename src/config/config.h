@@ -68,6 +68,7 @@ struct ModelConfig {
   double moe_router_bias_update_rate = 1e-3;
   std::string moe_token_drop_policy = "probs";
   std::optional<int64_t> moe_shared_expert_intermediate_size;
+  bool moe_shared_expert_gate = false;  // a sigmoid gate on the shared expert's output (Qwen2-MoE's)
   std::optional<int64_t> kv_channels;  // head dim; null: hidden_size / num_attention_heads
   // Megatron's per-layer pattern: M = Mamba, * = attention, - = MLP, E = MoE. null: num_layers
   // blocks of attention followed by MLP (or MoE when num_moe_experts > 0).
@@ -351,6 +352,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("model", "moe_token_drop_policy", m.moe_token_drop_policy, "probs, position (with a capacity factor)");
   v("model", "moe_shared_expert_intermediate_size", m.moe_shared_expert_intermediate_size,
     "shared SwiGLU expert width; null = none");
+  v("model", "moe_shared_expert_gate", m.moe_shared_expert_gate,
+    "scale the shared expert's output by sigmoid(n w), w [1, hidden] (Qwen2-MoE's shared_expert_gate)");
   v("model", "kv_channels", m.kv_channels, "attention head dim; null = hidden_size / num_attention_heads");
   v("model", "hybrid_override_pattern", m.hybrid_override_pattern,
     "per-layer pattern: M Mamba, * attention, - MLP, E MoE");
@@ -492,7 +495,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("checkpoint", "most_recent_k", c.checkpoint.most_recent_k,
     "checkpoints kept in checkpoint.save: -1 every one, k >= 1 the k newest (each save removes older ones)");
   v("checkpoint", "pretrained_checkpoint", c.checkpoint.pretrained_checkpoint,
-    "HF Llama, Qwen2, Qwen3, Mixtral or NemotronH folder or checkpoint to start from (step 0, fresh optimizer)");
+    "HF Llama, Qwen2(-MoE), Qwen3(-MoE), Mixtral or NemotronH folder or checkpoint to start from (step 0, fresh "
+    "optimizer)");
   v("checkpoint", "auto_resume", c.checkpoint.auto_resume,
     "resume from checkpoint.save when it holds checkpoints and load is unset");
   v("checkpoint", "overwrite", c.checkpoint.overwrite,

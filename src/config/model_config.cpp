@@ -113,6 +113,8 @@ model::MoeSpec moe_spec(const Config& config) {
                         ? ref::MoeDropPolicy::probs
                         : ref::MoeDropPolicy::position;
   moe.shared_expert_intermediate_size = m.moe_shared_expert_intermediate_size.value_or(0);
+  // Megatron builds the gate only with a shared expert (validate notes the key otherwise).
+  moe.shared_expert_gate = m.moe_shared_expert_gate && moe.shared_expert_intermediate_size > 0;
   if (stack_is_gpt(m)) {
     moe.layer_freq = expand_moe_layer_freq(m.moe_layer_freq, m.num_layers);
     bool all = true;

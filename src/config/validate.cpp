@@ -438,6 +438,13 @@ class Validator {
       note(16, "moe_layer_freq has no effect with a hybrid_override_pattern: its E layers are the MoE layers",
            {"model.moe_layer_freq", "model.hybrid_override_pattern"});
     }
+    if (has_module(graph::Module::moe) && m().moe_shared_expert_gate &&
+        m().moe_shared_expert_intermediate_size.value_or(0) <= 0) {
+      note(16,
+           "moe_shared_expert_gate has no effect without a shared expert (Megatron builds no gate then); set "
+           "model.moe_shared_expert_intermediate_size for one",
+           {"model.moe_shared_expert_gate", "model.moe_shared_expert_intermediate_size"});
+    }
     const std::vector<std::string> mamba = changed_model_keys(c(), "mamba_");
     if (!has_module(graph::Module::mamba) && !mamba.empty()) {
       note(16, "the model has no Mamba layers, so these keys have no effect (set model.hybrid_override_pattern with "

@@ -27,6 +27,9 @@ struct MoeSpec {
   bool pad_to_capacity = false;    // moe_pad_expert_input_to_capacity
   ref::MoeDropPolicy drop_policy = ref::MoeDropPolicy::probs;  // moe_token_drop_policy
   int64_t shared_expert_intermediate_size = 0;  // moe_shared_expert_intermediate_size; 0: none
+  // moe_shared_expert_gate (Qwen2-MoE): the shared expert's output scaled by sigmoid(n . w) per token, w [1, H]
+  // (shared_expert_gate.weight, decayed); only with a shared expert.
+  bool shared_expert_gate = false;
   // GPT layout: which blocks have an MoE MLP (1) or a dense one (0), one entry per block (Megatron's
   // moe_layer_freq expanded); empty: every block.
   std::vector<int> layer_freq;

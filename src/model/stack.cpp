@@ -71,14 +71,15 @@ bool stack_has_kind(const ModelSpec& spec, LayerKind kind) {
   return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
 }
 
-bool qwen3_moe_names(const ModelSpec& spec) {
-  return stack_layout(spec) == StackLayout::gpt && spec.qk_layernorm && spec.mlp_activation == MlpActivation::swiglu;
+bool qwen_moe_names(const ModelSpec& spec) {
+  return stack_layout(spec) == StackLayout::gpt && spec.mlp_activation == MlpActivation::swiglu &&
+         (spec.qk_layernorm || spec.moe.shared_expert_gate);
 }
 
 std::vector<LayerPlace> stack_places(const ModelSpec& spec) {
   const std::vector<LayerKind> kinds = stack_layer_kinds(spec);
   const bool gpt = stack_layout(spec) == StackLayout::gpt;
-  const bool qwen3_moe = qwen3_moe_names(spec);
+  const bool qwen_moe = qwen_moe_names(spec);
   std::vector<LayerPlace> places;
   for (size_t i = 0; i < kinds.size(); ++i) {
     LayerPlace p;
@@ -88,8 +89,7 @@ std::vector<LayerPlace> stack_places(const ModelSpec& spec) {
       p.hf_layer = static_cast<int64_t>(i / 2);
       p.first_in_hf_layer = i % 2 == 0;
       const std::string block = strprintf("model.layers.%lld.", static_cast<long long>(p.hf_layer));
-      p.param_prefix =
-          block + (p.kind == LayerKind::moe && qwen3_moe ? "mlp" : layer_kind_info(p.kind).hf_module) + ".";
+      p.param_prefix = block + (p.kind == LayerKind::moe && qwen_moe ? "mlp" : layer_kind_info(p.kind).hf_module) + ".";
       p.norm_name = block + (p.first_in_hf_layer ? "input_layernorm.weight" : "post_attention_layernorm.weight");
     } else {
       p.hf_layer = static_cast<int64_t>(i);
@@ -167,6 +167,9 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
         return none("NemotronHForCausalLM's MoE layers have a shared expert "
                     "(set model.moe_shared_expert_intermediate_size)");
       }
+      if (m.shared_expert_gate) {
+        return none("NemotronHForCausalLM's shared expert has no gate (model.moe_shared_expert_gate=true)");
+      }
     }
     return "NemotronHForCausalLM";
   }
@@ -194,6 +197,21 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
     if (moe) return none("stepgraph's experts have no biases (model.add_bias_linear=true with experts)");
     return "LlamaForCausalLM";
   }
+  if (moe && spec.moe.shared_expert_gate) {
+    // Qwen2-MoE: softmax routing over all experts, the top-k renormalised (norm_topk_prob) or not, unscaled,
+    // token-dropless, no expert bias, always a gated shared expert; q, k and v biased or not (qkv_bias); dense blocks
+    // where mlp_only_layers lists them.
+    const std::string qwen2_moe = "Qwen2MoeForCausalLM";
+    const MoeSpec& m = spec.moe;
+    if (spec.qk_layernorm) return none(qwen2_moe + " has no query and key norms (model.qk_layernorm=true)");
+    if (m.score_function != ref::MoeScoreFunction::softmax) {
+      return none(qwen2_moe + " routes with a softmax (model.moe_router_score_function=softmax)");
+    }
+    if (m.topk_scaling_factor != 1.0) return none(qwen2_moe + " has no model.moe_router_topk_scaling_factor");
+    if (m.enable_expert_bias) return none(qwen2_moe + " has no expert bias");
+    if (!m.dropless()) return none(qwen2_moe + " drops no tokens (model.moe_expert_capacity_factor=null)");
+    return qwen2_moe;
+  }
   if (spec.add_qkv_bias) {
     // Qwen2: Llama with a bias on q_proj, k_proj and v_proj (Qwen3's attention_bias would bias o_proj too).
     if (spec.qk_layernorm) {
@@ -203,8 +221,9 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
     }
     if (moe) {
       return none(
-          "no transformers MoE class has biases on q, k and v alone with these experts (Qwen2-MoE's "
-          "always have a gated shared expert); set model.add_qkv_bias=false for MixtralForCausalLM");
+          "no transformers MoE class has biases on q, k and v alone with these experts: Qwen2MoeForCausalLM's have a "
+          "gated shared expert (model.moe_shared_expert_intermediate_size, model.moe_shared_expert_gate=true); or set "
+          "model.add_qkv_bias=false for MixtralForCausalLM");
     }
     return "Qwen2ForCausalLM";
   }
@@ -233,7 +252,11 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
                 "softmax, model.moe_router_pre_softmax=false)");
   }
   if (m.topk_scaling_factor != 1.0) return none("MixtralForCausalLM has no model.moe_router_topk_scaling_factor");
-  if (m.shared_expert_intermediate_size > 0) return none("MixtralForCausalLM has no shared expert");
+  if (m.shared_expert_intermediate_size > 0) {
+    return none(
+        "MixtralForCausalLM has no shared expert (Qwen2MoeForCausalLM's is gated: model.moe_shared_expert_gate"
+        "=true)");
+  }
   if (m.enable_expert_bias) return none("MixtralForCausalLM has no expert bias");
   if (!m.dropless()) return none("MixtralForCausalLM drops no tokens (model.moe_expert_capacity_factor=null)");
   if (spec.rope_scaling.enabled()) return none("MixtralForCausalLM has no Llama 3 rope scaling (model.rope_scaling)");

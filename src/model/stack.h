@@ -54,17 +54,19 @@ std::vector<LayerKind> stack_layer_kinds(const ModelSpec& spec);
 // Whether the stack has a layer of `kind` (stack_layer_kinds' errors likewise).
 bool stack_has_kind(const ModelSpec& spec, LayerKind kind);
 std::vector<LayerPlace> stack_places(const ModelSpec& spec);
-// Whether the MoE layers take Qwen3-MoE's Hugging Face names (model.layers.b.mlp.gate, mlp.experts.j.gate_proj /
-// up_proj / down_proj): GPT blocks with query and key norms (model.qk_layernorm) and SwiGLU experts. Otherwise
+// Whether the MoE layers take the Qwen MoE families' Hugging Face names (model.layers.b.mlp.gate, mlp.experts.j.gate_proj
+// / up_proj / down_proj, mlp.shared_expert.*, mlp.shared_expert_gate): GPT blocks of SwiGLU experts with query and key
+// norms (model.qk_layernorm: Qwen3-MoE) or a gated shared expert (model.moe_shared_expert_gate: Qwen2-MoE). Otherwise
 // Mixtral's (block_sparse_moe.gate, experts.j.w1 / w3 / w2) or, in hybrid stacks, NemotronH's.
-bool qwen3_moe_names(const ModelSpec& spec);
+bool qwen_moe_names(const ModelSpec& spec);
 // The regions each layer marks, in step order (for graph::plan_graph_scopes).
 std::vector<graph::LayerRegions> stack_regions(const ModelSpec& spec);
 // "8 layers: (*-)x4 as 4 GPT blocks", "6 layers: (M*-)x2 (hybrid pattern)".
 std::string describe_stack(const ModelSpec& spec);
 // The transformers class that loads this model's checkpoints ("LlamaForCausalLM" for GPT blocks of
 // RoPE attention and SwiGLU MLP, also with model.add_bias_linear (attention_bias and mlp_bias), "Qwen2ForCausalLM"
-// with model.add_qkv_bias alone, "Qwen3ForCausalLM" with model.qk_layernorm, "MixtralForCausalLM" with every MLP
+// with model.add_qkv_bias alone, "Qwen3ForCausalLM" with model.qk_layernorm, "Qwen2MoeForCausalLM" with a gated
+// shared expert, "MixtralForCausalLM" with every MLP
 // Mixtral's experts; "NemotronHForCausalLM" for hybrid patterns of M, * without RoPE and - with squared ReLU);
 // empty when none does yet, and then *why_none says why.
 std::string hf_architecture(const ModelSpec& spec, std::string* why_none = nullptr);

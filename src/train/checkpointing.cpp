@@ -33,7 +33,7 @@ using checkpoint::TensorRef;
 // into the steps) and the lr schedule's warmup start and WSD keys (folded where they shape nothing) did not exist.
 // The keys of later versions that hash as before them (left out) in this configuration.
 struct FoldedKeys {
-  bool weight_decay = false, lr_schedule = false, qk_layernorm = false;
+  bool weight_decay = false, lr_schedule = false, qk_layernorm = false, moe_shared_expert_gate = false;
 };
 
 std::string as_before_newer_keys(std::string text, const FoldedKeys& folded) {
@@ -54,6 +54,7 @@ std::string as_before_newer_keys(std::string text, const FoldedKeys& folded) {
                  {"  lr_warmup_init: 0.0\n", "  lr_wsd_decay_style: exponential\n", "  lr_wsd_decay_iters: null\n"});
   }
   if (folded.qk_layernorm) lines.push_back("  qk_layernorm: false\n");  // an inert Bridge key before
+  if (folded.moe_shared_expert_gate) lines.push_back("  moe_shared_expert_gate: false\n");  // likewise
   for (const char* line : lines) {
     const size_t at = text.find(line);
     SG_CHECK(at != std::string::npos, std::string("canonical_config: no line ") + line);
@@ -136,7 +137,10 @@ std::string canonical_config(const config::Config& config) {
   c.source.clear();
   std::string text = as_before_newer_keys(
       config::emit_yaml(c),
-      {.weight_decay = !decay_changes, .lr_schedule = lr_schedule_folded, .qk_layernorm = !c.model.qk_layernorm});
+      {.weight_decay = !decay_changes,
+       .lr_schedule = lr_schedule_folded,
+       .qk_layernorm = !c.model.qk_layernorm,
+       .moe_shared_expert_gate = !c.model.moe_shared_expert_gate});
   // train_iters is left out above, but a changing decay's length (train_iters x global batch, or train_samples)
   // decides every step's decay.
   if (decay_changes) {

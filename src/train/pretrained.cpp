@@ -76,41 +76,51 @@ std::string layer_freq_list(const std::vector<int>& freq, int64_t blocks) {
   return out + "]";
 }
 
-// A Mixtral or Qwen3-MoE folder's experts, compared on the run's model as configured: their count, top-k and width,
-// the MoE blocks (Mixtral: every block), the routing (a softmax, renormalised over the chosen unless Qwen3-MoE's
-// norm_topk_prob is false; unscaled, no shared expert or bias) and no token drop.
-void check_experts(Differences& d, const config::Config& config, const model::ModelSpec& s, bool qwen3_moe) {
+// A Mixtral, Qwen3-MoE or Qwen2-MoE folder's experts, compared on the run's model as configured: their count, top-k
+// and width, the MoE blocks (Mixtral: every block), the routing (a softmax, renormalised over the chosen unless the
+// Qwen families' norm_topk_prob is false; unscaled, no bias), the shared expert (Qwen2-MoE's, gated; the others have
+// none) and no token drop.
+void check_experts(Differences& d, const config::Config& config, const model::ModelSpec& s,
+                   const std::string& architecture) {
   const model::ModelSpec r = config::model_spec(config);
-  const std::string family = qwen3_moe ? "Qwen3-MoE" : "Mixtral";
+  const bool qwen2_moe = architecture == "Qwen2MoeForCausalLM";
+  const bool qwen_moe = qwen2_moe || architecture == "Qwen3MoeForCausalLM";  // the Qwen MoE families' keys
+  const std::string family = qwen2_moe ? "Qwen2-MoE" : qwen_moe ? "Qwen3-MoE" : "Mixtral";
   const auto differs = [&](const char* key, bool differ, const std::string& configured, const std::string& fix) {
     if (differ)
       d.differ_as(std::string("model.") + key, "config.json describes " + family + "'s router", configured, fix);
   };
-  check_count(d, "num_moe_experts", qwen3_moe ? "num_experts" : "num_local_experts", s.num_moe_experts,
+  check_count(d, "num_moe_experts", qwen_moe ? "num_experts" : "num_local_experts", s.num_moe_experts,
               r.num_moe_experts);
   check_count(d, "moe_router_topk", "num_experts_per_tok", s.moe_router_topk, r.moe_router_topk);
-  check_count(d, "moe_ffn_hidden_size", qwen3_moe ? "moe_intermediate_size" : "intermediate_size",
-              s.moe_ffn_hidden_size, r.moe_ffn_hidden_size);
+  check_count(d, "moe_ffn_hidden_size", qwen_moe ? "moe_intermediate_size" : "intermediate_size", s.moe_ffn_hidden_size,
+              r.moe_ffn_hidden_size);
   if (r.num_moe_experts <= 0) return;  // the router's options are moot without experts
   const model::MoeSpec& moe = r.moe;
   const std::string folder_blocks = layer_freq_list(s.moe.layer_freq, s.num_layers);
   if (layer_freq_list(moe.layer_freq, r.num_layers) != folder_blocks) {
     d.differ_as("model.moe_layer_freq",
-                qwen3_moe ? "config.json's mlp_only_layers and decoder_sparse_step make the MoE blocks " + folder_blocks
-                          : "config.json describes every block MoE (MixtralForCausalLM)",
+                qwen_moe ? "config.json's mlp_only_layers and decoder_sparse_step make the MoE blocks " + folder_blocks
+                         : "config.json describes every block MoE (MixtralForCausalLM)",
                 layer_freq_list(moe.layer_freq, r.num_layers), s.moe.layer_freq.empty() ? "1" : folder_blocks);
   }
   differs("moe_router_score_function", moe.score_function != ref::MoeScoreFunction::softmax,
           config.model.moe_router_score_function, "softmax");
   if (moe.pre_softmax != s.moe.pre_softmax) {
     d.differ_as("model.moe_router_pre_softmax",
-                qwen3_moe ? std::string("config.json norm_topk_prob = ") + (s.moe.pre_softmax ? "false" : "true")
-                          : "config.json describes Mixtral's router",
+                qwen_moe ? std::string("config.json norm_topk_prob = ") + (s.moe.pre_softmax ? "false" : "true")
+                         : "config.json describes Mixtral's router",
                 moe.pre_softmax ? "true" : "false", s.moe.pre_softmax ? "true" : "false");
   }
   differs("moe_router_topk_scaling_factor", moe.topk_scaling_factor != 1.0, num(moe.topk_scaling_factor), "null");
-  differs("moe_shared_expert_intermediate_size", moe.shared_expert_intermediate_size > 0,
-          num(moe.shared_expert_intermediate_size), "null");
+  if (qwen2_moe) {
+    check_count(d, "moe_shared_expert_intermediate_size", "shared_expert_intermediate_size",
+                s.moe.shared_expert_intermediate_size, moe.shared_expert_intermediate_size);
+    differs("moe_shared_expert_gate", !config.model.moe_shared_expert_gate, "false", "true");
+  } else {
+    differs("moe_shared_expert_intermediate_size", moe.shared_expert_intermediate_size > 0,
+            num(moe.shared_expert_intermediate_size), "null");
+  }
   differs("moe_router_enable_expert_bias", moe.enable_expert_bias, "true", "false");
   if (!moe.dropless()) {
     d.differ_as("model.moe_expert_capacity_factor", "config.json describes " + family + " (drops no tokens)",
@@ -126,13 +136,13 @@ void check_architecture(Differences& d, const config::Config& config, const mode
                         const std::string& architecture) {
   const config::ModelConfig& m = config.model;
   const bool mixtral = architecture == "MixtralForCausalLM";
-  const bool qwen3_moe = architecture == "Qwen3MoeForCausalLM";
+  const bool qwen_moe = architecture == "Qwen3MoeForCausalLM" || architecture == "Qwen2MoeForCausalLM";
   const bool hybrid = m.hybrid_override_pattern && !m.hybrid_override_pattern->empty();
   if (hybrid) {
     d.differ_as("model.hybrid_override_pattern", "config.json describes GPT blocks (" + architecture + ")",
                 *m.hybrid_override_pattern, "null");
   }
-  if (!mixtral && !qwen3_moe && m.num_moe_experts.value_or(0) > 0) {
+  if (!mixtral && !qwen_moe && m.num_moe_experts.value_or(0) > 0) {
     d.differ_as("model.num_moe_experts", "config.json describes a dense MLP (" + architecture + ")",
                 num(*m.num_moe_experts), "null");
   }
@@ -150,7 +160,7 @@ void check_architecture(Differences& d, const config::Config& config, const mode
                     ", which is gated (SwiGLU)",
                 "false", "true");
   }
-  if ((mixtral || qwen3_moe) && !hybrid) check_experts(d, config, s, qwen3_moe);
+  if ((mixtral || qwen_moe) && !hybrid) check_experts(d, config, s, architecture);
 }
 
 // What a NemotronH folder is beyond the shape keys: its pattern, the layers' options (no RoPE, squared ReLU), the
@@ -221,7 +231,8 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   const model::ModelSpec& s = hf.spec;
   const bool nemotron_h = hf.architecture == "NemotronHForCausalLM";
   const bool mixtral = hf.architecture == "MixtralForCausalLM";
-  const bool qwen3_moe = hf.architecture == "Qwen3MoeForCausalLM";  // a dense MLP of intermediate_size where not MoE
+  // The Qwen MoE families: a dense MLP of intermediate_size where not MoE.
+  const bool qwen_moe = hf.architecture == "Qwen3MoeForCausalLM" || hf.architecture == "Qwen2MoeForCausalLM";
   config::Config out = config;
   config::ModelConfig& m = out.model;
   Differences d;
@@ -236,7 +247,7 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   int64_t groups = m.num_query_groups.value_or(0), ffn = m.ffn_hidden_size.value_or(0),
           vocab = m.vocab_size.value_or(0);
   take_or_check(d, "num_query_groups", "num_key_value_heads", s.num_query_groups, groups, !m.num_query_groups);
-  if (mixtral || qwen3_moe) {  // Mixtral: intermediate_size is the experts' width, and there is no dense MLP
+  if (mixtral || qwen_moe) {  // Mixtral: intermediate_size is the experts' width, and there is no dense MLP
     if (!m.num_moe_experts) {
       m.num_moe_experts = s.num_moe_experts;
       d.taken.push_back("num_moe_experts " + num(s.num_moe_experts));
@@ -245,9 +256,13 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
       m.moe_ffn_hidden_size = s.moe_ffn_hidden_size;
       d.taken.push_back("moe_ffn_hidden_size " + num(s.moe_ffn_hidden_size));
     }
+    if (s.moe.shared_expert_intermediate_size > 0 && !m.moe_shared_expert_intermediate_size) {  // Qwen2-MoE's
+      m.moe_shared_expert_intermediate_size = s.moe.shared_expert_intermediate_size;
+      d.taken.push_back("moe_shared_expert_intermediate_size " + num(s.moe.shared_expert_intermediate_size));
+    }
   }
   // The dense MLPs' width, where the folder has dense MLPs (every block of a Llama, Qwen2 or Qwen3 folder).
-  if (!mixtral && (!(nemotron_h || qwen3_moe) || model::stack_has_kind(s, model::LayerKind::mlp))) {
+  if (!mixtral && (!(nemotron_h || qwen_moe) || model::stack_has_kind(s, model::LayerKind::mlp))) {
     take_or_check(d, "ffn_hidden_size", "intermediate_size", s.ffn_hidden_size, ffn, !m.ffn_hidden_size);
   }
   take_or_check(d, "vocab_size", "vocab_size", s.vocab_size, vocab, !m.vocab_size);

@@ -367,6 +367,45 @@ TEST(HfConfig, LlamaBiasFields) {
   EXPECT_TRUE(hf_model_config(hybrid, "bfloat16").is_null());
 }
 
+// A gated shared expert (model.moe_shared_expert_gate) with softmax routing makes a Qwen2-MoE, with or without the
+// QKV bias; the query and key norms, the sigmoid router or a Mixtral without the gate have no such class.
+TEST(HfConfig, Qwen2MoeConfigFields) {
+  auto spec = test::tiny_llama_spec(false);
+  spec.num_moe_experts = 4;
+  spec.moe_ffn_hidden_size = 16;
+  spec.moe_router_topk = 2;
+  spec.moe.shared_expert_intermediate_size = 40;
+  spec.moe.shared_expert_gate = true;
+  for (const bool qkv : {true, false}) {
+    spec.add_qkv_bias = qkv;
+    EXPECT_EQ(model::hf_architecture(spec), "Qwen2MoeForCausalLM");
+    const auto c = hf_model_config(spec, "bfloat16");
+    EXPECT_EQ(c["architectures"], nlohmann::json::array({"Qwen2MoeForCausalLM"}));
+    EXPECT_EQ(c["model_type"], "qwen2_moe");
+    EXPECT_EQ(c["qkv_bias"], qkv);
+    EXPECT_EQ(c["num_experts"], 4);
+    EXPECT_EQ(c["moe_intermediate_size"], 16);
+    EXPECT_EQ(c["shared_expert_intermediate_size"], 40);
+    EXPECT_EQ(c["intermediate_size"], 64);  // the dense blocks' MLP
+    EXPECT_EQ(c["norm_topk_prob"], true);
+  }
+  std::string why;
+  auto with_norms = spec;
+  with_norms.qk_layernorm = true;
+  EXPECT_EQ(model::hf_architecture(with_norms, &why), "");
+  EXPECT_NE(why.find("model.qk_layernorm=true"), std::string::npos) << why;
+  auto sigmoid = spec;
+  sigmoid.moe.score_function = ref::MoeScoreFunction::sigmoid;
+  EXPECT_EQ(model::hf_architecture(sigmoid, &why), "");
+  EXPECT_NE(why.find("softmax"), std::string::npos) << why;
+  auto ungated = spec;
+  ungated.add_qkv_bias = false;
+  ungated.moe.shared_expert_gate = false;
+  EXPECT_EQ(model::hf_architecture(ungated, &why), "");
+  EXPECT_NE(why.find("model.moe_shared_expert_gate=true"), std::string::npos) << why;
+  expect_error_contains([&] { hf_qwen2_moe_config(ungated, "bfloat16"); }, {"model.moe_shared_expert_gate=true"});
+}
+
 TEST(HfConfig, Qwen3ConfigFields) {
   auto spec = test::tiny_llama_spec(true);
   spec.qk_layernorm = true;

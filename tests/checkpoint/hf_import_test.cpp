@@ -266,6 +266,59 @@ TEST(HfImport, LlamaFolderWithBiasesLoadsThemAll) {
   EXPECT_NE(error.find("model.add_bias_linear"), std::string::npos) << error;
 }
 
+// A Qwen2-MoE folder: the Qwen MoE names, a gated shared expert in each MoE block (shared_expert.* and
+// shared_expert_gate.weight [1, H]), q, k and v biases (qkv_bias), top-k not renormalised (norm_topk_prob false:
+// Megatron's pre-softmax), block 1 dense. Its weights load as they are and its config.json round-trips; without
+// qkv_bias the attention has no biases; a shared_expert_intermediate_size of 0 is refused (Qwen2-MoE's blocks always
+// have the shared expert).
+TEST(HfImport, Qwen2MoeFolderLoadsItsGatedSharedExpert) {
+  test::ScratchDir dir("hf_import_qwen2_moe");
+  const std::string folder = make_folder(dir.str() + "/qwen2_moe",
+                                         "--dtype bf16 --qwen2 --experts 4 --topk 2 --moe-ffn 16 --shared-ffn 24 "
+                                         "--mlp-only 1");
+  const HfModelConfig config = read_hf_config(folder);
+  EXPECT_EQ(config.architecture, "Qwen2MoeForCausalLM");
+  const model::ModelSpec& s = config.spec;
+  EXPECT_FALSE(s.qk_layernorm);
+  EXPECT_TRUE(s.add_qkv_bias);
+  EXPECT_EQ(s.num_moe_experts, 4);
+  EXPECT_EQ(s.moe_router_topk, 2);
+  EXPECT_EQ(s.moe_ffn_hidden_size, 16);
+  EXPECT_EQ(s.moe.shared_expert_intermediate_size, 24);
+  EXPECT_TRUE(s.moe.shared_expert_gate);
+  EXPECT_TRUE(s.moe.pre_softmax);
+  EXPECT_EQ(s.moe.layer_freq, (std::vector<int>{1, 0}));
+  EXPECT_EQ(model::hf_architecture(s), "Qwen2MoeForCausalLM");
+  const model::ModelLayout layout = model::model_layout(s);
+  EXPECT_EQ(layout.find("model.layers.0.mlp.shared_expert_gate.weight").numel, s.hidden_size);
+  EXPECT_NE(layout.find("model.layers.0.mlp.shared_expert.gate_proj.weight").numel, 0);
+  std::vector<float> weights;
+  EXPECT_EQ(load_folder_with_biases(folder, layout, weights), 6);  // q, k and v of 2 layers
+
+  const std::string written = dir.str() + "/written";
+  std::filesystem::create_directories(written);
+  nlohmann::json json = hf_model_config(s, "bfloat16");
+  EXPECT_EQ(json["model_type"], "qwen2_moe");
+  EXPECT_EQ(json["shared_expert_intermediate_size"], 24);
+  EXPECT_EQ(json["qkv_bias"], true);
+  EXPECT_EQ(json["norm_topk_prob"], false);
+  EXPECT_EQ(json["mlp_only_layers"], nlohmann::json::array({1}));
+  EXPECT_FALSE(json.contains("attention_bias"));
+  std::ofstream(written + "/config.json") << json.dump(2);
+  const HfModelConfig back = read_hf_config(written);
+  EXPECT_EQ(back.architecture, "Qwen2MoeForCausalLM");
+  EXPECT_EQ(back.spec.moe.shared_expert_intermediate_size, 24);
+  EXPECT_EQ(back.spec.moe.layer_freq, s.moe.layer_freq);
+
+  json["qkv_bias"] = false;
+  std::ofstream(written + "/config.json") << json.dump(2);
+  EXPECT_FALSE(read_hf_config(written).spec.add_qkv_bias);
+  json["shared_expert_intermediate_size"] = 0;
+  std::ofstream(written + "/config.json") << json.dump(2);
+  const std::string error = test::thrown_message([&] { read_hf_config(written); });
+  EXPECT_NE(error.find("shared_expert_intermediate_size = 0: expected a positive integer"), std::string::npos) << error;
+}
+
 // A Qwen3-MoE folder: experts in the blocks mlp_only_layers does not list (a dense MLP there), norm_topk_prob's
 // routing; its weights load under the layout's Qwen3-MoE names and its config.json round-trips.
 TEST(HfImport, Qwen3MoeFolderLoadsItsExpertsAndDenseBlocks) {
@@ -440,9 +493,8 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
        "\"model_type\": \"llama\""},
       {"model_type", "mistral",
        "model_type = \"mistral\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Qwen2 "
-       "(\"qwen2\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders, "
-       "as "
-       "does generate"},
+       "(\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH "
+       "(\"nemotron_h\") folders, as does generate"},
   };
   for (const ValueDefect& d : value_defects) {
     SCOPED_TRACE(std::string(d.key) + " = " + d.value.dump());
@@ -607,11 +659,11 @@ TEST(HfImport, StepgraphCheckpointIsVerifiedLikeCheckpointLoad) {
 
   // Another model type: the refusal says what these paths take. A Mixtral folder is read (its experts).
   nlohmann::json qwen = llama;
-  qwen["model_type"] = "qwen2_moe";
+  qwen["model_type"] = "qwen3_next";
   error = test::thrown_message([&] { read_hf_config(save_own(dir.str() + "/qwen", 1, qwen)); });
-  EXPECT_NE(error.find("model_type = \"qwen2_moe\": checkpoint.pretrained_checkpoint takes Llama (model_type "
-                       "\"llama\"), Qwen2 (\"qwen2\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and "
-                       "NemotronH (\"nemotron_h\") folders"),
+  EXPECT_NE(error.find("model_type = \"qwen3_next\": checkpoint.pretrained_checkpoint takes Llama (model_type "
+                       "\"llama\"), Qwen2 (\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral "
+                       "(\"mixtral\") and NemotronH (\"nemotron_h\") folders"),
             std::string::npos)
       << error;
   nlohmann::json mixtral = llama;

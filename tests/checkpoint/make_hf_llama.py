@@ -7,14 +7,16 @@ rope_scaling (transformers 4 spelling) or rope_parameters (transformers 5 spelli
 attention_bias and mlp_bias (a bias on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj and down_proj); with --qwen3 a Qwen3
 folder (model_type qwen3: each attention's q_norm and k_norm, head_dim in config.json), with --experts a Qwen3-MoE
 folder (model_type qwen3_moe: mlp.gate and mlp.experts.j.gate_proj / up_proj / down_proj in the blocks not listed in
---mlp-only, whose MLP stays dense).
+--mlp-only, whose MLP stays dense); --qwen2 --experts E --shared-ffn S a Qwen2-MoE folder (model_type qwen2_moe: the
+same experts plus mlp.shared_expert.gate_proj / up_proj / down_proj and mlp.shared_expert_gate in the MoE blocks).
 
 Also writes expected.safetensors: every tensor in F32 with exactly the values the model files hold
 (rounded to bf16 or fp16 first), so a loader's result can be compared element by element.
 
   python3 tests/checkpoint/make_hf_llama.py --out DIR [--dtype bf16|fp16|fp32] [--shards N] [--tied]
       [--vocab 64 --hidden 32 --layers 2 --heads 4 --kv-heads 2 --ffn 48] [--rope-scaling FACTOR]
-      [--rope-parameters] [--qwen2] [--bias-linear] [--qwen3 [--experts E --topk K --moe-ffn F --mlp-only 1,3 --norm-topk]] [--std 0.3]
+      [--rope-parameters] [--qwen2] [--bias-linear] [--qwen3 [--experts E --topk K --moe-ffn F --mlp-only 1,3 --norm-topk]]
+      [--qwen2 --experts E --shared-ffn S ...] [--std 0.3]
       [--seed 0] [--break DEFECT]
 
 --break writes a folder with one defect, for the loaders' error messages: missing, extra, shape (a tensor);
@@ -98,6 +100,12 @@ def tensor_specs(a):
                 e = f"{p}mlp.experts.{j}."
                 specs += [(e + "gate_proj.weight", (a.moe_ffn, a.hidden)), (e + "up_proj.weight", (a.moe_ffn, a.hidden)),
                           (e + "down_proj.weight", (a.hidden, a.moe_ffn))]
+            if a.shared_ffn:
+                s = p + "mlp.shared_expert."
+                specs += [(s + "gate_proj.weight", (a.shared_ffn, a.hidden)),
+                          (s + "up_proj.weight", (a.shared_ffn, a.hidden)),
+                          (s + "down_proj.weight", (a.hidden, a.shared_ffn)),
+                          (p + "mlp.shared_expert_gate.weight", (1, a.hidden))]
         else:
             specs += [(p + "mlp.gate_proj.weight", (a.ffn, a.hidden)), (p + "mlp.up_proj.weight", (a.ffn, a.hidden)),
                       (p + "mlp.down_proj.weight", (a.hidden, a.ffn))]
@@ -130,6 +138,12 @@ def make_config(a):
         config.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
                       sliding_window=None, max_window_layers=a.layers)
         del config["mlp_bias"], config["attention_bias"]
+        if a.experts:
+            config.update(architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe", num_experts=a.experts,
+                          num_experts_per_tok=a.topk, moe_intermediate_size=a.moe_ffn,
+                          shared_expert_intermediate_size=a.shared_ffn, norm_topk_prob=a.norm_topk,
+                          decoder_sparse_step=1, mlp_only_layers=mlp_only(a), router_aux_loss_coef=0.001,
+                          output_router_logits=False, qkv_bias=True)
     if a.qwen3:
         config.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=a.hidden // a.heads,
                       use_sliding_window=False, sliding_window=None, max_window_layers=a.layers)
@@ -188,6 +202,8 @@ def main():
     p.add_argument("--moe-ffn", type=int, default=16, help="its moe_intermediate_size")
     p.add_argument("--mlp-only", default="", help="its mlp_only_layers, comma-separated (dense blocks)")
     p.add_argument("--norm-topk", action="store_true", help="its norm_topk_prob (else false)")
+    p.add_argument("--shared-ffn", type=int, default=0,
+                   help="with --qwen2 --experts: the gated shared expert's shared_expert_intermediate_size")
     p.add_argument("--eos", type=int, default=None, help="eos_token_id")
     p.add_argument("--std", type=float, default=0.3, help="std of the matrices (large: peaked logits)")
     p.add_argument("--seed", type=int, default=0)

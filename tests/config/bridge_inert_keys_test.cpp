@@ -195,7 +195,6 @@ TEST(BridgeInertKeys, OtherValuesAreViolationsNamingKeyValueAndFix) {
     const char* fix;
   } cases[] = {
       {"model.moe_router_dtype=fp64", "model.moe_router_dtype", "fp64", "set it to fp32"},
-      {"model.moe_shared_expert_gate=true", "model.moe_shared_expert_gate", "true", "set it to false"},
       {"model.expert_tensor_parallel_size=2", "model.expert_tensor_parallel_size", "2", "set it to 1"},
       {"model.hybrid_attention_ratio=0.25", "model.hybrid_attention_ratio", "0.25", "set it to 0"},
       {"model.moe_latent_size=128", "model.moe_latent_size", "128", "remove model.moe_latent_size"},

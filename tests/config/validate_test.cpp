@@ -465,6 +465,31 @@ TEST(Validate, LinearBiasesAreBuiltExceptTheExperts) {
       << refused;
 }
 
+// moe_shared_expert_gate is built with a shared expert (valid, nothing refused, the spec's gate on, the layer declares
+// shared_expert_gate.weight [1, H]); without one it has no effect, as in Megatron, and a note says so.
+TEST(Validate, SharedExpertGateIsBuiltAndNotedWithoutASharedExpert) {
+  const std::vector<std::string> gated = {"model.moe_shared_expert_intermediate_size=64",
+                                          "model.moe_shared_expert_gate=true"};
+  const config::ValidationReport r = check_recipe("moe/tiny_moe", gated);
+  EXPECT_TRUE(r.ok());
+  const config::Config c = config::load_config("moe/tiny_moe", gated);
+  EXPECT_TRUE(config::unimplemented_features(c).empty());
+  const model::ModelSpec spec = config::model_spec(c);
+  EXPECT_TRUE(spec.moe.shared_expert_gate);
+  const model::ModelLayout layout = model::model_layout(spec);
+  // The gate makes a Qwen2-MoE: its MoE layers take the Qwen families' names (model/stack.h qwen_moe_names).
+  EXPECT_EQ(layout.find("model.layers.0.mlp.shared_expert_gate.weight").numel, spec.hidden_size);
+
+  const config::ValidationReport alone = check_recipe("moe/tiny_moe", {"model.moe_shared_expert_gate=true"});
+  EXPECT_TRUE(alone.ok());
+  EXPECT_TRUE(std::any_of(alone.notes.begin(), alone.notes.end(), [](const config::Note& n) {
+    return n.rule == 16 &&
+           n.message.find("moe_shared_expert_gate has no effect without a shared expert") != std::string::npos;
+  })) << describe(alone);
+  EXPECT_FALSE(config::model_spec(config::load_config("moe/tiny_moe", {"model.moe_shared_expert_gate=true"}))
+                   .moe.shared_expert_gate);
+}
+
 // bf16 main gradients (ddp.grad_reduce_in_fp32=false) are built for every layer kind: valid and nothing refused for
 // the dense, MoE and hybrid recipes; the value must be a boolean.
 TEST(Validate, Bf16MainGradientsAreValidForEveryLayerKind) {

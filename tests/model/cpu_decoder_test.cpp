@@ -179,6 +179,15 @@ TEST(CpuDecoder, GreedyEqualsFullRecomputeMixtralMoe) {
   expect_greedy_equals_full_recompute(mixtral_decoder_spec(), 13);
 }
 
+// Qwen2-MoE: Mixtral's experts plus a gated shared expert (moe_shared_expert_gate) and the QKV bias.
+TEST(CpuDecoder, GreedyEqualsFullRecomputeQwen2MoeGatedSharedExpert) {
+  model::ModelSpec m = mixtral_decoder_spec();
+  m.moe.shared_expert_intermediate_size = 24;
+  m.moe.shared_expert_gate = true;
+  m.add_qkv_bias = true;
+  expect_greedy_equals_full_recompute(m, 17);
+}
+
 TEST(CpuDecoder, GreedyEqualsFullRecomputeHybridMamba) {
   expect_greedy_equals_full_recompute(hybrid_decoder_spec("M*-M-"), 14);
 }

@@ -101,6 +101,8 @@ TEST(CpuLayerFootprint, CountsTheMoeLayersBuffers) {
   for (const test::MoeCase& c : {
            test::MoeCase{.name = "dropless", .H = 16, .E = 4, .k = 2, .F = 8, .S = 0, .micro_batch = 2, .seq = 5},
            test::MoeCase{.name = "shared", .H = 16, .E = 6, .k = 3, .F = 8, .S = 12, .micro_batch = 3, .seq = 4},
+           test::MoeCase{.name = "shared_gate", .H = 16, .E = 6, .k = 3, .F = 8, .S = 12, .micro_batch = 3, .seq = 4,
+                         .shared_gate = true},
            test::MoeCase{.name = "seq_aux_padded", .H = 8, .E = 5, .k = 1, .F = 8, .S = 0, .micro_batch = 3, .seq = 7,
                          .pre_softmax = true, .balancing = MoeLoadBalancing::seq_aux_loss, .capacity_factor = 1.5,
                          .pad = true},

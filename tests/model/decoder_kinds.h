@@ -49,6 +49,15 @@ inline model::ModelSpec mixtral_spec() {
   return s;
 }
 
+// Qwen2-MoE: Mixtral's experts plus a gated shared expert (the gate kernel after cuBLASLt's shared FC2) and the QKV bias.
+inline model::ModelSpec qwen2_moe_spec() {
+  model::ModelSpec s = mixtral_spec();
+  s.moe.shared_expert_intermediate_size = 200;
+  s.moe.shared_expert_gate = true;
+  s.add_qkv_bias = true;
+  return s;
+}
+
 // 8 Mamba heads of 64 in 2 groups of state 32 (in_proj 2 x 512 + 128 + 8 = 1160 columns), as the GPU training tests.
 inline model::ModelSpec hybrid_spec(const char* pattern) {
   model::ModelSpec s = base_spec();
@@ -125,6 +134,7 @@ inline const KindsCase kDecoderKindsCases[] = {
     {"qwen2", &qwen2_spec, 2e-2},
     {"llama_bias", &llama_bias_spec, 2e-2},
     {"hybrid_bias", &hybrid_bias_spec, 5e-2},
+    {"qwen2_moe", &qwen2_moe_spec, 3e-2},
 };
 
 // The smallest gap, over the tokens and the MoE layers of the fp32 model, between the selection scores of the k-th

@@ -222,7 +222,9 @@ def main():
              ("hf_bf16_llama_bias", ["--dtype", "bf16", "--bias-linear", "--std", "0.08"]),
              ("hf_bf16_qwen3_gqa", ["--dtype", "bf16", "--qwen3", "--std", "0.08"]),
              ("hf_fp32_qwen3_moe", ["--dtype", "fp32", "--qwen3", "--std", "0.08", "--experts", "8", "--topk", "2",
-                                    "--moe-ffn", "64", "--mlp-only", "1", "--norm-topk"])]
+                                    "--moe-ffn", "64", "--mlp-only", "1", "--norm-topk"]),
+             ("hf_fp32_qwen2_moe", ["--dtype", "fp32", "--qwen2", "--std", "0.08", "--experts", "8", "--topk", "2",
+                                    "--moe-ffn", "64", "--shared-ffn", "96", "--mlp-only", "1"])]
     for name, flags in synth:
         folder = os.path.join(out, name)
         run([sys.executable, MAKE_HF, "--out", folder] + shapes + flags)

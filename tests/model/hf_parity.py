@@ -8,7 +8,8 @@ Steps (issue 4 "against PyTorch", issue 5 "transformers loads the saved checkpoi
   (c) transformers loads OUT/ckpt/iter_000000K with the class its config.json names (LlamaForCausalLM
       for GPT recipes, Qwen2ForCausalLM with --override model.add_qkv_bias=true, Qwen3ForCausalLM with
       --override model.qk_layernorm=true, MixtralForCausalLM for MoE
-      recipes such as moe/tiny_moe (Qwen3MoeForCausalLM with model.qk_layernorm=true), NemotronHForCausalLM for
+      recipes such as moe/tiny_moe (Qwen3MoeForCausalLM with model.qk_layernorm=true, Qwen2MoeForCausalLM with
+      model.moe_shared_expert_gate=true and a shared expert), NemotronHForCausalLM for
       hybrid Mamba recipes such as hybrid/tiny_hybrid, with MoE layers too: hybrid/tiny_hybrid_moe), in
       bfloat16 and in float32 (no missing or unexpected tensor is allowed);
   (d) the loss of batch K+1 is computed as stepgraph defines it: the global batch is split into

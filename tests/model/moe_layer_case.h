@@ -30,6 +30,7 @@ struct MoeCase {
   bool pad = false;
   ref::MoeDropPolicy drop = ref::MoeDropPolicy::probs;
   model::MlpActivation activation = model::MlpActivation::swiglu;
+  bool shared_gate = false;  // moe_shared_expert_gate (with S > 0)
 };
 
 inline model::ModelSpec moe_case_spec(const MoeCase& c) {
@@ -58,6 +59,7 @@ inline model::ModelSpec moe_case_spec(const MoeCase& c) {
   s.moe.pad_to_capacity = c.pad;
   s.moe.drop_policy = c.drop;
   s.moe.shared_expert_intermediate_size = c.S;
+  s.moe.shared_expert_gate = c.shared_gate;
   s.mlp_activation = c.activation;
   return s;
 }

@@ -288,6 +288,13 @@ const CaseParam kCases[] = {
       .seq = 13, .capacity_factor = 1.0, .pad = true},
      true,
      true},
+    // Qwen2-MoE's gated shared expert (moe_shared_expert_gate), with fp32 and bf16 main gradients.
+    {{.name = "shared_gate", .H = 24, .E = 5, .k = 3, .F = 16, .S = 8, .micro_batch = 1, .seq = 13,
+      .shared_gate = true}},
+    {{.name = "bf16_grads_squared_relu_shared_gate", .H = 16, .E = 6, .k = 2, .F = 8, .S = 16, .micro_batch = 2,
+      .seq = 7, .activation = MlpActivation::squared_relu, .shared_gate = true},
+     false,
+     true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, MoeLayerGpu, ::testing::ValuesIn(kCases),

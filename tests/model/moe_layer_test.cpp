@@ -164,6 +164,11 @@ const MoeCase kCases[] = {
     {.name = "squared_relu_sigmoid_bias_dropped", .H = 6, .E = 5, .k = 2, .F = 4, .S = 2, .micro_batch = 2,
      .seq = 5, .score = ref::MoeScoreFunction::sigmoid, .scaling = 2.5, .expert_bias = true,
      .capacity_factor = 0.75, .activation = MlpActivation::squared_relu},
+    // Qwen2-MoE's gated shared expert (moe_shared_expert_gate): the gate weight and d n through it.
+    {.name = "dropless_softmax_shared_gate", .H = 6, .E = 5, .k = 2, .F = 3, .S = 4, .micro_batch = 2, .seq = 5,
+     .shared_gate = true},
+    {.name = "squared_relu_shared_gate", .H = 6, .E = 4, .k = 2, .F = 3, .S = 3, .micro_batch = 2, .seq = 5,
+     .activation = MlpActivation::squared_relu, .shared_gate = true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, MoeLayerCpuGrad, ::testing::ValuesIn(kCases),

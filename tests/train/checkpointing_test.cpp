@@ -173,5 +173,18 @@ TEST(CanonicalConfigHash, QkLayernormHashesOnlyWhenOn) {
             before);
 }
 
+// model.moe_shared_expert_gate was an inert Bridge key too: false hashes as before it, true (with a shared expert) as a
+// different model.
+TEST(CanonicalConfigHash, SharedExpertGateHashesOnlyWhenOn) {
+  const auto moe_hash = [](const std::vector<std::string>& more) {
+    std::vector<std::string> overrides = {"train.train_iters=1", "scheduler.lr_decay_iters=100"};
+    overrides.insert(overrides.end(), more.begin(), more.end());
+    return canonical_config_hash(config::validate(config::load_config("hybrid/tiny_hybrid_moe", overrides)).config);
+  };
+  EXPECT_EQ(moe_hash({}), "faae870788f1a349");  // saved before the key existed
+  EXPECT_EQ(moe_hash({"model.moe_shared_expert_gate=false"}), moe_hash({}));
+  EXPECT_NE(moe_hash({"model.moe_shared_expert_gate=true"}), moe_hash({}));
+}
+
 }  // namespace
 }  // namespace sg::train

@@ -5,8 +5,8 @@
 // beyond Megatron for dropless routing) — with dropout 0.1 and two microbatches, for dropless routing,
 // token drop (capacity 1.0 padded, drop by probs) and sigmoid routing with the aux-loss-free expert
 // bias and token drop by position (packed); and hybrid/tiny_hybrid_moe (Mamba, MoE with
-// squared-ReLU experts and a shared expert, sigmoid routing with the bias, one attention layer). The graphs
-// take only their instantiation memory.
+// squared-ReLU experts and a shared expert, sigmoid routing with the bias, one attention layer), and tiny_moe with
+// a gated shared expert (moe_shared_expert_gate). The graphs take only their instantiation memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,6 +44,8 @@ const Routing kRoutings[] = {
       "model.moe_expert_capacity_factor=1.25", "model.moe_token_drop_policy=position",
       "model.moe_router_load_balancing_type=seq_aux_loss"}},
     {"nemotron3_squared_relu_experts", {"model.moe_z_loss_coeff=1e-3"}, "hybrid/tiny_hybrid_moe", 1, 3},
+    // Qwen2-MoE's gated shared expert: the gate's output stage, its saved ungated output and its gradients.
+    {"shared_expert_gate", {"model.moe_shared_expert_intermediate_size=96", "model.moe_shared_expert_gate=true"}},
 };
 
 class MoeGraphModesGpu : public ::testing::TestWithParam<Routing> {

@@ -225,6 +225,27 @@ TEST(Pretrained, ALlamaFolderWithBiasesTrainsWithAddBiasLinear) {
       "Llama with attention_bias and mlp_bias (a bias on every linear of attention and the MLP)");
 }
 
+// A Qwen2-MoE folder: the shared expert's width is taken from it, its gate must be configured (the error names
+// moe_shared_expert_gate and its fix), and a run configured so trains from its weights, the gate's included.
+TEST(Pretrained, AQwen2MoeFolderTrainsWithItsGatedSharedExpert) {
+  Scratch dir;
+  const std::string folder =
+      make_hf_folder(dir / "qwen2_moe", "--qwen2 --experts 4 --topk 2 --moe-ffn 16 --shared-ffn 24 --mlp-only 1");
+  const std::vector<std::string> qwen2_moe = {"checkpoint.pretrained_checkpoint=" + folder, "model.add_qkv_bias=true",
+                                              "model.moe_router_pre_softmax=true", "model.moe_layer_freq=[1,0]"};
+  const std::string error = test::thrown_message([&] { train::apply_pretrained_shapes(tiny_config(qwen2_moe)); });
+  EXPECT_NE(error.find("model.moe_shared_expert_gate: config.json describes Qwen2-MoE's router, configured false"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("model.moe_shared_expert_gate=true"), std::string::npos) << error;
+  std::vector<std::string> gated = qwen2_moe;
+  gated.push_back("model.moe_shared_expert_gate=true");
+  const config::Config applied = train::apply_pretrained_shapes(tiny_config(gated));
+  EXPECT_EQ(applied.model.moe_shared_expert_intermediate_size, 24);
+  gated.push_back("train.train_iters=1");
+  expect_one_step_from(tiny_config(gated), dir, folder);
+}
+
 // A Qwen3-MoE folder (block 1 dense, norm_topk_prob): the experts' shape keys are taken from it, the MoE blocks and
 // the routing must match (listed with their fixes), and a run configured so trains from its weights.
 TEST(Pretrained, AQwen3MoeFolderGivesItsExpertsAndListsItsBlocksAndRouter) {

@@ -8,12 +8,14 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "cuda/check.h"
+#include "kernels/column_sums.h"
 #include "kernels/gemm.h"
 #include "kernels/grouped_gemm.h"
 #include "kernels/moe_combine.h"
 #include "kernels/moe_gating.h"
 #include "kernels/moe_permute.h"
 #include "kernels/moe_router.h"
+#include "kernels/moe_shared_gate.h"
 #include "model/layer_registry.h"
 
 namespace sg::model {
@@ -34,6 +36,9 @@ struct MoeLayer::Plans {
   const kernels::GemmPlan* gate_forward = nullptr;   // logits[T,E] fp32 = n[T,H] Wg^T (bf16 in)
   const kernels::GemmPlan* shared_down_acc = nullptr;  // out[T,H] += act Wdown^T (bf16, beta 1)
   std::unique_ptr<kernels::LinearForward> shared_fc1;
+  std::unique_ptr<kernels::LinearForward> shared_down;  // moe_shared_expert_gate: the ungated output, kept
+  SharedBufferRef ws_shared_gate;                       // its weight gradient's partial rows (kernels/column_sums)
+  size_t shared_gate_bytes = 0;
   std::unique_ptr<kernels::LinearBackwardInput> shared_down_dx, shared_fc1_dx;
   std::unique_ptr<kernels::LinearBackwardWeight> shared_down_dw, shared_fc1_dw;
   kernels::GroupedLinearForward* fc1 = nullptr;
@@ -52,12 +57,13 @@ struct MoeLayer::Buffers {
   cuda::MemorySlot logits_s, routing_map_s, probs_s, aux_counts_s, expert_counts_s, shared_fc1_s, shared_act_s;
   cuda::MemorySlot kept_counts_s, expert_rows_s, offsets_s, slot_to_row_s, row_to_slot_s, permuted_s;
   cuda::MemorySlot fc1_out_s, act_s, expert_out_s;
+  cuda::MemorySlot shared_out_s, shared_gate_s;  // moe_shared_expert_gate: the ungated output, the gate
   // state
   int64_t step_counts_at = 0;  // in the step's step counts (summed over data-parallel ranks)
   cuda::MemorySlot logged_counts_s;
   // scratch shared by all layers
   SharedBufferRef aux_routing_map_r, d_expert_out_r, dprobs_r, d_act_r, d_fc1_r, d_permuted_r, dlogits_r,
-      d_shared_act_r, d_shared_fc1_r;
+      d_shared_act_r, d_shared_fc1_r, d_shared_out_r, d_shared_gate_r;
 
   float *logits = nullptr, *probs = nullptr;
   int32_t *routing_map = nullptr, *aux_routing_map = nullptr, *aux_counts = nullptr, *expert_counts = nullptr;
@@ -69,11 +75,15 @@ struct MoeLayer::Buffers {
   bf16 *d_expert_out = nullptr, *d_act = nullptr, *d_fc1 = nullptr, *d_permuted = nullptr;
   float *dprobs = nullptr, *dlogits = nullptr;
   bf16 *d_shared_act = nullptr, *d_shared_fc1 = nullptr;
+  bf16 *shared_out = nullptr, *d_shared_out = nullptr;                                      // moe_shared_expert_gate
+  float *shared_gate = nullptr, *d_shared_gate = nullptr, *shared_gate_partials = nullptr;  // gate [T], d logit [T]
   void *preprocess_ws = nullptr, *loss_ws = nullptr, *gating_ws = nullptr;
   // parameters
   const bf16 *w_router = nullptr, *w_fc1 = nullptr, *w_fc2 = nullptr, *w_shared_fc1 = nullptr,
              *w_shared_down = nullptr;
   kernels::FloatBuffer g_router, g_fc1, g_fc2, g_shared_fc1, g_shared_down;  // main_grad, fp32 or bf16
+  const bf16* w_shared_gate = nullptr;
+  kernels::FloatBuffer g_shared_gate;
   float* expert_bias = nullptr;  // fp32 main weight (step_end updates it)
   float *aux_loss = nullptr, *z_loss = nullptr;
 };
@@ -116,6 +126,14 @@ void MoeLayer::plan(LayerPlanContext& ctx) {
     b.shared_act_s = ctx.saved_array<bf16>(Module::moe_router, "shared_act", sz(s.T * s.S), shared);
     b.d_shared_act_r = ctx.scratch("grad.moe_d_shared_act", sz(s.T * s.S) * sizeof(bf16));
     b.d_shared_fc1_r = ctx.scratch("grad.moe_d_shared_fc1", sz(s.T * s.shared_fc1_width()) * sizeof(bf16));
+  }
+  if (s.shared_gate) {
+    // The ungated output comes back with the shared expert's other activations; the gate is the output stage's (moe),
+    // which reruns only under full recompute.
+    b.shared_out_s = ctx.saved_array<bf16>(Module::moe_router, "shared_out", sz(s.T * s.H), shared);
+    b.shared_gate_s = ctx.saved_array<float>(Module::moe, "shared_gate", sz(s.T), std::nullopt);
+    b.d_shared_out_r = ctx.scratch("grad.moe_d_shared_out", sz(s.T * s.H) * sizeof(bf16));
+    b.d_shared_gate_r = ctx.scratch("grad.moe_d_shared_gate_logit", sz(s.T) * sizeof(float));
   }
   b.kept_counts_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "kept_counts", E, routed);
   b.expert_rows_s = ctx.saved_array<int32_t>(Module::moe_preprocess, "expert_rows", E, routed);
@@ -173,6 +191,10 @@ void MoeLayer::plan_device(DevicePlanContext& ctx) {
   }
   p.gating_bytes = kernels::moe_gating_backward_weight_workspace_bytes(s.T, s.E, s.H);
   if (p.gating_bytes > 0) p.ws_gating = ctx.workspace("workspace.moe_gating_backward_weight", p.gating_bytes);
+  if (s.shared_gate) {
+    p.shared_gate_bytes = kernels::column_sums_scratch_bytes(s.T, s.H);
+    p.ws_shared_gate = ctx.workspace("workspace.moe_shared_gate_partials", p.shared_gate_bytes);
+  }
 }
 
 void MoeLayer::bind(LayerBindContext& ctx) {
@@ -189,6 +211,15 @@ void MoeLayer::bind(LayerBindContext& ctx) {
     b.shared_act = ctx.get<bf16>(b.shared_act_s);
     b.d_shared_act = ctx.get<bf16>(b.d_shared_act_r);
     b.d_shared_fc1 = ctx.get<bf16>(b.d_shared_fc1_r);
+  }
+  if (s.shared_gate) {
+    b.shared_out = ctx.get<bf16>(b.shared_out_s);
+    b.shared_gate = ctx.get<float>(b.shared_gate_s);
+    b.d_shared_out = ctx.get<bf16>(b.d_shared_out_r);
+    b.d_shared_gate = ctx.get<float>(b.d_shared_gate_r);
+    b.shared_gate_partials = ctx.get<float>(p.ws_shared_gate);
+    b.w_shared_gate = ctx.weight(decl_.shared_gate);
+    b.g_shared_gate = ctx.grad(decl_.shared_gate);
   }
   b.kept_counts = ctx.get<int32_t>(b.kept_counts_s);
   b.expert_rows = ctx.get<int32_t>(b.expert_rows_s);
@@ -245,7 +276,11 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   p.gate_forward = &blas.plan(moe_gate_forward_desc(s));
   if (s.S > 0) {
     p.shared_fc1 = std::make_unique<kernels::LinearForward>(blas, s.T, s.H, s.shared_fc1_width());
-    p.shared_down_acc = &blas.plan(moe_shared_down_accumulate_desc(s));
+    if (s.shared_gate) {
+      p.shared_down = std::make_unique<kernels::LinearForward>(blas, s.T, s.S, s.H);
+    } else {
+      p.shared_down_acc = &blas.plan(moe_shared_down_accumulate_desc(s));
+    }
     p.shared_down_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.S, s.H);
     p.shared_down_dw = std::make_unique<kernels::LinearBackwardWeight>(blas, s.T, s.S, s.H, ctx.grad_dtype());
     p.shared_fc1_dx = std::make_unique<kernels::LinearBackwardInput>(blas, s.T, s.H, s.shared_fc1_width(), true);
@@ -375,6 +410,7 @@ void MoeLayer::shared_expert_forward(cudaStream_t stream, const LayerIO& io) {
   Buffers& b = *buf_;
   plans_->shared_fc1->run(stream, b.shared_fc1, io.input, b.w_shared_fc1);
   activation_forward(stream, {.activation = s.activation, .out = b.shared_act, .in = b.shared_fc1, .T = s.T, .F = s.S});
+  if (s.shared_gate) plans_->shared_down->run(stream, b.shared_out, b.shared_act, b.w_shared_down);
 }
 
 // `output`: combine into the layer's output and add the shared expert's FC2 (not needed by a selective rerun).
@@ -399,7 +435,17 @@ void MoeLayer::experts_forward(cudaStream_t stream, const LayerIO& io, bool outp
                                         .T = s.T,
                                         .k = s.k,
                                         .H = s.H});
-  if (s.S > 0) p.shared_down_acc->run(stream, b.w_shared_down, b.shared_act, io.output);
+  if (s.shared_gate) {
+    kernels::moe_shared_gate_forward(stream, {.out = io.output,
+                                              .gate = b.shared_gate,
+                                              .shared = b.shared_out,
+                                              .input = io.input,
+                                              .weight = b.w_shared_gate,
+                                              .T = s.T,
+                                              .H = s.H});
+  } else if (s.S > 0) {
+    p.shared_down_acc->run(stream, b.w_shared_down, b.shared_act, io.output);
+  }
 }
 
 // The experts' grouped wgrad overwrites too (accumulate = false zero-fills an expert without rows).
@@ -413,8 +459,20 @@ void MoeLayer::experts_backward(cudaStream_t stream, const LayerIO& io) {
   Buffers& b = *buf_;
   Plans& p = *plans_;
   if (s.S > 0) {
-    p.shared_down_dx->run(stream, b.d_shared_act, io.d_output, b.w_shared_down);
-    p.shared_down_dw->run(stream, b.g_shared_down, io.d_output, b.shared_act, io.first_microbatch);
+    // With the gate, the shared expert's output gradient is g dy, and d logit waits for the router's backward.
+    const bf16* d_shared_out = io.d_output;
+    if (s.shared_gate) {
+      kernels::moe_shared_gate_backward(stream, {.d_shared = b.d_shared_out,
+                                                 .d_logit = b.d_shared_gate,
+                                                 .dy = io.d_output,
+                                                 .shared = b.shared_out,
+                                                 .gate = b.shared_gate,
+                                                 .T = s.T,
+                                                 .H = s.H});
+      d_shared_out = b.d_shared_out;
+    }
+    p.shared_down_dx->run(stream, b.d_shared_act, d_shared_out, b.w_shared_down);
+    p.shared_down_dw->run(stream, b.g_shared_down, d_shared_out, b.shared_act, io.first_microbatch);
   }
   kernels::moe_combine_backward(stream, {.dexpert_out = b.d_expert_out,
                                          .dprobs = b.dprobs,
@@ -484,6 +542,17 @@ void MoeLayer::router_backward(cudaStream_t stream, const LayerIO& io) {
                                  .F = s.S});
     p.shared_fc1_dx->run(stream, io.d_input, b.d_shared_fc1, b.w_shared_fc1);
     p.shared_fc1_dw->run(stream, b.g_shared_fc1, b.d_shared_fc1, io.input, io.first_microbatch);
+  }
+  if (s.shared_gate) {  // the gate's share of d n, then its weight's gradient: sum_t d logit[t] n[t]
+    kernels::moe_shared_gate_input_grad(
+        stream, {.d_input = io.d_input, .d_logit = b.d_shared_gate, .weight = b.w_shared_gate, .T = s.T, .H = s.H});
+    kernels::column_sums(stream, {.dst = b.g_shared_gate,
+                                  .scratch = b.shared_gate_partials,
+                                  .scratch_bytes = p.shared_gate_bytes,
+                                  .in = io.input,
+                                  .rows = s.T,
+                                  .cols = s.H,
+                                  .row_scale = b.d_shared_gate});
   }
 }
 

@@ -21,10 +21,13 @@
 //   experts in the names of the family that has them:
 //   SwiGLU (Mixtral): experts.j.w1 / w3 [F, H] (one [E, 2F, H] block: expert j's gate then up rows),
 //     experts.j.w2 [H, F] (one [E, H, F] block); a shared expert shared_expert.gate_proj / up_proj [S, H]
-//     and shared_expert.down_proj [H, S]; with query and key norms (Qwen3-MoE, model/stack.h qwen3_moe_names:
-//     the prefix "model.layers.b.mlp.") experts.j.gate_proj / up_proj and experts.j.down_proj;
+//     and shared_expert.down_proj [H, S]; with query and key norms or a shared-expert gate (Qwen3-MoE, Qwen2-MoE:
+//     model/stack.h qwen_moe_names, the prefix "model.layers.b.mlp.") experts.j.gate_proj / up_proj and
+//     experts.j.down_proj;
 //   squared ReLU (Nemotron-H): experts.j.up_proj [F, H] (one [E, F, H] block), experts.j.down_proj [H, F];
-//     a shared expert shared_experts.up_proj [S, H] and shared_experts.down_proj [H, S].
+//     a shared expert shared_experts.up_proj [S, H] and shared_experts.down_proj [H, S];
+//   with moe_shared_expert_gate (Qwen2-MoE) shared_expert_gate.weight [1, H]: the shared expert's output is scaled
+//     per token by sigmoid(n . w) (kernels/moe_shared_gate.h) and kept ungated for the backward.
 // No dropout inside (the output dropout is the step's).
 // Recompute (Megatron's names; model/layer.h): moe_act gives back the experts' activation output (rerun
 // from the kept FC1 output); shared_experts the shared expert's FC1 and activation outputs (rerun from n); moe the
@@ -63,6 +66,7 @@ struct MoeShapes {
   ref::MoeDispatch dispatch;
   bool expert_bias = false;
   float bias_update_rate = 0.0f;
+  bool shared_gate = false;  // moe_shared_expert_gate (with a shared expert only)
 
   bool any_loss() const { return losses.aux_coeff > 0.0f || losses.z_coeff > 0.0f; }
   int64_t fc1_width() const { return activation_input_width(activation, F); }         // FC1's output columns
@@ -77,6 +81,7 @@ kernels::GemmDesc moe_shared_down_accumulate_desc(const MoeShapes& s);
 // The declarations the GPU layer and its CPU twin share.
 struct MoeDeclarations {
   ParamRef router, expert_bias, fc1, fc2, shared_fc1, shared_down;
+  ParamRef shared_gate;                // moe_shared_expert_gate: [1, H]
   void declare(LayerDeclarations& d);  // checks the MoE shapes (sg::Error naming the key)
 };
 
@@ -165,11 +170,12 @@ class MoeLayerCpu final : public CpuLayer {
   MoeShapes shapes_;
   // saved by forward for backward
   std::vector<float> logits_, probs_, permuted_, fc1_out_, act_, expert_out_, shared_fc1_, shared_act_;
+  std::vector<float> shared_out_, shared_gate_;  // moe_shared_expert_gate: the ungated output [T, H], the gate [T]
   std::vector<int32_t> routing_map_, aux_counts_;
   ref::MoePermutation perm_;
   // scratch
-  std::vector<float> d_expert_out_, dprobs_, d_act_, d_fc1_, d_permuted_, dlogits_, d_shared_act_,
-      d_shared_fc1_, d_input_part_;
+  std::vector<float> d_expert_out_, dprobs_, d_act_, d_fc1_, d_permuted_, dlogits_, d_shared_act_, d_shared_fc1_,
+      d_input_part_, d_shared_gate_logit_;
   std::vector<int32_t> step_counts_, logged_counts_;
 };
 
@@ -187,6 +193,7 @@ class MoeDecodeCpu final : public CpuDecodeLayer {
   MoeDeclarations decl_;
   MoeShapes shapes_;  // for the most rows a call has
   std::vector<float> logits_, probs_, fc1_out_, act_, expert_out_, shared_fc1_, shared_act_, shared_out_;  // scratch
+  std::vector<float> shared_gate_;  // scratch: moe_shared_expert_gate's gate [rows]
   std::vector<int32_t> routing_map_;
 };
 
@@ -221,6 +228,8 @@ class MoeDecodeGpu final : public GpuDecodeLayer {
   void* preprocess_ws_ = nullptr;
   bf16 *permuted_ = nullptr, *fc1_out_ = nullptr, *act_ = nullptr, *expert_out_ = nullptr, *shared_fc1_ = nullptr,
        *shared_act_ = nullptr;
+  bf16* shared_out_ = nullptr;    // moe_shared_expert_gate: the ungated shared output
+  float* shared_gate_ = nullptr;  // and its gate
 };
 
 }  // namespace sg::model

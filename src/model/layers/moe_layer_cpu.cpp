@@ -9,6 +9,7 @@
 #include "reference/moe_gating.h"
 #include "reference/moe_permute.h"
 #include "reference/moe_router.h"
+#include "reference/moe_shared_gate.h"
 
 namespace sg::model {
 
@@ -28,10 +29,12 @@ CpuLayerFootprint MoeLayerCpu::host_footprint(const ModelSpec& m, const BatchSpe
   // FC1's output and the activation's per unit of width: 2 + 1 gated, 1 + 1 not (so are the weights).
   const double widths = static_cast<double>(s.fc1_width() + s.F) / static_cast<double>(s.F);
   const double expert_bias = m.moe.enable_expert_bias || m.mlp_activation != MlpActivation::swiglu ? E : 0.0;
-  return {.params = E * H + widths * E * Fe * H + widths * Sh * H + expert_bias,
+  // moe_shared_expert_gate: its weight [H]; saved the ungated output [T, H] and the gate [T]; scratch d logit [T].
+  const double gate = s.shared_gate ? 1.0 : 0.0;
+  return {.params = E * H + widths * E * Fe * H + widths * Sh * H + expert_bias + gate * H,
           .saved = T * (E + 2.0 * k) + static_cast<double>(s.aux_groups + 1) * E + R * (2.0 * H + widths * Fe) +
-                   widths * T * Sh,
-          .scratch = T * (E + k + H) + R * (2.0 * H + widths * Fe) + widths * T * Sh};
+                   widths * T * Sh + gate * T * (H + 1.0),
+          .scratch = T * (E + k + H) + R * (2.0 * H + widths * Fe) + widths * T * Sh + gate * T};
 }
 
 void MoeLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
@@ -49,6 +52,11 @@ void MoeLayerCpu::plan(const ModelSpec& model, const BatchSpec& batch) {
   for (auto* v : {&shared_fc1_, &d_shared_fc1_}) v->resize(sz(s.T * s.shared_fc1_width()));
   for (auto* v : {&shared_act_, &d_shared_act_}) v->resize(sz(s.T * s.S));
   d_input_part_.resize(sz(s.T * s.H));
+  if (s.shared_gate) {
+    shared_out_.resize(sz(s.T * s.H));
+    shared_gate_.resize(sz(s.T));
+    d_shared_gate_logit_.resize(sz(s.T));
+  }
   step_counts_.assign(sz(s.E), 0);
 }
 
@@ -99,8 +107,14 @@ void MoeLayerCpu::run_forward(const CpuLayerIO& io, bool step_state) {
     ref::linear_forward(shared_fc1_.data(), io.input, io.weight(decl_.shared_fc1), s.T, s.H, s.shared_fc1_width());
     activation_forward(
         {.activation = s.activation, .out = shared_act_.data(), .in = shared_fc1_.data(), .T = s.T, .F = s.S});
-    ref::linear_forward(d_input_part_.data(), shared_act_.data(), io.weight(decl_.shared_down), s.T, s.S, s.H);
-    ref::moe_gating_add_grad(io.output, d_input_part_.data(), s.T * s.H);  // out += shared expert
+    if (s.shared_gate) {  // out += sigmoid(n w) * shared expert, the ungated output kept for the backward
+      ref::linear_forward(shared_out_.data(), shared_act_.data(), io.weight(decl_.shared_down), s.T, s.S, s.H);
+      ref::moe_shared_gate_forward(io.output, shared_gate_.data(), shared_out_.data(), io.input,
+                                   io.weight(decl_.shared_gate), s.T, s.H);
+    } else {
+      ref::linear_forward(d_input_part_.data(), shared_act_.data(), io.weight(decl_.shared_down), s.T, s.S, s.H);
+      ref::moe_gating_add_grad(io.output, d_input_part_.data(), s.T * s.H);  // out += shared expert
+    }
   }
 }
 
@@ -140,8 +154,17 @@ void MoeLayerCpu::backward(const CpuLayerIO& io) {
   ref::linear_backward_weight(io.grad(decl_.router), dlogits_.data(), io.input, s.T, s.H, s.E);
 
   if (s.S > 0) {
-    ref::linear_backward_input(d_shared_act_.data(), io.d_output, io.weight(decl_.shared_down), s.T, s.S, s.H);
-    ref::linear_backward_weight(io.grad(decl_.shared_down), io.d_output, shared_act_.data(), s.T, s.S, s.H);
+    // The shared expert's output gradient: dy, or with the gate g dy (d_input_part_), the gate's own gradients
+    // added into d n and its weight's.
+    const float* d_shared_out = io.d_output;
+    if (s.shared_gate) {
+      ref::moe_shared_gate_backward(d_input_part_.data(), d_shared_gate_logit_.data(), io.d_input,
+                                    io.grad(decl_.shared_gate), io.d_output, shared_out_.data(), io.input,
+                                    io.weight(decl_.shared_gate), shared_gate_.data(), s.T, s.H);
+      d_shared_out = d_input_part_.data();
+    }
+    ref::linear_backward_input(d_shared_act_.data(), d_shared_out, io.weight(decl_.shared_down), s.T, s.S, s.H);
+    ref::linear_backward_weight(io.grad(decl_.shared_down), d_shared_out, shared_act_.data(), s.T, s.S, s.H);
     activation_backward({.activation = s.activation,
                          .din = d_shared_fc1_.data(),
                          .dout = d_shared_act_.data(),
@@ -178,6 +201,7 @@ void MoeDecodeCpu::plan(const ModelSpec& model, const DecodeSpec& decode) {
   shared_fc1_.resize(sz(rows * s.shared_fc1_width()));
   shared_act_.resize(sz(rows * s.S));
   shared_out_.resize(sz(rows * s.H));
+  if (s.shared_gate) shared_gate_.resize(sz(rows));
 }
 
 void MoeDecodeCpu::forward(const CpuDecodeIO& io) {
@@ -208,7 +232,12 @@ void MoeDecodeCpu::forward(const CpuDecodeIO& io) {
     activation_forward(
         {.activation = s.activation, .out = shared_act_.data(), .in = shared_fc1_.data(), .T = T, .F = s.S});
     ref::linear_forward(shared_out_.data(), shared_act_.data(), io.weight(decl_.shared_down), T, s.S, H);
-    ref::moe_gating_add_grad(io.output, shared_out_.data(), T * H);  // out += shared expert
+    if (s.shared_gate) {
+      ref::moe_shared_gate_forward(io.output, shared_gate_.data(), shared_out_.data(), io.input,
+                                   io.weight(decl_.shared_gate), T, H);
+    } else {
+      ref::moe_gating_add_grad(io.output, shared_out_.data(), T * H);  // out += shared expert
+    }
   }
 }
 

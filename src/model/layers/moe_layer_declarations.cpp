@@ -49,6 +49,7 @@ MoeShapes moe_shapes(const ModelSpec& m, int64_t T) {
   s.rows = s.dispatch.permuted_rows();
   s.expert_bias = m.moe.enable_expert_bias;
   s.bias_update_rate = static_cast<float>(m.moe.bias_update_rate);
+  s.shared_gate = m.moe.shared_expert_gate && s.S > 0;
   return s;
 }
 
@@ -72,12 +73,13 @@ kernels::GemmDesc moe_shared_down_accumulate_desc(const MoeShapes& s) {
 
 LayerFlops MoeLayer::flops_per_token(const ModelSpec& m) {
   // The router, the k routed experts a token visits and the shared expert: FC1 (2F columns gated, F not)
-  // and FC2 per unit of width.
+  // and FC2 per unit of width; the shared expert's gate, one column.
   const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.moe_ffn_hidden_size);
   const double shared = static_cast<double>(m.moe.shared_expert_intermediate_size);
   const double linears = static_cast<double>(activation_input_width(m.mlp_activation, 1)) + 1.0;
+  const double gate = m.moe.shared_expert_gate && shared > 0.0 ? H : 0.0;
   return {.matmul_weights = H * static_cast<double>(m.num_moe_experts) +
-                            linears * H * (F * static_cast<double>(m.moe_router_topk) + shared)};
+                            linears * H * (F * static_cast<double>(m.moe_router_topk) + shared) + gate};
 }
 
 void MoeDeclarations::declare(LayerDeclarations& d) {
@@ -100,20 +102,20 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
   const int64_t H = s.hidden_size, E = s.num_moe_experts, F = s.moe_ffn_hidden_size;
   const std::string& p = d.place.param_prefix;
   router = d.params.matrix(p + "gate.weight", {E, H});
-  // The experts in the names of the checkpoint family that has them (moe_layer.h): Mixtral's or Qwen3-MoE's SwiGLU,
-  // Nemotron-H's squared ReLU.
+  // The experts in the names of the checkpoint family that has them (moe_layer.h): Mixtral's or the Qwen MoE
+  // families' SwiGLU, Nemotron-H's squared ReLU.
   const bool gated = s.mlp_activation == MlpActivation::swiglu;
-  const bool qwen3 = qwen3_moe_names(s);
+  const bool qwen = qwen_moe_names(s);
   std::vector<ParamDecl> fc1_tensors, fc2_tensors;
   for (int64_t j = 0; j < E; ++j) {
     const std::string expert = strprintf("%sexperts.%lld.", p.c_str(), ll(j));
     if (gated) {
-      fc1_tensors.emplace_back(expert + (qwen3 ? "gate_proj.weight" : "w1.weight"), std::vector<int64_t>{F, H});
-      fc1_tensors.emplace_back(expert + (qwen3 ? "up_proj.weight" : "w3.weight"), std::vector<int64_t>{F, H});
+      fc1_tensors.emplace_back(expert + (qwen ? "gate_proj.weight" : "w1.weight"), std::vector<int64_t>{F, H});
+      fc1_tensors.emplace_back(expert + (qwen ? "up_proj.weight" : "w3.weight"), std::vector<int64_t>{F, H});
     } else {
       fc1_tensors.emplace_back(expert + "up_proj.weight", std::vector<int64_t>{F, H});
     }
-    fc2_tensors.emplace_back(expert + (gated && !qwen3 ? "w2.weight" : "down_proj.weight"), std::vector<int64_t>{H, F},
+    fc2_tensors.emplace_back(expert + (gated && !qwen ? "w2.weight" : "down_proj.weight"), std::vector<int64_t>{H, F},
                              ParamInit::output_projection);
   }
   fc1 = d.params.matrix(std::move(fc1_tensors));
@@ -124,6 +126,7 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
     shared_fc1 = gated ? d.params.matrix({{shared + "gate_proj.weight", {S, H}}, {shared + "up_proj.weight", {S, H}}})
                        : d.params.matrix(shared + "up_proj.weight", {S, H});
     shared_down = d.params.matrix(shared + "down_proj.weight", {H, S}, ParamInit::output_projection);
+    if (s.moe.shared_expert_gate) shared_gate = d.params.matrix(p + "shared_expert_gate.weight", {1, H});
   }
   // Nemotron-H's router always has the bias (zero and unchanged without moe_router_enable_expert_bias), so
   // its checkpoints load as NemotronHForCausalLM with nothing missing.

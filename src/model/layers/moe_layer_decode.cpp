@@ -9,6 +9,7 @@
 #include "kernels/moe_combine.h"
 #include "kernels/moe_permute.h"
 #include "kernels/moe_router.h"
+#include "kernels/moe_shared_gate.h"
 #include "model/layers/moe_layer.h"
 
 namespace sg::model {
@@ -79,6 +80,10 @@ void MoeDecodeGpu::take_scratch(DecodeScratch& scratch) {
     shared_fc1_ = scratch.take<bf16>(s.T * s.shared_fc1_width());
     shared_act_ = scratch.take<bf16>(s.T * s.S);
   }
+  if (s.shared_gate) {
+    shared_out_ = scratch.take<bf16>(s.T * s.H);
+    shared_gate_ = scratch.take<float>(s.T);
+  }
 }
 
 void MoeDecodeGpu::bind(const cuda::Arena& arena, kernels::Blas& blas) {
@@ -90,7 +95,11 @@ void MoeDecodeGpu::bind(const cuda::Arena& arena, kernels::Blas& blas) {
   blas.plan(moe_gate_forward_desc(step));
   if (step.S > 0) {
     shared_fc1_proj_.prepare(blas, step.T);
-    blas.plan(moe_shared_down_accumulate_desc(step));
+    if (step.shared_gate) {
+      kernels::LinearForward(blas, step.T, step.S, step.H);
+    } else {
+      blas.plan(moe_shared_down_accumulate_desc(step));
+    }
   }
 }
 
@@ -135,7 +144,20 @@ void MoeDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
                                         .H = s.H});
   if (s.S > 0) {
     shared_fc1_proj_.run(stream, io.blas, s.T, shared_act_, io.input, io.weight(decl_.shared_fc1), shared_fc1_);
-    io.blas.plan(moe_shared_down_accumulate_desc(s)).run(stream, io.weight(decl_.shared_down), shared_act_, io.output);
+    if (s.shared_gate) {  // out += sigmoid(n w) * the shared expert's output
+      kernels::LinearForward(io.blas, s.T, s.S, s.H)
+          .run(stream, shared_out_, shared_act_, io.weight(decl_.shared_down));
+      kernels::moe_shared_gate_forward(stream, {.out = io.output,
+                                                .gate = shared_gate_,
+                                                .shared = shared_out_,
+                                                .input = io.input,
+                                                .weight = io.weight(decl_.shared_gate),
+                                                .T = s.T,
+                                                .H = s.H});
+    } else {
+      io.blas.plan(moe_shared_down_accumulate_desc(s))
+          .run(stream, io.weight(decl_.shared_down), shared_act_, io.output);
+    }
   }
 }
 
