@@ -170,11 +170,27 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
     EXPECT_TRUE(bitwise_equal(g_gpu, test::round_bf16(g_gpu))) << "bf16 main gradients hold non-bf16 values";
   }
   std::vector<bool> covered(g_gpu.size(), false);
+  const auto norm_of = [&](const std::vector<float>& g, const ParamTensor& t) {
+    double sum = 0.0;
+    for (const float x : slice(g, t)) sum += static_cast<double>(x) * x;
+    return std::sqrt(sum);
+  };
   for (const ParamTensor& t : layout.tensors()) {
+    for (int64_t i = 0; i < t.numel; ++i) covered[static_cast<size_t>(t.offset + i)] = true;
+    if (test::gradient_zero_by_symmetry(spec, t.name)) {
+      // Rounding noise on both sides: small against the same layer's value-bias gradient (bf16 rounds d qkv to 2^-9).
+      std::string v_bias = t.name;
+      v_bias.replace(v_bias.find("k_proj.bias"), 1, "v");
+      const ParamTensor& v = layout.find(v_bias);
+      std::printf("  %-48s |grad| gpu %.3e cpu %.3e, the value bias's %.3e\n", t.name.c_str(), norm_of(g_gpu, t),
+                  norm_of(g_cpu, t), norm_of(g_cpu, v));
+      EXPECT_LE(norm_of(g_gpu, t), 0.05 * norm_of(g_cpu, v)) << t.name;
+      EXPECT_LE(norm_of(g_cpu, t), 1e-4 * norm_of(g_cpu, v)) << t.name;
+      continue;
+    }
     const double err = test::relative_error(slice(g_gpu, t), slice(g_cpu, t));
     std::printf("  %-48s rel err %.3e\n", t.name.c_str(), err);
     EXPECT_LE(err, is_mamba_head_vector(t.name) ? kMambaHeadGradRelTol : kGradRelTol) << t.name;
-    for (int64_t i = 0; i < t.numel; ++i) covered[static_cast<size_t>(t.offset + i)] = true;
   }
   for (size_t i = 0; i < g_gpu.size(); ++i) {
     if (!covered[i]) {
@@ -209,6 +225,7 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   const std::vector<float>& w1_cpu = cpu.weights();
   for (const ParamTensor& t : layout.tensors()) {
     if (is_mamba_head_vector(t.name)) continue;  // 8 elements at 1e-1: their gradients are checked above
+    if (test::gradient_zero_by_symmetry(spec, t.name)) continue;  // Adam makes the noise full-size steps
     const std::vector<float> gc = slice(g_cpu, t);
     double rms = 0.0;
     for (float g : gc) rms += static_cast<double>(g) * g;
