@@ -73,7 +73,7 @@ bool stack_has_kind(const ModelSpec& spec, LayerKind kind) {
 
 bool qwen_moe_names(const ModelSpec& spec) {
   return stack_layout(spec) == StackLayout::gpt && spec.mlp_activation == MlpActivation::swiglu &&
-         (spec.qk_layernorm || spec.moe.shared_expert_gate);
+         (spec.qk_layernorm || (spec.moe.shared_expert_gate && spec.moe.shared_expert_intermediate_size > 0));
 }
 
 std::vector<LayerPlace> stack_places(const ModelSpec& spec) {
@@ -197,7 +197,7 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
     if (moe) return none("stepgraph's experts have no biases (model.add_bias_linear=true with experts)");
     return "LlamaForCausalLM";
   }
-  if (moe && spec.moe.shared_expert_gate) {
+  if (moe && spec.moe.shared_expert_gate && spec.moe.shared_expert_intermediate_size > 0) {
     // Qwen2-MoE: softmax routing over all experts, the top-k renormalised (norm_topk_prob) or not, unscaled,
     // token-dropless, no expert bias, always a gated shared expert; q, k and v biased or not (qkv_bias); dense blocks
     // where mlp_only_layers lists them.
