@@ -216,18 +216,16 @@ std::string resolve_model_folder(const std::string& path, const std::string& wha
   if (!fs::exists(folder + "/" + kConfigFile, ec)) {
     if (is_checkpoint_folder(folder)) {
       // hf_model_config writes none for a model no transformers class loads (MoE and hybrid stacks beyond
-      // Qwen3, Mixtral and NemotronH): such a checkpoint is no Llama folder either.
+      // Qwen2-MoE, Qwen3-MoE, Mixtral and NemotronH): such a checkpoint is no Llama folder either.
       throw Error(strprintf(
           "%s %s: a stepgraph checkpoint without %s (its model has no transformers class, so it "
           "is no Llama, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Mixtral or NemotronH model): %s takes those folders "
-          "only; continue training "
-          "this checkpoint with checkpoint.load=%s",
+          "only; continue training this checkpoint with checkpoint.load=%s",
           what.c_str(), folder.c_str(), kConfigFile, what.c_str(), path.c_str()));
     }
     throw Error(strprintf(
         "%s %s: no %s there; give a Hugging Face Llama, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Mixtral or NemotronH "
-        "folder (config.json + "
-        "*.safetensors, as save_pretrained writes it) or a stepgraph checkpoint folder%s",
+        "folder (config.json + *.safetensors, as save_pretrained writes it) or a stepgraph checkpoint folder%s",
         what.c_str(), folder.c_str(), kConfigFile, iteration_folders_hint(folder).c_str()));
   }
   // A stepgraph checkpoint's config.json (and tokenizer files) are read before its weights: verified first,

@@ -96,7 +96,7 @@ void MoeDecodeGpu::bind(const cuda::Arena& arena, kernels::Blas& blas) {
   if (step.S > 0) {
     shared_fc1_proj_.prepare(blas, step.T);
     if (step.shared_gate) {
-      kernels::LinearForward(blas, step.T, step.S, step.H);
+      kernels::LinearForward(blas, step.T, step.S, step.H);  // plans the ungated FC2 for a decoding step's rows
     } else {
       blas.plan(moe_shared_down_accumulate_desc(step));
     }
