@@ -56,6 +56,11 @@ class ConfigReader {
   std::string path_;
 };
 
+// MixtralForCausalLM's experts into s (hf_import_experts.cpp): num_local_experts of intermediate_size in every block.
+void read_mixtral_experts(const ConfigReader& c, model::ModelSpec& s);
+// Qwen3MoeForCausalLM's, or with `qwen2` Qwen2MoeForCausalLM's (with its gated shared expert), experts into s.
+void read_qwen_moe_experts(const ConfigReader& c, model::ModelSpec& s, bool qwen2);
+
 // model_type "nemotron_h" (NemotronHForCausalLM: Mamba2, attention without RoPE, squared-ReLU MLPs and, with
 // "moe" layers, NemotronHMoE) into out.spec and out.max_position_embeddings (hf_import_nemotron_h.cpp).
 void read_nemotron_h_config(const ConfigReader& c, HfModelConfig& out);

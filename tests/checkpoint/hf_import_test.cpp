@@ -313,6 +313,11 @@ TEST(HfImport, Qwen2MoeFolderLoadsItsGatedSharedExpert) {
   json["qkv_bias"] = false;
   std::ofstream(written + "/config.json") << json.dump(2);
   EXPECT_FALSE(read_hf_config(written).spec.add_qkv_bias);
+  json["mlp_only_layers"] = {0, 1};
+  std::ofstream(written + "/config.json") << json.dump(2);
+  const std::string dense = test::thrown_message([&] { read_hf_config(written); });
+  EXPECT_NE(dense.find("leave no MoE block: that is a dense Qwen2 (model_type qwen2)"), std::string::npos) << dense;
+  json["mlp_only_layers"] = {1};
   json["shared_expert_intermediate_size"] = 0;
   std::ofstream(written + "/config.json") << json.dump(2);
   const std::string error = test::thrown_message([&] { read_hf_config(written); });
