@@ -306,9 +306,10 @@ if want parity; then
     record "HF transformers parity (Qwen3-MoE)" "rc=${PIPESTATUS[0]}"
     # Qwen2-MoE: a gated shared expert (moe_shared_expert_gate), QKV biases, a dense block, the top-k not renormalised.
     "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --recipe moe/tiny_moe \
-      --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_qwen2_moe" --override model.moe_shared_expert_intermediate_size=96 \
-      model.moe_shared_expert_gate=true model.add_qkv_bias=true "model.moe_layer_freq=[1,0,1,1]" \
-      model.moe_router_pre_softmax=true 2>&1 | tee "$OUT/hf_parity_qwen2_moe.txt" | tail -8
+      --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_qwen2_moe" \
+      --override model.moe_shared_expert_intermediate_size=96 model.moe_shared_expert_gate=true \
+      model.add_qkv_bias=true "model.moe_layer_freq=[1,0,1,1]" model.moe_router_pre_softmax=true 2>&1 |
+      tee "$OUT/hf_parity_qwen2_moe.txt" | tail -8
     record "HF transformers parity (Qwen2-MoE)" "rc=${PIPESTATUS[0]}"
     # MoE (issue 11): checkpoints load as MixtralForCausalLM; LM loss, and Megatron's aux loss apart.
     "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_MOE_DIR:-/tmp/stepgraph_hf_parity_moe}" \

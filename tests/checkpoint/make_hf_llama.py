@@ -4,18 +4,20 @@ config.json and model.safetensors, or shards model-0000i-of-0000N.safetensors wi
 model.safetensors.index.json; BF16, F16 or F32 tensors; tied or untied embeddings; optional Llama 3
 rope_scaling (transformers 4 spelling) or rope_parameters (transformers 5 spelling); with --qwen2 a Qwen2 folder
 (model_type qwen2: each attention's q_proj, k_proj and v_proj with a bias); with --bias-linear a Llama folder with
-attention_bias and mlp_bias (a bias on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj and down_proj); with --qwen3 a Qwen3
-folder (model_type qwen3: each attention's q_norm and k_norm, head_dim in config.json), with --experts a Qwen3-MoE
-folder (model_type qwen3_moe: mlp.gate and mlp.experts.j.gate_proj / up_proj / down_proj in the blocks not listed in
---mlp-only, whose MLP stays dense); --qwen2 --experts E --shared-ffn S a Qwen2-MoE folder (model_type qwen2_moe: the
-same experts plus mlp.shared_expert.gate_proj / up_proj / down_proj and mlp.shared_expert_gate in the MoE blocks).
+attention_bias and mlp_bias (a bias on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj and down_proj); with
+--qwen3 a Qwen3 folder (model_type qwen3: each attention's q_norm and k_norm, head_dim in config.json), with
+--experts a Qwen3-MoE folder (model_type qwen3_moe: mlp.gate and mlp.experts.j.gate_proj / up_proj / down_proj in
+the blocks not listed in --mlp-only, whose MLP stays dense); --qwen2 --experts E --shared-ffn S a Qwen2-MoE folder
+(model_type qwen2_moe: the same experts plus mlp.shared_expert.gate_proj / up_proj / down_proj and
+mlp.shared_expert_gate in the MoE blocks).
 
 Also writes expected.safetensors: every tensor in F32 with exactly the values the model files hold
 (rounded to bf16 or fp16 first), so a loader's result can be compared element by element.
 
   python3 tests/checkpoint/make_hf_llama.py --out DIR [--dtype bf16|fp16|fp32] [--shards N] [--tied]
       [--vocab 64 --hidden 32 --layers 2 --heads 4 --kv-heads 2 --ffn 48] [--rope-scaling FACTOR]
-      [--rope-parameters] [--qwen2] [--bias-linear] [--qwen3 [--experts E --topk K --moe-ffn F --mlp-only 1,3 --norm-topk]]
+      [--rope-parameters] [--qwen2] [--bias-linear]
+      [--qwen3 [--experts E --topk K --moe-ffn F --mlp-only 1,3 --norm-topk]]
       [--qwen2 --experts E --shared-ffn S ...] [--std 0.3]
       [--seed 0] [--break DEFECT]
 
