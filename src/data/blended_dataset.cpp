@@ -70,11 +70,15 @@ class OpenDatasets {
     const auto it = open_.find({prefix, vocab_size});
     return it == open_.end() ? nullptr : it->second.lock();
   }
+  // Where another loader opened the same corpus meanwhile (threads standing for ranks in the tests), its copy is
+  // kept and returned: every holder then shares one, which stays open while any of them holds it.
   std::shared_ptr<const IndexedDataset> open(const std::string& prefix, int64_t vocab_size, const ScanShare& share) {
     auto dataset = std::make_shared<const IndexedDataset>(IndexedDataset::open(prefix, vocab_size, share));
     std::lock_guard<std::mutex> lock(mutex_);
     std::erase_if(open_, [](const auto& entry) { return entry.second.expired(); });
-    open_[{prefix, vocab_size}] = dataset;
+    auto& entry = open_[{prefix, vocab_size}];
+    if (auto kept = entry.lock()) return kept;
+    entry = dataset;
     return dataset;
   }
 
@@ -366,7 +370,12 @@ DataLoader::DataLoader(const DataLoaderOptions& options) : seq_length_(options.s
       if (!open[i]) check_dataset_exists(blend[i].prefix);
     }
     for (size_t i = 0; i < blend.size(); ++i) {
-      // Found again: a blend that names one prefix twice opens (and scans) it once.
+      // A blend that names one prefix twice opens (and scans) it once: the copy this loader opened for it already,
+      // not one looked up again (another loader's copy in the process may be gone by then, and a second open would
+      // scan again, a collective step the other ranks do not take).
+      for (size_t j = 0; j < i && !open[i]; ++j) {
+        if (blend[j].prefix == blend[i].prefix) open[i] = open[j];
+      }
       if (!open[i]) open[i] = open_datasets().find(blend[i].prefix, options.vocab_size);
       if (!open[i]) open[i] = open_datasets().open(blend[i].prefix, options.vocab_size, options.scan_share);
       const DocumentRange range = split_range(options, *open[i]);
