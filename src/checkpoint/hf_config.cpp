@@ -55,6 +55,20 @@ void set_hf_max_position_embeddings(nlohmann::json& config, int64_t max_position
   config["max_position_embeddings"] = max_position_embeddings;
 }
 
+void set_hf_mistral_sliding_window(nlohmann::json& config, int64_t sliding_window) {
+  if (config.is_null()) return;
+  SG_CHECK(sliding_window > 0,
+           strprintf("set_hf_mistral_sliding_window: %lld is not positive", static_cast<long long>(sliding_window)));
+  SG_CHECK(config.value("model_type", "") == "llama" && !config.value("attention_bias", false) &&
+               !config.value("mlp_bias", false),
+           "set_hf_mistral_sliding_window: not a Llama config.json without biases: " + config.dump());
+  config["architectures"] = nlohmann::json::array({"MistralForCausalLM"});
+  config["model_type"] = "mistral";
+  config["sliding_window"] = sliding_window;
+  config.erase("attention_bias");  // MistralConfig has neither
+  config.erase("mlp_bias");
+}
+
 namespace {
 
 // transformers requires rope_scaling's original_max_position_embeddings to be an integer (it warns at 8192.0).

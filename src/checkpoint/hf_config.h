@@ -57,6 +57,11 @@ bool is_hf_token_id_value(const nlohmann::json& value);
 // Sets max_position_embeddings (the hf_*_config functions write model.seq_length). A null config stays null.
 void set_hf_max_position_embeddings(nlohmann::json& config, int64_t max_position_embeddings);
 
+// Makes a Llama config.json (hf_llama_config's, without biases) a Mistral one with this sliding_window: the model
+// started from a Mistral folder with a window keeps it, so transformers runs it as the folder's model beyond the
+// window too. A null config stays null; sg::Error (an internal check) for another class or a window not positive.
+void set_hf_mistral_sliding_window(nlohmann::json& config, int64_t sliding_window);
+
 namespace detail {
 // The hf_*_config functions' precondition: sg::Error "config.json: " + why model::hf_architecture gives another class
 // than `architecture` (or `otherwise` where it names none).

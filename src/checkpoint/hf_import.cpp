@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/paths.h"
 #include "core/strings.h"
+#include "model/hf_families.h"
 #include "model/stack.h"
 
 namespace sg::checkpoint {
@@ -107,6 +108,14 @@ void read_qwen_attention(const ConfigReader& c) {
   }
 }
 
+// Mistral's attention sees the last sliding_window tokens; MistralConfig's default, where the key is absent, is 4096,
+// and null is no window. stepgraph's attention is fully causal: the same within the window, so the folder is read and
+// the runs whose sequences are longer are refused where their length is known (train, generate).
+std::optional<int64_t> read_mistral_window(const ConfigReader& c) {
+  if (c.json().contains("sliding_window") && c.json()["sliding_window"].is_null()) return std::nullopt;
+  return c.integer("sliding_window", 4096);
+}
+
 // eos_token_id: a number or a list.
 void read_eos_token_ids(const nlohmann::json& json, HfModelConfig& out) {
   if (!json.is_object() || !json.contains("eos_token_id")) return;
@@ -155,15 +164,14 @@ std::string resolve_model_folder(const std::string& path, const std::string& wha
     if (is_checkpoint_folder(folder)) {
       // hf_model_config writes none for a model no transformers class loads (MoE and hybrid stacks beyond
       // Qwen2-MoE, Qwen3-MoE, Mixtral and NemotronH): such a checkpoint is no Llama folder either.
-      throw Error(strprintf(
-          "%s %s: a stepgraph checkpoint without %s (its model has no transformers class, so it "
-          "is no Llama, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Mixtral or NemotronH model): %s takes those folders "
-          "only; continue training this checkpoint with checkpoint.load=%s",
-          what.c_str(), folder.c_str(), kConfigFile, what.c_str(), path.c_str()));
+      throw Error(strprintf("%s %s: a stepgraph checkpoint without %s (its model has no transformers class, so it is "
+                            "no " SG_HF_FAMILIES " model): %s takes those folders only; continue training this "
+                            "checkpoint with checkpoint.load=%s",
+                            what.c_str(), folder.c_str(), kConfigFile, what.c_str(), path.c_str()));
     }
     throw Error(strprintf(
-        "%s %s: no %s there; give a Hugging Face Llama, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Mixtral or NemotronH "
-        "folder (config.json + *.safetensors, as save_pretrained writes it) or a stepgraph checkpoint folder%s",
+        "%s %s: no %s there; give a Hugging Face " SG_HF_FAMILIES
+        " folder (config.json + *.safetensors, as save_pretrained writes it) or a stepgraph checkpoint folder%s",
         what.c_str(), folder.c_str(), kConfigFile, iteration_folders_hint(folder).c_str()));
   }
   // A stepgraph checkpoint's config.json (and tokenizer files) are read before its weights: verified first,
@@ -203,19 +211,22 @@ HfModelConfig read_hf_config(const std::string& folder) {
     detail::read_nemotron_h_config(c, out);
     return out;
   }
+  const bool mistral = model_type == "mistral";  // Llama's blocks, attention within a sliding window (read below)
   const bool mixtral = model_type == "mixtral";  // Llama's attention and norms, every MLP a SwiGLU MoE
   const bool qwen3_moe = model_type == "qwen3_moe";       // Qwen3 with softmax-routed SwiGLU experts
   const bool qwen3 = model_type == "qwen3" || qwen3_moe;  // Llama with a query and a key norm per head
   // Qwen2 with softmax-routed SwiGLU experts and a gated shared expert; q, k and v biased as qkv_bias says.
   const bool qwen2_moe = model_type == "qwen2_moe";
   const bool qwen2 = model_type == "qwen2" || qwen2_moe;  // Llama with a bias on q_proj, k_proj and v_proj
-  if (model_type != "llama" && !mixtral && !qwen3 && !qwen2) {
-    c.fail("model_type", "= \"" + model_type +
-                             "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Qwen2 "
-                             "(\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and "
-                             "NemotronH (\"nemotron_h\") folders, as does generate");
+  if (model_type != "llama" && !mistral && !mixtral && !qwen3 && !qwen2) {
+    c.fail("model_type",
+           "= \"" + model_type +
+               "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Mistral "
+               "(\"mistral\"), Qwen2 (\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral "
+               "(\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does generate");
   }
-  out.architecture = mixtral     ? "MixtralForCausalLM"
+  out.architecture = mistral     ? "MistralForCausalLM"
+                     : mixtral   ? "MixtralForCausalLM"
                      : qwen3_moe ? "Qwen3MoeForCausalLM"
                      : qwen3     ? "Qwen3ForCausalLM"
                      : qwen2_moe ? "Qwen2MoeForCausalLM"
@@ -249,13 +260,13 @@ HfModelConfig read_hf_config(const std::string& folder) {
   s.ffn_hidden_size = c.integer("intermediate_size");
   s.num_layers = c.integer("num_hidden_layers");
   s.num_attention_heads = c.integer("num_attention_heads");
-  // Keys left out take the model class's defaults: MixtralConfig's 8 key/value heads, Qwen2Config's and
-  // Qwen3Config's 32, Qwen2MoeConfig's 16, Qwen3MoeConfig's 4, LlamaConfig's one per head.
-  s.num_query_groups = c.integer("num_key_value_heads", mixtral          ? 8
-                                                        : qwen3_moe      ? 4
-                                                        : qwen2_moe      ? 16
-                                                        : qwen3 || qwen2 ? 32
-                                                                         : s.num_attention_heads);
+  // Keys left out take the model class's defaults: MixtralConfig's and MistralConfig's 8 key/value heads,
+  // Qwen2Config's and Qwen3Config's 32, Qwen2MoeConfig's 16, Qwen3MoeConfig's 4, LlamaConfig's one per head.
+  s.num_query_groups = c.integer("num_key_value_heads", mixtral || mistral ? 8
+                                                        : qwen3_moe        ? 4
+                                                        : qwen2_moe        ? 16
+                                                        : qwen3 || qwen2   ? 32
+                                                                           : s.num_attention_heads);
   if (s.num_attention_heads % s.num_query_groups != 0) {
     c.fail("num_key_value_heads",
            strprintf("= %lld%s does not divide num_attention_heads = %lld: grouped-query attention shares each "
@@ -303,10 +314,11 @@ HfModelConfig read_hf_config(const std::string& folder) {
   // them all; a hand-written file may not).
   read_rope(c, s, mixtral ? 1e6 : 10000.0);
   if (mixtral) read_mixtral_experts(c, s);
+  if (mistral) out.sliding_window = read_mistral_window(c);
   if (qwen3_moe || qwen2_moe) read_qwen_moe_experts(c, s, qwen2_moe);
-  out.max_position_embeddings = c.integer("max_position_embeddings", mixtral          ? 4096 * 32
-                                                                     : qwen3 || qwen2 ? 32768
-                                                                                      : 2048);
+  out.max_position_embeddings = c.integer("max_position_embeddings", mixtral || mistral ? 4096 * 32
+                                                                     : qwen3 || qwen2   ? 32768
+                                                                                        : 2048);
   s.seq_length = out.max_position_embeddings;
   return out;
 }

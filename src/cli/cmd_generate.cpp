@@ -17,6 +17,7 @@
 #include "generate/generator.h"
 #include "generate/text_continuation.h"
 #include "graph/registry.h"
+#include "model/hf_families.h"
 #include "reference/sampling.h"
 
 namespace sg::cli {
@@ -235,17 +236,15 @@ const CommandRegistration kRegistration{
       auto args = std::make_shared<GenerateArgs>();
       CLI::App* cmd = app.add_subcommand(
           "generate",
-          "Generate text from a checkpoint (a stepgraph checkpoint folder, or a Hugging Face Llama, Qwen2, "
-          "Qwen2-MoE, Qwen3, Qwen3-MoE, Mixtral or NemotronH folder) with a KV cache: greedy when --temperature is 0, "
-          "else sampled "
-          "(top-k, top-p) with a "
-          "seeded Philox stream. On a GPU the bf16 decoder runs every layer kind (attention, MLP, MoE, Mamba), its "
+          "Generate text from a checkpoint (a stepgraph checkpoint folder, or a Hugging Face " SG_HF_FAMILIES
+          " folder) with a KV cache: greedy when --temperature is 0, else sampled (top-k, top-p) with a seeded "
+          "Philox stream. On a GPU the bf16 decoder runs every layer kind (attention, MLP, MoE, Mamba), its "
           "decoding step as one CUDA graph; without a GPU, or with --cpu, the CPU fp32 decoder runs. The tokenizer is "
           "the checkpoint's tokenizer.json (Hugging Face tokenizers, through python3). Prints the text "
           "and tokens/s. Exit status: 0 generated, 1 an error (checkpoint, tokenizer, memory), 2 a usage error.");
       cmd->add_option("checkpoint", args->options.checkpoint,
-                      "checkpoint directory (its latest iteration), an iter_N folder, or a Hugging Face Llama, Qwen2, "
-                      "Qwen2-MoE, Qwen3, Qwen3-MoE, Mixtral or NemotronH folder")
+                      "checkpoint directory (its latest iteration), an iter_N folder, or a Hugging Face " SG_HF_FAMILIES
+                      " folder")
           ->required();
       // One value a flag (CLI11 would take every following word): a prompt's unquoted words or the checkpoint after
       // it would otherwise become more prompts.

@@ -15,6 +15,7 @@
 
 #include "config/bridge_inert_keys.h"
 #include "core/error.h"
+#include "model/hf_families.h"
 
 namespace sg::config {
 
@@ -495,8 +496,7 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("checkpoint", "most_recent_k", c.checkpoint.most_recent_k,
     "checkpoints kept in checkpoint.save: -1 every one, k >= 1 the k newest (each save removes older ones)");
   v("checkpoint", "pretrained_checkpoint", c.checkpoint.pretrained_checkpoint,
-    "HF Llama, Qwen2(-MoE), Qwen3(-MoE), Mixtral or NemotronH folder or checkpoint to start from (step 0, fresh "
-    "optimizer)");
+    "Hugging Face " SG_HF_FAMILIES " folder, or a stepgraph checkpoint, to start from (step 0, fresh optimizer)");
   v("checkpoint", "auto_resume", c.checkpoint.auto_resume,
     "resume from checkpoint.save when it holds checkpoints and load is unset");
   v("checkpoint", "overwrite", c.checkpoint.overwrite,

@@ -17,6 +17,7 @@
 #include "core/paths.h"
 #include "core/strings.h"
 #include "kernels/shape_limits.h"
+#include "model/hf_families.h"
 #include "model/recompute.h"
 
 namespace sg::config::detail {
@@ -338,7 +339,7 @@ void ShapeChecker::check_data_and_io() {
   }
   if (ck.pretrained_checkpoint && ck.pretrained_checkpoint->empty()) {
     fail("checkpoint.pretrained_checkpoint is an empty path", {"checkpoint.pretrained_checkpoint"},
-         "set a Hugging Face Llama, Qwen2, Qwen3, Mixtral or NemotronH folder or a checkpoint directory, or null");
+         "set a Hugging Face " SG_HF_FAMILIES " folder or a checkpoint directory, or null");
   }
   const bool resumes_from_save = ck.load && ck.save && same_directory(*ck.load, *ck.save);
   if (ck.overwrite && (ck.auto_resume || resumes_from_save)) {

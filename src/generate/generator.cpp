@@ -156,6 +156,15 @@ GenerateResult run_generate(const GenerateOptions& options) {
   if (tokenizer) decode.sample_vocab = tokenizer->vocab_size();  // never an id it cannot decode
   decode.sampling = options.sampling;
   model::check_decode_request(spec, decode, result.prompt_tokens);
+  if (config.sliding_window && decode.capacity() > *config.sliding_window) {
+    throw Error(strprintf(
+        "prompt + --max-new-tokens = %lld positions exceed %s's sliding_window = %lld (%s): past that many tokens its "
+        "attention sees only the last %lld, stepgraph's decoders every earlier one, so the text would not be the "
+        "model's; shorten the prompt or lower --max-new-tokens to %lld positions in all",
+        static_cast<long long>(decode.capacity()), config.architecture.c_str(),
+        static_cast<long long>(*config.sliding_window), config.path.c_str(),
+        static_cast<long long>(*config.sliding_window), static_cast<long long>(*config.sliding_window)));
+  }
   if (decode.capacity() > config.max_position_embeddings) {
     log::warn(
         strprintf("prompt + --max-new-tokens = %lld positions exceed the model's max_position_embeddings = "

@@ -1,5 +1,5 @@
 #pragma once
-// `stepgraph generate`: a checkpoint (a Hugging Face Llama, Qwen2, Qwen3, Mixtral or NemotronH folder, or a stepgraph
+// `stepgraph generate`: a checkpoint (a Hugging Face folder of a family model/hf_families.h names, or a stepgraph
 // checkpoint) and prompts in, generated text out. Loads config.json and the model weights
 // (checkpoint/hf_import.h), encodes with the checkpoint's tokenizer (generate/tokenizer_process.h), runs a
 // decoder (model/decoder.h: the GPU one with the decoding step as one CUDA graph, or the CPU fp32 one; both

@@ -277,6 +277,7 @@ void set_export_keys(nlohmann::json& model_config, const model::ModelSpec& spec,
     // The weights still serve the source's context; seq_length is only how much of it this run trained.
     checkpoint::set_hf_max_position_embeddings(model_config,
                                                std::max(source->max_position_embeddings, spec.seq_length));
+    if (source->sliding_window) checkpoint::set_hf_mistral_sliding_window(model_config, *source->sliding_window);
   }
   // tokenizer.json is among the files of every tokenizer folder: none means the run has no tokenizer.
   const CheckpointTokenizer& tokenizer = exported.tokenizer;
@@ -306,6 +307,7 @@ CheckpointExport checkpoint_export(const config::Config& config,
   // Read again for the keys HfModelConfig does not keep as written (bos, and eos as a number or a list).
   out.source = source_of(folder, read_config_json(hf.path), hf.max_position_embeddings, hf.path,
                          "checkpoint.pretrained_checkpoint");
+  out.source->sliding_window = hf.sliding_window;
   return out;
 }
 
@@ -330,7 +332,19 @@ std::optional<CheckpointSource> resumed_checkpoint_source(const std::string& fol
                   "to the context the weights serve (model.seq_length for a model trained from scratch)",
                   what, path.c_str(), key, positions.dump().c_str()));
   }
-  return source_of(folder, config_json, positions.get<int64_t>(), path, what);
+  CheckpointSource source = source_of(folder, config_json, positions.get<int64_t>(), path, what);
+  // A save of a run started from a Mistral folder with a window: the window carries over too.
+  if (config_json.is_object() && config_json.value("model_type", nlohmann::json()) == "mistral") {
+    const nlohmann::json window = config_json.value("sliding_window", nlohmann::json());
+    if (!window.is_null() && (!window.is_number_integer() || window.get<int64_t>() <= 0)) {
+      throw Error(
+          strprintf("%s: %s: sliding_window = %s is not a positive integer or null; restore the file from a "
+                    "backup, or set it to the window of the Mistral folder the run started from",
+                    what, path.c_str(), window.dump().c_str()));
+    }
+    if (!window.is_null()) source.sliding_window = window.get<int64_t>();
+  }
+  return source;
 }
 
 std::string save_checkpoint(const std::string& dir, const config::Config& config, const model::ModelLayout& layout,

@@ -349,6 +349,15 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
     throw Error(msg);
   }
   if (!d.taken.empty()) log::info(strprintf("model shape from %s: %s", hf.path.c_str(), join(d.taken, ", ").c_str()));
+  if (hf.sliding_window && m.seq_length > *hf.sliding_window) {
+    throw Error(strprintf(
+        "%s %s: model.seq_length = %lld is longer than the folder's sliding_window = %lld (%s): past that many "
+        "tokens %s's attention sees only the last %lld, stepgraph's every earlier one, so the model trained would not "
+        "be the folder's; set model.seq_length <= %lld (and dataset.seq_length with it)",
+        kKey, folder.c_str(), static_cast<long long>(m.seq_length), static_cast<long long>(*hf.sliding_window),
+        hf.path.c_str(), hf.architecture.c_str(), static_cast<long long>(*hf.sliding_window),
+        static_cast<long long>(*hf.sliding_window)));
+  }
   if (m.seq_length > hf.max_position_embeddings) {
     log::warn(strprintf(
         "model.seq_length = %lld is longer than the pretrained model's max_position_embeddings = %lld "

@@ -10,6 +10,7 @@
 
 #include "checkpoint/hf_config.h"
 #include "checkpoint/hf_import.h"
+#include "hf_test_folders.h"
 #include "model/layer_registry.h"
 #include "model/stack.h"
 #include "test_dir.h"
@@ -48,18 +49,13 @@ model::ModelSpec nemotron_spec() {
   return s;
 }
 
-std::string write_config(const test::ScratchDir& dir, const std::string& name, const nlohmann::json& config) {
-  const std::string folder = dir.str() + "/" + name;
-  std::filesystem::create_directories(folder);
-  std::ofstream(folder + "/config.json") << config.dump(2);
-  return folder;
-}
+using test::write_hf_config;
 
 TEST(HfImportNemotronH, WhatStepgraphWritesReadsBackAsTheSameModel) {
   test::ScratchDir dir("nemotron_h_config");
   const model::ModelSpec s = nemotron_spec();
   ASSERT_EQ(model::hf_architecture(s), "NemotronHForCausalLM");
-  const HfModelConfig hf = read_hf_config(write_config(dir, "written", hf_nemotron_h_config(s)));
+  const HfModelConfig hf = read_hf_config(write_hf_config(dir, "written", hf_nemotron_h_config(s)));
   EXPECT_EQ(hf.architecture, "NemotronHForCausalLM");
   const model::ModelSpec& r = hf.spec;
   EXPECT_EQ(r.hybrid_layer_pattern, s.hybrid_layer_pattern);
@@ -97,18 +93,18 @@ TEST(HfImportNemotronH, WhatStepgraphWritesReadsBackAsTheSameModel) {
   nlohmann::json older = hf_nemotron_h_config(s);
   older.erase("head_dim");
   older["attention_head_dim"] = 48;
-  EXPECT_EQ(read_hf_config(write_config(dir, "older", older)).spec.head_dim(), 48);
+  EXPECT_EQ(read_hf_config(write_hf_config(dir, "older", older)).spec.head_dim(), 48);
   // Neither key, nor num_key_value_heads: NemotronHConfig's defaults, head_dim 128 and 8 key/value heads (not
   // hidden_size / heads and one a head).
   nlohmann::json bare = hf_nemotron_h_config(s);
   bare.erase("head_dim");
   bare.erase("num_key_value_heads");
   bare["num_attention_heads"] = 16;
-  const model::ModelSpec defaults = read_hf_config(write_config(dir, "bare", bare)).spec;
+  const model::ModelSpec defaults = read_hf_config(write_hf_config(dir, "bare", bare)).spec;
   EXPECT_EQ(defaults.head_dim(), 128);
   EXPECT_EQ(defaults.num_query_groups, 8);
   bare["num_attention_heads"] = 12;
-  const std::string error = test::thrown_message([&] { read_hf_config(write_config(dir, "bare12", bare)); });
+  const std::string error = test::thrown_message([&] { read_hf_config(write_hf_config(dir, "bare12", bare)); });
   EXPECT_NE(error.find("num_key_value_heads = 8 (absent: NemotronHConfig's default) does not divide "
                        "num_attention_heads = 12"),
             std::string::npos)
@@ -118,7 +114,7 @@ TEST(HfImportNemotronH, WhatStepgraphWritesReadsBackAsTheSameModel) {
   model::ModelSpec unlimited = s;
   unlimited.mamba.dt_limit_min = 0.0;
   unlimited.mamba.dt_limit_max = std::numeric_limits<double>::infinity();
-  const HfModelConfig open = read_hf_config(write_config(dir, "unlimited", hf_nemotron_h_config(unlimited)));
+  const HfModelConfig open = read_hf_config(write_hf_config(dir, "unlimited", hf_nemotron_h_config(unlimited)));
   EXPECT_EQ(open.spec.mamba.dt_limit_max, std::numeric_limits<double>::infinity());
 
   // Python's json.dumps writes the default limit with a bare Infinity, not JSON (transformers 4, NVIDIA's releases
@@ -140,12 +136,13 @@ TEST(HfImportNemotronH, TheNewerLayerTypeListGivesTheSamePattern) {
   nlohmann::json config = hf_nemotron_h_config(nemotron_spec());
   config.erase("hybrid_override_pattern");
   config["layers_block_type"] = {"linear_attention", "moe", "full_attention", "mlp", "moe", "mamba"};
-  EXPECT_EQ(read_hf_config(write_config(dir, "new", config)).spec.hybrid_layer_pattern, "ME*-EM");
+  EXPECT_EQ(read_hf_config(write_hf_config(dir, "new", config)).spec.hybrid_layer_pattern, "ME*-EM");
   config["layers_block_type"] = {"mamba", "moe", "attention", "mlp", "moe", "mamba"};
-  EXPECT_EQ(read_hf_config(write_config(dir, "old_names", config)).spec.hybrid_layer_pattern, "ME*-EM");
+  EXPECT_EQ(read_hf_config(write_hf_config(dir, "old_names", config)).spec.hybrid_layer_pattern, "ME*-EM");
   config["layers_block_type"] = {"mamba", "moe", "sliding_attention", "mlp", "moe", "mamba"};
-  EXPECT_NE(test::thrown_message([&] { read_hf_config(write_config(dir, "unknown", config)); })
-                .find("layers_block_type holds \"sliding_attention\""),
+  EXPECT_NE(test::thrown_message([&] {
+              read_hf_config(write_hf_config(dir, "unknown", config));
+            }).find("layers_block_type holds \"sliding_attention\""),
             std::string::npos);
 }
 
@@ -169,7 +166,7 @@ TEST(HfImportNemotronH, WhatItCannotRunIsRefusedNamingTheKey) {
     SCOPED_TRACE(d.key);
     nlohmann::json config = hf_nemotron_h_config(nemotron_spec());
     config[d.key] = d.value;
-    const std::string folder = write_config(dir, d.key, config);
+    const std::string folder = write_hf_config(dir, d.key, config);
     const std::string message = test::thrown_message([&] { read_hf_config(folder); });
     EXPECT_NE(message.find(folder + "/config.json: "), std::string::npos) << message;
     EXPECT_NE(message.find(d.expected), std::string::npos) << message;

@@ -24,6 +24,7 @@
 #include "checkpoint/hf_config.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint_test_util.h"
+#include "hf_test_folders.h"
 #include "model/layer_registry.h"
 #include "model/stack.h"
 #include "process_util.h"
@@ -32,13 +33,7 @@
 namespace sg::checkpoint {
 namespace {
 
-std::string make_folder(const std::string& dir, const std::string& args) {
-  const auto r =
-      test::run_command("python3 " + std::string(STEPGRAPH_SOURCE_DIR) + "/tests/checkpoint/make_hf_llama.py --out " +
-                        test::shell_quote(dir) + " " + args + " 2>&1");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  return dir;
-}
+using test::make_hf_llama_folder;
 
 // Every tensor of the layout equals the script's expected.safetensors; the alignment gaps are zero.
 void expect_weights_equal_expected(const std::string& folder, const model::ModelLayout& layout,
@@ -86,7 +81,7 @@ TEST(HfImport, LoadsEveryFolderLayout) {
   };
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.name);
-    const std::string folder = make_folder(dir.str() + "/" + v.name, v.args);
+    const std::string folder = make_hf_llama_folder(dir.str() + "/" + v.name, v.args);
     EXPECT_EQ(resolve_model_folder(folder, "test"), folder);
     const HfModelConfig config = read_hf_config(folder);
     const model::ModelSpec& s = config.spec;
@@ -129,7 +124,7 @@ TEST(HfImport, LoadsEveryFolderLayout) {
 // whose attention is windowed is refused, naming the key.
 TEST(HfImport, Qwen3FolderLoadsWithItsQueryAndKeyNorms) {
   test::ScratchDir dir("hf_import_qwen3");
-  const std::string folder = make_folder(dir.str() + "/qwen3", "--dtype bf16 --qwen3");
+  const std::string folder = make_hf_llama_folder(dir.str() + "/qwen3", "--dtype bf16 --qwen3");
   const HfModelConfig config = read_hf_config(folder);
   EXPECT_EQ(config.architecture, "Qwen3ForCausalLM");
   const model::ModelSpec& s = config.spec;
@@ -156,14 +151,14 @@ TEST(HfImport, Qwen3FolderLoadsWithItsQueryAndKeyNorms) {
   EXPECT_EQ(back.layernorm_epsilon, s.layernorm_epsilon);
 
   // A Llama folder's weights lack the norms: a Qwen3 model cannot load them.
-  const std::string llama = make_folder(dir.str() + "/llama", "--dtype bf16");
+  const std::string llama = make_hf_llama_folder(dir.str() + "/llama", "--dtype bf16");
   model::ModelSpec with_norms = read_hf_config(llama).spec;
   with_norms.qk_layernorm = true;
   const std::string missing = test::thrown_message(
       [&] { load_hf_weights(llama, model::model_layout(with_norms), weights, WeightSource::model, "test"); });
   EXPECT_NE(missing.find("model.layers.0.self_attn.q_norm.weight"), std::string::npos) << missing;
 
-  const std::string sliding = make_folder(dir.str() + "/sliding", "--dtype bf16 --qwen3 --break sliding");
+  const std::string sliding = make_hf_llama_folder(dir.str() + "/sliding", "--dtype bf16 --qwen3 --break sliding");
   const std::string error = test::thrown_message([&] { read_hf_config(sliding); });
   EXPECT_NE(error.find("use_sliding_window = true: stepgraph's attention is fully causal"), std::string::npos) << error;
 }
@@ -190,7 +185,7 @@ int load_folder_with_biases(const std::string& folder, const model::ModelLayout&
 // attention is refused.
 TEST(HfImport, Qwen2FolderLoadsWithItsQkvBiases) {
   test::ScratchDir dir("hf_import_qwen2");
-  const std::string folder = make_folder(dir.str() + "/qwen2", "--dtype bf16 --qwen2");
+  const std::string folder = make_hf_llama_folder(dir.str() + "/qwen2", "--dtype bf16 --qwen2");
   const HfModelConfig config = read_hf_config(folder);
   EXPECT_EQ(config.architecture, "Qwen2ForCausalLM");
   const model::ModelSpec& s = config.spec;
@@ -217,12 +212,12 @@ TEST(HfImport, Qwen2FolderLoadsWithItsQkvBiases) {
   const std::string extra = test::thrown_message(
       [&] { load_hf_weights(folder, model::model_layout(without), weights, WeightSource::model, "test"); });
   EXPECT_NE(extra.find("model.layers.0.self_attn.q_proj.bias"), std::string::npos) << extra;
-  const std::string llama = make_folder(dir.str() + "/llama", "--dtype bf16");
+  const std::string llama = make_hf_llama_folder(dir.str() + "/llama", "--dtype bf16");
   const std::string missing =
       test::thrown_message([&] { load_hf_weights(llama, layout, weights, WeightSource::model, "test"); });
   EXPECT_NE(missing.find("model.layers.0.self_attn.k_proj.bias"), std::string::npos) << missing;
 
-  const std::string sliding = make_folder(dir.str() + "/sliding", "--dtype bf16 --qwen2 --break sliding");
+  const std::string sliding = make_hf_llama_folder(dir.str() + "/sliding", "--dtype bf16 --qwen2 --break sliding");
   const std::string error = test::thrown_message([&] { read_hf_config(sliding); });
   EXPECT_NE(error.find("use_sliding_window = true: stepgraph's attention is fully causal"), std::string::npos) << error;
 }
@@ -232,7 +227,7 @@ TEST(HfImport, Qwen2FolderLoadsWithItsQkvBiases) {
 // QKV bias alone cannot load its other biases, and a folder with one of the two keys is refused, naming the other.
 TEST(HfImport, LlamaFolderWithBiasesLoadsThemAll) {
   test::ScratchDir dir("hf_import_llama_bias");
-  const std::string folder = make_folder(dir.str() + "/biases", "--dtype bf16 --bias-linear");
+  const std::string folder = make_hf_llama_folder(dir.str() + "/biases", "--dtype bf16 --bias-linear");
   const HfModelConfig config = read_hf_config(folder);
   EXPECT_EQ(config.architecture, "LlamaForCausalLM");
   const model::ModelSpec& s = config.spec;
@@ -273,9 +268,10 @@ TEST(HfImport, LlamaFolderWithBiasesLoadsThemAll) {
 // have the shared expert).
 TEST(HfImport, Qwen2MoeFolderLoadsItsGatedSharedExpert) {
   test::ScratchDir dir("hf_import_qwen2_moe");
-  const std::string folder = make_folder(dir.str() + "/qwen2_moe",
-                                         "--dtype bf16 --qwen2 --experts 4 --topk 2 --moe-ffn 16 --shared-ffn 24 "
-                                         "--mlp-only 1");
+  const std::string folder =
+      make_hf_llama_folder(dir.str() + "/qwen2_moe",
+                           "--dtype bf16 --qwen2 --experts 4 --topk 2 --moe-ffn 16 --shared-ffn 24 "
+                           "--mlp-only 1");
   const HfModelConfig config = read_hf_config(folder);
   EXPECT_EQ(config.architecture, "Qwen2MoeForCausalLM");
   const model::ModelSpec& s = config.spec;
@@ -328,9 +324,9 @@ TEST(HfImport, Qwen2MoeFolderLoadsItsGatedSharedExpert) {
 // routing; its weights load under the layout's Qwen3-MoE names and its config.json round-trips.
 TEST(HfImport, Qwen3MoeFolderLoadsItsExpertsAndDenseBlocks) {
   test::ScratchDir dir("hf_import_qwen3_moe");
-  const std::string folder = make_folder(dir.str() + "/qwen3_moe",
-                                         "--dtype bf16 --qwen3 --experts 4 --topk 2 "
-                                         "--moe-ffn 16 --mlp-only 1 --norm-topk");
+  const std::string folder = make_hf_llama_folder(dir.str() + "/qwen3_moe",
+                                                  "--dtype bf16 --qwen3 --experts 4 --topk 2 "
+                                                  "--moe-ffn 16 --mlp-only 1 --norm-topk");
   const HfModelConfig config = read_hf_config(folder);
   EXPECT_EQ(config.architecture, "Qwen3MoeForCausalLM");
   const model::ModelSpec& s = config.spec;
@@ -440,7 +436,7 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
   };
   for (const WeightDefect& d : weight_defects) {
     SCOPED_TRACE(d.name);
-    const std::string folder = make_folder(dir.str() + "/" + d.name, d.args);
+    const std::string folder = make_hf_llama_folder(dir.str() + "/" + d.name, d.args);
     const model::ModelLayout layout = model::model_layout(read_hf_config(folder).spec);
     std::vector<float> weights = {1.0f};
     const std::string error =
@@ -456,7 +452,7 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
       {"yarn", "rope_scaling.rope_type = \"yarn\""},
   };
   for (const auto& [defect, message] : config_defects) {
-    const std::string folder = make_folder(dir.str() + "/" + defect, std::string("--break ") + defect);
+    const std::string folder = make_hf_llama_folder(dir.str() + "/" + defect, std::string("--break ") + defect);
     const std::string error = test::thrown_message([&] { read_hf_config(folder); });
     EXPECT_NE(error.find(message), std::string::npos) << error;
     EXPECT_NE(error.find("config.json"), std::string::npos) << error;
@@ -464,7 +460,7 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
   // A head_dim other than hidden_size / num_attention_heads is Megatron's kv_channels (here 16 with hidden 32 and 4
   // heads); this folder's weights are shaped for 8, which the weight check names.
   {
-    const std::string folder = make_folder(dir.str() + "/head_dim", "--break head_dim");
+    const std::string folder = make_hf_llama_folder(dir.str() + "/head_dim", "--break head_dim");
     const HfModelConfig config = read_hf_config(folder);
     EXPECT_EQ(config.spec.kv_channels, 16);
     std::vector<float> weights;
@@ -476,7 +472,7 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
   }
   // Values no model has are refused by read_hf_config naming config.json and the key, not by the model's own
   // checks with a source line.
-  const std::string good = make_folder(dir.str() + "/good", "");
+  const std::string good = make_hf_llama_folder(dir.str() + "/good", "");
   struct ValueDefect {
     const char* key;
     nlohmann::json value;  // null: the key removed
@@ -496,10 +492,10 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
       {"model_type", nullptr,
        "model_type is missing: transformers needs it to pick the model class; add "
        "\"model_type\": \"llama\""},
-      {"model_type", "mistral",
-       "model_type = \"mistral\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Qwen2 "
-       "(\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH "
-       "(\"nemotron_h\") folders, as does generate"},
+      {"model_type", "gemma",
+       "model_type = \"gemma\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Mistral "
+       "(\"mistral\"), Qwen2 (\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and "
+       "NemotronH (\"nemotron_h\") folders, as does generate"},
   };
   for (const ValueDefect& d : value_defects) {
     SCOPED_TRACE(std::string(d.key) + " = " + d.value.dump());
@@ -667,8 +663,8 @@ TEST(HfImport, StepgraphCheckpointIsVerifiedLikeCheckpointLoad) {
   qwen["model_type"] = "qwen3_next";
   error = test::thrown_message([&] { read_hf_config(save_own(dir.str() + "/qwen", 1, qwen)); });
   EXPECT_NE(error.find("model_type = \"qwen3_next\": checkpoint.pretrained_checkpoint takes Llama (model_type "
-                       "\"llama\"), Qwen2 (\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral "
-                       "(\"mixtral\") and NemotronH (\"nemotron_h\") folders"),
+                       "\"llama\"), Mistral (\"mistral\"), Qwen2 (\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", "
+                       "\"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders"),
             std::string::npos)
       << error;
   nlohmann::json mixtral = llama;

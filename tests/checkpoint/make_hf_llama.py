@@ -136,6 +136,11 @@ def make_config(a):
     }
     if a.bias_linear:
         config.update(attention_bias=True, mlp_bias=True)
+    if a.mistral is not None:
+        config.update(architectures=["MistralForCausalLM"], model_type="mistral", head_dim=a.hidden // a.heads)
+        del config["attention_bias"], config["mlp_bias"]  # MistralConfig has neither
+        if a.mistral >= 0:
+            config["sliding_window"] = a.mistral or None
     if a.qwen2:
         config.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
                       sliding_window=None, max_window_layers=a.layers)
@@ -195,6 +200,9 @@ def main():
     p.add_argument("--rope-scaling", type=float, default=0.0, help="llama3 factor (0: none)")
     p.add_argument("--original-max-pos", type=int, default=64, help="llama3 original_max_position_embeddings")
     p.add_argument("--rope-parameters", action="store_true", help="transformers 5 rope_parameters spelling")
+    p.add_argument("--mistral", type=int, default=None, metavar="WINDOW",
+                   help="a Mistral folder (Llama's tensors) with this sliding_window; 0 writes null (no window), -1 "
+                        "leaves the key out (MistralConfig's 4096)")
     p.add_argument("--qwen2", action="store_true", help="a Qwen2 folder: q, k and v biases in every attention")
     p.add_argument("--bias-linear", action="store_true",
                    help="a Llama folder with attention_bias and mlp_bias: a bias on every linear")

@@ -267,6 +267,27 @@ TEST_F(GenerateCli, HybridMoeCheckpointGenerates) {
   EXPECT_EQ(r["tokens"][0].get<std::vector<int32_t>>(), decoder.generated()[0]);
 }
 
+// A Mistral folder (MistralForCausalLM: Llama's tensors, attention within sliding_window) generates while the prompt
+// and the new tokens fit its window, where its attention is stepgraph's fully causal one; a request past the window
+// is refused before any decoding, naming the window, the folder and the flag to lower.
+TEST_F(GenerateCli, AMistralFolderGeneratesWithinItsSlidingWindow) {
+  const std::string folder = (dir_ / "mistral").string();
+  ASSERT_EQ(run_command("python3 " + kSource + "/tests/checkpoint/make_hf_llama.py --vocab 320 --mistral 8 --out " +
+                        shell_quote(folder) + " >/dev/null")
+                .exit_code,
+            0);
+  const nlohmann::json fits = generate_json(folder, "--prompt-tokens 1,2,3 --max-new-tokens 5 --ignore-eos");
+  ASSERT_TRUE(fits.contains("tokens"));
+  EXPECT_EQ(fits["tokens"][0].size(), 5u);
+  Result r = stepgraph("generate " + folder + " --cpu --prompt-tokens 1,2,3 --max-new-tokens 6");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("prompt + --max-new-tokens = 9 positions exceed MistralForCausalLM's sliding_window = 8 (" +
+                       folder + "/config.json)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("lower --max-new-tokens to 8 positions in all"), std::string::npos) << r.out;
+}
+
 TEST_F(GenerateCli, ErrorsNameTheFix) {
   const std::string bare = (dir_ / "bare").string();
   ASSERT_EQ(run_command("python3 " + kSource + "/tests/checkpoint/make_hf_llama.py --vocab 320 --out " +

@@ -73,6 +73,15 @@ void run(const config::Config& config, const fs::path& run_dir) {
   train::train(config, o);
 }
 
+// `first`'s run resumed from its saves in CK, for train_iters steps in all: the source's shapes, without the source.
+config::Config resumed_from(const config::Config& first, const std::string& ck, int64_t train_iters) {
+  config::Config resumed = train::apply_pretrained_shapes(first);
+  resumed.checkpoint.pretrained_checkpoint.reset();
+  resumed.checkpoint.load = ck;
+  resumed.train.train_iters = train_iters;
+  return resumed;
+}
+
 // Writes each {name, text} into FOLDER (a name may be subfolder/name).
 void write_files(const fs::path& folder, const std::vector<std::pair<std::string, std::string>>& files) {
   for (const auto& [name, text] : files) {
@@ -158,10 +167,7 @@ TEST(CheckpointExport, ResumedRunsKeepTheLoadedFoldersContextAndSpecialTokenIds)
   };
   expect_source_kept("iter_0000002");
 
-  config::Config resumed = train::apply_pretrained_shapes(first);  // the source's shapes, without the source
-  resumed.checkpoint.pretrained_checkpoint.reset();
-  resumed.checkpoint.load = ck;
-  resumed.train.train_iters = 3;
+  config::Config resumed = resumed_from(first, ck, 3);
   run(resumed, dir / "run");
   expect_source_kept("iter_0000003");
   resumed.train.train_iters = 4;  // resumed from a resumed run's save
@@ -175,6 +181,39 @@ TEST(CheckpointExport, ResumedRunsKeepTheLoadedFoldersContextAndSpecialTokenIds)
   both.train.train_iters = 5;
   run(both, dir / "run");
   expect_source_kept("iter_0000005");
+  fs::remove_all(dir);
+}
+
+// A run started from a Mistral folder with a sliding window saves Mistral folders with that window (the model
+// transformers runs beyond the window is then still the source's), and its resumed runs keep it; one started from a
+// Mistral folder without a window (the same model as a Llama) saves a Llama folder. What stepgraph writes reads back
+// with the window.
+TEST(CheckpointExport, AMistralSourcesWindowIsKeptInEverySave) {
+  const fs::path dir = test::fresh_test_dir("sg_checkpoint_export_mistral");
+  const std::string hf = make_hf_folder(dir / "hf", "--mistral 16");
+  const std::string ck = (dir / "ck").string();
+  const config::Config first = tiny_config({"checkpoint.pretrained_checkpoint=" + hf, "checkpoint.save=" + ck});
+  run(first, dir / "run");
+  const auto expect_mistral = [&](const std::string& iteration) {
+    const nlohmann::json saved = read_json(dir / "ck" / iteration / "config.json");
+    EXPECT_EQ(saved["model_type"], "mistral") << iteration << ": " << saved.dump();
+    EXPECT_EQ(saved["architectures"], nlohmann::json::array({"MistralForCausalLM"})) << iteration;
+    EXPECT_EQ(saved["sliding_window"], 16) << iteration;
+    EXPECT_FALSE(saved.contains("attention_bias") || saved.contains("mlp_bias")) << iteration << ": " << saved.dump();
+    const checkpoint::HfModelConfig back = checkpoint::read_hf_config((dir / "ck" / iteration).string());
+    EXPECT_EQ(back.sliding_window, 16) << iteration;
+  };
+  expect_mistral("iter_0000002");
+  config::Config resumed = resumed_from(first, ck, 3);
+  run(resumed, dir / "run");
+  expect_mistral("iter_0000003");
+
+  const std::string open = make_hf_folder(dir / "open", "--mistral 0");
+  run(tiny_config({"checkpoint.pretrained_checkpoint=" + open, "checkpoint.save=" + (dir / "ck_open").string()}),
+      dir / "run_open");
+  const nlohmann::json saved = read_json(dir / "ck_open" / "iter_0000002" / "config.json");
+  EXPECT_EQ(saved["model_type"], "llama") << saved.dump();
+  EXPECT_FALSE(saved.contains("sliding_window")) << saved.dump();
   fs::remove_all(dir);
 }
 
@@ -200,10 +239,7 @@ TEST(CheckpointExport, CopiesTheSourcesGenerationConfigIntoEverySave) {
   };
   expect_copied("iter_0000002");
 
-  config::Config resumed = train::apply_pretrained_shapes(first);
-  resumed.checkpoint.pretrained_checkpoint.reset();
-  resumed.checkpoint.load = ck;
-  resumed.train.train_iters = 3;
+  config::Config resumed = resumed_from(first, ck, 3);
   run(resumed, dir / "run");
   expect_copied("iter_0000003");
 

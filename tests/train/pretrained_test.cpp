@@ -225,6 +225,28 @@ TEST(Pretrained, ALlamaFolderWithBiasesTrainsWithAddBiasLinear) {
       "Llama with attention_bias and mlp_bias (a bias on every linear of attention and the MLP)");
 }
 
+// A Mistral folder trains as the Llama it is while its sequences fit its sliding_window (16 tokens here, the window 16
+// or none: step 1's loss is the CPU model's from its weights); a window shorter than model.seq_length is refused,
+// naming both lengths, the folder's config.json and the key to lower.
+TEST(Pretrained, AMistralFolderTrainsWithinItsSlidingWindow) {
+  for (const char* window : {"16", "0"}) {  // 0: sliding_window null
+    const Scratch dir;                      // one run folder each (Scratch's path is the process's)
+    const std::string folder = make_hf_folder(dir / "mistral", std::string("--mistral ") + window);
+    const config::Config c = tiny_config({"checkpoint.pretrained_checkpoint=" + folder, "train.train_iters=1"});
+    EXPECT_EQ(train::apply_pretrained_shapes(c).model.num_query_groups, 2) << window;
+    expect_one_step_from(c, dir, folder);
+  }
+  const Scratch dir;
+  const std::string narrow = make_hf_folder(dir / "mistral_8", "--mistral 8");
+  const std::string error = test::thrown_message(
+      [&] { train::apply_pretrained_shapes(tiny_config({"checkpoint.pretrained_checkpoint=" + narrow})); });
+  EXPECT_NE(
+      error.find("model.seq_length = 16 is longer than the folder's sliding_window = 8 (" + narrow + "/config.json)"),
+      std::string::npos)
+      << error;
+  EXPECT_NE(error.find("set model.seq_length <= 8"), std::string::npos) << error;
+}
+
 // A Qwen2-MoE folder: the shared expert's width is taken from it, its gate must be configured (the error names
 // moe_shared_expert_gate and its fix), and a run configured so trains from its weights, the gate's included.
 TEST(Pretrained, AQwen2MoeFolderTrainsWithItsGatedSharedExpert) {
