@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "checkpoint/durable_io.h"
 #include "checkpoint/finite_check.h"
 #include "checkpoint/hf_config_reader.h"
+#include "checkpoint/hf_fused_tensors.h"
 #include "checkpoint/python_json.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
@@ -108,12 +110,44 @@ void read_qwen_attention(const ConfigReader& c) {
   }
 }
 
-// Mistral's attention sees the last sliding_window tokens; MistralConfig's default, where the key is absent, is 4096,
-// and null is no window. stepgraph's attention is fully causal: the same within the window, so the folder is read and
-// the runs whose sequences are longer are refused where their length is known (train, generate).
-std::optional<int64_t> read_mistral_window(const ConfigReader& c) {
+// Mistral's and Phi3's attention sees the last sliding_window tokens; null is no window, and an absent key the config
+// class's default (MistralConfig's 4096, Phi3Config's none). stepgraph's attention is fully causal: the same within
+// the window, so the folder is read and the runs whose sequences are longer are refused where their length is known
+// (train, generate).
+std::optional<int64_t> read_sliding_window(const ConfigReader& c, std::optional<int64_t> absent) {
   if (c.json().contains("sliding_window") && c.json()["sliding_window"].is_null()) return std::nullopt;
-  return c.integer("sliding_window", 4096);
+  if (!c.json().contains("sliding_window")) return absent;
+  return c.integer("sliding_window");
+}
+
+// Phi3's RoPE may rotate a share of each head (partial_rotary_factor, at the top level or in rope_parameters:
+// Phi-4-mini's 0.75); stepgraph's rotates all of it.
+void read_full_rotary(const ConfigReader& c) {
+  const nlohmann::json& j = c.json();
+  const auto check = [&](const nlohmann::json& obj, const std::string& key) {
+    if (!obj.is_object() || !obj.contains("partial_rotary_factor") || obj["partial_rotary_factor"].is_null()) return;
+    if (c.number(obj, "partial_rotary_factor", std::nullopt) != 1.0) {
+      c.fail(key, "= " + obj["partial_rotary_factor"].dump() +
+                      ": stepgraph's RoPE rotates every dimension of a head (partial rotary is not implemented)");
+    }
+  };
+  check(j, "partial_rotary_factor");
+  if (j.contains("rope_parameters")) check(j["rope_parameters"], "rope_parameters.partial_rotary_factor");
+}
+
+// config.json's model_type, "" where the folder has none or it is unreadable (read_hf_config reports that).
+std::string folder_model_type(const std::string& folder) {
+  const std::string path = folder + "/" + kConfigFile;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return "";
+  try {
+    const nlohmann::json json = parse_python_json(read_text_file(path), path);
+    return json.is_object() && json.contains("model_type") && json["model_type"].is_string()
+               ? json["model_type"].get<std::string>()
+               : "";
+  } catch (const Error&) {
+    return "";
+  }
 }
 
 // eos_token_id: a number or a list.
@@ -212,20 +246,24 @@ HfModelConfig read_hf_config(const std::string& folder) {
     return out;
   }
   const bool mistral = model_type == "mistral";  // Llama's blocks, attention within a sliding window (read below)
+  // Llama's blocks with q, k and v in one qkv_proj and gate and up in one gate_up_proj (hf_fused_tensors.h), and
+  // Mistral's sliding window where config.json sets one.
+  const bool phi3 = model_type == "phi3";
   const bool mixtral = model_type == "mixtral";  // Llama's attention and norms, every MLP a SwiGLU MoE
   const bool qwen3_moe = model_type == "qwen3_moe";       // Qwen3 with softmax-routed SwiGLU experts
   const bool qwen3 = model_type == "qwen3" || qwen3_moe;  // Llama with a query and a key norm per head
   // Qwen2 with softmax-routed SwiGLU experts and a gated shared expert; q, k and v biased as qkv_bias says.
   const bool qwen2_moe = model_type == "qwen2_moe";
   const bool qwen2 = model_type == "qwen2" || qwen2_moe;  // Llama with a bias on q_proj, k_proj and v_proj
-  if (model_type != "llama" && !mistral && !mixtral && !qwen3 && !qwen2) {
-    c.fail("model_type",
-           "= \"" + model_type +
-               "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Mistral "
-               "(\"mistral\"), Qwen2 (\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral "
-               "(\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does generate");
+  if (model_type != "llama" && !mistral && !phi3 && !mixtral && !qwen3 && !qwen2) {
+    c.fail("model_type", "= \"" + model_type +
+                             "\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Mistral "
+                             "(\"mistral\"), Phi-3 (\"phi3\"), Qwen2 (\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", "
+                             "\"qwen3_moe\"), Mixtral "
+                             "(\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does generate");
   }
   out.architecture = mistral     ? "MistralForCausalLM"
+                     : phi3      ? "Phi3ForCausalLM"
                      : mixtral   ? "MixtralForCausalLM"
                      : qwen3_moe ? "Qwen3MoeForCausalLM"
                      : qwen3     ? "Qwen3ForCausalLM"
@@ -299,8 +337,8 @@ HfModelConfig read_hf_config(const std::string& folder) {
                      static_cast<long long>(s.hidden_size), static_cast<long long>(s.num_attention_heads),
                      static_cast<long long>(s.head_dim())));
   }
-  // MixtralConfig's; LlamaConfig's, Qwen2's, Qwen3's.
-  s.layernorm_epsilon = c.number("rms_norm_eps", mixtral ? 1e-5 : 1e-6);
+  // MixtralConfig's and Phi3Config's; LlamaConfig's, Qwen2's, Qwen3's.
+  s.layernorm_epsilon = c.number("rms_norm_eps", mixtral || phi3 ? 1e-5 : 1e-6);
   if (!(s.layernorm_epsilon > 0.0)) {
     c.fail("rms_norm_eps",
            "= " + fmt(s.layernorm_epsilon) + ": must be positive (RMSNorm divides by sqrt(mean + eps))");
@@ -314,10 +352,15 @@ HfModelConfig read_hf_config(const std::string& folder) {
   // them all; a hand-written file may not).
   read_rope(c, s, mixtral ? 1e6 : 10000.0);
   if (mixtral) read_mixtral_experts(c, s);
-  if (mistral) out.sliding_window = read_mistral_window(c);
+  if (mistral) out.sliding_window = read_sliding_window(c, 4096);
+  if (phi3) {
+    out.sliding_window = read_sliding_window(c, std::nullopt);
+    read_full_rotary(c);
+  }
   if (qwen3_moe || qwen2_moe) read_qwen_moe_experts(c, s, qwen2_moe);
   out.max_position_embeddings = c.integer("max_position_embeddings", mixtral || mistral ? 4096 * 32
                                                                      : qwen3 || qwen2   ? 32768
+                                                                     : phi3             ? 4096
                                                                                         : 2048);
   s.seq_length = out.max_position_embeddings;
   return out;
@@ -492,6 +535,8 @@ MappedHfWeights map_hf_weights(const std::string& folder, const model::ModelLayo
     }
   }
   if (!w.index.empty() && diffs.empty()) check_weight_map(w, file_of);
+  std::deque<SafetensorsFile::Entry> fused_parts;  // rows of a family's fused tensors, by the names of the model's
+  split_fused_tensors(folder_model_type(folder), layout, found, file_of, fused_parts, diffs);
   std::set<std::string> expected;
   for (const auto& t : layout.tensors()) {
     expected.insert(t.name);

@@ -31,7 +31,7 @@ struct HfModelConfig {
   std::string architecture;  // the folder's transformers class: "LlamaForCausalLM", "MistralForCausalLM", ...
   model::ModelSpec spec;  // seq_length = max_position_embeddings
   int64_t max_position_embeddings = 0;
-  // A Mistral folder's sliding_window: its attention sees only the last this many tokens, stepgraph's every earlier
+  // A Mistral or Phi-3 folder's sliding_window: its attention sees only the last this many tokens, stepgraph's every earlier
   // one, so a run is the folder's model only while its sequences fit (train and generate refuse longer ones).
   std::optional<int64_t> sliding_window;
   std::string dtype;                   // torch_dtype (dtype in transformers 5); "" when absent
@@ -41,7 +41,8 @@ struct HfModelConfig {
 };
 
 // Parses FOLDER/config.json: a Llama one (below; Mistral's is Llama's with MistralConfig's defaults and its
-// sliding_window, absent 4096, null none), or a NemotronH one (model_type "nemotron_h": the layer pattern
+// sliding_window, absent 4096, null none; Phi3's Llama's with fused tensors, hf_fused_tensors.h, and a
+// sliding_window, absent none, and a partial_rotary_factor other than 1 refused), or a NemotronH one (model_type "nemotron_h": the layer pattern
 // from hybrid_override_pattern or layers_block_type, the Mamba2, attention, MLP and MoE shapes; sg::Error for
 // biases, an activation other than relu2, a latent MoE projection, group-limited routing, or norm_topk_prob other
 // than Megatron's "k > 1"). Llama: transformers 4 spelling rope_theta + rope_scaling, or transformers 5

@@ -38,7 +38,8 @@ struct CheckpointSource {
   // Its generation_config.json as written (empty: none), copied into every save: transformers' generate() and
   // stepgraph's stop at the eos ids listed there (Llama 3 Instruct lists its end-of-turn token only there).
   std::string generation_config;
-  // A Mistral source's sliding_window (nullopt: none, or another family): the saves are Mistral folders with it.
+  // A Mistral or Phi-3 source's sliding_window (nullopt: none, or another family): the saves are Mistral folders
+  // with it (Phi-3's blocks are Llama's, its tensors fused only in the file).
   std::optional<int64_t> sliding_window;
 };
 

@@ -4,12 +4,10 @@
 // weights load as a Llama folder's, element for element.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "checkpoint/hf_import.h"
-#include "checkpoint/safetensors.h"
 #include "hf_test_folders.h"
 #include "model/layer_registry.h"
 #include "model/stack.h"
@@ -34,15 +32,7 @@ TEST(HfImportMistral, AFolderLoadsAsLlamaWithItsWindow) {
   EXPECT_FALSE(s.add_qkv_bias || s.add_bias_linear || s.qk_layernorm);
   EXPECT_EQ(model::hf_architecture(s), "LlamaForCausalLM");  // what a checkpoint of it is written as
 
-  const model::ModelLayout layout = model::model_layout(s);
-  std::vector<float> weights;
-  load_hf_weights(folder, layout, weights, WeightSource::model, "test");
-  const SafetensorsFile expected(folder + "/expected.safetensors");
-  for (const auto& t : layout.tensors()) {
-    const auto* e = expected.find(t.name);
-    ASSERT_NE(e, nullptr) << t.name;
-    ASSERT_EQ(std::memcmp(weights.data() + t.offset, e->data, static_cast<size_t>(t.numel) * 4), 0) << t.name;
-  }
+  test::expect_loaded_weights_equal_expected(folder, model::model_layout(s));
 
   const std::string null_window = make_hf_llama_folder(dir.str() + "/null_window", "--mistral 0");
   EXPECT_FALSE(read_hf_config(null_window).sliding_window.has_value());

@@ -494,8 +494,8 @@ TEST(HfImport, RefusesBrokenFoldersNamingTheProblem) {
        "\"model_type\": \"llama\""},
       {"model_type", "gemma",
        "model_type = \"gemma\": checkpoint.pretrained_checkpoint takes Llama (model_type \"llama\"), Mistral "
-       "(\"mistral\"), Qwen2 (\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and "
-       "NemotronH (\"nemotron_h\") folders, as does generate"},
+       "(\"mistral\"), Phi-3 (\"phi3\"), Qwen2 (\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral "
+       "(\"mixtral\") and NemotronH (\"nemotron_h\") folders, as does generate"},
   };
   for (const ValueDefect& d : value_defects) {
     SCOPED_TRACE(std::string(d.key) + " = " + d.value.dump());
@@ -663,8 +663,9 @@ TEST(HfImport, StepgraphCheckpointIsVerifiedLikeCheckpointLoad) {
   qwen["model_type"] = "qwen3_next";
   error = test::thrown_message([&] { read_hf_config(save_own(dir.str() + "/qwen", 1, qwen)); });
   EXPECT_NE(error.find("model_type = \"qwen3_next\": checkpoint.pretrained_checkpoint takes Llama (model_type "
-                       "\"llama\"), Mistral (\"mistral\"), Qwen2 (\"qwen2\", \"qwen2_moe\"), Qwen3 (\"qwen3\", "
-                       "\"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") folders"),
+                       "\"llama\"), Mistral (\"mistral\"), Phi-3 (\"phi3\"), Qwen2 (\"qwen2\", \"qwen2_moe\"), "
+                       "Qwen3 (\"qwen3\", \"qwen3_moe\"), Mixtral (\"mixtral\") and NemotronH (\"nemotron_h\") "
+                       "folders"),
             std::string::npos)
       << error;
   nlohmann::json mixtral = llama;

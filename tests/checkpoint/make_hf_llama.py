@@ -124,6 +124,22 @@ def tensor_specs(a):
     return specs
 
 
+def fuse_phi3(tensors):
+    """Phi-3's files: each layer's q, k and v stacked into qkv_proj, gate and up into gate_up_proj (in that order)."""
+    fusions = [("self_attn.qkv_proj.weight", ["self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                              "self_attn.v_proj.weight"]),
+               ("mlp.gate_up_proj.weight", ["mlp.gate_proj.weight", "mlp.up_proj.weight"])]
+    out = {}
+    for name, t in tensors.items():
+        for fused, parts in fusions:
+            if name.endswith(parts[0]):
+                prefix = name[:-len(parts[0])]
+                out[prefix + fused] = np.concatenate([tensors[prefix + q] for q in parts], axis=0)
+        if not any(name.endswith(q) for _, parts in fusions for q in parts):
+            out[name] = t
+    return out
+
+
 def make_config(a):
     config = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": a.vocab,
@@ -136,6 +152,13 @@ def make_config(a):
     }
     if a.bias_linear:
         config.update(attention_bias=True, mlp_bias=True)
+    if a.phi3 is not None:
+        config.update(architectures=["Phi3ForCausalLM"], model_type="phi3", partial_rotary_factor=1.0,
+                      resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0,
+                      original_max_position_embeddings=a.max_pos, pad_token_id=None)
+        del config["attention_bias"], config["mlp_bias"]  # Phi3Config has neither
+        if a.phi3 >= 0:
+            config["sliding_window"] = a.phi3 or None
     if a.mistral is not None:
         config.update(architectures=["MistralForCausalLM"], model_type="mistral", head_dim=a.hidden // a.heads)
         del config["attention_bias"], config["mlp_bias"]  # MistralConfig has neither
@@ -203,6 +226,9 @@ def main():
     p.add_argument("--mistral", type=int, default=None, metavar="WINDOW",
                    help="a Mistral folder (Llama's tensors) with this sliding_window; 0 writes null (no window), -1 "
                         "leaves the key out (MistralConfig's 4096)")
+    p.add_argument("--phi3", type=int, default=None, metavar="WINDOW",
+                   help="a Phi-3 folder (q, k and v in one qkv_proj, gate and up in one gate_up_proj) with this "
+                        "sliding_window; 0 writes null, -1 leaves the key out (Phi3Config's none)")
     p.add_argument("--qwen2", action="store_true", help="a Qwen2 folder: q, k and v biases in every attention")
     p.add_argument("--bias-linear", action="store_true",
                    help="a Llama folder with attention_bias and mlp_bias: a bias on every linear")
@@ -249,6 +275,9 @@ def main():
     elif a.dtype == "fp16":
         values = {k: v.astype(np.float16) for k, v in values.items()}  # written as F16, compared as F32
     f64 = {"model.norm.weight", "model.layers.0.input_layernorm.weight"} if a.break_ == "f64" else set()
+    expected = dict(values)  # by the model's names; a Phi-3 folder's files hold some of them fused
+    if a.phi3 is not None:
+        values, bits = fuse_phi3(values), (fuse_phi3(bits) if a.dtype == "bf16" else None)
 
     os.makedirs(a.out, exist_ok=True)
     names = list(values)
@@ -282,7 +311,7 @@ def main():
         if a.break_ == "stale":  # an earlier single-file save left behind
             save_file({k: v.astype(np.float32) for k, v in values.items()}, os.path.join(a.out, "model.safetensors"),
                       metadata={"format": "pt"})
-    save_file({k: v.astype(np.float32) for k, v in values.items()}, os.path.join(a.out, "expected.safetensors"),
+    save_file({k: v.astype(np.float32) for k, v in expected.items()}, os.path.join(a.out, "expected.safetensors"),
               metadata={"format": "pt"})
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(make_config(a), f, indent=2)

@@ -186,7 +186,8 @@ TEST(CheckpointExport, ResumedRunsKeepTheLoadedFoldersContextAndSpecialTokenIds)
 
 // A run started from a Mistral folder with a sliding window saves Mistral folders with that window (the model
 // transformers runs beyond the window is then still the source's), and its resumed runs keep it; one started from a
-// Mistral folder without a window (the same model as a Llama) saves a Llama folder. What stepgraph writes reads back
+// Mistral folder without a window (the same model as a Llama) saves a Llama folder, and one from a Phi-3 folder with
+// a window a Mistral folder. What stepgraph writes reads back
 // with the window.
 TEST(CheckpointExport, AMistralSourcesWindowIsKeptInEverySave) {
   const fs::path dir = test::fresh_test_dir("sg_checkpoint_export_mistral");
@@ -214,6 +215,13 @@ TEST(CheckpointExport, AMistralSourcesWindowIsKeptInEverySave) {
   const nlohmann::json saved = read_json(dir / "ck_open" / "iter_0000002" / "config.json");
   EXPECT_EQ(saved["model_type"], "llama") << saved.dump();
   EXPECT_FALSE(saved.contains("sliding_window")) << saved.dump();
+  // A Phi-3 folder with a window: the same model as a Mistral one (its tensors fused only in its files).
+  const std::string phi3 = make_hf_folder(dir / "phi3", "--phi3 16");
+  run(tiny_config({"checkpoint.pretrained_checkpoint=" + phi3, "checkpoint.save=" + (dir / "ck_phi3").string()}),
+      dir / "run_phi3");
+  const nlohmann::json from_phi3 = read_json(dir / "ck_phi3" / "iter_0000002" / "config.json");
+  EXPECT_EQ(from_phi3["model_type"], "mistral") << from_phi3.dump();
+  EXPECT_EQ(from_phi3["sliding_window"], 16) << from_phi3.dump();
   fs::remove_all(dir);
 }
 

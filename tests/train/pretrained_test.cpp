@@ -225,15 +225,15 @@ TEST(Pretrained, ALlamaFolderWithBiasesTrainsWithAddBiasLinear) {
       "Llama with attention_bias and mlp_bias (a bias on every linear of attention and the MLP)");
 }
 
-// A Mistral folder trains as the Llama it is while its sequences fit its sliding_window (16 tokens here, the window 16
-// or none: step 1's loss is the CPU model's from its weights); a window shorter than model.seq_length is refused,
-// naming both lengths, the folder's config.json and the key to lower.
+// A Mistral or Phi-3 folder trains as the Llama it is while its sequences fit its sliding_window (16 tokens here, the
+// window 16 or none: step 1's loss is the CPU model's from its weights, Phi-3's read from its fused tensors); a window
+// shorter than model.seq_length is refused, naming both lengths, the folder's config.json and the key to lower.
 TEST(Pretrained, AMistralFolderTrainsWithinItsSlidingWindow) {
-  for (const char* window : {"16", "0"}) {  // 0: sliding_window null
-    const Scratch dir;                      // one run folder each (Scratch's path is the process's)
-    const std::string folder = make_hf_folder(dir / "mistral", std::string("--mistral ") + window);
+  for (const char* flags : {"--mistral 16", "--mistral 0", "--phi3 16"}) {  // 0: sliding_window null
+    const Scratch dir;  // one run folder each (Scratch's path is the process's)
+    const std::string folder = make_hf_folder(dir / "source", flags);
     const config::Config c = tiny_config({"checkpoint.pretrained_checkpoint=" + folder, "train.train_iters=1"});
-    EXPECT_EQ(train::apply_pretrained_shapes(c).model.num_query_groups, 2) << window;
+    EXPECT_EQ(train::apply_pretrained_shapes(c).model.num_query_groups, 2) << flags;
     expect_one_step_from(c, dir, folder);
   }
   const Scratch dir;
