@@ -61,6 +61,15 @@ void read_mixtral_experts(const ConfigReader& c, model::ModelSpec& s);
 // Qwen3MoeForCausalLM's, or with `qwen2` Qwen2MoeForCausalLM's (with its gated shared expert), experts into s.
 void read_qwen_moe_experts(const ConfigReader& c, model::ModelSpec& s, bool qwen2);
 
+// The attention of the Llama-block families beyond Llama's (hf_import_attention.cpp). Qwen2's and Qwen3's: full
+// attention in every layer, else sg::Error naming the key.
+void read_qwen_attention(const ConfigReader& c);
+// Mistral's and Phi-3's sliding_window: null none, an absent key `absent` (the config class's default), else a
+// positive integer.
+std::optional<int64_t> read_sliding_window(const ConfigReader& c, std::optional<int64_t> absent);
+// Phi-3's partial_rotary_factor (top level or in rope_parameters) must be 1 where set: sg::Error naming the key.
+void read_full_rotary(const ConfigReader& c);
+
 // model_type "nemotron_h" (NemotronHForCausalLM: Mamba2, attention without RoPE, squared-ReLU MLPs and, with
 // "moe" layers, NemotronHMoE) into out.spec and out.max_position_embeddings (hf_import_nemotron_h.cpp).
 void read_nemotron_h_config(const ConfigReader& c, HfModelConfig& out);
