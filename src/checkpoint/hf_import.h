@@ -31,8 +31,8 @@ struct HfModelConfig {
   std::string architecture;  // the folder's transformers class: "LlamaForCausalLM", "MistralForCausalLM", ...
   model::ModelSpec spec;  // seq_length = max_position_embeddings
   int64_t max_position_embeddings = 0;
-  // A Mistral or Phi-3 folder's sliding_window: its attention sees only the last this many tokens, stepgraph's every earlier
-  // one, so a run is the folder's model only while its sequences fit (train and generate refuse longer ones).
+  // A Mistral or Phi-3 folder's sliding_window: its attention sees only the last this many tokens, stepgraph's every
+  // earlier one, so a run is the folder's model only while its sequences fit (train and generate refuse longer ones).
   std::optional<int64_t> sliding_window;
   std::string dtype;                   // torch_dtype (dtype in transformers 5); "" when absent
   // eos_token_id (a number or a list) of config.json and of generation_config.json where the folder has one, each id
@@ -41,16 +41,16 @@ struct HfModelConfig {
 };
 
 // Parses FOLDER/config.json: a Llama one (below; Mistral's is Llama's with MistralConfig's defaults and its
-// sliding_window, absent 4096, null none; Phi3's Llama's with fused tensors, hf_fused_tensors.h, and a
-// sliding_window, absent none, and a partial_rotary_factor other than 1 refused), or a NemotronH one (model_type "nemotron_h": the layer pattern
-// from hybrid_override_pattern or layers_block_type, the Mamba2, attention, MLP and MoE shapes; sg::Error for
-// biases, an activation other than relu2, a latent MoE projection, group-limited routing, or norm_topk_prob other
+// sliding_window, absent 4096, null none; Phi3's Llama's with fused tensors, hf_fused_tensors.h, and a sliding_window,
+// absent none, and a partial_rotary_factor other than 1 refused), or a NemotronH one (model_type "nemotron_h": the
+// layer pattern from hybrid_override_pattern or layers_block_type, the Mamba2, attention, MLP and MoE shapes; sg::Error
+// for biases, an activation other than relu2, a latent MoE projection, group-limited routing, or norm_topk_prob other
 // than Megatron's "k > 1"). Llama: transformers 4 spelling rope_theta + rope_scaling, or transformers 5
-// rope_parameters; sg::Error naming config.json's path, the key and its value for what this Llama cannot run: a
-// missing model_type or one other than llama, hidden_act other than silu, attention or MLP biases, a RoPE type other
-// than default and llama3; and for values no model has: sizes that are not positive integers, num_key_value_heads
-// not dividing num_attention_heads, an odd head dimension, rms_norm_eps or initializer_range not positive. (A
-// head_dim other than hidden_size / num_attention_heads is Megatron's kv_channels.)
+// rope_parameters; sg::Error naming config.json's path, the key and its value for what this Llama cannot run: a missing
+// model_type or one other than llama, hidden_act other than silu, attention or MLP biases, a RoPE type other than
+// default and llama3; and for values no model has: sizes that are not positive integers, num_key_value_heads not
+// dividing num_attention_heads, an odd head dimension, rms_norm_eps or initializer_range not positive. (A head_dim
+// other than hidden_size / num_attention_heads is Megatron's kv_channels.)
 HfModelConfig read_hf_config(const std::string& folder);
 
 // Which weights of a stepgraph checkpoint folder to read (a plain Hugging Face folder has one kind).
@@ -73,9 +73,10 @@ std::vector<std::string> weight_files(const std::string& folder, WeightSource so
 // each missing, differently shaped, wrongly typed (not F32/BF16/F16) or unexpected tensor; and every
 // weight must be finite (the error names the tensor and the first bad element). F16 and BF16 widen to
 // fp32 exactly. Ignored: rotary_emb.inv_freq buffers of old transformers versions, and lm_head.weight
-// when the embeddings are tied (transformers ties it to embed_tokens too). `what` is the key or argument
-// that named the folder ("checkpoint.pretrained_checkpoint", "generate CHECKPOINT"), for the messages.
-// Returns a one-line description of what was read.
+// when the embeddings are tied (transformers ties it to embed_tokens too). A family's fused tensors (Phi-3's
+// qkv_proj and gate_up_proj) are read as the model's own tensors, their row ranges (hf_fused_tensors.h). `what` is
+// the key or argument that named the folder ("checkpoint.pretrained_checkpoint", "generate CHECKPOINT"), for the
+// messages. Returns a one-line description of what was read.
 std::string load_hf_weights(const std::string& folder, const model::ModelLayout& layout, std::vector<float>& weights,
                             WeightSource source, const std::string& what);
 
