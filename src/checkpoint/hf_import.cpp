@@ -494,7 +494,7 @@ MappedHfWeights map_hf_weights(const std::string& folder, const model::ModelLayo
     }
   }
   if (!w.index.empty() && diffs.empty()) check_weight_map(w, file_of);
-  std::deque<SafetensorsFile::Entry> fused_parts;  // rows of a family's fused tensors, by the names of the model's
+  std::deque<SafetensorsFile::Entry> fused_parts;  // a family's fused tensors' rows, named as the model's tensors
   split_fused_tensors(folder_model_type(folder), layout, found, file_of, fused_parts, diffs);
   std::set<std::string> expected;
   for (const auto& t : layout.tensors()) {
