@@ -263,7 +263,8 @@ CheckpointSource source_of(const std::string& folder, const nlohmann::json& conf
   return CheckpointSource{.max_position_embeddings = max_position_embeddings,
                           .bos_token_id = source_token_id(config_json, "bos_token_id", path, what),
                           .eos_token_id = source_token_id(config_json, "eos_token_id", path, what),
-                          .generation_config = generation_config_text(folder)};
+                          .generation_config = generation_config_text(folder),
+                          .sliding_window = std::nullopt};  // the caller reads it from its own source
 }
 
 nlohmann::json id_or_null(const std::optional<int64_t>& id) {

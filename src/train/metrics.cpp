@@ -112,6 +112,7 @@ void MetricsLog::write(const StepMetrics& m) {
 EvalMetrics eval_metrics(int64_t step, const EvalResult& result, bool test, double wall_time_s, int64_t tokens) {
   return EvalMetrics{.step = step,
                      .test = test,
+                     .set = "",  // the caller names a validation set
                      .val_loss = result.loss,
                      .val_ppl = std::exp(result.loss),
                      .batches = result.batches,
