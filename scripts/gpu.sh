@@ -45,8 +45,10 @@
 # in every graph mode, bitwise equal to the plain run. On 2 GPUs (kind nvidia-h200-x2) `stepgraph launch -n 2`
 # runs them, then bench -ng 2 against -ng 1 (scaling efficiency), which one GPU records as NOT RUN (it runs
 # bench -ng 2's rank path there, untimed); docs/distributed.md.
-# dp_moe (part of dp, or alone): MoE models at world size 2 against 1 (the losses, auxiliary losses and routed tokens)
-# and their graph modes at world size 2 against eager, and validation.test_mode's weight comparison at world size 2.
+# dp_moe (part of dp, or alone): MoE models at world size 2 against 1 (the losses, auxiliary losses and routed
+# tokens; with and without the distributed optimizer) and their graph modes at world size 2 against eager,
+# validation.test_mode's weight comparison at world size 2, and a hybrid Mamba model with the distributed optimizer
+# at 2 against 1.
 #
 # Expects a build made for sm_90 in ${BUILD_DIR:-build} (scripts/build.sh here, or on the GPU machine:
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
@@ -787,11 +789,12 @@ if want dp || want dp_moe; then
     run_dp "${variant}_ws2_te" "${ws2[@]}" train "${moe[@]}" "${extra[@]}" "${moe_te[@]}" --run-dir "$D/${variant}_ws2_te"
     ws2_runs=("$D/${variant}_ws2/metrics.jsonl")
     graph_runs=("$D/${variant}_ws2_local/metrics.jsonl" "$D/${variant}_ws2_te/metrics.jsonl")
+    # The distributed optimizer too (with moe_bias the expert bias, an fp32 weight the forward reads, comes from
+    # every rank's replica of it: kernels/fp32_replica.h).
+    run_dp "${variant}_ws2_distopt" "${ws2[@]}" train "${moe[@]}" "${extra[@]}" \
+      optimizer.use_distributed_optimizer=true --run-dir "$D/${variant}_ws2_distopt"
+    ws2_runs+=("$D/${variant}_ws2_distopt/metrics.jsonl")
     if [[ $variant == moe ]]; then
-      # The distributed optimizer too (the expert bias, an fp32 weight the forward reads, is refused with it).
-      run_dp moe_ws2_distopt "${ws2[@]}" train "${moe[@]}" optimizer.use_distributed_optimizer=true \
-        --run-dir "$D/moe_ws2_distopt"
-      ws2_runs+=("$D/moe_ws2_distopt/metrics.jsonl")
       # validation.test_mode: the ranks compare their weights' fingerprints after every step, outside the graph (the
       # same losses as without it), and find them equal.
       run_dp moe_ws2_test_mode "${ws2[@]}" train "${moe[@]}" "${local_graph[@]}" validation.test_mode=true \
@@ -807,6 +810,26 @@ if want dp || want dp_moe; then
       | tee "$D/losses_${variant}_graphs.txt"
     record "dp $variant ws2 vs ws1 ($ws2_where)" "$(cat "$D/losses_${variant}.txt" "$D/losses_${variant}_graphs.txt" | grep -c 'as the reference')/$(( ${#ws2_runs[@]} + ${#graph_runs[@]} )) MoE metrics as the reference, $(grep -c 'bitwise equal' "$D/losses_${variant}_graphs.txt")/${#graph_runs[@]} graph modes bitwise (losses_${variant}*.txt)"
   done
+  # Hybrid Mamba with the distributed optimizer at world size 2 against world size 1: Mamba's dt_bias, A_log and D
+  # are fp32 weights the forward reads, from every rank's replica (kernels/fp32_replica.h). The losses within fp32
+  # summation-order rounding; the whole-step graph and transformer_engine attn,mamba bitwise equal to eager.
+  hybrid=(hybrid/tiny_hybrid train.global_batch_size=8 train.train_iters=30 scheduler.lr_decay_iters=30
+          dataset.mock=true logger.log_interval=1 model.hidden_dropout=0.1 model.attention_dropout=0.1 --plain)
+  distopt=(optimizer.use_distributed_optimizer=true)
+  run_dp hybrid_ws1 "$SG" train "${hybrid[@]}" --run-dir "$D/hybrid_ws1"
+  run_dp hybrid_ws2_distopt "${ws2[@]}" train "${hybrid[@]}" "${distopt[@]}" --run-dir "$D/hybrid_ws2_distopt"
+  run_dp hybrid_ws2_distopt_local "${ws2[@]}" train "${hybrid[@]}" "${distopt[@]}" "${local_graph[@]}" \
+    --run-dir "$D/hybrid_ws2_distopt_local"
+  run_dp hybrid_ws2_distopt_te "${ws2[@]}" train "${hybrid[@]}" "${distopt[@]}" "${graphs[@]}" \
+    model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=attn,mamba --run-dir "$D/hybrid_ws2_distopt_te"
+  echo "-- hybrid: distributed optimizer at world size 2 ($ws2_where) against world size 1; then its graph modes:"
+  "${PY[@]}" bench/data_parallel_report.py losses "$D/hybrid_ws1/metrics.jsonl" "$D/hybrid_ws2_distopt/metrics.jsonl" \
+    | tee "$D/losses_hybrid.txt"
+  rc=${PIPESTATUS[0]}
+  "${PY[@]}" bench/data_parallel_report.py losses "$D/hybrid_ws2_distopt/metrics.jsonl" \
+    "$D/hybrid_ws2_distopt_local/metrics.jsonl" "$D/hybrid_ws2_distopt_te/metrics.jsonl" \
+    | tee "$D/losses_hybrid_graphs.txt"
+  record "dp hybrid distopt ws2 vs ws1 ($ws2_where)" "rc=$rc, $(grep -c 'bitwise equal' "$D/losses_hybrid_graphs.txt")/2 graph modes bitwise (losses_hybrid*.txt)"
 fi
 
 echo

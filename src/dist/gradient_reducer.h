@@ -16,7 +16,10 @@
 //                         already holds every gradient and its norm is the global one)
 //   grad norm stage 2 with the step's other optimizer scalars (kernels/optimizer_step_scalars.h), then
 //                         AdamW over the owned range
-//   gather_weights        the updated bf16 weights of every shard on every rank (sharded only)
+//   gather_weights        the updated bf16 weights of every shard on every rank (sharded only); then the
+//                         replica of the fp32 weights the forward reads (kernels/fp32_replica.h), where
+//                         each rank put its owned elements and zeros: summed as int32 bit patterns, so
+//                         every element becomes its owner's value exactly
 // and in the forward-only evaluation (each rank evaluates its rows of every validation batch):
 //   reduce_eval_loss      eval_loss_sums (token loss sum, token count) summed over ranks
 //
@@ -45,6 +48,8 @@ struct ReducerBuffers {
   double* eval_loss_sums = nullptr;  // the evaluation's device token loss sum and token count [2]
   double* norm_partials = nullptr; // the grad norm's per-block partial sums
   int64_t norm_partials_count = 0;
+  void* fp32_replica = nullptr;  // sharded only: the replicated fp32 weights (as int32 bits), or null
+  int64_t fp32_replica_count = 0;
 };
 
 class GradientReducer {

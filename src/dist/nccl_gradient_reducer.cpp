@@ -124,6 +124,11 @@ void NcclGradientReducer::gather_weights(cudaStream_t stream) {
   auto* params = static_cast<uint16_t*>(buffers_.params);  // bf16 elements
   const FlatRange& own = layout_.owned;
   comm_.all_gather(params + own.begin, params, static_cast<size_t>(own.size), ElementType::bf16, stream);
+  if (buffers_.fp32_replica_count > 0) {
+    // One rank holds each value, the others zero: an integer sum of the bits is exact (no -0 + 0 = +0).
+    comm_.all_reduce_sum(buffers_.fp32_replica, buffers_.fp32_replica, static_cast<size_t>(buffers_.fp32_replica_count),
+                         ElementType::i32, stream);
+  }
 }
 
 void NcclGradientReducer::reduce_eval_loss(cudaStream_t stream) {

@@ -128,11 +128,13 @@ LayerBindContext::LayerBindContext(const ModelLayout& layout, const cuda::Arena&
       recompute_(recompute) {}
 
 float* LayerBindContext::main_weight(ParamRef ref) const {
-  SG_CHECK(pointers_.main_weights != nullptr,
-           "this layer reads fp32 master weights (Mamba's dt_bias, A_log, D; MoE's expert bias), and with "
-           "optimizer.use_distributed_optimizer each data-parallel rank holds only its shard of them: not "
-           "implemented yet. Set optimizer.use_distributed_optimizer=false (and ddp.use_distributed_optimizer)");
-  return pointers_.main_weights + layout_.offset(ref);
+  SG_CHECK(layout_.params.is_fp32_block(ref),
+           "LayerBindContext::main_weight: the block was not declared with ParamBuilder::fp32_vector (the step keeps "
+           "a replica of those blocks only when the distributed optimizer shards the master weights)");
+  if (pointers_.main_weights != nullptr) return pointers_.main_weights + layout_.offset(ref);
+  SG_CHECK(pointers_.fp32_replica != nullptr,
+           "LayerBindContext::main_weight: the step bound neither the master weights nor their fp32 replica");
+  return pointers_.fp32_replica + layout_.params.fp32_packed_offset(ref);
 }
 
 int32_t* LayerBindContext::step_counts(int64_t offset) const {

@@ -171,6 +171,9 @@ class DevicePlanContext {
 struct StepPointers {
   bf16* params = nullptr;                      // bf16 compute weights (flat)
   float* main_weights = nullptr;               // fp32 main weights (flat): what step_end may update
+  // With the distributed optimizer (main_weights null: this rank holds only its shard) every rank's copy of
+  // the fp32_vector() blocks, packed as ParamLayout::fp32_packed_offset says; null otherwise.
+  float* fp32_replica = nullptr;
   kernels::FloatBuffer grads;                  // main_grad (flat), fp32 or bf16 (OptimizerSpec::main_grad_dtype)
   float* aux_loss = nullptr;                   // device scalars of the step's auxiliary losses
   float* z_loss = nullptr;                     //   (AuxLosses; zeroed at the step's start)
@@ -205,8 +208,9 @@ class LayerBindContext {
   bf16* weight(ParamRef ref) const { return pointers_.params + layout_.offset(ref); }
   kernels::FloatBuffer grad(ParamRef ref) const { return pointers_.grads.at(layout_.offset(ref)); }
   kernels::FloatDtype grad_dtype() const { return pointers_.grads.dtype; }
-  // Its fp32 master weights (Mamba's dt_bias, A_log, D: bf16 would put ~3% of error on dt and A; MoE's expert bias).
-  // Throws sg::Error when the step holds only a shard of them (the distributed optimizer).
+  // Its fp32 master weights (Mamba's dt_bias, A_log, D: bf16 would put ~3% of error on dt and A; MoE's expert bias),
+  // of a block declared with ParamBuilder::fp32_vector: in the flat master weights, or with the distributed optimizer
+  // in the step's replica of those blocks (the same values on every rank; what step_end may update).
   float* main_weight(ParamRef ref) const;
   // The layer's counts at `offset` (what LayerPlanContext::step_counts returned).
   int32_t* step_counts(int64_t offset) const;

@@ -77,13 +77,40 @@ std::string ParamLayout::describe() const {
   return out;
 }
 
+bool ParamLayout::is_fp32_block(ParamRef block) const {
+  SG_CHECK(block.valid() && static_cast<size_t>(block.index) < fp32_packed_offsets_.size(),
+           "ParamLayout::is_fp32_block: a block reference from another layout (or none)");
+  return fp32_packed_offsets_[static_cast<size_t>(block.index)] >= 0;
+}
+
+int64_t ParamLayout::fp32_packed_offset(ParamRef block) const {
+  SG_CHECK(is_fp32_block(block), "ParamLayout::fp32_packed_offset: the block was not declared with fp32_vector()");
+  return fp32_packed_offsets_[static_cast<size_t>(block.index)];
+}
+
+std::vector<ParamLayout::Fp32Block> ParamLayout::fp32_blocks() const {
+  std::vector<Fp32Block> out;
+  for (size_t b = 0; b < fp32_packed_offsets_.size(); ++b) {
+    if (fp32_packed_offsets_[b] >= 0) out.push_back({block_offsets_[b], block_numels_[b], fp32_packed_offsets_[b]});
+  }
+  return out;
+}
+
+std::vector<int64_t> ParamLayout::fp32_packed_flat_offsets() const {
+  std::vector<int64_t> out(static_cast<size_t>(fp32_packed_total_), -1);
+  for (const Fp32Block& block : fp32_blocks()) {
+    for (int64_t i = 0; i < block.numel; ++i) out[static_cast<size_t>(block.packed_offset + i)] = block.flat_offset + i;
+  }
+  return out;
+}
+
 // ---- ParamBuilder ----
 
 void ParamBuilder::begin_group() {
   if (!blocks_.empty() && blocks_.back().group == group_) ++group_;
 }
 
-ParamRef ParamBuilder::add(bool decay, std::vector<ParamDecl> tensors) {
+ParamRef ParamBuilder::add(bool decay, bool fp32, std::vector<ParamDecl> tensors) {
   SG_CHECK(!built_, "ParamBuilder: declaring after build()");
   SG_CHECK(!tensors.empty(), "ParamBuilder: a block needs at least one tensor");
   for (const ParamDecl& t : tensors) {
@@ -91,17 +118,27 @@ ParamRef ParamBuilder::add(bool decay, std::vector<ParamDecl> tensors) {
     SG_CHECK(t.init != ParamInit::custom || t.custom,
              strprintf("parameter '%s' has ParamInit::custom but no init function", t.name.c_str()));
   }
-  blocks_.push_back(Block{decay, group_, std::move(tensors)});
+  blocks_.push_back(Block{decay, fp32, group_, std::move(tensors)});
   return ParamRef{static_cast<int32_t>(blocks_.size() - 1)};
 }
 
-ParamRef ParamBuilder::matrix(std::vector<ParamDecl> tensors) { return add(true, std::move(tensors)); }
-ParamRef ParamBuilder::matrix(std::string name, std::vector<int64_t> shape, ParamInit init) {
-  return add(true, {ParamDecl(std::move(name), std::move(shape), init)});
+ParamRef ParamBuilder::matrix(std::vector<ParamDecl> tensors) {
+  return add(true, false, std::move(tensors));
 }
-ParamRef ParamBuilder::vector(std::vector<ParamDecl> tensors) { return add(false, std::move(tensors)); }
+ParamRef ParamBuilder::matrix(std::string name, std::vector<int64_t> shape, ParamInit init) {
+  return add(true, false, {ParamDecl(std::move(name), std::move(shape), init)});
+}
+ParamRef ParamBuilder::vector(std::vector<ParamDecl> tensors) {
+  return add(false, false, std::move(tensors));
+}
 ParamRef ParamBuilder::vector(std::string name, std::vector<int64_t> shape, ParamInit init) {
-  return add(false, {ParamDecl(std::move(name), std::move(shape), init)});
+  return add(false, false, {ParamDecl(std::move(name), std::move(shape), init)});
+}
+ParamRef ParamBuilder::fp32_vector(std::vector<ParamDecl> tensors) {
+  return add(false, true, std::move(tensors));
+}
+ParamRef ParamBuilder::fp32_vector(std::string name, std::vector<int64_t> shape, ParamInit init) {
+  return add(false, true, {ParamDecl(std::move(name), std::move(shape), init)});
 }
 
 ParamLayout ParamBuilder::build() {
@@ -124,6 +161,12 @@ ParamLayout ParamBuilder::build() {
     if (decay) layout.num_decay_ = cursor;
   }
   layout.total_ = cursor;
+  layout.fp32_packed_offsets_.assign(blocks_.size(), -1);
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    if (!blocks_[b].fp32) continue;
+    layout.fp32_packed_offsets_[b] = layout.fp32_packed_total_;
+    layout.fp32_packed_total_ = align_up(layout.fp32_packed_total_ + layout.block_numels_[b]);
+  }
   // Tensor list: per group, decayed tensors then the others, in declaration order.
   std::vector<size_t> order(blocks_.size());
   for (size_t b = 0; b < order.size(); ++b) order[b] = b;

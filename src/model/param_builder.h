@@ -9,6 +9,10 @@
 // GEMM sees one weight and each HF tensor is still a contiguous slice). A block is either
 //   decayed      (matrix(): weight decay applies — projections, embeddings, conv weights), or
 //   not decayed  (vector(): norm weights, biases, Mamba's A_log / D / dt_bias).
+// A non-decayed block the forward reads from the fp32 master weights rather than their bf16 copy is
+// declared with fp32_vector() (Mamba's A_log / D / dt_bias, MoE's expert bias): the layout also packs
+// those blocks (fp32_packed_*), where the step keeps every rank's copy of them when the distributed
+// optimizer leaves each rank only its shard of the master weights (model/train_step.h).
 // Placement: every decayed block first, then every non-decayed block, each in declaration order and
 // each starting at a multiple of kParamAlignment elements, so AdamW takes ONE boundary num_decay():
 // elements [0, num_decay) decay, [num_decay, total) do not. Gaps are zero and stay zero (their
@@ -97,10 +101,25 @@ class ParamLayout {
   // A one-line-per-tensor table (name, shape, offset) for logs and `stepgraph config`.
   std::string describe() const;
 
+  // The fp32_vector() blocks packed one after another, each at a multiple of kParamAlignment (as in the
+  // flat buffer), in declaration order.
+  bool is_fp32_block(ParamRef block) const;
+  int64_t fp32_packed_total() const { return fp32_packed_total_; }
+  // Where `block` starts in the packing; throws sg::Error unless it is an fp32_vector() block.
+  int64_t fp32_packed_offset(ParamRef block) const;
+  // Each fp32_vector() block: where it lies in the flat buffer and in the packing.
+  struct Fp32Block {
+    int64_t flat_offset = 0, numel = 0, packed_offset = 0;
+  };
+  std::vector<Fp32Block> fp32_blocks() const;
+  // For each element of the packing its offset in the flat buffer, -1 in the gaps between blocks.
+  std::vector<int64_t> fp32_packed_flat_offsets() const;
+
  private:
   friend class ParamBuilder;
-  int64_t total_ = 0, num_decay_ = 0;
+  int64_t total_ = 0, num_decay_ = 0, fp32_packed_total_ = 0;
   std::vector<int64_t> block_offsets_, block_numels_;
+  std::vector<int64_t> fp32_packed_offsets_;  // per block; -1 for a block not read in fp32
   std::vector<ParamTensor> tensors_;
 };
 
@@ -115,6 +134,9 @@ class ParamBuilder {
   // A block without weight decay (norm weights: ParamInit::ones).
   ParamRef vector(std::vector<ParamDecl> tensors);
   ParamRef vector(std::string name, std::vector<int64_t> shape, ParamInit init = ParamInit::ones);
+  // A block without weight decay that the forward reads in fp32 (LayerBindContext::main_weight).
+  ParamRef fp32_vector(std::vector<ParamDecl> tensors);
+  ParamRef fp32_vector(std::string name, std::vector<int64_t> shape, ParamInit init = ParamInit::ones);
 
   // Places every block; the builder is spent afterwards. Throws sg::Error on a duplicate name, an
   // empty or non-positive shape, or a custom init without its function.
@@ -123,10 +145,11 @@ class ParamBuilder {
  private:
   struct Block {
     bool decay = false;
+    bool fp32 = false;  // fp32_vector()
     int group = 0;
     std::vector<ParamDecl> tensors;
   };
-  ParamRef add(bool decay, std::vector<ParamDecl> tensors);
+  ParamRef add(bool decay, bool fp32, std::vector<ParamDecl> tensors);
   std::vector<Block> blocks_;
   int group_ = 0;
   bool built_ = false;

@@ -81,6 +81,12 @@ TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const Mo
   const size_t flat = sz(dp.padded_params), owned = sz(dp.owned.size);
   plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, flat);
   plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, owned);
+  if (fp32_replica_count(dp, layout) > 0) {  // kernels/fp32_replica.h
+    plan.add_array<float>("main_weights.fp32_replica", MemoryCategory::main_weights,
+                          sz(fp32_replica_count(dp, layout)));
+    plan.add_array<int64_t>("state.fp32_replica_offsets", MemoryCategory::main_weights,
+                            sz(fp32_replica_count(dp, layout)));
+  }
   const auto add_floats = [&](const char* name, MemoryCategory category, size_t count, kernels::FloatDtype dtype) {
     if (dtype == kernels::FloatDtype::bf16) {
       plan.add_array<bf16>(name, category, count);
@@ -175,6 +181,11 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
 
   params_ = arena_->get<bf16>(slot("parameters.bf16"));
   main_weights_ = arena_->get<float>(slot("main_weights.fp32"));
+  fp32_replica_count_ = fp32_replica_count(dp_, layout_);
+  if (fp32_replica_count_ > 0) {
+    fp32_replica_ = arena_->get<float>(slot("main_weights.fp32_replica"));
+    fp32_replica_offsets_ = arena_->get<int64_t>(slot("state.fp32_replica_offsets"));
+  }
   const auto floats = [&](const char* name, kernels::FloatDtype dtype) -> kernels::FloatBuffer {
     if (dtype == kernels::FloatDtype::bf16) return arena_->get<bf16>(slot(name));
     return arena_->get<float>(slot(name));
@@ -224,6 +235,7 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   pointers.params = params_;
   // With the distributed optimizer this rank's fp32 master weights are its shard only: no flat pointer.
   pointers.main_weights = dp_.sharded ? nullptr : main_weights_;
+  pointers.fp32_replica = fp32_replica_;
   pointers.grads = grads_;
   pointers.aux_loss = &scalars_->aux_loss;
   pointers.z_loss = &scalars_->z_loss;
@@ -261,6 +273,11 @@ void TrainStep::plan_memory(const TrainStepOptions& options) {
   for (int64_t i = 0; i <= N; ++i) norm_offsets.push_back(layout_.offset(layout_.norm_before(i)));
   SG_CUDA_CHECK(cudaMemcpy(norm_grad_offsets_, norm_offsets.data(), norm_offsets.size() * sizeof(int64_t),
                            cudaMemcpyHostToDevice));
+  if (fp32_replica_count_ > 0) {
+    const std::vector<int64_t> replica_offsets = layout_.params.fp32_packed_flat_offsets();
+    SG_CUDA_CHECK(cudaMemcpy(fp32_replica_offsets_, replica_offsets.data(), replica_offsets.size() * sizeof(int64_t),
+                             cudaMemcpyHostToDevice));
+  }
   // Legacy-stream copies from pageable memory may still be in flight when cudaMemcpy returns; the step
   // runs on a non-blocking stream, which does not wait for them.
   SG_CUDA_CHECK(cudaDeviceSynchronize());
@@ -321,6 +338,7 @@ void TrainStep::load_state(cudaStream_t stream, const FlatView& weights, const F
       SG_CUDA_CHECK(cudaMemcpyAsync(main_weights_ + (from - owned.begin), upload.values() + (from - b),
                                     sz(to - from) * sizeof(float), cudaMemcpyHostToDevice, stream));
     }
+    upload_fp32_replica_part(stream, upload.values(), b, e);
   });
   if (padding_begin < owned.end()) {
     SG_CUDA_CHECK(cudaMemsetAsync(main_weights_ + (padding_begin - owned.begin), 0,
@@ -356,6 +374,18 @@ void TrainStep::load_state(cudaStream_t stream, const FlatView& weights, const F
   rng_.host_state(rng_.index(cuda::kDefaultRng)).seed = rng.seed;
   rng_.upload();
   SG_CUDA_CHECK(cudaDeviceSynchronize());  // the tracker's legacy-stream copy, before non-blocking streams use it
+}
+
+void TrainStep::upload_fp32_replica_part(cudaStream_t stream, const float* values, int64_t begin, int64_t end) {
+  if (fp32_replica_count_ == 0) return;
+  // The whole of every fp32_vector() block, whoever owns it (its gaps stay the arena's zeros).
+  for (const ParamLayout::Fp32Block& block : layout_.params.fp32_blocks()) {
+    const int64_t from = std::max(begin, block.flat_offset), to = std::min(end, block.flat_offset + block.numel);
+    if (from >= to) continue;
+    const int64_t packed = block.packed_offset + (from - block.flat_offset);
+    SG_CUDA_CHECK(cudaMemcpyAsync(fp32_replica_ + packed, values + (from - begin), sz(to - from) * sizeof(float),
+                                  cudaMemcpyHostToDevice, stream));
+  }
 }
 
 void TrainStep::download_floats(cudaStream_t stream, const float* src, std::vector<float>& out) const {

@@ -9,7 +9,8 @@
 //
 // Plan time (the constructor): EVERY buffer is declared in one cuda::MemoryPlan and backed by one Arena:
 //   parameters      bf16 compute weights (flat, model/param_builder.h offsets)
-//   main_weights    fp32 master weights
+//   main_weights    fp32 master weights (with the distributed optimizer this rank's shard, and every rank's
+//                   replica of the blocks the forward reads in fp32: kernels/fp32_replica.h)
 //   gradients       fp32 main_grad, accumulated over microbatches
 //   optimizer_state Adam moments, StepScalars, RNG generator states, cuDNN dropout seeds/offsets
 //   activations     ONE microbatch's saved activations (the residual stream, each layer's own) +
@@ -64,6 +65,7 @@
 #include "graph/region.h"
 #include "graph/scope_plan.h"
 #include "kernels/adamw.h"
+#include "kernels/fp32_replica.h"
 #include "kernels/gemm.h"
 #include "kernels/lm_head.h"
 #include "model/batch.h"
@@ -262,6 +264,16 @@ class TrainStep {
   // Data parallelism (train_step_data_parallel.cpp).
   // The reducer's layout, or world size 1 with everything owned when there is none.
   static dist::DataParallelLayout data_parallel_layout(const TrainStepOptions& options, int64_t num_params);
+  // Elements of the replica of the fp32 weights the forward reads (kernels/fp32_replica.h): the packed
+  // fp32_vector() blocks with the distributed optimizer, else 0 (the layers read the flat master weights).
+  static int64_t fp32_replica_count(const dist::DataParallelLayout& dp, const ModelLayout& layout);
+  // The replica's elements of flat [begin, end) from host `values` (load_state's chunks).
+  void upload_fp32_replica_part(cudaStream_t stream, const float* values, int64_t begin, int64_t end);
+  // Sharded only, in the step: the owned replica elements into the master shard (before AdamW), and the
+  // replica refilled from the shard (after it; the reducer's gather_weights makes it whole).
+  void fp32_replica_to_shard(cudaStream_t stream);
+  void fp32_replica_from_shard(cudaStream_t stream);
+  kernels::Fp32ReplicaParams fp32_replica_params() const;
   void bind_reducer();
   // The whole fp32 state buffer `moment` (main weights or a moment, fp32 or bf16) as fp32: gathered from every rank
   // with the distributed optimizer (a collective), else this rank's whole buffer.
@@ -314,6 +326,9 @@ class TrainStep {
   uint64_t* fingerprint_values_ = nullptr;  // [fingerprints_.count()]
   int32_t* step_counts_ = nullptr;          // [step_counts_count_] the layers' step counts (summed over ranks)
   int64_t step_counts_count_ = 0;
+  float* fp32_replica_ = nullptr;            // [fp32_replica_count_] (kernels/fp32_replica.h), sharded only
+  int64_t* fp32_replica_offsets_ = nullptr;  // [fp32_replica_count_] their flat offsets (-1: a gap)
+  int64_t fp32_replica_count_ = 0;
   std::vector<bf16*> resid_;     // [N+1] x_i; x_N enters the final norm
   std::vector<bf16*> norm_;      // [N+1] n_i; n_N = final norm output (the LM head input)
   std::vector<float*> rstd_;     // [N+1]

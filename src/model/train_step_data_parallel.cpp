@@ -9,6 +9,7 @@
 #include "core/strings.h"
 #include "cuda/check.h"
 #include "cuda/stream.h"
+#include "kernels/fp32_replica.h"
 #include "kernels/grad_norm.h"
 #include "kernels/weight_fingerprint.h"
 #include "model/dropout_sites.h"
@@ -21,6 +22,27 @@ dist::DataParallelLayout TrainStep::data_parallel_layout(const TrainStepOptions&
   if (options.reducer != nullptr) return options.reducer->layout();
   // Every rank's shard has the same size: rank 0 stands for each of them.
   return dist::plan_data_parallel(num_params, options.planned_world_size, 0, options.planned_distributed_optimizer);
+}
+
+int64_t TrainStep::fp32_replica_count(const dist::DataParallelLayout& dp, const ModelLayout& layout) {
+  return dp.sharded ? layout.params.fp32_packed_total() : 0;
+}
+
+kernels::Fp32ReplicaParams TrainStep::fp32_replica_params() const {
+  return {.replica = fp32_replica_,
+          .shard = main_weights_,
+          .flat_offsets = fp32_replica_offsets_,
+          .n = fp32_replica_count_,
+          .owned_begin = dp_.owned.begin,
+          .owned_size = dp_.owned.size};
+}
+
+void TrainStep::fp32_replica_to_shard(cudaStream_t stream) {
+  if (fp32_replica_count_ > 0) kernels::fp32_replica_to_shard(stream, fp32_replica_params());
+}
+
+void TrainStep::fp32_replica_from_shard(cudaStream_t stream) {
+  if (fp32_replica_count_ > 0) kernels::fp32_replica_from_shard(stream, fp32_replica_params());
 }
 
 void TrainStep::bind_reducer() {
@@ -41,6 +63,8 @@ void TrainStep::bind_reducer() {
   b.eval_loss_sums = scalars_->eval_loss_sums;
   b.norm_partials = grad_norm_partials_;
   b.norm_partials_count = kernels::kGradNormPartials;
+  b.fp32_replica = fp32_replica_;
+  b.fp32_replica_count = fp32_replica_count_;
   const cuda::Stream stream;
   reducer_->bind(b, stream);
   if (rank_rng_offset() > 0) {

@@ -86,6 +86,7 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
   // The layers' own updates first (the MoE expert bias, as Megatron's finalize_model_grads before
   // optimizer.step()): AdamW leaves that weight as it is, and then writes its bf16 copy from it.
   for (auto& layer : layers_) layer->step_end(stream);
+  fp32_replica_to_shard(stream);  // sharded: what step_end updated in the replica, into the master shard
   kernels::adamw_step(stream, {.master_weights = main_weights_,
                                .compute_weights = params_ + own.begin,
                                .grads = grads_.at(own.begin),
@@ -96,7 +97,8 @@ void TrainStep::enqueue_step(cudaStream_t stream, graph::RegionRunner& regions) 
                                .step_constants = &scalars_->adamw_constants,
                                .grad_scale = &scalars_->clip_coef,
                                .hyper = adam_hyper});
-  if (reducer_) reducer_->gather_weights(stream);  // every shard's new bf16 weights on every rank
+  fp32_replica_from_shard(stream);                 // sharded: the owned part of the replica, zeros elsewhere
+  if (reducer_) reducer_->gather_weights(stream);  // every shard's new bf16 weights (and the replica) on every rank
 }
 
 void TrainStep::enqueue_eval(cudaStream_t stream, graph::RegionRunner& regions) {

@@ -143,6 +143,28 @@ TEST(MemoryPlan, OneRankOfADistributedOptimizerHoldsItsShardOfTheFp32State) {
   EXPECT_LT(sharded.requested_bytes(), whole.requested_bytes());
 }
 
+// With the distributed optimizer every rank also keeps the fp32 weights the forward reads (Mamba's dt_bias, A_log and
+// D: ParamBuilder::fp32_vector) whole, packed, with their flat offsets; without it, or for a model that has none, the
+// layers read the master weights and nothing is added.
+TEST(MemoryPlan, ADistributedOptimizerRankKeepsAReplicaOfTheFp32WeightsTheForwardReads) {
+  const ModelSpec hybrid = test::tiny_hybrid_spec("M*M-");
+  BatchSpec batch = batch_of(2, 1);
+  batch.data_parallel_size = 2;
+  const int64_t packed = model_layout(hybrid).params.fp32_packed_total();
+  EXPECT_EQ(packed, 2 * 3 * kParamAlignment);  // two Mamba layers, three blocks of 4 heads each
+  const cuda::MemoryPlan sharded =
+      TrainStep::plan_memory(hybrid, batch, {.planned_world_size = 2, .planned_distributed_optimizer = true});
+  ASSERT_TRUE(sharded.find("main_weights.fp32_replica").valid());
+  EXPECT_EQ(sharded.at(sharded.find("main_weights.fp32_replica")).bytes, static_cast<size_t>(packed) * sizeof(float));
+  EXPECT_EQ(sharded.at(sharded.find("state.fp32_replica_offsets")).bytes,
+            static_cast<size_t>(packed) * sizeof(int64_t));
+  const cuda::MemoryPlan whole = TrainStep::plan_memory(hybrid, batch, {.planned_world_size = 2});
+  EXPECT_FALSE(whole.find("main_weights.fp32_replica").valid());
+  const cuda::MemoryPlan dense = TrainStep::plan_memory(
+      test::tiny_model_spec(), batch, {.planned_world_size = 2, .planned_distributed_optimizer = true});
+  EXPECT_FALSE(dense.find("main_weights.fp32_replica").valid());
+}
+
 TEST(MemoryPlan, FollowsAHybridPatternAndAttentionDropout) {
   ModelSpec spec = test::tiny_model_spec();
   spec.hybrid_layer_pattern = "*-*";

@@ -58,6 +58,44 @@ TEST(ParamBuilder, DecayedBlocksFirstEachAlignedOneBoundary) {
   EXPECT_NE(layout.describe().find("weight decay on [0, 256)"), std::string::npos) << layout.describe();
 }
 
+// fp32_vector() blocks are placed like vector() blocks (no decay, after the decayed ones) and also packed, each at a
+// multiple of kParamAlignment in declaration order, for the step's replica of them (kernels/fp32_replica.h): the
+// packing's flat offsets name each block's elements and -1 in the gaps.
+TEST(ParamBuilder, Fp32VectorsArePackedAlignedInDeclarationOrder) {
+  ParamBuilder b;
+  const ParamRef norm = b.vector("a.norm", {5});
+  const ParamRef dt = b.fp32_vector({{"a.dt_bias", {3}, ParamInit::zeros}});
+  const ParamRef w = b.matrix("a.w", {4, 4});
+  const ParamRef d = b.fp32_vector("a.D", {70});
+  const ParamRef bias = b.fp32_vector("b.bias", {2}, ParamInit::zeros);
+  const ParamLayout layout = b.build();
+
+  EXPECT_FALSE(layout.find("a.dt_bias").weight_decay);
+  EXPECT_EQ(layout.offset(dt), layout.num_decay() + kParamAlignment);  // placed as a vector() block
+  EXPECT_FALSE(layout.is_fp32_block(norm));
+  EXPECT_FALSE(layout.is_fp32_block(w));
+  EXPECT_TRUE(layout.is_fp32_block(dt));
+  EXPECT_EQ(layout.fp32_packed_offset(dt), 0);
+  EXPECT_EQ(layout.fp32_packed_offset(d), kParamAlignment);
+  EXPECT_EQ(layout.fp32_packed_offset(bias), 3 * kParamAlignment);  // 70 elements take two alignment units
+  EXPECT_EQ(layout.fp32_packed_total(), 4 * kParamAlignment);
+  EXPECT_NE(thrown_message([&] { (void)layout.fp32_packed_offset(norm); }).find("fp32_vector"), std::string::npos);
+
+  const std::vector<int64_t> flat = layout.fp32_packed_flat_offsets();
+  ASSERT_EQ(flat.size(), static_cast<size_t>(layout.fp32_packed_total()));
+  std::vector<int64_t> expected(flat.size(), -1);
+  for (const ParamRef block : {dt, d, bias}) {
+    for (int64_t i = 0; i < layout.numel(block); ++i) {
+      expected[static_cast<size_t>(layout.fp32_packed_offset(block) + i)] = layout.offset(block) + i;
+    }
+  }
+  EXPECT_EQ(flat, expected);
+  ASSERT_EQ(layout.fp32_blocks().size(), 3u);
+  EXPECT_EQ(layout.fp32_blocks()[1].flat_offset, layout.offset(d));
+  EXPECT_EQ(layout.fp32_blocks()[1].numel, 70);
+  EXPECT_EQ(layout.fp32_blocks()[1].packed_offset, kParamAlignment);
+}
+
 TEST(ParamBuilder, RefusesDuplicatesBadShapesAndCustomInitWithoutFunction) {
   {
     ParamBuilder b;

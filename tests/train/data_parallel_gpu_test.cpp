@@ -139,6 +139,57 @@ TEST_F(DataParallelGpu, StepWithTheReducerIsBitwiseTheSingleProcessStepInEveryMo
   world->finish();
 }
 
+// The fp32 weights the forward reads (Mamba's dt_bias, A_log and D; the MoE expert bias, which step_end updates from
+// the step's token counts) come from every rank's replica of them with the distributed optimizer
+// (kernels/fp32_replica.h): filled from the shard after AdamW, made whole by the reducer, the expert bias's update
+// written back before AdamW. At world size 1 a hybrid Mamba model and an MoE model with the expert bias train
+// through it bitwise like the single-process step (which reads the master weights), eager and in each graph mode.
+// World size 2: `scripts/gpu.sh dp` (hybrid_distopt, moe_bias_distopt).
+TEST_F(DataParallelGpu, Fp32WeightsTheForwardReadsTrainBitwiseWithTheDistributedOptimizer) {
+  const std::unique_ptr<DistributedRun> world = world_of_one();
+  struct Model {
+    const char* recipe;
+    std::vector<std::string> overrides;
+    const char* scope;
+  };
+  const std::vector<Model> models = {
+      {"hybrid/tiny_hybrid", {}, "attn,mamba"},
+      {"moe/tiny_moe",
+       {"model.moe_router_score_function=sigmoid", "model.moe_router_enable_expert_bias=true",
+        "model.moe_router_bias_update_rate=1e-2", "model.moe_router_load_balancing_type=seq_aux_loss"},
+       "attn,moe"},
+  };
+  for (const Model& model : models) {
+    std::vector<std::string> base = model.overrides;
+    base.insert(base.end(), {"model.use_te_rng_tracker=true", "rng.te_rng_tracker=true"});
+    const auto with = [&](const std::vector<std::string>& extra) {
+      std::vector<std::string> all = base;
+      all.insert(all.end(), extra.begin(), extra.end());
+      return dp_runs::recipe_steps_with(model.recipe, all);
+    };
+    const RunResult reference = run_single(with({"model.cuda_graph_impl=none"}));
+    ASSERT_EQ(reference.losses.size(), static_cast<size_t>(kSteps)) << model.recipe;
+    EXPECT_NE(reference.losses.back(), reference.losses.front()) << model.recipe;
+    const std::vector<std::vector<std::string>> modes = {
+        {"model.cuda_graph_impl=none"},
+        {"model.cuda_graph_impl=local", "rerun_state_machine.check_for_nan_in_loss=false"},
+        {"model.cuda_graph_impl=transformer_engine", std::string("model.cuda_graph_scope=") + model.scope},
+    };
+    for (std::vector<std::string> mode : modes) {
+      mode.push_back("optimizer.use_distributed_optimizer=true");
+      SCOPED_TRACE(std::string(model.recipe) + " " + join(mode, " "));
+      const RunResult r = run_world_one(*world, with(mode));
+      EXPECT_EQ(r.capture_steps, mode[0] == "model.cuda_graph_impl=none" ? 0 : 1);
+      EXPECT_TRUE(bitwise_equal(r.losses, reference.losses));
+      EXPECT_TRUE(bitwise_equal(r.grad_norms, reference.grad_norms));
+      EXPECT_EQ(r.eval_losses, reference.eval_losses);
+      EXPECT_TRUE(bitwise_equal(r.state.main_weights, reference.state.main_weights)) << "fp32 weights differ";
+      EXPECT_TRUE(bitwise_equal(r.state.exp_avg, reference.state.exp_avg));
+    }
+  }
+  world->finish();
+}
+
 TEST_F(DataParallelGpu, GraphsAreDestroyedBeforeTheCommunicator) {
   auto comm = std::make_unique<dist::Communicator>(dist::new_nccl_unique_id(), 1, 0);
   test::DeviceBuffer<float> buffer(4096);

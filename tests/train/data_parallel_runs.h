@@ -33,11 +33,14 @@ inline std::unique_ptr<DistributedRun> world_of_one() {
   return std::make_unique<DistributedRun>(w, s);
 }
 
-// graph_runs' tiny (dropout on, two microbatches of 4, capture after 2 warmup steps) for kSteps steps.
-inline config::Config tiny_with(const std::vector<std::string>& extra) {
+// graph_runs' `recipe` (dropout on, two microbatches of 4, capture after 2 warmup steps) for kSteps steps.
+inline config::Config recipe_steps_with(const std::string& recipe, const std::vector<std::string>& extra) {
   std::vector<std::string> overrides = {"train.train_iters=12", "train.eval_interval=6"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return graph_runs::recipe_with("llama/tiny", overrides);
+  return graph_runs::recipe_with(recipe, overrides);
+}
+inline config::Config tiny_with(const std::vector<std::string>& extra) {
+  return recipe_steps_with("llama/tiny", extra);
 }
 
 struct RunResult {

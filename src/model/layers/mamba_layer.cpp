@@ -117,9 +117,10 @@ void MambaDeclarations::declare(LayerDeclarations& d) {
                                   mamba_init(fill_conv_weight, init)}});
   out_proj = d.params.matrix(p + "out_proj.weight", {H, inner}, ParamInit::output_projection);
   conv_bias = d.params.vector({{p + "conv1d.bias", {conv}, ParamInit::custom, mamba_init(fill_conv_bias, init)}});
-  dt_bias = d.params.vector({{p + "dt_bias", {heads}, ParamInit::custom, mamba_init(fill_dt_bias, init)}});
-  A_log = d.params.vector({{p + "A_log", {heads}, ParamInit::custom, mamba_init(fill_A_log, init)}});
-  D = d.params.vector(p + "D", {heads}, ParamInit::ones);
+  // Read in fp32 by the forward (bind: main_weight).
+  dt_bias = d.params.fp32_vector({{p + "dt_bias", {heads}, ParamInit::custom, mamba_init(fill_dt_bias, init)}});
+  A_log = d.params.fp32_vector({{p + "A_log", {heads}, ParamInit::custom, mamba_init(fill_A_log, init)}});
+  D = d.params.fp32_vector(p + "D", {heads}, ParamInit::ones);
   norm = d.params.vector(p + "norm.weight", {inner}, ParamInit::ones);
 }
 

@@ -130,8 +130,12 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
   }
   // Nemotron-H's router always has the bias (zero and unchanged without moe_router_enable_expert_bias), so
   // its checkpoints load as NemotronHForCausalLM with nothing missing.
-  if (s.moe.enable_expert_bias || !gated) {
-    expert_bias = d.params.vector(p + "gate.e_score_correction_bias", {E}, ParamInit::zeros);
+  // With moe_router_enable_expert_bias the router reads it in fp32 (bind: main_weight).
+  const std::string bias_name = p + "gate.e_score_correction_bias";
+  if (s.moe.enable_expert_bias) {
+    expert_bias = d.params.fp32_vector(bias_name, {E}, ParamInit::zeros);
+  } else if (!gated) {
+    expert_bias = d.params.vector(bias_name, {E}, ParamInit::zeros);
   }
 }
 
