@@ -125,15 +125,8 @@ TEST_F(DataParallelGpu, StepWithTheReducerIsBitwiseTheSingleProcessStepInEveryMo
       SCOPED_TRACE(join(overrides, " "));
       const RunResult r = run_world_one(*world, tiny_with(overrides));
       // Eager, or the graphs captured once (local: the collectives inside the step's graph).
-      EXPECT_EQ(r.capture_steps, mode[0] == "model.cuda_graph_impl=none" ? 0 : 1);
-      EXPECT_TRUE(bitwise_equal(r.losses, reference.losses));
-      EXPECT_TRUE(bitwise_equal(r.grad_norms, reference.grad_norms));
       ASSERT_EQ(r.eval_losses.size(), 2u);
-      EXPECT_EQ(r.eval_losses, reference.eval_losses) << "the evaluation through the reducer differs";
-      EXPECT_TRUE(bitwise_equal(r.state.main_weights, reference.state.main_weights)) << "fp32 weights differ";
-      EXPECT_TRUE(bitwise_equal(r.state.exp_avg, reference.state.exp_avg));
-      EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, reference.state.exp_avg_sq));
-      EXPECT_EQ(r.state.rng.offset, reference.state.rng.offset);
+      dp_runs::expect_bitwise_same_run(r, reference, mode[0] == "model.cuda_graph_impl=none");
     }
   }
   world->finish();
@@ -178,13 +171,8 @@ TEST_F(DataParallelGpu, Fp32WeightsTheForwardReadsTrainBitwiseWithTheDistributed
     for (std::vector<std::string> mode : modes) {
       mode.push_back("optimizer.use_distributed_optimizer=true");
       SCOPED_TRACE(std::string(model.recipe) + " " + join(mode, " "));
-      const RunResult r = run_world_one(*world, with(mode));
-      EXPECT_EQ(r.capture_steps, mode[0] == "model.cuda_graph_impl=none" ? 0 : 1);
-      EXPECT_TRUE(bitwise_equal(r.losses, reference.losses));
-      EXPECT_TRUE(bitwise_equal(r.grad_norms, reference.grad_norms));
-      EXPECT_EQ(r.eval_losses, reference.eval_losses);
-      EXPECT_TRUE(bitwise_equal(r.state.main_weights, reference.state.main_weights)) << "fp32 weights differ";
-      EXPECT_TRUE(bitwise_equal(r.state.exp_avg, reference.state.exp_avg));
+      dp_runs::expect_bitwise_same_run(run_world_one(*world, with(mode)), reference,
+                                       mode[0] == "model.cuda_graph_impl=none");
     }
   }
   world->finish();

@@ -155,15 +155,7 @@ TEST_F(DataParallelOverlapGpu, OverlapIsBitwiseTheReductionAfterTheBackward) {
         overrides.insert(overrides.end(), {optimizer, "ddp.bucket_size=1000", overlap});
         SCOPED_TRACE(join(overrides, " "));
         runs.push_back(dp_runs::run_world_one(*world, dp_runs::tiny_with(overrides)));
-        const dp_runs::RunResult& r = runs.back();
-        EXPECT_EQ(r.capture_steps, mode[0] == "model.cuda_graph_impl=none" ? 0 : 1);
-        EXPECT_TRUE(bitwise_equal(r.losses, reference.losses));
-        EXPECT_TRUE(bitwise_equal(r.grad_norms, reference.grad_norms));
-        EXPECT_EQ(r.eval_losses, reference.eval_losses);
-        EXPECT_TRUE(bitwise_equal(r.state.main_weights, reference.state.main_weights)) << "fp32 weights differ";
-        EXPECT_TRUE(bitwise_equal(r.state.exp_avg, reference.state.exp_avg));
-        EXPECT_TRUE(bitwise_equal(r.state.exp_avg_sq, reference.state.exp_avg_sq));
-        EXPECT_EQ(r.state.rng.offset, reference.state.rng.offset);
+        dp_runs::expect_bitwise_same_run(runs.back(), reference, mode[0] == "model.cuda_graph_impl=none");
       }
       SCOPED_TRACE(join(mode, " ") + " " + optimizer + ": overlap on against off");
       EXPECT_TRUE(bitwise_equal(runs[1].losses, runs[0].losses));

@@ -3,6 +3,8 @@
 // data_parallel_overlap_gpu_test.cpp): a world of one rank over loopback, graph_runs' tiny recipe with
 // overrides, and kDataParallelSteps training steps (plus two evaluations) through a backend, with the
 // losses, grad norms, evaluation losses and the final state.
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -89,6 +91,19 @@ inline RunResult run_world_one(DistributedRun& world, const config::Config& conf
   DistributedGpuBackend backend(world, config, config::model_spec(config), config::batch_spec(config),
                                 optimizer_spec(config), {static_cast<uint64_t>(config.rng.seed), 0});
   return run(backend, config);
+}
+
+// `r` trained bitwise like `reference`: losses, grad norms, evaluation losses, fp32 weights, both moments and the
+// generators' offset; its graphs captured once unless it ran eagerly (`eager`).
+inline void expect_bitwise_same_run(const RunResult& r, const RunResult& reference, bool eager) {
+  EXPECT_EQ(r.capture_steps, eager ? 0 : 1);
+  EXPECT_TRUE(graph_runs::bitwise_equal(r.losses, reference.losses));
+  EXPECT_TRUE(graph_runs::bitwise_equal(r.grad_norms, reference.grad_norms));
+  EXPECT_EQ(r.eval_losses, reference.eval_losses) << "the evaluation through the reducer differs";
+  EXPECT_TRUE(graph_runs::bitwise_equal(r.state.main_weights, reference.state.main_weights)) << "fp32 weights differ";
+  EXPECT_TRUE(graph_runs::bitwise_equal(r.state.exp_avg, reference.state.exp_avg));
+  EXPECT_TRUE(graph_runs::bitwise_equal(r.state.exp_avg_sq, reference.state.exp_avg_sq));
+  EXPECT_EQ(r.state.rng.offset, reference.state.rng.offset);
 }
 
 }  // namespace sg::train::dp_runs
