@@ -53,6 +53,12 @@ std::string format_violation(const Violation& violation);
 std::string format_note(const Note& note);
 
 namespace detail {
+// A feature the config asks for that is not built, with the keys that ask for it (unimplemented_features.cpp).
+struct UnimplementedFeature {
+  std::string what;
+  std::vector<std::string> keys;
+};
+std::vector<UnimplementedFeature> find_unimplemented(const Config& config);
 // Each key with its value as format_value prints it: a violation's or note's values.
 std::vector<KeyValue> key_values(const Config& config, const std::vector<std::string>& keys);
 // validate_graph_spellings.cpp: Megatron's newer CUDA-graph spellings (cuda_graph_impl full_iteration, the scope
