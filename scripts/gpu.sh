@@ -822,14 +822,23 @@ if want dp || want dp_moe; then
     --run-dir "$D/hybrid_ws2_distopt_local"
   run_dp hybrid_ws2_distopt_te "${ws2[@]}" train "${hybrid[@]}" "${distopt[@]}" "${graphs[@]}" \
     model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=attn,mamba --run-dir "$D/hybrid_ws2_distopt_te"
-  echo "-- hybrid: distributed optimizer at world size 2 ($ws2_where) against world size 1; then its graph modes:"
+  # Saved by 2 ranks at step 15 (the fp32 state gathered from the shards) and resumed by 2 (each rank's replica of
+  # the Mamba weights written from the checkpoint): steps 1-15 and 16-30 as the uninterrupted run, bitwise.
+  rm -rf "$D/ckpt_hybrid"
+  run_dp hybrid_save_ws2_distopt "${ws2[@]}" train "${hybrid[@]}" "${distopt[@]}" train.train_iters=15 \
+    checkpoint.save="$D/ckpt_hybrid" --run-dir "$D/hybrid_save_ws2_distopt"
+  run_dp hybrid_resume_ws2_distopt "${ws2[@]}" train "${hybrid[@]}" "${distopt[@]}" \
+    checkpoint.load="$D/ckpt_hybrid" --run-dir "$D/hybrid_resume_ws2_distopt"
+  echo "-- hybrid: distributed optimizer at world size 2 ($ws2_where) against world size 1; then its graph modes, and"
+  echo "   a save at step 15 and its resume at world size 2, against its uninterrupted run:"
   "${PY[@]}" bench/data_parallel_report.py losses "$D/hybrid_ws1/metrics.jsonl" "$D/hybrid_ws2_distopt/metrics.jsonl" \
     | tee "$D/losses_hybrid.txt"
   rc=${PIPESTATUS[0]}
   "${PY[@]}" bench/data_parallel_report.py losses "$D/hybrid_ws2_distopt/metrics.jsonl" \
     "$D/hybrid_ws2_distopt_local/metrics.jsonl" "$D/hybrid_ws2_distopt_te/metrics.jsonl" \
+    "$D/hybrid_save_ws2_distopt/metrics.jsonl" "$D/hybrid_resume_ws2_distopt/metrics.jsonl" \
     | tee "$D/losses_hybrid_graphs.txt"
-  record "dp hybrid distopt ws2 vs ws1 ($ws2_where)" "rc=$rc, $(grep -c 'bitwise equal' "$D/losses_hybrid_graphs.txt")/2 graph modes bitwise (losses_hybrid*.txt)"
+  record "dp hybrid distopt ws2 vs ws1 ($ws2_where)" "rc=$rc, $(grep -c 'bitwise equal' "$D/losses_hybrid_graphs.txt")/4 graph modes, save and resume bitwise (losses_hybrid*.txt)"
 fi
 
 echo
