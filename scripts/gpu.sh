@@ -822,6 +822,11 @@ if want dp || want dp_moe; then
     --run-dir "$D/hybrid_ws2_distopt_local"
   run_dp hybrid_ws2_distopt_te "${ws2[@]}" train "${hybrid[@]}" "${distopt[@]}" "${graphs[@]}" \
     model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=attn,mamba --run-dir "$D/hybrid_ws2_distopt_te"
+  # validation.test_mode: the ranks compare fingerprints of their bf16 weights and of their replicas after every step.
+  run_dp hybrid_ws2_distopt_test_mode "${ws2[@]}" train "${hybrid[@]}" "${distopt[@]}" "${local_graph[@]}" \
+    validation.test_mode=true --run-dir "$D/hybrid_ws2_distopt_test_mode"
+  grep -q "after every step the 2 ranks compare fingerprints" "$D/hybrid_ws2_distopt_test_mode.log" \
+    || echo "dp_moe: no test_mode note in hybrid_ws2_distopt_test_mode.log"
   # Saved by 2 ranks at step 15 (the fp32 state gathered from the shards) and resumed by 2 (each rank's replica of
   # the Mamba weights written from the checkpoint): steps 1-15 and 16-30 as the uninterrupted run, bitwise.
   rm -rf "$D/ckpt_hybrid"
@@ -836,9 +841,9 @@ if want dp || want dp_moe; then
   rc=${PIPESTATUS[0]}
   "${PY[@]}" bench/data_parallel_report.py losses "$D/hybrid_ws2_distopt/metrics.jsonl" \
     "$D/hybrid_ws2_distopt_local/metrics.jsonl" "$D/hybrid_ws2_distopt_te/metrics.jsonl" \
-    "$D/hybrid_save_ws2_distopt/metrics.jsonl" "$D/hybrid_resume_ws2_distopt/metrics.jsonl" \
-    | tee "$D/losses_hybrid_graphs.txt"
-  record "dp hybrid distopt ws2 vs ws1 ($ws2_where)" "rc=$rc, $(grep -c 'bitwise equal' "$D/losses_hybrid_graphs.txt")/4 graph modes, save and resume bitwise (losses_hybrid*.txt)"
+    "$D/hybrid_ws2_distopt_test_mode/metrics.jsonl" "$D/hybrid_save_ws2_distopt/metrics.jsonl" \
+    "$D/hybrid_resume_ws2_distopt/metrics.jsonl" | tee "$D/losses_hybrid_graphs.txt"
+  record "dp hybrid distopt ws2 vs ws1 ($ws2_where)" "rc=$rc, $(grep -c 'bitwise equal' "$D/losses_hybrid_graphs.txt")/5 graph modes, test_mode, save and resume bitwise (losses_hybrid*.txt)"
 fi
 
 echo

@@ -265,10 +265,11 @@ void check_test_mode(const Config& c, Reporter& r) {
         "nothing to compare it with, so it checks nothing here",
         {"validation.test_mode"});
   } else {
-    r.note(strprintf("validation.test_mode: after every step the %lld ranks compare fingerprints of their weights (a "
-                     "read of the bf16 weights, and of the fp32 ones without the distributed optimizer, and a wait "
-                     "for every rank): ranks that differ stop the run naming the tensors",
-                     static_cast<long long>(c.data_parallel_size)),
+    r.note(strprintf(
+               "validation.test_mode: after every step the %lld ranks compare fingerprints of their weights (a "
+               "read of the bf16 weights, of the fp32 ones (with the distributed optimizer, those the forward reads), "
+               "and a wait for every rank): ranks that differ stop the run naming the tensors",
+               static_cast<long long>(c.data_parallel_size)),
            {"validation.test_mode"});
   }
 }

@@ -87,7 +87,7 @@ void TrainStep::enqueue_weight_fingerprints(cudaStream_t stream, uint64_t* host)
                                         .chunk_elements = fingerprints_.chunk_elements,
                                         .fingerprints = fingerprint_values_});
   if (fingerprints_.fp32_elements > 0) {
-    kernels::weight_fingerprints(stream, {.data = main_weights_,
+    kernels::weight_fingerprints(stream, {.data = fingerprints_.fp32_replica ? fp32_replica_ : main_weights_,
                                           .element_bytes = static_cast<int>(sizeof(float)),
                                           .count = fingerprints_.fp32_elements,
                                           .chunk_elements = fingerprints_.chunk_elements,
