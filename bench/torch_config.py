@@ -43,7 +43,7 @@ class BenchConfig:
     moe_router_topk: int = _key("model", 2)
     moe_ffn_hidden_size: int = _key("model", None)  # None: ffn_hidden_size
     moe_layer_freq: int = _key("model", 1)  # every n-th GPT block is MoE (Megatron's int form)
-    moe_router_score_function: str = _key("model", "softmax")  # softmax or sigmoid
+    moe_router_score_function: str = _key("model", "softmax")  # softmax, sigmoid or sqrtsoftplus
     moe_router_pre_softmax: bool = _key("model", False)
     moe_router_topk_scaling_factor: float = _key("model", None)
     moe_router_load_balancing_type: str = _key("model", "aux_loss")  # aux_loss, seq_aux_loss or none

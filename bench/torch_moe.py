@@ -4,16 +4,17 @@ Router (fp32, autocast off): logits = x W_r^T, as stepgraph's ref::moe_router_fo
 Megatron's topk_routing_with_score_function:
   softmax  moe_router_pre_softmax false: top-k of the logits, softmax over the k; true: softmax over all experts,
            top-k of that;
-  sigmoid  the top-k of the logits (sigmoid is monotone), or with moe_router_enable_expert_bias the top-k of
-           sigmoid(logits) + bias; probs = sigmoid(logit) of the chosen experts over their sum (+1e-20) when k > 1;
+  sigmoid, sqrtsoftplus (score = sigmoid(logit) or sqrt(softplus(logit)))  the top-k of the logits (both scores are
+           monotone), or with moe_router_enable_expert_bias the top-k of score + bias; probs = the score of the chosen
+           experts over their sum (+1e-20) when k > 1;
 then times moe_router_topk_scaling_factor. The expert bias (an fp32 buffer, no gradient) steers the choice only; after
 each optimizer step it moves by rate * sign(mean - count) over the step's token counts (ExpertBiasStep: Megatron's
 get_updated_expert_bias, stepgraph's ref::moe_expert_bias_update).
 Load balancing (aux_loss, seq_aux_loss): stepgraph's ref::moe_aux_loss, Megatron's switch_load_balancing_loss_func
 per group of S tokens (the microbatch, or each sequence), averaged over the G groups:
 aux = coeff / G * sum_g E / (k S^2) * sum_e counts[g, e] * sum_{t in g} score[t, e], the scores softmax(logits) or
-sigmoid(logits) / (their sum + 1e-20), the counts from the top-k WITHOUT the expert bias (Megatron routes with the bias,
-balances without); the z-loss coeff * mean_t logsumexp(logits_t)^2. Both reach the gradients as Megatron's
+the elementwise scores / (their sum + 1e-20), the counts from the top-k WITHOUT the expert bias (Megatron routes with
+the bias, balances without); the z-loss coeff * mean_t logsumexp(logits_t)^2. Both reach the gradients as Megatron's
 MoEAuxLossAutoScaler does (identity on the layer output in the forward, d(loss)/d(aux) = the step's loss scale in the
 backward), so the reported loss stays the LM loss.
 
@@ -84,18 +85,20 @@ def route(cfg: BenchConfig, logits: torch.Tensor,
     is unspecified (stepgraph's: the lower index first); only exactly equal fp32 keys tie."""
     k = cfg.moe_router_topk
     unbiased = None  # the top-k of the logits, what the aux loss balances
-    if cfg.moe_router_score_function == "sigmoid":
-        scores = torch.sigmoid(logits)
+    if cfg.moe_router_score_function in ("sigmoid", "sqrtsoftplus"):
+        scores = torch.sigmoid(logits) if cfg.moe_router_score_function == "sigmoid" else \
+            torch.nn.functional.softplus(logits).sqrt()
         if expert_bias is not None:  # the bias steers the choice only: no gradient through the selection
             experts = torch.topk(scores.detach() + expert_bias, k, dim=-1).indices
-        else:  # sigmoid is monotone: the logits choose as the scores do, without saturation ties
+        else:  # the scores are monotone: the logits choose as they do, without saturation ties
             unbiased = experts = torch.topk(logits, k, dim=-1).indices
         probs = scores.gather(1, experts)
         if k > 1:
             probs = probs / (probs.sum(dim=-1, keepdim=True) + 1e-20)
     else:
         if expert_bias is not None:
-            raise ValueError("model.moe_router_enable_expert_bias needs model.moe_router_score_function sigmoid")
+            raise ValueError("model.moe_router_enable_expert_bias needs model.moe_router_score_function sigmoid or "
+                             "sqrtsoftplus")
         scores = torch.softmax(logits, dim=-1)
         if cfg.moe_router_pre_softmax:
             probs, experts = torch.topk(scores, k, dim=-1)
@@ -124,7 +127,7 @@ def aux_loss(cfg: BenchConfig, logits: torch.Tensor, scores: torch.Tensor, exper
     if tokens % group:
         raise ValueError(f"seq_aux_loss: {tokens} tokens are not whole sequences of model.seq_length {group}")
     groups = tokens // group
-    if cfg.moe_router_score_function == "sigmoid":  # normalised over all E experts
+    if cfg.moe_router_score_function in ("sigmoid", "sqrtsoftplus"):  # normalised over all E experts
         scores = scores / (scores.sum(dim=-1, keepdim=True) + 1e-20)
     index = experts  # each (token, slot)'s row of counts [G, E], flattened
     if groups > 1:

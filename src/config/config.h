@@ -342,13 +342,13 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("model", "moe_token_dispatcher_type", m.moe_token_dispatcher_type, "allgather, alltoall, flex");
   v("model", "moe_aux_loss_coeff", m.moe_aux_loss_coeff, "load-balancing loss weight");
   v("model", "moe_layer_freq", m.moe_layer_freq, "MoE blocks: every Nth (int) or a 0/1 list per block");
-  v("model", "moe_router_score_function", m.moe_router_score_function, "softmax, sigmoid");
+  v("model", "moe_router_score_function", m.moe_router_score_function, "softmax, sigmoid, sqrtsoftplus");
   v("model", "moe_router_pre_softmax", m.moe_router_pre_softmax, "softmax over all experts before top-k");
   v("model", "moe_router_topk_scaling_factor", m.moe_router_topk_scaling_factor, "routing weight scale; null = 1");
   v("model", "moe_router_load_balancing_type", m.moe_router_load_balancing_type, "aux_loss, seq_aux_loss, none");
   v("model", "moe_z_loss_coeff", m.moe_z_loss_coeff, "router z-loss weight; null = off");
   v("model", "moe_router_enable_expert_bias", m.moe_router_enable_expert_bias,
-    "aux-loss-free balancing bias (sigmoid routing)");
+    "aux-loss-free balancing bias (sigmoid or sqrtsoftplus routing)");
   v("model", "moe_router_bias_update_rate", m.moe_router_bias_update_rate, "expert bias step per update");
   v("model", "moe_token_drop_policy", m.moe_token_drop_policy, "probs, position (with a capacity factor)");
   v("model", "moe_shared_expert_intermediate_size", m.moe_shared_expert_intermediate_size,

@@ -36,8 +36,8 @@ std::string resolved_activation_func(const ModelConfig& m) {
 // Megatron's values (megatron/core/transformer/transformer_config.py, models/gpt/gpt_model.py) next to stepgraph's.
 const KeyValues& moe_router_score_function_values() {
   static const KeyValues values{.key = "model.moe_router_score_function",
-                                .implemented = {"softmax", "sigmoid"},
-                                .megatron_only = {"sqrtsoftplus"}};
+                                .implemented = {"softmax", "sigmoid", "sqrtsoftplus"},
+                                .megatron_only = {}};
   return values;
 }
 const KeyValues& moe_router_load_balancing_type_values() {
@@ -95,9 +95,10 @@ model::MoeSpec moe_spec(const Config& config) {
     throw ConfigError(
         strprintf("%s = %s: must be one of %s", values.key, value.c_str(), join(valid, ", ").c_str()));
   };
-  moe.score_function = pick(moe_router_score_function_values(), m.moe_router_score_function) == 0
-                           ? ref::MoeScoreFunction::softmax
-                           : ref::MoeScoreFunction::sigmoid;
+  // In moe_router_score_function_values()'s order.
+  constexpr ref::MoeScoreFunction kScoreFunctions[] = {ref::MoeScoreFunction::softmax, ref::MoeScoreFunction::sigmoid,
+                                                       ref::MoeScoreFunction::sqrtsoftplus};
+  moe.score_function = kScoreFunctions[pick(moe_router_score_function_values(), m.moe_router_score_function)];
   // Megatron ignores pre_softmax with sigmoid (Bridge's DeepSeek-V3 providers set both); the router refuses the pair.
   moe.pre_softmax = m.moe_router_pre_softmax && moe.score_function == ref::MoeScoreFunction::softmax;
   moe.topk_scaling_factor = m.moe_router_topk_scaling_factor.value_or(1.0);

@@ -62,8 +62,10 @@ void ShapeChecker::check_moe_routing() {
   one_of(moe_router_score_function_values(), m.moe_router_score_function);
   one_of(moe_router_load_balancing_type_values(), m.moe_router_load_balancing_type);
   one_of(moe_token_drop_policy_values(), m.moe_token_drop_policy);
-  if (m.moe_router_pre_softmax && m.moe_router_score_function == "sigmoid") {
-    note("moe_router_pre_softmax has no effect with the sigmoid score function (Megatron ignores it there too)",
+  if (m.moe_router_pre_softmax &&
+      (m.moe_router_score_function == "sigmoid" || m.moe_router_score_function == "sqrtsoftplus")) {
+    note("moe_router_pre_softmax has no effect with the " + m.moe_router_score_function +
+             " score function (Megatron ignores it there too)",
          {"model.moe_router_pre_softmax", "model.moe_router_score_function"});
   }
   // Megatron's assert: a softmax over the one chosen logit is 1 for every token, so no gradient of the
@@ -93,10 +95,11 @@ void ShapeChecker::check_moe_routing() {
   }
   if (m.moe_z_loss_coeff) non_negative("model.moe_z_loss_coeff", *m.moe_z_loss_coeff);
   if (m.moe_router_enable_expert_bias) {
-    if (m.moe_router_score_function != "sigmoid") {
-      fail("moe_router_enable_expert_bias needs the sigmoid score function (as in Megatron)",
+    if (m.moe_router_score_function != "sigmoid" && m.moe_router_score_function != "sqrtsoftplus") {
+      fail("moe_router_enable_expert_bias needs the sigmoid or sqrtsoftplus score function (as in Megatron)",
            {"model.moe_router_enable_expert_bias", "model.moe_router_score_function"},
-           "set model.moe_router_score_function=sigmoid, or model.moe_router_enable_expert_bias=false");
+           "set model.moe_router_score_function=sigmoid (or sqrtsoftplus), or "
+           "model.moe_router_enable_expert_bias=false");
     }
     positive("model.moe_router_bias_update_rate", m.moe_router_bias_update_rate);
   }

@@ -27,9 +27,22 @@ constexpr int kLossThreads = 256;
 constexpr int kLossWarps = kLossThreads / 32;
 constexpr int64_t kLossChunkTokens = 64;  // tokens per block of the loss partial sums
 constexpr int kFinalThreads = 256;
-constexpr float kSigmoidNormEps = 1e-20f;  // Megatron's eps of the sigmoid normalisation
+constexpr float kScoreNormEps = 1e-20f;  // Megatron's eps of the sigmoid and sqrtsoftplus normalisation
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// An elementwise score (sigmoid or sqrtsoftplus: sqrt(softplus(x)), x itself above 20 as torch's softplus), and a
+// gradient g with respect to it taken back through it given the score s: g s (1 - s) (sigmoid; in that order), or
+// g sigmoid(x) / (2 s) (sqrtsoftplus; 0 where softplus underflowed, its limit). CPU twin: reference/moe_router.cpp's
+// elementwise_score and elementwise_score_backward.
+__device__ __forceinline__ float elementwise_score(float x, MoeScoreFunction f) {
+  if (f == MoeScoreFunction::sigmoid) return sigmoid(x);
+  return sqrtf(x > 20.0f ? x : log1pf(expf(x)));
+}
+__device__ __forceinline__ float elementwise_score_backward(float g, float x, float s, MoeScoreFunction f) {
+  if (f == MoeScoreFunction::sigmoid) return g * s * (1.0f - s);
+  return s > 0.0f ? g * (sigmoid(x) / (2.0f * s)) : 0.0f;
+}
 
 __device__ __forceinline__ float warp_reduce_max(float v) {
 #pragma unroll
@@ -107,17 +120,18 @@ __global__ void moe_router_forward_kernel(MoeRouterForwardParams p, int warps_pe
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * warps_per_block + warp; t < p.routing.T;
        t += static_cast<int64_t>(gridDim.x) * warps_per_block) {
     const float* x = p.logits + t * E;
-    for (int e = lane; e < E; e += 32) select[e] = p.expert_bias ? sigmoid(x[e]) + p.expert_bias[e] : x[e];
+    const MoeScoreFunction f = p.routing.score_function;
+    for (int e = lane; e < E; e += 32) select[e] = p.expert_bias ? elementwise_score(x[e], f) + p.expert_bias[e] : x[e];
     __syncwarp();
     warp_topk(select, E, k, ids);
     float* probs = p.probs + t * k;
-    if (p.routing.score_function == MoeScoreFunction::sigmoid) {
+    if (ref::moe_elementwise_scores(f)) {
       float sum = 0.0f;
-      for (int j = lane; j < k; j += 32) sum += sigmoid(x[ids[j]]);
+      for (int j = lane; j < k; j += 32) sum += elementwise_score(x[ids[j]], f);
       sum = warp_reduce_sum(sum);
       for (int j = lane; j < k; j += 32) {
-        const float s = sigmoid(x[ids[j]]);
-        probs[j] = sf * (k > 1 ? s / (sum + kSigmoidNormEps) : s);
+        const float s = elementwise_score(x[ids[j]], f);
+        probs[j] = sf * (k > 1 ? s / (sum + kScoreNormEps) : s);
       }
     } else if (p.routing.pre_softmax) {
       const RowSoftmax all = row_softmax(x, E);
@@ -196,7 +210,8 @@ __global__ void __launch_bounds__(kLossThreads)
   const int E = static_cast<int>(p.routing.E);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const bool aux = p.losses.aux_coeff > 0.0f, z = p.losses.z_coeff > 0.0f;
-  const bool sig = p.routing.score_function == MoeScoreFunction::sigmoid;
+  const MoeScoreFunction f = p.routing.score_function;
+  const bool elementwise = ref::moe_elementwise_scores(f);
   float* my_sums = warp_sums + warp * E;
   for (int e = lane; e < E; e += 32) my_sums[e] = 0.0f;
   const int64_t S = p.losses.group_tokens(p.routing.T);
@@ -212,13 +227,13 @@ __global__ void __launch_bounds__(kLossThreads)
       z_acc += lse * lse;
     }
     if (aux) {
-      float sig_sum = 0.0f;
-      if (sig) {
-        for (int e = lane; e < E; e += 32) sig_sum += sigmoid(x[e]);
-        sig_sum = warp_reduce_sum(sig_sum);
+      float score_sum = 0.0f;
+      if (elementwise) {
+        for (int e = lane; e < E; e += 32) score_sum += elementwise_score(x[e], f);
+        score_sum = warp_reduce_sum(score_sum);
       }
       for (int e = lane; e < E; e += 32) {
-        my_sums[e] += sig ? sigmoid(x[e]) / (sig_sum + kSigmoidNormEps) : sm.prob(x[e]);
+        my_sums[e] += elementwise ? elementwise_score(x[e], f) / (score_sum + kScoreNormEps) : sm.prob(x[e]);
       }
     }
   }
@@ -283,8 +298,9 @@ __global__ void moe_router_backward_kernel(MoeRouterBackwardParams p, int warps_
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* chosen = smem + warp * E;
   const float sf = p.routing.scaling_factor;
-  const bool sig = p.routing.score_function == MoeScoreFunction::sigmoid;
-  const bool pre = !sig && p.routing.pre_softmax;
+  const MoeScoreFunction f = p.routing.score_function;
+  const bool elementwise = ref::moe_elementwise_scores(f);
+  const bool pre = !elementwise && p.routing.pre_softmax;
   const bool aux = p.losses.aux_coeff > 0.0f, z = p.losses.z_coeff > 0.0f;
   const int64_t T = p.routing.T, G = p.losses.groups(T), S = p.losses.group_tokens(T);
   // d aux / d score[t, e] = aux_scale * counts[group(t), e]
@@ -301,19 +317,19 @@ __global__ void moe_router_backward_kernel(MoeRouterBackwardParams p, int warps_
     const RowSoftmax sm = row_softmax(x, E);
     // The probs term, scattered to the chosen experts (pre-softmax: the upstream gradient g).
     float pre_dot = 0.0f;  // pre-softmax: sum_j g_j s[id_j]
-    if (sig) {
+    if (elementwise) {
       float sum = 0.0f, dps = 0.0f;
       for (int j = lane; j < k; j += 32) {
-        const float s = sigmoid(x[ids[j]]);
+        const float s = elementwise_score(x[ids[j]], f);
         sum += s;
         dps += dp[j] * s;
       }
-      sum = warp_reduce_sum(sum) + kSigmoidNormEps;
+      sum = warp_reduce_sum(sum) + kScoreNormEps;
       dps = warp_reduce_sum(dps);
       for (int j = lane; j < k; j += 32) {
-        const float s = sigmoid(x[ids[j]]);
-        const float dsig = k > 1 ? sf * (dp[j] / sum - dps / (sum * sum)) : sf * dp[j];
-        chosen[ids[j]] = dsig * s * (1.0f - s);
+        const float s = elementwise_score(x[ids[j]], f);
+        const float ds = k > 1 ? sf * (dp[j] / sum - dps / (sum * sum)) : sf * dp[j];
+        chosen[ids[j]] = elementwise_score_backward(ds, x[ids[j]], s, f);
       }
     } else if (pre) {
       for (int j = lane; j < k; j += 32) {
@@ -329,21 +345,21 @@ __global__ void moe_router_backward_kernel(MoeRouterBackwardParams p, int warps_
       qd = warp_reduce_sum(qd);
       for (int j = lane; j < k; j += 32) chosen[ids[j]] = q.prob(x[ids[j]]) * (sf * dp[j] - qd);
     }
-    // Sums the load-balancing gradient needs: <g, scores> (softmax) or sum sig and <g, sig> (sigmoid).
-    float aux_dot = 0.0f, sig_sum = 0.0f;
+    // Sums the load-balancing gradient needs: <g, scores> (softmax) or sum s and <g, s> (elementwise scores s).
+    float aux_dot = 0.0f, score_sum = 0.0f;
     if (aux) {
       for (int e = lane; e < E; e += 32) {
         const float g = aux_scale * counts[e];
-        if (sig) {
-          const float s = sigmoid(x[e]);
-          sig_sum += s;
+        if (elementwise) {
+          const float s = elementwise_score(x[e], f);
+          score_sum += s;
           aux_dot += g * s;
         } else {
           aux_dot += g * sm.prob(x[e]);
         }
       }
       aux_dot = warp_reduce_sum(aux_dot);
-      sig_sum = warp_reduce_sum(sig_sum) + kSigmoidNormEps;
+      score_sum = warp_reduce_sum(score_sum) + kScoreNormEps;
     }
     const float z_scale = z ? static_cast<float>(2.0 * p.loss_grad_scale * p.losses.z_coeff / T) * sm.logsumexp()
                             : 0.0f;
@@ -354,9 +370,9 @@ __global__ void moe_router_backward_kernel(MoeRouterBackwardParams p, int warps_
       float d = pre ? s * (chosen[e] - pre_dot) : chosen[e];
       if (aux) {
         const float g = aux_scale * counts[e];
-        if (sig) {
-          const float sg = sigmoid(x[e]);
-          d += (g / sig_sum - aux_dot / (sig_sum * sig_sum)) * sg * (1.0f - sg);
+        if (elementwise) {
+          const float se = elementwise_score(x[e], f);
+          d += elementwise_score_backward(g / score_sum - aux_dot / (score_sum * score_sum), x[e], se, f);
         } else {
           d += s * (g - aux_dot);
         }
@@ -418,8 +434,9 @@ void check_loss_grid(const MoeRouting& r, const MoeRouterLosses& l, const char* 
 void moe_router_forward(cudaStream_t stream, const MoeRouterForwardParams& p) {
   ref::check_moe_routing(p.routing, "moe_router_forward");
   SG_CHECK(p.logits && p.routing_map && p.probs, "moe_router_forward: logits, routing_map and probs must be set");
-  SG_CHECK(!p.expert_bias || p.routing.score_function == MoeScoreFunction::sigmoid,
-           "moe_router_forward: moe_router_enable_expert_bias needs moe_router_score_function sigmoid (as Megatron)");
+  SG_CHECK(!p.expert_bias || ref::moe_elementwise_scores(p.routing.score_function),
+           "moe_router_forward: moe_router_enable_expert_bias needs moe_router_score_function sigmoid or sqrtsoftplus "
+           "(as Megatron)");
   if (p.routing.T == 0) return;
   const size_t per_warp = (p.routing.E + p.routing.k) * sizeof(float);
   const int warps = warps_for(per_warp);

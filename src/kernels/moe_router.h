@@ -33,7 +33,7 @@ using ref::MoeScoreFunction;
 
 struct MoeRouterForwardParams {
   const float* logits = nullptr;       // [T, E]
-  const float* expert_bias = nullptr;  // [E] or null (sigmoid only): added to sigmoid scores for selection
+  const float* expert_bias = nullptr;  // [E] or null (sigmoid, sqrtsoftplus): added to the scores for selection
   int32_t* routing_map = nullptr;      // [T, k] OUT: expert ids, best first
   float* probs = nullptr;              // [T, k] OUT
   // [T, k] OUT, optional: the top-k without the bias, which the aux loss counts (Megatron routes with

@@ -19,7 +19,7 @@ struct MoeSpec {
   MoeLoadBalancing load_balancing = MoeLoadBalancing::aux_loss;
   double aux_loss_coeff = 0.0;  // moe_aux_loss_coeff (0: no aux loss)
   double z_loss_coeff = 0.0;    // moe_z_loss_coeff (0: no z-loss)
-  // Aux-loss-free balancing: a per-expert bias added to the sigmoid scores for the selection only,
+  // Aux-loss-free balancing: a per-expert bias added to the sigmoid (sqrtsoftplus) scores for the selection only,
   // updated after every step from the step's token counts (moe_router_enable_expert_bias).
   bool enable_expert_bias = false;
   double bias_update_rate = 1e-3;  // moe_router_bias_update_rate

@@ -11,7 +11,12 @@
 namespace sg::ref {
 
 const char* moe_score_function_name(MoeScoreFunction f) {
-  return f == MoeScoreFunction::softmax ? "softmax" : "sigmoid";
+  switch (f) {
+    case MoeScoreFunction::softmax: return "softmax";
+    case MoeScoreFunction::sigmoid: return "sigmoid";
+    case MoeScoreFunction::sqrtsoftplus: return "sqrtsoftplus";
+  }
+  return "?";
 }
 
 void check_moe_routing(const MoeRouting& r, const char* op) {
@@ -44,6 +49,19 @@ namespace {
 template <class Real>
 Real sigmoid(Real x) {
   return Real(1) / (Real(1) + std::exp(-x));
+}
+
+// An elementwise score (sigmoid or sqrtsoftplus), and a gradient g with respect to it taken back through it given the
+// score s: g s (1 - s) for sigmoid, g sigmoid(x) / (2 s) for sqrtsoftplus (0 where softplus underflowed, its limit).
+template <class Real>
+Real elementwise_score(Real x, MoeScoreFunction f) {
+  if (f == MoeScoreFunction::sigmoid) return sigmoid(x);
+  return std::sqrt(x > Real(20) ? x : std::log1p(std::exp(x)));
+}
+template <class Real>
+double elementwise_score_backward(double g, Real x, Real s, MoeScoreFunction f) {
+  if (f == MoeScoreFunction::sigmoid) return g * s * (1.0 - s);
+  return s > Real(0) ? g * (static_cast<double>(sigmoid(x)) / (2.0 * static_cast<double>(s))) : 0.0;
 }
 
 // NaN sorts below every number, so the selection order is total (as on the GPU).
@@ -87,7 +105,7 @@ void aux_scores(const Real* x, int64_t E, MoeScoreFunction f, Real* s) {
   }
   double sum = 0.0;
   for (int64_t e = 0; e < E; ++e) {
-    s[e] = sigmoid(x[e]);
+    s[e] = elementwise_score(x[e], f);
     sum += s[e];
   }
   for (int64_t e = 0; e < E; ++e) s[e] = static_cast<Real>(s[e] / (sum + 1e-20));
@@ -106,14 +124,14 @@ void aux_scores_backward(Real* dx, const Real* x, const Real* g, int64_t E, MoeS
   }
   double sum = 0.0, gsig = 0.0;
   for (int64_t e = 0; e < E; ++e) {
-    s[e] = sigmoid(x[e]);
+    s[e] = elementwise_score(x[e], f);
     sum += s[e];
     gsig += static_cast<double>(g[e]) * s[e];
   }
   const double denom = sum + 1e-20;
   for (int64_t e = 0; e < E; ++e) {
-    const double dsig = g[e] / denom - gsig / (denom * denom);
-    dx[e] += static_cast<Real>(dsig * s[e] * (1.0 - s[e]));
+    const double dscore = g[e] / denom - gsig / (denom * denom);
+    dx[e] += static_cast<Real>(elementwise_score_backward(dscore, x[e], s[e], f));
   }
 }
 
@@ -123,8 +141,9 @@ template <class Real>
 void moe_router_forward_generic(int32_t* routing_map, Real* probs, const Real* logits, const Real* expert_bias,
                                 const MoeRouting& r) {
   check_moe_routing(r, "moe_router_forward");
-  SG_CHECK(expert_bias == nullptr || r.score_function == MoeScoreFunction::sigmoid,
-           "moe_router_forward: moe_router_enable_expert_bias needs moe_router_score_function sigmoid (as Megatron)");
+  SG_CHECK(expert_bias == nullptr || moe_elementwise_scores(r.score_function),
+           "moe_router_forward: moe_router_enable_expert_bias needs moe_router_score_function sigmoid or sqrtsoftplus "
+           "(as Megatron)");
   const int64_t E = r.E, k = r.k;
   std::vector<Real> select(E), scores(E);
   for (int64_t t = 0; t < r.T; ++t) {
@@ -132,7 +151,7 @@ void moe_router_forward_generic(int32_t* routing_map, Real* probs, const Real* l
     int32_t* ids = routing_map + t * k;
     Real* p = probs + t * k;
     if (expert_bias != nullptr) {
-      for (int64_t e = 0; e < E; ++e) select[e] = sigmoid(x[e]) + expert_bias[e];
+      for (int64_t e = 0; e < E; ++e) select[e] = elementwise_score(x[e], r.score_function) + expert_bias[e];
       topk_indices(select.data(), E, k, ids);
     } else {
       topk_indices(x, E, k, ids);
@@ -146,7 +165,7 @@ void moe_router_forward_generic(int32_t* routing_map, Real* probs, const Real* l
     } else {
       double sum = 0.0;
       for (int64_t j = 0; j < k; ++j) {
-        p[j] = sigmoid(x[ids[j]]);
+        p[j] = elementwise_score(x[ids[j]], r.score_function);
         sum += p[j];
       }
       if (k > 1)
@@ -185,17 +204,17 @@ void moe_router_backward_generic(Real* dlogits, const Real* dprobs, const Real* 
       for (int64_t j = 0; j < k; ++j) qd += static_cast<double>(q[j]) * sf * dp[j];
       for (int64_t j = 0; j < k; ++j) dx[ids[j]] = static_cast<Real>(q[j] * (sf * dp[j] - qd));
     } else {
-      // p_j = sf sig_j / (S + eps) (k > 1) or sf sig_j (k = 1); dx = dsig sig (1 - sig).
+      // p_j = sf s_j / (S + eps) (k > 1) or sf s_j (k = 1), s = score(x): dx = ds back through the score.
       double S = 0.0, dps = 0.0;
       for (int64_t j = 0; j < k; ++j) {
-        v[j] = sigmoid(x[ids[j]]);
+        v[j] = elementwise_score(x[ids[j]], r.score_function);
         S += v[j];
         dps += static_cast<double>(dp[j]) * v[j];
       }
       const double denom = S + 1e-20;
       for (int64_t j = 0; j < k; ++j) {
-        const double dsig = k > 1 ? sf * (dp[j] / denom - dps / (denom * denom)) : static_cast<double>(sf) * dp[j];
-        dx[ids[j]] = static_cast<Real>(dsig * v[j] * (1.0 - v[j]));
+        const double ds = k > 1 ? sf * (dp[j] / denom - dps / (denom * denom)) : static_cast<double>(sf) * dp[j];
+        dx[ids[j]] = static_cast<Real>(elementwise_score_backward(ds, x[ids[j]], v[j], r.score_function));
       }
     }
   }

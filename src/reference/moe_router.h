@@ -11,8 +11,14 @@
 
 namespace sg::ref {
 
-enum class MoeScoreFunction { softmax, sigmoid };
-const char* moe_score_function_name(MoeScoreFunction f);  // "softmax", "sigmoid"
+// softmax over the experts, or an elementwise score: sigmoid(x), or sqrtsoftplus sqrt(softplus(x)) (DeepSeek-V4's,
+// softplus(x) = log(1 + e^x), x itself above 20 as torch's threshold has it).
+enum class MoeScoreFunction { softmax, sigmoid, sqrtsoftplus };
+const char* moe_score_function_name(MoeScoreFunction f);  // "softmax", "sigmoid", "sqrtsoftplus"
+// sigmoid and sqrtsoftplus: a score per expert from its own logit (Megatron treats both alike).
+constexpr bool moe_elementwise_scores(MoeScoreFunction f) {
+  return f != MoeScoreFunction::softmax;
+}
 
 // The plan-time description of one router (Megatron's key in the comments).
 struct MoeRouting {
@@ -42,14 +48,14 @@ void check_moe_router_losses(const MoeRouterLosses& l, int64_t T, const char* op
 
 // ---- Forward: scores, top-k, probs --------------------------------------------------------------
 // Selection (ties go to the lower expert index, so it is deterministic):
-//   no expert bias: the top-k logits (softmax and sigmoid are monotone, so this is the top-k of the
+//   no expert bias: the top-k logits (every score function is monotone, so this is the top-k of the
 //                   scores Megatron selects on, without the ties that saturated scores would create);
-//   expert bias:    the top-k of sigmoid(logit) + bias (sigmoid only, as Megatron; the bias steers the
-//                   choice, never the probs).
+//   expert bias:    the top-k of score(logit) + bias (sigmoid and sqrtsoftplus only, as Megatron; the bias
+//                   steers the choice, never the probs).
 // Probs (times scaling_factor):
 //   softmax, post:  softmax over the k chosen logits;
 //   softmax, pre:   softmax over all E logits, taken at the chosen experts (not renormalised);
-//   sigmoid:        sigmoid(logit) of the chosen experts, divided by their sum (+1e-20) when k > 1.
+//   sigmoid, sqrtsoftplus: score(logit) of the chosen experts, divided by their sum (+1e-20) when k > 1.
 // expert_bias [E] or nullptr.
 void moe_router_forward(int32_t* routing_map, float* probs, const float* logits, const float* expert_bias,
                         const MoeRouting& r);
@@ -70,8 +76,8 @@ void moe_count_experts(int32_t* counts, const int32_t* routing_map, int64_t T, i
                        int64_t group_tokens);
 
 // ---- Load-balancing loss (switch / per sequence) ------------------------------------------------
-// Scores over all E experts: softmax(logits), or sigmoid(logits) / (sum + 1e-20). With G groups of
-// S = group_tokens tokens, counts [G, E] from moe_count_experts over the unbiased routing (held
+// Scores over all E experts: softmax(logits), or score(logits) / (sum + 1e-20) (sigmoid, sqrtsoftplus). With G
+// groups of S = group_tokens tokens, counts [G, E] from moe_count_experts over the unbiased routing (held
 // constant, as in Megatron):
 //   loss = aux_coeff / G * sum_g E / (k S^2) * sum_e counts[g, e] * sum_{t in g} score[t, e]
 // G = 1 is Megatron's aux_loss, G = sequences its seq_aux_loss (the mean of per-sequence losses).

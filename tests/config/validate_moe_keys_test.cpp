@@ -146,6 +146,27 @@ TEST(MoeKeys, PreSoftmaxWithSigmoidIsANoteAndTheRouterIgnoresIt) {
   EXPECT_TRUE(model_spec(check_recipe("moe/tiny_moe", {"model.moe_router_pre_softmax=true"}).config).moe.pre_softmax);
 }
 
+// Megatron's sqrtsoftplus score function (DeepSeek-V4's) is accepted with the expert bias, as sigmoid is, and reaches
+// the router; the bias with softmax is refused naming both; pre_softmax with it is a note, as with sigmoid.
+TEST(MoeKeys, SqrtSoftplusRoutesWithTheExpertBiasAsSigmoidDoes) {
+  const std::vector<std::string> v4 = {"model.moe_router_score_function=sqrtsoftplus",
+                                       "model.moe_router_enable_expert_bias=true"};
+  const ValidationReport ok = check_recipe("moe/tiny_moe", v4);
+  ASSERT_TRUE(ok.ok()) << describe(ok);
+  const model::ModelSpec spec = model_spec(ok.config);
+  EXPECT_EQ(spec.moe.score_function, ref::MoeScoreFunction::sqrtsoftplus);
+  EXPECT_TRUE(spec.moe.enable_expert_bias);
+  EXPECT_EQ(model::moe_shapes(spec, 3).routing.score_function, ref::MoeScoreFunction::sqrtsoftplus);
+  const ValidationReport pre = check_recipe("moe/tiny_moe", plus(v4, {"model.moe_router_pre_softmax=true"}));
+  ASSERT_TRUE(pre.ok()) << describe(pre);
+  ASSERT_EQ(notes_naming(pre, "model.moe_router_pre_softmax").size(), 1u) << describe(pre);
+  EXPECT_TRUE(contains(notes_naming(pre, "model.moe_router_pre_softmax")[0].message, "sqrtsoftplus"));
+  const ValidationReport softmax_bias = check_recipe("moe/tiny_moe", {"model.moe_router_enable_expert_bias=true"});
+  const std::vector<Violation> v = violations_naming(softmax_bias, "model.moe_router_score_function");
+  ASSERT_EQ(v.size(), 1u) << describe(softmax_bias);
+  EXPECT_TRUE(contains(v[0].message, "sigmoid or sqrtsoftplus")) << v[0].message;
+}
+
 // Keys this configuration ignores (as Megatron does) are said, not silently dropped.
 TEST(MoeKeys, AnAuxLossWithoutLoadBalancingAndADropPolicyWithoutDropsAreNotes) {
   const ValidationReport none =

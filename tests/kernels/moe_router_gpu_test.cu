@@ -6,7 +6,7 @@
 // each run, and every launch runs twice with bitwise identical results. The aux- and z-loss gradients are
 // also checked alone (dprobs = 0, one loss at a time; aux within 5e-5): inside dlogits 1e-5 cannot see them.
 // The selection rule (ties to the lower expert, NaN below every number) on logits with ties, NaN and
-// saturated sigmoids: routing maps exact.
+// saturated sigmoids: routing maps exact. Every score function: softmax, sigmoid and sqrtsoftplus.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -60,6 +60,14 @@ const RouterCase kCases[] = {
      {.z_coeff = 0.001f}},
     {"seq_aux_E128_k2", {.T = 3 * 333, .E = 128, .k = 2}, false, {.skew = 3.0f},
      {.aux_coeff = 0.02f, .aux_group_tokens = 333, .z_coeff = 0.001f}},
+    {"sqrtsoftplus_bias_seq_aux", {.T = 33, .E = 8, .k = 2, .score_function = MoeScoreFunction::sqrtsoftplus},
+     true, {}, {.aux_coeff = 0.1f, .aux_group_tokens = 11}},
+    {"sqrtsoftplus_bias_E128_k8", {.T = 515, .E = 128, .k = 8, .score_function = MoeScoreFunction::sqrtsoftplus,
+     .scaling_factor = 2.5f}, true, {.skew = 1.0f}, {.aux_coeff = 0.001f, .z_coeff = 0.01f}},
+    // One logit of each row past softplus's threshold of 20 (the score is sqrt(x) there).
+    {"sqrtsoftplus_all_on_one_expert", {.T = 129, .E = 128, .k = 1,
+     .score_function = MoeScoreFunction::sqrtsoftplus}, false, {.one_expert = 77},
+     {.aux_coeff = 0.01f, .z_coeff = 0.001f}},
 };
 
 class MoeRouterGpu : public ::testing::TestWithParam<RouterCase> {};
@@ -71,13 +79,14 @@ TEST_P(MoeRouterGpu, MatchesReference) {
   const int64_t T = r.T, E = r.E, k = r.k, G = l.groups(T);
   const uint64_t seed = 1000 + T * 7 + E * 3 + k;
   const auto logits = separated_logits(T, E, seed, c.logits);
-  // Whole-number biases: sigmoid scores lie in (0.018, 0.982) for these logits, so the biased
-  // selection values stay well separated (a continuous bias could make two of them meet within the
-  // ulps by which the GPU's expf and the host's may differ).
+  // Biases on a grid wider than the scores' range: sigmoid scores lie in (0.018, 0.982) and sqrtsoftplus scores in
+  // (0.13, 2.6) for these logits, so the biased selection values stay well separated (a continuous bias could make
+  // two of them meet within the ulps by which the GPU's expf and the host's may differ).
+  const float bias_step = r.score_function == MoeScoreFunction::sqrtsoftplus ? 4.0f : 1.0f;
   std::vector<float> bias;
   if (c.expert_bias) {
     bias.resize(E);
-    for (int64_t e = 0; e < E; ++e) bias[e] = static_cast<float>((e * 5 + seed) % 3);
+    for (int64_t e = 0; e < E; ++e) bias[e] = bias_step * static_cast<float>((e * 5 + seed) % 3);
   }
   const auto dprobs = random_normal(T * k, seed + 2);
   // The loss sums start from a value the kernel must add to; small (2^-12, the order of the smallest case's

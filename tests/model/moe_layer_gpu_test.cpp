@@ -2,8 +2,8 @@
 // bf16-representable input, weights and output gradient, the modules run in order (moe_router,
 // moe_preprocess, moe; backward reversed) exactly as the step runs them, at small odd shapes: 13 or 15
 // tokens, 5 experts, top-3, a shared expert, token drop by probs and by position (padded and packed),
-// sigmoid routing with the expert bias and seq_aux_loss, all tokens on one expert (the other experts get
-// zero tokens; with capacity, most of its tokens are dropped), and Nemotron-H's squared-ReLU experts
+// sigmoid and sqrtsoftplus routing with the expert bias and seq_aux_loss, all tokens on one expert (the
+// other experts get zero tokens; with capacity, most of its tokens are dropped), and Nemotron-H's squared-ReLU experts
 // (routed and shared; FC1 is [F, H] per expert, so the grouped GEMMs run at N = F).
 //
 // The router is fp32 on both sides from the same bf16 values, so the routing decisions must agree
@@ -266,6 +266,9 @@ const CaseParam kCases[] = {
       .pre_softmax = true, .scaling = 2.0, .z = 0.0}},
     {{.name = "sigmoid_bias_seq_aux", .H = 16, .E = 5, .k = 3, .F = 24, .S = 0, .micro_batch = 3, .seq = 5,
       .score = ref::MoeScoreFunction::sigmoid, .scaling = 2.5, .balancing = MoeLoadBalancing::seq_aux_loss,
+      .expert_bias = true}},
+    {{.name = "sqrtsoftplus_bias_seq_aux", .H = 16, .E = 5, .k = 3, .F = 24, .S = 0, .micro_batch = 3, .seq = 5,
+      .score = ref::MoeScoreFunction::sqrtsoftplus, .scaling = 2.5, .balancing = MoeLoadBalancing::seq_aux_loss,
       .expert_bias = true}},
     {{.name = "drop_probs_padded", .H = 16, .E = 5, .k = 3, .F = 8, .S = 8, .micro_batch = 1, .seq = 13,
       .capacity_factor = 0.5, .pad = true}},

@@ -1,6 +1,6 @@
 // The MoE layer's CPU fp32 twin: every parameter's and the input's gradient against central finite
 // differences of  L = <out, R> + aux_loss + z_loss  (R random), for dropless and token-drop dispatch,
-// softmax / sigmoid routing with the expert bias, seq_aux_loss and a shared expert. Routing is piecewise
+// softmax / sigmoid / sqrtsoftplus routing with the expert bias, seq_aux_loss and a shared expert. Routing is piecewise
 // constant in the weights: a coordinate whose +-eps perturbation changes the routing or the drop
 // decisions is skipped (counted; at most a few per case). Also: the dispatch invariants (dropless keeps
 // every slot, capacity bounds every expert) and the expert-bias update of step_end.
@@ -153,6 +153,10 @@ const MoeCase kCases[] = {
      .pre_softmax = true, .scaling = 2.0, .aux = 0.3, .z = 0.0},
     {.name = "sigmoid_bias_seq_aux", .H = 6, .E = 6, .k = 3, .F = 4, .S = 0, .micro_batch = 3, .seq = 3,
      .score = ref::MoeScoreFunction::sigmoid, .scaling = 2.5, .balancing = MoeLoadBalancing::seq_aux_loss,
+     .expert_bias = true},
+    // DeepSeek-V4's sqrtsoftplus routing, with the expert bias (Megatron routes it as sigmoid).
+    {.name = "sqrtsoftplus_bias_seq_aux", .H = 6, .E = 6, .k = 3, .F = 4, .S = 0, .micro_batch = 3, .seq = 3,
+     .score = ref::MoeScoreFunction::sqrtsoftplus, .scaling = 2.5, .balancing = MoeLoadBalancing::seq_aux_loss,
      .expert_bias = true},
     {.name = "drop_probs_padded", .H = 5, .E = 4, .k = 2, .F = 3, .S = 2, .micro_batch = 2, .seq = 6,
      .capacity_factor = 0.5, .pad = true},

@@ -20,6 +20,9 @@ using ref::MoeScoreFunction;
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double sqrtsoftplus(double x) {
+  return std::sqrt(std::log1p(std::exp(x)));
+}
 
 TEST(MoeRouterReference, SoftmaxTop2RenormalisesOverTheChosenLogits) {
   const MoeRouting r{.T = 1, .E = 4, .k = 2};
@@ -71,6 +74,51 @@ TEST(MoeRouterReference, SigmoidNormalisesOverTopKOnlyWhenKAboveOne) {
   EXPECT_NEAR(probs[0], s2, 1e-6);
 }
 
+// sqrtsoftplus (DeepSeek-V4's sqrt(softplus(logit))) routes as sigmoid does (Megatron): the top-k scores over their
+// sum when k > 1, the raw score when k = 1, times the scaling factor; torch's softplus is x itself above 20.
+TEST(MoeRouterReference, SqrtSoftplusIsRoutedAsSigmoidIs) {
+  const std::vector<float> logits = {0.5f, -1.0f, 2.0f, 25.0f, -3.0f};
+  std::vector<int32_t> map(2);
+  std::vector<float> probs(2);
+  ref::moe_router_forward(
+      map.data(), probs.data(), logits.data(), nullptr,
+      {.T = 1, .E = 5, .k = 2, .score_function = MoeScoreFunction::sqrtsoftplus, .scaling_factor = 2.5f});
+  EXPECT_EQ(map, (std::vector<int32_t>{3, 2}));
+  const double s25 = std::sqrt(25.0), s2 = sqrtsoftplus(2.0);
+  EXPECT_NEAR(probs[0], 2.5 * s25 / (s25 + s2), 1e-6);
+  EXPECT_NEAR(probs[1], 2.5 * s2 / (s25 + s2), 1e-6);
+  ref::moe_router_forward(map.data(), probs.data(), logits.data() + 1, nullptr,
+                          {.T = 1, .E = 2, .k = 1, .score_function = MoeScoreFunction::sqrtsoftplus});
+  EXPECT_EQ(map[0], 1);
+  EXPECT_NEAR(probs[0], s2, 1e-6);
+  // The expert bias is allowed with it, and steers the choice only: sqrtsoftplus(-1) + 2 > sqrtsoftplus(2).
+  const std::vector<float> bias = {2.0f, 0.0f};
+  ref::moe_router_forward(map.data(), probs.data(), logits.data() + 1, bias.data(),
+                          {.T = 1, .E = 2, .k = 1, .score_function = MoeScoreFunction::sqrtsoftplus});
+  EXPECT_EQ(map[0], 0);
+  EXPECT_NEAR(probs[0], sqrtsoftplus(-1.0), 1e-6);
+}
+
+// Where softplus underflows (a logit below about -745 in fp64, -104 in fp32) the score is 0 and so is its gradient
+// (the limit of sigmoid(x) / (2 sqrt(softplus(x)))), not 0/0.
+TEST(MoeRouterReference, SqrtSoftplusGradientIsZeroWhereTheScoreUnderflows) {
+  const MoeRouting r{.T = 1, .E = 3, .k = 2, .score_function = MoeScoreFunction::sqrtsoftplus};
+  const std::vector<float> logits = {1.0f, -200.0f, 0.5f};
+  std::vector<int32_t> map(2);
+  std::vector<float> probs(2), dlogits(3, 7.0f);
+  ref::moe_router_forward(map.data(), probs.data(), logits.data(), nullptr, r);
+  const std::vector<float> g = {1.0f, -2.0f};
+  ref::moe_router_backward(dlogits.data(), g.data(), logits.data(), map.data(), r);
+  for (float d : dlogits) EXPECT_TRUE(std::isfinite(d)) << d;
+  EXPECT_EQ(dlogits[1], 0.0f);
+  const MoeRouterLosses l{.aux_coeff = 0.1f};
+  std::vector<int32_t> counts(3);
+  ref::moe_count_experts(counts.data(), map.data(), 1, 2, 3, 1);
+  ref::moe_aux_loss_backward<float>(dlogits.data(), logits.data(), counts.data(), r, l, 1.0);
+  for (float d : dlogits) EXPECT_TRUE(std::isfinite(d)) << d;
+  EXPECT_EQ(dlogits[1], 0.0f);
+}
+
 TEST(MoeRouterReference, ExpertBiasSteersSelectionButNotProbs) {
   const MoeRouting r{.T = 1, .E = 3, .k = 1, .score_function = MoeScoreFunction::sigmoid};
   const std::vector<float> logits = {2.0f, 1.0f, 0.0f};
@@ -110,6 +158,8 @@ const MoeRouting kRouters[] = {
     {.T = 5, .E = 6, .k = 3, .score_function = MoeScoreFunction::softmax, .pre_softmax = true, .scaling_factor = 2.0f},
     {.T = 5, .E = 6, .k = 3, .score_function = MoeScoreFunction::sigmoid, .scaling_factor = 2.5f},
     {.T = 5, .E = 6, .k = 1, .score_function = MoeScoreFunction::sigmoid},
+    {.T = 5, .E = 6, .k = 3, .score_function = MoeScoreFunction::sqrtsoftplus, .scaling_factor = 2.5f},
+    {.T = 5, .E = 6, .k = 1, .score_function = MoeScoreFunction::sqrtsoftplus},
 };
 
 TEST(MoeRouterReference, ProbsBackwardMatchesFiniteDifferencesFp64) {
@@ -175,7 +225,7 @@ TEST(MoeRouterReference, SwitchLossHandValue) {
 
 TEST(MoeRouterReference, SeqAuxLossIsTheMeanOfPerSequenceSwitchLosses) {
   const int64_t B = 3, S = 5, E = 4, k = 2;
-  for (auto fn : {MoeScoreFunction::softmax, MoeScoreFunction::sigmoid}) {
+  for (auto fn : {MoeScoreFunction::softmax, MoeScoreFunction::sigmoid, MoeScoreFunction::sqrtsoftplus}) {
     const MoeRouting r{.T = B * S, .E = E, .k = k, .score_function = fn};
     const auto logits = test::random_normal(r.T * E, 31, 2.0f);
     std::vector<int32_t> map(r.T * k), counts(B * E);
@@ -195,7 +245,7 @@ TEST(MoeRouterReference, SeqAuxLossIsTheMeanOfPerSequenceSwitchLosses) {
 }
 
 TEST(MoeRouterReference, AuxLossBackwardMatchesFiniteDifferencesFp64) {
-  for (auto fn : {MoeScoreFunction::softmax, MoeScoreFunction::sigmoid}) {
+  for (auto fn : {MoeScoreFunction::softmax, MoeScoreFunction::sigmoid, MoeScoreFunction::sqrtsoftplus}) {
     for (int64_t group : {int64_t{0}, int64_t{3}}) {
       SCOPED_TRACE(testing::Message() << ref::moe_score_function_name(fn) << " group=" << group);
       const MoeRouting r{.T = 6, .E = 5, .k = 2, .score_function = fn};

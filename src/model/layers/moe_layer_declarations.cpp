@@ -95,8 +95,8 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
   SG_CHECK(!s.add_bias_linear,
            "model.add_bias_linear = true: MoE layers have no expert biases yet (the attention and dense MLP have "
            "theirs); set model.add_bias_linear=false for a model with experts");
-  SG_CHECK(!s.moe.enable_expert_bias || s.moe.score_function == ref::MoeScoreFunction::sigmoid,
-           "model.moe_router_enable_expert_bias needs model.moe_router_score_function=sigmoid");
+  SG_CHECK(!s.moe.enable_expert_bias || ref::moe_elementwise_scores(s.moe.score_function),
+           "model.moe_router_enable_expert_bias needs model.moe_router_score_function=sigmoid or sqrtsoftplus");
   SG_CHECK(s.moe.load_balancing != MoeLoadBalancing::seq_aux_loss || s.moe.aux_loss_coeff == 0.0 || s.seq_length > 0,
            "model.moe_router_load_balancing_type=seq_aux_loss needs a positive seq_length");
   const int64_t H = s.hidden_size, E = s.num_moe_experts, F = s.moe_ffn_hidden_size;
