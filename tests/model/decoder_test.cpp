@@ -1,10 +1,12 @@
 // The GPU decoding twins (model/gpu_decode_layer.h), without a GPU: they declare the same parameter layout as
-// the training layers (the decoder reads the training step's checkpoints by the same references), and their
-// scratch, taken twice from a DecodeScratch (sizing, then binding), lands at the same aligned places inside
-// the region sized for it.
+// the training layers (the decoder reads the training step's checkpoints by the same references) and ask for the
+// blocks those declared to be read in fp32, and their scratch, taken twice from a DecodeScratch (sizing, then
+// binding), lands at the same aligned places inside the region sized for it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/decode_linear.h"
@@ -14,6 +16,19 @@
 
 namespace sg::model {
 namespace {
+
+// The flat offsets of the blocks the decoding twins ask for in fp32, and of those the training layers declared with
+// ParamBuilder::fp32_vector (what the training step reads in fp32): one set, whichever side says it.
+void expect_the_same_fp32_blocks(const std::vector<std::unique_ptr<GpuDecodeLayer>>& layers, const ModelLayout& decoded,
+                                 const ModelLayout& trained) {
+  std::vector<int64_t> asked, declared;
+  for (const auto& layer : layers) {
+    for (const ParamRef ref : layer->fp32_params()) asked.push_back(decoded.offset(ref));
+  }
+  for (const ParamLayout::Fp32Block& block : trained.params.fp32_blocks()) declared.push_back(block.flat_offset);
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(asked, declared);
+}
 
 TEST(DecodeScratch, SizesAndBindsTheSamePiecesAligned) {
   DecodeScratch sizing;
@@ -49,13 +64,16 @@ TEST(GpuDecodeLayers, DeclareTheTrainingLayout) {
       EXPECT_EQ(decoded.tensors()[i].name, trained.tensors()[i].name);
       EXPECT_EQ(decoded.tensors()[i].offset, trained.tensors()[i].offset);
     }
+    expect_the_same_fp32_blocks(layers, decoded, trained);
   }
   // The expert bias is read in fp32 (as the training step keeps it) only where it routes; asked before plan().
   for (const bool routes : {false, true}) {
     hybrid_moe.moe.enable_expert_bias = routes;
     std::vector<std::unique_ptr<GpuDecodeLayer>> layers = make_gpu_decode_layers(hybrid_moe);
-    declare_model(hybrid_moe, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
+    const ModelLayout decoded =
+        declare_model(hybrid_moe, [&](size_t i, LayerDeclarations& d) { layers[i]->declare(d); });
     EXPECT_EQ(layers[4]->fp32_params().size(), routes ? 1u : 0u);  // "M*-ME": the E
+    expect_the_same_fp32_blocks(layers, decoded, model_layout(hybrid_moe));
   }
 }
 
