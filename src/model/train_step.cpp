@@ -81,11 +81,9 @@ TrainStep::LayerPlans TrainStep::declare_memory(cuda::MemoryPlan& plan, const Mo
   const size_t flat = sz(dp.padded_params), owned = sz(dp.owned.size);
   plan.add_array<bf16>("parameters.bf16", MemoryCategory::parameters, flat);
   plan.add_array<float>("main_weights.fp32", MemoryCategory::main_weights, owned);
-  if (fp32_replica_count(dp, layout) > 0) {  // kernels/fp32_replica.h
-    plan.add_array<float>("main_weights.fp32_replica", MemoryCategory::main_weights,
-                          sz(fp32_replica_count(dp, layout)));
-    plan.add_array<int64_t>("state.fp32_replica_offsets", MemoryCategory::main_weights,
-                            sz(fp32_replica_count(dp, layout)));
+  if (const size_t replica = sz(fp32_replica_count(dp, layout)); replica > 0) {  // kernels/fp32_replica.h
+    plan.add_array<float>("main_weights.fp32_replica", MemoryCategory::main_weights, replica);
+    plan.add_array<int64_t>("state.fp32_replica_offsets", MemoryCategory::main_weights, replica);
   }
   const auto add_floats = [&](const char* name, MemoryCategory category, size_t count, kernels::FloatDtype dtype) {
     if (dtype == kernels::FloatDtype::bf16) {
