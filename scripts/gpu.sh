@@ -45,10 +45,10 @@
 # in every graph mode, bitwise equal to the plain run. On 2 GPUs (kind nvidia-h200-x2) `stepgraph launch -n 2`
 # runs them, then bench -ng 2 against -ng 1 (scaling efficiency), which one GPU records as NOT RUN (it runs
 # bench -ng 2's rank path there, untimed); docs/distributed.md.
-# dp_moe (part of dp, or alone): MoE models at world size 2 against 1 (the losses, auxiliary losses and routed
-# tokens; with and without the distributed optimizer) and their graph modes at world size 2 against eager,
-# validation.test_mode's weight comparison at world size 2, and a hybrid Mamba model with the distributed optimizer
-# at 2 against 1.
+# dp_moe (part of dp, or alone): MoE models (softmax, sigmoid and sqrtsoftplus routing) at world size 2 against 1
+# (the losses, auxiliary losses and routed tokens; with and without the distributed optimizer) and their graph
+# modes at world size 2 against eager, validation.test_mode's weight comparison at world size 2, and a hybrid Mamba
+# model with the distributed optimizer at 2 against 1.
 #
 # Expects a build made for sm_90 in ${BUILD_DIR:-build} (scripts/build.sh here, or on the GPU machine:
 # the binaries link only CUDA libraries dynamically). Logs and JSON go to ${RESULTS:-gpu-results}.
@@ -770,18 +770,21 @@ fi
 
 if want dp || want dp_moe; then
   # MoE at world size 2 against 1 on the same global batch: moe/tiny_moe (softmax routing, aux loss and z-loss), and
-  # sigmoid routing with the expert bias and the per-sequence aux loss, both dropless. The losses within fp32
-  # summation-order rounding, the auxiliary losses within 1e-2 relative and the tokens routed per logged step equal
-  # (bench/data_parallel_report.py); at world size 2 the whole-step graph and transformer_engine attn,moe bitwise
-  # equal to eager. Token counts logged every step.
+  # sigmoid and sqrtsoftplus routing with the expert bias and the per-sequence aux loss, all dropless. The losses
+  # within fp32 summation-order rounding, the auxiliary losses within 1e-2 relative and the tokens routed per logged
+  # step equal (bench/data_parallel_report.py); at world size 2 the whole-step graph and transformer_engine attn,moe
+  # bitwise equal to eager. Token counts logged every step.
   moe=(moe/tiny_moe train.global_batch_size=8 train.train_iters=30 scheduler.lr_decay_iters=30 dataset.mock=true
        logger.log_interval=1 model.hidden_dropout=0.1 model.attention_dropout=0.1 model.moe_z_loss_coeff=1e-3 --plain)
   moe_te=("${graphs[@]}" model.cuda_graph_impl=transformer_engine model.cuda_graph_scope=attn,moe)
   moe_bias=(model.moe_router_score_function=sigmoid model.moe_router_enable_expert_bias=true
             model.moe_router_bias_update_rate=1e-2 model.moe_router_load_balancing_type=seq_aux_loss)
-  for variant in moe moe_bias; do
+  # DeepSeek-V4's score function, routed as sigmoid is (with the expert bias): its own score and backward kernels.
+  moe_sqrtsoftplus=(model.moe_router_score_function=sqrtsoftplus "${moe_bias[@]:1}")
+  for variant in moe moe_bias moe_sqrtsoftplus; do
     extra=()
     [[ $variant == moe_bias ]] && extra=("${moe_bias[@]}")
+    [[ $variant == moe_sqrtsoftplus ]] && extra=("${moe_sqrtsoftplus[@]}")
     run_dp "${variant}_ws1" "$SG" train "${moe[@]}" "${extra[@]}" --run-dir "$D/${variant}_ws1"
     run_dp "${variant}_ws2" "${ws2[@]}" train "${moe[@]}" "${extra[@]}" --run-dir "$D/${variant}_ws2"
     run_dp "${variant}_ws2_local" "${ws2[@]}" train "${moe[@]}" "${extra[@]}" "${local_graph[@]}" \
