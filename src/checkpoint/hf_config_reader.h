@@ -67,8 +67,10 @@ void read_qwen_attention(const ConfigReader& c);
 // Mistral's and Phi-3's sliding_window: null none, an absent key `absent` (the config class's default), else a
 // positive integer.
 std::optional<int64_t> read_sliding_window(const ConfigReader& c, std::optional<int64_t> absent);
-// Phi-3's partial_rotary_factor (top level or in rope_parameters) must be 1 where set: sg::Error naming the key.
-void read_full_rotary(const ConfigReader& c);
+// Phi-3's partial_rotary_factor (top level or in rope_parameters, the two agreeing where both are set) as the
+// dimensions RoPE rotates at the start of a head of head_dim (ModelSpec::rotary_dim): 0 where absent or 1; else
+// int(head_dim x factor), which must be even, or sg::Error naming the key.
+int64_t read_rotary_dim(const ConfigReader& c, int64_t head_dim);
 
 // model_type "nemotron_h" (NemotronHForCausalLM: Mamba2, attention without RoPE, squared-ReLU MLPs and, with
 // "moe" layers, NemotronHMoE) into out.spec and out.max_position_embeddings (hf_import_nemotron_h.cpp).

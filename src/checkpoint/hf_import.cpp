@@ -28,10 +28,10 @@ namespace sg::checkpoint {
 
 namespace fs = std::filesystem;
 using detail::ConfigReader;
-using detail::read_full_rotary;
 using detail::read_mixtral_experts;
 using detail::read_qwen_attention;
 using detail::read_qwen_moe_experts;
+using detail::read_rotary_dim;
 using detail::read_sliding_window;
 
 namespace {
@@ -314,7 +314,7 @@ HfModelConfig read_hf_config(const std::string& folder) {
   if (mistral) out.sliding_window = read_sliding_window(c, 4096);
   if (phi3) {
     out.sliding_window = read_sliding_window(c, std::nullopt);
-    read_full_rotary(c);
+    s.rotary_dim = read_rotary_dim(c, s.head_dim());
   }
   if (qwen3_moe || qwen2_moe) read_qwen_moe_experts(c, s, qwen2_moe);
   out.max_position_embeddings = c.integer("max_position_embeddings", mixtral || mistral ? 4096 * 32

@@ -1,6 +1,6 @@
 // config.json's attention beyond Llama's for the Llama-block families (Qwen2, Qwen3, Mistral, Phi-3): what stepgraph's
-// fully causal, fully rotated attention runs, and the window within which it is Mistral's (checkpoint/hf_import.cpp
-// reads the rest of these folders).
+// fully causal attention runs (Phi-3's partial rotary included), and the window within which it is Mistral's
+// (checkpoint/hf_import.cpp reads the rest of these folders).
 #include <optional>
 #include <string>
 
@@ -38,18 +38,31 @@ std::optional<int64_t> read_sliding_window(const ConfigReader& c, std::optional<
 }
 
 // Phi3's RoPE may rotate a share of each head (partial_rotary_factor, at the top level or in rope_parameters:
-// Phi-4-mini's 0.75); stepgraph's rotates all of it.
-void read_full_rotary(const ConfigReader& c) {
+// Phi-4-mini's 0.75): int(head_dim x factor) dimensions, as transformers counts them, which must be even.
+int64_t read_rotary_dim(const ConfigReader& c, int64_t head_dim) {
   const nlohmann::json& j = c.json();
-  const auto check = [&](const nlohmann::json& obj, const std::string& key) {
+  std::optional<double> factor;
+  std::string key;
+  const auto read = [&](const nlohmann::json& obj, const std::string& name) {
     if (!obj.is_object() || !obj.contains("partial_rotary_factor") || obj["partial_rotary_factor"].is_null()) return;
-    if (c.number(obj, "partial_rotary_factor", std::nullopt) != 1.0) {
-      c.fail(key, "= " + obj["partial_rotary_factor"].dump() +
-                      ": stepgraph's RoPE rotates every dimension of a head (partial rotary is not implemented)");
+    const double f = c.number(obj, "partial_rotary_factor", std::nullopt);
+    if (factor && *factor != f) {
+      c.fail(name, "= " + obj["partial_rotary_factor"].dump() + ": " + key + " says " + strprintf("%g", *factor) +
+                       "; the two must agree");
     }
+    factor = f;
+    key = name;
   };
-  check(j, "partial_rotary_factor");
-  if (j.contains("rope_parameters")) check(j["rope_parameters"], "rope_parameters.partial_rotary_factor");
+  read(j, "partial_rotary_factor");
+  if (j.contains("rope_parameters")) read(j["rope_parameters"], "rope_parameters.partial_rotary_factor");
+  if (!factor || *factor == 1.0) return 0;
+  const auto rotated = static_cast<int64_t>(static_cast<double>(head_dim) * *factor);  // Python's int()
+  if (!(*factor > 0.0 && *factor < 1.0) || rotated < 2 || rotated % 2 != 0) {
+    c.fail(key, strprintf("= %g rotates int(head_dim %lld x %g) = %lld dimensions of each head: it must be in (0, 1] "
+                          "and give an even count of at least 2",
+                          *factor, static_cast<long long>(head_dim), *factor, static_cast<long long>(rotated)));
+  }
+  return rotated;
 }
 
 }  // namespace sg::checkpoint::detail

@@ -208,8 +208,6 @@ inline constexpr BridgeInertKey kBridgeInertKeys[] = {
      .what = "revision of that Hugging Face model", .effect = kHfMetadataEffect},
     {.section = "model", .key = "normalization", .accepts = InertValues::listed, .neutral = "RMSNorm",
      .what = "the layers' norm: LayerNorm (Megatron's default) or RMSNorm", .effect = "the norms are RMSNorm"},
-    {.section = "model", .key = "rotary_percent", .accepts = InertValues::listed, .neutral = "1.0",
-     .what = "share of each head's dimensions RoPE rotates", .effect = "1.0: RoPE rotates the whole head"},
     {.section = "model", .key = "moe_flex_dispatcher_num_sms", .accepts = InertValues::any, .neutral = "",
      .what = "SMs the flex token dispatcher's communication uses (every backend)",
      .effect = "a communication choice"},

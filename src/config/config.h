@@ -40,6 +40,7 @@ struct ModelConfig {
   std::optional<int64_t> vocab_size;
   int64_t make_vocab_size_divisible_by = 128;  // Megatron's padding of the tokenizer's vocabulary
   double rotary_base = 10000.0;
+  double rotary_percent = 1.0;        // share of each head RoPE rotates (Megatron's rotary_percent)
   bool rope_scaling = false;          // Llama 3.x RoPE frequency scaling (Bridge's Llama31 provider)
   double rope_scaling_factor = 8.0;   // its factor (8 for Llama 3.1, 32 for Llama 3.2)
   double layernorm_epsilon = 1e-5;
@@ -319,6 +320,8 @@ void visit_fields(ConfigT& c, Visitor&& v) {
   v("model", "make_vocab_size_divisible_by", m.make_vocab_size_divisible_by,
     "pad the tokenizer's vocabulary to a multiple of this");
   v("model", "rotary_base", m.rotary_base, "RoPE base");
+  v("model", "rotary_percent", m.rotary_percent,
+    "share of each head's dimensions RoPE rotates: the first int(head_dim x this), the rest passed through");
   v("model", "rope_scaling", m.rope_scaling, "Llama 3 RoPE frequency scaling");
   v("model", "rope_scaling_factor", m.rope_scaling_factor, "its factor (Llama 3.1: 8, 3.2: 32)");
   v("model", "layernorm_epsilon", m.layernorm_epsilon, "RMSNorm epsilon");

@@ -23,6 +23,12 @@ int64_t resolved_moe_ffn_hidden_size(const ModelConfig& m) {
   return m.num_moe_experts.value_or(0) > 0 ? m.moe_ffn_hidden_size.value_or(resolved_ffn_hidden_size(m)) : 0;
 }
 
+int64_t resolved_rotary_dim(const ModelConfig& m) {
+  if (m.rotary_percent == 1.0 || m.num_attention_heads <= 0) return 0;
+  const int64_t head_dim = m.kv_channels.value_or(m.hidden_size / m.num_attention_heads);
+  return static_cast<int64_t>(static_cast<double>(head_dim) * m.rotary_percent);  // Python's int(): toward zero
+}
+
 std::string resolved_position_embedding_type(const ModelConfig& m) {
   return m.position_embedding_type.value_or(stack_is_gpt(m) ? "rope" : "none");
 }
@@ -141,6 +147,7 @@ model::ModelSpec model_spec(const Config& config) {
   spec.rotary_base = m.rotary_base;
   // Megatron's apply_rope_scaling: the factor is a key, the rest are the Llama 3.x release constants.
   spec.rope_scaling.factor = m.rope_scaling ? m.rope_scaling_factor : 0.0;
+  spec.rotary_dim = resolved_rotary_dim(m);
   spec.layernorm_epsilon = m.layernorm_epsilon;
   spec.qk_layernorm = m.qk_layernorm;
   spec.add_qkv_bias = m.add_qkv_bias;

@@ -19,6 +19,9 @@ namespace sg::config {
 int64_t resolved_ffn_hidden_size(const ModelConfig& m);     // ffn_hidden_size, else 4 * hidden_size
 int64_t resolved_num_query_groups(const ModelConfig& m);    // num_query_groups, else num_attention_heads
 int64_t resolved_moe_ffn_hidden_size(const ModelConfig& m);  // moe_ffn_hidden_size, else the above; 0 without MoE
+// The dimensions RoPE rotates at the start of each head, as Megatron counts them: int(head_dim x rotary_percent)
+// (head_dim: kv_channels, else hidden_size / num_attention_heads); 0 for the whole head (rotary_percent 1).
+int64_t resolved_rotary_dim(const ModelConfig& m);
 // position_embedding_type, else rope (none with a hybrid pattern, as Megatron's Mamba models have).
 std::string resolved_position_embedding_type(const ModelConfig& m);
 // model.activation_func by its canonical name: Bridge's aliases (activation_map.py) relu2 for squared_relu and the

@@ -148,6 +148,7 @@ void ShapeChecker::check_kernel_limits() {
     }
   }
   if (has_layers(model::LayerKind::attention)) check_attention_limits();
+  check_rotary_percent();
   if (has_layers(model::LayerKind::moe)) check_moe_limits();
 }
 
@@ -197,6 +198,34 @@ void ShapeChecker::check_attention_limits() {
        strprintf("choose hidden_size and num_attention_heads so head_dim = hidden_size / num_attention_heads is a "
                  "multiple of 8 at most %lld%s, or set model.kv_channels",
                  ll(kernels::kAttentionMaxHeadDim), example.c_str()));
+}
+
+void ShapeChecker::check_rotary_percent() {
+  const ModelConfig& m = c_.model;
+  if (m.rotary_percent == 1.0) return;
+  if (!(m.rotary_percent > 0.0 && m.rotary_percent <= 1.0)) {
+    real("model.rotary_percent", m.rotary_percent, 0.0, false, 1.0, true);
+    return;
+  }
+  if (!has_layers(model::LayerKind::attention) || resolved_position_embedding_type(m) != "rope") {
+    fail("rotary_percent is the share of each head RoPE rotates, and this model's attention has no RoPE",
+         {"model.rotary_percent", "model.position_embedding_type"},
+         "remove model.rotary_percent (or set it to 1.0), or use position_embedding_type=rope");
+    return;
+  }
+  const int64_t heads = m.num_attention_heads;
+  if (heads < 1 || (!m.kv_channels && (m.hidden_size < 1 || m.hidden_size % heads != 0))) return;  // reported
+  const int64_t head_dim = m.kv_channels.value_or(m.hidden_size / heads);
+  const int64_t rotated = resolved_rotary_dim(m);
+  if (rotated >= 2 && rotated % 2 == 0) return;
+  // A concrete share: the even count nearest to the one asked for, at least 2.
+  const int64_t even = std::clamp<int64_t>((rotated + 1) / 2 * 2, 2, head_dim / 2 * 2);
+  fail(strprintf("rotary_percent rotates int(head_dim %lld x %g) = %lld dimensions of each head; RoPE rotates pairs, "
+                 "so it needs an even count of at least 2",
+                 ll(head_dim), m.rotary_percent, ll(rotated)),
+       {"model.rotary_percent"},
+       strprintf("choose rotary_percent so head_dim x rotary_percent is even, e.g. %g (%lld dimensions)",
+                 static_cast<double>(even) / static_cast<double>(head_dim), ll(even)));
 }
 
 void ShapeChecker::check_batch_and_optimizer() {

@@ -66,6 +66,7 @@ class ShapeChecker {
   void check_layers_and_recompute();
   void check_kernel_limits();
   void check_attention_limits();
+  void check_rotary_percent();  // model.rotary_percent: a share in (0, 1] giving an even count, only with RoPE
   void check_batch_and_optimizer();
   void check_data_and_io();
   // validate_shapes_moe.cpp

@@ -26,6 +26,7 @@ RopeParams decode_qkv_rope_params(bf16* qkv, const DecodeQkvEpilogue& e) {
           .S = 1,
           .num_heads = s.heads + s.kv_heads,
           .head_dim = s.head_dim,
+          .rotary_dim = e.rotary_dim,
           .row_stride = s.qkv_width(),
           .base = e.base,
           .scaling = e.scaling,

@@ -47,20 +47,41 @@ struct Args {
   DecodeQkvEpilogue qkv;     // kQkv only
 };
 
+// kQkv's columns: the rotation pairs (i, i + rd/2) of the q and k heads' first rd dimensions (rd: the dimensions
+// rotated; none without RoPE), then the columns no pair holds, in order: the rest of each q and k head (partial
+// rotary), then the v heads.
+SG_HOST_DEVICE int64_t qkv_rotated_dims(const Args& a) {
+  return a.qkv.rope ? ref::rope_rotated_dims(a.qkv.shape.head_dim, a.qkv.rotary_dim) : 0;
+}
+SG_HOST_DEVICE int64_t qkv_rotation_pairs(const Args& a) {
+  return (a.qkv.shape.heads + a.qkv.shape.kv_heads) * (qkv_rotated_dims(a) / 2);
+}
+// Column of pair p's first (second: its partner) element.
+SG_HOST_DEVICE int64_t qkv_pair_column(const Args& a, int64_t p, bool second) {
+  const int64_t half = qkv_rotated_dims(a) / 2;
+  return p / half * a.qkv.shape.head_dim + p % half + (second ? half : 0);
+}
+// Column of the u-th column no pair holds (u < N - 2 * pairs).
+SG_HOST_DEVICE int64_t qkv_unpaired_column(const Args& a, int64_t u) {
+  const int64_t d = a.qkv.shape.head_dim, rd = qkv_rotated_dims(a);
+  const int64_t rotated_heads = a.qkv.shape.heads + a.qkv.shape.kv_heads, pass = d - rd;  // pass: even
+  if (rd == 0) return u;
+  if (u < rotated_heads * pass) return u / pass * d + rd + u % pass;
+  return rotated_heads * d + (u - rotated_heads * pass);
+}
+
 // The two columns (W rows) of warp w: consecutive ones, or under kQkv with RoPE a rotation pair first.
 struct WarpColumns {
   int64_t first, second;  // second == first: the warp's one column (N odd)
   int64_t pair = -1;      // the rotation pair i of a q or k head, or -1
 };
 SG_DEVICE WarpColumns qkv_columns(const Args& a, int64_t w) {
-  const int64_t d = a.qkv.shape.head_dim, half = d / 2;
-  const int64_t rotated = a.qkv.rope ? (a.qkv.shape.heads + a.qkv.shape.kv_heads) * d : 0;  // even
-  if (w < rotated / 2) {
-    const int64_t h = w / half, i = w % half;
-    return {h * d + i, h * d + i + half, i};
-  }
-  const int64_t first = rotated + 2 * (w - rotated / 2);
-  return {first, first + 1 < a.N ? first + 1 : first};
+  const int64_t pairs = qkv_rotation_pairs(a);
+  if (w < pairs) return {qkv_pair_column(a, w, false), qkv_pair_column(a, w, true), w % (qkv_rotated_dims(a) / 2)};
+  // Two unpaired columns a warp: consecutive ones (a head's rest and the v heads have even widths).
+  const int64_t u = 2 * (w - pairs), unpaired = a.N - 2 * pairs;
+  const int64_t first = qkv_unpaired_column(a, u);
+  return {first, u + 1 < unpaired ? qkv_unpaired_column(a, u + 1) : first};
 }
 
 // kQkv's epilogue of one (x row t, column): the rotation where the column is in a pair, the row's output, and the
@@ -73,7 +94,7 @@ SG_DEVICE void store_qkv(const Args& a, int64_t t, int64_t column, int64_t pair,
   float value = mine;
   if (pair >= 0) {
     float c, s, out1, out2;
-    rope::cos_sin(pos, ref::rope_inv_freq(pair, d, q.base, q.scaling), c, s);
+    rope::cos_sin(pos, ref::rope_inv_freq(pair, qkv_rotated_dims(a), q.base, q.scaling), c, s);
     rope::rotate(second ? partner : mine, second ? mine : partner, c, s, out1, out2);
     value = second ? out2 : out1;
   }
@@ -222,7 +243,8 @@ decode_linear_kernel(Args a) {
 // 2-3; the A and B fragments pair the same words, so the product is the sum over K). The warps' 16 x 8 partial sums
 // are then added in warp order through shared memory, and one thread per (x row, slot) runs the epilogue.
 // Slots: kNone / kSquaredRelu rows j0 .. j0 + 15; kSwiglu gate rows j .. j + 7 then their up rows; kQkv the rotation
-// pairs (slots i and i + 8: columns i and i + d/2 of a head) in the first blocks, then 16 consecutive columns.
+// pairs (slots i and i + 8: columns i and i + rd/2 of a head) in the first blocks, then 16 of the columns no pair
+// holds (qkv_unpaired_column).
 inline constexpr int kMmaThreads = 256;
 inline constexpr int kMmaWarps = kMmaThreads / 32;
 inline constexpr int kMmaRows = 16;          // weight rows a block takes
@@ -234,11 +256,8 @@ struct MmaSlot {
   int64_t row, column, pair;
 };
 
-SG_HOST_DEVICE int64_t mma_rotation_pairs(const Args& a) {
-  return a.qkv.rope ? (a.qkv.shape.heads + a.qkv.shape.kv_heads) * (a.qkv.shape.head_dim / 2) : 0;
-}
 SG_HOST_DEVICE int64_t mma_pair_blocks(const Args& a) {
-  return detail::ceil_div(mma_rotation_pairs(a), kMmaRows / 2);
+  return detail::ceil_div(qkv_rotation_pairs(a), kMmaRows / 2);
 }
 
 template <DecodeLinearEpilogue E>
@@ -249,15 +268,15 @@ SG_DEVICE MmaSlot mma_slot(const Args& a, int64_t block, int i) {
     const int64_t jj = j < a.out_width ? j : a.out_width - 1;
     return {i < kHalf ? jj : a.out_width + jj, i < kHalf && j < a.out_width ? j : -1, -1};
   } else if constexpr (E == DecodeLinearEpilogue::kQkv) {
-    const int64_t pairs = mma_rotation_pairs(a);
+    const int64_t pairs = qkv_rotation_pairs(a);
     if (block < mma_pair_blocks(a)) {
-      const int64_t d = a.qkv.shape.head_dim, half = d / 2;
       const int64_t p = block * kHalf + i % kHalf, pc = p < pairs ? p : pairs - 1;
-      const int64_t row = pc / half * d + pc % half + (i < kHalf ? 0 : half);
-      return {row, p < pairs ? row : -1, pc % half};
+      const int64_t row = qkv_pair_column(a, pc, i >= kHalf);
+      return {row, p < pairs ? row : -1, pc % (qkv_rotated_dims(a) / 2)};
     }
-    const int64_t col = 2 * pairs + (block - mma_pair_blocks(a)) * kMmaRows + i;
-    return {col < a.N ? col : a.N - 1, col < a.N ? col : -1, -1};
+    const int64_t u = (block - mma_pair_blocks(a)) * kMmaRows + i, unpaired = a.N - 2 * pairs;
+    const int64_t col = qkv_unpaired_column(a, u < unpaired ? u : unpaired - 1);
+    return {col, u < unpaired ? col : -1, -1};
   } else {
     const int64_t j = block * kMmaRows + i;
     return {j < a.N ? j : a.N - 1, j < a.N ? j : -1, -1};
@@ -341,7 +360,7 @@ void launch_mma(const Launch& launch, const Args& args, DecodeLinearEpilogue epi
   int64_t blocks = detail::ceil_div(args.N, kMmaRows);
   if (epilogue == DecodeLinearEpilogue::kSwiglu) blocks = detail::ceil_div(args.out_width, kMmaRows / 2);
   if (epilogue == DecodeLinearEpilogue::kQkv) {
-    blocks = mma_pair_blocks(args) + detail::ceil_div(args.N - 2 * mma_rotation_pairs(args), kMmaRows);
+    blocks = mma_pair_blocks(args) + detail::ceil_div(args.N - 2 * qkv_rotation_pairs(args), kMmaRows);
   }
   const dim3 grid(static_cast<unsigned>(blocks));
   constexpr size_t smem = (kMmaWarps + 1) * kMmaRows * 8 * sizeof(float);
@@ -415,9 +434,11 @@ inline void check_params(const DecodeLinearParams& p) {
              strprintf("%s: the QKV epilogue's shape has T = %lld and a row of %lld; the call %lld rows of N = %lld",
                        op, static_cast<long long>(s.T), static_cast<long long>(s.qkv_width()),
                        static_cast<long long>(p.T), static_cast<long long>(p.N)));
-    SG_CHECK(!p.qkv.rope || (s.head_dim % 2 == 0 && p.qkv.scaling.valid()),
-             strprintf("%s: RoPE needs an even head_dim (got %lld) and valid scaling", op,
-                       static_cast<long long>(s.head_dim)));
+    SG_CHECK(!p.qkv.rope || (s.head_dim % 2 == 0 && p.qkv.scaling.valid() && p.qkv.rotary_dim >= 0 &&
+                             p.qkv.rotary_dim % 2 == 0 && p.qkv.rotary_dim <= s.head_dim),
+             strprintf("%s: RoPE needs an even head_dim (got %lld), valid scaling and a rotary_dim of 0 (the whole "
+                       "head) or even and at most head_dim (got %lld)",
+                       op, static_cast<long long>(s.head_dim), static_cast<long long>(p.qkv.rotary_dim)));
   }
   SG_CHECK(detail::is_aligned(p.x, 16) && detail::is_aligned(p.w, 16),
            strprintf("%s: x (%p) and w (%p) must be 16-byte aligned", op, static_cast<const void*>(p.x),

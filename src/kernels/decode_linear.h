@@ -52,6 +52,7 @@ struct DecodeQkvEpilogue {
   bool rope = false;                   // rotate the q and k heads (head_dim even)
   double base = 10000.0;
   ref::RopeScaling scaling{};
+  int64_t rotary_dim = 0;  // dimensions rotated at the start of each head (RopeParams::rotary_dim); 0: all
 };
 
 struct DecodeLinearParams {

@@ -17,8 +17,10 @@
 // Per element both are exactly the per-element algorithm (same fp64 angle and sincos: cos_sin(), the same
 // fp32 products and fused sums: rotate(), both in rope_rotation.cuh; same bf16 rounding), so the output is bit for bit that of
 // one thread per (row, pair) looping over the heads (tests/kernels/rope_per_element.cuh keeps that
-// algorithm and the tests compare bits). VEC = 1 (one pair per chunk) serves head_dim not a multiple of
-// 16, row strides not a multiple of 8 and x not 16-byte aligned.
+// algorithm and the tests compare bits). VEC = 1 (one pair per chunk) serves rotated dimensions not a multiple
+// of 16, head_dim or row strides not a multiple of 8 and x not 16-byte aligned. With partial rotary a chunk's
+// pairs are (i, i + rotary_dim / 2) of the head's first rotary_dim dimensions; the rest are neither read nor
+// written.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -51,18 +53,24 @@ struct Args {
 };
 
 inline bool reads_table(const RopeParams& p) { return p.table.cos_sin != nullptr; }
+// d of the rotation: the dimensions rotated at the start of each head.
+SG_HOST_DEVICE int64_t rotated_dims(const RopeParams& p) {
+  return ref::rope_rotated_dims(p.head_dim, p.rotary_dim);
+}
 
 // Shape of the tile for a chunk width of VEC pairs (the computed path's shared-memory table caps it).
-inline int64_t chunks_per_row(const RopeParams& p, int vec) { return p.num_heads * (p.head_dim / 2 / vec); }
+inline int64_t chunks_per_row(const RopeParams& p, int vec) {
+  return p.num_heads * (rotated_dims(p) / 2 / vec);
+}
 inline int64_t rows_per_tile(const RopeParams& p, int vec) {
   const int64_t by_chunks = static_cast<int64_t>(kThreads) * kChunksPerThread / chunks_per_row(p, vec);
-  const int64_t by_table = reads_table(p) ? by_chunks : kMaxTableEntries / (p.head_dim / 2);
+  const int64_t by_table = reads_table(p) ? by_chunks : kMaxTableEntries / (rotated_dims(p) / 2);
   const int64_t rows = by_chunks < by_table ? by_chunks : by_table;
   return rows < 1 ? 1 : rows;
 }
 inline size_t shared_bytes(const RopeParams& p, int64_t rows) {
   if (reads_table(p)) return 0;
-  const auto half = static_cast<size_t>(p.head_dim / 2);
+  const auto half = static_cast<size_t>(rotated_dims(p) / 2);
   return half * sizeof(double) + 2 * static_cast<size_t>(rows) * half * sizeof(float);
 }
 
@@ -113,7 +121,8 @@ SG_KERNEL(kThreads) rope_kernel(Args a) {
   const RopeParams& p = a.p;
   // In-tile arithmetic in 32 bits: the launcher checks num_heads * head_dim < 2^31, so a tile's chunk count
   // (at most max(kThreads * kChunksPerThread, one row's chunks)) fits; with a table, S < 2^31 too.
-  const int half = static_cast<int>(p.head_dim / 2);
+  const int rotated = static_cast<int>(rotated_dims(p));
+  const int half = rotated / 2;
   const int groups = half / VEC;                                  // chunks per head
   const int row_chunks = static_cast<int>(p.num_heads) * groups;  // chunks per row
   const int rows = static_cast<int>(a.rows_per_tile);
@@ -167,8 +176,7 @@ SG_UNROLL
       if constexpr (!kTable) {
         if (pass == 0) {
           if (!have_freq) {
-            for (int i = tid; i < half; i += kThreads)
-              inv_freq[i] = ref::rope_inv_freq(i, p.head_dim, p.base, p.scaling);
+            for (int i = tid; i < half; i += kThreads) inv_freq[i] = ref::rope_inv_freq(i, rotated, p.base, p.scaling);
             have_freq = true;
           }
           detail::block_sync();  // inv_freq written; the previous tile's readers are done with the table
@@ -242,14 +250,16 @@ inline void check_table(const char* op, const RopeParams& p) {
   const bool same_scaling = a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
                             a.high_freq_factor == b.high_freq_factor &&
                             a.original_max_position_embeddings == b.original_max_position_embeddings;
-  SG_CHECK(p.positions == nullptr && p.S <= t.positions && t.head_dim == p.head_dim && t.base == p.base && same_scaling,
-           strprintf("%s: the cos/sin table (positions=%lld head_dim=%lld base=%g scaling factor=%g) does not serve "
-                     "these params (S=%lld head_dim=%lld base=%g scaling factor=%g, positions %s): it needs "
-                     "positions t %% S (no device positions), S <= its positions and the same head_dim, base "
-                     "and scaling; build it with rope_table_build from the params' own values",
-                     op, static_cast<long long>(t.positions), static_cast<long long>(t.head_dim), t.base, a.factor,
-                     static_cast<long long>(p.S), static_cast<long long>(p.head_dim), p.base, b.factor,
-                     p.positions != nullptr ? "given" : "null"));
+  SG_CHECK(
+      p.positions == nullptr && p.S <= t.positions && t.head_dim == rotated_dims(p) && t.base == p.base && same_scaling,
+      strprintf("%s: the cos/sin table (positions=%lld head_dim=%lld base=%g scaling factor=%g) does not serve "
+                "these params (S=%lld rotated dims=%lld base=%g scaling factor=%g, positions %s): it needs "
+                "positions t %% S (no device positions), S <= its positions, its head_dim the dimensions "
+                "rotated and the same base and scaling; build it with rope_table_build from the params' own "
+                "values",
+                op, static_cast<long long>(t.positions), static_cast<long long>(t.head_dim), t.base, a.factor,
+                static_cast<long long>(p.S), static_cast<long long>(rotated_dims(p)), p.base, b.factor,
+                p.positions != nullptr ? "given" : "null"));
   SG_CHECK(detail::is_aligned(t.cos_sin, 16), strprintf("%s: the cos/sin table is not 16-byte aligned", op));
 }
 
@@ -283,6 +293,9 @@ void run(const Launch& launch, const RopeParams& p) {
                      "inv_freq table lives in shared memory; num_heads * head_dim < 2^31: 32-bit row offsets)",
                      op, static_cast<long long>(p.num_heads), static_cast<long long>(p.head_dim),
                      static_cast<long long>(kMaxHeadDim)));
+  SG_CHECK(p.rotary_dim >= 0 && p.rotary_dim % 2 == 0 && p.rotary_dim <= p.head_dim,
+           strprintf("%s: rotary_dim=%lld must be 0 (the whole head) or even and at most head_dim=%lld", op,
+                     static_cast<long long>(p.rotary_dim), static_cast<long long>(p.head_dim)));
   const ref::RopeScaling& sc = p.scaling;
   SG_CHECK(sc.valid(),
            strprintf("%s: Llama 3 RoPE scaling needs 0 < low_freq_factor < high_freq_factor and "
@@ -290,9 +303,10 @@ void run(const Launch& launch, const RopeParams& p) {
                      op, sc.low_freq_factor, sc.high_freq_factor, sc.original_max_position_embeddings));
   if (reads_table(p)) check_table(op, p);
   if (p.T == 0) return;
-  // 16-byte chunks need 8 | d/2 (x2 = x1 + d/2 and every head start aligned), 8 | row_stride and x aligned.
-  const bool vec = (p.head_dim / 2) % detail::kBf16PerVec == 0 && p.row_stride % detail::kBf16PerVec == 0 &&
-                   detail::is_aligned(p.x, 16);
+  // 16-byte chunks need 8 | d/2 (x2 = x1 + d/2 aligned), 8 | head_dim (every head start aligned), 8 | row_stride
+  // and x aligned.
+  const bool vec = (rotated_dims(p) / 2) % detail::kBf16PerVec == 0 && p.head_dim % detail::kBf16PerVec == 0 &&
+                   p.row_stride % detail::kBf16PerVec == 0 && detail::is_aligned(p.x, 16);
   if (vec) {
     launch_tiles<detail::kBf16PerVec, kInverse>(launch, p);
   } else {

@@ -5,6 +5,8 @@
 // pos = positions[t] read from device memory when `positions` is given (decoding: one graph serves
 // every step because the positions are read at run time);
 // out[i] = x1 cos - x2 sin, out[i + d/2] = x2 cos + x1 sin (x1 = x[i], x2 = x[i + d/2]); math in fp32.
+// Partial rotary (RopeParams::rotary_dim): d is the rotated dimensions at the start of each head, the rest of the
+// head untouched.
 // cos/sin come from the position in fp64 (like the reference, then rounded to fp32), either
 //   * read from a RopeTable (the training step: positions t % S), built once by rope_table_build with the
 //     kernel's own fp64 angle and sincos, so the output is bit for bit that of computing them; or
@@ -29,7 +31,7 @@ namespace sg::kernels {
 struct RopeTable {
   const float* cos_sin = nullptr;  // device [positions][2][head_dim / 2]: per position its cos row, then sin row
   int64_t positions = 0;           // positions 0 .. positions - 1
-  int64_t head_dim = 0;
+  int64_t head_dim = 0;            // the dimensions rotated (RopeParams' rotary_dim where set)
   double base = 0.0;
   ref::RopeScaling scaling{};
 };
@@ -37,7 +39,7 @@ struct RopeTable {
 struct RopeTableParams {
   float* cos_sin = nullptr;  // device, rope_table_bytes(positions, head_dim), 16-byte aligned; overwritten
   int64_t positions = 0;     // > 0 and < 2^31
-  int64_t head_dim = 0;      // even, <= 4096
+  int64_t head_dim = 0;      // even, <= 4096: the dimensions rotated (RopeParams' rotary_dim where set)
   double base = 10000.0;
   ref::RopeScaling scaling{};
 };
@@ -52,12 +54,13 @@ struct RopeParams {
   int64_t S = 0;              // sequence length: row t is at position t % S
   int64_t num_heads = 0;      // consecutive heads rotated per row
   int64_t head_dim = 0;       // even
+  int64_t rotary_dim = 0;     // dimensions rotated at the start of each head: even, <= head_dim; 0: all of them
   int64_t row_stride = 0;     // elements, >= num_heads * head_dim
   double base = 10000.0;      // rotary_base (rope_theta)
   ref::RopeScaling scaling{};  // Llama 3 frequency scaling; factor 0 (the default) = none
   const int32_t* positions = nullptr;  // device [T]: row t's position; nullptr: t % S
   // cos_sin set: cos/sin read from this table instead of computed (positions must be null, S <= its
-  // positions, and its head_dim, base and scaling those above; checked).
+  // positions, its head_dim the dimensions rotated, and its base and scaling those above; checked).
   RopeTable table{};
 };
 // Rotates by +angle (forward).

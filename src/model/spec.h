@@ -52,6 +52,9 @@ struct ModelSpec {
   int64_t seq_length = 256;
   double rotary_base = 10000.0;
   ref::RopeScaling rope_scaling;  // Llama 3 RoPE frequency scaling (factor 0: none)
+  // Partial rotary (Megatron's rotary_percent, HF Phi3's partial_rotary_factor): RoPE rotates the first rotary_dim
+  // dimensions of each query and key head (even, <= head_dim) and passes the rest through; 0: the whole head.
+  int64_t rotary_dim = 0;
   double layernorm_epsilon = 1e-5;
   // Megatron's qk_layernorm (Qwen3's q_norm and k_norm): each query head and each key head of the QKV
   // projection is RMS-normalized over head_dim (one [head_dim] weight for q, one for k) before RoPE.
@@ -88,6 +91,7 @@ struct ModelSpec {
   int64_t q_dim() const { return head_dim() * num_attention_heads; }
   int64_t kv_dim() const { return head_dim() * num_query_groups; }
   int64_t qkv_dim() const { return q_dim() + 2 * kv_dim(); }
+  int64_t rope_rotated_dims() const { return ref::rope_rotated_dims(head_dim(), rotary_dim); }
   // The Mamba mixer's widths: heads, d_inner = heads * head_dim, the conv channels xBC = d_inner +
   // 2 groups * state, and the in_proj output [z | xBC | dt].
   int64_t mamba_heads() const {

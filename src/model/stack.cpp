@@ -35,6 +35,10 @@ void validate_model_spec(const ModelSpec& s) {
            strprintf("model.attention_dropout = %g: must be in [0, 1)", static_cast<double>(s.attention_dropout)));
   SG_CHECK(s.hidden_dropout >= 0.0f && s.hidden_dropout < 1.0f,
            strprintf("model.hidden_dropout = %g: must be in [0, 1)", static_cast<double>(s.hidden_dropout)));
+  SG_CHECK(s.rotary_dim == 0 || (s.rotary_dim > 0 && s.rotary_dim % 2 == 0 && s.rotary_dim <= s.head_dim()),
+           strprintf("RoPE's rotary dimensions (model.rotary_percent, partial_rotary_factor) are %lld of a head of "
+                     "%lld: they must be even and at most the head's",
+                     static_cast<long long>(s.rotary_dim), static_cast<long long>(s.head_dim())));
   stack_layer_kinds(s);
 }
 
@@ -186,6 +190,13 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
     return none(std::string(moe ? "MixtralForCausalLM" : "LlamaForCausalLM") +
                 " needs RoPE and SwiGLU (model.position_embedding_type=rope, model.activation_func=silu, "
                 "model.gated_linear_unit=true)");
+  }
+  if (spec.rotary_dim != 0) {
+    // Phi3ForCausalLM rotates a share (partial_rotary_factor), with q, k and v fused: not written here yet.
+    return none(
+        strprintf("the transformers classes stepgraph writes rotate every dimension of a head, and this "
+                  "model's RoPE rotates %lld of %lld (model.rotary_percent)",
+                  static_cast<long long>(spec.rotary_dim), static_cast<long long>(spec.head_dim())));
   }
   if (spec.add_bias_linear) {
     // Llama's attention_bias and mlp_bias: a bias on q, k, v, o_proj, gate_proj, up_proj and down_proj.

@@ -9,18 +9,21 @@ namespace {
 
 // direction +1: forward rotation by +angle; -1: the inverse (the gradient, since the rotation is orthogonal).
 template <class Real>
-void rope_rotate(Real* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
-                 double base, const RopeScaling& scaling, const int32_t* positions, double direction) {
+void rope_rotate(Real* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride, double base,
+                 const RopeScaling& scaling, const int32_t* positions, int64_t rotary_dim, double direction) {
   SG_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim must be positive and even");
+  SG_CHECK(rotary_dim >= 0 && rotary_dim % 2 == 0 && rotary_dim <= head_dim,
+           "rope: rotary_dim must be 0 (the whole head) or even and at most head_dim");
+  const int64_t rotated = rope_rotated_dims(head_dim, rotary_dim);
   SG_CHECK(S > 0 || positions != nullptr, "rope: seq_length must be positive");
   SG_CHECK(scaling.valid(), "rope: Llama 3 scaling needs 0 < low_freq_factor < high_freq_factor and "
                             "original_max_position_embeddings > 0");
-  const int64_t half = head_dim / 2;
+  const int64_t half = rotated / 2;
   for (int64_t t = 0; t < T; ++t) {
     const double pos = static_cast<double>(positions != nullptr ? positions[t] : t % S);
     for (int64_t i = 0; i < half; ++i) {
       // Angles in double, then cos/sin rounded to the working type: accurate even at large positions.
-      const double freq = rope_inv_freq(i, head_dim, base, scaling);
+      const double freq = rope_inv_freq(i, rotated, base, scaling);
       const double angle = pos * freq;
       const Real c = static_cast<Real>(std::cos(angle));
       const Real s = static_cast<Real>(direction * std::sin(angle));
@@ -38,21 +41,21 @@ void rope_rotate(Real* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_
 
 template <class Real>
 void rope_forward_generic(Real* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
-                          double base, const RopeScaling& scaling, const int32_t* positions) {
-  rope_rotate<Real>(x, T, S, num_heads, head_dim, row_stride, base, scaling, positions, 1.0);
+                          double base, const RopeScaling& scaling, const int32_t* positions, int64_t rotary_dim) {
+  rope_rotate<Real>(x, T, S, num_heads, head_dim, row_stride, base, scaling, positions, rotary_dim, 1.0);
 }
 
 template <class Real>
-void rope_backward_generic(Real* dx, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim,
-                           int64_t row_stride, double base, const RopeScaling& scaling, const int32_t* positions) {
-  rope_rotate<Real>(dx, T, S, num_heads, head_dim, row_stride, base, scaling, positions, -1.0);
+void rope_backward_generic(Real* dx, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
+                           double base, const RopeScaling& scaling, const int32_t* positions, int64_t rotary_dim) {
+  rope_rotate<Real>(dx, T, S, num_heads, head_dim, row_stride, base, scaling, positions, rotary_dim, -1.0);
 }
 
-#define SG_ROPE_INSTANTIATE(Real)                                                                              \
-  template void rope_forward_generic<Real>(Real*, int64_t, int64_t, int64_t, int64_t, int64_t, double,          \
-                                           const RopeScaling&, const int32_t*);                                \
-  template void rope_backward_generic<Real>(Real*, int64_t, int64_t, int64_t, int64_t, int64_t, double,         \
-                                            const RopeScaling&, const int32_t*);
+#define SG_ROPE_INSTANTIATE(Real)                                                                       \
+  template void rope_forward_generic<Real>(Real*, int64_t, int64_t, int64_t, int64_t, int64_t, double,  \
+                                           const RopeScaling&, const int32_t*, int64_t);                \
+  template void rope_backward_generic<Real>(Real*, int64_t, int64_t, int64_t, int64_t, int64_t, double, \
+                                            const RopeScaling&, const int32_t*, int64_t);
 SG_ROPE_INSTANTIATE(float)
 SG_ROPE_INSTANTIATE(double)
 #undef SG_ROPE_INSTANTIATE
@@ -74,14 +77,14 @@ void rope_cos_sin_table(float* cos_sin, int64_t positions, int64_t head_dim, dou
   }
 }
 
-void rope_forward(float* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
-                  double base, const RopeScaling& scaling, const int32_t* positions) {
-  rope_forward_generic<float>(x, T, S, num_heads, head_dim, row_stride, base, scaling, positions);
+void rope_forward(float* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride, double base,
+                  const RopeScaling& scaling, const int32_t* positions, int64_t rotary_dim) {
+  rope_forward_generic<float>(x, T, S, num_heads, head_dim, row_stride, base, scaling, positions, rotary_dim);
 }
 
 void rope_backward(float* dx, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride,
-                   double base, const RopeScaling& scaling, const int32_t* positions) {
-  rope_backward_generic<float>(dx, T, S, num_heads, head_dim, row_stride, base, scaling, positions);
+                   double base, const RopeScaling& scaling, const int32_t* positions, int64_t rotary_dim) {
+  rope_backward_generic<float>(dx, T, S, num_heads, head_dim, row_stride, base, scaling, positions, rotary_dim);
 }
 
 }  // namespace sg::ref

@@ -2,6 +2,8 @@
 // RoPE frequencies, shared by the CPU twin (reference/rope.h) and the GPU kernel (kernels/rope.h) like
 // core/philox.h: one definition, __host__ __device__, evaluated in fp64.
 //
+// d is the number of dimensions rotated: the whole head, or with partial rotary (Megatron's rotary_percent, HF's
+// partial_rotary_factor) its first rotary_dim dimensions, the rest passed through (rope_rotated_dims).
 // Unscaled (HF "default"): inv_freq_i = base^(-2i/d) for pair i < d/2.
 // Llama 3 scaling (HF rope_type "llama3", Megatron's apply_rope_scaling; factor > 0 turns it on), with
 // wavelen = 2 pi / inv_freq, low = original_max_position_embeddings / low_freq_factor and
@@ -38,6 +40,11 @@ struct RopeScaling {
            (low_freq_factor > 0.0 && high_freq_factor > low_freq_factor && original_max_position_embeddings > 0.0);
   }
 };
+
+// The dimensions rotated at the start of each head: rotary_dim, or (0) the whole head.
+SG_ROPE_HD int64_t rope_rotated_dims(int64_t head_dim, int64_t rotary_dim) {
+  return rotary_dim > 0 ? rotary_dim : head_dim;
+}
 
 SG_ROPE_HD double rope_inv_freq(int64_t pair, int64_t head_dim, double base, const RopeScaling& scaling) {
   const double inv_freq = pow(base, -2.0 * static_cast<double>(pair) / static_cast<double>(head_dim));

@@ -1,8 +1,8 @@
 // read_hf_config and the weights of Phi-3 folders (model_type "phi3", Phi3ForCausalLM): Llama's blocks with q, k and v
 // in one self_attn.qkv_proj and gate and up in one mlp.gate_up_proj (checkpoint/hf_fused_tensors.h), read in place as
 // the model's own tensors, element for element, from one file or shards; Phi3Config's defaults for absent keys (no
-// sliding window, rms_norm_eps 1e-5, 4096 positions); a partial rotary factor and a fused tensor that is not its
-// parts stacked are refused by name.
+// sliding window, rms_norm_eps 1e-5, 4096 positions); a partial rotary factor as the share of each head RoPE rotates;
+// a fused tensor that is not its parts stacked refused by name.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -41,34 +41,76 @@ TEST(HfImportPhi3, FusedTensorsLoadAsTheModelsOwn) {
   EXPECT_FALSE(open.sliding_window.has_value());  // Phi3Config's default: none
 }
 
-TEST(HfImportPhi3, APartialRotaryFactorOrAFusedTensorOfAnotherShapeIsRefused) {
-  test::ScratchDir dir("hf_import_phi3_refused");
-  const std::string folder = make_hf_llama_folder(dir.str() + "/phi3", "--dtype bf16 --phi3 0");
-  const auto edited = [&](const std::string& name, const auto& edit) {
+// A folder with one config.json edit, copied from a Phi-3 folder of head_dim 8.
+class HfImportPhi3Edited : public ::testing::Test {
+ protected:
+  test::ScratchDir dir{"hf_import_phi3_edited"};
+  std::string folder = make_hf_llama_folder(dir.str() + "/phi3", "--dtype bf16 --phi3 0");
+  template <class Edit>
+  std::string edited(const std::string& name, const Edit& edit) {
     const std::string copy = dir.str() + "/" + name;
     std::filesystem::copy(folder, copy);
     nlohmann::json config = nlohmann::json::parse(std::ifstream(copy + "/config.json"));
     edit(config);
     std::ofstream(copy + "/config.json") << config.dump(2);
     return copy;
+  }
+};
+
+// Phi3's partial_rotary_factor (Phi-4-mini's 0.75), at the top level or in transformers 5's rope_parameters: RoPE
+// rotates int(head_dim x factor) dimensions of each head (model.rotary_percent), which must be even.
+TEST_F(HfImportPhi3Edited, APartialRotaryFactorRotatesThatShareOfEachHead) {
+  const auto rotary_dim = [&](const std::string& name, const auto& edit) {
+    return read_hf_config(edited(name, edit)).spec.rotary_dim;
   };
+  EXPECT_EQ(read_hf_config(folder).spec.rotary_dim, 0);
+  EXPECT_EQ(rotary_dim("top", [](nlohmann::json& c) { c["partial_rotary_factor"] = 0.75; }), 6);  // of 8
+  EXPECT_EQ(rotary_dim("whole", [](nlohmann::json& c) { c["partial_rotary_factor"] = 1.0; }), 0);
+  EXPECT_EQ(
+      rotary_dim(
+          "v5",
+          [](nlohmann::json& c) {
+            c.erase("partial_rotary_factor");
+            c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}};
+          }),
+      4);
+  EXPECT_EQ(
+      rotary_dim(
+          "both",
+          [](nlohmann::json& c) {
+            c["partial_rotary_factor"] = 0.3;  // int(2.4) = 2
+            c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.3}};
+          }),
+      2);
+  // The model trains and decodes, and its checkpoints write no config.json: no class stepgraph writes rotates a share.
+  std::string why;
+  EXPECT_EQ(model::hf_architecture(read_hf_config(dir.str() + "/top").spec, &why), "");
+  EXPECT_NE(why.find("rotates 6 of 8 (model.rotary_percent)"), std::string::npos) << why;
+
   std::string error = test::thrown_message(
-      [&] { read_hf_config(edited("partial", [](nlohmann::json& c) { c["partial_rotary_factor"] = 0.75; })); });
-  EXPECT_NE(error.find("partial_rotary_factor = 0.75: stepgraph's RoPE rotates every dimension of a head"),
-            std::string::npos)
+      [&] { read_hf_config(edited("odd", [](nlohmann::json& c) { c["partial_rotary_factor"] = 0.2; })); });
+  EXPECT_NE(error.find("partial_rotary_factor = 0.2 rotates int(head_dim 8 x 0.2) = 1 dimensions"), std::string::npos)
       << error;
+  error = test::thrown_message(
+      [&] { read_hf_config(edited("over", [](nlohmann::json& c) { c["partial_rotary_factor"] = 1.5; })); });
+  EXPECT_NE(error.find("it must be in (0, 1]"), std::string::npos) << error;
   error = test::thrown_message([&] {
-    read_hf_config(edited("partial_v5", [](nlohmann::json& c) {
+    read_hf_config(edited("disagree", [](nlohmann::json& c) {
+      c["partial_rotary_factor"] = 0.75;
       c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}};
     }));
   });
-  EXPECT_NE(error.find("rope_parameters.partial_rotary_factor = 0.5"), std::string::npos) << error;
+  EXPECT_NE(error.find("rope_parameters.partial_rotary_factor = 0.5: partial_rotary_factor says 0.75"),
+            std::string::npos)
+      << error;
+}
 
+TEST_F(HfImportPhi3Edited, AFusedTensorOfAnotherShapeIsRefused) {
   // 4 key/value heads where the files hold 2: qkv_proj is not the model's q, k and v stacked.
   const std::string heads = edited("heads", [](nlohmann::json& c) { c["num_key_value_heads"] = 4; });
   const HfModelConfig config = read_hf_config(heads);
   std::vector<float> weights;
-  error = test::thrown_message(
+  const std::string error = test::thrown_message(
       [&] { load_hf_weights(heads, model::model_layout(config.spec), weights, WeightSource::model, "test"); });
   EXPECT_NE(error.find("different  model.layers.0.self_attn.qkv_proj.weight: checkpoint [64, 32], expected [96, 32] "
                        "(its parts stacked)"),

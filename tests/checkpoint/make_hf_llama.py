@@ -153,7 +153,7 @@ def make_config(a):
     if a.bias_linear:
         config.update(attention_bias=True, mlp_bias=True)
     if a.phi3 is not None:
-        config.update(architectures=["Phi3ForCausalLM"], model_type="phi3", partial_rotary_factor=1.0,
+        config.update(architectures=["Phi3ForCausalLM"], model_type="phi3", partial_rotary_factor=a.partial_rotary,
                       resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0,
                       original_max_position_embeddings=a.max_pos, pad_token_id=None)
         del config["attention_bias"], config["mlp_bias"]  # Phi3Config has neither
@@ -229,6 +229,8 @@ def main():
     p.add_argument("--phi3", type=int, default=None, metavar="WINDOW",
                    help="a Phi-3 folder (q, k and v in one qkv_proj, gate and up in one gate_up_proj) with this "
                         "sliding_window; 0 writes null, -1 leaves the key out (Phi3Config's none)")
+    p.add_argument("--partial-rotary", type=float, default=1.0, metavar="FACTOR",
+                   help="with --phi3: partial_rotary_factor, the share of each head RoPE rotates (Phi-4-mini's 0.75)")
     p.add_argument("--qwen2", action="store_true", help="a Qwen2 folder: q, k and v biases in every attention")
     p.add_argument("--bias-linear", action="store_true",
                    help="a Llama folder with attention_bias and mlp_bias: a bias on every linear")

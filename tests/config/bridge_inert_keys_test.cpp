@@ -143,7 +143,6 @@ TEST(BridgeInertKeys, EquivalentSpellingsOfANeutralValueAreNeutral) {
                               "model.moe_router_num_groups=1",
                               "model.mtp_num_layers=0",
                               "model.hybrid_mlp_ratio=0.0",
-                              "model.rotary_percent=1",
                               "model.context_parallel_size=1.0",
                               "optimizer.main_grads_dtype=torch.float32",
                               "optimizer.main_params_dtype=float32",
@@ -160,7 +159,7 @@ TEST(BridgeInertKeys, EquivalentSpellingsOfANeutralValueAreNeutral) {
   }
   for (const char* other :
        {"model.moe_input_jitter_eps=0.01", "model.moe_permute_fusion=maybe", "model.moe_router_dtype=fp64",
-        "model.moe_router_num_groups=8", "model.mtp_num_layers=1", "model.rotary_percent=0.5",
+        "model.moe_router_num_groups=8", "model.mtp_num_layers=1", "model.hybrid_mlp_ratio=0.5",
         "model.normalization=LayerNorm", "optimizer.main_grads_dtype=torch.bfloat16",
         "optimizer.main_params_dtype=fp16", "optimizer.optimizer=sgd", "logger.timing_log_level=3",
         "ddp.data_parallel_sharding_strategy=fsdp", "dataset.dataloader_type=cyclic"}) {

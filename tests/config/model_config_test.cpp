@@ -64,6 +64,28 @@ TEST(ModelConfig, SpecsAndLayerPattern) {
 // model.hybrid_override_pattern and model.hybrid_layer_pattern both set, in any order and from anywhere, are refused
 // (they were: the last one won, silently), as Megatron's arguments.py and Bridge's HybridModelProvider refuse them,
 // even with one pattern. The message names both keys, both values, where each was set, and the ways out.
+// model.rotary_percent counts the rotated dimensions as Megatron does, int(head_dim x percent), and an odd count is
+// refused with a share that gives an even one.
+TEST(ModelConfig, RotaryPercentGivesMegatronsCountOfRotatedDimensions) {
+  const auto spec = [](std::vector<std::string> overrides) {
+    const config::ValidationReport r = config::validate(config::load_config("llama/tiny", std::move(overrides)));
+    EXPECT_TRUE(r.ok());
+    return config::model_spec(r.config);
+  };
+  EXPECT_EQ(spec({}).rotary_dim, 0);  // the whole head
+  EXPECT_EQ(spec({"model.rotary_percent=1.0"}).rotary_dim, 0);
+  EXPECT_EQ(spec({"model.rotary_percent=0.75"}).rotary_dim, 48);  // of 64
+  EXPECT_EQ(spec({"model.rotary_percent=0.75"}).rope_rotated_dims(), 48);
+  EXPECT_EQ(spec({"model.rotary_percent=0.5", "model.kv_channels=96"}).rotary_dim, 48);
+  EXPECT_EQ(spec({"model.rotary_percent=0.97"}).rotary_dim, 62);  // int(62.08): toward zero
+  const config::ValidationReport odd_report =
+      config::validate(config::load_config("llama/tiny", {"model.rotary_percent=0.3"}));
+  ASSERT_EQ(odd_report.violations.size(), 1u);
+  const std::string odd = config::format_violation(odd_report.violations[0]);
+  EXPECT_NE(odd.find("int(head_dim 64 x 0.3) = 19"), std::string::npos) << odd;
+  EXPECT_NE(odd.find("e.g. 0.3125 (20 dimensions)"), std::string::npos) << odd;
+}
+
 TEST(ModelConfig, BothHybridPatternNamesAreRefused) {
   // A recipe file with both: each value's line and column.
   std::string error = config_error([] {

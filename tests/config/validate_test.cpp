@@ -175,6 +175,16 @@ const std::vector<RuleCase> kCases = {
      "model.num_attention_heads",
      {"model.hidden_size=272", "model.num_attention_heads=2", "model.num_query_groups=2"}},  // head_dim 136
     {16, "llama/tiny", {"model.kv_channels=12"}, "model.kv_channels", {"model.kv_channels=16"}},
+    // Partial rotary: a share in (0, 1] of a head of 64 giving an even count, with RoPE.
+    {16, "llama/tiny", {"model.rotary_percent=0.3"}, "model.rotary_percent", {"model.rotary_percent=0.3125"}},
+    {16, "llama/tiny", {"model.rotary_percent=0.01"}, "model.rotary_percent", {"model.rotary_percent=0.03125"}},
+    {16, "llama/tiny", {"model.rotary_percent=0"}, "model.rotary_percent", {"model.rotary_percent=0.5"}},
+    {16, "llama/tiny", {"model.rotary_percent=1.5"}, "model.rotary_percent", {"model.rotary_percent=1"}},
+    {16,
+     "llama/tiny",
+     {"model.rotary_percent=0.5", "model.position_embedding_type=none"},
+     "model.rotary_percent",
+     {"model.rotary_percent=1", "model.position_embedding_type=none"}},
     {16, "llama/tiny", {"model.kv_channels=264"}, "model.kv_channels", {"model.kv_channels=256"}},
     {16,
      "llama/tiny",

@@ -170,6 +170,7 @@ struct DecodeQkvCase {
   int64_t T, K, heads, kv_heads, head_dim;
   bool rope;
   double scaling_factor;  // 0: plain frequencies; else Llama 3's
+  int64_t rotary_dim = 0;  // partial rotary: the dimensions rotated at the start of each head; 0: all
 };
 
 struct QkvOutputs {
@@ -194,10 +195,10 @@ inline kernels::DecodeLinearParams qkv_linear_params(bf16* y, const bf16* x, con
 
 template <class Backend>
 void check_decode_qkv_case(const DecodeQkvCase& c, Backend& backend, bool with_bias) {
-  SCOPED_TRACE(strprintf("T=%lld K=%lld heads=%lld/%lld d=%lld rope=%d scaling=%g bias=%d", static_cast<long long>(c.T),
-                         static_cast<long long>(c.K), static_cast<long long>(c.heads),
+  SCOPED_TRACE(strprintf("T=%lld K=%lld heads=%lld/%lld d=%lld rope=%d scaling=%g rotary_dim=%lld bias=%d",
+                         static_cast<long long>(c.T), static_cast<long long>(c.K), static_cast<long long>(c.heads),
                          static_cast<long long>(c.kv_heads), static_cast<long long>(c.head_dim), c.rope ? 1 : 0,
-                         c.scaling_factor, with_bias ? 1 : 0));
+                         c.scaling_factor, static_cast<long long>(c.rotary_dim), with_bias ? 1 : 0));
   kernels::DecodeQkvEpilogue e;
   e.shape = {.T = c.T,
              .rows_per_slot = 1,
@@ -211,6 +212,7 @@ void check_decode_qkv_case(const DecodeQkvCase& c, Backend& backend, bool with_b
   e.base = 10000.0;
   e.scaling.factor = c.scaling_factor;
   e.scaling.original_max_position_embeddings = 16.0;  // so that the scaling moves frequencies at these positions
+  e.rotary_dim = c.rotary_dim;
   const int64_t N = e.shape.qkv_width();
   const auto x = to_bf16(random_normal(static_cast<size_t>(c.T * c.K), 3 + c.K));
   const auto w = to_bf16(random_normal(static_cast<size_t>(N * c.K), 4 + N, 1.0f / std::sqrt(float(c.K))));
@@ -229,6 +231,17 @@ void check_decode_qkv_case(const DecodeQkvCase& c, Backend& backend, bool with_b
         x, w, bias, c.K,
         {.k_cache = nullptr, .v_cache = nullptr, .positions = nullptr, .shape = e.shape, .rope = false}, pos, true);
     EXPECT_FALSE(same_bits(plain.y, fused.y)) << "RoPE left the q and k heads as they were";
+    // Partial rotary: the dimensions of a q or k head past rotary_dim, and the v heads, are the plain linear's.
+    const int64_t rotated_width = (c.heads + c.kv_heads) * c.head_dim;
+    int64_t passed = 0, differ = 0;
+    for (int64_t t = 0; t < c.T; ++t) {
+      for (int64_t j = 0; j < N; ++j) {
+        if (j < rotated_width && j % c.head_dim < ref::rope_rotated_dims(c.head_dim, c.rotary_dim)) continue;
+        ++passed;
+        if (std::memcmp(&plain.y[t * N + j], &fused.y[t * N + j], sizeof(bf16)) != 0) ++differ;
+      }
+    }
+    EXPECT_EQ(differ, 0) << differ << " of " << passed << " unrotated outputs differ from the plain linear's";
   }
   // The bias moved every row by the bias (a bias that the fused path and the unfused kNone both dropped, or both
   // added to some columns only, would leave the comparisons above equal). RoPE rotates pairs, so it keeps the norm of

@@ -121,6 +121,10 @@ TEST(DecodeLinearEmulated, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
       {8, 64, 2, 1, 6, true, 0.0},
       {4, 32, 1, 1, 10, false, 0.0},
       {8, 64, 4, 2, 16, true, 0.0},  // the generate parity's Mixtral (hidden 64, head_dim 16) at 8 sequences
+      // Partial rotary: the first rotary_dim dimensions of each q and k head rotated, the rest passed through.
+      {3, 64, 4, 2, 16, true, 0.0, 8},
+      {8, 64, 2, 1, 12, true, 8.0, 4},
+      {2, 32, 3, 1, 10, true, 0.0, 2},
   };
   test::check_with_both_maths_and_bias(backend, cases, test::check_decode_qkv_case<EmulatedBackend>);
 }

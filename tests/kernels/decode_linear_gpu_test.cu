@@ -128,11 +128,13 @@ TEST(DecodeLinearGpu, MatchesReferenceAndUnfusedAndRowsAlone) {
 TEST(DecodeLinearGpu, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
   GpuBackend backend;
   const test::DecodeQkvCase cases[] = {
-      {1, 2048, 16, 16, 128, true, 0.0},  // Llama 1b, batch 1
-      {4, 2048, 16, 16, 128, true, 8.0},  // Llama 3 scaled frequencies, 4 rows
-      {3, 768, 12, 4, 64, true, 0.0},     // a Mixtral: grouped KV heads
-      {2, 1024, 8, 2, 128, false, 0.0},   // a Nemotron-H: no RoPE
-      {8, 264, 4, 2, 72, true, 0.0},      // 8 rows, head_dim not a multiple of 16
+      {1, 2048, 16, 16, 128, true, 0.0},     // Llama 1b, batch 1
+      {4, 2048, 16, 16, 128, true, 8.0},     // Llama 3 scaled frequencies, 4 rows
+      {3, 768, 12, 4, 64, true, 0.0},        // a Mixtral: grouped KV heads
+      {2, 1024, 8, 2, 128, false, 0.0},      // a Nemotron-H: no RoPE
+      {8, 264, 4, 2, 72, true, 0.0},         // 8 rows, head_dim not a multiple of 16
+      {1, 3072, 24, 8, 128, true, 0.0, 96},  // Phi-4-mini's attention: 96 of 128 dimensions rotated
+      {5, 264, 4, 2, 72, true, 0.0, 24},     // partial rotary, head_dim not a multiple of 16
   };
   test::check_with_both_maths_and_bias(backend, cases, test::check_decode_qkv_case<GpuBackend>);
 }

@@ -6,7 +6,8 @@
 // The kernels work in place, so instead of poisoning outputs, everything outside the rotated heads (v, the
 // row pad, the leading offset, the trailing guard) is NaN (0xFFFF) and must come back bit for bit; inside, the tiled kernel
 // must equal the per-element kernel (rope_per_element.cuh, the algorithm it replaced) bit for bit, and the
-// fp32 reference within kBf16RelTol (1e-2, relative error over the rotated elements).
+// fp32 reference within kBf16RelTol (1e-2, relative error over the rotated elements). With partial rotary
+// (rotary_dim) the dimensions of the q and k heads past rotary_dim must come back bit for bit too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,13 +32,15 @@ struct RopeShape {
   int64_t offset = 0;             // elements before row 0 (not a multiple of 8: x not 16-byte aligned)
   bool device_positions = false;  // positions[t] random in [0, 131072) instead of t % S
   bool llama3 = false;            // Llama 3 frequency scaling (factor 32, original context 8192)
+  int64_t rotary_dim = 0;         // partial rotary: the dimensions rotated at the start of each head; 0: all
 };
 
 inline std::string rope_shape_name(const RopeShape& s) {
-  return strprintf("T%lld_S%lld_q%lld_kv%lld_d%lld_pad%lld_off%lld%s%s", static_cast<long long>(s.T),
+  return strprintf("T%lld_S%lld_q%lld_kv%lld_d%lld_pad%lld_off%lld%s%s%s", static_cast<long long>(s.T),
                    static_cast<long long>(s.S), static_cast<long long>(s.q_heads), static_cast<long long>(s.kv_heads),
                    static_cast<long long>(s.head_dim), static_cast<long long>(s.pad), static_cast<long long>(s.offset),
-                   s.device_positions ? "_positions" : "", s.llama3 ? "_llama3" : "");
+                   s.device_positions ? "_positions" : "", s.llama3 ? "_llama3" : "",
+                   s.rotary_dim > 0 ? strprintf("_rotary%lld", static_cast<long long>(s.rotary_dim)).c_str() : "");
 }
 
 // gtest prints a failing case's parameter by its name.
@@ -54,11 +57,18 @@ struct RopeCase {
   int64_t heads() const { return s.q_heads + s.kv_heads; }  // q and k are contiguous: one call rotates both
   int64_t stride() const { return (s.q_heads + 2 * s.kv_heads) * s.head_dim + s.pad; }
   int64_t rotated() const { return heads() * s.head_dim; }
+  int64_t rotated_dims() const { return ref::rope_rotated_dims(s.head_dim, s.rotary_dim); }
 
   // Launcher parameters over a buffer laid out like `input` (device or host memory).
   kernels::RopeParams params(bf16* buffer, const int32_t* device_positions) const {
-    kernels::RopeParams p{.x = buffer + s.offset, .T = s.T, .S = s.S, .num_heads = heads(),
-                          .head_dim = s.head_dim, .row_stride = stride(), .base = s.base};
+    kernels::RopeParams p{.x = buffer + s.offset,
+                          .T = s.T,
+                          .S = s.S,
+                          .num_heads = heads(),
+                          .head_dim = s.head_dim,
+                          .rotary_dim = s.rotary_dim,
+                          .row_stride = stride(),
+                          .base = s.base};
     p.scaling = scaling;
     p.positions = s.device_positions ? device_positions : nullptr;
     return p;
@@ -67,10 +77,13 @@ struct RopeCase {
   // The cos/sin table for these params (rope_table_build), a few positions longer than S: a table serves
   // any S up to its length. Only for positions t % S.
   int64_t table_positions() const { return s.S + 3; }
-  size_t table_floats() const { return static_cast<size_t>(table_positions() * s.head_dim); }
+  size_t table_floats() const { return static_cast<size_t>(table_positions() * rotated_dims()); }
   kernels::RopeTableParams table_params(float* storage) const {
-    return {
-        .cos_sin = storage, .positions = table_positions(), .head_dim = s.head_dim, .base = s.base, .scaling = scaling};
+    return {.cos_sin = storage,
+            .positions = table_positions(),
+            .head_dim = rotated_dims(),
+            .base = s.base,
+            .scaling = scaling};
   }
 
   // The rotated heads of a buffer laid out like `input`, as dense fp32 [T, heads * head_dim].
@@ -99,8 +112,10 @@ inline RopeCase make_rope_case(const RopeShape& s) {
   c.input = to_bf16(host);
   const int32_t* pos = s.device_positions ? c.positions.data() : nullptr;
   auto fwd = host, bwd = host;
-  ref::rope_forward(fwd.data() + s.offset, s.T, s.S, c.heads(), s.head_dim, c.stride(), s.base, c.scaling, pos);
-  ref::rope_backward(bwd.data() + s.offset, s.T, s.S, c.heads(), s.head_dim, c.stride(), s.base, c.scaling, pos);
+  ref::rope_forward(fwd.data() + s.offset, s.T, s.S, c.heads(), s.head_dim, c.stride(), s.base, c.scaling, pos,
+                    s.rotary_dim);
+  ref::rope_backward(bwd.data() + s.offset, s.T, s.S, c.heads(), s.head_dim, c.stride(), s.base, c.scaling, pos,
+                     s.rotary_dim);
   c.fwd_ref = c.rotated_view(to_bf16(fwd));
   c.bwd_ref = c.rotated_view(to_bf16(bwd));
   return c;
@@ -119,12 +134,14 @@ inline void expect_rope_result(const RopeCase& c, const std::vector<bf16>& got, 
       if (differ++ == 0) first_differ = static_cast<int64_t>(e);
     }
     const int64_t rel = static_cast<int64_t>(e) - c.s.offset;
-    const bool rotated = rel >= 0 && rel < c.s.T * c.stride() && rel % c.stride() < c.rotated();
+    const bool in_qk = rel >= 0 && rel < c.s.T * c.stride() && rel % c.stride() < c.rotated();
+    const bool rotated = in_qk && rel % c.stride() % c.s.head_dim < c.rotated_dims();
     if (!rotated && std::memcmp(&got[e], &c.input[e], sizeof(bf16)) != 0) ++outside_changed;
   }
   EXPECT_EQ(differ, 0) << what << ": " << differ << " elements differ in bits from the per-element kernel, first at "
                        << first_differ;
-  EXPECT_EQ(outside_changed, 0) << what << ": elements outside the rotated heads were written";
+  EXPECT_EQ(outside_changed, 0) << what
+                                << ": elements outside the rotated dimensions of the q and k heads were written";
   if (c.s.T > 0) {
     EXPECT_LT(relative_error(c.rotated_view(got), inverse ? c.bwd_ref : c.fwd_ref), kBf16RelTol) << what;
   }
@@ -135,7 +152,7 @@ inline void expect_rope_result(const RopeCase& c, const std::vector<bf16>& got, 
 // the two roundings differ by at most one fp32 step).
 inline void expect_table_near_reference(const RopeCase& c, const std::vector<float>& table) {
   std::vector<float> want(c.table_floats());
-  ref::rope_cos_sin_table(want.data(), c.table_positions(), c.s.head_dim, c.s.base, c.scaling);
+  ref::rope_cos_sin_table(want.data(), c.table_positions(), c.rotated_dims(), c.s.base, c.scaling);
   ASSERT_EQ(table.size(), want.size());
   int64_t off = 0, first = -1;
   for (size_t e = 0; e < want.size(); ++e) {

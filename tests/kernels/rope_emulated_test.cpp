@@ -37,6 +37,12 @@ const RopeShape kShapes[] = {
     {23, 1, 4, 2, 128, 500000.0, 0, 0, true, true},  // decoding positions, Llama 3 scaling
     {17, 1, 3, 1, 72, 10000.0, 0, 0, true, false},   // decoding positions, scalar path
     {29, 14, 4, 2, 128, 500000.0, 0, 0, false, true},  // Llama 3 scaling, positions t % S (the table too)
+    // Partial rotary: the first rotary_dim dimensions of each head rotated, the rest passed through.
+    {9, 9, 4, 2, 128, 10000.0, 0, 0, false, false, 96},     // Phi-4-mini's 96 of 128: 16-byte chunks
+    {7, 7, 3, 1, 64, 10000.0, 0, 0, false, false, 24},      // 12 pairs: scalar path
+    {5, 5, 2, 2, 6, 10000.0, 0, 0, false, false, 2},        // one pair of a head of 6
+    {11, 1, 4, 2, 128, 500000.0, 0, 0, true, true, 64},     // decoding positions, Llama 3 scaling
+    {6, 6, 2, 1, 64, 10000.0, 8, 5, false, false, 32},      // padded rows, x not 16-byte aligned
 };
 
 std::vector<bf16> run_per_element(const RopeCase& c, bool inverse) {
@@ -143,6 +149,15 @@ TEST(RopeEmulatedMisc, RejectsTablesThatDoNotServeTheParams) {
   EXPECT_NE(with([](kernels::RopeParams& p) { p.head_dim = 32; }).find("cos/sin table"), std::string::npos);
   EXPECT_NE(with([](kernels::RopeParams& p) { p.base = 500000.0; }).find("cos/sin table"), std::string::npos);
   EXPECT_NE(with([](kernels::RopeParams& p) { p.scaling.factor = 8.0; }).find("cos/sin table"), std::string::npos);
+  // A table of 64 rotated dimensions serves a head of 128 rotating 64, not one of 64 rotating 32.
+  EXPECT_NE(with([](kernels::RopeParams& p) { p.rotary_dim = 32; }).find("cos/sin table"), std::string::npos);
+  std::vector<bf16> wide(4 * 128);
+  EXPECT_EQ(with([&](kernels::RopeParams& p) {
+              p.x = wide.data();
+              p.head_dim = p.row_stride = 128;
+              p.rotary_dim = 64;
+            }),
+            "");
   EXPECT_NE(with([](kernels::RopeParams& p) { p.table.cos_sin += 1; }).find("16-byte"), std::string::npos);
   // The builder.
   auto build = [&](auto change) {
@@ -172,6 +187,12 @@ TEST(RopeEmulatedMisc, RejectsBadShapes) {
   EXPECT_THROW(kernels::rope::run_forward(launch, zero_seq_length), Error);
   EXPECT_THROW(kernels::rope::run_forward(launch, head_dim_above_4096), Error);
   EXPECT_THROW(kernels::rope::run_forward(launch, no_data), Error);
+  for (const int64_t rotary_dim : {int64_t{-2}, int64_t{3}, int64_t{10}}) {  // negative, odd, over head_dim
+    const RopeParams bad_rotary{
+        .x = x.data(), .T = 2, .S = 2, .num_heads = 1, .head_dim = 8, .rotary_dim = rotary_dim, .row_stride = 8};
+    const std::string message = test::thrown_message([&] { kernels::rope::run_forward(launch, bad_rotary); });
+    EXPECT_NE(message.find("rotary_dim"), std::string::npos) << rotary_dim << ": " << message;
+  }
   const RopeParams bad_scaling{.x = x.data(),
                                .T = 1,
                                .S = 1,

@@ -52,6 +52,13 @@ const RopeShape kShapes[] = {
     {8192, 2048, 16, 16, 128},            // the 1b recipe's rope: 4 x 2048 tokens, 16 + 16 heads
     {8192, 1024, 12, 12, 64},             // the small recipe's: 8 x 1024 tokens, 12 + 12 heads
     {8192, 4096, 32, 8, 64, 500000.0},
+    // Partial rotary: the first rotary_dim dimensions of each head rotated, the rest passed through.
+    {4096, 1024, 24, 8, 128, 10000.0, 0, 0, false, false, 96},  // Phi-4-mini's heads: 96 of 128
+    {300, 1, 24, 8, 128, 10000.0, 0, 0, true, false, 96},       // decoding positions
+    {257, 100, 4, 2, 96, 500000.0, 0, 0, false, true, 32},      // Llama 3 scaling, 32 of 96
+    {129, 64, 4, 2, 64, 10000.0, 0, 0, false, false, 24},       // 12 pairs: scalar path
+    {77, 77, 4, 2, 64, 10000.0, 1, 3, false, false, 16},        // odd stride, unaligned x: scalar path
+    {45, 1, 3, 1, 72, 10000.0, 0, 0, true, false, 2},           // one pair a head, decoding positions
 };
 
 class RopeGpu : public ::testing::TestWithParam<RopeShape> {};

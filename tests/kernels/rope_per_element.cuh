@@ -26,14 +26,15 @@ struct Args {
 template <bool kInverse>
 SG_KERNEL(kThreads) rope_per_element_kernel(Args a) {
   const kernels::RopeParams& p = a.p;
-  const int64_t half = p.head_dim / 2;
+  const int64_t rotated = ref::rope_rotated_dims(p.head_dim, p.rotary_dim);
+  const int64_t half = rotated / 2;
   const int64_t total = p.T * half;
   for (int64_t idx = static_cast<int64_t>(kernels::detail::block_index_x()) * kThreads +
                      kernels::detail::thread_index();
        idx < total; idx += a.grid_threads) {
     const int64_t t = idx / half;
     const int64_t i = idx - t * half;
-    const double freq = ref::rope_inv_freq(i, p.head_dim, p.base, p.scaling);
+    const double freq = ref::rope_inv_freq(i, rotated, p.base, p.scaling);
     const int64_t pos = p.positions != nullptr ? static_cast<int64_t>(p.positions[t]) : t % p.S;
     const double angle = static_cast<double>(pos) * freq;
     double s, c;
@@ -61,7 +62,7 @@ SG_KERNEL(kThreads) rope_per_element_kernel(Args a) {
 // Rotates like kernels::rope_forward (inverse = false) or rope_backward (inverse = true).
 template <class Launch>
 void run(const Launch& launch, const kernels::RopeParams& p, bool inverse) {
-  const int64_t pairs = p.T * (p.head_dim / 2);
+  const int64_t pairs = p.T * (ref::rope_rotated_dims(p.head_dim, p.rotary_dim) / 2);
   if (pairs == 0) return;
   int64_t blocks = kernels::detail::ceil_div(pairs, kThreads);
   blocks = blocks > kMaxBlocks ? kMaxBlocks : blocks;

@@ -80,6 +80,14 @@ TEST(CpuDecoder, GreedyEqualsFullRecomputeTiedGqaRopeScaling) {
   expect_greedy_equals_full_recompute(m, 8);
 }
 
+// Partial rotary (Phi-4-mini's share of each head): the decoding twin rotates the first dimensions at each row's
+// position as the training twin does at t % S.
+TEST(CpuDecoder, GreedyEqualsFullRecomputePartialRotary) {
+  auto m = test::decoder_test_spec();
+  m.rotary_dim = 6;  // of head_dim 8
+  expect_greedy_equals_full_recompute(m, 9);
+}
+
 // Sets element i of every tensor of `layout` whose name contains `part` to value(i, n) (n: that tensor's place among
 // them, from 1); returns how many it set.
 template <class Value>

@@ -76,6 +76,7 @@ struct Case {
   bool qkv_bias = false;
   bool bias_linear = false;
   bool nemotron = false;  // Nemotron-H's attention (no RoPE) and squared-ReLU MLP, as patterns with Mamba take
+  int64_t rotary_dim = 0;  // partial rotary (model.rotary_percent): RoPE on this many of each head's dimensions
 };
 
 class CpuModelGrad : public ::testing::TestWithParam<Case> {};
@@ -91,6 +92,7 @@ TEST_P(CpuModelGrad, EveryParameterMatchesFiniteDifferences) {
   spec.qk_layernorm = GetParam().qk_layernorm;
   spec.add_qkv_bias = GetParam().qkv_bias;
   spec.add_bias_linear = GetParam().bias_linear;
+  spec.rotary_dim = GetParam().rotary_dim;
   spec.hybrid_layer_pattern = GetParam().pattern;
   if (!spec.hybrid_layer_pattern.empty()) spec.num_layers = static_cast<int64_t>(spec.hybrid_layer_pattern.size());
   // Larger weights than a real init, so every path (attention scores, SwiGLU curvature) is exercised
@@ -108,13 +110,15 @@ INSTANTIATE_TEST_SUITE_P(
     Tiny, CpuModelGrad,
     ::testing::Values(Case{false, 0.0f, ""}, Case{true, 0.0f, ""}, Case{false, 0.2f, ""}, Case{false, 0.2f, "*--*"},
                       Case{false, 0.2f, "M*-M"}, Case{false, 0.2f, "", true}, Case{false, 0.2f, "", false, true},
-                      Case{false, 0.2f, "", false, false, true}, Case{false, 0.2f, "*-*-", false, false, true, true}),
+                      Case{false, 0.2f, "", false, false, true}, Case{false, 0.2f, "*-*-", false, false, true, true},
+                      Case{false, 0.2f, "", true, false, false, false, 2}),
     [](const ::testing::TestParamInfo<Case>& info) {
       return std::string(info.param.tied ? "tied" : "untied") + (info.param.dropout > 0 ? "_dropout" : "") +
              (info.param.pattern[0] != 0 ? "_hybrid" : "") +
              (std::string(info.param.pattern).find('M') != std::string::npos ? "_mamba" : "") +
              (info.param.qk_layernorm ? "_qk_layernorm" : "") + (info.param.qkv_bias ? "_qkv_bias" : "") +
-             (info.param.bias_linear ? "_bias_linear" : "") + (info.param.nemotron ? "_nemotron" : "");
+             (info.param.bias_linear ? "_bias_linear" : "") + (info.param.nemotron ? "_nemotron" : "") +
+             (info.param.rotary_dim > 0 ? "_partial_rotary" : "");
     });
 
 TEST(CpuModel, DropoutRunsAreReproducibleAndDependOnTheRngOffset) {

@@ -125,6 +125,14 @@ inline model::ModelSpec hybrid_bias_spec() {
   return s;
 }
 
+// Partial rotary (Phi-4-mini's 0.75 of each head): 48 of 64 dimensions rotated, in the decoding linear's QKV epilogue
+// and, for a prompt's rows, by rope_forward.
+inline model::ModelSpec partial_rotary_spec() {
+  model::ModelSpec s = base_spec();
+  s.rotary_dim = 48;
+  return s;
+}
+
 inline const KindsCase kDecoderKindsCases[] = {
     {"mixtral", &mixtral_spec, 3e-2},
     {"nemotron3", &nemotron3_spec, 5e-2},
@@ -135,6 +143,7 @@ inline const KindsCase kDecoderKindsCases[] = {
     {"llama_bias", &llama_bias_spec, 2e-2},
     {"hybrid_bias", &hybrid_bias_spec, 5e-2},
     {"qwen2_moe", &qwen2_moe_spec, 3e-2},
+    {"partial_rotary", &partial_rotary_spec, 2e-2},
 };
 
 // The smallest gap, over the tokens and the MoE layers of the fp32 model, between the selection scores of the k-th

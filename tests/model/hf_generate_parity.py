@@ -11,7 +11,8 @@ Checkpoints:
       Llama 3 config whose kept, interpolated and divided frequencies all turn at the prompt positions;
       tests/tools/hf_reference_generate_test.py checks the same on the CPU) in fp32; a Qwen2 folder (q, k and v
       biases, GQA), a Llama folder with attention_bias and mlp_bias, a Mistral folder (sliding_window 128, longer
-      than prompt and generation) and a Qwen3 folder (q_norm and k_norm, GQA) in bf16, and a Phi-3 folder (2
+      than prompt and generation), a Qwen3 folder (q_norm and k_norm, GQA) and a Phi-3 folder with Phi-4-mini's
+      partial rotary (partial_rotary_factor 0.75: 24 of 32 dimensions) in bf16, and a Phi-3 folder (2
       shards; q, k, v and gate, up in fused tensors), a Qwen3-MoE folder (8 experts top-2 renormalised, block 1
       dense) and a Qwen2-MoE folder (gated shared expert) in fp32;
   (b) a stepgraph checkpoint: `stepgraph train llama/tiny` for --steps steps on `stepgraph data synth`
@@ -225,6 +226,9 @@ def main():
              ("hf_bf16_llama_bias", ["--dtype", "bf16", "--bias-linear", "--std", "0.08"]),
              ("hf_bf16_mistral_window", ["--dtype", "bf16", "--mistral", "128", "--std", "0.08"]),
              ("hf_fp32_phi3_fused", ["--dtype", "fp32", "--phi3", "0", "--shards", "2", "--std", "0.08"]),
+             # Phi-4-mini's partial rotary: 24 of each head's 32 dimensions rotated
+             ("hf_bf16_phi3_partial_rotary", ["--dtype", "bf16", "--phi3", "0", "--partial-rotary", "0.75",
+                                              "--std", "0.08"]),
              ("hf_bf16_qwen3_gqa", ["--dtype", "bf16", "--qwen3", "--std", "0.08"]),
              ("hf_fp32_qwen3_moe", ["--dtype", "fp32", "--qwen3", "--std", "0.08", "--experts", "8", "--topk", "2",
                                     "--moe-ffn", "64", "--mlp-only", "1", "--norm-topk"]),

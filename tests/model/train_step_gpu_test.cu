@@ -120,6 +120,7 @@ struct ParityCase {
   bool qk_layernorm = false;  // Qwen3's query and key norms
   bool qkv_bias = false;      // Qwen2's bias on q, k and v (model.add_qkv_bias)
   bool bias_linear = false;   // every linear's bias (model.add_bias_linear)
+  int64_t rotary_dim = 0;     // partial rotary (model.rotary_percent): RoPE on this many of each head's 64
 };
 
 class TrainStepParity : public ::testing::TestWithParam<ParityCase> {};
@@ -134,6 +135,7 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   spec.qk_layernorm = c.qk_layernorm;
   spec.add_qkv_bias = c.qkv_bias;
   spec.add_bias_linear = c.bias_linear;
+  spec.rotary_dim = c.rotary_dim;
   if (!spec.hybrid_layer_pattern.empty()) spec.num_layers = static_cast<int64_t>(spec.hybrid_layer_pattern.size());
   const BatchSpec bs = batch_spec(c.num_microbatches);
   OptimizerSpec opt = test_optimizer();
@@ -256,14 +258,17 @@ INSTANTIATE_TEST_SUITE_P(
         ParityCase{1, false, 0.0f, "*--*", false, true, true, true},
         ParityCase{2, false, 0.1f, "", false, false, false, false, true},
         ParityCase{1, false, 0.0f, "", true, true, false, false, true},
-        ParityCase{2, false, 0.1f, "M*-M", false, false, false, false, true}),
+        ParityCase{2, false, 0.1f, "M*-M", false, false, false, false, true},
+        ParityCase{2, false, 0.1f, "", false, false, true, false, false, 48},
+        ParityCase{1, true, 0.0f, "", false, false, false, false, false, 24}),
     [](const ::testing::TestParamInfo<ParityCase>& info) {
       return "mb" + std::to_string(info.param.num_microbatches) + (info.param.tied ? "_tied" : "") +
              (info.param.hidden_dropout > 0 ? "_dropout" : "") + (info.param.pattern[0] != 0 ? "_hybrid" : "") +
              (std::string(info.param.pattern).find('M') != std::string::npos ? "_mamba" : "") +
              (info.param.fused_swiglu_backward ? "_fused_swiglu_backward" : "") +
              (info.param.bf16_grads ? "_bf16_grads" : "") + (info.param.qk_layernorm ? "_qk_layernorm" : "") +
-             (info.param.qkv_bias ? "_qkv_bias" : "") + (info.param.bias_linear ? "_bias_linear" : "");
+             (info.param.qkv_bias ? "_qkv_bias" : "") + (info.param.bias_linear ? "_bias_linear" : "") +
+             (info.param.rotary_dim > 0 ? "_rotary" + std::to_string(info.param.rotary_dim) : "");
     });
 
 // ---- determinism and graphs ----

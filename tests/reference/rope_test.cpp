@@ -64,21 +64,60 @@ TEST(RopeReference, BackwardMatchesFiniteDifferencesFp64) {
   const auto xf = test::random_normal(T * stride, 71);
   const auto gf = test::random_normal(T * stride, 72);
   const std::vector<double> x(xf.begin(), xf.end()), g(gf.begin(), gf.end());
-  auto loss = [&](std::vector<double> v) {
-    ref::rope_forward_generic<double>(v.data(), T, S, heads, d, stride, 500.0);
-    double l = 0.0;
-    for (size_t i = 0; i < v.size(); ++i) l += g[i] * v[i];
-    return l;
-  };
-  auto dx = g;
-  ref::rope_backward_generic<double>(dx.data(), T, S, heads, d, stride, 500.0);
-  const double step = 1e-5;
-  for (size_t i = 0; i < x.size(); ++i) {
-    auto p = x, m = x;
-    p[i] += step;
-    m[i] -= step;
-    const double fd = (loss(p) - loss(m)) / (2 * step);
-    EXPECT_NEAR(dx[i], fd, 1e-8 * (1.0 + std::fabs(fd))) << "dx[" << i << "]";
+  for (const int64_t rotary_dim : {0, 4}) {  // the whole head, and partial rotary
+    auto loss = [&](std::vector<double> v) {
+      ref::rope_forward_generic<double>(v.data(), T, S, heads, d, stride, 500.0, {}, nullptr, rotary_dim);
+      double l = 0.0;
+      for (size_t i = 0; i < v.size(); ++i) l += g[i] * v[i];
+      return l;
+    };
+    auto dx = g;
+    ref::rope_backward_generic<double>(dx.data(), T, S, heads, d, stride, 500.0, {}, nullptr, rotary_dim);
+    const double step = 1e-5;
+    for (size_t i = 0; i < x.size(); ++i) {
+      auto p = x, m = x;
+      p[i] += step;
+      m[i] -= step;
+      const double fd = (loss(p) - loss(m)) / (2 * step);
+      EXPECT_NEAR(dx[i], fd, 1e-8 * (1.0 + std::fabs(fd))) << "rotary_dim " << rotary_dim << " dx[" << i << "]";
+    }
+  }
+}
+
+// Partial rotary (HF Phi3's q_rot / q_pass): the first rotary_dim dimensions of each head rotate exactly as a head
+// of rotary_dim would (its frequencies base^(-2i/rotary_dim), pairs (i, i + rotary_dim/2)); the rest, and the
+// dimensions after the rotated heads, come back as they were.
+TEST(RopeReference, PartialRotaryRotatesTheFirstDimensionsAsAHeadOfThatSize) {
+  const int64_t T = 9, S = 5, d = 10, rotary_dim = 4, heads = 3, stride = heads * d + 7;
+  const auto x0 = test::random_normal(T * stride, 91);
+  auto x = x0;
+  ref::rope_forward(x.data(), T, S, heads, d, stride, 10000.0, {}, nullptr, rotary_dim);
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t position = static_cast<int32_t>(t % S);
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t head = t * stride + h * d;
+      std::vector<float> alone(x0.begin() + head, x0.begin() + head + rotary_dim);
+      ref::rope_forward(alone.data(), 1, 1, 1, rotary_dim, rotary_dim, 10000.0, {}, &position);
+      for (int64_t j = 0; j < rotary_dim; ++j) EXPECT_EQ(x[head + j], alone[j]) << "t " << t << " h " << h << " " << j;
+      for (int64_t j = rotary_dim; j < d; ++j) EXPECT_EQ(x[head + j], x0[head + j]) << "passed through: " << j;
+    }
+    for (int64_t j = heads * d; j < stride; ++j) EXPECT_EQ(x[t * stride + j], x0[t * stride + j]);
+  }
+  EXPECT_GT(test::relative_error(x, x0), 1e-2) << "the rotated dimensions moved";
+  ref::rope_backward(x.data(), T, S, heads, d, stride, 10000.0, {}, nullptr, rotary_dim);
+  EXPECT_LT(test::relative_error(x, x0), 1e-6);
+  // The cos/sin table of the rotated dimensions is the table of a head of that size.
+  std::vector<float> table(static_cast<size_t>(S * rotary_dim));
+  ref::rope_cos_sin_table(table.data(), S, rotary_dim, 10000.0);
+  EXPECT_FLOAT_EQ(table[1 * rotary_dim + 1], static_cast<float>(std::cos(1.0 * std::pow(10000.0, -2.0 / 4.0))));
+}
+
+TEST(RopeReference, RejectsARotaryDimThatIsOddOrWiderThanTheHead) {
+  std::vector<float> x(2 * 8);
+  for (const int64_t rotary_dim : {int64_t{-2}, int64_t{3}, int64_t{10}}) {
+    const std::string message =
+        test::thrown_message([&] { ref::rope_forward(x.data(), 2, 2, 1, 8, 8, 10000.0, {}, nullptr, rotary_dim); });
+    EXPECT_NE(message.find("rotary_dim"), std::string::npos) << rotary_dim << ": " << message;
   }
 }
 

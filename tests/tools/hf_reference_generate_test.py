@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`stepgraph generate --cpu` against an independent float64 NumPy Llama with transformers' semantics,
-Llama 3 RoPE scaling included (ctest tools/hf_reference_generate_test, label cpu; no torch needed).
+Llama 3 RoPE scaling and Phi3's partial rotary included (ctest tools/hf_reference_generate_test, label cpu; no torch
+needed).
 
 Why: the GPU parity run (tests/model/hf_generate_parity.py, docs/correctness.md) had its only failures on
 the Llama-3-rope-scaling fixture, whose config transformers warns about (original_max_position_embeddings
@@ -80,7 +81,7 @@ def inv_frequencies(head_dim: int, theta: float, llama3: dict | None) -> np.ndar
 
 
 class ReferenceLlama:
-    def __init__(self, folder: str, scaled: bool = True):
+    def __init__(self, folder: str, scaled: bool = True, partial: bool = True):
         from safetensors.numpy import load_file
         with open(os.path.join(folder, "config.json")) as f:
             self.config = json.load(f)
@@ -88,8 +89,24 @@ class ReferenceLlama:
         self.w = {k: v.astype(np.float64) for k, v in load_file(os.path.join(folder, "model.safetensors")).items()}
         self.heads, self.kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
         self.head_dim = c["hidden_size"] // self.heads
+        self.split_phi3_tensors()
+        # Phi3's partial rotary: RoPE on the first int(head_dim x partial_rotary_factor) dimensions, frequencies over
+        # that many (transformers' _compute_default_rope_parameters); `partial` False rotates the whole head.
+        factor = c.get("partial_rotary_factor", 1.0) if partial else 1.0
+        self.rotary_dim = int(self.head_dim * factor)
         theta, llama3 = rope_parameters(c)
-        self.inv_freq = inv_frequencies(self.head_dim, theta, llama3 if scaled else None)
+        self.inv_freq = inv_frequencies(self.rotary_dim, theta, llama3 if scaled else None)
+
+    def split_phi3_tensors(self):
+        """Phi3's qkv_proj rows are q, k, v stacked and gate_up_proj's gate then up (its chunk(2))."""
+        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        for name in [n for n in self.w if n.endswith("self_attn.qkv_proj.weight")]:
+            fused, p = self.w.pop(name), name[:-len("qkv_proj.weight")]
+            self.w[p + "q_proj.weight"], self.w[p + "k_proj.weight"], self.w[p + "v_proj.weight"] = \
+                fused[:q], fused[q:q + kv], fused[q + kv:]
+        for name in [n for n in self.w if n.endswith("mlp.gate_up_proj.weight")]:
+            fused, p = self.w.pop(name), name[:-len("gate_up_proj.weight")]
+            self.w[p + "gate_proj.weight"], self.w[p + "up_proj.weight"] = np.split(fused, 2)
 
     def norm(self, x: np.ndarray, name: str) -> np.ndarray:
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.config["rms_norm_eps"]) * self.w[name]
@@ -97,9 +114,9 @@ class ReferenceLlama:
     def rope(self, x: np.ndarray) -> np.ndarray:  # x [T, heads, d]
         angles = np.arange(x.shape[0], dtype=np.float64)[:, None] * self.inv_freq[None, :]
         cos, sin = np.cos(np.concatenate([angles] * 2, -1))[:, None], np.sin(np.concatenate([angles] * 2, -1))[:, None]
-        half = self.head_dim // 2
-        rotated = np.concatenate([-x[..., half:], x[..., :half]], -1)
-        return x * cos + rotated * sin
+        r, half = x[..., :self.rotary_dim], self.rotary_dim // 2
+        rotated = np.concatenate([-r[..., half:], r[..., :half]], -1)
+        return np.concatenate([r * cos + rotated * sin, x[..., self.rotary_dim:]], -1)
 
     def logits(self, tokens: list[int]) -> np.ndarray:
         """The last position's logits."""
@@ -160,25 +177,40 @@ class HfReferenceGenerate(unittest.TestCase):
         self.assertTrue((wavelen > original / llama3["low_freq_factor"]).any())
         self.assertTrue(((wavelen >= original / 4) & (wavelen <= original)).any())
 
+        self.expect_reference_tokens(folder, reference, ReferenceLlama(folder, scaled=False), "the scaling")
+
+    def expect_reference_tokens(self, folder: str, reference: ReferenceLlama, without: ReferenceLlama, what: str):
+        """stepgraph's greedy tokens for PROMPTS are `reference`'s until its first near tie, and `without` (the
+        reference without `what`) disagrees somewhere, so the check sees `what`."""
         cmd = [STEPGRAPH, "generate", folder, "--cpu", "--json", "--ignore-eos", "--max-new-tokens", str(NEW_TOKENS)]
         for p in PROMPTS:
             cmd += ["--prompt-tokens", ",".join(map(str, p))]
         ours = json.loads(run(*cmd).stdout)["tokens"]
         self.assertEqual(len(ours), len(PROMPTS))
-        unscaled = ReferenceLlama(folder, scaled=False)
-        differs_unscaled = False
+        differs_without = False
         for prompt, got in zip(PROMPTS, ours):
             want, decided = reference.greedy(prompt, NEW_TOKENS)
             self.assertGreater(decided, NEW_TOKENS // 2, f"prompt {prompt}: a near tie at step {decided}")
             self.assertEqual(got[:decided], want[:decided], f"prompt {prompt}")
-            differs_unscaled |= unscaled.greedy(prompt, NEW_TOKENS)[0] != got
-        self.assertTrue(differs_unscaled, "the unscaled reference agrees too: the check would not see the scaling")
+            differs_without |= without.greedy(prompt, NEW_TOKENS)[0] != got
+        self.assertTrue(differs_without, f"the reference without {what} agrees too: the check would not see it")
 
     def test_transformers4_rope_scaling(self):
         self.check_folder([])
 
     def test_transformers5_rope_parameters(self):
         self.check_folder(["--rope-parameters"])
+
+    def test_phi3_partial_rotary(self):
+        """Phi-4-mini's partial_rotary_factor 0.75 (12 of 16 dimensions rotated, frequencies over 12), q, k, v and
+        gate, up fused: stepgraph's tokens are the reference's, and a reference rotating the whole head disagrees."""
+        folder = os.path.join(self.dir, "phi3_partial")
+        run(sys.executable, MAKE_HF, "--out", folder, *SHAPE[:SHAPE.index("--rope-scaling")], "--phi3", "0",
+            "--partial-rotary", "0.75")
+        reference = ReferenceLlama(folder)
+        self.assertEqual((reference.head_dim, reference.rotary_dim), (16, 12))
+        self.assertIn("model.layers.0.self_attn.q_proj.weight", reference.w)
+        self.expect_reference_tokens(folder, reference, ReferenceLlama(folder, partial=False), "partial rotary")
 
 
 if __name__ == "__main__":

@@ -186,5 +186,17 @@ TEST(CanonicalConfigHash, SharedExpertGateHashesOnlyWhenOn) {
   EXPECT_NE(moe_hash({"model.moe_shared_expert_gate=true"}), moe_hash({}));
 }
 
+// model.rotary_percent was a Bridge key accepted at 1.0 without effect: the whole head hashes as before it.
+TEST(CanonicalConfigHash, RotaryPercentHashesOnlyWherePartial) {
+  const auto hash = [](const std::vector<std::string>& more) {
+    std::vector<std::string> overrides = {"train.train_iters=1", "scheduler.lr_decay_iters=100"};
+    overrides.insert(overrides.end(), more.begin(), more.end());
+    return canonical_config_hash(config::validate(config::load_config("llama/tiny", overrides)).config);
+  };
+  EXPECT_EQ(hash({"model.rotary_percent=1"}), "fba5d025e3d9d565");  // saved before the key existed
+  EXPECT_NE(hash({"model.rotary_percent=0.5"}), hash({}));
+  EXPECT_NE(hash({"model.rotary_percent=0.5"}), hash({"model.rotary_percent=0.75"}));
+}
+
 }  // namespace
 }  // namespace sg::train

@@ -148,6 +148,12 @@ TEST_F(GraphModesGpu, QkLayernormEveryModeAndRecomputeIsBitwiseEqualToEager) {
   expect_attention_variant_bitwise_equal_to_eager({"model.qk_layernorm=true"});
 }
 
+// Partial rotary (model.rotary_percent, Phi-4-mini's 0.75): RoPE on the first dimensions of each head, from the
+// cos/sin table of those dimensions, replays bit for bit.
+TEST_F(GraphModesGpu, PartialRotaryEveryModeAndRecomputeIsBitwiseEqualToEager) {
+  expect_attention_variant_bitwise_equal_to_eager({"model.rotary_percent=0.75"});
+}
+
 // Qwen2's QKV bias (model.add_qkv_bias): the GEMM's bias epilogue and the bias gradient's partial rows replay bit for
 // bit.
 TEST_F(GraphModesGpu, QkvBiasEveryModeAndRecomputeIsBitwiseEqualToEager) {

@@ -247,6 +247,23 @@ TEST(Pretrained, AMistralFolderTrainsWithinItsSlidingWindow) {
   EXPECT_NE(error.find("set model.seq_length <= 8"), std::string::npos) << error;
 }
 
+// A Phi-3 folder with partial rotary (Phi-4-mini's partial_rotary_factor 0.75: 6 of each head's 8 dimensions here):
+// a configuration that rotates the whole head is refused naming model.rotary_percent and the folder's share; one
+// that sets it trains from the folder's weights.
+TEST(Pretrained, APhi3FolderWithPartialRotaryTrainsWithItsShareOfEachHead) {
+  const Scratch dir;
+  const std::string folder = make_hf_folder(dir / "phi3_partial", "--phi3 0 --partial-rotary 0.75");
+  const std::string pre = "checkpoint.pretrained_checkpoint=" + folder;
+  const std::string error = test::thrown_message([&] { train::apply_pretrained_shapes(tiny_config({pre})); });
+  EXPECT_NE(error.find("model.rotary_percent: config.json partial_rotary_factor = 0.75, configured 1"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("model.rotary_percent=0.75"), std::string::npos) << error;
+  const config::Config c = tiny_config({pre, "model.rotary_percent=0.75", "train.train_iters=1"});
+  EXPECT_EQ(config::model_spec(train::apply_pretrained_shapes(c)).rotary_dim, 6);
+  expect_one_step_from(c, dir, folder);
+}
+
 // A Qwen2-MoE folder: the shared expert's width is taken from it, its gate must be configured (the error names
 // moe_shared_expert_gate and its fix), and a run configured so trains from its weights, the gate's included.
 TEST(Pretrained, AQwen2MoeFolderTrainsWithItsGatedSharedExpert) {

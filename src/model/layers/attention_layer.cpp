@@ -103,7 +103,8 @@ void AttentionLayer::plan(LayerPlanContext& ctx) {
   }
   if (model_.attention_dropout > 0.0f) dropout_slot_ = ctx.attention_dropout_slot(decl_.probs_site);
   if (model_.position_embedding == PositionEmbedding::rope) {
-    rope_table_ref_ = ctx.shared_state("rope_cos_sin", kernels::rope_table_bytes(model_.seq_length, model_.head_dim()));
+    rope_table_ref_ =
+        ctx.shared_state("rope_cos_sin", kernels::rope_table_bytes(model_.seq_length, model_.rope_rotated_dims()));
   }
 }
 
@@ -177,7 +178,7 @@ kernels::RopeTable AttentionLayer::rope_cos_sin_table(LayerBindContext& ctx) con
     auto table =
         std::make_unique<kernels::RopeTable>(kernels::rope_table_build(nullptr, {.cos_sin = storage,
                                                                                  .positions = model_.seq_length,
-                                                                                 .head_dim = model_.head_dim(),
+                                                                                 .head_dim = model_.rope_rotated_dims(),
                                                                                  .base = model_.rotary_base,
                                                                                  .scaling = model_.rope_scaling}));
     SG_CUDA_CHECK(cudaStreamSynchronize(nullptr));
@@ -193,6 +194,7 @@ kernels::RopeParams rope_params(const ModelSpec& m, bf16* x, int64_t T, const ke
           .S = m.seq_length,
           .num_heads = m.num_attention_heads + m.num_query_groups,
           .head_dim = m.head_dim(),
+          .rotary_dim = m.rotary_dim,
           .row_stride = m.qkv_dim(),
           .base = m.rotary_base,
           .scaling = m.rope_scaling,

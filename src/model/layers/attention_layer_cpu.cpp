@@ -78,8 +78,8 @@ void AttentionLayerCpu::forward(const CpuLayerIO& io) {
     ref::add_row_bias(qkv_.data(), io.optional_weight(decl_.qkv_bias), T, QKV);
   }
   if (m.position_embedding == PositionEmbedding::rope) {
-    ref::rope_forward(qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
-    ref::rope_forward(qkv_.data() + Q, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
+    ref::rope_forward(qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling, nullptr, m.rotary_dim);
+    ref::rope_forward(qkv_.data() + Q, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling, nullptr, m.rotary_dim);
   }
   ref::attention_forward(attn_.data(), lse_.data(), qkv_.data(), batch_.micro_batch_size, S, heads, kv_heads, d,
                          io.dropout ? m.attention_dropout : 0.0f, io.rng, decl_.probs_site);
@@ -98,8 +98,8 @@ void AttentionLayerCpu::backward(const CpuLayerIO& io) {
                           batch_.micro_batch_size, S, heads, kv_heads, d, m.attention_dropout, io.rng,
                           decl_.probs_site);
   if (m.position_embedding == PositionEmbedding::rope) {
-    ref::rope_backward(d_qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling);
-    ref::rope_backward(d_qkv_.data() + Q, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling);
+    ref::rope_backward(d_qkv_.data(), T, S, heads, d, QKV, m.rotary_base, m.rope_scaling, nullptr, m.rotary_dim);
+    ref::rope_backward(d_qkv_.data() + Q, T, S, kv_heads, d, QKV, m.rotary_base, m.rope_scaling, nullptr, m.rotary_dim);
   }
   if (m.qk_layernorm) {
     // Each token's query heads, then key heads, through their norms (the reference's din may not alias dout).
@@ -153,7 +153,7 @@ void AttentionDecodeCpu::forward(const CpuDecodeIO& io) {
   if (m.position_embedding == PositionEmbedding::rope) {
     // q and k heads are contiguous in a QKV row: one rotation at each row's position covers both.
     ref::rope_forward(qkv_.data(), r.T, 1, m.num_attention_heads + m.num_query_groups, m.head_dim(), m.qkv_dim(),
-                      m.rotary_base, m.rope_scaling, r.positions);
+                      m.rotary_base, m.rope_scaling, r.positions, m.rotary_dim);
   }
   ref::kv_cache_append(k_cache_.data(), v_cache_.data(), qkv_.data(), r.positions, shape);
   ref::decode_attention_forward(attn_.data(), qkv_.data(), k_cache_.data(), v_cache_.data(), r.positions, shape);

@@ -61,7 +61,8 @@ void AttentionDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
                                        .shape = shape,
                                        .rope = m.position_embedding == PositionEmbedding::rope,
                                        .base = m.rotary_base,
-                                       .scaling = m.rope_scaling};
+                                       .scaling = m.rope_scaling,
+                                       .rotary_dim = m.rotary_dim};
   const bf16* bias = io.optional_weight(decl_.qkv_bias);
   if (m.qk_layernorm) {
     // The norms come between the projection and RoPE: in place on the query heads, then on the key heads.
