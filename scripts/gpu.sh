@@ -302,6 +302,10 @@ if want parity; then
     "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_bias" \
       --override model.add_bias_linear=true 2>&1 | tee "$OUT/hf_parity_bias.txt" | tail -8
     record "HF transformers parity (Llama biases)" "rc=${PIPESTATUS[0]}"
+    # Phi-3: RoPE on 48 of each head's 64 dimensions (model.rotary_percent); checkpoints load as Phi3ForCausalLM.
+    "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_phi3" \
+      --override model.rotary_percent=0.75 2>&1 | tee "$OUT/hf_parity_phi3.txt" | tail -8
+    record "HF transformers parity (Phi-3 partial rotary)" "rc=${PIPESTATUS[0]}"
     "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --recipe moe/tiny_moe \
       --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_qwen3_moe" --override model.qk_layernorm=true \
       "model.moe_layer_freq=[1,1,0,1]" 2>&1 | tee "$OUT/hf_parity_qwen3_moe.txt" | tail -8

@@ -27,6 +27,7 @@ nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& 
   if (architecture == "Qwen3ForCausalLM") return hf_qwen3_config(spec, torch_dtype);
   if (architecture == "Qwen3MoeForCausalLM") return hf_qwen3_moe_config(spec, torch_dtype);
   if (architecture == "Qwen2MoeForCausalLM") return hf_qwen2_moe_config(spec, torch_dtype);
+  if (architecture == "Phi3ForCausalLM") return hf_phi3_config(spec, torch_dtype);
   if (architecture == "MixtralForCausalLM") return hf_mixtral_config(spec, torch_dtype);
   if (architecture == "NemotronHForCausalLM") return hf_nemotron_h_config(spec, torch_dtype);
   return nullptr;
@@ -59,6 +60,10 @@ void set_hf_mistral_sliding_window(nlohmann::json& config, int64_t sliding_windo
   if (config.is_null()) return;
   SG_CHECK(sliding_window > 0,
            strprintf("set_hf_mistral_sliding_window: %lld is not positive", static_cast<long long>(sliding_window)));
+  if (config.value("model_type", "") == "phi3") {  // Phi3Config has the key itself
+    config["sliding_window"] = sliding_window;
+    return;
+  }
   SG_CHECK(config.value("model_type", "") == "llama" && !config.value("attention_bias", false) &&
                !config.value("mlp_bias", false),
            "set_hf_mistral_sliding_window: not a Llama config.json without biases: " + config.dump());
@@ -83,7 +88,33 @@ int64_t original_max_position_embeddings(const ref::RopeScaling& scaling) {
   return static_cast<int64_t>(v);
 }
 
+// Llama's config of `llama` (the model without what `architecture` always has) as that class, without the keys
+// only LlamaConfig has.
+nlohmann::json llama_config_as(const model::ModelSpec& llama, const std::string& torch_dtype, const char* architecture,
+                               const char* model_type) {
+  nlohmann::json c = hf_llama_config(llama, torch_dtype);
+  for (const char* key : {"rope_scaling", "mlp_bias", "attention_bias", "pretraining_tp"}) c.erase(key);
+  c["architectures"] = {architecture};
+  c["model_type"] = model_type;
+  return c;
+}
+
 }  // namespace
+
+nlohmann::json hf_phi3_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
+  detail::require_hf_architecture(spec, "Phi3ForCausalLM", "not a Phi-3 model (model.rotary_percent=1)");
+  // Llama's config (head_dim included: Phi3's attention and RoPE read it where set) with Phi3's keys.
+  model::ModelSpec llama = spec;
+  llama.rotary_dim = 0;
+  nlohmann::json c = llama_config_as(llama, torch_dtype, "Phi3ForCausalLM", "phi3");
+  c["partial_rotary_factor"] = spec.rotary_share();
+  // hidden_dropout is Phi3's dropout of each layer's output before the residual add; the embedding has none.
+  c["resid_pdrop"] = std::stod(strprintf("%g", spec.hidden_dropout));
+  c["embd_pdrop"] = 0.0;
+  c["pad_token_id"] = nullptr;  // Phi3Config's default, 32000, may be outside the vocabulary
+  c["sliding_window"] = nullptr;
+  return c;
+}
 
 nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
   detail::require_hf_architecture(spec, "MixtralForCausalLM", "not a Mixtral model");
@@ -91,10 +122,7 @@ nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string
   // transformers computes its own only with output_router_logits.
   model::ModelSpec dense = spec;
   dense.num_moe_experts = 0;
-  nlohmann::json c = hf_llama_config(dense, torch_dtype);
-  for (const char* key : {"rope_scaling", "mlp_bias", "attention_bias", "pretraining_tp"}) c.erase(key);
-  c["architectures"] = {"MixtralForCausalLM"};
-  c["model_type"] = "mixtral";
+  nlohmann::json c = llama_config_as(dense, torch_dtype, "MixtralForCausalLM", "mixtral");
   c["intermediate_size"] = spec.moe_ffn_hidden_size;
   c["num_local_experts"] = spec.num_moe_experts;
   c["num_experts_per_tok"] = spec.moe_router_topk;

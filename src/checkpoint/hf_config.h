@@ -31,12 +31,17 @@ nlohmann::json hf_qwen3_moe_config(const model::ModelSpec& spec, const std::stri
 // softmax routing, q, k and v biased or not (qkv_bias), dense blocks in mlp_only_layers.
 nlohmann::json hf_qwen2_moe_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
+// Phi3Config (Phi3ForCausalLM): a Llama whose RoPE rotates a share of each head (model.rotary_percent, written as
+// partial_rotary_factor); its files fuse q, k, v and gate, up (checkpoint/hf_fused_tensors.h).
+nlohmann::json hf_phi3_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
+
 // MixtralConfig (MixtralForCausalLM) for GPT blocks whose MLPs are all softmax-routed MoE without a
 // shared expert or expert bias (model::hf_architecture says why not otherwise).
 nlohmann::json hf_mixtral_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
 // config.json for the architecture the model picks (model::hf_architecture): LlamaConfig for GPT blocks
-// of attention and dense MLP, Qwen2Config, Qwen3Config, Qwen3MoeConfig, MixtralConfig, NemotronHConfig for hybrid patterns; null when no
+// of attention and dense MLP, Qwen2Config, Qwen3Config, Qwen3MoeConfig, Phi3Config, MixtralConfig, NemotronHConfig
+// for hybrid patterns; null when no
 // transformers class loads this model yet (the checkpoint folder then has no config.json; it still
 // resumes training).
 nlohmann::json hf_model_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
@@ -57,9 +62,10 @@ bool is_hf_token_id_value(const nlohmann::json& value);
 // Sets max_position_embeddings (the hf_*_config functions write model.seq_length). A null config stays null.
 void set_hf_max_position_embeddings(nlohmann::json& config, int64_t max_position_embeddings);
 
-// Makes a Llama config.json (hf_llama_config's, without biases) a Mistral one with this sliding_window: the model
-// started from a Mistral folder with a window keeps it, so transformers runs it as the folder's model beyond the
-// window too. A null config stays null; sg::Error (an internal check) for another class or a window not positive.
+// Makes a Llama config.json (hf_llama_config's, without biases) a Mistral one with this sliding_window, or sets a
+// Phi-3 one's: the model started from a Mistral or Phi-3 folder with a window keeps it, so transformers runs it as
+// the folder's model beyond the window too. A null config stays null; sg::Error (an internal check) for another
+// class or a window not positive.
 void set_hf_mistral_sliding_window(nlohmann::json& config, int64_t sliding_window);
 
 namespace detail {

@@ -7,18 +7,7 @@
 namespace sg::checkpoint {
 namespace {
 
-struct FusedTensor {
-  const char* suffix;
-  std::vector<const char*> parts;  // stacked by rows, in this order
-};
-
-const std::vector<FusedTensor>& fused_tensors(const std::string& model_type) {
-  static const std::vector<FusedTensor> phi3 = {
-      {"self_attn.qkv_proj.weight", {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}},
-      {"mlp.gate_up_proj.weight", {"mlp.gate_proj.weight", "mlp.up_proj.weight"}}};
-  static const std::vector<FusedTensor> none;
-  return model_type == "phi3" ? phi3 : none;
-}
+using FusedTensor = HfFusedTensor;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -32,11 +21,19 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+const std::vector<HfFusedTensor>& hf_fused_tensors(const std::string& model_type) {
+  static const std::vector<HfFusedTensor> phi3 = {
+      {"self_attn.qkv_proj.weight", {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}},
+      {"mlp.gate_up_proj.weight", {"mlp.gate_proj.weight", "mlp.up_proj.weight"}}};
+  static const std::vector<HfFusedTensor> none;
+  return model_type == "phi3" ? phi3 : none;
+}
+
 void split_fused_tensors(const std::string& model_type, const model::ModelLayout& layout,
                          std::map<std::string, const SafetensorsFile::Entry*>& found,
                          std::map<std::string, std::string>& file_of, std::deque<SafetensorsFile::Entry>& parts,
                          std::vector<std::string>& diffs) {
-  const std::vector<FusedTensor>& fusions = fused_tensors(model_type);
+  const std::vector<FusedTensor>& fusions = hf_fused_tensors(model_type);
   if (fusions.empty()) return;
   std::map<std::string, std::vector<int64_t>> layout_shape;
   for (const auto& t : layout.tensors()) layout_shape[t.name] = t.shape;

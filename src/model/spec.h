@@ -1,6 +1,7 @@
 #pragma once
 // The model's shapes and options, independent of how the config was written (train/ builds it from
 // the Megatron-Bridge style config). Everything the model plans memory from is here.
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -92,6 +93,14 @@ struct ModelSpec {
   int64_t kv_dim() const { return head_dim() * num_query_groups; }
   int64_t qkv_dim() const { return q_dim() + 2 * kv_dim(); }
   int64_t rope_rotated_dims() const { return ref::rope_rotated_dims(head_dim(), rotary_dim); }
+  // The share of each head RoPE rotates, as Megatron's rotary_percent and HF's partial_rotary_factor: the smallest
+  // double whose int(head_dim x share) (how both count the rotated dimensions) gives back rope_rotated_dims().
+  double rotary_share() const {
+    const auto d = static_cast<double>(head_dim());
+    double share = static_cast<double>(rope_rotated_dims()) / d;
+    while (static_cast<int64_t>(d * share) < rope_rotated_dims()) share = std::nextafter(share, 2.0);
+    return share;
+  }
   // The Mamba mixer's widths: heads, d_inner = heads * head_dim, the conv channels xBC = d_inner +
   // 2 groups * state, and the in_proj output [z | xBC | dt].
   int64_t mamba_heads() const {

@@ -192,11 +192,15 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
                 "model.gated_linear_unit=true)");
   }
   if (spec.rotary_dim != 0) {
-    // Phi3ForCausalLM rotates a share (partial_rotary_factor), with q, k and v fused: not written here yet.
-    return none(
-        strprintf("the transformers classes stepgraph writes rotate every dimension of a head, and this "
-                  "model's RoPE rotates %lld of %lld (model.rotary_percent)",
-                  static_cast<long long>(spec.rotary_dim), static_cast<long long>(spec.head_dim())));
+    // Phi3: Llama's blocks, RoPE on a share of each head (partial_rotary_factor); no biases, norms or experts.
+    const std::string phi3 = "Phi3ForCausalLM";
+    const std::string why = strprintf(", and only it rotates a share of each head (model.rotary_percent: %lld of %lld)",
+                                      static_cast<long long>(spec.rotary_dim), static_cast<long long>(spec.head_dim()));
+    if (moe) return none(phi3 + " has no experts" + why);
+    if (spec.add_bias_linear || spec.add_qkv_bias) return none(phi3 + " has no linear biases" + why);
+    if (spec.qk_layernorm) return none(phi3 + " has no query and key norms (model.qk_layernorm=true)" + why);
+    if (spec.rope_scaling.enabled()) return none(phi3 + " has no Llama 3 rope scaling (model.rope_scaling)" + why);
+    return phi3;
   }
   if (spec.add_bias_linear) {
     // Llama's attention_bias and mlp_bias: a bias on q, k, v, o_proj, gate_proj, up_proj and down_proj.

@@ -8,6 +8,7 @@
 #include "checkpoint/durable_io.h"
 #include "checkpoint/file_checksum.h"
 #include "checkpoint/hf_config.h"
+#include "checkpoint/hf_fused_tensors.h"
 #include "checkpoint/hf_import.h"
 #include "checkpoint/python_json.h"
 #include "config/model_config.h"
@@ -163,6 +164,11 @@ std::vector<Ref> tensors_of(const model::ModelLayout& layout, Ptr base, TensorDt
     out.push_back(std::move(r));
   }
   return out;
+}
+
+// config.json's model_type ("" without one: no transformers class loads the model).
+std::string hf_model_type(const nlohmann::json& model_config) {
+  return model_config.is_object() ? model_config.value("model_type", "") : "";
 }
 
 constexpr const char* kSamplesBaselineKey = "samples_baseline";  // extra's SamplesBaseline (absent: {0, 0})
@@ -336,13 +342,14 @@ std::optional<CheckpointSource> resumed_checkpoint_source(const std::string& fol
                   what, path.c_str(), key, positions.dump().c_str()));
   }
   CheckpointSource source = source_of(folder, config_json, positions.get<int64_t>(), path, what);
-  // A save of a run started from a Mistral folder with a window: the window carries over too.
-  if (config_json.is_object() && config_json.value("model_type", nlohmann::json()) == "mistral") {
+  // A save of a run started from a Mistral or Phi-3 folder with a window: the window carries over too.
+  const std::string model_type = hf_model_type(config_json);
+  if (model_type == "mistral" || model_type == "phi3") {
     const nlohmann::json window = config_json.value("sliding_window", nlohmann::json());
     if (!window.is_null() && (!window.is_number_integer() || window.get<int64_t>() <= 0)) {
       throw Error(
           strprintf("%s: %s: sliding_window = %s is not a positive integer or null; restore the file from a "
-                    "backup, or set it to the window of the Mistral folder the run started from",
+                    "backup, or set it to the window of the Mistral or Phi-3 folder the run started from",
                     what, path.c_str(), window.dump().c_str()));
     }
     if (!window.is_null()) source.sliding_window = window.get<int64_t>();
@@ -363,8 +370,10 @@ std::string save_checkpoint(const std::string& dir, const config::Config& config
 
   checkpoint::TrainingCheckpoint ckpt;
   const auto* bf16_base = reinterpret_cast<const uint8_t*>(bf16.data());
-  ckpt.model = tensors_of<TensorRef>(layout, bf16_base, TensorDtype::BF16, 2);
   ckpt.model_config = checkpoint::hf_model_config(layout.spec, "bfloat16");
+  // As the config's class reads them (Phi3's q, k, v and gate, up fused); the optimizer's files keep the model's.
+  ckpt.model = checkpoint::fuse_hf_tensors(hf_model_type(ckpt.model_config),
+                                           tensors_of<TensorRef>(layout, bf16_base, TensorDtype::BF16, 2), 2);
   set_export_keys(ckpt.model_config, layout.spec, exported);
   ckpt.main_params = tensors_of<TensorRef>(layout, reinterpret_cast<const uint8_t*>(state.main_weights.data()),
                                            TensorDtype::F32, 4);
@@ -414,7 +423,8 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const config::Config& 
   // derived from the fp32 main weights, are only checked.
   checkpoint::TrainingCheckpointDest expected;
   uint8_t* const none = nullptr;
-  expected.model = tensors_of<TensorDest>(layout, none, TensorDtype::BF16, 2);
+  expected.model = checkpoint::fuse_hf_tensors(hf_model_type(checkpoint::hf_model_config(layout.spec, "bfloat16")),
+                                               tensors_of<TensorDest>(layout, none, TensorDtype::BF16, 2), 2);
   expected.main_params = tensors_of<TensorDest>(layout, none, TensorDtype::F32, 4);
   expected.exp_avg = expected.main_params;
   expected.exp_avg_sq = expected.main_params;

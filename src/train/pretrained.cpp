@@ -310,9 +310,8 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
     d.differ("model.rotary_base", "rope_theta", num(s.rotary_base), num(m.rotary_base));
   if (!nemotron_h && config::resolved_rotary_dim(m) != s.rotary_dim) {
     // The folder's share as a percent that gives back its count (all 17 digits: int() truncates).
-    const double share =
-        s.rotary_dim == 0 ? 1.0 : static_cast<double>(s.rotary_dim) / static_cast<double>(s.head_dim());
-    d.differ("model.rotary_percent", "partial_rotary_factor", strprintf("%.17g", share), num(m.rotary_percent));
+    d.differ("model.rotary_percent", "partial_rotary_factor", strprintf("%.17g", s.rotary_share()),
+             num(m.rotary_percent));
   }
   if (!same(m.layernorm_epsilon, s.layernorm_epsilon)) {
     d.differ("model.layernorm_epsilon", nemotron_h ? "layer_norm_epsilon" : "rms_norm_eps", num(s.layernorm_epsilon),

@@ -80,13 +80,33 @@ def inv_frequencies(head_dim: int, theta: float, llama3: dict | None) -> np.ndar
     return np.where(medium, (1 - smooth) * inv / factor + smooth * inv, out)
 
 
+def read_safetensors(path: str) -> dict[str, np.ndarray]:
+    """F32 and BF16 tensors as float64 (numpy has no bfloat16: its bits are a float32's upper half)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    header_len = int.from_bytes(data[:8], "little")
+    header, base = json.loads(data[8:8 + header_len]), 8 + header_len
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = (base + o for o in e["data_offsets"])
+        if e["dtype"] == "F32":
+            values = np.frombuffer(data[begin:end], dtype="<f4")
+        elif e["dtype"] == "BF16":
+            values = (np.frombuffer(data[begin:end], dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            raise AssertionError(f"{path}: {name} is {e['dtype']}")
+        out[name] = values.reshape(e["shape"]).astype(np.float64)
+    return out
+
+
 class ReferenceLlama:
     def __init__(self, folder: str, scaled: bool = True, partial: bool = True):
-        from safetensors.numpy import load_file
         with open(os.path.join(folder, "config.json")) as f:
             self.config = json.load(f)
         c = self.config
-        self.w = {k: v.astype(np.float64) for k, v in load_file(os.path.join(folder, "model.safetensors")).items()}
+        self.w = read_safetensors(os.path.join(folder, "model.safetensors"))
         self.heads, self.kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
         self.head_dim = c["hidden_size"] // self.heads
         self.split_phi3_tensors()
@@ -210,6 +230,27 @@ class HfReferenceGenerate(unittest.TestCase):
         reference = ReferenceLlama(folder)
         self.assertEqual((reference.head_dim, reference.rotary_dim), (16, 12))
         self.assertIn("model.layers.0.self_attn.q_proj.weight", reference.w)
+        self.expect_reference_tokens(folder, reference, ReferenceLlama(folder, partial=False), "partial rotary")
+
+    def test_phi3_partial_rotary_save(self):
+        """What stepgraph saves after training a partial-rotary model (Phi3Config, q, k, v and gate, up fused) is the
+        same Phi-3 for the reference: stepgraph's tokens from the saved folder are the reference's."""
+        source = os.path.join(self.dir, "phi3_source")
+        run(sys.executable, MAKE_HF, "--out", source, *SHAPE[:SHAPE.index("--tied")], "--phi3", "0",
+            "--partial-rotary", "0.75")
+        saves = os.path.join(self.dir, "saves")
+        run(STEPGRAPH, "train", "llama/tiny", f"checkpoint.pretrained_checkpoint={source}", "model.num_layers=0",
+            "model.hidden_size=0", "model.num_attention_heads=0", "model.num_query_groups=null",
+            "model.ffn_hidden_size=null", "model.vocab_size=null", "model.seq_length=16", "dataset.seq_length=16",
+            "train.micro_batch_size=2", "train.global_batch_size=2", "train.train_iters=2", "optimizer.lr=1e-3",
+            "scheduler.lr_warmup_iters=0",
+            "model.rotary_percent=0.75", f"checkpoint.save={saves}", "--cpu", "--plain",
+            "--run-dir", os.path.join(self.dir, "run"))
+        folder = os.path.join(saves, "iter_0000002")
+        reference = ReferenceLlama(folder)
+        self.assertEqual(reference.config["model_type"], "phi3")
+        self.assertEqual(reference.rotary_dim, 12)
+        self.assertIn("model.layers.0.self_attn.q_proj.weight", reference.w)  # split from the saved qkv_proj
         self.expect_reference_tokens(folder, reference, ReferenceLlama(folder, partial=False), "partial rotary")
 
 

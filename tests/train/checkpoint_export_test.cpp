@@ -21,7 +21,10 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/file_checksum.h"
 #include "checkpoint/hf_import.h"
+#include "checkpoint/safetensors.h"
 #include "config/config.h"
+#include "gpu_test_util.h"
+#include "model/layer_registry.h"
 #include "process_util.h"
 #include "test_dir.h"
 #include "test_util.h"
@@ -222,6 +225,43 @@ TEST(CheckpointExport, AMistralSourcesWindowIsKeptInEverySave) {
   const nlohmann::json from_phi3 = read_json(dir / "ck_phi3" / "iter_0000002" / "config.json");
   EXPECT_EQ(from_phi3["model_type"], "mistral") << from_phi3.dump();
   EXPECT_EQ(from_phi3["sliding_window"], 16) << from_phi3.dump();
+  fs::remove_all(dir);
+}
+
+// A run from a Phi-3 folder with partial rotary (Phi-4-mini's partial_rotary_factor 0.75) and a window saves Phi-3
+// folders: Phi3Config with the share and the window, q, k, v and gate, up fused in model.safetensors as Phi3's files
+// hold them. The save resumes, its resumed saves keep the window, and the folder reads back as the model trained: its
+// fused weights are the optimizer's fp32 ones rounded to bf16 and split again.
+TEST(CheckpointExport, APartialRotaryRunSavesPhi3FoldersThatReadBack) {
+  const fs::path dir = test::fresh_test_dir("sg_checkpoint_export_phi3");
+  const std::string hf = make_hf_folder(dir / "hf", "--phi3 16 --partial-rotary 0.75");
+  const std::string ck = (dir / "ck").string();
+  const config::Config first =
+      tiny_config({"checkpoint.pretrained_checkpoint=" + hf, "checkpoint.save=" + ck, "model.rotary_percent=0.75"});
+  run(first, dir / "run");
+  const auto expect_phi3 = [&](const std::string& iteration) {
+    const fs::path folder = dir / "ck" / iteration;
+    const nlohmann::json saved = read_json(folder / "config.json");
+    EXPECT_EQ(saved["model_type"], "phi3") << iteration << ": " << saved.dump();
+    EXPECT_EQ(saved["partial_rotary_factor"], 0.75) << iteration;
+    EXPECT_EQ(saved["sliding_window"], 16) << iteration;
+    const checkpoint::SafetensorsFile model((folder / "model.safetensors").string());
+    EXPECT_NE(model.find("model.layers.1.self_attn.qkv_proj.weight"), nullptr) << iteration;
+    EXPECT_NE(model.find("model.layers.1.mlp.gate_up_proj.weight"), nullptr) << iteration;
+    EXPECT_EQ(model.find("model.layers.1.self_attn.q_proj.weight"), nullptr) << iteration;
+    const checkpoint::HfModelConfig back = checkpoint::read_hf_config(folder.string());
+    EXPECT_EQ(back.spec.rotary_dim, 6) << iteration;
+    EXPECT_EQ(back.sliding_window, 16) << iteration;
+    // The bf16 file's weights, split again, are the fp32 main weights rounded.
+    const model::ModelLayout layout = model::model_layout(back.spec);
+    std::vector<float> bf16_weights, main_weights;
+    checkpoint::load_hf_weights(folder.string(), layout, bf16_weights, checkpoint::WeightSource::model, "test");
+    checkpoint::load_hf_weights(folder.string(), layout, main_weights, checkpoint::WeightSource::main_params, "test");
+    EXPECT_EQ(bf16_weights, test::round_bf16(main_weights)) << iteration;
+  };
+  expect_phi3("iter_0000002");
+  run(resumed_from(first, ck, 3), dir / "run");
+  expect_phi3("iter_0000003");
   fs::remove_all(dir);
 }
 
