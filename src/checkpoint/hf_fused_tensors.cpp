@@ -9,10 +9,6 @@ namespace {
 
 using FusedTensor = HfFusedTensor;
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::vector<std::string> dims;
   for (const int64_t d : shape) dims.push_back(std::to_string(d));
@@ -40,12 +36,12 @@ void split_fused_tensors(const std::string& model_type, const model::ModelLayout
   std::vector<std::string> fused_names;
   for (const auto& [name, entry] : found) {
     for (const FusedTensor& f : fusions) {
-      if (ends_with(name, f.suffix)) fused_names.push_back(name);
+      if (name.ends_with(f.suffix)) fused_names.push_back(name);
     }
   }
   for (const std::string& name : fused_names) {
-    const FusedTensor& f = *std::find_if(fusions.begin(), fusions.end(),
-                                         [&](const FusedTensor& x) { return ends_with(name, x.suffix); });
+    const FusedTensor& f =
+        *std::find_if(fusions.begin(), fusions.end(), [&](const FusedTensor& x) { return name.ends_with(x.suffix); });
     const std::string prefix = name.substr(0, name.size() - std::string(f.suffix).size());
     const SafetensorsFile::Entry& fused = *found.at(name);
     // The layout's parts stacked: rows summed, the same columns.

@@ -34,14 +34,11 @@ template <class Tensor>
 std::vector<Tensor> fuse_hf_tensors(const std::string& model_type, const std::vector<Tensor>& tensors,
                                     size_t element_size) {
   const std::vector<HfFusedTensor>& fusions = hf_fused_tensors(model_type);
-  const auto ends_with = [](const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
   std::vector<Tensor> out;
   for (size_t i = 0; i < tensors.size();) {
     const HfFusedTensor* fusion = nullptr;
     for (const HfFusedTensor& f : fusions) {
-      if (ends_with(tensors[i].name, f.parts[0])) fusion = &f;
+      if (tensors[i].name.ends_with(f.parts[0])) fusion = &f;
     }
     if (fusion == nullptr) {
       out.push_back(tensors[i++]);

@@ -56,7 +56,7 @@ int64_t read_rotary_dim(const ConfigReader& c, int64_t head_dim) {
   read(j, "partial_rotary_factor");
   if (j.contains("rope_parameters")) read(j["rope_parameters"], "rope_parameters.partial_rotary_factor");
   if (!factor || *factor == 1.0) return 0;
-  const auto rotated = static_cast<int64_t>(static_cast<double>(head_dim) * *factor);  // Python's int()
+  const int64_t rotated = model::ModelSpec::rotary_dims_of_share(head_dim, *factor);
   if (!(*factor > 0.0 && *factor < 1.0) || rotated < 2 || rotated % 2 != 0) {
     c.fail(key, strprintf("= %g rotates int(head_dim %lld x %g) = %lld dimensions of each head: it must be in (0, 1] "
                           "and give an even count of at least 2",

@@ -26,7 +26,7 @@ int64_t resolved_moe_ffn_hidden_size(const ModelConfig& m) {
 int64_t resolved_rotary_dim(const ModelConfig& m) {
   if (m.rotary_percent == 1.0 || m.num_attention_heads <= 0) return 0;
   const int64_t head_dim = m.kv_channels.value_or(m.hidden_size / m.num_attention_heads);
-  return static_cast<int64_t>(static_cast<double>(head_dim) * m.rotary_percent);  // Python's int(): toward zero
+  return model::ModelSpec::rotary_dims_of_share(head_dim, m.rotary_percent);
 }
 
 std::string resolved_position_embedding_type(const ModelConfig& m) {

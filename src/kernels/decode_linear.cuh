@@ -65,7 +65,6 @@ SG_HOST_DEVICE int64_t qkv_pair_column(const Args& a, int64_t p, bool second) {
 SG_HOST_DEVICE int64_t qkv_unpaired_column(const Args& a, int64_t u) {
   const int64_t d = a.qkv.shape.head_dim, rd = qkv_rotated_dims(a);
   const int64_t rotated_heads = a.qkv.shape.heads + a.qkv.shape.kv_heads, pass = d - rd;  // pass: even
-  if (rd == 0) return u;
   if (u < rotated_heads * pass) return u / pass * d + rd + u % pass;
   return rotated_heads * d + (u - rotated_heads * pass);
 }
@@ -434,8 +433,8 @@ inline void check_params(const DecodeLinearParams& p) {
              strprintf("%s: the QKV epilogue's shape has T = %lld and a row of %lld; the call %lld rows of N = %lld",
                        op, static_cast<long long>(s.T), static_cast<long long>(s.qkv_width()),
                        static_cast<long long>(p.T), static_cast<long long>(p.N)));
-    SG_CHECK(!p.qkv.rope || (s.head_dim % 2 == 0 && p.qkv.scaling.valid() && p.qkv.rotary_dim >= 0 &&
-                             p.qkv.rotary_dim % 2 == 0 && p.qkv.rotary_dim <= s.head_dim),
+    SG_CHECK(!p.qkv.rope || (s.head_dim % 2 == 0 && p.qkv.scaling.valid() &&
+                             ref::rope_rotary_dim_valid(s.head_dim, p.qkv.rotary_dim)),
              strprintf("%s: RoPE needs an even head_dim (got %lld), valid scaling and a rotary_dim of 0 (the whole "
                        "head) or even and at most head_dim (got %lld)",
                        op, static_cast<long long>(s.head_dim), static_cast<long long>(p.qkv.rotary_dim)));

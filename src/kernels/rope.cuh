@@ -293,7 +293,7 @@ void run(const Launch& launch, const RopeParams& p) {
                      "inv_freq table lives in shared memory; num_heads * head_dim < 2^31: 32-bit row offsets)",
                      op, static_cast<long long>(p.num_heads), static_cast<long long>(p.head_dim),
                      static_cast<long long>(kMaxHeadDim)));
-  SG_CHECK(p.rotary_dim >= 0 && p.rotary_dim % 2 == 0 && p.rotary_dim <= p.head_dim,
+  SG_CHECK(ref::rope_rotary_dim_valid(p.head_dim, p.rotary_dim),
            strprintf("%s: rotary_dim=%lld must be 0 (the whole head) or even and at most head_dim=%lld", op,
                      static_cast<long long>(p.rotary_dim), static_cast<long long>(p.head_dim)));
   const ref::RopeScaling& sc = p.scaling;

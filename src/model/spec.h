@@ -96,10 +96,14 @@ struct ModelSpec {
   // The share of each head RoPE rotates, as Megatron's rotary_percent and HF's partial_rotary_factor: the smallest
   // double whose int(head_dim x share) (how both count the rotated dimensions) gives back rope_rotated_dims().
   double rotary_share() const {
-    const auto d = static_cast<double>(head_dim());
-    double share = static_cast<double>(rope_rotated_dims()) / d;
-    while (static_cast<int64_t>(d * share) < rope_rotated_dims()) share = std::nextafter(share, 2.0);
+    double share = static_cast<double>(rope_rotated_dims()) / static_cast<double>(head_dim());
+    while (rotary_dims_of_share(head_dim(), share) < rope_rotated_dims()) share = std::nextafter(share, 2.0);
     return share;
+  }
+  // The dimensions a share of a head rotates, as Megatron's RotaryEmbedding and transformers count them: Python's
+  // int(head_dim x share), toward zero.
+  static int64_t rotary_dims_of_share(int64_t head_dim, double share) {
+    return static_cast<int64_t>(static_cast<double>(head_dim) * share);
   }
   // The Mamba mixer's widths: heads, d_inner = heads * head_dim, the conv channels xBC = d_inner +
   // 2 groups * state, and the in_proj output [z | xBC | dt].

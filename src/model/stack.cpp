@@ -35,7 +35,7 @@ void validate_model_spec(const ModelSpec& s) {
            strprintf("model.attention_dropout = %g: must be in [0, 1)", static_cast<double>(s.attention_dropout)));
   SG_CHECK(s.hidden_dropout >= 0.0f && s.hidden_dropout < 1.0f,
            strprintf("model.hidden_dropout = %g: must be in [0, 1)", static_cast<double>(s.hidden_dropout)));
-  SG_CHECK(s.rotary_dim == 0 || (s.rotary_dim > 0 && s.rotary_dim % 2 == 0 && s.rotary_dim <= s.head_dim()),
+  SG_CHECK(ref::rope_rotary_dim_valid(s.head_dim(), s.rotary_dim),
            strprintf("RoPE's rotary dimensions (model.rotary_percent, partial_rotary_factor) are %lld of a head of "
                      "%lld: they must be even and at most the head's",
                      static_cast<long long>(s.rotary_dim), static_cast<long long>(s.head_dim())));

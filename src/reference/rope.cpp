@@ -12,7 +12,7 @@ template <class Real>
 void rope_rotate(Real* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_dim, int64_t row_stride, double base,
                  const RopeScaling& scaling, const int32_t* positions, int64_t rotary_dim, double direction) {
   SG_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim must be positive and even");
-  SG_CHECK(rotary_dim >= 0 && rotary_dim % 2 == 0 && rotary_dim <= head_dim,
+  SG_CHECK(rope_rotary_dim_valid(head_dim, rotary_dim),
            "rope: rotary_dim must be 0 (the whole head) or even and at most head_dim");
   const int64_t rotated = rope_rotated_dims(head_dim, rotary_dim);
   SG_CHECK(S > 0 || positions != nullptr, "rope: seq_length must be positive");

@@ -45,6 +45,10 @@ struct RopeScaling {
 SG_ROPE_HD int64_t rope_rotated_dims(int64_t head_dim, int64_t rotary_dim) {
   return rotary_dim > 0 ? rotary_dim : head_dim;
 }
+// rotary_dim 0 (the whole head), or even, positive and at most head_dim: the pairs (i, i + rotary_dim/2) fit a head.
+SG_ROPE_HD bool rope_rotary_dim_valid(int64_t head_dim, int64_t rotary_dim) {
+  return rotary_dim == 0 || (rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= head_dim);
+}
 
 SG_ROPE_HD double rope_inv_freq(int64_t pair, int64_t head_dim, double base, const RopeScaling& scaling) {
   const double inv_freq = pow(base, -2.0 * static_cast<double>(pair) / static_cast<double>(head_dim));
