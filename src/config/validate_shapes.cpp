@@ -207,7 +207,12 @@ void ShapeChecker::check_rotary_percent() {
     real("model.rotary_percent", m.rotary_percent, 0.0, false, 1.0, true);
     return;
   }
-  if (!has_layers(model::LayerKind::attention) || resolved_position_embedding_type(m) != "rope") {
+  if (!has_layers(model::LayerKind::attention)) {
+    fail("rotary_percent is the share of each attention head RoPE rotates, and this model has no attention layers",
+         {"model.rotary_percent", "model.hybrid_override_pattern"}, "remove model.rotary_percent (or set it to 1.0)");
+    return;
+  }
+  if (resolved_position_embedding_type(m) != "rope") {
     fail("rotary_percent is the share of each head RoPE rotates, and this model's attention has no RoPE",
          {"model.rotary_percent", "model.position_embedding_type"},
          "remove model.rotary_percent (or set it to 1.0), or use position_embedding_type=rope");

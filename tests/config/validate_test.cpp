@@ -185,6 +185,11 @@ const std::vector<RuleCase> kCases = {
      {"model.rotary_percent=0.5", "model.position_embedding_type=none"},
      "model.rotary_percent",
      {"model.rotary_percent=1", "model.position_embedding_type=none"}},
+    {16,  // no attention layers: the pattern is named, not RoPE
+     "hybrid/tiny_hybrid",
+     {"model.rotary_percent=0.5", "model.hybrid_override_pattern=M-M-M-M-"},
+     "model.hybrid_override_pattern",
+     {"model.rotary_percent=1", "model.hybrid_override_pattern=M-M-M-M-"}},
     {16, "llama/tiny", {"model.kv_channels=264"}, "model.kv_channels", {"model.kv_channels=256"}},
     {16,
      "llama/tiny",
