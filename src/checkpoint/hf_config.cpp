@@ -240,7 +240,7 @@ nlohmann::json hf_llama_config(const model::ModelSpec& spec, const std::string& 
   // Built before the list below, with what may throw (a fractional original context): GCC 12's stack-use-after-scope
   // check reports the cleanup of a ?: of braced json temporaries when an element throws inside the outer list.
   nlohmann::json rope_scaling = nullptr;
-  if (spec.rope_scaling.enabled()) {
+  if (spec.rope_scaling.llama3()) {
     const int64_t original_context = original_max_position_embeddings(spec.rope_scaling);
     rope_scaling = {{"rope_type", "llama3"},
                     {"factor", spec.rope_scaling.factor},

@@ -72,6 +72,15 @@ std::optional<int64_t> read_sliding_window(const ConfigReader& c, std::optional<
 // int(head_dim x factor), which must be even, or sg::Error naming the key.
 int64_t read_rotary_dim(const ConfigReader& c, int64_t head_dim);
 
+// A longrope RoPE object (`scaling`, read under `key`: rope_scaling or rope_parameters) of a model rotating
+// `rotated_dims` dimensions of each head (hf_import_longrope.cpp). Phi-3 (`phi3`) takes
+// original_max_position_embeddings from the top level (Phi3Config's, default 4096), as transformers does; the others
+// from the object, else max_position_embeddings. sg::Error naming the key for factor lists that are not one positive
+// number per rotated pair, more pairs than the kernels take (ref::kMaxLongRopePairs), or a factor or attention_factor
+// that is not positive.
+HfLongRope read_longrope(const ConfigReader& c, const nlohmann::json& scaling, const std::string& key,
+                         int64_t rotated_dims, int64_t max_position_embeddings, bool phi3);
+
 // model_type "nemotron_h" (NemotronHForCausalLM: Mamba2, attention without RoPE, squared-ReLU MLPs and, with
 // "moe" layers, NemotronHMoE) into out.spec and out.max_position_embeddings (hf_import_nemotron_h.cpp).
 void read_nemotron_h_config(const ConfigReader& c, HfModelConfig& out);

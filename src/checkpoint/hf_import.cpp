@@ -28,6 +28,7 @@ namespace sg::checkpoint {
 
 namespace fs = std::filesystem;
 using detail::ConfigReader;
+using detail::read_longrope;
 using detail::read_mixtral_experts;
 using detail::read_qwen_attention;
 using detail::read_qwen_moe_experts;
@@ -51,8 +52,11 @@ std::string fmt(double v) {
 
 // RoPE: transformers 5 writes rope_parameters {rope_type, rope_theta, factor, ...}; transformers 4
 // rope_theta and rope_scaling {rope_type (or type), factor, ...}. `default_theta`: the model class's default for a
-// config.json without rope_theta (LlamaConfig 10000, MixtralConfig 1e6).
-void read_rope(const ConfigReader& c, model::ModelSpec& spec, double default_theta) {
+// config.json without rope_theta (LlamaConfig 10000, MixtralConfig 1e6). LongRoPE's object is returned, with its key in
+// `longrope_key`, to be read once the rotated dimensions and max_position_embeddings are known (read_longrope); null
+// for the other types. `phi3`: Phi3Config reads the legacy types "su" and "yarn" as longrope.
+const nlohmann::json* read_rope(const ConfigReader& c, model::ModelSpec& spec, double default_theta, bool phi3,
+                                std::string& longrope_key) {
   const nlohmann::json& j = c.json();
   const nlohmann::json* scaling = nullptr;
   std::string key = "rope_scaling";
@@ -67,7 +71,7 @@ void read_rope(const ConfigReader& c, model::ModelSpec& spec, double default_the
     if (!scaling->is_object()) c.fail(key, "= " + scaling->dump() + ": expected an object or null");
   }
   if (spec.rotary_base <= 0.0) c.fail("rope_theta", "= " + fmt(spec.rotary_base) + ": must be positive");
-  if (scaling == nullptr) return;
+  if (scaling == nullptr) return nullptr;
   std::string type = "default";
   for (const char* name : {"rope_type", "type"}) {
     if (scaling->contains(name) && (*scaling)[name].is_string()) {
@@ -76,11 +80,15 @@ void read_rope(const ConfigReader& c, model::ModelSpec& spec, double default_the
       break;
     }
   }
-  if (type == "default") return;
+  if (type == "default") return nullptr;
+  if (type == "longrope" || (phi3 && (type == "su" || type == "yarn"))) {
+    longrope_key = key.substr(0, key.find('.'));
+    return scaling;
+  }
   if (type != "llama3") {
     c.fail(key, "= \"" + type +
-                    "\": stepgraph implements the default and the llama3 RoPE only (no linear, dynamic, "
-                    "yarn or longrope scaling)");
+                    "\": stepgraph implements the default, llama3 and longrope RoPE only (no linear, dynamic or "
+                    "yarn scaling)");
   }
   auto& s = spec.rope_scaling;
   s.factor = c.number(*scaling, "factor", std::nullopt);
@@ -92,6 +100,7 @@ void read_rope(const ConfigReader& c, model::ModelSpec& spec, double default_the
                           "original_max_position_embeddings %g: needs factor > 0 and 0 < low < high",
                           s.factor, s.low_freq_factor, s.high_freq_factor, s.original_max_position_embeddings));
   }
+  return nullptr;
 }
 
 // config.json's model_type, "" where the folder has none or it is unreadable (read_hf_config reports that).
@@ -309,7 +318,8 @@ HfModelConfig read_hf_config(const std::string& folder) {
   }
   // A key config.json leaves out takes the model class's default, as transformers reads it (save_pretrained writes
   // them all; a hand-written file may not).
-  read_rope(c, s, mixtral ? 1e6 : 10000.0);
+  std::string longrope_key;
+  const nlohmann::json* longrope = read_rope(c, s, mixtral ? 1e6 : 10000.0, phi3, longrope_key);
   if (mixtral) read_mixtral_experts(c, s);
   if (mistral) out.sliding_window = read_sliding_window(c, 4096);
   if (phi3) {
@@ -322,6 +332,10 @@ HfModelConfig read_hf_config(const std::string& folder) {
                                                                      : phi3             ? 4096
                                                                                         : 2048);
   s.seq_length = out.max_position_embeddings;
+  if (longrope != nullptr) {
+    out.longrope = read_longrope(c, *longrope, longrope_key, s.rope_rotated_dims(), out.max_position_embeddings, phi3);
+    s.rope_scaling = out.longrope->scaling_for(s.seq_length);
+  }
   return out;
 }
 

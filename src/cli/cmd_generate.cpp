@@ -254,7 +254,10 @@ const CommandRegistration kRegistration{
       cmd->add_option("--prompt-tokens", args->prompt_tokens,
                       "a prompt as comma-separated token ids instead of text; repeat the flag for a batch")
           ->allow_extra_args(false);
-      cmd->add_option("--max-new-tokens", args->options.max_new_tokens, "tokens to generate per prompt (default 64)")
+      cmd->add_option(
+             "--max-new-tokens", args->options.max_new_tokens,
+             "tokens to generate per prompt (default 64); with LongRoPE (Phi-3.5, Phi-4-mini) the longest prompt plus "
+             "this picks the factor list: the long one past the folder's original_max_position_embeddings")
           ->check(positive_number());
       cmd->add_option("--temperature", args->temperature, "0 = greedy (default); 1e-5 or more samples");
       cmd->add_option("--top-k", args->top_k, "sample among the k most likely tokens (0 = all, default)");

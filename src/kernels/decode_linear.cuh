@@ -26,6 +26,7 @@
 #include "kernels/rope_rotation.cuh"
 #include "kernels/silu.cuh"
 #include "kernels/squared_relu.cuh"
+#include "reference/rope.h"
 #include "reference/rope_frequencies.h"
 
 namespace sg::kernels::decode_linear {
@@ -93,7 +94,8 @@ SG_DEVICE void store_qkv(const Args& a, int64_t t, int64_t column, int64_t pair,
   float value = mine;
   if (pair >= 0) {
     float c, s, out1, out2;
-    rope::cos_sin(pos, ref::rope_inv_freq(pair, qkv_rotated_dims(a), q.base, q.scaling), c, s);
+    rope::cos_sin(pos, ref::rope_inv_freq(pair, qkv_rotated_dims(a), q.base, q.scaling), q.scaling.attention_factor, c,
+                  s);
     rope::rotate(second ? partner : mine, second ? mine : partner, c, s, out1, out2);
     value = second ? out2 : out1;
   }
@@ -433,11 +435,11 @@ inline void check_params(const DecodeLinearParams& p) {
              strprintf("%s: the QKV epilogue's shape has T = %lld and a row of %lld; the call %lld rows of N = %lld",
                        op, static_cast<long long>(s.T), static_cast<long long>(s.qkv_width()),
                        static_cast<long long>(p.T), static_cast<long long>(p.N)));
-    SG_CHECK(!p.qkv.rope || (s.head_dim % 2 == 0 && p.qkv.scaling.valid() &&
-                             ref::rope_rotary_dim_valid(s.head_dim, p.qkv.rotary_dim)),
-             strprintf("%s: RoPE needs an even head_dim (got %lld), valid scaling and a rotary_dim of 0 (the whole "
-                       "head) or even and at most head_dim (got %lld)",
+    SG_CHECK(!p.qkv.rope || (s.head_dim % 2 == 0 && ref::rope_rotary_dim_valid(s.head_dim, p.qkv.rotary_dim)),
+             strprintf("%s: RoPE needs an even head_dim (got %lld) and a rotary_dim of 0 (the whole head) or even and "
+                       "at most head_dim (got %lld)",
                        op, static_cast<long long>(s.head_dim), static_cast<long long>(p.qkv.rotary_dim)));
+    if (p.qkv.rope) ref::check_rope_scaling(op, p.qkv.scaling, ref::rope_rotated_dims(s.head_dim, p.qkv.rotary_dim));
   }
   SG_CHECK(detail::is_aligned(p.x, 16) && detail::is_aligned(p.w, 16),
            strprintf("%s: x (%p) and w (%p) must be 16-byte aligned", op, static_cast<const void*>(p.x),

@@ -31,6 +31,7 @@
 #include "kernels/common.cuh"
 #include "kernels/rope.h"
 #include "kernels/rope_rotation.cuh"
+#include "reference/rope.h"
 #include "reference/rope_frequencies.h"
 
 namespace sg::kernels::rope {
@@ -186,7 +187,7 @@ SG_UNROLL
             const int64_t t = row0 + r;
             const int64_t pos = p.positions != nullptr ? static_cast<int64_t>(p.positions[t]) : t % p.S;
             float c, sn;
-            cos_sin(pos, inv_freq[i], c, sn);
+            cos_sin(pos, inv_freq[i], p.scaling.attention_factor, c, sn);
             const int slot = r * half + table_slot<VEC>(i, groups);
             cos_table[slot] = c;
             sin_table[slot] = kInverse ? -sn : sn;
@@ -236,7 +237,7 @@ SG_KERNEL(kThreads) rope_table_kernel(TableArgs a) {
     const int64_t pos = idx / half;
     const int64_t i = idx - pos * half;
     float c, s;
-    cos_sin(pos, ref::rope_inv_freq(i, p.head_dim, p.base, p.scaling), c, s);
+    cos_sin(pos, ref::rope_inv_freq(i, p.head_dim, p.base, p.scaling), p.scaling.attention_factor, c, s);
     float* row = p.cos_sin + pos * 2 * half;
     row[i] = c;
     row[half + i] = s;
@@ -247,9 +248,7 @@ SG_KERNEL(kThreads) rope_table_kernel(TableArgs a) {
 inline void check_table(const char* op, const RopeParams& p) {
   const RopeTable& t = p.table;
   const ref::RopeScaling &a = t.scaling, &b = p.scaling;
-  const bool same_scaling = a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
-                            a.high_freq_factor == b.high_freq_factor &&
-                            a.original_max_position_embeddings == b.original_max_position_embeddings;
+  const bool same_scaling = a.same_as(b);
   SG_CHECK(
       p.positions == nullptr && p.S <= t.positions && t.head_dim == rotated_dims(p) && t.base == p.base && same_scaling,
       strprintf("%s: the cos/sin table (positions=%lld head_dim=%lld base=%g scaling factor=%g) does not serve "
@@ -296,11 +295,7 @@ void run(const Launch& launch, const RopeParams& p) {
   SG_CHECK(ref::rope_rotary_dim_valid(p.head_dim, p.rotary_dim),
            strprintf("%s: rotary_dim=%lld must be 0 (the whole head) or even and at most head_dim=%lld", op,
                      static_cast<long long>(p.rotary_dim), static_cast<long long>(p.head_dim)));
-  const ref::RopeScaling& sc = p.scaling;
-  SG_CHECK(sc.valid(),
-           strprintf("%s: Llama 3 RoPE scaling needs 0 < low_freq_factor < high_freq_factor and "
-                     "original_max_position_embeddings > 0 (got %g, %g, %g)",
-                     op, sc.low_freq_factor, sc.high_freq_factor, sc.original_max_position_embeddings));
+  ref::check_rope_scaling(op, p.scaling, rotated_dims(p));
   if (reads_table(p)) check_table(op, p);
   if (p.T == 0) return;
   // 16-byte chunks need 8 | d/2 (x2 = x1 + d/2 aligned), 8 | head_dim (every head start aligned), 8 | row_stride
@@ -323,11 +318,12 @@ RopeTable run_table_build(const Launch& launch, const RopeTableParams& p) {
   SG_CHECK(p.cos_sin != nullptr && detail::is_aligned(p.cos_sin, 16),
            "rope_table_build: cos_sin is null or not 16-byte aligned");
   SG_CHECK(p.positions > 0 && p.positions < (int64_t{1} << 31) && p.head_dim > 0 && p.head_dim % 2 == 0 &&
-               p.head_dim <= kMaxHeadDim && p.base > 0.0 && p.scaling.valid(),
+               p.head_dim <= kMaxHeadDim && p.base > 0.0,
            strprintf("rope_table_build: bad table positions=%lld head_dim=%lld base=%g (need 0 < positions < 2^31, "
-                     "even head_dim <= %lld, base > 0, valid Llama 3 scaling)",
+                     "even head_dim <= %lld, base > 0)",
                      static_cast<long long>(p.positions), static_cast<long long>(p.head_dim), p.base,
                      static_cast<long long>(kMaxHeadDim)));
+  ref::check_rope_scaling("rope_table_build", p.scaling, p.head_dim);
   int64_t blocks = detail::ceil_div(p.positions * (p.head_dim / 2), kThreads);
   blocks = blocks < kMaxBlocks ? blocks : kMaxBlocks;
   const TableArgs a{.p = p, .grid_threads = blocks * kThreads};

@@ -1,10 +1,11 @@
 #pragma once
 // Rotary position embedding (HF rotate-half), in place on bf16 activations. CPU twin: reference/rope.h.
-// For head dim d and pair i < d/2: freq_i = rope_inv_freq(i, d, base, scaling) (base^(-2i/d), or the
-// Llama 3 scaled frequency: reference/rope_frequencies.h), angle = pos * freq_i with pos = t % S, or
+// For head dim d and pair i < d/2: freq_i = rope_inv_freq(i, d, base, scaling) (base^(-2i/d), or the Llama 3 or
+// LongRoPE scaled frequency: reference/rope_frequencies.h), angle = pos * freq_i with pos = t % S, or
 // pos = positions[t] read from device memory when `positions` is given (decoding: one graph serves
 // every step because the positions are read at run time);
-// out[i] = x1 cos - x2 sin, out[i + d/2] = x2 cos + x1 sin (x1 = x[i], x2 = x[i + d/2]); math in fp32.
+// out[i] = x1 cos - x2 sin, out[i + d/2] = x2 cos + x1 sin (x1 = x[i], x2 = x[i + d/2]); math in fp32; cos and sin
+// times LongRoPE's attention_factor (1 otherwise).
 // Partial rotary (RopeParams::rotary_dim): d is the rotated dimensions at the start of each head, the rest of the
 // head untouched.
 // cos/sin come from the position in fp64 (like the reference, then rounded to fp32), either
@@ -57,7 +58,7 @@ struct RopeParams {
   int64_t rotary_dim = 0;     // dimensions rotated at the start of each head: even, <= head_dim; 0: all of them
   int64_t row_stride = 0;     // elements, >= num_heads * head_dim
   double base = 10000.0;      // rotary_base (rope_theta)
-  ref::RopeScaling scaling{};  // Llama 3 frequency scaling; factor 0 (the default) = none
+  ref::RopeScaling scaling{};          // Llama 3 or LongRoPE scaling (reference/rope_frequencies.h); the default: none
   const int32_t* positions = nullptr;  // device [T]: row t's position; nullptr: t % S
   // cos_sin set: cos/sin read from this table instead of computed (positions must be null, S <= its
   // positions, its head_dim the dimensions rotated, and its base and scaling those above; checked).

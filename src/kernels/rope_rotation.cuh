@@ -9,14 +9,15 @@
 namespace sg::kernels::rope {
 SG_EMULATED_NAMESPACE_BEGIN
 
-// cos and sin of pos * inv_freq: the fp64 angle and sincos, rounded to fp32, that the table and the
-// computed path share (one definition, so both give the same bits).
-SG_DEVICE void cos_sin(int64_t pos, double inv_freq, float& c, float& s) {
+// cos and sin of pos * inv_freq times `scale` (LongRoPE's attention_factor, else 1, which changes no bit): the fp64
+// angle, sincos and product, rounded to fp32, that the table and the computed path share (one definition, so both
+// give the same bits).
+SG_DEVICE void cos_sin(int64_t pos, double inv_freq, double scale, float& c, float& s) {
   const double angle = static_cast<double>(pos) * inv_freq;
   double sd, cd;
   sincos(angle, &sd, &cd);
-  c = static_cast<float>(cd);
-  s = static_cast<float>(sd);
+  c = static_cast<float>(cd * scale);
+  s = static_cast<float>(sd * scale);
 }
 
 // out1 = x1 cos - x2 sin and out2 = x2 cos + x1 sin, with the contraction nvcc gave the per-element

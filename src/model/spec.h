@@ -52,7 +52,7 @@ struct ModelSpec {
   int64_t num_query_groups = 4;  // KV heads (GQA)
   int64_t seq_length = 256;
   double rotary_base = 10000.0;
-  ref::RopeScaling rope_scaling;  // Llama 3 RoPE frequency scaling (factor 0: none)
+  ref::RopeScaling rope_scaling;  // Llama 3 or LongRoPE scaling (reference/rope_frequencies.h); default none
   // Partial rotary (Megatron's rotary_percent, HF Phi3's partial_rotary_factor): RoPE rotates the first rotary_dim
   // dimensions of each query and key head (even, <= head_dim) and passes the rest through; 0: the whole head.
   int64_t rotary_dim = 0;

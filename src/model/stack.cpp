@@ -191,6 +191,9 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
                 " needs RoPE and SwiGLU (model.position_embedding_type=rope, model.activation_func=silu, "
                 "model.gated_linear_unit=true)");
   }
+  if (spec.rope_scaling.longrope()) {  // only `stepgraph generate` reads it (checkpoint/hf_rope.h)
+    return none("stepgraph does not write LongRoPE scaling (rope_type longrope) to a config.json");
+  }
   if (spec.rotary_dim != 0) {
     // Phi3: Llama's blocks, RoPE on a share of each head (partial_rotary_factor); no biases, norms or experts.
     const std::string phi3 = "Phi3ForCausalLM";
@@ -199,7 +202,7 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
     if (moe) return none(phi3 + " has no experts" + why);
     if (spec.add_bias_linear || spec.add_qkv_bias) return none(phi3 + " has no linear biases" + why);
     if (spec.qk_layernorm) return none(phi3 + " has no query and key norms (model.qk_layernorm=true)" + why);
-    if (spec.rope_scaling.enabled()) return none(phi3 + " has no Llama 3 rope scaling (model.rope_scaling)" + why);
+    if (spec.rope_scaling.llama3()) return none(phi3 + " has no Llama 3 rope scaling (model.rope_scaling)" + why);
     return phi3;
   }
   if (spec.add_bias_linear) {
@@ -274,7 +277,7 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
   }
   if (m.enable_expert_bias) return none("MixtralForCausalLM has no expert bias");
   if (!m.dropless()) return none("MixtralForCausalLM drops no tokens (model.moe_expert_capacity_factor=null)");
-  if (spec.rope_scaling.enabled()) return none("MixtralForCausalLM has no Llama 3 rope scaling (model.rope_scaling)");
+  if (spec.rope_scaling.llama3()) return none("MixtralForCausalLM has no Llama 3 rope scaling (model.rope_scaling)");
   return "MixtralForCausalLM";
 }
 

@@ -3,8 +3,23 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace sg::ref {
+
+void check_rope_scaling(const char* op, const RopeScaling& sc, int64_t rotated_dims) {
+  SG_CHECK(sc.valid(),
+           strprintf("%s: bad RoPE scaling: Llama 3 (factor %g) needs 0 < low_freq_factor < high_freq_factor and "
+                     "original_max_position_embeddings > 0 (got %g, %g, %g); LongRoPE (%d factors) at most %d "
+                     "positive finite factors and not Llama 3 too; attention_factor (%g) positive and finite",
+                     op, sc.factor, sc.low_freq_factor, sc.high_freq_factor, sc.original_max_position_embeddings,
+                     static_cast<int>(sc.longrope_pairs), kMaxLongRopePairs, sc.attention_factor));
+  SG_CHECK(sc.fits(rotated_dims),
+           strprintf("%s: LongRoPE has %d factors but %lld dimensions are rotated (%lld pairs)", op,
+                     static_cast<int>(sc.longrope_pairs), static_cast<long long>(rotated_dims),
+                     static_cast<long long>(rotated_dims / 2)));
+}
+
 namespace {
 
 // direction +1: forward rotation by +angle; -1: the inverse (the gradient, since the rotation is orthogonal).
@@ -16,8 +31,7 @@ void rope_rotate(Real* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_
            "rope: rotary_dim must be 0 (the whole head) or even and at most head_dim");
   const int64_t rotated = rope_rotated_dims(head_dim, rotary_dim);
   SG_CHECK(S > 0 || positions != nullptr, "rope: seq_length must be positive");
-  SG_CHECK(scaling.valid(), "rope: Llama 3 scaling needs 0 < low_freq_factor < high_freq_factor and "
-                            "original_max_position_embeddings > 0");
+  check_rope_scaling("rope", scaling, rotated);
   const int64_t half = rotated / 2;
   for (int64_t t = 0; t < T; ++t) {
     const double pos = static_cast<double>(positions != nullptr ? positions[t] : t % S);
@@ -25,8 +39,8 @@ void rope_rotate(Real* x, int64_t T, int64_t S, int64_t num_heads, int64_t head_
       // Angles in double, then cos/sin rounded to the working type: accurate even at large positions.
       const double freq = rope_inv_freq(i, rotated, base, scaling);
       const double angle = pos * freq;
-      const Real c = static_cast<Real>(std::cos(angle));
-      const Real s = static_cast<Real>(direction * std::sin(angle));
+      const Real c = static_cast<Real>(std::cos(angle) * scaling.attention_factor);
+      const Real s = static_cast<Real>(direction * std::sin(angle) * scaling.attention_factor);
       for (int64_t h = 0; h < num_heads; ++h) {
         Real* head = x + t * row_stride + h * head_dim;
         const Real x1 = head[i], x2 = head[i + half];
@@ -63,16 +77,14 @@ SG_ROPE_INSTANTIATE(double)
 void rope_cos_sin_table(float* cos_sin, int64_t positions, int64_t head_dim, double base, const RopeScaling& scaling) {
   SG_CHECK(positions > 0 && head_dim > 0 && head_dim % 2 == 0,
            "rope_cos_sin_table: positions must be positive and head_dim positive and even");
-  SG_CHECK(scaling.valid(),
-           "rope_cos_sin_table: Llama 3 scaling needs 0 < low_freq_factor < high_freq_factor and "
-           "original_max_position_embeddings > 0");
+  check_rope_scaling("rope_cos_sin_table", scaling, head_dim);
   const int64_t half = head_dim / 2;
   for (int64_t pos = 0; pos < positions; ++pos) {
     float* row = cos_sin + pos * 2 * half;
     for (int64_t i = 0; i < half; ++i) {
       const double angle = static_cast<double>(pos) * rope_inv_freq(i, head_dim, base, scaling);
-      row[i] = static_cast<float>(std::cos(angle));
-      row[half + i] = static_cast<float>(std::sin(angle));
+      row[i] = static_cast<float>(std::cos(angle) * scaling.attention_factor);
+      row[half + i] = static_cast<float>(std::sin(angle) * scaling.attention_factor);
     }
   }
 }

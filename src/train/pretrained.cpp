@@ -229,6 +229,12 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   const std::string folder = checkpoint::resolve_model_folder(*config.checkpoint.pretrained_checkpoint, kKey);
   const checkpoint::HfModelConfig hf = checkpoint::read_hf_config(folder);
   const model::ModelSpec& s = hf.spec;
+  if (hf.longrope) {
+    throw Error(strprintf(
+        "%s %s: config.json's RoPE is LongRoPE (rope_type longrope, %s): training from it is not built yet (the run's "
+        "configuration has no keys for its factor lists); `stepgraph generate` runs the folder",
+        kKey, folder.c_str(), hf.path.c_str()));
+  }
   const bool nemotron_h = hf.architecture == "NemotronHForCausalLM";
   const bool mixtral = hf.architecture == "MixtralForCausalLM";
   // The Qwen MoE families: a dense MLP of intermediate_size where not MoE.
@@ -322,10 +328,10 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
              boolean(s.share_embeddings_and_output_weights), boolean(m.share_embeddings_and_output_weights));
   }
   const ref::RopeScaling& r = s.rope_scaling;  // none in a NemotronH folder
-  if (m.rope_scaling != r.enabled()) {
-    d.differ("model.rope_scaling", "rope_scaling", boolean(r.enabled()), boolean(m.rope_scaling));
+  if (m.rope_scaling != r.llama3()) {
+    d.differ("model.rope_scaling", "rope_scaling", boolean(r.llama3()), boolean(m.rope_scaling));
   }
-  if (r.enabled()) {
+  if (r.llama3()) {
     // Listed whether or not model.rope_scaling is on: the fix must give both keys the folder's values.
     if (!same(m.rope_scaling_factor, r.factor)) {
       d.differ("model.rope_scaling_factor", "rope_scaling.factor", num(r.factor), num(m.rope_scaling_factor));

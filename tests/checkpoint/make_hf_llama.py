@@ -16,7 +16,8 @@ Also writes expected.safetensors: every tensor in F32 with exactly the values th
 
   python3 tests/checkpoint/make_hf_llama.py --out DIR [--dtype bf16|fp16|fp32] [--shards N] [--tied]
       [--vocab 64 --hidden 32 --layers 2 --heads 4 --kv-heads 2 --ffn 48] [--rope-scaling FACTOR]
-      [--rope-parameters] [--qwen2] [--bias-linear]
+      [--rope-parameters] [--phi3 WINDOW [--partial-rotary F] [--longrope --original-max-pos N]] [--qwen2]
+      [--bias-linear]
       [--qwen3 [--experts E --topk K --moe-ffn F --mlp-only 1,3 --norm-topk]]
       [--qwen2 --experts E --shared-ffn S ...] [--std 0.3]
       [--seed 0] [--break DEFECT]
@@ -187,6 +188,11 @@ def make_config(a):
     if a.rope_scaling:
         scaling = {"rope_type": "llama3", "factor": a.rope_scaling, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                    "original_max_position_embeddings": a.original_max_pos}
+    if a.longrope:  # Phi-3.5's: one factor per rotated pair for short and for long sequences
+        pairs = int(a.hidden // a.heads * a.partial_rotary) // 2
+        scaling = {"rope_type": "longrope", "short_factor": [1.0 + 0.05 * i for i in range(pairs)],
+                   "long_factor": [1.0 + 1.5 * i for i in range(pairs)]}
+        config["original_max_position_embeddings"] = a.original_max_pos
     if a.rope_parameters:  # transformers 5
         config["rope_parameters"] = dict(scaling or {"rope_type": "default"}, rope_theta=a.rope_theta)
     else:
@@ -221,7 +227,8 @@ def main():
     p.add_argument("--max-pos", type=int, default=256)
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--rope-scaling", type=float, default=0.0, help="llama3 factor (0: none)")
-    p.add_argument("--original-max-pos", type=int, default=64, help="llama3 original_max_position_embeddings")
+    p.add_argument("--original-max-pos", type=int, default=64,
+                   help="llama3's or longrope's original_max_position_embeddings")
     p.add_argument("--rope-parameters", action="store_true", help="transformers 5 rope_parameters spelling")
     p.add_argument("--mistral", type=int, default=None, metavar="WINDOW",
                    help="a Mistral folder (Llama's tensors) with this sliding_window; 0 writes null (no window), -1 "
@@ -231,6 +238,9 @@ def main():
                         "sliding_window; 0 writes null, -1 leaves the key out (Phi3Config's none)")
     p.add_argument("--partial-rotary", type=float, default=1.0, metavar="FACTOR",
                    help="with --phi3: partial_rotary_factor, the share of each head RoPE rotates (Phi-4-mini's 0.75)")
+    p.add_argument("--longrope", action="store_true",
+                   help="with --phi3: LongRoPE scaling (Phi-3.5's rope_type longrope, factor lists for sequences up to "
+                        "--original-max-pos and longer), original_max_position_embeddings --original-max-pos")
     p.add_argument("--qwen2", action="store_true", help="a Qwen2 folder: q, k and v biases in every attention")
     p.add_argument("--bias-linear", action="store_true",
                    help="a Llama folder with attention_bias and mlp_bias: a bias on every linear")

@@ -171,6 +171,7 @@ struct DecodeQkvCase {
   bool rope;
   double scaling_factor;  // 0: plain frequencies; else Llama 3's
   int64_t rotary_dim = 0;  // partial rotary: the dimensions rotated at the start of each head; 0: all
+  bool longrope = false;   // LongRoPE (instead of scaling_factor): a factor per pair, attention factor 1.19
 };
 
 struct QkvOutputs {
@@ -195,10 +196,11 @@ inline kernels::DecodeLinearParams qkv_linear_params(bf16* y, const bf16* x, con
 
 template <class Backend>
 void check_decode_qkv_case(const DecodeQkvCase& c, Backend& backend, bool with_bias) {
-  SCOPED_TRACE(strprintf("T=%lld K=%lld heads=%lld/%lld d=%lld rope=%d scaling=%g rotary_dim=%lld bias=%d",
+  SCOPED_TRACE(strprintf("T=%lld K=%lld heads=%lld/%lld d=%lld rope=%d scaling=%g rotary_dim=%lld longrope=%d bias=%d",
                          static_cast<long long>(c.T), static_cast<long long>(c.K), static_cast<long long>(c.heads),
                          static_cast<long long>(c.kv_heads), static_cast<long long>(c.head_dim), c.rope ? 1 : 0,
-                         c.scaling_factor, static_cast<long long>(c.rotary_dim), with_bias ? 1 : 0));
+                         c.scaling_factor, static_cast<long long>(c.rotary_dim), c.longrope ? 1 : 0,
+                         with_bias ? 1 : 0));
   kernels::DecodeQkvEpilogue e;
   e.shape = {.T = c.T,
              .rows_per_slot = 1,
@@ -213,6 +215,13 @@ void check_decode_qkv_case(const DecodeQkvCase& c, Backend& backend, bool with_b
   e.scaling.factor = c.scaling_factor;
   e.scaling.original_max_position_embeddings = 16.0;  // so that the scaling moves frequencies at these positions
   e.rotary_dim = c.rotary_dim;
+  const int64_t rotated_dims = ref::rope_rotated_dims(c.head_dim, c.rotary_dim);
+  if (c.longrope) {
+    e.scaling.longrope_pairs = static_cast<int32_t>(rotated_dims / 2);
+    for (int i = 0; i < e.scaling.longrope_pairs; ++i)
+      e.scaling.longrope_factors[i] = 1.0f + 0.37f * static_cast<float>(i);
+    e.scaling.attention_factor = 1.1902380714238083;
+  }
   const int64_t N = e.shape.qkv_width();
   const auto x = to_bf16(random_normal(static_cast<size_t>(c.T * c.K), 3 + c.K));
   const auto w = to_bf16(random_normal(static_cast<size_t>(N * c.K), 4 + N, 1.0f / std::sqrt(float(c.K))));
@@ -236,7 +245,7 @@ void check_decode_qkv_case(const DecodeQkvCase& c, Backend& backend, bool with_b
     int64_t passed = 0, differ = 0;
     for (int64_t t = 0; t < c.T; ++t) {
       for (int64_t j = 0; j < N; ++j) {
-        if (j < rotated_width && j % c.head_dim < ref::rope_rotated_dims(c.head_dim, c.rotary_dim)) continue;
+        if (j < rotated_width && j % c.head_dim < rotated_dims) continue;
         ++passed;
         if (std::memcmp(&plain.y[t * N + j], &fused.y[t * N + j], sizeof(bf16)) != 0) ++differ;
       }
@@ -246,12 +255,17 @@ void check_decode_qkv_case(const DecodeQkvCase& c, Backend& backend, bool with_b
   // The bias moved every row by the bias (a bias that the fused path and the unfused kNone both dropped, or both
   // added to some columns only, would leave the comparisons above equal). RoPE rotates pairs, so it keeps the norm of
   // a row's difference: |y(bias) - y(no bias)| = |bias| up to the outputs' bf16 rounding (2^-9 of values of the
-  // bias's size).
+  // bias's size), the rotated columns' part times LongRoPE's attention factor.
   if (with_bias) {
     const std::vector<float> biased = to_float(fused.y),
                              unbiased = to_float(backend.run_qkv(x, w, {}, c.K, e, pos, true).y), b = to_float(bias);
+    const int64_t rotated_width = (c.heads + c.kv_heads) * c.head_dim;
+    const double gain = c.rope ? e.scaling.attention_factor * e.scaling.attention_factor : 1.0;
     double bias_norm = 0.0;
-    for (float v : b) bias_norm += static_cast<double>(v) * v;
+    for (int64_t j = 0; j < N; ++j) {
+      const bool rotated = j < rotated_width && j % c.head_dim < rotated_dims;
+      bias_norm += static_cast<double>(b[j]) * b[j] * (rotated ? gain : 1.0);
+    }
     bias_norm = std::sqrt(bias_norm);
     for (int64_t t = 0; t < c.T; ++t) {
       double moved = 0.0;

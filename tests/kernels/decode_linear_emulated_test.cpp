@@ -125,6 +125,9 @@ TEST(DecodeLinearEmulated, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
       {3, 64, 4, 2, 16, true, 0.0, 8},
       {8, 64, 2, 1, 12, true, 8.0, 4},
       {2, 32, 3, 1, 10, true, 0.0, 2},
+      // LongRoPE: a factor per pair, cos and sin times the attention factor.
+      {3, 64, 4, 2, 16, true, 0.0, 0, true},
+      {8, 64, 2, 1, 12, true, 0.0, 8, true},
   };
   test::check_with_both_maths_and_bias(backend, cases, test::check_decode_qkv_case<EmulatedBackend>);
 }

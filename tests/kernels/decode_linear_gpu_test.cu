@@ -135,6 +135,8 @@ TEST(DecodeLinearGpu, QkvEpilogueIsTheLinearThenRopeThenTheAppend) {
       {8, 264, 4, 2, 72, true, 0.0},         // 8 rows, head_dim not a multiple of 16
       {1, 3072, 24, 8, 128, true, 0.0, 96},  // Phi-4-mini's attention: 96 of 128 dimensions rotated
       {5, 264, 4, 2, 72, true, 0.0, 24},     // partial rotary, head_dim not a multiple of 16
+      {4, 3072, 24, 8, 128, true, 0.0, 96, true},  // Phi-4-mini's with LongRoPE
+      {2, 3072, 32, 32, 96, true, 0.0, 0, true},   // Phi-3.5-mini's: heads of 96, LongRoPE
   };
   test::check_with_both_maths_and_bias(backend, cases, test::check_decode_qkv_case<GpuBackend>);
 }

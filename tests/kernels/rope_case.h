@@ -33,14 +33,16 @@ struct RopeShape {
   bool device_positions = false;  // positions[t] random in [0, 131072) instead of t % S
   bool llama3 = false;            // Llama 3 frequency scaling (factor 32, original context 8192)
   int64_t rotary_dim = 0;         // partial rotary: the dimensions rotated at the start of each head; 0: all
+  bool longrope = false;          // LongRoPE: a different factor per pair and attention factor 1.19 (Phi-3.5-mini's)
 };
 
 inline std::string rope_shape_name(const RopeShape& s) {
-  return strprintf("T%lld_S%lld_q%lld_kv%lld_d%lld_pad%lld_off%lld%s%s%s", static_cast<long long>(s.T),
+  return strprintf("T%lld_S%lld_q%lld_kv%lld_d%lld_pad%lld_off%lld%s%s%s%s", static_cast<long long>(s.T),
                    static_cast<long long>(s.S), static_cast<long long>(s.q_heads), static_cast<long long>(s.kv_heads),
                    static_cast<long long>(s.head_dim), static_cast<long long>(s.pad), static_cast<long long>(s.offset),
                    s.device_positions ? "_positions" : "", s.llama3 ? "_llama3" : "",
-                   s.rotary_dim > 0 ? strprintf("_rotary%lld", static_cast<long long>(s.rotary_dim)).c_str() : "");
+                   s.rotary_dim > 0 ? strprintf("_rotary%lld", static_cast<long long>(s.rotary_dim)).c_str() : "",
+                   s.longrope ? "_longrope" : "");
 }
 
 // gtest prints a failing case's parameter by its name.
@@ -100,6 +102,12 @@ inline RopeCase make_rope_case(const RopeShape& s) {
   RopeCase c;
   c.s = s;
   if (s.llama3) c.scaling.factor = 32.0;
+  if (s.longrope) {
+    c.scaling.longrope_pairs = static_cast<int32_t>(c.rotated_dims() / 2);
+    for (int i = 0; i < c.scaling.longrope_pairs; ++i)
+      c.scaling.longrope_factors[i] = 1.0f + 0.37f * static_cast<float>(i);
+    c.scaling.attention_factor = 1.1902380714238083;
+  }
   const uint64_t seed = static_cast<uint64_t>(s.T * 1000003 + s.head_dim * 1009 + s.q_heads * 31 + s.kv_heads);
   if (s.device_positions) {
     const auto values = random_tokens(static_cast<size_t>(s.T), 131072, seed + 1);

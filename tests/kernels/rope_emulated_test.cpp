@@ -2,7 +2,7 @@
 // own checks and dispatch: bit for bit the per-element kernel (rope_per_element.cuh, emulated too) and
 // within kBf16RelTol of reference/rope, with everything outside the rotated heads untouched (rope_case.h).
 // Small shapes (the emulator is slow) covering both paths (16-byte vectors, scalar), T = 0, GQA, several
-// passes per tile, the table-capped tile, device positions with Llama 3 scaling, and a grid smaller than
+// passes per tile, the table-capped tile, device positions with Llama 3 scaling, LongRoPE, and a grid smaller than
 // the tile count (the tile-stride loop, reusing the block's inv_freq table). The same shapes (those with
 // positions t % S) through the cos/sin table (rope_table_build, emulated too), and the table's checks.
 #define SG_SIMT_EMULATION 1
@@ -43,6 +43,10 @@ const RopeShape kShapes[] = {
     {5, 5, 2, 2, 6, 10000.0, 0, 0, false, false, 2},        // one pair of a head of 6
     {11, 1, 4, 2, 128, 500000.0, 0, 0, true, true, 64},     // decoding positions, Llama 3 scaling
     {6, 6, 2, 1, 64, 10000.0, 8, 5, false, false, 32},      // padded rows, x not 16-byte aligned
+    // LongRoPE: a factor per pair, cos and sin scaled (Phi-4-mini's 96 of 128; Phi-3.5-mini's heads of 96).
+    {9, 9, 4, 2, 128, 10000.0, 0, 0, false, false, 96, true},
+    {17, 1, 3, 1, 96, 10000.0, 0, 0, true, false, 0, true},   // decoding positions
+    {7, 7, 3, 1, 64, 10000.0, 0, 0, false, false, 24, true},  // scalar path
 };
 
 std::vector<bf16> run_per_element(const RopeCase& c, bool inverse) {
@@ -149,6 +153,23 @@ TEST(RopeEmulatedMisc, RejectsTablesThatDoNotServeTheParams) {
   EXPECT_NE(with([](kernels::RopeParams& p) { p.head_dim = 32; }).find("cos/sin table"), std::string::npos);
   EXPECT_NE(with([](kernels::RopeParams& p) { p.base = 500000.0; }).find("cos/sin table"), std::string::npos);
   EXPECT_NE(with([](kernels::RopeParams& p) { p.scaling.factor = 8.0; }).find("cos/sin table"), std::string::npos);
+  // LongRoPE's factors and attention factor are part of the scaling a table was built for.
+  {
+    kernels::RopeTableParams lp = tp;
+    lp.scaling.longrope_pairs = 32;
+    for (int i = 0; i < 32; ++i) lp.scaling.longrope_factors[i] = 1.0f + static_cast<float>(i);
+    kernels::RopeParams p = good;
+    p.table = kernels::rope::run_table_build(launch, lp);
+    p.scaling = lp.scaling;
+    EXPECT_NO_THROW(kernels::rope::run_forward(launch, p));
+    p.scaling.longrope_factors[31] = 2.0f;
+    EXPECT_NE(test::thrown_message([&] { kernels::rope::run_forward(launch, p); }).find("cos/sin table"),
+              std::string::npos);
+    p.scaling = lp.scaling;
+    p.scaling.attention_factor = 1.5;
+    EXPECT_NE(test::thrown_message([&] { kernels::rope::run_forward(launch, p); }).find("cos/sin table"),
+              std::string::npos);
+  }
   // A table of 64 rotated dimensions serves a head of 128 rotating 64, not one of 64 rotating 32.
   EXPECT_NE(with([](kernels::RopeParams& p) { p.rotary_dim = 32; }).find("cos/sin table"), std::string::npos);
   std::vector<bf16> wide(4 * 128);
@@ -203,6 +224,13 @@ TEST(RopeEmulatedMisc, RejectsBadShapes) {
   const std::string message = test::thrown_message([&] { kernels::rope::run_backward(launch, bad_scaling); });
   EXPECT_NE(message.find("rope_backward"), std::string::npos) << message;
   EXPECT_NE(message.find("low_freq_factor"), std::string::npos) << message;
+  RopeParams longrope_pairs_off = bad_scaling;
+  longrope_pairs_off.scaling = {};
+  longrope_pairs_off.scaling.longrope_pairs = 3;  // 8 rotated dimensions are 4 pairs
+  for (int i = 0; i < 3; ++i) longrope_pairs_off.scaling.longrope_factors[i] = 1.0f;
+  EXPECT_NE(test::thrown_message([&] { kernels::rope::run_forward(launch, longrope_pairs_off); })
+                .find("LongRoPE has 3 factors but 8 dimensions are rotated"),
+            std::string::npos);
 }
 
 }  // namespace

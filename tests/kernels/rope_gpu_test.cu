@@ -3,9 +3,9 @@
 // cases and checks in rope_case.h: everything outside the rotated heads is NaN and must come back bit for
 // bit. Shapes cover head_dim 64/128/80/96 (16-byte vector path) and 72/40/6 (scalar path), unaligned x and
 // odd row strides (scalar path), odd T, T = 0, GQA head counts, rows wider than one pass of a tile, and
-// device positions with and without Llama 3 scaling. Forward then backward returns the input within bf16
-// tolerance; eager reruns and a CUDA-graph replay repeat bitwise. The same shapes (positions t % S) through
-// the cos/sin table of rope_table_build: bit for bit too.
+// device positions with and without Llama 3 scaling, partial rotary and LongRoPE. Forward then backward returns the
+// input within bf16 tolerance (times LongRoPE's attention factor squared); eager reruns and a CUDA-graph replay repeat
+// bitwise. The same shapes (positions t % S) through the cos/sin table of rope_table_build: bit for bit too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -59,6 +59,10 @@ const RopeShape kShapes[] = {
     {129, 64, 4, 2, 64, 10000.0, 0, 0, false, false, 24},       // 12 pairs: scalar path
     {77, 77, 4, 2, 64, 10000.0, 1, 3, false, false, 16},        // odd stride, unaligned x: scalar path
     {45, 1, 3, 1, 72, 10000.0, 0, 0, true, false, 2},           // one pair a head, decoding positions
+    // LongRoPE: a factor per pair, cos and sin scaled (Phi-4-mini's 96 of 128; Phi-3.5-mini's heads of 96).
+    {4096, 4096, 24, 8, 128, 10000.0, 0, 0, false, false, 96, true},
+    {300, 1, 32, 32, 96, 10000.0, 0, 0, true, false, 0, true},    // decoding positions
+    {129, 64, 4, 2, 64, 10000.0, 0, 0, false, false, 24, true},   // scalar path
 };
 
 class RopeGpu : public ::testing::TestWithParam<RopeShape> {};
@@ -83,11 +87,18 @@ void expect_matches_per_element(const RopeCase& c, DeviceBuffer<bf16>& d_x, cons
   for (const bool inverse : {false, true}) expect_rope_result(c, run(inverse, false), run(inverse, true), inverse);
   if (c.s.T == 0) return;
 
-  // Backward on the forward's output returns the input (rotation then inverse rotation).
+  // Backward on the forward's output returns the input (rotation then inverse rotation), times LongRoPE's attention
+  // factor squared (each of the two scales cos and sin by it).
   const auto fwd = run(false, false);
   kernels::rope_backward(stream, params);
   sync();
-  EXPECT_LT(relative_error(c.rotated_view(d_x.download()), c.rotated_view(c.input)), kBf16RelTol);
+  std::vector<float> want = c.rotated_view(c.input);
+  const double gain = c.scaling.attention_factor * c.scaling.attention_factor;
+  const int64_t rotated = c.rotated_dims();
+  for (size_t e = 0; e < want.size(); ++e) {
+    if (static_cast<int64_t>(e) % c.s.head_dim < rotated) want[e] = static_cast<float>(want[e] * gain);
+  }
+  EXPECT_LT(relative_error(c.rotated_view(d_x.download()), want), kBf16RelTol);
 
   // Eager reruns and a CUDA-graph replay give the same bits.
   expect_bitwise_repeatable(

@@ -39,8 +39,9 @@ SG_KERNEL(kThreads) rope_per_element_kernel(Args a) {
     const double angle = static_cast<double>(pos) * freq;
     double s, c;
     sincos(angle, &s, &c);
-    const float cf = static_cast<float>(c);
-    const float sf = kInverse ? -static_cast<float>(s) : static_cast<float>(s);
+    const double scale = p.scaling.attention_factor;  // LongRoPE's; 1 changes no bit
+    const float cf = static_cast<float>(c * scale);
+    const float sf = kInverse ? -static_cast<float>(s * scale) : static_cast<float>(s * scale);
     bf16* row = p.x + t * p.row_stride + i;
     for (int64_t h = 0; h < p.num_heads; ++h) {
       bf16* first = row + h * p.head_dim;

@@ -88,6 +88,19 @@ TEST(CpuDecoder, GreedyEqualsFullRecomputePartialRotary) {
   expect_greedy_equals_full_recompute(m, 9);
 }
 
+// LongRoPE (Phi-3.5's and Phi-4-mini's): a factor per rotated pair and cos and sin times the attention factor, in the
+// decoding twin as in the training twin.
+TEST(CpuDecoder, GreedyEqualsFullRecomputeLongRope) {
+  auto m = test::decoder_test_spec();
+  m.rotary_dim = 6;  // of head_dim 8: 3 pairs
+  m.rope_scaling.longrope_pairs = 3;
+  m.rope_scaling.longrope_factors[0] = 1.0f;
+  m.rope_scaling.longrope_factors[1] = 2.5f;
+  m.rope_scaling.longrope_factors[2] = 4.0f;
+  m.rope_scaling.attention_factor = 1.25;
+  expect_greedy_equals_full_recompute(m, 10);
+}
+
 // Sets element i of every tensor of `layout` whose name contains `part` to value(i, n) (n: that tensor's place among
 // them, from 1); returns how many it set.
 template <class Value>

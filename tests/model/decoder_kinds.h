@@ -133,6 +133,16 @@ inline model::ModelSpec partial_rotary_spec() {
   return s;
 }
 
+// Phi-4-mini's LongRoPE on its 0.75 of each head: a factor per rotated pair (here long factors, growing to 9.6), cos
+// and sin times its attention factor, in the QKV epilogue and, for a prompt's rows, in rope_forward.
+inline model::ModelSpec longrope_spec() {
+  model::ModelSpec s = partial_rotary_spec();
+  s.rope_scaling.longrope_pairs = 24;
+  for (int i = 0; i < 24; ++i) s.rope_scaling.longrope_factors[i] = 1.0f + 0.375f * static_cast<float>(i);
+  s.rope_scaling.attention_factor = 1.1902380714238083;  // Phi-3.5-mini's: sqrt(1 + ln 32 / ln 4096)
+  return s;
+}
+
 inline const KindsCase kDecoderKindsCases[] = {
     {"mixtral", &mixtral_spec, 3e-2},
     {"nemotron3", &nemotron3_spec, 5e-2},
@@ -144,6 +154,7 @@ inline const KindsCase kDecoderKindsCases[] = {
     {"hybrid_bias", &hybrid_bias_spec, 5e-2},
     {"qwen2_moe", &qwen2_moe_spec, 3e-2},
     {"partial_rotary", &partial_rotary_spec, 2e-2},
+    {"longrope", &longrope_spec, 2e-2},
 };
 
 // The smallest gap, over the tokens and the MoE layers of the fp32 model, between the selection scores of the k-th

@@ -12,8 +12,10 @@ Checkpoints:
       tests/tools/hf_reference_generate_test.py checks the same on the CPU) in fp32; a Qwen2 folder (q, k and v
       biases, GQA), a Llama folder with attention_bias and mlp_bias, a Mistral folder (sliding_window 128, longer
       than prompt and generation), a Qwen3 folder (q_norm and k_norm, GQA) and a Phi-3 folder with Phi-4-mini's
-      partial rotary (partial_rotary_factor 0.75: 24 of 32 dimensions) in bf16, and a Phi-3 folder (2
-      shards; q, k, v and gate, up in fused tensors), a Qwen3-MoE folder (8 experts top-2 renormalised, block 1
+      partial rotary (partial_rotary_factor 0.75: 24 of 32 dimensions) in bf16, Phi-3 folders with Phi-3.5's
+      LongRoPE on that share (its short factors, every sequence within the original context, in bf16; its long
+      ones, every prompt past an original context of 2, so that transformers too uses them from the first token,
+      in fp32), and a Phi-3 folder (2 shards; q, k, v and gate, up in fused tensors), a Qwen3-MoE folder (8 experts top-2 renormalised, block 1
       dense) and a Qwen2-MoE folder (gated shared expert) in fp32;
   (b) a stepgraph checkpoint: `stepgraph train llama/tiny` for --steps steps on `stepgraph data synth`
       (a model that uses its context), prompts cut from that corpus;
@@ -37,6 +39,7 @@ float32 rows must be exact or near ties; bf16 rows are reported the same way. Al
 stepgraph tokens with --no-graphs (eager decoding) are identical to the graphed ones, and the CPU
 decoder (--cpu) agrees with the GPU up to near ties.
 Exit status 0 when every row passes, 1 otherwise, 2 for a setup problem (no torch / transformers).
+--only NAME,... runs the checkpoints whose names contain one of the parts.
 """
 import argparse
 import json
@@ -207,7 +210,11 @@ def main():
                         "fraction of the row's logit range")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--cpu", action="store_true", help="run stepgraph with --cpu (a check of this script)")
+    p.add_argument("--only", default="",
+                   help="comma-separated parts of checkpoint names: only those checkpoints (default: all)")
     args = p.parse_args()
+    only = [part for part in args.only.split(",") if part]
+    wanted = lambda name: not only or any(part in name for part in only)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     sg_flags = ["--cpu"] if args.cpu else []
@@ -229,28 +236,42 @@ def main():
              # Phi-4-mini's partial rotary: 24 of each head's 32 dimensions rotated
              ("hf_bf16_phi3_partial_rotary", ["--dtype", "bf16", "--phi3", "0", "--partial-rotary", "0.75",
                                               "--std", "0.08"]),
+             # Phi-3.5's LongRoPE on Phi-4-mini's partial rotary: the short factors (every sequence within the original
+             # context of 256) in bf16; the long ones (every prompt past an original context of 2, so transformers too
+             # uses them from the first token) in fp32
+             ("hf_bf16_phi3_longrope_short", ["--dtype", "bf16", "--phi3", "0", "--partial-rotary", "0.75",
+                                              "--longrope", "--original-max-pos", "256", "--std", "0.08"]),
+             ("hf_fp32_phi3_longrope_long", ["--dtype", "fp32", "--phi3", "0", "--partial-rotary", "0.75",
+                                             "--longrope", "--original-max-pos", "2", "--std", "0.08"]),
              ("hf_bf16_qwen3_gqa", ["--dtype", "bf16", "--qwen3", "--std", "0.08"]),
              ("hf_fp32_qwen3_moe", ["--dtype", "fp32", "--qwen3", "--std", "0.08", "--experts", "8", "--topk", "2",
                                     "--moe-ffn", "64", "--mlp-only", "1", "--norm-topk"]),
              ("hf_fp32_qwen2_moe", ["--dtype", "fp32", "--qwen2", "--std", "0.08", "--experts", "8", "--topk", "2",
                                     "--moe-ffn", "64", "--shared-ffn", "96", "--mlp-only", "1"])]
     for name, flags in synth:
+        if not wanted(name):
+            continue
         folder = os.path.join(out, name)
         run([sys.executable, MAKE_HF, "--out", folder] + shapes + flags)
         prompts = [rng.integers(0, 512, size=int(rng.integers(3, 20))).tolist() for _ in range(args.prompts)]
         checkpoints.append((name, folder, prompts))
     # (b) a trained stepgraph checkpoint
     corpus = os.path.join(out, "corpus")
-    run([args.stepgraph, "data", "synth", "--out", corpus, "--tokens", "200000"])
-    ckpt = os.path.join(out, "ckpt")
-    run([args.stepgraph, "train", "llama/tiny", "dataset.mock=false", f"dataset.data_path=[{corpus}]",
-         "model.vocab_size=256", "optimizer.lr=3e-3", f"train.train_iters={args.steps}", f"checkpoint.save={ckpt}",
-         "--plain", "--run-dir", os.path.join(out, "run")] + sg_flags, os.path.join(out, "train.log"))
-    tokens = np.fromfile(corpus + ".bin", dtype=np.uint16)
-    starts = rng.integers(0, len(tokens) - 64, size=args.prompts)
-    checkpoints.append(("stepgraph_llama_tiny_trained", ckpt, [tokens[s:s + 24].tolist() for s in starts]))
+    if not wanted("stepgraph_llama_tiny_trained"):
+        corpus = None
+    if corpus is not None:
+        run([args.stepgraph, "data", "synth", "--out", corpus, "--tokens", "200000"])
+        ckpt = os.path.join(out, "ckpt")
+        run([args.stepgraph, "train", "llama/tiny", "dataset.mock=false", f"dataset.data_path=[{corpus}]",
+             "model.vocab_size=256", "optimizer.lr=3e-3", f"train.train_iters={args.steps}", f"checkpoint.save={ckpt}",
+             "--plain", "--run-dir", os.path.join(out, "run")] + sg_flags, os.path.join(out, "train.log"))
+        tokens = np.fromfile(corpus + ".bin", dtype=np.uint16)
+        starts = rng.integers(0, len(tokens) - 64, size=args.prompts)
+        checkpoints.append(("stepgraph_llama_tiny_trained", ckpt, [tokens[s:s + 24].tolist() for s in starts]))
     # (c) MoE and Mamba architectures
-    for name, folder in transformers_folders(out):
+    for name, folder in transformers_folders(out) if wanted("nemotron_h") or wanted("mixtral") else []:
+        if not wanted(name):
+            continue
         prompts = [rng.integers(0, 256, size=int(rng.integers(3, 20))).tolist() for _ in range(args.prompts)]
         checkpoints.append((name, folder, prompts))
 

@@ -1,5 +1,5 @@
 // RoPE reference: the HF rotate-half convention on a hand-computed case, backward = inverse and against
-// fp64 finite differences, strided heads leave the rest of the row untouched.
+// fp64 finite differences, strided heads leave the rest of the row untouched, Llama 3 and LongRoPE scaling.
 #include "reference/rope.h"
 
 #include <gtest/gtest.h>
@@ -161,6 +161,73 @@ TEST(RopeReference, Llama3ScalingFrequencies) {
   EXPECT_NEAR(x[6], std::sin(5 * 0.01 / 8.0), 1e-7);
   scaling.high_freq_factor = 0.5;  // not above low_freq_factor
   EXPECT_THROW(ref::rope_forward(x.data(), 1, 1, 1, 8, 8, 10000.0, scaling, &pos), Error);
+}
+
+// A LongRoPE scaling of `pairs` factors 1, 2, 3, ... and attention factor a.
+ref::RopeScaling longrope_scaling(int pairs, double attention_factor) {
+  ref::RopeScaling s;
+  s.longrope_pairs = pairs;
+  for (int i = 0; i < pairs; ++i) s.longrope_factors[i] = static_cast<float>(i + 1);
+  s.attention_factor = attention_factor;
+  return s;
+}
+
+// Phi-3's LongRoPE as transformers computes it: inv_freq_i = 1 / (f_i base^(2i/d)), and cos and sin times the
+// attention factor, so a pair's norm grows by it; the backward is the transposed (scaled) rotation.
+TEST(RopeReference, LongRopeDividesEachPairsFrequencyAndScalesCosAndSin) {
+  const ref::RopeScaling scaling = longrope_scaling(4, 1.25);
+  for (int64_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(ref::rope_inv_freq(i, 8, 10000.0, scaling), 1.0 / ((i + 1) * std::pow(10000.0, 2.0 * i / 8.0)), 1e-16)
+        << "pair " << i;
+  }
+  // Pair 1 of a row at position 7 turns by 7 * 0.1 / 2, scaled by 1.25.
+  std::vector<float> x(8, 0.0f);
+  x[1] = 1.0f;
+  const int32_t pos = 7;
+  ref::rope_forward(x.data(), 1, 1, 1, 8, 8, 10000.0, scaling, &pos);
+  EXPECT_NEAR(x[1], 1.25 * std::cos(7 * 0.1 / 2.0), 1e-6);
+  EXPECT_NEAR(x[5], 1.25 * std::sin(7 * 0.1 / 2.0), 1e-6);
+  // The table holds the scaled values; with partial rotary the factors are the rotated pairs'.
+  std::vector<float> table(3 * 8);
+  ref::rope_cos_sin_table(table.data(), 3, 8, 10000.0, scaling);
+  EXPECT_EQ(table[2 * 8 + 1], static_cast<float>(std::cos(2 * ref::rope_inv_freq(1, 8, 10000.0, scaling)) * 1.25));
+  EXPECT_EQ(table[2 * 8 + 4 + 1], static_cast<float>(std::sin(2 * ref::rope_inv_freq(1, 8, 10000.0, scaling)) * 1.25));
+  const int64_t T = 6, S = 3, d = 12, heads = 2, stride = 2 * d + 3;
+  const auto xf = test::random_normal(T * stride, 73);
+  const auto gf = test::random_normal(T * stride, 74);
+  const std::vector<double> x0(xf.begin(), xf.end()), g(gf.begin(), gf.end());
+  auto loss = [&](std::vector<double> v) {
+    ref::rope_forward_generic<double>(v.data(), T, S, heads, d, stride, 500.0, scaling, nullptr, 8);
+    double l = 0.0;
+    for (size_t i = 0; i < v.size(); ++i) l += g[i] * v[i];
+    return l;
+  };
+  auto dx = g;
+  ref::rope_backward_generic<double>(dx.data(), T, S, heads, d, stride, 500.0, scaling, nullptr, 8);
+  const double step = 1e-5;
+  for (size_t i = 0; i < x0.size(); ++i) {
+    auto p = x0, m = x0;
+    p[i] += step;
+    m[i] -= step;
+    const double fd = (loss(p) - loss(m)) / (2 * step);
+    EXPECT_NEAR(dx[i], fd, 1e-8 * (1.0 + std::fabs(fd))) << "dx[" << i << "]";
+  }
+}
+
+TEST(RopeReference, RejectsLongRopeFactorsThatDoNotFitTheRotatedPairs) {
+  std::vector<float> x(2 * 8);
+  const auto message = [&](const ref::RopeScaling& s, int64_t rotary_dim) {
+    return test::thrown_message([&] { ref::rope_forward(x.data(), 2, 2, 1, 8, 8, 10000.0, s, nullptr, rotary_dim); });
+  };
+  EXPECT_NE(message(longrope_scaling(4, 1.0), 4).find("LongRoPE has 4 factors but 4 dimensions"), std::string::npos);
+  EXPECT_NO_THROW(ref::rope_forward(x.data(), 2, 2, 1, 8, 8, 10000.0, longrope_scaling(2, 1.0), nullptr, 4));
+  auto zero = longrope_scaling(4, 1.0);
+  zero.longrope_factors[3] = 0.0f;
+  EXPECT_NE(message(zero, 0).find("positive finite factors"), std::string::npos);
+  auto both = longrope_scaling(4, 1.0);
+  both.factor = 8.0;  // Llama 3 as well
+  EXPECT_NE(message(both, 0).find("not Llama 3 too"), std::string::npos);
+  EXPECT_NE(message(longrope_scaling(4, -1.0), 0).find("attention_factor (-1)"), std::string::npos);
 }
 
 TEST(RopeReference, RejectsOddHeadDim) {

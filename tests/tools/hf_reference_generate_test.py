@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`stepgraph generate --cpu` against an independent float64 NumPy Llama with transformers' semantics,
-Llama 3 RoPE scaling and Phi3's partial rotary included (ctest tools/hf_reference_generate_test, label cpu; no torch
-needed).
+Llama 3 RoPE scaling, Phi3's partial rotary and Phi-3.5's LongRoPE included (ctest tools/hf_reference_generate_test,
+label cpu; no torch needed).
 
 Why: the GPU parity run (tests/model/hf_generate_parity.py, docs/correctness.md) had its only failures on
 the Llama-3-rope-scaling fixture, whose config transformers warns about (original_max_position_embeddings
@@ -56,6 +56,21 @@ def run(*cmd: str) -> subprocess.CompletedProcess:
     return proc
 
 
+def longrope_parameters(config: dict) -> dict | None:
+    """Phi3's LongRoPE as transformers computes it (modeling_rope_utils' longrope parameters): the two factor lists
+    (fp32, as its tensors), Phi3Config's top-level original_max_position_embeddings, and the attention factor."""
+    scaling = config.get("rope_parameters") or config.get("rope_scaling")
+    if not scaling or scaling.get("rope_type", scaling.get("type")) not in ("longrope", "su"):
+        return None
+    original = config.get("original_max_position_embeddings", 4096)
+    factor = scaling.get("factor") or config["max_position_embeddings"] / original
+    attention = scaling.get("attention_factor")
+    if attention is None:
+        attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+    lists = {k: np.asarray(scaling[k], dtype=np.float32).astype(np.float64) for k in ("short_factor", "long_factor")}
+    return dict(lists, original=original, attention=attention)
+
+
 def rope_parameters(config: dict) -> tuple[float, dict | None]:
     """(rope_theta, the llama3 parameters or None) from either spelling of config.json."""
     if "rope_parameters" in config:
@@ -102,7 +117,10 @@ def read_safetensors(path: str) -> dict[str, np.ndarray]:
 
 
 class ReferenceLlama:
-    def __init__(self, folder: str, scaled: bool = True, partial: bool = True):
+    def __init__(self, folder: str, scaled: bool = True, partial: bool = True, longrope: str = "by length"):
+        """`scaled` False: no RoPE scaling; `partial` False: RoPE on the whole head; `longrope` "by length" takes
+        LongRoPE's long factors for a sequence longer than the original context, as transformers' Phi3 does (its
+        generate recomputes the sequence when it gets there), "short" or "long" always that list."""
         with open(os.path.join(folder, "config.json")) as f:
             self.config = json.load(f)
         c = self.config
@@ -116,6 +134,18 @@ class ReferenceLlama:
         self.rotary_dim = int(self.head_dim * factor)
         theta, llama3 = rope_parameters(c)
         self.inv_freq = inv_frequencies(self.rotary_dim, theta, llama3 if scaled else None)
+        self.longrope, self.longrope_choice = (longrope_parameters(c) if scaled else None), longrope
+        self.attention_factor = 1.0
+
+    def choose_frequencies(self, length: int):
+        """LongRoPE's frequencies for a sequence of `length` tokens: 1 / (factor_i theta^(2i/d)), cos and sin scaled."""
+        if self.longrope is None:
+            return
+        r = self.longrope
+        use_long = self.longrope_choice == "long" or (self.longrope_choice == "by length" and length > r["original"])
+        default = inv_frequencies(self.rotary_dim, rope_parameters(self.config)[0], None)
+        self.inv_freq = default / r["long_factor" if use_long else "short_factor"]
+        self.attention_factor = r["attention"]
 
     def split_phi3_tensors(self):
         """Phi3's qkv_proj rows are q, k, v stacked and gate_up_proj's gate then up (its chunk(2))."""
@@ -134,6 +164,7 @@ class ReferenceLlama:
     def rope(self, x: np.ndarray) -> np.ndarray:  # x [T, heads, d]
         angles = np.arange(x.shape[0], dtype=np.float64)[:, None] * self.inv_freq[None, :]
         cos, sin = np.cos(np.concatenate([angles] * 2, -1))[:, None], np.sin(np.concatenate([angles] * 2, -1))[:, None]
+        cos, sin = cos * self.attention_factor, sin * self.attention_factor
         r, half = x[..., :self.rotary_dim], self.rotary_dim // 2
         rotated = np.concatenate([-r[..., half:], r[..., :half]], -1)
         return np.concatenate([r * cos + rotated * sin, x[..., self.rotary_dim:]], -1)
@@ -141,6 +172,7 @@ class ReferenceLlama:
     def logits(self, tokens: list[int]) -> np.ndarray:
         """The last position's logits."""
         T, d = len(tokens), self.head_dim
+        self.choose_frequencies(T)
         x = self.w["model.embed_tokens.weight"][tokens]
         mask = np.triu(np.full((T, T), -np.inf), 1)
         for i in range(self.config["num_hidden_layers"]):
@@ -252,6 +284,23 @@ class HfReferenceGenerate(unittest.TestCase):
         self.assertEqual(reference.rotary_dim, 12)
         self.assertIn("model.layers.0.self_attn.q_proj.weight", reference.w)  # split from the saved qkv_proj
         self.expect_reference_tokens(folder, reference, ReferenceLlama(folder, partial=False), "partial rotary")
+
+    def test_phi3_longrope(self):
+        """Phi-3.5's LongRoPE on Phi-4-mini's 0.75 of each head: with the original context past every sequence (64)
+        stepgraph's tokens are the reference's with the short factors, and with it below every prompt (2: the long
+        factors from the first token on, as transformers too) the long ones'; a reference with the other list, or
+        without the scaling, disagrees."""
+        for original, used, other in ((64, "short", "long"), (2, "long", "short")):
+            with self.subTest(original=original):
+                folder = os.path.join(self.dir, f"phi3_longrope_{original}")
+                run(sys.executable, MAKE_HF, "--out", folder, *SHAPE[:SHAPE.index("--rope-scaling")], "--phi3", "0",
+                    "--partial-rotary", "0.75", "--longrope", "--original-max-pos", str(original))
+                reference = ReferenceLlama(folder)
+                self.assertEqual(len(reference.longrope["long_factor"]), 6)
+                self.assertGreater(reference.longrope["attention"], 1.0)
+                self.expect_reference_tokens(folder, reference, ReferenceLlama(folder, longrope=other),
+                                             f"the {used} factors")
+                self.expect_reference_tokens(folder, reference, ReferenceLlama(folder, scaled=False), "LongRoPE")
 
 
 if __name__ == "__main__":

@@ -264,6 +264,18 @@ TEST(Pretrained, APhi3FolderWithPartialRotaryTrainsWithItsShareOfEachHead) {
   expect_one_step_from(c, dir, folder);
 }
 
+// LongRoPE (Phi-3.5-mini's rope_type longrope) is read for `generate`; training from it is refused before anything
+// runs, naming the folder and what runs it.
+TEST(Pretrained, ALongRopeFolderIsRefusedNamingGenerate) {
+  const Scratch dir;
+  const std::string folder = make_hf_folder(dir / "phi3_longrope", "--phi3 0 --longrope");
+  const std::string error = test::thrown_message(
+      [&] { train::apply_pretrained_shapes(tiny_config({"checkpoint.pretrained_checkpoint=" + folder})); });
+  EXPECT_NE(error.find("config.json's RoPE is LongRoPE (rope_type longrope"), std::string::npos) << error;
+  EXPECT_NE(error.find("`stepgraph generate` runs the folder"), std::string::npos) << error;
+  EXPECT_NE(error.find(folder), std::string::npos) << error;
+}
+
 // A Qwen2-MoE folder: the shared expert's width is taken from it, its gate must be configured (the error names
 // moe_shared_expert_gate and its fix), and a run configured so trains from its weights, the gate's included.
 TEST(Pretrained, AQwen2MoeFolderTrainsWithItsGatedSharedExpert) {
