@@ -306,6 +306,14 @@ if want parity; then
     "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_phi3" \
       --override model.rotary_percent=0.75 2>&1 | tee "$OUT/hf_parity_phi3.txt" | tail -8
     record "HF transformers parity (Phi-3 partial rotary)" "rc=${PIPESTATUS[0]}"
+    # Phi-3.5's LongRoPE (model.longrope_*, 32 pairs) with the long list: seq_length 256 is past the original 128.
+    longrope_short=$(python3 -c "print(','.join(f'{1 + 0.02 * i:g}' for i in range(32)))")
+    longrope_long=$(python3 -c "print(','.join(f'{1 + 0.8 * i:g}' for i in range(32)))")
+    "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_longrope" \
+      --override "model.longrope_short_factor=$longrope_short" "model.longrope_long_factor=$longrope_long" \
+      model.longrope_original_max_position_embeddings=128 model.longrope_attention_factor=1.19 2>&1 |
+      tee "$OUT/hf_parity_longrope.txt" | tail -8
+    record "HF transformers parity (Phi-3 LongRoPE)" "rc=${PIPESTATUS[0]}"
     "${PY[@]}" tests/model/hf_parity.py --stepgraph "$SG_PY" --recipe moe/tiny_moe \
       --out "${PARITY_DIR:-/tmp/stepgraph_hf_parity}_qwen3_moe" --override model.qk_layernorm=true \
       "model.moe_layer_freq=[1,1,0,1]" 2>&1 | tee "$OUT/hf_parity_qwen3_moe.txt" | tail -8

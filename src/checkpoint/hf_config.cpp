@@ -102,10 +102,13 @@ nlohmann::json llama_config_as(const model::ModelSpec& llama, const std::string&
 }  // namespace
 
 nlohmann::json hf_phi3_config(const model::ModelSpec& spec, const std::string& torch_dtype) {
-  detail::require_hf_architecture(spec, "Phi3ForCausalLM", "not a Phi-3 model (model.rotary_percent=1)");
+  detail::require_hf_architecture(spec, "Phi3ForCausalLM",
+                                  "not a Phi-3 model (model.rotary_percent=1 and no LongRoPE lists)");
   // Llama's config (head_dim included: Phi3's attention and RoPE read it where set) with Phi3's keys.
   model::ModelSpec llama = spec;
   llama.rotary_dim = 0;
+  llama.longrope = {};
+  llama.rope_scaling = {};
   nlohmann::json c = llama_config_as(llama, torch_dtype, "Phi3ForCausalLM", "phi3");
   c["partial_rotary_factor"] = spec.rotary_share();
   // hidden_dropout is Phi3's dropout of each layer's output before the residual add; the embedding has none.
@@ -113,6 +116,17 @@ nlohmann::json hf_phi3_config(const model::ModelSpec& spec, const std::string& t
   c["embd_pdrop"] = 0.0;
   c["pad_token_id"] = nullptr;  // Phi3Config's default, 32000, may be outside the vocabulary
   c["sliding_window"] = nullptr;
+  const model::LongRope& longrope = spec.longrope;
+  if (longrope.enabled()) {
+    // transformers picks the list by a sequence's length against Phi3Config's top-level original context, as the
+    // training did (model/longrope.h); the attention factor is written, not left to its default, which depends on
+    // max_position_embeddings.
+    c["original_max_position_embeddings"] = longrope.original_max_position_embeddings;
+    c["rope_scaling"] = {{"type", "longrope"},
+                         {"short_factor", longrope.short_factor},
+                         {"long_factor", longrope.long_factor},
+                         {"attention_factor", longrope.attention_factor}};
+  }
   return c;
 }
 

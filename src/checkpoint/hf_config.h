@@ -32,7 +32,9 @@ nlohmann::json hf_qwen3_moe_config(const model::ModelSpec& spec, const std::stri
 nlohmann::json hf_qwen2_moe_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
 // Phi3Config (Phi3ForCausalLM): a Llama whose RoPE rotates a share of each head (model.rotary_percent, written as
-// partial_rotary_factor); its files fuse q, k, v and gate, up (checkpoint/hf_fused_tensors.h).
+// partial_rotary_factor) or has LongRoPE (model.longrope_*, written as rope_scaling {type longrope, short_factor,
+// long_factor, attention_factor} and original_max_position_embeddings); its files fuse q, k, v and gate, up
+// (checkpoint/hf_fused_tensors.h).
 nlohmann::json hf_phi3_config(const model::ModelSpec& spec, const std::string& torch_dtype = "bfloat16");
 
 // MixtralConfig (MixtralForCausalLM) for GPT blocks whose MLPs are all softmax-routed MoE without a

@@ -78,8 +78,8 @@ int64_t read_rotary_dim(const ConfigReader& c, int64_t head_dim);
 // from the object, else max_position_embeddings. sg::Error naming the key for factor lists that are not one positive
 // number per rotated pair, more pairs than the kernels take (ref::kMaxLongRopePairs), or a factor or attention_factor
 // that is not positive.
-HfLongRope read_longrope(const ConfigReader& c, const nlohmann::json& scaling, const std::string& key,
-                         int64_t rotated_dims, int64_t max_position_embeddings, bool phi3);
+model::LongRope read_longrope(const ConfigReader& c, const nlohmann::json& scaling, const std::string& key,
+                              int64_t rotated_dims, int64_t max_position_embeddings, bool phi3);
 
 // model_type "nemotron_h" (NemotronHForCausalLM: Mamba2, attention without RoPE, squared-ReLU MLPs and, with
 // "moe" layers, NemotronHMoE) into out.spec and out.max_position_embeddings (hf_import_nemotron_h.cpp).

@@ -333,8 +333,8 @@ HfModelConfig read_hf_config(const std::string& folder) {
                                                                                         : 2048);
   s.seq_length = out.max_position_embeddings;
   if (longrope != nullptr) {
-    out.longrope = read_longrope(c, *longrope, longrope_key, s.rope_rotated_dims(), out.max_position_embeddings, phi3);
-    s.rope_scaling = out.longrope->scaling_for(s.seq_length);
+    s.longrope = read_longrope(c, *longrope, longrope_key, s.rope_rotated_dims(), out.max_position_embeddings, phi3);
+    s.rope_scaling = s.longrope.scaling_for(s.seq_length);
   }
   return out;
 }

@@ -26,26 +26,13 @@ namespace sg::checkpoint {
 // (config.json, the tokenizer's) are verified against train_state.json here, before config.json is read.
 std::string resolve_model_folder(const std::string& path, const std::string& what);
 
-// A folder's LongRoPE (rope_type "longrope": Phi-3.5-mini, Phi-4-mini): one factor per rotated pair for sequences up to
-// original_max_position_embeddings positions (short) and one for longer ones (long), and the attention factor on cos
-// and sin, as transformers computes them (config.json's attention_factor, else sqrt(1 + ln(factor) / ln(original)) for
-// factor > 1 and 1 otherwise, factor being rope_parameters' factor or else max_position_embeddings / original).
-struct HfLongRope {
-  std::vector<float> short_factor, long_factor;  // fp32, as transformers' tensors of them
-  int64_t original_max_position_embeddings = 0;
-  double attention_factor = 1.0;
-
-  // The scaling of sequences of up to `positions` positions: transformers' choice for a sequence that long, the long
-  // factors past original_max_position_embeddings, else the short ones.
-  ref::RopeScaling scaling_for(int64_t positions) const;
-};
-
 struct HfModelConfig {
   std::string path;          // FOLDER/config.json
   std::string architecture;  // the folder's transformers class: "LlamaForCausalLM", "MistralForCausalLM", ...
-  model::ModelSpec spec;     // seq_length = max_position_embeddings, rope_scaling the scaling for that length
-  // Set for a LongRoPE folder: a run sets spec.rope_scaling to longrope->scaling_for(its longest sequence).
-  std::optional<HfLongRope> longrope;
+  // seq_length = max_position_embeddings; a LongRoPE folder's lists in spec.longrope (as transformers reads them:
+  // config.json's attention_factor, else sqrt(1 + ln(factor) / ln(original)) for factor > 1 and 1 otherwise, factor
+  // being rope_parameters' factor or else max_position_embeddings / original), rope_scaling the list for seq_length.
+  model::ModelSpec spec;
   int64_t max_position_embeddings = 0;
   // A Mistral or Phi-3 folder's sliding_window: its attention sees only the last this many tokens, stepgraph's every
   // earlier one, so a run is the folder's model only while its sequences fit (train and generate refuse longer ones).
@@ -66,8 +53,8 @@ struct HfModelConfig {
 // model_type or one other than llama, hidden_act other than silu, attention or MLP biases, a RoPE type other than
 // default, llama3 and longrope (Phi3Config's legacy "su" and "yarn" are longrope), LongRoPE factor lists not of one
 // positive factor per rotated pair; and for values no model has: sizes that are not positive integers,
-// num_key_value_heads not dividing num_attention_heads, an odd head dimension, rms_norm_eps or initializer_range not positive. (A head_dim
-// other than hidden_size / num_attention_heads is Megatron's kv_channels.)
+// num_key_value_heads not dividing num_attention_heads, an odd head dimension, rms_norm_eps or initializer_range not
+// positive. (A head_dim other than hidden_size / num_attention_heads is Megatron's kv_channels.)
 HfModelConfig read_hf_config(const std::string& folder);
 
 // Which weights of a stepgraph checkpoint folder to read (a plain Hugging Face folder has one kind).

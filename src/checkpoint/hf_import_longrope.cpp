@@ -10,15 +10,6 @@
 
 namespace sg::checkpoint {
 
-ref::RopeScaling HfLongRope::scaling_for(int64_t positions) const {
-  const std::vector<float>& factors = positions > original_max_position_embeddings ? long_factor : short_factor;
-  ref::RopeScaling s;
-  s.longrope_pairs = static_cast<int32_t>(factors.size());
-  for (size_t i = 0; i < factors.size(); ++i) s.longrope_factors[i] = factors[i];
-  s.attention_factor = attention_factor;
-  return s;
-}
-
 namespace detail {
 
 namespace {
@@ -49,15 +40,15 @@ std::vector<float> read_factors(const ConfigReader& c, const nlohmann::json& sca
 
 }  // namespace
 
-HfLongRope read_longrope(const ConfigReader& c, const nlohmann::json& scaling, const std::string& key,
-                         int64_t rotated_dims, int64_t max_position_embeddings, bool phi3) {
+model::LongRope read_longrope(const ConfigReader& c, const nlohmann::json& scaling, const std::string& key,
+                              int64_t rotated_dims, int64_t max_position_embeddings, bool phi3) {
   const int64_t pairs = rotated_dims / 2;
   if (pairs > ref::kMaxLongRopePairs) {
     c.fail(key, strprintf("is longrope with %lld rotated pairs: stepgraph's RoPE kernels take LongRoPE factors for at "
                           "most %d pairs (%d rotated dimensions)",
                           static_cast<long long>(pairs), ref::kMaxLongRopePairs, 2 * ref::kMaxLongRopePairs));
   }
-  HfLongRope r;
+  model::LongRope r;
   r.short_factor = read_factors(c, scaling, key, "short_factor", pairs);
   r.long_factor = read_factors(c, scaling, key, "long_factor", pairs);
   // Phi3Config always has the attribute (default 4096), and transformers lets it override the object's value.

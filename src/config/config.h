@@ -43,6 +43,12 @@ struct ModelConfig {
   double rotary_percent = 1.0;        // share of each head RoPE rotates (Megatron's rotary_percent)
   bool rope_scaling = false;          // Llama 3.x RoPE frequency scaling (Bridge's Llama31 provider)
   double rope_scaling_factor = 8.0;   // its factor (8 for Llama 3.1, 32 for Llama 3.2)
+  // LongRoPE (Phi-3.5-mini, Phi-4-mini; HF rope_type longrope): one factor per rotated pair for sequences up to
+  // longrope_original_max_position_embeddings positions and one for longer ones; empty lists: none.
+  std::vector<double> longrope_short_factor;
+  std::vector<double> longrope_long_factor;
+  int64_t longrope_original_max_position_embeddings = 4096;
+  double longrope_attention_factor = 1.0;  // multiplies cos and sin
   double layernorm_epsilon = 1e-5;
   bool qk_layernorm = false;  // RMSNorm of each query and key head before RoPE (Qwen3)
   bool share_embeddings_and_output_weights = false;
@@ -302,10 +308,10 @@ struct Config {
   std::vector<KeyName> key_names;
 };
 
-// Calls visitor(section, key, member, doc) for every key in emission order. The member type is one
-// of bool, int64_t, double, std::string, std::optional<int64_t|double|std::string>,
-// std::vector<std::string>, BridgeInertValue (a Bridge key stepgraph accepts without implementing it; printed only
-// when set). One table serves the YAML loader, overrides, the emitter and the docs.
+// Calls visitor(section, key, member, doc) for every key in emission order. The member type is one of bool, int64_t,
+// double, std::string, std::optional<int64_t|double|std::string>, std::vector<std::string>, std::vector<double>,
+// BridgeInertValue (a Bridge key stepgraph accepts without implementing it; printed only when set). One table serves
+// the YAML loader, overrides, the emitter and the docs.
 template <class ConfigT, class Visitor>
 void visit_fields(ConfigT& c, Visitor&& v) {
   auto& m = c.model;
@@ -324,6 +330,12 @@ void visit_fields(ConfigT& c, Visitor&& v) {
     "share of each head's dimensions RoPE rotates: the first int(head_dim x this), the rest passed through");
   v("model", "rope_scaling", m.rope_scaling, "Llama 3 RoPE frequency scaling");
   v("model", "rope_scaling_factor", m.rope_scaling_factor, "its factor (Llama 3.1: 8, 3.2: 32)");
+  v("model", "longrope_short_factor", m.longrope_short_factor,
+    "LongRoPE (Phi-3.5): each rotated pair's frequency divisor for sequences up to the original context; [] none");
+  v("model", "longrope_long_factor", m.longrope_long_factor, "LongRoPE's divisors for longer sequences");
+  v("model", "longrope_original_max_position_embeddings", m.longrope_original_max_position_embeddings,
+    "LongRoPE: the longest sequence of the short factors");
+  v("model", "longrope_attention_factor", m.longrope_attention_factor, "LongRoPE: multiplies RoPE's cos and sin");
   v("model", "layernorm_epsilon", m.layernorm_epsilon, "RMSNorm epsilon");
   v("model", "qk_layernorm", m.qk_layernorm, "RMSNorm of each query and key head before RoPE (Qwen3)");
   v("model", "share_embeddings_and_output_weights", m.share_embeddings_and_output_weights,

@@ -48,6 +48,7 @@ std::string format_yaml(int64_t v);
 std::string format_yaml(double v);
 std::string format_yaml(const std::string& v);
 std::string format_yaml(const std::vector<std::string>& v);
+std::string format_yaml(const std::vector<double>& v);
 template <class T>
 std::string format_yaml(const std::optional<T>& v) {
   return v ? format_yaml(*v) : std::string("null");

@@ -83,6 +83,12 @@ std::string format_yaml(const std::string& v) {
   return out;
 }
 
+std::string format_yaml(const std::vector<double>& v) {
+  std::vector<std::string> items;
+  for (const double x : v) items.push_back(format_yaml(x));
+  return "[" + join(items, ", ") + "]";
+}
+
 std::string format_yaml(const std::vector<std::string>& v) {
   std::vector<std::string> items;
   for (const auto& s : v) items.push_back(format_yaml(s));

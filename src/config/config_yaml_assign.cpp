@@ -113,6 +113,32 @@ void convert(const YAML::Node& n, std::string& out, const std::string& where) {
   out = n.Scalar();
 }
 
+// A YAML list of numbers, or one scalar holding a comma-separated list ("1.0,1.5": an override's); null and "" are
+// the empty list.
+void convert(const YAML::Node& n, std::vector<double>& out, const std::string& where) {
+  std::vector<double> values;
+  const auto add = [&](const YAML::Node& item, size_t i) {
+    double v = 0.0;
+    convert(item, v, strprintf("%s[%zu]", where.c_str(), i));
+    values.push_back(v);
+  };
+  if (n.IsNull()) {
+    out.clear();
+    return;
+  }
+  if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i) add(n[i], i);
+  } else if (n.IsScalar() && !is_quoted(n)) {
+    if (!trim(n.Scalar()).empty()) {
+      const std::vector<std::string> parts = split(n.Scalar(), ',');
+      for (size_t i = 0; i < parts.size(); ++i) add(YAML::Node(trim(parts[i])), i);
+    }
+  } else {
+    type_error(where, n, "a list of numbers");
+  }
+  out = std::move(values);
+}
+
 // A YAML list of scalars, or one scalar holding a comma-separated list ("attn,mlp"); null and ""
 // are the empty list.
 void convert(const YAML::Node& n, std::vector<std::string>& out, const std::string& where) {

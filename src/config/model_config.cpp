@@ -148,6 +148,12 @@ model::ModelSpec model_spec(const Config& config) {
   // Megatron's apply_rope_scaling: the factor is a key, the rest are the Llama 3.x release constants.
   spec.rope_scaling.factor = m.rope_scaling ? m.rope_scaling_factor : 0.0;
   spec.rotary_dim = resolved_rotary_dim(m);
+  spec.longrope.short_factor.assign(m.longrope_short_factor.begin(), m.longrope_short_factor.end());
+  spec.longrope.long_factor.assign(m.longrope_long_factor.begin(), m.longrope_long_factor.end());
+  spec.longrope.original_max_position_embeddings = m.longrope_original_max_position_embeddings;
+  spec.longrope.attention_factor = m.longrope_attention_factor;
+  // A step's sequences are seq_length long: transformers' list for that length.
+  if (spec.longrope.enabled()) spec.rope_scaling = spec.longrope.scaling_for(spec.seq_length);
   spec.layernorm_epsilon = m.layernorm_epsilon;
   spec.qk_layernorm = m.qk_layernorm;
   spec.add_qkv_bias = m.add_qkv_bias;

@@ -19,6 +19,7 @@
 #include "kernels/shape_limits.h"
 #include "model/hf_families.h"
 #include "model/recompute.h"
+#include "reference/rope_frequencies.h"
 
 namespace sg::config::detail {
 
@@ -149,6 +150,7 @@ void ShapeChecker::check_kernel_limits() {
   }
   if (has_layers(model::LayerKind::attention)) check_attention_limits();
   check_rotary_percent();
+  check_longrope();
   if (has_layers(model::LayerKind::moe)) check_moe_limits();
 }
 
@@ -231,6 +233,60 @@ void ShapeChecker::check_rotary_percent() {
        {"model.rotary_percent"},
        strprintf("choose rotary_percent so head_dim x rotary_percent is even, e.g. %g (%lld dimensions)",
                  static_cast<double>(even) / static_cast<double>(head_dim), ll(even)));
+}
+
+void ShapeChecker::check_longrope() {
+  const ModelConfig& m = c_.model;
+  const std::vector<double>&short_list = m.longrope_short_factor, &long_list = m.longrope_long_factor;
+  if (short_list.empty() && long_list.empty()) return;
+  const std::vector<std::string> keys = {"model.longrope_short_factor", "model.longrope_long_factor"};
+  if (short_list.empty() || long_list.empty()) {
+    fail(
+        "LongRoPE needs both factor lists (one for sequences up to longrope_original_max_position_embeddings, one "
+        "for longer ones)",
+        keys, "give both lists, or set both to [] (no LongRoPE)");
+    return;
+  }
+  if (!has_layers(model::LayerKind::attention) || resolved_position_embedding_type(m) != "rope") {
+    fail("LongRoPE scales RoPE's frequencies, and this model's attention has no RoPE",
+         {"model.longrope_short_factor", "model.position_embedding_type"},
+         "set the LongRoPE lists to [], or use position_embedding_type=rope");
+    return;
+  }
+  if (m.rope_scaling) {
+    fail("LongRoPE and Llama 3 RoPE scaling both scale the frequencies: one model has one of them",
+         {"model.rope_scaling", "model.longrope_short_factor"}, "set model.rope_scaling=false, or the lists to []");
+  }
+  positive("model.longrope_attention_factor", m.longrope_attention_factor);
+  size("model.longrope_original_max_position_embeddings", m.longrope_original_max_position_embeddings);
+  const int64_t heads = m.num_attention_heads;
+  if (heads < 1 || (!m.kv_channels && (m.hidden_size < 1 || m.hidden_size % heads != 0))) return;  // reported
+  const int64_t head_dim = m.kv_channels.value_or(m.hidden_size / heads);
+  const int64_t rotated = resolved_rotary_dim(m) > 0 ? resolved_rotary_dim(m) : head_dim;
+  const int64_t pairs = rotated / 2;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const std::vector<double>& list = k == 0 ? short_list : long_list;
+    if (static_cast<int64_t>(list.size()) != pairs) {
+      fail(strprintf("%s has %zu factors; RoPE rotates %lld dimensions of each head (%lld pairs), one factor each",
+                     keys[k].c_str(), list.size(), ll(rotated), ll(pairs)),
+           {keys[k]}, strprintf("give %lld factors", ll(pairs)));
+      continue;
+    }
+    if (pairs > ref::kMaxLongRopePairs) {
+      fail(strprintf("LongRoPE takes at most %d factors (%lld rotated dimensions here)", ref::kMaxLongRopePairs,
+                     ll(rotated)),
+           {keys[k]}, "use a smaller head or rotary_percent");
+      continue;
+    }
+    for (size_t i = 0; i < list.size(); ++i) {
+      const auto as_float = static_cast<float>(list[i]);
+      if (!(as_float > 0.0f) || !std::isfinite(as_float)) {
+        fail(strprintf("%s[%zu] = %g: each factor must be positive and finite (in fp32)", keys[k].c_str(), i, list[i]),
+             {keys[k]}, "give positive factors");
+        break;
+      }
+    }
+  }
 }
 
 void ShapeChecker::check_batch_and_optimizer() {

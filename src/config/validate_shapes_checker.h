@@ -67,6 +67,7 @@ class ShapeChecker {
   void check_kernel_limits();
   void check_attention_limits();
   void check_rotary_percent();  // model.rotary_percent: a share in (0, 1] giving an even count, only with RoPE
+  void check_longrope();        // model.longrope_*: one positive factor per rotated pair in each list, only with RoPE
   void check_batch_and_optimizer();
   void check_data_and_io();
   // validate_shapes_moe.cpp

@@ -165,18 +165,18 @@ GenerateResult run_generate(const GenerateOptions& options) {
         static_cast<long long>(*config.sliding_window), config.path.c_str(),
         static_cast<long long>(*config.sliding_window), static_cast<long long>(*config.sliding_window)));
   }
-  if (config.longrope) {
+  if (spec.longrope.enabled()) {
     // One set of factors for every position of every sequence, as in a forward pass of transformers over the whole
     // sequence. Its generate starts with the short factors and, once a sequence passes the original context,
     // recomputes it with the long ones; stepgraph uses the long ones from the start where a sequence can get there.
-    const int64_t original = config.longrope->original_max_position_embeddings;
+    const int64_t original = spec.longrope.original_max_position_embeddings;
     const bool long_factors = decode.capacity() > original;
-    spec.rope_scaling = config.longrope->scaling_for(decode.capacity());
+    spec.rope_scaling = spec.longrope.scaling_for(decode.capacity());
     log::info(strprintf(
         "LongRoPE: the %s factors (prompt + --max-new-tokens = %lld positions, original_max_position_embeddings "
         "%lld), attention factor %g%s",
         long_factors ? "long" : "short", static_cast<long long>(decode.capacity()), static_cast<long long>(original),
-        config.longrope->attention_factor,
+        spec.longrope.attention_factor,
         long_factors && decode.max_prompt_tokens <= original
             ? "; transformers would use the short ones until a sequence is longer than that"
             : ""));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/float_buffer.h"
+#include "model/longrope.h"
 #include "model/moe_spec.h"
 #include "model/recompute_spec.h"
 #include "reference/rope_frequencies.h"
@@ -53,6 +54,8 @@ struct ModelSpec {
   int64_t seq_length = 256;
   double rotary_base = 10000.0;
   ref::RopeScaling rope_scaling;  // Llama 3 or LongRoPE scaling (reference/rope_frequencies.h); default none
+  // LongRoPE's two lists (model/longrope.h); rope_scaling holds the one for seq_length (a decoder's: for its context).
+  LongRope longrope;
   // Partial rotary (Megatron's rotary_percent, HF Phi3's partial_rotary_factor): RoPE rotates the first rotary_dim
   // dimensions of each query and key head (even, <= head_dim) and passes the rest through; 0: the whole head.
   int64_t rotary_dim = 0;

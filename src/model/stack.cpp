@@ -191,14 +191,15 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
                 " needs RoPE and SwiGLU (model.position_embedding_type=rope, model.activation_func=silu, "
                 "model.gated_linear_unit=true)");
   }
-  if (spec.rope_scaling.longrope()) {  // only `stepgraph generate` reads it (checkpoint/hf_rope.h)
-    return none("stepgraph does not write LongRoPE scaling (rope_type longrope) to a config.json");
-  }
-  if (spec.rotary_dim != 0) {
-    // Phi3: Llama's blocks, RoPE on a share of each head (partial_rotary_factor); no biases, norms or experts.
+  if (spec.rotary_dim != 0 || spec.longrope.enabled()) {
+    // Phi3: Llama's blocks, RoPE on a share of each head (partial_rotary_factor) and LongRoPE; no biases, norms or
+    // experts.
     const std::string phi3 = "Phi3ForCausalLM";
-    const std::string why = strprintf(", and only it rotates a share of each head (model.rotary_percent: %lld of %lld)",
-                                      static_cast<long long>(spec.rotary_dim), static_cast<long long>(spec.head_dim()));
+    const std::string why =
+        spec.rotary_dim != 0
+            ? strprintf(", and only it rotates a share of each head (model.rotary_percent: %lld of %lld)",
+                        static_cast<long long>(spec.rotary_dim), static_cast<long long>(spec.head_dim()))
+            : std::string(", and only it has LongRoPE (model.longrope_short_factor)");
     if (moe) return none(phi3 + " has no experts" + why);
     if (spec.add_bias_linear || spec.add_qkv_bias) return none(phi3 + " has no linear biases" + why);
     if (spec.qk_layernorm) return none(phi3 + " has no query and key norms (model.qk_layernorm=true)" + why);

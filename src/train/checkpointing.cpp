@@ -35,7 +35,7 @@ using checkpoint::TensorRef;
 // The keys of later versions that hash as before them (left out) in this configuration.
 struct FoldedKeys {
   bool weight_decay = false, lr_schedule = false, qk_layernorm = false, moe_shared_expert_gate = false;
-  bool rotary_percent = false;
+  bool rotary_percent = false, longrope = false;
 };
 
 std::string as_before_newer_keys(std::string text, const FoldedKeys& folded) {
@@ -58,6 +58,11 @@ std::string as_before_newer_keys(std::string text, const FoldedKeys& folded) {
   if (folded.qk_layernorm) lines.push_back("  qk_layernorm: false\n");  // an inert Bridge key before
   if (folded.moe_shared_expert_gate) lines.push_back("  moe_shared_expert_gate: false\n");  // likewise
   if (folded.rotary_percent) lines.push_back("  rotary_percent: 1.0\n");                    // likewise
+  if (folded.longrope) {                                                                    // none before the keys
+    lines.insert(lines.end(),
+                 {"  longrope_short_factor: []\n", "  longrope_long_factor: []\n",
+                  "  longrope_original_max_position_embeddings: 4096\n", "  longrope_attention_factor: 1.0\n"});
+  }
   for (const char* line : lines) {
     const size_t at = text.find(line);
     SG_CHECK(at != std::string::npos, std::string("canonical_config: no line ") + line);
@@ -138,12 +143,19 @@ std::string canonical_config(const config::Config& config) {
   c.model.use_te_rng_tracker = false;
   c.rng.te_rng_tracker = false;
   c.source.clear();
+  // Without LongRoPE's lists its other two keys shape nothing: hashed as before the keys.
+  const bool longrope_folded = c.model.longrope_short_factor.empty() && c.model.longrope_long_factor.empty();
+  if (longrope_folded) {
+    c.model.longrope_original_max_position_embeddings = config::ModelConfig{}.longrope_original_max_position_embeddings;
+    c.model.longrope_attention_factor = config::ModelConfig{}.longrope_attention_factor;
+  }
   std::string text =
       as_before_newer_keys(config::emit_yaml(c), {.weight_decay = !decay_changes,
                                                   .lr_schedule = lr_schedule_folded,
                                                   .qk_layernorm = !c.model.qk_layernorm,
                                                   .moe_shared_expert_gate = !c.model.moe_shared_expert_gate,
-                                                  .rotary_percent = c.model.rotary_percent == 1.0});
+                                                  .rotary_percent = c.model.rotary_percent == 1.0,
+                                                  .longrope = longrope_folded});
   // train_iters is left out above, but a changing decay's length (train_iters x global batch, or train_samples)
   // decides every step's decay.
   if (decay_changes) {

@@ -221,6 +221,54 @@ void check_nemotron_h(Differences& d, const config::Config& config, const model:
   }
 }
 
+// "[1,1.05,2]": a factor list as an override's value (one shell word), each factor's shortest fp32 digits.
+template <class T>
+std::string factor_list(const std::vector<T>& list) {
+  std::vector<std::string> items;
+  for (const T v : list) items.push_back(strprintf("%.9g", static_cast<double>(static_cast<float>(v))));
+  return "[" + join(items, ",") + "]";
+}
+
+// LongRoPE's keys: left unset (both lists empty) they take the folder's four values; set, they must be its values.
+void check_longrope(Differences& d, config::ModelConfig& m, const model::LongRope& folder) {
+  const bool unset = m.longrope_short_factor.empty() && m.longrope_long_factor.empty();
+  if (unset && !folder.enabled()) return;
+  if (unset) {
+    m.longrope_short_factor.assign(folder.short_factor.begin(), folder.short_factor.end());
+    m.longrope_long_factor.assign(folder.long_factor.begin(), folder.long_factor.end());
+    m.longrope_original_max_position_embeddings = folder.original_max_position_embeddings;
+    m.longrope_attention_factor = folder.attention_factor;
+    d.taken.push_back(
+        strprintf("LongRoPE (two lists of %zu factors, longrope_original_max_position_embeddings %lld, "
+                  "longrope_attention_factor %.17g)",
+                  folder.short_factor.size(), static_cast<long long>(folder.original_max_position_embeddings),
+                  folder.attention_factor));
+    return;
+  }
+  const auto same_list = [](const std::vector<double>& configured, const std::vector<float>& in_folder) {
+    if (configured.size() != in_folder.size()) return false;
+    for (size_t i = 0; i < configured.size(); ++i) {
+      if (static_cast<float>(configured[i]) != in_folder[i]) return false;
+    }
+    return true;
+  };
+  if (!same_list(m.longrope_short_factor, folder.short_factor)) {
+    d.differ("model.longrope_short_factor", "rope_scaling.short_factor", factor_list(folder.short_factor),
+             factor_list(m.longrope_short_factor));
+  }
+  if (!same_list(m.longrope_long_factor, folder.long_factor)) {
+    d.differ("model.longrope_long_factor", "rope_scaling.long_factor", factor_list(folder.long_factor),
+             factor_list(m.longrope_long_factor));
+  }
+  if (!folder.enabled()) return;  // the lists' difference says it all
+  check_count(d, "longrope_original_max_position_embeddings", "original_max_position_embeddings",
+              folder.original_max_position_embeddings, m.longrope_original_max_position_embeddings);
+  if (!same(m.longrope_attention_factor, folder.attention_factor)) {
+    d.differ("model.longrope_attention_factor", "LongRoPE's attention factor",
+             strprintf("%.17g", folder.attention_factor), num(m.longrope_attention_factor));
+  }
+}
+
 }  // namespace
 
 config::Config apply_pretrained_shapes(const config::Config& config) {
@@ -229,12 +277,6 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
   const std::string folder = checkpoint::resolve_model_folder(*config.checkpoint.pretrained_checkpoint, kKey);
   const checkpoint::HfModelConfig hf = checkpoint::read_hf_config(folder);
   const model::ModelSpec& s = hf.spec;
-  if (hf.longrope) {
-    throw Error(strprintf(
-        "%s %s: config.json's RoPE is LongRoPE (rope_type longrope, %s): training from it is not built yet (the run's "
-        "configuration has no keys for its factor lists); `stepgraph generate` runs the folder",
-        kKey, folder.c_str(), hf.path.c_str()));
-  }
   const bool nemotron_h = hf.architecture == "NemotronHForCausalLM";
   const bool mixtral = hf.architecture == "MixtralForCausalLM";
   // The Qwen MoE families: a dense MLP of intermediate_size where not MoE.
@@ -348,6 +390,7 @@ config::Config apply_pretrained_shapes(const config::Config& config) {
                     megatron.low_freq_factor, megatron.high_freq_factor, megatron.original_max_position_embeddings));
     }
   }
+  check_longrope(d, m, s.longrope);
   if (!d.lines.empty()) {
     std::string msg =
         strprintf("%s %s: its config.json does not match the model configuration (%zu difference%s):", kKey,

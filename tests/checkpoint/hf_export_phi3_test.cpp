@@ -1,16 +1,19 @@
 // What a save writes for a model whose RoPE rotates a share of each head (model.rotary_percent): Phi3Config
-// (checkpoint/hf_config.h) with partial_rotary_factor, and model.safetensors with Phi3's fused tensors
-// (checkpoint/hf_fused_tensors.h's fuse_hf_tensors): q, k, v as one qkv_proj and gate, up as one gate_up_proj,
-// written from the parameters in place. The folder such a run saves, read back, is the same model
+// (checkpoint/hf_config.h) with partial_rotary_factor (and LongRoPE's rope_scaling), and model.safetensors with Phi3's
+// fused tensors (checkpoint/hf_fused_tensors.h's fuse_hf_tensors): q, k, v as one qkv_proj and gate, up as one
+// gate_up_proj, written from the parameters in place. The folder such a run saves, read back, is the same model
 // (tests/train/checkpoint_export_test.cpp).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "checkpoint/hf_config.h"
 #include "checkpoint/hf_fused_tensors.h"
+#include "checkpoint/hf_import.h"
 #include "checkpoint_test_util.h"
 #include "model/layer_registry.h"
 #include "model/stack.h"
@@ -43,7 +46,8 @@ TEST(HfExportPhi3, ConfigFields) {
   std::string message = test::thrown_message([&] { hf_llama_config(spec, "bfloat16"); });
   EXPECT_NE(message.find("not a Llama model"), std::string::npos) << message;
   message = test::thrown_message([&] { hf_phi3_config(test::tiny_llama_spec(false), "bfloat16"); });
-  EXPECT_NE(message.find("not a Phi-3 model (model.rotary_percent=1)"), std::string::npos) << message;
+  EXPECT_NE(message.find("not a Phi-3 model (model.rotary_percent=1 and no LongRoPE lists)"), std::string::npos)
+      << message;
   // A window of the source folder is Phi3Config's own key.
   nlohmann::json windowed = c;
   set_hf_mistral_sliding_window(windowed, 16);
@@ -74,6 +78,45 @@ TEST(HfExportPhi3, WhatPhi3CannotExpressGetsNoConfig) {
               s.moe_ffn_hidden_size = 16;
             }).find("Phi3ForCausalLM has no experts"),
             std::string::npos);
+}
+
+// LongRoPE (model.longrope_*), with the whole head or a share of it rotated: Phi3Config with rope_scaling {type
+// longrope, both lists, attention_factor} and original_max_position_embeddings, which read back as the same lists,
+// attention factor and list for every sequence length.
+TEST(HfExportPhi3, LongRopeIsWrittenAndReadsBack) {
+  test::ScratchDir dir("hf_export_phi3_longrope");
+  for (const int64_t rotary_dim : {0, 6}) {
+    SCOPED_TRACE(rotary_dim);
+    model::ModelSpec spec = test::tiny_llama_spec(false);
+    spec.rotary_dim = rotary_dim;
+    const size_t pairs = rotary_dim == 0 ? 4 : 3;
+    for (size_t i = 0; i < pairs; ++i) {
+      spec.longrope.short_factor.push_back(1.0f + 0.05f * static_cast<float>(i));
+      spec.longrope.long_factor.push_back(1.0f + 1.7f * static_cast<float>(i));
+    }
+    spec.longrope.original_max_position_embeddings = 24;
+    spec.longrope.attention_factor = 1.1902380714238083;
+    spec.rope_scaling = spec.longrope.scaling_for(spec.seq_length);
+    ASSERT_EQ(model::hf_architecture(spec), "Phi3ForCausalLM");
+    const nlohmann::json c = hf_model_config(spec, "bfloat16");
+    EXPECT_EQ(c["model_type"], "phi3");
+    EXPECT_EQ(c["original_max_position_embeddings"], 24);
+    EXPECT_EQ(c["rope_scaling"]["type"], "longrope");
+    EXPECT_EQ(c["rope_scaling"]["attention_factor"], 1.1902380714238083);
+    EXPECT_EQ(c["rope_scaling"]["long_factor"].size(), pairs);
+    const std::string folder = dir.str() + "/r" + std::to_string(rotary_dim);
+    std::filesystem::create_directories(folder);
+    std::ofstream(folder + "/config.json") << c.dump(2);
+    const model::ModelSpec back = read_hf_config(folder).spec;
+    EXPECT_EQ(back.rotary_dim, rotary_dim);
+    EXPECT_EQ(back.longrope.short_factor, spec.longrope.short_factor);
+    EXPECT_EQ(back.longrope.long_factor, spec.longrope.long_factor);
+    EXPECT_EQ(back.longrope.original_max_position_embeddings, 24);
+    EXPECT_EQ(back.longrope.attention_factor, spec.longrope.attention_factor);
+    for (const int64_t length : {int64_t{24}, int64_t{25}}) {
+      EXPECT_TRUE(back.longrope.scaling_for(length).same_as(spec.longrope.scaling_for(length))) << length;
+    }
+  }
 }
 
 // partial_rotary_factor is read back as int(head_dim x factor): the share written gives back every even count.

@@ -29,9 +29,8 @@ TEST(HfImportPhi3, FusedTensorsLoadAsTheModelsOwn) {
   test::ScratchDir dir("hf_import_phi3");
   for (const char* layout_flags : {"--dtype bf16", "--dtype fp32 --shards 3"}) {
     SCOPED_TRACE(layout_flags);
-    const std::string folder =
-        make_hf_llama_folder(dir.str() + "/phi3_" + std::to_string(std::strlen(layout_flags)),
-                             std::string(layout_flags) + " --phi3 128");
+    const std::string folder = make_hf_llama_folder(dir.str() + "/phi3_" + std::to_string(std::strlen(layout_flags)),
+                                                    std::string(layout_flags) + " --phi3 128");
     const HfModelConfig config = read_hf_config(folder);
     EXPECT_EQ(config.architecture, "Phi3ForCausalLM");
     EXPECT_EQ(config.sliding_window, 128);
@@ -113,8 +112,8 @@ TEST(HfImportPhi3, ALongRopeFolderHasBothFactorListsAndItsAttentionFactor) {
   // head_dim 8 (4 pairs), max_position_embeddings 256, original 64: factor 4.
   const HfModelConfig config =
       read_hf_config(make_hf_llama_folder(dir.str() + "/whole", "--phi3 -1 --longrope --original-max-pos 64"));
-  ASSERT_TRUE(config.longrope.has_value());
-  const HfLongRope& r = *config.longrope;
+  ASSERT_TRUE(config.spec.longrope.enabled());
+  const model::LongRope& r = config.spec.longrope;
   EXPECT_EQ(r.short_factor, (std::vector<float>{1.0f, 1.05f, 1.1f, 1.15f}));
   EXPECT_EQ(r.long_factor, (std::vector<float>{1.0f, 2.5f, 4.0f, 5.5f}));
   EXPECT_EQ(r.original_max_position_embeddings, 64);
@@ -126,17 +125,14 @@ TEST(HfImportPhi3, ALongRopeFolderHasBothFactorListsAndItsAttentionFactor) {
   EXPECT_EQ(long_scaling.attention_factor, r.attention_factor);
   EXPECT_TRUE(config.spec.rope_scaling.same_as(long_scaling)) << "the spec's length is max_position_embeddings, 256";
   EXPECT_FALSE(config.spec.rope_scaling.llama3());
-  // No config.json is written for it (training from it is refused: tests/train/pretrained_test.cpp).
-  std::string why;
-  EXPECT_EQ(model::hf_architecture(config.spec, &why), "");
-  EXPECT_NE(why.find("LongRoPE"), std::string::npos) << why;
+  EXPECT_EQ(model::hf_architecture(config.spec), "Phi3ForCausalLM");  // its saves are Phi-3 folders with it
   // With partial rotary the lists are the rotated pairs': Phi-4-mini's 0.75 of 8 is 6 dimensions, 3 pairs.
   const HfModelConfig partial = read_hf_config(
       make_hf_llama_folder(dir.str() + "/partial", "--phi3 -1 --partial-rotary 0.75 --longrope --original-max-pos 32"));
   EXPECT_EQ(partial.spec.rotary_dim, 6);
-  EXPECT_EQ(partial.longrope->long_factor.size(), 3u);
+  EXPECT_EQ(partial.spec.longrope.long_factor.size(), 3u);
   EXPECT_EQ(partial.spec.rope_scaling.longrope_pairs, 3);
-  EXPECT_DOUBLE_EQ(partial.longrope->attention_factor, std::sqrt(1.0 + std::log(8.0) / std::log(32.0)));
+  EXPECT_DOUBLE_EQ(partial.spec.longrope.attention_factor, std::sqrt(1.0 + std::log(8.0) / std::log(32.0)));
 }
 
 TEST_F(HfImportPhi3Edited, LongRopeSpellingsDefaultsAndRefusals) {
@@ -155,7 +151,7 @@ TEST_F(HfImportPhi3Edited, LongRopeSpellingsDefaultsAndRefusals) {
                         [&](nlohmann::json& c) {
                           longrope(c, {{"type", "su"}});
                         })
-                       .longrope->attention_factor,
+                       .spec.longrope.attention_factor,
                    default_factor);
   const HfModelConfig v5 = read("v5", [&](nlohmann::json& c) {
     longrope(c, {});
@@ -164,26 +160,26 @@ TEST_F(HfImportPhi3Edited, LongRopeSpellingsDefaultsAndRefusals) {
         {"rope_type", "longrope"}, {"rope_theta", 500.0}, {"short_factor", short_factor}, {"long_factor", long_factor}};
   });
   EXPECT_EQ(v5.spec.rotary_base, 500.0);
-  EXPECT_EQ(v5.longrope->long_factor[3], 4.0f);
-  EXPECT_EQ(v5.longrope->original_max_position_embeddings, 128);
+  EXPECT_EQ(v5.spec.longrope.long_factor[3], 4.0f);
+  EXPECT_EQ(v5.spec.longrope.original_max_position_embeddings, 128);
   EXPECT_EQ(read("af",
                  [&](nlohmann::json& c) {
                    longrope(c, {{"type", "longrope"}, {"attention_factor", 1.5}});
                  })
-                .longrope->attention_factor,
+                .spec.longrope.attention_factor,
             1.5);
   EXPECT_DOUBLE_EQ(read("factor",
                         [&](nlohmann::json& c) {
                           longrope(c, {{"type", "longrope"}, {"factor", 2.0}});
                         })
-                       .longrope->attention_factor,
+                       .spec.longrope.attention_factor,
                    std::sqrt(1.0 + std::log(2.0) / std::log(128.0)));
   EXPECT_EQ(read("one",
                  [&](nlohmann::json& c) {
                    longrope(c, {{"type", "longrope"}});
                    c["max_position_embeddings"] = 128;  // factor 1: no attention scaling
                  })
-                .longrope->attention_factor,
+                .spec.longrope.attention_factor,
             1.0);
   const auto refused = [&](const std::string& name, const auto& edit) {
     return test::thrown_message([&] { read_hf_config(edited(name, edit)); });
@@ -237,10 +233,10 @@ TEST_F(HfImportPhi3Edited, ALlamaFoldersLongRopeTakesItsOriginalContextFromTheOb
   };
   const HfModelConfig with = llama("with", true), without = llama("without", false);
   EXPECT_EQ(with.architecture, "LlamaForCausalLM");
-  EXPECT_EQ(with.longrope->original_max_position_embeddings, 64);
-  EXPECT_DOUBLE_EQ(with.longrope->attention_factor, std::sqrt(1.0 + std::log(8.0) / std::log(64.0)));
-  EXPECT_EQ(without.longrope->original_max_position_embeddings, 512);
-  EXPECT_EQ(without.longrope->attention_factor, 1.0);
+  EXPECT_EQ(with.spec.longrope.original_max_position_embeddings, 64);
+  EXPECT_DOUBLE_EQ(with.spec.longrope.attention_factor, std::sqrt(1.0 + std::log(8.0) / std::log(64.0)));
+  EXPECT_EQ(without.spec.longrope.original_max_position_embeddings, 512);
+  EXPECT_EQ(without.spec.longrope.attention_factor, 1.0);
   EXPECT_EQ(without.spec.rope_scaling.longrope_factors[3], 1.0f) << "512 positions are not past 512: the short ones";
 }
 

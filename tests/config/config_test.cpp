@@ -81,10 +81,10 @@ TEST(Config, KeyTableCoversEverySection) {
   // + checkpoint.most_recent_k + model.is_hybrid_model + the validation section's 8 keys beyond the 2 that were
   // train's + the 3 weight-decay schedule keys + tokenizer.use_tokenizer_vocab_size + Bridge's keys accepted without
   // effect (config/bridge_inert_keys.h)
-  EXPECT_EQ(keys.size(), 141u + std::size(config::kBridgeInertKeys));  // + the 3 sample-based lengths
+  EXPECT_EQ(keys.size(), 145u + std::size(config::kBridgeInertKeys));  // + the 3 sample-based lengths
   // + scheduler.max_steps and lr_warmup_fraction + train.num_epochs + the 4 lr-shape keys (lr_warmup_init and WSD's
   // three, which were Bridge keys accepted without effect before) + model.moe_shared_expert_gate and
-  // model.rotary_percent (likewise)
+  // model.rotary_percent (likewise) + LongRoPE's 4 keys (model.longrope_*)
 }
 
 TEST(Config, ShippedRecipesHaveTheFixedShapes) {

@@ -10,7 +10,10 @@
 #include "config/config.h"
 #include "config/validate.h"
 #include "config_test_util.h"
+#include "core/strings.h"
 #include "model/layer_registry.h"
+#include "model/stack.h"
+#include "test_util.h"
 
 namespace sg::config {
 namespace {
@@ -84,6 +87,46 @@ TEST(ModelConfig, RotaryPercentGivesMegatronsCountOfRotatedDimensions) {
   const std::string odd = config::format_violation(odd_report.violations[0]);
   EXPECT_NE(odd.find("int(head_dim 64 x 0.3) = 19"), std::string::npos) << odd;
   EXPECT_NE(odd.find("e.g. 0.3125 (20 dimensions)"), std::string::npos) << odd;
+}
+
+// LongRoPE's keys: lists of numbers (YAML or an override's comma-separated text) that reach the spec as fp32, with the
+// list a step's sequences use (seq_length against the original context) as the kernels' scaling.
+TEST(ModelConfig, LongRopeKeysGiveTheSpecBothListsAndTheOneForSeqLength) {
+  std::string short_list = "[1.0", long_list = "[1.0";
+  for (int i = 1; i < 24; ++i) {  // rotary_percent 0.75 of 64: 24 pairs
+    short_list += strprintf(", %g", 1.0 + 0.05 * i);
+    long_list += strprintf(", %g", 1.0 + 1.5 * i);
+  }
+  short_list += "]";
+  long_list += "]";
+  const auto spec = [&](std::vector<std::string> more) {
+    std::vector<std::string> overrides = {"model.rotary_percent=0.75", "model.longrope_short_factor=" + short_list,
+                                          "model.longrope_long_factor=" + long_list,
+                                          "model.longrope_attention_factor=1.19"};
+    overrides.insert(overrides.end(), more.begin(), more.end());
+    const config::ValidationReport r = config::validate(config::load_config("llama/tiny", overrides));
+    EXPECT_TRUE(r.ok()) << (r.violations.empty() ? "" : config::format_violation(r.violations[0]));
+    return config::model_spec(r.config);
+  };
+  const model::ModelSpec within = spec({"model.longrope_original_max_position_embeddings=256"});  // seq_length 256
+  ASSERT_EQ(within.longrope.short_factor.size(), 24u);
+  EXPECT_EQ(within.longrope.long_factor[23], 35.5f);
+  EXPECT_EQ(within.longrope.attention_factor, 1.19);
+  EXPECT_EQ(within.rope_scaling.longrope_pairs, 24);
+  EXPECT_EQ(within.rope_scaling.longrope_factors[23], static_cast<float>(1.0 + 0.05 * 23)) << "the short list";
+  EXPECT_EQ(within.rope_scaling.attention_factor, 1.19);
+  const model::ModelSpec past = spec({"model.longrope_original_max_position_embeddings=255"});
+  EXPECT_EQ(past.rope_scaling.longrope_factors[23], 35.5f) << "256 positions are past 255: the long list";
+  EXPECT_EQ(model::hf_architecture(past), "Phi3ForCausalLM");
+  // The emitted configuration reads back to the same lists.
+  const config::Config c = config::load_config("llama/tiny", {"model.longrope_short_factor=1,1.5,2"});
+  EXPECT_EQ(c.model.longrope_short_factor, (std::vector<double>{1.0, 1.5, 2.0}));
+  EXPECT_NE(config::emit_yaml(c).find("  longrope_short_factor: [1.0, 1.5, 2.0]\n"), std::string::npos)
+      << config::emit_yaml(c);
+  EXPECT_NE(test::thrown_message([] {
+              config::load_config("llama/tiny", {"model.longrope_short_factor=[1, x]"});
+            }).find("model.longrope_short_factor[1]"),
+            std::string::npos);
 }
 
 TEST(ModelConfig, BothHybridPatternNamesAreRefused) {

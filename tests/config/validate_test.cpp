@@ -31,6 +31,13 @@ struct RuleCase {
 
 // Base recipes are graph-ready (RNG trackers on; NaN checks on, which every graph mode allows), so
 // one override switches graphs on.
+// A LongRoPE factor list of n ones, as an override's value.
+std::string ones(int n) {
+  std::string list = "1";
+  for (int i = 1; i < n; ++i) list += ",1";
+  return list;
+}
+
 const std::vector<RuleCase> kCases = {
     {1,
      "llama/tiny",
@@ -185,6 +192,41 @@ const std::vector<RuleCase> kCases = {
      {"model.rotary_percent=0.5", "model.position_embedding_type=none"},
      "model.rotary_percent",
      {"model.rotary_percent=1", "model.position_embedding_type=none"}},
+    // LongRoPE: both lists, one factor per rotated pair (llama/tiny's heads of 64: 32), positive, with RoPE, not with
+    // Llama 3 scaling.
+    {16,
+     "llama/tiny",
+     {"model.longrope_short_factor=" + ones(31), "model.longrope_long_factor=" + ones(32)},
+     "model.longrope_short_factor",
+     {"model.longrope_short_factor=" + ones(32), "model.longrope_long_factor=" + ones(32)}},
+    {16,
+     "llama/tiny",
+     {"model.longrope_short_factor=" + ones(32)},
+     "model.longrope_long_factor",
+     {"model.longrope_short_factor=" + ones(32), "model.longrope_long_factor=" + ones(32)}},
+    {16,
+     "llama/tiny",
+     {"model.longrope_short_factor=" + ones(31) + ",0", "model.longrope_long_factor=" + ones(32)},
+     "model.longrope_short_factor",
+     {"model.longrope_short_factor=" + ones(31) + ",0.5", "model.longrope_long_factor=" + ones(32)}},
+    {16,
+     "llama/tiny",
+     {"model.longrope_short_factor=" + ones(24), "model.longrope_long_factor=" + ones(24)},
+     "model.longrope_long_factor",
+     {"model.longrope_short_factor=" + ones(24), "model.longrope_long_factor=" + ones(24),
+      "model.rotary_percent=0.75"}},
+    {16,
+     "llama/tiny",
+     {"model.longrope_short_factor=" + ones(32), "model.longrope_long_factor=" + ones(32), "model.rope_scaling=true"},
+     "model.rope_scaling",
+     {"model.longrope_short_factor=" + ones(32), "model.longrope_long_factor=" + ones(32)}},
+    {16,
+     "llama/tiny",
+     {"model.longrope_short_factor=" + ones(32), "model.longrope_long_factor=" + ones(32),
+      "model.longrope_attention_factor=0"},
+     "model.longrope_attention_factor",
+     {"model.longrope_short_factor=" + ones(32), "model.longrope_long_factor=" + ones(32),
+      "model.longrope_attention_factor=1.19"}},
     {16,  // no attention layers: the pattern is named, not RoPE
      "hybrid/tiny_hybrid",
      {"model.rotary_percent=0.5", "model.hybrid_override_pattern=M-M-M-M-"},

@@ -121,6 +121,7 @@ struct ParityCase {
   bool qkv_bias = false;      // Qwen2's bias on q, k and v (model.add_qkv_bias)
   bool bias_linear = false;   // every linear's bias (model.add_bias_linear)
   int64_t rotary_dim = 0;     // partial rotary (model.rotary_percent): RoPE on this many of each head's 64
+  bool longrope = false;      // LongRoPE (model.longrope_*): a factor per rotated pair, cos and sin scaled
 };
 
 class TrainStepParity : public ::testing::TestWithParam<ParityCase> {};
@@ -136,6 +137,15 @@ TEST_P(TrainStepParity, LossGradientsAndUpdateMatchTheCpuReference) {
   spec.add_qkv_bias = c.qkv_bias;
   spec.add_bias_linear = c.bias_linear;
   spec.rotary_dim = c.rotary_dim;
+  if (c.longrope) {
+    for (int64_t i = 0; i < spec.rope_rotated_dims() / 2; ++i) {
+      spec.longrope.short_factor.push_back(1.0f + 0.05f * static_cast<float>(i));
+      spec.longrope.long_factor.push_back(1.0f + 1.5f * static_cast<float>(i));
+    }
+    spec.longrope.original_max_position_embeddings = spec.seq_length - 1;  // the long list, as a step uses it
+    spec.longrope.attention_factor = 1.1902380714238083;
+    spec.rope_scaling = spec.longrope.scaling_for(spec.seq_length);
+  }
   if (!spec.hybrid_layer_pattern.empty()) spec.num_layers = static_cast<int64_t>(spec.hybrid_layer_pattern.size());
   const BatchSpec bs = batch_spec(c.num_microbatches);
   OptimizerSpec opt = test_optimizer();
@@ -260,7 +270,8 @@ INSTANTIATE_TEST_SUITE_P(
         ParityCase{1, false, 0.0f, "", true, true, false, false, true},
         ParityCase{2, false, 0.1f, "M*-M", false, false, false, false, true},
         ParityCase{2, false, 0.1f, "", false, false, true, false, false, 48},
-        ParityCase{1, true, 0.0f, "", false, false, false, false, false, 24}),
+        ParityCase{1, true, 0.0f, "", false, false, false, false, false, 24},
+        ParityCase{2, false, 0.1f, "", false, false, false, false, false, 48, true}),
     [](const ::testing::TestParamInfo<ParityCase>& info) {
       return "mb" + std::to_string(info.param.num_microbatches) + (info.param.tied ? "_tied" : "") +
              (info.param.hidden_dropout > 0 ? "_dropout" : "") + (info.param.pattern[0] != 0 ? "_hybrid" : "") +
@@ -268,7 +279,8 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.fused_swiglu_backward ? "_fused_swiglu_backward" : "") +
              (info.param.bf16_grads ? "_bf16_grads" : "") + (info.param.qk_layernorm ? "_qk_layernorm" : "") +
              (info.param.qkv_bias ? "_qkv_bias" : "") + (info.param.bias_linear ? "_bias_linear" : "") +
-             (info.param.rotary_dim > 0 ? "_rotary" + std::to_string(info.param.rotary_dim) : "");
+             (info.param.rotary_dim > 0 ? "_rotary" + std::to_string(info.param.rotary_dim) : "") +
+             (info.param.longrope ? "_longrope" : "");
     });
 
 // ---- determinism and graphs ----

@@ -59,28 +59,33 @@ TEST(RopeReference, BackwardInvertsForwardAndStridedHeadsStayInPlace) {
   EXPECT_LT(test::relative_error(x, x0), 1e-6);
 }
 
-TEST(RopeReference, BackwardMatchesFiniteDifferencesFp64) {
-  const int64_t T = 5, S = 3, d = 6, heads = 2, stride = 13;
-  const auto xf = test::random_normal(T * stride, 71);
-  const auto gf = test::random_normal(T * stride, 72);
+// rope_backward_generic<double> against central finite differences of <g, rope_forward_generic(x)>, per element of x.
+void expect_backward_matches_finite_differences(int64_t T, int64_t S, int64_t d, int64_t heads, int64_t stride,
+                                                const ref::RopeScaling& scaling, int64_t rotary_dim, uint64_t seed) {
+  const auto xf = test::random_normal(T * stride, seed);
+  const auto gf = test::random_normal(T * stride, seed + 1);
   const std::vector<double> x(xf.begin(), xf.end()), g(gf.begin(), gf.end());
+  auto loss = [&](std::vector<double> v) {
+    ref::rope_forward_generic<double>(v.data(), T, S, heads, d, stride, 500.0, scaling, nullptr, rotary_dim);
+    double l = 0.0;
+    for (size_t i = 0; i < v.size(); ++i) l += g[i] * v[i];
+    return l;
+  };
+  auto dx = g;
+  ref::rope_backward_generic<double>(dx.data(), T, S, heads, d, stride, 500.0, scaling, nullptr, rotary_dim);
+  const double step = 1e-5;
+  for (size_t i = 0; i < x.size(); ++i) {
+    auto p = x, m = x;
+    p[i] += step;
+    m[i] -= step;
+    const double fd = (loss(p) - loss(m)) / (2 * step);
+    EXPECT_NEAR(dx[i], fd, 1e-8 * (1.0 + std::fabs(fd))) << "rotary_dim " << rotary_dim << " dx[" << i << "]";
+  }
+}
+
+TEST(RopeReference, BackwardMatchesFiniteDifferencesFp64) {
   for (const int64_t rotary_dim : {0, 4}) {  // the whole head, and partial rotary
-    auto loss = [&](std::vector<double> v) {
-      ref::rope_forward_generic<double>(v.data(), T, S, heads, d, stride, 500.0, {}, nullptr, rotary_dim);
-      double l = 0.0;
-      for (size_t i = 0; i < v.size(); ++i) l += g[i] * v[i];
-      return l;
-    };
-    auto dx = g;
-    ref::rope_backward_generic<double>(dx.data(), T, S, heads, d, stride, 500.0, {}, nullptr, rotary_dim);
-    const double step = 1e-5;
-    for (size_t i = 0; i < x.size(); ++i) {
-      auto p = x, m = x;
-      p[i] += step;
-      m[i] -= step;
-      const double fd = (loss(p) - loss(m)) / (2 * step);
-      EXPECT_NEAR(dx[i], fd, 1e-8 * (1.0 + std::fabs(fd))) << "rotary_dim " << rotary_dim << " dx[" << i << "]";
-    }
+    expect_backward_matches_finite_differences(5, 3, 6, 2, 13, {}, rotary_dim, 71);
   }
 }
 
@@ -192,26 +197,7 @@ TEST(RopeReference, LongRopeDividesEachPairsFrequencyAndScalesCosAndSin) {
   ref::rope_cos_sin_table(table.data(), 3, 8, 10000.0, scaling);
   EXPECT_EQ(table[2 * 8 + 1], static_cast<float>(std::cos(2 * ref::rope_inv_freq(1, 8, 10000.0, scaling)) * 1.25));
   EXPECT_EQ(table[2 * 8 + 4 + 1], static_cast<float>(std::sin(2 * ref::rope_inv_freq(1, 8, 10000.0, scaling)) * 1.25));
-  const int64_t T = 6, S = 3, d = 12, heads = 2, stride = 2 * d + 3;
-  const auto xf = test::random_normal(T * stride, 73);
-  const auto gf = test::random_normal(T * stride, 74);
-  const std::vector<double> x0(xf.begin(), xf.end()), g(gf.begin(), gf.end());
-  auto loss = [&](std::vector<double> v) {
-    ref::rope_forward_generic<double>(v.data(), T, S, heads, d, stride, 500.0, scaling, nullptr, 8);
-    double l = 0.0;
-    for (size_t i = 0; i < v.size(); ++i) l += g[i] * v[i];
-    return l;
-  };
-  auto dx = g;
-  ref::rope_backward_generic<double>(dx.data(), T, S, heads, d, stride, 500.0, scaling, nullptr, 8);
-  const double step = 1e-5;
-  for (size_t i = 0; i < x0.size(); ++i) {
-    auto p = x0, m = x0;
-    p[i] += step;
-    m[i] -= step;
-    const double fd = (loss(p) - loss(m)) / (2 * step);
-    EXPECT_NEAR(dx[i], fd, 1e-8 * (1.0 + std::fabs(fd))) << "dx[" << i << "]";
-  }
+  expect_backward_matches_finite_differences(6, 3, 12, 2, 27, scaling, 8, 73);
 }
 
 TEST(RopeReference, RejectsLongRopeFactorsThatDoNotFitTheRotatedPairs) {

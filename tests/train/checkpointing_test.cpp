@@ -198,5 +198,28 @@ TEST(CanonicalConfigHash, RotaryPercentHashesOnlyWherePartial) {
   EXPECT_NE(hash({"model.rotary_percent=0.5"}), hash({"model.rotary_percent=0.75"}));
 }
 
+// LongRoPE's keys hash as before they existed without its lists (its other two keys then shape nothing), and every
+// one of them where the lists are set.
+TEST(CanonicalConfigHash, LongRopeHashesOnlyWithItsLists) {
+  const auto hash = [](const std::vector<std::string>& more) {
+    std::vector<std::string> overrides = {"train.train_iters=1", "scheduler.lr_decay_iters=100"};
+    overrides.insert(overrides.end(), more.begin(), more.end());
+    return canonical_config_hash(config::validate(config::load_config("llama/tiny", overrides)).config);
+  };
+  EXPECT_EQ(hash({"model.longrope_original_max_position_embeddings=64", "model.longrope_attention_factor=1.5"}),
+            "fba5d025e3d9d565");  // saved before the keys existed
+  std::string ones = "1", twos = "2";
+  for (int i = 1; i < 32; ++i) ones += ",1", twos += ",2";  // llama/tiny's heads of 64: 32 pairs
+  const std::vector<std::string> lists = {"model.longrope_short_factor=" + ones, "model.longrope_long_factor=" + twos};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), lists.begin(), lists.end());
+    return hash(more);
+  };
+  EXPECT_NE(with({}), hash({}));
+  EXPECT_NE(with({"model.longrope_attention_factor=1.5"}), with({}));
+  EXPECT_NE(with({"model.longrope_original_max_position_embeddings=64"}), with({}));
+  EXPECT_NE(hash({"model.longrope_short_factor=" + twos, "model.longrope_long_factor=" + twos}), with({}));
+}
+
 }  // namespace
 }  // namespace sg::train

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/strings.h"
 #include "cuda/device.h"
 #include "graph_mode_runs.h"
 #include "model/init.h"
@@ -152,6 +153,19 @@ TEST_F(GraphModesGpu, QkLayernormEveryModeAndRecomputeIsBitwiseEqualToEager) {
 // cos/sin table of those dimensions, replays bit for bit.
 TEST_F(GraphModesGpu, PartialRotaryEveryModeAndRecomputeIsBitwiseEqualToEager) {
   expect_attention_variant_bitwise_equal_to_eager({"model.rotary_percent=0.75"});
+}
+
+// LongRoPE (model.longrope_*, Phi-4-mini's on its 0.75 of each head): the cos/sin table of the factors and the
+// attention factor replays bit for bit.
+TEST_F(GraphModesGpu, LongRopeEveryModeAndRecomputeIsBitwiseEqualToEager) {
+  std::string short_list = "1", long_list = "1";
+  for (int i = 1; i < 24; ++i) {
+    short_list += strprintf(",%g", 1.0 + 0.05 * i);
+    long_list += strprintf(",%g", 1.0 + 1.5 * i);
+  }
+  expect_attention_variant_bitwise_equal_to_eager(
+      {"model.rotary_percent=0.75", "model.longrope_short_factor=" + short_list,
+       "model.longrope_long_factor=" + long_list, "model.longrope_attention_factor=1.19"});
 }
 
 // Qwen2's QKV bias (model.add_qkv_bias): the GEMM's bias epilogue and the bias gradient's partial rows replay bit for

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -264,16 +265,34 @@ TEST(Pretrained, APhi3FolderWithPartialRotaryTrainsWithItsShareOfEachHead) {
   expect_one_step_from(c, dir, folder);
 }
 
-// LongRoPE (Phi-3.5-mini's rope_type longrope) is read for `generate`; training from it is refused before anything
-// runs, naming the folder and what runs it.
-TEST(Pretrained, ALongRopeFolderIsRefusedNamingGenerate) {
+// LongRoPE (Phi-3.5-mini's rope_type longrope): a recipe without the lists takes the folder's four values (logged) and
+// trains from its weights with them; lists that are set must be the folder's, each difference listed with its fix.
+TEST(Pretrained, ALongRopeFolderGivesItsListsAndTrainsWithThem) {
   const Scratch dir;
-  const std::string folder = make_hf_folder(dir / "phi3_longrope", "--phi3 0 --longrope");
-  const std::string error = test::thrown_message(
-      [&] { train::apply_pretrained_shapes(tiny_config({"checkpoint.pretrained_checkpoint=" + folder})); });
-  EXPECT_NE(error.find("config.json's RoPE is LongRoPE (rope_type longrope"), std::string::npos) << error;
-  EXPECT_NE(error.find("`stepgraph generate` runs the folder"), std::string::npos) << error;
-  EXPECT_NE(error.find(folder), std::string::npos) << error;
+  const std::string folder = make_hf_folder(dir / "phi3_longrope", "--phi3 0 --longrope --original-max-pos 64");
+  const std::string pre = "checkpoint.pretrained_checkpoint=" + folder;
+  const config::Config taken = train::apply_pretrained_shapes(tiny_config({pre}));
+  EXPECT_EQ(taken.model.longrope_short_factor, (std::vector<double>{1.0f, 1.05f, 1.1f, 1.15f}));
+  EXPECT_EQ(taken.model.longrope_long_factor, (std::vector<double>{1.0, 2.5, 4.0, 5.5}));
+  EXPECT_EQ(taken.model.longrope_original_max_position_embeddings, 64);
+  EXPECT_DOUBLE_EQ(taken.model.longrope_attention_factor, std::sqrt(1.0 + std::log(4.0) / std::log(64.0)));
+  const model::ModelSpec spec = config::model_spec(config::validate(taken).config);
+  EXPECT_EQ(spec.rope_scaling.longrope_pairs, 4);
+  EXPECT_EQ(spec.rope_scaling.longrope_factors[3], 1.15f) << "16 positions are within 64: the short list";
+  const std::string error = test::thrown_message([&] {
+    train::apply_pretrained_shapes(tiny_config({pre, "model.longrope_short_factor=[1,1,1,1]",
+                                                "model.longrope_long_factor=[1,2.5,4,5.5]",
+                                                "model.longrope_original_max_position_embeddings=64"}));
+  });
+  EXPECT_NE(error.find("model.longrope_short_factor: config.json rope_scaling.short_factor = [1,1.04999995,1.10000002,"
+                       "1.14999998], configured [1,1,1,1]"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("model.longrope_attention_factor: config.json LongRoPE's attention factor"), std::string::npos)
+      << error;
+  EXPECT_EQ(error.find("model.longrope_long_factor"), std::string::npos) << error;
+  const config::Config c = tiny_config({pre, "train.train_iters=1"});
+  expect_one_step_from(c, dir, folder);
 }
 
 // A Qwen2-MoE folder: the shared expert's width is taken from it, its gate must be configured (the error names
