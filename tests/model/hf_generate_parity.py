@@ -15,8 +15,8 @@ Checkpoints:
       partial rotary (partial_rotary_factor 0.75: 24 of 32 dimensions) in bf16, Phi-3 folders with Phi-3.5's
       LongRoPE on that share (its short factors, every sequence within the original context, in bf16; its long
       ones, every prompt past an original context of 2, so that transformers too uses them from the first token,
-      in fp32), and a Phi-3 folder (2 shards; q, k, v and gate, up in fused tensors), a Qwen3-MoE folder (8 experts top-2 renormalised, block 1
-      dense) and a Qwen2-MoE folder (gated shared expert) in fp32;
+      in fp32), and a Phi-3 folder (2 shards; q, k, v and gate, up in fused tensors), a Qwen3-MoE folder (8
+      experts top-2 renormalised, block 1 dense) and a Qwen2-MoE folder (gated shared expert) in fp32;
   (b) a stepgraph checkpoint: `stepgraph train llama/tiny` for --steps steps on `stepgraph data synth`
       (a model that uses its context), prompts cut from that corpus;
   (c) folders transformers writes itself for the other architectures stepgraph decodes: NemotronH (pattern
@@ -61,6 +61,7 @@ except ImportError as e:
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MAKE_HF = os.path.join(ROOT, "tests", "checkpoint", "make_hf_llama.py")
+NEMOTRON_H, MIXTRAL = "hf_nemotron_h_moe_mamba", "hf_mixtral"  # (c): the folders transformers writes
 
 
 def run(cmd, log=None):
@@ -181,9 +182,8 @@ def transformers_folders(out):
     mixtral = dict(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                    intermediate_size=48, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=512)
     made = []
-    for name, config, cls in (("hf_nemotron_h_moe_mamba", transformers.NemotronHConfig(**nemotron),
-                               transformers.NemotronHForCausalLM),
-                              ("hf_mixtral", transformers.MixtralConfig(**mixtral), transformers.MixtralForCausalLM)):
+    for name, config, cls in ((NEMOTRON_H, transformers.NemotronHConfig(**nemotron), transformers.NemotronHForCausalLM),
+                              (MIXTRAL, transformers.MixtralConfig(**mixtral), transformers.MixtralForCausalLM)):
         model = cls(config).eval()
         with torch.no_grad():
             for pname, param in model.named_parameters():
@@ -269,7 +269,7 @@ def main():
         starts = rng.integers(0, len(tokens) - 64, size=args.prompts)
         checkpoints.append(("stepgraph_llama_tiny_trained", ckpt, [tokens[s:s + 24].tolist() for s in starts]))
     # (c) MoE and Mamba architectures
-    for name, folder in transformers_folders(out) if wanted("nemotron_h") or wanted("mixtral") else []:
+    for name, folder in transformers_folders(out) if wanted(NEMOTRON_H) or wanted(MIXTRAL) else []:
         if not wanted(name):
             continue
         prompts = [rng.integers(0, 256, size=int(rng.integers(3, 20))).tolist() for _ in range(args.prompts)]
