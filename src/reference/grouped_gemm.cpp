@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "reference/column_sums.h"
 #include "reference/linear.h"
 
 namespace sg::ref {
@@ -59,6 +60,19 @@ void grouped_linear_backward_weight(float* dw, const float* dy, const float* x, 
   for_each_segment("grouped_linear_backward_weight", rows, [&](int g, int64_t first, int64_t m) {
     linear_backward_weight(dw + g * N * K, dy + first * N, x + first * K, m, K, N);
   });
+}
+
+void grouped_bias_forward(float* y, const float* bias, const GroupedRows& rows, int64_t N) {
+  for_each_segment("grouped_bias_forward", rows, [&](int g, int64_t first, int64_t m) {
+    for (int64_t r = first; r < first + m; ++r) {
+      for (int64_t c = 0; c < N; ++c) y[r * N + c] += bias[g * N + c];
+    }
+  });
+}
+
+void grouped_bias_backward(float* dbias, const float* dy, const GroupedRows& rows, int64_t N) {
+  for_each_segment("grouped_bias_backward", rows,
+                   [&](int g, int64_t first, int64_t m) { column_sums(dbias + g * N, dy + first * N, m, N, N); });
 }
 
 }  // namespace sg::ref
