@@ -51,11 +51,6 @@ std::vector<UnimplementedFeature> find_unimplemented(const Config& c) {
     if (m.hybrid_override_pattern) keys.push_back("model.hybrid_override_pattern");
     out.push_back({model::missing_layer_kind_text(kind), keys});
   }
-  if (m.add_bias_linear && contains_kind(kinds, model::LayerKind::moe)) {
-    // Megatron's experts (and shared experts) would carry biases too; the attention's and dense MLP's are built.
-    out.push_back({"expert biases (model.add_bias_linear with MoE layers; attention and dense MLP biases are built)",
-                   {"model.add_bias_linear", "model.num_moe_experts"}});
-  }
   if (c.dataset.packed_sequence) out.push_back({"packed sequences", {"dataset.packed_sequence"}});
   return out;
 }

@@ -105,6 +105,13 @@ void ShapeChecker::check_moe_routing() {
   }
   if (m.moe_shared_expert_intermediate_size) {
     size("model.moe_shared_expert_intermediate_size", *m.moe_shared_expert_intermediate_size);
+    if (m.add_bias_linear && *m.moe_shared_expert_intermediate_size > 0) {
+      fail(
+          "shared experts have no biases: Megatron's SharedExpertMLP refuses add_bias_linear (the routed experts "
+          "have theirs)",
+          {"model.add_bias_linear", "model.moe_shared_expert_intermediate_size"},
+          "set model.add_bias_linear=false, or model.moe_shared_expert_intermediate_size=null (no shared expert)");
+    }
   }
 }
 

@@ -213,7 +213,11 @@ std::string hf_architecture(const ModelSpec& spec, std::string* why_none) {
           "no transformers class has query and key norms with biases on every linear (model.qk_layernorm=true with "
           "model.add_bias_linear=true; Qwen3 has no mlp_bias)");
     }
-    if (moe) return none("stepgraph's experts have no biases (model.add_bias_linear=true with experts)");
+    if (moe) {
+      return none(
+          "no transformers class has experts with biases beside Llama-style attention (model.add_bias_linear="
+          "true with experts; GptOss has them, with attention sinks, sliding windows and its own activation)");
+    }
     return "LlamaForCausalLM";
   }
   if (moe && spec.moe.shared_expert_gate && spec.moe.shared_expert_intermediate_size > 0) {

@@ -338,7 +338,7 @@ TEST(HfConfig, Qwen2ConfigFields) {
 }
 
 // model.add_bias_linear: Llama's attention_bias and mlp_bias (with or without add_qkv_bias, which it implies). No
-// transformers class has them with the query and key norms, and NemotronH's attention has no biases.
+// transformers class has them with the query and key norms or with experts, and NemotronH's attention has no biases.
 TEST(HfConfig, LlamaBiasFields) {
   auto spec = test::tiny_llama_spec(false);
   EXPECT_EQ(hf_llama_config(spec, "bfloat16")["attention_bias"], false);
@@ -365,6 +365,15 @@ TEST(HfConfig, LlamaBiasFields) {
   EXPECT_EQ(model::hf_architecture(hybrid, &why), "");
   EXPECT_NE(why.find("NemotronHForCausalLM's attention has no biases"), std::string::npos) << why;
   EXPECT_TRUE(hf_model_config(hybrid, "bfloat16").is_null());
+  // Megatron's expert biases: Mixtral's experts have none, so no config.json (the reason names the key).
+  auto experts = spec;
+  experts.qk_layernorm = false;
+  experts.num_moe_experts = 4;
+  experts.moe_ffn_hidden_size = 16;
+  EXPECT_EQ(model::hf_architecture(experts, &why), "");
+  EXPECT_NE(why.find("experts with biases"), std::string::npos) << why;
+  EXPECT_NE(why.find("model.add_bias_linear=true"), std::string::npos) << why;
+  EXPECT_TRUE(hf_model_config(experts, "bfloat16").is_null());
 }
 
 // A gated shared expert (model.moe_shared_expert_gate) with softmax routing makes a Qwen2-MoE, with or without the

@@ -490,10 +490,10 @@ TEST(Validate, Rule16NotesUnimplementedFeaturesAndTrainCanRefuseThem) {
   EXPECT_TRUE(config::unimplemented_features(config::load_config("moe/tiny_moe")).empty());
 }
 
-// The QKV bias (Qwen2) is built, alone or with the query and key norms, in GPT and hybrid stacks; so are the biases of
-// every linear (add_bias_linear) in GPT and hybrid stacks without experts. With MoE layers add_bias_linear is noted
-// as not built (the experts' biases), naming it and the experts' key, and the MoE layer refuses it.
-TEST(Validate, LinearBiasesAreBuiltExceptTheExperts) {
+// Linear biases (add_qkv_bias, add_bias_linear) are built on every layer kind, the experts' included: nothing is
+// reported as not built, and the MoE layer declares [E, 2F] and [E, H] bias blocks beside its experts' weights. A
+// shared expert with add_bias_linear is refused by rule, naming both keys, as Megatron's SharedExpertMLP refuses it.
+TEST(Validate, LinearBiasesAreBuiltOnEveryLayerKindButTheSharedExpert) {
   for (const char* recipe : {"llama/tiny", "moe/tiny_moe", "hybrid/tiny_hybrid"}) {
     SCOPED_TRACE(recipe);
     const config::Config c = config::load_config(recipe, {"model.add_qkv_bias=true", "model.qk_layernorm=true"});
@@ -501,7 +501,7 @@ TEST(Validate, LinearBiasesAreBuiltExceptTheExperts) {
     EXPECT_TRUE(check_recipe(recipe, {"model.add_qkv_bias=true"}).ok());
     EXPECT_TRUE(config::model_spec(c).add_qkv_bias);
   }
-  for (const char* recipe : {"llama/tiny", "hybrid/tiny_hybrid"}) {
+  for (const char* recipe : {"llama/tiny", "hybrid/tiny_hybrid", "moe/tiny_moe"}) {
     SCOPED_TRACE(recipe);
     const config::Config c = config::load_config(recipe, {"model.add_bias_linear=true"});
     EXPECT_TRUE(config::unimplemented_features(c).empty());
@@ -511,15 +511,28 @@ TEST(Validate, LinearBiasesAreBuiltExceptTheExperts) {
     EXPECT_TRUE(spec.has_qkv_bias());
     EXPECT_FALSE(spec.add_qkv_bias);
   }
-  const config::Config moe = config::load_config("moe/tiny_moe", {"model.add_bias_linear=true"});
-  const auto features = config::unimplemented_features(moe);
-  ASSERT_EQ(features.size(), 1u);
-  EXPECT_NE(features[0].find("expert biases"), std::string::npos) << features[0];
-  EXPECT_NE(features[0].find("model.add_bias_linear = true, model.num_moe_experts = "), std::string::npos)
-      << features[0];
-  const std::string refused = test::thrown_message([&] { model::model_layout(config::model_spec(moe)); });
-  EXPECT_NE(refused.find("model.add_bias_linear = true: MoE layers have no expert biases yet"), std::string::npos)
-      << refused;
+  const model::ModelSpec moe = config::model_spec(config::load_config("moe/tiny_moe", {"model.add_bias_linear=true"}));
+  const model::ModelLayout layout = model::model_layout(moe);
+  const int64_t E = moe.num_moe_experts, F = moe.moe_ffn_hidden_size, H = moe.hidden_size;
+  int64_t fc1_biases = 0, fc2_biases = 0;
+  for (const auto& t : layout.tensors()) {
+    if (t.name.find(".experts.") == std::string::npos || t.name.find(".bias") == std::string::npos) continue;
+    const bool fc2 = t.name.find("w2.bias") != std::string::npos;
+    EXPECT_EQ(t.numel, fc2 ? H : F) << t.name;
+    (fc2 ? fc2_biases : fc1_biases) += 1;
+  }
+  EXPECT_EQ(fc1_biases, 2 * E * moe.num_layers);  // w1 and w3 per expert
+  EXPECT_EQ(fc2_biases, E * moe.num_layers);
+  const config::ValidationReport shared =
+      check_recipe("moe/tiny_moe", {"model.add_bias_linear=true", "model.moe_shared_expert_intermediate_size=64"});
+  ASSERT_FALSE(shared.ok());
+  const auto refusal = std::find_if(shared.violations.begin(), shared.violations.end(), [](const auto& v) {
+    return v.message.find("shared experts have no biases") != std::string::npos;
+  });
+  ASSERT_NE(refusal, shared.violations.end()) << describe(shared);
+  EXPECT_TRUE(names_key(*refusal, "model.add_bias_linear") &&
+              names_key(*refusal, "model.moe_shared_expert_intermediate_size"))
+      << describe(shared);
 }
 
 // moe_shared_expert_gate is built with a shared expert (valid, nothing refused, the spec's gate on, the layer declares

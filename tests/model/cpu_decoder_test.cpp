@@ -200,6 +200,19 @@ TEST(CpuDecoder, GreedyEqualsFullRecomputeMixtralMoe) {
   expect_greedy_equals_full_recompute(mixtral_decoder_spec(), 13);
 }
 
+// Megatron's expert biases (add_bias_linear with Mixtral's experts): each expert's w1, w3 and w2 bias, and the
+// attention's, drawn away from the zeros of the init.
+TEST(CpuDecoder, GreedyEqualsFullRecomputeMixtralExpertBiases) {
+  model::ModelSpec m = mixtral_decoder_spec();
+  m.add_bias_linear = true;
+  const model::ModelLayout layout = model::model_layout(m);
+  std::vector<float> w = model::initial_parameters(layout, 13);
+  const int biases = set_named_tensors(
+      layout, w, ".bias", [](int64_t i, int n) { return 0.3f * std::sin(0.7f * static_cast<float>(i + 3 * n)); });
+  ASSERT_EQ(biases, (4 + 3 * m.num_moe_experts) * m.num_layers);  // q, k, v, o; w1, w3, w2 of every expert
+  expect_greedy_equals_full_recompute(m, w);
+}
+
 // Qwen2-MoE: Mixtral's experts plus a gated shared expert (moe_shared_expert_gate) and the QKV bias.
 TEST(CpuDecoder, GreedyEqualsFullRecomputeQwen2MoeGatedSharedExpert) {
   model::ModelSpec m = mixtral_decoder_spec();

@@ -96,7 +96,8 @@ TEST(CpuLayerFootprint, CountsTheLinearBiases) {
   expect_footprints_allocated(squared_relu, BatchSpec{.micro_batch_size = 2});
 }
 
-// MoE layers (routed experts, a shared expert, capacity with padding, per-sequence aux loss groups).
+// MoE layers (routed experts, a shared expert, capacity with padding, per-sequence aux loss groups, the experts'
+// linear biases).
 TEST(CpuLayerFootprint, CountsTheMoeLayersBuffers) {
   for (const test::MoeCase& c : {
            test::MoeCase{.name = "dropless", .H = 16, .E = 4, .k = 2, .F = 8, .S = 0, .micro_batch = 2, .seq = 5},
@@ -106,6 +107,10 @@ TEST(CpuLayerFootprint, CountsTheMoeLayersBuffers) {
            test::MoeCase{.name = "seq_aux_padded", .H = 8, .E = 5, .k = 1, .F = 8, .S = 0, .micro_batch = 3, .seq = 7,
                          .pre_softmax = true, .balancing = MoeLoadBalancing::seq_aux_loss, .capacity_factor = 1.5,
                          .pad = true},
+           test::MoeCase{.name = "linear_biases", .H = 16, .E = 4, .k = 2, .F = 8, .S = 0, .micro_batch = 2, .seq = 5,
+                         .linear_biases = true},
+           test::MoeCase{.name = "linear_biases_squared_relu", .H = 16, .E = 4, .k = 2, .F = 8, .S = 0,
+                         .micro_batch = 2, .seq = 5, .activation = MlpActivation::squared_relu, .linear_biases = true},
        }) {
     SCOPED_TRACE(c.name);
     expect_footprints_allocated(test::moe_case_spec(c), test::moe_case_batch(c));

@@ -125,6 +125,14 @@ inline model::ModelSpec hybrid_bias_spec() {
   return s;
 }
 
+// Megatron's expert biases (add_bias_linear with Mixtral's experts, no shared expert): each expert's FC1 and FC2 bias
+// added to its rows after the grouped GEMMs, FC2's before the combine weights it; the attention's biases too.
+inline model::ModelSpec mixtral_bias_spec() {
+  model::ModelSpec s = mixtral_spec();
+  s.add_bias_linear = true;
+  return s;
+}
+
 // Partial rotary (Phi-4-mini's 0.75 of each head): 48 of 64 dimensions rotated, in the decoding linear's QKV epilogue
 // and, for a prompt's rows, by rope_forward.
 inline model::ModelSpec partial_rotary_spec() {
@@ -155,6 +163,7 @@ inline const KindsCase kDecoderKindsCases[] = {
     {"qwen2_moe", &qwen2_moe_spec, 3e-2},
     {"partial_rotary", &partial_rotary_spec, 2e-2},
     {"longrope", &longrope_spec, 2e-2},
+    {"mixtral_bias", &mixtral_bias_spec, 3e-2},
 };
 
 // The smallest gap, over the tokens and the MoE layers of the fp32 model, between the selection scores of the k-th
@@ -229,7 +238,7 @@ inline std::vector<float> weights_for(const model::ModelSpec& m, uint64_t seed,
       // would differ.
       const bool qk_norm =
           t.name.find("q_norm.weight") != std::string::npos || t.name.find("k_norm.weight") != std::string::npos;
-      const bool linear_bias = t.name.find("_proj.bias") != std::string::npos;  // zeros at init
+      const bool linear_bias = t.name.size() > 5 && t.name.compare(t.name.size() - 5, 5, ".bias") == 0;  // zeros
       if (t.name.find("e_score_correction_bias") == std::string::npos && !qk_norm && !linear_bias) continue;
       for (int64_t i = 0; i < t.numel; ++i) w[t.offset + i] = qk_norm ? 1.0f + bias(gen) : bias(gen);
     }

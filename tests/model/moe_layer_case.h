@@ -31,6 +31,7 @@ struct MoeCase {
   ref::MoeDropPolicy drop = ref::MoeDropPolicy::probs;
   model::MlpActivation activation = model::MlpActivation::swiglu;
   bool shared_gate = false;  // moe_shared_expert_gate (with S > 0)
+  bool linear_biases = false;  // add_bias_linear: the experts' FC1 and FC2 biases (with S == 0)
 };
 
 inline model::ModelSpec moe_case_spec(const MoeCase& c) {
@@ -61,6 +62,7 @@ inline model::ModelSpec moe_case_spec(const MoeCase& c) {
   s.moe.shared_expert_intermediate_size = c.S;
   s.moe.shared_expert_gate = c.shared_gate;
   s.mlp_activation = c.activation;
+  s.add_bias_linear = c.linear_biases;
   return s;
 }
 
@@ -78,10 +80,17 @@ model::ModelLayout declare_moe_case(const model::ModelSpec& spec, LayerT& layer)
 }
 
 // Weights for the layer: the model's init, with the expert bias (if any) set to distinct values so that
-// it changes the selection.
+// it changes the selection, and the experts' linear biases (zero at init) drawn ~ N(0, 0.3^2) so they count.
 inline std::vector<float> moe_case_weights(const model::ModelLayout& layout, uint64_t seed) {
   std::vector<float> w = model::initial_parameters(layout, seed);
+  std::mt19937_64 gen(seed + 1);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
   for (const auto& t : layout.tensors()) {
+    if (t.name.find(".experts.") != std::string::npos && t.name.size() > 5 &&
+        t.name.compare(t.name.size() - 5, 5, ".bias") == 0) {
+      for (int64_t i = 0; i < t.numel; ++i) w[static_cast<size_t>(t.offset + i)] = normal(gen);
+      continue;
+    }
     if (t.name.find("e_score_correction_bias") == std::string::npos) continue;
     for (int64_t e = 0; e < t.numel; ++e) w[static_cast<size_t>(t.offset + e)] = 0.07f * static_cast<float>((e * 5) % 7) - 0.2f;
   }

@@ -4,7 +4,8 @@
 // tokens, 5 experts, top-3, a shared expert, token drop by probs and by position (padded and packed),
 // sigmoid and sqrtsoftplus routing with the expert bias and seq_aux_loss, all tokens on one expert (the
 // other experts get zero tokens; with capacity, most of its tokens are dropped), and Nemotron-H's squared-ReLU experts
-// (routed and shared; FC1 is [F, H] per expert, so the grouped GEMMs run at N = F).
+// (routed and shared; FC1 is [F, H] per expert, so the grouped GEMMs run at N = F), and the experts' linear biases
+// (add_bias_linear).
 //
 // The router is fp32 on both sides from the same bf16 values, so the routing decisions must agree
 // exactly (a flip would need a logit gap below ~1e-6): routing map, kept counts and the step's token
@@ -296,6 +297,18 @@ const CaseParam kCases[] = {
       .shared_gate = true}},
     {{.name = "bf16_grads_squared_relu_shared_gate", .H = 16, .E = 6, .k = 2, .F = 8, .S = 16, .micro_batch = 2,
       .seq = 7, .activation = MlpActivation::squared_relu, .shared_gate = true},
+     false,
+     true},
+    // add_bias_linear: the experts' biases, dropless with odd widths, padded to capacity with all tokens on one expert
+    // (the others' bias gradients stay their start), and into bf16 main gradients.
+    {{.name = "linear_biases_dropless", .H = 24, .E = 5, .k = 3, .F = 16, .S = 0, .micro_batch = 1, .seq = 13,
+      .linear_biases = true}},
+    {{.name = "linear_biases_all_on_one_capacity", .H = 16, .E = 4, .k = 1, .F = 8, .S = 0, .micro_batch = 1,
+      .seq = 13, .capacity_factor = 1.0, .pad = true, .linear_biases = true},
+     true},
+    {{.name = "bf16_grads_linear_biases_squared_relu_dropped", .H = 16, .E = 6, .k = 2, .F = 8, .S = 0,
+      .micro_batch = 2, .seq = 7, .score = ref::MoeScoreFunction::sigmoid, .scaling = 2.5, .expert_bias = true,
+      .capacity_factor = 0.75, .activation = MlpActivation::squared_relu, .linear_biases = true},
      false,
      true},
 };

@@ -1,6 +1,7 @@
 // The MoE layer's CPU fp32 twin: every parameter's and the input's gradient against central finite
 // differences of  L = <out, R> + aux_loss + z_loss  (R random), for dropless and token-drop dispatch,
-// softmax / sigmoid / sqrtsoftplus routing with the expert bias, seq_aux_loss and a shared expert. Routing is piecewise
+// softmax / sigmoid / sqrtsoftplus routing with the expert bias, seq_aux_loss, a shared expert and the experts' linear
+// biases (add_bias_linear). Routing is piecewise
 // constant in the weights: a coordinate whose +-eps perturbation changes the routing or the drop
 // decisions is skipped (counted; at most a few per case). Also: the dispatch invariants (dropless keeps
 // every slot, capacity bounds every expert) and the expert-bias update of step_end.
@@ -173,6 +174,12 @@ const MoeCase kCases[] = {
      .shared_gate = true},
     {.name = "squared_relu_shared_gate", .H = 6, .E = 4, .k = 2, .F = 3, .S = 3, .micro_batch = 2, .seq = 5,
      .activation = MlpActivation::squared_relu, .shared_gate = true},
+    // add_bias_linear: the experts' FC1 (gate | up) and FC2 biases, dropless and with token drop padded to capacity
+    // (the padding rows get the biases too; nothing reaches the output or the gradients from them).
+    {.name = "linear_biases_dropless", .H = 6, .E = 5, .k = 2, .F = 3, .S = 0, .micro_batch = 2, .seq = 5,
+     .linear_biases = true},
+    {.name = "linear_biases_padded_squared_relu", .H = 5, .E = 4, .k = 2, .F = 3, .S = 0, .micro_batch = 2, .seq = 6,
+     .capacity_factor = 0.5, .pad = true, .activation = MlpActivation::squared_relu, .linear_biases = true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, MoeLayerCpuGrad, ::testing::ValuesIn(kCases),

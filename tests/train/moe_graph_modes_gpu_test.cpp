@@ -6,7 +6,7 @@
 // token drop (capacity 1.0 padded, drop by probs) and sigmoid routing with the aux-loss-free expert
 // bias and token drop by position (packed); and hybrid/tiny_hybrid_moe (Mamba, MoE with
 // squared-ReLU experts and a shared expert, sigmoid routing with the bias, one attention layer), and tiny_moe with
-// a gated shared expert (moe_shared_expert_gate). The graphs take only their instantiation memory.
+// a gated shared expert (moe_shared_expert_gate) and with every linear's bias (add_bias_linear, the experts' too). The graphs take only their instantiation memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,6 +46,10 @@ const Routing kRoutings[] = {
     {"nemotron3_squared_relu_experts", {"model.moe_z_loss_coeff=1e-3"}, "hybrid/tiny_hybrid_moe", 1, 3},
     // Qwen2-MoE's gated shared expert: the gate's output stage, its saved ungated output and its gradients.
     {"shared_expert_gate", {"model.moe_shared_expert_intermediate_size=96", "model.moe_shared_expert_gate=true"}},
+    // add_bias_linear: every linear's bias, the experts' included (their sums into the gradients, no atomics), with
+    // token drop padded to capacity.
+    {"linear_biases_padded",
+     {"model.add_bias_linear=true", "model.moe_expert_capacity_factor=1.0", "model.moe_pad_expert_input_to_capacity=true"}},
 };
 
 class MoeGraphModesGpu : public ::testing::TestWithParam<Routing> {

@@ -191,6 +191,9 @@ void MoeLayer::plan_device(DevicePlanContext& ctx) {
   }
   p.gating_bytes = kernels::moe_gating_backward_weight_workspace_bytes(s.T, s.E, s.H);
   if (p.gating_bytes > 0) p.ws_gating = ctx.workspace("workspace.moe_gating_backward_weight", p.gating_bytes);
+  const bool biases = ctx.model().add_bias_linear;
+  fc1_bias_.plan_device(ctx, biases, static_cast<int>(s.E), s.rows, s.fc1_width());
+  fc2_bias_.plan_device(ctx, biases, static_cast<int>(s.E), s.rows, s.H);
   if (s.shared_gate) {
     p.shared_gate_bytes = kernels::column_sums_scratch_bytes(s.T, s.H);
     p.ws_shared_gate = ctx.workspace("workspace.moe_shared_gate_partials", p.shared_gate_bytes);
@@ -248,6 +251,8 @@ void MoeLayer::bind(LayerBindContext& ctx) {
   b.g_router = ctx.grad(decl_.router);
   b.g_fc1 = ctx.grad(decl_.fc1);
   b.g_fc2 = ctx.grad(decl_.fc2);
+  fc1_bias_.bind(ctx, decl_.fc1_bias);
+  fc2_bias_.bind(ctx, decl_.fc2_bias);
   if (s.S > 0) {
     b.w_shared_fc1 = ctx.weight(decl_.shared_fc1);
     b.w_shared_down = ctx.weight(decl_.shared_down);
@@ -425,8 +430,10 @@ void MoeLayer::experts_forward(cudaStream_t stream, const LayerIO& io, bool outp
       .y = b.expert_out, .x = b.act, .w = b.w_fc2, .counts = b.expert_rows, .offsets = b.offsets};
   kernels::GroupedGemmSetup().add(*p.fc1, fc1).add(*p.fc2, fc2).launch(stream);
   p.fc1->run_prepared(stream, fc1);
+  fc1_bias_.forward(stream, b.fc1_out, b.expert_rows, b.offsets);
   activation_forward(stream, {.activation = s.activation, .out = b.act, .in = b.fc1_out, .T = s.rows, .F = s.F});
   p.fc2->run_prepared(stream, fc2);
+  fc2_bias_.forward(stream, b.expert_out, b.expert_rows, b.offsets);  // before the combine weights it
   if (!output) return;
   kernels::moe_combine_forward(stream, {.out = io.output,
                                         .expert_out = b.expert_out,
@@ -505,12 +512,14 @@ void MoeLayer::experts_backward(cudaStream_t stream, const LayerIO& io) {
       .launch(stream);
   p.fc2_dx->run_prepared(stream, fc2_dx);
   p.fc2_dw->run_prepared(stream, fc2_dw);
+  fc2_bias_.backward(stream, b.d_expert_out, b.expert_rows, b.offsets);
   activation_backward(stream, {.activation = s.activation,
                                .din = b.d_fc1,
                                .dout = b.d_act,
                                .in = b.fc1_out,
                                .T = s.rows,
                                .F = s.F});
+  fc1_bias_.backward(stream, b.d_fc1, b.expert_rows, b.offsets);
   p.fc1_dx->run_prepared(stream, fc1_dx);
   p.fc1_dw->run_prepared(stream, fc1_dw);
 }

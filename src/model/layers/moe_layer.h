@@ -26,6 +26,10 @@
 //     experts.j.down_proj;
 //   squared ReLU (Nemotron-H): experts.j.up_proj [F, H] (one [E, F, H] block), experts.j.down_proj [H, F];
 //     a shared expert shared_experts.up_proj [S, H] and shared_experts.down_proj [H, S];
+//   with add_bias_linear the experts' biases beside their weights, under the same names with .bias: one [E, 2F] block
+//     (expert j's gate then up bias) or [E, F] for FC1, one [E, H] for FC2 (Megatron's expert biases: FC2's joins
+//     the expert's output before the combine weights it; no transformers family has them; no shared expert then, as
+//     Megatron's SharedExpertMLP refuses biases);
 //   with moe_shared_expert_gate (Qwen2-MoE) shared_expert_gate.weight [1, H]: the shared expert's output is scaled
 //     per token by sigmoid(n . w) (kernels/moe_shared_gate.h) and kept ungated for the backward.
 // No dropout inside (the output dropout is the step's).
@@ -42,6 +46,7 @@
 #include "model/decode_layer.h"
 #include "model/decode_linear.h"
 #include "model/gpu_decode_layer.h"
+#include "model/grouped_linear_bias.h"
 #include "model/layer.h"
 #include "model/mlp_activation.h"
 #include "reference/moe_permute.h"
@@ -81,6 +86,7 @@ kernels::GemmDesc moe_shared_down_accumulate_desc(const MoeShapes& s);
 // The declarations the GPU layer and its CPU twin share.
 struct MoeDeclarations {
   ParamRef router, expert_bias, fc1, fc2, shared_fc1, shared_down;
+  ParamRef fc1_bias, fc2_bias;         // add_bias_linear: [E, fc1 width], [E, H]
   ParamRef shared_gate;                // moe_shared_expert_gate: [1, H]
   void declare(LayerDeclarations& d);  // checks the MoE shapes (sg::Error naming the key)
 };
@@ -133,6 +139,7 @@ class MoeLayer final : public Layer {
   MoeDeclarations decl_;
   MoeShapes shapes_;
   Reruns reruns_;
+  GroupedLinearBias fc1_bias_, fc2_bias_;  // model/grouped_linear_bias.h (absent without add_bias_linear)
   int64_t microbatches_ = 1;  // the global batch's (every rank's): the auxiliary losses are their mean
   std::unique_ptr<Plans> plans_;
   std::unique_ptr<Buffers> buf_;

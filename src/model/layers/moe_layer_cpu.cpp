@@ -31,7 +31,9 @@ CpuLayerFootprint MoeLayerCpu::host_footprint(const ModelSpec& m, const BatchSpe
   const double expert_bias = m.moe.enable_expert_bias || m.mlp_activation != MlpActivation::swiglu ? E : 0.0;
   // moe_shared_expert_gate: its weight [H]; saved the ungated output [T, H] and the gate [T]; scratch d logit [T].
   const double gate = s.shared_gate ? 1.0 : 0.0;
-  return {.params = E * H + widths * E * Fe * H + widths * Sh * H + expert_bias + gate * H,
+  // add_bias_linear: FC1's and FC2's biases per expert.
+  const double linear_biases = m.add_bias_linear ? E * (static_cast<double>(s.fc1_width()) + H) : 0.0;
+  return {.params = E * H + widths * E * Fe * H + widths * Sh * H + expert_bias + gate * H + linear_biases,
           .saved = T * (E + 2.0 * k) + static_cast<double>(s.aux_groups + 1) * E + R * (2.0 * H + widths * Fe) +
                    widths * T * Sh + gate * T * (H + 1.0),
           .scratch = T * (E + k + H) + R * (2.0 * H + widths * Fe) + widths * T * Sh + gate * T};
@@ -99,8 +101,11 @@ void MoeLayerCpu::run_forward(const CpuLayerIO& io, bool step_state) {
   std::fill(fc1_out_.begin(), fc1_out_.end(), 0.0f);
   std::fill(expert_out_.begin(), expert_out_.end(), 0.0f);
   ref::grouped_linear_forward(fc1_out_.data(), permuted_.data(), io.weight(decl_.fc1), rows, s.fc1_width(), s.H);
+  if (decl_.fc1_bias.valid())
+    ref::grouped_bias_forward(fc1_out_.data(), io.weight(decl_.fc1_bias), rows, s.fc1_width());
   activation_forward({.activation = s.activation, .out = act_.data(), .in = fc1_out_.data(), .T = s.rows, .F = s.F});
   ref::grouped_linear_forward(expert_out_.data(), act_.data(), io.weight(decl_.fc2), rows, s.H, s.F);
+  if (decl_.fc2_bias.valid()) ref::grouped_bias_forward(expert_out_.data(), io.weight(decl_.fc2_bias), rows, s.H);
   ref::moe_combine_forward(io.output, expert_out_.data(), probs_.data(), perm_.slot_to_row.data(), s.T, s.k, s.H);
 
   if (s.S > 0) {
@@ -128,12 +133,14 @@ void MoeLayerCpu::backward(const CpuLayerIO& io) {
   std::fill(d_permuted_.begin(), d_permuted_.end(), 0.0f);
   ref::grouped_linear_backward_input(d_act_.data(), d_expert_out_.data(), io.weight(decl_.fc2), rows, s.H, s.F);
   ref::grouped_linear_backward_weight(io.grad(decl_.fc2), d_expert_out_.data(), act_.data(), rows, s.H, s.F);
+  if (decl_.fc2_bias.valid()) ref::grouped_bias_backward(io.grad(decl_.fc2_bias), d_expert_out_.data(), rows, s.H);
   activation_backward({.activation = s.activation,
                        .din = d_fc1_.data(),
                        .dout = d_act_.data(),
                        .in = fc1_out_.data(),
                        .T = s.rows,
                        .F = s.F});
+  if (decl_.fc1_bias.valid()) ref::grouped_bias_backward(io.grad(decl_.fc1_bias), d_fc1_.data(), rows, s.fc1_width());
   ref::grouped_linear_backward_input(d_permuted_.data(), d_fc1_.data(), io.weight(decl_.fc1), rows, s.fc1_width(),
                                      s.H);
   ref::grouped_linear_backward_weight(io.grad(decl_.fc1), d_fc1_.data(), permuted_.data(), rows, s.fc1_width(),
@@ -215,14 +222,18 @@ void MoeDecodeCpu::forward(const CpuDecodeIO& io) {
   // Each token through its experts in selection order, weighted by its probs (the combine's order).
   const float* fc1 = io.weight(decl_.fc1);
   const float* fc2 = io.weight(decl_.fc2);
+  const float* fc1_bias = decl_.fc1_bias.valid() ? io.weight(decl_.fc1_bias) : nullptr;
+  const float* fc2_bias = decl_.fc2_bias.valid() ? io.weight(decl_.fc2_bias) : nullptr;
   for (int64_t t = 0; t < T; ++t) {
     float* out = io.output + t * H;
     std::fill(out, out + H, 0.0f);
     for (int64_t j = 0; j < s.k; ++j) {
       const int64_t e = routing_map_[sz(t * s.k + j)];
       ref::linear_forward(fc1_out_.data(), io.input + t * H, fc1 + e * N * H, 1, H, N);
+      if (fc1_bias != nullptr) ref::moe_gating_add_grad(fc1_out_.data(), fc1_bias + e * N, N);  // += the bias
       activation_forward({.activation = s.activation, .out = act_.data(), .in = fc1_out_.data(), .T = 1, .F = s.F});
       ref::linear_forward(expert_out_.data(), act_.data(), fc2 + e * H * s.F, 1, s.F, H);
+      if (fc2_bias != nullptr) ref::moe_gating_add_grad(expert_out_.data(), fc2_bias + e * H, H);
       const float p = probs_[sz(t * s.k + j)];
       for (int64_t c = 0; c < H; ++c) out[c] += p * expert_out_[sz(c)];
     }

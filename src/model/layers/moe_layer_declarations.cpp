@@ -92,9 +92,11 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
                      ll(s.moe_router_topk), ll(s.num_moe_experts)));
   SG_CHECK(s.moe_ffn_hidden_size > 0,
            strprintf("model.moe_ffn_hidden_size = %lld: must be positive", ll(s.moe_ffn_hidden_size)));
-  SG_CHECK(!s.add_bias_linear,
-           "model.add_bias_linear = true: MoE layers have no expert biases yet (the attention and dense MLP have "
-           "theirs); set model.add_bias_linear=false for a model with experts");
+  SG_CHECK(!s.add_bias_linear || s.moe.shared_expert_intermediate_size == 0,
+           strprintf("model.add_bias_linear = true with model.moe_shared_expert_intermediate_size = %lld: shared "
+                     "experts have no biases (Megatron's SharedExpertMLP refuses add_bias_linear); set "
+                     "model.add_bias_linear=false, or model.moe_shared_expert_intermediate_size=0",
+                     ll(s.moe.shared_expert_intermediate_size)));
   SG_CHECK(!s.moe.enable_expert_bias || ref::moe_elementwise_scores(s.moe.score_function),
            "model.moe_router_enable_expert_bias needs model.moe_router_score_function=sigmoid or sqrtsoftplus");
   SG_CHECK(s.moe.load_balancing != MoeLoadBalancing::seq_aux_loss || s.moe.aux_loss_coeff == 0.0 || s.seq_length > 0,
@@ -106,20 +108,29 @@ void MoeDeclarations::declare(LayerDeclarations& d) {
   // families' SwiGLU, Nemotron-H's squared ReLU.
   const bool gated = s.mlp_activation == MlpActivation::swiglu;
   const bool qwen = qwen_moe_names(s);
-  std::vector<ParamDecl> fc1_tensors, fc2_tensors;
+  // With add_bias_linear each weight has its bias beside it, zero at init (Megatron's), FC1's gate then up per expert.
+  std::vector<ParamDecl> fc1_tensors, fc2_tensors, fc1_biases, fc2_biases;
+  const auto add = [&](std::vector<ParamDecl>& weights, std::vector<ParamDecl>& biases, const std::string& linear,
+                       int64_t out, int64_t in, ParamInit init) {
+    weights.emplace_back(linear + ".weight", std::vector<int64_t>{out, in}, init);
+    if (s.add_bias_linear) biases.emplace_back(linear + ".bias", std::vector<int64_t>{out}, ParamInit::zeros);
+  };
   for (int64_t j = 0; j < E; ++j) {
     const std::string expert = strprintf("%sexperts.%lld.", p.c_str(), ll(j));
     if (gated) {
-      fc1_tensors.emplace_back(expert + (qwen ? "gate_proj.weight" : "w1.weight"), std::vector<int64_t>{F, H});
-      fc1_tensors.emplace_back(expert + (qwen ? "up_proj.weight" : "w3.weight"), std::vector<int64_t>{F, H});
+      add(fc1_tensors, fc1_biases, expert + (qwen ? "gate_proj" : "w1"), F, H, ParamInit::normal);
+      add(fc1_tensors, fc1_biases, expert + (qwen ? "up_proj" : "w3"), F, H, ParamInit::normal);
     } else {
-      fc1_tensors.emplace_back(expert + "up_proj.weight", std::vector<int64_t>{F, H});
+      add(fc1_tensors, fc1_biases, expert + "up_proj", F, H, ParamInit::normal);
     }
-    fc2_tensors.emplace_back(expert + (gated && !qwen ? "w2.weight" : "down_proj.weight"), std::vector<int64_t>{H, F},
-                             ParamInit::output_projection);
+    add(fc2_tensors, fc2_biases, expert + (gated && !qwen ? "w2" : "down_proj"), H, F, ParamInit::output_projection);
   }
   fc1 = d.params.matrix(std::move(fc1_tensors));
   fc2 = d.params.matrix(std::move(fc2_tensors));
+  if (s.add_bias_linear) {
+    fc1_bias = d.params.vector(std::move(fc1_biases));
+    fc2_bias = d.params.vector(std::move(fc2_biases));
+  }
   if (s.moe.shared_expert_intermediate_size > 0) {
     const int64_t S = s.moe.shared_expert_intermediate_size;
     const std::string shared = p + (gated ? "shared_expert." : "shared_experts.");

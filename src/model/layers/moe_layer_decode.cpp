@@ -6,6 +6,7 @@
 #include "core/strings.h"
 #include "kernels/gemm.h"
 #include "kernels/grouped_gemm.h"
+#include "kernels/grouped_linear_bias.h"
 #include "kernels/moe_combine.h"
 #include "kernels/moe_permute.h"
 #include "kernels/moe_router.h"
@@ -133,8 +134,21 @@ void MoeDecodeGpu::forward(cudaStream_t stream, const GpuDecodeIO& io) {
       .y = expert_out_, .x = act_, .w = io.weight(decl_.fc2), .counts = expert_rows_, .offsets = offsets_};
   kernels::GroupedGemmSetup().add(*fc1_, fc1).add(*fc2_, fc2).launch(stream);
   fc1_->run_prepared(stream, fc1);
+  // With add_bias_linear each expert's biases join its rows (kernels/grouped_linear_bias.h), FC2's before the combine.
+  const auto add_biases = [&](bf16* y, ParamRef bias, int64_t cols) {
+    if (!bias.valid()) return;
+    kernels::grouped_bias_forward(stream, {.y = y,
+                                           .bias = io.weight(bias),
+                                           .counts = expert_rows_,
+                                           .offsets = offsets_,
+                                           .num_groups = static_cast<int>(s.E),
+                                           .max_rows = s.rows,
+                                           .cols = cols});
+  };
+  add_biases(fc1_out_, decl_.fc1_bias, s.fc1_width());
   activation_forward(stream, {.activation = s.activation, .out = act_, .in = fc1_out_, .T = s.rows, .F = s.F});
   fc2_->run_prepared(stream, fc2);
+  add_biases(expert_out_, decl_.fc2_bias, s.H);
   kernels::moe_combine_forward(stream, {.out = io.output,
                                         .expert_out = expert_out_,
                                         .probs = probs_,
