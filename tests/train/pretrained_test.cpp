@@ -12,11 +12,13 @@
 //   * a checkpoint trained with model.kv_channels (head_dim != hidden / heads) starts a run, its head dim taken;
 //   * a Qwen3 folder trains with model.qk_layernorm, and only with it;
 //   * an empty value is refused by validation as empty, not as a missing folder;
-//   * checkpoint.load wins when it holds a checkpoint (resume), pretrained_checkpoint otherwise.
+//   * checkpoint.load wins when it holds a checkpoint (resume), pretrained_checkpoint otherwise;
+//   * an MoE checkpoint with the experts' biases (no config.json) resumes exactly and is refused as pretrained.
 #include "train/pretrained.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -479,6 +481,54 @@ TEST(Pretrained, AMixtralFolderGivesItsExpertsAndListsAnotherRouter) {
                        "model.moe_expert_capacity_factor=null"),
             std::string::npos)
       << error;
+}
+
+// Megatron's expert biases (model.add_bias_linear with experts) on the CPU backend: a run trains them (they leave
+// their zeros) and saves a stepgraph checkpoint without config.json (no transformers class has such experts). As a
+// pretrained folder it is refused, naming checkpoint.load; resumed with it, step 3 is the step an uninterrupted run
+// takes.
+TEST(Pretrained, AnMoeCheckpointWithExpertBiasesResumesAndIsNoPretrainedFolder) {
+  Scratch dir;
+  const std::vector<std::string> shapes = {"model.num_layers=2",          "model.hidden_size=32",
+                                           "model.num_attention_heads=4", "model.num_query_groups=2",
+                                           "model.ffn_hidden_size=48",    "model.vocab_size=64",
+                                           "model.num_moe_experts=4",     "model.moe_ffn_hidden_size=32",
+                                           "model.add_bias_linear=true",  "scheduler.lr_decay_iters=3"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), shapes.begin(), shapes.end());
+    return tiny_config(more);
+  };
+  run(with({"checkpoint.save=" + (dir / "a")}), dir / "run_a");
+  const fs::path saved = fs::path(dir / "a") / "iter_0000002";
+  EXPECT_FALSE(fs::exists(saved / "config.json"));
+  const checkpoint::SafetensorsFile main((saved / "optimizer_main_params.safetensors").string());
+  int expert_biases = 0, moved = 0;
+  for (int layer : {1, 3}) {
+    for (int e = 0; e < 4; ++e) {
+      for (const char* linear : {"w1", "w3", "w2"}) {
+        const std::string name = "model.layers." + std::to_string(layer / 2) + ".block_sparse_moe.experts." +
+                                 std::to_string(e) + "." + linear + ".bias";
+        const auto* t = main.find(name);
+        ASSERT_NE(t, nullptr) << name;
+        ++expert_biases;
+        std::vector<float> v(t->nbytes / sizeof(float));
+        std::memcpy(v.data(), t->data, t->nbytes);
+        moved += std::any_of(v.begin(), v.end(), [](float x) { return x != 0.0f; }) ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_EQ(expert_biases, 24);
+  EXPECT_GT(moved, expert_biases / 2) << "the experts' biases should have left their zeros";
+  const std::string refused = test::thrown_message([&] {
+    run(with({"checkpoint.pretrained_checkpoint=" + (dir / "a"), "train.train_iters=1"}), dir / "run_p");
+  });
+  EXPECT_NE(refused.find("continue training this checkpoint with checkpoint.load=" + (dir / "a")), std::string::npos)
+      << refused;
+  const auto resumed = run(with({"checkpoint.load=" + (dir / "a"), "train.train_iters=3"}), dir / "run_b");
+  EXPECT_EQ(resumed.start_step, 2);
+  EXPECT_EQ(resumed.steps_done, 3);
+  const auto whole = run(with({"train.train_iters=3"}), dir / "run_c");
+  EXPECT_EQ(resumed.last_loss, whole.last_loss) << "a resumed step 3 differs from an uninterrupted one";
 }
 
 TEST(Pretrained, ACheckpointTrainedWithKvChannelsStartsARunWithItsHeadDim) {
