@@ -59,15 +59,17 @@ STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # what stops the tool (sgtools.r
 # Flags of Megatron-LM's tools/preprocess_data.py with no counterpart here: parsed (argparse alone would
 # answer "unrecognized arguments"), then refused by check_args with what this tool does instead.
 # flag: (nargs, metavar, why and what to do).
+CONVERT_GPT2 = ("GPT-2's vocab.json and merges.txt convert into one, with the same ids: python3 "
+                "tools/convert_tokenizer.py --vocab-file VOCAB --merge-file MERGES --output DIR, then pass "
+                "--tokenizer-type HuggingFaceTokenizer --tokenizer-model DIR and drop --vocab-file/--merge-file "
+                "(tools/train_tokenizer.py trains a new tokenizer instead)")
 REFUSED_MEGATRON_FLAGS = {
     "--split-sentences": (0, None, "--split-sentences is not supported (it needs NLTK and writes sentence-level "
                           "datasets); stepgraph trains on document-level datasets: drop the flag"),
     "--vocab-file": (1, "FILE", "--vocab-file is for Megatron's GPT2BPETokenizer and BERT tokenizers; this tool "
-                     "reads a Hugging Face tokenizer folder: pass --tokenizer-model DIR (tools/train_tokenizer.py "
-                     "makes one) and drop --vocab-file/--merge-file"),
+                     "reads a Hugging Face tokenizer folder: " + CONVERT_GPT2),
     "--merge-file": (1, "FILE", "--merge-file is for Megatron's GPT2BPETokenizer; this tool reads a Hugging Face "
-                     "tokenizer folder: pass --tokenizer-model DIR (tools/train_tokenizer.py makes one) and drop "
-                     "--vocab-file/--merge-file"),
+                     "tokenizer folder: " + CONVERT_GPT2),
     "--vocab-size": (1, "N", "--vocab-size is for Megatron's NullTokenizer; here the vocabulary is the tokenizer "
                      "folder's (--tokenizer-model): drop the flag"),
     "--find-optimal-num-workers": (0, None, "--find-optimal-num-workers is not supported; the output does not "
@@ -134,6 +136,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def check_args(args: argparse.Namespace) -> None:
+    if args.tokenizer_type == "GPT2BPETokenizer":
+        raise ToolError(f"--tokenizer-type GPT2BPETokenizer is not read here; {CONVERT_GPT2}")
     if args.tokenizer_type not in SUPPORTED_TOKENIZER_TYPES:
         raise ToolError(f"--tokenizer-type {args.tokenizer_type} is not supported here; use HuggingFaceTokenizer "
                         f"with a tokenizer folder (tools/train_tokenizer.py makes one), or Megatron-LM's "

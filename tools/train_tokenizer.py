@@ -31,8 +31,8 @@ from sgtools import Stopped, ToolError, run_tool
 from sgtools.corpus import check_inputs, check_txt_keys, document_texts, read_records
 from sgtools.progress import Progress, human_bytes, human_seconds
 from sgtools.stop import StopRequest
-from sgtools.tokenizer_files import (CONFIG_FILE, DEFAULT_EOS, OTHER_TOKENIZER_FILES, SPECIAL_TOKENS_FILE,
-                                     TOKENIZER_FILE, import_tokenizers, write_tokenizer_folder)
+from sgtools.tokenizer_files import (CONFIG_FILE, DEFAULT_EOS, SPECIAL_TOKENS_FILE, TOKENIZER_FILE,
+                                     check_output_folder, import_tokenizers, write_tokenizer_folder)
 
 BYTE_ALPHABET = 256       # the byte-level alphabet: every byte is a token before any merge
 SAMPLE_BYTES = 4_000_000  # text kept to measure the trained tokenizer's bytes per token
@@ -87,23 +87,6 @@ def check_args(args: argparse.Namespace) -> list[str]:
         raise ToolError(f"--output {args.output} exists and is not a folder")
     check_output_folder(args.output, args.force)
     return special
-
-
-def check_output_folder(path: str, force: bool) -> None:
-    """Refuses to replace a tokenizer without --force: datasets made with it would silently disagree with
-    the new one. Other tokenizers' files (vocab.json, tokenizer.model, ...) are refused even with --force:
-    they would stay beside the new tokenizer, and checkpoints copy them."""
-    if not os.path.isdir(path):
-        return
-    ours = [n for n in (TOKENIZER_FILE, CONFIG_FILE, SPECIAL_TOKENS_FILE) if os.path.lexists(os.path.join(path, n))]
-    others = [n for n in OTHER_TOKENIZER_FILES if os.path.lexists(os.path.join(path, n))]
-    if others:
-        raise ToolError(f"--output {path} holds another tokenizer's files ({', '.join(ours + others)}); "
-                        f"{', '.join(others)} would stay beside the new tokenizer (checkpoints copy them): "
-                        f"choose a new folder, or remove them first")
-    if ours and not force:
-        raise ToolError(f"--output {path} already holds a tokenizer ({', '.join(ours)}); datasets made with it "
-                        f"would no longer match: choose a new folder, or pass --force to replace it")
 
 
 class TextStream:

@@ -205,12 +205,17 @@ void resolve_tokenizer(Config& c, std::vector<Violation>& violations, std::vecto
     const bool known = std::find(kMegatronTokenizerTypes.begin(), kMegatronTokenizerTypes.end(),
                                  *t.tokenizer_type) != kMegatronTokenizerTypes.end();
     const std::string close = closest_match(*t.tokenizer_type, kMegatronTokenizerTypes);
+    // GPT-2's vocab.json and merges.txt convert into a folder with the same ids (tools/convert_tokenizer.py).
+    const bool gpt2 = *t.tokenizer_type == "GPT2BPETokenizer";
     r.fail(known ? "tokenizer type " + *t.tokenizer_type + " is not implemented yet"
                  : "unknown tokenizer.tokenizer_type '" + *t.tokenizer_type + "'" +
                        (close.empty() ? "" : "; did you mean '" + close + "'?"),
            {"tokenizer.tokenizer_type"},
-           "use HuggingFaceTokenizer with a Hugging Face tokenizer folder (tokenizer.json); "
-           "tools/train_tokenizer.py trains one on your text");
+           gpt2 ? "convert GPT-2's files into a tokenizer folder with the same ids: python3 tools/convert_tokenizer.py "
+                  "--vocab-file VOCAB --merge-file MERGES --output DIR, then set "
+                  "tokenizer.tokenizer_type=HuggingFaceTokenizer tokenizer.tokenizer_model=DIR"
+                : "use HuggingFaceTokenizer with a Hugging Face tokenizer folder (tokenizer.json); "
+                  "tools/train_tokenizer.py trains one on your text");
     return;
   }
   data::HfTokenizerInfo info;

@@ -56,7 +56,10 @@ class TokenizerToolsErrors(TokenizerToolsCase):
         self.expect_error(p + ["--input", SAMPLE, "--tokenizer-model", self.tok, "--output-prefix",
                                blocker + "/sub/x"], "cannot write the output", "--output-prefix")
         self.expect_error(p[:2] + ["--tokenizer-type", "GPT2BPETokenizer", "--input", SAMPLE, "--tokenizer-model",
-                                   self.tok, "--output-prefix", out + "/x"], "GPT2BPETokenizer is not supported")
+                                   self.tok, "--output-prefix", out + "/x"], "GPT2BPETokenizer is not read here",
+                          "tools/convert_tokenizer.py --vocab-file")
+        self.expect_error(p[:2] + ["--tokenizer-type", "BertWordPieceCase", "--input", SAMPLE, "--tokenizer-model",
+                                   self.tok, "--output-prefix", out + "/x"], "BertWordPieceCase is not supported")
         # Nothing to write is an error (train_tokenizer refuses the same files), not an empty dataset.
         nothing, empty_texts = os.path.join(self.dir, "nothing.jsonl"), os.path.join(self.dir, "empty_texts.jsonl")
         with open(nothing, "w") as f:

@@ -242,7 +242,7 @@ class TokenizerTools(TokenizerToolsCase):
         p = [sys.executable, PREPROCESS, "--input", SAMPLE, "--output-prefix", prefix, "--tokenizer-type",
              "HuggingFaceTokenizer", "--tokenizer-model", self.tok]
         for flags, fragment in ((["--split-sentences"], "drop the flag"),
-                                (["--vocab-file", "vocab.json"], "--tokenizer-model DIR"),
+                                (["--vocab-file", "vocab.json"], "tools/convert_tokenizer.py --vocab-file"),
                                 (["--merge-file", "merges.txt"], "--tokenizer-model DIR"),
                                 (["--vocab-size", "50257"], "the vocabulary is the tokenizer folder's"),
                                 (["--find-optimal-num-workers"], "time a few values"),

@@ -1,4 +1,5 @@
-"""Shared pieces of stepgraph's Python data tools (tools/train_tokenizer.py, tools/preprocess_data.py).
+"""Shared pieces of stepgraph's Python data tools (tools/train_tokenizer.py, tools/convert_tokenizer.py,
+tools/preprocess_data.py).
 
 corpus            reading .jsonl / .txt inputs into documents, with file:line errors
 progress          the progress line and number formatting

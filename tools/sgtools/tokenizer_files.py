@@ -1,4 +1,5 @@
-"""The tokenizer folder: what tools/train_tokenizer.py writes and tools/preprocess_data.py reads.
+"""The tokenizer folder: what tools/train_tokenizer.py and tools/convert_tokenizer.py write and
+tools/preprocess_data.py reads.
 
   tokenizer.json           the Hugging Face `tokenizers` model (byte-level BPE), read by both tools
   tokenizer_config.json    for transformers.AutoTokenizer: tokenizer_class PreTrainedTokenizerFast,
@@ -137,6 +138,23 @@ def json_object_in(path: str) -> dict:
     if not isinstance(obj, dict):
         raise ToolError(f"{path} is not a JSON object; correct it, or remove it")
     return obj
+
+
+def check_output_folder(path: str, force: bool) -> None:
+    """Refuses to replace a tokenizer without --force: datasets made with it would silently disagree with
+    the new one. Other tokenizers' files (vocab.json, tokenizer.model, ...) are refused even with --force:
+    they would stay beside the new tokenizer, and checkpoints copy them."""
+    if not os.path.isdir(path):
+        return
+    ours = [n for n in (TOKENIZER_FILE, CONFIG_FILE, SPECIAL_TOKENS_FILE) if os.path.lexists(os.path.join(path, n))]
+    others = [n for n in OTHER_TOKENIZER_FILES if os.path.lexists(os.path.join(path, n))]
+    if others:
+        raise ToolError(f"--output {path} holds another tokenizer's files ({', '.join(ours + others)}); "
+                        f"{', '.join(others)} would stay beside the new tokenizer (checkpoints copy them): "
+                        f"choose a new folder, or remove them first")
+    if ours and not force:
+        raise ToolError(f"--output {path} already holds a tokenizer ({', '.join(ours)}); datasets made with it "
+                        f"would no longer match: choose a new folder, or pass --force to replace it")
 
 
 def write_tokenizer_folder(path: str, tokenizer, eos_token: str, extra_special_tokens: list[str]) -> list[str]:
