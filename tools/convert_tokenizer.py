@@ -25,8 +25,8 @@ import os
 import shlex
 
 from sgtools import ToolError, run_tool
-from sgtools.tokenizer_files import (CONFIG_FILE, DEFAULT_EOS, SPECIAL_TOKENS_FILE, TOKENIZER_FILE,
-                                     check_output_folder, import_tokenizers, write_tokenizer_folder)
+from sgtools.tokenizer_files import (DEFAULT_EOS, add_output_arguments, check_output_folder, import_tokenizers,
+                                     write_tokenizer_folder)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -39,12 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--merge-file", required=True, metavar="FILE",
                    help="GPT-2's merges.txt: one merge 'a b' a line, highest priority first, after an optional "
                         "'#version' line (Megatron-LM's --merge-file)")
-    p.add_argument("--output", required=True, metavar="DIR",
-                   help="folder to write the tokenizer files into; refused when it already holds tokenizer "
-                        "files, unless --force")
-    p.add_argument("--force", action="store_true",
-                   help=f"replace the tokenizer in --output ({TOKENIZER_FILE}, {CONFIG_FILE}, "
-                        f"{SPECIAL_TOKENS_FILE}); datasets made with the old one no longer match it")
+    add_output_arguments(p)
     p.add_argument("--eos-token", default=DEFAULT_EOS, metavar="TOKEN",
                    help=f"end-of-document token, in the vocabulary (default: {DEFAULT_EOS}, Megatron's eod)")
     return p.parse_args(argv)

@@ -31,8 +31,8 @@ from sgtools import Stopped, ToolError, run_tool
 from sgtools.corpus import check_inputs, check_txt_keys, document_texts, read_records
 from sgtools.progress import Progress, human_bytes, human_seconds
 from sgtools.stop import StopRequest
-from sgtools.tokenizer_files import (CONFIG_FILE, DEFAULT_EOS, SPECIAL_TOKENS_FILE, TOKENIZER_FILE,
-                                     check_output_folder, import_tokenizers, write_tokenizer_folder)
+from sgtools.tokenizer_files import (DEFAULT_EOS, add_output_arguments, check_output_folder, import_tokenizers,
+                                     write_tokenizer_folder)
 
 BYTE_ALPHABET = 256       # the byte-level alphabet: every byte is a token before any merge
 SAMPLE_BYTES = 4_000_000  # text kept to measure the trained tokenizer's bytes per token
@@ -50,12 +50,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="keys of the .jsonl objects whose text is trained on (default: text)")
     p.add_argument("--vocab-size", type=int, required=True, metavar="N",
                    help=f"vocabulary size including special tokens (at least {BYTE_ALPHABET} + the special tokens)")
-    p.add_argument("--output", required=True, metavar="DIR",
-                   help="folder to write the tokenizer files into; refused when it already holds tokenizer "
-                        "files, unless --force")
-    p.add_argument("--force", action="store_true",
-                   help=f"replace the tokenizer in --output ({TOKENIZER_FILE}, {CONFIG_FILE}, "
-                        f"{SPECIAL_TOKENS_FILE}); datasets made with the old one no longer match it")
+    add_output_arguments(p)
     p.add_argument("--min-frequency", type=int, default=2, metavar="F",
                    help="merge only pairs seen at least F times (default: 2)")
     p.add_argument("--eos-token", default=DEFAULT_EOS, metavar="TOKEN",

@@ -140,6 +140,16 @@ def json_object_in(path: str) -> dict:
     return obj
 
 
+def add_output_arguments(p) -> None:
+    """--output and --force of a tool that writes a tokenizer folder (checked by check_output_folder)."""
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="folder to write the tokenizer files into; refused when it already holds tokenizer "
+                        "files, unless --force")
+    p.add_argument("--force", action="store_true",
+                   help=f"replace the tokenizer in --output ({TOKENIZER_FILE}, {CONFIG_FILE}, "
+                        f"{SPECIAL_TOKENS_FILE}); datasets made with the old one no longer match it")
+
+
 def check_output_folder(path: str, force: bool) -> None:
     """Refuses to replace a tokenizer without --force: datasets made with it would silently disagree with
     the new one. Other tokenizers' files (vocab.json, tokenizer.model, ...) are refused even with --force:
