@@ -200,6 +200,15 @@ class ConvertTokenizer(unittest.TestCase):
                           "already holds a tokenizer", "--force")
         self.convert("--vocab-file", self.vocab_file, "--merge-file", self.merge_file, "--output", self.folder,
                      "--force")
+        # The same merges with CRLF line ends (read as text: universal newlines) convert to the same tokenizer.json.
+        crlf = os.path.join(self.tmp, "crlf_merges.txt")
+        with open(self.merge_file, encoding="utf-8") as f, open(crlf, "w", encoding="utf-8", newline="") as g:
+            g.write(f.read().replace("\n", "\r\n"))
+        again = os.path.join(self.tmp, "tok_crlf")
+        self.convert("--vocab-file", self.vocab_file, "--merge-file", crlf, "--output", again)
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            with open(os.path.join(self.folder, name), "rb") as a, open(os.path.join(again, name), "rb") as b:
+                self.assertEqual(a.read(), b.read(), name)
 
     def test_megatron_spellings_point_here(self):
         proc = run(sys.executable, PREPROCESS, "--input", SAMPLE, "--output-prefix", os.path.join(self.tmp, "x"),
