@@ -12,9 +12,10 @@
 namespace sg::kernels::grouped_bias {
 SG_EMULATED_NAMESPACE_BEGIN
 
-inline constexpr int kForwardMaxThreads = 256;
-// Backward chunk block = 32 column lanes x 8 row slots (thread t: lane t % 32, slot t / 32); a lane holds VEC
-// consecutive columns. The reduce block: one thread per column.
+// A forward block: its threads walk the chunk's rows x VEC-column pieces. Backward chunk block = 32 column lanes x 8
+// row slots (thread t: lane t % 32, slot t / 32); a lane holds VEC consecutive columns. The reduce block: one thread
+// per column.
+inline constexpr int kForwardThreads = 256;
 inline constexpr int kLanes = 32, kSlots = 8, kChunkThreads = kLanes * kSlots, kReduceThreads = 256;
 inline constexpr int64_t kChunkRows = kGroupedBiasChunkRows;
 
@@ -40,50 +41,58 @@ SG_HOST_DEVICE int64_t num_partials(int64_t max_rows, int num_groups) {
   return max_rows <= 0 ? 0 : chunks_of(max_rows) + num_groups;
 }
 
-// One block per row: the first group whose segment holds the row adds its bias (none: the row is left alone).
-template <int VEC>
-SG_KERNEL(kForwardMaxThreads)
-forward_kernel(GroupedBiasForwardParams p) {
-  const int64_t r = detail::block_index_x();
-  int g = 0;
-  for (; g < p.num_groups; ++g) {
+// Chunk j of the groups' chunks in group order: group g's rows [first, end). g == num_groups: past the last chunk.
+struct Chunk {
+  int g;
+  int64_t first, end;
+};
+template <class Params>
+SG_DEVICE Chunk chunk_at(const Params& p, int64_t j) {
+  int64_t before = 0;
+  for (int g = 0; g < p.num_groups; ++g) {
     const Segment s = segment(p.counts, p.offsets, g, p.max_rows);
-    if (r >= s.first && r < s.first + s.rows) break;
+    const int64_t n = chunks_of(s.rows);
+    if (j < before + n) {
+      const int64_t first = s.first + (j - before) * kChunkRows;
+      return {g, first, s.first + s.rows < first + kChunkRows ? s.first + s.rows : first + kChunkRows};
+    }
+    before += n;
   }
-  if (g == p.num_groups) return;
-  bf16* y = p.y + r * p.cols;
-  const bf16* bias = p.bias + static_cast<int64_t>(g) * p.cols;
-  const int64_t step = static_cast<int64_t>(detail::block_threads()) * VEC;
-  for (int64_t c = static_cast<int64_t>(detail::thread_index()) * VEC; c < p.cols; c += step) {
+  return {p.num_groups, 0, 0};
+}
+
+// Block x = chunk j: its group's bias added to the chunk's rows (the chunks cover every segment; other rows are not
+// touched). One group lookup per block of up to 256 rows, not per row.
+template <int VEC>
+SG_KERNEL(kForwardThreads)
+forward_kernel(GroupedBiasForwardParams p) {
+  const Chunk c = chunk_at(p, detail::block_index_x());
+  if (c.g == p.num_groups) return;
+  const bf16* bias = p.bias + static_cast<int64_t>(c.g) * p.cols;
+  const int64_t pieces = p.cols / VEC;  // VEC == 8: cols % 8 == 0
+  const int64_t n = (c.end - c.first) * pieces;
+  for (int64_t i = detail::thread_index(); i < n; i += detail::block_threads()) {
+    const int64_t col = (i % pieces) * VEC;
+    bf16* y = p.y + (c.first + i / pieces) * p.cols + col;
     float v[VEC], b[VEC];
-    detail::load_bf16<VEC>(y + c, v);
-    detail::load_bf16<VEC>(bias + c, b);
+    detail::load_bf16<VEC>(y, v);
+    detail::load_bf16<VEC>(bias + col, b);
     SG_UNROLL
     for (int k = 0; k < VEC; ++k) v[k] += b[k];
-    detail::store_bf16<VEC>(y + c, v);
+    detail::store_bf16<VEC>(y, v);
   }
 }
 
-// Block x = chunk j (groups' chunks in group order), y = a block of columns. Slot s sums rows s, s + 8, ... of the
-// chunk in order; the 8 slots are added in slot order into partial row j. A block past the last chunk writes nothing.
+// Block x = chunk j, y = a block of columns. Slot s sums rows s, s + 8, ... of the chunk in order; the 8 slots are
+// added in slot order into partial row j. A block past the last chunk writes nothing.
 template <int VEC>
 SG_KERNEL(kChunkThreads)
 chunk_sums_kernel(GroupedBiasBackwardParams p) {
   constexpr int kBlockCols = kLanes * VEC;
   float* slot_sums = reinterpret_cast<float*>(detail::dynamic_smem());  // [kSlots][kBlockCols]
   const int64_t j = detail::block_index_x();
-  int64_t before = 0;
-  Segment s{0, 0};
-  int g = 0;
-  for (; g < p.num_groups; ++g) {
-    s = segment(p.counts, p.offsets, g, p.max_rows);
-    const int64_t n = chunks_of(s.rows);
-    if (j < before + n) break;
-    before += n;
-  }
-  if (g == p.num_groups) return;
-  const int64_t first = s.first + (j - before) * kChunkRows;
-  const int64_t end = s.first + s.rows < first + kChunkRows ? s.first + s.rows : first + kChunkRows;
+  const Chunk c = chunk_at(p, j);
+  if (c.g == p.num_groups) return;
   const int t = detail::thread_index();
   const int lane = t % kLanes, slot = t / kLanes;
   const int64_t block_col = static_cast<int64_t>(detail::block_index_y()) * kBlockCols;
@@ -92,7 +101,7 @@ chunk_sums_kernel(GroupedBiasBackwardParams p) {
   SG_UNROLL
   for (int k = 0; k < VEC; ++k) acc[k] = 0.0f;
   if (c0 < p.cols) {
-    for (int64_t r = first + slot; r < end; r += kSlots) {
+    for (int64_t r = c.first + slot; r < c.end; r += kSlots) {
       float v[VEC];
       detail::load_bf16<VEC>(p.dy + r * p.cols + c0, v);
       SG_UNROLL
@@ -140,13 +149,11 @@ void run_forward(const Launch& launch, const GroupedBiasForwardParams& p) {
   check_groups(op, p.num_groups, p.max_rows, p.cols, p.counts, p.offsets);
   if (p.max_rows == 0) return;
   SG_CHECK(p.y != nullptr && p.bias != nullptr, strprintf("%s: y or bias is null", op));
-  const dim3 grid(static_cast<unsigned>(p.max_rows));
+  const dim3 grid(static_cast<unsigned>(num_partials(p.max_rows, p.num_groups)));
   if (detail::bf16_vector_path_ok(p.cols, {}, {p.y, p.bias})) {
-    launch("grouped_bias_forward_kernel", forward_kernel<8>, grid,
-           detail::row_block_threads(p.cols, 8, kForwardMaxThreads), 0, p);
+    launch("grouped_bias_forward_kernel", forward_kernel<8>, grid, kForwardThreads, 0, p);
   } else {
-    launch("grouped_bias_forward_kernel", forward_kernel<1>, grid,
-           detail::row_block_threads(p.cols, 1, kForwardMaxThreads), 0, p);
+    launch("grouped_bias_forward_kernel", forward_kernel<1>, grid, kForwardThreads, 0, p);
   }
 }
 

@@ -14,7 +14,8 @@
 // float atomics would make the bits depend on scheduling. Here each group's rows are cut into chunks of
 // kGroupedBiasChunkRows from the group's first row; a block sums one chunk's rows in a fixed order into one partial
 // row of the scratch, and a second kernel adds each group's partial rows in order: the bits depend on the counts,
-// the offsets and the data only.
+// the offsets and the data only. The forward's blocks take the same chunks (one group lookup per chunk, not per row).
+// Segments must not overlap (the grouped GEMM's contract; the MoE dispatch never overlaps them).
 #include <cuda_runtime.h>
 
 #include <cstddef>
